@@ -1,0 +1,617 @@
+/* directory.c - the hoplite-directory server (see directory.h). */
+#include "directory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+
+void dir_config_defaults(dir_config *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->listen_host, sizeof c->listen_host, "0.0.0.0");
+  c->listen_port = 7700;
+  c->inline_max = HPL_DEFAULT_INLINE_MAX;
+  c->inline_memory = 1ull << 30;
+  c->max_senders = 1;
+  c->heartbeat_ms = 500;
+  c->heartbeat_timeout_ms = 3000;
+  c->reduce_latency_s = 200e-6;
+  c->reduce_bandwidth = 125e6;
+}
+
+dir_node *dir_node_find(dir_server *s, uint64_t id) {
+  dir_node *n = NULL;
+  HASH_FIND(hh, s->nodes, &id, sizeof id, n);
+  return n;
+}
+
+/* ------------------------------------------------------------------ waiters */
+
+static void waiter_closed(uv_handle_t *h) { free(h->data); }
+
+/* Unlink a waiter from its object and connection and free it. */
+static void waiter_drop(dir_waiter *w) {
+  dir_waiter **pp;
+  for (pp = (dir_waiter **)&w->obj->waiters; *pp; pp = &(*pp)->next)
+    if (*pp == w) {
+      *pp = w->next;
+      break;
+    }
+  for (pp = &w->dc->waiters; *pp; pp = &(*pp)->cnext)
+    if (*pp == w) {
+      *pp = w->cnext;
+      break;
+    }
+  if (w->has_timer) {
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, waiter_closed);
+  } else {
+    free(w);
+  }
+}
+
+static void acquire_reply_err(dir_conn *dc, uint64_t req, int status, const char *detail) {
+  Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
+  r.status = status;
+  r.detail = (char *)detail;
+  hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* Answer an ACQUIRE for `o` from `dc` if possible. Returns 1 if answered,
+ * 0 if the asker must keep waiting. */
+static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o) {
+  uint64_t asker = dc->node->id;
+  if (o->is_inline) {
+    Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
+    r.size = o->size;
+    r.inline_ = 1;
+    hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    /* remember the holder so a delete reaches it */
+    dtab_add_loc(&s->tab, o, asker, o->size, 1, 0);
+    s->ctr.inline_served++;
+    return 1;
+  }
+  uint64_t sender = 0;
+  int rc = dtab_pick_sender(&s->tab, o, asker, &sender);
+  if (rc == 1) return 0;
+  if (rc < 0) {
+    char detail[320];
+    if (rc == HPL_ELOST) {
+      snprintf(detail, sizeof detail, "object '%s' lost: no copy that can finish remains", o->id);
+      s->ctr.lost_replies++;
+    } else {
+      snprintf(detail, sizeof detail, "cannot find a sender for '%s'", o->id);
+    }
+    acquire_reply_err(dc, req, rc, detail);
+    return 1;
+  }
+  dir_node *n = dir_node_find(s, sender);
+  if (!n) { /* cannot happen: locations only name live nodes */
+    dtab_loc_remove(&s->tab, o, sender);
+    acquire_reply_err(dc, req, HPL_EUNAVAIL, "sender vanished");
+    return 1;
+  }
+  Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
+  r.size = o->size;
+  r.sender_node = n->id;
+  r.sender_addr = n->addr;
+  r.sender_port = (uint32_t)n->port;
+  hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  s->ctr.senders_assigned++;
+  LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker,
+            (unsigned long long)sender);
+  return 1;
+}
+
+static void waiter_timeout(uv_timer_t *t) {
+  dir_waiter *w = t->data;
+  char detail[320];
+  snprintf(detail, sizeof detail, "object '%s' did not become available in time", w->obj->id);
+  acquire_reply_err(w->dc, w->req_id, HPL_ETIMEDOUT, detail);
+  dir_obj *o = w->obj;
+  dir_server *s = w->srv;
+  waiter_drop(w);
+  dtab_gc(&s->tab, o);
+}
+
+void dir_object_changed(dir_server *s, dir_obj *o) {
+  /* serve waiters in arrival order; stop at the first that must keep waiting
+   * only if nothing could be assigned (others may still be servable) */
+  dir_waiter *w = o->waiters;
+  while (w) {
+    dir_waiter *next = w->next;
+    if (acquire_try(s, w->dc, w->req_id, o)) waiter_drop(w);
+    w = next;
+  }
+  dtab_gc(&s->tab, o);
+}
+
+/* ------------------------------------------------------------------ handlers */
+
+static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__RegisterReq *m) {
+  if (m->node_id == 0 || !m->addr || strlen(m->addr) >= sizeof(((dir_node *)0)->addr) ||
+      m->data_port == 0 || m->data_port > 65535) {
+    hpl_conn_reply(dc->c, req, HPL_EINVAL, "bad registration");
+    return;
+  }
+  dir_node *n = dir_node_find(s, m->node_id);
+  if (n && n->conn && n->conn != dc) {
+    /* the node reconnected before we noticed the old connection died */
+    LOG_INFO("node %016llx re-registered on a new connection", (unsigned long long)m->node_id);
+    dir_conn *old = n->conn;
+    old->node = NULL;
+    hpl_conn_close(old->c, 0);
+    dtab_node_gone(&s->tab, n->id, (void (*)(dir_obj *, void *))dir_object_changed, s);
+  }
+  if (!n) {
+    n = calloc(1, sizeof *n);
+    if (!n) {
+      hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+      return;
+    }
+    n->id = m->node_id;
+    HASH_ADD(hh, s->nodes, id, sizeof n->id, n);
+  }
+  snprintf(n->addr, sizeof n->addr, "%s", m->addr);
+  snprintf(n->name, sizeof n->name, "%s", m->name ? m->name : "");
+  n->port = (int)m->data_port;
+  n->conn = dc;
+  n->last_seen_ms = hpl_now_ms();
+  dc->node = n;
+  for (size_t i = 0; i < m->n_held; i++) {
+    Hpl__HeldObject *h = m->held[i];
+    if (!h->complete || !hpl_id_valid(h->id)) continue;
+    dir_obj *o = dtab_get(&s->tab, h->id);
+    if (!o) continue;
+    dtab_loc_complete(&s->tab, o, n->id, h->size);
+    dir_object_changed(s, o);
+  }
+  LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
+           (unsigned long long)n->id, n->name, n->addr, n->port, m->n_held);
+  Hpl__RegisterRep r = HPL__REGISTER_REP__INIT;
+  r.inline_max = s->cfg.inline_max;
+  r.heartbeat_ms = s->cfg.heartbeat_ms;
+  r.max_senders = s->cfg.max_senders;
+  hpl_conn_send(dc->c, HPL_MSG_REGISTER_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocAddReq *m) {
+  dir_obj *o = dtab_get(&s->tab, m->id);
+  if (!o) {
+    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  int rc = dtab_add_loc(&s->tab, o, dc->node->id, m->size, m->complete, m->origin);
+  char detail[320] = "";
+  if (rc == HPL_EEXIST)
+    snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
+  else if (rc == HPL_EMISMATCH)
+    snprintf(detail, sizeof detail, "object '%s' exists with size %llu, not %llu", m->id,
+             (unsigned long long)o->size, (unsigned long long)m->size);
+  hpl_conn_reply(dc->c, req, rc, detail);
+  dir_object_changed(s, o);
+}
+
+static void on_loc_note(dir_server *s, dir_conn *dc, Hpl__LocNote *m) {
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (!o) return;
+  uint64_t node = dc->node->id;
+  if (m->kind == HPL_LOC_COMPLETE) {
+    dtab_loc_complete(&s->tab, o, node, o->size);
+  } else if (m->kind == HPL_LOC_REMOVE) {
+    dtab_loc_remove(&s->tab, o, node);
+    if (!o->locs && !o->is_inline)
+      o->state = OBJ_PENDING; /* nothing left anywhere: as if never put */
+    else
+      dtab_check_lost(&s->tab, o);
+  }
+  dir_object_changed(s, o);
+}
+
+static void on_inline_put(dir_server *s, dir_conn *dc, uint64_t req, Hpl__InlinePutReq *m,
+                          const uint8_t *payload, uint64_t plen) {
+  if (plen != m->size || plen > s->cfg.inline_max) {
+    hpl_conn_reply(dc->c, req, HPL_EINVAL, "inline put: size does not match payload or limit");
+    return;
+  }
+  if (s->tab.inline_bytes + plen > s->cfg.inline_memory) {
+    hpl_conn_reply(dc->c, req, HPL_EUNAVAIL, "directory inline cache full");
+    return;
+  }
+  dir_obj *o = dtab_get(&s->tab, m->id);
+  uint8_t *copy = malloc(plen ? plen : 1);
+  if (!o || !copy) {
+    free(copy);
+    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  memcpy(copy, payload, plen);
+  int rc = dtab_set_inline(&s->tab, o, copy, plen);
+  if (rc) {
+    free(copy);
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
+    hpl_conn_reply(dc->c, req, rc, detail);
+    return;
+  }
+  dtab_add_loc(&s->tab, o, dc->node->id, plen, 1, 0);
+  hpl_conn_reply(dc->c, req, 0, NULL);
+  dir_object_changed(s, o);
+}
+
+static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireReq *m) {
+  s->ctr.acquires++;
+  dir_obj *o = dtab_get(&s->tab, m->id);
+  if (!o) {
+    acquire_reply_err(dc, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (m->failed_peer) {
+    /* the asker's stream from this peer broke: that copy is not trusted */
+    LOG_INFO("node %016llx reports sender %016llx failed for '%s'",
+             (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id);
+    dtab_loc_remove(&s->tab, o, m->failed_peer);
+    dtab_check_lost(&s->tab, o);
+  }
+  if (acquire_try(s, dc, req, o)) {
+    dtab_gc(&s->tab, o);
+    return;
+  }
+  if (m->timeout_ms == 0) {
+    acquire_reply_err(dc, req, HPL_ETIMEDOUT, "object not available");
+    dtab_gc(&s->tab, o);
+    return;
+  }
+  dir_waiter *w = calloc(1, sizeof *w);
+  if (!w) {
+    acquire_reply_err(dc, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  w->srv = s;
+  w->obj = o;
+  w->dc = dc;
+  w->req_id = req;
+  w->node = dc->node->id;
+  dir_waiter **pp = (dir_waiter **)&o->waiters;
+  while (*pp) pp = &(*pp)->next;
+  *pp = w;
+  w->cnext = dc->waiters;
+  dc->waiters = w;
+  if (m->timeout_ms > 0) {
+    uv_timer_init(s->loop, &w->timer);
+    w->timer.data = w;
+    w->has_timer = 1;
+    uv_timer_start(&w->timer, waiter_timeout, (uint64_t)m->timeout_ms, 0);
+  }
+  s->ctr.waits++;
+}
+
+static void on_stat(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
+  Hpl__StatRep r = HPL__STAT_REP__INIT;
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  char detail[320] = "";
+  if (!o || o->state == OBJ_PENDING) {
+    r.status = HPL_ENOTFOUND;
+    snprintf(detail, sizeof detail, "no object '%s'", m->id);
+  } else if (o->state == OBJ_LOST) {
+    r.status = HPL_ELOST;
+    snprintf(detail, sizeof detail, "object '%s' lost", m->id);
+  } else {
+    r.size = o->size;
+    r.inline_ = o->is_inline;
+    for (dir_loc *l = o->locs; l; l = l->next) {
+      r.copies++;
+      r.complete += l->complete;
+    }
+  }
+  r.detail = detail;
+  hpl_conn_send(dc->c, HPL_MSG_STAT_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+static void send_drop(dir_server *s, uint64_t node, const char *id) {
+  dir_node *n = dir_node_find(s, node);
+  if (!n || !n->conn) return;
+  Hpl__DropNote d = HPL__DROP_NOTE__INIT;
+  d.id = (char *)id;
+  hpl_conn_send(n->conn->c, HPL_MSG_DROP, 0, &d.base, NULL, 0, 0, NULL, NULL);
+}
+
+static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (!o || o->state == OBJ_PENDING) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "no object '%s'", m->id);
+    hpl_conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
+    return;
+  }
+  for (dir_loc *l = o->locs; l; l = l->next) send_drop(s, l->node, o->id);
+  while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
+  if (o->is_inline) {
+    s->tab.inline_bytes -= o->size;
+    free(o->inl);
+    o->inl = NULL;
+    o->is_inline = 0;
+  }
+  o->has_size = 0;
+  o->size = 0;
+  o->ready_seq = 0;
+  o->state = OBJ_PENDING; /* waiters (if any) wait for a new put */
+  hpl_conn_reply(dc->c, req, 0, NULL);
+  dtab_gc(&s->tab, o);
+}
+
+static int cmp_info(const void *a, const void *b) {
+  const Hpl__ObjInfo *x = *(Hpl__ObjInfo *const *)a, *y = *(Hpl__ObjInfo *const *)b;
+  return strcmp(x->id, y->id);
+}
+
+static void on_list(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ListReq *m) {
+  Hpl__ListRep r = HPL__LIST_REP__INIT;
+  size_t cap = (size_t)s->tab.nobjs, n = 0, bytes = 0;
+  Hpl__ObjInfo *infos = calloc(cap ? cap : 1, sizeof *infos);
+  Hpl__ObjInfo **ptrs = calloc(cap ? cap : 1, sizeof *ptrs);
+  const char *prefix = m->prefix ? m->prefix : "";
+  size_t plen = strlen(prefix);
+  if (!infos || !ptrs) {
+    free(infos);
+    free(ptrs);
+    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  dir_obj *o, *tmp;
+  HASH_ITER(hh, s->tab.objs, o, tmp) {
+    if (o->state != OBJ_READY || strncmp(o->id, prefix, plen) != 0) continue;
+    if (n == cap || bytes + strlen(o->id) + 32 > HPL_MAX_MSG_CTRL - 1024) {
+      r.status = HPL_ETOOBIG;
+      r.detail = "listing truncated";
+      break;
+    }
+    Hpl__ObjInfo *i = &infos[n];
+    hpl__obj_info__init(i);
+    i->id = o->id;
+    i->size = o->size;
+    i->inline_ = o->is_inline;
+    for (dir_loc *l = o->locs; l; l = l->next) {
+      i->copies++;
+      i->complete += l->complete;
+    }
+    ptrs[n++] = i;
+    bytes += strlen(o->id) + 32;
+  }
+  qsort(ptrs, n, sizeof *ptrs, cmp_info);
+  r.n_objects = n;
+  r.objects = ptrs;
+  hpl_conn_send(dc->c, HPL_MSG_LIST_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  free(infos);
+  free(ptrs);
+}
+
+static void on_counters(dir_server *s, dir_conn *dc, uint64_t req) {
+  struct {
+    const char *name;
+    uint64_t v;
+  } vals[] = {
+      {"dir_nodes", HASH_COUNT(s->nodes)},      {"dir_objects", s->tab.nobjs},
+      {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
+      {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
+      {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
+      {"dir_nodes_dead", s->ctr.nodes_dead},
+  };
+  size_t n = sizeof vals / sizeof vals[0];
+  Hpl__Counter cs[sizeof vals / sizeof vals[0]];
+  Hpl__Counter *ps[sizeof vals / sizeof vals[0]];
+  for (size_t i = 0; i < n; i++) {
+    hpl__counter__init(&cs[i]);
+    cs[i].name = (char *)vals[i].name;
+    cs[i].value = vals[i].v;
+    ps[i] = &cs[i];
+  }
+  Hpl__CountersRep r = HPL__COUNTERS_REP__INIT;
+  r.n_counters = n;
+  r.counters = ps;
+  hpl_conn_send(dc->c, HPL_MSG_COUNTERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* Requests that name an object carry an id the directory must check. */
+static const char *frame_id(unsigned type, ProtobufCMessage *m) {
+  switch (type) {
+    case HPL_MSG_LOC_ADD: return ((Hpl__LocAddReq *)m)->id;
+    case HPL_MSG_LOC_NOTE: return ((Hpl__LocNote *)m)->id;
+    case HPL_MSG_INLINE_PUT: return ((Hpl__InlinePutReq *)m)->id;
+    case HPL_MSG_ACQUIRE: return ((Hpl__AcquireReq *)m)->id;
+    case HPL_MSG_STAT:
+    case HPL_MSG_DELETE: return ((Hpl__IdReq *)m)->id;
+    default: return "x";
+  }
+}
+
+static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                         const uint8_t *payload, uint64_t plen) {
+  dir_conn *dc = hpl_conn_data(c);
+  dir_server *s = dc->srv;
+  if (!hpl_id_valid(frame_id(h->type, m))) {
+    hpl_conn_reply(c, h->req_id, HPL_EINVAL, "invalid object id");
+    return;
+  }
+  if (plen && h->type != HPL_MSG_INLINE_PUT) {
+    hpl_conn_fail(c, "unexpected payload");
+    return;
+  }
+  int needs_node = h->type == HPL_MSG_LOC_ADD || h->type == HPL_MSG_LOC_NOTE ||
+                   h->type == HPL_MSG_INLINE_PUT || h->type == HPL_MSG_ACQUIRE ||
+                   h->type == HPL_MSG_HEARTBEAT;
+  if (needs_node && !dc->node) {
+    hpl_conn_fail(c, "request before REGISTER");
+    return;
+  }
+  if (dc->node) dc->node->last_seen_ms = hpl_now_ms();
+  switch (h->type) {
+    case HPL_MSG_REGISTER: on_register(s, dc, h->req_id, (Hpl__RegisterReq *)m); break;
+    case HPL_MSG_HEARTBEAT: if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL); break;
+    case HPL_MSG_LOC_ADD: on_loc_add(s, dc, h->req_id, (Hpl__LocAddReq *)m); break;
+    case HPL_MSG_LOC_NOTE: on_loc_note(s, dc, (Hpl__LocNote *)m); break;
+    case HPL_MSG_INLINE_PUT:
+      on_inline_put(s, dc, h->req_id, (Hpl__InlinePutReq *)m, payload, plen);
+      break;
+    case HPL_MSG_ACQUIRE: on_acquire(s, dc, h->req_id, (Hpl__AcquireReq *)m); break;
+    case HPL_MSG_STAT: on_stat(s, dc, h->req_id, (Hpl__IdReq *)m); break;
+    case HPL_MSG_DELETE: on_delete(s, dc, h->req_id, (Hpl__IdReq *)m); break;
+    case HPL_MSG_LIST: on_list(s, dc, h->req_id, (Hpl__ListReq *)m); break;
+    case HPL_MSG_COUNTERS: on_counters(s, dc, h->req_id); break;
+    default: {
+      char why[64];
+      snprintf(why, sizeof why, "unexpected %s message", hpl_msg_name(h->type));
+      hpl_conn_fail(c, why);
+    }
+  }
+}
+
+static void node_gone(dir_server *s, dir_node *n, const char *why) {
+  LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
+           n->port, why);
+  s->ctr.nodes_dead++;
+  HASH_DEL(s->nodes, n);
+  uint64_t id = n->id;
+  free(n);
+  dtab_node_gone(&s->tab, id, (void (*)(dir_obj *, void *))dir_object_changed, s);
+}
+
+static void dir_on_close(hpl_conn *c, int status) {
+  dir_conn *dc = hpl_conn_data(c);
+  dir_server *s = dc->srv;
+  while (dc->waiters) {
+    dir_waiter *w = dc->waiters;
+    dir_obj *o = w->obj;
+    waiter_drop(w);
+    dtab_gc(&s->tab, o);
+  }
+  if (dc->node && dc->node->conn == dc && !s->stopping)
+    node_gone(s, dc->node, status == 0 ? "connection closed" : hpl_strerror(status));
+  if (dc->prev) dc->prev->next = dc->next; else s->conns = dc->next;
+  if (dc->next) dc->next->prev = dc->prev;
+  free(dc);
+}
+
+static void dir_on_accept(uv_stream_t *server, int status) {
+  dir_server *s = server->data;
+  if (status < 0) {
+    LOG_WARN("accept: %s", uv_strerror(status));
+    return;
+  }
+  uv_tcp_t *t = malloc(sizeof *t);
+  dir_conn *dc = calloc(1, sizeof *dc);
+  if (!t || !dc) {
+    free(t);
+    free(dc);
+    return;
+  }
+  uv_tcp_init(s->loop, t);
+  if (uv_accept(server, (uv_stream_t *)t) != 0) {
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    free(dc);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  dc->srv = s;
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  char host[64] = "?", label[96];
+  if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) == 0)
+    uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
+  snprintf(label, sizeof label, "dir<-%s", host);
+  hpl_conn_opts o = {.lim = {.max_msg = HPL_MAX_MSG_CTRL,
+                             .max_payload = s->cfg.inline_max,
+                             .max_type = HPL_MSG_MAX_},
+                     .stream_payloads = 0,
+                     .on_frame = dir_on_frame,
+                     .on_close = dir_on_close,
+                     .data = dc,
+                     .label = label};
+  dc->next = s->conns;
+  if (s->conns) s->conns->prev = dc;
+  s->conns = dc;
+  dc->c = hpl_conn_new((uv_stream_t *)t, &o);
+  if (!dc->c) { /* the stream is closed; unlink */
+    s->conns = dc->next;
+    if (s->conns) s->conns->prev = NULL;
+    free(dc);
+  }
+}
+
+static void dir_sweep(uv_timer_t *t) {
+  dir_server *s = t->data;
+  uint64_t now = hpl_now_ms();
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp) {
+    if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
+    dir_conn *dc = n->conn;
+    char why[64];
+    snprintf(why, sizeof why, "no heartbeat for %llu ms",
+             (unsigned long long)(now - n->last_seen_ms));
+    if (dc) {
+      dc->node = NULL;
+      hpl_conn_close(dc->c, HPL_ETIMEDOUT);
+    }
+    node_gone(s, n, why);
+  }
+}
+
+static void dir_on_signal(uv_signal_t *sig, int signum) {
+  dir_server *s = sig->data;
+  LOG_INFO("signal %d: shutting down", signum);
+  s->stopping = 1;
+  uv_close((uv_handle_t *)&s->listener, NULL);
+  uv_close((uv_handle_t *)&s->sweep, NULL);
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+  /* closing a connection drops its waiters and their timers */
+  for (dir_conn *dc = s->conns; dc; dc = dc->next) hpl_conn_close(dc->c, 0);
+}
+
+int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->cfg = *cfg;
+  dtab_init(&s->tab, cfg->max_senders);
+  struct sockaddr_in addr;
+  int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
+  if (rc) {
+    LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
+    return HPL_EINVAL;
+  }
+  uv_tcp_init(loop, &s->listener);
+  s->listener.data = s;
+  if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&s->listener, 512, dir_on_accept))) {
+    LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, uv_strerror(rc));
+    return HPL_ESYS;
+  }
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
+  int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  LOG_INFO("listening on %s:%d (inline max %u B, max senders per copy %u, heartbeat %u/%u ms)",
+           cfg->listen_host, port, cfg->inline_max, cfg->max_senders, cfg->heartbeat_ms,
+           cfg->heartbeat_timeout_ms);
+  if (cfg->port_file) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", cfg->port_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, cfg->port_file)) {
+      LOG_ERROR("cannot write port file %s", cfg->port_file);
+      return HPL_ESYS;
+    }
+  }
+  uv_timer_init(loop, &s->sweep);
+  s->sweep.data = s;
+  uv_timer_start(&s->sweep, dir_sweep, cfg->heartbeat_ms, cfg->heartbeat_ms);
+  uv_signal_init(loop, &s->sigint);
+  uv_signal_init(loop, &s->sigterm);
+  s->sigint.data = s->sigterm.data = s;
+  uv_signal_start(&s->sigint, dir_on_signal, SIGINT);
+  uv_signal_start(&s->sigterm, dir_on_signal, SIGTERM);
+  return 0;
+}

@@ -1,0 +1,88 @@
+/*
+ * directory.h - hoplite-directory: one per cluster, one event loop.
+ * Nodes register over TCP; the directory keeps the object table
+ * (objects.h), answers where to pull objects from, serves small objects
+ * inline, and detects dead nodes.
+ */
+#ifndef HPL_DIRECTORY_H
+#define HPL_DIRECTORY_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "objects.h"
+#include "uvconn.h"
+
+typedef struct dir_config {
+  char listen_host[256];
+  int listen_port;
+  const char *port_file;      /* write the bound port here once listening */
+  uint32_t inline_max;        /* objects of at most this many bytes are inline */
+  uint64_t inline_memory;     /* cap on all inline bytes held */
+  uint32_t max_senders;       /* receivers one copy may serve at once */
+  uint32_t heartbeat_ms;      /* stores send a heartbeat this often */
+  uint32_t heartbeat_timeout_ms; /* a node silent this long is dead */
+  double reduce_latency_s;    /* cost model L (reduce planner) */
+  double reduce_bandwidth;    /* cost model B, bytes/s */
+} dir_config;
+
+void dir_config_defaults(dir_config *c);
+
+typedef struct dir_node {
+  uint64_t id;
+  UT_hash_handle hh;
+  char addr[64];
+  int port;
+  char name[64];
+  struct dir_conn *conn;
+  uint64_t last_seen_ms;
+} dir_node;
+
+typedef struct dir_conn {
+  hpl_conn *c;
+  dir_node *node;             /* NULL until REGISTER */
+  struct dir_waiter *waiters; /* ACQUIREs pending on this connection */
+  struct dir_server *srv;
+  struct dir_conn *prev, *next; /* all connections, for shutdown */
+} dir_conn;
+
+typedef struct dir_waiter {
+  struct dir_waiter *next;  /* in the object's list */
+  struct dir_waiter *cnext; /* in the connection's list */
+  struct dir_server *srv;
+  dir_obj *obj;
+  dir_conn *dc;
+  uint64_t req_id;
+  uint64_t node;
+  uv_timer_t timer;
+  int has_timer;
+} dir_waiter;
+
+typedef struct dir_counters {
+  uint64_t acquires, inline_served, senders_assigned, waits, lost_replies, nodes_dead;
+} dir_counters;
+
+typedef struct dir_server {
+  uv_loop_t *loop;
+  dir_config cfg;
+  uv_tcp_t listener;
+  uv_timer_t sweep;
+  uv_signal_t sigint, sigterm;
+  dtab tab;
+  dir_node *nodes;
+  dir_conn *conns;
+  dir_counters ctr;
+  int stopping;
+} dir_server;
+
+/* Bind, listen and install timers/signals. Returns 0 or a negative code. */
+int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg);
+
+/* Re-examine an object after a change: answer waiters that can now be
+ * served (or must fail), and tell reduces that watch it. */
+void dir_object_changed(dir_server *s, dir_obj *o);
+
+/* Node lookup for replies. */
+dir_node *dir_node_find(dir_server *s, uint64_t id);
+
+#endif

@@ -1,0 +1,256 @@
+/* objects.c - the directory's object table (see objects.h). */
+#include "objects.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+
+void dtab_init(dtab *t, uint32_t max_senders) {
+  memset(t, 0, sizeof *t);
+  t->max_senders = max_senders ? max_senders : 1;
+}
+
+static void obj_free(dir_obj *o) {
+  dir_loc *l = o->locs;
+  while (l) {
+    dir_loc *n = l->next;
+    free(l);
+    l = n;
+  }
+  free(o->inl);
+  free(o->id);
+  free(o);
+}
+
+void dtab_clear(dtab *t) {
+  dir_obj *o, *tmp;
+  HASH_ITER(hh, t->objs, o, tmp) {
+    HASH_DEL(t->objs, o);
+    obj_free(o);
+  }
+  t->nobjs = 0;
+  t->inline_bytes = 0;
+}
+
+dir_obj *dtab_find(dtab *t, const char *id) {
+  dir_obj *o = NULL;
+  HASH_FIND_STR(t->objs, id, o);
+  return o;
+}
+
+dir_obj *dtab_get(dtab *t, const char *id) {
+  dir_obj *o = dtab_find(t, id);
+  if (o) return o;
+  o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->id = strdup(id);
+  if (!o->id) {
+    free(o);
+    return NULL;
+  }
+  o->state = OBJ_PENDING;
+  HASH_ADD_KEYPTR(hh, t->objs, o->id, strlen(o->id), o);
+  t->nobjs++;
+  return o;
+}
+
+void dtab_remove(dtab *t, dir_obj *o) {
+  HASH_DEL(t->objs, o);
+  if (o->is_inline) t->inline_bytes -= o->size;
+  t->nobjs--;
+  obj_free(o);
+}
+
+void dtab_gc(dtab *t, dir_obj *o) {
+  if (o->state == OBJ_PENDING && !o->locs && !o->waiters && !o->watchers && !o->is_inline)
+    dtab_remove(t, o);
+}
+
+dir_loc *dtab_loc(dir_obj *o, uint64_t node) {
+  for (dir_loc *l = o->locs; l; l = l->next)
+    if (l->node == node) return l;
+  return NULL;
+}
+
+static void loc_release_upstream(dir_obj *o, dir_loc *l) {
+  if (!l->upstream) return;
+  dir_loc *up = dtab_loc(o, l->upstream);
+  if (up && up->serving > 0) up->serving--;
+  l->upstream = 0;
+}
+
+static dir_loc *loc_append(dir_obj *o, uint64_t node) {
+  dir_loc *l = calloc(1, sizeof *l);
+  if (!l) return NULL;
+  l->node = node;
+  dir_loc **pp = &o->locs;
+  while (*pp) pp = &(*pp)->next;
+  *pp = l;
+  o->nlocs++;
+  return l;
+}
+
+static int obj_has_complete(const dir_obj *o) {
+  for (const dir_loc *l = o->locs; l; l = l->next)
+    if (l->complete) return 1;
+  return 0;
+}
+
+int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete, int origin) {
+  if (o->has_size && o->size != size && o->state != OBJ_LOST) return HPL_EMISMATCH;
+  dir_loc *l = dtab_loc(o, node);
+  if (origin) {
+    if (o->state == OBJ_READY && (o->is_inline || (l == NULL && o->locs) ||
+                                  (l && !l->origin)))
+      return HPL_EEXIST;
+    if (o->state == OBJ_LOST) {
+      /* a new put revives a lost id: forget the stale partial copies */
+      while (o->locs) {
+        dir_loc *n = o->locs->next;
+        free(o->locs);
+        o->locs = n;
+      }
+      o->nlocs = 0;
+      l = NULL;
+    }
+  }
+  if (!l) {
+    l = loc_append(o, node);
+    if (!l) return HPL_ENOMEM;
+  }
+  if (origin) l->origin = 1;
+  o->size = size;
+  o->has_size = 1;
+  if (complete && !l->complete) {
+    l->complete = 1;
+    loc_release_upstream(o, l);
+    if (!o->ready_seq) o->ready_seq = ++t->seq;
+  }
+  if (complete || origin) o->state = OBJ_READY;
+  return 0;
+}
+
+int dtab_set_inline(dtab *t, dir_obj *o, uint8_t *data, uint64_t len) {
+  if (o->state == OBJ_READY) return HPL_EEXIST;
+  if (o->has_size && o->size != len && o->state != OBJ_LOST) return HPL_EMISMATCH;
+  free(o->inl);
+  o->inl = data;
+  o->is_inline = 1;
+  o->size = len;
+  o->has_size = 1;
+  o->state = OBJ_READY;
+  if (!o->ready_seq) o->ready_seq = ++t->seq;
+  t->inline_bytes += len;
+  return 0;
+}
+
+int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size) {
+  int first = !o->is_inline && !obj_has_complete(o);
+  dir_loc *l = dtab_loc(o, node);
+  if (!l) {
+    if (o->has_size && o->size != size) return 0;
+    l = loc_append(o, node);
+    if (!l) return 0;
+    o->size = size;
+    o->has_size = 1;
+  }
+  if (l->complete) return 0;
+  l->complete = 1;
+  loc_release_upstream(o, l);
+  o->state = OBJ_READY;
+  if (!o->ready_seq) o->ready_seq = ++t->seq;
+  return first;
+}
+
+int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node) {
+  (void)t;
+  for (dir_loc **pp = &o->locs; *pp; pp = &(*pp)->next) {
+    dir_loc *l = *pp;
+    if (l->node != node) continue;
+    loc_release_upstream(o, l);
+    /* copies pulling from this one lose their upstream */
+    for (dir_loc *d = o->locs; d; d = d->next)
+      if (d->upstream == node) d->upstream = 0;
+    *pp = l->next;
+    free(l);
+    o->nlocs--;
+    return 1;
+  }
+  return 0;
+}
+
+int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target) {
+  uint64_t cur = from;
+  /* a chain longer than the location list would be a cycle: stop there */
+  for (uint32_t hops = 0; cur && hops <= o->nlocs; hops++) {
+    if (cur == target) return 1;
+    dir_loc *l = dtab_loc(o, cur);
+    if (!l) return 0;
+    cur = l->upstream;
+  }
+  return 0;
+}
+
+int dtab_check_lost(dtab *t, dir_obj *o) {
+  (void)t;
+  if (o->is_inline) return 0;
+  if (o->state == OBJ_PENDING) return 0;
+  for (dir_loc *l = o->locs; l; l = l->next)
+    if (l->complete || l->origin) return 0;
+  o->state = OBJ_LOST;
+  return 1;
+}
+
+int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t *sender) {
+  if (o->state == OBJ_LOST || dtab_check_lost(t, o)) return HPL_ELOST;
+  if (o->state == OBJ_PENDING) return 1;
+  dir_loc *best = NULL;
+  int viable = 0; /* a copy that could serve later, once idle */
+  for (dir_loc *l = o->locs; l; l = l->next) {
+    if (l->node == asker) continue;
+    if (dtab_depends_on(o, l->node, asker)) continue;
+    viable = 1;
+    if (l->serving >= t->max_senders) continue;
+    if (!best || (l->complete && !best->complete)) best = l;
+    if (best->complete) break;
+  }
+  if (!best) {
+    if (viable) return 1;
+    dir_loc *self = dtab_loc(o, asker);
+    if (self && (self->complete || self->origin)) return HPL_ESTATE;
+    /* everything left pulls (transitively) from the asker */
+    o->state = OBJ_LOST;
+    return HPL_ELOST;
+  }
+  dir_loc *me = dtab_loc(o, asker);
+  if (!me) {
+    me = loc_append(o, asker);
+    if (!me) return HPL_ENOMEM;
+  } else {
+    loc_release_upstream(o, me);
+  }
+  me->complete = 0;
+  me->upstream = best->node;
+  best->serving++;
+  *sender = best->node;
+  return 0;
+}
+
+void dtab_node_gone(dtab *t, uint64_t node, void (*fn)(dir_obj *o, void *arg), void *arg) {
+  dir_obj *o, *tmp;
+  HASH_ITER(hh, t->objs, o, tmp) {
+    int touched = dtab_loc_remove(t, o, node);
+    if (!touched) {
+      for (dir_loc *l = o->locs; l; l = l->next)
+        if (l->upstream == node) {
+          l->upstream = 0;
+          touched = 1;
+        }
+    }
+    if (touched) {
+      dtab_check_lost(t, o);
+      if (fn) fn(o, arg);
+    }
+  }
+}

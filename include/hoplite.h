@@ -1,0 +1,215 @@
+/*
+ * hoplite.h - client library of the hoplite distributed object store.
+ *
+ * A task puts immutable objects into the store on its node and gets them on
+ * any node. Objects live in the store's shared-memory pool: a get returns a
+ * read-only view straight over that memory (zero-copy), a create hands out a
+ * writable region that becomes the object when sealed.
+ *
+ * Conventions for every function in this header
+ *  - Return value: 0 (HPL_OK) on success, a negative HPL_E* code on failure.
+ *    hpl_strerror() names the code; hpl_errdetail() gives the detail of the
+ *    last failure on a handle seen by the calling thread.
+ *  - Object ids are NUL-terminated strings of 1..HPL_ID_MAX bytes with no
+ *    control characters (bytes 0x01-0x1f and 0x7f). Anything else is
+ *    HPL_EINVAL.
+ *  - timeout_ms: how long a call may block. A negative value waits without
+ *    limit, 0 fails at once with HPL_ETIMEDOUT if the answer is not
+ *    immediately available. Timeouts cover the whole call, including waits
+ *    for an object that does not exist yet.
+ *  - Out-parameters are written only on success.
+ *  - A handle (hpl_client) may be used from several threads at once. Buffers
+ *    (hpl_buf) belong to the handle that returned them and must not be used
+ *    after that handle is closed.
+ *  - The library never prints and never calls exit().
+ */
+#ifndef HOPLITE_H
+#define HOPLITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define HPL_API __attribute__((visibility("default")))
+#else
+#define HPL_API
+#endif
+
+#define HPL_VERSION_MAJOR 0
+#define HPL_VERSION_MINOR 1
+
+/* Longest object id in bytes, not counting the terminating NUL. */
+#define HPL_ID_MAX 255
+
+/* Environment variable naming the store socket when hpl_connect() gets NULL. */
+#define HPL_SOCKET_ENV "HOPLITE_SOCKET"
+
+/* Error codes: X(name, value, message). One list for the library, the
+ * servers and the wire protocol. */
+#define HPL_ERRNO_MAP(X)                                                       \
+  X(OK, 0, "success")                                                          \
+  X(EINVAL, -1, "invalid argument")                                            \
+  X(ENOMEM, -2, "out of memory: the store's shared-memory pool is full")       \
+  X(ETIMEDOUT, -3, "timed out")                                                \
+  X(ENOTFOUND, -4, "no such object")                                           \
+  X(EEXIST, -5, "object already exists")                                       \
+  X(ELOST, -6, "object lost: every copy is gone")                              \
+  X(ECONN, -7, "connection to the store failed or was closed")                 \
+  X(EPROTO, -8, "protocol error")                                              \
+  X(ESYS, -9, "system call failed")                                            \
+  X(ETOOBIG, -10, "too large")                                                 \
+  X(EMISMATCH, -11, "objects do not match in size or type")                    \
+  X(ECANCELED, -12, "operation canceled")                                      \
+  X(EUNAVAIL, -13, "service unavailable")                                      \
+  X(ESTATE, -14, "object is not in a state that allows this")
+
+typedef enum hpl_errno {
+#define HPL_ERR_ENUM_(name, value, msg) HPL_##name = (value),
+  HPL_ERRNO_MAP(HPL_ERR_ENUM_)
+#undef HPL_ERR_ENUM_
+} hpl_errno;
+
+/* Static message for an error code ("unknown error" for unknown codes). */
+HPL_API const char *hpl_strerror(int err);
+/* Static symbolic name for an error code, e.g. "HPL_ETIMEDOUT". */
+HPL_API const char *hpl_errname(int err);
+
+/* Reduction operators and element types (used from the reduce issue on). */
+typedef enum hpl_op { HPL_OP_SUM = 0, HPL_OP_MIN = 1, HPL_OP_MAX = 2, HPL_OP_PROD = 3 } hpl_op;
+
+typedef enum hpl_dtype {
+  HPL_DT_U8 = 0,
+  HPL_DT_I32 = 1,
+  HPL_DT_I64 = 2,
+  HPL_DT_F32 = 3,
+  HPL_DT_F64 = 4,
+  HPL_DT_U32 = 5,
+  HPL_DT_U64 = 6,
+  HPL_DT_I8 = 7,
+} hpl_dtype;
+
+/* Size in bytes of one element of a dtype, 0 for an unknown dtype. */
+HPL_API size_t hpl_dtype_size(int dtype);
+
+typedef struct hpl_client hpl_client; /* a connection to the local store */
+typedef struct hpl_buf hpl_buf;       /* a held object (or one being created) */
+
+/* ------------------------------------------------------------------------
+ * Handles
+ * ---------------------------------------------------------------------- */
+
+/* Connect to the store listening on the Unix socket `socket_path` (NULL:
+ * $HOPLITE_SOCKET) and map its shared-memory pool.
+ * On success *out is a new handle owned by the caller (free with hpl_close).
+ * Errors: HPL_EINVAL (no path), HPL_ECONN (cannot connect), HPL_ETIMEDOUT,
+ * HPL_EPROTO (peer is not a hoplite store), HPL_ESYS (mmap failed).
+ * There is no handle on failure, so no detail: the reason is in the code. */
+HPL_API int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out);
+
+/* Close a handle. Buffers not yet released are released; their memory is
+ * unmapped, so pointers into them become invalid. NULL is a no-op. Must not
+ * race with other calls on the same handle. */
+HPL_API void hpl_close(hpl_client *c);
+
+/* Detail of the last failed call on `c` made by the calling thread, or ""
+ * if there is none. The string belongs to the library and stays valid until
+ * the thread's next call on any handle. */
+HPL_API const char *hpl_errdetail(const hpl_client *c);
+
+/* ------------------------------------------------------------------------
+ * Objects
+ * ---------------------------------------------------------------------- */
+
+/* Copy `size` bytes from `data` into a new sealed object `id` (size 0 is
+ * allowed; data may then be NULL). The caller keeps ownership of `data`.
+ * Errors: HPL_EINVAL, HPL_EEXIST (id already in use in the cluster),
+ * HPL_ENOMEM (pool full), HPL_ETIMEDOUT, HPL_ECONN. On failure no object
+ * exists. */
+HPL_API int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size,
+                    int64_t timeout_ms);
+
+/* Reserve a writable region of `size` bytes for a new object `id`, to be
+ * filled in place and then sealed. On success *out is owned by the caller
+ * until it is passed to hpl_seal() or hpl_abort(). Until sealed the object is
+ * visible to nobody but the directory (which may already let peers pull the
+ * bytes written so far, see hpl_buf_progress()).
+ * Errors: as hpl_put(). */
+HPL_API int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
+                       hpl_buf **out);
+
+/* Tell the store that the first `bytes` bytes of a created object are final,
+ * so receivers pulling it can forward them before the seal. Optional; bytes
+ * must not decrease. Does not block. Errors: HPL_EINVAL, HPL_ECONN. */
+HPL_API int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes);
+
+/* Seal a created object: it becomes immutable and visible everywhere.
+ * Takes ownership of `b` on every return (it is freed either way).
+ * Errors: HPL_EINVAL, HPL_ETIMEDOUT, HPL_ECONN, HPL_ESTATE (already deleted).
+ * A timeout leaves the outcome unknown; hpl_stat() tells. */
+HPL_API int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms);
+
+/* Discard a created, unsealed object. Takes ownership of `b`. Never fails
+ * from the caller's point of view; the store frees the region. */
+HPL_API void hpl_abort(hpl_client *c, hpl_buf *b);
+
+/* Get object `id`, waiting up to timeout_ms for it to exist and arrive. The
+ * view is read-only shared memory, valid until hpl_release(); the object
+ * cannot be freed while held, even if deleted.
+ * On success *out is owned by the caller (release with hpl_release).
+ * Errors: HPL_EINVAL, HPL_ETIMEDOUT (object did not appear or arrive in time),
+ * HPL_ELOST (every copy is gone), HPL_ENOMEM (no room in this node's pool),
+ * HPL_EMISMATCH (a reduce that was to produce it failed), HPL_ECONN. */
+HPL_API int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out);
+
+/* Release a buffer from hpl_get(). Takes ownership of `b`. NULL is a no-op. */
+HPL_API void hpl_release(hpl_client *c, hpl_buf *b);
+
+/* Accessors; `b` must be a live buffer. hpl_buf_data() of a created buffer is
+ * writable; of a got buffer it must be treated as read-only. For size 0 the
+ * data pointer is a valid non-NULL address that must not be dereferenced. */
+HPL_API void *hpl_buf_data(const hpl_buf *b);
+HPL_API uint64_t hpl_buf_size(const hpl_buf *b);
+HPL_API const char *hpl_buf_id(const hpl_buf *b);
+
+/* *out_local = 1 if the local store holds a complete copy of `id`, else 0.
+ * Never blocks on other nodes. Errors: HPL_EINVAL, HPL_ECONN, HPL_ETIMEDOUT. */
+HPL_API int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local);
+
+/* Cluster-wide facts about `id` from the directory. Any out pointer may be
+ * NULL. copies: locations known; complete: how many of those are complete;
+ * is_inline: 1 if the directory serves the object itself.
+ * Errors: HPL_EINVAL, HPL_ENOTFOUND, HPL_ETIMEDOUT, HPL_ECONN. */
+HPL_API int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
+                     uint32_t *copies, uint32_t *complete, int *is_inline);
+
+/* Delete `id` in the whole cluster. Copies still held by clients stay
+ * readable until released, then are freed; the id can be reused at once.
+ * Errors: HPL_EINVAL, HPL_ENOTFOUND, HPL_ETIMEDOUT, HPL_ECONN. */
+HPL_API int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms);
+
+/* List objects whose id starts with `prefix` (NULL or "": all), as text:
+ * one line per object, "ID<TAB>SIZE<TAB>COPIES<TAB>COMPLETE<TAB>INLINE\n".
+ * On success *out is a NUL-terminated string owned by the caller (hpl_free).
+ * Errors: HPL_ETIMEDOUT, HPL_ECONN, HPL_ETOOBIG. */
+HPL_API int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out);
+
+/* Counters of the local store as text, one "NAME VALUE\n" line each
+ * (data_bytes_sent, data_bytes_received, pulls_served, pulls_made,
+ * inline_gets, pool_used, pool_capacity, ...). *out as for hpl_list(). */
+HPL_API int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out);
+
+/* One counter of the local store by name. Errors: HPL_ENOTFOUND (no such
+ * counter) and those of hpl_counters(). */
+HPL_API int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value);
+
+/* Free memory returned by the library (hpl_list, hpl_counters, ...). */
+HPL_API void hpl_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HOPLITE_H */

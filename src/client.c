@@ -1,0 +1,685 @@
+/* client.c - libhoplite (see include/hoplite.h).
+ *
+ * One Unix-socket connection per handle. Calls from any thread send a
+ * framed request and sleep on a condition variable until a reader thread
+ * (one per handle, blocked in recv) hands them the reply with the same
+ * request id, or until their deadline passes. A reply that arrives after its
+ * caller gave up is dropped; if it granted a hold, the hold is released. The
+ * pool memfd arrives with the store's HELLO frame and is mapped once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "hoplite.h"
+#include "proto.h"
+#include "util.h"
+
+/* A reply the caller waits for. */
+typedef struct pending {
+  uint64_t id;
+  UT_hash_handle hh;
+  int done;
+  int status; /* HPL_ECONN if the connection died */
+  unsigned type;
+  uint8_t *msg;
+  size_t msg_len;
+} pending;
+
+struct hpl_buf {
+  hpl_client *c;
+  struct hpl_buf *prev, *next;
+  uint8_t *data;
+  uint64_t size;
+  uint64_t handle;
+  int created; /* from hpl_create, not yet sealed */
+  char id[HPL_ID_MAX + 1];
+};
+
+struct hpl_client {
+  int fd;
+  uint8_t *base;
+  uint64_t pool_size;
+  uint64_t node_id;
+  uint32_t inline_max;
+  pthread_mutex_t lock;  /* pending, next_id, closed, bufs */
+  pthread_cond_t cv;     /* signalled when any reply arrives or on close */
+  pthread_mutex_t wlock; /* one writer at a time */
+  pthread_t reader;
+  int reader_started;
+  int closed;
+  pending *pending;
+  uint64_t next_id;
+  hpl_buf *bufs;
+};
+
+/* Grace added to the store's own timeouts before the client gives up on a
+ * store that does not answer at all. */
+#define CLIENT_GRACE_MS 2000
+#define PUT_CHUNK (8u << 20)
+#define CLIENT_POPULATE_MIN (1u << 20)
+
+/* ------------------------------------------------------------------ errors */
+
+static __thread struct {
+  const hpl_client *c;
+  char msg[512];
+} tls_err;
+
+static int fail(const hpl_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(const hpl_client *c, int code, const char *fmt, ...) {
+  tls_err.c = c;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tls_err.msg, sizeof tls_err.msg, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+const char *hpl_errdetail(const hpl_client *c) {
+  return c && tls_err.c == c ? tls_err.msg : "";
+}
+
+/* ------------------------------------------------------------------ socket i/o */
+
+/* Write all of buf before the deadline. 0 or HPL_ECONN / HPL_ETIMEDOUT. */
+static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline) {
+  while (len) {
+    ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      buf += n;
+      len -= (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int64_t left = hpl_ms_left(deadline);
+      if (left == 0) return HPL_ETIMEDOUT;
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      int r = poll(&p, 1, left < 0 ? -1 : (int)(left > 1000000 ? 1000000 : left));
+      if (r < 0 && errno != EINTR) return HPL_ECONN;
+      continue;
+    }
+    return HPL_ECONN;
+  }
+  return 0;
+}
+
+/* Read exactly len bytes (blocking, for the reader thread and connect).
+ * 0 on success, HPL_ECONN on EOF/error, HPL_ETIMEDOUT past the deadline. */
+static int read_all(int fd, uint8_t *buf, size_t len, uint64_t deadline) {
+  while (len) {
+    if (deadline != UINT64_MAX) {
+      int64_t left = hpl_ms_left(deadline);
+      if (left == 0) return HPL_ETIMEDOUT;
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      int r = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) continue;
+    }
+    ssize_t n = recv(fd, buf, len, 0);
+    if (n > 0) {
+      buf += n;
+      len -= (size_t)n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return HPL_ECONN;
+    }
+  }
+  return 0;
+}
+
+static const hpl_frame_limits client_limits = {
+    .max_msg = HPL_MAX_MSG_CTRL, .max_payload = 0, .max_type = HPL_MSG_MAX_};
+
+static void send_release(hpl_client *c, uint64_t handle);
+
+/* Reader thread: deliver replies to their callers until the socket closes. */
+static void *reader_main(void *arg) {
+  hpl_client *c = arg;
+  uint8_t hdr[HPL_FRAME_HDR_LEN];
+  for (;;) {
+    hpl_frame_hdr h;
+    if (read_all(c->fd, hdr, sizeof hdr, UINT64_MAX) != 0) break;
+    if (hpl_frame_decode_hdr(hdr, sizeof hdr, &client_limits, &h, NULL) != 0) break;
+    uint8_t *msg = malloc(h.msg_len ? h.msg_len : 1);
+    if (!msg || read_all(c->fd, msg, h.msg_len, UINT64_MAX) != 0) {
+      free(msg);
+      break;
+    }
+    pthread_mutex_lock(&c->lock);
+    pending *p = NULL;
+    HASH_FIND(hh, c->pending, &h.req_id, sizeof h.req_id, p);
+    if (p) {
+      p->done = 1;
+      p->type = h.type;
+      p->msg = msg;
+      p->msg_len = h.msg_len;
+      msg = NULL;
+      pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (msg) {
+      /* nobody waits any more; give back a hold it may have granted */
+      if (h.type == HPL_MSG_GET_REP) {
+        Hpl__GetRep *g = (Hpl__GetRep *)hpl_msg_unpack(h.type, msg, h.msg_len);
+        if (g && g->status == 0) send_release(c, g->handle);
+        if (g) protobuf_c_message_free_unpacked(&g->base, NULL);
+      }
+      free(msg);
+    }
+  }
+  pthread_mutex_lock(&c->lock);
+  c->closed = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->lock);
+  return NULL;
+}
+
+/* Send a frame (header + message). */
+static int send_frame(hpl_client *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                      uint64_t deadline) {
+  size_t len;
+  uint8_t *frame = hpl_msg_frame(type, req_id, m, 0, &len);
+  if (!frame) return HPL_ENOMEM;
+  pthread_mutex_lock(&c->wlock);
+  int rc = write_all(c->fd, frame, len, deadline);
+  pthread_mutex_unlock(&c->wlock);
+  free(frame);
+  return rc;
+}
+
+static void send_release(hpl_client *c, uint64_t handle) {
+  Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
+  r.handle = handle;
+  send_frame(c, HPL_MSG_RELEASE, 0, &r.base, hpl_deadline_ms(5000));
+}
+
+/* A request and its reply. On success *out is the unpacked reply (of type
+ * `rtype`) whose status is 0; the caller frees it. On failure the detail is
+ * set and nothing is returned. timeout_ms is the store-side timeout; the
+ * client waits CLIENT_GRACE_MS longer for the store's own answer. */
+static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, unsigned rtype,
+                int64_t timeout_ms, ProtobufCMessage **out) {
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : hpl_deadline_ms(timeout_ms + CLIENT_GRACE_MS);
+  pending *p = calloc(1, sizeof *p);
+  if (!p) return fail(c, HPL_ENOMEM, "out of memory");
+  pthread_mutex_lock(&c->lock);
+  if (c->closed) {
+    pthread_mutex_unlock(&c->lock);
+    free(p);
+    return fail(c, HPL_ECONN, "the connection to the store is closed");
+  }
+  p->id = ++c->next_id;
+  HASH_ADD(hh, c->pending, id, sizeof p->id, p);
+  pthread_mutex_unlock(&c->lock);
+
+  int rc = send_frame(c, type, p->id, m, deadline);
+  pthread_mutex_lock(&c->lock);
+  if (rc == 0) {
+    struct timespec ts;
+    if (deadline != UINT64_MAX) {
+      ts.tv_sec = (time_t)(deadline / 1000);
+      ts.tv_nsec = (long)(deadline % 1000) * 1000000L;
+    }
+    while (!p->done && !c->closed) {
+      int w = deadline == UINT64_MAX ? pthread_cond_wait(&c->cv, &c->lock)
+                                     : pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+      if (w == ETIMEDOUT) break;
+    }
+    if (!p->done) rc = c->closed ? HPL_ECONN : HPL_ETIMEDOUT;
+  }
+  HASH_DEL(c->pending, p);
+  pthread_mutex_unlock(&c->lock);
+  if (rc) {
+    free(p->msg);
+    free(p);
+    if (rc == HPL_ETIMEDOUT)
+      return fail(c, rc, "the store did not answer %s within %lld ms", hpl_msg_name(type),
+                  (long long)timeout_ms + CLIENT_GRACE_MS);
+    return fail(c, rc, "the connection to the store is closed");
+  }
+  /* Every reply message starts with status and detail, so a generic Reply
+   * decodes the outcome of any of them. */
+  Hpl__Reply *st = (Hpl__Reply *)hpl_msg_unpack(HPL_MSG_REPLY, p->msg, p->msg_len);
+  if (!st) {
+    free(p->msg);
+    free(p);
+    return fail(c, HPL_EPROTO, "undecodable reply to %s", hpl_msg_name(type));
+  }
+  if (st->status != 0) {
+    rc = fail(c, st->status, "%s", st->detail && *st->detail ? st->detail
+                                                             : hpl_strerror(st->status));
+  } else if (p->type != rtype) {
+    rc = fail(c, HPL_EPROTO, "reply of type %s to %s", hpl_msg_name(p->type), hpl_msg_name(type));
+  } else if (out) {
+    *out = hpl_msg_unpack(rtype, p->msg, p->msg_len);
+    if (!*out) rc = fail(c, HPL_EPROTO, "undecodable %s", hpl_msg_name(rtype));
+  }
+  protobuf_c_message_free_unpacked(&st->base, NULL);
+  free(p->msg);
+  free(p);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ handles */
+
+int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
+  if (!out) return HPL_EINVAL;
+  if (!socket_path) socket_path = getenv(HPL_SOCKET_ENV);
+  if (!socket_path || !*socket_path) return HPL_EINVAL;
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(socket_path) >= sizeof a.sun_path) return HPL_EINVAL;
+  strcpy(a.sun_path, socket_path);
+  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return HPL_ESYS;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return HPL_ECONN;
+  }
+  /* HELLO: the header comes with the pool's memfd */
+  uint8_t hdr[HPL_FRAME_HDR_LEN];
+  int memfd = -1;
+  size_t got = 0;
+  while (got < sizeof hdr) {
+    int64_t left = hpl_ms_left(deadline);
+    if (left == 0) goto timeout;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, left < 0 ? -1 : (int)left) <= 0) continue;
+    struct iovec iov = {.iov_base = hdr + got, .iov_len = sizeof hdr - got};
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                         .msg_controllen = sizeof cbuf};
+    ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      goto broken;
+    }
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && memfd < 0)
+        memcpy(&memfd, CMSG_DATA(cm), sizeof memfd);
+    got += (size_t)n;
+  }
+  hpl_frame_hdr h;
+  if (hpl_frame_decode_hdr(hdr, sizeof hdr, &client_limits, &h, NULL) != 0 ||
+      h.type != HPL_MSG_HELLO || memfd < 0)
+    goto broken;
+  uint8_t *mbuf = malloc(h.msg_len ? h.msg_len : 1);
+  if (!mbuf) goto broken;
+  int rc = read_all(fd, mbuf, h.msg_len, deadline);
+  Hpl__Hello *hello = rc ? NULL : (Hpl__Hello *)hpl_msg_unpack(HPL_MSG_HELLO, mbuf, h.msg_len);
+  free(mbuf);
+  if (rc == HPL_ETIMEDOUT) goto timeout;
+  if (!hello || hello->pool_size == 0) {
+    if (hello) protobuf_c_message_free_unpacked(&hello->base, NULL);
+    goto broken;
+  }
+  hpl_client *c = calloc(1, sizeof *c);
+  if (!c) {
+    protobuf_c_message_free_unpacked(&hello->base, NULL);
+    close(memfd);
+    close(fd);
+    return HPL_ENOMEM;
+  }
+  c->fd = fd;
+  c->pool_size = hello->pool_size;
+  c->node_id = hello->node_id;
+  c->inline_max = hello->inline_max;
+  protobuf_c_message_free_unpacked(&hello->base, NULL);
+  c->base = mmap(NULL, c->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  close(memfd);
+  if (c->base == MAP_FAILED) {
+    close(fd);
+    free(c);
+    return HPL_ESYS;
+  }
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_init(&c->wlock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
+    munmap(c->base, c->pool_size);
+    close(fd);
+    free(c);
+    return HPL_ESYS;
+  }
+  c->reader_started = 1;
+  *out = c;
+  return 0;
+timeout:
+  if (memfd >= 0) close(memfd);
+  close(fd);
+  return HPL_ETIMEDOUT;
+broken:
+  if (memfd >= 0) close(memfd);
+  close(fd);
+  return HPL_EPROTO;
+}
+
+void hpl_close(hpl_client *c) {
+  if (!c) return;
+  shutdown(c->fd, SHUT_RDWR);
+  if (c->reader_started) pthread_join(c->reader, NULL);
+  close(c->fd);
+  while (c->bufs) {
+    hpl_buf *b = c->bufs;
+    c->bufs = b->next;
+    free(b);
+  }
+  pending *p, *tmp;
+  HASH_ITER(hh, c->pending, p, tmp) {
+    HASH_DEL(c->pending, p);
+    free(p->msg);
+    free(p);
+  }
+  munmap(c->base, c->pool_size);
+  pthread_mutex_destroy(&c->lock);
+  pthread_mutex_destroy(&c->wlock);
+  pthread_cond_destroy(&c->cv);
+  if (tls_err.c == c) tls_err.c = NULL;
+  free(c);
+}
+
+/* ------------------------------------------------------------------ buffers */
+
+static hpl_buf *buf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
+                        uint64_t handle, int created) {
+  if (off > c->pool_size || size > c->pool_size - off) return NULL;
+  hpl_buf *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->c = c;
+  b->data = c->base + off;
+  b->size = size;
+  b->handle = handle;
+  b->created = created;
+  snprintf(b->id, sizeof b->id, "%s", id);
+  pthread_mutex_lock(&c->lock);
+  b->next = c->bufs;
+  if (c->bufs) c->bufs->prev = b;
+  c->bufs = b;
+  pthread_mutex_unlock(&c->lock);
+  return b;
+}
+
+static void buf_free(hpl_client *c, hpl_buf *b) {
+  pthread_mutex_lock(&c->lock);
+  if (b->prev) b->prev->next = b->next; else c->bufs = b->next;
+  if (b->next) b->next->prev = b->prev;
+  pthread_mutex_unlock(&c->lock);
+  free(b);
+}
+
+void *hpl_buf_data(const hpl_buf *b) { return b ? b->data : NULL; }
+uint64_t hpl_buf_size(const hpl_buf *b) { return b ? b->size : 0; }
+const char *hpl_buf_id(const hpl_buf *b) { return b ? b->id : NULL; }
+
+/* ------------------------------------------------------------------ objects */
+
+#define CHECK_ID(c, id)                                                              \
+  do {                                                                               \
+    if (!(c)) return HPL_EINVAL;                                                     \
+    if (!hpl_id_valid(id))                                                           \
+      return fail((c), HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)", \
+                  HPL_ID_MAX);                                                       \
+  } while (0)
+
+int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
+  CHECK_ID(c, id);
+  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  Hpl__CreateReq r = HPL__CREATE_REQ__INIT;
+  r.id = (char *)id;
+  r.size = size;
+  r.timeout_ms = timeout_ms;
+  Hpl__CreateRep *rep = NULL;
+  int rc = call(c, HPL_MSG_CREATE, &r.base, HPL_MSG_CREATE_REP, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  hpl_buf *b = buf_new(c, id, rep->offset, size, rep->handle, 1);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  if (!b) return fail(c, HPL_EPROTO, "store returned a region outside the pool");
+  if (size >= CLIENT_POPULATE_MIN) {
+    /* map the region's pages in one call rather than one fault per page;
+     * an old kernel without MADV_POPULATE_WRITE just faults as usual */
+    uintptr_t a = (uintptr_t)b->data & ~(uintptr_t)4095;
+    uintptr_t e = ((uintptr_t)b->data + size + 4095) & ~(uintptr_t)4095;
+    madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+  }
+  *out = b;
+  return 0;
+}
+
+int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
+  if (!c || !b || !b->created || bytes > b->size)
+    return c ? fail(c, HPL_EINVAL, "not a buffer being created, or bytes beyond its size")
+             : HPL_EINVAL;
+  Hpl__ProgressNote n = HPL__PROGRESS_NOTE__INIT;
+  n.handle = b->handle;
+  n.bytes = bytes;
+  int rc = send_frame(c, HPL_MSG_PROGRESS, 0, &n.base, hpl_deadline_ms(5000));
+  return rc ? fail(c, rc, "cannot reach the store") : 0;
+}
+
+int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
+  if (!c || !b) return c ? fail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
+  if (!b->created) return fail(c, HPL_EINVAL, "buffer is not being created");
+  Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
+  r.handle = b->handle;
+  r.timeout_ms = timeout_ms;
+  int rc = call(c, HPL_MSG_SEAL, &r.base, HPL_MSG_REPLY, timeout_ms, NULL);
+  buf_free(c, b);
+  return rc;
+}
+
+void hpl_abort(hpl_client *c, hpl_buf *b) {
+  if (!c || !b) return;
+  if (b->created) {
+    Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
+    r.handle = b->handle;
+    send_frame(c, HPL_MSG_ABORT, 0, &r.base, hpl_deadline_ms(5000));
+  }
+  buf_free(c, b);
+}
+
+int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
+  CHECK_ID(c, id);
+  if (size && !data) return fail(c, HPL_EINVAL, "data is NULL");
+  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  hpl_buf *b;
+  int rc = hpl_create(c, id, size, timeout_ms, &b);
+  if (rc) return rc;
+  /* copy in chunks and tell the store how far we got, so receivers already
+   * pulling the object can forward the first bytes */
+  int notify = size > c->inline_max;
+  for (uint64_t off = 0; off < size;) {
+    uint64_t n = size - off < PUT_CHUNK ? size - off : PUT_CHUNK;
+    memcpy(b->data + off, (const uint8_t *)data + off, n);
+    off += n;
+    if (notify && off < size) hpl_buf_progress(c, b, off);
+  }
+  int64_t left = hpl_ms_left(deadline);
+  return hpl_seal(c, b, timeout_ms < 0 ? -1 : left);
+}
+
+int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
+  CHECK_ID(c, id);
+  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  Hpl__GetReq r = HPL__GET_REQ__INIT;
+  r.id = (char *)id;
+  r.timeout_ms = timeout_ms;
+  Hpl__GetRep *rep = NULL;
+  int rc = call(c, HPL_MSG_GET, &r.base, HPL_MSG_GET_REP, timeout_ms, (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  hpl_buf *b = buf_new(c, id, rep->offset, rep->size, rep->handle, 0);
+  if (!b) {
+    send_release(c, rep->handle);
+    protobuf_c_message_free_unpacked(&rep->base, NULL);
+    return fail(c, HPL_EPROTO, "store returned a region outside the pool");
+  }
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  *out = b;
+  return 0;
+}
+
+void hpl_release(hpl_client *c, hpl_buf *b) {
+  if (!c || !b) return;
+  if (b->created) {
+    hpl_abort(c, b);
+    return;
+  }
+  send_release(c, b->handle);
+  buf_free(c, b);
+}
+
+int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local) {
+  CHECK_ID(c, id);
+  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  r.id = (char *)id;
+  r.timeout_ms = timeout_ms;
+  Hpl__ContainsRep *rep = NULL;
+  int rc = call(c, HPL_MSG_CONTAINS, &r.base, HPL_MSG_CONTAINS_REP, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  if (out_local) *out_local = rep->local ? 1 : 0;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return 0;
+}
+
+int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
+             uint32_t *copies, uint32_t *complete, int *is_inline) {
+  CHECK_ID(c, id);
+  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  r.id = (char *)id;
+  r.timeout_ms = timeout_ms;
+  Hpl__StatRep *rep = NULL;
+  int rc = call(c, HPL_MSG_STAT, &r.base, HPL_MSG_STAT_REP, timeout_ms, (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  if (size) *size = rep->size;
+  if (copies) *copies = rep->copies;
+  if (complete) *complete = rep->complete;
+  if (is_inline) *is_inline = rep->inline_ ? 1 : 0;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return 0;
+}
+
+int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms) {
+  CHECK_ID(c, id);
+  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  r.id = (char *)id;
+  r.timeout_ms = timeout_ms;
+  return call(c, HPL_MSG_DELETE, &r.base, HPL_MSG_REPLY, timeout_ms, NULL);
+}
+
+/* Growable text for list-style results. */
+typedef struct text {
+  char *p;
+  size_t len, cap;
+} text;
+
+static int text_addf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int text_addf(text *t, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -1;
+    if (t->p && t->len + (size_t)n < t->cap) {
+      t->len += (size_t)n;
+      return 0;
+    }
+    size_t cap = (t->cap ? t->cap * 2 : 256) + (size_t)n;
+    char *np = realloc(t->p, cap);
+    if (!np) return -1;
+    t->p = np;
+    t->cap = cap;
+  }
+}
+
+static int text_done(hpl_client *c, text *t, char **out) {
+  if (!t->p && text_addf(t, "%s", "") != 0) return fail(c, HPL_ENOMEM, "out of memory");
+  *out = t->p;
+  return 0;
+}
+
+int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out) {
+  if (!c) return HPL_EINVAL;
+  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  Hpl__ListReq r = HPL__LIST_REQ__INIT;
+  r.prefix = (char *)(prefix ? prefix : "");
+  r.timeout_ms = timeout_ms;
+  Hpl__ListRep *rep = NULL;
+  int rc = call(c, HPL_MSG_LIST, &r.base, HPL_MSG_LIST_REP, timeout_ms, (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  text t = {0};
+  for (size_t i = 0; i < rep->n_objects; i++) {
+    Hpl__ObjInfo *o = rep->objects[i];
+    if (text_addf(&t, "%s\t%llu\t%u\t%u\t%d\n", o->id, (unsigned long long)o->size, o->copies,
+                  o->complete, o->inline_ ? 1 : 0) != 0) {
+      free(t.p);
+      protobuf_c_message_free_unpacked(&rep->base, NULL);
+      return fail(c, HPL_ENOMEM, "out of memory");
+    }
+  }
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return text_done(c, &t, out);
+}
+
+int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out) {
+  if (!c) return HPL_EINVAL;
+  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  Hpl__CountersReq r = HPL__COUNTERS_REQ__INIT;
+  r.timeout_ms = timeout_ms;
+  Hpl__CountersRep *rep = NULL;
+  int rc = call(c, HPL_MSG_COUNTERS, &r.base, HPL_MSG_COUNTERS_REP, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  text t = {0};
+  for (size_t i = 0; i < rep->n_counters; i++) {
+    if (text_addf(&t, "%s %llu\n", rep->counters[i]->name,
+                  (unsigned long long)rep->counters[i]->value) != 0) {
+      free(t.p);
+      protobuf_c_message_free_unpacked(&rep->base, NULL);
+      return fail(c, HPL_ENOMEM, "out of memory");
+    }
+  }
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return text_done(c, &t, out);
+}
+
+int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value) {
+  if (!c || !name) return c ? fail(c, HPL_EINVAL, "name is NULL") : HPL_EINVAL;
+  Hpl__CountersReq r = HPL__COUNTERS_REQ__INIT;
+  r.timeout_ms = timeout_ms;
+  Hpl__CountersRep *rep = NULL;
+  int rc = call(c, HPL_MSG_COUNTERS, &r.base, HPL_MSG_COUNTERS_REP, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  rc = fail(c, HPL_ENOTFOUND, "no counter '%s'", name);
+  for (size_t i = 0; i < rep->n_counters; i++)
+    if (strcmp(rep->counters[i]->name, name) == 0) {
+      if (value) *value = rep->counters[i]->value;
+      rc = 0;
+      break;
+    }
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return rc;
+}
+
+void hpl_free(void *p) { free(p); }

@@ -1,0 +1,152 @@
+/* frame.c - frame header codec and incremental parser (see frame.h). */
+#include "frame.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+
+static void put16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static uint64_t get64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+void hpl_frame_encode_hdr(const hpl_frame_hdr *h, uint8_t *out) {
+  put32(out + 0, HPL_FRAME_MAGIC);
+  put16(out + 4, HPL_FRAME_VERSION);
+  put16(out + 6, h->type);
+  put32(out + 8, h->flags);
+  put32(out + 12, h->msg_len);
+  put64(out + 16, h->req_id);
+  put64(out + 24, h->payload_len);
+}
+
+int hpl_frame_decode_hdr(const uint8_t *buf, size_t len, const hpl_frame_limits *lim,
+                         hpl_frame_hdr *out, const char **why) {
+  const char *dummy;
+  if (!why) why = &dummy;
+  if (len < HPL_FRAME_HDR_LEN) return 1;
+  hpl_frame_hdr h;
+  h.magic = get32(buf + 0);
+  h.version = get16(buf + 4);
+  h.type = get16(buf + 6);
+  h.flags = get32(buf + 8);
+  h.msg_len = get32(buf + 12);
+  h.req_id = get64(buf + 16);
+  h.payload_len = get64(buf + 24);
+  if (h.magic != HPL_FRAME_MAGIC) {
+    *why = "bad magic";
+    return HPL_EPROTO;
+  }
+  if (h.version != HPL_FRAME_VERSION) {
+    *why = "unsupported protocol version";
+    return HPL_EPROTO;
+  }
+  if (h.type == 0 || h.type > lim->max_type) {
+    *why = "unknown message type";
+    return HPL_EPROTO;
+  }
+  if (h.flags != 0) {
+    *why = "unknown flags";
+    return HPL_EPROTO;
+  }
+  if (h.msg_len > lim->max_msg) {
+    *why = "message longer than this connection accepts";
+    return HPL_ETOOBIG;
+  }
+  if (h.payload_len > lim->max_payload) {
+    *why = "payload longer than this connection accepts";
+    return HPL_ETOOBIG;
+  }
+  *out = h;
+  return 0;
+}
+
+void hpl_framer_init(hpl_framer *f, const hpl_frame_limits *lim) {
+  memset(f, 0, sizeof *f);
+  f->lim = *lim;
+}
+
+void hpl_framer_free(hpl_framer *f) {
+  free(f->msg);
+  f->msg = NULL;
+  f->mcap = 0;
+}
+
+uint64_t hpl_framer_payload_left(const hpl_framer *f) { return f->state == 2 ? f->pleft : 0; }
+
+void hpl_framer_payload_skip(hpl_framer *f, uint64_t n) {
+  if (f->state != 2) return;
+  if (n > f->pleft) n = f->pleft;
+  f->pleft -= n;
+  if (f->pleft == 0) f->state = 0;
+}
+
+long hpl_framer_feed(hpl_framer *f, const uint8_t *data, size_t len, int *ev,
+                     const uint8_t **chunk, size_t *chunk_len) {
+  size_t used = 0;
+  *ev = HPL_FR_NONE;
+  while (used < len || (f->state == 1 && f->mhave == f->hdr.msg_len)) {
+    if (f->state == 0) {
+      size_t take = HPL_FRAME_HDR_LEN - f->hhave;
+      if (take > len - used) take = len - used;
+      memcpy(f->hbuf + f->hhave, data + used, take);
+      f->hhave += take;
+      used += take;
+      if (f->hhave < HPL_FRAME_HDR_LEN) break;
+      int rc = hpl_frame_decode_hdr(f->hbuf, f->hhave, &f->lim, &f->hdr, &f->why);
+      if (rc != 0) return rc < 0 ? rc : HPL_EPROTO;
+      f->hhave = 0;
+      f->mhave = 0;
+      if (f->hdr.msg_len > f->mcap) {
+        size_t cap = f->hdr.msg_len < 256 ? 256 : f->hdr.msg_len;
+        uint8_t *m = realloc(f->msg, cap);
+        if (!m) {
+          f->why = "out of memory for message";
+          return HPL_ENOMEM;
+        }
+        f->msg = m;
+        f->mcap = cap;
+      }
+      f->state = 1;
+    } else if (f->state == 1) {
+      size_t take = f->hdr.msg_len - f->mhave;
+      if (take > len - used) take = len - used;
+      if (take) memcpy(f->msg + f->mhave, data + used, take);
+      f->mhave += take;
+      used += take;
+      if (f->mhave < f->hdr.msg_len) break;
+      f->pleft = f->hdr.payload_len;
+      f->state = f->pleft ? 2 : 0;
+      *ev = HPL_FR_MSG;
+      return (long)used;
+    } else {
+      size_t take = len - used;
+      if (take > f->pleft) take = (size_t)f->pleft;
+      *chunk = data + used;
+      *chunk_len = take;
+      f->pleft -= take;
+      if (f->pleft == 0) f->state = 0;
+      *ev = HPL_FR_PAYLOAD;
+      return (long)(used + take);
+    }
+  }
+  return (long)used;
+}

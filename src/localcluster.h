@@ -1,0 +1,62 @@
+/*
+ * localcluster.h - start and stop a hoplite cluster of real processes on
+ * this machine: one hoplite-directory and N hoplite-store processes on
+ * loopback, each on a port the kernel picks. Used by the `hoplite` CLI,
+ * the integration tests and the benchmarks.
+ *
+ * Not thread-safe. Waiting for a server to come up is event-driven
+ * (inotify on the work directory), bounded by a timeout.
+ */
+#ifndef HPL_LOCALCLUSTER_H
+#define HPL_LOCALCLUSTER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct hpl_lc hpl_lc;
+
+typedef struct hpl_lc_opts {
+  int nodes;               /* stores to start (may be 0) */
+  uint64_t memory;         /* pool per store, bytes (0: 512 MiB) */
+  const char *bin_dir;     /* where hoplite-directory/-store are (NULL: next to this program) */
+  const char *work_dir;    /* sockets, port files, logs (NULL: a new mkdtemp dir, removed at stop) */
+  const char *dir_args;    /* extra arguments for the directory, space-separated (may be NULL) */
+  const char *store_args;  /* extra arguments for every store (may be NULL) */
+  const char *log_level;   /* servers' --log-level (NULL: info) */
+  const char *host;        /* address to bind and advertise (NULL: 127.0.0.1) */
+  int logs_to_stderr;      /* 1: servers log to our stderr; 0: to files in work_dir */
+  int timeout_ms;          /* how long a server may take to come up (0: 10000) */
+} hpl_lc_opts;
+
+/* Start a cluster. On success *out is owned by the caller (hpl_lc_stop).
+ * On failure everything started is stopped again and a message is written
+ * into err[errlen]. Returns 0 or a negative HPL_E* code. */
+int hpl_lc_start(const hpl_lc_opts *o, hpl_lc **out, char *err, size_t errlen);
+
+/* Stop every process still running (SIGTERM, SIGKILL after 5 s), remove
+ * the work directory if we created it, free. NULL is a no-op. */
+void hpl_lc_stop(hpl_lc *lc);
+
+int hpl_lc_nodes(const hpl_lc *lc);
+const char *hpl_lc_socket(const hpl_lc *lc, int i); /* store i's Unix socket */
+int hpl_lc_dir_port(const hpl_lc *lc);
+const char *hpl_lc_work_dir(const hpl_lc *lc);
+pid_t hpl_lc_dir_pid(const hpl_lc *lc);
+pid_t hpl_lc_store_pid(const hpl_lc *lc, int i);
+/* Path of store i's log file ("" when logging to stderr). */
+const char *hpl_lc_store_log(const hpl_lc *lc, int i);
+const char *hpl_lc_dir_log(const hpl_lc *lc);
+
+/* Send `sig` to store i (or the directory with i = -1) and, for SIGKILL and
+ * SIGTERM, reap it (waiting at most 10 s). Returns 0 or HPL_EINVAL. */
+int hpl_lc_signal(hpl_lc *lc, int i, int sig);
+
+/* Start store i again (after it was killed) with the same socket; or, with
+ * i = -1, restart the directory on the same port. Returns 0 or an error
+ * (err as for hpl_lc_start). */
+int hpl_lc_restart(hpl_lc *lc, int i, char *err, size_t errlen);
+
+/* Add one more store; returns its index or a negative error. */
+int hpl_lc_add_store(hpl_lc *lc, const char *extra_args, char *err, size_t errlen);
+
+#endif

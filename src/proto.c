@@ -1,0 +1,105 @@
+/* proto.c - message-type table and pack/unpack helpers (see proto.h). */
+#include "proto.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+
+const ProtobufCMessageDescriptor *hpl_msg_descriptor(unsigned type) {
+  switch (type) {
+#define HPL_MSG_DESC_(name, num, pfx) \
+  case num:                           \
+    return &pfx##__descriptor;
+    HPL_MSG_MAP(HPL_MSG_DESC_)
+#undef HPL_MSG_DESC_
+    default:
+      return NULL;
+  }
+}
+
+const char *hpl_msg_name(unsigned type) {
+  switch (type) {
+#define HPL_MSG_NAME_(name, num, pfx) \
+  case num:                           \
+    return #name;
+    HPL_MSG_MAP(HPL_MSG_NAME_)
+#undef HPL_MSG_NAME_
+    default:
+      return "?";
+  }
+}
+
+ProtobufCMessage *hpl_msg_unpack(unsigned type, const uint8_t *msg, size_t len) {
+  const ProtobufCMessageDescriptor *d = hpl_msg_descriptor(type);
+  if (!d) return NULL;
+  return protobuf_c_message_unpack(d, NULL, len, msg);
+}
+
+uint8_t *hpl_msg_frame(unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                       uint64_t payload_len, size_t *out_len) {
+  size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
+  uint8_t *buf = malloc(HPL_FRAME_HDR_LEN + mlen + 1);
+  if (!buf) return NULL;
+  hpl_frame_hdr h = {.type = (uint16_t)type,
+                     .flags = 0,
+                     .msg_len = (uint32_t)mlen,
+                     .req_id = req_id,
+                     .payload_len = payload_len};
+  hpl_frame_encode_hdr(&h, buf);
+  if (mlen) protobuf_c_message_pack(m, buf + HPL_FRAME_HDR_LEN);
+  *out_len = HPL_FRAME_HDR_LEN + mlen;
+  return buf;
+}
+
+int hpl_id_valid(const char *id) {
+  if (!id) return 0;
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)id; *p; p++, n++) {
+    if (*p < 0x20 || *p == 0x7f) return 0;
+    if (n >= HPL_ID_MAX) return 0;
+  }
+  return n > 0;
+}
+
+const char *hpl_strerror(int err) {
+  switch (err) {
+#define HPL_ERR_STR_(name, value, msg) \
+  case value:                          \
+    return msg;
+    HPL_ERRNO_MAP(HPL_ERR_STR_)
+#undef HPL_ERR_STR_
+    default:
+      return "unknown error";
+  }
+}
+
+const char *hpl_errname(int err) {
+  switch (err) {
+#define HPL_ERR_NAME_(name, value, msg) \
+  case value:                           \
+    return "HPL_" #name;
+    HPL_ERRNO_MAP(HPL_ERR_NAME_)
+#undef HPL_ERR_NAME_
+    default:
+      return "HPL_E?";
+  }
+}
+
+size_t hpl_dtype_size(int dtype) {
+  switch (dtype) {
+    case HPL_DT_U8:
+    case HPL_DT_I8:
+      return 1;
+    case HPL_DT_I32:
+    case HPL_DT_U32:
+    case HPL_DT_F32:
+      return 4;
+    case HPL_DT_I64:
+    case HPL_DT_U64:
+    case HPL_DT_F64:
+      return 8;
+    default:
+      return 0;
+  }
+}

@@ -1,0 +1,121 @@
+/* util.c - see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+uint64_t hpl_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hpl_now_ms(void) { return hpl_now_ns() / 1000000ull; }
+
+int hpl_parse_size(const char *s, uint64_t *out) {
+  if (!s || !*s) return -1;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *s == '-') return -1;
+  unsigned shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+  }
+  if (shift && (*end == 'i' || *end == 'I')) end++;
+  if (shift && (*end == 'b' || *end == 'B')) end++;
+  if (!shift && (*end == 'b' || *end == 'B')) end++;
+  if (*end) return -1;
+  if (shift && v > (UINT64_MAX >> shift)) return -1;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+int hpl_parse_hostport(const char *s, const char *defhost, char *host, size_t hostlen, int *port) {
+  const char *colon = strrchr(s, ':');
+  if (!colon) return -1;
+  size_t hl = (size_t)(colon - s);
+  if (hl == 0) {
+    if (!defhost || strlen(defhost) >= hostlen) return -1;
+    strcpy(host, defhost);
+  } else {
+    if (hl >= hostlen) return -1;
+    memcpy(host, s, hl);
+    host[hl] = 0;
+  }
+  char *end;
+  errno = 0;
+  long p = strtol(colon + 1, &end, 10);
+  if (errno || end == colon + 1 || *end || p < 0 || p > 65535) return -1;
+  *port = (int)p;
+  return 0;
+}
+
+const char *hpl_fmt_bytes(uint64_t n, char *buf, size_t len) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)n;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (u == 0)
+    snprintf(buf, len, "%llu B", (unsigned long long)n);
+  else
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+uint64_t hpl_random_u64(void) {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = hpl_now_ns() ^ ((uint64_t)rand() << 32);
+  }
+  return v;
+}
+
+uint64_t hpl_deadline_ms(int64_t timeout_ms) {
+  if (timeout_ms < 0) return UINT64_MAX;
+  return hpl_now_ms() + (uint64_t)timeout_ms;
+}
+
+int64_t hpl_ms_left(uint64_t deadline_ms) {
+  if (deadline_ms == UINT64_MAX) return -1;
+  uint64_t now = hpl_now_ms();
+  return now >= deadline_ms ? 0 : (int64_t)(deadline_ms - now);
+}
+
+uint64_t hpl_checksum(const void *p, size_t len) {
+  const uint8_t *b = p;
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < len; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h ^ (h >> 31);
+}
+
+void hpl_fill_pattern(void *buf, size_t len, uint64_t seed) {
+  uint8_t *b = buf;
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    memcpy(b + i, &x, 8);
+  }
+  for (; i < len; i++) b[i] = (uint8_t)(x >> (8 * (i & 7)));
+}

@@ -1,0 +1,418 @@
+/* dirlink.c - the store's connection to the directory (see store.h).
+ *
+ * Requests get a request id and wait in `pending` for their reply. While
+ * the link is down they wait in the same table and are (re)sent after the
+ * store has registered again, so a directory restart is invisible to them
+ * except for the delay. Heartbeats are requests too: one that goes
+ * unanswered for three intervals marks the link dead and reconnects.
+ */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+enum { DL_DOWN = 0, DL_RESOLVING, DL_CONNECTING, DL_REGISTERING, DL_READY };
+
+typedef struct dl_req {
+  UT_hash_handle hh;
+  uint64_t id;
+  unsigned type;
+  uint8_t *frame; /* header + message + payload, ready to send */
+  size_t flen;
+  int sent;       /* on the current connection */
+  dl_reply_cb cb;
+  void *arg;
+  uv_timer_t timer;
+  int has_timer;
+  struct dirlink *dl;
+  uint64_t seq; /* send order */
+} dl_req;
+
+typedef struct dirlink {
+  store *s;
+  int state;
+  hpl_conn *c;
+  uv_getaddrinfo_t gai;
+  uv_connect_t creq;
+  uv_tcp_t *tcp;
+  uv_timer_t retry;
+  uv_timer_t hb;
+  uint64_t backoff_ms;
+  dl_req *pending;
+  uint64_t next_id;
+  uint64_t seq;
+  uint64_t register_req;
+  uint64_t last_heard_ms;
+  int registered_once;
+  int stopping;
+} dirlink;
+
+static void dl_connect(dirlink *dl);
+static void dl_hb_cb(uv_timer_t *t);
+
+int dirlink_ready(store *s) { return s->dl && s->dl->state == DL_READY; }
+
+static void req_closed(uv_handle_t *h) {
+  dl_req *r = h->data;
+  free(r->frame);
+  free(r);
+}
+
+static void req_free(dl_req *r) {
+  if (r->has_timer) {
+    uv_timer_stop(&r->timer);
+    uv_close((uv_handle_t *)&r->timer, req_closed);
+  } else {
+    free(r->frame);
+    free(r);
+  }
+}
+
+static void req_finish(dirlink *dl, dl_req *r, int status, const hpl_frame_hdr *h,
+                       ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
+  HASH_DEL(dl->pending, r);
+  if (r->cb) r->cb(dl->s, status, h, m, payload, plen, r->arg);
+  req_free(r);
+}
+
+static void req_timeout(uv_timer_t *t) {
+  dl_req *r = t->data;
+  LOG_DEBUG("directory request %s timed out", hpl_msg_name(r->type));
+  req_finish(r->dl, r, HPL_ETIMEDOUT, NULL, NULL, NULL, 0);
+}
+
+static void free_frame(hpl_conn *c, int status, void *arg) {
+  (void)c, (void)status;
+  free(arg);
+}
+
+static void req_send(dirlink *dl, dl_req *r) {
+  uint8_t *copy = malloc(r->flen);
+  if (!copy) return; /* stays unsent; retried on the next connection */
+  memcpy(copy, r->frame, r->flen);
+  if (hpl_conn_write(dl->c, copy, r->flen, free_frame, copy) == 0)
+    r->sent = 1;
+  else
+    free(copy);
+}
+
+static int cmp_seq(const void *a, const void *b) {
+  const dl_req *x = *(dl_req *const *)a, *y = *(dl_req *const *)b;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* After (re-)registration: send everything still waiting, oldest first. */
+static void flush_pending(dirlink *dl) {
+  size_t n = HASH_COUNT(dl->pending), k = 0;
+  if (!n) return;
+  dl_req **v = malloc(n * sizeof *v);
+  if (!v) return;
+  dl_req *r, *tmp;
+  HASH_ITER(hh, dl->pending, r, tmp) if (!r->sent) v[k++] = r;
+  qsort(v, k, sizeof *v, cmp_seq);
+  for (size_t i = 0; i < k; i++) req_send(dl, v[i]);
+  free(v);
+}
+
+int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
+                    uint64_t plen, int64_t timeout_ms, dl_reply_cb cb, void *arg) {
+  dirlink *dl = s->dl;
+  dl_req *r = calloc(1, sizeof *r);
+  if (!r) return HPL_ENOMEM;
+  r->id = ++dl->next_id;
+  r->type = type;
+  r->cb = cb;
+  r->arg = arg;
+  r->dl = dl;
+  r->seq = ++dl->seq;
+  size_t hlen;
+  uint8_t *hdr = hpl_msg_frame(type, r->id, m, plen, &hlen);
+  r->frame = hdr ? realloc(hdr, hlen + plen + 1) : NULL;
+  if (!r->frame) {
+    free(hdr);
+    free(r);
+    return HPL_ENOMEM;
+  }
+  if (plen) memcpy(r->frame + hlen, payload, plen);
+  r->flen = hlen + plen;
+  HASH_ADD(hh, dl->pending, id, sizeof r->id, r);
+  if (timeout_ms >= 0) {
+    uv_timer_init(s->loop, &r->timer);
+    r->timer.data = r;
+    r->has_timer = 1;
+    uv_timer_start(&r->timer, req_timeout, (uint64_t)timeout_ms, 0);
+  }
+  if (dl->state == DL_READY) req_send(dl, r);
+  return 0;
+}
+
+void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
+  dirlink *dl = s->dl;
+  if (dl->state != DL_READY) return;
+  hpl_conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ connection */
+
+static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
+
+static void schedule_reconnect(dirlink *dl) {
+  if (dl->stopping) return;
+  dl->state = DL_DOWN;
+  uint64_t d = dl->backoff_ms;
+  dl->backoff_ms = dl->backoff_ms * 2 > 2000 ? 2000 : dl->backoff_ms * 2;
+  LOG_DEBUG("reconnecting to the directory in %llu ms", (unsigned long long)d);
+  uv_timer_start(&dl->retry, dl_retry_cb, d, 0);
+}
+
+static void write_ready_file(store *s) {
+  if (!s->cfg.ready_file) return;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", s->cfg.ready_file);
+  FILE *f = fopen(tmp, "w");
+  if (!f || fprintf(f, "%d\n", transfer_port(s)) < 0 || fclose(f) != 0 ||
+      rename(tmp, s->cfg.ready_file) != 0)
+    LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
+}
+
+static void on_registered(dirlink *dl, Hpl__RegisterRep *r) {
+  store *s = dl->s;
+  if (r->status != 0) {
+    LOG_ERROR("directory refused registration: %s", r->detail);
+    hpl_conn_close(dl->c, HPL_EPROTO);
+    return;
+  }
+  s->inline_max = r->inline_max;
+  s->max_senders = r->max_senders;
+  dl->state = DL_READY;
+  dl->backoff_ms = 100;
+  uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
+  uv_timer_stop(&dl->hb);
+  uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);
+  LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
+           dl->registered_once ? " (again)" : "");
+  if (!dl->registered_once) write_ready_file(s);
+  dl->registered_once = 1;
+  flush_pending(dl);
+}
+
+static void hb_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                     const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h, (void)m, (void)payload, (void)plen, (void)arg;
+  dirlink *dl = s->dl;
+  if (status == HPL_ETIMEDOUT && dl->state == DL_READY && dl->c) {
+    LOG_WARN("directory did not answer a heartbeat; reconnecting");
+    hpl_conn_close(dl->c, HPL_ETIMEDOUT);
+  }
+}
+
+static void dl_hb_cb(uv_timer_t *t) {
+  dirlink *dl = t->data;
+  if (dl->state != DL_READY) return;
+  Hpl__Heartbeat hbm = HPL__HEARTBEAT__INIT;
+  hbm.node_id = dl->s->node_id;
+  uint64_t interval = uv_timer_get_repeat(t);
+  /* a heartbeat is only useful on the connection it was sent on */
+  dirlink_request(dl->s, HPL_MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval),
+                  hb_reply, NULL);
+}
+
+static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                        const uint8_t *payload, uint64_t plen) {
+  dirlink *dl = hpl_conn_data(c);
+  dl->last_heard_ms = hpl_now_ms();
+  if (h->req_id && h->req_id == dl->register_req) {
+    if (h->type != HPL_MSG_REGISTER_REP) {
+      Hpl__Reply *r = h->type == HPL_MSG_REPLY ? (Hpl__Reply *)m : NULL;
+      LOG_ERROR("directory refused registration: %s", r ? r->detail : "unexpected reply");
+      hpl_conn_close(c, HPL_EPROTO);
+      return;
+    }
+    dl->register_req = 0;
+    on_registered(dl, (Hpl__RegisterRep *)m);
+    return;
+  }
+  if (h->req_id) {
+    dl_req *r = NULL;
+    HASH_FIND(hh, dl->pending, &h->req_id, sizeof h->req_id, r);
+    if (!r) return; /* timed out earlier */
+    req_finish(dl, r, 0, h, m, payload, plen);
+    return;
+  }
+  switch (h->type) {
+    case HPL_MSG_DROP: {
+      Hpl__DropNote *d = (Hpl__DropNote *)m;
+      if (hpl_id_valid(d->id)) store_drop(dl->s, d->id);
+      break;
+    }
+    default:
+      LOG_WARN("unexpected %s from the directory", hpl_msg_name(h->type));
+  }
+}
+
+static void dl_on_close(hpl_conn *c, int status) {
+  dirlink *dl = hpl_conn_data(c);
+  dl->c = NULL;
+  uv_timer_stop(&dl->hb);
+  if (dl->stopping) return;
+  LOG_WARN("lost the directory connection (%s); will reconnect", hpl_strerror(status));
+  /* requests sent on the dead connection go again after re-registration;
+   * heartbeats are dropped */
+  dl_req *r, *tmp;
+  HASH_ITER(hh, dl->pending, r, tmp) {
+    if (r->type == HPL_MSG_HEARTBEAT) {
+      HASH_DEL(dl->pending, r);
+      req_free(r);
+    } else {
+      r->sent = 0;
+    }
+  }
+  schedule_reconnect(dl);
+}
+
+static void send_register(dirlink *dl, const char *local_ip) {
+  store *s = dl->s;
+  if (!s->cfg.data_addr[0]) snprintf(s->cfg.data_addr, sizeof s->cfg.data_addr, "%s", local_ip);
+  Hpl__RegisterReq r = HPL__REGISTER_REQ__INIT;
+  r.node_id = s->node_id;
+  r.addr = s->cfg.data_addr;
+  r.data_port = (uint32_t)transfer_port(s);
+  r.capacity = hpl_pool_capacity(s->pool);
+  r.name = s->cfg.name;
+  size_t n = HASH_COUNT(s->objs), k = 0;
+  Hpl__HeldObject *held = calloc(n ? n : 1, sizeof *held);
+  Hpl__HeldObject **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+  if (held && ptrs) {
+    st_obj *o, *tmp;
+    HASH_ITER(hh, s->objs, o, tmp) {
+      if (o->state != OBJ_SEALED || o->inline_obj) continue;
+      hpl__held_object__init(&held[k]);
+      held[k].id = o->id;
+      held[k].size = o->size;
+      held[k].complete = 1;
+      ptrs[k] = &held[k];
+      k++;
+    }
+  }
+  r.n_held = k;
+  r.held = ptrs;
+  dl->register_req = ++dl->next_id;
+  dl->state = DL_REGISTERING;
+  hpl_conn_send(dl->c, HPL_MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
+  free(held);
+  free(ptrs);
+}
+
+static void on_connected(uv_connect_t *req, int status) {
+  dirlink *dl = req->data;
+  uv_tcp_t *t = dl->tcp;
+  if (dl->stopping) return; /* dirlink_stop closed the handle */
+  dl->tcp = NULL;
+  if (status < 0) {
+    LOG_WARN("cannot connect to the directory %s:%d: %s", dl->s->cfg.dir_host,
+               dl->s->cfg.dir_port, uv_strerror(status));
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    schedule_reconnect(dl);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  char local[64] = "127.0.0.1";
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len) == 0)
+    uv_ip4_name((struct sockaddr_in *)&ss, local, sizeof local);
+  hpl_conn_opts o = {.lim = {.max_msg = HPL_MAX_MSG_CTRL, .max_payload = 16u << 20,
+                             .max_type = HPL_MSG_MAX_},
+                     .on_frame = dl_on_frame,
+                     .on_close = dl_on_close,
+                     .data = dl,
+                     .label = "store->dir"};
+  dl->c = hpl_conn_new((uv_stream_t *)t, &o);
+  if (!dl->c) {
+    schedule_reconnect(dl);
+    return;
+  }
+  dl->last_heard_ms = hpl_now_ms();
+  send_register(dl, local);
+}
+
+static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
+  dirlink *dl = g->data;
+  if (dl->stopping) {
+    if (res) uv_freeaddrinfo(res);
+    return;
+  }
+  if (status < 0 || !res) {
+    LOG_WARN("cannot resolve the directory host '%s': %s", dl->s->cfg.dir_host,
+             uv_strerror(status));
+    schedule_reconnect(dl);
+    return;
+  }
+  dl->tcp = malloc(sizeof *dl->tcp);
+  if (!dl->tcp) {
+    uv_freeaddrinfo(res);
+    schedule_reconnect(dl);
+    return;
+  }
+  uv_tcp_init(dl->s->loop, dl->tcp);
+  dl->creq.data = dl;
+  dl->state = DL_CONNECTING;
+  int rc = uv_tcp_connect(&dl->creq, dl->tcp, res->ai_addr, on_connected);
+  uv_freeaddrinfo(res);
+  if (rc) {
+    uv_close((uv_handle_t *)dl->tcp, (uv_close_cb)free);
+    dl->tcp = NULL;
+    schedule_reconnect(dl);
+  }
+}
+
+static void dl_connect(dirlink *dl) {
+  if (dl->stopping) return;
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+  char port[16];
+  snprintf(port, sizeof port, "%d", dl->s->cfg.dir_port);
+  dl->gai.data = dl;
+  dl->state = DL_RESOLVING;
+  int rc = uv_getaddrinfo(dl->s->loop, &dl->gai, on_resolved, dl->s->cfg.dir_host, port, &hints);
+  if (rc) {
+    LOG_WARN("cannot resolve '%s': %s", dl->s->cfg.dir_host, uv_strerror(rc));
+    schedule_reconnect(dl);
+  }
+}
+
+int dirlink_start(store *s) {
+  dirlink *dl = calloc(1, sizeof *dl);
+  if (!dl) return HPL_ENOMEM;
+  dl->s = s;
+  dl->backoff_ms = 100;
+  s->dl = dl;
+  uv_timer_init(s->loop, &dl->retry);
+  uv_timer_init(s->loop, &dl->hb);
+  dl->retry.data = dl->hb.data = dl;
+  dl_connect(dl);
+  return 0;
+}
+
+void dirlink_stop(store *s) {
+  dirlink *dl = s->dl;
+  if (!dl || dl->stopping) return;
+  dl->stopping = 1;
+  dl_req *r, *tmp;
+  HASH_ITER(hh, dl->pending, r, tmp) req_finish(dl, r, HPL_ECANCELED, NULL, NULL, NULL, 0);
+  if (dl->c) hpl_conn_close(dl->c, 0);
+  if (dl->tcp) uv_close((uv_handle_t *)dl->tcp, (uv_close_cb)free);
+  dl->tcp = NULL;
+  if (dl->state == DL_RESOLVING) uv_cancel((uv_req_t *)&dl->gai);
+  uv_close((uv_handle_t *)&dl->retry, NULL);
+  uv_close((uv_handle_t *)&dl->hb, NULL);
+}
+
+void dirlink_free(store *s) {
+  free(s->dl);
+  s->dl = NULL;
+}

@@ -1,0 +1,448 @@
+/* store.c - object table, life cycle and fetch orchestration (see store.h). */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+
+void store_config_defaults(store_config *c) {
+  memset(c, 0, sizeof *c);
+  c->memory = 2ull << 30;
+  snprintf(c->data_host, sizeof c->data_host, "0.0.0.0");
+  c->chunk = 4u << 20;
+  c->stall_timeout_ms = 0;
+}
+
+st_obj *store_find(store *s, const char *id) {
+  st_obj *o = NULL;
+  HASH_FIND_STR(s->objs, id, o);
+  return o;
+}
+
+st_obj *store_find_inst(store *s, uint64_t inst) {
+  st_obj *o = NULL;
+  HASH_FIND(hh_inst, s->insts, &inst, sizeof inst, o);
+  return o;
+}
+
+st_obj *store_obj_new(store *s, const char *id, int state) {
+  st_obj *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->id = strdup(id);
+  if (!o->id) {
+    free(o);
+    return NULL;
+  }
+  o->inst = ++s->next_inst;
+  o->state = state;
+  o->in_table = 1;
+  o->created_ms = hpl_now_ms();
+  HASH_ADD_KEYPTR(hh, s->objs, o->id, strlen(o->id), o);
+  HASH_ADD(hh_inst, s->insts, inst, sizeof o->inst, o);
+  return o;
+}
+
+static void obj_free(store *s, st_obj *o) {
+  HASH_DELETE(hh_inst, s->insts, o);
+  if (o->data && o->size) hpl_pool_free(s->pool, o->data);
+  free(o->id);
+  free(o);
+}
+
+/* Tell watchers something changed. The list is one-shot: each watcher that
+ * still cares registers again from its callback. */
+static void obj_notify(st_obj *o) {
+  st_watch *w = o->watchers;
+  o->watchers = NULL;
+  while (w) {
+    st_watch *next = w->next;
+    w->next = NULL;
+    w->fn(w);
+    w = next;
+  }
+}
+
+void store_watch(st_obj *o, st_watch *w) {
+  for (st_watch *x = o->watchers; x; x = x->next)
+    if (x == w) return;
+  w->next = o->watchers;
+  o->watchers = w;
+}
+
+void store_unwatch(st_obj *o, st_watch *w) {
+  for (st_watch **pp = &o->watchers; *pp; pp = &(*pp)->next)
+    if (*pp == w) {
+      *pp = w->next;
+      w->next = NULL;
+      return;
+    }
+}
+
+void store_obj_detach(store *s, st_obj *o) {
+  if (!o->in_table) return;
+  HASH_DEL(s->objs, o);
+  o->in_table = 0;
+  obj_notify(o);
+  if (o->refs == 0) obj_free(s, o);
+}
+
+void store_obj_ref(st_obj *o) { o->refs++; }
+
+void store_obj_unref(store *s, st_obj *o) {
+  if (--o->refs == 0 && !o->in_table) obj_free(s, o);
+}
+
+int store_obj_alloc(store *s, st_obj *o, uint64_t size, char *detail, size_t dlen) {
+  o->size = size;
+  if (size == 0) {
+    o->data = hpl_pool_base(s->pool);
+    return 0;
+  }
+  o->data = hpl_pool_alloc(s->pool, size);
+  if (o->data) return 0;
+  char a[32], b[32], c[32], d[32];
+  snprintf(detail, dlen,
+           "store '%s' cannot fit %s for '%s': pool %s, %s in use, largest free range %s",
+           s->cfg.name, hpl_fmt_bytes(size, a, sizeof a), o->id,
+           hpl_fmt_bytes(hpl_pool_capacity(s->pool), b, sizeof b),
+           hpl_fmt_bytes(hpl_pool_used(s->pool), c, sizeof c),
+           hpl_fmt_bytes(hpl_pool_largest_free(s->pool), d, sizeof d));
+  return HPL_ENOMEM;
+}
+
+void store_obj_progress(store *s, st_obj *o, uint64_t progress) {
+  (void)s;
+  if (progress <= o->progress) return;
+  o->progress = progress;
+  obj_notify(o);
+}
+
+static void waiter_free(st_waiter *w);
+
+void store_obj_sealed(store *s, st_obj *o) {
+  o->state = OBJ_SEALED;
+  o->progress = o->size;
+  while (o->waiters) {
+    st_waiter *w = o->waiters;
+    o->waiters = w->next;
+    clients_waiter_unlink(w);
+    clients_reply_get(s, w->cl, w->req_id, o);
+    waiter_free(w);
+  }
+  obj_notify(o);
+}
+
+void store_obj_fail(store *s, st_obj *o, int status, const char *detail) {
+  (void)s;
+  while (o->waiters) {
+    st_waiter *w = o->waiters;
+    o->waiters = w->next;
+    clients_waiter_unlink(w);
+    clients_reply_get_err(w->cl, w->req_id, status, detail);
+    waiter_free(w);
+  }
+}
+
+/* ------------------------------------------------------------------ waiters */
+
+static void waiter_closed(uv_handle_t *h) { free(h->data); }
+
+static void waiter_free(st_waiter *w) {
+  if (w->has_timer) {
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, waiter_closed);
+  } else {
+    free(w);
+  }
+}
+
+static void waiter_unlink_obj(st_waiter *w) {
+  for (st_waiter **pp = &w->obj->waiters; *pp; pp = &(*pp)->next)
+    if (*pp == w) {
+      *pp = w->next;
+      return;
+    }
+}
+
+/* Called by clients.c when the client goes away. */
+void store_waiter_cancel(store *s, st_waiter *w);
+void store_waiter_cancel(store *s, st_waiter *w) {
+  st_obj *o = w->obj;
+  waiter_unlink_obj(w);
+  waiter_free(w);
+  if (o->state == OBJ_FETCHING && !o->waiters && !o->fetch_active && o->refs == 0)
+    store_obj_detach(s, o);
+}
+
+static void waiter_timeout(uv_timer_t *t) {
+  st_waiter *w = t->data;
+  store *s = w->cl->s;
+  char detail[320];
+  snprintf(detail, sizeof detail, "object '%s' not available within the timeout (%s)", w->obj->id,
+           w->obj->state == OBJ_FETCHING ? "it does not exist yet"
+           : w->obj->state == OBJ_CREATING ? "it is still being written"
+                                            : "it is still arriving");
+  clients_waiter_unlink(w);
+  clients_reply_get_err(w->cl, w->req_id, HPL_ETIMEDOUT, detail);
+  store_waiter_cancel(s, w);
+}
+
+static st_waiter *waiter_add(store *s, st_obj *o, st_client *cl, uint64_t req, int64_t timeout_ms) {
+  st_waiter *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  w->obj = o;
+  w->cl = cl;
+  w->req_id = req;
+  w->deadline_ms = hpl_deadline_ms(timeout_ms);
+  st_waiter **pp = &o->waiters;
+  while (*pp) pp = &(*pp)->next;
+  *pp = w;
+  w->cnext = cl->waiters;
+  cl->waiters = w;
+  if (timeout_ms >= 0) {
+    uv_timer_init(s->loop, &w->timer);
+    w->timer.data = w;
+    w->has_timer = 1;
+    uv_timer_start(&w->timer, waiter_timeout, (uint64_t)timeout_ms, 0);
+  }
+  return w;
+}
+
+/* ------------------------------------------------------------------ get / fetch */
+
+void store_get(store *s, st_client *cl, uint64_t req_id, const char *id, int64_t timeout_ms) {
+  st_obj *o = store_find(s, id);
+  if (o && o->state == OBJ_SEALED) {
+    s->ctr.local_gets++;
+    clients_reply_get(s, cl, req_id, o);
+    return;
+  }
+  if (timeout_ms == 0) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' is not in this store (timeout 0)", id);
+    clients_reply_get_err(cl, req_id, HPL_ETIMEDOUT, detail);
+    return;
+  }
+  if (!o) {
+    o = store_obj_new(s, id, OBJ_FETCHING);
+    if (!o) {
+      clients_reply_get_err(cl, req_id, HPL_ENOMEM, "out of memory");
+      return;
+    }
+    s->ctr.remote_gets++;
+  }
+  if (!waiter_add(s, o, cl, req_id, timeout_ms < 0 ? -1 : timeout_ms)) {
+    clients_reply_get_err(cl, req_id, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (o->state == OBJ_FETCHING && !o->fetch_active) store_fetch(s, o, 0);
+}
+
+/* Latest deadline among the object's waiters (UINT64_MAX: someone waits
+ * without limit or nobody waits at all, e.g. a resumed pull). */
+static uint64_t obj_deadline(st_obj *o) {
+  uint64_t d = 0;
+  if (!o->waiters) return UINT64_MAX;
+  for (st_waiter *w = o->waiters; w; w = w->next)
+    if (w->deadline_ms > d) d = w->deadline_ms;
+  return d;
+}
+
+static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                        const uint8_t *payload, uint64_t plen, void *arg);
+
+void store_fetch(store *s, st_obj *o, uint64_t failed_peer) {
+  uint64_t deadline = obj_deadline(o);
+  o->fetch_active = 1;
+  o->fetch_deadline_ms = deadline;
+  Hpl__AcquireReq r = HPL__ACQUIRE_REQ__INIT;
+  r.id = o->id;
+  r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl_ms_left(deadline);
+  r.progress = o->progress;
+  r.failed_peer = failed_peer;
+  store_obj_ref(o);
+  /* the directory enforces the wait; our own limit only guards against a
+   * directory that never answers */
+  int64_t local = r.timeout_ms < 0 ? -1 : r.timeout_ms + 2000;
+  if (dirlink_request(s, HPL_MSG_ACQUIRE, &r.base, NULL, 0, local, fetch_reply, o) != 0) {
+    o->fetch_active = 0;
+    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    store_obj_unref(s, o);
+  }
+}
+
+/* Give up on an object we were fetching or pulling. */
+static void fetch_abandon(store *s, st_obj *o, int status, const char *detail) {
+  store_obj_fail(s, o, status, detail);
+  if (o->advertised) {
+    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    n.id = o->id;
+    n.kind = HPL_LOC_REMOVE;
+    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    o->advertised = 0;
+  }
+  store_obj_detach(s, o);
+}
+
+static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                        const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h;
+  st_obj *o = arg;
+  Hpl__AcquireRep *r = (Hpl__AcquireRep *)m;
+  char detail[400];
+  o->fetch_active = 0;
+  if (r) status = r->status;
+  if (!o->in_table) {
+    /* dropped (deleted) while we asked; undo a sender assignment */
+    if (status == 0 && r && !r->inline_) {
+      Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+      n.id = o->id;
+      n.kind = HPL_LOC_REMOVE;
+      dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    }
+    store_obj_unref(s, o);
+    return;
+  }
+  if (status == HPL_ETIMEDOUT && o->state == OBJ_FETCHING) {
+    /* someone may still be willing to wait longer than the first asker */
+    uint64_t d = obj_deadline(o);
+    if (o->waiters && (d == UINT64_MAX || d > hpl_now_ms() + 5)) {
+      store_fetch(s, o, 0);
+    } else {
+      snprintf(detail, sizeof detail, "object '%s' not available within the timeout", o->id);
+      store_obj_fail(s, o, HPL_ETIMEDOUT, detail);
+      store_obj_detach(s, o);
+    }
+    store_obj_unref(s, o);
+    return;
+  }
+  if (status != 0) {
+    snprintf(detail, sizeof detail, "%s", r && r->detail && *r->detail ? r->detail
+                                                                       : hpl_strerror(status));
+    LOG_INFO("fetch of '%s' failed: %s", o->id, detail);
+    fetch_abandon(s, o, status, detail);
+    store_obj_unref(s, o);
+    return;
+  }
+  if (o->data && o->size != r->size) {
+    snprintf(detail, sizeof detail, "object '%s' changed size (%llu -> %llu)", o->id,
+             (unsigned long long)o->size, (unsigned long long)r->size);
+    fetch_abandon(s, o, HPL_EMISMATCH, detail);
+    store_obj_unref(s, o);
+    return;
+  }
+  if (!o->data) {
+    int rc = store_obj_alloc(s, o, r->size, detail, sizeof detail);
+    if (rc) {
+      LOG_WARN("%s", detail);
+      o->advertised = !r->inline_;
+      fetch_abandon(s, o, rc, detail);
+      store_obj_unref(s, o);
+      return;
+    }
+  }
+  if (r->inline_) {
+    if (plen != r->size) {
+      fetch_abandon(s, o, HPL_EPROTO, "inline reply of the wrong length");
+    } else {
+      if (plen) memcpy(o->data, payload, plen);
+      o->inline_obj = 1;
+      o->advertised = 1; /* the directory recorded us as a holder */
+      s->ctr.inline_gets++;
+      store_obj_sealed(s, o);
+    }
+    store_obj_unref(s, o);
+    return;
+  }
+  o->advertised = 1;
+  o->state = OBJ_PULLING;
+  if (o->progress >= o->size) { /* nothing left to pull (size 0) */
+    store_pull_done(s, o, 0, r->sender_node, NULL);
+  } else {
+    transfer_pull(s, o, r->sender_node, r->sender_addr, (int)r->sender_port);
+  }
+  store_obj_unref(s, o);
+}
+
+void store_pull_done(store *s, st_obj *o, int status, uint64_t sender, const char *detail) {
+  if (!o->in_table) return;
+  if (status == 0) {
+    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    n.id = o->id;
+    n.kind = HPL_LOC_COMPLETE;
+    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    store_obj_sealed(s, o);
+    return;
+  }
+  s->ctr.pull_failures++;
+  LOG_WARN("pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender",
+           o->id, (unsigned long long)sender, (unsigned long long)o->progress,
+           (unsigned long long)o->size, detail ? detail : hpl_strerror(status));
+  store_fetch(s, o, sender);
+}
+
+void store_drop(store *s, const char *id) {
+  st_obj *o = store_find(s, id);
+  if (!o) return;
+  LOG_DEBUG("dropping '%s' (deleted)", id);
+  o->advertised = 0;
+  if (o->state == OBJ_FETCHING || o->state == OBJ_PULLING) {
+    transfer_cancel(s, o);
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' was deleted", id);
+    store_obj_fail(s, o, HPL_ENOTFOUND, detail);
+  }
+  store_obj_detach(s, o);
+}
+
+/* ------------------------------------------------------------------ start/stop */
+
+static void store_on_signal(uv_signal_t *sig, int signum) {
+  store *s = sig->data;
+  LOG_INFO("signal %d: shutting down", signum);
+  store_stop(s);
+}
+
+int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->cfg = *cfg;
+  s->node_id = hpl_random_u64();
+  s->inline_max = HPL_DEFAULT_INLINE_MAX;
+  s->max_senders = 1;
+  if (!s->cfg.name[0]) snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx",
+                                (unsigned long long)s->node_id);
+  int rc = hpl_pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
+  if (rc) {
+    LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,
+              hpl_strerror(rc),
+              rc == HPL_EINVAL ? " (a capacity above 2^47, or MALLOC_CONF forcing retain:true)"
+              : rc == HPL_ESYS ? " (memfd_create/ftruncate/mmap failed; see errno above)" : "");
+    return rc;
+  }
+  if ((rc = transfer_start(s)) || (rc = clients_start(s)) || (rc = dirlink_start(s))) return rc;
+  uv_signal_init(loop, &s->sigint);
+  uv_signal_init(loop, &s->sigterm);
+  s->sigint.data = s->sigterm.data = s;
+  uv_signal_start(&s->sigint, store_on_signal, SIGINT);
+  uv_signal_start(&s->sigterm, store_on_signal, SIGTERM);
+  char cap[32];
+  LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d", s->cfg.name,
+           (unsigned long long)s->node_id, hpl_fmt_bytes(hpl_pool_capacity(s->pool), cap, sizeof cap),
+           s->cfg.socket_path, transfer_port(s));
+  return 0;
+}
+
+void store_stop(store *s) {
+  if (s->stopping) return;
+  s->stopping = 1;
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+  clients_stop(s);
+  transfer_stop(s);
+  dirlink_stop(s);
+}

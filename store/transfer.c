@@ -1,0 +1,470 @@
+/* transfer.c - the data port and pulls from peers (see store.h).
+ *
+ * Serving: a peer sends PULL(id, offset); we answer PULL_REP with the
+ * object's size and stream bytes [offset, size) as the payload. A copy that
+ * is still arriving is forwarded as far as it has arrived; the sender then
+ * waits on the object's watcher list (no polling) and continues when more
+ * bytes land. At most two writes of up to `chunk` bytes are in flight.
+ *
+ * Pulling: connect, send PULL from the bytes already held, and receive the
+ * payload straight into the object's pool memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#define SENDER_MAX_INFLIGHT 2
+
+typedef struct st_sender {
+  struct st_sender *prev, *next;
+  store *s;
+  hpl_conn *c;
+  st_obj *obj; /* streaming (referenced); NULL when idle */
+  uint64_t pos, end;
+  int inflight;
+  st_watch watch;
+  uint64_t req_id;
+  uint64_t peer;
+  uint64_t offset; /* where this stream started */
+} st_sender;
+
+typedef struct st_puller {
+  struct st_puller *prev, *next;
+  store *s;
+  st_obj *obj;
+  uint64_t sender;
+  uv_tcp_t *tcp;
+  uv_connect_t creq;
+  hpl_conn *c;
+  uint64_t start;
+  uint64_t got;
+  int finished; /* done, failed or cancelled: ignore further events */
+  uv_timer_t stall;
+  uint64_t stall_mark; /* progress at the last stall check */
+  int closes;          /* handles still closing after the end */
+  char label[48];
+} st_puller;
+
+int transfer_port(store *s) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (uv_tcp_getsockname(&s->data_listener, (struct sockaddr *)&ss, &len) != 0) return -1;
+  return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* ------------------------------------------------------------------ serving */
+
+static void sender_pump(st_sender *sd);
+
+static void sender_finish(st_sender *sd) {
+  st_obj *o = sd->obj;
+  if (!o) return;
+  store_unwatch(o, &sd->watch);
+  sd->obj = NULL;
+  store_obj_unref(sd->s, o);
+}
+
+static void sender_write_done(hpl_conn *c, int status, void *arg) {
+  (void)c;
+  st_sender *sd = arg;
+  sd->inflight--;
+  if (status) return; /* the connection is closing; on_close cleans up */
+  sender_pump(sd);
+}
+
+static void sender_watch_fn(st_watch *w) {
+  st_sender *sd = (st_sender *)((char *)w - offsetof(st_sender, watch));
+  sender_pump(sd);
+}
+
+/* Send as much of the object as has arrived, within the in-flight budget. */
+static void sender_pump(st_sender *sd) {
+  st_obj *o = sd->obj;
+  if (!o || hpl_conn_closing(sd->c)) return;
+  store *s = sd->s;
+  while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
+    uint64_t n = o->progress - sd->pos;
+    if (n > s->cfg.chunk) n = s->cfg.chunk;
+    if (hpl_conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0) return;
+    sd->pos += n;
+    sd->inflight++;
+    s->ctr.data_bytes_sent += n;
+  }
+  if (sd->pos < sd->end) {
+    if (sd->pos == o->progress) {
+      if (!o->in_table && o->state != OBJ_SEALED) {
+        /* our partial copy was abandoned: the receiver must go elsewhere */
+        LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
+                 (unsigned long long)sd->pos);
+        hpl_conn_close(sd->c, HPL_ECANCELED);
+        return;
+      }
+      store_watch(o, &sd->watch);
+    }
+    return;
+  }
+  if (sd->inflight == 0) {
+    s->ctr.pulls_served++;
+    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
+              (unsigned long long)sd->end, (unsigned long long)sd->peer);
+    sender_finish(sd);
+  }
+}
+
+static void pull_reply_err(st_sender *sd, int status, const char *detail) {
+  Hpl__PullRep r = HPL__PULL_REP__INIT;
+  r.status = status;
+  r.detail = (char *)detail;
+  hpl_conn_send(sd->c, HPL_MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* Start streaming once the object has a buffer. */
+static void sender_start(st_sender *sd) {
+  st_obj *o = sd->obj;
+  char detail[320];
+  if (!o->data) {
+    if (!o->in_table) {
+      snprintf(detail, sizeof detail, "object '%s' is gone from this node", o->id);
+      pull_reply_err(sd, HPL_ENOTFOUND, detail);
+      sender_finish(sd);
+      return;
+    }
+    store_watch(o, &sd->watch); /* parked until the buffer exists */
+    return;
+  }
+  if (sd->offset > o->size) {
+    snprintf(detail, sizeof detail, "offset %llu beyond the end of '%s' (%llu bytes)",
+             (unsigned long long)sd->offset, o->id, (unsigned long long)o->size);
+    pull_reply_err(sd, HPL_EINVAL, detail);
+    sender_finish(sd);
+    return;
+  }
+  sd->watch.fn = sender_watch_fn;
+  sd->pos = sd->offset;
+  sd->end = o->size;
+  Hpl__PullRep r = HPL__PULL_REP__INIT;
+  r.size = o->size;
+  hpl_conn_send(sd->c, HPL_MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
+                NULL);
+  sender_pump(sd);
+}
+
+static void sender_parked_fn(st_watch *w) {
+  st_sender *sd = (st_sender *)((char *)w - offsetof(st_sender, watch));
+  sender_start(sd);
+}
+
+static void data_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                          const uint8_t *payload, uint64_t plen) {
+  (void)payload, (void)plen;
+  st_sender *sd = hpl_conn_data(c);
+  if (h->type != HPL_MSG_PULL) {
+    hpl_conn_fail(c, "only PULL is accepted on the data port");
+    return;
+  }
+  if (sd->obj) {
+    hpl_conn_fail(c, "PULL while a stream is in progress");
+    return;
+  }
+  Hpl__PullReq *p = (Hpl__PullReq *)m;
+  sd->req_id = h->req_id;
+  sd->peer = p->receiver;
+  if (!hpl_id_valid(p->id)) {
+    pull_reply_err(sd, HPL_EINVAL, "invalid object id");
+    return;
+  }
+  st_obj *o = store_find(sd->s, p->id);
+  if (!o) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' is not on this node", p->id);
+    pull_reply_err(sd, HPL_ENOTFOUND, detail);
+    return;
+  }
+  sd->obj = o;
+  sd->offset = p->offset;
+  store_obj_ref(o);
+  sd->watch.fn = sender_parked_fn;
+  sender_start(sd);
+}
+
+static void data_on_close(hpl_conn *c, int status) {
+  (void)status;
+  st_sender *sd = hpl_conn_data(c);
+  store *s = sd->s;
+  sender_finish(sd);
+  if (sd->prev) sd->prev->next = sd->next; else s->senders = sd->next;
+  if (sd->next) sd->next->prev = sd->prev;
+  free(sd);
+}
+
+static void on_data_accept(uv_stream_t *server, int status) {
+  store *s = server->data;
+  if (status < 0) return;
+  uv_tcp_t *t = malloc(sizeof *t);
+  st_sender *sd = calloc(1, sizeof *sd);
+  if (!t || !sd) {
+    free(t);
+    free(sd);
+    return;
+  }
+  uv_tcp_init(s->loop, t);
+  if (uv_accept(server, (uv_stream_t *)t) != 0) {
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    free(sd);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  sd->s = s;
+  hpl_conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL_MSG_MAX_},
+                     .on_frame = data_on_frame,
+                     .on_close = data_on_close,
+                     .data = sd,
+                     .label = "data-in"};
+  sd->next = s->senders;
+  if (s->senders) s->senders->prev = sd;
+  s->senders = sd;
+  sd->c = hpl_conn_new((uv_stream_t *)t, &o);
+  if (!sd->c) {
+    s->senders = sd->next;
+    if (s->senders) s->senders->prev = NULL;
+    free(sd);
+  }
+}
+
+int transfer_start(store *s) {
+  struct sockaddr_in addr;
+  int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
+  if (rc) {
+    LOG_ERROR("bad data address %s: %s", s->cfg.data_host, uv_strerror(rc));
+    return HPL_EINVAL;
+  }
+  uv_tcp_init(s->loop, &s->data_listener);
+  s->data_listener.data = s;
+  if ((rc = uv_tcp_bind(&s->data_listener, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&s->data_listener, 512, on_data_accept))) {
+    LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
+    return HPL_ESYS;
+  }
+  s->data_port_bound = 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ pulling */
+
+static void puller_unlink(st_puller *p) {
+  store *s = p->s;
+  if (p->prev) p->prev->next = p->next; else if (s->pullers == p) s->pullers = p->next;
+  if (p->next) p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+}
+
+/* The puller is freed once its timer and (if it was still connecting) its
+ * socket have closed: libuv may run the connect callback while closing. */
+static void puller_release(st_puller *p) {
+  if (--p->closes > 0) return;
+  store_obj_unref(p->s, p->obj);
+  free(p);
+}
+
+static void puller_handle_closed(uv_handle_t *h) {
+  st_puller *p = h->data;
+  if (h != (uv_handle_t *)&p->stall) free(h);
+  puller_release(p);
+}
+
+/* The pull is over (success, failure or cancel): release everything.
+ * `report` says whether to tell store.c. */
+static void puller_end(st_puller *p, int status, const char *detail, int report) {
+  if (p->finished) return;
+  p->finished = 1;
+  store *s = p->s;
+  st_obj *o = p->obj;
+  if (o->puller == p) o->puller = NULL;
+  puller_unlink(p);
+  p->closes = 1;
+  if (p->c) { /* its on_close releases one count */
+    p->closes++;
+    hpl_conn_close(p->c, 0);
+  }
+  if (p->tcp) { /* still connecting */
+    p->closes++;
+    p->tcp->data = p;
+    uv_close((uv_handle_t *)p->tcp, puller_handle_closed);
+    p->tcp = NULL;
+  }
+  uv_timer_stop(&p->stall);
+  store_obj_ref(o); /* keep it alive across the report */
+  uv_close((uv_handle_t *)&p->stall, puller_handle_closed);
+  if (report) store_pull_done(s, o, status, p->sender, detail);
+  store_obj_unref(s, o);
+}
+
+static uint8_t *pull_sink_buf(hpl_conn *c, void *arg, uint64_t off, size_t *len) {
+  (void)c;
+  st_puller *p = arg;
+  st_obj *o = p->obj;
+  uint64_t at = p->start + off;
+  uint64_t room = o->size - at;
+  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
+  return o->data + at;
+}
+
+static void pull_sink_got(hpl_conn *c, void *arg, uint64_t off, size_t n) {
+  (void)c;
+  st_puller *p = arg;
+  if (p->finished) return;
+  st_obj *o = p->obj;
+  store *s = p->s;
+  s->ctr.data_bytes_received += n;
+  p->got = off + n;
+  store_obj_progress(s, o, p->start + p->got);
+  if (p->start + p->got == o->size) puller_end(p, 0, NULL, 1);
+}
+
+static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                          const uint8_t *payload, uint64_t plen) {
+  (void)payload;
+  st_puller *p = hpl_conn_data(c);
+  if (p->finished) return;
+  st_obj *o = p->obj;
+  char detail[400];
+  if (h->type != HPL_MSG_PULL_REP) {
+    hpl_conn_fail(c, "unexpected message on a pull");
+    return;
+  }
+  Hpl__PullRep *r = (Hpl__PullRep *)m;
+  if (r->status != 0) {
+    snprintf(detail, sizeof detail, "sender refused: %s", r->detail);
+    if (plen) hpl_conn_fail(c, "error reply with payload");
+    puller_end(p, r->status, detail, 1);
+    return;
+  }
+  if (r->size != o->size || plen != o->size - p->start) {
+    snprintf(detail, sizeof detail, "sender has '%s' as %llu bytes and sends %llu, expected %llu",
+             o->id, (unsigned long long)r->size, (unsigned long long)plen,
+             (unsigned long long)(o->size - p->start));
+    hpl_conn_fail(c, detail);
+    puller_end(p, HPL_EPROTO, detail, 1);
+    return;
+  }
+  if (plen == 0) {
+    puller_end(p, 0, NULL, 1);
+    return;
+  }
+  hpl_sink sk = {.buf = pull_sink_buf, .got = pull_sink_got, .arg = p};
+  hpl_conn_recv_payload(c, &sk);
+}
+
+static void pull_on_close(hpl_conn *c, int status) {
+  st_puller *p = hpl_conn_data(c);
+  p->c = NULL;
+  if (p->finished) {
+    puller_release(p);
+    return;
+  }
+  char detail[128];
+  snprintf(detail, sizeof detail, "stream from the sender broke (%s) after %llu bytes",
+           hpl_strerror(status ? status : HPL_ECONN), (unsigned long long)p->got);
+  puller_end(p, status ? status : HPL_ECONN, detail, 1);
+}
+
+static void pull_on_connect(uv_connect_t *req, int status) {
+  st_puller *p = req->data;
+  if (p->finished) return; /* cancelled: the handle is already closing */
+  uv_tcp_t *t = p->tcp;
+  p->tcp = NULL;
+  if (status < 0) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "cannot connect to the sender: %s", uv_strerror(status));
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    puller_end(p, HPL_ECONN, detail, 1);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  hpl_conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 1ull << 56,
+                             .max_type = HPL_MSG_MAX_},
+                     .stream_payloads = 1,
+                     .on_frame = pull_on_frame,
+                     .on_close = pull_on_close,
+                     .data = p,
+                     .label = p->label};
+  p->c = hpl_conn_new((uv_stream_t *)t, &o);
+  if (!p->c) {
+    puller_end(p, HPL_ENOMEM, "out of memory", 1);
+    return;
+  }
+  Hpl__PullReq r = HPL__PULL_REQ__INIT;
+  r.id = p->obj->id;
+  r.offset = p->start;
+  r.receiver = p->s->node_id;
+  hpl_conn_send(p->c, HPL_MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+static void pull_stall_check(uv_timer_t *t) {
+  st_puller *p = t->data;
+  if (p->finished) return;
+  if (p->got != p->stall_mark) {
+    p->stall_mark = p->got;
+    return;
+  }
+  char detail[128];
+  snprintf(detail, sizeof detail, "no bytes from the sender for %u ms",
+           p->s->cfg.stall_timeout_ms);
+  puller_end(p, HPL_ETIMEDOUT, detail, 1);
+}
+
+void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port) {
+  st_puller *p = calloc(1, sizeof *p);
+  struct sockaddr_in sa;
+  if (!p || uv_ip4_addr(addr, port, &sa) != 0) {
+    free(p);
+    store_pull_done(s, o, HPL_EINVAL, sender, "bad sender address");
+    return;
+  }
+  p->s = s;
+  p->obj = o;
+  p->sender = sender;
+  p->start = o->progress;
+  snprintf(p->label, sizeof p->label, "pull<-%s:%d", addr, port);
+  store_obj_ref(o);
+  o->puller = p;
+  p->next = s->pullers;
+  if (s->pullers) s->pullers->prev = p;
+  s->pullers = p;
+  uv_timer_init(s->loop, &p->stall);
+  p->stall.data = p;
+  if (s->cfg.stall_timeout_ms)
+    uv_timer_start(&p->stall, pull_stall_check, s->cfg.stall_timeout_ms, s->cfg.stall_timeout_ms);
+  s->ctr.pulls_made++;
+  p->tcp = malloc(sizeof *p->tcp);
+  if (!p->tcp) {
+    puller_end(p, HPL_ENOMEM, "out of memory", 1);
+    return;
+  }
+  uv_tcp_init(s->loop, p->tcp);
+  p->creq.data = p;
+  int rc = uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&sa, pull_on_connect);
+  if (rc) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "cannot connect to the sender: %s", uv_strerror(rc));
+    puller_end(p, HPL_ECONN, detail, 1);
+  }
+  LOG_DEBUG("pulling '%s' [%llu, %llu) from %s:%d", o->id, (unsigned long long)p->start,
+            (unsigned long long)o->size, addr, port);
+}
+
+void transfer_cancel(store *s, st_obj *o) {
+  (void)s;
+  if (o->puller) puller_end(o->puller, HPL_ECANCELED, NULL, 0);
+}
+
+void transfer_stop(store *s) {
+  uv_close((uv_handle_t *)&s->data_listener, NULL);
+  for (st_sender *sd = s->senders; sd; sd = sd->next) hpl_conn_close(sd->c, 0);
+  while (s->pullers) puller_end(s->pullers, HPL_ECANCELED, NULL, 0);
+}
