@@ -5,12 +5,16 @@
 #
 #   baselines.sh [--up N RATE] [--ops bcast,reduce,allreduce] [--sizes 1K,1M,64M]
 #                [--hosts 4,8] [--reps 3] [--impls mpich,openmpi,openmpi-pipe,gloo]
-#                [--out FILE] [--timeout SEC] [--lead-ms MS] [--no-header]
+#                [--launches L] [--out FILE] [--timeout SEC] [--lead-ms MS] [--no-header]
 #
 # The cluster is the one of HPL_NS_PREFIX (default "hpl"), brought up by the
 # caller with `cluster.sh up N RATE`, or by this script with --up (and taken
 # down at the end).  --hosts defaults to the cluster's N; a run on K hosts
-# uses hosts 0..K-1.  Sizes take binary suffixes K, M, G.
+# uses hosts 0..K-1.  Sizes take binary suffixes K, M, G.  Each
+# configuration is one launch (one warm-up + REPS timed repetitions); with
+# --launches L it is launched L times and the samples of all launches are
+# pooled (MPI timings on this 2-core machine can differ from one launch to
+# the next: see README-bench.md).
 #
 # stdout (and appended to --out FILE): a comment "# baselines rate=..." line,
 # a header, then rows
@@ -21,7 +25,8 @@
 # configuration prints FAIL in the time columns; its log stays in
 # HPL_BENCH_BUILD/logs.  Each launch gets `timeout`, is retried once if it
 # fails without a data mismatch, and processes it left in the cluster's
-# namespaces are ended by pid.
+# namespaces are ended by pid.  A launch counts as done when rank 0 printed
+# its median line and no mismatches, whatever the launcher's exit status.
 #
 # Binaries are built into HPL_BENCH_BUILD (default
 # /work/main/build/bench-baselines): mpi_coll.mpich, mpi_coll.openmpi,
@@ -63,7 +68,7 @@ rate_bps() {
 }
 
 UP_N= UP_RATE= OPS=bcast,reduce SIZES=1K,1M,64M HOSTS= REPS=3
-IMPLS=mpich,openmpi,openmpi-pipe,gloo OUT= TIMEOUT= LEAD=20 HEADER=1
+IMPLS=mpich,openmpi,openmpi-pipe,gloo OUT= TIMEOUT= LEAD=20 HEADER=1 LAUNCHES=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --up) UP_N=${2:-}; UP_RATE=${3:-}; shift 3 || die "--up needs N RATE" ;;
@@ -71,6 +76,7 @@ while [ $# -gt 0 ]; do
         --sizes) SIZES=${2:-}; shift 2 || die "--sizes needs a value" ;;
         --hosts) HOSTS=${2:-}; shift 2 || die "--hosts needs a value" ;;
         --reps) REPS=${2:-}; shift 2 || die "--reps needs a value" ;;
+        --launches) LAUNCHES=${2:-}; shift 2 || die "--launches needs a value" ;;
         --impls) IMPLS=${2:-}; shift 2 || die "--impls needs a value" ;;
         --out) OUT=${2:-}; shift 2 || die "--out needs a file" ;;
         --timeout) TIMEOUT=${2:-}; shift 2 || die "--timeout needs seconds" ;;
@@ -81,6 +87,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [[ "$REPS" =~ ^[0-9]+$ ]] && [ "$REPS" -ge 1 ] || die "--reps must be >= 1"
+[[ "$LAUNCHES" =~ ^[0-9]+$ ]] && [ "$LAUNCHES" -ge 1 ] || die "--launches must be >= 1"
 
 # ---- build -------------------------------------------------------------
 mkdir -p "$BUILD/logs" || die "cannot create $BUILD"
@@ -161,7 +168,7 @@ launch_timeout() { # size hosts -> seconds
     local b=$BPS
     [ "$b" -gt 0 ] || b=10000000000
     awk -v s="$1" -v b="$b" -v r="$REPS" -v h="$2" \
-        'BEGIN{t = 60 + (r + 1) * (3 + h) * 3 * s * 8 / b; printf "%d\n", t}'
+        'BEGIN{t = 30 + (r + 1) * (3 + h) * 3 * s * 8 / b; printf "%d\n", t}'
 }
 
 # One launch of IMPL; rank 0's stdout goes to $out, everything else to $log.
@@ -192,6 +199,10 @@ launch() {
                     allreduce) extra+=(--mca coll_tuned_allreduce_algorithm 4) ;;
                 esac
             fi
+            # Optional: the same yield shim MPICH gets (HPL_OMPI_PRELOAD=1).
+            if [ "${HPL_OMPI_PRELOAD:-0}" = 1 ]; then
+                extra+=(-x "LD_PRELOAD=$BUILD/yield_preload.so")
+            fi
             "$CLUSTER" exec 0 timeout -k 5 "$t" mpirun.openmpi \
                 --allow-run-as-root --oversubscribe --bind-to none \
                 -np "$k" --hostfile "$hf" \
@@ -199,6 +210,7 @@ launch() {
                 --mca pml ob1 --mca btl tcp,self \
                 --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
                 --mca mpi_yield_when_idle 1 --mca rtc_hwloc_vmhole none \
+                --leave-session-attached \
                 "${extra[@]}" \
                 "$BUILD/mpi_coll.openmpi" "$op" "$size" "$REPS" --lead-ms "$LEAD" \
                 >"$out" 2>>"$log"
@@ -252,25 +264,49 @@ for op in ${OPS//,/ }; do
                 log="$BUILD/logs/$op-$size-$k-$impl.log"
                 out="$TMP/out"
                 : >"$log"
+                : >"$TMP/samples"
                 t=$(launch_timeout "$size" "$k")
-                attempt=0
-                while :; do
-                    ns_pids "$k" >"$TMP/before"
-                    c0=$(cpu_sample)
-                    launch "$impl" "$op" "$size" "$k" "$out" "$log" "$t"
-                    rc=$?
-                    c1=$(cpu_sample)
-                    cat "$out" >>"$log"
-                    reap_new "$TMP/before" "$k"
-                    if [ $rc -eq 0 ] && grep -q '^median ' "$out"; then break; fi
-                    if grep -q '^mismatches ' "$out" || [ $attempt -ge "$RETRIES" ]; then break; fi
-                    attempt=$((attempt + 1))
-                    note "$op $size x$k $impl failed (rc $rc); retrying (log $log)"
-                    echo "---- retry $attempt" >>"$log"
+                why=
+                c0=$(cpu_sample)
+                for ((l = 1; l <= LAUNCHES; l++)); do
+                    attempt=0
+                    while :; do
+                        ns_pids "$k" >"$TMP/before"
+                        launch "$impl" "$op" "$size" "$k" "$out" "$log" "$t"
+                        rc=$?
+                        cat "$out" >>"$log"
+                        reap_new "$TMP/before" "$k"
+                        # Rank 0 prints its results only after every
+                        # repetition was verified, so a median line without
+                        # a mismatches line is a valid result even if the
+                        # launcher's exit was not clean (MPICH's hydra
+                        # sometimes complains when ranks skip a hanging
+                        # MPI_Finalize).
+                        if grep -q '^median ' "$out" && ! grep -q '^mismatches ' "$out"; then
+                            [ $rc -ne 0 ] && echo "---- results kept; launcher exit status $rc" >>"$log"
+                            rc=0
+                            break
+                        fi
+                        if grep -q '^mismatches ' "$out" || [ $attempt -ge "$RETRIES" ]; then break; fi
+                        attempt=$((attempt + 1))
+                        note "$op $size x$k $impl failed (rc $rc); retrying (log $log)"
+                        echo "---- retry $attempt" >>"$log"
+                    done
+                    if [ $rc -ne 0 ]; then
+                        why="rc $rc"
+                        grep -q '^mismatches ' "$out" && why="DATA MISMATCH"
+                        [ $rc -eq 124 ] && why="timeout after ${t}s"
+                        break
+                    fi
+                    awk '/^sample /{print $3}' "$out" >>"$TMP/samples"
                 done
+                c1=$(cpu_sample)
                 cpu=$(echo "$c0 $c1" | awk '{d = $4 - $2; if (d <= 0) d = 1; printf "%.1f", 100 * ($3 - $1) / d}')
-                if [ $rc -eq 0 ] && grep -q '^median ' "$out"; then
-                    read -r med mn mx < <(awk '/^median /{print $2, $4, $6}' "$out")
+                if [ -z "$why" ] && [ -s "$TMP/samples" ]; then
+                    read -r med mn mx < <(sort -g "$TMP/samples" | awk '
+                        { v[NR] = $1 }
+                        END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                              printf "%.9f %.9f %.9f\n", m, v[1], v[NR] }')
                     if [ "$BPS" -gt 0 ]; then
                         ratio=$(awk -v m="$med" -v s="$size" -v b="$BPS" 'BEGIN{printf "%.3f", m/(s*8/b)}')
                     else
@@ -280,10 +316,7 @@ for op in ${OPS//,/ }; do
                         "$op" "$size" "$k" "$impl" "$med" "$mn" "$mx" "$ratio" "$cpu")"
                 else
                     status=1
-                    why="rc $rc"
-                    grep -q '^mismatches ' "$out" && why="DATA MISMATCH"
-                    [ $rc -eq 124 ] && why="timeout after ${t}s"
-                    note "$op $size x$k $impl FAILED ($why); log: $log"
+                    note "$op $size x$k $impl FAILED (${why:-no samples}); log: $log"
                     tail -n 5 "$log" | sed 's/^/    /' >&2
                     emit "$(printf '%s\t%s\t%s\t%s\tFAIL\tFAIL\tFAIL\tNA\t%s' \
                         "$op" "$size" "$k" "$impl" "$cpu")"

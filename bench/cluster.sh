@@ -166,6 +166,9 @@ do_down() {
         ip netns del "$ns" 2>/dev/null || log "warning: could not delete namespace $ns"
     done
     rm -f "$STATE"
+    # Per-host temporary directories made by netns-agent.sh.
+    rm -rf "${HPL_AGENT_TMP:-/tmp/hoplite-ns-tmp}/$PREFIX"-h[0-9]*
+    rmdir "${HPL_AGENT_TMP:-/tmp/hoplite-ns-tmp}" 2>/dev/null || true
 }
 
 do_up() {

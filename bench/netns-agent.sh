@@ -56,4 +56,19 @@ esac
 [[ "$idx" =~ ^[0-9]+$ ]] && [ "$idx" -lt "$n" ] ||
     die "host '$host' is not one of the $n hosts of cluster '$PREFIX' ($subnet)"
 
+# Every emulated host has the machine's hostname, so Open MPI daemons on
+# different hosts would create the same session directory
+# (/tmp/ompi.<hostname>.<uid>/jf.<job>) at the same moment and one of them
+# fails ("mkdir ... File exists") and the launch hangs.  A TMPDIR of its own
+# per emulated host avoids that; cluster.sh down removes these directories.
+tmpdir=${HPL_AGENT_TMP:-/tmp/hoplite-ns-tmp}/$PREFIX-h$idx
+mkdir -p "$tmpdir" || die "cannot create $tmpdir"
+export TMPDIR=$tmpdir
+
+if [ -n "${HPL_AGENT_LOG:-}" ]; then
+    ip netns exec "$PREFIX-h$idx" sh -c "$*"
+    rc=$?
+    echo "$(date +%T.%N) agent $host exit $rc" >>"$HPL_AGENT_LOG"
+    exit $rc
+fi
 exec ip netns exec "$PREFIX-h$idx" sh -c "$*"

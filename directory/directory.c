@@ -129,6 +129,9 @@ void dir_object_changed(dir_server *s, dir_obj *o) {
   dtab_gc(&s->tab, o);
 }
 
+/* dtab_node_gone callback: (object, server). */
+static void object_changed_cb(dir_obj *o, void *arg) { dir_object_changed(arg, o); }
+
 /* ------------------------------------------------------------------ handlers */
 
 static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__RegisterReq *m) {
@@ -144,7 +147,7 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
     dir_conn *old = n->conn;
     old->node = NULL;
     hpl_conn_close(old->c, 0);
-    dtab_node_gone(&s->tab, n->id, (void (*)(dir_obj *, void *))dir_object_changed, s);
+    dtab_node_gone(&s->tab, n->id, object_changed_cb, s);
   }
   if (!n) {
     n = calloc(1, sizeof *n);
@@ -228,7 +231,7 @@ static void on_inline_put(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Inline
     hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
-  memcpy(copy, payload, plen);
+  if (plen) memcpy(copy, payload, plen);
   int rc = dtab_set_inline(&s->tab, o, copy, plen);
   if (rc) {
     free(copy);
@@ -476,7 +479,7 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
   HASH_DEL(s->nodes, n);
   uint64_t id = n->id;
   free(n);
-  dtab_node_gone(&s->tab, id, (void (*)(dir_obj *, void *))dir_object_changed, s);
+  dtab_node_gone(&s->tab, id, object_changed_cb, s);
 }
 
 static void dir_on_close(hpl_conn *c, int status) {

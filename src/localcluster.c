@@ -341,3 +341,24 @@ int hpl_lc_add_store(hpl_lc *lc, const char *extra_args, char *err, size_t errle
   int rc = start_store(lc, i, err, errlen);
   return rc ? rc : i;
 }
+
+static int check_proc(lc_proc *p, const char *name, char *err, size_t errlen) {
+  if (p->pid <= 0) return 0;
+  int status;
+  if (waitpid(p->pid, &status, WNOHANG) != p->pid) return 0;
+  p->pid = 0;
+  return errf(err, errlen, HPL_ECONN, "%s exited unexpectedly (%s %d); log: %s", name,
+              WIFSIGNALED(status) ? "signal" : "status",
+              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+              p->log[0] ? p->log : "stderr");
+}
+
+int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen) {
+  int rc = check_proc(&lc->dir, "hoplite-directory", err, errlen);
+  for (int i = 0; rc == 0 && i < lc->n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "hoplite-store node-%d", i);
+    rc = check_proc(&lc->st[i], name, err, errlen);
+  }
+  return rc;
+}

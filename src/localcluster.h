@@ -56,6 +56,11 @@ int hpl_lc_signal(hpl_lc *lc, int i, int sig);
  * (err as for hpl_lc_start). */
 int hpl_lc_restart(hpl_lc *lc, int i, char *err, size_t errlen);
 
+/* Check that every process the cluster still counts as running is alive.
+ * Returns 0, or HPL_ECONN with a description of the first process that
+ * exited (and its status) in err. A process that died is reaped. */
+int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen);
+
 /* Add one more store; returns its index or a negative error. */
 int hpl_lc_add_store(hpl_lc *lc, const char *extra_args, char *err, size_t errlen);
 

@@ -1,0 +1,143 @@
+/* bench_basic.c - single-machine figures of the foundation: local put
+ * throughput, local get latency (zero-copy: independent of size), remote
+ * get of an inline object, remote get throughput over loopback.
+ *
+ * usage: bench_basic [--reps N] [--size BYTES]
+ * Starts its own local cluster (2 stores); prints a table; asserts nothing. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "localcluster.h"
+#include "util.h"
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void die_rc(hpl_client *c, int rc, const char *what) {
+  if (!rc) return;
+  fprintf(stderr, "bench_basic: %s: %s (%s)\n", what, hpl_strerror(rc), hpl_errdetail(c));
+  exit(1);
+}
+
+int main(int argc, char **argv) {
+  int reps = 20;
+  uint64_t size = 100ull << 20;
+  static struct option opts[] = {{"reps", 1, 0, 'r'}, {"size", 1, 0, 's'}, {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "r:s:", opts, NULL)) != -1) {
+    if (ch == 'r') reps = atoi(optarg);
+    else if (ch == 's' && hpl_parse_size(optarg, &size) == 0) continue;
+    else {
+      fprintf(stderr, "usage: bench_basic [--reps N] [--size BYTES]\n");
+      return 2;
+    }
+  }
+  if (reps < 3) reps = 3;
+  hpl_lc_opts o = {.nodes = 2, .memory = 4 * size + (256ull << 20)};
+  hpl_lc *lc;
+  char err[512];
+  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+    fprintf(stderr, "bench_basic: %s\n", err);
+    return 1;
+  }
+  hpl_client *a, *b;
+  die_rc(NULL, hpl_connect(hpl_lc_socket(lc, 0), 5000, &a), "connect");
+  die_rc(NULL, hpl_connect(hpl_lc_socket(lc, 1), 5000, &b), "connect");
+  uint8_t *data = malloc(size);
+  hpl_fill_pattern(data, size, 1);
+  double *v = calloc((size_t)reps, sizeof *v);
+  char id[64], sz[32];
+  hpl_fmt_bytes(size, sz, sizeof sz);
+  printf("hoplite bench_basic: 1 directory + 2 stores on 127.0.0.1, %d repetitions, medians\n\n",
+         reps);
+  printf("%-44s %14s %12s\n", "measurement", "value", "unit");
+
+  /* local put: the first into fresh pool pages, then into reused pages */
+  uint64_t t0 = hpl_now_ns();
+  die_rc(a, hpl_put(a, "put/cold", data, size, 60000), "put");
+  double cold = (double)(hpl_now_ns() - t0) / 1e9;
+  die_rc(a, hpl_delete(a, "put/cold", 5000), "delete");
+  for (int i = 0; i < reps; i++) {
+    snprintf(id, sizeof id, "put/%d", i);
+    t0 = hpl_now_ns();
+    die_rc(a, hpl_put(a, id, data, size, 60000), "put");
+    v[i] = (double)(hpl_now_ns() - t0) / 1e9;
+    die_rc(a, hpl_delete(a, id, 5000), "delete");
+  }
+  double warm = median(v, reps);
+  printf("%-44s %14.2f %12s\n", "local put, first touch of pool pages", (double)size / cold / 1e9,
+         "GB/s");
+  printf("%-44s %14.2f %12s\n", "local put, reused pool pages", (double)size / warm / 1e9, "GB/s");
+
+  /* local get latency, small and large */
+  die_rc(a, hpl_put(a, "get/small", data, 1024, 5000), "put");
+  die_rc(a, hpl_put(a, "get/large", data, size, 60000), "put");
+  const char *ids[2] = {"get/small", "get/large"};
+  double lat[2];
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < reps * 10; i++) {
+      hpl_buf *buf;
+      t0 = hpl_now_ns();
+      die_rc(a, hpl_get(a, ids[k], 5000, &buf), "get");
+      double s = (double)(hpl_now_ns() - t0) / 1e9;
+      hpl_release(a, buf);
+      if (i % 10 == 0) v[i / 10] = s;
+    }
+    lat[k] = median(v, reps);
+  }
+  printf("%-44s %14.1f %12s\n", "local get latency, 1 KiB", lat[0] * 1e6, "us");
+  char line[80];
+  snprintf(line, sizeof line, "local get latency, %s", sz);
+  printf("%-44s %14.1f %12s\n", line, lat[1] * 1e6, "us");
+
+  /* remote get of an inline object (served by the directory) */
+  for (int i = 0; i < reps; i++) {
+    snprintf(id, sizeof id, "inline/%d", i);
+    die_rc(a, hpl_put(a, id, data, 1024, 5000), "put");
+    hpl_buf *buf;
+    t0 = hpl_now_ns();
+    die_rc(b, hpl_get(b, id, 5000, &buf), "get");
+    v[i] = (double)(hpl_now_ns() - t0) / 1e9;
+    hpl_release(b, buf);
+  }
+  printf("%-44s %14.1f %12s\n", "remote get latency, 1 KiB inline", median(v, reps) * 1e6, "us");
+  uint64_t rx;
+  hpl_counter(b, "data_bytes_received", 5000, &rx);
+  printf("%-44s %14llu %12s\n", "  (data-port bytes received by the getter)", (unsigned long long)rx,
+         "B");
+
+  /* remote get throughput */
+  int n = reps < 8 ? reps : 8;
+  for (int i = 0; i < n; i++) {
+    snprintf(id, sizeof id, "remote/%d", i);
+    die_rc(a, hpl_put(a, id, data, size, 60000), "put");
+    hpl_buf *buf;
+    t0 = hpl_now_ns();
+    die_rc(b, hpl_get(b, id, 60000, &buf), "get");
+    v[i] = (double)(hpl_now_ns() - t0) / 1e9;
+    if (i == 0 && hpl_checksum(hpl_buf_data(buf), size) != hpl_checksum(data, size)) {
+      fprintf(stderr, "bench_basic: wrong bytes\n");
+      return 1;
+    }
+    hpl_release(b, buf);
+    die_rc(b, hpl_delete(b, id, 5000), "delete");
+  }
+  snprintf(line, sizeof line, "remote get throughput, %s, loopback", sz);
+  printf("%-44s %14.2f %12s\n", line, (double)size / median(v, n) / 1e9, "GB/s");
+  hpl_close(a);
+  hpl_close(b);
+  hpl_lc_stop(lc);
+  free(data);
+  free(v);
+  return 0;
+}

@@ -1,0 +1,115 @@
+/* harness.c - see harness.h. */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "util.h"
+
+int64_t th_ms(int64_t ms) {
+  const char *s = getenv("HPL_TEST_TIMEOUT_SCALE");
+  double k = s ? atof(s) : 1.0;
+  if (k < 1) k = 1;
+  return (int64_t)((double)ms * k);
+}
+
+hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args) {
+  hpl_lc_opts o = {.nodes = nodes,
+                   .memory = memory,
+                   .bin_dir = HPL_BIN_DIR,
+                   .dir_args = dir_args,
+                   .store_args = store_args,
+                   .log_level = getenv("HPL_TEST_LOG_LEVEL"),
+                   .timeout_ms = (int)th_ms(15000)};
+  hpl_lc *lc = NULL;
+  char err[512];
+  int rc = hpl_lc_start(&o, &lc, err, sizeof err);
+  if (rc) fail_msg("cannot start the cluster: %s", err);
+  return lc;
+}
+
+static void dump_file(const char *title, const char *path) {
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  fprintf(stderr, "----- %s (%s)\n", title, path);
+  char line[1024];
+  while (fgets(line, sizeof line, f)) fputs(line, stderr);
+  fclose(f);
+}
+
+void th_dump_logs(hpl_lc *lc) {
+  dump_file("directory", hpl_lc_dir_log(lc));
+  for (int i = 0; i < hpl_lc_nodes(lc); i++) {
+    char t[32];
+    snprintf(t, sizeof t, "node-%d", i);
+    dump_file(t, hpl_lc_store_log(lc, i));
+  }
+}
+
+void th_stop(hpl_lc *lc, int dump) {
+  if (!lc) return;
+  char err[512];
+  int dead = hpl_lc_check(lc, err, sizeof err);
+  if (dump || dead || getenv("HPL_TEST_DUMP_LOGS")) th_dump_logs(lc);
+  hpl_lc_stop(lc);
+  if (dead) fail_msg("a server crashed during the test: %s", err);
+}
+
+hpl_client *th_connect(hpl_lc *lc, int node) {
+  hpl_client *c = NULL;
+  int rc = hpl_connect(hpl_lc_socket(lc, node), th_ms(5000), &c);
+  if (rc) fail_msg("cannot connect to node-%d: %s", node, hpl_strerror(rc));
+  return c;
+}
+
+uint64_t th_counter(hpl_client *c, const char *name) {
+  uint64_t v = 0;
+  int rc = hpl_counter(c, name, th_ms(5000), &v);
+  if (rc) fail_msg("counter %s: %s (%s)", name, hpl_strerror(rc), hpl_errdetail(c));
+  return v;
+}
+
+void th_put_pattern(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
+  void *d = malloc(size ? size : 1);
+  assert_non_null(d);
+  hpl_fill_pattern(d, size, seed);
+  int rc = hpl_put(c, id, d, size, th_ms(30000));
+  free(d);
+  if (rc) fail_msg("put %s (%llu B): %s (%s)", id, (unsigned long long)size, hpl_strerror(rc),
+                   hpl_errdetail(c));
+}
+
+int th_check_pattern(const void *buf, uint64_t size, uint64_t seed) {
+  /* compare against a regenerated copy in 1 MiB pieces */
+  const uint8_t *p = buf;
+  void *want = malloc(size ? size : 1);
+  if (!want) return 0;
+  hpl_fill_pattern(want, size, seed);
+  int ok = memcmp(p, want, size) == 0;
+  free(want);
+  return ok;
+}
+
+int64_t th_shm_offset(const void *p) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  char line[1024];
+  int64_t off = -1;
+  uintptr_t a = (uintptr_t)p;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi, foff;
+    if (sscanf(line, "%lx-%lx %*s %lx", &lo, &hi, &foff) != 3) continue;
+    if (a >= lo && a < hi && strstr(line, "memfd:")) {
+      off = (int64_t)(a - lo + foff);
+      break;
+    }
+  }
+  fclose(f);
+  return off;
+}

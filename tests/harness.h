@@ -1,0 +1,37 @@
+/*
+ * harness.h - helpers for integration tests: real hoplite-directory and
+ * hoplite-store processes on loopback (port 0), driven through libhoplite.
+ * Tests use cmocka; a failing test prints the servers' logs.
+ */
+#ifndef HPL_TEST_HARNESS_H
+#define HPL_TEST_HARNESS_H
+
+#include <stdint.h>
+
+#include "hoplite.h"
+#include "localcluster.h"
+
+/* Timeouts in tests are multiplied by $HPL_TEST_TIMEOUT_SCALE (default 1). */
+int64_t th_ms(int64_t ms);
+
+/* Start a cluster of `nodes` stores with `memory` bytes each; extra server
+ * arguments may be NULL. Fails the test on error. */
+hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args);
+/* Stop it; with `dump` print the servers' logs first. */
+void th_stop(hpl_lc *lc, int dump);
+/* Print every server log of the cluster to stderr. */
+void th_dump_logs(hpl_lc *lc);
+
+hpl_client *th_connect(hpl_lc *lc, int node);
+uint64_t th_counter(hpl_client *c, const char *name);
+
+/* Put `size` bytes of the pattern for `seed` as `id`; fails the test on error. */
+void th_put_pattern(hpl_client *c, const char *id, uint64_t size, uint64_t seed);
+/* 1 if buf holds the pattern for seed. */
+int th_check_pattern(const void *buf, uint64_t size, uint64_t seed);
+
+/* Offset of `p` inside the memfd it is mapped from (via /proc/self/maps),
+ * or -1. Two processes seeing the same offset see the same shared memory. */
+int64_t th_shm_offset(const void *p);
+
+#endif

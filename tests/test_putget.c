@@ -1,0 +1,363 @@
+/* test_putget.c - put/get across real processes on loopback. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define MB (1ull << 20)
+
+static hpl_lc *lc;
+static hpl_client *A, *B, *C;
+
+static int setup(void **state) {
+  (void)state;
+  lc = th_cluster(3, 768 * MB, NULL, NULL);
+  A = th_connect(lc, 0);
+  B = th_connect(lc, 1);
+  C = th_connect(lc, 2);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+  return 0;
+}
+
+static void get_and_check(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
+  hpl_buf *b = NULL;
+  int rc = hpl_get(c, id, th_ms(30000), &b);
+  if (rc) fail_msg("get %s: %s (%s)", id, hpl_strerror(rc), hpl_errdetail(c));
+  assert_int_equal(hpl_buf_size(b), size);
+  assert_string_equal(hpl_buf_id(b), id);
+  assert_true(th_check_pattern(hpl_buf_data(b), size, seed));
+  hpl_release(c, b);
+}
+
+/* Put on A, get on B and C, for sizes around the inline limit and large. */
+static void test_sizes(void **state) {
+  (void)state;
+  const uint64_t sizes[] = {0, 1, 65535, 65536, 65537, MB, 100 * MB};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    uint64_t size = sizes[i];
+    char id[64];
+    snprintf(id, sizeof id, "sizes/%llu", (unsigned long long)size);
+    uint64_t rb0 = th_counter(B, "data_bytes_received"), rc0 = th_counter(C, "data_bytes_received");
+    uint64_t sa0 = th_counter(A, "data_bytes_sent");
+    uint64_t ib0 = th_counter(B, "inline_gets"), ic0 = th_counter(C, "inline_gets");
+    th_put_pattern(A, id, size, size + 1);
+    get_and_check(B, id, size, size + 1);
+    get_and_check(C, id, size, size + 1);
+    /* the local copy on A is served from its own pool */
+    get_and_check(A, id, size, size + 1);
+    uint64_t rb = th_counter(B, "data_bytes_received") - rb0;
+    uint64_t rcv = th_counter(C, "data_bytes_received") - rc0;
+    uint64_t sa = th_counter(A, "data_bytes_sent") - sa0;
+    uint64_t ib = th_counter(B, "inline_gets") - ib0, ic = th_counter(C, "inline_gets") - ic0;
+    if (size <= 65536) {
+      /* inline: served by the directory, no data port involved */
+      assert_int_equal(rb, 0);
+      assert_int_equal(rcv, 0);
+      assert_int_equal(sa, 0);
+      assert_int_equal(ib, 1);
+      assert_int_equal(ic, 1);
+      int inl = 0;
+      assert_int_equal(hpl_stat(A, id, th_ms(5000), NULL, NULL, NULL, &inl), 0);
+      assert_int_equal(inl, 1);
+    } else {
+      assert_int_equal(rb, size);
+      assert_int_equal(rcv, size);
+      assert_int_equal(ib, 0);
+      assert_int_equal(ic, 0);
+      /* B and C pulled one copy each, from A or from each other */
+      assert_true(sa >= size && sa <= 2 * size);
+      uint64_t s;
+      uint32_t copies, complete;
+      int inl = 1;
+      assert_int_equal(hpl_stat(B, id, th_ms(5000), &s, &copies, &complete, &inl), 0);
+      assert_int_equal(s, size);
+      assert_int_equal(copies, 3);
+      assert_int_equal(complete, 3);
+      assert_int_equal(inl, 0);
+    }
+  }
+}
+
+typedef struct getter {
+  hpl_client *c;
+  const char *id;
+  int64_t timeout;
+  int rc;
+  uint64_t size;
+  uint64_t sum;
+  uint64_t done_ms;
+} getter;
+
+static void *getter_main(void *arg) {
+  getter *g = arg;
+  hpl_buf *b;
+  g->rc = hpl_get(g->c, g->id, g->timeout, &b);
+  g->done_ms = hpl_now_ms();
+  if (g->rc == 0) {
+    g->size = hpl_buf_size(b);
+    g->sum = hpl_checksum(hpl_buf_data(b), g->size);
+    hpl_release(g->c, b);
+  }
+  return NULL;
+}
+
+/* A get issued before the put waits for it, then succeeds. */
+static void test_get_before_put(void **state) {
+  (void)state;
+  const uint64_t sizes[] = {1000, 8 * MB};
+  for (int i = 0; i < 2; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "later/%d", i);
+    getter g = {.c = B, .id = id, .timeout = th_ms(20000)};
+    pthread_t t;
+    uint64_t start = hpl_now_ms();
+    pthread_create(&t, NULL, getter_main, &g);
+    struct timespec ts = {0, 400 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    uint64_t put_at = hpl_now_ms();
+    th_put_pattern(A, id, sizes[i], 7);
+    pthread_join(t, NULL);
+    assert_int_equal(g.rc, 0);
+    assert_int_equal(g.size, sizes[i]);
+    void *want = malloc(sizes[i]);
+    hpl_fill_pattern(want, sizes[i], 7);
+    assert_true(g.sum == hpl_checksum(want, sizes[i]));
+    free(want);
+    assert_true(g.done_ms >= put_at);
+    assert_true(put_at - start >= 390);
+  }
+}
+
+/* A get of an object that never appears fails with HPL_ETIMEDOUT in time. */
+static void test_get_timeout(void **state) {
+  (void)state;
+  hpl_buf *b = NULL;
+  uint64_t t0 = hpl_now_ms();
+  int rc = hpl_get(B, "never/appears", 500, &b);
+  uint64_t el = hpl_now_ms() - t0;
+  assert_int_equal(rc, HPL_ETIMEDOUT);
+  assert_null(b);
+  assert_true(el >= 490);
+  assert_true(el < (uint64_t)th_ms(3000));
+  assert_non_null(strstr(hpl_errdetail(B), "never/appears"));
+  /* timeout 0 fails at once for an object not held locally */
+  t0 = hpl_now_ms();
+  assert_int_equal(hpl_get(B, "never/appears", 0, &b), HPL_ETIMEDOUT);
+  assert_true(hpl_now_ms() - t0 < 200);
+  /* and the store keeps working afterwards */
+  th_put_pattern(A, "after-timeout", 100, 3);
+  get_and_check(B, "after-timeout", 100, 3);
+}
+
+/* Two client processes on one node get the same remote object: one
+ * transfer, and both see the same shared memory. */
+static void test_two_processes_one_transfer(void **state) {
+  (void)state;
+  const uint64_t size = 16 * MB;
+  /* a fresh node so its counters only see this object */
+  char err[256];
+  int node = hpl_lc_add_store(lc, NULL, err, sizeof err);
+  if (node < 0) fail_msg("add store: %s", err);
+  th_put_pattern(A, "shared/one", size, 11);
+  int pipes[2][2];
+  pid_t pids[2];
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(pipe(pipes[k]), 0);
+    pids[k] = fork();
+    assert_true(pids[k] >= 0);
+    if (pids[k] == 0) {
+      hpl_client *c;
+      int64_t res[3] = {-1, -1, -1};
+      if (hpl_connect(hpl_lc_socket(lc, node), 5000, &c) == 0) {
+        hpl_buf *b;
+        int rc = hpl_get(c, "shared/one", 30000, &b);
+        res[0] = rc;
+        if (rc == 0) {
+          res[1] = th_shm_offset(hpl_buf_data(b));
+          res[2] = th_check_pattern(hpl_buf_data(b), hpl_buf_size(b), 11);
+          hpl_release(c, b);
+        }
+        hpl_close(c);
+      }
+      ssize_t w = write(pipes[k][1], res, sizeof res);
+      _exit(w == sizeof res ? 0 : 1);
+    }
+    close(pipes[k][1]);
+  }
+  int64_t res[2][3];
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(read(pipes[k][0], res[k], sizeof res[k]), sizeof res[k]);
+    close(pipes[k][0]);
+    int st;
+    waitpid(pids[k], &st, 0);
+    assert_int_equal(res[k][0], 0);
+    assert_int_equal(res[k][2], 1);
+    assert_true(res[k][1] >= 0);
+  }
+  assert_int_equal(res[0][1], res[1][1]); /* same offset in the same memfd */
+  hpl_client *c = th_connect(lc, node);
+  assert_int_equal(th_counter(c, "pulls_made"), 1);
+  assert_int_equal(th_counter(c, "data_bytes_received"), size);
+  hpl_close(c);
+}
+
+/* An object a client holds survives delete until released. */
+static void test_delete_while_held(void **state) {
+  (void)state;
+  const uint64_t size = 4 * MB;
+  th_put_pattern(A, "del/x", size, 21);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(B, "del/x", th_ms(10000), &b), 0);
+  uint64_t alloc_held = th_counter(B, "pool_allocated");
+  assert_int_equal(hpl_delete(A, "del/x", th_ms(5000)), 0);
+  assert_int_equal(hpl_stat(C, "del/x", th_ms(5000), NULL, NULL, NULL, NULL), HPL_ENOTFOUND);
+  /* deleting again: not found */
+  assert_int_equal(hpl_delete(A, "del/x", th_ms(5000)), HPL_ENOTFOUND);
+  /* still readable through the held view */
+  assert_true(th_check_pattern(hpl_buf_data(b), size, 21));
+  int local = 1;
+  assert_int_equal(hpl_contains(B, "del/x", th_ms(5000), &local), 0);
+  assert_int_equal(local, 0);
+  assert_int_equal(th_counter(B, "pool_allocated"), alloc_held);
+  /* the id can be reused at once, with other content */
+  th_put_pattern(A, "del/x", size, 22);
+  assert_true(th_check_pattern(hpl_buf_data(b), size, 21));
+  hpl_release(B, b);
+  assert_true(th_counter(B, "pool_allocated") <= alloc_held - size);
+  get_and_check(B, "del/x", size, 22);
+  get_and_check(C, "del/x", size, 22);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  th_put_pattern(A, "dup", 200 * 1024, 1);
+  /* the same id on another node: refused, cluster-wide */
+  void *d = calloc(1, 200 * 1024);
+  assert_int_equal(hpl_put(B, "dup", d, 200 * 1024, th_ms(5000)), HPL_EEXIST);
+  assert_int_equal(hpl_put(A, "dup", d, 200 * 1024, th_ms(5000)), HPL_EEXIST);
+  assert_int_equal(hpl_put(B, "dup-small", d, 10, th_ms(5000)), 0);
+  assert_int_equal(hpl_put(C, "dup-small", d, 10, th_ms(5000)), HPL_EEXIST);
+  free(d);
+  /* bad ids */
+  hpl_buf *b;
+  assert_int_equal(hpl_get(A, "", 100, &b), HPL_EINVAL);
+  assert_int_equal(hpl_get(A, "bad\nid", 100, &b), HPL_EINVAL);
+  assert_int_equal(hpl_put(A, NULL, "x", 1, 100), HPL_EINVAL);
+  assert_int_equal(hpl_put(A, "x", NULL, 1, 100), HPL_EINVAL);
+  assert_int_equal(hpl_stat(A, "nope", th_ms(5000), NULL, NULL, NULL, NULL), HPL_ENOTFOUND);
+  assert_non_null(strstr(hpl_errdetail(A), "nope"));
+  /* a socket nobody listens on */
+  hpl_client *c;
+  assert_int_equal(hpl_connect("/nonexistent/hoplite.sock", 1000, &c), HPL_ECONN);
+  assert_int_equal(hpl_connect(NULL, 1000, &c), getenv(HPL_SOCKET_ENV) ? HPL_ECONN : HPL_EINVAL);
+  /* create, abort: nothing remains, and the id is free again */
+  assert_int_equal(hpl_create(A, "aborted", 3 * MB, th_ms(5000), &b), 0);
+  hpl_abort(A, b);
+  assert_int_equal(hpl_get(B, "aborted", 300, &b), HPL_ETIMEDOUT);
+  th_put_pattern(C, "aborted", 3 * MB, 5);
+  get_and_check(A, "aborted", 3 * MB, 5);
+}
+
+/* A full pool gives a clear error and the store keeps serving. */
+static void test_pool_full(void **state) {
+  (void)state;
+  hpl_lc *small = th_cluster(1, 64 * MB, NULL, NULL);
+  hpl_client *c = th_connect(small, 0);
+  void *d = malloc(100 * MB);
+  memset(d, 1, 100 * MB);
+  assert_int_equal(hpl_put(c, "too-big", d, 100 * MB, th_ms(5000)), HPL_ENOMEM);
+  assert_non_null(strstr(hpl_errdetail(c), "pool"));
+  /* fill it with 8 MiB objects until it refuses */
+  int n = 0, rc = 0;
+  char id[32];
+  for (; n < 32; n++) {
+    snprintf(id, sizeof id, "fill/%d", n);
+    rc = hpl_put(c, id, d, 8 * MB, th_ms(5000));
+    if (rc) break;
+  }
+  assert_int_equal(rc, HPL_ENOMEM);
+  assert_true(n >= 5); /* most of the pool is usable */
+  /* free one, and the next put fits again */
+  assert_int_equal(hpl_delete(c, "fill/0", th_ms(5000)), 0);
+  assert_int_equal(hpl_put(c, "fill/again", d, 8 * MB, th_ms(5000)), 0);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c, "fill/1", th_ms(5000), &b), 0);
+  hpl_release(c, b);
+  free(d);
+  hpl_close(c);
+  th_stop(small, 0);
+}
+
+/* One handle shared by threads: concurrent gets and puts. */
+typedef struct worker {
+  hpl_client *c;
+  int idx;
+  int failures;
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  for (int i = 0; i < 20; i++) {
+    char id[48];
+    snprintf(id, sizeof id, "mt/%d/%d", w->idx, i);
+    uint64_t size = (uint64_t)(1000 + i * 7000 + w->idx * 100);
+    void *d = malloc(size);
+    hpl_fill_pattern(d, size, (uint64_t)(w->idx * 100 + i));
+    if (hpl_put(w->c, id, d, size, 10000) != 0) w->failures++;
+    hpl_buf *b;
+    if (hpl_get(w->c, id, 10000, &b) != 0) {
+      w->failures++;
+    } else {
+      if (hpl_buf_size(b) != size || memcmp(hpl_buf_data(b), d, size) != 0) w->failures++;
+      hpl_release(w->c, b);
+    }
+    free(d);
+  }
+  return NULL;
+}
+
+static void test_threads_share_handle(void **state) {
+  (void)state;
+  worker w[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){.c = B, .idx = i};
+    pthread_create(&t[i], NULL, worker_main, &w[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(w[i].failures, 0);
+  }
+  get_and_check(C, "mt/3/19", 1000 + 19 * 7000 + 300, 319);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_get_before_put),
+      cmocka_unit_test(test_get_timeout),
+      cmocka_unit_test(test_two_processes_one_transfer),
+      cmocka_unit_test(test_delete_while_held),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_pool_full),
+      cmocka_unit_test(test_threads_share_handle),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
