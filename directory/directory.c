@@ -314,14 +314,31 @@ static void on_stat(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
   hpl_conn_send(dc->c, HPL_MSG_STAT_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-static void send_drop(dir_server *s, uint64_t node, const char *id) {
-  dir_node *n = dir_node_find(s, node);
-  if (!n || !n->conn) return;
-  Hpl__DropNote d = HPL__DROP_NOTE__INIT;
-  d.id = (char *)id;
-  hpl_conn_send(n->conn->c, HPL_MSG_DROP, 0, &d.base, NULL, 0, 0, NULL, NULL);
+static void delete_closed(uv_handle_t *h) { free(h->data); }
+
+static void delete_finish(dir_delete *d) {
+  dir_server *s = d->srv;
+  HASH_DEL(s->deletes, d);
+  if (d->dc) hpl_conn_reply(d->dc->c, d->req, 0, NULL);
+  uv_timer_stop(&d->timer);
+  uv_close((uv_handle_t *)&d->timer, delete_closed);
 }
 
+static void delete_timeout(uv_timer_t *t) {
+  dir_delete *d = t->data;
+  LOG_WARN("delete: %d holder(s) did not acknowledge in time", d->pending);
+  delete_finish(d);
+}
+
+/* A holder acknowledged a DROP. */
+static void delete_ack(dir_server *s, uint64_t op) {
+  dir_delete *d = NULL;
+  HASH_FIND(hh, s->deletes, &op, sizeof op, d);
+  if (d && --d->pending <= 0) delete_finish(d);
+}
+
+/* Delete: every holder drops its copy before the deleter hears back, so
+ * once hpl_delete returns no store serves the old bytes to new gets. */
 static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
   dir_obj *o = dtab_find(&s->tab, m->id);
   if (!o || o->state == OBJ_PENDING) {
@@ -330,7 +347,23 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
     hpl_conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
     return;
   }
-  for (dir_loc *l = o->locs; l; l = l->next) send_drop(s, l->node, o->id);
+  dir_delete *d = calloc(1, sizeof *d);
+  if (!d) {
+    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  d->op = ++s->next_op;
+  d->srv = s;
+  d->dc = dc;
+  d->req = req;
+  Hpl__DropNote note = HPL__DROP_NOTE__INIT;
+  note.id = o->id;
+  for (dir_loc *l = o->locs; l; l = l->next) {
+    dir_node *n = dir_node_find(s, l->node);
+    if (n && n->conn &&
+        hpl_conn_send(n->conn->c, HPL_MSG_DROP, d->op, &note.base, NULL, 0, 0, NULL, NULL) == 0)
+      d->pending++;
+  }
   while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
   if (o->is_inline) {
     s->tab.inline_bytes -= o->size;
@@ -342,8 +375,15 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
   o->size = 0;
   o->ready_seq = 0;
   o->state = OBJ_PENDING; /* waiters (if any) wait for a new put */
-  hpl_conn_reply(dc->c, req, 0, NULL);
   dtab_gc(&s->tab, o);
+  HASH_ADD(hh, s->deletes, op, sizeof d->op, d);
+  uv_timer_init(s->loop, &d->timer);
+  d->timer.data = d;
+  if (d->pending == 0) {
+    delete_finish(d);
+    return;
+  }
+  uv_timer_start(&d->timer, delete_timeout, 2 * s->cfg.heartbeat_timeout_ms, 0);
 }
 
 static int cmp_info(const void *a, const void *b) {
@@ -464,6 +504,7 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
     case HPL_MSG_DELETE: on_delete(s, dc, h->req_id, (Hpl__IdReq *)m); break;
     case HPL_MSG_LIST: on_list(s, dc, h->req_id, (Hpl__ListReq *)m); break;
     case HPL_MSG_COUNTERS: on_counters(s, dc, h->req_id); break;
+    case HPL_MSG_REPLY: delete_ack(s, h->req_id); break; /* a holder dropped its copy */
     default: {
       char why[64];
       snprintf(why, sizeof why, "unexpected %s message", hpl_msg_name(h->type));
@@ -493,6 +534,8 @@ static void dir_on_close(hpl_conn *c, int status) {
   }
   if (dc->node && dc->node->conn == dc && !s->stopping)
     node_gone(s, dc->node, status == 0 ? "connection closed" : hpl_strerror(status));
+  dir_delete *d, *dtmp;
+  HASH_ITER(hh, s->deletes, d, dtmp) if (d->dc == dc) d->dc = NULL;
   if (dc->prev) dc->prev->next = dc->next; else s->conns = dc->next;
   if (dc->next) dc->next->prev = dc->prev;
   free(dc);
@@ -572,6 +615,8 @@ static void dir_on_signal(uv_signal_t *sig, int signum) {
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   /* closing a connection drops its waiters and their timers */
   for (dir_conn *dc = s->conns; dc; dc = dc->next) hpl_conn_close(dc->c, 0);
+  dir_delete *d, *dtmp;
+  HASH_ITER(hh, s->deletes, d, dtmp) delete_finish(d);
 }
 
 int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {

@@ -58,6 +58,17 @@ typedef struct dir_waiter {
   int has_timer;
 } dir_waiter;
 
+/* A delete waiting for every holder to acknowledge its DROP. */
+typedef struct dir_delete {
+  uint64_t op; /* request id of the DROPs */
+  UT_hash_handle hh;
+  struct dir_server *srv;
+  dir_conn *dc; /* the deleter (NULL once it disconnected) */
+  uint64_t req;
+  int pending;
+  uv_timer_t timer;
+} dir_delete;
+
 typedef struct dir_counters {
   uint64_t acquires, inline_served, senders_assigned, waits, lost_replies, nodes_dead;
 } dir_counters;
@@ -71,6 +82,8 @@ typedef struct dir_server {
   dtab tab;
   dir_node *nodes;
   dir_conn *conns;
+  dir_delete *deletes;
+  uint64_t next_op;
   dir_counters ctr;
   int stopping;
 } dir_server;

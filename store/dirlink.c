@@ -237,6 +237,13 @@ static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m
     on_registered(dl, (Hpl__RegisterRep *)m);
     return;
   }
+  if (h->type == HPL_MSG_DROP) {
+    /* the directory deletes an object: drop our copy and acknowledge */
+    Hpl__DropNote *d = (Hpl__DropNote *)m;
+    if (hpl_id_valid(d->id)) store_drop(dl->s, d->id);
+    if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL);
+    return;
+  }
   if (h->req_id) {
     dl_req *r = NULL;
     HASH_FIND(hh, dl->pending, &h->req_id, sizeof h->req_id, r);
@@ -244,15 +251,7 @@ static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m
     req_finish(dl, r, 0, h, m, payload, plen);
     return;
   }
-  switch (h->type) {
-    case HPL_MSG_DROP: {
-      Hpl__DropNote *d = (Hpl__DropNote *)m;
-      if (hpl_id_valid(d->id)) store_drop(dl->s, d->id);
-      break;
-    }
-    default:
-      LOG_WARN("unexpected %s from the directory", hpl_msg_name(h->type));
-  }
+  LOG_WARN("unexpected %s from the directory", hpl_msg_name(h->type));
 }
 
 static void dl_on_close(hpl_conn *c, int status) {
