@@ -198,8 +198,9 @@ static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocAddReq
   dir_object_changed(s, o);
 }
 
-static void on_loc_note(dir_server *s, dir_conn *dc, Hpl__LocNote *m) {
+static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocNote *m) {
   dir_obj *o = dtab_find(&s->tab, m->id);
+  if (req) hpl_conn_reply(dc->c, req, 0, NULL); /* the sender waits for it */
   if (!o) return;
   uint64_t node = dc->node->id;
   if (m->kind == HPL_LOC_COMPLETE) {
@@ -495,7 +496,7 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
     case HPL_MSG_REGISTER: on_register(s, dc, h->req_id, (Hpl__RegisterReq *)m); break;
     case HPL_MSG_HEARTBEAT: if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL); break;
     case HPL_MSG_LOC_ADD: on_loc_add(s, dc, h->req_id, (Hpl__LocAddReq *)m); break;
-    case HPL_MSG_LOC_NOTE: on_loc_note(s, dc, (Hpl__LocNote *)m); break;
+    case HPL_MSG_LOC_NOTE: on_loc_note(s, dc, h->req_id, (Hpl__LocNote *)m); break;
     case HPL_MSG_INLINE_PUT:
       on_inline_put(s, dc, h->req_id, (Hpl__InlinePutReq *)m, payload, plen);
       break;

@@ -153,7 +153,9 @@ HPL_API int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes);
 HPL_API int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms);
 
 /* Discard a created, unsealed object. Takes ownership of `b`. Never fails
- * from the caller's point of view; the store frees the region. */
+ * from the caller's point of view; the store frees the region. Returns once
+ * the cluster has forgotten the object (at most ~7 s if the store does not
+ * answer), so a later get waits for a new put. */
 HPL_API void hpl_abort(hpl_client *c, hpl_buf *b);
 
 /* Get object `id`, waiting up to timeout_ms for it to exist and arrive. The

@@ -492,7 +492,8 @@ void hpl_abort(hpl_client *c, hpl_buf *b) {
   if (b->created) {
     Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
     r.handle = b->handle;
-    send_frame(c, HPL_MSG_ABORT, 0, &r.base, hpl_deadline_ms(5000));
+    /* wait (bounded) until the store and directory forgot the object */
+    call(c, HPL_MSG_ABORT, &r.base, HPL_MSG_REPLY, 5000, NULL);
   }
   buf_free(c, b);
 }

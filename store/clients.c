@@ -304,9 +304,43 @@ static void abort_obj(store *s, st_obj *o) {
   create_undo(s, o, HPL_ENOTFOUND, detail);
 }
 
-static void on_abort(store *s, st_client *cl, Hpl__HandleReq *m) {
+typedef struct abort_ctx {
+  st_client *cl;
+  uint64_t req;
+} abort_ctx;
+
+static void abort_dir_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                            const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen;
+  abort_ctx *x = arg;
+  if (!x->cl->closed) hpl_conn_reply(x->cl->c, x->req, 0, NULL);
+  client_unref(x->cl);
+  free(x);
+}
+
+/* Abort answers once the directory has forgotten the copy, so a get issued
+ * after hpl_abort() returns waits for a new put instead of pulling from the
+ * discarded region. */
+static void on_abort(store *s, st_client *cl, uint64_t req, Hpl__HandleReq *m) {
   st_obj *o = creating_obj(s, cl, m->handle);
+  abort_ctx *x = o && o->advertised ? calloc(1, sizeof *x) : NULL;
+  if (x) {
+    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    n.id = o->id;
+    n.kind = HPL_LOC_REMOVE;
+    x->cl = cl;
+    x->req = req;
+    cl->refs++;
+    if (dirlink_request(s, HPL_MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_dir_reply, x) == 0) {
+      o->advertised = 0;
+    } else {
+      cl->refs--;
+      free(x);
+      x = NULL;
+    }
+  }
   if (o) abort_obj(s, o);
+  if (!x && req) hpl_conn_reply(cl->c, req, 0, NULL);
 }
 
 static void on_contains(store *s, st_client *cl, uint64_t req, Hpl__IdReq *m) {
@@ -424,7 +458,7 @@ static void client_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessag
     case HPL_MSG_CREATE: on_create(s, cl, h->req_id, (Hpl__CreateReq *)m); break;
     case HPL_MSG_PROGRESS: on_progress(s, cl, (Hpl__ProgressNote *)m); break;
     case HPL_MSG_SEAL: on_seal(s, cl, h->req_id, (Hpl__HandleReq *)m); break;
-    case HPL_MSG_ABORT: on_abort(s, cl, (Hpl__HandleReq *)m); break;
+    case HPL_MSG_ABORT: on_abort(s, cl, h->req_id, (Hpl__HandleReq *)m); break;
     case HPL_MSG_GET: {
       Hpl__GetReq *g = (Hpl__GetReq *)m;
       store_get(s, cl, h->req_id, g->id, g->timeout_ms);
