@@ -226,6 +226,16 @@ int hpl_lc_start(const hpl_lc_opts *o, hpl_lc **out, char *err, size_t errlen) {
     lc->bin_dir[n] = 0;
     char *slash = strrchr(lc->bin_dir, '/');
     if (slash) *slash = 0;
+    /* programs in a build subdirectory (tests/, bench/) find the servers
+     * one level up; $HOPLITE_BIN_DIR overrides both */
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/hoplite-store", lc->bin_dir);
+    const char *env = getenv("HOPLITE_BIN_DIR");
+    if (env && *env) {
+      snprintf(lc->bin_dir, sizeof lc->bin_dir, "%s", env);
+    } else if (access(probe, X_OK) != 0 && (slash = strrchr(lc->bin_dir, '/'))) {
+      *slash = 0;
+    }
   }
   if (o->work_dir) {
     snprintf(lc->work, sizeof lc->work, "%s", o->work_dir);
