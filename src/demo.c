@@ -62,8 +62,14 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
   double put_s = (double)(t1 - t0) / 1e9;
   printf("\n[%s] put %s on node-0 in %.3f ms (%.2f GB/s)\n", id, hpl_fmt_bytes(size, b1, sizeof b1),
          put_s * 1e3, put_s > 0 ? (double)size / put_s / 1e9 : 0);
+  printf("  %d concurrent gets on node-1..node-%d:\n", n - 1, n - 1);
   demo_rx rx[64];
   pthread_t th[64];
+  uint64_t inl0[64], rcv0[64];
+  for (int i = 1; i < n; i++) {
+    inl0[i] = counter(cs[i], "inline_gets");
+    rcv0[i] = counter(cs[i], "data_bytes_received");
+  }
   uint64_t start = hpl_now_ns();
   for (int i = 1; i < n; i++) {
     rx[i] = (demo_rx){.c = cs[i], .id = id, .start_ns = start};
@@ -85,9 +91,15 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
     }
     int ok = rx[i].sum == want;
     bad |= !ok;
-    uint64_t inl = counter(cs[i], "inline_gets");
+    uint64_t inl = counter(cs[i], "inline_gets") - inl0[i];
+    uint64_t rcv = counter(cs[i], "data_bytes_received") - rcv0[i];
+    char how[96];
+    if (inl)
+      snprintf(how, sizeof how, "inline, served by the directory");
+    else
+      snprintf(how, sizeof how, "pulled %s from a peer's data port", hpl_fmt_bytes(rcv, b1, sizeof b1));
     printf("  node-%-3d %10.3f %12.2f %10s %s\n", i, s * 1e3, s > 0 ? (double)size / s / 1e9 : 0,
-           ok ? "yes" : "NO", inl ? "inline, served by the directory" : "pulled from a peer's data port");
+           ok ? "yes" : "NO", how);
   }
   double all = (double)(last - start) / 1e9;
   uint64_t sent = counter(cs[0], "data_bytes_sent") - sent0;
