@@ -241,7 +241,8 @@ static int cmd_cluster(int argc, char **argv) {
   sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, NULL);
-  hpl_lc_opts o = {.nodes = nodes, .memory = memory, .work_dir = dir, .logs_to_stderr = verbose};
+  hpl_lc_opts o = {.nodes = nodes, .memory = memory, .work_dir = dir, .logs_to_stderr = verbose,
+                   .remove_work_dir = 1};
   hpl_lc *lc;
   char err[512];
   int rc = hpl_lc_start(&o, &lc, err, sizeof err);
@@ -279,15 +280,6 @@ static int cmd_cluster(int argc, char **argv) {
   }
   printf("\nstopping the cluster...\n");
   hpl_lc_stop(lc);
-  /* the work dir is ours by name: remove what the cluster wrote there */
-  unlink(path);
-  for (int i = 0; i < nodes; i++) {
-    snprintf(path, sizeof path, "%s/node-%d.log", dir, i);
-    if (!verbose) unlink(path);
-  }
-  snprintf(path, sizeof path, "%s/directory.log", dir);
-  unlink(path);
-  rmdir(dir);
   printf("stopped.\n");
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -77,7 +78,10 @@ static int add_args(char **argv, int argc, char *buf, size_t blen, const char *e
 static pid_t spawn(char **argv, const char *log) {
   pid_t pid = fork();
   if (pid != 0) return pid;
-  /* child */
+  /* child: die with the process that started us (a killed test or CLI
+   * must not leave servers behind) */
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() == 1) _exit(1);
   if (log && *log) {
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
@@ -319,7 +323,7 @@ void hpl_lc_stop(hpl_lc *lc) {
     if (lc->st[i].pid > 0) kill(lc->st[i].pid, SIGTERM);
   for (int i = 0; i < lc->n; i++) stop_proc(&lc->st[i], SIGTERM);
   stop_proc(&lc->dir, SIGTERM);
-  if (lc->own_work) rm_rf(lc->work);
+  if (lc->own_work || lc->o.remove_work_dir) rm_rf(lc->work);
   free(lc);
 }
 

@@ -26,6 +26,7 @@ typedef struct hpl_lc_opts {
   const char *host;        /* address to bind and advertise (NULL: 127.0.0.1) */
   int logs_to_stderr;      /* 1: servers log to our stderr; 0: to files in work_dir */
   int timeout_ms;          /* how long a server may take to come up (0: 10000) */
+  int remove_work_dir;     /* remove work_dir (and everything in it) at stop, even if given */
 } hpl_lc_opts;
 
 /* Start a cluster. On success *out is owned by the caller (hpl_lc_stop).
