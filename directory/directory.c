@@ -28,6 +28,62 @@ dir_node *dir_node_find(dir_server *s, uint64_t id) {
   return n;
 }
 
+/* ------------------------------------------------------------------ transfer record */
+
+static void xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
+  if (!s->xlog) return;
+  dir_xfer *x = &s->xlog[s->xseq % DIR_XFER_CAP];
+  free(x->id);
+  x->seq = s->xseq++;
+  x->t_us = hpl_now_ns() / 1000;
+  x->kind = kind;
+  x->id = strdup(id ? id : "");
+  x->receiver = receiver;
+  x->sender = sender;
+}
+
+/* Record that node's copy of o ends as `kind` (DONE or REMOVE). */
+static void xlog_loc_end(dir_server *s, dir_obj *o, uint64_t node, int kind) {
+  dir_loc *l = dtab_loc(o, node);
+  if (!l || (kind == HPL_XFER_DONE && l->complete)) return;
+  xlog(s, kind, o->id, node, l->upstream);
+}
+
+static void on_transfers(dir_server *s, dir_conn *dc, uint64_t req, Hpl__TransfersReq *m) {
+  enum { MAX_ENTRIES = 40000 };
+  uint64_t first = s->xseq > DIR_XFER_CAP ? s->xseq - DIR_XFER_CAP : 0;
+  uint64_t from = m->since < first ? first : m->since;
+  size_t n = from < s->xseq ? (size_t)(s->xseq - from) : 0;
+  if (n > MAX_ENTRIES) n = MAX_ENTRIES;
+  Hpl__Transfer *ts = calloc(n ? n : 1, sizeof *ts);
+  Hpl__Transfer **ps = calloc(n ? n : 1, sizeof *ps);
+  if (!ts || !ps) {
+    free(ts);
+    free(ps);
+    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    dir_xfer *x = &s->xlog[(from + i) % DIR_XFER_CAP];
+    hpl__transfer__init(&ts[i]);
+    ts[i].seq = x->seq;
+    ts[i].t_us = x->t_us;
+    ts[i].kind = (uint32_t)x->kind;
+    ts[i].id = x->id;
+    ts[i].receiver = x->receiver;
+    ts[i].sender = x->sender;
+    ps[i] = &ts[i];
+  }
+  Hpl__TransfersRep r = HPL__TRANSFERS_REP__INIT;
+  r.n_transfers = n;
+  r.transfers = ps;
+  r.next = from + n;
+  if (from > m->since) r.detail = "older entries were overwritten";
+  hpl_conn_send(dc->c, HPL_MSG_TRANSFERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  free(ts);
+  free(ps);
+}
+
 /* ------------------------------------------------------------------ waiters */
 
 static void waiter_closed(uv_handle_t *h) { free(h->data); }
@@ -101,6 +157,7 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o) {
   r.sender_port = (uint32_t)n->port;
   hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
   s->ctr.senders_assigned++;
+  xlog(s, HPL_XFER_ASSIGN, o->id, asker, sender);
   LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker,
             (unsigned long long)sender);
   return 1;
@@ -147,6 +204,7 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
     dir_conn *old = n->conn;
     old->node = NULL;
     hpl_conn_close(old->c, 0);
+    xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
     dtab_node_gone(&s->tab, n->id, object_changed_cb, s);
   }
   if (!n) {
@@ -187,6 +245,7 @@ static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocAddReq
     hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
+  if (o->state == OBJ_LOST && m->origin) xlog(s, HPL_XFER_DELETE, o->id, 0, 0); /* revived */
   int rc = dtab_add_loc(&s->tab, o, dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)
@@ -204,8 +263,10 @@ static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocNote 
   if (!o) return;
   uint64_t node = dc->node->id;
   if (m->kind == HPL_LOC_COMPLETE) {
+    xlog_loc_end(s, o, node, HPL_XFER_DONE);
     dtab_loc_complete(&s->tab, o, node, o->size);
   } else if (m->kind == HPL_LOC_REMOVE) {
+    xlog_loc_end(s, o, node, HPL_XFER_REMOVE);
     dtab_loc_remove(&s->tab, o, node);
     if (!o->locs && !o->is_inline)
       o->state = OBJ_PENDING; /* nothing left anywhere: as if never put */
@@ -257,6 +318,7 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
     /* the asker's stream from this peer broke: that copy is not trusted */
     LOG_INFO("node %016llx reports sender %016llx failed for '%s'",
              (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id);
+    xlog_loc_end(s, o, m->failed_peer, HPL_XFER_REMOVE);
     dtab_loc_remove(&s->tab, o, m->failed_peer);
     dtab_check_lost(&s->tab, o);
   }
@@ -365,6 +427,7 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
         hpl_conn_send(n->conn->c, HPL_MSG_DROP, d->op, &note.base, NULL, 0, 0, NULL, NULL) == 0)
       d->pending++;
   }
+  xlog(s, HPL_XFER_DELETE, o->id, 0, 0);
   while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
   if (o->is_inline) {
     s->tab.inline_bytes -= o->size;
@@ -505,6 +568,7 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
     case HPL_MSG_DELETE: on_delete(s, dc, h->req_id, (Hpl__IdReq *)m); break;
     case HPL_MSG_LIST: on_list(s, dc, h->req_id, (Hpl__ListReq *)m); break;
     case HPL_MSG_COUNTERS: on_counters(s, dc, h->req_id); break;
+    case HPL_MSG_TRANSFERS: on_transfers(s, dc, h->req_id, (Hpl__TransfersReq *)m); break;
     case HPL_MSG_REPLY: delete_ack(s, h->req_id); break; /* a holder dropped its copy */
     default: {
       char why[64];
@@ -518,6 +582,7 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
   LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
            n->port, why);
   s->ctr.nodes_dead++;
+  xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
   HASH_DEL(s->nodes, n);
   uint64_t id = n->id;
   free(n);
@@ -625,6 +690,8 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
+  s->xlog = calloc(DIR_XFER_CAP, sizeof *s->xlog);
+  if (!s->xlog) return HPL_ENOMEM;
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
   if (rc) {

@@ -69,6 +69,16 @@ typedef struct dir_delete {
   uv_timer_t timer;
 } dir_delete;
 
+/* One entry of the transfer record (a ring of the latest entries). */
+typedef struct dir_xfer {
+  uint64_t seq, t_us;
+  int kind;
+  char *id;
+  uint64_t receiver, sender;
+} dir_xfer;
+
+#define DIR_XFER_CAP 65536
+
 typedef struct dir_counters {
   uint64_t acquires, inline_served, senders_assigned, waits, lost_replies, nodes_dead;
 } dir_counters;
@@ -84,6 +94,8 @@ typedef struct dir_server {
   dir_conn *conns;
   dir_delete *deletes;
   uint64_t next_op;
+  dir_xfer *xlog; /* ring of DIR_XFER_CAP entries */
+  uint64_t xseq;  /* entries ever recorded */
   dir_counters ctr;
   int stopping;
 } dir_server;

@@ -101,6 +101,8 @@ int main(int argc, char **argv) {
   if (dir_server_start(&s, loop, &cfg) != 0) return 1;
   uv_run(loop, UV_RUN_DEFAULT);
   dtab_clear(&s.tab);
+  for (size_t i = 0; i < DIR_XFER_CAP; i++) free(s.xlog[i].id);
+  free(s.xlog);
   dir_node *n, *tmp;
   HASH_ITER(hh, s.nodes, n, tmp) {
     HASH_DEL(s.nodes, n);

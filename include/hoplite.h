@@ -208,6 +208,19 @@ HPL_API int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out);
  * counter) and those of hpl_counters(). */
 HPL_API int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value);
 
+/* The directory's record of transfers from sequence number `since` on
+ * (0: the oldest kept), as text, one line per event:
+ *   "SEQ T_US KIND RECEIVER SENDER ID\n"   (ID last: it may contain spaces)
+ * KIND is assign (RECEIVER was told to pull from SENDER), done (RECEIVER's
+ * copy completed, SENDER is free again), remove (RECEIVER's copy was
+ * dropped; copies pulling from it lose their sender), node-gone (RECEIVER
+ * died), delete (ID deleted everywhere). Node ids are 16 hex digits (a
+ * store's own id is its "node_id" counter); T_US is the directory's
+ * monotonic clock. ID is "-" for node-gone. At most 40000 lines per call;
+ * *next_since (if not NULL) is where to continue. *out as for hpl_list(). */
+HPL_API int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
+                          uint64_t *next_since);
+
 /* Free memory returned by the library (hpl_list, hpl_counters, ...). */
 HPL_API void hpl_free(void *p);
 

@@ -37,6 +37,7 @@ static void usage(FILE *f) {
           "  ls [PREFIX]            list objects\n"
           "  rm ID                  delete an object everywhere\n"
           "  counters               the store's counters\n"
+          "  transfers [SINCE]      the directory's record of who pulled from whom\n"
           "\n"
           "Timeouts default to 30000 ms (-t MS, -1 waits forever).\n");
 }
@@ -192,6 +193,21 @@ static int cmd_rm(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
+static int cmd_transfers(hpl_client *c, const conn_opts *o, int argc, char **argv) {
+  uint64_t since = argc > 0 ? strtoull(argv[0], NULL, 10) : 0;
+  char *text;
+  check(c, hpl_transfers(c, since, o->timeout_ms, &text, NULL), "transfers");
+  printf("%-8s %-14s %-9s %-16s %-16s %s\n", "SEQ", "T_US", "KIND", "RECEIVER", "SENDER", "ID");
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char seq[24], t[24], kind[16], r[24], snd[24];
+    int off = 0;
+    if (sscanf(line, "%23s %23s %15s %23s %23s %n", seq, t, kind, r, snd, &off) == 5)
+      printf("%-8s %-14s %-9s %-16s %-16s %s\n", seq, t, kind, r, snd, line + off);
+  }
+  hpl_free(text);
+  return 0;
+}
+
 static int cmd_counters(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   (void)argc, (void)argv;
   char *text;
@@ -295,20 +311,32 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   signal(SIGPIPE, SIG_IGN);
-  if (!strcmp(argv[1], "cluster")) return cmd_cluster(argc - 2, argv + 2);
-  if (!strcmp(argv[1], "demo")) return hpl_cli_demo(argc - 1, argv + 1);
   conn_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
   static struct option opts[] = {{"socket", 1, 0, 's'}, {"node", 1, 0, 'n'},
                                  {"timeout", 1, 0, 't'}, {0, 0, 0, 0}};
-  const char *cmd = argv[1];
-  int ch;
-  optind = 2;
-  while ((ch = getopt_long(argc, argv, "+s:n:t:", opts, NULL)) != -1) {
-    switch (ch) {
-      case 's': o.socket = optarg; break;
-      case 'n': o.node = atoi(optarg); break;
-      case 't': o.timeout_ms = strtoll(optarg, NULL, 10); break;
-      default: usage(stderr); return 2;
+  /* store options may come before or after the command */
+  int ch, pass;
+  const char *cmd = NULL;
+  optind = 1;
+  for (pass = 0; pass < 2; pass++) {
+    while ((ch = getopt_long(argc, argv, "+s:n:t:", opts, NULL)) != -1) {
+      switch (ch) {
+        case 's': o.socket = optarg; break;
+        case 'n': o.node = atoi(optarg); break;
+        case 't': o.timeout_ms = strtoll(optarg, NULL, 10); break;
+        default: usage(stderr); return 2;
+      }
+    }
+    if (pass == 0) {
+      if (optind >= argc) {
+        usage(stderr);
+        return 2;
+      }
+      cmd = argv[optind];
+      if (!strcmp(cmd, "cluster")) return cmd_cluster(argc - optind - 1, argv + optind + 1);
+      if (!strcmp(cmd, "demo")) return hpl_cli_demo(argc - optind, argv + optind);
+      optind++;
+      /* getopt restarts its scan from optind */
     }
   }
   int (*fn)(hpl_client *, const conn_opts *, int, char **) = NULL;
@@ -318,6 +346,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "ls")) fn = cmd_ls;
   else if (!strcmp(cmd, "rm")) fn = cmd_rm;
   else if (!strcmp(cmd, "counters")) fn = cmd_counters;
+  else if (!strcmp(cmd, "transfers")) fn = cmd_transfers;
   if (!fn) {
     fprintf(stderr, "%s: unknown command '%s'\n", prog, cmd);
     usage(stderr);

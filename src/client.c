@@ -683,4 +683,33 @@ int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *v
   return rc;
 }
 
+int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
+                  uint64_t *next_since) {
+  if (!c) return HPL_EINVAL;
+  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  static const char *kinds[] = {"?", "assign", "done", "remove", "node-gone", "delete"};
+  Hpl__TransfersReq r = HPL__TRANSFERS_REQ__INIT;
+  r.since = since;
+  r.timeout_ms = timeout_ms;
+  Hpl__TransfersRep *rep = NULL;
+  int rc = call(c, HPL_MSG_TRANSFERS, &r.base, HPL_MSG_TRANSFERS_REP, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  text t = {0};
+  for (size_t i = 0; i < rep->n_transfers; i++) {
+    Hpl__Transfer *x = rep->transfers[i];
+    const char *k = x->kind < 6 ? kinds[x->kind] : "?";
+    if (text_addf(&t, "%llu %llu %s %016llx %016llx %s\n", (unsigned long long)x->seq,
+                  (unsigned long long)x->t_us, k, (unsigned long long)x->receiver,
+                  (unsigned long long)x->sender, x->id && *x->id ? x->id : "-") != 0) {
+      free(t.p);
+      protobuf_c_message_free_unpacked(&rep->base, NULL);
+      return fail(c, HPL_ENOMEM, "out of memory");
+    }
+  }
+  if (next_since) *next_since = rep->next;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return text_done(c, &t, out);
+}
+
 void hpl_free(void *p) { free(p); }

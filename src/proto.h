@@ -38,6 +38,8 @@
   X(REDUCE, 20, hpl__reduce_req)                \
   X(REDUCE_INFO, 21, hpl__id_req)               \
   X(REDUCE_INFO_REP, 22, hpl__reduce_info_rep)  \
+  X(TRANSFERS, 23, hpl__transfers_req)          \
+  X(TRANSFERS_REP, 24, hpl__transfers_rep)      \
   /* store <-> directory */                     \
   X(REGISTER, 40, hpl__register_req)            \
   X(REGISTER_REP, 41, hpl__register_rep)        \
@@ -58,6 +60,13 @@ enum hpl_msg_type {
 #undef HPL_MSG_ENUM_
       HPL_MSG_MAX_ = 61
 };
+
+/* Transfer record kinds: a receiver was given a sender; its copy completed
+ * (freeing the sender); its copy was removed (copies pulling from it lose
+ * their sender); a node died (all its copies removed); an object was
+ * deleted (all its copies removed). */
+enum { HPL_XFER_ASSIGN = 1, HPL_XFER_DONE = 2, HPL_XFER_REMOVE = 3, HPL_XFER_NODE_GONE = 4,
+       HPL_XFER_DELETE = 5 };
 
 /* LocNote kinds. */
 enum { HPL_LOC_COMPLETE = 1, HPL_LOC_REMOVE = 2, HPL_LOC_FAILED = 3 };

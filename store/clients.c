@@ -469,6 +469,7 @@ static void client_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessag
     case HPL_MSG_STAT:
     case HPL_MSG_DELETE: proxy(s, cl, h, m, ((Hpl__IdReq *)m)->timeout_ms); break;
     case HPL_MSG_LIST: proxy(s, cl, h, m, ((Hpl__ListReq *)m)->timeout_ms); break;
+    case HPL_MSG_TRANSFERS: proxy(s, cl, h, m, ((Hpl__TransfersReq *)m)->timeout_ms); break;
     case HPL_MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
     default: {
       char why[64];
