@@ -1,11 +1,15 @@
 /* client.c - libhoplite (see include/hoplite.h).
  *
  * One Unix-socket connection per handle. Calls from any thread send a
- * framed request and sleep on a condition variable until a reader thread
- * (one per handle, blocked in recv) hands them the reply with the same
- * request id, or until their deadline passes. A reply that arrives after its
- * caller gave up is dropped; if it granted a hold, the hold is released. The
- * pool memfd arrives with the store's HELLO frame and is mapped once.
+ * framed request and wait for the reply with the same request id. Waiting
+ * is leader/follower: if nobody is reading the socket, the waiting caller
+ * reads it itself (blocked in poll, no spinning) and hands replies that
+ * belong to other callers over through a condition variable; otherwise it
+ * sleeps on that variable until its reply arrives, the reader role is free,
+ * or its deadline passes. So a single-threaded caller gets its reply with
+ * no thread switch. A reply whose caller gave up is dropped; if it granted
+ * a hold, the hold is released. The pool memfd arrives with the store's
+ * HELLO frame and is mapped once.
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,8 +59,9 @@ struct hpl_client {
   pthread_mutex_t lock;  /* pending, next_id, closed, bufs */
   pthread_cond_t cv;     /* signalled when any reply arrives or on close */
   pthread_mutex_t wlock; /* one writer at a time */
-  pthread_t reader;
-  int reader_started;
+  int reading; /* a caller is the reader */
+  hpl_framer fr; /* parse state, kept across readers */
+  uint8_t rbuf[16384];
   int closed;
   pending *pending;
   uint64_t next_id;
@@ -147,46 +152,86 @@ static const hpl_frame_limits client_limits = {
 
 static void send_release(hpl_client *c, uint64_t handle);
 
-/* Reader thread: deliver replies to their callers until the socket closes. */
-static void *reader_main(void *arg) {
-  hpl_client *c = arg;
-  uint8_t hdr[HPL_FRAME_HDR_LEN];
-  for (;;) {
-    hpl_frame_hdr h;
-    if (read_all(c->fd, hdr, sizeof hdr, UINT64_MAX) != 0) break;
-    if (hpl_frame_decode_hdr(hdr, sizeof hdr, &client_limits, &h, NULL) != 0) break;
-    uint8_t *msg = malloc(h.msg_len ? h.msg_len : 1);
-    if (!msg || read_all(c->fd, msg, h.msg_len, UINT64_MAX) != 0) {
-      free(msg);
-      break;
-    }
-    pthread_mutex_lock(&c->lock);
-    pending *p = NULL;
-    HASH_FIND(hh, c->pending, &h.req_id, sizeof h.req_id, p);
-    if (p) {
-      p->done = 1;
-      p->type = h.type;
-      p->msg = msg;
-      p->msg_len = h.msg_len;
-      msg = NULL;
-      pthread_cond_broadcast(&c->cv);
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (msg) {
-      /* nobody waits any more; give back a hold it may have granted */
-      if (h.type == HPL_MSG_GET_REP) {
-        Hpl__GetRep *g = (Hpl__GetRep *)hpl_msg_unpack(h.type, msg, h.msg_len);
-        if (g && g->status == 0) send_release(c, g->handle);
-        if (g) protobuf_c_message_free_unpacked(&g->base, NULL);
-      }
-      free(msg);
-    }
-  }
+/* One frame arrived: hand it to its caller (or release an orphan hold).
+ * Called without c->lock. */
+static void deliver(hpl_client *c, const hpl_frame_hdr *h, const uint8_t *m) {
+  uint8_t *msg = malloc(h->msg_len ? h->msg_len : 1);
+  if (!msg) return;
+  memcpy(msg, m, h->msg_len);
   pthread_mutex_lock(&c->lock);
-  c->closed = 1;
-  pthread_cond_broadcast(&c->cv);
+  pending *p = NULL;
+  HASH_FIND(hh, c->pending, &h->req_id, sizeof h->req_id, p);
+  if (p) {
+    p->done = 1;
+    p->type = h->type;
+    p->msg = msg;
+    p->msg_len = h->msg_len;
+    msg = NULL;
+    pthread_cond_broadcast(&c->cv);
+  }
   pthread_mutex_unlock(&c->lock);
-  return NULL;
+  if (!msg) return;
+  /* nobody waits any more; give back a hold it may have granted */
+  if (h->type == HPL_MSG_GET_REP) {
+    Hpl__GetRep *g = (Hpl__GetRep *)hpl_msg_unpack(h->type, msg, h->msg_len);
+    if (g && g->status == 0) send_release(c, g->handle);
+    if (g) protobuf_c_message_free_unpacked(&g->base, NULL);
+  }
+  free(msg);
+}
+
+/* As the reader: wait (poll) until bytes arrive or the deadline passes, read
+ * what is there and deliver every complete frame. Returns 0, HPL_ETIMEDOUT,
+ * or HPL_ECONN when the connection is gone or sent garbage. */
+static int read_some(hpl_client *c, uint64_t deadline) {
+  int64_t left = hpl_ms_left(deadline);
+  if (left == 0) return HPL_ETIMEDOUT;
+  struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+  int r = poll(&pfd, 1, left < 0 ? -1 : (int)(left > 1000000 ? 1000000 : left));
+  if (r == 0) return HPL_ETIMEDOUT;
+  if (r < 0) return errno == EINTR ? 0 : HPL_ECONN;
+  ssize_t n = recv(c->fd, c->rbuf, sizeof c->rbuf, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (n <= 0) return HPL_ECONN;
+  size_t used = 0;
+  while (used < (size_t)n) {
+    int ev;
+    const uint8_t *chunk;
+    size_t clen;
+    long k = hpl_framer_feed(&c->fr, c->rbuf + used, (size_t)n - used, &ev, &chunk, &clen);
+    if (k < 0) return HPL_ECONN; /* the store never sends bad frames */
+    used += (size_t)k;
+    if (ev == HPL_FR_MSG) deliver(c, &c->fr.hdr, c->fr.msg);
+    /* payloads are refused by the limits (max_payload 0) */
+  }
+  return 0;
+}
+
+/* Wait for p's reply until the deadline; c->lock is held on entry and exit.
+ * Returns with p->done set, or c->closed, or the deadline passed. */
+static void wait_reply(hpl_client *c, pending *p, uint64_t deadline) {
+  struct timespec ts;
+  if (deadline != UINT64_MAX) {
+    ts.tv_sec = (time_t)(deadline / 1000);
+    ts.tv_nsec = (long)(deadline % 1000) * 1000000L;
+  }
+  while (!p->done && !c->closed) {
+    if (!c->reading) {
+      c->reading = 1;
+      pthread_mutex_unlock(&c->lock);
+      int rc = read_some(c, deadline);
+      pthread_mutex_lock(&c->lock);
+      c->reading = 0;
+      if (rc == HPL_ECONN) c->closed = 1;
+      /* someone else may take over reading, or has its reply now */
+      pthread_cond_broadcast(&c->cv);
+      if (rc == HPL_ETIMEDOUT) return;
+      continue;
+    }
+    int w = deadline == UINT64_MAX ? pthread_cond_wait(&c->cv, &c->lock)
+                                   : pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+    if (w == ETIMEDOUT) return;
+  }
 }
 
 /* Send a frame (header + message). */
@@ -230,16 +275,7 @@ static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, unsigne
   int rc = send_frame(c, type, p->id, m, deadline);
   pthread_mutex_lock(&c->lock);
   if (rc == 0) {
-    struct timespec ts;
-    if (deadline != UINT64_MAX) {
-      ts.tv_sec = (time_t)(deadline / 1000);
-      ts.tv_nsec = (long)(deadline % 1000) * 1000000L;
-    }
-    while (!p->done && !c->closed) {
-      int w = deadline == UINT64_MAX ? pthread_cond_wait(&c->cv, &c->lock)
-                                     : pthread_cond_timedwait(&c->cv, &c->lock, &ts);
-      if (w == ETIMEDOUT) break;
-    }
+    wait_reply(c, p, deadline);
     if (!p->done) rc = c->closed ? HPL_ECONN : HPL_ETIMEDOUT;
   }
   HASH_DEL(c->pending, p);
@@ -354,13 +390,7 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&c->cv, &ca);
   pthread_condattr_destroy(&ca);
-  if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
-    munmap(c->base, c->pool_size);
-    close(fd);
-    free(c);
-    return HPL_ESYS;
-  }
-  c->reader_started = 1;
+  hpl_framer_init(&c->fr, &client_limits);
   *out = c;
   return 0;
 timeout:
@@ -375,9 +405,8 @@ broken:
 
 void hpl_close(hpl_client *c) {
   if (!c) return;
-  shutdown(c->fd, SHUT_RDWR);
-  if (c->reader_started) pthread_join(c->reader, NULL);
   close(c->fd);
+  hpl_framer_free(&c->fr);
   while (c->bufs) {
     hpl_buf *b = c->bufs;
     c->bufs = b->next;

@@ -22,7 +22,7 @@
 #include "util.h"
 
 #define LC_MAX_NODES 256
-#define LC_MAX_ARGS 64
+#define LC_MAX_ARGS 64 /* leave 4 slots for "ip netns exec NS" */
 
 typedef struct lc_proc {
   pid_t pid;
@@ -70,7 +70,7 @@ static int errf(char *err, size_t len, int code, const char *fmt, ...) {
 static int add_args(char **argv, int argc, char *buf, size_t blen, const char *extra) {
   if (!extra || !*extra) return argc;
   snprintf(buf, blen, "%s", extra);
-  for (char *tok = strtok(buf, " "); tok && argc < LC_MAX_ARGS - 2; tok = strtok(NULL, " "))
+  for (char *tok = strtok(buf, " "); tok && argc < LC_MAX_ARGS - 6; tok = strtok(NULL, " "))
     argv[argc++] = tok;
   return argc;
 }
@@ -93,7 +93,7 @@ static pid_t spawn(char **argv, const char *log) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  execv(argv[0], argv);
+  execvp(argv[0], argv);
   fprintf(stderr, "cannot exec %s: %s\n", argv[0], strerror(errno));
   _exit(127);
 }
@@ -151,15 +151,36 @@ static void log_path(hpl_lc *lc, char *out, const char *name) {
     snprintf(out, PATH_MAX, "%s/%s.log", lc->work, name);
 }
 
+/* Host i's address (the emulated host's, or the cluster's single host). */
+static const char *node_host(hpl_lc *lc, int i) {
+  if (lc->o.netns_prefix && lc->o.host_addrs && lc->o.host_addrs[i]) return lc->o.host_addrs[i];
+  return lc->host;
+}
+
+/* With emulated hosts, run argv inside host i's namespace: shift it right
+ * by four and put "ip netns exec NS" in front. */
+static void in_netns(hpl_lc *lc, int i, char **argv, int *argc, char *ns, size_t nslen) {
+  if (!lc->o.netns_prefix) return;
+  snprintf(ns, nslen, "%s-h%d", lc->o.netns_prefix, i);
+  memmove(argv + 4, argv, (size_t)(*argc + 1) * sizeof *argv);
+  argv[0] = "ip";
+  argv[1] = "netns";
+  argv[2] = "exec";
+  argv[3] = ns;
+  *argc += 4;
+}
+
 static int start_directory(hpl_lc *lc, int port, char *err, size_t errlen) {
   char exe[PATH_MAX], listen[128], pfile[PATH_MAX], buf[512];
   snprintf(exe, sizeof exe, "%s/hoplite-directory", lc->bin_dir);
-  snprintf(listen, sizeof listen, "%s:%d", lc->host, port);
+  snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), port);
   snprintf(pfile, sizeof pfile, "%s/directory.port", lc->work);
   unlink(pfile);
   char *argv[LC_MAX_ARGS] = {exe, "--listen", listen, "--port-file", pfile, "--log-level", lc->level};
   int argc = add_args(argv, 7, buf, sizeof buf, lc->dir_args);
   argv[argc] = NULL;
+  char ns[64];
+  in_netns(lc, 0, argv, &argc, ns, sizeof ns);
   log_path(lc, lc->dir.log, "directory");
   lc->dir.pid = spawn(argv, lc->dir.log);
   if (lc->dir.pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
@@ -179,19 +200,21 @@ static int start_store(hpl_lc *lc, int i, char *err, size_t errlen) {
   char exe[PATH_MAX], dir[128], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
       buf2[512];
   snprintf(exe, sizeof exe, "%s/hoplite-store", lc->bin_dir);
-  snprintf(dir, sizeof dir, "%s:%d", lc->host, lc->dir_port);
+  snprintf(dir, sizeof dir, "%s:%d", node_host(lc, 0), lc->dir_port);
   snprintf(rfile, sizeof rfile, "%s/node-%d.ready", lc->work, i);
   snprintf(mem, sizeof mem, "%llu", (unsigned long long)lc->o.memory);
   snprintf(name, sizeof name, "node-%d", i);
-  snprintf(dlisten, sizeof dlisten, "%s:0", lc->host);
+  snprintf(dlisten, sizeof dlisten, "%s:0", node_host(lc, i));
   snprintf(lc->sock[i], sizeof lc->sock[i], "%s/node-%d.sock", lc->work, i);
   unlink(rfile);
   char *argv[LC_MAX_ARGS] = {exe, "--directory", dir, "--socket", lc->sock[i], "--memory", mem,
                              "--name", name, "--ready-file", rfile, "--data-listen", dlisten,
-                             "--data-addr", lc->host, "--log-level", lc->level};
+                             "--data-addr", (char *)node_host(lc, i), "--log-level", lc->level};
   int argc = add_args(argv, 17, buf, sizeof buf, lc->store_args);
   argc = add_args(argv, argc, buf2, sizeof buf2, lc->st[i].extra);
   argv[argc] = NULL;
+  char ns[64];
+  in_netns(lc, i, argv, &argc, ns, sizeof ns);
   log_path(lc, lc->st[i].log, name);
   lc->st[i].pid = spawn(argv, lc->st[i].log);
   if (lc->st[i].pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));

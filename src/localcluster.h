@@ -27,6 +27,12 @@ typedef struct hpl_lc_opts {
   int logs_to_stderr;      /* 1: servers log to our stderr; 0: to files in work_dir */
   int timeout_ms;          /* how long a server may take to come up (0: 10000) */
   int remove_work_dir;     /* remove work_dir (and everything in it) at stop, even if given */
+  /* Emulated hosts: if netns_prefix is set, the directory runs in namespace
+   * "<prefix>-h0" and store i in "<prefix>-h<i>" (through `ip netns exec`),
+   * binding and advertising host_addrs[i]; the directory listens on
+   * host_addrs[0]. The namespaces must exist (bench/cluster.sh up). */
+  const char *netns_prefix;
+  const char *const *host_addrs;
 } hpl_lc_opts;
 
 /* Start a cluster. On success *out is owned by the caller (hpl_lc_stop).

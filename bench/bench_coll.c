@@ -1,0 +1,300 @@
+/* bench_coll.c - hoplite collectives on a cluster of real processes, on
+ * loopback or on the emulated hosts of bench/cluster.sh.
+ *
+ *   bench_coll --op bcast [--sizes 1K,1M,64M] [--hosts N] [--reps R]
+ *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
+ *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
+ *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
+ *
+ * Timing, as bench/README-bench.md: the driver picks a start time a few ms
+ * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
+ * participant sleeps until it (clock_nanosleep, absolute), runs its part,
+ * and reads the clock when done; a sample is the latest finish minus the
+ * start. Bytes are verified at every participant in every repetition, after
+ * the timed part. One warm-up repetition is not counted.
+ *
+ * bcast: node 0 holds a sealed object; nodes 1..N-1 get it concurrently.
+ * The object is deleted between repetitions so each one broadcasts again.
+ *
+ * Output (stdout, and appended to --out): TSV rows
+ *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
+ * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
+ * (bytes that left node 0's data port per repetition, in object copies). */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hoplite.h"
+#include "localcluster.h"
+#include "util.h"
+
+#define MAXN 64
+
+typedef struct part {
+  pthread_barrier_t *done; /* every participant finished its timed part */
+  hpl_client *c;
+  int idx;
+  const char *id;
+  uint64_t size;
+  uint64_t want_sum;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  int rc;
+  int bad;
+  char err[256];
+} part;
+
+static void sleep_until(uint64_t t_ns) {
+  struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
+                        .tv_nsec = (long)(t_ns % 1000000000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+static void *bcast_receiver(void *arg) {
+  part *p = arg;
+  hpl_buf *b = NULL;
+  sleep_until(p->start_ns);
+  p->rc = hpl_get(p->c, p->id, 300000, &b);
+  p->end_ns = hpl_now_ns();
+  /* verify only once everyone is done: checking early would take CPU from
+   * receivers still in the pipeline */
+  pthread_barrier_wait(p->done);
+  if (p->rc) {
+    snprintf(p->err, sizeof p->err, "%s", hpl_errdetail(p->c));
+    return NULL;
+  }
+  p->bad = hpl_buf_size(b) != p->size || hpl_checksum(hpl_buf_data(b), p->size) != p->want_sum;
+  hpl_release(p->c, b);
+  return NULL;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void cpu_sample(uint64_t *busy, uint64_t *total) {
+  FILE *f = fopen("/proc/stat", "r");
+  unsigned long long v[10] = {0};
+  *busy = *total = 0;
+  if (!f) return;
+  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+             &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]) >= 8) {
+    for (int i = 0; i < 8; i++) *total += v[i];
+    *busy = *total - v[3] - v[4];
+  }
+  fclose(f);
+}
+
+static double parse_rate(const char *s) {
+  if (!s || !strcmp(s, "none")) return 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (!strcasecmp(end, "gbit")) return v * 1e9 / 8;
+  if (!strcasecmp(end, "mbit")) return v * 1e6 / 8;
+  if (!strcasecmp(end, "kbit")) return v * 1e3 / 8;
+  return 0;
+}
+
+static void die(const char *msg) {
+  fprintf(stderr, "bench_coll: %s\n", msg);
+  exit(1);
+}
+
+typedef struct cfg {
+  const char *op, *impl, *netns, *rate, *store_args, *dir_args;
+  const char *addrs[MAXN];
+  uint64_t sizes[32];
+  int nsizes, hosts, reps, header;
+  uint64_t memory;
+  FILE *out, *extra;
+} cfg;
+
+static void emit(cfg *g, const char *line) {
+  fputs(line, stdout);
+  fflush(stdout);
+  if (g->out) {
+    fputs(line, g->out);
+    fflush(g->out);
+  }
+}
+
+/* One broadcast of `size` bytes. Returns the sample in seconds, <0 on error. */
+static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64_t *src_bytes,
+                         const uint8_t *data, uint64_t sum) {
+  char id[64];
+  snprintf(id, sizeof id, "bench/bcast/%llu/%d", (unsigned long long)size, rep);
+  int rc = hpl_put(cs[0], id, data, size, 300000);
+  if (rc) {
+    fprintf(stderr, "bench_coll: put: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
+    return -1;
+  }
+  uint64_t sent0 = 0, sent1 = 0;
+  hpl_counter(cs[0], "data_bytes_sent", 5000, &sent0);
+  part ps[MAXN];
+  pthread_t th[MAXN];
+  uint64_t start = hpl_now_ns() + 20 * 1000000ull;
+  pthread_barrier_t done;
+  pthread_barrier_init(&done, NULL, (unsigned)(g->hosts - 1));
+  for (int i = 1; i < g->hosts; i++) {
+    ps[i] = (part){.done = &done, .c = cs[i], .idx = i, .id = id, .size = size, .want_sum = sum,
+                   .start_ns = start};
+    pthread_create(&th[i], NULL, bcast_receiver, &ps[i]);
+  }
+  uint64_t last = start;
+  int failed = 0;
+  for (int i = 1; i < g->hosts; i++) {
+    pthread_join(th[i], NULL);
+    if (ps[i].rc || ps[i].bad) {
+      fprintf(stderr, "bench_coll: node %d: %s %s\n", i,
+              ps[i].rc ? hpl_strerror(ps[i].rc) : "WRONG BYTES", ps[i].err);
+      failed = 1;
+    }
+    if (ps[i].end_ns > last) last = ps[i].end_ns;
+  }
+  pthread_barrier_destroy(&done);
+  hpl_counter(cs[0], "data_bytes_sent", 5000, &sent1);
+  *src_bytes = sent1 - sent0;
+  rc = hpl_delete(cs[0], id, 30000);
+  if (rc) fprintf(stderr, "bench_coll: delete: %s\n", hpl_strerror(rc));
+  return failed ? -1 : (double)(last - start) / 1e9;
+}
+
+static int run(cfg *g) {
+  hpl_lc_opts o = {.nodes = g->hosts,
+                   .memory = g->memory,
+                   .netns_prefix = g->netns,
+                   .host_addrs = g->netns ? g->addrs : NULL,
+                   .store_args = g->store_args,
+                   .dir_args = g->dir_args,
+                   .log_level = "warn",
+                   .timeout_ms = 20000};
+  hpl_lc *lc;
+  char err[512];
+  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+    fprintf(stderr, "bench_coll: cannot start the cluster: %s\n", err);
+    return 1;
+  }
+  hpl_client *cs[MAXN];
+  for (int i = 0; i < g->hosts; i++)
+    if (hpl_connect(hpl_lc_socket(lc, i), 10000, &cs[i])) die("cannot connect to a store");
+  double B = parse_rate(g->rate);
+  char line[512];
+  if (g->header) emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
+  int status = 0;
+  for (int k = 0; k < g->nsizes; k++) {
+    uint64_t size = g->sizes[k];
+    uint8_t *data = malloc(size ? size : 1);
+    if (!data) die("out of memory");
+    hpl_fill_pattern(data, size, size ^ 0x5eed);
+    uint64_t sum = hpl_checksum(data, size);
+    double v[256];
+    uint64_t srcb = 0, srcb_total = 0;
+    uint64_t b0, t0, b1, t1;
+    cpu_sample(&b0, &t0);
+    int n = 0, bad = 0;
+    for (int r = -1; r < g->reps && r < 256; r++) {
+      double s = bcast_once(g, cs, size, r, &srcb, data, sum);
+      if (s < 0) {
+        bad = 1;
+        break;
+      }
+      if (r >= 0) {
+        v[n++] = s;
+        srcb_total += srcb;
+      }
+    }
+    cpu_sample(&b1, &t1);
+    free(data);
+    double cpu = t1 > t0 ? 100.0 * (double)(b1 - b0) / (double)(t1 - t0) : 0;
+    if (bad || n == 0) {
+      snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%.1f\n", g->op,
+               (unsigned long long)size, g->hosts, g->impl, cpu);
+      emit(g, line);
+      status = 1;
+      continue;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    char ratio[32] = "NA";
+    if (B > 0 && size > 0) snprintf(ratio, sizeof ratio, "%.3f", med / ((double)size / B));
+    snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\t%.6f\t%.6f\t%.6f\t%s\t%.1f\n", g->op,
+             (unsigned long long)size, g->hosts, g->impl, med, v[0], v[n - 1], ratio, cpu);
+    emit(g, line);
+    double copies = size ? (double)srcb_total / n / (double)size : 0;
+    fprintf(stderr, "bench_coll: %s %llu B to %d receivers: median %.6f s, node 0 sent %.2f copies\n",
+            g->op, (unsigned long long)size, g->hosts - 1, med, copies);
+    if (g->extra) {
+      fprintf(g->extra, "%s\t%llu\t%d\t%s\t%llu\t%.3f\n", g->op, (unsigned long long)size,
+              g->hosts, g->impl, (unsigned long long)(srcb_total / (uint64_t)n), copies);
+      fflush(g->extra);
+    }
+  }
+  for (int i = 0; i < g->hosts; i++) hpl_close(cs[i]);
+  if (hpl_lc_check(lc, err, sizeof err)) {
+    fprintf(stderr, "bench_coll: %s\n", err);
+    status = 1;
+  }
+  hpl_lc_stop(lc);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  cfg g = {.op = "bcast", .impl = "hoplite", .rate = "none", .hosts = 4, .reps = 5, .header = 1};
+  const char *sizes = "1K,1M,64M", *addrs = NULL;
+  static struct option opts[] = {
+      {"op", 1, 0, 'o'},         {"sizes", 1, 0, 's'},     {"hosts", 1, 0, 'n'},
+      {"reps", 1, 0, 'r'},       {"netns", 1, 0, 'N'},     {"addrs", 1, 0, 'a'},
+      {"rate", 1, 0, 'R'},       {"memory", 1, 0, 'm'},    {"store-args", 1, 0, 'S'},
+      {"dir-args", 1, 0, 'D'},   {"impl", 1, 0, 'i'},      {"no-header", 0, 0, 'H'},
+      {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (ch) {
+      case 'o': g.op = optarg; break;
+      case 's': sizes = optarg; break;
+      case 'n': g.hosts = atoi(optarg); break;
+      case 'r': g.reps = atoi(optarg); break;
+      case 'N': g.netns = optarg; break;
+      case 'a': addrs = optarg; break;
+      case 'R': g.rate = optarg; break;
+      case 'm':
+        if (hpl_parse_size(optarg, &g.memory)) die("bad --memory");
+        break;
+      case 'S': g.store_args = optarg; break;
+      case 'D': g.dir_args = optarg; break;
+      case 'i': g.impl = optarg; break;
+      case 'H': g.header = 0; break;
+      case 'O':
+        if (!(g.out = fopen(optarg, "a"))) die("cannot open --out");
+        break;
+      case 'E':
+        if (!(g.extra = fopen(optarg, "a"))) die("cannot open --extra-out");
+        break;
+      default: die("see the comment at the top of bench/bench_coll.c for usage");
+    }
+  }
+  if (strcmp(g.op, "bcast") != 0) die("--op must be bcast");
+  if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");
+  if (g.reps < 1) g.reps = 1;
+  char *sz = strdup(sizes);
+  for (char *t = strtok(sz, ","); t && g.nsizes < 32; t = strtok(NULL, ","))
+    if (hpl_parse_size(t, &g.sizes[g.nsizes++])) die("bad size in --sizes");
+  uint64_t maxs = 0;
+  for (int k = 0; k < g.nsizes; k++)
+    if (g.sizes[k] > maxs) maxs = g.sizes[k];
+  if (!g.memory) g.memory = 3 * maxs + (256ull << 20);
+  if (g.netns) {
+    if (!addrs) die("--netns needs --addrs");
+    char *a = strdup(addrs);
+    int n = 0;
+    for (char *t = strtok(a, ","); t && n < MAXN; t = strtok(NULL, ",")) g.addrs[n++] = t;
+    if (n < g.hosts) die("--addrs lists fewer hosts than --hosts");
+  }
+  return run(&g);
+}
