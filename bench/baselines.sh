@@ -29,7 +29,7 @@
 # its median line and no mismatches, whatever the launcher's exit status.
 #
 # Binaries are built into HPL_BENCH_BUILD (default
-# /work/main/build/bench-baselines): mpi_coll.mpich, mpi_coll.openmpi,
+# build/bench-baselines (under the checkout)): mpi_coll.mpich, mpi_coll.openmpi,
 # gloo_coll, yield_preload.so.
 
 set -u
@@ -38,7 +38,7 @@ set -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER="$HERE/cluster.sh"
 AGENT="$HERE/netns-agent.sh"
-BUILD=${HPL_BENCH_BUILD:-/work/main/build/bench-baselines}
+BUILD=${HPL_BENCH_BUILD:-$(cd "$HERE/.." && pwd)/build/bench-baselines}
 PREFIX=${HPL_NS_PREFIX:-hpl}
 STATE_DIR=${HPL_NS_STATE_DIR:-/run/hoplite-ns}
 RETRIES=${HPL_BENCH_RETRIES:-1}

@@ -11,7 +11,7 @@
 # Without --up it uses the cluster that is up for HPL_NS_PREFIX (default
 # "hpl"); with --up it brings one up (prefix HPL_NS_PREFIX) and takes it down
 # afterwards.  The helper bench/p2p.c is built with gcc into HPL_BENCH_BUILD
-# (default /work/main/build/bench-baselines).
+# (default build/bench-baselines (under the checkout)).
 #
 # Output: a human-readable summary on stderr and one TSV line per test on
 # stdout:
@@ -25,7 +25,7 @@ set -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER="$HERE/cluster.sh"
-BUILD=${HPL_BENCH_BUILD:-/work/main/build/bench-baselines}
+BUILD=${HPL_BENCH_BUILD:-$(cd "$HERE/.." && pwd)/build/bench-baselines}
 PREFIX=${HPL_NS_PREFIX:-hpl}
 STATE_DIR=${HPL_NS_STATE_DIR:-/run/hoplite-ns}
 export HPL_NS_PREFIX=$PREFIX

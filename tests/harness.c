@@ -113,3 +113,102 @@ int64_t th_shm_offset(const void *p) {
   fclose(f);
   return off;
 }
+
+th_xfer *th_transfers(hpl_client *c, uint64_t since, size_t *n) {
+  size_t cap = 256, k = 0;
+  th_xfer *v = malloc(cap * sizeof *v);
+  assert_non_null(v);
+  for (;;) {
+    char *text;
+    uint64_t next = since;
+    int rc = hpl_transfers(c, since, th_ms(5000), &text, &next);
+    if (rc) fail_msg("transfers: %s (%s)", hpl_strerror(rc), hpl_errdetail(c));
+    size_t got = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+      if (k == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+      th_xfer *x = &v[k];
+      unsigned long long seq, t, r, s;
+      int off = 0;
+      if (sscanf(line, "%llu %llu %15s %llx %llx %n", &seq, &t, x->kind, &r, &s, &off) != 5)
+        fail_msg("bad transfer line '%s'", line);
+      x->seq = seq;
+      x->t_us = t;
+      x->receiver = r;
+      x->sender = s;
+      snprintf(x->id, sizeof x->id, "%s", line + off);
+      k++;
+      got++;
+    }
+    hpl_free(text);
+    if (got == 0 || next == since) break;
+    since = next;
+  }
+  *n = k;
+  return v;
+}
+
+/* Active edges of the replay: receiver <- sender for one object. */
+typedef struct edge {
+  char id[HPL_ID_MAX + 1];
+  uint64_t receiver, sender;
+  int live;
+} edge;
+
+int th_check_tree(const th_xfer *x, size_t n, const char *prefix, int max_senders,
+                  int *max_serving, char *why, size_t whylen) {
+  edge *e = calloc(n + 1, sizeof *e);
+  size_t ne = 0;
+  int bad = 0, peak = 0;
+  size_t plen = strlen(prefix);
+  why[0] = 0;
+  for (size_t i = 0; i < n; i++) {
+    const th_xfer *t = &x[i];
+    int gone = !strcmp(t->kind, "node-gone");
+    if (!gone && strncmp(t->id, prefix, plen) != 0) continue;
+    for (size_t j = 0; j < ne; j++) {
+      if (!e[j].live) continue;
+      int same = !strcmp(e[j].id, t->id);
+      if (gone && (e[j].receiver == t->receiver || e[j].sender == t->receiver)) e[j].live = 0;
+      if (!strcmp(t->kind, "delete") && same) e[j].live = 0;
+      if ((!strcmp(t->kind, "done") || !strcmp(t->kind, "assign")) && same &&
+          e[j].receiver == t->receiver)
+        e[j].live = 0;
+      if (!strcmp(t->kind, "remove") && same &&
+          (e[j].receiver == t->receiver || e[j].sender == t->receiver))
+        e[j].live = 0;
+    }
+    if (strcmp(t->kind, "assign") != 0) continue;
+    /* a cycle: following senders from the new sender reaches the receiver */
+    uint64_t cur = t->sender;
+    for (size_t hops = 0; cur && hops <= ne; hops++) {
+      if (cur == t->receiver) {
+        if (!bad++) snprintf(why, whylen, "seq %llu: assigning %016llx <- %016llx closes a cycle",
+                             (unsigned long long)t->seq, (unsigned long long)t->receiver,
+                             (unsigned long long)t->sender);
+        break;
+      }
+      uint64_t up = 0;
+      for (size_t j = 0; j < ne; j++)
+        if (e[j].live && !strcmp(e[j].id, t->id) && e[j].receiver == cur) up = e[j].sender;
+      cur = up;
+    }
+    snprintf(e[ne].id, sizeof e[ne].id, "%s", t->id);
+    e[ne].receiver = t->receiver;
+    e[ne].sender = t->sender;
+    e[ne].live = 1;
+    ne++;
+    int serving = 0;
+    for (size_t j = 0; j < ne; j++)
+      if (e[j].live && !strcmp(e[j].id, t->id) && e[j].sender == t->sender) serving++;
+    if (serving > peak) peak = serving;
+    if (serving > max_senders && !bad++)
+      snprintf(why, whylen, "seq %llu: %016llx serves %d receivers of '%s' at once (max %d)",
+               (unsigned long long)t->seq, (unsigned long long)t->sender, serving, t->id,
+               max_senders);
+  }
+  free(e);
+  if (max_serving) *max_serving = peak;
+  return bad;
+}
+
+uint64_t th_node_id(hpl_client *c) { return th_counter(c, "node_id"); }

@@ -35,3 +35,26 @@ int th_check_pattern(const void *buf, uint64_t size, uint64_t seed);
 int64_t th_shm_offset(const void *p);
 
 #endif
+
+/* ---- the directory's transfer record (hpl_transfers) */
+typedef struct th_xfer {
+  uint64_t seq, t_us;
+  char kind[16];
+  uint64_t receiver, sender;
+  char id[HPL_ID_MAX + 1];
+} th_xfer;
+
+/* Every record from `since` on; *n gets the count. Caller frees. */
+th_xfer *th_transfers(hpl_client *c, uint64_t since, size_t *n);
+
+/* Replay the record for objects whose id starts with `prefix`: each
+ * assign gives a receiver a sender (replacing its previous one), done and
+ * remove end it, node-gone and delete end everything involved. Checks that
+ * no copy ever served more than max_senders receivers at once and that no
+ * assignment closed a cycle. Returns the number of violations and writes
+ * the first into why. *max_serving gets the highest concurrency seen. */
+int th_check_tree(const th_xfer *x, size_t n, const char *prefix, int max_senders,
+                  int *max_serving, char *why, size_t whylen);
+
+/* This store's node id (its "node_id" counter). */
+uint64_t th_node_id(hpl_client *c);

@@ -1,0 +1,73 @@
+#!/bin/bash
+# run_coll.sh - one collective benchmark, hoplite side by side with MPICH,
+# Open MPI (default and pipelined) and Gloo, in the same emulated cluster.
+#
+#   bench/run_coll.sh [--op bcast] [--hosts "4 8"] [--rate 1gbit]
+#                     [--sizes 1K,64K,1M,16M,64M,256M] [--reps 5] [--launches 2]
+#                     [--impls mpich,openmpi,openmpi-pipe,gloo] [--out-dir bench/results]
+#
+# For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
+# and chain check (is the machine able to carry N hosts at RATE?), hoplite
+# (build/bench/bench_coll), then the MPI/Gloo baselines, then down. Needs root
+# and a build (scripts/bootstrap.sh); installs the MPI/Gloo packages if missing.
+#
+# Writes (appending to) OUT_DIR/<op>-<rate>.tsv   rows: op size hosts impl
+#        median_s min_s max_s ratio_to_bound cpu_pct
+#        OUT_DIR/<op>-<rate>-source.tsv           hoplite bytes sent by the source
+#        OUT_DIR/p2p-<rate>.tsv                   point-to-point check
+# and plots OUT_DIR/<op>-<N>h-<rate>.png. The cluster is torn down on exit,
+# also after a failure or Ctrl-C.
+set -u
+set -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+BUILD=${HPL_BUILD_DIR:-$TOP/build}
+export HPL_NS_PREFIX=${HPL_NS_PREFIX:-hplb}
+
+OP=bcast HOSTS="4 8" RATE=1gbit SIZES=1K,64K,1M,16M,64M,256M REPS=5 LAUNCHES=2
+IMPLS=mpich,openmpi,openmpi-pipe,gloo OUTDIR=$TOP/bench/results
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --op) OP=$2; shift 2 ;;
+        --hosts) HOSTS=$2; shift 2 ;;
+        --rate) RATE=$2; shift 2 ;;
+        --sizes) SIZES=$2; shift 2 ;;
+        --reps) REPS=$2; shift 2 ;;
+        --launches) LAUNCHES=$2; shift 2 ;;
+        --impls) IMPLS=$2; shift 2 ;;
+        --out-dir) OUTDIR=$2; shift 2 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        *) echo "run_coll.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || { echo "run_coll.sh: needs root (network namespaces)" >&2; exit 1; }
+[ -x "$BUILD/bench/bench_coll" ] || { echo "run_coll.sh: build first (scripts/bootstrap.sh)" >&2; exit 1; }
+"$TOP/scripts/bootstrap.sh" --extra "mpich libmpich-dev openmpi-bin libopenmpi-dev libgloo-dev g++ python3-matplotlib" >&2 || exit 1
+
+mkdir -p "$OUTDIR"
+TSV=$OUTDIR/$OP-$RATE.tsv
+SRC=$OUTDIR/$OP-$RATE-source.tsv
+P2P=$OUTDIR/p2p-$RATE.tsv
+[ -s "$TSV" ] || printf 'op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n' > "$TSV"
+[ -s "$SRC" ] || printf 'op\tsize\thosts\timpl\tsource_bytes_sent\tcopies\n' > "$SRC"
+echo "# run $(date -u +%FT%TZ) op=$OP rate=$RATE hosts=$HOSTS sizes=$SIZES reps=$REPS" >> "$TSV"
+
+cleanup() { "$HERE/cluster.sh" down --kill >/dev/null 2>&1; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for N in $HOSTS; do
+    echo "== $OP on $N hosts at $RATE" >&2
+    "$HERE/cluster.sh" up "$N" "$RATE" || exit 1
+    "$HERE/p2p_check.sh" --bytes 256M >> "$P2P" || echo "run_coll.sh: p2p check failed" >&2
+    addrs=$(for ((i = 0; i < N; i++)); do "$HERE/cluster.sh" addr $i; done | paste -sd,)
+    "$BUILD/bench/bench_coll" --op "$OP" --sizes "$SIZES" --hosts "$N" --reps "$REPS" \
+        --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE" --no-header \
+        --out "$TSV" --extra-out "$SRC" || echo "run_coll.sh: hoplite run failed" >&2
+    "$HERE/baselines.sh" --ops "$OP" --sizes "$SIZES" --reps "$REPS" --launches "$LAUNCHES" \
+        --impls "$IMPLS" --no-header --out "$TSV" >/dev/null || echo "run_coll.sh: baselines failed" >&2
+    "$HERE/cluster.sh" down --kill || exit 1
+done
+/usr/bin/python3 "$HERE/plot.py" -o "$OUTDIR" "$TSV"
+echo "results: $TSV $SRC $P2P and $OUTDIR/$OP-*h-$RATE.png" >&2

@@ -1,0 +1,214 @@
+/* test_broadcast.c - many gets of one object become a pipelined broadcast:
+ * correct bytes everywhere, pulls overlapping the put, the directory's
+ * sender choice within the per-copy limit and free of cycles, late joiners
+ * served by complete copies. Real processes on loopback. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define MB (1ull << 20)
+#define NODES 6
+
+typedef struct rx {
+  hpl_client *c;
+  const char *id;
+  uint64_t size, want;
+  int rc;
+  int ok;
+} rx;
+
+static void *rx_main(void *arg) {
+  rx *r = arg;
+  hpl_buf *b;
+  r->rc = hpl_get(r->c, r->id, th_ms(60000), &b);
+  if (r->rc == 0) {
+    r->ok = hpl_buf_size(b) == r->size && hpl_checksum(hpl_buf_data(b), r->size) == r->want;
+    hpl_release(r->c, b);
+  }
+  return NULL;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Receivers start while the put is still writing; they get the right bytes
+ * and their pulls began before the put was sealed. The directory's record
+ * obeys the per-copy limit and has no cycle. */
+static void broadcast_during_put(int max_senders) {
+  char args[64];
+  snprintf(args, sizeof args, "--max-senders %d", max_senders);
+  hpl_lc *lc = th_cluster(NODES, 512 * MB, args, NULL);
+  hpl_client *c[NODES];
+  for (int i = 0; i < NODES; i++) c[i] = th_connect(lc, i);
+  const uint64_t size = 64 * MB;
+  uint8_t *data = malloc(size);
+  hpl_fill_pattern(data, size, 77);
+  uint64_t want = hpl_checksum(data, size);
+  const char *id = max_senders == 1 ? "bc/one" : "bc/two";
+  uint64_t sent0 = th_counter(c[0], "data_bytes_sent");
+
+  hpl_buf *b;
+  assert_int_equal(hpl_create(c[0], id, size, th_ms(5000), &b), 0);
+  rx r[NODES];
+  pthread_t t[NODES];
+  for (int i = 1; i < NODES; i++) {
+    r[i] = (rx){.c = c[i], .id = id, .size = size, .want = want};
+    pthread_create(&t[i], NULL, rx_main, &r[i]);
+  }
+  /* write in 8 steps, announcing progress, slowly enough that receivers
+   * are pulling before the seal */
+  uint8_t *dst = hpl_buf_data(b);
+  for (int k = 0; k < 8; k++) {
+    memcpy(dst + k * (size / 8), data + k * (size / 8), size / 8);
+    assert_int_equal(hpl_buf_progress(c[0], b, (uint64_t)(k + 1) * (size / 8)), 0);
+    sleep_ms(40);
+  }
+  assert_int_equal(hpl_seal(c[0], b, th_ms(5000)), 0);
+  for (int i = 1; i < NODES; i++) {
+    pthread_join(t[i], NULL);
+    if (r[i].rc) fail_msg("node %d: %s", i, hpl_strerror(r[i].rc));
+    assert_true(r[i].ok);
+  }
+  size_t n;
+  th_xfer *x = th_transfers(c[0], 0, &n);
+  uint64_t origin = th_node_id(c[0]);
+  /* every receiver was assigned a sender, and before the origin's copy
+   * became complete: the broadcast overlapped the put */
+  uint64_t origin_done = 0;
+  int assigns = 0, early = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(x[i].kind, "done") && x[i].receiver == origin && !strcmp(x[i].id, id))
+      origin_done = x[i].t_us;
+  assert_true(origin_done > 0);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(x[i].kind, "assign") && !strcmp(x[i].id, id)) {
+      assigns++;
+      early += x[i].t_us < origin_done;
+    }
+  assert_int_equal(assigns, NODES - 1);
+  assert_int_equal(early, NODES - 1);
+  char why[256];
+  int peak = 0;
+  int bad = th_check_tree(x, n, id, max_senders, &peak, why, sizeof why);
+  if (bad) fail_msg("%s", why);
+  assert_true(peak >= 1 && peak <= max_senders);
+  uint64_t sent = th_counter(c[0], "data_bytes_sent") - sent0;
+  if (max_senders == 1) {
+    /* a chain: the origin sends exactly one copy */
+    assert_int_equal(sent, size);
+  } else {
+    assert_true(sent >= size && sent <= (uint64_t)max_senders * size);
+  }
+  free(x);
+  free(data);
+  for (int i = 0; i < NODES; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+static void test_broadcast_during_put(void **state) {
+  (void)state;
+  broadcast_during_put(1);
+}
+
+static void test_broadcast_two_senders(void **state) {
+  (void)state;
+  broadcast_during_put(2);
+}
+
+/* A receiver that joins after copies completed pulls from a complete copy. */
+static void test_late_joiner(void **state) {
+  (void)state;
+  hpl_lc *lc = th_cluster(4, 256 * MB, NULL, NULL);
+  hpl_client *c[4];
+  for (int i = 0; i < 4; i++) c[i] = th_connect(lc, i);
+  th_put_pattern(c[0], "late/x", 8 * MB, 3);
+  /* nodes 1 and 2 fetch it (one from the other, or both from node 0) */
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[1], "late/x", th_ms(10000), &b), 0);
+  hpl_release(c[1], b);
+  assert_int_equal(hpl_get(c[2], "late/x", th_ms(10000), &b), 0);
+  hpl_release(c[2], b);
+  assert_int_equal(hpl_get(c[3], "late/x", th_ms(10000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 8 * MB, 3));
+  hpl_release(c[3], b);
+  size_t n;
+  th_xfer *x = th_transfers(c[0], 0, &n);
+  uint64_t me = th_node_id(c[3]);
+  /* replay: the sender given to node 3 had a complete copy at that moment */
+  int found = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(x[i].kind, "assign") || x[i].receiver != me || strcmp(x[i].id, "late/x")) continue;
+    found = 1;
+    int complete = 0;
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(x[j].kind, "done") && x[j].receiver == x[i].sender && !strcmp(x[j].id, "late/x"))
+        complete = 1;
+    assert_true(complete);
+  }
+  assert_true(found);
+  free(x);
+  for (int i = 0; i < 4; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+/* Many objects, many receivers at once: all bytes right, record clean. */
+static void test_many_concurrent_broadcasts(void **state) {
+  (void)state;
+  hpl_lc *lc = th_cluster(NODES, 512 * MB, NULL, "--chunk 256K");
+  hpl_client *c[NODES];
+  for (int i = 0; i < NODES; i++) c[i] = th_connect(lc, i);
+  enum { OBJS = 4 };
+  char ids[OBJS][32];
+  uint64_t sizes[OBJS] = {3 * MB + 17, 9 * MB, 70000, 20 * MB};
+  uint64_t sums[OBJS];
+  for (int k = 0; k < OBJS; k++) {
+    snprintf(ids[k], sizeof ids[k], "many/%d", k);
+    uint8_t *d = malloc(sizes[k]);
+    hpl_fill_pattern(d, sizes[k], (uint64_t)k + 100);
+    sums[k] = hpl_checksum(d, sizes[k]);
+    /* objects start on different nodes */
+    assert_int_equal(hpl_put(c[k % NODES], ids[k], d, sizes[k], th_ms(10000)), 0);
+    free(d);
+  }
+  rx r[NODES][OBJS];
+  pthread_t t[NODES][OBJS];
+  for (int i = 0; i < NODES; i++)
+    for (int k = 0; k < OBJS; k++) {
+      r[i][k] = (rx){.c = c[i], .id = ids[k], .size = sizes[k], .want = sums[k]};
+      pthread_create(&t[i][k], NULL, rx_main, &r[i][k]);
+    }
+  for (int i = 0; i < NODES; i++)
+    for (int k = 0; k < OBJS; k++) {
+      pthread_join(t[i][k], NULL);
+      assert_int_equal(r[i][k].rc, 0);
+      assert_true(r[i][k].ok);
+    }
+  size_t n;
+  th_xfer *x = th_transfers(c[0], 0, &n);
+  char why[256];
+  if (th_check_tree(x, n, "many/", 1, NULL, why, sizeof why)) fail_msg("%s", why);
+  free(x);
+  for (int i = 0; i < NODES; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_broadcast_during_put),
+      cmocka_unit_test(test_broadcast_two_senders),
+      cmocka_unit_test(test_late_joiner),
+      cmocka_unit_test(test_many_concurrent_broadcasts),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,142 @@
+/* test_netns.c - the multi-host path on emulated hosts: a directory and 3
+ * stores, each in its own network namespace behind a 200 Mbit/s shaped
+ * link (bench/cluster.sh), broadcast small and large objects. The test
+ * makes its own namespaces (prefix hplt<pid>) and removes them.
+ * Needs root; exits with 77 (skipped) otherwise. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define HOSTS 3
+#define MB (1ull << 20)
+
+static char prefix[16];
+static char addrs_buf[HOSTS][32];
+static const char *addrs[HOSTS];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+  char cmd[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return system(cmd);
+}
+
+static void cluster_down(void) {
+  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh down --kill >/dev/null 2>&1", prefix,
+     HPL_SRC_DIR);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(prefix, sizeof prefix, "hplt%d", (int)(getpid() % 100000));
+  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh up %d 200mbit", prefix,
+         HPL_SRC_DIR, HOSTS) != 0) {
+    cluster_down();
+    fail_msg("cannot bring up the emulated cluster");
+  }
+  for (int i = 0; i < HOSTS; i++) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "HPL_NS_PREFIX=%s %s/bench/cluster.sh addr %d", prefix, HPL_SRC_DIR,
+             i);
+    FILE *p = popen(cmd, "r");
+    if (!p || !fgets(addrs_buf[i], sizeof addrs_buf[i], p)) fail_msg("no address for host %d", i);
+    pclose(p);
+    addrs_buf[i][strcspn(addrs_buf[i], "\n")] = 0;
+    addrs[i] = addrs_buf[i];
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  cluster_down();
+  /* nothing of ours is left */
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "ip netns list | grep -q '^%s-'", prefix);
+  assert_int_not_equal(system(cmd), 0);
+  return 0;
+}
+
+typedef struct rx {
+  hpl_client *c;
+  const char *id;
+  uint64_t size;
+  uint64_t seed;
+  int rc, ok;
+} rx;
+
+static void *rx_main(void *arg) {
+  rx *r = arg;
+  hpl_buf *b;
+  r->rc = hpl_get(r->c, r->id, th_ms(60000), &b);
+  if (r->rc == 0) {
+    r->ok = hpl_buf_size(b) == r->size && th_check_pattern(hpl_buf_data(b), r->size, r->seed);
+    hpl_release(r->c, b);
+  }
+  return NULL;
+}
+
+static void test_broadcast_across_hosts(void **state) {
+  (void)state;
+  hpl_lc_opts o = {.nodes = HOSTS,
+                   .memory = 256 * MB,
+                   .bin_dir = HPL_BIN_DIR,
+                   .netns_prefix = prefix,
+                   .host_addrs = addrs,
+                   .timeout_ms = (int)th_ms(15000)};
+  hpl_lc *lc;
+  char err[512];
+  if (hpl_lc_start(&o, &lc, err, sizeof err)) fail_msg("cluster: %s", err);
+  hpl_client *c[HOSTS];
+  for (int i = 0; i < HOSTS; i++) c[i] = th_connect(lc, i);
+  const uint64_t sizes[] = {1024, 4 * MB};
+  for (int k = 0; k < 2; k++) {
+    char id[32];
+    snprintf(id, sizeof id, "ns/%d", k);
+    uint64_t rcv0[HOSTS];
+    for (int i = 1; i < HOSTS; i++) rcv0[i] = th_counter(c[i], "data_bytes_received");
+    th_put_pattern(c[0], id, sizes[k], (uint64_t)k + 5);
+    rx r[HOSTS];
+    pthread_t t[HOSTS];
+    for (int i = 1; i < HOSTS; i++) {
+      r[i] = (rx){.c = c[i], .id = id, .size = sizes[k], .seed = (uint64_t)k + 5};
+      pthread_create(&t[i], NULL, rx_main, &r[i]);
+    }
+    for (int i = 1; i < HOSTS; i++) {
+      pthread_join(t[i], NULL);
+      if (r[i].rc) fail_msg("host %d: %s", i, hpl_strerror(r[i].rc));
+      assert_true(r[i].ok);
+      uint64_t got = th_counter(c[i], "data_bytes_received") - rcv0[i];
+      /* small: inline from the directory in host 0; large: over the links */
+      assert_int_equal(got, sizes[k] <= 65536 ? 0 : sizes[k]);
+    }
+  }
+  size_t n;
+  th_xfer *x = th_transfers(c[0], 0, &n);
+  char why[256];
+  if (th_check_tree(x, n, "ns/", 1, NULL, why, sizeof why)) fail_msg("%s", why);
+  free(x);
+  for (int i = 0; i < HOSTS; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  if (getuid() != 0) {
+    fprintf(stderr, "test_netns: needs root for network namespaces; skipped\n");
+    return 77;
+  }
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
