@@ -16,6 +16,11 @@
  * bcast: node 0 holds a sealed object; nodes 1..N-1 get it concurrently.
  * The object is deleted between repetitions so each one broadcasts again.
  *
+ * reduce: every node holds a source (f32, small integers so any order sums
+ * exactly); node 0 reduces them (sum) into a target and gets it.
+ * allreduce: every node calls hpl_allreduce with the same arguments.
+ * Sources stay across repetitions; targets are deleted between them.
+ *
  * Output (stdout, and appended to --out): TSV rows
  *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
@@ -124,6 +129,105 @@ static void emit(cfg *g, const char *line) {
   }
 }
 
+/* ---- reduce / allreduce */
+
+typedef struct rpart {
+  pthread_barrier_t *done;
+  hpl_client *c;
+  const char *target;
+  const char *const *srcs;
+  int n;
+  int all; /* allreduce: every participant; else only node 0 runs */
+  uint64_t size;
+  const float *want;
+  uint64_t start_ns, end_ns;
+  int rc, bad;
+  char err[256];
+} rpart;
+
+static void *reduce_part(void *arg) {
+  rpart *p = arg;
+  hpl_buf *b = NULL;
+  sleep_until(p->start_ns);
+  if (p->all) {
+    p->rc = hpl_allreduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32,
+                          300000, &b);
+  } else {
+    p->rc = hpl_reduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32, 300000);
+    if (p->rc == 0) p->rc = hpl_get(p->c, p->target, 300000, &b);
+  }
+  p->end_ns = hpl_now_ns();
+  pthread_barrier_wait(p->done);
+  if (p->rc) {
+    snprintf(p->err, sizeof p->err, "%s", hpl_errdetail(p->c));
+    return NULL;
+  }
+  p->bad = hpl_buf_size(b) != p->size || memcmp(hpl_buf_data(b), p->want, p->size) != 0;
+  hpl_release(p->c, b);
+  return NULL;
+}
+
+static const char *const *reduce_sources(cfg *g, hpl_client **cs, uint64_t size, float **want) {
+  static char ids[MAXN][64];
+  static const char *srcs[MAXN];
+  size_t n = size / 4;
+  float *w = calloc(n ? n : 1, 4), *d = malloc(size ? size : 1);
+  if (!w || !d) die("out of memory");
+  for (int i = 0; i < g->hosts; i++) {
+    snprintf(ids[i], sizeof ids[i], "bench/%s/src/%llu/%d", g->op, (unsigned long long)size, i);
+    srcs[i] = ids[i];
+    for (size_t j = 0; j < n; j++) {
+      d[j] = (float)(i + (int)(j % 7));
+      w[j] += d[j];
+    }
+    int rc = hpl_put(cs[i], ids[i], d, size, 300000);
+    if (rc) {
+      fprintf(stderr, "bench_coll: put source: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[i]));
+      exit(1);
+    }
+  }
+  free(d);
+  *want = w;
+  return srcs;
+}
+
+static void drop_sources(cfg *g, hpl_client **cs, const char *const *srcs) {
+  for (int i = 0; i < g->hosts; i++) hpl_delete(cs[i], srcs[i], 30000);
+}
+
+static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep,
+                          const char *const *srcs, const float *want) {
+  char target[64];
+  snprintf(target, sizeof target, "bench/%s/t/%llu/%d", g->op, (unsigned long long)size, rep);
+  int all = !strcmp(g->op, "allreduce");
+  int np = all ? g->hosts : 1;
+  rpart ps[MAXN];
+  pthread_t th[MAXN];
+  pthread_barrier_t done;
+  pthread_barrier_init(&done, NULL, (unsigned)np);
+  uint64_t start = hpl_now_ns() + 20 * 1000000ull;
+  for (int i = 0; i < np; i++) {
+    ps[i] = (rpart){.done = &done, .c = cs[i], .target = target, .srcs = srcs, .n = g->hosts,
+                    .all = all, .size = size, .want = want, .start_ns = start};
+    pthread_create(&th[i], NULL, reduce_part, &ps[i]);
+  }
+  uint64_t last = start;
+  int failed = 0;
+  for (int i = 0; i < np; i++) {
+    pthread_join(th[i], NULL);
+    if (ps[i].rc || ps[i].bad) {
+      fprintf(stderr, "bench_coll: node %d: %s %s\n", i,
+              ps[i].rc ? hpl_strerror(ps[i].rc) : "WRONG RESULT", ps[i].err);
+      failed = 1;
+    }
+    if (ps[i].end_ns > last) last = ps[i].end_ns;
+  }
+  pthread_barrier_destroy(&done);
+  int rc = hpl_delete(cs[0], target, 30000);
+  if (rc) fprintf(stderr, "bench_coll: delete: %s\n", hpl_strerror(rc));
+  return failed ? -1 : (double)(last - start) / 1e9;
+}
+
 /* One broadcast of `size` bytes. Returns the sample in seconds, <0 on error. */
 static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64_t *src_bytes,
                          const uint8_t *data, uint64_t sum) {
@@ -189,17 +293,27 @@ static int run(cfg *g) {
   int status = 0;
   for (int k = 0; k < g->nsizes; k++) {
     uint64_t size = g->sizes[k];
-    uint8_t *data = malloc(size ? size : 1);
-    if (!data) die("out of memory");
-    hpl_fill_pattern(data, size, size ^ 0x5eed);
-    uint64_t sum = hpl_checksum(data, size);
+    int is_bcast = !strcmp(g->op, "bcast");
+    uint8_t *data = NULL;
+    uint64_t sum = 0;
+    float *want = NULL;
+    const char *const *srcs = NULL;
+    if (is_bcast) {
+      data = malloc(size ? size : 1);
+      if (!data) die("out of memory");
+      hpl_fill_pattern(data, size, size ^ 0x5eed);
+      sum = hpl_checksum(data, size);
+    } else {
+      srcs = reduce_sources(g, cs, size, &want);
+    }
     double v[256];
     uint64_t srcb = 0, srcb_total = 0;
     uint64_t b0, t0, b1, t1;
     cpu_sample(&b0, &t0);
     int n = 0, bad = 0;
     for (int r = -1; r < g->reps && r < 256; r++) {
-      double s = bcast_once(g, cs, size, r, &srcb, data, sum);
+      double s = is_bcast ? bcast_once(g, cs, size, r, &srcb, data, sum)
+                          : reduce_once(g, cs, size, r, srcs, want);
       if (s < 0) {
         bad = 1;
         break;
@@ -211,6 +325,8 @@ static int run(cfg *g) {
     }
     cpu_sample(&b1, &t1);
     free(data);
+    free(want);
+    if (srcs) drop_sources(g, cs, srcs);
     double cpu = t1 > t0 ? 100.0 * (double)(b1 - b0) / (double)(t1 - t0) : 0;
     if (bad || n == 0) {
       snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%.1f\n", g->op,
@@ -229,7 +345,7 @@ static int run(cfg *g) {
     double copies = size ? (double)srcb_total / n / (double)size : 0;
     fprintf(stderr, "bench_coll: %s %llu B to %d receivers: median %.6f s, node 0 sent %.2f copies\n",
             g->op, (unsigned long long)size, g->hosts - 1, med, copies);
-    if (g->extra) {
+    if (g->extra && is_bcast) {
       fprintf(g->extra, "%s\t%llu\t%d\t%s\t%llu\t%.3f\n", g->op, (unsigned long long)size,
               g->hosts, g->impl, (unsigned long long)(srcb_total / (uint64_t)n), copies);
       fflush(g->extra);
@@ -279,7 +395,8 @@ int main(int argc, char **argv) {
       default: die("see the comment at the top of bench/bench_coll.c for usage");
     }
   }
-  if (strcmp(g.op, "bcast") != 0) die("--op must be bcast");
+  if (strcmp(g.op, "bcast") && strcmp(g.op, "reduce") && strcmp(g.op, "allreduce"))
+    die("--op must be bcast, reduce or allreduce");
   if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");
   if (g.reps < 1) g.reps = 1;
   char *sz = strdup(sizes);
@@ -288,7 +405,9 @@ int main(int argc, char **argv) {
   uint64_t maxs = 0;
   for (int k = 0; k < g.nsizes; k++)
     if (g.sizes[k] > maxs) maxs = g.sizes[k];
-  if (!g.memory) g.memory = 3 * maxs + (256ull << 20);
+  /* bcast: a copy and a spare; reduce: source, stream, target (and a
+   * forwarded copy for allreduce) */
+  if (!g.memory) g.memory = (strcmp(g.op, "bcast") ? 5 : 3) * maxs + (256ull << 20);
   if (g.netns) {
     if (!addrs) die("--netns needs --addrs");
     char *a = strdup(addrs);

@@ -138,6 +138,8 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o) {
     if (rc == HPL_ELOST) {
       snprintf(detail, sizeof detail, "object '%s' lost: no copy that can finish remains", o->id);
       s->ctr.lost_replies++;
+    } else if (o->state == OBJ_FAILED) {
+      snprintf(detail, sizeof detail, "%s", o->fail_detail ? o->fail_detail : hpl_strerror(rc));
     } else {
       snprintf(detail, sizeof detail, "cannot find a sender for '%s'", o->id);
     }
@@ -183,6 +185,7 @@ void dir_object_changed(dir_server *s, dir_obj *o) {
     if (acquire_try(s, w->dc, w->req_id, o)) waiter_drop(w);
     w = next;
   }
+  dir_reduce_check(s, o);
   dtab_gc(&s->tab, o);
 }
 
@@ -407,6 +410,7 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
   if (!o || o->state == OBJ_PENDING) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
+    dir_reduce_target_deleted(s, m->id); /* a reduce that never produced it */
     hpl_conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
     return;
   }
@@ -428,6 +432,7 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
       d->pending++;
   }
   xlog(s, HPL_XFER_DELETE, o->id, 0, 0);
+  dir_reduce_target_deleted(s, o->id);
   while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
   if (o->is_inline) {
     s->tab.inline_bytes -= o->size;
@@ -530,7 +535,8 @@ static const char *frame_id(unsigned type, ProtobufCMessage *m) {
     case HPL_MSG_INLINE_PUT: return ((Hpl__InlinePutReq *)m)->id;
     case HPL_MSG_ACQUIRE: return ((Hpl__AcquireReq *)m)->id;
     case HPL_MSG_STAT:
-    case HPL_MSG_DELETE: return ((Hpl__IdReq *)m)->id;
+    case HPL_MSG_DELETE:
+    case HPL_MSG_REDUCE_INFO: return ((Hpl__IdReq *)m)->id;
     default: return "x";
   }
 }
@@ -569,6 +575,8 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
     case HPL_MSG_LIST: on_list(s, dc, h->req_id, (Hpl__ListReq *)m); break;
     case HPL_MSG_COUNTERS: on_counters(s, dc, h->req_id); break;
     case HPL_MSG_TRANSFERS: on_transfers(s, dc, h->req_id, (Hpl__TransfersReq *)m); break;
+    case HPL_MSG_REDUCE: dir_reduce_on_request(s, dc, h->req_id, (Hpl__ReduceReq *)m); break;
+    case HPL_MSG_REDUCE_INFO: dir_reduce_on_info(s, dc, h->req_id, (Hpl__IdReq *)m); break;
     case HPL_MSG_REPLY: delete_ack(s, h->req_id); break; /* a holder dropped its copy */
     default: {
       char why[64];
@@ -602,6 +610,7 @@ static void dir_on_close(hpl_conn *c, int status) {
     node_gone(s, dc->node, status == 0 ? "connection closed" : hpl_strerror(status));
   dir_delete *d, *dtmp;
   HASH_ITER(hh, s->deletes, d, dtmp) if (d->dc == dc) d->dc = NULL;
+  dir_reduce_conn_closed(s, dc);
   if (dc->prev) dc->prev->next = dc->next; else s->conns = dc->next;
   if (dc->next) dc->next->prev = dc->prev;
   free(dc);

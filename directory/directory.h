@@ -94,6 +94,7 @@ typedef struct dir_server {
   dir_conn *conns;
   dir_delete *deletes;
   uint64_t next_op;
+  struct dir_reduce *reduces; /* reduce.c, by target */
   dir_xfer *xlog; /* ring of DIR_XFER_CAP entries */
   uint64_t xseq;  /* entries ever recorded */
   dir_counters ctr;
@@ -109,5 +110,13 @@ void dir_object_changed(dir_server *s, dir_obj *o);
 
 /* Node lookup for replies. */
 dir_node *dir_node_find(dir_server *s, uint64_t id);
+
+/* reduce.c */
+void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ReduceReq *m);
+void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m);
+void dir_reduce_check(dir_server *s, dir_obj *o);
+void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
+void dir_reduce_target_deleted(dir_server *s, const char *target);
+void dir_reduce_free_all(dir_server *s);
 
 #endif

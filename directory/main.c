@@ -100,6 +100,7 @@ int main(int argc, char **argv) {
   dir_server s;
   if (dir_server_start(&s, loop, &cfg) != 0) return 1;
   uv_run(loop, UV_RUN_DEFAULT);
+  dir_reduce_free_all(&s);
   dtab_clear(&s.tab);
   for (size_t i = 0; i < DIR_XFER_CAP; i++) free(s.xlog[i].id);
   free(s.xlog);

@@ -19,6 +19,7 @@ static void obj_free(dir_obj *o) {
     l = n;
   }
   free(o->inl);
+  free(o->fail_detail);
   free(o->id);
   free(o);
 }
@@ -97,14 +98,20 @@ static int obj_has_complete(const dir_obj *o) {
   return 0;
 }
 
+static int obj_dead(const dir_obj *o) { return o->state == OBJ_LOST || o->state == OBJ_FAILED; }
+
+int dtab_ready(const dir_obj *o) {
+  return o->state == OBJ_READY && (o->is_inline || obj_has_complete(o));
+}
+
 int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete, int origin) {
-  if (o->has_size && o->size != size && o->state != OBJ_LOST) return HPL_EMISMATCH;
+  if (o->has_size && o->size != size && !obj_dead(o)) return HPL_EMISMATCH;
   dir_loc *l = dtab_loc(o, node);
   if (origin) {
     if (o->state == OBJ_READY && (o->is_inline || (l == NULL && o->locs) ||
                                   (l && !l->origin)))
       return HPL_EEXIST;
-    if (o->state == OBJ_LOST) {
+    if (obj_dead(o)) {
       /* a new put revives a lost id: forget the stale partial copies */
       while (o->locs) {
         dir_loc *n = o->locs->next;
@@ -133,7 +140,7 @@ int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete
 
 int dtab_set_inline(dtab *t, dir_obj *o, uint8_t *data, uint64_t len) {
   if (o->state == OBJ_READY) return HPL_EEXIST;
-  if (o->has_size && o->size != len && o->state != OBJ_LOST) return HPL_EMISMATCH;
+  if (o->has_size && o->size != len && !obj_dead(o)) return HPL_EMISMATCH;
   free(o->inl);
   o->inl = data;
   o->is_inline = 1;
@@ -195,7 +202,7 @@ int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target) {
 int dtab_check_lost(dtab *t, dir_obj *o) {
   (void)t;
   if (o->is_inline) return 0;
-  if (o->state == OBJ_PENDING) return 0;
+  if (o->state == OBJ_PENDING || o->state == OBJ_FAILED) return 0;
   for (dir_loc *l = o->locs; l; l = l->next)
     if (l->complete || l->origin) return 0;
   o->state = OBJ_LOST;
@@ -203,6 +210,7 @@ int dtab_check_lost(dtab *t, dir_obj *o) {
 }
 
 int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t *sender) {
+  if (o->state == OBJ_FAILED) return o->fail_status;
   if (o->state == OBJ_LOST || dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == OBJ_PENDING) return 1;
   dir_loc *best = NULL;

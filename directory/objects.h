@@ -26,6 +26,7 @@ enum {
   OBJ_PENDING = 0, /* known only because someone waits for it */
   OBJ_READY = 1,   /* has an origin, a complete copy or inline bytes */
   OBJ_LOST = 2,    /* existed, but every copy that could finish is gone */
+  OBJ_FAILED = 3,  /* a reduce that was to produce it failed (fail_status) */
 };
 
 typedef struct dir_obj {
@@ -41,6 +42,8 @@ typedef struct dir_obj {
   uint64_t ready_seq; /* order in which objects became complete (reduce) */
   void *waiters;      /* owned by the server (directory.c) */
   void *watchers;     /* owned by the server: reduces waiting for readiness */
+  int fail_status;    /* OBJ_FAILED: the error gets report */
+  char *fail_detail;
 } dir_obj;
 
 typedef struct dtab {
@@ -85,6 +88,9 @@ int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node);
 
 /* True if following upstream links from `from` reaches `target`. */
 int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target);
+
+/* True if the object can be read: inline, or a complete copy exists. */
+int dtab_ready(const dir_obj *o);
 
 /* Choose a sender for `asker`: a complete idle copy, else a partial idle one,
  * never the asker nor a copy that (transitively) pulls from it. On success

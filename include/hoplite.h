@@ -224,6 +224,42 @@ HPL_API int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, cha
 /* Free memory returned by the library (hpl_list, hpl_counters, ...). */
 HPL_API void hpl_free(void *p);
 
+/* ------------------------------------------------------------------------
+ * Collectives
+ * ---------------------------------------------------------------------- */
+
+/* Start a reduce: `target` becomes, at this node, the element-wise `op`
+ * over the first `num_objects` of `sources` to become ready (0: all of
+ * them). Returns once the directory accepted the reduce; hpl_get(target)
+ * waits for the result, which is an ordinary object (gets elsewhere
+ * broadcast it). Sources must all have the same size, a multiple of the
+ * dtype's size; if they do not, the reduce fails and hpl_get(target)
+ * reports HPL_EMISMATCH. `sources` and its strings stay owned by the
+ * caller. Starting the same reduce again with identical arguments (as
+ * allreduce participants do) joins it; the target is then produced at the
+ * node that started it first.
+ * Errors: HPL_EINVAL (bad op or dtype, bad or duplicate ids, the target
+ * among the sources, num_objects > nsources), HPL_EEXIST (the target exists
+ * or a different reduce into it runs), HPL_EMISMATCH (sources already known
+ * not to match), HPL_ETIMEDOUT, HPL_ECONN. */
+HPL_API int hpl_reduce(hpl_client *c, const char *target, const char *const *sources,
+                       size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                       int64_t timeout_ms);
+
+/* Wait for the reduce producing `target` to finish and report the sources
+ * it included, as text: one id per line, in tree (arrival) order.
+ * *out as for hpl_list(). Errors: HPL_ENOTFOUND (no such reduce), the
+ * reduce's own failure (HPL_EMISMATCH, ...), HPL_ETIMEDOUT, HPL_ECONN. */
+HPL_API int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms,
+                               char **out);
+
+/* Reduce then get: start (or join) the reduce and return the result held,
+ * as hpl_get() does. Every participant may call it with the same arguments;
+ * the result is broadcast to each of them. */
+HPL_API int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources,
+                          size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                          int64_t timeout_ms, hpl_buf **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -741,4 +741,57 @@ int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
   return text_done(c, &t, out);
 }
 
+int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
+               size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms) {
+  CHECK_ID(c, target);
+  if (!sources || nsources == 0) return fail(c, HPL_EINVAL, "no sources");
+  if (num_objects > nsources)
+    return fail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",
+                num_objects, nsources);
+  if ((unsigned)op > HPL_OP_PROD) return fail(c, HPL_EINVAL, "unknown op %d", (int)op);
+  if (!hpl_dtype_size((int)dtype)) return fail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
+  for (size_t i = 0; i < nsources; i++)
+    if (!hpl_id_valid(sources[i])) return fail(c, HPL_EINVAL, "source %zu has an invalid id", i);
+  Hpl__ReduceReq r = HPL__REDUCE_REQ__INIT;
+  r.target = (char *)target;
+  r.n_sources = nsources;
+  r.sources = (char **)sources;
+  r.num_objects = (uint32_t)num_objects;
+  r.op = (uint32_t)op;
+  r.dtype = (uint32_t)dtype;
+  r.timeout_ms = timeout_ms;
+  return call(c, HPL_MSG_REDUCE, &r.base, HPL_MSG_REDUCE_REP, timeout_ms, NULL);
+}
+
+int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, char **out) {
+  CHECK_ID(c, target);
+  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  r.id = (char *)target;
+  r.timeout_ms = timeout_ms;
+  Hpl__ReduceInfoRep *rep = NULL;
+  int rc = call(c, HPL_MSG_REDUCE_INFO, &r.base, HPL_MSG_REDUCE_INFO_REP, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  text t = {0};
+  for (size_t i = 0; i < rep->n_sources; i++)
+    if (text_addf(&t, "%s\n", rep->sources[i]) != 0) {
+      free(t.p);
+      protobuf_c_message_free_unpacked(&rep->base, NULL);
+      return fail(c, HPL_ENOMEM, "out of memory");
+    }
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return text_done(c, &t, out);
+}
+
+int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
+                  size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms,
+                  hpl_buf **out) {
+  if (!out) return c ? fail(c, HPL_EINVAL, "out must not be NULL") : HPL_EINVAL;
+  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  int rc = hpl_reduce(c, target, sources, nsources, num_objects, op, dtype, timeout_ms);
+  if (rc) return rc;
+  return hpl_get(c, target, timeout_ms < 0 ? -1 : hpl_ms_left(deadline), out);
+}
+
 void hpl_free(void *p) { free(p); }

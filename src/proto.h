@@ -50,6 +50,10 @@
   X(ACQUIRE, 46, hpl__acquire_req)              \
   X(ACQUIRE_REP, 47, hpl__acquire_rep)          \
   X(DROP, 48, hpl__drop_note)                   \
+  X(REDUCE_REP, 49, hpl__reduce_rep)            \
+  X(REDUCE_TASK, 50, hpl__reduce_task)          \
+  X(REDUCE_SINK, 51, hpl__reduce_sink)          \
+  X(REDUCE_END, 52, hpl__reduce_end)            \
   /* store <-> store */                         \
   X(PULL, 60, hpl__pull_req)                    \
   X(PULL_REP, 61, hpl__pull_rep)

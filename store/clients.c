@@ -25,6 +25,9 @@ static void client_unref(st_client *cl) {
   if (--cl->refs == 0 && cl->closed) free(cl);
 }
 
+void clients_client_unref(st_client *cl);
+void clients_client_unref(st_client *cl) { client_unref(cl); }
+
 void clients_waiter_unlink(st_waiter *w) {
   for (st_waiter **pp = &w->cl->waiters; *pp; pp = &(*pp)->cnext)
     if (*pp == w) {
@@ -435,7 +438,8 @@ static const char *req_id_of(unsigned type, ProtobufCMessage *m) {
     case HPL_MSG_GET: return ((Hpl__GetReq *)m)->id;
     case HPL_MSG_CONTAINS:
     case HPL_MSG_STAT:
-    case HPL_MSG_DELETE: return ((Hpl__IdReq *)m)->id;
+    case HPL_MSG_DELETE:
+    case HPL_MSG_REDUCE_INFO: return ((Hpl__IdReq *)m)->id;
     default: return NULL;
   }
 }
@@ -470,6 +474,8 @@ static void client_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessag
     case HPL_MSG_DELETE: proxy(s, cl, h, m, ((Hpl__IdReq *)m)->timeout_ms); break;
     case HPL_MSG_LIST: proxy(s, cl, h, m, ((Hpl__ListReq *)m)->timeout_ms); break;
     case HPL_MSG_TRANSFERS: proxy(s, cl, h, m, ((Hpl__TransfersReq *)m)->timeout_ms); break;
+    case HPL_MSG_REDUCE: reduce_client_request(s, cl, h->req_id, (Hpl__ReduceReq *)m); break;
+    case HPL_MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hpl__IdReq *)m)->timeout_ms); break;
     case HPL_MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
     default: {
       char why[64];

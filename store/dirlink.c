@@ -251,7 +251,12 @@ static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m
     req_finish(dl, r, 0, h, m, payload, plen);
     return;
   }
-  LOG_WARN("unexpected %s from the directory", hpl_msg_name(h->type));
+  switch (h->type) {
+    case HPL_MSG_REDUCE_TASK: reduce_on_task(dl->s, (Hpl__ReduceTask *)m); break;
+    case HPL_MSG_REDUCE_SINK: reduce_on_sink(dl->s, (Hpl__ReduceSink *)m); break;
+    case HPL_MSG_REDUCE_END: reduce_on_end(dl->s, (Hpl__ReduceEnd *)m); break;
+    default: LOG_WARN("unexpected %s from the directory", hpl_msg_name(h->type));
+  }
 }
 
 static void dl_on_close(hpl_conn *c, int status) {

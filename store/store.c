@@ -46,6 +46,36 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
   return o;
 }
 
+st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
+                               size_t dlen) {
+  st_obj *o = calloc(1, sizeof *o);
+  if (!o || !(o->id = strdup(key))) {
+    free(o);
+    snprintf(detail, dlen, "out of memory");
+    return NULL;
+  }
+  o->inst = ++s->next_inst;
+  o->state = OBJ_PULLING;
+  o->in_table = 1;
+  o->internal = 1;
+  o->created_ms = hpl_now_ms();
+  if (store_obj_alloc(s, o, size, detail, dlen) != 0) {
+    free(o->id);
+    free(o);
+    return NULL;
+  }
+  HASH_ADD_KEYPTR(hh, s->internal, o->id, strlen(o->id), o);
+  HASH_ADD(hh_inst, s->insts, inst, sizeof o->inst, o);
+  transfer_internal_ready(s, key);
+  return o;
+}
+
+st_obj *store_find_internal(store *s, const char *key) {
+  st_obj *o = NULL;
+  HASH_FIND_STR(s->internal, key, o);
+  return o;
+}
+
 static void obj_free(store *s, st_obj *o) {
   HASH_DELETE(hh_inst, s->insts, o);
   if (o->data && o->size) hpl_pool_free(s->pool, o->data);
@@ -84,7 +114,10 @@ void store_unwatch(st_obj *o, st_watch *w) {
 
 void store_obj_detach(store *s, st_obj *o) {
   if (!o->in_table) return;
-  HASH_DEL(s->objs, o);
+  if (o->internal)
+    HASH_DEL(s->internal, o);
+  else
+    HASH_DEL(s->objs, o);
   o->in_table = 0;
   obj_notify(o);
   if (o->refs == 0) obj_free(s, o);

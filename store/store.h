@@ -42,11 +42,12 @@ enum {
   OBJ_CREATING = 2, /* a local client is writing it */
   OBJ_PULLING = 3,  /* streaming in from a peer */
   OBJ_SEALED = 4,   /* complete */
+  OBJ_REDUCING = 5, /* the target of a reduce produced at this node */
 };
 
 struct store;
 struct st_client;
-struct st_puller;
+typedef struct st_puller st_puller;
 
 /* A local client's get waiting for an object to be complete. */
 typedef struct st_waiter {
@@ -87,6 +88,7 @@ typedef struct st_obj {
   int fetch_active;       /* an ACQUIRE is outstanding */
   uint64_t fetch_deadline_ms;
   uint64_t created_ms;
+  int internal;           /* a reduce stream: in store->internal, not store->objs */
 } st_obj;
 
 /* A held object: the client got it `count` times and has not released. */
@@ -126,6 +128,8 @@ typedef struct store {
   uint64_t node_id;
   st_obj *objs;  /* by id */
   st_obj *insts; /* by instance */
+  st_obj *internal; /* reduce streams by key */
+  struct rd_task *tasks; /* reduce.c */
   uint64_t next_inst;
   uint32_t inline_max;
   uint32_t max_senders;
@@ -151,6 +155,11 @@ st_obj *store_find(store *s, const char *id);
 st_obj *store_find_inst(store *s, uint64_t inst);
 /* New object in the table (refs = 0, in_table = 1). NULL on no memory. */
 st_obj *store_obj_new(store *s, const char *id, int state);
+/* A reduce stream (not visible to clients) of `size` bytes, buffer
+ * allocated; NULL with a detail on failure. */
+st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
+                               size_t dlen);
+st_obj *store_find_internal(store *s, const char *key);
 /* Take it out of the table (deleted or failed); freed when refs drop to 0. */
 void store_obj_detach(store *s, st_obj *o);
 void store_obj_ref(st_obj *o);
@@ -204,9 +213,44 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
 int transfer_start(store *s);
 void transfer_stop(store *s);
 int transfer_port(store *s);
+/* A byte stream pulled from a peer's data port (an object or a reduce
+ * stream). buf() says where stream bytes from `off` (counted from the
+ * requested offset) go, with room in *len (0: pause; call
+ * transfer_stream_paused and later transfer_stream_resume); got() reports
+ * bytes written there; done() runs once when the stream completed (status
+ * 0) or failed, never after transfer_stream_cancel(). */
+typedef struct xfer_ops {
+  uint8_t *(*buf)(void *arg, uint64_t off, size_t *len);
+  void (*got)(void *arg, uint64_t off, size_t n);
+  void (*done)(void *arg, int status, const char *detail);
+} xfer_ops;
+
+/* Start pulling `key` (an object id, or with internal a reduce stream key)
+ * from addr:port, bytes [offset, size). NULL if it cannot start (done()
+ * is not called then). */
+st_puller *transfer_stream(store *s, const char *addr, int port, const char *key, int internal,
+                           uint64_t offset, uint64_t size, const xfer_ops *ops, void *arg);
+void transfer_stream_cancel(st_puller *p);
+void transfer_stream_paused(st_puller *p);
+void transfer_stream_resume(st_puller *p);
+
 /* Pull `o` (buffer allocated, progress = bytes held) from a peer. */
 void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port);
 /* Abandon the pull of `o` (object dropped). */
 void transfer_cancel(store *s, st_obj *o);
+/* A reduce stream appeared: serve pulls that were waiting for it. */
+void transfer_internal_ready(store *s, const char *key);
+/* Pulls waiting for streams of a reduce that ended get an error. */
+void transfer_internal_fail(store *s, const char *target);
+
+/* ---- reduce.c */
+/* A client asked for a reduce (or allreduce) into `target` at this node. */
+void reduce_client_request(store *s, struct st_client *cl, uint64_t req, Hpl__ReduceReq *m);
+/* Directory messages. */
+void reduce_on_task(store *s, Hpl__ReduceTask *m);
+void reduce_on_sink(store *s, Hpl__ReduceSink *m);
+void reduce_on_end(store *s, Hpl__ReduceEnd *m);
+/* Key of a reduce stream. */
+void reduce_stream_key(char *out, size_t len, const char *target, uint32_t slot, uint32_t gen);
 
 #endif

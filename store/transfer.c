@@ -31,24 +31,29 @@ typedef struct st_sender {
   uint64_t req_id;
   uint64_t peer;
   uint64_t offset; /* where this stream started */
+  char *parked;    /* reduce stream key this PULL waits for (not created yet) */
 } st_sender;
 
-typedef struct st_puller {
+struct st_puller {
   struct st_puller *prev, *next;
   store *s;
-  st_obj *obj;
-  uint64_t sender;
+  xfer_ops ops;
+  void *arg;
+  char key[320];
+  int internal;
   uv_tcp_t *tcp;
   uv_connect_t creq;
   hpl_conn *c;
-  uint64_t start;
-  uint64_t got;
-  int finished; /* done, failed or cancelled: ignore further events */
+  uint64_t start; /* stream offset requested */
+  uint64_t size;  /* whole stream size */
+  uint64_t got;   /* bytes received after start */
+  int finished;   /* done, failed or cancelled: ignore further events */
+  int paused;     /* the owner has no room: not a stall */
   uv_timer_t stall;
   uint64_t stall_mark; /* progress at the last stall check */
   int closes;          /* handles still closing after the end */
   char label[48];
-} st_puller;
+};
 
 int transfer_port(store *s) {
   struct sockaddr_storage ss;
@@ -174,11 +179,22 @@ static void data_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
   Hpl__PullReq *p = (Hpl__PullReq *)m;
   sd->req_id = h->req_id;
   sd->peer = p->receiver;
-  if (!hpl_id_valid(p->id)) {
+  if (sd->parked) {
+    hpl_conn_fail(c, "PULL while another waits");
+    return;
+  }
+  if (!p->internal && !hpl_id_valid(p->id)) {
     pull_reply_err(sd, HPL_EINVAL, "invalid object id");
     return;
   }
-  st_obj *o = store_find(sd->s, p->id);
+  st_obj *o = p->internal ? store_find_internal(sd->s, p->id) : store_find(sd->s, p->id);
+  if (!o && p->internal) {
+    /* the directory told our peer about this stream before it told us:
+     * wait until the stream exists (or its reduce ends) */
+    sd->parked = strdup(p->id);
+    sd->offset = p->offset;
+    return;
+  }
   if (!o) {
     char detail[320];
     snprintf(detail, sizeof detail, "object '%s' is not on this node", p->id);
@@ -197,6 +213,7 @@ static void data_on_close(hpl_conn *c, int status) {
   st_sender *sd = hpl_conn_data(c);
   store *s = sd->s;
   sender_finish(sd);
+  free(sd->parked);
   if (sd->prev) sd->prev->next = sd->next; else s->senders = sd->next;
   if (sd->next) sd->next->prev = sd->prev;
   free(sd);
@@ -236,6 +253,35 @@ static void on_data_accept(uv_stream_t *server, int status) {
   }
 }
 
+void transfer_internal_ready(store *s, const char *key) {
+  for (st_sender *sd = s->senders; sd; sd = sd->next) {
+    if (!sd->parked || strcmp(sd->parked, key) != 0) continue;
+    st_obj *o = store_find_internal(s, key);
+    free(sd->parked);
+    sd->parked = NULL;
+    sd->obj = o;
+    store_obj_ref(o);
+    sd->watch.fn = sender_parked_fn;
+    sender_start(sd);
+  }
+}
+
+void transfer_internal_fail(store *s, const char *target) {
+  for (st_sender *sd = s->senders; sd; sd = sd->next) {
+    if (!sd->parked) continue;
+    /* keys are "r:<slot>:<gen>:<target>" */
+    const char *t = sd->parked;
+    for (int i = 0; i < 3 && t; i++) {
+      t = strchr(t, ':');
+      if (t) t++;
+    }
+    if (!t || strcmp(t, target) != 0) continue;
+    free(sd->parked);
+    sd->parked = NULL;
+    pull_reply_err(sd, HPL_ECANCELED, "the reduce ended");
+  }
+}
+
 int transfer_start(store *s) {
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
@@ -267,7 +313,6 @@ static void puller_unlink(st_puller *p) {
  * socket have closed: libuv may run the connect callback while closing. */
 static void puller_release(st_puller *p) {
   if (--p->closes > 0) return;
-  store_obj_unref(p->s, p->obj);
   free(p);
 }
 
@@ -277,14 +322,11 @@ static void puller_handle_closed(uv_handle_t *h) {
   puller_release(p);
 }
 
-/* The pull is over (success, failure or cancel): release everything.
- * `report` says whether to tell store.c. */
+/* The stream is over (done, failed or cancelled): release everything and,
+ * unless cancelled, tell the owner. */
 static void puller_end(st_puller *p, int status, const char *detail, int report) {
   if (p->finished) return;
   p->finished = 1;
-  store *s = p->s;
-  st_obj *o = p->obj;
-  if (o->puller == p) o->puller = NULL;
   puller_unlink(p);
   p->closes = 1;
   if (p->c) { /* its on_close releases one count */
@@ -298,32 +340,24 @@ static void puller_end(st_puller *p, int status, const char *detail, int report)
     p->tcp = NULL;
   }
   uv_timer_stop(&p->stall);
-  store_obj_ref(o); /* keep it alive across the report */
   uv_close((uv_handle_t *)&p->stall, puller_handle_closed);
-  if (report) store_pull_done(s, o, status, p->sender, detail);
-  store_obj_unref(s, o);
+  if (report) p->ops.done(p->arg, status, detail);
 }
 
 static uint8_t *pull_sink_buf(hpl_conn *c, void *arg, uint64_t off, size_t *len) {
   (void)c;
   st_puller *p = arg;
-  st_obj *o = p->obj;
-  uint64_t at = p->start + off;
-  uint64_t room = o->size - at;
-  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-  return o->data + at;
+  return p->ops.buf(p->arg, off, len);
 }
 
 static void pull_sink_got(hpl_conn *c, void *arg, uint64_t off, size_t n) {
   (void)c;
   st_puller *p = arg;
   if (p->finished) return;
-  st_obj *o = p->obj;
-  store *s = p->s;
-  s->ctr.data_bytes_received += n;
+  p->s->ctr.data_bytes_received += n;
   p->got = off + n;
-  store_obj_progress(s, o, p->start + p->got);
-  if (p->start + p->got == o->size) puller_end(p, 0, NULL, 1);
+  p->ops.got(p->arg, off, n);
+  if (!p->finished && p->start + p->got == p->size) puller_end(p, 0, NULL, 1);
 }
 
 static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
@@ -331,7 +365,6 @@ static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
   (void)payload;
   st_puller *p = hpl_conn_data(c);
   if (p->finished) return;
-  st_obj *o = p->obj;
   char detail[400];
   if (h->type != HPL_MSG_PULL_REP) {
     hpl_conn_fail(c, "unexpected message on a pull");
@@ -344,10 +377,10 @@ static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
     puller_end(p, r->status, detail, 1);
     return;
   }
-  if (r->size != o->size || plen != o->size - p->start) {
+  if (r->size != p->size || plen != p->size - p->start) {
     snprintf(detail, sizeof detail, "sender has '%s' as %llu bytes and sends %llu, expected %llu",
-             o->id, (unsigned long long)r->size, (unsigned long long)plen,
-             (unsigned long long)(o->size - p->start));
+             p->key, (unsigned long long)r->size, (unsigned long long)plen,
+             (unsigned long long)(p->size - p->start));
     hpl_conn_fail(c, detail);
     puller_end(p, HPL_EPROTO, detail, 1);
     return;
@@ -399,16 +432,17 @@ static void pull_on_connect(uv_connect_t *req, int status) {
     return;
   }
   Hpl__PullReq r = HPL__PULL_REQ__INIT;
-  r.id = p->obj->id;
+  r.id = p->key;
   r.offset = p->start;
   r.receiver = p->s->node_id;
+  r.internal = p->internal;
   hpl_conn_send(p->c, HPL_MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void pull_stall_check(uv_timer_t *t) {
   st_puller *p = t->data;
   if (p->finished) return;
-  if (p->got != p->stall_mark) {
+  if (p->got != p->stall_mark || p->paused) {
     p->stall_mark = p->got;
     return;
   }
@@ -418,21 +452,22 @@ static void pull_stall_check(uv_timer_t *t) {
   puller_end(p, HPL_ETIMEDOUT, detail, 1);
 }
 
-void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port) {
+st_puller *transfer_stream(store *s, const char *addr, int port, const char *key, int internal,
+                           uint64_t offset, uint64_t size, const xfer_ops *ops, void *arg) {
   st_puller *p = calloc(1, sizeof *p);
   struct sockaddr_in sa;
-  if (!p || uv_ip4_addr(addr, port, &sa) != 0) {
+  if (!p || uv_ip4_addr(addr, port, &sa) != 0 || strlen(key) >= sizeof p->key) {
     free(p);
-    store_pull_done(s, o, HPL_EINVAL, sender, "bad sender address");
-    return;
+    return NULL;
   }
   p->s = s;
-  p->obj = o;
-  p->sender = sender;
-  p->start = o->progress;
+  p->ops = *ops;
+  p->arg = arg;
+  p->start = offset;
+  p->size = size;
+  p->internal = internal;
+  snprintf(p->key, sizeof p->key, "%s", key);
   snprintf(p->label, sizeof p->label, "pull<-%s:%d", addr, port);
-  store_obj_ref(o);
-  o->puller = p;
   p->next = s->pullers;
   if (s->pullers) s->pullers->prev = p;
   s->pullers = p;
@@ -441,26 +476,97 @@ void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int p
   if (s->cfg.stall_timeout_ms)
     uv_timer_start(&p->stall, pull_stall_check, s->cfg.stall_timeout_ms, s->cfg.stall_timeout_ms);
   s->ctr.pulls_made++;
+  LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
+            (unsigned long long)offset, (unsigned long long)size, addr, port);
   p->tcp = malloc(sizeof *p->tcp);
   if (!p->tcp) {
-    puller_end(p, HPL_ENOMEM, "out of memory", 1);
-    return;
+    puller_end(p, HPL_ENOMEM, "out of memory", 0);
+    return NULL;
   }
   uv_tcp_init(s->loop, p->tcp);
   p->creq.data = p;
   int rc = uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&sa, pull_on_connect);
   if (rc) {
-    char detail[128];
-    snprintf(detail, sizeof detail, "cannot connect to the sender: %s", uv_strerror(rc));
-    puller_end(p, HPL_ECONN, detail, 1);
+    puller_end(p, HPL_ECONN, NULL, 0);
+    return NULL;
   }
-  LOG_DEBUG("pulling '%s' [%llu, %llu) from %s:%d", o->id, (unsigned long long)p->start,
-            (unsigned long long)o->size, addr, port);
+  return p;
+}
+
+void transfer_stream_cancel(st_puller *p) {
+  if (p) puller_end(p, HPL_ECANCELED, NULL, 0);
+}
+
+void transfer_stream_resume(st_puller *p) {
+  if (!p || p->finished) return;
+  p->paused = 0;
+  if (p->c) hpl_conn_resume(p->c);
+}
+
+void transfer_stream_paused(st_puller *p) {
+  if (p) p->paused = 1;
+}
+
+/* ---- an object pulled into its pool buffer */
+
+typedef struct obj_pull {
+  store *s;
+  st_obj *o;
+  uint64_t sender;
+  uint64_t start;
+} obj_pull;
+
+static uint8_t *obj_pull_buf(void *arg, uint64_t off, size_t *len) {
+  obj_pull *w = arg;
+  uint64_t at = w->start + off, room = w->o->size - at;
+  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
+  return w->o->data + at;
+}
+
+static void obj_pull_got(void *arg, uint64_t off, size_t n) {
+  obj_pull *w = arg;
+  store_obj_progress(w->s, w->o, w->start + off + n);
+}
+
+static void obj_pull_done(void *arg, int status, const char *detail) {
+  obj_pull *w = arg;
+  store *s = w->s;
+  st_obj *o = w->o;
+  uint64_t sender = w->sender;
+  o->puller = NULL;
+  free(w);
+  store_pull_done(s, o, status, sender, detail);
+  store_obj_unref(s, o);
+}
+
+void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port) {
+  obj_pull *w = calloc(1, sizeof *w);
+  if (!w) {
+    store_pull_done(s, o, HPL_ENOMEM, sender, "out of memory");
+    return;
+  }
+  w->s = s;
+  w->o = o;
+  w->sender = sender;
+  w->start = o->progress;
+  xfer_ops ops = {.buf = obj_pull_buf, .got = obj_pull_got, .done = obj_pull_done};
+  store_obj_ref(o);
+  o->puller = transfer_stream(s, addr, port, o->id, 0, o->progress, o->size, &ops, w);
+  if (!o->puller) {
+    free(w);
+    store_obj_unref(s, o);
+    store_pull_done(s, o, HPL_ECONN, sender, "cannot start a pull (bad sender address?)");
+  }
 }
 
 void transfer_cancel(store *s, st_obj *o) {
-  (void)s;
-  if (o->puller) puller_end(o->puller, HPL_ECANCELED, NULL, 0);
+  st_puller *p = o->puller;
+  if (!p) return;
+  obj_pull *w = p->arg;
+  o->puller = NULL;
+  transfer_stream_cancel(p);
+  free(w);
+  store_obj_unref(s, o);
 }
 
 void transfer_stop(store *s) {
