@@ -407,7 +407,7 @@ int main(int argc, char **argv) {
     if (g.sizes[k] > maxs) maxs = g.sizes[k];
   /* bcast: a copy and a spare; reduce: source, stream, target (and a
    * forwarded copy for allreduce) */
-  if (!g.memory) g.memory = (strcmp(g.op, "bcast") ? 5 : 3) * maxs + (256ull << 20);
+  if (!g.memory) g.memory = (strcmp(g.op, "bcast") ? 4 : 3) * maxs + (128ull << 20);
   if (g.netns) {
     if (!addrs) die("--netns needs --addrs");
     char *a = strdup(addrs);

@@ -17,6 +17,10 @@
 #        OUT_DIR/p2p-<rate>.tsv                   point-to-point check
 # and plots OUT_DIR/<op>-<N>h-<rate>.png. The cluster is torn down on exit,
 # also after a failure or Ctrl-C.
+#
+# hoplite's stores run with --prefault (HPL_STORE_ARGS overrides): their pools
+# are populated when they start, as in a long-running store, so the first
+# repetitions do not pay for the kernel allocating fresh pages.
 set -u
 set -o pipefail
 
@@ -64,6 +68,7 @@ for N in $HOSTS; do
     addrs=$(for ((i = 0; i < N; i++)); do "$HERE/cluster.sh" addr $i; done | paste -sd,)
     "$BUILD/bench/bench_coll" --op "$OP" --sizes "$SIZES" --hosts "$N" --reps "$REPS" \
         --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE" --no-header \
+        --store-args "${HPL_STORE_ARGS---prefault}" \
         --out "$TSV" --extra-out "$SRC" || echo "run_coll.sh: hoplite run failed" >&2
     "$HERE/baselines.sh" --ops "$OP" --sizes "$SIZES" --reps "$REPS" --launches "$LAUNCHES" \
         --impls "$IMPLS" --no-header --out "$TSV" >/dev/null || echo "run_coll.sh: baselines failed" >&2
