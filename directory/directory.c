@@ -30,7 +30,7 @@ dir_node *dir_node_find(dir_server *s, uint64_t id) {
 
 /* ------------------------------------------------------------------ transfer record */
 
-static void xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
+void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
   if (!s->xlog) return;
   dir_xfer *x = &s->xlog[s->xseq % DIR_XFER_CAP];
   free(x->id);
@@ -46,7 +46,7 @@ static void xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uin
 static void xlog_loc_end(dir_server *s, dir_obj *o, uint64_t node, int kind) {
   dir_loc *l = dtab_loc(o, node);
   if (!l || (kind == HPL_XFER_DONE && l->complete)) return;
-  xlog(s, kind, o->id, node, l->upstream);
+  dir_xlog(s, kind, o->id, node, l->upstream);
 }
 
 static void on_transfers(dir_server *s, dir_conn *dc, uint64_t req, Hpl__TransfersReq *m) {
@@ -118,12 +118,13 @@ static void acquire_reply_err(dir_conn *dc, uint64_t req, int status, const char
 
 /* Answer an ACQUIRE for `o` from `dc` if possible. Returns 1 if answered,
  * 0 if the asker must keep waiting. */
-static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o) {
+static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, uint64_t avoid) {
   uint64_t asker = dc->node->id;
   if (o->is_inline) {
     Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
     r.size = o->size;
     r.inline_ = 1;
+    r.gen = o->gen;
     hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
     /* remember the holder so a delete reaches it */
     dtab_add_loc(&s->tab, o, asker, o->size, 1, 0);
@@ -131,7 +132,7 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o) {
     return 1;
   }
   uint64_t sender = 0;
-  int rc = dtab_pick_sender(&s->tab, o, asker, &sender);
+  int rc = dtab_pick_sender(&s->tab, o, asker, avoid, &sender);
   if (rc == 1) return 0;
   if (rc < 0) {
     char detail[320];
@@ -157,9 +158,12 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o) {
   r.sender_node = n->id;
   r.sender_addr = n->addr;
   r.sender_port = (uint32_t)n->port;
+  r.gen = o->gen;
+  dir_loc *sl = dtab_loc(o, sender);
+  r.sender_complete = sl && sl->complete;
   hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
   s->ctr.senders_assigned++;
-  xlog(s, HPL_XFER_ASSIGN, o->id, asker, sender);
+  dir_xlog(s, HPL_XFER_ASSIGN, o->id, asker, sender);
   LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker,
             (unsigned long long)sender);
   return 1;
@@ -182,11 +186,17 @@ void dir_object_changed(dir_server *s, dir_obj *o) {
   dir_waiter *w = o->waiters;
   while (w) {
     dir_waiter *next = w->next;
-    if (acquire_try(s, w->dc, w->req_id, o)) waiter_drop(w);
+    if (acquire_try(s, w->dc, w->req_id, o, w->avoid)) waiter_drop(w);
     w = next;
   }
   dir_reduce_check(s, o);
   dtab_gc(&s->tab, o);
+}
+
+/* dtab's sender filter: draining nodes take no new receivers. */
+static int node_usable(uint64_t node, void *arg) {
+  dir_node *n = dir_node_find(arg, node);
+  return n && !n->draining;
 }
 
 /* dtab_node_gone callback: (object, server). */
@@ -207,8 +217,9 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
     dir_conn *old = n->conn;
     old->node = NULL;
     hpl_conn_close(old->c, 0);
-    xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
+    dir_xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
     dtab_node_gone(&s->tab, n->id, object_changed_cb, s);
+    dir_reduce_node_gone(s, n->id);
   }
   if (!n) {
     n = calloc(1, sizeof *n);
@@ -223,6 +234,7 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
   snprintf(n->name, sizeof n->name, "%s", m->name ? m->name : "");
   n->port = (int)m->data_port;
   n->conn = dc;
+  n->draining = 0;
   n->last_seen_ms = hpl_now_ms();
   dc->node = n;
   for (size_t i = 0; i < m->n_held; i++) {
@@ -239,6 +251,7 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
   r.inline_max = s->cfg.inline_max;
   r.heartbeat_ms = s->cfg.heartbeat_ms;
   r.max_senders = s->cfg.max_senders;
+  r.instance = s->instance;
   hpl_conn_send(dc->c, HPL_MSG_REGISTER_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
@@ -248,7 +261,7 @@ static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocAddReq
     hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
-  if (o->state == OBJ_LOST && m->origin) xlog(s, HPL_XFER_DELETE, o->id, 0, 0); /* revived */
+  if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL_XFER_DELETE, o->id, 0, 0); /* revived */
   int rc = dtab_add_loc(&s->tab, o, dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)
@@ -318,14 +331,15 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
     return;
   }
   if (m->failed_peer) {
-    /* the asker's stream from this peer broke: that copy is not trusted */
-    LOG_INFO("node %016llx reports sender %016llx failed for '%s'",
-             (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id);
-    xlog_loc_end(s, o, m->failed_peer, HPL_XFER_REMOVE);
-    dtab_loc_remove(&s->tab, o, m->failed_peer);
-    dtab_check_lost(&s->tab, o);
+    /* the asker's stream from this peer broke or crawled: free the slot it
+     * held and avoid that sender this time. Its copy stays listed while the
+     * node lives; a dead node's copies are dropped when it is declared dead. */
+    LOG_INFO("node %016llx reports sender %016llx failed for '%s' at %llu bytes",
+             (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id,
+             (unsigned long long)m->progress);
+    dtab_release_upstream(o, dc->node->id);
   }
-  if (acquire_try(s, dc, req, o)) {
+  if (acquire_try(s, dc, req, o, m->failed_peer)) {
     dtab_gc(&s->tab, o);
     return;
   }
@@ -344,6 +358,7 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
   w->dc = dc;
   w->req_id = req;
   w->node = dc->node->id;
+  w->avoid = m->failed_peer;
   dir_waiter **pp = (dir_waiter **)&o->waiters;
   while (*pp) pp = &(*pp)->next;
   *pp = w;
@@ -431,7 +446,7 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
         hpl_conn_send(n->conn->c, HPL_MSG_DROP, d->op, &note.base, NULL, 0, 0, NULL, NULL) == 0)
       d->pending++;
   }
-  xlog(s, HPL_XFER_DELETE, o->id, 0, 0);
+  dir_xlog(s, HPL_XFER_DELETE, o->id, 0, 0);
   dir_reduce_target_deleted(s, o->id);
   while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
   if (o->is_inline) {
@@ -555,7 +570,8 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
   }
   int needs_node = h->type == HPL_MSG_LOC_ADD || h->type == HPL_MSG_LOC_NOTE ||
                    h->type == HPL_MSG_INLINE_PUT || h->type == HPL_MSG_ACQUIRE ||
-                   h->type == HPL_MSG_HEARTBEAT;
+                   h->type == HPL_MSG_HEARTBEAT || h->type == HPL_MSG_REDUCE_FAIL ||
+                   h->type == HPL_MSG_DRAIN;
   if (needs_node && !dc->node) {
     hpl_conn_fail(c, "request before REGISTER");
     return;
@@ -577,6 +593,13 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
     case HPL_MSG_TRANSFERS: on_transfers(s, dc, h->req_id, (Hpl__TransfersReq *)m); break;
     case HPL_MSG_REDUCE: dir_reduce_on_request(s, dc, h->req_id, (Hpl__ReduceReq *)m); break;
     case HPL_MSG_REDUCE_INFO: dir_reduce_on_info(s, dc, h->req_id, (Hpl__IdReq *)m); break;
+    case HPL_MSG_REDUCE_FAIL: dir_reduce_on_fail(s, dc, (Hpl__ReduceFailNote *)m); break;
+    case HPL_MSG_DRAIN:
+      LOG_INFO("node %016llx (%s) is leaving: no new receivers for it",
+               (unsigned long long)dc->node->id, dc->node->name);
+      dc->node->draining = 1;
+      hpl_conn_reply(c, h->req_id, 0, NULL);
+      break;
     case HPL_MSG_REPLY: delete_ack(s, h->req_id); break; /* a holder dropped its copy */
     default: {
       char why[64];
@@ -586,15 +609,34 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
   }
 }
 
+/* Copies pulling from a dead node hear it from us: a partitioned node's
+ * streams do not end with an EOF. */
+static void notify_upstream_gone(dir_server *s, uint64_t dead) {
+  dir_obj *o, *tmp;
+  HASH_ITER(hh, s->tab.objs, o, tmp) {
+    for (dir_loc *l = o->locs; l; l = l->next) {
+      if (l->upstream != dead || l->node == dead) continue;
+      dir_node *n = dir_node_find(s, l->node);
+      if (!n || !n->conn) continue;
+      Hpl__UpstreamNote u = HPL__UPSTREAM_NOTE__INIT;
+      u.id = o->id;
+      u.peer = dead;
+      hpl_conn_send(n->conn->c, HPL_MSG_UPSTREAM_GONE, 0, &u.base, NULL, 0, 0, NULL, NULL);
+    }
+  }
+}
+
 static void node_gone(dir_server *s, dir_node *n, const char *why) {
   LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
            n->port, why);
   s->ctr.nodes_dead++;
-  xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
+  notify_upstream_gone(s, n->id);
+  dir_xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
   HASH_DEL(s->nodes, n);
   uint64_t id = n->id;
   free(n);
   dtab_node_gone(&s->tab, id, object_changed_cb, s);
+  dir_reduce_node_gone(s, id);
 }
 
 static void dir_on_close(hpl_conn *c, int status) {
@@ -699,6 +741,9 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
+  s->tab.usable = node_usable;
+  s->tab.usable_arg = s;
+  s->instance = hpl_random_u64();
   s->xlog = calloc(DIR_XFER_CAP, sizeof *s->xlog);
   if (!s->xlog) return HPL_ENOMEM;
   struct sockaddr_in addr;

@@ -36,6 +36,7 @@ typedef struct dir_node {
   char name[64];
   struct dir_conn *conn;
   uint64_t last_seen_ms;
+  int draining; /* leaving: serves no new receivers */
 } dir_node;
 
 typedef struct dir_conn {
@@ -54,6 +55,7 @@ typedef struct dir_waiter {
   dir_conn *dc;
   uint64_t req_id;
   uint64_t node;
+  uint64_t avoid; /* sender the asker reported as failed */
   uv_timer_t timer;
   int has_timer;
 } dir_waiter;
@@ -80,7 +82,8 @@ typedef struct dir_xfer {
 #define DIR_XFER_CAP 65536
 
 typedef struct dir_counters {
-  uint64_t acquires, inline_served, senders_assigned, waits, lost_replies, nodes_dead;
+  uint64_t acquires, inline_served, senders_assigned, waits, lost_replies, nodes_dead,
+      reduce_resets;
 } dir_counters;
 
 typedef struct dir_server {
@@ -97,6 +100,7 @@ typedef struct dir_server {
   struct dir_reduce *reduces; /* reduce.c, by target */
   dir_xfer *xlog; /* ring of DIR_XFER_CAP entries */
   uint64_t xseq;  /* entries ever recorded */
+  uint64_t instance; /* random per start: stores notice a restart */
   dir_counters ctr;
   int stopping;
 } dir_server;
@@ -111,7 +115,12 @@ void dir_object_changed(dir_server *s, dir_obj *o);
 /* Node lookup for replies. */
 dir_node *dir_node_find(dir_server *s, uint64_t id);
 
+/* Record an event in the transfer record (hpl_transfers). */
+void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender);
+
 /* reduce.c */
+void dir_reduce_on_fail(dir_server *s, dir_conn *dc, Hpl__ReduceFailNote *m);
+void dir_reduce_node_gone(dir_server *s, uint64_t node);
 void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ReduceReq *m);
 void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m);
 void dir_reduce_check(dir_server *s, dir_obj *o);

@@ -209,19 +209,36 @@ int dtab_check_lost(dtab *t, dir_obj *o) {
   return 1;
 }
 
-int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t *sender) {
+void dtab_release_upstream(dir_obj *o, uint64_t node) {
+  dir_loc *l = dtab_loc(o, node);
+  if (l) loc_release_upstream(o, l);
+}
+
+int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
   if (o->state == OBJ_FAILED) return o->fail_status;
   if (o->state == OBJ_LOST || dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == OBJ_PENDING) return 1;
-  dir_loc *best = NULL;
+  dir_loc *best = NULL, *fallback = NULL;
   int viable = 0; /* a copy that could serve later, once idle */
   for (dir_loc *l = o->locs; l; l = l->next) {
     if (l->node == asker) continue;
     if (dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
     if (l->serving >= t->max_senders) continue;
+    if (t->usable && !t->usable(l->node, t->usable_arg)) continue;
+    if (l->node == avoid) {
+      fallback = l;
+      continue;
+    }
     if (!best || (l->complete && !best->complete)) best = l;
     if (best->complete) break;
+  }
+  /* the avoided sender only if nothing else could ever serve */
+  if (!best && fallback) {
+    int others = 0;
+    for (dir_loc *l = o->locs; l; l = l->next)
+      if (l->node != asker && l->node != avoid && !dtab_depends_on(o, l->node, asker)) others = 1;
+    if (!others) best = fallback;
   }
   if (!best) {
     if (viable) return 1;

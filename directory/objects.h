@@ -44,11 +44,16 @@ typedef struct dir_obj {
   void *watchers;     /* owned by the server: reduces waiting for readiness */
   int fail_status;    /* OBJ_FAILED: the error gets report */
   char *fail_detail;
+  uint32_t gen;       /* generation of the bytes (bumped when a reduce target
+                         restarts: partial copies of older generations are void) */
 } dir_obj;
 
 typedef struct dtab {
   dir_obj *objs;
   uint32_t max_senders; /* receivers one copy may serve at once */
+  /* optional: may a copy on this node serve now? (draining nodes may not) */
+  int (*usable)(uint64_t node, void *arg);
+  void *usable_arg;
   uint64_t seq;
   uint64_t inline_bytes; /* total inline bytes held */
   uint64_t nobjs;
@@ -92,13 +97,19 @@ int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target);
 /* True if the object can be read: inline, or a complete copy exists. */
 int dtab_ready(const dir_obj *o);
 
+/* The asker's copy stops pulling from its sender (the stream failed): the
+ * sender's slot is free again. */
+void dtab_release_upstream(dir_obj *o, uint64_t node);
+
 /* Choose a sender for `asker`: a complete idle copy, else a partial idle one,
- * never the asker nor a copy that (transitively) pulls from it. On success
+ * never the asker nor a copy that (transitively) pulls from it, and `avoid`
+ * (a sender that just failed or crawled) only if nothing else could ever
+ * serve. On success
  * marks the sender busy, records the asker as a partial location pulling from
  * it (re-pointing an existing one) and returns 0 with *sender set.
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
  * HPL_ELOST if no copy that could finish remains. */
-int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t *sender);
+int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
 
 /* Re-evaluate the lost rule: an object with no inline bytes, no complete
  * copy and no origin copy is lost (if it ever existed). Updates o->state and

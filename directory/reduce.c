@@ -51,10 +51,14 @@ typedef struct dr_watch {
 struct dir_reduce {
   UT_hash_handle hh;
   dir_server *srv;
+  uint64_t rid; /* this instance: stream keys and store tasks carry it */
+  uint32_t tgen; /* generation of the target's bytes */
+  uint64_t arrivals;
+  uint64_t *arr_seq; /* per source: arrival order (0: not arrived) */
   char *target;
   char **src;
   size_t nsrc;
-  int *src_state; /* 0 waiting, 1 in the tree, 2 spare */
+  int *src_state; /* 0 waiting, 1 in the tree, 2 spare, 3 lost to a failure */
   uint32_t k;
   int op, dtype;
   uint64_t sink;
@@ -88,6 +92,8 @@ static void child_info(dir_reduce *r, int c, Hpl__ReduceChild *out, char *key, s
   dr_slot *sl = &r->slots[c];
   dir_node *n = dir_node_find(s, sl->node);
   hpl__reduce_child__init(out);
+  out->slot = (uint32_t)c;
+  out->gen = sl->gen;
   out->node = sl->node;
   out->addr = n ? n->addr : "";
   out->port = n ? (uint32_t)n->port : 0;
@@ -95,7 +101,8 @@ static void child_info(dir_reduce *r, int c, Hpl__ReduceChild *out, char *key, s
     snprintf(key, klen, "%s", r->src[sl->src]);
     out->internal = 0;
   } else {
-    snprintf(key, klen, "r:%u:%u:%s", (unsigned)c, sl->gen, r->target);
+    snprintf(key, klen, "r:%llx.%u:%u:%s", (unsigned long long)r->rid, (unsigned)c, sl->gen,
+             r->target);
     out->internal = 1;
   }
   out->key = key;
@@ -118,6 +125,7 @@ static void send_task(dir_reduce *r, int slot) {
     n++;
   }
   Hpl__ReduceTask t = HPL__REDUCE_TASK__INIT;
+  t.rid = r->rid;
   t.target = r->target;
   t.slot = (uint32_t)slot;
   t.gen = sl->gen;
@@ -135,12 +143,16 @@ static void send_task(dir_reduce *r, int slot) {
 /* Tell the sink where the result comes from (the root slot is filled). */
 static void send_sink(dir_reduce *r) {
   Hpl__ReduceSink m = HPL__REDUCE_SINK__INIT;
+  m.rid = r->rid;
+  m.gen = r->tgen;
   m.target = r->target;
   m.size = r->size;
   Hpl__ReduceChild root;
   char key[340];
   if (r->inline_mode) {
     m.fetch = 1;
+  } else if (!r->slots[r->plan.root].filled) {
+    /* no root yet (it failed): only the generation says "start over" */
   } else if (r->slots[r->plan.root].node == r->sink) {
     m.local = 1;
   } else {
@@ -152,6 +164,7 @@ static void send_sink(dir_reduce *r) {
 
 static void send_end(dir_reduce *r) {
   Hpl__ReduceEnd m = HPL__REDUCE_END__INIT;
+  m.rid = r->rid;
   m.target = r->target;
   m.status = r->status;
   m.detail = r->detail;
@@ -285,6 +298,7 @@ static void reduce_free(dir_reduce *r) {
   for (size_t i = 0; i < r->nsrc; i++) free(r->src[i]);
   free(r->src);
   free(r->src_state);
+  free(r->arr_seq);
   free(r->slots);
   free(r->acc);
   hpl_plan_free(&r->plan);
@@ -307,11 +321,17 @@ static uint64_t pick_node(dir_reduce *r, dir_obj *o, uint64_t prefer) {
   return fresh ? fresh : any;
 }
 
+static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o);
+static void target_restart(dir_reduce *r);
+
 /* Source i of r became ready. */
 static void reduce_arrival(dir_reduce *r, int i) {
   dir_server *s = r->srv;
   dir_obj *o = dtab_find(&s->tab, r->src[i]);
-  if (r->done || r->src_state[i] != 0 || !src_ready(o)) return;
+  if (r->done || (r->src_state[i] != 0 && r->src_state[i] != 3) || !src_ready(o)) return;
+  /* a source lost to a failure counts again once a copy is back */
+  if (r->src_state[i] == 3 && !pick_node(r, o, 0)) return;
+  r->arr_seq[i] = ++r->arrivals;
   size_t es = hpl_dtype_size(r->dtype);
   char detail[400];
   if (!r->have_size) {
@@ -346,8 +366,8 @@ static void reduce_arrival(dir_reduce *r, int i) {
     r->src_state[i] = 2; /* a spare */
     return;
   }
-  r->src_state[i] = 1;
   if (r->inline_mode) {
+    r->src_state[i] = 1;
     if (!o->is_inline) {
       snprintf(detail, sizeof detail, "source '%s' is small but not held by the directory "
                "(its inline cache is full)", o->id);
@@ -395,10 +415,17 @@ static void reduce_arrival(dir_reduce *r, int i) {
       }
     if (slot < 0) slot = root;
   }
+  slot_fill(r, slot, i, o);
+}
+
+/* Put source i (object o) into the empty slot and tell the nodes concerned. */
+static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
+  int root = r->plan.root;
   dr_slot *sl = &r->slots[slot];
   sl->filled = 1;
   sl->src = i;
   sl->node = pick_node(r, o, slot == root ? r->sink : 0);
+  r->src_state[i] = 1;
   r->nfilled++;
   LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
             (unsigned long long)sl->node);
@@ -425,6 +452,106 @@ void dir_reduce_check(dir_server *s, dir_obj *o) {
   }
   dir_reduce *r = reduce_find(s, o->id);
   if (r && !r->done && !r->inline_mode && src_ready(o)) reduce_finish(r, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ failures */
+
+/* Slot f lost its node (dead) or its stream failed. Give the slot another
+ * copy of its source, else a spare source, else leave it empty for the
+ * next arrival; every ancestor restarts from byte 0 (new generation) since
+ * its partial result included the failed slot's output, and so does the
+ * target (new generation: copies of the old bytes are void).
+ * Messages go out in this order: the sink resets its target, the refilled
+ * slot gets its task, then every ancestor gets its new task. */
+static void slot_failed(dir_reduce *r, int f, const char *why) {
+  dir_server *s = r->srv;
+  dr_slot *sl = &r->slots[f];
+  if (r->done || !sl->filled) return;
+  s->ctr.reduce_resets++;
+  int root = r->plan.root;
+  uint64_t old = sl->node;
+  int src = sl->src;
+  LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
+           (unsigned long long)old, why);
+  dir_xlog(s, HPL_XFER_RESET, r->target, old, 0);
+  sl->gen++;
+  for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
+  r->tgen++;
+  /* another complete copy of the same source on a live node? */
+  dir_obj *o = dtab_find(&s->tab, r->src[src]);
+  uint64_t alt = 0;
+  for (dir_loc *l = o ? o->locs : NULL; l && !alt; l = l->next)
+    if (l->complete && l->node != old && dir_node_find(s, l->node)) alt = l->node;
+  int refill = -1;
+  dir_obj *ro = NULL;
+  if (!alt) {
+    r->src_state[src] = 3;
+    sl->filled = 0;
+    r->nfilled--;
+    for (size_t i = 0; i < r->nsrc; i++) /* the earliest spare */
+      if (r->src_state[i] == 2 && (refill < 0 || r->arr_seq[i] < r->arr_seq[refill])) {
+        dir_obj *c = dtab_find(&s->tab, r->src[i]);
+        if (c && pick_node(r, c, 0)) refill = (int)i, ro = c;
+      }
+    if (refill >= 0)
+      LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
+    else
+      LOG_INFO("reduce '%s': slot %d waits for a source", r->target, f);
+  }
+  /* 1. the sink drops the old bytes of the target (and learns the root if
+   *    it is still in place); nobody may pull the old bytes any more */
+  target_restart(r);
+  send_sink(r);
+  /* 2. the failed slot again */
+  if (alt) {
+    sl->node = alt;
+    if (f == root) send_sink(r);
+    if (r->plan.nchild[f] > 0 || (f == root && sl->node == r->sink)) send_task(r, f);
+  } else if (refill >= 0) {
+    slot_fill(r, f, refill, ro);
+  }
+  /* 3. every ancestor restarts */
+  for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a])
+    if (r->slots[a].filled && (r->plan.nchild[a] > 0 || (a == root && r->slots[a].node == r->sink)))
+      send_task(r, a);
+}
+
+/* The target's partial copies elsewhere hold bytes of an older generation. */
+static void target_restart(dir_reduce *r) {
+  dir_obj *t = dtab_find(&r->srv->tab, r->target);
+  if (!t) return;
+  t->gen = r->tgen;
+  for (dir_loc *l = t->locs, *next; l; l = next) {
+    next = l->next;
+    if (l->node == r->sink || l->complete) continue;
+    dir_xlog(r->srv, HPL_XFER_REMOVE, t->id, l->node, l->upstream);
+    dtab_loc_remove(&r->srv->tab, t, l->node);
+  }
+}
+
+void dir_reduce_node_gone(dir_server *s, uint64_t node) {
+  dir_reduce *r, *tmp;
+  HASH_ITER(hh, s->reduces, r, tmp) {
+    if (r->done) continue;
+    if (r->sink == node) {
+      reduce_finish(r, HPL_ELOST, "the node producing the target is gone");
+      continue;
+    }
+    if (!r->planned || r->inline_mode) continue;
+    for (uint32_t i = 0; i < r->k && !r->done; i++)
+      if (r->slots[i].filled && r->slots[i].node == node) slot_failed(r, (int)i, "node gone");
+  }
+}
+
+void dir_reduce_on_fail(dir_server *s, dir_conn *dc, Hpl__ReduceFailNote *m) {
+  dir_reduce *r = hpl_id_valid(m->target) ? reduce_find(s, m->target) : NULL;
+  if (!r || r->done || r->rid != m->rid || !r->planned || m->slot >= r->k) return;
+  dr_slot *sl = &r->slots[m->slot];
+  if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */
+  char why[300];
+  snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)dc->node->id,
+           m->detail ? m->detail : "");
+  slot_failed(r, (int)m->slot, why);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -533,16 +660,19 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
   }
   r = calloc(1, sizeof *r);
   if (!r || !(r->target = strdup(m->target)) || !(r->src = calloc(n, sizeof *r->src)) ||
-      !(r->src_state = calloc(n, sizeof *r->src_state))) {
+      !(r->src_state = calloc(n, sizeof *r->src_state)) ||
+      !(r->arr_seq = calloc(n, sizeof *r->arr_seq))) {
     if (r) {
       free(r->target);
       free(r->src);
+      free(r->src_state);
       free(r);
     }
     reduce_reply(dc, req, HPL_ENOMEM, "out of memory", 0, 0);
     return;
   }
   r->srv = s;
+  r->rid = hpl_random_u64();
   r->nsrc = n;
   r->k = k;
   r->op = (int)m->op;

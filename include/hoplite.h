@@ -214,7 +214,9 @@ HPL_API int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uin
  * KIND is assign (RECEIVER was told to pull from SENDER), done (RECEIVER's
  * copy completed, SENDER is free again), remove (RECEIVER's copy was
  * dropped; copies pulling from it lose their sender), node-gone (RECEIVER
- * died), delete (ID deleted everywhere). Node ids are 16 hex digits (a
+ * died), delete (ID deleted everywhere), reset (the reduce into ID lost
+ * the tree node on RECEIVER and restarted the affected part; SENDER is the
+ * node that took over its source, or 0). Node ids are 16 hex digits (a
  * store's own id is its "node_id" counter); T_US is the directory's
  * monotonic clock. ID is "-" for node-gone. At most 40000 lines per call;
  * *next_since (if not NULL) is where to continue. *out as for hpl_list(). */

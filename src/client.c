@@ -716,7 +716,7 @@ int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
                   uint64_t *next_since) {
   if (!c) return HPL_EINVAL;
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  static const char *kinds[] = {"?", "assign", "done", "remove", "node-gone", "delete"};
+  static const char *kinds[] = {"?", "assign", "done", "remove", "node-gone", "delete", "reset"};
   Hpl__TransfersReq r = HPL__TRANSFERS_REQ__INIT;
   r.since = since;
   r.timeout_ms = timeout_ms;
@@ -727,7 +727,7 @@ int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
   text t = {0};
   for (size_t i = 0; i < rep->n_transfers; i++) {
     Hpl__Transfer *x = rep->transfers[i];
-    const char *k = x->kind < 6 ? kinds[x->kind] : "?";
+    const char *k = x->kind < 7 ? kinds[x->kind] : "?";
     if (text_addf(&t, "%llu %llu %s %016llx %016llx %s\n", (unsigned long long)x->seq,
                   (unsigned long long)x->t_us, k, (unsigned long long)x->receiver,
                   (unsigned long long)x->sender, x->id && *x->id ? x->id : "-") != 0) {

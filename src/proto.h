@@ -54,6 +54,9 @@
   X(REDUCE_TASK, 50, hpl__reduce_task)          \
   X(REDUCE_SINK, 51, hpl__reduce_sink)          \
   X(REDUCE_END, 52, hpl__reduce_end)            \
+  X(UPSTREAM_GONE, 53, hpl__upstream_note)      \
+  X(REDUCE_FAIL, 54, hpl__reduce_fail_note)     \
+  X(DRAIN, 55, hpl__drain_req)                  \
   /* store <-> store */                         \
   X(PULL, 60, hpl__pull_req)                    \
   X(PULL_REP, 61, hpl__pull_rep)
@@ -70,7 +73,7 @@ enum hpl_msg_type {
  * their sender); a node died (all its copies removed); an object was
  * deleted (all its copies removed). */
 enum { HPL_XFER_ASSIGN = 1, HPL_XFER_DONE = 2, HPL_XFER_REMOVE = 3, HPL_XFER_NODE_GONE = 4,
-       HPL_XFER_DELETE = 5 };
+       HPL_XFER_DELETE = 5, HPL_XFER_RESET = 6 };
 
 /* LocNote kinds. */
 enum { HPL_LOC_COMPLETE = 1, HPL_LOC_REMOVE = 2, HPL_LOC_FAILED = 3 };

@@ -364,6 +364,11 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"pulls_made", s->ctr.pulls_made},
       {"pull_failures", s->ctr.pull_failures},
       {"bytes_resent", s->ctr.bytes_resent},
+      {"pull_resumes", s->ctr.pull_resumes},
+      {"bytes_kept_on_resume", s->ctr.bytes_kept_on_resume},
+      {"stalls", s->ctr.stalls},
+      {"stragglers", s->ctr.stragglers},
+      {"restarts", s->ctr.restarts},
       {"inline_gets", s->ctr.inline_gets},
       {"inline_puts", s->ctr.inline_puts},
       {"local_gets", s->ctr.local_gets},
@@ -629,6 +634,7 @@ int clients_start(store *s) {
 }
 
 void clients_stop(store *s) {
+  if (uv_is_closing((uv_handle_t *)&s->client_listener)) return;
   uv_close((uv_handle_t *)&s->client_listener, NULL);
   unlink(s->cfg.socket_path);
   for (st_client *cl = s->clients; cl; cl = cl->next) hpl_conn_close(cl->c, 0);

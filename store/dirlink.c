@@ -49,6 +49,7 @@ typedef struct dirlink {
   uint64_t register_req;
   uint64_t last_heard_ms;
   int registered_once;
+  uint64_t instance; /* the directory's, from the last registration */
   int stopping;
 } dirlink;
 
@@ -180,6 +181,23 @@ static void write_ready_file(store *s) {
     LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
 }
 
+static void reput_done(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                       const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
+}
+
+/* A restarted directory lost the small objects it held: give it ours. */
+static void reput_inline(store *s) {
+  st_obj *o, *tmp;
+  HASH_ITER(hh, s->objs, o, tmp) {
+    if (o->state != OBJ_SEALED || !o->inline_obj) continue;
+    Hpl__InlinePutReq p = HPL__INLINE_PUT_REQ__INIT;
+    p.id = o->id;
+    p.size = o->size;
+    dirlink_request(s, HPL_MSG_INLINE_PUT, &p.base, o->data, o->size, -1, reput_done, NULL);
+  }
+}
+
 static void on_registered(dirlink *dl, Hpl__RegisterRep *r) {
   store *s = dl->s;
   if (r->status != 0) {
@@ -194,11 +212,15 @@ static void on_registered(dirlink *dl, Hpl__RegisterRep *r) {
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
   uv_timer_stop(&dl->hb);
   uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);
+  int restarted = dl->registered_once && r->instance != dl->instance;
   LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
-           dl->registered_once ? " (again)" : "");
+           restarted ? " (it restarted)" : dl->registered_once ? " (again)" : "");
   if (!dl->registered_once) write_ready_file(s);
   dl->registered_once = 1;
+  dl->instance = r->instance;
+  if (restarted) reput_inline(s);
   flush_pending(dl);
+  if (restarted) reduce_directory_restarted(s);
 }
 
 static void hb_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
@@ -214,6 +236,11 @@ static void hb_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMess
 static void dl_hb_cb(uv_timer_t *t) {
   dirlink *dl = t->data;
   if (dl->state != DL_READY) return;
+  store_faults *f = &dl->s->cfg.faults;
+  if (f->hb_pause_ms) { /* fault point: a node that goes silent for a while */
+    uint64_t el = hpl_now_ms() - dl->s->start_ms;
+    if (el >= f->hb_pause_at_ms && el < f->hb_pause_at_ms + f->hb_pause_ms) return;
+  }
   Hpl__Heartbeat hbm = HPL__HEARTBEAT__INIT;
   hbm.node_id = dl->s->node_id;
   uint64_t interval = uv_timer_get_repeat(t);
@@ -235,6 +262,11 @@ static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m
     }
     dl->register_req = 0;
     on_registered(dl, (Hpl__RegisterRep *)m);
+    return;
+  }
+  if (h->type == HPL_MSG_UPSTREAM_GONE) {
+    Hpl__UpstreamNote *u = (Hpl__UpstreamNote *)m;
+    if (hpl_id_valid(u->id)) store_upstream_gone(dl->s, u->id, u->peer);
     return;
   }
   if (h->type == HPL_MSG_DROP) {

@@ -25,7 +25,16 @@ static void usage(FILE *f) {
           "  --name NAME             node name in logs and listings\n"
           "  --ready-file PATH       write the data port to PATH once registered\n"
           "  --chunk BYTES           largest write of a data stream (default 4M)\n"
-          "  --stall-timeout-ms MS   abandon a pull that delivers nothing this long (default 0: off)\n"
+          "  --stall-timeout-ms MS   a pull that delivers nothing this long goes to another\n"
+          "                          sender, keeping its bytes (default 10000; 0: off)\n"
+          "  --straggler-ratio R     a complete sender delivering below R x this node's usual\n"
+          "  --straggler-ms MS       rate for MS is replaced the same way (default 0.2, 3000;\n"
+          "                          ratio 0: off)\n"
+          "  --grace-ms MS           SIGTERM: finish serving streams for up to MS, then leave\n"
+          "                          (default 5000; SIGINT leaves at once)\n"
+          "  --faults SPEC           fault points for tests (also $HOPLITE_FAULTS):\n"
+          "                          crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\n"
+          "                          hb_pause=AT_MS:LEN_MS,prefix=ID_PREFIX\n"
           "  --prefault              populate the pool's pages at start\n"
           "  --log-level LEVEL       error|warn|info|debug (default info)\n"
           "  --help\n");
@@ -46,6 +55,10 @@ int main(int argc, char **argv) {
                                  {"chunk", 1, 0, 'c'},
                                  {"stall-timeout-ms", 1, 0, 't'},
                                  {"prefault", 0, 0, 'P'},
+                                 {"straggler-ratio", 1, 0, 'R'},
+                                 {"straggler-ms", 1, 0, 'S'},
+                                 {"grace-ms", 1, 0, 'g'},
+                                 {"faults", 1, 0, 'f'},
                                  {"log-level", 1, 0, 'v'},
                                  {"help", 0, 0, 'H'},
                                  {0, 0, 0, 0}};
@@ -83,6 +96,28 @@ int main(int argc, char **argv) {
         cfg.stall_timeout_ms = (uint32_t)v;
         break;
       case 'P': cfg.prefault = 1; break;
+      case 'R': {
+        char *end;
+        cfg.straggler_ratio = strtod(optarg, &end);
+        bad = *end || cfg.straggler_ratio < 0 || cfg.straggler_ratio >= 1;
+        break;
+      }
+      case 'S':
+        bad = hpl_parse_size(optarg, &v) || v > UINT32_MAX;
+        cfg.straggler_ms = (uint32_t)v;
+        break;
+      case 'g':
+        bad = hpl_parse_size(optarg, &v) || v > UINT32_MAX;
+        cfg.grace_ms = (uint32_t)v;
+        break;
+      case 'f': {
+        char err[200];
+        if (store_faults_parse(&cfg.faults, optarg, err, sizeof err)) {
+          fprintf(stderr, "hoplite-store: --faults: %s\n", err);
+          return 2;
+        }
+        break;
+      }
       case 'v': bad = (level = hpl_log_level_parse(optarg)) < 0; break;
       case 'H': usage(stdout); return 0;
       default: usage(stderr); return 2;
@@ -96,6 +131,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hoplite-store: unexpected argument '%s'\n", argv[optind]);
     usage(stderr);
     return 2;
+  }
+  const char *fenv = getenv("HOPLITE_FAULTS");
+  if (fenv && *fenv && !cfg.faults.enabled) {
+    char err[200];
+    if (store_faults_parse(&cfg.faults, fenv, err, sizeof err)) {
+      fprintf(stderr, "hoplite-store: HOPLITE_FAULTS: %s\n", err);
+      return 2;
+    }
   }
   if (!have_dir) {
     fprintf(stderr, "hoplite-store: --directory HOST:PORT is required\n");

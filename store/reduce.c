@@ -34,6 +34,7 @@ typedef struct rd_child {
   rd_task *t;
   int index;
   int known;
+  uint32_t slot, gen; /* the child's slot and its output's generation */
   char addr[64];
   int port;
   char key[320];
@@ -51,6 +52,7 @@ struct rd_task {
   char hkey[340]; /* "<slot>:<target>" */
   store *s;
   char target[HPL_ID_MAX + 1];
+  uint64_t rid;
   uint32_t slot, gen;
   int op, dtype;
   size_t es;
@@ -68,8 +70,21 @@ struct rd_task {
   int failed;
 };
 
-void reduce_stream_key(char *out, size_t len, const char *target, uint32_t slot, uint32_t gen) {
-  snprintf(out, len, "r:%u:%u:%s", slot, gen, target);
+void reduce_stream_key(char *out, size_t len, const char *target, uint64_t rid, uint32_t slot,
+                       uint32_t gen) {
+  snprintf(out, len, "r:%llx.%u:%u:%s", (unsigned long long)rid, slot, gen, target);
+}
+
+/* Tell the directory that the stream of slot `slot` (generation gen) failed. */
+static void report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        const char *detail) {
+  Hpl__ReduceFailNote n = HPL__REDUCE_FAIL_NOTE__INIT;
+  n.target = (char *)target;
+  n.rid = rid;
+  n.slot = slot;
+  n.gen = gen;
+  n.detail = (char *)(detail ? detail : "");
+  dirlink_note(s, HPL_MSG_REDUCE_FAIL, &n.base);
 }
 
 static void task_try_combine(rd_task *t);
@@ -206,10 +221,11 @@ static void child_done(void *arg, int status, const char *detail) {
     task_try_combine(t);
     return;
   }
-  /* the fault-tolerance machinery (directory resets) takes over from here;
-   * until then the slot cannot finish */
+  /* the directory decides: a stale generation is ignored, otherwise the
+   * child's slot is replaced and this task gets a new generation */
   LOG_WARN("reduce '%s' slot %u: stream of child %d (%s) failed: %s", t->target, t->slot,
            c->index, c->key, detail ? detail : hpl_strerror(status));
+  report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
 }
 
 static void child_start(rd_task *t, rd_child *c) {
@@ -260,7 +276,7 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m) {
     return;
   }
   rd_task *t = task_find(s, m->target, m->slot);
-  if (t && t->gen != m->gen) { /* a reset: start this slot over */
+  if (t && (t->gen != m->gen || t->rid != m->rid)) { /* a reset: start this slot over */
     HASH_DEL(s->tasks, t);
     task_free(t);
     t = NULL;
@@ -279,6 +295,7 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m) {
     snprintf(t->hkey, sizeof t->hkey, "%u:%s", m->slot, m->target);
     t->slot = m->slot;
     t->gen = m->gen;
+    t->rid = m->rid;
     t->op = (int)m->op;
     t->dtype = (int)m->dtype;
     t->es = hpl_dtype_size(t->dtype);
@@ -299,7 +316,7 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m) {
       }
     } else {
       char key[340];
-      reduce_stream_key(key, sizeof key, m->target, m->slot, m->gen);
+      reduce_stream_key(key, sizeof key, m->target, m->rid, m->slot, m->gen);
       t->out = store_obj_new_internal(s, key, m->size, detail, sizeof detail);
       if (t->out) store_obj_ref(t->out);
       else LOG_WARN("reduce '%s' slot %u: %s", m->target, m->slot, detail);
@@ -329,6 +346,8 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m) {
     rd_child *c = &t->ch[rc->index];
     if (c->known) continue;
     c->known = 1;
+    c->slot = rc->slot;
+    c->gen = rc->gen;
     snprintf(c->addr, sizeof c->addr, "%s", rc->addr);
     c->port = (int)rc->port;
     snprintf(c->key, sizeof c->key, "%s", rc->key);
@@ -343,6 +362,8 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m) {
 typedef struct sink_pull {
   store *s;
   st_obj *o;
+  uint64_t rid;
+  uint32_t slot, gen; /* the root's */
 } sink_pull;
 
 static uint8_t *sink_buf(void *arg, uint64_t off, size_t *len) {
@@ -361,8 +382,12 @@ static void sink_done(void *arg, int status, const char *detail) {
   sink_pull *w = arg;
   store *s = w->s;
   st_obj *o = w->o;
+  uint64_t rid = w->rid;
+  uint32_t slot = w->slot, gen = w->gen;
   o->puller = NULL;
   free(w);
+  if (status != 0 && o->in_table && o->state == OBJ_REDUCING)
+    report_fail(s, o->id, rid, slot, gen, detail);
   if (status == 0 && o->in_table) {
     Hpl__LocNote n = HPL__LOC_NOTE__INIT;
     n.id = o->id;
@@ -397,6 +422,12 @@ void reduce_on_sink(store *s, Hpl__ReduceSink *m) {
     store_fetch(s, o, 0);
     return;
   }
+  if (o->data && o->gen != m->gen) {
+    /* a tree node failed: the result starts over */
+    if (o->puller) transfer_cancel(s, o);
+    store_obj_restart(s, o, m->gen);
+  }
+  o->gen = m->gen;
   if (!o->data) {
     if (store_obj_alloc(s, o, m->size, detail, sizeof detail) != 0) {
       LOG_WARN("%s", detail);
@@ -412,12 +443,15 @@ void reduce_on_sink(store *s, Hpl__ReduceSink *m) {
     o->advertised = 1;
     dirlink_request(s, HPL_MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
   }
-  if (m->local || !m->root) return; /* a local task writes into the target */
+  if (m->local || !m->root) return; /* a local task writes into the target, or no root yet */
   if (o->puller) return;
   sink_pull *w = calloc(1, sizeof *w);
   if (!w) return;
   w->s = s;
   w->o = o;
+  w->rid = m->rid;
+  w->slot = m->root->slot;
+  w->gen = m->root->gen;
   xfer_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done};
   store_obj_ref(o);
   o->puller = transfer_stream(s, m->root->addr, (int)m->root->port, m->root->key,
@@ -427,6 +461,7 @@ void reduce_on_sink(store *s, Hpl__ReduceSink *m) {
     store_obj_unref(s, o);
     LOG_WARN("reduce '%s': cannot pull the result from %s:%u", o->id, m->root->addr,
              m->root->port);
+    report_fail(s, o->id, m->rid, m->root->slot, m->root->gen, "cannot connect");
   }
 }
 
@@ -434,7 +469,7 @@ void reduce_on_end(store *s, Hpl__ReduceEnd *m) {
   if (!hpl_id_valid(m->target)) return;
   rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks, t, tmp) {
-    if (strcmp(t->target, m->target) != 0) continue;
+    if (strcmp(t->target, m->target) != 0 || (m->rid && t->rid != m->rid)) continue;
     HASH_DEL(s->tasks, t);
     task_free(t);
   }
@@ -514,6 +549,13 @@ void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq
     }
     x->o = o;
     store_obj_ref(o);
+    /* kept to ask again if the directory restarts */
+    size_t len = protobuf_c_message_get_packed_size(&m->base);
+    if ((o->reduce_req = malloc(len ? len : 1))) {
+      m->sink_node = s->node_id;
+      protobuf_c_message_pack(&m->base, o->reduce_req);
+      o->reduce_req_len = len;
+    }
   } else if (o->state != OBJ_REDUCING) {
     /* the target exists here already: the directory decides whether that
      * is a finished reduce being joined or a clash */
@@ -537,5 +579,46 @@ void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq
     }
     free(x);
     hpl_conn_reply(cl->c, req, HPL_ENOMEM, detail);
+  }
+}
+
+/* ------------------------------------------------------------------ directory restart */
+
+static void resubmit_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                           const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h, (void)payload, (void)plen;
+  st_obj *o = arg;
+  Hpl__ReduceRep *r = (Hpl__ReduceRep *)m;
+  if (r) status = r->status;
+  if (status && o->in_table && o->state == OBJ_REDUCING) {
+    const char *why = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
+    LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
+    store_obj_fail(s, o, status, why);
+    store_obj_detach(s, o);
+  }
+  store_obj_unref(s, o);
+}
+
+void reduce_directory_restarted(store *s) {
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    HASH_DEL(s->tasks, t);
+    task_free(t);
+  }
+  st_obj *o, *otmp;
+  HASH_ITER(hh, s->objs, o, otmp) {
+    if (o->state != OBJ_REDUCING || !o->reduce_req) continue;
+    Hpl__ReduceReq *m =
+        (Hpl__ReduceReq *)hpl_msg_unpack(HPL_MSG_REDUCE, o->reduce_req, o->reduce_req_len);
+    if (!m) continue;
+    if (o->puller) transfer_cancel(s, o);
+    if (o->data) store_obj_restart(s, o, 0);
+    o->advertised = 0;
+    LOG_INFO("asking the restarted directory again for the reduce into '%s'", o->id);
+    m->sink_node = s->node_id;
+    store_obj_ref(o);
+    if (dirlink_request(s, HPL_MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
+      store_obj_unref(s, o);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
   }
 }

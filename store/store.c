@@ -14,7 +14,56 @@ void store_config_defaults(store_config *c) {
   c->memory = 2ull << 30;
   snprintf(c->data_host, sizeof c->data_host, "0.0.0.0");
   c->chunk = 4u << 20;
-  c->stall_timeout_ms = 0;
+  c->stall_timeout_ms = 10000;
+  c->straggler_ratio = 0.2;
+  c->straggler_ms = 3000;
+  c->grace_ms = 5000;
+}
+
+int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errlen) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *kv = strtok(buf, ","); kv; kv = strtok(NULL, ",")) {
+    char *eq = strchr(kv, '=');
+    if (!eq) {
+      snprintf(err, errlen, "fault '%s': expected key=value", kv);
+      return -1;
+    }
+    *eq = 0;
+    const char *k = kv, *v = eq + 1;
+    uint64_t n = 0;
+    int bad = 0;
+    if (!strcmp(k, "prefix")) {
+      snprintf(f->prefix, sizeof f->prefix, "%s", v);
+      continue;
+    }
+    if (!strcmp(k, "hb_pause")) { /* AT_MS:LEN_MS */
+      unsigned long long at, len;
+      if (sscanf(v, "%llu:%llu", &at, &len) != 2) bad = 1;
+      f->hb_pause_at_ms = at;
+      f->hb_pause_ms = len;
+    } else if (hpl_parse_size(v, &n)) {
+      bad = 1;
+    } else if (!strcmp(k, "crash_after")) {
+      f->crash_after = n;
+    } else if (!strcmp(k, "drop_after")) {
+      f->drop_after = n;
+    } else if (!strcmp(k, "stall_after")) {
+      f->stall_after = n;
+    } else if (!strcmp(k, "slow_send")) {
+      f->slow_send = n;
+    } else {
+      snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
+               "slow_send, hb_pause, prefix)", k);
+      return -1;
+    }
+    if (bad) {
+      snprintf(err, errlen, "fault '%s': bad value '%s'", k, v);
+      return -1;
+    }
+    f->enabled = 1;
+  }
+  return 0;
 }
 
 st_obj *store_find(store *s, const char *id) {
@@ -78,6 +127,7 @@ st_obj *store_find_internal(store *s, const char *key) {
 
 static void obj_free(store *s, st_obj *o) {
   HASH_DELETE(hh_inst, s->insts, o);
+  free(o->reduce_req);
   if (o->data && o->size) hpl_pool_free(s->pool, o->data);
   free(o->id);
   free(o);
@@ -145,6 +195,13 @@ int store_obj_alloc(store *s, st_obj *o, uint64_t size, char *detail, size_t dle
            hpl_fmt_bytes(hpl_pool_used(s->pool), c, sizeof c),
            hpl_fmt_bytes(hpl_pool_largest_free(s->pool), d, sizeof d));
   return HPL_ENOMEM;
+}
+
+void store_obj_restart(store *s, st_obj *o, uint32_t gen) {
+  LOG_INFO("'%s': restarting from byte 0 (generation %u -> %u)", o->id, o->gen, gen);
+  transfer_cut_senders(s, o);
+  o->progress = 0;
+  o->gen = gen;
 }
 
 void store_obj_progress(store *s, st_obj *o, uint64_t progress) {
@@ -297,6 +354,7 @@ void store_fetch(store *s, st_obj *o, uint64_t failed_peer) {
   r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl_ms_left(deadline);
   r.progress = o->progress;
   r.failed_peer = failed_peer;
+  r.gen = o->gen;
   store_obj_ref(o);
   /* the directory enforces the wait; our own limit only guards against a
    * directory that never answers */
@@ -361,6 +419,14 @@ static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
     store_obj_unref(s, o);
     return;
   }
+  if (r->gen != o->gen) {
+    /* the object's bytes were restarted (a reduce target): ours are void */
+    if (o->progress) {
+      s->ctr.restarts++;
+      store_obj_restart(s, o, r->gen);
+    }
+    o->gen = r->gen;
+  }
   if (o->data && o->size != r->size) {
     snprintf(detail, sizeof detail, "object '%s' changed size (%llu -> %llu)", o->id,
              (unsigned long long)o->size, (unsigned long long)r->size);
@@ -396,7 +462,7 @@ static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
   if (o->progress >= o->size) { /* nothing left to pull (size 0) */
     store_pull_done(s, o, 0, r->sender_node, NULL);
   } else {
-    transfer_pull(s, o, r->sender_node, r->sender_addr, (int)r->sender_port);
+    transfer_pull(s, o, r->sender_node, r->sender_addr, (int)r->sender_port, r->sender_complete);
   }
   store_obj_unref(s, o);
 }
@@ -418,6 +484,16 @@ void store_pull_done(store *s, st_obj *o, int status, uint64_t sender, const cha
   store_fetch(s, o, sender);
 }
 
+void store_upstream_gone(store *s, const char *id, uint64_t peer) {
+  st_obj *o = store_find(s, id);
+  if (!o || !o->puller || o->pull_sender != peer) return;
+  LOG_WARN("'%s': the node we pull it from (%016llx) is gone; asking for another sender", id,
+           (unsigned long long)peer);
+  transfer_cancel(s, o);
+  s->ctr.pull_failures++;
+  store_fetch(s, o, peer);
+}
+
 void store_drop(store *s, const char *id) {
   st_obj *o = store_find(s, id);
   if (!o) return;
@@ -436,7 +512,47 @@ void store_drop(store *s, const char *id) {
 
 static void store_on_signal(uv_signal_t *sig, int signum) {
   store *s = sig->data;
+  if (signum == SIGTERM && !s->draining && !s->stopping) {
+    store_drain(s);
+    return;
+  }
   LOG_INFO("signal %d: shutting down", signum);
+  store_stop(s);
+}
+
+static void drain_grace_over(uv_timer_t *t) {
+  store *s = t->data;
+  int n = transfer_active_senders(s);
+  LOG_WARN("grace period over: leaving with %d stream(s) unfinished (their receivers go "
+           "elsewhere)", n);
+  store_stop(s);
+}
+
+static void drain_acked(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                        const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
+}
+
+void store_drain(store *s) {
+  s->draining = 1;
+  LOG_INFO("SIGTERM: leaving; serving the %d stream(s) in progress for at most %u ms",
+           transfer_active_senders(s), s->cfg.grace_ms);
+  Hpl__DrainReq d = HPL__DRAIN_REQ__INIT;
+  d.node_id = s->node_id;
+  dirlink_request(s, HPL_MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
+  clients_stop(s);
+  /* our own pulls are pointless now */
+  st_obj *o, *tmp;
+  HASH_ITER(hh, s->objs, o, tmp) if (o->puller) transfer_cancel(s, o);
+  uv_timer_init(s->loop, &s->grace);
+  s->grace.data = s;
+  uv_timer_start(&s->grace, drain_grace_over, s->cfg.grace_ms, 0);
+  store_drain_check(s);
+}
+
+void store_drain_check(store *s) {
+  if (!s->draining || s->stopping || transfer_active_senders(s) > 0) return;
+  LOG_INFO("every stream served: leaving cleanly");
   store_stop(s);
 }
 
@@ -447,6 +563,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   s->node_id = hpl_random_u64();
   s->inline_max = HPL_DEFAULT_INLINE_MAX;
   s->max_senders = 1;
+  s->start_ms = hpl_now_ms();
   if (!s->cfg.name[0]) snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx",
                                 (unsigned long long)s->node_id);
   int rc = hpl_pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
@@ -473,6 +590,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
 void store_stop(store *s) {
   if (s->stopping) return;
   s->stopping = 1;
+  if (s->draining) uv_close((uv_handle_t *)&s->grace, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   clients_stop(s);

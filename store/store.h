@@ -20,6 +20,26 @@
 #include "pool.h"
 #include "uvconn.h"
 
+/* Deterministic fault points for failure-injection tests (--faults or
+ * $HOPLITE_FAULTS). All off unless set; each check is one predictable
+ * branch on `enabled`. Byte counts apply to objects whose id starts with
+ * `prefix` (all objects if empty). */
+typedef struct store_faults {
+  int enabled;
+  char prefix[64];
+  uint64_t crash_after; /* SIGKILL ourselves after sending this many bytes */
+  uint64_t drop_after;  /* cut a stream after this many bytes (once) */
+  uint64_t stall_after; /* stop sending a stream after this many bytes (once) */
+  uint64_t slow_send;   /* pace every stream to this many bytes/s */
+  uint64_t hb_pause_at_ms, hb_pause_ms; /* no heartbeats in [at, at+len) after start */
+  /* state */
+  uint64_t sent;
+  int dropped, stalled;
+} store_faults;
+
+/* Parse "key=value,..." (see store_faults). 0 or -1 with a message. */
+int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errlen);
+
 typedef struct store_config {
   char dir_host[256];
   int dir_port;
@@ -33,6 +53,10 @@ typedef struct store_config {
   uint64_t chunk;            /* largest write of a data stream */
   int prefault;
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
+  double straggler_ratio;    /* a complete sender delivering below this fraction of */
+  uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
+  uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
+  store_faults faults;
 } store_config;
 
 void store_config_defaults(store_config *c);
@@ -89,6 +113,10 @@ typedef struct st_obj {
   uint64_t fetch_deadline_ms;
   uint64_t created_ms;
   int internal;           /* a reduce stream: in store->internal, not store->objs */
+  uint32_t gen;           /* generation of the bytes (see AcquireRep.gen) */
+  uint64_t pull_sender;   /* node the current pull reads from */
+  void *reduce_req;       /* OBJ_REDUCING at the sink: the packed ReduceReq */
+  size_t reduce_req_len;
 } st_obj;
 
 /* A held object: the client got it `count` times and has not released. */
@@ -113,7 +141,8 @@ typedef struct st_client {
 
 typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
-      inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent;
+      inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
+      pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts;
 } store_counters;
 
 /* Directory request completion: status is the reply's status (or a local
@@ -135,6 +164,10 @@ typedef struct store {
   uint32_t max_senders;
   store_counters ctr;
   int stopping;
+  int draining; /* SIGTERM: leaving once current streams are served */
+  uv_timer_t grace;
+  double rate_ewma; /* bytes/s of recent pulls from complete senders */
+  uint64_t start_ms;
   /* clients.c */
   uv_pipe_t client_listener;
   struct st_client *clients;
@@ -179,6 +212,14 @@ void store_get(store *s, struct st_client *cl, uint64_t req_id, const char *id,
                int64_t timeout_ms);
 /* The directory says: drop your copy of id. */
 void store_drop(store *s, const char *id);
+/* The directory says: the node we pull `id` from is gone. */
+void store_upstream_gone(store *s, const char *id, uint64_t peer);
+/* SIGTERM: stop taking work, finish serving streams (grace period), leave. */
+void store_drain(store *s);
+/* Draining: a stream finished; leave if it was the last. */
+void store_drain_check(store *s);
+/* Active data-port streams. */
+int transfer_active_senders(store *s);
 /* (Re)start a fetch of `o` through the directory; `failed_peer` names a
  * sender whose stream just failed. */
 void store_fetch(store *s, st_obj *o, uint64_t failed_peer);
@@ -223,6 +264,9 @@ typedef struct xfer_ops {
   uint8_t *(*buf)(void *arg, uint64_t off, size_t *len);
   void (*got)(void *arg, uint64_t off, size_t n);
   void (*done)(void *arg, int status, const char *detail);
+  int monitor;  /* 1: stall detection; 2: also straggler detection (the
+                   sender's copy is complete, so it could go full speed) */
+  uint32_t gen; /* generation the receiver's bytes belong to */
 } xfer_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)
@@ -235,7 +279,8 @@ void transfer_stream_paused(st_puller *p);
 void transfer_stream_resume(st_puller *p);
 
 /* Pull `o` (buffer allocated, progress = bytes held) from a peer. */
-void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port);
+void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port,
+                   int sender_complete);
 /* Abandon the pull of `o` (object dropped). */
 void transfer_cancel(store *s, st_obj *o);
 /* A reduce stream appeared: serve pulls that were waiting for it. */
@@ -251,6 +296,15 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m);
 void reduce_on_sink(store *s, Hpl__ReduceSink *m);
 void reduce_on_end(store *s, Hpl__ReduceEnd *m);
 /* Key of a reduce stream. */
-void reduce_stream_key(char *out, size_t len, const char *target, uint32_t slot, uint32_t gen);
+void reduce_stream_key(char *out, size_t len, const char *target, uint64_t rid, uint32_t slot,
+                       uint32_t gen);
+/* The directory restarted: its reduces are gone. Drop our tasks and ask
+ * again for the reduces whose target we produce. */
+void reduce_directory_restarted(store *s);
+/* Restart an object's bytes from 0 under a new generation: streams of the
+ * old bytes to other nodes are cut. */
+void store_obj_restart(store *s, st_obj *o, uint32_t gen);
+/* Cut every stream of `o` to peers (its bytes are void). */
+void transfer_cut_senders(store *s, st_obj *o);
 
 #endif

@@ -9,6 +9,7 @@
  * Pulling: connect, send PULL from the bytes already held, and receive the
  * payload straight into the object's pool memory.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,11 @@ typedef struct st_sender {
   uint64_t peer;
   uint64_t offset; /* where this stream started */
   char *parked;    /* reduce stream key this PULL waits for (not created yet) */
+  uint32_t gen;    /* generation of the bytes being streamed */
+  uint64_t started_ms;
+  int faulty;      /* fault points apply to this stream */
+  int stalled;     /* fault point: stop sending */
+  uv_timer_t *pace; /* fault point slow_send: waiting for the next send */
 } st_sender;
 
 struct st_puller {
@@ -49,11 +55,16 @@ struct st_puller {
   uint64_t got;   /* bytes received after start */
   int finished;   /* done, failed or cancelled: ignore further events */
   int paused;     /* the owner has no room: not a stall */
-  uv_timer_t stall;
-  uint64_t stall_mark; /* progress at the last stall check */
+  uv_timer_t stall;   /* the monitor: stall and straggler checks */
+  uint64_t last_move_ms; /* when bytes last arrived */
+  uint64_t started_ms;
+  uint64_t samp_ms[32], samp_got[32]; /* (time, bytes) every tick, a ring */
+  int nsamp;
   int closes;          /* handles still closing after the end */
   char label[48];
 };
+
+#define MONITOR_TICK_MS 250
 
 int transfer_port(store *s) {
   struct sockaddr_storage ss;
@@ -87,18 +98,74 @@ static void sender_watch_fn(st_watch *w) {
   sender_pump(sd);
 }
 
+static void pace_fired(uv_timer_t *t) {
+  st_sender *sd = t->data;
+  sender_pump(sd);
+}
+
+/* Fault points: how many bytes this stream may send now (0: none, for now
+ * or for good). Only called for streams marked faulty. */
+static uint64_t fault_budget(st_sender *sd, uint64_t want) {
+  store *s = sd->s;
+  store_faults *f = &s->cfg.faults;
+  uint64_t sent = sd->pos - sd->offset;
+  if (f->crash_after && f->sent >= f->crash_after) {
+    LOG_WARN("fault point: crashing after sending %llu bytes", (unsigned long long)f->sent);
+    raise(SIGKILL);
+  }
+  if (f->drop_after && !f->dropped && sent >= f->drop_after) {
+    f->dropped = 1;
+    LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", sd->obj->id,
+             (unsigned long long)sent);
+    hpl_conn_close(sd->c, HPL_ECONN);
+    return 0;
+  }
+  if (sd->stalled || (f->stall_after && !f->stalled && sent >= f->stall_after)) {
+    if (!sd->stalled)
+      LOG_WARN("fault point: stalling the stream of '%s' after %llu bytes", sd->obj->id,
+               (unsigned long long)sent);
+    f->stalled = sd->stalled = 1;
+    return 0;
+  }
+  uint64_t cap = want;
+  if (f->crash_after && f->crash_after - f->sent < cap) cap = f->crash_after - f->sent;
+  if (f->drop_after && !f->dropped && f->drop_after - sent < cap) cap = f->drop_after - sent;
+  if (f->stall_after && !f->stalled && f->stall_after - sent < cap) cap = f->stall_after - sent;
+  if (f->slow_send) {
+    uint64_t el = hpl_now_ms() - sd->started_ms;
+    uint64_t allowed = f->slow_send * el / 1000 + 65536;
+    if (sent >= allowed) {
+      if (!sd->pace) {
+        sd->pace = malloc(sizeof *sd->pace);
+        uv_timer_init(s->loop, sd->pace);
+        sd->pace->data = sd;
+      }
+      uv_timer_start(sd->pace, pace_fired, 10, 0);
+      return 0;
+    }
+    if (allowed - sent < cap) cap = allowed - sent;
+  }
+  return cap;
+}
+
 /* Send as much of the object as has arrived, within the in-flight budget. */
 static void sender_pump(st_sender *sd) {
   st_obj *o = sd->obj;
   if (!o || hpl_conn_closing(sd->c)) return;
   store *s = sd->s;
+  if (o->gen != sd->gen) { /* the bytes restarted: this stream is void */
+    hpl_conn_close(sd->c, HPL_ECANCELED);
+    return;
+  }
   while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
+    if (sd->faulty && (n = fault_budget(sd, n)) == 0) return;
     if (hpl_conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0) return;
     sd->pos += n;
     sd->inflight++;
     s->ctr.data_bytes_sent += n;
+    if (sd->faulty) s->cfg.faults.sent += n;
   }
   if (sd->pos < sd->end) {
     if (sd->pos == o->progress) {
@@ -118,6 +185,7 @@ static void sender_pump(st_sender *sd) {
     LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
               (unsigned long long)sd->end, (unsigned long long)sd->peer);
     sender_finish(sd);
+    if (s->draining) store_drain_check(s);
   }
 }
 
@@ -149,9 +217,20 @@ static void sender_start(st_sender *sd) {
     sender_finish(sd);
     return;
   }
+  if (sd->offset > 0 && sd->gen != o->gen) {
+    snprintf(detail, sizeof detail, "this copy of '%s' holds other bytes (generation %u, not %u)",
+             o->id, o->gen, sd->gen);
+    pull_reply_err(sd, HPL_ESTATE, detail);
+    sender_finish(sd);
+    return;
+  }
+  sd->gen = o->gen;
   sd->watch.fn = sender_watch_fn;
   sd->pos = sd->offset;
   sd->end = o->size;
+  sd->started_ms = hpl_now_ms();
+  store_faults *f = &sd->s->cfg.faults;
+  sd->faulty = f->enabled && !strncmp(o->id, f->prefix, strlen(f->prefix));
   Hpl__PullRep r = HPL__PULL_REP__INIT;
   r.size = o->size;
   hpl_conn_send(sd->c, HPL_MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
@@ -179,6 +258,11 @@ static void data_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
   Hpl__PullReq *p = (Hpl__PullReq *)m;
   sd->req_id = h->req_id;
   sd->peer = p->receiver;
+  sd->gen = p->gen;
+  if (sd->s->draining) {
+    pull_reply_err(sd, HPL_EUNAVAIL, "this node is leaving");
+    return;
+  }
   if (sd->parked) {
     hpl_conn_fail(c, "PULL while another waits");
     return;
@@ -214,9 +298,14 @@ static void data_on_close(hpl_conn *c, int status) {
   store *s = sd->s;
   sender_finish(sd);
   free(sd->parked);
+  if (sd->pace) {
+    uv_timer_stop(sd->pace);
+    uv_close((uv_handle_t *)sd->pace, (uv_close_cb)free);
+  }
   if (sd->prev) sd->prev->next = sd->next; else s->senders = sd->next;
   if (sd->next) sd->next->prev = sd->prev;
   free(sd);
+  if (s->draining) store_drain_check(s);
 }
 
 static void on_data_accept(uv_stream_t *server, int status) {
@@ -251,6 +340,18 @@ static void on_data_accept(uv_stream_t *server, int status) {
     if (s->senders) s->senders->prev = NULL;
     free(sd);
   }
+}
+
+void transfer_cut_senders(store *s, st_obj *o) {
+  for (st_sender *sd = s->senders; sd; sd = sd->next)
+    if (sd->obj == o) hpl_conn_close(sd->c, HPL_ECANCELED);
+}
+
+int transfer_active_senders(store *s) {
+  int n = 0;
+  for (st_sender *sd = s->senders; sd; sd = sd->next)
+    if (sd->obj && !hpl_conn_closing(sd->c)) n++;
+  return n;
 }
 
 void transfer_internal_ready(store *s, const char *key) {
@@ -356,8 +457,17 @@ static void pull_sink_got(hpl_conn *c, void *arg, uint64_t off, size_t n) {
   if (p->finished) return;
   p->s->ctr.data_bytes_received += n;
   p->got = off + n;
+  p->last_move_ms = hpl_now_ms();
   p->ops.got(p->arg, off, n);
-  if (!p->finished && p->start + p->got == p->size) puller_end(p, 0, NULL, 1);
+  if (!p->finished && p->start + p->got == p->size) {
+    /* a full-speed sample for the straggler baseline */
+    uint64_t el = hpl_now_ms() - p->started_ms;
+    if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
+      double rate = (double)p->got * 1000.0 / (double)el;
+      p->s->rate_ewma = p->s->rate_ewma > 0 ? 0.7 * p->s->rate_ewma + 0.3 * rate : rate;
+    }
+    puller_end(p, 0, NULL, 1);
+  }
 }
 
 static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
@@ -436,20 +546,49 @@ static void pull_on_connect(uv_connect_t *req, int status) {
   r.offset = p->start;
   r.receiver = p->s->node_id;
   r.internal = p->internal;
+  r.gen = p->ops.gen;
   hpl_conn_send(p->c, HPL_MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-static void pull_stall_check(uv_timer_t *t) {
+/* The monitor, every MONITOR_TICK_MS: a stream that delivers nothing for
+ * stall_timeout_ms has stalled; one from a complete sender that delivers
+ * below straggler_ratio of this store's usual rate for straggler_ms is a
+ * straggler. Either ends the pull with HPL_ETIMEDOUT; the owner asks for
+ * another sender and keeps its bytes. */
+static void pull_monitor(uv_timer_t *t) {
   st_puller *p = t->data;
+  store *s = p->s;
   if (p->finished) return;
-  if (p->got != p->stall_mark || p->paused) {
-    p->stall_mark = p->got;
+  uint64_t now = hpl_now_ms();
+  char detail[200];
+  if (p->paused) p->last_move_ms = now; /* our side has no room: not the sender's fault */
+  if (s->cfg.stall_timeout_ms && now - p->last_move_ms >= s->cfg.stall_timeout_ms) {
+    s->ctr.stalls++;
+    snprintf(detail, sizeof detail, "stalled: no bytes from the sender for %llu ms",
+             (unsigned long long)(now - p->last_move_ms));
+    puller_end(p, HPL_ETIMEDOUT, detail, 1);
     return;
   }
-  char detail[128];
-  snprintf(detail, sizeof detail, "no bytes from the sender for %u ms",
-           p->s->cfg.stall_timeout_ms);
-  puller_end(p, HPL_ETIMEDOUT, detail, 1);
+  int k = p->nsamp % 32;
+  p->samp_ms[k] = now;
+  p->samp_got[k] = p->got;
+  p->nsamp++;
+  if (p->ops.monitor < 2 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
+      s->rate_ewma <= 0 || p->paused)
+    return;
+  int back = (int)(s->cfg.straggler_ms / MONITOR_TICK_MS);
+  if (back > 31) back = 31;
+  if (p->nsamp <= back) return;
+  int j = (p->nsamp - 1 - back) % 32;
+  double secs = (double)(now - p->samp_ms[j]) / 1000.0;
+  double rate = secs > 0 ? (double)(p->got - p->samp_got[j]) / secs : 0;
+  uint64_t left = p->size - p->start - p->got;
+  if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20)) {
+    s->ctr.stragglers++;
+    snprintf(detail, sizeof detail, "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s",
+             rate / 1e6, secs, s->rate_ewma / 1e6);
+    puller_end(p, HPL_ETIMEDOUT, detail, 1);
+  }
 }
 
 st_puller *transfer_stream(store *s, const char *addr, int port, const char *key, int internal,
@@ -473,8 +612,9 @@ st_puller *transfer_stream(store *s, const char *addr, int port, const char *key
   s->pullers = p;
   uv_timer_init(s->loop, &p->stall);
   p->stall.data = p;
-  if (s->cfg.stall_timeout_ms)
-    uv_timer_start(&p->stall, pull_stall_check, s->cfg.stall_timeout_ms, s->cfg.stall_timeout_ms);
+  p->started_ms = p->last_move_ms = hpl_now_ms();
+  if (ops->monitor)
+    uv_timer_start(&p->stall, pull_monitor, MONITOR_TICK_MS, MONITOR_TICK_MS);
   s->ctr.pulls_made++;
   LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
             (unsigned long long)offset, (unsigned long long)size, addr, port);
@@ -539,7 +679,8 @@ static void obj_pull_done(void *arg, int status, const char *detail) {
   store_obj_unref(s, o);
 }
 
-void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port) {
+void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port,
+                   int sender_complete) {
   obj_pull *w = calloc(1, sizeof *w);
   if (!w) {
     store_pull_done(s, o, HPL_ENOMEM, sender, "out of memory");
@@ -549,7 +690,13 @@ void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int p
   w->o = o;
   w->sender = sender;
   w->start = o->progress;
-  xfer_ops ops = {.buf = obj_pull_buf, .got = obj_pull_got, .done = obj_pull_done};
+  o->pull_sender = sender;
+  if (o->progress) {
+    s->ctr.pull_resumes++;
+    s->ctr.bytes_kept_on_resume += o->progress;
+  }
+  xfer_ops ops = {.buf = obj_pull_buf, .got = obj_pull_got, .done = obj_pull_done,
+                  .monitor = sender_complete ? 2 : 1, .gen = o->gen};
   store_obj_ref(o);
   o->puller = transfer_stream(s, addr, port, o->id, 0, o->progress, o->size, &ops, w);
   if (!o->puller) {
@@ -570,7 +717,8 @@ void transfer_cancel(store *s, st_obj *o) {
 }
 
 void transfer_stop(store *s) {
-  uv_close((uv_handle_t *)&s->data_listener, NULL);
+  if (!uv_is_closing((uv_handle_t *)&s->data_listener))
+    uv_close((uv_handle_t *)&s->data_listener, NULL);
   for (st_sender *sd = s->senders; sd; sd = sd->next) hpl_conn_close(sd->c, 0);
   while (s->pullers) puller_end(s->pullers, HPL_ECANCELED, NULL, 0);
 }

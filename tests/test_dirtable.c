@@ -62,20 +62,20 @@ static void test_receivers_form_chain(void **state) {
   dir_obj *o = dtab_get(&t, "big");
   dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
   uint64_t s;
-  assert_int_equal(dtab_pick_sender(&t, o, 2, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), 0);
   assert_int_equal(s, 1);
-  assert_int_equal(dtab_pick_sender(&t, o, 3, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 3, 0, &s), 0);
   assert_int_equal(s, 2); /* node 1 busy: the partial copy at 2 serves */
-  assert_int_equal(dtab_pick_sender(&t, o, 4, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_int_equal(s, 3);
   for (dir_loc *l = o->locs; l; l = l->next) assert_true(l->serving <= 1);
   /* 2 completes: node 1 is free again; a late receiver prefers the
    * complete idle copy */
   dtab_loc_complete(&t, o, 2, 64 * MB);
-  assert_int_equal(dtab_pick_sender(&t, o, 5, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 5, 0, &s), 0);
   assert_int_equal(s, 1);
   /* 2 is complete and idle (3 pulls from it: busy) -> next goes to 4 or 5? */
-  assert_int_equal(dtab_pick_sender(&t, o, 6, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 6, 0, &s), 0);
   assert_true(s == 4 || s == 5);
   dtab_clear(&t);
 }
@@ -87,11 +87,11 @@ static void test_more_senders(void **state) {
   dir_obj *o = dtab_get(&t, "big");
   dtab_add_loc(&t, o, 1, MB, 1, 1);
   uint64_t s;
-  dtab_pick_sender(&t, o, 2, &s);
+  dtab_pick_sender(&t, o, 2, 0, &s);
   assert_int_equal(s, 1);
-  dtab_pick_sender(&t, o, 3, &s);
+  dtab_pick_sender(&t, o, 3, 0, &s);
   assert_int_equal(s, 1); /* two slots */
-  dtab_pick_sender(&t, o, 4, &s);
+  dtab_pick_sender(&t, o, 4, 0, &s);
   assert_true(s == 2 || s == 3);
   dtab_clear(&t);
 }
@@ -103,14 +103,14 @@ static void test_no_cycle_and_lost(void **state) {
   dir_obj *o = dtab_get(&t, "o");
   dtab_add_loc(&t, o, 1, MB, 1, 1);
   uint64_t s;
-  dtab_pick_sender(&t, o, 2, &s); /* 1 -> 2 */
-  dtab_pick_sender(&t, o, 3, &s); /* 2 -> 3 */
-  dtab_pick_sender(&t, o, 4, &s); /* 3 -> 4 */
+  dtab_pick_sender(&t, o, 2, 0, &s); /* 1 -> 2 */
+  dtab_pick_sender(&t, o, 3, 0, &s); /* 2 -> 3 */
+  dtab_pick_sender(&t, o, 4, 0, &s); /* 3 -> 4 */
   assert_true(dtab_depends_on(o, 4, 2));
   assert_false(dtab_depends_on(o, 2, 4));
   /* the source dies: 2 asks again; everything else pulls from 2 */
   dtab_node_gone(&t, 1, NULL, NULL);
-  assert_int_equal(dtab_pick_sender(&t, o, 2, &s), HPL_ELOST);
+  assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), HPL_ELOST);
   assert_int_equal(o->state, OBJ_LOST);
   dtab_clear(&t);
 }
@@ -123,16 +123,16 @@ static void test_resume_elsewhere(void **state) {
   dtab_add_loc(&t, o, 1, MB, 1, 1);
   dtab_add_loc(&t, o, 9, MB, 1, 0); /* a second complete copy */
   uint64_t s;
-  dtab_pick_sender(&t, o, 2, &s);
+  dtab_pick_sender(&t, o, 2, 0, &s);
   assert_int_equal(s, 1);
-  dtab_pick_sender(&t, o, 3, &s); /* 9 is complete and idle: preferred */
+  dtab_pick_sender(&t, o, 3, 0, &s); /* 9 is complete and idle: preferred */
   assert_int_equal(s, 9);
-  dtab_pick_sender(&t, o, 4, &s); /* both complete copies busy: 2 or 3 */
+  dtab_pick_sender(&t, o, 4, 0, &s); /* both complete copies busy: 2 or 3 */
   uint64_t first = s;
   assert_true(first == 2 || first == 3);
   /* 4's sender fails: it asks again, must not get itself or a dependant */
   dtab_loc_remove(&t, o, first);
-  assert_int_equal(dtab_pick_sender(&t, o, 4, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_true(s != 4 && s != first);
   assert_false(dtab_depends_on(o, s, 4));
   dtab_clear(&t);
@@ -144,19 +144,51 @@ static void test_wait_when_all_busy(void **state) {
   dtab_init(&t, 1);
   dir_obj *p = dtab_get(&t, "pending");
   uint64_t s;
-  assert_int_equal(dtab_pick_sender(&t, p, 2, &s), 1); /* does not exist yet */
+  assert_int_equal(dtab_pick_sender(&t, p, 2, 0, &s), 1); /* does not exist yet */
   dir_obj *o = dtab_get(&t, "o");
   dtab_add_loc(&t, o, 1, MB, 1, 1);
-  dtab_pick_sender(&t, o, 2, &s);
+  dtab_pick_sender(&t, o, 2, 0, &s);
   /* 2 fails and is gone; 3 asks while 1 still counts 2 as its receiver? no:
    * removing 2 frees 1's slot */
   dtab_loc_remove(&t, o, 2);
   assert_int_equal(o->locs->serving, 0);
-  assert_int_equal(dtab_pick_sender(&t, o, 3, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 3, 0, &s), 0);
   assert_int_equal(s, 1);
   /* now 1 is busy with 3 and 3 is the only other copy -> 4 gets 3 */
-  assert_int_equal(dtab_pick_sender(&t, o, 4, &s), 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_int_equal(s, 3);
+  dtab_clear(&t);
+}
+
+/* A sender reported as failed is avoided while others exist, and still
+ * used when it is the only copy (it may only have had a hiccup). */
+static void test_avoid(void **state) {
+  (void)state;
+  dtab t;
+  dtab_init(&t, 1);
+  dir_obj *o = dtab_get(&t, "o");
+  dtab_add_loc(&t, o, 1, MB, 1, 1);
+  uint64_t s;
+  assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), 0);
+  assert_int_equal(s, 1);
+  /* 2's stream from 1 broke: 2 asks again avoiding 1; 1 is the only copy */
+  dtab_release_upstream(o, 2);
+  assert_int_equal(o->locs->serving, 0);
+  assert_int_equal(dtab_pick_sender(&t, o, 2, 1, &s), 0);
+  assert_int_equal(s, 1);
+  /* with a second complete copy the avoided one is passed over */
+  dtab_add_loc(&t, o, 3, MB, 1, 0);
+  dtab_release_upstream(o, 2);
+  assert_int_equal(dtab_pick_sender(&t, o, 2, 1, &s), 0);
+  assert_int_equal(s, 3);
+  /* the other complete copy busy: a partial copy serves rather than the
+   * avoided one */
+  dtab_release_upstream(o, 2);
+  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0); /* 4 takes 1 or 3 */
+  uint64_t busy = s;
+  uint64_t other = busy == 1 ? 3 : 1;
+  assert_int_equal(dtab_pick_sender(&t, o, 2, other, &s), 0);
+  assert_int_equal(s, 4);
   dtab_clear(&t);
 }
 
@@ -178,6 +210,7 @@ int main(void) {
       cmocka_unit_test(test_receivers_form_chain), cmocka_unit_test(test_more_senders),
       cmocka_unit_test(test_no_cycle_and_lost), cmocka_unit_test(test_resume_elsewhere),
       cmocka_unit_test(test_wait_when_all_busy), cmocka_unit_test(test_gc),
+      cmocka_unit_test(test_avoid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
