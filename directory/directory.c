@@ -284,8 +284,8 @@ static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocNote 
   } else if (m->kind == HPL_LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL_XFER_REMOVE);
     dtab_loc_remove(&s->tab, o, node);
-    if (!o->locs && !o->is_inline)
-      o->state = OBJ_PENDING; /* nothing left anywhere: as if never put */
+    if (o->state == OBJ_READY && !o->locs && !o->is_inline)
+      o->state = OBJ_PENDING; /* an aborted put, nothing left: as if never put */
     else
       dtab_check_lost(&s->tab, o);
   }

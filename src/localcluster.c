@@ -26,6 +26,7 @@
 
 typedef struct lc_proc {
   pid_t pid;
+  int status; /* of the last reaped run, -1 unknown */
   char log[PATH_MAX];
   char extra[512];
 } lc_proc;
@@ -298,10 +299,13 @@ int hpl_lc_start(const hpl_lc_opts *o, hpl_lc **out, char *err, size_t errlen) {
 
 /* Reap pid, waiting at most timeout_ms (poll on a pidfd: no polling loop).
  * Returns 1 if it exited. */
-static int reap(pid_t pid, int timeout_ms) {
-  int status;
+static int reap_status(pid_t pid, int timeout_ms, int *st) {
+  int status = -1;
   pid_t r = waitpid(pid, &status, WNOHANG);
-  if (r == pid || (r < 0 && errno == ECHILD)) return 1;
+  if (r == pid || (r < 0 && errno == ECHILD)) {
+    if (st) *st = r == pid ? status : -1;
+    return 1;
+  }
   int fd = pidfd_of(pid);
   if (fd >= 0) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -310,8 +314,11 @@ static int reap(pid_t pid, int timeout_ms) {
     close(fd);
   }
   r = waitpid(pid, &status, WNOHANG);
+  if (st) *st = r == pid ? status : -1;
   return r == pid || (r < 0 && errno == ECHILD);
 }
+
+static int reap(pid_t pid, int timeout_ms) { return reap_status(pid, timeout_ms, NULL); }
 
 static void stop_proc(lc_proc *p, int sig) {
   if (p->pid <= 0) return;
@@ -355,10 +362,15 @@ int hpl_lc_signal(hpl_lc *lc, int i, int sig) {
   if (!p || p->pid <= 0) return HPL_EINVAL;
   if (kill(p->pid, sig) != 0) return HPL_ESYS;
   if (sig == SIGKILL || sig == SIGTERM) {
-    if (!reap(p->pid, 10000)) return HPL_ETIMEDOUT;
+    if (!reap_status(p->pid, 10000, &p->status)) return HPL_ETIMEDOUT;
     p->pid = 0;
   }
   return 0;
+}
+
+int hpl_lc_exit_status(const hpl_lc *lc, int i) {
+  const lc_proc *p = i < 0 ? &lc->dir : (i < lc->n ? &lc->st[i] : NULL);
+  return p ? p->status : -1;
 }
 
 int hpl_lc_restart(hpl_lc *lc, int i, char *err, size_t errlen) {

@@ -58,6 +58,10 @@ const char *hpl_lc_dir_log(const hpl_lc *lc);
  * SIGTERM, reap it (waiting at most 10 s). Returns 0 or HPL_EINVAL. */
 int hpl_lc_signal(hpl_lc *lc, int i, int sig);
 
+/* Exit status (as from waitpid) of store i (or the directory, i = -1) after
+ * hpl_lc_signal reaped it; -1 if unknown. */
+int hpl_lc_exit_status(const hpl_lc *lc, int i);
+
 /* Start store i again (after it was killed) with the same socket; or, with
  * i = -1, restart the directory on the same port. Returns 0 or an error
  * (err as for hpl_lc_start). */

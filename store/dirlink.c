@@ -55,6 +55,8 @@ typedef struct dirlink {
 
 static void dl_connect(dirlink *dl);
 static void dl_hb_cb(uv_timer_t *t);
+static uint64_t hb_pause_left(dirlink *dl);
+static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
 
 int dirlink_ready(store *s) { return s->dl && s->dl->state == DL_READY; }
 
@@ -160,7 +162,6 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
 
 /* ------------------------------------------------------------------ connection */
 
-static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
 
 static void schedule_reconnect(dirlink *dl) {
   if (dl->stopping) return;
@@ -236,11 +237,7 @@ static void hb_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMess
 static void dl_hb_cb(uv_timer_t *t) {
   dirlink *dl = t->data;
   if (dl->state != DL_READY) return;
-  store_faults *f = &dl->s->cfg.faults;
-  if (f->hb_pause_ms) { /* fault point: a node that goes silent for a while */
-    uint64_t el = hpl_now_ms() - dl->s->start_ms;
-    if (el >= f->hb_pause_at_ms && el < f->hb_pause_at_ms + f->hb_pause_ms) return;
-  }
+  if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
   Hpl__Heartbeat hbm = HPL__HEARTBEAT__INIT;
   hbm.node_id = dl->s->node_id;
   uint64_t interval = uv_timer_get_repeat(t);
@@ -407,8 +404,22 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   }
 }
 
+/* Fault point hb_pause: ms left in the silent window (0: not in it). */
+static uint64_t hb_pause_left(dirlink *dl) {
+  store_faults *f = &dl->s->cfg.faults;
+  if (!f->hb_pause_ms) return 0;
+  uint64_t el = hpl_now_ms() - dl->s->start_ms;
+  if (el < f->hb_pause_at_ms || el >= f->hb_pause_at_ms + f->hb_pause_ms) return 0;
+  return f->hb_pause_at_ms + f->hb_pause_ms - el;
+}
+
 static void dl_connect(dirlink *dl) {
   if (dl->stopping) return;
+  uint64_t quiet = hb_pause_left(dl);
+  if (quiet) { /* a silent node does not reconnect either */
+    uv_timer_start(&dl->retry, dl_retry_cb, quiet, 0);
+    return;
+  }
   struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
   char port[16];
   snprintf(port, sizeof port, "%d", dl->s->cfg.dir_port);

@@ -34,7 +34,7 @@ static void usage(FILE *f) {
           "                          (default 5000; SIGINT leaves at once)\n"
           "  --faults SPEC           fault points for tests (also $HOPLITE_FAULTS):\n"
           "                          crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\n"
-          "                          hb_pause=AT_MS:LEN_MS,prefix=ID_PREFIX\n"
+          "                          hb_pause=AT_MS:LEN_MS,prefix=ID_PREFIX,to_node=HEX_ID\n"
           "  --prefault              populate the pool's pages at start\n"
           "  --log-level LEVEL       error|warn|info|debug (default info)\n"
           "  --help\n");

@@ -37,7 +37,11 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
       snprintf(f->prefix, sizeof f->prefix, "%s", v);
       continue;
     }
-    if (!strcmp(k, "hb_pause")) { /* AT_MS:LEN_MS */
+    if (!strcmp(k, "to_node")) {
+      char *end;
+      f->to_node = strtoull(v, &end, 16);
+      if (*end || !f->to_node) bad = 1;
+    } else if (!strcmp(k, "hb_pause")) { /* AT_MS:LEN_MS */
       unsigned long long at, len;
       if (sscanf(v, "%llu:%llu", &at, &len) != 2) bad = 1;
       f->hb_pause_at_ms = at;
@@ -54,7 +58,7 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
       f->slow_send = n;
     } else {
       snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
-               "slow_send, hb_pause, prefix)", k);
+               "slow_send, hb_pause, prefix, to_node)", k);
       return -1;
     }
     if (bad) {

@@ -27,6 +27,7 @@
 typedef struct store_faults {
   int enabled;
   char prefix[64];
+  uint64_t to_node;     /* only streams to this receiver (0: any) */
   uint64_t crash_after; /* SIGKILL ourselves after sending this many bytes */
   uint64_t drop_after;  /* cut a stream after this many bytes (once) */
   uint64_t stall_after; /* stop sending a stream after this many bytes (once) */

@@ -114,6 +114,7 @@ static uint64_t fault_budget(st_sender *sd, uint64_t want) {
     raise(SIGKILL);
   }
   if (f->drop_after && !f->dropped && sent >= f->drop_after) {
+    if (sd->inflight > 0) return 0; /* cut exactly there: let queued bytes go first */
     f->dropped = 1;
     LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", sd->obj->id,
              (unsigned long long)sent);
@@ -230,7 +231,8 @@ static void sender_start(st_sender *sd) {
   sd->end = o->size;
   sd->started_ms = hpl_now_ms();
   store_faults *f = &sd->s->cfg.faults;
-  sd->faulty = f->enabled && !strncmp(o->id, f->prefix, strlen(f->prefix));
+  sd->faulty = f->enabled && !strncmp(o->id, f->prefix, strlen(f->prefix)) &&
+               (!f->to_node || f->to_node == sd->peer);
   Hpl__PullRep r = HPL__PULL_REP__INIT;
   r.size = o->size;
   hpl_conn_send(sd->c, HPL_MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,

@@ -18,6 +18,26 @@ int64_t th_ms(int64_t ms) {
   return (int64_t)((double)ms * k);
 }
 
+#define TH_MAX_LIVE 8
+static hpl_lc *th_live[TH_MAX_LIVE]; /* clusters started and not stopped */
+
+int th_teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < TH_MAX_LIVE; i++) {
+    if (!th_live[i]) continue;
+    fprintf(stderr, "----- the test left a cluster running; its logs:\n");
+    th_dump_logs(th_live[i]);
+    hpl_lc_stop(th_live[i]);
+    th_live[i] = NULL;
+  }
+  return 0;
+}
+
+void th_untrack(hpl_lc *lc) {
+  for (int i = 0; i < TH_MAX_LIVE; i++)
+    if (th_live[i] == lc) th_live[i] = NULL;
+}
+
 hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args) {
   hpl_lc_opts o = {.nodes = nodes,
                    .memory = memory,
@@ -30,6 +50,11 @@ hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char 
   char err[512];
   int rc = hpl_lc_start(&o, &lc, err, sizeof err);
   if (rc) fail_msg("cannot start the cluster: %s", err);
+  for (int i = 0; i < TH_MAX_LIVE; i++)
+    if (!th_live[i]) {
+      th_live[i] = lc;
+      break;
+    }
   return lc;
 }
 
@@ -54,6 +79,8 @@ void th_dump_logs(hpl_lc *lc) {
 
 void th_stop(hpl_lc *lc, int dump) {
   if (!lc) return;
+  for (int i = 0; i < TH_MAX_LIVE; i++)
+    if (th_live[i] == lc) th_live[i] = NULL;
   char err[512];
   int dead = hpl_lc_check(lc, err, sizeof err);
   if (dump || dead || getenv("HPL_TEST_DUMP_LOGS")) th_dump_logs(lc);

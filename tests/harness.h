@@ -19,6 +19,14 @@ int64_t th_ms(int64_t ms);
 hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args);
 /* Stop it; with `dump` print the servers' logs first. */
 void th_stop(hpl_lc *lc, int dump);
+/* cmocka teardown for tests that start their own cluster: if the test left
+ * early (a failed assertion), print the logs of the clusters it started and
+ * stop them. */
+int th_teardown(void **state);
+/* A cluster shared by a group of tests (started in a group setup): not
+ * stopped by th_teardown. */
+void th_untrack(hpl_lc *lc);
+
 /* Print every server log of the cluster to stderr. */
 void th_dump_logs(hpl_lc *lc);
 

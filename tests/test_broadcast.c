@@ -205,10 +205,10 @@ static void test_many_concurrent_broadcasts(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_broadcast_during_put),
-      cmocka_unit_test(test_broadcast_two_senders),
-      cmocka_unit_test(test_late_joiner),
-      cmocka_unit_test(test_many_concurrent_broadcasts),
+      cmocka_unit_test_teardown(test_broadcast_during_put, th_teardown),
+      cmocka_unit_test_teardown(test_broadcast_two_senders, th_teardown),
+      cmocka_unit_test_teardown(test_late_joiner, th_teardown),
+      cmocka_unit_test_teardown(test_many_concurrent_broadcasts, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -186,6 +186,7 @@ static hpl_client *C[4];
 static int setup4(void **state) {
   (void)state;
   lc4 = th_cluster(4, 512 * MB, NULL, NULL);
+  th_untrack(lc4);
   for (int i = 0; i < 4; i++) C[i] = th_connect(lc4, i);
   return 0;
 }
@@ -402,13 +403,13 @@ static void test_no_memory_left(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests4[] = {
-      cmocka_unit_test(test_large_chain),   cmocka_unit_test(test_subset),
-      cmocka_unit_test(test_sources_over_time), cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_allreduce),     cmocka_unit_test(test_no_memory_left),
+      cmocka_unit_test_teardown(test_large_chain, th_teardown),   cmocka_unit_test_teardown(test_subset, th_teardown),
+      cmocka_unit_test_teardown(test_sources_over_time, th_teardown), cmocka_unit_test_teardown(test_errors, th_teardown),
+      cmocka_unit_test_teardown(test_allreduce, th_teardown),     cmocka_unit_test_teardown(test_no_memory_left, th_teardown),
   };
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ops_dtypes),
-      cmocka_unit_test(test_shapes),
+      cmocka_unit_test_teardown(test_ops_dtypes, th_teardown),
+      cmocka_unit_test_teardown(test_shapes, th_teardown),
   };
   int rc = cmocka_run_group_tests_name("reduce-4", tests4, setup4, teardown4);
   rc |= cmocka_run_group_tests_name("reduce-shapes", tests, NULL, NULL);

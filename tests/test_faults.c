@@ -1,0 +1,438 @@
+/* test_faults.c - failures of real processes and fault points: streams
+ * resume from the bytes held, chains re-attach without cycles, reduce trees
+ * reset their ancestors and stay correct, lost objects fail in bounded
+ * time, a restarted directory is caught up, SIGTERM hands off. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define MB (1ull << 20)
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static hpl_lc *cluster0(const char *dir_args) { return th_cluster(0, 0, dir_args, NULL); }
+
+static int add(hpl_lc *lc, const char *args) {
+  char err[512];
+  char full[512];
+  snprintf(full, sizeof full, "--memory 256M %s", args ? args : "");
+  int i = hpl_lc_add_store(lc, full, err, sizeof err);
+  if (i < 0) fail_msg("add store: %s", err);
+  return i;
+}
+
+static char *hexid(hpl_client *c, char *buf, size_t len) {
+  snprintf(buf, len, "%llx", (unsigned long long)th_node_id(c));
+  return buf;
+}
+
+typedef struct getter {
+  hpl_client *c;
+  const char *id;
+  uint64_t size, seed;
+  int64_t timeout;
+  int rc, ok;
+  uint64_t ms;
+} getter;
+
+static void *getter_main(void *arg) {
+  getter *g = arg;
+  uint64_t t0 = hpl_now_ms();
+  hpl_buf *b;
+  g->rc = hpl_get(g->c, g->id, g->timeout, &b);
+  g->ms = hpl_now_ms() - t0;
+  if (g->rc == 0) {
+    g->ok = hpl_buf_size(b) == g->size && th_check_pattern(hpl_buf_data(b), g->size, g->seed);
+    hpl_release(g->c, b);
+  }
+  return NULL;
+}
+
+/* A stream cut after 12 MiB: the receiver resumes from its 12 MiB; nothing
+ * is sent or received twice. */
+static void test_resume_offset(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  int b = add(lc, NULL);
+  hpl_client *B = th_connect(lc, b);
+  char bid[32], args[128];
+  snprintf(args, sizeof args, "--faults drop_after=12M,to_node=%s", hexid(B, bid, sizeof bid));
+  int a = add(lc, args);
+  hpl_client *A = th_connect(lc, a);
+  const uint64_t size = 32 * MB;
+  th_put_pattern(A, "res/x", size, 1);
+  hpl_buf *buf;
+  assert_int_equal(hpl_get(B, "res/x", th_ms(20000), &buf), 0);
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 1));
+  hpl_release(B, buf);
+  assert_int_equal(th_counter(B, "pull_failures"), 1);
+  assert_int_equal(th_counter(B, "pull_resumes"), 1);
+  assert_int_equal(th_counter(B, "bytes_kept_on_resume"), 12 * MB);
+  assert_int_equal(th_counter(B, "data_bytes_received"), size); /* nothing twice */
+  assert_int_equal(th_counter(A, "data_bytes_sent"), size);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* A stalled sender is left for another copy after the stall timeout; a
+ * crawling one (a straggler) too. The receiver keeps its bytes. */
+static void stall_or_straggle(const char *fault, const char *recv_args, const char *counter) {
+  hpl_lc *lc = cluster0(NULL);
+  int b = add(lc, recv_args);
+  hpl_client *B = th_connect(lc, b);
+  char bid[32], args[160];
+  snprintf(args, sizeof args, "--faults %s,prefix=st/,to_node=%s", fault,
+           hexid(B, bid, sizeof bid));
+  int a = add(lc, args);
+  int c = add(lc, NULL);
+  hpl_client *A = th_connect(lc, a), *C = th_connect(lc, c);
+  const uint64_t size = 48 * MB;
+  th_put_pattern(A, "st/x", size, 2);
+  /* C makes a second complete copy (the fault only hits streams to B) */
+  hpl_buf *buf;
+  assert_int_equal(hpl_get(C, "st/x", th_ms(20000), &buf), 0);
+  hpl_release(C, buf);
+  /* B learns its usual rate from a healthy pull */
+  th_put_pattern(C, "st-warm", 16 * MB, 3);
+  assert_int_equal(hpl_get(B, "st-warm", th_ms(20000), &buf), 0);
+  hpl_release(B, buf);
+  uint64_t rx0 = th_counter(B, "data_bytes_received");
+  uint64_t t0 = hpl_now_ms();
+  /* the directory gives B the origin (A, first complete copy listed) */
+  int rc = hpl_get(B, "st/x", th_ms(30000), &buf);
+  uint64_t el = hpl_now_ms() - t0;
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(B));
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 2));
+  hpl_release(B, buf);
+  assert_int_equal(th_counter(B, counter), 1);
+  assert_int_equal(th_counter(B, "pull_resumes"), 1);
+  assert_true(th_counter(B, "bytes_kept_on_resume") > 0);
+  assert_int_equal(th_counter(B, "data_bytes_received") - rx0, size);
+  /* the rest came from C, quickly: well under the time A would need */
+  assert_true(el < (uint64_t)th_ms(8000));
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
+static void test_stall_goes_elsewhere(void **state) {
+  (void)state;
+  stall_or_straggle("stall_after=8M", "--stall-timeout-ms 600", "stalls");
+}
+
+static void test_straggler_goes_elsewhere(void **state) {
+  (void)state;
+  /* 4 MB/s against the ~GB/s this node sees from healthy copies */
+  stall_or_straggle("slow_send=4M", "--straggler-ms 1000 --straggler-ratio 0.2", "stragglers");
+}
+
+/* kill -9 a receiver in the middle of a chain: the ones behind it
+ * re-attach (no cycle, per-copy limit kept), keep their bytes, finish. */
+static void test_chain_kill(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  int a = add(lc, "--faults slow_send=24M"); /* the origin feeds the chain slowly */
+  enum { R = 5 };
+  int r[R];
+  hpl_client *A = th_connect(lc, a), *C[R];
+  for (int i = 0; i < R; i++) {
+    r[i] = add(lc, NULL);
+    C[i] = th_connect(lc, r[i]);
+  }
+  const uint64_t size = 48 * MB;
+  th_put_pattern(A, "chain/x", size, 4);
+  getter g[R];
+  pthread_t t[R];
+  for (int i = 0; i < R; i++) {
+    g[i] = (getter){.c = C[i], .id = "chain/x", .size = size, .seed = 4, .timeout = th_ms(30000)};
+    pthread_create(&t[i], NULL, getter_main, &g[i]);
+    sleep_ms(30); /* arrival order = chain order */
+  }
+  sleep_ms(600);
+  /* find a receiver in the middle: it has a sender and a receiver */
+  size_t n;
+  th_xfer *x = th_transfers(A, 0, &n);
+  int victim = -1;
+  for (int i = 0; i < R && victim < 0; i++) {
+    uint64_t id = th_node_id(C[i]);
+    int up = 0, down = 0;
+    for (size_t k = 0; k < n; k++) {
+      if (strcmp(x[k].kind, "assign") || strcmp(x[k].id, "chain/x")) continue;
+      up |= x[k].receiver == id;
+      down |= x[k].sender == id;
+    }
+    if (up && down && i > 0) victim = i;
+  }
+  free(x);
+  assert_true(victim > 0);
+  /* its own client is still blocked in a get: that get fails when the store
+   * dies; the handle is closed only after the thread is done with it */
+  assert_int_equal(hpl_lc_signal(lc, r[victim], SIGKILL), 0);
+  for (int i = 0; i < R; i++) {
+    pthread_join(t[i], NULL);
+    if (i == victim) {
+      assert_int_equal(g[i].rc, HPL_ECONN);
+      hpl_close(C[i]);
+      continue;
+    }
+    if (g[i].rc) fail_msg("receiver %d: %s", i, hpl_strerror(g[i].rc));
+    assert_true(g[i].ok);
+  }
+  x = th_transfers(A, 0, &n);
+  char why[256];
+  if (th_check_tree(x, n, "chain/", 1, NULL, why, sizeof why)) fail_msg("%s", why);
+  free(x);
+  /* somebody behind the victim resumed, keeping its bytes, fetching none twice */
+  uint64_t kept = 0;
+  for (int i = 0; i < R; i++) {
+    if (i == victim) continue;
+    kept += th_counter(C[i], "bytes_kept_on_resume");
+    assert_int_equal(th_counter(C[i], "data_bytes_received"), size);
+  }
+  assert_true(kept > 0);
+  for (int i = 0; i < R; i++)
+    if (i != victim) hpl_close(C[i]);
+  hpl_close(A);
+  th_stop(lc, 0);
+}
+
+/* A reduce tree loses a node mid-reduce: the spare source takes its slot,
+ * ancestors restart, the result is right and says which sources it has. */
+static void test_reduce_reset(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  enum { N = 6 };
+  hpl_client *C[N];
+  int idx[N];
+  for (int i = 0; i < N; i++) {
+    idx[i] = add(lc, "--faults slow_send=20M"); /* every stream slow enough to kill in */
+    C[i] = th_connect(lc, idx[i]);
+  }
+  const size_t n = 24 * MB / 4;
+  float *d = malloc(n * 4);
+  char ids[N][32];
+  const char *srcs[N - 1];
+  /* sources on nodes 1..5, put in order; the sink (node 0) has none */
+  for (int i = 1; i < N; i++) {
+    snprintf(ids[i], sizeof ids[i], "rr/s%d", i);
+    srcs[i - 1] = ids[i];
+    for (size_t j = 0; j < n; j++) d[j] = (float)(i * 10 + (int)(j % 3));
+    assert_int_equal(hpl_put(C[i], ids[i], d, n * 4, th_ms(10000)), 0);
+  }
+  /* 4 of 5: s1..s4 in the tree, s5 the spare */
+  assert_int_equal(hpl_reduce(C[0], "rr/t", srcs, N - 1, 4, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  sleep_ms(400);
+  /* kill the node of s2 (a slot in the middle of the chain) */
+  hpl_close(C[2]);
+  assert_int_equal(hpl_lc_signal(lc, idx[2], SIGKILL), 0);
+  hpl_buf *b;
+  int rc = hpl_get(C[0], "rr/t", th_ms(60000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  const float *res = hpl_buf_data(b);
+  for (size_t j = 0; j < n; j++) {
+    float want = (float)((1 + 3 + 4 + 5) * 10 + 4 * (int)(j % 3));
+    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
+  }
+  hpl_release(C[0], b);
+  char *text;
+  assert_int_equal(hpl_reduce_sources(C[0], "rr/t", th_ms(5000), &text), 0);
+  assert_null(strstr(text, "rr/s2"));
+  assert_non_null(strstr(text, "rr/s5"));
+  hpl_free(text);
+  size_t nx;
+  th_xfer *x = th_transfers(C[0], 0, &nx);
+  int resets = 0;
+  for (size_t k = 0; k < nx; k++) resets += !strcmp(x[k].kind, "reset") && !strcmp(x[k].id, "rr/t");
+  assert_true(resets >= 1);
+  free(x);
+  free(d);
+  for (int i = 0; i < N; i++)
+    if (i != 2) hpl_close(C[i]);
+  th_stop(lc, 0);
+}
+
+/* Every copy gone: the get fails with HPL_ELOST quickly, also mid-pull. */
+static void test_lost_in_bounded_time(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  int a = add(lc, "--faults slow_send=8M");
+  int b = add(lc, NULL);
+  hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b);
+  th_put_pattern(A, "lost/x", 32 * MB, 5);
+  getter g = {.c = B, .id = "lost/x", .size = 32 * MB, .seed = 5, .timeout = th_ms(60000)};
+  pthread_t t;
+  pthread_create(&t, NULL, getter_main, &g);
+  sleep_ms(500);
+  hpl_close(A);
+  uint64_t t0 = hpl_now_ms();
+  assert_int_equal(hpl_lc_signal(lc, a, SIGKILL), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(g.rc, HPL_ELOST);
+  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(3000));
+  /* later gets fail at once too */
+  hpl_buf *buf;
+  t0 = hpl_now_ms();
+  assert_int_equal(hpl_get(B, "lost/x", th_ms(60000), &buf), HPL_ELOST);
+  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(1000));
+  /* a new put revives the id */
+  th_put_pattern(B, "lost/x", MB, 6);
+  assert_int_equal(hpl_get(B, "lost/x", th_ms(5000), &buf), 0);
+  hpl_release(B, buf);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* A node that stops heartbeating is declared dead; when it speaks again it
+ * re-registers and its objects are served again. */
+static void test_heartbeat_pause(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0("--heartbeat-ms 100 --heartbeat-timeout-ms 500");
+  int a = add(lc, "--faults hb_pause=1500:1500");
+  int b = add(lc, NULL);
+  hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b);
+  th_put_pattern(A, "hb/x", 2 * MB, 7);
+  sleep_ms(2300); /* inside the pause, past the timeout */
+  uint64_t size;
+  assert_int_equal(hpl_stat(B, "hb/x", th_ms(2000), &size, NULL, NULL, NULL), HPL_ELOST);
+  sleep_ms(1500); /* the pause is over: A re-registers and re-reports */
+  hpl_buf *buf;
+  int rc = hpl_get(B, "hb/x", th_ms(10000), &buf);
+  if (rc) fail_msg("get after the pause: %s (%s)", hpl_strerror(rc), hpl_errdetail(B));
+  assert_true(th_check_pattern(hpl_buf_data(buf), 2 * MB, 7));
+  hpl_release(B, buf);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* The directory is killed and restarted: gets issued meanwhile finish after
+ * it, a transfer between stores is not interrupted, inline objects and a
+ * running reduce come back. */
+static void test_directory_restart(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  int a = add(lc, "--faults slow_send=16M,prefix=slow/");
+  int b = add(lc, NULL), c = add(lc, NULL);
+  hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b), *C = th_connect(lc, c);
+  th_put_pattern(A, "dr/x", 8 * MB, 8);
+  th_put_pattern(A, "dr/small", 100, 9);
+  th_put_pattern(A, "slow/y", 32 * MB, 10);
+  getter slow = {.c = C, .id = "slow/y", .size = 32 * MB, .seed = 10, .timeout = th_ms(60000)};
+  pthread_t ts;
+  pthread_create(&ts, NULL, getter_main, &slow);
+  sleep_ms(300); /* the slow transfer is under way */
+  /* a reduce whose second source comes after the restart */
+  float v[65536];
+  for (int i = 0; i < 65536; i++) v[i] = 1.0f;
+  assert_int_equal(hpl_put(B, "dr/r1", v, sizeof v, th_ms(5000)), 0);
+  const char *srcs[2] = {"dr/r1", "dr/r2"};
+  assert_int_equal(hpl_reduce(A, "dr/t", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)), 0);
+  assert_int_equal(hpl_lc_signal(lc, -1, SIGKILL), 0);
+  getter g = {.c = B, .id = "dr/x", .size = 8 * MB, .seed = 8, .timeout = th_ms(30000)};
+  pthread_t t;
+  pthread_create(&t, NULL, getter_main, &g);
+  sleep_ms(700);
+  char err[256];
+  if (hpl_lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  pthread_join(t, NULL);
+  if (g.rc) fail_msg("get across the restart: %s", hpl_strerror(g.rc));
+  assert_true(g.ok);
+  pthread_join(ts, NULL);
+  assert_int_equal(slow.rc, 0);
+  assert_true(slow.ok);
+  assert_int_equal(th_counter(C, "pull_resumes"), 0); /* never interrupted */
+  hpl_buf *buf;
+  assert_int_equal(hpl_get(C, "dr/small", th_ms(10000), &buf), 0);
+  assert_true(th_check_pattern(hpl_buf_data(buf), 100, 9));
+  hpl_release(C, buf);
+  for (int i = 0; i < 65536; i++) v[i] = 2.0f;
+  assert_int_equal(hpl_put(C, "dr/r2", v, sizeof v, th_ms(5000)), 0);
+  int rc = hpl_get(A, "dr/t", th_ms(20000), &buf);
+  if (rc) fail_msg("reduce across the restart: %s (%s)", hpl_strerror(rc), hpl_errdetail(A));
+  const float *r = hpl_buf_data(buf);
+  for (int i = 0; i < 65536; i++) assert_true(r[i] == 3.0f);
+  hpl_release(A, buf);
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
+/* SIGTERM: the store leaves within its grace period; a receiver it could
+ * not finish goes to another copy with its bytes; exit status 0. */
+static void test_sigterm_handoff(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  int b = add(lc, NULL);
+  hpl_client *B = th_connect(lc, b);
+  char bid[32], args[160];
+  snprintf(args, sizeof args, "--grace-ms 400 --faults slow_send=8M,to_node=%s",
+           hexid(B, bid, sizeof bid));
+  int a = add(lc, args);
+  int c = add(lc, NULL);
+  hpl_client *A = th_connect(lc, a), *C = th_connect(lc, c);
+  const uint64_t size = 32 * MB;
+  th_put_pattern(A, "term/x", size, 11);
+  hpl_buf *buf;
+  assert_int_equal(hpl_get(C, "term/x", th_ms(10000), &buf), 0); /* a second copy */
+  hpl_release(C, buf);
+  getter g = {.c = B, .id = "term/x", .size = size, .seed = 11, .timeout = th_ms(30000)};
+  pthread_t t;
+  pthread_create(&t, NULL, getter_main, &g);
+  sleep_ms(400); /* B pulls slowly from A */
+  hpl_close(A);
+  uint64_t t0 = hpl_now_ms();
+  assert_int_equal(hpl_lc_signal(lc, a, SIGTERM), 0);
+  uint64_t took = hpl_now_ms() - t0;
+  int st = hpl_lc_exit_status(lc, a);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_true(took < (uint64_t)th_ms(3000));
+  pthread_join(t, NULL);
+  assert_int_equal(g.rc, 0);
+  assert_true(g.ok);
+  assert_int_equal(th_counter(B, "data_bytes_received"), size);
+  uint32_t copies = 0;
+  assert_int_equal(hpl_stat(B, "term/x", th_ms(5000), NULL, &copies, NULL, NULL), 0);
+  assert_int_equal(copies, 2); /* B and C; A has left */
+  /* an idle store leaves at once */
+  t0 = hpl_now_ms();
+  hpl_close(C);
+  assert_int_equal(hpl_lc_signal(lc, c, SIGTERM), 0);
+  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(1500));
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_resume_offset, th_teardown),
+      cmocka_unit_test_teardown(test_stall_goes_elsewhere, th_teardown),
+      cmocka_unit_test_teardown(test_straggler_goes_elsewhere, th_teardown),
+      cmocka_unit_test_teardown(test_chain_kill, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
+      cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
+      cmocka_unit_test_teardown(test_heartbeat_pause, th_teardown),
+      cmocka_unit_test_teardown(test_directory_restart, th_teardown),
+      cmocka_unit_test_teardown(test_sigterm_handoff, th_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
