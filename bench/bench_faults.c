@@ -1,0 +1,476 @@
+/* bench_faults.c - failure-injection runs: broadcasts and reduces while
+ * stores are killed (kill -9) at random moments.
+ *
+ *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
+ *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
+ *                [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit]
+ *                [--store-args "..."] [--out FILE]
+ *   bench_faults --scenario bcast-midchain|reduce-subset --size 256M [...]
+ *
+ * Random runs: first the no-fault time of each size and op (median of 3);
+ * then each run picks an op, a size, one victim (two with probability
+ * --two-kill) and a moment in [10%, 90%] of the no-fault time, and kills
+ * the victims then. Broadcast: node 0 holds the object (never killed),
+ * every other node gets it. Reduce: every node holds a source (f32, sums
+ * exact in any order), node 0 reduces the first N-1 (N-2 with two kills)
+ * of them into a target, so spares exist. Victims are restarted between
+ * runs. A run that does not finish within 10x the no-fault time + 30 s is
+ * a hang.
+ *
+ * Scenarios (the issue's targets): bcast-midchain kills the receiver in the
+ * middle of the chain at 50% of the no-fault time of a broadcast to N-1;
+ * reduce-subset kills a source node in the middle of the tree of a reduce
+ * of N-1 of N sources at 40%. Both print survivors' time over no-fault.
+ *
+ * Output: one line per run and a summary: runs, completed, hangs (must be
+ * 0), wrong bytes (must be 0), lost-object errors (with whether every copy
+ * had died, which is the only excuse), time over the no-fault time. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hoplite.h"
+#include "localcluster.h"
+#include "util.h"
+
+#define MAXN 32
+
+typedef struct cfg {
+  int hosts, runs, nsizes, do_bcast, do_reduce;
+  double two_kill;
+  uint64_t sizes[16];
+  const char *netns, *rate, *store_args, *scenario;
+  const char *addrs[MAXN];
+  uint64_t seed;
+  FILE *out;
+} cfg;
+
+static hpl_lc *lc;
+static hpl_client *cs[MAXN];
+static int alive[MAXN];
+
+static void die(const char *m) {
+  fprintf(stderr, "bench_faults: %s\n", m);
+  exit(1);
+}
+
+static void sleep_until(uint64_t t_ns) {
+  struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
+                        .tv_nsec = (long)(t_ns % 1000000000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+static uint64_t rnd(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+/* ------------------------------------------------------------------ participants */
+
+typedef struct part {
+  int node;
+  int op; /* 0 bcast receiver, 1 reduce sink */
+  const char *id;
+  const char *const *srcs;
+  int nsrc, k;
+  uint64_t size, sum;
+  uint64_t start_ns, end_ns;
+  int64_t timeout_ms;
+  int rc, bad;
+  char included[1024];
+} part;
+
+static void *part_main(void *arg) {
+  part *p = arg;
+  hpl_buf *b = NULL;
+  hpl_client *c = cs[p->node];
+  sleep_until(p->start_ns);
+  if (p->op == 0) {
+    p->rc = hpl_get(c, p->id, p->timeout_ms, &b);
+  } else {
+    p->rc = hpl_reduce(c, p->id, p->srcs, (size_t)p->nsrc, (size_t)p->k, HPL_OP_SUM, HPL_DT_F32,
+                       p->timeout_ms);
+    if (!p->rc) p->rc = hpl_get(c, p->id, p->timeout_ms, &b);
+  }
+  p->end_ns = hpl_now_ns();
+  if (p->rc) return NULL;
+  if (p->op == 0) {
+    p->bad = hpl_buf_size(b) != p->size || hpl_checksum(hpl_buf_data(b), p->size) != p->sum;
+  } else {
+    char *text = NULL;
+    if (hpl_reduce_sources(c, p->id, 10000, &text) == 0) {
+      snprintf(p->included, sizeof p->included, "%s", text);
+      hpl_free(text);
+    }
+    /* source i holds i + (j % 5): the sum over the included sources */
+    const float *r = hpl_buf_data(b);
+    int idx[MAXN], n = 0;
+    for (char *l = strtok(p->included, "\n"); l && n < MAXN; l = strtok(NULL, "\n")) {
+      const char *slash = strrchr(l, '/');
+      idx[n++] = slash ? atoi(slash + 1) : 0;
+    }
+    p->bad = n != p->k || hpl_buf_size(b) != p->size;
+    for (size_t j = 0; !p->bad && j < p->size / 4; j++) {
+      float want = 0;
+      for (int i = 0; i < n; i++) want += (float)(idx[i] + (int)(j % 5));
+      if (r[j] != want) p->bad = 1;
+    }
+  }
+  hpl_release(c, b);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ one run */
+
+typedef struct outcome {
+  double secs;       /* start to last survivor */
+  int completed, hangs, wrong, lost, lost_excused, other;
+} outcome;
+
+static void put_pattern(int node, const char *id, uint64_t size, uint64_t seed) {
+  uint8_t *d = malloc(size);
+  hpl_fill_pattern(d, size, seed);
+  int rc = hpl_put(cs[node], id, d, size, 300000);
+  free(d);
+  if (rc) {
+    fprintf(stderr, "bench_faults: put %s: %s (%s)\n", id, hpl_strerror(rc), hpl_errdetail(cs[node]));
+    exit(1);
+  }
+}
+
+static void put_source(int node, const char *id, uint64_t size) {
+  size_t n = size / 4;
+  float *d = malloc(size);
+  for (size_t j = 0; j < n; j++) d[j] = (float)(node + (int)(j % 5));
+  int rc = hpl_put(cs[node], id, d, size, 300000);
+  free(d);
+  if (rc) {
+    fprintf(stderr, "bench_faults: put %s: %s\n", id, hpl_strerror(rc));
+    exit(1);
+  }
+}
+
+static void restart_dead(cfg *g) {
+  for (int i = 0; i < g->hosts; i++) {
+    if (alive[i]) continue;
+    char err[512];
+    if (hpl_lc_restart(lc, i, err, sizeof err)) {
+      fprintf(stderr, "bench_faults: restart node %d: %s\n", i, err);
+      exit(1);
+    }
+    if (hpl_connect(hpl_lc_socket(lc, i), 10000, &cs[i])) die("reconnect");
+    alive[i] = 1;
+  }
+}
+
+static void kill_node(int i) {
+  alive[i] = 0;
+  hpl_lc_signal(lc, i, SIGKILL);
+  /* the handle's connection is dead; its get returned or will return */
+}
+
+/* Pick a node in the middle of the current tree/chain of `id` from the
+ * directory's record: one that both receives and sends. */
+static int middle_node(int op, const char *id, int fallback) {
+  char *text;
+  if (hpl_transfers(cs[0], 0, 5000, &text, NULL)) return fallback;
+  uint64_t ids[MAXN];
+  for (int i = 0; i < MAXN; i++) ids[i] = 0;
+  int best = fallback, nup[MAXN] = {0}, ndown[MAXN] = {0};
+  (void)op;
+  for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+    char kind[16], oid[300];
+    unsigned long long seq, t, r, s;
+    if (sscanf(l, "%llu %llu %15s %llx %llx %299s", &seq, &t, kind, &r, &s, oid) != 6) continue;
+    if (strcmp(kind, "assign") || strcmp(oid, id)) continue;
+    for (int i = 0; i < MAXN; i++) {
+      if (!cs[i]) continue;
+      if (!ids[i]) hpl_counter(cs[i], "node_id", 2000, &ids[i]);
+      if (ids[i] == r) nup[i]++;
+      if (ids[i] == s) ndown[i]++;
+    }
+  }
+  hpl_free(text);
+  for (int i = 1; i < MAXN; i++)
+    if (nup[i] && ndown[i]) {
+      best = i;
+      break;
+    }
+  return best;
+}
+
+/* Run op on `size` bytes; kill `victims` after `kill_frac` of `nofault`
+ * seconds (victims[0] = -2: pick the middle of the chain). */
+static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *victims,
+                       double kill_frac, double nofault, int k_reduce) {
+  outcome oc = {0};
+  char id[96];
+  snprintf(id, sizeof id, "f/%s/%d/%llu", op ? "reduce" : "bcast", run, (unsigned long long)size);
+  static char sids[MAXN][96];
+  static const char *srcs[MAXN];
+  uint64_t sum = 0;
+  if (op == 0) {
+    uint8_t *d = malloc(size);
+    hpl_fill_pattern(d, size, (uint64_t)run);
+    sum = hpl_checksum(d, size);
+    free(d);
+    put_pattern(0, id, size, (uint64_t)run);
+  } else {
+    for (int i = 0; i < g->hosts; i++) {
+      snprintf(sids[i], sizeof sids[i], "f/src/%d/%llu/%d", run, (unsigned long long)size, i);
+      srcs[i] = sids[i];
+      put_source(i, sids[i], size);
+    }
+  }
+  int64_t timeout = nofault > 0 ? (int64_t)(nofault * 10 * 1000) + 30000 : 300000;
+  part ps[MAXN];
+  pthread_t th[MAXN];
+  int np = 0;
+  uint64_t start = hpl_now_ns() + 20 * 1000000ull;
+  if (op == 0) {
+    for (int i = 1; i < g->hosts; i++) {
+      ps[np] = (part){.node = i, .op = 0, .id = id, .size = size, .sum = sum, .start_ns = start,
+                      .timeout_ms = timeout};
+      pthread_create(&th[np], NULL, part_main, &ps[np]);
+      np++;
+    }
+  } else {
+    ps[np] = (part){.node = 0, .op = 1, .id = id, .srcs = srcs, .nsrc = g->hosts, .k = k_reduce,
+                    .size = size, .start_ns = start, .timeout_ms = timeout};
+    pthread_create(&th[np], NULL, part_main, &ps[np]);
+    np++;
+  }
+  if (nkill > 0 && nofault >= 0) {
+    sleep_until(start + (uint64_t)(kill_frac * nofault * 1e9));
+    for (int v = 0; v < nkill; v++) {
+      int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2)
+                                    : victims[v];
+      if (op == 1 && victims[v] == -2) victim = 1 + (g->hosts - 1) / 2;
+      victims[v] = victim;
+      kill_node(victim);
+    }
+  }
+  uint64_t last = start;
+  for (int i = 0; i < np; i++) {
+    pthread_join(th[i], NULL);
+    int victim = 0;
+    for (int v = 0; v < nkill; v++) victim |= ps[i].node == victims[v];
+    if (victim) continue; /* its own get died with it */
+    if (ps[i].rc == HPL_ETIMEDOUT) {
+      oc.hangs++;
+    } else if (ps[i].rc == HPL_ELOST) {
+      oc.lost++;
+    } else if (ps[i].rc) {
+      oc.other++;
+      fprintf(stderr, "bench_faults: run %d node %d: %s (%s)\n", run, ps[i].node,
+              hpl_strerror(ps[i].rc), hpl_errdetail(cs[ps[i].node]));
+    } else if (ps[i].bad) {
+      oc.wrong++;
+    } else {
+      oc.completed++;
+    }
+    if (ps[i].end_ns > last) last = ps[i].end_ns;
+  }
+  oc.secs = (double)(last - start) / 1e9;
+  /* a lost error is excused only if every copy died: for a broadcast the
+   * source (node 0) never dies, for a reduce there is always a spare */
+  oc.lost_excused = 0;
+  for (int v = 0; v < nkill; v++) {
+    hpl_close(cs[victims[v]]);
+    cs[victims[v]] = NULL;
+  }
+  /* clean up for the next run */
+  hpl_delete(cs[0], id, 30000);
+  if (op == 1)
+    for (int i = 0; i < g->hosts; i++)
+      if (alive[i]) hpl_delete(cs[0], sids[i], 30000);
+  restart_dead(g);
+  return oc;
+}
+
+static double median3(cfg *g, int op, uint64_t size, int k) {
+  double v[3];
+  for (int r = 0; r < 3; r++) {
+    int none[1] = {0};
+    v[r] = run_one(g, op, size, 100000 + r, 0, none, 0, -1, k).secs;
+  }
+  double a = v[0], b = v[1], c = v[2];
+  if (a > b) { double t = a; a = b; b = t; }
+  if (b > c) { double t = b; b = c; c = t; }
+  if (a > b) { double t = a; a = b; b = t; }
+  return b;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  cfg g = {.hosts = 8, .runs = 50, .two_kill = 0.3, .rate = "none", .seed = 0};
+  const char *sizes = "1M,16M,64M,256M", *ops = "bcast,reduce", *addrs = NULL, *out = NULL;
+  static struct option opts[] = {
+      {"runs", 1, 0, 'r'},      {"hosts", 1, 0, 'n'},     {"sizes", 1, 0, 's'},
+      {"size", 1, 0, 's'},      {"ops", 1, 0, 'o'},       {"two-kill", 1, 0, 't'},
+      {"seed", 1, 0, 'S'},      {"netns", 1, 0, 'N'},     {"addrs", 1, 0, 'a'},
+      {"rate", 1, 0, 'R'},      {"store-args", 1, 0, 'A'}, {"out", 1, 0, 'O'},
+      {"scenario", 1, 0, 'c'},  {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (ch) {
+      case 'r': g.runs = atoi(optarg); break;
+      case 'n': g.hosts = atoi(optarg); break;
+      case 's': sizes = optarg; break;
+      case 'o': ops = optarg; break;
+      case 't': g.two_kill = atof(optarg); break;
+      case 'S': g.seed = strtoull(optarg, NULL, 10); break;
+      case 'N': g.netns = optarg; break;
+      case 'a': addrs = optarg; break;
+      case 'R': g.rate = optarg; break;
+      case 'A': g.store_args = optarg; break;
+      case 'O': out = optarg; break;
+      case 'c': g.scenario = optarg; break;
+      default: die("see the comment at the top of bench/bench_faults.c for usage");
+    }
+  }
+  if (g.hosts < 3 || g.hosts > MAXN) die("--hosts must be 3..32");
+  g.do_bcast = strstr(ops, "bcast") != NULL;
+  g.do_reduce = strstr(ops, "reduce") != NULL;
+  char *sz = strdup(sizes);
+  for (char *t = strtok(sz, ","); t && g.nsizes < 16; t = strtok(NULL, ","))
+    if (hpl_parse_size(t, &g.sizes[g.nsizes++]) || g.sizes[g.nsizes - 1] % 4)
+      die("bad size (sizes must be multiples of 4)");
+  if (!g.seed) g.seed = hpl_random_u64();
+  if (g.netns) {
+    if (!addrs) die("--netns needs --addrs");
+    char *a = strdup(addrs);
+    int n = 0;
+    for (char *t = strtok(a, ","); t && n < MAXN; t = strtok(NULL, ",")) g.addrs[n++] = t;
+    if (n < g.hosts) die("--addrs lists fewer hosts than --hosts");
+  }
+  if (out && !(g.out = fopen(out, "a"))) die("cannot open --out");
+  uint64_t maxs = 0;
+  for (int k = 0; k < g.nsizes; k++)
+    if (g.sizes[k] > maxs) maxs = g.sizes[k];
+  char sargs[512];
+  snprintf(sargs, sizeof sargs, "--stall-timeout-ms 3000 %s", g.store_args ? g.store_args : "");
+  hpl_lc_opts o = {.nodes = g.hosts,
+                   .memory = 4 * maxs + (128ull << 20),
+                   .netns_prefix = g.netns,
+                   .host_addrs = g.netns ? g.addrs : NULL,
+                   .store_args = sargs,
+                   .log_level = "warn",
+                   .timeout_ms = 20000};
+  char err[512];
+  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+    fprintf(stderr, "bench_faults: %s\n", err);
+    return 1;
+  }
+  for (int i = 0; i < g.hosts; i++) {
+    if (hpl_connect(hpl_lc_socket(lc, i), 10000, &cs[i])) die("connect");
+    alive[i] = 1;
+  }
+  printf("bench_faults: %d hosts%s%s, seed %llu, logs in %s\n", g.hosts, g.netns ? " (emulated, rate " : "",
+         g.netns ? g.rate : "", (unsigned long long)g.seed, hpl_lc_work_dir(lc));
+  if (g.netns) printf(")\n");
+  fflush(stdout);
+  int status = 0;
+
+  if (g.scenario) {
+    int op = !strcmp(g.scenario, "reduce-subset");
+    if (!op && strcmp(g.scenario, "bcast-midchain")) die("unknown --scenario");
+    uint64_t size = g.sizes[0];
+    double nf = median3(&g, op, size, g.hosts - 1);
+    double frac = op ? 0.4 : 0.5;
+    double ratios[5];
+    int bad = 0;
+    for (int r = 0; r < 3; r++) {
+      int victims[1] = {-2};
+      outcome oc = run_one(&g, op, size, r, 1, victims, frac, nf, g.hosts - 1);
+      ratios[r] = oc.secs / nf;
+      printf("%s %llu B: killed node %d at %.0f%%: %.3f s vs %.3f s no-fault = %.2fx; "
+             "completed %d, wrong %d, lost %d, hangs %d\n",
+             g.scenario, (unsigned long long)size, victims[0], frac * 100, oc.secs, nf, ratios[r],
+             oc.completed, oc.wrong, oc.lost, oc.hangs);
+      bad |= oc.wrong || oc.hangs || oc.lost || oc.other;
+      if (g.out)
+        fprintf(g.out, "%s\t%llu\t%d\t%.4f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\n", g.scenario,
+                (unsigned long long)size, g.hosts, oc.secs, nf, ratios[r], oc.completed, oc.wrong,
+                oc.lost, oc.hangs);
+    }
+    qsort(ratios, 3, sizeof *ratios, cmp_d);
+    printf("%s: median time over no-fault %.2fx (runs: %.2f %.2f %.2f)\n", g.scenario, ratios[1],
+           ratios[0], ratios[1], ratios[2]);
+    status = bad;
+  } else {
+    /* no-fault times */
+    double nf[2][16];
+    for (int op = 0; op < 2; op++)
+      for (int k = 0; k < g.nsizes; k++) {
+        if ((op == 0 && !g.do_bcast) || (op == 1 && !g.do_reduce)) continue;
+        nf[op][k] = median3(&g, op, g.sizes[k], g.hosts - 1);
+        printf("no-fault %-6s %10llu B: %.3f s\n", op ? "reduce" : "bcast",
+               (unsigned long long)g.sizes[k], nf[op][k]);
+      }
+    int tot_runs = 0, tot_done = 0, tot_hang = 0, tot_wrong = 0, tot_lost = 0, tot_other = 0;
+    int runs_ok = 0;
+    double *ratio = calloc((size_t)g.runs, sizeof *ratio);
+    for (int run = 0; run < g.runs; run++) {
+      int op = g.do_bcast && g.do_reduce ? (int)(rnd(&g.seed) % 2) : g.do_reduce;
+      int k = (int)(rnd(&g.seed) % (uint64_t)g.nsizes);
+      int nkill = (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
+      int victims[2];
+      victims[0] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
+      do victims[1] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
+      while (victims[1] == victims[0]);
+      double frac = 0.1 + 0.8 * (double)(rnd(&g.seed) % 1000) / 1000.0;
+      int kr = g.hosts - nkill; /* spares for every victim */
+      outcome oc = run_one(&g, op, g.sizes[k], run, nkill, victims, frac, nf[op][k], kr);
+      ratio[run] = oc.secs / nf[op][k];
+      int ok = oc.hangs == 0 && oc.wrong == 0 && oc.lost == 0 && oc.other == 0;
+      runs_ok += ok;
+      tot_runs++;
+      tot_done += oc.completed;
+      tot_hang += oc.hangs;
+      tot_wrong += oc.wrong;
+      tot_lost += oc.lost;
+      tot_other += oc.other;
+      char vs[32];
+      if (nkill == 2) snprintf(vs, sizeof vs, "%d,%d", victims[0], victims[1]);
+      else snprintf(vs, sizeof vs, "%d", victims[0]);
+      printf("run %2d %-6s %10llu B kill %-5s at %3.0f%%: %.3f s (%.2fx no-fault) %s "
+             "[done %d wrong %d lost %d hang %d]\n",
+             run, op ? "reduce" : "bcast", (unsigned long long)g.sizes[k], vs, frac * 100, oc.secs,
+             ratio[run], ok ? "ok" : "FAILED", oc.completed, oc.wrong, oc.lost, oc.hangs);
+      fflush(stdout);
+      if (g.out)
+        fprintf(g.out, "run\t%d\t%s\t%llu\t%s\t%.2f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\n", run,
+                op ? "reduce" : "bcast", (unsigned long long)g.sizes[k], vs, frac, oc.secs,
+                ratio[run], oc.completed, oc.wrong, oc.lost, oc.hangs);
+    }
+    qsort(ratio, (size_t)g.runs, sizeof *ratio, cmp_d);
+    printf("\nSUMMARY: runs %d, completed %d (runs), survivors done %d, hangs %d, wrong bytes %d, "
+           "lost-object errors %d (none excused: a source or spare always survives), other errors %d;"
+           " time over no-fault: median %.2fx, p90 %.2fx, max %.2fx\n",
+           tot_runs, runs_ok, tot_done, tot_hang, tot_wrong, tot_lost, tot_other,
+           ratio[g.runs / 2], ratio[(g.runs * 9) / 10 < g.runs ? (g.runs * 9) / 10 : g.runs - 1],
+           ratio[g.runs - 1]);
+    status = tot_hang || tot_wrong || tot_lost || tot_other;
+  }
+  for (int i = 0; i < g.hosts; i++)
+    if (cs[i]) hpl_close(cs[i]);
+  if (hpl_lc_check(lc, err, sizeof err)) {
+    fprintf(stderr, "bench_faults: %s\n", err);
+    status = 1;
+  }
+  hpl_lc_stop(lc);
+  return status;
+}
