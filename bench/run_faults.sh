@@ -1,0 +1,55 @@
+#!/bin/bash
+# run_faults.sh - failure-injection runs on the emulated cluster.
+#
+#   bench/run_faults.sh [--hosts 8] [--rate 1gbit] [--runs 50] [--sizes 1M,16M,64M,256M]
+#                       [--seed S] [--out-dir bench/results]
+#
+# Brings up HOSTS emulated hosts (bench/cluster.sh, prefix hplf), then runs
+#   1. bench_faults: RUNS randomized broadcasts and reduces with one (or two)
+#      stores killed with SIGKILL at random moments;
+#   2. the issue's two scenarios: a 256 MiB broadcast to HOSTS-1 receivers
+#      with a mid-chain receiver killed at 50%, and a reduce of HOSTS-1 of
+#      HOSTS sources with a source's node killed mid-reduce (at 40%).
+# Output: OUT_DIR/faults-RATE.txt (the full log) and faults-RATE.tsv.
+# Needs root and a build (scripts/bootstrap.sh). Tears the cluster down on
+# exit, also after a failure or Ctrl-C.
+set -u
+set -o pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+BUILD=${HPL_BUILD_DIR:-$TOP/build}
+export HPL_NS_PREFIX=${HPL_NS_PREFIX:-hplf}
+HOSTS=8 RATE=1gbit RUNS=50 SIZES=1M,16M,64M,256M SEED= OUTDIR=$TOP/bench/results
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --hosts) HOSTS=$2; shift 2 ;;
+        --rate) RATE=$2; shift 2 ;;
+        --runs) RUNS=$2; shift 2 ;;
+        --sizes) SIZES=$2; shift 2 ;;
+        --seed) SEED=$2; shift 2 ;;
+        --out-dir) OUTDIR=$2; shift 2 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "run_faults.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || { echo "run_faults.sh: needs root (network namespaces)" >&2; exit 1; }
+[ -x "$BUILD/bench/bench_faults" ] || { echo "run_faults.sh: build first (scripts/bootstrap.sh)" >&2; exit 1; }
+mkdir -p "$OUTDIR"
+LOG=$OUTDIR/faults-$RATE.txt
+TSV=$OUTDIR/faults-$RATE.tsv
+cleanup() { "$HERE/cluster.sh" down --kill >/dev/null 2>&1; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$HERE/cluster.sh" up "$HOSTS" "$RATE" || exit 1
+addrs=$(for ((i = 0; i < HOSTS; i++)); do "$HERE/cluster.sh" addr $i; done | paste -sd,)
+common=(--hosts "$HOSTS" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE"
+        --store-args "${HPL_STORE_ARGS---prefault}" --out "$TSV")
+status=0
+{
+    echo "# $(date -u +%FT%TZ) hosts=$HOSTS rate=$RATE runs=$RUNS sizes=$SIZES"
+    "$BUILD/bench/bench_faults" "${common[@]}" --runs "$RUNS" --sizes "$SIZES" ${SEED:+--seed "$SEED"} || status=1
+    "$BUILD/bench/bench_faults" "${common[@]}" --scenario bcast-midchain --size 256M || status=1
+    "$BUILD/bench/bench_faults" "${common[@]}" --scenario reduce-subset --size 256M || status=1
+} 2>&1 | tee -a "$LOG"
+echo "results: $LOG $TSV" >&2
+exit $status
