@@ -22,6 +22,14 @@ void dir_config_defaults(dir_config *c) {
   c->reduce_bandwidth = 125e6;
 }
 
+double dir_cost_latency(dir_server *s) {
+  return s->cfg.latency_auto && s->lat_measured > 0 ? s->lat_measured : s->cfg.reduce_latency_s;
+}
+
+double dir_cost_bandwidth(dir_server *s) {
+  return s->cfg.bandwidth_auto && s->bw_measured > 0 ? s->bw_measured : s->cfg.reduce_bandwidth;
+}
+
 dir_node *dir_node_find(dir_server *s, uint64_t id) {
   dir_node *n = NULL;
   HASH_FIND(hh, s->nodes, &id, sizeof id, n);
@@ -279,6 +287,10 @@ static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocNote 
   if (!o) return;
   uint64_t node = dc->node->id;
   if (m->kind == HPL_LOC_COMPLETE) {
+    if (m->rate) {
+      double b = (double)m->rate;
+      s->bw_measured = s->bw_measured > 0 ? 0.8 * s->bw_measured + 0.2 * b : b;
+    }
     xlog_loc_end(s, o, node, HPL_XFER_DONE);
     dtab_loc_complete(&s->tab, o, node, o->size);
   } else if (m->kind == HPL_LOC_REMOVE) {
@@ -579,7 +591,15 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
   if (dc->node) dc->node->last_seen_ms = hpl_now_ms();
   switch (h->type) {
     case HPL_MSG_REGISTER: on_register(s, dc, h->req_id, (Hpl__RegisterReq *)m); break;
-    case HPL_MSG_HEARTBEAT: if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL); break;
+    case HPL_MSG_HEARTBEAT: {
+      uint32_t rtt = ((Hpl__Heartbeat *)m)->rtt_us;
+      if (rtt) { /* half a round trip, smoothed */
+        double l = (double)rtt / 2e6;
+        s->lat_measured = s->lat_measured > 0 ? 0.9 * s->lat_measured + 0.1 * l : l;
+      }
+      if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL);
+      break;
+    }
     case HPL_MSG_LOC_ADD: on_loc_add(s, dc, h->req_id, (Hpl__LocAddReq *)m); break;
     case HPL_MSG_LOC_NOTE: on_loc_note(s, dc, h->req_id, (Hpl__LocNote *)m); break;
     case HPL_MSG_INLINE_PUT:

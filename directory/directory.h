@@ -24,6 +24,7 @@ typedef struct dir_config {
   uint32_t heartbeat_timeout_ms; /* a node silent this long is dead */
   double reduce_latency_s;    /* cost model L (reduce planner) */
   double reduce_bandwidth;    /* cost model B, bytes/s */
+  int latency_auto, bandwidth_auto; /* use what is measured once known */
 } dir_config;
 
 void dir_config_defaults(dir_config *c);
@@ -101,6 +102,7 @@ typedef struct dir_server {
   dir_xfer *xlog; /* ring of DIR_XFER_CAP entries */
   uint64_t xseq;  /* entries ever recorded */
   uint64_t instance; /* random per start: stores notice a restart */
+  double lat_measured, bw_measured; /* EWMAs: heartbeat rtt/2, pull rates (0: none yet) */
   dir_counters ctr;
   int stopping;
 } dir_server;
@@ -114,6 +116,11 @@ void dir_object_changed(dir_server *s, dir_obj *o);
 
 /* Node lookup for replies. */
 dir_node *dir_node_find(dir_server *s, uint64_t id);
+
+/* Cost model parameters for the planner: measured when configured "auto"
+ * and measured already, else the configured values. */
+double dir_cost_latency(dir_server *s);
+double dir_cost_bandwidth(dir_server *s);
 
 /* Record an event in the transfer record (hpl_transfers). */
 void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender);

@@ -20,8 +20,10 @@ static void usage(FILE *f) {
           "  --max-senders N           receivers one copy may serve at once (default 1)\n"
           "  --heartbeat-ms MS         heartbeat interval stores use (default 500)\n"
           "  --heartbeat-timeout-ms MS node declared dead after this silence (default 3000)\n"
-          "  --reduce-latency-us US    reduce cost model: per-hop latency (default 200)\n"
-          "  --reduce-bandwidth BYTES  reduce cost model: link bandwidth per second (default 125M)\n"
+          "  --reduce-latency-us US|auto   reduce cost model: per-hop latency (default 200;\n"
+          "                            auto: half the heartbeat round trip stores measure)\n"
+          "  --reduce-bandwidth BYTES|auto reduce cost model: link bandwidth per second\n"
+          "                            (default 125M; auto: the rate of recent pulls)\n"
           "  --log-level LEVEL         error|warn|info|debug (default info)\n"
           "  --help\n");
 }
@@ -65,10 +67,18 @@ int main(int argc, char **argv) {
       case 'h': bad = parse_u32(optarg, &cfg.heartbeat_ms) || cfg.heartbeat_ms == 0; break;
       case 't': bad = parse_u32(optarg, &cfg.heartbeat_timeout_ms); break;
       case 'L':
+        if (!strcmp(optarg, "auto")) {
+          cfg.latency_auto = 1;
+          break;
+        }
         bad = hpl_parse_size(optarg, &v);
         cfg.reduce_latency_s = (double)v * 1e-6;
         break;
       case 'B':
+        if (!strcmp(optarg, "auto")) {
+          cfg.bandwidth_auto = 1;
+          break;
+        }
         bad = hpl_parse_size(optarg, &v) || v == 0;
         cfg.reduce_bandwidth = (double)v;
         break;

@@ -75,7 +75,14 @@ struct dir_reduce {
   char detail[320];
   dr_info *infos;
   uint64_t start_ms;
+  struct dir_reduce *fin_next; /* finished reduces, oldest first */
 };
+
+/* Finished reduces are kept so hpl_reduce_sources and allreduce joins keep
+ * working after the end, but only this many (oldest dropped first). */
+#define DR_KEEP_FINISHED 4096
+static dir_reduce *fin_head, *fin_tail;
+static size_t fin_count;
 
 static int src_ready(dir_obj *o) { return o && dtab_ready(o); }
 
@@ -251,11 +258,22 @@ static void unwatch_sources(dir_reduce *r) {
   }
 }
 
+static void reduce_free(dir_reduce *r);
+
+/* Drop the oldest finished reduces beyond the cap (not `keep`). */
+static void reduce_trim(void) {
+  while (fin_count > DR_KEEP_FINISHED && fin_head) reduce_free(fin_head);
+}
+
 /* The reduce is over: tell everyone, answer info requests. */
 static void reduce_finish(dir_reduce *r, int status, const char *detail) {
   if (r->done) return;
   r->done = 1;
   r->status = status;
+  r->fin_next = NULL;
+  if (fin_tail) fin_tail->fin_next = r; else fin_head = r;
+  fin_tail = r;
+  fin_count++;
   snprintf(r->detail, sizeof r->detail, "%s", detail ? detail : "");
   unwatch_sources(r);
   send_end(r);
@@ -268,12 +286,14 @@ static void reduce_finish(dir_reduce *r, int status, const char *detail) {
   free(r->acc);
   r->acc = NULL;
   if (status == 0) {
+    reduce_trim();
     LOG_INFO("reduce '%s' done: %u sources, %llu bytes, %d-ary tree, %llu ms", r->target, r->k,
              (unsigned long long)r->size, r->plan.degree,
              (unsigned long long)(hpl_now_ms() - r->start_ms));
     return;
   }
   LOG_WARN("reduce '%s' failed: %s", r->target, r->detail);
+  reduce_trim();
   /* gets of the target anywhere report the failure */
   dir_obj *o = dtab_get(&r->srv->tab, r->target);
   if (o && o->state != OBJ_READY) {
@@ -285,8 +305,19 @@ static void reduce_finish(dir_reduce *r, int status, const char *detail) {
   }
 }
 
+static void fin_unlink(dir_reduce *r) {
+  for (dir_reduce **pp = &fin_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->fin_next)
+    if (*pp == r) {
+      *pp = r->fin_next;
+      if (fin_tail == r) fin_tail = prev;
+      fin_count--;
+      return;
+    }
+}
+
 static void reduce_free(dir_reduce *r) {
   dir_server *s = r->srv;
+  if (r->done) fin_unlink(r);
   HASH_DEL(s->reduces, r);
   if (!r->done) unwatch_sources(r);
   while (r->infos) {
@@ -344,18 +375,20 @@ static void reduce_arrival(dir_reduce *r, int i) {
     r->size = o->size;
     r->have_size = 1;
     r->inline_mode = r->size <= s->cfg.inline_max;
-    if (hpl_plan_make((int)r->k, (double)r->size, s->cfg.reduce_latency_s, s->cfg.reduce_bandwidth,
-                      &r->plan) != 0 ||
+    double L = dir_cost_latency(s), B = dir_cost_bandwidth(s);
+    if (hpl_plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
         !(r->slots = calloc(r->k, sizeof *r->slots))) {
       reduce_finish(r, HPL_ENOMEM, "out of memory");
       return;
     }
     r->planned = 1;
-    LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes, %s %s, %s", r->target, r->k, r->nsrc,
-             (unsigned long long)r->size, hpl_op_name(r->op), hpl_dtype_name(r->dtype),
+    LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes, %s %s, %s (%d-ary; L %.0f us, "
+             "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size,
+             hpl_op_name(r->op), hpl_dtype_name(r->dtype),
              r->inline_mode ? "reduced at the directory"
              : r->plan.degree == 1 ? "chain"
-                                   : "tree");
+                                   : "tree",
+             r->plan.degree, L * 1e6, B / 1e6);
   } else if (o->size != r->size) {
     snprintf(detail, sizeof detail, "source '%s' has %llu bytes, the others %llu", o->id,
              (unsigned long long)o->size, (unsigned long long)r->size);

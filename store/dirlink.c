@@ -50,6 +50,8 @@ typedef struct dirlink {
   uint64_t last_heard_ms;
   int registered_once;
   uint64_t instance; /* the directory's, from the last registration */
+  uint64_t hb_sent_ns;  /* when the last heartbeat went out */
+  uint32_t rtt_us;      /* its round trip, reported with the next one */
   int stopping;
 } dirlink;
 
@@ -228,6 +230,10 @@ static void hb_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMess
                      const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h, (void)m, (void)payload, (void)plen, (void)arg;
   dirlink *dl = s->dl;
+  if (status == 0 && dl->hb_sent_ns) {
+    uint64_t rtt = (hpl_now_ns() - dl->hb_sent_ns) / 1000;
+    dl->rtt_us = rtt > UINT32_MAX ? UINT32_MAX : (uint32_t)rtt;
+  }
   if (status == HPL_ETIMEDOUT && dl->state == DL_READY && dl->c) {
     LOG_WARN("directory did not answer a heartbeat; reconnecting");
     hpl_conn_close(dl->c, HPL_ETIMEDOUT);
@@ -240,6 +246,8 @@ static void dl_hb_cb(uv_timer_t *t) {
   if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
   Hpl__Heartbeat hbm = HPL__HEARTBEAT__INIT;
   hbm.node_id = dl->s->node_id;
+  hbm.rtt_us = dl->rtt_us;
+  dl->hb_sent_ns = hpl_now_ns();
   uint64_t interval = uv_timer_get_repeat(t);
   /* a heartbeat is only useful on the connection it was sent on */
   dirlink_request(dl->s, HPL_MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval),

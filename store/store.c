@@ -477,6 +477,8 @@ void store_pull_done(store *s, st_obj *o, int status, uint64_t sender, const cha
     Hpl__LocNote n = HPL__LOC_NOTE__INIT;
     n.id = o->id;
     n.kind = HPL_LOC_COMPLETE;
+    n.rate = (uint64_t)s->last_pull_rate;
+    s->last_pull_rate = 0;
     dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
     store_obj_sealed(s, o);
     return;

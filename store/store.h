@@ -168,6 +168,7 @@ typedef struct store {
   int draining; /* SIGTERM: leaving once current streams are served */
   uv_timer_t grace;
   double rate_ewma; /* bytes/s of recent pulls from complete senders */
+  double last_pull_rate; /* of the pull that just completed (0: not measured) */
   uint64_t start_ms;
   /* clients.c */
   uv_pipe_t client_listener;

@@ -464,9 +464,11 @@ static void pull_sink_got(hpl_conn *c, void *arg, uint64_t off, size_t n) {
   if (!p->finished && p->start + p->got == p->size) {
     /* a full-speed sample for the straggler baseline */
     uint64_t el = hpl_now_ms() - p->started_ms;
+    p->s->last_pull_rate = 0;
     if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
       double rate = (double)p->got * 1000.0 / (double)el;
       p->s->rate_ewma = p->s->rate_ewma > 0 ? 0.7 * p->s->rate_ewma + 0.3 * rate : rate;
+      p->s->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
     }
     puller_end(p, 0, NULL, 1);
   }
