@@ -53,17 +53,10 @@ typedef struct part {
   char err[256];
 } part;
 
-static void sleep_until(uint64_t t_ns) {
-  struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
-                        .tv_nsec = (long)(t_ns % 1000000000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-  }
-}
-
 static void *bcast_receiver(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
-  sleep_until(p->start_ns);
+  hpl_sleep_until_ns(p->start_ns);
   p->rc = hpl_get(p->c, p->id, 300000, &b);
   p->end_ns = hpl_now_ns();
   /* verify only once everyone is done: checking early would take CPU from
@@ -148,7 +141,7 @@ typedef struct rpart {
 static void *reduce_part(void *arg) {
   rpart *p = arg;
   hpl_buf *b = NULL;
-  sleep_until(p->start_ns);
+  hpl_sleep_until_ns(p->start_ns);
   if (p->all) {
     p->rc = hpl_allreduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32,
                           300000, &b);

@@ -59,13 +59,6 @@ static void die(const char *m) {
   exit(1);
 }
 
-static void sleep_until(uint64_t t_ns) {
-  struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
-                        .tv_nsec = (long)(t_ns % 1000000000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-  }
-}
-
 static uint64_t rnd(uint64_t *s) {
   *s ^= *s << 13;
   *s ^= *s >> 7;
@@ -92,7 +85,7 @@ static void *part_main(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
   hpl_client *c = cs[p->node];
-  sleep_until(p->start_ns);
+  hpl_sleep_until_ns(p->start_ns);
   if (p->op == 0) {
     p->rc = hpl_get(c, p->id, p->timeout_ms, &b);
   } else {
@@ -249,7 +242,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *v
     np++;
   }
   if (nkill > 0 && nofault >= 0) {
-    sleep_until(start + (uint64_t)(kill_frac * nofault * 1e9));
+    hpl_sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
     for (int v = 0; v < nkill; v++) {
       int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2)
                                     : victims[v];

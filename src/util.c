@@ -16,6 +16,13 @@ uint64_t hpl_now_ns(void) {
 
 uint64_t hpl_now_ms(void) { return hpl_now_ns() / 1000000ull; }
 
+void hpl_sleep_until_ns(uint64_t t_ns) {
+  struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
+                        .tv_nsec = (long)(t_ns % 1000000000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
 int hpl_parse_size(const char *s, uint64_t *out) {
   if (!s || !*s) return -1;
   errno = 0;

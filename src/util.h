@@ -23,6 +23,9 @@ const char *hpl_fmt_bytes(uint64_t n, char *buf, size_t len);
 /* Random 64-bit value from getrandom(2), never 0. */
 uint64_t hpl_random_u64(void);
 
+/* Sleep until CLOCK_MONOTONIC reaches t_ns (absolute; restarts on EINTR). */
+void hpl_sleep_until_ns(uint64_t t_ns);
+
 /* Deadline helpers: timeout_ms < 0 means none (UINT64_MAX). */
 uint64_t hpl_deadline_ms(int64_t timeout_ms);
 /* Milliseconds left until a deadline (0 if past); -1 for no deadline. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "util.h"
@@ -239,3 +240,38 @@ int th_check_tree(const th_xfer *x, size_t n, const char *prefix, int max_sender
 }
 
 uint64_t th_node_id(hpl_client *c) { return th_counter(c, "node_id"); }
+
+void th_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static void *th_get_main(void *arg) {
+  th_getter *g = arg;
+  uint64_t t0 = hpl_now_ms();
+  hpl_buf *b = NULL;
+  g->rc = hpl_get(g->c, g->id, g->timeout, &b);
+  g->done_ms = hpl_now_ms();
+  g->ms = g->done_ms - t0;
+  if (g->rc == 0) {
+    g->ok = hpl_buf_size(b) == g->size && hpl_checksum(hpl_buf_data(b), g->size) == g->want;
+    hpl_release(g->c, b);
+  }
+  return NULL;
+}
+
+void th_get_start(th_getter *g) {
+  if (pthread_create(&g->thread, NULL, th_get_main, g) != 0) fail_msg("pthread_create");
+}
+
+void th_get_join(th_getter *g) { pthread_join(g->thread, NULL); }
+
+uint64_t th_pattern_sum(uint64_t size, uint64_t seed) {
+  void *d = malloc(size ? size : 1);
+  assert_non_null(d);
+  hpl_fill_pattern(d, size, seed);
+  uint64_t sum = hpl_checksum(d, size);
+  free(d);
+  return sum;
+}

@@ -6,6 +6,7 @@
 #ifndef HPL_TEST_HARNESS_H
 #define HPL_TEST_HARNESS_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "hoplite.h"
@@ -43,6 +44,27 @@ int th_check_pattern(const void *buf, uint64_t size, uint64_t seed);
 int64_t th_shm_offset(const void *p);
 
 #endif
+
+void th_sleep_ms(int ms);
+
+/* A get on its own thread. Set c, id, timeout, and to check the bytes
+ * size and want (hpl_checksum of the expected bytes; th_pattern_sum gives
+ * it for th_put_pattern's bytes), then th_get_start / th_get_join. After
+ * the join: rc, ok (size and checksum as expected), ms (how long the get
+ * took), done_ms (when it returned, hpl_now_ms clock). */
+typedef struct th_getter {
+  hpl_client *c;
+  const char *id;
+  int64_t timeout;
+  uint64_t size, want;
+  int rc, ok;
+  uint64_t ms, done_ms;
+  pthread_t thread;
+} th_getter;
+
+void th_get_start(th_getter *g);
+void th_get_join(th_getter *g);
+uint64_t th_pattern_sum(uint64_t size, uint64_t seed);
 
 /* ---- the directory's transfer record (hpl_transfers) */
 typedef struct th_xfer {

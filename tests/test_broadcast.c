@@ -18,29 +18,6 @@
 #define MB (1ull << 20)
 #define NODES 6
 
-typedef struct rx {
-  hpl_client *c;
-  const char *id;
-  uint64_t size, want;
-  int rc;
-  int ok;
-} rx;
-
-static void *rx_main(void *arg) {
-  rx *r = arg;
-  hpl_buf *b;
-  r->rc = hpl_get(r->c, r->id, th_ms(60000), &b);
-  if (r->rc == 0) {
-    r->ok = hpl_buf_size(b) == r->size && hpl_checksum(hpl_buf_data(b), r->size) == r->want;
-    hpl_release(r->c, b);
-  }
-  return NULL;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Receivers start while the put is still writing; they get the right bytes
  * and their pulls began before the put was sealed. The directory's record
@@ -60,11 +37,10 @@ static void broadcast_during_put(int max_senders) {
 
   hpl_buf *b;
   assert_int_equal(hpl_create(c[0], id, size, th_ms(5000), &b), 0);
-  rx r[NODES];
-  pthread_t t[NODES];
+  th_getter r[NODES];
   for (int i = 1; i < NODES; i++) {
-    r[i] = (rx){.c = c[i], .id = id, .size = size, .want = want};
-    pthread_create(&t[i], NULL, rx_main, &r[i]);
+    r[i] = (th_getter){.c = c[i], .id = id, .timeout = th_ms(60000), .size = size, .want = want};
+    th_get_start(&r[i]);
   }
   /* write in 8 steps, announcing progress, slowly enough that receivers
    * are pulling before the seal */
@@ -72,11 +48,11 @@ static void broadcast_during_put(int max_senders) {
   for (int k = 0; k < 8; k++) {
     memcpy(dst + k * (size / 8), data + k * (size / 8), size / 8);
     assert_int_equal(hpl_buf_progress(c[0], b, (uint64_t)(k + 1) * (size / 8)), 0);
-    sleep_ms(40);
+    th_sleep_ms(40);
   }
   assert_int_equal(hpl_seal(c[0], b, th_ms(5000)), 0);
   for (int i = 1; i < NODES; i++) {
-    pthread_join(t[i], NULL);
+    th_get_join(&r[i]);
     if (r[i].rc) fail_msg("node %d: %s", i, hpl_strerror(r[i].rc));
     assert_true(r[i].ok);
   }
@@ -181,16 +157,16 @@ static void test_many_concurrent_broadcasts(void **state) {
     assert_int_equal(hpl_put(c[k % NODES], ids[k], d, sizes[k], th_ms(10000)), 0);
     free(d);
   }
-  rx r[NODES][OBJS];
-  pthread_t t[NODES][OBJS];
+  th_getter r[NODES][OBJS];
   for (int i = 0; i < NODES; i++)
     for (int k = 0; k < OBJS; k++) {
-      r[i][k] = (rx){.c = c[i], .id = ids[k], .size = sizes[k], .want = sums[k]};
-      pthread_create(&t[i][k], NULL, rx_main, &r[i][k]);
+      r[i][k] = (th_getter){.c = c[i], .id = ids[k], .timeout = th_ms(60000), .size = sizes[k],
+                            .want = sums[k]};
+      th_get_start(&r[i][k]);
     }
   for (int i = 0; i < NODES; i++)
     for (int k = 0; k < OBJS; k++) {
-      pthread_join(t[i][k], NULL);
+      th_get_join(&r[i][k]);
       assert_int_equal(r[i][k].rc, 0);
       assert_true(r[i][k].ok);
     }

@@ -19,11 +19,6 @@
 
 #define MB (1ull << 20)
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static hpl_lc *cluster0(const char *dir_args) { return th_cluster(0, 0, dir_args, NULL); }
 
 static int add(hpl_lc *lc, const char *args) {
@@ -38,28 +33,6 @@ static int add(hpl_lc *lc, const char *args) {
 static char *hexid(hpl_client *c, char *buf, size_t len) {
   snprintf(buf, len, "%llx", (unsigned long long)th_node_id(c));
   return buf;
-}
-
-typedef struct getter {
-  hpl_client *c;
-  const char *id;
-  uint64_t size, seed;
-  int64_t timeout;
-  int rc, ok;
-  uint64_t ms;
-} getter;
-
-static void *getter_main(void *arg) {
-  getter *g = arg;
-  uint64_t t0 = hpl_now_ms();
-  hpl_buf *b;
-  g->rc = hpl_get(g->c, g->id, g->timeout, &b);
-  g->ms = hpl_now_ms() - t0;
-  if (g->rc == 0) {
-    g->ok = hpl_buf_size(b) == g->size && th_check_pattern(hpl_buf_data(b), g->size, g->seed);
-    hpl_release(g->c, b);
-  }
-  return NULL;
 }
 
 /* A stream cut after 12 MiB: the receiver resumes from its 12 MiB; nothing
@@ -157,14 +130,15 @@ static void test_chain_kill(void **state) {
   }
   const uint64_t size = 48 * MB;
   th_put_pattern(A, "chain/x", size, 4);
-  getter g[R];
-  pthread_t t[R];
+  th_getter g[R];
+  uint64_t want = th_pattern_sum(size, 4);
   for (int i = 0; i < R; i++) {
-    g[i] = (getter){.c = C[i], .id = "chain/x", .size = size, .seed = 4, .timeout = th_ms(30000)};
-    pthread_create(&t[i], NULL, getter_main, &g[i]);
-    sleep_ms(30); /* arrival order = chain order */
+    g[i] = (th_getter){.c = C[i], .id = "chain/x", .size = size, .want = want,
+                       .timeout = th_ms(30000)};
+    th_get_start(&g[i]);
+    th_sleep_ms(30); /* arrival order = chain order */
   }
-  sleep_ms(600);
+  th_sleep_ms(600);
   /* find a receiver in the middle: it has a sender and a receiver */
   size_t n;
   th_xfer *x = th_transfers(A, 0, &n);
@@ -185,7 +159,7 @@ static void test_chain_kill(void **state) {
    * dies; the handle is closed only after the thread is done with it */
   assert_int_equal(hpl_lc_signal(lc, r[victim], SIGKILL), 0);
   for (int i = 0; i < R; i++) {
-    pthread_join(t[i], NULL);
+    th_get_join(&g[i]);
     if (i == victim) {
       assert_int_equal(g[i].rc, HPL_ECONN);
       hpl_close(C[i]);
@@ -238,7 +212,7 @@ static void test_reduce_reset(void **state) {
   /* 4 of 5: s1..s4 in the tree, s5 the spare */
   assert_int_equal(hpl_reduce(C[0], "rr/t", srcs, N - 1, 4, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
                    0);
-  sleep_ms(400);
+  th_sleep_ms(400);
   /* kill the node of s2 (a slot in the middle of the chain) */
   hpl_close(C[2]);
   assert_int_equal(hpl_lc_signal(lc, idx[2], SIGKILL), 0);
@@ -276,14 +250,14 @@ static void test_lost_in_bounded_time(void **state) {
   int b = add(lc, NULL);
   hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b);
   th_put_pattern(A, "lost/x", 32 * MB, 5);
-  getter g = {.c = B, .id = "lost/x", .size = 32 * MB, .seed = 5, .timeout = th_ms(60000)};
-  pthread_t t;
-  pthread_create(&t, NULL, getter_main, &g);
-  sleep_ms(500);
+  th_getter g = {.c = B, .id = "lost/x", .size = 32 * MB, .want = th_pattern_sum(32 * MB, 5),
+                 .timeout = th_ms(60000)};
+  th_get_start(&g);
+  th_sleep_ms(500);
   hpl_close(A);
   uint64_t t0 = hpl_now_ms();
   assert_int_equal(hpl_lc_signal(lc, a, SIGKILL), 0);
-  pthread_join(t, NULL);
+  th_get_join(&g);
   assert_int_equal(g.rc, HPL_ELOST);
   assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(3000));
   /* later gets fail at once too */
@@ -308,10 +282,10 @@ static void test_heartbeat_pause(void **state) {
   int b = add(lc, NULL);
   hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b);
   th_put_pattern(A, "hb/x", 2 * MB, 7);
-  sleep_ms(2300); /* inside the pause, past the timeout */
+  th_sleep_ms(2300); /* inside the pause, past the timeout */
   uint64_t size;
   assert_int_equal(hpl_stat(B, "hb/x", th_ms(2000), &size, NULL, NULL, NULL), HPL_ELOST);
-  sleep_ms(1500); /* the pause is over: A re-registers and re-reports */
+  th_sleep_ms(1500); /* the pause is over: A re-registers and re-reports */
   hpl_buf *buf;
   int rc = hpl_get(B, "hb/x", th_ms(10000), &buf);
   if (rc) fail_msg("get after the pause: %s (%s)", hpl_strerror(rc), hpl_errdetail(B));
@@ -334,10 +308,10 @@ static void test_directory_restart(void **state) {
   th_put_pattern(A, "dr/x", 8 * MB, 8);
   th_put_pattern(A, "dr/small", 100, 9);
   th_put_pattern(A, "slow/y", 32 * MB, 10);
-  getter slow = {.c = C, .id = "slow/y", .size = 32 * MB, .seed = 10, .timeout = th_ms(60000)};
-  pthread_t ts;
-  pthread_create(&ts, NULL, getter_main, &slow);
-  sleep_ms(300); /* the slow transfer is under way */
+  th_getter slow = {.c = C, .id = "slow/y", .size = 32 * MB, .want = th_pattern_sum(32 * MB, 10),
+                    .timeout = th_ms(60000)};
+  th_get_start(&slow);
+  th_sleep_ms(300); /* the slow transfer is under way */
   /* a reduce whose second source comes after the restart */
   float v[65536];
   for (int i = 0; i < 65536; i++) v[i] = 1.0f;
@@ -345,16 +319,16 @@ static void test_directory_restart(void **state) {
   const char *srcs[2] = {"dr/r1", "dr/r2"};
   assert_int_equal(hpl_reduce(A, "dr/t", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)), 0);
   assert_int_equal(hpl_lc_signal(lc, -1, SIGKILL), 0);
-  getter g = {.c = B, .id = "dr/x", .size = 8 * MB, .seed = 8, .timeout = th_ms(30000)};
-  pthread_t t;
-  pthread_create(&t, NULL, getter_main, &g);
-  sleep_ms(700);
+  th_getter g = {.c = B, .id = "dr/x", .size = 8 * MB, .want = th_pattern_sum(8 * MB, 8),
+                 .timeout = th_ms(30000)};
+  th_get_start(&g);
+  th_sleep_ms(700);
   char err[256];
   if (hpl_lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
-  pthread_join(t, NULL);
+  th_get_join(&g);
   if (g.rc) fail_msg("get across the restart: %s", hpl_strerror(g.rc));
   assert_true(g.ok);
-  pthread_join(ts, NULL);
+  th_get_join(&slow);
   assert_int_equal(slow.rc, 0);
   assert_true(slow.ok);
   assert_int_equal(th_counter(C, "pull_resumes"), 0); /* never interrupted */
@@ -393,10 +367,10 @@ static void test_sigterm_handoff(void **state) {
   hpl_buf *buf;
   assert_int_equal(hpl_get(C, "term/x", th_ms(10000), &buf), 0); /* a second copy */
   hpl_release(C, buf);
-  getter g = {.c = B, .id = "term/x", .size = size, .seed = 11, .timeout = th_ms(30000)};
-  pthread_t t;
-  pthread_create(&t, NULL, getter_main, &g);
-  sleep_ms(400); /* B pulls slowly from A */
+  th_getter g = {.c = B, .id = "term/x", .size = size, .want = th_pattern_sum(size, 11),
+                 .timeout = th_ms(30000)};
+  th_get_start(&g);
+  th_sleep_ms(400); /* B pulls slowly from A */
   hpl_close(A);
   uint64_t t0 = hpl_now_ms();
   assert_int_equal(hpl_lc_signal(lc, a, SIGTERM), 0);
@@ -404,7 +378,7 @@ static void test_sigterm_handoff(void **state) {
   int st = hpl_lc_exit_status(lc, a);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   assert_true(took < (uint64_t)th_ms(3000));
-  pthread_join(t, NULL);
+  th_get_join(&g);
   assert_int_equal(g.rc, 0);
   assert_true(g.ok);
   assert_int_equal(th_counter(B, "data_bytes_received"), size);

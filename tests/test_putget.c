@@ -95,29 +95,6 @@ static void test_sizes(void **state) {
   }
 }
 
-typedef struct getter {
-  hpl_client *c;
-  const char *id;
-  int64_t timeout;
-  int rc;
-  uint64_t size;
-  uint64_t sum;
-  uint64_t done_ms;
-} getter;
-
-static void *getter_main(void *arg) {
-  getter *g = arg;
-  hpl_buf *b;
-  g->rc = hpl_get(g->c, g->id, g->timeout, &b);
-  g->done_ms = hpl_now_ms();
-  if (g->rc == 0) {
-    g->size = hpl_buf_size(b);
-    g->sum = hpl_checksum(hpl_buf_data(b), g->size);
-    hpl_release(g->c, b);
-  }
-  return NULL;
-}
-
 /* A get issued before the put waits for it, then succeeds. */
 static void test_get_before_put(void **state) {
   (void)state;
@@ -125,21 +102,16 @@ static void test_get_before_put(void **state) {
   for (int i = 0; i < 2; i++) {
     char id[32];
     snprintf(id, sizeof id, "later/%d", i);
-    getter g = {.c = B, .id = id, .timeout = th_ms(20000)};
-    pthread_t t;
+    th_getter g = {.c = B, .id = id, .timeout = th_ms(20000), .size = sizes[i],
+                   .want = th_pattern_sum(sizes[i], 7)};
     uint64_t start = hpl_now_ms();
-    pthread_create(&t, NULL, getter_main, &g);
-    struct timespec ts = {0, 400 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    th_get_start(&g);
+    th_sleep_ms(400);
     uint64_t put_at = hpl_now_ms();
     th_put_pattern(A, id, sizes[i], 7);
-    pthread_join(t, NULL);
+    th_get_join(&g);
     assert_int_equal(g.rc, 0);
-    assert_int_equal(g.size, sizes[i]);
-    void *want = malloc(sizes[i]);
-    hpl_fill_pattern(want, sizes[i], 7);
-    assert_true(g.sum == hpl_checksum(want, sizes[i]));
-    free(want);
+    assert_true(g.ok);
     assert_true(g.done_ms >= put_at);
     assert_true(put_at - start >= 390);
   }

@@ -19,11 +19,6 @@
 #define MB (1ull << 20)
 #define KB (1ull << 10)
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* Deterministic element values: small integers (so products stay exact in
  * floats) with signs where the type has them. */
 static double elem_value(int dtype, uint64_t seed, size_t i) {
@@ -248,7 +243,7 @@ typedef struct putter {
 
 static void *putter_main(void *arg) {
   putter *p = arg;
-  sleep_ms(p->delay_ms);
+  th_sleep_ms(p->delay_ms);
   float *d = malloc(p->n * 4);
   for (size_t i = 0; i < p->n; i++) d[i] = (float)(p->seed + (int)(i % 5));
   hpl_put(p->c, p->id, d, p->n * 4, 20000);
@@ -395,7 +390,7 @@ static void test_no_memory_left(void **state) {
   do {
     after = total_allocated();
     if (after - before <= n * 4 + 64 * KB) break;
-    sleep_ms(50);
+    th_sleep_ms(50);
   } while (hpl_now_ms() < deadline);
   assert_true(after >= before + n * 4);
   assert_true(after - before <= n * 4 + 64 * KB);
