@@ -1,0 +1,159 @@
+"""_lib.py - find libhoplite and declare its functions for ctypes.
+
+Every function of include/hoplite.h is declared here with its argtypes and
+restype. Handles are opaque pointers (pointers to incomplete structures), no
+structure is ever passed by value, and strings the library allocates are
+received as raw pointers so that they can be given back to hpl_free().
+
+Where the library is looked for, first match wins:
+  1. $HOPLITE_LIB            the path of libhoplite.so itself
+  2. $HOPLITE_BUILD_DIR      a CMake build directory holding libhoplite.so
+  3. <checkout>/build        python/hoplite/../../build/libhoplite.so
+  4. the system's loader     libhoplite.so.0 (an installed library)
+
+ctypes releases the GIL around every call into a CDLL function, so a thread
+blocked in hpl_get() does not stop the other Python threads.
+"""
+import ctypes
+import ctypes.util
+import os
+import threading
+
+from .errors import LibraryNotFound
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_CHECKOUT_BUILD = os.path.normpath(os.path.join(_PKG_DIR, "..", "..", "build"))
+
+# ---------------------------------------------------------------- constants
+# Values from include/hoplite.h.
+HPL_ID_MAX = 255
+
+OP_SUM, OP_MIN, OP_MAX, OP_PROD = 0, 1, 2, 3
+DT_U8, DT_I32, DT_I64, DT_F32, DT_F64, DT_U32, DT_U64, DT_I8 = 0, 1, 2, 3, 4, 5, 6, 7
+
+
+class _HplClient(ctypes.Structure):
+    """struct hpl_client: opaque, only ever used through a pointer."""
+
+
+class _HplBuf(ctypes.Structure):
+    """struct hpl_buf: opaque, only ever used through a pointer."""
+
+
+ClientP = ctypes.POINTER(_HplClient)
+BufP = ctypes.POINTER(_HplBuf)
+
+_c_int = ctypes.c_int
+_i64 = ctypes.c_int64
+_u64 = ctypes.c_uint64
+_u32 = ctypes.c_uint32
+_size = ctypes.c_size_t
+_cstr = ctypes.c_char_p
+_vp = ctypes.c_void_p
+_P = ctypes.POINTER
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    "hpl_strerror": (_cstr, [_c_int]),
+    "hpl_errname": (_cstr, [_c_int]),
+    "hpl_dtype_size": (_size, [_c_int]),
+    "hpl_connect": (_c_int, [_cstr, _i64, _P(ClientP)]),
+    "hpl_close": (None, [ClientP]),
+    "hpl_errdetail": (_cstr, [ClientP]),
+    "hpl_put": (_c_int, [ClientP, _cstr, _vp, _u64, _i64]),
+    "hpl_create": (_c_int, [ClientP, _cstr, _u64, _i64, _P(BufP)]),
+    "hpl_buf_progress": (_c_int, [ClientP, BufP, _u64]),
+    "hpl_seal": (_c_int, [ClientP, BufP, _i64]),
+    "hpl_abort": (None, [ClientP, BufP]),
+    "hpl_get": (_c_int, [ClientP, _cstr, _i64, _P(BufP)]),
+    "hpl_release": (None, [ClientP, BufP]),
+    "hpl_buf_data": (_vp, [BufP]),
+    "hpl_buf_size": (_u64, [BufP]),
+    "hpl_buf_id": (_cstr, [BufP]),
+    "hpl_contains": (_c_int, [ClientP, _cstr, _i64, _P(_c_int)]),
+    "hpl_stat": (_c_int, [ClientP, _cstr, _i64, _P(_u64), _P(_u32), _P(_u32), _P(_c_int)]),
+    "hpl_delete": (_c_int, [ClientP, _cstr, _i64]),
+    # char **out: received as void* so the pointer can be passed to hpl_free
+    "hpl_list": (_c_int, [ClientP, _cstr, _i64, _P(_vp)]),
+    "hpl_counters": (_c_int, [ClientP, _i64, _P(_vp)]),
+    "hpl_counter": (_c_int, [ClientP, _cstr, _i64, _P(_u64)]),
+    "hpl_transfers": (_c_int, [ClientP, _u64, _i64, _P(_vp), _P(_u64)]),
+    "hpl_free": (None, [_vp]),
+    "hpl_reduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64]),
+    "hpl_reduce_sources": (_c_int, [ClientP, _cstr, _i64, _P(_vp)]),
+    "hpl_allreduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64,
+                               _P(BufP)]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+def _candidates():
+    env = os.environ.get("HOPLITE_LIB")
+    if env:
+        yield env, "$HOPLITE_LIB"
+        return  # an explicit choice is not silently replaced by another library
+    bdir = os.environ.get("HOPLITE_BUILD_DIR")
+    if bdir:
+        yield os.path.join(bdir, "libhoplite.so"), "$HOPLITE_BUILD_DIR"
+    yield os.path.join(_CHECKOUT_BUILD, "libhoplite.so"), "the checkout's build directory"
+    sysname = ctypes.util.find_library("hoplite")
+    if sysname:
+        yield sysname, "the system library path"
+
+
+def load():
+    """Load libhoplite once and return the declared ctypes.CDLL.
+
+    Raises LibraryNotFound (an ImportError) naming every place tried."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path, where in _candidates():
+            if os.sep in path and not os.path.exists(path):
+                tried.append("%s (%s): no such file" % (path, where))
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append("%s (%s): %s" % (path, where, e))
+                continue
+            for name, (restype, argtypes) in _PROTOTYPES.items():
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _lib, _lib_path = lib, path
+            return lib
+        raise LibraryNotFound(
+            "libhoplite.so not found. Build it first (cd %s && cmake -S . -B build && "
+            "cmake --build build -j2), or set HOPLITE_LIB=/path/to/libhoplite.so or "
+            "HOPLITE_BUILD_DIR=/path/to/build. Tried: %s"
+            % (os.path.dirname(_CHECKOUT_BUILD), "; ".join(tried) or "nothing"))
+
+
+def library_path():
+    """Path of the loaded library (loads it if needed)."""
+    load()
+    return _lib_path
+
+
+def build_dir():
+    """The build directory the servers (hoplite-directory, hoplite-store) are
+    taken from: $HOPLITE_BUILD_DIR, else the directory of the loaded library
+    if it holds them, else <checkout>/build."""
+    bdir = os.environ.get("HOPLITE_BUILD_DIR")
+    if bdir:
+        return bdir
+    try:
+        libdir = os.path.dirname(os.path.abspath(library_path()))
+        if os.path.exists(os.path.join(libdir, "hoplite-store")):
+            return libdir
+    except LibraryNotFound:
+        pass
+    return _CHECKOUT_BUILD
