@@ -16,6 +16,11 @@ Not part of the test suite (needs root, takes minutes). What it does:
      as bench/run_coll.sh does), sockets in a work directory on the shared
      file system;
   4. Dask: dask-scheduler in h0, one dask-worker in each of h1..h7
+     (the scheduler runs with its Active Memory Manager off: with it on, as
+     distributed 2022.12 has by default, its ReduceReplicas policy drops the
+     copies that scatter(broadcast=True) is making every 2 s, and a 256 MiB
+     broadcast at 1gbit never finishes - measured: replicas went 1, 3, 2, 1,
+     2, 1 ... for minutes while ~1.4 Gbit/s moved between workers)
      (--nthreads 1 --no-nanny --host ADDR), each with HOPLITE_SOCKET naming
      its host's store;
   5. the driver: a separate /usr/bin/python3 (this file with --driver) in h0,
@@ -102,6 +107,10 @@ def driver(args):
         res = client.gather(futs)
         t_gather = time.monotonic() - t0
         c1 = cpu_times()
+        if impl == "dask":  # untimed: the broadcast really made a copy per worker
+            held = len(client.who_has(data)[data.key])
+            if held != nw:
+                raise SystemExit("scatter(broadcast=True) left %d copies, not %d" % (held, nw))
         sample = max(r[1] for r in res) - t0
         bad = [r for r in res if r[0] != expect]
         if bad:
@@ -213,7 +222,8 @@ def orchestrate(args):
               (lc.dir_addr, hosts, args.pool), flush=True)
         sched_file = os.path.join(work, "scheduler.json")
         sched = spawn(0, ["/usr/bin/dask-scheduler", "--host", addrs[0], "--port", "0",
-                          "--no-dashboard", "--scheduler-file", sched_file], "scheduler.log")
+                          "--no-dashboard", "--scheduler-file", sched_file], "scheduler.log",
+                      {"DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START": "False"})
         wait_for_file(sched_file, sched, 120)
         for i in range(1, hosts):
             spawn(i, ["/usr/bin/dask-worker", "--scheduler-file", sched_file, "--nthreads", "1",
