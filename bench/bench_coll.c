@@ -89,14 +89,10 @@ static void cpu_sample(uint64_t *busy, uint64_t *total) {
   fclose(f);
 }
 
+/* bytes per second of a tc rate; 0 for "none" or a bad rate */
 static double parse_rate(const char *s) {
-  if (!s || !strcmp(s, "none")) return 0;
-  char *end;
-  double v = strtod(s, &end);
-  if (!strcasecmp(end, "gbit")) return v * 1e9 / 8;
-  if (!strcasecmp(end, "mbit")) return v * 1e6 / 8;
-  if (!strcasecmp(end, "kbit")) return v * 1e3 / 8;
-  return 0;
+  uint64_t bps = 0;
+  return hpl_parse_rate(s, &bps) ? 0 : (double)bps / 8;
 }
 
 static void die(const char *msg) {

@@ -1,16 +1,25 @@
 /* bench_faults.c - failure-injection runs: broadcasts and reduces while
- * stores are killed (kill -9) at random moments.
+ * stores are killed (kill -9), hosts cut off or slowed down at random
+ * moments.
  *
  *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
  *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
- *                [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit]
- *                [--store-args "..."] [--out FILE]
+ *                [--faults kill,cut,slow] [--slow-factor 10]
+ *                [--netns PREFIX --addrs A0,A1,... --cluster-sh PATH]
+ *                [--rate 1gbit] [--store-args "..."] [--out FILE]
  *   bench_faults --scenario bcast-midchain|reduce-subset --size 256M [...]
  *
  * Random runs: first the no-fault time of each size and op (median of 3);
- * then each run picks an op, a size, one victim (two with probability
- * --two-kill) and a moment in [10%, 90%] of the no-fault time, and kills
- * the victims then. Broadcast: node 0 holds the object (never killed),
+ * then each run picks an op, a size, a fault kind among --faults, a victim
+ * and a moment in [10%, 90%] of the no-fault time:
+ *   kill  kill -9 the victim's store (two victims with probability
+ *         --two-kill); victims are restarted after the run;
+ *   cut   take the victim host's switch port down (cluster.sh cut) for a
+ *         random 0.5-3 s, then bring it back: the partition heals, and the
+ *         victim's own get (it is alive) must then finish correctly too;
+ *   slow  lower the victim host's rate to RATE/--slow-factor for the rest of
+ *         the run (a straggler); its own get must finish correctly.
+ * cut and slow need the emulated cluster (--netns, --cluster-sh). Broadcast: node 0 holds the object (never killed),
  * every other node gets it. Reduce: every node holds a source (f32, sums
  * exact in any order), node 0 reduces the first N-1 (N-2 with two kills)
  * of them into a target, so spares exist. Victims are restarted between
@@ -32,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hoplite.h"
 #include "localcluster.h"
@@ -42,13 +53,17 @@
 
 typedef struct cfg {
   int hosts, runs, nsizes, do_bcast, do_reduce;
-  double two_kill;
+  double two_kill, slow_factor;
+  int faults; /* FK_* bits */
   uint64_t sizes[16];
-  const char *netns, *rate, *store_args, *scenario;
+  const char *netns, *rate, *store_args, *scenario, *cluster_sh;
   const char *addrs[MAXN];
   uint64_t seed;
   FILE *out;
 } cfg;
+
+enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4 };
+static const char *const fk_names[] = {"kill", "cut", "slow"};
 
 static hpl_lc *lc;
 static hpl_client *cs[MAXN];
@@ -124,7 +139,8 @@ static void *part_main(void *arg) {
 /* ------------------------------------------------------------------ one run */
 
 typedef struct outcome {
-  double secs;       /* start to last survivor */
+  double secs;        /* start to last survivor (the cut or slowed host's own get excluded) */
+  double victim_secs; /* cut/slow: start to the victim's own completion */
   int completed, hangs, wrong, lost, lost_excused, other;
 } outcome;
 
@@ -170,6 +186,25 @@ static void kill_node(int i) {
   /* the handle's connection is dead; its get returned or will return */
 }
 
+/* Run `cluster.sh VERB HOST [ARG]` for the emulated cluster; nonzero on
+ * failure. Blocking, from the bench's main thread (no event loop here). */
+static int cluster_cmd(const cfg *g, const char *verb, int host, const char *arg) {
+  char hs[16];
+  snprintf(hs, sizeof hs, "%d", host);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setenv("HPL_NS_PREFIX", g->netns, 1);
+    setenv("HPL_NS_QUIET", "1", 1);
+    execl(g->cluster_sh, g->cluster_sh, verb, hs, arg, (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
 /* Pick a node in the middle of the current tree/chain of `id` from the
  * directory's record: one that both receives and sends. */
 static int middle_node(int op, const char *id, int fallback) {
@@ -200,10 +235,11 @@ static int middle_node(int op, const char *id, int fallback) {
   return best;
 }
 
-/* Run op on `size` bytes; kill `victims` after `kill_frac` of `nofault`
- * seconds (victims[0] = -2: pick the middle of the chain). */
-static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *victims,
-                       double kill_frac, double nofault, int k_reduce) {
+/* Run op on `size` bytes; after `kill_frac` of `nofault` seconds, apply
+ * fault `kind` to `victims` (victims[0] = -2: pick the middle of the
+ * chain): kill them, cut victims[0] off for `cut_s` seconds, or slow it. */
+static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nkill, int *victims,
+                       double kill_frac, double nofault, int k_reduce, double cut_s) {
   outcome oc = {0};
   char id[96];
   snprintf(id, sizeof id, "f/%s/%d/%llu", op ? "reduce" : "bcast", run, (unsigned long long)size);
@@ -224,6 +260,15 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *v
     }
   }
   int64_t timeout = nofault > 0 ? (int64_t)(nofault * 10 * 1000) + 30000 : 300000;
+  if (nofault > 0 && kind == FK_CUT) timeout += (int64_t)(cut_s * 1000) + 15000;
+  if (nofault > 0 && kind == FK_SLOW) timeout += (int64_t)(nofault * g->slow_factor * 1000);
+  char slow_rate[32] = "";
+  if (kind == FK_SLOW) {
+    uint64_t bps = 0;
+    hpl_parse_rate(g->rate, &bps);
+    snprintf(slow_rate, sizeof slow_rate, "%llubit",
+             (unsigned long long)((double)bps / g->slow_factor));
+  }
   part ps[MAXN];
   pthread_t th[MAXN];
   int np = 0;
@@ -248,7 +293,14 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *v
                                     : victims[v];
       if (op == 1 && victims[v] == -2) victim = 1 + (g->hosts - 1) / 2;
       victims[v] = victim;
-      kill_node(victim);
+      if (kind == FK_KILL) kill_node(victim);
+    }
+    if (kind == FK_CUT) {
+      if (cluster_cmd(g, "cut", victims[0], NULL)) die("cluster.sh cut failed");
+      hpl_sleep_until_ns(hpl_now_ns() + (uint64_t)(cut_s * 1e9));
+      if (cluster_cmd(g, "uncut", victims[0], NULL)) die("cluster.sh uncut failed");
+    } else if (kind == FK_SLOW) {
+      if (cluster_cmd(g, "ratelimit", victims[0], slow_rate)) die("cluster.sh ratelimit failed");
     }
   }
   uint64_t last = start;
@@ -256,7 +308,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *v
     pthread_join(th[i], NULL);
     int victim = 0;
     for (int v = 0; v < nkill; v++) victim |= ps[i].node == victims[v];
-    if (victim) continue; /* its own get died with it */
+    if (victim && kind == FK_KILL) continue; /* its own get died with it */
     if (ps[i].rc == HPL_ETIMEDOUT) {
       oc.hangs++;
     } else if (ps[i].rc == HPL_ELOST) {
@@ -270,13 +322,17 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int nkill, int *v
     } else {
       oc.completed++;
     }
-    if (ps[i].end_ns > last) last = ps[i].end_ns;
+    if (victim) oc.victim_secs = (double)(ps[i].end_ns - start) / 1e9;
+    else if (ps[i].end_ns > last) last = ps[i].end_ns;
   }
   oc.secs = (double)(last - start) / 1e9;
+  if (kind == FK_SLOW && nkill > 0 && nofault >= 0 &&
+      cluster_cmd(g, "ratelimit", victims[0], g->rate))
+    die("cluster.sh ratelimit (restore) failed");
   /* a lost error is excused only if every copy died: for a broadcast the
    * source (node 0) never dies, for a reduce there is always a spare */
   oc.lost_excused = 0;
-  for (int v = 0; v < nkill; v++) {
+  for (int v = 0; kind == FK_KILL && v < nkill; v++) {
     hpl_close(cs[victims[v]]);
     cs[victims[v]] = NULL;
   }
@@ -293,7 +349,7 @@ static double median3(cfg *g, int op, uint64_t size, int k) {
   double v[3];
   for (int r = 0; r < 3; r++) {
     int none[1] = {0};
-    v[r] = run_one(g, op, size, 100000 + r, 0, none, 0, -1, k).secs;
+    v[r] = run_one(g, op, size, 100000 + r, FK_KILL, 0, none, 0, -1, k, 0).secs;
   }
   double a = v[0], b = v[1], c = v[2];
   if (a > b) { double t = a; a = b; b = t; }
@@ -308,14 +364,17 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  cfg g = {.hosts = 8, .runs = 50, .two_kill = 0.3, .rate = "none", .seed = 0};
+  cfg g = {.hosts = 8, .runs = 50, .two_kill = 0.3, .rate = "none", .seed = 0,
+           .slow_factor = 10, .faults = FK_KILL};
   const char *sizes = "1M,16M,64M,256M", *ops = "bcast,reduce", *addrs = NULL, *out = NULL;
+  const char *faults = "kill";
   static struct option opts[] = {
       {"runs", 1, 0, 'r'},      {"hosts", 1, 0, 'n'},     {"sizes", 1, 0, 's'},
       {"size", 1, 0, 's'},      {"ops", 1, 0, 'o'},       {"two-kill", 1, 0, 't'},
       {"seed", 1, 0, 'S'},      {"netns", 1, 0, 'N'},     {"addrs", 1, 0, 'a'},
       {"rate", 1, 0, 'R'},      {"store-args", 1, 0, 'A'}, {"out", 1, 0, 'O'},
-      {"scenario", 1, 0, 'c'},  {0, 0, 0, 0}};
+      {"scenario", 1, 0, 'c'},  {"faults", 1, 0, 'f'},    {"slow-factor", 1, 0, 'F'},
+      {"cluster-sh", 1, 0, 'C'}, {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -331,10 +390,28 @@ int main(int argc, char **argv) {
       case 'A': g.store_args = optarg; break;
       case 'O': out = optarg; break;
       case 'c': g.scenario = optarg; break;
+      case 'f': faults = optarg; break;
+      case 'F': g.slow_factor = atof(optarg); break;
+      case 'C': g.cluster_sh = optarg; break;
       default: die("see the comment at the top of bench/bench_faults.c for usage");
     }
   }
   if (g.hosts < 3 || g.hosts > MAXN) die("--hosts must be 3..32");
+  g.faults = 0;
+  char *fl = strdup(faults);
+  for (char *t = strtok(fl, ","); t; t = strtok(NULL, ",")) {
+    int k = 0;
+    while (k < 3 && strcmp(t, fk_names[k])) k++;
+    if (k == 3) die("--faults takes kill, cut and slow, comma-separated");
+    g.faults |= 1 << k;
+  }
+  free(fl);
+  if (!g.faults) die("--faults names no fault kind");
+  if ((g.faults & (FK_CUT | FK_SLOW)) && (!g.netns || !g.cluster_sh))
+    die("--faults cut and slow need the emulated cluster: --netns, --addrs and --cluster-sh");
+  uint64_t bps;
+  if ((g.faults & FK_SLOW) && (hpl_parse_rate(g.rate, &bps) || g.slow_factor < 1.5))
+    die("--faults slow needs --rate (like 1gbit) and --slow-factor of at least 1.5");
   g.do_bcast = strstr(ops, "bcast") != NULL;
   g.do_reduce = strstr(ops, "reduce") != NULL;
   char *sz = strdup(sizes);
@@ -387,7 +464,7 @@ int main(int argc, char **argv) {
     int bad = 0;
     for (int r = 0; r < 3; r++) {
       int victims[1] = {-2};
-      outcome oc = run_one(&g, op, size, r, 1, victims, frac, nf, g.hosts - 1);
+      outcome oc = run_one(&g, op, size, r, FK_KILL, 1, victims, frac, nf, g.hosts - 1, 0);
       ratios[r] = oc.secs / nf;
       printf("%s %llu B: killed node %d at %.0f%%: %.3f s vs %.3f s no-fault = %.2fx; "
              "completed %d, wrong %d, lost %d, hangs %d\n",
@@ -416,18 +493,29 @@ int main(int argc, char **argv) {
     int tot_runs = 0, tot_done = 0, tot_hang = 0, tot_wrong = 0, tot_lost = 0, tot_other = 0;
     int runs_ok = 0;
     double *ratio = calloc((size_t)g.runs, sizeof *ratio);
+    double *kratio[3];
+    int kn[3] = {0, 0, 0};
+    for (int f = 0; f < 3; f++) kratio[f] = calloc((size_t)g.runs, sizeof **kratio);
     for (int run = 0; run < g.runs; run++) {
       int op = g.do_bcast && g.do_reduce ? (int)(rnd(&g.seed) % 2) : g.do_reduce;
       int k = (int)(rnd(&g.seed) % (uint64_t)g.nsizes);
-      int nkill = (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
+      int kinds[3], nk = 0;
+      for (int f = 0; f < 3; f++)
+        if (g.faults & (1 << f)) kinds[nk++] = 1 << f;
+      int kind = kinds[rnd(&g.seed) % (uint64_t)nk];
+      double cut_s = 0.5 + 2.5 * (double)(rnd(&g.seed) % 1000) / 1000.0;
+      int nkill = kind == FK_KILL && (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
       int victims[2];
       victims[0] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
       do victims[1] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
       while (victims[1] == victims[0]);
       double frac = 0.1 + 0.8 * (double)(rnd(&g.seed) % 1000) / 1000.0;
       int kr = g.hosts - nkill; /* spares for every victim */
-      outcome oc = run_one(&g, op, g.sizes[k], run, nkill, victims, frac, nf[op][k], kr);
+      outcome oc =
+          run_one(&g, op, g.sizes[k], run, kind, nkill, victims, frac, nf[op][k], kr, cut_s);
       ratio[run] = oc.secs / nf[op][k];
+      int kf = kind == FK_KILL ? 0 : kind == FK_CUT ? 1 : 2;
+      kratio[kf][kn[kf]++] = ratio[run];
       int ok = oc.hangs == 0 && oc.wrong == 0 && oc.lost == 0 && oc.other == 0;
       runs_ok += ok;
       tot_runs++;
@@ -436,13 +524,24 @@ int main(int argc, char **argv) {
       tot_wrong += oc.wrong;
       tot_lost += oc.lost;
       tot_other += oc.other;
-      char vs[32];
-      if (nkill == 2) snprintf(vs, sizeof vs, "%d,%d", victims[0], victims[1]);
-      else snprintf(vs, sizeof vs, "%d", victims[0]);
-      printf("run %2d %-6s %10llu B kill %-5s at %3.0f%%: %.3f s (%.2fx no-fault) %s "
-             "[done %d wrong %d lost %d hang %d]\n",
+      char vs[32], extra[96] = "";
+      if (nkill == 2) snprintf(vs, sizeof vs, "kill:%d,%d", victims[0], victims[1]);
+      else snprintf(vs, sizeof vs, "%s:%d", fk_names[kind == FK_KILL ? 0 : kind == FK_CUT ? 1 : 2],
+                    victims[0]);
+      if (op == 1 && kind == FK_CUT)
+        snprintf(extra, sizeof extra, " (cut %.1f s)", cut_s);
+      else if (op == 1 && kind == FK_SLOW)
+        snprintf(extra, sizeof extra, " (slowed %.0fx)", g.slow_factor);
+      else if (kind == FK_CUT)
+        snprintf(extra, sizeof extra, " (cut %.1f s; the cut host itself done at %.3f s)", cut_s,
+                 oc.victim_secs);
+      else if (kind == FK_SLOW)
+        snprintf(extra, sizeof extra, " (slowed %.0fx; the slow host itself done at %.3f s)",
+                 g.slow_factor, oc.victim_secs);
+      printf("run %2d %-6s %10llu B %-8s at %3.0f%%: %.3f s (%.2fx no-fault) %s "
+             "[done %d wrong %d lost %d hang %d]%s\n",
              run, op ? "reduce" : "bcast", (unsigned long long)g.sizes[k], vs, frac * 100, oc.secs,
-             ratio[run], ok ? "ok" : "FAILED", oc.completed, oc.wrong, oc.lost, oc.hangs);
+             ratio[run], ok ? "ok" : "FAILED", oc.completed, oc.wrong, oc.lost, oc.hangs, extra);
       fflush(stdout);
       if (g.out)
         fprintf(g.out, "run\t%d\t%s\t%llu\t%s\t%.2f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\n", run,
@@ -456,6 +555,12 @@ int main(int argc, char **argv) {
            tot_runs, runs_ok, tot_done, tot_hang, tot_wrong, tot_lost, tot_other,
            ratio[g.runs / 2], ratio[(g.runs * 9) / 10 < g.runs ? (g.runs * 9) / 10 : g.runs - 1],
            ratio[g.runs - 1]);
+    for (int f = 0; f < 3; f++) {
+      if (!kn[f]) continue;
+      qsort(kratio[f], (size_t)kn[f], sizeof **kratio, cmp_d);
+      printf("  %-4s runs %2d: survivors' time over no-fault median %.2fx, max %.2fx\n",
+             fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][kn[f] - 1]);
+    }
     status = tot_hang || tot_wrong || tot_lost || tot_other;
   }
   for (int i = 0; i < g.hosts; i++)

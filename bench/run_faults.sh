@@ -5,8 +5,10 @@
 #                       [--seed S] [--out-dir bench/results]
 #
 # Brings up HOSTS emulated hosts (bench/cluster.sh, prefix hplf), then runs
-#   1. bench_faults: RUNS randomized broadcasts and reduces with one (or two)
-#      stores killed with SIGKILL at random moments;
+#   1. bench_faults: RUNS randomized broadcasts and reduces, each with one
+#      fault at a random moment: one (or two) stores killed with SIGKILL, a
+#      host cut off (switch port down) for 0.5-3 s and then back, or a host
+#      slowed to a tenth of RATE;
 #   2. the issue's two scenarios: a 256 MiB broadcast to HOSTS-1 receivers
 #      with a mid-chain receiver killed at 50%, and a reduce of HOSTS-1 of
 #      HOSTS sources with a source's node killed mid-reduce (at 40%).
@@ -47,7 +49,8 @@ common=(--hosts "$HOSTS" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE
 status=0
 {
     echo "# $(date -u +%FT%TZ) hosts=$HOSTS rate=$RATE runs=$RUNS sizes=$SIZES"
-    "$BUILD/bench/bench_faults" "${common[@]}" --runs "$RUNS" --sizes "$SIZES" ${SEED:+--seed "$SEED"} || status=1
+    "$BUILD/bench/bench_faults" "${common[@]}" --runs "$RUNS" --sizes "$SIZES" \
+        --faults kill,cut,slow --cluster-sh "$HERE/cluster.sh" ${SEED:+--seed "$SEED"} || status=1
     "$BUILD/bench/bench_faults" "${common[@]}" --scenario bcast-midchain --size 256M || status=1
     "$BUILD/bench/bench_faults" "${common[@]}" --scenario reduce-subset --size 256M || status=1
 } 2>&1 | tee -a "$LOG"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -43,6 +44,22 @@ int hpl_parse_size(const char *s, uint64_t *out) {
   if (*end) return -1;
   if (shift && v > (UINT64_MAX >> shift)) return -1;
   *out = (uint64_t)v << shift;
+  return 0;
+}
+
+int hpl_parse_rate(const char *s, uint64_t *out) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || v <= 0) return -1;
+  double mult = !strcasecmp(end, "gbit")   ? 1e9
+                : !strcasecmp(end, "mbit") ? 1e6
+                : !strcasecmp(end, "kbit") ? 1e3
+                : !strcasecmp(end, "bit")  ? 1
+                                           : 0;
+  if (mult == 0 || v * mult > 1e15) return -1;
+  *out = (uint64_t)(v * mult);
   return 0;
 }
 

@@ -12,6 +12,10 @@ uint64_t hpl_now_ms(void);
 /* Parse a byte size: digits with an optional K/M/G/T suffix (powers of 1024,
  * "KiB"/"KB"/"K" all accepted). Returns 0 and sets *out, or -1. */
 int hpl_parse_size(const char *s, uint64_t *out);
+/* A link rate as tc writes it ("1gbit", "200mbit", "500kbit", "64000bit")
+ * -> bits per second in *out. Returns 0, or -1 for anything else ("none"
+ * included) with *out untouched. */
+int hpl_parse_rate(const char *s, uint64_t *out);
 
 /* Split "HOST:PORT" (HOST may be empty, meaning `defhost`). Writes the host
  * into host[hostlen]. Returns 0 or -1 on a malformed string or port. */

@@ -1,7 +1,8 @@
 /* test_netns.c - the multi-host path on emulated hosts: a directory and 3
  * stores, each in its own network namespace behind a 200 Mbit/s shaped
- * link (bench/cluster.sh), broadcast small and large objects. The test
- * makes its own namespaces (prefix hplt<pid>) and removes them.
+ * link (bench/cluster.sh), broadcast small and large objects, and cut a
+ * host off mid-broadcast (its switch port down) until the partition heals.
+ * The test makes its own namespaces (prefix hplt<pid>) and removes them.
  * Needs root; exits with 77 (skipped) otherwise. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -113,6 +114,67 @@ static void test_broadcast_across_hosts(void **state) {
   th_stop(lc, 0);
 }
 
+/* Host 1 pulls a 16 MiB object from host 0 and host 2 pulls behind host 1
+ * (host 0's one sending slot is taken); then host 1's link is cut for 5 s.
+ * Host 2 must not wait for the partition to heal: its stream from host 1
+ * stalls, host 1 misses its heartbeats and is declared dead, and host 2
+ * resumes from host 0 at its own offset (no byte fetched twice). After the
+ * link comes back, host 1's store reconnects and its get completes too,
+ * with the right bytes. */
+static void cut_and_heal(const char *verb) {
+  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh %s 1", prefix, HPL_SRC_DIR, verb))
+    fail_msg("cluster.sh %s 1 failed", verb);
+}
+
+static void test_partition_heals(void **state) {
+  (void)state;
+  hpl_lc_opts o = {.nodes = HOSTS,
+                   .memory = 256 * MB,
+                   .bin_dir = HPL_BIN_DIR,
+                   .netns_prefix = prefix,
+                   .host_addrs = addrs,
+                   .dir_args = "--heartbeat-timeout-ms 1500",
+                   .store_args = "--stall-timeout-ms 500",
+                   .timeout_ms = (int)th_ms(15000)};
+  hpl_lc *lc;
+  char err[512];
+  if (hpl_lc_start(&o, &lc, err, sizeof err)) fail_msg("cluster: %s", err);
+  hpl_client *c[HOSTS];
+  for (int i = 0; i < HOSTS; i++) c[i] = th_connect(lc, i);
+  const uint64_t size = 16 * MB;
+  th_put_pattern(c[0], "cut/obj", size, 77);
+  uint64_t want = th_pattern_sum(size, 77);
+  uint64_t rcv2 = th_counter(c[2], "data_bytes_received");
+  th_getter r[HOSTS];
+  for (int i = 1; i < HOSTS; i++)
+    r[i] = (th_getter){.c = c[i], .id = "cut/obj", .timeout = th_ms(60000), .size = size,
+                       .want = want};
+  th_get_start(&r[1]);
+  th_sleep_ms(150);
+  th_get_start(&r[2]);
+  th_sleep_ms(150);
+  cut_and_heal("cut");
+  uint64_t t_cut = hpl_now_ms();
+  th_sleep_ms(5000);
+  uint64_t t_uncut = hpl_now_ms();
+  cut_and_heal("uncut");
+  th_get_join(&r[2]);
+  th_get_join(&r[1]);
+  if (r[2].rc) fail_msg("host 2: %s (%s)", hpl_strerror(r[2].rc), hpl_errdetail(c[2]));
+  if (r[1].rc) fail_msg("host 1 after the heal: %s (%s)", hpl_strerror(r[1].rc),
+                        hpl_errdetail(c[1]));
+  assert_true(r[2].ok);
+  assert_true(r[1].ok);
+  fprintf(stderr, "partition: host 2 done %lld ms after the cut, host 1 %lld ms after the heal\n",
+          (long long)(r[2].done_ms - t_cut), (long long)(r[1].done_ms - t_uncut));
+  /* host 2 finished while host 1 was still cut off ... */
+  assert_true(r[2].done_ms < t_uncut);
+  /* ... without fetching a byte twice */
+  assert_int_equal(th_counter(c[2], "data_bytes_received") - rcv2, size);
+  for (int i = 0; i < HOSTS; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   if (getuid() != 0) {
     fprintf(stderr, "test_netns: needs root for network namespaces; skipped\n");
@@ -128,6 +190,7 @@ int main(void) {
                     "skipped\n");
     return 77;
   }
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts),
+                                     cmocka_unit_test(test_partition_heals)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
