@@ -418,6 +418,7 @@ int main(int argc, char **argv) {
   for (char *t = strtok(sz, ","); t && g.nsizes < 16; t = strtok(NULL, ","))
     if (hpl_parse_size(t, &g.sizes[g.nsizes++]) || g.sizes[g.nsizes - 1] % 4)
       die("bad size (sizes must be multiples of 4)");
+  free(sz);
   if (!g.seed) g.seed = hpl_random_u64();
   if (g.netns) {
     if (!addrs) die("--netns needs --addrs");
@@ -562,6 +563,8 @@ int main(int argc, char **argv) {
              fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][kn[f] - 1]);
     }
     status = tot_hang || tot_wrong || tot_lost || tot_other;
+    free(ratio);
+    for (int f = 0; f < 3; f++) free(kratio[f]);
   }
   for (int i = 0; i < g.hosts; i++)
     if (cs[i]) hpl_close(cs[i]);

@@ -342,6 +342,21 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
     acquire_reply_err(dc, req, HPL_ENOMEM, "out of memory");
     return;
   }
+  if (m->only_complete) {
+    /* a crawling partial sender: move only to an idle complete copy */
+    dir_loc *me = dtab_loc(o, dc->node->id);
+    if (o->is_inline || !me || me->complete || me->upstream != m->failed_peer ||
+        !dtab_idle_complete(&s->tab, o, dc->node->id, m->failed_peer)) {
+      acquire_reply_err(dc, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
+      return;
+    }
+    LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
+             (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id,
+             (unsigned long long)m->progress);
+    if (!acquire_try(s, dc, req, o, m->failed_peer))
+      acquire_reply_err(dc, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
+    return;
+  }
   if (m->failed_peer) {
     /* the asker's stream from this peer broke or crawled: free the slot it
      * held and avoid that sender this time. Its copy stays listed while the

@@ -262,6 +262,16 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
   return 0;
 }
 
+int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid) {
+  for (dir_loc *l = o->locs; l; l = l->next) {
+    if (l->node == asker || l->node == avoid || !l->complete) continue;
+    if (l->serving >= t->max_senders) continue;
+    if (t->usable && !t->usable(l->node, t->usable_arg)) continue;
+    return 1;
+  }
+  return 0;
+}
+
 void dtab_node_gone(dtab *t, uint64_t node, void (*fn)(dir_obj *o, void *arg), void *arg) {
   dir_obj *o, *tmp;
   HASH_ITER(hh, t->objs, o, tmp) {

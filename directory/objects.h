@@ -110,6 +110,9 @@ void dtab_release_upstream(dir_obj *o, uint64_t node);
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
  * HPL_ELOST if no copy that could finish remains. */
 int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+/* Whether a complete copy other than asker's and avoid's could serve now
+ * (live, below the per-copy sender limit). */
+int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid);
 
 /* Re-evaluate the lost rule: an object with no inline bytes, no complete
  * copy and no origin copy is lost (if it ever existed). Updates o->state and

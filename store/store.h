@@ -111,6 +111,7 @@ typedef struct st_obj {
   st_watch *watchers;
   struct st_puller *puller;
   int fetch_active;       /* an ACQUIRE is outstanding */
+  int soft_asking;        /* an only_complete ACQUIRE (crawling partial sender) is outstanding */
   uint64_t fetch_deadline_ms;
   uint64_t created_ms;
   int internal;           /* a reduce stream: in store->internal, not store->objs */
@@ -268,6 +269,11 @@ typedef struct xfer_ops {
   void (*done)(void *arg, int status, const char *detail);
   int monitor;  /* 1: stall detection; 2: also straggler detection (the
                    sender's copy is complete, so it could go full speed) */
+  /* monitor 1: the stream crawls (below the straggler ratio for
+   * straggler_ms) although the sender's copy is partial, so it may only be
+   * waiting for its own upstream; called at most once per straggler_ms, the
+   * stream goes on (may be NULL) */
+  void (*slow)(void *arg, double rate);
   uint32_t gen; /* generation the receiver's bytes belong to */
 } xfer_ops;
 

@@ -57,6 +57,7 @@ struct st_puller {
   int paused;     /* the owner has no room: not a stall */
   uv_timer_t stall;   /* the monitor: stall and straggler checks */
   uint64_t last_move_ms; /* when bytes last arrived */
+  uint64_t slow_next_ms; /* monitor 1: next time a crawl may be reported */
   uint64_t started_ms;
   uint64_t samp_ms[32], samp_got[32]; /* (time, bytes) every tick, a ring */
   int nsamp;
@@ -577,9 +578,10 @@ static void pull_monitor(uv_timer_t *t) {
   p->samp_ms[k] = now;
   p->samp_got[k] = p->got;
   p->nsamp++;
-  if (p->ops.monitor < 2 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
+  if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
       s->rate_ewma <= 0 || p->paused)
     return;
+  if (p->ops.monitor == 1 && (!p->ops.slow || now < p->slow_next_ms)) return;
   int back = (int)(s->cfg.straggler_ms / MONITOR_TICK_MS);
   if (back > 31) back = 31;
   if (p->nsamp <= back) return;
@@ -587,6 +589,13 @@ static void pull_monitor(uv_timer_t *t) {
   double secs = (double)(now - p->samp_ms[j]) / 1000.0;
   double rate = secs > 0 ? (double)(p->got - p->samp_got[j]) / secs : 0;
   uint64_t left = p->size - p->start - p->got;
+  if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20) && p->ops.monitor == 1) {
+    /* a partial sender may only be as slow as its own upstream: ask for a
+     * complete copy, keep this stream meanwhile (and if there is none) */
+    p->slow_next_ms = now + s->cfg.straggler_ms;
+    p->ops.slow(p->arg, rate);
+    return;
+  }
   if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20)) {
     s->ctr.stragglers++;
     snprintf(detail, sizeof detail, "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s",
@@ -683,6 +692,59 @@ static void obj_pull_done(void *arg, int status, const char *detail) {
   store_obj_unref(s, o);
 }
 
+/* The answer to a crawling partial sender's report: a complete copy to
+ * move to (the directory has already moved our upstream there), or none. */
+static void slow_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+                       const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h, (void)payload, (void)plen;
+  st_obj *o = arg;
+  Hpl__AcquireRep *r = (Hpl__AcquireRep *)m;
+  o->soft_asking = 0;
+  if (r) status = r->status;
+  if (status == 0 && r && !r->inline_ && r->sender_node) {
+    if (!o->in_table) {
+      /* deleted meanwhile: undo the assignment */
+      Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+      n.id = o->id;
+      n.kind = HPL_LOC_REMOVE;
+      dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    } else if (o->state == OBJ_PULLING && o->puller && r->gen == o->gen) {
+      LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
+               "%016llx at %llu/%llu bytes",
+               o->id, (unsigned long long)r->sender_node, (unsigned long long)o->progress,
+               (unsigned long long)o->size);
+      s->ctr.stragglers++;
+      transfer_cancel(s, o);
+      transfer_pull(s, o, r->sender_node, r->sender_addr, (int)r->sender_port,
+                    r->sender_complete);
+    }
+    /* else our pull ended meanwhile: its completion note (sent after this
+     * request) or the next fetch settles our upstream at the directory */
+  }
+  store_obj_unref(s, o);
+}
+
+static void obj_pull_slow(void *arg, double rate) {
+  obj_pull *w = arg;
+  st_obj *o = w->o;
+  store *s = w->s;
+  (void)rate;
+  if (o->soft_asking) return;
+  Hpl__AcquireReq r = HPL__ACQUIRE_REQ__INIT;
+  r.id = o->id;
+  r.timeout_ms = 0;
+  r.progress = o->progress;
+  r.failed_peer = w->sender;
+  r.gen = o->gen;
+  r.only_complete = 1;
+  store_obj_ref(o);
+  o->soft_asking = 1;
+  if (dirlink_request(s, HPL_MSG_ACQUIRE, &r.base, NULL, 0, 10000, slow_reply, o) != 0) {
+    o->soft_asking = 0;
+    store_obj_unref(s, o);
+  }
+}
+
 void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int port,
                    int sender_complete) {
   obj_pull *w = calloc(1, sizeof *w);
@@ -700,7 +762,7 @@ void transfer_pull(store *s, st_obj *o, uint64_t sender, const char *addr, int p
     s->ctr.bytes_kept_on_resume += o->progress;
   }
   xfer_ops ops = {.buf = obj_pull_buf, .got = obj_pull_got, .done = obj_pull_done,
-                  .monitor = sender_complete ? 2 : 1, .gen = o->gen};
+                  .monitor = sender_complete ? 2 : 1, .gen = o->gen, .slow = obj_pull_slow};
   store_obj_ref(o);
   o->puller = transfer_stream(s, addr, port, o->id, 0, o->progress, o->size, &ops, w);
   if (!o->puller) {

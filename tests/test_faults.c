@@ -115,6 +115,58 @@ static void test_straggler_goes_elsewhere(void **state) {
   stall_or_straggle("slow_send=4M", "--straggler-ms 1000 --straggler-ratio 0.2", "stragglers");
 }
 
+/* C pulls behind B's partial copy, and B's stream to C crawls (4 MB/s)
+ * while B itself still receives from A. C keeps that stream while no other
+ * copy is free (it may only be as slow as B's upstream), and moves to A,
+ * keeping its bytes, once A is complete and idle: well before the 12 s the
+ * crawl would take. */
+static void test_slow_partial_sender(void **state) {
+  (void)state;
+  hpl_lc *lc = cluster0(NULL);
+  int c = add(lc, "--straggler-ms 1000 --straggler-ratio 0.2");
+  hpl_client *C = th_connect(lc, c);
+  char cid[32], bid[32], args[160];
+  snprintf(args, sizeof args, "--faults slow_send=4M,prefix=sp/,to_node=%s",
+           hexid(C, cid, sizeof cid));
+  int b = add(lc, args);
+  hpl_client *B = th_connect(lc, b);
+  snprintf(args, sizeof args, "--faults slow_send=24M,prefix=sp/,to_node=%s",
+           hexid(B, bid, sizeof bid));
+  int a = add(lc, args);
+  hpl_client *A = th_connect(lc, a);
+  /* C learns its usual rate from a healthy pull */
+  hpl_buf *buf;
+  th_put_pattern(A, "sp-warm", 16 * MB, 5);
+  assert_int_equal(hpl_get(C, "sp-warm", th_ms(20000), &buf), 0);
+  hpl_release(C, buf);
+  const uint64_t size = 48 * MB;
+  th_put_pattern(A, "sp/x", size, 4);
+  uint64_t rx0 = th_counter(C, "data_bytes_received");
+  th_getter gb = {.c = B, .id = "sp/x", .timeout = th_ms(60000), .size = size,
+                  .want = th_pattern_sum(size, 4)};
+  th_get_start(&gb); /* B takes A's one sending slot, for about 2 s */
+  th_sleep_ms(200);
+  uint64_t t0 = hpl_now_ms();
+  int rc = hpl_get(C, "sp/x", th_ms(60000), &buf); /* so C pulls behind B */
+  uint64_t el = hpl_now_ms() - t0;
+  th_get_join(&gb);
+  if (rc) fail_msg("get on C: %s (%s)", hpl_strerror(rc), hpl_errdetail(C));
+  assert_int_equal(gb.rc, 0);
+  assert_true(gb.ok);
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 4));
+  hpl_release(C, buf);
+  fprintf(stderr, "slow partial sender: C done in %llu ms\n", (unsigned long long)el);
+  assert_int_equal(th_counter(C, "stragglers"), 1);
+  assert_int_equal(th_counter(C, "pull_resumes"), 1);
+  assert_true(th_counter(C, "bytes_kept_on_resume") > 0);
+  assert_int_equal(th_counter(C, "data_bytes_received") - rx0, size);
+  assert_true(el < (uint64_t)th_ms(8000));
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
 /* kill -9 a receiver in the middle of a chain: the ones behind it
  * re-attach (no cycle, per-copy limit kept), keep their bytes, finish. */
 static void test_chain_kill(void **state) {
@@ -401,6 +453,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_resume_offset, th_teardown),
       cmocka_unit_test_teardown(test_stall_goes_elsewhere, th_teardown),
       cmocka_unit_test_teardown(test_straggler_goes_elsewhere, th_teardown),
+      cmocka_unit_test_teardown(test_slow_partial_sender, th_teardown),
       cmocka_unit_test_teardown(test_chain_kill, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
       cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
