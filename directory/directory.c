@@ -345,15 +345,13 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
   if (m->only_complete) {
     /* a crawling partial sender: move only to an idle complete copy */
     dir_loc *me = dtab_loc(o, dc->node->id);
-    if (o->is_inline || !me || me->complete || me->upstream != m->failed_peer ||
-        !dtab_idle_complete(&s->tab, o, dc->node->id, m->failed_peer)) {
-      acquire_reply_err(dc, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
-      return;
-    }
-    LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
-             (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id,
-             (unsigned long long)m->progress);
-    if (!acquire_try(s, dc, req, o, m->failed_peer))
+    int movable = !o->is_inline && me && !me->complete && me->upstream == m->failed_peer &&
+                  dtab_idle_complete(&s->tab, o, dc->node->id, m->failed_peer);
+    if (movable)
+      LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
+               (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id,
+               (unsigned long long)m->progress);
+    if (!movable || !acquire_try(s, dc, req, o, m->failed_peer))
       acquire_reply_err(dc, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
     return;
   }

@@ -136,10 +136,7 @@ static void create_dir_reply(store *s, int status, const hpl_frame_hdr *h, Proto
     /* client gone (its cleanup aborted the object) or object dropped: a
      * location the directory just recorded for us must go again */
     if (status == 0) {
-      Hpl__LocNote n = HPL__LOC_NOTE__INIT;
-      n.id = o->id;
-      n.kind = HPL_LOC_REMOVE;
-      dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+      dirlink_loc_remove(s, o->id);
     }
     const char *why = "object was deleted while being put";
     if (!cl->closed) {
@@ -296,10 +293,7 @@ static void on_seal(store *s, st_client *cl, uint64_t req, Hpl__HandleReq *m) {
 
 static void abort_obj(store *s, st_obj *o) {
   if (o->advertised) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
-    n.id = o->id;
-    n.kind = HPL_LOC_REMOVE;
-    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    dirlink_loc_remove(s, o->id);
     o->advertised = 0;
   }
   char detail[320];

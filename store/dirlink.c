@@ -162,6 +162,13 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
   hpl_conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
+void dirlink_loc_remove(store *s, const char *id) {
+  Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+  n.id = (char *)id;
+  n.kind = HPL_LOC_REMOVE;
+  dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+}
+
 /* ------------------------------------------------------------------ connection */
 
 

@@ -349,16 +349,21 @@ static uint64_t obj_deadline(st_obj *o) {
 static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen, void *arg);
 
+void store_acquire_req(st_obj *o, uint64_t failed_peer, int64_t timeout_ms, Hpl__AcquireReq *r) {
+  hpl__acquire_req__init(r);
+  r->id = o->id;
+  r->timeout_ms = timeout_ms;
+  r->progress = o->progress;
+  r->failed_peer = failed_peer;
+  r->gen = o->gen;
+}
+
 void store_fetch(store *s, st_obj *o, uint64_t failed_peer) {
   uint64_t deadline = obj_deadline(o);
   o->fetch_active = 1;
   o->fetch_deadline_ms = deadline;
-  Hpl__AcquireReq r = HPL__ACQUIRE_REQ__INIT;
-  r.id = o->id;
-  r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl_ms_left(deadline);
-  r.progress = o->progress;
-  r.failed_peer = failed_peer;
-  r.gen = o->gen;
+  Hpl__AcquireReq r;
+  store_acquire_req(o, failed_peer, deadline == UINT64_MAX ? -1 : hpl_ms_left(deadline), &r);
   store_obj_ref(o);
   /* the directory enforces the wait; our own limit only guards against a
    * directory that never answers */
@@ -374,10 +379,7 @@ void store_fetch(store *s, st_obj *o, uint64_t failed_peer) {
 static void fetch_abandon(store *s, st_obj *o, int status, const char *detail) {
   store_obj_fail(s, o, status, detail);
   if (o->advertised) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
-    n.id = o->id;
-    n.kind = HPL_LOC_REMOVE;
-    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    dirlink_loc_remove(s, o->id);
     o->advertised = 0;
   }
   store_obj_detach(s, o);
@@ -394,10 +396,7 @@ static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
   if (!o->in_table) {
     /* dropped (deleted) while we asked; undo a sender assignment */
     if (status == 0 && r && !r->inline_) {
-      Hpl__LocNote n = HPL__LOC_NOTE__INIT;
-      n.id = o->id;
-      n.kind = HPL_LOC_REMOVE;
-      dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+      dirlink_loc_remove(s, o->id);
     }
     store_obj_unref(s, o);
     return;

@@ -226,6 +226,9 @@ int transfer_active_senders(store *s);
 /* (Re)start a fetch of `o` through the directory; `failed_peer` names a
  * sender whose stream just failed. */
 void store_fetch(store *s, st_obj *o, uint64_t failed_peer);
+/* Fill *r (overwritten) with an ACQUIRE for o: its id, progress and
+ * generation; r->id points into o. */
+void store_acquire_req(st_obj *o, uint64_t failed_peer, int64_t timeout_ms, Hpl__AcquireReq *r);
 /* The pull of `o` finished (status 0) or failed. */
 void store_pull_done(store *s, st_obj *o, int status, uint64_t sender, const char *detail);
 
@@ -252,6 +255,8 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
                     uint64_t plen, int64_t timeout_ms, dl_reply_cb cb, void *arg);
 /* One-way note; dropped while disconnected (re-registration resyncs). */
 void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
+/* Note that this node no longer holds (or pulls) `id`: a LOC_NOTE REMOVE. */
+void dirlink_loc_remove(store *s, const char *id);
 
 /* ---- transfer.c */
 int transfer_start(store *s);
@@ -273,7 +278,7 @@ typedef struct xfer_ops {
    * straggler_ms) although the sender's copy is partial, so it may only be
    * waiting for its own upstream; called at most once per straggler_ms, the
    * stream goes on (may be NULL) */
-  void (*slow)(void *arg, double rate);
+  void (*slow)(void *arg);
   uint32_t gen; /* generation the receiver's bytes belong to */
 } xfer_ops;
 

@@ -589,14 +589,14 @@ static void pull_monitor(uv_timer_t *t) {
   double secs = (double)(now - p->samp_ms[j]) / 1000.0;
   double rate = secs > 0 ? (double)(p->got - p->samp_got[j]) / secs : 0;
   uint64_t left = p->size - p->start - p->got;
-  if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20) && p->ops.monitor == 1) {
-    /* a partial sender may only be as slow as its own upstream: ask for a
-     * complete copy, keep this stream meanwhile (and if there is none) */
-    p->slow_next_ms = now + s->cfg.straggler_ms;
-    p->ops.slow(p->arg, rate);
-    return;
-  }
   if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20)) {
+    if (p->ops.monitor == 1) {
+      /* a partial sender may only be as slow as its own upstream: ask for
+       * a complete copy, keep this stream meanwhile (and if there is none) */
+      p->slow_next_ms = now + s->cfg.straggler_ms;
+      p->ops.slow(p->arg);
+      return;
+    }
     s->ctr.stragglers++;
     snprintf(detail, sizeof detail, "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s",
              rate / 1e6, secs, s->rate_ewma / 1e6);
@@ -704,10 +704,7 @@ static void slow_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMe
   if (status == 0 && r && !r->inline_ && r->sender_node) {
     if (!o->in_table) {
       /* deleted meanwhile: undo the assignment */
-      Hpl__LocNote n = HPL__LOC_NOTE__INIT;
-      n.id = o->id;
-      n.kind = HPL_LOC_REMOVE;
-      dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+      dirlink_loc_remove(s, o->id);
     } else if (o->state == OBJ_PULLING && o->puller && r->gen == o->gen) {
       LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
                "%016llx at %llu/%llu bytes",
@@ -724,18 +721,13 @@ static void slow_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMe
   store_obj_unref(s, o);
 }
 
-static void obj_pull_slow(void *arg, double rate) {
+static void obj_pull_slow(void *arg) {
   obj_pull *w = arg;
   st_obj *o = w->o;
   store *s = w->s;
-  (void)rate;
   if (o->soft_asking) return;
-  Hpl__AcquireReq r = HPL__ACQUIRE_REQ__INIT;
-  r.id = o->id;
-  r.timeout_ms = 0;
-  r.progress = o->progress;
-  r.failed_peer = w->sender;
-  r.gen = o->gen;
+  Hpl__AcquireReq r;
+  store_acquire_req(o, w->sender, 0, &r);
   r.only_complete = 1;
   store_obj_ref(o);
   o->soft_asking = 1;

@@ -69,19 +69,27 @@ static int teardown(void **state) {
   return 0;
 }
 
-static void test_broadcast_across_hosts(void **state) {
-  (void)state;
+/* A directory in host 0 and a store in every host, each client connected. */
+static hpl_lc *start_servers(const char *dir_args, const char *store_args, hpl_client **c) {
   hpl_lc_opts o = {.nodes = HOSTS,
                    .memory = 256 * MB,
                    .bin_dir = HPL_BIN_DIR,
                    .netns_prefix = prefix,
                    .host_addrs = addrs,
+                   .dir_args = dir_args,
+                   .store_args = store_args,
                    .timeout_ms = (int)th_ms(15000)};
   hpl_lc *lc;
   char err[512];
   if (hpl_lc_start(&o, &lc, err, sizeof err)) fail_msg("cluster: %s", err);
-  hpl_client *c[HOSTS];
   for (int i = 0; i < HOSTS; i++) c[i] = th_connect(lc, i);
+  return lc;
+}
+
+static void test_broadcast_across_hosts(void **state) {
+  (void)state;
+  hpl_client *c[HOSTS];
+  hpl_lc *lc = start_servers(NULL, NULL, c);
   const uint64_t sizes[] = {1024, 4 * MB};
   for (int k = 0; k < 2; k++) {
     char id[32];
@@ -128,19 +136,8 @@ static void cut_and_heal(const char *verb) {
 
 static void test_partition_heals(void **state) {
   (void)state;
-  hpl_lc_opts o = {.nodes = HOSTS,
-                   .memory = 256 * MB,
-                   .bin_dir = HPL_BIN_DIR,
-                   .netns_prefix = prefix,
-                   .host_addrs = addrs,
-                   .dir_args = "--heartbeat-timeout-ms 1500",
-                   .store_args = "--stall-timeout-ms 500",
-                   .timeout_ms = (int)th_ms(15000)};
-  hpl_lc *lc;
-  char err[512];
-  if (hpl_lc_start(&o, &lc, err, sizeof err)) fail_msg("cluster: %s", err);
   hpl_client *c[HOSTS];
-  for (int i = 0; i < HOSTS; i++) c[i] = th_connect(lc, i);
+  hpl_lc *lc = start_servers("--heartbeat-timeout-ms 1500", "--stall-timeout-ms 500", c);
   const uint64_t size = 16 * MB;
   th_put_pattern(c[0], "cut/obj", size, 77);
   uint64_t want = th_pattern_sum(size, 77);
