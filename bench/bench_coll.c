@@ -24,7 +24,9 @@
  * Output (stdout, and appended to --out): TSV rows
  *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
- * (bytes that left node 0's data port per repetition, in object copies). */
+ * (bytes that left node 0's data port per repetition, in object copies).
+ * With HPL_BENCH_TRACE set, reduce/allreduce print every node's finish time
+ * per repetition to stderr. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -210,6 +212,11 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep,
       failed = 1;
     }
     if (ps[i].end_ns > last) last = ps[i].end_ns;
+  }
+  if (getenv("HPL_BENCH_TRACE")) {
+    fprintf(stderr, "bench_coll: rep %d ends (ms):", rep);
+    for (int i = 0; i < np; i++) fprintf(stderr, " %d:%.1f", i, (double)(ps[i].end_ns - start) / 1e6);
+    fprintf(stderr, "\n");
   }
   pthread_barrier_destroy(&done);
   int rc = hpl_delete(cs[0], target, 30000);

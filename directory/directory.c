@@ -125,9 +125,13 @@ static void acquire_reply_err(dir_conn *dc, uint64_t req, int status, const char
 }
 
 /* Answer an ACQUIRE for `o` from `dc` if possible. Returns 1 if answered,
- * 0 if the asker must keep waiting. */
-static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, uint64_t avoid) {
+ * 0 if the asker must keep waiting; *ring_wait (if not NULL) is set when it
+ * waits for its allreduce ring predecessor (since_ms: when it asked; 0
+ * disables that preference). */
+static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, uint64_t avoid,
+                       uint64_t since_ms, int *ring_wait) {
   uint64_t asker = dc->node->id;
+  if (ring_wait) *ring_wait = 0;
   if (o->is_inline) {
     Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
     r.size = o->size;
@@ -140,7 +144,20 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, ui
     return 1;
   }
   uint64_t sender = 0;
-  int rc = dtab_pick_sender(&s->tab, o, asker, avoid, &sender);
+  dir_loc *from = NULL;
+  int ring = since_ms ? dir_reduce_ring_sender(s, o, asker, avoid, since_ms, &from) : 0;
+  if (ring == 2) {
+    if (ring_wait) *ring_wait = 1;
+    return 0;
+  }
+  int rc;
+  if (ring == 1) {
+    sender = from->node;
+    rc = dtab_assign(o, asker, from);
+    s->ctr.ring_assigned++;
+  } else {
+    rc = dtab_pick_sender(&s->tab, o, asker, avoid, &sender);
+  }
   if (rc == 1) return 0;
   if (rc < 0) {
     char detail[320];
@@ -177,8 +194,41 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, ui
   return 1;
 }
 
+static void waiter_timeout(uv_timer_t *t);
+
+/* (Re)start the waiter's timer for its next event: the deadline, or the
+ * end of a ring wait if that comes first. */
+static void waiter_arm(dir_waiter *w) {
+  uint64_t at = w->deadline_ms;
+  if (w->ring_wait && (!at || w->since_ms + DIR_RING_WAIT_MS < at))
+    at = w->since_ms + DIR_RING_WAIT_MS;
+  if (!at) {
+    if (w->has_timer) uv_timer_stop(&w->timer);
+    return;
+  }
+  if (!w->has_timer) {
+    uv_timer_init(w->srv->loop, &w->timer);
+    w->timer.data = w;
+    w->has_timer = 1;
+  }
+  uint64_t now = hpl_now_ms();
+  uv_timer_start(&w->timer, waiter_timeout, at > now ? at - now : 0, 0);
+}
+
 static void waiter_timeout(uv_timer_t *t) {
   dir_waiter *w = t->data;
+  if (!w->deadline_ms || hpl_now_ms() < w->deadline_ms) {
+    /* the ring wait is over: the ordinary rule now */
+    if (acquire_try(w->srv, w->dc, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait)) {
+      dir_obj *o = w->obj;
+      dir_server *s = w->srv;
+      waiter_drop(w);
+      dtab_gc(&s->tab, o);
+      return;
+    }
+    waiter_arm(w);
+    return;
+  }
   char detail[320];
   snprintf(detail, sizeof detail, "object '%s' did not become available in time", w->obj->id);
   acquire_reply_err(w->dc, w->req_id, HPL_ETIMEDOUT, detail);
@@ -191,11 +241,18 @@ static void waiter_timeout(uv_timer_t *t) {
 void dir_object_changed(dir_server *s, dir_obj *o) {
   /* serve waiters in arrival order; stop at the first that must keep waiting
    * only if nothing could be assigned (others may still be servable) */
-  dir_waiter *w = o->waiters;
-  while (w) {
-    dir_waiter *next = w->next;
-    if (acquire_try(s, w->dc, w->req_id, o, w->avoid)) waiter_drop(w);
-    w = next;
+  int served = 1;
+  while (served) { /* one served may let a later one's ring predecessor serve */
+    served = 0;
+    dir_waiter *w = o->waiters;
+    while (w) {
+      dir_waiter *next = w->next;
+      if (acquire_try(s, w->dc, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
+        waiter_drop(w);
+        served = 1;
+      }
+      w = next;
+    }
   }
   dir_reduce_check(s, o);
   dtab_gc(&s->tab, o);
@@ -351,7 +408,7 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
       LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
                (unsigned long long)dc->node->id, (unsigned long long)m->failed_peer, m->id,
                (unsigned long long)m->progress);
-    if (!movable || !acquire_try(s, dc, req, o, m->failed_peer))
+    if (!movable || !acquire_try(s, dc, req, o, m->failed_peer, 0, NULL))
       acquire_reply_err(dc, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
     return;
   }
@@ -364,12 +421,17 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
              (unsigned long long)m->progress);
     dtab_release_upstream(o, dc->node->id);
   }
-  if (acquire_try(s, dc, req, o, m->failed_peer)) {
+  uint64_t now = hpl_now_ms();
+  int ring_wait = 0;
+  if (acquire_try(s, dc, req, o, m->failed_peer, now, &ring_wait)) {
+    /* a new partial copy: a ring successor may be waiting for it */
+    if (o->waiters) dir_object_changed(s, o);
     dtab_gc(&s->tab, o);
     return;
   }
-  if (m->timeout_ms == 0) {
-    acquire_reply_err(dc, req, HPL_ETIMEDOUT, "object not available");
+  if (m->timeout_ms == 0) { /* no waiting, for a ring predecessor either */
+    if (!(ring_wait && acquire_try(s, dc, req, o, m->failed_peer, 0, NULL)))
+      acquire_reply_err(dc, req, HPL_ETIMEDOUT, "object not available");
     dtab_gc(&s->tab, o);
     return;
   }
@@ -384,17 +446,15 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
   w->req_id = req;
   w->node = dc->node->id;
   w->avoid = m->failed_peer;
+  w->since_ms = now;
+  w->ring_wait = ring_wait;
+  w->deadline_ms = m->timeout_ms > 0 ? now + (uint64_t)m->timeout_ms : 0;
   dir_waiter **pp = (dir_waiter **)&o->waiters;
   while (*pp) pp = &(*pp)->next;
   *pp = w;
   w->cnext = dc->waiters;
   dc->waiters = w;
-  if (m->timeout_ms > 0) {
-    uv_timer_init(s->loop, &w->timer);
-    w->timer.data = w;
-    w->has_timer = 1;
-    uv_timer_start(&w->timer, waiter_timeout, (uint64_t)m->timeout_ms, 0);
-  }
+  waiter_arm(w);
   s->ctr.waits++;
 }
 
@@ -549,6 +609,7 @@ static void on_counters(dir_server *s, dir_conn *dc, uint64_t req) {
       {"dir_nodes", HASH_COUNT(s->nodes)},      {"dir_objects", s->tab.nobjs},
       {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
       {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
+      {"dir_ring_assigned", s->ctr.ring_assigned},
       {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
       {"dir_nodes_dead", s->ctr.nodes_dead},
   };

@@ -57,6 +57,9 @@ typedef struct dir_waiter {
   uint64_t req_id;
   uint64_t node;
   uint64_t avoid; /* sender the asker reported as failed */
+  uint64_t since_ms;    /* when the ACQUIRE arrived */
+  uint64_t deadline_ms; /* when it times out, 0 for never */
+  int ring_wait;        /* waiting for an allreduce ring predecessor */
   uv_timer_t timer;
   int has_timer;
 } dir_waiter;
@@ -83,7 +86,7 @@ typedef struct dir_xfer {
 #define DIR_XFER_CAP 65536
 
 typedef struct dir_counters {
-  uint64_t acquires, inline_served, senders_assigned, waits, lost_replies, nodes_dead,
+  uint64_t acquires, inline_served, senders_assigned, ring_assigned, waits, lost_replies, nodes_dead,
       reduce_resets;
 } dir_counters;
 
@@ -134,5 +137,14 @@ void dir_reduce_check(dir_server *s, dir_obj *o);
 void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
 void dir_reduce_target_deleted(dir_server *s, const char *target);
 void dir_reduce_free_all(dir_server *s);
+/* How long a participant of an allreduce waits for its ring predecessor
+ * to ask for the target before the ordinary sender rule applies. */
+#define DIR_RING_WAIT_MS 50
+/* The sender an allreduce participant should pull the target `o` from (see
+ * reduce.c). Returns 1 with *from set (an idle copy to assign), 2 if the
+ * asker should wait (until since_ms + DIR_RING_WAIT_MS at most), 0 for no
+ * preference. */
+int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t since_ms, dir_loc **from);
 
 #endif

@@ -248,6 +248,11 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
     o->state = OBJ_LOST;
     return HPL_ELOST;
   }
+  *sender = best->node;
+  return dtab_assign(o, asker, best);
+}
+
+int dtab_assign(dir_obj *o, uint64_t asker, dir_loc *from) {
   dir_loc *me = dtab_loc(o, asker);
   if (!me) {
     me = loc_append(o, asker);
@@ -256,10 +261,16 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
     loc_release_upstream(o, me);
   }
   me->complete = 0;
-  me->upstream = best->node;
-  best->serving++;
-  *sender = best->node;
+  me->upstream = from->node;
+  from->serving++;
   return 0;
+}
+
+dir_loc *dtab_idle_sender(dtab *t, dir_obj *o, uint64_t node, uint64_t asker) {
+  dir_loc *l = dtab_loc(o, node);
+  if (!l || node == asker || l->serving >= t->max_senders) return NULL;
+  if (t->usable && !t->usable(node, t->usable_arg)) return NULL;
+  return dtab_depends_on(o, node, asker) ? NULL : l;
 }
 
 int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid) {

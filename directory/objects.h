@@ -114,6 +114,15 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
  * (live, below the per-copy sender limit). */
 int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid);
 
+/* Record `asker` as a partial copy pulling from the copy `from` (which
+ * serves one more receiver). Returns 0 or HPL_ENOMEM. */
+int dtab_assign(dir_obj *o, uint64_t asker, dir_loc *from);
+
+/* `node`'s copy of `o` if it could serve `asker` now: listed, below the
+ * per-copy receiver limit, on a usable node, not the asker and not pulling
+ * (transitively) from it. NULL otherwise. */
+dir_loc *dtab_idle_sender(dtab *t, dir_obj *o, uint64_t node, uint64_t asker);
+
 /* Re-evaluate the lost rule: an object with no inline bytes, no complete
  * copy and no origin copy is lost (if it ever existed). Updates o->state and
  * returns 1 if the object is lost. */

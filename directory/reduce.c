@@ -70,6 +70,7 @@ struct dir_reduce {
   int planned;
   dr_slot *slots;
   uint32_t nfilled;
+  uint32_t joins; /* participants that joined (allreduce): they get the target */
   int done;   /* finished or failed */
   int status; /* 0 or the failure */
   char detail[320];
@@ -656,6 +657,7 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
   dir_reduce *r = reduce_find(s, m->target);
   if (r) {
     if (same_request(r, m, k)) { /* an allreduce participant joins */
+      r->joins++;
       reduce_reply(dc, req, 0, NULL, 1, r->sink);
       return;
     }
@@ -735,6 +737,36 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
   /* sources ready already arrive in the order they became ready */
   qsort_r(ready, nr, sizeof *ready, cmp_ready, r);
   for (size_t i = 0; i < nr && !r->done; i++) reduce_arrival(r, ready[i]);
+}
+
+/* Allreduce: the broadcast of the target runs along the reduce chain.
+ * In a chain, slot i's reduce output goes to slot i+1. If slot i+1 also
+ * pulls the target from slot i (and slot 0 from the sink), every host
+ * sends to one host only and receives from one host only: the reduce and
+ * the broadcast share each link without a second sender crowding a
+ * receiver's port. Only for chains (large objects) with joined
+ * participants, and only while waiting for the predecessor is short. */
+int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t since_ms, dir_loc **from) {
+  dir_reduce *r = reduce_find(s, o->id);
+  if (!r || r->inline_mode || !r->planned || !r->slots || r->plan.degree != 1 || !r->joins ||
+      (r->done && r->status) || asker == r->sink || o->state != OBJ_READY)
+    return 0;
+  uint32_t i = 0;
+  while (i < r->k && !(r->slots[i].filled && r->slots[i].node == asker)) i++;
+  if (i == r->k) return 0;
+  uint64_t pred = i == 0 ? r->sink : r->slots[i - 1].filled ? r->slots[i - 1].node : 0;
+  if (!pred || pred == asker || pred == avoid) return 0;
+  dir_loc *l = dtab_idle_sender(&s->tab, o, pred, asker);
+  if (l) {
+    *from = l;
+    return 1;
+  }
+  if (dtab_loc(o, pred)) return 0; /* busy or unusable: the ordinary rule */
+  /* the predecessor has not asked yet: wait for it, briefly */
+  dir_node *n = dir_node_find(s, pred);
+  if (n && n->conn && !n->draining && hpl_now_ms() < since_ms + DIR_RING_WAIT_MS) return 2;
+  return 0;
 }
 
 void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {

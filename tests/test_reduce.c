@@ -357,6 +357,96 @@ static void test_allreduce(void **state) {
     assert_int_equal(a[j].rc, 0);
     assert_true(a[j].ok);
   }
+  /* A 2 MiB reduce is a chain. The broadcast of the target runs along it:
+   * the participant in slot i pulls the target from the one in slot i-1,
+   * slot 0 from the sink (the node that never pulled the target). */
+  char *order;
+  assert_int_equal(hpl_reduce_sources(C[0], "all/t", th_ms(5000), &order), 0);
+  uint64_t slot_node[4];
+  int ns = 0;
+  for (char *line = strtok(order, "\n"); line && ns < 4; line = strtok(NULL, "\n")) {
+    int j = -1;
+    assert_int_equal(sscanf(line, "all/%d", &j), 1);
+    assert_in_range(j, 0, 3);
+    slot_node[ns++] = th_node_id(C[j]);
+  }
+  hpl_free(order);
+  assert_int_equal(ns, 4);
+  size_t nx = 0;
+  th_xfer *x = th_transfers(C[0], 0, &nx);
+  uint64_t from[4] = {0}, sink = 0;
+  int pulls = 0;
+  for (size_t i = 0; i < nx; i++) {
+    if (strcmp(x[i].kind, "assign") || strcmp(x[i].id, "all/t")) continue;
+    pulls++;
+    for (int k = 0; k < 4; k++)
+      if (slot_node[k] == x[i].receiver) from[k] = x[i].sender;
+  }
+  free(x);
+  assert_int_equal(pulls, 3);
+  for (int k = 0; k < 4; k++)
+    if (!from[k]) sink = slot_node[k];
+  assert_true(sink != 0);
+  for (int k = 0, prev = -1; k < 4; k++) {
+    if (slot_node[k] == sink) continue; /* the root slot: it produced the target */
+    uint64_t want = prev < 0 ? sink : slot_node[prev];
+    if (from[k] != want)
+      fail_msg("slot %d (node %016llx) pulled the target from %016llx, not %016llx", k,
+               (unsigned long long)slot_node[k], (unsigned long long)from[k],
+               (unsigned long long)want);
+    prev = k;
+  }
+}
+
+/* A participant that joins an allreduce but never gets the target: the one
+ * after it in the ring waits for it only briefly, then pulls from another
+ * copy. Sources become ready in the order 3, 1, 2, 0, so node 3 holds slot
+ * 0 and node 1 would pull from it. */
+static void test_allreduce_absent(void **state) {
+  (void)state;
+  const int order[4] = {3, 1, 2, 0};
+  const char *srcs[4] = {"alla/0", "alla/1", "alla/2", "alla/3"};
+  int64_t *d = malloc(2 * MB);
+  for (int k = 0; k < 4; k++) {
+    int j = order[k];
+    for (size_t i = 0; i < 2 * MB / 8; i++) d[i] = (int64_t)(j + (int)i);
+    assert_int_equal(hpl_put(C[j], srcs[j], d, 2 * MB, th_ms(5000)), 0);
+  }
+  free(d);
+  /* node 0 starts it (the sink); node 3 joins and goes away */
+  assert_int_equal(hpl_reduce(C[0], "alla/t", srcs, 4, 0, HPL_OP_SUM, HPL_DT_I64, th_ms(5000)), 0);
+  assert_int_equal(hpl_reduce(C[3], "alla/t", srcs, 4, 0, HPL_OP_SUM, HPL_DT_I64, th_ms(5000)), 0);
+  th_getter g[3];
+  for (int j = 0; j < 3; j++) {
+    g[j] = (th_getter){.c = C[j], .id = "alla/t", .timeout = th_ms(10000)};
+    th_get_start(&g[j]);
+  }
+  for (int j = 0; j < 3; j++) {
+    th_get_join(&g[j]);
+    assert_int_equal(g[j].rc, 0);
+  }
+  hpl_buf *b;
+  assert_int_equal(hpl_get(C[1], "alla/t", th_ms(5000), &b), 0);
+  const int64_t *r = hpl_buf_data(b);
+  assert_int_equal(hpl_buf_size(b), 2 * MB);
+  for (size_t i = 0; i < 2 * MB / 8; i++)
+    if (r[i] != (int64_t)(6 + 4 * (int)i)) fail_msg("wrong sum at element %zu", i);
+  hpl_release(C[1], b);
+  char *order_text;
+  assert_int_equal(hpl_reduce_sources(C[0], "alla/t", th_ms(5000), &order_text), 0);
+  assert_int_equal(strncmp(order_text, "alla/3\n", 7), 0); /* node 3 held slot 0 */
+  hpl_free(order_text);
+  size_t nx = 0;
+  th_xfer *x = th_transfers(C[0], 0, &nx);
+  uint64_t n3 = th_node_id(C[3]);
+  int pulls = 0;
+  for (size_t i = 0; i < nx; i++) {
+    if (strcmp(x[i].kind, "assign") || strcmp(x[i].id, "alla/t")) continue;
+    pulls++;
+    assert_true(x[i].sender != n3 && x[i].receiver != n3);
+  }
+  free(x);
+  assert_int_equal(pulls, 2);
 }
 
 static uint64_t total_allocated(void) {
@@ -400,7 +490,8 @@ int main(void) {
   const struct CMUnitTest tests4[] = {
       cmocka_unit_test_teardown(test_large_chain, th_teardown),   cmocka_unit_test_teardown(test_subset, th_teardown),
       cmocka_unit_test_teardown(test_sources_over_time, th_teardown), cmocka_unit_test_teardown(test_errors, th_teardown),
-      cmocka_unit_test_teardown(test_allreduce, th_teardown),     cmocka_unit_test_teardown(test_no_memory_left, th_teardown),
+      cmocka_unit_test_teardown(test_allreduce, th_teardown),
+      cmocka_unit_test_teardown(test_allreduce_absent, th_teardown),     cmocka_unit_test_teardown(test_no_memory_left, th_teardown),
   };
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_ops_dtypes, th_teardown),
