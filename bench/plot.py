@@ -39,6 +39,7 @@ STYLE = {
     "openmpi": ("tab:orange", "s"),
     "openmpi-pipe": ("tab:red", "^"),
     "gloo": ("tab:green", "D"),
+    "tcp-reqrep": ("tab:gray", "x"),
 }
 
 

@@ -8,8 +8,10 @@
 #
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
-# (build/bench/bench_coll), then the MPI/Gloo baselines, then down. Needs root
-# and a build (scripts/bootstrap.sh); installs the MPI/Gloo packages if missing.
+# (build/bench/bench_coll), for bcast the request/reply latency floor of
+# small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines,
+# then down. Needs root and a build (scripts/bootstrap.sh); installs the
+# MPI/Gloo packages if missing.
 #
 # Writes (appending to) OUT_DIR/<op>-<rate>.tsv   rows: op size hosts impl
 #        median_s min_s max_s ratio_to_bound cpu_pct
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
         --launches) LAUNCHES=$2; shift 2 ;;
         --impls) IMPLS=$2; shift 2 ;;
         --out-dir) OUTDIR=$2; shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "run_coll.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -70,6 +72,12 @@ for N in $HOSTS; do
         --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE" --no-header \
         --store-args "${HPL_STORE_ARGS---prefault}" \
         --out "$TSV" --extra-out "$SRC" || echo "run_coll.sh: hoplite run failed" >&2
+    if [ "$OP" = bcast ]; then
+        # the floor of any request/reply design for small objects (<= 64 KiB)
+        "$BUILD/bench/bench_reqrep" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
+            --sizes "$SIZES" --reps 30 --rate "$RATE" --out "$TSV" >/dev/null ||
+            echo "run_coll.sh: request/reply floor failed" >&2
+    fi
     "$HERE/baselines.sh" --ops "$OP" --sizes "$SIZES" --reps "$REPS" --launches "$LAUNCHES" \
         --impls "$IMPLS" --no-header --out "$TSV" >/dev/null || echo "run_coll.sh: baselines failed" >&2
     "$HERE/cluster.sh" down --kill || exit 1

@@ -1,0 +1,290 @@
+/* bench_reqrep.c - the latency floor of any request/reply design on the
+ * emulated hosts: N-1 clients, one per host namespace, each send one small
+ * request to a single epoll server on host 0 and read a reply of SIZE
+ * bytes. No hoplite code: plain sockets, every process (thread) sleeping
+ * in the kernel while it waits, as hoplite's do.
+ *
+ *   bench_reqrep --netns PREFIX --addrs A0,A1,... --hosts N
+ *                [--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE]
+ *
+ * Sizes above 64 KiB (inline objects' limit) are skipped.
+ * A small hoplite get that is not local costs at least this pattern (the
+ * store asks the directory, which answers), so its figure is a lower bound
+ * for hoplite's small broadcast, measured with bench_coll's timing: a start
+ * time 20 ms ahead on CLOCK_MONOTONIC, every client sleeps until it
+ * (clock_nanosleep, absolute), a sample is the latest finish minus the
+ * start. Bytes are checked. Output: TSV rows as bench_coll's, implementation
+ * "tcp-reqrep", to stdout and appended to --out. Needs root (setns) and the
+ * namespaces of bench/cluster.sh; every thread joins its host's network
+ * namespace before it opens a socket, so traffic stays in them. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define MAXN 64
+#define MAXREPS 1000
+#define MAXSIZE (1u << 20)
+#define SMALL_MAX (64u << 10) /* larger sizes in --sizes are skipped */
+
+static const char *prefix;
+static char addrs[MAXN][64];
+static int hosts, reps = 30;
+static uint16_t port;
+static pthread_barrier_t bar;
+static uint64_t start_ns[MAXREPS];
+static uint64_t end_ns[MAXN][MAXREPS];
+static uint32_t cur_size;
+static int failed;
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_reqrep: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static void enter_host(int i) {
+  char path[128];
+  snprintf(path, sizeof path, "/run/netns/%s-h%d", prefix, i);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) die(path);
+  close(fd);
+}
+
+static int read_full(int fd, void *p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = read(fd, (char *)p + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    got += (size_t)k;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const void *p, size_t n) {
+  size_t put = 0;
+  while (put < n) {
+    ssize_t k = write(fd, (const char *)p + put, n - put);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    put += (size_t)k;
+  }
+  return 0;
+}
+
+/* Host 0: answer each 4-byte request (a size) with that many bytes of 0x5a.
+ * Requests are tiny and come one per client per round, so a blocking
+ * reply on a readable socket is what a directory's loop does too. */
+static void *server(void *arg) {
+  int lfd = *(int *)arg;
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) die("epoll_create1");
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
+  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+  uint8_t *reply = malloc(MAXSIZE);
+  if (!reply) die("malloc");
+  memset(reply, 0x5a, MAXSIZE);
+  int open_conns = 0, seen = 0;
+  while (!seen || open_conns > 0) {
+    struct epoll_event evs[MAXN];
+    int n = epoll_wait(ep, evs, MAXN, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) die("epoll_wait");
+    for (int i = 0; i < n; i++) {
+      int fd = evs[i].data.fd;
+      if (fd == lfd) {
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
+        epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+        open_conns++;
+        seen = 1;
+        continue;
+      }
+      uint32_t want;
+      if (read_full(fd, &want, sizeof want) != 0 || want > MAXSIZE ||
+          write_full(fd, reply, want) != 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        open_conns--;
+      }
+    }
+  }
+  free(reply);
+  close(ep);
+  return NULL;
+}
+
+static void *client(void *arg) {
+  int idx = (int)(intptr_t)arg;
+  enter_host(idx);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (fd < 0 || inet_pton(AF_INET, addrs[0], &sa.sin_addr) != 1) die("client socket");
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) die("connect");
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  uint8_t *buf = malloc(MAXSIZE);
+  if (!buf) die("malloc");
+  for (int r = 0; r <= reps; r++) { /* round 0 warms up */
+    pthread_barrier_wait(&bar);
+    uint32_t size = cur_size;
+    hpl_sleep_until_ns(start_ns[r]);
+    int bad = write_full(fd, &size, sizeof size) != 0 || read_full(fd, buf, size) != 0;
+    end_ns[idx][r] = hpl_now_ns();
+    for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
+    if (bad) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+    pthread_barrier_wait(&bar);
+  }
+  free(buf);
+  close(fd);
+  return NULL;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One size: a server thread, hosts-1 clients, reps rounds. */
+static int run_size(uint32_t size, double rate_Bps, FILE *out) {
+  pthread_t srv, cl[MAXN];
+  int lfd;
+  {
+    enter_host(0); /* this thread: the listening socket lives on host 0 */
+    lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    if (lfd < 0 || inet_pton(AF_INET, addrs[0], &sa.sin_addr) != 1) die("server socket");
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, MAXN) != 0) die("bind");
+    socklen_t sl = sizeof sa;
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    port = ntohs(sa.sin_port);
+  }
+  cur_size = size;
+  pthread_barrier_init(&bar, NULL, (unsigned)hosts); /* clients + this thread */
+  pthread_create(&srv, NULL, server, &lfd);
+  for (int i = 1; i < hosts; i++) pthread_create(&cl[i], NULL, client, (void *)(intptr_t)i);
+  double samples[MAXREPS];
+  for (int r = 0; r <= reps; r++) {
+    start_ns[r] = hpl_now_ns() + 20 * 1000000ull;
+    pthread_barrier_wait(&bar); /* clients read start_ns[r] after this */
+    pthread_barrier_wait(&bar); /* ... and are done */
+    uint64_t last = start_ns[r];
+    for (int i = 1; i < hosts; i++)
+      if (end_ns[i][r] > last) last = end_ns[i][r];
+    if (r > 0) samples[r - 1] = (double)(last - start_ns[r]) / 1e9;
+  }
+  for (int i = 1; i < hosts; i++) pthread_join(cl[i], NULL);
+  pthread_join(srv, NULL);
+  close(lfd);
+  pthread_barrier_destroy(&bar);
+  if (failed) {
+    fprintf(stderr, "bench_reqrep: wrong or missing bytes\n");
+    return -1;
+  }
+  qsort(samples, (size_t)reps, sizeof *samples, cmp_d);
+  double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size / rate_Bps : 0;
+  char line[256];
+  snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size, hosts,
+           med, samples[0], samples[reps - 1], bound > 0 ? med / bound : 0);
+  fputs(line, stdout);
+  if (out) fputs(line, out);
+  return 0;
+}
+
+typedef struct size_job {
+  uint32_t size;
+  double rate;
+  FILE *out;
+  int rc;
+} size_job;
+
+static void *size_main(void *arg) {
+  size_job *j = arg;
+  j->rc = run_size(j->size, j->rate, j->out);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *addr_list = NULL, *sizes = "1K,64K", *outp = NULL, *rate = "1gbit";
+  static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
+                                     {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
+                                     {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
+                                     {"rate", 1, 0, 't'},  {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    switch (ch) {
+      case 'n': prefix = optarg; break;
+      case 'a': addr_list = optarg; break;
+      case 'h': hosts = atoi(optarg); break;
+      case 's': sizes = optarg; break;
+      case 'r': reps = atoi(optarg); break;
+      case 'o': outp = optarg; break;
+      case 't': rate = optarg; break;
+      default:
+        fprintf(stderr, "usage: bench_reqrep --netns PREFIX --addrs A0,A1,... --hosts N "
+                        "[--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE]\n");
+        return 2;
+    }
+  }
+  if (!prefix || !addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps >= MAXREPS) {
+    fprintf(stderr, "bench_reqrep: need --netns, --addrs and 2..%d --hosts, 1..%d --reps\n", MAXN,
+            MAXREPS - 1);
+    return 2;
+  }
+  int na = 0;
+  for (const char *p = addr_list; *p && na < MAXN;) {
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= sizeof addrs[0]) break;
+    memcpy(addrs[na], p, len);
+    addrs[na++][len] = 0;
+    p += len + (p[len] == ',');
+  }
+  if (na < hosts) {
+    fprintf(stderr, "bench_reqrep: --addrs lists fewer hosts than --hosts\n");
+    return 2;
+  }
+  uint64_t bps = 0;
+  double rate_Bps = hpl_parse_rate(rate, &bps) ? 0 : (double)bps / 8;
+  FILE *out = outp ? fopen(outp, "a") : NULL;
+  if (outp && !out) die(outp);
+  int rc = 0;
+  for (const char *p = sizes; *p && rc == 0;) {
+    char tok[32];
+    size_t len = strcspn(p, ",");
+    uint64_t sz = 0;
+    if (len == 0 || len >= sizeof tok) break;
+    memcpy(tok, p, len);
+    tok[len] = 0;
+    p += len + (p[len] == ',');
+    if (hpl_parse_size(tok, &sz)) {
+      fprintf(stderr, "bench_reqrep: bad size '%s'\n", tok);
+      return 2;
+    }
+    if (sz > SMALL_MAX) continue; /* a latency floor: small objects only */
+    /* each size from a fresh thread: run_size enters host 0's namespace,
+     * which must not stick to the main thread */
+    size_job j = {(uint32_t)sz, rate_Bps, out, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, size_main, &j) != 0) die("pthread_create");
+    pthread_join(t, NULL);
+    rc = j.rc;
+  }
+  if (out) fclose(out);
+  return rc;
+}
