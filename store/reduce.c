@@ -549,10 +549,11 @@ void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq
     }
     x->o = o;
     store_obj_ref(o);
-    /* kept to ask again if the directory restarts */
+    /* kept to ask again if the directory restarts (sized after every
+     * field is set: packing more than was measured overruns the buffer) */
+    m->sink_node = s->node_id;
     size_t len = protobuf_c_message_get_packed_size(&m->base);
     if ((o->reduce_req = malloc(len ? len : 1))) {
-      m->sink_node = s->node_id;
       protobuf_c_message_pack(&m->base, o->reduce_req);
       o->reduce_req_len = len;
     }

@@ -69,7 +69,15 @@ def cluster():
     try:
         yield lc
         dead = lc.alive()
-        assert not dead, "servers died during the tests: %s (logs in %s)" % (dead, lc.workdir)
+        tails = ""
+        for name in dead:  # the end of each dead server's log, for the report
+            try:
+                with open(os.path.join(lc.workdir, name + ".log")) as f:
+                    tails += "\n--- %s.log\n%s" % (name, "".join(f.readlines()[-25:]))
+            except OSError:
+                pass
+        assert not dead, "servers died during the tests: %s (logs in %s)%s" % (
+            dead, lc.workdir, tails)
     finally:
         lc.stop()
 
