@@ -28,18 +28,36 @@
  * With HPL_BENCH_TRACE set, reduce/allreduce print every node's finish time
  * per repetition to stderr. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
 
 #define MAXN 64
+
+/* Put the calling thread into emulated host i's network namespace, where a
+ * client on that host lives: its library may then reach the directory
+ * directly (small objects). The store connection is a Unix socket path and
+ * works from any namespace. */
+static const char *host_prefix;
+static void join_host(int i) {
+  if (!host_prefix) return;
+  char path[128];
+  snprintf(path, sizeof path, "/run/netns/%s-h%d", host_prefix, i);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
+    fprintf(stderr, "bench_coll: cannot enter %s: %s\n", path, strerror(errno));
+  if (fd >= 0) close(fd);
+}
 
 typedef struct part {
   pthread_barrier_t *done; /* every participant finished its timed part */
@@ -58,6 +76,7 @@ typedef struct part {
 static void *bcast_receiver(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
+  join_host(p->idx);
   hpl_sleep_until_ns(p->start_ns);
   p->rc = hpl_get(p->c, p->id, 300000, &b);
   p->end_ns = hpl_now_ns();
@@ -125,6 +144,7 @@ static void emit(cfg *g, const char *line) {
 typedef struct rpart {
   pthread_barrier_t *done;
   hpl_client *c;
+  int idx;
   const char *target;
   const char *const *srcs;
   int n;
@@ -139,6 +159,7 @@ typedef struct rpart {
 static void *reduce_part(void *arg) {
   rpart *p = arg;
   hpl_buf *b = NULL;
+  join_host(p->idx);
   hpl_sleep_until_ns(p->start_ns);
   if (p->all) {
     p->rc = hpl_allreduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32,
@@ -198,7 +219,7 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep,
   pthread_barrier_init(&done, NULL, (unsigned)np);
   uint64_t start = hpl_now_ns() + 20 * 1000000ull;
   for (int i = 0; i < np; i++) {
-    ps[i] = (rpart){.done = &done, .c = cs[i], .target = target, .srcs = srcs, .n = g->hosts,
+    ps[i] = (rpart){.done = &done, .c = cs[i], .idx = i, .target = target, .srcs = srcs, .n = g->hosts,
                     .all = all, .size = size, .want = want, .start_ns = start};
     pthread_create(&th[i], NULL, reduce_part, &ps[i]);
   }
@@ -372,7 +393,7 @@ int main(int argc, char **argv) {
       case 's': sizes = optarg; break;
       case 'n': g.hosts = atoi(optarg); break;
       case 'r': g.reps = atoi(optarg); break;
-      case 'N': g.netns = optarg; break;
+      case 'N': g.netns = host_prefix = optarg; break;
       case 'a': addrs = optarg; break;
       case 'R': g.rate = optarg; break;
       case 'm':

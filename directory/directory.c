@@ -458,6 +458,24 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
   s->ctr.waits++;
 }
 
+/* A client's direct read of a small object: the bytes if the directory
+ * holds them inline, else status HPL_ENOTFOUND and the client asks its store.
+ * No location is recorded: the client keeps a private copy. */
+static void on_peek(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
+  Hpl__PeekRep r = HPL__PEEK_REP__INIT;
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (o && o->is_inline && o->state == OBJ_READY) {
+    r.size = o->size;
+    r.inline_ = 1;
+    s->ctr.peeks_served++;
+    hpl_conn_send(dc->c, HPL_MSG_PEEK_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    return;
+  }
+  r.status = HPL_ENOTFOUND;
+  r.size = o ? o->size : 0;
+  hpl_conn_send(dc->c, HPL_MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
 static void on_stat(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
   Hpl__StatRep r = HPL__STAT_REP__INIT;
   dir_obj *o = dtab_find(&s->tab, m->id);
@@ -609,7 +627,7 @@ static void on_counters(dir_server *s, dir_conn *dc, uint64_t req) {
       {"dir_nodes", HASH_COUNT(s->nodes)},      {"dir_objects", s->tab.nobjs},
       {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
       {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
-      {"dir_ring_assigned", s->ctr.ring_assigned},
+      {"dir_ring_assigned", s->ctr.ring_assigned}, {"dir_peeks_served", s->ctr.peeks_served},
       {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
       {"dir_nodes_dead", s->ctr.nodes_dead},
   };
@@ -636,6 +654,7 @@ static const char *frame_id(unsigned type, ProtobufCMessage *m) {
     case HPL_MSG_INLINE_PUT: return ((Hpl__InlinePutReq *)m)->id;
     case HPL_MSG_ACQUIRE: return ((Hpl__AcquireReq *)m)->id;
     case HPL_MSG_STAT:
+    case HPL_MSG_PEEK:
     case HPL_MSG_DELETE:
     case HPL_MSG_REDUCE_INFO: return ((Hpl__IdReq *)m)->id;
     default: return "x";
@@ -681,6 +700,7 @@ static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *
       break;
     case HPL_MSG_ACQUIRE: on_acquire(s, dc, h->req_id, (Hpl__AcquireReq *)m); break;
     case HPL_MSG_STAT: on_stat(s, dc, h->req_id, (Hpl__IdReq *)m); break;
+    case HPL_MSG_PEEK: on_peek(s, dc, h->req_id, (Hpl__IdReq *)m); break;
     case HPL_MSG_DELETE: on_delete(s, dc, h->req_id, (Hpl__IdReq *)m); break;
     case HPL_MSG_LIST: on_list(s, dc, h->req_id, (Hpl__ListReq *)m); break;
     case HPL_MSG_COUNTERS: on_counters(s, dc, h->req_id); break;

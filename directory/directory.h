@@ -86,7 +86,7 @@ typedef struct dir_xfer {
 #define DIR_XFER_CAP 65536
 
 typedef struct dir_counters {
-  uint64_t acquires, inline_served, senders_assigned, ring_assigned, waits, lost_replies, nodes_dead,
+  uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits, lost_replies, nodes_dead,
       reduce_resets;
 } dir_counters;
 

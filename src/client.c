@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -47,6 +50,8 @@ struct hpl_buf {
   uint64_t size;
   uint64_t handle;
   int created; /* from hpl_create, not yet sealed */
+  int priv;    /* data is the library's own copy (a small object read from
+                * the directory), not a region of the pool */
   char id[HPL_ID_MAX + 1];
 };
 
@@ -66,6 +71,15 @@ struct hpl_client {
   pending *pending;
   uint64_t next_id;
   hpl_buf *bufs;
+  /* small objects straight from the directory (direct_get) */
+  const uint8_t *filter; /* the store's presence filter, read-only */
+  uint32_t filter_slots;
+  char dir_addr[64];
+  int dir_port;
+  pthread_mutex_t dlock; /* the directory connection: one exchange at a time */
+  int dfd;
+  uint64_t dretry_ms; /* no new connection attempt before this */
+  uint64_t dnext_id;
 };
 
 /* Grace added to the store's own timeouts before the client gives up on a
@@ -327,9 +341,9 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
     close(fd);
     return HPL_ECONN;
   }
-  /* HELLO: the header comes with the pool's memfd */
+  /* HELLO: the header comes with the pool's memfd (and the filter's) */
   uint8_t hdr[HPL_FRAME_HDR_LEN];
-  int memfd = -1;
+  int memfd = -1, ffd = -1;
   size_t got = 0;
   while (got < sizeof hdr) {
     int64_t left = hpl_ms_left(deadline);
@@ -337,7 +351,7 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, left < 0 ? -1 : (int)left) <= 0) continue;
     struct iovec iov = {.iov_base = hdr + got, .iov_len = sizeof hdr - got};
-    char cbuf[CMSG_SPACE(sizeof(int))];
+    char cbuf[CMSG_SPACE(2 * sizeof(int))];
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
                          .msg_controllen = sizeof cbuf};
     ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
@@ -345,9 +359,24 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
       if (n < 0 && errno == EINTR) continue;
       goto broken;
     }
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
-      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && memfd < 0)
-        memcpy(&memfd, CMSG_DATA(cm), sizeof memfd);
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      int fds[2] = {-1, -1};
+      memcpy(fds, CMSG_DATA(cm), (nfd > 2 ? 2 : nfd) * sizeof(int));
+      for (size_t i = 2; i < nfd; i++) { /* more than we asked for: close them */
+        int extra;
+        memcpy(&extra, CMSG_DATA(cm) + i * sizeof(int), sizeof extra);
+        close(extra);
+      }
+      if (memfd < 0) {
+        memfd = fds[0];
+        ffd = fds[1];
+      } else {
+        if (fds[0] >= 0) close(fds[0]);
+        if (fds[1] >= 0) close(fds[1]);
+      }
+    }
     got += (size_t)n;
   }
   hpl_frame_hdr h;
@@ -368,22 +397,41 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   if (!c) {
     protobuf_c_message_free_unpacked(&hello->base, NULL);
     close(memfd);
+    if (ffd >= 0) close(ffd);
     close(fd);
     return HPL_ENOMEM;
   }
   c->fd = fd;
+  c->dfd = -1;
   c->pool_size = hello->pool_size;
   c->node_id = hello->node_id;
   c->inline_max = hello->inline_max;
+  uint32_t slots = hello->filter_slots;
+  if (ffd >= 0 && slots && slots <= (1u << 24) && (slots & (slots - 1)) == 0) {
+    void *f = mmap(NULL, slots, PROT_READ, MAP_SHARED, ffd, 0);
+    if (f != MAP_FAILED) {
+      c->filter = f;
+      c->filter_slots = slots;
+    }
+  }
+  if (ffd >= 0) close(ffd);
+  const char *direct = getenv("HPL_DIRECT_GETS");
+  if (hello->dir_addr && strlen(hello->dir_addr) < sizeof c->dir_addr && hello->dir_port &&
+      hello->dir_port <= 65535 && !(direct && !strcmp(direct, "0"))) {
+    strcpy(c->dir_addr, hello->dir_addr);
+    c->dir_port = (int)hello->dir_port;
+  }
   protobuf_c_message_free_unpacked(&hello->base, NULL);
   c->base = mmap(NULL, c->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   close(memfd);
   if (c->base == MAP_FAILED) {
+    if (c->filter) munmap((void *)c->filter, c->filter_slots);
     close(fd);
     free(c);
     return HPL_ESYS;
   }
   pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_init(&c->dlock, NULL);
   pthread_mutex_init(&c->wlock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -395,10 +443,12 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   return 0;
 timeout:
   if (memfd >= 0) close(memfd);
+  if (ffd >= 0) close(ffd);
   close(fd);
   return HPL_ETIMEDOUT;
 broken:
   if (memfd >= 0) close(memfd);
+  if (ffd >= 0) close(ffd);
   close(fd);
   return HPL_EPROTO;
 }
@@ -410,8 +460,12 @@ void hpl_close(hpl_client *c) {
   while (c->bufs) {
     hpl_buf *b = c->bufs;
     c->bufs = b->next;
+    if (b->priv) free(b->data);
     free(b);
   }
+  if (c->dfd >= 0) close(c->dfd);
+  if (c->filter) munmap((void *)c->filter, c->filter_slots);
+  pthread_mutex_destroy(&c->dlock);
   pending *p, *tmp;
   HASH_ITER(hh, c->pending, p, tmp) {
     HASH_DEL(c->pending, p);
@@ -428,6 +482,14 @@ void hpl_close(hpl_client *c) {
 
 /* ------------------------------------------------------------------ buffers */
 
+static void buf_link(hpl_client *c, hpl_buf *b) {
+  pthread_mutex_lock(&c->lock);
+  b->next = c->bufs;
+  if (c->bufs) c->bufs->prev = b;
+  c->bufs = b;
+  pthread_mutex_unlock(&c->lock);
+}
+
 static hpl_buf *buf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
                         uint64_t handle, int created) {
   if (off > c->pool_size || size > c->pool_size - off) return NULL;
@@ -439,11 +501,7 @@ static hpl_buf *buf_new(hpl_client *c, const char *id, uint64_t off, uint64_t si
   b->handle = handle;
   b->created = created;
   snprintf(b->id, sizeof b->id, "%s", id);
-  pthread_mutex_lock(&c->lock);
-  b->next = c->bufs;
-  if (c->bufs) c->bufs->prev = b;
-  c->bufs = b;
-  pthread_mutex_unlock(&c->lock);
+  buf_link(c, b);
   return b;
 }
 
@@ -452,6 +510,7 @@ static void buf_free(hpl_client *c, hpl_buf *b) {
   if (b->prev) b->prev->next = b->next; else c->bufs = b->next;
   if (b->next) b->next->prev = b->prev;
   pthread_mutex_unlock(&c->lock);
+  if (b->priv) free(b->data);
   free(b);
 }
 
@@ -547,9 +606,135 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
   return hpl_seal(c, b, timeout_ms < 0 ? -1 : left);
 }
 
+/* ------------------------------------------------------------------ small objects */
+
+/* The directory holds objects of at most inline_max bytes itself. A get of
+ * one that this node certainly does not hold (its slot in the store's
+ * presence filter is 0) reads it straight from the directory: two process
+ * wake-ups (directory, caller) instead of four (store, directory, store,
+ * caller). Anything else - not inline, not there yet, the directory not
+ * reachable from here - and the get goes to the store as usual, so this
+ * path never fails a get. */
+
+#define DIRECT_WAIT_MS 500     /* one exchange with the directory, at most */
+#define DIRECT_RETRY_MS 5000   /* after a failed connect, before trying again */
+
+/* Connect to the directory (caller holds dlock). 0 or -1. */
+static int dir_connect(hpl_client *c, uint64_t deadline) {
+  if (c->dfd >= 0) return 0;
+  if (hpl_now_ms() < c->dretry_ms) return -1;
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  socklen_t sl;
+  struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+  if (inet_pton(AF_INET, c->dir_addr, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)c->dir_port);
+    sl = sizeof *a4;
+  } else if (inet_pton(AF_INET6, c->dir_addr, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)c->dir_port);
+    sl = sizeof *a6;
+  } else {
+    c->dretry_ms = UINT64_MAX; /* not an address: never */
+    return -1;
+  }
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) goto failed;
+  if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
+    if (errno != EINPROGRESS) goto failed;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int64_t left = hpl_ms_left(deadline);
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (left == 0 || poll(&p, 1, (int)left) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
+      goto failed;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  c->dfd = fd;
+  return 0;
+failed:
+  if (fd >= 0) close(fd);
+  c->dretry_ms = hpl_now_ms() + DIRECT_RETRY_MS;
+  return -1;
+}
+
+/* One PEEK exchange (caller holds dlock). 0 with *out set, 1 if the
+ * directory has no inline bytes for `id`, -1 if the connection failed (it
+ * is closed then). */
+static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out) {
+  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  r.id = (char *)id;
+  uint64_t req = ++c->dnext_id;
+  size_t len;
+  uint8_t *frame = hpl_msg_frame(HPL_MSG_PEEK, req, &r.base, 0, &len);
+  if (!frame) return 1;
+  int rc = write_all(c->dfd, frame, len, deadline);
+  free(frame);
+  uint8_t hdr[HPL_FRAME_HDR_LEN], *body = NULL;
+  hpl_frame_hdr h;
+  const hpl_frame_limits lim = {
+      .max_msg = 4096, .max_payload = c->inline_max, .max_type = HPL_MSG_MAX_};
+  Hpl__PeekRep *rep = NULL;
+  if (rc || read_all(c->dfd, hdr, sizeof hdr, deadline) ||
+      hpl_frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL) != 0 ||
+      h.type != HPL_MSG_PEEK_REP || h.req_id != req || h.payload_len > c->inline_max)
+    goto broken;
+  body = malloc(h.msg_len + h.payload_len + 1);
+  if (!body || read_all(c->dfd, body, h.msg_len + h.payload_len, deadline)) goto broken;
+  rep = (Hpl__PeekRep *)hpl_msg_unpack(HPL_MSG_PEEK_REP, body, h.msg_len);
+  if (!rep) goto broken;
+  int found = rep->status == 0 && rep->inline_ && rep->size == h.payload_len;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  if (!found) {
+    free(body);
+    return 1;
+  }
+  hpl_buf *b = calloc(1, sizeof *b);
+  uint8_t *data = malloc(h.payload_len ? h.payload_len : 1);
+  if (!b || !data) {
+    free(b);
+    free(data);
+    free(body);
+    return 1;
+  }
+  memcpy(data, body + h.msg_len, h.payload_len);
+  free(body);
+  b->c = c;
+  b->data = data;
+  b->size = h.payload_len;
+  b->priv = 1;
+  snprintf(b->id, sizeof b->id, "%s", id);
+  buf_link(c, b);
+  *out = b;
+  return 0;
+broken:
+  free(body);
+  close(c->dfd);
+  c->dfd = -1;
+  return -1;
+}
+
+/* 0 with *out set, or 1: ask the store. */
+static int direct_get(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out) {
+  if (!c->filter || !c->dir_port ||
+      __atomic_load_n(&c->filter[hpl_filter_slot(id, c->filter_slots)], __ATOMIC_ACQUIRE))
+    return 1;
+  uint64_t dl = hpl_deadline_ms(DIRECT_WAIT_MS);
+  if (deadline < dl) dl = deadline;
+  pthread_mutex_lock(&c->dlock);
+  int rc = dir_connect(c, dl) == 0 ? peek(c, id, dl, out) : 1;
+  pthread_mutex_unlock(&c->dlock);
+  return rc == 0 ? 0 : 1;
+}
+
 int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  if (timeout_ms != 0 && direct_get(c, id, hpl_deadline_ms(timeout_ms), out) == 0) return 0;
   Hpl__GetReq r = HPL__GET_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
@@ -573,7 +758,7 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
     hpl_abort(c, b);
     return;
   }
-  send_release(c, b->handle);
+  if (!b->priv) send_release(c, b->handle);
   buf_free(c, b);
 }
 

@@ -40,6 +40,9 @@
   X(REDUCE_INFO_REP, 22, hpl__reduce_info_rep)  \
   X(TRANSFERS, 23, hpl__transfers_req)          \
   X(TRANSFERS_REP, 24, hpl__transfers_rep)      \
+  /* client <-> directory */                    \
+  X(PEEK, 30, hpl__id_req)                      \
+  X(PEEK_REP, 31, hpl__peek_rep)                \
   /* store <-> directory */                     \
   X(REGISTER, 40, hpl__register_req)            \
   X(REGISTER_REP, 41, hpl__register_rep)        \

@@ -143,3 +143,9 @@ void hpl_fill_pattern(void *buf, size_t len, uint64_t seed) {
   }
   for (; i < len; i++) b[i] = (uint8_t)(x >> (8 * (i & 7)));
 }
+
+uint32_t hpl_filter_slot(const char *id, uint32_t slots) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+  return (uint32_t)(h ^ (h >> 32)) & (slots - 1);
+}

@@ -26,6 +26,10 @@ const char *hpl_fmt_bytes(uint64_t n, char *buf, size_t len);
 
 /* Random 64-bit value from getrandom(2), never 0. */
 uint64_t hpl_random_u64(void);
+/* Slot of `id` in a presence filter of `slots` (a power of two) one-byte
+ * counters: the store counts its objects there, clients read it to tell
+ * "certainly not local" (0) from "maybe local". */
+uint32_t hpl_filter_slot(const char *id, uint32_t slots);
 
 /* Sleep until CLOCK_MONOTONIC reaches t_ns (absolute; restarts on EINTR). */
 void hpl_sleep_until_ns(uint64_t t_ns);

@@ -513,7 +513,8 @@ static void client_on_close(hpl_conn *c, int status) {
   client_unref(cl);
 }
 
-/* Send the HELLO frame with the memfd attached. The socket is new and the
+/* Send the HELLO frame with the pool's memfd (and the presence filter's)
+ * attached. The socket is new and the
  * frame small, so a non-blocking sendmsg completes at once. */
 static int send_hello(store *s, int fd) {
   Hpl__Hello hm = HPL__HELLO__INIT;
@@ -521,20 +522,29 @@ static int send_hello(store *s, int fd) {
   hm.node_id = s->node_id;
   hm.inline_max = s->inline_max;
   hm.node_name = s->cfg.name;
+  /* where clients may read small objects directly (see hpl_get) */
+  char dir_addr[64] = "";
+  int dir_port = 0;
+  if (dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
+    hm.dir_addr = dir_addr;
+    hm.dir_port = (uint32_t)dir_port;
+  }
+  int fds[2] = {hpl_pool_fd(s->pool), s->filter ? s->filter_fd : -1};
+  int nfd = fds[1] >= 0 ? 2 : 1;
+  if (nfd == 2) hm.filter_slots = STORE_FILTER_SLOTS;
   size_t len;
   uint8_t *frame = hpl_msg_frame(HPL_MSG_HELLO, 0, &hm.base, 0, &len);
   if (!frame) return HPL_ENOMEM;
   struct iovec iov = {.iov_base = frame, .iov_len = len};
-  char cbuf[CMSG_SPACE(sizeof(int))];
+  char cbuf[CMSG_SPACE(sizeof fds)];
   memset(cbuf, 0, sizeof cbuf);
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof cbuf};
+                       .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfd)};
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  int pfd = hpl_pool_fd(s->pool);
-  memcpy(CMSG_DATA(cm), &pfd, sizeof pfd);
+  cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
+  memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfd);
   ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
   free(frame);
   return n == (ssize_t)len ? 0 : HPL_ECONN;

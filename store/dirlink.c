@@ -52,6 +52,8 @@ typedef struct dirlink {
   uint64_t instance; /* the directory's, from the last registration */
   uint64_t hb_sent_ns;  /* when the last heartbeat went out */
   uint32_t rtt_us;      /* its round trip, reported with the next one */
+  char peer_addr[64];   /* the directory's numeric address, for clients */
+  int peer_port;
   int stopping;
 } dirlink;
 
@@ -61,6 +63,29 @@ static uint64_t hb_pause_left(dirlink *dl);
 static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
 
 int dirlink_ready(store *s) { return s->dl && s->dl->state == DL_READY; }
+
+int dirlink_peer(store *s, char *addr, size_t alen, int *port) {
+  if (!dirlink_ready(s) || !s->dl->peer_port || strlen(s->dl->peer_addr) >= alen) return -1;
+  strcpy(addr, s->dl->peer_addr);
+  *port = s->dl->peer_port;
+  return 0;
+}
+
+/* Remember the directory's numeric address as this connection reaches it. */
+static void note_peer(dirlink *dl, uv_tcp_t *t) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  dl->peer_port = 0;
+  if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) != 0) return;
+  if (ss.ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+    if (uv_ip4_name(a, dl->peer_addr, sizeof dl->peer_addr) == 0) dl->peer_port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+    if (uv_ip6_name(a, dl->peer_addr, sizeof dl->peer_addr) == 0)
+      dl->peer_port = ntohs(a->sin6_port);
+  }
+}
 
 static void req_closed(uv_handle_t *h) {
   dl_req *r = h->data;
@@ -369,6 +394,7 @@ static void on_connected(uv_connect_t *req, int status) {
     return;
   }
   uv_tcp_nodelay(t, 1);
+  note_peer(dl, t);
   char local[64] = "127.0.0.1";
   struct sockaddr_storage ss;
   int len = sizeof ss;

@@ -168,6 +168,7 @@ int main(int argc, char **argv) {
   dirlink_free(&s);
   st_obj *o, *tmp;
   HASH_ITER(hh, s.objs, o, tmp) store_obj_detach(&s, o);
+  store_release(&s);
   hpl_pool_destroy(s.pool);
   uv_loop_close(loop);
   LOG_INFO("stopped");

@@ -1,6 +1,10 @@
 /* store.c - object table, life cycle and fetch orchestration (see store.h). */
 #include "store.h"
 
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +86,40 @@ st_obj *store_find_inst(store *s, uint64_t inst) {
   return o;
 }
 
+/* The presence filter: a counter per slot of the ids in s->objs. A
+ * saturated counter stays saturated (it only ever means "maybe here"). */
+static void filter_count(store *s, const char *id, int delta) {
+  if (!s->filter) return;
+  uint8_t *c = &s->filter[hpl_filter_slot(id, STORE_FILTER_SLOTS)];
+  uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+  if (v == UINT8_MAX || (delta < 0 && v == 0)) return;
+  __atomic_store_n(c, (uint8_t)(v + delta), __ATOMIC_RELEASE);
+}
+
+static void filter_create(store *s) {
+  s->filter_fd = -1;
+  int fd = memfd_create("hoplite-filter", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, STORE_FILTER_SLOTS) != 0) {
+    LOG_WARN("no presence filter (%s): clients ask this store for every get", strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  void *p = mmap(NULL, STORE_FILTER_SLOTS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return;
+  }
+  s->filter_fd = fd;
+  s->filter = p;
+}
+
+void store_release(store *s) {
+  if (s->filter) munmap(s->filter, STORE_FILTER_SLOTS);
+  if (s->filter_fd >= 0) close(s->filter_fd);
+  s->filter = NULL;
+  s->filter_fd = -1;
+}
+
 st_obj *store_obj_new(store *s, const char *id, int state) {
   st_obj *o = calloc(1, sizeof *o);
   if (!o) return NULL;
@@ -95,6 +133,7 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
   o->in_table = 1;
   o->created_ms = hpl_now_ms();
   HASH_ADD_KEYPTR(hh, s->objs, o->id, strlen(o->id), o);
+  filter_count(s, o->id, 1);
   HASH_ADD(hh_inst, s->insts, inst, sizeof o->inst, o);
   return o;
 }
@@ -168,10 +207,12 @@ void store_unwatch(st_obj *o, st_watch *w) {
 
 void store_obj_detach(store *s, st_obj *o) {
   if (!o->in_table) return;
-  if (o->internal)
+  if (o->internal) {
     HASH_DEL(s->internal, o);
-  else
+  } else {
     HASH_DEL(s->objs, o);
+    filter_count(s, o->id, -1);
+  }
   o->in_table = 0;
   obj_notify(o);
   if (o->refs == 0) obj_free(s, o);
@@ -579,6 +620,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
               : rc == HPL_ESYS ? " (memfd_create/ftruncate/mmap failed; see errno above)" : "");
     return rc;
   }
+  filter_create(s);
   if ((rc = transfer_start(s)) || (rc = clients_start(s)) || (rc = dirlink_start(s))) return rc;
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);

@@ -182,11 +182,18 @@ typedef struct store {
   /* dirlink.c */
   struct dirlink *dl;
   uv_signal_t sigint, sigterm;
+  /* presence filter shared read-only with clients (store.c) */
+  int filter_fd;
+  uint8_t *filter;
 } store;
+
+#define STORE_FILTER_SLOTS 65536
 
 /* ---- store.c */
 int store_start(store *s, uv_loop_t *loop, const store_config *cfg);
 void store_stop(store *s);
+/* Unmap and close what store_start made besides the pool. */
+void store_release(store *s);
 st_obj *store_find(store *s, const char *id);
 st_obj *store_find_inst(store *s, uint64_t inst);
 /* New object in the table (refs = 0, in_table = 1). NULL on no memory. */
@@ -257,6 +264,9 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
 void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
 /* Note that this node no longer holds (or pulls) `id`: a LOC_NOTE REMOVE. */
 void dirlink_loc_remove(store *s, const char *id);
+/* The directory's numeric address and port as this store's link reaches
+ * it. Returns 0, or -1 while not registered. */
+int dirlink_peer(store *s, char *addr, size_t alen, int *port);
 
 /* ---- transfer.c */
 int transfer_start(store *s);

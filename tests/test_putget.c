@@ -67,12 +67,13 @@ static void test_sizes(void **state) {
     uint64_t sa = th_counter(A, "data_bytes_sent") - sa0;
     uint64_t ib = th_counter(B, "inline_gets") - ib0, ic = th_counter(C, "inline_gets") - ic0;
     if (size <= 65536) {
-      /* inline: served by the directory, no data port involved */
+      /* inline: read by B's and C's clients straight from the directory;
+       * neither their stores nor any data port took part */
       assert_int_equal(rb, 0);
       assert_int_equal(rcv, 0);
       assert_int_equal(sa, 0);
-      assert_int_equal(ib, 1);
-      assert_int_equal(ic, 1);
+      assert_int_equal(ib, 0);
+      assert_int_equal(ic, 0);
       int inl = 0;
       assert_int_equal(hpl_stat(A, id, th_ms(5000), NULL, NULL, NULL, &inl), 0);
       assert_int_equal(inl, 1);
@@ -93,6 +94,44 @@ static void test_sizes(void **state) {
       assert_int_equal(inl, 0);
     }
   }
+}
+
+/* Small objects: a client reads them from the directory when its node holds
+ * no copy (a private buffer, outside the pool); a local copy is still served
+ * zero-copy by the store; with HPL_DIRECT_GETS=0 the store fetches it. */
+static void test_small_direct(void **state) {
+  (void)state;
+  th_put_pattern(A, "small/x", 1000, 5);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(B, "small/x", th_ms(5000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 1000, 5));
+  assert_int_equal(th_shm_offset(hpl_buf_data(b)), -1); /* the library's own copy */
+  hpl_release(B, b);
+  assert_int_equal(hpl_get(A, "small/x", th_ms(5000), &b), 0);
+  assert_true(th_shm_offset(hpl_buf_data(b)) >= 0); /* A's local copy, in its pool */
+  hpl_release(A, b);
+  /* not inline: the directory says so and the store fetches it */
+  th_put_pattern(A, "small/big", 200000, 6);
+  get_and_check(B, "small/big", 200000, 6);
+  /* gone: the direct read finds nothing, the store's get waits and times out */
+  assert_int_equal(hpl_delete(A, "small/x", th_ms(5000)), 0);
+  assert_int_equal(hpl_get(C, "small/x", 300, &b), HPL_ETIMEDOUT);
+  /* the store path, as before */
+  th_put_pattern(A, "small/y", 1000, 7);
+  setenv("HPL_DIRECT_GETS", "0", 1);
+  hpl_client *d = th_connect(lc, 2);
+  unsetenv("HPL_DIRECT_GETS");
+  uint64_t ic0 = th_counter(C, "inline_gets");
+  assert_int_equal(hpl_get(d, "small/y", th_ms(5000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 1000, 7));
+  assert_true(th_shm_offset(hpl_buf_data(b)) >= 0);
+  hpl_release(d, b);
+  assert_int_equal(th_counter(C, "inline_gets") - ic0, 1);
+  /* now C holds a copy: its clients get it from the store, zero-copy */
+  assert_int_equal(hpl_get(C, "small/y", th_ms(5000), &b), 0);
+  assert_true(th_shm_offset(hpl_buf_data(b)) >= 0);
+  hpl_release(C, b);
+  hpl_close(d);
 }
 
 /* A get issued before the put waits for it, then succeeds. */
@@ -323,6 +362,7 @@ static void test_threads_share_handle(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_small_direct),
       cmocka_unit_test(test_get_before_put),
       cmocka_unit_test(test_get_timeout),
       cmocka_unit_test(test_two_processes_one_transfer),
