@@ -180,6 +180,9 @@ HPL_API void hpl_release(hpl_client *c, hpl_buf *b);
 HPL_API void *hpl_buf_data(const hpl_buf *b);
 HPL_API uint64_t hpl_buf_size(const hpl_buf *b);
 HPL_API const char *hpl_buf_id(const hpl_buf *b);
+/* 1 if the buffer views the store's shared memory, 0 if it is the library's
+ * own copy (a small object read from the directory; see hpl_get) or NULL. */
+HPL_API int hpl_buf_shared(const hpl_buf *b);
 
 /* *out_local = 1 if the local store holds a complete copy of `id`, else 0.
  * Never blocks on other nodes. Errors: HPL_EINVAL, HPL_ECONN, HPL_ETIMEDOUT. */

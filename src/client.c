@@ -517,6 +517,7 @@ static void buf_free(hpl_client *c, hpl_buf *b) {
 void *hpl_buf_data(const hpl_buf *b) { return b ? b->data : NULL; }
 uint64_t hpl_buf_size(const hpl_buf *b) { return b ? b->size : 0; }
 const char *hpl_buf_id(const hpl_buf *b) { return b ? b->id : NULL; }
+int hpl_buf_shared(const hpl_buf *b) { return b && !b->priv; }
 
 /* ------------------------------------------------------------------ objects */
 
@@ -618,6 +619,7 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
 
 #define DIRECT_WAIT_MS 500     /* one exchange with the directory, at most */
 #define DIRECT_RETRY_MS 5000   /* after a failed connect, before trying again */
+#define PEEK_MAX_MSG 1024      /* a PEEK_REP message (status, size, flag) is tiny */
 
 /* Connect to the directory (caller holds dlock). 0 or -1. */
 static int dir_connect(hpl_client *c, uint64_t deadline) {
@@ -674,23 +676,36 @@ static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out)
   if (!frame) return 1;
   int rc = write_all(c->dfd, frame, len, deadline);
   free(frame);
-  uint8_t hdr[HPL_FRAME_HDR_LEN], *body = NULL;
   hpl_frame_hdr h;
-  const hpl_frame_limits lim = {
-      .max_msg = 4096, .max_payload = c->inline_max, .max_type = HPL_MSG_MAX_};
   Hpl__PeekRep *rep = NULL;
-  if (rc || read_all(c->dfd, hdr, sizeof hdr, deadline) ||
-      hpl_frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL) != 0 ||
+  const hpl_frame_limits lim = {
+      .max_msg = PEEK_MAX_MSG, .max_payload = c->inline_max, .max_type = HPL_MSG_MAX_};
+  /* the reply usually arrives whole: one poll and one recv for all of it */
+  size_t cap = HPL_FRAME_HDR_LEN + PEEK_MAX_MSG + c->inline_max, have = 0;
+  uint8_t *buf = malloc(cap), *body;
+  if (rc || !buf) goto broken;
+  while (have < HPL_FRAME_HDR_LEN) {
+    int64_t left = hpl_ms_left(deadline);
+    struct pollfd p = {.fd = c->dfd, .events = POLLIN};
+    if (left == 0 || (poll(&p, 1, (int)left) < 0 && errno != EINTR)) goto broken;
+    ssize_t n = recv(c->dfd, buf + have, cap - have, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) goto broken;
+    if (n > 0) have += (size_t)n;
+  }
+  if (hpl_frame_decode_hdr(buf, HPL_FRAME_HDR_LEN, &lim, &h, NULL) != 0 ||
       h.type != HPL_MSG_PEEK_REP || h.req_id != req || h.payload_len > c->inline_max)
     goto broken;
-  body = malloc(h.msg_len + h.payload_len + 1);
-  if (!body || read_all(c->dfd, body, h.msg_len + h.payload_len, deadline)) goto broken;
+  size_t total = HPL_FRAME_HDR_LEN + h.msg_len + (size_t)h.payload_len;
+  if (have > total ||
+      (have < total && read_all(c->dfd, buf + have, total - have, deadline) != 0))
+    goto broken; /* more than one reply, or the rest did not come */
+  body = buf + HPL_FRAME_HDR_LEN;
   rep = (Hpl__PeekRep *)hpl_msg_unpack(HPL_MSG_PEEK_REP, body, h.msg_len);
   if (!rep) goto broken;
   int found = rep->status == 0 && rep->inline_ && rep->size == h.payload_len;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   if (!found) {
-    free(body);
+    free(buf);
     return 1;
   }
   hpl_buf *b = calloc(1, sizeof *b);
@@ -698,11 +713,11 @@ static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out)
   if (!b || !data) {
     free(b);
     free(data);
-    free(body);
+    free(buf);
     return 1;
   }
   memcpy(data, body + h.msg_len, h.payload_len);
-  free(body);
+  free(buf);
   b->c = c;
   b->data = data;
   b->size = h.payload_len;
@@ -712,7 +727,7 @@ static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out)
   *out = b;
   return 0;
 broken:
-  free(body);
+  free(buf);
   close(c->dfd);
   c->dfd = -1;
   return -1;

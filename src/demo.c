@@ -19,6 +19,7 @@ typedef struct demo_rx {
   uint64_t start_ns, end_ns;
   uint64_t sum;
   int rc;
+  int direct; /* read from the directory by the client itself */
   char err[256];
 } demo_rx;
 
@@ -32,6 +33,7 @@ static void *demo_get(void *arg) {
     return NULL;
   }
   r->sum = hpl_checksum(hpl_buf_data(b), hpl_buf_size(b));
+  r->direct = !hpl_buf_shared(b);
   hpl_release(r->c, b);
   return NULL;
 }
@@ -94,8 +96,10 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
     uint64_t inl = counter(cs[i], "inline_gets") - inl0[i];
     uint64_t rcv = counter(cs[i], "data_bytes_received") - rcv0[i];
     char how[96];
-    if (inl)
-      snprintf(how, sizeof how, "inline, served by the directory");
+    if (rx[i].direct)
+      snprintf(how, sizeof how, "inline, read from the directory by the client");
+    else if (inl)
+      snprintf(how, sizeof how, "inline, served by the directory via the store");
     else
       snprintf(how, sizeof how, "pulled %s from a peer's data port", hpl_fmt_bytes(rcv, b1, sizeof b1));
     printf("  node-%-3d %10.3f %12.2f %10s %s\n", i, s * 1e3, s > 0 ? (double)size / s / 1e9 : 0,

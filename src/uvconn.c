@@ -314,6 +314,24 @@ static int conn_submit(hpl_conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs
   w->c = c;
   w->bytes = 0;
   for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
+  if (c->wq_bytes == 0 && !w->cb) {
+    /* nothing queued and nobody to tell: write now, and queue only what
+     * the socket did not take (a control reply usually goes whole, with
+     * no write request and no poll-set change) */
+    int n = uv_try_write(c->s, bufs, nbufs);
+    if (n == (int)w->bytes) {
+      free(w->owned);
+      free(w);
+      return 0;
+    }
+    for (unsigned i = 0; n > 0 && i < nbufs; i++) {
+      size_t k = (size_t)n < bufs[i].len ? (size_t)n : bufs[i].len;
+      bufs[i].base += k;
+      bufs[i].len -= k;
+      n -= (int)k;
+      w->bytes -= k;
+    }
+  }
   int rc = uv_write(&w->req, c->s, bufs, nbufs, conn_write_done);
   if (rc) {
     free(w->owned);

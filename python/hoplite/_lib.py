@@ -70,6 +70,7 @@ _PROTOTYPES = {
     "hpl_buf_data": (_vp, [BufP]),
     "hpl_buf_size": (_u64, [BufP]),
     "hpl_buf_id": (_cstr, [BufP]),
+    "hpl_buf_shared": (_c_int, [BufP]),
     "hpl_contains": (_c_int, [ClientP, _cstr, _i64, _P(_c_int)]),
     "hpl_stat": (_c_int, [ClientP, _cstr, _i64, _P(_u64), _P(_u32), _P(_u32), _P(_c_int)]),
     "hpl_delete": (_c_int, [ClientP, _cstr, _i64]),
