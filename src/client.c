@@ -23,6 +23,7 @@
 #include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -407,7 +408,9 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   c->node_id = hello->node_id;
   c->inline_max = hello->inline_max;
   uint32_t slots = hello->filter_slots;
-  if (ffd >= 0 && slots && slots <= (1u << 24) && (slots & (slots - 1)) == 0) {
+  struct stat fst;
+  if (ffd >= 0 && slots && slots <= (1u << 24) && (slots & (slots - 1)) == 0 &&
+      fstat(ffd, &fst) == 0 && fst.st_size >= (off_t)slots) {
     void *f = mmap(NULL, slots, PROT_READ, MAP_SHARED, ffd, 0);
     if (f != MAP_FAILED) {
       c->filter = f;
