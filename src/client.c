@@ -77,6 +77,7 @@ struct hpl_client {
   uint32_t filter_slots;
   char dir_addr[64];
   int dir_port;
+  uint64_t netns; /* the store's network namespace (inode) */
   pthread_mutex_t dlock; /* the directory connection: one exchange at a time */
   int dfd;
   uint64_t dretry_ms; /* no new connection attempt before this */
@@ -423,6 +424,7 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
       hello->dir_port <= 65535 && !(direct && !strcmp(direct, "0"))) {
     strcpy(c->dir_addr, hello->dir_addr);
     c->dir_port = (int)hello->dir_port;
+    c->netns = hello->netns;
   }
   protobuf_c_message_free_unpacked(&hello->base, NULL);
   c->base = mmap(NULL, c->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
@@ -736,10 +738,19 @@ broken:
   return -1;
 }
 
+/* Whether the calling thread shares the store's network namespace: only
+ * then does it reach the directory the way the store does (a client in
+ * another namespace might route the address somewhere else entirely). */
+static int same_netns(const hpl_client *c) {
+  struct stat st;
+  return c->netns && stat("/proc/thread-self/ns/net", &st) == 0 && (uint64_t)st.st_ino == c->netns;
+}
+
 /* 0 with *out set, or 1: ask the store. */
 static int direct_get(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out) {
   if (!c->filter || !c->dir_port ||
-      __atomic_load_n(&c->filter[hpl_filter_slot(id, c->filter_slots)], __ATOMIC_ACQUIRE))
+      __atomic_load_n(&c->filter[hpl_filter_slot(id, c->filter_slots)], __ATOMIC_ACQUIRE) ||
+      !same_netns(c))
     return 1;
   uint64_t dl = hpl_deadline_ms(DIRECT_WAIT_MS);
   if (deadline < dl) dl = deadline;

@@ -525,9 +525,10 @@ static int send_hello(store *s, int fd) {
   /* where clients may read small objects directly (see hpl_get) */
   char dir_addr[64] = "";
   int dir_port = 0;
-  if (dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
+  if (s->netns && dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
     hm.dir_addr = dir_addr;
     hm.dir_port = (uint32_t)dir_port;
+    hm.netns = s->netns;
   }
   int fds[2] = {hpl_pool_fd(s->pool), s->filter ? s->filter_fd : -1};
   int nfd = fds[1] >= 0 ? 2 : 1;

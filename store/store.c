@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <stdio.h>
@@ -621,6 +622,8 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
     return rc;
   }
   filter_create(s);
+  struct stat ns;
+  s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   if ((rc = transfer_start(s)) || (rc = clients_start(s)) || (rc = dirlink_start(s))) return rc;
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);

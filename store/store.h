@@ -185,6 +185,7 @@ typedef struct store {
   /* presence filter shared read-only with clients (store.c) */
   int filter_fd;
   uint8_t *filter;
+  uint64_t netns; /* inode of this process's network namespace, 0 if unknown */
 } store;
 
 #define STORE_FILTER_SLOTS 65536

@@ -4,6 +4,9 @@
  * host off mid-broadcast (its switch port down) until the partition heals.
  * The test makes its own namespaces (prefix hplt<pid>) and removes them.
  * Needs root; exits with 77 (skipped) otherwise. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,6 +89,37 @@ static hpl_lc *start_servers(const char *dir_args, const char *store_args, hpl_c
   return lc;
 }
 
+/* A get from a thread inside host `host`'s network namespace, as a client
+ * on that host runs. */
+typedef struct ns_get {
+  hpl_client *c;
+  int host;
+  const char *id;
+  int rc, shared;
+  uint64_t sum;
+} ns_get;
+
+static void *ns_get_main(void *arg) {
+  ns_get *g = arg;
+  char path[64];
+  snprintf(path, sizeof path, "/run/netns/%s-h%d", prefix, g->host);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    g->rc = HPL_ESYS;
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  close(fd);
+  hpl_buf *b;
+  g->rc = hpl_get(g->c, g->id, th_ms(10000), &b);
+  if (g->rc == 0) {
+    g->shared = hpl_buf_shared(b);
+    g->sum = hpl_checksum(hpl_buf_data(b), hpl_buf_size(b));
+    hpl_release(g->c, b);
+  }
+  return NULL;
+}
+
 static void test_broadcast_across_hosts(void **state) {
   (void)state;
   hpl_client *c[HOSTS];
@@ -94,8 +128,11 @@ static void test_broadcast_across_hosts(void **state) {
   for (int k = 0; k < 2; k++) {
     char id[32];
     snprintf(id, sizeof id, "ns/%d", k);
-    uint64_t rcv0[HOSTS];
-    for (int i = 1; i < HOSTS; i++) rcv0[i] = th_counter(c[i], "data_bytes_received");
+    uint64_t rcv0[HOSTS], inl0[HOSTS];
+    for (int i = 1; i < HOSTS; i++) {
+      rcv0[i] = th_counter(c[i], "data_bytes_received");
+      inl0[i] = th_counter(c[i], "inline_gets");
+    }
     th_put_pattern(c[0], id, sizes[k], (uint64_t)k + 5);
     th_getter r[HOSTS];
     uint64_t want = th_pattern_sum(sizes[k], (uint64_t)k + 5);
@@ -111,8 +148,24 @@ static void test_broadcast_across_hosts(void **state) {
       uint64_t got = th_counter(c[i], "data_bytes_received") - rcv0[i];
       /* small: inline from the directory in host 0; large: over the links */
       assert_int_equal(got, sizes[k] <= 65536 ? 0 : sizes[k]);
+      /* this test's threads are not in the hosts' namespaces: a small object
+       * comes through the host's store, never by a direct connection from
+       * here to the directory's address */
+      if (sizes[k] <= 65536) assert_int_equal(th_counter(c[i], "inline_gets") - inl0[i], 1);
     }
   }
+  /* a client thread inside host 2's namespace reads a small object from
+   * the directory itself; its store is not involved */
+  th_put_pattern(c[0], "ns/small2", 2000, 9);
+  uint64_t inl2 = th_counter(c[2], "inline_gets");
+  ns_get g = {.c = c[2], .host = 2, .id = "ns/small2"};
+  pthread_t t;
+  pthread_create(&t, NULL, ns_get_main, &g);
+  pthread_join(t, NULL);
+  assert_int_equal(g.rc, 0);
+  assert_int_equal(g.sum, th_pattern_sum(2000, 9));
+  assert_int_equal(g.shared, 0);
+  assert_int_equal(th_counter(c[2], "inline_gets"), inl2);
   size_t n;
   th_xfer *x = th_transfers(c[0], 0, &n);
   char why[256];
