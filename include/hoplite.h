@@ -163,7 +163,8 @@ HPL_API void hpl_abort(hpl_client *c, hpl_buf *b);
  * cannot be freed while held, even if deleted. A small (inline) object that
  * this node holds no copy of is read straight from the directory into
  * memory of the library's own (still valid until hpl_release) when the
- * directory is reachable from the caller; set HPL_DIRECT_GETS=0 in the
+ * calling thread is in the store's network namespace and the directory
+ * answers there; set HPL_DIRECT_GETS=0 in the
  * environment before hpl_connect() to always go through the store.
  * On success *out is owned by the caller (release with hpl_release).
  * Errors: HPL_EINVAL, HPL_ETIMEDOUT (object did not appear or arrive in time),
