@@ -28,15 +28,12 @@
  * With HPL_BENCH_TRACE set, reduce/allreduce print every node's finish time
  * per repetition to stderr. */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <sched.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "hoplite.h"
 #include "localcluster.h"
@@ -50,13 +47,8 @@
  * works from any namespace. */
 static const char *host_prefix;
 static void join_host(int i) {
-  if (!host_prefix) return;
-  char path[128];
-  snprintf(path, sizeof path, "/run/netns/%s-h%d", host_prefix, i);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
-    fprintf(stderr, "bench_coll: cannot enter %s: %s\n", path, strerror(errno));
-  if (fd >= 0) close(fd);
+  if (host_prefix && hpl_lc_enter_host(host_prefix, i) != 0)
+    fprintf(stderr, "bench_coll: cannot enter host %d's namespace: %s\n", i, strerror(errno));
 }
 
 typedef struct part {

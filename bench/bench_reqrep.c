@@ -19,12 +19,10 @@
  * namespace before it opens a socket, so traffic stays in them. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "localcluster.h"
 #include "util.h"
 
 #define MAXN 64
@@ -56,11 +55,7 @@ static void die(const char *what) {
 }
 
 static void enter_host(int i) {
-  char path[128];
-  snprintf(path, sizeof path, "/run/netns/%s-h%d", prefix, i);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) die(path);
-  close(fd);
+  if (hpl_lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
 }
 
 static int read_full(int fd, void *p, size_t n) {

@@ -238,21 +238,32 @@ static void waiter_timeout(uv_timer_t *t) {
   dtab_gc(&s->tab, o);
 }
 
-void dir_object_changed(dir_server *s, dir_obj *o) {
-  /* serve waiters in arrival order; stop at the first that must keep waiting
-   * only if nothing could be assigned (others may still be servable) */
-  int served = 1;
-  while (served) { /* one served may let a later one's ring predecessor serve */
-    served = 0;
-    dir_waiter *w = o->waiters;
-    while (w) {
-      dir_waiter *next = w->next;
-      if (acquire_try(s, w->dc, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
-        waiter_drop(w);
-        served = 1;
-      }
-      w = next;
+/* One pass over o's waiters in arrival order (one that must keep waiting
+ * does not stop the others). Returns 1 if another pass may serve more: some
+ * were served while an allreduce participant still waits for its ring
+ * predecessor, whose new copy may be one of them. */
+static int serve_waiters(dir_server *s, dir_obj *o) {
+  int served = 0, ring = 0;
+  for (dir_waiter *w = o->waiters, *next; w; w = next) {
+    next = w->next;
+    if (acquire_try(s, w->dc, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
+      waiter_drop(w);
+      served = 1;
+    } else {
+      ring |= w->ring_wait;
     }
+  }
+  return served && ring;
+}
+
+static int has_ring_waiter(const dir_obj *o) {
+  for (const dir_waiter *w = o->waiters; w; w = w->next)
+    if (w->ring_wait) return 1;
+  return 0;
+}
+
+void dir_object_changed(dir_server *s, dir_obj *o) {
+  while (serve_waiters(s, o)) {
   }
   dir_reduce_check(s, o);
   dtab_gc(&s->tab, o);
@@ -425,7 +436,9 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
   int ring_wait = 0;
   if (acquire_try(s, dc, req, o, m->failed_peer, now, &ring_wait)) {
     /* a new partial copy: a ring successor may be waiting for it */
-    if (o->waiters) dir_object_changed(s, o);
+    if (has_ring_waiter(o))
+      while (serve_waiters(s, o)) {
+      }
     dtab_gc(&s->tab, o);
     return;
   }

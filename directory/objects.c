@@ -214,6 +214,12 @@ void dtab_release_upstream(dir_obj *o, uint64_t node) {
   if (l) loc_release_upstream(o, l);
 }
 
+/* A copy that can take one more receiver now: below the per-copy limit, on
+ * a usable (live, not draining) node. */
+static int loc_idle(const dtab *t, const dir_loc *l) {
+  return l->serving < t->max_senders && (!t->usable || t->usable(l->node, t->usable_arg));
+}
+
 int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
   if (o->state == OBJ_FAILED) return o->fail_status;
   if (o->state == OBJ_LOST || dtab_check_lost(t, o)) return HPL_ELOST;
@@ -224,8 +230,7 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
     if (l->node == asker) continue;
     if (dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
-    if (l->serving >= t->max_senders) continue;
-    if (t->usable && !t->usable(l->node, t->usable_arg)) continue;
+    if (!loc_idle(t, l)) continue;
     if (l->node == avoid) {
       fallback = l;
       continue;
@@ -268,17 +273,13 @@ int dtab_assign(dir_obj *o, uint64_t asker, dir_loc *from) {
 
 dir_loc *dtab_idle_sender(dtab *t, dir_obj *o, uint64_t node, uint64_t asker) {
   dir_loc *l = dtab_loc(o, node);
-  if (!l || node == asker || l->serving >= t->max_senders) return NULL;
-  if (t->usable && !t->usable(node, t->usable_arg)) return NULL;
+  if (!l || node == asker || !loc_idle(t, l)) return NULL;
   return dtab_depends_on(o, node, asker) ? NULL : l;
 }
 
 int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid) {
   for (dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == asker || l->node == avoid || !l->complete) continue;
-    if (l->serving >= t->max_senders) continue;
-    if (t->usable && !t->usable(l->node, t->usable_arg)) continue;
-    return 1;
+    if (l->node != asker && l->node != avoid && l->complete && loc_idle(t, l)) return 1;
   }
   return 0;
 }

@@ -51,8 +51,8 @@ struct hpl_buf {
   uint64_t size;
   uint64_t handle;
   int created; /* from hpl_create, not yet sealed */
-  int priv;    /* data is the library's own copy (a small object read from
-                * the directory), not a region of the pool */
+  uint8_t *own; /* NULL, or the library's own allocation that data points
+                 * into (a small object read from the directory) */
   char id[HPL_ID_MAX + 1];
 };
 
@@ -465,7 +465,7 @@ void hpl_close(hpl_client *c) {
   while (c->bufs) {
     hpl_buf *b = c->bufs;
     c->bufs = b->next;
-    if (b->priv) free(b->data);
+    free(b->own);
     free(b);
   }
   if (c->dfd >= 0) close(c->dfd);
@@ -515,14 +515,14 @@ static void buf_free(hpl_client *c, hpl_buf *b) {
   if (b->prev) b->prev->next = b->next; else c->bufs = b->next;
   if (b->next) b->next->prev = b->prev;
   pthread_mutex_unlock(&c->lock);
-  if (b->priv) free(b->data);
+  free(b->own);
   free(b);
 }
 
 void *hpl_buf_data(const hpl_buf *b) { return b ? b->data : NULL; }
 uint64_t hpl_buf_size(const hpl_buf *b) { return b ? b->size : 0; }
 const char *hpl_buf_id(const hpl_buf *b) { return b ? b->id : NULL; }
-int hpl_buf_shared(const hpl_buf *b) { return b && !b->priv; }
+int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
 
 /* ------------------------------------------------------------------ objects */
 
@@ -713,20 +713,18 @@ static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out)
     free(buf);
     return 1;
   }
+  /* the reply buffer becomes the object's: trimmed to the reply, no copy */
   hpl_buf *b = calloc(1, sizeof *b);
-  uint8_t *data = malloc(h.payload_len ? h.payload_len : 1);
-  if (!b || !data) {
+  uint8_t *own = b ? realloc(buf, total) : NULL;
+  if (!own) {
     free(b);
-    free(data);
     free(buf);
     return 1;
   }
-  memcpy(data, body + h.msg_len, h.payload_len);
-  free(buf);
   b->c = c;
-  b->data = data;
+  b->own = own;
+  b->data = own + HPL_FRAME_HDR_LEN + h.msg_len;
   b->size = h.payload_len;
-  b->priv = 1;
   snprintf(b->id, sizeof b->id, "%s", id);
   buf_link(c, b);
   *out = b;
@@ -787,7 +785,7 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
     hpl_abort(c, b);
     return;
   }
-  if (!b->priv) send_release(c, b->handle);
+  if (!b->own) send_release(c, b->handle);
   buf_free(c, b);
 }
 

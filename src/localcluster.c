@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,4 +411,16 @@ int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen) {
     rc = check_proc(&lc->st[i], name, err, errlen);
   }
   return rc;
+}
+
+int hpl_lc_enter_host(const char *prefix, int host) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "/run/netns/%s-h%d", prefix, host);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return HPL_ESYS;
+  int rc = setns(fd, CLONE_NEWNET);
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc ? HPL_ESYS : 0;
 }

@@ -75,4 +75,9 @@ int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen);
 /* Add one more store; returns its index or a negative error. */
 int hpl_lc_add_store(hpl_lc *lc, const char *extra_args, char *err, size_t errlen);
 
+/* Move the calling thread (only it) into emulated host `host`'s network
+ * namespace, /run/netns/<prefix>-h<host>, as a client on that host runs.
+ * Returns 0, or HPL_ESYS with errno set. */
+int hpl_lc_enter_host(const char *prefix, int host);
+
 #endif

@@ -301,15 +301,16 @@ static void abort_obj(store *s, st_obj *o) {
   create_undo(s, o, HPL_ENOTFOUND, detail);
 }
 
-typedef struct abort_ctx {
+/* A client's request waiting for the directory's answer. */
+typedef struct client_req {
   st_client *cl;
   uint64_t req;
-} abort_ctx;
+} client_req;
 
 static void abort_dir_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
                             const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen;
-  abort_ctx *x = arg;
+  client_req *x = arg;
   if (!x->cl->closed) hpl_conn_reply(x->cl->c, x->req, 0, NULL);
   client_unref(x->cl);
   free(x);
@@ -320,7 +321,7 @@ static void abort_dir_reply(store *s, int status, const hpl_frame_hdr *h, Protob
  * discarded region. */
 static void on_abort(store *s, st_client *cl, uint64_t req, Hpl__HandleReq *m) {
   st_obj *o = creating_obj(s, cl, m->handle);
-  abort_ctx *x = o && o->advertised ? calloc(1, sizeof *x) : NULL;
+  client_req *x = o && o->advertised ? calloc(1, sizeof *x) : NULL;
   if (x) {
     Hpl__LocNote n = HPL__LOC_NOTE__INIT;
     n.id = o->id;
@@ -391,15 +392,10 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
 
 /* ------------------------------------------------------------------ proxied requests */
 
-typedef struct proxy_ctx {
-  st_client *cl;
-  uint64_t req;
-} proxy_ctx;
-
 static void proxy_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)payload, (void)plen;
-  proxy_ctx *x = arg;
+  client_req *x = arg;
   if (!x->cl->closed) {
     if (m)
       hpl_conn_send(x->cl->c, h->type, x->req, m, NULL, 0, 0, NULL, NULL);
@@ -414,7 +410,7 @@ static void proxy_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
 
 static void proxy(store *s, st_client *cl, const hpl_frame_hdr *h, ProtobufCMessage *m,
                   int64_t timeout_ms) {
-  proxy_ctx *x = calloc(1, sizeof *x);
+  client_req *x = calloc(1, sizeof *x);
   if (!x) {
     hpl_conn_reply(cl->c, h->req_id, HPL_ENOMEM, "out of memory");
     return;

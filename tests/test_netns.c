@@ -4,9 +4,7 @@
  * host off mid-broadcast (its switch port down) until the partition heals.
  * The test makes its own namespaces (prefix hplt<pid>) and removes them.
  * Needs root; exits with 77 (skipped) otherwise. */
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,15 +99,7 @@ typedef struct ns_get {
 
 static void *ns_get_main(void *arg) {
   ns_get *g = arg;
-  char path[64];
-  snprintf(path, sizeof path, "/run/netns/%s-h%d", prefix, g->host);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-    g->rc = HPL_ESYS;
-    if (fd >= 0) close(fd);
-    return NULL;
-  }
-  close(fd);
+  if ((g->rc = hpl_lc_enter_host(prefix, g->host)) != 0) return NULL;
   hpl_buf *b;
   g->rc = hpl_get(g->c, g->id, th_ms(10000), &b);
   if (g->rc == 0) {
