@@ -36,42 +36,42 @@ int main(int argc, char **argv) {
   int ch;
   while ((ch = getopt_long(argc, argv, "r:s:", opts, NULL)) != -1) {
     if (ch == 'r') reps = atoi(optarg);
-    else if (ch == 's' && hpl_parse_size(optarg, &size) == 0) continue;
+    else if (ch == 's' && hpl__parse_size(optarg, &size) == 0) continue;
     else {
       fprintf(stderr, "usage: bench_basic [--reps N] [--size BYTES]\n");
       return 2;
     }
   }
   if (reps < 3) reps = 3;
-  hpl_lc_opts o = {.nodes = 2, .memory = 4 * size + (256ull << 20)};
-  hpl_lc *lc;
+  hpl__lc_opts o = {.nodes = 2, .memory = 4 * size + (256ull << 20)};
+  hpl__lc *lc;
   char err[512];
-  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+  if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_basic: %s\n", err);
     return 1;
   }
   hpl_client *a, *b;
-  die_rc(NULL, hpl_connect(hpl_lc_socket(lc, 0), 5000, &a), "connect");
-  die_rc(NULL, hpl_connect(hpl_lc_socket(lc, 1), 5000, &b), "connect");
+  die_rc(NULL, hpl_connect(hpl__lc_socket(lc, 0), 5000, &a), "connect");
+  die_rc(NULL, hpl_connect(hpl__lc_socket(lc, 1), 5000, &b), "connect");
   uint8_t *data = malloc(size);
-  hpl_fill_pattern(data, size, 1);
+  hpl__fill_pattern(data, size, 1);
   double *v = calloc((size_t)reps, sizeof *v);
   char id[64], sz[32];
-  hpl_fmt_bytes(size, sz, sizeof sz);
+  hpl__fmt_bytes(size, sz, sizeof sz);
   printf("hoplite bench_basic: 1 directory + 2 stores on 127.0.0.1, %d repetitions, medians\n\n",
          reps);
   printf("%-44s %14s %12s\n", "measurement", "value", "unit");
 
   /* local put: the first into fresh pool pages, then into reused pages */
-  uint64_t t0 = hpl_now_ns();
+  uint64_t t0 = hpl__now_ns();
   die_rc(a, hpl_put(a, "put/cold", data, size, 60000), "put");
-  double cold = (double)(hpl_now_ns() - t0) / 1e9;
+  double cold = (double)(hpl__now_ns() - t0) / 1e9;
   die_rc(a, hpl_delete(a, "put/cold", 5000), "delete");
   for (int i = 0; i < reps; i++) {
     snprintf(id, sizeof id, "put/%d", i);
-    t0 = hpl_now_ns();
+    t0 = hpl__now_ns();
     die_rc(a, hpl_put(a, id, data, size, 60000), "put");
-    v[i] = (double)(hpl_now_ns() - t0) / 1e9;
+    v[i] = (double)(hpl__now_ns() - t0) / 1e9;
     die_rc(a, hpl_delete(a, id, 5000), "delete");
   }
   double warm = median(v, reps);
@@ -87,9 +87,9 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 2; k++) {
     for (int i = 0; i < reps * 10; i++) {
       hpl_buf *buf;
-      t0 = hpl_now_ns();
+      t0 = hpl__now_ns();
       die_rc(a, hpl_get(a, ids[k], 5000, &buf), "get");
-      double s = (double)(hpl_now_ns() - t0) / 1e9;
+      double s = (double)(hpl__now_ns() - t0) / 1e9;
       hpl_release(a, buf);
       if (i % 10 == 0) v[i / 10] = s;
     }
@@ -105,9 +105,9 @@ int main(int argc, char **argv) {
     snprintf(id, sizeof id, "inline/%d", i);
     die_rc(a, hpl_put(a, id, data, 1024, 5000), "put");
     hpl_buf *buf;
-    t0 = hpl_now_ns();
+    t0 = hpl__now_ns();
     die_rc(b, hpl_get(b, id, 5000, &buf), "get");
-    v[i] = (double)(hpl_now_ns() - t0) / 1e9;
+    v[i] = (double)(hpl__now_ns() - t0) / 1e9;
     hpl_release(b, buf);
   }
   printf("%-44s %14.1f %12s\n", "remote get latency, 1 KiB inline", median(v, reps) * 1e6, "us");
@@ -122,10 +122,10 @@ int main(int argc, char **argv) {
     snprintf(id, sizeof id, "remote/%d", i);
     die_rc(a, hpl_put(a, id, data, size, 60000), "put");
     hpl_buf *buf;
-    t0 = hpl_now_ns();
+    t0 = hpl__now_ns();
     die_rc(b, hpl_get(b, id, 60000, &buf), "get");
-    v[i] = (double)(hpl_now_ns() - t0) / 1e9;
-    if (i == 0 && hpl_checksum(hpl_buf_data(buf), size) != hpl_checksum(data, size)) {
+    v[i] = (double)(hpl__now_ns() - t0) / 1e9;
+    if (i == 0 && hpl__checksum(hpl_buf_data(buf), size) != hpl__checksum(data, size)) {
       fprintf(stderr, "bench_basic: wrong bytes\n");
       return 1;
     }
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
   printf("%-44s %14.2f %12s\n", line, (double)size / median(v, n) / 1e9, "GB/s");
   hpl_close(a);
   hpl_close(b);
-  hpl_lc_stop(lc);
+  hpl__lc_stop(lc);
   free(data);
   free(v);
   return 0;

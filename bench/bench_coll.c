@@ -47,7 +47,7 @@
  * works from any namespace. */
 static const char *host_prefix;
 static void join_host(int i) {
-  if (host_prefix && hpl_lc_enter_host(host_prefix, i) != 0)
+  if (host_prefix && hpl__lc_enter_host(host_prefix, i) != 0)
     fprintf(stderr, "bench_coll: cannot enter host %d's namespace: %s\n", i, strerror(errno));
 }
 
@@ -69,9 +69,9 @@ static void *bcast_receiver(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
   join_host(p->idx);
-  hpl_sleep_until_ns(p->start_ns);
+  hpl__sleep_until_ns(p->start_ns);
   p->rc = hpl_get(p->c, p->id, 300000, &b);
-  p->end_ns = hpl_now_ns();
+  p->end_ns = hpl__now_ns();
   /* verify only once everyone is done: checking early would take CPU from
    * receivers still in the pipeline */
   pthread_barrier_wait(p->done);
@@ -79,7 +79,7 @@ static void *bcast_receiver(void *arg) {
     snprintf(p->err, sizeof p->err, "%s", hpl_errdetail(p->c));
     return NULL;
   }
-  p->bad = hpl_buf_size(b) != p->size || hpl_checksum(hpl_buf_data(b), p->size) != p->want_sum;
+  p->bad = hpl_buf_size(b) != p->size || hpl__checksum(hpl_buf_data(b), p->size) != p->want_sum;
   hpl_release(p->c, b);
   return NULL;
 }
@@ -105,7 +105,7 @@ static void cpu_sample(uint64_t *busy, uint64_t *total) {
 /* bytes per second of a tc rate; 0 for "none" or a bad rate */
 static double parse_rate(const char *s) {
   uint64_t bps = 0;
-  return hpl_parse_rate(s, &bps) ? 0 : (double)bps / 8;
+  return hpl__parse_rate(s, &bps) ? 0 : (double)bps / 8;
 }
 
 static void die(const char *msg) {
@@ -152,7 +152,7 @@ static void *reduce_part(void *arg) {
   rpart *p = arg;
   hpl_buf *b = NULL;
   join_host(p->idx);
-  hpl_sleep_until_ns(p->start_ns);
+  hpl__sleep_until_ns(p->start_ns);
   if (p->all) {
     p->rc = hpl_allreduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32,
                           300000, &b);
@@ -160,7 +160,7 @@ static void *reduce_part(void *arg) {
     p->rc = hpl_reduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32, 300000);
     if (p->rc == 0) p->rc = hpl_get(p->c, p->target, 300000, &b);
   }
-  p->end_ns = hpl_now_ns();
+  p->end_ns = hpl__now_ns();
   pthread_barrier_wait(p->done);
   if (p->rc) {
     snprintf(p->err, sizeof p->err, "%s", hpl_errdetail(p->c));
@@ -209,7 +209,7 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep,
   pthread_t th[MAXN];
   pthread_barrier_t done;
   pthread_barrier_init(&done, NULL, (unsigned)np);
-  uint64_t start = hpl_now_ns() + 20 * 1000000ull;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   for (int i = 0; i < np; i++) {
     ps[i] = (rpart){.done = &done, .c = cs[i], .idx = i, .target = target, .srcs = srcs, .n = g->hosts,
                     .all = all, .size = size, .want = want, .start_ns = start};
@@ -251,7 +251,7 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent0);
   part ps[MAXN];
   pthread_t th[MAXN];
-  uint64_t start = hpl_now_ns() + 20 * 1000000ull;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   pthread_barrier_t done;
   pthread_barrier_init(&done, NULL, (unsigned)(g->hosts - 1));
   for (int i = 1; i < g->hosts; i++) {
@@ -279,7 +279,7 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
 }
 
 static int run(cfg *g) {
-  hpl_lc_opts o = {.nodes = g->hosts,
+  hpl__lc_opts o = {.nodes = g->hosts,
                    .memory = g->memory,
                    .netns_prefix = g->netns,
                    .host_addrs = g->netns ? g->addrs : NULL,
@@ -287,15 +287,15 @@ static int run(cfg *g) {
                    .dir_args = g->dir_args,
                    .log_level = "warn",
                    .timeout_ms = 20000};
-  hpl_lc *lc;
+  hpl__lc *lc;
   char err[512];
-  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+  if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_coll: cannot start the cluster: %s\n", err);
     return 1;
   }
   hpl_client *cs[MAXN];
   for (int i = 0; i < g->hosts; i++)
-    if (hpl_connect(hpl_lc_socket(lc, i), 10000, &cs[i])) die("cannot connect to a store");
+    if (hpl_connect(hpl__lc_socket(lc, i), 10000, &cs[i])) die("cannot connect to a store");
   double B = parse_rate(g->rate);
   char line[512];
   if (g->header) emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
@@ -310,8 +310,8 @@ static int run(cfg *g) {
     if (is_bcast) {
       data = malloc(size ? size : 1);
       if (!data) die("out of memory");
-      hpl_fill_pattern(data, size, size ^ 0x5eed);
-      sum = hpl_checksum(data, size);
+      hpl__fill_pattern(data, size, size ^ 0x5eed);
+      sum = hpl__checksum(data, size);
     } else {
       srcs = reduce_sources(g, cs, size, &want);
     }
@@ -361,11 +361,11 @@ static int run(cfg *g) {
     }
   }
   for (int i = 0; i < g->hosts; i++) hpl_close(cs[i]);
-  if (hpl_lc_check(lc, err, sizeof err)) {
+  if (hpl__lc_check(lc, err, sizeof err)) {
     fprintf(stderr, "bench_coll: %s\n", err);
     status = 1;
   }
-  hpl_lc_stop(lc);
+  hpl__lc_stop(lc);
   return status;
 }
 
@@ -389,7 +389,7 @@ int main(int argc, char **argv) {
       case 'a': addrs = optarg; break;
       case 'R': g.rate = optarg; break;
       case 'm':
-        if (hpl_parse_size(optarg, &g.memory)) die("bad --memory");
+        if (hpl__parse_size(optarg, &g.memory)) die("bad --memory");
         break;
       case 'S': g.store_args = optarg; break;
       case 'D': g.dir_args = optarg; break;
@@ -410,7 +410,7 @@ int main(int argc, char **argv) {
   if (g.reps < 1) g.reps = 1;
   char *sz = strdup(sizes);
   for (char *t = strtok(sz, ","); t && g.nsizes < 32; t = strtok(NULL, ","))
-    if (hpl_parse_size(t, &g.sizes[g.nsizes++])) die("bad size in --sizes");
+    if (hpl__parse_size(t, &g.sizes[g.nsizes++])) die("bad size in --sizes");
   uint64_t maxs = 0;
   for (int k = 0; k < g.nsizes; k++)
     if (g.sizes[k] > maxs) maxs = g.sizes[k];

@@ -65,7 +65,7 @@ typedef struct cfg {
 enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4 };
 static const char *const fk_names[] = {"kill", "cut", "slow"};
 
-static hpl_lc *lc;
+static hpl__lc *lc;
 static hpl_client *cs[MAXN];
 static int alive[MAXN];
 
@@ -100,7 +100,7 @@ static void *part_main(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
   hpl_client *c = cs[p->node];
-  hpl_sleep_until_ns(p->start_ns);
+  hpl__sleep_until_ns(p->start_ns);
   if (p->op == 0) {
     p->rc = hpl_get(c, p->id, p->timeout_ms, &b);
   } else {
@@ -108,10 +108,10 @@ static void *part_main(void *arg) {
                        p->timeout_ms);
     if (!p->rc) p->rc = hpl_get(c, p->id, p->timeout_ms, &b);
   }
-  p->end_ns = hpl_now_ns();
+  p->end_ns = hpl__now_ns();
   if (p->rc) return NULL;
   if (p->op == 0) {
-    p->bad = hpl_buf_size(b) != p->size || hpl_checksum(hpl_buf_data(b), p->size) != p->sum;
+    p->bad = hpl_buf_size(b) != p->size || hpl__checksum(hpl_buf_data(b), p->size) != p->sum;
   } else {
     char *text = NULL;
     if (hpl_reduce_sources(c, p->id, 10000, &text) == 0) {
@@ -146,7 +146,7 @@ typedef struct outcome {
 
 static void put_pattern(int node, const char *id, uint64_t size, uint64_t seed) {
   uint8_t *d = malloc(size);
-  hpl_fill_pattern(d, size, seed);
+  hpl__fill_pattern(d, size, seed);
   int rc = hpl_put(cs[node], id, d, size, 300000);
   free(d);
   if (rc) {
@@ -171,18 +171,18 @@ static void restart_dead(cfg *g) {
   for (int i = 0; i < g->hosts; i++) {
     if (alive[i]) continue;
     char err[512];
-    if (hpl_lc_restart(lc, i, err, sizeof err)) {
+    if (hpl__lc_restart(lc, i, err, sizeof err)) {
       fprintf(stderr, "bench_faults: restart node %d: %s\n", i, err);
       exit(1);
     }
-    if (hpl_connect(hpl_lc_socket(lc, i), 10000, &cs[i])) die("reconnect");
+    if (hpl_connect(hpl__lc_socket(lc, i), 10000, &cs[i])) die("reconnect");
     alive[i] = 1;
   }
 }
 
 static void kill_node(int i) {
   alive[i] = 0;
-  hpl_lc_signal(lc, i, SIGKILL);
+  hpl__lc_signal(lc, i, SIGKILL);
   /* the handle's connection is dead; its get returned or will return */
 }
 
@@ -248,8 +248,8 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
   uint64_t sum = 0;
   if (op == 0) {
     uint8_t *d = malloc(size);
-    hpl_fill_pattern(d, size, (uint64_t)run);
-    sum = hpl_checksum(d, size);
+    hpl__fill_pattern(d, size, (uint64_t)run);
+    sum = hpl__checksum(d, size);
     free(d);
     put_pattern(0, id, size, (uint64_t)run);
   } else {
@@ -265,14 +265,14 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
   char slow_rate[32] = "";
   if (kind == FK_SLOW) {
     uint64_t bps = 0;
-    hpl_parse_rate(g->rate, &bps);
+    hpl__parse_rate(g->rate, &bps);
     snprintf(slow_rate, sizeof slow_rate, "%llubit",
              (unsigned long long)((double)bps / g->slow_factor));
   }
   part ps[MAXN];
   pthread_t th[MAXN];
   int np = 0;
-  uint64_t start = hpl_now_ns() + 20 * 1000000ull;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   if (op == 0) {
     for (int i = 1; i < g->hosts; i++) {
       ps[np] = (part){.node = i, .op = 0, .id = id, .size = size, .sum = sum, .start_ns = start,
@@ -287,7 +287,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     np++;
   }
   if (nkill > 0 && nofault >= 0) {
-    hpl_sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
+    hpl__sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
     for (int v = 0; v < nkill; v++) {
       int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2)
                                     : victims[v];
@@ -297,7 +297,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     }
     if (kind == FK_CUT) {
       if (cluster_cmd(g, "cut", victims[0], NULL)) die("cluster.sh cut failed");
-      hpl_sleep_until_ns(hpl_now_ns() + (uint64_t)(cut_s * 1e9));
+      hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
       if (cluster_cmd(g, "uncut", victims[0], NULL)) die("cluster.sh uncut failed");
     } else if (kind == FK_SLOW) {
       if (cluster_cmd(g, "ratelimit", victims[0], slow_rate)) die("cluster.sh ratelimit failed");
@@ -410,16 +410,16 @@ int main(int argc, char **argv) {
   if ((g.faults & (FK_CUT | FK_SLOW)) && (!g.netns || !g.cluster_sh))
     die("--faults cut and slow need the emulated cluster: --netns, --addrs and --cluster-sh");
   uint64_t bps;
-  if ((g.faults & FK_SLOW) && (hpl_parse_rate(g.rate, &bps) || g.slow_factor < 1.5))
+  if ((g.faults & FK_SLOW) && (hpl__parse_rate(g.rate, &bps) || g.slow_factor < 1.5))
     die("--faults slow needs --rate (like 1gbit) and --slow-factor of at least 1.5");
   g.do_bcast = strstr(ops, "bcast") != NULL;
   g.do_reduce = strstr(ops, "reduce") != NULL;
   char *sz = strdup(sizes);
   for (char *t = strtok(sz, ","); t && g.nsizes < 16; t = strtok(NULL, ","))
-    if (hpl_parse_size(t, &g.sizes[g.nsizes++]) || g.sizes[g.nsizes - 1] % 4)
+    if (hpl__parse_size(t, &g.sizes[g.nsizes++]) || g.sizes[g.nsizes - 1] % 4)
       die("bad size (sizes must be multiples of 4)");
   free(sz);
-  if (!g.seed) g.seed = hpl_random_u64();
+  if (!g.seed) g.seed = hpl__random_u64();
   if (g.netns) {
     if (!addrs) die("--netns needs --addrs");
     char *a = strdup(addrs);
@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
     if (g.sizes[k] > maxs) maxs = g.sizes[k];
   char sargs[512];
   snprintf(sargs, sizeof sargs, "--stall-timeout-ms 3000 %s", g.store_args ? g.store_args : "");
-  hpl_lc_opts o = {.nodes = g.hosts,
+  hpl__lc_opts o = {.nodes = g.hosts,
                    .memory = 4 * maxs + (128ull << 20),
                    .netns_prefix = g.netns,
                    .host_addrs = g.netns ? g.addrs : NULL,
@@ -441,16 +441,16 @@ int main(int argc, char **argv) {
                    .log_level = "warn",
                    .timeout_ms = 20000};
   char err[512];
-  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+  if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_faults: %s\n", err);
     return 1;
   }
   for (int i = 0; i < g.hosts; i++) {
-    if (hpl_connect(hpl_lc_socket(lc, i), 10000, &cs[i])) die("connect");
+    if (hpl_connect(hpl__lc_socket(lc, i), 10000, &cs[i])) die("connect");
     alive[i] = 1;
   }
   printf("bench_faults: %d hosts%s%s, seed %llu, logs in %s\n", g.hosts, g.netns ? " (emulated, rate " : "",
-         g.netns ? g.rate : "", (unsigned long long)g.seed, hpl_lc_work_dir(lc));
+         g.netns ? g.rate : "", (unsigned long long)g.seed, hpl__lc_work_dir(lc));
   if (g.netns) printf(")\n");
   fflush(stdout);
   int status = 0;
@@ -568,10 +568,10 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < g.hosts; i++)
     if (cs[i]) hpl_close(cs[i]);
-  if (hpl_lc_check(lc, err, sizeof err)) {
+  if (hpl__lc_check(lc, err, sizeof err)) {
     fprintf(stderr, "bench_faults: %s\n", err);
     status = 1;
   }
-  hpl_lc_stop(lc);
+  hpl__lc_stop(lc);
   return status;
 }

@@ -55,7 +55,7 @@ static void die(const char *what) {
 }
 
 static void enter_host(int i) {
-  if (hpl_lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
+  if (hpl__lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
 }
 
 static int read_full(int fd, void *p, size_t n) {
@@ -139,9 +139,9 @@ static void *client(void *arg) {
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
     pthread_barrier_wait(&bar);
     uint32_t size = cur_size;
-    hpl_sleep_until_ns(start_ns[r]);
+    hpl__sleep_until_ns(start_ns[r]);
     int bad = write_full(fd, &size, sizeof size) != 0 || read_full(fd, buf, size) != 0;
-    end_ns[idx][r] = hpl_now_ns();
+    end_ns[idx][r] = hpl__now_ns();
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
     if (bad) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
     pthread_barrier_wait(&bar);
@@ -176,7 +176,7 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
   for (int i = 1; i < hosts; i++) pthread_create(&cl[i], NULL, client, (void *)(intptr_t)i);
   double samples[MAXREPS];
   for (int r = 0; r <= reps; r++) {
-    start_ns[r] = hpl_now_ns() + 20 * 1000000ull;
+    start_ns[r] = hpl__now_ns() + 20 * 1000000ull;
     pthread_barrier_wait(&bar); /* clients read start_ns[r] after this */
     pthread_barrier_wait(&bar); /* ... and are done */
     uint64_t last = start_ns[r];
@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   uint64_t bps = 0;
-  double rate_Bps = hpl_parse_rate(rate, &bps) ? 0 : (double)bps / 8;
+  double rate_Bps = hpl__parse_rate(rate, &bps) ? 0 : (double)bps / 8;
   FILE *out = outp ? fopen(outp, "a") : NULL;
   if (outp && !out) die(outp);
   int rc = 0;
@@ -267,7 +267,7 @@ int main(int argc, char **argv) {
     memcpy(tok, p, len);
     tok[len] = 0;
     p += len + (p[len] == ',');
-    if (hpl_parse_size(tok, &sz)) {
+    if (hpl__parse_size(tok, &sz)) {
       fprintf(stderr, "bench_reqrep: bad size '%s'\n", tok);
       return 2;
     }

@@ -13,7 +13,7 @@ void dir_config_defaults(dir_config *c) {
   memset(c, 0, sizeof *c);
   snprintf(c->listen_host, sizeof c->listen_host, "0.0.0.0");
   c->listen_port = 7700;
-  c->inline_max = HPL_DEFAULT_INLINE_MAX;
+  c->inline_max = HPL__DEFAULT_INLINE_MAX;
   c->inline_memory = 1ull << 30;
   c->max_senders = 1;
   c->heartbeat_ms = 500;
@@ -43,7 +43,7 @@ void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64
   dir_xfer *x = &s->xlog[s->xseq % DIR_XFER_CAP];
   free(x->id);
   x->seq = s->xseq++;
-  x->t_us = hpl_now_ns() / 1000;
+  x->t_us = hpl__now_ns() / 1000;
   x->kind = kind;
   x->id = strdup(id ? id : "");
   x->receiver = receiver;
@@ -53,27 +53,27 @@ void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64
 /* Record that node's copy of o ends as `kind` (DONE or REMOVE). */
 static void xlog_loc_end(dir_server *s, dir_obj *o, uint64_t node, int kind) {
   dir_loc *l = dtab_loc(o, node);
-  if (!l || (kind == HPL_XFER_DONE && l->complete)) return;
+  if (!l || (kind == HPL__XFER_DONE && l->complete)) return;
   dir_xlog(s, kind, o->id, node, l->upstream);
 }
 
-static void on_transfers(dir_server *s, dir_conn *dc, uint64_t req, Hpl__TransfersReq *m) {
+static void on_transfers(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__TransfersReq *m) {
   enum { MAX_ENTRIES = 40000 };
   uint64_t first = s->xseq > DIR_XFER_CAP ? s->xseq - DIR_XFER_CAP : 0;
   uint64_t from = m->since < first ? first : m->since;
   size_t n = from < s->xseq ? (size_t)(s->xseq - from) : 0;
   if (n > MAX_ENTRIES) n = MAX_ENTRIES;
-  Hpl__Transfer *ts = calloc(n ? n : 1, sizeof *ts);
-  Hpl__Transfer **ps = calloc(n ? n : 1, sizeof *ps);
+  Hplpb__Transfer *ts = calloc(n ? n : 1, sizeof *ts);
+  Hplpb__Transfer **ps = calloc(n ? n : 1, sizeof *ps);
   if (!ts || !ps) {
     free(ts);
     free(ps);
-    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   for (size_t i = 0; i < n; i++) {
     dir_xfer *x = &s->xlog[(from + i) % DIR_XFER_CAP];
-    hpl__transfer__init(&ts[i]);
+    hplpb__transfer__init(&ts[i]);
     ts[i].seq = x->seq;
     ts[i].t_us = x->t_us;
     ts[i].kind = (uint32_t)x->kind;
@@ -82,12 +82,12 @@ static void on_transfers(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Transfe
     ts[i].sender = x->sender;
     ps[i] = &ts[i];
   }
-  Hpl__TransfersRep r = HPL__TRANSFERS_REP__INIT;
+  Hplpb__TransfersRep r = HPLPB__TRANSFERS_REP__INIT;
   r.n_transfers = n;
   r.transfers = ps;
   r.next = from + n;
   if (from > m->since) r.detail = "older entries were overwritten";
-  hpl_conn_send(dc->c, HPL_MSG_TRANSFERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_TRANSFERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
   free(ts);
   free(ps);
 }
@@ -118,10 +118,10 @@ static void waiter_drop(dir_waiter *w) {
 }
 
 static void acquire_reply_err(dir_conn *dc, uint64_t req, int status, const char *detail) {
-  Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
+  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
   r.status = status;
   r.detail = (char *)detail;
-  hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* Answer an ACQUIRE for `o` from `dc` if possible. Returns 1 if answered,
@@ -133,11 +133,11 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, ui
   uint64_t asker = dc->node->id;
   if (ring_wait) *ring_wait = 0;
   if (o->is_inline) {
-    Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
+    Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
     r.size = o->size;
     r.inline_ = 1;
     r.gen = o->gen;
-    hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    hpl__conn_send(dc->c, HPL__MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
     /* remember the holder so a delete reaches it */
     dtab_add_loc(&s->tab, o, asker, o->size, 1, 0);
     s->ctr.inline_served++;
@@ -178,7 +178,7 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, ui
     acquire_reply_err(dc, req, HPL_EUNAVAIL, "sender vanished");
     return 1;
   }
-  Hpl__AcquireRep r = HPL__ACQUIRE_REP__INIT;
+  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
   r.size = o->size;
   r.sender_node = n->id;
   r.sender_addr = n->addr;
@@ -186,9 +186,9 @@ static int acquire_try(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, ui
   r.gen = o->gen;
   dir_loc *sl = dtab_loc(o, sender);
   r.sender_complete = sl && sl->complete;
-  hpl_conn_send(dc->c, HPL_MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
   s->ctr.senders_assigned++;
-  dir_xlog(s, HPL_XFER_ASSIGN, o->id, asker, sender);
+  dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker, sender);
   LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker,
             (unsigned long long)sender);
   return 1;
@@ -211,13 +211,13 @@ static void waiter_arm(dir_waiter *w) {
     w->timer.data = w;
     w->has_timer = 1;
   }
-  uint64_t now = hpl_now_ms();
+  uint64_t now = hpl__now_ms();
   uv_timer_start(&w->timer, waiter_timeout, at > now ? at - now : 0, 0);
 }
 
 static void waiter_timeout(uv_timer_t *t) {
   dir_waiter *w = t->data;
-  if (!w->deadline_ms || hpl_now_ms() < w->deadline_ms) {
+  if (!w->deadline_ms || hpl__now_ms() < w->deadline_ms) {
     /* the ring wait is over: the ordinary rule now */
     if (acquire_try(w->srv, w->dc, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait)) {
       dir_obj *o = w->obj;
@@ -280,10 +280,10 @@ static void object_changed_cb(dir_obj *o, void *arg) { dir_object_changed(arg, o
 
 /* ------------------------------------------------------------------ handlers */
 
-static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__RegisterReq *m) {
+static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__RegisterReq *m) {
   if (m->node_id == 0 || !m->addr || strlen(m->addr) >= sizeof(((dir_node *)0)->addr) ||
       m->data_port == 0 || m->data_port > 65535) {
-    hpl_conn_reply(dc->c, req, HPL_EINVAL, "bad registration");
+    hpl__conn_reply(dc->c, req, HPL_EINVAL, "bad registration");
     return;
   }
   dir_node *n = dir_node_find(s, m->node_id);
@@ -292,15 +292,15 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
     LOG_INFO("node %016llx re-registered on a new connection", (unsigned long long)m->node_id);
     dir_conn *old = n->conn;
     old->node = NULL;
-    hpl_conn_close(old->c, 0);
-    dir_xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
+    hpl__conn_close(old->c, 0);
+    dir_xlog(s, HPL__XFER_NODE_GONE, "", n->id, 0);
     dtab_node_gone(&s->tab, n->id, object_changed_cb, s);
     dir_reduce_node_gone(s, n->id);
   }
   if (!n) {
     n = calloc(1, sizeof *n);
     if (!n) {
-      hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+      hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
       return;
     }
     n->id = m->node_id;
@@ -311,11 +311,11 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
   n->port = (int)m->data_port;
   n->conn = dc;
   n->draining = 0;
-  n->last_seen_ms = hpl_now_ms();
+  n->last_seen_ms = hpl__now_ms();
   dc->node = n;
   for (size_t i = 0; i < m->n_held; i++) {
-    Hpl__HeldObject *h = m->held[i];
-    if (!h->complete || !hpl_id_valid(h->id)) continue;
+    Hplpb__HeldObject *h = m->held[i];
+    if (!h->complete || !hpl__id_valid(h->id)) continue;
     dir_obj *o = dtab_get(&s->tab, h->id);
     if (!o) continue;
     dtab_loc_complete(&s->tab, o, n->id, h->size);
@@ -323,21 +323,21 @@ static void on_register(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Register
   }
   LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
            (unsigned long long)n->id, n->name, n->addr, n->port, m->n_held);
-  Hpl__RegisterRep r = HPL__REGISTER_REP__INIT;
+  Hplpb__RegisterRep r = HPLPB__REGISTER_REP__INIT;
   r.inline_max = s->cfg.inline_max;
   r.heartbeat_ms = s->cfg.heartbeat_ms;
   r.max_senders = s->cfg.max_senders;
   r.instance = s->instance;
-  hpl_conn_send(dc->c, HPL_MSG_REGISTER_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_REGISTER_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocAddReq *m) {
+static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__LocAddReq *m) {
   dir_obj *o = dtab_get(&s->tab, m->id);
   if (!o) {
-    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
-  if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL_XFER_DELETE, o->id, 0, 0); /* revived */
+  if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
   int rc = dtab_add_loc(&s->tab, o, dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)
@@ -345,24 +345,24 @@ static void on_loc_add(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocAddReq
   else if (rc == HPL_EMISMATCH)
     snprintf(detail, sizeof detail, "object '%s' exists with size %llu, not %llu", m->id,
              (unsigned long long)o->size, (unsigned long long)m->size);
-  hpl_conn_reply(dc->c, req, rc, detail);
+  hpl__conn_reply(dc->c, req, rc, detail);
   dir_object_changed(s, o);
 }
 
-static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocNote *m) {
+static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__LocNote *m) {
   dir_obj *o = dtab_find(&s->tab, m->id);
-  if (req) hpl_conn_reply(dc->c, req, 0, NULL); /* the sender waits for it */
+  if (req) hpl__conn_reply(dc->c, req, 0, NULL); /* the sender waits for it */
   if (!o) return;
   uint64_t node = dc->node->id;
-  if (m->kind == HPL_LOC_COMPLETE) {
+  if (m->kind == HPL__LOC_COMPLETE) {
     if (m->rate) {
       double b = (double)m->rate;
       s->bw_measured = s->bw_measured > 0 ? 0.8 * s->bw_measured + 0.2 * b : b;
     }
-    xlog_loc_end(s, o, node, HPL_XFER_DONE);
+    xlog_loc_end(s, o, node, HPL__XFER_DONE);
     dtab_loc_complete(&s->tab, o, node, o->size);
-  } else if (m->kind == HPL_LOC_REMOVE) {
-    xlog_loc_end(s, o, node, HPL_XFER_REMOVE);
+  } else if (m->kind == HPL__LOC_REMOVE) {
+    xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
     dtab_loc_remove(&s->tab, o, node);
     if (o->state == OBJ_READY && !o->locs && !o->is_inline)
       o->state = OBJ_PENDING; /* an aborted put, nothing left: as if never put */
@@ -372,21 +372,21 @@ static void on_loc_note(dir_server *s, dir_conn *dc, uint64_t req, Hpl__LocNote 
   dir_object_changed(s, o);
 }
 
-static void on_inline_put(dir_server *s, dir_conn *dc, uint64_t req, Hpl__InlinePutReq *m,
+static void on_inline_put(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__InlinePutReq *m,
                           const uint8_t *payload, uint64_t plen) {
   if (plen != m->size || plen > s->cfg.inline_max) {
-    hpl_conn_reply(dc->c, req, HPL_EINVAL, "inline put: size does not match payload or limit");
+    hpl__conn_reply(dc->c, req, HPL_EINVAL, "inline put: size does not match payload or limit");
     return;
   }
   if (s->tab.inline_bytes + plen > s->cfg.inline_memory) {
-    hpl_conn_reply(dc->c, req, HPL_EUNAVAIL, "directory inline cache full");
+    hpl__conn_reply(dc->c, req, HPL_EUNAVAIL, "directory inline cache full");
     return;
   }
   dir_obj *o = dtab_get(&s->tab, m->id);
   uint8_t *copy = malloc(plen ? plen : 1);
   if (!o || !copy) {
     free(copy);
-    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   if (plen) memcpy(copy, payload, plen);
@@ -395,15 +395,15 @@ static void on_inline_put(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Inline
     free(copy);
     char detail[320];
     snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
-    hpl_conn_reply(dc->c, req, rc, detail);
+    hpl__conn_reply(dc->c, req, rc, detail);
     return;
   }
   dtab_add_loc(&s->tab, o, dc->node->id, plen, 1, 0);
-  hpl_conn_reply(dc->c, req, 0, NULL);
+  hpl__conn_reply(dc->c, req, 0, NULL);
   dir_object_changed(s, o);
 }
 
-static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireReq *m) {
+static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__AcquireReq *m) {
   s->ctr.acquires++;
   dir_obj *o = dtab_get(&s->tab, m->id);
   if (!o) {
@@ -432,7 +432,7 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
              (unsigned long long)m->progress);
     dtab_release_upstream(o, dc->node->id);
   }
-  uint64_t now = hpl_now_ms();
+  uint64_t now = hpl__now_ms();
   int ring_wait = 0;
   if (acquire_try(s, dc, req, o, m->failed_peer, now, &ring_wait)) {
     /* a new partial copy: a ring successor may be waiting for it */
@@ -474,23 +474,23 @@ static void on_acquire(dir_server *s, dir_conn *dc, uint64_t req, Hpl__AcquireRe
 /* A client's direct read of a small object: the bytes if the directory
  * holds them inline, else status HPL_ENOTFOUND and the client asks its store.
  * No location is recorded: the client keeps a private copy. */
-static void on_peek(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
-  Hpl__PeekRep r = HPL__PEEK_REP__INIT;
+static void on_peek(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__IdReq *m) {
+  Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
   dir_obj *o = dtab_find(&s->tab, m->id);
   if (o && o->is_inline && o->state == OBJ_READY) {
     r.size = o->size;
     r.inline_ = 1;
     s->ctr.peeks_served++;
-    hpl_conn_send(dc->c, HPL_MSG_PEEK_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    hpl__conn_send(dc->c, HPL__MSG_PEEK_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
     return;
   }
   r.status = HPL_ENOTFOUND;
   r.size = o ? o->size : 0;
-  hpl_conn_send(dc->c, HPL_MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-static void on_stat(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
-  Hpl__StatRep r = HPL__STAT_REP__INIT;
+static void on_stat(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__IdReq *m) {
+  Hplpb__StatRep r = HPLPB__STAT_REP__INIT;
   dir_obj *o = dtab_find(&s->tab, m->id);
   char detail[320] = "";
   if (!o || o->state == OBJ_PENDING) {
@@ -508,7 +508,7 @@ static void on_stat(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
     }
   }
   r.detail = detail;
-  hpl_conn_send(dc->c, HPL_MSG_STAT_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_STAT_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void delete_closed(uv_handle_t *h) { free(h->data); }
@@ -516,7 +516,7 @@ static void delete_closed(uv_handle_t *h) { free(h->data); }
 static void delete_finish(dir_delete *d) {
   dir_server *s = d->srv;
   HASH_DEL(s->deletes, d);
-  if (d->dc) hpl_conn_reply(d->dc->c, d->req, 0, NULL);
+  if (d->dc) hpl__conn_reply(d->dc->c, d->req, 0, NULL);
   uv_timer_stop(&d->timer);
   uv_close((uv_handle_t *)&d->timer, delete_closed);
 }
@@ -536,33 +536,33 @@ static void delete_ack(dir_server *s, uint64_t op) {
 
 /* Delete: every holder drops its copy before the deleter hears back, so
  * once hpl_delete returns no store serves the old bytes to new gets. */
-static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
+static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__IdReq *m) {
   dir_obj *o = dtab_find(&s->tab, m->id);
   if (!o || o->state == OBJ_PENDING) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
     dir_reduce_target_deleted(s, m->id); /* a reduce that never produced it */
-    hpl_conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
+    hpl__conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
     return;
   }
   dir_delete *d = calloc(1, sizeof *d);
   if (!d) {
-    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   d->op = ++s->next_op;
   d->srv = s;
   d->dc = dc;
   d->req = req;
-  Hpl__DropNote note = HPL__DROP_NOTE__INIT;
+  Hplpb__DropNote note = HPLPB__DROP_NOTE__INIT;
   note.id = o->id;
   for (dir_loc *l = o->locs; l; l = l->next) {
     dir_node *n = dir_node_find(s, l->node);
     if (n && n->conn &&
-        hpl_conn_send(n->conn->c, HPL_MSG_DROP, d->op, &note.base, NULL, 0, 0, NULL, NULL) == 0)
+        hpl__conn_send(n->conn->c, HPL__MSG_DROP, d->op, &note.base, NULL, 0, 0, NULL, NULL) == 0)
       d->pending++;
   }
-  dir_xlog(s, HPL_XFER_DELETE, o->id, 0, 0);
+  dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
   dir_reduce_target_deleted(s, o->id);
   while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
   if (o->is_inline) {
@@ -587,33 +587,33 @@ static void on_delete(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) 
 }
 
 static int cmp_info(const void *a, const void *b) {
-  const Hpl__ObjInfo *x = *(Hpl__ObjInfo *const *)a, *y = *(Hpl__ObjInfo *const *)b;
+  const Hplpb__ObjInfo *x = *(Hplpb__ObjInfo *const *)a, *y = *(Hplpb__ObjInfo *const *)b;
   return strcmp(x->id, y->id);
 }
 
-static void on_list(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ListReq *m) {
-  Hpl__ListRep r = HPL__LIST_REP__INIT;
+static void on_list(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__ListReq *m) {
+  Hplpb__ListRep r = HPLPB__LIST_REP__INIT;
   size_t cap = (size_t)s->tab.nobjs, n = 0, bytes = 0;
-  Hpl__ObjInfo *infos = calloc(cap ? cap : 1, sizeof *infos);
-  Hpl__ObjInfo **ptrs = calloc(cap ? cap : 1, sizeof *ptrs);
+  Hplpb__ObjInfo *infos = calloc(cap ? cap : 1, sizeof *infos);
+  Hplpb__ObjInfo **ptrs = calloc(cap ? cap : 1, sizeof *ptrs);
   const char *prefix = m->prefix ? m->prefix : "";
   size_t plen = strlen(prefix);
   if (!infos || !ptrs) {
     free(infos);
     free(ptrs);
-    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   dir_obj *o, *tmp;
   HASH_ITER(hh, s->tab.objs, o, tmp) {
     if (o->state != OBJ_READY || strncmp(o->id, prefix, plen) != 0) continue;
-    if (n == cap || bytes + strlen(o->id) + 32 > HPL_MAX_MSG_CTRL - 1024) {
+    if (n == cap || bytes + strlen(o->id) + 32 > HPL__MAX_MSG_CTRL - 1024) {
       r.status = HPL_ETOOBIG;
       r.detail = "listing truncated";
       break;
     }
-    Hpl__ObjInfo *i = &infos[n];
-    hpl__obj_info__init(i);
+    Hplpb__ObjInfo *i = &infos[n];
+    hplpb__obj_info__init(i);
     i->id = o->id;
     i->size = o->size;
     i->inline_ = o->is_inline;
@@ -627,7 +627,7 @@ static void on_list(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ListReq *m) 
   qsort(ptrs, n, sizeof *ptrs, cmp_info);
   r.n_objects = n;
   r.objects = ptrs;
-  hpl_conn_send(dc->c, HPL_MSG_LIST_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_LIST_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
   free(infos);
   free(ptrs);
 }
@@ -645,93 +645,93 @@ static void on_counters(dir_server *s, dir_conn *dc, uint64_t req) {
       {"dir_nodes_dead", s->ctr.nodes_dead},
   };
   size_t n = sizeof vals / sizeof vals[0];
-  Hpl__Counter cs[sizeof vals / sizeof vals[0]];
-  Hpl__Counter *ps[sizeof vals / sizeof vals[0]];
+  Hplpb__Counter cs[sizeof vals / sizeof vals[0]];
+  Hplpb__Counter *ps[sizeof vals / sizeof vals[0]];
   for (size_t i = 0; i < n; i++) {
-    hpl__counter__init(&cs[i]);
+    hplpb__counter__init(&cs[i]);
     cs[i].name = (char *)vals[i].name;
     cs[i].value = vals[i].v;
     ps[i] = &cs[i];
   }
-  Hpl__CountersRep r = HPL__COUNTERS_REP__INIT;
+  Hplpb__CountersRep r = HPLPB__COUNTERS_REP__INIT;
   r.n_counters = n;
   r.counters = ps;
-  hpl_conn_send(dc->c, HPL_MSG_COUNTERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_COUNTERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* Requests that name an object carry an id the directory must check. */
 static const char *frame_id(unsigned type, ProtobufCMessage *m) {
   switch (type) {
-    case HPL_MSG_LOC_ADD: return ((Hpl__LocAddReq *)m)->id;
-    case HPL_MSG_LOC_NOTE: return ((Hpl__LocNote *)m)->id;
-    case HPL_MSG_INLINE_PUT: return ((Hpl__InlinePutReq *)m)->id;
-    case HPL_MSG_ACQUIRE: return ((Hpl__AcquireReq *)m)->id;
-    case HPL_MSG_STAT:
-    case HPL_MSG_PEEK:
-    case HPL_MSG_DELETE:
-    case HPL_MSG_REDUCE_INFO: return ((Hpl__IdReq *)m)->id;
+    case HPL__MSG_LOC_ADD: return ((Hplpb__LocAddReq *)m)->id;
+    case HPL__MSG_LOC_NOTE: return ((Hplpb__LocNote *)m)->id;
+    case HPL__MSG_INLINE_PUT: return ((Hplpb__InlinePutReq *)m)->id;
+    case HPL__MSG_ACQUIRE: return ((Hplpb__AcquireReq *)m)->id;
+    case HPL__MSG_STAT:
+    case HPL__MSG_PEEK:
+    case HPL__MSG_DELETE:
+    case HPL__MSG_REDUCE_INFO: return ((Hplpb__IdReq *)m)->id;
     default: return "x";
   }
 }
 
-static void dir_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void dir_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                          const uint8_t *payload, uint64_t plen) {
-  dir_conn *dc = hpl_conn_data(c);
+  dir_conn *dc = hpl__conn_data(c);
   dir_server *s = dc->srv;
-  if (!hpl_id_valid(frame_id(h->type, m))) {
-    hpl_conn_reply(c, h->req_id, HPL_EINVAL, "invalid object id");
+  if (!hpl__id_valid(frame_id(h->type, m))) {
+    hpl__conn_reply(c, h->req_id, HPL_EINVAL, "invalid object id");
     return;
   }
-  if (plen && h->type != HPL_MSG_INLINE_PUT) {
-    hpl_conn_fail(c, "unexpected payload");
+  if (plen && h->type != HPL__MSG_INLINE_PUT) {
+    hpl__conn_fail(c, "unexpected payload");
     return;
   }
-  int needs_node = h->type == HPL_MSG_LOC_ADD || h->type == HPL_MSG_LOC_NOTE ||
-                   h->type == HPL_MSG_INLINE_PUT || h->type == HPL_MSG_ACQUIRE ||
-                   h->type == HPL_MSG_HEARTBEAT || h->type == HPL_MSG_REDUCE_FAIL ||
-                   h->type == HPL_MSG_DRAIN;
+  int needs_node = h->type == HPL__MSG_LOC_ADD || h->type == HPL__MSG_LOC_NOTE ||
+                   h->type == HPL__MSG_INLINE_PUT || h->type == HPL__MSG_ACQUIRE ||
+                   h->type == HPL__MSG_HEARTBEAT || h->type == HPL__MSG_REDUCE_FAIL ||
+                   h->type == HPL__MSG_DRAIN;
   if (needs_node && !dc->node) {
-    hpl_conn_fail(c, "request before REGISTER");
+    hpl__conn_fail(c, "request before REGISTER");
     return;
   }
-  if (dc->node) dc->node->last_seen_ms = hpl_now_ms();
+  if (dc->node) dc->node->last_seen_ms = hpl__now_ms();
   switch (h->type) {
-    case HPL_MSG_REGISTER: on_register(s, dc, h->req_id, (Hpl__RegisterReq *)m); break;
-    case HPL_MSG_HEARTBEAT: {
-      uint32_t rtt = ((Hpl__Heartbeat *)m)->rtt_us;
+    case HPL__MSG_REGISTER: on_register(s, dc, h->req_id, (Hplpb__RegisterReq *)m); break;
+    case HPL__MSG_HEARTBEAT: {
+      uint32_t rtt = ((Hplpb__Heartbeat *)m)->rtt_us;
       if (rtt) { /* half a round trip, smoothed */
         double l = (double)rtt / 2e6;
         s->lat_measured = s->lat_measured > 0 ? 0.9 * s->lat_measured + 0.1 * l : l;
       }
-      if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL);
+      if (h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);
       break;
     }
-    case HPL_MSG_LOC_ADD: on_loc_add(s, dc, h->req_id, (Hpl__LocAddReq *)m); break;
-    case HPL_MSG_LOC_NOTE: on_loc_note(s, dc, h->req_id, (Hpl__LocNote *)m); break;
-    case HPL_MSG_INLINE_PUT:
-      on_inline_put(s, dc, h->req_id, (Hpl__InlinePutReq *)m, payload, plen);
+    case HPL__MSG_LOC_ADD: on_loc_add(s, dc, h->req_id, (Hplpb__LocAddReq *)m); break;
+    case HPL__MSG_LOC_NOTE: on_loc_note(s, dc, h->req_id, (Hplpb__LocNote *)m); break;
+    case HPL__MSG_INLINE_PUT:
+      on_inline_put(s, dc, h->req_id, (Hplpb__InlinePutReq *)m, payload, plen);
       break;
-    case HPL_MSG_ACQUIRE: on_acquire(s, dc, h->req_id, (Hpl__AcquireReq *)m); break;
-    case HPL_MSG_STAT: on_stat(s, dc, h->req_id, (Hpl__IdReq *)m); break;
-    case HPL_MSG_PEEK: on_peek(s, dc, h->req_id, (Hpl__IdReq *)m); break;
-    case HPL_MSG_DELETE: on_delete(s, dc, h->req_id, (Hpl__IdReq *)m); break;
-    case HPL_MSG_LIST: on_list(s, dc, h->req_id, (Hpl__ListReq *)m); break;
-    case HPL_MSG_COUNTERS: on_counters(s, dc, h->req_id); break;
-    case HPL_MSG_TRANSFERS: on_transfers(s, dc, h->req_id, (Hpl__TransfersReq *)m); break;
-    case HPL_MSG_REDUCE: dir_reduce_on_request(s, dc, h->req_id, (Hpl__ReduceReq *)m); break;
-    case HPL_MSG_REDUCE_INFO: dir_reduce_on_info(s, dc, h->req_id, (Hpl__IdReq *)m); break;
-    case HPL_MSG_REDUCE_FAIL: dir_reduce_on_fail(s, dc, (Hpl__ReduceFailNote *)m); break;
-    case HPL_MSG_DRAIN:
+    case HPL__MSG_ACQUIRE: on_acquire(s, dc, h->req_id, (Hplpb__AcquireReq *)m); break;
+    case HPL__MSG_STAT: on_stat(s, dc, h->req_id, (Hplpb__IdReq *)m); break;
+    case HPL__MSG_PEEK: on_peek(s, dc, h->req_id, (Hplpb__IdReq *)m); break;
+    case HPL__MSG_DELETE: on_delete(s, dc, h->req_id, (Hplpb__IdReq *)m); break;
+    case HPL__MSG_LIST: on_list(s, dc, h->req_id, (Hplpb__ListReq *)m); break;
+    case HPL__MSG_COUNTERS: on_counters(s, dc, h->req_id); break;
+    case HPL__MSG_TRANSFERS: on_transfers(s, dc, h->req_id, (Hplpb__TransfersReq *)m); break;
+    case HPL__MSG_REDUCE: dir_reduce_on_request(s, dc, h->req_id, (Hplpb__ReduceReq *)m); break;
+    case HPL__MSG_REDUCE_INFO: dir_reduce_on_info(s, dc, h->req_id, (Hplpb__IdReq *)m); break;
+    case HPL__MSG_REDUCE_FAIL: dir_reduce_on_fail(s, dc, (Hplpb__ReduceFailNote *)m); break;
+    case HPL__MSG_DRAIN:
       LOG_INFO("node %016llx (%s) is leaving: no new receivers for it",
                (unsigned long long)dc->node->id, dc->node->name);
       dc->node->draining = 1;
-      hpl_conn_reply(c, h->req_id, 0, NULL);
+      hpl__conn_reply(c, h->req_id, 0, NULL);
       break;
-    case HPL_MSG_REPLY: delete_ack(s, h->req_id); break; /* a holder dropped its copy */
+    case HPL__MSG_REPLY: delete_ack(s, h->req_id); break; /* a holder dropped its copy */
     default: {
       char why[64];
-      snprintf(why, sizeof why, "unexpected %s message", hpl_msg_name(h->type));
-      hpl_conn_fail(c, why);
+      snprintf(why, sizeof why, "unexpected %s message", hpl__msg_name(h->type));
+      hpl__conn_fail(c, why);
     }
   }
 }
@@ -745,10 +745,10 @@ static void notify_upstream_gone(dir_server *s, uint64_t dead) {
       if (l->upstream != dead || l->node == dead) continue;
       dir_node *n = dir_node_find(s, l->node);
       if (!n || !n->conn) continue;
-      Hpl__UpstreamNote u = HPL__UPSTREAM_NOTE__INIT;
+      Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
       u.id = o->id;
       u.peer = dead;
-      hpl_conn_send(n->conn->c, HPL_MSG_UPSTREAM_GONE, 0, &u.base, NULL, 0, 0, NULL, NULL);
+      hpl__conn_send(n->conn->c, HPL__MSG_UPSTREAM_GONE, 0, &u.base, NULL, 0, 0, NULL, NULL);
     }
   }
 }
@@ -758,7 +758,7 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
            n->port, why);
   s->ctr.nodes_dead++;
   notify_upstream_gone(s, n->id);
-  dir_xlog(s, HPL_XFER_NODE_GONE, "", n->id, 0);
+  dir_xlog(s, HPL__XFER_NODE_GONE, "", n->id, 0);
   HASH_DEL(s->nodes, n);
   uint64_t id = n->id;
   free(n);
@@ -766,8 +766,8 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
   dir_reduce_node_gone(s, id);
 }
 
-static void dir_on_close(hpl_conn *c, int status) {
-  dir_conn *dc = hpl_conn_data(c);
+static void dir_on_close(hpl__conn *c, int status) {
+  dir_conn *dc = hpl__conn_data(c);
   dir_server *s = dc->srv;
   while (dc->waiters) {
     dir_waiter *w = dc->waiters;
@@ -812,9 +812,9 @@ static void dir_on_accept(uv_stream_t *server, int status) {
   if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) == 0)
     uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
   snprintf(label, sizeof label, "dir<-%s", host);
-  hpl_conn_opts o = {.lim = {.max_msg = HPL_MAX_MSG_CTRL,
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
                              .max_payload = s->cfg.inline_max,
-                             .max_type = HPL_MSG_MAX_},
+                             .max_type = HPL__MSG_MAX_},
                      .stream_payloads = 0,
                      .on_frame = dir_on_frame,
                      .on_close = dir_on_close,
@@ -823,7 +823,7 @@ static void dir_on_accept(uv_stream_t *server, int status) {
   dc->next = s->conns;
   if (s->conns) s->conns->prev = dc;
   s->conns = dc;
-  dc->c = hpl_conn_new((uv_stream_t *)t, &o);
+  dc->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!dc->c) { /* the stream is closed; unlink */
     s->conns = dc->next;
     if (s->conns) s->conns->prev = NULL;
@@ -833,7 +833,7 @@ static void dir_on_accept(uv_stream_t *server, int status) {
 
 static void dir_sweep(uv_timer_t *t) {
   dir_server *s = t->data;
-  uint64_t now = hpl_now_ms();
+  uint64_t now = hpl__now_ms();
   dir_node *n, *tmp;
   HASH_ITER(hh, s->nodes, n, tmp) {
     if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
@@ -843,7 +843,7 @@ static void dir_sweep(uv_timer_t *t) {
              (unsigned long long)(now - n->last_seen_ms));
     if (dc) {
       dc->node = NULL;
-      hpl_conn_close(dc->c, HPL_ETIMEDOUT);
+      hpl__conn_close(dc->c, HPL_ETIMEDOUT);
     }
     node_gone(s, n, why);
   }
@@ -858,7 +858,7 @@ static void dir_on_signal(uv_signal_t *sig, int signum) {
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   /* closing a connection drops its waiters and their timers */
-  for (dir_conn *dc = s->conns; dc; dc = dc->next) hpl_conn_close(dc->c, 0);
+  for (dir_conn *dc = s->conns; dc; dc = dc->next) hpl__conn_close(dc->c, 0);
   dir_delete *d, *dtmp;
   HASH_ITER(hh, s->deletes, d, dtmp) delete_finish(d);
 }
@@ -870,7 +870,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   dtab_init(&s->tab, cfg->max_senders);
   s->tab.usable = node_usable;
   s->tab.usable_arg = s;
-  s->instance = hpl_random_u64();
+  s->instance = hpl__random_u64();
   s->xlog = calloc(DIR_XFER_CAP, sizeof *s->xlog);
   if (!s->xlog) return HPL_ENOMEM;
   struct sockaddr_in addr;

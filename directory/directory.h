@@ -41,7 +41,7 @@ typedef struct dir_node {
 } dir_node;
 
 typedef struct dir_conn {
-  hpl_conn *c;
+  hpl__conn *c;
   dir_node *node;             /* NULL until REGISTER */
   struct dir_waiter *waiters; /* ACQUIREs pending on this connection */
   struct dir_server *srv;
@@ -129,10 +129,10 @@ double dir_cost_bandwidth(dir_server *s);
 void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender);
 
 /* reduce.c */
-void dir_reduce_on_fail(dir_server *s, dir_conn *dc, Hpl__ReduceFailNote *m);
+void dir_reduce_on_fail(dir_server *s, dir_conn *dc, Hplpb__ReduceFailNote *m);
 void dir_reduce_node_gone(dir_server *s, uint64_t node);
-void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ReduceReq *m);
-void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m);
+void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__ReduceReq *m);
+void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__IdReq *m);
 void dir_reduce_check(dir_server *s, dir_obj *o);
 void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
 void dir_reduce_target_deleted(dir_server *s, const char *target);

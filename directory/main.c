@@ -30,7 +30,7 @@ static void usage(FILE *f) {
 
 static int parse_u32(const char *s, uint32_t *out) {
   uint64_t v;
-  if (hpl_parse_size(s, &v) || v > UINT32_MAX) return -1;
+  if (hpl__parse_size(s, &v) || v > UINT32_MAX) return -1;
   *out = (uint32_t)v;
   return 0;
 }
@@ -38,7 +38,7 @@ static int parse_u32(const char *s, uint32_t *out) {
 int main(int argc, char **argv) {
   dir_config cfg;
   dir_config_defaults(&cfg);
-  int level = HPL_LOG_INFO;
+  int level = HPL__LOG_INFO;
   static struct option opts[] = {{"listen", 1, 0, 'l'},
                                  {"port-file", 1, 0, 'p'},
                                  {"inline-max", 1, 0, 'i'},
@@ -57,12 +57,12 @@ int main(int argc, char **argv) {
     int bad = 0;
     switch (ch) {
       case 'l':
-        bad = hpl_parse_hostport(optarg, "0.0.0.0", cfg.listen_host, sizeof cfg.listen_host,
+        bad = hpl__parse_hostport(optarg, "0.0.0.0", cfg.listen_host, sizeof cfg.listen_host,
                                  &cfg.listen_port);
         break;
       case 'p': cfg.port_file = optarg; break;
       case 'i': bad = parse_u32(optarg, &cfg.inline_max); break;
-      case 'I': bad = hpl_parse_size(optarg, &cfg.inline_memory); break;
+      case 'I': bad = hpl__parse_size(optarg, &cfg.inline_memory); break;
       case 's': bad = parse_u32(optarg, &cfg.max_senders) || cfg.max_senders == 0; break;
       case 'h': bad = parse_u32(optarg, &cfg.heartbeat_ms) || cfg.heartbeat_ms == 0; break;
       case 't': bad = parse_u32(optarg, &cfg.heartbeat_timeout_ms); break;
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
           cfg.latency_auto = 1;
           break;
         }
-        bad = hpl_parse_size(optarg, &v);
+        bad = hpl__parse_size(optarg, &v);
         cfg.reduce_latency_s = (double)v * 1e-6;
         break;
       case 'B':
@@ -79,10 +79,10 @@ int main(int argc, char **argv) {
           cfg.bandwidth_auto = 1;
           break;
         }
-        bad = hpl_parse_size(optarg, &v) || v == 0;
+        bad = hpl__parse_size(optarg, &v) || v == 0;
         cfg.reduce_bandwidth = (double)v;
         break;
-      case 'v': bad = (level = hpl_log_level_parse(optarg)) < 0; break;
+      case 'v': bad = (level = hpl__log_level_parse(optarg)) < 0; break;
       case 'H': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  hpl_log_setup("directory", level);
+  hpl__log_setup("directory", level);
   uv_loop_t *loop = uv_default_loop();
   dir_server s;
   if (dir_server_start(&s, loop, &cfg) != 0) return 1;

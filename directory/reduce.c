@@ -66,7 +66,7 @@ struct dir_reduce {
   int have_size;
   int inline_mode;
   uint8_t *acc; /* inline mode: running result */
-  hpl_plan plan;
+  hpl__plan plan;
   int planned;
   dr_slot *slots;
   uint32_t nfilled;
@@ -91,15 +91,15 @@ static int src_ready(dir_obj *o) { return o && dtab_ready(o); }
 
 static void send_to_node(dir_server *s, uint64_t node, unsigned type, const ProtobufCMessage *m) {
   dir_node *n = dir_node_find(s, node);
-  if (n && n->conn) hpl_conn_send(n->conn->c, type, 0, m, NULL, 0, 0, NULL, NULL);
+  if (n && n->conn) hpl__conn_send(n->conn->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
 /* What a parent pulls to get slot `c`'s output. */
-static void child_info(dir_reduce *r, int c, Hpl__ReduceChild *out, char *key, size_t klen) {
+static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[c];
   dir_node *n = dir_node_find(s, sl->node);
-  hpl__reduce_child__init(out);
+  hplpb__reduce_child__init(out);
   out->slot = (uint32_t)c;
   out->gen = sl->gen;
   out->node = sl->node;
@@ -120,8 +120,8 @@ static void child_info(dir_reduce *r, int c, Hpl__ReduceChild *out, char *key, s
 static void send_task(dir_reduce *r, int slot) {
   dr_slot *sl = &r->slots[slot];
   int d = r->plan.degree, nc = r->plan.nchild[slot];
-  Hpl__ReduceChild ch[nc ? nc : 1];
-  Hpl__ReduceChild *chp[nc ? nc : 1];
+  Hplpb__ReduceChild ch[nc ? nc : 1];
+  Hplpb__ReduceChild *chp[nc ? nc : 1];
   char keys[nc ? nc : 1][340];
   size_t n = 0;
   for (int i = 0; i < nc; i++) {
@@ -132,7 +132,7 @@ static void send_task(dir_reduce *r, int slot) {
     chp[n] = &ch[n];
     n++;
   }
-  Hpl__ReduceTask t = HPL__REDUCE_TASK__INIT;
+  Hplpb__ReduceTask t = HPLPB__REDUCE_TASK__INIT;
   t.rid = r->rid;
   t.target = r->target;
   t.slot = (uint32_t)slot;
@@ -145,17 +145,17 @@ static void send_task(dir_reduce *r, int slot) {
   t.n_children = n;
   t.children = chp;
   t.to_target = slot == r->plan.root && sl->node == r->sink;
-  send_to_node(r->srv, sl->node, HPL_MSG_REDUCE_TASK, &t.base);
+  send_to_node(r->srv, sl->node, HPL__MSG_REDUCE_TASK, &t.base);
 }
 
 /* Tell the sink where the result comes from (the root slot is filled). */
 static void send_sink(dir_reduce *r) {
-  Hpl__ReduceSink m = HPL__REDUCE_SINK__INIT;
+  Hplpb__ReduceSink m = HPLPB__REDUCE_SINK__INIT;
   m.rid = r->rid;
   m.gen = r->tgen;
   m.target = r->target;
   m.size = r->size;
-  Hpl__ReduceChild root;
+  Hplpb__ReduceChild root;
   char key[340];
   if (r->inline_mode) {
     m.fetch = 1;
@@ -167,11 +167,11 @@ static void send_sink(dir_reduce *r) {
     child_info(r, r->plan.root, &root, key, sizeof key);
     m.root = &root;
   }
-  send_to_node(r->srv, r->sink, HPL_MSG_REDUCE_SINK, &m.base);
+  send_to_node(r->srv, r->sink, HPL__MSG_REDUCE_SINK, &m.base);
 }
 
 static void send_end(dir_reduce *r) {
-  Hpl__ReduceEnd m = HPL__REDUCE_END__INIT;
+  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
   m.rid = r->rid;
   m.target = r->target;
   m.status = r->status;
@@ -186,7 +186,7 @@ static void send_end(dir_reduce *r) {
     for (size_t j = 0; j < ns; j++) dup |= sent[j] == node;
     if (dup) continue;
     sent[ns++] = node;
-    send_to_node(r->srv, node, HPL_MSG_REDUCE_END, &m.base);
+    send_to_node(r->srv, node, HPL__MSG_REDUCE_END, &m.base);
   }
 }
 
@@ -212,7 +212,7 @@ static void info_unlink(dr_info *w) {
 }
 
 static void info_answer(dir_reduce *r, dir_conn *dc, uint64_t req) {
-  Hpl__ReduceInfoRep m = HPL__REDUCE_INFO_REP__INIT;
+  Hplpb__ReduceInfoRep m = HPLPB__REDUCE_INFO_REP__INIT;
   m.status = r->status;
   m.detail = r->detail;
   char *ids[r->k ? r->k : 1];
@@ -221,7 +221,7 @@ static void info_answer(dir_reduce *r, dir_conn *dc, uint64_t req) {
     if (r->slots[i].filled) ids[n++] = r->src[r->slots[i].src];
   m.n_sources = n;
   m.sources = ids;
-  hpl_conn_send(dc->c, HPL_MSG_REDUCE_INFO_REP, req, &m.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_REDUCE_INFO_REP, req, &m.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void info_timeout(uv_timer_t *t) {
@@ -229,7 +229,7 @@ static void info_timeout(uv_timer_t *t) {
   char detail[360];
   snprintf(detail, sizeof detail, "reduce into '%s' did not finish in time (%u of %u sources ready)",
            w->r->target, w->r->nfilled, w->r->k);
-  hpl_conn_reply(w->dc->c, w->req, HPL_ETIMEDOUT, detail);
+  hpl__conn_reply(w->dc->c, w->req, HPL_ETIMEDOUT, detail);
   info_unlink(w);
   info_free(w);
 }
@@ -290,7 +290,7 @@ static void reduce_finish(dir_reduce *r, int status, const char *detail) {
     reduce_trim();
     LOG_INFO("reduce '%s' done: %u sources, %llu bytes, %d-ary tree, %llu ms", r->target, r->k,
              (unsigned long long)r->size, r->plan.degree,
-             (unsigned long long)(hpl_now_ms() - r->start_ms));
+             (unsigned long long)(hpl__now_ms() - r->start_ms));
     return;
   }
   LOG_WARN("reduce '%s' failed: %s", r->target, r->detail);
@@ -324,7 +324,7 @@ static void reduce_free(dir_reduce *r) {
   while (r->infos) {
     dr_info *w = r->infos;
     r->infos = w->next;
-    hpl_conn_reply(w->dc->c, w->req, HPL_ECANCELED, "the reduce was dropped");
+    hpl__conn_reply(w->dc->c, w->req, HPL_ECANCELED, "the reduce was dropped");
     info_free(w);
   }
   for (size_t i = 0; i < r->nsrc; i++) free(r->src[i]);
@@ -333,7 +333,7 @@ static void reduce_free(dir_reduce *r) {
   free(r->arr_seq);
   free(r->slots);
   free(r->acc);
-  hpl_plan_free(&r->plan);
+  hpl__plan_free(&r->plan);
   free(r->target);
   free(r);
 }
@@ -369,7 +369,7 @@ static void reduce_arrival(dir_reduce *r, int i) {
   if (!r->have_size) {
     if (o->size % es) {
       snprintf(detail, sizeof detail, "source '%s' has %llu bytes, not a multiple of %s (%zu)",
-               o->id, (unsigned long long)o->size, hpl_dtype_name(r->dtype), es);
+               o->id, (unsigned long long)o->size, hpl__dtype_name(r->dtype), es);
       reduce_finish(r, HPL_EMISMATCH, detail);
       return;
     }
@@ -377,7 +377,7 @@ static void reduce_arrival(dir_reduce *r, int i) {
     r->have_size = 1;
     r->inline_mode = r->size <= s->cfg.inline_max;
     double L = dir_cost_latency(s), B = dir_cost_bandwidth(s);
-    if (hpl_plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
+    if (hpl__plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
         !(r->slots = calloc(r->k, sizeof *r->slots))) {
       reduce_finish(r, HPL_ENOMEM, "out of memory");
       return;
@@ -385,7 +385,7 @@ static void reduce_arrival(dir_reduce *r, int i) {
     r->planned = 1;
     LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes, %s %s, %s (%d-ary; L %.0f us, "
              "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size,
-             hpl_op_name(r->op), hpl_dtype_name(r->dtype),
+             hpl__op_name(r->op), hpl__dtype_name(r->dtype),
              r->inline_mode ? "reduced at the directory"
              : r->plan.degree == 1 ? "chain"
                                    : "tree",
@@ -415,7 +415,7 @@ static void reduce_arrival(dir_reduce *r, int i) {
     if (r->nfilled == 0)
       memcpy(r->acc, o->inl, r->size);
     else
-      hpl_reduce_apply(r->op, r->dtype, r->acc, o->inl, r->size);
+      hpl__reduce_apply(r->op, r->dtype, r->acc, o->inl, r->size);
     dr_slot *sl = &r->slots[r->nfilled++];
     sl->filled = 1;
     sl->src = i;
@@ -507,7 +507,7 @@ static void slot_failed(dir_reduce *r, int f, const char *why) {
   int src = sl->src;
   LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
            (unsigned long long)old, why);
-  dir_xlog(s, HPL_XFER_RESET, r->target, old, 0);
+  dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
   sl->gen++;
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
   r->tgen++;
@@ -558,7 +558,7 @@ static void target_restart(dir_reduce *r) {
   for (dir_loc *l = t->locs, *next; l; l = next) {
     next = l->next;
     if (l->node == r->sink || l->complete) continue;
-    dir_xlog(r->srv, HPL_XFER_REMOVE, t->id, l->node, l->upstream);
+    dir_xlog(r->srv, HPL__XFER_REMOVE, t->id, l->node, l->upstream);
     dtab_loc_remove(&r->srv->tab, t, l->node);
   }
 }
@@ -577,8 +577,8 @@ void dir_reduce_node_gone(dir_server *s, uint64_t node) {
   }
 }
 
-void dir_reduce_on_fail(dir_server *s, dir_conn *dc, Hpl__ReduceFailNote *m) {
-  dir_reduce *r = hpl_id_valid(m->target) ? reduce_find(s, m->target) : NULL;
+void dir_reduce_on_fail(dir_server *s, dir_conn *dc, Hplpb__ReduceFailNote *m) {
+  dir_reduce *r = hpl__id_valid(m->target) ? reduce_find(s, m->target) : NULL;
   if (!r || r->done || r->rid != m->rid || !r->planned || m->slot >= r->k) return;
   dr_slot *sl = &r->slots[m->slot];
   if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */
@@ -594,7 +594,7 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int same_request(dir_reduce *r, Hpl__ReduceReq *m, uint32_t k) {
+static int same_request(dir_reduce *r, Hplpb__ReduceReq *m, uint32_t k) {
   if (r->nsrc != m->n_sources || r->k != k || r->op != (int)m->op || r->dtype != (int)m->dtype)
     return 0;
   for (size_t i = 0; i < r->nsrc; i++)
@@ -604,12 +604,12 @@ static int same_request(dir_reduce *r, Hpl__ReduceReq *m, uint32_t k) {
 
 static void reduce_reply(dir_conn *dc, uint64_t req, int status, const char *detail, int joined,
                          uint64_t sink) {
-  Hpl__ReduceRep m = HPL__REDUCE_REP__INIT;
+  Hplpb__ReduceRep m = HPLPB__REDUCE_REP__INIT;
   m.status = status;
   m.detail = (char *)(detail ? detail : "");
   m.joined = joined;
   m.sink_node = sink;
-  hpl_conn_send(dc->c, HPL_MSG_REDUCE_REP, req, &m.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dc->c, HPL__MSG_REDUCE_REP, req, &m.base, NULL, 0, 0, NULL, NULL);
 }
 
 static int cmp_ready(const void *a, const void *b, void *arg) {
@@ -619,7 +619,7 @@ static int cmp_ready(const void *a, const void *b, void *arg) {
   return x->ready_seq < y->ready_seq ? -1 : x->ready_seq > y->ready_seq;
 }
 
-void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__ReduceReq *m) {
+void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__ReduceReq *m) {
   char detail[400];
   size_t n = m->n_sources;
   uint32_t k = m->num_objects ? m->num_objects : (uint32_t)n;
@@ -627,7 +627,7 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
     reduce_reply(dc, req, HPL_EINVAL, "reduce before REGISTER", 0, 0);
     return;
   }
-  if (!hpl_id_valid(m->target) || n == 0 || n > 65536 || k > n || m->op > 3 ||
+  if (!hpl__id_valid(m->target) || n == 0 || n > 65536 || k > n || m->op > 3 ||
       !hpl_dtype_size((int)m->dtype)) {
     snprintf(detail, sizeof detail, "bad reduce: need a valid target, 1..65536 sources, "
              "num_objects <= sources (%u > %zu?), a known op and dtype", k, n);
@@ -644,7 +644,7 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
   qsort(sorted, n, sizeof *sorted, cmp_str);
   const char *bad = NULL;
   for (size_t i = 0; i < n && !bad; i++) {
-    if (!hpl_id_valid(sorted[i])) bad = "an invalid source id";
+    if (!hpl__id_valid(sorted[i])) bad = "an invalid source id";
     else if (i && !strcmp(sorted[i], sorted[i - 1])) bad = "a source listed twice";
     else if (!strcmp(sorted[i], m->target)) bad = "the target among the sources";
   }
@@ -680,7 +680,7 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
     if (!src_ready(o)) continue;
     if (o->size % es) {
       snprintf(detail, sizeof detail, "source '%s' has %llu bytes, not a multiple of %s (%zu)",
-               o->id, (unsigned long long)o->size, hpl_dtype_name((int)m->dtype), es);
+               o->id, (unsigned long long)o->size, hpl__dtype_name((int)m->dtype), es);
       reduce_reply(dc, req, HPL_EMISMATCH, detail, 0, 0);
       return;
     }
@@ -707,13 +707,13 @@ void dir_reduce_on_request(dir_server *s, dir_conn *dc, uint64_t req, Hpl__Reduc
     return;
   }
   r->srv = s;
-  r->rid = hpl_random_u64();
+  r->rid = hpl__random_u64();
   r->nsrc = n;
   r->k = k;
   r->op = (int)m->op;
   r->dtype = (int)m->dtype;
   r->sink = dc->node->id;
-  r->start_ms = hpl_now_ms();
+  r->start_ms = hpl__now_ms();
   for (size_t i = 0; i < n; i++) r->src[i] = strdup(m->sources[i]);
   HASH_ADD_KEYPTR(hh, s->reduces, r->target, strlen(r->target), r);
   /* if the target id had waiters (gets before the reduce), they wait on */
@@ -765,21 +765,21 @@ int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t a
   if (dtab_loc(o, pred)) return 0; /* busy or unusable: the ordinary rule */
   /* the predecessor has not asked yet: wait for it, briefly */
   dir_node *n = dir_node_find(s, pred);
-  if (n && n->conn && !n->draining && hpl_now_ms() < since_ms + DIR_RING_WAIT_MS) return 2;
+  if (n && n->conn && !n->draining && hpl__now_ms() < since_ms + DIR_RING_WAIT_MS) return 2;
   return 0;
 }
 
-void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m) {
+void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hplpb__IdReq *m) {
   dir_reduce *r = reduce_find(s, m->id);
   if (!r) {
     char detail[320];
     snprintf(detail, sizeof detail, "no reduce into '%s'", m->id);
-    hpl_conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
+    hpl__conn_reply(dc->c, req, HPL_ENOTFOUND, detail);
     return;
   }
   if (r->done || m->timeout_ms == 0) {
     if (!r->done) {
-      hpl_conn_reply(dc->c, req, HPL_ETIMEDOUT, "the reduce is still running");
+      hpl__conn_reply(dc->c, req, HPL_ETIMEDOUT, "the reduce is still running");
       return;
     }
     info_answer(r, dc, req);
@@ -787,7 +787,7 @@ void dir_reduce_on_info(dir_server *s, dir_conn *dc, uint64_t req, Hpl__IdReq *m
   }
   dr_info *w = calloc(1, sizeof *w);
   if (!w) {
-    hpl_conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(dc->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   w->r = r;

@@ -136,9 +136,9 @@ static int cmd_put(hpl_client *c, const conn_opts *o, int argc, char **argv) {
 static int cmd_get(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   if (argc < 1 || argc > 2) die("usage: hoplite get ID [FILE|-]");
   hpl_buf *b;
-  uint64_t t0 = hpl_now_ns();
+  uint64_t t0 = hpl__now_ns();
   check(c, hpl_get(c, argv[0], o->timeout_ms, &b), "get");
-  double ms = (double)(hpl_now_ns() - t0) / 1e6;
+  double ms = (double)(hpl__now_ns() - t0) / 1e6;
   int fd = STDOUT_FILENO;
   if (argc == 2 && strcmp(argv[1], "-") != 0) {
     fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -167,7 +167,7 @@ static int cmd_stat(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   char b[32];
   printf("id        %s\nsize      %llu (%s)\ncopies    %u (%u complete)\ninline    %s\n"
          "local     %s\n",
-         argv[0], (unsigned long long)size, hpl_fmt_bytes(size, b, sizeof b), copies, complete,
+         argv[0], (unsigned long long)size, hpl__fmt_bytes(size, b, sizeof b), copies, complete,
          inl ? "yes (served by the directory)" : "no", local ? "yes" : "no");
   return 0;
 }
@@ -234,7 +234,7 @@ static int cmd_cluster(int argc, char **argv) {
     switch (ch) {
       case 'n': nodes = atoi(optarg); break;
       case 'm':
-        if (hpl_parse_size(optarg, &memory)) die("bad --memory '%s'", optarg);
+        if (hpl__parse_size(optarg, &memory)) die("bad --memory '%s'", optarg);
         break;
       case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
       case 'v': verbose = 1; break;
@@ -257,26 +257,26 @@ static int cmd_cluster(int argc, char **argv) {
   sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, NULL);
-  hpl_lc_opts o = {.nodes = nodes, .memory = memory, .work_dir = dir, .logs_to_stderr = verbose,
+  hpl__lc_opts o = {.nodes = nodes, .memory = memory, .work_dir = dir, .logs_to_stderr = verbose,
                    .remove_work_dir = 1};
-  hpl_lc *lc;
+  hpl__lc *lc;
   char err[512];
-  int rc = hpl_lc_start(&o, &lc, err, sizeof err);
+  int rc = hpl__lc_start(&o, &lc, err, sizeof err);
   if (rc) die("cannot start the cluster: %s", err);
   char path[512], b[32];
   snprintf(path, sizeof path, "%s/cluster.env", dir);
   FILE *env = fopen(path, "w");
   printf("hoplite cluster up: directory on 127.0.0.1:%d, %d stores with %s pools each\n",
-         hpl_lc_dir_port(lc), nodes, hpl_fmt_bytes(memory, b, sizeof b));
+         hpl__lc_dir_port(lc), nodes, hpl__fmt_bytes(memory, b, sizeof b));
   for (int i = 0; i < nodes; i++) {
-    printf("  node-%d  socket %s  pid %d%s%s\n", i, hpl_lc_socket(lc, i), (int)hpl_lc_store_pid(lc, i),
-           verbose ? "" : "  log ", verbose ? "" : hpl_lc_store_log(lc, i));
-    if (env) fprintf(env, "HOPLITE_SOCKET_%d=%s\n", i, hpl_lc_socket(lc, i));
+    printf("  node-%d  socket %s  pid %d%s%s\n", i, hpl__lc_socket(lc, i), (int)hpl__lc_store_pid(lc, i),
+           verbose ? "" : "  log ", verbose ? "" : hpl__lc_store_log(lc, i));
+    if (env) fprintf(env, "HOPLITE_SOCKET_%d=%s\n", i, hpl__lc_socket(lc, i));
   }
   if (env) fclose(env);
   printf("Use it:  export %s=%s   (or `hoplite -n 1 ...` for node-1)\n"
          "Stop it: Ctrl-C\n",
-         HPL_SOCKET_ENV, hpl_lc_socket(lc, 0));
+         HPL_SOCKET_ENV, hpl__lc_socket(lc, 0));
   fflush(stdout);
   int sig;
   for (;;) {
@@ -295,14 +295,14 @@ static int cmd_cluster(int argc, char **argv) {
     break;
   }
   printf("\nstopping the cluster...\n");
-  hpl_lc_stop(lc);
+  hpl__lc_stop(lc);
   printf("stopped.\n");
   return 0;
 }
 
 /* ------------------------------------------------------------------ demo */
 
-int hpl_cli_demo(int argc, char **argv);
+int hpl__cli_demo(int argc, char **argv);
 
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
@@ -334,7 +334,7 @@ int main(int argc, char **argv) {
       }
       cmd = argv[optind];
       if (!strcmp(cmd, "cluster")) return cmd_cluster(argc - optind - 1, argv + optind + 1);
-      if (!strcmp(cmd, "demo")) return hpl_cli_demo(argc - optind, argv + optind);
+      if (!strcmp(cmd, "demo")) return hpl__cli_demo(argc - optind, argv + optind);
       optind++;
       /* getopt restarts its scan from optind */
     }

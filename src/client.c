@@ -66,7 +66,7 @@ struct hpl_client {
   pthread_cond_t cv;     /* signalled when any reply arrives or on close */
   pthread_mutex_t wlock; /* one writer at a time */
   int reading; /* a caller is the reader */
-  hpl_framer fr; /* parse state, kept across readers */
+  hpl__framer fr; /* parse state, kept across readers */
   uint8_t rbuf[16384];
   int closed;
   pending *pending;
@@ -126,7 +126,7 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline) 
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int64_t left = hpl_ms_left(deadline);
+      int64_t left = hpl__ms_left(deadline);
       if (left == 0) return HPL_ETIMEDOUT;
       struct pollfd p = {.fd = fd, .events = POLLOUT};
       int r = poll(&p, 1, left < 0 ? -1 : (int)(left > 1000000 ? 1000000 : left));
@@ -143,7 +143,7 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline) 
 static int read_all(int fd, uint8_t *buf, size_t len, uint64_t deadline) {
   while (len) {
     if (deadline != UINT64_MAX) {
-      int64_t left = hpl_ms_left(deadline);
+      int64_t left = hpl__ms_left(deadline);
       if (left == 0) return HPL_ETIMEDOUT;
       struct pollfd p = {.fd = fd, .events = POLLIN};
       int r = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
@@ -163,14 +163,14 @@ static int read_all(int fd, uint8_t *buf, size_t len, uint64_t deadline) {
   return 0;
 }
 
-static const hpl_frame_limits client_limits = {
-    .max_msg = HPL_MAX_MSG_CTRL, .max_payload = 0, .max_type = HPL_MSG_MAX_};
+static const hpl__frame_limits client_limits = {
+    .max_msg = HPL__MAX_MSG_CTRL, .max_payload = 0, .max_type = HPL__MSG_MAX_};
 
 static void send_release(hpl_client *c, uint64_t handle);
 
 /* One frame arrived: hand it to its caller (or release an orphan hold).
  * Called without c->lock. */
-static void deliver(hpl_client *c, const hpl_frame_hdr *h, const uint8_t *m) {
+static void deliver(hpl_client *c, const hpl__frame_hdr *h, const uint8_t *m) {
   uint8_t *msg = malloc(h->msg_len ? h->msg_len : 1);
   if (!msg) return;
   memcpy(msg, m, h->msg_len);
@@ -188,8 +188,8 @@ static void deliver(hpl_client *c, const hpl_frame_hdr *h, const uint8_t *m) {
   pthread_mutex_unlock(&c->lock);
   if (!msg) return;
   /* nobody waits any more; give back a hold it may have granted */
-  if (h->type == HPL_MSG_GET_REP) {
-    Hpl__GetRep *g = (Hpl__GetRep *)hpl_msg_unpack(h->type, msg, h->msg_len);
+  if (h->type == HPL__MSG_GET_REP) {
+    Hplpb__GetRep *g = (Hplpb__GetRep *)hpl__msg_unpack(h->type, msg, h->msg_len);
     if (g && g->status == 0) send_release(c, g->handle);
     if (g) protobuf_c_message_free_unpacked(&g->base, NULL);
   }
@@ -200,7 +200,7 @@ static void deliver(hpl_client *c, const hpl_frame_hdr *h, const uint8_t *m) {
  * what is there and deliver every complete frame. Returns 0, HPL_ETIMEDOUT,
  * or HPL_ECONN when the connection is gone or sent garbage. */
 static int read_some(hpl_client *c, uint64_t deadline) {
-  int64_t left = hpl_ms_left(deadline);
+  int64_t left = hpl__ms_left(deadline);
   if (left == 0) return HPL_ETIMEDOUT;
   struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
   int r = poll(&pfd, 1, left < 0 ? -1 : (int)(left > 1000000 ? 1000000 : left));
@@ -214,10 +214,10 @@ static int read_some(hpl_client *c, uint64_t deadline) {
     int ev;
     const uint8_t *chunk;
     size_t clen;
-    long k = hpl_framer_feed(&c->fr, c->rbuf + used, (size_t)n - used, &ev, &chunk, &clen);
+    long k = hpl__framer_feed(&c->fr, c->rbuf + used, (size_t)n - used, &ev, &chunk, &clen);
     if (k < 0) return HPL_ECONN; /* the store never sends bad frames */
     used += (size_t)k;
-    if (ev == HPL_FR_MSG) deliver(c, &c->fr.hdr, c->fr.msg);
+    if (ev == HPL__FR_MSG) deliver(c, &c->fr.hdr, c->fr.msg);
     /* payloads are refused by the limits (max_payload 0) */
   }
   return 0;
@@ -254,7 +254,7 @@ static void wait_reply(hpl_client *c, pending *p, uint64_t deadline) {
 static int send_frame(hpl_client *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                       uint64_t deadline) {
   size_t len;
-  uint8_t *frame = hpl_msg_frame(type, req_id, m, 0, &len);
+  uint8_t *frame = hpl__msg_frame(type, req_id, m, 0, &len);
   if (!frame) return HPL_ENOMEM;
   pthread_mutex_lock(&c->wlock);
   int rc = write_all(c->fd, frame, len, deadline);
@@ -264,9 +264,9 @@ static int send_frame(hpl_client *c, unsigned type, uint64_t req_id, const Proto
 }
 
 static void send_release(hpl_client *c, uint64_t handle) {
-  Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
+  Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
   r.handle = handle;
-  send_frame(c, HPL_MSG_RELEASE, 0, &r.base, hpl_deadline_ms(5000));
+  send_frame(c, HPL__MSG_RELEASE, 0, &r.base, hpl__deadline_ms(5000));
 }
 
 /* A request and its reply. On success *out is the unpacked reply (of type
@@ -275,7 +275,7 @@ static void send_release(hpl_client *c, uint64_t handle) {
  * client waits CLIENT_GRACE_MS longer for the store's own answer. */
 static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, unsigned rtype,
                 int64_t timeout_ms, ProtobufCMessage **out) {
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : hpl_deadline_ms(timeout_ms + CLIENT_GRACE_MS);
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : hpl__deadline_ms(timeout_ms + CLIENT_GRACE_MS);
   pending *p = calloc(1, sizeof *p);
   if (!p) return fail(c, HPL_ENOMEM, "out of memory");
   pthread_mutex_lock(&c->lock);
@@ -300,26 +300,26 @@ static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, unsigne
     free(p->msg);
     free(p);
     if (rc == HPL_ETIMEDOUT)
-      return fail(c, rc, "the store did not answer %s within %lld ms", hpl_msg_name(type),
+      return fail(c, rc, "the store did not answer %s within %lld ms", hpl__msg_name(type),
                   (long long)timeout_ms + CLIENT_GRACE_MS);
     return fail(c, rc, "the connection to the store is closed");
   }
   /* Every reply message starts with status and detail, so a generic Reply
    * decodes the outcome of any of them. */
-  Hpl__Reply *st = (Hpl__Reply *)hpl_msg_unpack(HPL_MSG_REPLY, p->msg, p->msg_len);
+  Hplpb__Reply *st = (Hplpb__Reply *)hpl__msg_unpack(HPL__MSG_REPLY, p->msg, p->msg_len);
   if (!st) {
     free(p->msg);
     free(p);
-    return fail(c, HPL_EPROTO, "undecodable reply to %s", hpl_msg_name(type));
+    return fail(c, HPL_EPROTO, "undecodable reply to %s", hpl__msg_name(type));
   }
   if (st->status != 0) {
     rc = fail(c, st->status, "%s", st->detail && *st->detail ? st->detail
                                                              : hpl_strerror(st->status));
   } else if (p->type != rtype) {
-    rc = fail(c, HPL_EPROTO, "reply of type %s to %s", hpl_msg_name(p->type), hpl_msg_name(type));
+    rc = fail(c, HPL_EPROTO, "reply of type %s to %s", hpl__msg_name(p->type), hpl__msg_name(type));
   } else if (out) {
-    *out = hpl_msg_unpack(rtype, p->msg, p->msg_len);
-    if (!*out) rc = fail(c, HPL_EPROTO, "undecodable %s", hpl_msg_name(rtype));
+    *out = hpl__msg_unpack(rtype, p->msg, p->msg_len);
+    if (!*out) rc = fail(c, HPL_EPROTO, "undecodable %s", hpl__msg_name(rtype));
   }
   protobuf_c_message_free_unpacked(&st->base, NULL);
   free(p->msg);
@@ -336,7 +336,7 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   if (strlen(socket_path) >= sizeof a.sun_path) return HPL_EINVAL;
   strcpy(a.sun_path, socket_path);
-  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return HPL_ESYS;
   if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
@@ -344,11 +344,11 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
     return HPL_ECONN;
   }
   /* HELLO: the header comes with the pool's memfd (and the filter's) */
-  uint8_t hdr[HPL_FRAME_HDR_LEN];
+  uint8_t hdr[HPL__FRAME_HDR_LEN];
   int memfd = -1, ffd = -1;
   size_t got = 0;
   while (got < sizeof hdr) {
-    int64_t left = hpl_ms_left(deadline);
+    int64_t left = hpl__ms_left(deadline);
     if (left == 0) goto timeout;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, left < 0 ? -1 : (int)left) <= 0) continue;
@@ -381,14 +381,14 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
     }
     got += (size_t)n;
   }
-  hpl_frame_hdr h;
-  if (hpl_frame_decode_hdr(hdr, sizeof hdr, &client_limits, &h, NULL) != 0 ||
-      h.type != HPL_MSG_HELLO || memfd < 0)
+  hpl__frame_hdr h;
+  if (hpl__frame_decode_hdr(hdr, sizeof hdr, &client_limits, &h, NULL) != 0 ||
+      h.type != HPL__MSG_HELLO || memfd < 0)
     goto broken;
   uint8_t *mbuf = malloc(h.msg_len ? h.msg_len : 1);
   if (!mbuf) goto broken;
   int rc = read_all(fd, mbuf, h.msg_len, deadline);
-  Hpl__Hello *hello = rc ? NULL : (Hpl__Hello *)hpl_msg_unpack(HPL_MSG_HELLO, mbuf, h.msg_len);
+  Hplpb__Hello *hello = rc ? NULL : (Hplpb__Hello *)hpl__msg_unpack(HPL__MSG_HELLO, mbuf, h.msg_len);
   free(mbuf);
   if (rc == HPL_ETIMEDOUT) goto timeout;
   if (!hello || hello->pool_size == 0) {
@@ -443,7 +443,7 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&c->cv, &ca);
   pthread_condattr_destroy(&ca);
-  hpl_framer_init(&c->fr, &client_limits);
+  hpl__framer_init(&c->fr, &client_limits);
   *out = c;
   return 0;
 timeout:
@@ -461,7 +461,7 @@ broken:
 void hpl_close(hpl_client *c) {
   if (!c) return;
   close(c->fd);
-  hpl_framer_free(&c->fr);
+  hpl__framer_free(&c->fr);
   while (c->bufs) {
     hpl_buf *b = c->bufs;
     c->bufs = b->next;
@@ -529,7 +529,7 @@ int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
 #define CHECK_ID(c, id)                                                              \
   do {                                                                               \
     if (!(c)) return HPL_EINVAL;                                                     \
-    if (!hpl_id_valid(id))                                                           \
+    if (!hpl__id_valid(id))                                                           \
       return fail((c), HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)", \
                   HPL_ID_MAX);                                                       \
   } while (0)
@@ -537,12 +537,12 @@ int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
 int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hpl__CreateReq r = HPL__CREATE_REQ__INIT;
+  Hplpb__CreateReq r = HPLPB__CREATE_REQ__INIT;
   r.id = (char *)id;
   r.size = size;
   r.timeout_ms = timeout_ms;
-  Hpl__CreateRep *rep = NULL;
-  int rc = call(c, HPL_MSG_CREATE, &r.base, HPL_MSG_CREATE_REP, timeout_ms,
+  Hplpb__CreateRep *rep = NULL;
+  int rc = call(c, HPL__MSG_CREATE, &r.base, HPL__MSG_CREATE_REP, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   hpl_buf *b = buf_new(c, id, rep->offset, size, rep->handle, 1);
@@ -563,20 +563,20 @@ int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
   if (!c || !b || !b->created || bytes > b->size)
     return c ? fail(c, HPL_EINVAL, "not a buffer being created, or bytes beyond its size")
              : HPL_EINVAL;
-  Hpl__ProgressNote n = HPL__PROGRESS_NOTE__INIT;
+  Hplpb__ProgressNote n = HPLPB__PROGRESS_NOTE__INIT;
   n.handle = b->handle;
   n.bytes = bytes;
-  int rc = send_frame(c, HPL_MSG_PROGRESS, 0, &n.base, hpl_deadline_ms(5000));
+  int rc = send_frame(c, HPL__MSG_PROGRESS, 0, &n.base, hpl__deadline_ms(5000));
   return rc ? fail(c, rc, "cannot reach the store") : 0;
 }
 
 int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
   if (!c || !b) return c ? fail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
   if (!b->created) return fail(c, HPL_EINVAL, "buffer is not being created");
-  Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
+  Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
   r.handle = b->handle;
   r.timeout_ms = timeout_ms;
-  int rc = call(c, HPL_MSG_SEAL, &r.base, HPL_MSG_REPLY, timeout_ms, NULL);
+  int rc = call(c, HPL__MSG_SEAL, &r.base, HPL__MSG_REPLY, timeout_ms, NULL);
   buf_free(c, b);
   return rc;
 }
@@ -584,10 +584,10 @@ int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
 void hpl_abort(hpl_client *c, hpl_buf *b) {
   if (!c || !b) return;
   if (b->created) {
-    Hpl__HandleReq r = HPL__HANDLE_REQ__INIT;
+    Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
     r.handle = b->handle;
     /* wait (bounded) until the store and directory forgot the object */
-    call(c, HPL_MSG_ABORT, &r.base, HPL_MSG_REPLY, 5000, NULL);
+    call(c, HPL__MSG_ABORT, &r.base, HPL__MSG_REPLY, 5000, NULL);
   }
   buf_free(c, b);
 }
@@ -595,7 +595,7 @@ void hpl_abort(hpl_client *c, hpl_buf *b) {
 int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
   CHECK_ID(c, id);
   if (size && !data) return fail(c, HPL_EINVAL, "data is NULL");
-  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
   hpl_buf *b;
   int rc = hpl_create(c, id, size, timeout_ms, &b);
   if (rc) return rc;
@@ -608,7 +608,7 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
     off += n;
     if (notify && off < size) hpl_buf_progress(c, b, off);
   }
-  int64_t left = hpl_ms_left(deadline);
+  int64_t left = hpl__ms_left(deadline);
   return hpl_seal(c, b, timeout_ms < 0 ? -1 : left);
 }
 
@@ -629,7 +629,7 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
 /* Connect to the directory (caller holds dlock). 0 or -1. */
 static int dir_connect(hpl_client *c, uint64_t deadline) {
   if (c->dfd >= 0) return 0;
-  if (hpl_now_ms() < c->dretry_ms) return -1;
+  if (hpl__now_ms() < c->dretry_ms) return -1;
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   socklen_t sl;
@@ -652,7 +652,7 @@ static int dir_connect(hpl_client *c, uint64_t deadline) {
   if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
     if (errno != EINPROGRESS) goto failed;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int64_t left = hpl_ms_left(deadline);
+    int64_t left = hpl__ms_left(deadline);
     int err = 0;
     socklen_t el = sizeof err;
     if (left == 0 || poll(&p, 1, (int)left) != 1 ||
@@ -665,7 +665,7 @@ static int dir_connect(hpl_client *c, uint64_t deadline) {
   return 0;
 failed:
   if (fd >= 0) close(fd);
-  c->dretry_ms = hpl_now_ms() + DIRECT_RETRY_MS;
+  c->dretry_ms = hpl__now_ms() + DIRECT_RETRY_MS;
   return -1;
 }
 
@@ -673,39 +673,39 @@ failed:
  * directory has no inline bytes for `id`, -1 if the connection failed (it
  * is closed then). */
 static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out) {
-  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)id;
   uint64_t req = ++c->dnext_id;
   size_t len;
-  uint8_t *frame = hpl_msg_frame(HPL_MSG_PEEK, req, &r.base, 0, &len);
+  uint8_t *frame = hpl__msg_frame(HPL__MSG_PEEK, req, &r.base, 0, &len);
   if (!frame) return 1;
   int rc = write_all(c->dfd, frame, len, deadline);
   free(frame);
-  hpl_frame_hdr h;
-  Hpl__PeekRep *rep = NULL;
-  const hpl_frame_limits lim = {
-      .max_msg = PEEK_MAX_MSG, .max_payload = c->inline_max, .max_type = HPL_MSG_MAX_};
+  hpl__frame_hdr h;
+  Hplpb__PeekRep *rep = NULL;
+  const hpl__frame_limits lim = {
+      .max_msg = PEEK_MAX_MSG, .max_payload = c->inline_max, .max_type = HPL__MSG_MAX_};
   /* the reply usually arrives whole: one poll and one recv for all of it */
-  size_t cap = HPL_FRAME_HDR_LEN + PEEK_MAX_MSG + c->inline_max, have = 0;
+  size_t cap = HPL__FRAME_HDR_LEN + PEEK_MAX_MSG + c->inline_max, have = 0;
   uint8_t *buf = malloc(cap), *body;
   if (rc || !buf) goto broken;
-  while (have < HPL_FRAME_HDR_LEN) {
-    int64_t left = hpl_ms_left(deadline);
+  while (have < HPL__FRAME_HDR_LEN) {
+    int64_t left = hpl__ms_left(deadline);
     struct pollfd p = {.fd = c->dfd, .events = POLLIN};
     if (left == 0 || (poll(&p, 1, (int)left) < 0 && errno != EINTR)) goto broken;
     ssize_t n = recv(c->dfd, buf + have, cap - have, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) goto broken;
     if (n > 0) have += (size_t)n;
   }
-  if (hpl_frame_decode_hdr(buf, HPL_FRAME_HDR_LEN, &lim, &h, NULL) != 0 ||
-      h.type != HPL_MSG_PEEK_REP || h.req_id != req || h.payload_len > c->inline_max)
+  if (hpl__frame_decode_hdr(buf, HPL__FRAME_HDR_LEN, &lim, &h, NULL) != 0 ||
+      h.type != HPL__MSG_PEEK_REP || h.req_id != req || h.payload_len > c->inline_max)
     goto broken;
-  size_t total = HPL_FRAME_HDR_LEN + h.msg_len + (size_t)h.payload_len;
+  size_t total = HPL__FRAME_HDR_LEN + h.msg_len + (size_t)h.payload_len;
   if (have > total ||
       (have < total && read_all(c->dfd, buf + have, total - have, deadline) != 0))
     goto broken; /* more than one reply, or the rest did not come */
-  body = buf + HPL_FRAME_HDR_LEN;
-  rep = (Hpl__PeekRep *)hpl_msg_unpack(HPL_MSG_PEEK_REP, body, h.msg_len);
+  body = buf + HPL__FRAME_HDR_LEN;
+  rep = (Hplpb__PeekRep *)hpl__msg_unpack(HPL__MSG_PEEK_REP, body, h.msg_len);
   if (!rep) goto broken;
   int found = rep->status == 0 && rep->inline_ && rep->size == h.payload_len;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -723,7 +723,7 @@ static int peek(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out)
   }
   b->c = c;
   b->own = own;
-  b->data = own + HPL_FRAME_HDR_LEN + h.msg_len;
+  b->data = own + HPL__FRAME_HDR_LEN + h.msg_len;
   b->size = h.payload_len;
   snprintf(b->id, sizeof b->id, "%s", id);
   buf_link(c, b);
@@ -747,10 +747,10 @@ static int same_netns(const hpl_client *c) {
 /* 0 with *out set, or 1: ask the store. */
 static int direct_get(hpl_client *c, const char *id, uint64_t deadline, hpl_buf **out) {
   if (!c->filter || !c->dir_port ||
-      __atomic_load_n(&c->filter[hpl_filter_slot(id, c->filter_slots)], __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&c->filter[hpl__filter_slot(id, c->filter_slots)], __ATOMIC_ACQUIRE) ||
       !same_netns(c))
     return 1;
-  uint64_t dl = hpl_deadline_ms(DIRECT_WAIT_MS);
+  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
   if (deadline < dl) dl = deadline;
   pthread_mutex_lock(&c->dlock);
   int rc = dir_connect(c, dl) == 0 ? peek(c, id, dl, out) : 1;
@@ -761,12 +761,12 @@ static int direct_get(hpl_client *c, const char *id, uint64_t deadline, hpl_buf 
 int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  if (timeout_ms != 0 && direct_get(c, id, hpl_deadline_ms(timeout_ms), out) == 0) return 0;
-  Hpl__GetReq r = HPL__GET_REQ__INIT;
+  if (timeout_ms != 0 && direct_get(c, id, hpl__deadline_ms(timeout_ms), out) == 0) return 0;
+  Hplpb__GetReq r = HPLPB__GET_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
-  Hpl__GetRep *rep = NULL;
-  int rc = call(c, HPL_MSG_GET, &r.base, HPL_MSG_GET_REP, timeout_ms, (ProtobufCMessage **)&rep);
+  Hplpb__GetRep *rep = NULL;
+  int rc = call(c, HPL__MSG_GET, &r.base, HPL__MSG_GET_REP, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   hpl_buf *b = buf_new(c, id, rep->offset, rep->size, rep->handle, 0);
   if (!b) {
@@ -791,11 +791,11 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
 
 int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local) {
   CHECK_ID(c, id);
-  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
-  Hpl__ContainsRep *rep = NULL;
-  int rc = call(c, HPL_MSG_CONTAINS, &r.base, HPL_MSG_CONTAINS_REP, timeout_ms,
+  Hplpb__ContainsRep *rep = NULL;
+  int rc = call(c, HPL__MSG_CONTAINS, &r.base, HPL__MSG_CONTAINS_REP, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (out_local) *out_local = rep->local ? 1 : 0;
@@ -806,11 +806,11 @@ int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_loc
 int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
              uint32_t *copies, uint32_t *complete, int *is_inline) {
   CHECK_ID(c, id);
-  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
-  Hpl__StatRep *rep = NULL;
-  int rc = call(c, HPL_MSG_STAT, &r.base, HPL_MSG_STAT_REP, timeout_ms, (ProtobufCMessage **)&rep);
+  Hplpb__StatRep *rep = NULL;
+  int rc = call(c, HPL__MSG_STAT, &r.base, HPL__MSG_STAT_REP, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (size) *size = rep->size;
   if (copies) *copies = rep->copies;
@@ -822,10 +822,10 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
 
 int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms) {
   CHECK_ID(c, id);
-  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
-  return call(c, HPL_MSG_DELETE, &r.base, HPL_MSG_REPLY, timeout_ms, NULL);
+  return call(c, HPL__MSG_DELETE, &r.base, HPL__MSG_REPLY, timeout_ms, NULL);
 }
 
 /* Growable text for list-style results. */
@@ -863,15 +863,15 @@ static int text_done(hpl_client *c, text *t, char **out) {
 int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out) {
   if (!c) return HPL_EINVAL;
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hpl__ListReq r = HPL__LIST_REQ__INIT;
+  Hplpb__ListReq r = HPLPB__LIST_REQ__INIT;
   r.prefix = (char *)(prefix ? prefix : "");
   r.timeout_ms = timeout_ms;
-  Hpl__ListRep *rep = NULL;
-  int rc = call(c, HPL_MSG_LIST, &r.base, HPL_MSG_LIST_REP, timeout_ms, (ProtobufCMessage **)&rep);
+  Hplpb__ListRep *rep = NULL;
+  int rc = call(c, HPL__MSG_LIST, &r.base, HPL__MSG_LIST_REP, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   text t = {0};
   for (size_t i = 0; i < rep->n_objects; i++) {
-    Hpl__ObjInfo *o = rep->objects[i];
+    Hplpb__ObjInfo *o = rep->objects[i];
     if (text_addf(&t, "%s\t%llu\t%u\t%u\t%d\n", o->id, (unsigned long long)o->size, o->copies,
                   o->complete, o->inline_ ? 1 : 0) != 0) {
       free(t.p);
@@ -886,10 +886,10 @@ int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out) 
 int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out) {
   if (!c) return HPL_EINVAL;
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hpl__CountersReq r = HPL__COUNTERS_REQ__INIT;
+  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
   r.timeout_ms = timeout_ms;
-  Hpl__CountersRep *rep = NULL;
-  int rc = call(c, HPL_MSG_COUNTERS, &r.base, HPL_MSG_COUNTERS_REP, timeout_ms,
+  Hplpb__CountersRep *rep = NULL;
+  int rc = call(c, HPL__MSG_COUNTERS, &r.base, HPL__MSG_COUNTERS_REP, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   text t = {0};
@@ -907,10 +907,10 @@ int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out) {
 
 int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value) {
   if (!c || !name) return c ? fail(c, HPL_EINVAL, "name is NULL") : HPL_EINVAL;
-  Hpl__CountersReq r = HPL__COUNTERS_REQ__INIT;
+  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
   r.timeout_ms = timeout_ms;
-  Hpl__CountersRep *rep = NULL;
-  int rc = call(c, HPL_MSG_COUNTERS, &r.base, HPL_MSG_COUNTERS_REP, timeout_ms,
+  Hplpb__CountersRep *rep = NULL;
+  int rc = call(c, HPL__MSG_COUNTERS, &r.base, HPL__MSG_COUNTERS_REP, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   rc = fail(c, HPL_ENOTFOUND, "no counter '%s'", name);
@@ -929,16 +929,16 @@ int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
   if (!c) return HPL_EINVAL;
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
   static const char *kinds[] = {"?", "assign", "done", "remove", "node-gone", "delete", "reset"};
-  Hpl__TransfersReq r = HPL__TRANSFERS_REQ__INIT;
+  Hplpb__TransfersReq r = HPLPB__TRANSFERS_REQ__INIT;
   r.since = since;
   r.timeout_ms = timeout_ms;
-  Hpl__TransfersRep *rep = NULL;
-  int rc = call(c, HPL_MSG_TRANSFERS, &r.base, HPL_MSG_TRANSFERS_REP, timeout_ms,
+  Hplpb__TransfersRep *rep = NULL;
+  int rc = call(c, HPL__MSG_TRANSFERS, &r.base, HPL__MSG_TRANSFERS_REP, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   text t = {0};
   for (size_t i = 0; i < rep->n_transfers; i++) {
-    Hpl__Transfer *x = rep->transfers[i];
+    Hplpb__Transfer *x = rep->transfers[i];
     const char *k = x->kind < 7 ? kinds[x->kind] : "?";
     if (text_addf(&t, "%llu %llu %s %016llx %016llx %s\n", (unsigned long long)x->seq,
                   (unsigned long long)x->t_us, k, (unsigned long long)x->receiver,
@@ -963,8 +963,8 @@ int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, si
   if ((unsigned)op > HPL_OP_PROD) return fail(c, HPL_EINVAL, "unknown op %d", (int)op);
   if (!hpl_dtype_size((int)dtype)) return fail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
   for (size_t i = 0; i < nsources; i++)
-    if (!hpl_id_valid(sources[i])) return fail(c, HPL_EINVAL, "source %zu has an invalid id", i);
-  Hpl__ReduceReq r = HPL__REDUCE_REQ__INIT;
+    if (!hpl__id_valid(sources[i])) return fail(c, HPL_EINVAL, "source %zu has an invalid id", i);
+  Hplpb__ReduceReq r = HPLPB__REDUCE_REQ__INIT;
   r.target = (char *)target;
   r.n_sources = nsources;
   r.sources = (char **)sources;
@@ -972,17 +972,17 @@ int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, si
   r.op = (uint32_t)op;
   r.dtype = (uint32_t)dtype;
   r.timeout_ms = timeout_ms;
-  return call(c, HPL_MSG_REDUCE, &r.base, HPL_MSG_REDUCE_REP, timeout_ms, NULL);
+  return call(c, HPL__MSG_REDUCE, &r.base, HPL__MSG_REDUCE_REP, timeout_ms, NULL);
 }
 
 int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, char **out) {
   CHECK_ID(c, target);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hpl__IdReq r = HPL__ID_REQ__INIT;
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)target;
   r.timeout_ms = timeout_ms;
-  Hpl__ReduceInfoRep *rep = NULL;
-  int rc = call(c, HPL_MSG_REDUCE_INFO, &r.base, HPL_MSG_REDUCE_INFO_REP, timeout_ms,
+  Hplpb__ReduceInfoRep *rep = NULL;
+  int rc = call(c, HPL__MSG_REDUCE_INFO, &r.base, HPL__MSG_REDUCE_INFO_REP, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   text t = {0};
@@ -1000,10 +1000,10 @@ int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources,
                   size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms,
                   hpl_buf **out) {
   if (!out) return c ? fail(c, HPL_EINVAL, "out must not be NULL") : HPL_EINVAL;
-  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
   int rc = hpl_reduce(c, target, sources, nsources, num_objects, op, dtype, timeout_ms);
   if (rc) return rc;
-  return hpl_get(c, target, timeout_ms < 0 ? -1 : hpl_ms_left(deadline), out);
+  return hpl_get(c, target, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), out);
 }
 
 void hpl_free(void *p) { free(p); }

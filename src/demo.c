@@ -11,7 +11,7 @@
 #include "localcluster.h"
 #include "util.h"
 
-int hpl_cli_demo(int argc, char **argv);
+int hpl__cli_demo(int argc, char **argv);
 
 typedef struct demo_rx {
   hpl_client *c;
@@ -27,12 +27,12 @@ static void *demo_get(void *arg) {
   demo_rx *r = arg;
   hpl_buf *b;
   r->rc = hpl_get(r->c, r->id, 60000, &b);
-  r->end_ns = hpl_now_ns();
+  r->end_ns = hpl__now_ns();
   if (r->rc) {
     snprintf(r->err, sizeof r->err, "%s", hpl_errdetail(r->c));
     return NULL;
   }
-  r->sum = hpl_checksum(hpl_buf_data(b), hpl_buf_size(b));
+  r->sum = hpl__checksum(hpl_buf_data(b), hpl_buf_size(b));
   r->direct = !hpl_buf_shared(b);
   hpl_release(r->c, b);
   return NULL;
@@ -50,19 +50,19 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
   char b1[32], b2[32];
   uint8_t *data = malloc(size ? size : 1);
   if (!data) return 1;
-  hpl_fill_pattern(data, size, 42);
-  uint64_t want = hpl_checksum(data, size);
+  hpl__fill_pattern(data, size, 42);
+  uint64_t want = hpl__checksum(data, size);
   uint64_t sent0 = counter(cs[0], "data_bytes_sent");
-  uint64_t t0 = hpl_now_ns();
+  uint64_t t0 = hpl__now_ns();
   int rc = hpl_put(cs[0], id, data, size, 30000);
-  uint64_t t1 = hpl_now_ns();
+  uint64_t t1 = hpl__now_ns();
   free(data);
   if (rc) {
     printf("  put failed: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
     return 1;
   }
   double put_s = (double)(t1 - t0) / 1e9;
-  printf("\n[%s] put %s on node-0 in %.3f ms (%.2f GB/s)\n", id, hpl_fmt_bytes(size, b1, sizeof b1),
+  printf("\n[%s] put %s on node-0 in %.3f ms (%.2f GB/s)\n", id, hpl__fmt_bytes(size, b1, sizeof b1),
          put_s * 1e3, put_s > 0 ? (double)size / put_s / 1e9 : 0);
   printf("  %d concurrent gets on node-1..node-%d:\n", n - 1, n - 1);
   demo_rx rx[64];
@@ -72,7 +72,7 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
     inl0[i] = counter(cs[i], "inline_gets");
     rcv0[i] = counter(cs[i], "data_bytes_received");
   }
-  uint64_t start = hpl_now_ns();
+  uint64_t start = hpl__now_ns();
   for (int i = 1; i < n; i++) {
     rx[i] = (demo_rx){.c = cs[i], .id = id, .start_ns = start};
     pthread_create(&th[i], NULL, demo_get, &rx[i]);
@@ -101,14 +101,14 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
     else if (inl)
       snprintf(how, sizeof how, "inline, served by the directory via the store");
     else
-      snprintf(how, sizeof how, "pulled %s from a peer's data port", hpl_fmt_bytes(rcv, b1, sizeof b1));
+      snprintf(how, sizeof how, "pulled %s from a peer's data port", hpl__fmt_bytes(rcv, b1, sizeof b1));
     printf("  node-%-3d %10.3f %12.2f %10s %s\n", i, s * 1e3, s > 0 ? (double)size / s / 1e9 : 0,
            ok ? "yes" : "NO", how);
   }
   double all = (double)(last - start) / 1e9;
   uint64_t sent = counter(cs[0], "data_bytes_sent") - sent0;
   printf("  all %d receivers done in %.3f ms; node-0 sent %s over its data port (%.2f copies)\n",
-         n - 1, all * 1e3, hpl_fmt_bytes(sent, b2, sizeof b2),
+         n - 1, all * 1e3, hpl__fmt_bytes(sent, b2, sizeof b2),
          size ? (double)sent / (double)size : 0.0);
   return bad;
 }
@@ -135,12 +135,12 @@ static int demo_reduce(hpl_client **cs, int n, uint64_t size) {
   }
   free(d);
   printf("\n[demo/sum] every node put an f32 array of %s; node-0 reduces them (sum)\n",
-         hpl_fmt_bytes(count * 4, b1, sizeof b1));
-  uint64_t t0 = hpl_now_ns();
+         hpl__fmt_bytes(count * 4, b1, sizeof b1));
+  uint64_t t0 = hpl__now_ns();
   int rc = hpl_reduce(cs[0], "demo/sum", srcs, (size_t)n, 0, HPL_OP_SUM, HPL_DT_F32, 30000);
   hpl_buf *b = NULL;
   if (!rc) rc = hpl_get(cs[0], "demo/sum", 60000, &b);
-  double s = (double)(hpl_now_ns() - t0) / 1e9;
+  double s = (double)(hpl__now_ns() - t0) / 1e9;
   if (rc) {
     printf("  reduce failed: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
     return 1;
@@ -164,7 +164,7 @@ static int demo_reduce(hpl_client **cs, int n, uint64_t size) {
   return ok ? 0 : 1;
 }
 
-int hpl_cli_demo(int argc, char **argv) {
+int hpl__cli_demo(int argc, char **argv) {
   int nodes = 3;
   uint64_t size = 100ull << 20;
   static struct option opts[] = {{"nodes", 1, 0, 'n'}, {"size", 1, 0, 's'}, {0, 0, 0, 0}};
@@ -174,7 +174,7 @@ int hpl_cli_demo(int argc, char **argv) {
     switch (ch) {
       case 'n': nodes = atoi(optarg); break;
       case 's':
-        if (hpl_parse_size(optarg, &size)) {
+        if (hpl__parse_size(optarg, &size)) {
           fprintf(stderr, "hoplite demo: bad --size '%s'\n", optarg);
           return 2;
         }
@@ -189,23 +189,23 @@ int hpl_cli_demo(int argc, char **argv) {
   char b[32];
   printf("hoplite demo: starting a local cluster (1 directory + %d stores on 127.0.0.1)...\n",
          nodes);
-  hpl_lc_opts o = {.nodes = nodes, .memory = 2 * size + (256ull << 20)};
-  hpl_lc *lc;
+  hpl__lc_opts o = {.nodes = nodes, .memory = 2 * size + (256ull << 20)};
+  hpl__lc *lc;
   char err[512];
-  if (hpl_lc_start(&o, &lc, err, sizeof err)) {
+  if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "hoplite demo: cannot start the cluster: %s\n", err);
     return 1;
   }
   printf("  directory on 127.0.0.1:%d; stores node-0..node-%d with %s pools; logs in %s\n",
-         hpl_lc_dir_port(lc), nodes - 1, hpl_fmt_bytes(o.memory, b, sizeof b),
-         hpl_lc_work_dir(lc));
+         hpl__lc_dir_port(lc), nodes - 1, hpl__fmt_bytes(o.memory, b, sizeof b),
+         hpl__lc_work_dir(lc));
   hpl_client *cs[16];
   int bad = 0;
   for (int i = 0; i < nodes; i++) {
-    int rc = hpl_connect(hpl_lc_socket(lc, i), 5000, &cs[i]);
+    int rc = hpl_connect(hpl__lc_socket(lc, i), 5000, &cs[i]);
     if (rc) {
       fprintf(stderr, "hoplite demo: cannot connect to node-%d: %s\n", i, hpl_strerror(rc));
-      hpl_lc_stop(lc);
+      hpl__lc_stop(lc);
       return 1;
     }
   }
@@ -215,6 +215,6 @@ int hpl_cli_demo(int argc, char **argv) {
   printf("\n%s\n", bad ? "demo FAILED"
                         : "demo OK: every receiver got the right bytes and the reduce is right");
   for (int i = 0; i < nodes; i++) hpl_close(cs[i]);
-  hpl_lc_stop(lc);
+  hpl__lc_stop(lc);
   return bad;
 }

@@ -28,9 +28,9 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
-void hpl_frame_encode_hdr(const hpl_frame_hdr *h, uint8_t *out) {
-  put32(out + 0, HPL_FRAME_MAGIC);
-  put16(out + 4, HPL_FRAME_VERSION);
+void hpl__frame_encode_hdr(const hpl__frame_hdr *h, uint8_t *out) {
+  put32(out + 0, HPL__FRAME_MAGIC);
+  put16(out + 4, HPL__FRAME_VERSION);
   put16(out + 6, h->type);
   put32(out + 8, h->flags);
   put32(out + 12, h->msg_len);
@@ -38,12 +38,12 @@ void hpl_frame_encode_hdr(const hpl_frame_hdr *h, uint8_t *out) {
   put64(out + 24, h->payload_len);
 }
 
-int hpl_frame_decode_hdr(const uint8_t *buf, size_t len, const hpl_frame_limits *lim,
-                         hpl_frame_hdr *out, const char **why) {
+int hpl__frame_decode_hdr(const uint8_t *buf, size_t len, const hpl__frame_limits *lim,
+                         hpl__frame_hdr *out, const char **why) {
   const char *dummy;
   if (!why) why = &dummy;
-  if (len < HPL_FRAME_HDR_LEN) return 1;
-  hpl_frame_hdr h;
+  if (len < HPL__FRAME_HDR_LEN) return 1;
+  hpl__frame_hdr h;
   h.magic = get32(buf + 0);
   h.version = get16(buf + 4);
   h.type = get16(buf + 6);
@@ -51,11 +51,11 @@ int hpl_frame_decode_hdr(const uint8_t *buf, size_t len, const hpl_frame_limits 
   h.msg_len = get32(buf + 12);
   h.req_id = get64(buf + 16);
   h.payload_len = get64(buf + 24);
-  if (h.magic != HPL_FRAME_MAGIC) {
+  if (h.magic != HPL__FRAME_MAGIC) {
     *why = "bad magic";
     return HPL_EPROTO;
   }
-  if (h.version != HPL_FRAME_VERSION) {
+  if (h.version != HPL__FRAME_VERSION) {
     *why = "unsupported protocol version";
     return HPL_EPROTO;
   }
@@ -79,39 +79,39 @@ int hpl_frame_decode_hdr(const uint8_t *buf, size_t len, const hpl_frame_limits 
   return 0;
 }
 
-void hpl_framer_init(hpl_framer *f, const hpl_frame_limits *lim) {
+void hpl__framer_init(hpl__framer *f, const hpl__frame_limits *lim) {
   memset(f, 0, sizeof *f);
   f->lim = *lim;
 }
 
-void hpl_framer_free(hpl_framer *f) {
+void hpl__framer_free(hpl__framer *f) {
   free(f->msg);
   f->msg = NULL;
   f->mcap = 0;
 }
 
-uint64_t hpl_framer_payload_left(const hpl_framer *f) { return f->state == 2 ? f->pleft : 0; }
+uint64_t hpl__framer_payload_left(const hpl__framer *f) { return f->state == 2 ? f->pleft : 0; }
 
-void hpl_framer_payload_skip(hpl_framer *f, uint64_t n) {
+void hpl__framer_payload_skip(hpl__framer *f, uint64_t n) {
   if (f->state != 2) return;
   if (n > f->pleft) n = f->pleft;
   f->pleft -= n;
   if (f->pleft == 0) f->state = 0;
 }
 
-long hpl_framer_feed(hpl_framer *f, const uint8_t *data, size_t len, int *ev,
+long hpl__framer_feed(hpl__framer *f, const uint8_t *data, size_t len, int *ev,
                      const uint8_t **chunk, size_t *chunk_len) {
   size_t used = 0;
-  *ev = HPL_FR_NONE;
+  *ev = HPL__FR_NONE;
   while (used < len || (f->state == 1 && f->mhave == f->hdr.msg_len)) {
     if (f->state == 0) {
-      size_t take = HPL_FRAME_HDR_LEN - f->hhave;
+      size_t take = HPL__FRAME_HDR_LEN - f->hhave;
       if (take > len - used) take = len - used;
       memcpy(f->hbuf + f->hhave, data + used, take);
       f->hhave += take;
       used += take;
-      if (f->hhave < HPL_FRAME_HDR_LEN) break;
-      int rc = hpl_frame_decode_hdr(f->hbuf, f->hhave, &f->lim, &f->hdr, &f->why);
+      if (f->hhave < HPL__FRAME_HDR_LEN) break;
+      int rc = hpl__frame_decode_hdr(f->hbuf, f->hhave, &f->lim, &f->hdr, &f->why);
       if (rc != 0) return rc < 0 ? rc : HPL_EPROTO;
       f->hhave = 0;
       f->mhave = 0;
@@ -135,7 +135,7 @@ long hpl_framer_feed(hpl_framer *f, const uint8_t *data, size_t len, int *ev,
       if (f->mhave < f->hdr.msg_len) break;
       f->pleft = f->hdr.payload_len;
       f->state = f->pleft ? 2 : 0;
-      *ev = HPL_FR_MSG;
+      *ev = HPL__FR_MSG;
       return (long)used;
     } else {
       size_t take = len - used;
@@ -144,7 +144,7 @@ long hpl_framer_feed(hpl_framer *f, const uint8_t *data, size_t len, int *ev,
       *chunk_len = take;
       f->pleft -= take;
       if (f->pleft == 0) f->state = 0;
-      *ev = HPL_FR_PAYLOAD;
+      *ev = HPL__FR_PAYLOAD;
       return (long)(used + take);
     }
   }

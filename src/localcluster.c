@@ -32,8 +32,8 @@ typedef struct lc_proc {
   char extra[512];
 } lc_proc;
 
-struct hpl_lc {
-  hpl_lc_opts o;
+struct hpl__lc {
+  hpl__lc_opts o;
   char bin_dir[PATH_MAX];
   char work[PATH_MAX];
   int own_work;
@@ -47,14 +47,14 @@ struct hpl_lc {
   char sock[LC_MAX_NODES][108];
 };
 
-int hpl_lc_nodes(const hpl_lc *lc) { return lc->n; }
-const char *hpl_lc_socket(const hpl_lc *lc, int i) { return lc->sock[i]; }
-int hpl_lc_dir_port(const hpl_lc *lc) { return lc->dir_port; }
-const char *hpl_lc_work_dir(const hpl_lc *lc) { return lc->work; }
-pid_t hpl_lc_dir_pid(const hpl_lc *lc) { return lc->dir.pid; }
-pid_t hpl_lc_store_pid(const hpl_lc *lc, int i) { return lc->st[i].pid; }
-const char *hpl_lc_store_log(const hpl_lc *lc, int i) { return lc->st[i].log; }
-const char *hpl_lc_dir_log(const hpl_lc *lc) { return lc->dir.log; }
+int hpl__lc_nodes(const hpl__lc *lc) { return lc->n; }
+const char *hpl__lc_socket(const hpl__lc *lc, int i) { return lc->sock[i]; }
+int hpl__lc_dir_port(const hpl__lc *lc) { return lc->dir_port; }
+const char *hpl__lc_work_dir(const hpl__lc *lc) { return lc->work; }
+pid_t hpl__lc_dir_pid(const hpl__lc *lc) { return lc->dir.pid; }
+pid_t hpl__lc_store_pid(const hpl__lc *lc, int i) { return lc->st[i].pid; }
+const char *hpl__lc_store_log(const hpl__lc *lc, int i) { return lc->st[i].log; }
+const char *hpl__lc_dir_log(const hpl__lc *lc) { return lc->dir.log; }
 
 static int errf(char *err, size_t len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -108,7 +108,7 @@ static int wait_file(const char *dir, const char *path, pid_t pid, int timeout_m
   int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   if (in >= 0) inotify_add_watch(in, dir, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE);
   int pfd = pidfd_of(pid);
-  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
   int rc = HPL_ETIMEDOUT;
   for (;;) {
     if (access(path, F_OK) == 0) {
@@ -120,7 +120,7 @@ static int wait_file(const char *dir, const char *path, pid_t pid, int timeout_m
       rc = HPL_ECONN;
       break;
     }
-    int64_t left = hpl_ms_left(deadline);
+    int64_t left = hpl__ms_left(deadline);
     if (left == 0) break;
     /* wake when the directory changes or the process exits */
     struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
@@ -146,7 +146,7 @@ static int read_int_file(const char *path) {
   return v;
 }
 
-static void log_path(hpl_lc *lc, char *out, const char *name) {
+static void log_path(hpl__lc *lc, char *out, const char *name) {
   if (lc->o.logs_to_stderr)
     out[0] = 0;
   else
@@ -154,14 +154,14 @@ static void log_path(hpl_lc *lc, char *out, const char *name) {
 }
 
 /* Host i's address (the emulated host's, or the cluster's single host). */
-static const char *node_host(hpl_lc *lc, int i) {
+static const char *node_host(hpl__lc *lc, int i) {
   if (lc->o.netns_prefix && lc->o.host_addrs && lc->o.host_addrs[i]) return lc->o.host_addrs[i];
   return lc->host;
 }
 
 /* With emulated hosts, run argv inside host i's namespace: shift it right
  * by four and put "ip netns exec NS" in front. */
-static void in_netns(hpl_lc *lc, int i, char **argv, int *argc, char *ns, size_t nslen) {
+static void in_netns(hpl__lc *lc, int i, char **argv, int *argc, char *ns, size_t nslen) {
   if (!lc->o.netns_prefix) return;
   snprintf(ns, nslen, "%s-h%d", lc->o.netns_prefix, i);
   memmove(argv + 4, argv, (size_t)(*argc + 1) * sizeof *argv);
@@ -172,7 +172,7 @@ static void in_netns(hpl_lc *lc, int i, char **argv, int *argc, char *ns, size_t
   *argc += 4;
 }
 
-static int start_directory(hpl_lc *lc, int port, char *err, size_t errlen) {
+static int start_directory(hpl__lc *lc, int port, char *err, size_t errlen) {
   char exe[PATH_MAX], listen[128], pfile[PATH_MAX], buf[512];
   snprintf(exe, sizeof exe, "%s/hoplite-directory", lc->bin_dir);
   snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), port);
@@ -198,7 +198,7 @@ static int start_directory(hpl_lc *lc, int port, char *err, size_t errlen) {
   return 0;
 }
 
-static int start_store(hpl_lc *lc, int i, char *err, size_t errlen) {
+static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
   char exe[PATH_MAX], dir[128], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
       buf2[512];
   snprintf(exe, sizeof exe, "%s/hoplite-store", lc->bin_dir);
@@ -230,10 +230,10 @@ static int start_store(hpl_lc *lc, int i, char *err, size_t errlen) {
   return 0;
 }
 
-int hpl_lc_start(const hpl_lc_opts *o, hpl_lc **out, char *err, size_t errlen) {
+int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen) {
   if (!o || !out || o->nodes < 0 || o->nodes > LC_MAX_NODES)
     return errf(err, errlen, HPL_EINVAL, "bad cluster options");
-  hpl_lc *lc = calloc(1, sizeof *lc);
+  hpl__lc *lc = calloc(1, sizeof *lc);
   if (!lc) return errf(err, errlen, HPL_ENOMEM, "out of memory");
   lc->o = *o;
   if (!lc->o.memory) lc->o.memory = 512ull << 20;
@@ -291,7 +291,7 @@ int hpl_lc_start(const hpl_lc_opts *o, hpl_lc **out, char *err, size_t errlen) {
     rc = start_store(lc, i, err, errlen);
   }
   if (rc) {
-    hpl_lc_stop(lc);
+    hpl__lc_stop(lc);
     return rc;
   }
   *out = lc;
@@ -347,7 +347,7 @@ static void rm_rf(const char *dir) {
   rmdir(dir);
 }
 
-void hpl_lc_stop(hpl_lc *lc) {
+void hpl__lc_stop(hpl__lc *lc) {
   if (!lc) return;
   /* stores first, so they do not spend their last seconds reconnecting */
   for (int i = 0; i < lc->n; i++)
@@ -358,7 +358,7 @@ void hpl_lc_stop(hpl_lc *lc) {
   free(lc);
 }
 
-int hpl_lc_signal(hpl_lc *lc, int i, int sig) {
+int hpl__lc_signal(hpl__lc *lc, int i, int sig) {
   lc_proc *p = i < 0 ? &lc->dir : (i < lc->n ? &lc->st[i] : NULL);
   if (!p || p->pid <= 0) return HPL_EINVAL;
   if (kill(p->pid, sig) != 0) return HPL_ESYS;
@@ -369,12 +369,12 @@ int hpl_lc_signal(hpl_lc *lc, int i, int sig) {
   return 0;
 }
 
-int hpl_lc_exit_status(const hpl_lc *lc, int i) {
+int hpl__lc_exit_status(const hpl__lc *lc, int i) {
   const lc_proc *p = i < 0 ? &lc->dir : (i < lc->n ? &lc->st[i] : NULL);
   return p ? p->status : -1;
 }
 
-int hpl_lc_restart(hpl_lc *lc, int i, char *err, size_t errlen) {
+int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen) {
   if (i < 0) {
     if (lc->dir.pid > 0) return errf(err, errlen, HPL_EINVAL, "directory still running");
     return start_directory(lc, lc->dir_port, err, errlen);
@@ -384,7 +384,7 @@ int hpl_lc_restart(hpl_lc *lc, int i, char *err, size_t errlen) {
   return start_store(lc, i, err, errlen);
 }
 
-int hpl_lc_add_store(hpl_lc *lc, const char *extra_args, char *err, size_t errlen) {
+int hpl__lc_add_store(hpl__lc *lc, const char *extra_args, char *err, size_t errlen) {
   if (lc->n >= LC_MAX_NODES) return errf(err, errlen, HPL_EINVAL, "too many stores");
   int i = lc->n++;
   snprintf(lc->st[i].extra, sizeof lc->st[i].extra, "%s", extra_args ? extra_args : "");
@@ -403,7 +403,7 @@ static int check_proc(lc_proc *p, const char *name, char *err, size_t errlen) {
               p->log[0] ? p->log : "stderr");
 }
 
-int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen) {
+int hpl__lc_check(hpl__lc *lc, char *err, size_t errlen) {
   int rc = check_proc(&lc->dir, "hoplite-directory", err, errlen);
   for (int i = 0; rc == 0 && i < lc->n; i++) {
     char name[32];
@@ -413,7 +413,7 @@ int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen) {
   return rc;
 }
 
-int hpl_lc_enter_host(const char *prefix, int host) {
+int hpl__lc_enter_host(const char *prefix, int host) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "/run/netns/%s-h%d", prefix, host);
   int fd = open(path, O_RDONLY | O_CLOEXEC);

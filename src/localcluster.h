@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-typedef struct hpl_lc hpl_lc;
+typedef struct hpl__lc hpl__lc;
 
-typedef struct hpl_lc_opts {
+typedef struct hpl__lc_opts {
   int nodes;               /* stores to start (may be 0) */
   uint64_t memory;         /* pool per store, bytes (0: 512 MiB) */
   const char *bin_dir;     /* where hoplite-directory/-store are (NULL: next to this program) */
@@ -33,51 +33,51 @@ typedef struct hpl_lc_opts {
    * host_addrs[0]. The namespaces must exist (bench/cluster.sh up). */
   const char *netns_prefix;
   const char *const *host_addrs;
-} hpl_lc_opts;
+} hpl__lc_opts;
 
-/* Start a cluster. On success *out is owned by the caller (hpl_lc_stop).
+/* Start a cluster. On success *out is owned by the caller (hpl__lc_stop).
  * On failure everything started is stopped again and a message is written
  * into err[errlen]. Returns 0 or a negative HPL_E* code. */
-int hpl_lc_start(const hpl_lc_opts *o, hpl_lc **out, char *err, size_t errlen);
+int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen);
 
 /* Stop every process still running (SIGTERM, SIGKILL after 5 s), remove
  * the work directory if we created it, free. NULL is a no-op. */
-void hpl_lc_stop(hpl_lc *lc);
+void hpl__lc_stop(hpl__lc *lc);
 
-int hpl_lc_nodes(const hpl_lc *lc);
-const char *hpl_lc_socket(const hpl_lc *lc, int i); /* store i's Unix socket */
-int hpl_lc_dir_port(const hpl_lc *lc);
-const char *hpl_lc_work_dir(const hpl_lc *lc);
-pid_t hpl_lc_dir_pid(const hpl_lc *lc);
-pid_t hpl_lc_store_pid(const hpl_lc *lc, int i);
+int hpl__lc_nodes(const hpl__lc *lc);
+const char *hpl__lc_socket(const hpl__lc *lc, int i); /* store i's Unix socket */
+int hpl__lc_dir_port(const hpl__lc *lc);
+const char *hpl__lc_work_dir(const hpl__lc *lc);
+pid_t hpl__lc_dir_pid(const hpl__lc *lc);
+pid_t hpl__lc_store_pid(const hpl__lc *lc, int i);
 /* Path of store i's log file ("" when logging to stderr). */
-const char *hpl_lc_store_log(const hpl_lc *lc, int i);
-const char *hpl_lc_dir_log(const hpl_lc *lc);
+const char *hpl__lc_store_log(const hpl__lc *lc, int i);
+const char *hpl__lc_dir_log(const hpl__lc *lc);
 
 /* Send `sig` to store i (or the directory with i = -1) and, for SIGKILL and
  * SIGTERM, reap it (waiting at most 10 s). Returns 0 or HPL_EINVAL. */
-int hpl_lc_signal(hpl_lc *lc, int i, int sig);
+int hpl__lc_signal(hpl__lc *lc, int i, int sig);
 
 /* Exit status (as from waitpid) of store i (or the directory, i = -1) after
- * hpl_lc_signal reaped it; -1 if unknown. */
-int hpl_lc_exit_status(const hpl_lc *lc, int i);
+ * hpl__lc_signal reaped it; -1 if unknown. */
+int hpl__lc_exit_status(const hpl__lc *lc, int i);
 
 /* Start store i again (after it was killed) with the same socket; or, with
  * i = -1, restart the directory on the same port. Returns 0 or an error
- * (err as for hpl_lc_start). */
-int hpl_lc_restart(hpl_lc *lc, int i, char *err, size_t errlen);
+ * (err as for hpl__lc_start). */
+int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen);
 
 /* Check that every process the cluster still counts as running is alive.
  * Returns 0, or HPL_ECONN with a description of the first process that
  * exited (and its status) in err. A process that died is reaped. */
-int hpl_lc_check(hpl_lc *lc, char *err, size_t errlen);
+int hpl__lc_check(hpl__lc *lc, char *err, size_t errlen);
 
 /* Add one more store; returns its index or a negative error. */
-int hpl_lc_add_store(hpl_lc *lc, const char *extra_args, char *err, size_t errlen);
+int hpl__lc_add_store(hpl__lc *lc, const char *extra_args, char *err, size_t errlen);
 
 /* Move the calling thread (only it) into emulated host `host`'s network
  * namespace, /run/netns/<prefix>-h<host>, as a client on that host runs.
  * Returns 0, or HPL_ESYS with errno set. */
-int hpl_lc_enter_host(const char *prefix, int host);
+int hpl__lc_enter_host(const char *prefix, int host);
 
 #endif

@@ -8,24 +8,24 @@
 #include <time.h>
 #include <unistd.h>
 
-static int log_level = HPL_LOG_INFO;
+static int log_level = HPL__LOG_INFO;
 static char log_name[32] = "hoplite";
 
-void hpl_log_setup(const char *procname, int level) {
+void hpl__log_setup(const char *procname, int level) {
   if (procname) snprintf(log_name, sizeof log_name, "%s", procname);
   log_level = level;
 }
 
-int hpl_log_enabled(int level) { return level <= log_level; }
+int hpl__log_enabled(int level) { return level <= log_level; }
 
-int hpl_log_level_parse(const char *s) {
+int hpl__log_level_parse(const char *s) {
   static const char *names[] = {"error", "warn", "info", "debug"};
   for (int i = 0; i < 4; i++)
     if (strcmp(s, names[i]) == 0) return i;
   return -1;
 }
 
-void hpl_log(int level, const char *fmt, ...) {
+void hpl__log(int level, const char *fmt, ...) {
   if (level > log_level) return;
   static const char *tags[] = {"ERROR", "WARN", "INFO", "DEBUG"};
   char line[1024];

@@ -73,7 +73,7 @@ static kernel_fn pick(int op, int dtype) {
 #undef K
 }
 
-int hpl_reduce_apply(int op, int dtype, void *dst, const void *src, size_t nbytes) {
+int hpl__reduce_apply(int op, int dtype, void *dst, const void *src, size_t nbytes) {
   kernel_fn f = pick(op, dtype);
   size_t es = hpl_dtype_size(dtype);
   if (!f || !es || nbytes % es) return HPL_EINVAL;
@@ -81,12 +81,12 @@ int hpl_reduce_apply(int op, int dtype, void *dst, const void *src, size_t nbyte
   return 0;
 }
 
-const char *hpl_op_name(int op) {
+const char *hpl__op_name(int op) {
   static const char *n[] = {"sum", "min", "max", "prod"};
   return op >= 0 && op < 4 ? n[op] : NULL;
 }
 
-const char *hpl_dtype_name(int dtype) {
+const char *hpl__dtype_name(int dtype) {
   static const char *n[] = {"u8", "i32", "i64", "f32", "f64", "u32", "u64", "i8"};
   return dtype >= 0 && dtype < 8 ? n[dtype] : NULL;
 }

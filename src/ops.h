@@ -13,10 +13,10 @@
  * nbytes must be a multiple of the element size; dst and src must not
  * overlap. Returns 0, or HPL_EINVAL for an unknown op/dtype or a length
  * that is not a whole number of elements. */
-int hpl_reduce_apply(int op, int dtype, void *dst, const void *src, size_t nbytes);
+int hpl__reduce_apply(int op, int dtype, void *dst, const void *src, size_t nbytes);
 
 /* Name of an op / dtype ("sum", "f32"), or NULL if unknown. */
-const char *hpl_op_name(int op);
-const char *hpl_dtype_name(int dtype);
+const char *hpl__op_name(int op);
+const char *hpl__dtype_name(int dtype);
 
 #endif

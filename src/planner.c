@@ -6,7 +6,7 @@
 
 #include "hoplite.h"
 
-int hpl_plan_height(int d, int n) {
+int hpl__plan_height(int d, int n) {
   if (n <= 1) return 0;
   if (d <= 1) return n - 1;
   /* levels of a complete d-ary tree: 1 + d + d^2 + ... >= n */
@@ -20,16 +20,16 @@ int hpl_plan_height(int d, int n) {
   return h;
 }
 
-double hpl_plan_cost(int d, int n, double S, double L, double B) {
+double hpl__plan_cost(int d, int n, double S, double L, double B) {
   int dd = n <= 1 ? 1 : (d > n - 1 ? n - 1 : d);
-  return L * (double)(hpl_plan_height(dd, n) + 1) + (double)dd * S / B;
+  return L * (double)(hpl__plan_height(dd, n) + 1) + (double)dd * S / B;
 }
 
-int hpl_plan_best_degree(int n, double S, double L, double B) {
+int hpl__plan_best_degree(int n, double S, double L, double B) {
   int best = 1;
-  double bc = hpl_plan_cost(1, n, S, L, B);
+  double bc = hpl__plan_cost(1, n, S, L, B);
   for (int d = 2; d <= n - 1; d++) {
-    double c = hpl_plan_cost(d, n, S, L, B);
+    double c = hpl__plan_cost(d, n, S, L, B);
     if (c < bc) {
       bc = c;
       best = d;
@@ -38,7 +38,7 @@ int hpl_plan_best_degree(int n, double S, double L, double B) {
   return best;
 }
 
-void hpl_plan_free(hpl_plan *p) {
+void hpl__plan_free(hpl__plan *p) {
   if (!p) return;
   free(p->parent);
   free(p->nchild);
@@ -46,7 +46,7 @@ void hpl_plan_free(hpl_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
-int hpl_plan_build(int n, int d, hpl_plan *out) {
+int hpl__plan_build(int n, int d, hpl__plan *out) {
   memset(out, 0, sizeof *out);
   if (n < 1 || d < 1) return HPL_EINVAL;
   if (n > 1 && d > n - 1) d = n - 1;
@@ -60,7 +60,7 @@ int hpl_plan_build(int n, int d, hpl_plan *out) {
     free(inorder);
     free(stack);
     free(next);
-    hpl_plan_free(out);
+    hpl__plan_free(out);
     return HPL_ENOMEM;
   }
   /* Heap layout: the children of heap node h are d*h+1 .. d*h+d. In-order:
@@ -102,9 +102,9 @@ int hpl_plan_build(int n, int d, hpl_plan *out) {
   return 0;
 }
 
-int hpl_plan_make(int n, double S, double L, double B, hpl_plan *out) {
-  int d = hpl_plan_best_degree(n, S, L, B);
-  int rc = hpl_plan_build(n, d, out);
-  if (rc == 0) out->cost = hpl_plan_cost(d, n, S, L, B);
+int hpl__plan_make(int n, double S, double L, double B, hpl__plan *out) {
+  int d = hpl__plan_best_degree(n, S, L, B);
+  int rc = hpl__plan_build(n, d, out);
+  if (rc == 0) out->cost = hpl__plan_cost(d, n, S, L, B);
   return rc;
 }

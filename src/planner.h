@@ -17,7 +17,7 @@
 #ifndef HPL_PLANNER_H
 #define HPL_PLANNER_H
 
-typedef struct hpl_plan {
+typedef struct hpl__plan {
   int n;       /* slots */
   int degree;  /* d */
   int root;    /* slot of the root */
@@ -25,26 +25,26 @@ typedef struct hpl_plan {
   int *nchild; /* [n] */
   int *child;  /* [n * degree]: children of slot s at child[s * degree + k] */
   double cost; /* T(d) in seconds */
-} hpl_plan;
+} hpl__plan;
 
 /* Edges from the root down to the deepest leaf of a complete d-ary tree of
  * n nodes (d = 1: n - 1). */
-int hpl_plan_height(int d, int n);
+int hpl__plan_height(int d, int n);
 
 /* T(d) for n objects of S bytes, per-hop latency L seconds, bandwidth B
  * bytes per second. */
-double hpl_plan_cost(int d, int n, double S, double L, double B);
+double hpl__plan_cost(int d, int n, double S, double L, double B);
 
 /* The degree in 1..max(1, n-1) with the lowest cost (ties: the smaller d). */
-int hpl_plan_best_degree(int n, double S, double L, double B);
+int hpl__plan_best_degree(int n, double S, double L, double B);
 
 /* Build the in-order-numbered complete d-ary tree of n slots. Returns 0, or
- * HPL_EINVAL (n < 1, d < 1) / HPL_ENOMEM. Free with hpl_plan_free. */
-int hpl_plan_build(int n, int d, hpl_plan *out);
+ * HPL_EINVAL (n < 1, d < 1) / HPL_ENOMEM. Free with hpl__plan_free. */
+int hpl__plan_build(int n, int d, hpl__plan *out);
 
 /* best degree + build, with out->cost set. */
-int hpl_plan_make(int n, double S, double L, double B, hpl_plan *out);
+int hpl__plan_make(int n, double S, double L, double B, hpl__plan *out);
 
-void hpl_plan_free(hpl_plan *p);
+void hpl__plan_free(hpl__plan *p);
 
 #endif

@@ -6,53 +6,53 @@
 
 #include "hoplite.h"
 
-const ProtobufCMessageDescriptor *hpl_msg_descriptor(unsigned type) {
+const ProtobufCMessageDescriptor *hpl__msg_descriptor(unsigned type) {
   switch (type) {
-#define HPL_MSG_DESC_(name, num, pfx) \
+#define HPL__MSG_DESC_(name, num, pfx) \
   case num:                           \
     return &pfx##__descriptor;
-    HPL_MSG_MAP(HPL_MSG_DESC_)
-#undef HPL_MSG_DESC_
+    HPL__MSG_MAP(HPL__MSG_DESC_)
+#undef HPL__MSG_DESC_
     default:
       return NULL;
   }
 }
 
-const char *hpl_msg_name(unsigned type) {
+const char *hpl__msg_name(unsigned type) {
   switch (type) {
-#define HPL_MSG_NAME_(name, num, pfx) \
+#define HPL__MSG_NAME_(name, num, pfx) \
   case num:                           \
     return #name;
-    HPL_MSG_MAP(HPL_MSG_NAME_)
-#undef HPL_MSG_NAME_
+    HPL__MSG_MAP(HPL__MSG_NAME_)
+#undef HPL__MSG_NAME_
     default:
       return "?";
   }
 }
 
-ProtobufCMessage *hpl_msg_unpack(unsigned type, const uint8_t *msg, size_t len) {
-  const ProtobufCMessageDescriptor *d = hpl_msg_descriptor(type);
+ProtobufCMessage *hpl__msg_unpack(unsigned type, const uint8_t *msg, size_t len) {
+  const ProtobufCMessageDescriptor *d = hpl__msg_descriptor(type);
   if (!d) return NULL;
   return protobuf_c_message_unpack(d, NULL, len, msg);
 }
 
-uint8_t *hpl_msg_frame(unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+uint8_t *hpl__msg_frame(unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                        uint64_t payload_len, size_t *out_len) {
   size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
-  uint8_t *buf = malloc(HPL_FRAME_HDR_LEN + mlen + 1);
+  uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + 1);
   if (!buf) return NULL;
-  hpl_frame_hdr h = {.type = (uint16_t)type,
+  hpl__frame_hdr h = {.type = (uint16_t)type,
                      .flags = 0,
                      .msg_len = (uint32_t)mlen,
                      .req_id = req_id,
                      .payload_len = payload_len};
-  hpl_frame_encode_hdr(&h, buf);
-  if (mlen) protobuf_c_message_pack(m, buf + HPL_FRAME_HDR_LEN);
-  *out_len = HPL_FRAME_HDR_LEN + mlen;
+  hpl__frame_encode_hdr(&h, buf);
+  if (mlen) protobuf_c_message_pack(m, buf + HPL__FRAME_HDR_LEN);
+  *out_len = HPL__FRAME_HDR_LEN + mlen;
   return buf;
 }
 
-int hpl_id_valid(const char *id) {
+int hpl__id_valid(const char *id) {
   if (!id) return 0;
   size_t n = 0;
   for (const unsigned char *p = (const unsigned char *)id; *p; p++, n++) {

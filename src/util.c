@@ -9,22 +9,22 @@
 #include <sys/random.h>
 #include <time.h>
 
-uint64_t hpl_now_ns(void) {
+uint64_t hpl__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t hpl_now_ms(void) { return hpl_now_ns() / 1000000ull; }
+uint64_t hpl__now_ms(void) { return hpl__now_ns() / 1000000ull; }
 
-void hpl_sleep_until_ns(uint64_t t_ns) {
+void hpl__sleep_until_ns(uint64_t t_ns) {
   struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull),
                         .tv_nsec = (long)(t_ns % 1000000000ull)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
   }
 }
 
-int hpl_parse_size(const char *s, uint64_t *out) {
+int hpl__parse_size(const char *s, uint64_t *out) {
   if (!s || !*s) return -1;
   errno = 0;
   char *end;
@@ -47,7 +47,7 @@ int hpl_parse_size(const char *s, uint64_t *out) {
   return 0;
 }
 
-int hpl_parse_rate(const char *s, uint64_t *out) {
+int hpl__parse_rate(const char *s, uint64_t *out) {
   if (!s || *s < '0' || *s > '9') return -1;
   char *end;
   errno = 0;
@@ -63,7 +63,7 @@ int hpl_parse_rate(const char *s, uint64_t *out) {
   return 0;
 }
 
-int hpl_parse_hostport(const char *s, const char *defhost, char *host, size_t hostlen, int *port) {
+int hpl__parse_hostport(const char *s, const char *defhost, char *host, size_t hostlen, int *port) {
   const char *colon = strrchr(s, ':');
   if (!colon) return -1;
   size_t hl = (size_t)(colon - s);
@@ -83,7 +83,7 @@ int hpl_parse_hostport(const char *s, const char *defhost, char *host, size_t ho
   return 0;
 }
 
-const char *hpl_fmt_bytes(uint64_t n, char *buf, size_t len) {
+const char *hpl__fmt_bytes(uint64_t n, char *buf, size_t len) {
   static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = (double)n;
   int u = 0;
@@ -98,26 +98,26 @@ const char *hpl_fmt_bytes(uint64_t n, char *buf, size_t len) {
   return buf;
 }
 
-uint64_t hpl_random_u64(void) {
+uint64_t hpl__random_u64(void) {
   uint64_t v = 0;
   while (v == 0) {
-    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = hpl_now_ns() ^ ((uint64_t)rand() << 32);
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = hpl__now_ns() ^ ((uint64_t)rand() << 32);
   }
   return v;
 }
 
-uint64_t hpl_deadline_ms(int64_t timeout_ms) {
+uint64_t hpl__deadline_ms(int64_t timeout_ms) {
   if (timeout_ms < 0) return UINT64_MAX;
-  return hpl_now_ms() + (uint64_t)timeout_ms;
+  return hpl__now_ms() + (uint64_t)timeout_ms;
 }
 
-int64_t hpl_ms_left(uint64_t deadline_ms) {
+int64_t hpl__ms_left(uint64_t deadline_ms) {
   if (deadline_ms == UINT64_MAX) return -1;
-  uint64_t now = hpl_now_ms();
+  uint64_t now = hpl__now_ms();
   return now >= deadline_ms ? 0 : (int64_t)(deadline_ms - now);
 }
 
-uint64_t hpl_checksum(const void *p, size_t len) {
+uint64_t hpl__checksum(const void *p, size_t len) {
   const uint8_t *b = p;
   uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
   size_t i = 0;
@@ -131,7 +131,7 @@ uint64_t hpl_checksum(const void *p, size_t len) {
   return h ^ (h >> 31);
 }
 
-void hpl_fill_pattern(void *buf, size_t len, uint64_t seed) {
+void hpl__fill_pattern(void *buf, size_t len, uint64_t seed) {
   uint8_t *b = buf;
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
   size_t i = 0;
@@ -144,7 +144,7 @@ void hpl_fill_pattern(void *buf, size_t len, uint64_t seed) {
   for (; i < len; i++) b[i] = (uint8_t)(x >> (8 * (i & 7)));
 }
 
-uint32_t hpl_filter_slot(const char *id, uint32_t slots) {
+uint32_t hpl__filter_slot(const char *id, uint32_t slots) {
   uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
   for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
   return (uint32_t)(h ^ (h >> 32)) & (slots - 1);

@@ -11,11 +11,11 @@
 #define CONN_RBUF 65536
 #define CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
 
-struct hpl_conn {
+struct hpl__conn {
   uv_stream_t *s;
-  hpl_conn_opts o;
+  hpl__conn_opts o;
   char label[64];
-  hpl_framer fr;
+  hpl__framer fr;
   uint8_t *rbuf;
   size_t rpos, rlen;  /* unprocessed bytes in rbuf (kept while a sink is paused) */
   int direct;         /* the current read goes straight into the sink */
@@ -24,45 +24,45 @@ struct hpl_conn {
   int closing;
   int close_status;
   /* current frame, between its message and the end of its payload */
-  hpl_frame_hdr cur;
+  hpl__frame_hdr cur;
   ProtobufCMessage *cur_msg;
   uint8_t *pbuf;     /* buffered mode */
   uint64_t pgot;
   int have_sink;
-  hpl_sink sink;
+  hpl__sink sink;
   size_t wq_bytes;
 };
 
 typedef struct conn_wreq {
   uv_write_t req;
-  hpl_conn *c;
-  hpl_conn_write_cb cb;
+  hpl__conn *c;
+  hpl__conn_write_cb cb;
   void *arg;
   uint8_t *owned;
   size_t bytes;
 } conn_wreq;
 
-static void conn_read_start(hpl_conn *c);
+static void conn_read_start(hpl__conn *c);
 
-void *hpl_conn_data(const hpl_conn *c) { return c->o.data; }
-void hpl_conn_set_data(hpl_conn *c, void *data) { c->o.data = data; }
-const char *hpl_conn_label(const hpl_conn *c) { return c->label; }
-uv_stream_t *hpl_conn_stream(hpl_conn *c) { return c->s; }
-int hpl_conn_closing(const hpl_conn *c) { return c->closing; }
-size_t hpl_conn_write_queue(const hpl_conn *c) { return c->wq_bytes; }
+void *hpl__conn_data(const hpl__conn *c) { return c->o.data; }
+void hpl__conn_set_data(hpl__conn *c, void *data) { c->o.data = data; }
+const char *hpl__conn_label(const hpl__conn *c) { return c->label; }
+uv_stream_t *hpl__conn_stream(hpl__conn *c) { return c->s; }
+int hpl__conn_closing(const hpl__conn *c) { return c->closing; }
+size_t hpl__conn_write_queue(const hpl__conn *c) { return c->wq_bytes; }
 
 static void conn_on_closed(uv_handle_t *h) {
-  hpl_conn *c = h->data;
+  hpl__conn *c = h->data;
   if (c->o.on_close) c->o.on_close(c, c->close_status);
   if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
   free(c->pbuf);
   free(c->rbuf);
-  hpl_framer_free(&c->fr);
+  hpl__framer_free(&c->fr);
   free(c->s);
   free(c);
 }
 
-void hpl_conn_close(hpl_conn *c, int status) {
+void hpl__conn_close(hpl__conn *c, int status) {
   if (c->closing) return;
   c->closing = 1;
   c->close_status = status;
@@ -71,14 +71,14 @@ void hpl_conn_close(hpl_conn *c, int status) {
   uv_close((uv_handle_t *)c->s, conn_on_closed);
 }
 
-void hpl_conn_fail(hpl_conn *c, const char *why) {
+void hpl__conn_fail(hpl__conn *c, const char *why) {
   if (c->closing) return;
   LOG_WARN("%s: protocol error, closing connection: %s", c->label, why);
-  hpl_conn_close(c, HPL_EPROTO);
+  hpl__conn_close(c, HPL_EPROTO);
 }
 
 /* A frame whose payload (if any) has been fully delivered is finished. */
-static void conn_frame_done(hpl_conn *c) {
+static void conn_frame_done(hpl__conn *c) {
   if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
   c->cur_msg = NULL;
   free(c->pbuf);
@@ -88,14 +88,14 @@ static void conn_frame_done(hpl_conn *c) {
 }
 
 /* Header and message complete: unpack and dispatch (or start buffering). */
-static void conn_on_msg(hpl_conn *c) {
+static void conn_on_msg(hpl__conn *c) {
   c->cur = c->fr.hdr;
-  c->cur_msg = hpl_msg_unpack(c->cur.type, c->fr.msg, c->cur.msg_len);
+  c->cur_msg = hpl__msg_unpack(c->cur.type, c->fr.msg, c->cur.msg_len);
   if (!c->cur_msg) {
     char why[96];
-    snprintf(why, sizeof why, "cannot decode %s message (%u bytes)", hpl_msg_name(c->cur.type),
+    snprintf(why, sizeof why, "cannot decode %s message (%u bytes)", hpl__msg_name(c->cur.type),
              c->cur.msg_len);
-    hpl_conn_fail(c, why);
+    hpl__conn_fail(c, why);
     return;
   }
   if (c->cur.payload_len == 0) {
@@ -106,14 +106,14 @@ static void conn_on_msg(hpl_conn *c) {
   if (c->o.stream_payloads) {
     c->have_sink = 0;
     c->o.on_frame(c, &c->cur, c->cur_msg, NULL, c->cur.payload_len);
-    if (!c->closing && !c->have_sink) hpl_conn_fail(c, "unexpected payload");
+    if (!c->closing && !c->have_sink) hpl__conn_fail(c, "unexpected payload");
     return;
   }
   c->pbuf = malloc(c->cur.payload_len);
   if (!c->pbuf) {
     LOG_ERROR("%s: out of memory for a %llu-byte payload", c->label,
               (unsigned long long)c->cur.payload_len);
-    hpl_conn_close(c, HPL_ENOMEM);
+    hpl__conn_close(c, HPL_ENOMEM);
     return;
   }
   c->pgot = 0;
@@ -121,7 +121,7 @@ static void conn_on_msg(hpl_conn *c) {
 
 /* Payload bytes that arrived in rbuf (not direct). Returns bytes consumed,
  * which is less than len only when the sink has no room. */
-static size_t conn_on_payload(hpl_conn *c, const uint8_t *p, size_t len) {
+static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
   if (!c->o.stream_payloads) {
     memcpy(c->pbuf + c->pgot, p, len);
     c->pgot += len;
@@ -150,18 +150,18 @@ static size_t conn_on_payload(hpl_conn *c, const uint8_t *p, size_t len) {
 
 /* Run the framer over unprocessed bytes in rbuf. Stops early when a sink
  * pauses (bytes stay in rbuf) or the connection closes. */
-static void conn_process(hpl_conn *c) {
+static void conn_process(hpl__conn *c) {
   while (c->rpos < c->rlen && !c->closing) {
     int ev;
     const uint8_t *chunk = NULL;
     size_t clen = 0;
     /* A paused payload chunk is re-fed through the sink only. */
     if (c->fr.state == 2 && c->cur_msg && c->o.stream_payloads) {
-      uint64_t left = hpl_framer_payload_left(&c->fr);
+      uint64_t left = hpl__framer_payload_left(&c->fr);
       size_t avail = c->rlen - c->rpos;
       size_t want = avail < left ? avail : (size_t)left;
       size_t used = conn_on_payload(c, c->rbuf + c->rpos, want);
-      hpl_framer_payload_skip(&c->fr, used);
+      hpl__framer_payload_skip(&c->fr, used);
       c->rpos += used;
       if (used < want) {
         c->paused = 1;
@@ -169,15 +169,15 @@ static void conn_process(hpl_conn *c) {
       }
       continue;
     }
-    long r = hpl_framer_feed(&c->fr, c->rbuf + c->rpos, c->rlen - c->rpos, &ev, &chunk, &clen);
+    long r = hpl__framer_feed(&c->fr, c->rbuf + c->rpos, c->rlen - c->rpos, &ev, &chunk, &clen);
     if (r < 0) {
-      hpl_conn_fail(c, c->fr.why ? c->fr.why : "bad frame");
+      hpl__conn_fail(c, c->fr.why ? c->fr.why : "bad frame");
       return;
     }
     c->rpos += (size_t)r;
-    if (ev == HPL_FR_MSG) {
+    if (ev == HPL__FR_MSG) {
       conn_on_msg(c);
-    } else if (ev == HPL_FR_PAYLOAD) {
+    } else if (ev == HPL__FR_PAYLOAD) {
       if (!c->cur_msg) continue; /* frame already failed */
       /* buffered mode consumes everything; stream mode may pause */
       size_t used = conn_on_payload(c, chunk, clen);
@@ -196,14 +196,14 @@ static void conn_process(hpl_conn *c) {
 }
 
 static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  hpl_conn *c = h->data;
+  hpl__conn *c = h->data;
   (void)suggested;
   c->direct = 0;
-  if (c->o.stream_payloads && c->have_sink && hpl_framer_payload_left(&c->fr) > 0 &&
+  if (c->o.stream_payloads && c->have_sink && hpl__framer_payload_left(&c->fr) > 0 &&
       c->rpos == c->rlen) {
     size_t room = 0;
     uint8_t *dst = c->sink.buf(c, c->sink.arg, c->pgot, &room);
-    uint64_t left = hpl_framer_payload_left(&c->fr);
+    uint64_t left = hpl__framer_payload_left(&c->fr);
     if (!dst || room == 0) {
       buf->base = NULL;
       buf->len = 0; /* -> UV_ENOBUFS: pause */
@@ -222,7 +222,7 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  hpl_conn *c = s->data;
+  hpl__conn *c = s->data;
   if (c->closing) return;
   if (nread == UV_ENOBUFS) {
     uv_read_stop(s);
@@ -232,14 +232,14 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   if (nread < 0) {
     if (nread != UV_EOF) LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
-    hpl_conn_close(c, HPL_ECONN);
+    hpl__conn_close(c, HPL_ECONN);
     return;
   }
   if (nread == 0) return;
   if (c->direct) {
     c->direct = 0;
     uint64_t off = c->pgot;
-    hpl_framer_payload_skip(&c->fr, (uint64_t)nread);
+    hpl__framer_payload_skip(&c->fr, (uint64_t)nread);
     c->pgot += (uint64_t)nread;
     int last = c->pgot == c->cur.payload_len;
     c->sink.got(c, c->sink.arg, off, (size_t)nread);
@@ -254,32 +254,32 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
 }
 
-static void conn_read_start(hpl_conn *c) {
+static void conn_read_start(hpl__conn *c) {
   if (c->reading || c->closing) return;
   int rc = uv_read_start(c->s, conn_alloc, conn_read);
   if (rc) {
     LOG_WARN("%s: cannot read: %s", c->label, uv_strerror(rc));
-    hpl_conn_close(c, HPL_ECONN);
+    hpl__conn_close(c, HPL_ECONN);
     return;
   }
   c->reading = 1;
 }
 
-void hpl_conn_resume(hpl_conn *c) {
+void hpl__conn_resume(hpl__conn *c) {
   if (c->closing || !c->paused) return;
   c->paused = 0;
   conn_process(c); /* leftover bytes first */
   if (!c->paused && !c->closing) conn_read_start(c);
 }
 
-void hpl_conn_recv_payload(hpl_conn *c, const hpl_sink *sink) {
+void hpl__conn_recv_payload(hpl__conn *c, const hpl__sink *sink) {
   c->sink = *sink;
   c->have_sink = 1;
   c->pgot = 0;
 }
 
-hpl_conn *hpl_conn_new(uv_stream_t *s, const hpl_conn_opts *o) {
-  hpl_conn *c = calloc(1, sizeof *c);
+hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
+  hpl__conn *c = calloc(1, sizeof *c);
   uint8_t *rbuf = malloc(CONN_RBUF);
   if (!c || !rbuf) {
     free(c);
@@ -291,7 +291,7 @@ hpl_conn *hpl_conn_new(uv_stream_t *s, const hpl_conn_opts *o) {
   c->o = *o;
   c->rbuf = rbuf;
   snprintf(c->label, sizeof c->label, "%s", o->label ? o->label : "conn");
-  hpl_framer_init(&c->fr, &o->lim);
+  hpl__framer_init(&c->fr, &o->lim);
   s->data = c;
   conn_read_start(c);
   return c;
@@ -299,18 +299,18 @@ hpl_conn *hpl_conn_new(uv_stream_t *s, const hpl_conn_opts *o) {
 
 static void conn_write_done(uv_write_t *req, int status) {
   conn_wreq *w = (conn_wreq *)req;
-  hpl_conn *c = w->c;
+  hpl__conn *c = w->c;
   c->wq_bytes -= w->bytes;
   if (status && !c->closing) {
     LOG_DEBUG("%s: write failed: %s", c->label, uv_strerror(status));
-    hpl_conn_close(c, HPL_ECONN);
+    hpl__conn_close(c, HPL_ECONN);
   }
   if (w->cb) w->cb(c, status ? HPL_ECONN : 0, w->arg);
   free(w->owned);
   free(w);
 }
 
-static int conn_submit(hpl_conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   w->c = c;
   w->bytes = 0;
   for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
@@ -336,42 +336,42 @@ static int conn_submit(hpl_conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs
   if (rc) {
     free(w->owned);
     free(w);
-    hpl_conn_close(c, HPL_ECONN);
+    hpl__conn_close(c, HPL_ECONN);
     return HPL_ECONN;
   }
   c->wq_bytes += w->bytes;
   return 0;
 }
 
-int hpl_conn_send(hpl_conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
-                  const void *payload, uint64_t plen, int copy, hpl_conn_write_cb cb, void *arg) {
+int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                  const void *payload, uint64_t plen, int copy, hpl__conn_write_cb cb, void *arg) {
   if (c->closing) return HPL_ECONN;
   if ((copy || payload) && plen > UINT32_MAX) return HPL_ETOOBIG;
   size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
   size_t extra = copy && payload ? (size_t)plen : 0;
   conn_wreq *w = calloc(1, sizeof *w);
-  uint8_t *buf = malloc(HPL_FRAME_HDR_LEN + mlen + extra + 1);
+  uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + extra + 1);
   if (!w || !buf) {
     free(w);
     free(buf);
     return HPL_ENOMEM;
   }
-  hpl_frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req_id,
+  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req_id,
                      .payload_len = plen};
-  hpl_frame_encode_hdr(&h, buf);
-  if (mlen) protobuf_c_message_pack(m, buf + HPL_FRAME_HDR_LEN);
-  if (extra) memcpy(buf + HPL_FRAME_HDR_LEN + mlen, payload, (size_t)plen);
+  hpl__frame_encode_hdr(&h, buf);
+  if (mlen) protobuf_c_message_pack(m, buf + HPL__FRAME_HDR_LEN);
+  if (extra) memcpy(buf + HPL__FRAME_HDR_LEN + mlen, payload, (size_t)plen);
   w->owned = buf;
   w->cb = cb;
   w->arg = arg;
   uv_buf_t bufs[2];
   unsigned n = 1;
-  bufs[0] = uv_buf_init((char *)buf, (unsigned)(HPL_FRAME_HDR_LEN + mlen + extra));
+  bufs[0] = uv_buf_init((char *)buf, (unsigned)(HPL__FRAME_HDR_LEN + mlen + extra));
   if (!copy && plen && payload) bufs[n++] = uv_buf_init((char *)payload, (unsigned)plen);
   return conn_submit(c, w, bufs, n);
 }
 
-int hpl_conn_write(hpl_conn *c, const void *p, size_t len, hpl_conn_write_cb cb, void *arg) {
+int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {
   if (c->closing) return HPL_ECONN;
   conn_wreq *w = calloc(1, sizeof *w);
   if (!w) return HPL_ENOMEM;
@@ -381,9 +381,9 @@ int hpl_conn_write(hpl_conn *c, const void *p, size_t len, hpl_conn_write_cb cb,
   return conn_submit(c, w, &b, 1);
 }
 
-int hpl_conn_reply(hpl_conn *c, uint64_t req_id, int status, const char *detail) {
-  Hpl__Reply r = HPL__REPLY__INIT;
+int hpl__conn_reply(hpl__conn *c, uint64_t req_id, int status, const char *detail) {
+  Hplpb__Reply r = HPLPB__REPLY__INIT;
   r.status = status;
   r.detail = (char *)(detail ? detail : "");
-  return hpl_conn_send(c, HPL_MSG_REPLY, req_id, &r.base, NULL, 0, 0, NULL, NULL);
+  return hpl__conn_send(c, HPL__MSG_REPLY, req_id, &r.base, NULL, 0, 0, NULL, NULL);
 }

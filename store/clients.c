@@ -51,19 +51,19 @@ void clients_reply_get(store *s, st_client *cl, uint64_t req_id, st_obj *o) {
   }
   h->count++;
   store_obj_ref(o);
-  Hpl__GetRep r = HPL__GET_REP__INIT;
-  r.offset = (uint64_t)(o->data - hpl_pool_base(s->pool));
+  Hplpb__GetRep r = HPLPB__GET_REP__INIT;
+  r.offset = (uint64_t)(o->data - hpl__pool_base(s->pool));
   r.size = o->size;
   r.handle = o->inst;
-  hpl_conn_send(cl->c, HPL_MSG_GET_REP, req_id, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(cl->c, HPL__MSG_GET_REP, req_id, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 void clients_reply_get_err(st_client *cl, uint64_t req_id, int status, const char *detail) {
   if (cl->closed) return;
-  Hpl__GetRep r = HPL__GET_REP__INIT;
+  Hplpb__GetRep r = HPLPB__GET_REP__INIT;
   r.status = status;
   r.detail = (char *)(detail ? detail : "");
-  hpl_conn_send(cl->c, HPL_MSG_GET_REP, req_id, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(cl->c, HPL__MSG_GET_REP, req_id, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void release_hold(store *s, st_client *cl, uint64_t inst) {
@@ -88,17 +88,17 @@ typedef struct create_ctx {
 } create_ctx;
 
 static void send_create_rep(store *s, st_client *cl, uint64_t req, st_obj *o) {
-  Hpl__CreateRep r = HPL__CREATE_REP__INIT;
-  r.offset = (uint64_t)(o->data - hpl_pool_base(s->pool));
+  Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
+  r.offset = (uint64_t)(o->data - hpl__pool_base(s->pool));
   r.handle = o->inst;
-  hpl_conn_send(cl->c, HPL_MSG_CREATE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(cl->c, HPL__MSG_CREATE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void send_create_err(st_client *cl, uint64_t req, int status, const char *detail) {
-  Hpl__CreateRep r = HPL__CREATE_REP__INIT;
+  Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
   r.status = status;
   r.detail = (char *)(detail ? detail : "");
-  hpl_conn_send(cl->c, HPL_MSG_CREATE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(cl->c, HPL__MSG_CREATE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* A put failed after the object entered the table: take it out again. */
@@ -111,24 +111,24 @@ static void create_undo(store *s, st_obj *o, int status, const char *detail) {
 
 static void seal_finish(store *s, st_client *cl, uint64_t req, st_obj *o);
 
-static void create_dir_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void create_dir_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                              const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h, (void)payload, (void)plen;
   create_ctx *x = arg;
   st_obj *o = x->o;
   st_client *cl = x->cl;
-  Hpl__Reply *r = (Hpl__Reply *)m;
+  Hplpb__Reply *r = (Hplpb__Reply *)m;
   if (r) status = r->status;
   const char *detail = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
   if (x->sealing == 1 && status == HPL_EUNAVAIL) {
     /* the directory's inline cache is full: register an ordinary copy */
-    Hpl__LocAddReq a = HPL__LOC_ADD_REQ__INIT;
+    Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
     a.id = o->id;
     a.size = o->size;
     a.complete = 1;
     a.origin = 1;
     x->sealing = 2;
-    if (dirlink_request(s, HPL_MSG_LOC_ADD, &a.base, NULL, 0, -1, create_dir_reply, x) == 0)
+    if (dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, create_dir_reply, x) == 0)
       return;
     status = HPL_ENOMEM;
   }
@@ -141,7 +141,7 @@ static void create_dir_reply(store *s, int status, const hpl_frame_hdr *h, Proto
     const char *why = "object was deleted while being put";
     if (!cl->closed) {
       if (x->sealing)
-        hpl_conn_reply(cl->c, x->req, HPL_ESTATE, why);
+        hpl__conn_reply(cl->c, x->req, HPL_ESTATE, why);
       else
         send_create_err(cl, x->req, HPL_ESTATE, why);
       if (o->creator == cl) { /* drop the creator's reference too */
@@ -156,7 +156,7 @@ static void create_dir_reply(store *s, int status, const hpl_frame_hdr *h, Proto
   }
   if (status != 0) {
     if (x->sealing) {
-      hpl_conn_reply(cl->c, x->req, status, detail);
+      hpl__conn_reply(cl->c, x->req, status, detail);
     } else {
       send_create_err(cl, x->req, status, detail);
     }
@@ -195,13 +195,13 @@ static int dir_req_for(store *s, st_client *cl, st_obj *o, uint64_t req, int sea
   return rc;
 }
 
-static void on_create(store *s, st_client *cl, uint64_t req, Hpl__CreateReq *m) {
+static void on_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
   char detail[400];
-  if (m->size > hpl_pool_capacity(s->pool)) {
+  if (m->size > hpl__pool_capacity(s->pool)) {
     char a[32], b[32];
     snprintf(detail, sizeof detail, "object '%s' of %s is larger than the whole pool (%s)", m->id,
-             hpl_fmt_bytes(m->size, a, sizeof a),
-             hpl_fmt_bytes(hpl_pool_capacity(s->pool), b, sizeof b));
+             hpl__fmt_bytes(m->size, a, sizeof a),
+             hpl__fmt_bytes(hpl__pool_capacity(s->pool), b, sizeof b));
     send_create_err(cl, req, HPL_ENOMEM, detail);
     return;
   }
@@ -229,12 +229,12 @@ static void on_create(store *s, st_client *cl, uint64_t req, Hpl__CreateReq *m) 
   }
   /* Large object: advertise the origin copy now so pulls can overlap the
    * client's writing. */
-  Hpl__LocAddReq a = HPL__LOC_ADD_REQ__INIT;
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
   a.id = o->id;
   a.size = o->size;
   a.complete = 0;
   a.origin = 1;
-  if (dir_req_for(s, cl, o, req, 0, HPL_MSG_LOC_ADD, &a.base, NULL, 0, m->timeout_ms) != 0) {
+  if (dir_req_for(s, cl, o, req, 0, HPL__MSG_LOC_ADD, &a.base, NULL, 0, m->timeout_ms) != 0) {
     send_create_err(cl, req, HPL_ENOMEM, "out of memory");
     create_undo(s, o, HPL_ENOMEM, "out of memory");
   }
@@ -246,7 +246,7 @@ static st_obj *creating_obj(store *s, st_client *cl, uint64_t handle) {
   return o;
 }
 
-static void on_progress(store *s, st_client *cl, Hpl__ProgressNote *m) {
+static void on_progress(store *s, st_client *cl, Hplpb__ProgressNote *m) {
   st_obj *o = creating_obj(s, cl, m->handle);
   if (!o || m->bytes > o->size) return;
   store_obj_progress(s, o, m->bytes);
@@ -256,36 +256,36 @@ static void seal_finish(store *s, st_client *cl, uint64_t req, st_obj *o) {
   o->creator = NULL;
   s->ctr.puts++;
   if (!o->inline_obj) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = o->id;
-    n.kind = HPL_LOC_COMPLETE;
-    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    n.kind = HPL__LOC_COMPLETE;
+    dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
   }
   store_obj_sealed(s, o);
-  hpl_conn_reply(cl->c, req, 0, NULL);
+  hpl__conn_reply(cl->c, req, 0, NULL);
   store_obj_unref(s, o); /* the creator's reference */
 }
 
-static void on_seal(store *s, st_client *cl, uint64_t req, Hpl__HandleReq *m) {
+static void on_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
   st_obj *o = creating_obj(s, cl, m->handle);
   if (!o) {
-    hpl_conn_reply(cl->c, req, HPL_EINVAL, "no object being created with this handle");
+    hpl__conn_reply(cl->c, req, HPL_EINVAL, "no object being created with this handle");
     return;
   }
   if (!o->in_table) {
-    hpl_conn_reply(cl->c, req, HPL_ESTATE, "object was deleted before it was sealed");
+    hpl__conn_reply(cl->c, req, HPL_ESTATE, "object was deleted before it was sealed");
     o->creator = NULL;
     store_obj_unref(s, o);
     return;
   }
   o->progress = o->size;
   if (o->size <= s->inline_max && !o->advertised) {
-    Hpl__InlinePutReq p = HPL__INLINE_PUT_REQ__INIT;
+    Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
     p.id = o->id;
     p.size = o->size;
-    if (dir_req_for(s, cl, o, req, 1, HPL_MSG_INLINE_PUT, &p.base, o->data, o->size,
+    if (dir_req_for(s, cl, o, req, 1, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size,
                     m->timeout_ms) != 0)
-      hpl_conn_reply(cl->c, req, HPL_ENOMEM, "out of memory");
+      hpl__conn_reply(cl->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   seal_finish(s, cl, req, o);
@@ -307,11 +307,11 @@ typedef struct client_req {
   uint64_t req;
 } client_req;
 
-static void abort_dir_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void abort_dir_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                             const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen;
   client_req *x = arg;
-  if (!x->cl->closed) hpl_conn_reply(x->cl->c, x->req, 0, NULL);
+  if (!x->cl->closed) hpl__conn_reply(x->cl->c, x->req, 0, NULL);
   client_unref(x->cl);
   free(x);
 }
@@ -319,17 +319,17 @@ static void abort_dir_reply(store *s, int status, const hpl_frame_hdr *h, Protob
 /* Abort answers once the directory has forgotten the copy, so a get issued
  * after hpl_abort() returns waits for a new put instead of pulling from the
  * discarded region. */
-static void on_abort(store *s, st_client *cl, uint64_t req, Hpl__HandleReq *m) {
+static void on_abort(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
   st_obj *o = creating_obj(s, cl, m->handle);
   client_req *x = o && o->advertised ? calloc(1, sizeof *x) : NULL;
   if (x) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = o->id;
-    n.kind = HPL_LOC_REMOVE;
+    n.kind = HPL__LOC_REMOVE;
     x->cl = cl;
     x->req = req;
     cl->refs++;
-    if (dirlink_request(s, HPL_MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_dir_reply, x) == 0) {
+    if (dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_dir_reply, x) == 0) {
       o->advertised = 0;
     } else {
       cl->refs--;
@@ -338,14 +338,14 @@ static void on_abort(store *s, st_client *cl, uint64_t req, Hpl__HandleReq *m) {
     }
   }
   if (o) abort_obj(s, o);
-  if (!x && req) hpl_conn_reply(cl->c, req, 0, NULL);
+  if (!x && req) hpl__conn_reply(cl->c, req, 0, NULL);
 }
 
-static void on_contains(store *s, st_client *cl, uint64_t req, Hpl__IdReq *m) {
+static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) {
   st_obj *o = store_find(s, m->id);
-  Hpl__ContainsRep r = HPL__CONTAINS_REP__INIT;
+  Hplpb__ContainsRep r = HPLPB__CONTAINS_REP__INIT;
   r.local = o && o->state == OBJ_SEALED;
-  hpl_conn_send(cl->c, HPL_MSG_CONTAINS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(cl->c, HPL__MSG_CONTAINS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void on_counters(store *s, st_client *cl, uint64_t req) {
@@ -370,37 +370,37 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"remote_gets", s->ctr.remote_gets},
       {"puts", s->ctr.puts},
       {"objects", HASH_COUNT(s->objs)},
-      {"pool_capacity", hpl_pool_capacity(s->pool)},
-      {"pool_used", hpl_pool_used(s->pool)},
-      {"pool_allocated", hpl_pool_allocated(s->pool)},
+      {"pool_capacity", hpl__pool_capacity(s->pool)},
+      {"pool_used", hpl__pool_used(s->pool)},
+      {"pool_allocated", hpl__pool_allocated(s->pool)},
       {"node_id", s->node_id},
   };
   enum { N = sizeof vals / sizeof vals[0] };
-  Hpl__Counter cs[N];
-  Hpl__Counter *ps[N];
+  Hplpb__Counter cs[N];
+  Hplpb__Counter *ps[N];
   for (size_t i = 0; i < N; i++) {
-    hpl__counter__init(&cs[i]);
+    hplpb__counter__init(&cs[i]);
     cs[i].name = (char *)vals[i].name;
     cs[i].value = vals[i].v;
     ps[i] = &cs[i];
   }
-  Hpl__CountersRep r = HPL__COUNTERS_REP__INIT;
+  Hplpb__CountersRep r = HPLPB__COUNTERS_REP__INIT;
   r.n_counters = N;
   r.counters = ps;
-  hpl_conn_send(cl->c, HPL_MSG_COUNTERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(cl->c, HPL__MSG_COUNTERS_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* ------------------------------------------------------------------ proxied requests */
 
-static void proxy_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void proxy_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)payload, (void)plen;
   client_req *x = arg;
   if (!x->cl->closed) {
     if (m)
-      hpl_conn_send(x->cl->c, h->type, x->req, m, NULL, 0, 0, NULL, NULL);
+      hpl__conn_send(x->cl->c, h->type, x->req, m, NULL, 0, 0, NULL, NULL);
     else
-      hpl_conn_reply(x->cl->c, x->req, status,
+      hpl__conn_reply(x->cl->c, x->req, status,
                      status == HPL_ETIMEDOUT ? "the directory did not answer in time"
                                              : "the directory is unreachable");
   }
@@ -408,11 +408,11 @@ static void proxy_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
   free(x);
 }
 
-static void proxy(store *s, st_client *cl, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void proxy(store *s, st_client *cl, const hpl__frame_hdr *h, ProtobufCMessage *m,
                   int64_t timeout_ms) {
   client_req *x = calloc(1, sizeof *x);
   if (!x) {
-    hpl_conn_reply(cl->c, h->req_id, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(cl->c, h->req_id, HPL_ENOMEM, "out of memory");
     return;
   }
   x->cl = cl;
@@ -421,7 +421,7 @@ static void proxy(store *s, st_client *cl, const hpl_frame_hdr *h, ProtobufCMess
   if (dirlink_request(s, h->type, m, NULL, 0, timeout_ms, proxy_reply, x) != 0) {
     cl->refs--;
     free(x);
-    hpl_conn_reply(cl->c, h->req_id, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(cl->c, h->req_id, HPL_ENOMEM, "out of memory");
   }
 }
 
@@ -429,60 +429,60 @@ static void proxy(store *s, st_client *cl, const hpl_frame_hdr *h, ProtobufCMess
 
 static const char *req_id_of(unsigned type, ProtobufCMessage *m) {
   switch (type) {
-    case HPL_MSG_CREATE: return ((Hpl__CreateReq *)m)->id;
-    case HPL_MSG_GET: return ((Hpl__GetReq *)m)->id;
-    case HPL_MSG_CONTAINS:
-    case HPL_MSG_STAT:
-    case HPL_MSG_DELETE:
-    case HPL_MSG_REDUCE_INFO: return ((Hpl__IdReq *)m)->id;
+    case HPL__MSG_CREATE: return ((Hplpb__CreateReq *)m)->id;
+    case HPL__MSG_GET: return ((Hplpb__GetReq *)m)->id;
+    case HPL__MSG_CONTAINS:
+    case HPL__MSG_STAT:
+    case HPL__MSG_DELETE:
+    case HPL__MSG_REDUCE_INFO: return ((Hplpb__IdReq *)m)->id;
     default: return NULL;
   }
 }
 
-static void client_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                             const uint8_t *payload, uint64_t plen) {
   (void)payload;
-  st_client *cl = hpl_conn_data(c);
+  st_client *cl = hpl__conn_data(c);
   store *s = cl->s;
   if (plen) {
-    hpl_conn_fail(c, "unexpected payload");
+    hpl__conn_fail(c, "unexpected payload");
     return;
   }
   const char *id = req_id_of(h->type, m);
-  if (id && !hpl_id_valid(id)) {
-    hpl_conn_reply(c, h->req_id, HPL_EINVAL, "invalid object id");
+  if (id && !hpl__id_valid(id)) {
+    hpl__conn_reply(c, h->req_id, HPL_EINVAL, "invalid object id");
     return;
   }
   switch (h->type) {
-    case HPL_MSG_CREATE: on_create(s, cl, h->req_id, (Hpl__CreateReq *)m); break;
-    case HPL_MSG_PROGRESS: on_progress(s, cl, (Hpl__ProgressNote *)m); break;
-    case HPL_MSG_SEAL: on_seal(s, cl, h->req_id, (Hpl__HandleReq *)m); break;
-    case HPL_MSG_ABORT: on_abort(s, cl, h->req_id, (Hpl__HandleReq *)m); break;
-    case HPL_MSG_GET: {
-      Hpl__GetReq *g = (Hpl__GetReq *)m;
+    case HPL__MSG_CREATE: on_create(s, cl, h->req_id, (Hplpb__CreateReq *)m); break;
+    case HPL__MSG_PROGRESS: on_progress(s, cl, (Hplpb__ProgressNote *)m); break;
+    case HPL__MSG_SEAL: on_seal(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
+    case HPL__MSG_ABORT: on_abort(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
+    case HPL__MSG_GET: {
+      Hplpb__GetReq *g = (Hplpb__GetReq *)m;
       store_get(s, cl, h->req_id, g->id, g->timeout_ms);
       break;
     }
-    case HPL_MSG_RELEASE: release_hold(s, cl, ((Hpl__HandleReq *)m)->handle); break;
-    case HPL_MSG_CONTAINS: on_contains(s, cl, h->req_id, (Hpl__IdReq *)m); break;
-    case HPL_MSG_STAT:
-    case HPL_MSG_DELETE: proxy(s, cl, h, m, ((Hpl__IdReq *)m)->timeout_ms); break;
-    case HPL_MSG_LIST: proxy(s, cl, h, m, ((Hpl__ListReq *)m)->timeout_ms); break;
-    case HPL_MSG_TRANSFERS: proxy(s, cl, h, m, ((Hpl__TransfersReq *)m)->timeout_ms); break;
-    case HPL_MSG_REDUCE: reduce_client_request(s, cl, h->req_id, (Hpl__ReduceReq *)m); break;
-    case HPL_MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hpl__IdReq *)m)->timeout_ms); break;
-    case HPL_MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
+    case HPL__MSG_RELEASE: release_hold(s, cl, ((Hplpb__HandleReq *)m)->handle); break;
+    case HPL__MSG_CONTAINS: on_contains(s, cl, h->req_id, (Hplpb__IdReq *)m); break;
+    case HPL__MSG_STAT:
+    case HPL__MSG_DELETE: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
+    case HPL__MSG_LIST: proxy(s, cl, h, m, ((Hplpb__ListReq *)m)->timeout_ms); break;
+    case HPL__MSG_TRANSFERS: proxy(s, cl, h, m, ((Hplpb__TransfersReq *)m)->timeout_ms); break;
+    case HPL__MSG_REDUCE: reduce_client_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m); break;
+    case HPL__MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
+    case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
     default: {
       char why[64];
-      snprintf(why, sizeof why, "unexpected %s message from a client", hpl_msg_name(h->type));
-      hpl_conn_fail(c, why);
+      snprintf(why, sizeof why, "unexpected %s message from a client", hpl__msg_name(h->type));
+      hpl__conn_fail(c, why);
     }
   }
 }
 
-static void client_on_close(hpl_conn *c, int status) {
+static void client_on_close(hpl__conn *c, int status) {
   (void)status;
-  st_client *cl = hpl_conn_data(c);
+  st_client *cl = hpl__conn_data(c);
   store *s = cl->s;
   cl->closed = 1;
   while (cl->waiters) {
@@ -513,8 +513,8 @@ static void client_on_close(hpl_conn *c, int status) {
  * attached. The socket is new and the
  * frame small, so a non-blocking sendmsg completes at once. */
 static int send_hello(store *s, int fd) {
-  Hpl__Hello hm = HPL__HELLO__INIT;
-  hm.pool_size = hpl_pool_capacity(s->pool);
+  Hplpb__Hello hm = HPLPB__HELLO__INIT;
+  hm.pool_size = hpl__pool_capacity(s->pool);
   hm.node_id = s->node_id;
   hm.inline_max = s->inline_max;
   hm.node_name = s->cfg.name;
@@ -526,11 +526,11 @@ static int send_hello(store *s, int fd) {
     hm.dir_port = (uint32_t)dir_port;
     hm.netns = s->netns;
   }
-  int fds[2] = {hpl_pool_fd(s->pool), s->filter ? s->filter_fd : -1};
+  int fds[2] = {hpl__pool_fd(s->pool), s->filter ? s->filter_fd : -1};
   int nfd = fds[1] >= 0 ? 2 : 1;
   if (nfd == 2) hm.filter_slots = STORE_FILTER_SLOTS;
   size_t len;
-  uint8_t *frame = hpl_msg_frame(HPL_MSG_HELLO, 0, &hm.base, 0, &len);
+  uint8_t *frame = hpl__msg_frame(HPL__MSG_HELLO, 0, &hm.base, 0, &len);
   if (!frame) return HPL_ENOMEM;
   struct iovec iov = {.iov_base = frame, .iov_len = len};
   char cbuf[CMSG_SPACE(sizeof fds)];
@@ -571,8 +571,8 @@ static void on_client_accept(uv_stream_t *server, int status) {
   cl->refs = 0;
   char label[48];
   snprintf(label, sizeof label, "client-%llu", (unsigned long long)cl->id);
-  hpl_conn_opts o = {.lim = {.max_msg = HPL_MAX_MSG_CTRL, .max_payload = 0,
-                             .max_type = HPL_MSG_MAX_},
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = 0,
+                             .max_type = HPL__MSG_MAX_},
                      .on_frame = client_on_frame,
                      .on_close = client_on_close,
                      .data = cl,
@@ -580,7 +580,7 @@ static void on_client_accept(uv_stream_t *server, int status) {
   cl->next = s->clients;
   if (s->clients) s->clients->prev = cl;
   s->clients = cl;
-  cl->c = hpl_conn_new((uv_stream_t *)p, &o);
+  cl->c = hpl__conn_new((uv_stream_t *)p, &o);
   if (!cl->c) {
     s->clients = cl->next;
     if (s->clients) s->clients->prev = NULL;
@@ -638,5 +638,5 @@ void clients_stop(store *s) {
   if (uv_is_closing((uv_handle_t *)&s->client_listener)) return;
   uv_close((uv_handle_t *)&s->client_listener, NULL);
   unlink(s->cfg.socket_path);
-  for (st_client *cl = s->clients; cl; cl = cl->next) hpl_conn_close(cl->c, 0);
+  for (st_client *cl = s->clients; cl; cl = cl->next) hpl__conn_close(cl->c, 0);
 }

@@ -36,7 +36,7 @@ typedef struct dl_req {
 typedef struct dirlink {
   store *s;
   int state;
-  hpl_conn *c;
+  hpl__conn *c;
   uv_getaddrinfo_t gai;
   uv_connect_t creq;
   uv_tcp_t *tcp;
@@ -103,7 +103,7 @@ static void req_free(dl_req *r) {
   }
 }
 
-static void req_finish(dirlink *dl, dl_req *r, int status, const hpl_frame_hdr *h,
+static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr *h,
                        ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
   HASH_DEL(dl->pending, r);
   if (r->cb) r->cb(dl->s, status, h, m, payload, plen, r->arg);
@@ -112,11 +112,11 @@ static void req_finish(dirlink *dl, dl_req *r, int status, const hpl_frame_hdr *
 
 static void req_timeout(uv_timer_t *t) {
   dl_req *r = t->data;
-  LOG_DEBUG("directory request %s timed out", hpl_msg_name(r->type));
+  LOG_DEBUG("directory request %s timed out", hpl__msg_name(r->type));
   req_finish(r->dl, r, HPL_ETIMEDOUT, NULL, NULL, NULL, 0);
 }
 
-static void free_frame(hpl_conn *c, int status, void *arg) {
+static void free_frame(hpl__conn *c, int status, void *arg) {
   (void)c, (void)status;
   free(arg);
 }
@@ -125,7 +125,7 @@ static void req_send(dirlink *dl, dl_req *r) {
   uint8_t *copy = malloc(r->flen);
   if (!copy) return; /* stays unsent; retried on the next connection */
   memcpy(copy, r->frame, r->flen);
-  if (hpl_conn_write(dl->c, copy, r->flen, free_frame, copy) == 0)
+  if (hpl__conn_write(dl->c, copy, r->flen, free_frame, copy) == 0)
     r->sent = 1;
   else
     free(copy);
@@ -161,7 +161,7 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
   r->dl = dl;
   r->seq = ++dl->seq;
   size_t hlen;
-  uint8_t *hdr = hpl_msg_frame(type, r->id, m, plen, &hlen);
+  uint8_t *hdr = hpl__msg_frame(type, r->id, m, plen, &hlen);
   r->frame = hdr ? realloc(hdr, hlen + plen + 1) : NULL;
   if (!r->frame) {
     free(hdr);
@@ -184,14 +184,14 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
 void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
   dirlink *dl = s->dl;
   if (dl->state != DL_READY) return;
-  hpl_conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
 void dirlink_loc_remove(store *s, const char *id) {
-  Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
-  n.kind = HPL_LOC_REMOVE;
-  dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+  n.kind = HPL__LOC_REMOVE;
+  dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
 /* ------------------------------------------------------------------ connection */
@@ -216,7 +216,7 @@ static void write_ready_file(store *s) {
     LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
 }
 
-static void reput_done(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void reput_done(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                        const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
 }
@@ -226,18 +226,18 @@ static void reput_inline(store *s) {
   st_obj *o, *tmp;
   HASH_ITER(hh, s->objs, o, tmp) {
     if (o->state != OBJ_SEALED || !o->inline_obj) continue;
-    Hpl__InlinePutReq p = HPL__INLINE_PUT_REQ__INIT;
+    Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
     p.id = o->id;
     p.size = o->size;
-    dirlink_request(s, HPL_MSG_INLINE_PUT, &p.base, o->data, o->size, -1, reput_done, NULL);
+    dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1, reput_done, NULL);
   }
 }
 
-static void on_registered(dirlink *dl, Hpl__RegisterRep *r) {
+static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   store *s = dl->s;
   if (r->status != 0) {
     LOG_ERROR("directory refused registration: %s", r->detail);
-    hpl_conn_close(dl->c, HPL_EPROTO);
+    hpl__conn_close(dl->c, HPL_EPROTO);
     return;
   }
   s->inline_max = r->inline_max;
@@ -258,17 +258,17 @@ static void on_registered(dirlink *dl, Hpl__RegisterRep *r) {
   if (restarted) reduce_directory_restarted(s);
 }
 
-static void hb_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void hb_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                      const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h, (void)m, (void)payload, (void)plen, (void)arg;
   dirlink *dl = s->dl;
   if (status == 0 && dl->hb_sent_ns) {
-    uint64_t rtt = (hpl_now_ns() - dl->hb_sent_ns) / 1000;
+    uint64_t rtt = (hpl__now_ns() - dl->hb_sent_ns) / 1000;
     dl->rtt_us = rtt > UINT32_MAX ? UINT32_MAX : (uint32_t)rtt;
   }
   if (status == HPL_ETIMEDOUT && dl->state == DL_READY && dl->c) {
     LOG_WARN("directory did not answer a heartbeat; reconnecting");
-    hpl_conn_close(dl->c, HPL_ETIMEDOUT);
+    hpl__conn_close(dl->c, HPL_ETIMEDOUT);
   }
 }
 
@@ -276,41 +276,41 @@ static void dl_hb_cb(uv_timer_t *t) {
   dirlink *dl = t->data;
   if (dl->state != DL_READY) return;
   if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
-  Hpl__Heartbeat hbm = HPL__HEARTBEAT__INIT;
+  Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
   hbm.node_id = dl->s->node_id;
   hbm.rtt_us = dl->rtt_us;
-  dl->hb_sent_ns = hpl_now_ns();
+  dl->hb_sent_ns = hpl__now_ns();
   uint64_t interval = uv_timer_get_repeat(t);
   /* a heartbeat is only useful on the connection it was sent on */
-  dirlink_request(dl->s, HPL_MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval),
+  dirlink_request(dl->s, HPL__MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval),
                   hb_reply, NULL);
 }
 
-static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen) {
-  dirlink *dl = hpl_conn_data(c);
-  dl->last_heard_ms = hpl_now_ms();
+  dirlink *dl = hpl__conn_data(c);
+  dl->last_heard_ms = hpl__now_ms();
   if (h->req_id && h->req_id == dl->register_req) {
-    if (h->type != HPL_MSG_REGISTER_REP) {
-      Hpl__Reply *r = h->type == HPL_MSG_REPLY ? (Hpl__Reply *)m : NULL;
+    if (h->type != HPL__MSG_REGISTER_REP) {
+      Hplpb__Reply *r = h->type == HPL__MSG_REPLY ? (Hplpb__Reply *)m : NULL;
       LOG_ERROR("directory refused registration: %s", r ? r->detail : "unexpected reply");
-      hpl_conn_close(c, HPL_EPROTO);
+      hpl__conn_close(c, HPL_EPROTO);
       return;
     }
     dl->register_req = 0;
-    on_registered(dl, (Hpl__RegisterRep *)m);
+    on_registered(dl, (Hplpb__RegisterRep *)m);
     return;
   }
-  if (h->type == HPL_MSG_UPSTREAM_GONE) {
-    Hpl__UpstreamNote *u = (Hpl__UpstreamNote *)m;
-    if (hpl_id_valid(u->id)) store_upstream_gone(dl->s, u->id, u->peer);
+  if (h->type == HPL__MSG_UPSTREAM_GONE) {
+    Hplpb__UpstreamNote *u = (Hplpb__UpstreamNote *)m;
+    if (hpl__id_valid(u->id)) store_upstream_gone(dl->s, u->id, u->peer);
     return;
   }
-  if (h->type == HPL_MSG_DROP) {
+  if (h->type == HPL__MSG_DROP) {
     /* the directory deletes an object: drop our copy and acknowledge */
-    Hpl__DropNote *d = (Hpl__DropNote *)m;
-    if (hpl_id_valid(d->id)) store_drop(dl->s, d->id);
-    if (h->req_id) hpl_conn_reply(c, h->req_id, 0, NULL);
+    Hplpb__DropNote *d = (Hplpb__DropNote *)m;
+    if (hpl__id_valid(d->id)) store_drop(dl->s, d->id);
+    if (h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);
     return;
   }
   if (h->req_id) {
@@ -321,15 +321,15 @@ static void dl_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m
     return;
   }
   switch (h->type) {
-    case HPL_MSG_REDUCE_TASK: reduce_on_task(dl->s, (Hpl__ReduceTask *)m); break;
-    case HPL_MSG_REDUCE_SINK: reduce_on_sink(dl->s, (Hpl__ReduceSink *)m); break;
-    case HPL_MSG_REDUCE_END: reduce_on_end(dl->s, (Hpl__ReduceEnd *)m); break;
-    default: LOG_WARN("unexpected %s from the directory", hpl_msg_name(h->type));
+    case HPL__MSG_REDUCE_TASK: reduce_on_task(dl->s, (Hplpb__ReduceTask *)m); break;
+    case HPL__MSG_REDUCE_SINK: reduce_on_sink(dl->s, (Hplpb__ReduceSink *)m); break;
+    case HPL__MSG_REDUCE_END: reduce_on_end(dl->s, (Hplpb__ReduceEnd *)m); break;
+    default: LOG_WARN("unexpected %s from the directory", hpl__msg_name(h->type));
   }
 }
 
-static void dl_on_close(hpl_conn *c, int status) {
-  dirlink *dl = hpl_conn_data(c);
+static void dl_on_close(hpl__conn *c, int status) {
+  dirlink *dl = hpl__conn_data(c);
   dl->c = NULL;
   uv_timer_stop(&dl->hb);
   if (dl->stopping) return;
@@ -338,7 +338,7 @@ static void dl_on_close(hpl_conn *c, int status) {
    * heartbeats are dropped */
   dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) {
-    if (r->type == HPL_MSG_HEARTBEAT) {
+    if (r->type == HPL__MSG_HEARTBEAT) {
       HASH_DEL(dl->pending, r);
       req_free(r);
     } else {
@@ -351,20 +351,20 @@ static void dl_on_close(hpl_conn *c, int status) {
 static void send_register(dirlink *dl, const char *local_ip) {
   store *s = dl->s;
   if (!s->cfg.data_addr[0]) snprintf(s->cfg.data_addr, sizeof s->cfg.data_addr, "%s", local_ip);
-  Hpl__RegisterReq r = HPL__REGISTER_REQ__INIT;
+  Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = s->node_id;
   r.addr = s->cfg.data_addr;
   r.data_port = (uint32_t)transfer_port(s);
-  r.capacity = hpl_pool_capacity(s->pool);
+  r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
   size_t n = HASH_COUNT(s->objs), k = 0;
-  Hpl__HeldObject *held = calloc(n ? n : 1, sizeof *held);
-  Hpl__HeldObject **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+  Hplpb__HeldObject *held = calloc(n ? n : 1, sizeof *held);
+  Hplpb__HeldObject **ptrs = calloc(n ? n : 1, sizeof *ptrs);
   if (held && ptrs) {
     st_obj *o, *tmp;
     HASH_ITER(hh, s->objs, o, tmp) {
       if (o->state != OBJ_SEALED || o->inline_obj) continue;
-      hpl__held_object__init(&held[k]);
+      hplpb__held_object__init(&held[k]);
       held[k].id = o->id;
       held[k].size = o->size;
       held[k].complete = 1;
@@ -376,7 +376,7 @@ static void send_register(dirlink *dl, const char *local_ip) {
   r.held = ptrs;
   dl->register_req = ++dl->next_id;
   dl->state = DL_REGISTERING;
-  hpl_conn_send(dl->c, HPL_MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(dl->c, HPL__MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
   free(held);
   free(ptrs);
 }
@@ -400,18 +400,18 @@ static void on_connected(uv_connect_t *req, int status) {
   int len = sizeof ss;
   if (uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len) == 0)
     uv_ip4_name((struct sockaddr_in *)&ss, local, sizeof local);
-  hpl_conn_opts o = {.lim = {.max_msg = HPL_MAX_MSG_CTRL, .max_payload = 16u << 20,
-                             .max_type = HPL_MSG_MAX_},
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = 16u << 20,
+                             .max_type = HPL__MSG_MAX_},
                      .on_frame = dl_on_frame,
                      .on_close = dl_on_close,
                      .data = dl,
                      .label = "store->dir"};
-  dl->c = hpl_conn_new((uv_stream_t *)t, &o);
+  dl->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!dl->c) {
     schedule_reconnect(dl);
     return;
   }
-  dl->last_heard_ms = hpl_now_ms();
+  dl->last_heard_ms = hpl__now_ms();
   send_register(dl, local);
 }
 
@@ -449,7 +449,7 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
 static uint64_t hb_pause_left(dirlink *dl) {
   store_faults *f = &dl->s->cfg.faults;
   if (!f->hb_pause_ms) return 0;
-  uint64_t el = hpl_now_ms() - dl->s->start_ms;
+  uint64_t el = hpl__now_ms() - dl->s->start_ms;
   if (el < f->hb_pause_at_ms || el >= f->hb_pause_at_ms + f->hb_pause_ms) return 0;
   return f->hb_pause_at_ms + f->hb_pause_ms - el;
 }
@@ -492,7 +492,7 @@ void dirlink_stop(store *s) {
   dl->stopping = 1;
   dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) req_finish(dl, r, HPL_ECANCELED, NULL, NULL, NULL, 0);
-  if (dl->c) hpl_conn_close(dl->c, 0);
+  if (dl->c) hpl__conn_close(dl->c, 0);
   if (dl->tcp) uv_close((uv_handle_t *)dl->tcp, (uv_close_cb)free);
   dl->tcp = NULL;
   if (dl->state == DL_RESOLVING) uv_cancel((uv_req_t *)&dl->gai);

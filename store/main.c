@@ -44,7 +44,7 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   store_config cfg;
   store_config_defaults(&cfg);
-  int level = HPL_LOG_INFO;
+  int level = HPL__LOG_INFO;
   int have_dir = 0;
   static struct option opts[] = {{"directory", 1, 0, 'd'},
                                  {"socket", 1, 0, 's'},
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     int bad = 0;
     switch (ch) {
       case 'd':
-        bad = hpl_parse_hostport(optarg, "127.0.0.1", cfg.dir_host, sizeof cfg.dir_host,
+        bad = hpl__parse_hostport(optarg, "127.0.0.1", cfg.dir_host, sizeof cfg.dir_host,
                                  &cfg.dir_port) || cfg.dir_port == 0;
         have_dir = !bad;
         break;
@@ -77,9 +77,9 @@ int main(int argc, char **argv) {
         bad = strlen(optarg) >= sizeof cfg.socket_path;
         if (!bad) snprintf(cfg.socket_path, sizeof cfg.socket_path, "%s", optarg);
         break;
-      case 'm': bad = hpl_parse_size(optarg, &cfg.memory) || cfg.memory == 0; break;
+      case 'm': bad = hpl__parse_size(optarg, &cfg.memory) || cfg.memory == 0; break;
       case 'l':
-        bad = hpl_parse_hostport(optarg, "0.0.0.0", cfg.data_host, sizeof cfg.data_host,
+        bad = hpl__parse_hostport(optarg, "0.0.0.0", cfg.data_host, sizeof cfg.data_host,
                                  &cfg.data_port);
         break;
       case 'a':
@@ -91,9 +91,9 @@ int main(int argc, char **argv) {
         if (!bad) snprintf(cfg.name, sizeof cfg.name, "%s", optarg);
         break;
       case 'r': cfg.ready_file = optarg; break;
-      case 'c': bad = hpl_parse_size(optarg, &cfg.chunk) || cfg.chunk < 4096 || cfg.chunk > (1u << 30); break;
+      case 'c': bad = hpl__parse_size(optarg, &cfg.chunk) || cfg.chunk < 4096 || cfg.chunk > (1u << 30); break;
       case 't':
-        bad = hpl_parse_size(optarg, &v) || v > UINT32_MAX;
+        bad = hpl__parse_size(optarg, &v) || v > UINT32_MAX;
         cfg.stall_timeout_ms = (uint32_t)v;
         break;
       case 'P': cfg.prefault = 1; break;
@@ -104,11 +104,11 @@ int main(int argc, char **argv) {
         break;
       }
       case 'S':
-        bad = hpl_parse_size(optarg, &v) || v > UINT32_MAX;
+        bad = hpl__parse_size(optarg, &v) || v > UINT32_MAX;
         cfg.straggler_ms = (uint32_t)v;
         break;
       case 'g':
-        bad = hpl_parse_size(optarg, &v) || v > UINT32_MAX;
+        bad = hpl__parse_size(optarg, &v) || v > UINT32_MAX;
         cfg.grace_ms = (uint32_t)v;
         break;
       case 'f': {
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
         }
         break;
       }
-      case 'v': bad = (level = hpl_log_level_parse(optarg)) < 0; break;
+      case 'v': bad = (level = hpl__log_level_parse(optarg)) < 0; break;
       case 'H': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   char pname[80];
   snprintf(pname, sizeof pname, "store%s%s", cfg.name[0] ? ":" : "", cfg.name);
-  hpl_log_setup(pname, level);
+  hpl__log_setup(pname, level);
   uv_loop_t *loop = uv_default_loop();
   store s;
   if (store_start(&s, loop, &cfg) != 0) return 1;
@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
   st_obj *o, *tmp;
   HASH_ITER(hh, s.objs, o, tmp) store_obj_detach(&s, o);
   store_release(&s);
-  hpl_pool_destroy(s.pool);
+  hpl__pool_destroy(s.pool);
   uv_loop_close(loop);
   LOG_INFO("stopped");
   return 0;

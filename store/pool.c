@@ -22,7 +22,7 @@
  * split the big free run that large objects need. They are recognised by
  * their alignment: jemalloc asks huge-page (2 MiB) alignment for them, while
  * every data extent of this arena is page-aligned (allocations ask for
- * HPL_POOL_ALIGN only).
+ * HPL__POOL_ALIGN only).
  *
  * The first page of the mapping is never handed to jemalloc: size-0
  * allocations return the pool base, which therefore can never be the address
@@ -64,7 +64,7 @@ typedef struct pool_range {
   uint64_t len;
 } pool_range;
 
-struct hpl_pool {
+struct hpl__pool {
   extent_hooks_t hooks; /* must stay first: jemalloc passes &hooks back to us */
   pthread_mutex_t mu;   /* guards the free list and `used` (hooks may run on
                            any thread jemalloc decides to use) */
@@ -91,7 +91,7 @@ struct hpl_pool {
  * ---------------------------------------------------------------------- */
 
 /* Index of the first free range that starts after `off` (nranges if none). */
-static size_t pool_range_upper(const hpl_pool *p, uint64_t off) {
+static size_t pool_range_upper(const hpl__pool *p, uint64_t off) {
   size_t lo = 0, hi = p->nranges;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -105,7 +105,7 @@ static size_t pool_range_upper(const hpl_pool *p, uint64_t off) {
 
 /* Remove [off, off+len) from free range i, which must contain it. Returns 0,
  * or -1 (nothing changed) when the split would overflow the array. */
-static int pool_range_take(hpl_pool *p, size_t i, uint64_t off, uint64_t len) {
+static int pool_range_take(hpl__pool *p, size_t i, uint64_t off, uint64_t len) {
   pool_range *r = &p->ranges[i];
   uint64_t before = off - r->off;
   uint64_t after = r->off + r->len - (off + len);
@@ -131,7 +131,7 @@ static int pool_range_take(hpl_pool *p, size_t i, uint64_t off, uint64_t len) {
 /* Return [off, off+len) to the free list, merging it with free neighbours.
  * Returns 0, or -1 (nothing changed) if the range overlaps a free range
  * (a double free) or the array is full. */
-static int pool_range_give(hpl_pool *p, uint64_t off, uint64_t len) {
+static int pool_range_give(hpl__pool *p, uint64_t off, uint64_t len) {
   size_t i = pool_range_upper(p, off);
   pool_range *prev = i > 0 ? &p->ranges[i - 1] : NULL;
   pool_range *next = i < p->nranges ? &p->ranges[i] : NULL;
@@ -161,7 +161,7 @@ static int pool_range_give(hpl_pool *p, uint64_t off, uint64_t len) {
 /* Find room for `len` bytes whose address is a multiple of `align`: the
  * lowest such place when `low`, else the highest. Returns the range index
  * and sets *off, or returns SIZE_MAX when nothing fits. */
-static size_t pool_range_find(const hpl_pool *p, uint64_t len, uint64_t align, int low,
+static size_t pool_range_find(const hpl__pool *p, uint64_t len, uint64_t align, int low,
                               uint64_t *off) {
   uintptr_t base = (uintptr_t)p->base;
   for (size_t k = 0; k < p->nranges; k++) {
@@ -189,7 +189,7 @@ static size_t pool_range_find(const hpl_pool *p, uint64_t len, uint64_t align, i
  * ---------------------------------------------------------------------- */
 
 /* True when [addr, addr+size) lies inside the mapping; sets *off. */
-static bool pool_contains(const hpl_pool *p, const void *addr, uint64_t size, uint64_t *off) {
+static bool pool_contains(const hpl__pool *p, const void *addr, uint64_t size, uint64_t *off) {
   uintptr_t a = (uintptr_t)addr, b = (uintptr_t)p->base;
   if (a < b || a - b > p->capacity || size > p->capacity - (a - b)) return false;
   *off = a - b;
@@ -197,7 +197,7 @@ static bool pool_contains(const hpl_pool *p, const void *addr, uint64_t size, ui
 }
 
 /* Zero the parts of [off, off+len) that may have been handed out before. */
-static void pool_zero_dirty(hpl_pool *p, uint64_t off, uint64_t len, uint64_t clean_lo,
+static void pool_zero_dirty(hpl__pool *p, uint64_t off, uint64_t len, uint64_t clean_lo,
                             uint64_t clean_hi) {
   uint64_t end = off + len;
   uint64_t lo = off > clean_lo ? off : clean_lo;
@@ -216,7 +216,7 @@ static void pool_zero_dirty(hpl_pool *p, uint64_t off, uint64_t len, uint64_t cl
  * it, and *zero reports true when the range is known to be zero anyway. */
 static void *pool_extent_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment,
                                bool *zero, bool *commit, unsigned arena_ind) {
-  hpl_pool *p = (hpl_pool *)h;
+  hpl__pool *p = (hpl__pool *)h;
   (void)arena_ind;
   if (size == 0 || size > p->capacity || alignment == 0 || (alignment & (alignment - 1)) ||
       alignment > p->capacity)
@@ -262,7 +262,7 @@ static void *pool_extent_alloc(extent_hooks_t *h, void *new_addr, size_t size, s
 
 /* Take a range back into the free list. Returns 0, or -1 if it is not a
  * range of this pool that is currently handed out. */
-static int pool_release(hpl_pool *p, void *addr, size_t size) {
+static int pool_release(hpl__pool *p, void *addr, size_t size) {
   uint64_t off;
   if (size == 0 || !pool_contains(p, addr, size, &off)) return -1;
   pthread_mutex_lock(&p->mu);
@@ -277,7 +277,7 @@ static bool pool_extent_dalloc(extent_hooks_t *h, void *addr, size_t size, bool 
                                unsigned arena_ind) {
   (void)committed;
   (void)arena_ind;
-  return pool_release((hpl_pool *)h, addr, size) != 0;
+  return pool_release((hpl__pool *)h, addr, size) != 0;
 }
 
 /* Arena destruction: same as dalloc, but jemalloc cannot be refused. */
@@ -285,7 +285,7 @@ static void pool_extent_destroy(extent_hooks_t *h, void *addr, size_t size, bool
                                 unsigned arena_ind) {
   (void)committed;
   (void)arena_ind;
-  (void)pool_release((hpl_pool *)h, addr, size);
+  (void)pool_release((hpl__pool *)h, addr, size);
 }
 
 /* Every page of the mapping is always committed: commit succeeds... */
@@ -307,7 +307,7 @@ static bool pool_extent_split(extent_hooks_t *h, void *addr, size_t size, size_t
                               size_t size_b, bool committed, unsigned arena_ind) {
   uint64_t off;
   (void)size_a, (void)size_b, (void)committed, (void)arena_ind;
-  return !pool_contains((hpl_pool *)h, addr, size, &off);
+  return !pool_contains((hpl__pool *)h, addr, size, &off);
 }
 
 /* Merging is free too, for two adjacent ranges of the mapping. */
@@ -316,7 +316,7 @@ static bool pool_extent_merge(extent_hooks_t *h, void *addr_a, size_t size_a, vo
   uint64_t off;
   (void)committed, (void)arena_ind;
   if ((uint8_t *)addr_a + size_a != (uint8_t *)addr_b) return true;
-  return !pool_contains((hpl_pool *)h, addr_a, (uint64_t)size_a + size_b, &off);
+  return !pool_contains((hpl__pool *)h, addr_a, (uint64_t)size_a + size_b, &off);
 }
 
 /* ------------------------------------------------------------------------
@@ -333,7 +333,7 @@ static int pool_arena_set(unsigned ind, const char *what, ssize_t value) {
 
 /* Destroy the arena (discarding what it still holds), unmap, close, free.
  * Keeps errno. */
-static void pool_teardown(hpl_pool *p) {
+static void pool_teardown(hpl__pool *p) {
   int saved = errno;
   if (p->have_arena) {
     char name[64];
@@ -353,14 +353,14 @@ static void pool_teardown(hpl_pool *p) {
  * jemalloc runs with retain:true, HPL_ENOMEM when the pool struct cannot be
  * allocated, HPL_ESYS (errno tells why) when a system call or mallctl
  * fails. */
-int hpl_pool_create(uint64_t capacity, const char *name, int prefault, hpl_pool **out) {
+int hpl__pool_create(uint64_t capacity, const char *name, int prefault, hpl__pool **out) {
   if (!out || capacity > POOL_MAX_CAPACITY) return HPL_EINVAL;
   long pg = sysconf(_SC_PAGESIZE);
   uint64_t page = pg > 0 ? (uint64_t)pg : 4096;
   capacity = (capacity + page - 1) & ~(page - 1);
   if (capacity < POOL_MIN_CAPACITY) capacity = POOL_MIN_CAPACITY;
 
-  hpl_pool *p = calloc(1, sizeof *p);
+  hpl__pool *p = calloc(1, sizeof *p);
   if (!p) return HPL_ENOMEM;
   pthread_mutex_init(&p->mu, NULL);
   p->fd = -1;
@@ -442,18 +442,18 @@ fail_sys:
   return HPL_ESYS;
 }
 
-void hpl_pool_destroy(hpl_pool *p) {
+void hpl__pool_destroy(hpl__pool *p) {
   if (p) pool_teardown(p);
 }
 
 /* Allocate from the arena, never from anywhere else: anything jemalloc
  * returns outside the mapping is given back and reported as failure. */
-void *hpl_pool_alloc(hpl_pool *p, uint64_t size) {
+void *hpl__pool_alloc(hpl__pool *p, uint64_t size) {
   if (!p) return NULL;
   if (size == 0) return p->base;
   if (size > p->capacity) return NULL;
   void *ptr = mallocx(
-      (size_t)size, MALLOCX_ARENA(p->arena) | MALLOCX_TCACHE_NONE | MALLOCX_ALIGN(HPL_POOL_ALIGN));
+      (size_t)size, MALLOCX_ARENA(p->arena) | MALLOCX_TCACHE_NONE | MALLOCX_ALIGN(HPL__POOL_ALIGN));
   if (!ptr) return NULL;
   size_t usable = sallocx(ptr, 0);
   uint64_t off;
@@ -468,7 +468,7 @@ void *hpl_pool_alloc(hpl_pool *p, uint64_t size) {
 
 /* Free an allocation; NULL, the size-0 address and pointers outside the
  * mapping are ignored. */
-void hpl_pool_free(hpl_pool *p, void *ptr) {
+void hpl__pool_free(hpl__pool *p, void *ptr) {
   uint64_t off;
   if (!p || !ptr || ptr == (void *)p->base || !pool_contains(p, ptr, 1, &off)) return;
   size_t usable = sallocx(ptr, 0);
@@ -476,26 +476,26 @@ void hpl_pool_free(hpl_pool *p, void *ptr) {
   p->allocated -= usable;
 }
 
-int hpl_pool_fd(const hpl_pool *p) { return p->fd; }
+int hpl__pool_fd(const hpl__pool *p) { return p->fd; }
 
-uint8_t *hpl_pool_base(const hpl_pool *p) { return p->base; }
+uint8_t *hpl__pool_base(const hpl__pool *p) { return p->base; }
 
-uint64_t hpl_pool_capacity(const hpl_pool *p) { return p->capacity; }
+uint64_t hpl__pool_capacity(const hpl__pool *p) { return p->capacity; }
 
-uint64_t hpl_pool_used(const hpl_pool *p) {
-  hpl_pool *q = (hpl_pool *)p; /* the mutex is not part of the value */
+uint64_t hpl__pool_used(const hpl__pool *p) {
+  hpl__pool *q = (hpl__pool *)p; /* the mutex is not part of the value */
   pthread_mutex_lock(&q->mu);
   uint64_t v = q->used;
   pthread_mutex_unlock(&q->mu);
   return v;
 }
 
-uint64_t hpl_pool_allocated(const hpl_pool *p) { return p->allocated; }
+uint64_t hpl__pool_allocated(const hpl__pool *p) { return p->allocated; }
 
 /* Largest free range, less jemalloc's per-extent padding, rounded down to a
  * jemalloc large size class (four classes per power of two). */
-uint64_t hpl_pool_largest_free(const hpl_pool *p) {
-  hpl_pool *q = (hpl_pool *)p;
+uint64_t hpl__pool_largest_free(const hpl__pool *p) {
+  hpl__pool *q = (hpl__pool *)p;
   uint64_t best = 0;
   pthread_mutex_lock(&q->mu);
   for (size_t i = 0; i < q->nranges; i++)
@@ -503,7 +503,7 @@ uint64_t hpl_pool_largest_free(const hpl_pool *p) {
   pthread_mutex_unlock(&q->mu);
   if (best <= q->large_pad) return 0;
   best -= q->large_pad;
-  if (best < 4 * q->page) return best & ~(uint64_t)(HPL_POOL_ALIGN - 1);
+  if (best < 4 * q->page) return best & ~(uint64_t)(HPL__POOL_ALIGN - 1);
   unsigned lg = 63u - (unsigned)__builtin_clzll(best);
   return best & ~((1ull << (lg - 2)) - 1);
 }

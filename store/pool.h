@@ -17,10 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct hpl_pool hpl_pool;
+typedef struct hpl__pool hpl__pool;
 
 /* Alignment of every allocation (enough for any SIMD reduce kernel). */
-#define HPL_POOL_ALIGN 64
+#define HPL__POOL_ALIGN 64
 
 /* Create a pool of `capacity` bytes (rounded up to the page size; 0 or less
  * than 16 MiB becomes 16 MiB; more than 2^47 is HPL_EINVAL). `name` labels
@@ -33,31 +33,31 @@ typedef struct hpl_pool hpl_pool;
  * Sizes are rounded to jemalloc's size classes (four per doubling), and
  * each large allocation carries 4 KiB of overhead: 15 objects of 64 MiB fit
  * in a 1 GiB pool, and 1 MiB objects fill 99% of it. */
-int hpl_pool_create(uint64_t capacity, const char *name, int prefault, hpl_pool **out);
+int hpl__pool_create(uint64_t capacity, const char *name, int prefault, hpl__pool **out);
 
 /* Unmap and close; every allocation becomes invalid. NULL is a no-op. */
-void hpl_pool_destroy(hpl_pool *p);
+void hpl__pool_destroy(hpl__pool *p);
 
-/* Allocate `size` bytes, HPL_POOL_ALIGN-aligned, inside the mapping.
+/* Allocate `size` bytes, HPL__POOL_ALIGN-aligned, inside the mapping.
  * size 0 returns a valid, unique-enough pointer inside the mapping that must
  * not be written (the pool base); freeing it is a no-op.
  * Returns NULL when the pool cannot fit the request (never aborts). */
-void *hpl_pool_alloc(hpl_pool *p, uint64_t size);
+void *hpl__pool_alloc(hpl__pool *p, uint64_t size);
 
 /* Return an allocation (NULL is a no-op). */
-void hpl_pool_free(hpl_pool *p, void *ptr);
+void hpl__pool_free(hpl__pool *p, void *ptr);
 
-int hpl_pool_fd(const hpl_pool *p);             /* the memfd, owned by the pool */
-uint8_t *hpl_pool_base(const hpl_pool *p);      /* start of the mapping */
-uint64_t hpl_pool_capacity(const hpl_pool *p);  /* mapping size in bytes */
+int hpl__pool_fd(const hpl__pool *p);             /* the memfd, owned by the pool */
+uint8_t *hpl__pool_base(const hpl__pool *p);      /* start of the mapping */
+uint64_t hpl__pool_capacity(const hpl__pool *p);  /* mapping size in bytes */
 /* Bytes currently taken from the region by jemalloc (extents in use,
  * including size-class rounding and jemalloc's own metadata). */
-uint64_t hpl_pool_used(const hpl_pool *p);
+uint64_t hpl__pool_used(const hpl__pool *p);
 /* Bytes the caller currently holds (sum of usable sizes: requested sizes
  * rounded up to jemalloc's size classes). */
-uint64_t hpl_pool_allocated(const hpl_pool *p);
+uint64_t hpl__pool_allocated(const hpl__pool *p);
 /* Largest single allocation that could currently succeed, for error
  * messages (an estimate from the free list). */
-uint64_t hpl_pool_largest_free(const hpl_pool *p);
+uint64_t hpl__pool_largest_free(const hpl__pool *p);
 
 #endif

@@ -78,13 +78,13 @@ void reduce_stream_key(char *out, size_t len, const char *target, uint64_t rid, 
 /* Tell the directory that the stream of slot `slot` (generation gen) failed. */
 static void report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         const char *detail) {
-  Hpl__ReduceFailNote n = HPL__REDUCE_FAIL_NOTE__INIT;
+  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = (char *)target;
   n.rid = rid;
   n.slot = slot;
   n.gen = gen;
   n.detail = (char *)(detail ? detail : "");
-  dirlink_note(s, HPL_MSG_REDUCE_FAIL, &n.base);
+  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
 }
 
 static void task_try_combine(rd_task *t);
@@ -101,7 +101,7 @@ static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
   if (t->nch == 0)
     memcpy(out + from, own + from, n);
   else
-    hpl_reduce_apply(t->op, t->dtype, out + from, own + from, n);
+    hpl__reduce_apply(t->op, t->dtype, out + from, own + from, n);
   for (int j = 1; j < t->nch; j++) {
     rd_child *c = &t->ch[j];
     /* the range may wrap around the ring */
@@ -110,7 +110,7 @@ static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
       size_t pos = (size_t)(x % c->ring_size);
       size_t k = c->ring_size - pos;
       if (k > to - x) k = (size_t)(to - x);
-      hpl_reduce_apply(t->op, t->dtype, out + x, c->ring + pos, k);
+      hpl__reduce_apply(t->op, t->dtype, out + x, c->ring + pos, k);
       x += k;
     }
   }
@@ -135,10 +135,10 @@ static void task_advance(rd_task *t, uint64_t to) {
   LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
             (unsigned long long)t->size);
   if (t->to_target) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = t->out->id;
-    n.kind = HPL_LOC_COMPLETE;
-    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    n.kind = HPL__LOC_COMPLETE;
+    dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
     store_obj_sealed(s, t->out);
   } else {
     t->out->state = OBJ_SEALED;
@@ -269,8 +269,8 @@ static void task_free(rd_task *t) {
   free(t);
 }
 
-void reduce_on_task(store *s, Hpl__ReduceTask *m) {
-  if (!hpl_id_valid(m->target) || !hpl_id_valid(m->source) || m->nchildren > 4096 ||
+void reduce_on_task(store *s, Hplpb__ReduceTask *m) {
+  if (!hpl__id_valid(m->target) || !hpl__id_valid(m->source) || m->nchildren > 4096 ||
       m->n_children > m->nchildren || !hpl_dtype_size((int)m->dtype) || m->op > 3) {
     LOG_WARN("ignoring a malformed reduce task");
     return;
@@ -341,7 +341,7 @@ void reduce_on_task(store *s, Hpl__ReduceTask *m) {
   }
   if (t->failed) return;
   for (size_t i = 0; i < m->n_children; i++) {
-    Hpl__ReduceChild *rc = m->children[i];
+    Hplpb__ReduceChild *rc = m->children[i];
     if (rc->index >= (uint32_t)t->nch || strlen(rc->key) >= sizeof t->ch[0].key) continue;
     rd_child *c = &t->ch[rc->index];
     if (c->known) continue;
@@ -389,10 +389,10 @@ static void sink_done(void *arg, int status, const char *detail) {
   if (status != 0 && o->in_table && o->state == OBJ_REDUCING)
     report_fail(s, o->id, rid, slot, gen, detail);
   if (status == 0 && o->in_table) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = o->id;
-    n.kind = HPL_LOC_COMPLETE;
-    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    n.kind = HPL__LOC_COMPLETE;
+    dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
     store_obj_sealed(s, o);
   } else if (status != 0) {
     LOG_WARN("reduce '%s': pulling the result failed: %s", o->id,
@@ -401,16 +401,16 @@ static void sink_done(void *arg, int status, const char *detail) {
   store_obj_unref(s, o);
 }
 
-static void sink_loc_added(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void sink_loc_added(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                            const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)h, (void)payload, (void)plen, (void)arg;
-  Hpl__Reply *r = (Hpl__Reply *)m;
+  Hplpb__Reply *r = (Hplpb__Reply *)m;
   if (r) status = r->status;
   if (status) LOG_WARN("cannot advertise a reduce target: %s", hpl_strerror(status));
 }
 
-void reduce_on_sink(store *s, Hpl__ReduceSink *m) {
-  st_obj *o = hpl_id_valid(m->target) ? store_find(s, m->target) : NULL;
+void reduce_on_sink(store *s, Hplpb__ReduceSink *m) {
+  st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
   if (!o || o->state != OBJ_REDUCING) {
     LOG_WARN("reduce sink message for '%s', which is not being reduced here", m->target);
     return;
@@ -436,12 +436,12 @@ void reduce_on_sink(store *s, Hpl__ReduceSink *m) {
       return;
     }
     /* advertise the copy in progress: gets elsewhere pull behind it */
-    Hpl__LocAddReq a = HPL__LOC_ADD_REQ__INIT;
+    Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
     a.id = o->id;
     a.size = o->size;
     a.origin = 1;
     o->advertised = 1;
-    dirlink_request(s, HPL_MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
+    dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
   }
   if (m->local || !m->root) return; /* a local task writes into the target, or no root yet */
   if (o->puller) return;
@@ -465,8 +465,8 @@ void reduce_on_sink(store *s, Hpl__ReduceSink *m) {
   }
 }
 
-void reduce_on_end(store *s, Hpl__ReduceEnd *m) {
-  if (!hpl_id_valid(m->target)) return;
+void reduce_on_end(store *s, Hplpb__ReduceEnd *m) {
+  if (!hpl__id_valid(m->target)) return;
   rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks, t, tmp) {
     if (strcmp(t->target, m->target) != 0 || (m->rid && t->rid != m->rid)) continue;
@@ -493,12 +493,12 @@ typedef struct rd_req {
 
 void clients_client_unref(st_client *cl);
 
-static void reduce_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void reduce_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                          const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h, (void)payload, (void)plen;
   rd_req *x = arg;
-  Hpl__ReduceRep *r = (Hpl__ReduceRep *)m;
-  Hpl__ReduceRep out = HPL__REDUCE_REP__INIT;
+  Hplpb__ReduceRep *r = (Hplpb__ReduceRep *)m;
+  Hplpb__ReduceRep out = HPLPB__REDUCE_REP__INIT;
   if (r) {
     status = r->status;
     out.detail = r->detail;
@@ -523,20 +523,20 @@ static void reduce_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufC
   }
   if (o) store_obj_unref(s, o);
   if (!x->cl->closed)
-    hpl_conn_send(x->cl->c, HPL_MSG_REDUCE_REP, x->req, &out.base, NULL, 0, 0, NULL, NULL);
+    hpl__conn_send(x->cl->c, HPL__MSG_REDUCE_REP, x->req, &out.base, NULL, 0, 0, NULL, NULL);
   clients_client_unref(x->cl);
   free(x);
 }
 
-void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq *m) {
+void reduce_client_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   char detail[400];
-  if (!hpl_id_valid(m->target)) {
-    hpl_conn_reply(cl->c, req, HPL_EINVAL, "invalid target id");
+  if (!hpl__id_valid(m->target)) {
+    hpl__conn_reply(cl->c, req, HPL_EINVAL, "invalid target id");
     return;
   }
   rd_req *x = calloc(1, sizeof *x);
   if (!x) {
-    hpl_conn_reply(cl->c, req, HPL_ENOMEM, "out of memory");
+    hpl__conn_reply(cl->c, req, HPL_ENOMEM, "out of memory");
     return;
   }
   st_obj *o = store_find(s, m->target);
@@ -544,7 +544,7 @@ void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq
     o = store_obj_new(s, m->target, OBJ_REDUCING);
     if (!o) {
       free(x);
-      hpl_conn_reply(cl->c, req, HPL_ENOMEM, "out of memory");
+      hpl__conn_reply(cl->c, req, HPL_ENOMEM, "out of memory");
       return;
     }
     x->o = o;
@@ -570,7 +570,7 @@ void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq
   cl->refs++;
   m->sink_node = s->node_id;
   int64_t to = m->timeout_ms;
-  if (dirlink_request(s, HPL_MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
+  if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
                       x) != 0) {
     snprintf(detail, sizeof detail, "out of memory");
     cl->refs--;
@@ -579,17 +579,17 @@ void reduce_client_request(store *s, st_client *cl, uint64_t req, Hpl__ReduceReq
       if (x->o->state == OBJ_REDUCING && !x->o->waiters) store_obj_detach(s, x->o);
     }
     free(x);
-    hpl_conn_reply(cl->c, req, HPL_ENOMEM, detail);
+    hpl__conn_reply(cl->c, req, HPL_ENOMEM, detail);
   }
 }
 
 /* ------------------------------------------------------------------ directory restart */
 
-static void resubmit_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void resubmit_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                            const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h, (void)payload, (void)plen;
   st_obj *o = arg;
-  Hpl__ReduceRep *r = (Hpl__ReduceRep *)m;
+  Hplpb__ReduceRep *r = (Hplpb__ReduceRep *)m;
   if (r) status = r->status;
   if (status && o->in_table && o->state == OBJ_REDUCING) {
     const char *why = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
@@ -609,8 +609,8 @@ void reduce_directory_restarted(store *s) {
   st_obj *o, *otmp;
   HASH_ITER(hh, s->objs, o, otmp) {
     if (o->state != OBJ_REDUCING || !o->reduce_req) continue;
-    Hpl__ReduceReq *m =
-        (Hpl__ReduceReq *)hpl_msg_unpack(HPL_MSG_REDUCE, o->reduce_req, o->reduce_req_len);
+    Hplpb__ReduceReq *m =
+        (Hplpb__ReduceReq *)hpl__msg_unpack(HPL__MSG_REDUCE, o->reduce_req, o->reduce_req_len);
     if (!m) continue;
     if (o->puller) transfer_cancel(s, o);
     if (o->data) store_obj_restart(s, o, 0);
@@ -618,7 +618,7 @@ void reduce_directory_restarted(store *s) {
     LOG_INFO("asking the restarted directory again for the reduce into '%s'", o->id);
     m->sink_node = s->node_id;
     store_obj_ref(o);
-    if (dirlink_request(s, HPL_MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
+    if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
       store_obj_unref(s, o);
     protobuf_c_message_free_unpacked(&m->base, NULL);
   }

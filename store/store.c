@@ -51,7 +51,7 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
       if (sscanf(v, "%llu:%llu", &at, &len) != 2) bad = 1;
       f->hb_pause_at_ms = at;
       f->hb_pause_ms = len;
-    } else if (hpl_parse_size(v, &n)) {
+    } else if (hpl__parse_size(v, &n)) {
       bad = 1;
     } else if (!strcmp(k, "crash_after")) {
       f->crash_after = n;
@@ -91,7 +91,7 @@ st_obj *store_find_inst(store *s, uint64_t inst) {
  * saturated counter stays saturated (it only ever means "maybe here"). */
 static void filter_count(store *s, const char *id, int delta) {
   if (!s->filter) return;
-  uint8_t *c = &s->filter[hpl_filter_slot(id, STORE_FILTER_SLOTS)];
+  uint8_t *c = &s->filter[hpl__filter_slot(id, STORE_FILTER_SLOTS)];
   uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
   if (v == UINT8_MAX || (delta < 0 && v == 0)) return;
   __atomic_store_n(c, (uint8_t)(v + delta), __ATOMIC_RELEASE);
@@ -132,7 +132,7 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
   o->inst = ++s->next_inst;
   o->state = state;
   o->in_table = 1;
-  o->created_ms = hpl_now_ms();
+  o->created_ms = hpl__now_ms();
   HASH_ADD_KEYPTR(hh, s->objs, o->id, strlen(o->id), o);
   filter_count(s, o->id, 1);
   HASH_ADD(hh_inst, s->insts, inst, sizeof o->inst, o);
@@ -151,7 +151,7 @@ st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *d
   o->state = OBJ_PULLING;
   o->in_table = 1;
   o->internal = 1;
-  o->created_ms = hpl_now_ms();
+  o->created_ms = hpl__now_ms();
   if (store_obj_alloc(s, o, size, detail, dlen) != 0) {
     free(o->id);
     free(o);
@@ -172,7 +172,7 @@ st_obj *store_find_internal(store *s, const char *key) {
 static void obj_free(store *s, st_obj *o) {
   HASH_DELETE(hh_inst, s->insts, o);
   free(o->reduce_req);
-  if (o->data && o->size) hpl_pool_free(s->pool, o->data);
+  if (o->data && o->size) hpl__pool_free(s->pool, o->data);
   free(o->id);
   free(o);
 }
@@ -228,18 +228,18 @@ void store_obj_unref(store *s, st_obj *o) {
 int store_obj_alloc(store *s, st_obj *o, uint64_t size, char *detail, size_t dlen) {
   o->size = size;
   if (size == 0) {
-    o->data = hpl_pool_base(s->pool);
+    o->data = hpl__pool_base(s->pool);
     return 0;
   }
-  o->data = hpl_pool_alloc(s->pool, size);
+  o->data = hpl__pool_alloc(s->pool, size);
   if (o->data) return 0;
   char a[32], b[32], c[32], d[32];
   snprintf(detail, dlen,
            "store '%s' cannot fit %s for '%s': pool %s, %s in use, largest free range %s",
-           s->cfg.name, hpl_fmt_bytes(size, a, sizeof a), o->id,
-           hpl_fmt_bytes(hpl_pool_capacity(s->pool), b, sizeof b),
-           hpl_fmt_bytes(hpl_pool_used(s->pool), c, sizeof c),
-           hpl_fmt_bytes(hpl_pool_largest_free(s->pool), d, sizeof d));
+           s->cfg.name, hpl__fmt_bytes(size, a, sizeof a), o->id,
+           hpl__fmt_bytes(hpl__pool_capacity(s->pool), b, sizeof b),
+           hpl__fmt_bytes(hpl__pool_used(s->pool), c, sizeof c),
+           hpl__fmt_bytes(hpl__pool_largest_free(s->pool), d, sizeof d));
   return HPL_ENOMEM;
 }
 
@@ -333,7 +333,7 @@ static st_waiter *waiter_add(store *s, st_obj *o, st_client *cl, uint64_t req, i
   w->obj = o;
   w->cl = cl;
   w->req_id = req;
-  w->deadline_ms = hpl_deadline_ms(timeout_ms);
+  w->deadline_ms = hpl__deadline_ms(timeout_ms);
   st_waiter **pp = &o->waiters;
   while (*pp) pp = &(*pp)->next;
   *pp = w;
@@ -388,11 +388,11 @@ static uint64_t obj_deadline(st_obj *o) {
   return d;
 }
 
-static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void fetch_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen, void *arg);
 
-void store_acquire_req(st_obj *o, uint64_t failed_peer, int64_t timeout_ms, Hpl__AcquireReq *r) {
-  hpl__acquire_req__init(r);
+void store_acquire_req(st_obj *o, uint64_t failed_peer, int64_t timeout_ms, Hplpb__AcquireReq *r) {
+  hplpb__acquire_req__init(r);
   r->id = o->id;
   r->timeout_ms = timeout_ms;
   r->progress = o->progress;
@@ -404,13 +404,13 @@ void store_fetch(store *s, st_obj *o, uint64_t failed_peer) {
   uint64_t deadline = obj_deadline(o);
   o->fetch_active = 1;
   o->fetch_deadline_ms = deadline;
-  Hpl__AcquireReq r;
-  store_acquire_req(o, failed_peer, deadline == UINT64_MAX ? -1 : hpl_ms_left(deadline), &r);
+  Hplpb__AcquireReq r;
+  store_acquire_req(o, failed_peer, deadline == UINT64_MAX ? -1 : hpl__ms_left(deadline), &r);
   store_obj_ref(o);
   /* the directory enforces the wait; our own limit only guards against a
    * directory that never answers */
   int64_t local = r.timeout_ms < 0 ? -1 : r.timeout_ms + 2000;
-  if (dirlink_request(s, HPL_MSG_ACQUIRE, &r.base, NULL, 0, local, fetch_reply, o) != 0) {
+  if (dirlink_request(s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local, fetch_reply, o) != 0) {
     o->fetch_active = 0;
     store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
     store_obj_unref(s, o);
@@ -427,11 +427,11 @@ static void fetch_abandon(store *s, st_obj *o, int status, const char *detail) {
   store_obj_detach(s, o);
 }
 
-static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void fetch_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h;
   st_obj *o = arg;
-  Hpl__AcquireRep *r = (Hpl__AcquireRep *)m;
+  Hplpb__AcquireRep *r = (Hplpb__AcquireRep *)m;
   char detail[400];
   o->fetch_active = 0;
   if (r) status = r->status;
@@ -446,7 +446,7 @@ static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
   if (status == HPL_ETIMEDOUT && o->state == OBJ_FETCHING) {
     /* someone may still be willing to wait longer than the first asker */
     uint64_t d = obj_deadline(o);
-    if (o->waiters && (d == UINT64_MAX || d > hpl_now_ms() + 5)) {
+    if (o->waiters && (d == UINT64_MAX || d > hpl__now_ms() + 5)) {
       store_fetch(s, o, 0);
     } else {
       snprintf(detail, sizeof detail, "object '%s' not available within the timeout", o->id);
@@ -515,12 +515,12 @@ static void fetch_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCM
 void store_pull_done(store *s, st_obj *o, int status, uint64_t sender, const char *detail) {
   if (!o->in_table) return;
   if (status == 0) {
-    Hpl__LocNote n = HPL__LOC_NOTE__INIT;
+    Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = o->id;
-    n.kind = HPL_LOC_COMPLETE;
+    n.kind = HPL__LOC_COMPLETE;
     n.rate = (uint64_t)s->last_pull_rate;
     s->last_pull_rate = 0;
-    dirlink_note(s, HPL_MSG_LOC_NOTE, &n.base);
+    dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
     store_obj_sealed(s, o);
     return;
   }
@@ -575,7 +575,7 @@ static void drain_grace_over(uv_timer_t *t) {
   store_stop(s);
 }
 
-static void drain_acked(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void drain_acked(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen, void *arg) {
   (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
 }
@@ -584,9 +584,9 @@ void store_drain(store *s) {
   s->draining = 1;
   LOG_INFO("SIGTERM: leaving; serving the %d stream(s) in progress for at most %u ms",
            transfer_active_senders(s), s->cfg.grace_ms);
-  Hpl__DrainReq d = HPL__DRAIN_REQ__INIT;
+  Hplpb__DrainReq d = HPLPB__DRAIN_REQ__INIT;
   d.node_id = s->node_id;
-  dirlink_request(s, HPL_MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
+  dirlink_request(s, HPL__MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
   clients_stop(s);
   /* our own pulls are pointless now */
   st_obj *o, *tmp;
@@ -607,13 +607,13 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->cfg = *cfg;
-  s->node_id = hpl_random_u64();
-  s->inline_max = HPL_DEFAULT_INLINE_MAX;
+  s->node_id = hpl__random_u64();
+  s->inline_max = HPL__DEFAULT_INLINE_MAX;
   s->max_senders = 1;
-  s->start_ms = hpl_now_ms();
+  s->start_ms = hpl__now_ms();
   if (!s->cfg.name[0]) snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx",
                                 (unsigned long long)s->node_id);
-  int rc = hpl_pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
+  int rc = hpl__pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
   if (rc) {
     LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,
               hpl_strerror(rc),
@@ -632,7 +632,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   uv_signal_start(&s->sigterm, store_on_signal, SIGTERM);
   char cap[32];
   LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d", s->cfg.name,
-           (unsigned long long)s->node_id, hpl_fmt_bytes(hpl_pool_capacity(s->pool), cap, sizeof cap),
+           (unsigned long long)s->node_id, hpl__fmt_bytes(hpl__pool_capacity(s->pool), cap, sizeof cap),
            s->cfg.socket_path, transfer_port(s));
   return 0;
 }

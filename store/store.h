@@ -133,7 +133,7 @@ typedef struct st_hold {
 typedef struct st_client {
   struct st_client *prev, *next;
   struct store *s;
-  hpl_conn *c;
+  hpl__conn *c;
   uint64_t id;
   st_hold *holds;
   st_waiter *waiters;
@@ -149,13 +149,13 @@ typedef struct store_counters {
 
 /* Directory request completion: status is the reply's status (or a local
  * error such as HPL_ETIMEDOUT / HPL_ECONN with m == NULL). */
-typedef void (*dl_reply_cb)(struct store *s, int status, const hpl_frame_hdr *h,
+typedef void (*dl_reply_cb)(struct store *s, int status, const hpl__frame_hdr *h,
                             ProtobufCMessage *m, const uint8_t *payload, uint64_t plen, void *arg);
 
 typedef struct store {
   uv_loop_t *loop;
   store_config cfg;
-  hpl_pool *pool;
+  hpl__pool *pool;
   uint64_t node_id;
   st_obj *objs;  /* by id */
   st_obj *insts; /* by instance */
@@ -236,7 +236,7 @@ int transfer_active_senders(store *s);
 void store_fetch(store *s, st_obj *o, uint64_t failed_peer);
 /* Fill *r (overwritten) with an ACQUIRE for o: its id, progress and
  * generation; r->id points into o. */
-void store_acquire_req(st_obj *o, uint64_t failed_peer, int64_t timeout_ms, Hpl__AcquireReq *r);
+void store_acquire_req(st_obj *o, uint64_t failed_peer, int64_t timeout_ms, Hplpb__AcquireReq *r);
 /* The pull of `o` finished (status 0) or failed. */
 void store_pull_done(store *s, st_obj *o, int status, uint64_t sender, const char *detail);
 
@@ -314,11 +314,11 @@ void transfer_internal_fail(store *s, const char *target);
 
 /* ---- reduce.c */
 /* A client asked for a reduce (or allreduce) into `target` at this node. */
-void reduce_client_request(store *s, struct st_client *cl, uint64_t req, Hpl__ReduceReq *m);
+void reduce_client_request(store *s, struct st_client *cl, uint64_t req, Hplpb__ReduceReq *m);
 /* Directory messages. */
-void reduce_on_task(store *s, Hpl__ReduceTask *m);
-void reduce_on_sink(store *s, Hpl__ReduceSink *m);
-void reduce_on_end(store *s, Hpl__ReduceEnd *m);
+void reduce_on_task(store *s, Hplpb__ReduceTask *m);
+void reduce_on_sink(store *s, Hplpb__ReduceSink *m);
+void reduce_on_end(store *s, Hplpb__ReduceEnd *m);
 /* Key of a reduce stream. */
 void reduce_stream_key(char *out, size_t len, const char *target, uint64_t rid, uint32_t slot,
                        uint32_t gen);

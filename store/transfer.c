@@ -24,7 +24,7 @@
 typedef struct st_sender {
   struct st_sender *prev, *next;
   store *s;
-  hpl_conn *c;
+  hpl__conn *c;
   st_obj *obj; /* streaming (referenced); NULL when idle */
   uint64_t pos, end;
   int inflight;
@@ -49,7 +49,7 @@ struct st_puller {
   int internal;
   uv_tcp_t *tcp;
   uv_connect_t creq;
-  hpl_conn *c;
+  hpl__conn *c;
   uint64_t start; /* stream offset requested */
   uint64_t size;  /* whole stream size */
   uint64_t got;   /* bytes received after start */
@@ -86,7 +86,7 @@ static void sender_finish(st_sender *sd) {
   store_obj_unref(sd->s, o);
 }
 
-static void sender_write_done(hpl_conn *c, int status, void *arg) {
+static void sender_write_done(hpl__conn *c, int status, void *arg) {
   (void)c;
   st_sender *sd = arg;
   sd->inflight--;
@@ -119,7 +119,7 @@ static uint64_t fault_budget(st_sender *sd, uint64_t want) {
     f->dropped = 1;
     LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", sd->obj->id,
              (unsigned long long)sent);
-    hpl_conn_close(sd->c, HPL_ECONN);
+    hpl__conn_close(sd->c, HPL_ECONN);
     return 0;
   }
   if (sd->stalled || (f->stall_after && !f->stalled && sent >= f->stall_after)) {
@@ -134,7 +134,7 @@ static uint64_t fault_budget(st_sender *sd, uint64_t want) {
   if (f->drop_after && !f->dropped && f->drop_after - sent < cap) cap = f->drop_after - sent;
   if (f->stall_after && !f->stalled && f->stall_after - sent < cap) cap = f->stall_after - sent;
   if (f->slow_send) {
-    uint64_t el = hpl_now_ms() - sd->started_ms;
+    uint64_t el = hpl__now_ms() - sd->started_ms;
     uint64_t allowed = f->slow_send * el / 1000 + 65536;
     if (sent >= allowed) {
       if (!sd->pace) {
@@ -153,17 +153,17 @@ static uint64_t fault_budget(st_sender *sd, uint64_t want) {
 /* Send as much of the object as has arrived, within the in-flight budget. */
 static void sender_pump(st_sender *sd) {
   st_obj *o = sd->obj;
-  if (!o || hpl_conn_closing(sd->c)) return;
+  if (!o || hpl__conn_closing(sd->c)) return;
   store *s = sd->s;
   if (o->gen != sd->gen) { /* the bytes restarted: this stream is void */
-    hpl_conn_close(sd->c, HPL_ECANCELED);
+    hpl__conn_close(sd->c, HPL_ECANCELED);
     return;
   }
   while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
     if (sd->faulty && (n = fault_budget(sd, n)) == 0) return;
-    if (hpl_conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0) return;
+    if (hpl__conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0) return;
     sd->pos += n;
     sd->inflight++;
     s->ctr.data_bytes_sent += n;
@@ -175,7 +175,7 @@ static void sender_pump(st_sender *sd) {
         /* our partial copy was abandoned: the receiver must go elsewhere */
         LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
                  (unsigned long long)sd->pos);
-        hpl_conn_close(sd->c, HPL_ECANCELED);
+        hpl__conn_close(sd->c, HPL_ECANCELED);
         return;
       }
       store_watch(o, &sd->watch);
@@ -192,10 +192,10 @@ static void sender_pump(st_sender *sd) {
 }
 
 static void pull_reply_err(st_sender *sd, int status, const char *detail) {
-  Hpl__PullRep r = HPL__PULL_REP__INIT;
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.status = status;
   r.detail = (char *)detail;
-  hpl_conn_send(sd->c, HPL_MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* Start streaming once the object has a buffer. */
@@ -230,13 +230,13 @@ static void sender_start(st_sender *sd) {
   sd->watch.fn = sender_watch_fn;
   sd->pos = sd->offset;
   sd->end = o->size;
-  sd->started_ms = hpl_now_ms();
+  sd->started_ms = hpl__now_ms();
   store_faults *f = &sd->s->cfg.faults;
   sd->faulty = f->enabled && !strncmp(o->id, f->prefix, strlen(f->prefix)) &&
                (!f->to_node || f->to_node == sd->peer);
-  Hpl__PullRep r = HPL__PULL_REP__INIT;
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.size = o->size;
-  hpl_conn_send(sd->c, HPL_MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
+  hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
                 NULL);
   sender_pump(sd);
 }
@@ -246,19 +246,19 @@ static void sender_parked_fn(st_watch *w) {
   sender_start(sd);
 }
 
-static void data_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void data_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                           const uint8_t *payload, uint64_t plen) {
   (void)payload, (void)plen;
-  st_sender *sd = hpl_conn_data(c);
-  if (h->type != HPL_MSG_PULL) {
-    hpl_conn_fail(c, "only PULL is accepted on the data port");
+  st_sender *sd = hpl__conn_data(c);
+  if (h->type != HPL__MSG_PULL) {
+    hpl__conn_fail(c, "only PULL is accepted on the data port");
     return;
   }
   if (sd->obj) {
-    hpl_conn_fail(c, "PULL while a stream is in progress");
+    hpl__conn_fail(c, "PULL while a stream is in progress");
     return;
   }
-  Hpl__PullReq *p = (Hpl__PullReq *)m;
+  Hplpb__PullReq *p = (Hplpb__PullReq *)m;
   sd->req_id = h->req_id;
   sd->peer = p->receiver;
   sd->gen = p->gen;
@@ -267,10 +267,10 @@ static void data_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
     return;
   }
   if (sd->parked) {
-    hpl_conn_fail(c, "PULL while another waits");
+    hpl__conn_fail(c, "PULL while another waits");
     return;
   }
-  if (!p->internal && !hpl_id_valid(p->id)) {
+  if (!p->internal && !hpl__id_valid(p->id)) {
     pull_reply_err(sd, HPL_EINVAL, "invalid object id");
     return;
   }
@@ -295,9 +295,9 @@ static void data_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
   sender_start(sd);
 }
 
-static void data_on_close(hpl_conn *c, int status) {
+static void data_on_close(hpl__conn *c, int status) {
   (void)status;
-  st_sender *sd = hpl_conn_data(c);
+  st_sender *sd = hpl__conn_data(c);
   store *s = sd->s;
   sender_finish(sd);
   free(sd->parked);
@@ -329,7 +329,7 @@ static void on_data_accept(uv_stream_t *server, int status) {
   }
   uv_tcp_nodelay(t, 1);
   sd->s = s;
-  hpl_conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL_MSG_MAX_},
+  hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_},
                      .on_frame = data_on_frame,
                      .on_close = data_on_close,
                      .data = sd,
@@ -337,7 +337,7 @@ static void on_data_accept(uv_stream_t *server, int status) {
   sd->next = s->senders;
   if (s->senders) s->senders->prev = sd;
   s->senders = sd;
-  sd->c = hpl_conn_new((uv_stream_t *)t, &o);
+  sd->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!sd->c) {
     s->senders = sd->next;
     if (s->senders) s->senders->prev = NULL;
@@ -347,13 +347,13 @@ static void on_data_accept(uv_stream_t *server, int status) {
 
 void transfer_cut_senders(store *s, st_obj *o) {
   for (st_sender *sd = s->senders; sd; sd = sd->next)
-    if (sd->obj == o) hpl_conn_close(sd->c, HPL_ECANCELED);
+    if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
 }
 
 int transfer_active_senders(store *s) {
   int n = 0;
   for (st_sender *sd = s->senders; sd; sd = sd->next)
-    if (sd->obj && !hpl_conn_closing(sd->c)) n++;
+    if (sd->obj && !hpl__conn_closing(sd->c)) n++;
   return n;
 }
 
@@ -435,7 +435,7 @@ static void puller_end(st_puller *p, int status, const char *detail, int report)
   p->closes = 1;
   if (p->c) { /* its on_close releases one count */
     p->closes++;
-    hpl_conn_close(p->c, 0);
+    hpl__conn_close(p->c, 0);
   }
   if (p->tcp) { /* still connecting */
     p->closes++;
@@ -448,23 +448,23 @@ static void puller_end(st_puller *p, int status, const char *detail, int report)
   if (report) p->ops.done(p->arg, status, detail);
 }
 
-static uint8_t *pull_sink_buf(hpl_conn *c, void *arg, uint64_t off, size_t *len) {
+static uint8_t *pull_sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
   (void)c;
   st_puller *p = arg;
   return p->ops.buf(p->arg, off, len);
 }
 
-static void pull_sink_got(hpl_conn *c, void *arg, uint64_t off, size_t n) {
+static void pull_sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
   (void)c;
   st_puller *p = arg;
   if (p->finished) return;
   p->s->ctr.data_bytes_received += n;
   p->got = off + n;
-  p->last_move_ms = hpl_now_ms();
+  p->last_move_ms = hpl__now_ms();
   p->ops.got(p->arg, off, n);
   if (!p->finished && p->start + p->got == p->size) {
     /* a full-speed sample for the straggler baseline */
-    uint64_t el = hpl_now_ms() - p->started_ms;
+    uint64_t el = hpl__now_ms() - p->started_ms;
     p->s->last_pull_rate = 0;
     if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
       double rate = (double)p->got * 1000.0 / (double)el;
@@ -475,20 +475,20 @@ static void pull_sink_got(hpl_conn *c, void *arg, uint64_t off, size_t n) {
   }
 }
 
-static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void pull_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                           const uint8_t *payload, uint64_t plen) {
   (void)payload;
-  st_puller *p = hpl_conn_data(c);
+  st_puller *p = hpl__conn_data(c);
   if (p->finished) return;
   char detail[400];
-  if (h->type != HPL_MSG_PULL_REP) {
-    hpl_conn_fail(c, "unexpected message on a pull");
+  if (h->type != HPL__MSG_PULL_REP) {
+    hpl__conn_fail(c, "unexpected message on a pull");
     return;
   }
-  Hpl__PullRep *r = (Hpl__PullRep *)m;
+  Hplpb__PullRep *r = (Hplpb__PullRep *)m;
   if (r->status != 0) {
     snprintf(detail, sizeof detail, "sender refused: %s", r->detail);
-    if (plen) hpl_conn_fail(c, "error reply with payload");
+    if (plen) hpl__conn_fail(c, "error reply with payload");
     puller_end(p, r->status, detail, 1);
     return;
   }
@@ -496,7 +496,7 @@ static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
     snprintf(detail, sizeof detail, "sender has '%s' as %llu bytes and sends %llu, expected %llu",
              p->key, (unsigned long long)r->size, (unsigned long long)plen,
              (unsigned long long)(p->size - p->start));
-    hpl_conn_fail(c, detail);
+    hpl__conn_fail(c, detail);
     puller_end(p, HPL_EPROTO, detail, 1);
     return;
   }
@@ -504,12 +504,12 @@ static void pull_on_frame(hpl_conn *c, const hpl_frame_hdr *h, ProtobufCMessage 
     puller_end(p, 0, NULL, 1);
     return;
   }
-  hpl_sink sk = {.buf = pull_sink_buf, .got = pull_sink_got, .arg = p};
-  hpl_conn_recv_payload(c, &sk);
+  hpl__sink sk = {.buf = pull_sink_buf, .got = pull_sink_got, .arg = p};
+  hpl__conn_recv_payload(c, &sk);
 }
 
-static void pull_on_close(hpl_conn *c, int status) {
-  st_puller *p = hpl_conn_data(c);
+static void pull_on_close(hpl__conn *c, int status) {
+  st_puller *p = hpl__conn_data(c);
   p->c = NULL;
   if (p->finished) {
     puller_release(p);
@@ -534,25 +534,25 @@ static void pull_on_connect(uv_connect_t *req, int status) {
     return;
   }
   uv_tcp_nodelay(t, 1);
-  hpl_conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 1ull << 56,
-                             .max_type = HPL_MSG_MAX_},
+  hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 1ull << 56,
+                             .max_type = HPL__MSG_MAX_},
                      .stream_payloads = 1,
                      .on_frame = pull_on_frame,
                      .on_close = pull_on_close,
                      .data = p,
                      .label = p->label};
-  p->c = hpl_conn_new((uv_stream_t *)t, &o);
+  p->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!p->c) {
     puller_end(p, HPL_ENOMEM, "out of memory", 1);
     return;
   }
-  Hpl__PullReq r = HPL__PULL_REQ__INIT;
+  Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
   r.id = p->key;
   r.offset = p->start;
   r.receiver = p->s->node_id;
   r.internal = p->internal;
   r.gen = p->ops.gen;
-  hpl_conn_send(p->c, HPL_MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* The monitor, every MONITOR_TICK_MS: a stream that delivers nothing for
@@ -564,7 +564,7 @@ static void pull_monitor(uv_timer_t *t) {
   st_puller *p = t->data;
   store *s = p->s;
   if (p->finished) return;
-  uint64_t now = hpl_now_ms();
+  uint64_t now = hpl__now_ms();
   char detail[200];
   if (p->paused) p->last_move_ms = now; /* our side has no room: not the sender's fault */
   if (s->cfg.stall_timeout_ms && now - p->last_move_ms >= s->cfg.stall_timeout_ms) {
@@ -625,7 +625,7 @@ st_puller *transfer_stream(store *s, const char *addr, int port, const char *key
   s->pullers = p;
   uv_timer_init(s->loop, &p->stall);
   p->stall.data = p;
-  p->started_ms = p->last_move_ms = hpl_now_ms();
+  p->started_ms = p->last_move_ms = hpl__now_ms();
   if (ops->monitor)
     uv_timer_start(&p->stall, pull_monitor, MONITOR_TICK_MS, MONITOR_TICK_MS);
   s->ctr.pulls_made++;
@@ -653,7 +653,7 @@ void transfer_stream_cancel(st_puller *p) {
 void transfer_stream_resume(st_puller *p) {
   if (!p || p->finished) return;
   p->paused = 0;
-  if (p->c) hpl_conn_resume(p->c);
+  if (p->c) hpl__conn_resume(p->c);
 }
 
 void transfer_stream_paused(st_puller *p) {
@@ -694,11 +694,11 @@ static void obj_pull_done(void *arg, int status, const char *detail) {
 
 /* The answer to a crawling partial sender's report: a complete copy to
  * move to (the directory has already moved our upstream there), or none. */
-static void slow_reply(store *s, int status, const hpl_frame_hdr *h, ProtobufCMessage *m,
+static void slow_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
                        const uint8_t *payload, uint64_t plen, void *arg) {
   (void)h, (void)payload, (void)plen;
   st_obj *o = arg;
-  Hpl__AcquireRep *r = (Hpl__AcquireRep *)m;
+  Hplpb__AcquireRep *r = (Hplpb__AcquireRep *)m;
   o->soft_asking = 0;
   if (r) status = r->status;
   if (status == 0 && r && !r->inline_ && r->sender_node) {
@@ -726,12 +726,12 @@ static void obj_pull_slow(void *arg) {
   st_obj *o = w->o;
   store *s = w->s;
   if (o->soft_asking) return;
-  Hpl__AcquireReq r;
+  Hplpb__AcquireReq r;
   store_acquire_req(o, w->sender, 0, &r);
   r.only_complete = 1;
   store_obj_ref(o);
   o->soft_asking = 1;
-  if (dirlink_request(s, HPL_MSG_ACQUIRE, &r.base, NULL, 0, 10000, slow_reply, o) != 0) {
+  if (dirlink_request(s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, 10000, slow_reply, o) != 0) {
     o->soft_asking = 0;
     store_obj_unref(s, o);
   }
@@ -777,6 +777,6 @@ void transfer_cancel(store *s, st_obj *o) {
 void transfer_stop(store *s) {
   if (!uv_is_closing((uv_handle_t *)&s->data_listener))
     uv_close((uv_handle_t *)&s->data_listener, NULL);
-  for (st_sender *sd = s->senders; sd; sd = sd->next) hpl_conn_close(sd->c, 0);
+  for (st_sender *sd = s->senders; sd; sd = sd->next) hpl__conn_close(sd->c, 0);
   while (s->pullers) puller_end(s->pullers, HPL_ECANCELED, NULL, 0);
 }

@@ -20,7 +20,7 @@ int64_t th_ms(int64_t ms) {
 }
 
 #define TH_MAX_LIVE 8
-static hpl_lc *th_live[TH_MAX_LIVE]; /* clusters started and not stopped */
+static hpl__lc *th_live[TH_MAX_LIVE]; /* clusters started and not stopped */
 
 int th_teardown(void **state) {
   (void)state;
@@ -28,28 +28,28 @@ int th_teardown(void **state) {
     if (!th_live[i]) continue;
     fprintf(stderr, "----- the test left a cluster running; its logs:\n");
     th_dump_logs(th_live[i]);
-    hpl_lc_stop(th_live[i]);
+    hpl__lc_stop(th_live[i]);
     th_live[i] = NULL;
   }
   return 0;
 }
 
-void th_untrack(hpl_lc *lc) {
+void th_untrack(hpl__lc *lc) {
   for (int i = 0; i < TH_MAX_LIVE; i++)
     if (th_live[i] == lc) th_live[i] = NULL;
 }
 
-hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args) {
-  hpl_lc_opts o = {.nodes = nodes,
+hpl__lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args) {
+  hpl__lc_opts o = {.nodes = nodes,
                    .memory = memory,
                    .bin_dir = HPL_BIN_DIR,
                    .dir_args = dir_args,
                    .store_args = store_args,
                    .log_level = getenv("HPL_TEST_LOG_LEVEL"),
                    .timeout_ms = (int)th_ms(15000)};
-  hpl_lc *lc = NULL;
+  hpl__lc *lc = NULL;
   char err[512];
-  int rc = hpl_lc_start(&o, &lc, err, sizeof err);
+  int rc = hpl__lc_start(&o, &lc, err, sizeof err);
   if (rc) fail_msg("cannot start the cluster: %s", err);
   for (int i = 0; i < TH_MAX_LIVE; i++)
     if (!th_live[i]) {
@@ -69,29 +69,29 @@ static void dump_file(const char *title, const char *path) {
   fclose(f);
 }
 
-void th_dump_logs(hpl_lc *lc) {
-  dump_file("directory", hpl_lc_dir_log(lc));
-  for (int i = 0; i < hpl_lc_nodes(lc); i++) {
+void th_dump_logs(hpl__lc *lc) {
+  dump_file("directory", hpl__lc_dir_log(lc));
+  for (int i = 0; i < hpl__lc_nodes(lc); i++) {
     char t[32];
     snprintf(t, sizeof t, "node-%d", i);
-    dump_file(t, hpl_lc_store_log(lc, i));
+    dump_file(t, hpl__lc_store_log(lc, i));
   }
 }
 
-void th_stop(hpl_lc *lc, int dump) {
+void th_stop(hpl__lc *lc, int dump) {
   if (!lc) return;
   for (int i = 0; i < TH_MAX_LIVE; i++)
     if (th_live[i] == lc) th_live[i] = NULL;
   char err[512];
-  int dead = hpl_lc_check(lc, err, sizeof err);
+  int dead = hpl__lc_check(lc, err, sizeof err);
   if (dump || dead || getenv("HPL_TEST_DUMP_LOGS")) th_dump_logs(lc);
-  hpl_lc_stop(lc);
+  hpl__lc_stop(lc);
   if (dead) fail_msg("a server crashed during the test: %s", err);
 }
 
-hpl_client *th_connect(hpl_lc *lc, int node) {
+hpl_client *th_connect(hpl__lc *lc, int node) {
   hpl_client *c = NULL;
-  int rc = hpl_connect(hpl_lc_socket(lc, node), th_ms(5000), &c);
+  int rc = hpl_connect(hpl__lc_socket(lc, node), th_ms(5000), &c);
   if (rc) fail_msg("cannot connect to node-%d: %s", node, hpl_strerror(rc));
   return c;
 }
@@ -106,7 +106,7 @@ uint64_t th_counter(hpl_client *c, const char *name) {
 void th_put_pattern(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
   void *d = malloc(size ? size : 1);
   assert_non_null(d);
-  hpl_fill_pattern(d, size, seed);
+  hpl__fill_pattern(d, size, seed);
   int rc = hpl_put(c, id, d, size, th_ms(30000));
   free(d);
   if (rc) fail_msg("put %s (%llu B): %s (%s)", id, (unsigned long long)size, hpl_strerror(rc),
@@ -118,7 +118,7 @@ int th_check_pattern(const void *buf, uint64_t size, uint64_t seed) {
   const uint8_t *p = buf;
   void *want = malloc(size ? size : 1);
   if (!want) return 0;
-  hpl_fill_pattern(want, size, seed);
+  hpl__fill_pattern(want, size, seed);
   int ok = memcmp(p, want, size) == 0;
   free(want);
   return ok;
@@ -249,13 +249,13 @@ void th_sleep_ms(int ms) {
 
 static void *th_get_main(void *arg) {
   th_getter *g = arg;
-  uint64_t t0 = hpl_now_ms();
+  uint64_t t0 = hpl__now_ms();
   hpl_buf *b = NULL;
   g->rc = hpl_get(g->c, g->id, g->timeout, &b);
-  g->done_ms = hpl_now_ms();
+  g->done_ms = hpl__now_ms();
   g->ms = g->done_ms - t0;
   if (g->rc == 0) {
-    g->ok = hpl_buf_size(b) == g->size && hpl_checksum(hpl_buf_data(b), g->size) == g->want;
+    g->ok = hpl_buf_size(b) == g->size && hpl__checksum(hpl_buf_data(b), g->size) == g->want;
     hpl_release(g->c, b);
   }
   return NULL;
@@ -270,8 +270,8 @@ void th_get_join(th_getter *g) { pthread_join(g->thread, NULL); }
 uint64_t th_pattern_sum(uint64_t size, uint64_t seed) {
   void *d = malloc(size ? size : 1);
   assert_non_null(d);
-  hpl_fill_pattern(d, size, seed);
-  uint64_t sum = hpl_checksum(d, size);
+  hpl__fill_pattern(d, size, seed);
+  uint64_t sum = hpl__checksum(d, size);
   free(d);
   return sum;
 }

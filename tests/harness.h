@@ -17,21 +17,21 @@ int64_t th_ms(int64_t ms);
 
 /* Start a cluster of `nodes` stores with `memory` bytes each; extra server
  * arguments may be NULL. Fails the test on error. */
-hpl_lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args);
+hpl__lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args);
 /* Stop it; with `dump` print the servers' logs first. */
-void th_stop(hpl_lc *lc, int dump);
+void th_stop(hpl__lc *lc, int dump);
 /* cmocka teardown for tests that start their own cluster: if the test left
  * early (a failed assertion), print the logs of the clusters it started and
  * stop them. */
 int th_teardown(void **state);
 /* A cluster shared by a group of tests (started in a group setup): not
  * stopped by th_teardown. */
-void th_untrack(hpl_lc *lc);
+void th_untrack(hpl__lc *lc);
 
 /* Print every server log of the cluster to stderr. */
-void th_dump_logs(hpl_lc *lc);
+void th_dump_logs(hpl__lc *lc);
 
-hpl_client *th_connect(hpl_lc *lc, int node);
+hpl_client *th_connect(hpl__lc *lc, int node);
 uint64_t th_counter(hpl_client *c, const char *name);
 
 /* Put `size` bytes of the pattern for `seed` as `id`; fails the test on error. */
@@ -48,10 +48,10 @@ int64_t th_shm_offset(const void *p);
 void th_sleep_ms(int ms);
 
 /* A get on its own thread. Set c, id, timeout, and to check the bytes
- * size and want (hpl_checksum of the expected bytes; th_pattern_sum gives
+ * size and want (hpl__checksum of the expected bytes; th_pattern_sum gives
  * it for th_put_pattern's bytes), then th_get_start / th_get_join. After
  * the join: rc, ok (size and checksum as expected), ms (how long the get
- * took), done_ms (when it returned, hpl_now_ms clock). */
+ * took), done_ms (when it returned, hpl__now_ms clock). */
 typedef struct th_getter {
   hpl_client *c;
   const char *id;

@@ -25,13 +25,13 @@
 static void broadcast_during_put(int max_senders) {
   char args[64];
   snprintf(args, sizeof args, "--max-senders %d", max_senders);
-  hpl_lc *lc = th_cluster(NODES, 512 * MB, args, NULL);
+  hpl__lc *lc = th_cluster(NODES, 512 * MB, args, NULL);
   hpl_client *c[NODES];
   for (int i = 0; i < NODES; i++) c[i] = th_connect(lc, i);
   const uint64_t size = 64 * MB;
   uint8_t *data = malloc(size);
-  hpl_fill_pattern(data, size, 77);
-  uint64_t want = hpl_checksum(data, size);
+  hpl__fill_pattern(data, size, 77);
+  uint64_t want = hpl__checksum(data, size);
   const char *id = max_senders == 1 ? "bc/one" : "bc/two";
   uint64_t sent0 = th_counter(c[0], "data_bytes_sent");
 
@@ -105,7 +105,7 @@ static void test_broadcast_two_senders(void **state) {
 /* A receiver that joins after copies completed pulls from a complete copy. */
 static void test_late_joiner(void **state) {
   (void)state;
-  hpl_lc *lc = th_cluster(4, 256 * MB, NULL, NULL);
+  hpl__lc *lc = th_cluster(4, 256 * MB, NULL, NULL);
   hpl_client *c[4];
   for (int i = 0; i < 4; i++) c[i] = th_connect(lc, i);
   th_put_pattern(c[0], "late/x", 8 * MB, 3);
@@ -141,7 +141,7 @@ static void test_late_joiner(void **state) {
 /* Many objects, many receivers at once: all bytes right, record clean. */
 static void test_many_concurrent_broadcasts(void **state) {
   (void)state;
-  hpl_lc *lc = th_cluster(NODES, 512 * MB, NULL, "--chunk 256K");
+  hpl__lc *lc = th_cluster(NODES, 512 * MB, NULL, "--chunk 256K");
   hpl_client *c[NODES];
   for (int i = 0; i < NODES; i++) c[i] = th_connect(lc, i);
   enum { OBJS = 4 };
@@ -151,8 +151,8 @@ static void test_many_concurrent_broadcasts(void **state) {
   for (int k = 0; k < OBJS; k++) {
     snprintf(ids[k], sizeof ids[k], "many/%d", k);
     uint8_t *d = malloc(sizes[k]);
-    hpl_fill_pattern(d, sizes[k], (uint64_t)k + 100);
-    sums[k] = hpl_checksum(d, sizes[k]);
+    hpl__fill_pattern(d, sizes[k], (uint64_t)k + 100);
+    sums[k] = hpl__checksum(d, sizes[k]);
     /* objects start on different nodes */
     assert_int_equal(hpl_put(c[k % NODES], ids[k], d, sizes[k], th_ms(10000)), 0);
     free(d);

@@ -19,13 +19,13 @@
 
 #define MB (1ull << 20)
 
-static hpl_lc *cluster0(const char *dir_args) { return th_cluster(0, 0, dir_args, NULL); }
+static hpl__lc *cluster0(const char *dir_args) { return th_cluster(0, 0, dir_args, NULL); }
 
-static int add(hpl_lc *lc, const char *args) {
+static int add(hpl__lc *lc, const char *args) {
   char err[512];
   char full[512];
   snprintf(full, sizeof full, "--memory 256M %s", args ? args : "");
-  int i = hpl_lc_add_store(lc, full, err, sizeof err);
+  int i = hpl__lc_add_store(lc, full, err, sizeof err);
   if (i < 0) fail_msg("add store: %s", err);
   return i;
 }
@@ -39,7 +39,7 @@ static char *hexid(hpl_client *c, char *buf, size_t len) {
  * is sent or received twice. */
 static void test_resume_offset(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int b = add(lc, NULL);
   hpl_client *B = th_connect(lc, b);
   char bid[32], args[128];
@@ -65,7 +65,7 @@ static void test_resume_offset(void **state) {
 /* A stalled sender is left for another copy after the stall timeout; a
  * crawling one (a straggler) too. The receiver keeps its bytes. */
 static void stall_or_straggle(const char *fault, const char *recv_args, const char *counter) {
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int b = add(lc, recv_args);
   hpl_client *B = th_connect(lc, b);
   char bid[32], args[160];
@@ -85,10 +85,10 @@ static void stall_or_straggle(const char *fault, const char *recv_args, const ch
   assert_int_equal(hpl_get(B, "st-warm", th_ms(20000), &buf), 0);
   hpl_release(B, buf);
   uint64_t rx0 = th_counter(B, "data_bytes_received");
-  uint64_t t0 = hpl_now_ms();
+  uint64_t t0 = hpl__now_ms();
   /* the directory gives B the origin (A, first complete copy listed) */
   int rc = hpl_get(B, "st/x", th_ms(30000), &buf);
-  uint64_t el = hpl_now_ms() - t0;
+  uint64_t el = hpl__now_ms() - t0;
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(B));
   assert_true(th_check_pattern(hpl_buf_data(buf), size, 2));
   hpl_release(B, buf);
@@ -122,7 +122,7 @@ static void test_straggler_goes_elsewhere(void **state) {
  * crawl would take. */
 static void test_slow_partial_sender(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int c = add(lc, "--straggler-ms 1000 --straggler-ratio 0.2");
   hpl_client *C = th_connect(lc, c);
   char cid[32], bid[32], args[160];
@@ -146,9 +146,9 @@ static void test_slow_partial_sender(void **state) {
                   .want = th_pattern_sum(size, 4)};
   th_get_start(&gb); /* B takes A's one sending slot, for about 2 s */
   th_sleep_ms(200);
-  uint64_t t0 = hpl_now_ms();
+  uint64_t t0 = hpl__now_ms();
   int rc = hpl_get(C, "sp/x", th_ms(60000), &buf); /* so C pulls behind B */
-  uint64_t el = hpl_now_ms() - t0;
+  uint64_t el = hpl__now_ms() - t0;
   th_get_join(&gb);
   if (rc) fail_msg("get on C: %s (%s)", hpl_strerror(rc), hpl_errdetail(C));
   assert_int_equal(gb.rc, 0);
@@ -171,7 +171,7 @@ static void test_slow_partial_sender(void **state) {
  * re-attach (no cycle, per-copy limit kept), keep their bytes, finish. */
 static void test_chain_kill(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int a = add(lc, "--faults slow_send=24M"); /* the origin feeds the chain slowly */
   enum { R = 5 };
   int r[R];
@@ -209,7 +209,7 @@ static void test_chain_kill(void **state) {
   assert_true(victim > 0);
   /* its own client is still blocked in a get: that get fails when the store
    * dies; the handle is closed only after the thread is done with it */
-  assert_int_equal(hpl_lc_signal(lc, r[victim], SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(lc, r[victim], SIGKILL), 0);
   for (int i = 0; i < R; i++) {
     th_get_join(&g[i]);
     if (i == victim) {
@@ -242,7 +242,7 @@ static void test_chain_kill(void **state) {
  * ancestors restart, the result is right and says which sources it has. */
 static void test_reduce_reset(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   enum { N = 6 };
   hpl_client *C[N];
   int idx[N];
@@ -267,7 +267,7 @@ static void test_reduce_reset(void **state) {
   th_sleep_ms(400);
   /* kill the node of s2 (a slot in the middle of the chain) */
   hpl_close(C[2]);
-  assert_int_equal(hpl_lc_signal(lc, idx[2], SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGKILL), 0);
   hpl_buf *b;
   int rc = hpl_get(C[0], "rr/t", th_ms(60000), &b);
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
@@ -297,7 +297,7 @@ static void test_reduce_reset(void **state) {
 /* Every copy gone: the get fails with HPL_ELOST quickly, also mid-pull. */
 static void test_lost_in_bounded_time(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int a = add(lc, "--faults slow_send=8M");
   int b = add(lc, NULL);
   hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b);
@@ -307,16 +307,16 @@ static void test_lost_in_bounded_time(void **state) {
   th_get_start(&g);
   th_sleep_ms(500);
   hpl_close(A);
-  uint64_t t0 = hpl_now_ms();
-  assert_int_equal(hpl_lc_signal(lc, a, SIGKILL), 0);
+  uint64_t t0 = hpl__now_ms();
+  assert_int_equal(hpl__lc_signal(lc, a, SIGKILL), 0);
   th_get_join(&g);
   assert_int_equal(g.rc, HPL_ELOST);
-  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(3000));
+  assert_true(hpl__now_ms() - t0 < (uint64_t)th_ms(3000));
   /* later gets fail at once too */
   hpl_buf *buf;
-  t0 = hpl_now_ms();
+  t0 = hpl__now_ms();
   assert_int_equal(hpl_get(B, "lost/x", th_ms(60000), &buf), HPL_ELOST);
-  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(1000));
+  assert_true(hpl__now_ms() - t0 < (uint64_t)th_ms(1000));
   /* a new put revives the id */
   th_put_pattern(B, "lost/x", MB, 6);
   assert_int_equal(hpl_get(B, "lost/x", th_ms(5000), &buf), 0);
@@ -329,7 +329,7 @@ static void test_lost_in_bounded_time(void **state) {
  * re-registers and its objects are served again. */
 static void test_heartbeat_pause(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0("--heartbeat-ms 100 --heartbeat-timeout-ms 500");
+  hpl__lc *lc = cluster0("--heartbeat-ms 100 --heartbeat-timeout-ms 500");
   int a = add(lc, "--faults hb_pause=1500:1500");
   int b = add(lc, NULL);
   hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b);
@@ -353,7 +353,7 @@ static void test_heartbeat_pause(void **state) {
  * running reduce come back. */
 static void test_directory_restart(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int a = add(lc, "--faults slow_send=16M,prefix=slow/");
   int b = add(lc, NULL), c = add(lc, NULL);
   hpl_client *A = th_connect(lc, a), *B = th_connect(lc, b), *C = th_connect(lc, c);
@@ -370,13 +370,13 @@ static void test_directory_restart(void **state) {
   assert_int_equal(hpl_put(B, "dr/r1", v, sizeof v, th_ms(5000)), 0);
   const char *srcs[2] = {"dr/r1", "dr/r2"};
   assert_int_equal(hpl_reduce(A, "dr/t", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)), 0);
-  assert_int_equal(hpl_lc_signal(lc, -1, SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
   th_getter g = {.c = B, .id = "dr/x", .size = 8 * MB, .want = th_pattern_sum(8 * MB, 8),
                  .timeout = th_ms(30000)};
   th_get_start(&g);
   th_sleep_ms(700);
   char err[256];
-  if (hpl_lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
   th_get_join(&g);
   if (g.rc) fail_msg("get across the restart: %s", hpl_strerror(g.rc));
   assert_true(g.ok);
@@ -405,7 +405,7 @@ static void test_directory_restart(void **state) {
  * not finish goes to another copy with its bytes; exit status 0. */
 static void test_sigterm_handoff(void **state) {
   (void)state;
-  hpl_lc *lc = cluster0(NULL);
+  hpl__lc *lc = cluster0(NULL);
   int b = add(lc, NULL);
   hpl_client *B = th_connect(lc, b);
   char bid[32], args[160];
@@ -424,10 +424,10 @@ static void test_sigterm_handoff(void **state) {
   th_get_start(&g);
   th_sleep_ms(400); /* B pulls slowly from A */
   hpl_close(A);
-  uint64_t t0 = hpl_now_ms();
-  assert_int_equal(hpl_lc_signal(lc, a, SIGTERM), 0);
-  uint64_t took = hpl_now_ms() - t0;
-  int st = hpl_lc_exit_status(lc, a);
+  uint64_t t0 = hpl__now_ms();
+  assert_int_equal(hpl__lc_signal(lc, a, SIGTERM), 0);
+  uint64_t took = hpl__now_ms() - t0;
+  int st = hpl__lc_exit_status(lc, a);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   assert_true(took < (uint64_t)th_ms(3000));
   th_get_join(&g);
@@ -438,10 +438,10 @@ static void test_sigterm_handoff(void **state) {
   assert_int_equal(hpl_stat(B, "term/x", th_ms(5000), NULL, &copies, NULL, NULL), 0);
   assert_int_equal(copies, 2); /* B and C; A has left */
   /* an idle store leaves at once */
-  t0 = hpl_now_ms();
+  t0 = hpl__now_ms();
   hpl_close(C);
-  assert_int_equal(hpl_lc_signal(lc, c, SIGTERM), 0);
-  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(1500));
+  assert_int_equal(hpl__lc_signal(lc, c, SIGTERM), 0);
+  assert_true(hpl__now_ms() - t0 < (uint64_t)th_ms(1500));
   hpl_close(B);
   th_stop(lc, 0);
 }

@@ -11,13 +11,13 @@
 #include "hoplite.h"
 #include "proto.h"
 
-static const hpl_frame_limits lim = {.max_msg = 1024, .max_payload = 4096, .max_type = HPL_MSG_MAX_};
+static const hpl__frame_limits lim = {.max_msg = 1024, .max_payload = 4096, .max_type = HPL__MSG_MAX_};
 
 /* Build a complete frame: header + packed message + payload. */
 static uint8_t *make_frame(unsigned type, uint64_t req, const ProtobufCMessage *m,
                            const uint8_t *payload, uint64_t plen, size_t *len) {
   size_t hl;
-  uint8_t *h = hpl_msg_frame(type, req, m, plen, &hl);
+  uint8_t *h = hpl__msg_frame(type, req, m, plen, &hl);
   assert_non_null(h);
   h = realloc(h, hl + plen);
   if (plen) memcpy(h + hl, payload, plen);
@@ -27,19 +27,19 @@ static uint8_t *make_frame(unsigned type, uint64_t req, const ProtobufCMessage *
 
 static void test_header_round_trip(void **state) {
   (void)state;
-  hpl_frame_hdr in = {.type = HPL_MSG_GET, .flags = 0, .msg_len = 77, .req_id = 0x0102030405060708ull,
+  hpl__frame_hdr in = {.type = HPL__MSG_GET, .flags = 0, .msg_len = 77, .req_id = 0x0102030405060708ull,
                       .payload_len = 4000};
-  uint8_t buf[HPL_FRAME_HDR_LEN];
-  hpl_frame_encode_hdr(&in, buf);
+  uint8_t buf[HPL__FRAME_HDR_LEN];
+  hpl__frame_encode_hdr(&in, buf);
   /* little-endian on the wire, whatever the host */
   assert_int_equal(buf[0], 0x48); /* 'H' */
   assert_int_equal(buf[16], 0x08);
   assert_int_equal(buf[23], 0x01);
-  hpl_frame_hdr out;
-  assert_int_equal(hpl_frame_decode_hdr(buf, sizeof buf, &lim, &out, NULL), 0);
-  assert_int_equal(out.magic, HPL_FRAME_MAGIC);
-  assert_int_equal(out.version, HPL_FRAME_VERSION);
-  assert_int_equal(out.type, HPL_MSG_GET);
+  hpl__frame_hdr out;
+  assert_int_equal(hpl__frame_decode_hdr(buf, sizeof buf, &lim, &out, NULL), 0);
+  assert_int_equal(out.magic, HPL__FRAME_MAGIC);
+  assert_int_equal(out.version, HPL__FRAME_VERSION);
+  assert_int_equal(out.type, HPL__MSG_GET);
   assert_int_equal(out.msg_len, 77);
   assert_true(out.req_id == in.req_id);
   assert_true(out.payload_len == 4000);
@@ -47,20 +47,20 @@ static void test_header_round_trip(void **state) {
 
 static void test_short_header_needs_more(void **state) {
   (void)state;
-  uint8_t buf[HPL_FRAME_HDR_LEN] = {0};
-  hpl_frame_hdr out;
-  for (size_t n = 0; n < HPL_FRAME_HDR_LEN; n++)
-    assert_int_equal(hpl_frame_decode_hdr(buf, n, &lim, &out, NULL), 1);
+  uint8_t buf[HPL__FRAME_HDR_LEN] = {0};
+  hpl__frame_hdr out;
+  for (size_t n = 0; n < HPL__FRAME_HDR_LEN; n++)
+    assert_int_equal(hpl__frame_decode_hdr(buf, n, &lim, &out, NULL), 1);
 }
 
 static void corrupt_and_expect(size_t off, uint8_t val, int want, const char *why_part) {
-  hpl_frame_hdr in = {.type = HPL_MSG_GET, .msg_len = 10, .req_id = 1, .payload_len = 0};
-  uint8_t buf[HPL_FRAME_HDR_LEN];
-  hpl_frame_encode_hdr(&in, buf);
+  hpl__frame_hdr in = {.type = HPL__MSG_GET, .msg_len = 10, .req_id = 1, .payload_len = 0};
+  uint8_t buf[HPL__FRAME_HDR_LEN];
+  hpl__frame_encode_hdr(&in, buf);
   buf[off] = val;
-  hpl_frame_hdr out;
+  hpl__frame_hdr out;
   const char *why = NULL;
-  assert_int_equal(hpl_frame_decode_hdr(buf, sizeof buf, &lim, &out, &why), want);
+  assert_int_equal(hpl__frame_decode_hdr(buf, sizeof buf, &lim, &out, &why), want);
   assert_non_null(why);
   assert_non_null(strstr(why, why_part));
 }
@@ -80,26 +80,26 @@ static void test_bad_headers(void **state) {
 /* Feed a stream of frames in pieces of `step` bytes; collect what the framer
  * reports and compare with what was sent. */
 static void feed_in_steps(size_t step) {
-  Hpl__GetReq g = HPL__GET_REQ__INIT;
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
   g.id = "object/one";
   g.timeout_ms = -1;
-  Hpl__InlinePutReq p = HPL__INLINE_PUT_REQ__INIT;
+  Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
   p.id = "small";
   p.size = 300;
   uint8_t payload[300];
   for (int i = 0; i < 300; i++) payload[i] = (uint8_t)(i * 7);
   size_t l1, l2, l3;
-  uint8_t *f1 = make_frame(HPL_MSG_GET, 5, &g.base, NULL, 0, &l1);
-  uint8_t *f2 = make_frame(HPL_MSG_INLINE_PUT, 6, &p.base, payload, sizeof payload, &l2);
-  uint8_t *f3 = make_frame(HPL_MSG_HEARTBEAT, 7, NULL, NULL, 0, &l3); /* empty message */
+  uint8_t *f1 = make_frame(HPL__MSG_GET, 5, &g.base, NULL, 0, &l1);
+  uint8_t *f2 = make_frame(HPL__MSG_INLINE_PUT, 6, &p.base, payload, sizeof payload, &l2);
+  uint8_t *f3 = make_frame(HPL__MSG_HEARTBEAT, 7, NULL, NULL, 0, &l3); /* empty message */
   size_t total = l1 + l2 + l3;
   uint8_t *all = malloc(total);
   memcpy(all, f1, l1);
   memcpy(all + l1, f2, l2);
   memcpy(all + l1 + l2, f3, l3);
 
-  hpl_framer f;
-  hpl_framer_init(&f, &lim);
+  hpl__framer f;
+  hpl__framer_init(&f, &lim);
   int frames = 0;
   uint8_t got_payload[300];
   size_t pgot = 0;
@@ -110,27 +110,27 @@ static void feed_in_steps(size_t step) {
       int ev;
       const uint8_t *chunk;
       size_t clen;
-      long r = hpl_framer_feed(&f, all + off + used, n - used, &ev, &chunk, &clen);
+      long r = hpl__framer_feed(&f, all + off + used, n - used, &ev, &chunk, &clen);
       assert_true(r >= 0);
       used += (size_t)r;
-      if (ev == HPL_FR_MSG) {
+      if (ev == HPL__FR_MSG) {
         frames++;
-        ProtobufCMessage *m = hpl_msg_unpack(f.hdr.type, f.msg, f.hdr.msg_len);
+        ProtobufCMessage *m = hpl__msg_unpack(f.hdr.type, f.msg, f.hdr.msg_len);
         assert_non_null(m);
         if (frames == 1) {
-          assert_int_equal(f.hdr.type, HPL_MSG_GET);
-          assert_string_equal(((Hpl__GetReq *)m)->id, "object/one");
-          assert_int_equal(((Hpl__GetReq *)m)->timeout_ms, -1);
+          assert_int_equal(f.hdr.type, HPL__MSG_GET);
+          assert_string_equal(((Hplpb__GetReq *)m)->id, "object/one");
+          assert_int_equal(((Hplpb__GetReq *)m)->timeout_ms, -1);
         } else if (frames == 2) {
-          assert_int_equal(f.hdr.type, HPL_MSG_INLINE_PUT);
+          assert_int_equal(f.hdr.type, HPL__MSG_INLINE_PUT);
           assert_int_equal(f.hdr.payload_len, 300);
-          assert_int_equal(((Hpl__InlinePutReq *)m)->size, 300);
+          assert_int_equal(((Hplpb__InlinePutReq *)m)->size, 300);
         } else {
-          assert_int_equal(f.hdr.type, HPL_MSG_HEARTBEAT);
+          assert_int_equal(f.hdr.type, HPL__MSG_HEARTBEAT);
           assert_int_equal(f.hdr.req_id, 7);
         }
         protobuf_c_message_free_unpacked(m, NULL);
-      } else if (ev == HPL_FR_PAYLOAD) {
+      } else if (ev == HPL__FR_PAYLOAD) {
         assert_true(pgot + clen <= sizeof got_payload);
         memcpy(got_payload + pgot, chunk, clen);
         pgot += clen;
@@ -143,8 +143,8 @@ static void feed_in_steps(size_t step) {
   assert_int_equal(frames, 3);
   assert_int_equal(pgot, 300);
   assert_memory_equal(got_payload, payload, 300);
-  assert_int_equal(hpl_framer_payload_left(&f), 0);
-  hpl_framer_free(&f);
+  assert_int_equal(hpl__framer_payload_left(&f), 0);
+  hpl__framer_free(&f);
   free(f1);
   free(f2);
   free(f3);
@@ -167,54 +167,54 @@ static void test_stream_odd_pieces(void **state) {
 
 static void test_framer_rejects_oversized(void **state) {
   (void)state;
-  hpl_frame_hdr h = {.type = HPL_MSG_GET, .msg_len = 2000, .req_id = 1};
-  uint8_t buf[HPL_FRAME_HDR_LEN + 16] = {0};
-  hpl_frame_encode_hdr(&h, buf);
-  hpl_framer f;
-  hpl_framer_init(&f, &lim);
+  hpl__frame_hdr h = {.type = HPL__MSG_GET, .msg_len = 2000, .req_id = 1};
+  uint8_t buf[HPL__FRAME_HDR_LEN + 16] = {0};
+  hpl__frame_encode_hdr(&h, buf);
+  hpl__framer f;
+  hpl__framer_init(&f, &lim);
   int ev;
   const uint8_t *c;
   size_t cl;
-  long r = hpl_framer_feed(&f, buf, sizeof buf, &ev, &c, &cl);
+  long r = hpl__framer_feed(&f, buf, sizeof buf, &ev, &c, &cl);
   assert_int_equal(r, HPL_ETOOBIG);
   assert_non_null(f.why);
   /* nothing was allocated for the oversized message */
   assert_null(f.msg);
-  hpl_framer_free(&f);
+  hpl__framer_free(&f);
 }
 
 static void test_framer_rejects_garbage(void **state) {
   (void)state;
   uint8_t junk[64];
   for (int i = 0; i < 64; i++) junk[i] = (uint8_t)(i * 31 + 5);
-  hpl_framer f;
-  hpl_framer_init(&f, &lim);
+  hpl__framer f;
+  hpl__framer_init(&f, &lim);
   int ev;
   const uint8_t *c;
   size_t cl;
-  assert_int_equal(hpl_framer_feed(&f, junk, sizeof junk, &ev, &c, &cl), HPL_EPROTO);
-  hpl_framer_free(&f);
+  assert_int_equal(hpl__framer_feed(&f, junk, sizeof junk, &ev, &c, &cl), HPL_EPROTO);
+  hpl__framer_free(&f);
 }
 
 static void test_truncated_message_waits(void **state) {
   (void)state;
-  Hpl__GetReq g = HPL__GET_REQ__INIT;
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
   g.id = "abc";
   size_t len;
-  uint8_t *fr = make_frame(HPL_MSG_GET, 1, &g.base, NULL, 0, &len);
-  hpl_framer f;
-  hpl_framer_init(&f, &lim);
+  uint8_t *fr = make_frame(HPL__MSG_GET, 1, &g.base, NULL, 0, &len);
+  hpl__framer f;
+  hpl__framer_init(&f, &lim);
   int ev;
   const uint8_t *c;
   size_t cl;
   /* everything but the last byte: consumed, no frame yet */
-  long r = hpl_framer_feed(&f, fr, len - 1, &ev, &c, &cl);
+  long r = hpl__framer_feed(&f, fr, len - 1, &ev, &c, &cl);
   assert_int_equal(r, (long)len - 1);
-  assert_int_equal(ev, HPL_FR_NONE);
-  r = hpl_framer_feed(&f, fr + len - 1, 1, &ev, &c, &cl);
+  assert_int_equal(ev, HPL__FR_NONE);
+  r = hpl__framer_feed(&f, fr + len - 1, 1, &ev, &c, &cl);
   assert_int_equal(r, 1);
-  assert_int_equal(ev, HPL_FR_MSG);
-  hpl_framer_free(&f);
+  assert_int_equal(ev, HPL__FR_MSG);
+  hpl__framer_free(&f);
   free(fr);
 }
 
@@ -222,57 +222,57 @@ static void test_undecodable_message(void **state) {
   (void)state;
   /* a field header promising 100 bytes that are not there */
   uint8_t bad[] = {0x0a, 100, 'x'};
-  assert_null(hpl_msg_unpack(HPL_MSG_GET, bad, sizeof bad));
-  assert_null(hpl_msg_unpack(9999, bad, 0));
+  assert_null(hpl__msg_unpack(HPL__MSG_GET, bad, sizeof bad));
+  assert_null(hpl__msg_unpack(9999, bad, 0));
 }
 
 static void test_payload_skip(void **state) {
   (void)state;
-  Hpl__PullRep r = HPL__PULL_REP__INIT;
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.size = 1000;
   size_t len;
-  uint8_t *fr = make_frame(HPL_MSG_PULL_REP, 3, &r.base, NULL, 0, &len);
+  uint8_t *fr = make_frame(HPL__MSG_PULL_REP, 3, &r.base, NULL, 0, &len);
   /* patch the header to announce 1000 payload bytes that the caller reads
    * into its own buffer */
-  hpl_frame_hdr h;
-  hpl_frame_decode_hdr(fr, len, &lim, &h, NULL);
+  hpl__frame_hdr h;
+  hpl__frame_decode_hdr(fr, len, &lim, &h, NULL);
   h.payload_len = 1000;
-  hpl_frame_encode_hdr(&h, fr);
-  hpl_framer f;
-  hpl_framer_init(&f, &lim);
+  hpl__frame_encode_hdr(&h, fr);
+  hpl__framer f;
+  hpl__framer_init(&f, &lim);
   int ev;
   const uint8_t *c;
   size_t cl;
-  assert_int_equal(hpl_framer_feed(&f, fr, len, &ev, &c, &cl), (long)len);
-  assert_int_equal(ev, HPL_FR_MSG);
-  assert_int_equal(hpl_framer_payload_left(&f), 1000);
-  hpl_framer_payload_skip(&f, 600);
-  assert_int_equal(hpl_framer_payload_left(&f), 400);
-  hpl_framer_payload_skip(&f, 400);
-  assert_int_equal(hpl_framer_payload_left(&f), 0);
+  assert_int_equal(hpl__framer_feed(&f, fr, len, &ev, &c, &cl), (long)len);
+  assert_int_equal(ev, HPL__FR_MSG);
+  assert_int_equal(hpl__framer_payload_left(&f), 1000);
+  hpl__framer_payload_skip(&f, 600);
+  assert_int_equal(hpl__framer_payload_left(&f), 400);
+  hpl__framer_payload_skip(&f, 400);
+  assert_int_equal(hpl__framer_payload_left(&f), 0);
   /* the next frame parses normally */
-  assert_int_equal(hpl_framer_feed(&f, fr, len, &ev, &c, &cl), (long)len);
-  assert_int_equal(ev, HPL_FR_MSG);
-  hpl_framer_free(&f);
+  assert_int_equal(hpl__framer_feed(&f, fr, len, &ev, &c, &cl), (long)len);
+  assert_int_equal(ev, HPL__FR_MSG);
+  hpl__framer_free(&f);
   free(fr);
 }
 
 static void test_ids_and_errors(void **state) {
   (void)state;
-  assert_true(hpl_id_valid("a"));
-  assert_true(hpl_id_valid("weights/step-1 (v2) \xc3\xa9"));
-  assert_false(hpl_id_valid(""));
-  assert_false(hpl_id_valid(NULL));
-  assert_false(hpl_id_valid("tab\there"));
-  assert_false(hpl_id_valid("nl\n"));
-  assert_false(hpl_id_valid("del\x7f"));
+  assert_true(hpl__id_valid("a"));
+  assert_true(hpl__id_valid("weights/step-1 (v2) \xc3\xa9"));
+  assert_false(hpl__id_valid(""));
+  assert_false(hpl__id_valid(NULL));
+  assert_false(hpl__id_valid("tab\there"));
+  assert_false(hpl__id_valid("nl\n"));
+  assert_false(hpl__id_valid("del\x7f"));
   char longid[HPL_ID_MAX + 2];
   memset(longid, 'x', sizeof longid);
   longid[HPL_ID_MAX] = 0;
-  assert_true(hpl_id_valid(longid));
+  assert_true(hpl__id_valid(longid));
   longid[HPL_ID_MAX] = 'x';
   longid[HPL_ID_MAX + 1] = 0;
-  assert_false(hpl_id_valid(longid));
+  assert_false(hpl__id_valid(longid));
   assert_string_equal(hpl_errname(HPL_ETIMEDOUT), "HPL_ETIMEDOUT");
   assert_string_equal(hpl_strerror(HPL_OK), "success");
   assert_string_equal(hpl_strerror(-999), "unknown error");
@@ -280,10 +280,10 @@ static void test_ids_and_errors(void **state) {
   assert_int_equal(hpl_dtype_size(99), 0);
   /* every message type has a descriptor and a name */
   unsigned known = 0;
-  for (unsigned t = 1; t <= HPL_MSG_MAX_; t++)
-    if (hpl_msg_descriptor(t)) {
+  for (unsigned t = 1; t <= HPL__MSG_MAX_; t++)
+    if (hpl__msg_descriptor(t)) {
       known++;
-      assert_string_not_equal(hpl_msg_name(t), "?");
+      assert_string_not_equal(hpl__msg_name(t), "?");
     }
   assert_true(known >= 30);
 }

@@ -71,8 +71,8 @@ static int teardown(void **state) {
 }
 
 /* A directory in host 0 and a store in every host, each client connected. */
-static hpl_lc *start_servers(const char *dir_args, const char *store_args, hpl_client **c) {
-  hpl_lc_opts o = {.nodes = HOSTS,
+static hpl__lc *start_servers(const char *dir_args, const char *store_args, hpl_client **c) {
+  hpl__lc_opts o = {.nodes = HOSTS,
                    .memory = 256 * MB,
                    .bin_dir = HPL_BIN_DIR,
                    .netns_prefix = prefix,
@@ -80,9 +80,9 @@ static hpl_lc *start_servers(const char *dir_args, const char *store_args, hpl_c
                    .dir_args = dir_args,
                    .store_args = store_args,
                    .timeout_ms = (int)th_ms(15000)};
-  hpl_lc *lc;
+  hpl__lc *lc;
   char err[512];
-  if (hpl_lc_start(&o, &lc, err, sizeof err)) fail_msg("cluster: %s", err);
+  if (hpl__lc_start(&o, &lc, err, sizeof err)) fail_msg("cluster: %s", err);
   for (int i = 0; i < HOSTS; i++) c[i] = th_connect(lc, i);
   return lc;
 }
@@ -99,12 +99,12 @@ typedef struct ns_get {
 
 static void *ns_get_main(void *arg) {
   ns_get *g = arg;
-  if ((g->rc = hpl_lc_enter_host(prefix, g->host)) != 0) return NULL;
+  if ((g->rc = hpl__lc_enter_host(prefix, g->host)) != 0) return NULL;
   hpl_buf *b;
   g->rc = hpl_get(g->c, g->id, th_ms(10000), &b);
   if (g->rc == 0) {
     g->shared = hpl_buf_shared(b);
-    g->sum = hpl_checksum(hpl_buf_data(b), hpl_buf_size(b));
+    g->sum = hpl__checksum(hpl_buf_data(b), hpl_buf_size(b));
     hpl_release(g->c, b);
   }
   return NULL;
@@ -113,7 +113,7 @@ static void *ns_get_main(void *arg) {
 static void test_broadcast_across_hosts(void **state) {
   (void)state;
   hpl_client *c[HOSTS];
-  hpl_lc *lc = start_servers(NULL, NULL, c);
+  hpl__lc *lc = start_servers(NULL, NULL, c);
   const uint64_t sizes[] = {1024, 4 * MB};
   for (int k = 0; k < 2; k++) {
     char id[32];
@@ -180,7 +180,7 @@ static void cut_and_heal(const char *verb) {
 static void test_partition_heals(void **state) {
   (void)state;
   hpl_client *c[HOSTS];
-  hpl_lc *lc = start_servers("--heartbeat-timeout-ms 1500", "--stall-timeout-ms 500", c);
+  hpl__lc *lc = start_servers("--heartbeat-timeout-ms 1500", "--stall-timeout-ms 500", c);
   const uint64_t size = 16 * MB;
   th_put_pattern(c[0], "cut/obj", size, 77);
   uint64_t want = th_pattern_sum(size, 77);
@@ -194,9 +194,9 @@ static void test_partition_heals(void **state) {
   th_get_start(&r[2]);
   th_sleep_ms(150);
   cut_and_heal("cut");
-  uint64_t t_cut = hpl_now_ms();
+  uint64_t t_cut = hpl__now_ms();
   th_sleep_ms(5000);
-  uint64_t t_uncut = hpl_now_ms();
+  uint64_t t_uncut = hpl__now_ms();
   cut_and_heal("uncut");
   th_get_join(&r[2]);
   th_get_join(&r[1]);

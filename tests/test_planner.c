@@ -13,7 +13,7 @@
 #include "planner.h"
 
 /* In-order walk of the built tree from its root, through parent/child links. */
-static void walk(const hpl_plan *p, int s, int *out, int *k) {
+static void walk(const hpl__plan *p, int s, int *out, int *k) {
   int d = p->degree;
   if (p->nchild[s] > 0) walk(p, p->child[s * d], out, k);
   out[(*k)++] = s;
@@ -21,8 +21,8 @@ static void walk(const hpl_plan *p, int s, int *out, int *k) {
 }
 
 static void check_tree(int n, int d) {
-  hpl_plan p;
-  assert_int_equal(hpl_plan_build(n, d, &p), 0);
+  hpl__plan p;
+  assert_int_equal(hpl__plan_build(n, d, &p), 0);
   int dd = n > 1 && d > n - 1 ? n - 1 : d;
   assert_int_equal(p.degree, dd);
   assert_int_equal(p.parent[p.root], -1);
@@ -51,8 +51,8 @@ static void check_tree(int n, int d) {
     for (int x = s; p.parent[x] >= 0; x = p.parent[x]) depth++;
     if (depth > maxdepth) maxdepth = depth;
   }
-  assert_int_equal(maxdepth, hpl_plan_height(dd, n));
-  hpl_plan_free(&p);
+  assert_int_equal(maxdepth, hpl__plan_height(dd, n));
+  hpl__plan_free(&p);
 }
 
 static void test_shapes(void **state) {
@@ -65,19 +65,19 @@ static void test_shapes(void **state) {
 
 static void test_chain_and_star(void **state) {
   (void)state;
-  hpl_plan p;
-  assert_int_equal(hpl_plan_build(5, 1, &p), 0);
+  hpl__plan p;
+  assert_int_equal(hpl__plan_build(5, 1, &p), 0);
   /* chain: slot i's child is i-1; the last arrival is the root */
   assert_int_equal(p.root, 4);
   for (int s = 1; s < 5; s++) assert_int_equal(p.child[s], s - 1);
   assert_int_equal(p.nchild[0], 0);
-  hpl_plan_free(&p);
-  assert_int_equal(hpl_plan_build(5, 4, &p), 0);
+  hpl__plan_free(&p);
+  assert_int_equal(hpl__plan_build(5, 4, &p), 0);
   /* star: the root sits after its first child in in-order */
   assert_int_equal(p.root, 1);
   assert_int_equal(p.nchild[1], 4);
-  hpl_plan_free(&p);
-  assert_int_equal(hpl_plan_build(0, 1, &p), HPL_EINVAL);
+  hpl__plan_free(&p);
+  assert_int_equal(hpl__plan_build(0, 1, &p), HPL_EINVAL);
 }
 
 /* The chosen degree is the model's minimum, found by brute force. */
@@ -90,21 +90,21 @@ static void test_best_degree_is_model_minimum(void **state) {
     for (size_t a = 0; a < 6; a++)
       for (size_t b = 0; b < 3; b++)
         for (size_t c = 0; c < 3; c++) {
-          int d = hpl_plan_best_degree(n, sizes[a], lat[b], bw[c]);
-          double best = hpl_plan_cost(d, n, sizes[a], lat[b], bw[c]);
+          int d = hpl__plan_best_degree(n, sizes[a], lat[b], bw[c]);
+          double best = hpl__plan_cost(d, n, sizes[a], lat[b], bw[c]);
           for (int e = 1; e <= n - 1; e++)
-            assert_true(best <= hpl_plan_cost(e, n, sizes[a], lat[b], bw[c]) + 1e-15);
+            assert_true(best <= hpl__plan_cost(e, n, sizes[a], lat[b], bw[c]) + 1e-15);
         }
   /* the extremes the model should reach */
-  assert_int_equal(hpl_plan_best_degree(8, 256.0 * (1 << 20), 200e-6, 125e6), 1); /* chain */
-  assert_int_equal(hpl_plan_best_degree(8, 64, 200e-6, 125e6), 7);                 /* star */
-  int mid = hpl_plan_best_degree(64, 256 * 1024, 1e-3, 125e6);
+  assert_int_equal(hpl__plan_best_degree(8, 256.0 * (1 << 20), 200e-6, 125e6), 1); /* chain */
+  assert_int_equal(hpl__plan_best_degree(8, 64, 200e-6, 125e6), 7);                 /* star */
+  int mid = hpl__plan_best_degree(64, 256 * 1024, 1e-3, 125e6);
   assert_true(mid > 1 && mid < 63);
-  hpl_plan p;
-  assert_int_equal(hpl_plan_make(8, 256.0 * (1 << 20), 200e-6, 125e6, &p), 0);
+  hpl__plan p;
+  assert_int_equal(hpl__plan_make(8, 256.0 * (1 << 20), 200e-6, 125e6, &p), 0);
   assert_int_equal(p.degree, 1);
   assert_true(fabs(p.cost - (8 * 200e-6 + 256.0 * (1 << 20) / 125e6)) < 1e-9);
-  hpl_plan_free(&p);
+  hpl__plan_free(&p);
 }
 
 /* Every op x dtype against a scalar reference. */
@@ -139,16 +139,16 @@ static void test_kernels(void **state) {
 #undef SET
         }
       }
-      assert_int_equal(hpl_reduce_apply(op, dt, a, b, N * es), 0);
+      assert_int_equal(hpl__reduce_apply(op, dt, a, b, N * es), 0);
       assert_memory_equal(a, ref, N * es);
     }
   }
   uint8_t x[8] = {0};
-  assert_int_equal(hpl_reduce_apply(HPL_OP_SUM, HPL_DT_F32, x, x, 6), HPL_EINVAL);
-  assert_int_equal(hpl_reduce_apply(9, HPL_DT_F32, x, x, 4), HPL_EINVAL);
-  assert_int_equal(hpl_reduce_apply(HPL_OP_SUM, 42, x, x, 4), HPL_EINVAL);
-  assert_string_equal(hpl_op_name(HPL_OP_PROD), "prod");
-  assert_string_equal(hpl_dtype_name(HPL_DT_F64), "f64");
+  assert_int_equal(hpl__reduce_apply(HPL_OP_SUM, HPL_DT_F32, x, x, 6), HPL_EINVAL);
+  assert_int_equal(hpl__reduce_apply(9, HPL_DT_F32, x, x, 4), HPL_EINVAL);
+  assert_int_equal(hpl__reduce_apply(HPL_OP_SUM, 42, x, x, 4), HPL_EINVAL);
+  assert_string_equal(hpl__op_name(HPL_OP_PROD), "prod");
+  assert_string_equal(hpl__dtype_name(HPL_DT_F64), "f64");
 }
 
 int main(void) {

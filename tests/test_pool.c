@@ -43,29 +43,29 @@ static uint64_t rng_size(uint64_t lo, uint64_t hi) {
   return s;
 }
 
-static hpl_pool *pool_new(uint64_t capacity) {
-  hpl_pool *p = NULL;
-  assert_int_equal(hpl_pool_create(capacity, "test-pool", 0, &p), HPL_OK);
+static hpl__pool *pool_new(uint64_t capacity) {
+  hpl__pool *p = NULL;
+  assert_int_equal(hpl__pool_create(capacity, "test-pool", 0, &p), HPL_OK);
   assert_non_null(p);
   return p;
 }
 
 /* ptr is aligned and [ptr, ptr+size) lies inside the mapping. */
-static void assert_in_pool(hpl_pool *p, const void *ptr, uint64_t size) {
-  const uint8_t *b = hpl_pool_base(p);
+static void assert_in_pool(hpl__pool *p, const void *ptr, uint64_t size) {
+  const uint8_t *b = hpl__pool_base(p);
   const uint8_t *q = ptr;
   assert_non_null(q);
-  assert_int_equal((uintptr_t)q % HPL_POOL_ALIGN, 0);
+  assert_int_equal((uintptr_t)q % HPL__POOL_ALIGN, 0);
   assert_true(q >= b);
-  assert_true((uint64_t)(q - b) + size <= hpl_pool_capacity(p));
+  assert_true((uint64_t)(q - b) + size <= hpl__pool_capacity(p));
 }
 
 /* Allocate `size`-byte objects until the pool refuses; returns how many fit
  * and stores them in objs (at most max). */
-static size_t fill(hpl_pool *p, uint64_t size, void **objs, size_t max) {
+static size_t fill(hpl__pool *p, uint64_t size, void **objs, size_t max) {
   size_t n = 0;
   while (n < max) {
-    void *o = hpl_pool_alloc(p, size);
+    void *o = hpl__pool_alloc(p, size);
     if (!o) break;
     assert_in_pool(p, o, size);
     objs[n++] = o;
@@ -79,74 +79,74 @@ static size_t fill(hpl_pool *p, uint64_t size, void **objs, size_t max) {
 static void test_create_capacity(void **state) {
   (void)state;
   uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  hpl_pool *p = pool_new(0);
-  assert_int_equal(hpl_pool_capacity(p), 16 * MiB);
-  assert_true(hpl_pool_fd(p) >= 0);
-  assert_non_null(hpl_pool_base(p));
-  hpl_pool_destroy(p);
+  hpl__pool *p = pool_new(0);
+  assert_int_equal(hpl__pool_capacity(p), 16 * MiB);
+  assert_true(hpl__pool_fd(p) >= 0);
+  assert_non_null(hpl__pool_base(p));
+  hpl__pool_destroy(p);
 
   p = pool_new(16 * MiB + 1);
-  assert_int_equal(hpl_pool_capacity(p), 16 * MiB + page);
-  hpl_pool_destroy(p);
+  assert_int_equal(hpl__pool_capacity(p), 16 * MiB + page);
+  hpl__pool_destroy(p);
 
   p = pool_new(100 * MiB + 3);
-  assert_int_equal(hpl_pool_capacity(p), 100 * MiB + page);
-  hpl_pool_destroy(p);
+  assert_int_equal(hpl__pool_capacity(p), 100 * MiB + page);
+  hpl__pool_destroy(p);
 
   /* No name, or a name longer than memfd allows: still a pool. */
-  assert_int_equal(hpl_pool_create(16 * MiB, NULL, 0, &p), HPL_OK);
-  hpl_pool_destroy(p);
+  assert_int_equal(hpl__pool_create(16 * MiB, NULL, 0, &p), HPL_OK);
+  hpl__pool_destroy(p);
   char longname[400];
   memset(longname, 'n', sizeof longname - 1);
   longname[sizeof longname - 1] = 0;
-  assert_int_equal(hpl_pool_create(16 * MiB, longname, 0, &p), HPL_OK);
-  hpl_pool_destroy(p);
+  assert_int_equal(hpl__pool_create(16 * MiB, longname, 0, &p), HPL_OK);
+  hpl__pool_destroy(p);
 
-  assert_int_equal(hpl_pool_create(16 * MiB, "x", 0, NULL), HPL_EINVAL);
-  p = (hpl_pool *)0x1;
-  assert_int_equal(hpl_pool_create(1ull << 60, "x", 0, &p), HPL_EINVAL);
-  assert_ptr_equal(p, (hpl_pool *)0x1); /* out untouched on failure */
-  hpl_pool_destroy(NULL);
+  assert_int_equal(hpl__pool_create(16 * MiB, "x", 0, NULL), HPL_EINVAL);
+  p = (hpl__pool *)0x1;
+  assert_int_equal(hpl__pool_create(1ull << 60, "x", 0, &p), HPL_EINVAL);
+  assert_ptr_equal(p, (hpl__pool *)0x1); /* out untouched on failure */
+  hpl__pool_destroy(NULL);
 }
 
 /* Size 0 gives the base, which must not be freed for real; free(NULL) and
  * frees of foreign pointers are ignored; oversize requests fail cleanly. */
 static void test_size_zero_and_null(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(16 * MiB);
-  uint64_t used0 = hpl_pool_used(p);
-  void *z1 = hpl_pool_alloc(p, 0);
-  void *z2 = hpl_pool_alloc(p, 0);
-  assert_ptr_equal(z1, hpl_pool_base(p));
-  assert_ptr_equal(z2, hpl_pool_base(p));
-  assert_int_equal(hpl_pool_allocated(p), 0);
-  hpl_pool_free(p, z1);
-  hpl_pool_free(p, z2);
-  hpl_pool_free(p, NULL);
+  hpl__pool *p = pool_new(16 * MiB);
+  uint64_t used0 = hpl__pool_used(p);
+  void *z1 = hpl__pool_alloc(p, 0);
+  void *z2 = hpl__pool_alloc(p, 0);
+  assert_ptr_equal(z1, hpl__pool_base(p));
+  assert_ptr_equal(z2, hpl__pool_base(p));
+  assert_int_equal(hpl__pool_allocated(p), 0);
+  hpl__pool_free(p, z1);
+  hpl__pool_free(p, z2);
+  hpl__pool_free(p, NULL);
   int local;
-  hpl_pool_free(p, &local); /* not ours: ignored */
-  assert_int_equal(hpl_pool_used(p), used0);
-  assert_int_equal(hpl_pool_allocated(p), 0);
+  hpl__pool_free(p, &local); /* not ours: ignored */
+  assert_int_equal(hpl__pool_used(p), used0);
+  assert_int_equal(hpl__pool_allocated(p), 0);
 
   /* A real allocation never sits at the size-0 address. */
-  void *a = hpl_pool_alloc(p, 1);
+  void *a = hpl__pool_alloc(p, 1);
   assert_in_pool(p, a, 1);
-  assert_ptr_not_equal(a, hpl_pool_base(p));
-  assert_true(hpl_pool_allocated(p) >= 1);
-  hpl_pool_free(p, a);
-  assert_int_equal(hpl_pool_allocated(p), 0);
+  assert_ptr_not_equal(a, hpl__pool_base(p));
+  assert_true(hpl__pool_allocated(p) >= 1);
+  hpl__pool_free(p, a);
+  assert_int_equal(hpl__pool_allocated(p), 0);
 
-  assert_null(hpl_pool_alloc(p, 17 * MiB));
-  assert_null(hpl_pool_alloc(p, UINT64_MAX));
-  assert_null(hpl_pool_alloc(NULL, 64));
-  hpl_pool_free(NULL, a);
-  hpl_pool_destroy(p);
+  assert_null(hpl__pool_alloc(p, 17 * MiB));
+  assert_null(hpl__pool_alloc(p, UINT64_MAX));
+  assert_null(hpl__pool_alloc(NULL, 64));
+  hpl__pool_free(NULL, a);
+  hpl__pool_destroy(p);
 }
 
 /* Assorted sizes from 1 B to 70 MiB: aligned and inside the mapping. */
 static void test_alignment(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(1 * GiB);
+  hpl__pool *p = pool_new(1 * GiB);
   enum { N = 64 };
   void *live[N] = {0};
   static const uint64_t fixed[] = {
@@ -158,17 +158,17 @@ static void test_alignment(void **state) {
   for (unsigned round = 0; round < 1500; round++) {
     unsigned k = (unsigned)(rng() % N);
     if (live[k]) {
-      hpl_pool_free(p, live[k]);
+      hpl__pool_free(p, live[k]);
       live[k] = NULL;
     }
     uint64_t s = round < nfixed ? fixed[round] : rng_size(1, 70 * MiB);
-    void *o = hpl_pool_alloc(p, s);
+    void *o = hpl__pool_alloc(p, s);
     if (!o) { /* pool momentarily full: make room and insist */
       for (unsigned j = 0; j < N; j++) {
-        hpl_pool_free(p, live[j]);
+        hpl__pool_free(p, live[j]);
         live[j] = NULL;
       }
-      o = hpl_pool_alloc(p, s);
+      o = hpl__pool_alloc(p, s);
       assert_non_null(o);
     }
     assert_in_pool(p, o, s);
@@ -178,9 +178,9 @@ static void test_alignment(void **state) {
     checked++;
   }
   assert_int_equal(checked, 1500);
-  for (unsigned j = 0; j < N; j++) hpl_pool_free(p, live[j]);
-  assert_int_equal(hpl_pool_allocated(p), 0);
-  hpl_pool_destroy(p);
+  for (unsigned j = 0; j < N; j++) hpl__pool_free(p, live[j]);
+  assert_int_equal(hpl__pool_allocated(p), 0);
+  hpl__pool_destroy(p);
 }
 
 /* Fill an object with a pattern derived from its tag. */
@@ -214,7 +214,7 @@ static int live_cmp(const void *a, const void *b) {
  * mix of allocations and frees, and sorted by address they are disjoint. */
 static void test_no_overlap(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(256 * MiB);
+  hpl__pool *p = pool_new(256 * MiB);
   enum { N = 400 };
   live_obj objs[N];
   memset(objs, 0, sizeof objs);
@@ -223,11 +223,11 @@ static void test_no_overlap(void **state) {
     unsigned k = (unsigned)(rng() % N);
     if (objs[k].ptr) {
       assert_true(pattern_ok(objs[k].ptr, objs[k].size, objs[k].tag));
-      hpl_pool_free(p, objs[k].ptr);
+      hpl__pool_free(p, objs[k].ptr);
       objs[k].ptr = NULL;
     }
     uint64_t s = rng_size(1, 2 * MiB);
-    uint8_t *o = hpl_pool_alloc(p, s);
+    uint8_t *o = hpl__pool_alloc(p, s);
     assert_non_null(o); /* at most 400 x 2 MiB live in 256 MiB: fits */
     assert_in_pool(p, o, s);
     objs[k] = (live_obj){o, s, next_tag++};
@@ -241,9 +241,9 @@ static void test_no_overlap(void **state) {
   }
   qsort(objs, n, sizeof objs[0], live_cmp);
   for (unsigned j = 1; j < n; j++) assert_true(objs[j - 1].ptr + objs[j - 1].size <= objs[j].ptr);
-  for (unsigned j = 0; j < n; j++) hpl_pool_free(p, objs[j].ptr);
-  assert_int_equal(hpl_pool_allocated(p), 0);
-  hpl_pool_destroy(p);
+  for (unsigned j = 0; j < n; j++) hpl__pool_free(p, objs[j].ptr);
+  assert_int_equal(hpl__pool_allocated(p), 0);
+  hpl__pool_destroy(p);
 }
 
 /* 64 MiB objects allocated and freed 100 times in a 256 MiB pool, alone and
@@ -251,28 +251,28 @@ static void test_no_overlap(void **state) {
  * where it started. */
 static void test_reuse_64m(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(256 * MiB);
-  uint64_t used0 = hpl_pool_used(p);
+  hpl__pool *p = pool_new(256 * MiB);
+  uint64_t used0 = hpl__pool_used(p);
   for (int i = 0; i < 100; i++) {
-    void *o = hpl_pool_alloc(p, 64 * MiB);
+    void *o = hpl__pool_alloc(p, 64 * MiB);
     assert_in_pool(p, o, 64 * MiB);
     memset(o, i, 4096);
-    hpl_pool_free(p, o);
+    hpl__pool_free(p, o);
   }
-  assert_int_equal(hpl_pool_used(p), used0);
+  assert_int_equal(hpl__pool_used(p), used0);
 
   void *ring[3] = {0};
   for (int i = 0; i < 100; i++) {
-    hpl_pool_free(p, ring[i % 3]);
-    ring[i % 3] = hpl_pool_alloc(p, 64 * MiB);
+    hpl__pool_free(p, ring[i % 3]);
+    ring[i % 3] = hpl__pool_alloc(p, 64 * MiB);
     assert_in_pool(p, ring[i % 3], 64 * MiB);
   }
-  for (int i = 0; i < 3; i++) hpl_pool_free(p, ring[i]);
+  for (int i = 0; i < 3; i++) hpl__pool_free(p, ring[i]);
   printf("    reuse: used at start %llu B, after 200 x 64 MiB alloc/free %llu B\n",
-         (unsigned long long)used0, (unsigned long long)hpl_pool_used(p));
-  assert_int_equal(hpl_pool_used(p), used0);
-  assert_int_equal(hpl_pool_allocated(p), 0);
-  hpl_pool_destroy(p);
+         (unsigned long long)used0, (unsigned long long)hpl__pool_used(p));
+  assert_int_equal(hpl__pool_used(p), used0);
+  assert_int_equal(hpl__pool_allocated(p), 0);
+  hpl__pool_destroy(p);
 }
 
 /* 64 MiB objects in 1 GiB until the pool is full: at least 15 of the 16
@@ -280,178 +280,178 @@ static void test_reuse_64m(void **state) {
  * room again. */
 static void test_exhaustion_1g(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(1 * GiB);
-  uint64_t used0 = hpl_pool_used(p);
+  hpl__pool *p = pool_new(1 * GiB);
+  uint64_t used0 = hpl__pool_used(p);
   void *objs[32];
   size_t n = fill(p, 64 * MiB, objs, 32);
   printf(
       "    exhaustion: %zu x 64 MiB objects live in a 1 GiB pool (used %llu B, "
       "largest free %llu B)\n",
-      n, (unsigned long long)hpl_pool_used(p), (unsigned long long)hpl_pool_largest_free(p));
+      n, (unsigned long long)hpl__pool_used(p), (unsigned long long)hpl__pool_largest_free(p));
   assert_true(n >= 15);
   assert_true(n <= 16);
-  assert_true(hpl_pool_largest_free(p) < 64 * MiB);
-  assert_null(hpl_pool_alloc(p, 64 * MiB));
-  assert_null(hpl_pool_alloc(p, 64 * MiB));
-  assert_true(hpl_pool_allocated(p) >= n * 64 * MiB);
+  assert_true(hpl__pool_largest_free(p) < 64 * MiB);
+  assert_null(hpl__pool_alloc(p, 64 * MiB));
+  assert_null(hpl__pool_alloc(p, 64 * MiB));
+  assert_true(hpl__pool_allocated(p) >= n * 64 * MiB);
 
-  hpl_pool_free(p, objs[n / 2]);
-  objs[n / 2] = hpl_pool_alloc(p, 64 * MiB);
+  hpl__pool_free(p, objs[n / 2]);
+  objs[n / 2] = hpl__pool_alloc(p, 64 * MiB);
   assert_in_pool(p, objs[n / 2], 64 * MiB);
-  assert_null(hpl_pool_alloc(p, 64 * MiB));
+  assert_null(hpl__pool_alloc(p, 64 * MiB));
 
   /* Smaller objects still fit in what is left. */
-  void *small = hpl_pool_alloc(p, 1 * MiB);
+  void *small = hpl__pool_alloc(p, 1 * MiB);
   assert_in_pool(p, small, 1 * MiB);
-  hpl_pool_free(p, small);
+  hpl__pool_free(p, small);
 
-  for (size_t i = 0; i < n; i++) hpl_pool_free(p, objs[i]);
-  assert_int_equal(hpl_pool_used(p), used0);
-  assert_int_equal(hpl_pool_allocated(p), 0);
-  hpl_pool_destroy(p);
+  for (size_t i = 0; i < n; i++) hpl__pool_free(p, objs[i]);
+  assert_int_equal(hpl__pool_used(p), used0);
+  assert_int_equal(hpl__pool_allocated(p), 0);
+  hpl__pool_destroy(p);
 }
 
 /* Allocate many small objects (4 B .. 256 KiB) up to about `total` bytes,
  * free every other one, allocate more, then free everything. */
-static void fragment(hpl_pool *p, uint64_t total) {
+static void fragment(hpl__pool *p, uint64_t total) {
   enum { N = 12000 };
   static void *objs[N];
   size_t n = 0;
   uint64_t sum = 0;
   while (n < N && sum < total) {
     uint64_t s = rng_size(4, 256 * KiB);
-    void *o = hpl_pool_alloc(p, s);
+    void *o = hpl__pool_alloc(p, s);
     assert_in_pool(p, o, s);
     objs[n++] = o;
     sum += s;
   }
   for (size_t i = 0; i < n; i += 2) {
-    hpl_pool_free(p, objs[i]);
+    hpl__pool_free(p, objs[i]);
     objs[i] = NULL;
   }
   for (size_t i = 0; i < n; i += 2) {
-    objs[i] = hpl_pool_alloc(p, rng_size(4, 128 * KiB));
+    objs[i] = hpl__pool_alloc(p, rng_size(4, 128 * KiB));
     assert_non_null(objs[i]);
   }
   /* While fragmented, the largest-free estimate is a size that fits. */
-  uint64_t lf = hpl_pool_largest_free(p);
+  uint64_t lf = hpl__pool_largest_free(p);
   assert_true(lf > 0);
-  void *big = hpl_pool_alloc(p, lf);
+  void *big = hpl__pool_alloc(p, lf);
   assert_in_pool(p, big, lf);
-  hpl_pool_free(p, big);
-  for (size_t i = 0; i < n; i++) hpl_pool_free(p, objs[i]);
+  hpl__pool_free(p, big);
+  for (size_t i = 0; i < n; i++) hpl__pool_free(p, objs[i]);
 }
 
 /* A 500 MiB object in a 1 GiB pool, ten times, before and after the pool
  * was fragmented by small objects (all freed again). */
 static void test_big_500m(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(1 * GiB);
-  uint64_t used0 = hpl_pool_used(p);
+  hpl__pool *p = pool_new(1 * GiB);
+  uint64_t used0 = hpl__pool_used(p);
   for (int i = 0; i < 10; i++) {
-    void *o = hpl_pool_alloc(p, 500 * MiB);
+    void *o = hpl__pool_alloc(p, 500 * MiB);
     assert_in_pool(p, o, 500 * MiB);
-    hpl_pool_free(p, o);
+    hpl__pool_free(p, o);
   }
   fragment(p, 400 * MiB);
-  assert_int_equal(hpl_pool_allocated(p), 0);
+  assert_int_equal(hpl__pool_allocated(p), 0);
   for (int i = 0; i < 10; i++) {
-    void *o = hpl_pool_alloc(p, 500 * MiB);
+    void *o = hpl__pool_alloc(p, 500 * MiB);
     assert_in_pool(p, o, 500 * MiB);
     /* and something else beside it */
-    void *o2 = hpl_pool_alloc(p, 300 * MiB);
+    void *o2 = hpl__pool_alloc(p, 300 * MiB);
     assert_in_pool(p, o2, 300 * MiB);
-    hpl_pool_free(p, o);
-    hpl_pool_free(p, o2);
+    hpl__pool_free(p, o);
+    hpl__pool_free(p, o2);
   }
   printf("    500 MiB: used at start %llu B, after fragmentation and frees %llu B\n",
-         (unsigned long long)used0, (unsigned long long)hpl_pool_used(p));
+         (unsigned long long)used0, (unsigned long long)hpl__pool_used(p));
   /* Only jemalloc metadata may have grown. */
-  assert_true(hpl_pool_used(p) <= used0 + 8 * MiB);
-  hpl_pool_destroy(p);
+  assert_true(hpl__pool_used(p) <= used0 + 8 * MiB);
+  hpl__pool_destroy(p);
 }
 
 /* How much of a 1 GiB pool can be live at once in 1 MiB objects. */
 static void test_usable_fraction_1m(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(1 * GiB);
+  hpl__pool *p = pool_new(1 * GiB);
   static void *objs[1100];
   size_t n = fill(p, 1 * MiB, objs, 1100);
-  double frac = (double)(n * MiB) / (double)hpl_pool_capacity(p);
+  double frac = (double)(n * MiB) / (double)hpl__pool_capacity(p);
   printf("    usable fraction: %zu x 1 MiB live in a 1 GiB pool = %.2f%% (used %llu B)\n", n,
-         100.0 * frac, (unsigned long long)hpl_pool_used(p));
+         100.0 * frac, (unsigned long long)hpl__pool_used(p));
   assert_true(n < 1024);
   assert_true(frac >= 0.90);
-  for (size_t i = 0; i < n; i++) hpl_pool_free(p, objs[i]);
+  for (size_t i = 0; i < n; i++) hpl__pool_free(p, objs[i]);
   /* Same again, after the pool is back to empty. */
   size_t n2 = fill(p, 1 * MiB, objs, 1100);
   assert_int_equal(n2, n);
-  for (size_t i = 0; i < n2; i++) hpl_pool_free(p, objs[i]);
-  hpl_pool_destroy(p);
+  for (size_t i = 0; i < n2; i++) hpl__pool_free(p, objs[i]);
+  hpl__pool_destroy(p);
 }
 
 /* The memfd really is the pool: a second MAP_SHARED mapping of
- * hpl_pool_fd() sees writes made through the pool, and vice versa.
+ * hpl__pool_fd() sees writes made through the pool, and vice versa.
  * Also the one prefaulted pool of the suite. */
 static void test_shared_memfd(void **state) {
   (void)state;
-  hpl_pool *p = NULL;
-  assert_int_equal(hpl_pool_create(16 * MiB, "test-shared", 1, &p), HPL_OK);
-  uint64_t cap = hpl_pool_capacity(p);
-  uint8_t *view = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, hpl_pool_fd(p), 0);
+  hpl__pool *p = NULL;
+  assert_int_equal(hpl__pool_create(16 * MiB, "test-shared", 1, &p), HPL_OK);
+  uint64_t cap = hpl__pool_capacity(p);
+  uint8_t *view = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, hpl__pool_fd(p), 0);
   assert_true(view != MAP_FAILED);
-  assert_true(view != hpl_pool_base(p));
+  assert_true(view != hpl__pool_base(p));
 
-  uint8_t *o = hpl_pool_alloc(p, 1 * MiB);
+  uint8_t *o = hpl__pool_alloc(p, 1 * MiB);
   assert_in_pool(p, o, 1 * MiB);
-  uint64_t off = (uint64_t)(o - hpl_pool_base(p));
+  uint64_t off = (uint64_t)(o - hpl__pool_base(p));
   pattern_fill(o, 1 * MiB, 77);
   assert_true(pattern_ok(view + off, 1 * MiB, 77));
   view[off + 12345] = 0x5a;
   assert_int_equal(o[12345], 0x5a);
 
-  uint8_t *s = hpl_pool_alloc(p, 24);
+  uint8_t *s = hpl__pool_alloc(p, 24);
   assert_in_pool(p, s, 24);
   memcpy(s, "hello, shared memory!!!", 24);
-  assert_memory_equal(view + (s - hpl_pool_base(p)), "hello, shared memory!!!", 24);
+  assert_memory_equal(view + (s - hpl__pool_base(p)), "hello, shared memory!!!", 24);
 
-  hpl_pool_free(p, o);
-  hpl_pool_free(p, s);
+  hpl__pool_free(p, o);
+  hpl__pool_free(p, s);
   munmap(view, cap);
-  hpl_pool_destroy(p);
+  hpl__pool_destroy(p);
 }
 
 /* Counters: allocated follows usable sizes, used covers it, both return. */
 static void test_accounting(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(64 * MiB);
-  uint64_t used0 = hpl_pool_used(p);
-  uint64_t lf0 = hpl_pool_largest_free(p);
+  hpl__pool *p = pool_new(64 * MiB);
+  uint64_t used0 = hpl__pool_used(p);
+  uint64_t lf0 = hpl__pool_largest_free(p);
   assert_true(used0 > 0); /* the arena's metadata lives in the pool */
   assert_true(used0 < 4 * MiB);
   assert_true(lf0 >= 32 * MiB);
-  assert_true(lf0 <= hpl_pool_capacity(p) - used0);
+  assert_true(lf0 <= hpl__pool_capacity(p) - used0);
 
-  void *a = hpl_pool_alloc(p, 100);
-  void *b = hpl_pool_alloc(p, 10 * MiB);
-  void *c = hpl_pool_alloc(p, 10 * MiB + 1);
+  void *a = hpl__pool_alloc(p, 100);
+  void *b = hpl__pool_alloc(p, 10 * MiB);
+  void *c = hpl__pool_alloc(p, 10 * MiB + 1);
   assert_in_pool(p, a, 100);
   assert_in_pool(p, b, 10 * MiB);
   assert_in_pool(p, c, 10 * MiB + 1);
-  uint64_t al = hpl_pool_allocated(p);
+  uint64_t al = hpl__pool_allocated(p);
   assert_true(al >= 20 * MiB + 101);
   assert_true(al <= 20 * MiB + 101 + 3 * MiB); /* size-class rounding */
-  assert_true(hpl_pool_used(p) >= used0 + 20 * MiB);
-  assert_true(hpl_pool_largest_free(p) < lf0);
+  assert_true(hpl__pool_used(p) >= used0 + 20 * MiB);
+  assert_true(hpl__pool_largest_free(p) < lf0);
 
-  hpl_pool_free(p, b);
-  assert_true(hpl_pool_allocated(p) < al - 9 * MiB);
-  hpl_pool_free(p, a);
-  hpl_pool_free(p, c);
-  assert_int_equal(hpl_pool_allocated(p), 0);
-  assert_int_equal(hpl_pool_used(p), used0);
-  assert_int_equal(hpl_pool_largest_free(p), lf0);
-  hpl_pool_destroy(p);
+  hpl__pool_free(p, b);
+  assert_true(hpl__pool_allocated(p) < al - 9 * MiB);
+  hpl__pool_free(p, a);
+  hpl__pool_free(p, c);
+  assert_int_equal(hpl__pool_allocated(p), 0);
+  assert_int_equal(hpl__pool_used(p), used0);
+  assert_int_equal(hpl__pool_largest_free(p), lf0);
+  hpl__pool_destroy(p);
 }
 
 /* Many pools at once, each allocating only inside itself, then many
@@ -459,11 +459,11 @@ static void test_accounting(void **state) {
 static void test_many_pools(void **state) {
   (void)state;
   enum { LIVE = 40, CYCLES = 300 };
-  hpl_pool *pools[LIVE];
+  hpl__pool *pools[LIVE];
   void *objs[LIVE];
   for (int i = 0; i < LIVE; i++) {
     pools[i] = pool_new(16 * MiB);
-    objs[i] = hpl_pool_alloc(pools[i], (uint64_t)(i + 1) * 4096);
+    objs[i] = hpl__pool_alloc(pools[i], (uint64_t)(i + 1) * 4096);
     assert_in_pool(pools[i], objs[i], (uint64_t)(i + 1) * 4096);
     memset(objs[i], i, (size_t)(i + 1) * 4096);
   }
@@ -471,15 +471,15 @@ static void test_many_pools(void **state) {
     const uint8_t *o = objs[i];
     assert_int_equal(o[0], (uint8_t)i);
     assert_int_equal(o[(size_t)(i + 1) * 4096 - 1], (uint8_t)i);
-    if (i % 2) hpl_pool_free(pools[i], objs[i]);
-    hpl_pool_destroy(pools[i]); /* live allocations are discarded */
+    if (i % 2) hpl__pool_free(pools[i], objs[i]);
+    hpl__pool_destroy(pools[i]); /* live allocations are discarded */
   }
   for (int i = 0; i < CYCLES; i++) {
-    hpl_pool *p = pool_new(16 * MiB);
-    void *o = hpl_pool_alloc(p, 8 * MiB);
+    hpl__pool *p = pool_new(16 * MiB);
+    void *o = hpl__pool_alloc(p, 8 * MiB);
     assert_in_pool(p, o, 8 * MiB);
-    if (i % 3) hpl_pool_free(p, o);
-    hpl_pool_destroy(p);
+    if (i % 3) hpl__pool_free(p, o);
+    hpl__pool_destroy(p);
   }
 }
 
@@ -488,36 +488,36 @@ static void test_many_pools(void **state) {
  * zeroed even though every byte of the pool was dirtied beforehand. */
 static void test_metadata_growth(void **state) {
   (void)state;
-  hpl_pool *p = pool_new(1 * GiB);
-  uint64_t used0 = hpl_pool_used(p);
+  hpl__pool *p = pool_new(1 * GiB);
+  uint64_t used0 = hpl__pool_used(p);
   static void *objs[20000];
   size_t n = fill(p, 1 * MiB, objs, 1100);
   for (size_t i = 0; i < n; i++) memset(objs[i], 0xa5, 1 * MiB);
-  for (size_t i = 0; i < n; i++) hpl_pool_free(p, objs[i]);
+  for (size_t i = 0; i < n; i++) hpl__pool_free(p, objs[i]);
 
   for (size_t i = 0; i < 20000; i++) {
-    objs[i] = hpl_pool_alloc(p, 16 * KiB);
+    objs[i] = hpl__pool_alloc(p, 16 * KiB);
     assert_in_pool(p, objs[i], 16 * KiB);
     memset(objs[i], 0x3c, 64);
   }
-  uint64_t used_full = hpl_pool_used(p);
-  for (size_t i = 0; i < 20000; i += 2) hpl_pool_free(p, objs[i]);
+  uint64_t used_full = hpl__pool_used(p);
+  for (size_t i = 0; i < 20000; i += 2) hpl__pool_free(p, objs[i]);
   for (size_t i = 0; i < 20000; i += 2) {
-    objs[i] = hpl_pool_alloc(p, 16 * KiB);
+    objs[i] = hpl__pool_alloc(p, 16 * KiB);
     assert_in_pool(p, objs[i], 16 * KiB);
   }
-  for (size_t i = 0; i < 20000; i++) hpl_pool_free(p, objs[i]);
-  uint64_t used_end = hpl_pool_used(p);
+  for (size_t i = 0; i < 20000; i++) hpl__pool_free(p, objs[i]);
+  uint64_t used_end = hpl__pool_used(p);
   printf("    metadata: used %llu B fresh, %llu B with 20000 x 16 KiB live, %llu B after\n",
          (unsigned long long)used0, (unsigned long long)used_full, (unsigned long long)used_end);
   assert_true(used_end >= used0);
   assert_true(used_end <= used0 + 16 * MiB);
   /* The big free run is intact: metadata was kept at the top. (896 MiB is
    * a jemalloc size class; 900 MiB would be rounded up to 1 GiB.) */
-  void *o = hpl_pool_alloc(p, 896 * MiB);
+  void *o = hpl__pool_alloc(p, 896 * MiB);
   assert_in_pool(p, o, 896 * MiB);
-  hpl_pool_free(p, o);
-  hpl_pool_destroy(p);
+  hpl__pool_free(p, o);
+  hpl__pool_destroy(p);
 }
 
 int main(void) {

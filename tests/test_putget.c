@@ -15,7 +15,7 @@
 
 #define MB (1ull << 20)
 
-static hpl_lc *lc;
+static hpl__lc *lc;
 static hpl_client *A, *B, *C;
 
 static int setup(void **state) {
@@ -143,10 +143,10 @@ static void test_get_before_put(void **state) {
     snprintf(id, sizeof id, "later/%d", i);
     th_getter g = {.c = B, .id = id, .timeout = th_ms(20000), .size = sizes[i],
                    .want = th_pattern_sum(sizes[i], 7)};
-    uint64_t start = hpl_now_ms();
+    uint64_t start = hpl__now_ms();
     th_get_start(&g);
     th_sleep_ms(400);
-    uint64_t put_at = hpl_now_ms();
+    uint64_t put_at = hpl__now_ms();
     th_put_pattern(A, id, sizes[i], 7);
     th_get_join(&g);
     assert_int_equal(g.rc, 0);
@@ -160,18 +160,18 @@ static void test_get_before_put(void **state) {
 static void test_get_timeout(void **state) {
   (void)state;
   hpl_buf *b = NULL;
-  uint64_t t0 = hpl_now_ms();
+  uint64_t t0 = hpl__now_ms();
   int rc = hpl_get(B, "never/appears", 500, &b);
-  uint64_t el = hpl_now_ms() - t0;
+  uint64_t el = hpl__now_ms() - t0;
   assert_int_equal(rc, HPL_ETIMEDOUT);
   assert_null(b);
   assert_true(el >= 490);
   assert_true(el < (uint64_t)th_ms(3000));
   assert_non_null(strstr(hpl_errdetail(B), "never/appears"));
   /* timeout 0 fails at once for an object not held locally */
-  t0 = hpl_now_ms();
+  t0 = hpl__now_ms();
   assert_int_equal(hpl_get(B, "never/appears", 0, &b), HPL_ETIMEDOUT);
-  assert_true(hpl_now_ms() - t0 < 200);
+  assert_true(hpl__now_ms() - t0 < 200);
   /* and the store keeps working afterwards */
   th_put_pattern(A, "after-timeout", 100, 3);
   get_and_check(B, "after-timeout", 100, 3);
@@ -184,7 +184,7 @@ static void test_two_processes_one_transfer(void **state) {
   const uint64_t size = 16 * MB;
   /* a fresh node so its counters only see this object */
   char err[256];
-  int node = hpl_lc_add_store(lc, NULL, err, sizeof err);
+  int node = hpl__lc_add_store(lc, NULL, err, sizeof err);
   if (node < 0) fail_msg("add store: %s", err);
   th_put_pattern(A, "shared/one", size, 11);
   int pipes[2][2];
@@ -196,7 +196,7 @@ static void test_two_processes_one_transfer(void **state) {
     if (pids[k] == 0) {
       hpl_client *c;
       int64_t res[3] = {-1, -1, -1};
-      if (hpl_connect(hpl_lc_socket(lc, node), 5000, &c) == 0) {
+      if (hpl_connect(hpl__lc_socket(lc, node), 5000, &c) == 0) {
         hpl_buf *b;
         int rc = hpl_get(c, "shared/one", 30000, &b);
         res[0] = rc;
@@ -289,7 +289,7 @@ static void test_errors(void **state) {
 /* A full pool gives a clear error and the store keeps serving. */
 static void test_pool_full(void **state) {
   (void)state;
-  hpl_lc *small = th_cluster(1, 64 * MB, NULL, NULL);
+  hpl__lc *small = th_cluster(1, 64 * MB, NULL, NULL);
   hpl_client *c = th_connect(small, 0);
   void *d = malloc(100 * MB);
   memset(d, 1, 100 * MB);
@@ -330,7 +330,7 @@ static void *worker_main(void *arg) {
     snprintf(id, sizeof id, "mt/%d/%d", w->idx, i);
     uint64_t size = (uint64_t)(1000 + i * 7000 + w->idx * 100);
     void *d = malloc(size);
-    hpl_fill_pattern(d, size, (uint64_t)(w->idx * 100 + i));
+    hpl__fill_pattern(d, size, (uint64_t)(w->idx * 100 + i));
     if (hpl_put(w->c, id, d, size, 10000) != 0) w->failures++;
     hpl_buf *b;
     if (hpl_get(w->c, id, 10000, &b) != 0) {

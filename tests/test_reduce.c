@@ -136,7 +136,7 @@ static void reduce_and_check(hpl_client **c, int nodes, int sink, const char *ta
 /* Every op x dtype, through a store tree (256 KiB) and at the directory (4 KiB). */
 static void test_ops_dtypes(void **state) {
   (void)state;
-  hpl_lc *lc = th_cluster(4, 256 * MB, NULL, NULL);
+  hpl__lc *lc = th_cluster(4, 256 * MB, NULL, NULL);
   hpl_client *c[4];
   for (int i = 0; i < 4; i++) c[i] = th_connect(lc, i);
   const int dts[] = {HPL_DT_U8, HPL_DT_I8, HPL_DT_I32, HPL_DT_U32, HPL_DT_I64, HPL_DT_U64,
@@ -162,7 +162,7 @@ static void test_shapes(void **state) {
   const char *dir_args[] = {"--reduce-bandwidth 1T", /* star */
                             "--reduce-latency-us 2000 --reduce-bandwidth 20G"};
   for (int k = 0; k < 2; k++) {
-    hpl_lc *lc = th_cluster(5, 512 * MB, dir_args[k], NULL);
+    hpl__lc *lc = th_cluster(5, 512 * MB, dir_args[k], NULL);
     hpl_client *c[5];
     for (int i = 0; i < 5; i++) c[i] = th_connect(lc, i);
     char tag[32];
@@ -175,7 +175,7 @@ static void test_shapes(void **state) {
   }
 }
 
-static hpl_lc *lc4;
+static hpl__lc *lc4;
 static hpl_client *C[4];
 
 static int setup4(void **state) {
@@ -476,12 +476,12 @@ static void test_no_memory_left(void **state) {
   hpl_free(text);
   /* stores free their streams when the directory ends the reduce, a moment
    * after the target completed: allow up to 5 s */
-  uint64_t after = 0, deadline = hpl_now_ms() + (uint64_t)th_ms(5000);
+  uint64_t after = 0, deadline = hpl__now_ms() + (uint64_t)th_ms(5000);
   do {
     after = total_allocated();
     if (after - before <= n * 4 + 64 * KB) break;
     th_sleep_ms(50);
-  } while (hpl_now_ms() < deadline);
+  } while (hpl__now_ms() < deadline);
   assert_true(after >= before + n * 4);
   assert_true(after - before <= n * 4 + 64 * KB);
 }

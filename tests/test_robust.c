@@ -22,7 +22,7 @@
 
 #define MB (1ull << 20)
 
-static hpl_lc *lc;
+static hpl__lc *lc;
 static hpl_client *A, *B;
 
 static int setup(void **state) {
@@ -60,10 +60,10 @@ static int unix_connect(const char *path) {
 /* 1 if the peer closes the connection within timeout_ms (reads until EOF,
  * discarding whatever it sends first). */
 static int closed_by_peer(int fd, int timeout_ms) {
-  uint64_t deadline = hpl_deadline_ms(timeout_ms);
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
   char buf[4096];
   for (;;) {
-    int64_t left = hpl_ms_left(deadline);
+    int64_t left = hpl__ms_left(deadline);
     if (left == 0) return 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, (int)left) <= 0) continue;
@@ -74,7 +74,7 @@ static int closed_by_peer(int fd, int timeout_ms) {
 
 static int store_data_port(int node) {
   char path[512];
-  snprintf(path, sizeof path, "%s/node-%d.ready", hpl_lc_work_dir(lc), node);
+  snprintf(path, sizeof path, "%s/node-%d.ready", hpl__lc_work_dir(lc), node);
   FILE *f = fopen(path, "r");
   int port = -1;
   if (f) {
@@ -111,9 +111,9 @@ static void abuse(opener open_fn, int skip_hello) {
   assert_true(closed_by_peer(fd, (int)th_ms(5000)));
   close(fd);
   /* 2. a valid header announcing an enormous message */
-  hpl_frame_hdr h = {.type = HPL_MSG_GET, .msg_len = 0x7fffffff, .req_id = 1};
-  uint8_t hdr[HPL_FRAME_HDR_LEN];
-  hpl_frame_encode_hdr(&h, hdr);
+  hpl__frame_hdr h = {.type = HPL__MSG_GET, .msg_len = 0x7fffffff, .req_id = 1};
+  uint8_t hdr[HPL__FRAME_HDR_LEN];
+  hpl__frame_encode_hdr(&h, hdr);
   fd = open_fn();
   send_all(fd, hdr, sizeof hdr);
   assert_true(closed_by_peer(fd, (int)th_ms(5000)));
@@ -121,7 +121,7 @@ static void abuse(opener open_fn, int skip_hello) {
   /* 3. a header with an enormous payload */
   h.msg_len = 4;
   h.payload_len = 1ull << 62;
-  hpl_frame_encode_hdr(&h, hdr);
+  hpl__frame_encode_hdr(&h, hdr);
   fd = open_fn();
   send_all(fd, hdr, sizeof hdr);
   assert_true(closed_by_peer(fd, (int)th_ms(5000)));
@@ -129,12 +129,12 @@ static void abuse(opener open_fn, int skip_hello) {
   /* 4. a valid header whose message does not decode */
   h.msg_len = 3;
   h.payload_len = 0;
-  hpl_frame_encode_hdr(&h, hdr);
-  uint8_t frame[HPL_FRAME_HDR_LEN + 3];
+  hpl__frame_encode_hdr(&h, hdr);
+  uint8_t frame[HPL__FRAME_HDR_LEN + 3];
   memcpy(frame, hdr, sizeof hdr);
-  frame[HPL_FRAME_HDR_LEN] = 0x0a;
-  frame[HPL_FRAME_HDR_LEN + 1] = 100;
-  frame[HPL_FRAME_HDR_LEN + 2] = 'x';
+  frame[HPL__FRAME_HDR_LEN] = 0x0a;
+  frame[HPL__FRAME_HDR_LEN + 1] = 100;
+  frame[HPL__FRAME_HDR_LEN + 2] = 'x';
   fd = open_fn();
   send_all(fd, frame, sizeof frame);
   assert_true(closed_by_peer(fd, (int)th_ms(5000)));
@@ -142,7 +142,7 @@ static void abuse(opener open_fn, int skip_hello) {
   /* 5. a truncated frame, then the peer goes away: the server must cope */
   fd = open_fn();
   h.msg_len = 50;
-  hpl_frame_encode_hdr(&h, hdr);
+  hpl__frame_encode_hdr(&h, hdr);
   send_all(fd, hdr, sizeof hdr);
   send_all(fd, junk, 10);
   close(fd);
@@ -156,9 +156,9 @@ static void abuse(opener open_fn, int skip_hello) {
   (void)skip_hello;
 }
 
-static int open_directory(void) { return tcp_connect(hpl_lc_dir_port(lc)); }
+static int open_directory(void) { return tcp_connect(hpl__lc_dir_port(lc)); }
 static int open_data_port(void) { return tcp_connect(store_data_port(1)); }
-static int open_client_socket(void) { return unix_connect(hpl_lc_socket(lc, 1)); }
+static int open_client_socket(void) { return unix_connect(hpl__lc_socket(lc, 1)); }
 
 static void test_directory_survives_bad_frames(void **state) {
   (void)state;
@@ -172,22 +172,22 @@ static void test_data_port_survives_bad_frames(void **state) {
   still_serving("robust/data");
   /* a well-formed PULL of an unknown object gets an error, not a hang */
   int fd = open_data_port();
-  Hpl__PullReq r = HPL__PULL_REQ__INIT;
+  Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
   r.id = "no/such/object";
   size_t len;
-  uint8_t *f = hpl_msg_frame(HPL_MSG_PULL, 9, &r.base, 0, &len);
+  uint8_t *f = hpl__msg_frame(HPL__MSG_PULL, 9, &r.base, 0, &len);
   send_all(fd, f, len);
   free(f);
-  uint8_t hdr[HPL_FRAME_HDR_LEN];
+  uint8_t hdr[HPL__FRAME_HDR_LEN];
   assert_int_equal(recv(fd, hdr, sizeof hdr, MSG_WAITALL), (ssize_t)sizeof hdr);
-  hpl_frame_limits lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL_MSG_MAX_};
-  hpl_frame_hdr h;
-  assert_int_equal(hpl_frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL), 0);
-  assert_int_equal(h.type, HPL_MSG_PULL_REP);
+  hpl__frame_limits lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_};
+  hpl__frame_hdr h;
+  assert_int_equal(hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL), 0);
+  assert_int_equal(h.type, HPL__MSG_PULL_REP);
   assert_int_equal(h.req_id, 9);
   uint8_t msg[4096];
   assert_int_equal(recv(fd, msg, h.msg_len, MSG_WAITALL), (ssize_t)h.msg_len);
-  Hpl__PullRep *rep = (Hpl__PullRep *)hpl_msg_unpack(HPL_MSG_PULL_REP, msg, h.msg_len);
+  Hplpb__PullRep *rep = (Hplpb__PullRep *)hpl__msg_unpack(HPL__MSG_PULL_REP, msg, h.msg_len);
   assert_non_null(rep);
   assert_int_equal(rep->status, HPL_ENOTFOUND);
   protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -209,12 +209,12 @@ static void test_killed_store(void **state) {
   th_put_pattern(C, "small-on-c", 100, 4);
   th_put_pattern(A, "on-a", 3 * MB, 5);
   hpl_close(C);
-  assert_int_equal(hpl_lc_signal(lc, 2, SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(lc, 2, SIGKILL), 0);
   hpl_buf *b;
-  uint64_t t0 = hpl_now_ms();
+  uint64_t t0 = hpl__now_ms();
   int rc = hpl_get(B, "only-on-c", th_ms(10000), &b);
   assert_int_equal(rc, HPL_ELOST);
-  assert_true(hpl_now_ms() - t0 < (uint64_t)th_ms(5000));
+  assert_true(hpl__now_ms() - t0 < (uint64_t)th_ms(5000));
   assert_int_equal(hpl_get(B, "small-on-c", th_ms(10000), &b), 0);
   assert_true(th_check_pattern(hpl_buf_data(b), 100, 4));
   hpl_release(B, b);
@@ -224,7 +224,7 @@ static void test_killed_store(void **state) {
   still_serving("robust/after-kill");
   /* the node comes back with a fresh store and takes part again */
   char err[256];
-  if (hpl_lc_restart(lc, 2, err, sizeof err)) fail_msg("restart: %s", err);
+  if (hpl__lc_restart(lc, 2, err, sizeof err)) fail_msg("restart: %s", err);
   C = th_connect(lc, 2);
   assert_int_equal(hpl_get(C, "on-a", th_ms(10000), &b), 0);
   hpl_release(C, b);
