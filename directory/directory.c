@@ -912,3 +912,16 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   uv_signal_start(&s->sigterm, dir_on_signal, SIGTERM);
   return 0;
 }
+
+void dir_server_free(dir_server *s) {
+  dir_reduce_free_all(s);
+  dtab_clear(&s->tab);
+  for (size_t i = 0; s->xlog && i < DIR_XFER_CAP; i++) free(s->xlog[i].id);
+  free(s->xlog);
+  s->xlog = NULL;
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp) {
+    HASH_DEL(s->nodes, n);
+    free(n);
+  }
+}

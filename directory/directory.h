@@ -113,6 +113,9 @@ typedef struct dir_server {
 /* Bind, listen and install timers/signals. Returns 0 or a negative code. */
 int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg);
 
+/* Free everything once the loop has ended. */
+void dir_server_free(dir_server *s);
+
 /* Re-examine an object after a change: answer waiters that can now be
  * served (or must fail), and tell reduces that watch it. */
 void dir_object_changed(dir_server *s, dir_obj *o);

@@ -1,125 +1,88 @@
 /* main.c - hoplite-directory command line. */
-#include <getopt.h>
-#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "directory.h"
-#include "hoplite.h"
 #include "log.h"
+#include "srvmain.h"
 #include "util.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hoplite-directory [options]\n"
-          "  --listen HOST:PORT        address to listen on (default 0.0.0.0:7700; port 0 picks one)\n"
-          "  --port-file PATH          write the bound port to PATH once listening\n"
-          "  --inline-max BYTES        objects up to this size are held inline (default 64K)\n"
-          "  --inline-memory BYTES     cap on all inline bytes (default 1G)\n"
-          "  --max-senders N           receivers one copy may serve at once (default 1)\n"
-          "  --heartbeat-ms MS         heartbeat interval stores use (default 500)\n"
-          "  --heartbeat-timeout-ms MS node declared dead after this silence (default 3000)\n"
-          "  --reduce-latency-us US|auto   reduce cost model: per-hop latency (default 200;\n"
-          "                            auto: half the heartbeat round trip stores measure)\n"
-          "  --reduce-bandwidth BYTES|auto reduce cost model: link bandwidth per second\n"
-          "                            (default 125M; auto: the rate of recent pulls)\n"
-          "  --log-level LEVEL         error|warn|info|debug (default info)\n"
-          "  --help\n");
+static int set_listen(void *cfg, const char *arg) {
+  dir_config *c = cfg;
+  return hpl__parse_hostport(arg, "0.0.0.0", c->listen_host, sizeof c->listen_host,
+                             &c->listen_port);
 }
 
-static int parse_u32(const char *s, uint32_t *out) {
+static int set_latency(void *cfg, const char *arg) {
+  dir_config *c = cfg;
   uint64_t v;
-  if (hpl__parse_size(s, &v) || v > UINT32_MAX) return -1;
-  *out = (uint32_t)v;
+  if (!strcmp(arg, "auto")) {
+    c->latency_auto = 1;
+    return 0;
+  }
+  if (hpl__parse_size(arg, &v)) return -1;
+  c->reduce_latency_s = (double)v * 1e-6;
   return 0;
 }
+
+static int set_bandwidth(void *cfg, const char *arg) {
+  dir_config *c = cfg;
+  uint64_t v;
+  if (!strcmp(arg, "auto")) {
+    c->bandwidth_auto = 1;
+    return 0;
+  }
+  if (hpl__parse_size(arg, &v) || v == 0) return -1;
+  c->reduce_bandwidth = (double)v;
+  return 0;
+}
+
+#define OFF(f) offsetof(dir_config, f)
+static const hpl__opt opts[] = {
+    {"listen", "HOST:PORT", "address to listen on (default 0.0.0.0:7700; port 0 picks one)",
+     HPL__OPT_FN, 0, 0, 0, 0, set_listen},
+    {"port-file", "PATH", "write the bound port to PATH once listening", HPL__OPT_PTR,
+     OFF(port_file), 0, 0, 0, NULL},
+    {"inline-max", "BYTES", "objects up to this size are held inline (default 64K, at most 16M)",
+     HPL__OPT_U32, OFF(inline_max), 0, 0, 16u << 20, NULL},
+    {"inline-memory", "BYTES", "cap on all inline bytes (default 1G)", HPL__OPT_SIZE,
+     OFF(inline_memory), 0, 0, 0, NULL},
+    {"max-senders", "N", "receivers one copy may serve at once (default 1)", HPL__OPT_U32,
+     OFF(max_senders), 0, 1, UINT32_MAX, NULL},
+    {"heartbeat-ms", "MS", "heartbeat interval stores use (default 500)", HPL__OPT_U32,
+     OFF(heartbeat_ms), 0, 1, UINT32_MAX, NULL},
+    {"heartbeat-timeout-ms", "MS", "node declared dead after this silence (default 3000)",
+     HPL__OPT_U32, OFF(heartbeat_timeout_ms), 0, 0, 0, NULL},
+    {"reduce-latency-us", "US|auto",
+     "reduce cost model: per-hop latency (default 200;\n"
+     "auto: half the heartbeat round trip stores measure)",
+     HPL__OPT_FN, 0, 0, 0, 0, set_latency},
+    {"reduce-bandwidth", "BYTES|auto",
+     "reduce cost model: link bandwidth per second\n(default 125M; auto: the rate of recent pulls)",
+     HPL__OPT_FN, 0, 0, 0, 0, set_bandwidth},
+    {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
+};
+
+static int start(void *srv, uv_loop_t *loop) {
+  dir_server *s = srv;
+  dir_config cfg = s->cfg; /* dir_server_start clears *s first */
+  return dir_server_start(s, loop, &cfg);
+}
+
+static void finish(void *srv) { dir_server_free(srv); }
 
 int main(int argc, char **argv) {
-  dir_config cfg;
-  dir_config_defaults(&cfg);
+  static dir_server s;
+  dir_config_defaults(&s.cfg);
   int level = HPL__LOG_INFO;
-  static struct option opts[] = {{"listen", 1, 0, 'l'},
-                                 {"port-file", 1, 0, 'p'},
-                                 {"inline-max", 1, 0, 'i'},
-                                 {"inline-memory", 1, 0, 'I'},
-                                 {"max-senders", 1, 0, 's'},
-                                 {"heartbeat-ms", 1, 0, 'h'},
-                                 {"heartbeat-timeout-ms", 1, 0, 't'},
-                                 {"reduce-latency-us", 1, 0, 'L'},
-                                 {"reduce-bandwidth", 1, 0, 'B'},
-                                 {"log-level", 1, 0, 'v'},
-                                 {"help", 0, 0, 'H'},
-                                 {0, 0, 0, 0}};
-  int ch, idx = 0;
-  uint64_t v;
-  while ((ch = getopt_long(argc, argv, "", opts, &idx)) != -1) {
-    int bad = 0;
-    switch (ch) {
-      case 'l':
-        bad = hpl__parse_hostport(optarg, "0.0.0.0", cfg.listen_host, sizeof cfg.listen_host,
-                                 &cfg.listen_port);
-        break;
-      case 'p': cfg.port_file = optarg; break;
-      case 'i': bad = parse_u32(optarg, &cfg.inline_max); break;
-      case 'I': bad = hpl__parse_size(optarg, &cfg.inline_memory); break;
-      case 's': bad = parse_u32(optarg, &cfg.max_senders) || cfg.max_senders == 0; break;
-      case 'h': bad = parse_u32(optarg, &cfg.heartbeat_ms) || cfg.heartbeat_ms == 0; break;
-      case 't': bad = parse_u32(optarg, &cfg.heartbeat_timeout_ms); break;
-      case 'L':
-        if (!strcmp(optarg, "auto")) {
-          cfg.latency_auto = 1;
-          break;
-        }
-        bad = hpl__parse_size(optarg, &v);
-        cfg.reduce_latency_s = (double)v * 1e-6;
-        break;
-      case 'B':
-        if (!strcmp(optarg, "auto")) {
-          cfg.bandwidth_auto = 1;
-          break;
-        }
-        bad = hpl__parse_size(optarg, &v) || v == 0;
-        cfg.reduce_bandwidth = (double)v;
-        break;
-      case 'v': bad = (level = hpl__log_level_parse(optarg)) < 0; break;
-      case 'H': usage(stdout); return 0;
-      default: usage(stderr); return 2;
-    }
-    if (bad) {
-      fprintf(stderr, "hoplite-directory: bad value for --%s: '%s'\n", opts[idx].name, optarg);
-      return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "hoplite-directory: unexpected argument '%s'\n", argv[optind]);
-    usage(stderr);
+  int rc = hpl__srv_parse("hoplite-directory", "hoplite-directory [options]", opts, &s.cfg, argc,
+                          argv, &level);
+  if (rc >= 0) return rc;
+  if (s.cfg.heartbeat_timeout_ms < 2 * s.cfg.heartbeat_ms) {
+    fprintf(stderr,
+            "hoplite-directory: --heartbeat-timeout-ms must be at least twice --heartbeat-ms\n");
     return 2;
   }
-  if (cfg.heartbeat_timeout_ms < 2 * cfg.heartbeat_ms) {
-    fprintf(stderr, "hoplite-directory: --heartbeat-timeout-ms must be at least twice --heartbeat-ms\n");
-    return 2;
-  }
-  if (cfg.inline_max > (16u << 20)) {
-    fprintf(stderr, "hoplite-directory: --inline-max is limited to 16M\n");
-    return 2;
-  }
-  signal(SIGPIPE, SIG_IGN);
-  hpl__log_setup("directory", level);
-  uv_loop_t *loop = uv_default_loop();
-  dir_server s;
-  if (dir_server_start(&s, loop, &cfg) != 0) return 1;
-  uv_run(loop, UV_RUN_DEFAULT);
-  dir_reduce_free_all(&s);
-  dtab_clear(&s.tab);
-  for (size_t i = 0; i < DIR_XFER_CAP; i++) free(s.xlog[i].id);
-  free(s.xlog);
-  dir_node *n, *tmp;
-  HASH_ITER(hh, s.nodes, n, tmp) {
-    HASH_DEL(s.nodes, n);
-    free(n);
-  }
-  uv_loop_close(loop);
-  LOG_INFO("stopped");
-  return 0;
+  return hpl__srv_run("directory", level, start, finish, &s);
 }

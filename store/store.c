@@ -114,11 +114,16 @@ static void filter_create(store *s) {
   s->filter = p;
 }
 
-void store_release(store *s) {
+void store_free(store *s) {
+  dirlink_free(s);
+  st_obj *o, *tmp;
+  HASH_ITER(hh, s->objs, o, tmp) store_obj_detach(s, o);
   if (s->filter) munmap(s->filter, STORE_FILTER_SLOTS);
   if (s->filter_fd >= 0) close(s->filter_fd);
   s->filter = NULL;
   s->filter_fd = -1;
+  hpl__pool_destroy(s->pool);
+  s->pool = NULL;
 }
 
 st_obj *store_obj_new(store *s, const char *id, int state) {

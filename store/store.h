@@ -193,8 +193,8 @@ typedef struct store {
 /* ---- store.c */
 int store_start(store *s, uv_loop_t *loop, const store_config *cfg);
 void store_stop(store *s);
-/* Unmap and close what store_start made besides the pool. */
-void store_release(store *s);
+/* Free everything once the loop has ended (after store_stop). */
+void store_free(store *s);
 st_obj *store_find(store *s, const char *id);
 st_obj *store_find_inst(store *s, uint64_t inst);
 /* New object in the table (refs = 0, in_table = 1). NULL on no memory. */

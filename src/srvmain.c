@@ -1,0 +1,140 @@
+/* srvmain.c - option table and run sequence of the servers (see srvmain.h). */
+#include "srvmain.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+/* The options every server has, after the server's own. */
+static const hpl__opt common_opts[] = {
+    {"log-level", "LEVEL", "error|warn|info|debug (default info)", HPL__OPT_FN, 0, 0, 0, 0, NULL},
+    {"help", NULL, "this text", HPL__OPT_FLAG, 0, 0, 0, 0, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
+};
+
+static size_t opt_count(const hpl__opt *o) {
+  size_t n = 0;
+  while (o[n].name) n++;
+  return n;
+}
+
+static void usage_lines(FILE *f, const hpl__opt *opts) {
+  for (const hpl__opt *o = opts; o->name; o++) {
+    char head[64];
+    snprintf(head, sizeof head, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+    const char *h = o->help;
+    int first = 1;
+    if (strlen(head) > 26) { /* a long option name gets a line of its own */
+      fprintf(f, "  %s\n", head);
+      first = 0;
+    }
+    do {
+      const char *nl = strchr(h, '\n');
+      int len = nl ? (int)(nl - h) : (int)strlen(h);
+      fprintf(f, "  %-26s %.*s\n", first ? head : "", len, h);
+      first = 0;
+      h = nl ? nl + 1 : NULL;
+    } while (h);
+  }
+}
+
+void hpl__srv_usage(FILE *f, const char *synopsis, const hpl__opt *opts) {
+  fprintf(f, "usage: %s\n", synopsis);
+  usage_lines(f, opts);
+  usage_lines(f, common_opts);
+}
+
+/* Store one option's value. 0 or -1 (bad value). */
+static int opt_set(const hpl__opt *o, void *cfg, const char *arg) {
+  char *field = (char *)cfg + o->off;
+  int bounded = o->min != 0 || o->max != 0;
+  uint64_t v;
+  switch (o->kind) {
+    case HPL__OPT_FLAG: *(int *)field = 1; return 0;
+    case HPL__OPT_SIZE:
+    case HPL__OPT_U32:
+      if (hpl__parse_size(arg, &v)) return -1;
+      if (o->kind == HPL__OPT_U32 && v > UINT32_MAX) return -1;
+      if (bounded && ((double)v < o->min || (double)v > o->max)) return -1;
+      if (o->kind == HPL__OPT_SIZE)
+        *(uint64_t *)field = v;
+      else
+        *(uint32_t *)field = (uint32_t)v;
+      return 0;
+    case HPL__OPT_DOUBLE: {
+      char *end;
+      double d = strtod(arg, &end);
+      if (end == arg || *end || (bounded && (d < o->min || d >= o->max))) return -1;
+      *(double *)field = d;
+      return 0;
+    }
+    case HPL__OPT_STR:
+      if (strlen(arg) >= o->len) return -1;
+      memcpy(field, arg, strlen(arg) + 1);
+      return 0;
+    case HPL__OPT_PTR: *(const char **)field = arg; return 0;
+    case HPL__OPT_FN: return o->fn(cfg, arg);
+  }
+  return -1;
+}
+
+int hpl__srv_parse(const char *prog, const char *synopsis, const hpl__opt *opts, void *cfg,
+                   int argc, char **argv, int *log_level) {
+  size_t n = opt_count(opts), nc = opt_count(common_opts);
+  struct option *lo = calloc(n + nc + 1, sizeof *lo);
+  if (!lo) return 1;
+  for (size_t i = 0; i < n + nc; i++) {
+    const hpl__opt *o = i < n ? &opts[i] : &common_opts[i - n];
+    lo[i].name = o->name;
+    lo[i].has_arg = o->kind == HPL__OPT_FLAG ? no_argument : required_argument;
+    lo[i].val = 1000 + (int)i;
+  }
+  int ch, idx = 0, rc = -1;
+  optind = 1;
+  while (rc < 0 && (ch = getopt_long(argc, argv, "", lo, &idx)) != -1) {
+    size_t i = (size_t)(ch - 1000);
+    if (ch < 1000 || i >= n + nc) { /* getopt has printed what was wrong */
+      hpl__srv_usage(stderr, synopsis, opts);
+      rc = 2;
+      break;
+    }
+    int bad;
+    if (i >= n && !strcmp(lo[i].name, "help")) {
+      hpl__srv_usage(stdout, synopsis, opts);
+      rc = 0;
+      break;
+    } else if (i >= n) { /* --log-level */
+      bad = (*log_level = hpl__log_level_parse(optarg)) < 0;
+    } else {
+      bad = opt_set(&opts[i], cfg, optarg);
+    }
+    if (bad) {
+      fprintf(stderr, "%s: bad value for --%s: '%s'\n", prog, lo[i].name, optarg ? optarg : "");
+      rc = 2;
+    }
+  }
+  if (rc < 0 && optind < argc) {
+    fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+    hpl__srv_usage(stderr, synopsis, opts);
+    rc = 2;
+  }
+  free(lo);
+  return rc;
+}
+
+int hpl__srv_run(const char *logname, int level, int (*start)(void *srv, uv_loop_t *loop),
+                 void (*finish)(void *srv), void *srv) {
+  signal(SIGPIPE, SIG_IGN);
+  hpl__log_setup(logname, level);
+  uv_loop_t *loop = uv_default_loop();
+  if (start(srv, loop) != 0) return 1;
+  uv_run(loop, UV_RUN_DEFAULT);
+  finish(srv);
+  uv_loop_close(loop);
+  LOG_INFO("stopped");
+  return 0;
+}

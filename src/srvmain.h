@@ -1,0 +1,56 @@
+/*
+ * srvmain.h - what the two servers' main() share: a declarative option
+ * table (parsing, bounds, the usage text), the options every server has
+ * (--log-level, --help), and the run sequence (log setup, SIGPIPE ignored,
+ * start on the default loop, run, free, close the loop).
+ *
+ * Callers: directory/main.c and store/main.c only.
+ */
+#ifndef HPL_SRVMAIN_H
+#define HPL_SRVMAIN_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <uv.h>
+
+enum {
+  HPL__OPT_FLAG,   /* int at off, set to 1 (no argument) */
+  HPL__OPT_SIZE,   /* uint64_t at off: a byte size with K/M/G/T suffix, in [min, max] */
+  HPL__OPT_U32,    /* uint32_t at off: a number (suffixes allowed), in [min, max] */
+  HPL__OPT_DOUBLE, /* double at off, in [min, max) */
+  HPL__OPT_STR,    /* char[len] at off: copied, must fit */
+  HPL__OPT_PTR,    /* const char * at off: points into argv */
+  HPL__OPT_FN,     /* fn(cfg, arg) parses it: 0 or -1 for a bad value */
+};
+
+typedef struct hpl__opt {
+  const char *name; /* long option, without "--" */
+  const char *arg;  /* shown in the usage ("BYTES"); NULL for a flag */
+  const char *help; /* '\n' starts a continuation line */
+  int kind;         /* HPL__OPT_* */
+  size_t off;       /* offsetof the field in the config struct */
+  size_t len;       /* HPL__OPT_STR: the buffer's size */
+  double min, max;  /* numeric bounds (both 0: none) */
+  int (*fn)(void *cfg, const char *arg);
+} hpl__opt;
+
+/* Parse argv with `opts` (ended by an entry whose name is NULL) plus
+ * --log-level and --help. `cfg` holds the defaults on entry. Prints the
+ * usage for --help (stdout) or a message naming the option for a bad value,
+ * an unknown option or a stray argument (stderr).
+ * Returns -1 to go on, or the exit code the program should end with. */
+int hpl__srv_parse(const char *prog, const char *synopsis, const hpl__opt *opts, void *cfg,
+                   int argc, char **argv, int *log_level);
+
+/* Print the usage text of `opts` (as --help does). */
+void hpl__srv_usage(FILE *f, const char *synopsis, const hpl__opt *opts);
+
+/* Run a server: set up logging as `logname` at `level`, ignore SIGPIPE,
+ * start(srv, loop) on the default loop (non-zero: exit status 1), run the
+ * loop until it has nothing left, then finish(srv) and close the loop.
+ * Returns the process exit status. */
+int hpl__srv_run(const char *logname, int level, int (*start)(void *srv, uv_loop_t *loop),
+                 void (*finish)(void *srv), void *srv);
+
+#endif
