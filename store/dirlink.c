@@ -1,20 +1,25 @@
-/* dirlink.c - the store's connection to the directory (see store.h).
+/* dirlink.c - the store's connection to the directory (see dirlink.h).
  *
- * Requests get a request id and wait in `pending` for their reply. While
- * the link is down they wait in the same table and are (re)sent after the
- * store has registered again, so a directory restart is invisible to them
- * except for the delay. Heartbeats are requests too: one that goes
- * unanswered for three intervals marks the link dead and reconnects.
+ * Requests wait in `pending` (by request id) for their reply. While the
+ * link is down they wait in the same table and are (re)sent after the store
+ * has registered again, so a directory restart is invisible to them except
+ * for the delay.
  */
+#include "dirlink.h"
+
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataport.h"
+#include "faults.h"
 #include "hoplite.h"
 #include "log.h"
-#include "store.h"
+#include "objects.h"
 #include "util.h"
+#include "uvconn.h"
+#include "uvtimer.h"
 
 enum { DL_DOWN = 0, DL_RESOLVING, DL_CONNECTING, DL_REGISTERING, DL_READY };
 
@@ -27,8 +32,7 @@ typedef struct dl_req {
   int sent;       /* on the current connection */
   dl_reply_cb cb;
   void *arg;
-  uv_timer_t timer;
-  int has_timer;
+  hpl__otimer timer;
   struct dirlink *dl;
   uint64_t seq; /* send order */
 } dl_req;
@@ -55,6 +59,8 @@ typedef struct dirlink {
   char peer_addr[64];   /* the directory's numeric address, for clients */
   int peer_port;
   int stopping;
+  dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
+  void (*registered)(store *s, int restarted);
 } dirlink;
 
 static void dl_connect(dirlink *dl);
@@ -87,20 +93,10 @@ static void note_peer(dirlink *dl, uv_tcp_t *t) {
   }
 }
 
-static void req_closed(uv_handle_t *h) {
-  dl_req *r = h->data;
-  free(r->frame);
-  free(r);
-}
-
 static void req_free(dl_req *r) {
-  if (r->has_timer) {
-    uv_timer_stop(&r->timer);
-    uv_close((uv_handle_t *)&r->timer, req_closed);
-  } else {
-    free(r->frame);
-    free(r);
-  }
+  free(r->frame);
+  r->frame = NULL;
+  hpl__otimer_free(&r->timer, r);
 }
 
 static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr *h,
@@ -110,8 +106,8 @@ static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr 
   req_free(r);
 }
 
-static void req_timeout(uv_timer_t *t) {
-  dl_req *r = t->data;
+static void req_timeout(void *arg) {
+  dl_req *r = arg;
   LOG_DEBUG("directory request %s timed out", hpl__msg_name(r->type));
   req_finish(r->dl, r, HPL_ETIMEDOUT, NULL, NULL, NULL, 0);
 }
@@ -171,12 +167,7 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
   if (plen) memcpy(r->frame + hlen, payload, plen);
   r->flen = hlen + plen;
   HASH_ADD(hh, dl->pending, id, sizeof r->id, r);
-  if (timeout_ms >= 0) {
-    uv_timer_init(s->loop, &r->timer);
-    r->timer.data = r;
-    r->has_timer = 1;
-    uv_timer_start(&r->timer, req_timeout, (uint64_t)timeout_ms, 0);
-  }
+  if (timeout_ms >= 0) hpl__otimer_start(s->loop, &r->timer, r, (uint64_t)timeout_ms, req_timeout);
   if (dl->state == DL_READY) req_send(dl, r);
   return 0;
 }
@@ -194,8 +185,23 @@ void dirlink_loc_remove(store *s, const char *id) {
   dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
-/* ------------------------------------------------------------------ connection */
+void dirlink_loc_complete(store *s, const char *id, uint64_t rate) {
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = (char *)id;
+  n.kind = HPL__LOC_COMPLETE;
+  n.rate = rate;
+  dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+}
 
+void dirlink_on(store *s, unsigned type, dl_msg_fn fn) {
+  if (type <= HPL__MSG_MAX_) s->dl->handlers[type] = fn;
+}
+
+void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted)) {
+  s->dl->registered = fn;
+}
+
+/* ------------------------------------------------------------------ connection */
 
 static void schedule_reconnect(dirlink *dl) {
   if (dl->stopping) return;
@@ -211,7 +217,7 @@ static void write_ready_file(store *s) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", s->cfg.ready_file);
   FILE *f = fopen(tmp, "w");
-  if (!f || fprintf(f, "%d\n", transfer_port(s)) < 0 || fclose(f) != 0 ||
+  if (!f || fprintf(f, "%d\n", dataport_port(s)) < 0 || fclose(f) != 0 ||
       rename(tmp, s->cfg.ready_file) != 0)
     LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
 }
@@ -255,7 +261,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   dl->instance = r->instance;
   if (restarted) reput_inline(s);
   flush_pending(dl);
-  if (restarted) reduce_directory_restarted(s);
+  if (dl->registered) dl->registered(s, restarted);
 }
 
 static void hb_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
@@ -301,16 +307,12 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
     on_registered(dl, (Hplpb__RegisterRep *)m);
     return;
   }
-  if (h->type == HPL__MSG_UPSTREAM_GONE) {
-    Hplpb__UpstreamNote *u = (Hplpb__UpstreamNote *)m;
-    if (hpl__id_valid(u->id)) store_upstream_gone(dl->s, u->id, u->peer);
-    return;
-  }
-  if (h->type == HPL__MSG_DROP) {
-    /* the directory deletes an object: drop our copy and acknowledge */
-    Hplpb__DropNote *d = (Hplpb__DropNote *)m;
-    if (hpl__id_valid(d->id)) store_drop(dl->s, d->id);
-    if (h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);
+  if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
+      h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
+      h->type == HPL__MSG_REDUCE_END) {
+    /* the directory's own messages (a DROP is acknowledged once handled) */
+    if (dl->handlers[h->type]) dl->handlers[h->type](dl->s, m);
+    if (h->type == HPL__MSG_DROP && h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);
     return;
   }
   if (h->req_id) {
@@ -320,12 +322,7 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
     req_finish(dl, r, 0, h, m, payload, plen);
     return;
   }
-  switch (h->type) {
-    case HPL__MSG_REDUCE_TASK: reduce_on_task(dl->s, (Hplpb__ReduceTask *)m); break;
-    case HPL__MSG_REDUCE_SINK: reduce_on_sink(dl->s, (Hplpb__ReduceSink *)m); break;
-    case HPL__MSG_REDUCE_END: reduce_on_end(dl->s, (Hplpb__ReduceEnd *)m); break;
-    default: LOG_WARN("unexpected %s from the directory", hpl__msg_name(h->type));
-  }
+  LOG_WARN("unexpected %s from the directory", hpl__msg_name(h->type));
 }
 
 static void dl_on_close(hpl__conn *c, int status) {
@@ -354,7 +351,7 @@ static void send_register(dirlink *dl, const char *local_ip) {
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = s->node_id;
   r.addr = s->cfg.data_addr;
-  r.data_port = (uint32_t)transfer_port(s);
+  r.data_port = (uint32_t)dataport_port(s);
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
   size_t n = HASH_COUNT(s->objs), k = 0;
@@ -447,11 +444,7 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
 
 /* Fault point hb_pause: ms left in the silent window (0: not in it). */
 static uint64_t hb_pause_left(dirlink *dl) {
-  store_faults *f = &dl->s->cfg.faults;
-  if (!f->hb_pause_ms) return 0;
-  uint64_t el = hpl__now_ms() - dl->s->start_ms;
-  if (el < f->hb_pause_at_ms || el >= f->hb_pause_at_ms + f->hb_pause_ms) return 0;
-  return f->hb_pause_at_ms + f->hb_pause_ms - el;
+  return faults_silent_ms(&dl->s->cfg.faults, hpl__now_ms() - dl->s->start_ms);
 }
 
 static void dl_connect(dirlink *dl) {

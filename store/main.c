@@ -9,7 +9,9 @@
 #include "hoplite.h"
 #include "log.h"
 #include "srvmain.h"
-#include "store.h"
+#include "server.h"
+#include "faults.h"
+#include "objects.h"
 #include "util.h"
 
 static int set_directory(void *cfg, const char *arg) {

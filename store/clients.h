@@ -1,0 +1,22 @@
+/*
+ * clients.h - the local socket: accept clients (the Unix socket's peers),
+ * send each the HELLO with the pool's memfd, read their requests and hand
+ * each to the module that serves it (get.c, put.c, rdsink.c, a proxy for
+ * requests the directory answers, counters and contains here).
+ *
+ * Callers: server.c (start, stop).
+ */
+#ifndef HPL_STORE_CLIENTS_H
+#define HPL_STORE_CLIENTS_H
+
+#include "server.h"
+
+/* Listen on cfg.socket_path (a stale socket file left by a dead store is
+ * removed; a live store's is not). Returns 0, HPL_EINVAL, HPL_EEXIST or
+ * HPL_ESYS (logged). */
+int clients_start(store *s);
+
+/* Stop accepting, remove the socket file, close every client (idempotent). */
+void clients_stop(store *s);
+
+#endif

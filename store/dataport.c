@@ -1,0 +1,362 @@
+/* dataport.c - serving streams on the data port (see dataport.h).
+ *
+ * A connection carries one PULL at a time. Its sender writes at most
+ * SENDER_MAX_INFLIGHT chunks of up to cfg.chunk bytes straight from the
+ * pool and, when it has caught up with a partial copy, waits on the
+ * object's watchers (no polling) until more bytes land. A PULL for a
+ * reduce stream that does not exist yet is parked until it does (the
+ * directory may tell the puller before it tells us).
+ */
+#include "dataport.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "faults.h"
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+#include "uvconn.h"
+
+#define SENDER_MAX_INFLIGHT 2
+
+typedef struct st_sender {
+  struct st_sender *prev, *next; /* store->senders (utlist) */
+  store *s;
+  hpl__conn *c;
+  st_obj *obj; /* streaming (referenced); NULL when idle */
+  uint64_t pos, end;
+  int inflight;
+  st_watch watch;
+  uint64_t req_id;
+  uint64_t peer;
+  uint64_t offset; /* where this stream started */
+  char *parked;    /* reduce stream key this PULL waits for (not created yet) */
+  uint32_t gen;    /* generation of the bytes being streamed */
+  uint64_t started_ms;
+  int faulty;       /* fault points apply to this stream */
+  int stalled;      /* fault point: stop sending */
+  uv_timer_t *pace; /* fault point slow_send: waiting for the next send */
+} st_sender;
+
+int dataport_port(store *s) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (!s->data_port_bound ||
+      uv_tcp_getsockname(&s->data_listener, (struct sockaddr *)&ss, &len) != 0)
+    return -1;
+  return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+int dataport_active(store *s) {
+  int n = 0;
+  st_sender *sd;
+  DL_FOREACH(s->senders, sd) if (sd->obj && !hpl__conn_closing(sd->c)) n++;
+  return n;
+}
+
+static void check_idle(store *s) {
+  if (s->data_idle && dataport_active(s) == 0) s->data_idle(s);
+}
+
+static void sender_pump(st_sender *sd);
+
+static void sender_finish(st_sender *sd) {
+  st_obj *o = sd->obj;
+  if (!o) return;
+  store_unwatch(o, &sd->watch);
+  sd->obj = NULL;
+  store_obj_unref(sd->s, o);
+}
+
+static void sender_write_done(hpl__conn *c, int status, void *arg) {
+  (void)c;
+  st_sender *sd = arg;
+  sd->inflight--;
+  if (status) return; /* the connection is closing; on_close cleans up */
+  sender_pump(sd);
+}
+
+static st_sender *sender_of(st_watch *w) {
+  return (st_sender *)((char *)w - offsetof(st_sender, watch));
+}
+
+static void sender_watch_fn(st_watch *w) { sender_pump(sender_of(w)); }
+
+static void pace_fired(uv_timer_t *t) { sender_pump(t->data); }
+
+/* A faulty stream: how many of `want` bytes may go now (faults.c decides). */
+static uint64_t sender_fault_budget(st_sender *sd, uint64_t want) {
+  store *s = sd->s;
+  int action;
+  uint64_t n = faults_budget(&s->cfg.faults, sd->obj->id, sd->pos - sd->offset,
+                             hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled, want,
+                             &action);
+  if (action == FAULT_CUT) {
+    hpl__conn_close(sd->c, HPL_ECONN);
+  } else if (action == FAULT_PACE) {
+    if (!sd->pace) {
+      if (!(sd->pace = malloc(sizeof *sd->pace))) return 0;
+      uv_timer_init(s->loop, sd->pace);
+      sd->pace->data = sd;
+    }
+    uv_timer_start(sd->pace, pace_fired, 10, 0);
+  }
+  return n;
+}
+
+/* Send as much of the object as has arrived, within the in-flight budget. */
+static void sender_pump(st_sender *sd) {
+  st_obj *o = sd->obj;
+  if (!o || hpl__conn_closing(sd->c)) return;
+  store *s = sd->s;
+  if (o->gen != sd->gen) { /* the bytes restarted: this stream is void */
+    hpl__conn_close(sd->c, HPL_ECANCELED);
+    return;
+  }
+  while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
+    uint64_t n = o->progress - sd->pos;
+    if (n > s->cfg.chunk) n = s->cfg.chunk;
+    if (sd->faulty && (n = sender_fault_budget(sd, n)) == 0) return;
+    if (hpl__conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0) return;
+    sd->pos += n;
+    sd->inflight++;
+    s->ctr.data_bytes_sent += n;
+    if (sd->faulty) faults_sent(&s->cfg.faults, n);
+  }
+  if (sd->pos < sd->end) {
+    if (sd->pos == o->progress) {
+      if (!o->in_table && o->state != OBJ_SEALED) {
+        /* our partial copy was abandoned: the receiver must go elsewhere */
+        LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
+                 (unsigned long long)sd->pos);
+        hpl__conn_close(sd->c, HPL_ECANCELED);
+        return;
+      }
+      store_watch(o, &sd->watch);
+    }
+    return;
+  }
+  if (sd->inflight == 0) {
+    s->ctr.pulls_served++;
+    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
+              (unsigned long long)sd->end, (unsigned long long)sd->peer);
+    sender_finish(sd);
+    check_idle(s);
+  }
+}
+
+static void pull_reply_err(st_sender *sd, int status, const char *detail) {
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
+  r.status = status;
+  r.detail = (char *)detail;
+  hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* Start streaming once the object has a buffer. */
+static void sender_start(st_sender *sd) {
+  st_obj *o = sd->obj;
+  char detail[320];
+  if (!o->data) {
+    if (!o->in_table) {
+      snprintf(detail, sizeof detail, "object '%s' is gone from this node", o->id);
+      pull_reply_err(sd, HPL_ENOTFOUND, detail);
+      sender_finish(sd);
+      return;
+    }
+    store_watch(o, &sd->watch); /* parked until the buffer exists */
+    return;
+  }
+  if (sd->offset > o->size) {
+    snprintf(detail, sizeof detail, "offset %llu beyond the end of '%s' (%llu bytes)",
+             (unsigned long long)sd->offset, o->id, (unsigned long long)o->size);
+    pull_reply_err(sd, HPL_EINVAL, detail);
+    sender_finish(sd);
+    return;
+  }
+  if (sd->offset > 0 && sd->gen != o->gen) {
+    snprintf(detail, sizeof detail, "this copy of '%s' holds other bytes (generation %u, not %u)",
+             o->id, o->gen, sd->gen);
+    pull_reply_err(sd, HPL_ESTATE, detail);
+    sender_finish(sd);
+    return;
+  }
+  sd->gen = o->gen;
+  sd->watch.fn = sender_watch_fn;
+  sd->pos = sd->offset;
+  sd->end = o->size;
+  sd->started_ms = hpl__now_ms();
+  sd->faulty = faults_apply(&sd->s->cfg.faults, o->id, sd->peer);
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
+  r.size = o->size;
+  hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
+                 NULL);
+  sender_pump(sd);
+}
+
+static void sender_parked_fn(st_watch *w) { sender_start(sender_of(w)); }
+
+/* Begin serving `o` (referenced here) on this connection. */
+static void sender_serve(st_sender *sd, st_obj *o) {
+  sd->obj = o;
+  store_obj_ref(o);
+  sd->watch.fn = sender_parked_fn;
+  sender_start(sd);
+}
+
+static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                     const uint8_t *payload, uint64_t plen) {
+  (void)payload, (void)plen;
+  st_sender *sd = hpl__conn_data(c);
+  if (h->type != HPL__MSG_PULL) {
+    hpl__conn_fail(c, "only PULL is accepted on the data port");
+    return;
+  }
+  if (sd->obj) {
+    hpl__conn_fail(c, "PULL while a stream is in progress");
+    return;
+  }
+  Hplpb__PullReq *p = (Hplpb__PullReq *)m;
+  sd->req_id = h->req_id;
+  sd->peer = p->receiver;
+  sd->gen = p->gen;
+  if (sd->s->draining) {
+    pull_reply_err(sd, HPL_EUNAVAIL, "this node is leaving");
+    return;
+  }
+  if (sd->parked) {
+    hpl__conn_fail(c, "PULL while another waits");
+    return;
+  }
+  if (!p->internal && !hpl__id_valid(p->id)) {
+    pull_reply_err(sd, HPL_EINVAL, "invalid object id");
+    return;
+  }
+  sd->offset = p->offset;
+  st_obj *o = p->internal ? store_find_internal(sd->s, p->id) : store_find(sd->s, p->id);
+  if (!o && p->internal) {
+    /* the directory told our peer about this stream before it told us:
+     * wait until the stream exists (or its reduce ends) */
+    if (!(sd->parked = strdup(p->id))) hpl__conn_close(c, HPL_ENOMEM);
+    return;
+  }
+  if (!o) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' is not on this node", p->id);
+    pull_reply_err(sd, HPL_ENOTFOUND, detail);
+    return;
+  }
+  sender_serve(sd, o);
+}
+
+static void on_close(hpl__conn *c, int status) {
+  (void)status;
+  st_sender *sd = hpl__conn_data(c);
+  store *s = sd->s;
+  sender_finish(sd);
+  free(sd->parked);
+  if (sd->pace) {
+    uv_timer_stop(sd->pace);
+    uv_close((uv_handle_t *)sd->pace, (uv_close_cb)free);
+  }
+  DL_DELETE(s->senders, sd);
+  free(sd);
+  check_idle(s);
+}
+
+static void on_accept(uv_stream_t *server, int status) {
+  store *s = server->data;
+  if (status < 0) return;
+  uv_tcp_t *t = malloc(sizeof *t);
+  st_sender *sd = calloc(1, sizeof *sd);
+  if (!t || !sd) {
+    free(t);
+    free(sd);
+    return;
+  }
+  uv_tcp_init(s->loop, t);
+  if (uv_accept(server, (uv_stream_t *)t) != 0) {
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    free(sd);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  sd->s = s;
+  hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_},
+                      .on_frame = on_frame,
+                      .on_close = on_close,
+                      .data = sd,
+                      .label = "data-in"};
+  DL_APPEND(s->senders, sd);
+  sd->c = hpl__conn_new((uv_stream_t *)t, &o);
+  if (!sd->c) {
+    DL_DELETE(s->senders, sd);
+    free(sd);
+  }
+}
+
+void dataport_restart(store *s, st_obj *o, uint32_t gen) {
+  LOG_INFO("'%s': restarting from byte 0 (generation %u -> %u)", o->id, o->gen, gen);
+  st_sender *sd;
+  DL_FOREACH(s->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
+  o->progress = 0;
+  o->gen = gen;
+}
+
+void dataport_stream_ready(store *s, const char *key) {
+  st_sender *sd;
+  DL_FOREACH(s->senders, sd) {
+    if (!sd->parked || strcmp(sd->parked, key) != 0) continue;
+    st_obj *o = store_find_internal(s, key);
+    if (!o) continue;
+    free(sd->parked);
+    sd->parked = NULL;
+    sender_serve(sd, o);
+  }
+}
+
+void dataport_reduce_ended(store *s, const char *target) {
+  st_sender *sd;
+  DL_FOREACH(s->senders, sd) {
+    if (!sd->parked) continue;
+    /* keys are "r:<rid>.<slot>:<gen>:<target>" */
+    const char *t = sd->parked;
+    for (int i = 0; i < 2 && t; i++) {
+      t = strchr(t, ':');
+      if (t) t++;
+    }
+    if (t) t = strchr(t, ':');
+    if (!t || strcmp(t + 1, target) != 0) continue;
+    free(sd->parked);
+    sd->parked = NULL;
+    pull_reply_err(sd, HPL_ECANCELED, "the reduce ended");
+  }
+}
+
+int dataport_start(store *s, void (*idle)(store *s)) {
+  struct sockaddr_in addr;
+  s->data_idle = idle;
+  int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
+  if (rc) {
+    LOG_ERROR("bad data address %s: %s", s->cfg.data_host, uv_strerror(rc));
+    return HPL_EINVAL;
+  }
+  uv_tcp_init(s->loop, &s->data_listener);
+  s->data_listener.data = s;
+  if ((rc = uv_tcp_bind(&s->data_listener, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&s->data_listener, 512, on_accept))) {
+    LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
+    return HPL_ESYS;
+  }
+  s->data_port_bound = 1;
+  return 0;
+}
+
+void dataport_stop(store *s) {
+  if (!uv_is_closing((uv_handle_t *)&s->data_listener))
+    uv_close((uv_handle_t *)&s->data_listener, NULL);
+  st_sender *sd;
+  DL_FOREACH(s->senders, sd) hpl__conn_close(sd->c, 0);
+}

@@ -1,0 +1,43 @@
+/*
+ * dataport.h - the data port: peers send PULL(id or reduce-stream key,
+ * offset) and get the bytes [offset, size) as one frame's payload, streamed
+ * from the pool as they arrive (a partial copy is forwarded as far as it
+ * has arrived, then its sender waits on the object's watchers).
+ *
+ * Callers: server.c (start, stop, drain), fetch.c and rdsink.c (restart an
+ * object's bytes), rdtask.c (reduce streams appearing or ending).
+ */
+#ifndef HPL_STORE_DATAPORT_H
+#define HPL_STORE_DATAPORT_H
+
+#include <stdint.h>
+
+#include "objects.h"
+#include "server.h"
+
+/* Bind and listen on cfg.data_host:data_port. `idle` (may be NULL) runs
+ * whenever a stream ends and none is left (draining uses it). Returns 0,
+ * HPL_EINVAL (bad address) or HPL_ESYS. */
+int dataport_start(store *s, void (*idle)(store *s));
+
+/* Close the listener and every stream. */
+void dataport_stop(store *s);
+
+/* The bound port, -1 if not bound. */
+int dataport_port(store *s);
+
+/* Streams in progress (not closing). */
+int dataport_active(store *s);
+
+/* The object's bytes start over from 0 under generation `gen`: cut every
+ * stream of its old bytes. */
+void dataport_restart(store *s, st_obj *o, uint32_t gen);
+
+/* A reduce stream `key` now exists: serve the pulls waiting for it. */
+void dataport_stream_ready(store *s, const char *key);
+
+/* The reduce into `target` ended: pulls still waiting for one of its
+ * streams get an error. */
+void dataport_reduce_ended(store *s, const char *target);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * dirlink.h - the store's connection to the directory.
+ *
+ * Requests get a request id and wait for their reply; while the link is
+ * down they wait and are (re)sent, oldest first, once the store has
+ * registered again, so a directory restart only delays them. Heartbeats are
+ * requests too: one unanswered for three intervals marks the link dead and
+ * it reconnects with backoff. On (re)registration the store re-reports what
+ * it holds. Messages the directory starts (DROP, UPSTREAM_GONE, reduce
+ * tasks) go to the handlers other modules install with dirlink_on().
+ *
+ * Callers: server.c (start, stop, handlers), fetch.c, put.c, rdsink.c,
+ * rdtask.c, clients.c (requests and notes), clients.c (HELLO: the
+ * directory's address).
+ */
+#ifndef HPL_STORE_DIRLINK_H
+#define HPL_STORE_DIRLINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "server.h"
+
+/* Directory request completion: status is the reply's status (or a local
+ * error such as HPL_ETIMEDOUT / HPL_ECONN / HPL_ECANCELED with m == NULL).
+ * m (may be NULL) is the reply message, valid during the call; its type is
+ * h->type. */
+typedef void (*dl_reply_cb)(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                            const uint8_t *payload, uint64_t plen, void *arg);
+
+/* A message the directory starts (one-way; a DROP is acknowledged by the
+ * link after the handler ran). */
+typedef void (*dl_msg_fn)(store *s, ProtobufCMessage *m);
+
+/* Start connecting (and keep reconnecting). Returns 0 or HPL_ENOMEM. */
+int dirlink_start(store *s);
+/* Stop: pending requests complete with HPL_ECANCELED. */
+void dirlink_stop(store *s);
+/* Free the link's state, after the loop has ended. */
+void dirlink_free(store *s);
+
+/* Route directory-started messages of `type` to fn (DROP, UPSTREAM_GONE,
+ * REDUCE_TASK, REDUCE_SINK, REDUCE_END). */
+void dirlink_on(store *s, unsigned type, dl_msg_fn fn);
+/* fn runs after every (re)registration; restarted says the directory is a
+ * new instance that lost its state. */
+void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted));
+
+/* Registered and connected. */
+int dirlink_ready(store *s);
+
+/* Send a request; cb runs exactly once (reply, timeout after timeout_ms
+ * (< 0: none), or HPL_ECANCELED at stop). Requests made while disconnected
+ * wait and are sent after re-registration. The message is packed now and
+ * payload (if any) copied. Returns 0, or HPL_ENOMEM (cb not called). */
+int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
+                    uint64_t plen, int64_t timeout_ms, dl_reply_cb cb, void *arg);
+
+/* One-way note; dropped while disconnected (re-registration resyncs). */
+void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
+
+/* Notes every module sends: this node no longer holds (or pulls) `id`; its
+ * copy of `id` is complete (rate: bytes/s of the pull that made it, 0 if
+ * not measured). */
+void dirlink_loc_remove(store *s, const char *id);
+void dirlink_loc_complete(store *s, const char *id, uint64_t rate);
+
+/* The directory's numeric address and port as this store's link reaches
+ * it. Returns 0, or -1 while not registered or if it does not fit. */
+int dirlink_peer(store *s, char *addr, size_t alen, int *port);
+
+#endif

@@ -1,0 +1,115 @@
+/* faults.c - every fault point of the store (see faults.h). */
+#include "faults.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errlen) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", spec);
+  char *save = NULL;
+  for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq) {
+      snprintf(err, errlen, "fault '%s': expected key=value", kv);
+      return -1;
+    }
+    *eq = 0;
+    const char *k = kv, *v = eq + 1;
+    uint64_t n = 0;
+    int bad = 0;
+    if (!strcmp(k, "prefix")) {
+      snprintf(f->prefix, sizeof f->prefix, "%s", v);
+      continue;
+    }
+    if (!strcmp(k, "to_node")) {
+      char *end;
+      f->to_node = strtoull(v, &end, 16);
+      if (*end || !f->to_node) bad = 1;
+    } else if (!strcmp(k, "hb_pause")) { /* AT_MS:LEN_MS */
+      unsigned long long at, len;
+      if (sscanf(v, "%llu:%llu", &at, &len) != 2) {
+        bad = 1;
+      } else {
+        f->hb_pause_at_ms = at;
+        f->hb_pause_ms = len;
+      }
+    } else if (hpl__parse_size(v, &n)) {
+      bad = 1;
+    } else if (!strcmp(k, "crash_after")) {
+      f->crash_after = n;
+    } else if (!strcmp(k, "drop_after")) {
+      f->drop_after = n;
+    } else if (!strcmp(k, "stall_after")) {
+      f->stall_after = n;
+    } else if (!strcmp(k, "slow_send")) {
+      f->slow_send = n;
+    } else {
+      snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
+               "slow_send, hb_pause, prefix, to_node)", k);
+      return -1;
+    }
+    if (bad) {
+      snprintf(err, errlen, "fault '%s': bad value '%s'", k, v);
+      return -1;
+    }
+    f->enabled = 1;
+  }
+  return 0;
+}
+
+int faults_apply(const store_faults *f, const char *id, uint64_t peer) {
+  return f->enabled && !strncmp(id, f->prefix, strlen(f->prefix)) &&
+         (!f->to_node || f->to_node == peer);
+}
+
+uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
+                       int inflight, int *stalled, uint64_t want, int *action) {
+  *action = FAULT_HOLD;
+  if (f->crash_after && f->sent >= f->crash_after) {
+    LOG_WARN("fault point: crashing after sending %llu bytes", (unsigned long long)f->sent);
+    raise(SIGKILL);
+  }
+  if (f->drop_after && !f->dropped && sent >= f->drop_after) {
+    if (inflight > 0) return 0; /* cut exactly there: let queued bytes go first */
+    f->dropped = 1;
+    LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", id,
+             (unsigned long long)sent);
+    *action = FAULT_CUT;
+    return 0;
+  }
+  if (*stalled || (f->stall_after && !f->stalled && sent >= f->stall_after)) {
+    if (!*stalled)
+      LOG_WARN("fault point: stalling the stream of '%s' after %llu bytes", id,
+               (unsigned long long)sent);
+    f->stalled = *stalled = 1;
+    return 0;
+  }
+  uint64_t cap = want;
+  if (f->crash_after && f->crash_after - f->sent < cap) cap = f->crash_after - f->sent;
+  if (f->drop_after && !f->dropped && f->drop_after - sent < cap) cap = f->drop_after - sent;
+  if (f->stall_after && !f->stalled && f->stall_after - sent < cap) cap = f->stall_after - sent;
+  if (f->slow_send) {
+    uint64_t allowed = f->slow_send * elapsed_ms / 1000 + 65536;
+    if (sent >= allowed) {
+      *action = FAULT_PACE;
+      return 0;
+    }
+    if (allowed - sent < cap) cap = allowed - sent;
+  }
+  *action = FAULT_SEND;
+  return cap;
+}
+
+void faults_sent(store_faults *f, uint64_t n) { f->sent += n; }
+
+uint64_t faults_silent_ms(const store_faults *f, uint64_t elapsed_ms) {
+  if (!f->hb_pause_ms) return 0;
+  if (elapsed_ms < f->hb_pause_at_ms || elapsed_ms >= f->hb_pause_at_ms + f->hb_pause_ms) return 0;
+  return f->hb_pause_at_ms + f->hb_pause_ms - elapsed_ms;
+}

@@ -1,0 +1,58 @@
+/*
+ * faults.h - deterministic fault points for failure-injection tests
+ * (--faults or $HOPLITE_FAULTS): a store that crashes, cuts, stalls or
+ * paces its outgoing streams, or goes silent towards the directory. All off
+ * unless set; each check is one predictable branch on `enabled`.
+ *
+ * Callers: main.c (parse), dataport.c (streams), dirlink.c (heartbeats).
+ */
+#ifndef HPL_STORE_FAULTS_H
+#define HPL_STORE_FAULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Byte counts apply to objects whose id starts with `prefix` (all objects
+ * if empty) and, with to_node, to streams towards that receiver only. */
+typedef struct store_faults {
+  int enabled;
+  char prefix[64];
+  uint64_t to_node;     /* only streams to this receiver (0: any) */
+  uint64_t crash_after; /* SIGKILL ourselves after sending this many bytes */
+  uint64_t drop_after;  /* cut a stream after this many bytes (once) */
+  uint64_t stall_after; /* stop sending a stream after this many bytes (once) */
+  uint64_t slow_send;   /* pace every stream to this many bytes/s */
+  uint64_t hb_pause_at_ms, hb_pause_ms; /* no heartbeats in [at, at+len) after start */
+  /* state */
+  uint64_t sent;
+  int dropped, stalled;
+} store_faults;
+
+/* Parse "key=value,..." into *f (keys as in store_faults, hb_pause as
+ * AT_MS:LEN_MS). Returns 0, or -1 with a message in err. */
+int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errlen);
+
+/* Whether the stream of object `id` to node `peer` is subject to faults. */
+int faults_apply(const store_faults *f, const char *id, uint64_t peer);
+
+/* What a faulty stream must do now instead of sending. */
+enum { FAULT_SEND = 0, FAULT_HOLD, FAULT_CUT, FAULT_PACE };
+
+/* A faulty stream wants to send `want` bytes; it has sent `sent` bytes
+ * since it started `elapsed_ms` ago and has `inflight` writes queued;
+ * *stalled is the stream's own stall flag. Returns how many bytes it may
+ * send now (0 with *action set: hold for good or until the queued writes
+ * are out, cut the connection now, or try again in 10 ms). Raises SIGKILL
+ * when the crash point is reached. Count what was sent with
+ * faults_sent(). */
+uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
+                       int inflight, int *stalled, uint64_t want, int *action);
+
+/* `n` more bytes went out on a faulty stream. */
+void faults_sent(store_faults *f, uint64_t n);
+
+/* Milliseconds left in the silent window (hb_pause) at `elapsed_ms` after
+ * the store started; 0 when not in it. */
+uint64_t faults_silent_ms(const store_faults *f, uint64_t elapsed_ms);
+
+#endif

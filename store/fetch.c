@@ -1,0 +1,330 @@
+/* fetch.c - carrying out fetches (see fetch.h and fetchsm.h). */
+#include "fetch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "dataport.h"
+#include "dirlink.h"
+#include "fetchsm.h"
+#include "hoplite.h"
+#include "log.h"
+#include "puller.h"
+#include "util.h"
+
+typedef struct st_fetch {
+  struct st_fetch *prev, *next; /* store->fetches (utlist) */
+  store *s;
+  st_obj *o;          /* referenced */
+  fetch_state state;
+  int asks;           /* directory requests whose answer is due */
+  int busy;           /* inside fetch_fire: do not free */
+  st_puller *pull;
+  uint64_t sender;    /* node we pull (or pulled) from */
+  uint64_t pull_from; /* the object's progress when the pull started */
+  uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
+} st_fetch;
+
+/* What an event brings along. */
+typedef struct fetch_ctx {
+  int status;                 /* FA_FAIL: the waiters' error */
+  const char *detail;
+  const Hplpb__AcquireRep *r; /* FA_PULL: the sender */
+} fetch_ctx;
+
+static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x);
+
+/* ------------------------------------------------------------------ asking */
+
+static void ask_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                      const uint8_t *payload, uint64_t plen, void *arg);
+static void move_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                       const uint8_t *payload, uint64_t plen, void *arg);
+
+/* An ACQUIRE for the object's bytes from its progress on. only_complete:
+ * move off a crawling partial sender if an idle complete copy exists. */
+static void send_ask(st_fetch *f, int only_complete) {
+  st_obj *o = f->o;
+  Hplpb__AcquireReq r = HPLPB__ACQUIRE_REQ__INIT;
+  r.id = o->id;
+  r.progress = o->progress;
+  r.gen = o->gen;
+  int64_t local; /* our own limit only guards against a directory that never answers */
+  if (only_complete) {
+    r.failed_peer = f->sender;
+    r.only_complete = 1;
+    r.timeout_ms = 0;
+    local = 10000;
+  } else {
+    uint64_t deadline = store_obj_deadline(o);
+    r.failed_peer = f->avoid;
+    r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl__ms_left(deadline);
+    local = r.timeout_ms < 0 ? -1 : r.timeout_ms + 2000; /* the directory enforces the wait */
+  }
+  f->asks++;
+  if (dirlink_request(f->s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local,
+                      only_complete ? move_reply : ask_reply, f) != 0) {
+    f->asks--;
+    fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
+    fetch_fire(f, only_complete ? FEV_MOVE_NONE : FEV_REFUSED, &x);
+  }
+}
+
+/* An answer naming a sender (or carrying the bytes): adopt its generation,
+ * size and bytes. Returns the event it amounts to. */
+static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+                                uint64_t plen, char *detail, size_t dlen, int *status) {
+  store *s = f->s;
+  st_obj *o = f->o;
+  if (r->gen != o->gen) {
+    /* the object's bytes were restarted (a reduce target): ours are void */
+    if (o->progress) {
+      s->ctr.restarts++;
+      dataport_restart(s, o, r->gen);
+    }
+    o->gen = r->gen;
+  }
+  if (o->data && o->size != r->size) {
+    snprintf(detail, dlen, "object '%s' changed size (%llu -> %llu)", o->id,
+             (unsigned long long)o->size, (unsigned long long)r->size);
+    *status = HPL_EMISMATCH;
+    return FEV_BAD_SENDER;
+  }
+  if (!o->data && (*status = store_obj_alloc(s, o, r->size, detail, dlen)) != 0) {
+    LOG_WARN("%s", detail);
+    return FEV_BAD_SENDER;
+  }
+  if (!r->inline_) return FEV_SENDER;
+  if (plen != r->size) {
+    snprintf(detail, dlen, "inline reply of the wrong length");
+    *status = HPL_EPROTO;
+    return FEV_BAD_SENDER;
+  }
+  if (plen) memcpy(o->data, payload, plen);
+  o->inline_obj = 1;
+  s->ctr.inline_gets++;
+  return FEV_INLINE;
+}
+
+static void ask_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                      const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)h;
+  st_fetch *f = arg;
+  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)m;
+  char detail[400];
+  fetch_ctx x = {.r = r, .detail = detail};
+  fetch_event ev;
+  f->asks--;
+  if (r) status = r->status;
+  if (f->state == FETCH_ORPHAN || f->state == FETCH_END) {
+    ev = status == 0 && r && !r->inline_ && r->sender_node ? FEV_SENDER : FEV_REFUSED;
+  } else if (status == HPL_ETIMEDOUT) {
+    snprintf(detail, sizeof detail, "object '%s' not available within the timeout", f->o->id);
+    ev = FEV_TIMEOUT;
+  } else if (status != 0 || !r) {
+    snprintf(detail, sizeof detail, "%s",
+             r && r->detail && *r->detail ? r->detail : hpl_strerror(status));
+    LOG_INFO("fetch of '%s' failed: %s", f->o->id, detail);
+    ev = FEV_REFUSED;
+  } else {
+    ev = answer_event(f, r, payload, plen, detail, sizeof detail, &status);
+  }
+  x.status = status;
+  fetch_fire(f, ev, &x);
+}
+
+/* The answer to a crawling partial sender's report: a complete copy to move
+ * to (the directory has already moved our upstream there), or none. */
+static void move_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                       const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)h, (void)payload, (void)plen;
+  st_fetch *f = arg;
+  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)m;
+  f->asks--;
+  if (r) status = r->status;
+  int moved = status == 0 && r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
+  fetch_ctx x = {.r = r};
+  fetch_fire(f, moved ? FEV_MOVE_TO : FEV_MOVE_NONE, &x);
+}
+
+/* ------------------------------------------------------------------ pulling */
+
+static uint8_t *pull_buf(void *arg, uint64_t off, size_t *len) {
+  st_fetch *f = arg;
+  uint64_t at = f->pull_from + off, room = f->o->size - at;
+  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
+  return f->o->data + at;
+}
+
+static void pull_got(void *arg, uint64_t off, size_t n) {
+  st_fetch *f = arg;
+  store_obj_progress(f->s, f->o, f->pull_from + off + n);
+}
+
+static void pull_done(void *arg, int status, const char *detail) {
+  st_fetch *f = arg;
+  store *s = f->s;
+  st_obj *o = f->o;
+  f->pull = NULL;
+  if (status == 0) {
+    fetch_fire(f, FEV_PULLED, &(fetch_ctx){0});
+    return;
+  }
+  s->ctr.pull_failures++;
+  LOG_WARN("pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender",
+           o->id, (unsigned long long)f->sender, (unsigned long long)o->progress,
+           (unsigned long long)o->size, detail ? detail : hpl_strerror(status));
+  f->avoid = f->sender;
+  fetch_fire(f, FEV_PULL_FAILED, &(fetch_ctx){.status = status, .detail = detail});
+}
+
+static void pull_crawls(void *arg) { fetch_fire(arg, FEV_CRAWL, &(fetch_ctx){0}); }
+
+/* Pull the rest of the object from the sender an answer named. */
+static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
+  store *s = f->s;
+  st_obj *o = f->o;
+  o->state = OBJ_PULLING;
+  o->advertised = 1; /* the directory lists us as a (partial) copy */
+  f->sender = r->sender_node;
+  f->avoid = 0;
+  if (o->progress >= o->size) { /* nothing left to pull (size 0) */
+    fetch_fire(f, FEV_PULLED, &(fetch_ctx){0});
+    return;
+  }
+  f->pull_from = o->progress;
+  if (o->progress) {
+    s->ctr.pull_resumes++;
+    s->ctr.bytes_kept_on_resume += o->progress;
+  }
+  puller_ops ops = {.buf = pull_buf, .got = pull_got, .done = pull_done,
+                    .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls};
+  f->pull = puller_start(s, r->sender_addr, (int)r->sender_port, o->id, 0, o->progress, o->size,
+                         &ops, f);
+  if (!f->pull) {
+    f->avoid = f->sender;
+    fetch_fire(f, FEV_PULL_FAILED,
+               &(fetch_ctx){.status = HPL_ECONN,
+                            .detail = "cannot start a pull (bad sender address?)"});
+  }
+}
+
+/* ------------------------------------------------------------------ the machine */
+
+static void fetch_free_maybe(st_fetch *f) {
+  if (f->busy || f->asks || f->pull || (f->state != FETCH_END && f->state != FETCH_ORPHAN))
+    return;
+  store *s = f->s;
+  DL_DELETE(s->fetches, f);
+  if (f->o->fetch == f) f->o->fetch = NULL;
+  store_obj_unref(s, f->o);
+  free(f);
+}
+
+static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
+  store *s = f->s;
+  st_obj *o = f->o;
+  unsigned in = 0, a;
+  if (ev == FEV_TIMEOUT && o->waiters) {
+    uint64_t d = store_obj_deadline(o);
+    if (d == UINT64_MAX || d > hpl__now_ms() + 5) in |= FIN_WAITERS_LEFT;
+  }
+  fetch_state from = f->state;
+  f->state = fetch_next(from, ev, in, &a);
+  LOG_DEBUG("fetch '%s': %s --%s--> %s", o->id, fetch_state_name(from), fetch_event_name(ev),
+            fetch_state_name(f->state));
+  f->busy++;
+  if ((a & FA_CANCEL_PULL) && f->pull) {
+    puller_cancel(f->pull);
+    f->pull = NULL;
+  }
+  if (a & FA_NOTE_COMPLETE) {
+    dirlink_loc_complete(s, o->id, (uint64_t)s->last_pull_rate);
+    s->last_pull_rate = 0;
+  }
+  if (a & FA_SEAL) {
+    o->advertised = 1; /* a complete copy (inline: a holder) the directory knows */
+    store_obj_sealed(s, o);
+  }
+  if (a & FA_FAIL) store_obj_fail(s, o, x->status ? x->status : HPL_EUNAVAIL, x->detail);
+  if (a & FA_LOC_REMOVE) {
+    dirlink_loc_remove(s, o->id);
+    o->advertised = 0;
+  }
+  if (a & FA_FORGET) store_obj_detach(s, o);
+  if (f->state == FETCH_END || f->state == FETCH_ORPHAN) o->fetch = NULL;
+  if (a & FA_ASK) send_ask(f, 0);
+  if (a & FA_ASK_COMPLETE) send_ask(f, 1);
+  if (a & FA_PULL) {
+    if (ev == FEV_MOVE_TO) {
+      LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
+               "%016llx at %llu/%llu bytes", o->id, (unsigned long long)x->r->sender_node,
+               (unsigned long long)o->progress, (unsigned long long)o->size);
+      s->ctr.stragglers++;
+    }
+    start_pull(f, x->r);
+  }
+  f->busy--;
+  fetch_free_maybe(f);
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+void fetch_start(store *s, st_obj *o) {
+  st_fetch *f = calloc(1, sizeof *f);
+  if (!f) {
+    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  f->s = s;
+  f->o = o;
+  f->state = FETCH_ASK;
+  store_obj_ref(o);
+  o->fetch = f;
+  DL_APPEND(s->fetches, f);
+  f->busy++;
+  send_ask(f, 0);
+  f->busy--;
+  fetch_free_maybe(f);
+}
+
+void fetch_upstream_gone(store *s, const char *id, uint64_t peer) {
+  st_obj *o = store_find(s, id);
+  st_fetch *f = o ? o->fetch : NULL;
+  if (!f || !f->pull || f->sender != peer) return;
+  LOG_WARN("'%s': the node we pull it from (%016llx) is gone; asking for another sender", id,
+           (unsigned long long)peer);
+  s->ctr.pull_failures++;
+  f->avoid = peer;
+  fetch_fire(f, FEV_UPSTREAM_GONE, &(fetch_ctx){0});
+}
+
+void fetch_dropped(store *s, st_obj *o) {
+  char detail[320];
+  if (!o->fetch) return;
+  snprintf(detail, sizeof detail, "object '%s' was deleted", o->id);
+  o->advertised = 0;
+  (void)s;
+  fetch_fire(o->fetch, FEV_DROPPED, &(fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
+}
+
+void fetch_drain(store *s) {
+  st_fetch *f, *tmp;
+  DL_FOREACH_SAFE(s->fetches, f, tmp) {
+    if (f->pull) fetch_fire(f, FEV_DRAIN, &(fetch_ctx){0});
+  }
+}
+
+void fetch_stop(store *s) {
+  while (s->fetches) {
+    st_fetch *f = s->fetches;
+    if (f->pull) puller_cancel(f->pull);
+    f->pull = NULL;
+    f->asks = 0;
+    f->busy = 0;
+    f->state = FETCH_END;
+    fetch_free_maybe(f);
+  }
+}

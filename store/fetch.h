@@ -1,0 +1,39 @@
+/*
+ * fetch.h - getting an object this node lacks: ask the directory for a
+ * sender, pull from it (resuming from the bytes held when a sender fails,
+ * stalls, crawls or dies), hand the object over to its waiters, tell the
+ * directory. The states and transitions are in fetchsm.h; this module
+ * carries them out.
+ *
+ * A fetch holds a reference on its object and hangs off it (o->fetch)
+ * until it ends; waiters are told through the object (objects.h).
+ *
+ * Callers: get.c (start), rdsink.c (a reduce target made elsewhere),
+ * server.c (directory messages, drain, stop).
+ */
+#ifndef HPL_STORE_FETCH_H
+#define HPL_STORE_FETCH_H
+
+#include <stdint.h>
+
+#include "objects.h"
+#include "server.h"
+
+/* Start fetching `o` (state OBJ_FETCHING, no fetch running): ask the
+ * directory, waiting as long as the latest of its waiters would. */
+void fetch_start(store *s, st_obj *o);
+
+/* The directory says node `peer`, which we pull `id` from, is dead. */
+void fetch_upstream_gone(store *s, const char *id, uint64_t peer);
+
+/* `o` was deleted: fail its waiters (HPL_ENOTFOUND), stop, forget it. */
+void fetch_dropped(store *s, st_obj *o);
+
+/* The store is leaving: stop every pull (answers still due are let be). */
+void fetch_drain(store *s);
+
+/* The store stops: end every pull and free every fetch. Call after the
+ * directory link has stopped (its answers are in). */
+void fetch_stop(store *s);
+
+#endif

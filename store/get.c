@@ -1,0 +1,123 @@
+/* get.c - a client's GET: answer, or wait while the object comes (see
+ * get.h). */
+#include "get.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <utlist.h>
+
+#include "fetch.h"
+#include "hoplite.h"
+#include "objects.h"
+#include "util.h"
+#include "uvtimer.h"
+
+/* A GET waiting for its object: on the object's waiter list and on the
+ * client's list. */
+typedef struct get_waiter {
+  st_waiter w;                     /* first: objects.c hands this back */
+  struct get_waiter *cprev, *cnext; /* the client's list (utlist) */
+  st_client *cl;
+  uint64_t req;
+  hpl__otimer timer;
+} get_waiter;
+
+/* Reply with the object held for the client (one more hold). */
+static void reply_held(store *s, st_client *cl, uint64_t req, st_obj *o) {
+  if (cl->closed) return;
+  if (session_hold(cl, o) != 0) {
+    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  Hplpb__GetRep r = HPLPB__GET_REP__INIT;
+  r.offset = (uint64_t)(o->data - hpl__pool_base(s->pool));
+  r.size = o->size;
+  r.handle = o->inst;
+  session_send(cl, HPL__MSG_GET_REP, req, &r.base);
+}
+
+static void reply_err(st_client *cl, uint64_t req, int status, const char *detail) {
+  Hplpb__GetRep r = HPLPB__GET_REP__INIT;
+  r.status = status;
+  r.detail = (char *)(detail ? detail : "");
+  session_send(cl, HPL__MSG_GET_REP, req, &r.base);
+}
+
+/* An object nobody waits for, that is not coming, is not kept. */
+static void forget_if_unwanted(store *s, st_obj *o) {
+  if (o->in_table && o->state == OBJ_FETCHING && !o->waiters && !o->fetch && o->refs == 0)
+    store_obj_detach(s, o);
+}
+
+/* Off both lists; the waiter is freed. */
+static void waiter_end(get_waiter *g) {
+  DL_DELETE2(g->cl->waiters, g, cprev, cnext);
+  hpl__otimer_free(&g->timer, g);
+}
+
+/* objects.c: the object is here (status 0) or will not come. */
+static void waiter_done(st_waiter *w, int status, const char *detail) {
+  get_waiter *g = (get_waiter *)w;
+  if (status == 0)
+    reply_held(g->cl->s, g->cl, g->req, w->obj);
+  else
+    reply_err(g->cl, g->req, status, detail);
+  waiter_end(g);
+}
+
+static void waiter_timeout(void *arg) {
+  get_waiter *g = arg;
+  st_obj *o = g->w.obj;
+  store *s = g->cl->s;
+  char detail[320];
+  snprintf(detail, sizeof detail, "object '%s' not available within the timeout (%s)", o->id,
+           o->state == OBJ_FETCHING   ? "it does not exist yet"
+           : o->state == OBJ_CREATING ? "it is still being written"
+                                      : "it is still arriving");
+  reply_err(g->cl, g->req, HPL_ETIMEDOUT, detail);
+  store_unwait(&g->w);
+  waiter_end(g);
+  forget_if_unwanted(s, o);
+}
+
+void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms) {
+  st_obj *o = store_find(s, id);
+  if (o && o->state == OBJ_SEALED) {
+    s->ctr.local_gets++;
+    reply_held(s, cl, req, o);
+    return;
+  }
+  if (timeout_ms == 0) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' is not in this store (timeout 0)", id);
+    reply_err(cl, req, HPL_ETIMEDOUT, detail);
+    return;
+  }
+  get_waiter *g = calloc(1, sizeof *g);
+  if (!o && g) {
+    if ((o = store_obj_new(s, id, OBJ_FETCHING))) s->ctr.remote_gets++;
+  }
+  if (!o || !g) {
+    free(g);
+    reply_err(cl, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  g->cl = cl;
+  g->req = req;
+  g->w.deadline_ms = hpl__deadline_ms(timeout_ms < 0 ? -1 : timeout_ms);
+  g->w.done = waiter_done;
+  store_wait(o, &g->w);
+  DL_APPEND2(cl->waiters, g, cprev, cnext);
+  if (timeout_ms > 0) hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
+  if (o->state == OBJ_FETCHING && !o->fetch) fetch_start(s, o);
+}
+
+void get_client_gone(store *s, st_client *cl) {
+  while (cl->waiters) {
+    get_waiter *g = cl->waiters;
+    st_obj *o = g->w.obj;
+    store_unwait(&g->w);
+    waiter_end(g);
+    forget_if_unwanted(s, o);
+  }
+}

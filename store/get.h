@@ -1,0 +1,23 @@
+/*
+ * get.h - a local client's GET: answered at once from a sealed local copy
+ * (the client then holds it), else it waits, bounded by its timeout, while
+ * fetch.c brings the object (or a put or reduce here completes it).
+ *
+ * Callers: clients.c (dispatch, a client leaving).
+ */
+#ifndef HPL_STORE_GET_H
+#define HPL_STORE_GET_H
+
+#include <stdint.h>
+
+#include "server.h"
+#include "session.h"
+
+/* GET `id` for request `req` of `cl`; timeout_ms < 0: no limit, 0: only
+ * what is here now. The reply (GET_REP) comes now or later. */
+void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms);
+
+/* The client left: its waiting GETs end without a reply. */
+void get_client_gone(store *s, st_client *cl);
+
+#endif

@@ -1,0 +1,293 @@
+/* puller.c - one byte stream pulled from a peer's data port (see puller.h).
+ *
+ * Connect, send PULL from the offset wanted, check the reply's size, then
+ * receive the payload straight into the owner's memory (no intermediate
+ * copy). A monitor timer samples progress: a stream that delivers nothing
+ * for stall_timeout_ms has stalled; one from a complete sender that
+ * delivers below straggler_ratio of this store's usual rate for
+ * straggler_ms is a straggler. Either ends the pull with HPL_ETIMEDOUT and
+ * the owner decides what next.
+ */
+#include "puller.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+#include "uvconn.h"
+
+#define MONITOR_TICK_MS 250
+
+struct st_puller {
+  struct st_puller *prev, *next; /* store->pullers (utlist) */
+  store *s;
+  puller_ops ops;
+  void *arg;
+  char key[320];
+  int internal;
+  uv_tcp_t *tcp; /* while connecting */
+  uv_connect_t creq;
+  hpl__conn *c;
+  uint64_t start; /* stream offset requested */
+  uint64_t size;  /* whole stream size */
+  uint64_t got;   /* bytes received after start */
+  int finished;   /* done, failed or cancelled: ignore further events */
+  int paused;     /* the owner has no room: not a stall */
+  uv_timer_t monitor;
+  uint64_t last_move_ms; /* when bytes last arrived */
+  uint64_t slow_next_ms; /* monitor 1: next time a crawl may be reported */
+  uint64_t started_ms;
+  uint64_t samp_ms[32], samp_got[32]; /* (time, bytes) every tick, a ring */
+  int nsamp;
+  int closes; /* handles still closing after the end */
+  char label[48];
+};
+
+/* The puller is freed once its timer and (if it was still connecting) its
+ * socket have closed: libuv may run the connect callback while closing. */
+static void puller_release(st_puller *p) {
+  if (--p->closes > 0) return;
+  free(p);
+}
+
+static void puller_handle_closed(uv_handle_t *h) {
+  st_puller *p = h->data;
+  if (h != (uv_handle_t *)&p->monitor) free(h);
+  puller_release(p);
+}
+
+/* The stream is over (done, failed or cancelled): release everything and,
+ * unless cancelled, tell the owner. */
+static void puller_end(st_puller *p, int status, const char *detail, int report) {
+  if (p->finished) return;
+  p->finished = 1;
+  DL_DELETE(p->s->pullers, p);
+  p->closes = 1;
+  if (p->c) { /* its on_close releases one count */
+    p->closes++;
+    hpl__conn_close(p->c, 0);
+  }
+  if (p->tcp) { /* still connecting */
+    p->closes++;
+    p->tcp->data = p;
+    uv_close((uv_handle_t *)p->tcp, puller_handle_closed);
+    p->tcp = NULL;
+  }
+  uv_timer_stop(&p->monitor);
+  uv_close((uv_handle_t *)&p->monitor, puller_handle_closed);
+  if (report) p->ops.done(p->arg, status, detail);
+}
+
+static uint8_t *sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
+  (void)c;
+  st_puller *p = arg;
+  return p->ops.buf(p->arg, off, len);
+}
+
+static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
+  (void)c;
+  st_puller *p = arg;
+  if (p->finished) return;
+  store *s = p->s;
+  s->ctr.data_bytes_received += n;
+  p->got = off + n;
+  p->last_move_ms = hpl__now_ms();
+  p->ops.got(p->arg, off, n);
+  if (!p->finished && p->start + p->got == p->size) {
+    /* a full-speed sample for the straggler baseline */
+    uint64_t el = hpl__now_ms() - p->started_ms;
+    s->last_pull_rate = 0;
+    if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
+      double rate = (double)p->got * 1000.0 / (double)el;
+      s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
+      s->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
+    }
+    puller_end(p, 0, NULL, 1);
+  }
+}
+
+static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                     const uint8_t *payload, uint64_t plen) {
+  (void)payload;
+  st_puller *p = hpl__conn_data(c);
+  if (p->finished) return;
+  char detail[400];
+  if (h->type != HPL__MSG_PULL_REP) {
+    hpl__conn_fail(c, "unexpected message on a pull");
+    return;
+  }
+  Hplpb__PullRep *r = (Hplpb__PullRep *)m;
+  if (r->status != 0) {
+    snprintf(detail, sizeof detail, "sender refused: %s", r->detail);
+    if (plen) hpl__conn_fail(c, "error reply with payload");
+    puller_end(p, r->status, detail, 1);
+    return;
+  }
+  if (r->size != p->size || plen != p->size - p->start) {
+    snprintf(detail, sizeof detail, "sender has '%s' as %llu bytes and sends %llu, expected %llu",
+             p->key, (unsigned long long)r->size, (unsigned long long)plen,
+             (unsigned long long)(p->size - p->start));
+    hpl__conn_fail(c, detail);
+    puller_end(p, HPL_EPROTO, detail, 1);
+    return;
+  }
+  if (plen == 0) {
+    puller_end(p, 0, NULL, 1);
+    return;
+  }
+  hpl__sink sk = {.buf = sink_buf, .got = sink_got, .arg = p};
+  hpl__conn_recv_payload(c, &sk);
+}
+
+static void on_close(hpl__conn *c, int status) {
+  st_puller *p = hpl__conn_data(c);
+  p->c = NULL;
+  if (p->finished) {
+    puller_release(p);
+    return;
+  }
+  char detail[128];
+  snprintf(detail, sizeof detail, "stream from the sender broke (%s) after %llu bytes",
+           hpl_strerror(status ? status : HPL_ECONN), (unsigned long long)p->got);
+  puller_end(p, status ? status : HPL_ECONN, detail, 1);
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+  st_puller *p = req->data;
+  if (p->finished) return; /* cancelled: the handle is already closing */
+  uv_tcp_t *t = p->tcp;
+  p->tcp = NULL;
+  if (status < 0) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "cannot connect to the sender: %s", uv_strerror(status));
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    puller_end(p, HPL_ECONN, detail, 1);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 1ull << 56,
+                              .max_type = HPL__MSG_MAX_},
+                      .stream_payloads = 1,
+                      .on_frame = on_frame,
+                      .on_close = on_close,
+                      .data = p,
+                      .label = p->label};
+  p->c = hpl__conn_new((uv_stream_t *)t, &o);
+  if (!p->c) {
+    puller_end(p, HPL_ENOMEM, "out of memory", 1);
+    return;
+  }
+  Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
+  r.id = p->key;
+  r.offset = p->start;
+  r.receiver = p->s->node_id;
+  r.internal = p->internal;
+  r.gen = p->ops.gen;
+  hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* The monitor, every MONITOR_TICK_MS (see the top of this file). */
+static void on_tick(uv_timer_t *t) {
+  st_puller *p = t->data;
+  store *s = p->s;
+  if (p->finished) return;
+  uint64_t now = hpl__now_ms();
+  char detail[200];
+  if (p->paused) p->last_move_ms = now; /* our side has no room: not the sender's fault */
+  if (s->cfg.stall_timeout_ms && now - p->last_move_ms >= s->cfg.stall_timeout_ms) {
+    s->ctr.stalls++;
+    snprintf(detail, sizeof detail, "stalled: no bytes from the sender for %llu ms",
+             (unsigned long long)(now - p->last_move_ms));
+    puller_end(p, HPL_ETIMEDOUT, detail, 1);
+    return;
+  }
+  int k = p->nsamp % 32;
+  p->samp_ms[k] = now;
+  p->samp_got[k] = p->got;
+  p->nsamp++;
+  if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
+      s->rate_ewma <= 0 || p->paused)
+    return;
+  if (p->ops.monitor == 1 && (!p->ops.slow || now < p->slow_next_ms)) return;
+  int back = (int)(s->cfg.straggler_ms / MONITOR_TICK_MS);
+  if (back > 31) back = 31;
+  if (p->nsamp <= back) return;
+  int j = (p->nsamp - 1 - back) % 32;
+  double secs = (double)(now - p->samp_ms[j]) / 1000.0;
+  double rate = secs > 0 ? (double)(p->got - p->samp_got[j]) / secs : 0;
+  uint64_t left = p->size - p->start - p->got;
+  if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20)) {
+    if (p->ops.monitor == 1) {
+      /* a partial sender may only be as slow as its own upstream: tell the
+       * owner, keep the stream meanwhile */
+      p->slow_next_ms = now + s->cfg.straggler_ms;
+      p->ops.slow(p->arg);
+      return;
+    }
+    s->ctr.stragglers++;
+    snprintf(detail, sizeof detail,
+             "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6,
+             secs, s->rate_ewma / 1e6);
+    puller_end(p, HPL_ETIMEDOUT, detail, 1);
+  }
+}
+
+st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
+                        uint64_t offset, uint64_t size, const puller_ops *ops, void *arg) {
+  st_puller *p = calloc(1, sizeof *p);
+  struct sockaddr_in sa;
+  if (!p || uv_ip4_addr(addr, port, &sa) != 0 || strlen(key) >= sizeof p->key) {
+    free(p);
+    return NULL;
+  }
+  p->s = s;
+  p->ops = *ops;
+  p->arg = arg;
+  p->start = offset;
+  p->size = size;
+  p->internal = internal;
+  snprintf(p->key, sizeof p->key, "%s", key);
+  snprintf(p->label, sizeof p->label, "pull<-%s:%d", addr, port);
+  DL_APPEND(s->pullers, p);
+  uv_timer_init(s->loop, &p->monitor);
+  p->monitor.data = p;
+  p->started_ms = p->last_move_ms = hpl__now_ms();
+  if (ops->monitor) uv_timer_start(&p->monitor, on_tick, MONITOR_TICK_MS, MONITOR_TICK_MS);
+  s->ctr.pulls_made++;
+  LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
+            (unsigned long long)offset, (unsigned long long)size, addr, port);
+  p->tcp = malloc(sizeof *p->tcp);
+  if (!p->tcp) {
+    puller_end(p, HPL_ENOMEM, "out of memory", 0);
+    return NULL;
+  }
+  uv_tcp_init(s->loop, p->tcp);
+  p->creq.data = p;
+  if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&sa, on_connect) != 0) {
+    puller_end(p, HPL_ECONN, NULL, 0);
+    return NULL;
+  }
+  return p;
+}
+
+void puller_cancel(st_puller *p) {
+  if (p) puller_end(p, HPL_ECANCELED, NULL, 0);
+}
+
+void puller_resume(st_puller *p) {
+  if (!p || p->finished) return;
+  p->paused = 0;
+  if (p->c) hpl__conn_resume(p->c);
+}
+
+void puller_paused(st_puller *p) {
+  if (p) p->paused = 1;
+}
+
+void puller_stop_all(store *s) {
+  while (s->pullers) puller_end(s->pullers, HPL_ECANCELED, NULL, 0);
+}

@@ -1,0 +1,56 @@
+/*
+ * puller.h - the generic puller: one byte stream pulled from a peer's data
+ * port (an object, or a reduce stream), received straight into memory its
+ * owner names, watched for stalls and stragglers.
+ *
+ * Callers: fetch.c (objects), rdtask.c (children's streams), rdsink.c (a
+ * reduce result), server.c (stop).
+ */
+#ifndef HPL_STORE_PULLER_H
+#define HPL_STORE_PULLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+typedef struct st_puller st_puller;
+
+/* What the owner supplies. buf() says where stream bytes from `off`
+ * (counted from the requested offset) go, with room in *len (0: pause; call
+ * puller_paused and later puller_resume); got() reports bytes written there;
+ * done() runs once when the stream completed (status 0) or failed (a
+ * negative code and a detail), never after puller_cancel(). */
+typedef struct puller_ops {
+  uint8_t *(*buf)(void *arg, uint64_t off, size_t *len);
+  void (*got)(void *arg, uint64_t off, size_t n);
+  void (*done)(void *arg, int status, const char *detail);
+  /* 0: no monitor; 1: stall detection; 2: also straggler detection (the
+   * sender's copy is complete, so it could go full speed) */
+  int monitor;
+  /* monitor 1: the stream crawls (below the straggler ratio for
+   * straggler_ms) although the sender's copy is partial, so it may only be
+   * waiting for its own upstream; called at most once per straggler_ms, the
+   * stream goes on (may be NULL) */
+  void (*slow)(void *arg);
+  uint32_t gen; /* generation the receiver's bytes belong to */
+} puller_ops;
+
+/* Start pulling `key` (an object id, or with internal a reduce stream key)
+ * from addr:port, bytes [offset, size). Returns the puller, or NULL if it
+ * cannot start (bad address, no memory; done() is not called then). */
+st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
+                        uint64_t offset, uint64_t size, const puller_ops *ops, void *arg);
+
+/* Abandon a pull: done() is not called. NULL is a no-op. */
+void puller_cancel(st_puller *p);
+
+/* The owner's buffer is full (its buf() returned no room): not a stall. */
+void puller_paused(st_puller *p);
+/* Room again: read on. */
+void puller_resume(st_puller *p);
+
+/* End every pull (store stopping); done() is not called. */
+void puller_stop_all(store *s);
+
+#endif

@@ -1,0 +1,289 @@
+/* put.c - create, write, seal or abort (see put.h). */
+#include "put.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <utlist.h>
+
+#include "dirlink.h"
+#include "hoplite.h"
+#include "objects.h"
+#include "util.h"
+
+typedef enum put_state {
+  PUT_ANNOUNCING,  /* large object: LOC_ADD(partial, origin) out; CREATE not answered yet */
+  PUT_WRITING,     /* the client writes (CREATE answered) */
+  PUT_INLINING,    /* SEAL of a small object: INLINE_PUT out */
+  PUT_REGISTERING, /* SEAL, the inline cache was full: LOC_ADD(complete, origin) out */
+  PUT_ENDED,       /* sealed or undone; freed once no request is out */
+} put_state;
+
+typedef struct st_put {
+  struct st_put *prev, *next; /* the client's list (utlist) */
+  store *s;
+  st_obj *o;      /* referenced: the creator's reference */
+  st_client *cl;  /* referenced */
+  uint64_t req;   /* the CREATE or SEAL waiting for the directory */
+  put_state state;
+  int asking;     /* a directory request is out */
+} st_put;
+
+static void put_free_maybe(st_put *p) {
+  if (p->state != PUT_ENDED || p->asking) return;
+  if (p->o->put == p) p->o->put = NULL;
+  DL_DELETE(p->cl->puts, p);
+  store_obj_unref(p->s, p->o);
+  session_unref(p->cl);
+  free(p);
+}
+
+/* The put is over without an object: tell waiters, take it out. */
+static void put_undo(st_put *p, int status, const char *detail) {
+  store *s = p->s;
+  st_obj *o = p->o;
+  p->state = PUT_ENDED;
+  store_obj_fail(s, o, status, detail);
+  if (o->put == p) o->put = NULL;
+  store_obj_detach(s, o);
+}
+
+static void send_create_rep(st_put *p) {
+  Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
+  r.offset = (uint64_t)(p->o->data - hpl__pool_base(p->s->pool));
+  r.handle = p->o->inst;
+  session_send(p->cl, HPL__MSG_CREATE_REP, p->req, &r.base);
+}
+
+static void send_create_err(st_client *cl, uint64_t req, int status, const char *detail) {
+  Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
+  r.status = status;
+  r.detail = (char *)(detail ? detail : "");
+  session_send(cl, HPL__MSG_CREATE_REP, req, &r.base);
+}
+
+/* Sealed and registered: complete everywhere. */
+static void put_finish(st_put *p) {
+  store *s = p->s;
+  st_obj *o = p->o;
+  s->ctr.puts++;
+  if (!o->inline_obj) dirlink_loc_complete(s, o->id, 0);
+  p->state = PUT_ENDED;
+  o->put = NULL;
+  store_obj_sealed(s, o);
+  session_reply(p->cl, p->req, 0, NULL);
+}
+
+static void dir_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                      const uint8_t *payload, uint64_t plen, void *arg);
+
+/* Send a request for this put to the directory. 0 or HPL_ENOMEM. */
+static int put_ask(st_put *p, unsigned type, const ProtobufCMessage *m, const void *payload,
+                   uint64_t plen, int64_t timeout_ms) {
+  if (dirlink_request(p->s, type, m, payload, plen, timeout_ms, dir_reply, p) != 0)
+    return HPL_ENOMEM;
+  p->asking = 1;
+  return 0;
+}
+
+/* LOC_ADD for our copy as the origin of the object. */
+static int put_announce(st_put *p, int complete, int64_t timeout_ms) {
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = p->o->id;
+  a.size = p->o->size;
+  a.complete = complete;
+  a.origin = 1;
+  return put_ask(p, HPL__MSG_LOC_ADD, &a.base, NULL, 0, timeout_ms);
+}
+
+/* Answer to the request of the state the put is in. */
+static void dir_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                      const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h, (void)payload, (void)plen;
+  st_put *p = arg;
+  st_obj *o = p->o;
+  Hplpb__Reply *r = (Hplpb__Reply *)m;
+  p->asking = 0;
+  if (r) status = r->status;
+  const char *detail = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
+  if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !p->cl->closed && o->in_table) {
+    /* the directory's inline cache is full: register an ordinary copy */
+    p->state = PUT_REGISTERING;
+    if (put_announce(p, 1, -1) == 0) return;
+    status = HPL_ENOMEM;
+    detail = "out of memory";
+  }
+  int creating = p->state == PUT_ANNOUNCING;
+  if (p->state == PUT_ENDED || p->cl->closed || !o->in_table) {
+    /* aborted, client gone, or object deleted meanwhile: a location the
+     * directory just recorded for us must go again */
+    if (status == 0) dirlink_loc_remove(s, o->id);
+    const char *why = "object was deleted while being put";
+    if (creating)
+      send_create_err(p->cl, p->req, HPL_ESTATE, why);
+    else if (p->state != PUT_ENDED)
+      session_reply(p->cl, p->req, HPL_ESTATE, why);
+    if (p->state != PUT_ENDED) put_undo(p, HPL_ENOTFOUND, why);
+  } else if (status != 0) {
+    if (creating)
+      send_create_err(p->cl, p->req, status, detail);
+    else
+      session_reply(p->cl, p->req, status, detail);
+    put_undo(p, status, detail);
+  } else if (creating) {
+    o->advertised = 1;
+    p->state = PUT_WRITING;
+    send_create_rep(p);
+  } else {
+    o->advertised = 1;
+    o->inline_obj = p->state == PUT_INLINING;
+    if (o->inline_obj) s->ctr.inline_puts++;
+    put_finish(p);
+  }
+  put_free_maybe(p);
+}
+
+void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
+  char detail[400];
+  if (m->size > hpl__pool_capacity(s->pool)) {
+    char a[32], b[32];
+    snprintf(detail, sizeof detail, "object '%s' of %s is larger than the whole pool (%s)", m->id,
+             hpl__fmt_bytes(m->size, a, sizeof a),
+             hpl__fmt_bytes(hpl__pool_capacity(s->pool), b, sizeof b));
+    send_create_err(cl, req, HPL_ENOMEM, detail);
+    return;
+  }
+  if (store_find(s, m->id)) {
+    snprintf(detail, sizeof detail, "object '%s' already exists on this node", m->id);
+    send_create_err(cl, req, HPL_EEXIST, detail);
+    return;
+  }
+  st_put *p = calloc(1, sizeof *p);
+  st_obj *o = p ? store_obj_new(s, m->id, OBJ_CREATING) : NULL;
+  if (!o) {
+    free(p);
+    send_create_err(cl, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  int rc = store_obj_alloc(s, o, m->size, detail, sizeof detail);
+  if (rc) {
+    free(p);
+    store_obj_detach(s, o);
+    send_create_err(cl, req, rc, detail);
+    return;
+  }
+  p->s = s;
+  p->o = o;
+  p->cl = cl;
+  p->req = req;
+  store_obj_ref(o);
+  session_ref(cl);
+  o->put = p;
+  DL_APPEND(cl->puts, p);
+  if (m->size <= s->inline_max) {
+    p->state = PUT_WRITING;
+    send_create_rep(p);
+    return;
+  }
+  /* Large object: advertise the origin copy now so pulls can overlap the
+   * client's writing. */
+  p->state = PUT_ANNOUNCING;
+  if (put_announce(p, 0, m->timeout_ms) != 0) {
+    send_create_err(cl, req, HPL_ENOMEM, "out of memory");
+    put_undo(p, HPL_ENOMEM, "out of memory");
+    put_free_maybe(p);
+  }
+}
+
+/* The client's put with this handle, while it writes. */
+static st_put *writing(store *s, st_client *cl, uint64_t handle) {
+  st_obj *o = store_find_inst(s, handle);
+  st_put *p = o ? o->put : NULL;
+  return p && p->cl == cl && p->state == PUT_WRITING ? p : NULL;
+}
+
+void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m) {
+  st_put *p = writing(s, cl, m->handle);
+  if (!p || m->bytes > p->o->size) return;
+  store_obj_progress(s, p->o, m->bytes);
+}
+
+void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
+  st_put *p = writing(s, cl, m->handle);
+  if (!p) {
+    session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
+    return;
+  }
+  st_obj *o = p->o;
+  p->req = req;
+  if (!o->in_table) {
+    session_reply(cl, req, HPL_ESTATE, "object was deleted before it was sealed");
+    p->state = PUT_ENDED;
+    put_free_maybe(p);
+    return;
+  }
+  o->progress = o->size;
+  if (o->size <= s->inline_max && !o->advertised) {
+    Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+    ip.id = o->id;
+    ip.size = o->size;
+    p->state = PUT_INLINING;
+    if (put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, m->timeout_ms) != 0) {
+      p->state = PUT_WRITING;
+      session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    }
+    return;
+  }
+  put_finish(p);
+  put_free_maybe(p);
+}
+
+static void abort_acked(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                        const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen;
+  st_creq *x = arg;
+  session_reply(x->cl, x->req, 0, NULL);
+  session_creq_done(x);
+  free(x);
+}
+
+/* Take the put back: the directory forgets our copy (ack to `x` if not
+ * NULL, else a one-way note), waiters hear it is gone. */
+static void put_drop(st_put *p, st_creq *x) {
+  store *s = p->s;
+  st_obj *o = p->o;
+  if (o->advertised) {
+    Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+    n.id = o->id;
+    n.kind = HPL__LOC_REMOVE;
+    if (!x || dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_acked, x) != 0) {
+      dirlink_loc_remove(s, o->id);
+      if (x) abort_acked(s, 0, NULL, NULL, NULL, 0, x);
+    }
+    o->advertised = 0;
+  }
+  char detail[320];
+  snprintf(detail, sizeof detail, "the put of '%s' was aborted", o->id);
+  put_undo(p, HPL_ENOTFOUND, detail);
+  put_free_maybe(p);
+}
+
+/* Abort answers once the directory has forgotten the copy, so a get issued
+ * after hpl_abort() returns waits for a new put instead of pulling from the
+ * discarded region. */
+void put_abort(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
+  st_put *p = writing(s, cl, m->handle);
+  st_creq *x = p && p->o->advertised && req ? calloc(1, sizeof *x) : NULL;
+  if (x) session_creq_init(x, cl, req);
+  if (p) put_drop(p, x);
+  if (!x && req) session_reply(cl, req, 0, NULL);
+}
+
+void put_client_gone(store *s, st_client *cl) {
+  (void)s;
+  st_put *p, *tmp;
+  DL_FOREACH_SAFE(cl->puts, p, tmp) {
+    if (p->state == PUT_WRITING)
+      put_drop(p, NULL);
+    /* else a directory request is out: its answer undoes the put */
+  }
+}

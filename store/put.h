@@ -1,0 +1,32 @@
+/*
+ * put.h - a local client's put: CREATE reserves the object's room in the
+ * pool (a large object is announced to the directory first, so receivers
+ * can pull what the client has written before the seal), the client writes
+ * in place (PROGRESS says how far), SEAL makes it complete and registers it
+ * (small objects go to the directory's inline cache), ABORT or the client
+ * leaving takes it back.
+ *
+ * A put hangs off its object (o->put) and its client (cl->puts) and holds
+ * a reference on both until it ends.
+ *
+ * Callers: clients.c (dispatch, a client leaving).
+ */
+#ifndef HPL_STORE_PUT_H
+#define HPL_STORE_PUT_H
+
+#include <stdint.h>
+
+#include "proto.h"
+#include "server.h"
+#include "session.h"
+
+void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m);
+void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m);
+void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m);
+/* Answers once the directory has forgotten the copy (req 0: no answer). */
+void put_abort(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m);
+
+/* The client left: every put it had not sealed is aborted. */
+void put_client_gone(store *s, st_client *cl);
+
+#endif

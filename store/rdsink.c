@@ -1,0 +1,297 @@
+/* rdsink.c - the reduce target at the sink (see rdsink.h). */
+#include "rdsink.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "dataport.h"
+#include "dirlink.h"
+#include "fetch.h"
+#include "hoplite.h"
+#include "log.h"
+#include "objects.h"
+#include "puller.h"
+#include "rdtask.h"
+#include "util.h"
+
+typedef struct rd_sink {
+  struct rd_sink *prev, *next; /* store->sinks (utlist) */
+  store *s;
+  st_obj *o;          /* the target, referenced */
+  st_puller *pull;    /* the root's stream, when the root runs elsewhere */
+  uint64_t rid;       /* the reduce instance being pulled */
+  uint32_t slot, gen; /* the root's slot and generation being pulled */
+  uint8_t *req;       /* the packed ReduceReq, to ask again after a */
+  size_t req_len;     /*   directory restart */
+} rd_sink;
+
+/* The reduce is over for this node (or was never ours): let go of it. */
+static void sink_end(rd_sink *k) {
+  store *s = k->s;
+  if (k->pull) puller_cancel(k->pull);
+  if (k->o->sink == k) k->o->sink = NULL;
+  DL_DELETE(s->sinks, k);
+  store_obj_unref(s, k->o);
+  free(k->req);
+  free(k);
+}
+
+/* The target will not be made here: its waiters fail, it is forgotten. */
+static void sink_fail(rd_sink *k, int status, const char *detail) {
+  store *s = k->s;
+  st_obj *o = k->o;
+  store_obj_ref(o);
+  sink_end(k);
+  store_obj_fail(s, o, status, detail);
+  store_obj_detach(s, o);
+  store_obj_unref(s, o);
+}
+
+/* The target is made elsewhere after all: get it like any object. */
+static void sink_fetch_instead(rd_sink *k) {
+  store *s = k->s;
+  st_obj *o = k->o;
+  store_obj_ref(o);
+  sink_end(k);
+  o->state = OBJ_FETCHING;
+  if (o->waiters)
+    fetch_start(s, o);
+  else
+    store_obj_detach(s, o);
+  store_obj_unref(s, o);
+}
+
+/* ------------------------------------------------------------------ pulling the result */
+
+static uint8_t *sink_buf(void *arg, uint64_t off, size_t *len) {
+  rd_sink *k = arg;
+  uint64_t room = k->o->size - off;
+  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
+  return k->o->data + off;
+}
+
+static void sink_got(void *arg, uint64_t off, size_t n) {
+  rd_sink *k = arg;
+  store_obj_progress(k->s, k->o, off + n);
+}
+
+static void sink_done(void *arg, int status, const char *detail) {
+  rd_sink *k = arg;
+  store *s = k->s;
+  st_obj *o = k->o;
+  k->pull = NULL;
+  if (status != 0) {
+    if (o->in_table && o->state == OBJ_REDUCING)
+      rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, detail);
+    LOG_WARN("reduce '%s': pulling the result failed: %s", o->id,
+             detail ? detail : hpl_strerror(status));
+    return;
+  }
+  if (!o->in_table) return;
+  dirlink_loc_complete(s, o->id, 0);
+  store_obj_sealed(s, o);
+  sink_end(k);
+}
+
+static void sink_loc_added(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                           const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)h, (void)payload, (void)plen, (void)arg;
+  Hplpb__Reply *r = (Hplpb__Reply *)m;
+  if (r) status = r->status;
+  if (status) LOG_WARN("cannot advertise a reduce target: %s", hpl_strerror(status));
+}
+
+void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
+  Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
+  st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
+  rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
+  if (!k) {
+    LOG_WARN("reduce sink message for '%s', which is not being reduced here", m->target);
+    return;
+  }
+  char detail[400];
+  if (m->fetch) { /* reduced at the directory: an ordinary (inline) object now */
+    sink_fetch_instead(k);
+    return;
+  }
+  if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
+    if (k->pull) puller_cancel(k->pull);
+    k->pull = NULL;
+    dataport_restart(s, o, m->gen);
+  }
+  o->gen = m->gen;
+  if (!o->data) {
+    if (store_obj_alloc(s, o, m->size, detail, sizeof detail) != 0) {
+      LOG_WARN("%s", detail);
+      sink_fail(k, HPL_ENOMEM, detail);
+      return;
+    }
+    /* advertise the copy in progress: gets elsewhere pull behind it */
+    Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+    a.id = o->id;
+    a.size = o->size;
+    a.origin = 1;
+    o->advertised = 1;
+    dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
+  }
+  if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
+  k->rid = m->rid;
+  k->slot = m->root->slot;
+  k->gen = m->root->gen;
+  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done};
+  k->pull = puller_start(s, m->root->addr, (int)m->root->port, m->root->key, m->root->internal, 0,
+                         o->size, &ops, k);
+  if (!k->pull) {
+    LOG_WARN("reduce '%s': cannot pull the result from %s:%u", o->id, m->root->addr,
+             m->root->port);
+    rdtask_report_fail(s, o->id, m->rid, m->root->slot, m->root->gen, "cannot connect");
+  }
+}
+
+void rdsink_on_end(store *s, ProtobufCMessage *msg) {
+  Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
+  if (!hpl__id_valid(m->target)) return;
+  rdtask_end(s, m->target, m->rid);
+  dataport_reduce_ended(s, m->target);
+  st_obj *o = store_find(s, m->target);
+  rd_sink *k = o ? o->sink : NULL;
+  if (!k) return;
+  if (m->status != 0 && o->state == OBJ_REDUCING)
+    sink_fail(k, m->status, m->detail);
+  else if (o->state != OBJ_REDUCING)
+    sink_end(k);
+}
+
+/* ------------------------------------------------------------------ the client's request */
+
+typedef struct rd_req {
+  st_creq q;
+  st_obj *o; /* the target being produced here (referenced), or NULL */
+} rd_req;
+
+static void reduce_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                         const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h, (void)payload, (void)plen;
+  rd_req *x = arg;
+  Hplpb__ReduceRep *r = (Hplpb__ReduceRep *)m;
+  Hplpb__ReduceRep out = HPLPB__REDUCE_REP__INIT;
+  if (r) {
+    status = r->status;
+    out.detail = r->detail;
+    out.joined = r->joined;
+    out.sink_node = r->sink_node;
+  } else {
+    out.detail = (char *)(status == HPL_ETIMEDOUT ? "the directory did not answer in time"
+                                                  : "the directory is unreachable");
+  }
+  out.status = status;
+  st_obj *o = x->o;
+  rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
+  if (k && status != 0)
+    sink_fail(k, status, out.detail); /* refused */
+  else if (k && out.sink_node != s->node_id)
+    sink_fetch_instead(k); /* another node produces the target */
+  if (o) store_obj_unref(s, o);
+  session_send(x->q.cl, HPL__MSG_REDUCE_REP, x->q.req, &out.base);
+  session_creq_done(&x->q);
+  free(x);
+}
+
+void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
+  if (!hpl__id_valid(m->target)) {
+    session_reply(cl, req, HPL_EINVAL, "invalid target id");
+    return;
+  }
+  rd_req *x = calloc(1, sizeof *x);
+  if (!x) {
+    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  m->sink_node = s->node_id;
+  st_obj *o = store_find(s, m->target);
+  if (!o) {
+    rd_sink *k = calloc(1, sizeof *k);
+    o = k ? store_obj_new(s, m->target, OBJ_REDUCING) : NULL;
+    if (!o) {
+      free(k);
+      free(x);
+      session_reply(cl, req, HPL_ENOMEM, "out of memory");
+      return;
+    }
+    k->s = s;
+    k->o = o;
+    store_obj_ref(o);
+    o->sink = k;
+    DL_APPEND(s->sinks, k);
+    /* kept to ask again if the directory restarts (sized after every
+     * field is set: packing more than was measured overruns the buffer) */
+    size_t len = protobuf_c_message_get_packed_size(&m->base);
+    if ((k->req = malloc(len ? len : 1))) {
+      protobuf_c_message_pack(&m->base, k->req);
+      k->req_len = len;
+    }
+    x->o = o;
+  } else if (o->state == OBJ_REDUCING) {
+    x->o = o; /* a second local caller of the same reduce */
+  } /* else the target exists here already: the directory decides whether
+     * that is a finished reduce being joined or a clash */
+  if (x->o) store_obj_ref(x->o);
+  session_creq_init(&x->q, cl, req);
+  int64_t to = m->timeout_ms;
+  if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
+                      x) != 0) {
+    reduce_reply(s, HPL_ENOMEM, NULL, NULL, NULL, 0, x);
+  }
+}
+
+/* ------------------------------------------------------------------ directory restart */
+
+static void resubmit_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                           const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)h, (void)payload, (void)plen;
+  st_obj *o = arg;
+  Hplpb__ReduceRep *r = (Hplpb__ReduceRep *)m;
+  if (r) status = r->status;
+  if (status && o->in_table && o->state == OBJ_REDUCING && o->sink) {
+    const char *why = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
+    LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
+    sink_fail(o->sink, status, why);
+  }
+  store_obj_unref(s, o);
+}
+
+void rdsink_directory_restarted(store *s) {
+  rdtask_end_all(s);
+  rd_sink *k, *tmp;
+  DL_FOREACH_SAFE(s->sinks, k, tmp) {
+    st_obj *o = k->o;
+    if (o->state != OBJ_REDUCING || !k->req) continue;
+    Hplpb__ReduceReq *m =
+        (Hplpb__ReduceReq *)hpl__msg_unpack(HPL__MSG_REDUCE, k->req, k->req_len);
+    if (!m) continue;
+    if (k->pull) puller_cancel(k->pull);
+    k->pull = NULL;
+    if (o->data) dataport_restart(s, o, 0);
+    o->advertised = 0;
+    LOG_INFO("asking the restarted directory again for the reduce into '%s'", o->id);
+    m->sink_node = s->node_id;
+    store_obj_ref(o);
+    if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
+      store_obj_unref(s, o);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+  }
+}
+
+void rdsink_drain(store *s) {
+  rd_sink *k;
+  DL_FOREACH(s->sinks, k) {
+    if (k->pull) puller_cancel(k->pull);
+    k->pull = NULL;
+  }
+}
+
+void rdsink_stop(store *s) {
+  while (s->sinks) sink_end(s->sinks);
+}

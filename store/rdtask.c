@@ -1,0 +1,373 @@
+/* rdtask.c - this node's slots in reduce trees (see rdtask.h).
+ *
+ * The first child's bytes land straight in the output buffer and are
+ * combined in place; further children go through rings of bounded size,
+ * whose streams pause while the ring is full. Large combine steps run on
+ * libuv's thread pool.
+ */
+#include "rdtask.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataport.h"
+#include "dirlink.h"
+#include "hoplite.h"
+#include "log.h"
+#include "objects.h"
+#include "ops.h"
+#include "puller.h"
+#include "util.h"
+
+#define RD_RING (8u << 20)        /* bytes buffered per extra child */
+#define RD_OFFLOAD (1u << 20)     /* combine steps this large go to the pool */
+
+typedef struct rd_task rd_task;
+
+typedef struct rd_child {
+  rd_task *t;
+  int index;
+  int known;
+  uint32_t slot, gen; /* the child's slot and its output's generation */
+  char addr[64];
+  int port;
+  char key[320];
+  int internal;
+  struct st_puller *pull;
+  uint64_t recv; /* stream bytes received */
+  uint8_t *ring; /* NULL for child 0, which writes into the output */
+  size_t ring_size;
+  int paused;
+  int done;
+} rd_child;
+
+struct rd_task {
+  UT_hash_handle hh;
+  char hkey[340]; /* "<slot>:<target>" */
+  store *s;
+  char target[HPL_ID_MAX + 1];
+  uint64_t rid;
+  uint32_t slot, gen;
+  int op, dtype;
+  size_t es;
+  uint64_t size;
+  st_obj *src; /* own source (referenced) */
+  st_obj *out; /* output: a reduce stream, or the target (referenced) */
+  int to_target;
+  int nch;
+  rd_child *ch;
+  uint64_t comb; /* bytes of out that are final */
+  int working;   /* a combine step runs on the thread pool */
+  uv_work_t work;
+  uint64_t w_from, w_to;
+  int ended; /* the reduce ended while a step was running */
+  int failed;
+};
+
+/* Key of a reduce stream (the directory names the same key to its puller). */
+static void stream_key(char *out, size_t len, const char *target, uint64_t rid, uint32_t slot,
+                       uint32_t gen) {
+  snprintf(out, len, "r:%llx.%u:%u:%s", (unsigned long long)rid, slot, gen, target);
+}
+
+void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        const char *detail) {
+  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
+  n.target = (char *)target;
+  n.rid = rid;
+  n.slot = slot;
+  n.gen = gen;
+  n.detail = (char *)(detail ? detail : "");
+  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+}
+
+static void task_try_combine(rd_task *t);
+static void task_free(rd_task *t);
+
+/* ------------------------------------------------------------------ combine */
+
+/* out[from, to) = op(out, own, ring children): child 0 is already in out. */
+static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
+  if (from >= to) return;
+  uint8_t *out = t->out->data;
+  const uint8_t *own = t->src->data;
+  size_t n = (size_t)(to - from);
+  if (t->nch == 0)
+    memcpy(out + from, own + from, n);
+  else
+    hpl__reduce_apply(t->op, t->dtype, out + from, own + from, n);
+  for (int j = 1; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    /* the range may wrap around the ring */
+    uint64_t x = from;
+    while (x < to) {
+      size_t pos = (size_t)(x % c->ring_size);
+      size_t k = c->ring_size - pos;
+      if (k > to - x) k = (size_t)(to - x);
+      hpl__reduce_apply(t->op, t->dtype, out + x, c->ring + pos, k);
+      x += k;
+    }
+  }
+}
+
+static void work_run(uv_work_t *w) {
+  rd_task *t = w->data;
+  combine_range(t, t->w_from, t->w_to);
+}
+
+/* The output advanced to `to`: publish, make ring room, maybe finish. */
+static void task_advance(rd_task *t, uint64_t to) {
+  store *s = t->s;
+  t->comb = to;
+  store_obj_progress(s, t->out, to);
+  for (int j = 1; j < t->nch; j++)
+    if (t->ch[j].paused) {
+      t->ch[j].paused = 0;
+      puller_resume(t->ch[j].pull);
+    }
+  if (t->comb < t->size) return;
+  LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
+            (unsigned long long)t->size);
+  if (t->to_target) {
+    dirlink_loc_complete(s, t->out->id, 0);
+    store_obj_sealed(s, t->out);
+  } else {
+    t->out->state = OBJ_SEALED;
+    store_obj_progress(s, t->out, t->size);
+  }
+}
+
+static void work_done(uv_work_t *w, int status) {
+  rd_task *t = w->data;
+  t->working = 0;
+  if (t->ended) {
+    task_free(t);
+    return;
+  }
+  if (status == 0) task_advance(t, t->w_to);
+  task_try_combine(t);
+}
+
+/* Combine whatever every input has delivered. */
+static void task_try_combine(rd_task *t) {
+  if (t->working || t->failed || t->comb >= t->size) return;
+  uint64_t avail = t->size;
+  for (int j = 0; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    if (!c->known) return;
+    if (c->recv < avail) avail = c->recv;
+  }
+  if (avail < t->size) avail -= avail % 8; /* whole elements of any dtype */
+  if (avail <= t->comb) return;
+  if (avail - t->comb >= RD_OFFLOAD) {
+    t->working = 1;
+    t->w_from = t->comb;
+    t->w_to = avail;
+    t->work.data = t;
+    if (uv_queue_work(t->s->loop, &t->work, work_run, work_done) == 0) return;
+    t->working = 0;
+  }
+  combine_range(t, t->comb, avail);
+  task_advance(t, avail);
+}
+
+/* ------------------------------------------------------------------ children */
+
+static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
+  rd_child *c = arg;
+  rd_task *t = c->t;
+  if (!c->ring) {
+    uint64_t room = t->size - off;
+    *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
+    return t->out->data + off;
+  }
+  /* ring: bytes [comb, recv) are held; room up to comb + ring_size */
+  uint64_t limit = t->comb + c->ring_size;
+  if (limit > t->size) limit = t->size;
+  if (off >= limit) {
+    *len = 0;
+    c->paused = 1;
+    puller_paused(c->pull);
+    return NULL;
+  }
+  size_t pos = (size_t)(off % c->ring_size);
+  size_t k = c->ring_size - pos;
+  if (k > limit - off) k = (size_t)(limit - off);
+  *len = k;
+  return c->ring + pos;
+}
+
+static void child_got(void *arg, uint64_t off, size_t n) {
+  rd_child *c = arg;
+  c->recv = off + n;
+  task_try_combine(c->t);
+}
+
+static void child_done(void *arg, int status, const char *detail) {
+  rd_child *c = arg;
+  rd_task *t = c->t;
+  c->pull = NULL;
+  if (status == 0) {
+    c->done = 1;
+    task_try_combine(t);
+    return;
+  }
+  /* the directory decides: a stale generation is ignored, otherwise the
+   * child's slot is replaced and this task gets a new generation */
+  LOG_WARN("reduce '%s' slot %u: stream of child %d (%s) failed: %s", t->target, t->slot,
+           c->index, c->key, detail ? detail : hpl_strerror(status));
+  rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
+}
+
+static void child_start(rd_task *t, rd_child *c) {
+  if (c->pull || c->done) return;
+  puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done};
+  c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
+                            c);
+  if (!c->pull)
+    LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot, c->key,
+             c->addr, c->port);
+}
+
+/* ------------------------------------------------------------------ tasks */
+
+static rd_task *task_find(store *s, const char *target, uint32_t slot) {
+  char k[340];
+  snprintf(k, sizeof k, "%u:%s", slot, target);
+  rd_task *t = NULL;
+  HASH_FIND_STR(s->tasks, k, t);
+  return t;
+}
+
+static void task_free(rd_task *t) {
+  store *s = t->s;
+  for (int j = 0; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    if (c->pull) puller_cancel(c->pull);
+    c->pull = NULL;
+  }
+  if (t->working) { /* the pool still reads the buffers: finish later */
+    t->ended = 1;
+    return;
+  }
+  for (int j = 0; j < t->nch; j++) free(t->ch[j].ring);
+  free(t->ch);
+  if (t->out) {
+    if (t->out->internal) store_obj_detach(s, t->out);
+    store_obj_unref(s, t->out);
+  }
+  if (t->src) store_obj_unref(s, t->src);
+  free(t);
+}
+
+void rdtask_on_task(store *s, ProtobufCMessage *msg) {
+  Hplpb__ReduceTask *m = (Hplpb__ReduceTask *)msg;
+  if (!hpl__id_valid(m->target) || !hpl__id_valid(m->source) || m->nchildren > 4096 ||
+      m->n_children > m->nchildren || !hpl_dtype_size((int)m->dtype) || m->op > 3) {
+    LOG_WARN("ignoring a malformed reduce task");
+    return;
+  }
+  rd_task *t = task_find(s, m->target, m->slot);
+  if (t && (t->gen != m->gen || t->rid != m->rid)) { /* a reset: start this slot over */
+    HASH_DEL(s->tasks, t);
+    task_free(t);
+    t = NULL;
+  }
+  char detail[400];
+  if (!t) {
+    st_obj *src = store_find(s, m->source);
+    if (!src || src->state != OBJ_SEALED || src->size != m->size) {
+      LOG_WARN("reduce '%s' slot %u: source '%s' is not here", m->target, m->slot, m->source);
+      return;
+    }
+    t = calloc(1, sizeof *t);
+    if (!t) return;
+    t->s = s;
+    snprintf(t->target, sizeof t->target, "%s", m->target);
+    snprintf(t->hkey, sizeof t->hkey, "%u:%s", m->slot, m->target);
+    t->slot = m->slot;
+    t->gen = m->gen;
+    t->rid = m->rid;
+    t->op = (int)m->op;
+    t->dtype = (int)m->dtype;
+    t->es = hpl_dtype_size(t->dtype);
+    t->size = m->size;
+    t->src = src;
+    store_obj_ref(src);
+    t->nch = (int)m->nchildren;
+    t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
+    t->to_target = m->to_target;
+    if (t->to_target) {
+      st_obj *o = store_find(s, m->target);
+      if (!o || o->state != OBJ_REDUCING || !o->data || o->size != m->size) {
+        LOG_WARN("reduce '%s': the target is not ready at this sink", m->target);
+        t->out = NULL;
+      } else {
+        t->out = o;
+        store_obj_ref(o);
+      }
+    } else {
+      char key[340];
+      stream_key(key, sizeof key, m->target, m->rid, m->slot, m->gen);
+      t->out = store_obj_new_internal(s, key, m->size, detail, sizeof detail);
+      if (t->out) {
+        store_obj_ref(t->out);
+        dataport_stream_ready(s, key); /* pulls that came before the task */
+      } else {
+        LOG_WARN("reduce '%s' slot %u: %s", m->target, m->slot, detail);
+      }
+    }
+    for (int j = 0; t->ch && j < t->nch; j++) {
+      t->ch[j].t = t;
+      t->ch[j].index = j;
+      if (j > 0) {
+        t->ch[j].ring_size = m->size < RD_RING ? (size_t)((m->size + 7) & ~7ull) : RD_RING;
+        if (!t->ch[j].ring_size) t->ch[j].ring_size = 8;
+        t->ch[j].ring = malloc(t->ch[j].ring_size);
+        if (!t->ch[j].ring) t->failed = 1;
+      }
+    }
+    if (!t->out || !t->ch || t->failed) {
+      t->failed = 1;
+      LOG_ERROR("reduce '%s' slot %u cannot run here (no memory?)", m->target, m->slot);
+    }
+    HASH_ADD_STR(s->tasks, hkey, t);
+    LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s", m->target, m->slot, m->gen,
+              t->nch, t->to_target ? "into the target" : "as a stream");
+  }
+  if (t->failed) return;
+  for (size_t i = 0; i < m->n_children; i++) {
+    Hplpb__ReduceChild *rc = m->children[i];
+    if (rc->index >= (uint32_t)t->nch || strlen(rc->key) >= sizeof t->ch[0].key) continue;
+    rd_child *c = &t->ch[rc->index];
+    if (c->known) continue;
+    c->known = 1;
+    c->slot = rc->slot;
+    c->gen = rc->gen;
+    snprintf(c->addr, sizeof c->addr, "%s", rc->addr);
+    c->port = (int)rc->port;
+    snprintf(c->key, sizeof c->key, "%s", rc->key);
+    c->internal = rc->internal;
+    child_start(t, c);
+  }
+  task_try_combine(t);
+}
+
+
+void rdtask_end(store *s, const char *target, uint64_t rid) {
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (strcmp(t->target, target) != 0 || (rid && t->rid != rid)) continue;
+    HASH_DEL(s->tasks, t);
+    task_free(t);
+  }
+}
+
+void rdtask_end_all(store *s) {
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    HASH_DEL(s->tasks, t);
+    task_free(t);
+  }
+}

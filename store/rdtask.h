@@ -1,0 +1,35 @@
+/*
+ * rdtask.h - this node's slots in reduce trees. The directory assigns a
+ * slot to a node holding one of the sources; a slot with children runs a
+ * task here that pulls every child's stream (a leaf child's stream is its
+ * source object, an inner child's is that child's output), combines them
+ * chunk by chunk with its own source, and exposes the combined prefix as a
+ * reduce stream its parent pulls - or, at the sink, writes the target.
+ *
+ * Callers: server.c (REDUCE_TASK messages, directory restart, stop),
+ * rdsink.c (the end of a reduce, failure reports).
+ */
+#ifndef HPL_STORE_RDTASK_H
+#define HPL_STORE_RDTASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "server.h"
+
+/* REDUCE_TASK: run (or update: children assigned, a reset to a new
+ * generation) the task of a slot. */
+void rdtask_on_task(store *s, ProtobufCMessage *m);
+
+/* The reduce into `target` ended (rid 0: any instance): its tasks stop. */
+void rdtask_end(store *s, const char *target, uint64_t rid);
+
+/* Every task stops (the directory restarted, or the store stops). */
+void rdtask_end_all(store *s);
+
+/* Tell the directory the stream of slot `slot` (generation gen) failed. */
+void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        const char *detail);
+
+#endif

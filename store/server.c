@@ -1,0 +1,170 @@
+/* server.c - the store's start, signals, drain and stop, and the wiring of
+ * the directory's messages to the modules that handle them (see server.h). */
+#include "server.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clients.h"
+#include "dataport.h"
+#include "dirlink.h"
+#include "fetch.h"
+#include "hoplite.h"
+#include "log.h"
+#include "objects.h"
+#include "puller.h"
+#include "rdsink.h"
+#include "rdtask.h"
+#include "util.h"
+
+void store_config_defaults(store_config *c) {
+  memset(c, 0, sizeof *c);
+  c->memory = 2ull << 30;
+  snprintf(c->data_host, sizeof c->data_host, "0.0.0.0");
+  c->chunk = 4u << 20;
+  c->stall_timeout_ms = 10000;
+  c->straggler_ratio = 0.2;
+  c->straggler_ms = 3000;
+  c->grace_ms = 5000;
+}
+
+/* ------------------------------------------------------------------ directory messages */
+
+/* DROP: the object was deleted; our copy goes (clients holding it keep
+ * reading it until they release). */
+static void on_drop(store *s, ProtobufCMessage *m) {
+  const char *id = ((Hplpb__DropNote *)m)->id;
+  st_obj *o = hpl__id_valid(id) ? store_find(s, id) : NULL;
+  if (!o) return;
+  LOG_DEBUG("dropping '%s' (deleted)", id);
+  o->advertised = 0;
+  if (o->fetch) fetch_dropped(s, o);
+  store_obj_detach(s, o);
+}
+
+static void on_upstream_gone(store *s, ProtobufCMessage *m) {
+  Hplpb__UpstreamNote *u = (Hplpb__UpstreamNote *)m;
+  if (hpl__id_valid(u->id)) fetch_upstream_gone(s, u->id, u->peer);
+}
+
+static void on_registered(store *s, int restarted) {
+  if (restarted) rdsink_directory_restarted(s);
+}
+
+/* ------------------------------------------------------------------ leaving */
+
+static void drain_grace_over(uv_timer_t *t) {
+  store *s = t->data;
+  LOG_WARN("grace period over: leaving with %d stream(s) unfinished (their receivers go "
+           "elsewhere)", dataport_active(s));
+  store_stop(s);
+}
+
+static void drain_acked(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                        const uint8_t *payload, uint64_t plen, void *arg) {
+  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
+}
+
+/* Draining: the last stream ended. */
+static void drain_check(store *s) {
+  if (!s->draining || s->stopping || dataport_active(s) > 0) return;
+  LOG_INFO("every stream served: leaving cleanly");
+  store_stop(s);
+}
+
+void store_drain(store *s) {
+  s->draining = 1;
+  LOG_INFO("SIGTERM: leaving; serving the %d stream(s) in progress for at most %u ms",
+           dataport_active(s), s->cfg.grace_ms);
+  Hplpb__DrainReq d = HPLPB__DRAIN_REQ__INIT;
+  d.node_id = s->node_id;
+  dirlink_request(s, HPL__MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
+  clients_stop(s);
+  /* our own pulls are pointless now */
+  fetch_drain(s);
+  rdsink_drain(s);
+  uv_timer_init(s->loop, &s->grace);
+  s->grace.data = s;
+  uv_timer_start(&s->grace, drain_grace_over, s->cfg.grace_ms, 0);
+  drain_check(s);
+}
+
+static void on_signal(uv_signal_t *sig, int signum) {
+  store *s = sig->data;
+  if (signum == SIGTERM && !s->draining && !s->stopping) {
+    store_drain(s);
+    return;
+  }
+  LOG_INFO("signal %d: shutting down", signum);
+  store_stop(s);
+}
+
+/* ------------------------------------------------------------------ start/stop */
+
+int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->cfg = *cfg;
+  s->node_id = hpl__random_u64();
+  s->inline_max = HPL__DEFAULT_INLINE_MAX;
+  s->max_senders = 1;
+  s->start_ms = hpl__now_ms();
+  if (!s->cfg.name[0])
+    snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx", (unsigned long long)s->node_id);
+  int rc = hpl__pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
+  if (rc) {
+    LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,
+              hpl_strerror(rc),
+              rc == HPL_EINVAL ? " (a capacity above 2^47, or MALLOC_CONF forcing retain:true)"
+              : rc == HPL_ESYS ? " (memfd_create/ftruncate/mmap failed; see errno above)"
+                               : "");
+    return rc;
+  }
+  store_objects_init(s);
+  struct stat ns;
+  s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+  if ((rc = dataport_start(s, drain_check)) || (rc = clients_start(s)) ||
+      (rc = dirlink_start(s)))
+    return rc;
+  dirlink_on(s, HPL__MSG_DROP, on_drop);
+  dirlink_on(s, HPL__MSG_UPSTREAM_GONE, on_upstream_gone);
+  dirlink_on(s, HPL__MSG_REDUCE_TASK, rdtask_on_task);
+  dirlink_on(s, HPL__MSG_REDUCE_SINK, rdsink_on_sink);
+  dirlink_on(s, HPL__MSG_REDUCE_END, rdsink_on_end);
+  dirlink_on_registered(s, on_registered);
+  uv_signal_init(loop, &s->sigint);
+  uv_signal_init(loop, &s->sigterm);
+  s->sigint.data = s->sigterm.data = s;
+  uv_signal_start(&s->sigint, on_signal, SIGINT);
+  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+  char cap[32];
+  LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d", s->cfg.name,
+           (unsigned long long)s->node_id,
+           hpl__fmt_bytes(hpl__pool_capacity(s->pool), cap, sizeof cap), s->cfg.socket_path,
+           dataport_port(s));
+  return 0;
+}
+
+void store_stop(store *s) {
+  if (s->stopping) return;
+  s->stopping = 1;
+  if (s->draining) uv_close((uv_handle_t *)&s->grace, NULL);
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+  clients_stop(s);
+  dataport_stop(s);
+  dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
+  fetch_stop(s);
+  rdtask_end_all(s);
+  rdsink_stop(s);
+  puller_stop_all(s);
+}
+
+void store_free(store *s) {
+  dirlink_free(s);
+  store_objects_free(s);
+  hpl__pool_destroy(s->pool);
+  s->pool = NULL;
+}

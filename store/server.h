@@ -1,0 +1,127 @@
+/*
+ * server.h - hoplite-store: one per node, one event loop, one `store`.
+ *
+ * This header owns the process's top-level state (struct store), its
+ * configuration and counters, and its life cycle (start, drain, stop,
+ * free). Every module of the store receives the `store *`; each module's
+ * own state hangs off it in the block marked with the module's name and is
+ * touched by that module only.
+ *
+ * Modules, from the bottom up (a module calls only modules listed before
+ * it, never one listed after it):
+ *   pool.c      the shared-memory pool (jemalloc arena over a memfd)
+ *   faults.c    deterministic fault points for failure-injection tests
+ *   objects.c   the object table: ids, buffers, references, progress,
+ *               watchers and waiters; the presence filter
+ *   puller.c    the generic puller: one byte stream from a peer's data port
+ *   dataport.c  the data port: serving streams (also of partial copies)
+ *   dirlink.c   the connection to the directory: requests, heartbeats,
+ *               reconnects, re-registration
+ *   session.c   a local client's session: references, holds, replies
+ *   fetch.c     getting an object this node lacks (fetchsm.c: its states)
+ *   get.c       a client's GET: answer, or wait while fetch brings it
+ *   put.c       a client's put: create, write, seal or abort
+ *   rdtask.c    this node's slots of reduce trees
+ *   rdsink.c    the reduce target at the node that asked for it
+ *   clients.c   the local socket: accept, HELLO, dispatch
+ *   server.c    start, signals, drain, stop (this header)
+ *   main.c      the command line
+ */
+#ifndef HPL_STORE_SERVER_H
+#define HPL_STORE_SERVER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "faults.h"
+#include "pool.h"
+
+typedef struct store store;
+
+typedef struct store_config {
+  char dir_host[256];
+  int dir_port;
+  char socket_path[108];
+  uint64_t memory;           /* pool capacity */
+  char data_host[64];        /* data port bind address */
+  int data_port;             /* 0: any */
+  char data_addr[64];        /* advertised address ("" = the one facing the directory) */
+  char name[64];
+  const char *ready_file;    /* written once registered: "<data_port>\n" */
+  uint64_t chunk;            /* largest write of a data stream */
+  int prefault;
+  uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
+  double straggler_ratio;    /* a complete sender delivering below this fraction of */
+  uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
+  uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
+  store_faults faults;
+} store_config;
+
+/* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
+void store_config_defaults(store_config *c);
+
+typedef struct store_counters {
+  uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
+      inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
+      pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts;
+} store_counters;
+
+struct store {
+  uv_loop_t *loop;
+  store_config cfg;
+  hpl__pool *pool;
+  uint64_t node_id;
+  uint64_t start_ms;
+  uint32_t inline_max;  /* the directory's, from registration */
+  uint32_t max_senders; /* the directory's, from registration */
+  store_counters ctr;
+  int stopping;
+  int draining; /* SIGTERM: leaving once current streams are served */
+  uv_timer_t grace;
+  uv_signal_t sigint, sigterm;
+  uint64_t netns; /* inode of this process's network namespace, 0 if unknown */
+  /* objects.c */
+  struct st_obj *objs;     /* by id */
+  struct st_obj *insts;    /* by instance */
+  struct st_obj *internal; /* reduce streams by key */
+  uint64_t next_inst;
+  int filter_fd;           /* presence filter shared read-only with clients */
+  uint8_t *filter;
+  /* puller.c */
+  struct st_puller *pullers;
+  double rate_ewma;      /* bytes/s of recent pulls from complete senders */
+  double last_pull_rate; /* of the pull that just completed (0: not measured) */
+  /* dataport.c */
+  uv_tcp_t data_listener;
+  int data_port_bound;
+  struct st_sender *senders;
+  void (*data_idle)(store *s); /* a stream ended and none is left */
+  /* dirlink.c */
+  struct dirlink *dl;
+  /* fetch.c */
+  struct st_fetch *fetches;
+  /* rdtask.c */
+  struct rd_task *tasks;
+  /* rdsink.c */
+  struct rd_sink *sinks;
+  /* clients.c */
+  uv_pipe_t client_listener;
+  struct st_client *clients;
+  uint64_t next_client;
+};
+
+/* Start everything (pool, data port, local socket, directory link,
+ * signals) on `loop`. *s is cleared first; cfg is copied. Returns 0 or an
+ * HPL_E* code (the reason is logged). */
+int store_start(store *s, uv_loop_t *loop, const store_config *cfg);
+
+/* Close every handle so the loop can end (idempotent). */
+void store_stop(store *s);
+
+/* Free everything once the loop has ended (after store_stop). */
+void store_free(store *s);
+
+/* SIGTERM: stop taking work, finish serving streams (grace period), leave. */
+void store_drain(store *s);
+
+#endif

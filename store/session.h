@@ -1,0 +1,75 @@
+/*
+ * session.h - one local client's session: the connection it came on, the
+ * objects it holds (one reference per GET not yet released), its pending
+ * GETs and puts (owned by get.c and put.c, listed here so its departure
+ * costs only what it had), and a reference count so that requests still
+ * waiting on the directory can answer (or find it gone) safely.
+ *
+ * Callers: clients.c (creates and closes sessions), get.c, put.c, rdsink.c
+ * (replies), server.c (the proxy of directory requests).
+ */
+#ifndef HPL_STORE_SESSION_H
+#define HPL_STORE_SESSION_H
+
+#include <stdint.h>
+#include <uthash.h>
+
+#include "objects.h"
+#include "proto.h"
+#include "server.h"
+#include "uvconn.h"
+
+/* A held object: the client got it `count` times and has not released. */
+typedef struct st_hold {
+  uint64_t inst;
+  int count;
+  UT_hash_handle hh;
+} st_hold;
+
+typedef struct st_client {
+  struct st_client *prev, *next; /* store->clients (utlist) */
+  store *s;
+  hpl__conn *c;
+  uint64_t id;
+  st_hold *holds;
+  struct get_waiter *waiters; /* get.c */
+  struct st_put *puts;        /* put.c */
+  int refs;
+  int closed;
+} st_client;
+
+/* A client's request waiting for an answer from elsewhere (the directory):
+ * keeps the session alive; answering a closed session is a no-op. */
+typedef struct st_creq {
+  st_client *cl;
+  uint64_t req;
+} st_creq;
+
+/* New session on connection `c` (the connection's data is set by the
+ * caller). Returns NULL on no memory. The session is freed once closed and
+ * unreferenced. */
+st_client *session_new(store *s, hpl__conn *c, uint64_t id);
+/* The connection closed: release the holds and drop the creator's
+ * reference (get.c and put.c must have let go of theirs first). */
+void session_closed(st_client *cl);
+
+void session_ref(st_client *cl);
+void session_unref(st_client *cl);
+
+/* Send a message / a Reply{status, detail} for request `req` (no-ops on a
+ * closed session). */
+void session_send(st_client *cl, unsigned type, uint64_t req, const ProtobufCMessage *m);
+void session_reply(st_client *cl, uint64_t req, int status, const char *detail);
+
+/* Record that the client holds `o` once more (takes a reference).
+ * Returns 0 or HPL_ENOMEM. */
+int session_hold(st_client *cl, st_obj *o);
+/* RELEASE: one hold of instance `inst` ends (unknown handles are ignored). */
+void session_release(st_client *cl, uint64_t inst);
+
+/* Requests waiting elsewhere: init takes a session reference, done
+ * drops it. */
+void session_creq_init(st_creq *x, st_client *cl, uint64_t req);
+void session_creq_done(st_creq *x);
+
+#endif

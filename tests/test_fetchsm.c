@@ -1,0 +1,186 @@
+/* test_fetchsm.c - every transition of the store's fetch state machine
+ * (store/fetchsm.c), then whole histories of a fetch, then invariants that
+ * must hold for every (state, event, input). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "fetchsm.h"
+
+typedef struct row {
+  fetch_state from;
+  fetch_event ev;
+  unsigned in;
+  fetch_state to;
+  unsigned actions;
+} row;
+
+#define ANY_FAIL (FA_FAIL | FA_FORGET)
+
+/* The specification, one line per transition that does something. */
+static const row spec[] = {
+    /* first ask */
+    {FETCH_ASK, FEV_SENDER, 0, FETCH_PULL, FA_PULL},
+    {FETCH_ASK, FEV_INLINE, 0, FETCH_END, FA_SEAL},
+    {FETCH_ASK, FEV_TIMEOUT, FIN_WAITERS_LEFT, FETCH_ASK, FA_ASK},
+    {FETCH_ASK, FEV_TIMEOUT, 0, FETCH_END, ANY_FAIL},
+    {FETCH_ASK, FEV_REFUSED, 0, FETCH_END, ANY_FAIL},
+    {FETCH_ASK, FEV_BAD_SENDER, 0, FETCH_END, ANY_FAIL | FA_LOC_REMOVE},
+    {FETCH_ASK, FEV_DROPPED, 0, FETCH_ORPHAN, ANY_FAIL},
+    /* asking again after losing a sender: the directory lists us already */
+    {FETCH_RESUME, FEV_SENDER, 0, FETCH_PULL, FA_PULL},
+    {FETCH_RESUME, FEV_INLINE, 0, FETCH_END, FA_SEAL},
+    {FETCH_RESUME, FEV_TIMEOUT, 0, FETCH_END, ANY_FAIL | FA_LOC_REMOVE},
+    {FETCH_RESUME, FEV_TIMEOUT, FIN_WAITERS_LEFT, FETCH_END, ANY_FAIL | FA_LOC_REMOVE},
+    {FETCH_RESUME, FEV_REFUSED, 0, FETCH_END, ANY_FAIL | FA_LOC_REMOVE},
+    {FETCH_RESUME, FEV_BAD_SENDER, 0, FETCH_END, ANY_FAIL | FA_LOC_REMOVE},
+    {FETCH_RESUME, FEV_DROPPED, 0, FETCH_ORPHAN, ANY_FAIL},
+    /* pulling */
+    {FETCH_PULL, FEV_PULLED, 0, FETCH_END, FA_NOTE_COMPLETE | FA_SEAL},
+    {FETCH_PULL, FEV_PULL_FAILED, 0, FETCH_RESUME, FA_ASK},
+    {FETCH_PULL, FEV_UPSTREAM_GONE, 0, FETCH_RESUME, FA_CANCEL_PULL | FA_ASK},
+    {FETCH_PULL, FEV_CRAWL, 0, FETCH_MOVE, FA_ASK_COMPLETE},
+    {FETCH_PULL, FEV_DROPPED, 0, FETCH_ORPHAN, FA_CANCEL_PULL | ANY_FAIL},
+    {FETCH_PULL, FEV_DRAIN, 0, FETCH_END, FA_CANCEL_PULL},
+    /* pulling from a crawler, asked for a complete copy */
+    {FETCH_MOVE, FEV_MOVE_TO, 0, FETCH_PULL, FA_CANCEL_PULL | FA_PULL},
+    {FETCH_MOVE, FEV_MOVE_NONE, 0, FETCH_PULL, 0},
+    {FETCH_MOVE, FEV_PULLED, 0, FETCH_END, FA_NOTE_COMPLETE | FA_SEAL},
+    {FETCH_MOVE, FEV_PULL_FAILED, 0, FETCH_RESUME, FA_ASK},
+    {FETCH_MOVE, FEV_UPSTREAM_GONE, 0, FETCH_RESUME, FA_CANCEL_PULL | FA_ASK},
+    {FETCH_MOVE, FEV_DROPPED, 0, FETCH_ORPHAN, FA_CANCEL_PULL | ANY_FAIL},
+    {FETCH_MOVE, FEV_DRAIN, 0, FETCH_END, FA_CANCEL_PULL},
+    /* deleted: late answers that listed us are undone */
+    {FETCH_ORPHAN, FEV_SENDER, 0, FETCH_ORPHAN, FA_LOC_REMOVE},
+    {FETCH_ORPHAN, FEV_MOVE_TO, 0, FETCH_ORPHAN, FA_LOC_REMOVE},
+};
+#define NSPEC (sizeof spec / sizeof spec[0])
+
+static const row *spec_find(fetch_state st, fetch_event ev, unsigned in) {
+  for (size_t i = 0; i < NSPEC; i++)
+    if (spec[i].from == st && spec[i].ev == ev && (spec[i].in == in || spec[i].ev != FEV_TIMEOUT))
+      return &spec[i];
+  return NULL;
+}
+
+/* Every (state, event, input): as the specification says, and anything it
+ * does not list changes nothing and does nothing (stale or irrelevant). */
+static void test_every_transition(void **state) {
+  (void)state;
+  for (int st = 0; st < FETCH_NSTATES; st++)
+    for (int ev = 0; ev < FEV_NEVENTS; ev++)
+      for (unsigned in = 0; in <= FIN_WAITERS_LEFT; in++) {
+        unsigned a = 0xdead;
+        fetch_state to = fetch_next((fetch_state)st, (fetch_event)ev, in, &a);
+        const row *r = spec_find((fetch_state)st, (fetch_event)ev, in);
+        char what[96];
+        snprintf(what, sizeof what, "%s --%s%s-->", fetch_state_name((fetch_state)st),
+                 fetch_event_name((fetch_event)ev), in ? "(waiters left)" : "");
+        if (r) {
+          if (to != r->to || a != r->actions)
+            fail_msg("%s %s [0x%x], expected %s [0x%x]", what, fetch_state_name(to), a,
+                     fetch_state_name(r->to), r->actions);
+        } else if (to != (fetch_state)st || a != 0) {
+          fail_msg("%s %s [0x%x], expected no change", what, fetch_state_name(to), a);
+        }
+      }
+}
+
+/* Properties that make the driver safe, whatever the table says. */
+static void test_invariants(void **state) {
+  (void)state;
+  for (int st = 0; st < FETCH_NSTATES; st++)
+    for (int ev = 0; ev < FEV_NEVENTS; ev++)
+      for (unsigned in = 0; in <= FIN_WAITERS_LEFT; in++) {
+        unsigned a;
+        fetch_state to = fetch_next((fetch_state)st, (fetch_event)ev, in, &a);
+        /* a pull starts only into PULL; asks only from states that wait for them */
+        if (a & FA_PULL) assert_int_equal(to, FETCH_PULL);
+        if (a & FA_ASK) assert_true(to == FETCH_ASK || to == FETCH_RESUME);
+        if (a & FA_ASK_COMPLETE) assert_int_equal(to, FETCH_MOVE);
+        /* giving up is final and always forgets the object */
+        if (a & FA_FAIL) {
+          assert_true(a & FA_FORGET);
+          assert_true(to == FETCH_END || to == FETCH_ORPHAN);
+        }
+        /* a pull that is running cannot be left behind by a terminal state */
+        if ((st == FETCH_PULL || st == FETCH_MOVE) && (to == FETCH_END || to == FETCH_ORPHAN) &&
+            ev != FEV_PULLED)
+          assert_true(a & FA_CANCEL_PULL);
+        /* sealed and failed never both */
+        assert_false((a & FA_SEAL) && (a & FA_FAIL));
+        /* nothing ever leaves END */
+        if (st == FETCH_END) {
+          assert_int_equal(to, FETCH_END);
+          assert_int_equal(a, 0);
+        }
+      }
+}
+
+/* Run a history of events from ASK; return the last state and the OR of
+ * every action. */
+static fetch_state run(const fetch_event *evs, size_t n, unsigned in, unsigned *all) {
+  fetch_state st = FETCH_ASK;
+  *all = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned a;
+    st = fetch_next(st, evs[i], in, &a);
+    *all |= a;
+  }
+  return st;
+}
+
+static void test_histories(void **state) {
+  (void)state;
+  unsigned all;
+  /* a plain broadcast receiver */
+  const fetch_event plain[] = {FEV_SENDER, FEV_PULLED};
+  assert_int_equal(run(plain, 2, 0, &all), FETCH_END);
+  assert_int_equal(all, FA_PULL | FA_NOTE_COMPLETE | FA_SEAL);
+  /* a sender dies mid-stream; the next one finishes, bytes kept */
+  const fetch_event resumed[] = {FEV_SENDER, FEV_PULL_FAILED, FEV_SENDER, FEV_PULLED};
+  assert_int_equal(run(resumed, 4, 0, &all), FETCH_END);
+  assert_false(all & (FA_FAIL | FA_LOC_REMOVE));
+  /* crawling partial sender: moved to a complete copy */
+  const fetch_event moved[] = {FEV_SENDER, FEV_CRAWL, FEV_CRAWL, FEV_MOVE_TO, FEV_PULLED};
+  assert_int_equal(run(moved, 5, 0, &all), FETCH_END);
+  /* the crawl's answer comes after the pull broke: it is stale and ignored,
+   * the ordinary answer decides */
+  const fetch_event stale[] = {FEV_SENDER, FEV_CRAWL, FEV_PULL_FAILED, FEV_MOVE_TO};
+  assert_int_equal(run(stale, 4, 0, &all), FETCH_RESUME);
+  /* deleted while asking: the late answer is undone, nothing is sealed */
+  const fetch_event deleted[] = {FEV_DROPPED, FEV_SENDER};
+  assert_int_equal(run(deleted, 2, 0, &all), FETCH_ORPHAN);
+  assert_true(all & FA_LOC_REMOVE);
+  assert_false(all & (FA_SEAL | FA_PULL));
+  /* an object that does not exist yet: waiters with time left ask again */
+  const fetch_event waiting[] = {FEV_TIMEOUT, FEV_TIMEOUT, FEV_INLINE};
+  assert_int_equal(run(waiting, 3, FIN_WAITERS_LEFT, &all), FETCH_END);
+  assert_int_equal(all, FA_ASK | FA_SEAL);
+  /* lost while resuming: the directory is told we hold nothing */
+  const fetch_event lost[] = {FEV_SENDER, FEV_UPSTREAM_GONE, FEV_REFUSED};
+  assert_int_equal(run(lost, 3, 0, &all), FETCH_END);
+  assert_true(all & FA_LOC_REMOVE);
+  assert_true(all & FA_FAIL);
+}
+
+static void test_names(void **state) {
+  (void)state;
+  for (int st = 0; st < FETCH_NSTATES; st++)
+    assert_string_not_equal(fetch_state_name((fetch_state)st), "?");
+  for (int ev = 0; ev < FEV_NEVENTS; ev++)
+    assert_string_not_equal(fetch_event_name((fetch_event)ev), "?");
+  assert_string_equal(fetch_state_name(FETCH_NSTATES), "?");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_transition),
+      cmocka_unit_test(test_invariants),
+      cmocka_unit_test(test_histories),
+      cmocka_unit_test(test_names),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
