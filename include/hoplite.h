@@ -65,7 +65,8 @@ extern "C" {
   X(EMISMATCH, -11, "objects do not match in size or type")                    \
   X(ECANCELED, -12, "operation canceled")                                      \
   X(EUNAVAIL, -13, "service unavailable")                                      \
-  X(ESTATE, -14, "object is not in a state that allows this")
+  X(ESTATE, -14, "object is not in a state that allows this")                 \
+  X(EAUTH, -15, "authentication failed: wrong or missing cluster secret")
 
 typedef enum hpl_errno {
 #define HPL_ERR_ENUM_(name, value, msg) HPL_##name = (value),

@@ -263,7 +263,7 @@ static void resubmit_reply(store *s, int status, const hpl__frame_hdr *h, Protob
 }
 
 void rdsink_directory_restarted(store *s) {
-  rdtask_end_all(s);
+  rdtask_end(s, NULL, 0);
   rd_sink *k, *tmp;
   DL_FOREACH_SAFE(s->sinks, k, tmp) {
     st_obj *o = k->o;

@@ -358,15 +358,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
 void rdtask_end(store *s, const char *target, uint64_t rid) {
   rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks, t, tmp) {
-    if (strcmp(t->target, target) != 0 || (rid && t->rid != rid)) continue;
-    HASH_DEL(s->tasks, t);
-    task_free(t);
-  }
-}
-
-void rdtask_end_all(store *s) {
-  rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (target && (strcmp(t->target, target) != 0 || (rid && t->rid != rid))) continue;
     HASH_DEL(s->tasks, t);
     task_free(t);
   }

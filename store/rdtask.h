@@ -22,11 +22,10 @@
  * generation) the task of a slot. */
 void rdtask_on_task(store *s, ProtobufCMessage *m);
 
-/* The reduce into `target` ended (rid 0: any instance): its tasks stop. */
+/* The reduce into `target` ended (rid 0: any instance): its tasks stop.
+ * target NULL: every task stops (the directory restarted, or the store
+ * stops). */
 void rdtask_end(store *s, const char *target, uint64_t rid);
-
-/* Every task stops (the directory restarted, or the store stops). */
-void rdtask_end_all(store *s);
 
 /* Tell the directory the stream of slot `slot` (generation gen) failed. */
 void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,

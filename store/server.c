@@ -157,7 +157,7 @@ void store_stop(store *s) {
   dataport_stop(s);
   dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
   fetch_stop(s);
-  rdtask_end_all(s);
+  rdtask_end(s, NULL, 0);
   rdsink_stop(s);
   puller_stop_all(s);
 }

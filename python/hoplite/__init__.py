@@ -12,7 +12,8 @@ exceptions, the Dask integration, the benchmark and the examples.
 """
 from .errors import (HopliteError, LibraryNotFound, InvalidArgument, OutOfMemory, Timeout,
                      NotFound, AlreadyExists, ObjectLost, ConnectionFailed, ProtocolError,
-                     SystemCallError, TooBig, Mismatch, Canceled, Unavailable, InvalidState)
+                     SystemCallError, TooBig, Mismatch, Canceled, Unavailable, InvalidState,
+                     AuthFailed)
 from .client import (Client, Creation, Stat, ObjectInfo, Transfer, connect, encode_id,
                      dtype_code, op_code)
 from ._lib import library_path, build_dir, HPL_ID_MAX
@@ -22,6 +23,6 @@ __all__ = [
     "dtype_code", "op_code", "library_path", "build_dir", "HPL_ID_MAX",
     "HopliteError", "LibraryNotFound", "InvalidArgument", "OutOfMemory", "Timeout", "NotFound",
     "AlreadyExists", "ObjectLost", "ConnectionFailed", "ProtocolError", "SystemCallError",
-    "TooBig", "Mismatch", "Canceled", "Unavailable", "InvalidState",
+    "TooBig", "Mismatch", "Canceled", "Unavailable", "InvalidState", "AuthFailed",
 ]
 __version__ = "0.1"

@@ -102,10 +102,15 @@ class InvalidState(HopliteError):
     code, name = -14, "HPL_ESTATE"
 
 
+class AuthFailed(HopliteError, PermissionError):
+    """HPL_EAUTH: the cluster secret is wrong or missing."""
+    code, name = -15, "HPL_EAUTH"
+
+
 BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, OutOfMemory, Timeout, NotFound, AlreadyExists, ObjectLost,
     ConnectionFailed, ProtocolError, SystemCallError, TooBig, Mismatch, Canceled,
-    Unavailable, InvalidState)}
+    Unavailable, InvalidState, AuthFailed)}
 
 
 def error_for(code, message, detail=""):
