@@ -16,7 +16,8 @@
 #include "util.h"
 
 /* Finished reduces are kept so hpl_reduce_sources and allreduce joins keep
- * working after the end, but only this many (oldest dropped first). */
+ * working after the end, but only this many (oldest dropped first, when a
+ * new reduce starts: never while a caller walks the reduces). */
 #define DR_KEEP_FINISHED 4096
 
 dir_reduce *dr_find(dir_server *s, const char *target) {
@@ -172,14 +173,12 @@ void dr_finish(dir_reduce *r, int status, const char *detail) {
   free(r->acc);
   r->acc = NULL;
   if (status == 0) {
-    reduce_trim(s);
     LOG_INFO("reduce '%s' done: %u sources, %llu bytes, %d-ary tree, %llu ms", r->target, r->k,
              (unsigned long long)r->size, r->plan.degree,
              (unsigned long long)(hpl__now_ms() - r->start_ms));
     return;
   }
   LOG_WARN("reduce '%s' failed: %s", r->target, r->detail);
-  reduce_trim(s);
   /* gets of the target anywhere report the failure */
   dir_obj *o = dtab_get(&s->tab, r->target);
   if (o && o->state != OBJ_READY) {
@@ -354,6 +353,7 @@ void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
     reduce_reply(f, rc, detail, 0, 0);
     return;
   }
+  reduce_trim(s);
   if (!(r = reduce_new(s, m, k, f->dc->node->id))) {
     reduce_reply(f, HPL_ENOMEM, "out of memory", 0, 0);
     return;

@@ -77,8 +77,8 @@ dir_reduce *dr_find(dir_server *s, const char *target);
 /* reduce.c: the reduce is over (status 0: done; else failed with
  * `detail`, which a target not yet complete then reports to its gets):
  * sources are unwatched, every node involved told (REDUCE_END), info
- * waiters answered; r moves to the finished list, whose oldest entries
- * beyond its cap are freed. A no-op if r is done already. */
+ * waiters answered; r moves to the finished list (never freed here, so
+ * callers may go on walking the reduces). A no-op if r is done already. */
 void dr_finish(dir_reduce *r, int status, const char *detail);
 
 /* reduce_tree.c: source i of r became ready (or came back): plan the tree
