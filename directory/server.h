@@ -49,8 +49,8 @@ void dir_config_defaults(dir_config *c);
 
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct dir_counters {
-  uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits, lost_replies, nodes_dead,
-      reduce_resets;
+  uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits,
+      lost_replies, nodes_dead, reduce_resets;
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
