@@ -8,7 +8,8 @@
  * connection, or falls silent until the liveness sweep declares it dead,
  * or closes its connection: each time N's partial copy is dropped, which
  * re-examines X's waiters, and the directory must neither serve N's old
- * waiter nor crash. */
+ * waiter nor crash. Last, one connection cannot register two nodes (that
+ * would leave the first one's waiters on a connection it no longer owns). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -225,12 +226,35 @@ static void test_close_drops_waiters(void **state) {
   served_again_and_stop(lc, -1, "w/close");
 }
 
+/* A connection registers one node: a REGISTER for another id on it is
+ * refused (its waiters and copies stay the first node's). */
+static void test_one_node_per_connection(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  int fd = tcp_connect(hpl__lc_dir_port(lc));
+  do_register(fd, 1);
+  Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
+  r.node_id = NODE_ID + 1;
+  r.addr = "127.0.0.1";
+  r.data_port = 10;
+  wire_send(fd, HPL__MSG_REGISTER, 2, &r.base);
+  Hplpb__Reply *rep = (Hplpb__Reply *)wire_wait(fd, HPL__MSG_REPLY, 2);
+  assert_int_equal(rep->status, HPL_EINVAL);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  sync_heartbeat(fd, 3);
+  assert_int_equal(dir_counter(lc, "dir_nodes"), 1);
+  close(fd);
+  th_untrack(lc);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_reregister_drops_waiters, th_teardown),
       cmocka_unit_test_teardown(test_sweep_drops_waiters, th_teardown),
       cmocka_unit_test_teardown(test_close_drops_waiters, th_teardown),
+      cmocka_unit_test_teardown(test_one_node_per_connection, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
