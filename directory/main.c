@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "directory.h"
+#include "server.h"
 #include "log.h"
 #include "srvmain.h"
 #include "util.h"

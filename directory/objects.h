@@ -40,8 +40,8 @@ typedef struct dir_obj {
   dir_loc *locs;
   uint32_t nlocs;
   uint64_t ready_seq; /* order in which objects became complete (reduce) */
-  void *waiters;      /* owned by the server (directory.c) */
-  void *watchers;     /* owned by the server: reduces waiting for readiness */
+  void *waiters;      /* owned by the server (acquire.c) */
+  void *watchers;     /* owned by the server (reduce.c): reduces waiting for readiness */
   int fail_status;    /* OBJ_FAILED: the error gets report */
   char *fail_detail;
   uint32_t gen;       /* generation of the bytes (bumped when a reduce target

@@ -1,0 +1,278 @@
+/* acquire.c - sender choice for ACQUIRE and PEEK, and the waiters of the
+ * ACQUIREs that cannot be answered yet (see acquire.h). */
+#include "acquire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <utlist.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "reduce.h"
+#include "util.h"
+#include "uvtimer.h"
+#include "xlog.h"
+
+typedef struct dir_waiter {
+  struct dir_waiter *oprev, *onext; /* the object's list, in arrival order */
+  struct dir_waiter *nprev, *nnext; /* the asking node's list */
+  dir_server *srv;
+  dir_obj *obj;
+  dir_node *node;       /* the asker: answered on node->conn */
+  uint64_t req_id;
+  uint64_t avoid;       /* sender the asker reported as failed */
+  uint64_t since_ms;    /* when the ACQUIRE arrived */
+  uint64_t deadline_ms; /* when it times out, 0 for never */
+  int ring_wait;        /* waiting for an allreduce ring predecessor */
+  hpl__otimer timer;
+} dir_waiter;
+
+/* Unlink a waiter from its object and its node and free it (the object
+ * stays, even if nothing refers to it any more). */
+static void waiter_drop(dir_waiter *w) {
+  dir_waiter *ol = w->obj->waiters;
+  DL_DELETE2(ol, w, oprev, onext);
+  w->obj->waiters = ol;
+  DL_DELETE2(w->node->waiters, w, nprev, nnext);
+  hpl__otimer_free(&w->timer, w);
+}
+
+/* Drop a waiter, and its object if nothing refers to it any more. */
+static void waiter_end(dir_waiter *w) {
+  dir_server *s = w->srv;
+  dir_obj *o = w->obj;
+  waiter_drop(w);
+  dtab_gc(&s->tab, o);
+}
+
+static void reply_err(dir_node *asker, uint64_t req, int status, const char *detail) {
+  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
+  r.status = status;
+  r.detail = (char *)detail;
+  hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* Answer an ACQUIRE for `o` from `asker` if possible. Returns 1 if
+ * answered, 0 if the asker must keep waiting; *ring_wait (if not NULL) is
+ * set when it waits for its allreduce ring predecessor (since_ms: when it
+ * asked; 0 disables that preference). */
+static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o, uint64_t avoid,
+                       uint64_t since_ms, int *ring_wait) {
+  hpl__conn *c = asker->conn->c;
+  if (ring_wait) *ring_wait = 0;
+  if (o->is_inline) {
+    Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
+    r.size = o->size;
+    r.inline_ = 1;
+    r.gen = o->gen;
+    hpl__conn_send(c, HPL__MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    /* remember the holder so a delete reaches it */
+    dtab_add_loc(&s->tab, o, asker->id, o->size, 1, 0);
+    s->ctr.inline_served++;
+    return 1;
+  }
+  uint64_t sender = 0;
+  dir_loc *from = NULL;
+  int ring = since_ms ? dir_reduce_ring_sender(s, o, asker->id, avoid, since_ms, &from) : 0;
+  if (ring == 2) {
+    if (ring_wait) *ring_wait = 1;
+    return 0;
+  }
+  int rc;
+  if (ring == 1) {
+    sender = from->node;
+    rc = dtab_assign(o, asker->id, from);
+    s->ctr.ring_assigned++;
+  } else {
+    rc = dtab_pick_sender(&s->tab, o, asker->id, avoid, &sender);
+  }
+  if (rc == 1) return 0;
+  if (rc < 0) {
+    char detail[320];
+    if (rc == HPL_ELOST) {
+      snprintf(detail, sizeof detail, "object '%s' lost: no copy that can finish remains", o->id);
+      s->ctr.lost_replies++;
+    } else if (o->state == OBJ_FAILED) {
+      snprintf(detail, sizeof detail, "%s", o->fail_detail ? o->fail_detail : hpl_strerror(rc));
+    } else {
+      snprintf(detail, sizeof detail, "cannot find a sender for '%s'", o->id);
+    }
+    reply_err(asker, req, rc, detail);
+    return 1;
+  }
+  dir_node *n = dir_node_find(s, sender);
+  if (!n) { /* cannot happen: locations only name live nodes */
+    dtab_loc_remove(&s->tab, o, sender);
+    reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
+    return 1;
+  }
+  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
+  r.size = o->size;
+  r.sender_node = n->id;
+  r.sender_addr = n->addr;
+  r.sender_port = (uint32_t)n->port;
+  r.gen = o->gen;
+  dir_loc *sl = dtab_loc(o, sender);
+  r.sender_complete = sl && sl->complete;
+  hpl__conn_send(c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  s->ctr.senders_assigned++;
+  dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
+  LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
+            (unsigned long long)sender);
+  return 1;
+}
+
+/* ------------------------------------------------------------------ waiters */
+
+static void waiter_timeout(void *owner);
+
+/* (Re)start the waiter's timer for its next event: the deadline, or the
+ * end of a ring wait if that comes first. */
+static void waiter_arm(dir_waiter *w) {
+  uint64_t at = w->deadline_ms;
+  if (w->ring_wait && (!at || w->since_ms + DIR_RING_WAIT_MS < at))
+    at = w->since_ms + DIR_RING_WAIT_MS;
+  if (!at) {
+    hpl__otimer_stop(&w->timer);
+    return;
+  }
+  uint64_t now = hpl__now_ms();
+  hpl__otimer_start(w->srv->loop, &w->timer, w, at > now ? at - now : 0, waiter_timeout);
+}
+
+static void waiter_timeout(void *owner) {
+  dir_waiter *w = owner;
+  if (!w->deadline_ms || hpl__now_ms() < w->deadline_ms) {
+    /* the ring wait is over: the ordinary rule now */
+    if (acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait))
+      waiter_end(w);
+    else
+      waiter_arm(w);
+    return;
+  }
+  char detail[320];
+  snprintf(detail, sizeof detail, "object '%s' did not become available in time", w->obj->id);
+  reply_err(w->node, w->req_id, HPL_ETIMEDOUT, detail);
+  waiter_end(w);
+}
+
+/* One pass over o's waiters in arrival order (one that must keep waiting
+ * does not stop the others). Returns 1 if another pass may serve more: some
+ * were served while an allreduce participant still waits for its ring
+ * predecessor, whose new copy may be one of them. */
+static int serve_waiters(dir_server *s, dir_obj *o) {
+  int served = 0, ring = 0;
+  for (dir_waiter *w = o->waiters, *next; w; w = next) {
+    next = w->onext;
+    if (acquire_try(s, w->node, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
+      waiter_drop(w);
+      served = 1;
+    } else {
+      ring |= w->ring_wait;
+    }
+  }
+  return served && ring;
+}
+
+static int has_ring_waiter(const dir_obj *o) {
+  for (const dir_waiter *w = o->waiters; w; w = w->onext)
+    if (w->ring_wait) return 1;
+  return 0;
+}
+
+void dir_acquire_serve(dir_server *s, dir_obj *o) {
+  while (serve_waiters(s, o)) {
+  }
+}
+
+void dir_acquire_drop_node(dir_server *s, dir_node *n) {
+  while (n->waiters) waiter_end(n->waiters);
+}
+
+/* ------------------------------------------------------------------ handlers */
+
+void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
+  Hplpb__AcquireReq *m = (Hplpb__AcquireReq *)f->msg;
+  dir_node *asker = f->dc->node;
+  uint64_t req = f->req;
+  s->ctr.acquires++;
+  dir_obj *o = dtab_get(&s->tab, m->id);
+  if (!o) {
+    reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (m->only_complete) {
+    /* a crawling partial sender: move only to an idle complete copy */
+    dir_loc *me = dtab_loc(o, asker->id);
+    int movable = !o->is_inline && me && !me->complete && me->upstream == m->failed_peer &&
+                  dtab_idle_complete(&s->tab, o, asker->id, m->failed_peer);
+    if (movable)
+      LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
+               (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
+               (unsigned long long)m->progress);
+    if (!movable || !acquire_try(s, asker, req, o, m->failed_peer, 0, NULL))
+      reply_err(asker, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
+    return;
+  }
+  if (m->failed_peer) {
+    /* the asker's stream from this peer broke or crawled: free the slot it
+     * held and avoid that sender this time. Its copy stays listed while the
+     * node lives; a dead node's copies are dropped when it is declared dead. */
+    LOG_INFO("node %016llx reports sender %016llx failed for '%s' at %llu bytes",
+             (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
+             (unsigned long long)m->progress);
+    dtab_release_upstream(o, asker->id);
+  }
+  uint64_t now = hpl__now_ms();
+  int ring_wait = 0;
+  if (acquire_try(s, asker, req, o, m->failed_peer, now, &ring_wait)) {
+    /* a new partial copy: a ring successor may be waiting for it */
+    if (has_ring_waiter(o)) dir_acquire_serve(s, o);
+    dtab_gc(&s->tab, o);
+    return;
+  }
+  if (m->timeout_ms == 0) { /* no waiting, for a ring predecessor either */
+    if (!(ring_wait && acquire_try(s, asker, req, o, m->failed_peer, 0, NULL)))
+      reply_err(asker, req, HPL_ETIMEDOUT, "object not available");
+    dtab_gc(&s->tab, o);
+    return;
+  }
+  dir_waiter *w = calloc(1, sizeof *w);
+  if (!w) {
+    reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  w->srv = s;
+  w->obj = o;
+  w->node = asker;
+  w->req_id = req;
+  w->avoid = m->failed_peer;
+  w->since_ms = now;
+  w->ring_wait = ring_wait;
+  w->deadline_ms = m->timeout_ms > 0 ? now + (uint64_t)m->timeout_ms : 0;
+  dir_waiter *ol = o->waiters;
+  DL_APPEND2(ol, w, oprev, onext);
+  o->waiters = ol;
+  DL_APPEND2(asker->waiters, w, nprev, nnext);
+  waiter_arm(w);
+  s->ctr.waits++;
+}
+
+/* A client's direct read of a small object: the bytes if the directory
+ * holds them inline, else status HPL_ENOTFOUND and the client asks its store.
+ * No location is recorded: the client keeps a private copy. */
+void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
+  Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
+  Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (o && o->is_inline && o->state == OBJ_READY) {
+    r.size = o->size;
+    r.inline_ = 1;
+    s->ctr.peeks_served++;
+    hpl__conn_send(f->dc->c, HPL__MSG_PEEK_REP, f->req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    return;
+  }
+  r.status = HPL_ENOTFOUND;
+  r.size = o ? o->size : 0;
+  hpl__conn_send(f->dc->c, HPL__MSG_PEEK_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+}

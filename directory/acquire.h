@@ -1,0 +1,38 @@
+/*
+ * acquire.h - sender choice: where a store pulls an object from (ACQUIRE),
+ * or a client's direct read of a small object (PEEK).
+ *
+ * An ACQUIRE that cannot be answered yet (the object is pending, or every
+ * copy is busy) becomes a waiter: on the object's list (objects.h
+ * dir_obj.waiters, in arrival order) and on the asking node's list
+ * (nodes.h dir_node.waiters), with a timer for its deadline and for the end
+ * of an allreduce ring wait. A waiter belongs to its node, not to a
+ * connection: it is answered on node->conn, and the node's waiters are
+ * dropped whenever the node leaves its connection (nodes.c), so no waiter
+ * outlives the connection it must answer on.
+ *
+ * Owns dir_waiter and the objects' waiter lists. Callers: server.c
+ * (dispatch; dir_object_changed), nodes.c (a node's end).
+ */
+#ifndef HPL_DIR_ACQUIRE_H
+#define HPL_DIR_ACQUIRE_H
+
+#include "nodes.h"
+#include "server.h"
+
+/* Handlers (server.c's dispatch table). ACQUIRE needs a registered node:
+ * it names the asker's sender, inline bytes, an error, or waits. PEEK may
+ * come from any connection: inline bytes or HPL_ENOTFOUND, never a wait. */
+void dir_acquire_on_acquire(dir_server *s, const dir_frame *f);
+void dir_acquire_on_peek(dir_server *s, const dir_frame *f);
+
+/* Answer every waiter of `o` that can be answered now (a sender, or an
+ * error such as HPL_ELOST), in arrival order, until a pass serves no one
+ * an allreduce ring successor could use. Does not free `o`. */
+void dir_acquire_serve(dir_server *s, dir_obj *o);
+
+/* Drop every waiter of node `n` without a reply (the node is gone or moves
+ * to another connection) and free the objects left unreferenced. */
+void dir_acquire_drop_node(dir_server *s, dir_node *n);
+
+#endif

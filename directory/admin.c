@@ -1,0 +1,215 @@
+/* admin.c - STAT, LIST, COUNTERS and DELETE with its DROP round (see
+ * admin.h). */
+#include "admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "nodes.h"
+#include "reduce.h"
+#include "uvtimer.h"
+#include "xlog.h"
+
+/* Copies of an object: how many, how many complete. */
+static void count_copies(const dir_obj *o, uint32_t *copies, uint32_t *complete) {
+  *copies = *complete = 0;
+  for (const dir_loc *l = o->locs; l; l = l->next) {
+    (*copies)++;
+    *complete += (uint32_t)l->complete;
+  }
+}
+
+void dir_admin_on_stat(dir_server *s, const dir_frame *f) {
+  Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
+  Hplpb__StatRep r = HPLPB__STAT_REP__INIT;
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  char detail[320] = "";
+  if (!o || o->state == OBJ_PENDING) {
+    r.status = HPL_ENOTFOUND;
+    snprintf(detail, sizeof detail, "no object '%s'", m->id);
+  } else if (o->state == OBJ_LOST) {
+    r.status = HPL_ELOST;
+    snprintf(detail, sizeof detail, "object '%s' lost", m->id);
+  } else {
+    r.size = o->size;
+    r.inline_ = o->is_inline;
+    count_copies(o, &r.copies, &r.complete);
+  }
+  r.detail = detail;
+  hpl__conn_send(f->dc->c, HPL__MSG_STAT_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ listing */
+
+static int cmp_info(const void *a, const void *b) {
+  const Hplpb__ObjInfo *x = *(Hplpb__ObjInfo *const *)a, *y = *(Hplpb__ObjInfo *const *)b;
+  return strcmp(x->id, y->id);
+}
+
+void dir_admin_on_list(dir_server *s, const dir_frame *f) {
+  Hplpb__ListReq *m = (Hplpb__ListReq *)f->msg;
+  Hplpb__ListRep r = HPLPB__LIST_REP__INIT;
+  size_t cap = (size_t)s->tab.nobjs, n = 0, bytes = 0;
+  Hplpb__ObjInfo *infos = calloc(cap ? cap : 1, sizeof *infos);
+  Hplpb__ObjInfo **ptrs = calloc(cap ? cap : 1, sizeof *ptrs);
+  const char *prefix = m->prefix ? m->prefix : "";
+  size_t plen = strlen(prefix);
+  if (!infos || !ptrs) {
+    free(infos);
+    free(ptrs);
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  dir_obj *o, *tmp;
+  HASH_ITER(hh, s->tab.objs, o, tmp) {
+    if (o->state != OBJ_READY || strncmp(o->id, prefix, plen) != 0) continue;
+    if (n == cap || bytes + strlen(o->id) + 32 > HPL__MAX_MSG_CTRL - 1024) {
+      r.status = HPL_ETOOBIG;
+      r.detail = "listing truncated";
+      break;
+    }
+    Hplpb__ObjInfo *i = &infos[n];
+    hplpb__obj_info__init(i);
+    i->id = o->id;
+    i->size = o->size;
+    i->inline_ = o->is_inline;
+    count_copies(o, &i->copies, &i->complete);
+    ptrs[n++] = i;
+    bytes += strlen(o->id) + 32;
+  }
+  qsort(ptrs, n, sizeof *ptrs, cmp_info);
+  r.n_objects = n;
+  r.objects = ptrs;
+  hpl__conn_send(f->dc->c, HPL__MSG_LIST_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+  free(infos);
+  free(ptrs);
+}
+
+/* ------------------------------------------------------------------ counters */
+
+void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
+  struct {
+    const char *name;
+    uint64_t v;
+  } vals[] = {
+      {"dir_nodes", HASH_COUNT(s->nodes)},      {"dir_objects", s->tab.nobjs},
+      {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
+      {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
+      {"dir_ring_assigned", s->ctr.ring_assigned}, {"dir_peeks_served", s->ctr.peeks_served},
+      {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
+      {"dir_nodes_dead", s->ctr.nodes_dead},
+  };
+  size_t n = sizeof vals / sizeof vals[0];
+  Hplpb__Counter cs[sizeof vals / sizeof vals[0]];
+  Hplpb__Counter *ps[sizeof vals / sizeof vals[0]];
+  for (size_t i = 0; i < n; i++) {
+    hplpb__counter__init(&cs[i]);
+    cs[i].name = (char *)vals[i].name;
+    cs[i].value = vals[i].v;
+    ps[i] = &cs[i];
+  }
+  Hplpb__CountersRep r = HPLPB__COUNTERS_REP__INIT;
+  r.n_counters = n;
+  r.counters = ps;
+  hpl__conn_send(f->dc->c, HPL__MSG_COUNTERS_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ delete */
+
+/* A delete waiting for every holder to acknowledge its DROP. */
+typedef struct dir_delete {
+  uint64_t op; /* request id of the DROPs */
+  UT_hash_handle hh;
+  dir_server *srv;
+  dir_conn *dc; /* the deleter (NULL once it disconnected) */
+  uint64_t req;
+  int pending;
+  hpl__otimer timer;
+} dir_delete;
+
+static void delete_finish(dir_delete *d) {
+  dir_server *s = d->srv;
+  HASH_DEL(s->deletes, d);
+  if (d->dc) hpl__conn_reply(d->dc->c, d->req, 0, NULL);
+  hpl__otimer_free(&d->timer, d);
+}
+
+static void delete_timeout(void *owner) {
+  dir_delete *d = owner;
+  LOG_WARN("delete: %d holder(s) did not acknowledge in time", d->pending);
+  delete_finish(d);
+}
+
+void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f) {
+  uint64_t op = f->req;
+  dir_delete *d = NULL;
+  HASH_FIND(hh, s->deletes, &op, sizeof op, d);
+  if (d && --d->pending <= 0) delete_finish(d);
+}
+
+/* Forget object o's bytes and copies: it is pending again (waiters, if
+ * any, wait for a new put). */
+static void object_clear(dir_server *s, dir_obj *o) {
+  while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
+  if (o->is_inline) {
+    s->tab.inline_bytes -= o->size;
+    free(o->inl);
+    o->inl = NULL;
+    o->is_inline = 0;
+  }
+  o->has_size = 0;
+  o->size = 0;
+  o->ready_seq = 0;
+  o->state = OBJ_PENDING;
+  dtab_gc(&s->tab, o);
+}
+
+/* Delete: every holder drops its copy before the deleter hears back, so
+ * once hpl_delete returns no store serves the old bytes to new gets. */
+void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
+  Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (!o || o->state == OBJ_PENDING) {
+    char detail[320];
+    snprintf(detail, sizeof detail, "no object '%s'", m->id);
+    dir_reduce_target_deleted(s, m->id); /* a reduce that never produced it */
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOTFOUND, detail);
+    return;
+  }
+  dir_delete *d = calloc(1, sizeof *d);
+  if (!d) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  d->op = ++s->next_op;
+  d->srv = s;
+  d->dc = f->dc;
+  d->req = f->req;
+  Hplpb__DropNote note = HPLPB__DROP_NOTE__INIT;
+  note.id = o->id;
+  for (dir_loc *l = o->locs; l; l = l->next)
+    if (dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
+  dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
+  dir_reduce_target_deleted(s, o->id);
+  object_clear(s, o);
+  HASH_ADD(hh, s->deletes, op, sizeof d->op, d);
+  if (d->pending == 0) {
+    delete_finish(d);
+    return;
+  }
+  hpl__otimer_start(s->loop, &d->timer, d, 2 * (uint64_t)s->cfg.heartbeat_timeout_ms,
+                    delete_timeout);
+}
+
+void dir_admin_conn_closed(dir_server *s, dir_conn *dc) {
+  dir_delete *d, *dtmp;
+  HASH_ITER(hh, s->deletes, d, dtmp) if (d->dc == dc) d->dc = NULL;
+}
+
+void dir_admin_stop(dir_server *s) {
+  dir_delete *d, *dtmp;
+  HASH_ITER(hh, s->deletes, d, dtmp) delete_finish(d);
+}

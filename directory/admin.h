@@ -1,0 +1,37 @@
+/*
+ * admin.h - requests that inspect or remove objects, from clients and
+ * tools (any connection, registered or not): STAT, LIST, COUNTERS, and
+ * DELETE, which first has every holder drop its copy (DROP, acknowledged
+ * with an empty REPLY carrying the DROP's request id).
+ *
+ * Owns dir_server.deletes (deletes waiting for acks, each with a timer) and
+ * the COUNTERS list. Callers: server.c (dispatch; a closed connection;
+ * shutdown).
+ */
+#ifndef HPL_DIR_ADMIN_H
+#define HPL_DIR_ADMIN_H
+
+#include "server.h"
+
+/* Handlers (server.c's dispatch table).
+ * STAT: size, inline, copies; HPL_ENOTFOUND or HPL_ELOST otherwise.
+ * LIST: ready objects whose id starts with the prefix, sorted by id;
+ *   HPL_ETOOBIG with what fits when the reply would be too large.
+ * COUNTERS: the directory's counters by name.
+ * DELETE: removes the object and every copy; the reply (0, HPL_ENOTFOUND,
+ *   HPL_ENOMEM) comes once every holder acknowledged its DROP, or after
+ *   2 x heartbeat_timeout_ms. A reduce into the id is cancelled.
+ * DROP ack (a REPLY frame): one holder dropped its copy. */
+void dir_admin_on_stat(dir_server *s, const dir_frame *f);
+void dir_admin_on_list(dir_server *s, const dir_frame *f);
+void dir_admin_on_counters(dir_server *s, const dir_frame *f);
+void dir_admin_on_delete(dir_server *s, const dir_frame *f);
+void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f);
+
+/* `dc` closed: deletes it asked for finish without a reply. */
+void dir_admin_conn_closed(dir_server *s, dir_conn *dc);
+
+/* Shutdown: answer and end every pending delete now. */
+void dir_admin_stop(dir_server *s);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * cost.h - the parameters of the reduce planner's cost model (src/planner.h):
+ * per-hop latency L and link bandwidth B, configured or, when configured
+ * "auto", measured (half the heartbeat round trip stores report; the rate
+ * of pulls from complete senders).
+ *
+ * Owns dir_server.lat_measured / bw_measured. Callers: nodes.c
+ * (heartbeats), locs.c (completed pulls), reduce_tree.c (planning).
+ */
+#ifndef HPL_DIR_COST_H
+#define HPL_DIR_COST_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+/* L in seconds / B in bytes per second: measured when configured "auto"
+ * and measured already, else the configured value. */
+double dir_cost_latency(dir_server *s);
+double dir_cost_bandwidth(dir_server *s);
+
+/* A store's heartbeat round trip (0: not measured, ignored). */
+void dir_cost_note_rtt(dir_server *s, uint32_t rtt_us);
+
+/* A pull from a complete sender ran at `rate` bytes/s (0: ignored). */
+void dir_cost_note_rate(dir_server *s, uint64_t rate);
+
+#endif

@@ -1,0 +1,103 @@
+/* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT and
+ * the copies re-reported at REGISTER (see locs.h). */
+#include "locs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "hoplite.h"
+#include "nodes.h"
+#include "xlog.h"
+
+void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    Hplpb__HeldObject *h = held[i];
+    if (!h->complete || !hpl__id_valid(h->id)) continue;
+    dir_obj *o = dtab_get(&s->tab, h->id);
+    if (!o) continue;
+    dtab_loc_complete(&s->tab, o, node, h->size);
+    dir_object_changed(s, o);
+  }
+}
+
+void dir_locs_on_add(dir_server *s, const dir_frame *f) {
+  Hplpb__LocAddReq *m = (Hplpb__LocAddReq *)f->msg;
+  dir_obj *o = dtab_get(&s->tab, m->id);
+  if (!o) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
+  int rc = dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
+  char detail[320] = "";
+  if (rc == HPL_EEXIST)
+    snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
+  else if (rc == HPL_EMISMATCH)
+    snprintf(detail, sizeof detail, "object '%s' exists with size %llu, not %llu", m->id,
+             (unsigned long long)o->size, (unsigned long long)m->size);
+  hpl__conn_reply(f->dc->c, f->req, rc, detail);
+  dir_object_changed(s, o);
+}
+
+/* Record that node's copy of o ends as `kind` (DONE or REMOVE). */
+static void xlog_loc_end(dir_server *s, dir_obj *o, uint64_t node, int kind) {
+  dir_loc *l = dtab_loc(o, node);
+  if (!l || (kind == HPL__XFER_DONE && l->complete)) return;
+  dir_xlog(s, kind, o->id, node, l->upstream);
+}
+
+void dir_locs_on_note(dir_server *s, const dir_frame *f) {
+  Hplpb__LocNote *m = (Hplpb__LocNote *)f->msg;
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL); /* the sender waits for it */
+  if (!o) return;
+  uint64_t node = f->dc->node->id;
+  if (m->kind == HPL__LOC_COMPLETE) {
+    dir_cost_note_rate(s, m->rate);
+    xlog_loc_end(s, o, node, HPL__XFER_DONE);
+    dtab_loc_complete(&s->tab, o, node, o->size);
+  } else if (m->kind == HPL__LOC_REMOVE) {
+    xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
+    dtab_loc_remove(&s->tab, o, node);
+    if (o->state == OBJ_READY && !o->locs && !o->is_inline)
+      o->state = OBJ_PENDING; /* an aborted put, nothing left: as if never put */
+    else
+      dtab_check_lost(&s->tab, o);
+  }
+  dir_object_changed(s, o);
+}
+
+void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
+  Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
+  hpl__conn *c = f->dc->c;
+  uint64_t plen = f->plen;
+  if (plen != m->size || plen > s->cfg.inline_max) {
+    hpl__conn_reply(c, f->req, HPL_EINVAL, "inline put: size does not match payload or limit");
+    return;
+  }
+  if (s->tab.inline_bytes + plen > s->cfg.inline_memory) {
+    hpl__conn_reply(c, f->req, HPL_EUNAVAIL, "directory inline cache full");
+    return;
+  }
+  dir_obj *o = dtab_get(&s->tab, m->id);
+  uint8_t *copy = malloc(plen ? plen : 1);
+  if (!o || !copy) {
+    free(copy);
+    hpl__conn_reply(c, f->req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (plen) memcpy(copy, f->payload, plen);
+  int rc = dtab_set_inline(&s->tab, o, copy, plen);
+  if (rc) {
+    free(copy);
+    char detail[320];
+    snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
+    hpl__conn_reply(c, f->req, rc, detail);
+    return;
+  }
+  dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
+  hpl__conn_reply(c, f->req, 0, NULL);
+  dir_object_changed(s, o);
+}

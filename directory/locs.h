@@ -1,0 +1,33 @@
+/*
+ * locs.h - the locations stores report: a put or a finished pull
+ * (LOC_ADD), a copy that completed or went away (LOC_NOTE), a small
+ * object's bytes (INLINE_PUT), and the complete copies a store re-reports
+ * when it registers (after a directory restart or a reconnect).
+ *
+ * Changes the object table (objects.h) and records each change in the
+ * transfer record. Callers: server.c (dispatch), nodes.c (REGISTER).
+ */
+#ifndef HPL_DIR_LOCS_H
+#define HPL_DIR_LOCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+/* Handlers (server.c's dispatch table; all need a registered node).
+ * LOC_ADD replies 0, HPL_EEXIST (a put of an id that exists),
+ * HPL_EMISMATCH (another size) or HPL_ENOMEM. LOC_NOTE is one-way unless
+ * it carries a request id (then an empty reply comes first). INLINE_PUT
+ * copies its payload (at most inline_max bytes, and the inline cache must
+ * have room) and replies 0, HPL_EINVAL, HPL_EUNAVAIL, HPL_EEXIST or
+ * HPL_ENOMEM. */
+void dir_locs_on_add(dir_server *s, const dir_frame *f);
+void dir_locs_on_note(dir_server *s, const dir_frame *f);
+void dir_locs_on_inline_put(dir_server *s, const dir_frame *f);
+
+/* Node `node` registered holding these objects: each complete one with a
+ * valid id becomes a complete copy (entries that are not are skipped). */
+void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n);
+
+#endif

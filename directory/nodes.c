@@ -1,0 +1,193 @@
+/* nodes.c - the directory's node registry and liveness (see nodes.h). */
+#include "nodes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acquire.h"
+#include "cost.h"
+#include "hoplite.h"
+#include "locs.h"
+#include "log.h"
+#include "reduce.h"
+#include "util.h"
+#include "xlog.h"
+
+dir_node *dir_node_find(dir_server *s, uint64_t id) {
+  dir_node *n = NULL;
+  HASH_FIND(hh, s->nodes, &id, sizeof id, n);
+  return n;
+}
+
+int dir_node_usable(uint64_t node, void *srv) {
+  dir_node *n = dir_node_find(srv, node);
+  return n && !n->draining;
+}
+
+int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
+                  const ProtobufCMessage *m) {
+  dir_node *n = dir_node_find(s, id);
+  if (!n || !n->conn) return HPL_ENOTFOUND;
+  return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
+}
+
+void dir_node_heard(dir_node *n) { n->last_seen_ms = hpl__now_ms(); }
+
+/* ------------------------------------------------------------------ a node's end */
+
+/* dtab_node_gone callback: (object, server). */
+static void object_changed_cb(dir_obj *o, void *arg) { dir_object_changed(arg, o); }
+
+/* Copies pulling from a dead node hear it from us: a partitioned node's
+ * streams do not end with an EOF. */
+static void notify_upstream_gone(dir_server *s, uint64_t dead) {
+  dir_obj *o, *tmp;
+  HASH_ITER(hh, s->tab.objs, o, tmp) {
+    for (dir_loc *l = o->locs; l; l = l->next) {
+      if (l->upstream != dead || l->node == dead) continue;
+      Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
+      u.id = o->id;
+      u.peer = dead;
+      dir_node_send(s, l->node, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+    }
+  }
+}
+
+/* The node leaves its connection: what it waited for there is void (a
+ * store re-sends its pending requests on its next connection), and
+ * nothing may be sent to it on that connection any more. The connection
+ * itself is closed by the caller (or is closing already). */
+static void node_unplug(dir_server *s, dir_node *n) {
+  dir_acquire_drop_node(s, n);
+  if (n->conn) n->conn->node = NULL;
+  n->conn = NULL;
+}
+
+/* Every copy node `id` held is gone, and so are its reduce slots. */
+static void node_copies_gone(dir_server *s, uint64_t id) {
+  dir_xlog(s, HPL__XFER_NODE_GONE, "", id, 0);
+  dtab_node_gone(&s->tab, id, object_changed_cb, s);
+  dir_reduce_node_gone(s, id);
+}
+
+/* The node is dead (or left): forget it. */
+static void node_gone(dir_server *s, dir_node *n, const char *why) {
+  LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
+           n->port, why);
+  s->ctr.nodes_dead++;
+  node_unplug(s, n);
+  notify_upstream_gone(s, n->id);
+  HASH_DEL(s->nodes, n);
+  uint64_t id = n->id;
+  free(n);
+  node_copies_gone(s, id);
+}
+
+void dir_nodes_conn_closed(dir_server *s, dir_conn *dc, int status) {
+  dir_node *n = dc->node;
+  if (!n) return;
+  if (s->stopping) {
+    node_unplug(s, n);
+    return;
+  }
+  node_gone(s, n, status == 0 ? "connection closed" : hpl_strerror(status));
+}
+
+/* ------------------------------------------------------------------ handlers */
+
+void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
+  Hplpb__RegisterReq *m = (Hplpb__RegisterReq *)f->msg;
+  dir_conn *dc = f->dc;
+  if (m->node_id == 0 || !m->addr || strlen(m->addr) >= sizeof(((dir_node *)0)->addr) ||
+      m->data_port == 0 || m->data_port > 65535) {
+    hpl__conn_reply(dc->c, f->req, HPL_EINVAL, "bad registration");
+    return;
+  }
+  if (dc->node && dc->node->id != m->node_id) {
+    char detail[96];
+    snprintf(detail, sizeof detail, "bad registration: this connection is node %016llx",
+             (unsigned long long)dc->node->id);
+    hpl__conn_reply(dc->c, f->req, HPL_EINVAL, detail);
+    return;
+  }
+  dir_node *n = dir_node_find(s, m->node_id);
+  if (n && n->conn && n->conn != dc) {
+    /* the node reconnected before we noticed the old connection died */
+    LOG_INFO("node %016llx re-registered on a new connection", (unsigned long long)m->node_id);
+    dir_conn *old = n->conn;
+    node_unplug(s, n);
+    hpl__conn_close(old->c, 0);
+    node_copies_gone(s, n->id);
+  }
+  if (!n) {
+    n = calloc(1, sizeof *n);
+    if (!n) {
+      hpl__conn_reply(dc->c, f->req, HPL_ENOMEM, "out of memory");
+      return;
+    }
+    n->id = m->node_id;
+    HASH_ADD(hh, s->nodes, id, sizeof n->id, n);
+  }
+  snprintf(n->addr, sizeof n->addr, "%s", m->addr);
+  snprintf(n->name, sizeof n->name, "%s", m->name ? m->name : "");
+  n->port = (int)m->data_port;
+  n->conn = dc;
+  n->draining = 0;
+  n->last_seen_ms = hpl__now_ms();
+  dc->node = n;
+  dir_locs_held(s, n->id, m->held, m->n_held);
+  LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
+           (unsigned long long)n->id, n->name, n->addr, n->port, m->n_held);
+  Hplpb__RegisterRep r = HPLPB__REGISTER_REP__INIT;
+  r.inline_max = s->cfg.inline_max;
+  r.heartbeat_ms = s->cfg.heartbeat_ms;
+  r.max_senders = s->cfg.max_senders;
+  r.instance = s->instance;
+  hpl__conn_send(dc->c, HPL__MSG_REGISTER_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
+  dir_cost_note_rtt(s, ((Hplpb__Heartbeat *)f->msg)->rtt_us);
+  if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
+}
+
+void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {
+  dir_node *n = f->dc->node;
+  LOG_INFO("node %016llx (%s) is leaving: no new receivers for it", (unsigned long long)n->id,
+           n->name);
+  n->draining = 1;
+  hpl__conn_reply(f->dc->c, f->req, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ liveness */
+
+static void sweep(uv_timer_t *t) {
+  dir_server *s = t->data;
+  uint64_t now = hpl__now_ms();
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp) {
+    if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
+    char why[64];
+    snprintf(why, sizeof why, "no heartbeat for %llu ms",
+             (unsigned long long)(now - n->last_seen_ms));
+    if (n->conn) hpl__conn_close(n->conn->c, HPL_ETIMEDOUT);
+    node_gone(s, n, why);
+  }
+}
+
+void dir_liveness_start(dir_server *s) {
+  uv_timer_init(s->loop, &s->sweep);
+  s->sweep.data = s;
+  uv_timer_start(&s->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
+}
+
+void dir_liveness_stop(dir_server *s) { uv_close((uv_handle_t *)&s->sweep, NULL); }
+
+void dir_nodes_free(dir_server *s) {
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp) {
+    HASH_DEL(s->nodes, n);
+    free(n);
+  }
+}

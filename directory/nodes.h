@@ -1,0 +1,73 @@
+/*
+ * nodes.h - the directory's node registry and liveness.
+ *
+ * Owns dir_server.nodes (one dir_node per registered store, by id), the
+ * link between a node and its connection (node->conn / dc->node), the
+ * liveness sweep, and a node's end: when its connection closes, when it is
+ * silent for heartbeat_timeout_ms, or when it re-registers on another
+ * connection, its waiters are dropped (acquire.c), its copies removed
+ * (objects.c), copies pulling from it told (UPSTREAM_GONE) and its reduce
+ * slots failed (reduce_tree.c).
+ *
+ * Callers: server.c (dispatch, connection close, start/stop/free); any
+ * module that looks a node up or sends to one (acquire.c, admin.c,
+ * reduce*.c).
+ */
+#ifndef HPL_DIR_NODES_H
+#define HPL_DIR_NODES_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+typedef struct dir_node {
+  uint64_t id;
+  UT_hash_handle hh;
+  char addr[64];
+  int port;
+  char name[64];
+  dir_conn *conn;         /* its connection (NULL only while the server stops) */
+  uint64_t last_seen_ms;  /* last frame from it */
+  int draining;           /* leaving: serves no new receivers */
+  struct dir_waiter *waiters; /* acquire.c: its ACQUIREs waiting for a sender */
+} dir_node;
+
+/* The registered node `id`, or NULL. */
+dir_node *dir_node_find(dir_server *s, uint64_t id);
+
+/* dtab's sender filter (dtab.usable, with `srv` the dir_server): a copy on
+ * `node` may take new receivers only if the node is registered and not
+ * draining. */
+int dir_node_usable(uint64_t node, void *srv);
+
+/* Send a one-way message (or a request with id `req`) to node `id` on its
+ * connection. Returns 0, HPL_ENOTFOUND if the node is not connected, or
+ * what hpl__conn_send returns (the message is not sent then). `m` is
+ * packed before the call returns. */
+int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
+                  const ProtobufCMessage *m);
+
+/* A frame arrived from `n`: it is alive. */
+void dir_node_heard(dir_node *n);
+
+/* Handlers (server.c's dispatch table). REGISTER: a store joins, or
+ * rejoins after a reconnect; a connection registers one node only.
+ * HEARTBEAT: liveness and the latency measurement. DRAIN: the node leaves
+ * and takes no new receivers. */
+void dir_nodes_on_register(dir_server *s, const dir_frame *f);
+void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f);
+void dir_nodes_on_drain(dir_server *s, const dir_frame *f);
+
+/* Connection `dc` closed (with `status`, 0 for a local close): its node,
+ * if any, is gone - unless the server is stopping, when the node only
+ * loses its connection and its waiters. */
+void dir_nodes_conn_closed(dir_server *s, dir_conn *dc, int status);
+
+/* Start the liveness sweep (every heartbeat_ms) / close its timer. */
+void dir_liveness_start(dir_server *s);
+void dir_liveness_stop(dir_server *s);
+
+/* Free every node (at the end, after the loop; waiters are gone by then). */
+void dir_nodes_free(dir_server *s);
+
+#endif

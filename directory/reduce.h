@@ -1,0 +1,69 @@
+/*
+ * reduce.h - the directory's part of reduces: dynamic reduce trees.
+ *
+ * A reduce of `sources` into `target` at the sink node becomes a tree of
+ * k = num_objects slots, planned (src/planner.c) when the first source is
+ * ready and its size known. Slots are numbered in in-order and filled in
+ * the order sources become ready, so the tree's in-order traversal is the
+ * arrival order - with one exception: a source held by the sink takes the
+ * root slot, so the result does not cross the sink's link twice. Later
+ * sources are spares (subset reduce). Each slot with children runs a task
+ * on the node holding its source; the directory tells it its children as
+ * they are assigned. The root streams the result into the target at the
+ * sink; the sink reports the target complete like any copy, which ends the
+ * reduce. Objects of at most inline_max bytes are reduced here.
+ *
+ * reduce.c keeps the records (requests, allreduce joins, finishing, the
+ * finished ones, REDUCE_INFO); reduce_tree.c runs a reduce's tree. Owns
+ * dir_server.reduces / reduces_done and the objects' `watchers` lists.
+ * Callers: server.c (dispatch, object changes, connection close, free),
+ * nodes.c (a node's end), acquire.c (the allreduce ring sender), admin.c
+ * (deletes).
+ */
+#ifndef HPL_DIR_REDUCE_H
+#define HPL_DIR_REDUCE_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+/* Handlers (server.c's dispatch table).
+ * REDUCE: start a reduce (reply: sink node), or join the same one as an
+ *   allreduce participant (joined = 1); HPL_EINVAL, HPL_EEXIST,
+ *   HPL_EMISMATCH or HPL_ENOMEM otherwise.
+ * REDUCE_INFO: the sources that made it into a finished reduce, waiting up
+ *   to timeout_ms (< 0: no limit) for it to finish; HPL_ENOTFOUND,
+ *   HPL_ETIMEDOUT, HPL_ECANCELED (the reduce was dropped).
+ * REDUCE_FAIL (registered node, one-way): a slot's stream failed. */
+void dir_reduce_on_request(dir_server *s, const dir_frame *f);
+void dir_reduce_on_info(dir_server *s, const dir_frame *f);
+void dir_reduce_on_fail(dir_server *s, const dir_frame *f);
+
+/* Object `o` changed: sources that became ready arrive; a tree reduce
+ * whose target became complete is done. */
+void dir_reduce_check(dir_server *s, dir_obj *o);
+
+/* Node `node` is gone: reduces it sinks fail, its slots are refilled. */
+void dir_reduce_node_gone(dir_server *s, uint64_t node);
+
+/* `dc` closed: its REDUCE_INFO waiters are dropped without a reply. */
+void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
+
+/* The id `target` was deleted: a reduce into it is cancelled and freed. */
+void dir_reduce_target_deleted(dir_server *s, const char *target);
+
+/* Free every reduce (at the end, after the loop). */
+void dir_reduce_free_all(dir_server *s);
+
+/* How long a participant of an allreduce waits for its ring predecessor
+ * to ask for the target before the ordinary sender rule applies. */
+#define DIR_RING_WAIT_MS 50
+
+/* The sender an allreduce participant `asker` should pull the target `o`
+ * from (see reduce_tree.c). Returns 1 with *from set (an idle copy to
+ * assign), 2 if the asker should wait (until since_ms + DIR_RING_WAIT_MS at
+ * most), 0 for no preference. */
+int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t since_ms, dir_loc **from);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * reduce_int.h - what reduce.c and reduce_tree.c share: the reduce record
+ * and the calls between the two files. Included by those two only; every
+ * other module goes through reduce.h.
+ */
+#ifndef HPL_DIR_REDUCE_INT_H
+#define HPL_DIR_REDUCE_INT_H
+
+#include <stdint.h>
+
+#include "planner.h"
+#include "reduce.h"
+#include "uvtimer.h"
+
+typedef struct dr_slot {
+  int filled;
+  int src;       /* index into sources */
+  uint64_t node; /* where it runs */
+  uint32_t gen;
+} dr_slot;
+
+/* A REDUCE_INFO waiting for the reduce to finish. */
+typedef struct dr_info {
+  struct dr_info *prev, *next; /* dir_reduce.infos (utlist DL) */
+  struct dir_reduce *r;
+  dir_conn *dc;
+  uint64_t req;
+  hpl__otimer timer; /* its timeout, if it has one */
+} dr_info;
+
+/* A source watch: hangs off the source object's `watchers` (utlist DL). */
+typedef struct dr_watch {
+  struct dr_watch *prev, *next;
+  struct dir_reduce *r;
+  int idx;
+} dr_watch;
+
+enum { DR_WAITING = 0, DR_IN_TREE = 1, DR_SPARE = 2, DR_LOST = 3 }; /* dir_reduce.src_state */
+
+typedef struct dir_reduce {
+  UT_hash_handle hh; /* dir_server.reduces, by target */
+  dir_server *srv;
+  uint64_t rid; /* this instance: stream keys and store tasks carry it */
+  uint32_t tgen; /* generation of the target's bytes */
+  uint64_t arrivals;
+  uint64_t *arr_seq; /* per source: arrival order (0: not arrived) */
+  char *target;
+  char **src;
+  size_t nsrc;
+  int *src_state; /* DR_*: waiting, in the tree, spare, lost to a failure */
+  uint32_t k;
+  int op, dtype;
+  uint64_t sink;
+  uint64_t size;
+  int have_size;
+  int inline_mode;
+  uint8_t *acc; /* inline mode: running result */
+  hpl__plan plan;
+  int planned;
+  dr_slot *slots;
+  uint32_t nfilled;
+  uint32_t joins; /* participants that joined (allreduce): they get the target */
+  int done;   /* finished or failed */
+  int status; /* 0 or the failure */
+  char detail[320];
+  dr_info *infos;
+  uint64_t start_ms;
+  struct dir_reduce *fin_prev, *fin_next; /* dir_server.reduces_done */
+} dir_reduce;
+
+/* A source counts once it is ready (complete somewhere, or inline). */
+static inline int dr_src_ready(dir_obj *o) { return o && dtab_ready(o); }
+
+/* reduce.c: the reduce into `target`, or NULL. */
+dir_reduce *dr_find(dir_server *s, const char *target);
+
+/* reduce.c: the reduce is over (status 0: done; else failed with
+ * `detail`, which a target not yet complete then reports to its gets):
+ * sources are unwatched, every node involved told (REDUCE_END), info
+ * waiters answered; r moves to the finished list (never freed here, so
+ * callers may go on walking the reduces). A no-op if r is done already. */
+void dr_finish(dir_reduce *r, int status, const char *detail);
+
+/* reduce_tree.c: source i of r became ready (or came back): plan the tree
+ * on the first arrival, then fill a slot (or keep it as a spare). May
+ * finish r. */
+void dr_arrival(dir_reduce *r, int i);
+
+/* reduce_tree.c: tell every node running a slot, and the sink, that the
+ * reduce ended (REDUCE_END with r->status / r->detail). */
+void dr_send_end(dir_reduce *r);
+
+#endif

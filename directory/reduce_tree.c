@@ -1,0 +1,417 @@
+/* reduce_tree.c - a running reduce's tree (see reduce.h): the plan made at
+ * the first arrival, sources filling slots as they arrive (or reduced here
+ * when small), failed slots refilled, the messages that tell stores their
+ * part (REDUCE_TASK, REDUCE_SINK, REDUCE_END), and the allreduce ring
+ * sender. The reduce records themselves are reduce.c's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "hoplite.h"
+#include "log.h"
+#include "nodes.h"
+#include "ops.h"
+#include "reduce_int.h"
+#include "util.h"
+#include "xlog.h"
+
+/* ------------------------------------------------------------------ messages */
+
+/* What a parent pulls to get slot `c`'s output. */
+static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
+  dr_slot *sl = &r->slots[c];
+  dir_node *n = dir_node_find(r->srv, sl->node);
+  hplpb__reduce_child__init(out);
+  out->slot = (uint32_t)c;
+  out->gen = sl->gen;
+  out->node = sl->node;
+  out->addr = n ? n->addr : "";
+  out->port = n ? (uint32_t)n->port : 0;
+  if (r->plan.nchild[c] == 0) {
+    snprintf(key, klen, "%s", r->src[sl->src]);
+    out->internal = 0;
+  } else {
+    snprintf(key, klen, "r:%llx.%u:%u:%s", (unsigned long long)r->rid, (unsigned)c, sl->gen,
+             r->target);
+    out->internal = 1;
+  }
+  out->key = key;
+}
+
+/* (Re)send slot `slot`'s task to its node, with every child known so far. */
+static void send_task(dir_reduce *r, int slot) {
+  dr_slot *sl = &r->slots[slot];
+  int d = r->plan.degree, nc = r->plan.nchild[slot];
+  Hplpb__ReduceChild ch[nc ? nc : 1];
+  Hplpb__ReduceChild *chp[nc ? nc : 1];
+  char keys[nc ? nc : 1][340];
+  size_t n = 0;
+  for (int i = 0; i < nc; i++) {
+    int c = r->plan.child[slot * d + i];
+    if (!r->slots[c].filled) continue;
+    child_info(r, c, &ch[n], keys[n], sizeof keys[n]);
+    ch[n].index = (uint32_t)i;
+    chp[n] = &ch[n];
+    n++;
+  }
+  Hplpb__ReduceTask t = HPLPB__REDUCE_TASK__INIT;
+  t.rid = r->rid;
+  t.target = r->target;
+  t.slot = (uint32_t)slot;
+  t.gen = sl->gen;
+  t.source = r->src[sl->src];
+  t.op = (uint32_t)r->op;
+  t.dtype = (uint32_t)r->dtype;
+  t.size = r->size;
+  t.nchildren = (uint32_t)nc;
+  t.n_children = n;
+  t.children = chp;
+  t.to_target = slot == r->plan.root && sl->node == r->sink;
+  dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
+}
+
+/* Whether slot `slot` runs a task: it has children, or it is the root and
+ * writes the target at the sink itself. */
+static int runs_task(dir_reduce *r, int slot) {
+  return r->plan.nchild[slot] > 0 || (slot == r->plan.root && r->slots[slot].node == r->sink);
+}
+
+/* Tell the sink where the result comes from (the root slot is filled). */
+static void send_sink(dir_reduce *r) {
+  Hplpb__ReduceSink m = HPLPB__REDUCE_SINK__INIT;
+  m.rid = r->rid;
+  m.gen = r->tgen;
+  m.target = r->target;
+  m.size = r->size;
+  Hplpb__ReduceChild root;
+  char key[340];
+  if (r->inline_mode) {
+    m.fetch = 1;
+  } else if (!r->slots[r->plan.root].filled) {
+    /* no root yet (it failed): only the generation says "start over" */
+  } else if (r->slots[r->plan.root].node == r->sink) {
+    m.local = 1;
+  } else {
+    child_info(r, r->plan.root, &root, key, sizeof key);
+    m.root = &root;
+  }
+  dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
+}
+
+void dr_send_end(dir_reduce *r) {
+  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+  m.rid = r->rid;
+  m.target = r->target;
+  m.status = r->status;
+  m.detail = r->detail;
+  /* every node that runs a slot, and the sink, once each */
+  uint64_t sent[r->k + 1];
+  size_t ns = 0;
+  for (uint32_t i = 0; i <= r->k; i++) {
+    uint64_t node = i < r->k ? (r->slots && r->slots[i].filled ? r->slots[i].node : 0) : r->sink;
+    if (!node) continue;
+    int dup = 0;
+    for (size_t j = 0; j < ns; j++) dup |= sent[j] == node;
+    if (dup) continue;
+    sent[ns++] = node;
+    dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &m.base);
+  }
+}
+
+/* ------------------------------------------------------------------ arrivals */
+
+/* A node to run source `o`'s slot: one with a complete copy, preferring
+ * `prefer`, then nodes not yet running a slot of this reduce. */
+static uint64_t pick_node(dir_reduce *r, dir_obj *o, uint64_t prefer) {
+  uint64_t any = 0, fresh = 0;
+  for (dir_loc *l = o->locs; l; l = l->next) {
+    if (!l->complete || !dir_node_find(r->srv, l->node)) continue;
+    if (l->node == prefer) return l->node;
+    if (!any) any = l->node;
+    int used = 0;
+    for (uint32_t i = 0; i < r->k; i++) used |= r->slots[i].filled && r->slots[i].node == l->node;
+    if (!used && !fresh) fresh = l->node;
+  }
+  return fresh ? fresh : any;
+}
+
+/* Put source i (object o) into the empty slot and tell the nodes concerned. */
+static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
+  int root = r->plan.root;
+  dr_slot *sl = &r->slots[slot];
+  sl->filled = 1;
+  sl->src = i;
+  sl->node = pick_node(r, o, slot == root ? r->sink : 0);
+  r->src_state[i] = DR_IN_TREE;
+  r->nfilled++;
+  LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
+            (unsigned long long)sl->node);
+  if (slot == root) send_sink(r);
+  if (runs_task(r, slot)) send_task(r, slot);
+  int p = r->plan.parent[slot];
+  if (p >= 0 && r->slots[p].filled) send_task(r, p);
+}
+
+/* The first source arrived (object o): its size is the reduce's; plan the
+ * tree. Returns 0, or finishes r and returns -1. */
+static int plan(dir_reduce *r, dir_obj *o) {
+  dir_server *s = r->srv;
+  size_t es = hpl_dtype_size(r->dtype);
+  if (o->size % es) {
+    char detail[400];
+    snprintf(detail, sizeof detail, "source '%s' has %llu bytes, not a multiple of %s (%zu)",
+             o->id, (unsigned long long)o->size, hpl__dtype_name(r->dtype), es);
+    dr_finish(r, HPL_EMISMATCH, detail);
+    return -1;
+  }
+  r->size = o->size;
+  r->have_size = 1;
+  r->inline_mode = r->size <= s->cfg.inline_max;
+  double L = dir_cost_latency(s), B = dir_cost_bandwidth(s);
+  if (hpl__plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
+      !(r->slots = calloc(r->k, sizeof *r->slots))) {
+    dr_finish(r, HPL_ENOMEM, "out of memory");
+    return -1;
+  }
+  r->planned = 1;
+  LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes, %s %s, %s (%d-ary; L %.0f us, "
+           "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size,
+           hpl__op_name(r->op), hpl__dtype_name(r->dtype),
+           r->inline_mode ? "reduced at the directory"
+           : r->plan.degree == 1 ? "chain"
+                                 : "tree",
+           r->plan.degree, L * 1e6, B / 1e6);
+  return 0;
+}
+
+/* Inline mode: source i (object o, held by the directory) joins the
+ * running result; the last one makes the target. */
+static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
+  dir_server *s = r->srv;
+  r->src_state[i] = DR_IN_TREE;
+  if (!o->is_inline) {
+    char detail[400];
+    snprintf(detail, sizeof detail, "source '%s' is small but not held by the directory "
+             "(its inline cache is full)", o->id);
+    dr_finish(r, HPL_EUNAVAIL, detail);
+    return;
+  }
+  if (!r->acc && !(r->acc = malloc(r->size ? r->size : 1))) {
+    dr_finish(r, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (r->nfilled == 0)
+    memcpy(r->acc, o->inl, r->size);
+  else
+    hpl__reduce_apply(r->op, r->dtype, r->acc, o->inl, r->size);
+  dr_slot *sl = &r->slots[r->nfilled++];
+  sl->filled = 1;
+  sl->src = i;
+  if (r->nfilled < r->k) return;
+  dir_obj *t = dtab_get(&s->tab, r->target);
+  uint8_t *res = r->acc;
+  r->acc = NULL;
+  int rc = t ? dtab_set_inline(&s->tab, t, res, r->size) : HPL_ENOMEM;
+  if (rc) {
+    free(res);
+    dr_finish(r, rc, "cannot store the result");
+    return;
+  }
+  send_sink(r);
+  dir_object_changed(s, t);
+  dr_finish(r, 0, NULL);
+}
+
+void dr_arrival(dir_reduce *r, int i) {
+  dir_server *s = r->srv;
+  dir_obj *o = dtab_find(&s->tab, r->src[i]);
+  if (r->done || (r->src_state[i] != DR_WAITING && r->src_state[i] != DR_LOST) ||
+      !dr_src_ready(o))
+    return;
+  /* a source lost to a failure counts again once a copy is back */
+  if (r->src_state[i] == DR_LOST && !pick_node(r, o, 0)) return;
+  r->arr_seq[i] = ++r->arrivals;
+  if (!r->have_size) {
+    if (plan(r, o)) return;
+  } else if (o->size != r->size) {
+    char detail[400];
+    snprintf(detail, sizeof detail, "source '%s' has %llu bytes, the others %llu", o->id,
+             (unsigned long long)o->size, (unsigned long long)r->size);
+    dr_finish(r, HPL_EMISMATCH, detail);
+    return;
+  }
+  if (r->nfilled == r->k) {
+    r->src_state[i] = DR_SPARE;
+    return;
+  }
+  if (r->inline_mode) {
+    arrival_inline(r, i, o);
+    return;
+  }
+  /* tree: the sink's own source takes the root; the others fill slots in
+   * in-order as they arrive; the root takes the last place otherwise */
+  int root = r->plan.root, slot = -1;
+  dir_loc *at_sink = dtab_loc(o, r->sink);
+  int sink_has = at_sink && at_sink->complete;
+  if (sink_has && !r->slots[root].filled) {
+    slot = root;
+  } else {
+    for (uint32_t c = 0; c < r->k; c++)
+      if ((int)c != root && !r->slots[c].filled) {
+        slot = (int)c;
+        break;
+      }
+    if (slot < 0) slot = root;
+  }
+  slot_fill(r, slot, i, o);
+}
+
+void dir_reduce_check(dir_server *s, dir_obj *o) {
+  if (o->watchers && dr_src_ready(o)) {
+    /* arrival handling may unwatch: walk a snapshot */
+    int n = 0;
+    for (dr_watch *w = o->watchers; w; w = w->next) n++;
+    struct {
+      dir_reduce *r;
+      int idx;
+    } v[n ? n : 1];
+    n = 0;
+    for (dr_watch *w = o->watchers; w; w = w->next) v[n].r = w->r, v[n++].idx = w->idx;
+    for (int i = 0; i < n; i++) dr_arrival(v[i].r, v[i].idx);
+  }
+  dir_reduce *r = dr_find(s, o->id);
+  if (r && !r->done && !r->inline_mode && dr_src_ready(o)) dr_finish(r, 0, NULL);
+}
+
+/* ------------------------------------------------------------------ failures */
+
+/* The target's partial copies elsewhere hold bytes of an older generation. */
+static void target_restart(dir_reduce *r) {
+  dir_obj *t = dtab_find(&r->srv->tab, r->target);
+  if (!t) return;
+  t->gen = r->tgen;
+  for (dir_loc *l = t->locs, *next; l; l = next) {
+    next = l->next;
+    if (l->node == r->sink || l->complete) continue;
+    dir_xlog(r->srv, HPL__XFER_REMOVE, t->id, l->node, l->upstream);
+    dtab_loc_remove(&r->srv->tab, t, l->node);
+  }
+}
+
+/* Slot f lost its node (dead) or its stream failed. Give the slot another
+ * copy of its source, else a spare source, else leave it empty for the
+ * next arrival; every ancestor restarts from byte 0 (new generation) since
+ * its partial result included the failed slot's output, and so does the
+ * target (new generation: copies of the old bytes are void).
+ * Messages go out in this order: the sink resets its target, the refilled
+ * slot gets its task, then every ancestor gets its new task. */
+static void slot_failed(dir_reduce *r, int f, const char *why) {
+  dir_server *s = r->srv;
+  dr_slot *sl = &r->slots[f];
+  if (r->done || !sl->filled) return;
+  s->ctr.reduce_resets++;
+  int root = r->plan.root;
+  uint64_t old = sl->node;
+  int src = sl->src;
+  LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
+           (unsigned long long)old, why);
+  dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
+  sl->gen++;
+  for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
+  r->tgen++;
+  /* another complete copy of the same source on a live node? */
+  dir_obj *o = dtab_find(&s->tab, r->src[src]);
+  uint64_t alt = 0;
+  for (dir_loc *l = o ? o->locs : NULL; l && !alt; l = l->next)
+    if (l->complete && l->node != old && dir_node_find(s, l->node)) alt = l->node;
+  int refill = -1;
+  dir_obj *ro = NULL;
+  if (!alt) {
+    r->src_state[src] = DR_LOST;
+    sl->filled = 0;
+    r->nfilled--;
+    for (size_t i = 0; i < r->nsrc; i++) /* the earliest spare */
+      if (r->src_state[i] == DR_SPARE && (refill < 0 || r->arr_seq[i] < r->arr_seq[refill])) {
+        dir_obj *c = dtab_find(&s->tab, r->src[i]);
+        if (c && pick_node(r, c, 0)) refill = (int)i, ro = c;
+      }
+    if (refill >= 0)
+      LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
+    else
+      LOG_INFO("reduce '%s': slot %d waits for a source", r->target, f);
+  }
+  /* 1. the sink drops the old bytes of the target (and learns the root if
+   *    it is still in place); nobody may pull the old bytes any more */
+  target_restart(r);
+  send_sink(r);
+  /* 2. the failed slot again */
+  if (alt) {
+    sl->node = alt;
+    if (f == root) send_sink(r);
+    if (runs_task(r, f)) send_task(r, f);
+  } else if (refill >= 0) {
+    slot_fill(r, f, refill, ro);
+  }
+  /* 3. every ancestor restarts */
+  for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a])
+    if (r->slots[a].filled && runs_task(r, a)) send_task(r, a);
+}
+
+void dir_reduce_node_gone(dir_server *s, uint64_t node) {
+  dir_reduce *r, *tmp;
+  HASH_ITER(hh, s->reduces, r, tmp) {
+    if (r->done) continue;
+    if (r->sink == node) {
+      dr_finish(r, HPL_ELOST, "the node producing the target is gone");
+      continue;
+    }
+    if (!r->planned || r->inline_mode) continue;
+    for (uint32_t i = 0; i < r->k && !r->done; i++)
+      if (r->slots[i].filled && r->slots[i].node == node) slot_failed(r, (int)i, "node gone");
+  }
+}
+
+void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
+  Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
+  dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
+  if (!r || r->done || r->rid != m->rid || !r->planned || m->slot >= r->k) return;
+  dr_slot *sl = &r->slots[m->slot];
+  if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */
+  char why[300];
+  snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)f->dc->node->id,
+           m->detail ? m->detail : "");
+  slot_failed(r, (int)m->slot, why);
+}
+
+/* ------------------------------------------------------------------ allreduce */
+
+/* Allreduce: the broadcast of the target runs along the reduce chain.
+ * In a chain, slot i's reduce output goes to slot i+1. If slot i+1 also
+ * pulls the target from slot i (and slot 0 from the sink), every host
+ * sends to one host only and receives from one host only: the reduce and
+ * the broadcast share each link without a second sender crowding a
+ * receiver's port. Only for chains (large objects) with joined
+ * participants, and only while waiting for the predecessor is short. */
+int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t since_ms, dir_loc **from) {
+  dir_reduce *r = dr_find(s, o->id);
+  if (!r || r->inline_mode || !r->planned || !r->slots || r->plan.degree != 1 || !r->joins ||
+      (r->done && r->status) || asker == r->sink || o->state != OBJ_READY)
+    return 0;
+  uint32_t i = 0;
+  while (i < r->k && !(r->slots[i].filled && r->slots[i].node == asker)) i++;
+  if (i == r->k) return 0;
+  uint64_t pred = i == 0 ? r->sink : r->slots[i - 1].filled ? r->slots[i - 1].node : 0;
+  if (!pred || pred == asker || pred == avoid) return 0;
+  dir_loc *l = dtab_idle_sender(&s->tab, o, pred, asker);
+  if (l) {
+    *from = l;
+    return 1;
+  }
+  if (dtab_loc(o, pred)) return 0; /* busy or unusable: the ordinary rule */
+  /* the predecessor has not asked yet: wait for it, briefly */
+  dir_node *n = dir_node_find(s, pred);
+  if (n && n->conn && !n->draining && hpl__now_ms() < since_ms + DIR_RING_WAIT_MS) return 2;
+  return 0;
+}

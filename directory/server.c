@@ -1,0 +1,242 @@
+/* server.c - the hoplite-directory server's frame: the listener,
+ * connections (accept, close), the dispatch table from message type to
+ * handler, signals, start and free, and the fan-out of an object change
+ * (see server.h). */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "acquire.h"
+#include "admin.h"
+#include "hoplite.h"
+#include "locs.h"
+#include "log.h"
+#include "nodes.h"
+#include "reduce.h"
+#include "util.h"
+#include "xlog.h"
+
+void dir_config_defaults(dir_config *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->listen_host, sizeof c->listen_host, "0.0.0.0");
+  c->listen_port = 7700;
+  c->inline_max = HPL__DEFAULT_INLINE_MAX;
+  c->inline_memory = 1ull << 30;
+  c->max_senders = 1;
+  c->heartbeat_ms = 500;
+  c->heartbeat_timeout_ms = 3000;
+  c->reduce_latency_s = 200e-6;
+  c->reduce_bandwidth = 125e6;
+}
+
+void dir_object_changed(dir_server *s, dir_obj *o) {
+  dir_acquire_serve(s, o);
+  dir_reduce_check(s, o);
+  dtab_gc(&s->tab, o);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+/* Rules a message type's frames must meet before its handler runs. */
+enum {
+  DIR_NODE = 1,    /* only from a registered node (else a protocol error) */
+  DIR_PAYLOAD = 2, /* may carry a payload (else a protocol error) */
+  DIR_ID = 4,      /* its `id` field must be a valid object id (else HPL_EINVAL) */
+};
+
+typedef struct dir_route {
+  dir_handler fn;
+  unsigned rules; /* DIR_* */
+} dir_route;
+
+/* Every message type the directory accepts; any other is a protocol error. */
+static const dir_route routes[HPL__MSG_MAX_ + 1] = {
+    /* store <-> directory */
+    [HPL__MSG_REGISTER] = {dir_nodes_on_register, 0},
+    [HPL__MSG_HEARTBEAT] = {dir_nodes_on_heartbeat, DIR_NODE},
+    [HPL__MSG_DRAIN] = {dir_nodes_on_drain, DIR_NODE},
+    [HPL__MSG_LOC_ADD] = {dir_locs_on_add, DIR_NODE | DIR_ID},
+    [HPL__MSG_LOC_NOTE] = {dir_locs_on_note, DIR_NODE | DIR_ID},
+    [HPL__MSG_INLINE_PUT] = {dir_locs_on_inline_put, DIR_NODE | DIR_ID | DIR_PAYLOAD},
+    [HPL__MSG_ACQUIRE] = {dir_acquire_on_acquire, DIR_NODE | DIR_ID},
+    [HPL__MSG_REDUCE_FAIL] = {dir_reduce_on_fail, DIR_NODE},
+    [HPL__MSG_REPLY] = {dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
+    /* clients and tools (any connection) */
+    [HPL__MSG_PEEK] = {dir_acquire_on_peek, DIR_ID},
+    [HPL__MSG_STAT] = {dir_admin_on_stat, DIR_ID},
+    [HPL__MSG_DELETE] = {dir_admin_on_delete, DIR_ID},
+    [HPL__MSG_LIST] = {dir_admin_on_list, 0},
+    [HPL__MSG_COUNTERS] = {dir_admin_on_counters, 0},
+    [HPL__MSG_TRANSFERS] = {dir_xlog_on_transfers, 0},
+    [HPL__MSG_REDUCE] = {dir_reduce_on_request, 0},
+    [HPL__MSG_REDUCE_INFO] = {dir_reduce_on_info, DIR_ID},
+};
+
+/* The message's `id` string field (NULL if it has none or it is unset). */
+static const char *msg_id(const ProtobufCMessage *m) {
+  const ProtobufCFieldDescriptor *fd =
+      protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "id");
+  if (!fd || fd->type != PROTOBUF_C_TYPE_STRING) return NULL;
+  return *(const char *const *)((const char *)m + fd->offset);
+}
+
+static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                     const uint8_t *payload, uint64_t plen) {
+  dir_conn *dc = hpl__conn_data(c);
+  const dir_route *rt = h->type <= HPL__MSG_MAX_ && routes[h->type].fn ? &routes[h->type] : NULL;
+  unsigned rules = rt ? rt->rules : 0;
+  if ((rules & DIR_ID) && !hpl__id_valid(msg_id(m))) {
+    hpl__conn_reply(c, h->req_id, HPL_EINVAL, "invalid object id");
+    return;
+  }
+  if (plen && !(rules & DIR_PAYLOAD)) {
+    hpl__conn_fail(c, "unexpected payload");
+    return;
+  }
+  if ((rules & DIR_NODE) && !dc->node) {
+    hpl__conn_fail(c, "request before REGISTER");
+    return;
+  }
+  if (dc->node) dir_node_heard(dc->node);
+  if (!rt) {
+    char why[64];
+    snprintf(why, sizeof why, "unexpected %s message", hpl__msg_name(h->type));
+    hpl__conn_fail(c, why);
+    return;
+  }
+  dir_frame f = {.dc = dc, .req = h->req_id, .msg = m, .payload = payload, .plen = plen};
+  rt->fn(dc->srv, &f);
+}
+
+/* ------------------------------------------------------------------ connections */
+
+static void on_close(hpl__conn *c, int status) {
+  dir_conn *dc = hpl__conn_data(c);
+  dir_server *s = dc->srv;
+  dir_nodes_conn_closed(s, dc, status);
+  dir_admin_conn_closed(s, dc);
+  dir_reduce_conn_closed(s, dc);
+  DL_DELETE(s->conns, dc);
+  free(dc);
+}
+
+static void on_accept(uv_stream_t *server, int status) {
+  dir_server *s = server->data;
+  if (status < 0) {
+    LOG_WARN("accept: %s", uv_strerror(status));
+    return;
+  }
+  uv_tcp_t *t = malloc(sizeof *t);
+  dir_conn *dc = calloc(1, sizeof *dc);
+  if (!t || !dc) {
+    free(t);
+    free(dc);
+    return;
+  }
+  uv_tcp_init(s->loop, t);
+  if (uv_accept(server, (uv_stream_t *)t) != 0) {
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    free(dc);
+    return;
+  }
+  uv_tcp_nodelay(t, 1);
+  dc->srv = s;
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  char host[64] = "?", label[96];
+  if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) == 0)
+    uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
+  snprintf(label, sizeof label, "dir<-%s", host);
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
+                              .max_payload = s->cfg.inline_max,
+                              .max_type = HPL__MSG_MAX_},
+                      .stream_payloads = 0,
+                      .on_frame = on_frame,
+                      .on_close = on_close,
+                      .data = dc,
+                      .label = label};
+  dc->c = hpl__conn_new((uv_stream_t *)t, &o);
+  if (!dc->c) { /* the stream is closed */
+    free(dc);
+    return;
+  }
+  DL_PREPEND(s->conns, dc);
+}
+
+/* ------------------------------------------------------------------ start, stop */
+
+static void on_signal(uv_signal_t *sig, int signum) {
+  dir_server *s = sig->data;
+  LOG_INFO("signal %d: shutting down", signum);
+  s->stopping = 1;
+  uv_close((uv_handle_t *)&s->listener, NULL);
+  dir_liveness_stop(s);
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+  /* closing a connection drops its node's waiters and their timers */
+  dir_conn *dc;
+  DL_FOREACH(s->conns, dc) hpl__conn_close(dc->c, 0); /* on_close runs later */
+  dir_admin_stop(s);
+}
+
+/* Write the bound port to cfg->port_file (through a rename, so a reader
+ * never sees a partial file). Returns 0 or HPL_ESYS. */
+static int write_port_file(const dir_config *cfg, int port) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", cfg->port_file);
+  FILE *f = fopen(tmp, "w");
+  if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, cfg->port_file)) {
+    LOG_ERROR("cannot write port file %s", cfg->port_file);
+    return HPL_ESYS;
+  }
+  return 0;
+}
+
+int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->cfg = *cfg;
+  dtab_init(&s->tab, cfg->max_senders);
+  s->tab.usable = dir_node_usable;
+  s->tab.usable_arg = s;
+  s->instance = hpl__random_u64();
+  if (dir_xlog_init(s)) return HPL_ENOMEM;
+  struct sockaddr_in addr;
+  int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
+  if (rc) {
+    LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
+    return HPL_EINVAL;
+  }
+  uv_tcp_init(loop, &s->listener);
+  s->listener.data = s;
+  if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&s->listener, 512, on_accept))) {
+    LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, uv_strerror(rc));
+    return HPL_ESYS;
+  }
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
+  int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  LOG_INFO("listening on %s:%d (inline max %u B, max senders per copy %u, heartbeat %u/%u ms)",
+           cfg->listen_host, port, cfg->inline_max, cfg->max_senders, cfg->heartbeat_ms,
+           cfg->heartbeat_timeout_ms);
+  if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
+  dir_liveness_start(s);
+  uv_signal_init(loop, &s->sigint);
+  uv_signal_init(loop, &s->sigterm);
+  s->sigint.data = s->sigterm.data = s;
+  uv_signal_start(&s->sigint, on_signal, SIGINT);
+  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+  return 0;
+}
+
+void dir_server_free(dir_server *s) {
+  dir_reduce_free_all(s);
+  dtab_clear(&s->tab);
+  dir_xlog_free(s);
+  dir_nodes_free(s);
+}

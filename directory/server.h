@@ -1,0 +1,125 @@
+/*
+ * server.h - the hoplite-directory server: its configuration, the state the
+ * modules of directory/ share (dir_server), connections, and the shape of a
+ * request handler. One per cluster, one event loop, single-threaded.
+ *
+ * Modules (each header says what the module owns and who calls it):
+ *   server.c       listener, connections, the dispatch table, signals,
+ *                  start/free, the fan-out of an object change
+ *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
+ *                  DRAIN, the sweep, a node's end)
+ *   acquire.c      sender choice (ACQUIRE, PEEK), waiters, ring waits
+ *   locs.c         locations stores report (LOC_ADD, LOC_NOTE, INLINE_PUT,
+ *                  objects re-reported at REGISTER)
+ *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
+ *   xlog.c         the transfer record (TRANSFERS)
+ *   cost.c         the reduce cost model's parameters (configured/measured)
+ *   reduce.c       reduce records: requests, joins, finishing, REDUCE_INFO
+ *   reduce_tree.c  a running reduce's tree: arrivals, failures, messages
+ *   objects.c      the object table (pure data structure, no I/O)
+ *
+ * Every function of every module runs on the loop thread.
+ */
+#ifndef HPL_DIR_SERVER_H
+#define HPL_DIR_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "objects.h"
+#include "uvconn.h"
+
+typedef struct dir_config {
+  char listen_host[256];
+  int listen_port;
+  const char *port_file;      /* write the bound port here once listening */
+  uint32_t inline_max;        /* objects of at most this many bytes are inline */
+  uint64_t inline_memory;     /* cap on all inline bytes held */
+  uint32_t max_senders;       /* receivers one copy may serve at once */
+  uint32_t heartbeat_ms;      /* stores send a heartbeat this often */
+  uint32_t heartbeat_timeout_ms; /* a node silent this long is dead */
+  double reduce_latency_s;    /* cost model L (reduce planner) */
+  double reduce_bandwidth;    /* cost model B, bytes/s */
+  int latency_auto, bandwidth_auto; /* use what is measured once known */
+} dir_config;
+
+/* Fill *c with the defaults (the command line's documented values). */
+void dir_config_defaults(dir_config *c);
+
+/* What COUNTERS reports (admin.c); each module bumps its own. */
+typedef struct dir_counters {
+  uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits,
+      lost_replies, nodes_dead, reduce_resets;
+} dir_counters;
+
+/* One accepted connection: a store's control link (once it REGISTERs,
+ * `node` is set and node->conn points back here) or a client's / tool's
+ * (never registered). */
+typedef struct dir_conn {
+  hpl__conn *c;
+  struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
+  struct dir_server *srv;
+  struct dir_conn *prev, *next; /* dir_server.conns (utlist DL) */
+} dir_conn;
+
+typedef struct dir_server {
+  uv_loop_t *loop;
+  dir_config cfg;
+  uv_tcp_t listener;
+  uv_signal_t sigint, sigterm;
+  dir_conn *conns;               /* every open connection */
+  dtab tab;                      /* objects.h */
+  /* nodes.c */
+  struct dir_node *nodes;        /* by id (uthash) */
+  uv_timer_t sweep;              /* liveness */
+  uint64_t instance;             /* random per start: stores notice a restart */
+  /* admin.c */
+  struct dir_delete *deletes;    /* deletes waiting for DROP acks, by op */
+  uint64_t next_op;
+  /* reduce.c, reduce_tree.c */
+  struct dir_reduce *reduces;      /* every reduce, by target (uthash) */
+  struct dir_reduce *reduces_done; /* the finished ones, oldest first (utlist DL) */
+  size_t nreduces_done;
+  /* xlog.c */
+  struct dir_xfer *xlog;         /* ring of the latest entries */
+  uint64_t xseq;                 /* entries ever recorded */
+  /* cost.c */
+  double lat_measured, bw_measured; /* EWMAs: heartbeat rtt/2, pull rates (0: none yet) */
+  dir_counters ctr;
+  int stopping;                  /* a signal ended the server: connections close */
+} dir_server;
+
+/* A request as the dispatcher (server.c) hands it to a module's handler,
+ * after the table's rules held: a registered node where one is needed
+ * (then dc->node is set), a valid object id where the message names one,
+ * and a payload only where the type allows one. `msg` is of the protobuf
+ * type of the message type the handler is registered for; it and the
+ * payload are valid during the call only. */
+typedef struct dir_frame {
+  dir_conn *dc;
+  uint64_t req;           /* request id: replies echo it (0: none wanted) */
+  ProtobufCMessage *msg;
+  const uint8_t *payload;
+  uint64_t plen;
+} dir_frame;
+
+typedef void (*dir_handler)(dir_server *s, const dir_frame *f);
+
+/* Start the server on `loop` (*s is cleared first, *cfg copied): bind and
+ * listen, write the port file, start liveness and the signal handlers.
+ * Returns 0, or HPL_EINVAL (bad address), HPL_ESYS (cannot listen or
+ * write the port file), HPL_ENOMEM; after a failure the process exits
+ * (handles opened so far are not closed). */
+int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg);
+
+/* Free everything once the loop has ended (after SIGINT/SIGTERM). */
+void dir_server_free(dir_server *s);
+
+/* An object changed (locations, state, bytes): answer the waiters that can
+ * now be served (or must fail), tell the reduces that watch it, and drop
+ * the entry if nothing refers to it any more (`o` may be freed). Called by
+ * every module that changes an object. */
+void dir_object_changed(dir_server *s, dir_obj *o);
+
+#endif
