@@ -122,9 +122,11 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline, 
 }
 
 /* Send one frame whole or break the handle: a frame cut off part-way would
- * misframe everything after it. 0, HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
+ * misframe everything after it. Nothing goes out once the deadline has
+ * passed. 0, HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
 static int send_frame(hpl__crpc *r, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                       uint64_t deadline) {
+  if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
   size_t len;
   uint8_t *frame = hpl__msg_frame(type, req_id, m, 0, &len);
   if (!frame) return HPL_ENOMEM;

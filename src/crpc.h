@@ -80,8 +80,9 @@ void hpl__crpc_free(hpl__crpc *r);
  * business. Errors, *out untouched:
  *   HPL_ENOMEM     no memory for the request, or for the reply (the reply
  *                  is then skipped and the handle stays usable);
- *   HPL_ETIMEDOUT  the deadline passed first (if the request was cut off
- *                  part-way, the handle is broken as well);
+ *   HPL_ETIMEDOUT  the deadline passed first (nothing is sent once it has
+ *                  passed; if the request was cut off part-way, the handle
+ *                  is broken as well);
  *   HPL_ECONN      the handle is or became broken (hpl__crpc_broken). */
 int hpl__crpc_call(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline,
                    hpl__crpc_msg *out);
