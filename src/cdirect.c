@@ -7,15 +7,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "crpc.h"
+#include "cwait.h"
 #include "hoplite.h"
 #include "util.h"
 
@@ -31,7 +30,7 @@ struct hpl__cdirect {
   hpl__crpc_opts rpc_opts; /* what the directory may send back */
   struct sockaddr_storage addr;
   socklen_t addr_len;
-  pthread_mutex_t lock; /* one exchange at a time; rpc and retry_ms */
+  hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
   hpl__crpc *rpc;       /* the directory connection, NULL when there is none */
   uint64_t retry_ms;    /* no new connection attempt before this */
 };
@@ -72,14 +71,14 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   d->rpc_opts.lim = (hpl__frame_limits){
       .max_msg = PEEK_MAX_MSG, .max_payload = s->inline_max, .max_type = HPL__MSG_MAX_};
   d->rpc_opts.rbuf_size = HPL__FRAME_HDR_LEN + PEEK_MAX_MSG + (size_t)s->inline_max;
-  pthread_mutex_init(&d->lock, NULL);
+  hpl__turn_init(&d->turn);
   return d;
 }
 
 void hpl__cdirect_free(hpl__cdirect *d) {
   if (!d) return;
   hpl__crpc_free(d->rpc);
-  pthread_mutex_destroy(&d->lock);
+  hpl__turn_destroy(&d->turn);
   free(d);
 }
 
@@ -87,7 +86,7 @@ void hpl__cdirect_free(hpl__cdirect *d) {
  * go here). */
 static void connect_failed(hpl__cdirect *d) { d->retry_ms = hpl__now_ms() + DIRECT_RETRY_MS; }
 
-/* Connect to the directory unless connected (d->lock held). 0 or -1.
+/* Connect to the directory unless connected (the turn held). 0 or -1.
  * An authentication handshake would run on fd before hpl__crpc_new. */
 static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   if (d->rpc) return 0;
@@ -97,10 +96,9 @@ static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   if (connect(fd, (struct sockaddr *)&d->addr, d->addr_len) != 0) {
     if (errno != EINPROGRESS) goto failed;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int64_t left = hpl__ms_left(deadline);
     int err = 0;
     socklen_t el = sizeof err;
-    if (left == 0 || poll(&p, 1, (int)left) != 1 ||
+    if (hpl__ms_left(deadline) == 0 || poll(&p, 1, hpl__cwait_poll_ms(deadline)) != 1 ||
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
       goto failed;
   }
@@ -117,7 +115,7 @@ failed:
   return -1;
 }
 
-/* One PEEK exchange (d->lock held). 0 with *out set, 1 if the directory
+/* One PEEK exchange (the turn held). 0 with *out set, 1 if the directory
  * has no inline bytes for `id`, -1 if the connection failed (the caller
  * drops it). The RPC layer has checked the reply's request id and that its
  * lengths are within the limits (payload <= inline_max). */
@@ -162,13 +160,12 @@ int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cd
     return 1;
   uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
   if (deadline < dl) dl = deadline;
-  struct timespec ts = {.tv_sec = (time_t)(dl / 1000), .tv_nsec = (long)(dl % 1000) * 1000000L};
-  if (pthread_mutex_clocklock(&d->lock, CLOCK_MONOTONIC, &ts) != 0) return 1;
+  if (hpl__turn_take(&d->turn, dl) != 0) return 1; /* another get still at it */
   int rc = dir_connect(d, dl) == 0 ? peek(d, id, dl, out) : 1;
   if (rc < 0) {
     hpl__crpc_free(d->rpc);
     d->rpc = NULL;
   }
-  pthread_mutex_unlock(&d->lock);
+  hpl__turn_give(&d->turn);
   return rc == 0 ? 0 : 1;
 }

@@ -11,17 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <uthash.h>
 
+#include "cwait.h"
 #include "hoplite.h"
 #include "util.h"
 
 #define CRPC_RBUF_DEFAULT 16384
 #define CRPC_CMSG_FDS 4 /* descriptors one read makes room for; the kernel drops any beyond */
 #define CRPC_RELEASE_MS 5000 /* how long an orphan hold's RELEASE may take */
-#define CRPC_POLL_MAX_MS 1000000
 
 /* A caller waiting for the reply with request id `id`. */
 typedef struct pending {
@@ -34,9 +33,9 @@ typedef struct pending {
 
 struct hpl__crpc {
   int fd;
+  hpl__turn writer;      /* one writer at a time: frames never interleave */
   pthread_mutex_t lock;  /* the fields up to the reader state */
   pthread_cond_t cv;     /* a reply arrived, the reader role fell free, or the handle broke */
-  pthread_mutex_t wlock; /* one writer at a time: frames never interleave */
   int reading;           /* a caller holds the reader role */
   int broken;
   char why[192];         /* with broken: the reason, never changed again */
@@ -54,25 +53,6 @@ struct hpl__crpc {
 };
 
 /* ------------------------------------------------------------------ helpers */
-
-static int poll_ms(uint64_t deadline) {
-  int64_t left = hpl__ms_left(deadline);
-  return left < 0 ? -1 : left > CRPC_POLL_MAX_MS ? CRPC_POLL_MAX_MS : (int)left;
-}
-
-static struct timespec ts_of(uint64_t deadline) {
-  struct timespec ts = {.tv_sec = (time_t)(deadline / 1000),
-                        .tv_nsec = (long)(deadline % 1000) * 1000000L};
-  return ts;
-}
-
-/* Lock m, giving up at the deadline (CLOCK_MONOTONIC like every deadline
- * here). 0 or non-zero. */
-static int lock_until(pthread_mutex_t *m, uint64_t deadline) {
-  if (deadline == UINT64_MAX) return pthread_mutex_lock(m);
-  struct timespec ts = ts_of(deadline);
-  return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
-}
 
 static const char *errstr(int err, char *buf, size_t len) { return strerror_r(err, buf, len); }
 
@@ -109,7 +89,7 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline, 
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
       struct pollfd p = {.fd = fd, .events = POLLOUT};
-      if (poll(&p, 1, poll_ms(deadline)) < 0 && errno != EINTR) {
+      if (poll(&p, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR) {
         *err = errno;
         return HPL_ECONN;
       }
@@ -130,7 +110,7 @@ static int send_frame(hpl__crpc *r, unsigned type, uint64_t req_id, const Protob
   size_t len;
   uint8_t *frame = hpl__msg_frame(type, req_id, m, 0, &len);
   if (!frame) return HPL_ENOMEM;
-  if (lock_until(&r->wlock, deadline) != 0) {
+  if (hpl__turn_take(&r->writer, deadline) != 0) {
     free(frame);
     return HPL_ETIMEDOUT; /* another writer held the socket until our deadline */
   }
@@ -140,18 +120,16 @@ static int send_frame(hpl__crpc *r, unsigned type, uint64_t req_id, const Protob
   size_t sent = 0;
   int err = 0;
   if (rc == 0) rc = write_all(r->fd, frame, len, deadline, &sent, &err);
+  pthread_mutex_lock(&r->lock);
   if (rc == HPL_ECONN && err) {
     char eb[96];
-    pthread_mutex_lock(&r->lock);
     break_locked(r, "cannot send %s: %s", hpl__msg_name(type), errstr(err, eb, sizeof eb));
-    pthread_mutex_unlock(&r->lock);
   } else if (rc == HPL_ETIMEDOUT && sent > 0) {
-    pthread_mutex_lock(&r->lock);
     break_locked(r, "sending %s timed out after %zu of its %zu bytes", hpl__msg_name(type), sent,
                  len);
-    pthread_mutex_unlock(&r->lock);
   }
-  pthread_mutex_unlock(&r->wlock);
+  pthread_mutex_unlock(&r->lock);
+  hpl__turn_give(&r->writer);
   free(frame);
   return rc;
 }
@@ -299,7 +277,7 @@ static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
   char eb[96];
   if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
   struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-  int pr = poll(&pfd, 1, poll_ms(deadline));
+  int pr = poll(&pfd, 1, hpl__cwait_poll_ms(deadline));
   if (pr == 0) return HPL_ETIMEDOUT;
   if (pr < 0) {
     if (errno == EINTR) return 0;
@@ -332,7 +310,6 @@ static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
  * r->lock is held on entry and exit. Returns 0 (answered or broken),
  * HPL_ETIMEDOUT, or HPL_ENOMEM. */
 static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
-  struct timespec ts = ts_of(deadline);
   while (!p->done && !r->broken) {
     if (!r->reading) {
       r->reading = 1;
@@ -347,9 +324,7 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
       if (rc == HPL_ETIMEDOUT || rc == HPL_ENOMEM) return rc;
       continue;
     }
-    int w = deadline == UINT64_MAX ? pthread_cond_wait(&r->cv, &r->lock)
-                                   : pthread_cond_timedwait(&r->cv, &r->lock, &ts);
-    if (w == ETIMEDOUT) return HPL_ETIMEDOUT;
+    if (hpl__cwait_cond(&r->cv, &r->lock, deadline) == ETIMEDOUT) return HPL_ETIMEDOUT;
   }
   return 0;
 }
@@ -408,12 +383,8 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
   r->rcap = o->rbuf_size ? o->rbuf_size : CRPC_RBUF_DEFAULT;
   hpl__framer_init(&r->fr, &o->lim);
   pthread_mutex_init(&r->lock, NULL);
-  pthread_mutex_init(&r->wlock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&r->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  hpl__cwait_cond_init(&r->cv);
+  hpl__turn_init(&r->writer);
   *out = r;
   return 0;
 }
@@ -432,7 +403,7 @@ void hpl__crpc_free(hpl__crpc *r) {
   hpl__framer_free(&r->fr);
   free(r->rbuf);
   pthread_mutex_destroy(&r->lock);
-  pthread_mutex_destroy(&r->wlock);
+  hpl__turn_destroy(&r->writer);
   pthread_cond_destroy(&r->cv);
   free(r);
 }

@@ -23,9 +23,11 @@
  * Deadlines are absolute hpl__now_ms() values (UINT64_MAX: none); no call
  * blocks past its deadline. The layer never prints.
  *
- * Later steps belong here: an authentication handshake runs on the socket
- * before hpl__crpc_new() takes it (no frame has crossed it yet); unsolicited
- * frames from the peer arrive with request id 0.
+ * Where later work fits: an authentication handshake would be one more
+ * step of hpl__crpc_new() (or of the connecting code just before it), as no
+ * frame has crossed the socket then; several requests may already be in
+ * flight on one handle; frames the peer sends unasked carry request id 0
+ * and are dropped today unless hpl__crpc_greeting() waits for one.
  */
 #ifndef HPL_CRPC_H
 #define HPL_CRPC_H

@@ -399,15 +399,21 @@ static void script_deaf(peer *p) {
   }
 }
 
-static void test_partial_write_breaks_the_handle(void **state) {
-  (void)state;
-  peer p;
-  start(&p, script_deaf, &store_like);
-  /* far more than the socket buffers hold: the write stops part-way */
+/* An id far longer than the socket buffers hold: a GET naming it stops
+ * part-way when the peer does not read. */
+static char *huge_id(void) {
   size_t big = 4u << 20;
   char *id = malloc(big + 1);
   memset(id, 'x', big);
   id[big] = 0;
+  return id;
+}
+
+static void test_partial_write_breaks_the_handle(void **state) {
+  (void)state;
+  peer p;
+  start(&p, script_deaf, &store_like);
+  char *id = huge_id();
   uint64_t t0 = hpl__now_ms();
   assert_int_equal(get(id, 200, NULL), HPL_ETIMEDOUT);
   assert_true(ms_since(t0) >= 190);
@@ -420,6 +426,39 @@ static void test_partial_write_breaks_the_handle(void **state) {
   sem_post(&p.go);
   finish(&p);
   assert_true(p.saw_eof); /* the socket was shut down */
+}
+
+static void *big_get(void *arg) {
+  caller *c = arg;
+  char *id = huge_id();
+  uint64_t t0 = hpl__now_ms();
+  c->rc = get(id, c->timeout_ms, NULL);
+  c->ms = ms_since(t0);
+  free(id);
+  return NULL;
+}
+
+/* A sender waiting for another one to finish writing gives up at its own
+ * deadline, and having written nothing it leaves the handle usable. */
+static void test_waiting_writer_keeps_its_deadline(void **state) {
+  (void)state;
+  peer p;
+  start(&p, script_deaf, &store_like);
+  caller writer = {.timeout_ms = 1500};
+  assert_int_equal(pthread_create(&writer.th, NULL, big_get, &writer), 0);
+  usleep(100000); /* the writer is stuck on the full socket now */
+  Hplpb__HandleReq n = HPLPB__HANDLE_REQ__INIT;
+  uint64_t t0 = hpl__now_ms();
+  assert_int_equal(hpl__crpc_send(R, HPL__MSG_RELEASE, &n.base, hpl__deadline_ms(150)),
+                   HPL_ETIMEDOUT);
+  uint64_t took = ms_since(t0);
+  assert_true(took >= 140 && took < 1000);
+  assert_null(hpl__crpc_broken(R)); /* the writer still holds the stream */
+  pthread_join(writer.th, NULL);
+  assert_int_equal(writer.rc, HPL_ETIMEDOUT);
+  assert_non_null(hpl__crpc_broken(R)); /* it was cut off part-way */
+  sem_post(&p.go);
+  finish(&p);
 }
 
 /* Answer nothing; after the test's signal, answer the one request that
@@ -635,6 +674,7 @@ int main(void) {
       cmocka_unit_test(test_peer_close_fails_waiters),
       cmocka_unit_test(test_garbage_breaks_the_handle),
       cmocka_unit_test(test_partial_write_breaks_the_handle),
+      cmocka_unit_test(test_waiting_writer_keeps_its_deadline),
       cmocka_unit_test(test_timeout_of_follower),
       cmocka_unit_test(test_timeout_of_reader_hands_over),
       cmocka_unit_test(test_timeout_and_one_way_send),
