@@ -1,0 +1,171 @@
+/* cdirect.c - small objects read straight from the directory with PEEK
+ * (see cdirect.h). */
+#include "cdirect.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crpc.h"
+#include "cwait.h"
+#include "hoplite.h"
+#include "util.h"
+
+#define DIRECT_WAIT_MS 500        /* one exchange with the directory, at most */
+#define DIRECT_RETRY_MS 5000      /* after a failed connect, before trying again */
+#define DIRECT_MAX_INLINE (16u << 20) /* the directory holds no larger inline object */
+#define PEEK_MAX_MSG 1024         /* a PEEK_REP message (status, size, flag) is tiny */
+
+struct hpl__cdirect {
+  const uint8_t *filter; /* the store's presence filter */
+  uint32_t filter_slots;
+  uint64_t netns;
+  hpl__crpc_opts rpc_opts; /* what the directory may send back */
+  struct sockaddr_storage addr;
+  socklen_t addr_len;
+  hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
+  hpl__crpc *rpc;       /* the directory connection, NULL when there is none */
+  uint64_t retry_ms;    /* no new connection attempt before this */
+};
+
+/* Parse "ADDR" + port into d->addr. 0 or -1. */
+static int set_addr(hpl__cdirect *d, const char *addr, int port) {
+  struct sockaddr_in *a4 = (struct sockaddr_in *)&d->addr;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&d->addr;
+  memset(&d->addr, 0, sizeof d->addr);
+  if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    d->addr_len = sizeof *a4;
+    return 0;
+  }
+  if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    d->addr_len = sizeof *a6;
+    return 0;
+  }
+  return -1;
+}
+
+hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
+  if (!s->filter || !s->dir_port || s->inline_max > DIRECT_MAX_INLINE) return NULL;
+  hpl__cdirect *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  if (set_addr(d, s->dir_addr, s->dir_port) != 0) {
+    free(d);
+    return NULL;
+  }
+  d->filter = s->filter;
+  d->filter_slots = s->filter_slots;
+  d->netns = s->netns;
+  /* a reply is header, PEEK_REP and at most inline_max bytes; reading a
+   * whole one in one recv hands its buffer over without a copy */
+  d->rpc_opts.lim = (hpl__frame_limits){
+      .max_msg = PEEK_MAX_MSG, .max_payload = s->inline_max, .max_type = HPL__MSG_MAX_};
+  d->rpc_opts.rbuf_size = HPL__FRAME_HDR_LEN + PEEK_MAX_MSG + (size_t)s->inline_max;
+  hpl__turn_init(&d->turn);
+  return d;
+}
+
+void hpl__cdirect_free(hpl__cdirect *d) {
+  if (!d) return;
+  hpl__crpc_free(d->rpc);
+  hpl__turn_destroy(&d->turn);
+  free(d);
+}
+
+/* The one place that decides when to try connecting again (a backoff would
+ * go here). */
+static void connect_failed(hpl__cdirect *d) { d->retry_ms = hpl__now_ms() + DIRECT_RETRY_MS; }
+
+/* Connect to the directory unless connected (the turn held). 0 or -1.
+ * An authentication handshake would run on fd before hpl__crpc_new. */
+static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
+  if (d->rpc) return 0;
+  if (hpl__now_ms() < d->retry_ms) return -1;
+  int fd = socket(d->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) goto failed;
+  if (connect(fd, (struct sockaddr *)&d->addr, d->addr_len) != 0) {
+    if (errno != EINPROGRESS) goto failed;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (hpl__ms_left(deadline) == 0 || poll(&p, 1, hpl__cwait_poll_ms(deadline)) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
+      goto failed;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (hpl__crpc_new(fd, &d->rpc_opts, &d->rpc) != 0) {
+    d->rpc = NULL; /* fd is closed; no memory is no reason to wait */
+    return -1;
+  }
+  return 0;
+failed:
+  if (fd >= 0) close(fd);
+  connect_failed(d);
+  return -1;
+}
+
+/* One PEEK exchange (the turn held). 0 with *out set, 1 if the directory
+ * has no inline bytes for `id`, -1 if the connection failed (the caller
+ * drops it). The RPC layer has checked the reply's request id and that its
+ * lengths are within the limits (payload <= inline_max). */
+static int peek(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect_obj *out) {
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
+  r.id = (char *)id;
+  hpl__crpc_msg m;
+  if (hpl__crpc_call(d->rpc, HPL__MSG_PEEK, &r.base, deadline, &m) != 0) return -1;
+  Hplpb__PeekRep *rep = m.type == HPL__MSG_PEEK_REP
+                            ? (Hplpb__PeekRep *)hpl__crpc_msg_unpack(&m, HPL__MSG_PEEK_REP)
+                            : NULL;
+  if (!rep) {
+    hpl__crpc_msg_free(&m);
+    return -1;
+  }
+  int found = rep->status == 0 && rep->inline_ && rep->size == m.payload_len;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  /* the reply's buffer becomes the object's, trimmed to the reply: no copy */
+  size_t end = m.payload_off + (size_t)m.payload_len;
+  uint8_t *own = found ? realloc(m.buf, end ? end : 1) : NULL;
+  if (!own) {
+    hpl__crpc_msg_free(&m);
+    return 1;
+  }
+  out->own = own;
+  out->data = own + m.payload_off;
+  out->size = m.payload_len;
+  return 0;
+}
+
+/* Whether the calling thread shares the store's network namespace: only
+ * then does it reach the directory the way the store does (a client in
+ * another namespace might route the address somewhere else entirely). */
+static int same_netns(const hpl__cdirect *d) {
+  struct stat st;
+  return d->netns && stat("/proc/thread-self/ns/net", &st) == 0 && (uint64_t)st.st_ino == d->netns;
+}
+
+int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect_obj *out) {
+  if (!d || __atomic_load_n(&d->filter[hpl__filter_slot(id, d->filter_slots)], __ATOMIC_ACQUIRE) ||
+      !same_netns(d))
+    return 1;
+  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
+  if (deadline < dl) dl = deadline;
+  if (hpl__turn_take(&d->turn, dl) != 0) return 1; /* another get still at it */
+  int rc = dir_connect(d, dl) == 0 ? peek(d, id, dl, out) : 1;
+  if (rc < 0) {
+    hpl__crpc_free(d->rpc);
+    d->rpc = NULL;
+  }
+  hpl__turn_give(&d->turn);
+  return rc == 0 ? 0 : 1;
+}

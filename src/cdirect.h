@@ -1,0 +1,51 @@
+/*
+ * cdirect.h - small objects read straight from the directory.
+ *
+ * The directory holds objects of at most inline_max bytes itself. A get of
+ * one that this node certainly does not hold (its slot in the store's
+ * presence filter is 0) reads it from the directory with one PEEK over TCP:
+ * two process wake-ups (directory, caller) instead of four (store,
+ * directory, store, caller). Anything else - not inline, not there yet, the
+ * directory not reachable from the calling thread, any failure - and the
+ * get goes to the store as usual, so this path never fails a get.
+ *
+ * Used by hpl_get (client.c); frames go through the RPC layer (crpc.h).
+ */
+#ifndef HPL_CDIRECT_H
+#define HPL_CDIRECT_H
+
+#include <stdint.h>
+
+#include "cstore.h"
+
+typedef struct hpl__cdirect hpl__cdirect;
+
+/* A small object read from the directory: `size` bytes at `data`, which
+ * points into `own`, a malloc'd buffer the caller owns (free(own)). */
+typedef struct hpl__cdirect_obj {
+  uint8_t *own;
+  uint8_t *data;
+  uint64_t size;
+} hpl__cdirect_obj;
+
+/* The direct path for store `s` (its filter, directory address, network
+ * namespace and inline_max are copied; the filter's mapping must outlive
+ * the result). Connects lazily,
+ * on the first get. NULL when the store gave nothing to work with (no
+ * filter, no directory address, an address that does not parse) or memory
+ * is short: every get then goes to the store. */
+hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s);
+
+/* Close the directory connection and free. NULL is a no-op. No call on d
+ * may be running. */
+void hpl__cdirect_free(hpl__cdirect *d);
+
+/* Try to read object `id` from the directory, giving up at `deadline` or
+ * after DIRECT_WAIT_MS (cdirect.c), whichever is first. Returns 0 with *out
+ * set (owned by the caller), or 1: ask the store (nothing to free; d == NULL
+ * included). Thread-safe; exchanges are serialised. A connection that
+ * failed in any way is closed, the next get connects again; a connect that
+ * failed is not retried for DIRECT_RETRY_MS. */
+int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect_obj *out);
+
+#endif

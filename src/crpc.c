@@ -1,0 +1,455 @@
+/* crpc.c - the client's RPC layer over one connected stream socket:
+ * framing, reply matching, leader/follower reading, broken handles (see
+ * crpc.h). */
+#include "crpc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "cwait.h"
+#include "hoplite.h"
+#include "util.h"
+
+#define CRPC_RBUF_DEFAULT 16384
+#define CRPC_CMSG_FDS 4 /* descriptors one read makes room for; the kernel drops any beyond */
+#define CRPC_RELEASE_MS 5000 /* how long an orphan hold's RELEASE may take */
+
+/* A caller waiting for the reply with request id `id`. */
+typedef struct pending {
+  uint64_t id;
+  UT_hash_handle hh;
+  int done;
+  int status; /* with done: 0, or HPL_ENOMEM if the reply could not be kept */
+  hpl__crpc_msg msg;
+} pending;
+
+struct hpl__crpc {
+  int fd;
+  hpl__turn writer;      /* one writer at a time: frames never interleave */
+  pthread_mutex_t lock;  /* the fields up to the reader state */
+  pthread_cond_t cv;     /* a reply arrived, the reader role fell free, or the handle broke */
+  int reading;           /* a caller holds the reader role */
+  int broken;
+  char why[192];         /* with broken: the reason, never changed again */
+  pending *pending;
+  uint64_t next_id;
+  int fds[HPL__CRPC_MAX_FDS];
+  int nfds;
+  /* Reader state: only the thread holding the reader role touches it, so
+   * it carries over from one reader to the next. */
+  hpl__framer fr;
+  uint8_t *rbuf; /* NULL after it was handed over with a frame */
+  size_t rcap;
+  hpl__crpc_msg cur; /* the frame whose payload is arriving */
+  uint64_t cur_got;
+};
+
+/* ------------------------------------------------------------------ helpers */
+
+static const char *errstr(int err, char *buf, size_t len) { return strerror_r(err, buf, len); }
+
+/* Mark the handle broken (r->lock held). The first reason stays. The socket
+ * is shut down, which wakes a reader blocked in poll and tells the peer;
+ * every waiter wakes. */
+static void break_locked(hpl__crpc *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void break_locked(hpl__crpc *r, const char *fmt, ...) {
+  if (!r->broken) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+    r->broken = 1;
+    shutdown(r->fd, SHUT_RDWR);
+  }
+  pthread_cond_broadcast(&r->cv);
+}
+
+/* ------------------------------------------------------------------ writing */
+
+/* Write buf[0..len) before the deadline. Returns 0, HPL_ETIMEDOUT or
+ * HPL_ECONN (*err = errno). *sent is how many bytes went out either way. */
+static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline, size_t *sent,
+                     int *err) {
+  *sent = 0;
+  while (*sent < len) {
+    ssize_t n = send(fd, buf + *sent, len - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *sent += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      if (poll(&p, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR) {
+        *err = errno;
+        return HPL_ECONN;
+      }
+      continue; /* writable, an error send() reports, or the deadline */
+    }
+    *err = n < 0 ? errno : EPIPE;
+    return HPL_ECONN;
+  }
+  return 0;
+}
+
+/* Send one frame whole or break the handle: a frame cut off part-way would
+ * misframe everything after it. Nothing goes out once the deadline has
+ * passed. 0, HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
+static int send_frame(hpl__crpc *r, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                      uint64_t deadline) {
+  if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
+  size_t len;
+  uint8_t *frame = hpl__msg_frame(type, req_id, m, 0, &len);
+  if (!frame) return HPL_ENOMEM;
+  if (hpl__turn_take(&r->writer, deadline) != 0) {
+    free(frame);
+    return HPL_ETIMEDOUT; /* another writer held the socket until our deadline */
+  }
+  pthread_mutex_lock(&r->lock);
+  int rc = r->broken ? HPL_ECONN : 0;
+  pthread_mutex_unlock(&r->lock);
+  size_t sent = 0;
+  int err = 0;
+  if (rc == 0) rc = write_all(r->fd, frame, len, deadline, &sent, &err);
+  pthread_mutex_lock(&r->lock);
+  if (rc == HPL_ECONN && err) {
+    char eb[96];
+    break_locked(r, "cannot send %s: %s", hpl__msg_name(type), errstr(err, eb, sizeof eb));
+  } else if (rc == HPL_ETIMEDOUT && sent > 0) {
+    break_locked(r, "sending %s timed out after %zu of its %zu bytes", hpl__msg_name(type), sent,
+                 len);
+  }
+  pthread_mutex_unlock(&r->lock);
+  hpl__turn_give(&r->writer);
+  free(frame);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ delivery */
+
+static pending *find_locked(hpl__crpc *r, uint64_t id) {
+  pending *p = NULL;
+  HASH_FIND(hh, r->pending, &id, sizeof id, p);
+  return p && !p->done ? p : NULL;
+}
+
+/* A reply nobody waits for any more (its caller gave up, or none asked).
+ * A GET_REP that granted a hold gets a RELEASE, or the store would keep the
+ * object pinned for as long as the connection lives. */
+static void drop_orphan(hpl__crpc *r, hpl__crpc_msg *m) {
+  if (m->type == HPL__MSG_GET_REP) {
+    Hplpb__GetRep *g = (Hplpb__GetRep *)hpl__crpc_msg_unpack(m, HPL__MSG_GET_REP);
+    if (g && g->status == 0) {
+      Hplpb__HandleReq rel = HPLPB__HANDLE_REQ__INIT;
+      rel.handle = g->handle;
+      send_frame(r, HPL__MSG_RELEASE, 0, &rel.base, hpl__deadline_ms(CRPC_RELEASE_MS));
+    }
+    if (g) protobuf_c_message_free_unpacked(&g->base, NULL);
+  }
+  hpl__crpc_msg_free(m);
+}
+
+/* Hand a complete frame to its caller; the frame is taken either way. */
+static void deliver(hpl__crpc *r, hpl__crpc_msg *m) {
+  pthread_mutex_lock(&r->lock);
+  pending *p = find_locked(r, m->req_id);
+  if (p) {
+    p->msg = *m;
+    p->done = 1;
+    m->buf = NULL;
+    pthread_cond_broadcast(&r->cv);
+  }
+  pthread_mutex_unlock(&r->lock);
+  if (m->buf) drop_orphan(r, m);
+}
+
+/* A frame for `id` was skipped for want of memory: its caller fails. */
+static void deliver_error(hpl__crpc *r, uint64_t id, int status) {
+  pthread_mutex_lock(&r->lock);
+  pending *p = find_locked(r, id);
+  if (p) {
+    p->status = status;
+    p->done = 1;
+    pthread_cond_broadcast(&r->cv);
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+static void frame_end(hpl__crpc *r) {
+  hpl__crpc_msg m = r->cur;
+  memset(&r->cur, 0, sizeof r->cur);
+  if (m.buf) deliver(r, &m);
+  else deliver_error(r, m.req_id, HPL_ENOMEM);
+}
+
+/* Header and message of a frame are in (both checked against the limits
+ * by the framer): copy them into a buffer of their own with room for the
+ * payload, which frame_payload() fills. Without memory the frame is still
+ * read to its end, then its caller fails with HPL_ENOMEM. */
+static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *msg) {
+  hpl__crpc_msg *m = &r->cur;
+  *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .msg_off = 0, .msg_len = h->msg_len,
+                       .payload_off = h->msg_len, .payload_len = h->payload_len};
+  r->cur_got = 0;
+  size_t size = (size_t)h->msg_len + (size_t)h->payload_len;
+  m->buf = malloc(size ? size : 1);
+  if (m->buf) memcpy(m->buf, msg, h->msg_len);
+  if (h->payload_len == 0) frame_end(r);
+}
+
+static void frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len) {
+  if (r->cur.buf) memcpy(r->cur.buf + r->cur.payload_off + r->cur_got, chunk, len);
+  r->cur_got += len;
+  if (hpl__framer_payload_left(&r->fr) == 0) frame_end(r);
+}
+
+/* ------------------------------------------------------------------ reading */
+
+/* Keep the descriptors an SCM_RIGHTS message brought, up to the limit;
+ * close the rest. */
+static void keep_fds(hpl__crpc *r, struct msghdr *mh) {
+  pthread_mutex_lock(&r->lock);
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof fd, sizeof fd);
+      if (r->nfds < HPL__CRPC_MAX_FDS) r->fds[r->nfds++] = fd;
+      else close(fd);
+    }
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+/* Feed rbuf[0..n) to the framer and deliver every frame it completes.
+ * 0, or HPL_ECONN with the reason in why[] when the bytes are no frames. */
+static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
+  size_t used = 0;
+  while (used < n) {
+    int ev;
+    const uint8_t *chunk = NULL;
+    size_t clen = 0;
+    long k = hpl__framer_feed(&r->fr, r->rbuf + used, n - used, &ev, &chunk, &clen);
+    if (k < 0) {
+      snprintf(why, wlen, "bad frame from the peer: %s",
+               r->fr.why ? r->fr.why : hpl_strerror((int)k));
+      return HPL_ECONN;
+    }
+    size_t at = used;
+    used += (size_t)k;
+    if (ev == HPL__FR_MSG) {
+      const hpl__frame_hdr *h = &r->fr.hdr;
+      if (h->payload_len && at == 0 && (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len &&
+          h->payload_len == n - used) {
+        /* The whole frame, and nothing else, is this read: the read buffer
+         * becomes the frame's. */
+        hpl__crpc_msg m = {.type = h->type, .req_id = h->req_id, .buf = r->rbuf,
+                           .msg_off = HPL__FRAME_HDR_LEN, .msg_len = h->msg_len,
+                           .payload_off = used, .payload_len = h->payload_len};
+        hpl__framer_payload_skip(&r->fr, h->payload_len);
+        r->rbuf = NULL;
+        deliver(r, &m);
+        return 0;
+      }
+      frame_begin(r, h, r->fr.msg);
+    } else if (ev == HPL__FR_PAYLOAD) {
+      frame_payload(r, chunk, clen);
+    }
+  }
+  return 0;
+}
+
+/* The reader's turn (reader role held, r->lock not): wait for bytes until
+ * the deadline, read once, and deliver what that completes. Returns 0 (go
+ * on), HPL_ETIMEDOUT, HPL_ENOMEM (no read buffer), or HPL_ECONN with the
+ * reason in why[]. */
+static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
+  char eb[96];
+  if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
+  struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+  int pr = poll(&pfd, 1, hpl__cwait_poll_ms(deadline));
+  if (pr == 0) return HPL_ETIMEDOUT;
+  if (pr < 0) {
+    if (errno == EINTR) return 0;
+    snprintf(why, wlen, "cannot wait for replies: %s", errstr(errno, eb, sizeof eb));
+    return HPL_ECONN;
+  }
+  if (!r->rbuf && !(r->rbuf = malloc(r->rcap))) return HPL_ENOMEM;
+  struct iovec iov = {.iov_base = r->rbuf, .iov_len = r->rcap};
+  union {
+    char buf[CMSG_SPACE(CRPC_CMSG_FDS * sizeof(int))];
+    struct cmsghdr align;
+  } cbuf;
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+                      .msg_controllen = sizeof cbuf.buf};
+  ssize_t n = recvmsg(r->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+  if (n < 0) {
+    snprintf(why, wlen, "cannot read: %s", errstr(errno, eb, sizeof eb));
+    return HPL_ECONN;
+  }
+  keep_fds(r, &mh);
+  if (n == 0) {
+    snprintf(why, wlen, "the peer closed the connection");
+    return HPL_ECONN;
+  }
+  return parse(r, (size_t)n, why, wlen);
+}
+
+/* Wait until p is answered, the handle breaks, or the deadline passes;
+ * r->lock is held on entry and exit. Returns 0 (answered or broken),
+ * HPL_ETIMEDOUT, or HPL_ENOMEM. */
+static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
+  while (!p->done && !r->broken) {
+    if (!r->reading) {
+      r->reading = 1;
+      pthread_mutex_unlock(&r->lock);
+      char why[sizeof r->why] = "";
+      int rc = read_some(r, deadline, why, sizeof why);
+      pthread_mutex_lock(&r->lock);
+      r->reading = 0;
+      if (rc == HPL_ECONN) break_locked(r, "%s", why);
+      /* another waiter may take the reader role over, or has its reply */
+      pthread_cond_broadcast(&r->cv);
+      if (rc == HPL_ETIMEDOUT || rc == HPL_ENOMEM) return rc;
+      continue;
+    }
+    if (hpl__cwait_cond(&r->cv, &r->lock, deadline) == ETIMEDOUT) return HPL_ETIMEDOUT;
+  }
+  return 0;
+}
+
+/* Register a waiter: for a fresh request id, or (fresh == 0) for id 0, the
+ * frame nobody asked for. NULL with *rc set if the handle is broken or
+ * memory is short. */
+static pending *wait_for(hpl__crpc *r, int fresh, int *rc) {
+  pending *p = calloc(1, sizeof *p);
+  if (!p) {
+    *rc = HPL_ENOMEM;
+    return NULL;
+  }
+  pthread_mutex_lock(&r->lock);
+  if (r->broken) {
+    pthread_mutex_unlock(&r->lock);
+    free(p);
+    *rc = HPL_ECONN;
+    return NULL;
+  }
+  if (fresh) {
+    if (++r->next_id == 0) ++r->next_id; /* 0 is for frames nobody asked for */
+    p->id = r->next_id;
+  }
+  HASH_ADD(hh, r->pending, id, sizeof p->id, p);
+  pthread_mutex_unlock(&r->lock);
+  return p;
+}
+
+/* After the request went out (rc == 0) wait for p's reply; then unregister
+ * p and pass the reply (or the error) on. */
+static int finish(hpl__crpc *r, pending *p, int rc, uint64_t deadline, hpl__crpc_msg *out) {
+  pthread_mutex_lock(&r->lock);
+  if (rc == 0) {
+    rc = await_locked(r, p, deadline);
+    if (p->done) rc = p->status; /* a reply that made it beats a timeout */
+    else if (rc == 0) rc = HPL_ECONN;
+  }
+  HASH_DEL(r->pending, p);
+  pthread_mutex_unlock(&r->lock);
+  if (rc == 0) *out = p->msg;
+  else hpl__crpc_msg_free(&p->msg);
+  free(p);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ API */
+
+int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
+  hpl__crpc *r = calloc(1, sizeof *r);
+  if (!r) {
+    close(fd);
+    return HPL_ENOMEM;
+  }
+  r->fd = fd;
+  r->rcap = o->rbuf_size ? o->rbuf_size : CRPC_RBUF_DEFAULT;
+  hpl__framer_init(&r->fr, &o->lim);
+  pthread_mutex_init(&r->lock, NULL);
+  hpl__cwait_cond_init(&r->cv);
+  hpl__turn_init(&r->writer);
+  *out = r;
+  return 0;
+}
+
+void hpl__crpc_free(hpl__crpc *r) {
+  if (!r) return;
+  close(r->fd);
+  for (int i = 0; i < r->nfds; i++) close(r->fds[i]);
+  pending *p, *tmp;
+  HASH_ITER(hh, r->pending, p, tmp) { /* none unless a caller broke the rules */
+    HASH_DEL(r->pending, p);
+    hpl__crpc_msg_free(&p->msg);
+    free(p);
+  }
+  hpl__crpc_msg_free(&r->cur);
+  hpl__framer_free(&r->fr);
+  free(r->rbuf);
+  pthread_mutex_destroy(&r->lock);
+  hpl__turn_destroy(&r->writer);
+  pthread_cond_destroy(&r->cv);
+  free(r);
+}
+
+int hpl__crpc_call(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline,
+                   hpl__crpc_msg *out) {
+  int rc = 0;
+  pending *p = wait_for(r, 1, &rc);
+  if (!p) return rc;
+  return finish(r, p, send_frame(r, type, p->id, m, deadline), deadline, out);
+}
+
+int hpl__crpc_send(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline) {
+  return send_frame(r, type, 0, m, deadline);
+}
+
+int hpl__crpc_greeting(hpl__crpc *r, uint64_t deadline, hpl__crpc_msg *out) {
+  int rc = 0;
+  pending *p = wait_for(r, 0, &rc);
+  if (!p) return rc;
+  return finish(r, p, 0, deadline, out);
+}
+
+int hpl__crpc_take_fds(hpl__crpc *r, int *fds, int max) {
+  pthread_mutex_lock(&r->lock);
+  int n = r->nfds < max ? r->nfds : max;
+  memcpy(fds, r->fds, (size_t)n * sizeof *fds);
+  memmove(r->fds, r->fds + n, (size_t)(r->nfds - n) * sizeof *fds);
+  r->nfds -= n;
+  pthread_mutex_unlock(&r->lock);
+  return n;
+}
+
+const char *hpl__crpc_broken(hpl__crpc *r) {
+  pthread_mutex_lock(&r->lock);
+  const char *why = r->broken ? r->why : NULL;
+  pthread_mutex_unlock(&r->lock);
+  return why;
+}
+
+void hpl__crpc_msg_free(hpl__crpc_msg *m) {
+  if (!m) return;
+  free(m->buf);
+  memset(m, 0, sizeof *m);
+}
+
+ProtobufCMessage *hpl__crpc_msg_unpack(const hpl__crpc_msg *m, unsigned type) {
+  return hpl__msg_unpack(type, m->buf + m->msg_off, m->msg_len);
+}

@@ -1,0 +1,43 @@
+/*
+ * cstore.h - opening a client's connection to the store on its node: the
+ * Unix socket, the store's HELLO frame with the pool's memfd (and the
+ * presence filter's) attached, and the mappings of both.
+ *
+ * Used by hpl_connect/hpl_close (client.c). Bytes are read through the RPC
+ * layer (crpc.h); this file only interprets the HELLO.
+ */
+#ifndef HPL_CSTORE_H
+#define HPL_CSTORE_H
+
+#include <stdint.h>
+
+#include "crpc.h"
+
+/* What a client holds of its store once connected. */
+typedef struct hpl__cstore {
+  hpl__crpc *rpc;   /* the store connection */
+  uint8_t *base;    /* the pool, mapped read-write, pool_size bytes */
+  uint64_t pool_size;
+  uint64_t node_id;
+  uint32_t inline_max;   /* objects up to this size are inline at the directory */
+  const uint8_t *filter; /* the store's presence filter (read-only), or NULL */
+  uint32_t filter_slots; /* a power of two when filter is set */
+  char dir_addr[64];     /* where the directory listens, as the store reaches */
+  int dir_port;          /* it; 0 if the store did not say */
+  uint64_t netns;        /* the store's network namespace (inode), 0 if unknown */
+} hpl__cstore;
+
+/* Connect to the store listening on the Unix socket `path`, read its HELLO
+ * and map what it sent, all before the deadline (hpl__now_ms() scale,
+ * UINT64_MAX: none). On success (0) *out is filled and owned by the caller
+ * (hpl__cstore_close). Errors, *out untouched: HPL_EINVAL (path too long),
+ * HPL_ESYS (no socket, or mmap failed), HPL_ECONN (cannot connect),
+ * HPL_ETIMEDOUT, HPL_EPROTO (no store at the other end, or a HELLO without
+ * a pool), HPL_ENOMEM. */
+int hpl__cstore_open(const char *path, uint64_t deadline, hpl__cstore *out);
+
+/* Close the connection and unmap the pool and the filter: pointers into
+ * them become invalid. No call on s->rpc may be running. */
+void hpl__cstore_close(hpl__cstore *s);
+
+#endif

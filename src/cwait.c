@@ -1,0 +1,63 @@
+/* cwait.c - waiting with deadlines in the client library (see cwait.h). */
+#include "cwait.h"
+
+#include <errno.h>
+
+#include "hoplite.h"
+#include "util.h"
+
+#define POLL_MAX_MS 1000000
+
+int hpl__cwait_poll_ms(uint64_t deadline) {
+  int64_t left = hpl__ms_left(deadline);
+  return left < 0 ? -1 : left > POLL_MAX_MS ? POLL_MAX_MS : (int)left;
+}
+
+struct timespec hpl__cwait_ts(uint64_t deadline) {
+  struct timespec ts = {.tv_sec = (time_t)(deadline / 1000),
+                        .tv_nsec = (long)(deadline % 1000) * 1000000L};
+  return ts;
+}
+
+void hpl__cwait_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+int hpl__cwait_cond(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t deadline) {
+  if (deadline == UINT64_MAX) return pthread_cond_wait(cv, m);
+  struct timespec ts = hpl__cwait_ts(deadline);
+  return pthread_cond_timedwait(cv, m, &ts);
+}
+
+void hpl__turn_init(hpl__turn *t) {
+  pthread_mutex_init(&t->m, NULL);
+  hpl__cwait_cond_init(&t->cv);
+  t->busy = 0;
+}
+
+void hpl__turn_destroy(hpl__turn *t) {
+  pthread_mutex_destroy(&t->m);
+  pthread_cond_destroy(&t->cv);
+}
+
+int hpl__turn_take(hpl__turn *t, uint64_t deadline) {
+  pthread_mutex_lock(&t->m);
+  int rc = 0;
+  /* a wake-up that comes with the timeout still takes a free turn */
+  while (t->busy && rc == 0)
+    if (hpl__cwait_cond(&t->cv, &t->m, deadline) == ETIMEDOUT && t->busy) rc = HPL_ETIMEDOUT;
+  if (rc == 0) t->busy = 1;
+  pthread_mutex_unlock(&t->m);
+  return rc;
+}
+
+void hpl__turn_give(hpl__turn *t) {
+  pthread_mutex_lock(&t->m);
+  t->busy = 0;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->m);
+}

@@ -1,0 +1,525 @@
+/* test_uvconn.c - the servers' framed connection (src/uvconn.c) on a
+ * socketpair: one end is a libuv pipe wrapped by hpl__conn, the test writes
+ * and reads the other end by hand and runs the loop in between. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <uv.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "proto.h"
+#include "uvconn.h"
+
+static uv_loop_t loop;
+
+/* ------------------------------------------------------------------ what the callbacks saw */
+
+#define MAX_FRAMES 8
+#define BIG (200u * 1000u) /* a streamed payload larger than the read buffer */
+
+typedef struct rec {
+  hpl__conn *c;
+  int frames;
+  unsigned types[MAX_FRAMES];
+  uint64_t reqs[MAX_FRAMES];
+  char ids[MAX_FRAMES][32]; /* GET ids */
+  uint8_t *payloads[MAX_FRAMES]; /* buffered payloads, copied */
+  uint64_t plens[MAX_FRAMES];
+  int closes;
+  int close_status;
+  /* stream mode */
+  int take_payload;   /* on_frame takes a payload into the sink below */
+  uint8_t *sink;      /* BIG bytes */
+  uint64_t allow;     /* the sink has room below this offset only */
+  uint64_t got;       /* bytes reported by got(), always contiguous */
+  int got_gap;        /* got() reported an offset out of order */
+  int frames_at_end;  /* frames seen when the payload completed */
+  /* writes */
+  int write_cbs;
+  int write_status;
+} rec;
+
+static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                     const uint8_t *payload, uint64_t plen);
+
+static void on_close(hpl__conn *c, int status) {
+  rec *r = hpl__conn_data(c);
+  r->closes++;
+  r->close_status = status;
+  r->c = NULL;
+}
+
+static uint8_t *sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
+  rec *r = arg;
+  if (off >= r->allow) {
+    *len = 0;
+    return NULL; /* no room: pause */
+  }
+  uint64_t room = r->allow - off;
+  *len = room < 4096 ? (size_t)room : 4096;
+  return r->sink + off;
+}
+
+static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
+  rec *r = arg;
+  if (off != r->got) r->got_gap = 1;
+  r->got = off + n;
+  if (r->got == BIG) r->frames_at_end = r->frames;
+}
+
+static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                     const uint8_t *payload, uint64_t plen) {
+  rec *r = hpl__conn_data(c);
+  assert_true(r->frames < MAX_FRAMES);
+  int i = r->frames++;
+  r->types[i] = h->type;
+  r->reqs[i] = h->req_id;
+  if (h->type == HPL__MSG_GET) snprintf(r->ids[i], sizeof r->ids[i], "%s", ((Hplpb__GetReq *)m)->id);
+  r->plens[i] = plen;
+  if (payload) {
+    r->payloads[i] = malloc(plen);
+    memcpy(r->payloads[i], payload, plen);
+  }
+  if (!payload && plen && r->take_payload) {
+    hpl__sink s = {.buf = sink_buf, .got = sink_got, .arg = r};
+    hpl__conn_recv_payload(c, &s);
+  }
+}
+
+static void rec_free(rec *r) {
+  for (int i = 0; i < r->frames; i++) free(r->payloads[i]);
+  free(r->sink);
+}
+
+/* ------------------------------------------------------------------ plumbing */
+
+static const hpl__frame_limits lim = {
+    .max_msg = 1024, .max_payload = BIG, .max_type = HPL__MSG_MAX_};
+
+/* A connection over one end of a socketpair; *peer is the other end. */
+static hpl__conn *open_conn(rec *r, int stream, int *peer) {
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  uv_pipe_t *p = malloc(sizeof *p);
+  assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
+  assert_int_equal(uv_pipe_open(p, sv[0]), 0);
+  hpl__conn_opts o = {.lim = lim, .stream_payloads = stream, .on_frame = on_frame,
+                      .on_close = on_close, .data = r, .label = "test"};
+  r->c = hpl__conn_new((uv_stream_t *)p, &o);
+  assert_non_null(r->c);
+  *peer = sv[1];
+  return r->c;
+}
+
+static int timer_fired;
+static void on_timer(uv_timer_t *t) { timer_fired = 1; }
+
+/* Run the loop until *flag becomes non-zero (or 5 s pass: a failure). */
+static void run_until(const int *flag) {
+  uv_timer_t t;
+  uv_timer_init(&loop, &t);
+  timer_fired = 0;
+  uv_timer_start(&t, on_timer, 5000, 0);
+  while (!*flag && !timer_fired) uv_run(&loop, UV_RUN_ONCE);
+  uv_timer_stop(&t);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  assert_false(timer_fired);
+}
+
+/* Let the loop handle whatever the socket holds now. */
+static void run_now(void) {
+  for (int i = 0; i < 3; i++) uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+/* Close the connection (if still open) and the peer; on_close ran once. */
+static void close_all(rec *r, int peer, int want_status) {
+  if (r->c) hpl__conn_close(r->c, 0);
+  run_until(&r->closes);
+  assert_int_equal(r->closes, 1);
+  assert_int_equal(r->close_status, want_status);
+  close(peer);
+  run_now();
+  assert_int_equal(r->closes, 1); /* still once */
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    assert_true(k > 0);
+    b += k;
+    n -= (size_t)k;
+  }
+}
+
+/* Read exactly n bytes from the peer end (blocking). */
+static void read_all(int fd, void *p, size_t n) {
+  uint8_t *b = p;
+  while (n) {
+    ssize_t k = read(fd, b, n);
+    if (k < 0 && errno == EINTR) continue;
+    assert_true(k > 0);
+    b += k;
+    n -= (size_t)k;
+  }
+}
+
+/* Append a frame (header, message, payload) to buf at *len. */
+static void add_frame(uint8_t *buf, size_t *len, unsigned type, uint64_t req,
+                      const ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
+  size_t fl;
+  uint8_t *f = hpl__msg_frame(type, req, m, plen, &fl);
+  memcpy(buf + *len, f, fl);
+  *len += fl;
+  if (plen) memcpy(buf + *len, payload, plen);
+  *len += plen;
+  free(f);
+}
+
+static void pattern(uint8_t *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 7 + seed + (i >> 9));
+}
+
+/* ------------------------------------------------------------------ reading */
+
+/* Three frames: a GET, an INLINE_PUT with a 300-byte payload, an empty
+ * HEARTBEAT. ends[i] is where frame i ends in the stream. */
+static size_t three_frames(uint8_t *buf, size_t ends[3], uint8_t payload[300]) {
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+  g.id = "object/one";
+  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+  ip.id = "small";
+  ip.size = 300;
+  pattern(payload, 300, 1);
+  size_t len = 0;
+  add_frame(buf, &len, HPL__MSG_GET, 5, &g.base, NULL, 0);
+  ends[0] = len;
+  add_frame(buf, &len, HPL__MSG_INLINE_PUT, 6, &ip.base, payload, 300);
+  ends[1] = len;
+  add_frame(buf, &len, HPL__MSG_HEARTBEAT, 7, NULL, NULL, 0);
+  ends[2] = len;
+  return len;
+}
+
+static void check_three(const rec *r, const uint8_t payload[300]) {
+  assert_int_equal(r->frames, 3);
+  assert_int_equal(r->types[0], HPL__MSG_GET);
+  assert_int_equal(r->reqs[0], 5);
+  assert_string_equal(r->ids[0], "object/one");
+  assert_int_equal(r->types[1], HPL__MSG_INLINE_PUT);
+  assert_int_equal(r->plens[1], 300);
+  assert_memory_equal(r->payloads[1], payload, 300);
+  assert_int_equal(r->types[2], HPL__MSG_HEARTBEAT);
+  assert_int_equal(r->reqs[2], 7);
+  assert_int_equal(r->plens[2], 0);
+}
+
+static int frames_before(const size_t ends[3], size_t k) {
+  int n = 0;
+  for (int i = 0; i < 3; i++) n += ends[i] <= k;
+  return n;
+}
+
+static void test_split_at_every_byte(void **state) {
+  (void)state;
+  uint8_t buf[1024], payload[300];
+  size_t ends[3];
+  size_t total = three_frames(buf, ends, payload);
+  for (size_t k = 1; k < total; k++) {
+    rec r = {0};
+    int peer;
+    open_conn(&r, 0, &peer);
+    write_all(peer, buf, k);
+    run_now();
+    assert_int_equal(r.frames, frames_before(ends, k)); /* nothing early, nothing late */
+    write_all(peer, buf + k, total - k);
+    run_now();
+    check_three(&r, payload);
+    close_all(&r, peer, 0);
+    rec_free(&r);
+  }
+}
+
+static void test_byte_by_byte(void **state) {
+  (void)state;
+  uint8_t buf[1024], payload[300];
+  size_t ends[3];
+  size_t total = three_frames(buf, ends, payload);
+  rec r = {0};
+  int peer;
+  open_conn(&r, 0, &peer);
+  for (size_t k = 0; k < total; k++) {
+    write_all(peer, buf + k, 1);
+    run_now();
+    assert_int_equal(r.frames, frames_before(ends, k + 1));
+  }
+  check_three(&r, payload);
+  /* the peer hanging up closes the connection as a lost peer */
+  close(peer);
+  run_until(&r.closes);
+  assert_int_equal(r.closes, 1);
+  assert_int_equal(r.close_status, HPL_ECONN);
+  rec_free(&r);
+}
+
+/* Write what the socket takes of buf[*off..len) without blocking. */
+static void pump(int fd, const uint8_t *buf, size_t len, size_t *off) {
+  while (*off < len) {
+    ssize_t k = send(fd, buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k <= 0) return;
+    *off += (size_t)k;
+  }
+}
+
+/* Pump and run the loop until the sink holds `want` bytes. */
+static void stream_until(rec *r, int peer, const uint8_t *buf, size_t len, size_t *off,
+                         uint64_t want) {
+  for (int i = 0; i < 100000 && r->got < want; i++) {
+    pump(peer, buf, len, off);
+    uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  assert_int_equal(r->got, want);
+}
+
+static void test_streamed_payload_pause_resume(void **state) {
+  (void)state;
+  uint8_t *payload = malloc(BIG), *buf = malloc(BIG + 1024);
+  pattern(payload, BIG, 3);
+  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+  ip.id = "big";
+  ip.size = BIG;
+  size_t len = 0;
+  add_frame(buf, &len, HPL__MSG_INLINE_PUT, 1, &ip.base, payload, BIG);
+  add_frame(buf, &len, HPL__MSG_HEARTBEAT, 2, NULL, NULL, 0);
+  rec r = {0};
+  r.take_payload = 1;
+  r.sink = calloc(1, BIG);
+  int peer;
+  open_conn(&r, 1, &peer);
+  size_t off = 0;
+  /* Room for 50000 bytes: the first read (64 KiB) holds more, so the
+   * connection pauses with bytes left in its buffer. */
+  const uint64_t steps[2] = {50000, 150000};
+  for (int s = 0; s < 2; s++) {
+    r.allow = steps[s];
+    if (s) hpl__conn_resume(r.c);
+    stream_until(&r, peer, buf, len, &off, steps[s]);
+    for (int i = 0; i < 20; i++) { /* paused: nothing more arrives */
+      pump(peer, buf, len, &off);
+      uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    assert_int_equal(r.got, steps[s]);
+    assert_int_equal(r.frames, 1); /* the HEARTBEAT waits behind the payload */
+  }
+  /* the second pause came while reading straight into the sink */
+  r.allow = BIG;
+  hpl__conn_resume(r.c);
+  stream_until(&r, peer, buf, len, &off, BIG);
+  for (int i = 0; i < 100 && r.frames < 2; i++) {
+    pump(peer, buf, len, &off);
+    uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  assert_int_equal(off, len);
+  assert_false(r.got_gap);
+  assert_memory_equal(r.sink, payload, BIG);
+  assert_int_equal(r.frames_at_end, 1);
+  assert_int_equal(r.frames, 2);
+  assert_int_equal(r.types[1], HPL__MSG_HEARTBEAT);
+  close_all(&r, peer, 0);
+  rec_free(&r);
+  free(payload);
+  free(buf);
+}
+
+/* Feed `bad` (followed by a good frame that must never be delivered) and
+ * expect the connection to close once with HPL_EPROTO. */
+static void expect_protocol_error(const uint8_t *bad, size_t n, int stream) {
+  uint8_t buf[2048];
+  memcpy(buf, bad, n);
+  size_t len = n;
+  add_frame(buf, &len, HPL__MSG_HEARTBEAT, 9, NULL, NULL, 0);
+  rec r = {0};
+  int peer;
+  open_conn(&r, stream, &peer);
+  write_all(peer, buf, len);
+  run_until(&r.closes);
+  assert_int_equal(r.closes, 1);
+  assert_int_equal(r.close_status, HPL_EPROTO);
+  assert_int_equal(r.frames, stream ? 1 : 0);
+  /* the connection's end is closed: the peer reads end of stream */
+  uint8_t b;
+  assert_int_equal(read(peer, &b, 1), 0);
+  close(peer);
+  run_now();
+  assert_int_equal(r.closes, 1);
+  rec_free(&r);
+}
+
+static void bad_header(uint32_t msg_len, uint64_t payload_len, uint16_t type, uint8_t *out) {
+  hpl__frame_hdr h = {.type = type, .msg_len = msg_len, .req_id = 1, .payload_len = payload_len};
+  hpl__frame_encode_hdr(&h, out);
+}
+
+static void test_bad_frames_close_with_eproto(void **state) {
+  (void)state;
+  uint8_t f[HPL__FRAME_HDR_LEN + 64];
+  bad_header(lim.max_msg + 1, 0, HPL__MSG_GET, f); /* message over the limit */
+  expect_protocol_error(f, HPL__FRAME_HDR_LEN, 0);
+  bad_header(0, lim.max_payload + 1, HPL__MSG_INLINE_PUT, f); /* payload over it */
+  expect_protocol_error(f, HPL__FRAME_HDR_LEN, 0);
+  bad_header(0, 0, 200, f); /* unknown type */
+  expect_protocol_error(f, HPL__FRAME_HDR_LEN, 0);
+  bad_header(16, 0, HPL__MSG_GET, f); /* a message that does not decode */
+  memset(f + HPL__FRAME_HDR_LEN, 0xff, 16);
+  expect_protocol_error(f, HPL__FRAME_HDR_LEN + 16, 0);
+  memset(f, 'x', HPL__FRAME_HDR_LEN); /* no frame at all */
+  expect_protocol_error(f, HPL__FRAME_HDR_LEN, 0);
+  /* stream mode: a payload the handler does not take */
+  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+  ip.id = "x";
+  uint8_t pl[10] = {0};
+  size_t len = 0;
+  uint8_t buf[256];
+  add_frame(buf, &len, HPL__MSG_INLINE_PUT, 1, &ip.base, pl, sizeof pl);
+  expect_protocol_error(buf, len, 1);
+}
+
+/* ------------------------------------------------------------------ writing */
+
+static void on_write(hpl__conn *c, int status, void *arg) {
+  rec *r = arg;
+  r->write_cbs++;
+  r->write_status = status;
+}
+
+/* Read one frame from the peer end: header, message, payload (<= cap). */
+static ProtobufCMessage *peer_frame(int peer, hpl__frame_hdr *h, uint8_t *payload, size_t cap) {
+  static const hpl__frame_limits any = {.max_msg = 1 << 20, .max_payload = 1 << 30,
+                                        .max_type = HPL__MSG_MAX_};
+  uint8_t hb[HPL__FRAME_HDR_LEN], msg[1024];
+  read_all(peer, hb, sizeof hb);
+  assert_int_equal(hpl__frame_decode_hdr(hb, sizeof hb, &any, h, NULL), 0);
+  assert_true(h->msg_len <= sizeof msg && h->payload_len <= cap);
+  read_all(peer, msg, h->msg_len);
+  read_all(peer, payload, (size_t)h->payload_len);
+  return hpl__msg_unpack(h->type, msg, h->msg_len);
+}
+
+static void test_writes(void **state) {
+  (void)state;
+  rec r = {0};
+  int peer;
+  hpl__conn *c = open_conn(&r, 0, &peer);
+  uint8_t pl[5000], got[5000];
+  pattern(pl, sizeof pl, 9);
+  Hplpb__GetRep g = HPLPB__GET_REP__INIT;
+  g.handle = 42;
+  hpl__frame_hdr h;
+
+  /* copied payload, no callback */
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_GET_REP, 3, &g.base, pl, 100, 1, NULL, NULL), 0);
+  run_now();
+  ProtobufCMessage *m = peer_frame(peer, &h, got, sizeof got);
+  assert_int_equal(h.type, HPL__MSG_GET_REP);
+  assert_int_equal(h.req_id, 3);
+  assert_int_equal(((Hplpb__GetRep *)m)->handle, 42);
+  assert_int_equal(h.payload_len, 100);
+  assert_memory_equal(got, pl, 100);
+  protobuf_c_message_free_unpacked(m, NULL);
+
+  /* payload by reference: the callback says when it may be reused */
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_GET_REP, 4, &g.base, pl, sizeof pl, 0, on_write, &r),
+                   0);
+  run_until(&r.write_cbs);
+  assert_int_equal(r.write_cbs, 1);
+  assert_int_equal(r.write_status, 0);
+  assert_int_equal(hpl__conn_write_queue(c), 0);
+  m = peer_frame(peer, &h, got, sizeof got);
+  assert_int_equal(h.req_id, 4);
+  assert_memory_equal(got, pl, sizeof pl);
+  protobuf_c_message_free_unpacked(m, NULL);
+
+  /* a header announcing a payload, then the payload as raw writes */
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_GET_REP, 5, &g.base, NULL, 3000, 0, NULL, NULL), 0);
+  assert_int_equal(hpl__conn_write(c, pl, 1000, NULL, NULL), 0);
+  r.write_cbs = 0;
+  assert_int_equal(hpl__conn_write(c, pl + 1000, 2000, on_write, &r), 0);
+  run_until(&r.write_cbs);
+  m = peer_frame(peer, &h, got, sizeof got);
+  assert_int_equal(h.req_id, 5);
+  assert_int_equal(h.payload_len, 3000);
+  assert_memory_equal(got, pl, 3000);
+  protobuf_c_message_free_unpacked(m, NULL);
+
+  /* a Reply */
+  assert_int_equal(hpl__conn_reply(c, 6, HPL_ENOTFOUND, "no such thing"), 0);
+  run_now();
+  m = peer_frame(peer, &h, got, sizeof got);
+  assert_int_equal(h.type, HPL__MSG_REPLY);
+  assert_int_equal(((Hplpb__Reply *)m)->status, HPL_ENOTFOUND);
+  assert_string_equal(((Hplpb__Reply *)m)->detail, "no such thing");
+  protobuf_c_message_free_unpacked(m, NULL);
+  close_all(&r, peer, 0);
+  rec_free(&r);
+}
+
+static void test_close_with_writes_pending(void **state) {
+  (void)state;
+  rec r = {0};
+  int peer;
+  hpl__conn *c = open_conn(&r, 0, &peer);
+  size_t big = 8u << 20; /* more than the socket takes: the write stays queued */
+  uint8_t *pl = calloc(1, big);
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_GET_REP, 1, NULL, pl, big, 0, on_write, &r), 0);
+  run_now();
+  assert_true(hpl__conn_write_queue(c) > 0);
+  assert_int_equal(r.write_cbs, 0);
+  hpl__conn_close(c, 0);
+  /* closing: nothing more is accepted, and the refused write's callback
+   * never runs */
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, NULL, NULL, 0, 1, on_write, &r),
+                   HPL_ECONN);
+  run_until(&r.closes);
+  assert_int_equal(r.write_cbs, 1);
+  assert_int_equal(r.write_status, HPL_ECONN);
+  assert_int_equal(r.closes, 1);
+  assert_int_equal(r.close_status, 0);
+  close(peer);
+  free(pl);
+  rec_free(&r);
+}
+
+static int setup(void **state) {
+  (void)state;
+  hpl__log_setup("test_uvconn", HPL__LOG_ERROR); /* protocol errors are expected */
+  return uv_loop_init(&loop);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  uv_run(&loop, UV_RUN_DEFAULT); /* nothing may be left running */
+  return uv_loop_close(&loop);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_split_at_every_byte),
+      cmocka_unit_test(test_byte_by_byte),
+      cmocka_unit_test(test_streamed_payload_pause_resume),
+      cmocka_unit_test(test_bad_frames_close_with_eproto),
+      cmocka_unit_test(test_writes),
+      cmocka_unit_test(test_close_with_writes_pending),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
