@@ -177,8 +177,10 @@ HPL_API int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf *
 HPL_API void hpl_release(hpl_client *c, hpl_buf *b);
 
 /* Accessors; `b` must be a live buffer. hpl_buf_data() of a created buffer is
- * writable; of a got buffer it must be treated as read-only. For size 0 the
- * data pointer is a valid non-NULL address that must not be dereferenced. */
+ * writable; of a got buffer it must be treated as read-only. It is aligned to
+ * 64 bytes, so arrays of any element type can be used in place. For size 0
+ * the data pointer is a valid non-NULL address that must not be
+ * dereferenced. */
 HPL_API void *hpl_buf_data(const hpl_buf *b);
 HPL_API uint64_t hpl_buf_size(const hpl_buf *b);
 HPL_API const char *hpl_buf_id(const hpl_buf *b);

@@ -22,6 +22,7 @@
 #define DIRECT_RETRY_MS 5000      /* after a failed connect, before trying again */
 #define DIRECT_MAX_INLINE (16u << 20) /* the directory holds no larger inline object */
 #define PEEK_MAX_MSG 1024         /* a PEEK_REP message (status, size, flag) is tiny */
+#define DIRECT_ALIGN 64           /* as HPL__POOL_ALIGN: hpl_buf_data() is 64-byte aligned */
 
 struct hpl__cdirect {
   const uint8_t *filter; /* the store's presence filter */
@@ -133,16 +134,18 @@ static int peek(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect
   }
   int found = rep->status == 0 && rep->inline_ && rep->size == m.payload_len;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
-  /* the reply's buffer becomes the object's, trimmed to the reply: no copy */
-  size_t end = m.payload_off + (size_t)m.payload_len;
-  uint8_t *own = found ? realloc(m.buf, end ? end : 1) : NULL;
-  if (!own) {
-    hpl__crpc_msg_free(&m);
-    return 1;
-  }
+  /* the object's own buffer, aligned as the pool's objects are (the
+   * payload's place in the reply buffer is not): one copy of at most
+   * inline_max bytes, small beside the round trip */
+  void *own = NULL;
+  size_t size = (size_t)m.payload_len;
+  if (found && posix_memalign(&own, DIRECT_ALIGN, size ? size : 1) != 0) own = NULL;
+  if (own) memcpy(own, m.buf + m.payload_off, size);
+  hpl__crpc_msg_free(&m);
+  if (!own) return 1;
   out->own = own;
-  out->data = own + m.payload_off;
-  out->size = m.payload_len;
+  out->data = own;
+  out->size = size;
   return 0;
 }
 

@@ -106,9 +106,12 @@ static void test_small_direct(void **state) {
   assert_int_equal(hpl_get(B, "small/x", th_ms(5000), &b), 0);
   assert_true(th_check_pattern(hpl_buf_data(b), 1000, 5));
   assert_int_equal(th_shm_offset(hpl_buf_data(b)), -1); /* the library's own copy */
+  /* aligned like the pool's objects: element arrays may be read in place */
+  assert_int_equal((uintptr_t)hpl_buf_data(b) % 64, 0);
   hpl_release(B, b);
   assert_int_equal(hpl_get(A, "small/x", th_ms(5000), &b), 0);
   assert_true(th_shm_offset(hpl_buf_data(b)) >= 0); /* A's local copy, in its pool */
+  assert_int_equal((uintptr_t)hpl_buf_data(b) % 64, 0);
   hpl_release(A, b);
   /* not inline: the directory says so and the store fetches it */
   th_put_pattern(A, "small/big", 200000, 6);
