@@ -91,30 +91,21 @@ void dir_admin_on_list(dir_server *s, const dir_frame *f) {
 /* ------------------------------------------------------------------ counters */
 
 void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
-  struct {
-    const char *name;
-    uint64_t v;
-  } vals[] = {
+  const hpl__counter vals[] = {
       {"dir_nodes", HASH_COUNT(s->nodes)},      {"dir_objects", s->tab.nobjs},
       {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
       {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
       {"dir_ring_assigned", s->ctr.ring_assigned}, {"dir_peeks_served", s->ctr.peeks_served},
       {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
-      {"dir_nodes_dead", s->ctr.nodes_dead},
+      {"dir_nodes_dead", s->ctr.nodes_dead},    {"dir_reduce_resets", s->ctr.reduce_resets},
   };
-  size_t n = sizeof vals / sizeof vals[0];
-  Hplpb__Counter cs[sizeof vals / sizeof vals[0]];
-  Hplpb__Counter *ps[sizeof vals / sizeof vals[0]];
-  for (size_t i = 0; i < n; i++) {
-    hplpb__counter__init(&cs[i]);
-    cs[i].name = (char *)vals[i].name;
-    cs[i].value = vals[i].v;
-    ps[i] = &cs[i];
+  Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
+  if (!r) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    return;
   }
-  Hplpb__CountersRep r = HPLPB__COUNTERS_REP__INIT;
-  r.n_counters = n;
-  r.counters = ps;
-  hpl__conn_send(f->dc->c, HPL__MSG_COUNTERS_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+  hpl__conn_send(f->dc->c, HPL__MSG_COUNTERS_REP, f->req, &r->base, NULL, 0, 0, NULL, NULL);
+  free(r);
 }
 
 /* ------------------------------------------------------------------ delete */

@@ -14,28 +14,26 @@ static int set_listen(void *cfg, const char *arg) {
                              &c->listen_port);
 }
 
-static int set_latency(void *cfg, const char *arg) {
-  dir_config *c = cfg;
+/* "auto" sets *is_auto, else a number (> min) scaled into *value. */
+static int parse_auto(const char *arg, int *is_auto, double *value, double scale, uint64_t min) {
   uint64_t v;
   if (!strcmp(arg, "auto")) {
-    c->latency_auto = 1;
+    *is_auto = 1;
     return 0;
   }
-  if (hpl__parse_size(arg, &v)) return -1;
-  c->reduce_latency_s = (double)v * 1e-6;
+  if (hpl__parse_size(arg, &v) || v < min) return -1;
+  *value = (double)v * scale;
   return 0;
+}
+
+static int set_latency(void *cfg, const char *arg) {
+  dir_config *c = cfg;
+  return parse_auto(arg, &c->latency_auto, &c->reduce_latency_s, 1e-6, 0);
 }
 
 static int set_bandwidth(void *cfg, const char *arg) {
   dir_config *c = cfg;
-  uint64_t v;
-  if (!strcmp(arg, "auto")) {
-    c->bandwidth_auto = 1;
-    return 0;
-  }
-  if (hpl__parse_size(arg, &v) || v == 0) return -1;
-  c->reduce_bandwidth = (double)v;
-  return 0;
+  return parse_auto(arg, &c->bandwidth_auto, &c->reduce_bandwidth, 1, 1);
 }
 
 #define OFF(f) offsetof(dir_config, f)

@@ -129,26 +129,14 @@ static void on_accept(uv_stream_t *server, int status) {
     LOG_WARN("accept: %s", uv_strerror(status));
     return;
   }
-  uv_tcp_t *t = malloc(sizeof *t);
-  dir_conn *dc = calloc(1, sizeof *dc);
-  if (!t || !dc) {
-    free(t);
-    free(dc);
+  char host[64], label[96];
+  uv_stream_t *t = hpl__conn_accept(server, host, sizeof host);
+  dir_conn *dc = t ? calloc(1, sizeof *dc) : NULL;
+  if (!dc) {
+    if (t) uv_close((uv_handle_t *)t, (uv_close_cb)free);
     return;
   }
-  uv_tcp_init(s->loop, t);
-  if (uv_accept(server, (uv_stream_t *)t) != 0) {
-    uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    free(dc);
-    return;
-  }
-  uv_tcp_nodelay(t, 1);
   dc->srv = s;
-  struct sockaddr_storage ss;
-  int len = sizeof ss;
-  char host[64] = "?", label[96];
-  if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) == 0)
-    uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
   snprintf(label, sizeof label, "dir<-%s", host);
   hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
                               .max_payload = s->cfg.inline_max,
@@ -158,7 +146,7 @@ static void on_accept(uv_stream_t *server, int status) {
                       .on_close = on_close,
                       .data = dc,
                       .label = label};
-  dc->c = hpl__conn_new((uv_stream_t *)t, &o);
+  dc->c = hpl__conn_new(t, &o);
   if (!dc->c) { /* the stream is closed */
     free(dc);
     return;

@@ -103,3 +103,22 @@ size_t hpl_dtype_size(int dtype) {
       return 0;
   }
 }
+
+Hplpb__CountersRep *hpl__counters_rep(const hpl__counter *v, size_t n) {
+  struct block {
+    Hplpb__CountersRep r;
+    Hplpb__Counter *ps[];
+  } *b = malloc(sizeof *b + n * (sizeof(Hplpb__Counter *) + sizeof(Hplpb__Counter)));
+  if (!b) return NULL;
+  Hplpb__Counter *cs = (Hplpb__Counter *)(b->ps + n);
+  hplpb__counters_rep__init(&b->r);
+  for (size_t i = 0; i < n; i++) {
+    hplpb__counter__init(&cs[i]);
+    cs[i].name = (char *)v[i].name;
+    cs[i].value = v[i].value;
+    b->ps[i] = &cs[i];
+  }
+  b->r.n_counters = n;
+  b->r.counters = b->ps;
+  return &b->r;
+}

@@ -99,6 +99,17 @@ ProtobufCMessage *hpl__msg_unpack(unsigned type, const uint8_t *msg, size_t len)
 uint8_t *hpl__msg_frame(unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                        uint64_t payload_len, size_t *out_len);
 
+/* One named value of a COUNTERS reply. */
+typedef struct hpl__counter {
+  const char *name; /* static, or outliving the reply */
+  uint64_t value;
+} hpl__counter;
+
+/* A COUNTERS_REP holding `n` counters, in one malloc'd block the caller
+ * frees with free() after sending it (names are not copied). NULL on no
+ * memory. */
+Hplpb__CountersRep *hpl__counters_rep(const hpl__counter *v, size_t n);
+
 /* True if `id` is a valid object id (see hoplite.h). */
 int hpl__id_valid(const char *id);
 

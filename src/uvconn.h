@@ -56,6 +56,13 @@ typedef struct hpl__conn_opts {
   const char *label; /* for logs, copied */
 } hpl__conn_opts;
 
+/* Accept one connection on a listening stream (TCP, with Nagle off, or a
+ * Unix socket, as the listener is). Returns the new stream (malloc'd, to be
+ * handed to hpl__conn_new or closed), or NULL when there is nothing to
+ * accept or no memory. `peer` (may be NULL) gets a TCP peer's numeric
+ * address ("?" if unknown, "" for a Unix socket). */
+uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen);
+
 /* Wrap an initialised, connected stream (uv_tcp_t or uv_pipe_t allocated
  * with malloc; the conn takes ownership and frees it on close) and start
  * reading. Returns NULL (and closes the stream) on failure. */

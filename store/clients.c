@@ -36,10 +36,7 @@ static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) 
 }
 
 static void on_counters(store *s, st_client *cl, uint64_t req) {
-  struct {
-    const char *name;
-    uint64_t v;
-  } vals[] = {
+  const hpl__counter vals[] = {
       {"data_bytes_sent", s->ctr.data_bytes_sent},
       {"data_bytes_received", s->ctr.data_bytes_received},
       {"pulls_served", s->ctr.pulls_served},
@@ -62,19 +59,13 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"pool_allocated", hpl__pool_allocated(s->pool)},
       {"node_id", s->node_id},
   };
-  enum { N = sizeof vals / sizeof vals[0] };
-  Hplpb__Counter cs[N];
-  Hplpb__Counter *ps[N];
-  for (size_t i = 0; i < N; i++) {
-    hplpb__counter__init(&cs[i]);
-    cs[i].name = (char *)vals[i].name;
-    cs[i].value = vals[i].v;
-    ps[i] = &cs[i];
+  Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
+  if (!r) {
+    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    return;
   }
-  Hplpb__CountersRep r = HPLPB__COUNTERS_REP__INIT;
-  r.n_counters = N;
-  r.counters = ps;
-  session_send(cl, HPL__MSG_COUNTERS_REP, req, &r.base);
+  session_send(cl, HPL__MSG_COUNTERS_REP, req, &r->base);
+  free(r);
 }
 
 /* ------------------------------------------------------------------ proxied requests */
@@ -216,18 +207,11 @@ static int send_hello(store *s, int fd) {
 static void on_client_accept(uv_stream_t *server, int status) {
   store *s = server->data;
   if (status < 0) return;
-  uv_pipe_t *p = malloc(sizeof *p);
-  st_client *cl = session_new(s, NULL, ++s->next_client);
-  if (!p || !cl) {
-    free(p);
-    free(cl);
-    return;
-  }
-  uv_pipe_init(s->loop, p, 0);
+  uv_stream_t *p = hpl__conn_accept(server, NULL, 0);
+  st_client *cl = p ? session_new(s, NULL, ++s->next_client) : NULL;
   uv_os_fd_t fd;
-  if (uv_accept(server, (uv_stream_t *)p) != 0 || uv_fileno((uv_handle_t *)p, &fd) != 0 ||
-      send_hello(s, fd) != 0) {
-    uv_close((uv_handle_t *)p, (uv_close_cb)free);
+  if (!cl || uv_fileno((uv_handle_t *)p, &fd) != 0 || send_hello(s, fd) != 0) {
+    if (p) uv_close((uv_handle_t *)p, (uv_close_cb)free);
     free(cl);
     return;
   }
@@ -239,7 +223,7 @@ static void on_client_accept(uv_stream_t *server, int status) {
                      .on_close = client_on_close,
                      .data = cl,
                      .label = label};
-  cl->c = hpl__conn_new((uv_stream_t *)p, &o);
+  cl->c = hpl__conn_new(p, &o);
   if (!cl->c) {
     free(cl);
     return;

@@ -269,20 +269,12 @@ static void on_close(hpl__conn *c, int status) {
 static void on_accept(uv_stream_t *server, int status) {
   store *s = server->data;
   if (status < 0) return;
-  uv_tcp_t *t = malloc(sizeof *t);
-  st_sender *sd = calloc(1, sizeof *sd);
-  if (!t || !sd) {
-    free(t);
-    free(sd);
+  uv_stream_t *t = hpl__conn_accept(server, NULL, 0);
+  st_sender *sd = t ? calloc(1, sizeof *sd) : NULL;
+  if (!sd) {
+    if (t) uv_close((uv_handle_t *)t, (uv_close_cb)free);
     return;
   }
-  uv_tcp_init(s->loop, t);
-  if (uv_accept(server, (uv_stream_t *)t) != 0) {
-    uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    free(sd);
-    return;
-  }
-  uv_tcp_nodelay(t, 1);
   sd->s = s;
   hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_},
                       .on_frame = on_frame,
@@ -290,7 +282,7 @@ static void on_accept(uv_stream_t *server, int status) {
                       .data = sd,
                       .label = "data-in"};
   DL_APPEND(s->senders, sd);
-  sd->c = hpl__conn_new((uv_stream_t *)t, &o);
+  sd->c = hpl__conn_new(t, &o);
   if (!sd->c) {
     DL_DELETE(s->senders, sd);
     free(sd);
