@@ -10,7 +10,7 @@
 
 static int set_listen(void *cfg, const char *arg) {
   dir_config *c = cfg;
-  return hpl__parse_hostport(arg, "0.0.0.0", c->listen_host, sizeof c->listen_host,
+  return hpl__parse_hostport(arg, "127.0.0.1", c->listen_host, sizeof c->listen_host,
                              &c->listen_port);
 }
 
@@ -38,7 +38,9 @@ static int set_bandwidth(void *cfg, const char *arg) {
 
 #define OFF(f) offsetof(dir_config, f)
 static const hpl__opt opts[] = {
-    {"listen", "HOST:PORT", "address to listen on (default 0.0.0.0:7700; port 0 picks one)",
+    {"listen", "HOST:PORT",
+     "address to listen on (default 127.0.0.1:7700; port 0 picks\none; beyond loopback only "
+     "with a secret or --insecure)",
      HPL__OPT_FN, 0, 0, 0, 0, set_listen},
     {"port-file", "PATH", "write the bound port to PATH once listening", HPL__OPT_PTR,
      OFF(port_file), 0, 0, 0, NULL},
@@ -72,15 +74,19 @@ static void finish(void *srv) { dir_server_free(srv); }
 
 int main(int argc, char **argv) {
   static dir_server s;
+  const char *prog = "hoplite-directory";
   dir_config_defaults(&s.cfg);
-  int level = HPL__LOG_INFO;
-  int rc = hpl__srv_parse("hoplite-directory", "hoplite-directory [options]", opts, &s.cfg, argc,
-                          argv, &level);
+  hpl__srv_common common;
+  int rc = hpl__srv_parse(prog, "hoplite-directory [options]", opts, &s.cfg, argc, argv, &common);
   if (rc >= 0) return rc;
+  if ((rc = hpl__srv_load_auth(prog, &common, &s.cfg.auth)) >= 0 ||
+      (rc = hpl__srv_exposure(prog, "--listen", s.cfg.listen_host, &s.cfg.auth,
+                              common.insecure)) >= 0)
+    return rc;
   if (s.cfg.heartbeat_timeout_ms < 2 * s.cfg.heartbeat_ms) {
     fprintf(stderr,
             "hoplite-directory: --heartbeat-timeout-ms must be at least twice --heartbeat-ms\n");
     return 2;
   }
-  return hpl__srv_run("directory", level, start, finish, &s);
+  return hpl__srv_run("directory", common.log_level, start, finish, &s);
 }

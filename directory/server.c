@@ -21,7 +21,7 @@
 
 void dir_config_defaults(dir_config *c) {
   memset(c, 0, sizeof *c);
-  snprintf(c->listen_host, sizeof c->listen_host, "0.0.0.0");
+  snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
   c->listen_port = 7700;
   c->inline_max = HPL__DEFAULT_INLINE_MAX;
   c->inline_memory = 1ull << 30;
@@ -100,6 +100,10 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     hpl__conn_fail(c, "request before REGISTER");
     return;
   }
+  if (hpl__conn_role(c) == HPL__ROLE_READER && h->type != HPL__MSG_PEEK) {
+    hpl__conn_fail(c, "a reader's connection may only PEEK");
+    return;
+  }
   if (dc->node) dir_node_heard(dc->node);
   if (!rt) {
     char why[64];
@@ -145,7 +149,10 @@ static void on_accept(uv_stream_t *server, int status) {
                       .on_frame = on_frame,
                       .on_close = on_close,
                       .data = dc,
-                      .label = label};
+                      .label = label,
+                      .auth = &s->cfg.auth,
+                      .auth_roles = 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER,
+                      .auth_failures = &s->ctr.auth_failures};
   dc->c = hpl__conn_new(t, &o);
   if (!dc->c) { /* the stream is closed */
     free(dc);

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "objects.h"
 #include "uvconn.h"
 
@@ -42,6 +43,7 @@ typedef struct dir_config {
   double reduce_latency_s;    /* cost model L (reduce planner) */
   double reduce_bandwidth;    /* cost model B, bytes/s */
   int latency_auto, bandwidth_auto; /* use what is measured once known */
+  hpl__auth auth;             /* the cluster secret (auth.on 0: none, loopback only) */
 } dir_config;
 
 /* Fill *c with the defaults (the command line's documented values). */
@@ -50,7 +52,7 @@ void dir_config_defaults(dir_config *c);
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct dir_counters {
   uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits,
-      lost_replies, nodes_dead, reduce_resets;
+      lost_replies, nodes_dead, reduce_resets, auth_failures;
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "crpc.h"
 #include "cwait.h"
 #include "hoplite.h"
@@ -34,6 +35,8 @@ struct hpl__cdirect {
   hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
   hpl__crpc *rpc;       /* the directory connection, NULL when there is none */
   uint64_t retry_ms;    /* no new connection attempt before this */
+  int auth;             /* the cluster has a secret: connections start with */
+  uint8_t key[HPL__AUTH_KEY_LEN]; /* the handshake, as a reader, with this key */
 };
 
 /* Parse "ADDR" + port into d->addr. 0 or -1. */
@@ -67,6 +70,7 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   d->filter = s->filter;
   d->filter_slots = s->filter_slots;
   d->netns = s->netns;
+  if ((d->auth = s->have_reader_key)) memcpy(d->key, s->reader_key, sizeof d->key);
   /* a reply is header, PEEK_REP and at most inline_max bytes; reading a
    * whole one in one recv hands its buffer over without a copy */
   d->rpc_opts.lim = (hpl__frame_limits){
@@ -87,8 +91,42 @@ void hpl__cdirect_free(hpl__cdirect *d) {
  * go here). */
 static void connect_failed(hpl__cdirect *d) { d->retry_ms = hpl__now_ms() + DIRECT_RETRY_MS; }
 
-/* Connect to the directory unless connected (the turn held). 0 or -1.
- * An authentication handshake would run on fd before hpl__crpc_new. */
+/* Send (to_send) or receive exactly len bytes on the non-blocking fd
+ * before the deadline. 0 or -1. */
+static int io_full(int fd, uint8_t *p, size_t len, int to_send, uint64_t deadline) {
+  while (len) {
+    ssize_t n = to_send ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= (size_t)n;
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return -1;
+    struct pollfd pf = {.fd = fd, .events = to_send ? POLLOUT : POLLIN};
+    if (hpl__ms_left(deadline) == 0 ||
+        (poll(&pf, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR))
+      return -1;
+  }
+  return 0;
+}
+
+/* The handshake (auth.h) as a reader, before any frame. 0 or -1 (the
+ * directory is not the cluster's, or did not answer in time). */
+static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline) {
+  hpl__auth_hs hs;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
+  hpl__auth_open(&hs, HPL__ROLE_READER, hello);
+  if (io_full(fd, hello, sizeof hello, 1, deadline) ||
+      io_full(fd, chal, sizeof chal, 0, deadline) ||
+      hpl__auth_answer(&hs, d->key, chal, proof) != 0 ||
+      io_full(fd, proof, sizeof proof, 1, deadline))
+    return -1;
+  return 0;
+}
+
+/* Connect to the directory unless connected (the turn held), and
+ * authenticate when the cluster has a secret. 0 or -1. */
 static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   if (d->rpc) return 0;
   if (hpl__now_ms() < d->retry_ms) return -1;
@@ -105,6 +143,7 @@ static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (d->auth && dir_handshake(d, fd, deadline) != 0) goto failed;
   if (hpl__crpc_new(fd, &d->rpc_opts, &d->rpc) != 0) {
     d->rpc = NULL; /* fd is closed; no memory is no reason to wait */
     return -1;

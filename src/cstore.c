@@ -71,6 +71,12 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int memfd, int ffd)
     s->dir_port = (int)h->dir_port;
     s->netns = h->netns;
   }
+  if (h->reader_key.len == sizeof s->reader_key) {
+    memcpy(s->reader_key, h->reader_key.data, sizeof s->reader_key);
+    s->have_reader_key = 1;
+  } else if (h->reader_key.len) {
+    s->dir_port = 0; /* a key we cannot use: no direct reads */
+  }
   s->base = mmap(NULL, s->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   close(memfd);
   if (s->base == MAP_FAILED) {

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "hoplite.h"
 #include "util.h"
 
@@ -40,6 +41,7 @@ struct hpl__lc {
   char host[64];
   char level[16];
   char dir_args[512], store_args[512];
+  char secret[PATH_MAX]; /* "" without one */
   int dir_port;
   lc_proc dir;
   int n;
@@ -51,6 +53,7 @@ int hpl__lc_nodes(const hpl__lc *lc) { return lc->n; }
 const char *hpl__lc_socket(const hpl__lc *lc, int i) { return lc->sock[i]; }
 int hpl__lc_dir_port(const hpl__lc *lc) { return lc->dir_port; }
 const char *hpl__lc_work_dir(const hpl__lc *lc) { return lc->work; }
+const char *hpl__lc_secret(const hpl__lc *lc) { return lc->secret; }
 pid_t hpl__lc_dir_pid(const hpl__lc *lc) { return lc->dir.pid; }
 pid_t hpl__lc_store_pid(const hpl__lc *lc, int i) { return lc->st[i].pid; }
 const char *hpl__lc_store_log(const hpl__lc *lc, int i) { return lc->st[i].log; }
@@ -179,7 +182,12 @@ static int start_directory(hpl__lc *lc, int port, char *err, size_t errlen) {
   snprintf(pfile, sizeof pfile, "%s/directory.port", lc->work);
   unlink(pfile);
   char *argv[LC_MAX_ARGS] = {exe, "--listen", listen, "--port-file", pfile, "--log-level", lc->level};
-  int argc = add_args(argv, 7, buf, sizeof buf, lc->dir_args);
+  int argc = 7;
+  if (lc->secret[0]) {
+    argv[argc++] = "--auth-file";
+    argv[argc++] = lc->secret;
+  }
+  argc = add_args(argv, argc, buf, sizeof buf, lc->dir_args);
   argv[argc] = NULL;
   char ns[64];
   in_netns(lc, 0, argv, &argc, ns, sizeof ns);
@@ -212,7 +220,12 @@ static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
   char *argv[LC_MAX_ARGS] = {exe, "--directory", dir, "--socket", lc->sock[i], "--memory", mem,
                              "--name", name, "--ready-file", rfile, "--data-listen", dlisten,
                              "--data-addr", (char *)node_host(lc, i), "--log-level", lc->level};
-  int argc = add_args(argv, 17, buf, sizeof buf, lc->store_args);
+  int argc = 17;
+  if (lc->secret[0]) {
+    argv[argc++] = "--auth-file";
+    argv[argc++] = lc->secret;
+  }
+  argc = add_args(argv, argc, buf, sizeof buf, lc->store_args);
   argc = add_args(argv, argc, buf2, sizeof buf2, lc->st[i].extra);
   argv[argc] = NULL;
   char ns[64];
@@ -285,7 +298,14 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     free(lc);
     return code;
   }
-  int rc = start_directory(lc, 0, err, errlen);
+  int rc = 0;
+  if (!o->no_auth) {
+    snprintf(lc->secret, sizeof lc->secret, "%s/cluster.secret", lc->work);
+    char aerr[256];
+    if (access(lc->secret, F_OK) != 0 && hpl__auth_create(lc->secret, aerr, sizeof aerr) != 0)
+      rc = errf(err, errlen, HPL_ESYS, "%s", aerr);
+  }
+  if (rc == 0) rc = start_directory(lc, 0, err, errlen);
   for (int i = 0; rc == 0 && i < o->nodes; i++) {
     lc->n = i + 1;
     rc = start_store(lc, i, err, errlen);

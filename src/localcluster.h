@@ -33,6 +33,11 @@ typedef struct hpl__lc_opts {
    * host_addrs[0]. The namespaces must exist (bench/cluster.sh up). */
   const char *netns_prefix;
   const char *const *host_addrs;
+  /* The cluster secret: every cluster gets one (work_dir/cluster.secret,
+   * mode 0600, made unless it exists) and every server is started with
+   * --auth-file. no_auth: none (servers older than the secret, or tests of
+   * an unauthenticated loopback cluster). */
+  int no_auth;
 } hpl__lc_opts;
 
 /* Start a cluster. On success *out is owned by the caller (hpl__lc_stop).
@@ -48,6 +53,8 @@ int hpl__lc_nodes(const hpl__lc *lc);
 const char *hpl__lc_socket(const hpl__lc *lc, int i); /* store i's Unix socket */
 int hpl__lc_dir_port(const hpl__lc *lc);
 const char *hpl__lc_work_dir(const hpl__lc *lc);
+/* Path of the cluster's secret file, "" without one. */
+const char *hpl__lc_secret(const hpl__lc *lc);
 pid_t hpl__lc_dir_pid(const hpl__lc *lc);
 pid_t hpl__lc_store_pid(const hpl__lc *lc, int i);
 /* Path of store i's log file ("" when logging to stderr). */

@@ -9,9 +9,26 @@
 #include "log.h"
 #include "util.h"
 
-/* The options every server has, after the server's own. */
+static int set_log_level(void *cfg, const char *arg) {
+  hpl__srv_common *c = cfg;
+  return (c->log_level = hpl__log_level_parse(arg)) < 0 ? -1 : 0;
+}
+
+/* The options every server has, after the server's own (parsed into an
+ * hpl__srv_common). */
+#define COFF(f) offsetof(hpl__srv_common, f)
 static const hpl__opt common_opts[] = {
-    {"log-level", "LEVEL", "error|warn|info|debug (default info)", HPL__OPT_FN, 0, 0, 0, 0, NULL},
+    {"auth-file", "PATH",
+     "the cluster secret (256 bits, 64 hex digits, mode 0600; `hoplite\n"
+     "secret FILE` makes one; default $HOPLITE_AUTH_FILE): every TCP\n"
+     "connection must prove it holds the same secret",
+     HPL__OPT_PTR, COFF(auth_file), 0, 0, 0, NULL},
+    {"insecure", NULL,
+     "allow listening beyond loopback without a secret (anyone who\n"
+     "reaches the port can then read, write and delete objects)",
+     HPL__OPT_FLAG, COFF(insecure), 0, 0, 0, NULL},
+    {"log-level", "LEVEL", "error|warn|info|debug (default info)", HPL__OPT_FN, 0, 0, 0, 0,
+     set_log_level},
     {"help", NULL, "this text", HPL__OPT_FLAG, 0, 0, 0, 0, NULL},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };
@@ -83,7 +100,9 @@ static int opt_set(const hpl__opt *o, void *cfg, const char *arg) {
 }
 
 int hpl__srv_parse(const char *prog, const char *synopsis, const hpl__opt *opts, void *cfg,
-                   int argc, char **argv, int *log_level) {
+                   int argc, char **argv, hpl__srv_common *common) {
+  memset(common, 0, sizeof *common);
+  common->log_level = HPL__LOG_INFO;
   size_t n = opt_count(opts), nc = opt_count(common_opts);
   struct option *lo = calloc(n + nc + 1, sizeof *lo);
   if (!lo) return 1;
@@ -107,8 +126,8 @@ int hpl__srv_parse(const char *prog, const char *synopsis, const hpl__opt *opts,
       hpl__srv_usage(stdout, synopsis, opts);
       rc = 0;
       break;
-    } else if (i >= n) { /* --log-level */
-      bad = (*log_level = hpl__log_level_parse(optarg)) < 0;
+    } else if (i >= n) {
+      bad = opt_set(&common_opts[i - n], common, optarg);
     } else {
       bad = opt_set(&opts[i], cfg, optarg);
     }
@@ -124,6 +143,30 @@ int hpl__srv_parse(const char *prog, const char *synopsis, const hpl__opt *opts,
   }
   free(lo);
   return rc;
+}
+
+int hpl__srv_load_auth(const char *prog, const hpl__srv_common *common, hpl__auth *a) {
+  const char *path = common->auth_file;
+  if (!path) path = getenv("HOPLITE_AUTH_FILE");
+  memset(a, 0, sizeof *a);
+  if (!path || !*path) return -1;
+  char err[512];
+  if (hpl__auth_load(path, a, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 2;
+  }
+  return -1;
+}
+
+int hpl__srv_exposure(const char *prog, const char *what, const char *host, const hpl__auth *a,
+                      int insecure) {
+  if (a->on || insecure || hpl__is_loopback(host)) return -1;
+  fprintf(stderr,
+          "%s: %s %s would let anyone who reaches it read, change and delete objects: give "
+          "the cluster a secret (--auth-file FILE or $HOPLITE_AUTH_FILE; make one with "
+          "`hoplite secret FILE`), or pass --insecure if this network is trusted\n",
+          prog, what, host);
+  return 2;
 }
 
 int hpl__srv_run(const char *logname, int level, int (*start)(void *srv, uv_loop_t *loop),

@@ -1,8 +1,9 @@
 /*
  * srvmain.h - what the two servers' main() share: a declarative option
  * table (parsing, bounds, the usage text), the options every server has
- * (--log-level, --help), and the run sequence (log setup, SIGPIPE ignored,
- * start on the default loop, run, free, close the loop).
+ * (--log-level, --auth-file, --insecure, --help), the exposure rule (no
+ * secret: loopback only), and the run sequence (log setup, SIGPIPE
+ * ignored, start on the default loop, run, free, close the loop).
  *
  * Callers: directory/main.c and store/main.c only.
  */
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "auth.h"
 
 enum {
   HPL__OPT_FLAG,   /* int at off, set to 1 (no argument) */
@@ -35,13 +38,30 @@ typedef struct hpl__opt {
   int (*fn)(void *cfg, const char *arg);
 } hpl__opt;
 
-/* Parse argv with `opts` (ended by an entry whose name is NULL) plus
- * --log-level and --help. `cfg` holds the defaults on entry. Prints the
+/* The options every server has. */
+typedef struct hpl__srv_common {
+  int log_level;         /* --log-level (default info) */
+  const char *auth_file; /* --auth-file, else $HOPLITE_AUTH_FILE, else NULL */
+  int insecure;          /* --insecure: listen beyond loopback without a secret */
+} hpl__srv_common;
+
+/* Parse argv with `opts` (ended by an entry whose name is NULL) plus the
+ * common options into *common. `cfg` holds the defaults on entry. Prints the
  * usage for --help (stdout) or a message naming the option for a bad value,
  * an unknown option or a stray argument (stderr).
  * Returns -1 to go on, or the exit code the program should end with. */
 int hpl__srv_parse(const char *prog, const char *synopsis, const hpl__opt *opts, void *cfg,
-                   int argc, char **argv, int *log_level);
+                   int argc, char **argv, hpl__srv_common *common);
+
+/* Load the cluster secret the common options name into *a (a->on = 0 when
+ * none is named). Returns -1 to go on, or 2 after printing why not. */
+int hpl__srv_load_auth(const char *prog, const hpl__srv_common *common, hpl__auth *a);
+
+/* The exposure rule: listening on `host` (for `what`, e.g. "--listen") is
+ * allowed on loopback, or with a secret, or with --insecure. Returns -1 to
+ * go on, or 2 after printing what to do. */
+int hpl__srv_exposure(const char *prog, const char *what, const char *host, const hpl__auth *a,
+                      int insecure);
 
 /* Print the usage text of `opts` (as --help does). */
 void hpl__srv_usage(FILE *f, const char *synopsis, const hpl__opt *opts);

@@ -1,6 +1,9 @@
 /* util.c - see util.h. */
 #include "util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,4 +151,13 @@ uint32_t hpl__filter_slot(const char *id, uint32_t slots) {
   uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
   for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
   return (uint32_t)(h ^ (h >> 32)) & (slots - 1);
+}
+
+int hpl__is_loopback(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (!strcmp(host, "localhost")) return 1;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return 0;
 }

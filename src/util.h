@@ -21,6 +21,10 @@ int hpl__parse_rate(const char *s, uint64_t *out);
  * into host[hostlen]. Returns 0 or -1 on a malformed string or port. */
 int hpl__parse_hostport(const char *s, const char *defhost, char *host, size_t hostlen, int *port);
 
+/* True if `host` is a numeric loopback address (127.0.0.0/8, ::1) or
+ * "localhost". */
+int hpl__is_loopback(const char *host);
+
 /* Format a byte count for humans ("1.5 MiB") into buf; returns buf. */
 const char *hpl__fmt_bytes(uint64_t n, char *buf, size_t len);
 

@@ -7,9 +7,13 @@
 
 #include "hoplite.h"
 #include "log.h"
+#include "util.h"
 
 #define CONN_RBUF 65536
 #define CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
+
+/* Handshake states (auth.h). */
+enum { HS_DONE = 0, HS_HELLO, HS_PROOF, HS_CHAL };
 
 struct hpl__conn {
   uv_stream_t *s;
@@ -19,6 +23,7 @@ struct hpl__conn {
   uint8_t *rbuf;
   size_t rpos, rlen;  /* unprocessed bytes in rbuf (kept while a sink is paused) */
   int direct;         /* the current read goes straight into the sink */
+  int sink_full;      /* the last alloc found the sink without room */
   int reading;        /* uv_read_start is active */
   int paused;         /* the sink had no room */
   int closing;
@@ -31,6 +36,20 @@ struct hpl__conn {
   int have_sink;
   hpl__sink sink;
   size_t wq_bytes;
+  /* the handshake (auth.h): nothing is framed or sent before it is done */
+  int hs;                      /* HS_* */
+  int role;                    /* the opener's role, once authenticated */
+  hpl__auth_hs ahs;
+  uint8_t hsbuf[HPL__AUTH_CHALLENGE_LEN];
+  size_t hshave, hswant;
+  struct conn_wreq *held, *held_tail; /* writes made before the handshake ended */
+  /* limits: the handshake's and a frame's time, frames per loop turn */
+  uv_timer_t *timer;
+  uint64_t frame_since_ms; /* a frame began arriving (0: between frames) */
+  uint64_t turn_ms;        /* loop time of the turn frames are counted in */
+  unsigned turn_frames;
+  uv_idle_t *idle;         /* frames wait in rbuf for the next loop turn */
+  int handles;             /* handles (stream, timer, idle) not yet closed */
 };
 
 typedef struct conn_wreq {
@@ -40,9 +59,14 @@ typedef struct conn_wreq {
   void *arg;
   uint8_t *owned;
   size_t bytes;
+  struct conn_wreq *next; /* held before the handshake ended */
+  uv_buf_t bufs[2];
+  unsigned nbufs;
 } conn_wreq;
 
 static void conn_read_start(hpl__conn *c);
+static void conn_process(hpl__conn *c);
+static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
 void *hpl__conn_data(const hpl__conn *c) { return c->o.data; }
 void hpl__conn_set_data(hpl__conn *c, void *data) { c->o.data = data; }
@@ -50,10 +74,17 @@ const char *hpl__conn_label(const hpl__conn *c) { return c->label; }
 uv_stream_t *hpl__conn_stream(hpl__conn *c) { return c->s; }
 int hpl__conn_closing(const hpl__conn *c) { return c->closing; }
 size_t hpl__conn_write_queue(const hpl__conn *c) { return c->wq_bytes; }
+int hpl__conn_role(const hpl__conn *c) { return c->hs == HS_DONE ? c->role : 0; }
 
-static void conn_on_closed(uv_handle_t *h) {
+/* One of the connection's handles closed; the last one frees it. */
+static void conn_handle_closed(uv_handle_t *h) {
   hpl__conn *c = h->data;
-  if (c->o.on_close) c->o.on_close(c, c->close_status);
+  if (h == (uv_handle_t *)c->s) {
+    if (c->o.on_close) c->o.on_close(c, c->close_status);
+  } else {
+    free(h);
+  }
+  if (--c->handles > 0) return;
   if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
   free(c->pbuf);
   free(c->rbuf);
@@ -68,7 +99,187 @@ void hpl__conn_close(hpl__conn *c, int status) {
   c->close_status = status;
   if (c->reading) uv_read_stop(c->s);
   c->reading = 0;
-  uv_close((uv_handle_t *)c->s, conn_on_closed);
+  /* writes held for the handshake never go: their owners hear so */
+  while (c->held) {
+    conn_wreq *w = c->held;
+    c->held = w->next;
+    c->wq_bytes -= w->bytes;
+    if (w->cb) w->cb(c, HPL_ECONN, w->arg);
+    free(w->owned);
+    free(w);
+  }
+  if (c->timer) uv_close((uv_handle_t *)c->timer, conn_handle_closed);
+  if (c->idle) uv_close((uv_handle_t *)c->idle, conn_handle_closed);
+  uv_close((uv_handle_t *)c->s, conn_handle_closed);
+}
+
+/* ------------------------------------------------------------------ limits */
+
+static void conn_timer_fired(uv_timer_t *t) {
+  hpl__conn *c = t->data;
+  if (c->closing) return;
+  uint64_t now = hpl__now_ms();
+  if (c->hs != HS_DONE) {
+    LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
+    if (c->o.auth_failures) (*c->o.auth_failures)++;
+    hpl__conn_close(c, HPL_ETIMEDOUT);
+    return;
+  }
+  if (!c->frame_since_ms) return;
+  if (now - c->frame_since_ms >= HPL__CONN_FRAME_TIMEOUT_MS) {
+    LOG_WARN("%s: a frame has been arriving for %llu ms: closing (peer too slow)", c->label,
+             (unsigned long long)(now - c->frame_since_ms));
+    hpl__conn_close(c, HPL_ETIMEDOUT);
+    return;
+  }
+  uv_timer_start(t, conn_timer_fired, c->frame_since_ms + HPL__CONN_FRAME_TIMEOUT_MS - now, 0);
+}
+
+static void conn_timer_arm(hpl__conn *c, uint64_t ms) {
+  if (!c->timer) {
+    if (!(c->timer = malloc(sizeof *c->timer))) return;
+    uv_timer_init(c->s->loop, c->timer);
+    c->timer->data = c;
+    c->handles++;
+  }
+  uv_timer_start(c->timer, conn_timer_fired, ms, 0);
+}
+
+/* After reading: a frame that has begun and not ended must end within
+ * HPL__CONN_FRAME_TIMEOUT_MS (a streamed payload is its owner's to watch). */
+static void conn_track_frame(hpl__conn *c) {
+  int mid = c->fr.state != 0 || c->fr.hhave > 0;
+  if (!mid || (c->o.stream_payloads && c->have_sink)) {
+    c->frame_since_ms = 0;
+    return;
+  }
+  if (c->frame_since_ms) return;
+  c->frame_since_ms = hpl__now_ms();
+  conn_timer_arm(c, HPL__CONN_FRAME_TIMEOUT_MS);
+}
+
+static void conn_idle_turn(uv_idle_t *h) {
+  hpl__conn *c = h->data;
+  uv_idle_stop(h);
+  if (c->closing) return;
+  conn_process(c);
+  if (c->closing) return;
+  conn_track_frame(c);
+  if (!c->paused && !uv_is_active((uv_handle_t *)h)) conn_read_start(c);
+}
+
+/* The connection used its frames for this loop turn: stop reading, go on
+ * with what is buffered on the next turn (after every other handle). */
+static void conn_yield(hpl__conn *c) {
+  if (c->reading) uv_read_stop(c->s);
+  c->reading = 0;
+  if (!c->idle) {
+    if (!(c->idle = malloc(sizeof *c->idle))) {
+      hpl__conn_close(c, HPL_ENOMEM);
+      return;
+    }
+    uv_idle_init(c->s->loop, c->idle);
+    c->idle->data = c;
+    c->handles++;
+  }
+  uv_idle_start(c->idle, conn_idle_turn);
+}
+
+/* One more frame this turn; 0 once the budget is used up. */
+static int conn_frame_budget(hpl__conn *c) {
+  uint64_t now = uv_now(c->s->loop);
+  if (c->turn_ms != now) {
+    c->turn_ms = now;
+    c->turn_frames = 0;
+  }
+  return ++c->turn_frames <= HPL__CONN_FRAME_BUDGET;
+}
+
+/* ------------------------------------------------------------------ handshake */
+
+/* Send handshake bytes (copied), ahead of everything held. */
+static void conn_send_raw(hpl__conn *c, const uint8_t *p, size_t len) {
+  conn_wreq *w = calloc(1, sizeof *w);
+  uint8_t *copy = malloc(len);
+  if (!w || !copy) {
+    free(w);
+    free(copy);
+    hpl__conn_close(c, HPL_ENOMEM);
+    return;
+  }
+  memcpy(copy, p, len);
+  w->owned = copy;
+  uv_buf_t b = uv_buf_init((char *)copy, (unsigned)len);
+  int hs = c->hs;
+  c->hs = HS_DONE; /* let it through */
+  conn_submit(c, w, &b, 1);
+  if (!c->closing) c->hs = hs;
+}
+
+static void conn_auth_failed(hpl__conn *c, const char *why) {
+  LOG_INFO("%s: authentication failed (%s): closing", c->label, why);
+  if (c->o.auth_failures) (*c->o.auth_failures)++;
+  hpl__conn_close(c, HPL_EAUTH);
+}
+
+static void conn_hs_done(hpl__conn *c) {
+  c->hs = HS_DONE;
+  c->role = c->ahs.role;
+  c->hshave = c->hswant = 0;
+  if (c->timer) uv_timer_stop(c->timer);
+  while (c->held && !c->closing) { /* in the order they were made */
+    conn_wreq *w = c->held;
+    c->held = w->next;
+    c->wq_bytes -= w->bytes;
+    conn_submit(c, w, w->bufs, w->nbufs);
+  }
+}
+
+/* A whole handshake message is in hsbuf: check it and answer. */
+static void conn_hs_step(hpl__conn *c) {
+  uint8_t out[HPL__AUTH_CHALLENGE_LEN], rk[HPL__AUTH_KEY_LEN];
+  c->hshave = 0;
+  switch (c->hs) {
+    case HS_HELLO:
+      if (hpl__auth_accept(&c->ahs, c->o.auth, c->o.auth_roles, c->hsbuf, out) != 0) {
+        conn_auth_failed(c, "no hoplite handshake, or a role this port does not take");
+        return;
+      }
+      conn_send_raw(c, out, HPL__AUTH_CHALLENGE_LEN);
+      c->hs = HS_PROOF;
+      c->hswant = HPL__AUTH_PROOF_LEN;
+      return;
+    case HS_PROOF:
+      if (hpl__auth_verify(&c->ahs, c->o.auth, c->hsbuf) != 0) {
+        conn_auth_failed(c, "the peer does not hold the cluster secret");
+        return;
+      }
+      conn_hs_done(c);
+      return;
+    case HS_CHAL:
+      hpl__auth_role_key(c->o.auth, c->o.auth_role, rk);
+      if (hpl__auth_answer(&c->ahs, rk, c->hsbuf, out) != 0) {
+        conn_auth_failed(c, "the peer does not hold the cluster secret");
+        return;
+      }
+      conn_send_raw(c, out, HPL__AUTH_PROOF_LEN);
+      conn_hs_done(c);
+      return;
+  }
+}
+
+/* Feed buffered bytes to the handshake. 1 once it is done (the rest of
+ * rbuf is frames), 0 while it needs more bytes or failed. */
+static int conn_handshake(hpl__conn *c) {
+  while (c->hs != HS_DONE && c->rpos < c->rlen && !c->closing) {
+    size_t n = c->hswant - c->hshave;
+    if (n > c->rlen - c->rpos) n = c->rlen - c->rpos;
+    memcpy(c->hsbuf + c->hshave, c->rbuf + c->rpos, n);
+    c->hshave += n;
+    c->rpos += n;
+    if (c->hshave == c->hswant) conn_hs_step(c);
+  }
+  return c->hs == HS_DONE && !c->closing;
 }
 
 void hpl__conn_fail(hpl__conn *c, const char *why) {
@@ -151,6 +362,10 @@ static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
 /* Run the framer over unprocessed bytes in rbuf. Stops early when a sink
  * pauses (bytes stay in rbuf) or the connection closes. */
 static void conn_process(hpl__conn *c) {
+  if (c->hs != HS_DONE && !conn_handshake(c)) {
+    if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
+    return;
+  }
   while (c->rpos < c->rlen && !c->closing) {
     int ev;
     const uint8_t *chunk = NULL;
@@ -177,6 +392,10 @@ static void conn_process(hpl__conn *c) {
     c->rpos += (size_t)r;
     if (ev == HPL__FR_MSG) {
       conn_on_msg(c);
+      if (!conn_frame_budget(c) && c->rpos < c->rlen && !c->closing) {
+        conn_yield(c); /* fairness: the rest waits for the next turn */
+        return;
+      }
     } else if (ev == HPL__FR_PAYLOAD) {
       if (!c->cur_msg) continue; /* frame already failed */
       /* buffered mode consumes everything; stream mode may pause */
@@ -199,6 +418,7 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   hpl__conn *c = h->data;
   (void)suggested;
   c->direct = 0;
+  c->sink_full = 0;
   if (c->o.stream_payloads && c->have_sink && hpl__framer_payload_left(&c->fr) > 0 &&
       c->rpos == c->rlen) {
     size_t room = 0;
@@ -207,6 +427,7 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     if (!dst || room == 0) {
       buf->base = NULL;
       buf->len = 0; /* -> UV_ENOBUFS: pause */
+      c->sink_full = 1;
       return;
     }
     if (room > left) room = (size_t)left;
@@ -216,15 +437,26 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     buf->len = room;
     return;
   }
-  if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
+  if (c->rpos == c->rlen) {
+    c->rpos = c->rlen = 0;
+  } else if (c->rpos > 0 && c->rlen == CONN_RBUF) { /* make room behind what is left */
+    memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+    c->rlen -= c->rpos;
+    c->rpos = 0;
+  }
   buf->base = (char *)c->rbuf + c->rlen;
   buf->len = CONN_RBUF - c->rlen;
+  if (buf->len == 0) buf->base = NULL; /* -> UV_ENOBUFS: the backlog first */
 }
 
 static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   hpl__conn *c = s->data;
   if (c->closing) return;
   if (nread == UV_ENOBUFS) {
+    if (!c->sink_full) { /* rbuf full of frames not handled yet */
+      conn_yield(c);
+      return;
+    }
     uv_read_stop(s);
     c->reading = 0;
     c->paused = 1;
@@ -248,10 +480,12 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   c->rlen += (size_t)nread;
   conn_process(c);
-  if (c->paused && c->reading && !c->closing) {
+  if (c->closing) return;
+  if (c->paused && c->reading) {
     uv_read_stop(s);
     c->reading = 0;
   }
+  conn_track_frame(c);
 }
 
 static void conn_read_start(hpl__conn *c) {
@@ -269,7 +503,8 @@ void hpl__conn_resume(hpl__conn *c) {
   if (c->closing || !c->paused) return;
   c->paused = 0;
   conn_process(c); /* leftover bytes first */
-  if (!c->paused && !c->closing) conn_read_start(c);
+  if (!c->paused && !c->closing && !(c->idle && uv_is_active((uv_handle_t *)c->idle)))
+    conn_read_start(c);
 }
 
 void hpl__conn_recv_payload(hpl__conn *c, const hpl__sink *sink) {
@@ -293,6 +528,20 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   snprintf(c->label, sizeof c->label, "%s", o->label ? o->label : "conn");
   hpl__framer_init(&c->fr, &o->lim);
   s->data = c;
+  c->handles = 1;
+  if (o->auth && o->auth->on) {
+    conn_timer_arm(c, HPL__AUTH_TIMEOUT_MS);
+    if (o->auth_role) { /* we open: HELLO, then wait for the CHALLENGE */
+      uint8_t hello[HPL__AUTH_HELLO_LEN];
+      hpl__auth_open(&c->ahs, o->auth_role, hello);
+      conn_send_raw(c, hello, sizeof hello);
+      c->hs = HS_CHAL;
+      c->hswant = HPL__AUTH_CHALLENGE_LEN;
+    } else {
+      c->hs = HS_HELLO;
+      c->hswant = HPL__AUTH_HELLO_LEN;
+    }
+  }
   conn_read_start(c);
   return c;
 }
@@ -314,6 +563,18 @@ static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbuf
   w->c = c;
   w->bytes = 0;
   for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
+  if (c->hs != HS_DONE) { /* after the handshake, in order */
+    for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
+    w->nbufs = nbufs;
+    w->next = NULL;
+    if (c->held)
+      c->held_tail->next = w;
+    else
+      c->held = w;
+    c->held_tail = w;
+    c->wq_bytes += w->bytes;
+    return 0;
+  }
   if (c->wq_bytes == 0 && !w->cb) {
     /* nothing queued and nobody to tell: write now, and queue only what
      * the socket did not take (a control reply usually goes whole, with

@@ -15,8 +15,16 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "frame.h"
 #include "proto.h"
+
+/* Frames one connection may have handled per loop turn before it yields to
+ * the others (fairness: one busy peer cannot starve heartbeats). */
+#define HPL__CONN_FRAME_BUDGET 256
+/* A frame that has begun arriving must be complete within this long (a
+ * streamed payload excepted: its owner watches it). Slow peers are cut. */
+#define HPL__CONN_FRAME_TIMEOUT_MS 30000
 
 typedef struct hpl__conn hpl__conn;
 
@@ -54,6 +62,16 @@ typedef struct hpl__conn_opts {
   hpl__conn_close_cb on_close;
   void *data; /* owner's pointer, see hpl__conn_data() */
   const char *label; /* for logs, copied */
+  /* Authentication (auth.h): with auth->on, the connection starts with the
+   * handshake and frames nothing before it succeeded (writes made meanwhile
+   * wait); it fails, or times out after HPL__AUTH_TIMEOUT_MS, with on_close
+   * status HPL_EAUTH / HPL_ETIMEDOUT. The opener claims auth_role; an
+   * acceptor (auth_role 0) takes the roles in the auth_roles bit mask
+   * (1 << role). auth_failures (may be NULL) counts failed handshakes. */
+  const hpl__auth *auth;
+  int auth_role;
+  unsigned auth_roles;
+  uint64_t *auth_failures;
 } hpl__conn_opts;
 
 /* Accept one connection on a listening stream (TCP, with Nagle off, or a
@@ -73,6 +91,9 @@ void hpl__conn_set_data(hpl__conn *c, void *data);
 const char *hpl__conn_label(const hpl__conn *c);
 uv_stream_t *hpl__conn_stream(hpl__conn *c);
 int hpl__conn_closing(const hpl__conn *c);
+/* The role the peer proved (HPL__ROLE_*), 0 without authentication or
+ * before the handshake finished. */
+int hpl__conn_role(const hpl__conn *c);
 
 /* Send a frame: `m` (may be NULL) is packed now; `payload` of `plen` bytes
  * follows. With copy != 0 the payload is copied and cb may be NULL; else the

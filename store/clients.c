@@ -48,6 +48,8 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"stalls", s->ctr.stalls},
       {"stragglers", s->ctr.stragglers},
       {"restarts", s->ctr.restarts},
+      {"auth_failures", s->ctr.auth_failures},
+      {"clients_refused", s->ctr.clients_refused},
       {"inline_gets", s->ctr.inline_gets},
       {"inline_puts", s->ctr.inline_puts},
       {"local_gets", s->ctr.local_gets},
@@ -182,6 +184,12 @@ static int send_hello(store *s, int fd) {
     hm.dir_addr = dir_addr;
     hm.dir_port = (uint32_t)dir_port;
     hm.netns = s->netns;
+  }
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  if (s->cfg.auth.on) { /* local clients may read small objects from the directory */
+    hpl__auth_role_key(&s->cfg.auth, HPL__ROLE_READER, rk);
+    hm.reader_key.data = rk;
+    hm.reader_key.len = sizeof rk;
   }
   int fds[2] = {hpl__pool_fd(s->pool), store_filter_fd(s)};
   int nfd = fds[1] >= 0 ? 2 : 1;

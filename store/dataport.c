@@ -280,7 +280,10 @@ static void on_accept(uv_stream_t *server, int status) {
                       .on_frame = on_frame,
                       .on_close = on_close,
                       .data = sd,
-                      .label = "data-in"};
+                      .label = "data-in",
+                      .auth = &s->cfg.auth,
+                      .auth_roles = 1u << HPL__ROLE_STORE,
+                      .auth_failures = &s->ctr.auth_failures};
   DL_APPEND(s->senders, sd);
   sd->c = hpl__conn_new(t, &o);
   if (!sd->c) {

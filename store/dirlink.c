@@ -402,7 +402,10 @@ static void on_connected(uv_connect_t *req, int status) {
                      .on_frame = dl_on_frame,
                      .on_close = dl_on_close,
                      .data = dl,
-                     .label = "store->dir"};
+                     .label = "store->dir",
+                     .auth = &dl->s->cfg.auth,
+                     .auth_role = HPL__ROLE_STORE,
+                     .auth_failures = &dl->s->ctr.auth_failures};
   dl->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!dl->c) {
     schedule_reconnect(dl);

@@ -44,7 +44,10 @@ static const hpl__opt opts[] = {
      HPL__OPT_STR, OFF(socket_path), sizeof(((store_config *)0)->socket_path), 0, 0, NULL},
     {"memory", "BYTES", "shared-memory pool size (default 2G; K/M/G suffixes)", HPL__OPT_SIZE,
      OFF(memory), 0, 1, 1e30, NULL},
-    {"data-listen", "HOST:PORT", "data port bind address (default 0.0.0.0:0)", HPL__OPT_FN, 0, 0,
+    {"data-listen", "HOST:PORT",
+     "data port bind address (default: 127.0.0.1:0 when the\ndirectory is on loopback, else "
+     "0.0.0.0:0; beyond loopback\nonly with a secret or --insecure)",
+     HPL__OPT_FN, 0, 0,
      0, 0, set_data_listen},
     {"data-addr", "ADDR",
      "address peers use to reach the data port\n(default: this host's address towards the "
@@ -93,9 +96,10 @@ int main(int argc, char **argv) {
   static store s;
   store_config *cfg = &s.cfg;
   store_config_defaults(cfg);
-  int level = HPL__LOG_INFO;
+  const char *prog = "hoplite-store";
   const char *synopsis = "hoplite-store --directory HOST:PORT [options]";
-  int rc = hpl__srv_parse("hoplite-store", synopsis, opts, cfg, argc, argv, &level);
+  hpl__srv_common common;
+  int rc = hpl__srv_parse(prog, synopsis, opts, cfg, argc, argv, &common);
   if (rc >= 0) return rc;
   const char *fenv = getenv("HOPLITE_FAULTS");
   if (fenv && *fenv && !cfg->faults.enabled) {
@@ -110,6 +114,13 @@ int main(int argc, char **argv) {
     hpl__srv_usage(stderr, synopsis, opts);
     return 2;
   }
+  if (!cfg->data_host[0]) /* peers must reach the data port where they reach the directory */
+    snprintf(cfg->data_host, sizeof cfg->data_host, "%s",
+             hpl__is_loopback(cfg->dir_host) ? "127.0.0.1" : "0.0.0.0");
+  if ((rc = hpl__srv_load_auth(prog, &common, &cfg->auth)) >= 0 ||
+      (rc = hpl__srv_exposure(prog, "--data-listen", cfg->data_host, &cfg->auth,
+                              common.insecure)) >= 0)
+    return rc;
   if (!cfg->socket_path[0]) {
     const char *env = getenv(HPL_SOCKET_ENV);
     if (env && *env) {
@@ -123,5 +134,5 @@ int main(int argc, char **argv) {
   }
   char pname[80];
   snprintf(pname, sizeof pname, "store%s%s", cfg->name[0] ? ":" : "", cfg->name);
-  return hpl__srv_run(pname, level, start, finish, &s);
+  return hpl__srv_run(pname, common.log_level, start, finish, &s);
 }

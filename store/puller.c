@@ -175,7 +175,10 @@ static void on_connect(uv_connect_t *req, int status) {
                       .on_frame = on_frame,
                       .on_close = on_close,
                       .data = p,
-                      .label = p->label};
+                      .label = p->label,
+                      .auth = &p->s->cfg.auth,
+                      .auth_role = HPL__ROLE_STORE,
+                      .auth_failures = &p->s->ctr.auth_failures};
   p->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!p->c) {
     puller_end(p, HPL_ENOMEM, "out of memory", 1);

@@ -22,7 +22,6 @@
 void store_config_defaults(store_config *c) {
   memset(c, 0, sizeof *c);
   c->memory = 2ull << 30;
-  snprintf(c->data_host, sizeof c->data_host, "0.0.0.0");
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;
   c->straggler_ratio = 0.2;

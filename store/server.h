@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "faults.h"
 #include "pool.h"
 
@@ -43,7 +44,7 @@ typedef struct store_config {
   int dir_port;
   char socket_path[108];
   uint64_t memory;           /* pool capacity */
-  char data_host[64];        /* data port bind address */
+  char data_host[64];        /* data port bind address ("": by the directory's) */
   int data_port;             /* 0: any */
   char data_addr[64];        /* advertised address ("" = the one facing the directory) */
   char name[64];
@@ -55,6 +56,7 @@ typedef struct store_config {
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
   uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
   store_faults faults;
+  hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
@@ -63,7 +65,8 @@ void store_config_defaults(store_config *c);
 typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
-      pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts;
+      pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
+      clients_refused;
 } store_counters;
 
 struct store {

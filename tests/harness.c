@@ -10,6 +10,15 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "frame.h"
 #include "util.h"
 
 int64_t th_ms(int64_t ms) {
@@ -42,11 +51,13 @@ void th_untrack(hpl__lc *lc) {
 hpl__lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args) {
   hpl__lc_opts o = {.nodes = nodes,
                    .memory = memory,
-                   .bin_dir = HPL_BIN_DIR,
+                   .bin_dir = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR,
                    .dir_args = dir_args,
                    .store_args = store_args,
                    .log_level = getenv("HPL_TEST_LOG_LEVEL"),
-                   .timeout_ms = (int)th_ms(15000)};
+                   .timeout_ms = (int)th_ms(15000),
+                   /* servers older than the secret (HOPLITE_BIN_DIR) need none */
+                   .no_auth = getenv("HPL_TEST_NO_AUTH") != NULL};
   hpl__lc *lc = NULL;
   char err[512];
   int rc = hpl__lc_start(&o, &lc, err, sizeof err);
@@ -274,4 +285,126 @@ uint64_t th_pattern_sum(uint64_t size, uint64_t seed) {
   uint64_t sum = hpl__checksum(d, size);
   free(d);
   return sum;
+}
+
+/* ------------------------------------------------------------------ raw peers */
+
+/* Exactly n bytes within the deadline: 0, or -1 on EOF, error or timeout. */
+static int read_full(int fd, uint8_t *p, size_t n, uint64_t deadline) {
+  while (n) {
+    int64_t left = hpl__ms_left(deadline);
+    if (left == 0) return -1;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int pr = poll(&pf, 1, (int)left);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) return -1;
+    ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+int th_wire_handshake_key(int fd, const uint8_t key[32], int role) {
+  hpl__auth_hs hs;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
+  hpl__auth_open(&hs, role, hello);
+  if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) return -1;
+  if (read_full(fd, chal, sizeof chal, hpl__deadline_ms(th_ms(5000))) != 0) return -1;
+  if (hpl__auth_answer(&hs, key, chal, proof) != 0) return -1;
+  if (send(fd, proof, sizeof proof, MSG_NOSIGNAL) != (ssize_t)sizeof proof) return -1;
+  return 0;
+}
+
+int th_wire_handshake(int fd, const char *secret, int role) {
+  if (!secret || !*secret) return 0;
+  hpl__auth a;
+  char err[256];
+  if (hpl__auth_load(secret, &a, err, sizeof err) != 0) fail_msg("%s", err);
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_role_key(&a, role, rk);
+  return th_wire_handshake_key(fd, rk, role);
+}
+
+int th_wire_connect(int port, const char *secret, int role) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  if (th_wire_handshake(fd, secret, role) != 0) fail_msg("the handshake on port %d failed", port);
+  return fd;
+}
+
+void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m) {
+  size_t len;
+  uint8_t *f = hpl__msg_frame(type, req, m, 0, &len);
+  assert_non_null(f);
+  assert_int_equal(send(fd, f, len, MSG_NOSIGNAL), (ssize_t)len);
+  free(f);
+}
+
+ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req) {
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 24,
+                           .max_type = HPL__MSG_MAX_};
+  for (;;) {
+    uint8_t hdr[HPL__FRAME_HDR_LEN];
+    hpl__frame_hdr h;
+    if (read_full(fd, hdr, sizeof hdr, deadline)) fail_msg("no %s reply", hpl__msg_name(type));
+    assert_int_equal(hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL), 0);
+    uint8_t *msg = malloc(h.msg_len + h.payload_len + 1);
+    assert_non_null(msg);
+    assert_int_equal(read_full(fd, msg, h.msg_len + h.payload_len, deadline), 0);
+    if (h.type == type && h.req_id == req) {
+      ProtobufCMessage *m = hpl__msg_unpack(h.type, msg, h.msg_len);
+      free(msg);
+      assert_non_null(m);
+      return m;
+    }
+    free(msg);
+  }
+}
+
+int th_wire_closed(int fd, int64_t timeout_ms) {
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  uint8_t b[4096];
+  for (;;) {
+    int64_t left = hpl__ms_left(deadline);
+    if (left == 0) return 0;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, (int)left) <= 0) continue;
+    ssize_t n = recv(fd, b, sizeof b, 0);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return 1;
+  }
+}
+
+uint64_t th_dir_counter(hpl__lc *lc, const char *name) {
+  char err[256];
+  if (hpl__lc_check(lc, err, sizeof err)) fail_msg("a server died: %s", err);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
+  th_wire_send(fd, HPL__MSG_COUNTERS, 7, &r.base);
+  Hplpb__CountersRep *rep = (Hplpb__CountersRep *)th_wire_wait(fd, HPL__MSG_COUNTERS_REP, 7);
+  uint64_t v = UINT64_MAX;
+  for (size_t i = 0; i < rep->n_counters; i++)
+    if (!strcmp(rep->counters[i]->name, name)) v = rep->counters[i]->value;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  close(fd);
+  if (v == UINT64_MAX) fail_msg("the directory has no counter %s", name);
+  return v;
+}
+
+int th_data_port(hpl__lc *lc, int node) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/node-%d.ready", hpl__lc_work_dir(lc), node);
+  FILE *f = fopen(path, "r");
+  int port = -1;
+  if (f) {
+    if (fscanf(f, "%d", &port) != 1) port = -1;
+    fclose(f);
+  }
+  assert_true(port > 0);
+  return port;
 }

@@ -11,6 +11,7 @@
 
 #include "hoplite.h"
 #include "localcluster.h"
+#include "proto.h"
 
 /* Timeouts in tests are multiplied by $HPL_TEST_TIMEOUT_SCALE (default 1). */
 int64_t th_ms(int64_t ms);
@@ -88,3 +89,29 @@ int th_check_tree(const th_xfer *x, size_t n, const char *prefix, int max_sender
 
 /* This store's node id (its "node_id" counter). */
 uint64_t th_node_id(hpl_client *c);
+
+/* ---- raw protocol peers: tests that speak the wire protocol themselves */
+
+/* A TCP connection to 127.0.0.1:port (fails the test if refused). With a
+ * cluster secret (hpl__lc_secret; NULL or "": none) the handshake claiming
+ * `role` is done first, and must succeed. */
+int th_wire_connect(int port, const char *secret, int role);
+/* The handshake on fd claiming `role` with the key derived from the secret
+ * file (NULL or "": nothing is done). Returns 0, or -1 if the peer refused
+ * or closed. */
+int th_wire_handshake(int fd, const char *secret, int role);
+/* The same with a key the caller holds (the secret's role key). */
+int th_wire_handshake_key(int fd, const uint8_t key[32], int role);
+void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m);
+/* The next frame of `type` with request id `req` (others are skipped);
+ * fails the test if none arrives within 10 s (scaled). Free the result with
+ * protobuf_c_message_free_unpacked. */
+ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req);
+/* 1 if the peer closes the connection within timeout_ms (what it sends
+ * first is skipped). */
+int th_wire_closed(int fd, int64_t timeout_ms);
+/* A directory counter, read over a connection of its own (fails the test
+ * if the directory does not answer). */
+uint64_t th_dir_counter(hpl__lc *lc, const char *name);
+/* Store `node`'s data port. */
+int th_data_port(hpl__lc *lc, int node);

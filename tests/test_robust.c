@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "frame.h"
+#include "auth.h"
 #include "harness.h"
 #include "proto.h"
 #include "util.h"
@@ -41,48 +42,12 @@ static int teardown(void **state) {
   return 0;
 }
 
-static int tcp_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  return fd;
-}
-
 static int unix_connect(const char *path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   return fd;
-}
-
-/* 1 if the peer closes the connection within timeout_ms (reads until EOF,
- * discarding whatever it sends first). */
-static int closed_by_peer(int fd, int timeout_ms) {
-  uint64_t deadline = hpl__deadline_ms(timeout_ms);
-  char buf[4096];
-  for (;;) {
-    int64_t left = hpl__ms_left(deadline);
-    if (left == 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, (int)left) <= 0) continue;
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n == 0 || (n < 0 && errno == ECONNRESET)) return 1;
-  }
-}
-
-static int store_data_port(int node) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/node-%d.ready", hpl__lc_work_dir(lc), node);
-  FILE *f = fopen(path, "r");
-  int port = -1;
-  if (f) {
-    if (fscanf(f, "%d", &port) != 1) port = -1;
-    fclose(f);
-  }
-  assert_true(port > 0);
-  return port;
 }
 
 /* The cluster still works: a put on A and a get on B of a pulled object. */
@@ -108,7 +73,7 @@ static void abuse(opener open_fn, int skip_hello) {
   /* 1. garbage */
   int fd = open_fn();
   send_all(fd, junk, sizeof junk);
-  assert_true(closed_by_peer(fd, (int)th_ms(5000)));
+  assert_true(th_wire_closed(fd, (int)th_ms(5000)));
   close(fd);
   /* 2. a valid header announcing an enormous message */
   hpl__frame_hdr h = {.type = HPL__MSG_GET, .msg_len = 0x7fffffff, .req_id = 1};
@@ -116,7 +81,7 @@ static void abuse(opener open_fn, int skip_hello) {
   hpl__frame_encode_hdr(&h, hdr);
   fd = open_fn();
   send_all(fd, hdr, sizeof hdr);
-  assert_true(closed_by_peer(fd, (int)th_ms(5000)));
+  assert_true(th_wire_closed(fd, (int)th_ms(5000)));
   close(fd);
   /* 3. a header with an enormous payload */
   h.msg_len = 4;
@@ -124,7 +89,7 @@ static void abuse(opener open_fn, int skip_hello) {
   hpl__frame_encode_hdr(&h, hdr);
   fd = open_fn();
   send_all(fd, hdr, sizeof hdr);
-  assert_true(closed_by_peer(fd, (int)th_ms(5000)));
+  assert_true(th_wire_closed(fd, (int)th_ms(5000)));
   close(fd);
   /* 4. a valid header whose message does not decode */
   h.msg_len = 3;
@@ -137,7 +102,7 @@ static void abuse(opener open_fn, int skip_hello) {
   frame[HPL__FRAME_HDR_LEN + 2] = 'x';
   fd = open_fn();
   send_all(fd, frame, sizeof frame);
-  assert_true(closed_by_peer(fd, (int)th_ms(5000)));
+  assert_true(th_wire_closed(fd, (int)th_ms(5000)));
   close(fd);
   /* 5. a truncated frame, then the peer goes away: the server must cope */
   fd = open_fn();
@@ -156,18 +121,36 @@ static void abuse(opener open_fn, int skip_hello) {
   (void)skip_hello;
 }
 
-static int open_directory(void) { return tcp_connect(hpl__lc_dir_port(lc)); }
-static int open_data_port(void) { return tcp_connect(store_data_port(1)); }
+/* A raw TCP connection: without the handshake, whatever comes is refused
+ * before it is parsed as frames. */
+static int open_raw(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+static int open_directory_raw(void) { return open_raw(hpl__lc_dir_port(lc)); }
+static int open_data_port_raw(void) { return open_raw(th_data_port(lc, 1)); }
+/* Authenticated: the bytes reach the framer. */
+static int open_directory(void) {
+  return th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+}
+static int open_data_port(void) {
+  return th_wire_connect(th_data_port(lc, 1), hpl__lc_secret(lc), HPL__ROLE_STORE);
+}
 static int open_client_socket(void) { return unix_connect(hpl__lc_socket(lc, 1)); }
 
 static void test_directory_survives_bad_frames(void **state) {
   (void)state;
+  abuse(open_directory_raw, 0);
   abuse(open_directory, 0);
   still_serving("robust/dir");
 }
 
 static void test_data_port_survives_bad_frames(void **state) {
   (void)state;
+  abuse(open_data_port_raw, 0);
   abuse(open_data_port, 0);
   still_serving("robust/data");
   /* a well-formed PULL of an unknown object gets an error, not a hang */
