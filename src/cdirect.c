@@ -20,7 +20,8 @@
 #include "util.h"
 
 #define DIRECT_WAIT_MS 500        /* one exchange with the directory, at most */
-#define DIRECT_RETRY_MS 5000      /* after a failed connect, before trying again */
+#define DIRECT_BACKOFF_MS 250     /* after a failed exchange, before trying again: */
+#define DIRECT_BACKOFF_MAX 30000  /*   doubling up to this while failures go on */
 #define DIRECT_MAX_INLINE (16u << 20) /* the directory holds no larger inline object */
 #define PEEK_MAX_MSG 1024         /* a PEEK_REP message (status, size, flag) is tiny */
 #define DIRECT_ALIGN 64           /* as HPL__POOL_ALIGN: hpl_buf_data() is 64-byte aligned */
@@ -34,7 +35,8 @@ struct hpl__cdirect {
   socklen_t addr_len;
   hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
   hpl__crpc *rpc;       /* the directory connection, NULL when there is none */
-  uint64_t retry_ms;    /* no new connection attempt before this */
+  uint64_t retry_ms;    /* no direct read before this (backing off) */
+  uint64_t backoff_ms;  /* the current backoff, 0 after a success */
   int auth;             /* the cluster has a secret: connections start with */
   uint8_t key[HPL__AUTH_KEY_LEN]; /* the handshake, as a reader, with this key */
 };
@@ -87,9 +89,14 @@ void hpl__cdirect_free(hpl__cdirect *d) {
   free(d);
 }
 
-/* The one place that decides when to try connecting again (a backoff would
- * go here). */
-static void connect_failed(hpl__cdirect *d) { d->retry_ms = hpl__now_ms() + DIRECT_RETRY_MS; }
+/* A connection or an exchange failed (the directory unreachable, slow or
+ * not ours): gets go to the store for a while, twice as long each time
+ * failures go on, so a sick directory does not cost every get its wait. */
+static void direct_failed(hpl__cdirect *d) {
+  d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : DIRECT_BACKOFF_MS;
+  if (d->backoff_ms > DIRECT_BACKOFF_MAX) d->backoff_ms = DIRECT_BACKOFF_MAX;
+  __atomic_store_n(&d->retry_ms, hpl__now_ms() + d->backoff_ms, __ATOMIC_RELAXED);
+}
 
 /* Send (to_send) or receive exactly len bytes on the non-blocking fd
  * before the deadline. 0 or -1. */
@@ -129,7 +136,6 @@ static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline) {
  * authenticate when the cluster has a secret. 0 or -1. */
 static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   if (d->rpc) return 0;
-  if (hpl__now_ms() < d->retry_ms) return -1;
   int fd = socket(d->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) goto failed;
   if (connect(fd, (struct sockaddr *)&d->addr, d->addr_len) != 0) {
@@ -151,7 +157,7 @@ static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   return 0;
 failed:
   if (fd >= 0) close(fd);
-  connect_failed(d);
+  direct_failed(d);
   return -1;
 }
 
@@ -202,11 +208,15 @@ int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cd
     return 1;
   uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
   if (deadline < dl) dl = deadline;
+  if (hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED)) return 1; /* backing off */
   if (hpl__turn_take(&d->turn, dl) != 0) return 1; /* another get still at it */
-  int rc = dir_connect(d, dl) == 0 ? peek(d, id, dl, out) : 1;
+  int rc = hpl__now_ms() < d->retry_ms ? 1 : dir_connect(d, dl) == 0 ? peek(d, id, dl, out) : 1;
   if (rc < 0) {
     hpl__crpc_free(d->rpc);
     d->rpc = NULL;
+    direct_failed(d);
+  } else if (rc == 0) {
+    d->backoff_ms = 0;
   }
   hpl__turn_give(&d->turn);
   return rc == 0 ? 0 : 1;

@@ -298,9 +298,8 @@ int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
   /* A small object this node does not hold may come straight from the
-   * directory; that path never fails a get, anything but success goes on
-   * to the store, which is given the whole timeout (the direct try is
-   * bounded by its own cap and by `deadline`). */
+   * directory; that path never fails a get: anything but success goes on
+   * to the store with what is left of the timeout. */
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   hpl__cdirect_obj o;
   if (timeout_ms != 0 && hpl__cdirect_get(c->direct, id, deadline, &o) == 0) {
@@ -314,6 +313,7 @@ int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
     }
     free(o.own);
   }
+  if (timeout_ms > 0) timeout_ms = hpl__ms_left(deadline);
   Hplpb__GetReq r = HPLPB__GET_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
