@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "util.h"
@@ -49,9 +50,11 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
       f->stall_after = n;
     } else if (!strcmp(k, "slow_send")) {
       f->slow_send = n;
+    } else if (!strcmp(k, "combine_delay_ms")) {
+      f->combine_delay_ms = n;
     } else {
       snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
-               "slow_send, hb_pause, prefix, to_node)", k);
+               "slow_send, hb_pause, combine_delay_ms, prefix, to_node)", k);
       return -1;
     }
     if (bad) {
@@ -107,6 +110,14 @@ uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t 
 }
 
 void faults_sent(store_faults *f, uint64_t n) { f->sent += n; }
+
+void faults_combine_delay(const store_faults *f) {
+  if (!f->combine_delay_ms) return;
+  struct timespec ts = {(time_t)(f->combine_delay_ms / 1000),
+                        (long)(f->combine_delay_ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
 
 uint64_t faults_silent_ms(const store_faults *f, uint64_t elapsed_ms) {
   if (!f->hb_pause_ms) return 0;

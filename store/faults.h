@@ -4,7 +4,8 @@
  * paces its outgoing streams, or goes silent towards the directory. All off
  * unless set; each check is one predictable branch on `enabled`.
  *
- * Callers: main.c (parse), dataport.c (streams), dirlink.c (heartbeats).
+ * Callers: main.c (parse), dataport.c (streams), dirlink.c (heartbeats),
+ * rdtask.c (combine steps).
  */
 #ifndef HPL_STORE_FAULTS_H
 #define HPL_STORE_FAULTS_H
@@ -23,6 +24,7 @@ typedef struct store_faults {
   uint64_t stall_after; /* stop sending a stream after this many bytes (once) */
   uint64_t slow_send;   /* pace every stream to this many bytes/s */
   uint64_t hb_pause_at_ms, hb_pause_ms; /* no heartbeats in [at, at+len) after start */
+  uint64_t combine_delay_ms; /* every reduce combine step on the thread pool waits this long */
   /* state */
   uint64_t sent;
   int dropped, stalled;
@@ -50,6 +52,10 @@ uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t 
 
 /* `n` more bytes went out on a faulty stream. */
 void faults_sent(store_faults *f, uint64_t n);
+
+/* Fault point combine_delay_ms: called on a thread-pool thread before a
+ * reduce combine step (sleeps there, never on the loop). */
+void faults_combine_delay(const store_faults *f);
 
 /* Milliseconds left in the silent window (hb_pause) at `elapsed_ms` after
  * the store started; 0 when not in it. */

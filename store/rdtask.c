@@ -13,6 +13,7 @@
 
 #include "dataport.h"
 #include "dirlink.h"
+#include "faults.h"
 #include "hoplite.h"
 #include "log.h"
 #include "objects.h"
@@ -63,6 +64,11 @@ struct rd_task {
   uint64_t w_from, w_to;
   int ended; /* the reduce ended while a step was running */
   int failed;
+  /* A slot reset while its step still ran: the old task (ended, working)
+   * still writes the output, so the new one starts nothing until it is
+   * done. */
+  struct rd_task *blocked_by; /* the old task this one waits for */
+  struct rd_task *successor;  /* the new task waiting for this one */
 };
 
 /* Key of a reduce stream (the directory names the same key to its puller). */
@@ -113,6 +119,7 @@ static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
 
 static void work_run(uv_work_t *w) {
   rd_task *t = w->data;
+  faults_combine_delay(&t->s->cfg.faults);
   combine_range(t, t->w_from, t->w_to);
 }
 
@@ -138,11 +145,24 @@ static void task_advance(rd_task *t, uint64_t to) {
   }
 }
 
+static void child_start(rd_task *t, rd_child *c);
+
+/* The old task's last step is done: the new one may write now. */
+static void task_unblock(rd_task *t) {
+  t->blocked_by = NULL;
+  if (t->failed) return;
+  for (int j = 0; j < t->nch; j++)
+    if (t->ch[j].known) child_start(t, &t->ch[j]);
+  task_try_combine(t);
+}
+
 static void work_done(uv_work_t *w, int status) {
   rd_task *t = w->data;
   t->working = 0;
   if (t->ended) {
+    rd_task *next = t->successor;
     task_free(t);
+    if (next) task_unblock(next);
     return;
   }
   if (status == 0) task_advance(t, t->w_to);
@@ -151,7 +171,7 @@ static void work_done(uv_work_t *w, int status) {
 
 /* Combine whatever every input has delivered. */
 static void task_try_combine(rd_task *t) {
-  if (t->working || t->failed || t->comb >= t->size) return;
+  if (t->working || t->failed || t->blocked_by || t->comb >= t->size) return;
   uint64_t avail = t->size;
   for (int j = 0; j < t->nch; j++) {
     rd_child *c = &t->ch[j];
@@ -221,7 +241,7 @@ static void child_done(void *arg, int status, const char *detail) {
 }
 
 static void child_start(rd_task *t, rd_child *c) {
-  if (c->pull || c->done) return;
+  if (c->pull || c->done || t->blocked_by) return; /* blocked: started when unblocked */
   puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
                             c);
@@ -247,10 +267,12 @@ static void task_free(rd_task *t) {
     if (c->pull) puller_cancel(c->pull);
     c->pull = NULL;
   }
-  if (t->working) { /* the pool still reads the buffers: finish later */
+  if (t->working) { /* the pool still uses the buffers: finish later */
     t->ended = 1;
     return;
   }
+  if (t->blocked_by && t->blocked_by->successor == t) t->blocked_by->successor = NULL;
+  if (t->successor) t->successor->blocked_by = NULL; /* (only when freed unended) */
   for (int j = 0; j < t->nch; j++) free(t->ch[j].ring);
   free(t->ch);
   if (t->out) {
@@ -268,8 +290,11 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     LOG_WARN("ignoring a malformed reduce task");
     return;
   }
-  rd_task *t = task_find(s, m->target, m->slot);
+  rd_task *t = task_find(s, m->target, m->slot), *old_step = NULL;
   if (t && (t->gen != m->gen || t->rid != m->rid)) { /* a reset: start this slot over */
+    /* a combine step of this slot still running (or still awaited) writes
+     * the output until it is done */
+    old_step = t->working ? t : t->blocked_by;
     HASH_DEL(s->tasks, t);
     task_free(t);
     t = NULL;
@@ -333,8 +358,13 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
       LOG_ERROR("reduce '%s' slot %u cannot run here (no memory?)", m->target, m->slot);
     }
     HASH_ADD_STR(s->tasks, hkey, t);
-    LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s", m->target, m->slot, m->gen,
-              t->nch, t->to_target ? "into the target" : "as a stream");
+    if (old_step) {
+      t->blocked_by = old_step;
+      old_step->successor = t;
+    }
+    LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s%s", m->target, m->slot,
+              m->gen, t->nch, t->to_target ? "into the target" : "as a stream",
+              old_step ? " (after the old generation's step)" : "");
   }
   if (t->failed) return;
   for (size_t i = 0; i < m->n_children; i++) {

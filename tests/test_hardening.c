@@ -90,12 +90,73 @@ static void test_get_timeout_includes_direct_read(void **state) {
   th_stop(lc, 0);
 }
 
+/* A reduce tree node dies while the sink's combine step still runs on the
+ * thread pool (each step held 600 ms by a fault point; streams at loopback
+ * speed arrive in steps large enough to go there): the sink's new task must
+ * not write the target while the old step still does. Before, the old step
+ * wrote into bytes the new generation had already received, and the result
+ * was wrong. */
+static void test_reduce_reset_during_combine(void **state) {
+  (void)state;
+  enum { N = 4 };
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *C[N];
+  int idx[N];
+  for (int i = 0; i < N; i++) {
+    char err[256];
+    idx[i] = hpl__lc_add_store(lc,
+                               i == 0 ? "--memory 256M --faults combine_delay_ms=600"
+                                      : "--memory 256M",
+                               err, sizeof err);
+    if (idx[i] < 0) fail_msg("add store: %s", err);
+    C[i] = th_connect(lc, idx[i]);
+  }
+  const size_t n = 16 * MB / 4;
+  float *d = malloc(n * 4);
+  assert_non_null(d);
+  char ids[N][32];
+  const char *srcs[N];
+  for (int i = 0; i < N; i++) { /* the sink's own source first: it takes the root */
+    snprintf(ids[i], sizeof ids[i], "rc/s%d", i);
+    srcs[i] = ids[i];
+    for (size_t j = 0; j < n; j++) d[j] = (float)(i + 1) * (float)(1 + (int)(j % 7));
+    assert_int_equal(hpl_put(C[i], ids[i], d, n * 4, th_ms(10000)), 0);
+  }
+  /* 3 of 4: the last one put is the spare that replaces the killed node */
+  assert_int_equal(hpl_reduce(C[0], "rc/t", srcs, N, N - 1, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  th_sleep_ms(300);
+  hpl_close(C[2]);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGKILL), 0);
+  hpl_buf *b;
+  int rc = hpl_get(C[0], "rc/t", th_ms(60000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  /* s0, s1 and the spare s3 (s2 died with its node) */
+  char *text;
+  assert_int_equal(hpl_reduce_sources(C[0], "rc/t", th_ms(5000), &text), 0);
+  float k = 0;
+  for (int i = 0; i < N; i++)
+    if (strstr(text, ids[i])) k += (float)(i + 1);
+  hpl_free(text);
+  const float *res = hpl_buf_data(b);
+  for (size_t j = 0; j < n; j++) {
+    float want = k * (float)(1 + (int)(j % 7));
+    if (res[j] != want) fail_msg("element %zu: %f, want %f (sources sum %f)", j, res[j], want, k);
+  }
+  hpl_release(C[0], b);
+  free(d);
+  for (int i = 0; i < N; i++)
+    if (i != 2) hpl_close(C[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_double_register, th_teardown),
       cmocka_unit_test_teardown(test_get_timeout_includes_direct_read, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_reset_during_combine, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
