@@ -314,7 +314,16 @@ static dir_reduce *reduce_new(dir_server *s, Hplpb__ReduceReq *m, uint32_t k, ui
   r->dtype = (int)m->dtype;
   r->sink = sink;
   r->start_ms = hpl__now_ms();
-  for (size_t i = 0; i < n; i++) r->src[i] = strdup(m->sources[i]);
+  for (size_t i = 0; i < n; i++) {
+    if ((r->src[i] = strdup(m->sources[i]))) continue;
+    while (i > 0) free(r->src[--i]);
+    free(r->target);
+    free(r->src);
+    free(r->src_state);
+    free(r->arr_seq);
+    free(r);
+    return NULL;
+  }
   return r;
 }
 

@@ -35,7 +35,7 @@ void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64
   x->seq = s->xseq++;
   x->t_us = hpl__now_ns() / 1000;
   x->kind = kind;
-  x->id = strdup(id ? id : "");
+  x->id = strdup(id ? id : ""); /* NULL (no memory) is sent as "" */
   x->receiver = receiver;
   x->sender = sender;
 }
@@ -61,7 +61,7 @@ void dir_xlog_on_transfers(dir_server *s, const dir_frame *f) {
     ts[i].seq = x->seq;
     ts[i].t_us = x->t_us;
     ts[i].kind = (uint32_t)x->kind;
-    ts[i].id = x->id;
+    ts[i].id = x->id ? x->id : ""; /* NULL: no memory to record it */
     ts[i].receiver = x->receiver;
     ts[i].sender = x->sender;
     ps[i] = &ts[i];

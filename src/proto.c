@@ -122,3 +122,46 @@ Hplpb__CountersRep *hpl__counters_rep(const hpl__counter *v, size_t n) {
   b->r.counters = b->ps;
   return &b->r;
 }
+
+unsigned hpl__msg_reply_type(unsigned type) {
+  switch (type) {
+    case HPL__MSG_CREATE: return HPL__MSG_CREATE_REP;
+    case HPL__MSG_GET: return HPL__MSG_GET_REP;
+    case HPL__MSG_CONTAINS: return HPL__MSG_CONTAINS_REP;
+    case HPL__MSG_STAT: return HPL__MSG_STAT_REP;
+    case HPL__MSG_LIST: return HPL__MSG_LIST_REP;
+    case HPL__MSG_COUNTERS: return HPL__MSG_COUNTERS_REP;
+    case HPL__MSG_REDUCE: return HPL__MSG_REDUCE_REP;
+    case HPL__MSG_REDUCE_INFO: return HPL__MSG_REDUCE_INFO_REP;
+    case HPL__MSG_TRANSFERS: return HPL__MSG_TRANSFERS_REP;
+    case HPL__MSG_PEEK: return HPL__MSG_PEEK_REP;
+    case HPL__MSG_REGISTER: return HPL__MSG_REGISTER_REP;
+    case HPL__MSG_ACQUIRE: return HPL__MSG_ACQUIRE_REP;
+    case HPL__MSG_PULL: return HPL__MSG_PULL_REP;
+    case HPL__MSG_SEAL:
+    case HPL__MSG_ABORT:
+    case HPL__MSG_DELETE:
+    case HPL__MSG_HEARTBEAT:
+    case HPL__MSG_LOC_ADD:
+    case HPL__MSG_LOC_NOTE:
+    case HPL__MSG_INLINE_PUT:
+    case HPL__MSG_DROP:
+    case HPL__MSG_DRAIN: return HPL__MSG_REPLY;
+    default: return 0;
+  }
+}
+
+int hpl__msg_status(const ProtobufCMessage *m, const char **detail) {
+  const ProtobufCFieldDescriptor *fs =
+      protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "status");
+  const ProtobufCFieldDescriptor *fd =
+      protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "detail");
+  if (detail) {
+    const char *d = fd && fd->type == PROTOBUF_C_TYPE_STRING
+                        ? *(const char *const *)((const char *)m + fd->offset)
+                        : NULL;
+    *detail = d ? d : "";
+  }
+  if (!fs || fs->type != PROTOBUF_C_TYPE_SINT32) return 0;
+  return *(const int32_t *)((const char *)m + fs->offset);
+}

@@ -99,6 +99,15 @@ ProtobufCMessage *hpl__msg_unpack(unsigned type, const uint8_t *msg, size_t len)
 uint8_t *hpl__msg_frame(unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                        uint64_t payload_len, size_t *out_len);
 
+/* The type of the reply to a request of `type` (HPL__MSG_REPLY for
+ * requests answered with a plain Reply; 0 for one-way messages). Any
+ * request may also be refused with a plain Reply. */
+unsigned hpl__msg_reply_type(unsigned type);
+
+/* The status and detail every reply message starts with (fields 1 and 2);
+ * *detail is "" if absent. 0 for a message without them. */
+int hpl__msg_status(const ProtobufCMessage *m, const char **detail);
+
 /* One named value of a COUNTERS reply. */
 typedef struct hpl__counter {
   const char *name; /* static, or outliving the reply */

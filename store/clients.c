@@ -72,16 +72,19 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
 
 /* ------------------------------------------------------------------ proxied requests */
 
-static void proxy_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                        const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)payload, (void)plen;
+/* The directory's answer goes back as it came; an error (the directory's
+ * or ours) as a plain Reply, which the client library reads as the outcome
+ * of any request. */
+static void proxy_reply(store *s, const dl_reply *rep, void *arg) {
+  (void)s;
   st_creq *x = arg;
-  if (m)
-    session_send(x->cl, h->type, x->req, m);
+  if (rep->m)
+    session_send(x->cl, x->rtype, x->req, rep->m); /* of that type: dirlink checked */
   else
-    session_reply(x->cl, x->req, status,
-                  status == HPL_ETIMEDOUT ? "the directory did not answer in time"
-                                          : "the directory is unreachable");
+    session_reply(x->cl, x->req, rep->status,
+                  *rep->detail                     ? rep->detail
+                  : rep->status == HPL_ETIMEDOUT ? "the directory did not answer in time"
+                                                 : "the directory is unreachable");
   session_creq_done(x);
   free(x);
 }
@@ -95,6 +98,7 @@ static void proxy(store *s, st_client *cl, const hpl__frame_hdr *h, ProtobufCMes
     return;
   }
   session_creq_init(x, cl, h->req_id);
+  x->rtype = hpl__msg_reply_type(h->type);
   if (dirlink_request(s, h->type, m, NULL, 0, timeout_ms, proxy_reply, x) != 0) {
     session_creq_done(x);
     free(x);

@@ -99,10 +99,33 @@ static void req_free(dl_req *r) {
   hpl__otimer_free(&r->timer, r);
 }
 
+/* The request ends: with the reply frame (h, m), or with a local error
+ * (h NULL). A reply is handed over only if it is of the request's reply
+ * type; a plain Reply is an error (or a bare success where a plain Reply is
+ * what the request gets); anything else is a protocol error. */
 static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr *h,
                        ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
   HASH_DEL(dl->pending, r);
-  if (r->cb) r->cb(dl->s, status, h, m, payload, plen, r->arg);
+  dl_reply rep = {.status = status, .detail = ""};
+  if (h) {
+    unsigned want = hpl__msg_reply_type(r->type);
+    if (h->type == want || h->type == HPL__MSG_REPLY) {
+      rep.status = hpl__msg_status(m, &rep.detail);
+      if (rep.status == 0 && h->type != want) rep.status = HPL_EPROTO; /* a bare "ok" */
+    } else {
+      rep.status = HPL_EPROTO;
+    }
+    if (rep.status == HPL_EPROTO && !*rep.detail) {
+      LOG_WARN("the directory answered %s with %s", hpl__msg_name(r->type), hpl__msg_name(h->type));
+      rep.detail = "the directory answered with a message of the wrong type";
+    }
+    if (rep.status == 0) {
+      rep.m = m;
+      rep.payload = payload;
+      rep.plen = plen;
+    }
+  }
+  if (r->cb) r->cb(dl->s, &rep, r->arg);
   req_free(r);
 }
 
@@ -222,10 +245,7 @@ static void write_ready_file(store *s) {
     LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
 }
 
-static void reput_done(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                       const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
-}
+static void reput_done(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
 /* A restarted directory lost the small objects it held: give it ours. */
 static void reput_inline(store *s) {
@@ -264,9 +284,9 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   if (dl->registered) dl->registered(s, restarted);
 }
 
-static void hb_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                     const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)h, (void)m, (void)payload, (void)plen, (void)arg;
+static void hb_reply(store *s, const dl_reply *r, void *arg) {
+  (void)arg;
+  int status = r->status;
   dirlink *dl = s->dl;
   if (status == 0 && dl->hb_sent_ns) {
     uint64_t rtt = (hpl__now_ns() - dl->hb_sent_ns) / 1000;

@@ -22,12 +22,19 @@
 #include "proto.h"
 #include "server.h"
 
-/* Directory request completion: status is the reply's status (or a local
- * error such as HPL_ETIMEDOUT / HPL_ECONN / HPL_ECANCELED with m == NULL).
- * m (may be NULL) is the reply message, valid during the call; its type is
- * h->type. */
-typedef void (*dl_reply_cb)(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                            const uint8_t *payload, uint64_t plen, void *arg);
+/* How a directory request ended. */
+typedef struct dl_reply {
+  int status;          /* 0, the directory's error, or a local one (HPL_ETIMEDOUT,
+                          HPL_ECANCELED, HPL_EPROTO for a reply of a wrong type) */
+  const char *detail;  /* why (never NULL; "" when nothing was said) */
+  ProtobufCMessage *m; /* on status 0: the reply, always of the request's reply type
+                          (hpl__msg_reply_type); NULL otherwise */
+  const uint8_t *payload; /* its payload (valid during the call) */
+  uint64_t plen;
+} dl_reply;
+
+/* Directory request completion (exactly once per request). */
+typedef void (*dl_reply_cb)(store *s, const dl_reply *r, void *arg);
 
 /* A message the directory starts (one-way; a DROP is acknowledged by the
  * link after the handler ran). */

@@ -38,10 +38,8 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x);
 
 /* ------------------------------------------------------------------ asking */
 
-static void ask_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                      const uint8_t *payload, uint64_t plen, void *arg);
-static void move_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                       const uint8_t *payload, uint64_t plen, void *arg);
+static void ask_reply(store *s, const dl_reply *rep, void *arg);
+static void move_reply(store *s, const dl_reply *rep, void *arg);
 
 /* An ACQUIRE for the object's bytes from its progress on. only_complete:
  * move off a crawling partial sender if an idle complete copy exists. */
@@ -108,28 +106,26 @@ static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const u
   return FEV_INLINE;
 }
 
-static void ask_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                      const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)h;
+static void ask_reply(store *s, const dl_reply *rep, void *arg) {
+  (void)s;
   st_fetch *f = arg;
-  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)m;
+  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m; /* NULL unless status 0 */
   char detail[400];
+  int status = rep->status;
   fetch_ctx x = {.r = r, .detail = detail};
   fetch_event ev;
   f->asks--;
-  if (r) status = r->status;
   if (f->state == FETCH_ORPHAN || f->state == FETCH_END) {
-    ev = status == 0 && r && !r->inline_ && r->sender_node ? FEV_SENDER : FEV_REFUSED;
+    ev = r && !r->inline_ && r->sender_node ? FEV_SENDER : FEV_REFUSED;
   } else if (status == HPL_ETIMEDOUT) {
     snprintf(detail, sizeof detail, "object '%s' not available within the timeout", f->o->id);
     ev = FEV_TIMEOUT;
-  } else if (status != 0 || !r) {
-    snprintf(detail, sizeof detail, "%s",
-             r && r->detail && *r->detail ? r->detail : hpl_strerror(status));
+  } else if (status != 0) {
+    snprintf(detail, sizeof detail, "%s", *rep->detail ? rep->detail : hpl_strerror(status));
     LOG_INFO("fetch of '%s' failed: %s", f->o->id, detail);
     ev = FEV_REFUSED;
   } else {
-    ev = answer_event(f, r, payload, plen, detail, sizeof detail, &status);
+    ev = answer_event(f, r, rep->payload, rep->plen, detail, sizeof detail, &status);
   }
   x.status = status;
   fetch_fire(f, ev, &x);
@@ -137,14 +133,12 @@ static void ask_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMe
 
 /* The answer to a crawling partial sender's report: a complete copy to move
  * to (the directory has already moved our upstream there), or none. */
-static void move_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                       const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)h, (void)payload, (void)plen;
+static void move_reply(store *s, const dl_reply *rep, void *arg) {
+  (void)s;
   st_fetch *f = arg;
-  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)m;
+  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m;
   f->asks--;
-  if (r) status = r->status;
-  int moved = status == 0 && r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
+  int moved = r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
   fetch_ctx x = {.r = r};
   fetch_fire(f, moved ? FEV_MOVE_TO : FEV_MOVE_NONE, &x);
 }

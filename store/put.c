@@ -73,8 +73,7 @@ static void put_finish(st_put *p) {
   session_reply(p->cl, p->req, 0, NULL);
 }
 
-static void dir_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                      const uint8_t *payload, uint64_t plen, void *arg);
+static void dir_reply(store *s, const dl_reply *rep, void *arg);
 
 /* Send a request for this put to the directory. 0 or HPL_ENOMEM. */
 static int put_ask(st_put *p, unsigned type, const ProtobufCMessage *m, const void *payload,
@@ -96,15 +95,12 @@ static int put_announce(st_put *p, int complete, int64_t timeout_ms) {
 }
 
 /* Answer to the request of the state the put is in. */
-static void dir_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                      const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)h, (void)payload, (void)plen;
+static void dir_reply(store *s, const dl_reply *rep, void *arg) {
   st_put *p = arg;
   st_obj *o = p->o;
-  Hplpb__Reply *r = (Hplpb__Reply *)m;
+  int status = rep->status;
   p->asking = 0;
-  if (r) status = r->status;
-  const char *detail = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
+  const char *detail = *rep->detail ? rep->detail : hpl_strerror(status);
   if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !p->cl->closed && o->in_table) {
     /* the directory's inline cache is full: register an ordinary copy */
     p->state = PUT_REGISTERING;
@@ -237,9 +233,8 @@ void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
   put_free_maybe(p);
 }
 
-static void abort_acked(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                        const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen;
+static void abort_acked(store *s, const dl_reply *rep, void *arg) {
+  (void)s, (void)rep;
   st_creq *x = arg;
   session_reply(x->cl, x->req, 0, NULL);
   session_creq_done(x);
@@ -257,7 +252,7 @@ static void put_drop(st_put *p, st_creq *x) {
     n.kind = HPL__LOC_REMOVE;
     if (!x || dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_acked, x) != 0) {
       dirlink_loc_remove(s, o->id);
-      if (x) abort_acked(s, 0, NULL, NULL, NULL, 0, x);
+      if (x) abort_acked(s, &(dl_reply){.detail = ""}, x);
     }
     o->advertised = 0;
   }

@@ -95,12 +95,11 @@ static void sink_done(void *arg, int status, const char *detail) {
   sink_end(k);
 }
 
-static void sink_loc_added(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                           const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)h, (void)payload, (void)plen, (void)arg;
-  Hplpb__Reply *r = (Hplpb__Reply *)m;
-  if (r) status = r->status;
-  if (status) LOG_WARN("cannot advertise a reduce target: %s", hpl_strerror(status));
+static void sink_loc_added(store *s, const dl_reply *rep, void *arg) {
+  (void)s, (void)arg;
+  if (rep->status)
+    LOG_WARN("cannot advertise a reduce target: %s",
+             *rep->detail ? rep->detail : hpl_strerror(rep->status));
 }
 
 void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
@@ -171,21 +170,20 @@ typedef struct rd_req {
   st_obj *o; /* the target being produced here (referenced), or NULL */
 } rd_req;
 
-static void reduce_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                         const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)h, (void)payload, (void)plen;
+static void reduce_reply(store *s, const dl_reply *rep, void *arg) {
   rd_req *x = arg;
-  Hplpb__ReduceRep *r = (Hplpb__ReduceRep *)m;
+  const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
   Hplpb__ReduceRep out = HPLPB__REDUCE_REP__INIT;
+  int status = rep->status;
   if (r) {
-    status = r->status;
-    out.detail = r->detail;
     out.joined = r->joined;
     out.sink_node = r->sink_node;
-  } else {
-    out.detail = (char *)(status == HPL_ETIMEDOUT ? "the directory did not answer in time"
-                                                  : "the directory is unreachable");
   }
+  out.detail = (char *)(*rep->detail                 ? rep->detail
+                        : status == HPL_ETIMEDOUT    ? "the directory did not answer in time"
+                        : status == HPL_ECANCELED    ? "the store is stopping"
+                        : status                     ? hpl_strerror(status)
+                                                     : "");
   out.status = status;
   st_obj *o = x->o;
   rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
@@ -242,20 +240,17 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
   int64_t to = m->timeout_ms;
   if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
                       x) != 0) {
-    reduce_reply(s, HPL_ENOMEM, NULL, NULL, NULL, 0, x);
+    reduce_reply(s, &(dl_reply){.status = HPL_ENOMEM, .detail = "out of memory"}, x);
   }
 }
 
 /* ------------------------------------------------------------------ directory restart */
 
-static void resubmit_reply(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                           const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)h, (void)payload, (void)plen;
+static void resubmit_reply(store *s, const dl_reply *rep, void *arg) {
   st_obj *o = arg;
-  Hplpb__ReduceRep *r = (Hplpb__ReduceRep *)m;
-  if (r) status = r->status;
+  int status = rep->status;
   if (status && o->in_table && o->state == OBJ_REDUCING && o->sink) {
-    const char *why = r && r->detail && *r->detail ? r->detail : hpl_strerror(status);
+    const char *why = *rep->detail ? rep->detail : hpl_strerror(status);
     LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
     sink_fail(o->sink, status, why);
   }

@@ -61,10 +61,7 @@ static void drain_grace_over(uv_timer_t *t) {
   store_stop(s);
 }
 
-static void drain_acked(store *s, int status, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                        const uint8_t *payload, uint64_t plen, void *arg) {
-  (void)s, (void)status, (void)h, (void)m, (void)payload, (void)plen, (void)arg;
-}
+static void drain_acked(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
 /* Draining: the last stream ended. */
 static void drain_check(store *s) {

@@ -43,6 +43,7 @@ typedef struct st_client {
 typedef struct st_creq {
   st_client *cl;
   uint64_t req;
+  unsigned rtype; /* the reply type the client waits for (if the owner needs it) */
 } st_creq;
 
 /* New session on connection `c` (the connection's data is set by the

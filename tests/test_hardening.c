@@ -14,7 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -150,6 +154,158 @@ static void test_reduce_reset_during_combine(void **state) {
   th_stop(lc, 0);
 }
 
+/* ---- a fake directory: one store's link, scripted */
+
+typedef struct fake_dir {
+  int lfd, port;
+  hpl__auth auth;
+  unsigned wrong_reply; /* the type it answers ACQUIRE with */
+  int acquires;         /* ACQUIREs seen */
+  pthread_t thread;
+  volatile int stop;
+} fake_dir;
+
+static int read_n(int fd, uint8_t *p, size_t n) {
+  while (n) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 200) <= 0) return -1;
+    ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static void reply_frame(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m) {
+  size_t len;
+  uint8_t *f = hpl__msg_frame(type, req, m, 0, &len);
+  if (f && send(fd, f, len, MSG_NOSIGNAL) != (ssize_t)len) {
+  }
+  free(f);
+}
+
+static void *fake_dir_main(void *arg) {
+  fake_dir *d = arg;
+  int fd = -1;
+  while (!d->stop && fd < 0) {
+    struct pollfd pf = {.fd = d->lfd, .events = POLLIN};
+    if (poll(&pf, 1, 100) == 1) fd = accept(d->lfd, NULL, NULL);
+  }
+  if (fd < 0) return NULL;
+  hpl__auth_hs hs;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
+  if (read_n(fd, hello, sizeof hello) || hpl__auth_accept(&hs, &d->auth, 1u << HPL__ROLE_STORE,
+                                                          hello, chal) ||
+      send(fd, chal, sizeof chal, MSG_NOSIGNAL) != (ssize_t)sizeof chal ||
+      read_n(fd, proof, sizeof proof) || hpl__auth_verify(&hs, &d->auth, proof)) {
+    close(fd);
+    return NULL;
+  }
+  hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 20,
+                           .max_type = HPL__MSG_MAX_};
+  while (!d->stop) {
+    uint8_t hdr[HPL__FRAME_HDR_LEN], body[1 << 16];
+    hpl__frame_hdr h;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 100) <= 0) continue;
+    if (read_n(fd, hdr, sizeof hdr) || hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL) ||
+        h.msg_len + h.payload_len > sizeof body || read_n(fd, body, h.msg_len + h.payload_len))
+      break;
+    if (h.type == HPL__MSG_REGISTER) {
+      Hplpb__RegisterRep r = HPLPB__REGISTER_REP__INIT;
+      r.inline_max = 65536;
+      r.heartbeat_ms = 500;
+      r.max_senders = 1;
+      r.instance = 1;
+      reply_frame(fd, HPL__MSG_REGISTER_REP, h.req_id, &r.base);
+    } else if (h.type == HPL__MSG_ACQUIRE) {
+      /* an answer of another type than the request's: a StatRep that
+       * claims success, with fields an AcquireRep would read differently */
+      d->acquires++;
+      Hplpb__StatRep r = HPLPB__STAT_REP__INIT;
+      r.size = 1ull << 40;
+      r.copies = 7;
+      reply_frame(fd, d->wrong_reply, h.req_id, &r.base);
+    } else if (h.req_id) {
+      Hplpb__Reply r = HPLPB__REPLY__INIT;
+      reply_frame(fd, HPL__MSG_REPLY, h.req_id, &r.base);
+    }
+  }
+  close(fd);
+  return NULL;
+}
+
+/* A store whose directory answers a request with a message of another
+ * type: the store takes it as a protocol error (the get fails with
+ * HPL_EPROTO) instead of reading it as the type it expected, and keeps
+ * running. */
+static void test_reply_of_the_wrong_type(void **state) {
+  (void)state;
+  char work[] = "/tmp/hpl-fakedir-XXXXXX", secret[128], sock[128], ready[128], log[128];
+  assert_non_null(mkdtemp(work));
+  snprintf(secret, sizeof secret, "%s/secret", work);
+  snprintf(sock, sizeof sock, "%s/store.sock", work);
+  snprintf(ready, sizeof ready, "%s/ready", work);
+  snprintf(log, sizeof log, "%s/store.log", work);
+  char err[256];
+  assert_int_equal(hpl__auth_create(secret, err, sizeof err), 0);
+  fake_dir d = {.wrong_reply = HPL__MSG_STAT_REP};
+  assert_int_equal(hpl__auth_load(secret, &d.auth, err, sizeof err), 0);
+  d.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  assert_int_equal(bind(d.lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(d.lfd, 4), 0);
+  assert_int_equal(getsockname(d.lfd, (struct sockaddr *)&a, &al), 0);
+  d.port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&d.thread, NULL, fake_dir_main, &d), 0);
+  char dir[64], exe[512];
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", d.port);
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(lfd, 2);
+    if (getenv("HPL_TEST_NO_AUTH"))
+      execl(exe, exe, "--directory", dir, "--socket", sock, "--memory", "64M", "--ready-file",
+            ready, (char *)NULL);
+    else
+      execl(exe, exe, "--directory", dir, "--socket", sock, "--memory", "64M", "--ready-file",
+            ready, "--auth-file", secret, (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  for (int i = 0; i < 100 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
+  assert_int_equal(access(ready, F_OK), 0);
+  hpl_client *c = NULL;
+  assert_int_equal(hpl_connect(sock, th_ms(5000), &c), 0);
+  hpl_buf *b;
+  int rc = hpl_get(c, "fake/x", th_ms(3000), &b);
+  if (rc == 0) hpl_release(c, b);
+  hpl_close(c);
+  int alive = kill(pid, 0) == 0 && waitpid(pid, NULL, WNOHANG) == 0;
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  d.stop = 1;
+  pthread_join(d.thread, NULL);
+  close(d.lfd);
+  char cmd[256];
+  if (rc != HPL_EPROTO || !alive) {
+    snprintf(cmd, sizeof cmd, "cat %s >&2", log);
+    if (system(cmd)) {
+    }
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
+  if (system(cmd)) {
+  }
+  assert_true(d.acquires >= 1);
+  assert_true(alive);
+  if (rc != HPL_EPROTO) fail_msg("get: %s, expected HPL_EPROTO", hpl_strerror(rc));
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
@@ -157,6 +313,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_double_register, th_teardown),
       cmocka_unit_test_teardown(test_get_timeout_includes_direct_read, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset_during_combine, th_teardown),
+      cmocka_unit_test(test_reply_of_the_wrong_type),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
