@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
@@ -28,6 +29,8 @@ static void usage(FILE *f) {
           "             start it and keep it running until Ctrl-C (cleans up after itself)\n"
           "  demo [--nodes N] [--size BYTES]\n"
           "             start a cluster, broadcast an object and print what happened\n"
+          "  secret FILE\n"
+          "             write a new cluster secret (256 bits, mode 0600) for --auth-file\n"
           "\n"
           "Objects (talk to a store; pick it with -s SOCKET, -n NODE of the local\n"
           "cluster, or $HOPLITE_SOCKET):\n"
@@ -274,6 +277,8 @@ static int cmd_cluster(int argc, char **argv) {
     if (env) fprintf(env, "HOPLITE_SOCKET_%d=%s\n", i, hpl__lc_socket(lc, i));
   }
   if (env) fclose(env);
+  printf("Cluster secret: %s (more stores join with --auth-file %s)\n", hpl__lc_secret(lc),
+         hpl__lc_secret(lc));
   printf("Use it:  export %s=%s   (or `hoplite -n 1 ...` for node-1)\n"
          "Stop it: Ctrl-C\n",
          HPL_SOCKET_ENV, hpl__lc_socket(lc, 0));
@@ -297,6 +302,16 @@ static int cmd_cluster(int argc, char **argv) {
   printf("\nstopping the cluster...\n");
   hpl__lc_stop(lc);
   printf("stopped.\n");
+  return 0;
+}
+
+/* `hoplite secret FILE`: a new cluster secret for --auth-file. */
+static int cmd_secret(int argc, char **argv) {
+  if (argc != 1) die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)");
+  char err[512];
+  if (hpl__auth_create(argv[0], err, sizeof err) != 0) die("%s", err);
+  printf("wrote a new cluster secret to %s; give it to every server with --auth-file %s\n",
+         argv[0], argv[0]);
   return 0;
 }
 
@@ -334,6 +349,7 @@ int main(int argc, char **argv) {
       }
       cmd = argv[optind];
       if (!strcmp(cmd, "cluster")) return cmd_cluster(argc - optind - 1, argv + optind + 1);
+      if (!strcmp(cmd, "secret")) return cmd_secret(argc - optind - 1, argv + optind + 1);
       if (!strcmp(cmd, "demo")) return hpl__cli_demo(argc - optind, argv + optind);
       optind++;
       /* getopt restarts its scan from optind */

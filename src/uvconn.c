@@ -464,6 +464,10 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   if (nread < 0) {
     if (nread != UV_EOF) LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
+    if (c->hs != HS_DONE) { /* gone before it proved anything: a failed handshake */
+      LOG_INFO("%s: the peer left during the handshake", c->label);
+      if (c->o.auth_failures) (*c->o.auth_failures)++;
+    }
     hpl__conn_close(c, HPL_ECONN);
     return;
   }

@@ -216,13 +216,58 @@ static int send_hello(store *s, int fd) {
   return n == (ssize_t)len ? 0 : HPL_ECONN;
 }
 
+/* Local clients share the pool's memory and are trusted with it: only
+ * processes of this user (or root, or the allowed group) may reach the
+ * socket. Its directory must be this user's alone (0700), so no other user
+ * can even connect, nor swap the socket for one of their own. */
+static int check_socket_dir(store *s, const char *path) {
+  char dir[sizeof s->cfg.socket_path];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = 0;
+  else *slash = 0;
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    LOG_ERROR("cannot check the socket's directory %s: %s", dir, strerror(errno));
+    return HPL_ESYS;
+  }
+  if (s->cfg.insecure) return 0;
+  if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+    LOG_ERROR("the socket's directory %s must belong to this user and be closed to others "
+              "(mode 0700, owner uid %u; it has mode %04o, owner uid %u): other users could "
+              "reach this store's memory, or replace its socket (--insecure to allow)",
+              dir, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+    return HPL_EINVAL;
+  }
+  return 0;
+}
+
+/* The peer of a new local connection: this user, root, or the allowed
+ * group (SO_PEERCRED). */
+static int peer_allowed(store *s, int fd) {
+  struct ucred cr;
+  socklen_t len = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
+  if (cr.uid == geteuid() || cr.uid == 0 || s->cfg.insecure) return 1;
+  if (s->cfg.allow_gid >= 0 && cr.gid == (gid_t)s->cfg.allow_gid) return 1;
+  LOG_WARN("refused a local client of uid %u (pid %d): not this store's user", (unsigned)cr.uid,
+           (int)cr.pid);
+  return 0;
+}
+
 static void on_client_accept(uv_stream_t *server, int status) {
   store *s = server->data;
   if (status < 0) return;
   uv_stream_t *p = hpl__conn_accept(server, NULL, 0);
   st_client *cl = p ? session_new(s, NULL, ++s->next_client) : NULL;
   uv_os_fd_t fd;
-  if (!cl || uv_fileno((uv_handle_t *)p, &fd) != 0 || send_hello(s, fd) != 0) {
+  int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
+  if (ok && !peer_allowed(s, fd)) {
+    s->ctr.clients_refused++;
+    ok = 0;
+  }
+  if (!ok || send_hello(s, fd) != 0) {
     if (p) uv_close((uv_handle_t *)p, (uv_close_cb)free);
     free(cl);
     return;
@@ -276,7 +321,9 @@ int clients_start(store *s) {
     LOG_ERROR("no socket path");
     return HPL_EINVAL;
   }
-  int rc = clear_stale_socket(path);
+  int rc = check_socket_dir(s, path);
+  if (rc) return rc;
+  rc = clear_stale_socket(path);
   if (rc) return rc;
   uv_pipe_init(s->loop, &s->client_listener, 0);
   s->client_listener.data = s;

@@ -27,6 +27,14 @@ static int set_data_listen(void *cfg, const char *arg) {
   return hpl__parse_hostport(arg, "0.0.0.0", c->data_host, sizeof c->data_host, &c->data_port);
 }
 
+static int set_allow_group(void *cfg, const char *arg) {
+  store_config *c = cfg;
+  uint64_t v;
+  if (hpl__parse_size(arg, &v) || v > UINT32_MAX) return -1;
+  c->allow_gid = (int64_t)v;
+  return 0;
+}
+
 static int set_faults(void *cfg, const char *arg) {
   store_config *c = cfg;
   char err[200];
@@ -81,6 +89,10 @@ static const hpl__opt opts[] = {
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"prefault", NULL, "populate the pool's pages at start", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
      NULL},
+    {"allow-group", "GID",
+     "local clients of this group may connect too (default: only\nthis user and root; the "
+     "socket's directory must then let\nthe group in, see --insecure)",
+     HPL__OPT_FN, 0, 0, 0, 0, set_allow_group},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -117,6 +129,7 @@ int main(int argc, char **argv) {
   if (!cfg->data_host[0]) /* peers must reach the data port where they reach the directory */
     snprintf(cfg->data_host, sizeof cfg->data_host, "%s",
              hpl__is_loopback(cfg->dir_host) ? "127.0.0.1" : "0.0.0.0");
+  cfg->insecure = common.insecure;
   if ((rc = hpl__srv_load_auth(prog, &common, &cfg->auth)) >= 0 ||
       (rc = hpl__srv_exposure(prog, "--data-listen", cfg->data_host, &cfg->auth,
                               common.insecure)) >= 0)

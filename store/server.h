@@ -57,6 +57,8 @@ typedef struct store_config {
   uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
   store_faults faults;
   hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
+  int insecure;              /* --insecure: no exposure or local-peer checks */
+  int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -306,6 +307,186 @@ static void test_reply_of_the_wrong_type(void **state) {
   if (rc != HPL_EPROTO) fail_msg("get: %s, expected HPL_EPROTO", hpl_strerror(rc));
 }
 
+/* ---- a peer without the cluster secret */
+
+/* A store process started by hand (its pid, the caller kills it). */
+static pid_t spawn_store(const char *dir_addr, const char *sock, const char *ready,
+                         const char *secret, const char *log) {
+  char exe[512];
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(lfd, 2);
+    execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M",
+          "--ready-file", ready, "--auth-file", secret, (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  return pid;
+}
+
+static uint64_t store_counter(hpl__lc *lc, int node, const char *name) {
+  hpl_client *c = th_connect(lc, node);
+  uint64_t v = th_counter(c, name);
+  hpl_close(c);
+  return v;
+}
+
+/* Register, delete, put, pull from a data port, read directly: each refused
+ * before anything changes, and counted. */
+static void test_no_secret_no_access(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
+  hpl_client *A = th_connect(lc, 0);
+  th_put_pattern(A, "sec/big", 2 * MB, 1);
+  th_put_pattern(A, "sec/small", 100, 2);
+  char wrong[256], err[256];
+  snprintf(wrong, sizeof wrong, "%s/wrong.secret", hpl__lc_work_dir(lc));
+  assert_int_equal(hpl__auth_create(wrong, err, sizeof err), 0);
+  int dport = hpl__lc_dir_port(lc), data = th_data_port(lc, 0);
+  uint64_t nodes0 = th_dir_counter(lc, "dir_nodes"), fails0 = th_dir_counter(lc, "dir_auth_failures");
+  /* 1. register (and delete) with the wrong secret: refused at the handshake */
+  int fd = th_wire_connect(dport, NULL, 0);
+  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_STORE), -1);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  /* 2. frames without any handshake: never parsed */
+  fd = th_wire_connect(dport, NULL, 0);
+  Hplpb__RegisterReq reg = HPLPB__REGISTER_REQ__INIT;
+  reg.node_id = 0xbad;
+  reg.addr = "127.0.0.1";
+  reg.data_port = 9;
+  th_wire_send(fd, HPL__MSG_REGISTER, 1, &reg.base);
+  Hplpb__IdReq del = HPLPB__ID_REQ__INIT;
+  del.id = "sec/big";
+  th_wire_send(fd, HPL__MSG_DELETE, 2, &del.base);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  /* 3. a reader (the key stores hand their clients) may only PEEK */
+  hpl__auth good;
+  assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
+  fd = th_wire_connect(dport, NULL, 0);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+  th_wire_send(fd, HPL__MSG_DELETE, 3, &del.base);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  /* ... and a reader key cannot pass as a store */
+  fd = th_wire_connect(dport, NULL, 0);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_STORE), -1);
+  close(fd);
+  /* 4. a direct read with a wrong reader key */
+  hpl__auth bad;
+  assert_int_equal(hpl__auth_load(wrong, &bad, err, sizeof err), 0);
+  hpl__auth_role_key(&bad, HPL__ROLE_READER, rk);
+  fd = th_wire_connect(dport, NULL, 0);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), -1);
+  close(fd);
+  assert_int_equal(th_dir_counter(lc, "dir_nodes"), nodes0);
+  assert_true(th_dir_counter(lc, "dir_auth_failures") >= fails0 + 4);
+  /* 5. a pull from a data port: nothing but a close comes back */
+  uint64_t sent0 = th_counter(A, "data_bytes_sent"), sfails0 = th_counter(A, "auth_failures");
+  fd = th_wire_connect(data, NULL, 0);
+  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_STORE), -1);
+  close(fd);
+  fd = th_wire_connect(data, NULL, 0);
+  Hplpb__PullReq pull = HPLPB__PULL_REQ__INIT;
+  pull.id = "sec/big";
+  th_wire_send(fd, HPL__MSG_PULL, 1, &pull.base);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  assert_int_equal(th_counter(A, "data_bytes_sent"), sent0);
+  assert_true(th_counter(A, "auth_failures") >= sfails0 + 2);
+  /* 6. a whole store with the wrong secret: its puts never reach the
+   * cluster, it never registers */
+  char sock[256], ready[256], log[256], dir[64];
+  snprintf(sock, sizeof sock, "%s/intruder.sock", hpl__lc_work_dir(lc));
+  snprintf(ready, sizeof ready, "%s/intruder.ready", hpl__lc_work_dir(lc));
+  snprintf(log, sizeof log, "%s/intruder.log", hpl__lc_work_dir(lc));
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", dport);
+  pid_t pid = spawn_store(dir, sock, ready, wrong, log);
+  hpl_client *X = NULL;
+  for (int i = 0; i < 100 && hpl_connect(sock, 1000, &X) != 0; i++) th_sleep_ms(50);
+  assert_non_null(X);
+  uint8_t small[100] = {1};
+  assert_int_equal(hpl_put(X, "sec/intruder", small, sizeof small, 1000), HPL_ETIMEDOUT);
+  hpl_close(X);
+  assert_int_not_equal(access(ready, F_OK), 0); /* never registered */
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  /* nothing changed: both objects are there, whole; no intruder object */
+  hpl_client *B = th_connect(lc, 1);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(B, "sec/big", th_ms(5000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 2 * MB, 1));
+  hpl_release(B, b);
+  assert_int_equal(hpl_get(B, "sec/small", th_ms(5000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 100, 2));
+  hpl_release(B, b);
+  assert_int_equal(hpl_stat(B, "sec/intruder", th_ms(5000), NULL, NULL, NULL, NULL),
+                   HPL_ENOTFOUND);
+  assert_int_equal(th_dir_counter(lc, "dir_nodes"), nodes0);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* Servers without a secret stay on loopback unless told. */
+static void test_exposure_rule(void **state) {
+  (void)state;
+  char cmd[1024];
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(cmd, sizeof cmd, "%s/hoplite-directory --listen 0.0.0.0:0 2>/dev/null", bin);
+  int st = system(cmd);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  snprintf(cmd, sizeof cmd,
+           "%s/hoplite-store --directory 10.1.2.3:7700 --socket /tmp/x.sock 2>/dev/null", bin);
+  st = system(cmd); /* data port on 0.0.0.0 by default for a remote directory */
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  snprintf(cmd, sizeof cmd,
+           "timeout --preserve-status -s INT 0.5 %s/hoplite-directory --listen 0.0.0.0:0 --insecure 2>/dev/null", bin);
+  st = system(cmd); /* runs until the timeout stops it */
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Local clients: only this user's processes (and root) reach a store. */
+static void test_local_peers(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* needs another uid to try */
+  hpl__lc *lc = th_cluster(1, 64 * MB, NULL, NULL);
+  const char *sock = hpl__lc_socket(lc, 0);
+  /* misconfigured so that others could reach the socket file */
+  assert_int_equal(chmod(hpl__lc_work_dir(lc), 0711), 0);
+  assert_int_equal(chmod(sock, 0666), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    hpl_client *c = NULL;
+    int rc = hpl_connect(sock, 2000, &c);
+    _exit(rc == 0 ? 0 : rc == HPL_ECONN || rc == HPL_EPROTO ? 1 : 2);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1); /* refused: no HELLO */
+  assert_int_equal(store_counter(lc, 0, "clients_refused"), 1);
+  assert_int_equal(chmod(hpl__lc_work_dir(lc), 0700), 0);
+  th_stop(lc, 0);
+  /* and a store will not start with its socket in a directory others can enter */
+  char dir[] = "/tmp/hpl-opendir-XXXXXX", cmd[1024];
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chmod(dir, 0755), 0);
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(cmd, sizeof cmd, "%s/hoplite-store --directory 127.0.0.1:1 --socket %s/s.sock "
+           "--memory 16M 2>/dev/null", bin, dir);
+  int rc = system(cmd);
+  rmdir(dir);
+  assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
@@ -314,6 +495,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_get_timeout_includes_direct_read, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset_during_combine, th_teardown),
       cmocka_unit_test(test_reply_of_the_wrong_type),
+      cmocka_unit_test_teardown(test_no_secret_no_access, th_teardown),
+      cmocka_unit_test(test_exposure_rule),
+      cmocka_unit_test_teardown(test_local_peers, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
