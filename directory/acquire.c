@@ -34,6 +34,7 @@ static void waiter_drop(dir_waiter *w) {
   DL_DELETE2(ol, w, oprev, onext);
   w->obj->waiters = ol;
   DL_DELETE2(w->node->waiters, w, nprev, nnext);
+  w->node->nwaiters--;
   hpl__otimer_free(&w->timer, w);
 }
 
@@ -237,6 +238,11 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
     dtab_gc(&s->tab, o);
     return;
   }
+  if (asker->nwaiters >= HPL__MAX_WAITING_PER_PEER) {
+    reply_err(asker, req, HPL_EUNAVAIL, "too many ACQUIREs of this node waiting already");
+    dtab_gc(&s->tab, o);
+    return;
+  }
   dir_waiter *w = calloc(1, sizeof *w);
   if (!w) {
     reply_err(asker, req, HPL_ENOMEM, "out of memory");
@@ -254,6 +260,7 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
   DL_APPEND2(ol, w, oprev, onext);
   o->waiters = ol;
   DL_APPEND2(asker->waiters, w, nprev, nnext);
+  asker->nwaiters++;
   waiter_arm(w);
   s->ctr.waits++;
 }

@@ -98,7 +98,8 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
       {"dir_ring_assigned", s->ctr.ring_assigned}, {"dir_peeks_served", s->ctr.peeks_served},
       {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
       {"dir_nodes_dead", s->ctr.nodes_dead},    {"dir_reduce_resets", s->ctr.reduce_resets},
-      {"dir_auth_failures", s->ctr.auth_failures},
+      {"dir_auth_failures", s->ctr.auth_failures}, {"dir_conns", s->nconns},
+      {"dir_conns_refused", s->ctr.conns_refused},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
   if (!r) {

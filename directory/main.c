@@ -50,6 +50,8 @@ static const hpl__opt opts[] = {
      OFF(inline_memory), 0, 0, 0, NULL},
     {"max-senders", "N", "receivers one copy may serve at once (default 1)", HPL__OPT_U32,
      OFF(max_senders), 0, 1, UINT32_MAX, NULL},
+    {"max-connections", "N", "open connections at most (default 4096); more are closed at once",
+     HPL__OPT_U32, OFF(max_conns), 0, 1, UINT32_MAX, NULL},
     {"heartbeat-ms", "MS", "heartbeat interval stores use (default 500)", HPL__OPT_U32,
      OFF(heartbeat_ms), 0, 1, UINT32_MAX, NULL},
     {"heartbeat-timeout-ms", "MS", "node declared dead after this silence (default 3000)",

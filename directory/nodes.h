@@ -30,6 +30,7 @@ typedef struct dir_node {
   uint64_t last_seen_ms;  /* last frame from it */
   int draining;           /* leaving: serves no new receivers */
   struct dir_waiter *waiters; /* acquire.c: its ACQUIREs waiting for a sender */
+  uint32_t nwaiters;
 } dir_node;
 
 /* The registered node `id`, or NULL. */

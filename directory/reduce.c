@@ -74,6 +74,7 @@ static void info_answer(dir_reduce *r, dir_conn *dc, uint64_t req) {
 /* Unlink an info waiter from its reduce and free it. */
 static void info_drop(dr_info *w) {
   DL_DELETE(w->r->infos, w);
+  w->dc->ninfos--;
   hpl__otimer_free(&w->timer, w);
 }
 
@@ -103,6 +104,10 @@ void dir_reduce_on_info(dir_server *s, const dir_frame *f) {
     info_answer(r, f->dc, f->req);
     return;
   }
+  if (f->dc->ninfos >= HPL__MAX_WAITING_PER_PEER) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_EUNAVAIL, "too many REDUCE_INFO requests waiting");
+    return;
+  }
   dr_info *w = calloc(1, sizeof *w);
   if (!w) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
@@ -111,6 +116,7 @@ void dir_reduce_on_info(dir_server *s, const dir_frame *f) {
   w->r = r;
   w->dc = f->dc;
   w->req = f->req;
+  f->dc->ninfos++;
   DL_PREPEND(r->infos, w);
   if (m->timeout_ms > 0)
     hpl__otimer_start(s->loop, &w->timer, w, (uint64_t)m->timeout_ms, info_timeout);

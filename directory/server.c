@@ -28,6 +28,7 @@ void dir_config_defaults(dir_config *c) {
   c->max_senders = 1;
   c->heartbeat_ms = 500;
   c->heartbeat_timeout_ms = 3000;
+  c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->reduce_latency_s = 200e-6;
   c->reduce_bandwidth = 125e6;
 }
@@ -124,6 +125,7 @@ static void on_close(hpl__conn *c, int status) {
   dir_admin_conn_closed(s, dc);
   dir_reduce_conn_closed(s, dc);
   DL_DELETE(s->conns, dc);
+  s->nconns--;
   free(dc);
 }
 
@@ -135,6 +137,13 @@ static void on_accept(uv_stream_t *server, int status) {
   }
   char host[64], label[96];
   uv_stream_t *t = hpl__conn_accept(server, host, sizeof host);
+  if (t && s->nconns >= s->cfg.max_conns) { /* full: taken and closed at once */
+    if (s->ctr.conns_refused++ % 1000 == 0)
+      LOG_WARN("refusing connections: %u open, the most --max-connections allows (%llu refused)",
+               s->nconns, (unsigned long long)s->ctr.conns_refused);
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    return;
+  }
   dir_conn *dc = t ? calloc(1, sizeof *dc) : NULL;
   if (!dc) {
     if (t) uv_close((uv_handle_t *)t, (uv_close_cb)free);
@@ -159,6 +168,7 @@ static void on_accept(uv_stream_t *server, int status) {
     return;
   }
   DL_PREPEND(s->conns, dc);
+  s->nconns++;
 }
 
 /* ------------------------------------------------------------------ start, stop */

@@ -44,6 +44,7 @@ typedef struct dir_config {
   double reduce_bandwidth;    /* cost model B, bytes/s */
   int latency_auto, bandwidth_auto; /* use what is measured once known */
   hpl__auth auth;             /* the cluster secret (auth.on 0: none, loopback only) */
+  uint32_t max_conns;         /* open connections at most; more are closed at once */
 } dir_config;
 
 /* Fill *c with the defaults (the command line's documented values). */
@@ -52,7 +53,7 @@ void dir_config_defaults(dir_config *c);
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct dir_counters {
   uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits,
-      lost_replies, nodes_dead, reduce_resets, auth_failures;
+      lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused;
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
@@ -60,6 +61,7 @@ typedef struct dir_counters {
  * (never registered). */
 typedef struct dir_conn {
   hpl__conn *c;
+  uint32_t ninfos;       /* reduce.c: its REDUCE_INFO requests waiting */
   struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
   struct dir_server *srv;
   struct dir_conn *prev, *next; /* dir_server.conns (utlist DL) */
@@ -71,6 +73,7 @@ typedef struct dir_server {
   uv_tcp_t listener;
   uv_signal_t sigint, sigterm;
   dir_conn *conns;               /* every open connection */
+  uint32_t nconns;
   dtab tab;                      /* objects.h */
   /* nodes.c */
   struct dir_node *nodes;        /* by id (uthash) */

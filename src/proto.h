@@ -125,5 +125,11 @@ int hpl__id_valid(const char *id);
 /* Limits shared by the processes. */
 #define HPL__MAX_MSG_CTRL (16u << 20) /* list replies and reduce requests can be big */
 #define HPL__DEFAULT_INLINE_MAX (64u << 10)
+/* Requests one peer may have waiting at a server at once (a store's
+ * ACQUIREs at the directory, a client's GETs at its store, ...); more are
+ * refused with HPL_EUNAVAIL. */
+#define HPL__MAX_WAITING_PER_PEER 65536
+/* Default cap on a listener's open connections (--max-connections). */
+#define HPL__DEFAULT_MAX_CONNS 4096
 
 #endif

@@ -50,6 +50,9 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"restarts", s->ctr.restarts},
       {"auth_failures", s->ctr.auth_failures},
       {"clients_refused", s->ctr.clients_refused},
+      {"conns_refused", s->ctr.conns_refused},
+      {"clients", s->nclients},
+      {"data_conns", s->nsenders},
       {"inline_gets", s->ctr.inline_gets},
       {"inline_puts", s->ctr.inline_puts},
       {"local_gets", s->ctr.local_gets},
@@ -169,6 +172,7 @@ static void client_on_close(hpl__conn *c, int status) {
   get_client_gone(s, cl);
   put_client_gone(s, cl); /* aborts what it was still writing */
   DL_DELETE(s->clients, cl);
+  s->nclients--;
   session_closed(cl);
 }
 
@@ -263,6 +267,11 @@ static void on_client_accept(uv_stream_t *server, int status) {
   st_client *cl = p ? session_new(s, NULL, ++s->next_client) : NULL;
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
+  if (ok && s->nclients >= s->cfg.max_conns) {
+    if (s->ctr.conns_refused++ % 1000 == 0)
+      LOG_WARN("refusing local clients: %u connected (--max-connections)", s->nclients);
+    ok = 0;
+  }
   if (ok && !peer_allowed(s, fd)) {
     s->ctr.clients_refused++;
     ok = 0;
@@ -286,6 +295,7 @@ static void on_client_accept(uv_stream_t *server, int status) {
     return;
   }
   DL_APPEND(s->clients, cl);
+  s->nclients++;
 }
 
 /* Remove a socket file left by a store that died, but never one that a

@@ -21,6 +21,9 @@
 #include "uvconn.h"
 
 #define SENDER_MAX_INFLIGHT 2
+/* A PULL of a reduce stream that does not exist yet waits this long at
+ * most (the directory tells both sides within milliseconds). */
+#define PARK_TIMEOUT_MS 10000
 
 typedef struct st_sender {
   struct st_sender *prev, *next; /* store->senders (utlist) */
@@ -38,7 +41,7 @@ typedef struct st_sender {
   uint64_t started_ms;
   int faulty;       /* fault points apply to this stream */
   int stalled;      /* fault point: stop sending */
-  uv_timer_t *pace; /* fault point slow_send: waiting for the next send */
+  uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
 } st_sender;
 
 int dataport_port(store *s) {
@@ -87,6 +90,15 @@ static void sender_watch_fn(st_watch *w) { sender_pump(sender_of(w)); }
 
 static void pace_fired(uv_timer_t *t) { sender_pump(t->data); }
 
+/* The sender's timer (allocated on first use). NULL on no memory. */
+static uv_timer_t *sender_timer(st_sender *sd) {
+  if (!sd->timer && (sd->timer = malloc(sizeof *sd->timer))) {
+    uv_timer_init(sd->s->loop, sd->timer);
+    sd->timer->data = sd;
+  }
+  return sd->timer;
+}
+
 /* A faulty stream: how many of `want` bytes may go now (faults.c decides). */
 static uint64_t sender_fault_budget(st_sender *sd, uint64_t want) {
   store *s = sd->s;
@@ -96,13 +108,8 @@ static uint64_t sender_fault_budget(st_sender *sd, uint64_t want) {
                              &action);
   if (action == FAULT_CUT) {
     hpl__conn_close(sd->c, HPL_ECONN);
-  } else if (action == FAULT_PACE) {
-    if (!sd->pace) {
-      if (!(sd->pace = malloc(sizeof *sd->pace))) return 0;
-      uv_timer_init(s->loop, sd->pace);
-      sd->pace->data = sd;
-    }
-    uv_timer_start(sd->pace, pace_fired, 10, 0);
+  } else if (action == FAULT_PACE && sender_timer(sd)) {
+    uv_timer_start(sd->timer, pace_fired, 10, 0);
   }
   return n;
 }
@@ -198,6 +205,18 @@ static void sender_start(st_sender *sd) {
 
 static void sender_parked_fn(st_watch *w) { sender_start(sender_of(w)); }
 
+/* A parked PULL whose stream never came. */
+static void park_expired(uv_timer_t *t) {
+  st_sender *sd = t->data;
+  if (!sd->parked) return;
+  char detail[400];
+  snprintf(detail, sizeof detail, "no reduce stream '%s' here within %d ms", sd->parked,
+           PARK_TIMEOUT_MS);
+  free(sd->parked);
+  sd->parked = NULL;
+  pull_reply_err(sd, HPL_ENOTFOUND, detail);
+}
+
 /* Begin serving `o` (referenced here) on this connection. */
 static void sender_serve(st_sender *sd, st_obj *o) {
   sd->obj = o;
@@ -239,7 +258,11 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
   if (!o && p->internal) {
     /* the directory told our peer about this stream before it told us:
      * wait until the stream exists (or its reduce ends) */
-    if (!(sd->parked = strdup(p->id))) hpl__conn_close(c, HPL_ENOMEM);
+    if (!(sd->parked = strdup(p->id)) || !sender_timer(sd)) {
+      hpl__conn_close(c, HPL_ENOMEM);
+      return;
+    }
+    uv_timer_start(sd->timer, park_expired, PARK_TIMEOUT_MS, 0);
     return;
   }
   if (!o) {
@@ -257,11 +280,12 @@ static void on_close(hpl__conn *c, int status) {
   store *s = sd->s;
   sender_finish(sd);
   free(sd->parked);
-  if (sd->pace) {
-    uv_timer_stop(sd->pace);
-    uv_close((uv_handle_t *)sd->pace, (uv_close_cb)free);
+  if (sd->timer) {
+    uv_timer_stop(sd->timer);
+    uv_close((uv_handle_t *)sd->timer, (uv_close_cb)free);
   }
   DL_DELETE(s->senders, sd);
+  s->nsenders--;
   free(sd);
   check_idle(s);
 }
@@ -270,6 +294,12 @@ static void on_accept(uv_stream_t *server, int status) {
   store *s = server->data;
   if (status < 0) return;
   uv_stream_t *t = hpl__conn_accept(server, NULL, 0);
+  if (t && s->nsenders >= s->cfg.max_conns) { /* full: taken and closed at once */
+    if (s->ctr.conns_refused++ % 1000 == 0)
+      LOG_WARN("data port: refusing connections: %u open (--max-connections)", s->nsenders);
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    return;
+  }
   st_sender *sd = t ? calloc(1, sizeof *sd) : NULL;
   if (!sd) {
     if (t) uv_close((uv_handle_t *)t, (uv_close_cb)free);
@@ -285,9 +315,11 @@ static void on_accept(uv_stream_t *server, int status) {
                       .auth_roles = 1u << HPL__ROLE_STORE,
                       .auth_failures = &s->ctr.auth_failures};
   DL_APPEND(s->senders, sd);
+  s->nsenders++;
   sd->c = hpl__conn_new(t, &o);
   if (!sd->c) {
     DL_DELETE(s->senders, sd);
+    s->nsenders--;
     free(sd);
   }
 }
@@ -308,6 +340,7 @@ void dataport_stream_ready(store *s, const char *key) {
     if (!o) continue;
     free(sd->parked);
     sd->parked = NULL;
+    uv_timer_stop(sd->timer);
     sender_serve(sd, o);
   }
 }
@@ -326,6 +359,7 @@ void dataport_reduce_ended(store *s, const char *target) {
     if (!t || strcmp(t + 1, target) != 0) continue;
     free(sd->parked);
     sd->parked = NULL;
+    uv_timer_stop(sd->timer);
     pull_reply_err(sd, HPL_ECANCELED, "the reduce ended");
   }
 }

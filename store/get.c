@@ -52,6 +52,7 @@ static void forget_if_unwanted(store *s, st_obj *o) {
 /* Off both lists; the waiter is freed. */
 static void waiter_end(get_waiter *g) {
   DL_DELETE2(g->cl->waiters, g, cprev, cnext);
+  g->cl->nwaiters--;
   hpl__otimer_free(&g->timer, g);
 }
 
@@ -93,6 +94,10 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
     reply_err(cl, req, HPL_ETIMEDOUT, detail);
     return;
   }
+  if (cl->nwaiters >= HPL__MAX_WAITING_PER_PEER) {
+    reply_err(cl, req, HPL_EUNAVAIL, "too many GETs of this client waiting already");
+    return;
+  }
   get_waiter *g = calloc(1, sizeof *g);
   if (!o && g) {
     if ((o = store_obj_new(s, id, OBJ_FETCHING))) s->ctr.remote_gets++;
@@ -108,6 +113,7 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
   g->w.done = waiter_done;
   store_wait(o, &g->w);
   DL_APPEND2(cl->waiters, g, cprev, cnext);
+  cl->nwaiters++;
   if (timeout_ms > 0) hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
   if (o->state == OBJ_FETCHING && !o->fetch) fetch_start(s, o);
 }

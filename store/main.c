@@ -89,6 +89,10 @@ static const hpl__opt opts[] = {
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"prefault", NULL, "populate the pool's pages at start", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
      NULL},
+    {"max-connections", "N",
+     "open data-port connections at most, and local clients at\nmost (default 4096 each); more "
+     "are closed at once",
+     HPL__OPT_U32, OFF(max_conns), 0, 1, UINT32_MAX, NULL},
     {"allow-group", "GID",
      "local clients of this group may connect too (default: only\nthis user and root; the "
      "socket's directory must then let\nthe group in, see --insecure)",

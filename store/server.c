@@ -23,6 +23,7 @@ void store_config_defaults(store_config *c) {
   memset(c, 0, sizeof *c);
   c->memory = 2ull << 30;
   c->allow_gid = -1;
+  c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;
   c->straggler_ratio = 0.2;

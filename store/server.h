@@ -59,6 +59,7 @@ typedef struct store_config {
   hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
   int insecure;              /* --insecure: no exposure or local-peer checks */
   int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
+  uint32_t max_conns;        /* open data-port connections, and local clients, at most */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
@@ -68,7 +69,7 @@ typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
-      clients_refused;
+      clients_refused, conns_refused;
 } store_counters;
 
 struct store {
@@ -100,6 +101,7 @@ struct store {
   uv_tcp_t data_listener;
   int data_port_bound;
   struct st_sender *senders;
+  uint32_t nsenders;
   void (*data_idle)(store *s); /* a stream ended and none is left */
   /* dirlink.c */
   struct dirlink *dl;
@@ -112,6 +114,7 @@ struct store {
   /* clients.c */
   uv_pipe_t client_listener;
   struct st_client *clients;
+  uint32_t nclients;
   uint64_t next_client;
 };
 

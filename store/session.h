@@ -33,6 +33,7 @@ typedef struct st_client {
   uint64_t id;
   st_hold *holds;
   struct get_waiter *waiters; /* get.c */
+  uint32_t nwaiters;
   struct st_put *puts;        /* put.c */
   int refs;
   int closed;
