@@ -135,22 +135,27 @@ static void on_accept(uv_stream_t *server, int status) {
     LOG_WARN("accept: %s", uv_strerror(status));
     return;
   }
-  char host[64], label[96];
+  char host[64];
   uv_stream_t *t = hpl__conn_accept(server, host, sizeof host);
-  if (t && s->nconns >= s->cfg.max_conns) { /* full: taken and closed at once */
+  if (t) dir_server_serve(s, t, host);
+}
+
+void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer) {
+  char label[96];
+  if (s->nconns >= s->cfg.max_conns) { /* full: taken and closed at once */
     if (s->ctr.conns_refused++ % 1000 == 0)
       LOG_WARN("refusing connections: %u open, the most --max-connections allows (%llu refused)",
                s->nconns, (unsigned long long)s->ctr.conns_refused);
     uv_close((uv_handle_t *)t, (uv_close_cb)free);
     return;
   }
-  dir_conn *dc = t ? calloc(1, sizeof *dc) : NULL;
+  dir_conn *dc = calloc(1, sizeof *dc);
   if (!dc) {
-    if (t) uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
     return;
   }
   dc->srv = s;
-  snprintf(label, sizeof label, "dir<-%s", host);
+  snprintf(label, sizeof label, "dir<-%s", peer);
   hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
                               .max_payload = s->cfg.inline_max,
                               .max_type = HPL__MSG_MAX_},

@@ -118,6 +118,12 @@ typedef void (*dir_handler)(dir_server *s, const dir_frame *f);
  * (handles opened so far are not closed). */
 int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg);
 
+/* Serve an already connected stream (the listener's accepts; tests and
+ * fuzz targets hand in one end of a socketpair as a uv_pipe_t). Takes `t`
+ * (malloc'd, initialised): it is closed if it cannot be served. `peer`
+ * names it in logs. */
+void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer);
+
 /* Free everything once the loop has ended (after SIGINT/SIGTERM). */
 void dir_server_free(dir_server *s);
 

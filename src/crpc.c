@@ -15,6 +15,7 @@
 #include <uthash.h>
 
 #include "cwait.h"
+#include "record.h"
 #include "hoplite.h"
 #include "util.h"
 
@@ -43,6 +44,7 @@ struct hpl__crpc {
   uint64_t next_id;
   int fds[HPL__CRPC_MAX_FDS];
   int nfds;
+  hpl__record rec; /* $HPL_RECORD_DIR: what the peer sent, for fuzz corpora */
   /* Reader state: only the thread holding the reader role touches it, so
    * it carries over from one reader to the next. */
   hpl__framer fr;
@@ -202,7 +204,7 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
   r->cur_got = 0;
   size_t size = (size_t)h->msg_len + (size_t)h->payload_len;
   m->buf = malloc(size ? size : 1);
-  if (m->buf) memcpy(m->buf, msg, h->msg_len);
+  if (m->buf && h->msg_len) memcpy(m->buf, msg, h->msg_len); /* msg is NULL when empty */
   if (h->payload_len == 0) frame_end(r);
 }
 
@@ -303,6 +305,7 @@ static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
     snprintf(why, wlen, "the peer closed the connection");
     return HPL_ECONN;
   }
+  hpl__record_add(&r->rec, r->rbuf, (size_t)n);
   return parse(r, (size_t)n, why, wlen);
 }
 
@@ -385,12 +388,14 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
   pthread_mutex_init(&r->lock, NULL);
   hpl__cwait_cond_init(&r->cv);
   hpl__turn_init(&r->writer);
+  hpl__record_open(&r->rec, "crpc");
   *out = r;
   return 0;
 }
 
 void hpl__crpc_free(hpl__crpc *r) {
   if (!r) return;
+  hpl__record_close(&r->rec);
   close(r->fd);
   for (int i = 0; i < r->nfds; i++) close(r->fds[i]);
   pending *p, *tmp;

@@ -7,6 +7,7 @@
 
 #include "hoplite.h"
 #include "log.h"
+#include "record.h"
 #include "util.h"
 
 #define CONN_RBUF 65536
@@ -50,6 +51,7 @@ struct hpl__conn {
   unsigned turn_frames;
   uv_idle_t *idle;         /* frames wait in rbuf for the next loop turn */
   int handles;             /* handles (stream, timer, idle) not yet closed */
+  hpl__record rec;         /* $HPL_RECORD_DIR: frames received, for fuzz corpora */
 };
 
 typedef struct conn_wreq {
@@ -85,6 +87,7 @@ static void conn_handle_closed(uv_handle_t *h) {
     free(h);
   }
   if (--c->handles > 0) return;
+  hpl__record_close(&c->rec);
   if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
   free(c->pbuf);
   free(c->rbuf);
@@ -224,6 +227,7 @@ static void conn_auth_failed(hpl__conn *c, const char *why) {
 
 static void conn_hs_done(hpl__conn *c) {
   c->hs = HS_DONE;
+  hpl__record_add(&c->rec, c->rbuf + c->rpos, c->rlen - c->rpos); /* frames behind it */
   c->role = c->ahs.role;
   c->hshave = c->hswant = 0;
   if (c->timer) uv_timer_stop(c->timer);
@@ -482,6 +486,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (last && !c->closing) conn_frame_done(c);
     return;
   }
+  if (c->hs == HS_DONE) hpl__record_add(&c->rec, c->rbuf + c->rlen, (size_t)nread);
   c->rlen += (size_t)nread;
   conn_process(c);
   if (c->closing) return;
@@ -533,6 +538,7 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   hpl__framer_init(&c->fr, &o->lim);
   s->data = c;
   c->handles = 1;
+  hpl__record_open(&c->rec, c->label);
   if (o->auth && o->auth->on) {
     conn_timer_arm(c, HPL__AUTH_TIMEOUT_MS);
     if (o->auth_role) { /* we open: HELLO, then wait for the CHALLENGE */

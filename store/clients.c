@@ -264,7 +264,11 @@ static void on_client_accept(uv_stream_t *server, int status) {
   store *s = server->data;
   if (status < 0) return;
   uv_stream_t *p = hpl__conn_accept(server, NULL, 0);
-  st_client *cl = p ? session_new(s, NULL, ++s->next_client) : NULL;
+  if (p) clients_serve(s, p);
+}
+
+void clients_serve(store *s, uv_stream_t *p) {
+  st_client *cl = session_new(s, NULL, ++s->next_client);
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
   if (ok && s->nclients >= s->cfg.max_conns) {
@@ -277,7 +281,7 @@ static void on_client_accept(uv_stream_t *server, int status) {
     ok = 0;
   }
   if (!ok || send_hello(s, fd) != 0) {
-    if (p) uv_close((uv_handle_t *)p, (uv_close_cb)free);
+    uv_close((uv_handle_t *)p, (uv_close_cb)free);
     free(cl);
     return;
   }

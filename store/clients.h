@@ -16,6 +16,11 @@
  * HPL_ESYS (logged). */
 int clients_start(store *s);
 
+/* Serve an already connected Unix stream as a local client (the
+ * listener's accepts; fuzz targets hand in one end of a socketpair). Takes
+ * `p` (malloc'd, initialised): HELLO, then requests. */
+void clients_serve(store *s, uv_stream_t *p);
+
 /* Stop accepting, remove the socket file, close every client (idempotent). */
 void clients_stop(store *s);
 

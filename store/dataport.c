@@ -294,15 +294,19 @@ static void on_accept(uv_stream_t *server, int status) {
   store *s = server->data;
   if (status < 0) return;
   uv_stream_t *t = hpl__conn_accept(server, NULL, 0);
-  if (t && s->nsenders >= s->cfg.max_conns) { /* full: taken and closed at once */
+  if (t) dataport_serve(s, t);
+}
+
+void dataport_serve(store *s, uv_stream_t *t) {
+  if (s->nsenders >= s->cfg.max_conns) { /* full: taken and closed at once */
     if (s->ctr.conns_refused++ % 1000 == 0)
       LOG_WARN("data port: refusing connections: %u open (--max-connections)", s->nsenders);
     uv_close((uv_handle_t *)t, (uv_close_cb)free);
     return;
   }
-  st_sender *sd = t ? calloc(1, sizeof *sd) : NULL;
+  st_sender *sd = calloc(1, sizeof *sd);
   if (!sd) {
-    if (t) uv_close((uv_handle_t *)t, (uv_close_cb)free);
+    uv_close((uv_handle_t *)t, (uv_close_cb)free);
     return;
   }
   sd->s = s;

@@ -23,6 +23,11 @@ int dataport_start(store *s, void (*idle)(store *s));
 /* Close the listener and every stream. */
 void dataport_stop(store *s);
 
+/* Serve an already connected stream as a data-port connection (the
+ * listener's accepts; fuzz targets hand in one end of a socketpair). Takes
+ * `t` (malloc'd, initialised). */
+void dataport_serve(store *s, uv_stream_t *t);
+
 /* The bound port, -1 if not bound. */
 int dataport_port(store *s);
 

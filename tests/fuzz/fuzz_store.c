@@ -1,0 +1,50 @@
+/* fuzz_store.c - libFuzzer target: a hoplite-store in this process (no
+ * directory reachable, no secret), each input one connection's bytes: the
+ * first byte says whether to its client socket (HELLO first, then
+ * requests) or to its data port. The store's objects live on from input to
+ * input. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "clients.h"
+#include "dataport.h"
+#include "fuzz_loop.h"
+#include "log.h"
+#include "server.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static store st;
+static uv_loop_t *loop;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  hpl__log_setup("fuzz-store", getenv("HPL_FUZZ_LOG") ? HPL__LOG_DEBUG : -1);
+  loop = uv_default_loop();
+  store_config cfg;
+  store_config_defaults(&cfg);
+  static char dir[] = "/tmp/hpl-fuzz-XXXXXX";
+  if (!mkdtemp(dir)) abort();
+  snprintf(cfg.socket_path, sizeof cfg.socket_path, "%s/store.sock", dir);
+  snprintf(cfg.dir_host, sizeof cfg.dir_host, "127.0.0.1");
+  cfg.dir_port = 1; /* nobody: requests to the directory wait, then time out */
+  snprintf(cfg.data_host, sizeof cfg.data_host, "127.0.0.1");
+  cfg.memory = 64u << 20;
+  if (store_start(&st, loop, &cfg) != 0) abort();
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  int fd;
+  uv_stream_t *t = fuzz_pair(loop, &fd);
+  if (data[0] & 1)
+    dataport_serve(&st, t);
+  else
+    clients_serve(&st, t);
+  fuzz_feed(loop, fd, data + 1, size - 1);
+  return 0;
+}
