@@ -109,6 +109,9 @@ class LocalCluster:
     hosts        [(netns or None, address)] per store; the directory runs in
                  hosts[0]. Default: every process on 127.0.0.1.
     timeout      seconds a server may take to come up
+
+    Every cluster has a secret of its own (`secret`: workdir/cluster.secret,
+    mode 0600) that all its servers are started with.
     """
 
     def __init__(self, nodes=3, memory="512M", workdir=None, bin_dir=None, store_args=(),
@@ -128,7 +131,15 @@ class LocalCluster:
         self._own_workdir = workdir is None
         self.keep_workdir = keep_workdir
         self.workdir = workdir or tempfile.mkdtemp(prefix="hpl-py-")
-        os.makedirs(self.workdir, exist_ok=True)
+        # the stores' sockets live here: closed to other users (stores check)
+        os.makedirs(self.workdir, mode=0o700, exist_ok=True)
+        # every cluster gets a secret of its own (servers may then listen
+        # beyond loopback; clients need none)
+        self.secret = os.path.join(self.workdir, "cluster.secret")
+        if not os.path.exists(self.secret):
+            fd = os.open(self.secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(os.urandom(32).hex() + "\n")
         self.dir_proc = None
         self.dir_port = None
         self.stores = [None] * nodes
@@ -195,7 +206,8 @@ class LocalCluster:
         if os.path.exists(port_file):
             os.unlink(port_file)
         argv = [self._binary("hoplite-directory"), "--listen", "%s:0" % self.hosts[0][1],
-                "--port-file", port_file, "--log-level", self.log_level] + self.dir_args
+                "--port-file", port_file, "--log-level", self.log_level,
+                "--auth-file", self.secret] + self.dir_args
         self.dir_proc = self._spawn(argv, self.hosts[0][0], self.dir_log)
         wait_for_file(port_file, self.dir_proc, self.timeout)
         self.dir_port = _read_int(port_file)
@@ -210,7 +222,8 @@ class LocalCluster:
         argv = [self._binary("hoplite-store"), "--directory", self.dir_addr,
                 "--socket", self.socket(i), "--memory", self.memory, "--name", "node-%d" % i,
                 "--ready-file", ready, "--data-listen", "%s:0" % addr, "--data-addr", addr,
-                "--log-level", self.log_level] + self.store_args + list(extra_args)
+                "--log-level", self.log_level, "--auth-file", self.secret] + self.store_args + \
+            list(extra_args)
         self.stores[i] = self._spawn(argv, netns, self.store_log(i))
         if wait:
             self._wait_store(i)
