@@ -40,6 +40,7 @@
   X(REDUCE_INFO_REP, 22, hplpb__reduce_info_rep)  \
   X(TRANSFERS, 23, hplpb__transfers_req)          \
   X(TRANSFERS_REP, 24, hplpb__transfers_rep)      \
+  X(PUT, 25, hplpb__put_req)                      \
   /* client <-> directory */                    \
   X(PEEK, 30, hplpb__id_req)                      \
   X(PEEK_REP, 31, hplpb__peek_rep)                \
@@ -62,13 +63,15 @@
   X(DRAIN, 55, hplpb__drain_req)                  \
   /* store <-> store */                         \
   X(PULL, 60, hplpb__pull_req)                    \
-  X(PULL_REP, 61, hplpb__pull_rep)
+  X(PULL_REP, 61, hplpb__pull_rep)              \
+  /* store -> directory, again */                 \
+  X(HELD, 62, hplpb__held_note)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 61
+      HPL__MSG_MAX_ = 62
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed
