@@ -113,5 +113,8 @@ int th_wire_closed(int fd, int64_t timeout_ms);
 /* A directory counter, read over a connection of its own (fails the test
  * if the directory does not answer). */
 uint64_t th_dir_counter(hpl__lc *lc, const char *name);
+/* The same, but UINT64_MAX when the directory refuses the connection (at
+ * its connection limit) instead of failing the test. */
+uint64_t th_dir_counter_try(hpl__lc *lc, const char *name);
 /* Store `node`'s data port. */
 int th_data_port(hpl__lc *lc, int node);
