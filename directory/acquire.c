@@ -82,7 +82,7 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
   int rc;
   if (ring == 1) {
     sender = from->node;
-    rc = dtab_assign(o, asker->id, from);
+    rc = dtab_assign(&s->tab, o, asker->id, from);
     s->ctr.ring_assigned++;
   } else {
     rc = dtab_pick_sender(&s->tab, o, asker->id, avoid, &sender);

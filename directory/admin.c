@@ -44,33 +44,34 @@ void dir_admin_on_stat(dir_server *s, const dir_frame *f) {
 
 /* ------------------------------------------------------------------ listing */
 
-static int cmp_info(const void *a, const void *b) {
-  const Hplpb__ObjInfo *x = *(Hplpb__ObjInfo *const *)a, *y = *(Hplpb__ObjInfo *const *)b;
-  return strcmp(x->id, y->id);
-}
 
+/* LIST: one page in id order from the ordered index, without scanning
+ * anything outside the page (and at most a bounded number of entries that
+ * are not objects yet). */
 void dir_admin_on_list(dir_server *s, const dir_frame *f) {
   Hplpb__ListReq *m = (Hplpb__ListReq *)f->msg;
   Hplpb__ListRep r = HPLPB__LIST_REP__INIT;
-  size_t cap = (size_t)s->tab.nobjs, n = 0, bytes = 0;
-  Hplpb__ObjInfo *infos = calloc(cap ? cap : 1, sizeof *infos);
-  Hplpb__ObjInfo **ptrs = calloc(cap ? cap : 1, sizeof *ptrs);
   const char *prefix = m->prefix ? m->prefix : "";
-  size_t plen = strlen(prefix);
+  const char *after = m->after && *m->after ? m->after : NULL;
+  size_t plen = strlen(prefix), limit = m->limit ? m->limit : DIR_LIST_PAGE;
+  if (limit > DIR_LIST_MAX) limit = DIR_LIST_MAX;
+  Hplpb__ObjInfo *infos = calloc(limit, sizeof *infos);
+  Hplpb__ObjInfo **ptrs = calloc(limit, sizeof *ptrs);
   if (!infos || !ptrs) {
     free(infos);
     free(ptrs);
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;
   }
-  dir_obj *o, *tmp;
-  HASH_ITER(hh, s->tab.objs, o, tmp) {
-    if (o->state != OBJ_READY || strncmp(o->id, prefix, plen) != 0) continue;
-    if (n == cap || bytes + strlen(o->id) + 32 > HPL__MAX_MSG_CTRL - 1024) {
-      r.status = HPL_ETOOBIG;
-      r.detail = "listing truncated";
-      break;
-    }
+  /* from the later of the prefix and the cursor */
+  dir_obj *o = after && strcmp(after, prefix) >= 0 ? dtab_first(&s->tab, after, 1)
+                                                   : dtab_first(&s->tab, prefix, 0);
+  size_t n = 0, scanned = 0, bytes = 0;
+  const char *last = NULL;
+  for (; o && !strncmp(o->id, prefix, plen); o = dtab_next(o)) {
+    if (n == limit || bytes > DIR_LIST_BYTES || scanned++ > 4 * limit + 1024) break;
+    last = o->id;
+    if (o->state != OBJ_READY) continue;
     Hplpb__ObjInfo *i = &infos[n];
     hplpb__obj_info__init(i);
     i->id = o->id;
@@ -80,7 +81,8 @@ void dir_admin_on_list(dir_server *s, const dir_frame *f) {
     ptrs[n++] = i;
     bytes += strlen(o->id) + 32;
   }
-  qsort(ptrs, n, sizeof *ptrs, cmp_info);
+  /* more to come: the client asks again after the last entry seen */
+  r.next = (char *)(o && !strncmp(o->id, prefix, plen) && last ? last : "");
   r.n_objects = n;
   r.objects = ptrs;
   hpl__conn_send(f->dc->c, HPL__MSG_LIST_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);

@@ -13,10 +13,16 @@
 
 #include "server.h"
 
+#define DIR_LIST_PAGE 1000
+#define DIR_LIST_MAX 10000
+#define DIR_LIST_BYTES (4u << 20)
+
 /* Handlers (server.c's dispatch table).
  * STAT: size, inline, copies; HPL_ENOTFOUND or HPL_ELOST otherwise.
- * LIST: ready objects whose id starts with the prefix, sorted by id;
- *   HPL_ETOOBIG with what fits when the reply would be too large.
+ * LIST: one page: ready objects whose id starts with the prefix and sorts
+ *   after the cursor, in id order (DIR_LIST_PAGE by default, at most
+ *   DIR_LIST_MAX or DIR_LIST_BYTES); `next` is the cursor for the next
+ *   page, "" after the last.
  * COUNTERS: the directory's counters by name.
  * DELETE: removes the object and every copy; the reply (0, HPL_ENOTFOUND,
  *   HPL_ENOMEM) comes once every holder acknowledged its DROP, or after

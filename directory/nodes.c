@@ -40,18 +40,13 @@ void dir_node_heard(dir_node *n) { n->last_seen_ms = hpl__now_ms(); }
 static void object_changed_cb(dir_obj *o, void *arg) { dir_object_changed(arg, o); }
 
 /* Copies pulling from a dead node hear it from us: a partitioned node's
- * streams do not end with an EOF. */
-static void notify_upstream_gone(dir_server *s, uint64_t dead) {
-  dir_obj *o, *tmp;
-  HASH_ITER(hh, s->tab.objs, o, tmp) {
-    for (dir_loc *l = o->locs; l; l = l->next) {
-      if (l->upstream != dead || l->node == dead) continue;
-      Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
-      u.id = o->id;
-      u.peer = dead;
-      dir_node_send(s, l->node, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
-    }
-  }
+ * streams do not end with an EOF. (dtab_node_gone callback.) */
+static void upstream_gone_cb(dir_obj *o, uint64_t receiver, void *arg) {
+  dir_server *s = arg;
+  Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
+  u.id = o->id;
+  u.peer = s->gone_node;
+  dir_node_send(s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
 }
 
 /* The node leaves its connection: what it waited for there is void (a
@@ -67,7 +62,8 @@ static void node_unplug(dir_server *s, dir_node *n) {
 /* Every copy node `id` held is gone, and so are its reduce slots. */
 static void node_copies_gone(dir_server *s, uint64_t id) {
   dir_xlog(s, HPL__XFER_NODE_GONE, "", id, 0);
-  dtab_node_gone(&s->tab, id, object_changed_cb, s);
+  s->gone_node = id;
+  dtab_node_gone(&s->tab, id, upstream_gone_cb, object_changed_cb, s);
   dir_reduce_node_gone(s, id);
 }
 
@@ -77,7 +73,6 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
            n->port, why);
   s->ctr.nodes_dead++;
   node_unplug(s, n);
-  notify_upstream_gone(s, n->id);
   HASH_DEL(s->nodes, n);
   uint64_t id = n->id;
   free(n);

@@ -1,72 +1,11 @@
-/* objects.c - the directory's object table (see objects.h). */
+/* objects.c - locations and sender choice over the object table (see
+ * objects.h; the table's storage is objtab.c). */
 #include "objects.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "hoplite.h"
-
-void dtab_init(dtab *t, uint32_t max_senders) {
-  memset(t, 0, sizeof *t);
-  t->max_senders = max_senders ? max_senders : 1;
-}
-
-static void obj_free(dir_obj *o) {
-  dir_loc *l = o->locs;
-  while (l) {
-    dir_loc *n = l->next;
-    free(l);
-    l = n;
-  }
-  free(o->inl);
-  free(o->fail_detail);
-  free(o->id);
-  free(o);
-}
-
-void dtab_clear(dtab *t) {
-  dir_obj *o, *tmp;
-  HASH_ITER(hh, t->objs, o, tmp) {
-    HASH_DEL(t->objs, o);
-    obj_free(o);
-  }
-  t->nobjs = 0;
-  t->inline_bytes = 0;
-}
-
-dir_obj *dtab_find(dtab *t, const char *id) {
-  dir_obj *o = NULL;
-  HASH_FIND_STR(t->objs, id, o);
-  return o;
-}
-
-dir_obj *dtab_get(dtab *t, const char *id) {
-  dir_obj *o = dtab_find(t, id);
-  if (o) return o;
-  o = calloc(1, sizeof *o);
-  if (!o) return NULL;
-  o->id = strdup(id);
-  if (!o->id) {
-    free(o);
-    return NULL;
-  }
-  o->state = OBJ_PENDING;
-  HASH_ADD_KEYPTR(hh, t->objs, o->id, strlen(o->id), o);
-  t->nobjs++;
-  return o;
-}
-
-void dtab_remove(dtab *t, dir_obj *o) {
-  HASH_DEL(t->objs, o);
-  if (o->is_inline) t->inline_bytes -= o->size;
-  t->nobjs--;
-  obj_free(o);
-}
-
-void dtab_gc(dtab *t, dir_obj *o) {
-  if (o->state == OBJ_PENDING && !o->locs && !o->waiters && !o->watchers && !o->is_inline)
-    dtab_remove(t, o);
-}
 
 dir_loc *dtab_loc(dir_obj *o, uint64_t node) {
   for (dir_loc *l = o->locs; l; l = l->next)
@@ -81,16 +20,6 @@ static void loc_release_upstream(dir_obj *o, dir_loc *l) {
   l->upstream = 0;
 }
 
-static dir_loc *loc_append(dir_obj *o, uint64_t node) {
-  dir_loc *l = calloc(1, sizeof *l);
-  if (!l) return NULL;
-  l->node = node;
-  dir_loc **pp = &o->locs;
-  while (*pp) pp = &(*pp)->next;
-  *pp = l;
-  o->nlocs++;
-  return l;
-}
 
 static int obj_has_complete(const dir_obj *o) {
   for (const dir_loc *l = o->locs; l; l = l->next)
@@ -114,16 +43,15 @@ int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete
     if (obj_dead(o)) {
       /* a new put revives a lost id: forget the stale partial copies */
       while (o->locs) {
-        dir_loc *n = o->locs->next;
-        free(o->locs);
-        o->locs = n;
+        dir_loc *n = o->locs;
+        o->locs = n->next;
+        dtab__loc_free(t, o, n);
       }
-      o->nlocs = 0;
       l = NULL;
     }
   }
   if (!l) {
-    l = loc_append(o, node);
+    l = dtab__loc_new(t, o, node);
     if (!l) return HPL_ENOMEM;
   }
   if (origin) l->origin = 1;
@@ -157,7 +85,7 @@ int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size) {
   dir_loc *l = dtab_loc(o, node);
   if (!l) {
     if (o->has_size && o->size != size) return 0;
-    l = loc_append(o, node);
+    l = dtab__loc_new(t, o, node);
     if (!l) return 0;
     o->size = size;
     o->has_size = 1;
@@ -171,7 +99,6 @@ int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size) {
 }
 
 int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node) {
-  (void)t;
   for (dir_loc **pp = &o->locs; *pp; pp = &(*pp)->next) {
     dir_loc *l = *pp;
     if (l->node != node) continue;
@@ -180,8 +107,7 @@ int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node) {
     for (dir_loc *d = o->locs; d; d = d->next)
       if (d->upstream == node) d->upstream = 0;
     *pp = l->next;
-    free(l);
-    o->nlocs--;
+    dtab__loc_free(t, o, l);
     return 1;
   }
   return 0;
@@ -254,13 +180,13 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
     return HPL_ELOST;
   }
   *sender = best->node;
-  return dtab_assign(o, asker, best);
+  return dtab_assign(t, o, asker, best);
 }
 
-int dtab_assign(dir_obj *o, uint64_t asker, dir_loc *from) {
+int dtab_assign(dtab *t, dir_obj *o, uint64_t asker, dir_loc *from) {
   dir_loc *me = dtab_loc(o, asker);
   if (!me) {
-    me = loc_append(o, asker);
+    me = dtab__loc_new(t, o, asker);
     if (!me) return HPL_ENOMEM;
   } else {
     loc_release_upstream(o, me);
@@ -284,20 +210,19 @@ int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid) {
   return 0;
 }
 
-void dtab_node_gone(dtab *t, uint64_t node, void (*fn)(dir_obj *o, void *arg), void *arg) {
-  dir_obj *o, *tmp;
-  HASH_ITER(hh, t->objs, o, tmp) {
-    int touched = dtab_loc_remove(t, o, node);
-    if (!touched) {
-      for (dir_loc *l = o->locs; l; l = l->next)
-        if (l->upstream == node) {
-          l->upstream = 0;
-          touched = 1;
-        }
-    }
-    if (touched) {
-      dtab_check_lost(t, o);
-      if (fn) fn(o, arg);
-    }
+void dtab_node_gone(dtab *t, uint64_t node, void (*down)(dir_obj *o, uint64_t receiver, void *arg),
+                    void (*fn)(dir_obj *o, void *arg), void *arg) {
+  /* every object that names the node is in its index: a copy pulling from
+   * the node pulls from a location the node has (removing a location clears
+   * the upstream of its receivers) */
+  uint64_t n;
+  dir_obj **v;
+  while ((v = dtab__node_objects(t, node, &n)) && n > 0) {
+    dir_obj *o = v[n - 1];
+    for (dir_loc *l = o->locs; l; l = l->next)
+      if (l->upstream == node && l->node != node && down) down(o, l->node, arg);
+    dtab_loc_remove(t, o, node); /* takes it out of the node's index */
+    dtab_check_lost(t, o);
+    if (fn) fn(o, arg);
   }
 }

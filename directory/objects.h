@@ -11,15 +11,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uthash.h>
 
 typedef struct dir_loc {
   struct dir_loc *next;
   uint64_t node;
-  int complete;
-  int origin;        /* the node the object was put on (partial while writing) */
   uint64_t upstream; /* node this copy pulls from, 0 if none */
   uint32_t serving;  /* receivers pulling from this copy now */
+  uint32_t nidx;     /* its object's place in the node's index (objtab.c) */
+  uint8_t complete;
+  uint8_t origin;    /* the node the object was put on (partial while writing) */
 } dir_loc;
 
 enum {
@@ -29,27 +29,47 @@ enum {
   OBJ_FAILED = 3,  /* a reduce that was to produce it failed (fail_status) */
 };
 
+/* An object's record: one allocation holding, in this order, its links in
+ * the ordered index (levels of them, before the record), the record, and
+ * its id. The first location lives in the record itself, so an object with
+ * one copy costs no other allocation (inline bytes aside). */
 typedef struct dir_obj {
-  char *id;
-  UT_hash_handle hh;
-  int state;
+  struct dir_obj *hnext; /* the id hash's chain */
   uint64_t size;
-  int has_size;
-  uint8_t *inl;   /* inline bytes (size bytes) when is_inline */
-  int is_inline;
-  dir_loc *locs;
-  uint32_t nlocs;
   uint64_t ready_seq; /* order in which objects became complete (reduce) */
+  dir_loc *locs;
+  uint8_t *inl;       /* inline bytes (size bytes) when is_inline */
   void *waiters;      /* owned by the server (acquire.c) */
   void *watchers;     /* owned by the server (reduce.c): reduces waiting for readiness */
-  int fail_status;    /* OBJ_FAILED: the error gets report */
-  char *fail_detail;
+  char *fail_detail;  /* OBJ_FAILED: why */
+  uint32_t hash;      /* of the id */
   uint32_t gen;       /* generation of the bytes (bumped when a reduce target
                          restarts: partial copies of older generations are void) */
+  uint32_t nlocs;
+  int32_t fail_status; /* OBJ_FAILED: the error gets report */
+  uint8_t state;
+  uint8_t has_size;
+  uint8_t is_inline;
+  uint8_t levels;     /* links in the ordered index */
+  uint8_t loc0_used;
+  dir_loc loc0;
+  char id[];
 } dir_obj;
 
+#define DTAB_LEVELS 24
+
 typedef struct dtab {
-  dir_obj *objs;
+  /* the id hash: chains, two tables while it grows (moved a few buckets
+   * per operation, so no single insert stalls) */
+  dir_obj **ht[2];
+  uint64_t hsize[2], hused[2];
+  int64_t rehash;   /* next bucket of ht[0] to move, -1 when not growing */
+  /* the ordered index: a skip list by id (listing, prefixes) */
+  dir_obj *head[DTAB_LEVELS];
+  int levels;
+  uint64_t rng;
+  /* the per-node index: the objects each node has a copy of */
+  struct dtab_node *nodes;
   uint32_t max_senders; /* receivers one copy may serve at once */
   /* optional: may a copy on this node serve now? (draining nodes may not) */
   int (*usable)(uint64_t node, void *arg);
@@ -64,12 +84,29 @@ void dtab_init(dtab *t, uint32_t max_senders);
 void dtab_clear(dtab *t);
 
 dir_obj *dtab_find(dtab *t, const char *id);
-/* Find or create an entry (PENDING). NULL on allocation failure. */
+/* Find or create an entry (PENDING). NULL on allocation failure or an id
+ * longer than HPL_ID_MAX. */
 dir_obj *dtab_get(dtab *t, const char *id);
 /* Remove and free an entry (its waiters must be handled by the caller). */
 void dtab_remove(dtab *t, dir_obj *o);
 /* Remove the entry if nothing refers to it any more (pending, no waiters). */
 void dtab_gc(dtab *t, dir_obj *o);
+
+/* The ordered index: the first object whose id is >= key (or > key with
+ * after), and the next one in id order; NULL past the end. */
+dir_obj *dtab_first(dtab *t, const char *key, int after);
+dir_obj *dtab_next(const dir_obj *o);
+
+/* How many objects node `node` has a copy of (its index's length). */
+uint64_t dtab_node_count(dtab *t, uint64_t node);
+
+/* For objects.c only: a new location of `node` at the end of o's list
+ * (indexed under the node), and freeing one (unlinked by the caller). */
+dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node);
+void dtab__loc_free(dtab *t, dir_obj *o, dir_loc *l);
+/* For objects.c only: the objects node `node` has copies of (a vector the
+ * caller must not keep across changes), *n its length. */
+dir_obj **dtab__node_objects(dtab *t, uint64_t node, uint64_t *n);
 
 dir_loc *dtab_loc(dir_obj *o, uint64_t node);
 
@@ -116,7 +153,7 @@ int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid);
 
 /* Record `asker` as a partial copy pulling from the copy `from` (which
  * serves one more receiver). Returns 0 or HPL_ENOMEM. */
-int dtab_assign(dir_obj *o, uint64_t asker, dir_loc *from);
+int dtab_assign(dtab *t, dir_obj *o, uint64_t asker, dir_loc *from);
 
 /* `node`'s copy of `o` if it could serve `asker` now: listed, below the
  * per-copy receiver limit, on a usable node, not the asker and not pulling
@@ -128,9 +165,12 @@ dir_loc *dtab_idle_sender(dtab *t, dir_obj *o, uint64_t node, uint64_t asker);
  * returns 1 if the object is lost. */
 int dtab_check_lost(dtab *t, dir_obj *o);
 
-/* A node died or left: drop all its copies. Copies that pulled from it keep
- * their bytes and lose their upstream. For each object touched, `fn` is
- * called (after the change) so the server can wake waiters. */
-void dtab_node_gone(dtab *t, uint64_t node, void (*fn)(dir_obj *o, void *arg), void *arg);
+/* A node died or left: drop all its copies, in time proportional to how
+ * many it had. Copies that pulled from it keep their bytes and lose their
+ * upstream: `down` (may be NULL) hears of each first (receiver's node).
+ * For each object touched, `fn` is called (after the change) so the server
+ * can wake waiters; it may remove the object. */
+void dtab_node_gone(dtab *t, uint64_t node, void (*down)(dir_obj *o, uint64_t receiver, void *arg),
+                    void (*fn)(dir_obj *o, void *arg), void *arg);
 
 #endif

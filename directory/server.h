@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include <uthash.h>
+
 #include "auth.h"
 #include "objects.h"
 #include "uvconn.h"
@@ -77,6 +79,7 @@ typedef struct dir_server {
   dtab tab;                      /* objects.h */
   /* nodes.c */
   struct dir_node *nodes;        /* by id (uthash) */
+  uint64_t gone_node;            /* the node whose copies are being dropped */
   uv_timer_t sweep;              /* liveness */
   uint64_t instance;             /* random per start: stores notice a restart */
   /* admin.c */

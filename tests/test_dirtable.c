@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -47,7 +48,7 @@ static void test_inline(void **state) {
   assert_int_equal(dtab_set_inline(&t, o, d2, 5), HPL_EEXIST);
   free(d2);
   /* inline objects are never lost, whatever happens to nodes */
-  dtab_node_gone(&t, 1, NULL, NULL);
+  dtab_node_gone(&t, 1, NULL, NULL, NULL);
   assert_false(dtab_check_lost(&t, o));
   dtab_remove(&t, o);
   assert_int_equal(t.inline_bytes, 0);
@@ -109,7 +110,7 @@ static void test_no_cycle_and_lost(void **state) {
   assert_true(dtab_depends_on(o, 4, 2));
   assert_false(dtab_depends_on(o, 2, 4));
   /* the source dies: 2 asks again; everything else pulls from 2 */
-  dtab_node_gone(&t, 1, NULL, NULL);
+  dtab_node_gone(&t, 1, NULL, NULL, NULL);
   assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), HPL_ELOST);
   assert_int_equal(o->state, OBJ_LOST);
   dtab_clear(&t);
@@ -204,8 +205,122 @@ static void test_gc(void **state) {
   dtab_clear(&t);
 }
 
+/* ---- the storage: id hash (growing), ordered index, per-node index */
+
+static void count_cb(dir_obj *o, void *arg) {
+  (void)o;
+  (*(int *)arg)++;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static uint64_t lcg(uint64_t *x) {
+  *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+  return *x >> 17;
+}
+
+/* 200 k ids in random order, a third removed: every one found or not as it
+ * should be, while the hash grew several times; the ordered index walks
+ * them all, sorted, and pages from any cursor and prefix. */
+static void test_index_and_hash(void **state) {
+  (void)state;
+  enum { N = 200000 };
+  dtab t;
+  dtab_init(&t, 1);
+  char **ids = malloc(N * sizeof *ids);
+  uint64_t x = 42;
+  for (int i = 0; i < N; i++) {
+    ids[i] = malloc(24);
+    snprintf(ids[i], 24, "k%llx/%d", (unsigned long long)(lcg(&x) % 100000), i);
+    assert_non_null(dtab_get(&t, ids[i]));
+  }
+  assert_int_equal(t.nobjs, N);
+  for (int i = 0; i < N; i += 3) dtab_remove(&t, dtab_find(&t, ids[i]));
+  for (int i = 0; i < N; i++) {
+    dir_obj *o = dtab_find(&t, ids[i]);
+    if (i % 3 == 0) assert_null(o);
+    else assert_string_equal(o->id, ids[i]);
+  }
+  /* the walk is sorted and complete */
+  char **live = malloc(N * sizeof *live);
+  int n = 0;
+  for (int i = 0; i < N; i++)
+    if (i % 3) live[n++] = ids[i];
+  qsort(live, (size_t)n, sizeof *live, cmp_str);
+  int k = 0;
+  for (dir_obj *o = dtab_first(&t, "", 0); o; o = dtab_next(o)) assert_string_equal(o->id, live[k++]);
+  assert_int_equal(k, n);
+  assert_int_equal(t.nobjs, (uint64_t)n);
+  /* from a cursor: strictly after it; from a prefix: the first with it */
+  assert_string_equal(dtab_first(&t, live[100], 1)->id, live[101]);
+  assert_string_equal(dtab_first(&t, live[100], 0)->id, live[100]);
+  char prefix[8];
+  snprintf(prefix, sizeof prefix, "%.5s", live[5000]);
+  dir_obj *o = dtab_first(&t, prefix, 0);
+  int first = 0;
+  while (strncmp(live[first], prefix, strlen(prefix)) != 0) first++;
+  assert_string_equal(o->id, live[first]);
+  dtab_clear(&t);
+  assert_null(dtab_first(&t, "", 0));
+  for (int i = 0; i < N; i++) free(ids[i]);
+  free(ids);
+  free(live);
+}
+
+/* Each node's index holds exactly the objects it has a location in, through
+ * random adds and removes; a node's loss visits only its own objects. */
+static void test_node_index(void **state) {
+  (void)state;
+  enum { N = 20000, NODES = 7 };
+  dtab t;
+  dtab_init(&t, 1);
+  dir_obj **objs = malloc(N * sizeof *objs);
+  char id[32];
+  uint64_t x = 7;
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "o%d", i);
+    objs[i] = dtab_get(&t, id);
+  }
+  static uint8_t has[N][NODES + 1];
+  memset(has, 0, sizeof has);
+  for (int r = 0; r < 100000; r++) {
+    int i = (int)(lcg(&x) % N), nd = 1 + (int)(lcg(&x) % NODES);
+    if (has[i][nd]) {
+      assert_int_equal(dtab_loc_remove(&t, objs[i], (uint64_t)nd), 1);
+      has[i][nd] = 0;
+    } else {
+      assert_int_equal(dtab_loc_complete(&t, objs[i], (uint64_t)nd, 10) >= 0, 1);
+      has[i][nd] = 1;
+    }
+  }
+  for (int nd = 1; nd <= NODES; nd++) {
+    uint64_t want = 0, n;
+    for (int i = 0; i < N; i++) want += has[i][nd];
+    assert_int_equal(dtab_node_count(&t, (uint64_t)nd), want);
+    dir_obj **v = dtab__node_objects(&t, (uint64_t)nd, &n);
+    for (uint64_t j = 0; j < n; j++) {
+      dir_loc *l = dtab_loc(v[j], (uint64_t)nd);
+      assert_non_null(l);
+      assert_int_equal(l->nidx, j);
+    }
+  }
+  /* node 3's loss touches its objects only */
+  uint64_t mine = dtab_node_count(&t, 3);
+  static int touched;
+  touched = 0;
+  dtab_node_gone(&t, 3, NULL, count_cb, &touched);
+  assert_int_equal((uint64_t)touched, mine);
+  assert_int_equal(dtab_node_count(&t, 3), 0);
+  for (int i = 0; i < N; i++) assert_null(dtab_loc(objs[i], 3));
+  dtab_clear(&t);
+  free(objs);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_index_and_hash), cmocka_unit_test(test_node_index),
       cmocka_unit_test(test_put_and_exists),   cmocka_unit_test(test_inline),
       cmocka_unit_test(test_receivers_form_chain), cmocka_unit_test(test_more_senders),
       cmocka_unit_test(test_no_cycle_and_lost), cmocka_unit_test(test_resume_elsewhere),

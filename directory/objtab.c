@@ -1,0 +1,327 @@
+/* objtab.c - the directory's object table storage (see objects.h): compact
+ * records (links, record and id in one allocation, the first location
+ * inside), the id hash (chained, grown incrementally), the ordered index (a
+ * skip list by id) and the per-node index (each node's objects in a vector,
+ * a location remembering its place, so a node's loss costs what it held).
+ * objects.c builds locations and sender choice on top. */
+#include "objects.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "hoplite.h"
+
+/* A node's index: the objects it has a location in. */
+typedef struct dtab_node {
+  uint64_t node;
+  UT_hash_handle hh;
+  dir_obj **objs;
+  uint64_t n, cap;
+} dtab_node;
+
+#define HT_MIN 1024
+#define REHASH_STEP 64 /* buckets moved per operation while growing */
+
+static uint32_t id_hash(const char *id, size_t len) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)id[i]) * 0x100000001b3ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  return (uint32_t)h;
+}
+
+/* The links of the ordered index sit just before the record. */
+static dir_obj **links(const dir_obj *o) { return (dir_obj **)o - o->levels; }
+static void obj_block_free(dir_obj *o) { free(links(o)); }
+
+void dtab_init(dtab *t, uint32_t max_senders) {
+  memset(t, 0, sizeof *t);
+  t->max_senders = max_senders ? max_senders : 1;
+  t->rehash = -1;
+  t->levels = 1;
+  t->rng = 0x853c49e6748fea9bull;
+}
+
+/* ------------------------------------------------------------------ the id hash */
+
+/* Move a few buckets of the old table into the new one. */
+static void rehash_step(dtab *t, int steps) {
+  if (t->rehash < 0) return;
+  while (steps-- > 0 && (uint64_t)t->rehash < t->hsize[0]) {
+    dir_obj *o = t->ht[0][t->rehash];
+    while (o) {
+      dir_obj *next = o->hnext;
+      uint64_t b = o->hash & (t->hsize[1] - 1);
+      o->hnext = t->ht[1][b];
+      t->ht[1][b] = o;
+      t->hused[0]--;
+      t->hused[1]++;
+      o = next;
+    }
+    t->ht[0][t->rehash++] = NULL;
+  }
+  if ((uint64_t)t->rehash == t->hsize[0]) { /* done: the new table is the table */
+    free(t->ht[0]);
+    t->ht[0] = t->ht[1];
+    t->hsize[0] = t->hsize[1];
+    t->hused[0] = t->hused[1];
+    t->ht[1] = NULL;
+    t->hsize[1] = t->hused[1] = 0;
+    t->rehash = -1;
+  }
+}
+
+/* Room for one more: the first table, or a bigger one to grow into. */
+static int hash_reserve(dtab *t) {
+  if (!t->ht[0]) {
+    if (!(t->ht[0] = calloc(HT_MIN, sizeof *t->ht[0]))) return -1;
+    t->hsize[0] = HT_MIN;
+    return 0;
+  }
+  if (t->rehash >= 0 || t->hused[0] < t->hsize[0]) return 0;
+  dir_obj **nt = calloc(t->hsize[0] * 2, sizeof *nt);
+  if (!nt) return 0; /* keep the longer chains rather than fail */
+  t->ht[1] = nt;
+  t->hsize[1] = t->hsize[0] * 2;
+  t->rehash = 0;
+  return 0;
+}
+
+static dir_obj *hash_find(dtab *t, const char *id, size_t len, uint32_t h) {
+  rehash_step(t, 1);
+  for (int k = 0; k < 2; k++) {
+    if (!t->ht[k]) continue;
+    for (dir_obj *o = t->ht[k][h & (t->hsize[k] - 1)]; o; o = o->hnext)
+      if (o->hash == h && !strncmp(o->id, id, len) && !o->id[len]) return o;
+  }
+  return NULL;
+}
+
+static void hash_add(dtab *t, dir_obj *o) {
+  rehash_step(t, REHASH_STEP);
+  int k = t->rehash >= 0 ? 1 : 0;
+  uint64_t b = o->hash & (t->hsize[k] - 1);
+  o->hnext = t->ht[k][b];
+  t->ht[k][b] = o;
+  t->hused[k]++;
+}
+
+static void hash_del(dtab *t, dir_obj *o) {
+  for (int k = 0; k < 2; k++) {
+    if (!t->ht[k]) continue;
+    for (dir_obj **pp = &t->ht[k][o->hash & (t->hsize[k] - 1)]; *pp; pp = &(*pp)->hnext)
+      if (*pp == o) {
+        *pp = o->hnext;
+        t->hused[k]--;
+        return;
+      }
+  }
+}
+
+/* ------------------------------------------------------------------ the ordered index */
+
+static int random_levels(dtab *t) {
+  int lv = 1;
+  for (;;) { /* p = 1/4 per level */
+    t->rng = t->rng * 6364136223846793005ull + 1442695040888963407ull;
+    if (lv == DTAB_LEVELS || ((t->rng >> 33) & 3)) return lv;
+    lv++;
+  }
+}
+
+/* The object's links at level i (the head's for NULL). */
+static dir_obj **link_at(dtab *t, dir_obj *o, int i) { return o ? &links(o)[i] : &t->head[i]; }
+
+/* update[i]: the last object before `key` at level i (NULL: the head). */
+static void find_before(dtab *t, const char *key, int after, dir_obj **update) {
+  dir_obj *x = NULL;
+  for (int i = t->levels - 1; i >= 0; i--) {
+    dir_obj *n;
+    while ((n = *link_at(t, x, i)) && (after ? strcmp(n->id, key) <= 0 : strcmp(n->id, key) < 0))
+      x = n;
+    update[i] = x;
+  }
+}
+
+static void index_add(dtab *t, dir_obj *o) {
+  dir_obj *update[DTAB_LEVELS];
+  find_before(t, o->id, 0, update);
+  for (int i = t->levels; i < o->levels; i++) update[i] = NULL;
+  if (o->levels > t->levels) t->levels = o->levels;
+  for (int i = 0; i < o->levels; i++) {
+    links(o)[i] = *link_at(t, update[i], i);
+    *link_at(t, update[i], i) = o;
+  }
+}
+
+static void index_del(dtab *t, dir_obj *o) {
+  dir_obj *update[DTAB_LEVELS];
+  find_before(t, o->id, 0, update);
+  for (int i = 0; i < o->levels; i++)
+    if (*link_at(t, update[i], i) == o) *link_at(t, update[i], i) = links(o)[i];
+  while (t->levels > 1 && !t->head[t->levels - 1]) t->levels--;
+}
+
+dir_obj *dtab_first(dtab *t, const char *key, int after) {
+  dir_obj *update[DTAB_LEVELS];
+  find_before(t, key ? key : "", after, update);
+  return *link_at(t, update[0], 0);
+}
+
+dir_obj *dtab_next(const dir_obj *o) { return links(o)[0]; }
+
+/* ------------------------------------------------------------------ records */
+
+dir_obj *dtab_find(dtab *t, const char *id) {
+  size_t len = strlen(id);
+  return hash_find(t, id, len, id_hash(id, len));
+}
+
+dir_obj *dtab_get(dtab *t, const char *id) {
+  size_t len = strlen(id);
+  uint32_t h = id_hash(id, len);
+  dir_obj *o = hash_find(t, id, len, h);
+  if (o || len > HPL_ID_MAX || hash_reserve(t) != 0) return o;
+  int lv = random_levels(t);
+  dir_obj **block = malloc(sizeof(dir_obj *) * (size_t)lv + sizeof *o + len + 1);
+  if (!block) return NULL;
+  o = (dir_obj *)(block + lv);
+  memset(o, 0, sizeof *o);
+  o->levels = (uint8_t)lv;
+  o->hash = h;
+  o->state = OBJ_PENDING;
+  memcpy(o->id, id, len + 1);
+  hash_add(t, o);
+  index_add(t, o);
+  t->nobjs++;
+  return o;
+}
+
+static void obj_free(dtab *t, dir_obj *o) {
+  while (o->locs) {
+    dir_loc *l = o->locs;
+    o->locs = l->next;
+    dtab__loc_free(t, o, l);
+  }
+  free(o->inl);
+  free(o->fail_detail);
+  obj_block_free(o);
+}
+
+void dtab_remove(dtab *t, dir_obj *o) {
+  hash_del(t, o);
+  index_del(t, o);
+  if (o->is_inline) t->inline_bytes -= o->size;
+  t->nobjs--;
+  obj_free(t, o);
+}
+
+void dtab_gc(dtab *t, dir_obj *o) {
+  if (o->state == OBJ_PENDING && !o->locs && !o->waiters && !o->watchers && !o->is_inline)
+    dtab_remove(t, o);
+}
+
+void dtab_clear(dtab *t) {
+  dir_obj *o = t->head[0];
+  while (o) {
+    dir_obj *next = dtab_next(o);
+    obj_free(t, o);
+    o = next;
+  }
+  free(t->ht[0]);
+  free(t->ht[1]);
+  dtab_node *n, *tmp;
+  HASH_ITER(hh, t->nodes, n, tmp) {
+    HASH_DEL(t->nodes, n);
+    free(n->objs);
+    free(n);
+  }
+  uint32_t ms = t->max_senders;
+  int (*usable)(uint64_t, void *) = t->usable;
+  void *ua = t->usable_arg;
+  dtab_init(t, ms);
+  t->usable = usable;
+  t->usable_arg = ua;
+}
+
+/* ------------------------------------------------------------------ the per-node index */
+
+static dtab_node *node_find(dtab *t, uint64_t node) {
+  dtab_node *n = NULL;
+  HASH_FIND(hh, t->nodes, &node, sizeof node, n);
+  return n;
+}
+
+uint64_t dtab_node_count(dtab *t, uint64_t node) {
+  dtab_node *n = node_find(t, node);
+  return n ? n->n : 0;
+}
+
+dir_obj **dtab__node_objects(dtab *t, uint64_t node, uint64_t *count) {
+  dtab_node *n = node_find(t, node);
+  *count = n ? n->n : 0;
+  return n ? n->objs : NULL;
+}
+
+dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node) {
+  dtab_node *n = node_find(t, node);
+  if (!n) {
+    if (!(n = calloc(1, sizeof *n))) return NULL;
+    n->node = node;
+    HASH_ADD(hh, t->nodes, node, sizeof n->node, n);
+  }
+  if (n->n == n->cap) {
+    uint64_t cap = n->cap ? n->cap * 2 : 16;
+    dir_obj **v = realloc(n->objs, cap * sizeof *v);
+    if (!v) return NULL;
+    n->objs = v;
+    n->cap = cap;
+  }
+  dir_loc *l;
+  if (!o->loc0_used) {
+    l = &o->loc0;
+    o->loc0_used = 1;
+  } else if (!(l = malloc(sizeof *l))) {
+    return NULL;
+  }
+  memset(l, 0, sizeof *l);
+  l->node = node;
+  l->nidx = (uint32_t)n->n;
+  n->objs[n->n++] = o;
+  dir_loc **pp = &o->locs;
+  while (*pp) pp = &(*pp)->next;
+  *pp = l;
+  o->nlocs++;
+  return l;
+}
+
+void dtab__loc_free(dtab *t, dir_obj *o, dir_loc *l) {
+  dtab_node *n = node_find(t, l->node);
+  if (n && l->nidx < n->n && n->objs[l->nidx] == o) {
+    /* the last entry takes its place; its location learns where it is */
+    dir_obj *last = n->objs[--n->n];
+    if (last != o || l->nidx != n->n) {
+      n->objs[l->nidx] = last;
+      for (dir_loc *x = last->locs; x; x = x->next)
+        if (x->node == l->node) x->nidx = l->nidx;
+    }
+    if (n->n == 0) {
+      HASH_DEL(t->nodes, n);
+      free(n->objs);
+      free(n);
+    } else if (n->cap > 64 && n->n < n->cap / 4) {
+      dir_obj **v = realloc(n->objs, (n->cap / 2) * sizeof *v);
+      if (v) {
+        n->objs = v;
+        n->cap /= 2;
+      }
+    }
+  }
+  o->nlocs--;
+  if (l == &o->loc0)
+    o->loc0_used = 0;
+  else
+    free(l);
+}
