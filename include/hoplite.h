@@ -127,6 +127,8 @@ HPL_API const char *hpl_errdetail(const hpl_client *c);
 
 /* Copy `size` bytes from `data` into a new sealed object `id` (size 0 is
  * allowed; data may then be NULL). The caller keeps ownership of `data`.
+ * An object of at most the directory's inline limit (64 KiB by default)
+ * goes to the store in one request with its bytes. 
  * Errors: HPL_EINVAL, HPL_EEXIST (id already in use in the cluster),
  * HPL_ENOMEM (pool full), HPL_ETIMEDOUT, HPL_ECONN. On failure no object
  * exists. */
@@ -258,13 +260,19 @@ HPL_API int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, cha
  * code (hpl_errdetail names it). timeout_ms bounds the whole call. ids and
  * data stay owned by the caller; at most 4096 requests per call
  * (HPL_EINVAL beyond).
+ * An invalid id fails its own request (rcs[i] = HPL_EINVAL), not the
+ * others. When the call itself is refused (c NULL; ids, rcs or another
+ * array NULL with n > 0; n > 4096) it returns HPL_EINVAL having sent
+ * nothing and written nothing. n == 0 returns 0.
  * ---------------------------------------------------------------------- */
 
-/* Puts (as hpl_put) of objects[i] = data[i][0..sizes[i]). */
+/* Puts (as hpl_put) of objects[i] = data[i][0..sizes[i]). A put that
+ * fails leaves no object; the others stand. */
 HPL_API int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
                          const uint64_t *sizes, size_t n, int64_t timeout_ms, int *rcs);
 /* Gets (as hpl_get): bufs[i] is set where rcs[i] is 0, owned by the caller
- * (hpl_release each). */
+ * (hpl_release each) - also when the call returns a failure: the requests
+ * that succeeded hold their objects all the same. */
 HPL_API int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                          hpl_buf **bufs, int *rcs);
 /* Stats (as hpl_stat, sizes only; sizes may be NULL). */

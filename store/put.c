@@ -104,7 +104,11 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
   int status = rep->status;
   p->asking = 0;
   const char *detail = *rep->detail ? rep->detail : hpl_strerror(status);
-  if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !p->cl->closed && o->in_table) {
+  /* A client that left takes its unsealed object with it; a PUT carried
+   * the whole object, so it is carried out all the same (like any request
+   * that arrived whole), only nobody hears. */
+  int abandoned = p->cl->closed && !p->whole;
+  if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !abandoned && o->in_table) {
     /* the directory's inline cache is full: register an ordinary copy */
     p->state = PUT_REGISTERING;
     if (put_announce(p, 1, -1) == 0) return;
@@ -112,7 +116,7 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
     detail = "out of memory";
   }
   int creating = p->state == PUT_ANNOUNCING;
-  if (p->state == PUT_ENDED || p->cl->closed || !o->in_table) {
+  if (p->state == PUT_ENDED || abandoned || !o->in_table) {
     /* aborted, client gone, or object deleted meanwhile: a location the
      * directory just recorded for us must go again */
     if (status == 0) dirlink_loc_remove(s, o->id);

@@ -12,7 +12,9 @@
  * A PUT is the three in one for an object of at most the inline limit:
  * its bytes come with the request, the object is sealed at once and the
  * client hears once, with a Reply, when the directory took it (or why
- * not).
+ * not). Having arrived whole, a PUT is carried out even if its client
+ * leaves before the answer; an object a client was still writing or
+ * sealing goes with the client.
  *
  * Callers: clients.c (dispatch, a client leaving).
  */

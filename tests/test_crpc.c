@@ -667,6 +667,137 @@ static void test_replies_with_payloads(void **state) {
   finish(&p);
 }
 
+/* ------------------------------------------------------------------ batches */
+
+#define NBATCH 5
+
+/* Every request of the batch arrives before any answer goes out; then the
+ * answers, in reverse order (handle 1000 + the number in the id). */
+static void script_batch(peer *p) {
+  frame f[NBATCH];
+  for (int i = 0; i < NBATCH; i++)
+    if (peer_expect(p, HPL__MSG_GET, &f[i]) != 0) return;
+  for (int i = NBATCH - 1; i >= 0; i--) {
+    get_rep(p, f[i].h.req_id, 0, 1000 + (uint64_t)atoi(((Hplpb__GetReq *)f[i].m)->id + 4));
+    frame_free(&f[i]);
+  }
+}
+
+typedef struct finisher {
+  pthread_t th;
+  hpl__crpc_ticket *t;
+  int rc;
+  uint64_t handle;
+} finisher;
+
+static int ticket_handle(hpl__crpc_ticket *t, uint64_t *handle) {
+  hpl__crpc_msg m;
+  int rc = hpl__crpc_finish(R, t, hpl__deadline_ms(5000), &m);
+  if (rc) return rc;
+  Hplpb__GetRep *g = (Hplpb__GetRep *)hpl__crpc_msg_unpack(&m, HPL__MSG_GET_REP);
+  hpl__crpc_msg_free(&m);
+  if (!g) return HPL_EPROTO;
+  *handle = g->handle;
+  protobuf_c_message_free_unpacked(&g->base, NULL);
+  return 0;
+}
+
+static void *finisher_main(void *arg) {
+  finisher *f = arg;
+  f->rc = ticket_handle(f->t, &f->handle);
+  return NULL;
+}
+
+/* One thread sends a batch; its tickets are finished in any order, one of
+ * them by another thread. */
+static void test_batch_tickets_any_order(void **state) {
+  (void)state;
+  peer p;
+  start(&p, script_batch, &store_like);
+  Hplpb__GetReq g[NBATCH];
+  hpl__crpc_req q[NBATCH];
+  char ids[NBATCH][16];
+  for (int i = 0; i < NBATCH; i++) {
+    hplpb__get_req__init(&g[i]);
+    snprintf(ids[i], sizeof ids[i], "obj-%d", i);
+    g[i].id = ids[i];
+    q[i] = (hpl__crpc_req){.type = HPL__MSG_GET, .m = &g[i].base};
+  }
+  hpl__crpc_ticket *t[NBATCH];
+  size_t started;
+  assert_int_equal(hpl__crpc_start(R, q, NBATCH, hpl__deadline_ms(5000), t, &started), 0);
+  assert_int_equal(started, NBATCH);
+  finisher other = {.t = t[2]};
+  assert_int_equal(pthread_create(&other.th, NULL, finisher_main, &other), 0);
+  static const int order[] = {4, 0, 3, 1};
+  for (int k = 0; k < 4; k++) {
+    uint64_t h = 0;
+    assert_int_equal(ticket_handle(t[order[k]], &h), 0);
+    assert_int_equal(h, 1000 + (uint64_t)order[k]);
+  }
+  pthread_join(other.th, NULL);
+  assert_int_equal(other.rc, 0);
+  assert_int_equal(other.handle, 1002);
+  /* nothing to send, too much to send */
+  assert_int_equal(hpl__crpc_start(R, q, 0, hpl__deadline_ms(5000), t, &started), 0);
+  assert_int_equal(started, 0);
+  assert_int_equal(hpl__crpc_start(R, q, HPL__CRPC_MAX_BATCH + 1, hpl__deadline_ms(5000), t,
+                                   &started), HPL_EINVAL);
+  assert_null(hpl__crpc_broken(R));
+  finish(&p);
+}
+
+/* Read nothing until told, then count every byte until the stream ends. */
+static size_t deaf_bytes;
+static void script_deaf_count(peer *p) {
+  sem_wait(&p->go);
+  uint8_t buf[65536];
+  ssize_t n;
+  while ((n = read(p->fd, buf, sizeof buf)) > 0) deaf_bytes += (size_t)n;
+}
+
+/* A batch bigger than the socket takes, to a peer that reads nothing: the
+ * frames that went out whole have tickets, the call says why the rest did
+ * not, and a frame cut off part-way broke the handle. */
+static void test_batch_cut_off(void **state) {
+  (void)state;
+  enum { N = 64, PL = 32768 };
+  peer p;
+  deaf_bytes = 0;
+  start(&p, script_deaf_count, &store_like);
+  static uint8_t payload[PL];
+  Hplpb__PutReq m = HPLPB__PUT_REQ__INIT;
+  m.id = "x";
+  m.size = PL;
+  hpl__crpc_req q[N];
+  for (int i = 0; i < N; i++)
+    q[i] = (hpl__crpc_req){.type = HPL__MSG_PUT, .m = &m.base, .payload = payload, .plen = PL};
+  size_t flen = HPL__FRAME_HDR_LEN + protobuf_c_message_get_packed_size(&m.base) + PL;
+  hpl__crpc_ticket *t[N];
+  size_t started;
+  uint64_t t0 = hpl__now_ms();
+  assert_int_equal(hpl__crpc_start(R, q, N, hpl__deadline_ms(200), t, &started), HPL_ETIMEDOUT);
+  assert_true(ms_since(t0) < 2000);
+  assert_true(started > 0 && started < N);
+  const char *why = hpl__crpc_broken(R);
+  for (size_t i = 0; i < started; i++) {
+    hpl__crpc_msg r;
+    assert_int_equal(hpl__crpc_finish(R, t[i], hpl__deadline_ms(100), &r),
+                     why ? HPL_ECONN : HPL_ETIMEDOUT);
+  }
+  if (!why) hpl__crpc_free(R), R = NULL; /* ended exactly on a frame: close it ourselves */
+  else assert_non_null(strstr(why, "timed out after"));
+  sem_post(&p.go);
+  pthread_join(p.th, NULL);
+  /* whole frames for the tickets, then at most part of one more */
+  assert_true(deaf_bytes >= started * flen && deaf_bytes < (started + 1) * flen);
+  close(p.fd);
+  sem_destroy(&p.go);
+  hpl__crpc_free(R);
+  R = NULL;
+  if (p.bad[0]) fail_msg("peer: %s", p.bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_out_of_order_replies),
@@ -680,6 +811,8 @@ int main(void) {
       cmocka_unit_test(test_timeout_and_one_way_send),
       cmocka_unit_test(test_greeting_with_descriptors),
       cmocka_unit_test(test_replies_with_payloads),
+      cmocka_unit_test(test_batch_tickets_any_order),
+      cmocka_unit_test(test_batch_cut_off),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
