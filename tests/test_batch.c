@@ -34,6 +34,7 @@
 
 #include "harness.h"
 #include "util.h"
+#include "wirepeer.h"
 
 #define MB (1ull << 20)
 #define FAKE_POOL (1u << 20)
@@ -41,94 +42,24 @@
 
 /* ------------------------------------------------------------------ the fake store */
 
-typedef struct ffr {
-  hpl__frame_hdr h;
-  ProtobufCMessage *m; /* NULL if it did not decode */
-  uint8_t *payload;    /* h.payload_len bytes, or NULL */
-} ffr;
-
 typedef struct fake fake;
 struct fake {
+  wp_peer w; /* the accepted client's connection, what went wrong */
   char dir[64], path[128];
-  int lfd, fd, memfd;
+  int lfd, memfd;
   uint8_t *pool;
   pthread_t th;
   void (*script)(fake *);
-  char bad[256];
-  int n;                     /* the script's parameter */
+  int n;                     /* the script's parameter: requests in a batch */
+  char idbuf[64][16];        /* their ids: "o0", "o1", ... */
+  const char *ids[64];
   uint32_t limits[8];        /* LIST: the limits asked */
   char afters[8][64];        /* LIST: the cursors asked */
   int nlists;
 };
 
-static void fk_bad(fake *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fk_bad(fake *f, const char *fmt, ...) {
-  if (f->bad[0]) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(f->bad, sizeof f->bad, fmt, ap);
-  va_end(ap);
-}
-
-static int read_exact(int fd, void *buf, size_t n) {
-  uint8_t *b = buf;
-  while (n) {
-    ssize_t k = read(fd, b, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    b += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-static int fk_read(fake *f, ffr *r) {
-  static const hpl__frame_limits lim = {
-      .max_msg = 1u << 20, .max_payload = FAKE_INLINE, .max_type = HPL__MSG_MAX_};
-  uint8_t hdr[HPL__FRAME_HDR_LEN];
-  memset(r, 0, sizeof *r);
-  if (read_exact(f->fd, hdr, sizeof hdr) != 0) return -1;
-  if (hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &r->h, NULL) != 0) {
-    fk_bad(f, "bad frame header from the client");
-    return -1;
-  }
-  uint8_t *msg = malloc(r->h.msg_len + 1);
-  r->payload = r->h.payload_len ? malloc(r->h.payload_len) : NULL;
-  if (read_exact(f->fd, msg, r->h.msg_len) != 0 ||
-      (r->payload && read_exact(f->fd, r->payload, r->h.payload_len) != 0)) {
-    free(msg);
-    return -1;
-  }
-  r->m = hpl__msg_unpack(r->h.type, msg, r->h.msg_len);
-  free(msg);
-  if (!r->m) fk_bad(f, "undecodable %s", hpl__msg_name(r->h.type));
-  return 0;
-}
-
-/* Read a frame of `type`; -1 (and bad) otherwise. */
-static int fk_expect(fake *f, unsigned type, ffr *r) {
-  if (fk_read(f, r) != 0) {
-    fk_bad(f, "no %s arrived", hpl__msg_name(type));
-    return -1;
-  }
-  if (r->h.type != type) {
-    fk_bad(f, "got %s, wanted %s", hpl__msg_name(r->h.type), hpl__msg_name(type));
-    return -1;
-  }
-  return 0;
-}
-
-static void ffr_free(ffr *r) {
-  if (r->m) protobuf_c_message_free_unpacked(r->m, NULL);
-  free(r->payload);
-  memset(r, 0, sizeof *r);
-}
-
 static void fk_send(fake *f, unsigned type, uint64_t req, const ProtobufCMessage *m) {
-  size_t len;
-  uint8_t *b = hpl__msg_frame(type, req, m, 0, &len);
-  if (send(f->fd, b, len, MSG_NOSIGNAL) != (ssize_t)len) fk_bad(f, "cannot answer");
-  free(b);
+  wp_send(&f->w, type, req, m, NULL, 0, 0);
 }
 
 static void fk_reply(fake *f, uint64_t req, int status, const char *detail) {
@@ -155,19 +86,19 @@ static void fk_hello(fake *f) {
   cm->cmsg_type = SCM_RIGHTS;
   cm->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(cm), &f->memfd, sizeof(int));
-  if (sendmsg(f->fd, &mh, MSG_NOSIGNAL) != (ssize_t)len) fk_bad(f, "cannot send HELLO");
+  if (sendmsg(f->w.fd, &mh, MSG_NOSIGNAL) != (ssize_t)len) wp_bad(&f->w, "cannot send HELLO");
   free(b);
 }
 
 static void *fk_main(void *arg) {
   fake *f = arg;
-  f->fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
-  if (f->fd < 0) {
-    fk_bad(f, "accept: %s", strerror(errno));
+  f->w.fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+  if (f->w.fd < 0) {
+    wp_bad(&f->w, "accept: %s", strerror(errno));
     return NULL;
   }
   struct timeval tv = {.tv_sec = 5}; /* a script waiting for what never comes ends */
-  setsockopt(f->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(f->w.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   fk_hello(f);
   f->script(f);
   return NULL;
@@ -177,6 +108,10 @@ static hpl_client *fk_start(fake *f, void (*script)(fake *), int n) {
   memset(f, 0, sizeof *f);
   f->script = script;
   f->n = n;
+  for (int i = 0; i < 64; i++) {
+    snprintf(f->idbuf[i], sizeof f->idbuf[i], "o%d", i);
+    f->ids[i] = f->idbuf[i];
+  }
   snprintf(f->dir, sizeof f->dir, "/tmp/hpl-fake-XXXXXX");
   assert_non_null(mkdtemp(f->dir));
   snprintf(f->path, sizeof f->path, "%s/s", f->dir);
@@ -200,13 +135,13 @@ static hpl_client *fk_start(fake *f, void (*script)(fake *), int n) {
 static void fk_finish(fake *f, hpl_client *c) {
   hpl_close(c);
   pthread_join(f->th, NULL);
-  if (f->fd >= 0) close(f->fd);
+  if (f->w.fd >= 0) close(f->w.fd);
   close(f->lfd);
   munmap(f->pool, FAKE_POOL);
   close(f->memfd);
   unlink(f->path);
   rmdir(f->dir);
-  if (f->bad[0]) fail_msg("fake store: %s", f->bad);
+  if (f->w.bad[0]) fail_msg("fake store: %s", f->w.bad);
 }
 
 /* ------------------------------------------------------------------ fake: pipelining */
@@ -216,11 +151,11 @@ static void fk_finish(fake *f, hpl_client *c) {
  * read times out), then answer them in reverse order; request k (by
  * arrival) is about id "o<k>" and the answer says k. */
 static void script_batch(fake *f) {
-  ffr *r = calloc((size_t)f->n, sizeof *r);
+  wp_frame *r = calloc((size_t)f->n, sizeof *r);
   int got = 0;
   for (; got < f->n; got++)
-    if (fk_read(f, &r[got]) != 0) break;
-  if (got < f->n) fk_bad(f, "only %d of %d requests arrived before any answer", got, f->n);
+    if (wp_read(&f->w, &r[got]) != 0) break;
+  if (got < f->n) wp_bad(&f->w, "only %d of %d requests arrived before any answer", got, f->n);
   for (int k = got - 1; k >= 0; k--) {
     uint64_t req = r[k].h.req_id;
     switch (r[k].h.type) {
@@ -249,15 +184,15 @@ static void script_batch(fake *f) {
         Hplpb__PutReq *p = (Hplpb__PutReq *)r[k].m;
         int i = atoi(p->id + 1), ok = r[k].h.payload_len == p->size;
         for (uint64_t b = 0; ok && b < p->size; b++) ok = r[k].payload[b] == (uint8_t)i;
-        if (!ok) fk_bad(f, "PUT %s came with the wrong bytes", p->id);
+        if (!ok) wp_bad(&f->w, "PUT %s came with the wrong bytes", p->id);
         fk_reply(f, req, 0, NULL);
         break;
       }
       case HPL__MSG_DELETE: fk_reply(f, req, 0, NULL); break;
-      default: fk_bad(f, "unexpected %s", hpl__msg_name(r[k].h.type));
+      default: wp_bad(&f->w, "unexpected %s", hpl__msg_name(r[k].h.type));
     }
   }
-  for (int k = 0; k < got; k++) ffr_free(&r[k]);
+  for (int k = 0; k < got; k++) wp_free(&r[k]);
   free(r);
 }
 
@@ -265,16 +200,9 @@ static void script_batch(fake *f) {
 static void script_batch_gets(fake *f) {
   script_batch(f);
   for (int k = 0; k < f->n; k++) {
-    ffr rel;
-    if (fk_expect(f, HPL__MSG_RELEASE, &rel) != 0) break;
-    ffr_free(&rel);
-  }
-}
-
-static void ids_of(char ids[][16], const char **p, int n) {
-  for (int i = 0; i < n; i++) {
-    snprintf(ids[i], 16, "o%d", i);
-    p[i] = ids[i];
+    wp_frame rel;
+    if (wp_expect(&f->w, HPL__MSG_RELEASE, &rel) != 0) break;
+    wp_free(&rel);
   }
 }
 
@@ -283,9 +211,7 @@ static void test_fake_stat_many_pipelined(void **state) {
   fake f;
   enum { N = 64 };
   hpl_client *c = fk_start(&f, script_batch, N);
-  char ids[N][16];
-  const char *p[N];
-  ids_of(ids, p, N);
+  const char *const *p = f.ids;
   uint64_t sizes[N];
   int rcs[N];
   assert_int_equal(hpl_stat_many(c, p, N, 5000, sizes, rcs), 0);
@@ -301,9 +227,7 @@ static void test_fake_get_many_pipelined(void **state) {
   fake f;
   enum { N = 40 };
   hpl_client *c = fk_start(&f, script_batch_gets, N);
-  char ids[N][16];
-  const char *p[N];
-  ids_of(ids, p, N);
+  const char *const *p = f.ids;
   hpl_buf *bufs[N];
   int rcs[N];
   assert_int_equal(hpl_get_many(c, p, N, 5000, bufs, rcs), 0);
@@ -322,9 +246,7 @@ static void test_fake_put_many_pipelined(void **state) {
   fake f;
   enum { N = 30 };
   hpl_client *c = fk_start(&f, script_batch, N);
-  char ids[N][16];
-  const char *p[N];
-  ids_of(ids, p, N);
+  const char *const *p = f.ids;
   static uint8_t data[N][3000];
   const void *d[N];
   uint64_t sizes[N];
@@ -360,10 +282,10 @@ static void test_fake_one_failure(void **state) {
 
 /* Arguments refused before anything is sent. */
 static void script_nothing(fake *f) {
-  ffr r;
-  if (fk_read(f, &r) == 0) {
-    fk_bad(f, "a request (%s) arrived", hpl__msg_name(r.h.type));
-    ffr_free(&r);
+  wp_frame r;
+  if (wp_read(&f->w, &r) == 0) {
+    wp_bad(&f->w, "a request (%s) arrived", hpl__msg_name(r.h.type));
+    wp_free(&r);
   }
 }
 
@@ -386,31 +308,31 @@ static void test_fake_batch_arguments(void **state) {
 
 /* A small put is one PUT carrying the bytes; a large one CREATE, then SEAL. */
 static void script_puts(fake *f) {
-  ffr r;
-  if (fk_expect(f, HPL__MSG_PUT, &r) != 0) return;
+  wp_frame r;
+  if (wp_expect(&f->w, HPL__MSG_PUT, &r) != 0) return;
   Hplpb__PutReq *p = (Hplpb__PutReq *)r.m;
   if (strcmp(p->id, "small") || p->size != 1000 || r.h.payload_len != 1000 ||
       r.payload[999] != 0x5a || p->timeout_ms != 4000)
-    fk_bad(f, "the PUT is not the object");
+    wp_bad(&f->w, "the PUT is not the object");
   fk_reply(f, r.h.req_id, 0, NULL);
-  ffr_free(&r);
+  wp_free(&r);
   /* an object of exactly the inline limit still fits one PUT */
-  if (fk_expect(f, HPL__MSG_PUT, &r) != 0) return;
-  if (r.h.payload_len != FAKE_INLINE) fk_bad(f, "PUT of %llu bytes", (unsigned long long)r.h.payload_len);
+  if (wp_expect(&f->w, HPL__MSG_PUT, &r) != 0) return;
+  if (r.h.payload_len != FAKE_INLINE) wp_bad(&f->w, "PUT of %llu bytes", (unsigned long long)r.h.payload_len);
   fk_reply(f, r.h.req_id, HPL_EEXIST, "object 'edge' already exists");
-  ffr_free(&r);
-  if (fk_expect(f, HPL__MSG_CREATE, &r) != 0) return;
-  if (((Hplpb__CreateReq *)r.m)->size != FAKE_INLINE + 1) fk_bad(f, "CREATE of the wrong size");
+  wp_free(&r);
+  if (wp_expect(&f->w, HPL__MSG_CREATE, &r) != 0) return;
+  if (((Hplpb__CreateReq *)r.m)->size != FAKE_INLINE + 1) wp_bad(&f->w, "CREATE of the wrong size");
   Hplpb__CreateRep cr = HPLPB__CREATE_REP__INIT;
   cr.offset = 4096;
   cr.handle = 77;
   fk_send(f, HPL__MSG_CREATE_REP, r.h.req_id, &cr.base);
-  ffr_free(&r);
-  if (fk_expect(f, HPL__MSG_SEAL, &r) != 0) return;
+  wp_free(&r);
+  if (wp_expect(&f->w, HPL__MSG_SEAL, &r) != 0) return;
   if (((Hplpb__HandleReq *)r.m)->handle != 77 || f->pool[4096 + FAKE_INLINE] != 0x5a)
-    fk_bad(f, "SEAL of the wrong handle, or the bytes are not in place");
+    wp_bad(&f->w, "SEAL of the wrong handle, or the bytes are not in place");
   fk_reply(f, r.h.req_id, 0, NULL);
-  ffr_free(&r);
+  wp_free(&r);
 }
 
 static void test_fake_small_put_is_one_request(void **state) {
@@ -445,8 +367,8 @@ static void list_rep(fake *f, uint64_t req, const char *const *ids, int n, const
   fk_send(f, HPL__MSG_LIST_REP, req, &r.base);
 }
 
-static int fk_list(fake *f, ffr *r) {
-  if (fk_expect(f, HPL__MSG_LIST, r) != 0) return -1;
+static int fk_list(fake *f, wp_frame *r) {
+  if (wp_expect(&f->w, HPL__MSG_LIST, r) != 0) return -1;
   Hplpb__ListReq *l = (Hplpb__ListReq *)r->m;
   if (f->nlists < 8) {
     f->limits[f->nlists] = l->limit;
@@ -462,22 +384,22 @@ static int fk_list(fake *f, ffr *r) {
  * cursor does not move: the listing fails instead of looping. */
 static void script_list(fake *f) {
   static const char *p1[] = {"a", "b"}, *p2[] = {"c"}, *all[] = {"d", "b", "a", "c", "e"};
-  ffr r;
+  wp_frame r;
   if (fk_list(f, &r) != 0) return;
   list_rep(f, r.h.req_id, p1, 2, "b");
-  ffr_free(&r);
+  wp_free(&r);
   if (fk_list(f, &r) != 0) return;
   list_rep(f, r.h.req_id, p2, 1, "");
-  ffr_free(&r);
+  wp_free(&r);
   for (int k = 0; k < 3; k++) { /* old directory: pages of 2 */
     if (fk_list(f, &r) != 0) return;
     list_rep(f, r.h.req_id, all, 5, "");
-    ffr_free(&r);
+    wp_free(&r);
   }
   for (int k = 0; k < 2; k++) { /* broken: the cursor stays at "a" */
     if (fk_list(f, &r) != 0) return;
     list_rep(f, r.h.req_id, p1, 2, "a");
-    ffr_free(&r);
+    wp_free(&r);
   }
 }
 
