@@ -127,6 +127,8 @@ HPL_API const char *hpl_errdetail(const hpl_client *c);
 
 /* Copy `size` bytes from `data` into a new sealed object `id` (size 0 is
  * allowed; data may then be NULL). The caller keeps ownership of `data`.
+ * An object of at most the directory's inline limit (64 KiB by default)
+ * goes to the store in one request with its bytes. 
  * Errors: HPL_EINVAL, HPL_EEXIST (id already in use in the cluster),
  * HPL_ENOMEM (pool full), HPL_ETIMEDOUT, HPL_ECONN. On failure no object
  * exists. */
@@ -204,11 +206,24 @@ HPL_API int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t
  * Errors: HPL_EINVAL, HPL_ENOTFOUND, HPL_ETIMEDOUT, HPL_ECONN. */
 HPL_API int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms);
 
-/* List objects whose id starts with `prefix` (NULL or "": all), as text:
- * one line per object, "ID<TAB>SIZE<TAB>COPIES<TAB>COMPLETE<TAB>INLINE\n".
+/* List objects whose id starts with `prefix` (NULL or "": all), as text,
+ * in id order: one line per object,
+ * "ID<TAB>SIZE<TAB>COPIES<TAB>COMPLETE<TAB>INLINE\n". The whole listing is
+ * fetched page by page (see hpl_list_page); timeout_ms bounds each page.
  * On success *out is a NUL-terminated string owned by the caller (hpl_free).
- * Errors: HPL_ETIMEDOUT, HPL_ECONN, HPL_ETOOBIG. */
+ * Errors: HPL_ETIMEDOUT, HPL_ECONN, HPL_ENOMEM. */
 HPL_API int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out);
+
+/* One page of the listing: objects whose id starts with `prefix` (NULL or
+ * "": all) and sorts after `after` (NULL or "": from the first), at most
+ * `max` of them (0: the directory's page size, 1000), in id order, as text
+ * like hpl_list. On success *out (the page) and *next (the cursor to pass
+ * as `after` for the next page, or NULL after the last page) are owned by
+ * the caller (hpl_free). A listing paged this way sees every object that
+ * exists throughout it exactly once. Errors: HPL_EINVAL, HPL_ETIMEDOUT,
+ * HPL_ECONN. */
+HPL_API int hpl_list_page(hpl_client *c, const char *prefix, const char *after, size_t max,
+                          int64_t timeout_ms, char **out, char **next);
 
 /* Counters of the local store as text, one "NAME VALUE\n" line each
  * (data_bytes_sent, data_bytes_received, pulls_served, pulls_made,
@@ -233,6 +248,39 @@ HPL_API int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uin
  * *next_since (if not NULL) is where to continue. *out as for hpl_list(). */
 HPL_API int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
                           uint64_t *next_since);
+
+/* ------------------------------------------------------------------------
+ * Many small requests at once
+ *
+ * Each call sends all n requests on the handle's connection before it waits
+ * for any answer (they are pipelined), then collects every answer: one
+ * round trip's latency for the lot instead of n. rcs[i] gets request i's
+ * outcome (0 or an HPL_E* code, as the single call would return); the
+ * call returns 0 if every request succeeded, else the first failure's
+ * code (hpl_errdetail names it). timeout_ms bounds the whole call. ids and
+ * data stay owned by the caller; at most 4096 requests per call
+ * (HPL_EINVAL beyond).
+ * An invalid id fails its own request (rcs[i] = HPL_EINVAL), not the
+ * others. When the call itself is refused (c NULL; ids, rcs or another
+ * array NULL with n > 0; n > 4096) it returns HPL_EINVAL having sent
+ * nothing and written nothing. n == 0 returns 0.
+ * ---------------------------------------------------------------------- */
+
+/* Puts (as hpl_put) of objects[i] = data[i][0..sizes[i]). A put that
+ * fails leaves no object; the others stand. */
+HPL_API int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
+                         const uint64_t *sizes, size_t n, int64_t timeout_ms, int *rcs);
+/* Gets (as hpl_get): bufs[i] is set where rcs[i] is 0, owned by the caller
+ * (hpl_release each) - also when the call returns a failure: the requests
+ * that succeeded hold their objects all the same. */
+HPL_API int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                         hpl_buf **bufs, int *rcs);
+/* Stats (as hpl_stat, sizes only; sizes may be NULL). */
+HPL_API int hpl_stat_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                          uint64_t *sizes, int *rcs);
+/* Deletes (as hpl_delete). */
+HPL_API int hpl_delete_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                            int *rcs);
 
 /* Free memory returned by the library (hpl_list, hpl_counters, ...). */
 HPL_API void hpl_free(void *p);

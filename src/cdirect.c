@@ -161,37 +161,64 @@ failed:
   return -1;
 }
 
-/* One PEEK exchange (the turn held). 0 with *out set, 1 if the directory
- * has no inline bytes for `id`, -1 if the connection failed (the caller
- * drops it). The RPC layer has checked the reply's request id and that its
- * lengths are within the limits (payload <= inline_max). */
-static int peek(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect_obj *out) {
-  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
-  r.id = (char *)id;
-  hpl__crpc_msg m;
-  if (hpl__crpc_call(d->rpc, HPL__MSG_PEEK, &r.base, deadline, &m) != 0) return -1;
-  Hplpb__PeekRep *rep = m.type == HPL__MSG_PEEK_REP
-                            ? (Hplpb__PeekRep *)hpl__crpc_msg_unpack(&m, HPL__MSG_PEEK_REP)
+/* What a PEEK reply `m` (taken) says: 0 with *out set, 1 if the
+ * directory has no inline bytes for the id, -1 if it is no PEEK_REP (the
+ * caller drops the connection). The RPC layer has checked the reply's
+ * request id and that its lengths are within the limits (payload <=
+ * inline_max). */
+static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
+  Hplpb__PeekRep *rep = m->type == HPL__MSG_PEEK_REP
+                            ? (Hplpb__PeekRep *)hpl__crpc_msg_unpack(m, HPL__MSG_PEEK_REP)
                             : NULL;
   if (!rep) {
-    hpl__crpc_msg_free(&m);
+    hpl__crpc_msg_free(m);
     return -1;
   }
-  int found = rep->status == 0 && rep->inline_ && rep->size == m.payload_len;
+  int found = rep->status == 0 && rep->inline_ && rep->size == m->payload_len;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   /* the object's own buffer, aligned as the pool's objects are (the
    * payload's place in the reply buffer is not): one copy of at most
    * inline_max bytes, small beside the round trip */
   void *own = NULL;
-  size_t size = (size_t)m.payload_len;
+  size_t size = (size_t)m->payload_len;
   if (found && posix_memalign(&own, DIRECT_ALIGN, size ? size : 1) != 0) own = NULL;
-  if (own) memcpy(own, m.buf + m.payload_off, size);
-  hpl__crpc_msg_free(&m);
+  if (own) memcpy(own, m->buf + m->payload_off, size);
+  hpl__crpc_msg_free(m);
   if (!own) return 1;
   out->own = own;
   out->data = own;
   out->size = size;
   return 0;
+}
+
+/* PEEKs for ids[want[0..k)], pipelined on the connection (the turn held):
+ * all are sent, then every reply is read into found[] and out[]. 0, or -1
+ * if the connection failed (the caller drops it; what was found stays). */
+static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want, size_t k,
+                     uint64_t deadline, hpl__cdirect_obj *out, int *found) {
+  Hplpb__IdReq *msgs = malloc(k * sizeof *msgs);
+  hpl__crpc_req *reqs = malloc(k * sizeof *reqs);
+  hpl__crpc_ticket **t = malloc(k * sizeof *t);
+  size_t started = 0;
+  int rc = msgs && reqs && t ? 0 : 1; /* no memory: ask the store, keep the connection */
+  if (rc == 0) {
+    for (size_t j = 0; j < k; j++) {
+      hplpb__id_req__init(&msgs[j]);
+      msgs[j].id = (char *)ids[want[j]];
+      reqs[j] = (hpl__crpc_req){.type = HPL__MSG_PEEK, .m = &msgs[j].base};
+    }
+    if (hpl__crpc_start(d->rpc, reqs, k, deadline, t, &started) != 0) rc = -1;
+  }
+  for (size_t j = 0; j < started; j++) {
+    hpl__crpc_msg m;
+    int r = hpl__crpc_finish(d->rpc, t[j], deadline, &m) != 0 ? -1 : peek_result(&m, &out[want[j]]);
+    if (r == 0) found[want[j]] = 1;
+    if (r < 0) rc = -1; /* the remaining tickets still end here */
+  }
+  free(msgs);
+  free(reqs);
+  free(t);
+  return rc < 0 ? -1 : 0;
 }
 
 /* Whether the calling thread shares the store's network namespace: only
@@ -202,15 +229,25 @@ static int same_netns(const hpl__cdirect *d) {
   return d->netns && stat("/proc/thread-self/ns/net", &st) == 0 && (uint64_t)st.st_ino == d->netns;
 }
 
-int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect_obj *out) {
-  if (!d || __atomic_load_n(&d->filter[hpl__filter_slot(id, d->filter_slots)], __ATOMIC_ACQUIRE) ||
-      !same_netns(d))
-    return 1;
+size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
+                             hpl__cdirect_obj *out, int *found) {
+  memset(found, 0, n * sizeof *found);
+  if (!d || n == 0 || !same_netns(d)) return 0;
+  if (hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED)) return 0; /* backing off */
+  /* only ids this node certainly does not hold (their filter slot is 0) */
+  size_t *want = malloc(n * sizeof *want), k = 0;
+  for (size_t i = 0; want && i < n; i++)
+    if (!__atomic_load_n(&d->filter[hpl__filter_slot(ids[i], d->filter_slots)], __ATOMIC_ACQUIRE))
+      want[k++] = i;
   uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
   if (deadline < dl) dl = deadline;
-  if (hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED)) return 1; /* backing off */
-  if (hpl__turn_take(&d->turn, dl) != 0) return 1; /* another get still at it */
-  int rc = hpl__now_ms() < d->retry_ms ? 1 : dir_connect(d, dl) == 0 ? peek(d, id, dl, out) : 1;
+  if (k == 0 || hpl__turn_take(&d->turn, dl) != 0) { /* nothing to ask, or another get at it */
+    free(want);
+    return 0;
+  }
+  int rc = hpl__now_ms() < d->retry_ms ? 1
+           : dir_connect(d, dl) == 0   ? peek_many(d, ids, want, k, dl, out, found)
+                                       : 1;
   if (rc < 0) {
     hpl__crpc_free(d->rpc);
     d->rpc = NULL;
@@ -219,5 +256,8 @@ int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cd
     d->backoff_ms = 0;
   }
   hpl__turn_give(&d->turn);
-  return rc == 0 ? 0 : 1;
+  free(want);
+  size_t got = 0;
+  for (size_t i = 0; i < n; i++) got += (size_t)found[i];
+  return got;
 }

@@ -40,12 +40,15 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s);
  * may be running. */
 void hpl__cdirect_free(hpl__cdirect *d);
 
-/* Try to read object `id` from the directory, giving up at `deadline` or
- * after DIRECT_WAIT_MS (cdirect.c), whichever is first. Returns 0 with *out
- * set (owned by the caller), or 1: ask the store (nothing to free; d == NULL
- * included). Thread-safe; exchanges are serialised. A connection that
- * failed in any way is closed, the next get connects again; a connect that
- * failed is not retried for DIRECT_RETRY_MS. */
-int hpl__cdirect_get(hpl__cdirect *d, const char *id, uint64_t deadline, hpl__cdirect_obj *out);
+/* Try to read objects ids[0..n) from the directory, their PEEKs pipelined
+ * on one connection, giving up at `deadline` or after DIRECT_WAIT_MS
+ * (cdirect.c), whichever is first. found[i] is 1 where out[i] is set
+ * (owned by the caller), 0 where the store must be asked (nothing to free;
+ * d == NULL included). Returns how many were found. Thread-safe; exchanges
+ * are serialised. A connection that failed in any way is closed, the next
+ * get connects again; after a failure the path backs off (250 ms doubling
+ * to 30 s) and every get goes to the store meanwhile. */
+size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
+                             hpl__cdirect_obj *out, int *found);
 
 #endif

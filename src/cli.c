@@ -36,13 +36,15 @@ static void usage(FILE *f) {
           "cluster, or $HOPLITE_SOCKET):\n"
           "  put ID FILE|-          store a file (or stdin) as object ID\n"
           "  get [-t MS] ID [FILE|-] write object ID to FILE (default stdout)\n"
-          "  stat ID                size and copies\n"
-          "  ls [PREFIX]            list objects\n"
+          "  stat ID [--json]       size and copies\n"
+          "  ls [PREFIX] [--json]   list objects, page by page as the directory sends them\n"
           "  rm ID                  delete an object everywhere\n"
           "  counters               the store's counters\n"
           "  transfers [SINCE]      the directory's record of who pulled from whom\n"
           "\n"
-          "Timeouts default to 30000 ms (-t MS, -1 waits forever).\n");
+          "Timeouts default to 30000 ms (-t MS, -1 waits forever). --json prints one JSON\n"
+          "object per line (ids: valid UTF-8 as it is, other bytes as \\udcXX escapes, as\n"
+          "Python's \"surrogateescape\" reads them).\n");
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -66,6 +68,7 @@ typedef struct conn_opts {
   const char *socket;
   int node;
   int64_t timeout_ms;
+  int json; /* --json: one JSON object per line */
 } conn_opts;
 
 static hpl_client *open_client(const conn_opts *o) {
@@ -97,7 +100,7 @@ static void check(hpl_client *c, int rc, const char *what) {
   if (rc) die("%s: %s (%s)", what, hpl_strerror(rc), hpl_errdetail(c));
 }
 
-static int cmd_put(hpl_client *c, const conn_opts *o, int argc, char **argv) {
+static int cmd_put(hpl_client *c, conn_opts *o, int argc, char **argv) {
   if (argc != 2) die("usage: hoplite put ID FILE|-");
   const char *id = argv[0], *file = argv[1];
   if (strcmp(file, "-") == 0) {
@@ -136,7 +139,7 @@ static int cmd_put(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
-static int cmd_get(hpl_client *c, const conn_opts *o, int argc, char **argv) {
+static int cmd_get(hpl_client *c, conn_opts *o, int argc, char **argv) {
   if (argc < 1 || argc > 2) die("usage: hoplite get ID [FILE|-]");
   hpl_buf *b;
   uint64_t t0 = hpl__now_ns();
@@ -160,13 +163,80 @@ static int cmd_get(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
-static int cmd_stat(hpl_client *c, const conn_opts *o, int argc, char **argv) {
-  if (argc != 1) die("usage: hoplite stat ID");
+/* ------------------------------------------------------------------ JSON output */
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if none starts
+ * there (a stray byte, an overlong form, a surrogate, beyond U+10FFFF). A
+ * NUL ends every sequence, so p is never read past its string's end. */
+static size_t utf8_seq(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp, min;
+  if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
+  else return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (p[i] & 0x3fu);
+  }
+  return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
+}
+
+/* `s` as a JSON string. Ids are bytes: valid UTF-8 goes out as it is, '"',
+ * '\\' and control characters escaped; every other byte as \udcXX, the lone
+ * surrogate of Python's "surrogateescape", so that
+ * json.loads(line)["id"].encode("utf-8", "surrogateescape") is the id. */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t n = utf8_seq(p);
+    if (n == 0)
+      fprintf(f, "\\udc%02x", *p++);
+    else if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p++);
+    else if (*p < 0x20 || *p == 0x7f)
+      fprintf(f, "\\u%04x", *p++);
+    else {
+      fwrite(p, 1, n, f);
+      p += n;
+    }
+  }
+  fputc('"', f);
+}
+
+static void json_object(const char *id, unsigned long long size, unsigned copies,
+                        unsigned complete, int inl, int local) {
+  fputs("{\"id\": ", stdout);
+  json_str(stdout, id);
+  printf(", \"size\": %llu, \"copies\": %u, \"complete\": %u, \"inline\": %s", size, copies,
+         complete, inl ? "true" : "false");
+  if (local >= 0) printf(", \"local\": %s", local ? "true" : "false");
+  fputs("}\n", stdout);
+}
+
+/* Take --json out of a command's arguments (it may come after them). */
+static int take_json(conn_opts *o, int argc, char **argv) {
+  int k = 0;
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--json") == 0) o->json = 1;
+    else argv[k++] = argv[i];
+  return k;
+}
+
+static int cmd_stat(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  argc = take_json(o, argc, argv);
+  if (argc != 1) die("usage: hoplite stat ID [--json]");
   uint64_t size;
   uint32_t copies, complete;
   int inl, local = 0;
   check(c, hpl_stat(c, argv[0], o->timeout_ms, &size, &copies, &complete, &inl), "stat");
   hpl_contains(c, argv[0], o->timeout_ms, &local);
+  if (o->json) {
+    json_object(argv[0], (unsigned long long)size, copies, complete, inl, local);
+    return 0;
+  }
   char b[32];
   printf("id        %s\nsize      %llu (%s)\ncopies    %u (%u complete)\ninline    %s\n"
          "local     %s\n",
@@ -175,28 +245,54 @@ static int cmd_stat(hpl_client *c, const conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
-static int cmd_ls(hpl_client *c, const conn_opts *o, int argc, char **argv) {
-  char *text;
-  check(c, hpl_list(c, argc > 0 ? argv[0] : "", o->timeout_ms, &text), "ls");
-  printf("%-40s %14s %7s %9s %7s\n", "ID", "SIZE", "COPIES", "COMPLETE", "INLINE");
-  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+/* Print one page of hpl_list_page text: "ID\tSIZE\tCOPIES\tCOMPLETE\tINLINE\n"
+ * lines (ids hold no tabs or newlines). */
+static void ls_page(char *text, int json) {
+  for (char *line = text, *end; *line; line = end + 1) {
+    if (!(end = strchr(line, '\n'))) break;
+    *end = 0;
     char *f[5];
     int k = 0;
-    for (char *t = strtok_r(line, "\t", &line); t && k < 5; t = strtok_r(NULL, "\t", &line))
+    for (char *t = line; k < 5; t++) {
       f[k++] = t;
-    if (k == 5) printf("%-40s %14s %7s %9s %7s\n", f[0], f[1], f[2], f[3], f[4][0] == '1' ? "yes" : "no");
+      if (!(t = strchr(t, '\t'))) break;
+      *t = 0;
+    }
+    if (k != 5) continue;
+    if (json)
+      json_object(f[0], strtoull(f[1], NULL, 10), (unsigned)strtoul(f[2], NULL, 10),
+                  (unsigned)strtoul(f[3], NULL, 10), f[4][0] == '1', -1);
+    else
+      printf("%-40s %14s %7s %9s %7s\n", f[0], f[1], f[2], f[3], f[4][0] == '1' ? "yes" : "no");
   }
-  hpl_free(text);
+}
+
+/* Page after page, each printed as it arrives: memory for one page only. */
+static int cmd_ls(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  argc = take_json(o, argc, argv);
+  if (argc > 1) die("usage: hoplite ls [PREFIX] [--json]");
+  const char *prefix = argc > 0 ? argv[0] : "";
+  if (!o->json) printf("%-40s %14s %7s %9s %7s\n", "ID", "SIZE", "COPIES", "COMPLETE", "INLINE");
+  char *after = NULL;
+  do {
+    char *text, *next;
+    check(c, hpl_list_page(c, prefix, after, 0, o->timeout_ms, &text, &next), "ls");
+    ls_page(text, o->json);
+    fflush(stdout);
+    hpl_free(text);
+    hpl_free(after);
+    after = next;
+  } while (after);
   return 0;
 }
 
-static int cmd_rm(hpl_client *c, const conn_opts *o, int argc, char **argv) {
+static int cmd_rm(hpl_client *c, conn_opts *o, int argc, char **argv) {
   if (argc != 1) die("usage: hoplite rm ID");
   check(c, hpl_delete(c, argv[0], o->timeout_ms), "rm");
   return 0;
 }
 
-static int cmd_transfers(hpl_client *c, const conn_opts *o, int argc, char **argv) {
+static int cmd_transfers(hpl_client *c, conn_opts *o, int argc, char **argv) {
   uint64_t since = argc > 0 ? strtoull(argv[0], NULL, 10) : 0;
   char *text;
   check(c, hpl_transfers(c, since, o->timeout_ms, &text, NULL), "transfers");
@@ -211,7 +307,7 @@ static int cmd_transfers(hpl_client *c, const conn_opts *o, int argc, char **arg
   return 0;
 }
 
-static int cmd_counters(hpl_client *c, const conn_opts *o, int argc, char **argv) {
+static int cmd_counters(hpl_client *c, conn_opts *o, int argc, char **argv) {
   (void)argc, (void)argv;
   char *text;
   check(c, hpl_counters(c, o->timeout_ms, &text), "counters");
@@ -328,7 +424,8 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   conn_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
   static struct option opts[] = {{"socket", 1, 0, 's'}, {"node", 1, 0, 'n'},
-                                 {"timeout", 1, 0, 't'}, {0, 0, 0, 0}};
+                                 {"timeout", 1, 0, 't'}, {"json", 0, 0, 'j'},
+                                 {0, 0, 0, 0}};
   /* store options may come before or after the command */
   int ch, pass;
   const char *cmd = NULL;
@@ -339,6 +436,7 @@ int main(int argc, char **argv) {
         case 's': o.socket = optarg; break;
         case 'n': o.node = atoi(optarg); break;
         case 't': o.timeout_ms = strtoll(optarg, NULL, 10); break;
+        case 'j': o.json = 1; break;
         default: usage(stderr); return 2;
       }
     }
@@ -355,7 +453,7 @@ int main(int argc, char **argv) {
       /* getopt restarts its scan from optind */
     }
   }
-  int (*fn)(hpl_client *, const conn_opts *, int, char **) = NULL;
+  int (*fn)(hpl_client *, conn_opts *, int, char **) = NULL;
   if (!strcmp(cmd, "put")) fn = cmd_put;
   else if (!strcmp(cmd, "get")) fn = cmd_get;
   else if (!strcmp(cmd, "stat")) fn = cmd_stat;

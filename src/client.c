@@ -84,40 +84,140 @@ static int rpc_failed(hpl_client *c, int rc, unsigned type, int64_t waited_ms) {
 
 /* ------------------------------------------------------------------ store calls */
 
-/* A request to the store and its reply. On success *out (if out is not
- * NULL) is the unpacked reply of type `rtype`, whose status is 0; the caller
- * frees it. On failure the detail is set and nothing is returned.
- * timeout_ms is the store-side timeout (< 0: none); the client waits
- * CLIENT_GRACE_MS longer for the store's own answer. */
-static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, unsigned rtype,
-                int64_t timeout_ms, ProtobufCMessage **out) {
-  int64_t wait_ms = timeout_ms < 0 ? -1 : timeout_ms + CLIENT_GRACE_MS;
-  hpl__crpc_msg rep;
-  int rc = hpl__crpc_call(c->st.rpc, type, m, hpl__deadline_ms(wait_ms), &rep);
-  if (rc) return rpc_failed(c, rc, type, wait_ms);
-  /* Every reply message starts with status and detail, so a generic Reply
-   * decodes the outcome of any of them. */
-  Hplpb__Reply *st = (Hplpb__Reply *)hpl__crpc_msg_unpack(&rep, HPL__MSG_REPLY);
+/* A batch of requests, each about one of n items (ids[i], outcome rcs[i]),
+ * and its first failure by item order, with that failure's detail (the
+ * per-thread detail is overwritten by every later failure). */
+typedef struct batch {
+  size_t n;
+  const char *const *ids; /* NULL: a single call, whose detail needs no name */
+  int *rcs;
+  size_t first; /* n while nothing failed */
+  char why[sizeof tls_err.msg];
+} batch;
+
+static void batch_init(batch *b, const char *const *ids, size_t n, int *rcs) {
+  b->n = n;
+  b->ids = ids;
+  b->rcs = rcs;
+  b->first = n;
+  b->why[0] = 0;
+}
+
+/* Item i's outcome; a failure's detail must have just been set (fail()). */
+static void batch_set(batch *b, size_t i, int rc) {
+  b->rcs[i] = rc;
+  if (rc && i < b->first) {
+    b->first = i;
+    snprintf(b->why, sizeof b->why, "%s", tls_err.msg);
+  }
+}
+
+/* 0, or the first failure with its detail, naming the item. */
+static int batch_end(hpl_client *c, batch *b) {
+  if (b->first == b->n) return 0;
+  if (!b->ids || b->n == 1) return fail(c, b->rcs[b->first], "%s", b->why);
+  return fail(c, b->rcs[b->first], "'%s' (%zu of %zu): %s", b->ids[b->first], b->first + 1,
+              b->n, b->why);
+}
+
+/* One request of a batch to the store: which item it is about, the request
+ * (its message in m), and the reply once it succeeded. */
+typedef struct slot {
+  size_t item;
+  hpl__crpc_req req;
+  union {
+    Hplpb__IdReq id;
+    Hplpb__GetReq get;
+    Hplpb__PutReq put;
+    Hplpb__CreateReq create;
+    Hplpb__HandleReq handle;
+  } m;
+  ProtobufCMessage *out; /* the unpacked reply, unless it is a plain Reply */
+  hpl_buf *buf;          /* hpl_put_many: the region being filled */
+} slot;
+
+/* The outcome of `rep` (taken), the reply to a request of `type`: 0 with
+ * *out (if out is not NULL) the unpacked reply of the request's reply type,
+ * owned by the caller; else the code, with the detail set. Every reply
+ * message starts with status and detail, so a generic Reply decodes the
+ * outcome of any of them. */
+static int reply_of(hpl_client *c, unsigned type, hpl__crpc_msg *rep, ProtobufCMessage **out) {
+  unsigned rtype = hpl__msg_reply_type(type);
+  int rc = 0;
+  Hplpb__Reply *st = (Hplpb__Reply *)hpl__crpc_msg_unpack(rep, HPL__MSG_REPLY);
   if (!st)
     rc = fail(c, HPL_EPROTO, "undecodable reply to %s", hpl__msg_name(type));
   else if (st->status != 0)
     rc = fail(c, st->status, "%s", st->detail && *st->detail ? st->detail : hpl_strerror(st->status));
-  else if (rep.type != rtype)
-    rc = fail(c, HPL_EPROTO, "reply of type %s to %s", hpl__msg_name(rep.type), hpl__msg_name(type));
-  else if (out && !(*out = hpl__crpc_msg_unpack(&rep, rtype)))
+  else if (rep->type != rtype)
+    rc = fail(c, HPL_EPROTO, "reply of type %s to %s", hpl__msg_name(rep->type), hpl__msg_name(type));
+  else if (out && !(*out = hpl__crpc_msg_unpack(rep, rtype)))
     rc = fail(c, HPL_EPROTO, "undecodable %s", hpl__msg_name(rtype));
   if (st) protobuf_c_message_free_unpacked(&st->base, NULL);
-  hpl__crpc_msg_free(&rep);
+  hpl__crpc_msg_free(rep);
   return rc;
+}
+
+/* The requests of slots s[0..n) to the store, pipelined: all are sent
+ * before any reply is awaited, then every reply is read (reply_of) into
+ * b's outcome of the slot's item and, on success, s[j].out. timeout_ms is
+ * the store-side timeout (< 0: none); the client waits CLIENT_GRACE_MS
+ * longer for the store's own answers. */
+static void calls(hpl_client *c, slot *s, size_t n, int64_t timeout_ms, batch *b) {
+  if (n == 0) return;
+  int64_t wait_ms = timeout_ms < 0 ? -1 : timeout_ms + CLIENT_GRACE_MS;
+  uint64_t deadline = hpl__deadline_ms(wait_ms);
+  hpl__crpc_req one_req, *reqs = n == 1 ? &one_req : malloc(n * sizeof *reqs);
+  hpl__crpc_ticket *one_t, **t = n == 1 ? &one_t : malloc(n * sizeof *t);
+  size_t started = 0;
+  int src = HPL_ENOMEM;
+  if (reqs && t) {
+    for (size_t j = 0; j < n; j++) reqs[j] = s[j].req;
+    src = hpl__crpc_start(c->st.rpc, reqs, n, deadline, t, &started);
+  }
+  for (size_t j = 0; j < n; j++) {
+    unsigned type = s[j].req.type;
+    hpl__crpc_msg rep;
+    int rc = j < started ? hpl__crpc_finish(c->st.rpc, t[j], deadline, &rep) : src;
+    s[j].out = NULL;
+    if (rc)
+      rc = rpc_failed(c, rc, type, wait_ms);
+    else
+      rc = reply_of(c, type, &rep, hpl__msg_reply_type(type) == HPL__MSG_REPLY ? NULL : &s[j].out);
+    batch_set(b, s[j].item, rc);
+  }
+  if (reqs != &one_req) free(reqs);
+  if (t != &one_t) free(t);
+}
+
+/* One request to the store with a payload (NULL, 0: none) and its reply.
+ * On success *out (if out is not NULL) is the unpacked reply, whose status
+ * is 0; the caller frees it. On failure the detail is set and nothing is
+ * returned. timeout_ms as for calls(). */
+static int call_with(hpl_client *c, unsigned type, const ProtobufCMessage *m, const void *payload,
+                     uint64_t plen, int64_t timeout_ms, ProtobufCMessage **out) {
+  int rc;
+  batch b;
+  batch_init(&b, NULL, 1, &rc);
+  slot s = {.req = {.type = type, .m = m, .payload = payload, .plen = plen}};
+  calls(c, &s, 1, timeout_ms, &b);
+  if (rc == 0 && out) *out = s.out;
+  else if (s.out) protobuf_c_message_free_unpacked(s.out, NULL);
+  return rc;
+}
+
+static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t timeout_ms,
+                ProtobufCMessage **out) {
+  return call_with(c, type, m, NULL, 0, timeout_ms, out);
 }
 
 /* A request that names one object (IdReq), as call(). */
 static int id_call(hpl_client *c, unsigned type, const char *id, int64_t timeout_ms,
-                   unsigned rtype, ProtobufCMessage **out) {
+                   ProtobufCMessage **out) {
   Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
-  return call(c, type, &r.base, rtype, timeout_ms, out);
+  return call(c, type, &r.base, timeout_ms, out);
 }
 
 /* A one-way note to the store about a handle it gave out. */
@@ -225,7 +325,7 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
   r.size = size;
   r.timeout_ms = timeout_ms;
   Hplpb__CreateRep *rep = NULL;
-  int rc = call(c, HPL__MSG_CREATE, &r.base, HPL__MSG_CREATE_REP, timeout_ms,
+  int rc = call(c, HPL__MSG_CREATE, &r.base, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   hpl_buf *b = buf_new(c, id, rep->offset, size, rep->handle, 1);
@@ -258,7 +358,7 @@ int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
   Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
   r.handle = b->handle;
   r.timeout_ms = timeout_ms;
-  int rc = call(c, HPL__MSG_SEAL, &r.base, HPL__MSG_REPLY, timeout_ms, NULL);
+  int rc = call(c, HPL__MSG_SEAL, &r.base, timeout_ms, NULL);
   buf_free(c, b);
   return rc;
 }
@@ -269,27 +369,45 @@ void hpl_abort(hpl_client *c, hpl_buf *b) {
     Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
     r.handle = b->handle;
     /* wait (bounded) until the store and directory forgot the object */
-    call(c, HPL__MSG_ABORT, &r.base, HPL__MSG_REPLY, CLIENT_ABORT_MS, NULL);
+    call(c, HPL__MSG_ABORT, &r.base, CLIENT_ABORT_MS, NULL);
   }
   buf_free(c, b);
+}
+
+/* Whether a put of `size` bytes goes to the store in one PUT request, its
+ * bytes as the payload (an object the directory will hold inline). */
+static int put_whole(const hpl_client *c, uint64_t size) {
+  return c->st.inline_max && size <= c->st.inline_max;
+}
+
+/* Copy a created object's bytes into its region in chunks, telling the
+ * store how far we got, so receivers already pulling it can forward the
+ * first bytes. */
+static void put_fill(hpl_client *c, hpl_buf *b, const void *data) {
+  int notify = b->size > c->st.inline_max;
+  for (uint64_t off = 0; off < b->size;) {
+    uint64_t n = b->size - off < PUT_CHUNK ? b->size - off : PUT_CHUNK;
+    memcpy(b->data + off, (const uint8_t *)data + off, n);
+    off += n;
+    if (notify && off < b->size) hpl_buf_progress(c, b, off);
+  }
 }
 
 int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
   CHECK_ID(c, id);
   if (size && !data) return fail(c, HPL_EINVAL, "data is NULL");
+  if (put_whole(c, size)) {
+    Hplpb__PutReq r = HPLPB__PUT_REQ__INIT;
+    r.id = (char *)id;
+    r.size = size;
+    r.timeout_ms = timeout_ms;
+    return call_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
+  }
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   hpl_buf *b;
   int rc = hpl_create(c, id, size, timeout_ms, &b);
   if (rc) return rc;
-  /* copy in chunks and tell the store how far we got, so receivers already
-   * pulling the object can forward the first bytes */
-  int notify = size > c->st.inline_max;
-  for (uint64_t off = 0; off < size;) {
-    uint64_t n = size - off < PUT_CHUNK ? size - off : PUT_CHUNK;
-    memcpy(b->data + off, (const uint8_t *)data + off, n);
-    off += n;
-    if (notify && off < size) hpl_buf_progress(c, b, off);
-  }
+  put_fill(c, b, data);
   int64_t left = hpl__ms_left(deadline);
   return hpl_seal(c, b, timeout_ms < 0 ? -1 : left);
 }
@@ -297,35 +415,8 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
 int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  /* A small object this node does not hold may come straight from the
-   * directory; that path never fails a get: anything but success goes on
-   * to the store with what is left of the timeout. */
-  uint64_t deadline = hpl__deadline_ms(timeout_ms);
-  hpl__cdirect_obj o;
-  if (timeout_ms != 0 && hpl__cdirect_get(c->direct, id, deadline, &o) == 0) {
-    hpl_buf *b = calloc(1, sizeof *b);
-    if (b) {
-      b->own = o.own;
-      b->data = o.data;
-      b->size = o.size;
-      *out = buf_link(c, b, id);
-      return 0;
-    }
-    free(o.own);
-  }
-  if (timeout_ms > 0) timeout_ms = hpl__ms_left(deadline);
-  Hplpb__GetReq r = HPLPB__GET_REQ__INIT;
-  r.id = (char *)id;
-  r.timeout_ms = timeout_ms;
-  Hplpb__GetRep *rep = NULL;
-  int rc = call(c, HPL__MSG_GET, &r.base, HPL__MSG_GET_REP, timeout_ms, (ProtobufCMessage **)&rep);
-  if (rc) return rc;
-  hpl_buf *b = buf_new(c, id, rep->offset, rep->size, rep->handle, 0);
-  if (!b) send_release(c, rep->handle);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
-  if (!b) return fail(c, HPL_EPROTO, "store returned a region outside the pool");
-  *out = b;
-  return 0;
+  int rc;
+  return hpl_get_many(c, &id, 1, timeout_ms, out, &rc);
 }
 
 void hpl_release(hpl_client *c, hpl_buf *b) {
@@ -341,8 +432,7 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
 int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local) {
   CHECK_ID(c, id);
   Hplpb__ContainsRep *rep = NULL;
-  int rc = id_call(c, HPL__MSG_CONTAINS, id, timeout_ms, HPL__MSG_CONTAINS_REP,
-                   (ProtobufCMessage **)&rep);
+  int rc = id_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (out_local) *out_local = rep->local ? 1 : 0;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -353,7 +443,7 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
              uint32_t *copies, uint32_t *complete, int *is_inline) {
   CHECK_ID(c, id);
   Hplpb__StatRep *rep = NULL;
-  int rc = id_call(c, HPL__MSG_STAT, id, timeout_ms, HPL__MSG_STAT_REP, (ProtobufCMessage **)&rep);
+  int rc = id_call(c, HPL__MSG_STAT, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (size) *size = rep->size;
   if (copies) *copies = rep->copies;
@@ -365,7 +455,205 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
 
 int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms) {
   CHECK_ID(c, id);
-  return id_call(c, HPL__MSG_DELETE, id, timeout_ms, HPL__MSG_REPLY, NULL);
+  return id_call(c, HPL__MSG_DELETE, id, timeout_ms, NULL);
+}
+
+/* ------------------------------------------------------------------ many at once */
+
+/* Check a batch call's arguments and set up its outcome: 0, or HPL_EINVAL
+ * (nothing is sent, rcs is not written). */
+static int batch_open(hpl_client *c, batch *b, const char *const *ids, size_t n, int *rcs,
+                      const void *other) {
+  if (!c) return HPL_EINVAL;
+  if (n && (!ids || !rcs || !other)) return fail(c, HPL_EINVAL, "NULL array");
+  if (n > HPL__CRPC_MAX_BATCH)
+    return fail(c, HPL_EINVAL, "%zu requests in one call (at most %d)", n, HPL__CRPC_MAX_BATCH);
+  batch_init(b, ids, n, rcs);
+  return 0;
+}
+
+/* A slot for each item whose id is valid (the others fail with
+ * HPL_EINVAL), in item order; *k gets their number. NULL (with every item
+ * failed) if memory is short, or when n is 0. */
+static slot *batch_slots(hpl_client *c, batch *b, size_t *k) {
+  *k = 0;
+  slot *s = b->n ? calloc(b->n, sizeof *s) : NULL;
+  for (size_t i = 0; i < b->n; i++) {
+    if (!s)
+      batch_set(b, i, fail(c, HPL_ENOMEM, "out of memory"));
+    else if (!hpl__id_valid(b->ids[i]))
+      batch_set(b, i, fail(c, HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)",
+                           HPL_ID_MAX));
+    else
+      s[(*k)++].item = i;
+  }
+  return s;
+}
+
+static void slots_free(slot *s, size_t k) {
+  for (size_t j = 0; s && j < k; j++)
+    if (s[j].out) protobuf_c_message_free_unpacked(s[j].out, NULL);
+  free(s);
+}
+
+int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
+                 const uint64_t *sizes, size_t n, int64_t timeout_ms, int *rcs) {
+  batch b;
+  int rc = batch_open(c, &b, ids, n, rcs, data && sizes ? data : NULL);
+  if (rc) return rc;
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  size_t k, m = 0;
+  slot *s = batch_slots(c, &b, &k);
+  /* Small objects are one PUT each; larger ones a CREATE now, a SEAL once
+   * their bytes are in. */
+  for (size_t j = 0; j < k; j++) {
+    size_t i = s[j].item;
+    if (sizes[i] && !data[i]) {
+      batch_set(&b, i, fail(c, HPL_EINVAL, "data is NULL"));
+      continue;
+    }
+    slot *q = &s[m++];
+    *q = (slot){.item = i};
+    if (put_whole(c, sizes[i])) {
+      hplpb__put_req__init(&q->m.put);
+      q->m.put.id = (char *)ids[i];
+      q->m.put.size = sizes[i];
+      q->m.put.timeout_ms = timeout_ms;
+      q->req = (hpl__crpc_req){
+          .type = HPL__MSG_PUT, .m = &q->m.put.base, .payload = data[i], .plen = sizes[i]};
+    } else {
+      hplpb__create_req__init(&q->m.create);
+      q->m.create.id = (char *)ids[i];
+      q->m.create.size = sizes[i];
+      q->m.create.timeout_ms = timeout_ms;
+      q->req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &q->m.create.base};
+    }
+  }
+  calls(c, s, m, timeout_ms, &b);
+  /* The created ones: fill, then seal them all, pipelined too. Slot j's
+   * seal goes into slot `sealing` <= j, whose create is dealt with. */
+  size_t sealing = 0;
+  for (size_t j = 0; j < m; j++) {
+    size_t i = s[j].item;
+    Hplpb__CreateRep *cr = s[j].req.type == HPL__MSG_CREATE ? (Hplpb__CreateRep *)s[j].out : NULL;
+    if (!cr) continue; /* a PUT, or a CREATE that failed */
+    hpl_buf *buf = buf_new(c, ids[i], cr->offset, sizes[i], cr->handle, 1);
+    s[j].out = NULL;
+    protobuf_c_message_free_unpacked(&cr->base, NULL);
+    if (!buf) {
+      batch_set(&b, i, fail(c, HPL_EPROTO, "store returned a region outside the pool"));
+      continue;
+    }
+    put_fill(c, buf, data[i]);
+    slot *q = &s[sealing++];
+    *q = (slot){.item = i, .buf = buf};
+    hplpb__handle_req__init(&q->m.handle);
+    q->m.handle.handle = buf->handle;
+    q->m.handle.timeout_ms = timeout_ms < 0 ? -1 : hpl__ms_left(deadline);
+    q->req = (hpl__crpc_req){.type = HPL__MSG_SEAL, .m = &q->m.handle.base};
+  }
+  calls(c, s, sealing, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), &b);
+  for (size_t j = 0; j < sealing; j++) buf_free(c, s[j].buf); /* sealed or not, it is over */
+  slots_free(s, sealing);
+  return batch_end(c, &b);
+}
+
+int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                 hpl_buf **bufs, int *rcs) {
+  batch b;
+  int rc = batch_open(c, &b, ids, n, rcs, bufs);
+  if (rc) return rc;
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  size_t k;
+  slot *s = batch_slots(c, &b, &k);
+  /* Small objects this node does not hold may come straight from the
+   * directory; that path never fails a get: what it does not find goes on
+   * to the store with what is left of the timeout. */
+  const char **dids = k && c->direct && timeout_ms != 0 ? malloc(k * sizeof *dids) : NULL;
+  hpl__cdirect_obj *objs = dids ? malloc(k * sizeof *objs) : NULL;
+  int *found = objs ? malloc(k * sizeof *found) : NULL;
+  if (found) {
+    for (size_t j = 0; j < k; j++) dids[j] = ids[s[j].item];
+    hpl__cdirect_get_many(c->direct, dids, k, deadline, objs, found);
+    size_t left = 0;
+    for (size_t j = 0; j < k; j++) {
+      hpl_buf *buf = found[j] ? calloc(1, sizeof *buf) : NULL;
+      if (!buf) {
+        if (found[j]) free(objs[j].own);
+        s[left++] = s[j]; /* to the store */
+        continue;
+      }
+      buf->own = objs[j].own;
+      buf->data = objs[j].data;
+      buf->size = objs[j].size;
+      bufs[s[j].item] = buf_link(c, buf, dids[j]);
+      batch_set(&b, s[j].item, 0);
+    }
+    k = left;
+  }
+  free(dids);
+  free(objs);
+  free(found);
+  if (timeout_ms > 0) timeout_ms = hpl__ms_left(deadline);
+  for (size_t j = 0; j < k; j++) {
+    hplpb__get_req__init(&s[j].m.get);
+    s[j].m.get.id = (char *)ids[s[j].item];
+    s[j].m.get.timeout_ms = timeout_ms;
+    s[j].req = (hpl__crpc_req){.type = HPL__MSG_GET, .m = &s[j].m.get.base};
+  }
+  calls(c, s, k, timeout_ms, &b);
+  for (size_t j = 0; j < k; j++) {
+    Hplpb__GetRep *g = (Hplpb__GetRep *)s[j].out;
+    if (!g) continue;
+    size_t i = s[j].item;
+    hpl_buf *buf = buf_new(c, ids[i], g->offset, g->size, g->handle, 0);
+    if (buf)
+      bufs[i] = buf;
+    else {
+      send_release(c, g->handle);
+      batch_set(&b, i, fail(c, HPL_EPROTO, "store returned a region outside the pool"));
+    }
+  }
+  slots_free(s, k);
+  return batch_end(c, &b);
+}
+
+/* STATs or DELETEs of the batch's valid ids, pipelined; the slots (with
+ * the replies) are returned for the caller to read and free. */
+static slot *id_calls(hpl_client *c, batch *b, unsigned type, int64_t timeout_ms, size_t *k) {
+  slot *s = batch_slots(c, b, k);
+  for (size_t j = 0; j < *k; j++) {
+    hplpb__id_req__init(&s[j].m.id);
+    s[j].m.id.id = (char *)b->ids[s[j].item];
+    s[j].m.id.timeout_ms = timeout_ms;
+    s[j].req = (hpl__crpc_req){.type = type, .m = &s[j].m.id.base};
+  }
+  calls(c, s, *k, timeout_ms, b);
+  return s;
+}
+
+int hpl_stat_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                  uint64_t *sizes, int *rcs) {
+  batch b;
+  int rc = batch_open(c, &b, ids, n, rcs, ids);
+  if (rc) return rc;
+  size_t k;
+  slot *s = id_calls(c, &b, HPL__MSG_STAT, timeout_ms, &k);
+  for (size_t j = 0; sizes && j < k; j++)
+    if (s[j].out) sizes[s[j].item] = ((Hplpb__StatRep *)s[j].out)->size;
+  slots_free(s, k);
+  return batch_end(c, &b);
+}
+
+int hpl_delete_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                    int *rcs) {
+  batch b;
+  int rc = batch_open(c, &b, ids, n, rcs, ids);
+  if (rc) return rc;
+  size_t k;
+  slot *s = id_calls(c, &b, HPL__MSG_DELETE, timeout_ms, &k);
+  slots_free(s, k);
+  return batch_end(c, &b);
 }
 
 /* ------------------------------------------------------------------ text results */
@@ -416,12 +704,6 @@ static int text_result(hpl_client *c, ProtobufCMessage *rep, size_t n, line_fn l
   return 0;
 }
 
-static int object_line(text *t, const ProtobufCMessage *rep, size_t i) {
-  const Hplpb__ObjInfo *o = ((const Hplpb__ListRep *)rep)->objects[i];
-  return text_addf(t, "%s\t%llu\t%u\t%u\t%d\n", o->id, (unsigned long long)o->size, o->copies,
-                   o->complete, o->inline_ ? 1 : 0);
-}
-
 static int counter_line(text *t, const ProtobufCMessage *rep, size_t i) {
   const Hplpb__Counter *k = ((const Hplpb__CountersRep *)rep)->counters[i];
   return text_addf(t, "%s %llu\n", k->name, (unsigned long long)k->value);
@@ -440,21 +722,110 @@ static int source_line(text *t, const ProtobufCMessage *rep, size_t i) {
   return text_addf(t, "%s\n", ((const Hplpb__ReduceInfoRep *)rep)->sources[i]);
 }
 
+/* ------------------------------------------------------------------ listing */
+
+/* Ids sort as strcmp() orders them (unsigned bytes), as the directory's
+ * index does. */
+static int info_cmp(const void *a, const void *b) {
+  return strcmp((*(const Hplpb__ObjInfo *const *)a)->id, (*(const Hplpb__ObjInfo *const *)b)->id);
+}
+
+/* One page of the listing (after `after`, NULL: from the start; at most
+ * `max` objects, 0: the directory's page size), appended to *t as text
+ * lines; *next is the cursor for the next page (malloc'd) or NULL after
+ * the last. A directory older than paging ignores after and limit and
+ * sends everything in id-less order with no cursor: the page is cut to
+ * what the request asked for here (after `after`, under `prefix`, sorted,
+ * at most `max`), so paging works against it too, if slowly. */
+static int list_page(hpl_client *c, const char *prefix, const char *after, size_t max,
+                     int64_t timeout_ms, text *t, char **next) {
+  Hplpb__ListReq r = HPLPB__LIST_REQ__INIT;
+  r.prefix = (char *)prefix;
+  r.after = (char *)(after ? after : "");
+  r.limit = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+  r.timeout_ms = timeout_ms;
+  Hplpb__ListRep *rep = NULL;
+  int rc = call(c, HPL__MSG_LIST, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  const Hplpb__ObjInfo **v = malloc((rep->n_objects ? rep->n_objects : 1) * sizeof *v);
+  size_t nv = 0, plen = strlen(prefix);
+  int sorted = 1;
+  for (size_t i = 0; v && i < rep->n_objects; i++) {
+    const Hplpb__ObjInfo *o = rep->objects[i];
+    if (strncmp(o->id, prefix, plen) != 0 || (after && strcmp(o->id, after) <= 0)) continue;
+    if (nv && strcmp(v[nv - 1]->id, o->id) >= 0) sorted = 0;
+    v[nv++] = o;
+  }
+  if (!sorted) qsort(v, nv, sizeof *v, info_cmp);
+  const char *cursor = rep->next ? rep->next : "";
+  if (max && nv > max) { /* a directory that ignored the limit */
+    nv = max;
+    cursor = v[max - 1]->id;
+  }
+  if (!v)
+    rc = fail(c, HPL_ENOMEM, "out of memory");
+  else if (*cursor && after && strcmp(cursor, after) <= 0)
+    rc = fail(c, HPL_EPROTO, "the directory's listing cursor '%s' does not move past '%s'", cursor,
+              after);
+  for (size_t i = 0; rc == 0 && i < nv; i++)
+    if (text_addf(t, "%s\t%llu\t%u\t%u\t%d\n", v[i]->id, (unsigned long long)v[i]->size,
+                  v[i]->copies, v[i]->complete, v[i]->inline_ ? 1 : 0) != 0)
+      rc = fail(c, HPL_ENOMEM, "out of memory");
+  if (rc == 0 && !t->p && text_addf(t, "%s", "") != 0) rc = fail(c, HPL_ENOMEM, "out of memory");
+  *next = NULL;
+  if (rc == 0 && *cursor && !(*next = strdup(cursor))) rc = fail(c, HPL_ENOMEM, "out of memory");
+  free(v);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return rc;
+}
+
+/* A prefix or cursor: NULL or "" (none), else like an id. */
+static int list_arg_ok(const char *s) { return !s || !*s || hpl__id_valid(s); }
+
+int hpl_list_page(hpl_client *c, const char *prefix, const char *after, size_t max,
+                  int64_t timeout_ms, char **out, char **next) {
+  if (!c) return HPL_EINVAL;
+  if (!out || !next) return fail(c, HPL_EINVAL, "out and next must not be NULL");
+  if (!list_arg_ok(prefix) || !list_arg_ok(after))
+    return fail(c, HPL_EINVAL, "prefix and after must be like ids (at most %d bytes, no control "
+                               "characters)", HPL_ID_MAX);
+  text t = {0};
+  char *nx;
+  int rc = list_page(c, prefix ? prefix : "", after && *after ? after : NULL, max, timeout_ms, &t,
+                     &nx);
+  if (rc) {
+    free(t.p);
+    return rc;
+  }
+  *out = t.p;
+  *next = nx;
+  return 0;
+}
+
 int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out) {
   if (!c) return HPL_EINVAL;
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hplpb__ListReq r = HPLPB__LIST_REQ__INIT;
-  r.prefix = (char *)(prefix ? prefix : "");
-  r.timeout_ms = timeout_ms;
-  Hplpb__ListRep *rep = NULL;
-  int rc = call(c, HPL__MSG_LIST, &r.base, HPL__MSG_LIST_REP, timeout_ms, (ProtobufCMessage **)&rep);
-  return rc ? rc : text_result(c, &rep->base, rep->n_objects, object_line, out);
+  text t = {0};
+  char *after = NULL;
+  int rc;
+  do {
+    char *nx;
+    rc = list_page(c, prefix ? prefix : "", after, 0, timeout_ms, &t, &nx);
+    free(after);
+    after = rc ? NULL : nx;
+  } while (after);
+  if (rc) {
+    free(t.p);
+    return rc;
+  }
+  *out = t.p;
+  return 0;
 }
 
 static int counters_call(hpl_client *c, int64_t timeout_ms, Hplpb__CountersRep **rep) {
   Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
   r.timeout_ms = timeout_ms;
-  return call(c, HPL__MSG_COUNTERS, &r.base, HPL__MSG_COUNTERS_REP, timeout_ms,
+  return call(c, HPL__MSG_COUNTERS, &r.base, timeout_ms,
               (ProtobufCMessage **)rep);
 }
 
@@ -490,7 +861,7 @@ int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
   r.since = since;
   r.timeout_ms = timeout_ms;
   Hplpb__TransfersRep *rep = NULL;
-  int rc = call(c, HPL__MSG_TRANSFERS, &r.base, HPL__MSG_TRANSFERS_REP, timeout_ms,
+  int rc = call(c, HPL__MSG_TRANSFERS, &r.base, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   uint64_t next = rep->next;
@@ -520,15 +891,14 @@ int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, si
   r.op = (uint32_t)op;
   r.dtype = (uint32_t)dtype;
   r.timeout_ms = timeout_ms;
-  return call(c, HPL__MSG_REDUCE, &r.base, HPL__MSG_REDUCE_REP, timeout_ms, NULL);
+  return call(c, HPL__MSG_REDUCE, &r.base, timeout_ms, NULL);
 }
 
 int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, char **out) {
   CHECK_ID(c, target);
   if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
   Hplpb__ReduceInfoRep *rep = NULL;
-  int rc = id_call(c, HPL__MSG_REDUCE_INFO, target, timeout_ms, HPL__MSG_REDUCE_INFO_REP,
-                   (ProtobufCMessage **)&rep);
+  int rc = id_call(c, HPL__MSG_REDUCE_INFO, target, timeout_ms, (ProtobufCMessage **)&rep);
   return rc ? rc : text_result(c, &rep->base, rep->n_sources, source_line, out);
 }
 

@@ -4,6 +4,7 @@
 #include "crpc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <uthash.h>
 
@@ -23,8 +25,8 @@
 #define CRPC_CMSG_FDS 4 /* descriptors one read makes room for; the kernel drops any beyond */
 #define CRPC_RELEASE_MS 5000 /* how long an orphan hold's RELEASE may take */
 
-/* A caller waiting for the reply with request id `id`. */
-typedef struct pending {
+/* A caller waiting for the reply with request id `id` (a ticket). */
+typedef struct hpl__crpc_ticket {
   uint64_t id;
   UT_hash_handle hh;
   int done;
@@ -76,15 +78,26 @@ static void break_locked(hpl__crpc *r, const char *fmt, ...) {
 
 /* ------------------------------------------------------------------ writing */
 
-/* Write buf[0..len) before the deadline. Returns 0, HPL_ETIMEDOUT or
- * HPL_ECONN (*err = errno). *sent is how many bytes went out either way. */
-static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline, size_t *sent,
+/* Write iov[0..niov) whole before the deadline; iov is advanced in place.
+ * Returns 0, HPL_ETIMEDOUT or HPL_ECONN (*err = errno). *sent is how many
+ * bytes went out either way. */
+static int write_iov(int fd, struct iovec *iov, size_t niov, uint64_t deadline, size_t *sent,
                      int *err) {
   *sent = 0;
-  while (*sent < len) {
-    ssize_t n = send(fd, buf + *sent, len - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+  for (;;) {
+    while (niov && iov->iov_len == 0) iov++, niov--;
+    if (!niov) return 0;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov < IOV_MAX ? niov : IOV_MAX};
+    ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       *sent += (size_t)n;
+      for (size_t k = (size_t)n; k;) { /* n never exceeds what the iovecs hold */
+        size_t step = k < iov->iov_len ? k : iov->iov_len;
+        iov->iov_base = (uint8_t *)iov->iov_base + step;
+        iov->iov_len -= step;
+        k -= step;
+        if (iov->iov_len == 0) iov++, niov--;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -100,40 +113,108 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t deadline, 
     *err = n < 0 ? errno : EPIPE;
     return HPL_ECONN;
   }
+}
+
+/* Frames for reqs[0..n), packed for one write: headers and messages in
+ * `packed`, payloads where the caller has them, iov[0..niov) in stream
+ * order; frame i ends at byte ends[i] of the stream. */
+typedef struct outgoing {
+  uint8_t *packed;
+  struct iovec *iov;
+  size_t niov;
+  size_t *ends;
+} outgoing;
+
+static void outgoing_free(outgoing *o) {
+  free(o->packed);
+  free(o->iov);
+  free(o->ends);
+}
+
+/* Pack reqs[0..n) under the request ids of ps[] (NULL: one-way, id 0).
+ * 0, HPL_EINVAL (a payload length without a payload) or HPL_ENOMEM. */
+static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pending *const *ps) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (reqs[i].plen && !reqs[i].payload) return HPL_EINVAL;
+    total += HPL__FRAME_HDR_LEN + (reqs[i].m ? protobuf_c_message_get_packed_size(reqs[i].m) : 0);
+  }
+  *o = (outgoing){.packed = malloc(total), .iov = malloc(2 * n * sizeof *o->iov),
+                  .ends = malloc(n * sizeof *o->ends)};
+  if (!o->packed || !o->iov || !o->ends) {
+    outgoing_free(o);
+    return HPL_ENOMEM;
+  }
+  uint8_t *at = o->packed;
+  size_t end = 0;
+  struct iovec *cur = NULL; /* the iovec that headers go on extending */
+  for (size_t i = 0; i < n; i++) {
+    const hpl__crpc_req *q = &reqs[i];
+    size_t mlen = q->m ? protobuf_c_message_pack(q->m, at + HPL__FRAME_HDR_LEN) : 0;
+    hpl__frame_hdr h = {.type = (uint16_t)q->type, .msg_len = (uint32_t)mlen,
+                        .req_id = ps ? ps[i]->id : 0, .payload_len = q->plen};
+    hpl__frame_encode_hdr(&h, at);
+    if (!cur) {
+      cur = &o->iov[o->niov++];
+      *cur = (struct iovec){.iov_base = at, .iov_len = 0};
+    }
+    cur->iov_len += HPL__FRAME_HDR_LEN + mlen;
+    at += HPL__FRAME_HDR_LEN + mlen;
+    if (q->plen) {
+      o->iov[o->niov++] = (struct iovec){.iov_base = (void *)q->payload, .iov_len = q->plen};
+      cur = NULL;
+    }
+    end += HPL__FRAME_HDR_LEN + mlen + q->plen;
+    o->ends[i] = end;
+  }
   return 0;
 }
 
-/* Send one frame whole or break the handle: a frame cut off part-way would
- * misframe everything after it. Nothing goes out once the deadline has
- * passed. 0, HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
-static int send_frame(hpl__crpc *r, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
-                      uint64_t deadline) {
+/* Send the frames of reqs[0..n) (request ids from ps[], NULL: one-way)
+ * whole, in order, before the deadline; *done is how many went out whole.
+ * One writer at a time, so frames never interleave; a frame cut off
+ * part-way breaks the handle, as it would misframe everything after it.
+ * Nothing goes out once the deadline has passed. 0, HPL_EINVAL,
+ * HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
+static int send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pending *const *ps,
+                       uint64_t deadline, size_t *done) {
+  *done = 0;
   if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
-  size_t len;
-  uint8_t *frame = hpl__msg_frame(type, req_id, m, 0, &len);
-  if (!frame) return HPL_ENOMEM;
+  outgoing o;
+  int rc = outgoing_pack(&o, reqs, n, ps);
+  if (rc) return rc;
   if (hpl__turn_take(&r->writer, deadline) != 0) {
-    free(frame);
+    outgoing_free(&o);
     return HPL_ETIMEDOUT; /* another writer held the socket until our deadline */
   }
   pthread_mutex_lock(&r->lock);
-  int rc = r->broken ? HPL_ECONN : 0;
+  rc = r->broken ? HPL_ECONN : 0;
   pthread_mutex_unlock(&r->lock);
   size_t sent = 0;
   int err = 0;
-  if (rc == 0) rc = write_all(r->fd, frame, len, deadline, &sent, &err);
+  if (rc == 0) rc = write_iov(r->fd, o.iov, o.niov, deadline, &sent, &err);
+  while (*done < n && o.ends[*done] <= sent) ++*done;
+  size_t whole = *done ? o.ends[*done - 1] : 0;
   pthread_mutex_lock(&r->lock);
   if (rc == HPL_ECONN && err) {
     char eb[96];
-    break_locked(r, "cannot send %s: %s", hpl__msg_name(type), errstr(err, eb, sizeof eb));
-  } else if (rc == HPL_ETIMEDOUT && sent > 0) {
-    break_locked(r, "sending %s timed out after %zu of its %zu bytes", hpl__msg_name(type), sent,
-                 len);
+    break_locked(r, "cannot send %s: %s", hpl__msg_name(reqs[*done].type),
+                 errstr(err, eb, sizeof eb));
+  } else if (rc == HPL_ETIMEDOUT && sent > whole) {
+    break_locked(r, "sending %s timed out after %zu of its %zu bytes",
+                 hpl__msg_name(reqs[*done].type), sent - whole, o.ends[*done] - whole);
   }
   pthread_mutex_unlock(&r->lock);
   hpl__turn_give(&r->writer);
-  free(frame);
+  outgoing_free(&o);
   return rc;
+}
+
+/* Send a one-way frame (request id 0), as send_frames. */
+static int send_note(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline) {
+  hpl__crpc_req q = {.type = type, .m = m};
+  size_t done;
+  return send_frames(r, &q, 1, NULL, deadline, &done);
 }
 
 /* ------------------------------------------------------------------ delivery */
@@ -153,7 +234,7 @@ static void drop_orphan(hpl__crpc *r, hpl__crpc_msg *m) {
     if (g && g->status == 0) {
       Hplpb__HandleReq rel = HPLPB__HANDLE_REQ__INIT;
       rel.handle = g->handle;
-      send_frame(r, HPL__MSG_RELEASE, 0, &rel.base, hpl__deadline_ms(CRPC_RELEASE_MS));
+      send_note(r, HPL__MSG_RELEASE, &rel.base, hpl__deadline_ms(CRPC_RELEASE_MS));
     }
     if (g) protobuf_c_message_free_unpacked(&g->base, NULL);
   }
@@ -332,40 +413,49 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
   return 0;
 }
 
-/* Register a waiter: for a fresh request id, or (fresh == 0) for id 0, the
- * frame nobody asked for. NULL with *rc set if the handle is broken or
- * memory is short. */
-static pending *wait_for(hpl__crpc *r, int fresh, int *rc) {
-  pending *p = calloc(1, sizeof *p);
-  if (!p) {
-    *rc = HPL_ENOMEM;
-    return NULL;
-  }
+/* Register waiters ps[0..n): under fresh request ids, or (fresh == 0, n
+ * == 1) for id 0, the frame nobody asked for. 0, or HPL_ENOMEM or HPL_ECONN
+ * (the handle is broken) with nothing registered. */
+static int enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
+  for (size_t i = 0; i < n; i++)
+    if (!(ps[i] = calloc(1, sizeof *ps[i]))) {
+      while (i--) free(ps[i]);
+      return HPL_ENOMEM;
+    }
   pthread_mutex_lock(&r->lock);
-  if (r->broken) {
-    pthread_mutex_unlock(&r->lock);
-    free(p);
-    *rc = HPL_ECONN;
-    return NULL;
+  int rc = r->broken ? HPL_ECONN : 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    if (fresh) {
+      if (++r->next_id == 0) ++r->next_id; /* 0 is for frames nobody asked for */
+      ps[i]->id = r->next_id;
+    }
+    HASH_ADD(hh, r->pending, id, sizeof ps[i]->id, ps[i]);
   }
-  if (fresh) {
-    if (++r->next_id == 0) ++r->next_id; /* 0 is for frames nobody asked for */
-    p->id = r->next_id;
-  }
-  HASH_ADD(hh, r->pending, id, sizeof p->id, p);
   pthread_mutex_unlock(&r->lock);
-  return p;
+  if (rc)
+    for (size_t i = 0; i < n; i++) free(ps[i]);
+  return rc;
 }
 
-/* After the request went out (rc == 0) wait for p's reply; then unregister
- * p and pass the reply (or the error) on. */
-static int finish(hpl__crpc *r, pending *p, int rc, uint64_t deadline, hpl__crpc_msg *out) {
+/* Unregister and free waiters whose requests never went out (a reply
+ * cannot have come for them). */
+static void unlist(hpl__crpc *r, pending **ps, size_t n) {
   pthread_mutex_lock(&r->lock);
-  if (rc == 0) {
-    rc = await_locked(r, p, deadline);
-    if (p->done) rc = p->status; /* a reply that made it beats a timeout */
-    else if (rc == 0) rc = HPL_ECONN;
+  for (size_t i = 0; i < n; i++) HASH_DEL(r->pending, ps[i]);
+  pthread_mutex_unlock(&r->lock);
+  for (size_t i = 0; i < n; i++) {
+    hpl__crpc_msg_free(&ps[i]->msg);
+    free(ps[i]);
   }
+}
+
+/* Wait for p's reply (its request went out); then unregister and free p
+ * and pass the reply (or the error) on. */
+static int finish(hpl__crpc *r, pending *p, uint64_t deadline, hpl__crpc_msg *out) {
+  pthread_mutex_lock(&r->lock);
+  int rc = await_locked(r, p, deadline);
+  if (p->done) rc = p->status; /* a reply that made it beats a timeout */
+  else if (rc == 0) rc = HPL_ECONN;
   HASH_DEL(r->pending, p);
   pthread_mutex_unlock(&r->lock);
   if (rc == 0) *out = p->msg;
@@ -413,23 +503,41 @@ void hpl__crpc_free(hpl__crpc *r) {
   free(r);
 }
 
+int hpl__crpc_start(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
+                    hpl__crpc_ticket **tickets, size_t *started) {
+  *started = 0;
+  if (n == 0) return 0;
+  if (n > HPL__CRPC_MAX_BATCH) return HPL_EINVAL;
+  /* registered before anything is sent: another thread reading the socket
+   * may see the replies before this call returns */
+  int rc = enlist(r, tickets, n, 1);
+  if (rc) return rc;
+  rc = send_frames(r, reqs, n, tickets, deadline, started);
+  if (*started < n) unlist(r, tickets + *started, n - *started);
+  return rc;
+}
+
+int hpl__crpc_finish(hpl__crpc *r, hpl__crpc_ticket *t, uint64_t deadline, hpl__crpc_msg *out) {
+  return finish(r, t, deadline, out);
+}
+
 int hpl__crpc_call(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline,
                    hpl__crpc_msg *out) {
-  int rc = 0;
-  pending *p = wait_for(r, 1, &rc);
-  if (!p) return rc;
-  return finish(r, p, send_frame(r, type, p->id, m, deadline), deadline, out);
+  hpl__crpc_req q = {.type = type, .m = m};
+  hpl__crpc_ticket *t;
+  size_t started;
+  int rc = hpl__crpc_start(r, &q, 1, deadline, &t, &started);
+  return started ? finish(r, t, deadline, out) : rc;
 }
 
 int hpl__crpc_send(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline) {
-  return send_frame(r, type, 0, m, deadline);
+  return send_note(r, type, m, deadline);
 }
 
 int hpl__crpc_greeting(hpl__crpc *r, uint64_t deadline, hpl__crpc_msg *out) {
-  int rc = 0;
-  pending *p = wait_for(r, 0, &rc);
-  if (!p) return rc;
-  return finish(r, p, 0, deadline, out);
+  pending *p;
+  int rc = enlist(r, &p, 1, 0);
+  return rc ? rc : finish(r, p, deadline, out);
 }
 
 int hpl__crpc_take_fds(hpl__crpc *r, int *fds, int max) {

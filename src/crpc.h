@@ -23,11 +23,16 @@
  * Deadlines are absolute hpl__now_ms() values (UINT64_MAX: none); no call
  * blocks past its deadline. The layer never prints.
  *
+ * Several requests may be in flight on one handle, from several threads or
+ * from one: hpl__crpc_start() sends a batch of requests (in as few writes
+ * as it can) and returns a ticket per request; hpl__crpc_finish() waits
+ * for one ticket's reply. hpl__crpc_call() is the two in one.
+ *
  * Where later work fits: an authentication handshake would be one more
  * step of hpl__crpc_new() (or of the connecting code just before it), as no
- * frame has crossed the socket then; several requests may already be in
- * flight on one handle; frames the peer sends unasked carry request id 0
- * and are dropped today unless hpl__crpc_greeting() waits for one.
+ * frame has crossed the socket then; frames the peer sends unasked carry
+ * request id 0 and are dropped today unless hpl__crpc_greeting() waits for
+ * one.
  */
 #ifndef HPL_CRPC_H
 #define HPL_CRPC_H
@@ -76,8 +81,42 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out);
  * NULL is a no-op. Must not race with any other call on the handle. */
 void hpl__crpc_free(hpl__crpc *r);
 
+/* One request of a batch for hpl__crpc_start(). */
+typedef struct hpl__crpc_req {
+  unsigned type;
+  const ProtobufCMessage *m; /* NULL: an empty message */
+  const void *payload;       /* plen bytes sent after the message; NULL if plen is 0 */
+  uint64_t plen;
+} hpl__crpc_req;
+
+/* A request that went out and whose reply nobody has taken yet. */
+typedef struct hpl__crpc_ticket hpl__crpc_ticket;
+
+/* Most requests one hpl__crpc_start() takes. */
+#define HPL__CRPC_MAX_BATCH 4096
+
+/* Send reqs[0..n) (n <= HPL__CRPC_MAX_BATCH), each under a fresh request
+ * id, in order and in as few writes as the socket takes, without waiting
+ * for any reply. Messages and payloads are only read during the call.
+ * *started is how many requests went out whole: tickets[0..*started) are
+ * theirs, and each must be passed to hpl__crpc_finish() exactly once (the
+ * handle must outlive them). The requests from *started on were not sent.
+ * Returns 0 (*started == n), or why the rest did not go out: HPL_EINVAL
+ * (n too large; nothing sent), HPL_ENOMEM (nothing sent), HPL_ETIMEDOUT (the
+ * deadline passed; a request cut off part-way also breaks the handle),
+ * HPL_ECONN (the handle is or became broken). */
+int hpl__crpc_start(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
+                    hpl__crpc_ticket **tickets, size_t *started);
+
+/* Wait until the deadline for the reply to a started request, and free
+ * the ticket either way. Tickets may be finished in any order and from any
+ * thread; replies that arrive for other tickets meanwhile are kept for
+ * them. Result and *out as for hpl__crpc_call(). */
+int hpl__crpc_finish(hpl__crpc *r, hpl__crpc_ticket *t, uint64_t deadline, hpl__crpc_msg *out);
+
 /* Send request `type` with message `m` (NULL: empty) under a fresh request
- * id and wait for the reply echoing it. On success (0) *out is the reply,
+ * id and wait for the reply echoing it (hpl__crpc_start of one request,
+ * then hpl__crpc_finish). On success (0) *out is the reply,
  * owned by the caller, whatever its type; interpreting it is the caller's
  * business. Errors, *out untouched:
  *   HPL_ENOMEM     no memory for the request, or for the reply (the reply

@@ -114,6 +114,7 @@ static void proxy(store *s, st_client *cl, const hpl__frame_hdr *h, ProtobufCMes
 static const char *req_id_of(unsigned type, ProtobufCMessage *m) {
   switch (type) {
     case HPL__MSG_CREATE: return ((Hplpb__CreateReq *)m)->id;
+    case HPL__MSG_PUT: return ((Hplpb__PutReq *)m)->id;
     case HPL__MSG_GET: return ((Hplpb__GetReq *)m)->id;
     case HPL__MSG_CONTAINS:
     case HPL__MSG_STAT:
@@ -125,10 +126,9 @@ static const char *req_id_of(unsigned type, ProtobufCMessage *m) {
 
 static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                             const uint8_t *payload, uint64_t plen) {
-  (void)payload;
   st_client *cl = hpl__conn_data(c);
   store *s = cl->s;
-  if (plen) {
+  if (plen && h->type != HPL__MSG_PUT) { /* only a PUT carries bytes */
     hpl__conn_fail(c, "unexpected payload");
     return;
   }
@@ -141,6 +141,7 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     case HPL__MSG_CREATE: put_create(s, cl, h->req_id, (Hplpb__CreateReq *)m); break;
     case HPL__MSG_PROGRESS: put_progress(s, cl, (Hplpb__ProgressNote *)m); break;
     case HPL__MSG_SEAL: put_seal(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
+    case HPL__MSG_PUT: put_whole(s, cl, h->req_id, (Hplpb__PutReq *)m, payload, plen); break;
     case HPL__MSG_ABORT: put_abort(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
     case HPL__MSG_GET: {
       Hplpb__GetReq *g = (Hplpb__GetReq *)m;
@@ -287,7 +288,8 @@ void clients_serve(store *s, uv_stream_t *p) {
   }
   char label[48];
   snprintf(label, sizeof label, "client-%llu", (unsigned long long)cl->id);
-  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = 0,
+  /* a PUT's payload is at most the inline limit the HELLO told */
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = s->inline_max,
                              .max_type = HPL__MSG_MAX_},
                      .on_frame = client_on_frame,
                      .on_close = client_on_close,

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <utlist.h>
 
 #include "dirlink.h"
@@ -13,8 +14,9 @@
 typedef enum put_state {
   PUT_ANNOUNCING,  /* large object: LOC_ADD(partial, origin) out; CREATE not answered yet */
   PUT_WRITING,     /* the client writes (CREATE answered) */
-  PUT_INLINING,    /* SEAL of a small object: INLINE_PUT out */
-  PUT_REGISTERING, /* SEAL, the inline cache was full: LOC_ADD(complete, origin) out */
+  PUT_INLINING,    /* SEAL (or PUT) of a small object: INLINE_PUT out */
+  PUT_REGISTERING, /* SEAL (or PUT) of an object not yet advertised - the inline cache was
+                    * full, or it is larger than the inline limit: LOC_ADD(complete, origin) out */
   PUT_ENDED,       /* sealed or undone; freed once no request is out */
 } put_state;
 
@@ -23,9 +25,10 @@ typedef struct st_put {
   store *s;
   st_obj *o;      /* referenced: the creator's reference */
   st_client *cl;  /* referenced */
-  uint64_t req;   /* the CREATE or SEAL waiting for the directory */
+  uint64_t req;   /* the CREATE, SEAL or PUT waiting for the directory */
   put_state state;
   int asking;     /* a directory request is out */
+  int whole;      /* a PUT: created, filled and sealed by one request, answered once */
 } st_put;
 
 static void put_free_maybe(st_put *p) {
@@ -101,7 +104,11 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
   int status = rep->status;
   p->asking = 0;
   const char *detail = *rep->detail ? rep->detail : hpl_strerror(status);
-  if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !p->cl->closed && o->in_table) {
+  /* A client that left takes its unsealed object with it; a PUT carried
+   * the whole object, so it is carried out all the same (like any request
+   * that arrived whole), only nobody hears. */
+  int abandoned = p->cl->closed && !p->whole;
+  if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !abandoned && o->in_table) {
     /* the directory's inline cache is full: register an ordinary copy */
     p->state = PUT_REGISTERING;
     if (put_announce(p, 1, -1) == 0) return;
@@ -109,7 +116,7 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
     detail = "out of memory";
   }
   int creating = p->state == PUT_ANNOUNCING;
-  if (p->state == PUT_ENDED || p->cl->closed || !o->in_table) {
+  if (p->state == PUT_ENDED || abandoned || !o->in_table) {
     /* aborted, client gone, or object deleted meanwhile: a location the
      * directory just recorded for us must go again */
     if (status == 0) dirlink_loc_remove(s, o->id);
@@ -138,43 +145,61 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
   put_free_maybe(p);
 }
 
-void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
+/* Refuse a CREATE (with a CreateRep) or a PUT (with a Reply). */
+static void put_refuse(st_client *cl, uint64_t req, int whole, int status, const char *detail) {
+  if (whole)
+    session_reply(cl, req, status, detail);
+  else
+    send_create_err(cl, req, status, detail);
+}
+
+/* A new object `id` of `size` bytes being put by the client, its room in
+ * the pool allocated. NULL if it cannot be (the request is refused). */
+static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, uint64_t size,
+                         int whole) {
   char detail[400];
-  if (m->size > hpl__pool_capacity(s->pool)) {
+  if (size > hpl__pool_capacity(s->pool)) {
     char a[32], b[32];
-    snprintf(detail, sizeof detail, "object '%s' of %s is larger than the whole pool (%s)", m->id,
-             hpl__fmt_bytes(m->size, a, sizeof a),
+    snprintf(detail, sizeof detail, "object '%s' of %s is larger than the whole pool (%s)", id,
+             hpl__fmt_bytes(size, a, sizeof a),
              hpl__fmt_bytes(hpl__pool_capacity(s->pool), b, sizeof b));
-    send_create_err(cl, req, HPL_ENOMEM, detail);
-    return;
+    put_refuse(cl, req, whole, HPL_ENOMEM, detail);
+    return NULL;
   }
-  if (store_find(s, m->id)) {
-    snprintf(detail, sizeof detail, "object '%s' already exists on this node", m->id);
-    send_create_err(cl, req, HPL_EEXIST, detail);
-    return;
+  if (store_find(s, id)) {
+    snprintf(detail, sizeof detail, "object '%s' already exists on this node", id);
+    put_refuse(cl, req, whole, HPL_EEXIST, detail);
+    return NULL;
   }
   st_put *p = calloc(1, sizeof *p);
-  st_obj *o = p ? store_obj_new(s, m->id, OBJ_CREATING) : NULL;
+  st_obj *o = p ? store_obj_new(s, id, OBJ_CREATING) : NULL;
   if (!o) {
     free(p);
-    send_create_err(cl, req, HPL_ENOMEM, "out of memory");
-    return;
+    put_refuse(cl, req, whole, HPL_ENOMEM, "out of memory");
+    return NULL;
   }
-  int rc = store_obj_alloc(s, o, m->size, detail, sizeof detail);
+  int rc = store_obj_alloc(s, o, size, detail, sizeof detail);
   if (rc) {
     free(p);
     store_obj_detach(s, o);
-    send_create_err(cl, req, rc, detail);
-    return;
+    put_refuse(cl, req, whole, rc, detail);
+    return NULL;
   }
   p->s = s;
   p->o = o;
   p->cl = cl;
   p->req = req;
+  p->whole = whole;
   store_obj_ref(o);
   session_ref(cl);
   o->put = p;
   DL_APPEND(cl->puts, p);
+  return p;
+}
+
+void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
+  st_put *p = put_begin(s, cl, req, m->id, m->size, 0);
+  if (!p) return;
   if (m->size <= s->inline_max) {
     p->state = PUT_WRITING;
     send_create_rep(p);
@@ -203,34 +228,69 @@ void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m) {
   store_obj_progress(s, p->o, m->bytes);
 }
 
+/* Seal the put's object, whose bytes are all written, for request `req`:
+ * a small object not yet known to the directory goes to its inline cache,
+ * a larger one is registered as a complete copy (both answer once the
+ * directory did), an announced one is complete at once. */
+static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
+  store *s = p->s;
+  st_obj *o = p->o;
+  p->req = req;
+  if (!o->in_table) {
+    session_reply(p->cl, req, HPL_ESTATE, "object was deleted before it was sealed");
+    p->state = PUT_ENDED;
+    put_free_maybe(p);
+    return;
+  }
+  o->progress = o->size;
+  if (o->advertised) {
+    put_finish(p);
+    put_free_maybe(p);
+    return;
+  }
+  int rc;
+  if (o->size <= s->inline_max) {
+    Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+    ip.id = o->id;
+    ip.size = o->size;
+    p->state = PUT_INLINING;
+    rc = put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, timeout_ms);
+  } else { /* a PUT sized for an inline limit the directory has lowered since */
+    p->state = PUT_REGISTERING;
+    rc = put_announce(p, 1, timeout_ms);
+  }
+  if (rc == 0) return;
+  session_reply(p->cl, req, HPL_ENOMEM, "out of memory");
+  if (p->whole) { /* nobody holds a handle to abort it with */
+    put_undo(p, HPL_ENOMEM, "out of memory");
+    put_free_maybe(p);
+  } else {
+    p->state = PUT_WRITING; /* the client may seal again, or abort */
+  }
+}
+
 void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
   st_put *p = writing(s, cl, m->handle);
   if (!p) {
     session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
     return;
   }
-  st_obj *o = p->o;
-  p->req = req;
-  if (!o->in_table) {
-    session_reply(cl, req, HPL_ESTATE, "object was deleted before it was sealed");
-    p->state = PUT_ENDED;
-    put_free_maybe(p);
+  put_seal_now(p, req, m->timeout_ms);
+}
+
+void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
+               uint64_t plen) {
+  if (plen != m->size) {
+    char detail[160];
+    snprintf(detail, sizeof detail, "PUT of %llu bytes came with %llu bytes",
+             (unsigned long long)m->size, (unsigned long long)plen);
+    session_reply(cl, req, HPL_EINVAL, detail);
     return;
   }
-  o->progress = o->size;
-  if (o->size <= s->inline_max && !o->advertised) {
-    Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
-    ip.id = o->id;
-    ip.size = o->size;
-    p->state = PUT_INLINING;
-    if (put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, m->timeout_ms) != 0) {
-      p->state = PUT_WRITING;
-      session_reply(cl, req, HPL_ENOMEM, "out of memory");
-    }
-    return;
-  }
-  put_finish(p);
-  put_free_maybe(p);
+  st_put *p = put_begin(s, cl, req, m->id, m->size, 1);
+  if (!p) return;
+  if (plen) memcpy(p->o->data, payload, plen);
+  put_seal_now(p, req, m->timeout_ms);
 }
 
 static void abort_acked(store *s, const dl_reply *rep, void *arg) {

@@ -9,6 +9,13 @@
  * A put hangs off its object (o->put) and its client (cl->puts) and holds
  * a reference on both until it ends.
  *
+ * A PUT is the three in one for an object of at most the inline limit:
+ * its bytes come with the request, the object is sealed at once and the
+ * client hears once, with a Reply, when the directory took it (or why
+ * not). Having arrived whole, a PUT is carried out even if its client
+ * leaves before the answer; an object a client was still writing or
+ * sealing goes with the client.
+ *
  * Callers: clients.c (dispatch, a client leaving).
  */
 #ifndef HPL_STORE_PUT_H
@@ -23,6 +30,9 @@
 void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m);
 void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m);
 void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m);
+/* PUT: `payload` (plen bytes, which must be m->size) is the object. */
+void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
+               uint64_t plen);
 /* Answers once the directory has forgotten the copy (req 0: no answer). */
 void put_abort(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m);
 

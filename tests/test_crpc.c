@@ -27,21 +27,18 @@
 #include "hoplite.h"
 #include "proto.h"
 #include "util.h"
+#include "wirepeer.h"
 
 /* ------------------------------------------------------------------ the peer */
 
-typedef struct frame {
-  hpl__frame_hdr h;
-  ProtobufCMessage *m; /* unpacked, NULL if it did not decode */
-} frame;
+typedef wp_frame frame;
 
 typedef struct peer peer;
 struct peer {
-  int fd; /* the peer's end; -1 once the script closed it */
+  wp_peer w; /* its end of the socketpair (-1 once the script closed it), what went wrong */
   pthread_t th;
   void (*script)(peer *);
   sem_t go; /* the test lets the script continue */
-  char bad[256]; /* what went wrong in the script, "" if nothing */
   /* what scripts record */
   uint64_t release_handle;
   uint64_t release_req;
@@ -50,98 +47,19 @@ struct peer {
   unsigned types[8];
 };
 
-static void peer_bad(peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void peer_bad(peer *p, const char *fmt, ...) {
-  if (p->bad[0]) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->bad, sizeof p->bad, fmt, ap);
-  va_end(ap);
-}
+#define peer_bad(p, ...) wp_bad(&(p)->w, __VA_ARGS__)
+#define peer_read(p, f) wp_read(&(p)->w, f)
+#define peer_expect(p, type, f) wp_expect(&(p)->w, type, f)
+#define frame_free wp_free
+#define write_exact wp_write_exact
 
-static int read_exact(int fd, void *buf, size_t n) {
-  uint8_t *b = buf;
-  while (n) {
-    ssize_t k = read(fd, b, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    b += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-static int write_exact(int fd, const void *buf, size_t n) {
-  const uint8_t *b = buf;
-  while (n) {
-    ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    b += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-/* Read one whole frame (requests carry no payload). 0 or -1. */
-static int peer_read(peer *p, frame *f) {
-  static const hpl__frame_limits lim = {
-      .max_msg = 16u << 20, .max_payload = 0, .max_type = HPL__MSG_MAX_};
-  uint8_t hdr[HPL__FRAME_HDR_LEN];
-  if (read_exact(p->fd, hdr, sizeof hdr) != 0) return -1;
-  if (hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &f->h, NULL) != 0) {
-    peer_bad(p, "the client sent a bad frame header");
-    return -1;
-  }
-  uint8_t *msg = malloc(f->h.msg_len + 1);
-  if (!msg || read_exact(p->fd, msg, f->h.msg_len) != 0) {
-    free(msg);
-    return -1;
-  }
-  f->m = hpl__msg_unpack(f->h.type, msg, f->h.msg_len);
-  free(msg);
-  if (!f->m) peer_bad(p, "undecodable %s from the client", hpl__msg_name(f->h.type));
-  return 0;
-}
-
-/* Read a frame that must be of `type`. */
-static int peer_expect(peer *p, unsigned type, frame *f) {
-  if (peer_read(p, f) != 0) {
-    peer_bad(p, "no %s arrived", hpl__msg_name(type));
-    return -1;
-  }
-  if (f->h.type != type) {
-    peer_bad(p, "got %s, wanted %s", hpl__msg_name(f->h.type), hpl__msg_name(type));
-    return -1;
-  }
-  return 0;
-}
-
-static void frame_free(frame *f) {
-  if (f->m) protobuf_c_message_free_unpacked(f->m, NULL);
-  f->m = NULL;
-}
-
-/* Send a frame with an optional payload, in pieces of `piece` bytes (0:
- * one write) with a short pause between them. */
 static void peer_send_split(peer *p, unsigned type, uint64_t req, const ProtobufCMessage *m,
                             const void *payload, size_t plen, size_t piece) {
-  size_t len;
-  uint8_t *f = hpl__msg_frame(type, req, m, plen, &len);
-  f = realloc(f, len + plen);
-  if (plen) memcpy(f + len, payload, plen);
-  len += plen;
-  if (!piece) piece = len;
-  for (size_t off = 0; off < len; off += piece) {
-    if (off) usleep(20000);
-    if (write_exact(p->fd, f + off, len - off < piece ? len - off : piece) != 0)
-      peer_bad(p, "cannot write to the client");
-  }
-  free(f);
+  wp_send(&p->w, type, req, m, payload, plen, piece);
 }
 
 static void peer_send(peer *p, unsigned type, uint64_t req, const ProtobufCMessage *m) {
-  peer_send_split(p, type, req, m, NULL, 0, 0);
+  wp_send(&p->w, type, req, m, NULL, 0, 0);
 }
 
 static void get_rep(peer *p, uint64_t req, int status, uint64_t handle) {
@@ -171,7 +89,7 @@ static void start(peer *p, void (*script)(peer *), const hpl__crpc_opts *o) {
   struct timeval tv = {.tv_sec = 10};
   setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a lost test ends */
   assert_int_equal(hpl__crpc_new(sv[0], o, &R), 0);
-  p->fd = sv[1];
+  p->w.fd = sv[1];
   p->script = script;
   sem_init(&p->go, 0, 0);
   assert_int_equal(pthread_create(&p->th, NULL, peer_main, p), 0);
@@ -180,11 +98,11 @@ static void start(peer *p, void (*script)(peer *), const hpl__crpc_opts *o) {
 /* Join the peer, check it had no complaint, free the handle. */
 static void finish(peer *p) {
   pthread_join(p->th, NULL);
-  if (p->fd >= 0) close(p->fd);
+  if (p->w.fd >= 0) close(p->w.fd);
   sem_destroy(&p->go);
   hpl__crpc_free(R);
   R = NULL;
-  if (p->bad[0]) fail_msg("peer: %s", p->bad);
+  if (p->w.bad[0]) fail_msg("peer: %s", p->w.bad);
 }
 
 static uint64_t ms_since(uint64_t t0) { return hpl__now_ms() - t0; }
@@ -332,8 +250,8 @@ static void script_close(peer *p) {
     if (peer_expect(p, HPL__MSG_GET, &f) != 0) return;
     frame_free(&f);
   }
-  close(p->fd);
-  p->fd = -1;
+  close(p->w.fd);
+  p->w.fd = -1;
 }
 
 /* Every later call and send on a broken handle fails at once. */
@@ -370,7 +288,7 @@ static void script_garbage(peer *p) {
   frame_free(&f);
   uint8_t junk[64];
   for (int i = 0; i < 64; i++) junk[i] = (uint8_t)(i * 31 + 5);
-  write_exact(p->fd, junk, sizeof junk);
+  write_exact(p->w.fd, junk, sizeof junk);
 }
 
 static void test_garbage_breaks_the_handle(void **state) {
@@ -392,7 +310,7 @@ static void script_deaf(peer *p) {
   sem_wait(&p->go);
   uint8_t buf[65536];
   for (;;) {
-    ssize_t n = read(p->fd, buf, sizeof buf);
+    ssize_t n = read(p->w.fd, buf, sizeof buf);
     if (n > 0) continue;
     p->saw_eof = n == 0;
     return;
@@ -573,7 +491,7 @@ static void script_hello(peer *p) {
   cm->cmsg_type = SCM_RIGHTS;
   cm->cmsg_len = CMSG_LEN(sizeof fds);
   memcpy(CMSG_DATA(cm), fds, sizeof fds);
-  if (sendmsg(p->fd, &msg, MSG_NOSIGNAL) != (ssize_t)len) peer_bad(p, "sendmsg failed");
+  if (sendmsg(p->w.fd, &msg, MSG_NOSIGNAL) != (ssize_t)len) peer_bad(p, "sendmsg failed");
   for (int i = 0; i < 3; i++) close(fds[i]);
   free(f);
 }
@@ -667,6 +585,137 @@ static void test_replies_with_payloads(void **state) {
   finish(&p);
 }
 
+/* ------------------------------------------------------------------ batches */
+
+#define NBATCH 5
+
+/* Every request of the batch arrives before any answer goes out; then the
+ * answers, in reverse order (handle 1000 + the number in the id). */
+static void script_batch(peer *p) {
+  frame f[NBATCH];
+  for (int i = 0; i < NBATCH; i++)
+    if (peer_expect(p, HPL__MSG_GET, &f[i]) != 0) return;
+  for (int i = NBATCH - 1; i >= 0; i--) {
+    get_rep(p, f[i].h.req_id, 0, 1000 + (uint64_t)atoi(((Hplpb__GetReq *)f[i].m)->id + 4));
+    frame_free(&f[i]);
+  }
+}
+
+typedef struct finisher {
+  pthread_t th;
+  hpl__crpc_ticket *t;
+  int rc;
+  uint64_t handle;
+} finisher;
+
+static int ticket_handle(hpl__crpc_ticket *t, uint64_t *handle) {
+  hpl__crpc_msg m;
+  int rc = hpl__crpc_finish(R, t, hpl__deadline_ms(5000), &m);
+  if (rc) return rc;
+  Hplpb__GetRep *g = (Hplpb__GetRep *)hpl__crpc_msg_unpack(&m, HPL__MSG_GET_REP);
+  hpl__crpc_msg_free(&m);
+  if (!g) return HPL_EPROTO;
+  *handle = g->handle;
+  protobuf_c_message_free_unpacked(&g->base, NULL);
+  return 0;
+}
+
+static void *finisher_main(void *arg) {
+  finisher *f = arg;
+  f->rc = ticket_handle(f->t, &f->handle);
+  return NULL;
+}
+
+/* One thread sends a batch; its tickets are finished in any order, one of
+ * them by another thread. */
+static void test_batch_tickets_any_order(void **state) {
+  (void)state;
+  peer p;
+  start(&p, script_batch, &store_like);
+  Hplpb__GetReq g[NBATCH];
+  hpl__crpc_req q[NBATCH];
+  char ids[NBATCH][16];
+  for (int i = 0; i < NBATCH; i++) {
+    hplpb__get_req__init(&g[i]);
+    snprintf(ids[i], sizeof ids[i], "obj-%d", i);
+    g[i].id = ids[i];
+    q[i] = (hpl__crpc_req){.type = HPL__MSG_GET, .m = &g[i].base};
+  }
+  hpl__crpc_ticket *t[NBATCH];
+  size_t started;
+  assert_int_equal(hpl__crpc_start(R, q, NBATCH, hpl__deadline_ms(5000), t, &started), 0);
+  assert_int_equal(started, NBATCH);
+  finisher other = {.t = t[2]};
+  assert_int_equal(pthread_create(&other.th, NULL, finisher_main, &other), 0);
+  static const int order[] = {4, 0, 3, 1};
+  for (int k = 0; k < 4; k++) {
+    uint64_t h = 0;
+    assert_int_equal(ticket_handle(t[order[k]], &h), 0);
+    assert_int_equal(h, 1000 + (uint64_t)order[k]);
+  }
+  pthread_join(other.th, NULL);
+  assert_int_equal(other.rc, 0);
+  assert_int_equal(other.handle, 1002);
+  /* nothing to send, too much to send */
+  assert_int_equal(hpl__crpc_start(R, q, 0, hpl__deadline_ms(5000), t, &started), 0);
+  assert_int_equal(started, 0);
+  assert_int_equal(hpl__crpc_start(R, q, HPL__CRPC_MAX_BATCH + 1, hpl__deadline_ms(5000), t,
+                                   &started), HPL_EINVAL);
+  assert_null(hpl__crpc_broken(R));
+  finish(&p);
+}
+
+/* Read nothing until told, then count every byte until the stream ends. */
+static size_t deaf_bytes;
+static void script_deaf_count(peer *p) {
+  sem_wait(&p->go);
+  uint8_t buf[65536];
+  ssize_t n;
+  while ((n = read(p->w.fd, buf, sizeof buf)) > 0) deaf_bytes += (size_t)n;
+}
+
+/* A batch bigger than the socket takes, to a peer that reads nothing: the
+ * frames that went out whole have tickets, the call says why the rest did
+ * not, and a frame cut off part-way broke the handle. */
+static void test_batch_cut_off(void **state) {
+  (void)state;
+  enum { N = 64, PL = 32768 };
+  peer p;
+  deaf_bytes = 0;
+  start(&p, script_deaf_count, &store_like);
+  static uint8_t payload[PL];
+  Hplpb__PutReq m = HPLPB__PUT_REQ__INIT;
+  m.id = "x";
+  m.size = PL;
+  hpl__crpc_req q[N];
+  for (int i = 0; i < N; i++)
+    q[i] = (hpl__crpc_req){.type = HPL__MSG_PUT, .m = &m.base, .payload = payload, .plen = PL};
+  size_t flen = HPL__FRAME_HDR_LEN + protobuf_c_message_get_packed_size(&m.base) + PL;
+  hpl__crpc_ticket *t[N];
+  size_t started;
+  uint64_t t0 = hpl__now_ms();
+  assert_int_equal(hpl__crpc_start(R, q, N, hpl__deadline_ms(200), t, &started), HPL_ETIMEDOUT);
+  assert_true(ms_since(t0) < 2000);
+  assert_true(started > 0 && started < N);
+  const char *why = hpl__crpc_broken(R);
+  for (size_t i = 0; i < started; i++) {
+    hpl__crpc_msg r;
+    assert_int_equal(hpl__crpc_finish(R, t[i], hpl__deadline_ms(100), &r),
+                     why ? HPL_ECONN : HPL_ETIMEDOUT);
+  }
+  if (!why) hpl__crpc_free(R), R = NULL; /* ended exactly on a frame: close it ourselves */
+  else assert_non_null(strstr(why, "timed out after"));
+  sem_post(&p.go);
+  pthread_join(p.th, NULL);
+  /* whole frames for the tickets, then at most part of one more */
+  assert_true(deaf_bytes >= started * flen && deaf_bytes < (started + 1) * flen);
+  close(p.w.fd);
+  sem_destroy(&p.go);
+  hpl__crpc_free(R);
+  R = NULL;
+  if (p.w.bad[0]) fail_msg("peer: %s", p.w.bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_out_of_order_replies),
@@ -680,6 +729,8 @@ int main(void) {
       cmocka_unit_test(test_timeout_and_one_way_send),
       cmocka_unit_test(test_greeting_with_descriptors),
       cmocka_unit_test(test_replies_with_payloads),
+      cmocka_unit_test(test_batch_tickets_any_order),
+      cmocka_unit_test(test_batch_cut_off),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

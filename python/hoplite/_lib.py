@@ -27,6 +27,7 @@ _CHECKOUT_BUILD = os.path.normpath(os.path.join(_PKG_DIR, "..", "..", "build"))
 # ---------------------------------------------------------------- constants
 # Values from include/hoplite.h.
 HPL_ID_MAX = 255
+BATCH_MAX = 4096  # requests per hpl_*_many call
 
 OP_SUM, OP_MIN, OP_MAX, OP_PROD = 0, 1, 2, 3
 DT_U8, DT_I32, DT_I64, DT_F32, DT_F64, DT_U32, DT_U64, DT_I8 = 0, 1, 2, 3, 4, 5, 6, 7
@@ -76,10 +77,16 @@ _PROTOTYPES = {
     "hpl_delete": (_c_int, [ClientP, _cstr, _i64]),
     # char **out: received as void* so the pointer can be passed to hpl_free
     "hpl_list": (_c_int, [ClientP, _cstr, _i64, _P(_vp)]),
+    "hpl_list_page": (_c_int, [ClientP, _cstr, _cstr, _size, _i64, _P(_vp), _P(_vp)]),
     "hpl_counters": (_c_int, [ClientP, _i64, _P(_vp)]),
     "hpl_counter": (_c_int, [ClientP, _cstr, _i64, _P(_u64)]),
     "hpl_transfers": (_c_int, [ClientP, _u64, _i64, _P(_vp), _P(_u64)]),
     "hpl_free": (None, [_vp]),
+    # many requests at once: arrays of n, rcs[i] per request
+    "hpl_put_many": (_c_int, [ClientP, _P(_cstr), _P(_vp), _P(_u64), _size, _i64, _P(_c_int)]),
+    "hpl_get_many": (_c_int, [ClientP, _P(_cstr), _size, _i64, _P(BufP), _P(_c_int)]),
+    "hpl_stat_many": (_c_int, [ClientP, _P(_cstr), _size, _i64, _P(_u64), _P(_c_int)]),
+    "hpl_delete_many": (_c_int, [ClientP, _P(_cstr), _size, _i64, _P(_c_int)]),
     "hpl_reduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64]),
     "hpl_reduce_sources": (_c_int, [ClientP, _cstr, _i64, _P(_vp)]),
     "hpl_allreduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64,

@@ -19,10 +19,11 @@ import ctypes
 import math
 import os
 import threading
+import time
 import weakref
 
 from . import _lib
-from .errors import AlreadyExists, ConnectionFailed, InvalidArgument, error_for
+from .errors import AlreadyExists, BatchError, ConnectionFailed, InvalidArgument, error_for
 
 # Sentinel: "use the client's default timeout".
 DEFAULT = object()
@@ -571,21 +572,41 @@ class Client:
         with _use(self._n) as h:
             self._check(self._lib.hpl_delete(h, idb, self._ms(timeout)))
 
+    def list_page(self, prefix="", after=None, max=0, timeout=DEFAULT):
+        """One page of the listing: objects whose id starts with `prefix`
+        and sorts after `after` (None: from the first), at most `max` of
+        them (0: the directory's page size, 1000), in id order (ids compare
+        as bytes). Returns (list of ObjectInfo, next): pass `next` as
+        `after` to get the following page; it is None after the last one.
+        Paging this way sees every object that exists throughout exactly
+        once."""
+        pb = _encode_prefix(prefix)
+        ab = None if after is None or after == "" or after == b"" else encode_id(after)
+        if isinstance(max, bool) or not isinstance(max, int) or max < 0:
+            raise InvalidArgument("max must be an int >= 0, not %r" % (max,))
+        out, nxt = ctypes.c_void_p(), ctypes.c_void_p()
+        with _use(self._n) as h:
+            self._check(self._lib.hpl_list_page(h, pb, ab, max, self._ms(timeout),
+                                                ctypes.byref(out), ctypes.byref(nxt)))
+        objs = _parse_objects(_take_text(self._lib, out))
+        return objs, (decode_id(_take_text(self._lib, nxt)) if nxt.value else None)
+
+    def iter_list(self, prefix="", timeout=DEFAULT):
+        """Objects whose id starts with `prefix`, in id order, fetched page
+        by page as the iteration goes (memory for one page; `timeout`
+        bounds each page)."""
+        after = None
+        while True:
+            objs, after = self.list_page(prefix, after, 0, timeout)
+            yield from objs
+            if after is None:
+                return
+
     def list(self, prefix="", timeout=DEFAULT):
         """Objects whose id starts with `prefix`: a list of ObjectInfo(id,
-        size, copies, complete, inline)."""
-        pb = prefix.encode("utf-8", "surrogateescape") if isinstance(prefix, str) else bytes(prefix)
-        out = ctypes.c_void_p()
-        with _use(self._n) as h:
-            self._check(self._lib.hpl_list(h, pb, self._ms(timeout), ctypes.byref(out)))
-        text = _take_text(self._lib, out)
-        res = []
-        for line in text.split(b"\n"):
-            if not line:
-                continue
-            f = line.split(b"\t")
-            res.append(ObjectInfo(decode_id(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4] == b"1"))
-        return res
+        size, copies, complete, inline) in id order, fetched page by page
+        (see iter_list; `timeout` bounds each page)."""
+        return list(self.iter_list(prefix, timeout))
 
     def counters(self, timeout=DEFAULT):
         """The local store's counters as a dict name -> int."""
@@ -622,6 +643,120 @@ class Client:
                 res.append(Transfer(int(f[0]), int(f[1]), f[2].decode(), f[3].decode(),
                                     f[4].decode(), decode_id(f[5])))
         return res, nxt.value
+
+    # -------------------------------------------------------------- many at once
+    # Each call sends all its requests before it waits for any answer (one
+    # round trip for the lot), at most _lib.BATCH_MAX per call into the
+    # library: longer batches go in several calls within one timeout. A
+    # request that fails does not stop the others. Without
+    # return_exceptions a failure raises BatchError after all requests are
+    # done; with return_exceptions=True the exception takes the failed
+    # request's place in the returned list instead.
+
+    def _many(self, ids, ms, run, return_exceptions, wrap=None):
+        """Drive run(h, lo, hi, ms_left, rcs) -> (rc, results of lo..hi)
+        over slices of at most BATCH_MAX requests. Returns the per-request
+        results, failures replaced by their exceptions (passed through
+        `wrap` if given), or raises BatchError."""
+        deadline = None if ms < 0 else time.monotonic() + ms / 1000.0
+        results, errors, first = [], {}, None
+        for lo in range(0, len(ids), _lib.BATCH_MAX):
+            hi = min(lo + _lib.BATCH_MAX, len(ids))
+            left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            rcs = (ctypes.c_int * (hi - lo))()
+            with _use(self._n) as h:
+                rc, vals = run(h, lo, hi, left, rcs)
+                head = self._n.error(rc) if rc else None  # the library's detail: this slice's first failure
+            if rc and not any(rcs):
+                raise head  # the call itself was refused
+            for k, r in enumerate(rcs):
+                if not r:
+                    results.append(vals[k])
+                    continue
+                if head is not None:
+                    e, head = head, None
+                else:
+                    e = error_for(r, "%s (object %r)" % (
+                        (self._lib.hpl_strerror(r) or b"").decode(), ids[lo + k]))
+                e = wrap(e) if wrap else e
+                results.append(e)
+                errors[ids[lo + k]] = e
+                if first is None:
+                    first = e
+        if errors and not return_exceptions:
+            raise BatchError("%d of %d requests failed; the first: %s"
+                             % (len(errors), len(ids), first), results, errors, first)
+        return results
+
+    @staticmethod
+    def _ids(ids):
+        if isinstance(ids, (str, bytes)):
+            raise InvalidArgument("ids must be a list of ids, not a single id")
+        ids = list(ids)
+        return ids, [encode_id(i) for i in ids]
+
+    def put_many(self, items, timeout=DEFAULT, return_exceptions=False):
+        """Put many objects at once: `items` is a dict {id: data} or an
+        iterable of (id, data) pairs (data: any buffer, as for put()).
+        Small objects (at most the inline limit) are one request each.
+        Returns a list with None per object (or its exception, see above)."""
+        pairs = list(items.items()) if isinstance(items, dict) else [tuple(p) for p in items]
+        ids, idbs = self._ids(p[0] for p in pairs)
+        srcs = [_put_source(p[1]) for p in pairs]  # (nbytes, address, keep-alive)
+
+        def put(h, lo, hi, ms, rcs):
+            n = hi - lo
+            rc = self._lib.hpl_put_many(
+                h, (ctypes.c_char_p * n)(*idbs[lo:hi]),
+                (ctypes.c_void_p * n)(*[s[1] for s in srcs[lo:hi]]),
+                (ctypes.c_uint64 * n)(*[s[0] for s in srcs[lo:hi]]), n, ms, rcs)
+            return rc, [None] * n
+
+        res = self._many(ids, self._ms(timeout), put, return_exceptions, _put_error)
+        del srcs
+        return res
+
+    def get_many(self, ids, timeout=None, return_exceptions=False):
+        """Get many objects at once (as get(), waiting up to `timeout`
+        seconds in all): a list of read-only memoryviews in the order of
+        `ids` (or exceptions, see above)."""
+        ids, idbs = self._ids(ids)
+
+        def get(h, lo, hi, ms, rcs):
+            n = hi - lo
+            bufs = (_lib.BufP * n)()
+            rc = self._lib.hpl_get_many(h, (ctypes.c_char_p * n)(*idbs[lo:hi]), n, ms, bufs, rcs)
+            # inside the call's bracket: close() cannot slip in before the views hold
+            return rc, [None if rcs[k] else self._view_of_buf(bufs[k]) for k in range(n)]
+
+        return self._many(ids, timeout_ms(timeout), get, return_exceptions)
+
+    def stat_many(self, ids, timeout=DEFAULT, return_exceptions=False):
+        """Sizes of many objects at once (the cluster's, as stat().size): a
+        list of ints in the order of `ids` (or exceptions: NotFound for an
+        id that does not exist)."""
+        ids, idbs = self._ids(ids)
+
+        def stat(h, lo, hi, ms, rcs):
+            n = hi - lo
+            sizes = (ctypes.c_uint64 * n)()
+            rc = self._lib.hpl_stat_many(h, (ctypes.c_char_p * n)(*idbs[lo:hi]), n, ms, sizes,
+                                         rcs)
+            return rc, list(sizes)
+
+        return self._many(ids, self._ms(timeout), stat, return_exceptions)
+
+    def delete_many(self, ids, timeout=DEFAULT, return_exceptions=False):
+        """Delete many objects at once: a list with None per id (or its
+        exception: NotFound for an id that does not exist)."""
+        ids, idbs = self._ids(ids)
+
+        def delete(h, lo, hi, ms, rcs):
+            n = hi - lo
+            rc = self._lib.hpl_delete_many(h, (ctypes.c_char_p * n)(*idbs[lo:hi]), n, ms, rcs)
+            return rc, [None] * n
+
+        return self._many(ids, self._ms(timeout), delete, return_exceptions)
 
     # -------------------------------------------------------------- collectives
     @staticmethod
@@ -698,6 +833,42 @@ class Client:
         mv = self.allreduce(target, sources, dtype=dtype, op=op, num_objects=num_objects,
                             timeout=timeout)
         return arrays.view_array(mv, HPL_TO_NUMPY[dtype_code(dtype)], shape)
+
+
+def _encode_prefix(prefix):
+    """A listing prefix (str or bytes, "" for all) -> bytes."""
+    if isinstance(prefix, str):
+        return prefix.encode("utf-8", "surrogateescape")
+    return bytes(prefix)
+
+
+def _parse_objects(text):
+    """hpl_list text ("ID\tSIZE\tCOPIES\tCOMPLETE\tINLINE\n" lines) -> [ObjectInfo]."""
+    res = []
+    for line in text.split(b"\n"):
+        if line:
+            f = line.split(b"\t")
+            res.append(ObjectInfo(decode_id(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4] == b"1"))
+    return res
+
+
+def _put_source(data):
+    """(nbytes, address, object to keep alive) of a buffer to put; a buffer
+    whose address cannot be had in place (non-contiguous, read-only without
+    numpy) is copied once into bytes first."""
+    np = _numpy_if_loaded()
+    if np is not None and isinstance(data, np.ndarray):
+        if not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data)
+        return data.nbytes, data.__array_interface__["data"][0] or None, data
+    mv = memoryview(data)
+    if mv.c_contiguous:
+        addr, keep = _buffer_address(mv, data)
+        if addr is not None:
+            return mv.nbytes, addr or None, keep
+    b = mv.tobytes()
+    addr, keep = _buffer_address(memoryview(b), b)
+    return len(b), addr or None, keep
 
 
 def _put_error(err):

@@ -107,6 +107,25 @@ class AuthFailed(HopliteError, PermissionError):
     code, name = -15, "HPL_EAUTH"
 
 
+class BatchError(HopliteError):
+    """Some requests of a batch call (put_many, get_many, stat_many,
+    delete_many) failed.
+
+    .results  one entry per request, in the order given: its result (what
+              the call returns for it) or the exception it failed with
+    .errors   {id: exception} of the requests that failed
+    .code, .name, .detail: those of the first failure. Only the first
+              failure of each call into the library has the library's
+              detail; the others say what their code means and name the id.
+    """
+
+    def __init__(self, message, results, errors, first):
+        super().__init__(message, first.code, first.detail)
+        self.name = first.name
+        self.results = results
+        self.errors = errors
+
+
 BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, OutOfMemory, Timeout, NotFound, AlreadyExists, ObjectLost,
     ConnectionFailed, ProtocolError, SystemCallError, TooBig, Mismatch, Canceled,
