@@ -28,7 +28,7 @@
  * removed entries), or falls below 1/8 live, a new array is made for twice
  * the live entries and becomes `cur`; the old one is drained into it from
  * slot 0 up, a few slots per operation on the index (lookups included),
- * and freed when empty. Meanwhile lookups and removals consult both (a
+ * and given back once drained. Meanwhile lookups and removals consult both (a
  * drained slot is marked TAG_GONE, so probes through it still reach the
  * entries after it). An insert drains enough that the old array is empty
  * before `cur` fills (see idx_step_for_insert), so a resize never runs in
@@ -212,10 +212,15 @@ static void idx_step(idx *x, size_t n) {
 }
 
 /* Start moving to a new array sized for the live entries (the current
- * one becomes the old one). -1 if there is no memory for it. */
+ * one becomes the old one), but not below 1/64 of the current one: a much
+ * smaller array would take few inserts before it fills, and each would
+ * have to drain a large share of the old one (see idx_step_for_insert;
+ * with this floor, at most 256 slots). -1 if there is no memory for it. */
 static int idx_resize(idx *x, size_t live) {
   idx_arr n;
-  if (arr_alloc(&n, cap_for(live)) != 0) return -1;
+  size_t cap = cap_for(live);
+  while (cap < x->cur.cap / 64) cap *= 2;
+  if (arr_alloc(&n, cap) != 0) return -1;
   x->old = x->cur;
   x->cur = n;
   x->drain = 0;

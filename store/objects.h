@@ -23,12 +23,12 @@
  * for a 10-character id). The indexes (by id, by handle, reduce streams by
  * key) are open-addressing tables of record pointers with a tag byte per
  * slot, between 3/8 and 3/4 full (about 20-40 bytes per object for the two
- * indexes). They grow and shrink incrementally: a new array is filled a few
- * dozen slots per table operation while lookups consult both, so no
- * operation ever rehashes a whole table. Walks (store_walk_*) follow a list
- * of the objects in the order they were added, and may pause across events.
- * Nothing here costs time in proportion to the number of objects, except
- * store_objects_free.
+ * indexes). They grow and shrink incrementally: a new array is filled from
+ * the old one at most a few hundred slots per table operation while
+ * lookups consult both, so no operation rehashes a whole table. Walks
+ * (store_walk_*) follow a list of the objects in the order they were
+ * added, and may pause across events. Nothing here costs time in
+ * proportion to the number of objects, except store_objects_free.
  *
  * Callers: every module of the store.
  */
