@@ -58,7 +58,7 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"local_gets", s->ctr.local_gets},
       {"remote_gets", s->ctr.remote_gets},
       {"puts", s->ctr.puts},
-      {"objects", HASH_COUNT(s->objs)},
+      {"objects", store_obj_count(s)},
       {"pool_capacity", hpl__pool_capacity(s->pool)},
       {"pool_used", hpl__pool_used(s->pool)},
       {"pool_allocated", hpl__pool_allocated(s->pool)},

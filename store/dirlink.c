@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "dataport.h"
 #include "faults.h"
@@ -249,8 +250,9 @@ static void reput_done(store *s, const dl_reply *r, void *arg) { (void)s, (void)
 
 /* A restarted directory lost the small objects it held: give it ours. */
 static void reput_inline(store *s) {
-  st_obj *o, *tmp;
-  HASH_ITER(hh, s->objs, o, tmp) {
+  st_walk w;
+  store_walk_begin(s, &w);
+  for (st_obj *o; (o = store_walk_next(s, &w));) {
     if (o->state != OBJ_SEALED || !o->inline_obj) continue;
     Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
     p.id = o->id;
@@ -374,12 +376,13 @@ static void send_register(dirlink *dl, const char *local_ip) {
   r.data_port = (uint32_t)dataport_port(s);
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
-  size_t n = HASH_COUNT(s->objs), k = 0;
+  size_t n = store_obj_count(s), k = 0;
   Hplpb__HeldObject *held = calloc(n ? n : 1, sizeof *held);
   Hplpb__HeldObject **ptrs = calloc(n ? n : 1, sizeof *ptrs);
   if (held && ptrs) {
-    st_obj *o, *tmp;
-    HASH_ITER(hh, s->objs, o, tmp) {
+    st_walk w;
+    store_walk_begin(s, &w);
+    for (st_obj *o; (o = store_walk_next(s, &w));) {
       if (o->state != OBJ_SEALED || o->inline_obj) continue;
       hplpb__held_object__init(&held[k]);
       held[k].id = o->id;

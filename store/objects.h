@@ -7,7 +7,8 @@
  * Life: store_obj_new puts an object in the table; store_obj_detach takes
  * it out (deleted, failed, abandoned); it is freed when it is out of the
  * table and its last reference is gone. Whoever keeps a pointer across an
- * event holds a reference.
+ * event holds a reference. Its handle finds it (store_find_inst) until it
+ * is freed, never after: handles are never reused.
  *
  * Two kinds of listeners, both with callbacks so this module calls nobody:
  *  - watchers (one-shot): told on every change of progress or state; a
@@ -18,6 +19,17 @@
  * Also owns the presence filter: a counter per hash slot of the ids in the
  * table, in a memfd that clients map read-only (see clients.c's HELLO).
  *
+ * Cost. A record is one allocation with the id inside it (about 110 bytes
+ * for a 10-character id). The indexes (by id, by handle, reduce streams by
+ * key) are open-addressing tables of record pointers with a tag byte per
+ * slot, between 3/8 and 3/4 full (about 20-40 bytes per object for the two
+ * indexes). They grow and shrink incrementally: a new array is filled from
+ * the old one at most a few hundred slots per table operation while
+ * lookups consult both, so no operation rehashes a whole table. Walks
+ * (store_walk_*) follow a list of the objects in the order they were
+ * added, and may pause across events. Nothing here costs time in
+ * proportion to the number of objects, except store_objects_free.
+ *
  * Callers: every module of the store.
  */
 #ifndef HPL_STORE_OBJECTS_H
@@ -25,7 +37,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uthash.h>
 
 #include "server.h"
 
@@ -57,45 +68,51 @@ typedef struct st_waiter {
 } st_waiter;
 
 struct st_obj {
-  char *id;
-  UT_hash_handle hh;      /* store->objs by id (or store->internal), while in_table */
-  uint64_t inst;          /* instance handle, unique within this store */
-  UT_hash_handle hh_inst; /* store->insts by inst */
+  st_obj *prev, *next;    /* the objects in the order added (walks); only while
+                             in the table and not internal (objects.c) */
+  uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
-  uint8_t *data;          /* in the pool; NULL until allocated */
-  int state;              /* OBJ_* */
   uint64_t progress;      /* bytes [0, progress) are final */
-  uint32_t gen;           /* generation of the bytes (see AcquireRep.gen) */
-  int refs;               /* holds by clients + internal users */
-  int in_table;
-  int internal;           /* a reduce stream: in store->internal, not store->objs */
-  int advertised;         /* the directory lists this node as a holder */
-  int inline_obj;         /* small object: the directory serves it */
-  uint64_t created_ms;
+  uint8_t *data;          /* in the pool; NULL until allocated */
   st_waiter *waiters;
   st_watch *watchers;
   /* what is being done to it, each owned by its module (NULL: nothing) */
   struct st_fetch *fetch; /* fetch.c: being got from elsewhere */
   struct st_put *put;     /* put.c: being written by a local client */
   struct rd_sink *sink;   /* rdsink.c: the target of a reduce produced here */
+  uint32_t gen;           /* generation of the bytes (see AcquireRep.gen) */
+  uint32_t refs;          /* holds by clients + internal users */
+  uint8_t state;          /* OBJ_* */
+  uint8_t in_table : 1;   /* in the id table (or the reduce streams' table) */
+  uint8_t internal : 1;   /* a reduce stream: by key, not visible to clients */
+  uint8_t advertised : 1; /* the directory lists this node as a holder */
+  uint8_t inline_obj : 1; /* small object: the directory serves it */
+  char id[];              /* NUL-terminated, at most 255 bytes (its key if internal) */
 };
 
-/* Lookups: NULL when absent. */
+/* Lookups: NULL when absent. store_find finds objects in the table,
+ * store_find_internal reduce streams in the table, store_find_inst any
+ * object (also detached, or a reduce stream) until it is freed. Each also
+ * moves a few slots of a table being resized, so the store is not const. */
 st_obj *store_find(store *s, const char *id);
 st_obj *store_find_inst(store *s, uint64_t inst);
 st_obj *store_find_internal(store *s, const char *key);
 
-/* New object in the table (refs 0, in_table 1, no buffer). NULL on no
- * memory. */
+/* New object in the table (refs 0, in_table 1, no buffer); no object of
+ * that id may be in it. NULL on no memory (nothing changed). */
 st_obj *store_obj_new(store *s, const char *id, int state);
 
 /* A reduce stream (not visible to clients) of `size` bytes, buffer
- * allocated; NULL with a detail on failure. */
+ * allocated; no stream of that key may be in the table. NULL with a detail
+ * on failure (nothing changed). */
 st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
                                size_t dlen);
 
-/* Take it out of the table (deleted or failed); freed when refs drop to 0.
- * Watchers are told. Waiters must have been answered (store_obj_fail). */
+/* Take it out of the table (deleted or failed); freed when refs drop to 0
+ * (at once if they are 0: `o` must not be used after, unless the caller
+ * holds a reference). Walks that were to return it next move past it.
+ * Watchers are told. Waiters must have been answered (store_obj_fail). A
+ * no-op if it is out already. */
 void store_obj_detach(store *s, st_obj *o);
 
 void store_obj_ref(st_obj *o);
@@ -128,12 +145,48 @@ void store_unwait(st_waiter *w);
  * without limit, or nobody waits at all). */
 uint64_t store_obj_deadline(const st_obj *o);
 
+/* How many objects the table holds (not counting reduce streams). */
+size_t store_obj_count(const store *s);
+
+/* The indexes' footprint, for tests and diagnostics: slots of the arrays
+ * in use (those being drained included) and their bytes, over all three
+ * indexes. Either pointer may be NULL. */
+void store_obj_index_size(const store *s, size_t *slots, size_t *bytes);
+
+/* A walk over every object in the table (not the reduce streams), oldest
+ * first, which may pause across events (a registration sent in slices).
+ * It returns each object that is in the table when it is reached exactly
+ * once: objects added during the walk are returned too (after the others),
+ * objects detached before they are reached are not. Anything may happen to
+ * the object last returned (detached, freed) before the next call. The
+ * caller owns the st_walk; once begun, it is linked into the store until
+ * it has returned NULL or is ended, and must stay at the same address
+ * until then (and end before store_objects_free, which forgets open walks
+ * without touching them). */
+typedef struct st_walk {
+  struct st_walk *prev, *next; /* the store's open walks (objects.c) */
+  st_obj *at;                  /* the object to return next (NULL: the end) */
+  int open;
+} st_walk;
+
+/* Begin a walk (w's previous contents are ignored: end an open walk
+ * first). Cannot fail. */
+void store_walk_begin(store *s, st_walk *w);
+/* The next object, or NULL when every one was returned: the walk is then
+ * ended. A walk that is not open returns NULL. */
+st_obj *store_walk_next(store *s, st_walk *w);
+/* End a walk before its end (a no-op if it is not open). */
+void store_walk_end(store *s, st_walk *w);
+
 /* The presence filter's memfd and slot count for HELLO (-1 if none). */
 int store_filter_fd(const store *s);
 #define STORE_FILTER_SLOTS 65536
 
-/* Create the presence filter (a failure only costs clients the direct path)
- * and release it. */
+/* Create the presence filter (a failure only costs clients the direct path;
+ * the tables are made by the first store_obj_new), and release everything:
+ * every object in the table is detached (and freed if unreferenced), the
+ * tables go; an object still referenced after that is freed by its last
+ * unref without touching them. */
 void store_objects_init(store *s);
 void store_objects_free(store *s);
 

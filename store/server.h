@@ -87,9 +87,7 @@ struct store {
   uv_signal_t sigint, sigterm;
   uint64_t netns; /* inode of this process's network namespace, 0 if unknown */
   /* objects.c */
-  struct st_obj *objs;     /* by id */
-  struct st_obj *insts;    /* by instance */
-  struct st_obj *internal; /* reduce streams by key */
+  struct st_objects *objects; /* the tables (NULL until the first object) */
   uint64_t next_inst;
   int filter_fd;           /* presence filter shared read-only with clients */
   uint8_t *filter;
