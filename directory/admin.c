@@ -101,7 +101,9 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
       {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
       {"dir_nodes_dead", s->ctr.nodes_dead},    {"dir_reduce_resets", s->ctr.reduce_resets},
       {"dir_auth_failures", s->ctr.auth_failures}, {"dir_conns", s->nconns},
-      {"dir_conns_refused", s->ctr.conns_refused},
+      {"dir_conns_refused", s->ctr.conns_refused}, {"dir_held_taken", s->ctr.held_taken},
+      {"dir_held_dropped", s->ctr.held_dropped}, {"dir_reconnects", s->ctr.reconnects},
+      {"dir_sweep_stalls", s->ctr.sweep_stalls}, {"dir_stall_ms", s->ctr.stall_ms},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
   if (!r) {

@@ -8,6 +8,7 @@
 
 #include "cost.h"
 #include "hoplite.h"
+#include "log.h"
 #include "nodes.h"
 #include "xlog.h"
 
@@ -20,6 +21,42 @@ void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held,
     dtab_loc_complete(&s->tab, o, node, h->size);
     dir_object_changed(s, o);
   }
+}
+
+/* Tell `node` to drop its copy of `id` (one-way: nobody waits for it). */
+static void send_drop(dir_server *s, uint64_t node, const char *id) {
+  Hplpb__DropNote d = HPLPB__DROP_NOTE__INIT;
+  d.id = (char *)id;
+  dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
+}
+
+void dir_locs_on_held(dir_server *s, const dir_frame *f) {
+  Hplpb__HeldNote *m = (Hplpb__HeldNote *)f->msg;
+  uint64_t node = f->dc->node->id;
+  size_t taken = 0, dropped = 0;
+  for (size_t i = 0; i < m->n_held; i++) {
+    Hplpb__HeldObject *h = m->held[i];
+    if (!h->complete || !hpl__id_valid(h->id)) continue;
+    dir_obj *o = dtab_find(&s->tab, h->id);
+    if (!o && m->adopt && !(o = dtab_get(&s->tab, h->id))) continue; /* no memory: skipped */
+    int other = o && o->has_size && o->size != h->size && !dtab_loc(o, node);
+    if (!o || other) { /* gone, or another object of that id since */
+      if (!m->adopt) {
+        send_drop(s, node, h->id);
+        dropped++;
+      }
+      continue;
+    }
+    dtab_loc_complete(&s->tab, o, node, h->size);
+    dir_object_changed(s, o);
+    taken++;
+  }
+  s->ctr.held_taken += taken;
+  s->ctr.held_dropped += dropped;
+  if (dropped)
+    LOG_INFO("node %016llx re-reported %zu objects the directory no longer has: told to drop them",
+             (unsigned long long)node, dropped);
+  if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
 
 void dir_locs_on_add(dir_server *s, const dir_frame *f) {

@@ -30,4 +30,12 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f);
  * valid id becomes a complete copy (entries that are not are skipped). */
 void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n);
 
+/* HELD: one piece of what a registered node holds. A complete copy of an
+ * object the directory knows (with the same size) becomes or stays a
+ * complete copy of that node; an object it does not know is taken when the
+ * note says `adopt`, else the node is told to DROP it (it was deleted while
+ * the node was away), as is a copy whose size no longer matches. Answered
+ * with a Reply. */
+void dir_locs_on_held(dir_server *s, const dir_frame *f);
+
 #endif

@@ -109,11 +109,21 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   dir_node *n = dir_node_find(s, m->node_id);
   if (n && n->conn && n->conn != dc) {
     /* the node reconnected before we noticed the old connection died */
-    LOG_INFO("node %016llx re-registered on a new connection", (unsigned long long)m->node_id);
     dir_conn *old = n->conn;
     node_unplug(s, n);
     hpl__conn_close(old->c, 0);
-    node_copies_gone(s, n->id);
+    if (m->incarnation && m->incarnation == n->incarnation) {
+      /* the same store process: its copies are where they were (what
+       * changed meanwhile it re-sends: requests it queued, then HELD); only
+       * what it was doing over the old connection is void */
+      LOG_INFO("node %016llx reconnected", (unsigned long long)m->node_id);
+      s->ctr.reconnects++;
+      dir_reduce_node_gone(s, n->id);
+    } else {
+      LOG_INFO("node %016llx re-registered as a new store process",
+               (unsigned long long)m->node_id);
+      node_copies_gone(s, n->id);
+    }
   }
   if (!n) {
     n = calloc(1, sizeof *n);
@@ -127,6 +137,7 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   snprintf(n->addr, sizeof n->addr, "%s", m->addr);
   snprintf(n->name, sizeof n->name, "%s", m->name ? m->name : "");
   n->port = (int)m->data_port;
+  n->incarnation = m->incarnation;
   n->conn = dc;
   n->draining = 0;
   n->last_seen_ms = hpl__now_ms();
@@ -157,10 +168,28 @@ void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {
 
 /* ------------------------------------------------------------------ liveness */
 
+/* A sweep this much later than due means the loop stalled. */
+#define SWEEP_SLACK_MS 50
+
+/* The sweep runs every heartbeat interval. When it runs late, the loop was
+ * busy (or the process stopped) and heartbeats may be waiting unread in the
+ * sockets: the delay is not the nodes' silence, so every node's last-seen
+ * time moves on by it before anyone is judged. Whatever keeps the loop
+ * busy, no node is declared dead because of it. */
 static void sweep(uv_timer_t *t) {
   dir_server *s = t->data;
   uint64_t now = hpl__now_ms();
   dir_node *n, *tmp;
+  uint64_t due = s->sweep_due_ms;
+  s->sweep_due_ms = now + s->cfg.heartbeat_ms;
+  if (due && now > due + SWEEP_SLACK_MS) {
+    uint64_t late = now - due;
+    s->ctr.sweep_stalls++;
+    s->ctr.stall_ms += late;
+    LOG_INFO("the directory's loop was busy or stopped for %llu ms: liveness discounts it",
+             (unsigned long long)late);
+    HASH_ITER(hh, s->nodes, n, tmp) n->last_seen_ms += late;
+  }
   HASH_ITER(hh, s->nodes, n, tmp) {
     if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
     char why[64];
@@ -174,6 +203,7 @@ static void sweep(uv_timer_t *t) {
 void dir_liveness_start(dir_server *s) {
   uv_timer_init(s->loop, &s->sweep);
   s->sweep.data = s;
+  s->sweep_due_ms = hpl__now_ms() + s->cfg.heartbeat_ms;
   uv_timer_start(&s->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
 }
 

@@ -55,7 +55,12 @@ void dir_config_defaults(dir_config *c);
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct dir_counters {
   uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits,
-      lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused;
+      lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
+      held_taken,   /* copies confirmed or adopted by HELD */
+      held_dropped, /* HELD entries answered with DROP (deleted while away) */
+      reconnects,   /* a live node's store came back on a new connection */
+      sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
+      stall_ms;     /* how late, in all */
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
@@ -81,6 +86,7 @@ typedef struct dir_server {
   struct dir_node *nodes;        /* by id (uthash) */
   uint64_t gone_node;            /* the node whose copies are being dropped */
   uv_timer_t sweep;              /* liveness */
+  uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   /* admin.c */
   struct dir_delete *deletes;    /* deletes waiting for DROP acks, by op */

@@ -147,7 +147,8 @@ unsigned hpl__msg_reply_type(unsigned type) {
     case HPL__MSG_LOC_NOTE:
     case HPL__MSG_INLINE_PUT:
     case HPL__MSG_DROP:
-    case HPL__MSG_DRAIN: return HPL__MSG_REPLY;
+    case HPL__MSG_DRAIN:
+    case HPL__MSG_HELD: return HPL__MSG_REPLY;
     default: return 0;
   }
 }

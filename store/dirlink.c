@@ -62,7 +62,21 @@ typedef struct dirlink {
   int stopping;
   dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
   void (*registered)(store *s, int restarted);
+  uint64_t incarnation; /* random per process (RegisterReq.incarnation) */
+  /* re-reporting what we hold after registering (HELD, one piece at a time) */
+  st_walk held_walk;
+  uint64_t held_gen;    /* bumped per connection: answers of older pieces are ignored */
+  int held_adopt;       /* the directory is new to us: it takes unknown objects */
+  int held_inline;      /* it restarted: it lost the small objects' bytes too */
+  size_t held_sent;
+  uint64_t held_t0_ms;
 } dirlink;
+
+/* What one HELD carries at most (objects, and bytes of ids), and how many
+ * objects one piece may look at. */
+#define HELD_PIECE 2048
+#define HELD_PIECE_BYTES (256u * 1024)
+#define HELD_SCAN (4 * HELD_PIECE)
 
 static void dl_connect(dirlink *dl);
 static void dl_hb_cb(uv_timer_t *t);
@@ -202,11 +216,17 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
   hpl__conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
+static void loc_removed(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
+
+/* A removal is a request, kept while the link is down and sent after the
+ * store registers again: a reconnect keeps our copies at the directory, so
+ * one it did not hear about would stay listed. */
 void dirlink_loc_remove(store *s, const char *id) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
   n.kind = HPL__LOC_REMOVE;
-  dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+  if (dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, loc_removed, NULL) != 0)
+    dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
 void dirlink_loc_complete(store *s, const char *id, uint64_t rate) {
@@ -248,17 +268,96 @@ static void write_ready_file(store *s) {
 
 static void reput_done(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
-/* A restarted directory lost the small objects it held: give it ours. */
-static void reput_inline(store *s) {
-  st_walk w;
-  store_walk_begin(s, &w);
-  for (st_obj *o; (o = store_walk_next(s, &w));) {
-    if (o->state != OBJ_SEALED || !o->inline_obj) continue;
-    Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
-    p.id = o->id;
-    p.size = o->size;
-    dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1, reput_done, NULL);
+static void held_next(dirlink *dl);
+
+static void held_reply(store *s, const dl_reply *r, void *arg) {
+  dirlink *dl = s->dl;
+  if ((uint64_t)(uintptr_t)arg != dl->held_gen) return; /* a piece sent on an older connection */
+  if (r->status != 0) {
+    LOG_WARN("the directory did not take what we hold: %s (%s)", hpl_strerror(r->status),
+             r->detail);
+    store_walk_end(s, &dl->held_walk);
+    return;
   }
+  held_next(dl);
+}
+
+/* Send the next piece of what we hold: complete copies the directory knew
+ * of (`advertised`; one being announced right now is announced by its own
+ * request), small ones included (it lists us as their holder). After a
+ * restart the directory lost the small objects' bytes: they go first, each
+ * in an INLINE_PUT (answered before the HELD that follows them). The next
+ * piece goes when this one is answered, so the directory takes a store of
+ * millions of objects in slices between its other work. */
+static void held_next(dirlink *dl) {
+  store *s = dl->s;
+  Hplpb__HeldObject *held = malloc(HELD_PIECE * sizeof *held);
+  Hplpb__HeldObject **ptrs = malloc(HELD_PIECE * sizeof *ptrs);
+  if (!held || !ptrs) {
+    free(held);
+    free(ptrs);
+    LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+    store_walk_end(s, &dl->held_walk);
+    return;
+  }
+  size_t k = 0, bytes = 0, scanned = 0;
+  int end = 0;
+  while (k < HELD_PIECE && bytes < HELD_PIECE_BYTES && scanned < HELD_SCAN) {
+    st_obj *o = store_walk_next(s, &dl->held_walk);
+    if (!o) {
+      end = 1;
+      break;
+    }
+    scanned++;
+    if (o->state != OBJ_SEALED || !o->advertised) continue;
+    if (dl->held_inline && o->inline_obj) {
+      Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
+      p.id = o->id;
+      p.size = o->size;
+      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1, reput_done, NULL);
+      bytes += o->size;
+    }
+    hplpb__held_object__init(&held[k]);
+    held[k].id = o->id;
+    held[k].size = o->size;
+    held[k].complete = 1;
+    held[k].inline_ = o->inline_obj;
+    ptrs[k] = &held[k];
+    bytes += strlen(o->id) + 16;
+    k++;
+  }
+  dl->held_sent += k;
+  if (k > 0 || !end) {
+    Hplpb__HeldNote n = HPLPB__HELD_NOTE__INIT;
+    n.held = ptrs;
+    n.n_held = k;
+    n.adopt = dl->held_adopt;
+    if (dirlink_request(s, HPL__MSG_HELD, &n.base, NULL, 0, -1, held_reply,
+                        (void *)(uintptr_t)dl->held_gen) != 0) {
+      LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+      store_walk_end(s, &dl->held_walk);
+      end = 0;
+    }
+  }
+  free(held);
+  free(ptrs);
+  if (end && dl->held_sent)
+    LOG_INFO("re-reported %zu objects to the directory in %llu ms", dl->held_sent,
+             (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
+}
+
+/* After registering: re-report everything we hold, piece by piece. */
+static void held_start(dirlink *dl, int adopt, int with_inline) {
+  store *s = dl->s;
+  store_walk_end(s, &dl->held_walk);
+  dl->held_gen++;
+  dl->held_adopt = adopt;
+  dl->held_inline = with_inline;
+  dl->held_sent = 0;
+  dl->held_t0_ms = hpl__now_ms();
+  if (store_obj_count(s) == 0) return;
+  store_walk_begin(s, &dl->held_walk);
+  held_next(dl);
 }
 
 static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
@@ -276,13 +375,14 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   uv_timer_stop(&dl->hb);
   uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);
   int restarted = dl->registered_once && r->instance != dl->instance;
+  int adopt = !dl->registered_once || restarted;
   LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
            restarted ? " (it restarted)" : dl->registered_once ? " (again)" : "");
   if (!dl->registered_once) write_ready_file(s);
   dl->registered_once = 1;
   dl->instance = r->instance;
-  if (restarted) reput_inline(s);
   flush_pending(dl);
+  held_start(dl, adopt, restarted);
   if (dl->registered) dl->registered(s, restarted);
 }
 
@@ -355,9 +455,12 @@ static void dl_on_close(hpl__conn *c, int status) {
   LOG_WARN("lost the directory connection (%s); will reconnect", hpl_strerror(status));
   /* requests sent on the dead connection go again after re-registration;
    * heartbeats are dropped */
+  /* what we hold is re-reported from the start after registering */
+  store_walk_end(dl->s, &dl->held_walk);
+  dl->held_gen++;
   dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) {
-    if (r->type == HPL__MSG_HEARTBEAT) {
+    if (r->type == HPL__MSG_HEARTBEAT || r->type == HPL__MSG_HELD) {
       HASH_DEL(dl->pending, r);
       req_free(r);
     } else {
@@ -376,29 +479,11 @@ static void send_register(dirlink *dl, const char *local_ip) {
   r.data_port = (uint32_t)dataport_port(s);
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
-  size_t n = store_obj_count(s), k = 0;
-  Hplpb__HeldObject *held = calloc(n ? n : 1, sizeof *held);
-  Hplpb__HeldObject **ptrs = calloc(n ? n : 1, sizeof *ptrs);
-  if (held && ptrs) {
-    st_walk w;
-    store_walk_begin(s, &w);
-    for (st_obj *o; (o = store_walk_next(s, &w));) {
-      if (o->state != OBJ_SEALED || o->inline_obj) continue;
-      hplpb__held_object__init(&held[k]);
-      held[k].id = o->id;
-      held[k].size = o->size;
-      held[k].complete = 1;
-      ptrs[k] = &held[k];
-      k++;
-    }
-  }
-  r.n_held = k;
-  r.held = ptrs;
+  r.incarnation = dl->incarnation;
+  /* what we hold follows in HELD pieces once the directory answers */
   dl->register_req = ++dl->next_id;
   dl->state = DL_REGISTERING;
   hpl__conn_send(dl->c, HPL__MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
-  free(held);
-  free(ptrs);
 }
 
 static void on_connected(uv_connect_t *req, int status) {
@@ -497,6 +582,7 @@ int dirlink_start(store *s) {
   if (!dl) return HPL_ENOMEM;
   dl->s = s;
   dl->backoff_ms = 100;
+  dl->incarnation = hpl__random_u64();
   s->dl = dl;
   uv_timer_init(s->loop, &dl->retry);
   uv_timer_init(s->loop, &dl->hb);
@@ -509,6 +595,8 @@ void dirlink_stop(store *s) {
   dirlink *dl = s->dl;
   if (!dl || dl->stopping) return;
   dl->stopping = 1;
+  store_walk_end(s, &dl->held_walk);
+  dl->held_gen++;
   dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) req_finish(dl, r, HPL_ECANCELED, NULL, NULL, NULL, 0);
   if (dl->c) hpl__conn_close(dl->c, 0);
