@@ -171,11 +171,31 @@ void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {
 /* A sweep this much later than due means the loop stalled. */
 #define SWEEP_SLACK_MS 50
 
-/* The sweep runs every heartbeat interval. When it runs late, the loop was
- * busy (or the process stopped) and heartbeats may be waiting unread in the
- * sockets: the delay is not the nodes' silence, so every node's last-seen
- * time moves on by it before anyone is judged. Whatever keeps the loop
- * busy, no node is declared dead because of it. */
+/* The sweep runs every heartbeat interval. Two things make a silent-looking
+ * node not silent: when the sweep runs late, the loop was busy (or the
+ * process stopped), and that delay is not the nodes' silence, so every
+ * node's last-seen time moves on by it; and libuv runs timers before it
+ * polls the sockets, so heartbeats that arrived during a stall are still
+ * unread when the sweep runs. A node that looks dead is therefore only
+ * suspected, and judged again by `confirm` after the loop has polled its
+ * sockets once more. Whatever keeps the loop busy, no node is declared dead
+ * because of it. */
+static void confirm(uv_timer_t *t) {
+  dir_server *s = t->data;
+  uint64_t now = hpl__now_ms();
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp) {
+    if (!n->suspect) continue;
+    n->suspect = 0;
+    if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
+    char why[64];
+    snprintf(why, sizeof why, "no heartbeat for %llu ms",
+             (unsigned long long)(now - n->last_seen_ms));
+    if (n->conn) hpl__conn_close(n->conn->c, HPL_ETIMEDOUT);
+    node_gone(s, n, why);
+  }
+}
+
 static void sweep(uv_timer_t *t) {
   dir_server *s = t->data;
   uint64_t now = hpl__now_ms();
@@ -190,24 +210,29 @@ static void sweep(uv_timer_t *t) {
              (unsigned long long)late);
     HASH_ITER(hh, s->nodes, n, tmp) n->last_seen_ms += late;
   }
+  int suspects = 0;
   HASH_ITER(hh, s->nodes, n, tmp) {
     if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
-    char why[64];
-    snprintf(why, sizeof why, "no heartbeat for %llu ms",
-             (unsigned long long)(now - n->last_seen_ms));
-    if (n->conn) hpl__conn_close(n->conn->c, HPL_ETIMEDOUT);
-    node_gone(s, n, why);
+    n->suspect = 1;
+    suspects++;
   }
+  /* a timer due in 1 ms runs after the next poll of the sockets */
+  if (suspects) uv_timer_start(&s->confirm, confirm, 1, 0);
 }
 
 void dir_liveness_start(dir_server *s) {
   uv_timer_init(s->loop, &s->sweep);
   s->sweep.data = s;
+  uv_timer_init(s->loop, &s->confirm);
+  s->confirm.data = s;
   s->sweep_due_ms = hpl__now_ms() + s->cfg.heartbeat_ms;
   uv_timer_start(&s->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
 }
 
-void dir_liveness_stop(dir_server *s) { uv_close((uv_handle_t *)&s->sweep, NULL); }
+void dir_liveness_stop(dir_server *s) {
+  uv_close((uv_handle_t *)&s->sweep, NULL);
+  uv_close((uv_handle_t *)&s->confirm, NULL);
+}
 
 void dir_nodes_free(dir_server *s) {
   dir_node *n, *tmp;

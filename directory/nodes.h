@@ -29,6 +29,7 @@ typedef struct dir_node {
   dir_conn *conn;         /* its connection (NULL only while the server stops) */
   uint64_t last_seen_ms;  /* last frame from it (moved on by the directory's own stalls) */
   uint64_t incarnation;   /* its store process (RegisterReq.incarnation; 0: not told) */
+  int suspect;            /* looked silent to the last sweep: judged again after a poll */
   int draining;           /* leaving: serves no new receivers */
   struct dir_waiter *waiters; /* acquire.c: its ACQUIREs waiting for a sender */
   uint32_t nwaiters;

@@ -85,7 +85,7 @@ typedef struct dir_server {
   /* nodes.c */
   struct dir_node *nodes;        /* by id (uthash) */
   uint64_t gone_node;            /* the node whose copies are being dropped */
-  uv_timer_t sweep;              /* liveness */
+  uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   /* admin.c */

@@ -48,6 +48,7 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"stalls", s->ctr.stalls},
       {"stragglers", s->ctr.stragglers},
       {"restarts", s->ctr.restarts},
+      {"dir_registrations", s->ctr.dir_registrations},
       {"auth_failures", s->ctr.auth_failures},
       {"clients_refused", s->ctr.clients_refused},
       {"conns_refused", s->ctr.conns_refused},

@@ -291,6 +291,7 @@ static void held_reply(store *s, const dl_reply *r, void *arg) {
  * millions of objects in slices between its other work. */
 static void held_next(dirlink *dl) {
   store *s = dl->s;
+  if (!dl->held_walk.open) return; /* the last piece was answered */
   Hplpb__HeldObject *held = malloc(HELD_PIECE * sizeof *held);
   Hplpb__HeldObject **ptrs = malloc(HELD_PIECE * sizeof *ptrs);
   if (!held || !ptrs) {
@@ -371,6 +372,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   s->max_senders = r->max_senders;
   dl->state = DL_READY;
   dl->backoff_ms = 100;
+  s->ctr.dir_registrations++;
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
   uv_timer_stop(&dl->hb);
   uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);

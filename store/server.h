@@ -69,6 +69,7 @@ typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
+      dir_registrations, /* times this store registered with the directory */
       clients_refused, conns_refused;
 } store_counters;
 

@@ -1,0 +1,196 @@
+/* test_reregister.c - a store and its directory losing each other and
+ * finding each other again, with real processes: what the store holds is
+ * listed again exactly (small objects included), what was deleted meanwhile
+ * goes from the store too, and a directory that was itself stopped does not
+ * declare live stores dead. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "hoplite.h"
+#include "localcluster.h"
+#include "util.h"
+
+#define MB (1024 * 1024)
+
+enum { N_SMALL = 1000, N_LARGE = 100, SMALL = 100, LARGE = 100000 };
+
+static void id_small(int i, char *id, size_t n) { snprintf(id, n, "rr/s-%04d", i); }
+static void id_large(int i, char *id, size_t n) { snprintf(id, n, "rr/l-%03d", i); }
+
+/* Wait until `id` has at least one complete copy (or its bytes at the
+ * directory); fail after 20 s. */
+static void wait_listed(hpl_client *c, const char *id) {
+  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
+  for (;;) {
+    uint64_t size;
+    uint32_t copies = 0, complete = 0;
+    int is_inline = 0;
+    int rc = hpl_stat(c, id, th_ms(2000), &size, &copies, &complete, &is_inline);
+    if (rc == 0 && complete > 0) return;
+    if (hpl__ms_left(deadline) <= 0)
+      fail_msg("'%s' not listed again (stat %s, %u complete copies)", id, hpl_strerror(rc),
+               complete);
+    th_sleep_ms(100);
+  }
+}
+
+static void wait_counter(hpl_client *c, const char *name, uint64_t want, const char *what) {
+  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
+  uint64_t v;
+  while ((v = th_counter(c, name)) != want && hpl__ms_left(deadline) > 0) th_sleep_ms(100);
+  if (v != want)
+    fail_msg("%s: counter %s is %llu, not %llu", what, name, (unsigned long long)v,
+             (unsigned long long)want);
+}
+
+static void get_check(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
+  hpl_buf *b;
+  int rc = hpl_get(c, id, th_ms(10000), &b);
+  if (rc) fail_msg("get '%s': %s", id, hpl_strerror(rc));
+  assert_int_equal(hpl_buf_size(b), size);
+  assert_true(th_check_pattern(hpl_buf_data(b), size, seed));
+  hpl_release(c, b);
+}
+
+/* The directory stops for 5 s, so store A's heartbeats go unanswered and it
+ * connects again. Its copies, small and large, are listed again: B reads
+ * them, and deleting everything frees every copy on A (before, A's small
+ * objects stayed: it re-reported only the large ones). */
+static void test_directory_pause_then_delete(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 256 * MB, NULL, NULL);
+  hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
+  char id[32];
+  for (int i = 0; i < N_SMALL; i++) {
+    id_small(i, id, sizeof id);
+    th_put_pattern(A, id, SMALL, (uint64_t)i);
+  }
+  for (int i = 0; i < N_LARGE; i++) {
+    id_large(i, id, sizeof id);
+    th_put_pattern(A, id, LARGE, 1000 + (uint64_t)i);
+  }
+  assert_int_equal(th_counter(A, "objects"), N_SMALL + N_LARGE);
+
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGSTOP), 0);
+  th_sleep_ms(5000);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGCONT), 0);
+  /* A noticed and registered again: its copies are listed again */
+  for (int i = 0; i < N_LARGE; i++) {
+    id_large(i, id, sizeof id);
+    wait_listed(B, id);
+  }
+  /* every small object names A as a holder again */
+  for (int i = 0; i < N_SMALL; i += 37) {
+    id_small(i, id, sizeof id);
+    wait_listed(B, id);
+  }
+  for (int i = 0; i < N_LARGE; i += 9) {
+    id_large(i, id, sizeof id);
+    get_check(B, id, LARGE, 1000 + (uint64_t)i);
+  }
+  for (int i = 0; i < N_SMALL; i += 97) {
+    id_small(i, id, sizeof id);
+    get_check(B, id, SMALL, (uint64_t)i);
+  }
+
+  for (int i = 0; i < N_SMALL; i++) {
+    id_small(i, id, sizeof id);
+    assert_int_equal(hpl_delete(B, id, th_ms(5000)), 0);
+  }
+  for (int i = 0; i < N_LARGE; i++) {
+    id_large(i, id, sizeof id);
+    assert_int_equal(hpl_delete(B, id, th_ms(5000)), 0);
+  }
+  wait_counter(A, "objects", 0, "store A after deleting everything");
+  wait_counter(B, "objects", 0, "store B after deleting everything");
+  /* no object's bytes are left (jemalloc may keep a free slab's extent) */
+  wait_counter(A, "pool_allocated", 0, "store A's pool after deleting everything");
+  assert_true(th_counter(A, "pool_used") <= 4 * MB);
+  assert_int_equal(th_dir_counter(lc, "dir_objects"), 0);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* Store A stops long enough to be declared dead; meanwhile its objects are
+ * deleted. When it comes back, the directory tells it to drop them: they do
+ * not come back to life (before, its re-registration listed the large one
+ * again and it kept the small one). */
+static void test_deleted_while_away(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, "--heartbeat-ms 200 --heartbeat-timeout-ms 1000", NULL);
+  hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
+  th_put_pattern(A, "away/large", LARGE, 1);
+  th_put_pattern(A, "away/small", SMALL, 2);
+  th_put_pattern(A, "away/kept", LARGE, 3);
+  uint64_t dead0 = th_dir_counter(lc, "dir_nodes_dead");
+  assert_int_equal(hpl__lc_signal(lc, 0, SIGSTOP), 0);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter(lc, "dir_nodes_dead") == dead0 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(100);
+  assert_true(th_dir_counter(lc, "dir_nodes_dead") > dead0);
+  int rc = hpl_delete(B, "away/large", th_ms(5000));
+  assert_true(rc == 0 || rc == HPL_ENOTFOUND);
+  rc = hpl_delete(B, "away/small", th_ms(5000));
+  assert_true(rc == 0 || rc == HPL_ENOTFOUND);
+  assert_int_equal(hpl__lc_signal(lc, 0, SIGCONT), 0);
+
+  /* the kept one is listed again; the deleted ones are gone everywhere */
+  wait_listed(B, "away/kept");
+  get_check(B, "away/kept", LARGE, 3);
+  wait_counter(A, "objects", 1, "store A after coming back");
+  uint64_t size;
+  uint32_t copies, complete;
+  int is_inline;
+  assert_int_equal(hpl_stat(B, "away/large", th_ms(2000), &size, &copies, &complete, &is_inline),
+                   HPL_ENOTFOUND);
+  assert_int_equal(hpl_stat(B, "away/small", th_ms(2000), &size, &copies, &complete, &is_inline),
+                   HPL_ENOTFOUND);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(A, "away/large", 300, &b), HPL_ETIMEDOUT);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* The directory itself stops for longer than its heartbeat timeout (but
+ * not long enough for the stores to give up on it): when it runs again it
+ * must not declare the stores dead, since their heartbeats are waiting in
+ * its sockets. */
+static void test_directory_stall_kills_nobody(void **state) {
+  (void)state;
+  /* stores wait 3 heartbeats (3 s) for an answer before they reconnect */
+  hpl__lc *lc = th_cluster(3, 64 * MB, "--heartbeat-ms 1000 --heartbeat-timeout-ms 2000", NULL);
+  hpl_client *A = th_connect(lc, 0);
+  th_put_pattern(A, "stall/x", LARGE, 5);
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(hpl__lc_signal(lc, -1, SIGSTOP), 0);
+    th_sleep_ms(2500);
+    assert_int_equal(hpl__lc_signal(lc, -1, SIGCONT), 0);
+    th_sleep_ms(1500); /* a sweep or two after it */
+  }
+  assert_int_equal(th_dir_counter(lc, "dir_nodes_dead"), 0);
+  assert_int_equal(th_dir_counter(lc, "dir_nodes"), 3);
+  assert_int_equal(th_counter(A, "dir_registrations"), 1);
+  hpl_close(A);
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_directory_pause_then_delete, th_teardown),
+      cmocka_unit_test_teardown(test_deleted_while_away, th_teardown),
+      cmocka_unit_test_teardown(test_directory_stall_kills_nobody, th_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
