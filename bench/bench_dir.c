@@ -478,6 +478,66 @@ static void losses(void) {
   munmap(p, sizeof *p);
 }
 
+/* The directory stops for 5 s, so the stores' heartbeats go unanswered and
+ * they connect again: how long until the store holding everything is
+ * listed again (the last object it loaded has a complete copy), and the
+ * stat latency meanwhile (from the moment the directory runs again). */
+static void reconnect(hpl_client *a) {
+  char last[32];
+  if (g.nlarge)
+    snprintf(last, sizeof last, "L%08llu", (unsigned long long)(g.nlarge - 1));
+  else
+    inline_id(last, sizeof last, g.ninline ? g.ninline - 1 : 0);
+  probe *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  hpl__lc_signal(lc, -1, SIGSTOP);
+  struct timespec ts = {5, 0};
+  nanosleep(&ts, NULL);
+  hpl__lc_signal(lc, -1, SIGCONT);
+  uint64_t t0 = hpl__now_ms();
+  pid_t pid = probe_start(p, 1);
+  int listed = 0;
+  while (hpl__now_ms() - t0 < 300000) {
+    uint32_t complete = 0;
+    if (hpl_stat(a, last, 10000, NULL, NULL, &complete, NULL) == 0 && complete > 0) {
+      /* listed; but right after the pause it may still be the old listing */
+      uint64_t v;
+      if (hpl_counter(a, "dir_registrations", 1000, &v) != 0 || v >= 2) {
+        listed = 1;
+        break;
+      }
+    }
+    struct timespec w = {0, 20000000};
+    nanosleep(&w, NULL);
+  }
+  uint64_t took = hpl__now_ms() - t0;
+  /* the store's own account of re-reporting (newer stores log it) */
+  char path[4096], line[512];
+  double rr_ms = -1, rr_n = 0;
+  snprintf(path, sizeof path, "%s/node-0.log", hpl__lc_work_dir(lc));
+  for (int tries = 0; tries < 600 && rr_ms < 0; tries++) {
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) {
+      char *r = strstr(line, "re-reported ");
+      unsigned long long n, ms;
+      if (r && sscanf(r, "re-reported %llu objects to the directory in %llu ms", &n, &ms) == 2)
+        rr_n = (double)n, rr_ms = (double)ms; /* the last one */
+    }
+    if (f) fclose(f);
+    if (rr_ms < 0) {
+      struct timespec w = {0, 100000000};
+      nanosleep(&w, NULL);
+    }
+  }
+  probe_stop(p, pid);
+  report("directory stopped 5 s: seconds until listed again", listed ? (double)took / 1000.0 : -1,
+         "s");
+  report("  store A re-reported objects", rr_n, "");
+  report("  ... in (store's log; -1: not logged)", rr_ms, "ms");
+  report("  stat meanwhile: p99", h_pct(&p->h, 0.99), "ms");
+  report("  stat meanwhile: max", (double)p->h.max_us / 1000.0, "ms");
+  munmap(p, sizeof *p);
+}
+
 static void delete_all(uint64_t del_base) {
   hist h;
   int batch = delete_many ? g.batch : 1;
@@ -578,6 +638,7 @@ int main(int argc, char **argv) {
   rates(1u << OP_PUT | 1u << OP_GET | 1u << OP_STAT, &del_base);
   listing(a);
   losses();
+  reconnect(a);
   rates(1u << OP_DELETE, &del_base);
   delete_all(del_base);
   struct timespec ts = {1, 0};
