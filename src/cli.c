@@ -340,7 +340,7 @@ static int cmd_cluster(int argc, char **argv) {
       default: die("usage: hoplite cluster up [--nodes N] [--memory BYTES] [--dir PATH]");
     }
   }
-  if (nodes < 1 || nodes > 64) die("--nodes must be 1..64");
+  if (nodes < 1 || nodes > 256) die("--nodes must be 1..256");
   char parent[256];
   snprintf(parent, sizeof parent, "%s", dir);
   char *slash = strrchr(parent, '/');
