@@ -167,7 +167,8 @@ void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer) {
                       .label = label,
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER,
-                      .auth_failures = &s->ctr.auth_failures};
+                      .auth_failures = &s->ctr.auth_failures,
+                      .cork = 1};
   dc->c = hpl__conn_new(t, &o);
   if (!dc->c) { /* the stream is closed */
     free(dc);

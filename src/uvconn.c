@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "hoplite.h"
 #include "log.h"
@@ -50,6 +51,16 @@ struct hpl__conn {
   uint64_t turn_ms;        /* loop time of the turn frames are counted in */
   unsigned turn_frames;
   uv_idle_t *idle;         /* frames wait in rbuf for the next loop turn */
+  /* corked writes (opts.cork): small frames made during one loop turn go
+   * out together, flushed before the loop polls and after it has run the
+   * I/O callbacks (so nothing waits across a poll) */
+  struct conn_wreq *cork, *cork_tail;
+  unsigned cork_n;
+  size_t cork_bytes;
+  uv_prepare_t *cork_prep;
+  uv_check_t *cork_chk;
+  struct hpl__conn *cork_prev, *cork_next; /* the corked connections, in order */
+  int cork_listed;
   int handles;             /* handles (stream, timer, idle) not yet closed */
   hpl__record rec;         /* $HPL_RECORD_DIR: frames received, for fuzz corpora */
 };
@@ -61,13 +72,27 @@ typedef struct conn_wreq {
   void *arg;
   uint8_t *owned;
   size_t bytes;
-  struct conn_wreq *next; /* held before the handshake ended */
+  struct conn_wreq *next; /* held before the handshake ended, or corked */
   uv_buf_t bufs[2];
   unsigned nbufs;
 } conn_wreq;
 
 static void conn_read_start(hpl__conn *c);
 static void conn_process(hpl__conn *c);
+static void conn_flush(void);
+static void conn_flush_one(hpl__conn *c);
+static void conn_flush_for(hpl__conn *c);
+
+/* Connections with corked writes, in the order of their first one: they
+ * are flushed in that order, so messages keep the order they were made in
+ * across connections too (a store's note to the directory goes before the
+ * reply that lets its client tell others). One loop per process. */
+static hpl__conn *cork_list;
+static int cork_flushing;
+
+/* A loop turn flushes at most this much per connection at once. */
+#define CORK_MAX_FRAMES 64
+#define CORK_MAX_BYTES (256u * 1024)
 static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
 void *hpl__conn_data(const hpl__conn *c) { return c->o.data; }
@@ -98,6 +123,10 @@ static void conn_handle_closed(uv_handle_t *h) {
 
 void hpl__conn_close(hpl__conn *c, int status) {
   if (c->closing) return;
+  if (c->cork) { /* a last reply goes before the close (and what was corked before it) */
+    conn_flush_for(c);
+    if (c->closing) return; /* the flush failed and closed it */
+  }
   c->closing = 1;
   c->close_status = status;
   if (c->reading) uv_read_stop(c->s);
@@ -111,8 +140,16 @@ void hpl__conn_close(hpl__conn *c, int status) {
     free(w->owned);
     free(w);
   }
+  while (c->cork) { /* only left if the flush itself closed the connection */
+    conn_wreq *w = c->cork;
+    c->cork = w->next;
+    free(w->owned);
+    free(w);
+  }
   if (c->timer) uv_close((uv_handle_t *)c->timer, conn_handle_closed);
   if (c->idle) uv_close((uv_handle_t *)c->idle, conn_handle_closed);
+  if (c->cork_prep) uv_close((uv_handle_t *)c->cork_prep, conn_handle_closed);
+  if (c->cork_chk) uv_close((uv_handle_t *)c->cork_chk, conn_handle_closed);
   uv_close((uv_handle_t *)c->s, conn_handle_closed);
 }
 
@@ -533,6 +570,9 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   }
   c->s = s;
   c->o = *o;
+  static int cork_off = -1; /* HOPLITE_NO_CORK=1: every write at once (for comparisons) */
+  if (cork_off < 0) cork_off = getenv("HOPLITE_NO_CORK") != NULL;
+  if (cork_off) c->o.cork = 0;
   c->rbuf = rbuf;
   snprintf(c->label, sizeof c->label, "%s", o->label ? o->label : "conn");
   hpl__framer_init(&c->fr, &o->lim);
@@ -569,6 +609,127 @@ static void conn_write_done(uv_write_t *req, int status) {
   free(w);
 }
 
+/* Queue w (its bufs as given) as a libuv write request. */
+static int conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  int rc = uv_write(&w->req, c->s, bufs, nbufs, conn_write_done);
+  if (rc) {
+    free(w->owned);
+    free(w);
+    hpl__conn_close(c, HPL_ECONN);
+    return HPL_ECONN;
+  }
+  c->wq_bytes += w->bytes;
+  return 0;
+}
+
+static void cork_prep_cb(uv_prepare_t *h) { (void)h, conn_flush(); }
+static void cork_chk_cb(uv_check_t *h) { (void)h, conn_flush(); }
+
+/* Flush every corked connection, in order. */
+static void conn_flush(void) {
+  if (cork_flushing) return;
+  cork_flushing = 1;
+  while (cork_list) {
+    hpl__conn *c = cork_list;
+    DL_DELETE2(cork_list, c, cork_prev, cork_next);
+    c->cork_listed = 0;
+    conn_flush_one(c);
+  }
+  cork_flushing = 0;
+}
+
+/* Flush before c writes otherwise: everything (in order), or, inside a
+ * flush, c itself at once. */
+static void conn_flush_for(hpl__conn *c) {
+  if (!cork_flushing) {
+    conn_flush();
+    return;
+  }
+  if (c->cork_listed) {
+    DL_DELETE2(cork_list, c, cork_prev, cork_next);
+    c->cork_listed = 0;
+  }
+  conn_flush_one(c);
+}
+
+/* Send what c has corked: one write for all of it when nothing else is
+ * queued; what the socket does not take becomes write requests, in order. */
+static void conn_flush_one(hpl__conn *c) {
+  if (c->cork_prep) uv_prepare_stop(c->cork_prep);
+  if (c->cork_chk) uv_check_stop(c->cork_chk);
+  conn_wreq *list = c->cork;
+  c->cork = c->cork_tail = NULL;
+  c->cork_n = 0;
+  c->wq_bytes -= c->cork_bytes;
+  c->cork_bytes = 0;
+  uv_buf_t iov[CORK_MAX_FRAMES];
+  unsigned k = 0;
+  for (conn_wreq *w = list; w && k < CORK_MAX_FRAMES; w = w->next) iov[k++] = w->bufs[0];
+  int n = c->wq_bytes == 0 && k ? uv_try_write(c->s, iov, k) : 0;
+  size_t done = n > 0 ? (size_t)n : 0;
+  while (list) {
+    conn_wreq *w = list;
+    list = w->next;
+    if (done >= w->bytes) {
+      done -= w->bytes;
+      free(w->owned);
+      free(w);
+      continue;
+    }
+    w->bufs[0].base += done;
+    w->bufs[0].len -= done;
+    w->bytes -= done;
+    done = 0;
+    if (c->closing) { /* an earlier write failed and closed it */
+      free(w->owned);
+      free(w);
+      continue;
+    }
+    conn_queue_write(c, w, w->bufs, 1);
+  }
+}
+
+/* Cork w (a single owned buffer, nobody to tell). */
+static int conn_cork(hpl__conn *c, conn_wreq *w, uv_buf_t buf) {
+  if (!c->cork_prep) {
+    uv_prepare_t *p = malloc(sizeof *p);
+    uv_check_t *k = malloc(sizeof *k);
+    if (!p || !k) {
+      free(p);
+      free(k);
+      return -1;
+    }
+    uv_loop_t *loop = c->s->loop;
+    uv_prepare_init(loop, p);
+    uv_check_init(loop, k);
+    p->data = k->data = c;
+    c->cork_prep = p;
+    c->cork_chk = k;
+    c->handles += 2;
+  }
+  w->bufs[0] = buf;
+  w->nbufs = 1;
+  w->next = NULL;
+  if (c->cork)
+    c->cork_tail->next = w;
+  else
+    c->cork = w;
+  c->cork_tail = w;
+  c->cork_n++;
+  c->cork_bytes += w->bytes;
+  c->wq_bytes += w->bytes;
+  if (c->cork_n == 1) {
+    uv_prepare_start(c->cork_prep, cork_prep_cb);
+    uv_check_start(c->cork_chk, cork_chk_cb);
+    if (!c->cork_listed) {
+      DL_APPEND2(cork_list, c, cork_prev, cork_next);
+      c->cork_listed = 1;
+    }
+  }
+  if (c->cork_n >= CORK_MAX_FRAMES || c->cork_bytes >= CORK_MAX_BYTES) conn_flush();
+  return 0;
+}
+
 static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   w->c = c;
   w->bytes = 0;
@@ -584,6 +745,15 @@ static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbuf
     c->held_tail = w;
     c->wq_bytes += w->bytes;
     return 0;
+  }
+  if (c->o.cork && !w->cb && nbufs == 1 && w->owned && conn_cork(c, w, bufs[0]) == 0) return 0;
+  if (c->cork) {
+    conn_flush_for(c); /* in order */
+    if (c->closing) {
+      free(w->owned);
+      free(w);
+      return HPL_ECONN;
+    }
   }
   if (c->wq_bytes == 0 && !w->cb) {
     /* nothing queued and nobody to tell: write now, and queue only what
@@ -603,15 +773,7 @@ static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbuf
       w->bytes -= k;
     }
   }
-  int rc = uv_write(&w->req, c->s, bufs, nbufs, conn_write_done);
-  if (rc) {
-    free(w->owned);
-    free(w);
-    hpl__conn_close(c, HPL_ECONN);
-    return HPL_ECONN;
-  }
-  c->wq_bytes += w->bytes;
-  return 0;
+  return conn_queue_write(c, w, bufs, nbufs);
 }
 
 int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,

@@ -72,6 +72,11 @@ typedef struct hpl__conn_opts {
   int auth_role;
   unsigned auth_roles;
   uint64_t *auth_failures;
+  /* 1: small frames without a completion callback (hpl__conn_send with the
+   * payload copied or none) made during one loop turn go out in one write,
+   * before the loop next polls; fewer system calls when many small
+   * requests or replies go one way. Order is kept with other writes. */
+  int cork;
 } hpl__conn_opts;
 
 /* Accept one connection on a listening stream (TCP, with Nagle off, or a

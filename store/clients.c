@@ -295,7 +295,8 @@ void clients_serve(store *s, uv_stream_t *p) {
                      .on_frame = client_on_frame,
                      .on_close = client_on_close,
                      .data = cl,
-                     .label = label};
+                     .label = label,
+                     .cork = 1};
   cl->c = hpl__conn_new(p, &o);
   if (!cl->c) {
     free(cl);

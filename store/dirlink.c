@@ -515,7 +515,8 @@ static void on_connected(uv_connect_t *req, int status) {
                      .label = "store->dir",
                      .auth = &dl->s->cfg.auth,
                      .auth_role = HPL__ROLE_STORE,
-                     .auth_failures = &dl->s->ctr.auth_failures};
+                     .auth_failures = &dl->s->ctr.auth_failures,
+                     .cork = 1};
   dl->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!dl->c) {
     schedule_reconnect(dl);
