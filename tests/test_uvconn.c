@@ -105,6 +105,8 @@ static void rec_free(rec *r) {
 static const hpl__frame_limits lim = {
     .max_msg = 1024, .max_payload = BIG, .max_type = HPL__MSG_MAX_};
 
+static int open_cork; /* the next open_conn corks its writes */
+
 /* A connection over one end of a socketpair; *peer is the other end. */
 static hpl__conn *open_conn(rec *r, int stream, int *peer) {
   int sv[2];
@@ -113,7 +115,7 @@ static hpl__conn *open_conn(rec *r, int stream, int *peer) {
   assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
   assert_int_equal(uv_pipe_open(p, sv[0]), 0);
   hpl__conn_opts o = {.lim = lim, .stream_payloads = stream, .on_frame = on_frame,
-                      .on_close = on_close, .data = r, .label = "test"};
+                      .on_close = on_close, .data = r, .label = "test", .cork = open_cork};
   r->c = hpl__conn_new((uv_stream_t *)p, &o);
   assert_non_null(r->c);
   *peer = sv[1];
@@ -474,6 +476,70 @@ static void test_writes(void **state) {
   rec_free(&r);
 }
 
+/* Bytes the peer end can read now, without waiting. */
+static size_t readable(int fd) {
+  uint8_t b[65536];
+  ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 ? (size_t)n : 0;
+}
+
+static void expect_reqs(int peer, uint64_t from, uint64_t to) {
+  hpl__frame_hdr h;
+  uint8_t got[16];
+  for (uint64_t q = from; q <= to; q++) {
+    ProtobufCMessage *m = peer_frame(peer, &h, got, sizeof got);
+    assert_int_equal(h.req_id, q);
+    protobuf_c_message_free_unpacked(m, NULL);
+  }
+}
+
+/* Corked writes wait for the loop, keep their order, and go before a
+ * callback write, at the frame limit, and before a close. */
+static void test_corked_writes(void **state) {
+  (void)state;
+  rec ra = {0}, rb = {0};
+  int pa, pb;
+  open_cork = 1;
+  hpl__conn *a = open_conn(&ra, 0, &pa), *b = open_conn(&rb, 0, &pb);
+  open_cork = 0;
+  /* frames made in one turn wait for it to end */
+  assert_int_equal(hpl__conn_reply(a, 1, 0, NULL), 0);
+  assert_int_equal(hpl__conn_reply(b, 2, 0, NULL), 0);
+  assert_int_equal(hpl__conn_reply(a, 3, 0, NULL), 0);
+  assert_true(hpl__conn_write_queue(a) > 0);
+  assert_int_equal(readable(pa) + readable(pb), 0);
+  run_now();
+  assert_int_equal(hpl__conn_write_queue(a), 0);
+  expect_reqs(pa, 1, 1);
+  expect_reqs(pa, 3, 3);
+  expect_reqs(pb, 2, 2);
+  /* a write with a callback is not corked and goes after what is */
+  assert_int_equal(hpl__conn_reply(a, 4, 0, NULL), 0);
+  static const uint8_t raw[5] = "abcde";
+  ra.write_cbs = 0;
+  assert_int_equal(hpl__conn_write(a, raw, sizeof raw, on_write, &ra), 0);
+  assert_true(readable(pa) > 0); /* flushed at once, in order */
+  expect_reqs(pa, 4, 4);
+  uint8_t got[5];
+  read_all(pa, got, sizeof got);
+  assert_memory_equal(got, raw, sizeof raw);
+  run_until(&ra.write_cbs);
+  /* more than a turn may cork: the first ones go at once, all in order */
+  for (uint64_t q = 10; q < 110; q++) assert_int_equal(hpl__conn_reply(a, q, 0, NULL), 0);
+  assert_true(readable(pa) > 0);
+  run_now();
+  expect_reqs(pa, 10, 109);
+  /* a close sends what is corked first */
+  assert_int_equal(hpl__conn_reply(b, 7, HPL_EPROTO, "last words"), 0);
+  hpl__conn_close(b, 0);
+  expect_reqs(pb, 7, 7);
+  run_until(&rb.closes);
+  close(pb);
+  close_all(&ra, pa, 0);
+  rec_free(&ra);
+  rec_free(&rb);
+}
+
 static void test_close_with_writes_pending(void **state) {
   (void)state;
   rec r = {0};
@@ -520,6 +586,7 @@ int main(void) {
       cmocka_unit_test(test_bad_frames_close_with_eproto),
       cmocka_unit_test(test_writes),
       cmocka_unit_test(test_close_with_writes_pending),
+      cmocka_unit_test(test_corked_writes),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
