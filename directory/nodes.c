@@ -180,6 +180,11 @@ void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {
  * suspected, and judged again by `confirm` after the loop has polled its
  * sockets once more. Whatever keeps the loop busy, no node is declared dead
  * because of it. */
+/* How long the node has been silent (0 if heard after `now` was read). */
+static uint64_t silent_ms(const dir_node *n, uint64_t now) {
+  return now > n->last_seen_ms ? now - n->last_seen_ms : 0;
+}
+
 static void confirm(uv_timer_t *t) {
   dir_server *s = t->data;
   uint64_t now = hpl__now_ms();
@@ -187,10 +192,9 @@ static void confirm(uv_timer_t *t) {
   HASH_ITER(hh, s->nodes, n, tmp) {
     if (!n->suspect) continue;
     n->suspect = 0;
-    if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
+    if (silent_ms(n, now) <= s->cfg.heartbeat_timeout_ms) continue;
     char why[64];
-    snprintf(why, sizeof why, "no heartbeat for %llu ms",
-             (unsigned long long)(now - n->last_seen_ms));
+    snprintf(why, sizeof why, "no heartbeat for %llu ms", (unsigned long long)silent_ms(n, now));
     if (n->conn) hpl__conn_close(n->conn->c, HPL_ETIMEDOUT);
     node_gone(s, n, why);
   }
@@ -208,11 +212,14 @@ static void sweep(uv_timer_t *t) {
     s->ctr.stall_ms += late;
     LOG_INFO("the directory's loop was busy or stopped for %llu ms: liveness discounts it",
              (unsigned long long)late);
-    HASH_ITER(hh, s->nodes, n, tmp) n->last_seen_ms += late;
+    HASH_ITER(hh, s->nodes, n, tmp) {
+      n->last_seen_ms += late;
+      if (n->last_seen_ms > now) n->last_seen_ms = now; /* heard during the stall */
+    }
   }
   int suspects = 0;
   HASH_ITER(hh, s->nodes, n, tmp) {
-    if (now - n->last_seen_ms <= s->cfg.heartbeat_timeout_ms) continue;
+    if (silent_ms(n, now) <= s->cfg.heartbeat_timeout_ms) continue;
     n->suspect = 1;
     suspects++;
   }
