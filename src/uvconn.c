@@ -685,7 +685,8 @@ static void conn_flush_one(hpl__conn *c) {
       free(w);
       continue;
     }
-    conn_queue_write(c, w, w->bufs, 1);
+    uv_buf_t rest = w->bufs[0]; /* uv_write copies the array */
+    conn_queue_write(c, w, &rest, 1);
   }
 }
 
