@@ -463,6 +463,17 @@ static void losses(void) {
   nanosleep(&ts, NULL);
   probe_stop(p, pid);
   report("node loss (empty store killed): worst stat", (double)p->h.max_us / 1000.0, "ms");
+  /* the directory's own account (newer directories log it): the last loss */
+  char path[4096], line[512];
+  double gone_ms = -1;
+  snprintf(path, sizeof path, "%s/directory.log", hpl__lc_work_dir(lc));
+  FILE *f = fopen(path, "r");
+  while (f && fgets(line, sizeof line, f)) {
+    char *r = strstr(line, "copies dropped in ");
+    if (r) gone_ms = atof(r + strlen("copies dropped in "));
+  }
+  if (f) fclose(f);
+  report("node loss: the directory's time to drop it (-1: not logged)", gone_ms < 0 ? -1 : gone_ms * 1000, "us");
   /* client disconnects at A, which holds every object */
   uint64_t t0 = hpl__now_ns();
   for (int i = 0; i < 50; i++) {

@@ -76,7 +76,10 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
   HASH_DEL(s->nodes, n);
   uint64_t id = n->id;
   free(n);
+  uint64_t t0 = hpl__now_ns(), copies = dtab_node_count(&s->tab, id);
   node_copies_gone(s, id);
+  LOG_INFO("node %016llx: %llu copies dropped in %.3f ms", (unsigned long long)id,
+           (unsigned long long)copies, (double)(hpl__now_ns() - t0) / 1e6);
 }
 
 void dir_nodes_conn_closed(dir_server *s, dir_conn *dc, int status) {
