@@ -4,7 +4,7 @@
  *
  *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
  *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
- *                [--faults kill,cut,slow] [--slow-factor 10]
+ *                [--faults kill,cut,slow,pause] [--slow-factor 10]
  *                [--netns PREFIX --addrs A0,A1,... --cluster-sh PATH]
  *                [--rate 1gbit] [--store-args "..."] [--out FILE]
  *   bench_faults --scenario bcast-midchain|reduce-subset --size 256M [...]
@@ -18,7 +18,10 @@
  *         random 0.5-3 s, then bring it back: the partition heals, and the
  *         victim's own get (it is alive) must then finish correctly too;
  *   slow  lower the victim host's rate to RATE/--slow-factor for the rest of
- *         the run (a straggler); its own get must finish correctly.
+ *         the run (a straggler); its own get must finish correctly;
+ *   pause stop the victim's store (SIGSTOP) for a random 1-8 s, then let it
+ *         go on (SIGCONT): nothing closes, as with a partition, and its own
+ *         get must finish correctly too. Works on loopback as well.
  * cut and slow need the emulated cluster (--netns, --cluster-sh). Broadcast: node 0 holds the object (never killed),
  * every other node gets it. Reduce: every node holds a source (f32, sums
  * exact in any order), node 0 reduces the first N-1 (N-2 with two kills)
@@ -62,8 +65,10 @@ typedef struct cfg {
   FILE *out;
 } cfg;
 
-enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4 };
-static const char *const fk_names[] = {"kill", "cut", "slow"};
+enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4, FK_PAUSE = 8 };
+#define NFK 4
+static const char *const fk_names[NFK] = {"kill", "cut", "slow", "pause"};
+static int fk_index(int kind) { return kind == FK_KILL ? 0 : kind == FK_CUT ? 1 : kind == FK_SLOW ? 2 : 3; }
 
 static hpl__lc *lc;
 static hpl_client *cs[MAXN];
@@ -237,7 +242,8 @@ static int middle_node(int op, const char *id, int fallback) {
 
 /* Run op on `size` bytes; after `kill_frac` of `nofault` seconds, apply
  * fault `kind` to `victims` (victims[0] = -2: pick the middle of the
- * chain): kill them, cut victims[0] off for `cut_s` seconds, or slow it. */
+ * chain): kill them, cut victims[0] off (or stop its store) for `cut_s`
+ * seconds, or slow it. */
 static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nkill, int *victims,
                        double kill_frac, double nofault, int k_reduce, double cut_s) {
   outcome oc = {0};
@@ -260,7 +266,8 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     }
   }
   int64_t timeout = nofault > 0 ? (int64_t)(nofault * 10 * 1000) + 30000 : 300000;
-  if (nofault > 0 && kind == FK_CUT) timeout += (int64_t)(cut_s * 1000) + 15000;
+  if (nofault > 0 && (kind == FK_CUT || kind == FK_PAUSE))
+    timeout += (int64_t)(cut_s * 1000) + 15000;
   if (nofault > 0 && kind == FK_SLOW) timeout += (int64_t)(nofault * g->slow_factor * 1000);
   char slow_rate[32] = "";
   if (kind == FK_SLOW) {
@@ -301,6 +308,10 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
       if (cluster_cmd(g, "uncut", victims[0], NULL)) die("cluster.sh uncut failed");
     } else if (kind == FK_SLOW) {
       if (cluster_cmd(g, "ratelimit", victims[0], slow_rate)) die("cluster.sh ratelimit failed");
+    } else if (kind == FK_PAUSE) {
+      if (hpl__lc_signal(lc, victims[0], SIGSTOP)) die("SIGSTOP failed");
+      hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+      if (hpl__lc_signal(lc, victims[0], SIGCONT)) die("SIGCONT failed");
     }
   }
   uint64_t last = start;
@@ -401,8 +412,8 @@ int main(int argc, char **argv) {
   char *fl = strdup(faults);
   for (char *t = strtok(fl, ","); t; t = strtok(NULL, ",")) {
     int k = 0;
-    while (k < 3 && strcmp(t, fk_names[k])) k++;
-    if (k == 3) die("--faults takes kill, cut and slow, comma-separated");
+    while (k < NFK && strcmp(t, fk_names[k])) k++;
+    if (k == NFK) die("--faults takes kill, cut, slow and pause, comma-separated");
     g.faults |= 1 << k;
   }
   free(fl);
@@ -494,17 +505,18 @@ int main(int argc, char **argv) {
     int tot_runs = 0, tot_done = 0, tot_hang = 0, tot_wrong = 0, tot_lost = 0, tot_other = 0;
     int runs_ok = 0;
     double *ratio = calloc((size_t)g.runs, sizeof *ratio);
-    double *kratio[3];
-    int kn[3] = {0, 0, 0};
-    for (int f = 0; f < 3; f++) kratio[f] = calloc((size_t)g.runs, sizeof **kratio);
+    double *kratio[NFK];
+    int kn[NFK] = {0};
+    for (int f = 0; f < NFK; f++) kratio[f] = calloc((size_t)g.runs, sizeof **kratio);
     for (int run = 0; run < g.runs; run++) {
       int op = g.do_bcast && g.do_reduce ? (int)(rnd(&g.seed) % 2) : g.do_reduce;
       int k = (int)(rnd(&g.seed) % (uint64_t)g.nsizes);
-      int kinds[3], nk = 0;
-      for (int f = 0; f < 3; f++)
+      int kinds[NFK], nk = 0;
+      for (int f = 0; f < NFK; f++)
         if (g.faults & (1 << f)) kinds[nk++] = 1 << f;
       int kind = kinds[rnd(&g.seed) % (uint64_t)nk];
       double cut_s = 0.5 + 2.5 * (double)(rnd(&g.seed) % 1000) / 1000.0;
+      if (kind == FK_PAUSE) cut_s = 1.0 + 7.0 * (double)(rnd(&g.seed) % 1000) / 1000.0;
       int nkill = kind == FK_KILL && (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
       int victims[2];
       victims[0] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
@@ -515,7 +527,7 @@ int main(int argc, char **argv) {
       outcome oc =
           run_one(&g, op, g.sizes[k], run, kind, nkill, victims, frac, nf[op][k], kr, cut_s);
       ratio[run] = oc.secs / nf[op][k];
-      int kf = kind == FK_KILL ? 0 : kind == FK_CUT ? 1 : 2;
+      int kf = fk_index(kind);
       kratio[kf][kn[kf]++] = ratio[run];
       int ok = oc.hangs == 0 && oc.wrong == 0 && oc.lost == 0 && oc.other == 0;
       runs_ok += ok;
@@ -527,8 +539,7 @@ int main(int argc, char **argv) {
       tot_other += oc.other;
       char vs[32], extra[96] = "";
       if (nkill == 2) snprintf(vs, sizeof vs, "kill:%d,%d", victims[0], victims[1]);
-      else snprintf(vs, sizeof vs, "%s:%d", fk_names[kind == FK_KILL ? 0 : kind == FK_CUT ? 1 : 2],
-                    victims[0]);
+      else snprintf(vs, sizeof vs, "%s:%d", fk_names[fk_index(kind)], victims[0]);
       if (op == 1 && kind == FK_CUT)
         snprintf(extra, sizeof extra, " (cut %.1f s)", cut_s);
       else if (op == 1 && kind == FK_SLOW)
@@ -539,6 +550,11 @@ int main(int argc, char **argv) {
       else if (kind == FK_SLOW)
         snprintf(extra, sizeof extra, " (slowed %.0fx; the slow host itself done at %.3f s)",
                  g.slow_factor, oc.victim_secs);
+      else if (op == 0 && kind == FK_PAUSE)
+        snprintf(extra, sizeof extra, " (stopped %.1f s; the stopped store itself done at %.3f s)",
+                 cut_s, oc.victim_secs);
+      else if (kind == FK_PAUSE)
+        snprintf(extra, sizeof extra, " (stopped %.1f s)", cut_s);
       printf("run %2d %-6s %10llu B %-8s at %3.0f%%: %.3f s (%.2fx no-fault) %s "
              "[done %d wrong %d lost %d hang %d]%s\n",
              run, op ? "reduce" : "bcast", (unsigned long long)g.sizes[k], vs, frac * 100, oc.secs,
@@ -556,15 +572,16 @@ int main(int argc, char **argv) {
            tot_runs, runs_ok, tot_done, tot_hang, tot_wrong, tot_lost, tot_other,
            ratio[g.runs / 2], ratio[(g.runs * 9) / 10 < g.runs ? (g.runs * 9) / 10 : g.runs - 1],
            ratio[g.runs - 1]);
-    for (int f = 0; f < 3; f++) {
+    for (int f = 0; f < NFK; f++) {
       if (!kn[f]) continue;
       qsort(kratio[f], (size_t)kn[f], sizeof **kratio, cmp_d);
-      printf("  %-4s runs %2d: survivors' time over no-fault median %.2fx, max %.2fx\n",
-             fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][kn[f] - 1]);
+      int p90 = (kn[f] * 9) / 10 < kn[f] ? (kn[f] * 9) / 10 : kn[f] - 1;
+      printf("  %-5s runs %2d: survivors' time over no-fault median %.2fx, p90 %.2fx, max %.2fx\n",
+             fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][p90], kratio[f][kn[f] - 1]);
     }
     status = tot_hang || tot_wrong || tot_lost || tot_other;
     free(ratio);
-    for (int f = 0; f < 3; f++) free(kratio[f]);
+    for (int f = 0; f < NFK; f++) free(kratio[f]);
   }
   for (int i = 0; i < g.hosts; i++)
     if (cs[i]) hpl_close(cs[i]);
