@@ -12,6 +12,7 @@
 
 #include "cdirect.h"
 #include "crpc.h"
+#include "capi.h"
 #include "cstore.h"
 #include "hoplite.h"
 #include "proto.h"
@@ -53,10 +54,7 @@ static __thread struct {
   char msg[512];
 } tls_err;
 
-static int fail(const hpl_client *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(const hpl_client *c, int code, const char *fmt, ...) {
+int hpl__cfail(const hpl_client *c, int code, const char *fmt, ...) {
   tls_err.c = c;
   va_list ap;
   va_start(ap, fmt);
@@ -75,11 +73,11 @@ const char *hpl_errdetail(const hpl_client *c) {
 static int rpc_failed(hpl_client *c, int rc, unsigned type, int64_t waited_ms) {
   const char *why = hpl__crpc_broken(c->st.rpc);
   if (rc == HPL_ETIMEDOUT)
-    return fail(c, rc, "the store did not answer %s within %lld ms%s%s", hpl__msg_name(type),
+    return hpl__cfail(c, rc, "the store did not answer %s within %lld ms%s%s", hpl__msg_name(type),
                 (long long)waited_ms, why ? "; the connection broke: " : "", why ? why : "");
   if (rc == HPL_ECONN)
-    return fail(c, rc, "the connection to the store is closed: %s", why ? why : "?");
-  return fail(c, rc, "out of memory for %s", hpl__msg_name(type));
+    return hpl__cfail(c, rc, "the connection to the store is closed: %s", why ? why : "?");
+  return hpl__cfail(c, rc, "out of memory for %s", hpl__msg_name(type));
 }
 
 /* ------------------------------------------------------------------ store calls */
@@ -103,7 +101,7 @@ static void batch_init(batch *b, const char *const *ids, size_t n, int *rcs) {
   b->why[0] = 0;
 }
 
-/* Item i's outcome; a failure's detail must have just been set (fail()). */
+/* Item i's outcome; a failure's detail must have just been set (hpl__cfail()). */
 static void batch_set(batch *b, size_t i, int rc) {
   b->rcs[i] = rc;
   if (rc && i < b->first) {
@@ -115,8 +113,8 @@ static void batch_set(batch *b, size_t i, int rc) {
 /* 0, or the first failure with its detail, naming the item. */
 static int batch_end(hpl_client *c, batch *b) {
   if (b->first == b->n) return 0;
-  if (!b->ids || b->n == 1) return fail(c, b->rcs[b->first], "%s", b->why);
-  return fail(c, b->rcs[b->first], "'%s' (%zu of %zu): %s", b->ids[b->first], b->first + 1,
+  if (!b->ids || b->n == 1) return hpl__cfail(c, b->rcs[b->first], "%s", b->why);
+  return hpl__cfail(c, b->rcs[b->first], "'%s' (%zu of %zu): %s", b->ids[b->first], b->first + 1,
               b->n, b->why);
 }
 
@@ -146,13 +144,15 @@ static int reply_of(hpl_client *c, unsigned type, hpl__crpc_msg *rep, ProtobufCM
   int rc = 0;
   Hplpb__Reply *st = (Hplpb__Reply *)hpl__crpc_msg_unpack(rep, HPL__MSG_REPLY);
   if (!st)
-    rc = fail(c, HPL_EPROTO, "undecodable reply to %s", hpl__msg_name(type));
+    rc = hpl__cfail(c, HPL_EPROTO, "undecodable reply to %s", hpl__msg_name(type));
   else if (st->status != 0)
-    rc = fail(c, st->status, "%s", st->detail && *st->detail ? st->detail : hpl_strerror(st->status));
+    rc = hpl__cfail(c, st->status, "%s",
+                    st->detail && *st->detail ? st->detail : hpl_strerror(st->status));
   else if (rep->type != rtype)
-    rc = fail(c, HPL_EPROTO, "reply of type %s to %s", hpl__msg_name(rep->type), hpl__msg_name(type));
+    rc = hpl__cfail(c, HPL_EPROTO, "reply of type %s to %s", hpl__msg_name(rep->type),
+                    hpl__msg_name(type));
   else if (out && !(*out = hpl__crpc_msg_unpack(rep, rtype)))
-    rc = fail(c, HPL_EPROTO, "undecodable %s", hpl__msg_name(rtype));
+    rc = hpl__cfail(c, HPL_EPROTO, "undecodable %s", hpl__msg_name(rtype));
   if (st) protobuf_c_message_free_unpacked(&st->base, NULL);
   hpl__crpc_msg_free(rep);
   return rc;
@@ -206,18 +206,18 @@ static int call_with(hpl_client *c, unsigned type, const ProtobufCMessage *m, co
   return rc;
 }
 
-static int call(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t timeout_ms,
+int hpl__ccall(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t timeout_ms,
                 ProtobufCMessage **out) {
   return call_with(c, type, m, NULL, 0, timeout_ms, out);
 }
 
-/* A request that names one object (IdReq), as call(). */
-static int id_call(hpl_client *c, unsigned type, const char *id, int64_t timeout_ms,
+/* A request that names one object (IdReq), as hpl__ccall(). */
+int hpl__cid_call(hpl_client *c, unsigned type, const char *id, int64_t timeout_ms,
                    ProtobufCMessage **out) {
   Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
-  return call(c, type, &r.base, timeout_ms, out);
+  return hpl__ccall(c, type, &r.base, timeout_ms, out);
 }
 
 /* A one-way note to the store about a handle it gave out. */
@@ -309,28 +309,21 @@ int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
 
 /* ------------------------------------------------------------------ objects */
 
-#define CHECK_ID(c, id)                                                              \
-  do {                                                                               \
-    if (!(c)) return HPL_EINVAL;                                                     \
-    if (!hpl__id_valid(id))                                                           \
-      return fail((c), HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)", \
-                  HPL_ID_MAX);                                                       \
-  } while (0)
 
 int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
-  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   Hplpb__CreateReq r = HPLPB__CREATE_REQ__INIT;
   r.id = (char *)id;
   r.size = size;
   r.timeout_ms = timeout_ms;
   Hplpb__CreateRep *rep = NULL;
-  int rc = call(c, HPL__MSG_CREATE, &r.base, timeout_ms,
+  int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms,
                 (ProtobufCMessage **)&rep);
   if (rc) return rc;
   hpl_buf *b = buf_new(c, id, rep->offset, size, rep->handle, 1);
   protobuf_c_message_free_unpacked(&rep->base, NULL);
-  if (!b) return fail(c, HPL_EPROTO, "store returned a region outside the pool");
+  if (!b) return hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool");
   if (size >= CLIENT_POPULATE_MIN) {
     /* map the region's pages in one call rather than one fault per page;
      * an old kernel without MADV_POPULATE_WRITE just faults as usual */
@@ -344,7 +337,7 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
 
 int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
   if (!c || !b || !b->created || bytes > b->size)
-    return c ? fail(c, HPL_EINVAL, "not a buffer being created, or bytes beyond its size")
+    return c ? hpl__cfail(c, HPL_EINVAL, "not a buffer being created, or bytes beyond its size")
              : HPL_EINVAL;
   Hplpb__ProgressNote n = HPLPB__PROGRESS_NOTE__INIT;
   n.handle = b->handle;
@@ -353,12 +346,12 @@ int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
 }
 
 int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
-  if (!c || !b) return c ? fail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
-  if (!b->created) return fail(c, HPL_EINVAL, "buffer is not being created");
+  if (!c || !b) return c ? hpl__cfail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
+  if (!b->created) return hpl__cfail(c, HPL_EINVAL, "buffer is not being created");
   Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
   r.handle = b->handle;
   r.timeout_ms = timeout_ms;
-  int rc = call(c, HPL__MSG_SEAL, &r.base, timeout_ms, NULL);
+  int rc = hpl__ccall(c, HPL__MSG_SEAL, &r.base, timeout_ms, NULL);
   buf_free(c, b);
   return rc;
 }
@@ -369,7 +362,7 @@ void hpl_abort(hpl_client *c, hpl_buf *b) {
     Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
     r.handle = b->handle;
     /* wait (bounded) until the store and directory forgot the object */
-    call(c, HPL__MSG_ABORT, &r.base, CLIENT_ABORT_MS, NULL);
+    hpl__ccall(c, HPL__MSG_ABORT, &r.base, CLIENT_ABORT_MS, NULL);
   }
   buf_free(c, b);
 }
@@ -395,7 +388,7 @@ static void put_fill(hpl_client *c, hpl_buf *b, const void *data) {
 
 int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
   CHECK_ID(c, id);
-  if (size && !data) return fail(c, HPL_EINVAL, "data is NULL");
+  if (size && !data) return hpl__cfail(c, HPL_EINVAL, "data is NULL");
   if (put_whole(c, size)) {
     Hplpb__PutReq r = HPLPB__PUT_REQ__INIT;
     r.id = (char *)id;
@@ -414,7 +407,7 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
 
 int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
-  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
+  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   int rc;
   return hpl_get_many(c, &id, 1, timeout_ms, out, &rc);
 }
@@ -432,7 +425,7 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
 int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local) {
   CHECK_ID(c, id);
   Hplpb__ContainsRep *rep = NULL;
-  int rc = id_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
+  int rc = hpl__cid_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (out_local) *out_local = rep->local ? 1 : 0;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -443,7 +436,7 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
              uint32_t *copies, uint32_t *complete, int *is_inline) {
   CHECK_ID(c, id);
   Hplpb__StatRep *rep = NULL;
-  int rc = id_call(c, HPL__MSG_STAT, id, timeout_ms, (ProtobufCMessage **)&rep);
+  int rc = hpl__cid_call(c, HPL__MSG_STAT, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (size) *size = rep->size;
   if (copies) *copies = rep->copies;
@@ -455,7 +448,7 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
 
 int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms) {
   CHECK_ID(c, id);
-  return id_call(c, HPL__MSG_DELETE, id, timeout_ms, NULL);
+  return hpl__cid_call(c, HPL__MSG_DELETE, id, timeout_ms, NULL);
 }
 
 /* ------------------------------------------------------------------ many at once */
@@ -465,9 +458,10 @@ int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms) {
 static int batch_open(hpl_client *c, batch *b, const char *const *ids, size_t n, int *rcs,
                       const void *other) {
   if (!c) return HPL_EINVAL;
-  if (n && (!ids || !rcs || !other)) return fail(c, HPL_EINVAL, "NULL array");
+  if (n && (!ids || !rcs || !other)) return hpl__cfail(c, HPL_EINVAL, "NULL array");
   if (n > HPL__CRPC_MAX_BATCH)
-    return fail(c, HPL_EINVAL, "%zu requests in one call (at most %d)", n, HPL__CRPC_MAX_BATCH);
+    return hpl__cfail(c, HPL_EINVAL, "%zu requests in one call (at most %d)", n,
+                      HPL__CRPC_MAX_BATCH);
   batch_init(b, ids, n, rcs);
   return 0;
 }
@@ -480,9 +474,10 @@ static slot *batch_slots(hpl_client *c, batch *b, size_t *k) {
   slot *s = b->n ? calloc(b->n, sizeof *s) : NULL;
   for (size_t i = 0; i < b->n; i++) {
     if (!s)
-      batch_set(b, i, fail(c, HPL_ENOMEM, "out of memory"));
+      batch_set(b, i, hpl__cfail(c, HPL_ENOMEM, "out of memory"));
     else if (!hpl__id_valid(b->ids[i]))
-      batch_set(b, i, fail(c, HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)",
+      batch_set(b, i,
+                hpl__cfail(c, HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)",
                            HPL_ID_MAX));
     else
       s[(*k)++].item = i;
@@ -509,7 +504,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   for (size_t j = 0; j < k; j++) {
     size_t i = s[j].item;
     if (sizes[i] && !data[i]) {
-      batch_set(&b, i, fail(c, HPL_EINVAL, "data is NULL"));
+      batch_set(&b, i, hpl__cfail(c, HPL_EINVAL, "data is NULL"));
       continue;
     }
     slot *q = &s[m++];
@@ -541,7 +536,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
     s[j].out = NULL;
     protobuf_c_message_free_unpacked(&cr->base, NULL);
     if (!buf) {
-      batch_set(&b, i, fail(c, HPL_EPROTO, "store returned a region outside the pool"));
+      batch_set(&b, i, hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
       continue;
     }
     put_fill(c, buf, data[i]);
@@ -611,7 +606,7 @@ int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeou
       bufs[i] = buf;
     else {
       send_release(c, g->handle);
-      batch_set(&b, i, fail(c, HPL_EPROTO, "store returned a region outside the pool"));
+      batch_set(&b, i, hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
     }
   }
   slots_free(s, k);
@@ -656,233 +651,20 @@ int hpl_delete_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
   return batch_end(c, &b);
 }
 
-/* ------------------------------------------------------------------ text results */
-
-/* Growable text. */
-typedef struct text {
-  char *p;
-  size_t len, cap;
-} text;
-
-static int text_addf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int text_addf(text *t, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return -1;
-    if (t->p && t->len + (size_t)n < t->cap) {
-      t->len += (size_t)n;
-      return 0;
-    }
-    size_t cap = (t->cap ? t->cap * 2 : 256) + (size_t)n;
-    char *np = realloc(t->p, cap);
-    if (!np) return -1;
-    t->p = np;
-    t->cap = cap;
-  }
-}
-
-/* Appends line i of a reply; 0 or -1 (no memory). */
-typedef int (*line_fn)(text *t, const ProtobufCMessage *rep, size_t i);
-
-/* The one way list-style results are made: lines 0..n-1 of `rep`, rendered
- * by `line`, become one NUL-terminated string for *out (owned by the
- * caller, freed with hpl_free). Frees rep either way. */
-static int text_result(hpl_client *c, ProtobufCMessage *rep, size_t n, line_fn line, char **out) {
-  text t = {0};
-  int rc = 0;
-  for (size_t i = 0; i < n && rc == 0; i++) rc = line(&t, rep, i);
-  if (rc == 0 && !t.p) rc = text_addf(&t, "%s", "");
-  protobuf_c_message_free_unpacked(rep, NULL);
-  if (rc) {
-    free(t.p);
-    return fail(c, HPL_ENOMEM, "out of memory");
-  }
-  *out = t.p;
-  return 0;
-}
-
-static int counter_line(text *t, const ProtobufCMessage *rep, size_t i) {
-  const Hplpb__Counter *k = ((const Hplpb__CountersRep *)rep)->counters[i];
-  return text_addf(t, "%s %llu\n", k->name, (unsigned long long)k->value);
-}
-
-static int transfer_line(text *t, const ProtobufCMessage *rep, size_t i) {
-  static const char *kinds[] = {"?", "assign", "done", "remove", "node-gone", "delete", "reset"};
-  const Hplpb__Transfer *x = ((const Hplpb__TransfersRep *)rep)->transfers[i];
-  return text_addf(t, "%llu %llu %s %016llx %016llx %s\n", (unsigned long long)x->seq,
-                   (unsigned long long)x->t_us, x->kind < 7 ? kinds[x->kind] : "?",
-                   (unsigned long long)x->receiver, (unsigned long long)x->sender,
-                   x->id && *x->id ? x->id : "-");
-}
-
-static int source_line(text *t, const ProtobufCMessage *rep, size_t i) {
-  return text_addf(t, "%s\n", ((const Hplpb__ReduceInfoRep *)rep)->sources[i]);
-}
-
-/* ------------------------------------------------------------------ listing */
-
-/* Ids sort as strcmp() orders them (unsigned bytes), as the directory's
- * index does. */
-static int info_cmp(const void *a, const void *b) {
-  return strcmp((*(const Hplpb__ObjInfo *const *)a)->id, (*(const Hplpb__ObjInfo *const *)b)->id);
-}
-
-/* One page of the listing (after `after`, NULL: from the start; at most
- * `max` objects, 0: the directory's page size), appended to *t as text
- * lines; *next is the cursor for the next page (malloc'd) or NULL after
- * the last. A directory older than paging ignores after and limit and
- * sends everything in id-less order with no cursor: the page is cut to
- * what the request asked for here (after `after`, under `prefix`, sorted,
- * at most `max`), so paging works against it too, if slowly. */
-static int list_page(hpl_client *c, const char *prefix, const char *after, size_t max,
-                     int64_t timeout_ms, text *t, char **next) {
-  Hplpb__ListReq r = HPLPB__LIST_REQ__INIT;
-  r.prefix = (char *)prefix;
-  r.after = (char *)(after ? after : "");
-  r.limit = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
-  r.timeout_ms = timeout_ms;
-  Hplpb__ListRep *rep = NULL;
-  int rc = call(c, HPL__MSG_LIST, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
-  if (rc) return rc;
-  const Hplpb__ObjInfo **v = malloc((rep->n_objects ? rep->n_objects : 1) * sizeof *v);
-  size_t nv = 0, plen = strlen(prefix);
-  int sorted = 1;
-  for (size_t i = 0; v && i < rep->n_objects; i++) {
-    const Hplpb__ObjInfo *o = rep->objects[i];
-    if (strncmp(o->id, prefix, plen) != 0 || (after && strcmp(o->id, after) <= 0)) continue;
-    if (nv && strcmp(v[nv - 1]->id, o->id) >= 0) sorted = 0;
-    v[nv++] = o;
-  }
-  if (!sorted) qsort(v, nv, sizeof *v, info_cmp);
-  const char *cursor = rep->next ? rep->next : "";
-  if (max && nv > max) { /* a directory that ignored the limit */
-    nv = max;
-    cursor = v[max - 1]->id;
-  }
-  if (!v)
-    rc = fail(c, HPL_ENOMEM, "out of memory");
-  else if (*cursor && after && strcmp(cursor, after) <= 0)
-    rc = fail(c, HPL_EPROTO, "the directory's listing cursor '%s' does not move past '%s'", cursor,
-              after);
-  for (size_t i = 0; rc == 0 && i < nv; i++)
-    if (text_addf(t, "%s\t%llu\t%u\t%u\t%d\n", v[i]->id, (unsigned long long)v[i]->size,
-                  v[i]->copies, v[i]->complete, v[i]->inline_ ? 1 : 0) != 0)
-      rc = fail(c, HPL_ENOMEM, "out of memory");
-  if (rc == 0 && !t->p && text_addf(t, "%s", "") != 0) rc = fail(c, HPL_ENOMEM, "out of memory");
-  *next = NULL;
-  if (rc == 0 && *cursor && !(*next = strdup(cursor))) rc = fail(c, HPL_ENOMEM, "out of memory");
-  free(v);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
-  return rc;
-}
-
-/* A prefix or cursor: NULL or "" (none), else like an id. */
-static int list_arg_ok(const char *s) { return !s || !*s || hpl__id_valid(s); }
-
-int hpl_list_page(hpl_client *c, const char *prefix, const char *after, size_t max,
-                  int64_t timeout_ms, char **out, char **next) {
-  if (!c) return HPL_EINVAL;
-  if (!out || !next) return fail(c, HPL_EINVAL, "out and next must not be NULL");
-  if (!list_arg_ok(prefix) || !list_arg_ok(after))
-    return fail(c, HPL_EINVAL, "prefix and after must be like ids (at most %d bytes, no control "
-                               "characters)", HPL_ID_MAX);
-  text t = {0};
-  char *nx;
-  int rc = list_page(c, prefix ? prefix : "", after && *after ? after : NULL, max, timeout_ms, &t,
-                     &nx);
-  if (rc) {
-    free(t.p);
-    return rc;
-  }
-  *out = t.p;
-  *next = nx;
-  return 0;
-}
-
-int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out) {
-  if (!c) return HPL_EINVAL;
-  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  text t = {0};
-  char *after = NULL;
-  int rc;
-  do {
-    char *nx;
-    rc = list_page(c, prefix ? prefix : "", after, 0, timeout_ms, &t, &nx);
-    free(after);
-    after = rc ? NULL : nx;
-  } while (after);
-  if (rc) {
-    free(t.p);
-    return rc;
-  }
-  *out = t.p;
-  return 0;
-}
-
-static int counters_call(hpl_client *c, int64_t timeout_ms, Hplpb__CountersRep **rep) {
-  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
-  r.timeout_ms = timeout_ms;
-  return call(c, HPL__MSG_COUNTERS, &r.base, timeout_ms,
-              (ProtobufCMessage **)rep);
-}
-
-int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out) {
-  if (!c) return HPL_EINVAL;
-  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hplpb__CountersRep *rep = NULL;
-  int rc = counters_call(c, timeout_ms, &rep);
-  return rc ? rc : text_result(c, &rep->base, rep->n_counters, counter_line, out);
-}
-
-int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value) {
-  if (!c || !name) return c ? fail(c, HPL_EINVAL, "name is NULL") : HPL_EINVAL;
-  Hplpb__CountersRep *rep = NULL;
-  int rc = counters_call(c, timeout_ms, &rep);
-  if (rc) return rc;
-  rc = fail(c, HPL_ENOTFOUND, "no counter '%s'", name);
-  for (size_t i = 0; i < rep->n_counters; i++)
-    if (strcmp(rep->counters[i]->name, name) == 0) {
-      if (value) *value = rep->counters[i]->value;
-      rc = 0;
-      break;
-    }
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
-  return rc;
-}
-
-int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
-                  uint64_t *next_since) {
-  if (!c) return HPL_EINVAL;
-  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hplpb__TransfersReq r = HPLPB__TRANSFERS_REQ__INIT;
-  r.since = since;
-  r.timeout_ms = timeout_ms;
-  Hplpb__TransfersRep *rep = NULL;
-  int rc = call(c, HPL__MSG_TRANSFERS, &r.base, timeout_ms,
-                (ProtobufCMessage **)&rep);
-  if (rc) return rc;
-  uint64_t next = rep->next;
-  rc = text_result(c, &rep->base, rep->n_transfers, transfer_line, out);
-  if (rc == 0 && next_since) *next_since = next;
-  return rc;
-}
-
 /* ------------------------------------------------------------------ collectives */
 
 int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
                size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms) {
   CHECK_ID(c, target);
-  if (!sources || nsources == 0) return fail(c, HPL_EINVAL, "no sources");
+  if (!sources || nsources == 0) return hpl__cfail(c, HPL_EINVAL, "no sources");
   if (num_objects > nsources)
-    return fail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",
+    return hpl__cfail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",
                 num_objects, nsources);
-  if ((unsigned)op > HPL_OP_PROD) return fail(c, HPL_EINVAL, "unknown op %d", (int)op);
-  if (!hpl_dtype_size((int)dtype)) return fail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
+  if ((unsigned)op > HPL_OP_PROD) return hpl__cfail(c, HPL_EINVAL, "unknown op %d", (int)op);
+  if (!hpl_dtype_size((int)dtype)) return hpl__cfail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
   for (size_t i = 0; i < nsources; i++)
-    if (!hpl__id_valid(sources[i])) return fail(c, HPL_EINVAL, "source %zu has an invalid id", i);
+    if (!hpl__id_valid(sources[i]))
+      return hpl__cfail(c, HPL_EINVAL, "source %zu has an invalid id", i);
   Hplpb__ReduceReq r = HPLPB__REDUCE_REQ__INIT;
   r.target = (char *)target;
   r.n_sources = nsources;
@@ -891,21 +673,13 @@ int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, si
   r.op = (uint32_t)op;
   r.dtype = (uint32_t)dtype;
   r.timeout_ms = timeout_ms;
-  return call(c, HPL__MSG_REDUCE, &r.base, timeout_ms, NULL);
-}
-
-int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, char **out) {
-  CHECK_ID(c, target);
-  if (!out) return fail(c, HPL_EINVAL, "out must not be NULL");
-  Hplpb__ReduceInfoRep *rep = NULL;
-  int rc = id_call(c, HPL__MSG_REDUCE_INFO, target, timeout_ms, (ProtobufCMessage **)&rep);
-  return rc ? rc : text_result(c, &rep->base, rep->n_sources, source_line, out);
+  return hpl__ccall(c, HPL__MSG_REDUCE, &r.base, timeout_ms, NULL);
 }
 
 int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
                   size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms,
                   hpl_buf **out) {
-  if (!out) return c ? fail(c, HPL_EINVAL, "out must not be NULL") : HPL_EINVAL;
+  if (!out) return c ? hpl__cfail(c, HPL_EINVAL, "out must not be NULL") : HPL_EINVAL;
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   int rc = hpl_reduce(c, target, sources, nsources, num_objects, op, dtype, timeout_ms);
   if (rc) return rc;

@@ -83,6 +83,10 @@ static void dl_hb_cb(uv_timer_t *t);
 static uint64_t hb_pause_left(dirlink *dl);
 static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
 
+/* For requests whose answer changes nothing here (the directory's state is
+ * what counts, and a failure is retried at the next registration). */
+static void ignore_reply(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
+
 int dirlink_ready(store *s) { return s->dl && s->dl->state == DL_READY; }
 
 int dirlink_peer(store *s, char *addr, size_t alen, int *port) {
@@ -216,8 +220,6 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
   hpl__conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
-static void loc_removed(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
-
 /* A removal is a request, kept while the link is down and sent after the
  * store registers again: a reconnect keeps our copies at the directory, so
  * one it did not hear about would stay listed. */
@@ -225,7 +227,7 @@ void dirlink_loc_remove(store *s, const char *id) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
   n.kind = HPL__LOC_REMOVE;
-  if (dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, loc_removed, NULL) != 0)
+  if (dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, ignore_reply, NULL) != 0)
     dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
@@ -266,7 +268,6 @@ static void write_ready_file(store *s) {
     LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
 }
 
-static void reput_done(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
 static void held_next(dirlink *dl);
 
@@ -315,7 +316,7 @@ static void held_next(dirlink *dl) {
       Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
       p.id = o->id;
       p.size = o->size;
-      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1, reput_done, NULL);
+      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1, ignore_reply, NULL);
       bytes += o->size;
     }
     hplpb__held_object__init(&held[k]);
