@@ -8,6 +8,7 @@
 
 #include "hoplite.h"
 #include "log.h"
+#include "nodes.h"
 #include "reduce.h"
 #include "util.h"
 #include "uvtimer.h"
@@ -51,6 +52,30 @@ static void reply_err(dir_node *asker, uint64_t req, int status, const char *det
   r.status = status;
   r.detail = (char *)detail;
   hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* Answer with the sender just assigned to the asker. */
+static void reply_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+                         uint64_t sender) {
+  dir_node *n = dir_node_find(s, sender);
+  if (!n) { /* cannot happen: locations only name live nodes */
+    dtab_loc_remove(&s->tab, o, sender);
+    reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
+    return;
+  }
+  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
+  r.size = o->size;
+  r.sender_node = n->id;
+  r.sender_addr = n->addr;
+  r.sender_port = (uint32_t)n->port;
+  r.gen = o->gen;
+  dir_loc *sl = dtab_loc(o, sender);
+  r.sender_complete = sl && sl->complete;
+  hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  s->ctr.senders_assigned++;
+  dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
+  LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
+            (unsigned long long)sender);
 }
 
 /* Answer an ACQUIRE for `o` from `asker` if possible. Returns 1 if
@@ -101,25 +126,7 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
     reply_err(asker, req, rc, detail);
     return 1;
   }
-  dir_node *n = dir_node_find(s, sender);
-  if (!n) { /* cannot happen: locations only name live nodes */
-    dtab_loc_remove(&s->tab, o, sender);
-    reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
-    return 1;
-  }
-  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
-  r.size = o->size;
-  r.sender_node = n->id;
-  r.sender_addr = n->addr;
-  r.sender_port = (uint32_t)n->port;
-  r.gen = o->gen;
-  dir_loc *sl = dtab_loc(o, sender);
-  r.sender_complete = sl && sl->complete;
-  hpl__conn_send(c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
-  s->ctr.senders_assigned++;
-  dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
-  LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
-            (unsigned long long)sender);
+  reply_sender(s, asker, req, o, sender);
   return 1;
 }
 
@@ -190,6 +197,59 @@ void dir_acquire_drop_node(dir_server *s, dir_node *n) {
   while (n->waiters) waiter_end(n->waiters);
 }
 
+/* ------------------------------------------------------------------ silent senders */
+
+/* "Stay with your sender; report it again after retry_ms if it is still
+ * silent": an answer naming no sender. */
+static void reply_stay(dir_node *asker, uint64_t req, uint64_t retry_ms) {
+  Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
+  r.retry_ms = (uint32_t)(retry_ms > UINT32_MAX ? UINT32_MAX : retry_ms);
+  hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* The asker's sender `peer` has delivered nothing for a while (the asker
+ * keeps its stream meanwhile). The culprit may be the sender (stopped, cut
+ * off) or, for a partial copy, the sender's own upstream: a probe tells
+ * them apart. A sender that does not answer is replaced by a copy that does
+ * not depend on it; one that answers keeps its receiver (its own receiver
+ * side reports its upstream), unless its copy is complete (then the path
+ * between the two is at fault) or the asker has reported the same stall
+ * twice already. */
+static void on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+                             const Hplpb__AcquireReq *m) {
+  uint64_t peer = m->failed_peer, wait = 0, sender = 0;
+  s->ctr.silent_reports++;
+  dir_loc *me = dtab_loc(o, asker->id);
+  if (o->is_inline || (me && (me->complete || (me->upstream && me->upstream != peer)))) {
+    reply_stay(asker, req, 0); /* a stale report: the asker has moved already */
+    return;
+  }
+  dir_node *pn = dir_node_find(s, peer);
+  int verdict = pn ? dir_node_verdict(s, pn, asker->id, &wait) : DIR_SILENT;
+  if (verdict == DIR_PROBING) {
+    reply_stay(asker, req, wait + 5);
+    return;
+  }
+  if (verdict == DIR_ALIVE) {
+    dir_loc *pl = dtab_loc(o, peer);
+    if (pl && !pl->complete && m->insist < 2) {
+      reply_stay(asker, req, 0);
+      return;
+    }
+  }
+  int rc = dtab_pick_instead(&s->tab, o, asker->id, peer, &sender);
+  if (rc != 0) {
+    /* nothing better idle now: keep the stream, report again later */
+    reply_stay(asker, req, 0);
+    return;
+  }
+  s->ctr.suspect_moves++;
+  LOG_INFO("node %016llx moves off silent sender %016llx for '%s' at %llu bytes: now %016llx",
+           (unsigned long long)asker->id, (unsigned long long)peer, o->id,
+           (unsigned long long)m->progress, (unsigned long long)sender);
+  reply_sender(s, asker, req, o, sender);
+}
+
 /* ------------------------------------------------------------------ handlers */
 
 void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
@@ -200,6 +260,11 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
   dir_obj *o = dtab_get(&s->tab, m->id);
   if (!o) {
     reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  if (m->suspect && m->failed_peer) {
+    on_silent_sender(s, asker, req, o, m);
+    dtab_gc(&s->tab, o);
     return;
   }
   if (m->only_complete) {

@@ -104,6 +104,8 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
       {"dir_conns_refused", s->ctr.conns_refused}, {"dir_held_taken", s->ctr.held_taken},
       {"dir_held_dropped", s->ctr.held_dropped}, {"dir_reconnects", s->ctr.reconnects},
       {"dir_sweep_stalls", s->ctr.sweep_stalls}, {"dir_stall_ms", s->ctr.stall_ms},
+      {"dir_silent_reports", s->ctr.silent_reports}, {"dir_probes", s->ctr.probes},
+      {"dir_suspects", s->ctr.suspects},          {"dir_suspect_moves", s->ctr.suspect_moves},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
   if (!r) {

@@ -54,8 +54,15 @@ static const hpl__opt opts[] = {
      HPL__OPT_U32, OFF(max_conns), 0, 1, UINT32_MAX, NULL},
     {"heartbeat-ms", "MS", "heartbeat interval stores use (default 500)", HPL__OPT_U32,
      OFF(heartbeat_ms), 0, 1, UINT32_MAX, NULL},
-    {"heartbeat-timeout-ms", "MS", "node declared dead after this silence (default 3000)",
+    {"heartbeat-timeout-ms", "MS",
+     "node declared dead after this silence at most (default\n3000); less for a node whose "
+     "heartbeats arrive steadily\n(mean + 8 x their jitter + half an interval, at least 3\n"
+     "intervals)",
      HPL__OPT_U32, OFF(heartbeat_timeout_ms), 0, 0, 0, NULL},
+    {"probe-ms", "MS",
+     "a sender a receiver reports silent is probed; one that does\nnot answer within MS "
+     "(default 150) serves only as a last\nresort until it is heard again",
+     HPL__OPT_U32, OFF(probe_ms), 0, 1, 60000, NULL},
     {"reduce-latency-us", "US|auto",
      "reduce cost model: per-hop latency (default 200;\n"
      "auto: half the heartbeat round trip stores measure)",

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "acquire.h"
@@ -32,7 +33,90 @@ int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
   return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
 }
 
-void dir_node_heard(dir_node *n) { n->last_seen_ms = hpl__now_ms(); }
+void dir_node_heard(dir_node *n) {
+  n->last_seen_ms = hpl__now_ms();
+  if (n->unresponsive) {
+    n->unresponsive = 0;
+    LOG_INFO("node %016llx (%s) answers again: it may serve as before", (unsigned long long)n->id,
+             n->name);
+  }
+}
+
+int dir_node_suspected(uint64_t node, void *srv) {
+  dir_node *n = dir_node_find(srv, node);
+  return n && n->unresponsive;
+}
+
+/* ------------------------------------------------------------------ silent senders */
+
+/* Receivers of an unresponsive node move on (dtab_node_unresponsive
+ * callback): a partition or a stopped process closes no stream. */
+static void move_off_cb(dir_obj *o, uint64_t receiver, void *arg) {
+  dir_server *s = arg;
+  if (receiver == s->gone_reporter) return; /* it gets its answer */
+  Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
+  u.id = o->id;
+  u.peer = s->gone_node;
+  u.suspect = 1;
+  dir_node_send(s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+}
+
+int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wait_ms) {
+  uint64_t now = hpl__now_ms(), to = s->cfg.probe_ms;
+  *wait_ms = 0;
+  if (n->unresponsive) return DIR_SILENT;
+  if (n->probe_ms && now - n->probe_ms < 2 * to) {
+    if (n->last_seen_ms >= n->probe_ms) return DIR_ALIVE;
+    if (now - n->probe_ms < to) {
+      *wait_ms = n->probe_ms + to - now;
+      return DIR_PROBING;
+    }
+    n->unresponsive = 1;
+    s->ctr.suspects++;
+    LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
+             "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
+             (unsigned long long)(now - n->probe_ms));
+    s->gone_node = n->id;
+    s->gone_reporter = reporter;
+    dtab_node_unresponsive(&s->tab, n->id, move_off_cb, s);
+    s->gone_reporter = 0;
+    return DIR_SILENT;
+  }
+  Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
+  p.node_id = n->id;
+  if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
+  n->probe_ms = now;
+  *wait_ms = to;
+  return DIR_PROBING;
+}
+
+uint64_t dir_node_timeout_ms(const dir_server *s, const dir_node *n) {
+  uint64_t hi = s->cfg.heartbeat_timeout_ms, lo = 3ull * s->cfg.heartbeat_ms;
+  if (lo > hi) lo = hi;
+  if (n->hb_n < 8) return hi;
+  double sd = n->hb_var > 0 ? sqrt(n->hb_var) : 0;
+  double t = n->hb_mean + 8 * sd + s->cfg.heartbeat_ms / 2.0;
+  if (t < (double)lo) return lo;
+  if (t > (double)hi) return hi;
+  return (uint64_t)t;
+}
+
+/* A heartbeat arrived: the interval statistics. */
+static void note_heartbeat(dir_node *n, uint64_t now) {
+  if (n->hb_last_ms && now > n->hb_last_ms) {
+    double x = (double)(now - n->hb_last_ms);
+    if (n->hb_n == 0) {
+      n->hb_mean = x;
+      n->hb_var = 0;
+    } else {
+      double d = x - n->hb_mean;
+      n->hb_mean += 0.1 * d;
+      n->hb_var = 0.9 * (n->hb_var + 0.1 * d * d);
+    }
+    n->hb_n++;
+  }
+  n->hb_last_ms = now;
+}
 
 /* ------------------------------------------------------------------ a node's end */
 
@@ -144,6 +228,9 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   n->conn = dc;
   n->draining = 0;
   n->last_seen_ms = hpl__now_ms();
+  n->hb_last_ms = 0; /* the gap before this registration is no interval */
+  n->probe_ms = 0;
+  n->unresponsive = 0;
   dc->node = n;
   dir_locs_held(s, n->id, m->held, m->n_held);
   LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
@@ -157,7 +244,10 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
 }
 
 void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
-  dir_cost_note_rtt(s, ((Hplpb__Heartbeat *)f->msg)->rtt_us);
+  Hplpb__Heartbeat *hb = (Hplpb__Heartbeat *)f->msg;
+  /* a probe's answer (not a request) is not a heartbeat of the schedule */
+  if (f->req) note_heartbeat(f->dc->node, hpl__now_ms());
+  dir_cost_note_rtt(s, hb->rtt_us);
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
 
@@ -195,7 +285,7 @@ static void confirm(uv_timer_t *t) {
   HASH_ITER(hh, s->nodes, n, tmp) {
     if (!n->suspect) continue;
     n->suspect = 0;
-    if (silent_ms(n, now) <= s->cfg.heartbeat_timeout_ms) continue;
+    if (silent_ms(n, now) <= dir_node_timeout_ms(s, n)) continue;
     char why[64];
     snprintf(why, sizeof why, "no heartbeat for %llu ms", (unsigned long long)silent_ms(n, now));
     if (n->conn) hpl__conn_close(n->conn->c, HPL_ETIMEDOUT);
@@ -222,7 +312,7 @@ static void sweep(uv_timer_t *t) {
   }
   int suspects = 0;
   HASH_ITER(hh, s->nodes, n, tmp) {
-    if (silent_ms(n, now) <= s->cfg.heartbeat_timeout_ms) continue;
+    if (silent_ms(n, now) <= dir_node_timeout_ms(s, n)) continue;
     n->suspect = 1;
     suspects++;
   }

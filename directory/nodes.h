@@ -30,6 +30,13 @@ typedef struct dir_node {
   uint64_t last_seen_ms;  /* last frame from it (moved on by the directory's own stalls) */
   uint64_t incarnation;   /* its store process (RegisterReq.incarnation; 0: not told) */
   int suspect;            /* looked silent to the last sweep: judged again after a poll */
+  int unresponsive;       /* did not answer a probe in time: a sender of last resort
+                             until heard again */
+  uint64_t probe_ms;      /* when the last probe was sent (0: none) */
+  /* heartbeat arrival statistics (the adaptive timeout) */
+  uint64_t hb_last_ms;
+  double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */
+  uint32_t hb_n;
   int draining;           /* leaving: serves no new receivers */
   struct dir_waiter *waiters; /* acquire.c: its ACQUIREs waiting for a sender */
   uint32_t nwaiters;
@@ -50,8 +57,25 @@ int dir_node_usable(uint64_t node, void *srv);
 int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
                   const ProtobufCMessage *m);
 
-/* A frame arrived from `n`: it is alive. */
+/* A frame arrived from `n`: it is alive (and no longer unresponsive). */
 void dir_node_heard(dir_node *n);
+
+/* dtab's suspicion filter (dtab.suspected, `srv` the dir_server): the
+ * node did not answer a probe and has not been heard since. */
+int dir_node_suspected(uint64_t node, void *srv);
+
+/* A receiver reports that `n` has sent it nothing for a while. Returns
+ * DIR_ALIVE if n answered a recent probe, DIR_SILENT if it is unresponsive
+ * (this call may be the one that finds it so: then every receiver pulling
+ * from it is told to move, except `reporter`), or DIR_PROBING with
+ * *wait_ms until the verdict (a probe is sent if none is out). */
+enum { DIR_ALIVE, DIR_SILENT, DIR_PROBING };
+int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wait_ms);
+
+/* How long `n` may be silent before it is declared dead: mean interval +
+ * 8 x its jitter + half an interval, between 3 heartbeat intervals and
+ * heartbeat_timeout_ms (that until 8 heartbeats were seen). */
+uint64_t dir_node_timeout_ms(const dir_server *s, const dir_node *n);
 
 /* Handlers (server.c's dispatch table). REGISTER: a store joins, or
  * rejoins after a reconnect; a connection registers one node only.

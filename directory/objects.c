@@ -146,31 +146,44 @@ static int loc_idle(const dtab *t, const dir_loc *l) {
   return l->serving < t->max_senders && (!t->usable || t->usable(l->node, t->usable_arg));
 }
 
-int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+/* A copy only worth using when nothing else can serve: it is the avoided
+ * sender, pulls (transitively) from it, or from a suspected node, or is on
+ * one. */
+static int loc_last_resort(const dtab *t, dir_obj *o, const dir_loc *l, uint64_t avoid) {
+  uint64_t cur = l->node;
+  for (uint32_t hops = 0; cur && hops <= o->nlocs; hops++) {
+    if (cur == avoid || (t->suspected && t->suspected(cur, t->usable_arg))) return 1;
+    const dir_loc *u = dtab_loc(o, cur);
+    cur = u ? u->upstream : 0;
+  }
+  return 0;
+}
+
+/* dtab_pick_sender's choice; with `strict`, never a last-resort copy, and
+ * 1 rather than a wait when no other copy is idle. */
+static int pick(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, int strict, uint64_t *sender) {
   if (o->state == OBJ_FAILED) return o->fail_status;
   if (o->state == OBJ_LOST || dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == OBJ_PENDING) return 1;
   dir_loc *best = NULL, *fallback = NULL;
-  int viable = 0; /* a copy that could serve later, once idle */
+  int viable = 0, others = 0; /* a copy that could serve later, once idle; one not last-resort */
   for (dir_loc *l = o->locs; l; l = l->next) {
     if (l->node == asker) continue;
     if (dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
+    int last = loc_last_resort(t, o, l, avoid);
+    others |= !last;
     if (!loc_idle(t, l)) continue;
-    if (l->node == avoid) {
-      fallback = l;
+    if (last) {
+      if (!fallback || (l->complete && !fallback->complete)) fallback = l;
       continue;
     }
     if (!best || (l->complete && !best->complete)) best = l;
     if (best->complete) break;
   }
-  /* the avoided sender only if nothing else could ever serve */
-  if (!best && fallback) {
-    int others = 0;
-    for (dir_loc *l = o->locs; l; l = l->next)
-      if (l->node != asker && l->node != avoid && !dtab_depends_on(o, l->node, asker)) others = 1;
-    if (!others) best = fallback;
-  }
+  if (strict && !best) return 1;
+  /* a last-resort copy only if nothing else could ever serve */
+  if (!best && fallback && !others) best = fallback;
   if (!best) {
     if (viable) return 1;
     dir_loc *self = dtab_loc(o, asker);
@@ -181,6 +194,27 @@ int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64
   }
   *sender = best->node;
   return dtab_assign(t, o, asker, best);
+}
+
+int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+  return pick(t, o, asker, avoid, 0, sender);
+}
+
+int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+  return pick(t, o, asker, avoid, 1, sender);
+}
+
+void dtab_node_unresponsive(dtab *t, uint64_t node,
+                            void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg) {
+  uint64_t n;
+  dir_obj **v = dtab__node_objects(t, node, &n);
+  for (uint64_t i = 0; v && i < n; i++) {
+    dir_obj *o = v[i];
+    dir_loc *me = dtab_loc(o, node);
+    if (me) loc_release_upstream(o, me);
+    for (dir_loc *l = o->locs; l; l = l->next)
+      if (l->upstream == node && down) down(o, l->node, arg);
+  }
 }
 
 int dtab_assign(dtab *t, dir_obj *o, uint64_t asker, dir_loc *from) {

@@ -73,7 +73,10 @@ typedef struct dtab {
   uint32_t max_senders; /* receivers one copy may serve at once */
   /* optional: may a copy on this node serve now? (draining nodes may not) */
   int (*usable)(uint64_t node, void *arg);
-  void *usable_arg;
+  /* optional: is the node suspected (silent)? Its copies, and copies
+   * pulling from it, serve only as a last resort. */
+  int (*suspected)(uint64_t node, void *arg);
+  void *usable_arg; /* for both */
   uint64_t seq;
   uint64_t inline_bytes; /* total inline bytes held */
   uint64_t nobjs;
@@ -139,14 +142,27 @@ int dtab_ready(const dir_obj *o);
 void dtab_release_upstream(dir_obj *o, uint64_t node);
 
 /* Choose a sender for `asker`: a complete idle copy, else a partial idle one,
- * never the asker nor a copy that (transitively) pulls from it, and `avoid`
- * (a sender that just failed or crawled) only if nothing else could ever
+ * never the asker nor a copy that (transitively) pulls from it; `avoid` (a
+ * sender that just failed or crawled), copies pulling from it, and copies
+ * on or pulling from suspected nodes only if nothing else could ever
  * serve. On success
  * marks the sender busy, records the asker as a partial location pulling from
  * it (re-pointing an existing one) and returns 0 with *sender set.
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
  * HPL_ELOST if no copy that could finish remains. */
 int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+/* As dtab_pick_sender, for an asker that still has a (silent) sender:
+ * never a last-resort copy, and 1 (keep the current sender) where
+ * dtab_pick_sender would make it wait. */
+int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+
+/* Node `node` is suspected (it does not answer): the streams its copies
+ * pull are not counted against their senders any more (a stopped receiver
+ * takes no bandwidth), and `down` (may be NULL) hears of every copy pulling
+ * from it (receiver's node). Nothing is removed. */
+void dtab_node_unresponsive(dtab *t, uint64_t node,
+                            void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg);
+
 /* Whether a complete copy other than asker's and avoid's could serve now
  * (live, below the per-copy sender limit). */
 int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid);

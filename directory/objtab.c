@@ -240,9 +240,11 @@ void dtab_clear(dtab *t) {
   }
   uint32_t ms = t->max_senders;
   int (*usable)(uint64_t, void *) = t->usable;
+  int (*suspected)(uint64_t, void *) = t->suspected;
   void *ua = t->usable_arg;
   dtab_init(t, ms);
   t->usable = usable;
+  t->suspected = suspected;
   t->usable_arg = ua;
 }
 

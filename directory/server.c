@@ -28,6 +28,7 @@ void dir_config_defaults(dir_config *c) {
   c->max_senders = 1;
   c->heartbeat_ms = 500;
   c->heartbeat_timeout_ms = 3000;
+  c->probe_ms = 150;
   c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->reduce_latency_s = 200e-6;
   c->reduce_bandwidth = 125e6;
@@ -213,6 +214,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
   s->tab.usable = dir_node_usable;
+  s->tab.suspected = dir_node_suspected;
   s->tab.usable_arg = s;
   s->instance = hpl__random_u64();
   if (dir_xlog_init(s)) return HPL_ENOMEM;

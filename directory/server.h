@@ -41,7 +41,11 @@ typedef struct dir_config {
   uint64_t inline_memory;     /* cap on all inline bytes held */
   uint32_t max_senders;       /* receivers one copy may serve at once */
   uint32_t heartbeat_ms;      /* stores send a heartbeat this often */
-  uint32_t heartbeat_timeout_ms; /* a node silent this long is dead */
+  uint32_t heartbeat_timeout_ms; /* a node silent this long is dead, at most (the
+                                    timeout adapts to each node's heartbeat jitter,
+                                    between 3 heartbeats and this) */
+  uint32_t probe_ms;          /* a node reported silent that does not answer a
+                                 probe within this long is suspected */
   double reduce_latency_s;    /* cost model L (reduce planner) */
   double reduce_bandwidth;    /* cost model B, bytes/s */
   int latency_auto, bandwidth_auto; /* use what is measured once known */
@@ -60,7 +64,11 @@ typedef struct dir_counters {
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
       reconnects,   /* a live node's store came back on a new connection */
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
-      stall_ms;     /* how late, in all */
+      stall_ms,     /* how late, in all */
+      silent_reports, /* receivers' reports of a silent sender */
+      probes,         /* probes sent to reported senders */
+      suspects,       /* senders that did not answer a probe in time */
+      suspect_moves;  /* receivers moved off a suspected sender */
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
@@ -84,7 +92,8 @@ typedef struct dir_server {
   dtab tab;                      /* objects.h */
   /* nodes.c */
   struct dir_node *nodes;        /* by id (uthash) */
-  uint64_t gone_node;            /* the node whose copies are being dropped */
+  uint64_t gone_node;            /* the node whose copies are being dropped (or moved off) */
+  uint64_t gone_reporter;        /* the receiver whose report found it silent */
   uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */

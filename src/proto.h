@@ -65,13 +65,15 @@
   X(PULL, 60, hplpb__pull_req)                    \
   X(PULL_REP, 61, hplpb__pull_rep)              \
   /* store -> directory, again */                 \
-  X(HELD, 62, hplpb__held_note)
+  X(HELD, 62, hplpb__held_note)                   \
+  /* directory -> store: answer with a HEARTBEAT at once */ \
+  X(PROBE, 63, hplpb__heartbeat)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 62
+      HPL__MSG_MAX_ = 63
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

@@ -47,6 +47,8 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"bytes_kept_on_resume", s->ctr.bytes_kept_on_resume},
       {"stalls", s->ctr.stalls},
       {"stragglers", s->ctr.stragglers},
+      {"pull_suspects", s->ctr.pull_suspects},
+      {"suspect_moves", s->ctr.suspect_moves},
       {"restarts", s->ctr.restarts},
       {"dir_registrations", s->ctr.dir_registrations},
       {"auth_failures", s->ctr.auth_failures},

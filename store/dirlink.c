@@ -77,6 +77,10 @@ typedef struct dirlink {
 #define HELD_PIECE 2048
 #define HELD_PIECE_BYTES (256u * 1024)
 #define HELD_SCAN (4 * HELD_PIECE)
+/* Reconnecting to the directory: the first retry after this long, then
+ * doubling up to the maximum. */
+#define RECONNECT_MIN_MS 50
+#define RECONNECT_MAX_MS 500
 
 static void dl_connect(dirlink *dl);
 static void dl_hb_cb(uv_timer_t *t);
@@ -252,8 +256,10 @@ void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted)) {
 static void schedule_reconnect(dirlink *dl) {
   if (dl->stopping) return;
   dl->state = DL_DOWN;
-  uint64_t d = dl->backoff_ms;
-  dl->backoff_ms = dl->backoff_ms * 2 > 2000 ? 2000 : dl->backoff_ms * 2;
+  /* a restarted directory is found within half a second; the jitter
+   * (+-25 %) spreads a whole cluster's reconnects */
+  uint64_t d = dl->backoff_ms * 3 / 4 + hpl__random_u64() % (dl->backoff_ms / 2 + 1);
+  dl->backoff_ms = dl->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : dl->backoff_ms * 2;
   LOG_DEBUG("reconnecting to the directory in %llu ms", (unsigned long long)d);
   uv_timer_start(&dl->retry, dl_retry_cb, d, 0);
 }
@@ -372,7 +378,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   s->inline_max = r->inline_max;
   s->max_senders = r->max_senders;
   dl->state = DL_READY;
-  dl->backoff_ms = 100;
+  dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
   uv_timer_stop(&dl->hb);
@@ -430,6 +436,15 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
     }
     dl->register_req = 0;
     on_registered(dl, (Hplpb__RegisterRep *)m);
+    return;
+  }
+  if (h->type == HPL__MSG_PROBE) {
+    /* the directory checks we are alive (a receiver of ours saw no bytes
+     * for a while): answer at once, on the loop, with a heartbeat */
+    if (hb_pause_left(dl)) return; /* fault point: silent */
+    Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
+    hbm.node_id = dl->s->node_id;
+    if (dl->state == DL_READY) hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, &hbm.base, NULL, 0, 0, NULL, NULL);
     return;
   }
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
@@ -585,7 +600,7 @@ int dirlink_start(store *s) {
   dirlink *dl = calloc(1, sizeof *dl);
   if (!dl) return HPL_ENOMEM;
   dl->s = s;
-  dl->backoff_ms = 100;
+  dl->backoff_ms = RECONNECT_MIN_MS;
   dl->incarnation = hpl__random_u64();
   s->dl = dl;
   uv_timer_init(s->loop, &dl->retry);

@@ -25,7 +25,12 @@ typedef struct st_fetch {
   uint64_t sender;    /* node we pull (or pulled) from */
   uint64_t pull_from; /* the object's progress when the pull started */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
+  int move_ask;       /* the MOVE ask out: ASK_CRAWL or ASK_SUSPECT */
+  uint32_t insist;    /* suspect reports in a row without progress between */
+  uint64_t insist_at; /* the object's progress at the last report */
 } st_fetch;
+
+enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
 
 /* What an event brings along. */
 typedef struct fetch_ctx {
@@ -41,20 +46,29 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x);
 static void ask_reply(store *s, const dl_reply *rep, void *arg);
 static void move_reply(store *s, const dl_reply *rep, void *arg);
 
-/* An ACQUIRE for the object's bytes from its progress on. only_complete:
- * move off a crawling partial sender if an idle complete copy exists. */
-static void send_ask(st_fetch *f, int only_complete) {
+/* An ACQUIRE for the object's bytes from its progress on. ASK_CRAWL: move
+ * off a crawling partial sender if an idle complete copy exists;
+ * ASK_SUSPECT: the sender went silent (the pull goes on meanwhile). */
+static void send_ask(st_fetch *f, int kind) {
   st_obj *o = f->o;
   Hplpb__AcquireReq r = HPLPB__ACQUIRE_REQ__INIT;
   r.id = o->id;
   r.progress = o->progress;
   r.gen = o->gen;
   int64_t local; /* our own limit only guards against a directory that never answers */
+  int only_complete = kind != ASK_PLAIN;
   if (only_complete) {
+    f->move_ask = kind;
     r.failed_peer = f->sender;
-    r.only_complete = 1;
+    r.only_complete = kind == ASK_CRAWL;
+    r.suspect = kind == ASK_SUSPECT;
+    if (kind == ASK_SUSPECT) {
+      if (o->progress != f->insist_at) f->insist = 0;
+      f->insist_at = o->progress;
+      r.insist = f->insist++;
+    }
     r.timeout_ms = 0;
-    local = 10000;
+    local = kind == ASK_SUSPECT ? 2000 : 10000;
   } else {
     uint64_t deadline = store_obj_deadline(o);
     r.failed_peer = f->avoid;
@@ -67,6 +81,7 @@ static void send_ask(st_fetch *f, int only_complete) {
     f->asks--;
     fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
     fetch_fire(f, only_complete ? FEV_MOVE_NONE : FEV_REFUSED, &x);
+    if (kind == ASK_SUSPECT && f->pull) puller_suspect_done(f->pull, 0);
   }
 }
 
@@ -131,16 +146,25 @@ static void ask_reply(store *s, const dl_reply *rep, void *arg) {
   fetch_fire(f, ev, &x);
 }
 
-/* The answer to a crawling partial sender's report: a complete copy to move
- * to (the directory has already moved our upstream there), or none. */
+/* The answer to a crawling partial sender's report, or a silent one's: a
+ * sender to move to (the directory has already moved our upstream there),
+ * or none (keep pulling; a silent sender is reported again if it stays
+ * silent until the retry time the directory gave). */
 static void move_reply(store *s, const dl_reply *rep, void *arg) {
-  (void)s;
   st_fetch *f = arg;
   const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m;
   f->asks--;
   int moved = r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
+  if (moved && f->move_ask == ASK_SUSPECT && f->state == FETCH_MOVE) {
+    s->ctr.suspect_moves++;
+    LOG_INFO("'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes", f->o->id,
+             (unsigned long long)f->sender, (unsigned long long)r->sender_node,
+             (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+  }
+  uint64_t retry = r && !moved ? r->retry_ms : 0; /* "stay" is a reply naming no sender */
   fetch_ctx x = {.r = r};
   fetch_fire(f, moved ? FEV_MOVE_TO : FEV_MOVE_NONE, &x);
+  if (!moved && f->pull) puller_suspect_done(f->pull, retry);
 }
 
 /* ------------------------------------------------------------------ pulling */
@@ -176,6 +200,16 @@ static void pull_done(void *arg, int status, const char *detail) {
 
 static void pull_crawls(void *arg) { fetch_fire(arg, FEV_CRAWL, &(fetch_ctx){0}); }
 
+static void pull_silent(void *arg, uint64_t quiet_ms) {
+  st_fetch *f = arg;
+  LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
+           f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
+           (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+  fetch_fire(f, FEV_SUSPECT, &(fetch_ctx){0});
+  /* a report already out (a crawl's): the stream is watched again later */
+  if (f->state != FETCH_MOVE || f->move_ask != ASK_SUSPECT) puller_suspect_done(f->pull, 0);
+}
+
 /* Pull the rest of the object from the sender an answer named. */
 static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
   store *s = f->s;
@@ -194,7 +228,8 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
     s->ctr.bytes_kept_on_resume += o->progress;
   }
   puller_ops ops = {.buf = pull_buf, .got = pull_got, .done = pull_done,
-                    .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls};
+                    .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls,
+                    .suspect = pull_silent};
   f->pull = puller_start(s, r->sender_addr, (int)r->sender_port, o->id, 0, o->progress, o->size,
                          &ops, f);
   if (!f->pull) {
@@ -249,8 +284,9 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
   }
   if (a & FA_FORGET) store_obj_detach(s, o);
   if (f->state == FETCH_END || f->state == FETCH_ORPHAN) o->fetch = NULL;
-  if (a & FA_ASK) send_ask(f, 0);
-  if (a & FA_ASK_COMPLETE) send_ask(f, 1);
+  if (a & FA_ASK) send_ask(f, ASK_PLAIN);
+  if (a & FA_ASK_COMPLETE) send_ask(f, ASK_CRAWL);
+  if (a & FA_ASK_SUSPECT) send_ask(f, ASK_SUSPECT);
   if (a & FA_PULL) {
     if (ev == FEV_MOVE_TO) {
       LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
@@ -279,17 +315,17 @@ void fetch_start(store *s, st_obj *o) {
   o->fetch = f;
   DL_APPEND(s->fetches, f);
   f->busy++;
-  send_ask(f, 0);
+  send_ask(f, ASK_PLAIN);
   f->busy--;
   fetch_free_maybe(f);
 }
 
-void fetch_upstream_gone(store *s, const char *id, uint64_t peer) {
+void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {
   st_obj *o = store_find(s, id);
   st_fetch *f = o ? o->fetch : NULL;
   if (!f || !f->pull || f->sender != peer) return;
-  LOG_WARN("'%s': the node we pull it from (%016llx) is gone; asking for another sender", id,
-           (unsigned long long)peer);
+  LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender", id,
+           (unsigned long long)peer, suspect ? "not answering" : "gone");
   s->ctr.pull_failures++;
   f->avoid = peer;
   fetch_fire(f, FEV_UPSTREAM_GONE, &(fetch_ctx){0});

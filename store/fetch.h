@@ -23,8 +23,9 @@
  * directory, waiting as long as the latest of its waiters would. */
 void fetch_start(store *s, st_obj *o);
 
-/* The directory says node `peer`, which we pull `id` from, is dead. */
-void fetch_upstream_gone(store *s, const char *id, uint64_t peer);
+/* The directory says node `peer`, which we pull `id` from, is dead (or,
+ * with suspect, does not answer): move to another sender, keeping the bytes. */
+void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect);
 
 /* `o` was deleted: fail its waiters (HPL_ENOTFOUND), stop, forget it. */
 void fetch_dropped(store *s, st_obj *o);

@@ -32,6 +32,10 @@ static fetch_state pulling(fetch_state st, fetch_event ev, unsigned *a) {
       if (st == FETCH_MOVE) return st; /* already asking */
       *a = FA_ASK_COMPLETE;
       return FETCH_MOVE;
+    case FEV_SUSPECT:
+      if (st == FETCH_MOVE) return st; /* already asking */
+      *a = FA_ASK_SUSPECT;
+      return FETCH_MOVE;
     case FEV_MOVE_TO:
       if (st != FETCH_MOVE) return st;
       *a = FA_CANCEL_PULL | FA_PULL;
@@ -67,7 +71,7 @@ const char *fetch_state_name(fetch_state st) {
 
 const char *fetch_event_name(fetch_event ev) {
   static const char *n[] = {"sender",  "inline", "timeout",       "refused", "bad-sender",
-                            "pulled",  "pull-failed", "upstream-gone", "crawl", "move-to",
+                            "pulled",  "pull-failed", "upstream-gone", "crawl", "suspect", "move-to",
                             "move-none", "dropped", "drain"};
   return ev < FEV_NEVENTS ? n[ev] : "?";
 }

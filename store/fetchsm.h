@@ -5,7 +5,7 @@
  * and pull outcomes into events and carries out the actions.
  *
  *   ASK ---sender---> PULL ---pulled---> END (sealed, directory told)
- *    |  \              |  \--crawl--> MOVE --move-to / move-none--> PULL
+ *    |  \              |  \--crawl / suspect--> MOVE --move-to / move-none--> PULL
  *    |   inline->END   |                |
  *    |                 pull failed / upstream gone (also from MOVE)
  *    |                 v
@@ -24,7 +24,8 @@ typedef enum fetch_state {
                    at the directory and maybe bytes */
   FETCH_PULL,   /* streaming from a sender */
   FETCH_MOVE,   /* streaming from a crawling partial sender, and asked for an
-                   idle complete copy to move to */
+                   idle complete copy to move to; or from a silent sender, and
+                   reported it (the directory names another or says stay) */
   FETCH_ORPHAN, /* deleted: answers still on their way are undone */
   FETCH_END,    /* over (sealed, failed, dropped); later answers are stale */
   FETCH_NSTATES
@@ -41,6 +42,7 @@ typedef enum fetch_event {
   FEV_PULL_FAILED,   /* the pull broke, stalled, straggled, or did not start */
   FEV_UPSTREAM_GONE, /* the directory says our sender is dead */
   FEV_CRAWL,         /* the partial sender crawls */
+  FEV_SUSPECT,       /* the sender has delivered nothing for a quiet window */
   FEV_MOVE_TO,       /* answer to the crawl: a complete sender to move to */
   FEV_MOVE_NONE,     /* answer to the crawl: no complete copy is idle */
   FEV_DROPPED,       /* the object was deleted */
@@ -59,6 +61,7 @@ enum {
   FA_ASK = 1 << 6,            /* ACQUIRE (naming the failed sender, if any) */
   FA_ASK_COMPLETE = 1 << 7,   /* ACQUIRE only_complete (move off a crawler) */
   FA_PULL = 1 << 8,           /* start pulling from the sender named */
+  FA_ASK_SUSPECT = 1 << 9,    /* ACQUIRE suspect (the sender went silent) */
 };
 
 /* Inputs besides the event. */

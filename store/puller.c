@@ -3,7 +3,9 @@
  * Connect, send PULL from the offset wanted, check the reply's size, then
  * receive the payload straight into the owner's memory (no intermediate
  * copy). A monitor timer samples progress: a stream that delivers nothing
- * for stall_timeout_ms has stalled; one from a complete sender that
+ * for a quiet window (derived from the rate it has been seeing) makes the
+ * owner suspect the sender, and the stream goes on; one that delivers
+ * nothing for stall_timeout_ms has stalled; one from a complete sender that
  * delivers below straggler_ratio of this store's usual rate for
  * straggler_ms is a straggler. Either ends the pull with HPL_ETIMEDOUT and
  * the owner decides what next.
@@ -20,7 +22,11 @@
 #include "util.h"
 #include "uvconn.h"
 
-#define MONITOR_TICK_MS 250
+#define MONITOR_TICK_MS 50
+#define SAMPLE_TICKS 5 /* a rate sample every 250 ms */
+/* A tick this much later than due means our own loop stalled (or the
+ * process was stopped): the sender is not to blame for that silence. */
+#define TICK_LATE_MS 100
 
 struct st_puller {
   struct st_puller *prev, *next; /* store->pullers (utlist) */
@@ -41,8 +47,13 @@ struct st_puller {
   uint64_t last_move_ms; /* when bytes last arrived */
   uint64_t slow_next_ms; /* monitor 1: next time a crawl may be reported */
   uint64_t started_ms;
-  uint64_t samp_ms[32], samp_got[32]; /* (time, bytes) every tick, a ring */
+  uint64_t samp_ms[32], samp_got[32]; /* (time, bytes) every sample, a ring */
   int nsamp;
+  unsigned ticks;
+  uint64_t last_tick_ms;
+  double rate;            /* bytes/s while bytes flow (EWMA of samples, 0: unknown) */
+  int suspecting;         /* `suspect` called, owner not done yet */
+  uint64_t suspect_after; /* no `suspect` call before this time */
   int closes; /* handles still closing after the end */
   char label[48];
 };
@@ -193,6 +204,52 @@ static void on_connect(uv_connect_t *req, int status) {
   hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
+uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms) {
+  uint64_t w = 1000;
+  if (rate > 0) w = 150 + (uint64_t)(16.0 * (double)(1u << 20) * 1000.0 / rate);
+  if (cap_ms && w > cap_ms) w = cap_ms;
+  return w;
+}
+
+/* Suspicion: no bytes for the quiet window while we have room. */
+static void check_quiet(st_puller *p, uint64_t now) {
+  store *s = p->s;
+  if (!p->ops.suspect || p->suspecting || p->paused || now < p->suspect_after) return;
+  double rate = p->rate > 0 ? p->rate : s->rate_ewma;
+  uint64_t quiet = now - p->last_move_ms;
+  if (quiet < puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms)) return;
+  p->suspecting = 1;
+  s->ctr.pull_suspects++;
+  p->ops.suspect(p->arg, quiet);
+}
+
+void puller_suspect_done(st_puller *p, uint64_t retry_ms) {
+  if (!p || p->finished) return;
+  if (!retry_ms) {
+    double rate = p->rate > 0 ? p->rate : p->s->rate_ewma;
+    retry_ms = puller_quiet_window_ms(rate, p->s->cfg.stall_timeout_ms);
+  }
+  p->suspecting = 0;
+  p->suspect_after = hpl__now_ms() + retry_ms;
+}
+
+/* A rate sample (every SAMPLE_TICKS): the ring for the straggler check and
+ * the stream's rate while bytes flow. */
+static void take_sample(st_puller *p, uint64_t now) {
+  int k = p->nsamp % 32;
+  if (p->nsamp > 0) {
+    int j = (p->nsamp - 1) % 32;
+    uint64_t dt = now - p->samp_ms[j], dg = p->got - p->samp_got[j];
+    if (dt > 0 && dg > 0 && now - p->last_move_ms < dt) {
+      double r = (double)dg * 1000.0 / (double)dt;
+      p->rate = p->rate > 0 ? 0.6 * p->rate + 0.4 * r : r;
+    }
+  }
+  p->samp_ms[k] = now;
+  p->samp_got[k] = p->got;
+  p->nsamp++;
+}
+
 /* The monitor, every MONITOR_TICK_MS (see the top of this file). */
 static void on_tick(uv_timer_t *t) {
   st_puller *p = t->data;
@@ -200,6 +257,12 @@ static void on_tick(uv_timer_t *t) {
   if (p->finished) return;
   uint64_t now = hpl__now_ms();
   char detail[200];
+  if (p->last_tick_ms && now > p->last_tick_ms + MONITOR_TICK_MS + TICK_LATE_MS) {
+    /* we were not running: the bytes may be waiting in the socket */
+    p->last_move_ms += now - p->last_tick_ms - MONITOR_TICK_MS;
+    if (p->last_move_ms > now) p->last_move_ms = now;
+  }
+  p->last_tick_ms = now;
   if (p->paused) p->last_move_ms = now; /* our side has no room: not the sender's fault */
   if (s->cfg.stall_timeout_ms && now - p->last_move_ms >= s->cfg.stall_timeout_ms) {
     s->ctr.stalls++;
@@ -208,15 +271,14 @@ static void on_tick(uv_timer_t *t) {
     puller_end(p, HPL_ETIMEDOUT, detail, 1);
     return;
   }
-  int k = p->nsamp % 32;
-  p->samp_ms[k] = now;
-  p->samp_got[k] = p->got;
-  p->nsamp++;
+  check_quiet(p, now);
+  if (p->finished || p->ticks++ % SAMPLE_TICKS) return;
+  take_sample(p, now);
   if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
       s->rate_ewma <= 0 || p->paused)
     return;
   if (p->ops.monitor == 1 && (!p->ops.slow || now < p->slow_next_ms)) return;
-  int back = (int)(s->cfg.straggler_ms / MONITOR_TICK_MS);
+  int back = (int)(s->cfg.straggler_ms / (MONITOR_TICK_MS * SAMPLE_TICKS));
   if (back > 31) back = 31;
   if (p->nsamp <= back) return;
   int j = (p->nsamp - 1 - back) % 32;
@@ -258,7 +320,7 @@ st_puller *puller_start(store *s, const char *addr, int port, const char *key, i
   DL_APPEND(s->pullers, p);
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
-  p->started_ms = p->last_move_ms = hpl__now_ms();
+  p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
   if (ops->monitor) uv_timer_start(&p->monitor, on_tick, MONITOR_TICK_MS, MONITOR_TICK_MS);
   s->ctr.pulls_made++;
   LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,

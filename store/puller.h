@@ -33,6 +33,11 @@ typedef struct puller_ops {
    * waiting for its own upstream; called at most once per straggler_ms, the
    * stream goes on (may be NULL) */
   void (*slow)(void *arg);
+  /* monitor >= 1: the stream has delivered nothing for longer than its
+   * rate makes likely (puller_quiet_window_ms) although we have room: the
+   * sender may be stopped or cut off. The stream goes on; no further call
+   * until the owner re-arms it with puller_suspect_done (may be NULL). */
+  void (*suspect)(void *arg, uint64_t quiet_ms);
   uint32_t gen; /* generation the receiver's bytes belong to */
 } puller_ops;
 
@@ -49,6 +54,15 @@ void puller_cancel(st_puller *p);
 void puller_paused(st_puller *p);
 /* Room again: read on. */
 void puller_resume(st_puller *p);
+
+/* The owner has handled a `suspect` call: call it again if the stream is
+ * still silent `retry_ms` from now (0: a quiet window from now). */
+void puller_suspect_done(st_puller *p, uint64_t retry_ms);
+
+/* How long the stream may deliver nothing before `suspect` is called:
+ * 150 ms plus the time 16 MiB take at `rate` bytes/s (about 290 ms at
+ * 1 Gbit/s), 1 s while no rate is known, at most `cap_ms` (0: no cap). */
+uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms);
 
 /* End every pull (store stopping); done() is not called. */
 void puller_stop_all(store *s);

@@ -47,7 +47,7 @@ static void on_drop(store *s, ProtobufCMessage *m) {
 
 static void on_upstream_gone(store *s, ProtobufCMessage *m) {
   Hplpb__UpstreamNote *u = (Hplpb__UpstreamNote *)m;
-  if (hpl__id_valid(u->id)) fetch_upstream_gone(s, u->id, u->peer);
+  if (hpl__id_valid(u->id)) fetch_upstream_gone(s, u->id, u->peer, u->suspect);
 }
 
 static void on_registered(store *s, int restarted) {

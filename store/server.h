@@ -70,6 +70,8 @@ typedef struct store_counters {
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
       dir_registrations, /* times this store registered with the directory */
+      pull_suspects,     /* streams silent for their quiet window (sender suspected) */
+      suspect_moves,     /*   ...that moved to another sender on the directory's word */
       clients_refused, conns_refused;
 } store_counters;
 

@@ -62,8 +62,10 @@ static void test_resume_offset(void **state) {
   th_stop(lc, 0);
 }
 
-/* A stalled sender is left for another copy after the stall timeout; a
- * crawling one (a straggler) too. The receiver keeps its bytes. */
+/* A sender that goes silent is left for another copy after a quiet window
+ * (well before the stall timeout): the directory probes it, finds it alive
+ * with a complete copy (so the path to it is at fault) and names another;
+ * a crawling one (a straggler) too. The receiver keeps its bytes. */
 static void stall_or_straggle(const char *fault, const char *recv_args, const char *counter) {
   hpl__lc *lc = cluster0(NULL);
   int b = add(lc, recv_args);
@@ -106,7 +108,7 @@ static void stall_or_straggle(const char *fault, const char *recv_args, const ch
 
 static void test_stall_goes_elsewhere(void **state) {
   (void)state;
-  stall_or_straggle("stall_after=8M", "--stall-timeout-ms 600", "stalls");
+  stall_or_straggle("stall_after=8M", "--stall-timeout-ms 5000", "suspect_moves");
 }
 
 static void test_straggler_goes_elsewhere(void **state) {

@@ -42,6 +42,7 @@ static const row spec[] = {
     {FETCH_PULL, FEV_PULL_FAILED, 0, FETCH_RESUME, FA_ASK},
     {FETCH_PULL, FEV_UPSTREAM_GONE, 0, FETCH_RESUME, FA_CANCEL_PULL | FA_ASK},
     {FETCH_PULL, FEV_CRAWL, 0, FETCH_MOVE, FA_ASK_COMPLETE},
+    {FETCH_PULL, FEV_SUSPECT, 0, FETCH_MOVE, FA_ASK_SUSPECT},
     {FETCH_PULL, FEV_DROPPED, 0, FETCH_ORPHAN, FA_CANCEL_PULL | ANY_FAIL},
     {FETCH_PULL, FEV_DRAIN, 0, FETCH_END, FA_CANCEL_PULL},
     /* pulling from a crawler, asked for a complete copy */
@@ -99,7 +100,9 @@ static void test_invariants(void **state) {
         /* a pull starts only into PULL; asks only from states that wait for them */
         if (a & FA_PULL) assert_int_equal(to, FETCH_PULL);
         if (a & FA_ASK) assert_true(to == FETCH_ASK || to == FETCH_RESUME);
-        if (a & FA_ASK_COMPLETE) assert_int_equal(to, FETCH_MOVE);
+        if (a & (FA_ASK_COMPLETE | FA_ASK_SUSPECT)) assert_int_equal(to, FETCH_MOVE);
+        /* reporting a silent sender never stops the stream it may still send */
+        if (a & FA_ASK_SUSPECT) assert_false(a & FA_CANCEL_PULL);
         /* giving up is final and always forgets the object */
         if (a & FA_FAIL) {
           assert_true(a & FA_FORGET);
@@ -150,6 +153,18 @@ static void test_histories(void **state) {
    * the ordinary answer decides */
   const fetch_event stale[] = {FEV_SENDER, FEV_CRAWL, FEV_PULL_FAILED, FEV_MOVE_TO};
   assert_int_equal(run(stale, 4, 0, &all), FETCH_RESUME);
+  /* a silent sender: the stream goes on while the report is out; the
+   * directory names another sender, and the first stream is cancelled
+   * before the second starts (never two streams into one object) */
+  const fetch_event silent[] = {FEV_SENDER, FEV_SUSPECT, FEV_SUSPECT, FEV_MOVE_TO};
+  assert_int_equal(run(silent, 4, 0, &all), FETCH_PULL);
+  unsigned a;
+  assert_int_equal(fetch_next(FETCH_MOVE, FEV_MOVE_TO, 0, &a), FETCH_PULL);
+  assert_true((a & FA_CANCEL_PULL) && (a & FA_PULL));
+  /* told to stay: back to pulling, the same stream */
+  const fetch_event stay[] = {FEV_SENDER, FEV_SUSPECT, FEV_MOVE_NONE, FEV_PULLED};
+  assert_int_equal(run(stay, 4, 0, &all), FETCH_END);
+  assert_false(all & FA_CANCEL_PULL);
   /* deleted while asking: the late answer is undone, nothing is sealed */
   const fetch_event deleted[] = {FEV_DROPPED, FEV_SENDER};
   assert_int_equal(run(deleted, 2, 0, &all), FETCH_ORPHAN);
