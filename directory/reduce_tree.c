@@ -378,6 +378,16 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
   if (!r || r->done || r->rid != m->rid || !r->planned || m->slot >= r->k) return;
   dr_slot *sl = &r->slots[m->slot];
   if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */
+  if (m->silent) {
+    /* only a slot whose node does not answer is replaced; one that does
+     * waits for its own inputs, whose receivers report them */
+    dir_node *n = dir_node_find(s, sl->node);
+    uint64_t wait;
+    s->ctr.silent_reports++;
+    if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
+    slot_failed(r, (int)m->slot, "its node does not answer");
+    return;
+  }
   char why[300];
   snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)f->dc->node->id,
            m->detail ? m->detail : "");

@@ -264,7 +264,8 @@ static void on_tick(uv_timer_t *t) {
   }
   p->last_tick_ms = now;
   if (p->paused) p->last_move_ms = now; /* our side has no room: not the sender's fault */
-  if (s->cfg.stall_timeout_ms && now - p->last_move_ms >= s->cfg.stall_timeout_ms) {
+  if (s->cfg.stall_timeout_ms && !p->ops.no_stall &&
+      now - p->last_move_ms >= s->cfg.stall_timeout_ms) {
     s->ctr.stalls++;
     snprintf(detail, sizeof detail, "stalled: no bytes from the sender for %llu ms",
              (unsigned long long)(now - p->last_move_ms));

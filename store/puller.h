@@ -38,6 +38,8 @@ typedef struct puller_ops {
    * sender may be stopped or cut off. The stream goes on; no further call
    * until the owner re-arms it with puller_suspect_done (may be NULL). */
   void (*suspect)(void *arg, uint64_t quiet_ms);
+  int no_stall; /* never end the stream for silence (a reduce stream may
+                   wait for its sender's own inputs); `suspect` still runs */
   uint32_t gen; /* generation the receiver's bytes belong to */
 } puller_ops;
 

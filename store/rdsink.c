@@ -77,6 +77,11 @@ static void sink_got(void *arg, uint64_t off, size_t n) {
   store_obj_progress(k->s, k->o, off + n);
 }
 
+static void sink_silent(void *arg, uint64_t quiet_ms) {
+  rd_sink *k = arg;
+  rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
+}
+
 static void sink_done(void *arg, int status, const char *detail) {
   rd_sink *k = arg;
   store *s = k->s;
@@ -139,7 +144,8 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   k->rid = m->rid;
   k->slot = m->root->slot;
   k->gen = m->root->gen;
-  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done};
+  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
+                    .no_stall = 1, .suspect = sink_silent};
   k->pull = puller_start(s, m->root->addr, (int)m->root->port, m->root->key, m->root->internal, 0,
                          o->size, &ops, k);
   if (!k->pull) {

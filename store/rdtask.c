@@ -78,6 +78,21 @@ static void stream_key(char *out, size_t len, const char *target, uint64_t rid, 
   snprintf(out, len, "r:%llx.%u:%u:%s", (unsigned long long)rid, slot, gen, target);
 }
 
+void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
+                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
+  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
+  n.target = (char *)target;
+  n.rid = rid;
+  n.slot = slot;
+  n.gen = gen;
+  n.detail = "";
+  n.silent = 1;
+  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
+           target, slot, (unsigned long long)quiet_ms);
+  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
+}
+
 void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         const char *detail) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
@@ -241,9 +256,15 @@ static void child_done(void *arg, int status, const char *detail) {
   rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
 }
 
+static void child_silent(void *arg, uint64_t quiet_ms) {
+  rd_child *c = arg;
+  rdtask_report_silent(c->t->s, c->pull, c->t->target, c->t->rid, c->slot, c->gen, quiet_ms);
+}
+
 static void child_start(rd_task *t, rd_child *c) {
   if (c->pull || c->done || t->blocked_by) return; /* blocked: started when unblocked */
-  puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done};
+  puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
+                    .no_stall = 1, .suspect = child_silent};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
                             c);
   if (!c->pull)

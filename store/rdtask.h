@@ -27,6 +27,14 @@ void rdtask_on_task(store *s, ProtobufCMessage *m);
  * stops). */
 void rdtask_end(store *s, const char *target, uint64_t rid);
 
+/* The stream of slot `slot` (generation gen), pulled by `p`, has been
+ * silent for quiet_ms: tell the directory (it probes the slot's node and
+ * replaces the slot if that does not answer) and report again after
+ * RDTASK_SILENT_RETRY_MS if it stays silent. */
+#define RDTASK_SILENT_RETRY_MS 250
+void rdtask_report_silent(store *s, struct st_puller *p, const char *target, uint64_t rid,
+                          uint32_t slot, uint32_t gen, uint64_t quiet_ms);
+
 /* Tell the directory the stream of slot `slot` (generation gen) failed. */
 void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         const char *detail);
