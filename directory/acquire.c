@@ -14,6 +14,10 @@
 #include "uvtimer.h"
 #include "xlog.h"
 
+/* A node that reported its own partial sender crawling this recently is
+ * taken to be slow because of that sender, not by itself. */
+#define DIR_CRAWL_MEMORY_MS 5000
+
 typedef struct dir_waiter {
   struct dir_waiter *oprev, *onext; /* the object's list, in arrival order */
   struct dir_waiter *nprev, *nnext; /* the asking node's list */
@@ -250,6 +254,37 @@ static void on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_o
   reply_sender(s, asker, req, o, sender);
 }
 
+/* The asker's partial sender crawls. It may only be as slow as its own
+ * upstream: then it has reported that upstream itself, lately, and the
+ * asker moves only to an idle complete copy. Otherwise the sender is the
+ * slow one (its own link), and the asker moves to a copy that does not
+ * depend on it, busy or not: the slow node takes little of a shared
+ * sender's bandwidth. */
+static void on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+                               const Hplpb__AcquireReq *m) {
+  uint64_t now = hpl__now_ms(), sender = 0;
+  dir_node *peer = dir_node_find(s, m->failed_peer);
+  int innocent = peer && peer->crawl_report_ms && now - peer->crawl_report_ms < DIR_CRAWL_MEMORY_MS;
+  asker->crawl_report_ms = now;
+  dir_loc *me = dtab_loc(o, asker->id);
+  int ours = !o->is_inline && me && !me->complete && me->upstream == m->failed_peer;
+  if (ours && dtab_idle_complete(&s->tab, o, asker->id, m->failed_peer)) {
+    LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
+             (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
+             (unsigned long long)m->progress);
+    if (acquire_try(s, asker, req, o, m->failed_peer, 0, NULL)) return;
+  } else if (ours && !innocent &&
+             dtab_pick_bypass(&s->tab, o, asker->id, m->failed_peer, &sender) == 0) {
+    LOG_INFO("node %016llx moves off slow partial sender %016llx for '%s' at %llu bytes: now "
+             "%016llx", (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
+             (unsigned long long)m->progress, (unsigned long long)sender);
+    s->ctr.slow_moves++;
+    reply_sender(s, asker, req, o, sender);
+    return;
+  }
+  reply_err(asker, req, HPL_EUNAVAIL, "no better copy; keep the current sender");
+}
+
 /* ------------------------------------------------------------------ handlers */
 
 void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
@@ -268,16 +303,7 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
     return;
   }
   if (m->only_complete) {
-    /* a crawling partial sender: move only to an idle complete copy */
-    dir_loc *me = dtab_loc(o, asker->id);
-    int movable = !o->is_inline && me && !me->complete && me->upstream == m->failed_peer &&
-                  dtab_idle_complete(&s->tab, o, asker->id, m->failed_peer);
-    if (movable)
-      LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
-               (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
-               (unsigned long long)m->progress);
-    if (!movable || !acquire_try(s, asker, req, o, m->failed_peer, 0, NULL))
-      reply_err(asker, req, HPL_EUNAVAIL, "no idle complete copy; keep the current sender");
+    on_crawling_sender(s, asker, req, o, m);
     return;
   }
   if (m->failed_peer) {

@@ -61,7 +61,7 @@ static const hpl__opt opts[] = {
      HPL__OPT_U32, OFF(heartbeat_timeout_ms), 0, 0, 0, NULL},
     {"probe-ms", "MS",
      "a sender a receiver reports silent is probed; one that does\nnot answer within MS "
-     "(default 150) serves only as a last\nresort until it is heard again",
+     "(default 100) serves only as a last\nresort until it is heard again",
      HPL__OPT_U32, OFF(probe_ms), 0, 1, 60000, NULL},
     {"reduce-latency-us", "US|auto",
      "reduce cost model: per-hop latency (default 200;\n"

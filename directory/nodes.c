@@ -61,6 +61,47 @@ static void move_off_cb(dir_obj *o, uint64_t receiver, void *arg) {
   dir_node_send(s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
 }
 
+/* n did not answer its probe in time: a sender of last resort, and every
+ * receiver pulling from it moves (but `reporter`, answered directly). */
+static void mark_unresponsive(dir_server *s, dir_node *n, uint64_t reporter, uint64_t now) {
+  n->unresponsive = 1;
+  s->ctr.suspects++;
+  LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
+           "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
+           (unsigned long long)(now - n->probe_ms));
+  s->gone_node = n->id;
+  s->gone_reporter = reporter;
+  dtab_node_unresponsive(&s->tab, n->id, move_off_cb, s);
+  s->gone_reporter = 0;
+}
+
+/* A probe out, not answered (yet). */
+static int probe_open(const dir_node *n) {
+  return n->probe_ms && !n->unresponsive && n->last_seen_ms < n->probe_ms;
+}
+
+static void probe_check(uv_timer_t *t);
+
+/* Probes are judged when due, after one more poll of the sockets (as the
+ * liveness sweep does: answers that arrived while the loop was busy are
+ * read first). */
+static void probe_judge(uv_timer_t *t) {
+  dir_server *s = t->data;
+  uint64_t now = hpl__now_ms(), next = 0;
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp) {
+    if (!probe_open(n)) continue;
+    uint64_t due = n->probe_ms + s->cfg.probe_ms;
+    if (due <= now) mark_unresponsive(s, n, 0, now);
+    else if (!next || due < next) next = due;
+  }
+  if (next) uv_timer_start(&s->probe_timer, probe_check, next - now, 0);
+}
+
+static void probe_check(uv_timer_t *t) {
+  uv_timer_start(t, probe_judge, 1, 0); /* runs after the next poll */
+}
+
 int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wait_ms) {
   uint64_t now = hpl__now_ms(), to = s->cfg.probe_ms;
   *wait_ms = 0;
@@ -71,15 +112,7 @@ int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wa
       *wait_ms = n->probe_ms + to - now;
       return DIR_PROBING;
     }
-    n->unresponsive = 1;
-    s->ctr.suspects++;
-    LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
-             "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
-             (unsigned long long)(now - n->probe_ms));
-    s->gone_node = n->id;
-    s->gone_reporter = reporter;
-    dtab_node_unresponsive(&s->tab, n->id, move_off_cb, s);
-    s->gone_reporter = 0;
+    mark_unresponsive(s, n, reporter, now);
     return DIR_SILENT;
   }
   Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
@@ -87,6 +120,8 @@ int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wa
   if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
   n->probe_ms = now;
   *wait_ms = to;
+  if (!uv_is_active((uv_handle_t *)&s->probe_timer))
+    uv_timer_start(&s->probe_timer, probe_check, to, 0);
   return DIR_PROBING;
 }
 
@@ -325,6 +360,8 @@ void dir_liveness_start(dir_server *s) {
   s->sweep.data = s;
   uv_timer_init(s->loop, &s->confirm);
   s->confirm.data = s;
+  uv_timer_init(s->loop, &s->probe_timer);
+  s->probe_timer.data = s;
   s->sweep_due_ms = hpl__now_ms() + s->cfg.heartbeat_ms;
   uv_timer_start(&s->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
 }
@@ -332,6 +369,7 @@ void dir_liveness_start(dir_server *s) {
 void dir_liveness_stop(dir_server *s) {
   uv_close((uv_handle_t *)&s->sweep, NULL);
   uv_close((uv_handle_t *)&s->confirm, NULL);
+  uv_close((uv_handle_t *)&s->probe_timer, NULL);
 }
 
 void dir_nodes_free(dir_server *s) {

@@ -33,6 +33,7 @@ typedef struct dir_node {
   int unresponsive;       /* did not answer a probe in time: a sender of last resort
                              until heard again */
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
+  uint64_t crawl_report_ms; /* when it last reported its own partial sender crawling */
   /* heartbeat arrival statistics (the adaptive timeout) */
   uint64_t hb_last_ms;
   double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */

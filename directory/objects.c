@@ -204,6 +204,23 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
   return pick(t, o, asker, avoid, 1, sender);
 }
 
+int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender) {
+  dir_loc *best = NULL, *sl = dtab_loc(o, slow);
+  uint64_t up = sl ? sl->upstream : 0;
+  for (dir_loc *l = o->locs; l; l = l->next) {
+    if (l->node == asker || dtab_depends_on(o, l->node, asker)) continue;
+    if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
+      continue;
+    /* a complete copy first, then the slow node's own sender, then any */
+    int rank = l->complete ? 2 : l->node == up ? 1 : 0;
+    int brank = !best ? -1 : best->complete ? 2 : best->node == up ? 1 : 0;
+    if (rank > brank || (rank == brank && l->serving < best->serving)) best = l;
+  }
+  if (!best) return 1;
+  *sender = best->node;
+  return dtab_assign(t, o, asker, best);
+}
+
 void dtab_node_unresponsive(dtab *t, uint64_t node,
                             void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg) {
   uint64_t n;

@@ -28,7 +28,7 @@ void dir_config_defaults(dir_config *c) {
   c->max_senders = 1;
   c->heartbeat_ms = 500;
   c->heartbeat_timeout_ms = 3000;
-  c->probe_ms = 150;
+  c->probe_ms = 100;
   c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->reduce_latency_s = 200e-6;
   c->reduce_bandwidth = 125e6;

@@ -68,7 +68,8 @@ typedef struct dir_counters {
       silent_reports, /* receivers' reports of a silent sender */
       probes,         /* probes sent to reported senders */
       suspects,       /* senders that did not answer a probe in time */
-      suspect_moves;  /* receivers moved off a suspected sender */
+      suspect_moves,  /* receivers moved off a suspected sender */
+      slow_moves;     /* receivers moved off a partial sender slow by itself */
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
@@ -95,6 +96,7 @@ typedef struct dir_server {
   uint64_t gone_node;            /* the node whose copies are being dropped (or moved off) */
   uint64_t gone_reporter;        /* the receiver whose report found it silent */
   uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
+  uv_timer_t probe_timer;        /* probes of reported senders judged when due */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   /* admin.c */

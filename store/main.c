@@ -76,7 +76,7 @@ static const hpl__opt opts[] = {
      "replaced the same way (default 0.2;\nratio 0: off); a partial sender that crawls so is "
      "left\nonly for an idle complete copy, when there is one",
      HPL__OPT_DOUBLE, OFF(straggler_ratio), 0, 0, 1, NULL},
-    {"straggler-ms", "MS", "see --straggler-ratio (default 3000)", HPL__OPT_U32, OFF(straggler_ms),
+    {"straggler-ms", "MS", "see --straggler-ratio (default 1000)", HPL__OPT_U32, OFF(straggler_ms),
      0, 0, 0, NULL},
     {"grace-ms", "MS",
      "SIGTERM: finish serving streams for up to MS, then leave\n(default 5000; SIGINT leaves at "

@@ -112,10 +112,15 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
     /* a full-speed sample for the straggler baseline */
     uint64_t el = hpl__now_ms() - p->started_ms;
     s->last_pull_rate = 0;
+    double rate = el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
     if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
-      double rate = (double)p->got * 1000.0 / (double)el;
       s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
       s->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
+    } else if (p->ops.monitor == 1 && p->ops.slow && p->got >= (4u << 20) && rate > s->rate_ewma) {
+      /* a partial sender is as fast as its upstream at most: it may only
+       * raise the baseline (most receivers of a chain never see a complete
+       * sender) */
+      s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
     }
     puller_end(p, 0, NULL, 1);
   }
@@ -206,7 +211,7 @@ static void on_connect(uv_connect_t *req, int status) {
 
 uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms) {
   uint64_t w = 1000;
-  if (rate > 0) w = 150 + (uint64_t)(16.0 * (double)(1u << 20) * 1000.0 / rate);
+  if (rate > 0) w = 100 + (uint64_t)(12.0 * (double)(1u << 20) * 1000.0 / rate);
   if (cap_ms && w > cap_ms) w = cap_ms;
   return w;
 }

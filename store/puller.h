@@ -62,7 +62,7 @@ void puller_resume(st_puller *p);
 void puller_suspect_done(st_puller *p, uint64_t retry_ms);
 
 /* How long the stream may deliver nothing before `suspect` is called:
- * 150 ms plus the time 16 MiB take at `rate` bytes/s (about 290 ms at
+ * 100 ms plus the time 12 MiB take at `rate` bytes/s (about 210 ms at
  * 1 Gbit/s), 1 s while no rate is known, at most `cap_ms` (0: no cap). */
 uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms);
 
