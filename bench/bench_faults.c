@@ -1,10 +1,13 @@
 /* bench_faults.c - failure-injection runs: broadcasts and reduces while
- * stores are killed (kill -9), hosts cut off or slowed down at random
- * moments.
+ * stores are killed (kill -9), hosts cut off or slowed down, stores
+ * stopped, or the directory killed, at random moments.
  *
  *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
  *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
- *                [--faults kill,cut,slow,pause] [--slow-factor 10]
+ *                [--faults kill,cut,slow,pause,dirkill,srckill]
+ *                [--slow-factor 10] [--pause-s 1,8] [--dir-down 1.0]
+ *                [--work-dir DIR (kept: the servers' logs; default a
+ *                 temporary one, removed at the end)]
  *                [--netns PREFIX --addrs A0,A1,... --cluster-sh PATH]
  *                [--rate 1gbit] [--store-args "..."] [--out FILE]
  *   bench_faults --scenario bcast-midchain|reduce-subset --size 256M [...]
@@ -19,15 +22,29 @@
  *         victim's own get (it is alive) must then finish correctly too;
  *   slow  lower the victim host's rate to RATE/--slow-factor for the rest of
  *         the run (a straggler); its own get must finish correctly;
- *   pause stop the victim's store (SIGSTOP) for a random 1-8 s, then let it
- *         go on (SIGCONT): nothing closes, as with a partition, and its own
- *         get must finish correctly too. Works on loopback as well.
- * cut and slow need the emulated cluster (--netns, --cluster-sh). Broadcast: node 0 holds the object (never killed),
- * every other node gets it. Reduce: every node holds a source (f32, sums
- * exact in any order), node 0 reduces the first N-1 (N-2 with two kills)
- * of them into a target, so spares exist. Victims are restarted between
- * runs. A run that does not finish within 10x the no-fault time + 30 s is
- * a hang.
+ *   pause stop the victim's store (SIGSTOP) for a random MIN-MAX s
+ *         (--pause-s MIN,MAX, default 1,8), then let it go on (SIGCONT):
+ *         nothing closes, as with a partition, and its own get must finish
+ *         correctly too. Works on loopback as well.
+ *   dirkill kill -9 the directory, leave it down for --dir-down seconds
+ *         (default 1.0), then restart it on the same port; the stores
+ *         reconnect by themselves. Every participant is a survivor. Works
+ *         on loopback as well. A reduce that finished while the directory
+ *         was down is unknown to the restarted one (hpl_reduce_sources:
+ *         HPL_ENOTFOUND): its bytes are then checked against any k of the
+ *         N sources, and the run line says so.
+ *   srckill broadcast only (a reduce drawn with it runs as a broadcast):
+ *         node 0, which put the object, is killed with SIGKILL as soon as
+ *         the first receiver holds a complete copy (a watcher thread polls
+ *         the receivers with hpl_contains); the random moment does not
+ *         apply. Every receiver is a survivor. Works on loopback as well.
+ * cut and slow need the emulated cluster (--netns, --cluster-sh).
+ * Broadcast: node 0 holds the object (killed only by srckill), every other
+ * node gets it. Reduce: every node holds a source (f32, sums exact in any
+ * order), node 0 reduces the first N-1 (N-2 with two kills) of them into a
+ * target, so spares exist. Dead stores (and the directory) are restarted
+ * between runs. A run that does not finish within 10x the no-fault time +
+ * 30 s (plus the fault's duration) is a hang.
  *
  * Scenarios (the issue's targets): bcast-midchain kills the receiver in the
  * middle of the chain at 50% of the no-fault time of a broadcast to N-1;
@@ -36,7 +53,22 @@
  *
  * Output: one line per run and a summary: runs, completed, hangs (must be
  * 0), wrong bytes (must be 0), lost-object errors (with whether every copy
- * had died, which is the only excuse), time over the no-fault time. */
+ * had died, which is the only excuse), time over the no-fault time; then
+ * per fault kind the median, p90 and max of that ratio, and per fault kind
+ * and size the median and p90 and the issue's target check: survivors'
+ * time <= 1.3 x no-fault + 0.5 s (runs over it, and the worst time minus
+ * that limit); and a LEAK line for each store that still has pool memory
+ * allocated once every object is deleted.
+ * --out FILE appends tab-separated lines:
+ *   run N OP SIZE KIND:VICTIM FRAC SECS RATIO DONE WRONG LOST HANG
+ *       KIND NOFAULT LIMIT SECS-LIMIT PARAM
+ *     (PARAM: cut/pause/dirkill duration, srckill time of the kill (-1:
+ *     none), slow factor, 0 for kill)
+ *   kindsize KIND SIZE RUNS MEDIAN P90 OVER_LIMIT WORST_SECS-LIMIT
+ *   summary RUNS RUNS_OK HANGS WRONG LOST OTHER MEDIAN P90 MAX
+ *   leaks STORES (stores with pool memory still allocated at the end)
+ * and for a scenario: NAME SIZE HOSTS SECS NOFAULT RATIO DONE WRONG LOST
+ * HANG. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -57,18 +89,26 @@
 typedef struct cfg {
   int hosts, runs, nsizes, do_bcast, do_reduce;
   double two_kill, slow_factor;
+  double pause_min, pause_max; /* --pause-s */
+  double dir_down;             /* --dir-down */
   int faults; /* FK_* bits */
   uint64_t sizes[16];
   const char *netns, *rate, *store_args, *scenario, *cluster_sh;
+  const char *work_dir; /* --work-dir: kept after the run (logs) */
   const char *addrs[MAXN];
   uint64_t seed;
   FILE *out;
 } cfg;
 
-enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4, FK_PAUSE = 8 };
-#define NFK 4
-static const char *const fk_names[NFK] = {"kill", "cut", "slow", "pause"};
-static int fk_index(int kind) { return kind == FK_KILL ? 0 : kind == FK_CUT ? 1 : kind == FK_SLOW ? 2 : 3; }
+enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4, FK_PAUSE = 8, FK_DIRKILL = 16, FK_SRCKILL = 32 };
+#define NFK 6
+static const char *const fk_names[NFK] = {"kill", "cut", "slow", "pause", "dirkill", "srckill"};
+/* FK_* bit -> index into fk_names */
+static int fk_index(int kind) {
+  int i = 0;
+  while (i < NFK - 1 && kind != 1 << i) i++;
+  return i;
+}
 
 static hpl__lc *lc;
 static hpl_client *cs[MAXN];
@@ -98,6 +138,9 @@ typedef struct part {
   uint64_t start_ns, end_ns;
   int64_t timeout_ms;
   int rc, bad;
+  int unlisted; /* reduce: hpl_reduce_sources did not know it (checked against any k of N) */
+  int finished; /* set (atomically) when the thread is done */
+  char why[160]; /* bad: what was wrong */
   char included[1024];
 } part;
 
@@ -114,30 +157,67 @@ static void *part_main(void *arg) {
     if (!p->rc) p->rc = hpl_get(c, p->id, p->timeout_ms, &b);
   }
   p->end_ns = hpl__now_ns();
-  if (p->rc) return NULL;
+  if (p->rc) {
+    __atomic_store_n(&p->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+  }
   if (p->op == 0) {
     p->bad = hpl_buf_size(b) != p->size || hpl__checksum(hpl_buf_data(b), p->size) != p->sum;
+    if (p->bad)
+      snprintf(p->why, sizeof p->why, "%llu bytes, checksum %s",
+               (unsigned long long)hpl_buf_size(b), hpl_buf_size(b) == p->size ? "differs" : "-");
   } else {
     char *text = NULL;
-    if (hpl_reduce_sources(c, p->id, 10000, &text) == 0) {
+    int src_rc = hpl_reduce_sources(c, p->id, 10000, &text);
+    if (src_rc == 0) {
       snprintf(p->included, sizeof p->included, "%s", text);
       hpl_free(text);
     }
     /* source i holds i + (j % 5): the sum over the included sources */
     const float *r = hpl_buf_data(b);
+    if (src_rc == HPL_ENOTFOUND && hpl_buf_size(b) == p->size && p->size >= 4) {
+      /* The directory forgot the reduce (it restarted after the reduce
+       * finished): which sources went in is unknown, but element j must be
+       * S + k * (j % 5) with S the sum of k distinct indices of 0..N-1,
+       * which is any integer from 0+..+(k-1) to (N-k)+..+(N-1). */
+      p->unlisted = 1;
+      double sum = r[0], lo = p->k * (p->k - 1) / 2.0, hi = lo + (double)p->k * (p->nsrc - p->k);
+      if (sum != (double)(long)sum || sum < lo || sum > hi) {
+        p->bad = 1;
+        snprintf(p->why, sizeof p->why, "element 0 is %g, not a sum of %d of the %d sources "
+                 "(sources unknown: the directory forgot the reduce)", sum, p->k, p->nsrc);
+      }
+      for (size_t j = 0; !p->bad && j < p->size / 4; j++)
+        if (r[j] != (float)(sum + p->k * (int)(j % 5))) {
+          p->bad = 1;
+          snprintf(p->why, sizeof p->why, "element %zu is %g, want %g (sources unknown: the "
+                   "directory forgot the reduce)", j, (double)r[j], sum + p->k * (int)(j % 5));
+        }
+      hpl_release(c, b);
+      __atomic_store_n(&p->finished, 1, __ATOMIC_RELEASE);
+      return NULL;
+    }
     int idx[MAXN], n = 0;
     for (char *l = strtok(p->included, "\n"); l && n < MAXN; l = strtok(NULL, "\n")) {
       const char *slash = strrchr(l, '/');
       idx[n++] = slash ? atoi(slash + 1) : 0;
     }
     p->bad = n != p->k || hpl_buf_size(b) != p->size;
+    if (p->bad)
+      snprintf(p->why, sizeof p->why, "%d sources listed of %d (hpl_reduce_sources: %s), %llu bytes",
+               n, p->k, src_rc ? hpl_errname(src_rc) : "ok", (unsigned long long)hpl_buf_size(b));
     for (size_t j = 0; !p->bad && j < p->size / 4; j++) {
       float want = 0;
       for (int i = 0; i < n; i++) want += (float)(idx[i] + (int)(j % 5));
-      if (r[j] != want) p->bad = 1;
+      if (r[j] != want) {
+        p->bad = 1;
+        snprintf(p->why, sizeof p->why, "element %zu is %g, the listed sources sum to %g", j,
+                 (double)r[j], (double)want);
+      }
     }
   }
   hpl_release(c, b);
+  __atomic_store_n(&p->finished, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
@@ -146,7 +226,10 @@ static void *part_main(void *arg) {
 typedef struct outcome {
   double secs;        /* start to last survivor (the cut or slowed host's own get excluded) */
   double victim_secs; /* cut/slow: start to the victim's own completion */
+  double kill_secs;   /* srckill: start to the kill of node 0 (-1: not killed) */
+  int holder;         /* srckill: the receiver seen holding the first complete copy */
   int completed, hangs, wrong, lost, lost_excused, other;
+  int unlisted; /* reduces whose sources the (restarted) directory did not know */
 } outcome;
 
 static void put_pattern(int node, const char *id, uint64_t size, uint64_t seed) {
@@ -189,6 +272,73 @@ static void kill_node(int i) {
   alive[i] = 0;
   hpl__lc_signal(lc, i, SIGKILL);
   /* the handle's connection is dead; its get returned or will return */
+}
+
+/* The first live store's client (node 0's store may be dead after srckill). */
+static hpl_client *any_live(const cfg *g) {
+  for (int i = 0; i < g->hosts; i++)
+    if (alive[i] && cs[i]) return cs[i];
+  return NULL;
+}
+
+/* The srckill watcher: polls the receivers (hpl_contains on their handles,
+ * which may be shared between threads) every millisecond, and kills node 0
+ * as soon as one of them holds a complete copy. Gives up when every
+ * receiver's get has returned without a complete copy anywhere, or at the
+ * deadline. The main thread joins it before touching the cluster again
+ * (the localcluster API is not thread-safe). */
+typedef struct watcher {
+  const char *id;
+  part *ps;
+  int np;
+  uint64_t start_ns, deadline_ns;
+  uint64_t kill_ns; /* 0: not killed */
+  int holder;
+} watcher;
+
+static void *watch_main(void *arg) {
+  watcher *w = arg;
+  hpl__sleep_until_ns(w->start_ns);
+  while (hpl__now_ns() < w->deadline_ns) {
+    int done = 1;
+    for (int i = 0; i < w->np; i++) {
+      int local = 0;
+      if (hpl_contains(cs[w->ps[i].node], w->id, 1000, &local) == 0 && local) {
+        alive[0] = 0;
+        w->kill_ns = hpl__now_ns(); /* the signal; reaping the store takes longer */
+        hpl__lc_signal(lc, 0, SIGKILL);
+        w->holder = w->ps[i].node;
+        return NULL;
+      }
+      done &= __atomic_load_n(&w->ps[i].finished, __ATOMIC_ACQUIRE);
+    }
+    if (done) return NULL;
+    hpl__sleep_until_ns(hpl__now_ns() + 1000000ull);
+  }
+  return NULL;
+}
+
+/* Every live store's "dir_registrations" counter into v[] (0 if unknown). */
+static void registrations(const cfg *g, uint64_t *v) {
+  for (int i = 0; i < g->hosts; i++) {
+    v[i] = 0;
+    if (alive[i] && cs[i]) hpl_counter(cs[i], "dir_registrations", 2000, &v[i]);
+  }
+}
+
+/* After the directory's restart: wait (at most timeout_ms, polling every
+ * 10 ms) until every live store registered with it again, so the next run
+ * starts on a whole cluster. Returns the number of stores that did not. */
+static int wait_registered(const cfg *g, const uint64_t *before, int64_t timeout_ms) {
+  uint64_t end = hpl__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  for (;;) {
+    uint64_t now[MAXN];
+    registrations(g, now);
+    int missing = 0;
+    for (int i = 0; i < g->hosts; i++) missing += alive[i] && now[i] <= before[i];
+    if (!missing || hpl__now_ns() >= end) return missing;
+    hpl__sleep_until_ns(hpl__now_ns() + 10000000ull);
+  }
 }
 
 /* Run `cluster.sh VERB HOST [ARG]` for the emulated cluster; nonzero on
@@ -243,7 +393,9 @@ static int middle_node(int op, const char *id, int fallback) {
 /* Run op on `size` bytes; after `kill_frac` of `nofault` seconds, apply
  * fault `kind` to `victims` (victims[0] = -2: pick the middle of the
  * chain): kill them, cut victims[0] off (or stop its store) for `cut_s`
- * seconds, or slow it. */
+ * seconds, or slow it; or kill the directory for `cut_s` seconds. srckill
+ * (a broadcast) kills node 0 when the first receiver completes instead.
+ * nofault < 0: no fault at all (the no-fault measurement). */
 static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nkill, int *victims,
                        double kill_frac, double nofault, int k_reduce, double cut_s) {
   outcome oc = {0};
@@ -269,6 +421,10 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
   if (nofault > 0 && (kind == FK_CUT || kind == FK_PAUSE))
     timeout += (int64_t)(cut_s * 1000) + 15000;
   if (nofault > 0 && kind == FK_SLOW) timeout += (int64_t)(nofault * g->slow_factor * 1000);
+  if (nofault > 0 && kind == FK_DIRKILL) timeout += (int64_t)(cut_s * 1000) + 15000;
+  if (nofault > 0 && kind == FK_SRCKILL) timeout += 15000;
+  oc.kill_secs = -1;
+  oc.holder = -1;
   char slow_rate[32] = "";
   if (kind == FK_SLOW) {
     uint64_t bps = 0;
@@ -293,7 +449,17 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     pthread_create(&th[np], NULL, part_main, &ps[np]);
     np++;
   }
-  if (nkill > 0 && nofault >= 0) {
+  watcher w = {0};
+  pthread_t wth;
+  int watching = kind == FK_SRCKILL && op == 0 && nofault >= 0;
+  if (watching) {
+    w = (watcher){.id = id, .ps = ps, .np = np, .start_ns = start,
+                  .deadline_ns = start + (uint64_t)timeout * 1000000ull};
+    pthread_create(&wth, NULL, watch_main, &w);
+  }
+  uint64_t regs[MAXN];
+  if (kind == FK_DIRKILL && nofault >= 0) registrations(g, regs);
+  if (nkill > 0 && nofault >= 0 && !watching) {
     hpl__sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
     for (int v = 0; v < nkill; v++) {
       int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2)
@@ -312,13 +478,29 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
       if (hpl__lc_signal(lc, victims[0], SIGSTOP)) die("SIGSTOP failed");
       hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
       if (hpl__lc_signal(lc, victims[0], SIGCONT)) die("SIGCONT failed");
+    } else if (kind == FK_DIRKILL) {
+      if (hpl__lc_signal(lc, -1, SIGKILL)) die("killing the directory failed");
+      hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+      char err[512];
+      if (hpl__lc_restart(lc, -1, err, sizeof err)) {
+        fprintf(stderr, "bench_faults: restart the directory: %s\n", err);
+        exit(1);
+      }
+    }
+  }
+  if (watching) {
+    pthread_join(wth, NULL);
+    if (w.kill_ns) {
+      oc.kill_secs = (double)(w.kill_ns - start) / 1e9;
+      oc.holder = w.holder;
     }
   }
   uint64_t last = start;
   for (int i = 0; i < np; i++) {
     pthread_join(th[i], NULL);
-    int victim = 0;
-    for (int v = 0; v < nkill; v++) victim |= ps[i].node == victims[v];
+    int victim = 0; /* dirkill and srckill: every participant is a survivor */
+    for (int v = 0; v < nkill && kind != FK_DIRKILL && kind != FK_SRCKILL; v++)
+      victim |= ps[i].node == victims[v];
     if (victim && kind == FK_KILL) continue; /* its own get died with it */
     if (ps[i].rc == HPL_ETIMEDOUT) {
       oc.hangs++;
@@ -330,9 +512,12 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
               hpl_strerror(ps[i].rc), hpl_errdetail(cs[ps[i].node]));
     } else if (ps[i].bad) {
       oc.wrong++;
+      fprintf(stderr, "bench_faults: run %d node %d: wrong result: %s\n", run, ps[i].node,
+              ps[i].why);
     } else {
       oc.completed++;
     }
+    oc.unlisted += ps[i].unlisted;
     if (victim) oc.victim_secs = (double)(ps[i].end_ns - start) / 1e9;
     else if (ps[i].end_ns > last) last = ps[i].end_ns;
   }
@@ -347,13 +532,47 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     hpl_close(cs[victims[v]]);
     cs[victims[v]] = NULL;
   }
-  /* clean up for the next run */
-  hpl_delete(cs[0], id, 30000);
+  if (watching && w.kill_ns) {
+    hpl_close(cs[0]);
+    cs[0] = NULL;
+  }
+  if (kind == FK_DIRKILL && nofault >= 0) {
+    int missing = wait_registered(g, regs, 30000);
+    if (missing) {
+      fprintf(stderr, "bench_faults: run %d: %d store(s) not registered again 30 s after the"
+              " directory's restart\n", run, missing);
+      oc.other++;
+    }
+  }
+  /* clean up for the next run (node 0's store may be dead: srckill) */
+  hpl_client *dc = any_live(g);
+  hpl_delete(dc, id, 30000);
   if (op == 1)
     for (int i = 0; i < g->hosts; i++)
-      if (alive[i]) hpl_delete(cs[0], sids[i], 30000);
+      if (alive[i]) hpl_delete(dc, sids[i], 30000);
   restart_dead(g);
   return oc;
+}
+
+/* After the last run every object is deleted, so what a store still has
+ * allocated in its pool is leaked. Prints one line per such store (after
+ * giving the frees up to a second) and returns how many there are. */
+static int leak_check(const cfg *g) {
+  int n = 0;
+  for (int i = 0; i < g->hosts; i++) {
+    uint64_t alloc = 0, objs = 0;
+    if (!cs[i]) continue;
+    for (int t = 0; t < 100; t++) {
+      if (hpl_counter(cs[i], "pool_allocated", 2000, &alloc) || !alloc) break;
+      hpl__sleep_until_ns(hpl__now_ns() + 10000000ull);
+    }
+    if (!alloc) continue;
+    hpl_counter(cs[i], "objects", 2000, &objs);
+    printf("  LEAK: node %d still has %llu B of its pool allocated (%llu objects) after every "
+           "object was deleted\n", i, (unsigned long long)alloc, (unsigned long long)objs);
+    n++;
+  }
+  return n;
 }
 
 static double median3(cfg *g, int op, uint64_t size, int k) {
@@ -374,9 +593,21 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The p90 index in a sorted array of n > 0 values (as the overall summary). */
+static int p90_at(int n) { return (n * 9) / 10 < n ? (n * 9) / 10 : n - 1; }
+
+/* One random run, kept for the summaries. */
+typedef struct runrec {
+  int kf, k;             /* fault kind index, size index */
+  double secs, nf, ratio;
+} runrec;
+
+/* The target: survivors' time <= 1.3 x no-fault + 0.5 s. */
+static double target_limit(double nofault) { return 1.3 * nofault + 0.5; }
+
 int main(int argc, char **argv) {
   cfg g = {.hosts = 8, .runs = 50, .two_kill = 0.3, .rate = "none", .seed = 0,
-           .slow_factor = 10, .faults = FK_KILL};
+           .slow_factor = 10, .faults = FK_KILL, .pause_min = 1, .pause_max = 8, .dir_down = 1.0};
   const char *sizes = "1M,16M,64M,256M", *ops = "bcast,reduce", *addrs = NULL, *out = NULL;
   const char *faults = "kill";
   static struct option opts[] = {
@@ -385,7 +616,8 @@ int main(int argc, char **argv) {
       {"seed", 1, 0, 'S'},      {"netns", 1, 0, 'N'},     {"addrs", 1, 0, 'a'},
       {"rate", 1, 0, 'R'},      {"store-args", 1, 0, 'A'}, {"out", 1, 0, 'O'},
       {"scenario", 1, 0, 'c'},  {"faults", 1, 0, 'f'},    {"slow-factor", 1, 0, 'F'},
-      {"cluster-sh", 1, 0, 'C'}, {0, 0, 0, 0}};
+      {"cluster-sh", 1, 0, 'C'}, {"pause-s", 1, 0, 'P'},     {"dir-down", 1, 0, 'D'},
+      {"work-dir", 1, 0, 'W'},      {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -404,6 +636,16 @@ int main(int argc, char **argv) {
       case 'f': faults = optarg; break;
       case 'F': g.slow_factor = atof(optarg); break;
       case 'C': g.cluster_sh = optarg; break;
+      case 'P':
+        if (sscanf(optarg, "%lf,%lf", &g.pause_min, &g.pause_max) != 2 || g.pause_min <= 0 ||
+            g.pause_max < g.pause_min)
+          die("--pause-s takes MIN,MAX in seconds, 0 < MIN <= MAX (like 1,8)");
+        break;
+      case 'W': g.work_dir = optarg; break;
+      case 'D':
+        g.dir_down = atof(optarg);
+        if (g.dir_down < 0) die("--dir-down takes seconds, at least 0");
+        break;
       default: die("see the comment at the top of bench/bench_faults.c for usage");
     }
   }
@@ -413,7 +655,7 @@ int main(int argc, char **argv) {
   for (char *t = strtok(fl, ","); t; t = strtok(NULL, ",")) {
     int k = 0;
     while (k < NFK && strcmp(t, fk_names[k])) k++;
-    if (k == NFK) die("--faults takes kill, cut, slow and pause, comma-separated");
+    if (k == NFK) die("--faults takes kill, cut, slow, pause, dirkill and srckill, comma-separated");
     g.faults |= 1 << k;
   }
   free(fl);
@@ -450,6 +692,7 @@ int main(int argc, char **argv) {
                    .host_addrs = g.netns ? g.addrs : NULL,
                    .store_args = sargs,
                    .log_level = "warn",
+                   .work_dir = g.work_dir,
                    .timeout_ms = 20000};
   char err[512];
   if (hpl__lc_start(&o, &lc, err, sizeof err)) {
@@ -494,17 +737,21 @@ int main(int argc, char **argv) {
     status = bad;
   } else {
     /* no-fault times */
+    /* srckill runs broadcasts even with --ops reduce */
     double nf[2][16];
     for (int op = 0; op < 2; op++)
       for (int k = 0; k < g.nsizes; k++) {
-        if ((op == 0 && !g.do_bcast) || (op == 1 && !g.do_reduce)) continue;
+        if ((op == 0 && !g.do_bcast && !(g.faults & FK_SRCKILL)) || (op == 1 && !g.do_reduce))
+          continue;
         nf[op][k] = median3(&g, op, g.sizes[k], g.hosts - 1);
         printf("no-fault %-6s %10llu B: %.3f s\n", op ? "reduce" : "bcast",
                (unsigned long long)g.sizes[k], nf[op][k]);
       }
     int tot_runs = 0, tot_done = 0, tot_hang = 0, tot_wrong = 0, tot_lost = 0, tot_other = 0;
+    int tot_unlisted = 0;
     int runs_ok = 0;
     double *ratio = calloc((size_t)g.runs, sizeof *ratio);
+    runrec *rec = calloc((size_t)g.runs, sizeof *rec);
     double *kratio[NFK];
     int kn[NFK] = {0};
     for (int f = 0; f < NFK; f++) kratio[f] = calloc((size_t)g.runs, sizeof **kratio);
@@ -516,19 +763,28 @@ int main(int argc, char **argv) {
         if (g.faults & (1 << f)) kinds[nk++] = 1 << f;
       int kind = kinds[rnd(&g.seed) % (uint64_t)nk];
       double cut_s = 0.5 + 2.5 * (double)(rnd(&g.seed) % 1000) / 1000.0;
-      if (kind == FK_PAUSE) cut_s = 1.0 + 7.0 * (double)(rnd(&g.seed) % 1000) / 1000.0;
+      if (kind == FK_PAUSE)
+        cut_s = g.pause_min +
+                (g.pause_max - g.pause_min) * (double)(rnd(&g.seed) % 1000) / 1000.0;
+      if (kind == FK_DIRKILL) cut_s = g.dir_down;
       int nkill = kind == FK_KILL && (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
       int victims[2];
       victims[0] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
       do victims[1] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
       while (victims[1] == victims[0]);
       double frac = 0.1 + 0.8 * (double)(rnd(&g.seed) % 1000) / 1000.0;
+      if (kind == FK_DIRKILL) victims[0] = -1;
+      if (kind == FK_SRCKILL) {
+        op = 0; /* broadcast only */
+        victims[0] = 0;
+      }
       int kr = g.hosts - nkill; /* spares for every victim */
       outcome oc =
           run_one(&g, op, g.sizes[k], run, kind, nkill, victims, frac, nf[op][k], kr, cut_s);
       ratio[run] = oc.secs / nf[op][k];
       int kf = fk_index(kind);
       kratio[kf][kn[kf]++] = ratio[run];
+      rec[run] = (runrec){.kf = kf, .k = k, .secs = oc.secs, .nf = nf[op][k], .ratio = ratio[run]};
       int ok = oc.hangs == 0 && oc.wrong == 0 && oc.lost == 0 && oc.other == 0;
       runs_ok += ok;
       tot_runs++;
@@ -537,9 +793,15 @@ int main(int argc, char **argv) {
       tot_wrong += oc.wrong;
       tot_lost += oc.lost;
       tot_other += oc.other;
-      char vs[32], extra[96] = "";
+      tot_unlisted += oc.unlisted;
+      char vs[32], extra[160] = "";
+      double param = 0; /* the TSV's last column */
       if (nkill == 2) snprintf(vs, sizeof vs, "kill:%d,%d", victims[0], victims[1]);
+      else if (kind == FK_DIRKILL) snprintf(vs, sizeof vs, "dirkill:dir");
       else snprintf(vs, sizeof vs, "%s:%d", fk_names[fk_index(kind)], victims[0]);
+      if (kind == FK_CUT || kind == FK_PAUSE || kind == FK_DIRKILL) param = cut_s;
+      else if (kind == FK_SLOW) param = g.slow_factor;
+      else if (kind == FK_SRCKILL) param = oc.kill_secs;
       if (op == 1 && kind == FK_CUT)
         snprintf(extra, sizeof extra, " (cut %.1f s)", cut_s);
       else if (op == 1 && kind == FK_SLOW)
@@ -555,32 +817,82 @@ int main(int argc, char **argv) {
                  cut_s, oc.victim_secs);
       else if (kind == FK_PAUSE)
         snprintf(extra, sizeof extra, " (stopped %.1f s)", cut_s);
-      printf("run %2d %-6s %10llu B %-8s at %3.0f%%: %.3f s (%.2fx no-fault) %s "
-             "[done %d wrong %d lost %d hang %d]%s\n",
+      else if (kind == FK_DIRKILL)
+        snprintf(extra, sizeof extra, " (directory down %.1f s)", cut_s);
+      else if (kind == FK_SRCKILL && oc.kill_secs >= 0)
+        snprintf(extra, sizeof extra,
+                 " (node 0 killed at %.3f s, when node %d held the first complete copy)",
+                 oc.kill_secs, oc.holder);
+      else if (kind == FK_SRCKILL)
+        snprintf(extra, sizeof extra, " (node 0 not killed: no receiver completed)");
+      printf("run %2d %-6s %10llu B %-11s at %3.0f%%: %.3f s (%.2fx no-fault) %s "
+             "[done %d wrong %d lost %d hang %d]%s%s\n",
              run, op ? "reduce" : "bcast", (unsigned long long)g.sizes[k], vs, frac * 100, oc.secs,
-             ratio[run], ok ? "ok" : "FAILED", oc.completed, oc.wrong, oc.lost, oc.hangs, extra);
+             ratio[run], ok ? "ok" : "FAILED", oc.completed, oc.wrong, oc.lost, oc.hangs, extra,
+             oc.unlisted ? " (sources unknown: the restarted directory forgot the reduce)" : "");
       fflush(stdout);
+      double lim = target_limit(nf[op][k]);
       if (g.out)
-        fprintf(g.out, "run\t%d\t%s\t%llu\t%s\t%.2f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\n", run,
+        fprintf(g.out, "run\t%d\t%s\t%llu\t%s\t%.2f\t%.4f\t%.3f\t%d\t%d\t%d\t%d"
+                "\t%s\t%.4f\t%.4f\t%.4f\t%.3f\n", run,
                 op ? "reduce" : "bcast", (unsigned long long)g.sizes[k], vs, frac, oc.secs,
-                ratio[run], oc.completed, oc.wrong, oc.lost, oc.hangs);
+                ratio[run], oc.completed, oc.wrong, oc.lost, oc.hangs, fk_names[kf], nf[op][k], lim,
+                oc.secs - lim, param);
     }
     qsort(ratio, (size_t)g.runs, sizeof *ratio, cmp_d);
     printf("\nSUMMARY: runs %d, completed %d (runs), survivors done %d, hangs %d, wrong bytes %d, "
            "lost-object errors %d (none excused: a source or spare always survives), other errors %d;"
            " time over no-fault: median %.2fx, p90 %.2fx, max %.2fx\n",
            tot_runs, runs_ok, tot_done, tot_hang, tot_wrong, tot_lost, tot_other,
-           ratio[g.runs / 2], ratio[(g.runs * 9) / 10 < g.runs ? (g.runs * 9) / 10 : g.runs - 1],
-           ratio[g.runs - 1]);
+           ratio[g.runs / 2], ratio[p90_at(g.runs)], ratio[g.runs - 1]);
+    if (tot_unlisted)
+      printf("  %d reduce(s) finished while the directory was down and the restarted directory did"
+             " not know them (hpl_reduce_sources: no such reduce); their bytes were checked"
+             " against any %s of the sources\n", tot_unlisted, "k");
+    if (g.out)
+      fprintf(g.out, "summary\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\n", tot_runs, runs_ok,
+              tot_hang, tot_wrong, tot_lost, tot_other, ratio[g.runs / 2], ratio[p90_at(g.runs)],
+              ratio[g.runs - 1]);
     for (int f = 0; f < NFK; f++) {
       if (!kn[f]) continue;
       qsort(kratio[f], (size_t)kn[f], sizeof **kratio, cmp_d);
-      int p90 = (kn[f] * 9) / 10 < kn[f] ? (kn[f] * 9) / 10 : kn[f] - 1;
-      printf("  %-5s runs %2d: survivors' time over no-fault median %.2fx, p90 %.2fx, max %.2fx\n",
-             fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][p90], kratio[f][kn[f] - 1]);
+      printf("  %-7s runs %2d: survivors' time over no-fault median %.2fx, p90 %.2fx, max %.2fx\n",
+             fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][p90_at(kn[f])],
+             kratio[f][kn[f] - 1]);
     }
+    /* per kind and size (both ops together): the ratio, and the target */
+    printf("per fault kind and size (target: survivors' time <= 1.3 x no-fault + 0.5 s):\n");
+    double *rs = calloc((size_t)g.runs, sizeof *rs);
+    int missed = 0;
+    for (int f = 0; f < NFK; f++)
+      for (int k = 0; k < g.nsizes; k++) {
+        int n = 0, over = 0;
+        double worst = -1e300;
+        for (int r = 0; r < g.runs; r++) {
+          if (rec[r].kf != f || rec[r].k != k) continue;
+          rs[n++] = rec[r].ratio;
+          double ex = rec[r].secs - target_limit(rec[r].nf);
+          over += ex > 0;
+          if (ex > worst) worst = ex;
+        }
+        if (!n) continue;
+        qsort(rs, (size_t)n, sizeof *rs, cmp_d);
+        missed += over;
+        printf("  %-7s %10llu B runs %3d: median %.2fx, p90 %.2fx; over the limit %d, worst "
+               "time - limit %+.3f s\n",
+               fk_names[f], (unsigned long long)g.sizes[k], n, rs[n / 2], rs[p90_at(n)], over,
+               worst);
+        if (g.out)
+          fprintf(g.out, "kindsize\t%s\t%llu\t%d\t%.3f\t%.3f\t%d\t%.4f\n", fk_names[f],
+                  (unsigned long long)g.sizes[k], n, rs[n / 2], rs[p90_at(n)], over, worst);
+      }
+    printf("  runs over the target: %d of %d\n", missed, g.runs);
+    free(rs);
+    int leaks = leak_check(&g);
+    if (g.out) fprintf(g.out, "leaks\t%d\n", leaks);
     status = tot_hang || tot_wrong || tot_lost || tot_other;
     free(ratio);
+    free(rec);
     for (int f = 0; f < NFK; f++) free(kratio[f]);
   }
   for (int i = 0; i < g.hosts; i++)
