@@ -385,7 +385,20 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     uint64_t wait;
     s->ctr.silent_reports++;
     if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
+    uint64_t old = sl->node;
     slot_failed(r, (int)m->slot, "its node does not answer");
+    /* the node lives on: once it runs again, its task there must end (the
+     * reduce goes on without it, unless it is the sink or holds a slot) */
+    int holds = old == r->sink;
+    for (uint32_t i = 0; i < r->k && !holds; i++)
+      holds = r->slots[i].filled && r->slots[i].node == old;
+    if (!r->done && !holds) {
+      Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
+      e.rid = r->rid;
+      e.target = r->target;
+      e.detail = "";
+      dir_node_send(s, old, HPL__MSG_REDUCE_END, 0, &e.base);
+    }
     return;
   }
   char why[300];

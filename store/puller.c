@@ -216,11 +216,22 @@ uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms) {
   return w;
 }
 
+/* The rate the stream has been seeing: its samples, else what arrived so
+ * far (a short stream), else this store's usual rate (0: unknown). */
+static double stream_rate(const st_puller *p) {
+  if (p->rate > 0) return p->rate;
+  if (p->got >= (1u << 20)) {
+    uint64_t el = p->last_move_ms > p->started_ms ? p->last_move_ms - p->started_ms : 1;
+    return (double)p->got * 1000.0 / (double)el;
+  }
+  return p->s->rate_ewma;
+}
+
 /* Suspicion: no bytes for the quiet window while we have room. */
 static void check_quiet(st_puller *p, uint64_t now) {
   store *s = p->s;
   if (!p->ops.suspect || p->suspecting || p->paused || now < p->suspect_after) return;
-  double rate = p->rate > 0 ? p->rate : s->rate_ewma;
+  double rate = stream_rate(p);
   uint64_t quiet = now - p->last_move_ms;
   if (quiet < puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms)) return;
   p->suspecting = 1;
@@ -231,8 +242,7 @@ static void check_quiet(st_puller *p, uint64_t now) {
 void puller_suspect_done(st_puller *p, uint64_t retry_ms) {
   if (!p || p->finished) return;
   if (!retry_ms) {
-    double rate = p->rate > 0 ? p->rate : p->s->rate_ewma;
-    retry_ms = puller_quiet_window_ms(rate, p->s->cfg.stall_timeout_ms);
+    retry_ms = puller_quiet_window_ms(stream_rate(p), p->s->cfg.stall_timeout_ms);
   }
   p->suspecting = 0;
   p->suspect_after = hpl__now_ms() + retry_ms;

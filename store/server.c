@@ -52,6 +52,9 @@ static void on_upstream_gone(store *s, ProtobufCMessage *m) {
 
 static void on_registered(store *s, int restarted) {
   if (restarted) rdsink_directory_restarted(s);
+  /* registered again with the same directory: it has voided the reduce
+   * slots this node held on the old connection (others took them over) */
+  else if (s->ctr.dir_registrations > 1) rdtask_end(s, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ leaving */
