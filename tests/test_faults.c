@@ -240,6 +240,65 @@ static void test_chain_kill(void **state) {
   th_stop(lc, 0);
 }
 
+/* A receiver in the middle of a chain is stopped (SIGSTOP) for 2.5 s (less
+ * than the 3 s heartbeat timeout of a node never heard from steadily): nothing
+ * closes, yet the receivers behind it finish while it is still stopped,
+ * keeping their bytes and receiving none twice; the directory found it by
+ * a probe it did not answer. Once it runs again its own get completes too
+ * and it serves as before. */
+static void test_chain_pause(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  int a = add(lc, "--faults slow_send=24M"); /* the origin feeds the chain slowly */
+  enum { R = 4 };
+  int r[R];
+  hpl_client *A = th_connect(lc, a), *C[R];
+  for (int i = 0; i < R; i++) {
+    r[i] = add(lc, NULL);
+    C[i] = th_connect(lc, r[i]);
+  }
+  const uint64_t size = 48 * MB;
+  th_put_pattern(A, "pause/x", size, 6);
+  th_getter g[R];
+  uint64_t want = th_pattern_sum(size, 6);
+  for (int i = 0; i < R; i++) {
+    g[i] = (th_getter){.c = C[i], .id = "pause/x", .size = size, .want = want,
+                       .timeout = th_ms(30000)};
+    th_get_start(&g[i]);
+    th_sleep_ms(30); /* arrival order = chain order */
+  }
+  th_sleep_ms(600);
+  const int victim = 1; /* pulls from C[0], feeds C[2] */
+  assert_int_equal(hpl__lc_signal(lc, r[victim], SIGSTOP), 0);
+  uint64_t stopped = hpl__now_ms();
+  th_sleep_ms(2500);
+  uint64_t resumed = hpl__now_ms();
+  assert_int_equal(hpl__lc_signal(lc, r[victim], SIGCONT), 0);
+  uint64_t kept = 0;
+  for (int i = 0; i < R; i++) {
+    th_get_join(&g[i]);
+    if (g[i].rc) fail_msg("receiver %d: %s", i, hpl_strerror(g[i].rc));
+    assert_true(g[i].ok);
+    if (i != victim && g[i].done_ms >= resumed)
+      fail_msg("receiver %d finished %llu ms after the stop, only once the stopped store ran "
+               "again", i, (unsigned long long)(g[i].done_ms - stopped));
+    assert_int_equal(th_counter(C[i], "data_bytes_received"), size);
+    if (i > victim) kept += th_counter(C[i], "bytes_kept_on_resume");
+  }
+  assert_true(kept > 0);
+  assert_true(th_dir_counter(lc, "dir_suspects") >= 1);
+  assert_true(th_counter(C[victim + 1], "pull_suspects") >= 1);
+  /* the stopped store serves again */
+  th_put_pattern(A, "pause/y", 4 * MB, 7);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(C[victim], "pause/y", th_ms(10000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 4 * MB, 7));
+  hpl_release(C[victim], b);
+  for (int i = 0; i < R; i++) hpl_close(C[i]);
+  hpl_close(A);
+  th_stop(lc, 0);
+}
+
 /* A reduce tree loses a node mid-reduce: the spare source takes its slot,
  * ancestors restart, the result is right and says which sources it has. */
 static void test_reduce_reset(void **state) {
@@ -457,6 +516,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_straggler_goes_elsewhere, th_teardown),
       cmocka_unit_test_teardown(test_slow_partial_sender, th_teardown),
       cmocka_unit_test_teardown(test_chain_kill, th_teardown),
+      cmocka_unit_test_teardown(test_chain_pause, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
       cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
       cmocka_unit_test_teardown(test_heartbeat_pause, th_teardown),
