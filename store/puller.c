@@ -241,9 +241,7 @@ static void check_quiet(st_puller *p, uint64_t now) {
 
 void puller_suspect_done(st_puller *p, uint64_t retry_ms) {
   if (!p || p->finished) return;
-  if (!retry_ms) {
-    retry_ms = puller_quiet_window_ms(stream_rate(p), p->s->cfg.stall_timeout_ms);
-  }
+  if (!retry_ms) retry_ms = puller_quiet_window_ms(stream_rate(p), p->s->cfg.stall_timeout_ms);
   p->suspecting = 0;
   p->suspect_after = hpl__now_ms() + retry_ms;
 }

@@ -78,30 +78,30 @@ static void stream_key(char *out, size_t len, const char *target, uint64_t rid, 
   snprintf(out, len, "r:%llx.%u:%u:%s", (unsigned long long)rid, slot, gen, target);
 }
 
-void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
-                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
-  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
-  n.target = (char *)target;
-  n.rid = rid;
-  n.slot = slot;
-  n.gen = gen;
-  n.detail = "";
-  n.silent = 1;
-  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
-           target, slot, (unsigned long long)quiet_ms);
-  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
-  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
-}
-
-void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        const char *detail) {
+/* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
+static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                           const char *detail, int silent) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = (char *)target;
   n.rid = rid;
   n.slot = slot;
   n.gen = gen;
   n.detail = (char *)(detail ? detail : "");
+  n.silent = silent;
   dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+}
+
+void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
+                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
+  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
+           target, slot, (unsigned long long)quiet_ms);
+  send_fail_note(s, target, rid, slot, gen, NULL, 1);
+  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
+}
+
+void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        const char *detail) {
+  send_fail_note(s, target, rid, slot, gen, detail, 0);
 }
 
 static void task_try_combine(rd_task *t);

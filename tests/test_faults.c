@@ -169,30 +169,41 @@ static void test_slow_partial_sender(void **state) {
   th_stop(lc, 0);
 }
 
+/* A broadcast chain: an origin feeding `nr` receivers slowly (24 MB/s), a
+ * 48 MiB object `id` put there, and each receiver's get started 30 ms
+ * after the last (arrival order = chain order), then 600 ms to get going.
+ * r, C, g: the receivers' store indexes, clients and getters. */
+static hpl_client *chain_start(hpl__lc *lc, const char *id, uint64_t seed, int nr, int *r,
+                               hpl_client **C, th_getter *g) {
+  int a = add(lc, "--faults slow_send=24M");
+  hpl_client *A = th_connect(lc, a);
+  for (int i = 0; i < nr; i++) {
+    r[i] = add(lc, NULL);
+    C[i] = th_connect(lc, r[i]);
+  }
+  const uint64_t size = 48 * MB;
+  th_put_pattern(A, id, size, seed);
+  uint64_t want = th_pattern_sum(size, seed);
+  for (int i = 0; i < nr; i++) {
+    g[i] = (th_getter){.c = C[i], .id = id, .size = size, .want = want, .timeout = th_ms(30000)};
+    th_get_start(&g[i]);
+    th_sleep_ms(30);
+  }
+  th_sleep_ms(600);
+  return A;
+}
+
 /* kill -9 a receiver in the middle of a chain: the ones behind it
  * re-attach (no cycle, per-copy limit kept), keep their bytes, finish. */
 static void test_chain_kill(void **state) {
   (void)state;
   hpl__lc *lc = cluster0(NULL);
-  int a = add(lc, "--faults slow_send=24M"); /* the origin feeds the chain slowly */
   enum { R = 5 };
   int r[R];
-  hpl_client *A = th_connect(lc, a), *C[R];
-  for (int i = 0; i < R; i++) {
-    r[i] = add(lc, NULL);
-    C[i] = th_connect(lc, r[i]);
-  }
-  const uint64_t size = 48 * MB;
-  th_put_pattern(A, "chain/x", size, 4);
+  hpl_client *C[R];
   th_getter g[R];
-  uint64_t want = th_pattern_sum(size, 4);
-  for (int i = 0; i < R; i++) {
-    g[i] = (th_getter){.c = C[i], .id = "chain/x", .size = size, .want = want,
-                       .timeout = th_ms(30000)};
-    th_get_start(&g[i]);
-    th_sleep_ms(30); /* arrival order = chain order */
-  }
-  th_sleep_ms(600);
+  hpl_client *A = chain_start(lc, "chain/x", 4, R, r, C, g);
+  const uint64_t size = 48 * MB;
   /* find a receiver in the middle: it has a sender and a receiver */
   size_t n;
   th_xfer *x = th_transfers(A, 0, &n);
@@ -249,25 +260,12 @@ static void test_chain_kill(void **state) {
 static void test_chain_pause(void **state) {
   (void)state;
   hpl__lc *lc = cluster0(NULL);
-  int a = add(lc, "--faults slow_send=24M"); /* the origin feeds the chain slowly */
   enum { R = 4 };
   int r[R];
-  hpl_client *A = th_connect(lc, a), *C[R];
-  for (int i = 0; i < R; i++) {
-    r[i] = add(lc, NULL);
-    C[i] = th_connect(lc, r[i]);
-  }
-  const uint64_t size = 48 * MB;
-  th_put_pattern(A, "pause/x", size, 6);
+  hpl_client *C[R];
   th_getter g[R];
-  uint64_t want = th_pattern_sum(size, 6);
-  for (int i = 0; i < R; i++) {
-    g[i] = (th_getter){.c = C[i], .id = "pause/x", .size = size, .want = want,
-                       .timeout = th_ms(30000)};
-    th_get_start(&g[i]);
-    th_sleep_ms(30); /* arrival order = chain order */
-  }
-  th_sleep_ms(600);
+  hpl_client *A = chain_start(lc, "pause/x", 6, R, r, C, g);
+  const uint64_t size = 48 * MB;
   const int victim = 1; /* pulls from C[0], feeds C[2] */
   assert_int_equal(hpl__lc_signal(lc, r[victim], SIGSTOP), 0);
   uint64_t stopped = hpl__now_ms();
