@@ -691,7 +691,7 @@ int main(int argc, char **argv) {
                    .netns_prefix = g.netns,
                    .host_addrs = g.netns ? g.addrs : NULL,
                    .store_args = sargs,
-                   .log_level = "warn",
+                   .log_level = getenv("HPL_BENCH_LOG_LEVEL") ? getenv("HPL_BENCH_LOG_LEVEL") : "warn",
                    .work_dir = g.work_dir,
                    .timeout_ms = 20000};
   char err[512];

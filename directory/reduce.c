@@ -222,14 +222,20 @@ static int same_request(dir_reduce *r, Hplpb__ReduceReq *m, uint32_t k) {
   return 1;
 }
 
-static void reduce_reply(const dir_frame *f, int status, const char *detail, int joined,
-                         uint64_t sink) {
+static void reduce_reply2(const dir_frame *f, int status, const char *detail, int joined,
+                          uint64_t sink, int adopted) {
   Hplpb__ReduceRep m = HPLPB__REDUCE_REP__INIT;
   m.status = status;
   m.detail = (char *)(detail ? detail : "");
   m.joined = joined;
   m.sink_node = sink;
+  m.adopted = adopted;
   hpl__conn_send(f->dc->c, HPL__MSG_REDUCE_REP, f->req, &m.base, NULL, 0, 0, NULL, NULL);
+}
+
+static void reduce_reply(const dir_frame *f, int status, const char *detail, int joined,
+                         uint64_t sink) {
+  reduce_reply2(f, status, detail, joined, sink, 0);
 }
 
 static int cmp_ready(const void *a, const void *b, void *arg) {
@@ -333,6 +339,33 @@ static dir_reduce *reduce_new(dir_server *s, Hplpb__ReduceReq *m, uint32_t k, ui
   return r;
 }
 
+/* A restarted directory takes over the tree the sink says is running
+ * (m->adopt_*): it must name num_objects distinct sources of the request.
+ * Returns 0 (r is adopted: its slots hold those sources) or -1. */
+static int adopt(dir_reduce *r, Hplpb__ReduceReq *m) {
+  if (m->n_adopt_sources != r->k || !(r->slots = calloc(r->k, sizeof *r->slots))) return -1;
+  for (uint32_t j = 0; j < r->k; j++) {
+    size_t i = 0;
+    while (i < r->nsrc && strcmp(r->src[i], m->adopt_sources[j]) != 0) i++;
+    if (i == r->nsrc || r->src_state[i] == DR_IN_TREE) { /* unknown, or twice */
+      for (size_t x = 0; x < r->nsrc; x++) r->src_state[x] = DR_WAITING;
+      free(r->slots);
+      r->slots = NULL;
+      return -1;
+    }
+    r->src_state[i] = DR_IN_TREE;
+    r->slots[j] = (dr_slot){.filled = 1, .src = (int)i};
+  }
+  r->nfilled = r->k;
+  r->rid = m->adopt_rid;
+  r->tgen = m->adopt_gen;
+  r->adopted = 1;
+  r->srv->ctr.reduces_adopted++;
+  LOG_INFO("reduce '%s': adopted the running tree of the previous directory (%u sources)",
+           r->target, r->k);
+  return 0;
+}
+
 void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
   Hplpb__ReduceReq *m = (Hplpb__ReduceReq *)f->msg;
   char detail[400];
@@ -376,15 +409,45 @@ void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
   HASH_ADD_KEYPTR(hh, s->reduces, r->target, strlen(r->target), r);
   /* if the target id had waiters (gets before the reduce), they wait on */
   if (t) t->state = OBJ_PENDING;
-  int ready[n];
-  size_t nr = 0;
   for (size_t i = 0; i < n; i++) {
     dir_obj *o = dtab_get(&s->tab, r->src[i]);
-    if (!o || watch_source(r, (int)i, o)) continue;
-    if (dr_src_ready(o)) ready[nr++] = (int)i;
+    if (o) watch_source(r, (int)i, o);
+  }
+  if (m->adopt_rid && adopt(r, m) == 0) {
+    reduce_reply2(f, 0, NULL, 0, r->sink, 1);
+    dr_send_all(r, HPL__MSG_REDUCE_ADOPTED, r->rid);
+    return;
+  }
+  if (m->adopt_rid) {
+    /* the old tree cannot be adopted: it ends everywhere, and the target's
+     * bytes start over in a generation the sink has not seen */
+    LOG_INFO("reduce '%s': the previous directory's tree is not adopted (%zu of %u sources "
+             "known); starting over", r->target, m->n_adopt_sources, r->k);
+    dr_send_all(r, HPL__MSG_REDUCE_END, m->adopt_rid);
+    r->tgen = m->adopt_gen + 1;
   }
   reduce_reply(f, 0, NULL, 0, r->sink);
+  dr_arrive_ready(r);
+}
+
+void dr_arrive_ready(dir_reduce *r) {
+  int ready[r->nsrc ? r->nsrc : 1];
+  size_t nr = 0;
+  for (size_t i = 0; i < r->nsrc; i++)
+    if (dr_src_ready(dtab_find(&r->srv->tab, r->src[i]))) ready[nr++] = (int)i;
   /* sources ready already arrive in the order they became ready */
   qsort_r(ready, nr, sizeof *ready, cmp_ready, r);
   for (size_t i = 0; i < nr && !r->done; i++) dr_arrival(r, ready[i]);
+}
+
+void dir_reduce_node_registered(dir_server *s, uint64_t node) {
+  dir_reduce *r, *tmp;
+  HASH_ITER(hh, s->reduces, r, tmp) {
+    if (r->done || !r->adopted) continue;
+    Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+    m.rid = r->rid;
+    m.target = r->target;
+    m.detail = "";
+    dir_node_send(s, node, HPL__MSG_REDUCE_ADOPTED, 0, &m.base);
+  }
 }

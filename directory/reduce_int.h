@@ -60,6 +60,11 @@ typedef struct dir_reduce {
   dr_slot *slots;
   uint32_t nfilled;
   uint32_t joins; /* participants that joined (allreduce): they get the target */
+  /* The tree of a previous directory instance, still running (the sink
+   * asked again after a restart with ReduceReq.adopt_*): slots list the
+   * sources in it but not their nodes; it ends when the target completes,
+   * and starts over as a new tree if any of its nodes reports a failure. */
+  int adopted;
   int done;   /* finished or failed */
   int status; /* 0 or the failure */
   char detail[320];
@@ -87,7 +92,21 @@ void dr_finish(dir_reduce *r, int status, const char *detail);
 void dr_arrival(dir_reduce *r, int i);
 
 /* reduce_tree.c: tell every node running a slot, and the sink, that the
- * reduce ended (REDUCE_END with r->status / r->detail). */
+ * reduce ended (REDUCE_END with r->status / r->detail); every node for an
+ * adopted tree, whose nodes are unknown. */
 void dr_send_end(dir_reduce *r);
+
+/* reduce_tree.c: send `type` (REDUCE_END or REDUCE_ADOPTED) for instance
+ * `rid` of the reduce into r's target to every registered node. */
+void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid);
+
+/* reduce_tree.c: the adopted tree failed (`why`): end it everywhere and
+ * build a new one (new instance, next target generation) from the ready
+ * sources. */
+void dr_unadopt(dir_reduce *r, const char *why);
+
+/* reduce.c: every source of r that is ready arrives, in the order the
+ * sources became ready. May finish r. */
+void dr_arrive_ready(dir_reduce *r);
 
 #endif

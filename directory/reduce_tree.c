@@ -86,6 +86,12 @@ static void send_sink(dir_reduce *r) {
   m.size = r->size;
   Hplpb__ReduceChild root;
   char key[340];
+  /* the sources in the tree so far: the sink names them to a restarted
+   * directory, which can then adopt the tree (ReduceReq.adopt_sources) */
+  char *srcs[r->k ? r->k : 1];
+  for (uint32_t i = 0; r->slots && i < r->k; i++)
+    if (r->slots[i].filled) srcs[m.n_sources++] = r->src[r->slots[i].src];
+  m.sources = srcs;
   if (r->inline_mode) {
     m.fetch = 1;
   } else if (!r->slots[r->plan.root].filled) {
@@ -99,7 +105,21 @@ static void send_sink(dir_reduce *r) {
   dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
 }
 
+void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid) {
+  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+  m.rid = rid;
+  m.target = r->target;
+  m.detail = "";
+  dir_node *n, *tmp;
+  HASH_ITER(hh, r->srv->nodes, n, tmp)
+    if (n->conn) dir_node_send(r->srv, n->id, type, 0, &m.base);
+}
+
 void dr_send_end(dir_reduce *r) {
+  if (r->adopted) {
+    dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
+    return;
+  }
   Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
   m.rid = r->rid;
   m.target = r->target;
@@ -147,7 +167,8 @@ static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
   r->nfilled++;
   LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
             (unsigned long long)sl->node);
-  if (slot == root) send_sink(r);
+  /* the sink hears of the root, and again once every source is in */
+  if (slot == root || (r->nfilled == r->k && r->slots[root].filled)) send_sink(r);
   if (runs_task(r, slot)) send_task(r, slot);
   int p = r->plan.parent[slot];
   if (p >= 0 && r->slots[p].filled) send_task(r, p);
@@ -232,6 +253,7 @@ void dr_arrival(dir_reduce *r, int i) {
   /* a source lost to a failure counts again once a copy is back */
   if (r->src_state[i] == DR_LOST && !pick_node(r, o, 0)) return;
   r->arr_seq[i] = ++r->arrivals;
+  if (r->adopted) return; /* the old directory's tree runs without it */
   if (!r->have_size) {
     if (plan(r, o)) return;
   } else if (o->size != r->size) {
@@ -372,9 +394,36 @@ void dir_reduce_node_gone(dir_server *s, uint64_t node) {
   }
 }
 
+void dr_unadopt(dir_reduce *r, const char *why) {
+  dir_server *s = r->srv;
+  LOG_WARN("reduce '%s': the adopted tree failed (%s); starting over", r->target, why);
+  s->ctr.reduce_resets++;
+  dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
+  r->adopted = 0;
+  r->rid = hpl__random_u64();
+  r->tgen++;
+  free(r->slots);
+  r->slots = NULL;
+  r->nfilled = 0;
+  r->planned = 0;
+  r->have_size = 0;
+  for (size_t i = 0; i < r->nsrc; i++)
+    if (r->src_state[i] != DR_LOST) r->src_state[i] = DR_WAITING;
+  target_restart(r);
+  dr_arrive_ready(r);
+}
+
 void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
   Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
   dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
+  if (r && !r->done && r->adopted && r->rid == m->rid) {
+    /* where the adopted tree's slots run is unknown: a new tree */
+    char why[300];
+    snprintf(why, sizeof why, "%s reported by %016llx", m->silent ? "a silent stream" : "a failure",
+             (unsigned long long)f->dc->node->id);
+    dr_unadopt(r, why);
+    return;
+  }
   if (!r || r->done || r->rid != m->rid || !r->planned || m->slot >= r->k) return;
   dr_slot *sl = &r->slots[m->slot];
   if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */

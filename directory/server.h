@@ -66,6 +66,7 @@ typedef struct dir_counters {
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */
       silent_reports, /* receivers' reports of a silent sender */
+      reduces_adopted, /* running trees of a previous directory instance taken over */
       probes,         /* probes sent to reported senders */
       suspects,       /* senders that did not answer a probe in time */
       suspect_moves,  /* receivers moved off a suspected sender */

@@ -67,13 +67,15 @@
   /* store -> directory, again */                 \
   X(HELD, 62, hplpb__held_note)                   \
   /* directory -> store: answer with a HEARTBEAT at once */ \
-  X(PROBE, 63, hplpb__heartbeat)
+  X(PROBE, 63, hplpb__heartbeat)                  \
+  /* directory -> stores: a restarted directory adopted a running reduce */ \
+  X(REDUCE_ADOPTED, 64, hplpb__reduce_end)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 63
+      HPL__MSG_MAX_ = 64
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

@@ -349,12 +349,14 @@ void dataport_stream_ready(store *s, const char *key) {
   }
 }
 
-void dataport_reduce_ended(store *s, const char *target) {
+void dataport_reduce_ended(store *s, const char *target, uint64_t rid) {
   st_sender *sd;
   DL_FOREACH(s->senders, sd) {
     if (!sd->parked) continue;
     /* keys are "r:<rid>.<slot>:<gen>:<target>" */
     const char *t = sd->parked;
+    if (rid && strncmp(t, "r:", 2) == 0 && strtoull(t + 2, NULL, 16) != rid)
+      continue; /* another instance's */
     for (int i = 0; i < 2 && t; i++) {
       t = strchr(t, ':');
       if (t) t++;

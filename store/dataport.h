@@ -41,8 +41,8 @@ void dataport_restart(store *s, st_obj *o, uint32_t gen);
 /* A reduce stream `key` now exists: serve the pulls waiting for it. */
 void dataport_stream_ready(store *s, const char *key);
 
-/* The reduce into `target` ended: pulls still waiting for one of its
- * streams get an error. */
-void dataport_reduce_ended(store *s, const char *target);
+/* Instance rid (0: any) of the reduce into `target` ended: pulls still
+ * waiting for one of its streams get an error. */
+void dataport_reduce_ended(store *s, const char *target, uint64_t rid);
 
 #endif

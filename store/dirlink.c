@@ -449,7 +449,7 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
   }
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
       h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
-      h->type == HPL__MSG_REDUCE_END) {
+      h->type == HPL__MSG_REDUCE_END || h->type == HPL__MSG_REDUCE_ADOPTED) {
     /* the directory's own messages (a DROP is acknowledged once handled) */
     if (dl->handlers[h->type]) dl->handlers[h->type](dl->s, m);
     if (h->type == HPL__MSG_DROP && h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);

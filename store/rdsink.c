@@ -25,7 +25,18 @@ typedef struct rd_sink {
   uint32_t slot, gen; /* the root's slot and generation being pulled */
   uint8_t *req;       /* the packed ReduceReq, to ask again after a */
   size_t req_len;     /*   directory restart */
+  int local;          /* the root's task runs here and writes the target */
+  char **srcs;        /* the sources in the tree (REDUCE_SINK), to name to */
+  size_t nsrcs;       /*   a restarted directory, which may adopt the tree */
+  uint64_t adopting;  /* the instance offered to a restarted directory */
 } rd_sink;
+
+static void sink_srcs_free(rd_sink *k) {
+  for (size_t i = 0; i < k->nsrcs; i++) free(k->srcs[i]);
+  free(k->srcs);
+  k->srcs = NULL;
+  k->nsrcs = 0;
+}
 
 /* The reduce is over for this node (or was never ours): let go of it. */
 static void sink_end(rd_sink *k) {
@@ -35,6 +46,7 @@ static void sink_end(rd_sink *k) {
   DL_DELETE(s->sinks, k);
   store_obj_unref(s, k->o);
   free(k->req);
+  sink_srcs_free(k);
   free(k);
 }
 
@@ -107,6 +119,16 @@ static void sink_loc_added(store *s, const dl_reply *rep, void *arg) {
              *rep->detail ? rep->detail : hpl_strerror(rep->status));
 }
 
+/* The target's copy in progress is advertised (again) to the directory. */
+static void sink_advertise(store *s, st_obj *o) {
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = o->id;
+  a.size = o->size;
+  a.origin = 1;
+  o->advertised = 1;
+  dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
+}
+
 void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
   st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
@@ -120,28 +142,31 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
     sink_fetch_instead(k);
     return;
   }
+  if (m->n_sources > 0 && m->n_sources <= 65536) {
+    sink_srcs_free(k);
+    if ((k->srcs = calloc(m->n_sources, sizeof *k->srcs))) {
+      for (size_t i = 0; i < m->n_sources; i++)
+        if ((k->srcs[k->nsrcs] = strdup(m->sources[i]))) k->nsrcs++;
+    }
+  }
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
     if (k->pull) puller_cancel(k->pull);
     k->pull = NULL;
     dataport_restart(s, o, m->gen);
   }
   o->gen = m->gen;
-  if (!o->data) {
-    if (store_obj_alloc(s, o, m->size, detail, sizeof detail) != 0) {
-      LOG_WARN("%s", detail);
-      sink_fail(k, HPL_ENOMEM, detail);
-      return;
-    }
-    /* advertise the copy in progress: gets elsewhere pull behind it */
-    Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
-    a.id = o->id;
-    a.size = o->size;
-    a.origin = 1;
-    o->advertised = 1;
-    dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
+  if (!o->data && store_obj_alloc(s, o, m->size, detail, sizeof detail) != 0) {
+    LOG_WARN("%s", detail);
+    sink_fail(k, HPL_ENOMEM, detail);
+    return;
   }
-  if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
+  /* advertise the copy in progress: gets elsewhere pull behind it, and
+   * the directory (a restarted one too) learns where the result is, so
+   * its LOC_NOTE complete finishes the reduce there */
+  if (!o->advertised) sink_advertise(s, o);
   k->rid = m->rid;
+  k->local = m->local;
+  if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
   k->slot = m->root->slot;
   k->gen = m->root->gen;
   puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
@@ -159,10 +184,17 @@ void rdsink_on_end(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   if (!hpl__id_valid(m->target)) return;
   rdtask_end(s, m->target, m->rid);
-  dataport_reduce_ended(s, m->target);
+  dataport_reduce_ended(s, m->target, m->rid);
   st_obj *o = store_find(s, m->target);
   rd_sink *k = o ? o->sink : NULL;
   if (!k) return;
+  if (m->status == 0 && o->state == OBJ_REDUCING && m->rid && k->rid == m->rid) {
+    /* an old instance ended (a restarted directory starts over): its
+     * stream is no use any more; the new one's REDUCE_SINK follows */
+    if (k->pull) puller_cancel(k->pull);
+    k->pull = NULL;
+    return;
+  }
   if (m->status != 0 && o->state == OBJ_REDUCING)
     sink_fail(k, m->status, m->detail);
   else if (o->state != OBJ_REDUCING)
@@ -255,32 +287,65 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
 static void resubmit_reply(store *s, const dl_reply *rep, void *arg) {
   st_obj *o = arg;
   int status = rep->status;
-  if (status && o->in_table && o->state == OBJ_REDUCING && o->sink) {
+  rd_sink *k = o->in_table && o->state == OBJ_REDUCING ? o->sink : NULL;
+  const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
+  if (status && k) {
     const char *why = *rep->detail ? rep->detail : hpl_strerror(status);
     LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
-    sink_fail(o->sink, status, why);
+    sink_fail(k, status, why);
+  } else if (k && k->adopting) {
+    if (r && r->adopted) {
+      LOG_INFO("reduce '%s': the restarted directory adopted the running tree", o->id);
+    } else if (k->rid == k->adopting) { /* no new tree's REDUCE_SINK yet */
+      LOG_INFO("reduce '%s': the restarted directory starts it over", o->id);
+      if (k->pull) puller_cancel(k->pull);
+      k->pull = NULL;
+    }
+    k->adopting = 0;
   }
   store_obj_unref(s, o);
 }
 
 void rdsink_directory_restarted(store *s) {
-  rdtask_end(s, NULL, 0);
+  rdtask_directory_restarted(s);
   rd_sink *k, *tmp;
   DL_FOREACH_SAFE(s->sinks, k, tmp) {
     st_obj *o = k->o;
-    if (o->state != OBJ_REDUCING || !k->req) continue;
+    if (o->state != OBJ_REDUCING) { /* finished while the directory was down: */
+      sink_end(k);                  /* its REDUCE_END will never come */
+      continue;
+    }
+    if (!k->req) continue;
     Hplpb__ReduceReq *m =
         (Hplpb__ReduceReq *)hpl__msg_unpack(HPL__MSG_REDUCE, k->req, k->req_len);
     if (!m) continue;
-    if (k->pull) puller_cancel(k->pull);
-    k->pull = NULL;
-    if (o->data) dataport_restart(s, o, 0);
+    /* the old tree goes on if the new directory adopts it: that needs
+     * every source in it known here and its result still flowing in */
+    uint32_t want = m->num_objects ? m->num_objects : (uint32_t)m->n_sources;
+    int adoptable = k->rid && o->data && k->nsrcs == want && (k->local || k->pull);
+    m->adopt_rid = k->rid;
+    m->adopt_gen = o->gen;
+    if (adoptable) {
+      m->n_adopt_sources = k->nsrcs;
+      m->adopt_sources = k->srcs;
+      k->adopting = k->rid;
+    } else {
+      if (k->pull) puller_cancel(k->pull);
+      k->pull = NULL;
+      if (o->data) dataport_restart(s, o, o->gen);
+    }
     o->advertised = 0;
-    LOG_INFO("asking the restarted directory again for the reduce into '%s'", o->id);
+    LOG_INFO("asking the restarted directory again for the reduce into '%s'%s", o->id,
+             adoptable ? " (its tree still runs)" : "");
     m->sink_node = s->node_id;
     store_obj_ref(o);
     if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
       store_obj_unref(s, o);
+    /* where the result is being made, for the new directory's gets (and
+     * its LOC_NOTE complete then finishes the adopted reduce) */
+    if (adoptable) sink_advertise(s, o);
+    m->n_adopt_sources = 0; /* k->srcs stays k's */
+    m->adopt_sources = NULL;
     protobuf_c_message_free_unpacked(&m->base, NULL);
   }
 }

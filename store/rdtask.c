@@ -64,6 +64,7 @@ struct rd_task {
   uv_work_t work;
   uint64_t w_from, w_to;
   int ended; /* the reduce ended while a step was running */
+  int orphan; /* the directory restarted and has not adopted the reduce */
   int failed;
   /* A slot reset while its step still ran: the old task (ended, working)
    * still writes the output, so the new one starts nothing until it is
@@ -414,4 +415,39 @@ void rdtask_end(store *s, const char *target, uint64_t rid) {
     HASH_DEL(s->tasks, t);
     task_free(t);
   }
+}
+
+static void orphans_expired(uv_timer_t *h) {
+  store *s = h->data;
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (!t->orphan) continue;
+    LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task",
+             t->target, t->slot);
+    HASH_DEL(s->tasks, t);
+    task_free(t);
+  }
+}
+
+void rdtask_directory_restarted(store *s) {
+  if (!s->rd_orphans.data) {
+    uv_timer_init(s->loop, &s->rd_orphans);
+    s->rd_orphans.data = s;
+  }
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) t->orphan = 1;
+  if (s->tasks) uv_timer_start(&s->rd_orphans, orphans_expired, RDTASK_ORPHAN_MS, 0);
+}
+
+void rdtask_on_adopted(store *s, ProtobufCMessage *msg) {
+  Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
+  if (!hpl__id_valid(m->target)) return;
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp)
+    if (t->rid == m->rid && strcmp(t->target, m->target) == 0) t->orphan = 0;
+}
+
+void rdtask_stop(store *s) {
+  if (s->rd_orphans.data && !uv_is_closing((uv_handle_t *)&s->rd_orphans))
+    uv_close((uv_handle_t *)&s->rd_orphans, NULL);
 }

@@ -27,6 +27,19 @@ void rdtask_on_task(store *s, ProtobufCMessage *m);
  * stops). */
 void rdtask_end(store *s, const char *target, uint64_t rid);
 
+/* The directory restarted: it does not know this node's tasks. They go on
+ * for RDTASK_ORPHAN_MS, in case the new directory adopts their reduce
+ * (rdtask_on_adopted), and then end. */
+#define RDTASK_ORPHAN_MS 3000
+void rdtask_directory_restarted(store *s);
+
+/* REDUCE_ADOPTED: a restarted directory took over instance rid of the
+ * reduce into target; its tasks here go on. */
+void rdtask_on_adopted(store *s, ProtobufCMessage *m);
+
+/* Close the orphan timer (store_stop). */
+void rdtask_stop(store *s);
+
 /* The stream of slot `slot` (generation gen), pulled by `p`, has been
  * silent for quiet_ms: tell the directory (it probes the slot's node and
  * replaces the slot if that does not answer) and report again after

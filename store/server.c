@@ -134,6 +134,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   dirlink_on(s, HPL__MSG_REDUCE_TASK, rdtask_on_task);
   dirlink_on(s, HPL__MSG_REDUCE_SINK, rdsink_on_sink);
   dirlink_on(s, HPL__MSG_REDUCE_END, rdsink_on_end);
+  dirlink_on(s, HPL__MSG_REDUCE_ADOPTED, rdtask_on_adopted);
   dirlink_on_registered(s, on_registered);
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);
@@ -152,6 +153,7 @@ void store_stop(store *s) {
   if (s->stopping) return;
   s->stopping = 1;
   if (s->draining) uv_close((uv_handle_t *)&s->grace, NULL);
+  rdtask_stop(s);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   clients_stop(s);

@@ -110,6 +110,8 @@ struct store {
   struct st_fetch *fetches;
   /* rdtask.c */
   struct rd_task *tasks;
+  uv_timer_t rd_orphans; /* ends tasks a restarted directory did not adopt (data: set once
+                            initialised) */
   /* rdsink.c */
   struct rd_sink *sinks;
   /* clients.c */

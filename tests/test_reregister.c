@@ -1,8 +1,10 @@
 /* test_reregister.c - a store and its directory losing each other and
  * finding each other again, with real processes: what the store holds is
  * listed again exactly (small objects included), what was deleted meanwhile
- * goes from the store too, and a directory that was itself stopped does not
- * declare live stores dead. */
+ * goes from the store too, a directory that was itself stopped does not
+ * declare live stores dead, and a reduce running while the directory is
+ * killed goes on (the restarted directory adopts its tree) or, finished
+ * meanwhile, leaves nothing behind. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "hoplite.h"
@@ -184,6 +187,152 @@ static void test_directory_stall_kills_nobody(void **state) {
   th_stop(lc, 0);
 }
 
+/* ------------------------------------------------------------------ reduces */
+
+static void put_floats(hpl_client *c, const char *id, size_t n, float v) {
+  float *d = malloc(n * sizeof *d);
+  assert_non_null(d);
+  for (size_t i = 0; i < n; i++) d[i] = v;
+  assert_int_equal(hpl_put(c, id, d, n * sizeof *d, th_ms(10000)), 0);
+  free(d);
+}
+
+/* Restart the (killed) directory and wait until all `nodes` stores
+ * registered with the new one. */
+static void directory_restart(hpl__lc *lc, int nodes) {
+  char err[256];
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
+  while (th_dir_counter(lc, "dir_nodes") != (uint64_t)nodes && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(20);
+  assert_int_equal(th_dir_counter(lc, "dir_nodes"), nodes);
+}
+
+/* Delete the target and sources; then no store may hold pool memory. */
+static void delete_all_check_pools(hpl_client **cs, int n, const char *target, char ids[][32]) {
+  assert_int_equal(hpl_delete(cs[0], target, th_ms(10000)), 0);
+  for (int i = 0; i < n; i++) assert_int_equal(hpl_delete(cs[0], ids[i], th_ms(10000)), 0);
+  for (int i = 0; i < n; i++) wait_counter(cs[i], "pool_allocated", 0, "after deleting everything");
+}
+
+/* Every stream is paced to 8 MB/s, so a reduce of 4 x 24 MiB takes about
+ * 3 s; the directory is killed 0.6 s into it and is back 0.5 s later. The
+ * sink names the running tree to the new directory, which adopts it: the
+ * reduce finishes without starting over, hpl_reduce_sources (asked of the
+ * new directory) lists its 4 sources, and once everything is deleted no
+ * pool holds a byte (the old tasks ended). Before, the new directory
+ * started the reduce over, or never finished it. */
+static void test_reduce_adopted(void **state) {
+  (void)state;
+  enum { N = 4 };
+  const size_t nf = 6u * MB; /* floats: 24 MiB */
+  hpl__lc *lc = th_cluster(N, 160ull * MB, NULL, "--faults slow_send=8M");
+  hpl_client *cs[N];
+  char ids[N][32];
+  const char *srcs[N];
+  for (int i = 0; i < N; i++) {
+    cs[i] = th_connect(lc, i);
+    snprintf(ids[i], sizeof ids[i], "ad/src-%d", i);
+    srcs[i] = ids[i];
+    put_floats(cs[i], ids[i], nf, (float)(i + 1));
+  }
+  assert_int_equal(hpl_reduce(cs[0], "ad/t", srcs, N, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(60000)), 0);
+  th_sleep_ms(600);
+  hpl_buf *b;
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  th_sleep_ms(500);
+  directory_restart(lc, N);
+  int rc = hpl_get(cs[0], "ad/t", th_ms(60000), &b);
+  if (rc) fail_msg("reduce across the restart: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
+  const float *r = hpl_buf_data(b);
+  assert_int_equal(hpl_buf_size(b), nf * sizeof(float));
+  for (size_t i = 0; i < nf; i++)
+    if (r[i] != 10.0f) fail_msg("element %zu is %g, not 10", i, (double)r[i]);
+  hpl_release(cs[0], b);
+  char *text = NULL;
+  rc = hpl_reduce_sources(cs[0], "ad/t", th_ms(5000), &text);
+  if (rc) fail_msg("hpl_reduce_sources: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
+  int lines = 0;
+  for (char *p = text; *p; p++) lines += *p == '\n';
+  hpl_free(text);
+  assert_int_equal(lines, N);
+  assert_int_equal(th_dir_counter(lc, "dir_reduces_adopted"), 1);
+  assert_int_equal(th_dir_counter(lc, "dir_reduce_resets"), 0);
+  delete_all_check_pools(cs, N, "ad/t", ids);
+  for (int i = 0; i < N; i++) hpl_close(cs[i]);
+  th_stop(lc, 0);
+}
+
+/* A reduce whose root runs at the sink finishes while the directory is
+ * down. The restarted directory never sends that reduce's end, so the sink
+ * lets go of it when it registers again: deleting the target and sources
+ * then frees every pool (before, the sink kept the target's memory). */
+static void test_reduce_done_while_directory_down(void **state) {
+  (void)state;
+  enum { N = 2 };
+  const size_t nf = 1u * MB; /* 4 MiB */
+  hpl__lc *lc = th_cluster(N, 64ull * MB, NULL, NULL);
+  hpl_client *cs[N];
+  char ids[N][32];
+  const char *srcs[N];
+  for (int i = 0; i < N; i++) {
+    cs[i] = th_connect(lc, i);
+    snprintf(ids[i], sizeof ids[i], "dd/src-%d", i);
+    srcs[i] = ids[i];
+    put_floats(cs[i], ids[i], nf, (float)(i + 1));
+  }
+  assert_int_equal(hpl_reduce(cs[0], "dd/t", srcs, N, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(30000)), 0);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  hpl_buf *b;
+  int rc = hpl_get(cs[0], "dd/t", th_ms(30000), &b); /* made while the directory is down */
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
+  assert_true(((const float *)hpl_buf_data(b))[nf - 1] == 3.0f);
+  hpl_release(cs[0], b);
+  directory_restart(lc, N);
+  delete_all_check_pools(cs, N, "dd/t", ids);
+  for (int i = 0; i < N; i++) hpl_close(cs[i]);
+  th_stop(lc, 0);
+}
+
+/* As above, but the reduce takes 3 of 4 sources and, once the new
+ * directory has adopted the tree, a store in it is killed: the adopted
+ * tree is given up and a new one built from the sources left, whose sum
+ * (1 + 3 + 4: source 4 is the spare) arrives at the sink. */
+static void test_reduce_adopted_then_node_dies(void **state) {
+  (void)state;
+  enum { N = 4 };
+  const size_t nf = 6u * MB; /* floats: 24 MiB */
+  hpl__lc *lc = th_cluster(N, 160ull * MB, NULL, "--faults slow_send=8M");
+  hpl_client *cs[N];
+  char ids[N][32];
+  const char *srcs[N];
+  for (int i = 0; i < N; i++) {
+    cs[i] = th_connect(lc, i);
+    snprintf(ids[i], sizeof ids[i], "an/src-%d", i);
+    srcs[i] = ids[i];
+    put_floats(cs[i], ids[i], nf, (float)(i + 1));
+  }
+  assert_int_equal(hpl_reduce(cs[0], "an/t", srcs, N, 3, HPL_OP_SUM, HPL_DT_F32, th_ms(60000)), 0);
+  th_sleep_ms(600);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  th_sleep_ms(300);
+  directory_restart(lc, N);
+  assert_int_equal(th_dir_counter(lc, "dir_reduces_adopted"), 1);
+  assert_int_equal(hpl__lc_signal(lc, 1, SIGKILL), 0); /* source 2, in the tree */
+  hpl_buf *b;
+  int rc = hpl_get(cs[0], "an/t", th_ms(60000), &b);
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
+  const float *r = hpl_buf_data(b);
+  for (size_t i = 0; i < nf; i++)
+    if (r[i] != 8.0f) fail_msg("element %zu is %g, not 8", i, (double)r[i]);
+  hpl_release(cs[0], b);
+  assert_true(th_dir_counter(lc, "dir_reduce_resets") >= 1);
+  hpl_close(cs[1]);
+  for (int i = 0; i < N; i++)
+    if (i != 1) hpl_close(cs[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
@@ -191,6 +340,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_directory_pause_then_delete, th_teardown),
       cmocka_unit_test_teardown(test_deleted_while_away, th_teardown),
       cmocka_unit_test_teardown(test_directory_stall_kills_nobody, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_adopted, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_adopted_then_node_dies, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_done_while_directory_down, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
