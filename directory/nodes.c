@@ -284,6 +284,7 @@ void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
   /* a probe's answer (not a request) is not a heartbeat of the schedule */
   if (f->req) note_heartbeat(f->dc->node, hpl__now_ms());
   dir_cost_note_rtt(s, hb->rtt_us);
+  if (hb->rtt_us) f->dc->node->rtt_us = hb->rtt_us;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
 

@@ -35,6 +35,7 @@ typedef struct dir_node {
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
   uint64_t crawl_report_ms; /* when it last reported its own partial sender crawling */
   /* heartbeat arrival statistics (the adaptive timeout) */
+  uint32_t rtt_us;        /* its last heartbeat's round trip, as it reported it (0: none) */
   uint64_t hb_last_ms;
   double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */
   uint32_t hb_n;

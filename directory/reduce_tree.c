@@ -394,6 +394,61 @@ void dir_reduce_node_gone(dir_server *s, uint64_t node) {
   }
 }
 
+/* A node that lost its slot lives on: its task there must end (the reduce
+ * goes on without it), unless it is the sink or holds another slot. */
+static void end_task_at(dir_reduce *r, uint64_t node) {
+  int holds = node == r->sink;
+  for (uint32_t i = 0; i < r->k && !holds; i++)
+    holds = r->slots[i].filled && r->slots[i].node == node;
+  if (r->done || holds) return;
+  Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
+  e.rid = r->rid;
+  e.target = r->target;
+  e.detail = "";
+  dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
+}
+
+static uint32_t node_rtt(dir_server *s, uint64_t id) {
+  dir_node *n = dir_node_find(s, id);
+  return n ? n->rtt_us : 0;
+}
+
+/* A node whose link crawls has a queue of bulk bytes in front of its
+ * heartbeats: a round trip of at least this, and 4x the other end's. */
+#define DR_SLOW_RTT_US 5000
+
+/* Slot j's output stream crawls, says the node pulling it (`reporter`).
+ * Which end is slow: slot j's node, or the reporter (its parent slot)? The
+ * one whose heartbeats queue. Returns that slot, or -1 if neither stands
+ * out (a stream only starved by a slow one upstream, or no evidence) or
+ * the slow end is the sink. */
+static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
+  uint32_t a = node_rtt(r->srv, r->slots[j].node), b = node_rtt(r->srv, reporter);
+  int p = r->plan.parent[j];
+  LOG_DEBUG("reduce '%s': slot %d crawls; round trips %u us (its node), %u us (the reporter)",
+            r->target, j, a, b);
+  if (a >= DR_SLOW_RTT_US && a >= 4 * (uint64_t)b) return j;
+  if (b >= DR_SLOW_RTT_US && b >= 4 * (uint64_t)a && p >= 0 && r->slots[p].filled &&
+      r->slots[p].node == reporter)
+    return p;
+  return -1;
+}
+
+/* Whether slot f could run elsewhere: another complete copy of its source
+ * on a live node, or a spare source. */
+static int slot_replaceable(dir_reduce *r, int f) {
+  dir_server *s = r->srv;
+  dr_slot *sl = &r->slots[f];
+  dir_obj *o = dtab_find(&s->tab, r->src[sl->src]);
+  for (dir_loc *l = o ? o->locs : NULL; l; l = l->next)
+    if (l->complete && l->node != sl->node && dir_node_find(s, l->node)) return 1;
+  for (size_t i = 0; i < r->nsrc; i++) {
+    dir_obj *c = r->src_state[i] == DR_SPARE ? dtab_find(&s->tab, r->src[i]) : NULL;
+    if (c && pick_node(r, c, 0)) return 1;
+  }
+  return 0;
+}
+
 void dr_unadopt(dir_reduce *r, const char *why) {
   dir_server *s = r->srv;
   LOG_WARN("reduce '%s': the adopted tree failed (%s); starting over", r->target, why);
@@ -436,18 +491,19 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
     uint64_t old = sl->node;
     slot_failed(r, (int)m->slot, "its node does not answer");
-    /* the node lives on: once it runs again, its task there must end (the
-     * reduce goes on without it, unless it is the sink or holds a slot) */
-    int holds = old == r->sink;
-    for (uint32_t i = 0; i < r->k && !holds; i++)
-      holds = r->slots[i].filled && r->slots[i].node == old;
-    if (!r->done && !holds) {
-      Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
-      e.rid = r->rid;
-      e.target = r->target;
-      e.detail = "";
-      dir_node_send(s, old, HPL__MSG_REDUCE_END, 0, &e.base);
-    }
+    end_task_at(r, old);
+    return;
+  }
+  if (m->slow) {
+    int c = slow_culprit(r, (int)m->slot, f->dc->node->id);
+    if (c < 0 || !slot_replaceable(r, c)) return;
+    uint64_t old = r->slots[c].node;
+    char why[200];
+    snprintf(why, sizeof why, "its node crawls: a stream at %.1f MB/s, heartbeat round trip "
+             "%.1f ms", (double)m->rate / 1e6, (double)node_rtt(s, old) / 1e3);
+    s->ctr.reduce_stragglers++;
+    slot_failed(r, c, why);
+    end_task_at(r, old);
     return;
   }
   char why[300];

@@ -275,9 +275,12 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
 }
 
 static void on_close(hpl__conn *c, int status) {
-  (void)status;
   st_sender *sd = hpl__conn_data(c);
   store *s = sd->s;
+  if (sd->obj && sd->pos < sd->end)
+    LOG_DEBUG("stream of '%s' to %016llx ended at %llu of %llu bytes (%s)", sd->obj->id,
+              (unsigned long long)sd->peer, (unsigned long long)sd->pos,
+              (unsigned long long)sd->end, hpl_strerror(status));
   sender_finish(sd);
   free(sd->parked);
   if (sd->timer) {

@@ -198,7 +198,10 @@ static void pull_done(void *arg, int status, const char *detail) {
   fetch_fire(f, FEV_PULL_FAILED, &(fetch_ctx){.status = status, .detail = detail});
 }
 
-static void pull_crawls(void *arg) { fetch_fire(arg, FEV_CRAWL, &(fetch_ctx){0}); }
+static void pull_crawls(void *arg, double rate) {
+  (void)rate;
+  fetch_fire(arg, FEV_CRAWL, &(fetch_ctx){0});
+}
 
 static void pull_silent(void *arg, uint64_t quiet_ms) {
   st_fetch *f = arg;

@@ -304,7 +304,7 @@ static void on_tick(uv_timer_t *t) {
       /* a partial sender may only be as slow as its own upstream: tell the
        * owner, keep the stream meanwhile */
       p->slow_next_ms = now + s->cfg.straggler_ms;
-      p->ops.slow(p->arg);
+      p->ops.slow(p->arg, rate);
       return;
     }
     s->ctr.stragglers++;

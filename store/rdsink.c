@@ -94,6 +94,11 @@ static void sink_silent(void *arg, uint64_t quiet_ms) {
   rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
 }
 
+static void sink_slow(void *arg, double rate) {
+  rd_sink *k = arg;
+  rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
+}
+
 static void sink_done(void *arg, int status, const char *detail) {
   rd_sink *k = arg;
   store *s = k->s;
@@ -170,7 +175,7 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   k->slot = m->root->slot;
   k->gen = m->root->gen;
   puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
-                    .no_stall = 1, .suspect = sink_silent};
+                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow};
   k->pull = puller_start(s, m->root->addr, (int)m->root->port, m->root->key, m->root->internal, 0,
                          o->size, &ops, k);
   if (!k->pull) {

@@ -81,7 +81,7 @@ static void stream_key(char *out, size_t len, const char *target, uint64_t rid, 
 
 /* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
 static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                           const char *detail, int silent) {
+                           const char *detail, int silent, uint64_t rate) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = (char *)target;
   n.rid = rid;
@@ -89,20 +89,30 @@ static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t 
   n.gen = gen;
   n.detail = (char *)(detail ? detail : "");
   n.silent = silent;
+  n.slow = rate > 0;
+  n.rate = rate;
   dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+}
+
+void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        double bps) {
+  uint64_t rate = (uint64_t)bps;
+  LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
+           "%.1f MB/s); told the directory", target, slot, (double)rate / 1e6, s->rate_ewma / 1e6);
+  send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
 }
 
 void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
                           uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
   LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
            target, slot, (unsigned long long)quiet_ms);
-  send_fail_note(s, target, rid, slot, gen, NULL, 1);
+  send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
   puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
 }
 
 void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         const char *detail) {
-  send_fail_note(s, target, rid, slot, gen, detail, 0);
+  send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
 }
 
 static void task_try_combine(rd_task *t);
@@ -262,10 +272,15 @@ static void child_silent(void *arg, uint64_t quiet_ms) {
   rdtask_report_silent(c->t->s, c->pull, c->t->target, c->t->rid, c->slot, c->gen, quiet_ms);
 }
 
+static void child_slow(void *arg, double rate) {
+  rd_child *c = arg;
+  rdtask_report_slow(c->t->s, c->t->target, c->t->rid, c->slot, c->gen, rate);
+}
+
 static void child_start(rd_task *t, rd_child *c) {
   if (c->pull || c->done || t->blocked_by) return; /* blocked: started when unblocked */
   puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
-                    .no_stall = 1, .suspect = child_silent};
+                    .no_stall = 1, .suspect = child_silent, .slow = child_slow};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
                             c);
   if (!c->pull)
@@ -412,6 +427,7 @@ void rdtask_end(store *s, const char *target, uint64_t rid) {
   rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks, t, tmp) {
     if (target && (strcmp(t->target, target) != 0 || (rid && t->rid != rid))) continue;
+    LOG_DEBUG("reduce '%s' slot %u: the task ends", t->target, t->slot);
     HASH_DEL(s->tasks, t);
     task_free(t);
   }

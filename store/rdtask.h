@@ -48,6 +48,11 @@ void rdtask_stop(store *s);
 void rdtask_report_silent(store *s, struct st_puller *p, const char *target, uint64_t rid,
                           uint32_t slot, uint32_t gen, uint64_t quiet_ms);
 
+/* The stream of slot `slot` (generation gen) crawls at `rate` bytes/s:
+ * tell the directory; the stream goes on. */
+void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        double rate);
+
 /* Tell the directory the stream of slot `slot` (generation gen) failed. */
 void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         const char *detail);

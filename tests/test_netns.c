@@ -1,7 +1,8 @@
 /* test_netns.c - the multi-host path on emulated hosts: a directory and 3
  * stores, each in its own network namespace behind a 200 Mbit/s shaped
- * link (bench/cluster.sh), broadcast small and large objects, and cut a
- * host off mid-broadcast (its switch port down) until the partition heals.
+ * link (bench/cluster.sh), broadcast small and large objects, cut a host
+ * off mid-broadcast (its switch port down) until the partition heals, and
+ * slow a host down under a running reduce (a straggler).
  * The test makes its own namespaces (prefix hplt<pid>) and removes them.
  * Needs root; exits with 77 (skipped) otherwise. */
 #include <pthread.h>
@@ -12,9 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
+#include "auth.h"
 #include "harness.h"
+#include "localcluster.h"
+#include "proto.h"
 #include "util.h"
 
 #define HOSTS 3
@@ -215,7 +222,101 @@ static void test_partition_heals(void **state) {
   th_stop(lc, 0);
 }
 
+/* A directory counter, asked from inside host 0 (where the directory
+ * listens, on host 0's address). */
+typedef struct ns_counter {
+  hpl__lc *lc;
+  const char *name;
+  uint64_t v;
+  int rc;
+} ns_counter;
+
+static void *ns_counter_main(void *arg) {
+  ns_counter *q = arg;
+  if ((q->rc = hpl__lc_enter_host(prefix, 0)) != 0) return NULL;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)hpl__lc_dir_port(q->lc))};
+  if (fd < 0 || inet_pton(AF_INET, addrs[0], &a.sin_addr) != 1 ||
+      connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      th_wire_handshake(fd, hpl__lc_secret(q->lc), HPL__ROLE_STORE) != 0) {
+    q->rc = -1;
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
+  th_wire_send(fd, HPL__MSG_COUNTERS, 7, &r.base);
+  Hplpb__CountersRep *rep = (Hplpb__CountersRep *)th_wire_wait(fd, HPL__MSG_COUNTERS_REP, 7);
+  q->v = UINT64_MAX;
+  for (size_t i = 0; i < rep->n_counters; i++)
+    if (!strcmp(rep->counters[i]->name, q->name)) q->v = rep->counters[i]->value;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  close(fd);
+  return NULL;
+}
+
+static uint64_t ns_dir_counter(hpl__lc *lc, const char *name) {
+  ns_counter q = {.lc = lc, .name = name};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, ns_counter_main, &q), 0);
+  pthread_join(t, NULL);
+  if (q.rc) fail_msg("cannot ask the directory in host 0 for %s", name);
+  return q.v;
+}
+
+/* Host 1's link is slowed to a tenth while it feeds a reduce of 2 of 3
+ * sources into host 0. Host 0's task sees the stream crawl and says so;
+ * host 1's heartbeats queue behind its bulk bytes, so the directory knows
+ * which end is slow and gives the slot to the spare (host 2's source):
+ * the result is sources 0 and 2 (1 + 5), well before host 1 alone could
+ * have sent its 32 MiB (about 13 s at 20 Mbit/s). */
+static void test_reduce_straggler(void **state) {
+  (void)state;
+  hpl_client *c[HOSTS];
+  hpl__lc *lc = start_servers(NULL, NULL, c);
+  /* host 0 learns its usual rate: a 16 MiB get from a complete copy */
+  th_put_pattern(c[1], "rs/warm", 16 * MB, 5);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[0], "rs/warm", th_ms(20000), &b), 0);
+  hpl_release(c[0], b);
+  const size_t nf = 8 * MB; /* floats: 32 MiB */
+  float *v = malloc(nf * sizeof *v);
+  assert_non_null(v);
+  char ids[HOSTS][32];
+  const char *srcs[HOSTS];
+  for (int i = 0; i < HOSTS; i++) {
+    for (size_t j = 0; j < nf; j++) v[j] = (float)(2 * i + 1);
+    snprintf(ids[i], sizeof ids[i], "rs/src-%d", i);
+    srcs[i] = ids[i];
+    assert_int_equal(hpl_put(c[i], ids[i], v, nf * sizeof *v, th_ms(20000)), 0);
+  }
+  free(v);
+  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 20mbit", prefix,
+         HPL_SRC_DIR))
+    fail_msg("cluster.sh ratelimit failed");
+  uint64_t t0 = hpl__now_ms();
+  int rc = hpl_reduce(c[0], "rs/t", srcs, HOSTS, 2, HPL_OP_SUM, HPL_DT_F32, th_ms(60000));
+  if (!rc) rc = hpl_get(c[0], "rs/t", th_ms(60000), &b);
+  uint64_t took = hpl__now_ms() - t0;
+  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 200mbit", prefix,
+     HPL_SRC_DIR);
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[0]));
+  fprintf(stderr, "reduce with a straggler: %llu ms\n", (unsigned long long)took);
+  const float *r = hpl_buf_data(b);
+  for (size_t j = 0; j < nf; j++)
+    if (r[j] != 6.0f) fail_msg("element %zu is %g, not 1 + 5 (sources 0 and 2)", j, (double)r[j]);
+  hpl_release(c[0], b);
+  assert_int_equal(ns_dir_counter(lc, "dir_reduce_stragglers"), 1);
+  char *text = NULL;
+  assert_int_equal(hpl_reduce_sources(c[0], "rs/t", th_ms(5000), &text), 0);
+  assert_null(strstr(text, "rs/src-1"));
+  hpl_free(text);
+  for (int i = 0; i < HOSTS; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
+  if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
   if (getuid() != 0) {
     fprintf(stderr, "test_netns: needs root for network namespaces; skipped\n");
     return 77;
@@ -231,6 +332,7 @@ int main(void) {
     return 77;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts),
-                                     cmocka_unit_test(test_partition_heals)};
+                                     cmocka_unit_test(test_partition_heals),
+                                     cmocka_unit_test(test_reduce_straggler)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
