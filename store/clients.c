@@ -65,6 +65,10 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"pool_capacity", hpl__pool_capacity(s->pool)},
       {"pool_used", hpl__pool_used(s->pool)},
       {"pool_allocated", hpl__pool_allocated(s->pool)},
+      {"pool_high_water", hpl__pool_high_water(s->pool)},
+      {"pool_resident", hpl__pool_resident(s->pool)},
+      {"pool_trims", s->ctr.pool_trims},
+      {"pool_trimmed_bytes", s->ctr.pool_trimmed_bytes},
       {"node_id", s->node_id},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);

@@ -89,6 +89,10 @@ static const hpl__opt opts[] = {
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"prefault", NULL, "populate the pool's pages at start", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
      NULL},
+    {"trim-ms", "MS",
+     "give free pool pages back to the kernel once nothing was\nfreed for MS (default 1000; 0: "
+     "never)",
+     HPL__OPT_U32, OFF(trim_ms), 0, 0, 0, NULL},
     {"max-connections", "N",
      "open data-port connections at most, and local clients at\nmost (default 4096 each); more "
      "are closed at once",

@@ -500,9 +500,38 @@ st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *d
   return o;
 }
 
+/* Free pool pages go back to the kernel: a walk of the free list, a
+ * bounded part per loop turn. */
+static void trim_cb(uv_timer_t *t) {
+  store *s = t->data;
+  int more = 0;
+  uint64_t n = hpl__pool_trim(s->pool, 64, &more);
+  s->ctr.pool_trimmed_bytes += n;
+  if (more) {
+    uv_timer_start(&s->trim, trim_cb, 0, 0); /* the rest on the next turn */
+    return;
+  }
+  s->ctr.pool_trims++;
+}
+
+/* An allocation went back to the pool: once frees pause for cfg.trim_ms,
+ * the free pages go back to the kernel. */
+static void pool_freed(store *s) {
+  if (!s->cfg.trim_ms || s->stopping) return;
+  if (!s->trim_live) {
+    if (uv_timer_init(s->loop, &s->trim) != 0) return;
+    s->trim.data = s;
+    s->trim_live = 1;
+  }
+  uv_timer_start(&s->trim, trim_cb, s->cfg.trim_ms, 0);
+}
+
 static void obj_free(store *s, st_obj *o) {
   if (s->objects) idx_del(&s->objects->by_inst, o);
-  if (o->data && o->size) hpl__pool_free(s->pool, o->data);
+  if (o->data && o->size) {
+    hpl__pool_free(s->pool, o->data);
+    pool_freed(s);
+  }
   free(o);
 }
 

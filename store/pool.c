@@ -41,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hoplite.h"
@@ -84,6 +86,9 @@ struct hpl__pool {
   uint64_t clean_lo, clean_hi; /* never handed out: still zero */
   uint64_t used;               /* bytes held by jemalloc (live extents) */
   uint64_t allocated;          /* usable bytes held by callers */
+  uint64_t high_water;         /* most `allocated` ever */
+  int freed;                   /* ranges were freed since the last complete trim walk */
+  uint64_t trim_at;            /* where the next trim walk goes on (an offset) */
 };
 
 /* ------------------------------------------------------------------------
@@ -267,7 +272,10 @@ static int pool_release(hpl__pool *p, void *addr, size_t size) {
   if (size == 0 || !pool_contains(p, addr, size, &off)) return -1;
   pthread_mutex_lock(&p->mu);
   int rc = pool_range_give(p, off, size);
-  if (rc == 0) p->used -= size;
+  if (rc == 0) {
+    p->used -= size;
+    p->freed = 1;
+  }
   pthread_mutex_unlock(&p->mu);
   return rc;
 }
@@ -463,6 +471,7 @@ void *hpl__pool_alloc(hpl__pool *p, uint64_t size) {
     return NULL;
   }
   p->allocated += usable;
+  if (p->allocated > p->high_water) p->high_water = p->allocated;
   return ptr;
 }
 
@@ -507,3 +516,43 @@ uint64_t hpl__pool_largest_free(const hpl__pool *p) {
   unsigned lg = 63u - (unsigned)__builtin_clzll(best);
   return best & ~((1ull << (lg - 2)) - 1);
 }
+
+uint64_t hpl__pool_trim(hpl__pool *p, size_t max_ranges, int *more) {
+  uint64_t punched = 0;
+  *more = 0;
+  pthread_mutex_lock(&p->mu);
+  if (!p->freed && p->trim_at == 0) {
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+  }
+  if (p->trim_at == 0) p->freed = 0; /* a new walk: frees from now on need another */
+  size_t i = pool_range_upper(p, p->trim_at);
+  if (i > 0 && p->ranges[i - 1].off + p->ranges[i - 1].len > p->trim_at) i--;
+  size_t n = 0;
+  for (; i < p->nranges && n < max_ranges; i++, n++) {
+    const pool_range *r = &p->ranges[i];
+    uint64_t lo = r->off > p->trim_at ? r->off : p->trim_at;
+    lo = (lo + p->page - 1) & ~(p->page - 1);
+    uint64_t hi = (r->off + r->len) & ~(p->page - 1);
+    /* the pages stay in the file (KEEP_SIZE) as holes: they read as zero */
+    if (hi > lo && fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo,
+                             (off_t)(hi - lo)) == 0)
+      punched += hi - lo;
+  }
+  if (i < p->nranges) {
+    p->trim_at = p->ranges[i].off;
+    *more = 1;
+  } else {
+    p->trim_at = 0; /* frees since this walk began wait for the next one */
+  }
+  pthread_mutex_unlock(&p->mu);
+  return punched;
+}
+
+uint64_t hpl__pool_resident(const hpl__pool *p) {
+  struct stat st;
+  if (fstat(p->fd, &st) != 0) return 0;
+  return (uint64_t)st.st_blocks * 512;
+}
+
+uint64_t hpl__pool_high_water(const hpl__pool *p) { return p->high_water; }

@@ -29,6 +29,7 @@ void store_config_defaults(store_config *c) {
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;
+  c->trim_ms = 1000;
 }
 
 /* ------------------------------------------------------------------ directory messages */
@@ -154,6 +155,8 @@ void store_stop(store *s) {
   s->stopping = 1;
   if (s->draining) uv_close((uv_handle_t *)&s->grace, NULL);
   rdtask_stop(s);
+  if (s->trim_live) uv_close((uv_handle_t *)&s->trim, NULL);
+  s->trim_live = 0;
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   clients_stop(s);

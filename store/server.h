@@ -60,6 +60,8 @@ typedef struct store_config {
   int insecure;              /* --insecure: no exposure or local-peer checks */
   int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
   uint32_t max_conns;        /* open data-port connections, and local clients, at most */
+  uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
+                                was freed for this long (0: never) */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
@@ -72,7 +74,9 @@ typedef struct store_counters {
       dir_registrations, /* times this store registered with the directory */
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
       suspect_moves,     /*   ...that moved to another sender on the directory's word */
-      clients_refused, conns_refused;
+      clients_refused, conns_refused,
+      pool_trims,         /* walks that gave free pool pages back to the kernel */
+      pool_trimmed_bytes; /*   ...and the bytes they punched (holes again included) */
 } store_counters;
 
 struct store {
@@ -91,6 +95,8 @@ struct store {
   uint64_t netns; /* inode of this process's network namespace, 0 if unknown */
   /* objects.c */
   struct st_objects *objects; /* the tables (NULL until the first object) */
+  uv_timer_t trim; /* gives free pool pages back once frees pause (cfg.trim_ms) */
+  int trim_live;   /* the timer is initialised */
   uint64_t next_inst;
   int filter_fd;           /* presence filter shared read-only with clients */
   uint8_t *filter;

@@ -520,6 +520,50 @@ static void test_metadata_growth(void **state) {
   hpl__pool_destroy(p);
 }
 
+/* Freed pages go back to the kernel: 48 MiB written and freed stay in the
+ * memfd until a trim walk punches them out; a walk never touches what is
+ * still allocated, and walks again only after something was freed. */
+static void test_trim_gives_pages_back(void **state) {
+  (void)state;
+  hpl__pool *p;
+  assert_int_equal(hpl__pool_create(128 * MiB, "test-trim", 0, &p), 0);
+  uint64_t idle = hpl__pool_resident(p);
+  uint8_t *keep = hpl__pool_alloc(p, 8 * MiB);
+  assert_non_null(keep);
+  memset(keep, 0x5a, 8 * MiB);
+  uint8_t *a[6];
+  for (int i = 0; i < 6; i++) {
+    assert_non_null(a[i] = hpl__pool_alloc(p, 8 * MiB));
+    memset(a[i], 0xa5, 8 * MiB);
+  }
+  uint64_t full = hpl__pool_resident(p);
+  printf("pool resident: %llu KiB idle, %llu KiB with 56 MiB written\n",
+         (unsigned long long)(idle / KiB), (unsigned long long)(full / KiB));
+  assert_true(full >= idle + 56 * MiB);
+  int more = 1;
+  while (more) hpl__pool_trim(p, 64, &more); /* whatever jemalloc freed setting up */
+  assert_true(hpl__pool_resident(p) >= full); /* live ranges keep their pages */
+  assert_int_equal(hpl__pool_trim(p, 64, &more), 0); /* nothing freed since */
+  for (int i = 0; i < 6; i++) hpl__pool_free(p, a[i]);
+  assert_true(hpl__pool_resident(p) >= full); /* freeing alone keeps the pages */
+  uint64_t punched = 0;
+  int walks = 0;
+  do {
+    punched += hpl__pool_trim(p, 1, &more); /* one range per call: resumable walk */
+    walks++;
+  } while (more && walks < 1000);
+  uint64_t after = hpl__pool_resident(p);
+  printf("pool resident after freeing 48 MiB and a trim: %llu KiB (%llu KiB punched)\n",
+         (unsigned long long)(after / KiB), (unsigned long long)(punched / KiB));
+  assert_true(punched >= 48 * MiB);
+  assert_true(after <= full - 48 * MiB);
+  for (uint64_t i = 0; i < 8 * MiB; i += 4096) assert_int_equal(keep[i], 0x5a);
+  assert_int_equal(hpl__pool_trim(p, 64, &more), 0); /* nothing freed since */
+  assert_true(hpl__pool_high_water(p) >= 56 * MiB);
+  hpl__pool_free(p, keep);
+  hpl__pool_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_create_capacity), cmocka_unit_test(test_size_zero_and_null),
@@ -528,6 +572,7 @@ int main(void) {
       cmocka_unit_test(test_big_500m),        cmocka_unit_test(test_usable_fraction_1m),
       cmocka_unit_test(test_shared_memfd),    cmocka_unit_test(test_accounting),
       cmocka_unit_test(test_many_pools),      cmocka_unit_test(test_metadata_growth),
+      cmocka_unit_test(test_trim_gives_pages_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "localcluster.h"
 #include "util.h"
 
 #define MB (1ull << 20)
@@ -362,6 +363,59 @@ static void test_threads_share_handle(void **state) {
   get_and_check(C, "mt/3/19", 1000 + 19 * 7000 + 300, 319);
 }
 
+/* RssShmem of process pid, in bytes (the pool pages it has mapped in). */
+static uint64_t rss_shmem(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  uint64_t kb = UINT64_MAX;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "RssShmem: %llu kB", (unsigned long long *)&kb) == 1) break;
+  fclose(f);
+  assert_true(kb != UINT64_MAX);
+  return kb * 1024;
+}
+
+/* The store gives pool pages back: 96 MiB put and deleted leave its
+ * resident memory (RssShmem, and the pool's own count) near where it was
+ * before, once frees have paused for --trim-ms. */
+static void test_memory_given_back(void **state) {
+  (void)state;
+  hpl__lc *one = th_cluster(1, 256 * MB, NULL, "--trim-ms 200");
+  hpl_client *c = th_connect(one, 0);
+  pid_t pid = hpl__lc_store_pid(one, 0);
+  uint64_t idle = rss_shmem(pid);
+  char id[32];
+  for (int i = 0; i < 6; i++) {
+    snprintf(id, sizeof id, "rss/%d", i);
+    th_put_pattern(c, id, 16 * MB, (uint64_t)i);
+  }
+  /* the store touched the pages: the first put's bytes are checked there */
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c, "rss/0", th_ms(5000), &b), 0);
+  hpl_release(c, b);
+  uint64_t full_pool = th_counter(c, "pool_resident");
+  assert_true(full_pool >= 96 * MB);
+  for (int i = 0; i < 6; i++) {
+    snprintf(id, sizeof id, "rss/%d", i);
+    assert_int_equal(hpl_delete(c, id, th_ms(5000)), 0);
+  }
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_counter(c, "pool_resident") > 16 * MB && hpl__ms_left(deadline) > 0) th_sleep_ms(50);
+  uint64_t after_pool = th_counter(c, "pool_resident"), after = rss_shmem(pid);
+  fprintf(stderr, "store RssShmem %llu KiB idle, pool resident %llu KiB with 96 MiB, "
+          "after deleting: pool %llu KiB, RssShmem %llu KiB\n",
+          (unsigned long long)(idle >> 10), (unsigned long long)(full_pool >> 10),
+          (unsigned long long)(after_pool >> 10), (unsigned long long)(after >> 10));
+  assert_true(after_pool <= 16 * MB);
+  assert_true(after <= idle + 16 * MB);
+  assert_true(th_counter(c, "pool_trims") >= 1);
+  assert_true(th_counter(c, "pool_high_water") >= 96 * MB);
+  hpl_close(c);
+  th_stop(one, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),
@@ -372,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_delete_while_held),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_pool_full),
+      cmocka_unit_test(test_memory_given_back),
       cmocka_unit_test(test_threads_share_handle),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
