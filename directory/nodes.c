@@ -73,6 +73,7 @@ static void mark_unresponsive(dir_server *s, dir_node *n, uint64_t reporter, uin
   s->gone_reporter = reporter;
   dtab_node_unresponsive(&s->tab, n->id, move_off_cb, s);
   s->gone_reporter = 0;
+  dir_reduce_node_unresponsive(s, n->id);
 }
 
 /* A probe out, not answered (yet). */

@@ -46,6 +46,10 @@ void dir_reduce_check(dir_server *s, dir_obj *o);
 /* Node `node` is gone: reduces it sinks fail, its slots are refilled. */
 void dir_reduce_node_gone(dir_server *s, uint64_t node);
 
+/* Node `node` did not answer a probe: the reduce slots on it whose output
+ * was reported silent lately are replaced now (not at the next report). */
+void dir_reduce_node_unresponsive(dir_server *s, uint64_t node);
+
 /* Node `node` registered: it learns which running reduces a restarted
  * directory adopted (REDUCE_ADOPTED), so their tasks there go on. */
 void dir_reduce_node_registered(dir_server *s, uint64_t node);

@@ -17,6 +17,7 @@ typedef struct dr_slot {
   int src;       /* index into sources */
   uint64_t node; /* where it runs */
   uint32_t gen;
+  uint64_t silent_ms; /* when its output was last reported silent (0: never) */
 } dr_slot;
 
 /* A REDUCE_INFO waiting for the reduce to finish. */

@@ -162,6 +162,7 @@ static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
   dr_slot *sl = &r->slots[slot];
   sl->filled = 1;
   sl->src = i;
+  sl->silent_ms = 0;
   sl->node = pick_node(r, o, slot == root ? r->sink : 0);
   r->src_state[i] = DR_IN_TREE;
   r->nfilled++;
@@ -340,6 +341,7 @@ static void slot_failed(dir_reduce *r, int f, const char *why) {
            (unsigned long long)old, why);
   dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
   sl->gen++;
+  sl->silent_ms = 0;
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
   r->tgen++;
   /* another complete copy of the same source on a live node? */
@@ -468,6 +470,25 @@ void dr_unadopt(dir_reduce *r, const char *why) {
   dr_arrive_ready(r);
 }
 
+/* A silent report older than this no longer counts when the probe fails. */
+#define DR_SILENT_FRESH_MS 1000
+
+void dir_reduce_node_unresponsive(dir_server *s, uint64_t node) {
+  uint64_t now = hpl__now_ms();
+  dir_reduce *r, *tmp;
+  HASH_ITER(hh, s->reduces, r, tmp) {
+    if (r->done || !r->planned || r->inline_mode || r->adopted) continue;
+    for (uint32_t i = 0; i < r->k && !r->done; i++) {
+      dr_slot *sl = &r->slots[i];
+      if (!sl->filled || sl->node != node || !sl->silent_ms ||
+          now - sl->silent_ms > DR_SILENT_FRESH_MS)
+        continue;
+      slot_failed(r, (int)i, "its node does not answer");
+      end_task_at(r, node);
+    }
+  }
+}
+
 void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
   Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
   dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
@@ -488,6 +509,7 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     dir_node *n = dir_node_find(s, sl->node);
     uint64_t wait;
     s->ctr.silent_reports++;
+    sl->silent_ms = hpl__now_ms();
     if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
     uint64_t old = sl->node;
     slot_failed(r, (int)m->slot, "its node does not answer");

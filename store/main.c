@@ -90,9 +90,12 @@ static const hpl__opt opts[] = {
     {"prefault", NULL, "populate the pool's pages at start", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
      NULL},
     {"trim-ms", "MS",
-     "give free pool pages back to the kernel once nothing was\nfreed for MS (default 1000; 0: "
-     "never)",
+     "give free pool pages back to the kernel once nothing was\nfreed for MS (default 10000; 0: "
+     "never): a page given\nback costs a page fault when it is used again",
      HPL__OPT_U32, OFF(trim_ms), 0, 0, 0, NULL},
+    {"trim-keep", "BYTES",
+     "free bytes kept warm (not given back) for the next\nallocations (default 64M)",
+     HPL__OPT_SIZE, OFF(trim_keep), 0, 0, UINT64_MAX, NULL},
     {"max-connections", "N",
      "open data-port connections at most, and local clients at\nmost (default 4096 each); more "
      "are closed at once",

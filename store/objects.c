@@ -505,7 +505,7 @@ st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *d
 static void trim_cb(uv_timer_t *t) {
   store *s = t->data;
   int more = 0;
-  uint64_t n = hpl__pool_trim(s->pool, 64, &more);
+  uint64_t n = hpl__pool_trim(s->pool, s->cfg.trim_keep, 64, &more);
   s->ctr.pool_trimmed_bytes += n;
   if (more) {
     uv_timer_start(&s->trim, trim_cb, 0, 0); /* the rest on the next turn */

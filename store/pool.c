@@ -89,6 +89,7 @@ struct hpl__pool {
   uint64_t high_water;         /* most `allocated` ever */
   int freed;                   /* ranges were freed since the last complete trim walk */
   uint64_t trim_at;            /* where the next trim walk goes on (an offset) */
+  uint64_t trim_kept;          /* free bytes this walk has left warm so far */
 };
 
 /* ------------------------------------------------------------------------
@@ -517,7 +518,7 @@ uint64_t hpl__pool_largest_free(const hpl__pool *p) {
   return best & ~((1ull << (lg - 2)) - 1);
 }
 
-uint64_t hpl__pool_trim(hpl__pool *p, size_t max_ranges, int *more) {
+uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *more) {
   uint64_t punched = 0;
   *more = 0;
   pthread_mutex_lock(&p->mu);
@@ -525,13 +526,24 @@ uint64_t hpl__pool_trim(hpl__pool *p, size_t max_ranges, int *more) {
     pthread_mutex_unlock(&p->mu);
     return 0;
   }
-  if (p->trim_at == 0) p->freed = 0; /* a new walk: frees from now on need another */
+  if (p->trim_at == 0) { /* a new walk: frees from now on need another */
+    p->freed = 0;
+    p->trim_kept = 0;
+  }
   size_t i = pool_range_upper(p, p->trim_at);
   if (i > 0 && p->ranges[i - 1].off + p->ranges[i - 1].len > p->trim_at) i--;
   size_t n = 0;
   for (; i < p->nranges && n < max_ranges; i++, n++) {
     const pool_range *r = &p->ranges[i];
     uint64_t lo = r->off > p->trim_at ? r->off : p->trim_at;
+    uint64_t warm = keep > p->trim_kept ? keep - p->trim_kept : 0; /* still to leave */
+    uint64_t avail = r->off + r->len - lo;
+    if (warm >= avail) {
+      p->trim_kept += avail;
+      continue;
+    }
+    p->trim_kept += warm;
+    lo += warm;
     lo = (lo + p->page - 1) & ~(p->page - 1);
     uint64_t hi = (r->off + r->len) & ~(p->page - 1);
     /* the pages stay in the file (KEEP_SIZE) as holes: they read as zero */

@@ -62,12 +62,16 @@ uint64_t hpl__pool_largest_free(const hpl__pool *p);
 
 /* Give the pages of free ranges back to the kernel (a punched hole in the
  * memfd: every process mapping the pool drops them, and they read as zero
- * when used again). Walks the free list from where the last call stopped,
- * at most `max_ranges` ranges per call; *more says whether ranges are left
- * for another call of this walk. Does nothing (and returns 0) when nothing
- * was freed since the last walk began. Returns the bytes punched (holes punched
- * before count again: the kernel skips them). */
-uint64_t hpl__pool_trim(hpl__pool *p, size_t max_ranges, int *more);
+ * when used again, after a page fault each: a pool that is filled again
+ * soon after pays for that, so callers trim only after a quiet while).
+ * The lowest `keep` free bytes stay (placement is lowest-first, so the next
+ * allocations land there, warm). Walks the free list from where the last
+ * call stopped, at most `max_ranges` ranges per call; *more says whether
+ * ranges are left for another call of this walk (with the same keep). Does
+ * nothing (and returns 0) when nothing was freed since the last walk
+ * began. Returns the bytes punched (holes punched before count again: the
+ * kernel skips them). */
+uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *more);
 
 /* Bytes of the memfd backed by memory now (pages touched and not given
  * back), from fstat; 0 if it fails. */

@@ -29,7 +29,8 @@ void store_config_defaults(store_config *c) {
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;
-  c->trim_ms = 1000;
+  c->trim_ms = 10000;
+  c->trim_keep = 64ull << 20;
 }
 
 /* ------------------------------------------------------------------ directory messages */

@@ -62,6 +62,7 @@ typedef struct store_config {
   uint32_t max_conns;        /* open data-port connections, and local clients, at most */
   uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
                                 was freed for this long (0: never) */
+  uint64_t trim_keep;        /*   ...all but the lowest this many free bytes (warm) */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */

@@ -541,15 +541,15 @@ static void test_trim_gives_pages_back(void **state) {
          (unsigned long long)(idle / KiB), (unsigned long long)(full / KiB));
   assert_true(full >= idle + 56 * MiB);
   int more = 1;
-  while (more) hpl__pool_trim(p, 64, &more); /* whatever jemalloc freed setting up */
+  while (more) hpl__pool_trim(p, 0, 64, &more); /* whatever jemalloc freed setting up */
   assert_true(hpl__pool_resident(p) >= full); /* live ranges keep their pages */
-  assert_int_equal(hpl__pool_trim(p, 64, &more), 0); /* nothing freed since */
+  assert_int_equal(hpl__pool_trim(p, 0, 64, &more), 0); /* nothing freed since */
   for (int i = 0; i < 6; i++) hpl__pool_free(p, a[i]);
   assert_true(hpl__pool_resident(p) >= full); /* freeing alone keeps the pages */
   uint64_t punched = 0;
   int walks = 0;
   do {
-    punched += hpl__pool_trim(p, 1, &more); /* one range per call: resumable walk */
+    punched += hpl__pool_trim(p, 0, 1, &more); /* one range per call: resumable walk */
     walks++;
   } while (more && walks < 1000);
   uint64_t after = hpl__pool_resident(p);
@@ -558,8 +558,21 @@ static void test_trim_gives_pages_back(void **state) {
   assert_true(punched >= 48 * MiB);
   assert_true(after <= full - 48 * MiB);
   for (uint64_t i = 0; i < 8 * MiB; i += 4096) assert_int_equal(keep[i], 0x5a);
-  assert_int_equal(hpl__pool_trim(p, 64, &more), 0); /* nothing freed since */
+  assert_int_equal(hpl__pool_trim(p, 0, 64, &more), 0); /* nothing freed since */
   assert_true(hpl__pool_high_water(p) >= 56 * MiB);
+  /* with keep, the lowest free bytes stay warm: free 48 MiB again (written
+   * first) and trim keeping 32 MiB: at least 32 MiB stay resident */
+  for (int i = 0; i < 6; i++) {
+    assert_non_null(a[i] = hpl__pool_alloc(p, 8 * MiB));
+    memset(a[i], 0x3c, 8 * MiB);
+  }
+  for (int i = 0; i < 6; i++) hpl__pool_free(p, a[i]);
+  do hpl__pool_trim(p, 32 * MiB, 64, &more);
+  while (more);
+  uint64_t kept = hpl__pool_resident(p);
+  printf("pool resident after a trim keeping 32 MiB: %llu KiB\n", (unsigned long long)(kept / KiB));
+  assert_true(kept >= 8 * MiB + 32 * MiB);
+  assert_true(kept <= 8 * MiB + 32 * MiB + 4 * MiB);
   hpl__pool_free(p, keep);
   hpl__pool_destroy(p);
 }

@@ -382,7 +382,7 @@ static uint64_t rss_shmem(pid_t pid) {
  * before, once frees have paused for --trim-ms. */
 static void test_memory_given_back(void **state) {
   (void)state;
-  hpl__lc *one = th_cluster(1, 256 * MB, NULL, "--trim-ms 200");
+  hpl__lc *one = th_cluster(1, 256 * MB, NULL, "--trim-ms 200 --trim-keep 0");
   hpl_client *c = th_connect(one, 0);
   pid_t pid = hpl__lc_store_pid(one, 0);
   uint64_t idle = rss_shmem(pid);
