@@ -95,7 +95,7 @@ static const hpl__opt opts[] = {
      HPL__OPT_U32, OFF(trim_ms), 0, 0, 0, NULL},
     {"trim-keep", "BYTES",
      "free bytes kept warm (not given back) for the next\nallocations (default 64M)",
-     HPL__OPT_SIZE, OFF(trim_keep), 0, 0, UINT64_MAX, NULL},
+     HPL__OPT_SIZE, OFF(trim_keep), 0, 0, 1ull << 50, NULL},
     {"max-connections", "N",
      "open data-port connections at most, and local clients at\nmost (default 4096 each); more "
      "are closed at once",
