@@ -342,8 +342,14 @@ static dir_reduce *reduce_new(dir_server *s, Hplpb__ReduceReq *m, uint32_t k, ui
 /* A restarted directory takes over the tree the sink says is running
  * (m->adopt_*): it must name num_objects distinct sources of the request.
  * Returns 0 (r is adopted: its slots hold those sources) or -1. */
+/* Trees of at most this many slots are adopted (matching the names costs
+ * slots x sources comparisons on the loop); larger ones start over. */
+#define DR_ADOPT_MAX 1024
+
 static int adopt(dir_reduce *r, Hplpb__ReduceReq *m) {
-  if (m->n_adopt_sources != r->k || !(r->slots = calloc(r->k, sizeof *r->slots))) return -1;
+  if (m->n_adopt_sources != r->k || r->nsrc > DR_ADOPT_MAX ||
+      !(r->slots = calloc(r->k, sizeof *r->slots)))
+    return -1;
   for (uint32_t j = 0; j < r->k; j++) {
     size_t i = 0;
     while (i < r->nsrc && strcmp(r->src[i], m->adopt_sources[j]) != 0) i++;
