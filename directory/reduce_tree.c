@@ -461,6 +461,7 @@ void dr_unadopt(dir_reduce *r, const char *why) {
   r->tgen++;
   free(r->slots);
   r->slots = NULL;
+  hpl__plan_free(&r->plan); /* (an adopted tree was never planned here) */
   r->nfilled = 0;
   r->planned = 0;
   r->have_size = 0;
