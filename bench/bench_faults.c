@@ -615,10 +615,7 @@ typedef struct runrec {
  * detection it needs about (1 + frac) x no-fault. 0 where that does not
  * apply (broadcasts; dirkill and srckill lose no source). */
 static double reduce_floor(const runrec *r) {
-  const char *kn = fk_names[r->kf];
-  if (r->op != 1 || !(strcmp(kn, "kill") == 0 || strcmp(kn, "cut") == 0 ||
-                      strcmp(kn, "pause") == 0 || strcmp(kn, "slow") == 0))
-    return 0;
+  if (r->op != 1 || !((1 << r->kf) & (FK_KILL | FK_CUT | FK_PAUSE | FK_SLOW))) return 0;
   return (1 + r->frac) * r->nf;
 }
 

@@ -329,6 +329,29 @@ static void target_restart(dir_reduce *r) {
  * target (new generation: copies of the old bytes are void).
  * Messages go out in this order: the sink resets its target, the refilled
  * slot gets its task, then every ancestor gets its new task. */
+/* A live node, other than slot f's, with a complete copy of its source
+ * (0: none). */
+static uint64_t other_copy(dir_reduce *r, int f) {
+  dir_server *s = r->srv;
+  dr_slot *sl = &r->slots[f];
+  dir_obj *o = dtab_find(&s->tab, r->src[sl->src]);
+  for (dir_loc *l = o ? o->locs : NULL; l; l = l->next)
+    if (l->complete && l->node != sl->node && dir_node_find(s, l->node)) return l->node;
+  return 0;
+}
+
+/* The spare source that arrived first and has a copy on a live node (its
+ * index, and its object in *obj), or -1. */
+static int earliest_spare(dir_reduce *r, dir_obj **obj) {
+  int best = -1;
+  for (size_t i = 0; i < r->nsrc; i++)
+    if (r->src_state[i] == DR_SPARE && (best < 0 || r->arr_seq[i] < r->arr_seq[best])) {
+      dir_obj *c = dtab_find(&r->srv->tab, r->src[i]);
+      if (c && pick_node(r, c, 0)) best = (int)i, *obj = c;
+    }
+  return best;
+}
+
 static void slot_failed(dir_reduce *r, int f, const char *why) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
@@ -344,22 +367,14 @@ static void slot_failed(dir_reduce *r, int f, const char *why) {
   sl->silent_ms = 0;
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
   r->tgen++;
-  /* another complete copy of the same source on a live node? */
-  dir_obj *o = dtab_find(&s->tab, r->src[src]);
-  uint64_t alt = 0;
-  for (dir_loc *l = o ? o->locs : NULL; l && !alt; l = l->next)
-    if (l->complete && l->node != old && dir_node_find(s, l->node)) alt = l->node;
+  uint64_t alt = other_copy(r, f);
   int refill = -1;
   dir_obj *ro = NULL;
   if (!alt) {
     r->src_state[src] = DR_LOST;
     sl->filled = 0;
     r->nfilled--;
-    for (size_t i = 0; i < r->nsrc; i++) /* the earliest spare */
-      if (r->src_state[i] == DR_SPARE && (refill < 0 || r->arr_seq[i] < r->arr_seq[refill])) {
-        dir_obj *c = dtab_find(&s->tab, r->src[i]);
-        if (c && pick_node(r, c, 0)) refill = (int)i, ro = c;
-      }
+    refill = earliest_spare(r, &ro);
     if (refill >= 0)
       LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
     else
@@ -439,16 +454,8 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
 /* Whether slot f could run elsewhere: another complete copy of its source
  * on a live node, or a spare source. */
 static int slot_replaceable(dir_reduce *r, int f) {
-  dir_server *s = r->srv;
-  dr_slot *sl = &r->slots[f];
-  dir_obj *o = dtab_find(&s->tab, r->src[sl->src]);
-  for (dir_loc *l = o ? o->locs : NULL; l; l = l->next)
-    if (l->complete && l->node != sl->node && dir_node_find(s, l->node)) return 1;
-  for (size_t i = 0; i < r->nsrc; i++) {
-    dir_obj *c = r->src_state[i] == DR_SPARE ? dtab_find(&s->tab, r->src[i]) : NULL;
-    if (c && pick_node(r, c, 0)) return 1;
-  }
-  return 0;
+  dir_obj *o;
+  return other_copy(r, f) || earliest_spare(r, &o) >= 0;
 }
 
 void dr_unadopt(dir_reduce *r, const char *why) {

@@ -189,30 +189,79 @@ static void test_directory_stall_kills_nobody(void **state) {
 
 /* ------------------------------------------------------------------ reduces */
 
-static void put_floats(hpl_client *c, const char *id, size_t n, float v) {
-  float *d = malloc(n * sizeof *d);
+/* A cluster of n stores, store i holding source "<prefix>/src-i" of nf
+ * floats, all i + 1; the reduces below go into "<prefix>/t" at store 0. */
+enum { RD_MAX = 4 };
+typedef struct rd_cluster {
+  hpl__lc *lc;
+  int n;
+  size_t nf;
+  hpl_client *cs[RD_MAX];
+  char ids[RD_MAX][32];
+  const char *srcs[RD_MAX];
+  char target[32];
+} rd_cluster;
+
+static void rd_start(rd_cluster *rc, int n, uint64_t memory, const char *store_args,
+                     const char *prefix, size_t nf) {
+  rc->lc = th_cluster(n, memory, NULL, store_args);
+  rc->n = n;
+  rc->nf = nf;
+  snprintf(rc->target, sizeof rc->target, "%s/t", prefix);
+  float *d = malloc(nf * sizeof *d);
   assert_non_null(d);
-  for (size_t i = 0; i < n; i++) d[i] = v;
-  assert_int_equal(hpl_put(c, id, d, n * sizeof *d, th_ms(10000)), 0);
+  for (int i = 0; i < n; i++) {
+    rc->cs[i] = th_connect(rc->lc, i);
+    snprintf(rc->ids[i], sizeof rc->ids[i], "%s/src-%d", prefix, i);
+    rc->srcs[i] = rc->ids[i];
+    for (size_t j = 0; j < nf; j++) d[j] = (float)(i + 1);
+    assert_int_equal(hpl_put(rc->cs[i], rc->ids[i], d, nf * sizeof *d, th_ms(10000)), 0);
+  }
   free(d);
 }
 
-/* Restart the (killed) directory and wait until all `nodes` stores
+/* Reduce k of the sources (0: all) into the target at store 0. */
+static void rd_reduce(rd_cluster *rc, int k) {
+  assert_int_equal(hpl_reduce(rc->cs[0], rc->target, rc->srcs, (size_t)rc->n, (size_t)k,
+                              HPL_OP_SUM, HPL_DT_F32, th_ms(60000)),
+                   0);
+}
+
+/* The target, read at store 0, is nf floats, each `want`. */
+static void rd_check(rd_cluster *rc, float want) {
+  hpl_buf *b;
+  int r = hpl_get(rc->cs[0], rc->target, th_ms(60000), &b);
+  if (r) fail_msg("reduce: %s (%s)", hpl_strerror(r), hpl_errdetail(rc->cs[0]));
+  assert_int_equal(hpl_buf_size(b), rc->nf * sizeof(float));
+  const float *v = hpl_buf_data(b);
+  for (size_t i = 0; i < rc->nf; i++)
+    if (v[i] != want) fail_msg("element %zu is %g, not %g", i, (double)v[i], (double)want);
+  hpl_release(rc->cs[0], b);
+}
+
+static void rd_stop(rd_cluster *rc) {
+  for (int i = 0; i < rc->n; i++) hpl_close(rc->cs[i]);
+  th_stop(rc->lc, 0);
+}
+
+/* Restart the (killed) directory and wait until all the stores
  * registered with the new one. */
-static void directory_restart(hpl__lc *lc, int nodes) {
+static void directory_restart(rd_cluster *rc) {
   char err[256];
-  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  if (hpl__lc_restart(rc->lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
   uint64_t deadline = hpl__deadline_ms(th_ms(20000));
-  while (th_dir_counter(lc, "dir_nodes") != (uint64_t)nodes && hpl__ms_left(deadline) > 0)
+  while (th_dir_counter(rc->lc, "dir_nodes") != (uint64_t)rc->n && hpl__ms_left(deadline) > 0)
     th_sleep_ms(20);
-  assert_int_equal(th_dir_counter(lc, "dir_nodes"), nodes);
+  assert_int_equal(th_dir_counter(rc->lc, "dir_nodes"), rc->n);
 }
 
 /* Delete the target and sources; then no store may hold pool memory. */
-static void delete_all_check_pools(hpl_client **cs, int n, const char *target, char ids[][32]) {
-  assert_int_equal(hpl_delete(cs[0], target, th_ms(10000)), 0);
-  for (int i = 0; i < n; i++) assert_int_equal(hpl_delete(cs[0], ids[i], th_ms(10000)), 0);
-  for (int i = 0; i < n; i++) wait_counter(cs[i], "pool_allocated", 0, "after deleting everything");
+static void delete_all_check_pools(rd_cluster *rc) {
+  assert_int_equal(hpl_delete(rc->cs[0], rc->target, th_ms(10000)), 0);
+  for (int i = 0; i < rc->n; i++)
+    assert_int_equal(hpl_delete(rc->cs[0], rc->ids[i], th_ms(10000)), 0);
+  for (int i = 0; i < rc->n; i++)
+    wait_counter(rc->cs[i], "pool_allocated", 0, "after deleting everything");
 }
 
 /* Every stream is paced to 8 MB/s, so a reduce of 4 x 24 MiB takes about
@@ -224,43 +273,25 @@ static void delete_all_check_pools(hpl_client **cs, int n, const char *target, c
  * started the reduce over, or never finished it. */
 static void test_reduce_adopted(void **state) {
   (void)state;
-  enum { N = 4 };
-  const size_t nf = 6u * MB; /* floats: 24 MiB */
-  hpl__lc *lc = th_cluster(N, 160ull * MB, NULL, "--faults slow_send=8M");
-  hpl_client *cs[N];
-  char ids[N][32];
-  const char *srcs[N];
-  for (int i = 0; i < N; i++) {
-    cs[i] = th_connect(lc, i);
-    snprintf(ids[i], sizeof ids[i], "ad/src-%d", i);
-    srcs[i] = ids[i];
-    put_floats(cs[i], ids[i], nf, (float)(i + 1));
-  }
-  assert_int_equal(hpl_reduce(cs[0], "ad/t", srcs, N, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(60000)), 0);
+  rd_cluster rc;
+  rd_start(&rc, 4, 160ull * MB, "--faults slow_send=8M", "ad", 6u * MB);
+  rd_reduce(&rc, 0);
   th_sleep_ms(600);
-  hpl_buf *b;
-  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
   th_sleep_ms(500);
-  directory_restart(lc, N);
-  int rc = hpl_get(cs[0], "ad/t", th_ms(60000), &b);
-  if (rc) fail_msg("reduce across the restart: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
-  const float *r = hpl_buf_data(b);
-  assert_int_equal(hpl_buf_size(b), nf * sizeof(float));
-  for (size_t i = 0; i < nf; i++)
-    if (r[i] != 10.0f) fail_msg("element %zu is %g, not 10", i, (double)r[i]);
-  hpl_release(cs[0], b);
+  directory_restart(&rc);
+  rd_check(&rc, 10.0f);
   char *text = NULL;
-  rc = hpl_reduce_sources(cs[0], "ad/t", th_ms(5000), &text);
-  if (rc) fail_msg("hpl_reduce_sources: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
+  int r = hpl_reduce_sources(rc.cs[0], rc.target, th_ms(5000), &text);
+  if (r) fail_msg("hpl_reduce_sources: %s (%s)", hpl_strerror(r), hpl_errdetail(rc.cs[0]));
   int lines = 0;
   for (char *p = text; *p; p++) lines += *p == '\n';
   hpl_free(text);
-  assert_int_equal(lines, N);
-  assert_int_equal(th_dir_counter(lc, "dir_reduces_adopted"), 1);
-  assert_int_equal(th_dir_counter(lc, "dir_reduce_resets"), 0);
-  delete_all_check_pools(cs, N, "ad/t", ids);
-  for (int i = 0; i < N; i++) hpl_close(cs[i]);
-  th_stop(lc, 0);
+  assert_int_equal(lines, 4);
+  assert_int_equal(th_dir_counter(rc.lc, "dir_reduces_adopted"), 1);
+  assert_int_equal(th_dir_counter(rc.lc, "dir_reduce_resets"), 0);
+  delete_all_check_pools(&rc);
+  rd_stop(&rc);
 }
 
 /* A reduce whose root runs at the sink finishes while the directory is
@@ -269,68 +300,34 @@ static void test_reduce_adopted(void **state) {
  * then frees every pool (before, the sink kept the target's memory). */
 static void test_reduce_done_while_directory_down(void **state) {
   (void)state;
-  enum { N = 2 };
-  const size_t nf = 1u * MB; /* 4 MiB */
-  hpl__lc *lc = th_cluster(N, 64ull * MB, NULL, NULL);
-  hpl_client *cs[N];
-  char ids[N][32];
-  const char *srcs[N];
-  for (int i = 0; i < N; i++) {
-    cs[i] = th_connect(lc, i);
-    snprintf(ids[i], sizeof ids[i], "dd/src-%d", i);
-    srcs[i] = ids[i];
-    put_floats(cs[i], ids[i], nf, (float)(i + 1));
-  }
-  assert_int_equal(hpl_reduce(cs[0], "dd/t", srcs, N, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(30000)), 0);
-  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
-  hpl_buf *b;
-  int rc = hpl_get(cs[0], "dd/t", th_ms(30000), &b); /* made while the directory is down */
-  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
-  assert_true(((const float *)hpl_buf_data(b))[nf - 1] == 3.0f);
-  hpl_release(cs[0], b);
-  directory_restart(lc, N);
-  delete_all_check_pools(cs, N, "dd/t", ids);
-  for (int i = 0; i < N; i++) hpl_close(cs[i]);
-  th_stop(lc, 0);
+  rd_cluster rc;
+  rd_start(&rc, 2, 64ull * MB, NULL, "dd", 1u * MB);
+  rd_reduce(&rc, 0);
+  assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
+  rd_check(&rc, 3.0f); /* made while the directory is down */
+  directory_restart(&rc);
+  delete_all_check_pools(&rc);
+  rd_stop(&rc);
 }
 
-/* As above, but the reduce takes 3 of 4 sources and, once the new
- * directory has adopted the tree, a store in it is killed: the adopted
- * tree is given up and a new one built from the sources left, whose sum
- * (1 + 3 + 4: source 4 is the spare) arrives at the sink. */
+/* As test_reduce_adopted, but the reduce takes 3 of 4 sources and, once
+ * the new directory has adopted the tree, a store in it is killed: the
+ * adopted tree is given up and a new one built from the sources left,
+ * whose sum (1 + 3 + 4: source 4 is the spare) arrives at the sink. */
 static void test_reduce_adopted_then_node_dies(void **state) {
   (void)state;
-  enum { N = 4 };
-  const size_t nf = 6u * MB; /* floats: 24 MiB */
-  hpl__lc *lc = th_cluster(N, 160ull * MB, NULL, "--faults slow_send=8M");
-  hpl_client *cs[N];
-  char ids[N][32];
-  const char *srcs[N];
-  for (int i = 0; i < N; i++) {
-    cs[i] = th_connect(lc, i);
-    snprintf(ids[i], sizeof ids[i], "an/src-%d", i);
-    srcs[i] = ids[i];
-    put_floats(cs[i], ids[i], nf, (float)(i + 1));
-  }
-  assert_int_equal(hpl_reduce(cs[0], "an/t", srcs, N, 3, HPL_OP_SUM, HPL_DT_F32, th_ms(60000)), 0);
+  rd_cluster rc;
+  rd_start(&rc, 4, 160ull * MB, "--faults slow_send=8M", "an", 6u * MB);
+  rd_reduce(&rc, 3);
   th_sleep_ms(600);
-  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
   th_sleep_ms(300);
-  directory_restart(lc, N);
-  assert_int_equal(th_dir_counter(lc, "dir_reduces_adopted"), 1);
-  assert_int_equal(hpl__lc_signal(lc, 1, SIGKILL), 0); /* source 2, in the tree */
-  hpl_buf *b;
-  int rc = hpl_get(cs[0], "an/t", th_ms(60000), &b);
-  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(cs[0]));
-  const float *r = hpl_buf_data(b);
-  for (size_t i = 0; i < nf; i++)
-    if (r[i] != 8.0f) fail_msg("element %zu is %g, not 8", i, (double)r[i]);
-  hpl_release(cs[0], b);
-  assert_true(th_dir_counter(lc, "dir_reduce_resets") >= 1);
-  hpl_close(cs[1]);
-  for (int i = 0; i < N; i++)
-    if (i != 1) hpl_close(cs[i]);
-  th_stop(lc, 0);
+  directory_restart(&rc);
+  assert_int_equal(th_dir_counter(rc.lc, "dir_reduces_adopted"), 1);
+  assert_int_equal(hpl__lc_signal(rc.lc, 1, SIGKILL), 0); /* source 2, in the tree */
+  rd_check(&rc, 8.0f);
+  assert_true(th_dir_counter(rc.lc, "dir_reduce_resets") >= 1);
+  rd_stop(&rc);
 }
 
 int main(void) {
