@@ -107,6 +107,7 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
       {"dir_silent_reports", s->ctr.silent_reports}, {"dir_probes", s->ctr.probes},
       {"dir_suspects", s->ctr.suspects},          {"dir_suspect_moves", s->ctr.suspect_moves},
       {"dir_slow_moves", s->ctr.slow_moves},     {"dir_reduces_adopted", s->ctr.reduces_adopted},
+      {"dir_evictions_granted", s->ctr.evictions_granted},
       {"dir_reduce_stragglers", s->ctr.reduce_stragglers},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);

@@ -138,3 +138,50 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   hpl__conn_reply(c, f->req, 0, NULL);
   dir_object_changed(s, o);
 }
+
+/* Another complete copy of o than node's that can serve: on a live node
+ * that is not draining or suspected, or the inline bytes. */
+static int other_copy_stays(dir_server *s, dir_obj *o, uint64_t node) {
+  if (o->is_inline) return 1;
+  for (dir_loc *l = o->locs; l; l = l->next) {
+    if (l->node == node || !l->complete) continue;
+    if (s->tab.usable && !s->tab.usable(l->node, s->tab.usable_arg)) continue;
+    if (s->tab.suspected && s->tab.suspected(l->node, s->tab.usable_arg)) continue;
+    return 1;
+  }
+  return 0;
+}
+
+void dir_locs_on_evict(dir_server *s, const dir_frame *f) {
+  Hplpb__EvictReq *m = (Hplpb__EvictReq *)f->msg;
+  uint64_t node = f->dc->node->id;
+  size_t n = m->n_ids;
+  if (n > DIR_EVICT_MAX) {
+    char detail[96];
+    snprintf(detail, sizeof detail, "at most %d ids per EVICT", DIR_EVICT_MAX);
+    hpl__conn_reply(f->dc->c, f->req, HPL_EINVAL, detail);
+    return;
+  }
+  protobuf_c_boolean *granted = calloc(n ? n : 1, sizeof *granted);
+  if (!granted) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!hpl__id_valid(m->ids[i])) continue;
+    dir_obj *o = dtab_find(&s->tab, m->ids[i]);
+    dir_loc *l = o ? dtab_loc(o, node) : NULL;
+    /* only a complete copy nobody pulls from, with another one staying */
+    if (!l || !l->complete || l->serving || !other_copy_stays(s, o, node)) continue;
+    xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
+    dtab_loc_remove(&s->tab, o, node);
+    granted[i] = 1;
+    s->ctr.evictions_granted++;
+    dir_object_changed(s, o);
+  }
+  Hplpb__EvictRep r = HPLPB__EVICT_REP__INIT;
+  r.n_granted = n;
+  r.granted = granted;
+  hpl__conn_send(f->dc->c, HPL__MSG_EVICT_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+  free(granted);
+}

@@ -38,4 +38,13 @@ void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held,
  * with a Reply. */
 void dir_locs_on_held(dir_server *s, const dir_frame *f);
 
+/* EVICT: may the node's copies of these objects go? Each is let go (the
+ * location removed at once, so no receiver is sent there again) only if
+ * it is complete, serves nobody, and another complete copy on a live
+ * node that is neither draining nor suspected stays (or the object is
+ * inline). Answered with an EvictRep, one flag per id; at most
+ * DIR_EVICT_MAX ids per request (more is HPL_EINVAL). */
+#define DIR_EVICT_MAX 1024
+void dir_locs_on_evict(dir_server *s, const dir_frame *f);
+
 #endif

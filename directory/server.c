@@ -64,6 +64,7 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_LOC_NOTE] = {dir_locs_on_note, DIR_NODE | DIR_ID},
     [HPL__MSG_INLINE_PUT] = {dir_locs_on_inline_put, DIR_NODE | DIR_ID | DIR_PAYLOAD},
     [HPL__MSG_HELD] = {dir_locs_on_held, DIR_NODE},
+    [HPL__MSG_EVICT] = {dir_locs_on_evict, DIR_NODE},
     [HPL__MSG_ACQUIRE] = {dir_acquire_on_acquire, DIR_NODE | DIR_ID},
     [HPL__MSG_REDUCE_FAIL] = {dir_reduce_on_fail, DIR_NODE},
     [HPL__MSG_REPLY] = {dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */

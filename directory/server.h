@@ -71,7 +71,8 @@ typedef struct dir_counters {
       probes,         /* probes sent to reported senders */
       suspects,       /* senders that did not answer a probe in time */
       suspect_moves,  /* receivers moved off a suspected sender */
-      slow_moves;     /* receivers moved off a partial sender slow by itself */
+      slow_moves,     /* receivers moved off a partial sender slow by itself */
+      evictions_granted; /* copies stores were let evict (EVICT) */
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,

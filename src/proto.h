@@ -69,13 +69,16 @@
   /* directory -> store: answer with a HEARTBEAT at once */ \
   X(PROBE, 63, hplpb__heartbeat)                  \
   /* directory -> stores: a restarted directory adopted a running reduce */ \
-  X(REDUCE_ADOPTED, 64, hplpb__reduce_end)
+  X(REDUCE_ADOPTED, 64, hplpb__reduce_end)    \
+  /* store -> directory: let these copies go (room.c) */ \
+  X(EVICT, 65, hplpb__evict_req)                  \
+  X(EVICT_REP, 66, hplpb__evict_rep)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 64
+      HPL__MSG_MAX_ = 66
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

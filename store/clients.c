@@ -69,6 +69,13 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"pool_resident", hpl__pool_resident(s->pool)},
       {"pool_trims", s->ctr.pool_trims},
       {"pool_trimmed_bytes", s->ctr.pool_trimmed_bytes},
+      {"pinned_bytes", hpl__pool_allocated(s->pool) - store_idle_bytes(s)},
+      {"idle_bytes", store_idle_bytes(s)},
+      {"evictions", s->ctr.evictions},
+      {"evicted_bytes", s->ctr.evicted_bytes},
+      {"evict_refusals", s->ctr.evict_refusals},
+      {"room_waits", s->ctr.room_waits},
+      {"room_timeouts", s->ctr.room_timeouts},
       {"node_id", s->node_id},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);

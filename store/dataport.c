@@ -220,7 +220,7 @@ static void park_expired(uv_timer_t *t) {
 /* Begin serving `o` (referenced here) on this connection. */
 static void sender_serve(st_sender *sd, st_obj *o) {
   sd->obj = o;
-  store_obj_ref(o);
+  store_obj_ref(sd->s, o);
   sd->watch.fn = sender_parked_fn;
   sender_start(sd);
 }

@@ -12,6 +12,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "puller.h"
+#include "room.h"
 #include "util.h"
 
 typedef struct st_fetch {
@@ -28,6 +29,12 @@ typedef struct st_fetch {
   int move_ask;       /* the MOVE ask out: ASK_CRAWL or ASK_SUSPECT */
   uint32_t insist;    /* suspect reports in a row without progress between */
   uint64_t insist_at; /* the object's progress at the last report */
+  /* An answer held while the buffer waits for room (room.c): what it said */
+  st_room room;
+  int room_wait;
+  Hplpb__AcquireRep held;
+  char *held_addr;
+  uint8_t *held_payload; /* an inline answer's bytes */
 } st_fetch;
 
 enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
@@ -40,6 +47,7 @@ typedef struct fetch_ctx {
 } fetch_ctx;
 
 static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x);
+static void fetch_free_maybe(st_fetch *f);
 
 /* ------------------------------------------------------------------ asking */
 
@@ -85,8 +93,74 @@ static void send_ask(st_fetch *f, int kind) {
   }
 }
 
+static void room_done(st_room *r, int status, const char *detail);
+static fetch_event answer_bytes(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+                                uint64_t plen, char *detail, size_t dlen, int *status);
+
+/* No event yet: the answer waits for room (room_done goes on). */
+#define FEV_HELD FEV_NEVENTS
+
+/* Keep what the answer says until its buffer has room. FEV_HELD, or
+ * FEV_BAD_SENDER with *status if it cannot be kept. */
+static fetch_event hold_answer(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+                               uint64_t plen, char *detail, size_t dlen, int *status) {
+  f->held = *r;
+  f->held.base.unknown_fields = NULL;
+  f->held.base.n_unknown_fields = 0;
+  f->held.detail = "";
+  f->held_addr = strdup(r->sender_addr ? r->sender_addr : "");
+  f->held.sender_addr = f->held_addr;
+  f->held_payload = plen ? malloc(plen) : NULL;
+  if (!f->held_addr || (plen && !f->held_payload)) {
+    room_cancel(f->s, &f->room);
+    free(f->held_addr);
+    free(f->held_payload);
+    f->held_addr = NULL;
+    f->held_payload = NULL;
+    snprintf(detail, dlen, "out of memory");
+    *status = HPL_ENOMEM;
+    return FEV_BAD_SENDER;
+  }
+  if (plen) memcpy(f->held_payload, payload, plen);
+  f->room_wait = 1;
+  LOG_INFO("'%s': waiting for room in the pool for %llu bytes", f->o->id,
+           (unsigned long long)r->size);
+  return FEV_HELD;
+}
+
+static void held_free(st_fetch *f) {
+  free(f->held_addr);
+  free(f->held_payload);
+  f->held_addr = NULL;
+  f->held_payload = NULL;
+  f->room_wait = 0;
+}
+
+/* The buffer of a held answer: allocated (go on as the answer said), or
+ * no room in time. */
+static void room_done(st_room *rm, int status, const char *why) {
+  st_fetch *f = rm->arg;
+  char detail[640];
+  fetch_ctx x = {.r = &f->held, .detail = detail, .status = status};
+  fetch_event ev;
+  f->room_wait = 0; /* answer_bytes may hold nothing again */
+  if (status) {
+    snprintf(detail, sizeof detail, "%s", why);
+    ev = FEV_BAD_SENDER;
+  } else {
+    ev = answer_bytes(f, &f->held, f->held_payload, f->held_payload ? f->held.size : 0, detail,
+                      sizeof detail, &x.status);
+  }
+  f->busy++;
+  fetch_fire(f, ev, &x);
+  f->busy--;
+  held_free(f);
+  fetch_free_maybe(f);
+}
+
 /* An answer naming a sender (or carrying the bytes): adopt its generation,
- * size and bytes. Returns the event it amounts to. */
+ * size and bytes. Returns the event it amounts to (FEV_HELD: it waits for
+ * room in the pool). */
 static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                 uint64_t plen, char *detail, size_t dlen, int *status) {
   store *s = f->s;
@@ -105,10 +179,25 @@ static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const u
     *status = HPL_EMISMATCH;
     return FEV_BAD_SENDER;
   }
-  if (!o->data && (*status = store_obj_alloc(s, o, r->size, detail, dlen)) != 0) {
-    LOG_WARN("%s", detail);
-    return FEV_BAD_SENDER;
+  if (!o->data) {
+    int rc = room_alloc(s, o, r->size, store_obj_deadline(o), &f->room, room_done, f, detail,
+                        dlen);
+    if (rc > 0) return hold_answer(f, r, payload, plen, detail, dlen, status);
+    if (rc) {
+      *status = rc;
+      LOG_WARN("%s", detail);
+      return FEV_BAD_SENDER;
+    }
   }
+  return answer_bytes(f, r, payload, plen, detail, dlen, status);
+}
+
+/* The rest of an answer once the buffer is there: a sender to pull from,
+ * or an inline object's bytes. */
+static fetch_event answer_bytes(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+                                uint64_t plen, char *detail, size_t dlen, int *status) {
+  store *s = f->s;
+  st_obj *o = f->o;
   if (!r->inline_) return FEV_SENDER;
   if (plen != r->size) {
     snprintf(detail, dlen, "inline reply of the wrong length");
@@ -141,6 +230,7 @@ static void ask_reply(store *s, const dl_reply *rep, void *arg) {
     ev = FEV_REFUSED;
   } else {
     ev = answer_event(f, r, rep->payload, rep->plen, detail, sizeof detail, &status);
+    if (ev == FEV_HELD) return;
   }
   x.status = status;
   fetch_fire(f, ev, &x);
@@ -246,7 +336,8 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
 /* ------------------------------------------------------------------ the machine */
 
 static void fetch_free_maybe(st_fetch *f) {
-  if (f->busy || f->asks || f->pull || (f->state != FETCH_END && f->state != FETCH_ORPHAN))
+  if (f->busy || f->asks || f->pull || f->room_wait ||
+      (f->state != FETCH_END && f->state != FETCH_ORPHAN))
     return;
   store *s = f->s;
   DL_DELETE(s->fetches, f);
@@ -314,7 +405,7 @@ void fetch_start(store *s, st_obj *o) {
   f->s = s;
   f->o = o;
   f->state = FETCH_ASK;
-  store_obj_ref(o);
+  store_obj_ref(s, o);
   o->fetch = f;
   DL_APPEND(s->fetches, f);
   f->busy++;
@@ -336,11 +427,19 @@ void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {
 
 void fetch_dropped(store *s, st_obj *o) {
   char detail[320];
-  if (!o->fetch) return;
+  st_fetch *f = o->fetch;
+  if (!f) return;
   snprintf(detail, sizeof detail, "object '%s' was deleted", o->id);
   o->advertised = 0;
-  (void)s;
-  fetch_fire(o->fetch, FEV_DROPPED, &(fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
+  f->busy++;
+  fetch_fire(f, FEV_DROPPED, &(fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
+  if (f->room_wait) { /* the held answer is void: undone as a late one */
+    room_cancel(s, &f->room);
+    fetch_fire(f, f->held.inline_ ? FEV_INLINE : FEV_SENDER, &(fetch_ctx){.r = &f->held});
+    held_free(f);
+  }
+  f->busy--;
+  fetch_free_maybe(f);
 }
 
 void fetch_drain(store *s) {
@@ -355,6 +454,8 @@ void fetch_stop(store *s) {
     st_fetch *f = s->fetches;
     if (f->pull) puller_cancel(f->pull);
     f->pull = NULL;
+    room_cancel(s, &f->room);
+    held_free(f);
     f->asks = 0;
     f->busy = 0;
     f->state = FETCH_END;

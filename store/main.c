@@ -96,6 +96,11 @@ static const hpl__opt opts[] = {
     {"trim-keep", "BYTES",
      "free bytes kept warm (not given back) for the next\nallocations (default 64M)",
      HPL__OPT_SIZE, OFF(trim_keep), 0, 0, 1ull << 50, NULL},
+    {"room-wait-ms", "MS",
+     "a create or an incoming copy that does not fit waits\nthis long at most while room is made "
+     "(idle copies\nother nodes hold are let go, holds released); a\nshorter client timeout wins "
+     "(default 60000)",
+     HPL__OPT_U32, OFF(room_wait_ms), 0, 0, 0, NULL},
     {"max-connections", "N",
      "open data-port connections at most, and local clients at\nmost (default 4096 each); more "
      "are closed at once",

@@ -68,6 +68,8 @@ typedef struct st_objects {
   idx internal;     /* reduce streams in the table (store_find_internal) */
   st_obj *first, *last; /* objects in by_id, oldest first (walks) */
   st_walk *walks;   /* open walks */
+  st_obj *idle_first, *idle_last; /* the idle list, least recently used first */
+  uint64_t idle_bytes;
 } st_objects;
 
 static uint64_t mix64(uint64_t x) { /* murmur3's finaliser */
@@ -385,6 +387,50 @@ static void list_del(st_objects *t, st_obj *o) {
   o->prev = o->next = NULL;
 }
 
+/* ------------------------------------------------------------------ the idle list */
+
+/* Room may have been made (memory freed, or an object went idle): tell
+ * whoever waits for it (room.c), which acts later on the loop. */
+static void room_changed(store *s) {
+  if (s->room_changed) s->room_changed(s);
+}
+
+static void idle_add(store *s, st_obj *o) {
+  st_objects *t = s->objects;
+  if (o->on_idle || !t || !o->in_table || o->internal || o->refs || o->state != OBJ_SEALED)
+    return;
+  o->lru_prev = t->idle_last;
+  o->lru_next = NULL;
+  if (t->idle_last)
+    t->idle_last->lru_next = o;
+  else
+    t->idle_first = o;
+  t->idle_last = o;
+  t->idle_bytes += o->size;
+  o->on_idle = 1;
+  room_changed(s);
+}
+
+static void idle_del(store *s, st_obj *o) {
+  st_objects *t = s->objects;
+  if (!o->on_idle || !t) return;
+  if (o->lru_prev)
+    o->lru_prev->lru_next = o->lru_next;
+  else
+    t->idle_first = o->lru_next;
+  if (o->lru_next)
+    o->lru_next->lru_prev = o->lru_prev;
+  else
+    t->idle_last = o->lru_prev;
+  o->lru_prev = o->lru_next = NULL;
+  t->idle_bytes -= o->size;
+  o->on_idle = 0;
+}
+
+st_obj *store_idle_oldest(store *s) { return s->objects ? s->objects->idle_first : NULL; }
+st_obj *store_idle_newer(const st_obj *o) { return o->lru_next; }
+uint64_t store_idle_bytes(const store *s) { return s->objects ? s->objects->idle_bytes : 0; }
+
 /* ------------------------------------------------------------------ presence filter */
 
 /* A counter per slot of the ids in the table. A saturated counter stays
@@ -531,6 +577,7 @@ static void obj_free(store *s, st_obj *o) {
   if (o->data && o->size) {
     hpl__pool_free(s->pool, o->data);
     pool_freed(s);
+    room_changed(s);
   }
   free(o);
 }
@@ -571,6 +618,7 @@ void store_obj_detach(store *s, st_obj *o) {
   } else {
     idx_del(&t->by_id, o);
     list_del(t, o);
+    idle_del(s, o);
     filter_count(s, o->id, -1);
   }
   o->in_table = 0;
@@ -578,10 +626,16 @@ void store_obj_detach(store *s, st_obj *o) {
   if (o->refs == 0) obj_free(s, o);
 }
 
-void store_obj_ref(st_obj *o) { o->refs++; }
+void store_obj_ref(store *s, st_obj *o) {
+  if (o->refs++ == 0) idle_del(s, o);
+}
 
 void store_obj_unref(store *s, st_obj *o) {
-  if (--o->refs == 0 && !o->in_table) obj_free(s, o);
+  if (--o->refs) return;
+  if (!o->in_table)
+    obj_free(s, o);
+  else
+    idle_add(s, o);
 }
 
 int store_obj_alloc(store *s, st_obj *o, uint64_t size, char *detail, size_t dlen) {
@@ -619,11 +673,11 @@ static void tell_waiters(st_obj *o, int status, const char *detail) {
 }
 
 void store_obj_sealed(store *s, st_obj *o) {
-  (void)s;
   o->state = OBJ_SEALED;
   o->progress = o->size;
   tell_waiters(o, 0, NULL);
   obj_notify(o);
+  idle_add(s, o);
 }
 
 void store_obj_fail(store *s, st_obj *o, int status, const char *detail) {

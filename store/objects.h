@@ -70,6 +70,7 @@ typedef struct st_waiter {
 struct st_obj {
   st_obj *prev, *next;    /* the objects in the order added (walks); only while
                              in the table and not internal (objects.c) */
+  st_obj *lru_prev, *lru_next; /* the idle list (objects.c; see store_idle_oldest) */
   uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
   uint64_t progress;      /* bytes [0, progress) are final */
@@ -87,6 +88,12 @@ struct st_obj {
   uint8_t internal : 1;   /* a reduce stream: by key, not visible to clients */
   uint8_t advertised : 1; /* the directory lists this node as a holder */
   uint8_t inline_obj : 1; /* small object: the directory serves it */
+  uint8_t primary : 1;    /* put here (or a reduce target made here), not a copy got
+                             from elsewhere: never evicted, only spilled */
+  uint8_t on_idle : 1;    /* on the idle list (objects.c) */
+  uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
+  uint32_t keep_until;    /* room.c: the directory refused to let it go (the last
+                             copy); not asked again before this (seconds, store clock) */
   char id[];              /* NUL-terminated, at most 255 bytes (its key if internal) */
 };
 
@@ -115,7 +122,7 @@ st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *d
  * no-op if it is out already. */
 void store_obj_detach(store *s, st_obj *o);
 
-void store_obj_ref(st_obj *o);
+void store_obj_ref(store *s, st_obj *o);
 void store_obj_unref(store *s, st_obj *o);
 
 /* Allocate the object's buffer of `size` bytes (size 0 needs none).
@@ -144,6 +151,17 @@ void store_unwait(st_waiter *w);
 /* Latest deadline among the object's waiters (UINT64_MAX: one waits
  * without limit, or nobody waits at all). */
 uint64_t store_obj_deadline(const st_obj *o);
+
+/* The idle list: sealed objects in the table (not reduce streams) that
+ * nobody references, least recently used first. An object joins at the
+ * newest end when it is sealed unreferenced or its last reference goes,
+ * and leaves when it is referenced again or detached. Whoever makes room
+ * (room.c) picks copies to let go from here. store_idle_bytes is the sum
+ * of their sizes; a store's pinned bytes are its pool allocations less
+ * these. */
+st_obj *store_idle_oldest(store *s);
+st_obj *store_idle_newer(const st_obj *o);
+uint64_t store_idle_bytes(const store *s);
 
 /* How many objects the table holds (not counting reduce streams). */
 size_t store_obj_count(const store *s);

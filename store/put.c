@@ -9,9 +9,11 @@
 #include "dirlink.h"
 #include "hoplite.h"
 #include "objects.h"
+#include "room.h"
 #include "util.h"
 
 typedef enum put_state {
+  PUT_ROOM,        /* the buffer does not fit yet: waiting for room (room.c) */
   PUT_ANNOUNCING,  /* large object: LOC_ADD(partial, origin) out; CREATE not answered yet */
   PUT_WRITING,     /* the client writes (CREATE answered) */
   PUT_INLINING,    /* SEAL (or PUT) of a small object: INLINE_PUT out */
@@ -29,10 +31,15 @@ typedef struct st_put {
   put_state state;
   int asking;     /* a directory request is out */
   int whole;      /* a PUT: created, filled and sealed by one request, answered once */
+  int64_t timeout_ms; /* the CREATE's or PUT's */
+  st_room room;       /* PUT_ROOM */
+  uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
 } st_put;
 
 static void put_free_maybe(st_put *p) {
   if (p->state != PUT_ENDED || p->asking) return;
+  room_cancel(p->s, &p->room);
+  free(p->payload);
   if (p->o->put == p) p->o->put = NULL;
   DL_DELETE(p->cl->puts, p);
   store_obj_unref(p->s, p->o);
@@ -44,6 +51,7 @@ static void put_free_maybe(st_put *p) {
 static void put_undo(st_put *p, int status, const char *detail) {
   store *s = p->s;
   st_obj *o = p->o;
+  room_cancel(s, &p->room);
   p->state = PUT_ENDED;
   store_obj_fail(s, o, status, detail);
   if (o->put == p) o->put = NULL;
@@ -153,19 +161,15 @@ static void put_refuse(st_client *cl, uint64_t req, int whole, int status, const
     send_create_err(cl, req, status, detail);
 }
 
-/* A new object `id` of `size` bytes being put by the client, its room in
- * the pool allocated. NULL if it cannot be (the request is refused). */
+static void put_room_done(st_room *r, int status, const char *detail);
+
+/* A new object `id` of `size` bytes being put by the client (a primary
+ * copy), in state PUT_ROOM while its buffer waits for room in the pool
+ * (put_go follows when there is), else with its buffer allocated. NULL if
+ * it cannot be (the request is refused). */
 static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, uint64_t size,
-                         int whole) {
-  char detail[400];
-  if (size > hpl__pool_capacity(s->pool)) {
-    char a[32], b[32];
-    snprintf(detail, sizeof detail, "object '%s' of %s is larger than the whole pool (%s)", id,
-             hpl__fmt_bytes(size, a, sizeof a),
-             hpl__fmt_bytes(hpl__pool_capacity(s->pool), b, sizeof b));
-    put_refuse(cl, req, whole, HPL_ENOMEM, detail);
-    return NULL;
-  }
+                         int whole, int64_t timeout_ms) {
+  char detail[640];
   if (store_find(s, id)) {
     snprintf(detail, sizeof detail, "object '%s' already exists on this node", id);
     put_refuse(cl, req, whole, HPL_EEXIST, detail);
@@ -178,41 +182,77 @@ static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, 
     put_refuse(cl, req, whole, HPL_ENOMEM, "out of memory");
     return NULL;
   }
-  int rc = store_obj_alloc(s, o, size, detail, sizeof detail);
-  if (rc) {
-    free(p);
-    store_obj_detach(s, o);
-    put_refuse(cl, req, whole, rc, detail);
-    return NULL;
-  }
+  o->primary = 1;
   p->s = s;
   p->o = o;
   p->cl = cl;
   p->req = req;
   p->whole = whole;
-  store_obj_ref(o);
+  p->timeout_ms = timeout_ms;
+  p->state = PUT_ROOM;
+  store_obj_ref(s, o);
   session_ref(cl);
   o->put = p;
   DL_APPEND(cl->puts, p);
-  return p;
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : hpl__now_ms() + (uint64_t)timeout_ms;
+  int rc = room_alloc(s, o, size, deadline, &p->room, put_room_done, p, detail, sizeof detail);
+  if (rc > 0) return p; /* waits */
+  if (rc == 0) {
+    p->state = PUT_WRITING; /* put_go says what comes next */
+    return p;
+  }
+  put_refuse(cl, req, whole, rc, detail);
+  put_undo(p, rc, detail);
+  put_free_maybe(p);
+  return NULL;
 }
 
-void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
-  st_put *p = put_begin(s, cl, req, m->id, m->size, 0);
-  if (!p) return;
-  if (m->size <= s->inline_max) {
+static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms);
+
+/* The buffer is allocated: a PUT's bytes go in and it is sealed; a CREATE
+ * is answered (a small object at once, a large one once the directory
+ * lists it, so pulls can overlap the client's writing). */
+static void put_go(st_put *p, const uint8_t *payload) {
+  st_obj *o = p->o;
+  if (p->whole) {
+    if (o->size) memcpy(o->data, payload, o->size);
+    put_seal_now(p, p->req, p->timeout_ms);
+    return;
+  }
+  if (o->size <= p->s->inline_max) {
     p->state = PUT_WRITING;
     send_create_rep(p);
     return;
   }
-  /* Large object: advertise the origin copy now so pulls can overlap the
-   * client's writing. */
   p->state = PUT_ANNOUNCING;
-  if (put_announce(p, 0, m->timeout_ms) != 0) {
-    send_create_err(cl, req, HPL_ENOMEM, "out of memory");
+  if (put_announce(p, 0, p->timeout_ms) != 0) {
+    send_create_err(p->cl, p->req, HPL_ENOMEM, "out of memory");
     put_undo(p, HPL_ENOMEM, "out of memory");
     put_free_maybe(p);
   }
+}
+
+static void put_room_done(st_room *r, int status, const char *detail) {
+  st_put *p = r->arg;
+  st_obj *o = p->o;
+  if (status == 0 && !o->in_table) {
+    status = HPL_ESTATE;
+    detail = "object was deleted while being put";
+  }
+  if (status != 0) {
+    put_refuse(p->cl, p->req, p->whole, status, detail);
+    put_undo(p, status, detail);
+    put_free_maybe(p);
+    return;
+  }
+  put_go(p, p->payload);
+  free(p->payload);
+  p->payload = NULL;
+}
+
+void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
+  st_put *p = put_begin(s, cl, req, m->id, m->size, 0, m->timeout_ms);
+  if (p && p->state != PUT_ROOM) put_go(p, NULL);
 }
 
 /* The client's put with this handle, while it writes. */
@@ -287,10 +327,21 @@ void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const ui
     session_reply(cl, req, HPL_EINVAL, detail);
     return;
   }
-  st_put *p = put_begin(s, cl, req, m->id, m->size, 1);
+  st_put *p = put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
   if (!p) return;
-  if (plen) memcpy(p->o->data, payload, plen);
-  put_seal_now(p, req, m->timeout_ms);
+  if (p->state != PUT_ROOM) {
+    put_go(p, payload);
+    return;
+  }
+  /* waits for room: keep the bytes until then */
+  if (plen && !(p->payload = malloc(plen))) {
+    room_cancel(s, &p->room);
+    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    put_undo(p, HPL_ENOMEM, "out of memory");
+    put_free_maybe(p);
+    return;
+  }
+  if (plen) memcpy(p->payload, payload, plen);
 }
 
 static void abort_acked(store *s, const dl_reply *rep, void *arg) {
@@ -337,7 +388,7 @@ void put_client_gone(store *s, st_client *cl) {
   (void)s;
   st_put *p, *tmp;
   DL_FOREACH_SAFE(cl->puts, p, tmp) {
-    if (p->state == PUT_WRITING)
+    if (p->state == PUT_WRITING || (p->state == PUT_ROOM && !p->whole))
       put_drop(p, NULL);
     /* else a directory request is out: its answer undoes the put */
   }

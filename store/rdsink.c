@@ -54,7 +54,7 @@ static void sink_end(rd_sink *k) {
 static void sink_fail(rd_sink *k, int status, const char *detail) {
   store *s = k->s;
   st_obj *o = k->o;
-  store_obj_ref(o);
+  store_obj_ref(s, o);
   sink_end(k);
   store_obj_fail(s, o, status, detail);
   store_obj_detach(s, o);
@@ -65,7 +65,7 @@ static void sink_fail(rd_sink *k, int status, const char *detail) {
 static void sink_fetch_instead(rd_sink *k) {
   store *s = k->s;
   st_obj *o = k->o;
-  store_obj_ref(o);
+  store_obj_ref(s, o);
   sink_end(k);
   o->state = OBJ_FETCHING;
   if (o->waiters)
@@ -263,7 +263,8 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
     }
     k->s = s;
     k->o = o;
-    store_obj_ref(o);
+    o->primary = 1; /* made here: the cluster's first copy */
+    store_obj_ref(s, o);
     o->sink = k;
     DL_APPEND(s->sinks, k);
     /* kept to ask again if the directory restarts (sized after every
@@ -278,7 +279,7 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
     x->o = o; /* a second local caller of the same reduce */
   } /* else the target exists here already: the directory decides whether
      * that is a finished reduce being joined or a clash */
-  if (x->o) store_obj_ref(x->o);
+  if (x->o) store_obj_ref(s, x->o);
   session_creq_init(&x->q, cl, req);
   int64_t to = m->timeout_ms;
   if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
@@ -343,7 +344,7 @@ void rdsink_directory_restarted(store *s) {
     LOG_INFO("asking the restarted directory again for the reduce into '%s'%s", o->id,
              adoptable ? " (its tree still runs)" : "");
     m->sink_node = s->node_id;
-    store_obj_ref(o);
+    store_obj_ref(s, o);
     if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
       store_obj_unref(s, o);
     /* where the result is being made, for the new directory's gets (and

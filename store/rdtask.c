@@ -357,7 +357,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     t->es = hpl_dtype_size(t->dtype);
     t->size = m->size;
     t->src = src;
-    store_obj_ref(src);
+    store_obj_ref(s, src);
     t->nch = (int)m->nchildren;
     t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
     t->to_target = m->to_target;
@@ -368,14 +368,14 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
         t->out = NULL;
       } else {
         t->out = o;
-        store_obj_ref(o);
+        store_obj_ref(s, o);
       }
     } else {
       char key[340];
       stream_key(key, sizeof key, m->target, m->rid, m->slot, m->gen);
       t->out = store_obj_new_internal(s, key, m->size, detail, sizeof detail);
       if (t->out) {
-        store_obj_ref(t->out);
+        store_obj_ref(s, t->out);
         dataport_stream_ready(s, key); /* pulls that came before the task */
       } else {
         LOG_WARN("reduce '%s' slot %u: %s", m->target, m->slot, detail);

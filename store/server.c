@@ -17,6 +17,7 @@
 #include "puller.h"
 #include "rdsink.h"
 #include "rdtask.h"
+#include "room.h"
 #include "util.h"
 
 void store_config_defaults(store_config *c) {
@@ -31,6 +32,7 @@ void store_config_defaults(store_config *c) {
   c->grace_ms = 5000;
   c->trim_ms = 10000;
   c->trim_keep = 64ull << 20;
+  c->room_wait_ms = 60000;
 }
 
 /* ------------------------------------------------------------------ directory messages */
@@ -126,6 +128,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
     return rc;
   }
   store_objects_init(s);
+  if ((rc = room_init(s))) return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   if ((rc = dataport_start(s, drain_check)) || (rc = clients_start(s)) ||
@@ -164,6 +167,7 @@ void store_stop(store *s) {
   dataport_stop(s);
   dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
   fetch_stop(s);
+  room_stop(s);
   rdtask_end(s, NULL, 0);
   rdsink_stop(s);
   puller_stop_all(s);

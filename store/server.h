@@ -17,6 +17,7 @@
  *   dataport.c  the data port: serving streams (also of partial copies)
  *   dirlink.c   the connection to the directory: requests, heartbeats,
  *               reconnects, re-registration
+ *   room.c      waiting for room in the pool; letting idle copies go
  *   session.c   a local client's session: references, holds, replies
  *   fetch.c     getting an object this node lacks (fetchsm.c: its states)
  *   get.c       a client's GET: answer, or wait while fetch brings it
@@ -63,6 +64,8 @@ typedef struct store_config {
   uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
                                 was freed for this long (0: never) */
   uint64_t trim_keep;        /*   ...all but the lowest this many free bytes (warm) */
+  uint32_t room_wait_ms;     /* a buffer that does not fit waits this long at most for
+                                room (also when the client set no timeout) */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
@@ -77,7 +80,12 @@ typedef struct store_counters {
       suspect_moves,     /*   ...that moved to another sender on the directory's word */
       clients_refused, conns_refused,
       pool_trims,         /* walks that gave free pool pages back to the kernel */
-      pool_trimmed_bytes; /*   ...and the bytes they punched (holes again included) */
+      pool_trimmed_bytes, /*   ...and the bytes they punched (holes again included) */
+      evictions,          /* idle secondary copies let go to make room */
+      evicted_bytes,
+      evict_refusals,     /* copies offered that the directory kept (last copy, serving) */
+      room_waits,         /* buffers that waited for room */
+      room_timeouts;      /*   ...and found none in time (HPL_ENOMEM) */
 } store_counters;
 
 struct store {
@@ -99,6 +107,8 @@ struct store {
   uv_timer_t trim; /* gives free pool pages back once frees pause (cfg.trim_ms) */
   int trim_live;   /* the timer is initialised */
   uint64_t next_inst;
+  void (*room_changed)(store *s); /* room.c's: pool memory was freed or an object went
+                                     idle (see store_idle_oldest) */
   int filter_fd;           /* presence filter shared read-only with clients */
   uint8_t *filter;
   /* puller.c */
@@ -121,6 +131,12 @@ struct store {
                             initialised) */
   /* rdsink.c */
   struct rd_sink *sinks;
+  /* room.c */
+  struct st_room *rooms;  /* waiting for room, in arrival order */
+  uv_timer_t room_timer;  /* runs the queue: at once after a change, else at the next deadline */
+  int room_live;
+  uint64_t evict_bytes;   /* bytes offered in EVICTs not answered yet */
+  int evict_asks;         /* EVICTs out */
   /* clients.c */
   uv_pipe_t client_listener;
   struct st_client *clients;

@@ -55,7 +55,7 @@ int session_hold(st_client *cl, st_obj *o) {
     HASH_ADD(hh, cl->holds, inst, sizeof h->inst, h);
   }
   h->count++;
-  store_obj_ref(o);
+  store_obj_ref(cl->s, o);
   return 0;
 }
 

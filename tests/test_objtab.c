@@ -109,7 +109,7 @@ static void test_basics(void **state) {
 
   /* detached but referenced: out of the table, still found by handle */
   uint64_t inst = o->inst;
-  store_obj_ref(o);
+  store_obj_ref(s, o);
   store_obj_detach(s, o);
   assert_false(o->in_table);
   assert_null(store_find(s, "x"));
@@ -292,7 +292,7 @@ static void test_million(void **state) {
     if (sh.obj[i]) {
       st_obj *o = sh.obj[i];
       if (nheld <= n / 8 && (rnd() & 3) == 0) {
-        store_obj_ref(o);
+        store_obj_ref(s, o);
         held[nheld] = o;
         held_inst[nheld++] = o->inst;
       }
@@ -522,8 +522,8 @@ static void test_free_with_refs(void **state) {
   assert_non_null(b);
   assert_non_null(k);
   assert_non_null(k2);
-  store_obj_ref(a);
-  store_obj_ref(k);
+  store_obj_ref(s, a);
+  store_obj_ref(s, k);
   store_objects_free(s);
   assert_false(a->in_table);
   assert_false(k->in_table);

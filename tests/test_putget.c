@@ -299,15 +299,20 @@ static void test_pool_full(void **state) {
   memset(d, 1, 100 * MB);
   assert_int_equal(hpl_put(c, "too-big", d, 100 * MB, th_ms(5000)), HPL_ENOMEM);
   assert_non_null(strstr(hpl_errdetail(c), "pool"));
-  /* fill it with 8 MiB objects until it refuses */
+  /* fill it with 8 MiB objects until it refuses: each is the only copy,
+   * so nothing can be let go, and a put waits for room until its timeout */
   int n = 0, rc = 0;
   char id[32];
+  uint64_t t0 = 0;
   for (; n < 32; n++) {
     snprintf(id, sizeof id, "fill/%d", n);
-    rc = hpl_put(c, id, d, 8 * MB, th_ms(5000));
+    t0 = hpl__now_ms();
+    rc = hpl_put(c, id, d, 8 * MB, 300);
     if (rc) break;
   }
   assert_int_equal(rc, HPL_ENOMEM);
+  assert_true(hpl__now_ms() - t0 >= 290);
+  assert_non_null(strstr(hpl_errdetail(c), "only copies"));
   assert_true(n >= 5); /* most of the pool is usable */
   /* free one, and the next put fits again */
   assert_int_equal(hpl_delete(c, "fill/0", th_ms(5000)), 0);

@@ -1,0 +1,241 @@
+/* room.c - waiting for room in the pool, and letting idle copies go to
+ * make it (see room.h). */
+#include "room.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "dirlink.h"
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+
+#define ROOM_SCAN 4096       /* idle objects looked at per run, at most */
+#define ROOM_EVICT_BATCH 256 /* ids per EVICT (the directory takes up to 1024) */
+#define ROOM_EVICT_ASKS 4    /* EVICT requests out at once, at most */
+#define ROOM_KEEP_S 5        /* a copy the directory kept is not offered again for this long */
+#define ROOM_EVICT_TIMEOUT_MS 10000
+
+/* One EVICT out: the instances offered (looked up again on the answer). */
+typedef struct evict_ask {
+  store *s;
+  uint64_t bytes;
+  size_t n;
+  uint64_t inst[];
+} evict_ask;
+
+static void room_run(uv_timer_t *t);
+
+static uint32_t now_s(void) { return (uint32_t)(hpl__now_ms() / 1000); }
+
+/* Run the queue on the next loop turn (callers may be deep in a free). */
+static void kick(store *s) {
+  if (s->rooms && s->room_live && !s->stopping) uv_timer_start(&s->room_timer, room_run, 0, 0);
+}
+
+static void room_changed(store *s) { kick(s); }
+
+void room_describe(store *s, char *buf, size_t len) {
+  uint64_t alloc = hpl__pool_allocated(s->pool), idle = store_idle_bytes(s);
+  uint64_t pinned = alloc > idle ? alloc - idle : 0, last = 0, evicting = 0;
+  size_t seen = 0;
+  for (st_obj *o = store_idle_oldest(s); o && seen < ROOM_SCAN; o = store_idle_newer(o), seen++) {
+    if (o->evicting)
+      evicting += o->size;
+    else if (o->primary || o->keep_until > now_s())
+      last += o->size;
+  }
+  char a[32], b[32], c[32], d[32], e[32];
+  snprintf(buf, len,
+           "pool %s: %s pinned (held by clients, being written, or streamed), %s idle "
+           "(%s of it the cluster's only copies, which are kept; %s being let go)",
+           hpl__fmt_bytes(hpl__pool_capacity(s->pool), a, sizeof a),
+           hpl__fmt_bytes(pinned, b, sizeof b), hpl__fmt_bytes(idle, c, sizeof c),
+           hpl__fmt_bytes(last, d, sizeof d), hpl__fmt_bytes(evicting, e, sizeof e));
+}
+
+/* ------------------------------------------------------------------ letting copies go */
+
+/* The directory's answer: copies it let go are freed, unless they were
+ * taken again meanwhile (then the directory hears of them again). */
+static void evict_reply(store *s, const dl_reply *rep, void *arg) {
+  evict_ask *x = arg;
+  const Hplpb__EvictRep *r = (const Hplpb__EvictRep *)rep->m;
+  if (rep->status && rep->status != HPL_ECANCELED)
+    LOG_INFO("evict: the directory did not answer: %s", *rep->detail ? rep->detail
+                                                                    : hpl_strerror(rep->status));
+  s->evict_bytes -= x->bytes;
+  s->evict_asks--;
+  for (size_t i = 0; i < x->n; i++) {
+    st_obj *o = store_find_inst(s, x->inst[i]);
+    if (!o || !o->evicting) continue;
+    o->evicting = 0;
+    int granted = r && i < r->n_granted && r->granted[i];
+    if (!granted) {
+      if (r) {
+        o->keep_until = now_s() + ROOM_KEEP_S;
+        s->ctr.evict_refusals++;
+      }
+      continue;
+    }
+    o->advertised = 0;
+    if (!o->in_table) continue;
+    if (o->refs || o->state != OBJ_SEALED) {
+      /* taken again since it was offered: it stays, listed again */
+      dirlink_loc_complete(s, o->id, 0);
+      o->advertised = 1;
+      continue;
+    }
+    s->ctr.evictions++;
+    s->ctr.evicted_bytes += o->size;
+    LOG_DEBUG("evicted '%s' (%llu bytes): other copies stay", o->id,
+              (unsigned long long)o->size);
+    store_obj_detach(s, o); /* unreferenced: freed now */
+  }
+  free(x);
+  kick(s);
+}
+
+/* Offer idle secondary copies, oldest first, until what is being let go
+ * covers `need` bytes. */
+static void evict_for(store *s, uint64_t need) {
+  if (s->evict_bytes >= need || s->evict_asks >= ROOM_EVICT_ASKS) return;
+  evict_ask *x = malloc(sizeof *x + ROOM_EVICT_BATCH * sizeof x->inst[0]);
+  char **ids = malloc(ROOM_EVICT_BATCH * sizeof *ids);
+  if (!x || !ids) {
+    free(x);
+    free(ids);
+    return;
+  }
+  *x = (evict_ask){.s = s};
+  uint32_t now = now_s();
+  size_t seen = 0;
+  for (st_obj *o = store_idle_oldest(s); o && seen < ROOM_SCAN && x->n < ROOM_EVICT_BATCH &&
+                                         s->evict_bytes + x->bytes < need;
+       o = store_idle_newer(o), seen++) {
+    if (o->primary || o->evicting || !o->advertised || !o->size || o->keep_until > now)
+      continue;
+    ids[x->n] = o->id;
+    x->inst[x->n++] = o->inst;
+    x->bytes += o->size;
+  }
+  if (!x->n) {
+    free(x);
+    free(ids);
+    return;
+  }
+  Hplpb__EvictReq m = HPLPB__EVICT_REQ__INIT;
+  m.n_ids = x->n;
+  m.ids = ids;
+  if (dirlink_request(s, HPL__MSG_EVICT, &m.base, NULL, 0, ROOM_EVICT_TIMEOUT_MS, evict_reply, x) !=
+      0) {
+    free(x);
+    free(ids);
+    return;
+  }
+  for (size_t i = 0; i < x->n; i++) store_find_inst(s, x->inst[i])->evicting = 1;
+  s->evict_bytes += x->bytes;
+  s->evict_asks++;
+  free(ids);
+}
+
+/* ------------------------------------------------------------------ the queue */
+
+static void dequeue(store *s, st_room *r) {
+  DL_DELETE(s->rooms, r);
+  r->queued = 0;
+}
+
+/* Serve the queue in order; fail what is past its deadline; make room for
+ * the first request still waiting; wake again at the next deadline. */
+static void room_run(uv_timer_t *t) {
+  store *s = t->data;
+  uint64_t now = hpl__now_ms();
+  st_room *r, *tmp;
+  int served = 1;
+  DL_FOREACH_SAFE(s->rooms, r, tmp) {
+    if (served && store_obj_alloc(s, r->o, r->size, NULL, 0) == 0) {
+      dequeue(s, r);
+      LOG_DEBUG("room for '%s' (%llu bytes) after %llu ms", r->o->id,
+                (unsigned long long)r->size, (unsigned long long)(now - r->since_ms));
+      r->done(r, 0, NULL);
+      continue;
+    }
+    served = 0; /* those behind the first that waits keep waiting (in order) */
+    if (r->deadline_ms > now) continue;
+    char held[320], detail[512], a[32];
+    room_describe(s, held, sizeof held);
+    snprintf(detail, sizeof detail,
+             "store '%s' found no room for %s for '%s' within %llu ms: %s", s->cfg.name,
+             hpl__fmt_bytes(r->size, a, sizeof a), r->o->id,
+             (unsigned long long)(now - r->since_ms), held);
+    dequeue(s, r);
+    s->ctr.room_timeouts++;
+    LOG_INFO("%s", detail);
+    r->done(r, HPL_ENOMEM, detail);
+  }
+  if (!s->rooms) return;
+  uint64_t free_now = hpl__pool_largest_free(s->pool);
+  evict_for(s, s->rooms->size > free_now ? s->rooms->size - free_now : 1);
+  uint64_t next = UINT64_MAX;
+  DL_FOREACH(s->rooms, r) if (r->deadline_ms < next) next = r->deadline_ms;
+  now = hpl__now_ms();
+  uv_timer_start(&s->room_timer, room_run, next > now ? next - now : 0, 0);
+}
+
+int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room *r,
+               room_done_fn done, void *arg, char *detail, size_t dlen) {
+  char a[32], b[32];
+  if (size > hpl__pool_capacity(s->pool)) {
+    snprintf(detail, dlen, "object '%s' of %s is larger than the whole pool of store '%s' (%s)",
+             o->id, hpl__fmt_bytes(size, a, sizeof a), s->cfg.name,
+             hpl__fmt_bytes(hpl__pool_capacity(s->pool), b, sizeof b));
+    return HPL_ENOMEM;
+  }
+  /* nobody waits before us: try at once */
+  if (!s->rooms && store_obj_alloc(s, o, size, detail, dlen) == 0) return 0;
+  uint64_t now = hpl__now_ms();
+  uint64_t longest = now + s->cfg.room_wait_ms;
+  if (deadline_ms > longest) deadline_ms = longest;
+  if (deadline_ms <= now || !s->room_live || s->stopping) {
+    char held[320];
+    room_describe(s, held, sizeof held);
+    snprintf(detail, dlen, "store '%s' has no room for %s for '%s': %s", s->cfg.name,
+             hpl__fmt_bytes(size, a, sizeof a), o->id, held);
+    return HPL_ENOMEM;
+  }
+  *r = (st_room){.o = o, .size = size, .deadline_ms = deadline_ms, .since_ms = now,
+                 .done = done, .arg = arg, .queued = 1};
+  DL_APPEND(s->rooms, r);
+  s->ctr.room_waits++;
+  LOG_DEBUG("'%s' (%llu bytes) waits for room", o->id, (unsigned long long)size);
+  uv_timer_start(&s->room_timer, room_run, 0, 0);
+  return 1;
+}
+
+void room_cancel(store *s, st_room *r) {
+  if (!r->queued) return;
+  dequeue(s, r);
+  kick(s); /* the next one may fit */
+}
+
+int room_init(store *s) {
+  if (uv_timer_init(s->loop, &s->room_timer) != 0) return HPL_ESYS;
+  s->room_timer.data = s;
+  s->room_live = 1;
+  s->room_changed = room_changed;
+  return 0;
+}
+
+void room_stop(store *s) {
+  while (s->rooms) {
+    st_room *r = s->rooms;
+    dequeue(s, r);
+    r->done(r, HPL_ECANCELED, "the store is stopping");
+  }
+  s->room_changed = NULL;
+  if (s->room_live) uv_close((uv_handle_t *)&s->room_timer, NULL);
+  s->room_live = 0;
+}

@@ -1,0 +1,71 @@
+/*
+ * room.h - making room in the pool. An object's buffer that does not fit
+ * now is not an error: the request waits, bounded by its deadline, while
+ * room is made and memory comes back:
+ *  - idle secondary copies (got from elsewhere, sealed, referenced by
+ *    nobody: no client holds them, nobody streams from them) are let go,
+ *    least recently used first; the directory agrees to each first (EVICT)
+ *    and forgets the location before it answers, so no receiver is sent to
+ *    a copy that is going away, and it never lets the cluster's last
+ *    complete copy go;
+ *  - clients release holds, objects are deleted, streams end.
+ * Waiting requests are served in arrival order (a large one is not passed
+ * by smaller ones, so it cannot starve). A request fails with HPL_ENOMEM
+ * at once only if it can never fit (larger than the pool), else when its
+ * deadline passes, with a detail saying what holds the memory.
+ *
+ * Callers: put.c (a client's create or put), fetch.c (an incoming copy).
+ * Depends on objects.c (the idle list; it calls s->room_changed, set here,
+ * when memory is freed or an object goes idle) and dirlink.c.
+ */
+#ifndef HPL_STORE_ROOM_H
+#define HPL_STORE_ROOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "objects.h"
+#include "server.h"
+
+typedef struct st_room st_room;
+
+/* Told once whether the buffer was allocated (status 0: o->data is set)
+ * or not (HPL_ENOMEM with a detail; HPL_ECANCELED when the store stops).
+ * The request is off the queue when done() runs; done() owns it again. */
+typedef void (*room_done_fn)(st_room *r, int status, const char *detail);
+
+/* A request waiting for room, owned by the caller, who must keep it (and
+ * a reference on `o`) until done() ran or room_cancel. */
+struct st_room {
+  struct st_room *prev, *next; /* the store's queue (utlist) */
+  st_obj *o;
+  uint64_t size;
+  uint64_t deadline_ms; /* hpl__now_ms clock */
+  uint64_t since_ms;
+  room_done_fn done;
+  void *arg;            /* for the caller */
+  int queued;
+};
+
+/* Allocate o's buffer of `size` bytes (as store_obj_alloc). Returns 0 if
+ * it was allocated now (done is not called); 1 if r waits in the queue
+ * (done is called later, exactly once, unless cancelled); or HPL_ENOMEM
+ * with a detail (size larger than the pool, or the deadline has passed).
+ * deadline_ms is absolute (hpl__now_ms); UINT64_MAX means the store's
+ * longest wait (cfg.room_wait_ms). */
+int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room *r,
+               room_done_fn done, void *arg, char *detail, size_t dlen);
+
+/* Take a waiting request off the queue without telling it (a no-op if it
+ * is not queued). */
+void room_cancel(store *s, st_room *r);
+
+/* What holds the pool, for errors: "pool 64 MiB: 60 MiB pinned ..." */
+void room_describe(store *s, char *buf, size_t len);
+
+/* Set up (before anything is allocated) and stop: every waiting request
+ * is told HPL_ECANCELED; answers to EVICT still due are ignored. */
+int room_init(store *s);
+void room_stop(store *s);
+
+#endif

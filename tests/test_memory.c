@@ -1,0 +1,206 @@
+/* test_memory.c - a full pool is not an error: idle secondary copies are
+ * let go (never the last complete copy, never one held), and a create that
+ * does not fit waits for room. Real directory and stores on loopback. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define MB (1024ull * 1024)
+
+static void get_check(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
+  hpl_buf *b;
+  int rc = hpl_get(c, id, th_ms(20000), &b);
+  if (rc) fprintf(stderr, "get %s: %s: %s\n", id, hpl_strerror(rc), hpl_errdetail(c));
+  assert_int_equal(rc, 0);
+  assert_int_equal(hpl_buf_size(b), size);
+  assert_true(th_check_pattern(hpl_buf_data(b), size, seed));
+  hpl_release(c, b);
+}
+
+static int local(hpl_client *c, const char *id) {
+  int loc = 0;
+  int rc = hpl_contains(c, id, th_ms(5000), &loc);
+  assert_true(rc == 0 || rc == HPL_ENOTFOUND);
+  return rc == 0 && loc;
+}
+
+/* Node 1 holds three idle copies got from node 0 (42 MiB of its 64 MiB);
+ * a 28 MiB put there lets the oldest go (two of them: the first leaves a
+ * 14 MiB hole apart from the 22 MiB free at the end, the second makes 28
+ * MiB in one piece), never the newest, and the copies come back from node
+ * 0 when asked for again. Node 0's own puts
+ * (primary copies) are never let go. */
+static void test_idle_copies_make_room(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
+  hpl_client *c0 = th_connect(lc, 0), *c1 = th_connect(lc, 1);
+  const char *ids[] = {"m/a", "m/b", "m/c"};
+  for (int i = 0; i < 3; i++) th_put_pattern(c0, ids[i], 14 * MB, 10 + (uint64_t)i);
+  for (int i = 0; i < 3; i++) get_check(c1, ids[i], 14 * MB, 10 + (uint64_t)i);
+  assert_int_equal(th_counter(c1, "idle_bytes"), 42 * MB);
+  assert_int_equal(th_counter(c1, "evictions"), 0);
+  th_put_pattern(c1, "m/new", 28 * MB, 20);
+  uint64_t ev = th_counter(c1, "evictions");
+  assert_true(ev >= 1 && ev <= 2);
+  assert_int_equal(th_counter(c1, "evicted_bytes"), ev * 14 * MB);
+  assert_false(local(c1, "m/a")); /* the least recently used went first */
+  assert_true(local(c1, "m/c"));  /* the most recent stayed */
+  assert_true(th_counter(c1, "room_waits") >= 1);
+  assert_true(th_dir_counter(lc, "dir_evictions_granted") >= 1);
+  /* the directory no longer lists node 1: a get elsewhere is served, and
+   * node 1 gets the copy again (making room once more) */
+  get_check(c1, "m/a", 14 * MB, 10);
+  get_check(c1, "m/new", 28 * MB, 20);
+  /* node 0's copies are all still there */
+  for (int i = 0; i < 3; i++) assert_true(local(c0, ids[i]));
+  assert_int_equal(th_counter(c0, "evictions"), 0);
+  assert_true(th_counter(c1, "pool_high_water") <= 64 * MB);
+  hpl_close(c0);
+  hpl_close(c1);
+  th_stop(lc, 0);
+}
+
+/* The last complete copy in the cluster is never let go, nor a copy a
+ * client holds: with nothing else idle, a create waits and then fails
+ * with HPL_ENOMEM and a detail saying what holds the pool. */
+static void test_last_and_held_copies_stay(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
+  hpl_client *c0 = th_connect(lc, 0), *c1 = th_connect(lc, 1);
+  th_put_pattern(c0, "k/last", 20 * MB, 1);
+  th_put_pattern(c0, "k/held", 20 * MB, 2);
+  get_check(c1, "k/last", 20 * MB, 1);
+  hpl_buf *held;
+  assert_int_equal(hpl_get(c1, "k/held", th_ms(10000), &held), 0);
+  /* node 0 goes: node 1's copy of k/last is now the only one */
+  assert_int_equal(hpl__lc_signal(lc, 0, SIGKILL), 0);
+  uint64_t deadline = hpl__deadline_ms(th_ms(15000));
+  while (th_dir_counter(lc, "dir_nodes_dead") < 1 && hpl__ms_left(deadline) > 0) th_sleep_ms(50);
+  assert_true(th_dir_counter(lc, "dir_nodes_dead") >= 1);
+  uint64_t t0 = hpl__now_ms();
+  void *d = calloc(1, 30 * MB);
+  int rc = hpl_put(c1, "k/new", d, 30 * MB, 1500);
+  uint64_t took = hpl__now_ms() - t0;
+  const char *why = hpl_errdetail(c1);
+  fprintf(stderr, "put with everything kept: %s after %llu ms: %s\n", hpl_strerror(rc),
+          (unsigned long long)took, why);
+  assert_int_equal(rc, HPL_ENOMEM);
+  assert_true(took >= 1400);
+  assert_non_null(strstr(why, "pinned"));
+  assert_non_null(strstr(why, "only copies"));
+  assert_true(th_counter(c1, "evict_refusals") >= 1);
+  assert_int_equal(th_counter(c1, "evictions"), 0);
+  assert_int_equal(th_counter(c1, "room_timeouts"), 1);
+  /* both copies are intact */
+  assert_true(th_check_pattern(hpl_buf_data(held), 20 * MB, 2));
+  get_check(c1, "k/last", 20 * MB, 1);
+  hpl_release(c1, held);
+  free(d);
+  hpl_close(c0);
+  hpl_close(c1);
+  th_stop(lc, 0);
+}
+
+typedef struct creator {
+  hpl_client *c;
+  const char *id;
+  uint64_t size;
+  int64_t timeout;
+  int rc;
+  uint64_t ms;
+} creator;
+
+static void *create_main(void *arg) {
+  creator *k = arg;
+  uint64_t t0 = hpl__now_ms();
+  void *d = malloc(k->size);
+  memset(d, 7, k->size);
+  k->rc = hpl_put(k->c, k->id, d, k->size, k->timeout);
+  k->ms = hpl__now_ms() - t0;
+  free(d);
+  return NULL;
+}
+
+/* A create that does not fit waits, and goes on as soon as another client
+ * releases what held the room. */
+static void test_create_waits_for_release(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
+  hpl_client *c0 = th_connect(lc, 0), *c1 = th_connect(lc, 1), *c2 = th_connect(lc, 1);
+  th_put_pattern(c0, "w/x", 40 * MB, 3);
+  hpl_buf *held;
+  assert_int_equal(hpl_get(c1, "w/x", th_ms(10000), &held), 0);
+  creator k = {.c = c2, .id = "w/y", .size = 40 * MB, .timeout = th_ms(20000)};
+  pthread_t t;
+  pthread_create(&t, NULL, create_main, &k);
+  th_sleep_ms(800);
+  uint64_t released = hpl__now_ms();
+  assert_int_equal(th_counter(c1, "room_waits"), 1); /* it waits */
+  hpl_release(c1, held);
+  pthread_join(t, NULL);
+  uint64_t after = hpl__now_ms() - released;
+  fprintf(stderr, "create waited %llu ms; done %llu ms after the release\n",
+          (unsigned long long)k.ms, (unsigned long long)after);
+  assert_int_equal(k.rc, 0);
+  assert_true(k.ms >= 700);
+  assert_true(after < 3000);
+  assert_int_equal(th_counter(c1, "evictions"), 1);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c2, "w/y", th_ms(5000), &b), 0);
+  hpl_release(c2, b);
+  assert_false(local(c1, "w/x"));
+  assert_true(local(c0, "w/x")); /* the primary copy stays */
+  hpl_close(c0);
+  hpl_close(c1);
+  hpl_close(c2);
+  th_stop(lc, 0);
+}
+
+/* A broadcast of an object larger than the free space on every receiver
+ * completes: each lets idle copies go. */
+static void test_broadcast_by_eviction(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(4, 64 * MB, NULL, NULL);
+  hpl_client *c[4];
+  for (int i = 0; i < 4; i++) c[i] = th_connect(lc, i);
+  th_put_pattern(c[3], "b/f1", 14 * MB, 31);
+  th_put_pattern(c[3], "b/f2", 14 * MB, 32);
+  for (int i = 1; i <= 2; i++) {
+    get_check(c[i], "b/f1", 14 * MB, 31);
+    get_check(c[i], "b/f2", 14 * MB, 32);
+  }
+  th_put_pattern(c[0], "b/big", 40 * MB, 33);
+  th_getter g[2];
+  for (int i = 0; i < 2; i++) {
+    g[i] = (th_getter){.c = c[i + 1], .id = "b/big", .timeout = th_ms(20000), .size = 40 * MB,
+                       .want = th_pattern_sum(40 * MB, 33)};
+    th_get_start(&g[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    th_get_join(&g[i]);
+    assert_int_equal(g[i].rc, 0);
+    assert_true(g[i].ok);
+    assert_true(th_counter(c[i + 1], "evictions") >= 1);
+  }
+  for (int i = 0; i < 4; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_idle_copies_make_room, th_teardown),
+      cmocka_unit_test_teardown(test_last_and_held_copies_stay, th_teardown),
+      cmocka_unit_test_teardown(test_create_waits_for_release, th_teardown),
+      cmocka_unit_test_teardown(test_broadcast_by_eviction, th_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
