@@ -31,7 +31,7 @@
 static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) {
   st_obj *o = store_find(s, m->id);
   Hplpb__ContainsRep r = HPLPB__CONTAINS_REP__INIT;
-  r.local = o && o->state == OBJ_SEALED;
+  r.local = o && (o->state == OBJ_SEALED || o->state == OBJ_SPILLED);
   session_send(cl, HPL__MSG_CONTAINS_REP, req, &r.base);
 }
 
@@ -76,6 +76,12 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"evict_refusals", s->ctr.evict_refusals},
       {"room_waits", s->ctr.room_waits},
       {"room_timeouts", s->ctr.room_timeouts},
+      {"spilled", s->ctr.spilled},
+      {"spilled_bytes", s->ctr.spilled_bytes},
+      {"spill_dropped", s->ctr.spill_dropped},
+      {"restored", s->ctr.restored},
+      {"restored_bytes", s->ctr.restored_bytes},
+      {"spill_errors", s->ctr.spill_errors},
       {"node_id", s->node_id},
   };
   Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);

@@ -174,6 +174,7 @@ static void sender_start(st_sender *sd) {
       return;
     }
     store_watch(o, &sd->watch); /* parked until the buffer exists */
+    if (o->state == OBJ_SPILLED && sd->s->want_bytes) sd->s->want_bytes(sd->s, o);
     return;
   }
   if (sd->offset > o->size) {

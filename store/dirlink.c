@@ -317,7 +317,7 @@ static void held_next(dirlink *dl) {
       break;
     }
     scanned++;
-    if (o->state != OBJ_SEALED || !o->advertised) continue;
+    if ((o->state != OBJ_SEALED && o->state != OBJ_SPILLED) || !o->advertised) continue;
     if (dl->held_inline && o->inline_obj) {
       Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
       p.id = o->id;

@@ -9,6 +9,7 @@
 #include "fetch.h"
 #include "hoplite.h"
 #include "objects.h"
+#include "room.h"
 #include "util.h"
 #include "uvtimer.h"
 
@@ -74,6 +75,7 @@ static void waiter_timeout(void *arg) {
   snprintf(detail, sizeof detail, "object '%s' not available within the timeout (%s)", o->id,
            o->state == OBJ_FETCHING   ? "it does not exist yet"
            : o->state == OBJ_CREATING ? "it is still being written"
+           : o->state == OBJ_SPILLED  ? "it is being read back from disk"
                                       : "it is still arriving");
   reply_err(g->cl, g->req, HPL_ETIMEDOUT, detail);
   store_unwait(&g->w);
@@ -116,6 +118,7 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
   cl->nwaiters++;
   if (timeout_ms > 0) hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
   if (o->state == OBJ_FETCHING && !o->fetch) fetch_start(s, o);
+  if (o->state == OBJ_SPILLED) room_restore(s, o);
 }
 
 void get_client_gone(store *s, st_client *cl) {

@@ -96,6 +96,10 @@ static const hpl__opt opts[] = {
     {"trim-keep", "BYTES",
      "free bytes kept warm (not given back) for the next\nallocations (default 64M)",
      HPL__OPT_SIZE, OFF(trim_keep), 0, 0, 1ull << 50, NULL},
+    {"spill-dir", "DIR",
+     "when the pool is full and no idle copy can go, write idle\nobjects the cluster needs (puts, "
+     "last copies) to files\nin DIR and free their memory; a get reads them back\n(default: off)",
+     HPL__OPT_STR, OFF(spill_dir), sizeof(((store_config *)0)->spill_dir), 0, 0, NULL},
     {"room-wait-ms", "MS",
      "a create or an incoming copy that does not fit waits\nthis long at most while room is made "
      "(idle copies\nother nodes hold are let go, holds released); a\nshorter client timeout wins "

@@ -9,10 +9,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <uthash.h>
 #include <utlist.h>
 
 #include "hoplite.h"
 #include "log.h"
+#include "spill.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ indexes
@@ -70,7 +72,13 @@ typedef struct st_objects {
   st_walk *walks;   /* open walks */
   st_obj *idle_first, *idle_last; /* the idle list, least recently used first */
   uint64_t idle_bytes;
+  struct obj_file *files; /* spill files by instance (few objects have one) */
 } st_objects;
+
+typedef struct obj_file {
+  uint64_t inst, file;
+  UT_hash_handle hh;
+} obj_file;
 
 static uint64_t mix64(uint64_t x) { /* murmur3's finaliser */
   x ^= x >> 33;
@@ -476,6 +484,11 @@ void store_objects_free(store *s) {
           free(o);
         }
       }
+    obj_file *f, *ftmp;
+    HASH_ITER(hh, t->files, f, ftmp) {
+      HASH_DEL(t->files, f);
+      free(f);
+    }
     idx_free(&t->by_id);
     idx_free(&t->by_inst);
     idx_free(&t->internal);
@@ -572,8 +585,51 @@ static void pool_freed(store *s) {
   uv_timer_start(&s->trim, trim_cb, s->cfg.trim_ms, 0);
 }
 
+int store_obj_set_file(store *s, st_obj *o, uint64_t file) {
+  obj_file *f = calloc(1, sizeof *f);
+  if (!f || !s->objects) {
+    free(f);
+    return HPL_ENOMEM;
+  }
+  f->inst = o->inst;
+  f->file = file;
+  HASH_ADD(hh, s->objects->files, inst, sizeof f->inst, f);
+  o->on_disk = 1;
+  return 0;
+}
+
+static obj_file *file_of(store *s, const st_obj *o) {
+  obj_file *f = NULL;
+  if (o->on_disk && s->objects) HASH_FIND(hh, s->objects->files, &o->inst, sizeof o->inst, f);
+  return f;
+}
+
+uint64_t store_obj_file(store *s, const st_obj *o) {
+  obj_file *f = file_of(s, o);
+  return f ? f->file : 0;
+}
+
+void store_obj_drop_buffer(store *s, st_obj *o) {
+  if (!o->on_disk || !o->data) return;
+  idle_del(s, o);
+  if (o->size) {
+    hpl__pool_free(s->pool, o->data);
+    pool_freed(s);
+  }
+  o->data = NULL;
+  o->progress = 0; /* until it is back (a stream waits for it) */
+  o->state = OBJ_SPILLED;
+  room_changed(s);
+}
+
 static void obj_free(store *s, st_obj *o) {
   if (s->objects) idx_del(&s->objects->by_inst, o);
+  obj_file *f = file_of(s, o);
+  if (f) {
+    if (s->spill) hpl__spill_remove(s->spill, f->file);
+    HASH_DEL(s->objects->files, f);
+    free(f);
+  }
   if (o->data && o->size) {
     hpl__pool_free(s->pool, o->data);
     pool_freed(s);

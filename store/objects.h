@@ -46,6 +46,8 @@ enum {
   OBJ_PULLING = 3,  /* streaming in from a peer */
   OBJ_SEALED = 4,   /* complete */
   OBJ_REDUCING = 5, /* the target of a reduce produced at this node */
+  OBJ_SPILLED = 6,  /* complete, but its bytes are only in a spill file (data NULL):
+                       a get or a pull restores it first (room.c) */
 };
 
 typedef struct st_obj st_obj;
@@ -92,6 +94,8 @@ struct st_obj {
                              from elsewhere: never evicted, only spilled */
   uint8_t on_idle : 1;    /* on the idle list (objects.c) */
   uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
+  uint8_t on_disk : 1;    /* a spill file holds its bytes (store_obj_file) */
+  uint8_t moving : 1;     /* room.c: being written to or read from its spill file */
   uint32_t keep_until;    /* room.c: the directory refused to let it go (the last
                              copy); not asked again before this (seconds, store clock) */
   char id[];              /* NUL-terminated, at most 255 bytes (its key if internal) */
@@ -162,6 +166,15 @@ uint64_t store_obj_deadline(const st_obj *o);
 st_obj *store_idle_oldest(store *s);
 st_obj *store_idle_newer(const st_obj *o);
 uint64_t store_idle_bytes(const store *s);
+
+/* Spill files. store_obj_set_file records that spill file `file` (of
+ * s->spill) holds o's bytes (on_disk; HPL_ENOMEM if it cannot be
+ * recorded); the file is removed when o is freed. store_obj_file gives it
+ * (0: none). store_obj_drop_buffer frees o's pool buffer once its bytes
+ * are on disk: o becomes OBJ_SPILLED, off the idle list. */
+int store_obj_set_file(store *s, st_obj *o, uint64_t file);
+uint64_t store_obj_file(store *s, const st_obj *o);
+void store_obj_drop_buffer(store *s, st_obj *o);
 
 /* How many objects the table holds (not counting reduce streams). */
 size_t store_obj_count(const store *s);

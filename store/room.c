@@ -10,6 +10,7 @@
 #include "dirlink.h"
 #include "hoplite.h"
 #include "log.h"
+#include "spill.h"
 #include "util.h"
 
 #define ROOM_SCAN 4096       /* idle objects looked at per run, at most */
@@ -32,6 +33,7 @@ static uint32_t now_s(void) { return (uint32_t)(hpl__now_ms() / 1000); }
 
 /* Run the queue on the next loop turn (callers may be deep in a free). */
 static void kick(store *s) {
+  s->room_kicked = 1;
   if (s->rooms && s->room_live && !s->stopping) uv_timer_start(&s->room_timer, room_run, 0, 0);
 }
 
@@ -141,6 +143,141 @@ static void evict_for(store *s, uint64_t need) {
   free(ids);
 }
 
+/* ------------------------------------------------------------------ spilling */
+
+/* A write to, or a read from, a spill file for o (referenced meanwhile). */
+typedef struct spill_io {
+  store *s;
+  st_obj *o;
+  uint64_t file;
+} spill_io;
+
+/* o's bytes are written: the file is its, and if nobody took o meanwhile
+ * its buffer goes. */
+static void spill_written(void *arg, int status, int err, const char *detail) {
+  spill_io *x = arg;
+  store *s = x->s;
+  st_obj *o = x->o;
+  (void)err;
+  o->moving = 0;
+  s->spill_inflight -= o->size;
+  if (status == 0 && store_obj_set_file(s, o, x->file) != 0) {
+    hpl__spill_remove(s->spill, x->file);
+    status = HPL_ENOMEM;
+  }
+  if (status == 0) {
+    s->ctr.spilled++;
+    s->ctr.spilled_bytes += o->size;
+    LOG_DEBUG("spilled '%s' (%llu bytes)", o->id, (unsigned long long)o->size);
+  } else if (status != HPL_ECANCELED) {
+    s->ctr.spill_errors++;
+    LOG_WARN("spilling '%s' failed: %s", o->id, *detail ? detail : hpl_strerror(status));
+  }
+  store_obj_unref(s, o); /* idle again, unless someone took it */
+  if (o->on_disk && o->on_idle) store_obj_drop_buffer(s, o);
+  free(x);
+  kick(s);
+}
+
+/* Idle copies the cluster cannot do without (put here, or the last copy),
+ * oldest first, go to spill files until what is being written covers
+ * `need`. One already on disk (restored earlier) just drops its buffer. */
+static void spill_for(store *s, uint64_t need) {
+  if (!s->spill) return;
+  uint32_t now = now_s();
+  size_t seen = 0;
+  st_obj *o = store_idle_oldest(s), *next;
+  for (; o && seen < ROOM_SCAN && s->spill_inflight < need; o = next, seen++) {
+    next = store_idle_newer(o);
+    if (o->evicting || o->moving || !o->size || (!o->primary && o->keep_until <= now)) continue;
+    if (o->on_disk) {
+      s->ctr.spill_dropped++;
+      store_obj_drop_buffer(s, o);
+      continue;
+    }
+    spill_io *x = malloc(sizeof *x);
+    if (!x) return;
+    *x = (spill_io){.s = s, .o = o};
+    if (hpl__spill_write(s->spill, o->data, o->size, spill_written, x, &x->file, NULL) != 0) {
+      LOG_WARN("cannot spill '%s': %s", o->id, hpl__spill_errdetail(s->spill));
+      s->ctr.spill_errors++;
+      free(x);
+      return;
+    }
+    o->moving = 1;
+    store_obj_ref(s, o); /* the buffer is the write's until it ends */
+    s->spill_inflight += o->size;
+  }
+}
+
+/* o's bytes are back in its buffer (or not). */
+static void restore_read(void *arg, int status, int err, const char *detail) {
+  spill_io *x = arg;
+  store *s = x->s;
+  st_obj *o = x->o;
+  (void)err;
+  o->moving = 0;
+  if (status == 0) {
+    s->ctr.restored++;
+    s->ctr.restored_bytes += o->size;
+    LOG_DEBUG("restored '%s' (%llu bytes)", o->id, (unsigned long long)o->size);
+    store_obj_sealed(s, o);
+  } else {
+    char why[512];
+    snprintf(why, sizeof why, "cannot read '%s' back from its spill file: %s", o->id,
+             *detail ? detail : hpl_strerror(status));
+    if (status != HPL_ECANCELED) s->ctr.spill_errors++;
+    LOG_WARN("%s", why);
+    store_obj_drop_buffer(s, o);
+    store_obj_fail(s, o, status == HPL_ECANCELED ? status : HPL_ESYS, why);
+  }
+  store_obj_unref(s, o);
+  free(x);
+}
+
+/* Room for a spilled object's bytes (or none): read them back. */
+static void restore_room(st_room *r, int status, const char *detail) {
+  spill_io *x = r->arg;
+  store *s = x->s;
+  st_obj *o = x->o;
+  free(r);
+  if (status == 0 && hpl__spill_read(s->spill, x->file, 0, o->data, o->size, restore_read, x,
+                                     NULL) == 0)
+    return;
+  char why[640];
+  snprintf(why, sizeof why, "cannot restore '%s': %s", o->id,
+           status ? detail : hpl__spill_errdetail(s->spill));
+  LOG_WARN("%s", why);
+  o->moving = 0;
+  if (o->data) store_obj_drop_buffer(s, o);
+  store_obj_fail(s, o, status ? status : HPL_ESYS, why);
+  store_obj_unref(s, o);
+  free(x);
+}
+
+void room_restore(store *s, st_obj *o) {
+  if (o->state != OBJ_SPILLED || o->moving || !s->spill) return;
+  spill_io *x = malloc(sizeof *x);
+  st_room *r = malloc(sizeof *r);
+  if (!x || !r) {
+    free(x);
+    free(r);
+    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  *x = (spill_io){.s = s, .o = o, .file = store_obj_file(s, o)};
+  o->moving = 1;
+  store_obj_ref(s, o);
+  char detail[640];
+  int rc = room_alloc(s, o, o->size, store_obj_deadline(o), r, restore_room, x, detail,
+                      sizeof detail);
+  if (rc > 0) return;
+  r->arg = x;
+  restore_room(r, rc, detail);
+}
+
+static void want_bytes(store *s, st_obj *o) { room_restore(s, o); }
+
 /* ------------------------------------------------------------------ the queue */
 
 static void dequeue(store *s, st_room *r) {
@@ -154,6 +291,7 @@ static void room_run(uv_timer_t *t) {
   store *s = t->data;
   uint64_t now = hpl__now_ms();
   st_room *r, *tmp;
+  s->room_kicked = 0;
   int served = 1;
   DL_FOREACH_SAFE(s->rooms, r, tmp) {
     if (served && store_obj_alloc(s, r->o, r->size, NULL, 0) == 0) {
@@ -178,10 +316,14 @@ static void room_run(uv_timer_t *t) {
   }
   if (!s->rooms) return;
   uint64_t free_now = hpl__pool_largest_free(s->pool);
-  evict_for(s, s->rooms->size > free_now ? s->rooms->size - free_now : 1);
+  uint64_t need = s->rooms->size > free_now ? s->rooms->size - free_now : 1;
+  evict_for(s, need);
+  /* spill only when letting copies go is not enough */
+  if (s->evict_bytes < need) spill_for(s, need - s->evict_bytes);
   uint64_t next = UINT64_MAX;
   DL_FOREACH(s->rooms, r) if (r->deadline_ms < next) next = r->deadline_ms;
   now = hpl__now_ms();
+  if (s->room_kicked) next = now; /* room was made just now (a buffer dropped) */
   uv_timer_start(&s->room_timer, room_run, next > now ? next - now : 0, 0);
 }
 
@@ -226,6 +368,17 @@ int room_init(store *s) {
   s->room_timer.data = s;
   s->room_live = 1;
   s->room_changed = room_changed;
+  s->want_bytes = want_bytes;
+  if (s->cfg.spill_dir[0]) {
+    char detail[512];
+    int rc = hpl__spill_open(s->loop, s->cfg.spill_dir, 0, &s->spill, detail, sizeof detail);
+    if (rc) {
+      LOG_ERROR("--spill-dir: %s", detail);
+      return rc;
+    }
+    LOG_INFO("spilling to %s (%s)", hpl__spill_dir(s->spill),
+             hpl__spill_direct(s->spill) ? "O_DIRECT" : "through the page cache");
+  }
   return 0;
 }
 
@@ -236,6 +389,9 @@ void room_stop(store *s) {
     r->done(r, HPL_ECANCELED, "the store is stopping");
   }
   s->room_changed = NULL;
+  s->want_bytes = NULL;
+  hpl__spill_close(s->spill); /* pending writes and reads end as cancelled */
+  s->spill = NULL;
   if (s->room_live) uv_close((uv_handle_t *)&s->room_timer, NULL);
   s->room_live = 0;
 }

@@ -60,6 +60,12 @@ int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room
  * is not queued). */
 void room_cancel(store *s, st_room *r);
 
+/* A spilled object (OBJ_SPILLED) is wanted (a get, a pull): read it back
+ * into a new buffer (waiting for room like any other), then it is sealed
+ * again and its waiters told; on failure they hear why. A no-op if it is
+ * already on its way back or spilling is off. */
+void room_restore(store *s, st_obj *o);
+
 /* What holds the pool, for errors: "pool 64 MiB: 60 MiB pinned ..." */
 void room_describe(store *s, char *buf, size_t len);
 

@@ -39,6 +39,7 @@
 #include "pool.h"
 
 typedef struct store store;
+struct st_obj;
 
 typedef struct store_config {
   char dir_host[256];
@@ -64,6 +65,8 @@ typedef struct store_config {
   uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
                                 was freed for this long (0: never) */
   uint64_t trim_keep;        /*   ...all but the lowest this many free bytes (warm) */
+  char spill_dir[256];       /* idle primary copies are written here when the pool is
+                                full ("": never) */
   uint32_t room_wait_ms;     /* a buffer that does not fit waits this long at most for
                                 room (also when the client set no timeout) */
 } store_config;
@@ -85,13 +88,18 @@ typedef struct store_counters {
       evicted_bytes,
       evict_refusals,     /* copies offered that the directory kept (last copy, serving) */
       room_waits,         /* buffers that waited for room */
-      room_timeouts;      /*   ...and found none in time (HPL_ENOMEM) */
+      room_timeouts,      /*   ...and found none in time (HPL_ENOMEM) */
+      spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
+      spill_dropped,            /* buffers freed of objects already on disk */
+      restored, restored_bytes, /* objects read back into the pool */
+      spill_errors;             /* writes or reads of spill files that failed */
 } store_counters;
 
 struct store {
   uv_loop_t *loop;
   store_config cfg;
   hpl__pool *pool;
+  struct hpl__spill *spill; /* cfg.spill_dir's spill files (NULL: off) */
   uint64_t node_id;
   uint64_t start_ms;
   uint32_t inline_max;  /* the directory's, from registration */
@@ -121,6 +129,7 @@ struct store {
   struct st_sender *senders;
   uint32_t nsenders;
   void (*data_idle)(store *s); /* a stream ended and none is left */
+  void (*want_bytes)(store *s, struct st_obj *o); /* room.c's: a stream waits for a spilled copy */
   /* dirlink.c */
   struct dirlink *dl;
   /* fetch.c */
@@ -137,6 +146,8 @@ struct store {
   int room_live;
   uint64_t evict_bytes;   /* bytes offered in EVICTs not answered yet */
   int evict_asks;         /* EVICTs out */
+  int room_kicked;        /* something changed since the queue last ran */
+  uint64_t spill_inflight; /* bytes being written to spill files */
   /* clients.c */
   uv_pipe_t client_listener;
   struct st_client *clients;

@@ -195,12 +195,71 @@ static void test_broadcast_by_eviction(void **state) {
   th_stop(lc, 0);
 }
 
+/* A node with a 64 MiB pool and a spill directory takes 200 MiB of puts:
+ * all succeed, the pool never holds more than its size, every object
+ * reads back byte-exact (locally, and from another node). Idle copies
+ * other nodes hold are let go before anything is spilled. */
+static void test_spill_working_set(void **state) {
+  (void)state;
+  char dir[] = "/tmp/hpl-spill-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char args[128];
+  snprintf(args, sizeof args, "--spill-dir %s", dir);
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, args);
+  hpl_client *c0 = th_connect(lc, 0), *c1 = th_connect(lc, 1);
+  /* node 0 first holds a copy got from node 1: it goes before any spill */
+  th_put_pattern(c1, "s/other", 8 * MB, 99);
+  get_check(c0, "s/other", 8 * MB, 99);
+  enum { N = 25 };
+  char id[32];
+  uint64_t t0 = hpl__now_ms();
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "s/%02d", i);
+    th_put_pattern(c0, id, 8 * MB, 200 + (uint64_t)i);
+    if (i == 6) { /* the pool just filled: the copy went, nothing spilled yet */
+      assert_int_equal(th_counter(c0, "evictions"), 1);
+      assert_int_equal(th_counter(c0, "spilled"), 0);
+    }
+  }
+  uint64_t put_ms = hpl__now_ms() - t0;
+  uint64_t spilled = th_counter(c0, "spilled");
+  fprintf(stderr, "200 MiB put through a 64 MiB pool in %llu ms: %llu objects spilled\n",
+          (unsigned long long)put_ms, (unsigned long long)spilled);
+  assert_true(spilled >= N - 7);
+  assert_true(th_counter(c0, "pool_high_water") <= 64 * MB);
+  for (int i = 0; i < N; i++) {
+    snprintf(id, sizeof id, "s/%02d", i);
+    get_check(c0, id, 8 * MB, 200 + (uint64_t)i);
+  }
+  assert_true(th_counter(c0, "restored") >= N - 7);
+  /* another node gets spilled objects too (node 0 reads them back) */
+  for (int i = 0; i < 3; i++) {
+    snprintf(id, sizeof id, "s/%02d", i);
+    get_check(c1, id, 8 * MB, 200 + (uint64_t)i);
+  }
+  assert_int_equal(th_counter(c0, "spill_errors"), 0);
+  assert_true(th_counter(c0, "pool_high_water") <= 64 * MB);
+  hpl_close(c0);
+  hpl_close(c1);
+  th_stop(lc, 0);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "find %s -type f | grep -v /lock$ | wc -l", dir);
+  FILE *f = popen(cmd, "r");
+  int left = -1;
+  assert_int_equal(fscanf(f, "%d", &left), 1);
+  pclose(f);
+  assert_int_equal(left, 0); /* the store removed its files */
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_idle_copies_make_room, th_teardown),
       cmocka_unit_test_teardown(test_last_and_held_copies_stay, th_teardown),
       cmocka_unit_test_teardown(test_create_waits_for_release, th_teardown),
       cmocka_unit_test_teardown(test_broadcast_by_eviction, th_teardown),
+      cmocka_unit_test_teardown(test_spill_working_set, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
