@@ -356,8 +356,12 @@ static int cmd_cluster(int argc, char **argv) {
   sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, NULL);
+  /* a full pool spills to files under the work directory (each store
+   * makes its own subdirectory there) */
+  char store_args[320];
+  snprintf(store_args, sizeof store_args, "--spill-dir %s/spill", dir);
   hpl__lc_opts o = {.nodes = nodes, .memory = memory, .work_dir = dir, .logs_to_stderr = verbose,
-                   .remove_work_dir = 1};
+                   .remove_work_dir = 1, .store_args = store_args};
   hpl__lc *lc;
   char err[512];
   int rc = hpl__lc_start(&o, &lc, err, sizeof err);

@@ -352,7 +352,10 @@ static void stop_proc(lc_proc *p, int sig) {
 }
 
 /* Remove the work directory: it only holds flat files the cluster made. */
-static void rm_rf(const char *dir) {
+/* Remove dir and what it holds, `depth` levels of subdirectories deep
+ * (the work directory holds the stores' spill directories, which hold
+ * one each per store). Symbolic links are removed, never followed. */
+static void rm_tree(const char *dir, int depth) {
   DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
@@ -360,12 +363,14 @@ static void rm_rf(const char *dir) {
     while ((e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      unlink(path);
+      if (unlink(path) != 0 && errno == EISDIR && depth > 0) rm_tree(path, depth - 1);
     }
     closedir(d);
   }
   rmdir(dir);
 }
+
+static void rm_rf(const char *dir) { rm_tree(dir, 3); }
 
 void hpl__lc_stop(hpl__lc *lc) {
   if (!lc) return;
