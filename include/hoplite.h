@@ -125,6 +125,31 @@ HPL_API const char *hpl_errdetail(const hpl_client *c);
  * Objects
  * ---------------------------------------------------------------------- */
 
+/* Longest TTL a put may ask for: 30 days, in milliseconds. */
+#define HPL_TTL_MAX_MS (30ll * 24 * 3600 * 1000)
+
+/* The lifetime of the objects this handle puts from now on (hpl_put,
+ * hpl_create, hpl_put_many; the setting at the time of the put or create
+ * counts, not the one at the seal). New handles: not owned, no TTL.
+ *  - owned != 0: each object is deleted in the whole cluster (every copy,
+ *    as hpl_delete) when this handle's connection to the store closes:
+ *    hpl_close(), or the process dies. For task runtimes that track
+ *    lineage themselves.
+ *  - ttl_ms > 0: each object is deleted in the whole cluster ttl_ms after
+ *    it was sealed; 0: no TTL. Both may be set; the first to come counts.
+ * The store that sealed the object does the deleting, as soon as it can
+ * (if the directory is unreachable, once it is back). Afterwards the object
+ * is as if never put: hpl_stat gives HPL_ENOTFOUND, a get waits for a new
+ * put like any get of an id that does not exist (HPL_ETIMEDOUT at its
+ * timeout), the id may be used again. Copies held by clients stay readable
+ * until released, as with hpl_delete. If that store stops or dies first,
+ * nothing is deleted: its copies are gone with it, copies elsewhere stay
+ * until deleted.
+ * Errors: HPL_EINVAL (c NULL, ttl_ms < 0). A TTL above HPL_TTL_MAX_MS is
+ * refused by the store: each put then fails with HPL_EINVAL. Does not
+ * block and does not talk to the store. */
+HPL_API int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms);
+
 /* Copy `size` bytes from `data` into a new sealed object `id` (size 0 is
  * allowed; data may then be NULL). The caller keeps ownership of `data`.
  * An object of at most the directory's inline limit (64 KiB by default)

@@ -33,8 +33,10 @@ struct hpl_buf {
 struct hpl_client {
   hpl__cstore st;       /* the store connection, its pool and filter */
   hpl__cdirect *direct; /* NULL: every get goes to the store */
-  pthread_mutex_t lock; /* bufs */
+  pthread_mutex_t lock; /* bufs, owned, ttl_ms */
   hpl_buf *bufs;
+  int owned;       /* the lifetime of what the handle puts (hpl_set_lifetime) */
+  uint64_t ttl_ms;
 };
 
 /* Grace added to the store's own timeouts before the client gives up on a
@@ -309,6 +311,24 @@ int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
 
 /* ------------------------------------------------------------------ objects */
 
+int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms) {
+  if (!c) return HPL_EINVAL;
+  if (ttl_ms < 0) return hpl__cfail(c, HPL_EINVAL, "ttl_ms must be >= 0 (0: no ttl), not %lld",
+                                    (long long)ttl_ms);
+  pthread_mutex_lock(&c->lock);
+  c->owned = owned != 0;
+  c->ttl_ms = (uint64_t)ttl_ms;
+  pthread_mutex_unlock(&c->lock);
+  return 0;
+}
+
+/* The lifetime a put made now asks for. */
+static void lifetime_of(hpl_client *c, int *owned, uint64_t *ttl_ms) {
+  pthread_mutex_lock(&c->lock);
+  *owned = c->owned;
+  *ttl_ms = c->ttl_ms;
+  pthread_mutex_unlock(&c->lock);
+}
 
 int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
   CHECK_ID(c, id);
@@ -317,6 +337,7 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
   r.id = (char *)id;
   r.size = size;
   r.timeout_ms = timeout_ms;
+  lifetime_of(c, &r.owned, &r.ttl_ms);
   Hplpb__CreateRep *rep = NULL;
   int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms,
                 (ProtobufCMessage **)&rep);
@@ -394,6 +415,7 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
     r.id = (char *)id;
     r.size = size;
     r.timeout_ms = timeout_ms;
+    lifetime_of(c, &r.owned, &r.ttl_ms);
     return call_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
   }
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
@@ -498,6 +520,9 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   if (rc) return rc;
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   size_t k, m = 0;
+  int owned;
+  uint64_t ttl_ms;
+  lifetime_of(c, &owned, &ttl_ms); /* one lifetime for the whole batch */
   slot *s = batch_slots(c, &b, &k);
   /* Small objects are one PUT each; larger ones a CREATE now, a SEAL once
    * their bytes are in. */
@@ -514,6 +539,8 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
       q->m.put.id = (char *)ids[i];
       q->m.put.size = sizes[i];
       q->m.put.timeout_ms = timeout_ms;
+      q->m.put.owned = owned;
+      q->m.put.ttl_ms = ttl_ms;
       q->req = (hpl__crpc_req){
           .type = HPL__MSG_PUT, .m = &q->m.put.base, .payload = data[i], .plen = sizes[i]};
     } else {
@@ -521,6 +548,8 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
       q->m.create.id = (char *)ids[i];
       q->m.create.size = sizes[i];
       q->m.create.timeout_ms = timeout_ms;
+      q->m.create.owned = owned;
+      q->m.create.ttl_ms = ttl_ms;
       q->req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &q->m.create.base};
     }
   }

@@ -21,6 +21,7 @@
 #include "dirlink.h"
 #include "get.h"
 #include "hoplite.h"
+#include "lifetime.h"
 #include "log.h"
 #include "objects.h"
 #include "put.h"
@@ -76,6 +77,8 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
       {"evict_refusals", s->ctr.evict_refusals},
       {"room_waits", s->ctr.room_waits},
       {"room_timeouts", s->ctr.room_timeouts},
+      {"owned_deletes", s->ctr.owned_deletes},
+      {"ttl_deletes", s->ctr.ttl_deletes},
       {"spilled", s->ctr.spilled},
       {"spilled_bytes", s->ctr.spilled_bytes},
       {"spill_dropped", s->ctr.spill_dropped},
@@ -192,6 +195,7 @@ static void client_on_close(hpl__conn *c, int status) {
   cl->closed = 1;
   get_client_gone(s, cl);
   put_client_gone(s, cl); /* aborts what it was still writing */
+  lifetime_client_gone(s, cl); /* deletes what it owned */
   DL_DELETE(s->clients, cl);
   s->nclients--;
   session_closed(cl);

@@ -8,6 +8,7 @@
 
 #include "dirlink.h"
 #include "hoplite.h"
+#include "lifetime.h"
 #include "objects.h"
 #include "room.h"
 #include "util.h"
@@ -34,6 +35,8 @@ typedef struct st_put {
   int64_t timeout_ms; /* the CREATE's or PUT's */
   st_room room;       /* PUT_ROOM */
   uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
+  int owned;          /* the request's lifetime (lifetime.c, once sealed) */
+  uint64_t ttl_ms;
 } st_put;
 
 static void put_free_maybe(st_put *p) {
@@ -81,6 +84,7 @@ static void put_finish(st_put *p) {
   p->state = PUT_ENDED;
   o->put = NULL;
   store_obj_sealed(s, o);
+  if (p->owned || p->ttl_ms) lifetime_sealed(s, p->cl, o, p->owned, p->ttl_ms);
   session_reply(p->cl, p->req, 0, NULL);
 }
 
@@ -251,8 +255,16 @@ static void put_room_done(st_room *r, int status, const char *detail) {
 }
 
 void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
+  char detail[160];
+  if (lifetime_check(m->ttl_ms, detail, sizeof detail)) {
+    send_create_err(cl, req, HPL_EINVAL, detail);
+    return;
+  }
   st_put *p = put_begin(s, cl, req, m->id, m->size, 0, m->timeout_ms);
-  if (p && p->state != PUT_ROOM) put_go(p, NULL);
+  if (!p) return;
+  p->owned = m->owned;
+  p->ttl_ms = m->ttl_ms;
+  if (p->state != PUT_ROOM) put_go(p, NULL);
 }
 
 /* The client's put with this handle, while it writes. */
@@ -327,8 +339,15 @@ void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const ui
     session_reply(cl, req, HPL_EINVAL, detail);
     return;
   }
+  char why[160];
+  if (lifetime_check(m->ttl_ms, why, sizeof why)) {
+    session_reply(cl, req, HPL_EINVAL, why);
+    return;
+  }
   st_put *p = put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
   if (!p) return;
+  p->owned = m->owned;
+  p->ttl_ms = m->ttl_ms;
   if (p->state != PUT_ROOM) {
     put_go(p, payload);
     return;

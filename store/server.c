@@ -12,6 +12,7 @@
 #include "dirlink.h"
 #include "fetch.h"
 #include "hoplite.h"
+#include "lifetime.h"
 #include "log.h"
 #include "objects.h"
 #include "puller.h"
@@ -128,7 +129,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
     return rc;
   }
   store_objects_init(s);
-  if ((rc = room_init(s))) return rc;
+  if ((rc = room_init(s)) || (rc = lifetime_init(s))) return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   if ((rc = dataport_start(s, drain_check)) || (rc = clients_start(s)) ||
@@ -168,6 +169,7 @@ void store_stop(store *s) {
   dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
   fetch_stop(s);
   room_stop(s);
+  lifetime_stop(s);
   rdtask_end(s, NULL, 0);
   rdsink_stop(s);
   puller_stop_all(s);
@@ -178,4 +180,5 @@ void store_free(store *s) {
   store_objects_free(s);
   hpl__pool_destroy(s->pool);
   s->pool = NULL;
+  lifetime_free(s);
 }

@@ -19,6 +19,7 @@
  *               reconnects, re-registration
  *   room.c      waiting for room in the pool; letting idle copies go
  *   session.c   a local client's session: references, holds, replies
+ *   lifetime.c  objects put with a lifetime: owned by their client, or a TTL
  *   fetch.c     getting an object this node lacks (fetchsm.c: its states)
  *   get.c       a client's GET: answer, or wait while fetch brings it
  *   put.c       a client's put: create, write, seal or abort
@@ -82,6 +83,8 @@ typedef struct store_counters {
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
       suspect_moves,     /*   ...that moved to another sender on the directory's word */
       clients_refused, conns_refused,
+      owned_deletes,      /* objects deleted because the client owning them left */
+      ttl_deletes,        /* objects deleted because their TTL ran out */
       pool_trims,         /* walks that gave free pool pages back to the kernel */
       pool_trimmed_bytes, /*   ...and the bytes they punched (holes again included) */
       evictions,          /* idle secondary copies let go to make room */
@@ -140,6 +143,10 @@ struct store {
                             initialised) */
   /* rdsink.c */
   struct rd_sink *sinks;
+  /* lifetime.c */
+  struct st_lifetime *lt; /* deletes due: owned objects of clients that left, TTLs */
+  uv_timer_t lt_timer;    /* the one timer: the earliest deadline, or at once */
+  int lt_live;
   /* room.c */
   struct st_room *rooms;  /* waiting for room, in arrival order */
   uv_timer_t room_timer;  /* runs the queue: at once after a change, else at the next deadline */

@@ -35,6 +35,7 @@ typedef struct st_client {
   struct get_waiter *waiters; /* get.c */
   uint32_t nwaiters;
   struct st_put *puts;        /* put.c */
+  struct lt_owned *owned;     /* lifetime.c: instances it put with `owned` */
   int refs;
   int closed;
 } st_client;

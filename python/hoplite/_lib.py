@@ -27,6 +27,7 @@ _CHECKOUT_BUILD = os.path.normpath(os.path.join(_PKG_DIR, "..", "..", "build"))
 # ---------------------------------------------------------------- constants
 # Values from include/hoplite.h.
 HPL_ID_MAX = 255
+TTL_MAX_MS = 30 * 24 * 3600 * 1000  # HPL_TTL_MAX_MS: the longest TTL a put may ask for
 BATCH_MAX = 4096  # requests per hpl_*_many call
 
 OP_SUM, OP_MIN, OP_MAX, OP_PROD = 0, 1, 2, 3
@@ -61,6 +62,7 @@ _PROTOTYPES = {
     "hpl_connect": (_c_int, [_cstr, _i64, _P(ClientP)]),
     "hpl_close": (None, [ClientP]),
     "hpl_errdetail": (_cstr, [ClientP]),
+    "hpl_set_lifetime": (_c_int, [ClientP, _c_int, _i64]),
     "hpl_put": (_c_int, [ClientP, _cstr, _vp, _u64, _i64]),
     "hpl_create": (_c_int, [ClientP, _cstr, _u64, _i64, _P(BufP)]),
     "hpl_buf_progress": (_c_int, [ClientP, BufP, _u64]),

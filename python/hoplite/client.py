@@ -441,6 +441,33 @@ class Client:
         return _view(hold, lib.hpl_buf_data(bufp), lib.hpl_buf_size(bufp), readonly=True)
 
     # -------------------------------------------------------------- put / create
+    def set_lifetime(self, owned=False, ttl=None):
+        """The lifetime of the objects this client puts from now on (put,
+        create, put_many; the setting when the put or create starts counts).
+
+          owned  True: each object is deleted in the whole cluster when this
+                 client's connection to the store closes (close() - which
+                 waits for calls in progress and views, see the module's
+                 notes - or the process exits or dies).
+          ttl    seconds after the seal at which each object is deleted in
+                 the whole cluster (None or 0: no TTL). At most 30 days:
+                 longer TTLs make every put fail with InvalidArgument.
+
+        The store that sealed an object deletes it; views still alive stay
+        readable. Calling it again changes the setting for later puts."""
+        if ttl is None:
+            ms = 0
+        elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or math.isnan(ttl) \
+                or ttl < 0:
+            raise InvalidArgument("ttl must be a number of seconds >= 0 or None, not %r"
+                                  % (ttl,))
+        elif math.isinf(ttl):
+            raise InvalidArgument("ttl must be finite (None: no ttl)")
+        else:
+            ms = int(math.ceil(ttl * 1000.0))
+        with _use(self._n) as h:
+            self._check(self._lib.hpl_set_lifetime(h, 1 if owned else 0, min(ms, 2 ** 62)))
+
     def put(self, obj_id, data, timeout=DEFAULT):
         """Store `data` (any object with the buffer protocol: bytes,
         bytearray, memoryview, numpy array, mmap...) as object `obj_id`.
