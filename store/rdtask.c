@@ -7,6 +7,7 @@
  */
 #include "rdtask.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ struct rd_task {
   size_t es;
   uint64_t size;
   st_obj *src; /* own source (referenced) */
+  st_watch src_watch; /* a spilled source: combining waits until it is back */
   st_obj *out; /* output: a reduce stream, or the target (referenced) */
   int to_target;
   int nch;
@@ -196,9 +198,18 @@ static void work_done(uv_work_t *w, int status) {
   task_try_combine(t);
 }
 
+static void src_back(st_watch *w) {
+  task_try_combine((rd_task *)((char *)w - offsetof(rd_task, src_watch)));
+}
+
 /* Combine whatever every input has delivered. */
 static void task_try_combine(rd_task *t) {
   if (t->working || t->failed || t->blocked_by || t->comb >= t->size) return;
+  if (t->src->state != OBJ_SEALED) { /* spilled: being read back (room.c) */
+    t->src_watch.fn = src_back;
+    store_watch(t->src, &t->src_watch);
+    return;
+  }
   uint64_t avail = t->size;
   for (int j = 0; j < t->nch; j++) {
     rd_child *c = &t->ch[j];
@@ -317,7 +328,10 @@ static void task_free(rd_task *t) {
     if (t->out->internal) store_obj_detach(s, t->out);
     store_obj_unref(s, t->out);
   }
-  if (t->src) store_obj_unref(s, t->src);
+  if (t->src) {
+    store_unwatch(t->src, &t->src_watch);
+    store_obj_unref(s, t->src);
+  }
   free(t);
 }
 
@@ -340,7 +354,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
   char detail[400];
   if (!t) {
     st_obj *src = store_find(s, m->source);
-    if (!src || src->state != OBJ_SEALED || src->size != m->size) {
+    if (!src || (src->state != OBJ_SEALED && src->state != OBJ_SPILLED) || src->size != m->size) {
       LOG_WARN("reduce '%s' slot %u: source '%s' is not here", m->target, m->slot, m->source);
       return;
     }
@@ -358,6 +372,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     t->size = m->size;
     t->src = src;
     store_obj_ref(s, src);
+    if (src->state == OBJ_SPILLED && s->want_bytes) s->want_bytes(s, src); /* read it back */
     t->nch = (int)m->nchildren;
     t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
     t->to_target = m->to_target;

@@ -322,6 +322,54 @@ static void test_spill_working_set(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* A reduce whose source was spilled reads it back first: node 0's source
+ * goes to disk under a working set of later puts, then a reduce of both
+ * nodes' sources gives the right sum (here node 0's slot is the chain's
+ * leaf, whose source its parent pulls like any object, so the pull reads
+ * it back). */
+static void test_reduce_of_spilled_source(void **state) {
+  (void)state;
+  char dir[] = "/tmp/hpl-spill-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char args[128];
+  snprintf(args, sizeof args, "--spill-dir %s", dir);
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, args);
+  hpl_client *c0 = th_connect(lc, 0), *c1 = th_connect(lc, 1);
+  const uint64_t n = 4 * MB / 8; /* 4 MiB of u64 */
+  uint64_t *v = malloc(n * 8);
+  for (uint64_t i = 0; i < n; i++) v[i] = i;
+  assert_int_equal(hpl_put(c0, "r/a", v, n * 8, th_ms(10000)), 0);
+  for (uint64_t i = 0; i < n; i++) v[i] = 3 * i + 1;
+  assert_int_equal(hpl_put(c1, "r/b", v, n * 8, th_ms(10000)), 0);
+  char id[32];
+  for (int i = 0; i < 8; i++) { /* 64 MiB more on node 0: r/a (oldest) goes to disk */
+    snprintf(id, sizeof id, "r/fill%d", i);
+    th_put_pattern(c0, id, 8 * MB, 300 + (uint64_t)i);
+  }
+  assert_true(th_counter(c0, "spilled") >= 1);
+  uint64_t restored0 = th_counter(c0, "restored");
+  const char *src[] = {"r/a", "r/b"};
+  int rc = hpl_reduce(c1, "r/sum", src, 2, 2, HPL_OP_SUM, HPL_DT_U64, th_ms(20000));
+  if (rc) fprintf(stderr, "reduce: %s: %s\n", hpl_strerror(rc), hpl_errdetail(c1));
+  assert_int_equal(rc, 0);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c1, "r/sum", th_ms(20000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), n * 8);
+  const uint64_t *r = hpl_buf_data(b);
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < n; i++) bad += r[i] != 4 * i + 1;
+  assert_int_equal(bad, 0);
+  hpl_release(c1, b);
+  assert_true(th_counter(c0, "restored") > restored0); /* r/a was read back for it */
+  free(v);
+  hpl_close(c0);
+  hpl_close(c1);
+  th_stop(lc, 0);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_idle_copies_make_room, th_teardown),
@@ -330,6 +378,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_broadcast_by_eviction, th_teardown),
       cmocka_unit_test_teardown(test_streamed_copy_stays, th_teardown),
       cmocka_unit_test_teardown(test_spill_working_set, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_of_spilled_source, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
