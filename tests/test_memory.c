@@ -203,56 +203,59 @@ static int add_store(hpl__lc *lc, const char *args) {
 }
 
 /* A complete copy that another node is streaming from is not let go,
- * however full the pool: node 0 puts v/x, nodes 1 and 2 get it at once
- * (one copy serves one receiver, so one of them pulls from the other),
- * and a node's sends of v/ objects crawl at 4 MB/s, so the node in the
- * middle holds a complete copy it keeps serving for seconds. A create
- * there that needs that room waits and fails; once the stream is done, the
- * same create lets the copy go. */
+ * however full the pool. Node 1 gets v/x from its origin, node 0; then
+ * nodes 3 and 2 get it. One copy serves one receiver at a time, so one of
+ * them pulls from node 1. Node 1's sends of v/ objects crawl at 4 MB/s
+ * (and node 0's to node 3), so node 1 keeps serving its complete copy for
+ * seconds. A create there that needs that room waits and fails; once the
+ * streams are done, the same create lets the copy go. */
 static void test_streamed_copy_stays(void **state) {
   (void)state;
-  hpl__lc *lc = th_cluster(1, 64 * MB, NULL, NULL);
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  int n3 = add_store(lc, "--memory 64M");
+  hpl_client *c3 = th_connect(lc, n3);
+  char args[200], id3[32];
+  snprintf(id3, sizeof id3, "%llx", (unsigned long long)th_node_id(c3));
+  snprintf(args, sizeof args, "--memory 64M --faults slow_send=4000000,prefix=v/,to_node=%s", id3);
+  int n0 = add_store(lc, args);
   int n1 = add_store(lc, "--memory 64M --faults slow_send=4000000,prefix=v/");
-  int n2 = add_store(lc, "--memory 64M --faults slow_send=4000000,prefix=v/");
-  hpl_client *c0 = th_connect(lc, 0), *c1 = th_connect(lc, n1), *c2 = th_connect(lc, n2);
+  int n2 = add_store(lc, "--memory 64M");
+  hpl_client *c0 = th_connect(lc, n0), *c1 = th_connect(lc, n1), *c2 = th_connect(lc, n2);
   const uint64_t size = 24 * MB;
   th_put_pattern(c0, "v/x", size, 41);
+  get_check(c1, "v/x", size, 41);
   th_getter g[2];
-  hpl_client *cs[2] = {c1, c2};
+  hpl_client *cs[2] = {c3, c2};
   for (int i = 0; i < 2; i++) {
     g[i] = (th_getter){.c = cs[i], .id = "v/x", .timeout = th_ms(60000), .size = size,
                        .want = th_pattern_sum(size, 41)};
     th_get_start(&g[i]);
+    th_sleep_ms(200);
   }
-  /* the middle node completes at once (from node 0); the other crawls */
-  hpl_client *mid = NULL;
-  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
-  while (!mid && hpl__ms_left(deadline) > 0) {
-    for (int i = 0; i < 2 && !mid; i++)
-      if (local(cs[i], "v/x") && th_counter(cs[i], "data_bytes_sent") > 0) mid = cs[i];
-    if (!mid) th_sleep_ms(20);
-  }
-  assert_non_null(mid);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_counter(c1, "data_bytes_sent") == 0 && hpl__ms_left(deadline) > 0) th_sleep_ms(20);
+  assert_true(th_counter(c1, "data_bytes_sent") > 0); /* node 1 serves its copy */
   void *d = calloc(1, 48 * MB);
-  int rc = hpl_put(mid, "v/new", d, 48 * MB, 1000);
+  int rc = hpl_put(c1, "v/new", d, 48 * MB, 1000);
   fprintf(stderr, "create beside a copy being streamed from: %s: %s\n", hpl_strerror(rc),
-          hpl_errdetail(mid));
+          hpl_errdetail(c1));
   assert_int_equal(rc, HPL_ENOMEM);
-  assert_non_null(strstr(hpl_errdetail(mid), "pinned"));
-  assert_int_equal(th_counter(mid, "evictions"), 0);
-  assert_true(local(mid, "v/x"));
+  assert_non_null(strstr(hpl_errdetail(c1), "pinned"));
+  assert_int_equal(th_counter(c1, "evictions"), 0);
+  assert_true(local(c1, "v/x"));
   for (int i = 0; i < 2; i++) {
     th_get_join(&g[i]);
     assert_int_equal(g[i].rc, 0);
     assert_true(g[i].ok);
   }
-  /* the stream is over: now the copy may go */
-  assert_int_equal(hpl_put(mid, "v/new", d, 48 * MB, th_ms(10000)), 0);
-  assert_int_equal(th_counter(mid, "evictions"), 1);
+  /* the streams are over: now the copy may go */
+  assert_int_equal(hpl_put(c1, "v/new", d, 48 * MB, th_ms(10000)), 0);
+  assert_int_equal(th_counter(c1, "evictions"), 1);
   free(d);
   hpl_close(c0);
   hpl_close(c1);
   hpl_close(c2);
+  hpl_close(c3);
   th_stop(lc, 0);
 }
 
