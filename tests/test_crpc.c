@@ -364,7 +364,9 @@ static void test_waiting_writer_keeps_its_deadline(void **state) {
   start(&p, script_deaf, &store_like);
   caller writer = {.timeout_ms = 1500};
   assert_int_equal(pthread_create(&writer.th, NULL, big_get, &writer), 0);
-  usleep(100000); /* the writer is stuck on the full socket now */
+  /* the writer is stuck on the full socket by now (100 ms was too short
+   * on a loaded machine: the RELEASE then went out before it) */
+  usleep(400000);
   Hplpb__HandleReq n = HPLPB__HANDLE_REQ__INIT;
   uint64_t t0 = hpl__now_ms();
   assert_int_equal(hpl__crpc_send(R, HPL__MSG_RELEASE, &n.base, hpl__deadline_ms(150)),
