@@ -488,10 +488,14 @@ void dataport_serve(store *s, uv_stream_t *t) {
   }
 }
 
-void dataport_restart(store *s, st_obj *o, uint32_t gen) {
-  LOG_INFO("'%s': restarting from byte 0 (generation %u -> %u)", o->id, o->gen, gen);
+void dataport_drop(store *s, st_obj *o) {
   st_sender *sd;
   DL_FOREACH(s->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
+}
+
+void dataport_restart(store *s, st_obj *o, uint32_t gen) {
+  LOG_INFO("'%s': restarting from byte 0 (generation %u -> %u)", o->id, o->gen, gen);
+  dataport_drop(s, o);
   o->progress = 0;
   o->gen = gen;
 }

@@ -38,6 +38,9 @@ int dataport_active(store *s);
  * stream of its old bytes. */
 void dataport_restart(store *s, st_obj *o, uint32_t gen);
 
+/* Cut every stream of the object's bytes (they are about to be replaced). */
+void dataport_drop(store *s, st_obj *o);
+
 /* A reduce stream `key` now exists: serve the pulls waiting for it. */
 void dataport_stream_ready(store *s, const char *key);
 

@@ -506,12 +506,14 @@ int store_filter_fd(const store *s) { return s->filter ? s->filter_fd : -1; }
 /* ------------------------------------------------------------------ life cycle */
 
 /* A record (id inside) with a fresh instance handle, in no index. */
-static st_obj *obj_alloc(store *s, const char *id, int state) {
+/* A new object named `id`, with room for `slack` more characters. */
+static st_obj *obj_alloc(store *s, const char *id, int state, size_t slack) {
   size_t len = strlen(id);
-  st_obj *o = malloc(offsetof(st_obj, id) + len + 1);
+  st_obj *o = malloc(offsetof(st_obj, id) + len + slack + 1);
   if (!o) return NULL;
   memset(o, 0, offsetof(st_obj, id));
   memcpy(o->id, id, len + 1);
+  o->id_room = (uint16_t)(len + slack);
   o->inst = ++s->next_inst;
   o->state = (uint8_t)state;
   o->in_table = 1;
@@ -520,7 +522,7 @@ static st_obj *obj_alloc(store *s, const char *id, int state) {
 
 st_obj *store_obj_new(store *s, const char *id, int state) {
   st_objects *t = objects_of(s);
-  st_obj *o = t ? obj_alloc(s, id, state) : NULL;
+  st_obj *o = t ? obj_alloc(s, id, state, 0) : NULL;
   if (!o) return NULL;
   if (idx_add(&t->by_id, o) != 0) {
     free(o);
@@ -539,7 +541,7 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
 st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
                                size_t dlen) {
   st_objects *t = objects_of(s);
-  st_obj *o = t ? obj_alloc(s, key, OBJ_PULLING) : NULL;
+  st_obj *o = t ? obj_alloc(s, key, OBJ_PULLING, STORE_KEY_SLACK) : NULL;
   if (!o) {
     snprintf(detail, dlen, "out of memory");
     return NULL;
@@ -557,6 +559,21 @@ st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *d
     return NULL;
   }
   return o;
+}
+
+int store_obj_rekey_internal(store *s, st_obj *o, const char *key) {
+  st_objects *t = s->objects;
+  size_t len = strlen(key);
+  if (!t || !o->internal || !o->in_table || len > o->id_room || store_find_internal(s, key))
+    return -1;
+  char old[512];
+  snprintf(old, sizeof old, "%s", o->id);
+  idx_del(&t->internal, o);
+  memcpy(o->id, key, len + 1);
+  if (idx_add(&t->internal, o) == 0) return 0;
+  memcpy(o->id, old, strlen(old) + 1); /* no memory: back under the old key */
+  if (idx_add(&t->internal, o) != 0) o->in_table = 0; /* out of the table, as if detached */
+  return -1;
 }
 
 /* Free pool pages go back to the kernel: a walk of the free list, a

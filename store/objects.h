@@ -98,6 +98,7 @@ struct st_obj {
   uint8_t moving : 1;     /* room.c: being written to or read from its spill file */
   uint32_t keep_until;    /* room.c: the directory refused to let it go (the last
                              copy); not asked again before this (seconds, store clock) */
+  uint16_t id_room;       /* id[] holds up to this many characters */
   char id[];              /* NUL-terminated, at most 255 bytes (its key if internal) */
 };
 
@@ -118,6 +119,14 @@ st_obj *store_obj_new(store *s, const char *id, int state);
  * on failure (nothing changed). */
 st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
                                size_t dlen);
+
+/* Reduce stream `o` (in the table) takes key `key`, for a new generation
+ * of its slot: its buffer (whose pages the old generation has touched)
+ * stays. The key may be up to STORE_KEY_SLACK characters longer than the
+ * one the stream was made with (a generation has at most 10 digits). 0, or
+ * -1 (nothing changed) when it does not fit or there is no memory. */
+#define STORE_KEY_SLACK 10
+int store_obj_rekey_internal(store *s, st_obj *o, const char *key);
 
 /* Take it out of the table (deleted or failed); freed when refs drop to 0
  * (at once if they are 0: `o` must not be used after, unless the caller

@@ -68,6 +68,7 @@ struct rd_task {
   int ended; /* the reduce ended while a step was running */
   int orphan; /* the directory restarted and has not adopted the reduce */
   int failed;
+  int out_kept; /* the next generation of this slot took over `out` (and its reference) */
   /* A slot reset while its step still ran: the old task (ended, working)
    * still writes the output, so the new one starts nothing until it is
    * done. */
@@ -324,7 +325,7 @@ static void task_free(rd_task *t) {
   if (t->successor) t->successor->blocked_by = NULL; /* (only when freed unended) */
   for (int j = 0; j < t->nch; j++) free(t->ch[j].ring);
   free(t->ch);
-  if (t->out) {
+  if (t->out && !t->out_kept) {
     if (t->out->internal) store_obj_detach(s, t->out);
     store_obj_unref(s, t->out);
   }
@@ -343,10 +344,22 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     return;
   }
   rd_task *t = task_find(s, m->target, m->slot), *old_step = NULL;
+  st_obj *kept = NULL; /* the old generation's output stream, to reuse */
   if (t && (t->gen != m->gen || t->rid != m->rid)) { /* a reset: start this slot over */
     /* a combine step of this slot still running (or still awaited) writes
      * the output until it is done */
     old_step = t->working ? t : t->blocked_by;
+    /* The new generation writes into the old one's buffer rather than a new
+     * one: the old generation has touched its pages, while a new buffer's
+     * pages are first touched as bytes arrive - a page fault per 4 KiB on
+     * every node of the restarted part of the tree at once, which made a
+     * restarted chain crawl (issue 13). The old step (old_step) that may
+     * still write into it finishes before the new task starts anything. */
+    if (t->rid == m->rid && !t->to_target && !m->to_target && t->out && t->out->internal &&
+        t->out->in_table && t->out->size == m->size && !t->failed) {
+      kept = t->out;
+      t->out_kept = 1;
+    }
     HASH_DEL(s->tasks, t);
     task_free(t);
     t = NULL;
@@ -354,12 +367,18 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
   char detail[400];
   if (!t) {
     st_obj *src = store_find(s, m->source);
-    if (!src || (src->state != OBJ_SEALED && src->state != OBJ_SPILLED) || src->size != m->size) {
-      LOG_WARN("reduce '%s' slot %u: source '%s' is not here", m->target, m->slot, m->source);
+    int usable = src && (src->state == OBJ_SEALED || src->state == OBJ_SPILLED) &&
+                 src->size == m->size;
+    if (!usable || !(t = calloc(1, sizeof *t))) {
+      if (!usable)
+        LOG_WARN("reduce '%s' slot %u: source '%s' is not here", m->target, m->slot, m->source);
+      if (kept) { /* nobody takes it over */
+        dataport_drop(s, kept);
+        store_obj_detach(s, kept);
+        store_obj_unref(s, kept);
+      }
       return;
     }
-    t = calloc(1, sizeof *t);
-    if (!t) return;
     t->s = s;
     snprintf(t->target, sizeof t->target, "%s", m->target);
     snprintf(t->hkey, sizeof t->hkey, "%u:%s", m->slot, m->target);
@@ -388,11 +407,23 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     } else {
       char key[340];
       stream_key(key, sizeof key, m->target, m->rid, m->slot, m->gen);
-      t->out = store_obj_new_internal(s, key, m->size, detail, sizeof detail);
-      if (t->out) {
+      if (kept) { /* its old bytes' streams end; its reference is this task's now */
+        dataport_drop(s, kept);
+        kept->progress = 0;
+        kept->state = OBJ_PULLING;
+        if (store_obj_rekey_internal(s, kept, key) == 0) {
+          t->out = kept;
+          dataport_stream_ready(s, key); /* pulls that came before the task */
+        } else { /* let it go; a new buffer as below */
+          if (kept->in_table) store_obj_detach(s, kept);
+          store_obj_unref(s, kept);
+        }
+        kept = NULL;
+      }
+      if (!t->out && (t->out = store_obj_new_internal(s, key, m->size, detail, sizeof detail))) {
         store_obj_ref(s, t->out);
         dataport_stream_ready(s, key); /* pulls that came before the task */
-      } else {
+      } else if (!t->out) {
         LOG_WARN("reduce '%s' slot %u: %s", m->target, m->slot, detail);
       }
     }
