@@ -444,11 +444,15 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
   int p = r->plan.parent[j];
   LOG_DEBUG("reduce '%s': slot %d crawls; round trips %u us (its node), %u us (the reporter)",
             r->target, j, a, b);
-  if (a >= DR_SLOW_RTT_US && a >= 4 * (uint64_t)b) return j;
-  if (b >= DR_SLOW_RTT_US && b >= 4 * (uint64_t)a && p >= 0 && r->slots[p].filled &&
-      r->slots[p].node == reporter)
-    return p;
-  return -1;
+  int c = -1;
+  if (a >= DR_SLOW_RTT_US && a >= 4 * (uint64_t)b)
+    c = j;
+  else if (b >= DR_SLOW_RTT_US && b >= 4 * (uint64_t)a && p >= 0 && r->slots[p].filled &&
+           r->slots[p].node == reporter)
+    c = p;
+  /* a slot on the sink stays: every byte of the result ends there anyway,
+   * so moving the slot cannot speed it up */
+  return c >= 0 && r->slots[c].node == r->sink ? -1 : c;
 }
 
 /* Whether slot f could run elsewhere: another complete copy of its source

@@ -29,7 +29,14 @@ typedef struct rd_sink {
   char **srcs;        /* the sources in the tree (REDUCE_SINK), to name to */
   size_t nsrcs;       /*   a restarted directory, which may adopt the tree */
   uint64_t adopting;  /* the instance offered to a restarted directory */
+  /* The root moved away while the old local root's combine step still
+   * wrote the target: the root's stream to pull once it is done */
+  char *pend_key;     /* NULL: none */
+  char pend_addr[64];
+  int pend_port, pend_internal;
 } rd_sink;
+
+static void root_released(store *s, const char *target);
 
 static void sink_srcs_free(rd_sink *k) {
   for (size_t i = 0; i < k->nsrcs; i++) free(k->srcs[i]);
@@ -41,6 +48,8 @@ static void sink_srcs_free(rd_sink *k) {
 /* The reduce is over for this node (or was never ours): let go of it. */
 static void sink_end(rd_sink *k) {
   store *s = k->s;
+  free(k->pend_key);
+  k->pend_key = NULL;
   if (k->pull) puller_cancel(k->pull);
   if (k->o->sink == k) k->o->sink = NULL;
   DL_DELETE(s->sinks, k);
@@ -134,8 +143,22 @@ static void sink_advertise(store *s, st_obj *o) {
   dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
 }
 
+/* Pull the target's bytes from the root's output stream. */
+static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *key, int internal) {
+  store *s = k->s;
+  st_obj *o = k->o;
+  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
+                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow};
+  k->pull = puller_start(s, addr, port, key, internal, 0, o->size, &ops, k);
+  if (!k->pull) {
+    LOG_WARN("reduce '%s': cannot pull the result from %s:%d", o->id, addr, port);
+    rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "cannot connect");
+  }
+}
+
 void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
+  s->root_released = root_released;
   st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
   rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
   if (!k) {
@@ -174,15 +197,32 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
   k->slot = m->root->slot;
   k->gen = m->root->gen;
-  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
-                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow};
-  k->pull = puller_start(s, m->root->addr, (int)m->root->port, m->root->key, m->root->internal, 0,
-                         o->size, &ops, k);
-  if (!k->pull) {
-    LOG_WARN("reduce '%s': cannot pull the result from %s:%u", o->id, m->root->addr,
-             m->root->port);
-    rdtask_report_fail(s, o->id, m->rid, m->root->slot, m->root->gen, "cannot connect");
+  /* the root ran here before: that task must stop writing the target
+   * before the root's stream may */
+  free(k->pend_key);
+  k->pend_key = NULL;
+  if (rdtask_end_root(s, o->id)) {
+    if (!(k->pend_key = strdup(m->root->key))) {
+      sink_fail(k, HPL_ENOMEM, "out of memory");
+      return;
+    }
+    snprintf(k->pend_addr, sizeof k->pend_addr, "%s", m->root->addr);
+    k->pend_port = (int)m->root->port;
+    k->pend_internal = m->root->internal;
+    return;
   }
+  sink_pull_root(k, m->root->addr, (int)m->root->port, m->root->key, m->root->internal);
+}
+
+/* The old local root's last combine step is done: pull the root's stream. */
+static void root_released(store *s, const char *target) {
+  st_obj *o = store_find(s, target);
+  rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
+  if (!k || !k->pend_key || k->pull || k->local) return;
+  char *key = k->pend_key;
+  k->pend_key = NULL;
+  sink_pull_root(k, k->pend_addr, k->pend_port, key, k->pend_internal);
+  free(key);
 }
 
 void rdsink_on_end(store *s, ProtobufCMessage *msg) {

@@ -67,6 +67,7 @@ struct rd_task {
   uint64_t w_from, w_to;
   int ended; /* the reduce ended while a step was running */
   int orphan; /* the directory restarted and has not adopted the reduce */
+  int root_moved; /* to_target, ended because the root runs elsewhere now */
   int failed;
   int out_kept; /* the next generation of this slot took over `out` (and its reference) */
   /* A slot reset while its step still ran: the old task (ended, working)
@@ -191,8 +192,13 @@ static void work_done(uv_work_t *w, int status) {
   t->working = 0;
   if (t->ended) {
     rd_task *next = t->successor;
+    store *s = t->s;
+    char target[sizeof t->target];
+    int root = t->to_target && t->root_moved;
+    snprintf(target, sizeof target, "%s", t->target);
     task_free(t);
     if (next) task_unblock(next);
+    if (root && s->root_released) s->root_released(s, target); /* the target is the sink's */
     return;
   }
   if (status == 0) task_advance(t, t->w_to);
@@ -468,6 +474,21 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
   task_try_combine(t);
 }
 
+
+int rdtask_end_root(store *s, const char *target) {
+  int running = 0;
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (!t->to_target || strcmp(t->target, target) != 0) continue;
+    LOG_INFO("reduce '%s' slot %u: the root runs elsewhere now; the task here ends", t->target,
+             t->slot);
+    HASH_DEL(s->tasks, t);
+    t->root_moved = 1;
+    running |= t->working;
+    task_free(t);
+  }
+  return running;
+}
 
 void rdtask_end(store *s, const char *target, uint64_t rid) {
   rd_task *t, *tmp;

@@ -27,6 +27,12 @@ void rdtask_on_task(store *s, ProtobufCMessage *m);
  * stops). */
 void rdtask_end(store *s, const char *target, uint64_t rid);
 
+/* The root of the reduce into `target` moved away from this node (the
+ * sink): the task that wrote the target here ends. Returns 1 if a combine
+ * step of it still runs on the thread pool (it writes the target until it
+ * is done; then s->root_released(s, target) is called), else 0. */
+int rdtask_end_root(store *s, const char *target);
+
 /* The directory restarted: it does not know this node's tasks. They go on
  * for RDTASK_ORPHAN_MS, in case the new directory adopts their reduce
  * (rdtask_on_adopted), and then end. */

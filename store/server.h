@@ -133,6 +133,8 @@ struct store {
   uint32_t nsenders;
   void (*data_idle)(store *s); /* a stream ended and none is left */
   void (*want_bytes)(store *s, struct st_obj *o); /* room.c's: a stream waits for a spilled copy */
+  void (*root_released)(store *s, const char *target); /* rdsink.c's: a moved root's last
+                                                           combine step is done */
   /* dirlink.c */
   struct dirlink *dl;
   /* fetch.c */

@@ -315,6 +315,60 @@ static void test_reduce_straggler(void **state) {
   th_stop(lc, 0);
 }
 
+/* A slow sink is not a straggler to route around: every byte of the
+ * result ends there anyway. Host 1 asks for a reduce of 2 of the 3
+ * sources (its own among the first two, so the root runs there; the third
+ * is a spare) and its link is slowed to 20 Mbit/s: the stream into it
+ * crawls, its heartbeats queue, and the root slot must stay (moving it to
+ * the spare once left two writers on the target: wrong bytes). */
+static void test_reduce_slow_sink(void **state) {
+  (void)state;
+  hpl_client *c[HOSTS];
+  hpl__lc *lc = start_servers(NULL, NULL, c);
+  th_put_pattern(c[0], "sk/warm", 16 * MB, 6); /* host 1 learns its usual rate */
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[1], "sk/warm", th_ms(20000), &b), 0);
+  hpl_release(c[1], b);
+  const size_t nf = 2 * MB; /* floats: 8 MiB */
+  float *v = malloc(nf * sizeof *v);
+  assert_non_null(v);
+  char ids[HOSTS][32];
+  const char *srcs[HOSTS];
+  for (int i = 0; i < HOSTS; i++) {
+    for (size_t j = 0; j < nf; j++) v[j] = (float)(2 * i + 1);
+    snprintf(ids[i], sizeof ids[i], "sk/src-%d", i);
+    srcs[i] = ids[i];
+    assert_int_equal(hpl_put(c[i], ids[i], v, nf * sizeof *v, th_ms(20000)), 0);
+  }
+  free(v);
+  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 20mbit", prefix,
+         HPL_SRC_DIR))
+    fail_msg("cluster.sh ratelimit failed");
+  uint64_t t0 = hpl__now_ms();
+  int rc = hpl_reduce(c[1], "sk/t", srcs, HOSTS, 2, HPL_OP_SUM, HPL_DT_F32, th_ms(60000));
+  if (!rc) rc = hpl_get(c[1], "sk/t", th_ms(60000), &b);
+  uint64_t took = hpl__now_ms() - t0;
+  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 200mbit", prefix,
+     HPL_SRC_DIR);
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[1]));
+  fprintf(stderr, "reduce into a slow sink: %llu ms\n", (unsigned long long)took);
+  char *text = NULL;
+  assert_int_equal(hpl_reduce_sources(c[1], "sk/t", th_ms(5000), &text), 0);
+  float want = 0;
+  for (int i = 0; i < HOSTS; i++)
+    if (strstr(text, ids[i])) want += (float)(2 * i + 1);
+  fprintf(stderr, "sources: %s", text);
+  hpl_free(text);
+  const float *r = hpl_buf_data(b);
+  for (size_t j = 0; j < nf; j++)
+    if (r[j] != want) fail_msg("element %zu is %g, the sources sum to %g", j, (double)r[j],
+                               (double)want);
+  hpl_release(c[1], b);
+  assert_int_equal(ns_dir_counter(lc, "dir_reduce_stragglers"), 0);
+  for (int i = 0; i < HOSTS; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
   if (getuid() != 0) {
@@ -333,6 +387,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts),
                                      cmocka_unit_test(test_partition_heals),
-                                     cmocka_unit_test(test_reduce_straggler)};
+                                     cmocka_unit_test(test_reduce_straggler),
+                                     cmocka_unit_test(test_reduce_slow_sink)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
