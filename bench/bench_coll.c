@@ -5,6 +5,7 @@
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
+ *              [--procs] [--put-timed]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -15,6 +16,17 @@
  *
  * bcast: node 0 holds a sealed object; nodes 1..N-1 get it concurrently.
  * The object is deleted between repetitions so each one broadcasts again.
+ * With --put-timed the put is part of the sample: the receivers ask for the
+ * object 5 ms before the start (their gets wait for it), node 0's client
+ * puts it at the start.
+ *
+ * Participants are threads of this process by default. With --procs each
+ * node's participant is a process of its own (this program re-run as
+ * `bench_coll --worker I --socket PATH [--netns PREFIX]`, inside host I's
+ * namespace, driven through a pipe), as task workers are: a thread of one
+ * process shares that process's wake-ups and connections, which hides what
+ * a separate process pays. The put (node 0) stays in this process, itself
+ * a separate process from every receiver.
  *
  * reduce: every node holds a source (f32, small integers so any order sums
  * exactly); node 0 reduces them (sum) into a target and gets it.
@@ -23,6 +35,7 @@
  *
  * Output (stdout, and appended to --out): TSV rows
  *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
+ * where impl gets "+procs" and "+put" appended for those modes.
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
  * (bytes that left node 0's data port per repetition, in object copies).
  * With HPL_BENCH_TRACE set, reduce/allreduce print every node's finish time
@@ -30,6 +43,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,39 +65,6 @@ static const char *host_prefix;
 static void join_host(int i) {
   if (host_prefix && hpl__lc_enter_host(host_prefix, i) != 0)
     fprintf(stderr, "bench_coll: cannot enter host %d's namespace: %s\n", i, strerror(errno));
-}
-
-typedef struct part {
-  pthread_barrier_t *done; /* every participant finished its timed part */
-  hpl_client *c;
-  int idx;
-  const char *id;
-  uint64_t size;
-  uint64_t want_sum;
-  uint64_t start_ns;
-  uint64_t end_ns;
-  int rc;
-  int bad;
-  char err[256];
-} part;
-
-static void *bcast_receiver(void *arg) {
-  part *p = arg;
-  hpl_buf *b = NULL;
-  join_host(p->idx);
-  hpl__sleep_until_ns(p->start_ns);
-  p->rc = hpl_get(p->c, p->id, 300000, &b);
-  p->end_ns = hpl__now_ns();
-  /* verify only once everyone is done: checking early would take CPU from
-   * receivers still in the pipeline */
-  pthread_barrier_wait(p->done);
-  if (p->rc) {
-    snprintf(p->err, sizeof p->err, "%s", hpl_errdetail(p->c));
-    return NULL;
-  }
-  p->bad = hpl_buf_size(b) != p->size || hpl__checksum(hpl_buf_data(b), p->size) != p->want_sum;
-  hpl_release(p->c, b);
-  return NULL;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -118,8 +101,10 @@ typedef struct cfg {
   const char *addrs[MAXN];
   uint64_t sizes[32];
   int nsizes, hosts, reps, header;
+  int procs, put_timed; /* --procs, --put-timed */
   uint64_t memory;
   FILE *out, *extra;
+  struct worker *w;     /* --procs: one per node */
 } cfg;
 
 static void emit(cfg *g, const char *line) {
@@ -131,110 +116,284 @@ static void emit(cfg *g, const char *line) {
   }
 }
 
-/* ---- reduce / allreduce */
 
-typedef struct rpart {
-  pthread_barrier_t *done;
-  hpl_client *c;
-  int idx;
-  const char *target;
-  const char *const *srcs;
-  int n;
-  int all; /* allreduce: every participant; else only node 0 runs */
+/* ---- one participant's part of a repetition
+ *
+ * A job runs in a thread of this process or, with --procs, in a worker
+ * process (its command and results go through pipes as fixed-size structs;
+ * the worker is this program, so both ends agree on the layout). */
+
+enum { JOB_QUIT = 0, JOB_GET = 1, JOB_REDUCE = 2, JOB_ALLREDUCE = 3 };
+
+typedef struct job {
+  int kind;
+  int idx;           /* node */
+  int hosts;         /* reduce: sources are bench/OP/src/SIZE/0..hosts-1 */
+  char id[64];       /* JOB_GET: the object; reduce: the target */
+  char op[16];
   uint64_t size;
-  const float *want;
-  uint64_t start_ns, end_ns;
-  int rc, bad;
-  char err[256];
-} rpart;
+  uint64_t sum;      /* JOB_GET: checksum of the expected bytes */
+  uint64_t start_ns; /* when to start (CLOCK_MONOTONIC) */
+} job;
 
-static void *reduce_part(void *arg) {
-  rpart *p = arg;
-  hpl_buf *b = NULL;
-  join_host(p->idx);
-  hpl__sleep_until_ns(p->start_ns);
-  if (p->all) {
-    p->rc = hpl_allreduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32,
-                          300000, &b);
+typedef struct jres {
+  int rc;
+  int bad;
+  uint64_t end_ns;
+  char err[240];
+} jres;
+
+/* The timed part: *b holds the result on success. */
+static int job_timed(hpl_client *c, const job *j, hpl_buf **b, uint64_t *end_ns) {
+  int rc;
+  hpl__sleep_until_ns(j->start_ns);
+  if (j->kind == JOB_GET) {
+    rc = hpl_get(c, j->id, 300000, b);
   } else {
-    p->rc = hpl_reduce(p->c, p->target, p->srcs, (size_t)p->n, 0, HPL_OP_SUM, HPL_DT_F32, 300000);
-    if (p->rc == 0) p->rc = hpl_get(p->c, p->target, 300000, &b);
+    char ids[MAXN][64];
+    const char *srcs[MAXN];
+    for (int i = 0; i < j->hosts; i++) {
+      snprintf(ids[i], sizeof ids[i], "bench/%s/src/%llu/%d", j->op, (unsigned long long)j->size, i);
+      srcs[i] = ids[i];
+    }
+    if (j->kind == JOB_ALLREDUCE) {
+      rc = hpl_allreduce(c, j->id, srcs, (size_t)j->hosts, 0, HPL_OP_SUM, HPL_DT_F32, 300000, b);
+    } else {
+      rc = hpl_reduce(c, j->id, srcs, (size_t)j->hosts, 0, HPL_OP_SUM, HPL_DT_F32, 300000);
+      if (rc == 0) rc = hpl_get(c, j->id, 300000, b);
+    }
   }
-  p->end_ns = hpl__now_ns();
+  *end_ns = hpl__now_ns();
+  return rc;
+}
+
+/* Source i of a reduce holds i + (k % 7) at element k (small integers: any
+ * order of summing is exact), so the sum at k is hosts * (k % 7) +
+ * hosts * (hosts - 1) / 2. */
+static float reduce_elem(int i, size_t k) { return (float)(i + (int)(k % 7)); }
+
+/* 1 if the result of a job's timed part is wrong. */
+static int job_bad(const job *j, hpl_buf *b) {
+  if (hpl_buf_size(b) != j->size) return 1;
+  if (j->kind == JOB_GET) return hpl__checksum(hpl_buf_data(b), j->size) != j->sum;
+  const float *v = hpl_buf_data(b);
+  float base = (float)(j->hosts * (j->hosts - 1) / 2);
+  for (size_t k = 0; k < j->size / 4; k++)
+    if (v[k] != (float)j->hosts * (float)(k % 7) + base) return 1;
+  return 0;
+}
+
+/* A participant as a thread. */
+typedef struct part {
+  pthread_t th;
+  pthread_barrier_t *done; /* every participant finished its timed part */
+  hpl_client *c;
+  job j;
+  jres r;
+} part;
+
+static void *part_thread(void *arg) {
+  part *p = arg;
+  hpl_buf *b = NULL;
+  join_host(p->j.idx);
+  p->r.rc = job_timed(p->c, &p->j, &b, &p->r.end_ns);
+  /* verify only once everyone is done: checking early would take CPU from
+   * participants still in the pipeline */
   pthread_barrier_wait(p->done);
-  if (p->rc) {
-    snprintf(p->err, sizeof p->err, "%s", hpl_errdetail(p->c));
+  if (p->r.rc) {
+    snprintf(p->r.err, sizeof p->r.err, "%s", hpl_errdetail(p->c));
     return NULL;
   }
-  p->bad = hpl_buf_size(b) != p->size || memcmp(hpl_buf_data(b), p->want, p->size) != 0;
+  p->r.bad = job_bad(&p->j, b);
   hpl_release(p->c, b);
   return NULL;
 }
 
-static const char *const *reduce_sources(cfg *g, hpl_client **cs, uint64_t size, float **want) {
-  static char ids[MAXN][64];
-  static const char *srcs[MAXN];
-  size_t n = size / 4;
-  float *w = calloc(n ? n : 1, 4), *d = malloc(size ? size : 1);
-  if (!w || !d) die("out of memory");
-  for (int i = 0; i < g->hosts; i++) {
-    snprintf(ids[i], sizeof ids[i], "bench/%s/src/%llu/%d", g->op, (unsigned long long)size, i);
-    srcs[i] = ids[i];
-    for (size_t j = 0; j < n; j++) {
-      d[j] = (float)(i + (int)(j % 7));
-      w[j] += d[j];
+/* A participant as a process (--procs). */
+struct worker {
+  pid_t pid;
+  int wfd, rfd; /* commands to it, results from it */
+};
+
+static int full_write(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t k = write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int full_read(int fd, void *p, size_t n) {
+  char *c = p;
+  while (n) {
+    ssize_t k = read(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    c += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* The worker's side: run jobs from stdin until JOB_QUIT or EOF. For each:
+ * the timed part, its jres (end time, rc) on stdout, then, once the driver
+ * says every participant is done (one byte), the check (an int). */
+static int worker_main(int idx, const char *sock) {
+  join_host(idx);
+  hpl_client *c;
+  if (hpl_connect(sock, 10000, &c)) {
+    fprintf(stderr, "bench_coll: worker %d cannot connect to %s\n", idx, sock);
+    return 1;
+  }
+  job j;
+  while (full_read(0, &j, sizeof j) == 0 && j.kind != JOB_QUIT) {
+    jres r = {0};
+    hpl_buf *b = NULL;
+    r.rc = job_timed(c, &j, &b, &r.end_ns);
+    if (r.rc) snprintf(r.err, sizeof r.err, "%s", hpl_errdetail(c));
+    char go;
+    if (full_write(1, &r, sizeof r) || full_read(0, &go, 1)) break;
+    int bad = 0;
+    if (r.rc == 0) {
+      bad = job_bad(&j, b);
+      hpl_release(c, b);
     }
-    int rc = hpl_put(cs[i], ids[i], d, size, 300000);
+    if (full_write(1, &bad, sizeof bad)) break;
+  }
+  hpl_close(c);
+  return 0;
+}
+
+static void start_workers(cfg *g, hpl__lc *lc) {
+  extern char **environ;
+  for (int i = 0; i < g->hosts; i++) {
+    int in[2], out[2];
+    if (pipe(in) || pipe(out)) die("pipe failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    char idx[16];
+    snprintf(idx, sizeof idx, "%d", i);
+    char *argv[] = {"bench_coll", "--worker", idx, "--socket", (char *)hpl__lc_socket(lc, i),
+                    g->netns ? "--netns" : NULL, (char *)g->netns, NULL};
+    if (posix_spawn(&g->w[i].pid, "/proc/self/exe", &fa, NULL, argv, environ))
+      die("cannot start a worker process");
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    g->w[i].wfd = in[1];
+    g->w[i].rfd = out[0];
+  }
+}
+
+static void stop_workers(cfg *g) {
+  for (int i = 0; i < g->hosts; i++) {
+    job q = {.kind = JOB_QUIT};
+    full_write(g->w[i].wfd, &q, sizeof q);
+    close(g->w[i].wfd);
+    close(g->w[i].rfd);
+    waitpid(g->w[i].pid, NULL, 0);
+  }
+}
+
+/* Start jobs ps[0..n) (threads, or commands to their nodes' workers). */
+static void launch(cfg *g, part *ps, int n, pthread_barrier_t *done) {
+  if (!g->procs) {
+    pthread_barrier_init(done, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++) {
+      ps[i].done = done;
+      pthread_create(&ps[i].th, NULL, part_thread, &ps[i]);
+    }
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    if (full_write(g->w[ps[i].j.idx].wfd, &ps[i].j, sizeof ps[i].j)) die("a worker is gone");
+}
+
+/* Wait for them; returns the latest end time (at least `start`), or 0 if
+ * any failed or got wrong bytes (reported on stderr). */
+static uint64_t collect(cfg *g, part *ps, int n, pthread_barrier_t *done, uint64_t start) {
+  if (!g->procs) {
+    for (int i = 0; i < n; i++) pthread_join(ps[i].th, NULL);
+    pthread_barrier_destroy(done);
+  } else {
+    for (int i = 0; i < n; i++)
+      if (full_read(g->w[ps[i].j.idx].rfd, &ps[i].r, sizeof ps[i].r)) die("a worker is gone");
+    for (int i = 0; i < n; i++) /* everyone is done: check */
+      if (full_write(g->w[ps[i].j.idx].wfd, "c", 1)) die("a worker is gone");
+    for (int i = 0; i < n; i++)
+      if (full_read(g->w[ps[i].j.idx].rfd, &ps[i].r.bad, sizeof ps[i].r.bad)) die("a worker is gone");
+  }
+  uint64_t last = start;
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    if (ps[i].r.rc || ps[i].r.bad) {
+      fprintf(stderr, "bench_coll: node %d: %s %s\n", ps[i].j.idx,
+              ps[i].r.rc ? hpl_strerror(ps[i].r.rc) : "WRONG BYTES", ps[i].r.err);
+      failed = 1;
+    }
+    if (ps[i].r.end_ns > last) last = ps[i].r.end_ns;
+  }
+  return failed ? 0 : last;
+}
+
+/* ---- reduce / allreduce */
+
+static void reduce_sources(cfg *g, hpl_client **cs, uint64_t size) {
+  size_t n = size / 4;
+  float *d = malloc(size ? size : 1);
+  if (!d) die("out of memory");
+  for (int i = 0; i < g->hosts; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "bench/%s/src/%llu/%d", g->op, (unsigned long long)size, i);
+    for (size_t k = 0; k < n; k++) d[k] = reduce_elem(i, k);
+    int rc = hpl_put(cs[i], id, d, size, 300000);
     if (rc) {
       fprintf(stderr, "bench_coll: put source: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[i]));
       exit(1);
     }
   }
   free(d);
-  *want = w;
-  return srcs;
 }
 
-static void drop_sources(cfg *g, hpl_client **cs, const char *const *srcs) {
-  for (int i = 0; i < g->hosts; i++) hpl_delete(cs[i], srcs[i], 30000);
+static void drop_sources(cfg *g, hpl_client **cs, uint64_t size) {
+  for (int i = 0; i < g->hosts; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "bench/%s/src/%llu/%d", g->op, (unsigned long long)size, i);
+    hpl_delete(cs[i], id, 30000);
+  }
 }
 
-static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep,
-                          const char *const *srcs, const float *want) {
-  char target[64];
-  snprintf(target, sizeof target, "bench/%s/t/%llu/%d", g->op, (unsigned long long)size, rep);
+static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   int all = !strcmp(g->op, "allreduce");
   int np = all ? g->hosts : 1;
-  rpart ps[MAXN];
-  pthread_t th[MAXN];
+  part ps[MAXN];
   pthread_barrier_t done;
-  pthread_barrier_init(&done, NULL, (unsigned)np);
   uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   for (int i = 0; i < np; i++) {
-    ps[i] = (rpart){.done = &done, .c = cs[i], .idx = i, .target = target, .srcs = srcs, .n = g->hosts,
-                    .all = all, .size = size, .want = want, .start_ns = start};
-    pthread_create(&th[i], NULL, reduce_part, &ps[i]);
+    ps[i] = (part){.c = cs[i],
+                   .j = {.kind = all ? JOB_ALLREDUCE : JOB_REDUCE, .idx = i, .hosts = g->hosts,
+                         .size = size, .start_ns = start}};
+    snprintf(ps[i].j.id, sizeof ps[i].j.id, "bench/%s/t/%llu/%d", g->op, (unsigned long long)size, rep);
+    snprintf(ps[i].j.op, sizeof ps[i].j.op, "%s", g->op);
   }
-  uint64_t last = start;
-  int failed = 0;
-  for (int i = 0; i < np; i++) {
-    pthread_join(th[i], NULL);
-    if (ps[i].rc || ps[i].bad) {
-      fprintf(stderr, "bench_coll: node %d: %s %s\n", i,
-              ps[i].rc ? hpl_strerror(ps[i].rc) : "WRONG RESULT", ps[i].err);
-      failed = 1;
-    }
-    if (ps[i].end_ns > last) last = ps[i].end_ns;
-  }
+  launch(g, ps, np, &done);
+  uint64_t last = collect(g, ps, np, &done, start);
   if (getenv("HPL_BENCH_TRACE")) {
     fprintf(stderr, "bench_coll: rep %d ends (ms):", rep);
-    for (int i = 0; i < np; i++) fprintf(stderr, " %d:%.1f", i, (double)(ps[i].end_ns - start) / 1e6);
+    for (int i = 0; i < np; i++) fprintf(stderr, " %d:%.1f", i, (double)(ps[i].r.end_ns - start) / 1e6);
     fprintf(stderr, "\n");
   }
-  pthread_barrier_destroy(&done);
-  int rc = hpl_delete(cs[0], target, 30000);
+  int rc = hpl_delete(cs[0], ps[0].j.id, 30000);
   if (rc) fprintf(stderr, "bench_coll: delete: %s\n", hpl_strerror(rc));
-  return failed ? -1 : (double)(last - start) / 1e9;
+  return last ? (double)(last - start) / 1e9 : -1;
 }
 
 /* One broadcast of `size` bytes. Returns the sample in seconds, <0 on error. */
@@ -242,40 +401,38 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
                          const uint8_t *data, uint64_t sum) {
   char id[64];
   snprintf(id, sizeof id, "bench/bcast/%llu/%d", (unsigned long long)size, rep);
-  int rc = hpl_put(cs[0], id, data, size, 300000);
-  if (rc) {
-    fprintf(stderr, "bench_coll: put: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
-    return -1;
-  }
   uint64_t sent0 = 0, sent1 = 0;
+  int rc;
+  if (!g->put_timed) {
+    rc = hpl_put(cs[0], id, data, size, 300000);
+    if (rc) {
+      fprintf(stderr, "bench_coll: put: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
+      return -1;
+    }
+  }
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent0);
   part ps[MAXN];
-  pthread_t th[MAXN];
-  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   pthread_barrier_t done;
-  pthread_barrier_init(&done, NULL, (unsigned)(g->hosts - 1));
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
+  /* --put-timed: the receivers are already waiting when the put starts */
+  uint64_t ask = g->put_timed ? start - 5 * 1000000ull : start;
   for (int i = 1; i < g->hosts; i++) {
-    ps[i] = (part){.done = &done, .c = cs[i], .idx = i, .id = id, .size = size, .want_sum = sum,
-                   .start_ns = start};
-    pthread_create(&th[i], NULL, bcast_receiver, &ps[i]);
+    ps[i - 1] = (part){.c = cs[i], .j = {.kind = JOB_GET, .idx = i, .size = size, .sum = sum,
+                                         .start_ns = ask}};
+    snprintf(ps[i - 1].j.id, sizeof ps[i - 1].j.id, "%s", id);
   }
-  uint64_t last = start;
-  int failed = 0;
-  for (int i = 1; i < g->hosts; i++) {
-    pthread_join(th[i], NULL);
-    if (ps[i].rc || ps[i].bad) {
-      fprintf(stderr, "bench_coll: node %d: %s %s\n", i,
-              ps[i].rc ? hpl_strerror(ps[i].rc) : "WRONG BYTES", ps[i].err);
-      failed = 1;
-    }
-    if (ps[i].end_ns > last) last = ps[i].end_ns;
+  launch(g, ps, g->hosts - 1, &done);
+  if (g->put_timed) {
+    hpl__sleep_until_ns(start);
+    rc = hpl_put(cs[0], id, data, size, 300000);
+    if (rc) fprintf(stderr, "bench_coll: put: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
   }
-  pthread_barrier_destroy(&done);
+  uint64_t last = collect(g, ps, g->hosts - 1, &done, start);
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent1);
   *src_bytes = sent1 - sent0;
   rc = hpl_delete(cs[0], id, 30000);
   if (rc) fprintf(stderr, "bench_coll: delete: %s\n", hpl_strerror(rc));
-  return failed ? -1 : (double)(last - start) / 1e9;
+  return last ? (double)(last - start) / 1e9 : -1;
 }
 
 static int run(cfg *g) {
@@ -296,6 +453,15 @@ static int run(cfg *g) {
   hpl_client *cs[MAXN];
   for (int i = 0; i < g->hosts; i++)
     if (hpl_connect(hpl__lc_socket(lc, i), 10000, &cs[i])) die("cannot connect to a store");
+  struct worker ws[MAXN];
+  if (g->procs) {
+    g->w = ws;
+    start_workers(g, lc);
+  }
+  char impl[96];
+  snprintf(impl, sizeof impl, "%s%s%s", g->impl, g->procs ? "+procs" : "",
+           g->put_timed ? "+put" : "");
+  g->impl = impl;
   double B = parse_rate(g->rate);
   char line[512];
   if (g->header) emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
@@ -305,15 +471,13 @@ static int run(cfg *g) {
     int is_bcast = !strcmp(g->op, "bcast");
     uint8_t *data = NULL;
     uint64_t sum = 0;
-    float *want = NULL;
-    const char *const *srcs = NULL;
     if (is_bcast) {
       data = malloc(size ? size : 1);
       if (!data) die("out of memory");
       hpl__fill_pattern(data, size, size ^ 0x5eed);
       sum = hpl__checksum(data, size);
     } else {
-      srcs = reduce_sources(g, cs, size, &want);
+      reduce_sources(g, cs, size);
     }
     double v[256];
     uint64_t srcb = 0, srcb_total = 0;
@@ -322,7 +486,7 @@ static int run(cfg *g) {
     int n = 0, bad = 0;
     for (int r = -1; r < g->reps && r < 256; r++) {
       double s = is_bcast ? bcast_once(g, cs, size, r, &srcb, data, sum)
-                          : reduce_once(g, cs, size, r, srcs, want);
+                          : reduce_once(g, cs, size, r);
       if (s < 0) {
         bad = 1;
         break;
@@ -334,8 +498,7 @@ static int run(cfg *g) {
     }
     cpu_sample(&b1, &t1);
     free(data);
-    free(want);
-    if (srcs) drop_sources(g, cs, srcs);
+    if (!is_bcast) drop_sources(g, cs, size);
     double cpu = t1 > t0 ? 100.0 * (double)(b1 - b0) / (double)(t1 - t0) : 0;
     if (bad || n == 0) {
       snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%.1f\n", g->op,
@@ -360,6 +523,7 @@ static int run(cfg *g) {
       fflush(g->extra);
     }
   }
+  if (g->procs) stop_workers(g);
   for (int i = 0; i < g->hosts; i++) hpl_close(cs[i]);
   if (hpl__lc_check(lc, err, sizeof err)) {
     fprintf(stderr, "bench_coll: %s\n", err);
@@ -377,7 +541,11 @@ int main(int argc, char **argv) {
       {"reps", 1, 0, 'r'},       {"netns", 1, 0, 'N'},     {"addrs", 1, 0, 'a'},
       {"rate", 1, 0, 'R'},       {"memory", 1, 0, 'm'},    {"store-args", 1, 0, 'S'},
       {"dir-args", 1, 0, 'D'},   {"impl", 1, 0, 'i'},      {"no-header", 0, 0, 'H'},
-      {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {0, 0, 0, 0}};
+      {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
+      {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
+      {0, 0, 0, 0}};
+  int worker = -1;
+  const char *sock = NULL;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -395,6 +563,10 @@ int main(int argc, char **argv) {
       case 'D': g.dir_args = optarg; break;
       case 'i': g.impl = optarg; break;
       case 'H': g.header = 0; break;
+      case 'P': g.procs = 1; break;
+      case 'T': g.put_timed = 1; break;
+      case 'W': worker = atoi(optarg); break;
+      case 'k': sock = optarg; break;
       case 'O':
         if (!(g.out = fopen(optarg, "a"))) die("cannot open --out");
         break;
@@ -404,6 +576,11 @@ int main(int argc, char **argv) {
       default: die("see the comment at the top of bench/bench_coll.c for usage");
     }
   }
+  if (worker >= 0) {
+    if (!sock) die("--worker needs --socket");
+    return worker_main(worker, sock);
+  }
+  if (g.put_timed && strcmp(g.op, "bcast")) die("--put-timed is for --op bcast");
   if (strcmp(g.op, "bcast") && strcmp(g.op, "reduce") && strcmp(g.op, "allreduce"))
     die("--op must be bcast, reduce or allreduce");
   if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");

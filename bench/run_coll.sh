@@ -8,7 +8,7 @@
 #
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
-# (build/bench/bench_coll), for bcast the request/reply latency floor of
+# (build/bench/bench_coll: threads, --procs, and for bcast --procs --put-timed), for bcast the request/reply latency floor of
 # small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines,
 # then down. Needs root and a build (scripts/bootstrap.sh); installs the
 # MPI/Gloo packages if missing.
@@ -68,10 +68,18 @@ for N in $HOSTS; do
     "$HERE/cluster.sh" up "$N" "$RATE" || exit 1
     "$HERE/p2p_check.sh" --bytes 256M >> "$P2P" || echo "run_coll.sh: p2p check failed" >&2
     addrs=$(for ((i = 0; i < N; i++)); do "$HERE/cluster.sh" addr $i; done | paste -sd,)
-    "$BUILD/bench/bench_coll" --op "$OP" --sizes "$SIZES" --hosts "$N" --reps "$REPS" \
-        --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE" --no-header \
-        --store-args "${HPL_STORE_ARGS---prefault}" \
-        --out "$TSV" --extra-out "$SRC" || echo "run_coll.sh: hoplite run failed" >&2
+    # hoplite three ways: participants as threads of one process, as one
+    # process per host (how task workers run), and for bcast also with the
+    # put inside the timed region (receivers already waiting)
+    modes=("" "--procs")
+    [ "$OP" = bcast ] && modes+=("--procs --put-timed")
+    for mode in "${modes[@]}"; do
+        # shellcheck disable=SC2086
+        "$BUILD/bench/bench_coll" --op "$OP" --sizes "$SIZES" --hosts "$N" --reps "$REPS" \
+            --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE" --no-header $mode \
+            --store-args "${HPL_STORE_ARGS---prefault}" \
+            --out "$TSV" --extra-out "$SRC" || echo "run_coll.sh: hoplite run ($mode) failed" >&2
+    done
     if [ "$OP" = bcast ]; then
         # the floor of any request/reply design for small objects (<= 64 KiB)
         "$BUILD/bench/bench_reqrep" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
