@@ -20,10 +20,11 @@
 
 typedef struct dir_waiter {
   struct dir_waiter *oprev, *onext; /* the object's list, in arrival order */
-  struct dir_waiter *nprev, *nnext; /* the asking node's list */
+  struct dir_waiter *nprev, *nnext; /* the asking node's list (a PEEK: its connection's) */
   dir_server *srv;
   dir_obj *obj;
-  dir_node *node;       /* the asker: answered on node->conn */
+  dir_node *node;       /* the asker: answered on node->conn; NULL for a PEEK */
+  dir_conn *peeker;     /* a PEEK's connection (a client reading directly) */
   uint64_t req_id;
   uint64_t avoid;       /* sender the asker reported as failed */
   uint64_t since_ms;    /* when the ACQUIRE arrived */
@@ -38,8 +39,15 @@ static void waiter_drop(dir_waiter *w) {
   dir_waiter *ol = w->obj->waiters;
   DL_DELETE2(ol, w, oprev, onext);
   w->obj->waiters = ol;
-  DL_DELETE2(w->node->waiters, w, nprev, nnext);
-  w->node->nwaiters--;
+  if (w->node) {
+    DL_DELETE2(w->node->waiters, w, nprev, nnext);
+    w->node->nwaiters--;
+  } else {
+    dir_waiter *pl = w->peeker->peeks;
+    DL_DELETE2(pl, w, nprev, nnext);
+    w->peeker->peeks = pl;
+    w->peeker->npeeks--;
+  }
   hpl__otimer_free(&w->timer, w);
 }
 
@@ -134,6 +142,29 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
   return 1;
 }
 
+/* A PEEK's answer: the bytes if `o` is inline and ready, else
+ * HPL_ENOTFOUND (with the size when the object exists: the client asks its
+ * store, which pulls it) or `miss` (e.g. HPL_ETIMEDOUT). */
+static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, int miss) {
+  Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
+  if (o && o->is_inline && o->state == OBJ_READY) {
+    r.size = o->size;
+    r.inline_ = 1;
+    s->ctr.peeks_served++;
+    hpl__conn_send(c, HPL__MSG_PEEK_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
+    return;
+  }
+  r.status = miss;
+  r.size = o && o->has_size ? o->size : 0;
+  hpl__conn_send(c, HPL__MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+}
+
+/* A waiting PEEK can be answered once its object is ready (with its bytes,
+ * or, for a large object, with "ask your store"), failed or lost. */
+static int peek_due(const dir_obj *o) {
+  return o->state == OBJ_READY || o->state == OBJ_FAILED || o->state == OBJ_LOST;
+}
+
 /* ------------------------------------------------------------------ waiters */
 
 static void waiter_timeout(void *owner);
@@ -154,6 +185,11 @@ static void waiter_arm(dir_waiter *w) {
 
 static void waiter_timeout(void *owner) {
   dir_waiter *w = owner;
+  if (w->peeker) {
+    peek_reply(w->srv, w->peeker->c, w->req_id, w->obj, HPL_ETIMEDOUT);
+    waiter_end(w);
+    return;
+  }
   if (!w->deadline_ms || hpl__now_ms() < w->deadline_ms) {
     /* the ring wait is over: the ordinary rule now */
     if (acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait))
@@ -176,6 +212,13 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
   int served = 0, ring = 0;
   for (dir_waiter *w = o->waiters, *next; w; w = next) {
     next = w->onext;
+    if (w->peeker) {
+      if (peek_due(o)) {
+        peek_reply(s, w->peeker->c, w->req_id, o, HPL_ENOTFOUND);
+        waiter_drop(w);
+      }
+      continue;
+    }
     if (acquire_try(s, w->node, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
       waiter_drop(w);
       served = 1;
@@ -199,6 +242,10 @@ void dir_acquire_serve(dir_server *s, dir_obj *o) {
 
 void dir_acquire_drop_node(dir_server *s, dir_node *n) {
   while (n->waiters) waiter_end(n->waiters);
+}
+
+void dir_acquire_conn_closed(dir_server *s, dir_conn *dc) {
+  while (dc->peeks) waiter_end(dc->peeks);
 }
 
 /* ------------------------------------------------------------------ silent senders */
@@ -358,19 +405,42 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
 
 /* A client's direct read of a small object: the bytes if the directory
  * holds them inline, else status HPL_ENOTFOUND and the client asks its store.
- * No location is recorded: the client keeps a private copy. */
+ * No location is recorded: the client keeps a private copy. A PEEK with a
+ * timeout for an object that is not there yet waits (at most that long, at
+ * most HPL__MAX_WAITING_PER_PEER per connection), so a client already
+ * waiting when a small object is put gets its bytes pushed straight from
+ * the directory. */
 void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
-  Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
   dir_obj *o = dtab_find(&s->tab, m->id);
-  if (o && o->is_inline && o->state == OBJ_READY) {
-    r.size = o->size;
-    r.inline_ = 1;
-    s->ctr.peeks_served++;
-    hpl__conn_send(f->dc->c, HPL__MSG_PEEK_REP, f->req, &r.base, o->inl, o->size, 1, NULL, NULL);
+  if ((o && peek_due(o)) || m->timeout_ms <= 0 || f->dc->npeeks >= HPL__MAX_WAITING_PER_PEER) {
+    peek_reply(s, f->dc->c, f->req, o, HPL_ENOTFOUND);
     return;
   }
-  r.status = HPL_ENOTFOUND;
-  r.size = o ? o->size : 0;
-  hpl__conn_send(f->dc->c, HPL__MSG_PEEK_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
+  if (!o && !(o = dtab_get(&s->tab, m->id))) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  dir_waiter *w = calloc(1, sizeof *w);
+  if (!w) {
+    hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
+    dtab_gc(&s->tab, o);
+    return;
+  }
+  uint64_t now = hpl__now_ms();
+  w->srv = s;
+  w->obj = o;
+  w->peeker = f->dc;
+  w->req_id = f->req;
+  w->since_ms = now;
+  w->deadline_ms = now + (uint64_t)(m->timeout_ms > 60000 ? 60000 : m->timeout_ms);
+  dir_waiter *ol = o->waiters;
+  DL_APPEND2(ol, w, oprev, onext);
+  o->waiters = ol;
+  dir_waiter *pl = f->dc->peeks;
+  DL_APPEND2(pl, w, nprev, nnext);
+  f->dc->peeks = pl;
+  f->dc->npeeks++;
+  s->ctr.peek_waits++;
+  waiter_arm(w);
 }

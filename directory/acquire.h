@@ -7,7 +7,7 @@
  * dir_obj.waiters, in arrival order) and on the asking node's list
  * (nodes.h dir_node.waiters), with a timer for its deadline and for the end
  * of an allreduce ring wait. A waiter belongs to its node, not to a
- * connection: it is answered on node->conn, and the node's waiters are
+ * connection (a PEEK's waiter does: dir_conn.peeks): it is answered on node->conn, and the node's waiters are
  * dropped whenever the node leaves its connection (nodes.c), so no waiter
  * outlives the connection it must answer on.
  *
@@ -22,7 +22,9 @@
 
 /* Handlers (server.c's dispatch table). ACQUIRE needs a registered node:
  * it names the asker's sender, inline bytes, an error, or waits. PEEK may
- * come from any connection: inline bytes or HPL_ENOTFOUND, never a wait. */
+ * come from any connection: inline bytes or HPL_ENOTFOUND; a PEEK with a
+ * timeout for an object that is not ready yet waits for it on the
+ * connection's list (dir_conn.peeks), dropped when the connection closes. */
 void dir_acquire_on_acquire(dir_server *s, const dir_frame *f);
 void dir_acquire_on_peek(dir_server *s, const dir_frame *f);
 
@@ -30,6 +32,9 @@ void dir_acquire_on_peek(dir_server *s, const dir_frame *f);
  * error such as HPL_ELOST), in arrival order, until a pass serves no one
  * an allreduce ring successor could use. Does not free `o`. */
 void dir_acquire_serve(dir_server *s, dir_obj *o);
+
+/* Drop the PEEKs waiting on connection `dc` without a reply (it closed). */
+void dir_acquire_conn_closed(dir_server *s, dir_conn *dc);
 
 /* Drop every waiter of node `n` without a reply (the node is gone or moves
  * to another connection) and free the objects left unreferenced. */

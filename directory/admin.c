@@ -98,6 +98,7 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
       {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
       {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
       {"dir_ring_assigned", s->ctr.ring_assigned}, {"dir_peeks_served", s->ctr.peeks_served},
+      {"dir_peek_waits", s->ctr.peek_waits},
       {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
       {"dir_nodes_dead", s->ctr.nodes_dead},    {"dir_reduce_resets", s->ctr.reduce_resets},
       {"dir_auth_failures", s->ctr.auth_failures}, {"dir_conns", s->nconns},

@@ -127,6 +127,7 @@ static void on_close(hpl__conn *c, int status) {
   dir_nodes_conn_closed(s, dc, status);
   dir_admin_conn_closed(s, dc);
   dir_reduce_conn_closed(s, dc);
+  dir_acquire_conn_closed(s, dc);
   DL_DELETE(s->conns, dc);
   s->nconns--;
   free(dc);

@@ -58,7 +58,7 @@ void dir_config_defaults(dir_config *c);
 
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct dir_counters {
-  uint64_t acquires, inline_served, peeks_served, senders_assigned, ring_assigned, waits,
+  uint64_t acquires, inline_served, peeks_served, peek_waits, senders_assigned, ring_assigned, waits,
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
@@ -81,6 +81,8 @@ typedef struct dir_counters {
 typedef struct dir_conn {
   hpl__conn *c;
   uint32_t ninfos;       /* reduce.c: its REDUCE_INFO requests waiting */
+  void *peeks;           /* acquire.c: its PEEKs waiting for their objects */
+  uint32_t npeeks;
   struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
   struct dir_server *srv;
   struct dir_conn *prev, *next; /* dir_server.conns (utlist DL) */

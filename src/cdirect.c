@@ -20,6 +20,7 @@
 #include "util.h"
 
 #define DIRECT_WAIT_MS 500        /* one exchange with the directory, at most */
+#define DIRECT_PEEK_WAIT_MS 1000  /* a PEEK waits this long for an object not there yet */
 #define DIRECT_BACKOFF_MS 250     /* after a failed exchange, before trying again: */
 #define DIRECT_BACKOFF_MAX 30000  /*   doubling up to this while failures go on */
 #define DIRECT_MAX_INLINE (16u << 20) /* the directory holds no larger inline object */
@@ -34,6 +35,8 @@ struct hpl__cdirect {
   struct sockaddr_storage addr;
   socklen_t addr_len;
   hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
+  int waiting;          /* the exchange under way may wait for its objects
+                           (atomic): other gets go to the store meanwhile */
   hpl__crpc *rpc;       /* the directory connection, NULL when there is none */
   uint64_t retry_ms;    /* no direct read before this (backing off) */
   uint64_t backoff_ms;  /* the current backoff, 0 after a success */
@@ -195,7 +198,7 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
  * all are sent, then every reply is read into found[] and out[]. 0, or -1
  * if the connection failed (the caller drops it; what was found stays). */
 static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want, size_t k,
-                     uint64_t deadline, hpl__cdirect_obj *out, int *found) {
+                     int64_t wait_ms, uint64_t deadline, hpl__cdirect_obj *out, int *found) {
   Hplpb__IdReq *msgs = malloc(k * sizeof *msgs);
   hpl__crpc_req *reqs = malloc(k * sizeof *reqs);
   hpl__crpc_ticket **t = malloc(k * sizeof *t);
@@ -205,6 +208,7 @@ static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want
     for (size_t j = 0; j < k; j++) {
       hplpb__id_req__init(&msgs[j]);
       msgs[j].id = (char *)ids[want[j]];
+      msgs[j].timeout_ms = wait_ms; /* the directory holds it until the object is there */
       reqs[j] = (hpl__crpc_req){.type = HPL__MSG_PEEK, .m = &msgs[j].base};
     }
     if (hpl__crpc_start(d->rpc, reqs, k, deadline, t, &started) != 0) rc = -1;
@@ -239,15 +243,28 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   for (size_t i = 0; want && i < n; i++)
     if (!__atomic_load_n(&d->filter[hpl__filter_slot(ids[i], d->filter_slots)], __ATOMIC_ACQUIRE))
       want[k++] = i;
-  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
+  /* An object that is not there yet is waited for at the directory, which
+   * then pushes a small object's bytes straight here: up to half of what
+   * is left of the timeout, at most DIRECT_PEEK_WAIT_MS, so the store path
+   * keeps time for what the directory does not hold inline. */
+  int64_t left = hpl__ms_left(deadline), wait_ms = DIRECT_PEEK_WAIT_MS;
+  if (left >= 0 && left / 2 < wait_ms) wait_ms = left / 2;
+  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS + wait_ms);
   if (deadline < dl) dl = deadline;
-  if (k == 0 || hpl__turn_take(&d->turn, dl) != 0) { /* nothing to ask, or another get at it */
+  /* nothing to ask, another get waiting at the directory (the store then),
+   * or another get at it for too long */
+  uint64_t turn_dl = hpl__deadline_ms(DIRECT_WAIT_MS);
+  if (deadline < turn_dl) turn_dl = deadline;
+  if (k == 0 || __atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) ||
+      hpl__turn_take(&d->turn, turn_dl) != 0) {
     free(want);
     return 0;
   }
+  __atomic_store_n(&d->waiting, wait_ms > 0, __ATOMIC_RELEASE);
   int rc = hpl__now_ms() < d->retry_ms ? 1
-           : dir_connect(d, dl) == 0   ? peek_many(d, ids, want, k, dl, out, found)
+           : dir_connect(d, dl) == 0   ? peek_many(d, ids, want, k, wait_ms, dl, out, found)
                                        : 1;
+  __atomic_store_n(&d->waiting, 0, __ATOMIC_RELEASE);
   if (rc < 0) {
     hpl__crpc_free(d->rpc);
     d->rpc = NULL;

@@ -42,7 +42,10 @@ void hpl__cdirect_free(hpl__cdirect *d);
 
 /* Try to read objects ids[0..n) from the directory, their PEEKs pipelined
  * on one connection, giving up at `deadline` or after DIRECT_WAIT_MS
- * (cdirect.c), whichever is first. found[i] is 1 where out[i] is set
+ * (cdirect.c), whichever is first; an object that does not exist yet is
+ * waited for at the directory for up to half of what is left until
+ * `deadline` (at most DIRECT_PEEK_WAIT_MS), and while one call waits there
+ * the others go to the store at once. found[i] is 1 where out[i] is set
  * (owned by the caller), 0 where the store must be asked (nothing to free;
  * d == NULL included). Returns how many were found. Thread-safe; exchanges
  * are serialised. A connection that failed in any way is closed, the next

@@ -268,6 +268,7 @@ static void *th_get_main(void *arg) {
   g->ms = g->done_ms - t0;
   if (g->rc == 0) {
     g->ok = hpl_buf_size(b) == g->size && hpl__checksum(hpl_buf_data(b), g->size) == g->want;
+    g->in_pool = th_shm_offset(hpl_buf_data(b)) >= 0;
     hpl_release(g->c, b);
   }
   return NULL;

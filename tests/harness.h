@@ -59,6 +59,7 @@ typedef struct th_getter {
   int64_t timeout;
   uint64_t size, want;
   int rc, ok;
+  int in_pool; /* the bytes were in the store's pool (not a private copy) */
   uint64_t ms, done_ms;
   pthread_t thread;
 } th_getter;

@@ -138,18 +138,32 @@ static void test_small_direct(void **state) {
   hpl_close(d);
 }
 
-/* A get issued before the put waits for it, then succeeds. */
+/* A get issued before the put waits for it, then succeeds. A small one
+ * waits at the directory, which pushes the bytes straight to the client
+ * when they land (B's store is not involved); meanwhile other gets on the
+ * same handle are not held up behind it. A large one is then fetched by the
+ * store as usual. */
 static void test_get_before_put(void **state) {
   (void)state;
   const uint64_t sizes[] = {1000, 8 * MB};
+  th_put_pattern(A, "later/there", 1000, 8);
   for (int i = 0; i < 2; i++) {
     char id[32];
     snprintf(id, sizeof id, "later/%d", i);
+    uint64_t inl0 = th_counter(B, "inline_gets"), rem0 = th_counter(B, "remote_gets");
     th_getter g = {.c = B, .id = id, .timeout = th_ms(20000), .size = sizes[i],
                    .want = th_pattern_sum(sizes[i], 7)};
     uint64_t start = hpl__now_ms();
     th_get_start(&g);
-    th_sleep_ms(400);
+    th_sleep_ms(200);
+    /* an object that is there, through the same handle, while g waits */
+    hpl_buf *b;
+    uint64_t t0 = hpl__now_ms();
+    assert_int_equal(hpl_get(B, "later/there", th_ms(5000), &b), 0);
+    assert_true(hpl__now_ms() - t0 < 150);
+    assert_true(th_check_pattern(hpl_buf_data(b), 1000, 8));
+    hpl_release(B, b);
+    th_sleep_ms(200);
     uint64_t put_at = hpl__now_ms();
     th_put_pattern(A, id, sizes[i], 7);
     th_get_join(&g);
@@ -157,6 +171,12 @@ static void test_get_before_put(void **state) {
     assert_true(g.ok);
     assert_true(g.done_ms >= put_at);
     assert_true(put_at - start >= 390);
+    /* small: the directory's bytes, in the library's own buffer; "later/there"
+     * went to B's store the first time (g was waiting at the directory),
+     * which has held a copy since. Large: B's store fetched it. */
+    assert_int_equal(g.in_pool, sizes[i] > 64 * 1024);
+    assert_int_equal(th_counter(B, "inline_gets"), inl0 + (i == 0));
+    assert_int_equal(th_counter(B, "remote_gets"), rem0 + 1);
   }
 }
 
