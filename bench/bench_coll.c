@@ -35,6 +35,8 @@
  *
  * Output (stdout, and appended to --out): TSV rows
  *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
+ * (cpu_pct: the machine's busy share while the timed parts ran; stderr also
+ * gives it as CPU seconds per GiB that crossed a link)
  * where impl gets "+procs" and "+put" appended for those modes.
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
  * (bytes that left node 0's data port per repetition, in object copies).
@@ -105,6 +107,7 @@ typedef struct cfg {
   uint64_t memory;
   FILE *out, *extra;
   struct worker *w;     /* --procs: one per node */
+  uint64_t cpu_busy, cpu_total; /* /proc/stat ticks within the timed parts */
 } cfg;
 
 static void emit(cfg *g, const char *line) {
@@ -183,10 +186,18 @@ static int job_bad(const job *j, hpl_buf *b) {
   return 0;
 }
 
+/* Threads' meeting point after their timed parts: they check their bytes
+ * only once the driver has read the clock and the CPU counters. */
+typedef struct gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int n, done, open;
+} gate;
+
 /* A participant as a thread. */
 typedef struct part {
   pthread_t th;
-  pthread_barrier_t *done; /* every participant finished its timed part */
+  gate *gt;
   hpl_client *c;
   job j;
   jres r;
@@ -199,7 +210,11 @@ static void *part_thread(void *arg) {
   p->r.rc = job_timed(p->c, &p->j, &b, &p->r.end_ns);
   /* verify only once everyone is done: checking early would take CPU from
    * participants still in the pipeline */
-  pthread_barrier_wait(p->done);
+  pthread_mutex_lock(&p->gt->mu);
+  p->gt->done++;
+  pthread_cond_broadcast(&p->gt->cv);
+  while (!p->gt->open) pthread_cond_wait(&p->gt->cv, &p->gt->mu);
+  pthread_mutex_unlock(&p->gt->mu);
   if (p->r.rc) {
     snprintf(p->r.err, sizeof p->r.err, "%s", hpl_errdetail(p->c));
     return NULL;
@@ -304,11 +319,13 @@ static void stop_workers(cfg *g) {
 }
 
 /* Start jobs ps[0..n) (threads, or commands to their nodes' workers). */
-static void launch(cfg *g, part *ps, int n, pthread_barrier_t *done) {
+static void launch(cfg *g, part *ps, int n, gate *gt) {
   if (!g->procs) {
-    pthread_barrier_init(done, NULL, (unsigned)n);
+    *gt = (gate){.n = n};
+    pthread_mutex_init(&gt->mu, NULL);
+    pthread_cond_init(&gt->cv, NULL);
     for (int i = 0; i < n; i++) {
-      ps[i].done = done;
+      ps[i].gt = gt;
       pthread_create(&ps[i].th, NULL, part_thread, &ps[i]);
     }
     return;
@@ -318,19 +335,33 @@ static void launch(cfg *g, part *ps, int n, pthread_barrier_t *done) {
 }
 
 /* Wait for them; returns the latest end time (at least `start`), or 0 if
- * any failed or got wrong bytes (reported on stderr). */
-static uint64_t collect(cfg *g, part *ps, int n, pthread_barrier_t *done, uint64_t start) {
+ * any failed or got wrong bytes (reported on stderr). The CPU the machine
+ * spent from the start (b0, t0: /proc/stat then) until the last
+ * participant was done is added to g->cpu_busy and g->cpu_total. */
+static uint64_t collect(cfg *g, part *ps, int n, gate *gt, uint64_t start, uint64_t b0,
+                        uint64_t t0) {
+  uint64_t b1, t1;
   if (!g->procs) {
+    pthread_mutex_lock(&gt->mu);
+    while (gt->done < gt->n) pthread_cond_wait(&gt->cv, &gt->mu);
+    cpu_sample(&b1, &t1);
+    gt->open = 1;
+    pthread_cond_broadcast(&gt->cv);
+    pthread_mutex_unlock(&gt->mu);
     for (int i = 0; i < n; i++) pthread_join(ps[i].th, NULL);
-    pthread_barrier_destroy(done);
+    pthread_cond_destroy(&gt->cv);
+    pthread_mutex_destroy(&gt->mu);
   } else {
     for (int i = 0; i < n; i++)
       if (full_read(g->w[ps[i].j.idx].rfd, &ps[i].r, sizeof ps[i].r)) die("a worker is gone");
+    cpu_sample(&b1, &t1);
     for (int i = 0; i < n; i++) /* everyone is done: check */
       if (full_write(g->w[ps[i].j.idx].wfd, "c", 1)) die("a worker is gone");
     for (int i = 0; i < n; i++)
       if (full_read(g->w[ps[i].j.idx].rfd, &ps[i].r.bad, sizeof ps[i].r.bad)) die("a worker is gone");
   }
+  g->cpu_busy += b1 - b0;
+  g->cpu_total += t1 - t0;
   uint64_t last = start;
   int failed = 0;
   for (int i = 0; i < n; i++) {
@@ -375,8 +406,8 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   int all = !strcmp(g->op, "allreduce");
   int np = all ? g->hosts : 1;
   part ps[MAXN];
-  pthread_barrier_t done;
-  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
+  gate done;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull, b0, t0;
   for (int i = 0; i < np; i++) {
     ps[i] = (part){.c = cs[i],
                    .j = {.kind = all ? JOB_ALLREDUCE : JOB_REDUCE, .idx = i, .hosts = g->hosts,
@@ -385,7 +416,9 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
     snprintf(ps[i].j.op, sizeof ps[i].j.op, "%s", g->op);
   }
   launch(g, ps, np, &done);
-  uint64_t last = collect(g, ps, np, &done, start);
+  hpl__sleep_until_ns(start);
+  cpu_sample(&b0, &t0);
+  uint64_t last = collect(g, ps, np, &done, start, b0, t0);
   if (getenv("HPL_BENCH_TRACE")) {
     fprintf(stderr, "bench_coll: rep %d ends (ms):", rep);
     for (int i = 0; i < np; i++) fprintf(stderr, " %d:%.1f", i, (double)(ps[i].r.end_ns - start) / 1e6);
@@ -412,8 +445,8 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
   }
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent0);
   part ps[MAXN];
-  pthread_barrier_t done;
-  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
+  gate done;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull, b0, t0;
   /* --put-timed: the receivers are already waiting when the put starts */
   uint64_t ask = g->put_timed ? start - 5 * 1000000ull : start;
   for (int i = 1; i < g->hosts; i++) {
@@ -422,12 +455,13 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
     snprintf(ps[i - 1].j.id, sizeof ps[i - 1].j.id, "%s", id);
   }
   launch(g, ps, g->hosts - 1, &done);
+  hpl__sleep_until_ns(start);
+  cpu_sample(&b0, &t0);
   if (g->put_timed) {
-    hpl__sleep_until_ns(start);
     rc = hpl_put(cs[0], id, data, size, 300000);
     if (rc) fprintf(stderr, "bench_coll: put: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
   }
-  uint64_t last = collect(g, ps, g->hosts - 1, &done, start);
+  uint64_t last = collect(g, ps, g->hosts - 1, &done, start, b0, t0);
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent1);
   *src_bytes = sent1 - sent0;
   rc = hpl_delete(cs[0], id, 30000);
@@ -481,8 +515,6 @@ static int run(cfg *g) {
     }
     double v[256];
     uint64_t srcb = 0, srcb_total = 0;
-    uint64_t b0, t0, b1, t1;
-    cpu_sample(&b0, &t0);
     int n = 0, bad = 0;
     for (int r = -1; r < g->reps && r < 256; r++) {
       double s = is_bcast ? bcast_once(g, cs, size, r, &srcb, data, sum)
@@ -494,12 +526,20 @@ static int run(cfg *g) {
       if (r >= 0) {
         v[n++] = s;
         srcb_total += srcb;
+      } else {
+        g->cpu_busy = g->cpu_total = 0; /* the warm-up does not count */
       }
     }
-    cpu_sample(&b1, &t1);
     free(data);
     if (!is_bcast) drop_sources(g, cs, size);
-    double cpu = t1 > t0 ? 100.0 * (double)(b1 - b0) / (double)(t1 - t0) : 0;
+    /* CPU over the timed parts only (puts before the start, checks and
+     * deletes after it are not counted); per GiB that reached a receiver */
+    double cpu = g->cpu_total ? 100.0 * (double)g->cpu_busy / (double)g->cpu_total : 0;
+    double cpu_s = (double)g->cpu_busy / (double)sysconf(_SC_CLK_TCK);
+    /* bytes that crossed a link per repetition: each receiver's copy (bcast),
+     * each non-sink source once (reduce), twice for allreduce */
+    double moved = (double)size * (g->hosts - 1) * (!strcmp(g->op, "allreduce") ? 2 : 1) * n;
+    g->cpu_busy = g->cpu_total = 0;
     if (bad || n == 0) {
       snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%.1f\n", g->op,
                (unsigned long long)size, g->hosts, g->impl, cpu);
@@ -515,8 +555,11 @@ static int run(cfg *g) {
              (unsigned long long)size, g->hosts, g->impl, med, v[0], v[n - 1], ratio, cpu);
     emit(g, line);
     double copies = size ? (double)srcb_total / n / (double)size : 0;
-    fprintf(stderr, "bench_coll: %s %llu B to %d receivers: median %.6f s, node 0 sent %.2f copies\n",
-            g->op, (unsigned long long)size, g->hosts - 1, med, copies);
+    fprintf(stderr,
+            "bench_coll: %s %llu B to %d receivers: median %.6f s, node 0 sent %.2f copies, "
+            "CPU %.3f s per GiB moved (%.1f%% of the machine while timed)\n",
+            g->op, (unsigned long long)size, g->hosts - 1, med, copies,
+            moved > 0 ? cpu_s / (moved / (1 << 30)) : 0, cpu);
     if (g->extra && is_bcast) {
       fprintf(g->extra, "%s\t%llu\t%d\t%s\t%llu\t%.3f\n", g->op, (unsigned long long)size,
               g->hosts, g->impl, (unsigned long long)(srcb_total / (uint64_t)n), copies);

@@ -141,13 +141,14 @@ run_chain() {
     got=$(awk '{print $4}' "$tmp/r$((k - 1))")
     rm -rf "$tmp"
     [ "$got" = "$S" ] || { echo "p2p_check.sh: receiver got $got of $S bytes" >&2; return 1; }
-    echo "$start $end $c0 $c1" | awk '{printf "%.6f %.1f\n", $2-$1, 100*($5-$3)/($6-$4)}'
+    echo "$start $end $c0 $c1" | awk -v hz="$(getconf CLK_TCK)" \
+        '{printf "%.6f %.1f %.3f\n", $2-$1, 100*($5-$3)/($6-$4), ($5-$3)/hz}'
 }
 
 report() { # test k
-    local test=$1 k=$2 out secs cpu
+    local test=$1 k=$2 out secs cpu cpus
     out=$(run_chain "$k") || { echo "p2p_check.sh: $test transfer failed" >&2; return 1; }
-    read -r secs cpu <<<"$out"
+    read -r secs cpu cpus <<<"$out"
     local mbit pct
     mbit=$(awk -v s="$S" -v t="$secs" 'BEGIN{printf "%.1f", s*8/t/1e6}')
     if [ "$BPS" -gt 0 ]; then
@@ -155,8 +156,10 @@ report() { # test k
     else
         pct=NA
     fi
-    printf '%s: %d hosts, %s bytes in %s s = %s Mbit/s (%s%% of %s), CPU %s%% of %d cores busy\n' \
-        "$test" "$k" "$S" "$secs" "$mbit" "$pct" "$RATE" "$cpu" "$(nproc)" >&2
+    local per_gib # CPU seconds per GiB that crossed a link (k-1 hops)
+    per_gib=$(awk -v c="$cpus" -v s="$S" -v k="$k" 'BEGIN{printf "%.3f", c/(s*(k-1)/1073741824)}')
+    printf '%s: %d hosts, %s bytes in %s s = %s Mbit/s (%s%% of %s), CPU %s%% of %d cores busy, %s s per GiB moved\n' \
+        "$test" "$k" "$S" "$secs" "$mbit" "$pct" "$RATE" "$cpu" "$(nproc)" "$per_gib" >&2
     printf 'p2p\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$test" "$k" "$RATE" "$S" "$secs" "$mbit" "$pct" "$cpu"
 }
 
