@@ -14,6 +14,14 @@ static int set_log_level(void *cfg, const char *arg) {
   return (c->log_level = hpl__log_level_parse(arg)) < 0 ? -1 : 0;
 }
 
+static int set_log_format(void *cfg, const char *arg) {
+  (void)cfg;
+  int f = hpl__log_format_parse(arg);
+  if (f < 0) return -1;
+  hpl__log_set_format(f);
+  return 0;
+}
+
 /* The options every server has, after the server's own (parsed into an
  * hpl__srv_common). */
 #define COFF(f) offsetof(hpl__srv_common, f)
@@ -29,6 +37,10 @@ static const hpl__opt common_opts[] = {
      HPL__OPT_FLAG, COFF(insecure), 0, 0, 0, NULL},
     {"log-level", "LEVEL", "error|warn|info|debug (default info)", HPL__OPT_FN, 0, 0, 0, 0,
      set_log_level},
+    {"log-format", "FORMAT",
+     "text|json (default text); json: one object per line with\n"
+     "time (UTC), level, service, node, pid and event",
+     HPL__OPT_FN, 0, 0, 0, 0, set_log_format},
     {"help", NULL, "this text", HPL__OPT_FLAG, 0, 0, 0, 0, NULL},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };
