@@ -26,4 +26,4 @@ __all__ = [
     "TooBig", "Mismatch", "Canceled", "Unavailable", "InvalidState", "AuthFailed",
     "BatchError",
 ]
-__version__ = "0.1"
+__version__ = "0.1.0"  # the C project's version (CMakeLists.txt, pyproject.toml)

@@ -6,23 +6,40 @@ structure is ever passed by value, and strings the library allocates are
 received as raw pointers so that they can be given back to hpl_free().
 
 Where the library is looked for, first match wins:
-  1. $HOPLITE_LIB            the path of libhoplite.so itself
+  1. $HOPLITE_LIB            the path of libhoplite.so itself (nothing else is
+                             tried then)
   2. $HOPLITE_BUILD_DIR      a CMake build directory holding libhoplite.so
-  3. <checkout>/build        python/hoplite/../../build/libhoplite.so
-  4. the system's loader     libhoplite.so.0 (an installed library)
+  3. <checkout>/build        python/hoplite/../../build/libhoplite.so, only
+                             when this package is imported from a source
+                             checkout (not from an installed copy)
+  4. pkg-config              libhoplite.so.0 in `pkg-config --variable=libdir
+                             hoplite`: the `cmake --install`ed library whose
+                             hoplite.pc pkg-config finds ($PKG_CONFIG_PATH,
+                             then its default directories)
+  5. the system's loader     libhoplite.so.0 as dlopen() finds it
+                             ($LD_LIBRARY_PATH, the ld.so cache, /usr/lib)
+  6. standard directories    libhoplite.so.0 in /usr/local/lib/<multiarch>,
+                             /usr/local/lib64, /usr/local/lib (an install
+                             ldconfig has not been run after)
 
 ctypes releases the GIL around every call into a CDLL function, so a thread
 blocked in hpl_get() does not stop the other Python threads.
 """
 import ctypes
-import ctypes.util
 import os
+import shutil
+import subprocess
+import sysconfig
 import threading
 
 from .errors import LibraryNotFound
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_CHECKOUT_BUILD = os.path.normpath(os.path.join(_PKG_DIR, "..", "..", "build"))
+_CHECKOUT_TOP = os.path.normpath(os.path.join(_PKG_DIR, "..", ".."))
+_CHECKOUT_BUILD = os.path.join(_CHECKOUT_TOP, "build")
+# python/hoplite in a source tree (not an installed copy of the package)
+_IN_CHECKOUT = os.path.exists(os.path.join(_CHECKOUT_TOP, "include", "hoplite.h"))
+_SONAME = "libhoplite.so.0"
 
 # ---------------------------------------------------------------- constants
 # Values from include/hoplite.h.
@@ -108,10 +125,31 @@ def _candidates():
     bdir = os.environ.get("HOPLITE_BUILD_DIR")
     if bdir:
         yield os.path.join(bdir, "libhoplite.so"), "$HOPLITE_BUILD_DIR"
-    yield os.path.join(_CHECKOUT_BUILD, "libhoplite.so"), "the checkout's build directory"
-    sysname = ctypes.util.find_library("hoplite")
-    if sysname:
-        yield sysname, "the system library path"
+    if _IN_CHECKOUT:
+        yield os.path.join(_CHECKOUT_BUILD, "libhoplite.so"), "the checkout's build directory"
+    libdir = _pkg_config_var("libdir")
+    if libdir:
+        yield os.path.join(libdir, _SONAME), "pkg-config's hoplite.pc"
+    yield _SONAME, "the system's loader"
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    dirs = ["/usr/local/lib/" + multiarch] if multiarch else []
+    for d in dirs + ["/usr/local/lib64", "/usr/local/lib"]:
+        yield os.path.join(d, _SONAME), "a standard directory"
+
+
+def _pkg_config_var(name):
+    """`pkg-config --variable=NAME hoplite`, or None (no pkg-config, no
+    hoplite.pc, an error)."""
+    exe = shutil.which("pkg-config")
+    if not exe:
+        return None
+    try:
+        r = subprocess.run([exe, "--variable=" + name, "hoplite"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = r.stdout.decode("utf-8", "replace").strip()
+    return value if r.returncode == 0 and value else None
 
 
 def load():
@@ -141,10 +179,11 @@ def load():
             _lib, _lib_path = lib, path
             return lib
         raise LibraryNotFound(
-            "libhoplite.so not found. Build it first (cd %s && cmake -S . -B build && "
-            "cmake --build build -j2), or set HOPLITE_LIB=/path/to/libhoplite.so or "
-            "HOPLITE_BUILD_DIR=/path/to/build. Tried: %s"
-            % (os.path.dirname(_CHECKOUT_BUILD), "; ".join(tried) or "nothing"))
+            "libhoplite.so not found. Build it (cmake -S . -B build && cmake --build build -j2 "
+            "in the source tree) and install it (cmake --install build [--prefix P]; with a "
+            "prefix pkg-config does not search, set PKG_CONFIG_PATH=P/lib/pkgconfig), or set "
+            "HOPLITE_LIB=/path/to/libhoplite.so or HOPLITE_BUILD_DIR=/path/to/build. Tried: %s"
+            % ("; ".join(tried) or "nothing"))
 
 
 def library_path():
@@ -154,16 +193,37 @@ def library_path():
 
 
 def build_dir():
-    """The build directory the servers (hoplite-directory, hoplite-store) are
-    taken from: $HOPLITE_BUILD_DIR, else the directory of the loaded library
-    if it holds them, else <checkout>/build."""
+    """The directory the servers (hoplite-directory, hoplite-store) are taken
+    from: $HOPLITE_BUILD_DIR, else the directory of the loaded library if it
+    holds them (a build directory), else the bin/ of the prefix the loaded
+    library was installed into (PREFIX/lib or PREFIX/lib/<multiarch>), else
+    <checkout>/build."""
     bdir = os.environ.get("HOPLITE_BUILD_DIR")
     if bdir:
         return bdir
     try:
-        libdir = os.path.dirname(os.path.abspath(library_path()))
-        if os.path.exists(os.path.join(libdir, "hoplite-store")):
-            return libdir
+        path = library_path()
+        if os.sep not in path:  # found by the loader: ask it where
+            path = _loaded_path(path)
+        libdir = os.path.dirname(os.path.realpath(path))
+        for d in (libdir, os.path.join(libdir, "..", "bin"),
+                  os.path.join(libdir, "..", "..", "bin")):
+            if os.path.exists(os.path.join(d, "hoplite-store")):
+                return os.path.normpath(d)
     except LibraryNotFound:
         pass
     return _CHECKOUT_BUILD
+
+
+def _loaded_path(soname):
+    """The file the process mapped for `soname`, from /proc/self/maps (the
+    soname itself if it is not listed)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and os.path.basename(fields[5].strip()).startswith(soname):
+                    return fields[5].strip()
+    except OSError:
+        pass
+    return soname
