@@ -15,7 +15,10 @@
 #     find_package(hoplite) and hoplite::hoplite, and runs that program too;
 #   - `pip install --target`s ./python (PyPI never asked: PIP_NO_INDEX), and
 #     from another directory imports it with /usr/bin/python3, checks it is
-#     the installed copy with the installed library, and puts and gets.
+#     the installed copy with the installed library, and puts and gets; the
+#     backend's sdist installs the same files;
+#   - as the README says: `pip install ./python` in a venv, then a put and get
+#     with the venv's python.
 # Everything it started is stopped by pid and the directory removed at exit.
 set -eu
 
@@ -205,5 +208,24 @@ c1.close()
 print("test_install: python ok (%s, %s)" % (hoplite.__file__, hoplite.library_path()))
 EOF
 ) || fail "the pip-installed package failed"
+
+# the README's way: a venv (Debian's pip will not install into the system
+# python), pip install ./python in it
+step "python3 -m venv; pip install $src/python"
+/usr/bin/python3 -m venv --system-site-packages "$tmp/venv" >"$tmp/venv.log" 2>&1 ||
+  show_fail "$tmp/venv.log" "python3 -m venv failed (python3-venv installed?)"
+"$tmp/venv/bin/pip" install "$src/python" >"$tmp/venv.log" 2>&1 ||
+  show_fail "$tmp/venv.log" "pip install ./python in a venv failed"
+(cd "$tmp/elsewhere" &&
+  LD_PRELOAD=$asan ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$tmp/venv/bin/python" -c '
+import os, sys, hoplite
+venv, libdir, sock0, sock1 = sys.argv[1:]
+assert os.path.realpath(hoplite.__file__).startswith(os.path.realpath(venv) + os.sep), hoplite.__file__
+assert os.path.dirname(os.path.realpath(hoplite.library_path())) == os.path.realpath(libdir)
+data = bytes(range(256)) * 4096
+hoplite.Client(sock1).put("inst-venv", data)
+assert bytes(hoplite.Client(sock0).get("inst-venv", timeout=10)) == data' \
+    "$tmp/venv" "$libdir" "$sock0" "$sock1") ||
+  fail "the package installed in a venv failed"
 
 step "ok"
