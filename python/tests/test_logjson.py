@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 
 import hoplite
 
@@ -37,9 +38,14 @@ def read_json_log(path):
 
 
 def test_json_logs():
-    lc = start_cluster(2, memory="64M", log_level="debug", keep_workdir=True,
-                       dir_args=["--log-format", "json"],
-                       store_args=["--grace-ms", "1000", "--log-format", "json"])
+    workdir = tempfile.mkdtemp(prefix="hpl-logjson-")  # ours: the logs outlive stop()
+    try:
+        lc = start_cluster(2, memory="64M", log_level="debug", workdir=workdir,
+                           dir_args=["--log-format", "json"],
+                           store_args=["--grace-ms", "1000", "--log-format", "json"])
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     t0 = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=5)
     obj = b'log"q\\b\xc3\xa9\xff-1'  # quote, backslash, e-acute, a byte that is not UTF-8
     seen = obj.decode("utf-8", "replace")  # what the log must show: \xff -> U+FFFD
@@ -89,7 +95,7 @@ def test_json_logs():
             raw = f.read()
         assert b'log\\"q\\\\b\xc3\xa9\\ufffd-1' in raw  # the escapes themselves
     finally:
-        shutil.rmtree(lc.workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_text_logs_unchanged():
