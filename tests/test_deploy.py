@@ -16,8 +16,11 @@ manifests) against the servers this tree builds.
   ExecStart lines (systemd's specifiers and ${VAR}/$VAR expansion
   emulated, the shipped env files with loopback test values), then a put
   on one store and a get on the other with the hoplite CLI; if strace
-  works here, every system call the servers made must pass the units'
-  SystemCallFilter. The same with the manifests' containers: init scripts,
+  works here (not in a sanitizer build), what the servers did must pass
+  the units' sandbox: every system call in SystemCallFilter=, socket
+  families in RestrictAddressFamilies=, files written only in the unit's
+  RuntimeDirectory=/CacheDirectory= (ProtectSystem=strict), no writable and
+  executable memory (MemoryDenyWriteExecute=). The same with the manifests' containers: init scripts,
   server arguments, probes and the client Job's script, with mount paths
   mapped into a scratch directory.
 """
@@ -227,15 +230,87 @@ def allowed_syscalls(filters):
     return allow - deny
 
 
-def strace_syscalls(path):
-    """Names of the system calls in an `strace -f -o path` log."""
-    names = set()
+def strace_calls(path):
+    """(name, arguments, result) of each system call in an `strace -f -y`
+    log, a call split by other threads' calls ("<unfinished ...>", "<...
+    resumed>") joined again."""
+    pending = {}
     with open(path, errors="replace") as f:
         for line in f:
-            m = re.match(r"^\d+\s+(?:<\.\.\. )?([a-z_0-9]+)[( ]", line)
-            if m and m.group(1) not in ("exit", "resumed"):
-                names.add(m.group(1))
-    return names
+            m = re.match(r"^(\d+)\s+(.*)$", line.rstrip("\n"))
+            if not m:
+                continue
+            pid, rest = m.groups()
+            if rest.endswith("<unfinished ...>"):
+                pending[pid] = rest[:-len("<unfinished ...>")]
+                continue
+            r = re.match(r"^<\.\.\. (\w+) resumed>(.*)$", rest)
+            if r:
+                rest = pending.pop(pid, r.group(1) + "(") + r.group(2)
+            c = re.match(r"^(\w+)\((.*)\)\s+=\s+(-?\w+)", rest)
+            if c:
+                yield c.groups()
+            elif re.match(r"^(\w+)\(", rest) and not rest.startswith(("exit(", "exit_group(")):
+                yield rest.split("(", 1)[0], rest, "?"
+
+
+def strace_syscalls(path):
+    """Names of the system calls in an strace log."""
+    return {name for name, _, _ in strace_calls(path)}
+
+
+def sandbox_violations(path, writable, families):
+    """What an strace log shows the process did that its unit's sandbox
+    would refuse: a file created, opened for writing, renamed or removed,
+    or a Unix socket bound, outside the `writable` prefixes
+    (ProtectSystem=strict); a socket of a family not in `families`
+    (RestrictAddressFamilies=); memory both writable and executable, or
+    made executable later (MemoryDenyWriteExecute=)."""
+    bad = []
+
+    def path_ok(p):
+        return any(p == w or p.startswith(w.rstrip("/") + "/") for w in writable)
+
+    def strings(args):
+        """The path strings of a call, each relative one joined to the
+        directory of the fd argument before it (strace -y shows fds as
+        N</path>)."""
+        out, base = [], None
+        for fd, d, st in re.findall(r'(?:^|, )(\d+|AT_FDCWD)<([^>]*)>|"((?:[^"\\]|\\.)*)"',
+                                    args):
+            if fd:
+                base = d
+            else:
+                out.append(st if st.startswith("/") or base is None else
+                           os.path.join(base, st))
+                base = None
+        return out
+    for name, args, res in strace_calls(path):
+        if res.startswith("-"):
+            continue  # failed: EEXIST of an existing parent, ...
+        what = None
+        if name in ("open", "openat", "creat") and (
+                name == "creat" or re.search(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC", args)):
+            what = strings(args)[:1]
+        elif name in ("mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename", "renameat",
+                      "renameat2", "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat",
+                      "truncate", "chmod", "fchmodat"):
+            what = strings(args)
+        elif name == "bind" and "AF_UNIX" in args:
+            what = re.findall(r'sun_path="([^"]*)"', args)
+        if what is not None:
+            for p in what:
+                if p.startswith("/") and not path_ok(p):
+                    bad.append("%s %s" % (name, p))
+                elif not p.startswith("/"):
+                    bad.append("%s with a relative path %s" % (name, p))
+        if name == "socket" and args.split(",")[0].strip() not in families:
+            bad.append("socket %s" % args.split(",")[0])
+        if name in ("mmap", "mmap2") and "PROT_WRITE" in args and "PROT_EXEC" in args:
+            bad.append("mmap writable and executable")
+        if name in ("mprotect", "pkey_mprotect") and "PROT_EXEC" in args:
+            bad.append("mprotect PROT_EXEC")
+    return bad
 
 
 class Procs:
@@ -430,7 +505,10 @@ class TestSystemd(unittest.TestCase):
             self.assertEqual(argv[0], BIN_PREFIX + "hoplite-directory")
             argv[0] = os.path.join(BUILD, "hoplite-directory")
             trace = [os.path.join(tmp, "directory.strace")] if use_strace else []
-            pre = ["strace", "-f", "-qq", "-o", trace[0]] if trace else []
+            pre = ["strace", "-f", "-y", "-qq", "-o", trace[0]] if trace else []
+            # what the sandbox lets it write: nothing (ProtectSystem=strict),
+            # but for the port file this test adds
+            writable = {trace[0]: [port_file, port_file + ".tmp"]} if trace else {}
             logs.append(os.path.join(tmp, "directory.log"))
             dproc = procs.start(pre + argv, logs[-1])
             wait_file(port_file, dproc, 15)
@@ -455,7 +533,13 @@ class TestSystemd(unittest.TestCase):
                 argv[0] = os.path.join(BUILD, "hoplite-store")
                 if use_strace:
                     trace.append(os.path.join(tmp, node + ".strace"))
-                pre = ["strace", "-f", "-qq", "-o", trace[-1]] if use_strace else []
+                pre = ["strace", "-f", "-y", "-qq", "-o", trace[-1]] if use_strace else []
+                if use_strace:  # its RuntimeDirectory, CacheDirectory, the ready file
+                    writable[trace[-1]] = [
+                        os.path.join(run_dir, unit_value(unit, "RuntimeDirectory").replace(
+                            "%i", node)),
+                        os.path.join(cache, unit_value(unit, "CacheDirectory").replace(
+                            "%i", node)), ready, ready + ".tmp"]
                 logs.append(os.path.join(tmp, node + ".log"))
                 p = procs.start(pre + argv, logs[-1])
                 wait_file(ready, p, 15)
@@ -481,6 +565,12 @@ class TestSystemd(unittest.TestCase):
                     self.assertGreater(len(used), 20, t)
                     self.assertEqual(used - allowed, set(),
                                      "%s: system calls its SystemCallFilter= refuses" % t)
+                    families = unit_value(self.units[unit_name],
+                                          "RestrictAddressFamilies").split()
+                    self.assertEqual(unit_value(self.units[unit_name], "MemoryDenyWriteExecute"),
+                                     "yes")
+                    bad = sandbox_violations(t, writable[t], families)
+                    self.assertEqual(bad, [], "%s: what the unit's sandbox refuses" % t)
             else:
                 print("note: strace unusable here (or a sanitizer build); SystemCallFilter= "
                       "not checked against the calls made", file=sys.stderr)
