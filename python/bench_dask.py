@@ -24,10 +24,13 @@ Not part of the test suite (needs root, takes minutes). What it does:
      (--nthreads 1 --no-nanny --host ADDR), each with HOPLITE_SOCKET naming
      its host's store;
   5. the driver: a separate /usr/bin/python3 (this file with --driver) in h0,
-     the Dask client, with HOPLITE_SOCKET = h0's store. Per repetition, after
-     one untimed warm-up of each, alternating:
-       hoplite: t0; ref = hoplite.dask.put(array) (into h0's store); one task
-                per worker that gets the array zero-copy and sums it;
+     the Dask client, with HOPLITE_SOCKET = h0's store; it registers
+     hoplite.dask's worker plugin (each worker connects to the store named
+     by its HOPLITE_SOCKET). Per repetition, after one untimed warm-up of
+     each, alternating, the same code but for the scatter call:
+       hoplite: t0; fut = hoplite.dask.scatter(client, array, broadcast=True,
+                hash=False) (put into h0's store once, every worker reads it
+                through its own store); one task per worker summing it;
        dask:    t0; fut = client.scatter(array, broadcast=True, hash=False);
                 the same per-worker sum task on fut;
      sample = (latest task end, CLOCK_MONOTONIC, shared by the namespaces) - t0.
@@ -68,10 +71,8 @@ def cpu_times():
 
 # ---------------------------------------------------------------- driver (host 0)
 
-def sum_task(x):
-    """Runs on a worker: x is an ArrayRef (hoplite) or the array (Dask)."""
-    import hoplite.dask as hd
-    a = x.get(timeout=600) if isinstance(x, hd.ArrayRef) else x
+def sum_task(a):
+    """Runs on a worker: a is the array, scattered by Dask or by hoplite."""
     s = a.sum().item()
     return s, time.monotonic(), os.environ.get("HOPLITE_SOCKET")
 
@@ -94,12 +95,15 @@ def driver(args):
         x = np.arange(size // 8, dtype=np.float64) % 1000.0
     expect = x.sum().item()
     hd.client()  # connect before timing
+    socks = hd.register(client)  # each worker to the store its HOPLITE_SOCKET names
+    if len(set(socks.values())) != nw:
+        raise SystemExit("workers are not on %d different stores: %s" % (nw, socks))
 
     def one(impl, rep):
         c0 = cpu_times()
         t0 = time.monotonic()
         if impl == "hoplite":
-            data = hd.put(x, "bench/bcast/%d/%d" % (os.getpid(), rep))
+            data = hd.scatter(client, x, broadcast=True, hash=False, timeout=600)
         else:
             data = client.scatter(x, broadcast=True, hash=False)
         futs = [client.submit(sum_task, data, pure=False, workers=[w], allow_other_workers=False)
@@ -107,10 +111,11 @@ def driver(args):
         res = client.gather(futs)
         t_gather = time.monotonic() - t0
         c1 = cpu_times()
-        if impl == "dask":  # untimed: the broadcast really made a copy per worker
-            held = len(client.who_has(data)[data.key])
-            if held != nw:
-                raise SystemExit("scatter(broadcast=True) left %d copies, not %d" % (held, nw))
+        # untimed: the broadcast really made a copy per worker
+        held = len(client.who_has(data)[data.key])
+        if held != nw:
+            raise SystemExit("%s scatter(broadcast=True) left %d copies, not %d"
+                             % (impl, held, nw))
         sample = max(r[1] for r in res) - t0
         bad = [r for r in res if r[0] != expect]
         if bad:
@@ -119,10 +124,9 @@ def driver(args):
             socks = {r[2] for r in res}
             if len(socks) != nw:
                 raise SystemExit("workers did not use %d different stores: %s" % (nw, socks))
-        del futs
+        del futs, data
         if impl == "hoplite":
-            data.delete()
-        del data
+            hd.wait_deletes(client)  # the futures are gone: so is the object
         cpu = 100.0 * (c1[0] - c0[0]) / max(1, c1[1] - c0[1])
         return sample, t_gather, cpu
 
