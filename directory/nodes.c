@@ -12,6 +12,7 @@
 #include "locs.h"
 #include "log.h"
 #include "reduce.h"
+#include "status.h"
 #include "util.h"
 #include "xlog.h"
 
@@ -194,6 +195,7 @@ static void node_gone(dir_server *s, dir_node *n, const char *why) {
   s->ctr.nodes_dead++;
   node_unplug(s, n);
   HASH_DEL(s->nodes, n);
+  dir_status_node_gone(s, n, why);
   uint64_t id = n->id;
   free(n);
   uint64_t t0 = hpl__now_ns(), copies = dtab_node_count(&s->tab, id);
@@ -284,6 +286,7 @@ void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
   Hplpb__Heartbeat *hb = (Hplpb__Heartbeat *)f->msg;
   /* a probe's answer (not a request) is not a heartbeat of the schedule */
   if (f->req) note_heartbeat(f->dc->node, hpl__now_ms());
+  if (f->req && hb->stats) dir_status_heartbeat(s, f->dc->node, hb); /* `hoplite status` */
   dir_cost_note_rtt(s, hb->rtt_us);
   if (hb->rtt_us) f->dc->node->rtt_us = hb->rtt_us;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
@@ -379,6 +382,7 @@ void dir_nodes_free(dir_server *s) {
   dir_node *n, *tmp;
   HASH_ITER(hh, s->nodes, n, tmp) {
     HASH_DEL(s->nodes, n);
+    dir_status_node_free(n);
     free(n);
   }
 }

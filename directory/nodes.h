@@ -40,6 +40,7 @@ typedef struct dir_node {
   double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */
   uint32_t hb_n;
   int draining;           /* leaving: serves no new receivers */
+  struct dir_node_stats *stats; /* status.c: what its latest heartbeat said (NULL: nothing) */
   struct dir_waiter *waiters; /* acquire.c: its ACQUIREs waiting for a sender */
   uint32_t nwaiters;
 } dir_node;

@@ -457,3 +457,19 @@ void dir_reduce_node_registered(dir_server *s, uint64_t node) {
     dir_node_send(s, node, HPL__MSG_REDUCE_ADOPTED, 0, &m.base);
   }
 }
+
+size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max) {
+  uint64_t now = hpl__now_ms();
+  size_t n = 0;
+  dir_reduce *r, *tmp;
+  HASH_ITER(hh, s->reduces, r, tmp) {
+    if (r->done) continue;
+    if (n < max)
+      out[n] = (dir_reduce_view){.target = r->target, .sink = r->sink, .joined = r->nfilled,
+                                 .needed = r->k, .sources = (uint32_t)r->nsrc,
+                                 .elapsed_ms = now - r->start_ms,
+                                 .size = r->have_size ? r->size : 0};
+    n++;
+  }
+  return n;
+}

@@ -60,6 +60,20 @@ void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
 /* The id `target` was deleted: a reduce into it is cancelled and freed. */
 void dir_reduce_target_deleted(dir_server *s, const char *target);
 
+/* A reduce not finished yet, as `hoplite status` shows it. */
+typedef struct dir_reduce_view {
+  const char *target; /* valid until the loop runs again */
+  uint64_t sink;
+  uint32_t joined;    /* sources in the tree so far */
+  uint32_t needed;    /* num_objects */
+  uint32_t sources;   /* sources named */
+  uint64_t elapsed_ms, size;
+} dir_reduce_view;
+
+/* The reduces running, the first `max` of them into out[]. Returns how
+ * many there are in all (status.c). */
+size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max);
+
 /* Free every reduce (at the end, after the loop). */
 void dir_reduce_free_all(dir_server *s);
 

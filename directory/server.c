@@ -16,6 +16,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
+#include "status.h"
 #include "util.h"
 #include "xlog.h"
 
@@ -75,6 +76,7 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_LIST] = {dir_admin_on_list, 0},
     [HPL__MSG_COUNTERS] = {dir_admin_on_counters, 0},
     [HPL__MSG_TRANSFERS] = {dir_xlog_on_transfers, 0},
+    [HPL__MSG_STATUS] = {dir_status_on_status, 0},
     [HPL__MSG_REDUCE] = {dir_reduce_on_request, 0},
     [HPL__MSG_REDUCE_INFO] = {dir_reduce_on_info, DIR_ID},
 };
@@ -219,6 +221,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->tab.suspected = dir_node_suspected;
   s->tab.usable_arg = s;
   s->instance = hpl__random_u64();
+  s->start_ms = hpl__now_ms();
   if (dir_xlog_init(s)) return HPL_ENOMEM;
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
@@ -255,4 +258,5 @@ void dir_server_free(dir_server *s) {
   dtab_clear(&s->tab);
   dir_xlog_free(s);
   dir_nodes_free(s);
+  dir_status_free(s);
 }

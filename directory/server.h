@@ -13,6 +13,7 @@
  *                  objects re-reported at REGISTER)
  *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
  *   xlog.c         the transfer record (TRANSFERS)
+ *   status.c       the cluster at a glance (STATUS: nodes, transfers, reduces)
  *   cost.c         the reduce cost model's parameters (configured/measured)
  *   reduce.c       reduce records: requests, joins, finishing, REDUCE_INFO
  *   reduce_tree.c  a running reduce's tree: arrivals, failures, messages
@@ -104,6 +105,9 @@ typedef struct dir_server {
   uv_timer_t probe_timer;        /* probes of reported senders judged when due */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
+  uint64_t start_ms;             /* when the server started (status uptime) */
+  /* status.c */
+  struct dir_gone *gone;         /* the nodes declared dead lately (a ring) */
   /* admin.c */
   struct dir_delete *deletes;    /* deletes waiting for DROP acks, by op */
   uint64_t next_op;

@@ -274,6 +274,55 @@ HPL_API int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uin
 HPL_API int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
                           uint64_t *next_since);
 
+/* How many bytes of `id` the local store holds now: *held of *size (either
+ * pointer may be NULL). A copy still arriving (a get of an object from
+ * another node in progress) counts the bytes arrived so far; a complete
+ * copy has *held == *size; no copy here: both 0. *size is 0 while the
+ * store does not know the size yet. For progress displays; never blocks on
+ * other nodes. Errors: HPL_EINVAL, HPL_ECONN, HPL_ETIMEDOUT. */
+HPL_API int hpl_held_bytes(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *held,
+                           uint64_t *size);
+
+/* Formats of hpl_status(). */
+#define HPL_STATUS_TEXT 0
+#define HPL_STATUS_JSON 1
+
+/* The whole cluster as the directory sees it now (`hoplite status`): its
+ * nodes with their liveness and what each one's latest heartbeat (every
+ * 500 ms by default) said, the copies being pulled with their progress,
+ * and the reduces running. Lists are cut at 4096 nodes (the 16 latest dead
+ * ones among them), 1024 transfers (16 per node) and 256 reduces; the
+ * totals say how many there are.
+ * HPL_STATUS_JSON: one JSON object on one line (ending in "\n"):
+ *   {"instance": HEX, "uptime_ms", "heartbeat_ms", "objects", "inline_bytes",
+ *    "nodes_total", "transfers_total", "reduces_total",
+ *    "nodes": [{"id": HEX, "name", "addr", "data_port", "state",
+ *               "heartbeat_age_ms", "rtt_us", "pool_used", "pool_capacity",
+ *               "objects", "bytes_sent", "bytes_received", "clients"
+ *               (these six null when the node sent none), "why" (dead only)}],
+ *    "transfers": [{"id", "from": HEX, "to": HEX, "held", "size",
+ *                   "rate" (bytes/s), "age_ms" (of the report)}],
+ *    "reduces": [{"target", "sink": HEX, "joined" (sources in the tree so far),
+ *                 "needed", "sources", "elapsed_ms", "size" (0: unknown)}]}
+ *   Node ids are 16 hex digits in strings; ids and names are escaped as the
+ *   CLI's --json does (bytes that are not UTF-8 as \udcXX).
+ * HPL_STATUS_TEXT: one line per item, fields separated by one space, the
+ * last field (which may contain spaces) running to the end of the line:
+ *   "cluster INSTANCE UPTIME_MS HEARTBEAT_MS OBJECTS INLINE_BYTES NODES TRANSFERS REDUCES"
+ *   "node ID STATE AGE_MS POOL_USED POOL_CAPACITY OBJECTS SENT RECEIVED CLIENTS ADDR:PORT NAME"
+ *     (the six stats "-" when unknown, NAME "-" when empty)
+ *   "transfer RECEIVER SENDER HELD SIZE RATE AGE_MS ID"
+ *   "reduce SINK JOINED NEEDED SOURCES ELAPSED_MS SIZE TARGET"
+ * STATE is alive, silent (missed two heartbeats, not declared dead yet),
+ * suspected (did not answer the directory's probe), draining (leaving) or
+ * dead (AGE_MS: since it was declared dead). The directory keeps no
+ * history: rates are the streams' own, as their receivers reported them.
+ * On success *out is owned by the caller (hpl_free).
+ * Errors: HPL_EINVAL (format), HPL_ETIMEDOUT (also when the directory is
+ * unreachable: the store waits for it), HPL_ECONN (also from a store older
+ * than this call), HPL_ENOMEM. */
+HPL_API int hpl_status(hpl_client *c, int format, int64_t timeout_ms, char **out);
+
 /* ------------------------------------------------------------------------
  * Many small requests at once
  *

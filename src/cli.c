@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -41,10 +43,15 @@ static void usage(FILE *f) {
           "  rm ID                  delete an object everywhere\n"
           "  counters               the store's counters\n"
           "  transfers [SINCE]      the directory's record of who pulled from whom\n"
+          "  status [--watch [SECONDS]] [--json]\n"
+          "                         the whole cluster: nodes (liveness, heartbeat age, pool,\n"
+          "                         objects), transfers in flight, reduces running;\n"
+          "                         --watch refreshes every SECONDS (default 1) until Ctrl-C\n"
           "\n"
           "Timeouts default to 30000 ms (-t MS, -1 waits forever). --json prints one JSON\n"
           "object per line (ids: valid UTF-8 as it is, other bytes as \\udcXX escapes, as\n"
-          "Python's \"surrogateescape\" reads them).\n");
+          "Python's \"surrogateescape\" reads them). put and get of objects of 1 MiB or\n"
+          "more draw a progress bar (rate, ETA) on stderr when it is a terminal.\n");
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -69,6 +76,7 @@ typedef struct conn_opts {
   int node;
   int64_t timeout_ms;
   int json; /* --json: one JSON object per line */
+  double watch_s; /* status --watch: refresh every this many seconds (0: once) */
 } conn_opts;
 
 static hpl_client *open_client(const conn_opts *o) {
@@ -100,18 +108,100 @@ static void check(hpl_client *c, int rc, const char *what) {
   if (rc) die("%s: %s (%s)", what, hpl_strerror(rc), hpl_errdetail(c));
 }
 
+/* ------------------------------------------------------------------ progress */
+
+/* Objects this large get a progress bar (when stderr is a terminal). */
+#define PROGRESS_MIN (1ull << 20)
+#define PROGRESS_EVERY_NS 200000000ull /* redrawn at most this often */
+
+/* A progress bar on stderr: "put ID [####    ]  45%  45.0 MiB / 100.0 MiB
+ * 12.3 MB/s  ETA 5s", redrawn in place (\r), ended with a newline. Only
+ * when stderr is a terminal: nothing at all otherwise. */
+typedef struct progress {
+  int on;
+  const char *what, *id;
+  uint64_t total; /* 0: unknown (stdin) */
+  uint64_t t0_ns, last_ns;
+  int drawn;
+} progress;
+
+static void progress_init(progress *p, const char *what, const char *id, uint64_t total) {
+  *p = (progress){.on = isatty(STDERR_FILENO), .what = what, .id = id, .total = total,
+                  .t0_ns = hpl__now_ns()};
+}
+
+static void fmt_secs(double s, char *buf, size_t len) {
+  if (s < 60) snprintf(buf, len, "%.0fs", s);
+  else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+  else snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+/* Show `done` bytes (of p->total): at most every PROGRESS_EVERY_NS, or
+ * now and for the last time with `final`. Small objects show nothing. */
+static void progress_show(progress *p, uint64_t done, int final) {
+  if (!p->on || (p->total ? p->total : done) < PROGRESS_MIN) return;
+  uint64_t now = hpl__now_ns();
+  if (!final && p->drawn && now - p->last_ns < PROGRESS_EVERY_NS) return;
+  p->last_ns = now;
+  p->drawn = 1;
+  double secs = (double)(now - p->t0_ns) / 1e9;
+  double rate = secs > 0 ? (double)done / secs : 0;
+  char d[32], t[32], eta[32] = "", tail[128];
+  hpl__fmt_bytes(done, d, sizeof d);
+  double f = 0;
+  if (p->total) {
+    f = done >= p->total ? 1.0 : (double)done / (double)p->total;
+    hpl__fmt_bytes(p->total, t, sizeof t);
+    if (final) {
+      strcpy(eta, "in ");
+      fmt_secs(secs, eta + 3, sizeof eta - 3);
+    } else if (rate > 0) {
+      strcpy(eta, "ETA ");
+      fmt_secs((double)(p->total - (done < p->total ? done : p->total)) / rate, eta + 4,
+               sizeof eta - 4);
+    }
+    snprintf(tail, sizeof tail, "%3d%%  %s / %s  %.1f MB/s  %s", (int)(f * 100), d, t,
+             rate / 1e6, eta);
+  } else {
+    snprintf(tail, sizeof tail, "%s  %.1f MB/s", d, rate / 1e6);
+  }
+  /* one line of the terminal: the id and the bar share what the rest leaves */
+  struct winsize ws;
+  int cols = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col ? ws.ws_col : 80;
+  int avail = cols - 1 - (int)strlen(p->what) - 1 - (int)strlen(tail) - 4;
+  int idw = (int)strlen(p->id), barw = 30;
+  if (idw > avail - 10) idw = avail - 10 > 8 ? avail - 10 : 8;
+  if (barw > avail - idw) barw = avail - idw > 5 ? avail - idw : 5;
+  char bar[32];
+  if (!p->total) barw = 0;
+  int k = (int)(f * barw);
+  memset(bar, '#', (size_t)k);
+  memset(bar + k, '.', (size_t)(barw - k));
+  bar[barw] = 0;
+  fprintf(stderr, "\r%s %.*s%s%s%s %s\033[K", p->what, idw, p->id, barw ? " [" : "", bar,
+          barw ? "]" : "", tail);
+  if (final) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+/* ------------------------------------------------------------------ put, get */
+
 static int cmd_put(hpl_client *c, conn_opts *o, int argc, char **argv) {
   if (argc != 2) die("usage: hoplite put ID FILE|-");
   const char *id = argv[0], *file = argv[1];
+  progress pg;
   if (strcmp(file, "-") == 0) {
     size_t cap = 1 << 20, len = 0;
     uint8_t *buf = malloc(cap);
     ssize_t n;
+    progress_init(&pg, "put", id, 0);
     while (buf && (n = read(STDIN_FILENO, buf + len, cap - len)) > 0) {
       len += (size_t)n;
       if (len == cap) buf = realloc(buf, cap *= 2);
+      progress_show(&pg, len, 0);
     }
     if (!buf) die("out of memory");
+    progress_show(&pg, len, 1);
     check(c, hpl_put(c, id, buf, len, o->timeout_ms), "put");
     free(buf);
     fprintf(stderr, "put %s: %zu bytes\n", id, len);
@@ -123,19 +213,91 @@ static int cmd_put(hpl_client *c, conn_opts *o, int argc, char **argv) {
   hpl_buf *b;
   check(c, hpl_create(c, id, (uint64_t)st.st_size, o->timeout_ms, &b), "create");
   uint8_t *p = hpl_buf_data(b);
-  uint64_t off = 0;
-  while (off < (uint64_t)st.st_size) {
-    ssize_t n = read(fd, p + off, (size_t)((uint64_t)st.st_size - off));
+  uint64_t off = 0, size = (uint64_t)st.st_size;
+  progress_init(&pg, "put", id, size);
+  /* in pieces: receivers may pull what is final, and the bar moves */
+  const uint64_t piece = 8ull << 20;
+  while (off < size) {
+    ssize_t n = read(fd, p + off, (size_t)(size - off < piece ? size - off : piece));
     if (n <= 0) {
       hpl_abort(c, b);
       die("%s: read failed", file);
     }
     off += (uint64_t)n;
     hpl_buf_progress(c, b, off);
+    progress_show(&pg, off, 0);
   }
   close(fd);
+  progress_show(&pg, off, 1);
   check(c, hpl_seal(c, b, o->timeout_ms), "seal");
   fprintf(stderr, "put %s: %llu bytes\n", id, (unsigned long long)off);
+  return 0;
+}
+
+/* A get on a thread of its own while the caller draws its progress. */
+typedef struct get_job {
+  hpl_client *c;
+  const char *id;
+  int64_t timeout_ms;
+  hpl_buf *b;
+  int rc, done;
+  char detail[512]; /* hpl_errdetail is per thread: copied for the caller */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} get_job;
+
+static void *get_thread(void *arg) {
+  get_job *j = arg;
+  int rc = hpl_get(j->c, j->id, j->timeout_ms, &j->b);
+  pthread_mutex_lock(&j->mu);
+  j->rc = rc;
+  if (rc) snprintf(j->detail, sizeof j->detail, "%s", hpl_errdetail(j->c));
+  j->done = 1;
+  pthread_cond_signal(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
+}
+
+/* hpl_get with a progress bar: the get runs on a thread; every 200 ms this
+ * one asks the store how much of the object it holds and redraws. */
+static int get_with_progress(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
+  get_job j = {.c = c, .id = id, .timeout_ms = timeout_ms};
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&j.mu, NULL);
+  pthread_cond_init(&j.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_t t;
+  if (pthread_create(&t, NULL, get_thread, &j) != 0) return hpl_get(c, id, timeout_ms, out);
+  progress pg;
+  progress_init(&pg, "get", id, 0);
+  pthread_mutex_lock(&j.mu);
+  while (!j.done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)PROGRESS_EVERY_NS;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    if (pthread_cond_timedwait(&j.cv, &j.mu, &ts) == 0 || j.done) continue;
+    pthread_mutex_unlock(&j.mu);
+    uint64_t held, size;
+    if (hpl_held_bytes(c, id, 1000, &held, &size) == 0 && size) {
+      pg.total = size;
+      progress_show(&pg, held, 0);
+    }
+    pthread_mutex_lock(&j.mu);
+  }
+  pthread_mutex_unlock(&j.mu);
+  pthread_join(t, NULL);
+  pthread_mutex_destroy(&j.mu);
+  pthread_cond_destroy(&j.cv);
+  if (j.rc) {
+    if (pg.drawn) fputc('\n', stderr);
+    die("get: %s (%s)", hpl_strerror(j.rc), j.detail);
+  }
+  pg.total = hpl_buf_size(j.b);
+  progress_show(&pg, pg.total, 1);
+  *out = j.b;
   return 0;
 }
 
@@ -143,7 +305,10 @@ static int cmd_get(hpl_client *c, conn_opts *o, int argc, char **argv) {
   if (argc < 1 || argc > 2) die("usage: hoplite get ID [FILE|-]");
   hpl_buf *b;
   uint64_t t0 = hpl__now_ns();
-  check(c, hpl_get(c, argv[0], o->timeout_ms, &b), "get");
+  if (isatty(STDERR_FILENO))
+    get_with_progress(c, argv[0], o->timeout_ms, &b);
+  else
+    check(c, hpl_get(c, argv[0], o->timeout_ms, &b), "get");
   double ms = (double)(hpl__now_ns() - t0) / 1e6;
   int fd = STDOUT_FILENO;
   if (argc == 2 && strcmp(argv[1], "-") != 0) {
@@ -316,6 +481,167 @@ static int cmd_counters(hpl_client *c, conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ status */
+
+/* One node of a status snapshot (an hpl_status text "node" line). */
+typedef struct st_node {
+  char id[17], state[16], addr[80], name[96];
+  unsigned long long age;
+  int stats;
+  unsigned long long used, cap, objs, sent, recv;
+  unsigned clients;
+} st_node;
+
+/* A node's name for the tables: its name, else its id's first 8 digits. */
+static const char *node_label(const st_node *v, size_t n, const char *id) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(v[i].id, id)) return strcmp(v[i].name, "-") ? v[i].name : v[i].id;
+  return id;
+}
+
+static void fmt_ms(unsigned long long ms, char *buf, size_t len) {
+  if (ms < 10000) snprintf(buf, len, "%.1fs", (double)ms / 1000);
+  else fmt_secs((double)ms / 1000, buf, len);
+}
+
+/* Render an hpl_status text snapshot as tables on stdout. */
+static void status_render(char *text) {
+  size_t nn = 0, cap = 16;
+  st_node *v = malloc(cap * sizeof *v);
+  char *xfers = NULL, *reduces = NULL; /* their lines, kept for after the nodes */
+  size_t nx = 0, nr = 0;
+  unsigned long long up = 0, hb = 0, objs = 0, inl = 0;
+  unsigned tn = 0, tx = 0, tr = 0;
+  char inst[17] = "?";
+  if (!v) die("out of memory");
+  for (char *line = text, *end; *line; line = end + 1) {
+    if (!(end = strchr(line, '\n'))) break;
+    *end = 0;
+    int off = 0;
+    if (!strncmp(line, "cluster ", 8)) {
+      sscanf(line + 8, "%16s %llu %llu %llu %llu %u %u %u", inst, &up, &hb, &objs, &inl, &tn,
+             &tx, &tr);
+    } else if (!strncmp(line, "node ", 5)) {
+      if (nn == cap && !(v = realloc(v, (cap *= 2) * sizeof *v))) die("out of memory");
+      st_node *n = &v[nn];
+      char f[6][24];
+      if (sscanf(line + 5, "%16s %15s %llu %23s %23s %23s %23s %23s %23s %79s %n", n->id,
+                 n->state, &n->age, f[0], f[1], f[2], f[3], f[4], f[5], n->addr, &off) != 10)
+        continue;
+      snprintf(n->name, sizeof n->name, "%s", line + 5 + off);
+      n->stats = strcmp(f[0], "-") != 0;
+      n->used = strtoull(f[0], NULL, 10), n->cap = strtoull(f[1], NULL, 10);
+      n->objs = strtoull(f[2], NULL, 10), n->sent = strtoull(f[3], NULL, 10);
+      n->recv = strtoull(f[4], NULL, 10), n->clients = (unsigned)strtoul(f[5], NULL, 10);
+      nn++;
+    } else if (!strncmp(line, "transfer ", 9)) {
+      nx++;
+      if (!xfers) xfers = line;
+    } else if (!strncmp(line, "reduce ", 7)) {
+      nr++;
+      if (!reduces) reduces = line;
+    }
+  }
+  char b1[32], b2[32], b3[32], b4[32];
+  fmt_ms(up, b1, sizeof b1);
+  printf("hoplite cluster  instance %s  up %s  %u node%s  %llu objects (%s inline)\n\n", inst, b1,
+         tn, tn == 1 ? "" : "s", objs, hpl__fmt_bytes(inl, b2, sizeof b2));
+  printf("%-16s %-9s %9s  %-28s %8s %10s %10s  %s\n", "NODE", "STATE", "HEARTBEAT", "POOL USED",
+         "OBJECTS", "SENT", "RECEIVED", "ADDRESS");
+  for (size_t i = 0; i < nn; i++) {
+    st_node *n = &v[i];
+    char pool[64] = "-", o[24] = "-", sent[24] = "-", recv[24] = "-", age[32];
+    if (n->stats) {
+      hpl__fmt_bytes(n->used, b3, sizeof b3);
+      hpl__fmt_bytes(n->cap, b4, sizeof b4);
+      snprintf(pool, sizeof pool, "%s / %s (%d%%)", b3, b4,
+               n->cap ? (int)((double)n->used * 100 / (double)n->cap) : 0);
+      snprintf(o, sizeof o, "%llu", n->objs);
+      hpl__fmt_bytes(n->sent, sent, sizeof sent);
+      hpl__fmt_bytes(n->recv, recv, sizeof recv);
+    }
+    fmt_ms(n->age, age, sizeof age);
+    printf("%-16s %-9s %9s  %-28s %8s %10s %10s  %s\n", node_label(n, 1, n->id), n->state, age,
+           pool, o, sent, recv, n->addr);
+  }
+  if (tn > nn) printf("... and %u more\n", tn - (unsigned)nn);
+  printf("\nTRANSFERS IN FLIGHT: %u\n", tx);
+  if (nx)
+    printf("%-32s %-16s %-16s %-30s %10s\n", "OBJECT", "FROM", "TO", "PROGRESS", "RATE");
+  for (char *line = xfers; line && nx; line += strlen(line) + 1) {
+    if (strncmp(line, "transfer ", 9)) continue;
+    nx--;
+    char to[17], from[17], pct[64];
+    unsigned long long held, size, rate, age;
+    int off = 0;
+    if (sscanf(line + 9, "%16s %16s %llu %llu %llu %llu %n", to, from, &held, &size, &rate, &age,
+               &off) != 6)
+      continue;
+    hpl__fmt_bytes(held, b3, sizeof b3);
+    hpl__fmt_bytes(size, b4, sizeof b4);
+    snprintf(pct, sizeof pct, "%s / %s %3d%%", b3, b4,
+             size ? (int)((double)held * 100 / (double)size) : 0);
+    char r[24];
+    snprintf(r, sizeof r, "%.1f MB/s", (double)rate / 1e6);
+    printf("%-32s %-16s %-16s %-30s %10s\n", line + 9 + off, node_label(v, nn, from),
+           node_label(v, nn, to), pct, r);
+  }
+  printf("\nREDUCES RUNNING: %u\n", tr);
+  if (nr) printf("%-32s %-16s %-10s %9s  %s\n", "TARGET", "SINK", "JOINED", "ELAPSED", "SIZE");
+  for (char *line = reduces; line && nr; line += strlen(line) + 1) {
+    if (strncmp(line, "reduce ", 7)) continue;
+    nr--;
+    char sink[17], joined[32], el[32];
+    unsigned j, need, srcs;
+    unsigned long long ms, size;
+    int off = 0;
+    if (sscanf(line + 7, "%16s %u %u %u %llu %llu %n", sink, &j, &need, &srcs, &ms, &size,
+               &off) != 6)
+      continue;
+    snprintf(joined, sizeof joined, "%u/%u", j, need);
+    fmt_ms(ms, el, sizeof el);
+    printf("%-32s %-16s %-10s %9s  %s\n", line + 7 + off, node_label(v, nn, sink), joined, el,
+           size ? hpl__fmt_bytes(size, b3, sizeof b3) : "?");
+  }
+  free(v);
+}
+
+/* `hoplite status [--watch [SECONDS]] [--json]`: one snapshot, or one
+ * every SECONDS until Ctrl-C (the screen cleared in between on a
+ * terminal; without one, snapshots follow each other, a blank line apart,
+ * or one JSON object per line). */
+static int cmd_status(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  argc = take_json(o, argc, argv);
+  if (argc > 0) die("usage: hoplite status [--watch [SECONDS]] [--json]");
+  int tty = isatty(STDOUT_FILENO);
+  for (int first = 1;; first = 0) {
+    char *text;
+    int rc = hpl_status(c, o->json ? HPL_STATUS_JSON : HPL_STATUS_TEXT, o->timeout_ms, &text);
+    if (rc && (!o->watch_s || rc == HPL_ECONN)) check(c, rc, "status");
+    if (o->watch_s && tty && !o->json) fputs("\033[H\033[2J", stdout);
+    else if (o->watch_s && !first && !o->json) fputc('\n', stdout);
+    if (o->watch_s && !o->json) {
+      time_t now = time(NULL);
+      char when[64];
+      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
+      printf("every %.1fs   %s   (Ctrl-C ends)\n", o->watch_s, when);
+    }
+    if (rc)
+      printf("status: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(c));
+    else if (o->json)
+      fputs(text, stdout);
+    else
+      status_render(text);
+    if (!rc) hpl_free(text);
+    fflush(stdout);
+    if (!o->watch_s) return 0;
+    struct timespec ts = {.tv_sec = (time_t)o->watch_s,
+                          .tv_nsec = (long)((o->watch_s - (double)(time_t)o->watch_s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+}
+
 /* ------------------------------------------------------------------ cluster up */
 
 static int cmd_cluster(int argc, char **argv) {
@@ -429,7 +755,7 @@ int main(int argc, char **argv) {
   conn_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
   static struct option opts[] = {{"socket", 1, 0, 's'}, {"node", 1, 0, 'n'},
                                  {"timeout", 1, 0, 't'}, {"json", 0, 0, 'j'},
-                                 {0, 0, 0, 0}};
+                                 {"watch", 2, 0, 'w'},   {0, 0, 0, 0}};
   /* store options may come before or after the command */
   int ch, pass;
   const char *cmd = NULL;
@@ -441,6 +767,16 @@ int main(int argc, char **argv) {
         case 'n': o.node = atoi(optarg); break;
         case 't': o.timeout_ms = strtoll(optarg, NULL, 10); break;
         case 'j': o.json = 1; break;
+        case 'w': { /* --watch [SECONDS], --watch=SECONDS */
+          const char *arg = optarg;
+          char *end;
+          if (!arg && optind < argc && strtod(argv[optind], &end) > 0 && !*end)
+            arg = argv[optind++];
+          o.watch_s = arg ? strtod(arg, &end) : 1.0;
+          if (arg && (*end || !(o.watch_s >= 0.1 && o.watch_s <= 86400)))
+            die("--watch takes seconds between refreshes (0.1 to 86400), not '%s'", arg);
+          break;
+        }
         default: usage(stderr); return 2;
       }
     }
@@ -465,6 +801,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "rm")) fn = cmd_rm;
   else if (!strcmp(cmd, "counters")) fn = cmd_counters;
   else if (!strcmp(cmd, "transfers")) fn = cmd_transfers;
+  else if (!strcmp(cmd, "status")) fn = cmd_status;
   if (!fn) {
     fprintf(stderr, "%s: unknown command '%s'\n", prog, cmd);
     usage(stderr);

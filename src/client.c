@@ -454,6 +454,18 @@ int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_loc
   return 0;
 }
 
+int hpl_held_bytes(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *held,
+                   uint64_t *size) {
+  CHECK_ID(c, id);
+  Hplpb__ContainsRep *rep = NULL;
+  int rc = hpl__cid_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  if (held) *held = rep->held < rep->size ? rep->held : rep->size;
+  if (size) *size = rep->size;
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  return 0;
+}
+
 int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
              uint32_t *copies, uint32_t *complete, int *is_inline) {
   CHECK_ID(c, id);

@@ -1,6 +1,7 @@
 /* ctext.c - the client library's text results (include/hoplite.h):
- * listing page by page, counters, the transfer record, a reduce's sources.
- * Each is one NUL-terminated string of lines, freed with hpl_free. */
+ * listing page by page, counters, the transfer record, a reduce's sources,
+ * the cluster's status (lines or JSON). Each is one NUL-terminated string,
+ * freed with hpl_free. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,4 +240,172 @@ int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, ch
   Hplpb__ReduceInfoRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_REDUCE_INFO, target, timeout_ms, (ProtobufCMessage **)&rep);
   return rc ? rc : text_result(c, &rep->base, rep->n_sources, source_line, out);
+}
+
+/* ------------------------------------------------------------------ status */
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if none starts there
+ * (a stray byte, an overlong form, a surrogate, beyond U+10FFFF). A NUL
+ * ends every sequence, so p is never read past its string's end. */
+static size_t utf8_seq(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp, min;
+  if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
+  else return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (p[i] & 0x3fu);
+  }
+  return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
+}
+
+/* `"key": ` and `v` as a JSON string: valid UTF-8 as it is, '"', '\\' and
+ * control characters escaped, any other byte as \udcXX (Python's
+ * "surrogateescape" reads the bytes back), as the CLI's --json does. */
+static int json_kstr(text *t, const char *key, const char *v) {
+  int rc = text_addf(t, "\"%s\": \"", key);
+  for (const unsigned char *p = (const unsigned char *)(v ? v : ""); rc == 0 && *p;) {
+    size_t n = utf8_seq(p);
+    if (n == 0) rc = text_addf(t, "\\udc%02x", *p++);
+    else if (*p == '"' || *p == '\\') rc = text_addf(t, "\\%c", *p++);
+    else if (*p < 0x20 || *p == 0x7f) rc = text_addf(t, "\\u%04x", *p++);
+    else {
+      rc = text_addf(t, "%.*s", (int)n, (const char *)p);
+      p += n;
+    }
+  }
+  return rc ? rc : text_addf(t, "\"");
+}
+
+static int status_json(text *t, const Hplpb__StatusRep *r) {
+  int rc = text_addf(t,
+                     "{\"instance\": \"%016llx\", \"uptime_ms\": %llu, \"heartbeat_ms\": %u, "
+                     "\"objects\": %llu, \"inline_bytes\": %llu, \"nodes_total\": %u, "
+                     "\"transfers_total\": %u, \"reduces_total\": %u, \"nodes\": [",
+                     (unsigned long long)r->instance, (unsigned long long)r->uptime_ms,
+                     r->heartbeat_ms, (unsigned long long)r->objects,
+                     (unsigned long long)r->inline_bytes, r->nodes_total, r->transfers_total,
+                     r->reduces_total);
+  for (size_t i = 0; rc == 0 && i < r->n_nodes; i++) {
+    const Hplpb__NodeStatus *n = r->nodes[i];
+    rc = text_addf(t, "%s{\"id\": \"%016llx\", ", i ? ", " : "", (unsigned long long)n->id);
+    if (rc == 0) rc = json_kstr(t, "name", n->name);
+    if (rc == 0) rc = text_addf(t, ", ");
+    if (rc == 0) rc = json_kstr(t, "addr", n->addr);
+    if (rc == 0) rc = text_addf(t, ", \"data_port\": %u, ", n->data_port);
+    if (rc == 0) rc = json_kstr(t, "state", n->state);
+    if (rc == 0)
+      rc = text_addf(t, ", \"heartbeat_age_ms\": %llu, \"rtt_us\": %u",
+                     (unsigned long long)n->heartbeat_age_ms, n->rtt_us);
+    if (rc == 0 && n->stats)
+      rc = text_addf(t,
+                     ", \"pool_used\": %llu, \"pool_capacity\": %llu, \"objects\": %llu, "
+                     "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"clients\": %u",
+                     (unsigned long long)n->pool_used, (unsigned long long)n->pool_capacity,
+                     (unsigned long long)n->objects, (unsigned long long)n->bytes_sent,
+                     (unsigned long long)n->bytes_received, n->clients);
+    else if (rc == 0)
+      rc = text_addf(t, ", \"pool_used\": null, \"pool_capacity\": null, \"objects\": null, "
+                        "\"bytes_sent\": null, \"bytes_received\": null, \"clients\": null");
+    if (rc == 0 && n->why && *n->why) {
+      rc = text_addf(t, ", ");
+      if (rc == 0) rc = json_kstr(t, "why", n->why);
+    }
+    if (rc == 0) rc = text_addf(t, "}");
+  }
+  if (rc == 0) rc = text_addf(t, "], \"transfers\": [");
+  for (size_t i = 0; rc == 0 && i < r->n_transfers; i++) {
+    const Hplpb__TransferStatus *x = r->transfers[i];
+    rc = text_addf(t, "%s{", i ? ", " : "");
+    if (rc == 0) rc = json_kstr(t, "id", x->id);
+    if (rc == 0)
+      rc = text_addf(t,
+                     ", \"from\": \"%016llx\", \"to\": \"%016llx\", \"held\": %llu, "
+                     "\"size\": %llu, \"rate\": %llu, \"age_ms\": %llu}",
+                     (unsigned long long)x->sender, (unsigned long long)x->receiver,
+                     (unsigned long long)x->held, (unsigned long long)x->size,
+                     (unsigned long long)x->rate, (unsigned long long)x->age_ms);
+  }
+  if (rc == 0) rc = text_addf(t, "], \"reduces\": [");
+  for (size_t i = 0; rc == 0 && i < r->n_reduces; i++) {
+    const Hplpb__ReduceStatus *x = r->reduces[i];
+    rc = text_addf(t, "%s{", i ? ", " : "");
+    if (rc == 0) rc = json_kstr(t, "target", x->target);
+    if (rc == 0)
+      rc = text_addf(t,
+                     ", \"sink\": \"%016llx\", \"joined\": %u, \"needed\": %u, \"sources\": %u, "
+                     "\"elapsed_ms\": %llu, \"size\": %llu}",
+                     (unsigned long long)x->sink, x->joined, x->needed, x->sources,
+                     (unsigned long long)x->elapsed_ms, (unsigned long long)x->size);
+  }
+  return rc ? rc : text_addf(t, "]}\n");
+}
+
+/* A node's name or a free-text field as the last word of a line: "-" when
+ * empty; newlines (never in ids) would break the lines, so they go as '?'. */
+static int last_word(text *t, const char *v) {
+  if (!v || !*v) return text_addf(t, "-\n");
+  for (const char *p = v; *p; p++)
+    if (text_addf(t, "%c", *p == '\n' || *p == '\r' ? '?' : *p)) return -1;
+  return text_addf(t, "\n");
+}
+
+static int status_lines(text *t, const Hplpb__StatusRep *r) {
+  int rc = text_addf(t, "cluster %016llx %llu %u %llu %llu %u %u %u\n",
+                     (unsigned long long)r->instance, (unsigned long long)r->uptime_ms,
+                     r->heartbeat_ms, (unsigned long long)r->objects,
+                     (unsigned long long)r->inline_bytes, r->nodes_total, r->transfers_total,
+                     r->reduces_total);
+  for (size_t i = 0; rc == 0 && i < r->n_nodes; i++) {
+    const Hplpb__NodeStatus *n = r->nodes[i];
+    char st[160] = "- - - - - -";
+    if (n->stats)
+      snprintf(st, sizeof st, "%llu %llu %llu %llu %llu %u", (unsigned long long)n->pool_used,
+               (unsigned long long)n->pool_capacity, (unsigned long long)n->objects,
+               (unsigned long long)n->bytes_sent, (unsigned long long)n->bytes_received,
+               n->clients);
+    rc = text_addf(t, "node %016llx %s %llu %s %s:%u ", (unsigned long long)n->id, n->state,
+                   (unsigned long long)n->heartbeat_age_ms, st, *n->addr ? n->addr : "-",
+                   n->data_port);
+    if (rc == 0) rc = last_word(t, n->name);
+  }
+  for (size_t i = 0; rc == 0 && i < r->n_transfers; i++) {
+    const Hplpb__TransferStatus *x = r->transfers[i];
+    rc = text_addf(t, "transfer %016llx %016llx %llu %llu %llu %llu %s\n",
+                   (unsigned long long)x->receiver, (unsigned long long)x->sender,
+                   (unsigned long long)x->held, (unsigned long long)x->size,
+                   (unsigned long long)x->rate, (unsigned long long)x->age_ms, x->id);
+  }
+  for (size_t i = 0; rc == 0 && i < r->n_reduces; i++) {
+    const Hplpb__ReduceStatus *x = r->reduces[i];
+    rc = text_addf(t, "reduce %016llx %u %u %u %llu %llu %s\n", (unsigned long long)x->sink,
+                   x->joined, x->needed, x->sources, (unsigned long long)x->elapsed_ms,
+                   (unsigned long long)x->size, x->target);
+  }
+  return rc;
+}
+
+int hpl_status(hpl_client *c, int format, int64_t timeout_ms, char **out) {
+  if (!c) return HPL_EINVAL;
+  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
+  if (format != HPL_STATUS_TEXT && format != HPL_STATUS_JSON)
+    return hpl__cfail(c, HPL_EINVAL, "unknown status format %d", format);
+  Hplpb__StatusReq r = HPLPB__STATUS_REQ__INIT;
+  r.timeout_ms = timeout_ms;
+  Hplpb__StatusRep *rep = NULL;
+  int rc = hpl__ccall(c, HPL__MSG_STATUS, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  text t = {0};
+  rc = format == HPL_STATUS_JSON ? status_json(&t, rep) : status_lines(&t, rep);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  if (rc) {
+    free(t.p);
+    return hpl__cfail(c, HPL_ENOMEM, "out of memory");
+  }
+  *out = t.p;
+  return 0;
 }

@@ -139,6 +139,7 @@ unsigned hpl__msg_reply_type(unsigned type) {
     case HPL__MSG_ACQUIRE: return HPL__MSG_ACQUIRE_REP;
     case HPL__MSG_PULL: return HPL__MSG_PULL_REP;
     case HPL__MSG_EVICT: return HPL__MSG_EVICT_REP;
+    case HPL__MSG_STATUS: return HPL__MSG_STATUS_REP;
     case HPL__MSG_PUT:
     case HPL__MSG_SEAL:
     case HPL__MSG_ABORT:

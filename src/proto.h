@@ -72,13 +72,16 @@
   X(REDUCE_ADOPTED, 64, hplpb__reduce_end)    \
   /* store -> directory: let these copies go (room.c) */ \
   X(EVICT, 65, hplpb__evict_req)                  \
-  X(EVICT_REP, 66, hplpb__evict_rep)
+  X(EVICT_REP, 66, hplpb__evict_rep)              \
+  /* client -> store -> directory: the cluster's status */ \
+  X(STATUS, 67, hplpb__status_req)                \
+  X(STATUS_REP, 68, hplpb__status_rep)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 66
+      HPL__MSG_MAX_ = 68
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed
@@ -139,6 +142,13 @@ int hpl__id_valid(const char *id);
  * ACQUIREs at the directory, a client's GETs at its store, ...); more are
  * refused with HPL_EUNAVAIL. */
 #define HPL__MAX_WAITING_PER_PEER 65536
+/* `hoplite status`: copies arriving a heartbeat lists, and what a STATUS
+ * reply lists at most (the totals say how many there are). */
+#define HPL__STATUS_MAX_INCOMING 16
+#define HPL__STATUS_MAX_NODES 4096
+#define HPL__STATUS_MAX_TRANSFERS 1024
+#define HPL__STATUS_MAX_REDUCES 256
+#define HPL__STATUS_MAX_DEAD 16 /* nodes gone, latest first */
 /* Default cap on a listener's open connections (--max-connections). */
 #define HPL__DEFAULT_MAX_CONNS 4096
 

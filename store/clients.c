@@ -33,6 +33,10 @@ static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) 
   st_obj *o = store_find(s, m->id);
   Hplpb__ContainsRep r = HPLPB__CONTAINS_REP__INIT;
   r.local = o && (o->state == OBJ_SEALED || o->state == OBJ_SPILLED);
+  if (o && !o->internal) { /* a copy arriving shows how far it got (get progress) */
+    r.held = o->progress;
+    r.size = o->size;
+  }
   session_send(cl, HPL__MSG_CONTAINS_REP, req, &r.base);
 }
 
@@ -177,6 +181,7 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     case HPL__MSG_DELETE: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
     case HPL__MSG_LIST: proxy(s, cl, h, m, ((Hplpb__ListReq *)m)->timeout_ms); break;
     case HPL__MSG_TRANSFERS: proxy(s, cl, h, m, ((Hplpb__TransfersReq *)m)->timeout_ms); break;
+    case HPL__MSG_STATUS: proxy(s, cl, h, m, ((Hplpb__StatusReq *)m)->timeout_ms); break;
     case HPL__MSG_REDUCE: rdsink_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m); break;
     case HPL__MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
     case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id); break;

@@ -62,6 +62,7 @@ typedef struct dirlink {
   int stopping;
   dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
   void (*registered)(store *s, int restarted);
+  size_t (*incoming)(store *s, dl_incoming *out, size_t max); /* for heartbeats */
   uint64_t incarnation; /* random per process (RegisterReq.incarnation) */
   /* re-reporting what we hold after registering (HELD, one piece at a time) */
   st_walk held_walk;
@@ -251,6 +252,10 @@ void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted)) {
   s->dl->registered = fn;
 }
 
+void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size_t max)) {
+  s->dl->incoming = fn;
+}
+
 /* ------------------------------------------------------------------ connection */
 
 static void schedule_reconnect(dirlink *dl) {
@@ -413,14 +418,39 @@ static void dl_hb_cb(uv_timer_t *t) {
   dirlink *dl = t->data;
   if (dl->state != DL_READY) return;
   if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
+  store *s = dl->s;
   Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
-  hbm.node_id = dl->s->node_id;
+  hbm.node_id = s->node_id;
   hbm.rtt_us = dl->rtt_us;
+  /* what `hoplite status` shows of this node */
+  hbm.stats = 1;
+  hbm.pool_used = hpl__pool_used(s->pool);
+  hbm.pool_capacity = hpl__pool_capacity(s->pool);
+  hbm.objects = store_obj_count(s);
+  hbm.bytes_sent = s->ctr.data_bytes_sent;
+  hbm.bytes_received = s->ctr.data_bytes_received;
+  hbm.clients = s->nclients;
+  dl_incoming in[HPL__STATUS_MAX_INCOMING];
+  Hplpb__Incoming im[HPL__STATUS_MAX_INCOMING], *ip[HPL__STATUS_MAX_INCOMING];
+  size_t total = dl->incoming ? dl->incoming(s, in, HPL__STATUS_MAX_INCOMING) : 0;
+  size_t n = total < HPL__STATUS_MAX_INCOMING ? total : HPL__STATUS_MAX_INCOMING;
+  for (size_t i = 0; i < n; i++) {
+    hplpb__incoming__init(&im[i]);
+    im[i].id = (char *)in[i].id;
+    im[i].sender = in[i].sender;
+    im[i].held = in[i].held;
+    im[i].size = in[i].size;
+    im[i].rate = in[i].rate > 0 ? (uint64_t)in[i].rate : 0;
+    ip[i] = &im[i];
+  }
+  hbm.n_incoming = n;
+  hbm.incoming = ip;
+  hbm.incoming_total = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
   dl->hb_sent_ns = hpl__now_ns();
   uint64_t interval = uv_timer_get_repeat(t);
   /* a heartbeat is only useful on the connection it was sent on */
-  dirlink_request(dl->s, HPL__MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval),
-                  hb_reply, NULL);
+  dirlink_request(s, HPL__MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval), hb_reply,
+                  NULL);
 }
 
 static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,

@@ -54,6 +54,19 @@ void dirlink_on(store *s, unsigned type, dl_msg_fn fn);
  * new instance that lost its state. */
 void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted));
 
+/* A copy this store is pulling from a peer, as its heartbeats report it
+ * (`hoplite status`). */
+typedef struct dl_incoming {
+  const char *id;
+  uint64_t sender, held, size;
+  double rate; /* bytes/s */
+} dl_incoming;
+
+/* fn lists the copies arriving for each scheduled heartbeat: the first
+ * `max` into out[] (ids valid until the loop runs again), returning how
+ * many there are in all (fetch_incoming). */
+void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size_t max));
+
 /* Registered and connected. */
 int dirlink_ready(store *s);
 

@@ -442,6 +442,19 @@ void fetch_dropped(store *s, st_obj *o) {
   fetch_free_maybe(f);
 }
 
+size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
+  size_t n = 0;
+  st_fetch *f;
+  DL_FOREACH(s->fetches, f) {
+    if (!f->pull) continue;
+    if (n < max)
+      out[n] = (dl_incoming){.id = f->o->id, .sender = f->sender, .held = f->o->progress,
+                            .size = f->o->size, .rate = puller_rate(f->pull)};
+    n++;
+  }
+  return n;
+}
+
 void fetch_drain(store *s) {
   st_fetch *f, *tmp;
   DL_FOREACH_SAFE(s->fetches, f, tmp) {

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "dirlink.h"
 #include "objects.h"
 #include "server.h"
 
@@ -29,6 +30,11 @@ void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect);
 
 /* `o` was deleted: fail its waiters (HPL_ENOTFOUND), stop, forget it. */
 void fetch_dropped(store *s, st_obj *o);
+
+/* The fetches with a pull running, the first `max` of them into out[]
+ * (ids valid until the loop runs again). Returns how many there are in
+ * all. For heartbeats (dirlink_on_incoming). */
+size_t fetch_incoming(store *s, dl_incoming *out, size_t max);
 
 /* The store is leaving: stop every pull (answers still due are let be). */
 void fetch_drain(store *s);

@@ -367,6 +367,13 @@ void puller_paused(st_puller *p) {
   if (p) p->paused = 1;
 }
 
+double puller_rate(const st_puller *p) {
+  if (!p) return 0;
+  if (p->rate > 0) return p->rate;
+  uint64_t el = hpl__now_ms() - p->started_ms;
+  return el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
+}
+
 void puller_stop_all(store *s) {
   while (s->pullers) puller_end(s->pullers, HPL_ECANCELED, NULL, 0);
 }

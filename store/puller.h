@@ -67,6 +67,11 @@ void puller_suspect_done(st_puller *p, uint64_t retry_ms);
  * 1 Gbit/s), 1 s while no rate is known, at most `cap_ms` (0: no cap). */
 uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms);
 
+/* The rate the stream has been seeing, bytes/s: its samples while bytes
+ * flow, else what arrived over the time since it started (0: nothing yet).
+ * For reports (`hoplite status`). */
+double puller_rate(const st_puller *p);
+
 /* End every pull (store stopping); done() is not called. */
 void puller_stop_all(store *s);
 

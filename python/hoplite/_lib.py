@@ -100,6 +100,8 @@ _PROTOTYPES = {
     "hpl_counters": (_c_int, [ClientP, _i64, _P(_vp)]),
     "hpl_counter": (_c_int, [ClientP, _cstr, _i64, _P(_u64)]),
     "hpl_transfers": (_c_int, [ClientP, _u64, _i64, _P(_vp), _P(_u64)]),
+    "hpl_status": (_c_int, [ClientP, _c_int, _i64, _P(_vp)]),
+    "hpl_held_bytes": (_c_int, [ClientP, _cstr, _i64, _P(_u64), _P(_u64)]),
     "hpl_free": (None, [_vp]),
     # many requests at once: arrays of n, rcs[i] per request
     "hpl_put_many": (_c_int, [ClientP, _P(_cstr), _P(_vp), _P(_u64), _size, _i64, _P(_c_int)]),

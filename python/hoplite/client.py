@@ -16,6 +16,7 @@ Lifetime rules (see python/README.md, "Views and their lifetime"):
 """
 import collections
 import ctypes
+import json
 import math
 import os
 import threading
@@ -670,6 +671,30 @@ class Client:
                 res.append(Transfer(int(f[0]), int(f[1]), f[2].decode(), f[3].decode(),
                                     f[4].decode(), decode_id(f[5])))
         return res, nxt.value
+
+    def status(self, timeout=DEFAULT):
+        """The whole cluster as the directory sees it now (what `hoplite
+        status --json` prints): a dict with "nodes" (liveness, heartbeat
+        age, pool use, objects, bytes moved), "transfers" in flight (id,
+        from, to, held, size, rate in bytes/s), "reduces" running and the
+        directory's totals; node ids are 16-digit hex strings, object ids
+        str as ids are elsewhere (bytes that are not UTF-8 as surrogates).
+        See hpl_status in hoplite.h for every field."""
+        out = ctypes.c_void_p()
+        with _use(self._n) as h:
+            self._check(self._lib.hpl_status(h, 1, self._ms(timeout), ctypes.byref(out)))
+        return json.loads(_take_text(self._lib, out).decode("utf-8"))
+
+    def held_bytes(self, obj_id, timeout=DEFAULT):
+        """How much of the object this node's store holds now: (held, size).
+        A copy still arriving counts the bytes arrived so far; (0, 0) if
+        there is none here (size 0 also while the size is not known)."""
+        idb = encode_id(obj_id)
+        held, size = ctypes.c_uint64(), ctypes.c_uint64()
+        with _use(self._n) as h:
+            self._check(self._lib.hpl_held_bytes(h, idb, self._ms(timeout), ctypes.byref(held),
+                                                 ctypes.byref(size)))
+        return held.value, size.value
 
     # -------------------------------------------------------------- many at once
     # Each call sends all its requests before it waits for any answer (one
