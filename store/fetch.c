@@ -443,9 +443,10 @@ void fetch_dropped(store *s, st_obj *o) {
 }
 
 size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
-  size_t n = 0;
+  size_t n = 0, walked = 0;
   st_fetch *f;
   DL_FOREACH(s->fetches, f) {
+    if (++walked > FETCH_INCOMING_WALK) break; /* a heartbeat's work stays bounded */
     if (!f->pull) continue;
     if (n < max)
       out[n] = (dl_incoming){.id = f->o->id, .sender = f->sender, .held = f->o->progress,

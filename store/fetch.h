@@ -32,8 +32,10 @@ void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect);
 void fetch_dropped(store *s, st_obj *o);
 
 /* The fetches with a pull running, the first `max` of them into out[]
- * (ids valid until the loop runs again). Returns how many there are in
- * all. For heartbeats (dirlink_on_incoming). */
+ * (ids valid until the loop runs again). Returns how many there are among
+ * the first FETCH_INCOMING_WALK fetches (pulling or not). For heartbeats
+ * (dirlink_on_incoming). */
+#define FETCH_INCOMING_WALK 4096
 size_t fetch_incoming(store *s, dl_incoming *out, size_t max);
 
 /* The store is leaving: stop every pull (answers still due are let be). */
