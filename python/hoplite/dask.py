@@ -661,9 +661,11 @@ async def _scatter(dc, data, workers, broadcast, direct, hash, timeout, min_byte
                                      direct=direct, timeout=timeout, hash=hash))
     if arrays:
         out.update(await _scatter_arrays(dc, arrays, workers, broadcast, timeout))
-    if names is not None and issubclass(input_type, (list, tuple, set, frozenset)):
+    if names is None:
+        out = {k: out[k] for k in data}      # the dict's own order
+    elif issubclass(input_type, (list, tuple, set, frozenset)):
         out = input_type(out[k] for k in names)
-    elif names is not None:
+    else:
         out = [out[k] for k in names]
     if unpack:
         out = out[0]

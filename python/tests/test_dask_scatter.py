@@ -101,6 +101,10 @@ def scale(a, k):
     return a * k
 
 
+def score(batch, w):
+    return float(w[batch] * 2)
+
+
 def describe(a):
     base = a
     while isinstance(base, np.ndarray):
@@ -135,19 +139,20 @@ def test_broadcast_to_unchanged_tasks(cluster, dc):
     sums = dc.gather([dc.submit(total, fut, workers=[w], allow_other_workers=False, pure=False)
                       for w in ws])
     assert sums == [x.sum()] * 3 and all(type(s) is np.float64 for s in sums)
+    assert dc.gather(dc.map(score, [0, 5, N - 1], w=fut)) == [x[0] * 2, x[5] * 2, x[-1] * 2]
     doubled = dc.submit(scale, fut, 2.0)
     assert dc.submit(total, doubled).result() == (x * 2.0).sum()
     assert np.array_equal(doubled.result(), x * 2.0)
-    d = dc.submit(describe, fut, workers=[ws[2]], pure=False).result()
-    assert d == {"type": "HopliteArray", "writeable": False, "base": "memoryview",
-                 "socket": cluster.socket(3)}  # zero-copy over worker 2's own store
-    # every worker's store pulled the array through hoplite...
+    # Dask moved nothing between the workers...
+    assert dask_moves(dc, fut.key) == {}
+    # ...every worker's store pulled the array through hoplite
     pulls = counters(cluster, "pulls_made")
     recv = counters(cluster, "data_bytes_received")
     assert [pulls[i] - pulls0[i] for i in (1, 2, 3)] == [1, 1, 1]
     assert all(recv[i] - recv0[i] >= x.nbytes for i in (1, 2, 3))
-    # ...and Dask moved nothing between them
-    assert dask_moves(dc, fut.key) == {}
+    d = dc.submit(describe, fut, workers=[ws[2]], pure=False).result()
+    assert d == {"type": "HopliteArray", "writeable": False, "base": "memoryview",
+                 "socket": cluster.socket(3)}  # zero-copy over worker 2's own store
     # the driver reads it back (from its own store)
     assert np.array_equal(fut.result(), x)
 
@@ -218,8 +223,8 @@ def test_keys_and_containers(dc):
     assert got == [y.sum(), (x + 1).sum(), "ndarray", "text"]
     tup = hd.scatter(dc, (x, y))
     assert type(tup) is tuple and len(tup) == 2
-    dct = hd.scatter(dc, {"weights": x, 3: y}, workers=ws[1:])
-    assert set(dct) == {"weights", 3} and dct["weights"].key == "weights"
+    dct = hd.scatter(dc, {"weights": x, 3: y, "n": 7}, workers=ws[1:])
+    assert list(dct) == ["weights", 3, "n"] and dct["weights"].key == "weights"
     assert set(dc.who_has(dct["weights"])["weights"]) <= set(ws[1:])
     assert dc.submit(total, dct[3]).result() == y.sum()
 
