@@ -259,7 +259,9 @@ static void *get_thread(void *arg) {
 }
 
 /* hpl_get with a progress bar: the get runs on a thread; every 200 ms this
- * one asks the store how much of the object it holds and redraws. */
+ * one asks the store how much of the object it holds and redraws. A get
+ * that fails there ends the program (with the thread's detail); returns 0,
+ * or hpl_get's code when no thread could be started and it ran here. */
 static int get_with_progress(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
   get_job j = {.c = c, .id = id, .timeout_ms = timeout_ms};
   pthread_condattr_t ca;
@@ -306,7 +308,7 @@ static int cmd_get(hpl_client *c, conn_opts *o, int argc, char **argv) {
   hpl_buf *b;
   uint64_t t0 = hpl__now_ns();
   if (isatty(STDERR_FILENO))
-    get_with_progress(c, argv[0], o->timeout_ms, &b);
+    check(c, get_with_progress(c, argv[0], o->timeout_ms, &b), "get");
   else
     check(c, hpl_get(c, argv[0], o->timeout_ms, &b), "get");
   double ms = (double)(hpl__now_ns() - t0) / 1e6;
