@@ -210,5 +210,8 @@ def test_get_progress_and_transfer_in_status(lc, tmp_path):
     assert re.search(r"100%\s+12\.0 MiB / 12\.0 MiB", bars[-1])
     assert re.fullmatch(r"get slow/g2: %d bytes in [0-9.]+ ms" % size, fr[-1]), fr
     assert "table" in seen, "the status table never showed slow/g2 in flight"
+    # a get that fails on the terminal path says why and exits 1
+    rc, out, tty = run_tty(lc, 1, "-t", "300", "get", "slow/none", str(tmp_path / "o3"))
+    assert rc == 1 and b"get: timed out" in tty, tty
     rate = float(seen["table"][2])
     assert 0 < rate < 24, seen  # paced at 8 MB/s
