@@ -51,6 +51,13 @@ static void waiter_drop(dir_waiter *w) {
   hpl__otimer_free(&w->timer, w);
 }
 
+/* A waiting ACQUIRE is answered now (dirmetrics.h: acquire_wait_hist). */
+static void waited(const dir_waiter *w) {
+  uint64_t now = hpl__now_ms();
+  hpl__hist_observe(&w->srv->acquire_wait_hist,
+                    (now > w->since_ms ? now - w->since_ms : 0) * 1000000ull);
+}
+
 /* Drop a waiter, and its object if nothing refers to it any more. */
 static void waiter_end(dir_waiter *w) {
   dir_server *s = w->srv;
@@ -192,15 +199,18 @@ static void waiter_timeout(void *owner) {
   }
   if (!w->deadline_ms || hpl__now_ms() < w->deadline_ms) {
     /* the ring wait is over: the ordinary rule now */
-    if (acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait))
+    if (acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait)) {
+      waited(w);
       waiter_end(w);
-    else
+    } else {
       waiter_arm(w);
+    }
     return;
   }
   char detail[320];
   snprintf(detail, sizeof detail, "object '%s' did not become available in time", w->obj->id);
   reply_err(w->node, w->req_id, HPL_ETIMEDOUT, detail);
+  waited(w);
   waiter_end(w);
 }
 
@@ -220,6 +230,7 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
       continue;
     }
     if (acquire_try(s, w->node, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
+      waited(w);
       waiter_drop(w);
       served = 1;
     } else {

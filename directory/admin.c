@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dirmetrics.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
@@ -92,26 +93,11 @@ void dir_admin_on_list(dir_server *s, const dir_frame *f) {
 
 /* ------------------------------------------------------------------ counters */
 
+/* COUNTERS: the list /metrics shows too (dirmetrics.c). */
 void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
-  const hpl__counter vals[] = {
-      {"dir_nodes", HASH_COUNT(s->nodes)},      {"dir_objects", s->tab.nobjs},
-      {"dir_inline_bytes", s->tab.inline_bytes}, {"dir_acquires", s->ctr.acquires},
-      {"dir_inline_served", s->ctr.inline_served}, {"dir_senders_assigned", s->ctr.senders_assigned},
-      {"dir_ring_assigned", s->ctr.ring_assigned}, {"dir_peeks_served", s->ctr.peeks_served},
-      {"dir_peek_waits", s->ctr.peek_waits},
-      {"dir_waits", s->ctr.waits},              {"dir_lost_replies", s->ctr.lost_replies},
-      {"dir_nodes_dead", s->ctr.nodes_dead},    {"dir_reduce_resets", s->ctr.reduce_resets},
-      {"dir_auth_failures", s->ctr.auth_failures}, {"dir_conns", s->nconns},
-      {"dir_conns_refused", s->ctr.conns_refused}, {"dir_held_taken", s->ctr.held_taken},
-      {"dir_held_dropped", s->ctr.held_dropped}, {"dir_reconnects", s->ctr.reconnects},
-      {"dir_sweep_stalls", s->ctr.sweep_stalls}, {"dir_stall_ms", s->ctr.stall_ms},
-      {"dir_silent_reports", s->ctr.silent_reports}, {"dir_probes", s->ctr.probes},
-      {"dir_suspects", s->ctr.suspects},          {"dir_suspect_moves", s->ctr.suspect_moves},
-      {"dir_slow_moves", s->ctr.slow_moves},     {"dir_reduces_adopted", s->ctr.reduces_adopted},
-      {"dir_evictions_granted", s->ctr.evictions_granted},
-      {"dir_reduce_stragglers", s->ctr.reduce_stragglers},
-  };
-  Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
+  hpl__metric vals[DIR_METRICS_MAX];
+  size_t n = dir_metrics_collect(s, vals);
+  Hplpb__CountersRep *r = hpl__metrics_counters_rep(vals, n);
   if (!r) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;

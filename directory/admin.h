@@ -4,8 +4,8 @@
  * DELETE, which first has every holder drop its copy (DROP, acknowledged
  * with an empty REPLY carrying the DROP's request id).
  *
- * Owns dir_server.deletes (deletes waiting for acks, each with a timer) and
- * the COUNTERS list. Callers: server.c (dispatch; a closed connection;
+ * Owns dir_server.deletes (deletes waiting for acks, each with a timer);
+ * the COUNTERS list is dirmetrics.c's (/metrics shows it too). Callers: server.c (dispatch; a closed connection;
  * shutdown).
  */
 #ifndef HPL_DIR_ADMIN_H

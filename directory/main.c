@@ -88,9 +88,11 @@ int main(int argc, char **argv) {
   hpl__srv_common common;
   int rc = hpl__srv_parse(prog, "hoplite-directory [options]", opts, &s.cfg, argc, argv, &common);
   if (rc >= 0) return rc;
+  s.cfg.metrics = common.metrics;
   if ((rc = hpl__srv_load_auth(prog, &common, &s.cfg.auth)) >= 0 ||
       (rc = hpl__srv_exposure(prog, "--listen", s.cfg.listen_host, &s.cfg.auth,
-                              common.insecure)) >= 0)
+                              common.insecure)) >= 0 ||
+      (rc = hpl__metrics_exposure(prog, &s.cfg.metrics, &s.cfg.auth, common.insecure)) >= 0)
     return rc;
   if (s.cfg.heartbeat_timeout_ms < 2 * s.cfg.heartbeat_ms) {
     fprintf(stderr,

@@ -11,6 +11,7 @@
 
 #include "acquire.h"
 #include "admin.h"
+#include "dirmetrics.h"
 #include "hoplite.h"
 #include "locs.h"
 #include "log.h"
@@ -118,7 +119,10 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   dir_frame f = {.dc = dc, .req = h->req_id, .msg = m, .payload = payload, .plen = plen};
-  rt->fn(dc->srv, &f);
+  dir_server *s = dc->srv; /* the handler may end the connection (dc) */
+  uint64_t t0 = uv_hrtime();
+  rt->fn(s, &f);
+  hpl__hist_observe(&s->req_hist[h->type], uv_hrtime() - t0);
 }
 
 /* ------------------------------------------------------------------ connections */
@@ -197,6 +201,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   dir_conn *dc;
   DL_FOREACH(s->conns, dc) hpl__conn_close(dc->c, 0); /* on_close runs later */
   dir_admin_stop(s);
+  dir_metrics_stop(s);
 }
 
 /* Write the bound port to cfg->port_file (through a rename, so a reader
@@ -243,6 +248,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   LOG_INFO("listening on %s:%d (inline max %u B, max senders per copy %u, heartbeat %u/%u ms)",
            cfg->listen_host, port, cfg->inline_max, cfg->max_senders, cfg->heartbeat_ms,
            cfg->heartbeat_timeout_ms);
+  if ((rc = dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
   dir_liveness_start(s);
   uv_signal_init(loop, &s->sigint);

@@ -18,6 +18,8 @@
  *   reduce.c       reduce records: requests, joins, finishing, REDUCE_INFO
  *   reduce_tree.c  a running reduce's tree: arrivals, failures, messages
  *   objects.c      the object table (pure data structure, no I/O)
+ *   dirmetrics.c   the one list of counters (COUNTERS, /metrics), the
+ *                  request histograms, the /metrics endpoint
  *
  * Every function of every module runs on the loop thread.
  */
@@ -31,6 +33,7 @@
 #include <uthash.h>
 
 #include "auth.h"
+#include "metricsrv.h"
 #include "objects.h"
 #include "uvconn.h"
 
@@ -52,6 +55,7 @@ typedef struct dir_config {
   int latency_auto, bandwidth_auto; /* use what is measured once known */
   hpl__auth auth;             /* the cluster secret (auth.on 0: none, loopback only) */
   uint32_t max_conns;         /* open connections at most; more are closed at once */
+  hpl__metrics_cfg metrics;   /* --metrics-listen (off unless given) */
 } dir_config;
 
 /* Fill *c with the defaults (the command line's documented values). */
@@ -121,6 +125,10 @@ typedef struct dir_server {
   /* cost.c */
   double lat_measured, bw_measured; /* EWMAs: heartbeat rtt/2, pull rates (0: none yet) */
   dir_counters ctr;
+  /* dirmetrics.c (recorded by server.c and acquire.c) */
+  hpl__hist req_hist[HPL__MSG_MAX_ + 1]; /* handling time by message type */
+  hpl__hist acquire_wait_hist;           /* ACQUIREs that waited: arrival to answer */
+  struct hpl__msrv *msrv;                /* the /metrics endpoint (NULL: none) */
   int stopping;                  /* a signal ended the server: connections close */
 } dir_server;
 

@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "hoplite.h"
 #include "localcluster.h"
+#include "metrics.h"
 #include "util.h"
 
 static const char *prog = "hoplite";
@@ -33,6 +34,8 @@ static void usage(FILE *f) {
           "             start a cluster, broadcast an object and print what happened\n"
           "  secret FILE\n"
           "             write a new cluster secret (256 bits, mode 0600) for --auth-file\n"
+          "  secret --metrics-token FILE\n"
+          "             print the bearer token servers with this secret want on /metrics\n"
           "\n"
           "Objects (talk to a store; pick it with -s SOCKET, -n NODE of the local\n"
           "cluster, or $HOPLITE_SOCKET):\n"
@@ -733,10 +736,22 @@ static int cmd_cluster(int argc, char **argv) {
   return 0;
 }
 
-/* `hoplite secret FILE`: a new cluster secret for --auth-file. */
+/* `hoplite secret FILE`: a new cluster secret for --auth-file.
+ * `hoplite secret --metrics-token FILE`: the bearer token /metrics wants
+ * from scrapers of a cluster with that secret (metrics.h). */
 static int cmd_secret(int argc, char **argv) {
-  if (argc != 1) die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)");
   char err[512];
+  if (argc == 2 && !strcmp(argv[0], "--metrics-token")) {
+    hpl__auth a;
+    char token[HPL__METRICS_TOKEN_LEN + 1];
+    if (hpl__auth_load(argv[1], &a, err, sizeof err) != 0) die("%s", err);
+    if (hpl__metrics_token(&a, token) != 0) die("libsodium cannot start");
+    printf("%s\n", token);
+    return 0;
+  }
+  if (argc != 1)
+    die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)\n"
+        "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)");
   if (hpl__auth_create(argv[0], err, sizeof err) != 0) die("%s", err);
   printf("wrote a new cluster secret to %s; give it to every server with --auth-file %s\n",
          argv[0], argv[0]);

@@ -14,6 +14,10 @@ static int set_log_level(void *cfg, const char *arg) {
   return (c->log_level = hpl__log_level_parse(arg)) < 0 ? -1 : 0;
 }
 
+static int set_metrics_listen(void *cfg, const char *arg) {
+  return hpl__metrics_parse_listen(&((hpl__srv_common *)cfg)->metrics, arg);
+}
+
 static int set_log_format(void *cfg, const char *arg) {
   (void)cfg;
   int f = hpl__log_format_parse(arg);
@@ -41,6 +45,14 @@ static const hpl__opt common_opts[] = {
      "text|json (default text); json: one object per line with\n"
      "time (UTC), level, service, node, pid and event",
      HPL__OPT_FN, 0, 0, 0, 0, set_log_format},
+    {"metrics-listen", "HOST:PORT",
+     "serve Prometheus metrics at http://HOST:PORT/metrics\n"
+     "(port 0 picks one; beyond loopback only with a secret or\n"
+     "--insecure; with a secret every scrape needs the bearer\n"
+     "token `hoplite secret --metrics-token FILE` prints)",
+     HPL__OPT_FN, 0, 0, 0, 0, set_metrics_listen},
+    {"metrics-port-file", "PATH", "write the metrics port to PATH once listening", HPL__OPT_PTR,
+     COFF(metrics.port_file), 0, 0, 0, NULL},
     {"help", NULL, "this text", HPL__OPT_FLAG, 0, 0, 0, 0, NULL},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "metricsrv.h"
 
 enum {
   HPL__OPT_FLAG,   /* int at off, set to 1 (no argument) */
@@ -43,6 +44,7 @@ typedef struct hpl__srv_common {
   int log_level;         /* --log-level (default info) */
   const char *auth_file; /* --auth-file, else $HOPLITE_AUTH_FILE, else NULL */
   int insecure;          /* --insecure: listen beyond loopback without a secret */
+  hpl__metrics_cfg metrics; /* --metrics-listen, --metrics-port-file (metricsrv.h) */
 } hpl__srv_common;
 
 /* Parse argv with `opts` (ended by an entry whose name is NULL) plus the

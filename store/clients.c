@@ -23,6 +23,7 @@
 #include "hoplite.h"
 #include "lifetime.h"
 #include "log.h"
+#include "stmetrics.h"
 #include "objects.h"
 #include "put.h"
 #include "rdsink.h"
@@ -40,58 +41,11 @@ static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) 
   session_send(cl, HPL__MSG_CONTAINS_REP, req, &r.base);
 }
 
+/* COUNTERS: the list /metrics shows too (stmetrics.c). */
 static void on_counters(store *s, st_client *cl, uint64_t req) {
-  const hpl__counter vals[] = {
-      {"data_bytes_sent", s->ctr.data_bytes_sent},
-      {"data_bytes_received", s->ctr.data_bytes_received},
-      {"pulls_served", s->ctr.pulls_served},
-      {"pulls_made", s->ctr.pulls_made},
-      {"pull_failures", s->ctr.pull_failures},
-      {"bytes_resent", s->ctr.bytes_resent},
-      {"pull_resumes", s->ctr.pull_resumes},
-      {"bytes_kept_on_resume", s->ctr.bytes_kept_on_resume},
-      {"stalls", s->ctr.stalls},
-      {"stragglers", s->ctr.stragglers},
-      {"pull_suspects", s->ctr.pull_suspects},
-      {"suspect_moves", s->ctr.suspect_moves},
-      {"restarts", s->ctr.restarts},
-      {"dir_registrations", s->ctr.dir_registrations},
-      {"auth_failures", s->ctr.auth_failures},
-      {"clients_refused", s->ctr.clients_refused},
-      {"conns_refused", s->ctr.conns_refused},
-      {"clients", s->nclients},
-      {"data_conns", s->nsenders},
-      {"inline_gets", s->ctr.inline_gets},
-      {"inline_puts", s->ctr.inline_puts},
-      {"local_gets", s->ctr.local_gets},
-      {"remote_gets", s->ctr.remote_gets},
-      {"puts", s->ctr.puts},
-      {"objects", store_obj_count(s)},
-      {"pool_capacity", hpl__pool_capacity(s->pool)},
-      {"pool_used", hpl__pool_used(s->pool)},
-      {"pool_allocated", hpl__pool_allocated(s->pool)},
-      {"pool_high_water", hpl__pool_high_water(s->pool)},
-      {"pool_resident", hpl__pool_resident(s->pool)},
-      {"pool_trims", s->ctr.pool_trims},
-      {"pool_trimmed_bytes", s->ctr.pool_trimmed_bytes},
-      {"pinned_bytes", hpl__pool_allocated(s->pool) - store_idle_bytes(s)},
-      {"idle_bytes", store_idle_bytes(s)},
-      {"evictions", s->ctr.evictions},
-      {"evicted_bytes", s->ctr.evicted_bytes},
-      {"evict_refusals", s->ctr.evict_refusals},
-      {"room_waits", s->ctr.room_waits},
-      {"room_timeouts", s->ctr.room_timeouts},
-      {"owned_deletes", s->ctr.owned_deletes},
-      {"ttl_deletes", s->ctr.ttl_deletes},
-      {"spilled", s->ctr.spilled},
-      {"spilled_bytes", s->ctr.spilled_bytes},
-      {"spill_dropped", s->ctr.spill_dropped},
-      {"restored", s->ctr.restored},
-      {"restored_bytes", s->ctr.restored_bytes},
-      {"spill_errors", s->ctr.spill_errors},
-      {"node_id", s->node_id},
-  };
-  Hplpb__CountersRep *r = hpl__counters_rep(vals, sizeof vals / sizeof vals[0]);
+  hpl__metric vals[STORE_METRICS_MAX];
+  size_t n = store_metrics_collect(s, vals);
+  Hplpb__CountersRep *r = hpl__metrics_counters_rep(vals, n);
   if (!r) {
     session_reply(cl, req, HPL_ENOMEM, "out of memory");
     return;

@@ -20,12 +20,19 @@ typedef struct get_waiter {
   struct get_waiter *cprev, *cnext; /* the client's list (utlist) */
   st_client *cl;
   uint64_t req;
+  uint64_t t0; /* uv_hrtime() at its arrival (get_hist) */
   hpl__otimer timer;
 } get_waiter;
 
+/* A GET that arrived at t0 is answered: its latency (s->get_hist). */
+static void answered(st_client *cl, uint64_t t0) {
+  if (!cl->closed) hpl__hist_observe(&cl->s->get_hist, uv_hrtime() - t0);
+}
+
 /* Reply with the object held for the client (one more hold). */
-static void reply_held(store *s, st_client *cl, uint64_t req, st_obj *o) {
+static void reply_held(store *s, st_client *cl, uint64_t req, st_obj *o, uint64_t t0) {
   if (cl->closed) return;
+  answered(cl, t0);
   if (session_hold(cl, o) != 0) {
     session_reply(cl, req, HPL_ENOMEM, "out of memory");
     return;
@@ -37,7 +44,9 @@ static void reply_held(store *s, st_client *cl, uint64_t req, st_obj *o) {
   session_send(cl, HPL__MSG_GET_REP, req, &r.base);
 }
 
-static void reply_err(st_client *cl, uint64_t req, int status, const char *detail) {
+static void reply_err(st_client *cl, uint64_t req, int status, const char *detail,
+                      uint64_t t0) {
+  answered(cl, t0);
   Hplpb__GetRep r = HPLPB__GET_REP__INIT;
   r.status = status;
   r.detail = (char *)(detail ? detail : "");
@@ -61,9 +70,9 @@ static void waiter_end(get_waiter *g) {
 static void waiter_done(st_waiter *w, int status, const char *detail) {
   get_waiter *g = (get_waiter *)w;
   if (status == 0)
-    reply_held(g->cl->s, g->cl, g->req, w->obj);
+    reply_held(g->cl->s, g->cl, g->req, w->obj, g->t0);
   else
-    reply_err(g->cl, g->req, status, detail);
+    reply_err(g->cl, g->req, status, detail, g->t0);
   waiter_end(g);
 }
 
@@ -77,27 +86,28 @@ static void waiter_timeout(void *arg) {
            : o->state == OBJ_CREATING ? "it is still being written"
            : o->state == OBJ_SPILLED  ? "it is being read back from disk"
                                       : "it is still arriving");
-  reply_err(g->cl, g->req, HPL_ETIMEDOUT, detail);
+  reply_err(g->cl, g->req, HPL_ETIMEDOUT, detail, g->t0);
   store_unwait(&g->w);
   waiter_end(g);
   forget_if_unwanted(s, o);
 }
 
 void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms) {
+  uint64_t t0 = uv_hrtime();
   st_obj *o = store_find(s, id);
   if (o && o->state == OBJ_SEALED) {
     s->ctr.local_gets++;
-    reply_held(s, cl, req, o);
+    reply_held(s, cl, req, o, t0);
     return;
   }
   if (timeout_ms == 0) {
     char detail[320];
     snprintf(detail, sizeof detail, "object '%s' is not in this store (timeout 0)", id);
-    reply_err(cl, req, HPL_ETIMEDOUT, detail);
+    reply_err(cl, req, HPL_ETIMEDOUT, detail, t0);
     return;
   }
   if (cl->nwaiters >= HPL__MAX_WAITING_PER_PEER) {
-    reply_err(cl, req, HPL_EUNAVAIL, "too many GETs of this client waiting already");
+    reply_err(cl, req, HPL_EUNAVAIL, "too many GETs of this client waiting already", t0);
     return;
   }
   get_waiter *g = calloc(1, sizeof *g);
@@ -106,10 +116,11 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
   }
   if (!o || !g) {
     free(g);
-    reply_err(cl, req, HPL_ENOMEM, "out of memory");
+    reply_err(cl, req, HPL_ENOMEM, "out of memory", t0);
     return;
   }
   g->cl = cl;
+  g->t0 = t0;
   g->req = req;
   g->w.deadline_ms = hpl__deadline_ms(timeout_ms < 0 ? -1 : timeout_ms);
   g->w.done = waiter_done;

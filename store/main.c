@@ -150,9 +150,11 @@ int main(int argc, char **argv) {
     snprintf(cfg->data_host, sizeof cfg->data_host, "%s",
              hpl__is_loopback(cfg->dir_host) ? "127.0.0.1" : "0.0.0.0");
   cfg->insecure = common.insecure;
+  cfg->metrics = common.metrics;
   if ((rc = hpl__srv_load_auth(prog, &common, &cfg->auth)) >= 0 ||
       (rc = hpl__srv_exposure(prog, "--data-listen", cfg->data_host, &cfg->auth,
-                              common.insecure)) >= 0)
+                              common.insecure)) >= 0 ||
+      (rc = hpl__metrics_exposure(prog, &cfg->metrics, &cfg->auth, common.insecure)) >= 0)
     return rc;
   if (!cfg->socket_path[0]) {
     const char *env = getenv(HPL_SOCKET_ENV);

@@ -37,6 +37,7 @@ typedef struct st_put {
   uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
+  uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
 } st_put;
 
 static void put_free_maybe(st_put *p) {
@@ -80,6 +81,7 @@ static void put_finish(st_put *p) {
   store *s = p->s;
   st_obj *o = p->o;
   s->ctr.puts++;
+  hpl__hist_observe(&s->put_hist, uv_hrtime() - p->t0);
   if (!o->inline_obj) dirlink_loc_complete(s, o->id, 0);
   p->state = PUT_ENDED;
   o->put = NULL;
@@ -193,6 +195,7 @@ static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, 
   p->req = req;
   p->whole = whole;
   p->timeout_ms = timeout_ms;
+  p->t0 = uv_hrtime();
   p->state = PUT_ROOM;
   store_obj_ref(s, o);
   session_ref(cl);

@@ -19,6 +19,7 @@
 #include "rdsink.h"
 #include "rdtask.h"
 #include "room.h"
+#include "stmetrics.h"
 #include "util.h"
 
 void store_config_defaults(store_config *c) {
@@ -129,7 +130,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
     return rc;
   }
   store_objects_init(s);
-  if ((rc = room_init(s)) || (rc = lifetime_init(s))) return rc;
+  if ((rc = room_init(s)) || (rc = lifetime_init(s)) || (rc = store_metrics_start(s))) return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   if ((rc = dataport_start(s, drain_check)) || (rc = clients_start(s)) ||
@@ -174,6 +175,7 @@ void store_stop(store *s) {
   rdtask_end(s, NULL, 0);
   rdsink_stop(s);
   puller_stop_all(s);
+  store_metrics_stop(s);
 }
 
 void store_free(store *s) {

@@ -13,6 +13,8 @@
  *   faults.c    deterministic fault points for failure-injection tests
  *   objects.c   the object table: ids, buffers, references, progress,
  *               watchers and waiters; the presence filter
+ *   stmetrics.c the one list of counters (COUNTERS, /metrics), the request
+ *               histograms, the /metrics endpoint
  *   puller.c    the generic puller: one byte stream from a peer's data port
  *   dataport.c  the data port: serving streams (also of partial copies)
  *   dirlink.c   the connection to the directory: requests, heartbeats,
@@ -37,6 +39,7 @@
 
 #include "auth.h"
 #include "faults.h"
+#include "metricsrv.h"
 #include "pool.h"
 
 typedef struct store store;
@@ -70,6 +73,7 @@ typedef struct store_config {
                                 full ("": never) */
   uint32_t room_wait_ms;     /* a buffer that does not fit waits this long at most for
                                 room (also when the client set no timeout) */
+  hpl__metrics_cfg metrics;  /* --metrics-listen (off unless given) */
 } store_config;
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
@@ -157,6 +161,10 @@ struct store {
   int evict_asks;         /* EVICTs out */
   int room_kicked;        /* something changed since the queue last ran */
   uint64_t spill_inflight; /* bytes being written to spill files */
+  /* stmetrics.c (the histograms are recorded by get.c and put.c) */
+  hpl__hist get_hist;     /* client GETs: arrival to answer */
+  hpl__hist put_hist;     /* puts: CREATE or PUT to the seal's answer */
+  struct hpl__msrv *msrv; /* the /metrics endpoint (NULL: none) */
   /* clients.c */
   uv_pipe_t client_listener;
   struct st_client *clients;

@@ -1,0 +1,113 @@
+/* dirmetrics.c - the directory's counters, histograms and /metrics (see
+ * dirmetrics.h). */
+#include "dirmetrics.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "metricsrv.h"
+#include "nodes.h"
+
+#define C(name, value, prom, help) {name, value, prom, HPL__M_COUNTER, 0, help}
+#define G(name, value, prom, help) {name, value, prom, HPL__M_GAUGE, 0, help}
+
+size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
+  const dir_counters *c = &s->ctr;
+  const hpl__metric v[] = {
+      G("dir_nodes", HASH_COUNT(s->nodes), "nodes", "Stores registered"),
+      G("dir_objects", s->tab.nobjs, "objects", "Objects in the directory's table"),
+      G("dir_inline_bytes", s->tab.inline_bytes, "inline_bytes",
+        "Bytes of small objects held inline (see --inline-memory)"),
+      C("dir_acquires", c->acquires, "acquires_total", "ACQUIREs from stores (a sender asked for)"),
+      C("dir_inline_served", c->inline_served, "inline_served_total",
+        "ACQUIREs answered with an inline copy's bytes"),
+      C("dir_senders_assigned", c->senders_assigned, "senders_assigned_total",
+        "Senders assigned to receivers"),
+      C("dir_ring_assigned", c->ring_assigned, "ring_assigned_total",
+        "Senders assigned from an allreduce ring predecessor"),
+      C("dir_peeks_served", c->peeks_served, "peeks_served_total",
+        "Direct client reads of small objects answered with their bytes"),
+      C("dir_peek_waits", c->peek_waits, "peek_waits_total",
+        "Direct client reads that waited for their object"),
+      C("dir_waits", c->waits, "acquire_waits_total",
+        "ACQUIREs that could not be answered at once and waited"),
+      C("dir_lost_replies", c->lost_replies, "lost_replies_total",
+        "ACQUIREs answered: object lost (no copy that can finish remains)"),
+      C("dir_nodes_dead", c->nodes_dead, "nodes_dead_total", "Nodes declared dead"),
+      C("dir_reduce_resets", c->reduce_resets, "reduce_resets_total",
+        "Reduce tree slots reset after a failure"),
+      C("dir_auth_failures", c->auth_failures, "auth_failures_total",
+        "Connections that failed the cluster secret handshake"),
+      G("dir_conns", s->nconns, "connections", "Open connections (stores, clients, tools)"),
+      C("dir_conns_refused", c->conns_refused, "connections_refused_total",
+        "Connections closed at once for --max-connections"),
+      C("dir_held_taken", c->held_taken, "held_taken_total",
+        "Copies confirmed or adopted from stores' HELD reports"),
+      C("dir_held_dropped", c->held_dropped, "held_dropped_total",
+        "HELD entries answered with DROP (deleted while away)"),
+      C("dir_reconnects", c->reconnects, "reconnects_total",
+        "Live nodes whose store came back on a new connection"),
+      C("dir_sweep_stalls", c->sweep_stalls, "sweep_stalls_total",
+        "Liveness sweeps that ran late because the loop was busy"),
+      {"dir_stall_ms", c->stall_ms, "sweep_stall_seconds_total", HPL__M_COUNTER, 1,
+       "How late those sweeps ran, in all"},
+      C("dir_silent_reports", c->silent_reports, "silent_reports_total",
+        "Receivers' reports of a silent sender"),
+      C("dir_probes", c->probes, "probes_total", "Probes sent to reported senders"),
+      C("dir_suspects", c->suspects, "suspicions_total",
+        "Senders that did not answer a probe in time"),
+      C("dir_suspect_moves", c->suspect_moves, "suspect_moves_total",
+        "Receivers moved off a suspected sender"),
+      C("dir_slow_moves", c->slow_moves, "slow_moves_total",
+        "Receivers moved off a partial sender slow by itself"),
+      C("dir_reduces_adopted", c->reduces_adopted, "reduces_adopted_total",
+        "Running reduce trees of a previous directory taken over"),
+      C("dir_evictions_granted", c->evictions_granted, "evictions_granted_total",
+        "Copies stores were let evict"),
+      C("dir_reduce_stragglers", c->reduce_stragglers, "reduce_stragglers_total",
+        "Reduce slots replaced because their node crawled"),
+  };
+  size_t n = sizeof v / sizeof v[0];
+  _Static_assert(sizeof v / sizeof v[0] <= DIR_METRICS_MAX, "DIR_METRICS_MAX");
+  memcpy(out, v, sizeof v);
+  return n;
+}
+
+/* ------------------------------------------------------------------ /metrics */
+
+/* On the loop, for each scrape. */
+static void render(void *arg, hpl__mbuf *b) {
+  dir_server *s = arg;
+  char labels[64] = "";
+  hpl__m_label(labels, sizeof labels, "node", "directory");
+  hpl__metric v[DIR_METRICS_MAX];
+  size_t n = dir_metrics_collect(s, v);
+  hpl__m_list(b, "hoplite_directory_", labels, v, n);
+  hpl__m_family(b, "hoplite_directory_request_seconds", "histogram",
+                "Time the loop spent handling one message, by message type");
+  for (unsigned t = 0; t <= HPL__MSG_MAX_; t++) {
+    if (!s->req_hist[t].count) continue;
+    char type[32], tl[128];
+    const char *name = hpl__msg_name(t);
+    size_t i = 0;
+    for (; name[i] && i < sizeof type - 1; i++) type[i] = (char)tolower((unsigned char)name[i]);
+    type[i] = 0;
+    snprintf(tl, sizeof tl, "%s", labels);
+    hpl__m_label(tl, sizeof tl, "type", type);
+    hpl__m_hist(b, "hoplite_directory_request_seconds", tl, &s->req_hist[t]);
+  }
+  hpl__m_family(b, "hoplite_directory_acquire_wait_seconds", "histogram",
+                "ACQUIREs that waited: arrival to answer or timeout (ms resolution)");
+  hpl__m_hist(b, "hoplite_directory_acquire_wait_seconds", labels, &s->acquire_wait_hist);
+}
+
+int dir_metrics_start(dir_server *s) {
+  return hpl__msrv_start(s->loop, &s->cfg.metrics, &s->cfg.auth, "directory", render, s,
+                         &s->msrv);
+}
+
+void dir_metrics_stop(dir_server *s) {
+  hpl__msrv_stop(s->msrv);
+  s->msrv = NULL;
+}

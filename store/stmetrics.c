@@ -1,0 +1,145 @@
+/* stmetrics.c - the store's counters, histograms and /metrics (see
+ * stmetrics.h). */
+#include "stmetrics.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "metricsrv.h"
+#include "objects.h"
+
+#define C(name, value, prom, help) {name, value, prom, HPL__M_COUNTER, 0, help}
+#define G(name, value, prom, help) {name, value, prom, HPL__M_GAUGE, 0, help}
+
+size_t store_metrics_collect(store *s, hpl__metric *out) {
+  const store_counters *c = &s->ctr;
+  uint64_t allocated = hpl__pool_allocated(s->pool), idle = store_idle_bytes(s);
+  const hpl__metric v[] = {
+      C("data_bytes_sent", c->data_bytes_sent, "data_sent_bytes_total",
+        "Object bytes sent to other stores on the data port"),
+      C("data_bytes_received", c->data_bytes_received, "data_received_bytes_total",
+        "Object bytes received from other stores"),
+      C("pulls_served", c->pulls_served, "pulls_served_total",
+        "Streams (whole copies or ranges) served to other stores to their end"),
+      C("pulls_made", c->pulls_made, "pulls_total",
+        "Pulls (streams from other stores) started"),
+      C("pull_failures", c->pull_failures, "pull_failures_total",
+        "Pulls that failed (another sender was asked for)"),
+      C("bytes_resent", c->bytes_resent, "resent_bytes_total",
+        "Bytes received a second time after a pull broke off"),
+      C("pull_resumes", c->pull_resumes, "pull_resumes_total",
+        "Pulls resumed from another sender where the last one stopped"),
+      C("bytes_kept_on_resume", c->bytes_kept_on_resume, "resume_kept_bytes_total",
+        "Bytes already received that resumed pulls kept"),
+      C("stalls", c->stalls, "pull_stalls_total",
+        "Pulls that delivered nothing for --stall-timeout-ms"),
+      C("stragglers", c->stragglers, "pull_stragglers_total",
+        "Senders replaced for delivering far below the usual rate"),
+      C("pull_suspects", c->pull_suspects, "pull_suspicions_total",
+        "Streams silent for their quiet window (sender reported as suspect)"),
+      C("suspect_moves", c->suspect_moves, "suspect_moves_total",
+        "Suspected streams moved to another sender on the directory's word"),
+      C("restarts", c->restarts, "copy_restarts_total",
+        "Copies whose bytes were voided because the object was restarted"),
+      C("dir_registrations", c->dir_registrations, "directory_registrations_total",
+        "Times this store registered with the directory"),
+      C("auth_failures", c->auth_failures, "auth_failures_total",
+        "Connections that failed the cluster secret handshake"),
+      C("clients_refused", c->clients_refused, "clients_refused_total",
+        "Local clients refused: not this store's user or group"),
+      C("conns_refused", c->conns_refused, "connections_refused_total",
+        "Connections closed at once for --max-connections"),
+      G("clients", s->nclients, "clients", "Local clients connected"),
+      G("data_conns", s->nsenders, "data_connections",
+        "Connections open on the data port (other stores pulling)"),
+      C("inline_gets", c->inline_gets, "inline_gets_total",
+        "Gets of small objects answered with the directory's inline copy"),
+      C("inline_puts", c->inline_puts, "inline_puts_total",
+        "Puts of small objects the directory keeps inline"),
+      C("local_gets", c->local_gets, "local_gets_total",
+        "Gets answered at once from a sealed local copy"),
+      C("remote_gets", c->remote_gets, "remote_gets_total",
+        "Gets of objects this store did not hold (fetched)"),
+      C("puts", c->puts, "puts_total", "Objects put and sealed here"),
+      G("objects", store_obj_count(s), "objects", "Objects in the store's table"),
+      G("pool_capacity", hpl__pool_capacity(s->pool), "pool_capacity_bytes",
+        "Size of the shared-memory pool"),
+      G("pool_used", hpl__pool_used(s->pool), "pool_used_bytes",
+        "Pool bytes the allocator has taken (objects, rounding, metadata)"),
+      G("pool_allocated", allocated, "pool_allocated_bytes",
+        "Pool bytes objects hold (sizes rounded to size classes)"),
+      G("pool_high_water", hpl__pool_high_water(s->pool), "pool_high_water_bytes",
+        "Most pool bytes objects ever held at once"),
+      G("pool_resident", hpl__pool_resident(s->pool), "pool_resident_bytes",
+        "Pool pages backed by memory"),
+      C("pool_trims", c->pool_trims, "pool_trims_total",
+        "Walks that gave free pool pages back to the kernel"),
+      C("pool_trimmed_bytes", c->pool_trimmed_bytes, "pool_trimmed_bytes_total",
+        "Bytes those walks gave back"),
+      G("pinned_bytes", allocated - idle, "pinned_bytes",
+        "Allocated pool bytes that cannot be let go now (held, written, serving)"),
+      G("idle_bytes", idle, "idle_bytes", "Pool bytes of idle copies (may be evicted)"),
+      C("evictions", c->evictions, "evictions_total", "Idle copies let go to make room"),
+      C("evicted_bytes", c->evicted_bytes, "evicted_bytes_total",
+        "Bytes of the copies let go to make room"),
+      C("evict_refusals", c->evict_refusals, "evict_refusals_total",
+        "Copies offered for eviction that the directory kept"),
+      C("room_waits", c->room_waits, "room_waits_total", "Buffers that waited for room"),
+      C("room_timeouts", c->room_timeouts, "room_timeouts_total",
+        "Buffers that found no room in time"),
+      C("owned_deletes", c->owned_deletes, "owned_deletes_total",
+        "Objects deleted because the client owning them left"),
+      C("ttl_deletes", c->ttl_deletes, "ttl_deletes_total",
+        "Objects deleted because their TTL ran out"),
+      C("spilled", c->spilled, "spills_total", "Objects written to spill files"),
+      C("spilled_bytes", c->spilled_bytes, "spilled_bytes_total",
+        "Bytes written to spill files"),
+      C("spill_dropped", c->spill_dropped, "spill_dropped_total",
+        "Buffers freed of objects already on disk"),
+      C("restored", c->restored, "restores_total", "Objects read back from spill files"),
+      C("restored_bytes", c->restored_bytes, "restored_bytes_total",
+        "Bytes read back from spill files"),
+      C("spill_errors", c->spill_errors, "spill_errors_total",
+        "Spill file writes or reads that failed"),
+      /* the node id is a label of hoplite_store_info (render) */
+      {"node_id", s->node_id, NULL, HPL__M_GAUGE, 0, NULL},
+  };
+  size_t n = sizeof v / sizeof v[0];
+  _Static_assert(sizeof v / sizeof v[0] <= STORE_METRICS_MAX, "STORE_METRICS_MAX");
+  memcpy(out, v, sizeof v);
+  return n;
+}
+
+/* ------------------------------------------------------------------ /metrics */
+
+/* On the loop, for each scrape. */
+static void render(void *arg, hpl__mbuf *b) {
+  store *s = arg;
+  char labels[256] = "", info[320] = "", id[24];
+  hpl__m_label(labels, sizeof labels, "node", s->cfg.name);
+  snprintf(id, sizeof id, "%016llx", (unsigned long long)s->node_id);
+  snprintf(info, sizeof info, "%s", labels);
+  hpl__m_label(info, sizeof info, "node_id", id);
+  hpl__m_family(b, "hoplite_store_info", "gauge", "This store (1): its node name and node id");
+  hpl__m_sample(b, "hoplite_store_info", info, 1, 0);
+  hpl__metric v[STORE_METRICS_MAX];
+  size_t n = store_metrics_collect(s, v);
+  hpl__m_list(b, "hoplite_store_", labels, v, n);
+  hpl__m_family(b, "hoplite_store_get_seconds", "histogram",
+                "Client GETs from arrival to answer (errors and timeouts included)");
+  hpl__m_hist(b, "hoplite_store_get_seconds", labels, &s->get_hist);
+  hpl__m_family(b, "hoplite_store_put_seconds", "histogram",
+                "Client puts from CREATE or PUT to the answer of their seal");
+  hpl__m_hist(b, "hoplite_store_put_seconds", labels, &s->put_hist);
+}
+
+int store_metrics_start(store *s) {
+  return hpl__msrv_start(s->loop, &s->cfg.metrics, &s->cfg.auth, s->cfg.name, render, s,
+                         &s->msrv);
+}
+
+void store_metrics_stop(store *s) {
+  hpl__msrv_stop(s->msrv);
+  s->msrv = NULL;
+}

@@ -1,0 +1,40 @@
+/*
+ * stmetrics.h - the store's metrics: the one list of its counters and gauges
+ * (what COUNTERS answers and /metrics shows, with their exposition names),
+ * the latency histograms get.c and put.c record into (struct store), and
+ * the /metrics endpoint (--metrics-listen, src/metricsrv.h).
+ *
+ * Exposition: hoplite_store_* with the label node="<--name>", the request
+ * histograms hoplite_store_get_seconds (a client's GET from its arrival to
+ * its answer, errors and timeouts included; a GET whose client left before
+ * the answer is not counted) and hoplite_store_put_seconds (a put from its
+ * CREATE or PUT arriving to the answer of its seal, successful puts only:
+ * the client's writing between CREATE and SEAL is included), then
+ * metricsrv.c's loop-lag and scrape metrics.
+ *
+ * Callers: clients.c (COUNTERS), server.c (start, stop), get.c and put.c
+ * (the histograms, directly).
+ */
+#ifndef HPL_STORE_METRICS_H
+#define HPL_STORE_METRICS_H
+
+#include <stddef.h>
+
+#include "metrics.h"
+#include "server.h"
+
+/* Room for the list store_metrics_collect writes. */
+#define STORE_METRICS_MAX 64
+
+/* Every counter and gauge of the store, now, into out[STORE_METRICS_MAX].
+ * Returns how many. */
+size_t store_metrics_collect(store *s, hpl__metric *out);
+
+/* Start the /metrics endpoint if cfg.metrics asks for one. 0 or an HPL_E*
+ * code (logged). */
+int store_metrics_start(store *s);
+
+/* Stop it (idempotent; on the loop, before the loop ends). */
+void store_metrics_stop(store *s);
+
+#endif
