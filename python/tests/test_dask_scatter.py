@@ -28,7 +28,7 @@ REF_MAX = 4096         # wire bytes of a get_data answer carrying only a ref
 
 @pytest.fixture(scope="module")
 def cluster():
-    lc = start_cluster(4, memory="96M")
+    lc = start_cluster(4, memory="128M")
     try:
         yield lc
         assert not lc.alive()
@@ -117,6 +117,11 @@ def _store_socket(dask_worker=None):
     return dask_worker.hoplite.socket, hd.client().socket, os.environ.get("HOPLITE_SOCKET")
 
 
+def _plugin_client(dask_worker=None):
+    c = getattr(dask_worker, "hoplite", None)
+    return None if c is None else (c.socket, c.closed)
+
+
 def test_plugin_connects_each_worker_to_its_store(cluster, dc):
     ws = workers(dc)
     got = dc.run(_store_socket)
@@ -125,6 +130,12 @@ def test_plugin_connects_each_worker_to_its_store(cluster, dc):
     assert hd.worker_sockets(dc) == {w: want[i] for i, w in enumerate(ws)}
     # each worker has one client connected to its store (and nothing else: 1 per store)
     assert counters(cluster, "clients")[1:] == [2, 2, 2]  # the worker's and ours
+    # teardown closes it; registering again connects again
+    dc.unregister_worker_plugin(hd.PLUGIN_NAME)
+    assert set(hd.worker_sockets(dc).values()) == {None}
+    assert set(dc.run(_plugin_client).values()) == {None}
+    hd.register(dc, sockets=want)
+    assert hd.worker_sockets(dc) == {w: want[i] for i, w in enumerate(ws)}
 
 
 def test_broadcast_to_unchanged_tasks(cluster, dc):
