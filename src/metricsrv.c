@@ -267,7 +267,7 @@ void hpl__msrv_stop(hpl__msrv *m) {
   if (!m) return;
   pthread_mutex_lock(&m->mu);
   m->closing = 1;
-  pthread_cond_broadcast(&m->cv); /* a scrape waiting answers 503 now */
+  pthread_cond_broadcast(&m->cv); /* a scrape waiting gives up now */
   pthread_mutex_unlock(&m->mu);
   if (m->d) MHD_stop_daemon(m->d); /* joins the HTTP thread: no uv_async_send after this */
   m->d = NULL;

@@ -73,9 +73,10 @@ typedef void (*hpl__metrics_render)(void *arg, hpl__mbuf *b);
 int hpl__msrv_start(uv_loop_t *loop, const hpl__metrics_cfg *cfg, const hpl__auth *a,
                     const char *node, hpl__metrics_render render, void *arg, hpl__msrv **out);
 
-/* Stop serving, on the loop thread: a scrape waiting is answered 503, the
- * HTTP thread is joined, the handles are closed and everything is freed
- * once they are. NULL is a no-op. */
+/* Stop serving, on the loop thread: a scrape waiting is released at once
+ * (its connection closes with the HTTP server), the HTTP thread is joined,
+ * the handles are closed and everything is freed once they are. NULL is a
+ * no-op. */
 void hpl__msrv_stop(hpl__msrv *m);
 
 #endif

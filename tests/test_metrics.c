@@ -35,6 +35,7 @@
 #include "hoplite.h"
 #include "localcluster.h"
 #include "metrics.h"
+#include "metricsrv.h"
 #include "util.h"
 
 #define MB (1024 * 1024)
@@ -57,8 +58,9 @@ static void http_free(http_rep *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* One request to 127.0.0.1:port (Connection: close), the whole answer read.
- * `auth`: an Authorization header value, or NULL. */
+/* One request to 127.0.0.1:port (Connection: close), the whole answer read
+ * (status 0: the server closed without answering). `auth`: an
+ * Authorization header value, or NULL. */
 static http_rep http(int port, const char *method, const char *path, const char *auth) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   assert_true(fd >= 0);
@@ -86,6 +88,11 @@ static http_rep http(int port, const char *method, const char *path, const char 
   close(fd);
   buf[len] = 0;
   http_rep rep = {0};
+  if (len == 0) { /* closed without an answer: status 0 */
+    rep.head = buf;
+    rep.body = strdup("");
+    return rep;
+  }
   char *sep = strstr(buf, "\r\n\r\n");
   if (!sep || sscanf(buf, "HTTP/1.%*d %d", &rep.status) != 1)
     fail_msg("not an HTTP answer: '%.200s'", buf);
@@ -354,6 +361,7 @@ static void cli_token(const char *secret, char out[HPL__METRICS_TOKEN_LEN + 1]) 
  * type, parse. */
 static void scrape(int port, const char *auth, expo *e) {
   http_rep r = http(port, "GET", "/metrics", auth);
+  assert_true(r.status != 0);
   if (r.status != 200) fail_msg("scrape of port %d: HTTP %d: %s", port, r.status, r.body);
   const char *ct = header(&r, "Content-Type");
   assert_non_null(ct);
@@ -706,6 +714,91 @@ static void test_refused(void **state) {
   assert_int_equal(run_refused("hoplite-directory", help, err, sizeof err), 0);
 }
 
+/* ---- the endpoint in this process, on a loop the test runs (or not) */
+
+static void render_one(void *arg, hpl__mbuf *b) {
+  (*(int *)arg)++;
+  hpl__m_family(b, "t_renders_total", "counter", "test");
+  hpl__m_sample(b, "t_renders_total", "", (uint64_t)*(int *)arg, 0);
+}
+
+typedef struct scraper {
+  int port;
+  http_rep rep;
+  uint64_t ms;
+  int done; /* atomic */
+  pthread_t t;
+} scraper;
+
+static void *scrape_thread(void *arg) {
+  scraper *sc = arg;
+  uint64_t t0 = hpl__now_ms();
+  sc->rep = http(sc->port, "GET", "/metrics", NULL);
+  sc->ms = hpl__now_ms() - t0;
+  __atomic_store_n(&sc->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void on_tick(uv_timer_t *t) { (void)t; }
+
+/* A loop that does not answer gets the scraper a 503 after about 2 s (the
+ * HTTP side never waits longer); one that runs answers; stopping while a
+ * scrape waits answers it at once; the loop ends once stopped (no handle
+ * left open). */
+static void test_endpoint_inprocess(void **state) {
+  (void)state;
+  make_tmpdir();
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  hpl__metrics_cfg cfg = {.on = 1, .port = 0};
+  snprintf(cfg.host, sizeof cfg.host, "127.0.0.1");
+  char pf[128];
+  snprintf(pf, sizeof pf, "%s/m.port", tmpdir);
+  cfg.port_file = pf;
+  hpl__auth none = {0};
+  int renders = 0;
+  hpl__msrv *m;
+  assert_int_equal(hpl__msrv_start(&loop, &cfg, &none, "t", render_one, &renders, &m), 0);
+  assert_non_null(m);
+  scraper sc = {.port = read_port(pf)};
+  /* the loop is not running: 503 after the wait */
+  assert_int_equal(pthread_create(&sc.t, NULL, scrape_thread, &sc), 0);
+  pthread_join(sc.t, NULL);
+  assert_int_equal(sc.rep.status, 503);
+  assert_true(sc.ms >= 1900 && sc.ms < 5000);
+  http_free(&sc.rep);
+  /* running: 200, rendered on this thread; the timed-out request is counted */
+  assert_int_equal(pthread_create(&sc.t, NULL, scrape_thread, &sc), 0);
+  uv_timer_t tick; /* keeps uv_run going (the endpoint's handles do not) */
+  uv_timer_init(&loop, &tick);
+  uv_timer_start(&tick, on_tick, 10, 10);
+  sc.done = 0;
+  while (!__atomic_load_n(&sc.done, __ATOMIC_ACQUIRE)) uv_run(&loop, UV_RUN_ONCE);
+  pthread_join(sc.t, NULL);
+  assert_int_equal(sc.rep.status, 200);
+  expo e;
+  parse_expo(sc.rep.body, &e);
+  assert_true(value(&e, "t_renders_total", NULL, NULL) >= 1);
+  assert_true(renders >= 1);
+  assert_true(value(&e, "hoplite_metrics_timeouts_total", "node", "t") == 1);
+  free(e.s);
+  http_free(&sc.rep);
+  /* a scrape waiting when the endpoint stops is released at once (503, or
+   * its connection closed as the HTTP server goes away) */
+  assert_int_equal(pthread_create(&sc.t, NULL, scrape_thread, &sc), 0);
+  th_sleep_ms(300);
+  hpl__msrv_stop(m); /* joins the HTTP thread */
+  pthread_join(sc.t, NULL);
+  assert_true(sc.rep.status == 503 || sc.rep.status == 0);
+  if (sc.ms >= 1500) fail_msg("the waiting scrape was released after %llu ms",
+                              (unsigned long long)sc.ms);
+  http_free(&sc.rep);
+  uv_close((uv_handle_t *)&tick, NULL);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0); /* every handle closed */
+  remove_tmpdir();
+}
+
 /* --help goes to stdout; check it there. */
 static void test_help(void **state) {
   (void)state;
@@ -732,6 +825,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_token, th_teardown),
       cmocka_unit_test_teardown(test_no_secret_open, th_teardown),
       cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_endpoint_inprocess),
       cmocka_unit_test(test_help),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
