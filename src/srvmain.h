@@ -1,9 +1,10 @@
 /*
  * srvmain.h - what the two servers' main() share: a declarative option
  * table (parsing, bounds, the usage text), the options every server has
- * (--log-level, --auth-file, --insecure, --help), the exposure rule (no
- * secret: loopback only), and the run sequence (log setup, SIGPIPE
- * ignored, start on the default loop, run, free, close the loop).
+ * (--log-level, --auth-file, --insecure, --metrics-listen, --help), the
+ * exposure rule (no secret: loopback only), and the run sequence (log
+ * setup, SIGPIPE ignored, start on the default loop, run, free, close the
+ * loop).
  *
  * Callers: directory/main.c and store/main.c only.
  */
