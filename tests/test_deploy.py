@@ -787,12 +787,25 @@ class TestKubernetes(unittest.TestCase):
         pkgs = set(re.findall(r"(?<![\w-])([a-z0-9][a-z0-9.+-]*[0-9])(?![\w-])",
                               m.group(0).replace("\\\n", " ")))
         base = {"libc6", "libgcc-s1", "libstdc++6"}  # in debian:12-slim already (apt needs them)
+        # Only the libraries the programs (and libhoplite) name themselves
+        # (DT_NEEDED): apt brings those packages' own dependencies (e.g.
+        # libmicrohttpd12's gnutls) along, so listing them would be noise.
         need = set()
-        for prog in ("hoplite-directory", "hoplite-store", "hoplite"):
-            out = run(["ldd", os.path.join(BUILD, prog)]).stdout
+        bins = [os.path.join(BUILD, p) for p in ("hoplite-directory", "hoplite-store", "hoplite")]
+        bins.append(os.path.join(BUILD, "libhoplite.so"))
+        for prog in bins:
+            out = run(["ldd", prog]).stdout
             if re.search(r"lib(a|ub|t)san", out):
                 self.skipTest("a sanitizer build")
-            for lib in re.findall(r"=> (/\S+)", out):
+            where = dict(re.findall(r"^\s*(\S+) => (/\S+)", out, re.M))
+            dyn = run(["readelf", "-d", prog]).stdout
+            named = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
+            self.assertTrue(named, "readelf found no NEEDED entry in %s" % prog)
+            for soname in named:
+                if soname.startswith("ld-linux"):
+                    continue  # the dynamic loader, libc6's
+                self.assertIn(soname, where, "ldd does not resolve %s of %s" % (soname, prog))
+                lib = where[soname]
                 if lib.startswith(BUILD):
                     continue  # libhoplite, installed with the programs
                 r = run(["dpkg", "-S", os.path.realpath(lib)])
