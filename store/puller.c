@@ -263,6 +263,70 @@ static void take_sample(st_puller *p, uint64_t now) {
   p->nsamp++;
 }
 
+/* The stream's rate over the last `win_ms` at least: from the newest
+ * sample that old to now. 0 and *secs 0 when no sample is that old. */
+static double rate_since(const st_puller *p, uint64_t now, uint64_t win_ms, double *secs) {
+  *secs = 0;
+  int n = p->nsamp < 32 ? p->nsamp : 32;
+  for (int i = 1; i <= n; i++) {
+    int j = (p->nsamp - i) % 32;
+    if (now - p->samp_ms[j] < win_ms) continue;
+    *secs = (double)(now - p->samp_ms[j]) / 1000.0;
+    return *secs > 0 ? (double)(p->got - p->samp_got[j]) / *secs : 0;
+  }
+  return 0;
+}
+
+/* The straggler check, every tick (see the top of this file). The window
+ * adapts to what waiting would cost: a stream crawling (below
+ * straggler_ratio of this store's usual rate) for straggler_ms is a
+ * straggler; so is one crawling for half that when finishing at its
+ * current rate would take more than STRAGGLER_EARLY times what the whole
+ * stream takes at the usual rate (starting over elsewhere is then clearly
+ * cheaper: a host slowed 10x early in a 64 MiB stream is judged after
+ * 0.5 s, not 1 s; near its end it is left to finish). */
+#define STRAGGLER_EARLY 4.0
+static void check_straggler(st_puller *p, uint64_t now) {
+  store *s = p->s;
+  char detail[200];
+  if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
+      s->rate_ewma <= 0 || p->paused)
+    return;
+  if (p->ops.monitor == 1 && (!p->ops.slow || now < p->slow_next_ms)) return;
+  uint64_t left = p->size - p->start - p->got;
+  if (left <= (1u << 20)) return;
+  double limit = s->cfg.straggler_ratio * s->rate_ewma, secs;
+  uint64_t full = s->cfg.straggler_ms < 31 * MONITOR_TICK_MS * SAMPLE_TICKS
+                      ? s->cfg.straggler_ms
+                      : 31 * MONITOR_TICK_MS * SAMPLE_TICKS;
+  double rate = rate_since(p, now, full / 2, &secs);
+  if (secs <= 0 || rate >= limit) return;
+  double rate_full, secs_full;
+  rate_full = rate_since(p, now, full, &secs_full);
+  int crawled = secs_full > 0 && rate_full < limit;
+  if (crawled) {
+    rate = rate_full;
+    secs = secs_full;
+  } else {
+    double finish = rate > 0 ? (double)left / rate : 1e9;
+    double whole = (double)p->size / s->rate_ewma;
+    if (finish <= STRAGGLER_EARLY * whole) return;
+    s->ctr.stragglers_early++;
+  }
+  if (p->ops.monitor == 1) {
+    /* a partial sender may only be as slow as its own upstream: tell the
+     * owner, keep the stream meanwhile */
+    p->slow_next_ms = now + s->cfg.straggler_ms;
+    p->ops.slow(p->arg, rate);
+    return;
+  }
+  s->ctr.stragglers++;
+  snprintf(detail, sizeof detail,
+           "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6, secs,
+           s->rate_ewma / 1e6);
+  puller_end(p, HPL_ETIMEDOUT, detail, 1);
+}
+
 /* The monitor, every MONITOR_TICK_MS (see the top of this file). */
 static void on_tick(uv_timer_t *t) {
   st_puller *p = t->data;
@@ -286,33 +350,9 @@ static void on_tick(uv_timer_t *t) {
     return;
   }
   check_quiet(p, now);
-  if (p->finished || p->ticks++ % SAMPLE_TICKS) return;
-  take_sample(p, now);
-  if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
-      s->rate_ewma <= 0 || p->paused)
-    return;
-  if (p->ops.monitor == 1 && (!p->ops.slow || now < p->slow_next_ms)) return;
-  int back = (int)(s->cfg.straggler_ms / (MONITOR_TICK_MS * SAMPLE_TICKS));
-  if (back > 31) back = 31;
-  if (p->nsamp <= back) return;
-  int j = (p->nsamp - 1 - back) % 32;
-  double secs = (double)(now - p->samp_ms[j]) / 1000.0;
-  double rate = secs > 0 ? (double)(p->got - p->samp_got[j]) / secs : 0;
-  uint64_t left = p->size - p->start - p->got;
-  if (rate < s->cfg.straggler_ratio * s->rate_ewma && left > (1u << 20)) {
-    if (p->ops.monitor == 1) {
-      /* a partial sender may only be as slow as its own upstream: tell the
-       * owner, keep the stream meanwhile */
-      p->slow_next_ms = now + s->cfg.straggler_ms;
-      p->ops.slow(p->arg, rate);
-      return;
-    }
-    s->ctr.stragglers++;
-    snprintf(detail, sizeof detail,
-             "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6,
-             secs, s->rate_ewma / 1e6);
-    puller_end(p, HPL_ETIMEDOUT, detail, 1);
-  }
+  if (p->finished) return;
+  if (p->ticks++ % SAMPLE_TICKS == 0) take_sample(p, now);
+  check_straggler(p, now);
 }
 
 st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,

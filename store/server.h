@@ -83,6 +83,7 @@ typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
+      stragglers_early,  /* crawls judged on half of --straggler-ms (puller.c) */
       dir_registrations, /* times this store registered with the directory */
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
       suspect_moves,     /*   ...that moved to another sender on the directory's word */

@@ -36,6 +36,9 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
         "Pulls that delivered nothing for --stall-timeout-ms"),
       C("stragglers", c->stragglers, "pull_stragglers_total",
         "Senders replaced for delivering far below the usual rate"),
+      C("stragglers_early", c->stragglers_early, "pull_stragglers_early_total",
+        "Crawling streams judged on half of --straggler-ms (finishing would cost far more than "
+        "starting over)"),
       C("pull_suspects", c->pull_suspects, "pull_suspicions_total",
         "Streams silent for their quiet window (sender reported as suspect)"),
       C("suspect_moves", c->suspect_moves, "suspect_moves_total",

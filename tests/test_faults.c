@@ -122,6 +122,16 @@ static void test_straggler_goes_elsewhere(void **state) {
   stall_or_straggle("slow_send=4M", "--straggler-ms 1000 --straggler-ratio 0.2", "stragglers");
 }
 
+/* The same crawl with --straggler-ms 4000: finishing at 4 MB/s would take
+ * far longer than the whole stream from another copy, so the crawl is
+ * judged on half the window (2 s), counted as stragglers_early (before the
+ * adaptive window: ended after the whole 4 s, stragglers_early 0). */
+static void test_straggler_judged_early(void **state) {
+  (void)state;
+  stall_or_straggle("slow_send=4M", "--straggler-ms 4000 --straggler-ratio 0.2",
+                    "stragglers_early");
+}
+
 /* C pulls behind B's partial copy, and B's stream to C crawls (4 MB/s)
  * while B itself still receives from A. C keeps that stream while no other
  * copy is free (it may only be as slow as B's upstream), and moves to A,
@@ -578,6 +588,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_resume_offset, th_teardown),
       cmocka_unit_test_teardown(test_stall_goes_elsewhere, th_teardown),
       cmocka_unit_test_teardown(test_straggler_goes_elsewhere, th_teardown),
+      cmocka_unit_test_teardown(test_straggler_judged_early, th_teardown),
       cmocka_unit_test_teardown(test_slow_partial_sender, th_teardown),
       cmocka_unit_test_teardown(test_chain_kill, th_teardown),
       cmocka_unit_test_teardown(test_chain_pause, th_teardown),
