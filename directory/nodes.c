@@ -267,6 +267,8 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   n->draining = 0;
   n->last_seen_ms = hpl__now_ms();
   n->hb_last_ms = 0; /* the gap before this registration is no interval */
+  n->owd_epoch_ms = 0; /* a new connection (maybe a new process): a new baseline */
+  n->queue_us = 0;
   n->probe_ms = 0;
   n->unresponsive = 0;
   dc->node = n;
@@ -282,8 +284,41 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   dir_reduce_node_registered(s, n->id);
 }
 
+/* Epochs of the smallest one-way delay: a minimum older than two of them
+ * is forgotten (clock drift, a path that changed). */
+#define OWD_EPOCH_MS 30000
+
+static void note_owd(dir_node *n, uint64_t sent_us) {
+  if (!sent_us) return;
+  uint64_t now_ms = hpl__now_ms();
+  int64_t owd = (int64_t)(hpl__now_ns() / 1000 - sent_us); /* clocks may differ: relative only */
+  if (!n->owd_epoch_ms) {
+    n->owd_min[0] = n->owd_min[1] = owd;
+    n->owd_epoch_ms = now_ms;
+  } else if (now_ms - n->owd_epoch_ms >= OWD_EPOCH_MS) {
+    n->owd_min[1] = n->owd_min[0];
+    n->owd_min[0] = owd;
+    n->owd_epoch_ms = now_ms;
+  }
+  if (owd < n->owd_min[0]) n->owd_min[0] = owd;
+  int64_t base = n->owd_min[0] < n->owd_min[1] ? n->owd_min[0] : n->owd_min[1];
+  int64_t q = owd - base;
+  n->queue_us = q <= 0 ? 0 : q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
+}
+
+uint32_t dir_node_delay_us(const dir_node *n, uint64_t now_ms) {
+  uint64_t d = n->rtt_us;
+  if (n->queue_us > d) d = n->queue_us;
+  if (n->hb_n >= 2 && n->hb_last_ms && now_ms > n->hb_last_ms) {
+    double late = (double)(now_ms - n->hb_last_ms) - n->hb_mean;
+    if (late > 0 && late * 1000.0 > (double)d) d = (uint64_t)(late * 1000.0);
+  }
+  return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+}
+
 void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
   Hplpb__Heartbeat *hb = (Hplpb__Heartbeat *)f->msg;
+  note_owd(f->dc->node, hb->sent_us);
   /* a probe's answer (not a request) is not a heartbeat of the schedule */
   if (f->req) note_heartbeat(f->dc->node, hpl__now_ms());
   if (f->req && hb->stats) dir_status_heartbeat(s, f->dc->node, hb); /* `hoplite status` */

@@ -39,11 +39,23 @@ typedef struct dir_node {
   uint64_t hb_last_ms;
   double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */
   uint32_t hb_n;
+  /* one-way delay variation of its heartbeats (HeartbeatReq.sent_us): the
+   * smallest (arrival - sent) of this and the previous epoch, and how far
+   * the latest is above it: the queue in front of its heartbeats, us */
+  int64_t owd_min[2];
+  uint64_t owd_epoch_ms;
+  uint32_t queue_us;
   int draining;           /* leaving: serves no new receivers */
   struct dir_node_stats *stats; /* status.c: what its latest heartbeat said (NULL: nothing) */
   struct dir_waiter *waiters; /* acquire.c: its ACQUIREs waiting for a sender */
   uint32_t nwaiters;
 } dir_node;
+
+/* How long its heartbeats wait in front of the directory now, us: the
+ * largest of its reported round trip, the one-way queue (sent_us) and how
+ * overdue its next scheduled heartbeat is. A node whose link crawls under
+ * bulk bytes stands out at once. */
+uint32_t dir_node_delay_us(const dir_node *n, uint64_t now_ms);
 
 /* The registered node `id`, or NULL. */
 dir_node *dir_node_find(dir_server *s, uint64_t id);

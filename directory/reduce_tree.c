@@ -427,11 +427,12 @@ static void end_task_at(dir_reduce *r, uint64_t node) {
 
 static uint32_t node_rtt(dir_server *s, uint64_t id) {
   dir_node *n = dir_node_find(s, id);
-  return n ? n->rtt_us : 0;
+  return n ? dir_node_delay_us(n, hpl__now_ms()) : 0;
 }
 
 /* A node whose link crawls has a queue of bulk bytes in front of its
- * heartbeats: a round trip of at least this, and 4x the other end's. */
+ * heartbeats (dir_node_delay_us: its round trip, the one-way queue, an
+ * overdue heartbeat): at least this, and 4x the other end's. */
 #define DR_SLOW_RTT_US 5000
 
 /* Slot j's output stream crawls, says the node pulling it (`reporter`).
@@ -533,7 +534,7 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     if (c < 0 || !slot_replaceable(r, c)) return;
     uint64_t old = r->slots[c].node;
     char why[200];
-    snprintf(why, sizeof why, "its node crawls: a stream at %.1f MB/s, heartbeat round trip "
+    snprintf(why, sizeof why, "its node crawls: a stream at %.1f MB/s, heartbeat delay "
              "%.1f ms", (double)m->rate / 1e6, (double)node_rtt(s, old) / 1e3);
     s->ctr.reduce_stragglers++;
     slot_failed(r, c, why);

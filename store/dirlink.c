@@ -422,6 +422,7 @@ static void dl_hb_cb(uv_timer_t *t) {
   Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
   hbm.node_id = s->node_id;
   hbm.rtt_us = dl->rtt_us;
+  hbm.sent_us = hpl__now_ns() / 1000;
   /* what `hoplite status` shows of this node */
   hbm.stats = 1;
   hbm.pool_used = hpl__pool_used(s->pool);
@@ -474,6 +475,7 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
     if (hb_pause_left(dl)) return; /* fault point: silent */
     Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
     hbm.node_id = dl->s->node_id;
+    hbm.sent_us = hpl__now_ns() / 1000;
     if (dl->state == DL_READY) hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, &hbm.base, NULL, 0, 0, NULL, NULL);
     return;
   }

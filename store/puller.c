@@ -281,10 +281,12 @@ static double rate_since(const st_puller *p, uint64_t now, uint64_t win_ms, doub
  * adapts to what waiting would cost: a stream crawling (below
  * straggler_ratio of this store's usual rate) for straggler_ms is a
  * straggler; so is one crawling for half that when finishing at its
- * current rate would take more than STRAGGLER_EARLY times what the whole
- * stream takes at the usual rate (starting over elsewhere is then clearly
- * cheaper: a host slowed 10x early in a 64 MiB stream is judged after
- * 0.5 s, not 1 s; near its end it is left to finish). */
+ * current rate would take more than STRAGGLER_EARLY times what moving
+ * takes at the usual rate: the bytes left for a copy's pull (it resumes
+ * from its offset), the whole stream for a reduce stream (it starts over).
+ * So a copy's crawl is always judged after half the window, and a reduce
+ * stream slowed 10x early on too, while one near its end is left to
+ * finish. */
 #define STRAGGLER_EARLY 4.0
 static void check_straggler(st_puller *p, uint64_t now) {
   store *s = p->s;
@@ -309,14 +311,14 @@ static void check_straggler(st_puller *p, uint64_t now) {
     secs = secs_full;
   } else {
     double finish = rate > 0 ? (double)left / rate : 1e9;
-    double whole = (double)p->size / s->rate_ewma;
-    if (finish <= STRAGGLER_EARLY * whole) return;
+    double move = (double)(p->ops.resumable ? left : p->size) / s->rate_ewma;
+    if (finish <= STRAGGLER_EARLY * move) return;
     s->ctr.stragglers_early++;
   }
   if (p->ops.monitor == 1) {
     /* a partial sender may only be as slow as its own upstream: tell the
      * owner, keep the stream meanwhile */
-    p->slow_next_ms = now + s->cfg.straggler_ms;
+    p->slow_next_ms = now + s->cfg.straggler_ms / 2;
     p->ops.slow(p->arg, rate);
     return;
   }

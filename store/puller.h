@@ -30,7 +30,7 @@ typedef struct puller_ops {
   int monitor;
   /* monitor 1: the stream crawls (below the straggler ratio for
    * straggler_ms) although the sender's copy is partial, so it may only be
-   * waiting for its own upstream; called at most once per straggler_ms
+   * waiting for its own upstream; called at most once per straggler_ms / 2
    * with the rate over that window (bytes/s), the stream goes on (may be
    * NULL) */
   void (*slow)(void *arg, double rate);
@@ -42,6 +42,9 @@ typedef struct puller_ops {
   int no_stall; /* never end the stream for silence (a reduce stream may
                    wait for its sender's own inputs); `suspect` still runs */
   uint32_t gen; /* generation the receiver's bytes belong to */
+  int resumable; /* another sender would go on from our offset (a copy's
+                    pull), not start the whole stream over (a reduce
+                    stream): what the straggler check weighs a move by */
 } puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)
