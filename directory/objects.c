@@ -204,6 +204,19 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
   return pick(t, o, asker, avoid, 1, sender);
 }
 
+/* dtab_pick_bypass's order: an idle complete copy; an idle partial one
+ * (one that moved off the slow node before us, or one ahead of it: it has
+ * the bytes before ours and gets the rest at full speed); the slow node's
+ * own sender (the slow node takes little of its bandwidth); then any, a
+ * busy complete copy included. Several receivers behind a slow node that
+ * report it at once so re-form their chain around it instead of all
+ * sharing one complete copy's uplink (which made each a straggler in turn
+ * at 1/n of the rate). */
+static int bypass_rank(const dir_loc *l, uint64_t slow_upstream) {
+  if (l->serving == 0) return l->complete ? 3 : 2;
+  return l->node == slow_upstream ? 1 : 0;
+}
+
 int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender) {
   dir_loc *best = NULL, *sl = dtab_loc(o, slow);
   uint64_t up = sl ? sl->upstream : 0;
@@ -211,9 +224,7 @@ int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_
     if (l->node == asker || dtab_depends_on(o, l->node, asker)) continue;
     if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
       continue;
-    /* a complete copy first, then the slow node's own sender, then any */
-    int rank = l->complete ? 2 : l->node == up ? 1 : 0;
-    int brank = !best ? -1 : best->complete ? 2 : best->node == up ? 1 : 0;
+    int rank = bypass_rank(l, up), brank = best ? bypass_rank(best, up) : -1;
     if (rank > brank || (rank == brank && l->serving < best->serving)) best = l;
   }
   if (!best) return 1;

@@ -139,6 +139,39 @@ static void test_resume_elsewhere(void **state) {
   dtab_clear(&t);
 }
 
+/* Receivers behind a node whose own link crawls (3, in the chain
+ * 1 -> 2 -> 3 -> 4 -> 5 -> 6) move off it around it: 4, right behind it,
+ * to 3's own sender 2 (1, the only complete copy, is busy serving 2), and
+ * another receiver of the slow node's to the idle end of that re-formed
+ * chain, not to the complete copy (before: both to 1, each then at a
+ * fraction of its uplink). */
+static void test_bypass_reforms_chain(void **state) {
+  (void)state;
+  dtab t;
+  dtab_init(&t, 1);
+  dir_obj *o = dtab_get(&t, "o");
+  dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  uint64_t s;
+  for (uint64_t n = 2; n <= 6; n++) {
+    assert_int_equal(dtab_pick_sender(&t, o, n, 0, &s), 0);
+    assert_int_equal(s, n - 1);
+  }
+  assert_int_equal(dtab_pick_bypass(&t, o, 4, 3, &s), 0);
+  assert_int_equal(s, 2);
+  /* 7 pulled from 3 too (a tree) and reports it: it joins the re-formed
+   * chain at its idle end, 6 (which no longer depends on 3), rather than
+   * sharing 1's or 2's uplink */
+  assert_int_equal(dtab_assign(&t, o, 7, dtab_loc(o, 3)), 0);
+  assert_int_equal(dtab_pick_bypass(&t, o, 7, 3, &s), 0);
+  assert_int_equal(s, 6);
+  assert_false(dtab_depends_on(o, 7, 3));
+  /* an idle complete copy still comes first */
+  dtab_add_loc(&t, o, 9, 64 * MB, 1, 0);
+  assert_int_equal(dtab_pick_bypass(&t, o, 5, 4, &s), 0);
+  assert_int_equal(s, 9);
+  dtab_clear(&t);
+}
+
 static void test_wait_when_all_busy(void **state) {
   (void)state;
   dtab t;
@@ -324,6 +357,7 @@ int main(void) {
       cmocka_unit_test(test_put_and_exists),   cmocka_unit_test(test_inline),
       cmocka_unit_test(test_receivers_form_chain), cmocka_unit_test(test_more_senders),
       cmocka_unit_test(test_no_cycle_and_lost), cmocka_unit_test(test_resume_elsewhere),
+      cmocka_unit_test(test_bypass_reforms_chain),
       cmocka_unit_test(test_wait_when_all_busy), cmocka_unit_test(test_gc),
       cmocka_unit_test(test_avoid),
   };
