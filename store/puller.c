@@ -113,6 +113,7 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
     uint64_t el = hpl__now_ms() - p->started_ms;
     s->last_pull_rate = 0;
     double rate = el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
+    if (p->got >= (4u << 20) && rate >= 0.5 * s->rate_ewma) s->straggler_streak = 0;
     if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
       s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
       s->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
@@ -298,9 +299,12 @@ static void check_straggler(st_puller *p, uint64_t now) {
   uint64_t left = p->size - p->start - p->got;
   if (left <= (1u << 20)) return;
   double limit = s->cfg.straggler_ratio * s->rate_ewma, secs;
-  uint64_t full = s->cfg.straggler_ms < 31 * MONITOR_TICK_MS * SAMPLE_TICKS
-                      ? s->cfg.straggler_ms
-                      : 31 * MONITOR_TICK_MS * SAMPLE_TICKS;
+  /* after stragglers with no healthy pull between: 2x, 4x, 8x the window
+   * and no early judgement (a node whose own downlink crawls would
+   * otherwise blame every sender in turn) */
+  unsigned streak = s->straggler_streak < 3 ? s->straggler_streak : 3;
+  uint64_t full = (uint64_t)s->cfg.straggler_ms << streak;
+  if (full > 31 * MONITOR_TICK_MS * SAMPLE_TICKS) full = 31 * MONITOR_TICK_MS * SAMPLE_TICKS;
   double rate = rate_since(p, now, full / 2, &secs);
   if (secs <= 0 || rate >= limit) return;
   double rate_full, secs_full;
@@ -310,6 +314,7 @@ static void check_straggler(st_puller *p, uint64_t now) {
     rate = rate_full;
     secs = secs_full;
   } else {
+    if (streak) return;
     double finish = rate > 0 ? (double)left / rate : 1e9;
     double move = (double)(p->ops.resumable ? left : p->size) / s->rate_ewma;
     if (finish <= STRAGGLER_EARLY * move) return;
@@ -323,6 +328,7 @@ static void check_straggler(st_puller *p, uint64_t now) {
     return;
   }
   s->ctr.stragglers++;
+  s->straggler_streak++;
   snprintf(detail, sizeof detail,
            "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6, secs,
            s->rate_ewma / 1e6);

@@ -131,6 +131,9 @@ struct store {
   struct st_puller *pullers;
   double rate_ewma;      /* bytes/s of recent pulls from complete senders */
   double last_pull_rate; /* of the pull that just completed (0: not measured) */
+  unsigned straggler_streak; /* senders judged stragglers since a pull last went at a
+                                healthy rate: our own link may be the slow one, so
+                                each one widens the window (puller.c) */
   /* dataport.c */
   uv_tcp_t data_listener;
   int data_port_bound;

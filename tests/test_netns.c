@@ -369,6 +369,46 @@ static void test_reduce_slow_sink(void **state) {
   th_stop(lc, 0);
 }
 
+/* A receiver whose own link crawls does not blame every sender in turn.
+ * Hosts 0 and 2 hold complete copies of an 8 MiB object; host 1 (which
+ * learnt a usual rate of 200 Mbit/s) is slowed to 20 Mbit/s and gets it:
+ * ~3.4 s whoever sends. Its first sender is judged a straggler (after half
+ * a window: moving looks cheap), but each further judgement needs twice
+ * the window until a pull goes at a healthy rate again, so it moves at
+ * most twice (before: every 0.5-1 s, 4 or more times) and keeps its
+ * bytes. */
+static void test_slow_receiver_keeps_senders(void **state) {
+  (void)state;
+  hpl_client *c[HOSTS];
+  hpl__lc *lc = start_servers(NULL, "--straggler-ms 1000 --straggler-ratio 0.2", c);
+  th_put_pattern(c[0], "sr/warm", 16 * MB, 7); /* host 1 learns its usual rate */
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[1], "sr/warm", th_ms(20000), &b), 0);
+  hpl_release(c[1], b);
+  const uint64_t size = 8 * MB;
+  th_put_pattern(c[0], "sr/x", size, 8);
+  assert_int_equal(hpl_get(c[2], "sr/x", th_ms(20000), &b), 0); /* a second complete copy */
+  hpl_release(c[2], b);
+  uint64_t st0 = th_counter(c[1], "stragglers");
+  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 20mbit", prefix,
+         HPL_SRC_DIR))
+    fail_msg("cluster.sh ratelimit failed");
+  uint64_t t0 = hpl__now_ms();
+  int rc = hpl_get(c[1], "sr/x", th_ms(60000), &b);
+  uint64_t took = hpl__now_ms() - t0;
+  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 200mbit", prefix,
+     HPL_SRC_DIR);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[1]));
+  assert_true(th_check_pattern(hpl_buf_data(b), size, 8));
+  hpl_release(c[1], b);
+  uint64_t moves = th_counter(c[1], "stragglers") - st0;
+  fprintf(stderr, "slow receiver: %llu ms, %llu senders judged stragglers\n",
+          (unsigned long long)took, (unsigned long long)moves);
+  assert_true(moves <= 2);
+  for (int i = 0; i < HOSTS; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
   if (getuid() != 0) {
@@ -388,6 +428,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts),
                                      cmocka_unit_test(test_partition_heals),
                                      cmocka_unit_test(test_reduce_straggler),
-                                     cmocka_unit_test(test_reduce_slow_sink)};
+                                     cmocka_unit_test(test_reduce_slow_sink),
+                                     cmocka_unit_test(test_slow_receiver_keeps_senders)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
