@@ -5,12 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
+#include <utlist.h>
 
 #include "dirmetrics.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
+#include "util.h"
 #include "uvtimer.h"
 #include "xlog.h"
 
@@ -158,12 +161,72 @@ static void object_clear(dir_server *s, dir_obj *o) {
 
 /* Delete: every holder drops its copy before the deleter hears back, so
  * once hpl_delete returns no store serves the old bytes to new gets. */
+/* ------------------------------------------------------------------ tombstones */
+
+typedef struct dir_tomb {
+  UT_hash_handle hh;
+  struct dir_tomb *prev, *next; /* s->tomb_fifo */
+  uint64_t at_ms;
+  char id[];
+} dir_tomb;
+
+static void tomb_free(dir_server *s, dir_tomb *t) {
+  HASH_DEL(s->tombs, t);
+  DL_DELETE(s->tomb_fifo, t);
+  s->ntombs--;
+  free(t);
+}
+
+/* Drop expired tombstones (at most 64 a call: bounded work; the cap on
+ * their number bounds the rest). */
+static void tomb_expire(dir_server *s, uint64_t now) {
+  for (int i = 0; i < 64 && s->tomb_fifo && now - s->tomb_fifo->at_ms >= DIR_TOMB_MS; i++)
+    tomb_free(s, s->tomb_fifo);
+}
+
+static void tomb_add(dir_server *s, const char *id) {
+  uint64_t now = hpl__now_ms();
+  tomb_expire(s, now);
+  if (now - s->start_ms >= DIR_ADOPT_WINDOW_MS) return;
+  dir_tomb *t;
+  size_t n = strlen(id);
+  HASH_FIND(hh, s->tombs, id, n, t);
+  if (t) return;
+  if (s->ntombs >= DIR_TOMB_MAX) tomb_free(s, s->tomb_fifo);
+  if (!(t = malloc(sizeof *t + n + 1))) return; /* no memory: not remembered */
+  memcpy(t->id, id, n + 1);
+  t->at_ms = now;
+  HASH_ADD_KEYPTR(hh, s->tombs, t->id, n, t);
+  DL_APPEND(s->tomb_fifo, t);
+  s->ntombs++;
+  s->ctr.tombstones++;
+}
+
+int dir_admin_tombstoned(dir_server *s, const char *id) {
+  if (!s->tombs) return 0;
+  uint64_t now = hpl__now_ms();
+  tomb_expire(s, now);
+  dir_tomb *t;
+  HASH_FIND(hh, s->tombs, id, strlen(id), t);
+  return t && now - t->at_ms < DIR_TOMB_MS;
+}
+
+void dir_admin_untomb(dir_server *s, const char *id) {
+  dir_tomb *t;
+  if (!s->tombs) return;
+  HASH_FIND(hh, s->tombs, id, strlen(id), t);
+  if (t) tomb_free(s, t);
+}
+
+/* ------------------------------------------------------------------ delete */
+
 void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
   dir_obj *o = dtab_find(&s->tab, m->id);
   if (!o || o->state == OBJ_PENDING) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
+    tomb_add(s, m->id); /* a copy not re-reported yet is dropped when it is */
     dir_reduce_target_deleted(s, m->id); /* a reduce that never produced it */
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOTFOUND, detail);
     return;
@@ -201,4 +264,5 @@ void dir_admin_conn_closed(dir_server *s, dir_conn *dc) {
 void dir_admin_stop(dir_server *s) {
   dir_delete *d, *dtmp;
   HASH_ITER(hh, s->deletes, d, dtmp) delete_finish(d);
+  while (s->tomb_fifo) tomb_free(s, s->tomb_fifo);
 }

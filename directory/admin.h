@@ -34,6 +34,20 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f);
 void dir_admin_on_delete(dir_server *s, const dir_frame *f);
 void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f);
 
+/* A restarted directory learns what the stores hold from their HELD
+ * re-reports, a piece at a time after each registration. A DELETE of an id
+ * not known yet in the first DIR_ADOPT_WINDOW_MS after start may name a
+ * copy not re-reported yet: the id is remembered (a tombstone, for
+ * DIR_TOMB_MS, at most DIR_TOMB_MAX), and a re-report of it is answered
+ * with DROP instead of bringing the deleted object back. */
+#define DIR_ADOPT_WINDOW_MS 60000
+#define DIR_TOMB_MS 60000
+#define DIR_TOMB_MAX 65536
+/* Whether `id` is tombstoned (1) or not (0). */
+int dir_admin_tombstoned(dir_server *s, const char *id);
+/* A new put of `id`: it is no longer deleted. */
+void dir_admin_untomb(dir_server *s, const char *id);
+
 /* `dc` closed: deletes it asked for finish without a reply. */
 void dir_admin_conn_closed(dir_server *s, dir_conn *dc);
 

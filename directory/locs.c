@@ -6,16 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "cost.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
 #include "xlog.h"
 
+static void send_drop(dir_server *s, uint64_t node, const char *id);
+
 void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n) {
   for (size_t i = 0; i < n; i++) {
     Hplpb__HeldObject *h = held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
+    if (!dtab_find(&s->tab, h->id) && dir_admin_tombstoned(s, h->id)) {
+      send_drop(s, node, h->id);
+      s->ctr.held_dropped++;
+      continue;
+    }
     dir_obj *o = dtab_get(&s->tab, h->id);
     if (!o) continue;
     dtab_loc_complete(&s->tab, o, node, h->size);
@@ -38,6 +46,11 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
     Hplpb__HeldObject *h = m->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
     dir_obj *o = dtab_find(&s->tab, h->id);
+    if (!o && m->adopt && dir_admin_tombstoned(s, h->id)) { /* deleted before it came back */
+      send_drop(s, node, h->id);
+      dropped++;
+      continue;
+    }
     if (!o && m->adopt && !(o = dtab_get(&s->tab, h->id))) continue; /* no memory: skipped */
     int other = o && o->has_size && o->size != h->size && !dtab_loc(o, node);
     if (!o || other) { /* gone, or another object of that id since */
@@ -67,6 +80,7 @@ void dir_locs_on_add(dir_server *s, const dir_frame *f) {
     return;
   }
   if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
+  if (m->origin) dir_admin_untomb(s, m->id); /* put again after a delete */
   int rc = dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)

@@ -67,6 +67,7 @@ typedef struct dir_counters {
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
+      tombstones,   /* deletes of ids not yet re-reported after a restart, remembered */
       reconnects,   /* a live node's store came back on a new connection */
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */
@@ -115,6 +116,9 @@ typedef struct dir_server {
   /* admin.c */
   struct dir_delete *deletes;    /* deletes waiting for DROP acks, by op */
   uint64_t next_op;
+  struct dir_tomb *tombs;        /* ids deleted while unknown soon after start (uthash) */
+  struct dir_tomb *tomb_fifo;    /*   ...oldest first (utlist DL), for expiry */
+  uint32_t ntombs;
   /* reduce.c, reduce_tree.c */
   struct dir_reduce *reduces;      /* every reduce, by target (uthash) */
   struct dir_reduce *reduces_done; /* the finished ones, oldest first (utlist DL) */

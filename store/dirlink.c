@@ -47,6 +47,7 @@ typedef struct dirlink {
   uv_tcp_t *tcp;
   uv_timer_t retry;
   uv_timer_t hb;
+  uv_timer_t held_delay; /* fault point held_delay_ms: the re-report waits */
   uint64_t backoff_ms;
   dl_req *pending;
   uint64_t next_id;
@@ -359,16 +360,28 @@ static void held_next(dirlink *dl) {
              (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
 }
 
+static void held_delayed_cb(uv_timer_t *t) {
+  dirlink *dl = t->data;
+  if (dl->stopping || dl->state != DL_READY || store_obj_count(dl->s) == 0) return;
+  store_walk_begin(dl->s, &dl->held_walk);
+  held_next(dl);
+}
+
 /* After registering: re-report everything we hold, piece by piece. */
 static void held_start(dirlink *dl, int adopt, int with_inline) {
   store *s = dl->s;
   store_walk_end(s, &dl->held_walk);
+  uv_timer_stop(&dl->held_delay);
   dl->held_gen++;
   dl->held_adopt = adopt;
   dl->held_inline = with_inline;
   dl->held_sent = 0;
   dl->held_t0_ms = hpl__now_ms();
   if (store_obj_count(s) == 0) return;
+  if (s->cfg.faults.held_delay_ms) { /* fault point: a slow re-report */
+    uv_timer_start(&dl->held_delay, held_delayed_cb, s->cfg.faults.held_delay_ms, 0);
+    return;
+  }
   store_walk_begin(s, &dl->held_walk);
   held_next(dl);
 }
@@ -637,7 +650,8 @@ int dirlink_start(store *s) {
   s->dl = dl;
   uv_timer_init(s->loop, &dl->retry);
   uv_timer_init(s->loop, &dl->hb);
-  dl->retry.data = dl->hb.data = dl;
+  uv_timer_init(s->loop, &dl->held_delay);
+  dl->retry.data = dl->hb.data = dl->held_delay.data = dl;
   dl_connect(dl);
   return 0;
 }
@@ -656,6 +670,7 @@ void dirlink_stop(store *s) {
   if (dl->state == DL_RESOLVING) uv_cancel((uv_req_t *)&dl->gai);
   uv_close((uv_handle_t *)&dl->retry, NULL);
   uv_close((uv_handle_t *)&dl->hb, NULL);
+  uv_close((uv_handle_t *)&dl->held_delay, NULL);
 }
 
 void dirlink_free(store *s) {

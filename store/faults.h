@@ -25,6 +25,7 @@ typedef struct store_faults {
   uint64_t slow_send;   /* pace every stream to this many bytes/s */
   uint64_t hb_pause_at_ms, hb_pause_ms; /* no heartbeats in [at, at+len) after start */
   uint64_t combine_delay_ms; /* every reduce combine step on the thread pool waits this long */
+  uint64_t held_delay_ms;    /* re-report what we hold this long after registering */
   /* state */
   uint64_t sent;
   int dropped, stalled;

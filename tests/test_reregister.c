@@ -164,6 +164,45 @@ static void test_deleted_while_away(void **state) {
   th_stop(lc, 0);
 }
 
+/* The directory is killed and restarted; store A re-registers at once but
+ * re-reports what it holds 1.5 s later (fault point held_delay_ms). A
+ * delete of A's object in between names an id the new directory does not
+ * know yet (HPL_ENOTFOUND): it is remembered, and A's late re-report is
+ * answered with DROP, so the object does not come back and A's pool
+ * empties (before: the re-report brought it back, listed and holding
+ * A's pool for good - the LEAK bench_faults saw after a dirkill run). */
+static void test_delete_before_rereport(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, "--faults held_delay_ms=1500");
+  hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
+  th_put_pattern(A, "rr/x", LARGE, 4);
+  th_put_pattern(A, "rr/kept", LARGE, 5);
+  uint64_t reg0 = th_counter(A, "dir_registrations");
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  char err[256];
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_counter(A, "dir_registrations") == reg0 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(10);
+  assert_true(th_counter(A, "dir_registrations") > reg0);
+  int rc = hpl_delete(B, "rr/x", th_ms(5000));
+  assert_true(rc == 0 || rc == HPL_ENOTFOUND);
+  /* the re-report arrives: rr/kept listed again, rr/x dropped */
+  wait_listed(B, "rr/kept");
+  get_check(B, "rr/kept", LARGE, 5);
+  wait_counter(A, "objects", 1, "store A after its re-report");
+  uint64_t size;
+  uint32_t copies, complete;
+  int is_inline;
+  assert_int_equal(hpl_stat(B, "rr/x", th_ms(2000), &size, &copies, &complete, &is_inline),
+                   HPL_ENOTFOUND);
+  assert_int_equal(th_dir_counter(lc, "dir_tombstones"), 1);
+  assert_true(th_dir_counter(lc, "dir_held_dropped") >= 1);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
 /* The directory itself stops for longer than its heartbeat timeout (but
  * not long enough for the stores to give up on it): when it runs again it
  * must not declare the stores dead, since their heartbeats are waiting in
@@ -337,6 +376,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_directory_pause_then_delete, th_teardown),
       cmocka_unit_test_teardown(test_deleted_while_away, th_teardown),
       cmocka_unit_test_teardown(test_directory_stall_kills_nobody, th_teardown),
+      cmocka_unit_test_teardown(test_delete_before_rereport, th_teardown),
       cmocka_unit_test_teardown(test_reduce_adopted, th_teardown),
       cmocka_unit_test_teardown(test_reduce_adopted_then_node_dies, th_teardown),
       cmocka_unit_test_teardown(test_reduce_done_while_directory_down, th_teardown),
