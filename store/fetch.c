@@ -88,8 +88,11 @@ static void send_ask(st_fetch *f, int kind) {
                       only_complete ? move_reply : ask_reply, f) != 0) {
     f->asks--;
     fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
+    f->busy++; /* f must outlive the event */
     fetch_fire(f, only_complete ? FEV_MOVE_NONE : FEV_REFUSED, &x);
     if (kind == ASK_SUSPECT && f->pull) puller_suspect_done(f->pull, 0);
+    f->busy--;
+    fetch_free_maybe(f);
   }
 }
 
@@ -253,8 +256,11 @@ static void move_reply(store *s, const dl_reply *rep, void *arg) {
   }
   uint64_t retry = r && !moved ? r->retry_ms : 0; /* "stay" is a reply naming no sender */
   fetch_ctx x = {.r = r};
+  f->busy++; /* the event may end the fetch: f must outlive the line below */
   fetch_fire(f, moved ? FEV_MOVE_TO : FEV_MOVE_NONE, &x);
   if (!moved && f->pull) puller_suspect_done(f->pull, retry);
+  f->busy--;
+  fetch_free_maybe(f);
 }
 
 /* ------------------------------------------------------------------ pulling */
@@ -298,9 +304,13 @@ static void pull_silent(void *arg, uint64_t quiet_ms) {
   LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
            f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
            (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+  f->busy++; /* f must outlive the event */
   fetch_fire(f, FEV_SUSPECT, &(fetch_ctx){0});
   /* a report already out (a crawl's): the stream is watched again later */
-  if (f->state != FETCH_MOVE || f->move_ask != ASK_SUSPECT) puller_suspect_done(f->pull, 0);
+  if (f->pull && (f->state != FETCH_MOVE || f->move_ask != ASK_SUSPECT))
+    puller_suspect_done(f->pull, 0);
+  f->busy--;
+  fetch_free_maybe(f);
 }
 
 /* Pull the rest of the object from the sender an answer named. */
