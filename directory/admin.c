@@ -159,8 +159,6 @@ static void object_clear(dir_server *s, dir_obj *o) {
   dtab_gc(&s->tab, o);
 }
 
-/* Delete: every holder drops its copy before the deleter hears back, so
- * once hpl_delete returns no store serves the old bytes to new gets. */
 /* ------------------------------------------------------------------ tombstones */
 
 typedef struct dir_tomb {
@@ -220,6 +218,8 @@ void dir_admin_untomb(dir_server *s, const char *id) {
 
 /* ------------------------------------------------------------------ delete */
 
+/* Delete: every holder drops its copy before the deleter hears back, so
+ * once hpl_delete returns no store serves the old bytes to new gets. */
 void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
   dir_obj *o = dtab_find(&s->tab, m->id);

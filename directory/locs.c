@@ -13,14 +13,27 @@
 #include "nodes.h"
 #include "xlog.h"
 
-static void send_drop(dir_server *s, uint64_t node, const char *id);
+/* Tell `node` to drop its copy of `id` (one-way: nobody waits for it). */
+static void send_drop(dir_server *s, uint64_t node, const char *id) {
+  Hplpb__DropNote d = HPLPB__DROP_NOTE__INIT;
+  d.id = (char *)id;
+  dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
+}
+
+/* A re-reported copy of an id we do not know but that was deleted since
+ * our start (admin.h, tombstones): `node` is told to drop it. Returns 1 if
+ * it was. */
+static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
+  if (dtab_find(&s->tab, id) || !dir_admin_tombstoned(s, id)) return 0;
+  send_drop(s, node, id);
+  return 1;
+}
 
 void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n) {
   for (size_t i = 0; i < n; i++) {
     Hplpb__HeldObject *h = held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
-    if (!dtab_find(&s->tab, h->id) && dir_admin_tombstoned(s, h->id)) {
-      send_drop(s, node, h->id);
+    if (drop_if_deleted(s, node, h->id)) {
       s->ctr.held_dropped++;
       continue;
     }
@@ -31,13 +44,6 @@ void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held,
   }
 }
 
-/* Tell `node` to drop its copy of `id` (one-way: nobody waits for it). */
-static void send_drop(dir_server *s, uint64_t node, const char *id) {
-  Hplpb__DropNote d = HPLPB__DROP_NOTE__INIT;
-  d.id = (char *)id;
-  dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
-}
-
 void dir_locs_on_held(dir_server *s, const dir_frame *f) {
   Hplpb__HeldNote *m = (Hplpb__HeldNote *)f->msg;
   uint64_t node = f->dc->node->id;
@@ -45,12 +51,11 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
   for (size_t i = 0; i < m->n_held; i++) {
     Hplpb__HeldObject *h = m->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
-    dir_obj *o = dtab_find(&s->tab, h->id);
-    if (!o && m->adopt && dir_admin_tombstoned(s, h->id)) { /* deleted before it came back */
-      send_drop(s, node, h->id);
+    if (m->adopt && drop_if_deleted(s, node, h->id)) { /* deleted before it came back */
       dropped++;
       continue;
     }
+    dir_obj *o = dtab_find(&s->tab, h->id);
     if (!o && m->adopt && !(o = dtab_get(&s->tab, h->id))) continue; /* no memory: skipped */
     int other = o && o->has_size && o->size != h->size && !dtab_loc(o, node);
     if (!o || other) { /* gone, or another object of that id since */

@@ -39,7 +39,7 @@ typedef struct dir_node {
   uint64_t hb_last_ms;
   double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */
   uint32_t hb_n;
-  /* one-way delay variation of its heartbeats (HeartbeatReq.sent_us): the
+  /* one-way delay variation of its heartbeats (Heartbeat.sent_us): the
    * smallest (arrival - sent) of this and the previous epoch, and how far
    * the latest is above it: the queue in front of its heartbeats, us */
   int64_t owd_min[2];

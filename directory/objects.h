@@ -159,8 +159,8 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
 /* For an asker whose partial sender `slow` crawls by itself: the best copy
  * that does not depend on `slow` (nor on the asker, nor on a suspected
  * node): an idle complete one, an idle partial one, slow's own sender,
- * then the least busy, regardless of the per-copy receiver limit. Assigns it as for
- * dtab_pick_sender and returns 0, or 1 if there is none. */
+ * then the least busy, regardless of the per-copy receiver limit. Assigns
+ * it as for dtab_pick_sender and returns 0, or 1 if there is none. */
 int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender);
 
 /* Node `node` is suspected (it does not answer): the streams its copies

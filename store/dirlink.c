@@ -360,11 +360,16 @@ static void held_next(dirlink *dl) {
              (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
 }
 
-static void held_delayed_cb(uv_timer_t *t) {
-  dirlink *dl = t->data;
-  if (dl->stopping || dl->state != DL_READY || store_obj_count(dl->s) == 0) return;
+/* Walk what we hold from the start, sending the first piece. */
+static void held_begin(dirlink *dl) {
+  if (store_obj_count(dl->s) == 0) return;
   store_walk_begin(dl->s, &dl->held_walk);
   held_next(dl);
+}
+
+static void held_delayed_cb(uv_timer_t *t) {
+  dirlink *dl = t->data;
+  if (!dl->stopping && dl->state == DL_READY) held_begin(dl);
 }
 
 /* After registering: re-report everything we hold, piece by piece. */
@@ -377,13 +382,10 @@ static void held_start(dirlink *dl, int adopt, int with_inline) {
   dl->held_inline = with_inline;
   dl->held_sent = 0;
   dl->held_t0_ms = hpl__now_ms();
-  if (store_obj_count(s) == 0) return;
-  if (s->cfg.faults.held_delay_ms) { /* fault point: a slow re-report */
+  if (s->cfg.faults.held_delay_ms) /* fault point: a slow re-report */
     uv_timer_start(&dl->held_delay, held_delayed_cb, s->cfg.faults.held_delay_ms, 0);
-    return;
-  }
-  store_walk_begin(s, &dl->held_walk);
-  held_next(dl);
+  else
+    held_begin(dl);
 }
 
 static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {

@@ -24,6 +24,7 @@
 
 #define MONITOR_TICK_MS 50
 #define SAMPLE_TICKS 5 /* a rate sample every 250 ms */
+#define RING_SPAN_MS (31 * MONITOR_TICK_MS * SAMPLE_TICKS) /* the oldest of 32 samples */
 /* A tick this much later than due means our own loop stalled (or the
  * process was stopped): the sender is not to blame for that silence. */
 #define TICK_LATE_MS 100
@@ -304,13 +305,11 @@ static void check_straggler(st_puller *p, uint64_t now) {
    * otherwise blame every sender in turn) */
   unsigned streak = s->straggler_streak < 3 ? s->straggler_streak : 3;
   uint64_t full = (uint64_t)s->cfg.straggler_ms << streak;
-  if (full > 31 * MONITOR_TICK_MS * SAMPLE_TICKS) full = 31 * MONITOR_TICK_MS * SAMPLE_TICKS;
-  double rate = rate_since(p, now, full / 2, &secs);
+  if (full > RING_SPAN_MS) full = RING_SPAN_MS;
+  double rate = rate_since(p, now, full / 2, &secs), secs_full;
   if (secs <= 0 || rate >= limit) return;
-  double rate_full, secs_full;
-  rate_full = rate_since(p, now, full, &secs_full);
-  int crawled = secs_full > 0 && rate_full < limit;
-  if (crawled) {
+  double rate_full = rate_since(p, now, full, &secs_full);
+  if (secs_full > 0 && rate_full < limit) { /* crawled for the whole window */
     rate = rate_full;
     secs = secs_full;
   } else {

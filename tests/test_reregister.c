@@ -54,6 +54,15 @@ static void wait_counter(hpl_client *c, const char *name, uint64_t want, const c
              (unsigned long long)want);
 }
 
+/* `id` is known nowhere in the cluster. */
+static void assert_gone(hpl_client *c, const char *id) {
+  uint64_t size;
+  uint32_t copies, complete;
+  int is_inline;
+  assert_int_equal(hpl_stat(c, id, th_ms(2000), &size, &copies, &complete, &is_inline),
+                   HPL_ENOTFOUND);
+}
+
 static void get_check(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
   hpl_buf *b;
   int rc = hpl_get(c, id, th_ms(10000), &b);
@@ -150,13 +159,8 @@ static void test_deleted_while_away(void **state) {
   wait_listed(B, "away/kept");
   get_check(B, "away/kept", LARGE, 3);
   wait_counter(A, "objects", 1, "store A after coming back");
-  uint64_t size;
-  uint32_t copies, complete;
-  int is_inline;
-  assert_int_equal(hpl_stat(B, "away/large", th_ms(2000), &size, &copies, &complete, &is_inline),
-                   HPL_ENOTFOUND);
-  assert_int_equal(hpl_stat(B, "away/small", th_ms(2000), &size, &copies, &complete, &is_inline),
-                   HPL_ENOTFOUND);
+  assert_gone(B, "away/large");
+  assert_gone(B, "away/small");
   hpl_buf *b;
   assert_int_equal(hpl_get(A, "away/large", 300, &b), HPL_ETIMEDOUT);
   hpl_close(A);
@@ -191,11 +195,7 @@ static void test_delete_before_rereport(void **state) {
   wait_listed(B, "rr/kept");
   get_check(B, "rr/kept", LARGE, 5);
   wait_counter(A, "objects", 1, "store A after its re-report");
-  uint64_t size;
-  uint32_t copies, complete;
-  int is_inline;
-  assert_int_equal(hpl_stat(B, "rr/x", th_ms(2000), &size, &copies, &complete, &is_inline),
-                   HPL_ENOTFOUND);
+  assert_gone(B, "rr/x");
   assert_int_equal(th_dir_counter(lc, "dir_tombstones"), 1);
   assert_true(th_dir_counter(lc, "dir_held_dropped") >= 1);
   hpl_close(A);
