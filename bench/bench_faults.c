@@ -561,13 +561,15 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
 
 /* After the last run every object is deleted, so what a store still has
  * allocated in its pool is leaked. Prints one line per such store (after
- * giving the frees up to a second) and returns how many there are. */
+ * giving the frees up to 4 s: reduce tasks a restarted directory did not
+ * adopt hold their outputs for up to 3 s, RDTASK_ORPHAN_MS, unless room is
+ * wanted) and returns how many there are. */
 static int leak_check(const cfg *g) {
   int n = 0;
   for (int i = 0; i < g->hosts; i++) {
     uint64_t alloc = 0, objs = 0;
     if (!cs[i]) continue;
-    for (int t = 0; t < 100; t++) {
+    for (int t = 0; t < 400; t++) {
       if (hpl_counter(cs[i], "pool_allocated", 2000, &alloc) || !alloc) break;
       hpl__sleep_until_ns(hpl__now_ns() + 10000000ull);
     }

@@ -505,6 +505,15 @@ void dir_reduce_node_unresponsive(dir_server *s, uint64_t node) {
 void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
   Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
   dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
+  if (m->sink) { /* the sink cannot make the target: nobody may wait for it */
+    if (!r || r->done || r->sink != f->dc->node->id || (m->rid && r->rid != m->rid)) return;
+    char why[400];
+    snprintf(why, sizeof why, "the sink %016llx cannot make the target: %s",
+             (unsigned long long)r->sink, m->detail ? m->detail : "");
+    int st = m->status < 0 && m->status > -100 ? m->status : HPL_ENOMEM;
+    dr_finish(r, st, why);
+    return;
+  }
   if (r && !r->done && r->adopted && r->rid == m->rid) {
     /* where the adopted tree's slots run is unknown: a new tree */
     char why[300];

@@ -538,21 +538,38 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
   return o;
 }
 
+st_obj *store_obj_prep_internal(store *s, const char *key) {
+  st_obj *o = objects_of(s) ? obj_alloc(s, key, OBJ_PULLING, STORE_KEY_SLACK) : NULL;
+  if (!o) return NULL;
+  o->internal = 1;
+  o->in_table = 0;
+  return o;
+}
+
+int store_obj_publish_internal(store *s, st_obj *o) {
+  st_objects *t = s->objects;
+  if (!t || o->in_table || !o->internal || !o->data || store_find_internal(s, o->id)) return -1;
+  if (idx_add(&t->internal, o) != 0) return -1;
+  if (idx_add(&t->by_inst, o) != 0) {
+    idx_del(&t->internal, o);
+    return -1;
+  }
+  o->in_table = 1;
+  return 0;
+}
+
 st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
                                size_t dlen) {
-  st_objects *t = objects_of(s);
-  st_obj *o = t ? obj_alloc(s, key, OBJ_PULLING, STORE_KEY_SLACK) : NULL;
+  st_obj *o = store_obj_prep_internal(s, key);
   if (!o) {
     snprintf(detail, dlen, "out of memory");
     return NULL;
   }
-  o->internal = 1;
   if (store_obj_alloc(s, o, size, detail, dlen) != 0) {
     free(o);
     return NULL;
   }
-  if (idx_add(&t->internal, o) != 0 || idx_add(&t->by_inst, o) != 0) {
-    idx_del(&t->internal, o);
+  if (store_obj_publish_internal(s, o) != 0) {
     if (o->data && o->size) hpl__pool_free(s->pool, o->data);
     free(o);
     snprintf(detail, dlen, "out of memory");

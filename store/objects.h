@@ -120,6 +120,17 @@ st_obj *store_obj_new(store *s, const char *id, int state);
 st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
                                size_t dlen);
 
+/* The same in two steps, for a buffer that has to wait for room:
+ * store_obj_prep_internal makes the stream object (refs 0, NOT in the
+ * table, no buffer; NULL on no memory), whose buffer the caller then
+ * allocates (store_obj_alloc or room_alloc); store_obj_publish_internal
+ * puts it in the table once it has its buffer: 0, or -1 (nothing changed:
+ * no buffer, a stream of that key exists, or no memory). A prepared object
+ * never published is freed by the last store_obj_unref (or free() if it
+ * was never referenced and has no buffer). */
+st_obj *store_obj_prep_internal(store *s, const char *key);
+int store_obj_publish_internal(store *s, st_obj *o);
+
 /* Reduce stream `o` (in the table) takes key `key`, for a new generation
  * of its slot: its buffer (whose pages the old generation has touched)
  * stays. The key may be up to STORE_KEY_SLACK characters longer than the

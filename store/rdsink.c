@@ -14,6 +14,7 @@
 #include "objects.h"
 #include "puller.h"
 #include "rdtask.h"
+#include "room.h"
 #include "util.h"
 
 typedef struct rd_sink {
@@ -34,6 +35,13 @@ typedef struct rd_sink {
   char *pend_key;     /* NULL: none */
   char pend_addr[64];
   int pend_port, pend_internal;
+  /* The target's buffer waits for room: the last REDUCE_SINK (packed) is
+   * acted on once it has it */
+  st_room room;
+  uint8_t *wait_msg;
+  size_t wait_len;
+  uint64_t wait_rid;
+  int64_t timeout_ms; /* the client's, for the room wait (<= 0: the store's longest) */
 } rd_sink;
 
 static void root_released(store *s, const char *target);
@@ -48,6 +56,9 @@ static void sink_srcs_free(rd_sink *k) {
 /* The reduce is over for this node (or was never ours): let go of it. */
 static void sink_end(rd_sink *k) {
   store *s = k->s;
+  room_cancel(s, &k->room);
+  free(k->wait_msg);
+  k->wait_msg = NULL;
   free(k->pend_key);
   k->pend_key = NULL;
   if (k->pull) puller_cancel(k->pull);
@@ -68,6 +79,21 @@ static void sink_fail(rd_sink *k, int status, const char *detail) {
   store_obj_fail(s, o, status, detail);
   store_obj_detach(s, o);
   store_obj_unref(s, o);
+}
+
+/* The target cannot be made here after all (no room for it): the
+ * directory ends the reduce with `status`, so no get anywhere waits for it;
+ * then as sink_fail. */
+static void sink_give_up(rd_sink *k, uint64_t rid, int status, const char *detail) {
+  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
+  n.target = k->o->id;
+  n.rid = rid;
+  n.detail = (char *)detail;
+  n.sink = 1;
+  n.status = status;
+  dirlink_note(k->s, HPL__MSG_REDUCE_FAIL, &n.base);
+  LOG_WARN("reduce '%s' fails: %s", k->o->id, detail);
+  sink_fail(k, status, detail);
 }
 
 /* The target is made elsewhere after all: get it like any object. */
@@ -156,6 +182,42 @@ static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *k
   }
 }
 
+/* Keep REDUCE_SINK `m` to act on once the target has room. */
+static void sink_keep_msg(rd_sink *k, const Hplpb__ReduceSink *m) {
+  size_t len = protobuf_c_message_get_packed_size(&m->base);
+  uint8_t *b = malloc(len ? len : 1);
+  if (!b) return; /* keep the older one */
+  protobuf_c_message_pack(&m->base, b);
+  free(k->wait_msg);
+  k->wait_msg = b;
+  k->wait_len = len;
+  k->wait_rid = m->rid;
+}
+
+static void sink_room_done(st_room *r, int status, const char *detail) {
+  rd_sink *k = r->arg;
+  store *s = k->s;
+  st_obj *o = k->o;
+  if (status != 0) {
+    sink_give_up(k, k->wait_rid, status, detail);
+    return;
+  }
+  LOG_INFO("reduce '%s': room for the target after %llu ms", o->id,
+           (unsigned long long)(hpl__now_ms() - r->since_ms));
+  rdtask_target_ready(s, o);
+  uint8_t *b = k->wait_msg;
+  size_t len = k->wait_len;
+  k->wait_msg = NULL;
+  Hplpb__ReduceSink *m = b ? hplpb__reduce_sink__unpack(NULL, len, b) : NULL;
+  free(b);
+  if (m) { /* what it said, now with the buffer */
+    rdsink_on_sink(s, &m->base);
+    hplpb__reduce_sink__free_unpacked(m, NULL);
+  } else {
+    sink_give_up(k, k->wait_rid, HPL_ENOMEM, "out of memory");
+  }
+}
+
 void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
   s->root_released = root_released;
@@ -165,9 +227,13 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
     LOG_WARN("reduce sink message for '%s', which is not being reduced here", m->target);
     return;
   }
-  char detail[400];
+  char detail[600];
   if (m->fetch) { /* reduced at the directory: an ordinary (inline) object now */
     sink_fetch_instead(k);
+    return;
+  }
+  if (k->room.queued) { /* still waiting for room: act on the latest word then */
+    sink_keep_msg(k, m);
     return;
   }
   if (m->n_sources > 0 && m->n_sources <= 65536) {
@@ -183,10 +249,21 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
     dataport_restart(s, o, m->gen);
   }
   o->gen = m->gen;
-  if (!o->data && store_obj_alloc(s, o, m->size, detail, sizeof detail) != 0) {
-    LOG_WARN("%s", detail);
-    sink_fail(k, HPL_ENOMEM, detail);
-    return;
+  if (!o->data) {
+    uint64_t deadline = k->timeout_ms > 0 ? hpl__now_ms() + (uint64_t)k->timeout_ms : UINT64_MAX;
+    int rc = room_alloc(s, o, m->size, deadline, &k->room, sink_room_done, k, detail,
+                        sizeof detail);
+    if (rc == 1) {
+      LOG_INFO("reduce '%s': the target waits for room", o->id);
+      k->wait_rid = m->rid;
+      sink_keep_msg(k, m);
+      return;
+    }
+    if (rc != 0) {
+      sink_give_up(k, m->rid, HPL_ENOMEM, detail);
+      return;
+    }
+    rdtask_target_ready(s, o); /* a task here that came first may write now */
   }
   /* advertise the copy in progress: gets elsewhere pull behind it, and
    * the directory (a restarted one too) learns where the result is, so
@@ -303,6 +380,7 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
     }
     k->s = s;
     k->o = o;
+    k->timeout_ms = m->timeout_ms;
     o->primary = 1; /* made here: the cluster's first copy */
     store_obj_ref(s, o);
     o->sink = k;

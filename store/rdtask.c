@@ -21,6 +21,7 @@
 #include "objects.h"
 #include "ops.h"
 #include "puller.h"
+#include "room.h"
 #include "util.h"
 
 #define RD_RING (8u << 20)        /* bytes buffered per extra child */
@@ -67,6 +68,13 @@ struct rd_task {
   uint64_t w_from, w_to;
   int ended; /* the reduce ended while a step was running */
   int orphan; /* the directory restarted and has not adopted the reduce */
+  uint64_t orphan_at; /* when it ends unless adopted (hpl__now_ms clock) */
+  /* The output waits for room: a stream's buffer being allocated (pending,
+   * referenced, not yet in the table: its pullers wait as for a stream not
+   * yet made), or the sink's target still without its buffer (out_wait) */
+  st_obj *pending;
+  st_room room;
+  int out_wait;
   int root_moved; /* to_target, ended because the root runs elsewhere now */
   int failed;
   int out_kept; /* the next generation of this slot took over `out` (and its reference) */
@@ -121,6 +129,11 @@ void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slo
 
 static void task_try_combine(rd_task *t);
 static void task_free(rd_task *t);
+
+/* The output has its buffer: children may write into it. */
+static int task_ready(const rd_task *t) {
+  return t->out && !t->pending && !t->out_wait && !t->blocked_by;
+}
 
 /* ------------------------------------------------------------------ combine */
 
@@ -181,7 +194,7 @@ static void child_start(rd_task *t, rd_child *c);
 /* The old task's last step is done: the new one may write now. */
 static void task_unblock(rd_task *t) {
   t->blocked_by = NULL;
-  if (t->failed) return;
+  if (t->failed || !task_ready(t)) return;
   for (int j = 0; j < t->nch; j++)
     if (t->ch[j].known) child_start(t, &t->ch[j]);
   task_try_combine(t);
@@ -211,7 +224,7 @@ static void src_back(st_watch *w) {
 
 /* Combine whatever every input has delivered. */
 static void task_try_combine(rd_task *t) {
-  if (t->working || t->failed || t->blocked_by || t->comb >= t->size) return;
+  if (t->working || t->failed || !task_ready(t) || t->comb >= t->size) return;
   if (t->src->state != OBJ_SEALED) { /* spilled: being read back (room.c) */
     t->src_watch.fn = src_back;
     store_watch(t->src, &t->src_watch);
@@ -296,7 +309,8 @@ static void child_slow(void *arg, double rate) {
 }
 
 static void child_start(rd_task *t, rd_child *c) {
-  if (c->pull || c->done || t->blocked_by) return; /* blocked: started when unblocked */
+  /* blocked, or the output waits for room: started when it may write */
+  if (c->pull || c->done || !task_ready(t)) return;
   puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
                     .no_stall = 1, .suspect = child_silent, .slow = child_slow};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
@@ -318,6 +332,11 @@ static rd_task *task_find(store *s, const char *target, uint32_t slot) {
 
 static void task_free(rd_task *t) {
   store *s = t->s;
+  if (t->pending) { /* never published: freed with its last reference */
+    room_cancel(s, &t->room);
+    store_obj_unref(s, t->pending);
+    t->pending = NULL;
+  }
   for (int j = 0; j < t->nch; j++) {
     rd_child *c = &t->ch[j];
     if (c->pull) puller_cancel(c->pull);
@@ -340,6 +359,74 @@ static void task_free(rd_task *t) {
     store_obj_unref(s, t->src);
   }
   free(t);
+}
+
+/* Start the task's work once its output has a buffer. */
+static void task_go(rd_task *t) {
+  if (t->failed || !task_ready(t)) return;
+  for (int j = 0; j < t->nch; j++)
+    if (t->ch[j].known) child_start(t, &t->ch[j]);
+  task_try_combine(t);
+}
+
+static void out_room_done(st_room *r, int status, const char *detail) {
+  rd_task *t = r->arg;
+  store *s = t->s;
+  st_obj *o = t->pending;
+  t->pending = NULL;
+  if (status == 0 && store_obj_publish_internal(s, o) == 0) {
+    t->out = o; /* the room request's reference is the task's now */
+    LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
+              (unsigned long long)(hpl__now_ms() - r->since_ms));
+    dataport_stream_ready(s, o->id); /* pulls that came meanwhile */
+    task_go(t);
+    return;
+  }
+  store_obj_unref(s, o);
+  t->failed = 1;
+  LOG_WARN("reduce '%s' slot %u cannot run here: %s", t->target, t->slot,
+           status ? detail : "out of memory");
+  rdtask_report_fail(s, t->target, t->rid, t->slot, t->gen, status ? detail : "out of memory");
+}
+
+/* A new reduce stream `key` for t's output: at once if it fits, else it
+ * waits for room (t->pending) for up to RDTASK_ROOM_MS; nothing (detail
+ * says why) if it can never fit or there is no memory. */
+static void out_alloc(rd_task *t, const char *key, char *detail, size_t dlen) {
+  store *s = t->s;
+  st_obj *o = store_obj_prep_internal(s, key);
+  if (!o) {
+    snprintf(detail, dlen, "out of memory");
+    return;
+  }
+  store_obj_ref(s, o);
+  int rc = room_alloc(s, o, t->size, hpl__now_ms() + RDTASK_ROOM_MS, &t->room, out_room_done, t,
+                      detail, dlen);
+  if (rc == 1) {
+    t->pending = o;
+    LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
+  } else if (rc == 0 && store_obj_publish_internal(s, o) == 0) {
+    t->out = o;
+    dataport_stream_ready(s, key); /* pulls that came before the task */
+  } else {
+    if (rc == 0) snprintf(detail, dlen, "out of memory");
+    store_obj_unref(s, o);
+  }
+}
+
+void rdtask_target_ready(store *s, st_obj *target) {
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (!t->to_target || t->out != target || !t->out_wait) continue;
+    t->out_wait = 0;
+    if (target->size != t->size) { /* cannot happen: the directory sized both */
+      t->failed = 1;
+      LOG_WARN("reduce '%s' slot %u: the target has %llu bytes, not %llu", t->target, t->slot,
+               (unsigned long long)target->size, (unsigned long long)t->size);
+      continue;
+    }
+    task_go(t);
+  }
 }
 
 void rdtask_on_task(store *s, ProtobufCMessage *msg) {
@@ -370,7 +457,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     task_free(t);
     t = NULL;
   }
-  char detail[400];
+  char detail[400] = "out of memory";
   if (!t) {
     st_obj *src = store_find(s, m->source);
     int usable = src && (src->state == OBJ_SEALED || src->state == OBJ_SPILLED) &&
@@ -403,12 +490,13 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     t->to_target = m->to_target;
     if (t->to_target) {
       st_obj *o = store_find(s, m->target);
-      if (!o || o->state != OBJ_REDUCING || !o->data || o->size != m->size) {
-        LOG_WARN("reduce '%s': the target is not ready at this sink", m->target);
+      if (!o || o->state != OBJ_REDUCING || (o->data && o->size != m->size)) {
+        LOG_WARN("reduce '%s': the target is not being made at this sink", m->target);
         t->out = NULL;
       } else {
         t->out = o;
         store_obj_ref(s, o);
+        t->out_wait = !o->data; /* the sink waits for room: rdtask_target_ready */
       }
     } else {
       char key[340];
@@ -426,12 +514,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
         }
         kept = NULL;
       }
-      if (!t->out && (t->out = store_obj_new_internal(s, key, m->size, detail, sizeof detail))) {
-        store_obj_ref(s, t->out);
-        dataport_stream_ready(s, key); /* pulls that came before the task */
-      } else if (!t->out) {
-        LOG_WARN("reduce '%s' slot %u: %s", m->target, m->slot, detail);
-      }
+      if (!t->out) out_alloc(t, key, detail, sizeof detail);
     }
     for (int j = 0; t->ch && j < t->nch; j++) {
       t->ch[j].t = t;
@@ -443,9 +526,15 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
         if (!t->ch[j].ring) t->failed = 1;
       }
     }
-    if (!t->out || !t->ch || t->failed) {
+    if ((!t->out && !t->pending) || !t->ch || t->failed) {
       t->failed = 1;
-      LOG_ERROR("reduce '%s' slot %u cannot run here (no memory?)", m->target, m->slot);
+      if (t->to_target) {
+        LOG_WARN("reduce '%s' slot %u cannot run here", m->target, m->slot);
+      } else { /* the directory moves the slot (another copy, a spare) */
+        LOG_WARN("reduce '%s' slot %u cannot run here: %s", m->target, m->slot,
+                 t->ch ? detail : "out of memory");
+        rdtask_report_fail(s, m->target, m->rid, m->slot, m->gen, t->ch ? detail : "out of memory");
+      }
     }
     HASH_ADD_STR(s->tasks, hkey, t);
     if (old_step) {
@@ -500,16 +589,39 @@ void rdtask_end(store *s, const char *target, uint64_t rid) {
   }
 }
 
+static void orphan_end(rd_task *t, const char *why) {
+  LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task (%s)",
+           t->target, t->slot, why);
+  HASH_DEL(t->s->tasks, t);
+  t->s->ctr.orphans_ended++;
+  task_free(t);
+}
+
+/* Each orphan ends RDTASK_ORPHAN_MS after the restart that orphaned it (a
+ * later restart does not prolong it); the timer is set for the earliest. */
 static void orphans_expired(uv_timer_t *h) {
   store *s = h->data;
+  uint64_t now = hpl__now_ms(), next = UINT64_MAX;
   rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks, t, tmp) {
     if (!t->orphan) continue;
-    LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task",
-             t->target, t->slot);
-    HASH_DEL(s->tasks, t);
-    task_free(t);
+    if (t->orphan_at <= now)
+      orphan_end(t, "its time is up");
+    else if (t->orphan_at < next)
+      next = t->orphan_at;
   }
+  if (next != UINT64_MAX) uv_timer_start(&s->rd_orphans, orphans_expired, next - now, 0);
+}
+
+/* Room is wanted (room.c): orphans whose output is complete and streamed to
+ * nobody hold only memory - their parent has every byte (or the reduce is
+ * over: its end went to the old directory). They go now. */
+static void orphans_shed(store *s) {
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp)
+    if (t->orphan && !t->to_target && !t->working && t->out && t->out->internal &&
+        t->comb >= t->size && t->out->refs == 1)
+      orphan_end(t, "its pool memory is wanted");
 }
 
 void rdtask_directory_restarted(store *s) {
@@ -517,9 +629,15 @@ void rdtask_directory_restarted(store *s) {
     uv_timer_init(s->loop, &s->rd_orphans);
     s->rd_orphans.data = s;
   }
+  s->reduce_shed = orphans_shed;
+  uint64_t at = hpl__now_ms() + RDTASK_ORPHAN_MS;
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) t->orphan = 1;
-  if (s->tasks) uv_timer_start(&s->rd_orphans, orphans_expired, RDTASK_ORPHAN_MS, 0);
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (t->orphan) continue;
+    t->orphan = 1;
+    t->orphan_at = at;
+  }
+  orphans_expired(&s->rd_orphans);
 }
 
 void rdtask_on_adopted(store *s, ProtobufCMessage *msg) {

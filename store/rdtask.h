@@ -39,6 +39,15 @@ int rdtask_end_root(store *s, const char *target);
 #define RDTASK_ORPHAN_MS 3000
 void rdtask_directory_restarted(store *s);
 
+/* A stream output that does not fit waits for room this long at most; then
+ * the slot is reported failed (the directory moves it elsewhere). */
+#define RDTASK_ROOM_MS 10000
+
+/* The sink's target (OBJ_REDUCING) got its buffer, after waiting for room:
+ * the task writing into it here (if one waits) starts. */
+struct st_obj;
+void rdtask_target_ready(store *s, struct st_obj *target);
+
 /* REDUCE_ADOPTED: a restarted directory took over instance rid of the
  * reduce into target; its tasks here go on. */
 void rdtask_on_adopted(store *s, ProtobufCMessage *m);

@@ -315,6 +315,7 @@ static void room_run(uv_timer_t *t) {
     r->done(r, HPL_ENOMEM, detail);
   }
   if (!s->rooms) return;
+  if (s->reduce_shed) s->reduce_shed(s); /* may free memory and kick the timer */
   uint64_t free_now = hpl__pool_largest_free(s->pool);
   uint64_t need = s->rooms->size > free_now ? s->rooms->size - free_now : 1;
   evict_for(s, need);

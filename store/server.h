@@ -97,6 +97,7 @@ typedef struct store_counters {
       evict_refusals,     /* copies offered that the directory kept (last copy, serving) */
       room_waits,         /* buffers that waited for room */
       room_timeouts,      /*   ...and found none in time (HPL_ENOMEM) */
+      orphans_ended,      /* reduce tasks a restarted directory did not adopt, ended */
       spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
       spill_dropped,            /* buffers freed of objects already on disk */
       restored, restored_bytes, /* objects read back into the pool */
@@ -151,6 +152,8 @@ struct store {
   struct rd_task *tasks;
   uv_timer_t rd_orphans; /* ends tasks a restarted directory did not adopt (data: set once
                             initialised) */
+  void (*reduce_shed)(store *s); /* rdtask.c's: room is wanted; orphaned tasks that only
+                                    hold memory end */
   /* rdsink.c */
   struct rd_sink *sinks;
   /* lifetime.c */

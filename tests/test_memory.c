@@ -381,8 +381,87 @@ static void test_reduce_of_spilled_source(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* A reduce over three 16 MiB sources (u32 j+1 at node j) whose every
+ * node has only 8 MiB of its 48 MiB pool free: a 24 MiB object put there
+ * holds the rest. The reduce's stream outputs and its target need 16 MiB
+ * each, so they wait for room. Returns the cluster; *c gets its clients. */
+static hpl__lc *reduce_without_room(const char *store_args, hpl_client **c) {
+  hpl__lc *lc = th_cluster(3, 48 * MB, NULL, store_args);
+  const size_t n = 16 * MB / 4;
+  uint32_t *d = malloc(n * 4);
+  assert_non_null(d);
+  for (int j = 0; j < 3; j++) {
+    char id[32];
+    c[j] = th_connect(lc, j);
+    for (size_t i = 0; i < n; i++) d[i] = (uint32_t)j + 1;
+    snprintf(id, sizeof id, "rr/%d", j);
+    assert_int_equal(hpl_put(c[j], id, d, n * 4, th_ms(5000)), 0);
+    snprintf(id, sizeof id, "rr/fill%d", j);
+    th_put_pattern(c[j], id, 24 * MB, 40 + (uint64_t)j);
+  }
+  free(d);
+  const char *srcs[3] = {"rr/0", "rr/1", "rr/2"};
+  assert_int_equal(hpl_reduce(c[0], "rr/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(5000)), 0);
+  return lc;
+}
+
+/* ...and the reduce waits for room rather than failing, or hanging: once
+ * the fillers are deleted it completes with the right sum. (Before, the
+ * sink failed its target at once without telling the directory, and the
+ * slots could not run: the get waited for its whole timeout.) */
+static void test_reduce_waits_for_room(void **state) {
+  (void)state;
+  hpl_client *c[3];
+  hpl__lc *lc = reduce_without_room(NULL, c);
+  th_getter g = {.c = c[0], .id = "rr/t", .timeout = th_ms(30000)};
+  th_get_start(&g);
+  th_sleep_ms(1500);
+  uint64_t waits = th_counter(c[0], "room_waits"); /* the target waits */
+  int del[3];
+  for (int j = 0; j < 3; j++) {
+    char id[32];
+    snprintf(id, sizeof id, "rr/fill%d", j);
+    del[j] = hpl_delete(c[j], id, th_ms(5000));
+  }
+  th_get_join(&g); /* (before any assertion: the thread uses c[0]) */
+  if (g.rc) th_dump_logs(lc);
+  for (int j = 0; j < 3; j++) assert_int_equal(del[j], 0);
+  assert_int_equal(g.rc, 0);
+  assert_true(waits >= 1);
+  assert_true(g.ms >= 1000);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[0], "rr/t", th_ms(5000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), 16 * MB);
+  const uint32_t *v = hpl_buf_data(b);
+  size_t bad = 0;
+  for (size_t i = 0; i < 16 * MB / 4; i++) bad += v[i] != 6;
+  assert_int_equal(bad, 0);
+  hpl_release(c[0], b);
+  th_stop(lc, 0);
+}
+
+/* ...and when no room comes within --room-wait-ms, the reduce fails with
+ * HPL_ENOMEM for its waiters, soon, rather than leaving them to time out. */
+static void test_reduce_no_room_fails(void **state) {
+  (void)state;
+  hpl_client *c[3];
+  hpl__lc *lc = reduce_without_room("--room-wait-ms 500", c);
+  hpl_buf *b = NULL;
+  uint64_t t0 = hpl__now_ms();
+  int rc = hpl_get(c[0], "rr/t", th_ms(20000), &b);
+  uint64_t ms = hpl__now_ms() - t0;
+  if (rc != HPL_ENOMEM) th_dump_logs(lc);
+  assert_int_equal(rc, HPL_ENOMEM);
+  assert_true(ms < (uint64_t)th_ms(10000));
+  assert_non_null(strstr(hpl_errdetail(c[0]), "room"));
+  assert_true(th_counter(c[0], "room_timeouts") >= 1);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_reduce_waits_for_room, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_no_room_fails, th_teardown),
       cmocka_unit_test_teardown(test_idle_copies_make_room, th_teardown),
       cmocka_unit_test_teardown(test_last_and_held_copies_stay, th_teardown),
       cmocka_unit_test_teardown(test_create_waits_for_release, th_teardown),

@@ -349,6 +349,45 @@ static void test_reduce_done_while_directory_down(void **state) {
   rd_stop(&rc);
 }
 
+/* A reduce of 3 sources finishes while the directory is down, so the task
+ * of its middle slot (with its 4 MiB output) is orphaned when the stores
+ * register again. The directory then dies and comes back twice more, about
+ * every 2.5 s. The orphan still ends RDTASK_ORPHAN_MS (3 s) after the first
+ * restart: once everything is deleted after the third, no pool holds a
+ * byte within 1 s. (Before, each restart gave every orphan another 3 s, so
+ * a directory restarting every few seconds kept them - and their memory -
+ * forever.) */
+static void test_orphans_end_across_restarts(void **state) {
+  (void)state;
+  rd_cluster rc;
+  rd_start(&rc, 3, 64ull * MB, NULL, "or", 1u * MB);
+  rd_reduce(&rc, 0);
+  assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
+  rd_check(&rc, 6.0f); /* made while the directory is down */
+  directory_restart(&rc);
+  for (int k = 0; k < 2; k++) {
+    th_sleep_ms(2000);
+    assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
+    th_sleep_ms(200);
+    directory_restart(&rc);
+  }
+  assert_int_equal(hpl_delete(rc.cs[0], rc.target, th_ms(10000)), 0);
+  for (int i = 0; i < rc.n; i++)
+    assert_int_equal(hpl_delete(rc.cs[0], rc.ids[i], th_ms(10000)), 0);
+  uint64_t deadline = hpl__now_ms() + 1000, held = 0, ended = 0;
+  do {
+    held = 0;
+    for (int i = 0; i < rc.n; i++) held += th_counter(rc.cs[i], "pool_allocated");
+    if (!held) break;
+    th_sleep_ms(50);
+  } while (hpl__now_ms() < deadline);
+  if (held) fail_msg("%llu bytes still allocated after deleting everything",
+                     (unsigned long long)held);
+  for (int i = 0; i < rc.n; i++) ended += th_counter(rc.cs[i], "orphans_ended");
+  assert_int_equal(ended, 2); /* the middle slot's task and the root's at the sink */
+  rd_stop(&rc);
+}
+
 /* As test_reduce_adopted, but the reduce takes 3 of 4 sources and, once
  * the new directory has adopted the tree, a store in it is killed: the
  * adopted tree is given up and a new one built from the sources left,
@@ -380,6 +419,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reduce_adopted, th_teardown),
       cmocka_unit_test_teardown(test_reduce_adopted_then_node_dies, th_teardown),
       cmocka_unit_test_teardown(test_reduce_done_while_directory_down, th_teardown),
+      cmocka_unit_test_teardown(test_orphans_end_across_restarts, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
