@@ -437,6 +437,7 @@ static void test_reduce_waits_for_room(void **state) {
   for (size_t i = 0; i < 16 * MB / 4; i++) bad += v[i] != 6;
   assert_int_equal(bad, 0);
   hpl_release(c[0], b);
+  for (int j = 0; j < 3; j++) hpl_close(c[j]);
   th_stop(lc, 0);
 }
 
@@ -455,6 +456,7 @@ static void test_reduce_no_room_fails(void **state) {
   assert_true(ms < (uint64_t)th_ms(10000));
   assert_non_null(strstr(hpl_errdetail(c[0]), "room"));
   assert_true(th_counter(c[0], "room_timeouts") >= 1);
+  for (int j = 0; j < 3; j++) hpl_close(c[j]);
   th_stop(lc, 0);
 }
 
