@@ -1,9 +1,12 @@
 /* uvconn.c - framed connections on libuv streams (see uvconn.h). */
 #include "uvconn.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
 #include <utlist.h>
 
 #include "hoplite.h"
@@ -61,6 +64,14 @@ struct hpl__conn {
   uv_check_t *cork_chk;
   struct hpl__conn *cork_prev, *cork_next; /* the corked connections, in order */
   int cork_listed;
+  /* a sendfile in progress (hpl__conn_sendfile): the socket is watched
+   * through a duplicate of its fd, which libuv's stream does not own */
+  uv_poll_t *sf_poll;
+  int sf_fd;               /* the duplicate (-1: none yet) */
+  int sf_in;               /* the file being sent */
+  uint64_t sf_off, sf_left;
+  hpl__conn_write_cb sf_cb;
+  void *sf_arg;
   int handles;             /* handles (stream, timer, idle) not yet closed */
   hpl__record rec;         /* $HPL_RECORD_DIR: frames received, for fuzz corpora */
 };
@@ -94,6 +105,7 @@ static int cork_flushing;
 #define CORK_MAX_FRAMES 64
 #define CORK_MAX_BYTES (256u * 1024)
 static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+static void conn_release_held(hpl__conn *c);
 
 void *hpl__conn_data(const hpl__conn *c) { return c->o.data; }
 void hpl__conn_set_data(hpl__conn *c, void *data) { c->o.data = data; }
@@ -145,6 +157,18 @@ void hpl__conn_close(hpl__conn *c, int status) {
     c->cork = w->next;
     free(w->owned);
     free(w);
+  }
+  if (c->sf_left) { /* an unfinished sendfile: its owner hears so */
+    c->wq_bytes -= c->sf_left;
+    c->sf_left = 0;
+    hpl__conn_write_cb cb = c->sf_cb;
+    c->sf_cb = NULL;
+    if (cb) cb(c, HPL_ECONN, c->sf_arg);
+  }
+  if (c->sf_poll) { /* uv_close stops the polling at once: the fd may go */
+    uv_close((uv_handle_t *)c->sf_poll, conn_handle_closed);
+    close(c->sf_fd);
+    c->sf_fd = -1;
   }
   if (c->timer) uv_close((uv_handle_t *)c->timer, conn_handle_closed);
   if (c->idle) uv_close((uv_handle_t *)c->idle, conn_handle_closed);
@@ -268,7 +292,13 @@ static void conn_hs_done(hpl__conn *c) {
   c->role = c->ahs.role;
   c->hshave = c->hswant = 0;
   if (c->timer) uv_timer_stop(c->timer);
-  while (c->held && !c->closing) { /* in the order they were made */
+  conn_release_held(c);
+}
+
+/* Writes held (for the handshake, or behind a sendfile) go now, in the
+ * order they were made. */
+static void conn_release_held(hpl__conn *c) {
+  while (c->held && !c->closing && c->hs == HS_DONE && !c->sf_left) {
     conn_wreq *w = c->held;
     c->held = w->next;
     c->wq_bytes -= w->bytes;
@@ -568,6 +598,7 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
     uv_close((uv_handle_t *)s, (uv_close_cb)free);
     return NULL;
   }
+  c->sf_fd = -1;
   c->s = s;
   c->o = *o;
   static int cork_off = -1; /* HOPLITE_NO_CORK=1: every write at once (for comparisons) */
@@ -735,7 +766,7 @@ static int conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbuf
   w->c = c;
   w->bytes = 0;
   for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
-  if (c->hs != HS_DONE) { /* after the handshake, in order */
+  if (c->hs != HS_DONE || c->sf_left) { /* after the handshake (or sendfile), in order */
     for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
     w->nbufs = nbufs;
     w->next = NULL;
@@ -813,6 +844,88 @@ int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb 
   w->arg = arg;
   uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
   return conn_submit(c, w, &b, 1);
+}
+
+/* Send what the socket takes of the pending sendfile: 0 when all went, 1
+ * when the socket is full, or -errno. */
+static int sf_push(hpl__conn *c, int sock) {
+  while (c->sf_left) {
+    off_t off = (off_t)c->sf_off;
+    size_t n = c->sf_left > (1u << 30) ? (1u << 30) : (size_t)c->sf_left;
+    ssize_t k = sendfile(sock, c->sf_in, &off, n);
+    if (k > 0) {
+      c->sf_off += (uint64_t)k;
+      c->sf_left -= (uint64_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+    return k < 0 ? -errno : -EIO; /* 0: the file ended early */
+  }
+  return 0;
+}
+
+static void sf_writable(uv_poll_t *h, int status, int events) {
+  (void)events;
+  hpl__conn *c = h->data;
+  if (c->closing || !c->sf_left) return;
+  uint64_t before = c->sf_left;
+  int rc = status < 0 ? -EIO : sf_push(c, c->sf_fd);
+  c->wq_bytes -= (size_t)(before - c->sf_left);
+  if (rc == 1) return; /* still full: wait for room again */
+  uv_poll_stop(h);
+  if (rc < 0) {
+    LOG_DEBUG("%s: sendfile failed: %s", c->label, strerror(-rc));
+    hpl__conn_close(c, HPL_ECONN); /* tells sf_cb */
+    return;
+  }
+  hpl__conn_write_cb cb = c->sf_cb;
+  c->sf_cb = NULL;
+  conn_release_held(c);
+  if (cb) cb(c, 0, c->sf_arg);
+}
+
+int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn_write_cb cb,
+                       void *arg) {
+  if (c->closing) return HPL_ECONN;
+  uv_os_fd_t sock;
+  if (c->hs != HS_DONE || c->wq_bytes || c->cork || c->held || c->sf_left ||
+      c->s->type != UV_TCP || uv_fileno((uv_handle_t *)c->s, &sock) != 0)
+    return 1;
+  if (!len) return 2;
+  c->sf_in = fd;
+  c->sf_off = off;
+  c->sf_left = len;
+  int rc = sf_push(c, sock);
+  if (rc == 0) return 2;
+  if (rc < 0) {
+    int sent = c->sf_left != len;
+    c->sf_left = 0;
+    if (!sent && (rc == -EINVAL || rc == -ENOSYS || rc == -EOPNOTSUPP)) return 1;
+    LOG_DEBUG("%s: sendfile failed: %s", c->label, strerror(-rc));
+    hpl__conn_close(c, HPL_ECONN);
+    return HPL_ECONN;
+  }
+  if (!c->sf_poll) { /* the first wait: a duplicate fd to watch for room */
+    uv_poll_t *p = malloc(sizeof *p);
+    int dfd = p ? dup(sock) : -1;
+    if (dfd < 0 || uv_poll_init(c->s->loop, p, dfd) != 0) {
+      if (dfd >= 0) close(dfd);
+      free(p);
+      c->sf_left = 0;
+      hpl__conn_close(c, HPL_ECONN);
+      return HPL_ECONN;
+    }
+    p->data = c;
+    c->sf_poll = p;
+    c->sf_fd = dfd;
+    c->handles++;
+  }
+  c->sf_cb = cb;
+  c->sf_arg = arg;
+  c->wq_bytes += c->sf_left;
+  uv_poll_start(c->sf_poll, UV_WRITABLE, sf_writable);
+  return 0;
 }
 
 int hpl__conn_reply(hpl__conn *c, uint64_t req_id, int status, const char *detail) {

@@ -113,6 +113,21 @@ int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufC
  * called). */
 int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg);
 
+/* As hpl__conn_write, but bytes [off, off + len) of the file `fd` (the
+ * store's pool memfd) go to a TCP socket with sendfile(2): the kernel takes
+ * the pages as they are, without a copy through user space. Only when
+ * nothing else is queued on c (no write, no sendfile); `fd` stays owned by
+ * the caller and must stay open until cb. Returns
+ *   2: every byte went now (cb is not called);
+ *   0: the rest goes when the socket has room; cb tells once all went (0)
+ *      or the connection closed (HPL_ECONN); writes made meanwhile wait
+ *      behind it, in order;
+ *   1: not possible now (something queued, not TCP, or sendfile refused
+ *      before sending a byte): nothing was sent, use hpl__conn_write;
+ *   or a negative code (the connection is closing; cb not called). */
+int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn_write_cb cb,
+                       void *arg);
+
 /* Bytes queued in the kernel-facing write queue (backpressure signal). */
 size_t hpl__conn_write_queue(const hpl__conn *c);
 

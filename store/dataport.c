@@ -150,11 +150,29 @@ static void sender_pump(st_sender *sd) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
     if (sd->faulty && (n = sender_fault_budget(sd, n)) == 0) return;
-    if (hpl__conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0) return;
+    /* from the pool's memfd without a copy when the socket allows. One
+     * request at a time then: a sendfile waits until nothing else is
+     * queued, and one that waits for room keeps the socket full anyway */
+    int use_sf = !s->cfg.no_sendfile && o->size;
+    if (use_sf && sd->inflight > 0) break;
+    int rc = use_sf ? hpl__conn_sendfile(sd->c, hpl__pool_fd(s->pool),
+                                         (uint64_t)(o->data - hpl__pool_base(s->pool)) + sd->pos,
+                                         (size_t)n, sender_write_done, sd)
+                    : 1;
+    if (rc < 0) return;
+    if (rc == 1 &&
+        hpl__conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0)
+      return;
     sd->pos += n;
-    sd->inflight++;
     s->ctr.data_bytes_sent += n;
+    if (rc == 2) s->ctr.sendfile_bytes += n;
     if (sd->faulty) faults_sent(&s->cfg.faults, n);
+    if (rc == 2) continue; /* all went now */
+    sd->inflight++;
+    if (rc == 0) {
+      s->ctr.sendfile_bytes += n;
+      break; /* the socket is full: more when it has room */
+    }
   }
   if (sd->pos < sd->end) {
     if (sd->pos == o->progress) {

@@ -57,6 +57,7 @@ typedef struct store_config {
   const char *ready_file;    /* written once registered: "<data_port>\n" */
   uint64_t chunk;            /* largest write of a data stream */
   int prefault;
+  int no_sendfile;           /* --no-sendfile: streams copy through user space (write) */
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
   double straggler_ratio;    /* a complete sender delivering below this fraction of */
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
@@ -98,6 +99,7 @@ typedef struct store_counters {
       room_waits,         /* buffers that waited for room */
       room_timeouts,      /*   ...and found none in time (HPL_ENOMEM) */
       orphans_ended,      /* reduce tasks a restarted directory did not adopt, ended */
+      sendfile_bytes,     /* stream bytes sent with sendfile(2) (no user-space copy) */
       spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
       spill_dropped,            /* buffers freed of objects already on disk */
       restored, restored_bytes, /* objects read back into the pool */

@@ -91,6 +91,8 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
       C("room_waits", c->room_waits, "room_waits_total", "Buffers that waited for room"),
       C("room_timeouts", c->room_timeouts, "room_timeouts_total",
         "Buffers that found no room in time"),
+      C("sendfile_bytes", c->sendfile_bytes, "sendfile_bytes_total",
+        "Stream bytes sent from the pool with sendfile(2), without a user-space copy"),
       C("orphans_ended", c->orphans_ended, "reduce_orphans_ended_total",
         "Reduce tasks a restarted directory did not adopt, ended"),
       C("owned_deletes", c->owned_deletes, "owned_deletes_total",
