@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -122,6 +123,16 @@ static int p2p_write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
+/* CPU time this process has used (user + system), in microseconds. */
+static unsigned long long p2p_cpu_us(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (unsigned long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
+           (unsigned long long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static int p2p_send(const char *ip, const char *port, const char *bytes_arg)
 {
     char *end;
@@ -152,7 +163,7 @@ static int p2p_send(const char *ip, const char *port, const char *bytes_arg)
     while (read(fd, &c, 1) > 0)
         ;
     close(fd);
-    printf("start %.9f bytes %llu\n", start, total);
+    printf("start %.9f bytes %llu cpu_us %llu\n", start, total, p2p_cpu_us());
     free(buf);
     return 0;
 }
@@ -199,7 +210,7 @@ static int p2p_recv(const char *ip, const char *port, const char *next_ip, const
     }
     double end = p2p_now();
     close(fd);
-    printf("end %.9f bytes %llu\n", end, total);
+    printf("end %.9f bytes %llu cpu_us %llu\n", end, total, p2p_cpu_us());
     free(buf);
     return 0;
 }

@@ -139,16 +139,18 @@ run_chain() {
     start=$(awk '{print $2}' "$tmp/s")
     end=$(awk '{print $2}' "$tmp/r$((k - 1))")
     got=$(awk '{print $4}' "$tmp/r$((k - 1))")
+    local own # the transfer processes' own CPU (s), which other load does not sway
+    own=$(cat "$tmp/s" "$tmp"/r* | awk '{s += $6} END {printf "%.3f", s / 1e6}')
     rm -rf "$tmp"
     [ "$got" = "$S" ] || { echo "p2p_check.sh: receiver got $got of $S bytes" >&2; return 1; }
-    echo "$start $end $c0 $c1" | awk -v hz="$(getconf CLK_TCK)" \
-        '{printf "%.6f %.1f %.3f\n", $2-$1, 100*($5-$3)/($6-$4), ($5-$3)/hz}'
+    echo "$start $end $c0 $c1 $own" | awk -v hz="$(getconf CLK_TCK)" \
+        '{printf "%.6f %.1f %.3f %s\n", $2-$1, 100*($5-$3)/($6-$4), ($5-$3)/hz, $7}'
 }
 
 report() { # test k
-    local test=$1 k=$2 out secs cpu cpus
+    local test=$1 k=$2 out secs cpu cpus own
     out=$(run_chain "$k") || { echo "p2p_check.sh: $test transfer failed" >&2; return 1; }
-    read -r secs cpu cpus <<<"$out"
+    read -r secs cpu cpus own <<<"$out"
     local mbit pct
     mbit=$(awk -v s="$S" -v t="$secs" 'BEGIN{printf "%.1f", s*8/t/1e6}')
     if [ "$BPS" -gt 0 ]; then
@@ -158,8 +160,10 @@ report() { # test k
     fi
     local per_gib # CPU seconds per GiB that crossed a link (k-1 hops)
     per_gib=$(awk -v c="$cpus" -v s="$S" -v k="$k" 'BEGIN{printf "%.3f", c/(s*(k-1)/1073741824)}')
-    printf '%s: %d hosts, %s bytes in %s s = %s Mbit/s (%s%% of %s), CPU %s%% of %d cores busy, %s s per GiB moved\n' \
-        "$test" "$k" "$S" "$secs" "$mbit" "$pct" "$RATE" "$cpu" "$(nproc)" "$per_gib" >&2
+    local own_gib # the same from the transfer processes' own CPU
+    own_gib=$(awk -v c="$own" -v s="$S" -v k="$k" 'BEGIN{printf "%.3f", c/(s*(k-1)/1073741824)}')
+    printf '%s: %d hosts, %s bytes in %s s = %s Mbit/s (%s%% of %s), CPU %s%% of %d cores busy, %s s per GiB moved (the processes'"'"' own: %s s per GiB)\n' \
+        "$test" "$k" "$S" "$secs" "$mbit" "$pct" "$RATE" "$cpu" "$(nproc)" "$per_gib" "$own_gib" >&2
     printf 'p2p\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$test" "$k" "$RATE" "$S" "$secs" "$mbit" "$pct" "$cpu"
 }
 

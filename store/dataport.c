@@ -153,7 +153,7 @@ static void sender_pump(st_sender *sd) {
     /* from the pool's memfd without a copy when the socket allows. One
      * request at a time then: a sendfile waits until nothing else is
      * queued, and one that waits for room keeps the socket full anyway */
-    int use_sf = !s->cfg.no_sendfile && o->size;
+    int use_sf = s->cfg.sendfile && o->size;
     if (use_sf && sd->inflight > 0) break;
     int rc = use_sf ? hpl__conn_sendfile(sd->c, hpl__pool_fd(s->pool),
                                          (uint64_t)(o->data - hpl__pool_base(s->pool)) + sd->pos,

@@ -89,10 +89,10 @@ static const hpl__opt opts[] = {
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"prefault", NULL, "populate the pool's pages at start", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
      NULL},
-    {"no-sendfile", NULL,
-     "send streams with write(2), copying through user space\n(default: sendfile(2) from the "
-     "pool, no copy)",
-     HPL__OPT_FLAG, OFF(no_sendfile), 0, 0, 0, NULL},
+    {"sendfile", NULL,
+     "send streams from the pool with sendfile(2), without a\nuser-space copy (default: "
+     "write(2); on veth links sendfile\nmeasured no cheaper, see bench/README-bench.md)",
+     HPL__OPT_FLAG, OFF(sendfile), 0, 0, 0, NULL},
     {"trim-ms", "MS",
      "give free pool pages back to the kernel once nothing was\nfreed for MS (default 10000; 0: "
      "never): a page given\nback costs a page fault when it is used again",

@@ -57,7 +57,7 @@ typedef struct store_config {
   const char *ready_file;    /* written once registered: "<data_port>\n" */
   uint64_t chunk;            /* largest write of a data stream */
   int prefault;
-  int no_sendfile;           /* --no-sendfile: streams copy through user space (write) */
+  int sendfile;              /* --sendfile: streams leave the pool with sendfile(2) */
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
   double straggler_ratio;    /* a complete sender delivering below this fraction of */
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */

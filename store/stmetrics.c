@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "log.h"
 #include "metricsrv.h"
@@ -12,10 +13,20 @@
 #define C(name, value, prom, help) {name, value, prom, HPL__M_COUNTER, 0, help}
 #define G(name, value, prom, help) {name, value, prom, HPL__M_GAUGE, 0, help}
 
+/* CPU time this process has used (user + system, all threads), in us. */
+static uint64_t cpu_us(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 size_t store_metrics_collect(store *s, hpl__metric *out) {
   const store_counters *c = &s->ctr;
   uint64_t allocated = hpl__pool_allocated(s->pool), idle = store_idle_bytes(s);
   const hpl__metric v[] = {
+      C("cpu_us", cpu_us(), "cpu_microseconds_total",
+        "CPU time the store process has used (user and system, every thread)"),
       C("data_bytes_sent", c->data_bytes_sent, "data_sent_bytes_total",
         "Object bytes sent to other stores on the data port"),
       C("data_bytes_received", c->data_bytes_received, "data_received_bytes_total",

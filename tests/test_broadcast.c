@@ -94,13 +94,13 @@ static void broadcast_during_put(int max_senders) {
 
 /* A 24 MiB object put at node 0 is got at node 1 and then, while node 1's
  * copy is still arriving (streams paced to 24 MB/s), at node 2. Streams go
- * from the pool with sendfile(2) by default - node 0's from its complete
- * copy, node 1's from a copy still arriving - and with write(2) under
- * --no-sendfile; either way every byte arrives intact. */
+ * from the pool with write(2) by default and with sendfile(2) under
+ * --sendfile - node 0's from its complete copy, node 1's from a copy still
+ * arriving; either way every byte arrives intact. */
 static void sendfile_paths(int off) {
   hpl__lc *lc = th_cluster(3, 128 * MB, NULL,
-                           off ? "--no-sendfile --faults slow_send=24M"
-                               : "--faults slow_send=24M");
+                           off ? "--faults slow_send=24M"
+                               : "--sendfile --faults slow_send=24M");
   hpl_client *c[3];
   for (int i = 0; i < 3; i++) c[i] = th_connect(lc, i);
   const uint64_t size = 24 * MB;
@@ -123,6 +123,7 @@ static void sendfile_paths(int off) {
     sf += th_counter(c[i], "sendfile_bytes");
   }
   assert_int_equal(sent, 2 * size); /* a chain: each copy sent once */
+  assert_true(th_counter(c[1], "cpu_us") > 0); /* the store's own CPU time is counted */
   if (off)
     assert_int_equal(sf, 0);
   else /* a chunk may go by write when a reply is still queued ahead of it */
