@@ -215,7 +215,8 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static int same_request(dir_reduce *r, Hplpb__ReduceReq *m, uint32_t k) {
-  if (r->nsrc != m->n_sources || r->k != k || r->op != (int)m->op || r->dtype != (int)m->dtype)
+  if (r->nsrc != m->n_sources || r->k != k || r->op != (int)m->op || r->dtype != (int)m->dtype ||
+      r->src_off != m->src_offset || r->src_len != m->src_length)
     return 0;
   for (size_t i = 0; i < r->nsrc; i++)
     if (strcmp(r->src[i], m->sources[i]) != 0) return 0;
@@ -248,14 +249,21 @@ static int cmp_ready(const void *a, const void *b, void *arg) {
 /* What is wrong with a reduce request for k of its sources (written into
  * detail), as a negative code; 0 if nothing is: a valid target, 1..65536
  * distinct valid sources other than the target, a known op and dtype, and
- * the sources whose size is known already of one size, a multiple of the
- * dtype's. */
+ * a source range in whole elements. */
 static int request_check(Hplpb__ReduceReq *m, uint32_t k, char *detail, size_t dlen) {
   size_t n = m->n_sources;
   if (!hpl__id_valid(m->target) || n == 0 || n > 65536 || k > n || m->op > 3 ||
       !hpl_dtype_size((int)m->dtype)) {
     snprintf(detail, dlen, "bad reduce: need a valid target, 1..65536 sources, "
              "num_objects <= sources (%u > %zu?), a known op and dtype", k, n);
+    return HPL_EINVAL;
+  }
+  size_t es = hpl_dtype_size((int)m->dtype);
+  if (m->src_offset % es || m->src_length % es) {
+    snprintf(detail, dlen, "bad reduce into '%s': the range (offset %llu, length %llu) is not "
+             "in whole elements of %s (%zu bytes)", m->target,
+             (unsigned long long)m->src_offset, (unsigned long long)m->src_length,
+             hpl__dtype_name((int)m->dtype), es);
     return HPL_EINVAL;
   }
   char **sorted = malloc(n * sizeof *sorted);
@@ -279,19 +287,37 @@ static int request_check(Hplpb__ReduceReq *m, uint32_t k, char *detail, size_t d
   return 0;
 }
 
-/* The sources ready already must agree in size (and fit the dtype). */
+int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
+                    size_t dlen) {
+  size_t es = hpl_dtype_size(dtype);
+  if (o->size % es) {
+    snprintf(detail, dlen, "source '%s' has %llu bytes, not a multiple of %s (%zu)", o->id,
+             (unsigned long long)o->size, hpl__dtype_name(dtype), es);
+    return HPL_EMISMATCH;
+  }
+  if (off > o->size || len > o->size - off) {
+    if (len)
+      snprintf(detail, dlen, "the range [%llu, %llu) goes beyond source '%s' (%llu bytes)",
+               (unsigned long long)off, (unsigned long long)off + len, o->id,
+               (unsigned long long)o->size);
+    else
+      snprintf(detail, dlen, "the range's offset %llu is beyond source '%s' (%llu bytes)",
+               (unsigned long long)off, o->id, (unsigned long long)o->size);
+    return HPL_EINVAL;
+  }
+  return 0;
+}
+
+/* The sources ready already must agree in size (and fit the dtype and the
+ * range). */
 static int sizes_check(dir_server *s, Hplpb__ReduceReq *m, char *detail, size_t dlen) {
   uint64_t size = 0;
   int have = 0;
-  size_t es = hpl_dtype_size((int)m->dtype);
   for (size_t i = 0; i < m->n_sources; i++) {
     dir_obj *o = dtab_find(&s->tab, m->sources[i]);
     if (!dr_src_ready(o)) continue;
-    if (o->size % es) {
-      snprintf(detail, dlen, "source '%s' has %llu bytes, not a multiple of %s (%zu)", o->id,
-               (unsigned long long)o->size, hpl__dtype_name((int)m->dtype), es);
-      return HPL_EMISMATCH;
-    }
+    int rc = dr_source_check(o, (int)m->dtype, m->src_offset, m->src_length, detail, dlen);
+    if (rc) return rc;
     if (have && o->size != size) {
       snprintf(detail, dlen, "sources differ in size (%llu and %llu bytes, '%s')",
                (unsigned long long)size, (unsigned long long)o->size, o->id);
@@ -324,6 +350,8 @@ static dir_reduce *reduce_new(dir_server *s, Hplpb__ReduceReq *m, uint32_t k, ui
   r->k = k;
   r->op = (int)m->op;
   r->dtype = (int)m->dtype;
+  r->src_off = m->src_offset;
+  r->src_len = m->src_length;
   r->sink = sink;
   r->start_ms = hpl__now_ms();
   for (size_t i = 0; i < n; i++) {

@@ -52,8 +52,16 @@ typedef struct dir_reduce {
   uint32_t k;
   int op, dtype;
   uint64_t sink;
-  uint64_t size;
+  /* A range reduce takes bytes [src_off, src_off + src_len) of each source
+   * (src_len 0: up to the sources' end; both 0: the whole sources). */
+  uint64_t src_off, src_len;
+  uint64_t size;     /* the target's: the range's length (have_size) */
+  uint64_t src_size; /* the sources' (have_size) */
   int have_size;
+  /* The range is not the whole sources: a leaf slot's output is a stream
+   * its task copies from its source's range (a parent cannot pull a range
+   * of an object), not the object itself. */
+  int slice;
   int inline_mode;
   uint8_t *acc; /* inline mode: running result */
   hpl__plan plan;
@@ -76,6 +84,14 @@ typedef struct dir_reduce {
 
 /* A source counts once it is ready (complete somewhere, or inline). */
 static inline int dr_src_ready(dir_obj *o) { return o && dtab_ready(o); }
+
+/* reduce.c: what is wrong with source `o` (ready) for a reduce of `dtype`
+ * over bytes [off, off + len) of each source (len 0: up to the end), as a
+ * negative code with `detail` written: HPL_EMISMATCH (its size is not a
+ * multiple of the dtype's), HPL_EINVAL (the range goes beyond it); 0 if
+ * nothing is. */
+int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
+                    size_t dlen);
 
 /* reduce.c: the reduce into `target`, or NULL. */
 dir_reduce *dr_find(dir_server *s, const char *target);

@@ -18,6 +18,12 @@
 
 /* ------------------------------------------------------------------ messages */
 
+/* Whether slot `c`'s output is a reduce stream made by its task: it has
+ * children, or the reduce is over a range of the sources (a leaf's task
+ * copies its source's range into a stream). Otherwise it is the source
+ * object itself, pulled as any object. */
+static int slot_streams(dir_reduce *r, int c) { return r->plan.nchild[c] > 0 || r->slice; }
+
 /* What a parent pulls to get slot `c`'s output. */
 static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
   dr_slot *sl = &r->slots[c];
@@ -28,7 +34,7 @@ static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key,
   out->node = sl->node;
   out->addr = n ? n->addr : "";
   out->port = n ? (uint32_t)n->port : 0;
-  if (r->plan.nchild[c] == 0) {
+  if (!slot_streams(r, c)) {
     snprintf(key, klen, "%s", r->src[sl->src]);
     out->internal = 0;
   } else {
@@ -64,6 +70,7 @@ static void send_task(dir_reduce *r, int slot) {
   t.op = (uint32_t)r->op;
   t.dtype = (uint32_t)r->dtype;
   t.size = r->size;
+  t.src_offset = r->src_off;
   t.nchildren = (uint32_t)nc;
   t.n_children = n;
   t.children = chp;
@@ -71,10 +78,10 @@ static void send_task(dir_reduce *r, int slot) {
   dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
 }
 
-/* Whether slot `slot` runs a task: it has children, or it is the root and
- * writes the target at the sink itself. */
+/* Whether slot `slot` runs a task: its output is a stream, or it is the
+ * root and writes the target at the sink itself. */
 static int runs_task(dir_reduce *r, int slot) {
-  return r->plan.nchild[slot] > 0 || (slot == r->plan.root && r->slots[slot].node == r->sink);
+  return slot_streams(r, slot) || (slot == r->plan.root && r->slots[slot].node == r->sink);
 }
 
 /* Tell the sink where the result comes from (the root slot is filled). */
@@ -175,21 +182,24 @@ static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
   if (p >= 0 && r->slots[p].filled) send_task(r, p);
 }
 
-/* The first source arrived (object o): its size is the reduce's; plan the
- * tree. Returns 0, or finishes r and returns -1. */
+/* The first source arrived (object o): its size is the sources', its
+ * range's the target's; plan the tree. Returns 0, or finishes r and
+ * returns -1. */
 static int plan(dir_reduce *r, dir_obj *o) {
   dir_server *s = r->srv;
-  size_t es = hpl_dtype_size(r->dtype);
-  if (o->size % es) {
-    char detail[400];
-    snprintf(detail, sizeof detail, "source '%s' has %llu bytes, not a multiple of %s (%zu)",
-             o->id, (unsigned long long)o->size, hpl__dtype_name(r->dtype), es);
-    dr_finish(r, HPL_EMISMATCH, detail);
+  char detail[400];
+  int rc = dr_source_check(o, r->dtype, r->src_off, r->src_len, detail, sizeof detail);
+  if (rc) {
+    dr_finish(r, rc, detail);
     return -1;
   }
-  r->size = o->size;
+  r->src_size = o->size;
+  r->size = r->src_len ? r->src_len : o->size - r->src_off;
+  r->slice = r->size != o->size;
   r->have_size = 1;
-  r->inline_mode = r->size <= s->cfg.inline_max;
+  /* the directory holds the sources then (their bytes at the offset are
+   * combined here), and the result */
+  r->inline_mode = r->size <= s->cfg.inline_max && r->src_size <= s->cfg.inline_max;
   double L = dir_cost_latency(s), B = dir_cost_bandwidth(s);
   if (hpl__plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
       !(r->slots = calloc(r->k, sizeof *r->slots))) {
@@ -197,8 +207,12 @@ static int plan(dir_reduce *r, dir_obj *o) {
     return -1;
   }
   r->planned = 1;
-  LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes, %s %s, %s (%d-ary; L %.0f us, "
-           "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size,
+  char range[80] = "";
+  if (r->slice)
+    snprintf(range, sizeof range, " (bytes [%llu, %llu) of %llu)", (unsigned long long)r->src_off,
+             (unsigned long long)(r->src_off + r->size), (unsigned long long)r->src_size);
+  LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes%s, %s %s, %s (%d-ary; L %.0f us, "
+           "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size, range,
            hpl__op_name(r->op), hpl__dtype_name(r->dtype),
            r->inline_mode ? "reduced at the directory"
            : r->plan.degree == 1 ? "chain"
@@ -223,10 +237,11 @@ static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
     dr_finish(r, HPL_ENOMEM, "out of memory");
     return;
   }
+  const uint8_t *bytes = o->inl + r->src_off; /* the range (sizes checked on arrival) */
   if (r->nfilled == 0)
-    memcpy(r->acc, o->inl, r->size);
+    memcpy(r->acc, bytes, r->size);
   else
-    hpl__reduce_apply(r->op, r->dtype, r->acc, o->inl, r->size);
+    hpl__reduce_apply(r->op, r->dtype, r->acc, bytes, r->size);
   dr_slot *sl = &r->slots[r->nfilled++];
   sl->filled = 1;
   sl->src = i;
@@ -257,10 +272,10 @@ void dr_arrival(dir_reduce *r, int i) {
   if (r->adopted) return; /* the old directory's tree runs without it */
   if (!r->have_size) {
     if (plan(r, o)) return;
-  } else if (o->size != r->size) {
+  } else if (o->size != r->src_size) {
     char detail[400];
     snprintf(detail, sizeof detail, "source '%s' has %llu bytes, the others %llu", o->id,
-             (unsigned long long)o->size, (unsigned long long)r->size);
+             (unsigned long long)o->size, (unsigned long long)r->src_size);
     dr_finish(r, HPL_EMISMATCH, detail);
     return;
   }

@@ -197,7 +197,8 @@ HPL_API void hpl_abort(hpl_client *c, hpl_buf *b);
  * On success *out is owned by the caller (release with hpl_release).
  * Errors: HPL_EINVAL, HPL_ETIMEDOUT (object did not appear or arrive in time),
  * HPL_ELOST (every copy is gone), HPL_ENOMEM (no room in this node's pool),
- * HPL_EMISMATCH (a reduce that was to produce it failed), HPL_ECONN. */
+ * HPL_EMISMATCH (a reduce that was to produce it failed; HPL_EINVAL if its
+ * range went beyond its sources, see hpl_reduce_range), HPL_ECONN. */
 HPL_API int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out);
 
 /* Release a buffer from hpl_get(). Takes ownership of `b`. NULL is a no-op. */
@@ -380,6 +381,22 @@ HPL_API void hpl_free(void *p);
 HPL_API int hpl_reduce(hpl_client *c, const char *target, const char *const *sources,
                        size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                        int64_t timeout_ms);
+
+/* A range reduce: as hpl_reduce, but `target` becomes the element-wise
+ * `op` over bytes [offset, offset + length) of each of the first
+ * `num_objects` sources to become ready, so it has `length` bytes (length
+ * 0: up to the sources' end; offset 0 and length 0 is hpl_reduce). The
+ * sources still have to be of one size. Starting it again with identical
+ * arguments, the range included, joins it. `sources` and its strings stay
+ * owned by the caller.
+ * Errors: as hpl_reduce, and HPL_EINVAL for an offset or length that is not
+ * a multiple of the dtype's size, or a range beyond sources already known;
+ * if a source that becomes ready later is too small for the range, the
+ * reduce fails and hpl_get(target) reports HPL_EINVAL. HPL_EEXIST: a reduce
+ * into `target` over another range (or otherwise different) runs. */
+HPL_API int hpl_reduce_range(hpl_client *c, const char *target, const char *const *sources,
+                             size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                             uint64_t offset, uint64_t length, int64_t timeout_ms);
 
 /* Wait for the reduce producing `target` to finish and report the sources
  * it included, as text: one id per line, in tree (arrival) order.

@@ -694,15 +694,23 @@ int hpl_delete_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
 
 /* ------------------------------------------------------------------ collectives */
 
-int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
-               size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms) {
+/* hpl_reduce and hpl_reduce_range: the checks the client can make, then
+ * the REDUCE request (src_length 0: up to the sources' end). */
+static int reduce_call(hpl_client *c, const char *target, const char *const *sources,
+                       size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                       uint64_t offset, uint64_t length, int64_t timeout_ms) {
   CHECK_ID(c, target);
   if (!sources || nsources == 0) return hpl__cfail(c, HPL_EINVAL, "no sources");
   if (num_objects > nsources)
     return hpl__cfail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",
                 num_objects, nsources);
   if ((unsigned)op > HPL_OP_PROD) return hpl__cfail(c, HPL_EINVAL, "unknown op %d", (int)op);
-  if (!hpl_dtype_size((int)dtype)) return hpl__cfail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
+  size_t es = hpl_dtype_size((int)dtype);
+  if (!es) return hpl__cfail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
+  if (offset % es || length % es)
+    return hpl__cfail(c, HPL_EINVAL, "offset %llu and length %llu must be multiples of the "
+                      "dtype's size (%zu bytes)", (unsigned long long)offset,
+                      (unsigned long long)length, es);
   for (size_t i = 0; i < nsources; i++)
     if (!hpl__id_valid(sources[i]))
       return hpl__cfail(c, HPL_EINVAL, "source %zu has an invalid id", i);
@@ -714,7 +722,21 @@ int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, si
   r.op = (uint32_t)op;
   r.dtype = (uint32_t)dtype;
   r.timeout_ms = timeout_ms;
+  r.src_offset = offset;
+  r.src_length = length;
   return hpl__ccall(c, HPL__MSG_REDUCE, &r.base, timeout_ms, NULL);
+}
+
+int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
+               size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms) {
+  return reduce_call(c, target, sources, nsources, num_objects, op, dtype, 0, 0, timeout_ms);
+}
+
+int hpl_reduce_range(hpl_client *c, const char *target, const char *const *sources,
+                     size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                     uint64_t offset, uint64_t length, int64_t timeout_ms) {
+  return reduce_call(c, target, sources, nsources, num_objects, op, dtype, offset, length,
+                     timeout_ms);
 }
 
 int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,

@@ -56,6 +56,7 @@ struct rd_task {
   int op, dtype;
   size_t es;
   uint64_t size;
+  uint64_t src_off; /* own source's bytes [src_off, src_off + size) take part */
   st_obj *src; /* own source (referenced) */
   st_watch src_watch; /* a spilled source: combining waits until it is back */
   st_obj *out; /* output: a reduce stream, or the target (referenced) */
@@ -141,7 +142,7 @@ static int task_ready(const rd_task *t) {
 static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
   if (from >= to) return;
   uint8_t *out = t->out->data;
-  const uint8_t *own = t->src->data;
+  const uint8_t *own = t->src->data + t->src_off;
   size_t n = (size_t)(to - from);
   if (t->nch == 0)
     memcpy(out + from, own + from, n);
@@ -461,10 +462,13 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
   if (!t) {
     st_obj *src = store_find(s, m->source);
     int usable = src && (src->state == OBJ_SEALED || src->state == OBJ_SPILLED) &&
-                 src->size == m->size;
+                 src->size >= m->src_offset && src->size - m->src_offset >= m->size;
     if (!usable || !(t = calloc(1, sizeof *t))) {
       if (!usable)
-        LOG_WARN("reduce '%s' slot %u: source '%s' is not here", m->target, m->slot, m->source);
+        LOG_WARN("reduce '%s' slot %u: source '%s' is not here (or is smaller than bytes "
+                 "[%llu, %llu))", m->target, m->slot, m->source,
+                 (unsigned long long)m->src_offset,
+                 (unsigned long long)(m->src_offset + m->size));
       if (kept) { /* nobody takes it over */
         dataport_drop(s, kept);
         store_obj_detach(s, kept);
@@ -482,6 +486,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     t->dtype = (int)m->dtype;
     t->es = hpl_dtype_size(t->dtype);
     t->size = m->size;
+    t->src_off = m->src_offset;
     t->src = src;
     store_obj_ref(s, src);
     if (src->state == OBJ_SPILLED && s->want_bytes) s->want_bytes(s, src); /* read it back */
