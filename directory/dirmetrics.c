@@ -70,6 +70,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Copies stores were let evict"),
       C("dir_reduce_stragglers", c->reduce_stragglers, "reduce_stragglers_total",
         "Reduce slots replaced because their node crawled"),
+      C("dir_reduces_inline", c->reduces_inline, "reduces_inline_total",
+        "Reduces of small objects done at the directory (no tree)"),
   };
   size_t n = sizeof v / sizeof v[0];
   _Static_assert(sizeof v / sizeof v[0] <= DIR_METRICS_MAX, "DIR_METRICS_MAX");

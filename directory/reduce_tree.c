@@ -200,6 +200,7 @@ static int plan(dir_reduce *r, dir_obj *o) {
   /* the directory holds the sources then (their bytes at the offset are
    * combined here), and the result */
   r->inline_mode = r->size <= s->cfg.inline_max && r->src_size <= s->cfg.inline_max;
+  s->ctr.reduces_inline += (uint64_t)r->inline_mode;
   double L = dir_cost_latency(s), B = dir_cost_bandwidth(s);
   if (hpl__plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
       !(r->slots = calloc(r->k, sizeof *r->slots))) {

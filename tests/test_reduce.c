@@ -486,12 +486,234 @@ static void test_no_memory_left(void **state) {
   assert_true(after - before <= n * 4 + 64 * KB);
 }
 
+/* ------------------------------------------------------------------ range reduce */
+
+/* Range-reduce sources: element i of source j. Distinct along a source (so
+ * a range read from the wrong offset shows) and exact in f32 when summed. */
+static float rr_val(int j, size_t i) { return (float)(j * 100000 + (int)(i % 65521)); }
+
+static void rr_put(hpl_client *c, const char *id, int j, size_t n) {
+  float *d = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) d[i] = rr_val(j, i);
+  int rc = hpl_put(c, id, d, n * 4, th_ms(10000));
+  if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
+  free(d);
+}
+
+/* hpl_get(target) at c must be the f32 sum over sources js[0..nj) of
+ * elements [off, off + len). */
+static void rr_check(hpl_client *c, const char *target, const int *js, int nj, size_t off,
+                     size_t len) {
+  hpl_buf *b;
+  int rc = hpl_get(c, target, th_ms(30000), &b);
+  if (rc) fail_msg("get %s: %s (%s)", target, hpl_strerror(rc), hpl_errdetail(c));
+  if (hpl_buf_size(b) != len * 4)
+    fail_msg("%s has %zu bytes, not %zu", target, hpl_buf_size(b), len * 4);
+  const float *r = hpl_buf_data(b);
+  for (size_t i = 0; i < len; i++) {
+    float want = 0;
+    for (int x = 0; x < nj; x++) want += rr_val(js[x], off + i);
+    if (r[i] != want)
+      fail_msg("%s: element %zu (source element %zu) is %g, not %g", target, i, off + i,
+               (double)r[i], (double)want);
+  }
+  hpl_release(c, b);
+}
+
+/* (a) A middle range of 3 sources of 3 MiB (f32) on stores 1-3: into a
+ * sink holding none of them (leaves and root stream their ranges) and into
+ * one holding a source (the root writes the target). */
+static void test_range_large(void **state) {
+  (void)state;
+  const size_t n = 3 * MB / 4, off = MB / 4 + 1021, len = MB / 4 + 3;
+  const char *srcs[3] = {"rl/0", "rl/1", "rl/2"};
+  const int js[3] = {0, 1, 2};
+  for (int j = 0; j < 3; j++) rr_put(C[1 + j], srcs[j], j, n);
+  int rc = hpl_reduce_range(C[0], "rl/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, off * 4, len * 4,
+                            th_ms(10000));
+  if (rc) fail_msg("reduce_range: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  assert_int_equal(hpl_reduce_range(C[2], "rl/t2", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, off * 4,
+                                    len * 4, th_ms(10000)), 0);
+  rr_check(C[0], "rl/t", js, 3, off, len);
+  rr_check(C[2], "rl/t2", js, 3, off, len);
+  char *text;
+  assert_int_equal(hpl_reduce_sources(C[0], "rl/t", th_ms(5000), &text), 0);
+  for (int j = 0; j < 3; j++) assert_non_null(strstr(text, srcs[j]));
+  hpl_free(text);
+}
+
+/* (b) Which path: small (inline-sized) sources are reduced at the
+ * directory from their bytes at the offset (also a range up to the end:
+ * length 0); large sources with a small range go through a tree (the
+ * directory holds no copy of them) whose target is inline-sized. */
+static void test_range_inline(void **state) {
+  (void)state;
+  const size_t n = 16 * KB / 4, big = 2 * MB / 4;
+  const char *small[3] = {"ri/s0", "ri/s1", "ri/s2"}, *large[3] = {"ri/l0", "ri/l1", "ri/l2"};
+  const int js[3] = {0, 1, 2};
+  for (int j = 0; j < 3; j++) {
+    rr_put(C[j], small[j], j, n);
+    rr_put(C[j + 1], large[j], j, big);
+  }
+  uint64_t before = th_dir_counter(lc4, "dir_reduces_inline");
+  assert_int_equal(hpl_reduce_range(C[3], "ri/ts", small, 3, 0, HPL_OP_SUM, HPL_DT_F32, 1000 * 4,
+                                    600 * 4, th_ms(10000)), 0);
+  rr_check(C[3], "ri/ts", js, 3, 1000, 600);
+  assert_int_equal(hpl_reduce_range(C[1], "ri/tend", small, 3, 0, HPL_OP_SUM, HPL_DT_F32,
+                                    3000 * 4, 0, th_ms(10000)), 0);
+  rr_check(C[1], "ri/tend", js, 3, 3000, n - 3000);
+  assert_int_equal(th_dir_counter(lc4, "dir_reduces_inline"), before + 2);
+  assert_int_equal(hpl_reduce_range(C[0], "ri/tl", large, 3, 0, HPL_OP_SUM, HPL_DT_F32,
+                                    (big / 2 + 7) * 4, 256 * 4, th_ms(10000)), 0);
+  rr_check(C[0], "ri/tl", js, 3, big / 2 + 7, 256);
+  assert_int_equal(th_dir_counter(lc4, "dir_reduces_inline"), before + 2);
+}
+
+/* (c) The first 3 of 5 sources to become ready, over a range. */
+static void test_range_subset(void **state) {
+  (void)state;
+  const size_t n = 256 * KB / 4, off = 5000, len = 40000;
+  char ids[5][32];
+  const char *srcs[5];
+  for (int j = 0; j < 5; j++) {
+    snprintf(ids[j], sizeof ids[j], "rs/s%d", j);
+    srcs[j] = ids[j];
+  }
+  const int order[5] = {3, 0, 4, 2, 1}; /* the first three: 3, 0, 4 */
+  for (int k = 0; k < 5; k++) rr_put(C[k % 4], srcs[order[k]], order[k], n);
+  assert_int_equal(hpl_reduce_range(C[1], "rs/t", srcs, 5, 3, HPL_OP_SUM, HPL_DT_F32, off * 4,
+                                    len * 4, th_ms(10000)), 0);
+  rr_check(C[1], "rs/t", order, 3, off, len);
+  char *text;
+  assert_int_equal(hpl_reduce_sources(C[1], "rs/t", th_ms(5000), &text), 0);
+  for (int k = 0; k < 5; k++)
+    assert_int_equal(strstr(text, srcs[order[k]]) != NULL, k < 3);
+  hpl_free(text);
+}
+
+/* (d) A range not in whole elements fails the call; one beyond the sources
+ * fails the call if their size is known, else the reduce (its get). */
+static void test_range_errors(void **state) {
+  (void)state;
+  const size_t n = 100000 / 4;
+  const char *srcs[2] = {"re/a", "re/b"}, *late[2] = {"re/la", "re/lb"};
+  for (int j = 0; j < 2; j++) rr_put(C[j], srcs[j], j, n);
+  assert_int_equal(hpl_reduce_range(C[0], "re/t1", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32, 2, 400,
+                                    th_ms(5000)), HPL_EINVAL);
+  assert_non_null(strstr(hpl_errdetail(C[0]), "multiple"));
+  assert_int_equal(hpl_reduce_range(C[0], "re/t1", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F64, 8, 12,
+                                    th_ms(5000)), HPL_EINVAL);
+  assert_int_equal(hpl_reduce_range(C[0], "re/t2", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32,
+                                    100000 - 8, 12, th_ms(5000)), HPL_EINVAL);
+  assert_non_null(strstr(hpl_errdetail(C[0]), "beyond"));
+  assert_int_equal(hpl_reduce_range(C[0], "re/t3", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32, 100004, 0,
+                                    th_ms(5000)), HPL_EINVAL);
+  /* up to the last byte is fine */
+  assert_int_equal(hpl_reduce_range(C[0], "re/t4", srcs, 2, 0, HPL_OP_SUM, HPL_DT_F32,
+                                    100000 - 8, 8, th_ms(5000)), 0);
+  const int js[2] = {0, 1};
+  rr_check(C[0], "re/t4", js, 2, n - 2, 2);
+  /* the sources' size is learnt later: the reduce fails, its get says why
+   * (large sources, and inline-sized ones) */
+  const size_t sizes[2] = {2 * MB, 16 * KB};
+  for (int k = 0; k < 2; k++) {
+    char t[32], la[32], lb[32];
+    snprintf(t, sizeof t, "re/late%d", k);
+    snprintf(la, sizeof la, "re/la%d", k);
+    snprintf(lb, sizeof lb, "re/lb%d", k);
+    late[0] = la;
+    late[1] = lb;
+    assert_int_equal(hpl_reduce_range(C[2], t, late, 2, 0, HPL_OP_SUM, HPL_DT_F32,
+                                      sizes[k] - 4096, 8192, th_ms(5000)), 0);
+    rr_put(C[1], la, 0, sizes[k] / 4);
+    rr_put(C[3], lb, 1, sizes[k] / 4);
+    hpl_buf *b;
+    assert_int_equal(hpl_get(C[2], t, th_ms(10000), &b), HPL_EINVAL);
+    assert_non_null(strstr(hpl_errdetail(C[2]), "beyond"));
+    assert_int_equal(hpl_get(C[0], t, th_ms(10000), &b), HPL_EINVAL);
+  }
+}
+
+/* (e) Identical range reduces join; another range (or the whole sources)
+ * into the same target clashes. */
+static void test_range_join(void **state) {
+  (void)state;
+  const size_t n = MB / 4, off = 1000, len = 70000;
+  const char *srcs[3] = {"rj/0", "rj/1", "rj/2"};
+  const int js[3] = {0, 1, 2};
+  assert_int_equal(hpl_reduce_range(C[0], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, off * 4,
+                                    len * 4, th_ms(5000)), 0);
+  assert_int_equal(hpl_reduce_range(C[2], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, off * 4,
+                                    len * 4, th_ms(5000)), 0);
+  assert_int_equal(hpl_reduce_range(C[1], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32,
+                                    off * 4 + 4, len * 4, th_ms(5000)), HPL_EEXIST);
+  assert_int_equal(hpl_reduce_range(C[1], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, off * 4,
+                                    len * 4 - 4, th_ms(5000)), HPL_EEXIST);
+  assert_int_equal(hpl_reduce(C[1], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   HPL_EEXIST);
+  for (int j = 0; j < 3; j++) rr_put(C[j + 1], srcs[j], j, n);
+  rr_check(C[0], "rj/t", js, 3, off, len);
+  rr_check(C[2], "rj/t", js, 3, off, len);
+  /* joining the finished reduce still works, another range still clashes */
+  assert_int_equal(hpl_reduce_range(C[3], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, off * 4,
+                                    len * 4, th_ms(5000)), 0);
+  assert_int_equal(hpl_reduce_range(C[3], "rj/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, 0,
+                                    len * 4, th_ms(5000)), HPL_EEXIST);
+  rr_check(C[3], "rj/t", js, 3, off, len);
+}
+
+typedef struct rr_slice {
+  hpl_client *c;
+  char target[32];
+  size_t off, len; /* elements; len 0: to the end */
+  int rc;
+  char detail[256];
+} rr_slice;
+
+static void *rr_slice_main(void *arg) {
+  rr_slice *x = arg;
+  const char *srcs[4] = {"rf/0", "rf/1", "rf/2", "rf/3"};
+  x->rc = hpl_reduce_range(x->c, x->target, srcs, 4, 0, HPL_OP_SUM, HPL_DT_F32, x->off * 4,
+                           x->len * 4, th_ms(10000));
+  if (x->rc) snprintf(x->detail, sizeof x->detail, "%s", hpl_errdetail(x->c));
+  return NULL;
+}
+
+/* (f) The slices of one allreduce at once: 4 range reduces of the same 4
+ * sources into 4 targets, each started from another store (the last slice
+ * as "up to the end"), all right. */
+static void test_range_slices(void **state) {
+  (void)state;
+  const size_t n = 4 * MB / 4 + 12, q = n / 4;
+  const char *srcs[4] = {"rf/0", "rf/1", "rf/2", "rf/3"};
+  const int js[4] = {0, 1, 2, 3};
+  for (int j = 0; j < 4; j++) rr_put(C[j], srcs[j], j, n);
+  rr_slice x[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    x[i] = (rr_slice){.c = C[i], .off = i * q, .len = i < 3 ? q : 0};
+    snprintf(x[i].target, sizeof x[i].target, "rf/t%d", i);
+    pthread_create(&t[i], NULL, rr_slice_main, &x[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    if (x[i].rc) fail_msg("slice %d: %s (%s)", i, hpl_strerror(x[i].rc), x[i].detail);
+  }
+  for (int i = 0; i < 4; i++) rr_check(C[i], x[i].target, js, 4, i * q, i < 3 ? q : n - 3 * q);
+}
+
 int main(void) {
   const struct CMUnitTest tests4[] = {
       cmocka_unit_test_teardown(test_large_chain, th_teardown),   cmocka_unit_test_teardown(test_subset, th_teardown),
       cmocka_unit_test_teardown(test_sources_over_time, th_teardown), cmocka_unit_test_teardown(test_errors, th_teardown),
       cmocka_unit_test_teardown(test_allreduce, th_teardown),
       cmocka_unit_test_teardown(test_allreduce_absent, th_teardown),     cmocka_unit_test_teardown(test_no_memory_left, th_teardown),
+      cmocka_unit_test_teardown(test_range_large, th_teardown),
+      cmocka_unit_test_teardown(test_range_inline, th_teardown),
+      cmocka_unit_test_teardown(test_range_subset, th_teardown),
+      cmocka_unit_test_teardown(test_range_errors, th_teardown),
+      cmocka_unit_test_teardown(test_range_join, th_teardown),
+      cmocka_unit_test_teardown(test_range_slices, th_teardown),
   };
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_ops_dtypes, th_teardown),
