@@ -109,6 +109,8 @@ _PROTOTYPES = {
     "hpl_stat_many": (_c_int, [ClientP, _P(_cstr), _size, _i64, _P(_u64), _P(_c_int)]),
     "hpl_delete_many": (_c_int, [ClientP, _P(_cstr), _size, _i64, _P(_c_int)]),
     "hpl_reduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64]),
+    "hpl_reduce_range": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _u64,
+                                  _u64, _i64]),
     "hpl_reduce_sources": (_c_int, [ClientP, _cstr, _i64, _P(_vp)]),
     "hpl_allreduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64,
                                _P(BufP)]),

@@ -820,6 +820,15 @@ class Client:
             raise InvalidArgument("no sources")
         return (ctypes.c_char_p * len(ids))(*ids), len(ids)
 
+    def _reduce_args(self, target, sources, num_objects, op, dtype):
+        """The encoded arguments every reduce call shares: (target, sources
+        array, their number, op code, dtype code)."""
+        tb = encode_id(target)
+        arr, n = self._sources(sources)
+        if num_objects < 0 or num_objects > n:
+            raise InvalidArgument("num_objects must be 0..%d, not %d" % (n, num_objects))
+        return tb, arr, n, op_code(op), dtype_code(dtype)
+
     def reduce(self, target, sources, *, dtype, op="sum", num_objects=0, timeout=DEFAULT):
         """Start a reduce: object `target` becomes, on this node, the
         element-wise `op` (sum, min, max, prod) over the first `num_objects`
@@ -827,14 +836,24 @@ class Client:
         i64 u64 f32 f64, or the numpy dtype). Returns once the directory
         accepted it; get(target) waits for the result, reduce_sources(target)
         tells which sources were included."""
-        tb = encode_id(target)
-        arr, n = self._sources(sources)
-        if num_objects < 0 or num_objects > n:
-            raise InvalidArgument("num_objects must be 0..%d, not %d" % (n, num_objects))
-        opc, dtc = op_code(op), dtype_code(dtype)
+        tb, arr, n, opc, dtc = self._reduce_args(target, sources, num_objects, op, dtype)
         with _use(self._n) as h:
             self._check(self._lib.hpl_reduce(h, tb, arr, n, num_objects, opc, dtc,
                                              self._ms(timeout)))
+
+    def reduce_range(self, target, sources, *, offset, length, dtype, op="sum", num_objects=0,
+                     timeout=DEFAULT):
+        """A reduce over bytes [offset, offset + length) of each source:
+        `target` gets `length` bytes (length 0: up to the sources' end).
+        Otherwise as reduce(). offset and length must be multiples of the
+        dtype's size (InvalidArgument); a range beyond the sources fails the
+        call if their size is known already, else get(target)."""
+        tb, arr, n, opc, dtc = self._reduce_args(target, sources, num_objects, op, dtype)
+        if offset < 0 or length < 0:
+            raise InvalidArgument("offset and length must not be negative")
+        with _use(self._n) as h:
+            self._check(self._lib.hpl_reduce_range(h, tb, arr, n, num_objects, opc, dtc, offset,
+                                                   length, self._ms(timeout)))
 
     def reduce_sources(self, target, timeout=None):
         """Wait for the reduce into `target` and return the ids of the
@@ -850,11 +869,7 @@ class Client:
         """Start (or join) the reduce into `target` and return its result as
         a read-only memoryview, like get(). Every participant may call it
         with the same arguments."""
-        tb = encode_id(target)
-        arr, n = self._sources(sources)
-        if num_objects < 0 or num_objects > n:
-            raise InvalidArgument("num_objects must be 0..%d, not %d" % (n, num_objects))
-        opc, dtc = op_code(op), dtype_code(dtype)
+        tb, arr, n, opc, dtc = self._reduce_args(target, sources, num_objects, op, dtype)
         out = _lib.BufP()
         with _use(self._n) as h:
             rc = self._lib.hpl_allreduce(h, tb, arr, n, num_objects, opc, dtc,

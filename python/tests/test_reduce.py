@@ -124,3 +124,32 @@ def test_reduce_starts_before_sources_exist(clients, uid):
     clients[0].put(ids[0], np.array([5, -1, 7], dtype=np.int32))
     clients[1].put(ids[1], np.array([2, 4, 9], dtype=np.int32))
     assert clients[3].get_array(t, dtype=np.int32, timeout=30).tolist() == [2, -1, 7]
+
+
+def test_reduce_range(clients, uid):
+    n = 300000  # 1.2 MB of f32 per source: reduced by the stores
+    arrs = [np.arange(n, dtype=np.float32) % 1009 + 1000 * i for i in range(NODES)]
+    ids = [uid("src") for _ in range(NODES)]
+    for c, oid, a in zip(clients, ids, arrs):
+        c.put(oid, a)
+    want = np.sum(np.stack(arrs), axis=0, dtype=np.float32)
+    q = n // NODES
+    targets = [uid("t") for _ in range(NODES)]
+    for i, c in enumerate(clients):  # the slices of an allreduce, one per node
+        c.reduce_range(targets[i], ids, offset=i * q * 4, length=q * 4, dtype="f32")
+    for i, c in enumerate(clients):
+        got = c.get_array(targets[i], dtype=np.float32, timeout=30)
+        assert np.array_equal(got, want[i * q:(i + 1) * q]), i
+    # small sources: reduced at the directory, from the offset; length 0: to the end
+    small = [np.arange(100, dtype=np.int64) * (i + 1) for i in range(2)]
+    sids = [uid(), uid()]
+    clients[0].put(sids[0], small[0])
+    clients[1].put(sids[1], small[1])
+    t = uid("t")
+    clients[2].reduce_range(t, sids, offset=10 * 8, length=0, dtype="i64")
+    assert np.array_equal(clients[2].get_array(t, dtype=np.int64, timeout=30),
+                          (small[0] + small[1])[10:])
+    with pytest.raises(hoplite.InvalidArgument):
+        clients[0].reduce_range(uid("t"), ids, offset=2, length=8, dtype="f32")
+    with pytest.raises(hoplite.InvalidArgument):
+        clients[0].reduce_range(uid("t"), ids, offset=n * 4 - 4, length=8, dtype="f32")
