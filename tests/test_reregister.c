@@ -239,11 +239,13 @@ typedef struct rd_cluster {
   char ids[RD_MAX][32];
   const char *srcs[RD_MAX];
   char target[32];
+  uint64_t off, len; /* a range reduce over bytes [off, off + len) (both 0: hpl_reduce) */
 } rd_cluster;
 
 static void rd_start(rd_cluster *rc, int n, uint64_t memory, const char *store_args,
                      const char *prefix, size_t nf) {
   rc->lc = th_cluster(n, memory, NULL, store_args);
+  rc->off = rc->len = 0;
   rc->n = n;
   rc->nf = nf;
   snprintf(rc->target, sizeof rc->target, "%s/t", prefix);
@@ -261,19 +263,22 @@ static void rd_start(rd_cluster *rc, int n, uint64_t memory, const char *store_a
 
 /* Reduce k of the sources (0: all) into the target at store 0. */
 static void rd_reduce(rd_cluster *rc, int k) {
-  assert_int_equal(hpl_reduce(rc->cs[0], rc->target, rc->srcs, (size_t)rc->n, (size_t)k,
-                              HPL_OP_SUM, HPL_DT_F32, th_ms(60000)),
-                   0);
+  int r = rc->len ? hpl_reduce_range(rc->cs[0], rc->target, rc->srcs, (size_t)rc->n, (size_t)k,
+                                     HPL_OP_SUM, HPL_DT_F32, rc->off, rc->len, th_ms(60000))
+                  : hpl_reduce(rc->cs[0], rc->target, rc->srcs, (size_t)rc->n, (size_t)k,
+                               HPL_OP_SUM, HPL_DT_F32, th_ms(60000));
+  assert_int_equal(r, 0);
 }
 
-/* The target, read at store 0, is nf floats, each `want`. */
+/* The target, read at store 0, is nf floats (or the range's), each `want`. */
 static void rd_check(rd_cluster *rc, float want) {
   hpl_buf *b;
   int r = hpl_get(rc->cs[0], rc->target, th_ms(60000), &b);
   if (r) fail_msg("reduce: %s (%s)", hpl_strerror(r), hpl_errdetail(rc->cs[0]));
-  assert_int_equal(hpl_buf_size(b), rc->nf * sizeof(float));
+  size_t nf = rc->len ? rc->len / sizeof(float) : rc->nf;
+  assert_int_equal(hpl_buf_size(b), nf * sizeof(float));
   const float *v = hpl_buf_data(b);
-  for (size_t i = 0; i < rc->nf; i++)
+  for (size_t i = 0; i < nf; i++)
     if (v[i] != want) fail_msg("element %zu is %g, not %g", i, (double)v[i], (double)want);
   hpl_release(rc->cs[0], b);
 }
@@ -310,10 +315,11 @@ static void delete_all_check_pools(rd_cluster *rc) {
  * new directory) lists its 4 sources, and once everything is deleted no
  * pool holds a byte (the old tasks ended). Before, the new directory
  * started the reduce over, or never finished it. */
-static void test_reduce_adopted(void **state) {
-  (void)state;
+static void reduce_adopted(const char *prefix, uint64_t off, uint64_t len) {
   rd_cluster rc;
-  rd_start(&rc, 4, 160ull * MB, "--faults slow_send=8M", "ad", 6u * MB);
+  rd_start(&rc, 4, 160ull * MB, "--faults slow_send=8M", prefix, 6u * MB);
+  rc.off = off;
+  rc.len = len;
   rd_reduce(&rc, 0);
   th_sleep_ms(600);
   assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
@@ -331,6 +337,18 @@ static void test_reduce_adopted(void **state) {
   assert_int_equal(th_dir_counter(rc.lc, "dir_reduce_resets"), 0);
   delete_all_check_pools(&rc);
   rd_stop(&rc);
+}
+
+static void test_reduce_adopted(void **state) {
+  (void)state;
+  reduce_adopted("ad", 0, 0);
+}
+
+/* The same for a range reduce (16 MiB of the 24 MiB sources, from 4 MiB +
+ * 4): the sink asks the new directory again for the same range. */
+static void test_range_reduce_adopted(void **state) {
+  (void)state;
+  reduce_adopted("adr", 4 * MB + 4, 16 * MB);
 }
 
 /* A reduce whose root runs at the sink finishes while the directory is
@@ -392,10 +410,11 @@ static void test_orphans_end_across_restarts(void **state) {
  * the new directory has adopted the tree, a store in it is killed: the
  * adopted tree is given up and a new one built from the sources left,
  * whose sum (1 + 3 + 4: source 4 is the spare) arrives at the sink. */
-static void test_reduce_adopted_then_node_dies(void **state) {
-  (void)state;
+static void reduce_adopted_then_node_dies(const char *prefix, uint64_t off, uint64_t len) {
   rd_cluster rc;
-  rd_start(&rc, 4, 160ull * MB, "--faults slow_send=8M", "an", 6u * MB);
+  rd_start(&rc, 4, 160ull * MB, "--faults slow_send=8M", prefix, 6u * MB);
+  rc.off = off;
+  rc.len = len;
   rd_reduce(&rc, 3);
   th_sleep_ms(600);
   assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
@@ -408,6 +427,17 @@ static void test_reduce_adopted_then_node_dies(void **state) {
   rd_stop(&rc);
 }
 
+static void test_reduce_adopted_then_node_dies(void **state) {
+  (void)state;
+  reduce_adopted_then_node_dies("an", 0, 0);
+}
+
+/* The same for a range reduce: the new tree is over the same range. */
+static void test_range_reduce_adopted_then_node_dies(void **state) {
+  (void)state;
+  reduce_adopted_then_node_dies("anr", 4 * MB + 4, 16 * MB);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
@@ -418,6 +448,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_delete_before_rereport, th_teardown),
       cmocka_unit_test_teardown(test_reduce_adopted, th_teardown),
       cmocka_unit_test_teardown(test_reduce_adopted_then_node_dies, th_teardown),
+      cmocka_unit_test_teardown(test_range_reduce_adopted, th_teardown),
+      cmocka_unit_test_teardown(test_range_reduce_adopted_then_node_dies, th_teardown),
       cmocka_unit_test_teardown(test_reduce_done_while_directory_down, th_teardown),
       cmocka_unit_test_teardown(test_orphans_end_across_restarts, th_teardown),
   };
