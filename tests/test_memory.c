@@ -337,7 +337,8 @@ static void test_spill_working_set(void **state) {
  * goes to disk under a working set of later puts, then a reduce of both
  * nodes' sources gives the right sum (here node 0's slot is the chain's
  * leaf, whose source its parent pulls like any object: it is streamed
- * from its spill file). */
+ * from its spill file), and so does a range reduce of them (whose leaf
+ * task reads the source back). */
 static void test_reduce_of_spilled_source(void **state) {
   (void)state;
   char dir[] = "/tmp/hpl-spill-test-XXXXXX";
@@ -372,6 +373,21 @@ static void test_reduce_of_spilled_source(void **state) {
   assert_int_equal(bad, 0);
   hpl_release(c1, b);
   assert_true(th_counter(c0, "pulls_served") > served0); /* r/a went out from its file */
+  /* a range reduce: node 0's slot copies its range of r/a into a stream,
+   * so r/a is read back whole first */
+  uint64_t restored0 = th_counter(c0, "restored");
+  const uint64_t off = MB / 8 + 3, len = 2 * MB / 8;
+  rc = hpl_reduce_range(c1, "r/part", src, 2, 2, HPL_OP_SUM, HPL_DT_U64, off * 8, len * 8,
+                        th_ms(20000));
+  if (rc) fprintf(stderr, "reduce_range: %s: %s\n", hpl_strerror(rc), hpl_errdetail(c1));
+  assert_int_equal(rc, 0);
+  assert_int_equal(hpl_get(c1, "r/part", th_ms(20000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), len * 8);
+  r = hpl_buf_data(b);
+  for (uint64_t i = 0; i < len; i++) bad += r[i] != 4 * (off + i) + 1;
+  assert_int_equal(bad, 0);
+  hpl_release(c1, b);
+  assert_true(th_counter(c0, "restored") > restored0);
   free(v);
   hpl_close(c0);
   hpl_close(c1);
