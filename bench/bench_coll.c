@@ -31,6 +31,12 @@
  * reduce: every node holds a source (f32, small integers so any order sums
  * exactly); node 0 reduces them (sum) into a target and gets it.
  * allreduce: every node calls hpl_allreduce with the same arguments.
+ * allreduce-rs (an experiment towards a reduce-scatter + allgather
+ * allreduce, built from the public API): node i range-reduces slice i of
+ * the sources (hpl_reduce_range; it starts that reduce, so the slice is
+ * produced at node i), gets all slices (hpl_get_many), and assembles them
+ * into an object of its own (hpl_create, one copy, hpl_seal). The timed
+ * part covers all of that, the copy included.
  * Sources stay across repetitions; targets are deleted between them.
  *
  * Output (stdout, and appended to --out): TSV rows
@@ -127,7 +133,7 @@ static void emit(cfg *g, const char *line) {
  * process (its command and results go through pipes as fixed-size structs;
  * the worker is this program, so both ends agree on the layout). */
 
-enum { JOB_QUIT = 0, JOB_GET = 1, JOB_REDUCE = 2, JOB_ALLREDUCE = 3 };
+enum { JOB_QUIT = 0, JOB_GET = 1, JOB_REDUCE = 2, JOB_ALLREDUCE = 3, JOB_ALLREDUCE_RS = 4 };
 
 typedef struct job {
   int kind;
@@ -147,6 +153,56 @@ typedef struct jres {
   char err[240];
 } jres;
 
+/* Slice i of n of `size` bytes of f32: its offset and length. */
+static void rs_slice(uint64_t size, int n, int i, uint64_t *off, uint64_t *len) {
+  uint64_t per = size / 4 / (uint64_t)n * 4;
+  *off = per * (uint64_t)i;
+  *len = i == n - 1 ? size - *off : per;
+}
+
+/* allreduce-rs (see the top): *b is this node's assembled copy. */
+static int allreduce_rs(hpl_client *c, const job *j, const char *const *srcs, hpl_buf **b) {
+  int n = j->hosts, rc;
+  uint64_t off, len;
+  char sids[MAXN][96], aid[96];
+  const char *sp[MAXN];
+  for (int i = 0; i < n; i++) {
+    snprintf(sids[i], sizeof sids[i], "%s/s%d", j->id, i);
+    sp[i] = sids[i];
+  }
+  rs_slice(j->size, n, j->idx, &off, &len);
+  rc = hpl_reduce_range(c, sp[j->idx], srcs, (size_t)n, 0, HPL_OP_SUM, HPL_DT_F32, off, len,
+                        300000);
+  if (rc) return rc;
+  hpl_buf *parts[MAXN];
+  int rcs[MAXN];
+  rc = hpl_get_many(c, sp, (size_t)n, 300000, parts, rcs);
+  if (rc) {
+    for (int i = 0; i < n; i++)
+      if (rcs[i] == 0) hpl_release(c, parts[i]);
+    return rc;
+  }
+  hpl_buf *w = NULL;
+  snprintf(aid, sizeof aid, "%s/a%d", j->id, j->idx);
+  rc = hpl_create(c, aid, j->size, 300000, &w);
+  for (int i = 0; i < n; i++) {
+    if (rc == 0) {
+      rs_slice(j->size, n, i, &off, &len);
+      if (hpl_buf_size(parts[i]) == len)
+        memcpy((uint8_t *)hpl_buf_data(w) + off, hpl_buf_data(parts[i]), len);
+      else
+        rc = HPL_EMISMATCH;
+    }
+    hpl_release(c, parts[i]);
+  }
+  if (rc) {
+    if (w) hpl_abort(c, w);
+    return rc;
+  }
+  if ((rc = hpl_seal(c, w, 300000))) return rc;
+  return hpl_get(c, aid, 300000, b);
+}
+
 /* The timed part: *b holds the result on success. */
 static int job_timed(hpl_client *c, const job *j, hpl_buf **b, uint64_t *end_ns) {
   int rc;
@@ -160,7 +216,9 @@ static int job_timed(hpl_client *c, const job *j, hpl_buf **b, uint64_t *end_ns)
       snprintf(ids[i], sizeof ids[i], "bench/%s/src/%llu/%d", j->op, (unsigned long long)j->size, i);
       srcs[i] = ids[i];
     }
-    if (j->kind == JOB_ALLREDUCE) {
+    if (j->kind == JOB_ALLREDUCE_RS) {
+      rc = allreduce_rs(c, j, srcs, b);
+    } else if (j->kind == JOB_ALLREDUCE) {
       rc = hpl_allreduce(c, j->id, srcs, (size_t)j->hosts, 0, HPL_OP_SUM, HPL_DT_F32, 300000, b);
     } else {
       rc = hpl_reduce(c, j->id, srcs, (size_t)j->hosts, 0, HPL_OP_SUM, HPL_DT_F32, 300000);
@@ -413,14 +471,16 @@ static uint64_t stores_cpu_us(const cfg *g, hpl_client **cs) {
 }
 
 static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
-  int all = !strcmp(g->op, "allreduce");
+  int rs = !strcmp(g->op, "allreduce-rs");
+  int all = rs || !strcmp(g->op, "allreduce");
   int np = all ? g->hosts : 1;
   part ps[MAXN];
   gate done;
   uint64_t start = hpl__now_ns() + 20 * 1000000ull, b0, t0;
   for (int i = 0; i < np; i++) {
     ps[i] = (part){.c = cs[i],
-                   .j = {.kind = all ? JOB_ALLREDUCE : JOB_REDUCE, .idx = i, .hosts = g->hosts,
+                   .j = {.kind = rs ? JOB_ALLREDUCE_RS : all ? JOB_ALLREDUCE : JOB_REDUCE,
+                         .idx = i, .hosts = g->hosts,
                          .size = size, .start_ns = start}};
     snprintf(ps[i].j.id, sizeof ps[i].j.id, "bench/%s/t/%llu/%d", g->op, (unsigned long long)size, rep);
     snprintf(ps[i].j.op, sizeof ps[i].j.op, "%s", g->op);
@@ -436,7 +496,18 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
     for (int i = 0; i < np; i++) fprintf(stderr, " %d:%.1f", i, (double)(ps[i].r.end_ns - start) / 1e6);
     fprintf(stderr, "\n");
   }
-  int rc = hpl_delete(cs[0], ps[0].j.id, 30000);
+  int rc = 0;
+  if (rs) { /* the slices and every node's assembled copy */
+    for (int i = 0; i < np; i++) {
+      char id[128];
+      snprintf(id, sizeof id, "%s/s%d", ps[0].j.id, i);
+      rc |= hpl_delete(cs[i], id, 30000);
+      snprintf(id, sizeof id, "%s/a%d", ps[0].j.id, i);
+      rc |= hpl_delete(cs[i], id, 30000);
+    }
+  } else {
+    rc = hpl_delete(cs[0], ps[0].j.id, 30000);
+  }
   if (rc) fprintf(stderr, "bench_coll: delete: %s\n", hpl_strerror(rc));
   return last ? (double)(last - start) / 1e9 : -1;
 }
@@ -554,7 +625,7 @@ static int run(cfg *g) {
     g->store_cpu_us = 0;
     /* bytes that crossed a link per repetition: each receiver's copy (bcast),
      * each non-sink source once (reduce), twice for allreduce */
-    double moved = (double)size * (g->hosts - 1) * (!strcmp(g->op, "allreduce") ? 2 : 1) * n;
+    double moved = (double)size * (g->hosts - 1) * (!strncmp(g->op, "allreduce", 9) ? 2 : 1) * n;
     g->cpu_busy = g->cpu_total = 0;
     if (bad || n == 0) {
       snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%.1f\n", g->op,
@@ -642,8 +713,9 @@ int main(int argc, char **argv) {
     return worker_main(worker, sock);
   }
   if (g.put_timed && strcmp(g.op, "bcast")) die("--put-timed is for --op bcast");
-  if (strcmp(g.op, "bcast") && strcmp(g.op, "reduce") && strcmp(g.op, "allreduce"))
-    die("--op must be bcast, reduce or allreduce");
+  if (strcmp(g.op, "bcast") && strcmp(g.op, "reduce") && strcmp(g.op, "allreduce") &&
+      strcmp(g.op, "allreduce-rs"))
+    die("--op must be bcast, reduce, allreduce or allreduce-rs");
   if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");
   if (g.reps < 1) g.reps = 1;
   char *sz = strdup(sizes);
@@ -653,8 +725,11 @@ int main(int argc, char **argv) {
   for (int k = 0; k < g.nsizes; k++)
     if (g.sizes[k] > maxs) maxs = g.sizes[k];
   /* bcast: a copy and a spare; reduce: source, stream, target (and a
-   * forwarded copy for allreduce) */
-  if (!g.memory) g.memory = (strcmp(g.op, "bcast") ? 4 : 3) * maxs + (128ull << 20);
+   * forwarded copy for allreduce); allreduce-rs: source, slice streams,
+   * the slices, the assembled copy and room to spare */
+  if (!g.memory)
+    g.memory = (!strcmp(g.op, "bcast") ? 3 : !strcmp(g.op, "allreduce-rs") ? 6 : 4) * maxs +
+               (128ull << 20);
   if (g.netns) {
     if (!addrs) die("--netns needs --addrs");
     char *a = strdup(addrs);
