@@ -34,13 +34,26 @@ int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
   return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
 }
 
-void dir_node_heard(dir_node *n) {
+void dir_node_heard(dir_server *s, dir_node *n) {
   n->last_seen_ms = hpl__now_ms();
   if (n->unresponsive) {
     n->unresponsive = 0;
     LOG_INFO("node %016llx (%s) answers again: it may serve as before", (unsigned long long)n->id,
              n->name);
+    dir_reduce_node_back(s, n->id);
   }
+}
+
+/* How long a probe of `n` may take: the configured time, plus what its
+ * heartbeats say it needs when its loop or its link is busy (4 standard
+ * deviations of their interval, twice its last round trip), at most 8x the
+ * configured time. A node on a loaded machine is not judged silent for a
+ * jitter it always shows. */
+static uint64_t probe_timeout(const dir_server *s, const dir_node *n) {
+  double base = s->cfg.probe_ms, t = base;
+  if (n->hb_n >= 8 && n->hb_var > 0) t += 4 * sqrt(n->hb_var);
+  t += 2.0 * n->rtt_us / 1000.0;
+  return t > 8 * base ? (uint64_t)(8 * base) : (uint64_t)t;
 }
 
 int dir_node_suspected(uint64_t node, void *srv) {
@@ -93,7 +106,7 @@ static void probe_judge(uv_timer_t *t) {
   dir_node *n, *tmp;
   HASH_ITER(hh, s->nodes, n, tmp) {
     if (!probe_open(n)) continue;
-    uint64_t due = n->probe_ms + s->cfg.probe_ms;
+    uint64_t due = n->probe_ms + n->probe_to;
     if (due <= now) mark_unresponsive(s, n, 0, now);
     else if (!next || due < next) next = due;
   }
@@ -105,7 +118,7 @@ static void probe_check(uv_timer_t *t) {
 }
 
 int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wait_ms) {
-  uint64_t now = hpl__now_ms(), to = s->cfg.probe_ms;
+  uint64_t now = hpl__now_ms(), to = n->probe_ms ? n->probe_to : 0;
   *wait_ms = 0;
   if (n->unresponsive) return DIR_SILENT;
   if (n->probe_ms && now - n->probe_ms < 2 * to) {
@@ -121,6 +134,7 @@ int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wa
   p.node_id = n->id;
   if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
   n->probe_ms = now;
+  n->probe_to = to = probe_timeout(s, n);
   *wait_ms = to;
   if (!uv_is_active((uv_handle_t *)&s->probe_timer))
     uv_timer_start(&s->probe_timer, probe_check, to, 0);

@@ -33,6 +33,7 @@ typedef struct dir_node {
   int unresponsive;       /* did not answer a probe in time: a sender of last resort
                              until heard again */
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
+  uint64_t probe_to;      /* ... and how long it has to answer (dir_node_probe_ms) */
   uint64_t crawl_report_ms; /* when it last reported its own partial sender crawling */
   /* heartbeat arrival statistics (the adaptive timeout) */
   uint32_t rtt_us;        /* its last heartbeat's round trip, as it reported it (0: none) */
@@ -72,8 +73,9 @@ int dir_node_usable(uint64_t node, void *srv);
 int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
                   const ProtobufCMessage *m);
 
-/* A frame arrived from `n`: it is alive (and no longer unresponsive). */
-void dir_node_heard(dir_node *n);
+/* A frame arrived from `n`: it is alive (and no longer unresponsive: the
+ * reduces that lost a source on it take it back, dir_reduce_node_back). */
+void dir_node_heard(dir_server *s, dir_node *n);
 
 /* dtab's suspicion filter (dtab.suspected, `srv` the dir_server): the
  * node did not answer a probe and has not been heard since. */

@@ -50,6 +50,10 @@ void dir_reduce_node_gone(dir_server *s, uint64_t node);
  * was reported silent lately are replaced now (not at the next report). */
 void dir_reduce_node_unresponsive(dir_server *s, uint64_t node);
 
+/* Node `node`, judged unresponsive, answers again: reduces waiting for a
+ * source they lost on it (no spare was left) take it back. */
+void dir_reduce_node_back(dir_server *s, uint64_t node);
+
 /* Node `node` registered: it learns which running reduces a restarted
  * directory adopted (REDUCE_ADOPTED), so their tasks there go on. */
 void dir_reduce_node_registered(dir_server *s, uint64_t node);

@@ -499,6 +499,25 @@ void dr_unadopt(dir_reduce *r, const char *why) {
   dr_arrive_ready(r);
 }
 
+void dir_reduce_node_back(dir_server *s, uint64_t node) {
+  dir_reduce *r, *tmp;
+  HASH_ITER(hh, s->reduces, r, tmp) {
+    if (r->done || !r->planned || r->inline_mode || r->adopted || r->nfilled == r->k) continue;
+    int lost_here = 0;
+    for (size_t i = 0; i < r->nsrc && !lost_here; i++) {
+      if (r->src_state[i] != DR_LOST) continue;
+      dir_obj *o = dtab_find(&s->tab, r->src[i]);
+      dir_loc *l = o ? dtab_loc(o, node) : NULL;
+      lost_here = l && l->complete;
+    }
+    if (lost_here) {
+      LOG_INFO("reduce '%s': node %016llx answers again; its sources count again", r->target,
+               (unsigned long long)node);
+      dr_arrive_ready(r);
+    }
+  }
+}
+
 /* A silent report older than this no longer counts when the probe fails. */
 #define DR_SILENT_FRESH_MS 1000
 

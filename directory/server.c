@@ -111,7 +111,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     hpl__conn_fail(c, "a reader's connection may only PEEK");
     return;
   }
-  if (dc->node) dir_node_heard(dc->node);
+  if (dc->node) dir_node_heard(dc->srv, dc->node);
   if (!rt) {
     char why[64];
     snprintf(why, sizeof why, "unexpected %s message", hpl__msg_name(h->type));

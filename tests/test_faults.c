@@ -368,6 +368,55 @@ static void test_reduce_reset(void **state) {
   th_stop(lc, 0);
 }
 
+/* A reduce of all its sources (no spare) while the node of a middle slot is
+ * stopped (SIGSTOP) for 1.5 s, less than the heartbeat timeout: its stream
+ * goes silent, the directory probes the node, gets no answer and takes the
+ * slot away - with no spare, the slot waits for a source. Once the node
+ * answers again its source counts again and the reduce finishes with every
+ * source (before, the slot waited for good and the get timed out). */
+static void test_reduce_pause_no_spare(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  enum { N = 4 };
+  hpl_client *C[N];
+  int idx[N];
+  for (int i = 0; i < N; i++) {
+    idx[i] = add(lc, "--faults slow_send=20M"); /* the reduce lasts long enough to stop in */
+    C[i] = th_connect(lc, idx[i]);
+  }
+  const size_t n = 24 * MB / 4;
+  float *d = malloc(n * 4);
+  assert_non_null(d);
+  char ids[N][32];
+  const char *srcs[N - 1];
+  for (int i = 1; i < N; i++) { /* sources on nodes 1..3; the sink (node 0) has none */
+    snprintf(ids[i], sizeof ids[i], "rp/s%d", i);
+    srcs[i - 1] = ids[i];
+    for (size_t j = 0; j < n; j++) d[j] = (float)(i * 10 + (int)(j % 3));
+    assert_int_equal(hpl_put(C[i], ids[i], d, n * 4, th_ms(10000)), 0);
+  }
+  free(d);
+  assert_int_equal(hpl_reduce(C[0], "rp/t", srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  th_sleep_ms(400);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGSTOP), 0);
+  th_sleep_ms(1500);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGCONT), 0);
+  hpl_buf *b;
+  int rc = hpl_get(C[0], "rp/t", th_ms(20000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  const float *res = hpl_buf_data(b);
+  for (size_t j = 0; j < n; j++) {
+    float want = (float)((1 + 2 + 3) * 10 + 3 * (int)(j % 3));
+    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
+  }
+  hpl_release(C[0], b);
+  /* the path under test ran: the stopped node was judged unresponsive */
+  assert_true(th_dir_counter(lc, "dir_suspects") >= 1);
+  for (int i = 0; i < N; i++) hpl_close(C[i]);
+  th_stop(lc, 0);
+}
+
 /* The first slot of a chain is lost mid-reduce, so every other slot starts
  * over (a new generation): each writes its new generation into the buffer
  * of its old one, whose pages are already touched, instead of a new buffer
@@ -593,6 +642,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_chain_kill, th_teardown),
       cmocka_unit_test_teardown(test_chain_pause, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_pause_no_spare, th_teardown),
       cmocka_unit_test_teardown(test_reduce_restart_reuses_streams, th_teardown),
       cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
       cmocka_unit_test_teardown(test_heartbeat_pause, th_teardown),
