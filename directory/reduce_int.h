@@ -58,10 +58,6 @@ typedef struct dir_reduce {
   uint64_t size;     /* the target's: the range's length (have_size) */
   uint64_t src_size; /* the sources' (have_size) */
   int have_size;
-  /* The range is not the whole sources: a leaf slot's output is a stream
-   * its task copies from its source's range (a parent cannot pull a range
-   * of an object), not the object itself. */
-  int slice;
   int inline_mode;
   uint8_t *acc; /* inline mode: running result */
   hpl__plan plan;
@@ -84,6 +80,11 @@ typedef struct dir_reduce {
 
 /* A source counts once it is ready (complete somewhere, or inline). */
 static inline int dr_src_ready(dir_obj *o) { return o && dtab_ready(o); }
+
+/* The range is not the whole sources (once sized): a leaf slot's output is
+ * then a stream its task copies from its source's range (a parent cannot
+ * pull a range of an object), not the object itself. */
+static inline int dr_slice(const dir_reduce *r) { return r->have_size && r->size != r->src_size; }
 
 /* reduce.c: what is wrong with source `o` (ready) for a reduce of `dtype`
  * over bytes [off, off + len) of each source (len 0: up to the end), as a

@@ -22,7 +22,7 @@
  * children, or the reduce is over a range of the sources (a leaf's task
  * copies its source's range into a stream). Otherwise it is the source
  * object itself, pulled as any object. */
-static int slot_streams(dir_reduce *r, int c) { return r->plan.nchild[c] > 0 || r->slice; }
+static int slot_streams(dir_reduce *r, int c) { return r->plan.nchild[c] > 0 || dr_slice(r); }
 
 /* What a parent pulls to get slot `c`'s output. */
 static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
@@ -195,7 +195,6 @@ static int plan(dir_reduce *r, dir_obj *o) {
   }
   r->src_size = o->size;
   r->size = r->src_len ? r->src_len : o->size - r->src_off;
-  r->slice = r->size != o->size;
   r->have_size = 1;
   /* the directory holds the sources then (their bytes at the offset are
    * combined here), and the result */
@@ -209,7 +208,7 @@ static int plan(dir_reduce *r, dir_obj *o) {
   }
   r->planned = 1;
   char range[80] = "";
-  if (r->slice)
+  if (dr_slice(r))
     snprintf(range, sizeof range, " (bytes [%llu, %llu) of %llu)", (unsigned long long)r->src_off,
              (unsigned long long)(r->src_off + r->size), (unsigned long long)r->src_size);
   LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes%s, %s %s, %s (%d-ary; L %.0f us, "

@@ -312,6 +312,30 @@ static void test_chain_pause(void **state) {
   th_stop(lc, 0);
 }
 
+/* A reduce test's cluster: n stores whose streams are slowed to 20 MB/s
+ * (a reduce lasts long enough to fail a node in), clients C[0..n) (store
+ * indexes idx[]), and on nodes 1..n-1, put in order, 24 MiB f32 sources
+ * "<prefix>/s<i>" whose element j is i * 10 + j % 3 (ids[i], and srcs[i - 1]
+ * names it); the sink (node 0) has none. Returns the element count. */
+static size_t slow_sources(hpl__lc *lc, int n, const char *prefix, int *idx, hpl_client **C,
+                           char ids[][32], const char **srcs) {
+  for (int i = 0; i < n; i++) {
+    idx[i] = add(lc, "--faults slow_send=20M");
+    C[i] = th_connect(lc, idx[i]);
+  }
+  const size_t ne = 24 * MB / 4;
+  float *d = malloc(ne * 4);
+  assert_non_null(d);
+  for (int i = 1; i < n; i++) {
+    snprintf(ids[i], 32, "%s/s%d", prefix, i);
+    srcs[i - 1] = ids[i];
+    for (size_t j = 0; j < ne; j++) d[j] = (float)(i * 10 + (int)(j % 3));
+    assert_int_equal(hpl_put(C[i], ids[i], d, ne * 4, th_ms(10000)), 0);
+  }
+  free(d);
+  return ne;
+}
+
 /* A reduce tree loses a node mid-reduce: the spare source takes its slot,
  * ancestors restart, the result is right and says which sources it has. */
 static void test_reduce_reset(void **state) {
@@ -320,21 +344,9 @@ static void test_reduce_reset(void **state) {
   enum { N = 6 };
   hpl_client *C[N];
   int idx[N];
-  for (int i = 0; i < N; i++) {
-    idx[i] = add(lc, "--faults slow_send=20M"); /* every stream slow enough to kill in */
-    C[i] = th_connect(lc, idx[i]);
-  }
-  const size_t n = 24 * MB / 4;
-  float *d = malloc(n * 4);
   char ids[N][32];
   const char *srcs[N - 1];
-  /* sources on nodes 1..5, put in order; the sink (node 0) has none */
-  for (int i = 1; i < N; i++) {
-    snprintf(ids[i], sizeof ids[i], "rr/s%d", i);
-    srcs[i - 1] = ids[i];
-    for (size_t j = 0; j < n; j++) d[j] = (float)(i * 10 + (int)(j % 3));
-    assert_int_equal(hpl_put(C[i], ids[i], d, n * 4, th_ms(10000)), 0);
-  }
+  const size_t n = slow_sources(lc, N, "rr", idx, C, ids, srcs); /* sources on nodes 1..5 */
   /* 4 of 5: s1..s4 in the tree, s5 the spare */
   assert_int_equal(hpl_reduce(C[0], "rr/t", srcs, N - 1, 4, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
                    0);
@@ -362,7 +374,6 @@ static void test_reduce_reset(void **state) {
   for (size_t k = 0; k < nx; k++) resets += !strcmp(x[k].kind, "reset") && !strcmp(x[k].id, "rr/t");
   assert_true(resets >= 1);
   free(x);
-  free(d);
   for (int i = 0; i < N; i++)
     if (i != 2) hpl_close(C[i]);
   th_stop(lc, 0);
@@ -380,22 +391,9 @@ static void test_reduce_pause_no_spare(void **state) {
   enum { N = 4 };
   hpl_client *C[N];
   int idx[N];
-  for (int i = 0; i < N; i++) {
-    idx[i] = add(lc, "--faults slow_send=20M"); /* the reduce lasts long enough to stop in */
-    C[i] = th_connect(lc, idx[i]);
-  }
-  const size_t n = 24 * MB / 4;
-  float *d = malloc(n * 4);
-  assert_non_null(d);
   char ids[N][32];
   const char *srcs[N - 1];
-  for (int i = 1; i < N; i++) { /* sources on nodes 1..3; the sink (node 0) has none */
-    snprintf(ids[i], sizeof ids[i], "rp/s%d", i);
-    srcs[i - 1] = ids[i];
-    for (size_t j = 0; j < n; j++) d[j] = (float)(i * 10 + (int)(j % 3));
-    assert_int_equal(hpl_put(C[i], ids[i], d, n * 4, th_ms(10000)), 0);
-  }
-  free(d);
+  const size_t n = slow_sources(lc, N, "rp", idx, C, ids, srcs); /* sources on nodes 1..3 */
   assert_int_equal(hpl_reduce(C[0], "rp/t", srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
                    0);
   th_sleep_ms(400);
@@ -429,20 +427,9 @@ static void test_reduce_restart_reuses_streams(void **state) {
   enum { N = 6 };
   hpl_client *C[N];
   int idx[N];
-  for (int i = 0; i < N; i++) {
-    idx[i] = add(lc, "--faults slow_send=20M");
-    C[i] = th_connect(lc, idx[i]);
-  }
-  const size_t n = 24 * MB / 4;
-  float *d = malloc(n * 4);
   char ids[N][32];
   const char *srcs[N - 1];
-  for (int i = 1; i < N; i++) {
-    snprintf(ids[i], sizeof ids[i], "ru/s%d", i);
-    srcs[i - 1] = ids[i];
-    for (size_t j = 0; j < n; j++) d[j] = (float)(i * 10 + (int)(j % 3));
-    assert_int_equal(hpl_put(C[i], ids[i], d, n * 4, th_ms(10000)), 0);
-  }
+  const size_t n = slow_sources(lc, N, "ru", idx, C, ids, srcs);
   /* s1..s4 in slots 0..3 of the chain (s2..s4 run tasks), s5 the spare */
   assert_int_equal(hpl_reduce(C[0], "ru/t", srcs, N - 1, 4, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
                    0);
@@ -472,7 +459,6 @@ static void test_reduce_restart_reuses_streams(void **state) {
       fail_msg("node of s%d: pool high water %llu bytes: two generations' streams at once", i,
                (unsigned long long)hw);
   }
-  free(d);
   for (int i = 0; i < N; i++)
     if (i != 1) hpl_close(C[i]);
   th_stop(lc, 0);
