@@ -70,6 +70,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Copies stores were let evict"),
       C("dir_reduce_stragglers", c->reduce_stragglers, "reduce_stragglers_total",
         "Reduce slots replaced because their node crawled"),
+      C("dir_reduce_lost_reused", c->reduce_lost_reused, "reduce_lost_reused_total",
+        "Sources out of a reduce tree since a failure put back for want of a spare"),
       C("dir_reduces_inline", c->reduces_inline, "reduces_inline_total",
         "Reduces of small objects done at the directory (no tree)"),
   };

@@ -367,6 +367,22 @@ static int earliest_spare(dir_reduce *r, dir_obj **obj) {
   return best;
 }
 
+/* Last resort for an empty slot: a source taken out of the tree earlier
+ * (its node crawled or did not answer, or its stream broke) whose copy is
+ * still on a live node, other than source `except` (the one failing now);
+ * the earliest to arrive. Its index and object in *obj, or -1. Without it
+ * a second failure with no spare left the slot waiting for good. */
+static int earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
+  int best = -1;
+  for (size_t i = 0; i < r->nsrc; i++)
+    if ((int)i != except && r->src_state[i] == DR_LOST &&
+        (best < 0 || r->arr_seq[i] < r->arr_seq[best])) {
+      dir_obj *c = dtab_find(&r->srv->tab, r->src[i]);
+      if (c && dr_src_ready(c) && pick_node(r, c, 0)) best = (int)i, *obj = c;
+    }
+  return best;
+}
+
 static void slot_failed(dir_reduce *r, int f, const char *why) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
@@ -390,10 +406,15 @@ static void slot_failed(dir_reduce *r, int f, const char *why) {
     sl->filled = 0;
     r->nfilled--;
     refill = earliest_spare(r, &ro);
-    if (refill >= 0)
+    if (refill >= 0) {
       LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
-    else
+    } else if ((refill = earliest_lost_held(r, src, &ro)) >= 0) {
+      s->ctr.reduce_lost_reused++;
+      LOG_INFO("reduce '%s': no spare; '%s', out of the tree since an earlier failure, "
+               "replaces '%s'", r->target, r->src[refill], r->src[src]);
+    } else {
       LOG_INFO("reduce '%s': slot %d waits for a source", r->target, f);
+    }
   }
   /* 1. the sink drops the old bytes of the target (and learns the root if
    *    it is still in place); nobody may pull the old bytes any more */

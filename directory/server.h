@@ -74,6 +74,7 @@ typedef struct dir_counters {
       silent_reports, /* receivers' reports of a silent sender */
       reduces_adopted, /* running trees of a previous directory instance taken over */
       reduce_stragglers, /* reduce slots replaced because their node crawled */
+      reduce_lost_reused, /* sources put back into a tree for want of a spare */
       reduces_inline, /* reduces of small objects done here (no tree) */
       probes,         /* probes sent to reported senders */
       suspects,       /* senders that did not answer a probe in time */

@@ -415,6 +415,48 @@ static void test_reduce_pause_no_spare(void **state) {
   th_stop(lc, 0);
 }
 
+/* Two failures, one spare: the node of s2 stops (SIGSTOP) until the
+ * directory judges it unresponsive and the spare s4 takes its slot; it
+ * goes on (SIGCONT), and then the node of s3 is killed. No spare is left,
+ * but s2 is still on a live node: it takes the slot again (before, the
+ * slot waited for a source that nothing would bring back, and the get
+ * timed out - the hang of faults17's reduce-subset run). */
+static void test_reduce_second_failure_reuses_lost(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  enum { N = 5 };
+  hpl_client *C[N];
+  int idx[N];
+  char ids[N][32];
+  const char *srcs[N - 1];
+  const size_t n = slow_sources(lc, N, "r2", idx, C, ids, srcs); /* sources on nodes 1..4 */
+  /* 3 of 4: s1..s3 in the tree, s4 the spare */
+  assert_int_equal(hpl_reduce(C[0], "r2/t", srcs, N - 1, 3, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  th_sleep_ms(400);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGSTOP), 0);
+  uint64_t until = hpl__now_ms() + (uint64_t)th_ms(8000);
+  while (th_dir_counter(lc, "dir_suspects") == 0 && hpl__now_ms() < until) th_sleep_ms(50);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGCONT), 0);
+  assert_true(th_dir_counter(lc, "dir_suspects") >= 1);
+  th_sleep_ms(200);
+  hpl_close(C[3]);
+  assert_int_equal(hpl__lc_signal(lc, idx[3], SIGKILL), 0);
+  hpl_buf *b;
+  int rc = hpl_get(C[0], "r2/t", th_ms(20000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  const float *res = hpl_buf_data(b);
+  for (size_t j = 0; j < n; j++) {
+    float want = (float)((1 + 2 + 4) * 10 + 3 * (int)(j % 3));
+    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
+  }
+  hpl_release(C[0], b);
+  assert_true(th_dir_counter(lc, "dir_reduce_lost_reused") >= 1);
+  for (int i = 0; i < N; i++)
+    if (i != 3) hpl_close(C[i]);
+  th_stop(lc, 0);
+}
+
 /* The first slot of a chain is lost mid-reduce, so every other slot starts
  * over (a new generation): each writes its new generation into the buffer
  * of its old one, whose pages are already touched, instead of a new buffer
@@ -629,6 +671,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_chain_pause, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
       cmocka_unit_test_teardown(test_reduce_pause_no_spare, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_second_failure_reuses_lost, th_teardown),
       cmocka_unit_test_teardown(test_reduce_restart_reuses_streams, th_teardown),
       cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
       cmocka_unit_test_teardown(test_heartbeat_pause, th_teardown),
