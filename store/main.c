@@ -87,15 +87,15 @@ static const hpl__opt opts[] = {
      "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\n"
      "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,prefix=ID_PREFIX,\nto_node=HEX_ID",
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
-    {"prefault", NULL, "populate the pool's pages at start", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
+    {"prefault", NULL, "populate the pool's pages at start and keep them (no\n--trim-ms unless given)", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
      NULL},
     {"sendfile", NULL,
      "send streams from the pool with sendfile(2), without a\nuser-space copy (default: "
      "write(2); on veth links sendfile\nmeasured no cheaper, see bench/README-bench.md)",
      HPL__OPT_FLAG, OFF(sendfile), 0, 0, 0, NULL},
     {"trim-ms", "MS",
-     "give free pool pages back to the kernel once nothing was\nfreed for MS (default 10000; 0: "
-     "never): a page given\nback costs a page fault when it is used again",
+     "give free pool pages back to the kernel once nothing was\nfreed for MS (default 10000, "
+     "with --prefault 0; 0: never):\na page given back costs a page fault when it is used again",
      HPL__OPT_U32, OFF(trim_ms), 0, 0, 0, NULL},
     {"trim-keep", "BYTES",
      "free bytes kept warm (not given back) for the next\nallocations (default 64M)",

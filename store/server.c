@@ -32,7 +32,7 @@ void store_config_defaults(store_config *c) {
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;
-  c->trim_ms = 10000;
+  c->trim_ms = STORE_TRIM_DEFAULT; /* store_start: 10 s, never with prefault */
   c->trim_keep = 64ull << 20;
   c->room_wait_ms = 60000;
 }
@@ -120,6 +120,10 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   s->start_ms = hpl__now_ms();
   if (!s->cfg.name[0])
     snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx", (unsigned long long)s->node_id);
+  /* pages populated on purpose stay: a trimmed page faults in again on its
+   * next use (seen: a 256 MiB reduce 4.8 s instead of 2.3 s on 8 emulated
+   * hosts when the pools had been trimmed since the last one) */
+  if (s->cfg.trim_ms == STORE_TRIM_DEFAULT) s->cfg.trim_ms = cfg->prefault ? 0 : 10000;
   int rc = hpl__pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
   if (rc) {
     LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,

@@ -45,6 +45,9 @@
 typedef struct store store;
 struct st_obj;
 
+/* store_config.trim_ms: not set (store_start picks 10 s, or never with prefault) */
+#define STORE_TRIM_DEFAULT UINT32_MAX
+
 typedef struct store_config {
   char dir_host[256];
   int dir_port;
@@ -68,7 +71,8 @@ typedef struct store_config {
   int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
   uint32_t max_conns;        /* open data-port connections, and local clients, at most */
   uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
-                                was freed for this long (0: never) */
+                                was freed for this long (0: never; STORE_TRIM_DEFAULT:
+                                10 s, or never with prefault) */
   uint64_t trim_keep;        /*   ...all but the lowest this many free bytes (warm) */
   char spill_dir[256];       /* idle primary copies are written here when the pool is
                                 full ("": never) */

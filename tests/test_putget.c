@@ -441,9 +441,31 @@ static void test_memory_given_back(void **state) {
   th_stop(one, 0);
 }
 
+/* A pool populated on purpose (--prefault) keeps its pages: a trimmed page
+ * would fault in again on its next use. With no --trim-ms, nothing is
+ * given back after the default 10 s pause; (--trim-ms given: as above). */
+static void test_prefault_keeps_pages(void **state) {
+  (void)state;
+  hpl__lc *one = th_cluster(1, 64 * MB, NULL, "--prefault --trim-keep 0");
+  hpl_client *c = th_connect(one, 0);
+  uint64_t populated = th_counter(c, "pool_resident");
+  assert_true(populated >= 60 * MB);
+  th_put_pattern(c, "pk/0", 16 * MB, 1);
+  assert_int_equal(hpl_delete(c, "pk/0", th_ms(5000)), 0);
+  th_sleep_ms(10500); /* past the default trim pause */
+  uint64_t after = th_counter(c, "pool_resident");
+  fprintf(stderr, "prefaulted pool: %llu KiB resident at start, %llu KiB 10.5 s after a delete\n",
+          (unsigned long long)(populated >> 10), (unsigned long long)(after >> 10));
+  assert_int_equal(th_counter(c, "pool_trims"), 0);
+  assert_true(after >= populated);
+  hpl_close(c);
+  th_stop(one, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_prefault_keeps_pages),
       cmocka_unit_test(test_small_direct),
       cmocka_unit_test(test_get_before_put),
       cmocka_unit_test(test_get_timeout),
