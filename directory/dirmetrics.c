@@ -58,6 +58,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
       C("dir_silent_reports", c->silent_reports, "silent_reports_total",
         "Receivers' reports of a silent sender"),
       C("dir_probes", c->probes, "probes_total", "Probes sent to reported senders"),
+      C("dir_measures", c->measures, "link_measures_total",
+        "Probes sent to measure the links of a crawling reduce's nodes"),
       C("dir_suspects", c->suspects, "suspicions_total",
         "Senders that did not answer a probe in time"),
       C("dir_suspect_moves", c->suspect_moves, "suspect_moves_total",

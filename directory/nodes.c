@@ -141,6 +141,26 @@ int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wa
   return DIR_PROBING;
 }
 
+void dir_node_measure(dir_server *s, dir_node *n) {
+  uint64_t now = hpl__now_ns() / 1000;
+  if (n->measure_sent_us && now - n->measure_sent_us < DIR_MEASURE_EVERY_MS * 1000ull) return;
+  Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
+  p.node_id = n->id;
+  if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) != 0) return;
+  s->ctr.measures++;
+  n->measure_sent_us = now;
+  n->measure_rtt_us = 0;
+}
+
+uint32_t dir_node_link_delay_us(const dir_node *n, uint64_t now_us) {
+  uint64_t d = dir_node_delay_us(n, now_us / 1000);
+  if (n->measure_sent_us && now_us - n->measure_sent_us < 1000000) {
+    uint64_t m = n->measure_rtt_us ? n->measure_rtt_us : now_us - n->measure_sent_us;
+    if (m > d) d = m;
+  }
+  return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+}
+
 uint64_t dir_node_timeout_ms(const dir_server *s, const dir_node *n) {
   uint64_t hi = s->cfg.heartbeat_timeout_ms, lo = 3ull * s->cfg.heartbeat_ms;
   if (lo > hi) lo = hi;
@@ -333,6 +353,11 @@ uint32_t dir_node_delay_us(const dir_node *n, uint64_t now_ms) {
 void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
   Hplpb__Heartbeat *hb = (Hplpb__Heartbeat *)f->msg;
   note_owd(f->dc->node, hb->sent_us);
+  dir_node *n = f->dc->node;
+  if (!f->req && n->measure_sent_us && !n->measure_rtt_us) { /* a probe's answer */
+    uint64_t now = hpl__now_ns() / 1000;
+    n->measure_rtt_us = now > n->measure_sent_us ? now - n->measure_sent_us : 1;
+  }
   /* a probe's answer (not a request) is not a heartbeat of the schedule */
   if (f->req) note_heartbeat(f->dc->node, hpl__now_ms());
   if (f->req && hb->stats) dir_status_heartbeat(s, f->dc->node, hb); /* `hoplite status` */
@@ -417,6 +442,8 @@ void dir_liveness_start(dir_server *s) {
   s->confirm.data = s;
   uv_timer_init(s->loop, &s->probe_timer);
   s->probe_timer.data = s;
+  uv_timer_init(s->loop, &s->crawl_timer);
+  s->crawl_timer.data = s;
   s->sweep_due_ms = hpl__now_ms() + s->cfg.heartbeat_ms;
   uv_timer_start(&s->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
 }
@@ -425,6 +452,7 @@ void dir_liveness_stop(dir_server *s) {
   uv_close((uv_handle_t *)&s->sweep, NULL);
   uv_close((uv_handle_t *)&s->confirm, NULL);
   uv_close((uv_handle_t *)&s->probe_timer, NULL);
+  uv_close((uv_handle_t *)&s->crawl_timer, NULL);
 }
 
 void dir_nodes_free(dir_server *s) {

@@ -35,6 +35,11 @@ typedef struct dir_node {
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
   uint64_t probe_to;      /* ... and how long it has to answer (dir_node_probe_ms) */
   uint64_t crawl_report_ms; /* when it last reported its own partial sender crawling */
+  /* a measurement (dir_node_measure): a PROBE nothing is judged on; its
+   * answer's round trip, as the directory saw it, includes the queues on
+   * both directions of the node's link */
+  uint64_t measure_sent_us; /* when the last went out (0: none) */
+  uint64_t measure_rtt_us;  /* its round trip (0: not answered yet) */
   /* heartbeat arrival statistics (the adaptive timeout) */
   uint32_t rtt_us;        /* its last heartbeat's round trip, as it reported it (0: none) */
   uint64_t hb_last_ms;
@@ -88,6 +93,18 @@ int dir_node_suspected(uint64_t node, void *srv);
  * *wait_ms until the verdict (a probe is sent if none is out). */
 enum { DIR_ALIVE, DIR_SILENT, DIR_PROBING };
 int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wait_ms);
+
+/* Ask n for a fresh sample of its link's queues: a PROBE that no verdict
+ * depends on (n is never judged unresponsive for it). At most one per
+ * DIR_MEASURE_EVERY_MS per node; a no-op otherwise. */
+#define DIR_MEASURE_EVERY_MS 200
+void dir_node_measure(dir_server *s, dir_node *n);
+
+/* How much delay n's link adds now, in microseconds: its heartbeats'
+ * (dir_node_delay_us) or, if a measurement went out within the last
+ * second, its round trip - or, still unanswered, the time since it went
+ * out (a lower bound), whichever is more. */
+uint32_t dir_node_link_delay_us(const dir_node *n, uint64_t now_us);
 
 /* How long `n` may be silent before it is declared dead: mean interval +
  * 8 x its jitter + half an interval, between 3 heartbeat intervals and

@@ -92,4 +92,8 @@ void dir_reduce_free_all(dir_server *s);
 int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
                            uint64_t since_ms, dir_loc **from);
 
+/* The crawl_timer's callback (dir_server.crawl_timer, started by the
+ * reduces): crawl reports that waited for link measurements are judged. */
+void dir_reduce_crawl_timer(uv_timer_t *t);
+
 #endif

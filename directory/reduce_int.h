@@ -65,6 +65,14 @@ typedef struct dir_reduce {
   dr_slot *slots;
   uint32_t nfilled;
   uint32_t joins; /* participants that joined (allreduce): they get the target */
+  int lost_retaken; /* a straggler's slot went to a source lost earlier (once only) */
+  /* a crawl report no node stood out for: judged again once the tree's
+   * links are measured (dir_reduce_crawl_timer) */
+  uint64_t crawl_due_ms; /* when (0: nothing pending) */
+  int crawl_slot;
+  uint32_t crawl_gen;
+  uint64_t crawl_reporter;
+  uint64_t crawl_rate;
   /* The tree of a previous directory instance, still running (the sink
    * asked again after a restart with ReduceReq.adopt_*): slots list the
    * sources in it but not their nodes; it ends when the target completes,

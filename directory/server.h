@@ -77,6 +77,7 @@ typedef struct dir_counters {
       reduce_lost_reused, /* sources put back into a tree for want of a spare */
       reduces_inline, /* reduces of small objects done here (no tree) */
       probes,         /* probes sent to reported senders */
+      measures,       /* probes sent to measure links (reduce crawls) */
       suspects,       /* senders that did not answer a probe in time */
       suspect_moves,  /* receivers moved off a suspected sender */
       slow_moves,     /* receivers moved off a partial sender slow by itself */
@@ -110,6 +111,7 @@ typedef struct dir_server {
   uint64_t gone_reporter;        /* the receiver whose report found it silent */
   uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
   uv_timer_t probe_timer;        /* probes of reported senders judged when due */
+  uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */

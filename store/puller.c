@@ -282,7 +282,8 @@ static double rate_since(const st_puller *p, uint64_t now, uint64_t win_ms, doub
 /* The straggler check, every tick (see the top of this file). The window
  * adapts to what waiting would cost: a stream crawling (below
  * straggler_ratio of this store's usual rate) for straggler_ms is a
- * straggler; so is one crawling for half that when finishing at its
+ * straggler; so is one crawling for half that (a reduce stream's report:
+ * a quarter) when finishing at its
  * current rate would take more than STRAGGLER_EARLY times what moving
  * takes at the usual rate: the bytes left for a copy's pull (it resumes
  * from its offset), the whole stream for a reduce stream (it starts over).
@@ -306,7 +307,12 @@ static void check_straggler(st_puller *p, uint64_t now) {
   unsigned streak = s->straggler_streak < 3 ? s->straggler_streak : 3;
   uint64_t full = (uint64_t)s->cfg.straggler_ms << streak;
   if (full > RING_SPAN_MS) full = RING_SPAN_MS;
-  double rate = rate_since(p, now, full / 2, &secs), secs_full;
+  /* a reduce stream (it starts over elsewhere, and the directory moves it
+   * only when one node's link stands out) reports its crawl after a
+   * quarter of the window: every 100 ms counts against a whole restart */
+  int quick = p->ops.monitor == 1 && p->ops.slow && !p->ops.resumable;
+  uint64_t early = quick ? full / 4 : full / 2;
+  double rate = rate_since(p, now, early, &secs), secs_full;
   if (secs <= 0 || rate >= limit) return;
   double rate_full = rate_since(p, now, full, &secs_full);
   if (secs_full > 0 && rate_full < limit) { /* crawled for the whole window */
@@ -322,7 +328,7 @@ static void check_straggler(st_puller *p, uint64_t now) {
   if (p->ops.monitor == 1) {
     /* a partial sender may only be as slow as its own upstream: tell the
      * owner, keep the stream meanwhile */
-    p->slow_next_ms = now + s->cfg.straggler_ms / 2;
+    p->slow_next_ms = now + early;
     p->ops.slow(p->arg, rate);
     return;
   }

@@ -31,8 +31,8 @@ typedef struct puller_ops {
   /* monitor 1: the stream crawls (below the straggler ratio for
    * straggler_ms) although the sender's copy is partial, so it may only be
    * waiting for its own upstream; called at most once per straggler_ms / 2
-   * with the rate over that window (bytes/s), the stream goes on (may be
-   * NULL) */
+   * (a stream that is not resumable, i.e. a reduce stream: / 4) with the
+   * rate over that window (bytes/s), the stream goes on (may be NULL) */
   void (*slow)(void *arg, double rate);
   /* monitor >= 1: the stream has delivered nothing for longer than its
    * rate makes likely (puller_quiet_window_ms) although we have room: the
