@@ -492,10 +492,9 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
   uint32_t d1 = 0, d2 = 0; /* the largest delay, the second largest */
   for (int i = -1; i < (int)r->k; i++) {
     uint64_t node = i < 0 ? r->sink : r->slots[i].filled ? r->slots[i].node : 0;
-    if (!node || (i >= 0 && node == r->sink)) continue;
-    int seen = 0; /* a node with two slots counts once */
-    for (int x = 0; x < i && !seen; x++) seen = r->slots[x].filled && r->slots[x].node == node;
-    if (seen) continue;
+    /* a node with two slots counts once (a second sight of any other node
+     * cannot change the second largest) */
+    if (!node || node == worst || (i >= 0 && node == r->sink)) continue;
     uint32_t d = node_rtt(r->srv, node);
     if (d > d1) {
       d2 = d1;
@@ -507,7 +506,7 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
   }
   uint32_t dr = node_rtt(r->srv, reporter);
   if (reporter != worst && dr > d2) d2 = dr;
-  LOG_DEBUG("reduce '%s': slot %d crawls (reported by %016llx); worst heartbeat delay %u us "
+  LOG_DEBUG("reduce '%s': slot %d crawls (reported by %016llx); largest link delay %u us "
             "(%016llx), next %u us",
             r->target, j, (unsigned long long)reporter, d1, (unsigned long long)worst, d2);
   if (!worst || worst == r->sink || d1 < DR_SLOW_FACTOR * (uint64_t)d2 ||
