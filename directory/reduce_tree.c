@@ -517,19 +517,16 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
   return -1;
 }
 
-/* Whether slot f could run elsewhere: another complete copy of its source
- * on a live node, or a spare source; for a straggler once per reduce also
- * a source an earlier failure took out (an earlier straggler judged
- * wrongly is taken back then; only once, so two slow nodes cannot trade
- * places for ever). */
+/* Whether slot f could run elsewhere: 1 on another complete copy of its
+ * source on a live node, or a spare source; 2 (for a straggler, once per
+ * reduce: the caller sets lost_retaken) on a source an earlier failure
+ * took out - an earlier straggler judged wrongly is taken back so, only
+ * once so that two slow nodes cannot trade places for ever; 0 otherwise. */
 static int slot_replaceable(dir_reduce *r, int f, int straggler) {
   dir_obj *o;
   if (other_copy(r, f) || earliest_spare(r, &o) >= 0) return 1;
   if (!straggler || r->lost_retaken) return 0;
-  int i = earliest_lost_held(r, r->slots[f].src, &o);
-  if (i < 0) return 0;
-  r->lost_retaken = 1;
-  return 1;
+  return earliest_lost_held(r, r->slots[f].src, &o) >= 0 ? 2 : 0;
 }
 
 /* Slot j's stream crawls at `rate` (reported by `reporter`): replace the
@@ -539,7 +536,9 @@ static int crawl_judge(dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
   dir_server *s = r->srv;
   int c = slow_culprit(r, j, reporter);
   if (c < 0) return 0;
-  if (!slot_replaceable(r, c, 1)) return 1;
+  int how = slot_replaceable(r, c, 1);
+  if (!how) return 1;
+  if (how == 2) r->lost_retaken = 1;
   uint64_t old = r->slots[c].node;
   char why[200];
   snprintf(why, sizeof why, "its node crawls: a stream at %.1f MB/s, link delay %.1f ms",

@@ -336,6 +336,16 @@ static size_t slow_sources(hpl__lc *lc, int n, const char *prefix, int *idx, hpl
   return ne;
 }
 
+/* The result of a slow_sources reduce over sources whose indexes add up to
+ * `idsum`, `k` of them: element j is idsum * 10 + k * (j % 3). */
+static void check_sum(hpl_buf *b, size_t n, int idsum, int k) {
+  const float *res = hpl_buf_data(b);
+  for (size_t j = 0; j < n; j++) {
+    float want = (float)(idsum * 10 + k * (int)(j % 3));
+    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
+  }
+}
+
 /* A reduce tree loses a node mid-reduce: the spare source takes its slot,
  * ancestors restart, the result is right and says which sources it has. */
 static void test_reduce_reset(void **state) {
@@ -357,11 +367,7 @@ static void test_reduce_reset(void **state) {
   hpl_buf *b;
   int rc = hpl_get(C[0], "rr/t", th_ms(60000), &b);
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
-  const float *res = hpl_buf_data(b);
-  for (size_t j = 0; j < n; j++) {
-    float want = (float)((1 + 3 + 4 + 5) * 10 + 4 * (int)(j % 3));
-    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
-  }
+  check_sum(b, n, 1 + 3 + 4 + 5, 4);
   hpl_release(C[0], b);
   char *text;
   assert_int_equal(hpl_reduce_sources(C[0], "rr/t", th_ms(5000), &text), 0);
@@ -403,11 +409,7 @@ static void test_reduce_pause_no_spare(void **state) {
   hpl_buf *b;
   int rc = hpl_get(C[0], "rp/t", th_ms(20000), &b);
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
-  const float *res = hpl_buf_data(b);
-  for (size_t j = 0; j < n; j++) {
-    float want = (float)((1 + 2 + 3) * 10 + 3 * (int)(j % 3));
-    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
-  }
+  check_sum(b, n, 1 + 2 + 3, 3);
   hpl_release(C[0], b);
   /* the path under test ran: the stopped node was judged unresponsive */
   assert_true(th_dir_counter(lc, "dir_suspects") >= 1);
@@ -445,11 +447,7 @@ static void test_reduce_second_failure_reuses_lost(void **state) {
   hpl_buf *b;
   int rc = hpl_get(C[0], "r2/t", th_ms(20000), &b);
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
-  const float *res = hpl_buf_data(b);
-  for (size_t j = 0; j < n; j++) {
-    float want = (float)((1 + 2 + 4) * 10 + 3 * (int)(j % 3));
-    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
-  }
+  check_sum(b, n, 1 + 2 + 4, 3);
   hpl_release(C[0], b);
   assert_true(th_dir_counter(lc, "dir_reduce_lost_reused") >= 1);
   for (int i = 0; i < N; i++)
@@ -481,11 +479,7 @@ static void test_reduce_restart_reuses_streams(void **state) {
   hpl_buf *b;
   int rc = hpl_get(C[0], "ru/t", th_ms(60000), &b);
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
-  const float *res = hpl_buf_data(b);
-  for (size_t j = 0; j < n; j++) {
-    float want = (float)((2 + 3 + 4 + 5) * 10 + 4 * (int)(j % 3));
-    if (res[j] != want) fail_msg("element %zu: %f, want %f", j, res[j], want);
-  }
+  check_sum(b, n, 2 + 3 + 4 + 5, 4);
   hpl_release(C[0], b);
   size_t nx;
   th_xfer *x = th_transfers(C[0], 0, &nx);
