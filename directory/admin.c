@@ -185,7 +185,6 @@ static void tomb_expire(dir_server *s, uint64_t now) {
 static void tomb_add(dir_server *s, const char *id) {
   uint64_t now = hpl__now_ms();
   tomb_expire(s, now);
-  if (now - s->start_ms >= DIR_ADOPT_WINDOW_MS) return;
   dir_tomb *t;
   size_t n = strlen(id);
   HASH_FIND(hh, s->tombs, id, n, t);
@@ -245,6 +244,7 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   for (dir_loc *l = o->locs; l; l = l->next)
     if (dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
   dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
+  tomb_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
   dir_reduce_target_deleted(s, o->id);
   object_clear(s, o);
   HASH_ADD(hh, s->deletes, op, sizeof d->op, d);

@@ -34,13 +34,15 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f);
 void dir_admin_on_delete(dir_server *s, const dir_frame *f);
 void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f);
 
-/* A restarted directory learns what the stores hold from their HELD
- * re-reports, a piece at a time after each registration. A DELETE of an id
- * not known yet in the first DIR_ADOPT_WINDOW_MS after start may name a
- * copy not re-reported yet: the id is remembered (a tombstone, for
- * DIR_TOMB_MS, at most DIR_TOMB_MAX), and a re-report of it is answered
- * with DROP instead of bringing the deleted object back. */
-#define DIR_ADOPT_WINDOW_MS 60000
+/* Every DELETE is remembered (a tombstone, for DIR_TOMB_MS, at most
+ * DIR_TOMB_MAX, the oldest forgotten first): a copy of the id re-reported
+ * later, while the id is unknown or only waited for (pending), is answered
+ * with DROP instead of bringing the deleted object back. Such copies come
+ * from a restarted directory's stores (their HELD re-reports arrive a
+ * piece at a time after each registration, possibly after a delete of an
+ * id the new directory did not know yet) and from a store that was
+ * declared dead and comes back (its copies were forgotten, so the delete's
+ * DROP round did not reach it). A new put of the id ends its tombstone. */
 #define DIR_TOMB_MS 60000
 #define DIR_TOMB_MAX 65536
 /* Whether `id` is tombstoned (1) or not (0). */

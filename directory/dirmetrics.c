@@ -47,8 +47,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
       C("dir_held_dropped", c->held_dropped, "held_dropped_total",
         "HELD entries answered with DROP (deleted while away)"),
       C("dir_tombstones", c->tombstones, "tombstones_total",
-        "Deletes of ids no store had re-reported yet after a restart, remembered so a late "
-        "re-report drops its copy"),
+        "Deletes remembered for a minute, so a copy re-reported later (after a directory "
+        "restart, or by a store back from the dead) is dropped, not revived"),
       C("dir_reconnects", c->reconnects, "reconnects_total",
         "Live nodes whose store came back on a new connection"),
       C("dir_sweep_stalls", c->sweep_stalls, "sweep_stalls_total",

@@ -20,11 +20,12 @@ static void send_drop(dir_server *s, uint64_t node, const char *id) {
   dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
 }
 
-/* A re-reported copy of an id we do not know but that was deleted since
- * our start (admin.h, tombstones): `node` is told to drop it. Returns 1 if
- * it was. */
+/* A re-reported copy of an id that was deleted lately (admin.h,
+ * tombstones) and is unknown or only waited for since (pending: no bytes
+ * anywhere): `node` is told to drop it. Returns 1 if it was. */
 static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
-  if (dtab_find(&s->tab, id) || !dir_admin_tombstoned(s, id)) return 0;
+  dir_obj *o = dtab_find(&s->tab, id);
+  if ((o && o->state != OBJ_PENDING) || !dir_admin_tombstoned(s, id)) return 0;
   send_drop(s, node, id);
   return 1;
 }
@@ -51,7 +52,7 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
   for (size_t i = 0; i < m->n_held; i++) {
     Hplpb__HeldObject *h = m->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
-    if (m->adopt && drop_if_deleted(s, node, h->id)) { /* deleted before it came back */
+    if (drop_if_deleted(s, node, h->id)) { /* deleted before it came back */
       dropped++;
       continue;
     }

@@ -67,7 +67,7 @@ typedef struct dir_counters {
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
-      tombstones,   /* deletes of ids not yet re-reported after a restart, remembered */
+      tombstones,   /* deletes remembered (admin.h: late re-reports are dropped) */
       reconnects,   /* a live node's store came back on a new connection */
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */

@@ -168,6 +168,46 @@ static void test_deleted_while_away(void **state) {
   th_stop(lc, 0);
 }
 
+/* As above, but a get of the deleted id waits at the directory when store A
+ * comes back (the waiter keeps the id known, as pending). A's re-report of
+ * its old copy must not satisfy that get: A is told to drop it, and the get
+ * times out. Before, the pending entry took A's copy as complete and the
+ * waiting get returned the deleted bytes (bench_faults saw the copy stay
+ * in A's pool for good: a pause victim whose own get asked for another
+ * sender while it was away). */
+static void test_deleted_while_away_get_waits(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, "--heartbeat-ms 200 --heartbeat-timeout-ms 1000", NULL);
+  hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
+  th_put_pattern(A, "away/w", LARGE, 6);
+  uint64_t dead0 = th_dir_counter(lc, "dir_nodes_dead");
+  uint64_t reg0 = th_counter(A, "dir_registrations");
+  assert_int_equal(hpl__lc_signal(lc, 0, SIGSTOP), 0);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter(lc, "dir_nodes_dead") == dead0 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(100);
+  assert_true(th_dir_counter(lc, "dir_nodes_dead") > dead0);
+  int rc = hpl_delete(B, "away/w", th_ms(5000));
+  assert_true(rc == 0 || rc == HPL_ENOTFOUND);
+  th_getter g = {.c = B, .id = "away/w", .timeout = th_ms(4000), .size = LARGE,
+                 .want = th_pattern_sum(LARGE, 6)};
+  th_get_start(&g);
+  th_sleep_ms(300); /* the get waits at the directory */
+  assert_int_equal(hpl__lc_signal(lc, 0, SIGCONT), 0);
+  deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_counter(A, "dir_registrations") == reg0 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(50);
+  assert_true(th_counter(A, "dir_registrations") > reg0);
+  wait_counter(A, "objects", 0, "store A after coming back");
+  th_get_join(&g);
+  if (g.rc == 0) fail_msg("the get of the deleted id returned %s bytes", g.ok ? "its old" : "some");
+  assert_int_equal(g.rc, HPL_ETIMEDOUT);
+  assert_true(th_dir_counter(lc, "dir_held_dropped") >= 1);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
 /* The directory is killed and restarted; store A re-registers at once but
  * re-reports what it holds 1.5 s later (fault point held_delay_ms). A
  * delete of A's object in between names an id the new directory does not
@@ -444,6 +484,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_directory_pause_then_delete, th_teardown),
       cmocka_unit_test_teardown(test_deleted_while_away, th_teardown),
+      cmocka_unit_test_teardown(test_deleted_while_away_get_waits, th_teardown),
       cmocka_unit_test_teardown(test_directory_stall_kills_nobody, th_teardown),
       cmocka_unit_test_teardown(test_delete_before_rereport, th_teardown),
       cmocka_unit_test_teardown(test_reduce_adopted, th_teardown),
