@@ -93,7 +93,8 @@ int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t a
                            uint64_t since_ms, dir_loc **from);
 
 /* The crawl_timer's callback (dir_server.crawl_timer, started by the
- * reduces): crawl reports that waited for link measurements are judged. */
+ * reduces; reduce_crawl.c): crawl reports that waited for link measurements
+ * are judged. */
 void dir_reduce_crawl_timer(uv_timer_t *t);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * reduce_int.h - what reduce.c and reduce_tree.c share: the reduce record
- * and the calls between the two files. Included by those two only; every
- * other module goes through reduce.h.
+ * reduce_int.h - what reduce.c, reduce_tree.c and reduce_crawl.c share: the
+ * reduce record and the calls between the three files. Included by those
+ * only; every other module goes through reduce.h.
  */
 #ifndef HPL_DIR_REDUCE_INT_H
 #define HPL_DIR_REDUCE_INT_H
@@ -134,5 +134,35 @@ void dr_unadopt(dir_reduce *r, const char *why);
 /* reduce.c: every source of r that is ready arrives, in the order the
  * sources became ready. May finish r. */
 void dr_arrive_ready(dir_reduce *r);
+
+/* reduce_tree.c: a live node, other than slot f's, with a complete copy of
+ * slot f's source (0: none). */
+uint64_t dr_other_copy(dir_reduce *r, int f);
+
+/* reduce_tree.c: the spare source that arrived first and has a copy on a
+ * live node: its index (its object in *obj), or -1. */
+int dr_earliest_spare(dir_reduce *r, dir_obj **obj);
+
+/* reduce_tree.c: the earliest source taken out of the tree by an earlier
+ * failure whose copy is still on a live node, other than source `except`:
+ * its index (its object in *obj), or -1. */
+int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj);
+
+/* reduce_tree.c: slot f failed (`why`, logged): it gets another copy of its
+ * source, else a spare, else a source lost earlier, else waits; its
+ * ancestors and the target restart from byte 0. A no-op on a done reduce
+ * or an empty slot. */
+void dr_slot_failed(dir_reduce *r, int f, const char *why);
+
+/* reduce_tree.c: the task of r at `node` ends (REDUCE_END to it) unless the
+ * node is the sink or still holds a slot. */
+void dr_end_task_at(dir_reduce *r, uint64_t node);
+
+/* reduce_crawl.c: slot `slot`'s output stream crawls at `rate` bytes/s,
+ * says `reporter` (the node pulling it). Replaces the slot of the node
+ * whose link delay stands out, if one does; otherwise measures every node
+ * of the tree and judges again DR_MEASURE_WAIT_MS later (s->crawl_timer).
+ * `slot` must be a filled slot of a planned, running r. */
+void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate);
 
 #endif

@@ -2,7 +2,8 @@
  * the first arrival, sources filling slots as they arrive (or reduced here
  * when small), failed slots refilled, the messages that tell stores their
  * part (REDUCE_TASK, REDUCE_SINK, REDUCE_END), and the allreduce ring
- * sender. The reduce records themselves are reduce.c's. */
+ * sender. The reduce records themselves are reduce.c's; which node of a
+ * crawling tree is slow is judged in reduce_crawl.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,16 +338,9 @@ static void target_restart(dir_reduce *r) {
   }
 }
 
-/* Slot f lost its node (dead) or its stream failed. Give the slot another
- * copy of its source, else a spare source, else leave it empty for the
- * next arrival; every ancestor restarts from byte 0 (new generation) since
- * its partial result included the failed slot's output, and so does the
- * target (new generation: copies of the old bytes are void).
- * Messages go out in this order: the sink resets its target, the refilled
- * slot gets its task, then every ancestor gets its new task. */
 /* A live node, other than slot f's, with a complete copy of its source
  * (0: none). */
-static uint64_t other_copy(dir_reduce *r, int f) {
+uint64_t dr_other_copy(dir_reduce *r, int f) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
   dir_obj *o = dtab_find(&s->tab, r->src[sl->src]);
@@ -357,7 +351,7 @@ static uint64_t other_copy(dir_reduce *r, int f) {
 
 /* The spare source that arrived first and has a copy on a live node (its
  * index, and its object in *obj), or -1. */
-static int earliest_spare(dir_reduce *r, dir_obj **obj) {
+int dr_earliest_spare(dir_reduce *r, dir_obj **obj) {
   int best = -1;
   for (size_t i = 0; i < r->nsrc; i++)
     if (r->src_state[i] == DR_SPARE && (best < 0 || r->arr_seq[i] < r->arr_seq[best])) {
@@ -372,7 +366,7 @@ static int earliest_spare(dir_reduce *r, dir_obj **obj) {
  * still on a live node, other than source `except` (the one failing now);
  * the earliest to arrive. Its index and object in *obj, or -1. Without it
  * a second failure with no spare left the slot waiting for good. */
-static int earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
+int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
   int best = -1;
   for (size_t i = 0; i < r->nsrc; i++)
     if ((int)i != except && r->src_state[i] == DR_LOST &&
@@ -383,7 +377,14 @@ static int earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
   return best;
 }
 
-static void slot_failed(dir_reduce *r, int f, const char *why) {
+/* Slot f lost its node (dead) or its stream failed. Give the slot another
+ * copy of its source, else a spare source, else leave it empty for the
+ * next arrival; every ancestor restarts from byte 0 (new generation) since
+ * its partial result included the failed slot's output, and so does the
+ * target (new generation: copies of the old bytes are void).
+ * Messages go out in this order: the sink resets its target, the refilled
+ * slot gets its task, then every ancestor gets its new task. */
+void dr_slot_failed(dir_reduce *r, int f, const char *why) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
   if (r->done || !sl->filled) return;
@@ -398,17 +399,17 @@ static void slot_failed(dir_reduce *r, int f, const char *why) {
   sl->silent_ms = 0;
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
   r->tgen++;
-  uint64_t alt = other_copy(r, f);
+  uint64_t alt = dr_other_copy(r, f);
   int refill = -1;
   dir_obj *ro = NULL;
   if (!alt) {
     r->src_state[src] = DR_LOST;
     sl->filled = 0;
     r->nfilled--;
-    refill = earliest_spare(r, &ro);
+    refill = dr_earliest_spare(r, &ro);
     if (refill >= 0) {
       LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
-    } else if ((refill = earliest_lost_held(r, src, &ro)) >= 0) {
+    } else if ((refill = dr_earliest_lost_held(r, src, &ro)) >= 0) {
       s->ctr.reduce_lost_reused++;
       LOG_INFO("reduce '%s': no spare; '%s', out of the tree since an earlier failure, "
                "replaces '%s'", r->target, r->src[refill], r->src[src]);
@@ -443,13 +444,13 @@ void dir_reduce_node_gone(dir_server *s, uint64_t node) {
     }
     if (!r->planned || r->inline_mode) continue;
     for (uint32_t i = 0; i < r->k && !r->done; i++)
-      if (r->slots[i].filled && r->slots[i].node == node) slot_failed(r, (int)i, "node gone");
+      if (r->slots[i].filled && r->slots[i].node == node) dr_slot_failed(r, (int)i, "node gone");
   }
 }
 
 /* A node that lost its slot lives on: its task there must end (the reduce
  * goes on without it), unless it is the sink or holds another slot. */
-static void end_task_at(dir_reduce *r, uint64_t node) {
+void dr_end_task_at(dir_reduce *r, uint64_t node) {
   int holds = node == r->sink;
   for (uint32_t i = 0; i < r->k && !holds; i++)
     holds = r->slots[i].filled && r->slots[i].node == node;
@@ -459,114 +460,6 @@ static void end_task_at(dir_reduce *r, uint64_t node) {
   e.target = r->target;
   e.detail = "";
   dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
-}
-
-static uint32_t node_rtt(dir_server *s, uint64_t id) {
-  dir_node *n = dir_node_find(s, id);
-  return n ? dir_node_link_delay_us(n, hpl__now_ns() / 1000) : 0;
-}
-
-/* A node whose link crawls has a queue of bulk bytes in front of its
- * heartbeats and probes (dir_node_link_delay_us): at least DR_SLOW_FACTOR x
- * any other node of the tree's, and DR_SLOW_MARGIN_US more. The margin is
- * for what every node's samples share on a busy machine (the directory's
- * own loop and link, CPU contention: 5-14 ms seen on 2 cores beside a 15-35
- * ms queue in front of a node slowed to a tenth). */
-#define DR_SLOW_FACTOR 2
-#define DR_SLOW_MARGIN_US 10000
-/* How long measurements of a crawling tree's links get before the crawl is
- * judged again (one not answered by then counts its time so far). */
-#define DR_MEASURE_WAIT_MS 50
-
-/* Slot j's output stream crawls, says the node pulling it (`reporter`).
- * Which node is slow? Not necessarily an end of that stream: the streams
- * on both sides of a slow node crawl (the one into it is held back, the
- * one out of its parent starves), and under CPU load any node's
- * heartbeats are a few ms late. The slow node is the one whose heartbeats
- * queue behind its bulk bytes, far more than every other node's of the
- * tree (the sink's and the reporter's included). Returns its slot, or -1
- * if no node stands out (wait for the next report) or the slow node is
- * the sink. */
-static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
-  uint64_t worst = 0;
-  uint32_t d1 = 0, d2 = 0; /* the largest delay, the second largest */
-  for (int i = -1; i < (int)r->k; i++) {
-    uint64_t node = i < 0 ? r->sink : r->slots[i].filled ? r->slots[i].node : 0;
-    /* a node with two slots counts once (a second sight of any other node
-     * cannot change the second largest) */
-    if (!node || node == worst || (i >= 0 && node == r->sink)) continue;
-    uint32_t d = node_rtt(r->srv, node);
-    if (d > d1) {
-      d2 = d1;
-      d1 = d;
-      worst = node;
-    } else if (d > d2) {
-      d2 = d;
-    }
-  }
-  uint32_t dr = node_rtt(r->srv, reporter);
-  if (reporter != worst && dr > d2) d2 = dr;
-  LOG_DEBUG("reduce '%s': slot %d crawls (reported by %016llx); largest link delay %u us "
-            "(%016llx), next %u us",
-            r->target, j, (unsigned long long)reporter, d1, (unsigned long long)worst, d2);
-  if (!worst || worst == r->sink || d1 < DR_SLOW_FACTOR * (uint64_t)d2 ||
-      d1 < d2 + (uint64_t)DR_SLOW_MARGIN_US)
-    return -1;
-  for (uint32_t i = 0; i < r->k; i++)
-    if (r->slots[i].filled && r->slots[i].node == worst) return (int)i;
-  return -1;
-}
-
-/* Whether slot f could run elsewhere: 1 on another complete copy of its
- * source on a live node, or a spare source; 2 (for a straggler, once per
- * reduce: the caller sets lost_retaken) on a source an earlier failure
- * took out - an earlier straggler judged wrongly is taken back so, only
- * once so that two slow nodes cannot trade places for ever; 0 otherwise. */
-static int slot_replaceable(dir_reduce *r, int f, int straggler) {
-  dir_obj *o;
-  if (other_copy(r, f) || earliest_spare(r, &o) >= 0) return 1;
-  if (!straggler || r->lost_retaken) return 0;
-  return earliest_lost_held(r, r->slots[f].src, &o) >= 0 ? 2 : 0;
-}
-
-/* Slot j's stream crawls at `rate` (reported by `reporter`): replace the
- * slot whose node is slow, if one stands out and can be replaced. Returns
- * 0 if no node stands out, 1 otherwise (replaced or not). */
-static int crawl_judge(dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
-  dir_server *s = r->srv;
-  int c = slow_culprit(r, j, reporter);
-  if (c < 0) return 0;
-  int how = slot_replaceable(r, c, 1);
-  if (!how) return 1;
-  if (how == 2) r->lost_retaken = 1;
-  uint64_t old = r->slots[c].node;
-  char why[200];
-  snprintf(why, sizeof why, "its node crawls: a stream at %.1f MB/s, link delay %.1f ms",
-           (double)rate / 1e6, (double)node_rtt(s, old) / 1e3);
-  s->ctr.reduce_stragglers++;
-  slot_failed(r, c, why);
-  end_task_at(r, old);
-  return 1;
-}
-
-void dir_reduce_crawl_timer(uv_timer_t *t) {
-  dir_server *s = t->data;
-  uint64_t now = hpl__now_ms(), next = 0;
-  dir_reduce *r, *tmp;
-  HASH_ITER(hh, s->reduces, r, tmp) {
-    if (!r->crawl_due_ms) continue;
-    if (r->crawl_due_ms > now) {
-      if (!next || r->crawl_due_ms < next) next = r->crawl_due_ms;
-      continue;
-    }
-    r->crawl_due_ms = 0;
-    int j = r->crawl_slot;
-    if (r->done || !r->planned || r->inline_mode || r->adopted || j >= (int)r->k ||
-        !r->slots[j].filled || r->slots[j].gen != r->crawl_gen)
-      continue; /* over, or that stream was replaced meanwhile */
-    crawl_judge(r, j, r->crawl_reporter, r->crawl_rate);
-  }
-  if (next) uv_timer_start(t, dir_reduce_crawl_timer, next - now, 0);
 }
 
 void dr_unadopt(dir_reduce *r, const char *why) {
@@ -621,8 +514,8 @@ void dir_reduce_node_unresponsive(dir_server *s, uint64_t node) {
       if (!sl->filled || sl->node != node || !sl->silent_ms ||
           now - sl->silent_ms > DR_SILENT_FRESH_MS)
         continue;
-      slot_failed(r, (int)i, "its node does not answer");
-      end_task_at(r, node);
+      dr_slot_failed(r, (int)i, "its node does not answer");
+      dr_end_task_at(r, node);
     }
   }
 }
@@ -659,32 +552,18 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     sl->silent_ms = hpl__now_ms();
     if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
     uint64_t old = sl->node;
-    slot_failed(r, (int)m->slot, "its node does not answer");
-    end_task_at(r, old);
+    dr_slot_failed(r, (int)m->slot, "its node does not answer");
+    dr_end_task_at(r, old);
     return;
   }
   if (m->slow) {
-    if (crawl_judge(r, (int)m->slot, f->dc->node->id, m->rate) || r->crawl_due_ms) return;
-    /* nobody stands out (yet): measure every link of the tree now rather
-     * than wait for the next heartbeats, and judge again */
-    for (int i = -1; i < (int)r->k; i++) {
-      uint64_t id = i < 0 ? r->sink : r->slots[i].filled ? r->slots[i].node : 0;
-      dir_node *n = id ? dir_node_find(s, id) : NULL;
-      if (n) dir_node_measure(s, n);
-    }
-    r->crawl_due_ms = hpl__now_ms() + DR_MEASURE_WAIT_MS;
-    r->crawl_slot = (int)m->slot;
-    r->crawl_gen = sl->gen;
-    r->crawl_reporter = f->dc->node->id;
-    r->crawl_rate = m->rate;
-    if (!uv_is_active((uv_handle_t *)&s->crawl_timer))
-      uv_timer_start(&s->crawl_timer, dir_reduce_crawl_timer, DR_MEASURE_WAIT_MS, 0);
+    dr_crawl_report(r, (int)m->slot, f->dc->node->id, m->rate);
     return;
   }
   char why[300];
   snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)f->dc->node->id,
            m->detail ? m->detail : "");
-  slot_failed(r, (int)m->slot, why);
+  dr_slot_failed(r, (int)m->slot, why);
 }
 
 /* ------------------------------------------------------------------ allreduce */

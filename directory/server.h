@@ -17,6 +17,7 @@
  *   cost.c         the reduce cost model's parameters (configured/measured)
  *   reduce.c       reduce records: requests, joins, finishing, REDUCE_INFO
  *   reduce_tree.c  a running reduce's tree: arrivals, failures, messages
+ *   reduce_crawl.c which node of a crawling reduce tree is slow
  *   objects.c      the object table (pure data structure, no I/O)
  *   dirmetrics.c   the one list of counters (COUNTERS, /metrics), the
  *                  request histograms, the /metrics endpoint
@@ -111,7 +112,7 @@ typedef struct dir_server {
   uint64_t gone_reporter;        /* the receiver whose report found it silent */
   uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
   uv_timer_t probe_timer;        /* probes of reported senders judged when due */
-  uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements */
+  uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements (reduce_crawl.c) */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
