@@ -63,6 +63,17 @@ static void assert_gone(hpl_client *c, const char *id) {
                    HPL_ENOTFOUND);
 }
 
+/* Stop node `node`'s store (SIGSTOP) and wait until the directory has
+ * declared it dead; fail after 10 s. */
+static void stop_until_dead(hpl__lc *lc, int node) {
+  uint64_t dead0 = th_dir_counter(lc, "dir_nodes_dead");
+  assert_int_equal(hpl__lc_signal(lc, node, SIGSTOP), 0);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter(lc, "dir_nodes_dead") == dead0 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(100);
+  assert_true(th_dir_counter(lc, "dir_nodes_dead") > dead0);
+}
+
 static void get_check(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
   hpl_buf *b;
   int rc = hpl_get(c, id, th_ms(10000), &b);
@@ -143,12 +154,7 @@ static void test_deleted_while_away(void **state) {
   th_put_pattern(A, "away/large", LARGE, 1);
   th_put_pattern(A, "away/small", SMALL, 2);
   th_put_pattern(A, "away/kept", LARGE, 3);
-  uint64_t dead0 = th_dir_counter(lc, "dir_nodes_dead");
-  assert_int_equal(hpl__lc_signal(lc, 0, SIGSTOP), 0);
-  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
-  while (th_dir_counter(lc, "dir_nodes_dead") == dead0 && hpl__ms_left(deadline) > 0)
-    th_sleep_ms(100);
-  assert_true(th_dir_counter(lc, "dir_nodes_dead") > dead0);
+  stop_until_dead(lc, 0);
   int rc = hpl_delete(B, "away/large", th_ms(5000));
   assert_true(rc == 0 || rc == HPL_ENOTFOUND);
   rc = hpl_delete(B, "away/small", th_ms(5000));
@@ -171,22 +177,17 @@ static void test_deleted_while_away(void **state) {
 /* As above, but a get of the deleted id waits at the directory when store A
  * comes back (the waiter keeps the id known, as pending). A's re-report of
  * its old copy must not satisfy that get: A is told to drop it, and the get
- * times out. Before, the pending entry took A's copy as complete and the
- * waiting get returned the deleted bytes (bench_faults saw the copy stay
- * in A's pool for good: a pause victim whose own get asked for another
+ * times out. Before, the pending entry took A's copy as complete: the
+ * deleted object was listed again and stayed in A's pool for good
+ * (bench_faults' LEAK after a pause victim's own get asked for another
  * sender while it was away). */
 static void test_deleted_while_away_get_waits(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(2, 64 * MB, "--heartbeat-ms 200 --heartbeat-timeout-ms 1000", NULL);
   hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
   th_put_pattern(A, "away/w", LARGE, 6);
-  uint64_t dead0 = th_dir_counter(lc, "dir_nodes_dead");
   uint64_t reg0 = th_counter(A, "dir_registrations");
-  assert_int_equal(hpl__lc_signal(lc, 0, SIGSTOP), 0);
-  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
-  while (th_dir_counter(lc, "dir_nodes_dead") == dead0 && hpl__ms_left(deadline) > 0)
-    th_sleep_ms(100);
-  assert_true(th_dir_counter(lc, "dir_nodes_dead") > dead0);
+  stop_until_dead(lc, 0);
   int rc = hpl_delete(B, "away/w", th_ms(5000));
   assert_true(rc == 0 || rc == HPL_ENOTFOUND);
   th_getter g = {.c = B, .id = "away/w", .timeout = th_ms(4000), .size = LARGE,
@@ -194,7 +195,7 @@ static void test_deleted_while_away_get_waits(void **state) {
   th_get_start(&g);
   th_sleep_ms(300); /* the get waits at the directory */
   assert_int_equal(hpl__lc_signal(lc, 0, SIGCONT), 0);
-  deadline = hpl__deadline_ms(th_ms(10000));
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
   while (th_counter(A, "dir_registrations") == reg0 && hpl__ms_left(deadline) > 0)
     th_sleep_ms(50);
   assert_true(th_counter(A, "dir_registrations") > reg0);
