@@ -226,8 +226,11 @@ static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want
 }
 
 /* Whether the calling thread shares the store's network namespace: only
- * then does it reach the directory the way the store does (a client in
- * another namespace might route the address somewhere else entirely). */
+ * then does a connection it makes reach the directory the way the store
+ * does (a client in another namespace might route the address somewhere
+ * else entirely). Asked only before connecting: a socket keeps the
+ * namespace it was made in, whichever thread uses it later, so a get over
+ * an open connection pays no lookup in /proc. */
 static int same_netns(const hpl__cdirect *d) {
   struct stat st;
   return d->netns && stat("/proc/thread-self/ns/net", &st) == 0 && (uint64_t)st.st_ino == d->netns;
@@ -236,7 +239,7 @@ static int same_netns(const hpl__cdirect *d) {
 size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
                              hpl__cdirect_obj *out, int *found) {
   memset(found, 0, n * sizeof *found);
-  if (!d || n == 0 || !same_netns(d)) return 0;
+  if (!d || n == 0) return 0;
   if (hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED)) return 0; /* backing off */
   /* only ids this node certainly does not hold (their filter slot is 0) */
   size_t *want = malloc(n * sizeof *want), k = 0;
@@ -261,9 +264,10 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
     return 0;
   }
   __atomic_store_n(&d->waiting, wait_ms > 0, __ATOMIC_RELEASE);
-  int rc = hpl__now_ms() < d->retry_ms ? 1
-           : dir_connect(d, dl) == 0   ? peek_many(d, ids, want, k, wait_ms, dl, out, found)
-                                       : 1;
+  int rc = hpl__now_ms() < d->retry_ms    ? 1
+           : !d->rpc && !same_netns(d)    ? 1 /* this thread cannot connect: the store */
+           : dir_connect(d, dl) == 0      ? peek_many(d, ids, want, k, wait_ms, dl, out, found)
+                                          : 1;
   __atomic_store_n(&d->waiting, 0, __ATOMIC_RELEASE);
   if (rc < 0) {
     hpl__crpc_free(d->rpc);

@@ -5,9 +5,10 @@
  * one that this node certainly does not hold (its slot in the store's
  * presence filter is 0) reads it from the directory with one PEEK over TCP:
  * two process wake-ups (directory, caller) instead of four (store,
- * directory, store, caller). Anything else - not inline, not there yet, the
- * directory not reachable from the calling thread, any failure - and the
- * get goes to the store as usual, so this path never fails a get.
+ * directory, store, caller). Anything else - not inline, not there yet, no
+ * connection yet and the calling thread in another network namespace than
+ * the store, any failure - and the get goes to the store as usual, so this
+ * path never fails a get.
  *
  * Used by hpl_get (client.c); frames go through the RPC layer (crpc.h).
  */

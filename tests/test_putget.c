@@ -6,6 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -136,6 +143,106 @@ static void test_small_direct(void **state) {
   assert_true(th_shm_offset(hpl_buf_data(b)) >= 0);
   hpl_release(C, b);
   hpl_close(d);
+}
+
+/* A thread in another network namespace than the stores (task runtimes
+ * move workers into containers): the direct path must not connect from
+ * there - the directory's address may lead somewhere else entirely - but
+ * a connection made from the store's namespace serves it, since a socket
+ * keeps the namespace it was made in. */
+typedef struct ns_thread {
+  hpl_client *c;
+  pthread_barrier_t *bar;
+  int port;
+  int skipped;                 /* unshare refused (not root) */
+  int rc1, pool1, rc2, pool2;  /* the gets before and after the connection */
+  uint64_t ms1;
+  int decoy_accepts;           /* connections the decoy listener took */
+} ns_thread;
+
+static int ns_get(hpl_client *c, const char *id, int *in_pool) {
+  hpl_buf *b = NULL;
+  int rc = hpl_get(c, id, th_ms(5000), &b);
+  if (rc == 0) {
+    *in_pool = th_shm_offset(hpl_buf_data(b)) >= 0;
+    if (!th_check_pattern(hpl_buf_data(b), 1000, 11)) rc = -1;
+    hpl_release(c, b);
+  }
+  return rc;
+}
+
+static void *ns_thread_run(void *arg) {
+  ns_thread *t = arg;
+  int decoy = -1;
+  if (unshare(CLONE_NEWNET) != 0) {
+    t->skipped = 1;
+    pthread_barrier_wait(t->bar);
+    return NULL;
+  }
+  /* a decoy listening at the directory's address in this namespace */
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) == 0) {
+      struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)t->port)};
+      inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+      decoy = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (decoy < 0 || bind(decoy, (struct sockaddr *)&a, sizeof a) != 0 || listen(decoy, 8) != 0)
+        t->decoy_accepts = -100; /* the test fails: no decoy */
+    }
+  }
+  if (s >= 0) close(s);
+  uint64_t t0 = hpl__now_ms();
+  t->rc1 = ns_get(t->c, "netns/1", &t->pool1); /* no connection yet */
+  t->ms1 = hpl__now_ms() - t0;
+  pthread_barrier_wait(t->bar); /* the main thread connects */
+  pthread_barrier_wait(t->bar);
+  t->rc2 = ns_get(t->c, "netns/2", &t->pool2); /* over the main thread's connection */
+  while (decoy >= 0) {
+    int c = accept4(decoy, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) break;
+    close(c);
+    t->decoy_accepts++;
+  }
+  if (decoy >= 0) close(decoy);
+  return NULL;
+}
+
+static void test_direct_other_netns(void **state) {
+  (void)state;
+  th_put_pattern(A, "netns/1", 1000, 11);
+  th_put_pattern(A, "netns/m", 1000, 11);
+  th_put_pattern(A, "netns/2", 1000, 11);
+  hpl_client *h = th_connect(lc, 1); /* a fresh handle: no directory connection */
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, 2);
+  ns_thread t = {.c = h, .bar = &bar, .port = hpl__lc_dir_port(lc)};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, ns_thread_run, &t), 0);
+  pthread_barrier_wait(&bar);
+  int rc_m = -1, pool_m = -1;
+  if (!t.skipped) {
+    rc_m = ns_get(h, "netns/m", &pool_m); /* connects from here */
+    pthread_barrier_wait(&bar);
+  }
+  pthread_join(th, NULL);
+  pthread_barrier_destroy(&bar);
+  hpl_close(h);
+  if (t.skipped) skip(); /* needs CAP_SYS_ADMIN for unshare(CLONE_NEWNET) */
+  /* before any connection: through B's store (its pool), at once, and
+   * nothing reached the decoy */
+  assert_int_equal(t.decoy_accepts, 0);
+  assert_int_equal(t.rc1, 0);
+  assert_int_equal(t.pool1, 1);
+  assert_true(t.ms1 < 400);
+  assert_int_equal(rc_m, 0);
+  assert_int_equal(pool_m, 0); /* the directory's bytes */
+  /* once the store's namespace made the connection, it serves this thread */
+  assert_int_equal(t.rc2, 0);
+  assert_int_equal(t.pool2, 0);
 }
 
 /* A get issued before the put waits for it, then succeeds. A small one
@@ -467,6 +574,7 @@ int main(void) {
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_prefault_keeps_pages),
       cmocka_unit_test(test_small_direct),
+      cmocka_unit_test(test_direct_other_netns),
       cmocka_unit_test(test_get_before_put),
       cmocka_unit_test(test_get_timeout),
       cmocka_unit_test(test_two_processes_one_transfer),
