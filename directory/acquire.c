@@ -10,6 +10,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
+#include "trace.h"
 #include "util.h"
 #include "uvtimer.h"
 #include "xlog.h"
@@ -154,6 +155,7 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
  * store, which pulls it) or `miss` (e.g. HPL_ETIMEDOUT). */
 static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, int miss) {
   Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
+  hpl__trace("d.peekrep", o ? o->id : NULL);
   if (o && o->is_inline && o->state == OBJ_READY) {
     r.size = o->size;
     r.inline_ = 1;
@@ -423,6 +425,7 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
  * the directory. */
 void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
+  hpl__trace("d.peek", m->id);
   dir_obj *o = dtab_find(&s->tab, m->id);
   if ((o && peek_due(o)) || m->timeout_ms <= 0 || f->dc->npeeks >= HPL__MAX_WAITING_PER_PEER) {
     peek_reply(s, f->dc->c, f->req, o, HPL_ENOTFOUND);

@@ -11,6 +11,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
+#include "trace.h"
 #include "xlog.h"
 
 /* Tell `node` to drop its copy of `id` (one-way: nobody waits for it). */
@@ -128,6 +129,7 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
 
 void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
+  hpl__trace("d.inline", m->id);
   hpl__conn *c = f->dc->c;
   uint64_t plen = f->plen;
   if (plen != m->size || plen > s->cfg.inline_max) {

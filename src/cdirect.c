@@ -17,6 +17,7 @@
 #include "crpc.h"
 #include "cwait.h"
 #include "hoplite.h"
+#include "trace.h"
 #include "util.h"
 
 #define DIRECT_WAIT_MS 500        /* one exchange with the directory, at most */
@@ -211,11 +212,13 @@ static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want
       msgs[j].timeout_ms = wait_ms; /* the directory holds it until the object is there */
       reqs[j] = (hpl__crpc_req){.type = HPL__MSG_PEEK, .m = &msgs[j].base};
     }
+    hpl__trace("peek.send", ids[want[0]]);
     if (hpl__crpc_start(d->rpc, reqs, k, deadline, t, &started) != 0) rc = -1;
   }
   for (size_t j = 0; j < started; j++) {
     hpl__crpc_msg m;
     int r = hpl__crpc_finish(d->rpc, t[j], deadline, &m) != 0 ? -1 : peek_result(&m, &out[want[j]]);
+    hpl__trace("peek.got", ids[want[j]]);
     if (r == 0) found[want[j]] = 1;
     if (r < 0) rc = -1; /* the remaining tickets still end here */
   }

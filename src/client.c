@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "cdirect.h"
+#include "trace.h"
 #include "crpc.h"
 #include "capi.h"
 #include "cstore.h"
@@ -407,7 +408,19 @@ static void put_fill(hpl_client *c, hpl_buf *b, const void *data) {
   }
 }
 
+static int put_one(hpl_client *c, const char *id, const void *data, uint64_t size,
+                   int64_t timeout_ms);
+
 int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
+  hpl__trace("put", id);
+  int rc = put_one(c, id, data, size, timeout_ms);
+  hpl__trace("put.done", id);
+  return rc;
+}
+
+/* hpl_put, untraced. */
+static int put_one(hpl_client *c, const char *id, const void *data, uint64_t size,
+                   int64_t timeout_ms) {
   CHECK_ID(c, id);
   if (size && !data) return hpl__cfail(c, HPL_EINVAL, "data is NULL");
   if (put_whole(c, size)) {
@@ -594,8 +607,21 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   return batch_end(c, &b);
 }
 
+static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                    hpl_buf **bufs, int *rcs);
+
 int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                  hpl_buf **bufs, int *rcs) {
+  const char *first = ids && n ? ids[0] : NULL;
+  hpl__trace("get", first);
+  int rc = get_many(c, ids, n, timeout_ms, bufs, rcs);
+  hpl__trace("get.done", first);
+  return rc;
+}
+
+/* hpl_get_many, untraced. */
+static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                    hpl_buf **bufs, int *rcs) {
   batch b;
   int rc = batch_open(c, &b, ids, n, rcs, bufs);
   if (rc) return rc;

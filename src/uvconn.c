@@ -12,6 +12,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "record.h"
+#include "trace.h"
 #include "util.h"
 
 #define CONN_RBUF 65536
@@ -696,6 +697,7 @@ static void conn_flush_one(hpl__conn *c) {
   uv_buf_t iov[CORK_MAX_FRAMES];
   unsigned k = 0;
   for (conn_wreq *w = list; w && k < CORK_MAX_FRAMES; w = w->next) iov[k++] = w->bufs[0];
+  hpl__trace("flush", NULL);
   int n = c->wq_bytes == 0 && k ? uv_try_write(c->s, iov, k) : 0;
   size_t done = n > 0 ? (size_t)n : 0;
   while (list) {

@@ -11,6 +11,7 @@
 #include "lifetime.h"
 #include "objects.h"
 #include "room.h"
+#include "trace.h"
 #include "util.h"
 
 typedef enum put_state {
@@ -309,6 +310,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
     ip.id = o->id;
     ip.size = o->size;
     p->state = PUT_INLINING;
+    hpl__trace("s.inline", o->id);
     rc = put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, timeout_ms);
   } else { /* a PUT sized for an inline limit the directory has lowered since */
     p->state = PUT_REGISTERING;
@@ -335,6 +337,7 @@ void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
 
 void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
                uint64_t plen) {
+  hpl__trace("s.put", m->id);
   if (plen != m->size) {
     char detail[160];
     snprintf(detail, sizeof detail, "PUT of %llu bytes came with %llu bytes",
