@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <utlist.h>
 
 #include "hoplite.h"
@@ -18,6 +19,25 @@
 /* A node that reported its own partial sender crawling this recently is
  * taken to be slow because of that sender, not by itself. */
 #define DIR_CRAWL_MEMORY_MS 5000
+/* A node that moved off a sender crawling by itself is given this long to
+ * recover before the receivers below it blame it. */
+#define DIR_BYPASS_GRACE_MS 1500
+/* Crawl reports are judged together, this long after the first: when a
+ * chain node slows, every receiver below it reports within a few tens of
+ * milliseconds, and judged one by one each would find the others not yet
+ * crawling and move (a cascade of moves, some onto the slow node). */
+#define DIR_CRAWL_BATCH_MS 60
+/* How far up a chain a crawl's origin is looked for. */
+#define DIR_CHAIN_WALK_MAX 64
+
+/* A crawl report waiting for its batch (on_crawling_sender). Names, not
+ * pointers: the node or the object may be gone when the batch runs. */
+typedef struct dir_crawl_rep {
+  struct dir_crawl_rep *next;
+  uint64_t asker, peer, req, progress;
+  int innocent, peer_crawls; /* the verdict, made before any move of the batch */
+  char id[];
+} dir_crawl_rep;
 
 typedef struct dir_waiter {
   struct dir_waiter *oprev, *onext; /* the object's list, in arrival order */
@@ -255,6 +275,12 @@ void dir_acquire_serve(dir_server *s, dir_obj *o) {
 
 void dir_acquire_drop_node(dir_server *s, dir_node *n) {
   while (n->waiters) waiter_end(n->waiters);
+  dir_crawl_rep *r, *tmp; /* its crawl reports: no answer either */
+  LL_FOREACH_SAFE(s->crawl_reps, r, tmp) {
+    if (r->asker != n->id) continue;
+    LL_DELETE(s->crawl_reps, r);
+    free(r);
+  }
 }
 
 void dir_acquire_conn_closed(dir_server *s, dir_conn *dc) {
@@ -314,35 +340,119 @@ static void on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_o
   reply_sender(s, asker, req, o, sender);
 }
 
-/* The asker's partial sender crawls. It may only be as slow as its own
- * upstream: then it has reported that upstream itself, lately, and the
- * asker moves only to an idle complete copy. Otherwise the sender is the
- * slow one (its own link), and the asker moves to a copy that does not
- * depend on it, busy or not: the slow node takes little of a shared
- * sender's bandwidth. */
-static void on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
-                               const Hplpb__AcquireReq *m) {
-  uint64_t now = hpl__now_ms(), sender = 0;
-  dir_node *peer = dir_node_find(s, m->failed_peer);
-  int innocent = peer && peer->crawl_report_ms && now - peer->crawl_report_ms < DIR_CRAWL_MEMORY_MS;
-  asker->crawl_report_ms = now;
-  dir_loc *me = dtab_loc(o, asker->id);
-  int ours = !o->is_inline && me && !me->complete && me->upstream == m->failed_peer;
-  if (ours && dtab_idle_complete(&s->tab, o, asker->id, m->failed_peer)) {
+/* Whether node `n` reported its own partial sender crawling lately. */
+static int reported_crawl(const dir_node *n, uint64_t now) {
+  return n && n->crawl_report_ms && now - n->crawl_report_ms < DIR_CRAWL_MEMORY_MS;
+}
+
+/* The verdict on report `r` (see crawl_decide): whether its sender may
+ * only be as slow as its upstream - some node further up its chain
+ * reported its own input crawling (the slowness starts there, or above) -
+ * or has just moved off the topmost crawling node and recovers. */
+static void crawl_verdict(dir_server *s, dir_crawl_rep *r, uint64_t now) {
+  dir_obj *o = dtab_find(&s->tab, r->id);
+  dir_node *peer = dir_node_find(s, r->peer);
+  r->peer_crawls = reported_crawl(peer, now);
+  int above = 0;
+  dir_loc *l = o ? dtab_loc(o, r->peer) : NULL;
+  for (int k = 0; l && !l->complete && l->upstream && !above && k < DIR_CHAIN_WALK_MAX; k++) {
+    above = reported_crawl(dir_node_find(s, l->upstream), now);
+    l = dtab_loc(o, l->upstream);
+  }
+  r->innocent = above || (peer && peer->bypass_ms && now - peer->bypass_ms < DIR_BYPASS_GRACE_MS);
+}
+
+/* Carry out report `r`: the asker's partial sender crawls. The sender may
+ * only be as slow as its upstream (crawl_verdict): a node further up the
+ * chain reported its own input crawling - the receiver right below the
+ * topmost such node moves, the others wait for it - or the sender has just
+ * moved off that node (it is given DIR_BYPASS_GRACE_MS to recover); then
+ * the asker moves only to an idle complete copy. Otherwise the sender is
+ * the topmost crawling node of its chain: the slow link is its own or the
+ * one into it, and both are slow in the usual case of a slow host, which
+ * reports its own sender too (moving it does not help the ones below it).
+ * So the asker moves to a copy that does not depend on the sender, busy or
+ * not: the slow node takes little of a shared sender's bandwidth. */
+static void crawl_decide(dir_server *s, dir_crawl_rep *r, uint64_t now) {
+  dir_node *asker = dir_node_find(s, r->asker);
+  if (!asker || !asker->conn) return; /* gone: nobody to answer */
+  dir_obj *o = dtab_find(&s->tab, r->id);
+  uint64_t sender = 0;
+  dir_loc *me = o ? dtab_loc(o, asker->id) : NULL;
+  int ours = o && !o->is_inline && me && !me->complete && me->upstream == r->peer;
+  if (ours && dtab_idle_complete(&s->tab, o, asker->id, r->peer)) {
     LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
-             (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
-             (unsigned long long)m->progress);
-    if (acquire_try(s, asker, req, o, m->failed_peer, 0, NULL)) return;
-  } else if (ours && !innocent &&
-             dtab_pick_bypass(&s->tab, o, asker->id, m->failed_peer, &sender) == 0) {
+             (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
+             (unsigned long long)r->progress);
+    if (acquire_try(s, asker, r->req, o, r->peer, 0, NULL)) {
+      if (r->peer_crawls) asker->bypass_ms = now;
+      return;
+    }
+  } else if (ours && !r->innocent &&
+             dtab_pick_bypass(&s->tab, o, asker->id, r->peer, &sender) == 0) {
     LOG_INFO("node %016llx moves off slow partial sender %016llx for '%s' at %llu bytes: now "
-             "%016llx", (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
-             (unsigned long long)m->progress, (unsigned long long)sender);
+             "%016llx", (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
+             (unsigned long long)r->progress, (unsigned long long)sender);
     s->ctr.slow_moves++;
-    reply_sender(s, asker, req, o, sender);
+    if (r->peer_crawls) asker->bypass_ms = now;
+    reply_sender(s, asker, r->req, o, sender);
     return;
   }
-  reply_err(asker, req, HPL_EUNAVAIL, "no better copy; keep the current sender");
+  reply_err(asker, r->req, HPL_EUNAVAIL, "no better copy; keep the current sender");
+}
+
+/* The batch is due: every verdict first (on the chains as they were
+ * reported), then the moves, in arrival order. */
+static void crawl_batch(uv_timer_t *t) {
+  dir_server *s = t->data;
+  dir_crawl_rep *list = s->crawl_reps, *r, *tmp;
+  s->crawl_reps = NULL;
+  uint64_t now = hpl__now_ms();
+  LL_FOREACH(list, r) crawl_verdict(s, r, now);
+  LL_FOREACH_SAFE(list, r, tmp) {
+    crawl_decide(s, r, now);
+    dir_obj *o = dtab_find(&s->tab, r->id);
+    if (o) dtab_gc(&s->tab, o);
+    free(r);
+  }
+}
+
+/* A receiver reports its partial sender crawling: noted at once (the
+ * reporter crawls; the sender is blamed), judged with the reports that
+ * come within DIR_CRAWL_BATCH_MS. */
+static void on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+                               const Hplpb__AcquireReq *m) {
+  uint64_t now = hpl__now_ms();
+  asker->crawl_report_ms = now;
+  dir_node *peer = dir_node_find(s, m->failed_peer);
+  if (peer) peer->blamed_ms = now;
+  size_t len = strlen(o->id) + 1;
+  dir_crawl_rep *r = malloc(sizeof *r + len);
+  if (!r) {
+    reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  *r = (dir_crawl_rep){.asker = asker->id, .peer = m->failed_peer, .req = req,
+                       .progress = m->progress};
+  memcpy(r->id, o->id, len);
+  LL_APPEND(s->crawl_reps, r);
+  if (!uv_is_active((uv_handle_t *)&s->bcrawl_timer))
+    uv_timer_start(&s->bcrawl_timer, crawl_batch, DIR_CRAWL_BATCH_MS, 0);
+}
+
+void dir_acquire_crawl_start(dir_server *s) {
+  uv_timer_init(s->loop, &s->bcrawl_timer);
+  s->bcrawl_timer.data = s;
+}
+
+void dir_acquire_crawl_stop(dir_server *s) {
+  uv_close((uv_handle_t *)&s->bcrawl_timer, NULL);
+}
+
+void dir_acquire_free(dir_server *s) {
+  dir_crawl_rep *r, *tmp;
+  LL_FOREACH_SAFE(s->crawl_reps, r, tmp) free(r);
+  s->crawl_reps = NULL;
 }
 
 /* ------------------------------------------------------------------ handlers */

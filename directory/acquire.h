@@ -36,8 +36,17 @@ void dir_acquire_serve(dir_server *s, dir_obj *o);
 /* Drop the PEEKs waiting on connection `dc` without a reply (it closed). */
 void dir_acquire_conn_closed(dir_server *s, dir_conn *dc);
 
-/* Drop every waiter of node `n` without a reply (the node is gone or moves
- * to another connection) and free the objects left unreferenced. */
+/* Drop every waiter and pending crawl report of node `n` without a reply
+ * (the node is gone or moves to another connection) and free the objects
+ * left unreferenced. */
 void dir_acquire_drop_node(dir_server *s, dir_node *n);
+
+/* The timer that judges broadcast crawl reports in batches (s->bcrawl_timer):
+ * initialised with the liveness timers, closed with them (nodes.c). */
+void dir_acquire_crawl_start(dir_server *s);
+void dir_acquire_crawl_stop(dir_server *s);
+
+/* Free the crawl reports still waiting for their batch (the server ends). */
+void dir_acquire_free(dir_server *s);
 
 #endif

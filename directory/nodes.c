@@ -61,6 +61,14 @@ int dir_node_suspected(uint64_t node, void *srv) {
   return n && n->unresponsive;
 }
 
+int dir_node_crawling(uint64_t node, void *srv) {
+  dir_node *n = dir_node_find(srv, node);
+  if (!n) return 0;
+  uint64_t now = hpl__now_ms();
+  return (n->crawl_report_ms && now - n->crawl_report_ms < DIR_CRAWLING_MS) ||
+         (n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS);
+}
+
 /* ------------------------------------------------------------------ silent senders */
 
 /* Receivers of an unresponsive node move on (dtab_node_unresponsive
@@ -444,6 +452,7 @@ void dir_liveness_start(dir_server *s) {
   s->probe_timer.data = s;
   uv_timer_init(s->loop, &s->crawl_timer);
   s->crawl_timer.data = s;
+  dir_acquire_crawl_start(s);
   s->sweep_due_ms = hpl__now_ms() + s->cfg.heartbeat_ms;
   uv_timer_start(&s->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
 }
@@ -453,6 +462,7 @@ void dir_liveness_stop(dir_server *s) {
   uv_close((uv_handle_t *)&s->confirm, NULL);
   uv_close((uv_handle_t *)&s->probe_timer, NULL);
   uv_close((uv_handle_t *)&s->crawl_timer, NULL);
+  dir_acquire_crawl_stop(s);
 }
 
 void dir_nodes_free(dir_server *s) {

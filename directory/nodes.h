@@ -35,6 +35,8 @@ typedef struct dir_node {
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
   uint64_t probe_to;      /* ... and how long it has to answer (dir_node_probe_ms) */
   uint64_t crawl_report_ms; /* when it last reported its own partial sender crawling */
+  uint64_t blamed_ms;      /* when a receiver last reported it, as a partial sender, crawling */
+  uint64_t bypass_ms;      /* when it last moved off a partial sender that crawled itself */
   /* a measurement (dir_node_measure): a PROBE nothing is judged on; its
    * answer's round trip, as the directory saw it, includes the queues on
    * both directions of the node's link */
@@ -85,6 +87,12 @@ void dir_node_heard(dir_server *s, dir_node *n);
 /* dtab's suspicion filter (dtab.suspected, `srv` the dir_server): the
  * node did not answer a probe and has not been heard since. */
 int dir_node_suspected(uint64_t node, void *srv);
+
+/* dtab's crawl filter (dtab.crawling, `srv` the dir_server): within
+ * DIR_CRAWLING_MS the node reported its own partial sender crawling, or a
+ * receiver reported it crawling. */
+#define DIR_CRAWLING_MS 1000
+int dir_node_crawling(uint64_t node, void *srv);
 
 /* A receiver reports that `n` has sent it nothing for a while. Returns
  * DIR_ALIVE if n answered a recent probe, DIR_SILENT if it is unresponsive

@@ -212,9 +212,13 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
  * report it at once so re-form their chain around it instead of all
  * sharing one complete copy's uplink (which made each a straggler in turn
  * at 1/n of the rate). */
-static int bypass_rank(const dir_loc *l, uint64_t slow_upstream) {
-  if (l->serving == 0) return l->complete ? 3 : 2;
-  return l->node == slow_upstream ? 1 : 0;
+static int bypass_rank(const dtab *t, const dir_loc *l, uint64_t slow_upstream) {
+  /* a node that crawls itself (slow, or behind a slow node) comes last: when
+   * a chain node slows, the receivers behind it all report at once, and one
+   * moved onto another of them crawls on */
+  int last = t->crawling && t->crawling(l->node, t->usable_arg) ? -4 : 0;
+  if (l->serving == 0) return last + (l->complete ? 3 : 2);
+  return last + (l->node == slow_upstream ? 1 : 0);
 }
 
 int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender) {
@@ -224,7 +228,7 @@ int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_
     if (l->node == asker || dtab_depends_on(o, l->node, asker)) continue;
     if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
       continue;
-    int rank = bypass_rank(l, up), brank = best ? bypass_rank(best, up) : -1;
+    int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -5;
     if (rank > brank || (rank == brank && l->serving < best->serving)) best = l;
   }
   if (!best) return 1;

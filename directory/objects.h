@@ -76,7 +76,10 @@ typedef struct dtab {
   /* optional: is the node suspected (silent)? Its copies, and copies
    * pulling from it, serve only as a last resort. */
   int (*suspected)(uint64_t node, void *arg);
-  void *usable_arg; /* for both */
+  /* optional: did the node report its own partial sender crawling lately?
+   * It is slow or waits for a slow node: a bypass picks it last. */
+  int (*crawling)(uint64_t node, void *arg);
+  void *usable_arg; /* for all three */
   uint64_t seq;
   uint64_t inline_bytes; /* total inline bytes held */
   uint64_t nobjs;
@@ -159,7 +162,9 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
 /* For an asker whose partial sender `slow` crawls by itself: the best copy
  * that does not depend on `slow` (nor on the asker, nor on a suspected
  * node): an idle complete one, an idle partial one, slow's own sender,
- * then the least busy, regardless of the per-copy receiver limit. Assigns
+ * then the least busy, regardless of the per-copy receiver limit; a copy
+ * on a node that reported a crawl itself lately (dtab.crawling) only if
+ * no other is left. Assigns
  * it as for dtab_pick_sender and returns 0, or 1 if there is none. */
 int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender);
 

@@ -241,10 +241,12 @@ void dtab_clear(dtab *t) {
   uint32_t ms = t->max_senders;
   int (*usable)(uint64_t, void *) = t->usable;
   int (*suspected)(uint64_t, void *) = t->suspected;
+  int (*crawling)(uint64_t, void *) = t->crawling;
   void *ua = t->usable_arg;
   dtab_init(t, ms);
   t->usable = usable;
   t->suspected = suspected;
+  t->crawling = crawling;
   t->usable_arg = ua;
 }
 

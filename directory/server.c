@@ -224,6 +224,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   dtab_init(&s->tab, cfg->max_senders);
   s->tab.usable = dir_node_usable;
   s->tab.suspected = dir_node_suspected;
+  s->tab.crawling = dir_node_crawling;
   s->tab.usable_arg = s;
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
@@ -260,6 +261,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
 }
 
 void dir_server_free(dir_server *s) {
+  dir_acquire_free(s);
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);
   dir_xlog_free(s);

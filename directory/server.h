@@ -113,6 +113,8 @@ typedef struct dir_server {
   uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
   uv_timer_t probe_timer;        /* probes of reported senders judged when due */
   uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements (reduce_crawl.c) */
+  uv_timer_t bcrawl_timer;       /* broadcast crawl reports judged in batches (acquire.c) */
+  struct dir_crawl_rep *crawl_reps; /* ...waiting for the batch, in arrival order */
   uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */

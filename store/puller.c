@@ -248,6 +248,13 @@ void puller_suspect_done(st_puller *p, uint64_t retry_ms) {
   p->suspect_after = hpl__now_ms() + retry_ms;
 }
 
+/* A stream at least this long, at least half this node's usual rate,
+ * shows its link is healthy. */
+#define HEALTHY_BYTES (4u << 20)
+static int s_rate_ok(const store *s, double rate) {
+  return s->rate_ewma > 0 && rate >= 0.5 * s->rate_ewma;
+}
+
 /* A rate sample (every SAMPLE_TICKS): the ring for the straggler check and
  * the stream's rate while bytes flow. */
 static void take_sample(st_puller *p, uint64_t now) {
@@ -258,6 +265,11 @@ static void take_sample(st_puller *p, uint64_t now) {
     if (dt > 0 && dg > 0 && now - p->last_move_ms < dt) {
       double r = (double)dg * 1000.0 / (double)dt;
       p->rate = p->rate > 0 ? 0.6 * p->rate + 0.4 * r : r;
+      /* a pull going at a healthy rate ends a streak of stragglers as a
+       * healthy pull's end does: the node's own link is fine again, and its
+       * next crawl is judged on the short window (before, a node slowed
+       * once kept the long window until some pull completed) */
+      if (p->got >= HEALTHY_BYTES && s_rate_ok(p->s, p->rate)) p->s->straggler_streak = 0;
     }
   }
   p->samp_ms[k] = now;

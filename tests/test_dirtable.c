@@ -172,6 +172,44 @@ static void test_bypass_reforms_chain(void **state) {
   dtab_clear(&t);
 }
 
+/* The crawl filter, in test_bypass_reforms_chain's chain 1..6 with 3 slow:
+ * 4 moves to 2, then 7 (which pulled from 3 too) reports 3. Without the
+ * filter 7 joins at 6, the idle end; but 6 reported a crawl itself lately
+ * (it is behind a slow node, or slow), so 7 takes 3's own sender 2 instead.
+ * With every candidate crawling, one is still picked. */
+static uint64_t crawling_nodes[8];
+static int is_crawling(uint64_t node, void *arg) {
+  (void)arg;
+  for (int i = 0; i < 8; i++)
+    if (crawling_nodes[i] == node) return 1;
+  return 0;
+}
+
+static void test_bypass_avoids_crawling(void **state) {
+  (void)state;
+  dtab t;
+  dtab_init(&t, 1);
+  t.crawling = is_crawling;
+  memset(crawling_nodes, 0, sizeof crawling_nodes);
+  dir_obj *o = dtab_get(&t, "o");
+  dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  uint64_t s;
+  for (uint64_t n = 2; n <= 6; n++) assert_int_equal(dtab_pick_sender(&t, o, n, 0, &s), 0);
+  assert_int_equal(dtab_pick_bypass(&t, o, 4, 3, &s), 0);
+  assert_int_equal(s, 2);
+  crawling_nodes[0] = 6;
+  assert_int_equal(dtab_assign(&t, o, 7, dtab_loc(o, 3)), 0);
+  assert_int_equal(dtab_pick_bypass(&t, o, 7, 3, &s), 0);
+  assert_int_equal(s, 2); /* not 6 */
+  /* 8 pulled from 3 too; every copy it could take crawls: still one */
+  for (uint64_t n = 1; n <= 7; n++) crawling_nodes[n] = n;
+  assert_int_equal(dtab_assign(&t, o, 8, dtab_loc(o, 3)), 0);
+  assert_int_equal(dtab_pick_bypass(&t, o, 8, 3, &s), 0);
+  assert_false(dtab_depends_on(o, 8, 3));
+  memset(crawling_nodes, 0, sizeof crawling_nodes);
+  dtab_clear(&t);
+}
+
 static void test_wait_when_all_busy(void **state) {
   (void)state;
   dtab t;
@@ -358,6 +396,7 @@ int main(void) {
       cmocka_unit_test(test_receivers_form_chain), cmocka_unit_test(test_more_senders),
       cmocka_unit_test(test_no_cycle_and_lost), cmocka_unit_test(test_resume_elsewhere),
       cmocka_unit_test(test_bypass_reforms_chain),
+      cmocka_unit_test(test_bypass_avoids_crawling),
       cmocka_unit_test(test_wait_when_all_busy), cmocka_unit_test(test_gc),
       cmocka_unit_test(test_avoid),
   };

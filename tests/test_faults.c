@@ -184,6 +184,92 @@ static void test_slow_partial_sender(void **state) {
   th_stop(lc, 0);
 }
 
+/* A slow host in a chain: A (the origin, sending at 8 MB/s) -> P -> B -> C
+ * -> D, where B's links crawl both ways (P's stream into B and everything B
+ * sends run at 2 MB/s). B reports its own sender P first (it started
+ * first), and moves off it; C then reports B. Nothing above B crawls, so B
+ * is the topmost crawling node and C moves off it at once, keeping its
+ * bytes (before: B had reported a crawl itself, so it passed for only as
+ * slow as its upstream and C waited for an idle complete copy - P's, once
+ * P was done, 3 s in). */
+static void test_slow_host_in_chain(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  const char *watch = "--straggler-ms 1000 --straggler-ratio 0.2";
+  char args[200], bid[32];
+  snprintf(args, sizeof args, "%s --faults slow_send=2M,prefix=sh/", watch);
+  int b = add(lc, args);
+  hpl_client *B = th_connect(lc, b);
+  hexid(B, bid, sizeof bid);
+  int c = add(lc, watch), d = add(lc, watch);
+  hpl_client *C = th_connect(lc, c), *D = th_connect(lc, d);
+  snprintf(args, sizeof args, "--faults slow_send=2M,prefix=sh/,to_node=%s", bid);
+  int p = add(lc, args); /* learns no usual rate: judges nobody */
+  hpl_client *P = th_connect(lc, p);
+  int a = add(lc, "--faults slow_send=8M,prefix=sh/");
+  hpl_client *A = th_connect(lc, a);
+  /* B, C and D learn their usual rates from healthy pulls */
+  hpl_buf *buf;
+  th_put_pattern(A, "sh-warm", 16 * MB, 5);
+  hpl_client *rx[4] = {P, B, C, D};
+  for (int i = 1; i < 4; i++) {
+    assert_int_equal(hpl_get(rx[i], "sh-warm", th_ms(20000), &buf), 0);
+    hpl_release(rx[i], buf);
+  }
+  const uint64_t size = 24 * MB;
+  th_put_pattern(A, "sh/x", size, 8);
+  uint64_t rx0 = th_counter(C, "data_bytes_received");
+  size_t n;
+  th_xfer *x = th_transfers(A, 0, &n);
+  uint64_t seq = 0;
+  for (size_t k = 0; k < n; k++)
+    if (x[k].seq > seq) seq = x[k].seq;
+  free(x);
+  uint64_t want = th_pattern_sum(size, 8), started_us[4];
+  th_getter g[4];
+  for (int i = 0; i < 4; i++) {
+    g[i] = (th_getter){.c = rx[i], .id = "sh/x", .timeout = th_ms(60000), .size = size,
+                       .want = want};
+    started_us[i] = hpl__now_ns() / 1000;
+    th_get_start(&g[i]);
+    th_sleep_ms(i == 1 ? 300 : 100); /* P, then B well before C (B reports first), D */
+  }
+  for (int i = 0; i < 4; i++) {
+    th_get_join(&g[i]);
+    if (g[i].rc) fail_msg("receiver %c: %s", "PBCD"[i], hpl_strerror(g[i].rc));
+    assert_true(g[i].ok);
+  }
+  /* the chain, and when C first got a sender other than B */
+  x = th_transfers(A, seq + 1, &n);
+  uint64_t id[4], first[4] = {0}, moved_us = 0;
+  for (int i = 0; i < 4; i++) id[i] = th_node_id(rx[i]);
+  for (size_t k = 0; k < n; k++) {
+    if (strcmp(x[k].kind, "assign") || strcmp(x[k].id, "sh/x")) continue;
+    for (int i = 0; i < 4; i++)
+      if (x[k].receiver == id[i] && !first[i]) first[i] = x[k].sender;
+    if (x[k].receiver == id[2] && x[k].sender != id[1] && first[2] == id[1] && !moved_us)
+      moved_us = x[k].t_us;
+  }
+  free(x);
+  fprintf(stderr, "slow host: C moved off B %lld ms after its get began; C resumed %llu, "
+          "kept %llu bytes\n", moved_us ? (long long)(moved_us - started_us[2]) / 1000 : -1LL,
+          (unsigned long long)th_counter(C, "pull_resumes"),
+          (unsigned long long)th_counter(C, "bytes_kept_on_resume"));
+  assert_true(first[1] == id[0] && first[2] == id[1]); /* P -> B -> C */
+  assert_true(moved_us != 0);
+  /* B crawls from about 0.5 s after its start and reports; C's first report
+   * comes half a window (0.5 s) after its own start */
+  assert_true(moved_us - started_us[2] < 2000000);
+  assert_true(th_counter(C, "bytes_kept_on_resume") > 0);
+  assert_int_equal(th_counter(C, "data_bytes_received") - rx0, size); /* nothing twice */
+  hpl_close(A);
+  hpl_close(P);
+  hpl_close(B);
+  hpl_close(C);
+  hpl_close(D);
+  th_stop(lc, 0);
+}
+
 /* A broadcast chain: an origin feeding `nr` receivers slowly (24 MB/s), a
  * 48 MiB object `id` put there, and each receiver's get started 30 ms
  * after the last (arrival order = chain order), then 600 ms to get going.
@@ -661,6 +747,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_straggler_goes_elsewhere, th_teardown),
       cmocka_unit_test_teardown(test_straggler_judged_early, th_teardown),
       cmocka_unit_test_teardown(test_slow_partial_sender, th_teardown),
+      cmocka_unit_test_teardown(test_slow_host_in_chain, th_teardown),
       cmocka_unit_test_teardown(test_chain_kill, th_teardown),
       cmocka_unit_test_teardown(test_chain_pause, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
