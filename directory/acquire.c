@@ -340,11 +340,6 @@ static void on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_o
   reply_sender(s, asker, req, o, sender);
 }
 
-/* Whether node `n` reported its own partial sender crawling lately. */
-static int reported_crawl(const dir_node *n, uint64_t now) {
-  return n && n->crawl_report_ms && now - n->crawl_report_ms < DIR_CRAWL_MEMORY_MS;
-}
-
 /* The verdict on report `r` (see crawl_decide): whether its sender may
  * only be as slow as its upstream - some node further up its chain
  * reported its own input crawling (the slowness starts there, or above) -
@@ -352,11 +347,11 @@ static int reported_crawl(const dir_node *n, uint64_t now) {
 static void crawl_verdict(dir_server *s, dir_crawl_rep *r, uint64_t now) {
   dir_obj *o = dtab_find(&s->tab, r->id);
   dir_node *peer = dir_node_find(s, r->peer);
-  r->peer_crawls = reported_crawl(peer, now);
+  r->peer_crawls = dir_node_reported_crawl(peer, now, DIR_CRAWL_MEMORY_MS);
   int above = 0;
   dir_loc *l = o ? dtab_loc(o, r->peer) : NULL;
   for (int k = 0; l && !l->complete && l->upstream && !above && k < DIR_CHAIN_WALK_MAX; k++) {
-    above = reported_crawl(dir_node_find(s, l->upstream), now);
+    above = dir_node_reported_crawl(dir_node_find(s, l->upstream), now, DIR_CRAWL_MEMORY_MS);
     l = dtab_loc(o, l->upstream);
   }
   r->innocent = above || (peer && peer->bypass_ms && now - peer->bypass_ms < DIR_BYPASS_GRACE_MS);

@@ -61,12 +61,15 @@ int dir_node_suspected(uint64_t node, void *srv) {
   return n && n->unresponsive;
 }
 
+int dir_node_reported_crawl(const dir_node *n, uint64_t now, uint64_t ms) {
+  return n && n->crawl_report_ms && now - n->crawl_report_ms < ms;
+}
+
 int dir_node_crawling(uint64_t node, void *srv) {
   dir_node *n = dir_node_find(srv, node);
-  if (!n) return 0;
   uint64_t now = hpl__now_ms();
-  return (n->crawl_report_ms && now - n->crawl_report_ms < DIR_CRAWLING_MS) ||
-         (n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS);
+  return dir_node_reported_crawl(n, now, DIR_CRAWLING_MS) ||
+         (n && n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS);
 }
 
 /* ------------------------------------------------------------------ silent senders */

@@ -88,6 +88,10 @@ void dir_node_heard(dir_server *s, dir_node *n);
  * node did not answer a probe and has not been heard since. */
 int dir_node_suspected(uint64_t node, void *srv);
 
+/* Whether `n` reported its own partial sender crawling less than `ms` ago
+ * (NULL: no). */
+int dir_node_reported_crawl(const dir_node *n, uint64_t now, uint64_t ms);
+
 /* dtab's crawl filter (dtab.crawling, `srv` the dir_server): within
  * DIR_CRAWLING_MS the node reported its own partial sender crawling, or a
  * receiver reported it crawling. */

@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "util.h"
 
 static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
 static int trace_fd = -1;
@@ -20,11 +21,8 @@ static void trace_open(void) {
 void hpl__trace(const char *event, const char *id) {
   pthread_once(&trace_once, trace_open);
   if (trace_fd < 0) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
   char line[320];
-  int n = snprintf(line, sizeof line, "%llu %d %s ",
-                   (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+  int n = snprintf(line, sizeof line, "%llu %d %s ", (unsigned long long)hpl__now_ns(),
                    (int)getpid(), event);
   if (n < 0 || (size_t)n >= sizeof line - 210) return;
   size_t k = (size_t)n;

@@ -94,6 +94,12 @@ static void puller_end(st_puller *p, int status, const char *detail, int report)
   if (report) p->ops.done(p->arg, status, detail);
 }
 
+/* A pull that has moved `got` bytes at `rate`, at least 4 MiB at half
+ * this node's usual rate or more, shows the node's own link is healthy. */
+static int healthy_pull(const store *s, uint64_t got, double rate) {
+  return got >= (4u << 20) && rate >= 0.5 * s->rate_ewma;
+}
+
 static uint8_t *sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
   (void)c;
   st_puller *p = arg;
@@ -114,7 +120,7 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
     uint64_t el = hpl__now_ms() - p->started_ms;
     s->last_pull_rate = 0;
     double rate = el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
-    if (p->got >= (4u << 20) && rate >= 0.5 * s->rate_ewma) s->straggler_streak = 0;
+    if (healthy_pull(s, p->got, rate)) s->straggler_streak = 0;
     if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
       s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
       s->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
@@ -248,13 +254,6 @@ void puller_suspect_done(st_puller *p, uint64_t retry_ms) {
   p->suspect_after = hpl__now_ms() + retry_ms;
 }
 
-/* A stream at least this long, at least half this node's usual rate,
- * shows its link is healthy. */
-#define HEALTHY_BYTES (4u << 20)
-static int s_rate_ok(const store *s, double rate) {
-  return s->rate_ewma > 0 && rate >= 0.5 * s->rate_ewma;
-}
-
 /* A rate sample (every SAMPLE_TICKS): the ring for the straggler check and
  * the stream's rate while bytes flow. */
 static void take_sample(st_puller *p, uint64_t now) {
@@ -269,7 +268,7 @@ static void take_sample(st_puller *p, uint64_t now) {
        * healthy pull's end does: the node's own link is fine again, and its
        * next crawl is judged on the short window (before, a node slowed
        * once kept the long window until some pull completed) */
-      if (p->got >= HEALTHY_BYTES && s_rate_ok(p->s, p->rate)) p->s->straggler_streak = 0;
+      if (healthy_pull(p->s, p->got, p->rate)) p->s->straggler_streak = 0;
     }
   }
   p->samp_ms[k] = now;
