@@ -74,6 +74,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Reduce slots replaced because their node crawled"),
       C("dir_reduce_lost_reused", c->reduce_lost_reused, "reduce_lost_reused_total",
         "Sources out of a reduce tree since a failure put back for want of a spare"),
+      C("dir_reduce_resumes", c->reduce_resumes, "reduce_resumes_total",
+        "Failed reduce slots that went on where they stopped, on another copy of the source"),
       C("dir_reduces_inline", c->reduces_inline, "reduces_inline_total",
         "Reduces of small objects done at the directory (no tree)"),
   };

@@ -46,8 +46,10 @@ static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key,
   out->key = key;
 }
 
-/* (Re)send slot `slot`'s task to its node, with every child known so far. */
-static void send_task(dir_reduce *r, int slot) {
+/* (Re)send slot `slot`'s task to its node, with every child known so far;
+ * `resume`: the slot resumed there (dr_slot_failed), its task starts where
+ * its parent's pull does. */
+static void send_task_at(dir_reduce *r, int slot, int resume) {
   dr_slot *sl = &r->slots[slot];
   int d = r->plan.degree, nc = r->plan.nchild[slot];
   Hplpb__ReduceChild ch[nc ? nc : 1];
@@ -76,8 +78,11 @@ static void send_task(dir_reduce *r, int slot) {
   t.n_children = n;
   t.children = chp;
   t.to_target = slot == r->plan.root && sl->node == r->sink;
+  t.resume = resume;
   dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
 }
+
+static void send_task(dir_reduce *r, int slot) { send_task_at(r, slot, 0); }
 
 /* Whether slot `slot` runs a task: its output is a stream, or it is the
  * root and writes the target at the sink itself. */
@@ -377,21 +382,48 @@ int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
   return best;
 }
 
-/* Slot f lost its node (dead) or its stream failed. Give the slot another
- * copy of its source, else a spare source, else leave it empty for the
- * next arrival; every ancestor restarts from byte 0 (new generation) since
- * its partial result included the failed slot's output, and so does the
- * target (new generation: copies of the old bytes are void).
- * Messages go out in this order: the sink resets its target, the refilled
- * slot gets its task, then every ancestor gets its new task. */
+/* Slot f (failed on node `old`) can resume on node `alt`, which holds
+ * another copy of the same source: its parent runs a task on a live node
+ * other than `old`, so the bytes of f's output the parent already has stay
+ * right (the same sources, combined in the same order) and only the rest
+ * is made again. Not the root: the sink's pull of it restarts the target. */
+static int can_resume(dir_reduce *r, int f, uint64_t old, uint64_t alt) {
+  int p = r->plan.parent[f];
+  if (!alt || p < 0 || !r->slots[p].filled || r->slots[p].node == old) return 0;
+  return dir_node_find(r->srv, r->slots[p].node) != NULL;
+}
+
+/* Slot f lost its node (dead) or its stream failed. If another copy of its
+ * source can take it over where it stopped (can_resume), only the slot
+ * gets a new generation: its new task starts at the byte its parent's
+ * stream reached, and the parent pulls the rest from there. Otherwise give
+ * the slot another copy of its source, else a spare source, else leave it
+ * empty for the next arrival; every ancestor restarts from byte 0 (new
+ * generation) since its partial result included the failed slot's output,
+ * and so does the target (new generation: copies of the old bytes are
+ * void). Messages go out in this order: the sink resets its target, the
+ * refilled slot gets its task, then every ancestor gets its new task. */
 void dr_slot_failed(dir_reduce *r, int f, const char *why) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
   if (r->done || !sl->filled) return;
-  s->ctr.reduce_resets++;
   int root = r->plan.root;
   uint64_t old = sl->node;
   int src = sl->src;
+  uint64_t alt = dr_other_copy(r, f);
+  if (can_resume(r, f, old, alt)) {
+    s->ctr.reduce_resumes++;
+    LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s); it resumes on %016llx, "
+             "which holds another copy", r->target, f, r->src[src], (unsigned long long)old, why,
+             (unsigned long long)alt);
+    sl->gen++;
+    sl->silent_ms = 0;
+    sl->node = alt;
+    if (runs_task(r, f)) send_task_at(r, f, 1);
+    send_task(r, r->plan.parent[f]); /* the parent pulls the rest from alt */
+    return;
+  }
+  s->ctr.reduce_resets++;
   LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
            (unsigned long long)old, why);
   dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
@@ -399,7 +431,6 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why) {
   sl->silent_ms = 0;
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
   r->tgen++;
-  uint64_t alt = dr_other_copy(r, f);
   int refill = -1;
   dir_obj *ro = NULL;
   if (!alt) {

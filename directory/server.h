@@ -76,6 +76,7 @@ typedef struct dir_counters {
       reduces_adopted, /* running trees of a previous directory instance taken over */
       reduce_stragglers, /* reduce slots replaced because their node crawled */
       reduce_lost_reused, /* sources put back into a tree for want of a spare */
+      reduce_resumes, /* failed slots that went on from where they stopped (another copy) */
       reduces_inline, /* reduces of small objects done here (no tree) */
       probes,         /* probes sent to reported senders */
       measures,       /* probes sent to measure links (reduce crawls) */

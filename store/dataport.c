@@ -17,6 +17,7 @@
 #include "faults.h"
 #include "hoplite.h"
 #include "log.h"
+#include "rdtask.h"
 #include "spill.h"
 #include "util.h"
 #include "uvconn.h"
@@ -175,7 +176,7 @@ static void sender_pump(st_sender *sd) {
     }
   }
   if (sd->pos < sd->end) {
-    if (sd->pos == o->progress) {
+    if (sd->pos >= o->progress) { /* (past it: a pull beyond a resumed stream's start) */
       if (!o->in_table && o->state != OBJ_SEALED) {
         /* our partial copy was abandoned: the receiver must go elsewhere */
         LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
@@ -391,8 +392,11 @@ static void park_expired(uv_timer_t *t) {
   pull_reply_err(sd, HPL_ENOTFOUND, detail);
 }
 
-/* Begin serving `o` (referenced here) on this connection. */
+/* Begin serving `o` (referenced here) on this connection. A reduce
+ * stream's task hears where the pull starts first (it may make its output
+ * again from there, dropping the other pulls of it: not this one yet). */
 static void sender_serve(st_sender *sd, st_obj *o) {
+  if (o->internal) rdtask_stream_pulled(sd->s, o, sd->offset);
   sd->obj = o;
   store_obj_ref(sd->s, o);
   sd->watch.fn = sender_parked_fn;
@@ -516,6 +520,17 @@ void dataport_restart(store *s, st_obj *o, uint32_t gen) {
   dataport_drop(s, o);
   o->progress = 0;
   o->gen = gen;
+}
+
+int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
+  int found = 0;
+  st_sender *sd;
+  DL_FOREACH(s->senders, sd) {
+    if (sd->obj != o || (found && sd->offset >= *offset)) continue;
+    *offset = sd->offset;
+    found = 1;
+  }
+  return found;
 }
 
 void dataport_stream_ready(store *s, const char *key) {

@@ -44,6 +44,10 @@ void dataport_drop(store *s, st_obj *o);
 /* A reduce stream `key` now exists: serve the pulls waiting for it. */
 void dataport_stream_ready(store *s, const char *key);
 
+/* The lowest offset any pull being served of `o` started at, in *offset.
+ * Returns 1, or 0 if nobody pulls `o`. */
+int dataport_pull_offset(store *s, const struct st_obj *o, uint64_t *offset);
+
 /* Instance rid (0: any) of the reduce into `target` ended: pulls still
  * waiting for one of its streams get an error. */
 void dataport_reduce_ended(store *s, const char *target, uint64_t rid);

@@ -40,6 +40,7 @@ typedef struct rd_child {
   int internal;
   struct st_puller *pull;
   uint64_t recv; /* stream bytes received */
+  uint64_t from; /* where the current pull started (its offsets count from there) */
   uint8_t *ring; /* NULL for child 0, which writes into the output */
   size_t ring_size;
   int paused;
@@ -79,6 +80,13 @@ struct rd_task {
   int root_moved; /* to_target, ended because the root runs elsewhere now */
   int failed;
   int out_kept; /* the next generation of this slot took over `out` (and its reference) */
+  /* Resuming a failed node's slot (ReduceTask.resume): nothing starts
+   * until the output's first pull says from where (rdtask_stream_pulled).
+   * Output bytes below `base` are never made; a pull below it makes the
+   * task start over at that pull (rebased: once the running step is done) */
+  int await_start;
+  int rebased;
+  uint64_t base;
   /* A slot reset while its step still ran: the old task (ended, working)
    * still writes the output, so the new one starts nothing until it is
    * done. */
@@ -133,7 +141,7 @@ static void task_free(rd_task *t);
 
 /* The output has its buffer: children may write into it. */
 static int task_ready(const rd_task *t) {
-  return t->out && !t->pending && !t->out_wait && !t->blocked_by;
+  return t->out && !t->pending && !t->out_wait && !t->blocked_by && !t->await_start;
 }
 
 /* ------------------------------------------------------------------ combine */
@@ -191,6 +199,7 @@ static void task_advance(rd_task *t, uint64_t to) {
 }
 
 static void child_start(rd_task *t, rd_child *c);
+static void task_restart_children(rd_task *t);
 
 /* The old task's last step is done: the new one may write now. */
 static void task_unblock(rd_task *t) {
@@ -213,6 +222,11 @@ static void work_done(uv_work_t *w, int status) {
     task_free(t);
     if (next) task_unblock(next);
     if (root && s->root_released) s->root_released(s, target); /* the target is the sink's */
+    return;
+  }
+  if (t->rebased) { /* the step's bytes are made again */
+    t->rebased = 0;
+    task_restart_children(t);
     return;
   }
   if (status == 0) task_advance(t, t->w_to);
@@ -256,6 +270,7 @@ static void task_try_combine(rd_task *t) {
 static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
   rd_child *c = arg;
   rd_task *t = c->t;
+  off += c->from;
   if (!c->ring) {
     uint64_t room = t->size - off;
     *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
@@ -279,7 +294,7 @@ static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
 
 static void child_got(void *arg, uint64_t off, size_t n) {
   rd_child *c = arg;
-  c->recv = off + n;
+  c->recv = c->from + off + n;
   task_try_combine(c->t);
 }
 
@@ -312,6 +327,8 @@ static void child_slow(void *arg, double rate) {
 static void child_start(rd_task *t, rd_child *c) {
   /* blocked, or the output waits for room: started when it may write */
   if (c->pull || c->done || !task_ready(t)) return;
+  if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
+  c->from = c->recv;
   puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
                     .no_stall = 1, .suspect = child_silent, .slow = child_slow};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
@@ -368,6 +385,64 @@ static void task_go(rd_task *t) {
   for (int j = 0; j < t->nch; j++)
     if (t->ch[j].known) child_start(t, &t->ch[j]);
   task_try_combine(t);
+}
+
+/* Every child's stream from the output's base again (its bytes from there
+ * are made over: a rebase). */
+static void task_restart_children(rd_task *t) {
+  t->comb = t->base;
+  for (int j = 0; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    if (c->pull) puller_cancel(c->pull);
+    c->pull = NULL;
+    c->recv = t->base;
+    c->done = 0;
+    c->paused = 0;
+  }
+  task_go(t);
+}
+
+/* A resumed task learns where its output is read from: it starts at the
+ * whole element at or below `offset`. */
+static void task_begin_at(rd_task *t, uint64_t offset) {
+  store *s = t->s;
+  uint64_t b = offset < t->size ? offset - offset % 8 : t->size; /* whole elements of any dtype */
+  t->await_start = 0;
+  t->base = t->comb = b;
+  s->ctr.reduce_resumes++;
+  s->ctr.reduce_resumed_bytes += b;
+  LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
+           t->target, t->slot, t->gen, (unsigned long long)b, (unsigned long long)t->size);
+  task_go(t);
+}
+
+void rdtask_stream_pulled(store *s, st_obj *o, uint64_t offset) {
+  rd_task *t, *tmp;
+  HASH_ITER(hh, s->tasks, t, tmp) {
+    if (t->out != o || t->to_target) continue;
+    if (t->await_start) {
+      if (!t->pending) task_begin_at(t, offset);
+      return;
+    }
+    if (offset >= t->base) return;
+    /* its parent starts over below where this task resumed: make the
+     * output again from there; pulls of the old bytes end */
+    uint64_t b = offset - offset % 8;
+    s->ctr.reduce_rebases++;
+    LOG_INFO("reduce '%s' slot %u: a pull from byte %llu, below where the task resumed "
+             "(%llu): making the output again from there", t->target, t->slot,
+             (unsigned long long)offset, (unsigned long long)t->base);
+    dataport_drop(s, o);
+    o->progress = b;
+    if (o->state == OBJ_SEALED) o->state = OBJ_PULLING;
+    t->base = b;
+    if (t->working) { /* the running step writes the output: restart after it */
+      t->rebased = 1;
+      return;
+    }
+    task_restart_children(t);
+    return;
+  }
 }
 
 static void out_room_done(st_room *r, int status, const char *detail) {
@@ -493,6 +568,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     t->nch = (int)m->nchildren;
     t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
     t->to_target = m->to_target;
+    t->await_start = m->resume && !m->to_target;
     if (t->to_target) {
       st_obj *o = store_find(s, m->target);
       if (!o || o->state != OBJ_REDUCING || (o->data && o->size != m->size)) {
@@ -546,6 +622,11 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
       t->blocked_by = old_step;
       old_step->successor = t;
     }
+    /* a resumed slot's pull may have come before the task (it was parked,
+     * and served once the output existed, above) */
+    uint64_t from;
+    if (t->await_start && t->out && !t->pending && dataport_pull_offset(s, t->out, &from))
+      task_begin_at(t, from);
     LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s%s", m->target, m->slot,
               m->gen, t->nch, t->to_target ? "into the target" : "as a stream",
               old_step ? " (after the old generation's step)" : "");
@@ -555,7 +636,20 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     Hplpb__ReduceChild *rc = m->children[i];
     if (rc->index >= (uint32_t)t->nch || strlen(rc->key) >= sizeof t->ch[0].key) continue;
     rd_child *c = &t->ch[rc->index];
-    if (c->known) continue;
+    if (c->known) {
+      if (c->done || (c->slot == rc->slot && c->gen == rc->gen && c->port == (int)rc->port &&
+                      !strcmp(c->addr, rc->addr) && !strcmp(c->key, rc->key)))
+        continue;
+      /* the child's slot resumed on another node (the directory's
+       * dr_slot_failed): the bytes we have of it stay, the rest comes
+       * from there */
+      LOG_INFO("reduce '%s' slot %u: child %d resumed on %s:%u; pulling it on from byte %llu",
+               t->target, t->slot, c->index, rc->addr, rc->port, (unsigned long long)c->recv);
+      if (c->pull) puller_cancel(c->pull);
+      c->pull = NULL;
+      c->paused = 0;
+      s->ctr.reduce_child_moves++;
+    }
     c->known = 1;
     c->slot = rc->slot;
     c->gen = rc->gen;

@@ -48,6 +48,14 @@ void rdtask_directory_restarted(store *s);
 struct st_obj;
 void rdtask_target_ready(store *s, struct st_obj *target);
 
+/* A pull of reduce stream `o` from byte `offset` arrived on the data port
+ * (dataport.c calls this before it serves the pull). The task making `o`
+ * learns where its output is read from: a task that resumed on this node
+ * (ReduceTask.resume) starts there, and one that resumed past `offset`
+ * makes its output again from there (a parent that restarted wants bytes
+ * it skipped); any other pull of `o` goes on as it was then. */
+void rdtask_stream_pulled(store *s, struct st_obj *o, uint64_t offset);
+
 /* REDUCE_ADOPTED: a restarted directory took over instance rid of the
  * reduce into target; its tasks here go on. */
 void rdtask_on_adopted(store *s, ProtobufCMessage *m);

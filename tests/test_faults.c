@@ -586,6 +586,96 @@ static void test_reduce_restart_reuses_streams(void **state) {
   th_stop(lc, 0);
 }
 
+/* A reduce slot whose source has a second copy loses its node mid-reduce:
+ * the copy's node takes the slot over where it stopped. Its task starts at
+ * the byte the parent's stream had reached (not at 0), the parent pulls on
+ * from there, and no other slot starts over (no reset). Before, every
+ * ancestor and the target started over from byte 0. */
+static void test_reduce_resumes_on_copy(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  enum { N = 5 };
+  hpl_client *C[N];
+  int idx[N];
+  char ids[N][32];
+  const char *srcs[N - 1];
+  const size_t n = slow_sources(lc, N, "rz", idx, C, ids, srcs); /* s1..s4 on nodes 1..4 */
+  int x = add(lc, "--faults slow_send=20M");
+  hpl_client *X = th_connect(lc, x);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(X, "rz/s2", th_ms(20000), &b), 0); /* a second copy of s2 */
+  hpl_release(X, b);
+  /* every source: s1..s4 in slots 0..3 of the chain, s2's slot (1) runs a
+   * task with s1 as its child */
+  assert_int_equal(hpl_reduce(C[0], "rz/t", srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  th_sleep_ms(400);
+  hpl_close(C[2]);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGKILL), 0);
+  int rc = hpl_get(C[0], "rz/t", th_ms(60000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  check_sum(b, n, 1 + 2 + 3 + 4, 4);
+  hpl_release(C[0], b);
+  assert_int_equal(th_dir_counter(lc, "dir_reduce_resumes"), 1);
+  assert_int_equal(th_dir_counter(lc, "dir_reduce_resets"), 0);
+  /* the copy's node resumed past byte 0, and s2's parent pulled on */
+  assert_int_equal(th_counter(X, "reduce_resumes"), 1);
+  uint64_t skipped = th_counter(X, "reduce_resumed_bytes");
+  if (skipped == 0 || skipped >= n * 4)
+    fail_msg("resumed at byte %llu of %zu", (unsigned long long)skipped, n * 4);
+  uint64_t moves = 0;
+  for (int i = 0; i < N; i++)
+    if (i != 2) moves += th_counter(C[i], "reduce_child_moves");
+  assert_int_equal(moves, 1);
+  for (int i = 0; i < N; i++)
+    if (i != 2) hpl_close(C[i]);
+  hpl_close(X);
+  th_stop(lc, 0);
+}
+
+/* As above, and then the resumed slot's parent is lost too, with no copy
+ * of its source: a spare takes the parent's slot, which starts over from
+ * byte 0 - below where the resumed slot began. The resumed slot makes its
+ * skipped bytes after all (a rebase) and the result is right. */
+static void test_reduce_resumed_slot_rebases(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  enum { N = 6 };
+  hpl_client *C[N];
+  int idx[N];
+  char ids[N][32];
+  const char *srcs[N - 1];
+  const size_t n = slow_sources(lc, N, "rb", idx, C, ids, srcs); /* s1..s5 on nodes 1..5 */
+  int x = add(lc, "--faults slow_send=20M");
+  hpl_client *X = th_connect(lc, x);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(X, "rb/s2", th_ms(20000), &b), 0);
+  hpl_release(X, b);
+  /* 4 of 5: s1..s4 in slots 0..3 of the chain, s5 the spare */
+  assert_int_equal(hpl_reduce(C[0], "rb/t", srcs, N - 1, 4, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  th_sleep_ms(400);
+  hpl_close(C[2]);
+  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGKILL), 0);
+  uint64_t until = hpl__now_ms() + (uint64_t)th_ms(5000);
+  while (th_counter(X, "reduce_resumes") == 0 && hpl__now_ms() < until) th_sleep_ms(20);
+  assert_int_equal(th_counter(X, "reduce_resumes"), 1);
+  th_sleep_ms(150);
+  hpl_close(C[3]); /* s3's slot: the resumed slot's parent */
+  assert_int_equal(hpl__lc_signal(lc, idx[3], SIGKILL), 0);
+  int rc = hpl_get(C[0], "rb/t", th_ms(60000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  check_sum(b, n, 1 + 2 + 4 + 5, 4);
+  hpl_release(C[0], b);
+  assert_int_equal(th_dir_counter(lc, "dir_reduce_resumes"), 1);
+  assert_true(th_dir_counter(lc, "dir_reduce_resets") >= 1);
+  assert_int_equal(th_counter(X, "reduce_rebases"), 1);
+  for (int i = 0; i < N; i++)
+    if (i != 2 && i != 3) hpl_close(C[i]);
+  hpl_close(X);
+  th_stop(lc, 0);
+}
+
 /* Every copy gone: the get fails with HPL_ELOST quickly, also mid-pull. */
 static void test_lost_in_bounded_time(void **state) {
   (void)state;
@@ -754,6 +844,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_reduce_pause_no_spare, th_teardown),
       cmocka_unit_test_teardown(test_reduce_second_failure_reuses_lost, th_teardown),
       cmocka_unit_test_teardown(test_reduce_restart_reuses_streams, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_resumes_on_copy, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_resumed_slot_rebases, th_teardown),
       cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
       cmocka_unit_test_teardown(test_heartbeat_pause, th_teardown),
       cmocka_unit_test_teardown(test_directory_restart, th_teardown),
