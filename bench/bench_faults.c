@@ -10,6 +10,7 @@
  *                 temporary one, removed at the end)]
  *                [--netns PREFIX --addrs A0,A1,... --cluster-sh PATH]
  *                [--rate 1gbit] [--store-args "..."] [--out FILE]
+ *                [--src-copies]
  *   bench_faults --scenario bcast-midchain|reduce-subset --size 256M [...]
  *
  * Random runs: first the no-fault time of each size and op (median of 3);
@@ -42,7 +43,10 @@
  * Broadcast: node 0 holds the object (killed only by srckill), every other
  * node gets it. Reduce: every node holds a source (f32, sums exact in any
  * order), node 0 reduces the first N-1 (N-2 with two kills) of them into a
- * target, so spares exist. Dead stores (and the directory) are restarted
+ * target, so spares exist. --src-copies: before each reduce (untimed),
+ * node i+1 (mod N) also gets a copy of node i's source, so a slot whose
+ * node fails can go on from another copy where it stopped instead of a
+ * spare starting the chain above it over. Dead stores (and the directory) are restarted
  * between runs; a run after such a restart is preceded by an untimed
  * no-fault reduce and broadcast of the largest size (warm_restarted: a
  * fresh store's first writes into its pool are slow on this VM), and the
@@ -101,6 +105,7 @@ typedef struct cfg {
   double pause_min, pause_max; /* --pause-s */
   double dir_down;             /* --dir-down */
   int faults; /* FK_* bits */
+  int src_copies; /* --src-copies */
   uint64_t sizes[16];
   const char *netns, *rate, *store_args, *scenario, *cluster_sh;
   const char *work_dir; /* --work-dir: kept after the run (logs) */
@@ -251,6 +256,21 @@ static void put_pattern(int node, const char *id, uint64_t size, uint64_t seed) 
     fprintf(stderr, "bench_faults: put %s: %s (%s)\n", id, hpl_strerror(rc), hpl_errdetail(cs[node]));
     exit(1);
   }
+}
+
+/* --src-copies: node `node` gets a copy of source `id` (a thread). */
+typedef struct {
+  int node;
+  const char *id;
+  int rc;
+} copier;
+
+static void *copy_main(void *arg) {
+  copier *cp = arg;
+  hpl_buf *b = NULL;
+  cp->rc = hpl_get(cs[cp->node], cp->id, 300000, &b);
+  if (cp->rc == 0) hpl_release(cs[cp->node], b);
+  return NULL;
 }
 
 static void put_source(int node, const char *id, uint64_t size) {
@@ -430,6 +450,22 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
       srcs[i] = sids[i];
       put_source(i, sids[i], size);
     }
+    if (g->src_copies) { /* every copy at once: each node sends one, gets one */
+      copier cp[MAXN];
+      pthread_t ct[MAXN];
+      for (int i = 0; i < g->hosts; i++) {
+        cp[i] = (copier){.node = (i + 1) % g->hosts, .id = sids[i]};
+        pthread_create(&ct[i], NULL, copy_main, &cp[i]);
+      }
+      for (int i = 0; i < g->hosts; i++) {
+        pthread_join(ct[i], NULL);
+        if (cp[i].rc) {
+          fprintf(stderr, "bench_faults: copy of %s to node %d: %s\n", sids[i], cp[i].node,
+                  hpl_strerror(cp[i].rc));
+          exit(1);
+        }
+      }
+    }
   }
   int64_t timeout = nofault > 0 ? (int64_t)(nofault * 10 * 1000) + 30000 : 300000;
   if (nofault > 0 && (kind == FK_CUT || kind == FK_PAUSE))
@@ -565,7 +601,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
   hpl_delete(dc, id, 30000);
   if (op == 1)
     for (int i = 0; i < g->hosts; i++)
-      if (alive[i]) hpl_delete(dc, sids[i], 30000);
+      if (alive[i] || g->src_copies) hpl_delete(dc, sids[i], 30000);
   restart_dead(g);
   return oc;
 }
@@ -679,7 +715,7 @@ int main(int argc, char **argv) {
       {"rate", 1, 0, 'R'},      {"store-args", 1, 0, 'A'}, {"out", 1, 0, 'O'},
       {"scenario", 1, 0, 'c'},  {"faults", 1, 0, 'f'},    {"slow-factor", 1, 0, 'F'},
       {"cluster-sh", 1, 0, 'C'}, {"pause-s", 1, 0, 'P'},     {"dir-down", 1, 0, 'D'},
-      {"work-dir", 1, 0, 'W'},      {0, 0, 0, 0}};
+      {"work-dir", 1, 0, 'W'},      {"src-copies", 0, 0, 'K'}, {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -704,6 +740,7 @@ int main(int argc, char **argv) {
           die("--pause-s takes MIN,MAX in seconds, 0 < MIN <= MAX (like 1,8)");
         break;
       case 'W': g.work_dir = optarg; break;
+      case 'K': g.src_copies = 1; break;
       case 'D':
         g.dir_down = atof(optarg);
         if (g.dir_down < 0) die("--dir-down takes seconds, at least 0");
@@ -768,6 +805,7 @@ int main(int argc, char **argv) {
   printf("bench_faults: %d hosts%s%s, seed %llu, logs in %s\n", g.hosts, g.netns ? " (emulated, rate " : "",
          g.netns ? g.rate : "", (unsigned long long)g.seed, hpl__lc_work_dir(lc));
   if (g.netns) printf(")\n");
+  if (g.src_copies) printf("reduce sources: node i+1 holds a copy of node i's (--src-copies)\n");
   fflush(stdout);
   int status = 0;
 

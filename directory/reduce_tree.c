@@ -344,14 +344,26 @@ static void target_restart(dir_reduce *r) {
 }
 
 /* A live node, other than slot f's, with a complete copy of its source
- * (0: none). */
+ * (0: none). Best the node of f's parent (f's output then stays on that
+ * node, no link carries it), then one running no slot of this reduce
+ * (its links carry nothing else of it), then any: there the slot's output
+ * shares the uplink with the node's own slot's. */
 uint64_t dr_other_copy(dir_reduce *r, int f) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
   dir_obj *o = dtab_find(&s->tab, r->src[sl->src]);
-  for (dir_loc *l = o ? o->locs : NULL; l; l = l->next)
-    if (l->complete && l->node != sl->node && dir_node_find(s, l->node)) return l->node;
-  return 0;
+  int p = r->plan.parent[f];
+  uint64_t parent = p >= 0 && r->slots[p].filled ? r->slots[p].node : 0, best = 0;
+  int best_rank = 0;
+  for (dir_loc *l = o ? o->locs : NULL; l; l = l->next) {
+    if (!l->complete || l->node == sl->node || !dir_node_find(s, l->node)) continue;
+    int busy = 0;
+    for (uint32_t i = 0; i < r->k && !busy; i++)
+      busy = (int)i != f && r->slots[i].filled && r->slots[i].node == l->node;
+    int rank = l->node == parent ? 3 : busy ? 1 : 2;
+    if (rank > best_rank) best_rank = rank, best = l->node;
+  }
+  return best;
 }
 
 /* The spare source that arrived first and has a copy on a live node (its
