@@ -398,10 +398,15 @@ int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
  * another copy of the same source: its parent runs a task on a live node
  * other than `old`, so the bytes of f's output the parent already has stay
  * right (the same sources, combined in the same order) and only the rest
- * is made again. Not the root: the sink's pull of it restarts the target. */
+ * is made again. The root's "parent" is the sink's pull of it (rdsink.c),
+ * when neither node is the sink (a root at the sink writes the target
+ * itself). */
 static int can_resume(dir_reduce *r, int f, uint64_t old, uint64_t alt) {
   int p = r->plan.parent[f];
-  if (!alt || p < 0 || !r->slots[p].filled || r->slots[p].node == old) return 0;
+  if (!alt) return 0;
+  if (p < 0) /* the root: the sink pulls it on, unless it would run at the sink */
+    return alt != r->sink && old != r->sink;
+  if (!r->slots[p].filled || r->slots[p].node == old) return 0;
   return dir_node_find(r->srv, r->slots[p].node) != NULL;
 }
 
@@ -432,7 +437,10 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why) {
     sl->silent_ms = 0;
     sl->node = alt;
     if (runs_task(r, f)) send_task_at(r, f, 1);
-    send_task(r, r->plan.parent[f]); /* the parent pulls the rest from alt */
+    if (f == root) /* the sink pulls the rest from alt */
+      send_sink(r);
+    else /* the parent does */
+      send_task(r, r->plan.parent[f]);
     return;
   }
   s->ctr.reduce_resets++;

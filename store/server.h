@@ -106,7 +106,8 @@ typedef struct store_counters {
       reduce_resumes,     /* reduce tasks that took a failed node's slot over mid-stream */
       reduce_resumed_bytes, /*   ...and the output bytes they did not make again */
       reduce_rebases,     /* resumed tasks that had to make skipped bytes after all */
-      reduce_child_moves, /* children's streams pulled on from a resumed slot's new node */
+      reduce_child_moves, /* children's (or the root's) streams pulled on from a resumed
+                             slot's new node */
       sendfile_bytes,     /* stream bytes sent with sendfile(2) (no user-space copy) */
       spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
       spill_dropped,            /* buffers freed of objects already on disk */

@@ -633,6 +633,46 @@ static void test_reduce_resumes_on_copy(void **state) {
   th_stop(lc, 0);
 }
 
+/* The same for the root slot, which runs on a node other than the sink:
+ * the sink pulls the rest of the result from the root's new node, and the
+ * target keeps the bytes it has. */
+static void test_reduce_root_resumes_on_copy(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  enum { N = 5 };
+  hpl_client *C[N];
+  int idx[N];
+  char ids[N][32];
+  const char *srcs[N - 1];
+  const size_t n = slow_sources(lc, N, "ro", idx, C, ids, srcs); /* s1..s4 on nodes 1..4 */
+  int x = add(lc, "--faults slow_send=20M");
+  hpl_client *X = th_connect(lc, x);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(X, "ro/s4", th_ms(20000), &b), 0); /* a second copy of s4 */
+  hpl_release(X, b);
+  /* the sink (node 0) holds no source: s4 takes the root slot (the last
+   * place of the chain), on node 4 */
+  assert_int_equal(hpl_reduce(C[0], "ro/t", srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
+                   0);
+  th_sleep_ms(400);
+  hpl_close(C[4]);
+  assert_int_equal(hpl__lc_signal(lc, idx[4], SIGKILL), 0);
+  int rc = hpl_get(C[0], "ro/t", th_ms(60000), &b);
+  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
+  check_sum(b, n, 1 + 2 + 3 + 4, 4);
+  hpl_release(C[0], b);
+  assert_int_equal(th_dir_counter(lc, "dir_reduce_resumes"), 1);
+  assert_int_equal(th_dir_counter(lc, "dir_reduce_resets"), 0);
+  assert_int_equal(th_counter(X, "reduce_resumes"), 1);
+  uint64_t skipped = th_counter(X, "reduce_resumed_bytes");
+  if (skipped == 0 || skipped >= n * 4)
+    fail_msg("resumed at byte %llu of %zu", (unsigned long long)skipped, n * 4);
+  assert_int_equal(th_counter(C[0], "reduce_child_moves"), 1); /* the sink pulled on */
+  for (int i = 0; i < N - 1; i++) hpl_close(C[i]);
+  hpl_close(X);
+  th_stop(lc, 0);
+}
+
 /* As above, and then the resumed slot's parent is lost too, with no copy
  * of its source: a spare takes the parent's slot, which starts over from
  * byte 0 - below where the resumed slot began. The resumed slot makes its
@@ -845,6 +885,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reduce_second_failure_reuses_lost, th_teardown),
       cmocka_unit_test_teardown(test_reduce_restart_reuses_streams, th_teardown),
       cmocka_unit_test_teardown(test_reduce_resumes_on_copy, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_root_resumes_on_copy, th_teardown),
       cmocka_unit_test_teardown(test_reduce_resumed_slot_rebases, th_teardown),
       cmocka_unit_test_teardown(test_lost_in_bounded_time, th_teardown),
       cmocka_unit_test_teardown(test_heartbeat_pause, th_teardown),
