@@ -24,7 +24,6 @@ typedef struct st_fetch {
   int busy;           /* inside fetch_fire: do not free */
   st_puller *pull;
   uint64_t sender;    /* node we pull (or pulled) from */
-  uint64_t pull_from; /* the object's progress when the pull started */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
   int move_ask;       /* the MOVE ask out: ASK_CRAWL or ASK_SUSPECT */
   uint32_t insist;    /* suspect reports in a row without progress between */
@@ -267,14 +266,14 @@ static void move_reply(store *s, const dl_reply *rep, void *arg) {
 
 static uint8_t *pull_buf(void *arg, uint64_t off, size_t *len) {
   st_fetch *f = arg;
-  uint64_t at = f->pull_from + off, room = f->o->size - at;
+  uint64_t room = f->o->size - off;
   *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-  return f->o->data + at;
+  return f->o->data + off;
 }
 
 static void pull_got(void *arg, uint64_t off, size_t n) {
   st_fetch *f = arg;
-  store_obj_progress(f->s, f->o, f->pull_from + off + n);
+  store_obj_progress(f->s, f->o, off + n);
 }
 
 static void pull_done(void *arg, int status, const char *detail) {
@@ -325,7 +324,6 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
     fetch_fire(f, FEV_PULLED, &(fetch_ctx){0});
     return;
   }
-  f->pull_from = o->progress;
   if (o->progress) {
     s->ctr.pull_resumes++;
     s->ctr.bytes_kept_on_resume += o->progress;

@@ -103,7 +103,7 @@ static int healthy_pull(const store *s, uint64_t got, double rate) {
 static uint8_t *sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
   (void)c;
   st_puller *p = arg;
-  return p->ops.buf(p->arg, off, len);
+  return p->ops.buf(p->arg, p->start + off, len);
 }
 
 static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
@@ -114,7 +114,7 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
   s->ctr.data_bytes_received += n;
   p->got = off + n;
   p->last_move_ms = hpl__now_ms();
-  p->ops.got(p->arg, off, n);
+  p->ops.got(p->arg, p->start + off, n);
   if (!p->finished && p->start + p->got == p->size) {
     /* a full-speed sample for the straggler baseline */
     uint64_t el = hpl__now_ms() - p->started_ms;

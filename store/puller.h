@@ -17,7 +17,7 @@
 typedef struct st_puller st_puller;
 
 /* What the owner supplies. buf() says where stream bytes from `off`
- * (counted from the requested offset) go, with room in *len (0: pause; call
+ * (an offset in the object, the requested offset included) go, with room in *len (0: pause; call
  * puller_paused and later puller_resume); got() reports bytes written there;
  * done() runs once when the stream completed (status 0) or failed (a
  * negative code and a detail), never after puller_cancel(). */

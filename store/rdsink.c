@@ -24,7 +24,6 @@ typedef struct rd_sink {
   st_puller *pull;    /* the root's stream, when the root runs elsewhere */
   uint64_t rid;       /* the reduce instance being pulled */
   uint32_t slot, gen; /* the root's slot and generation being pulled */
-  uint64_t from;      /* where that pull started (its offsets count from there) */
   uint8_t *req;       /* the packed ReduceReq, to ask again after a */
   size_t req_len;     /*   directory restart */
   int local;          /* the root's task runs here and writes the target */
@@ -115,7 +114,6 @@ static void sink_fetch_instead(rd_sink *k) {
 
 static uint8_t *sink_buf(void *arg, uint64_t off, size_t *len) {
   rd_sink *k = arg;
-  off += k->from;
   uint64_t room = k->o->size - off;
   *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
   return k->o->data + off;
@@ -123,7 +121,7 @@ static uint8_t *sink_buf(void *arg, uint64_t off, size_t *len) {
 
 static void sink_got(void *arg, uint64_t off, size_t n) {
   rd_sink *k = arg;
-  store_obj_progress(k->s, k->o, k->from + off + n);
+  store_obj_progress(k->s, k->o, off + n);
 }
 
 static void sink_silent(void *arg, uint64_t quiet_ms) {
@@ -179,12 +177,12 @@ static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *k
   st_obj *o = k->o;
   puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
                     .no_stall = 1, .suspect = sink_silent, .slow = sink_slow};
-  k->from = o->progress;
-  s->ctr.reduce_child_moves += k->from > 0;
-  k->pull = puller_start(s, addr, port, key, internal, k->from, o->size, &ops, k);
-  if (k->from > 0)
+  uint64_t from = o->progress;
+  s->ctr.reduce_child_moves += from > 0;
+  k->pull = puller_start(s, addr, port, key, internal, from, o->size, &ops, k);
+  if (from > 0)
     LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
-             o->id, (unsigned long long)k->from, addr, port);
+             o->id, (unsigned long long)from, addr, port);
   if (!k->pull) {
     LOG_WARN("reduce '%s': cannot pull the result from %s:%d", o->id, addr, port);
     rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "cannot connect");

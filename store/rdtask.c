@@ -40,7 +40,6 @@ typedef struct rd_child {
   int internal;
   struct st_puller *pull;
   uint64_t recv; /* stream bytes received */
-  uint64_t from; /* where the current pull started (its offsets count from there) */
   uint8_t *ring; /* NULL for child 0, which writes into the output */
   size_t ring_size;
   int paused;
@@ -270,7 +269,6 @@ static void task_try_combine(rd_task *t) {
 static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
   rd_child *c = arg;
   rd_task *t = c->t;
-  off += c->from;
   if (!c->ring) {
     uint64_t room = t->size - off;
     *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
@@ -294,7 +292,7 @@ static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
 
 static void child_got(void *arg, uint64_t off, size_t n) {
   rd_child *c = arg;
-  c->recv = c->from + off + n;
+  c->recv = off + n;
   task_try_combine(c->t);
 }
 
@@ -328,7 +326,6 @@ static void child_start(rd_task *t, rd_child *c) {
   /* blocked, or the output waits for room: started when it may write */
   if (c->pull || c->done || !task_ready(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
-  c->from = c->recv;
   puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
                     .no_stall = 1, .suspect = child_silent, .slow = child_slow};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,

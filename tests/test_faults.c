@@ -586,91 +586,66 @@ static void test_reduce_restart_reuses_streams(void **state) {
   th_stop(lc, 0);
 }
 
-/* A reduce slot whose source has a second copy loses its node mid-reduce:
- * the copy's node takes the slot over where it stopped. Its task starts at
- * the byte the parent's stream had reached (not at 0), the parent pulls on
- * from there, and no other slot starts over (no reset). Before, every
- * ancestor and the target started over from byte 0. */
-static void test_reduce_resumes_on_copy(void **state) {
-  (void)state;
+/* A reduce of s1..s4 (on nodes 1..4, a chain: s1..s4 in slots 0..3; the
+ * sink, node 0, holds no source, so s4's slot is the root) whose source
+ * s`v` also has a copy on a sixth node; node v is killed 400 ms in. The copy's
+ * node takes the slot over where it stopped: its task starts at the byte
+ * the slot's consumer (node `puller`: the parent's node, or the sink for the
+ * root) had reached, not at 0; the consumer pulls on from there, and no
+ * other slot starts over (no reset). Before, every ancestor and the target
+ * started over from byte 0. */
+static void resume_on_copy(const char *prefix, int v, int puller) {
   hpl__lc *lc = cluster0(NULL);
   enum { N = 5 };
   hpl_client *C[N];
   int idx[N];
-  char ids[N][32];
+  char ids[N][32], id[64];
   const char *srcs[N - 1];
-  const size_t n = slow_sources(lc, N, "rz", idx, C, ids, srcs); /* s1..s4 on nodes 1..4 */
+  const size_t n = slow_sources(lc, N, prefix, idx, C, ids, srcs);
   int x = add(lc, "--faults slow_send=20M");
   hpl_client *X = th_connect(lc, x);
   hpl_buf *b;
-  assert_int_equal(hpl_get(X, "rz/s2", th_ms(20000), &b), 0); /* a second copy of s2 */
+  assert_int_equal(hpl_get(X, ids[v], th_ms(20000), &b), 0); /* the second copy */
   hpl_release(X, b);
-  /* every source: s1..s4 in slots 0..3 of the chain, s2's slot (1) runs a
-   * task with s1 as its child */
-  assert_int_equal(hpl_reduce(C[0], "rz/t", srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
-                   0);
+  snprintf(id, sizeof id, "%s/t", prefix);
+  assert_int_equal(hpl_reduce(C[0], id, srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)), 0);
   th_sleep_ms(400);
-  hpl_close(C[2]);
-  assert_int_equal(hpl__lc_signal(lc, idx[2], SIGKILL), 0);
-  int rc = hpl_get(C[0], "rz/t", th_ms(60000), &b);
+  hpl_close(C[v]);
+  assert_int_equal(hpl__lc_signal(lc, idx[v], SIGKILL), 0);
+  int rc = hpl_get(C[0], id, th_ms(60000), &b);
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
   check_sum(b, n, 1 + 2 + 3 + 4, 4);
   hpl_release(C[0], b);
   assert_int_equal(th_dir_counter(lc, "dir_reduce_resumes"), 1);
   assert_int_equal(th_dir_counter(lc, "dir_reduce_resets"), 0);
-  /* the copy's node resumed past byte 0, and s2's parent pulled on */
+  /* the copy's node resumed past byte 0, and the consumer pulled on */
   assert_int_equal(th_counter(X, "reduce_resumes"), 1);
   uint64_t skipped = th_counter(X, "reduce_resumed_bytes");
   if (skipped == 0 || skipped >= n * 4)
     fail_msg("resumed at byte %llu of %zu", (unsigned long long)skipped, n * 4);
   uint64_t moves = 0;
   for (int i = 0; i < N; i++)
-    if (i != 2) moves += th_counter(C[i], "reduce_child_moves");
+    if (i != v) moves += th_counter(C[i], "reduce_child_moves");
   assert_int_equal(moves, 1);
+  assert_int_equal(th_counter(C[puller], "reduce_child_moves"), 1);
   for (int i = 0; i < N; i++)
-    if (i != 2) hpl_close(C[i]);
+    if (i != v) hpl_close(C[i]);
   hpl_close(X);
   th_stop(lc, 0);
 }
 
-/* The same for the root slot, which runs on a node other than the sink:
- * the sink pulls the rest of the result from the root's new node, and the
- * target keeps the bytes it has. */
+/* A slot in the middle of the chain (s2, slot 1, a task with s1 as its
+ * child; its parent is s3's slot on node 3). */
+static void test_reduce_resumes_on_copy(void **state) {
+  (void)state;
+  resume_on_copy("rz", 2, 3);
+}
+
+/* The root slot, on a node other than the sink: the sink pulls the rest of
+ * the result from the root's new node, and the target keeps its bytes. */
 static void test_reduce_root_resumes_on_copy(void **state) {
   (void)state;
-  hpl__lc *lc = cluster0(NULL);
-  enum { N = 5 };
-  hpl_client *C[N];
-  int idx[N];
-  char ids[N][32];
-  const char *srcs[N - 1];
-  const size_t n = slow_sources(lc, N, "ro", idx, C, ids, srcs); /* s1..s4 on nodes 1..4 */
-  int x = add(lc, "--faults slow_send=20M");
-  hpl_client *X = th_connect(lc, x);
-  hpl_buf *b;
-  assert_int_equal(hpl_get(X, "ro/s4", th_ms(20000), &b), 0); /* a second copy of s4 */
-  hpl_release(X, b);
-  /* the sink (node 0) holds no source: s4 takes the root slot (the last
-   * place of the chain), on node 4 */
-  assert_int_equal(hpl_reduce(C[0], "ro/t", srcs, N - 1, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(5000)),
-                   0);
-  th_sleep_ms(400);
-  hpl_close(C[4]);
-  assert_int_equal(hpl__lc_signal(lc, idx[4], SIGKILL), 0);
-  int rc = hpl_get(C[0], "ro/t", th_ms(60000), &b);
-  if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(C[0]));
-  check_sum(b, n, 1 + 2 + 3 + 4, 4);
-  hpl_release(C[0], b);
-  assert_int_equal(th_dir_counter(lc, "dir_reduce_resumes"), 1);
-  assert_int_equal(th_dir_counter(lc, "dir_reduce_resets"), 0);
-  assert_int_equal(th_counter(X, "reduce_resumes"), 1);
-  uint64_t skipped = th_counter(X, "reduce_resumed_bytes");
-  if (skipped == 0 || skipped >= n * 4)
-    fail_msg("resumed at byte %llu of %zu", (unsigned long long)skipped, n * 4);
-  assert_int_equal(th_counter(C[0], "reduce_child_moves"), 1); /* the sink pulled on */
-  for (int i = 0; i < N - 1; i++) hpl_close(C[i]);
-  hpl_close(X);
-  th_stop(lc, 0);
+  resume_on_copy("ro", 4, 0);
 }
 
 /* As above, and then the resumed slot's parent is lost too, with no copy
