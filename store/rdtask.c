@@ -744,6 +744,8 @@ void rdtask_on_adopted(store *s, ProtobufCMessage *msg) {
     if (t->rid == m->rid && strcmp(t->target, m->target) == 0) t->orphan = 0;
 }
 
+size_t rdtask_count(const store *s) { return HASH_COUNT(s->tasks); }
+
 void rdtask_stop(store *s) {
   if (s->rd_orphans.data && !uv_is_closing((uv_handle_t *)&s->rd_orphans))
     uv_close((uv_handle_t *)&s->rd_orphans, NULL);

@@ -63,6 +63,10 @@ void rdtask_on_adopted(store *s, ProtobufCMessage *m);
 /* Close the orphan timer (store_stop). */
 void rdtask_stop(store *s);
 
+/* How many reduce tasks s holds: running, or done and kept until their
+ * reduce ends (the reduce_tasks gauge). */
+size_t rdtask_count(const store *s);
+
 /* The stream of slot `slot` (generation gen), pulled by `p`, has been
  * silent for quiet_ms: tell the directory (it probes the slot's node and
  * replaces the slot if that does not answer) and report again after

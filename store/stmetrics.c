@@ -9,6 +9,7 @@
 #include "log.h"
 #include "metricsrv.h"
 #include "objects.h"
+#include "rdtask.h"
 
 #define C(name, value, prom, help) {name, value, prom, HPL__M_COUNTER, 0, help}
 #define G(name, value, prom, help) {name, value, prom, HPL__M_GAUGE, 0, help}
@@ -104,6 +105,8 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
         "Buffers that found no room in time"),
       C("sendfile_bytes", c->sendfile_bytes, "sendfile_bytes_total",
         "Stream bytes sent from the pool with sendfile(2), without a user-space copy"),
+      G("reduce_tasks", rdtask_count(s), "reduce_tasks",
+        "Reduce tasks this store runs or keeps until their reduce ends"),
       C("orphans_ended", c->orphans_ended, "reduce_orphans_ended_total",
         "Reduce tasks a restarted directory did not adopt, ended"),
       C("reduce_resumes", c->reduce_resumes, "reduce_resumes_total",

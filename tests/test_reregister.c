@@ -340,6 +340,24 @@ static void directory_restart(rd_cluster *rc) {
   assert_int_equal(th_dir_counter(rc->lc, "dir_nodes"), rc->n);
 }
 
+/* Wait until the stores hold `tasks` reduce tasks between them (the tree
+ * is in place), then kill the directory. Killed at once after hpl_reduce
+ * returned, it could die before a task it had sent reached its node (the
+ * reply can go out first), and that reduce never finishes without it. */
+static void kill_directory_with_tree(rd_cluster *rc, uint64_t tasks) {
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000)), have = 0;
+  for (;;) {
+    have = 0;
+    for (int i = 0; i < rc->n; i++) have += th_counter(rc->cs[i], "reduce_tasks");
+    if (have == tasks || hpl__ms_left(deadline) <= 0) break;
+    th_sleep_ms(5);
+  }
+  if (have != tasks)
+    fail_msg("the stores hold %llu reduce tasks, not %llu", (unsigned long long)have,
+             (unsigned long long)tasks);
+  assert_int_equal(hpl__lc_signal(rc->lc, -1, SIGKILL), 0);
+}
+
 /* Delete the target and sources; then no store may hold pool memory. */
 static void delete_all_check_pools(rd_cluster *rc) {
   assert_int_equal(hpl_delete(rc->cs[0], rc->target, th_ms(10000)), 0);
@@ -393,24 +411,25 @@ static void test_range_reduce_adopted(void **state) {
 }
 
 /* A reduce whose root runs at the sink finishes while the directory is
- * down. The restarted directory never sends that reduce's end, so the sink
+ * down (streams are paced to 8 MB/s, so its 4 MiB take about 0.5 s; the
+ * directory dies once the tree is in place). The restarted directory never sends that reduce's end, so the sink
  * lets go of it when it registers again: deleting the target and sources
  * then frees every pool (before, the sink kept the target's memory). */
 static void test_reduce_done_while_directory_down(void **state) {
   (void)state;
   rd_cluster rc;
-  rd_start(&rc, 2, 64ull * MB, NULL, "dd", 1u * MB);
+  rd_start(&rc, 2, 64ull * MB, "--faults slow_send=8M", "dd", 1u * MB);
   rd_reduce(&rc, 0);
-  assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
+  kill_directory_with_tree(&rc, 1); /* the root's, at the sink */
   rd_check(&rc, 3.0f); /* made while the directory is down */
   directory_restart(&rc);
   delete_all_check_pools(&rc);
   rd_stop(&rc);
 }
 
-/* A reduce of 3 sources finishes while the directory is down, so the task
- * of its middle slot (with its 4 MiB output) is orphaned when the stores
- * register again. The directory then dies and comes back twice more, about
+/* A reduce of 3 sources (paced as above) finishes while the directory is
+ * down, so the task of its middle slot (with its 4 MiB output) is orphaned
+ * when the stores register again. The directory then dies and comes back twice more, about
  * every 2.5 s. The orphan still ends RDTASK_ORPHAN_MS (3 s) after the first
  * restart: once everything is deleted after the third, no pool holds a
  * byte within 1 s. (Before, each restart gave every orphan another 3 s, so
@@ -419,9 +438,9 @@ static void test_reduce_done_while_directory_down(void **state) {
 static void test_orphans_end_across_restarts(void **state) {
   (void)state;
   rd_cluster rc;
-  rd_start(&rc, 3, 64ull * MB, NULL, "or", 1u * MB);
+  rd_start(&rc, 3, 64ull * MB, "--faults slow_send=8M", "or", 1u * MB);
   rd_reduce(&rc, 0);
-  assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
+  kill_directory_with_tree(&rc, 2); /* the middle slot's and the root's */
   rd_check(&rc, 6.0f); /* made while the directory is down */
   directory_restart(&rc);
   for (int k = 0; k < 2; k++) {
