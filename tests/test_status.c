@@ -252,7 +252,9 @@ typedef struct want_xfer {
 static int xfer_midway(const ts_status *st, void *arg) {
   const want_xfer *w = arg;
   const ts_xfer *x = xfer_of(st, w->id);
-  return x && x->held > 0 && x->held < w->size && x->rate > 0;
+  /* 1 MiB in (a quarter of a second at the paced rate): the rate is no
+   * longer the first burst's bytes over a few milliseconds */
+  return x && x->held >= (1u << 20) && x->held < w->size && x->rate > 0;
 }
 
 static int xfer_gone(const ts_status *st, void *arg) {
