@@ -68,6 +68,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Receivers moved off a partial sender slow by itself"),
       C("dir_reduces_adopted", c->reduces_adopted, "reduces_adopted_total",
         "Running reduce trees of a previous directory taken over"),
+      C("dir_reduce_done_notes", c->reduce_done_notes, "reduce_done_notes_total",
+        "Reduces a sink said had finished while no directory knew them (their tasks ended)"),
       C("dir_evictions_granted", c->evictions_granted, "evictions_granted_total",
         "Copies stores were let evict"),
       C("dir_reduce_stragglers", c->reduce_stragglers, "reduce_stragglers_total",

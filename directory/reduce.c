@@ -19,6 +19,18 @@
  * working after the end, but only this many (oldest dropped first, when a
  * new reduce starts: never while a caller walks the reduces). */
 #define DR_KEEP_FINISHED 4096
+/* REDUCE_DONE notes kept for nodes that register later: how many, and for
+ * how long (stores re-register within a few seconds of a restart; a store
+ * later than that ends its orphans by their own timer) */
+#define DR_AWAY_ENDS 32
+#define DR_AWAY_END_MS 30000
+
+/* A REDUCE_DONE note: reduce `rid` into `target` ended while no directory
+ * knew it. */
+typedef struct dir_away_end {
+  uint64_t rid, at_ms; /* at_ms 0: an unused entry */
+  char *target;        /* owned */
+} dir_away_end;
 
 dir_reduce *dr_find(dir_server *s, const char *target) {
   dir_reduce *r = NULL;
@@ -206,6 +218,44 @@ void dir_reduce_target_deleted(dir_server *s, const char *target) {
 void dir_reduce_free_all(dir_server *s) {
   dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces, r, tmp) reduce_free(r);
+  for (int i = 0; s->away_ends && i < DR_AWAY_ENDS; i++) free(s->away_ends[i].target);
+  free(s->away_ends);
+  s->away_ends = NULL;
+}
+
+/* REDUCE_END for a reduce that ended while no directory knew it, to node
+ * `node` (its tasks of that reduce end; other reduces' tasks stay). */
+static void send_away_end(dir_server *s, uint64_t node, const dir_away_end *e) {
+  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+  m.rid = e->rid;
+  m.target = e->target;
+  m.detail = "";
+  dir_node_send(s, node, HPL__MSG_REDUCE_END, 0, &m.base);
+}
+
+void dir_reduce_on_done(dir_server *s, const dir_frame *f) {
+  Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
+  if (!m->rid || !hpl__id_valid(m->target)) return;
+  dir_reduce *r = dr_find(s, m->target);
+  if (r && r->rid == m->rid) return; /* adopted here: its own end goes out */
+  if (!s->away_ends && !(s->away_ends = calloc(DR_AWAY_ENDS, sizeof *s->away_ends))) return;
+  dir_away_end *e = &s->away_ends[0];
+  for (int i = 0; i < DR_AWAY_ENDS; i++) {
+    dir_away_end *x = &s->away_ends[i];
+    if (x->at_ms && x->rid == m->rid) return; /* said already */
+    if (x->at_ms < e->at_ms) e = x;            /* the oldest (or an unused) entry */
+  }
+  char *target = strdup(m->target);
+  if (!target) return;
+  free(e->target);
+  *e = (dir_away_end){.rid = m->rid, .at_ms = hpl__now_ms(), .target = target};
+  s->ctr.reduce_done_notes++;
+  LOG_INFO("reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
+           "it; its tasks end", m->target, (unsigned long long)m->rid,
+           (unsigned long long)f->dc->node->id);
+  dir_node *n, *tmp;
+  HASH_ITER(hh, s->nodes, n, tmp)
+    if (n->conn && n->id != f->dc->node->id) send_away_end(s, n->id, e);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -483,6 +533,11 @@ void dir_reduce_node_registered(dir_server *s, uint64_t node) {
     m.target = r->target;
     m.detail = "";
     dir_node_send(s, node, HPL__MSG_REDUCE_ADOPTED, 0, &m.base);
+  }
+  uint64_t now = hpl__now_ms();
+  for (int i = 0; s->away_ends && i < DR_AWAY_ENDS; i++) {
+    const dir_away_end *e = &s->away_ends[i];
+    if (e->at_ms && now - e->at_ms < DR_AWAY_END_MS) send_away_end(s, node, e);
   }
 }
 

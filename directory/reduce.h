@@ -34,10 +34,16 @@
  * REDUCE_INFO: the sources that made it into a finished reduce, waiting up
  *   to timeout_ms (< 0: no limit) for it to finish; HPL_ENOTFOUND,
  *   HPL_ETIMEDOUT, HPL_ECANCELED (the reduce was dropped).
- * REDUCE_FAIL (registered node, one-way): a slot's stream failed. */
+ * REDUCE_FAIL (registered node, one-way): a slot's stream failed.
+ * REDUCE_DONE (registered node, one-way): the reduce `rid` into `target`
+ *   finished at this sink while no directory knew it (this one restarted
+ *   since); every other node, and each one that registers within
+ *   DR_AWAY_END_MS, gets REDUCE_END for it, so its tasks end now rather
+ *   than when their orphan timer runs out. */
 void dir_reduce_on_request(dir_server *s, const dir_frame *f);
 void dir_reduce_on_info(dir_server *s, const dir_frame *f);
 void dir_reduce_on_fail(dir_server *s, const dir_frame *f);
+void dir_reduce_on_done(dir_server *s, const dir_frame *f);
 
 /* Object `o` changed: sources that became ready arrive; a tree reduce
  * whose target became complete is done. */
@@ -55,7 +61,8 @@ void dir_reduce_node_unresponsive(dir_server *s, uint64_t node);
 void dir_reduce_node_back(dir_server *s, uint64_t node);
 
 /* Node `node` registered: it learns which running reduces a restarted
- * directory adopted (REDUCE_ADOPTED), so their tasks there go on. */
+ * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
+ * which ones finished while no directory knew (REDUCE_DONE notes). */
 void dir_reduce_node_registered(dir_server *s, uint64_t node);
 
 /* `dc` closed: its REDUCE_INFO waiters are dropped without a reply. */

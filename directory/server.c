@@ -69,6 +69,7 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_EVICT] = {dir_locs_on_evict, DIR_NODE},
     [HPL__MSG_ACQUIRE] = {dir_acquire_on_acquire, DIR_NODE | DIR_ID},
     [HPL__MSG_REDUCE_FAIL] = {dir_reduce_on_fail, DIR_NODE},
+    [HPL__MSG_REDUCE_DONE] = {dir_reduce_on_done, DIR_NODE},
     [HPL__MSG_REPLY] = {dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
     /* clients and tools (any connection) */
     [HPL__MSG_PEEK] = {dir_acquire_on_peek, DIR_ID},

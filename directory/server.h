@@ -74,6 +74,7 @@ typedef struct dir_counters {
       stall_ms,     /* how late, in all */
       silent_reports, /* receivers' reports of a silent sender */
       reduces_adopted, /* running trees of a previous directory instance taken over */
+      reduce_done_notes, /* reduces a sink said finished while no directory knew them */
       reduce_stragglers, /* reduce slots replaced because their node crawled */
       reduce_lost_reused, /* sources put back into a tree for want of a spare */
       reduce_resumes, /* failed slots that went on from where they stopped (another copy) */
@@ -131,6 +132,7 @@ typedef struct dir_server {
   struct dir_reduce *reduces;      /* every reduce, by target (uthash) */
   struct dir_reduce *reduces_done; /* the finished ones, oldest first (utlist DL) */
   size_t nreduces_done;
+  struct dir_away_end *away_ends;  /* REDUCE_DONE notes lately, a ring (reduce.c) */
   /* xlog.c */
   struct dir_xfer *xlog;         /* ring of the latest entries */
   uint64_t xseq;                 /* entries ever recorded */

@@ -75,13 +75,15 @@
   X(EVICT_REP, 66, hplpb__evict_rep)              \
   /* client -> store -> directory: the cluster's status */ \
   X(STATUS, 67, hplpb__status_req)                \
-  X(STATUS_REP, 68, hplpb__status_rep)
+  X(STATUS_REP, 68, hplpb__status_rep)              \
+  /* store -> directory: a reduce ended at its sink while no directory knew */ \
+  X(REDUCE_DONE, 69, hplpb__reduce_end)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 68
+      HPL__MSG_MAX_ = 69
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

@@ -449,7 +449,19 @@ void rdsink_directory_restarted(store *s) {
   DL_FOREACH_SAFE(s->sinks, k, tmp) {
     st_obj *o = k->o;
     if (o->state != OBJ_REDUCING) { /* finished while the directory was down: */
-      sink_end(k);                  /* its REDUCE_END will never come */
+      if (k->rid) {                 /* its REDUCE_END will never come, so */
+        /* its tasks here and on every other node end now (they would wait
+         * RDTASK_ORPHAN_MS, holding their outputs, and then free them in
+         * the middle of whatever runs next) */
+        Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+        m.rid = k->rid;
+        m.target = o->id;
+        m.detail = "";
+        dirlink_note(s, HPL__MSG_REDUCE_DONE, &m.base);
+        rdtask_end(s, o->id, k->rid);
+        dataport_reduce_ended(s, o->id, k->rid);
+      }
+      sink_end(k);
       continue;
     }
     if (!k->req) continue;

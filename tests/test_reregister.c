@@ -329,16 +329,19 @@ static void rd_stop(rd_cluster *rc) {
   th_stop(rc->lc, 0);
 }
 
-/* Restart the (killed) directory and wait until all the stores
- * registered with the new one. */
-static void directory_restart(rd_cluster *rc) {
+/* Restart the (killed) directory and wait until `live` stores registered
+ * with the new one. */
+static void directory_restart_n(rd_cluster *rc, int live) {
   char err[256];
   if (hpl__lc_restart(rc->lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
   uint64_t deadline = hpl__deadline_ms(th_ms(20000));
-  while (th_dir_counter(rc->lc, "dir_nodes") != (uint64_t)rc->n && hpl__ms_left(deadline) > 0)
+  while (th_dir_counter(rc->lc, "dir_nodes") != (uint64_t)live && hpl__ms_left(deadline) > 0)
     th_sleep_ms(20);
-  assert_int_equal(th_dir_counter(rc->lc, "dir_nodes"), rc->n);
+  assert_int_equal(th_dir_counter(rc->lc, "dir_nodes"), live);
 }
+
+/* The same, for all the stores. */
+static void directory_restart(rd_cluster *rc) { directory_restart_n(rc, rc->n); }
 
 /* Wait until the stores hold `tasks` reduce tasks between them (the tree
  * is in place), then kill the directory. Killed at once after hpl_reduce
@@ -428,41 +431,72 @@ static void test_reduce_done_while_directory_down(void **state) {
 }
 
 /* A reduce of 3 sources (paced as above) finishes while the directory is
- * down, so the task of its middle slot (with its 4 MiB output) is orphaned
- * when the stores register again. The directory then dies and comes back twice more, about
- * every 2.5 s. The orphan still ends RDTASK_ORPHAN_MS (3 s) after the first
- * restart: once everything is deleted after the third, no pool holds a
- * byte within 1 s. (Before, each restart gave every orphan another 3 s, so
- * a directory restarting every few seconds kept them - and their memory -
- * forever.) */
+ * down. When the stores register with the new directory, the sink says so
+ * (REDUCE_DONE), and the task of the middle slot, on another node, ends at
+ * once: within 2 s no store holds a task, none ended by its orphan timer
+ * (RDTASK_ORPHAN_MS, 3 s), and deleting everything frees every pool.
+ * (Before, it ended 3 s later, freeing its 4 MiB output in the middle of
+ * whatever ran then: a 64 MiB reduce running meanwhile took 2x as long.) */
+static void test_done_reduce_ends_its_tasks(void **state) {
+  (void)state;
+  rd_cluster rc;
+  rd_start(&rc, 3, 64ull * MB, "--faults slow_send=8M", "de", 1u * MB);
+  rd_reduce(&rc, 0);
+  kill_directory_with_tree(&rc, 2); /* the middle slot's and the root's */
+  rd_check(&rc, 6.0f);              /* made while the directory is down */
+  directory_restart(&rc);
+  uint64_t deadline = hpl__now_ms() + 2000, tasks = 0, ended = 0;
+  for (;;) {
+    tasks = 0;
+    for (int i = 0; i < rc.n; i++) tasks += th_counter(rc.cs[i], "reduce_tasks");
+    if (!tasks || hpl__now_ms() >= deadline) break;
+    th_sleep_ms(20);
+  }
+  if (tasks) fail_msg("%llu reduce tasks left 2 s after the restart", (unsigned long long)tasks);
+  for (int i = 0; i < rc.n; i++) ended += th_counter(rc.cs[i], "orphans_ended");
+  assert_int_equal(ended, 0);
+  assert_int_equal(th_dir_counter(rc.lc, "dir_reduce_done_notes"), 1);
+  delete_all_check_pools(&rc);
+  rd_stop(&rc);
+}
+
+/* As above, but the sink dies before the directory comes back, so nobody
+ * says the reduce is done: the middle slot's task is orphaned when the
+ * other stores register again. The directory then dies and comes back
+ * twice more, about every 2.5 s. The orphan still ends RDTASK_ORPHAN_MS
+ * (3 s) after the first restart: once the sources left are deleted after
+ * the third, no pool holds a byte within 1 s. (Before, each restart gave
+ * every orphan another 3 s, so a directory restarting every few seconds
+ * kept them - and their memory - forever.) */
 static void test_orphans_end_across_restarts(void **state) {
   (void)state;
   rd_cluster rc;
   rd_start(&rc, 3, 64ull * MB, "--faults slow_send=8M", "or", 1u * MB);
   rd_reduce(&rc, 0);
   kill_directory_with_tree(&rc, 2); /* the middle slot's and the root's */
-  rd_check(&rc, 6.0f); /* made while the directory is down */
-  directory_restart(&rc);
+  rd_check(&rc, 6.0f);              /* made while the directory is down */
+  assert_int_equal(hpl__lc_signal(rc.lc, 0, SIGKILL), 0); /* the sink */
+  directory_restart_n(&rc, rc.n - 1);
   for (int k = 0; k < 2; k++) {
     th_sleep_ms(2000);
     assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
     th_sleep_ms(200);
-    directory_restart(&rc);
+    directory_restart_n(&rc, rc.n - 1);
   }
-  assert_int_equal(hpl_delete(rc.cs[0], rc.target, th_ms(10000)), 0);
-  for (int i = 0; i < rc.n; i++)
-    assert_int_equal(hpl_delete(rc.cs[0], rc.ids[i], th_ms(10000)), 0);
+  for (int i = 1; i < rc.n; i++)
+    assert_int_equal(hpl_delete(rc.cs[1], rc.ids[i], th_ms(10000)), 0);
   uint64_t deadline = hpl__now_ms() + 1000, held = 0, ended = 0;
   do {
     held = 0;
-    for (int i = 0; i < rc.n; i++) held += th_counter(rc.cs[i], "pool_allocated");
+    for (int i = 1; i < rc.n; i++) held += th_counter(rc.cs[i], "pool_allocated");
     if (!held) break;
     th_sleep_ms(50);
   } while (hpl__now_ms() < deadline);
   if (held) fail_msg("%llu bytes still allocated after deleting everything",
                      (unsigned long long)held);
-  for (int i = 0; i < rc.n; i++) ended += th_counter(rc.cs[i], "orphans_ended");
-  assert_int_equal(ended, 2); /* the middle slot's task and the root's at the sink */
+  for (int i = 1; i < rc.n; i++) ended += th_counter(rc.cs[i], "orphans_ended");
+  assert_int_equal(ended, 1); /* the middle slot's task */
+  assert_int_equal(th_dir_counter(rc.lc, "dir_reduce_done_notes"), 0);
   rd_stop(&rc);
 }
 
@@ -512,6 +546,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_range_reduce_adopted, th_teardown),
       cmocka_unit_test_teardown(test_range_reduce_adopted_then_node_dies, th_teardown),
       cmocka_unit_test_teardown(test_reduce_done_while_directory_down, th_teardown),
+      cmocka_unit_test_teardown(test_done_reduce_ends_its_tasks, th_teardown),
       cmocka_unit_test_teardown(test_orphans_end_across_restarts, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
