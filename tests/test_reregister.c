@@ -343,18 +343,24 @@ static void directory_restart_n(rd_cluster *rc, int live) {
 /* The same, for all the stores. */
 static void directory_restart(rd_cluster *rc) { directory_restart_n(rc, rc->n); }
 
+/* Store counter `name` summed over stores from..n-1, polled every 10 ms
+ * until the sum is `want` or `ms` have passed; returns the last sum. */
+static uint64_t sum_until(rd_cluster *rc, int from, const char *name, uint64_t want, int64_t ms) {
+  uint64_t deadline = hpl__deadline_ms(ms), sum = 0;
+  for (;;) {
+    sum = 0;
+    for (int i = from; i < rc->n; i++) sum += th_counter(rc->cs[i], name);
+    if (sum == want || hpl__ms_left(deadline) <= 0) return sum;
+    th_sleep_ms(10);
+  }
+}
+
 /* Wait until the stores hold `tasks` reduce tasks between them (the tree
  * is in place), then kill the directory. Killed at once after hpl_reduce
  * returned, it could die before a task it had sent reached its node (the
  * reply can go out first), and that reduce never finishes without it. */
 static void kill_directory_with_tree(rd_cluster *rc, uint64_t tasks) {
-  uint64_t deadline = hpl__deadline_ms(th_ms(10000)), have = 0;
-  for (;;) {
-    have = 0;
-    for (int i = 0; i < rc->n; i++) have += th_counter(rc->cs[i], "reduce_tasks");
-    if (have == tasks || hpl__ms_left(deadline) <= 0) break;
-    th_sleep_ms(5);
-  }
+  uint64_t have = sum_until(rc, 0, "reduce_tasks", tasks, th_ms(10000));
   if (have != tasks)
     fail_msg("the stores hold %llu reduce tasks, not %llu", (unsigned long long)have,
              (unsigned long long)tasks);
@@ -445,16 +451,9 @@ static void test_done_reduce_ends_its_tasks(void **state) {
   kill_directory_with_tree(&rc, 2); /* the middle slot's and the root's */
   rd_check(&rc, 6.0f);              /* made while the directory is down */
   directory_restart(&rc);
-  uint64_t deadline = hpl__now_ms() + 2000, tasks = 0, ended = 0;
-  for (;;) {
-    tasks = 0;
-    for (int i = 0; i < rc.n; i++) tasks += th_counter(rc.cs[i], "reduce_tasks");
-    if (!tasks || hpl__now_ms() >= deadline) break;
-    th_sleep_ms(20);
-  }
+  uint64_t tasks = sum_until(&rc, 0, "reduce_tasks", 0, 2000);
   if (tasks) fail_msg("%llu reduce tasks left 2 s after the restart", (unsigned long long)tasks);
-  for (int i = 0; i < rc.n; i++) ended += th_counter(rc.cs[i], "orphans_ended");
-  assert_int_equal(ended, 0);
+  assert_int_equal(sum_until(&rc, 0, "orphans_ended", 0, 0), 0);
   assert_int_equal(th_dir_counter(rc.lc, "dir_reduce_done_notes"), 1);
   delete_all_check_pools(&rc);
   rd_stop(&rc);
@@ -485,17 +484,10 @@ static void test_orphans_end_across_restarts(void **state) {
   }
   for (int i = 1; i < rc.n; i++)
     assert_int_equal(hpl_delete(rc.cs[1], rc.ids[i], th_ms(10000)), 0);
-  uint64_t deadline = hpl__now_ms() + 1000, held = 0, ended = 0;
-  do {
-    held = 0;
-    for (int i = 1; i < rc.n; i++) held += th_counter(rc.cs[i], "pool_allocated");
-    if (!held) break;
-    th_sleep_ms(50);
-  } while (hpl__now_ms() < deadline);
+  uint64_t held = sum_until(&rc, 1, "pool_allocated", 0, 1000);
   if (held) fail_msg("%llu bytes still allocated after deleting everything",
                      (unsigned long long)held);
-  for (int i = 1; i < rc.n; i++) ended += th_counter(rc.cs[i], "orphans_ended");
-  assert_int_equal(ended, 1); /* the middle slot's task */
+  assert_int_equal(sum_until(&rc, 1, "orphans_ended", 1, 0), 1); /* the middle slot's task */
   assert_int_equal(th_dir_counter(rc.lc, "dir_reduce_done_notes"), 0);
   rd_stop(&rc);
 }
