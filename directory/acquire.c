@@ -420,7 +420,10 @@ static void on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir
   uint64_t now = hpl__now_ms();
   asker->crawl_report_ms = now;
   dir_node *peer = dir_node_find(s, m->failed_peer);
-  if (peer) peer->blamed_ms = now;
+  if (peer) {
+    peer->blamed_ms = now;
+    peer->blamed_by = asker->id;
+  }
   size_t len = strlen(o->id) + 1;
   dir_crawl_rep *r = malloc(sizeof *r + len);
   if (!r) {
@@ -481,6 +484,10 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
     dtab_release_upstream(o, asker->id);
   }
   uint64_t now = hpl__now_ms();
+  /* a straggler from a complete copy: the asker crawls (its own link, most
+   * likely); the receivers below it then wait for it to move rather than
+   * all jump onto the copy it leaves (crawl_verdict) */
+  if (m->failed_peer && m->crawled) asker->crawl_report_ms = now;
   int ring_wait = 0;
   if (acquire_try(s, asker, req, o, m->failed_peer, now, &ring_wait)) {
     /* a new partial copy: a ring successor may be waiting for it */

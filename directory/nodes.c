@@ -65,11 +65,21 @@ int dir_node_reported_crawl(const dir_node *n, uint64_t now, uint64_t ms) {
   return n && n->crawl_report_ms && now - n->crawl_report_ms < ms;
 }
 
+static int blamed_recently(const dir_node *n, uint64_t now) {
+  return n && n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS;
+}
+
+/* A node crawls if it reported its own sender crawling, or a receiver
+ * reported it - unless that receiver is itself reported by its own
+ * receivers: a slow host reports its sender and is reported by the nodes
+ * below it, and the sender it blames is most likely fine (if it is not,
+ * the receivers that move onto it report it in turn). */
 int dir_node_crawling(uint64_t node, void *srv) {
   dir_node *n = dir_node_find(srv, node);
   uint64_t now = hpl__now_ms();
-  return dir_node_reported_crawl(n, now, DIR_CRAWLING_MS) ||
-         (n && n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS);
+  if (dir_node_reported_crawl(n, now, DIR_CRAWLING_MS)) return 1;
+  if (!blamed_recently(n, now)) return 0;
+  return !blamed_recently(dir_node_find(srv, n->blamed_by), now);
 }
 
 /* ------------------------------------------------------------------ silent senders */

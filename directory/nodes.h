@@ -34,8 +34,10 @@ typedef struct dir_node {
                              until heard again */
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
   uint64_t probe_to;      /* ... and how long it has to answer (dir_node_probe_ms) */
-  uint64_t crawl_report_ms; /* when it last reported its own partial sender crawling */
+  uint64_t crawl_report_ms; /* when it last reported its own sender crawling (a partial
+                              one, or a complete one as a straggler) */
   uint64_t blamed_ms;      /* when a receiver last reported it, as a partial sender, crawling */
+  uint64_t blamed_by;      /* that receiver */
   uint64_t bypass_ms;      /* when it last moved off a partial sender that crawled itself */
   /* a measurement (dir_node_measure): a PROBE nothing is judged on; its
    * answer's round trip, as the directory saw it, includes the queues on
@@ -93,8 +95,8 @@ int dir_node_suspected(uint64_t node, void *srv);
 int dir_node_reported_crawl(const dir_node *n, uint64_t now, uint64_t ms);
 
 /* dtab's crawl filter (dtab.crawling, `srv` the dir_server): within
- * DIR_CRAWLING_MS the node reported its own partial sender crawling, or a
- * receiver reported it crawling. */
+ * DIR_CRAWLING_MS the node reported its own sender crawling, or a receiver
+ * that no node reported in that time reported it crawling. */
 #define DIR_CRAWLING_MS 1000
 int dir_node_crawling(uint64_t node, void *srv);
 

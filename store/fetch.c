@@ -25,6 +25,7 @@ typedef struct st_fetch {
   st_puller *pull;
   uint64_t sender;    /* node we pull (or pulled) from */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
+  int avoid_crawled;  /* ... because its stream crawled (a straggler) */
   int move_ask;       /* the MOVE ask out: ASK_CRAWL or ASK_SUSPECT */
   uint32_t insist;    /* suspect reports in a row without progress between */
   uint64_t insist_at; /* the object's progress at the last report */
@@ -79,6 +80,7 @@ static void send_ask(st_fetch *f, int kind) {
   } else {
     uint64_t deadline = store_obj_deadline(o);
     r.failed_peer = f->avoid;
+    r.crawled = f->avoid && f->avoid_crawled;
     r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl__ms_left(deadline);
     local = r.timeout_ms < 0 ? -1 : r.timeout_ms + 2000; /* the directory enforces the wait */
   }
@@ -293,6 +295,10 @@ static void pull_done(void *arg, int status, const char *detail) {
   fetch_fire(f, FEV_PULL_FAILED, &(fetch_ctx){.status = status, .detail = detail});
 }
 
+static void pull_straggled(void *arg) {
+  ((st_fetch *)arg)->avoid_crawled = 1;
+}
+
 static void pull_crawls(void *arg, double rate) {
   (void)rate;
   fetch_fire(arg, FEV_CRAWL, &(fetch_ctx){0});
@@ -320,6 +326,7 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
   o->advertised = 1; /* the directory lists us as a (partial) copy */
   f->sender = r->sender_node;
   f->avoid = 0;
+  f->avoid_crawled = 0;
   if (o->progress >= o->size) { /* nothing left to pull (size 0) */
     fetch_fire(f, FEV_PULLED, &(fetch_ctx){0});
     return;
@@ -330,7 +337,7 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
   }
   puller_ops ops = {.buf = pull_buf, .got = pull_got, .done = pull_done,
                     .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls,
-                    .suspect = pull_silent, .resumable = 1};
+                    .suspect = pull_silent, .resumable = 1, .straggled = pull_straggled};
   f->pull = puller_start(s, r->sender_addr, (int)r->sender_port, o->id, 0, o->progress, o->size,
                          &ops, f);
   if (!f->pull) {
@@ -430,6 +437,7 @@ void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {
            (unsigned long long)peer, suspect ? "not answering" : "gone");
   s->ctr.pull_failures++;
   f->avoid = peer;
+  f->avoid_crawled = 0;
   fetch_fire(f, FEV_UPSTREAM_GONE, &(fetch_ctx){0});
 }
 

@@ -348,6 +348,7 @@ static void check_straggler(st_puller *p, uint64_t now) {
   snprintf(detail, sizeof detail,
            "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6, secs,
            s->rate_ewma / 1e6);
+  if (p->ops.straggled) p->ops.straggled(p->arg);
   puller_end(p, HPL_ETIMEDOUT, detail, 1);
 }
 

@@ -45,6 +45,10 @@ typedef struct puller_ops {
   int resumable; /* another sender would go on from our offset (a copy's
                     pull), not start the whole stream over (a reduce
                     stream): what the straggler check weighs a move by */
+  /* monitor 2: the stream is about to end as a straggler (done() follows
+   * with HPL_ETIMEDOUT): this node's own link may be the slow one (may be
+   * NULL) */
+  void (*straggled)(void *arg);
 } puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)

@@ -191,7 +191,9 @@ static void test_slow_partial_sender(void **state) {
  * is the topmost crawling node and C moves off it at once, keeping its
  * bytes (before: B had reported a crawl itself, so it passed for only as
  * slow as its upstream and C waited for an idle complete copy - P's, once
- * P was done, 3 s in). */
+ * P was done, 3 s in). C moves to P, not to A: B's report against P does
+ * not count while B is reported itself (before, C shared A's uplink with P
+ * and kept about half as many bytes). */
 static void test_slow_host_in_chain(void **state) {
   (void)state;
   hpl__lc *lc = cluster0(NULL);
@@ -241,22 +243,29 @@ static void test_slow_host_in_chain(void **state) {
   }
   /* the chain, and when C first got a sender other than B */
   x = th_transfers(A, seq + 1, &n);
-  uint64_t id[4], first[4] = {0}, moved_us = 0;
+  uint64_t id[4], first[4] = {0}, moved_us = 0, moved_to = 0;
   for (int i = 0; i < 4; i++) id[i] = th_node_id(rx[i]);
   for (size_t k = 0; k < n; k++) {
     if (strcmp(x[k].kind, "assign") || strcmp(x[k].id, "sh/x")) continue;
     for (int i = 0; i < 4; i++)
       if (x[k].receiver == id[i] && !first[i]) first[i] = x[k].sender;
-    if (x[k].receiver == id[2] && x[k].sender != id[1] && first[2] == id[1] && !moved_us)
+    if (x[k].receiver == id[2] && x[k].sender != id[1] && first[2] == id[1] && !moved_us) {
       moved_us = x[k].t_us;
+      moved_to = x[k].sender;
+    }
   }
   free(x);
-  fprintf(stderr, "slow host: C moved off B %lld ms after its get began; C resumed %llu, "
+  fprintf(stderr, "slow host: C moved off B %lld ms after its get began, to %s; C resumed %llu, "
           "kept %llu bytes\n", moved_us ? (long long)(moved_us - started_us[2]) / 1000 : -1LL,
+          moved_to == id[0] ? "P" : moved_to == th_node_id(A) ? "A" : "another node",
           (unsigned long long)th_counter(C, "pull_resumes"),
           (unsigned long long)th_counter(C, "bytes_kept_on_resume"));
   assert_true(first[1] == id[0] && first[2] == id[1]); /* P -> B -> C */
   assert_true(moved_us != 0);
+  /* B, the slow host, reported P; C reported B. P is then not taken for a
+   * crawling node: C re-forms the chain on P rather than sharing A's
+   * uplink with P */
+  assert_true(moved_to == id[0]);
   /* B crawls from about 0.5 s after its start and reports; C's first report
    * comes half a window (0.5 s) after its own start */
   assert_true(moved_us - started_us[2] < (uint64_t)th_ms(2000) * 1000);
