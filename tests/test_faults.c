@@ -279,6 +279,88 @@ static void test_slow_host_in_chain(void **state) {
   th_stop(lc, 0);
 }
 
+/* A slow host right below the origin: A (complete; its stream to B paced
+ * to 2 MB/s) -> B -> C -> D, where everything B sends is paced too. B's
+ * pull from the complete A ends as a straggler, which counts as B's own
+ * crawl report (AcquireReq.crawled). C then reports B and moves to A; D,
+ * behind C, reports C crawling too, but C's sender was the topmost crawling
+ * node and C has just moved off it, so D stays on C (before: nothing above
+ * C was known to crawl, and D moved as well, onto A's uplink or onto B). */
+static void test_slow_host_below_origin(void **state) {
+  (void)state;
+  hpl__lc *lc = cluster0(NULL);
+  const char *watch = "--straggler-ms 1000 --straggler-ratio 0.2";
+  char args[200], bid[32];
+  snprintf(args, sizeof args, "%s --faults slow_send=2M,prefix=sb/", watch);
+  int b = add(lc, args);
+  hpl_client *B = th_connect(lc, b);
+  hexid(B, bid, sizeof bid);
+  int c = add(lc, watch), d = add(lc, watch);
+  hpl_client *C = th_connect(lc, c), *D = th_connect(lc, d);
+  snprintf(args, sizeof args, "--faults slow_send=2M,prefix=sb/,to_node=%s", bid);
+  int a = add(lc, args);
+  hpl_client *A = th_connect(lc, a);
+  hpl_client *rx[3] = {B, C, D};
+  hpl_buf *buf;
+  th_put_pattern(A, "sb-warm", 16 * MB, 5); /* B, C and D learn their usual rates */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(hpl_get(rx[i], "sb-warm", th_ms(20000), &buf), 0);
+    hpl_release(rx[i], buf);
+  }
+  const uint64_t size = 24 * MB;
+  th_put_pattern(A, "sb/x", size, 9);
+  uint64_t rxd = th_counter(D, "data_bytes_received");
+  size_t n;
+  th_xfer *x = th_transfers(A, 0, &n);
+  uint64_t seq = 0;
+  for (size_t k = 0; k < n; k++)
+    if (x[k].seq > seq) seq = x[k].seq;
+  free(x);
+  uint64_t want = th_pattern_sum(size, 9);
+  th_getter g[3];
+  for (int i = 0; i < 3; i++) {
+    g[i] = (th_getter){.c = rx[i], .id = "sb/x", .timeout = th_ms(60000), .size = size,
+                       .want = want};
+    th_get_start(&g[i]);
+    th_sleep_ms(i == 0 ? 300 : 100); /* B well before C (B straggles first), then D */
+  }
+  for (int i = 0; i < 3; i++) {
+    th_get_join(&g[i]);
+    if (g[i].rc) fail_msg("receiver %c: %s", "BCD"[i], hpl_strerror(g[i].rc));
+    assert_true(g[i].ok);
+  }
+  x = th_transfers(A, seq + 1, &n);
+  uint64_t id[3], ida = th_node_id(A), first[3] = {0}, moves[3] = {0}, c_to = 0;
+  for (int i = 0; i < 3; i++) id[i] = th_node_id(rx[i]);
+  for (size_t k = 0; k < n; k++) {
+    if (strcmp(x[k].kind, "assign") || strcmp(x[k].id, "sb/x")) continue;
+    for (int i = 0; i < 3; i++) {
+      if (x[k].receiver != id[i]) continue;
+      if (!first[i]) {
+        first[i] = x[k].sender;
+      } else if (x[k].sender != first[i]) {
+        moves[i]++;
+        if (i == 1 && !c_to) c_to = x[k].sender;
+      }
+    }
+  }
+  free(x);
+  fprintf(stderr, "slow host below the origin: B straggled %llu times; C moved %llu times (first "
+          "to %s); D moved %llu times\n",
+          (unsigned long long)th_counter(B, "stragglers"), (unsigned long long)moves[1],
+          c_to == ida ? "A" : c_to ? "another node" : "nowhere", (unsigned long long)moves[2]);
+  assert_true(first[0] == ida && first[1] == id[0] && first[2] == id[1]); /* A -> B -> C -> D */
+  assert_true(th_counter(B, "stragglers") >= 1);
+  assert_true(c_to == ida);
+  assert_int_equal(moves[2], 0);
+  assert_int_equal(th_counter(D, "data_bytes_received") - rxd, size); /* nothing twice */
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  hpl_close(D);
+  th_stop(lc, 0);
+}
+
 /* A broadcast chain: an origin feeding `nr` receivers slowly (24 MB/s), a
  * 48 MiB object `id` put there, and each receiver's get started 30 ms
  * after the last (arrival order = chain order), then 600 ms to get going.
@@ -862,6 +944,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_straggler_judged_early, th_teardown),
       cmocka_unit_test_teardown(test_slow_partial_sender, th_teardown),
       cmocka_unit_test_teardown(test_slow_host_in_chain, th_teardown),
+      cmocka_unit_test_teardown(test_slow_host_below_origin, th_teardown),
       cmocka_unit_test_teardown(test_chain_kill, th_teardown),
       cmocka_unit_test_teardown(test_chain_pause, th_teardown),
       cmocka_unit_test_teardown(test_reduce_reset, th_teardown),
