@@ -35,6 +35,29 @@ static char *hexid(hpl_client *c, char *buf, size_t len) {
   return buf;
 }
 
+/* A puts a 16 MiB object `id` and each of the n receivers gets it: a
+ * healthy pull from which their stores learn their usual rates. */
+static void learn_rates(hpl_client *A, const char *id, hpl_client **rx, int n) {
+  hpl_buf *buf;
+  th_put_pattern(A, id, 16 * MB, 5);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(hpl_get(rx[i], id, th_ms(20000), &buf), 0);
+    hpl_release(rx[i], buf);
+  }
+}
+
+/* The newest transfer record A's directory holds (0: none): records after
+ * it belong to what comes next. */
+static uint64_t last_xfer_seq(hpl_client *A) {
+  size_t n;
+  th_xfer *x = th_transfers(A, 0, &n);
+  uint64_t seq = 0;
+  for (size_t k = 0; k < n; k++)
+    if (x[k].seq > seq) seq = x[k].seq;
+  free(x);
+  return seq;
+}
+
 /* A stream cut after 12 MiB: the receiver resumes from its 12 MiB; nothing
  * is sent or received twice. */
 static void test_resume_offset(void **state) {
@@ -210,23 +233,12 @@ static void test_slow_host_in_chain(void **state) {
   hpl_client *P = th_connect(lc, p);
   int a = add(lc, "--faults slow_send=8M,prefix=sh/");
   hpl_client *A = th_connect(lc, a);
-  /* B, C and D learn their usual rates from healthy pulls */
-  hpl_buf *buf;
-  th_put_pattern(A, "sh-warm", 16 * MB, 5);
   hpl_client *rx[4] = {P, B, C, D};
-  for (int i = 1; i < 4; i++) {
-    assert_int_equal(hpl_get(rx[i], "sh-warm", th_ms(20000), &buf), 0);
-    hpl_release(rx[i], buf);
-  }
+  learn_rates(A, "sh-warm", rx + 1, 3); /* B, C and D (P judges nobody) */
   const uint64_t size = 24 * MB;
   th_put_pattern(A, "sh/x", size, 8);
   uint64_t rx0 = th_counter(C, "data_bytes_received");
-  size_t n;
-  th_xfer *x = th_transfers(A, 0, &n);
-  uint64_t seq = 0;
-  for (size_t k = 0; k < n; k++)
-    if (x[k].seq > seq) seq = x[k].seq;
-  free(x);
+  uint64_t seq = last_xfer_seq(A);
   uint64_t want = th_pattern_sum(size, 8), started_us[4];
   th_getter g[4];
   for (int i = 0; i < 4; i++) {
@@ -242,7 +254,8 @@ static void test_slow_host_in_chain(void **state) {
     assert_true(g[i].ok);
   }
   /* the chain, and when C first got a sender other than B */
-  x = th_transfers(A, seq + 1, &n);
+  size_t n;
+  th_xfer *x = th_transfers(A, seq + 1, &n);
   uint64_t id[4], first[4] = {0}, moved_us = 0, moved_to = 0;
   for (int i = 0; i < 4; i++) id[i] = th_node_id(rx[i]);
   for (size_t k = 0; k < n; k++) {
@@ -301,21 +314,11 @@ static void test_slow_host_below_origin(void **state) {
   int a = add(lc, args);
   hpl_client *A = th_connect(lc, a);
   hpl_client *rx[3] = {B, C, D};
-  hpl_buf *buf;
-  th_put_pattern(A, "sb-warm", 16 * MB, 5); /* B, C and D learn their usual rates */
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(hpl_get(rx[i], "sb-warm", th_ms(20000), &buf), 0);
-    hpl_release(rx[i], buf);
-  }
+  learn_rates(A, "sb-warm", rx, 3);
   const uint64_t size = 24 * MB;
   th_put_pattern(A, "sb/x", size, 9);
   uint64_t rxd = th_counter(D, "data_bytes_received");
-  size_t n;
-  th_xfer *x = th_transfers(A, 0, &n);
-  uint64_t seq = 0;
-  for (size_t k = 0; k < n; k++)
-    if (x[k].seq > seq) seq = x[k].seq;
-  free(x);
+  uint64_t seq = last_xfer_seq(A);
   uint64_t want = th_pattern_sum(size, 9);
   th_getter g[3];
   for (int i = 0; i < 3; i++) {
@@ -329,7 +332,8 @@ static void test_slow_host_below_origin(void **state) {
     if (g[i].rc) fail_msg("receiver %c: %s", "BCD"[i], hpl_strerror(g[i].rc));
     assert_true(g[i].ok);
   }
-  x = th_transfers(A, seq + 1, &n);
+  size_t n;
+  th_xfer *x = th_transfers(A, seq + 1, &n);
   uint64_t id[3], ida = th_node_id(A), first[3] = {0}, moves[3] = {0}, c_to = 0;
   for (int i = 0; i < 3; i++) id[i] = th_node_id(rx[i]);
   for (size_t k = 0; k < n; k++) {
