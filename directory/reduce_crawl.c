@@ -38,11 +38,6 @@ static uint32_t node_rtt(dir_server *s, uint64_t id) {
 #define DR_LEAD_MS 200
 /* How long a report makes the ends of a stream suspects. */
 #define DR_SUSPECT_MS 1000
-/* At most this many suspects are judged (the ends of the first streams
- * reported, in slot order): a judgement among more would not single one
- * node out anyway, and the work per report stays bounded in a tree of
- * thousands of sources. */
-#define DR_SUSPECTS_MAX 32
 /* How many times a judgement is put off for a suspect's unanswered probe
  * (DR_MEASURE_WAIT_MS each): a node that has not answered by then is
  * judged on the time it has taken so far. */
@@ -57,11 +52,11 @@ void dr_note_stream_report(dir_reduce *r, int slot, uint64_t reporter) {
 
 /* The suspects of a crawling tree: both ends of every stream reported
  * crawling or silent within DR_SUSPECT_MS (in its current generation).
- * Fills ids (distinct, at most DR_SUSPECTS_MAX) and returns how many. */
+ * Fills ids (distinct, at most 2k+2) and returns how many. */
 static int suspects(dir_reduce *r, uint64_t *ids) {
   uint64_t now = hpl__now_ms();
   int n = 0;
-  for (uint32_t i = 0; i < r->k && n < DR_SUSPECTS_MAX; i++) {
+  for (uint32_t i = 0; i < r->k; i++) {
     dr_slot *sl = &r->slots[i];
     if (!sl->filled || !sl->crawl_ms || sl->crawl_gen != sl->gen ||
         now - sl->crawl_ms > DR_SUSPECT_MS)
@@ -70,7 +65,7 @@ static int suspects(dir_reduce *r, uint64_t *ids) {
     for (int e = 0; e < 2; e++) {
       int seen = !two[e];
       for (int q = 0; q < n && !seen; q++) seen = ids[q] == two[e];
-      if (!seen && n < DR_SUSPECTS_MAX) ids[n++] = two[e];
+      if (!seen) ids[n++] = two[e];
     }
   }
   return n;
@@ -94,7 +89,7 @@ static int suspects(dir_reduce *r, uint64_t *ids) {
  * or cut-off node, whose heartbeats stopped a moment ago and still look
  * punctual): judge again once it answered or took longer. */
 static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
-  uint64_t ids[DR_SUSPECTS_MAX], now_us = hpl__now_ns() / 1000;
+  uint64_t ids[2 * (size_t)r->k + 2], now_us = hpl__now_ns() / 1000;
   int n = suspects(r, ids);
   uint64_t worst = 0;
   uint32_t d1 = 0, d2 = 0; /* the largest delay, the second largest */
@@ -203,7 +198,7 @@ void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) 
   if (crawl_judge(r, slot, reporter, rate) == 1 || r->crawl_due_ms) return;
   /* nobody stands out (yet): measure every suspect's link now rather
    * than wait for the next heartbeats, and judge again */
-  uint64_t ids[DR_SUSPECTS_MAX];
+  uint64_t ids[2 * (size_t)r->k + 2];
   int n = suspects(r, ids);
   for (int q = 0; q < n; q++) {
     dir_node *d = dir_node_find(s, ids[q]);
