@@ -28,14 +28,6 @@ static uint32_t node_rtt(dir_server *s, uint64_t id) {
  * judged again (one not answered by then counts its time so far). */
 #define DR_MEASURE_WAIT_MS 50
 
-/* A suspect that leads by less (at least DR_LEAD_FACTOR x the next one's
- * delay and DR_LEAD_MARGIN_US more) is the slow node too once it has led
- * so in every judgement for DR_LEAD_MS: a node slowed to a tenth at the
- * top of a chain shows 15-16 ms while the starved nodes below it show 7-9
- * ms on 2 busy cores, and waiting for 2x cost 0.75 s of a 256 MiB reduce. */
-#define DR_LEAD_FACTOR 1.5
-#define DR_LEAD_MARGIN_US 5000
-#define DR_LEAD_MS 200
 /* How long a report makes the ends of a stream suspects. */
 #define DR_SUSPECT_MS 1000
 /* How many times a judgement is put off for a suspect's unanswered probe
@@ -82,7 +74,6 @@ static int suspects(dir_reduce *r, uint64_t *ids) {
  * node whose output nobody reports delivers, and one upstream of a stalled
  * stream that still sends at full rate has a queue of its own (as long
  * as a slowed node's) that says nothing about the stall.
- * One that leads by less stands out too once it has led so for DR_LEAD_MS.
  * Returns the slow node's slot; -1 if no node stands out (measure and wait
  * for the next report) or the slow node is the sink; -2 if a suspect other
  * than the one with the largest delay has a probe out unanswered (a paused
@@ -110,23 +101,9 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
     dir_node *o = ids[q] != worst ? dir_node_find(r->srv, ids[q]) : NULL;
     if (o && dir_node_unanswered_us(o, now_us)) return -2;
   }
-  if (!worst || worst == r->sink) return -1;
-  if (d1 < DR_SLOW_FACTOR * (uint64_t)d2 || d1 < d2 + (uint64_t)DR_SLOW_MARGIN_US) {
-    uint64_t now = now_us / 1000;
-    if (d1 < DR_LEAD_FACTOR * d2 || d1 < d2 + (uint64_t)DR_LEAD_MARGIN_US) {
-      r->lead_node = 0;
-      return -1;
-    }
-    if (r->lead_node != worst || now - r->lead_seen_ms > 2 * DR_LEAD_MS) {
-      r->lead_node = worst; /* a new lead, or one not judged for a while */
-      r->lead_ms = now;
-    }
-    r->lead_seen_ms = now;
-    if (now - r->lead_ms < DR_LEAD_MS) return -1;
-    LOG_DEBUG("reduce '%s': %016llx has led the suspects' delays for %llu ms", r->target,
-              (unsigned long long)worst, (unsigned long long)(now - r->lead_ms));
-  }
-  r->lead_node = 0;
+  if (!worst || worst == r->sink || d1 < DR_SLOW_FACTOR * (uint64_t)d2 ||
+      d1 < d2 + (uint64_t)DR_SLOW_MARGIN_US)
+    return -1;
   for (uint32_t i = 0; i < r->k; i++)
     if (r->slots[i].filled && r->slots[i].node == worst) return (int)i;
   return -1;

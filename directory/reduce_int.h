@@ -79,9 +79,6 @@ typedef struct dir_reduce {
   uint64_t crawl_reporter;
   uint64_t crawl_rate;
   uint32_t crawl_waits; /* judgements put off for an unanswered probe (DR_WAITS_MAX) */
-  uint64_t lead_node;   /* the suspect leading the delays by a little (DR_LEAD_MS) ... */
-  uint64_t lead_ms;     /* ... since when, and when last judged so (reduce_crawl.c) */
-  uint64_t lead_seen_ms;
   /* The tree of a previous directory instance, still running (the sink
    * asked again after a restart with ReduceReq.adopt_*): slots list the
    * sources in it but not their nodes; it ends when the target completes,
