@@ -173,33 +173,13 @@ void dir_node_measure(dir_server *s, dir_node *n) {
   n->measure_rtt_us = 0;
 }
 
-/* The verdict probe out to n and not answered yet: how long ago it went
- * out, us (0: none; one older than twice its time to answer is over). */
-static uint64_t probe_unanswered_us(const dir_node *n, uint64_t now_us) {
-  uint64_t sent = n->probe_ms * 1000;
-  if (!n->probe_ms || n->last_seen_ms >= n->probe_ms || now_us <= sent ||
-      now_us - sent >= 2 * n->probe_to * 1000)
-    return 0;
-  return now_us - sent;
-}
-
 uint32_t dir_node_link_delay_us(const dir_node *n, uint64_t now_us) {
   uint64_t d = dir_node_delay_us(n, now_us / 1000);
   if (n->measure_sent_us && now_us - n->measure_sent_us < 1000000) {
     uint64_t m = n->measure_rtt_us ? n->measure_rtt_us : now_us - n->measure_sent_us;
     if (m > d) d = m;
   }
-  uint64_t p = probe_unanswered_us(n, now_us);
-  if (p > d) d = p;
   return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
-}
-
-uint64_t dir_node_unanswered_us(const dir_node *n, uint64_t now_us) {
-  uint64_t u = probe_unanswered_us(n, now_us);
-  if (n->measure_sent_us && !n->measure_rtt_us && now_us > n->measure_sent_us &&
-      now_us - n->measure_sent_us < 1000000 && now_us - n->measure_sent_us > u)
-    u = now_us - n->measure_sent_us;
-  return u;
 }
 
 uint64_t dir_node_timeout_ms(const dir_server *s, const dir_node *n) {

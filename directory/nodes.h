@@ -117,14 +117,8 @@ void dir_node_measure(dir_server *s, dir_node *n);
 /* How much delay n's link adds now, in microseconds: its heartbeats'
  * (dir_node_delay_us) or, if a measurement went out within the last
  * second, its round trip - or, still unanswered, the time since it went
- * out (a lower bound) - or the time since a verdict probe (dir_node_verdict)
- * it has not answered went out, whichever is more. */
+ * out (a lower bound), whichever is more. */
 uint32_t dir_node_link_delay_us(const dir_node *n, uint64_t now_us);
-
-/* How long the PROBE (measurement or verdict) out to n has gone
- * unanswered, us; 0 if none is out (one out for a second or more, or a
- * verdict probe past twice its time to answer, is no longer counted). */
-uint64_t dir_node_unanswered_us(const dir_node *n, uint64_t now_us);
 
 /* How long `n` may be silent before it is declared dead: mean interval +
  * 8 x its jitter + half an interval, between 3 heartbeat intervals and

@@ -18,11 +18,6 @@ typedef struct dr_slot {
   uint64_t node; /* where it runs */
   uint32_t gen;
   uint64_t silent_ms; /* when its output was last reported silent (0: never) */
-  /* the last report of its output crawling or silent, while `gen` was
-   * crawl_gen: when (0: none) and by whom (reduce_crawl.c) */
-  uint64_t crawl_ms;
-  uint64_t crawl_by;
-  uint32_t crawl_gen;
 } dr_slot;
 
 /* A REDUCE_INFO waiting for the reduce to finish. */
@@ -78,7 +73,6 @@ typedef struct dir_reduce {
   uint32_t crawl_gen;
   uint64_t crawl_reporter;
   uint64_t crawl_rate;
-  uint32_t crawl_waits; /* judgements put off for an unanswered probe (DR_WAITS_MAX) */
   /* The tree of a previous directory instance, still running (the sink
    * asked again after a restart with ReduceReq.adopt_*): slots list the
    * sources in it but not their nodes; it ends when the target completes,
@@ -164,19 +158,11 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why);
  * node is the sink or still holds a slot. */
 void dr_end_task_at(dir_reduce *r, uint64_t node);
 
-/* reduce_crawl.c: `reporter` (the node pulling it) says slot `slot`'s
- * output stream crawls or is silent: its two ends become suspects of the
- * next crawl judgements (for DR_SUSPECT_MS, while the slot's generation
- * stays). `slot` must be a filled slot of r. */
-void dr_note_stream_report(dir_reduce *r, int slot, uint64_t reporter);
-
 /* reduce_crawl.c: slot `slot`'s output stream crawls at `rate` bytes/s,
- * says `reporter` (the node pulling it). Replaces the slot of the suspect
- * (an end of a stream reported crawling or silent) whose link delay stands
- * out, if one does; otherwise measures every suspect's link and judges
- * again DR_MEASURE_WAIT_MS later (s->crawl_timer), and again while another
- * suspect's probe is unanswered. `slot` must be a filled slot of a
- * planned, running r. */
+ * says `reporter` (the node pulling it). Replaces the slot of the node
+ * whose link delay stands out, if one does; otherwise measures every node
+ * of the tree and judges again DR_MEASURE_WAIT_MS later (s->crawl_timer).
+ * `slot` must be a filled slot of a planned, running r. */
 void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate);
 
 #endif

@@ -601,7 +601,6 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     uint64_t wait;
     s->ctr.silent_reports++;
     sl->silent_ms = hpl__now_ms();
-    dr_note_stream_report(r, (int)m->slot, f->dc->node->id);
     if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
     uint64_t old = sl->node;
     dr_slot_failed(r, (int)m->slot, "its node does not answer");
