@@ -100,6 +100,7 @@ static void move_off_cb(dir_obj *o, uint64_t receiver, void *arg) {
  * receiver pulling from it moves (but `reporter`, answered directly). */
 static void mark_unresponsive(dir_server *s, dir_node *n, uint64_t reporter, uint64_t now) {
   n->unresponsive = 1;
+  n->hb_outage = 1;
   s->ctr.suspects++;
   LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
            "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
@@ -193,19 +194,34 @@ uint64_t dir_node_timeout_ms(const dir_server *s, const dir_node *n) {
   return (uint64_t)t;
 }
 
-/* A heartbeat arrived: the interval statistics. */
+/* A heartbeat arrived: the interval statistics. They describe the jitter
+ * of a working node, which sets its probe and heartbeat timeouts; an
+ * outage is not jitter. A node stopped or cut off for a few seconds would
+ * otherwise leave one huge interval, then a burst of near-zero ones (its
+ * queued heartbeats), in the EWMAs, and its probes would get the 8x cap
+ * (800 ms) for the next half minute: seen after a cut in the fault runs.
+ * So an interval that spans a probe it failed, or that is over twice the
+ * mean and 6 standard deviations over it, is an outage; it and the
+ * heartbeats arriving within one mean interval after it are not counted. */
 static void note_heartbeat(dir_node *n, uint64_t now) {
+  int outage = n->hb_outage;
+  n->hb_outage = 0;
   if (n->hb_last_ms && now > n->hb_last_ms) {
     double x = (double)(now - n->hb_last_ms);
-    if (n->hb_n == 0) {
-      n->hb_mean = x;
-      n->hb_var = 0;
-    } else {
-      double d = x - n->hb_mean;
-      n->hb_mean += 0.1 * d;
-      n->hb_var = 0.9 * (n->hb_var + 0.1 * d * d);
+    if (outage || (n->hb_n >= 2 && x > 2 * n->hb_mean &&
+                   x > n->hb_mean + 6 * sqrt(n->hb_var > 0 ? n->hb_var : 0))) {
+      n->hb_backlog_until_ms = now + (uint64_t)n->hb_mean;
+    } else if (now >= n->hb_backlog_until_ms) {
+      if (n->hb_n == 0) {
+        n->hb_mean = x;
+        n->hb_var = 0;
+      } else {
+        double d = x - n->hb_mean;
+        n->hb_mean += 0.1 * d;
+        n->hb_var = 0.9 * (n->hb_var + 0.1 * d * d);
+      }
+      n->hb_n++;
     }
-    n->hb_n++;
   }
   n->hb_last_ms = now;
 }

@@ -49,6 +49,10 @@ typedef struct dir_node {
   uint64_t hb_last_ms;
   double hb_mean, hb_var; /* EWMAs of the interval and its squared deviation, ms */
   uint32_t hb_n;
+  /* heartbeats arriving before this time are the backlog of an outage (a
+   * pause, a partition): they teach the statistics nothing */
+  uint64_t hb_backlog_until_ms;
+  int hb_outage; /* it was judged unresponsive since its last heartbeat */
   /* one-way delay variation of its heartbeats (Heartbeat.sent_us): the
    * smallest (arrival - sent) of this and the previous epoch, and how far
    * the latest is above it: the queue in front of its heartbeats, us */
