@@ -57,6 +57,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
        "How late those sweeps ran, in all"},
       C("dir_silent_reports", c->silent_reports, "silent_reports_total",
         "Receivers' reports of a silent sender"),
+      C("dir_quiet_notes", c->quiet_notes, "quiet_notes_total",
+        "Receivers' early notes of a sender quiet for half their window (a probe goes out)"),
       C("dir_probes", c->probes, "probes_total", "Probes sent to reported senders"),
       C("dir_measures", c->measures, "link_measures_total",
         "Probes sent to measure the links of a crawling reduce's nodes"),

@@ -36,6 +36,7 @@ int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
 
 void dir_node_heard(dir_server *s, dir_node *n) {
   n->last_seen_ms = hpl__now_ms();
+  n->probe_heard = 1;
   if (n->unresponsive) {
     n->unresponsive = 0;
     LOG_INFO("node %016llx (%s) answers again: it may serve as before", (unsigned long long)n->id,
@@ -114,7 +115,7 @@ static void mark_unresponsive(dir_server *s, dir_node *n, uint64_t reporter, uin
 
 /* A probe out, not answered (yet). */
 static int probe_open(const dir_node *n) {
-  return n->probe_ms && !n->unresponsive && n->last_seen_ms < n->probe_ms;
+  return n->probe_ms && !n->unresponsive && !n->probe_heard;
 }
 
 static void probe_check(uv_timer_t *t);
@@ -144,7 +145,7 @@ int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wa
   *wait_ms = 0;
   if (n->unresponsive) return DIR_SILENT;
   if (n->probe_ms && now - n->probe_ms < 2 * to) {
-    if (n->last_seen_ms >= n->probe_ms) return DIR_ALIVE;
+    if (n->probe_heard) return DIR_ALIVE;
     if (now - n->probe_ms < to) {
       *wait_ms = n->probe_ms + to - now;
       return DIR_PROBING;
@@ -156,6 +157,7 @@ int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wa
   p.node_id = n->id;
   if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
   n->probe_ms = now;
+  n->probe_heard = 0;
   n->probe_to = to = probe_timeout(s, n);
   *wait_ms = to;
   if (!uv_is_active((uv_handle_t *)&s->probe_timer))
@@ -351,6 +353,7 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   r.heartbeat_ms = s->cfg.heartbeat_ms;
   r.max_senders = s->cfg.max_senders;
   r.instance = s->instance;
+  r.quiet_notes = 1;
   hpl__conn_send(dc->c, HPL__MSG_REGISTER_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
   dir_reduce_node_registered(s, n->id);
 }
@@ -401,6 +404,17 @@ void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
   dir_cost_note_rtt(s, hb->rtt_us);
   if (hb->rtt_us) f->dc->node->rtt_us = hb->rtt_us;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
+}
+
+void dir_nodes_on_quiet(dir_server *s, const dir_frame *f) {
+  const Hplpb__Heartbeat *m = (const Hplpb__Heartbeat *)f->msg;
+  dir_node *n = dir_node_find(s, m->node_id);
+  uint64_t wait;
+  if (!n || n == f->dc->node) return;
+  s->ctr.quiet_notes++;
+  /* a probe goes out unless one is (or was just) out; a verdict on one
+   * that went unanswered counts as any */
+  dir_node_verdict(s, n, 0, &wait); /* the noting node has asked nothing: it moves too */
 }
 
 void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {

@@ -34,6 +34,9 @@ typedef struct dir_node {
                              until heard again */
   uint64_t probe_ms;      /* when the last probe was sent (0: none) */
   uint64_t probe_to;      /* ... and how long it has to answer (dir_node_probe_ms) */
+  int probe_heard;        /* a frame from it was read after that probe went out (not
+                             last_seen_ms >= probe_ms: a heartbeat read in the same
+                             millisecond, before the probe, is no answer) */
   uint64_t crawl_report_ms; /* when it last reported its own sender crawling (a partial
                               one, or a complete one as a straggler) */
   uint64_t blamed_ms;      /* when a receiver last reported it, as a partial sender, crawling */
@@ -136,6 +139,10 @@ uint64_t dir_node_timeout_ms(const dir_server *s, const dir_node *n);
 void dir_nodes_on_register(dir_server *s, const dir_frame *f);
 void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f);
 void dir_nodes_on_drain(dir_server *s, const dir_frame *f);
+/* QUIET: a receiver has had nothing from node_id for half its quiet
+ * window: the node is probed now (dir_node_verdict), so that the verdict
+ * on the silent report that may follow needs no wait of its own. */
+void dir_nodes_on_quiet(dir_server *s, const dir_frame *f);
 
 /* Connection `dc` closed (with `status`, 0 for a local close): its node,
  * if any, is gone - unless the server is stopping, when the node only

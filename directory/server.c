@@ -62,6 +62,7 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_REGISTER] = {dir_nodes_on_register, 0},
     [HPL__MSG_HEARTBEAT] = {dir_nodes_on_heartbeat, DIR_NODE},
     [HPL__MSG_DRAIN] = {dir_nodes_on_drain, DIR_NODE},
+    [HPL__MSG_QUIET] = {dir_nodes_on_quiet, DIR_NODE},
     [HPL__MSG_LOC_ADD] = {dir_locs_on_add, DIR_NODE | DIR_ID},
     [HPL__MSG_LOC_NOTE] = {dir_locs_on_note, DIR_NODE | DIR_ID},
     [HPL__MSG_INLINE_PUT] = {dir_locs_on_inline_put, DIR_NODE | DIR_ID | DIR_PAYLOAD},

@@ -73,6 +73,7 @@ typedef struct dir_counters {
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */
       silent_reports, /* receivers' reports of a silent sender */
+      quiet_notes,    /* receivers' early notes of a quiet sender (QUIET) */
       reduces_adopted, /* running trees of a previous directory instance taken over */
       reduce_done_notes, /* reduces a sink said finished while no directory knew them */
       reduce_stragglers, /* reduce slots replaced because their node crawled */

@@ -77,13 +77,17 @@
   X(STATUS, 67, hplpb__status_req)                \
   X(STATUS_REP, 68, hplpb__status_rep)              \
   /* store -> directory: a reduce ended at its sink while no directory knew */ \
-  X(REDUCE_DONE, 69, hplpb__reduce_end)
+  X(REDUCE_DONE, 69, hplpb__reduce_end)          \
+  /* store -> directory, one-way: nothing from node_id for half a quiet \
+   * window (puller.c): probe it now (only to a directory that says it \
+   * takes them, RegisterRep.quiet_notes) */ \
+  X(QUIET, 70, hplpb__heartbeat)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 69
+      HPL__MSG_MAX_ = 70
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

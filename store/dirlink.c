@@ -397,6 +397,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   }
   s->inline_max = r->inline_max;
   s->max_senders = r->max_senders;
+  s->dir_quiet_notes = r->quiet_notes;
   dl->state = DL_READY;
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;

@@ -337,7 +337,8 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
   }
   puller_ops ops = {.buf = pull_buf, .got = pull_got, .done = pull_done,
                     .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls,
-                    .suspect = pull_silent, .resumable = 1, .straggled = pull_straggled};
+                    .suspect = pull_silent, .peer = r->sender_node, .resumable = 1,
+                    .straggled = pull_straggled};
   f->pull = puller_start(s, r->sender_addr, (int)r->sender_port, o->id, 0, o->progress, o->size,
                          &ops, f);
   if (!f->pull) {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <utlist.h>
 
+#include "dirlink.h"
 #include "hoplite.h"
 #include "log.h"
 #include "util.h"
@@ -54,6 +55,7 @@ struct st_puller {
   uint64_t last_tick_ms;
   double rate;            /* bytes/s while bytes flow (EWMA of samples, 0: unknown) */
   int suspecting;         /* `suspect` called, owner not done yet */
+  uint64_t noted_move_ms; /* last_move_ms when the QUIET note went out (one per quiet spell) */
   uint64_t suspect_after; /* no `suspect` call before this time */
   int closes; /* handles still closing after the end */
   char label[48];
@@ -241,7 +243,16 @@ static void check_quiet(st_puller *p, uint64_t now) {
   if (!p->ops.suspect || p->suspecting || p->paused || now < p->suspect_after) return;
   double rate = stream_rate(p);
   uint64_t quiet = now - p->last_move_ms;
-  if (quiet < puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms)) return;
+  uint64_t window = puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms);
+  if (quiet >= window / 2 && p->ops.peer && s->dir_quiet_notes &&
+      p->noted_move_ms != p->last_move_ms) {
+    p->noted_move_ms = p->last_move_ms;
+    Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
+    q.node_id = p->ops.peer;
+    s->ctr.quiet_notes++;
+    dirlink_note(s, HPL__MSG_QUIET, &q.base);
+  }
+  if (quiet < window) return;
   p->suspecting = 1;
   s->ctr.pull_suspects++;
   p->ops.suspect(p->arg, quiet);

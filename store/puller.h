@@ -39,6 +39,11 @@ typedef struct puller_ops {
    * sender may be stopped or cut off. The stream goes on; no further call
    * until the owner re-arms it with puller_suspect_done (may be NULL). */
   void (*suspect)(void *arg, uint64_t quiet_ms);
+  /* the sender's node id (0: unknown). With `suspect`: once the stream
+   * has been quiet for half its window, the directory (if it takes them)
+   * gets a QUIET note naming it and probes it, so that its verdict on the
+   * silent report at the whole window is ready by then */
+  uint64_t peer;
   int no_stall; /* never end the stream for silence (a reduce stream may
                    wait for its sender's own inputs); `suspect` still runs */
   uint32_t gen; /* generation the receiver's bytes belong to */

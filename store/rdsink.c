@@ -24,6 +24,7 @@ typedef struct rd_sink {
   st_puller *pull;    /* the root's stream, when the root runs elsewhere */
   uint64_t rid;       /* the reduce instance being pulled */
   uint32_t slot, gen; /* the root's slot and generation being pulled */
+  uint64_t root_node; /* where that root runs */
   uint8_t *req;       /* the packed ReduceReq, to ask again after a */
   size_t req_len;     /*   directory restart */
   int local;          /* the root's task runs here and writes the target */
@@ -176,7 +177,8 @@ static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *k
   store *s = k->s;
   st_obj *o = k->o;
   puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
-                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow};
+                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow,
+                    .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
   k->pull = puller_start(s, addr, port, key, internal, from, o->size, &ops, k);
@@ -287,6 +289,7 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
   k->slot = m->root->slot;
   k->gen = m->root->gen;
+  k->root_node = m->root->node;
   /* the root ran here before: that task must stop writing the target
    * before the root's stream may */
   free(k->pend_key);

@@ -34,6 +34,7 @@ typedef struct rd_child {
   int index;
   int known;
   uint32_t slot, gen; /* the child's slot and its output's generation */
+  uint64_t node;      /* where it runs */
   char addr[64];
   int port;
   char key[320];
@@ -327,7 +328,8 @@ static void child_start(rd_task *t, rd_child *c) {
   if (c->pull || c->done || !task_ready(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
   puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
-                    .no_stall = 1, .suspect = child_silent, .slow = child_slow};
+                    .no_stall = 1, .suspect = child_silent, .slow = child_slow,
+                    .peer = c->node};
   c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
                             c);
   if (!c->pull)
@@ -650,6 +652,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     c->known = 1;
     c->slot = rc->slot;
     c->gen = rc->gen;
+    c->node = rc->node;
     snprintf(c->addr, sizeof c->addr, "%s", rc->addr);
     c->port = (int)rc->port;
     snprintf(c->key, sizeof c->key, "%s", rc->key);

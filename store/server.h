@@ -91,6 +91,7 @@ typedef struct store_counters {
       stragglers_early,  /* crawls judged on half of --straggler-ms (puller.c) */
       dir_registrations, /* times this store registered with the directory */
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
+      quiet_notes,       /* ...for half of it: the directory told to probe the sender */
       suspect_moves,     /*   ...that moved to another sender on the directory's word */
       clients_refused, conns_refused,
       owned_deletes,      /* objects deleted because the client owning them left */
@@ -124,6 +125,7 @@ struct store {
   uint64_t start_ms;
   uint32_t inline_max;  /* the directory's, from registration */
   uint32_t max_senders; /* the directory's, from registration */
+  int dir_quiet_notes;   /* ... and whether it takes QUIET notes (puller.c) */
   store_counters ctr;
   int stopping;
   int draining; /* SIGTERM: leaving once current streams are served */

@@ -53,6 +53,8 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
         "starting over)"),
       C("pull_suspects", c->pull_suspects, "pull_suspicions_total",
         "Streams silent for their quiet window (sender reported as suspect)"),
+      C("quiet_notes", c->quiet_notes, "quiet_notes_total",
+        "Streams quiet for half their window: the directory was told to probe the sender"),
       C("suspect_moves", c->suspect_moves, "suspect_moves_total",
         "Suspected streams moved to another sender on the directory's word"),
       C("restarts", c->restarts, "copy_restarts_total",

@@ -208,7 +208,7 @@ static int one_way(unsigned t) {
   return t == HPL__MSG_PROGRESS || t == HPL__MSG_RELEASE || t == HPL__MSG_UPSTREAM_GONE ||
          t == HPL__MSG_REDUCE_FAIL || t == HPL__MSG_REDUCE_TASK || t == HPL__MSG_REDUCE_SINK ||
          t == HPL__MSG_REDUCE_END || t == HPL__MSG_LOC_NOTE || t == HPL__MSG_DROP ||
-         t == HPL__MSG_HELLO;
+         t == HPL__MSG_HELLO || t == HPL__MSG_QUIET;
 }
 
 /* Objects whose bytes must not change, whatever a message says. */

@@ -1,6 +1,7 @@
-/* test_hb_outage.c - an outage is not heartbeat jitter
- * (directory/nodes.c, note_heartbeat).
+/* test_silent_verdict.c - how soon the directory judges a node that has
+ * stopped talking (directory/nodes.c).
  *
+ * 1. An outage is not heartbeat jitter (note_heartbeat).
  * The directory derives a node's probe timeout (and its heartbeat timeout)
  * from the jitter of its heartbeats. A node that was stopped or cut off for
  * a while, and came back, left one huge interval in those statistics, and
@@ -21,7 +22,13 @@
  * falls silent for good, and P reports C's stream silent: the directory
  * probes C, and C's slot must go to the spare within 300 ms of the report
  * (the configured probe time is 100 ms; counting the outages as jitter,
- * the directory before this fix gave C's probe over 500 ms). */
+ * the directory before this fix gave C's probe over 500 ms).
+ *
+ * 2. A QUIET note starts the probe early (dir_nodes_on_quiet). C falls
+ * silent; P sends a QUIET note naming C (as a store does at half its quiet
+ * window), and 150 ms later the silent report: C's slot must go to the
+ * spare within 50 ms of that report (without the note, the probe would
+ * start only then and take its 100 ms). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -611,10 +618,53 @@ static void test_outage_not_jitter(void **state) {
   th_stop(lc, 0);
 }
 
+/* Scenario 2: a QUIET note has the verdict ready when the report comes. */
+static void test_quiet_note_probes_early(void **state) {
+  (void)state;
+  fleet *fl = &g_fl;
+  uint32_t rtt[NNODES] = {SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US,
+                          SMALL_RTT_US};
+  int64_t delay[NNODES] = {0};
+  chain ch = fl_start(fl, 0x7e57a11000000050ull, rtt, delay);
+  int c = C;
+  pthread_mutex_lock(&fl->mu);
+  fl->n[C].mute = 1;
+  int ok = fl_wait(fl, pred_muted, &c, th_ms(2000));
+  pthread_mutex_unlock(&fl->mu);
+  assert_true(ok);
+  Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
+  q.node_id = fl->n[C].id;
+  pthread_mutex_lock(&fl->mu);
+  fn_send(fl, &fl->n[P], HPL__MSG_QUIET, 0, &q.base);
+  pthread_mutex_unlock(&fl->mu);
+  th_sleep_ms(150);
+  uint64_t t0 = hpl__now_ms();
+  p_reports(fl, &ch, 1, 0);
+  pthread_mutex_lock(&fl->mu);
+  ok = fl_wait(fl, pred_spare_task, NULL, th_ms(3000));
+  uint64_t took = hpl__now_ms() - t0;
+  int p_closed = fl->n[P].closed;
+  uint32_t probes = fl->n[C].probes;
+  pthread_mutex_unlock(&fl->mu);
+  if (p_closed) fail_msg("the directory closed P's connection (it does not take QUIET notes?)");
+  if (!ok) fail_msg("C's slot was not replaced within %lld ms of P's report", (long long)th_ms(3000));
+  print_message("C's slot went to the spare %llu ms after the silent report (QUIET 150 ms "
+                "before it; %u probes to C)\n", (unsigned long long)took, probes);
+  if (took > 50)
+    fail_msg("C's slot went to the spare %llu ms after the silent report: the QUIET note did "
+             "not start its probe", (unsigned long long)took);
+  assert_int_equal(th_dir_counter(fl->lc, "dir_quiet_notes"), 1);
+  fl_halt(fl);
+  hpl__lc *lc = fl->lc;
+  fl->lc = NULL;
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_outage_not_jitter, teardown),
+      cmocka_unit_test_teardown(test_quiet_note_probes_early, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
