@@ -61,7 +61,6 @@ static const char *const src_id[NSRC] = {"rj/s0", "rj/s1", "rj/s2", "rj/s3", "rj
 #define SMALL_RTT_US 400       /* what a healthy node's heartbeats report */
 #define HB_REQ0 (1ull << 40)   /* request ids of heartbeats (others are below) */
 #define MAXEV 64
-#define MAXANS 8
 
 /* A message the directory sent a node. */
 typedef struct fev {
@@ -80,18 +79,12 @@ typedef struct fnode {
   int fd;
   hpl__framer fr;
   /* behaviour (the main thread changes it under the lock) */
-  uint32_t rtt_us;        /* reported in its heartbeats */
-  int64_t probe_delay_ms; /* probes answered this late (0: at once) */
   int mute;               /* 0 talks; 1 falls silent after its next heartbeat; 2 silent */
   int backlog;            /* heartbeats to send at once (a healed partition's queue) */
   /* the helper thread's */
   uint64_t next_hb_ms, hb_seq;
   uint32_t hb_answered;
   uint32_t probes; /* PROBEs received */
-  struct {
-    uint64_t due_ms, sent_us;
-  } ans[MAXANS]; /* probe answers waiting for their time */
-  int nans;
   int closed;
   fev ev[MAXEV];
   int nev;
@@ -141,19 +134,18 @@ static void fn_send(fleet *fl, fnode *n, unsigned type, uint64_t req, const Prot
   free(f);
 }
 
-/* A probe's answer: a heartbeat that is no request. sent_us is when the
- * node read the probe (a late answer waited in its queue since). */
-static void fn_answer(fleet *fl, fnode *n, uint64_t sent_us) {
+/* A probe's answer, at once: a heartbeat that is no request. */
+static void fn_answer(fleet *fl, fnode *n) {
   Hplpb__Heartbeat hb = HPLPB__HEARTBEAT__INIT;
   hb.node_id = n->id;
-  hb.sent_us = sent_us;
+  hb.sent_us = hpl__now_ns() / 1000;
   fn_send(fl, n, HPL__MSG_HEARTBEAT, 0, &hb.base);
 }
 
 static void fn_heartbeat(fleet *fl, fnode *n) {
   Hplpb__Heartbeat hb = HPLPB__HEARTBEAT__INIT;
   hb.node_id = n->id;
-  hb.rtt_us = n->rtt_us;
+  hb.rtt_us = SMALL_RTT_US;
   hb.sent_us = hpl__now_ns() / 1000;
   fn_send(fl, n, HPL__MSG_HEARTBEAT, HB_REQ0 + ++n->hb_seq, &hb.base);
 }
@@ -206,13 +198,7 @@ static void fn_on_frame(fleet *fl, fnode *n, const hpl__frame_hdr *h, const uint
   if (h->type == HPL__MSG_PROBE) {
     n->probes++;
     if (n->mute) return; /* cut off: never answers */
-    uint64_t now_us = hpl__now_ns() / 1000;
-    if (n->probe_delay_ms <= 0) {
-      fn_answer(fl, n, now_us);
-    } else if (n->nans < MAXANS) {
-      n->ans[n->nans].due_ms = hpl__now_ms() + (uint64_t)n->probe_delay_ms;
-      n->ans[n->nans++].sent_us = now_us;
-    }
+    fn_answer(fl, n);
   } else if (h->type == HPL__MSG_REPLY && h->req_id > HB_REQ0) {
     n->hb_answered++;
   } else {
@@ -239,8 +225,8 @@ static void fn_feed(fleet *fl, fnode *n, const uint8_t *p, size_t len) {
   }
 }
 
-/* Heartbeats and late probe answers that are due (lock held); returns
- * how long until the next one is, ms. */
+/* Heartbeats that are due (lock held); returns how long until the next
+ * one is, ms. */
 static int64_t fl_timers(fleet *fl) {
   uint64_t now = hpl__now_ms();
   int64_t wait = 10; /* behaviour changes are seen within this */
@@ -255,23 +241,12 @@ static int64_t fl_timers(fleet *fl) {
       if (n->next_hb_ms <= now) n->next_hb_ms = now + HB_MS;
       if (n->mute == 1) {
         n->mute = 2; /* that was its last word */
-        n->nans = 0;
         pthread_cond_broadcast(&fl->cv);
         continue;
       }
     }
-    for (int a = 0; a < n->nans;) {
-      if (n->ans[a].due_ms > now) {
-        a++;
-        continue;
-      }
-      fn_answer(fl, n, n->ans[a].sent_us);
-      n->ans[a] = n->ans[--n->nans];
-    }
     int64_t d = (int64_t)(n->next_hb_ms - now);
     if (d < wait) wait = d;
-    for (int a = 0; a < n->nans; a++)
-      if ((int64_t)(n->ans[a].due_ms - now) < wait) wait = (int64_t)(n->ans[a].due_ms - now);
   }
   return wait < 0 ? 0 : wait;
 }
@@ -455,11 +430,9 @@ typedef struct chain {
   uint32_t c_gen;
 } chain;
 
-/* Start the directory and the six nodes (with the given reported round
- * trips and probe delays), K asks for a reduce of 4 of the 5 sources, and
- * the chain is checked to be U -> C -> P -> R -> K. */
-static chain fl_start(fleet *fl, uint64_t idbase, const uint32_t rtt[NNODES],
-                      const int64_t probe_delay[NNODES]) {
+/* Start the directory and the six healthy nodes, K asks for a reduce of 4
+ * of the 5 sources, and the chain is checked to be U -> C -> P -> R -> K. */
+static chain fl_start(fleet *fl, uint64_t idbase) {
   memset(fl, 0, sizeof *fl);
   for (int i = 0; i < NNODES; i++) fl->n[i].fd = -1;
   char args[160];
@@ -473,8 +446,6 @@ static chain fl_start(fleet *fl, uint64_t idbase, const uint32_t rtt[NNODES],
     hpl__framer_init(&n->fr, &lim);
     n->fd = th_wire_connect(hpl__lc_dir_port(fl->lc), hpl__lc_secret(fl->lc), HPL__ROLE_STORE);
     do_register(n, idbase + (uint64_t)i, i);
-    n->rtt_us = rtt[i];
-    n->probe_delay_ms = probe_delay[i];
     n->next_hb_ms = hpl__now_ms();
   }
   /* the sources become ready in order: s0 takes slot 0, ..., s3 the root
@@ -490,7 +461,7 @@ static chain fl_start(fleet *fl, uint64_t idbase, const uint32_t rtt[NNODES],
   fl->running = 1;
 
   pthread_mutex_lock(&fl->mu);
-  /* a few heartbeats first: every node's reported round trip is known */
+  /* a few heartbeats first: every node is heard regularly */
   int ok = fl_wait(fl, pred_warm, NULL, th_ms(3000));
   pthread_mutex_unlock(&fl->mu);
   if (!ok) fail_msg("the directory did not answer every node's heartbeats");
@@ -554,13 +525,49 @@ static int pred_spare_task(fleet *fl, const void *arg) {
   return count_ev(&fl->n[S], HPL__MSG_REDUCE_TASK) > 0;
 }
 
+/* C falls silent right after its next heartbeat: no heartbeats, no probe
+ * answers (returns once it has). */
+static void c_falls_silent(fleet *fl) {
+  int c = C;
+  pthread_mutex_lock(&fl->mu);
+  fl->n[C].mute = 1;
+  int ok = fl_wait(fl, pred_muted, &c, th_ms(2000));
+  pthread_mutex_unlock(&fl->mu);
+  assert_true(ok);
+}
+
+/* P reports C's stream silent; C's slot must go to the spare. Returns the
+ * ms from the report to the spare's task. */
+static uint64_t report_until_spare(fleet *fl, const chain *ch) {
+  uint64_t t0 = hpl__now_ms();
+  p_reports(fl, ch, 1, 0);
+  pthread_mutex_lock(&fl->mu);
+  int ok = fl_wait(fl, pred_spare_task, NULL, th_ms(3000));
+  uint64_t took = hpl__now_ms() - t0;
+  const fev *st = last_ev(&fl->n[S], HPL__MSG_REDUCE_TASK, -1);
+  fev s_task = st ? *st : (fev){0};
+  int p_closed = fl->n[P].closed;
+  pthread_mutex_unlock(&fl->mu);
+  if (p_closed) fail_msg("the directory closed P's connection");
+  if (!ok) fail_msg("C's slot was not replaced within %lld ms of P's report", (long long)th_ms(3000));
+  if (s_task.slot != 1 || s_task.rid != ch->rid || strcmp(s_task.source, src_id[4]))
+    fail_msg("the spare got slot %u of %016llx ('%s'), not C's slot 1", s_task.slot,
+             (unsigned long long)s_task.rid, s_task.source);
+  return took;
+}
+
+/* Stop the fake nodes and the directory. */
+static void fl_stop(fleet *fl) {
+  fl_halt(fl);
+  hpl__lc *lc = fl->lc;
+  fl->lc = NULL;
+  th_stop(lc, 0);
+}
+
 static void test_outage_not_jitter(void **state) {
   (void)state;
   fleet *fl = &g_fl;
-  uint32_t rtt[NNODES] = {SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US,
-                          SMALL_RTT_US};
-  int64_t delay[NNODES] = {0};
-  chain ch = fl_start(fl, 0x7e57a11000000040ull, rtt, delay);
+  chain ch = fl_start(fl, 0x7e57a11000000040ull);
   /* enough regular heartbeats for the statistics to count (8 or more) */
   uint32_t want = 12;
   pthread_mutex_lock(&fl->mu);
@@ -569,13 +576,8 @@ static void test_outage_not_jitter(void **state) {
   if (!ok) fail_msg("C's heartbeats were not answered");
   /* two outages: 600 ms without a word right after a heartbeat, then the
    * heartbeats queued meanwhile arrive together, then a few regular ones */
-  int c = C;
   for (int round = 0; round < 2; round++) {
-    pthread_mutex_lock(&fl->mu);
-    fl->n[C].mute = 1;
-    ok = fl_wait(fl, pred_muted, &c, th_ms(2000));
-    pthread_mutex_unlock(&fl->mu);
-    assert_true(ok);
+    c_falls_silent(fl);
     th_sleep_ms(600);
     pthread_mutex_lock(&fl->mu);
     fl->n[C].mute = 0;
@@ -589,75 +591,40 @@ static void test_outage_not_jitter(void **state) {
     if (!ok) fail_msg("C's heartbeats after the outage were not answered");
   }
   /* now C falls silent for good, and P reports its stream */
-  pthread_mutex_lock(&fl->mu);
-  fl->n[C].mute = 1;
-  ok = fl_wait(fl, pred_muted, &c, th_ms(2000));
-  pthread_mutex_unlock(&fl->mu);
-  assert_true(ok);
+  c_falls_silent(fl);
   th_sleep_ms(10);
-  uint64_t t0 = hpl__now_ms();
-  p_reports(fl, &ch, 1, 0);
-  pthread_mutex_lock(&fl->mu);
-  ok = fl_wait(fl, pred_spare_task, NULL, th_ms(3000));
-  uint64_t took = hpl__now_ms() - t0;
-  const fev *st = last_ev(&fl->n[S], HPL__MSG_REDUCE_TASK, -1);
-  fev s_task = st ? *st : (fev){0};
-  pthread_mutex_unlock(&fl->mu);
-  if (!ok) fail_msg("C's slot was not replaced within %lld ms of P's report", (long long)th_ms(3000));
-  if (s_task.slot != 1 || s_task.rid != ch.rid || strcmp(s_task.source, src_id[4]))
-    fail_msg("the spare got slot %u of %016llx ('%s'), not C's slot 1", s_task.slot,
-             (unsigned long long)s_task.rid, s_task.source);
+  uint64_t took = report_until_spare(fl, &ch);
   print_message("C's slot went to the spare %llu ms after the silent report\n",
                 (unsigned long long)took);
   if (took > 300)
     fail_msg("C's slot went to the spare %llu ms after the silent report: its probe waited "
              "for the outage's interval as if it were jitter", (unsigned long long)took);
-  fl_halt(fl);
-  hpl__lc *lc = fl->lc;
-  fl->lc = NULL;
-  th_stop(lc, 0);
+  fl_stop(fl);
 }
 
 /* Scenario 2: a QUIET note has the verdict ready when the report comes. */
 static void test_quiet_note_probes_early(void **state) {
   (void)state;
   fleet *fl = &g_fl;
-  uint32_t rtt[NNODES] = {SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US, SMALL_RTT_US,
-                          SMALL_RTT_US};
-  int64_t delay[NNODES] = {0};
-  chain ch = fl_start(fl, 0x7e57a11000000050ull, rtt, delay);
-  int c = C;
-  pthread_mutex_lock(&fl->mu);
-  fl->n[C].mute = 1;
-  int ok = fl_wait(fl, pred_muted, &c, th_ms(2000));
-  pthread_mutex_unlock(&fl->mu);
-  assert_true(ok);
+  chain ch = fl_start(fl, 0x7e57a11000000050ull);
+  c_falls_silent(fl);
   Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
   q.node_id = fl->n[C].id;
   pthread_mutex_lock(&fl->mu);
   fn_send(fl, &fl->n[P], HPL__MSG_QUIET, 0, &q.base);
   pthread_mutex_unlock(&fl->mu);
   th_sleep_ms(150);
-  uint64_t t0 = hpl__now_ms();
-  p_reports(fl, &ch, 1, 0);
+  uint64_t took = report_until_spare(fl, &ch);
   pthread_mutex_lock(&fl->mu);
-  ok = fl_wait(fl, pred_spare_task, NULL, th_ms(3000));
-  uint64_t took = hpl__now_ms() - t0;
-  int p_closed = fl->n[P].closed;
   uint32_t probes = fl->n[C].probes;
   pthread_mutex_unlock(&fl->mu);
-  if (p_closed) fail_msg("the directory closed P's connection (it does not take QUIET notes?)");
-  if (!ok) fail_msg("C's slot was not replaced within %lld ms of P's report", (long long)th_ms(3000));
   print_message("C's slot went to the spare %llu ms after the silent report (QUIET 150 ms "
                 "before it; %u probes to C)\n", (unsigned long long)took, probes);
   if (took > 50)
     fail_msg("C's slot went to the spare %llu ms after the silent report: the QUIET note did "
              "not start its probe", (unsigned long long)took);
   assert_int_equal(th_dir_counter(fl->lc, "dir_quiet_notes"), 1);
-  fl_halt(fl);
-  hpl__lc *lc = fl->lc;
-  fl->lc = NULL;
-  th_stop(lc, 0);
+  fl_stop(fl);
 }
 
 int main(void) {
