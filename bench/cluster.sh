@@ -123,14 +123,27 @@ check_host() { # HOST -> validate against the state
 apply_rate() {
     local h=$1 rate=$2 ns
     ns=$(host_ns "$h")
-    ip -n "$ns" link set eth0 up 2>/dev/null
-    tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
-    tc -n "$SW" qdisc del dev "p$h" root 2>/dev/null || true
-    [ "$rate" = none ] && return 0
+    if [ "$rate" = none ]; then
+        ip -n "$ns" link set eth0 up 2>/dev/null
+        tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
+        tc -n "$SW" qdisc del dev "p$h" root 2>/dev/null || true
+        return 0
+    fi
     local bps b q
     bps=$(rate_bps "$rate") || return 1
     b=$(bucket_bytes "$bps")
     q=$(queue_bytes "$bps" "$b")
+    # Shaped already: change both shapers in place, so the host is never
+    # unshaped in between and a slowdown acts after two commands.
+    if tc -n "$ns" class change dev eth0 parent 1: classid 1:10 htb \
+            rate "${bps}bit" ceil "${bps}bit" burst "$b" cburst "$b" quantum 65536 2>/dev/null &&
+       tc -n "$SW" qdisc change dev "p$h" root handle 1: tbf \
+            rate "${bps}bit" burst "$b" limit "$q" 2>/dev/null; then
+        return 0
+    fi
+    ip -n "$ns" link set eth0 up 2>/dev/null
+    tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
+    tc -n "$SW" qdisc del dev "p$h" root 2>/dev/null || true
     tc -n "$ns" qdisc add dev eth0 root handle 1: htb default 10 &&
     tc -n "$ns" class add dev eth0 parent 1: classid 1:10 htb \
         rate "${bps}bit" ceil "${bps}bit" burst "$b" cburst "$b" quantum 65536 &&

@@ -43,6 +43,7 @@ typedef struct st_sender {
   uint64_t started_ms;
   int faulty;       /* fault points apply to this stream */
   int stalled;      /* fault point: stop sending */
+  uint64_t slow_from_ms; /* fault point slow_after: when the pace began (faults.h) */
   uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
   struct st_fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
 } st_sender;
@@ -128,8 +129,8 @@ static uint64_t sender_fault_budget(st_sender *sd, uint64_t want) {
   store *s = sd->s;
   int action;
   uint64_t n = faults_budget(&s->cfg.faults, sd->obj->id, sd->pos - sd->offset,
-                             hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled, want,
-                             &action);
+                             hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled,
+                             &sd->slow_from_ms, want, &action);
   if (action == FAULT_CUT) {
     hpl__conn_close(sd->c, HPL_ECONN);
   } else if (action == FAULT_PACE && sender_timer(sd)) {

@@ -50,13 +50,15 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
       f->stall_after = n;
     } else if (!strcmp(k, "slow_send")) {
       f->slow_send = n;
+    } else if (!strcmp(k, "slow_after")) {
+      f->slow_after = n;
     } else if (!strcmp(k, "combine_delay_ms")) {
       f->combine_delay_ms = n;
     } else if (!strcmp(k, "held_delay_ms")) {
       f->held_delay_ms = n;
     } else {
       snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
-               "slow_send, hb_pause, combine_delay_ms, held_delay_ms, prefix, to_node)", k);
+               "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, prefix, to_node)", k);
       return -1;
     }
     if (bad) {
@@ -74,7 +76,8 @@ int faults_apply(const store_faults *f, const char *id, uint64_t peer) {
 }
 
 uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
-                       int inflight, int *stalled, uint64_t want, int *action) {
+                       int inflight, int *stalled, uint64_t *slow_from_ms, uint64_t want,
+                       int *action) {
   *action = FAULT_HOLD;
   if (f->crash_after && f->sent >= f->crash_after) {
     LOG_WARN("fault point: crashing after sending %llu bytes", (unsigned long long)f->sent);
@@ -99,8 +102,16 @@ uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t 
   if (f->crash_after && f->crash_after - f->sent < cap) cap = f->crash_after - f->sent;
   if (f->drop_after && !f->dropped && f->drop_after - sent < cap) cap = f->drop_after - sent;
   if (f->stall_after && !f->stalled && f->stall_after - sent < cap) cap = f->stall_after - sent;
-  if (f->slow_send) {
-    uint64_t allowed = f->slow_send * elapsed_ms / 1000 + 65536;
+  if (f->slow_send && sent < f->slow_after) {
+    if (f->slow_after - sent < cap) cap = f->slow_after - sent; /* full speed up to there */
+  } else if (f->slow_send) {
+    if (f->slow_after && !*slow_from_ms) {
+      *slow_from_ms = elapsed_ms + 1;
+      LOG_WARN("fault point: pacing the stream of '%s' to %llu B/s after %llu bytes", id,
+               (unsigned long long)f->slow_send, (unsigned long long)sent);
+    }
+    uint64_t since = *slow_from_ms ? elapsed_ms + 1 - *slow_from_ms : elapsed_ms;
+    uint64_t allowed = f->slow_after + f->slow_send * since / 1000 + 65536;
     if (sent >= allowed) {
       *action = FAULT_PACE;
       return 0;

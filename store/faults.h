@@ -22,7 +22,8 @@ typedef struct store_faults {
   uint64_t crash_after; /* SIGKILL ourselves after sending this many bytes */
   uint64_t drop_after;  /* cut a stream after this many bytes (once) */
   uint64_t stall_after; /* stop sending a stream after this many bytes (once) */
-  uint64_t slow_send;   /* pace every stream to this many bytes/s */
+  uint64_t slow_send;   /* pace every stream to this many bytes/s ... */
+  uint64_t slow_after;  /*   from its slow_after-th byte on (0: from the start) */
   uint64_t hb_pause_at_ms, hb_pause_ms; /* no heartbeats in [at, at+len) after start */
   uint64_t combine_delay_ms; /* every reduce combine step on the thread pool waits this long */
   uint64_t held_delay_ms;    /* re-report what we hold this long after registering */
@@ -43,13 +44,15 @@ enum { FAULT_SEND = 0, FAULT_HOLD, FAULT_CUT, FAULT_PACE };
 
 /* A faulty stream wants to send `want` bytes; it has sent `sent` bytes
  * since it started `elapsed_ms` ago and has `inflight` writes queued;
- * *stalled is the stream's own stall flag. Returns how many bytes it may
+ * *stalled is the stream's own stall flag, *slow_from_ms its own record of
+ * when (elapsed_ms + 1) it reached slow_after (0: not yet). Returns how many bytes it may
  * send now (0 with *action set: hold for good or until the queued writes
  * are out, cut the connection now, or try again in 10 ms). Raises SIGKILL
  * when the crash point is reached. Count what was sent with
  * faults_sent(). */
 uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
-                       int inflight, int *stalled, uint64_t want, int *action);
+                       int inflight, int *stalled, uint64_t *slow_from_ms, uint64_t want,
+                       int *action);
 
 /* `n` more bytes went out on a faulty stream. */
 void faults_sent(store_faults *f, uint64_t n);

@@ -84,7 +84,7 @@ static const hpl__opt opts[] = {
      HPL__OPT_U32, OFF(grace_ms), 0, 0, 0, NULL},
     {"faults", "SPEC",
      "fault points for tests (also $HOPLITE_FAULTS):\n"
-     "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\n"
+     "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\nslow_after=N,"
      "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,prefix=ID_PREFIX,\nto_node=HEX_ID",
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"prefault", NULL, "populate the pool's pages at start and keep them (no\n--trim-ms unless given)", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,

@@ -118,6 +118,7 @@ static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t 
 void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         double bps) {
   uint64_t rate = (uint64_t)bps;
+  s->ctr.reduce_crawl_reports++;
   LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
            "%.1f MB/s); told the directory", target, slot, (double)rate / 1e6, s->rate_ewma / 1e6);
   send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);

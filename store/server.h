@@ -88,7 +88,9 @@ typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
-      stragglers_early,  /* crawls judged on half of --straggler-ms (puller.c) */
+      stragglers_early,  /* crawls judged early: half (a reduce stream's: a quarter) of
+                            --straggler-ms (puller.c) */
+      reduce_crawl_reports, /* reduce streams reported crawling to the directory */
       dir_registrations, /* times this store registered with the directory */
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
       quiet_notes,       /* ...for half of it: the directory told to probe the sender */

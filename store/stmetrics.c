@@ -49,8 +49,10 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
       C("stragglers", c->stragglers, "pull_stragglers_total",
         "Senders replaced for delivering far below the usual rate"),
       C("stragglers_early", c->stragglers_early, "pull_stragglers_early_total",
-        "Crawling streams judged on half of --straggler-ms (finishing would cost far more than "
-        "starting over)"),
+        "Crawling streams judged before the whole --straggler-ms (finishing would cost more "
+        "than moving or starting over)"),
+      C("reduce_crawl_reports", c->reduce_crawl_reports, "reduce_crawl_reports_total",
+        "Reduce streams reported to the directory as crawling"),
       C("pull_suspects", c->pull_suspects, "pull_suspicions_total",
         "Streams silent for their quiet window (sender reported as suspect)"),
       C("quiet_notes", c->quiet_notes, "quiet_notes_total",

@@ -369,6 +369,83 @@ static void test_reduce_slow_sink(void **state) {
   th_stop(lc, 0);
 }
 
+/* When is a crawling reduce stream worth reporting? It starts over
+ * elsewhere if its slot moves, so only when finishing at the crawl would
+ * take longer than the whole stream at the usual rate. Host 1's store
+ * paces its stream of source 1 (fault points slow_after/slow_send) to
+ * 3 MiB/s after `slow_after` of `size` bytes, well below a fifth of the
+ * 24 MB/s host 0 usually gets: a crawl. (Its link is not slow, so the
+ * directory sees no node stand out and moves nothing either way.) Returns
+ * host 0's counters `name1` and `name2` over the reduce, which must be
+ * right and take at least the paced bytes' time. */
+static void reduce_paced(uint64_t size, uint64_t slow_after, const char *name1, uint64_t *v1,
+                         const char *name2, uint64_t *v2) {
+  char args[160];
+  snprintf(args, sizeof args, "--faults slow_send=3M,slow_after=%llu,prefix=cr/src",
+           (unsigned long long)slow_after);
+  hpl_client *c[HOSTS];
+  hpl__lc *lc = start_servers(NULL, args, c);
+  th_put_pattern(c[1], "cr/warm", 16 * MB, 7); /* host 0 learns its usual rate */
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[0], "cr/warm", th_ms(20000), &b), 0);
+  hpl_release(c[0], b);
+  const size_t nf = size / sizeof(float);
+  float *v = malloc(size);
+  assert_non_null(v);
+  char ids[2][32];
+  const char *srcs[2];
+  for (int i = 0; i < 2; i++) {
+    for (size_t j = 0; j < nf; j++) v[j] = (float)(2 * i + 1);
+    snprintf(ids[i], sizeof ids[i], "cr/src-%d", i);
+    srcs[i] = ids[i];
+    assert_int_equal(hpl_put(c[i], ids[i], v, size, th_ms(20000)), 0);
+  }
+  free(v);
+  uint64_t before1 = th_counter(c[0], name1), before2 = th_counter(c[0], name2);
+  uint64_t t0 = hpl__now_ms();
+  int rc = hpl_reduce(c[0], "cr/t", srcs, 2, 2, HPL_OP_SUM, HPL_DT_F32, th_ms(60000));
+  if (!rc) rc = hpl_get(c[0], "cr/t", th_ms(60000), &b);
+  uint64_t took = hpl__now_ms() - t0;
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[0]));
+  *v1 = th_counter(c[0], name1) - before1;
+  *v2 = th_counter(c[0], name2) - before2;
+  fprintf(stderr, "reduce paced after %llu of %llu bytes: %llu ms; %s %llu, %s %llu\n",
+          (unsigned long long)slow_after, (unsigned long long)size, (unsigned long long)took,
+          name1, (unsigned long long)*v1, name2, (unsigned long long)*v2);
+  const float *r = hpl_buf_data(b);
+  for (size_t j = 0; j < nf; j++)
+    if (r[j] != 4.0f) fail_msg("element %zu is %g, not 1 + 3", j, (double)r[j]);
+  hpl_release(c[0], b);
+  /* the pace held the stream back: the paced bytes at 3 MiB/s, plus the
+   * others at twice the link's 25 MB/s (without it: about size / 24 MB/s) */
+  assert_true(took >= (size - slow_after) / 3146 + slow_after / 50000);
+  for (int i = 0; i < HOSTS; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+/* 6 of 64 MiB left at 3 MiB/s: 2 s, against 2.8 s for the whole stream
+ * at 24 MB/s. The stream crawls for longer than the 1 s window, but it is
+ * never reported: a restart would only cost more. (Before, it was
+ * reported after the whole window anyway.) */
+static void test_reduce_crawl_left_to_finish(void **state) {
+  (void)state;
+  uint64_t reports, early;
+  reduce_paced(64 * MB, 58 * MB, "reduce_crawl_reports", &reports, "stragglers_early", &early);
+  assert_int_equal(reports, 0);
+}
+
+/* 8 of 32 MiB left at 3 MiB/s: 2.7 s, against 1.4 s for the whole stream:
+ * reported after a quarter of the window (an early judgement). Before,
+ * early only when finishing cost over 4x, so this one waited the whole
+ * window. */
+static void test_reduce_crawl_reported_early(void **state) {
+  (void)state;
+  uint64_t reports, early;
+  reduce_paced(32 * MB, 24 * MB, "reduce_crawl_reports", &reports, "stragglers_early", &early);
+  assert_true(reports >= 1);
+  assert_true(early >= 1);
+}
+
 /* A receiver whose own link crawls does not blame every sender in turn.
  * Hosts 0 and 2 hold complete copies of an 8 MiB object; host 1 (which
  * learnt a usual rate of 200 Mbit/s) is slowed to 20 Mbit/s and gets it:
@@ -429,6 +506,8 @@ int main(void) {
                                      cmocka_unit_test(test_partition_heals),
                                      cmocka_unit_test(test_reduce_straggler),
                                      cmocka_unit_test(test_reduce_slow_sink),
+                                     cmocka_unit_test(test_reduce_crawl_left_to_finish),
+                                     cmocka_unit_test(test_reduce_crawl_reported_early),
                                      cmocka_unit_test(test_slow_receiver_keeps_senders)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
