@@ -536,11 +536,10 @@ static void c_falls_silent(fleet *fl) {
   assert_true(ok);
 }
 
-/* P reports C's stream silent; C's slot must go to the spare. Returns the
- * ms from the report to the spare's task. */
-static uint64_t report_until_spare(fleet *fl, const chain *ch) {
-  uint64_t t0 = hpl__now_ms();
-  p_reports(fl, ch, 1, 0);
+/* C's slot must go to the spare after P's report (sent at t0, when C had
+ * had c_tasks tasks), and stay there. Returns the ms from t0 to the
+ * spare's task. */
+static uint64_t spare_takes_slot(fleet *fl, const chain *ch, uint64_t t0, int c_tasks) {
   pthread_mutex_lock(&fl->mu);
   int ok = fl_wait(fl, pred_spare_task, NULL, th_ms(3000));
   uint64_t took = hpl__now_ms() - t0;
@@ -553,7 +552,44 @@ static uint64_t report_until_spare(fleet *fl, const chain *ch) {
   if (s_task.slot != 1 || s_task.rid != ch->rid || strcmp(s_task.source, src_id[4]))
     fail_msg("the spare got slot %u of %016llx ('%s'), not C's slot 1", s_task.slot,
              (unsigned long long)s_task.rid, s_task.source);
+  /* one report, one replacement: the spare keeps the slot (a verdict
+   * reached at the report once replaced the slot twice - the spare was
+   * judged silent in C's place, ended, and C given the slot back) */
+  th_sleep_ms(200);
+  pthread_mutex_lock(&fl->mu);
+  int s_tasks = count_ev(&fl->n[S], HPL__MSG_REDUCE_TASK);
+  int s_ends = count_ev(&fl->n[S], HPL__MSG_REDUCE_END);
+  int c_again = count_ev(&fl->n[C], HPL__MSG_REDUCE_TASK) - c_tasks;
+  pthread_mutex_unlock(&fl->mu);
+  if (s_tasks != 1 || s_ends || c_again)
+    fail_msg("after the spare took C's slot: %d tasks and %d ends at the spare, %d new tasks "
+             "at C (want 1, 0, 0)", s_tasks, s_ends, c_again);
   return took;
+}
+
+static int c_task_count(fleet *fl) {
+  pthread_mutex_lock(&fl->mu);
+  int n = count_ev(&fl->n[C], HPL__MSG_REDUCE_TASK);
+  pthread_mutex_unlock(&fl->mu);
+  return n;
+}
+
+/* P reports C's stream silent; C's slot must go to the spare, and stay
+ * there. Returns the ms from the report to the spare's task. */
+static uint64_t report_until_spare(fleet *fl, const chain *ch) {
+  int c_tasks = c_task_count(fl);
+  uint64_t t0 = hpl__now_ms();
+  p_reports(fl, ch, 1, 0);
+  return spare_takes_slot(fl, ch, t0, c_tasks);
+}
+
+/* P names C in a QUIET note: the directory probes C. */
+static void p_quiet_note(fleet *fl) {
+  Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
+  q.node_id = fl->n[C].id;
+  pthread_mutex_lock(&fl->mu);
+  fn_send(fl, &fl->n[P], HPL__MSG_QUIET, 0, &q.base);
+  pthread_mutex_unlock(&fl->mu);
 }
 
 /* Stop the fake nodes and the directory. */
@@ -608,11 +644,7 @@ static void test_quiet_note_probes_early(void **state) {
   fleet *fl = &g_fl;
   chain ch = fl_start(fl, 0x7e57a11000000050ull);
   c_falls_silent(fl);
-  Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
-  q.node_id = fl->n[C].id;
-  pthread_mutex_lock(&fl->mu);
-  fn_send(fl, &fl->n[P], HPL__MSG_QUIET, 0, &q.base);
-  pthread_mutex_unlock(&fl->mu);
+  p_quiet_note(fl);
   th_sleep_ms(150);
   uint64_t took = report_until_spare(fl, &ch);
   pthread_mutex_lock(&fl->mu);
@@ -627,11 +659,43 @@ static void test_quiet_note_probes_early(void **state) {
   fl_stop(fl);
 }
 
+/* Scenario 3: the verdict is reached at the report itself. C's probe
+ * (from the QUIET note, about 100 ms) is due, but not judged yet, when
+ * P's report is read: the directory is stopped from 20 to 160 ms after
+ * the note, and P reports at 130 ms. On SIGCONT its loop runs the due
+ * probe timer (which only schedules the judgement), then reads the
+ * report, whose verdict marks C unresponsive, which replaces every slot
+ * of C reported silent - this one too. The report's own replacement
+ * must then not happen a second time: before, it failed the spare now in
+ * the slot ("does not answer"), ended its task and put C back (seen in a
+ * cut run: 250 ms lost, then a third replacement). */
+static void test_verdict_at_report_replaces_once(void **state) {
+  (void)state;
+  fleet *fl = &g_fl;
+  chain ch = fl_start(fl, 0x7e57a11000000060ull);
+  c_falls_silent(fl);
+  int c_tasks = c_task_count(fl);
+  uint64_t tq = hpl__now_ms();
+  p_quiet_note(fl);
+  th_sleep_ms(20);
+  assert_int_equal(hpl__lc_signal(fl->lc, -1, SIGSTOP), 0);
+  hpl__sleep_until_ns((tq + 130) * 1000000ull);
+  uint64_t t0 = hpl__now_ms();
+  p_reports(fl, &ch, 1, 0);
+  hpl__sleep_until_ns((tq + 160) * 1000000ull);
+  assert_int_equal(hpl__lc_signal(fl->lc, -1, SIGCONT), 0);
+  uint64_t took = spare_takes_slot(fl, &ch, t0, c_tasks);
+  print_message("C's slot went to the spare %llu ms after the silent report (the directory "
+                "stopped until 30 ms after it)\n", (unsigned long long)took);
+  fl_stop(fl);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_outage_not_jitter, teardown),
       cmocka_unit_test_teardown(test_quiet_note_probes_early, teardown),
+      cmocka_unit_test_teardown(test_verdict_at_report_replaces_once, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
