@@ -702,7 +702,8 @@ typedef struct runrec {
   int op;                /* 0 bcast, 1 reduce */
   double secs, nf, ratio;
   double frac;           /* the fault's moment, as a fraction of the no-fault time */
-  double acted;          /* when the fault had acted (outcome.fault_done), as a fraction */
+  double acted;          /* when the fault had acted (outcome.fault_done, never before the
+                            drawn moment), as a fraction of the no-fault time */
 } runrec;
 
 /* A reduce that loses a contributing source at fraction `acted` of its
@@ -714,7 +715,7 @@ typedef struct runrec {
  * lose no source). */
 static double reduce_floor(const runrec *r) {
   if (r->op != 1 || !((1 << r->kf) & (FK_KILL | FK_CUT | FK_PAUSE | FK_SLOW))) return 0;
-  return (1 + (r->acted > r->frac ? r->acted : r->frac)) * r->nf;
+  return (1 + r->acted) * r->nf;
 }
 
 /* The target: survivors' time <= 1.3 x no-fault + 0.5 s. */

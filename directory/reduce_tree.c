@@ -601,17 +601,12 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
     uint64_t wait;
     s->ctr.silent_reports++;
     sl->silent_ms = hpl__now_ms();
-    uint64_t old = sl->node;
     if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
-    /* A verdict reached just now has already replaced every slot of the
-     * node with a fresh silent report (dir_reduce_node_unresponsive), this
-     * one included: failing it again would fail its new node instead
-     * (seen: the spare judged "does not answer" at once, and the cut node
-     * put back into the slot). */
-    r = dr_find(s, m->target);
-    if (!r || r->done || r->rid != m->rid) return;
-    sl = &r->slots[m->slot];
-    if (!sl->filled || sl->gen != m->gen || sl->node != old) return;
+    /* a verdict reached just now has replaced every slot of the node with
+     * a fresh silent report (dir_reduce_node_unresponsive), this one too:
+     * its generation moved on, and failing it again would fail its new node */
+    if (sl->gen != m->gen) return;
+    uint64_t old = sl->node;
     dr_slot_failed(r, (int)m->slot, "its node does not answer");
     dr_end_task_at(r, old);
     return;

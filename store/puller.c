@@ -322,7 +322,6 @@ static double rate_since(const st_puller *p, uint64_t now, uint64_t win_ms, doub
  * after 60% waited the whole window and then restarted anyway: 256 MiB
  * reduces slowed at 64-83% ended 1 s over the floor.) */
 #define STRAGGLER_EARLY 4.0
-#define STRAGGLER_EARLY_RESTART 1.0
 static void check_straggler(st_puller *p, uint64_t now) {
   store *s = p->s;
   char detail[200];
@@ -348,7 +347,7 @@ static void check_straggler(st_puller *p, uint64_t now) {
   if (secs <= 0 || rate >= limit) return;
   double finish = rate > 0 ? (double)left / rate : 1e9;
   double move = (double)(p->ops.resumable ? left : p->size) / s->rate_ewma;
-  if (quick && finish <= STRAGGLER_EARLY_RESTART * move) return;
+  if (quick && finish <= move) return;
   double rate_full = rate_since(p, now, full, &secs_full);
   if (secs_full > 0 && rate_full < limit) { /* crawled for the whole window */
     rate = rate_full;

@@ -264,6 +264,15 @@ static uint64_t ns_dir_counter(hpl__lc *lc, const char *name) {
   return q.v;
 }
 
+/* Host `to` learns its usual rate: a 16 MiB get of object `id` (put at
+ * host `from`) from a complete copy. */
+static void learn_rate(hpl_client **c, int from, int to, const char *id, uint64_t seed) {
+  th_put_pattern(c[from], id, 16 * MB, seed);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(c[to], id, th_ms(20000), &b), 0);
+  hpl_release(c[to], b);
+}
+
 /* Host 1's link is slowed to a tenth while it feeds a reduce of 2 of 3
  * sources into host 0. Host 0's task sees the stream crawl and says so;
  * host 1's heartbeats queue behind its bulk bytes, so the directory knows
@@ -274,11 +283,8 @@ static void test_reduce_straggler(void **state) {
   (void)state;
   hpl_client *c[HOSTS];
   hpl__lc *lc = start_servers(NULL, NULL, c);
-  /* host 0 learns its usual rate: a 16 MiB get from a complete copy */
-  th_put_pattern(c[1], "rs/warm", 16 * MB, 5);
+  learn_rate(c, 1, 0, "rs/warm", 5);
   hpl_buf *b;
-  assert_int_equal(hpl_get(c[0], "rs/warm", th_ms(20000), &b), 0);
-  hpl_release(c[0], b);
   const size_t nf = 8 * MB; /* floats: 32 MiB */
   float *v = malloc(nf * sizeof *v);
   assert_non_null(v);
@@ -325,10 +331,8 @@ static void test_reduce_slow_sink(void **state) {
   (void)state;
   hpl_client *c[HOSTS];
   hpl__lc *lc = start_servers(NULL, NULL, c);
-  th_put_pattern(c[0], "sk/warm", 16 * MB, 6); /* host 1 learns its usual rate */
+  learn_rate(c, 0, 1, "sk/warm", 6);
   hpl_buf *b;
-  assert_int_equal(hpl_get(c[1], "sk/warm", th_ms(20000), &b), 0);
-  hpl_release(c[1], b);
   const size_t nf = 2 * MB; /* floats: 8 MiB */
   float *v = malloc(nf * sizeof *v);
   assert_non_null(v);
@@ -385,10 +389,8 @@ static void reduce_paced(uint64_t size, uint64_t slow_after, const char *name1, 
            (unsigned long long)slow_after);
   hpl_client *c[HOSTS];
   hpl__lc *lc = start_servers(NULL, args, c);
-  th_put_pattern(c[1], "cr/warm", 16 * MB, 7); /* host 0 learns its usual rate */
+  learn_rate(c, 1, 0, "cr/warm", 7);
   hpl_buf *b;
-  assert_int_equal(hpl_get(c[0], "cr/warm", th_ms(20000), &b), 0);
-  hpl_release(c[0], b);
   const size_t nf = size / sizeof(float);
   float *v = malloc(size);
   assert_non_null(v);
@@ -458,10 +460,8 @@ static void test_slow_receiver_keeps_senders(void **state) {
   (void)state;
   hpl_client *c[HOSTS];
   hpl__lc *lc = start_servers(NULL, "--straggler-ms 1000 --straggler-ratio 0.2", c);
-  th_put_pattern(c[0], "sr/warm", 16 * MB, 7); /* host 1 learns its usual rate */
+  learn_rate(c, 0, 1, "sr/warm", 7);
   hpl_buf *b;
-  assert_int_equal(hpl_get(c[1], "sr/warm", th_ms(20000), &b), 0);
-  hpl_release(c[1], b);
   const uint64_t size = 8 * MB;
   th_put_pattern(c[0], "sr/x", size, 8);
   assert_int_equal(hpl_get(c[2], "sr/x", th_ms(20000), &b), 0); /* a second complete copy */
