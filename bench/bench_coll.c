@@ -561,7 +561,10 @@ static int run(cfg *g) {
                    .host_addrs = g->netns ? g->addrs : NULL,
                    .store_args = g->store_args,
                    .dir_args = g->dir_args,
-                   .log_level = "warn",
+                   .log_level = getenv("HPL_BENCH_LOG_LEVEL") ? getenv("HPL_BENCH_LOG_LEVEL")
+                                                              : "warn",
+                   /* kept (with the servers' logs) when given */
+                   .work_dir = getenv("HPL_BENCH_WORK_DIR"),
                    .timeout_ms = 20000};
   hpl__lc *lc;
   char err[512];

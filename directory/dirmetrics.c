@@ -82,6 +82,14 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Failed reduce slots that went on where they stopped, on another copy of the source"),
       C("dir_reduces_inline", c->reduces_inline, "reduces_inline_total",
         "Reduces of small objects done at the directory (no tree)"),
+      C("dir_rings_formed", c->rings_formed, "rings_formed_total",
+        "Ring allreduces that formed (every participant joined with a source of its own)"),
+      C("dir_rings_declined", c->rings_declined, "rings_declined_total",
+        "Ring allreduces that could not form (their clients reduced as usual)"),
+      C("dir_rings_done", c->rings_done, "rings_done_total",
+        "Ring allreduces completed at every member"),
+      C("dir_rings_abandoned", c->rings_abandoned, "rings_abandoned_total",
+        "Ring allreduces ended by a member's failure or loss (their clients reduced as usual)"),
   };
   size_t n = sizeof v / sizeof v[0];
   _Static_assert(sizeof v / sizeof v[0] <= DIR_METRICS_MAX, "DIR_METRICS_MAX");

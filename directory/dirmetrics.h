@@ -27,7 +27,7 @@
 #include "server.h"
 
 /* Room for the list dir_metrics_collect writes. */
-#define DIR_METRICS_MAX 48
+#define DIR_METRICS_MAX 56
 
 /* Every counter and gauge of the directory, now, into
  * out[DIR_METRICS_MAX]. Returns how many. */

@@ -11,6 +11,7 @@
 #include "hoplite.h"
 #include "locs.h"
 #include "log.h"
+#include "ring.h"
 #include "reduce.h"
 #include "status.h"
 #include "util.h"
@@ -259,6 +260,7 @@ static void node_copies_gone(dir_server *s, uint64_t id) {
   s->gone_node = id;
   dtab_node_gone(&s->tab, id, upstream_gone_cb, object_changed_cb, s);
   dir_reduce_node_gone(s, id);
+  dir_ring_node_gone(s, id);
 }
 
 /* The node is dead (or left): forget it. */
@@ -317,6 +319,7 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
       LOG_INFO("node %016llx reconnected", (unsigned long long)m->node_id);
       s->ctr.reconnects++;
       dir_reduce_node_gone(s, n->id);
+      dir_ring_node_gone(s, n->id);
     } else {
       LOG_INFO("node %016llx re-registered as a new store process",
                (unsigned long long)m->node_id);
@@ -354,6 +357,7 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   r.max_senders = s->cfg.max_senders;
   r.instance = s->instance;
   r.quiet_notes = 1;
+  r.rings = 1;
   hpl__conn_send(dc->c, HPL__MSG_REGISTER_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
   dir_reduce_node_registered(s, n->id);
 }

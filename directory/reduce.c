@@ -13,6 +13,7 @@
 #include "nodes.h"
 #include "ops.h"
 #include "reduce_int.h"
+#include "ring.h"
 #include "util.h"
 
 /* Finished reduces are kept so hpl_reduce_sources and allreduce joins keep
@@ -37,6 +38,8 @@ dir_reduce *dr_find(dir_server *s, const char *target) {
   HASH_FIND_STR(s->reduces, target, r);
   return r;
 }
+
+int dir_reduce_known(dir_server *s, const char *target) { return dr_find(s, target) != NULL; }
 
 /* ------------------------------------------------------------------ source watches */
 
@@ -209,6 +212,7 @@ void dr_finish(dir_reduce *r, int status, const char *detail) {
 }
 
 void dir_reduce_target_deleted(dir_server *s, const char *target) {
+  dir_ring_target_deleted(s, target);
   dir_reduce *r = dr_find(s, target);
   if (!r) return;
   if (!r->done) dr_finish(r, HPL_ECANCELED, "the target was deleted");
@@ -216,6 +220,7 @@ void dir_reduce_target_deleted(dir_server *s, const char *target) {
 }
 
 void dir_reduce_free_all(dir_server *s) {
+  dir_ring_free_all(s);
   dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces, r, tmp) reduce_free(r);
   for (int i = 0; s->away_ends && i < DR_AWAY_ENDS; i++) free(s->away_ends[i].target);
@@ -462,6 +467,11 @@ void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
   int rc = request_check(m, k, detail, sizeof detail);
   if (rc) {
     reduce_reply(f, rc, detail, 0, 0);
+    return;
+  }
+  if (dir_ring_clash(s, m->target)) {
+    snprintf(detail, sizeof detail, "a ring allreduce into '%s' runs", m->target);
+    reduce_reply(f, HPL_EEXIST, detail, 0, 0);
     return;
   }
   dir_reduce *r = dr_find(s, m->target);

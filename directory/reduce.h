@@ -88,6 +88,9 @@ size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max);
 /* Free every reduce (at the end, after the loop). */
 void dir_reduce_free_all(dir_server *s);
 
+/* Whether a reduce into `target` is known (running, or finished and kept). */
+int dir_reduce_known(dir_server *s, const char *target);
+
 /* How long a participant of an allreduce waits for its ring predecessor
  * to ask for the target before the ordinary sender rule applies. */
 #define DIR_RING_WAIT_MS 50

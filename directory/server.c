@@ -17,6 +17,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
+#include "ring.h"
 #include "status.h"
 #include "util.h"
 #include "xlog.h"
@@ -71,6 +72,8 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_ACQUIRE] = {dir_acquire_on_acquire, DIR_NODE | DIR_ID},
     [HPL__MSG_REDUCE_FAIL] = {dir_reduce_on_fail, DIR_NODE},
     [HPL__MSG_REDUCE_DONE] = {dir_reduce_on_done, DIR_NODE},
+    [HPL__MSG_RING] = {dir_ring_on_request, DIR_NODE},
+    [HPL__MSG_RING_NOTE] = {dir_ring_on_note, DIR_NODE},
     [HPL__MSG_REPLY] = {dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
     /* clients and tools (any connection) */
     [HPL__MSG_PEEK] = {dir_acquire_on_peek, DIR_ID},

@@ -85,7 +85,11 @@ typedef struct dir_counters {
       suspects,       /* senders that did not answer a probe in time */
       suspect_moves,  /* receivers moved off a suspected sender */
       slow_moves,     /* receivers moved off a partial sender slow by itself */
-      evictions_granted; /* copies stores were let evict (EVICT) */
+      evictions_granted, /* copies stores were let evict (EVICT) */
+      rings_formed,    /* ring allreduces that formed (ring.c) */
+      rings_declined,  /* ...that could not form: their clients reduced as usual */
+      rings_done,      /* ...completed at every member */
+      rings_abandoned; /* ...that ended when a member failed or left */
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
@@ -134,6 +138,7 @@ typedef struct dir_server {
   struct dir_reduce *reduces_done; /* the finished ones, oldest first (utlist DL) */
   size_t nreduces_done;
   struct dir_away_end *away_ends;  /* REDUCE_DONE notes lately, a ring (reduce.c) */
+  struct dir_ring *rings;          /* ring allreduce groups, by target (ring.c) */
   /* xlog.c */
   struct dir_xfer *xlog;         /* ring of the latest entries */
   uint64_t xseq;                 /* entries ever recorded */

@@ -720,11 +720,13 @@ int hpl_delete_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
 
 /* ------------------------------------------------------------------ collectives */
 
-/* hpl_reduce and hpl_reduce_range: the checks the client can make, then
- * the REDUCE request (src_length 0: up to the sources' end). */
+/* hpl_reduce, hpl_reduce_range and hpl_allreduce: the checks the client
+ * can make, then the REDUCE request (src_length 0: up to the sources'
+ * end). With `ran` set it asks for a ring (ReduceReq.ring): *ran then says
+ * whether one ran, also when it answers that none runs now. */
 static int reduce_call(hpl_client *c, const char *target, const char *const *sources,
                        size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
-                       uint64_t offset, uint64_t length, int64_t timeout_ms) {
+                       uint64_t offset, uint64_t length, int64_t timeout_ms, int *ran) {
   CHECK_ID(c, target);
   if (!sources || nsources == 0) return hpl__cfail(c, HPL_EINVAL, "no sources");
   if (num_objects > nsources)
@@ -750,19 +752,28 @@ static int reduce_call(hpl_client *c, const char *target, const char *const *sou
   r.timeout_ms = timeout_ms;
   r.src_offset = offset;
   r.src_length = length;
-  return hpl__ccall(c, HPL__MSG_REDUCE, &r.base, timeout_ms, NULL);
+  if (!ran) return hpl__ccall(c, HPL__MSG_REDUCE, &r.base, timeout_ms, NULL);
+  r.ring = 1;
+  int rc;
+  batch b;
+  batch_init(&b, NULL, 1, &rc);
+  slot s = {.req = {.type = HPL__MSG_REDUCE, .m = &r.base}};
+  calls(c, &s, 1, timeout_ms, &b);
+  *ran = s.out && ((Hplpb__ReduceRep *)s.out)->joined;
+  if (s.out) protobuf_c_message_free_unpacked(s.out, NULL);
+  return rc;
 }
 
 int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
                size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms) {
-  return reduce_call(c, target, sources, nsources, num_objects, op, dtype, 0, 0, timeout_ms);
+  return reduce_call(c, target, sources, nsources, num_objects, op, dtype, 0, 0, timeout_ms, NULL);
 }
 
 int hpl_reduce_range(hpl_client *c, const char *target, const char *const *sources,
                      size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                      uint64_t offset, uint64_t length, int64_t timeout_ms) {
   return reduce_call(c, target, sources, nsources, num_objects, op, dtype, offset, length,
-                     timeout_ms);
+                     timeout_ms, NULL);
 }
 
 int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
@@ -770,7 +781,18 @@ int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources,
                   hpl_buf **out) {
   if (!out) return c ? hpl__cfail(c, HPL_EINVAL, "out must not be NULL") : HPL_EINVAL;
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
-  int rc = hpl_reduce(c, target, sources, nsources, num_objects, op, dtype, timeout_ms);
+  /* a ring first (the store answers once the target is complete here);
+   * where none runs, a reduce whose result is broadcast to each caller */
+  int ran = 0;
+  int rc = reduce_call(c, target, sources, nsources, num_objects, op, dtype, 0, 0, timeout_ms,
+                       &ran);
+  if (rc == HPL_EUNAVAIL) {
+    rc = hpl_reduce(c, target, sources, nsources, num_objects, op, dtype,
+                    timeout_ms < 0 ? -1 : hpl__ms_left(deadline));
+    /* an abandoned ring may have completed the target at some members
+     * (or still runs here): get it as it is */
+    if (rc == HPL_EEXIST && ran) rc = 0;
+  }
   if (rc) return rc;
   return hpl_get(c, target, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), out);
 }

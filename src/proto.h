@@ -81,13 +81,22 @@
   /* store -> directory, one-way: nothing from node_id for half a quiet \
    * window (puller.c): probe it now (only to a directory that says it \
    * takes them, RegisterRep.quiet_notes) */ \
-  X(QUIET, 70, hplpb__heartbeat)
+  X(QUIET, 70, hplpb__heartbeat)                  \
+  /* store -> directory: a ring allreduce (ring.c); answered when it forms */ \
+  X(RING, 71, hplpb__reduce_req)                  \
+  X(RING_REP, 72, hplpb__ring_plan)               \
+  /* store -> directory, one-way: this member's target is complete (status \
+   * 0) or its part failed */                     \
+  X(RING_NOTE, 73, hplpb__reduce_end)             \
+  /* directory -> stores, one-way: the ring is over (status 0: every member \
+   * completed) or abandoned */                   \
+  X(RING_END, 74, hplpb__reduce_end)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 70
+      HPL__MSG_MAX_ = 74
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

@@ -27,6 +27,7 @@
 #include "objects.h"
 #include "put.h"
 #include "rdsink.h"
+#include "ring.h"
 #include "session.h"
 #include "util.h"
 
@@ -136,7 +137,12 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     case HPL__MSG_LIST: proxy(s, cl, h, m, ((Hplpb__ListReq *)m)->timeout_ms); break;
     case HPL__MSG_TRANSFERS: proxy(s, cl, h, m, ((Hplpb__TransfersReq *)m)->timeout_ms); break;
     case HPL__MSG_STATUS: proxy(s, cl, h, m, ((Hplpb__StatusReq *)m)->timeout_ms); break;
-    case HPL__MSG_REDUCE: rdsink_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m); break;
+    case HPL__MSG_REDUCE:
+      if (((Hplpb__ReduceReq *)m)->ring)
+        ring_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
+      else
+        rdsink_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
+      break;
     case HPL__MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
     case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
     default: {

@@ -18,6 +18,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "rdtask.h"
+#include "ring.h"
 #include "spill.h"
 #include "util.h"
 #include "uvconn.h"
@@ -152,18 +153,24 @@ static void sender_pump(st_sender *sd) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
     if (sd->faulty && (n = sender_fault_budget(sd, n)) == 0) return;
+    /* a ring stream's bytes are pieces of its target and source */
+    const uint8_t *src = o->ring ? ring_stream_at(s, o, sd->pos, &n) : o->data + sd->pos;
+    if (!src) {
+      hpl__conn_close(sd->c, HPL_ECANCELED);
+      return;
+    }
     /* from the pool's memfd without a copy when the socket allows. One
      * request at a time then: a sendfile waits until nothing else is
      * queued, and one that waits for room keeps the socket full anyway */
     int use_sf = s->cfg.sendfile && o->size;
     if (use_sf && sd->inflight > 0) break;
     int rc = use_sf ? hpl__conn_sendfile(sd->c, hpl__pool_fd(s->pool),
-                                         (uint64_t)(o->data - hpl__pool_base(s->pool)) + sd->pos,
+                                         (uint64_t)(src - hpl__pool_base(s->pool)),
                                          (size_t)n, sender_write_done, sd)
                     : 1;
     if (rc < 0) return;
     if (rc == 1 &&
-        hpl__conn_write(sd->c, o->data + sd->pos, (size_t)n, sender_write_done, sd) != 0)
+        hpl__conn_write(sd->c, src, (size_t)n, sender_write_done, sd) != 0)
       return;
     sd->pos += n;
     s->ctr.data_bytes_sent += n;
@@ -397,7 +404,7 @@ static void park_expired(uv_timer_t *t) {
  * stream's task hears where the pull starts first (it may make its output
  * again from there, dropping the other pulls of it: not this one yet). */
 static void sender_serve(st_sender *sd, st_obj *o) {
-  if (o->internal) rdtask_stream_pulled(sd->s, o, sd->offset);
+  if (o->internal && !o->ring) rdtask_stream_pulled(sd->s, o, sd->offset);
   sd->obj = o;
   store_obj_ref(sd->s, o);
   sd->watch.fn = sender_parked_fn;

@@ -398,6 +398,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   s->inline_max = r->inline_max;
   s->max_senders = r->max_senders;
   s->dir_quiet_notes = r->quiet_notes;
+  s->dir_rings = r->rings;
   dl->state = DL_READY;
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;
@@ -497,7 +498,8 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
   }
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
       h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
-      h->type == HPL__MSG_REDUCE_END || h->type == HPL__MSG_REDUCE_ADOPTED) {
+      h->type == HPL__MSG_REDUCE_END || h->type == HPL__MSG_REDUCE_ADOPTED ||
+      h->type == HPL__MSG_RING_END) {
     /* the directory's own messages (a DROP is acknowledged once handled) */
     if (dl->handlers[h->type]) dl->handlers[h->type](dl->s, m);
     if (h->type == HPL__MSG_DROP && h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);

@@ -96,6 +96,8 @@ struct st_obj {
   uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
   uint8_t on_disk : 1;    /* a spill file holds its bytes (store_obj_file) */
   uint8_t moving : 1;     /* room.c: being written to or read from its spill file */
+  uint8_t ring : 1;       /* internal: a ring allreduce's stream, whose bytes are pieces
+                             of its target and source (ring.c; data is the target's) */
   uint32_t keep_until;    /* room.c: the directory refused to let it go (the last
                              copy); not asked again before this (seconds, store clock) */
   uint16_t id_room;       /* id[] holds up to this many characters */

@@ -17,6 +17,7 @@
 #include "objects.h"
 #include "puller.h"
 #include "rdsink.h"
+#include "ring.h"
 #include "rdtask.h"
 #include "room.h"
 #include "stmetrics.h"
@@ -57,6 +58,7 @@ static void on_upstream_gone(store *s, ProtobufCMessage *m) {
 }
 
 static void on_registered(store *s, int restarted) {
+  ring_directory_lost(s);
   if (restarted) rdsink_directory_restarted(s);
   /* registered again with the same directory: it has voided the reduce
    * slots this node held on the old connection (others took them over) */
@@ -146,6 +148,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   dirlink_on(s, HPL__MSG_REDUCE_SINK, rdsink_on_sink);
   dirlink_on(s, HPL__MSG_REDUCE_END, rdsink_on_end);
   dirlink_on(s, HPL__MSG_REDUCE_ADOPTED, rdtask_on_adopted);
+  dirlink_on(s, HPL__MSG_RING_END, ring_on_end);
   dirlink_on_registered(s, on_registered);
   dirlink_on_incoming(s, fetch_incoming);
   uv_signal_init(loop, &s->sigint);
@@ -173,6 +176,7 @@ void store_stop(store *s) {
   clients_stop(s);
   dataport_stop(s);
   dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
+  ring_stop(s);
   fetch_stop(s);
   room_stop(s);
   lifetime_stop(s);

@@ -115,7 +115,11 @@ typedef struct store_counters {
       spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
       spill_dropped,            /* buffers freed of objects already on disk */
       restored, restored_bytes, /* objects read back into the pool */
-      spill_errors;             /* writes or reads of spill files that failed */
+      spill_errors,             /* writes or reads of spill files that failed */
+      ring_tasks,     /* ring allreduces this node took part in (ring.c) */
+      rings_done,     /*   ...whose target it completed */
+      ring_failures,  /*   ...whose part here failed, or that ended before it was done */
+      ring_fallbacks; /* allreduces asked for a ring that ran none (reduced as usual) */
 } store_counters;
 
 struct store {
@@ -128,6 +132,7 @@ struct store {
   uint32_t inline_max;  /* the directory's, from registration */
   uint32_t max_senders; /* the directory's, from registration */
   int dir_quiet_notes;   /* ... and whether it takes QUIET notes (puller.c) */
+  int dir_rings;         /* ... and RING requests (ring.c) */
   store_counters ctr;
   int stopping;
   int draining; /* SIGTERM: leaving once current streams are served */
@@ -171,6 +176,8 @@ struct store {
                                     hold memory end */
   /* rdsink.c */
   struct rd_sink *sinks;
+  /* ring.c */
+  struct rg_task *rings; /* by target */
   /* lifetime.c */
   struct st_lifetime *lt; /* deletes due: owned objects of clients that left, TTLs */
   uv_timer_t lt_timer;    /* the one timer: the earliest deadline, or at once */

@@ -135,6 +135,14 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
         "Bytes read back from spill files"),
       C("spill_errors", c->spill_errors, "spill_errors_total",
         "Spill file writes or reads that failed"),
+      C("ring_tasks", c->ring_tasks, "ring_tasks_total",
+        "Ring allreduces this node took part in"),
+      C("rings_done", c->rings_done, "rings_done_total",
+        "Ring allreduces whose target this node completed"),
+      C("ring_failures", c->ring_failures, "ring_failures_total",
+        "Ring allreduces whose part here failed or ended unfinished"),
+      C("ring_fallbacks", c->ring_fallbacks, "ring_fallbacks_total",
+        "Allreduces that asked for a ring and ran none (reduced as usual)"),
       /* the node id is a label of hoplite_store_info (render) */
       {"node_id", s->node_id, NULL, HPL__M_GAUGE, 0, NULL},
   };

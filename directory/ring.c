@@ -1,0 +1,352 @@
+/* ring.c - ring allreduce groups (see ring.h). */
+#include "ring.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "cost.h"
+#include "hoplite.h"
+#include "log.h"
+#include "nodes.h"
+#include "objects.h"
+#include "reduce.h"
+#include "uvtimer.h"
+#include "util.h"
+
+#define RING_MIN_SLICE (256u << 10) /* each member's slice at least this */
+#define RING_MAX_MEMBERS 1024
+#define RING_FORM_MIN_MS 100
+#define RING_FORM_MAX_MS 2000
+#define RING_KEEP_MS 10000 /* an ended group answers late requests this long */
+
+enum { RG_FORMING = 0, RG_RUNNING = 1, RG_OVER = 2 };
+
+typedef struct rg_member {
+  uint64_t node;
+  uint64_t req; /* its RING request, answered when the group forms or not */
+  uint32_t src; /* the source it contributes */
+  int done;     /* its target is complete */
+} rg_member;
+
+typedef struct dir_ring {
+  UT_hash_handle hh; /* dir_server.rings, by target */
+  dir_server *srv;
+  char *target;
+  char **src;
+  uint32_t k;
+  int op, dtype;
+  uint64_t size;
+  int state;   /* RG_* */
+  int ran;     /* it formed (a late request is told copies may exist) */
+  uint64_t rid;
+  rg_member *m; /* in join order, which is the ring's order */
+  uint32_t nm, ndone;
+  uint64_t over_ms; /* RG_OVER since */
+  hpl__otimer timer; /* the forming window */
+} dir_ring;
+
+static void ring_free(dir_ring *g) {
+  HASH_DEL(g->srv->rings, g);
+  for (uint32_t i = 0; i < g->k; i++) free(g->src[i]);
+  free(g->src);
+  free(g->m);
+  free(g->target);
+  hpl__otimer_free(&g->timer, g); /* frees g */
+}
+
+/* Groups that ended long enough ago go (a few per request: bounded). */
+static void ring_expire(dir_server *s) {
+  uint64_t now = hpl__now_ms();
+  int n = 0;
+  dir_ring *g, *tmp;
+  HASH_ITER(hh, s->rings, g, tmp) {
+    if (g->state == RG_OVER && now > g->over_ms + RING_KEEP_MS) ring_free(g);
+    if (++n >= 16) break;
+  }
+}
+
+/* "No ring" (the client reduces as usual) is a plan without nodes; its
+ * rid is nonzero when a ring into the target ran (copies may exist). */
+static void send_no_ring(dir_server *s, uint64_t node, uint64_t req, const char *why, int ran) {
+  Hplpb__RingPlan p = HPLPB__RING_PLAN__INIT;
+  p.detail = (char *)why;
+  p.rid = (uint64_t)ran;
+  dir_node_send(s, node, HPL__MSG_RING_REP, req, &p.base);
+}
+
+/* The group will not run: every member waiting is told to reduce as usual. */
+static void ring_decline(dir_ring *g, const char *why) {
+  dir_server *s = g->srv;
+  LOG_INFO("ring allreduce into '%s' declined (%u of %u joined): %s", g->target, g->nm, g->k,
+           why);
+  for (uint32_t i = 0; i < g->nm; i++)
+    send_no_ring(s, g->m[i].node, g->m[i].req, why, 0);
+  g->state = RG_OVER;
+  g->over_ms = hpl__now_ms();
+  hpl__otimer_stop(&g->timer);
+  s->ctr.rings_declined++;
+}
+
+/* The running ring ends: status 0 when every member completed. */
+static void ring_end(dir_ring *g, int status, const char *detail) {
+  dir_server *s = g->srv;
+  Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
+  e.rid = g->rid;
+  e.target = g->target;
+  e.status = status;
+  e.detail = (char *)(detail ? detail : "");
+  for (uint32_t i = 0; i < g->nm; i++) dir_node_send(s, g->m[i].node, HPL__MSG_RING_END, 0, &e.base);
+  g->state = RG_OVER;
+  g->over_ms = hpl__now_ms();
+  if (status) {
+    s->ctr.rings_abandoned++;
+    LOG_WARN("ring allreduce into '%s' abandoned (%u of %u members done): %s", g->target,
+             g->ndone, g->nm, detail ? detail : hpl_strerror(status));
+  } else {
+    s->ctr.rings_done++;
+    LOG_INFO("ring allreduce into '%s' done at all %u members", g->target, g->nm);
+  }
+}
+
+static void ring_form_expired(void *owner) {
+  dir_ring *g = owner;
+  if (g->state != RG_FORMING) return;
+  char why[96];
+  snprintf(why, sizeof why, "only %u of %u participants joined in time", g->nm, g->k);
+  ring_decline(g, why);
+}
+
+/* Every source has a member: tell each its place. */
+static void ring_go(dir_ring *g) {
+  dir_server *s = g->srv;
+  hpl__otimer_stop(&g->timer);
+  g->rid = hpl__random_u64() | 1;
+  g->state = RG_RUNNING;
+  g->ran = 1;
+  Hplpb__ReduceChild *ch = calloc(g->nm, sizeof *ch);
+  Hplpb__ReduceChild **chp = calloc(g->nm, sizeof *chp);
+  if (!ch || !chp) {
+    free(ch);
+    free(chp);
+    ring_decline(g, "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < g->nm; i++) {
+    dir_node *n = dir_node_find(s, g->m[i].node);
+    hplpb__reduce_child__init(&ch[i]);
+    ch[i].index = i;
+    ch[i].node = g->m[i].node;
+    ch[i].addr = n ? n->addr : "";
+    ch[i].port = n ? (uint32_t)n->port : 0;
+    ch[i].key = g->src[g->m[i].src];
+    chp[i] = &ch[i];
+  }
+  Hplpb__RingPlan p = HPLPB__RING_PLAN__INIT;
+  p.rid = g->rid;
+  p.n_nodes = g->nm;
+  p.nodes = chp;
+  p.size = g->size;
+  p.op = (uint32_t)g->op;
+  p.dtype = (uint32_t)g->dtype;
+  for (uint32_t i = 0; i < g->nm; i++) {
+    p.index = i;
+    dir_node_send(s, g->m[i].node, HPL__MSG_RING_REP, g->m[i].req, &p.base);
+  }
+  free(ch);
+  free(chp);
+  s->ctr.rings_formed++;
+  LOG_INFO("ring allreduce into '%s' formed: %u members, %llu bytes", g->target, g->nm,
+           (unsigned long long)g->size);
+}
+
+/* Why request m cannot be a ring at all (NULL: it can be). */
+static const char *request_unfit(const Hplpb__ReduceReq *m) {
+  size_t k = m->n_sources;
+  if (k < 3 || k > RING_MAX_MEMBERS) return "a ring needs 3 to 1024 sources";
+  if (m->num_objects && m->num_objects != k) return "a ring reduces every source";
+  if (m->src_offset || m->src_length) return "a ring reduces whole objects";
+  if (m->op > HPL_OP_PROD || !hpl_dtype_size((int)m->dtype)) return "bad op or dtype";
+  if (!hpl__id_valid(m->target)) return "invalid target id";
+  for (size_t i = 0; i < k; i++) {
+    if (!hpl__id_valid(m->sources[i]) || !strcmp(m->sources[i], m->target))
+      return "a bad source id";
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(m->sources[i], m->sources[j])) return "a source named twice";
+  }
+  return NULL;
+}
+
+static int same_request(const dir_ring *g, const Hplpb__ReduceReq *m) {
+  if (m->n_sources != g->k || (int)m->op != g->op || (int)m->dtype != g->dtype) return 0;
+  for (uint32_t i = 0; i < g->k; i++)
+    if (strcmp(m->sources[i], g->src[i])) return 0;
+  return 1;
+}
+
+static dir_ring *ring_new(dir_server *s, const Hplpb__ReduceReq *m) {
+  dir_ring *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->srv = s;
+  g->k = (uint32_t)m->n_sources;
+  g->op = (int)m->op;
+  g->dtype = (int)m->dtype;
+  g->target = strdup(m->target);
+  g->src = calloc(g->k, sizeof *g->src);
+  g->m = calloc(g->k, sizeof *g->m);
+  int ok = g->target && g->src && g->m;
+  for (uint32_t i = 0; ok && i < g->k; i++) ok = (g->src[i] = strdup(m->sources[i])) != NULL;
+  if (!ok) {
+    for (uint32_t i = 0; g->src && i < g->k; i++) free(g->src[i]);
+    free(g->src);
+    free(g->m);
+    free(g->target);
+    free(g);
+    return NULL;
+  }
+  HASH_ADD_KEYPTR(hh, s->rings, g->target, strlen(g->target), g);
+  /* the window: what the ring saves over reduce + broadcast, 2S/(kB) */
+  uint64_t size = 0;
+  dir_obj *o = dtab_find(&s->tab, g->src[0]);
+  if (o && o->has_size) size = o->size;
+  double bw = dir_cost_bandwidth(s);
+  uint64_t ms = bw > 0 ? (uint64_t)(2000.0 * (double)size / ((double)g->k * bw)) : 0;
+  if (ms < RING_FORM_MIN_MS) ms = RING_FORM_MIN_MS;
+  if (ms > RING_FORM_MAX_MS) ms = RING_FORM_MAX_MS;
+  hpl__otimer_start(s->loop, &g->timer, g, ms, ring_form_expired);
+  return g;
+}
+
+/* The source node `node` contributes: one it holds complete that no member
+ * has claimed. Sets *why and returns -1 if there is none or the sizes do
+ * not fit a ring. */
+static int claim_source(dir_ring *g, uint64_t node, const char **why) {
+  dir_server *s = g->srv;
+  size_t es = hpl_dtype_size(g->dtype);
+  for (uint32_t i = 0; i < g->k; i++) {
+    int taken = 0;
+    for (uint32_t j = 0; j < g->nm && !taken; j++) taken = g->m[j].src == i;
+    if (taken) continue;
+    dir_obj *o = dtab_find(&s->tab, g->src[i]);
+    dir_loc *l = o && dtab_ready(o) && !o->is_inline ? dtab_loc(o, node) : NULL;
+    if (!l || !l->complete) continue;
+    if (g->nm == 0) g->size = o->size;
+    if (o->size != g->size || o->size % es || o->size / g->k < RING_MIN_SLICE) {
+      *why = "sources too small for a ring, or of other sizes";
+      return -1;
+    }
+    return (int)i;
+  }
+  *why = "a participant holds no source of its own";
+  return -1;
+}
+
+void dir_ring_on_request(dir_server *s, const dir_frame *f) {
+  Hplpb__ReduceReq *m = (Hplpb__ReduceReq *)f->msg;
+  uint64_t node = f->dc->node->id;
+  ring_expire(s);
+  const char *why = request_unfit(m);
+  if (why) {
+    send_no_ring(s, node, f->req, why, 0);
+    return;
+  }
+  dir_ring *g = NULL;
+  HASH_FIND_STR(s->rings, m->target, g);
+  if (!g) {
+    dir_obj *t = dtab_find(&s->tab, m->target);
+    if ((t && t->state == OBJ_READY) || dir_reduce_known(s, m->target)) {
+      send_no_ring(s, node, f->req, "the target exists or is being reduced", 0);
+      return;
+    }
+    if (!(g = ring_new(s, m))) {
+      send_no_ring(s, node, f->req, "out of memory", 0);
+      return;
+    }
+  }
+  if (g->state != RG_FORMING) {
+    send_no_ring(s, node, f->req,
+                     g->ran ? "the ring into it ran already" : "the ring into it was declined",
+                     g->ran);
+    return;
+  }
+  if (!same_request(g, m)) {
+    ring_decline(g, "participants asked for different allreduces");
+    send_no_ring(s, node, f->req, "participants asked for different allreduces",
+                     0);
+    return;
+  }
+  for (uint32_t j = 0; j < g->nm; j++)
+    if (g->m[j].node == node) {
+      ring_decline(g, "two participants on one node");
+      send_no_ring(s, node, f->req, "two participants on one node", 0);
+      return;
+    }
+  int src = claim_source(g, node, &why);
+  if (src < 0) {
+    ring_decline(g, why);
+    send_no_ring(s, node, f->req, why, 0);
+    return;
+  }
+  g->m[g->nm++] = (rg_member){.node = node, .req = f->req, .src = (uint32_t)src};
+  if (g->nm == g->k) ring_go(g);
+}
+
+void dir_ring_on_note(dir_server *s, const dir_frame *f) {
+  Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
+  dir_ring *g = NULL;
+  if (m->target) HASH_FIND_STR(s->rings, m->target, g);
+  if (!g || g->state != RG_RUNNING || g->rid != m->rid) return;
+  uint64_t node = f->dc->node->id;
+  rg_member *mb = NULL;
+  for (uint32_t i = 0; i < g->nm && !mb; i++)
+    if (g->m[i].node == node) mb = &g->m[i];
+  if (!mb) return;
+  if (m->status) {
+    char why[400];
+    snprintf(why, sizeof why, "member %016llx: %s", (unsigned long long)node,
+             m->detail && *m->detail ? m->detail : hpl_strerror(m->status));
+    ring_end(g, m->status, why);
+    return;
+  }
+  if (!mb->done) {
+    mb->done = 1;
+    if (++g->ndone == g->nm) ring_end(g, 0, NULL);
+  }
+}
+
+int dir_ring_clash(dir_server *s, const char *target) {
+  dir_ring *g = NULL;
+  HASH_FIND_STR(s->rings, target, g);
+  if (!g) return 0;
+  if (g->state == RG_FORMING) ring_decline(g, "a plain reduce into the target was asked for");
+  return g->state == RG_RUNNING;
+}
+
+void dir_ring_node_gone(dir_server *s, uint64_t node) {
+  dir_ring *g, *tmp;
+  HASH_ITER(hh, s->rings, g, tmp) {
+    if (g->state == RG_OVER) continue;
+    for (uint32_t i = 0; i < g->nm; i++) {
+      if (g->m[i].node != node) continue;
+      char why[96];
+      snprintf(why, sizeof why, "node %016llx left", (unsigned long long)node);
+      if (g->state == RG_FORMING)
+        ring_decline(g, why);
+      else if (!g->m[i].done)
+        ring_end(g, HPL_ECONN, why);
+      break;
+    }
+  }
+}
+
+void dir_ring_target_deleted(dir_server *s, const char *target) {
+  dir_ring *g = NULL;
+  HASH_FIND_STR(s->rings, target, g);
+  if (g && g->state == RG_RUNNING) ring_end(g, HPL_ECANCELED, "the target was deleted");
+}
+
+void dir_ring_free_all(dir_server *s) {
+  dir_ring *g, *tmp;
+  HASH_ITER(hh, s->rings, g, tmp) ring_free(g);
+}

@@ -1,0 +1,59 @@
+/*
+ * ring.h - ring allreduce groups.
+ *
+ * hpl_allreduce first asks its store for a ring (ReduceReq.ring); the store
+ * asks here with RING. The participants of one allreduce form a group, one
+ * member per node, each contributing a source it holds complete. Once every
+ * source has a member, each member is answered with the ring (RingPlan):
+ * its place and every member's node. The stores then run a reduce-scatter
+ * followed by an allgather over their neighbours' streams (store/ring.c),
+ * so each node sends 2(k-1)/k of the object instead of the 2x of a reduce
+ * followed by a broadcast. Each member registers its complete copy of the
+ * target (LOC_ADD) and says so (RING_NOTE status 0); when all have, or when
+ * any member fails or leaves, the group ends and every member is told
+ * (RING_END). A group that cannot form (a participant without a source of
+ * its own, two on one node, sources not ready, too small, not every
+ * participant within the forming window) is declined: each member is
+ * answered HPL_EUNAVAIL and its client reduces the usual way, as does every
+ * client of an abandoned ring. Ended groups answer late requests for a
+ * while (RING_KEEP_MS), so no second ring forms for the same target.
+ *
+ * The forming window is what the ring would save, 2S/(kB) with the cost
+ * model's bandwidth B, at least 100 ms and at most 2 s: participants that
+ * come later than that cost more than the ring wins.
+ *
+ * Callers: server.c (RING, RING_NOTE), reduce.c (a plain reduce into the
+ * same target; node loss; deletes; shutdown), admin/metrics (counters).
+ */
+#ifndef HPL_DIR_RING_H
+#define HPL_DIR_RING_H
+
+#include <stdint.h>
+
+#include "server.h"
+
+/* RING (a ReduceReq with ring set) from a registered node: join or start
+ * the target's group; answered now (HPL_EUNAVAIL: no ring) or once the
+ * group forms or is declined. */
+void dir_ring_on_request(dir_server *s, const dir_frame *f);
+
+/* RING_NOTE from a member: its target is complete (status 0) or its part
+ * failed (the ring ends for all). Stale notes (another rid) are ignored. */
+void dir_ring_on_note(dir_server *s, const dir_frame *f);
+
+/* A plain reduce into `target` was asked for: a forming group is declined
+ * (its members then join that reduce). Returns 1 if a ring into it runs
+ * (the reduce must be refused), else 0. */
+int dir_ring_clash(dir_server *s, const char *target);
+
+/* Node `node` is gone (dead, or its store reconnected): groups it is in end
+ * (running) or are declined (forming). */
+void dir_ring_node_gone(dir_server *s, uint64_t node);
+
+/* The target was deleted: a running ring into it ends. */
+void dir_ring_target_deleted(dir_server *s, const char *target);
+
+/* Free every group (shutdown). */
+void dir_ring_free_all(dir_server *s);
+
+#endif

@@ -1,0 +1,419 @@
+/* ring.c - this node's part in ring allreduces (see ring.h). */
+#include "ring.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "dataport.h"
+#include "dirlink.h"
+#include "hoplite.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "puller.h"
+#include "util.h"
+
+#define RING_QUIET_MS 1000     /* the incoming stream silent this long: the ring fails */
+#define RING_READ_MAX (1u << 20) /* bytes combined per read at most (bounded work) */
+
+enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
+
+typedef struct rg_task rg_task;
+
+struct rg_task {
+  UT_hash_handle hh; /* store.rings, by target */
+  store *s;
+  char target[HPL_ID_MAX + 1];
+  char key[HPL_ID_MAX + 64]; /* this member's outgoing stream */
+  st_creq q;
+  int answered; /* the client has its answer */
+  int state;    /* RG_* */
+  uint64_t rid;
+  uint32_t idx, k, pred;
+  int op, dtype;
+  size_t es;
+  uint64_t size;
+  uint64_t *seg;    /* k + 1 slice boundaries in the target */
+  uint64_t *in_at;  /* 2k - 1 step starts of the incoming stream (the last: its length) */
+  uint64_t out_len; /* of the outgoing stream */
+  uint64_t in_done; /* incoming bytes in place and combined */
+  st_obj *src, *t, *out; /* referenced */
+  st_puller *pull;
+};
+
+/* Slice of member j's stream at step s. */
+static uint32_t step_slice(const rg_task *g, uint32_t j, uint32_t s) {
+  return (uint32_t)(((uint64_t)j + (uint64_t)g->k * 2 - s) % g->k);
+}
+
+static uint64_t slice_len(const rg_task *g, uint32_t i) { return g->seg[i + 1] - g->seg[i]; }
+
+/* The step of the incoming stream byte `pos` is in (binary search). */
+static uint32_t in_step(const rg_task *g, uint64_t pos) {
+  uint32_t lo = 0, hi = 2 * g->k - 2; /* in_at[lo] <= pos < in_at[hi] */
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if (g->in_at[mid] <= pos) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static void answer(rg_task *g, int status, const char *detail, int ran) {
+  if (g->answered) return;
+  g->answered = 1;
+  Hplpb__ReduceRep r = HPLPB__REDUCE_REP__INIT;
+  r.status = status;
+  r.detail = (char *)(detail ? detail : "");
+  r.joined = ran;
+  r.sink_node = g->s->node_id;
+  session_send(g->q.cl, HPL__MSG_REDUCE_REP, g->q.req, &r.base);
+  session_creq_done(&g->q);
+}
+
+static void task_free(rg_task *g) {
+  store *s = g->s;
+  if (g->pull) puller_cancel(g->pull);
+  g->pull = NULL;
+  if (g->out) {
+    g->out->data = NULL; /* the target's buffer, not the stream's own */
+    store_obj_detach(s, g->out);
+    store_obj_unref(s, g->out);
+  }
+  if (g->t) {
+    if (g->t->state == OBJ_REDUCING && g->t->in_table) {
+      store_obj_fail(s, g->t, HPL_EUNAVAIL, "the ring allreduce making it was abandoned");
+      store_obj_detach(s, g->t);
+    }
+    store_obj_unref(s, g->t);
+  }
+  if (g->src) store_obj_unref(s, g->src);
+  HASH_DEL(s->rings, g);
+  free(g->seg);
+  free(g->in_at);
+  free(g);
+}
+
+/* Tell the directory how this member's part ended (0: its target is
+ * complete). */
+static void note(rg_task *g, int status, const char *detail) {
+  Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
+  e.rid = g->rid;
+  e.target = g->target;
+  e.status = status;
+  e.detail = (char *)(detail ? detail : "");
+  dirlink_note(g->s, HPL__MSG_RING_NOTE, &e.base);
+}
+
+/* This member's part failed: the directory ends the ring everywhere; the
+ * client reduces the usual way. */
+static void task_fail(rg_task *g, int status, const char *detail) {
+  LOG_WARN("ring allreduce into '%s': %s", g->target, detail);
+  g->s->ctr.ring_failures++;
+  if (g->state != RG_ASKING) note(g, status, detail);
+  answer(g, HPL_EUNAVAIL, detail, g->state != RG_ASKING);
+  task_free(g);
+}
+
+static void loc_added(store *s, const dl_reply *rep, void *arg) {
+  (void)s, (void)arg;
+  if (rep->status)
+    LOG_WARN("cannot advertise a ring allreduce's target: %s",
+             *rep->detail ? rep->detail : hpl_strerror(rep->status));
+}
+
+static void task_complete(rg_task *g) {
+  store *s = g->s;
+  st_obj *t = g->t;
+  g->state = RG_COMPLETE;
+  store_obj_progress(s, t, t->size);
+  store_obj_sealed(s, t);
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = t->id;
+  a.size = t->size;
+  a.complete = 1;
+  t->advertised = 1;
+  dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, NULL);
+  note(g, 0, NULL);
+  s->ctr.rings_done++;
+  answer(g, 0, NULL, 1);
+  /* the task stays, serving its stream, until the directory ends the ring */
+}
+
+/* ------------------------------------------------------------------ the incoming stream */
+
+static uint8_t *in_buf(void *arg, uint64_t off, size_t *len) {
+  rg_task *g = arg;
+  uint64_t in_len = g->in_at[2 * g->k - 2];
+  if (off >= in_len) {
+    *len = 0;
+    return NULL;
+  }
+  uint32_t st = in_step(g, off);
+  uint32_t sl = step_slice(g, g->pred, st);
+  uint64_t room = g->in_at[st + 1] - off;
+  *len = room > RING_READ_MAX ? RING_READ_MAX : (size_t)room;
+  return g->t->data + g->seg[sl] + (off - g->in_at[st]);
+}
+
+static void in_got(void *arg, uint64_t off, size_t n) {
+  rg_task *g = arg;
+  store *s = g->s;
+  uint64_t avail = off + n;
+  /* combine what landed: the first k-1 steps are partial sums of a slice
+   * (whole elements only; a split element waits for its other bytes),
+   * the rest are complete slices that only move on */
+  while (g->in_done < avail) {
+    uint32_t st = in_step(g, g->in_done);
+    uint64_t end = g->in_at[st + 1] < avail ? g->in_at[st + 1] : avail;
+    if (st <= g->k - 2) {
+      uint64_t whole = (end - g->in_done) / g->es * g->es;
+      if (whole == 0) break;
+      uint64_t at = g->seg[step_slice(g, g->pred, st)] + (g->in_done - g->in_at[st]);
+      hpl__reduce_apply(g->op, g->dtype, g->t->data + at, g->src->data + at, (size_t)whole);
+      end = g->in_done + whole;
+    }
+    g->in_done = end;
+  }
+  uint64_t first = slice_len(g, g->idx);
+  uint64_t ready = first + g->in_done;
+  store_obj_progress(s, g->out, ready < g->out_len ? ready : g->out_len);
+}
+
+static void in_done(void *arg, int status, const char *detail) {
+  rg_task *g = arg;
+  g->pull = NULL;
+  if (status != 0) {
+    char why[400];
+    snprintf(why, sizeof why, "the stream from the ring's previous member failed: %s",
+             detail && *detail ? detail : hpl_strerror(status));
+    task_fail(g, status, why);
+    return;
+  }
+  if (g->in_done != g->in_at[2 * g->k - 2]) {
+    task_fail(g, HPL_EPROTO, "the stream from the ring's previous member ended short");
+    return;
+  }
+  task_complete(g);
+}
+
+static void in_suspect(void *arg, uint64_t quiet_ms) {
+  rg_task *g = arg;
+  if (quiet_ms >= RING_QUIET_MS) {
+    char why[128];
+    snprintf(why, sizeof why, "nothing from the ring's previous member for %llu ms",
+             (unsigned long long)quiet_ms);
+    task_fail(g, HPL_ETIMEDOUT, why);
+    return;
+  }
+  puller_suspect_done(g->pull, RING_QUIET_MS - quiet_ms);
+}
+
+/* ------------------------------------------------------------------ forming */
+
+static void stream_key(char *out, size_t len, uint64_t rid, uint32_t idx, const char *target) {
+  snprintf(out, len, "g:%llx:%u:%s", (unsigned long long)rid, idx, target);
+}
+
+/* The plan: make the target, publish our stream, pull the predecessor's. */
+static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wlen) {
+  store *s = g->s;
+  g->rid = p->rid;
+  g->k = (uint32_t)p->n_nodes;
+  g->idx = p->index;
+  g->op = (int)p->op;
+  g->dtype = (int)p->dtype;
+  g->es = hpl_dtype_size(g->dtype);
+  g->size = p->size;
+  if (g->k < 3 || g->idx >= g->k || !g->es || g->size % g->es || g->size / g->es < g->k) {
+    snprintf(why, wlen, "a ring plan that does not fit");
+    return HPL_EPROTO;
+  }
+  g->pred = (g->idx + g->k - 1) % g->k;
+  const Hplpb__ReduceChild *me = p->nodes[g->idx], *pr = p->nodes[g->pred];
+  /* our own source, complete and in memory */
+  st_obj *src = me->key ? store_find(s, me->key) : NULL;
+  if (!src || src->state != OBJ_SEALED || !src->data || src->size != g->size) {
+    snprintf(why, wlen, "source '%s' is not complete in memory here", me->key ? me->key : "");
+    return HPL_ESTATE;
+  }
+  store_obj_ref(s, src);
+  g->src = src;
+  /* slices on element boundaries; steps of both streams */
+  g->seg = calloc(g->k + 1, sizeof *g->seg);
+  g->in_at = calloc(2 * (size_t)g->k - 1, sizeof *g->in_at);
+  if (!g->seg || !g->in_at) {
+    snprintf(why, wlen, "out of memory");
+    return HPL_ENOMEM;
+  }
+  uint64_t elems = g->size / g->es;
+  for (uint32_t i = 0; i <= g->k; i++) g->seg[i] = elems * i / g->k * g->es;
+  for (uint32_t st = 0; st < 2 * g->k - 2; st++)
+    g->in_at[st + 1] = g->in_at[st] + slice_len(g, step_slice(g, g->pred, st));
+  g->out_len = slice_len(g, g->idx) + g->in_at[2 * g->k - 3];
+  /* the target: local gets wait for it */
+  if (store_find(s, g->target)) {
+    snprintf(why, wlen, "'%s' is already here (a get of it came first)", g->target);
+    return HPL_EEXIST;
+  }
+  st_obj *t = store_obj_new(s, g->target, OBJ_REDUCING);
+  if (!t) {
+    snprintf(why, wlen, "out of memory");
+    return HPL_ENOMEM;
+  }
+  store_obj_ref(s, t);
+  g->t = t;
+  int rc = store_obj_alloc(s, t, g->size, why, wlen);
+  if (rc) return rc;
+  /* our outgoing stream: step 0 is our source's slice, every later step
+   * a slice of the target (ring_stream_at) */
+  stream_key(g->key, sizeof g->key, g->rid, g->idx, g->target);
+  st_obj *o = store_obj_prep_internal(s, g->key);
+  if (!o) {
+    snprintf(why, wlen, "out of memory");
+    return HPL_ENOMEM;
+  }
+  o->ring = 1;
+  o->size = g->out_len;
+  o->data = t->data;
+  if (store_obj_publish_internal(s, o) != 0) {
+    o->data = NULL;
+    free(o);
+    snprintf(why, wlen, "cannot publish the ring stream");
+    return HPL_ENOMEM;
+  }
+  store_obj_ref(s, o);
+  g->out = o;
+  store_obj_progress(s, o, slice_len(g, g->idx));
+  dataport_stream_ready(s, g->key); /* our successor may have asked already */
+  /* the predecessor's stream */
+  char key[HPL_ID_MAX + 64];
+  stream_key(key, sizeof key, g->rid, g->pred, g->target);
+  puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
+                    .no_stall = 1, .suspect = in_suspect, .peer = pr->node};
+  g->state = RG_RUNNING;
+  g->pull = puller_start(s, pr->addr, (int)pr->port, key, 1, 0, g->in_at[2 * g->k - 2], &ops, g);
+  if (!g->pull) {
+    snprintf(why, wlen, "cannot pull from %s:%u", pr->addr, pr->port);
+    return HPL_ECONN;
+  }
+  s->ctr.ring_tasks++;
+  LOG_INFO("ring allreduce into '%s': member %u of %u, %llu bytes, pulling from %s:%u",
+           g->target, g->idx, g->k, (unsigned long long)g->size, pr->addr, pr->port);
+  return 0;
+}
+
+static void plan_reply(store *s, const dl_reply *rep, void *arg) {
+  (void)s;
+  rg_task *g = arg;
+  const Hplpb__RingPlan *p = (const Hplpb__RingPlan *)rep->m;
+  if (rep->status || !p || p->n_nodes == 0) {
+    const char *why = rep->status ? (*rep->detail ? rep->detail : hpl_strerror(rep->status))
+                      : p && p->detail && *p->detail ? p->detail
+                                                     : "no ring";
+    LOG_DEBUG("ring allreduce into '%s' not run: %s", g->target, why);
+    g->s->ctr.ring_fallbacks++;
+    answer(g, rep->status == HPL_ETIMEDOUT ? HPL_ETIMEDOUT : HPL_EUNAVAIL, why, p && p->rid);
+    task_free(g);
+    return;
+  }
+  char why[400];
+  int rc = task_start(g, p, why, sizeof why);
+  if (rc) {
+    g->state = RG_RUNNING; /* the directory must hear of it */
+    g->rid = p->rid;
+    task_fail(g, rc, why);
+  }
+}
+
+void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
+  if (!hpl__id_valid(m->target)) {
+    session_reply(cl, req, HPL_EINVAL, "invalid target id");
+    return;
+  }
+  rg_task *g = NULL;
+  HASH_FIND_STR(s->rings, m->target, g);
+  const char *no = !s->dir_rings      ? "the directory runs no rings"
+                   : g                ? "a ring into it runs on this node"
+                   : store_find(s, m->target) ? "the target is here already"
+                                              : NULL;
+  if (no || !(g = calloc(1, sizeof *g))) {
+    Hplpb__ReduceRep r = HPLPB__REDUCE_REP__INIT;
+    r.status = HPL_EUNAVAIL;
+    r.detail = (char *)(no ? no : "out of memory");
+    r.joined = no && !strcmp(no, "a ring into it runs on this node");
+    s->ctr.ring_fallbacks++;
+    session_send(cl, HPL__MSG_REDUCE_REP, req, &r.base);
+    return;
+  }
+  g->s = s;
+  snprintf(g->target, sizeof g->target, "%s", m->target);
+  session_creq_init(&g->q, cl, req);
+  HASH_ADD_STR(s->rings, target, g);
+  m->sink_node = s->node_id;
+  int64_t to = m->timeout_ms;
+  if (dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) != 0) {
+    answer(g, HPL_EUNAVAIL, "out of memory", 0);
+    task_free(g);
+  }
+}
+
+/* ------------------------------------------------------------------ the outgoing stream */
+
+const uint8_t *ring_stream_at(store *s, st_obj *o, uint64_t pos, uint64_t *n) {
+  rg_task *g = NULL;
+  /* the key names the target after "g:<rid>:<index>:" */
+  const char *p = strchr(o->id + 2, ':');
+  p = p ? strchr(p + 1, ':') : NULL;
+  if (p) HASH_FIND_STR(s->rings, p + 1, g);
+  if (!g || g->out != o) return NULL;
+  uint64_t first = slice_len(g, g->idx);
+  if (pos < first) {
+    if (*n > first - pos) *n = first - pos;
+    return g->src->data + g->seg[g->idx] + pos;
+  }
+  /* step s >= 1 of ours is step s - 1 of the incoming stream, same slice */
+  uint64_t ip = pos - first;
+  uint32_t st = in_step(g, ip);
+  uint64_t left = g->in_at[st + 1] - ip;
+  if (*n > left) *n = left;
+  return g->t->data + g->seg[step_slice(g, g->pred, st)] + (ip - g->in_at[st]);
+}
+
+/* ------------------------------------------------------------------ ending */
+
+void ring_on_end(store *s, ProtobufCMessage *msg) {
+  Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
+  rg_task *g = NULL;
+  if (m->target) HASH_FIND_STR(s->rings, m->target, g);
+  if (!g || g->state == RG_ASKING || g->rid != m->rid) return;
+  if (m->status && g->state != RG_COMPLETE) {
+    LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
+             m->detail && *m->detail ? m->detail : hpl_strerror(m->status));
+    answer(g, HPL_EUNAVAIL, m->detail, 1);
+  }
+  task_free(g);
+}
+
+void ring_directory_lost(store *s) {
+  rg_task *g, *tmp;
+  HASH_ITER(hh, s->rings, g, tmp) {
+    if (g->state == RG_ASKING) continue; /* its RING is asked again */
+    if (g->state != RG_COMPLETE) {
+      answer(g, HPL_EUNAVAIL, "the directory link was lost during the ring", 1);
+      s->ctr.ring_failures++;
+    }
+    task_free(g);
+  }
+}
+
+void ring_stop(store *s) {
+  rg_task *g, *tmp;
+  /* (after dirlink_stop: tasks still asking were answered and freed) */
+  HASH_ITER(hh, s->rings, g, tmp) {
+    answer(g, HPL_ECANCELED, "the store is stopping", g->state != RG_ASKING);
+    task_free(g);
+  }
+}
