@@ -27,6 +27,7 @@ typedef struct rg_member {
   uint64_t node;
   uint64_t req; /* its RING request, answered when the group forms or not */
   uint32_t src; /* the source it contributes */
+  int reader;   /* holds no source: told "no ring, one ran" when it forms */
   int done;     /* its target is complete */
 } rg_member;
 
@@ -41,8 +42,8 @@ typedef struct dir_ring {
   int state;   /* RG_* */
   int ran;     /* it formed (a late request is told copies may exist) */
   uint64_t rid;
-  rg_member *m; /* in join order, which is the ring's order */
-  uint32_t nm, ndone;
+  rg_member *m; /* in join order, which is the ring's order (readers skipped) */
+  uint32_t nm, cap, nsrc, ndone; /* members, room, those with a source, done */
   uint64_t over_ms; /* RG_OVER since */
   hpl__otimer timer; /* the forming window */
 } dir_ring;
@@ -79,7 +80,7 @@ static void send_no_ring(dir_server *s, uint64_t node, uint64_t req, const char 
 /* The group will not run: every member waiting is told to reduce as usual. */
 static void ring_decline(dir_ring *g, const char *why) {
   dir_server *s = g->srv;
-  LOG_INFO("ring allreduce into '%s' declined (%u of %u joined): %s", g->target, g->nm, g->k,
+  LOG_INFO("ring allreduce into '%s' declined (%u of %u sources joined): %s", g->target, g->nsrc, g->k,
            why);
   for (uint32_t i = 0; i < g->nm; i++)
     send_no_ring(s, g->m[i].node, g->m[i].req, why, 0);
@@ -97,16 +98,17 @@ static void ring_end(dir_ring *g, int status, const char *detail) {
   e.target = g->target;
   e.status = status;
   e.detail = (char *)(detail ? detail : "");
-  for (uint32_t i = 0; i < g->nm; i++) dir_node_send(s, g->m[i].node, HPL__MSG_RING_END, 0, &e.base);
+  for (uint32_t i = 0; i < g->nm; i++)
+    if (!g->m[i].reader) dir_node_send(s, g->m[i].node, HPL__MSG_RING_END, 0, &e.base);
   g->state = RG_OVER;
   g->over_ms = hpl__now_ms();
   if (status) {
     s->ctr.rings_abandoned++;
     LOG_WARN("ring allreduce into '%s' abandoned (%u of %u members done): %s", g->target,
-             g->ndone, g->nm, detail ? detail : hpl_strerror(status));
+             g->ndone, g->nsrc, detail ? detail : hpl_strerror(status));
   } else {
     s->ctr.rings_done++;
-    LOG_INFO("ring allreduce into '%s' done at all %u members", g->target, g->nm);
+    LOG_INFO("ring allreduce into '%s' done at all %u members", g->target, g->nsrc);
   }
 }
 
@@ -114,7 +116,7 @@ static void ring_form_expired(void *owner) {
   dir_ring *g = owner;
   if (g->state != RG_FORMING) return;
   char why[96];
-  snprintf(why, sizeof why, "only %u of %u participants joined in time", g->nm, g->k);
+  snprintf(why, sizeof why, "only %u of %u sources had a participant in time", g->nsrc, g->k);
   ring_decline(g, why);
 }
 
@@ -125,40 +127,47 @@ static void ring_go(dir_ring *g) {
   g->rid = hpl__random_u64() | 1;
   g->state = RG_RUNNING;
   g->ran = 1;
-  Hplpb__ReduceChild *ch = calloc(g->nm, sizeof *ch);
-  Hplpb__ReduceChild **chp = calloc(g->nm, sizeof *chp);
+  Hplpb__ReduceChild *ch = calloc(g->nsrc, sizeof *ch);
+  Hplpb__ReduceChild **chp = calloc(g->nsrc, sizeof *chp);
   if (!ch || !chp) {
     free(ch);
     free(chp);
     ring_decline(g, "out of memory");
     return;
   }
+  uint32_t n = 0;
   for (uint32_t i = 0; i < g->nm; i++) {
-    dir_node *n = dir_node_find(s, g->m[i].node);
-    hplpb__reduce_child__init(&ch[i]);
-    ch[i].index = i;
-    ch[i].node = g->m[i].node;
-    ch[i].addr = n ? n->addr : "";
-    ch[i].port = n ? (uint32_t)n->port : 0;
-    ch[i].key = g->src[g->m[i].src];
-    chp[i] = &ch[i];
+    if (g->m[i].reader) continue;
+    dir_node *dn = dir_node_find(s, g->m[i].node);
+    hplpb__reduce_child__init(&ch[n]);
+    ch[n].index = n;
+    ch[n].node = g->m[i].node;
+    ch[n].addr = dn ? dn->addr : "";
+    ch[n].port = dn ? (uint32_t)dn->port : 0;
+    ch[n].key = g->src[g->m[i].src];
+    chp[n] = &ch[n];
+    n++;
   }
   Hplpb__RingPlan p = HPLPB__RING_PLAN__INIT;
   p.rid = g->rid;
-  p.n_nodes = g->nm;
+  p.n_nodes = n;
   p.nodes = chp;
   p.size = g->size;
   p.op = (uint32_t)g->op;
   p.dtype = (uint32_t)g->dtype;
-  for (uint32_t i = 0; i < g->nm; i++) {
-    p.index = i;
+  for (uint32_t i = 0, at = 0; i < g->nm; i++) {
+    if (g->m[i].reader) { /* it gets the target from the members */
+      send_no_ring(s, g->m[i].node, g->m[i].req, "a reader of the ring (no source here)", 1);
+      continue;
+    }
+    p.index = at++;
     dir_node_send(s, g->m[i].node, HPL__MSG_RING_REP, g->m[i].req, &p.base);
   }
   free(ch);
   free(chp);
   s->ctr.rings_formed++;
-  LOG_INFO("ring allreduce into '%s' formed: %u members, %llu bytes", g->target, g->nm,
-           (unsigned long long)g->size);
+  LOG_INFO("ring allreduce into '%s' formed: %u members (and %u readers), %llu bytes",
+           g->target, g->nsrc, g->nm - g->nsrc, (unsigned long long)g->size);
 }
 
 /* Why request m cannot be a ring at all (NULL: it can be). */
@@ -194,7 +203,8 @@ static dir_ring *ring_new(dir_server *s, const Hplpb__ReduceReq *m) {
   g->dtype = (int)m->dtype;
   g->target = strdup(m->target);
   g->src = calloc(g->k, sizeof *g->src);
-  g->m = calloc(g->k, sizeof *g->m);
+  g->cap = g->k;
+  g->m = calloc(g->cap, sizeof *g->m);
   int ok = g->target && g->src && g->m;
   for (uint32_t i = 0; ok && i < g->k; i++) ok = (g->src[i] = strdup(m->sources[i])) != NULL;
   if (!ok) {
@@ -219,27 +229,26 @@ static dir_ring *ring_new(dir_server *s, const Hplpb__ReduceReq *m) {
 }
 
 /* The source node `node` contributes: one it holds complete that no member
- * has claimed. Sets *why and returns -1 if there is none or the sizes do
- * not fit a ring. */
+ * has claimed. Returns -2 if there is none (the node reads the result), or
+ * -1 with *why set if the sizes do not fit a ring. */
 static int claim_source(dir_ring *g, uint64_t node, const char **why) {
   dir_server *s = g->srv;
   size_t es = hpl_dtype_size(g->dtype);
   for (uint32_t i = 0; i < g->k; i++) {
     int taken = 0;
-    for (uint32_t j = 0; j < g->nm && !taken; j++) taken = g->m[j].src == i;
+    for (uint32_t j = 0; j < g->nm && !taken; j++) taken = !g->m[j].reader && g->m[j].src == i;
     if (taken) continue;
     dir_obj *o = dtab_find(&s->tab, g->src[i]);
     dir_loc *l = o && dtab_ready(o) && !o->is_inline ? dtab_loc(o, node) : NULL;
     if (!l || !l->complete) continue;
-    if (g->nm == 0) g->size = o->size;
+    if (g->nsrc == 0) g->size = o->size;
     if (o->size != g->size || o->size % es || o->size / g->k < RING_MIN_SLICE) {
       *why = "sources too small for a ring, or of other sizes";
       return -1;
     }
     return (int)i;
   }
-  *why = "a participant holds no source of its own";
-  return -1;
+  return -2;
 }
 
 void dir_ring_on_request(dir_server *s, const dir_frame *f) {
@@ -283,13 +292,24 @@ void dir_ring_on_request(dir_server *s, const dir_frame *f) {
       return;
     }
   int src = claim_source(g, node, &why);
-  if (src < 0) {
+  if (src == -1) {
     ring_decline(g, why);
     send_no_ring(s, node, f->req, why, 0);
     return;
   }
-  g->m[g->nm++] = (rg_member){.node = node, .req = f->req, .src = (uint32_t)src};
-  if (g->nm == g->k) ring_go(g);
+  if (g->nm == g->cap) {
+    rg_member *nm = g->cap < RING_MAX_MEMBERS ? realloc(g->m, 2 * g->cap * sizeof *nm) : NULL;
+    if (!nm) {
+      ring_decline(g, "too many participants");
+      send_no_ring(s, node, f->req, "too many participants", 0);
+      return;
+    }
+    g->m = nm;
+    g->cap *= 2;
+  }
+  g->m[g->nm++] = (rg_member){.node = node, .req = f->req, .src = src < 0 ? 0 : (uint32_t)src,
+                              .reader = src < 0};
+  if (src >= 0 && ++g->nsrc == g->k) ring_go(g);
 }
 
 void dir_ring_on_note(dir_server *s, const dir_frame *f) {
@@ -300,7 +320,7 @@ void dir_ring_on_note(dir_server *s, const dir_frame *f) {
   uint64_t node = f->dc->node->id;
   rg_member *mb = NULL;
   for (uint32_t i = 0; i < g->nm && !mb; i++)
-    if (g->m[i].node == node) mb = &g->m[i];
+    if (g->m[i].node == node && !g->m[i].reader) mb = &g->m[i];
   if (!mb) return;
   if (m->status) {
     char why[400];
@@ -311,7 +331,7 @@ void dir_ring_on_note(dir_server *s, const dir_frame *f) {
   }
   if (!mb->done) {
     mb->done = 1;
-    if (++g->ndone == g->nm) ring_end(g, 0, NULL);
+    if (++g->ndone == g->nsrc) ring_end(g, 0, NULL);
   }
 }
 
@@ -328,7 +348,7 @@ void dir_ring_node_gone(dir_server *s, uint64_t node) {
   HASH_ITER(hh, s->rings, g, tmp) {
     if (g->state == RG_OVER) continue;
     for (uint32_t i = 0; i < g->nm; i++) {
-      if (g->m[i].node != node) continue;
+      if (g->m[i].node != node || g->m[i].reader) continue;
       char why[96];
       snprintf(why, sizeof why, "node %016llx left", (unsigned long long)node);
       if (g->state == RG_FORMING)

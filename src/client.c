@@ -759,7 +759,9 @@ static int reduce_call(hpl_client *c, const char *target, const char *const *sou
   batch_init(&b, NULL, 1, &rc);
   slot s = {.req = {.type = HPL__MSG_REDUCE, .m = &r.base}};
   calls(c, &s, 1, timeout_ms, &b);
-  *ran = s.out && ((Hplpb__ReduceRep *)s.out)->joined;
+  const Hplpb__ReduceRep *rep = (const Hplpb__ReduceRep *)s.out;
+  *ran = rep && rep->joined;
+  if (rc == 0 && rep && rep->no_ring) rc = HPL_EUNAVAIL; /* reduce the usual way */
   if (s.out) protobuf_c_message_free_unpacked(s.out, NULL);
   return rc;
 }

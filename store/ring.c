@@ -28,7 +28,9 @@ struct rg_task {
   char target[HPL_ID_MAX + 1];
   char key[HPL_ID_MAX + 64]; /* this member's outgoing stream */
   st_creq q;
-  int answered; /* the client has its answer */
+  st_creq *more; /* further callers on this node: answered with q */
+  uint32_t nmore;
+  int answered; /* the clients have their answer */
   int state;    /* RG_* */
   uint64_t rid;
   uint32_t idx, k, pred;
@@ -61,16 +63,24 @@ static uint32_t in_step(const rg_task *g, uint64_t pos) {
   return lo;
 }
 
+/* The client's answer: status 0 (the target is complete here), a failure
+ * of the request itself, or HPL_EUNAVAIL: no ring made it (sent as
+ * no_ring, with joined saying whether one ran). */
 static void answer(rg_task *g, int status, const char *detail, int ran) {
   if (g->answered) return;
   g->answered = 1;
   Hplpb__ReduceRep r = HPLPB__REDUCE_REP__INIT;
-  r.status = status;
+  r.no_ring = status == HPL_EUNAVAIL;
+  r.status = r.no_ring ? 0 : status;
   r.detail = (char *)(detail ? detail : "");
   r.joined = ran;
   r.sink_node = g->s->node_id;
   session_send(g->q.cl, HPL__MSG_REDUCE_REP, g->q.req, &r.base);
   session_creq_done(&g->q);
+  for (uint32_t i = 0; i < g->nmore; i++) {
+    session_send(g->more[i].cl, HPL__MSG_REDUCE_REP, g->more[i].req, &r.base);
+    session_creq_done(&g->more[i]);
+  }
 }
 
 static void task_free(rg_task *g) {
@@ -91,6 +101,7 @@ static void task_free(rg_task *g) {
   }
   if (g->src) store_obj_unref(s, g->src);
   HASH_DEL(s->rings, g);
+  free(g->more);
   free(g->seg);
   free(g->in_at);
   free(g);
@@ -335,15 +346,26 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   }
   rg_task *g = NULL;
   HASH_FIND_STR(s->rings, m->target, g);
-  const char *no = !s->dir_rings      ? "the directory runs no rings"
-                   : g                ? "a ring into it runs on this node"
-                   : store_find(s, m->target) ? "the target is here already"
-                                              : NULL;
+  if (g && !g->answered) {
+    /* another caller on this node: the same answer, when it comes (a
+     * second participant here would make the directory decline) */
+    st_creq *more = realloc(g->more, (g->nmore + 1) * sizeof *more);
+    if (more) {
+      g->more = more;
+      session_creq_init(&g->more[g->nmore++], cl, req);
+      return;
+    }
+  }
+  /* (whether the target exists, the directory answers: it also knows
+   * whether a ring made it) */
+  const char *no = !s->dir_rings ? "the directory runs no rings"
+                   : g           ? "a ring into it ran on this node"
+                                 : NULL;
   if (no || !(g = calloc(1, sizeof *g))) {
     Hplpb__ReduceRep r = HPLPB__REDUCE_REP__INIT;
-    r.status = HPL_EUNAVAIL;
+    r.no_ring = 1;
     r.detail = (char *)(no ? no : "out of memory");
-    r.joined = no && !strcmp(no, "a ring into it runs on this node");
+    r.joined = no && strcmp(no, "the directory runs no rings") != 0;
     s->ctr.ring_fallbacks++;
     session_send(cl, HPL__MSG_REDUCE_REP, req, &r.base);
     return;
