@@ -8,7 +8,8 @@
 #
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
-# (build/bench/bench_coll: threads, --procs, and for bcast --procs --put-timed), for bcast the request/reply latency floor of
+# (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for allreduce
+# --procs with the directory's --no-rings), for bcast the request/reply latency floor of
 # small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines,
 # then down. Needs root and a build (scripts/bootstrap.sh); installs the
 # MPI/Gloo packages if missing.
@@ -73,6 +74,8 @@ for N in $HOSTS; do
     # put inside the timed region (receivers already waiting)
     modes=("" "--procs")
     [ "$OP" = bcast ] && modes+=("--procs --put-timed")
+    # allreduce without rings (reduce, then broadcast), for the comparison
+    [ "$OP" = allreduce ] && modes+=("--procs --impl hoplite-noring --dir-args --no-rings")
     for mode in "${modes[@]}"; do
         # shellcheck disable=SC2086
         "$BUILD/bench/bench_coll" --op "$OP" --sizes "$SIZES" --hosts "$N" --reps "$REPS" \

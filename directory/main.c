@@ -67,6 +67,10 @@ static const hpl__opt opts[] = {
      "reduce cost model: per-hop latency (default 200;\n"
      "auto: half the heartbeat round trip stores measure)",
      HPL__OPT_FN, 0, 0, 0, 0, set_latency},
+    {"no-rings", NULL,
+     "no ring allreduces: every allreduce is a reduce followed by\na broadcast (for "
+     "comparisons)",
+     HPL__OPT_FLAG, OFF(no_rings), 0, 0, 0, NULL},
     {"reduce-bandwidth", "BYTES|auto",
      "reduce cost model: link bandwidth per second\n(default 125M; auto: the rate of recent pulls)",
      HPL__OPT_FN, 0, 0, 0, 0, set_bandwidth},

@@ -255,7 +255,7 @@ void dir_ring_on_request(dir_server *s, const dir_frame *f) {
   Hplpb__ReduceReq *m = (Hplpb__ReduceReq *)f->msg;
   uint64_t node = f->dc->node->id;
   ring_expire(s);
-  const char *why = request_unfit(m);
+  const char *why = s->cfg.no_rings ? "rings are off (--no-rings)" : request_unfit(m);
   if (why) {
     send_no_ring(s, node, f->req, why, 0);
     return;

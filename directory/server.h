@@ -49,6 +49,7 @@ typedef struct dir_config {
   uint32_t heartbeat_timeout_ms; /* a node silent this long is dead, at most (the
                                     timeout adapts to each node's heartbeat jitter,
                                     between 3 heartbeats and this) */
+  int no_rings;               /* --no-rings: allreduces are reduce + broadcast (ring.c) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
   double reduce_latency_s;    /* cost model L (reduce planner) */

@@ -41,6 +41,8 @@ struct rg_task {
   uint64_t *in_at;  /* 2k - 1 step starts of the incoming stream (the last: its length) */
   uint64_t out_len; /* of the outgoing stream */
   uint64_t in_done; /* incoming bytes in place and combined */
+  uint64_t start_ms; /* when the plan came */
+  uint64_t last_in_ms, gap_ms, gap_at; /* the longest pause of the incoming stream */
   st_obj *src, *t, *out; /* referenced */
   st_puller *pull;
 };
@@ -149,6 +151,10 @@ static void task_complete(rg_task *g) {
   dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, NULL);
   note(g, 0, NULL);
   s->ctr.rings_done++;
+  LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
+           "longest pause %llu ms, at byte %llu)", g->target,
+           (unsigned long long)(hpl__now_ms() - g->start_ms), (unsigned long long)g->gap_ms,
+           (unsigned long long)g->gap_at);
   answer(g, 0, NULL, 1);
   /* the task stays, serving its stream, until the directory ends the ring */
 }
@@ -172,6 +178,12 @@ static uint8_t *in_buf(void *arg, uint64_t off, size_t *len) {
 static void in_got(void *arg, uint64_t off, size_t n) {
   rg_task *g = arg;
   store *s = g->s;
+  uint64_t now = hpl__now_ms();
+  if (g->last_in_ms && now - g->last_in_ms > g->gap_ms) {
+    g->gap_ms = now - g->last_in_ms;
+    g->gap_at = off;
+  }
+  g->last_in_ms = now;
   uint64_t avail = off + n;
   /* combine what landed: the first k-1 steps are partial sums of a slice
    * (whole elements only; a split element waits for its other bytes),
@@ -231,6 +243,7 @@ static void stream_key(char *out, size_t len, uint64_t rid, uint32_t idx, const 
 /* The plan: make the target, publish our stream, pull the predecessor's. */
 static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wlen) {
   store *s = g->s;
+  g->start_ms = hpl__now_ms();
   g->rid = p->rid;
   g->k = (uint32_t)p->n_nodes;
   g->idx = p->index;
