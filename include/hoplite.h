@@ -405,9 +405,18 @@ HPL_API int hpl_reduce_range(hpl_client *c, const char *target, const char *cons
 HPL_API int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms,
                                char **out);
 
-/* Reduce then get: start (or join) the reduce and return the result held,
- * as hpl_get() does. Every participant may call it with the same arguments;
- * the result is broadcast to each of them. */
+/* Reduce then get: every participant calls it with the same arguments and
+ * gets the result held, as hpl_get() returns it (*out owned by the caller:
+ * hpl_release it); `sources` and its strings stay owned by the caller.
+ * When every participant holds a complete source of its own on its own
+ * node (at most one participant per node with a source; others only read
+ * the result), all sources are reduced (num_objects 0 or nsources, 3 or
+ * more sources, slices of at least 256 KiB) and all call within the
+ * directory's forming window, the nodes run a ring (reduce-scatter, then
+ * allgather: each sends 2(k-1)/k of the object). Otherwise, and when a ring
+ * member fails, the call starts (or joins) a reduce and gets its result,
+ * which is broadcast to each participant.
+ * Errors: as hpl_reduce and hpl_get. */
 HPL_API int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources,
                           size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                           int64_t timeout_ms, hpl_buf **out);
