@@ -40,8 +40,7 @@ typedef struct dir_ring {
   int op, dtype;
   uint64_t size;
   int state;   /* RG_* */
-  int ran;     /* it formed (a late request is told copies may exist) */
-  uint64_t rid;
+  uint64_t rid; /* 0 until it formed (a later request is told copies may exist) */
   rg_member *m; /* in join order, which is the ring's order (readers skipped) */
   uint32_t nm, cap, nsrc, ndone; /* members, room, those with a source, done */
   uint64_t over_ms; /* RG_OVER since */
@@ -126,7 +125,6 @@ static void ring_go(dir_ring *g) {
   hpl__otimer_stop(&g->timer);
   g->rid = hpl__random_u64() | 1;
   g->state = RG_RUNNING;
-  g->ran = 1;
   Hplpb__ReduceChild *ch = calloc(g->nsrc, sizeof *ch);
   Hplpb__ReduceChild **chp = calloc(g->nsrc, sizeof *chp);
   if (!ch || !chp) {
@@ -275,8 +273,8 @@ void dir_ring_on_request(dir_server *s, const dir_frame *f) {
   }
   if (g->state != RG_FORMING) {
     send_no_ring(s, node, f->req,
-                     g->ran ? "the ring into it ran already" : "the ring into it was declined",
-                     g->ran);
+                     g->rid ? "the ring into it ran already" : "the ring into it was declined",
+                     g->rid != 0);
     return;
   }
   if (!same_request(g, m)) {

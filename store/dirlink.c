@@ -245,6 +245,25 @@ void dirlink_loc_complete(store *s, const char *id, uint64_t rate) {
   dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
+static void loc_added(store *s, const dl_reply *rep, void *arg) {
+  (void)s;
+  char *id = arg;
+  if (rep->status)
+    LOG_WARN("the directory did not list this node's copy of '%s': %s", id ? id : "?",
+             *rep->detail ? rep->detail : hpl_strerror(rep->status));
+  free(id);
+}
+
+void dirlink_loc_add(store *s, const char *id, uint64_t size, int complete, int origin) {
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = (char *)id;
+  a.size = size;
+  a.complete = complete;
+  a.origin = origin;
+  char *copy = strdup(id);
+  if (dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0) free(copy);
+}
+
 void dirlink_on(store *s, unsigned type, dl_msg_fn fn) {
   if (type <= HPL__MSG_MAX_) s->dl->handlers[type] = fn;
 }

@@ -85,6 +85,10 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
  * not measured). */
 void dirlink_loc_remove(store *s, const char *id);
 void dirlink_loc_complete(store *s, const char *id, uint64_t rate);
+/* This node holds a copy of `id` (size bytes; complete, or the origin's
+ * copy in progress): a LOC_ADD, whose refusal is logged (the caller marks
+ * the object advertised). */
+void dirlink_loc_add(store *s, const char *id, uint64_t size, int complete, int origin);
 
 /* The directory's numeric address and port as this store's link reaches
  * it. Returns 0, or -1 while not registered or if it does not fit. */

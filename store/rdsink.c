@@ -153,21 +153,10 @@ static void sink_done(void *arg, int status, const char *detail) {
   sink_end(k);
 }
 
-static void sink_loc_added(store *s, const dl_reply *rep, void *arg) {
-  (void)s, (void)arg;
-  if (rep->status)
-    LOG_WARN("cannot advertise a reduce target: %s",
-             *rep->detail ? rep->detail : hpl_strerror(rep->status));
-}
-
 /* The target's copy in progress is advertised (again) to the directory. */
 static void sink_advertise(store *s, st_obj *o) {
-  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
-  a.id = o->id;
-  a.size = o->size;
-  a.origin = 1;
   o->advertised = 1;
-  dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, sink_loc_added, NULL);
+  dirlink_loc_add(s, o->id, o->size, 0, 1);
 }
 
 /* Pull the target's bytes from the root's output stream, from the bytes

@@ -32,7 +32,7 @@ struct rg_task {
   uint32_t nmore;
   int answered; /* the clients have their answer */
   int state;    /* RG_* */
-  uint64_t rid;
+  uint64_t rid; /* 0 until the plan came */
   uint32_t idx, k, pred;
   int op, dtype;
   size_t es;
@@ -125,16 +125,9 @@ static void note(rg_task *g, int status, const char *detail) {
 static void task_fail(rg_task *g, int status, const char *detail) {
   LOG_WARN("ring allreduce into '%s': %s", g->target, detail);
   g->s->ctr.ring_failures++;
-  if (g->state != RG_ASKING) note(g, status, detail);
-  answer(g, HPL_EUNAVAIL, detail, g->state != RG_ASKING);
+  if (g->rid) note(g, status, detail); /* (a plan came: the ring formed) */
+  answer(g, HPL_EUNAVAIL, detail, g->rid != 0);
   task_free(g);
-}
-
-static void loc_added(store *s, const dl_reply *rep, void *arg) {
-  (void)s, (void)arg;
-  if (rep->status)
-    LOG_WARN("cannot advertise a ring allreduce's target: %s",
-             *rep->detail ? rep->detail : hpl_strerror(rep->status));
 }
 
 static void task_complete(rg_task *g) {
@@ -143,12 +136,8 @@ static void task_complete(rg_task *g) {
   g->state = RG_COMPLETE;
   store_obj_progress(s, t, t->size);
   store_obj_sealed(s, t);
-  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
-  a.id = t->id;
-  a.size = t->size;
-  a.complete = 1;
   t->advertised = 1;
-  dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, NULL);
+  dirlink_loc_add(s, t->id, t->size, 1, 0);
   note(g, 0, NULL);
   s->ctr.rings_done++;
   LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
@@ -345,11 +334,7 @@ static void plan_reply(store *s, const dl_reply *rep, void *arg) {
   }
   char why[400];
   int rc = task_start(g, p, why, sizeof why);
-  if (rc) {
-    g->state = RG_RUNNING; /* the directory must hear of it */
-    g->rid = p->rid;
-    task_fail(g, rc, why);
-  }
+  if (rc) task_fail(g, rc, why);
 }
 
 void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {

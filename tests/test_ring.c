@@ -137,24 +137,52 @@ static void *part_main(void *arg) {
   return NULL;
 }
 
-/* Every client in cs[0..np) calls the same allreduce at once; each must get
- * the right result. */
-static void run_parts(hpl_client **cs, int np, const char *target, const char **srcs, int nsrc,
-                      const int *js, int op, int dtype, size_t n) {
+/* Participants of one allreduce, each on a thread of its own. */
+typedef struct parts {
   part p[8];
   pthread_t t[8];
+  int np;
+} parts;
+
+/* Every client in cs[0..np) calls the same allreduce at once. */
+static void parts_start(parts *x, hpl_client **cs, int np, const char *target, const char **srcs,
+                        int nsrc, const int *js, int op, int dtype, size_t n) {
+  x->np = np;
   for (int i = 0; i < np; i++) {
-    p[i] = (part){.c = cs[i], .target = target, .srcs = srcs, .nsrc = nsrc, .op = op,
-                  .dtype = dtype, .js = js, .n = n, .timeout = th_ms(30000)};
-    pthread_create(&t[i], NULL, part_main, &p[i]);
+    x->p[i] = (part){.c = cs[i], .target = target, .srcs = srcs, .nsrc = nsrc, .op = op,
+                     .dtype = dtype, .js = js, .n = n, .timeout = th_ms(30000)};
+    pthread_create(&x->t[i], NULL, part_main, &x->p[i]);
   }
-  for (int i = 0; i < np; i++) pthread_join(t[i], NULL);
-  for (int i = 0; i < np; i++) {
-    if (p[i].rc) fail_msg("participant %d: %s (%s)", i, hpl_strerror(p[i].rc), p[i].detail);
-    if (p[i].wrong != -1)
-      fail_msg("participant %d: wrong result (dtype %d, op %d, %s, element %ld)", i, dtype, op,
-               target, p[i].wrong);
-  }
+}
+
+static void parts_join(parts *x) {
+  for (int i = 0; i < x->np; i++) pthread_join(x->t[i], NULL);
+}
+
+/* Participant i got the right result. */
+static void part_check(const part *p, int i) {
+  if (p->rc) fail_msg("participant %d: %s (%s)", i, hpl_strerror(p->rc), p->detail);
+  if (p->wrong != -1)
+    fail_msg("participant %d: wrong result (dtype %d, op %d, %s, element %ld)", i, p->dtype,
+             p->op, p->target, p->wrong);
+}
+
+/* The same allreduce by every client in cs[0..np); each must get the right
+ * result. */
+static void run_parts(hpl_client **cs, int np, const char *target, const char **srcs, int nsrc,
+                      const int *js, int op, int dtype, size_t n) {
+  parts x;
+  parts_start(&x, cs, np, target, srcs, nsrc, js, op, dtype, n);
+  parts_join(&x);
+  for (int i = 0; i < np; i++) part_check(&x.p[i], i);
+}
+
+/* A cluster of its own whose stores all run with `store_args`; clients in
+ * cs[0..nodes). */
+static hpl__lc *own_cluster(int nodes, const char *store_args, hpl_client **cs) {
+  hpl__lc *lc = th_cluster(nodes, 256 * MB, NULL, store_args);
+  for (int i = 0; i < nodes; i++) cs[i] = th_connect(lc, i);
+  return lc;
 }
 
 static uint64_t dirc(const char *name) { return th_dir_counter(lc5, name); }
@@ -273,9 +301,8 @@ static void test_ring_declined(void **state) {
  * abandoned, and the clients reduce the usual way. */
 static void test_ring_stream_cut(void **state) {
   (void)state;
-  hpl__lc *lc = th_cluster(4, 256 * MB, NULL, "--faults prefix=g:,drop_after=1M");
   hpl_client *cs[4];
-  for (int i = 0; i < 4; i++) cs[i] = th_connect(lc, i);
+  hpl__lc *lc = own_cluster(4, "--faults prefix=g:,drop_after=1M", cs);
   const char *srcs[4] = {"rc/0", "rc/1", "rc/2", "rc/3"};
   const int js[4] = {0, 1, 2, 3};
   size_t n = 8 * MB / 4;
@@ -294,27 +321,14 @@ static void test_ring_stream_cut(void **state) {
   th_stop(lc, 0);
 }
 
-typedef struct killer {
-  hpl__lc *lc;
-  int victim, after_ms;
-} killer;
-
-static void *killer_main(void *arg) {
-  killer *k = arg;
-  th_sleep_ms(k->after_ms);
-  hpl__lc_signal(k->lc, k->victim, SIGKILL);
-  return NULL;
-}
-
 /* A member is killed mid-ring (the ring's streams are paced so it is
  * still running). Its source has a second copy on node 4, which took no
  * part. The other members' rings end, and they get the right result from
  * a reduce tree that uses the copy; nobody hangs. */
 static void test_ring_member_killed(void **state) {
   (void)state;
-  hpl__lc *lc = th_cluster(5, 256 * MB, NULL, "--faults prefix=g:,slow_send=4M");
   hpl_client *cs[5];
-  for (int i = 0; i < 5; i++) cs[i] = th_connect(lc, i);
+  hpl__lc *lc = own_cluster(5, "--faults prefix=g:,slow_send=4M", cs);
   const char *srcs[4] = {"rk/0", "rk/1", "rk/2", "rk/3"};
   const int js[4] = {0, 1, 2, 3};
   size_t n = 16 * MB / 8;
@@ -322,27 +336,17 @@ static void test_ring_member_killed(void **state) {
   hpl_buf *b;
   assert_int_equal(hpl_get(cs[4], "rk/3", th_ms(10000), &b), 0); /* the second copy */
   hpl_release(cs[4], b);
-  part p[4];
-  pthread_t t[4];
-  for (int i = 0; i < 4; i++) {
-    p[i] = (part){.c = cs[i], .target = "rk/t", .srcs = srcs, .nsrc = 4, .op = HPL_OP_SUM,
-                  .dtype = HPL_DT_I64, .js = js, .n = n, .timeout = th_ms(30000)};
-    pthread_create(&t[i], NULL, part_main, &p[i]);
-  }
-  killer k = {.lc = lc, .victim = 3, .after_ms = 1000};
-  pthread_t kt;
-  pthread_create(&kt, NULL, killer_main, &k);
+  parts x;
   uint64_t t0 = hpl__now_ms();
-  pthread_join(kt, NULL);
-  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  parts_start(&x, cs, 4, "rk/t", srcs, 4, js, HPL_OP_SUM, HPL_DT_I64, n);
+  th_sleep_ms(1000);
+  assert_int_equal(hpl__lc_signal(lc, 3, SIGKILL), 0);
+  parts_join(&x);
   uint64_t took = hpl__now_ms() - t0;
   assert_int_equal(th_dir_counter(lc, "dir_rings_formed"), 1);
   assert_int_equal(th_dir_counter(lc, "dir_rings_abandoned"), 1);
-  for (int i = 0; i < 3; i++) {
-    if (p[i].rc) fail_msg("member %d: %s (%s)", i, hpl_strerror(p[i].rc), p[i].detail);
-    if (p[i].wrong != -1) fail_msg("member %d: wrong result (element %ld)", i, p[i].wrong);
-  }
-  assert_int_not_equal(p[3].rc, 0); /* its store is gone */
+  for (int i = 0; i < 3; i++) part_check(&x.p[i], i);
+  assert_int_not_equal(x.p[3].rc, 0); /* its store is gone */
   /* a paced ring would take 6 s; the tree after the kill a fraction of it */
   if (took > (uint64_t)th_ms(10000)) fail_msg("the survivors took %llu ms", (unsigned long long)took);
   for (int i = 0; i < 5; i++) hpl_close(cs[i]);
