@@ -51,6 +51,7 @@ typedef struct dir_waiter {
   uint64_t since_ms;    /* when the ACQUIRE arrived */
   uint64_t deadline_ms; /* when it times out, 0 for never */
   int ring_wait;        /* waiting for an allreduce ring predecessor */
+  uint64_t grant_node;  /* a PEEK: the client's store (PeekReq.node) */
   hpl__otimer timer;
 } dir_waiter;
 
@@ -94,14 +95,15 @@ static void reply_err(dir_node *asker, uint64_t req, int status, const char *det
   hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-/* Answer with the sender just assigned to the asker. */
-static void reply_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
-                         uint64_t sender) {
+/* Tell `asker` the sender just assigned to it: as the answer to its
+ * ACQUIRE `req`, or (type GRANT, req 0) unasked. 0, or -1 if the sender is
+ * unknown (its location is dropped; the caller answers). */
+static int send_sender(dir_server *s, dir_node *asker, unsigned type, uint64_t req, dir_obj *o,
+                       uint64_t sender) {
   dir_node *n = dir_node_find(s, sender);
   if (!n) { /* cannot happen: locations only name live nodes */
     dtab_loc_remove(&s->tab, o, sender);
-    reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
-    return;
+    return -1;
   }
   Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
   r.size = o->size;
@@ -111,7 +113,18 @@ static void reply_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *
   r.gen = o->gen;
   dir_loc *sl = dtab_loc(o, sender);
   r.sender_complete = sl && sl->complete;
-  hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
+  if (type == HPL__MSG_GRANT) r.id = o->id;
+  hpl__conn_send(asker->conn->c, type, req, &r.base, NULL, 0, 0, NULL, NULL);
+  return 0;
+}
+
+/* Answer with the sender just assigned to the asker. */
+static void reply_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+                         uint64_t sender) {
+  if (send_sender(s, asker, HPL__MSG_ACQUIRE_REP, req, o, sender) != 0) {
+    reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
+    return;
+  }
   s->ctr.senders_assigned++;
   dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
   LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
@@ -135,6 +148,14 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
     /* remember the holder so a delete reaches it */
     dtab_add_loc(&s->tab, o, asker->id, o->size, 1, 0);
     s->ctr.inline_served++;
+    return 1;
+  }
+  dir_loc *me = avoid ? NULL : dtab_loc(o, asker->id);
+  if (me && !me->complete && me->upstream) {
+    /* a sender was granted to the asker already (peek_grant) and its store
+     * asked before the GRANT reached it (it then ignores the GRANT): the
+     * same sender again, whose slot the asker holds */
+    reply_sender(s, asker, req, o, me->upstream);
     return 1;
   }
   uint64_t sender = 0;
@@ -170,10 +191,39 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
   return 1;
 }
 
+/* A PEEK of `o`, which is not inline, from a client of store `node`: name
+ * a sender to that store now (GRANT), as the store's own ACQUIRE would, so
+ * that the client's GET does not cost another round trip to the
+ * directory. Only when that store takes grants and holds no copy yet, no
+ * allreduce ring order applies, and a sender can be assigned at once;
+ * else 0, and the store asks as usual. */
+static int peek_grant(dir_server *s, dir_obj *o, uint64_t node) {
+  dir_node *n = node ? dir_node_find(s, node) : NULL;
+  if (!n || !n->conn || !n->grants || n->draining || o->is_inline || o->state != OBJ_READY ||
+      dtab_loc(o, node))
+    return 0;
+  dir_loc *from = NULL;
+  if (dir_reduce_ring_sender(s, o, node, 0, hpl__now_ms(), &from) != 0) return 0;
+  uint64_t sender = 0;
+  if (dtab_pick_sender(&s->tab, o, node, 0, &sender) != 0) return 0;
+  if (send_sender(s, n, HPL__MSG_GRANT, 0, o, sender) != 0) {
+    dtab_loc_remove(&s->tab, o, node); /* undo the assignment: the store asks */
+    return 0;
+  }
+  s->ctr.senders_assigned++;
+  s->ctr.peeks_granted++;
+  dir_xlog(s, HPL__XFER_ASSIGN, o->id, node, sender);
+  LOG_DEBUG("peek '%s': granted to node %016llx, which pulls from %016llx", o->id,
+            (unsigned long long)node, (unsigned long long)sender);
+  return 1;
+}
+
 /* A PEEK's answer: the bytes if `o` is inline and ready, else
  * HPL_ENOTFOUND (with the size when the object exists: the client asks its
- * store, which pulls it) or `miss` (e.g. HPL_ETIMEDOUT). */
-static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, int miss) {
+ * store, which pulls it; granted if peek_grant named the sender to store
+ * `node` already) or `miss` (e.g. HPL_ETIMEDOUT). */
+static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, int miss,
+                       uint64_t node) {
   Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
   hpl__trace("d.peekrep", o ? o->id : NULL);
   if (o && o->is_inline && o->state == OBJ_READY) {
@@ -185,6 +235,7 @@ static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, in
   }
   r.status = miss;
   r.size = o && o->has_size ? o->size : 0;
+  r.granted = o && miss == HPL_ENOTFOUND && peek_grant(s, o, node);
   hpl__conn_send(c, HPL__MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
@@ -215,7 +266,7 @@ static void waiter_arm(dir_waiter *w) {
 static void waiter_timeout(void *owner) {
   dir_waiter *w = owner;
   if (w->peeker) {
-    peek_reply(w->srv, w->peeker->c, w->req_id, w->obj, HPL_ETIMEDOUT);
+    peek_reply(w->srv, w->peeker->c, w->req_id, w->obj, HPL_ETIMEDOUT, 0);
     waiter_end(w);
     return;
   }
@@ -246,7 +297,7 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
     next = w->onext;
     if (w->peeker) {
       if (peek_due(o)) {
-        peek_reply(s, w->peeker->c, w->req_id, o, HPL_ENOTFOUND);
+        peek_reply(s, w->peeker->c, w->req_id, o, HPL_ENOTFOUND, w->grant_node);
         waiter_drop(w);
       }
       continue;
@@ -536,11 +587,11 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
  * waiting when a small object is put gets its bytes pushed straight from
  * the directory. */
 void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
-  Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
+  Hplpb__PeekReq *m = (Hplpb__PeekReq *)f->msg;
   hpl__trace("d.peek", m->id);
   dir_obj *o = dtab_find(&s->tab, m->id);
   if ((o && peek_due(o)) || m->timeout_ms <= 0 || f->dc->npeeks >= HPL__MAX_WAITING_PER_PEER) {
-    peek_reply(s, f->dc->c, f->req, o, HPL_ENOTFOUND);
+    peek_reply(s, f->dc->c, f->req, o, HPL_ENOTFOUND, m->node);
     return;
   }
   if (!o && !(o = dtab_get(&s->tab, m->id))) {
@@ -557,6 +608,7 @@ void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
   w->srv = s;
   w->obj = o;
   w->peeker = f->dc;
+  w->grant_node = m->node;
   w->req_id = f->req;
   w->since_ms = now;
   w->deadline_ms = now + (uint64_t)(m->timeout_ms > 60000 ? 60000 : m->timeout_ms);

@@ -30,6 +30,8 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Direct client reads of small objects answered with their bytes"),
       C("dir_peek_waits", c->peek_waits, "peek_waits_total",
         "Direct client reads that waited for their object"),
+      C("dir_peeks_granted", c->peeks_granted, "peeks_granted_total",
+        "Direct client reads of large objects answered by naming a sender to the client's store"),
       C("dir_waits", c->waits, "acquire_waits_total",
         "ACQUIREs that could not be answered at once and waited"),
       C("dir_lost_replies", c->lost_replies, "lost_replies_total",

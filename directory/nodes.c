@@ -339,6 +339,7 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   snprintf(n->name, sizeof n->name, "%s", m->name ? m->name : "");
   n->port = (int)m->data_port;
   n->incarnation = m->incarnation;
+  n->grants = m->grants;
   n->conn = dc;
   n->draining = 0;
   n->last_seen_ms = hpl__now_ms();

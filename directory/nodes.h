@@ -29,6 +29,7 @@ typedef struct dir_node {
   dir_conn *conn;         /* its connection (NULL only while the server stops) */
   uint64_t last_seen_ms;  /* last frame from it (moved on by the directory's own stalls) */
   uint64_t incarnation;   /* its store process (RegisterReq.incarnation; 0: not told) */
+  int grants;             /* its store takes GRANTs (RegisterReq.grants) */
   int suspect;            /* looked silent to the last sweep: judged again after a poll */
   int unresponsive;       /* did not answer a probe in time: a sender of last resort
                              until heard again */

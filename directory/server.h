@@ -65,7 +65,8 @@ void dir_config_defaults(dir_config *c);
 
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct dir_counters {
-  uint64_t acquires, inline_served, peeks_served, peek_waits, senders_assigned, ring_assigned, waits,
+  uint64_t acquires, inline_served, peeks_served, peek_waits, peeks_granted, senders_assigned,
+      ring_assigned, waits,
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */

@@ -32,6 +32,7 @@ struct hpl__cdirect {
   const uint8_t *filter; /* the store's presence filter */
   uint32_t filter_slots;
   uint64_t netns;
+  uint64_t node;           /* the store's node id: a large object is granted to it */
   hpl__crpc_opts rpc_opts; /* what the directory may send back */
   struct sockaddr_storage addr;
   socklen_t addr_len;
@@ -76,6 +77,7 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   d->filter = s->filter;
   d->filter_slots = s->filter_slots;
   d->netns = s->netns;
+  d->node = s->node_id;
   if ((d->auth = s->have_reader_key)) memcpy(d->key, s->reader_key, sizeof d->key);
   /* a reply is header, PEEK_REP and at most inline_max bytes; reading a
    * whole one in one recv hands its buffer over without a copy */
@@ -165,11 +167,11 @@ failed:
   return -1;
 }
 
-/* What a PEEK reply `m` (taken) says: 0 with *out set, 1 if the
- * directory has no inline bytes for the id, -1 if it is no PEEK_REP (the
- * caller drops the connection). The RPC layer has checked the reply's
- * request id and that its lengths are within the limits (payload <=
- * inline_max). */
+/* What a PEEK reply `m` (taken) says: 0 with *out set, 2 if the object
+ * is not inline and was granted to the store, 1 if the directory has no
+ * inline bytes for the id, -1 if it is no PEEK_REP (the caller drops the
+ * connection). The RPC layer has checked the reply's request id and that
+ * its lengths are within the limits (payload <= inline_max). */
 static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
   Hplpb__PeekRep *rep = m->type == HPL__MSG_PEEK_REP
                             ? (Hplpb__PeekRep *)hpl__crpc_msg_unpack(m, HPL__MSG_PEEK_REP)
@@ -179,7 +181,12 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
     return -1;
   }
   int found = rep->status == 0 && rep->inline_ && rep->size == m->payload_len;
+  int granted = !rep->inline_ && rep->granted;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
+  if (granted) {
+    hpl__crpc_msg_free(m);
+    return 2;
+  }
   /* the object's own buffer, aligned as the pool's objects are (the
    * payload's place in the reply buffer is not): one copy of at most
    * inline_max bytes, small beside the round trip */
@@ -200,16 +207,17 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
  * if the connection failed (the caller drops it; what was found stays). */
 static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want, size_t k,
                      int64_t wait_ms, uint64_t deadline, hpl__cdirect_obj *out, int *found) {
-  Hplpb__IdReq *msgs = malloc(k * sizeof *msgs);
+  Hplpb__PeekReq *msgs = malloc(k * sizeof *msgs);
   hpl__crpc_req *reqs = malloc(k * sizeof *reqs);
   hpl__crpc_ticket **t = malloc(k * sizeof *t);
   size_t started = 0;
   int rc = msgs && reqs && t ? 0 : 1; /* no memory: ask the store, keep the connection */
   if (rc == 0) {
     for (size_t j = 0; j < k; j++) {
-      hplpb__id_req__init(&msgs[j]);
+      hplpb__peek_req__init(&msgs[j]);
       msgs[j].id = (char *)ids[want[j]];
       msgs[j].timeout_ms = wait_ms; /* the directory holds it until the object is there */
+      msgs[j].node = d->node;
       reqs[j] = (hpl__crpc_req){.type = HPL__MSG_PEEK, .m = &msgs[j].base};
     }
     hpl__trace("peek.send", ids[want[0]]);
@@ -220,6 +228,7 @@ static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want
     int r = hpl__crpc_finish(d->rpc, t[j], deadline, &m) != 0 ? -1 : peek_result(&m, &out[want[j]]);
     hpl__trace("peek.got", ids[want[j]]);
     if (r == 0) found[want[j]] = 1;
+    if (r == 2) found[want[j]] = 2;
     if (r < 0) rc = -1; /* the remaining tickets still end here */
   }
   free(msgs);
@@ -282,6 +291,6 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   hpl__turn_give(&d->turn);
   free(want);
   size_t got = 0;
-  for (size_t i = 0; i < n; i++) got += (size_t)found[i];
+  for (size_t i = 0; i < n; i++) got += found[i] == 1;
   return got;
 }

@@ -8,7 +8,9 @@
  * directory, store, caller). Anything else - not inline, not there yet, no
  * connection yet and the calling thread in another network namespace than
  * the store, any failure - and the get goes to the store as usual, so this
- * path never fails a get.
+ * path never fails a get. A larger object the directory grants to the
+ * store with the same PEEK (it names a sender to the store unasked), so
+ * the store's get of it starts pulling without asking the directory again.
  *
  * Used by hpl_get (client.c); frames go through the RPC layer (crpc.h).
  */
@@ -48,7 +50,10 @@ void hpl__cdirect_free(hpl__cdirect *d);
  * `deadline` (at most DIRECT_PEEK_WAIT_MS), and while one call waits there
  * the others go to the store at once. found[i] is 1 where out[i] is set
  * (owned by the caller), 0 where the store must be asked (nothing to free;
- * d == NULL included). Returns how many were found. Thread-safe; exchanges
+ * d == NULL included), 2 where it must be asked and the directory has
+ * granted the object to it already (a larger object: ask with
+ * GetReq.granted, and the store needs no round trip to the directory).
+ * Returns how many were found (1s). Thread-safe; exchanges
  * are serialised. A connection that failed in any way is closed, the next
  * get connects again; after a failure the path backs off (250 ms doubling
  * to 30 s) and every get goes to the store meanwhile. */

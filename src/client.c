@@ -133,6 +133,7 @@ typedef struct slot {
     Hplpb__CreateReq create;
     Hplpb__HandleReq handle;
   } m;
+  int granted;           /* get: the directory granted the object to the store */
   ProtobufCMessage *out; /* the unpacked reply, unless it is a plain Reply */
   hpl_buf *buf;          /* hpl_put_many: the region being filled */
 } slot;
@@ -639,9 +640,10 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
     hpl__cdirect_get_many(c->direct, dids, k, deadline, objs, found);
     size_t left = 0;
     for (size_t j = 0; j < k; j++) {
-      hpl_buf *buf = found[j] ? calloc(1, sizeof *buf) : NULL;
+      hpl_buf *buf = found[j] == 1 ? calloc(1, sizeof *buf) : NULL;
       if (!buf) {
-        if (found[j]) free(objs[j].own);
+        if (found[j] == 1) free(objs[j].own);
+        s[j].granted = found[j] == 2;
         s[left++] = s[j]; /* to the store */
         continue;
       }
@@ -661,6 +663,7 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
     hplpb__get_req__init(&s[j].m.get);
     s[j].m.get.id = (char *)ids[s[j].item];
     s[j].m.get.timeout_ms = timeout_ms;
+    s[j].m.get.granted = s[j].granted;
     s[j].req = (hpl__crpc_req){.type = HPL__MSG_GET, .m = &s[j].m.get.base};
   }
   calls(c, s, k, timeout_ms, &b);

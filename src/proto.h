@@ -42,7 +42,7 @@
   X(TRANSFERS_REP, 24, hplpb__transfers_rep)      \
   X(PUT, 25, hplpb__put_req)                      \
   /* client <-> directory */                    \
-  X(PEEK, 30, hplpb__id_req)                      \
+  X(PEEK, 30, hplpb__peek_req)                      \
   X(PEEK_REP, 31, hplpb__peek_rep)                \
   /* store <-> directory */                     \
   X(REGISTER, 40, hplpb__register_req)            \
@@ -90,13 +90,17 @@
   X(RING_NOTE, 73, hplpb__reduce_end)             \
   /* directory -> stores, one-way: the ring is over (status 0: every member \
    * completed) or abandoned */                   \
-  X(RING_END, 74, hplpb__reduce_end)
+  X(RING_END, 74, hplpb__reduce_end)             \
+  /* directory -> store, one-way: a sender for an object a client of the \
+   * store PEEKed (PeekReq.node; only to a store that set \
+   * RegisterReq.grants). The store pulls as if it had asked (fetch.c). */ \
+  X(GRANT, 75, hplpb__acquire_rep)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 74
+      HPL__MSG_MAX_ = 75
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed

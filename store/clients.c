@@ -127,7 +127,7 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     case HPL__MSG_ABORT: put_abort(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
     case HPL__MSG_GET: {
       Hplpb__GetReq *g = (Hplpb__GetReq *)m;
-      get_request(s, cl, h->req_id, g->id, g->timeout_ms);
+      get_request(s, cl, h->req_id, g->id, g->timeout_ms, g->granted);
       break;
     }
     case HPL__MSG_RELEASE: session_release(cl, ((Hplpb__HandleReq *)m)->handle); break;

@@ -518,7 +518,7 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
       h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
       h->type == HPL__MSG_REDUCE_END || h->type == HPL__MSG_REDUCE_ADOPTED ||
-      h->type == HPL__MSG_RING_END) {
+      h->type == HPL__MSG_RING_END || h->type == HPL__MSG_GRANT) {
     /* the directory's own messages (a DROP is acknowledged once handled) */
     if (dl->handlers[h->type]) dl->handlers[h->type](dl->s, m);
     if (h->type == HPL__MSG_DROP && h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);
@@ -567,6 +567,7 @@ static void send_register(dirlink *dl, const char *local_ip) {
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
   r.incarnation = dl->incarnation;
+  r.grants = 1; /* fetch.c takes them */
   /* what we hold follows in HELD pieces once the directory answers */
   dl->register_req = ++dl->next_id;
   dl->state = DL_REGISTERING;

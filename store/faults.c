@@ -56,9 +56,11 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
       f->combine_delay_ms = n;
     } else if (!strcmp(k, "held_delay_ms")) {
       f->held_delay_ms = n;
+    } else if (!strcmp(k, "grant_delay_ms")) {
+      f->grant_delay_ms = n;
     } else {
       snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
-               "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, prefix, to_node)", k);
+               "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, grant_delay_ms, prefix, to_node)", k);
       return -1;
     }
     if (bad) {

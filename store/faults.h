@@ -5,7 +5,7 @@
  * unless set; each check is one predictable branch on `enabled`.
  *
  * Callers: main.c (parse), dataport.c (streams), dirlink.c (heartbeats),
- * rdtask.c (combine steps).
+ * rdtask.c (combine steps), fetch.c (grants).
  */
 #ifndef HPL_STORE_FAULTS_H
 #define HPL_STORE_FAULTS_H
@@ -27,6 +27,7 @@ typedef struct store_faults {
   uint64_t hb_pause_at_ms, hb_pause_ms; /* no heartbeats in [at, at+len) after start */
   uint64_t combine_delay_ms; /* every reduce combine step on the thread pool waits this long */
   uint64_t held_delay_ms;    /* re-report what we hold this long after registering */
+  uint64_t grant_delay_ms;   /* handle each GRANT from the directory this long late */
   /* state */
   uint64_t sent;
   int dropped, stalled;

@@ -14,6 +14,7 @@
 #include "puller.h"
 #include "room.h"
 #include "util.h"
+#include "uvtimer.h"
 
 typedef struct st_fetch {
   struct st_fetch *prev, *next; /* store->fetches (utlist) */
@@ -35,6 +36,10 @@ typedef struct st_fetch {
   Hplpb__AcquireRep held;
   char *held_addr;
   uint8_t *held_payload; /* an inline answer's bytes */
+  /* A granted GET came before its GRANT: that is awaited (one of `asks`)
+   * until grant_timer fires, then the directory is asked after all */
+  int grant_wait;
+  hpl__otimer grant_timer;
 } st_fetch;
 
 enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
@@ -359,7 +364,7 @@ static void fetch_free_maybe(st_fetch *f) {
   DL_DELETE(s->fetches, f);
   if (f->o->fetch == f) f->o->fetch = NULL;
   store_obj_unref(s, f->o);
-  free(f);
+  hpl__otimer_free(&f->grant_timer, f);
 }
 
 static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
@@ -412,22 +417,124 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
 
 /* ------------------------------------------------------------------ entry points */
 
-void fetch_start(store *s, st_obj *o) {
+/* A fetch of `o` in state ASK, asking nothing yet; NULL if out of memory. */
+static st_fetch *fetch_new(store *s, st_obj *o) {
   st_fetch *f = calloc(1, sizeof *f);
-  if (!f) {
-    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
-    return;
-  }
+  if (!f) return NULL;
   f->s = s;
   f->o = o;
   f->state = FETCH_ASK;
   store_obj_ref(s, o);
   o->fetch = f;
   DL_APPEND(s->fetches, f);
+  return f;
+}
+
+void fetch_start(store *s, st_obj *o) {
+  st_fetch *f = fetch_new(s, o);
+  if (!f) {
+    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    return;
+  }
   f->busy++;
   send_ask(f, ASK_PLAIN);
   f->busy--;
   fetch_free_maybe(f);
+}
+
+/* The GRANT a granted GET waits for did not come in time: ask. */
+static void grant_late(void *arg) {
+  st_fetch *f = arg;
+  f->grant_wait = 0;
+  f->asks--;
+  f->s->ctr.grant_waits_expired++;
+  LOG_INFO("'%s': the directory's grant did not come within %d ms; asking", f->o->id,
+           FETCH_GRANT_WAIT_MS);
+  f->busy++;
+  if (f->state == FETCH_ASK) send_ask(f, ASK_PLAIN);
+  f->busy--;
+  fetch_free_maybe(f);
+}
+
+void fetch_start_granted(store *s, st_obj *o) {
+  st_fetch *f = fetch_new(s, o);
+  if (!f) {
+    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  f->grant_wait = 1;
+  f->asks++;
+  hpl__otimer_start(s->loop, &f->grant_timer, f, FETCH_GRANT_WAIT_MS, grant_late);
+}
+
+static void grant_now(store *s, ProtobufCMessage *m) {
+  Hplpb__AcquireRep *r = (Hplpb__AcquireRep *)m;
+  if (!hpl__id_valid(r->id) || r->status || r->inline_ || !r->sender_node) {
+    LOG_WARN("malformed GRANT from the directory ignored");
+    return;
+  }
+  st_obj *o = store_find(s, r->id);
+  st_fetch *f = o ? o->fetch : NULL;
+  if (o && !(f && f->grant_wait)) {
+    /* held, made here, or asked for already: the directory re-points our
+     * location when that ACQUIRE reaches it, and a copy completing here
+     * frees the sender it named */
+    s->ctr.grants_ignored++;
+    LOG_DEBUG("'%s': grant ignored (%s)", r->id, f ? "asked already" : "held here");
+    return;
+  }
+  if (f) {
+    f->grant_wait = 0;
+    hpl__otimer_stop(&f->grant_timer);
+  } else {
+    /* its client's GET is on the way: pull now, as a copy nobody holds yet */
+    o = store_obj_new(s, r->id, OBJ_FETCHING);
+    f = o ? fetch_new(s, o) : NULL;
+    if (!f) {
+      if (o) store_obj_detach(s, o);
+      dirlink_loc_remove(s, r->id); /* the directory listed us: undo */
+      return;
+    }
+    f->asks++;
+    s->ctr.remote_gets++; /* counted here: its GET finds the fetch running */
+  }
+  s->ctr.grants_taken++;
+  dl_reply rep = {.status = 0, .detail = "", .m = m};
+  f->busy++;
+  ask_reply(s, &rep, f);
+  f->busy--;
+  fetch_free_maybe(f);
+}
+
+/* Fault point grant_delay_ms: a GRANT kept (packed) until it is handled. */
+typedef struct late_grant {
+  hpl__otimer timer;
+  store *s;
+  size_t len;
+  uint8_t msg[];
+} late_grant;
+
+static void late_grant_due(void *arg) {
+  late_grant *g = arg;
+  ProtobufCMessage *m = hpl__msg_unpack(HPL__MSG_GRANT, g->msg, g->len);
+  if (m) {
+    grant_now(g->s, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+  }
+  hpl__otimer_free(&g->timer, g);
+}
+
+void fetch_on_grant(store *s, ProtobufCMessage *m) {
+  uint64_t delay = s->cfg.faults.grant_delay_ms;
+  size_t len = delay ? protobuf_c_message_get_packed_size(m) : 0;
+  late_grant *g = delay ? calloc(1, sizeof *g + len) : NULL;
+  if (!g) {
+    grant_now(s, m);
+    return;
+  }
+  g->s = s;
+  g->len = protobuf_c_message_pack(m, g->msg);
+  hpl__otimer_start(s->loop, &g->timer, g, delay, late_grant_due);
 }
 
 void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {

@@ -24,6 +24,21 @@
  * directory, waiting as long as the latest of its waiters would. */
 void fetch_start(store *s, st_obj *o);
 
+/* As fetch_start, for a GET whose client was told by the directory that
+ * it granted `o` to this store (GetReq.granted): the GRANT, sent before
+ * that answer, is waited for up to FETCH_GRANT_WAIT_MS (it may come after
+ * the GET), then the directory is asked as usual. */
+#define FETCH_GRANT_WAIT_MS 200
+void fetch_start_granted(store *s, st_obj *o);
+
+/* A GRANT from the directory (an AcquireRep naming the object in `id`):
+ * a sender for an object a client of ours read directly and will GET. It
+ * starts the fetch (the object enters the table with nobody waiting yet;
+ * the client's GET joins it), or answers a fetch from fetch_start_granted.
+ * Ignored when the object is held or its fetch asked already (then the
+ * directory re-points us when that ACQUIRE comes). A dirlink handler. */
+void fetch_on_grant(store *s, ProtobufCMessage *m);
+
 /* The directory says node `peer`, which we pull `id` from, is dead (or,
  * with suspect, does not answer): move to another sender, keeping the bytes. */
 void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect);

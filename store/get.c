@@ -92,7 +92,8 @@ static void waiter_timeout(void *arg) {
   forget_if_unwanted(s, o);
 }
 
-void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms) {
+void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms,
+                 int granted) {
   uint64_t t0 = uv_hrtime();
   st_obj *o = store_find(s, id);
   if (o && o->state == OBJ_SEALED) {
@@ -128,7 +129,12 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
   DL_APPEND2(cl->waiters, g, cprev, cnext);
   cl->nwaiters++;
   if (timeout_ms > 0) hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
-  if (o->state == OBJ_FETCHING && !o->fetch) fetch_start(s, o);
+  if (o->state == OBJ_FETCHING && !o->fetch) {
+    if (granted)
+      fetch_start_granted(s, o);
+    else
+      fetch_start(s, o);
+  }
   if (o->state == OBJ_SPILLED) room_restore(s, o);
 }
 

@@ -14,8 +14,11 @@
 #include "session.h"
 
 /* GET `id` for request `req` of `cl`; timeout_ms < 0: no limit, 0: only
- * what is here now. The reply (GET_REP) comes now or later. */
-void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms);
+ * what is here now. `granted`: the directory told the client it named a
+ * sender to this store already (fetch_start_granted). The reply (GET_REP)
+ * comes now or later. */
+void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms,
+                 int granted);
 
 /* The client left: its waiting GETs end without a reply. */
 void get_client_gone(store *s, st_client *cl);

@@ -149,6 +149,7 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   dirlink_on(s, HPL__MSG_REDUCE_END, rdsink_on_end);
   dirlink_on(s, HPL__MSG_REDUCE_ADOPTED, rdtask_on_adopted);
   dirlink_on(s, HPL__MSG_RING_END, ring_on_end);
+  dirlink_on(s, HPL__MSG_GRANT, fetch_on_grant);
   dirlink_on_registered(s, on_registered);
   dirlink_on_incoming(s, fetch_incoming);
   uv_signal_init(loop, &s->sigint);

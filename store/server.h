@@ -87,6 +87,9 @@ void store_config_defaults(store_config *c);
 typedef struct store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
+      grants_taken,   /* GRANTs pulled on: a client's get needed no ACQUIRE (fetch.c) */
+      grants_ignored, /* GRANTs for an object held or asked for already */
+      grant_waits_expired, /* granted GETs whose GRANT did not come in time: asked */
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
       stragglers_early,  /* crawls judged early: half (a reduce stream's: a quarter) of
                             --straggler-ms (puller.c) */

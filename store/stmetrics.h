@@ -24,7 +24,7 @@
 #include "server.h"
 
 /* Room for the list store_metrics_collect writes. */
-#define STORE_METRICS_MAX 64
+#define STORE_METRICS_MAX 72
 
 /* Every counter and gauge of the store, now, into out[STORE_METRICS_MAX].
  * Returns how many. */

@@ -559,7 +559,7 @@ static void script_payloads(peer *p) {
 }
 
 static int peek(hpl__crpc_msg *m) {
-  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
+  Hplpb__PeekReq r = HPLPB__PEEK_REQ__INIT;
   r.id = "small";
   return hpl__crpc_call(R, HPL__MSG_PEEK, &r.base, hpl__deadline_ms(5000), m);
 }

@@ -248,8 +248,9 @@ static void test_direct_other_netns(void **state) {
 /* A get issued before the put waits for it, then succeeds. A small one
  * waits at the directory, which pushes the bytes straight to the client
  * when they land (B's store is not involved); meanwhile other gets on the
- * same handle are not held up behind it. A large one is then fetched by the
- * store as usual. */
+ * same handle are not held up behind it. A large one is granted: the
+ * directory answers the waiting PEEK by naming a sender to B's store
+ * itself, which then pulls without an ACQUIRE of its own. */
 static void test_get_before_put(void **state) {
   (void)state;
   const uint64_t sizes[] = {1000, 8 * MB};
@@ -258,6 +259,7 @@ static void test_get_before_put(void **state) {
     char id[32];
     snprintf(id, sizeof id, "later/%d", i);
     uint64_t inl0 = th_counter(B, "inline_gets"), rem0 = th_counter(B, "remote_gets");
+    uint64_t gr0 = th_counter(B, "grants_taken"), ask0 = th_dir_counter(lc, "dir_acquires");
     th_getter g = {.c = B, .id = id, .timeout = th_ms(20000), .size = sizes[i],
                    .want = th_pattern_sum(sizes[i], 7)};
     uint64_t start = hpl__now_ms();
@@ -284,7 +286,59 @@ static void test_get_before_put(void **state) {
     assert_int_equal(g.in_pool, sizes[i] > 64 * 1024);
     assert_int_equal(th_counter(B, "inline_gets"), inl0 + (i == 0));
     assert_int_equal(th_counter(B, "remote_gets"), rem0 + 1);
+    /* large: the directory answered g's PEEK by naming a sender to B's
+     * store (a GRANT), so that store never asked it (no ACQUIRE; the one
+     * ACQUIRE is B's store's of "later/there", the first time) */
+    assert_int_equal(th_counter(B, "grants_taken"), gr0 + (i == 1));
+    assert_int_equal(th_dir_counter(lc, "dir_acquires"), ask0 + (i == 0));
   }
+}
+
+/* A granted get whose GRANT reaches the store after the GET (fault point
+ * grant_delay_ms on every store). Within FETCH_GRANT_WAIT_MS (200 ms) the
+ * store takes it and never asks the directory; later, the store asks
+ * (an ACQUIRE) and ignores the grant when it comes. Either way the bytes
+ * are right and the directory's view stays whole: a third node's get
+ * works and every copy ends complete. */
+static void grant_late(uint64_t delay_ms) {
+  char args[64];
+  snprintf(args, sizeof args, "--faults grant_delay_ms=%llu", (unsigned long long)delay_ms);
+  hpl__lc *g = th_cluster(3, 64 * MB, NULL, args);
+  hpl_client *a = th_connect(g, 0), *b = th_connect(g, 1), *c = th_connect(g, 2);
+  th_put_pattern(a, "grant/x", 8 * MB, 21);
+  uint64_t ask0 = th_dir_counter(g, "dir_acquires"), pg0 = th_dir_counter(g, "dir_peeks_granted");
+  hpl_buf *buf;
+  assert_int_equal(hpl_get(b, "grant/x", th_ms(10000), &buf), 0);
+  assert_true(th_check_pattern(hpl_buf_data(buf), 8 * MB, 21));
+  hpl_release(b, buf);
+  th_sleep_ms(delay_ms + 300); /* the late grant has been handled */
+  int late = delay_ms > 200;
+  assert_int_equal(th_dir_counter(g, "dir_peeks_granted"), pg0 + 1);
+  assert_int_equal(th_counter(b, "grants_taken"), !late);
+  assert_int_equal(th_counter(b, "grant_waits_expired"), late);
+  assert_int_equal(th_counter(b, "grants_ignored"), late);
+  assert_int_equal(th_dir_counter(g, "dir_acquires"), ask0 + late);
+  assert_int_equal(hpl_get(c, "grant/x", th_ms(10000), &buf), 0);
+  assert_true(th_check_pattern(hpl_buf_data(buf), 8 * MB, 21));
+  hpl_release(c, buf);
+  uint32_t copies = 0, complete = 0;
+  assert_int_equal(hpl_stat(a, "grant/x", th_ms(5000), NULL, &copies, &complete, NULL), 0);
+  assert_int_equal(copies, 3);
+  assert_int_equal(complete, 3);
+  hpl_close(a);
+  hpl_close(b);
+  hpl_close(c);
+  th_stop(g, 0);
+}
+
+static void test_grant_in_time(void **state) {
+  (void)state;
+  grant_late(50);
+}
+
+static void test_grant_too_late(void **state) {
+  (void)state;
+  grant_late(600);
 }
 
 /* A get of an object that never appears fails with HPL_ETIMEDOUT in time. */
@@ -576,6 +630,8 @@ int main(void) {
       cmocka_unit_test(test_small_direct),
       cmocka_unit_test(test_direct_other_netns),
       cmocka_unit_test(test_get_before_put),
+      cmocka_unit_test(test_grant_in_time),
+      cmocka_unit_test(test_grant_too_late),
       cmocka_unit_test(test_get_timeout),
       cmocka_unit_test(test_two_processes_one_transfer),
       cmocka_unit_test(test_delete_while_held),
