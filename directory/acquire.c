@@ -150,13 +150,16 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
     s->ctr.inline_served++;
     return 1;
   }
-  dir_loc *me = avoid ? NULL : dtab_loc(o, asker->id);
-  if (me && !me->complete && me->upstream) {
-    /* a sender was granted to the asker already (peek_grant) and its store
-     * asked before the GRANT reached it (it then ignores the GRANT): the
-     * same sender again, whose slot the asker holds */
-    reply_sender(s, asker, req, o, me->upstream);
-    return 1;
+  dir_loc *me = dtab_loc(o, asker->id);
+  if (me && me->granted) {
+    /* a sender was granted to the asker (peek_grant) and its store asked
+     * before the GRANT reached it (it then ignores the GRANT): the same
+     * sender again, whose slot the asker holds, unless it reports it */
+    me->granted = 0;
+    if (!avoid && !me->complete && me->upstream) {
+      reply_sender(s, asker, req, o, me->upstream);
+      return 1;
+    }
   }
   uint64_t sender = 0;
   dir_loc *from = NULL;
@@ -210,6 +213,8 @@ static int peek_grant(dir_server *s, dir_obj *o, uint64_t node) {
     dtab_loc_remove(&s->tab, o, node); /* undo the assignment: the store asks */
     return 0;
   }
+  dir_loc *l = dtab_loc(o, node);
+  if (l) l->granted = 1;
   s->ctr.senders_assigned++;
   s->ctr.peeks_granted++;
   dir_xlog(s, HPL__XFER_ASSIGN, o->id, node, sender);

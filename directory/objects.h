@@ -20,6 +20,8 @@ typedef struct dir_loc {
   uint32_t nidx;     /* its object's place in the node's index (objtab.c) */
   uint8_t complete;
   uint8_t origin;    /* the node the object was put on (partial while writing) */
+  uint8_t granted;   /* upstream was named in a GRANT its store has not answered
+                        with an ACQUIRE yet (acquire.c: peek_grant) */
 } dir_loc;
 
 enum {
