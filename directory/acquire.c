@@ -202,7 +202,7 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
  * else 0, and the store asks as usual. */
 static int peek_grant(dir_server *s, dir_obj *o, uint64_t node) {
   dir_node *n = node ? dir_node_find(s, node) : NULL;
-  if (!n || !n->conn || !n->grants || n->draining || o->is_inline || o->state != OBJ_READY ||
+  if (s->cfg.no_grants || !n || !n->conn || !n->grants || n->draining || o->is_inline || o->state != OBJ_READY ||
       dtab_loc(o, node))
     return 0;
   dir_loc *from = NULL;

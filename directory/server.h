@@ -50,6 +50,7 @@ typedef struct dir_config {
                                     timeout adapts to each node's heartbeat jitter,
                                     between 3 heartbeats and this) */
   int no_rings;               /* --no-rings: allreduces are reduce + broadcast (ring.c) */
+  int no_grants;              /* --no-grants: a PEEK never grants (acquire.c) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
   double reduce_latency_s;    /* cost model L (reduce planner) */
