@@ -13,10 +13,15 @@
 #include "ops.h"
 #include "proto.h"
 #include "puller.h"
+#include "room.h"
 #include "util.h"
 
 #define RING_QUIET_MS 1000     /* the incoming stream silent this long: the ring fails */
 #define RING_READ_MAX (1u << 20) /* bytes combined per read at most (bounded work) */
+/* A target that does not fit waits this long for room (idle copies let go):
+ * well within RING_QUIET_MS, after which our successor, whose pull of our
+ * stream waits meanwhile, would give the ring up */
+#define RING_ROOM_MS (RING_QUIET_MS / 2)
 
 enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
 
@@ -45,6 +50,11 @@ struct rg_task {
   uint64_t last_in_ms, gap_ms, gap_at; /* the longest pause of the incoming stream */
   st_obj *src, *t, *out; /* referenced */
   st_puller *pull;
+  char pred_addr[64];   /* the predecessor's data port */
+  uint32_t pred_port;
+  uint64_t pred_node;
+  st_room room;         /* the target waiting for room */
+  int room_wait;
 };
 
 /* Slice of member j's stream at step s. */
@@ -87,6 +97,7 @@ static void answer(rg_task *g, int status, const char *detail, int ran) {
 
 static void task_free(rg_task *g) {
   store *s = g->s;
+  if (g->room_wait) room_cancel(s, &g->room);
   if (g->pull) puller_cancel(g->pull);
   g->pull = NULL;
   if (g->out) {
@@ -229,7 +240,22 @@ static void stream_key(char *out, size_t len, uint64_t rid, uint32_t idx, const 
   snprintf(out, len, "g:%llx:%u:%s", (unsigned long long)rid, idx, target);
 }
 
-/* The plan: make the target, publish our stream, pull the predecessor's. */
+static int task_run(rg_task *g, char *why, size_t wlen);
+
+/* The target's buffer is there (status 0) or did not fit in time. */
+static void room_done(st_room *r, int status, const char *detail) {
+  rg_task *g = r->arg;
+  char why[400];
+  g->room_wait = 0;
+  int rc = status;
+  if (rc)
+    snprintf(why, sizeof why, "%s", detail ? detail : hpl_strerror(rc));
+  else
+    rc = task_run(g, why, sizeof why);
+  if (rc) task_fail(g, rc, why);
+}
+
+/* The plan: make the target (waiting for room if need be), then task_run. */
 static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wlen) {
   store *s = g->s;
   g->start_ms = hpl__now_ms();
@@ -278,8 +304,26 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   }
   store_obj_ref(s, t);
   g->t = t;
-  int rc = store_obj_alloc(s, t, g->size, why, wlen);
+  snprintf(g->pred_addr, sizeof g->pred_addr, "%s", pr->addr ? pr->addr : "");
+  g->pred_port = pr->port;
+  g->pred_node = pr->node;
+  g->state = RG_RUNNING;
+  int rc = room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
+                      wlen);
+  if (rc > 0) {
+    g->room_wait = 1;
+    LOG_INFO("ring allreduce into '%s': waiting up to %d ms for room in the pool", g->target,
+             RING_ROOM_MS);
+    return 0;
+  }
   if (rc) return rc;
+  return task_run(g, why, wlen);
+}
+
+/* Publish our stream and pull the predecessor's (the target's buffer is
+ * there). */
+static int task_run(rg_task *g, char *why, size_t wlen) {
+  store *s = g->s;
   /* our outgoing stream: step 0 is our source's slice, every later step
    * a slice of the target (ring_stream_at) */
   stream_key(g->key, sizeof g->key, g->rid, g->idx, g->target);
@@ -290,7 +334,7 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   }
   o->ring = 1;
   o->size = g->out_len;
-  o->data = t->data;
+  o->data = g->t->data;
   if (store_obj_publish_internal(s, o) != 0) {
     o->data = NULL;
     free(o);
@@ -305,16 +349,16 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
   puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                    .no_stall = 1, .suspect = in_suspect, .peer = pr->node};
-  g->state = RG_RUNNING;
-  g->pull = puller_start(s, pr->addr, (int)pr->port, key, 1, 0, g->in_at[2 * g->k - 2], &ops, g);
+                    .no_stall = 1, .suspect = in_suspect, .peer = g->pred_node};
+  g->pull = puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
+                         &ops, g);
   if (!g->pull) {
-    snprintf(why, wlen, "cannot pull from %s:%u", pr->addr, pr->port);
+    snprintf(why, wlen, "cannot pull from %s:%u", g->pred_addr, g->pred_port);
     return HPL_ECONN;
   }
   s->ctr.ring_tasks++;
   LOG_INFO("ring allreduce into '%s': member %u of %u, %llu bytes, pulling from %s:%u",
-           g->target, g->idx, g->k, (unsigned long long)g->size, pr->addr, pr->port);
+           g->target, g->idx, g->k, (unsigned long long)g->size, g->pred_addr, g->pred_port);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 /* test_ring.c - ring allreduces (store/ring.c, directory/ring.c) across real
  * stores: exact results for every op and dtype at slices of unequal
  * length, the bytes each node sends, the groups that must not form (and
- * whose clients reduce the usual way), a ring whose streams are cut, and a
- * member killed mid-ring. */
+ * whose clients reduce the usual way), a ring whose streams are cut, a
+ * member killed mid-ring, and a member whose pool must make room first. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -353,6 +353,40 @@ static void test_ring_member_killed(void **state) {
   th_stop(lc, 0);
 }
 
+/* A member's pool is full of idle copies got from elsewhere when the ring
+ * forms: its target waits while copies are let go (the directory agrees to
+ * each first), and the ring runs rather than being abandoned. */
+static void test_ring_waits_for_room(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(3, 64 * MB, NULL, NULL);
+  hpl_client *cs[3];
+  for (int i = 0; i < 3; i++) cs[i] = th_connect(lc, i);
+  const char *srcs[3] = {"rf/0", "rf/1", "rf/2"};
+  const int js[3] = {0, 1, 2};
+  size_t n = 8 * MB / 4;
+  for (int j = 0; j < 3; j++) put_src(cs[j], srcs[j], HPL_DT_F32, n, js[j]);
+  /* node 1 gets 8 objects of 8 MiB put on nodes 0 and 2: more than its
+   * pool holds beside its source, so it ends full of idle copies */
+  for (int i = 0; i < 8; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "rf/fill/%d", i);
+    th_put_pattern(cs[i % 2 ? 2 : 0], id, 8 * MB, (uint64_t)i);
+    hpl_buf *b;
+    assert_int_equal(hpl_get(cs[1], id, th_ms(10000), &b), 0);
+    hpl_release(cs[1], b);
+  }
+  assert_true(th_counter(cs[1], "idle_bytes") >= 48 * MB);
+  uint64_t ev0 = th_counter(cs[1], "evictions");
+  run_parts(cs, 3, "rf/t", srcs, 3, js, HPL_OP_SUM, HPL_DT_F32, n);
+  assert_int_equal(th_dir_counter(lc, "dir_rings_formed"), 1);
+  assert_int_equal(th_dir_counter(lc, "dir_rings_abandoned"), 0);
+  assert_int_equal(th_counter(cs[1], "rings_done"), 1);
+  assert_int_equal(th_counter(cs[1], "ring_failures"), 0);
+  assert_true(th_counter(cs[1], "evictions") > ev0); /* room was made for the target */
+  for (int i = 0; i < 3; i++) hpl_close(cs[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest shared[] = {
       cmocka_unit_test_teardown(test_ring_sum, th_teardown),
@@ -362,6 +396,7 @@ int main(void) {
   const struct CMUnitTest own[] = {
       cmocka_unit_test_teardown(test_ring_stream_cut, th_teardown),
       cmocka_unit_test_teardown(test_ring_member_killed, th_teardown),
+      cmocka_unit_test_teardown(test_ring_waits_for_room, th_teardown),
   };
   int rc = cmocka_run_group_tests_name("ring-5", shared, setup5, teardown5);
   rc |= cmocka_run_group_tests_name("ring-faults", own, NULL, NULL);
