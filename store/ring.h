@@ -18,7 +18,9 @@
  * followed by a broadcast.
  *
  * The target is in the object table while it is being made (OBJ_REDUCING,
- * not advertised: local gets wait for it). Complete, it is sealed and
+ * not advertised: local gets wait for it). A target that does not fit in
+ * the pool waits up to RING_ROOM_MS (ring.c) while idle copies are let go
+ * (room.h); our successor's pull of our stream waits for it meanwhile. Complete, it is sealed and
  * advertised as a complete copy (LOC_ADD), the directory is told (RING_NOTE
  * status 0) and the client is answered. A member whose incoming stream
  * fails, or stays silent for RING_QUIET_MS, tells the directory, which
