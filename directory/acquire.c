@@ -194,16 +194,18 @@ static int acquire_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
   return 1;
 }
 
-/* A PEEK of `o`, which is not inline, from a client of store `node`: name
- * a sender to that store now (GRANT), as the store's own ACQUIRE would, so
- * that the client's GET does not cost another round trip to the
- * directory. Only when that store takes grants and holds no copy yet, no
- * allreduce ring order applies, and a sender can be assigned at once;
- * else 0, and the store asks as usual. */
-static int peek_grant(dir_server *s, dir_obj *o, uint64_t node) {
+/* A PEEK of `o`, which is not inline, on connection `dc` from a client of
+ * store `node`: name a sender to that store now (GRANT), as the store's own
+ * ACQUIRE would, so that the client's GET does not cost another round trip
+ * to the directory. Only when that store takes grants, is on the reader's
+ * host (its address is the one the PEEK came from: a reader cannot make a
+ * store elsewhere fetch) and holds no copy yet, no allreduce ring order
+ * applies, and a sender can be assigned at once; else 0, and the store
+ * asks as usual. */
+static int peek_grant(dir_server *s, const dir_conn *dc, dir_obj *o, uint64_t node) {
   dir_node *n = node ? dir_node_find(s, node) : NULL;
-  if (s->cfg.no_grants || !n || !n->conn || !n->grants || n->draining || o->is_inline || o->state != OBJ_READY ||
-      dtab_loc(o, node))
+  if (s->cfg.no_grants || !n || !n->conn || !n->grants || n->draining || o->is_inline ||
+      o->state != OBJ_READY || strcmp(n->addr, dc->peer) != 0 || dtab_loc(o, node))
     return 0;
   dir_loc *from = NULL;
   if (dir_reduce_ring_sender(s, o, node, 0, hpl__now_ms(), &from) != 0) return 0;
@@ -227,8 +229,9 @@ static int peek_grant(dir_server *s, dir_obj *o, uint64_t node) {
  * HPL_ENOTFOUND (with the size when the object exists: the client asks its
  * store, which pulls it; granted if peek_grant named the sender to store
  * `node` already) or `miss` (e.g. HPL_ETIMEDOUT). */
-static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, int miss,
+static void peek_reply(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, int miss,
                        uint64_t node) {
+  hpl__conn *c = dc->c;
   Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
   hpl__trace("d.peekrep", o ? o->id : NULL);
   if (o && o->is_inline && o->state == OBJ_READY) {
@@ -240,7 +243,7 @@ static void peek_reply(dir_server *s, hpl__conn *c, uint64_t req, dir_obj *o, in
   }
   r.status = miss;
   r.size = o && o->has_size ? o->size : 0;
-  r.granted = o && miss == HPL_ENOTFOUND && peek_grant(s, o, node);
+  r.granted = o && miss == HPL_ENOTFOUND && peek_grant(s, dc, o, node);
   hpl__conn_send(c, HPL__MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
@@ -271,7 +274,7 @@ static void waiter_arm(dir_waiter *w) {
 static void waiter_timeout(void *owner) {
   dir_waiter *w = owner;
   if (w->peeker) {
-    peek_reply(w->srv, w->peeker->c, w->req_id, w->obj, HPL_ETIMEDOUT, 0);
+    peek_reply(w->srv, w->peeker, w->req_id, w->obj, HPL_ETIMEDOUT, 0);
     waiter_end(w);
     return;
   }
@@ -302,7 +305,7 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
     next = w->onext;
     if (w->peeker) {
       if (peek_due(o)) {
-        peek_reply(s, w->peeker->c, w->req_id, o, HPL_ENOTFOUND, w->grant_node);
+        peek_reply(s, w->peeker, w->req_id, o, HPL_ENOTFOUND, w->grant_node);
         waiter_drop(w);
       }
       continue;
@@ -596,7 +599,7 @@ void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
   hpl__trace("d.peek", m->id);
   dir_obj *o = dtab_find(&s->tab, m->id);
   if ((o && peek_due(o)) || m->timeout_ms <= 0 || f->dc->npeeks >= HPL__MAX_WAITING_PER_PEER) {
-    peek_reply(s, f->dc->c, f->req, o, HPL_ENOTFOUND, m->node);
+    peek_reply(s, f->dc, f->req, o, HPL_ENOTFOUND, m->node);
     return;
   }
   if (!o && !(o = dtab_get(&s->tab, m->id))) {

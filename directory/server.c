@@ -170,6 +170,7 @@ void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer) {
     return;
   }
   dc->srv = s;
+  snprintf(dc->peer, sizeof dc->peer, "%s", peer ? peer : "?");
   snprintf(label, sizeof label, "dir<-%s", peer);
   hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
                               .max_payload = s->cfg.inline_max,

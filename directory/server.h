@@ -105,6 +105,7 @@ typedef struct dir_conn {
   uint32_t npeeks;
   struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
   struct dir_server *srv;
+  char peer[64];         /* the peer's address (numeric; "?" if unknown) */
   struct dir_conn *prev, *next; /* dir_server.conns (utlist DL) */
 } dir_conn;
 

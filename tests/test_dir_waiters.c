@@ -9,7 +9,8 @@
  * or closes its connection: each time N's partial copy is dropped, which
  * re-examines X's waiters, and the directory must neither serve N's old
  * waiter nor crash. Last, one connection cannot register two nodes (that
- * would leave the first one's waiters on a connection it no longer owns). */
+ * would leave the first one's waiters on a connection it no longer owns).
+ * And a PEEK grants a large object only to the store on its own host. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -33,17 +34,21 @@
 
 #define NODE_ID 0x5eed0001ull
 
-static void do_register(int fd, uint64_t req) {
+/* Register node `id` at `addr` on fd; `grants`: it takes GRANTs. */
+static void register_as(int fd, uint64_t id, const char *addr, int grants, uint64_t req) {
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
-  r.node_id = NODE_ID;
-  r.addr = "127.0.0.1";
+  r.node_id = id;
+  r.addr = (char *)addr;
   r.data_port = 9;
   r.name = "raw";
+  r.grants = grants;
   th_wire_send(fd, HPL__MSG_REGISTER, req, &r.base);
   Hplpb__RegisterRep *rep = (Hplpb__RegisterRep *)th_wire_wait(fd, HPL__MSG_REGISTER_REP, req);
   assert_int_equal(rep->status, 0);
   protobuf_c_message_free_unpacked(&rep->base, NULL);
 }
+
+static void do_register(int fd, uint64_t req) { register_as(fd, NODE_ID, "127.0.0.1", 0, req); }
 
 /* A round trip on fd: everything sent before has been handled. */
 static void sync_heartbeat(int fd, uint64_t req) {
@@ -164,6 +169,60 @@ static void test_one_node_per_connection(void **state) {
   th_stop(lc, 0);
 }
 
+/* What a PEEK of `id` naming store `node` is answered on reader fd rd:
+ * whether it was granted (the object is not inline; its size is checked). */
+static int peek_granted(int rd, const char *id, uint64_t node, uint64_t size, uint64_t req) {
+  Hplpb__PeekReq q = HPLPB__PEEK_REQ__INIT;
+  q.id = (char *)id;
+  q.node = node;
+  th_wire_send(rd, HPL__MSG_PEEK, req, &q.base);
+  Hplpb__PeekRep *p = (Hplpb__PeekRep *)th_wire_wait(rd, HPL__MSG_PEEK_REP, req);
+  assert_int_equal(p->status, HPL_ENOTFOUND);
+  assert_false(p->inline_);
+  assert_int_equal(p->size, size);
+  int granted = p->granted;
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  return granted;
+}
+
+/* A PEEK of a large object grants it (a GRANT naming its sender) only to a
+ * store at the address the PEEK came from: a node registered at another
+ * address is never granted it, whichever node the PEEK names; and a node
+ * that holds a copy already is not granted it again. */
+static void test_grant_only_to_own_host(void **state) {
+  (void)state;
+  const uint64_t size = 2u << 20;
+  hpl__lc *lc = th_cluster(1, 64u << 20, NULL, NULL);
+  hpl_client *c = th_connect(lc, 0);
+  th_put_pattern(c, "g/big", size, 1);
+  uint64_t store = th_node_id(c);
+  hpl_close(c);
+  int port = hpl__lc_dir_port(lc);
+  int here = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  register_as(here, NODE_ID, "127.0.0.1", 1, 1);
+  int away = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  register_as(away, NODE_ID + 1, "127.0.0.2", 1, 1); /* (never connected to) */
+  int rd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_READER);
+  assert_false(peek_granted(rd, "g/big", NODE_ID + 1, size, 2));
+  assert_false(peek_granted(rd, "g/big", NODE_ID + 7, size, 3)); /* no such node */
+  assert_int_equal(th_dir_counter(lc, "dir_peeks_granted"), 0);
+  assert_true(peek_granted(rd, "g/big", NODE_ID, size, 4));
+  Hplpb__AcquireRep *g = (Hplpb__AcquireRep *)th_wire_wait(here, HPL__MSG_GRANT, 0);
+  assert_string_equal(g->id, "g/big");
+  assert_int_equal(g->sender_node, store);
+  assert_int_equal(g->size, size);
+  protobuf_c_message_free_unpacked(&g->base, NULL);
+  assert_int_equal(th_dir_counter(lc, "dir_peeks_granted"), 1);
+  /* it is listed as pulling a copy now: told to ask its store, no grant */
+  assert_false(peek_granted(rd, "g/big", NODE_ID, size, 5));
+  assert_int_equal(th_dir_counter(lc, "dir_peeks_granted"), 1);
+  close(rd);
+  close(away);
+  close(here);
+  th_untrack(lc);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -171,6 +230,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_sweep_drops_waiters, th_teardown),
       cmocka_unit_test_teardown(test_close_drops_waiters, th_teardown),
       cmocka_unit_test_teardown(test_one_node_per_connection, th_teardown),
+      cmocka_unit_test_teardown(test_grant_only_to_own_host, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
