@@ -476,8 +476,8 @@ static void grant_now(store *s, ProtobufCMessage *m) {
   st_obj *o = store_find(s, r->id);
   st_fetch *f = o ? o->fetch : NULL;
   if (o && !(f && f->grant_wait)) {
-    /* held, made here, or asked for already: the directory re-points our
-     * location when that ACQUIRE reaches it, and a copy completing here
+    /* held, made here, or asked for already: the directory names the same
+     * sender again when that ACQUIRE reaches it, and a copy completing here
      * frees the sender it named */
     s->ctr.grants_ignored++;
     LOG_DEBUG("'%s': grant ignored (%s)", r->id, f ? "asked already" : "held here");

@@ -35,8 +35,9 @@ void fetch_start_granted(store *s, st_obj *o);
  * a sender for an object a client of ours read directly and will GET. It
  * starts the fetch (the object enters the table with nobody waiting yet;
  * the client's GET joins it), or answers a fetch from fetch_start_granted.
- * Ignored when the object is held or its fetch asked already (then the
- * directory re-points us when that ACQUIRE comes). A dirlink handler. */
+ * Ignored when the object is held (its copy completing here frees the
+ * sender) or its fetch asked already (the directory answers that ACQUIRE
+ * with the granted sender). A dirlink handler. */
 void fetch_on_grant(store *s, ProtobufCMessage *m);
 
 /* The directory says node `peer`, which we pull `id` from, is dead (or,
