@@ -509,13 +509,18 @@ static void grant_now(store *s, ProtobufCMessage *m) {
 /* Fault point grant_delay_ms: a GRANT kept (packed) until it is handled. */
 typedef struct late_grant {
   hpl__otimer timer;
+  struct late_grant *prev, *next; /* late_grants (utlist) */
   store *s;
   size_t len;
   uint8_t msg[];
 } late_grant;
 
+/* The GRANTs held back (one store per process; loop thread only). */
+static late_grant *late_grants;
+
 static void late_grant_due(void *arg) {
   late_grant *g = arg;
+  DL_DELETE(late_grants, g);
   ProtobufCMessage *m = hpl__msg_unpack(HPL__MSG_GRANT, g->msg, g->len);
   if (m) {
     grant_now(g->s, m);
@@ -534,6 +539,7 @@ void fetch_on_grant(store *s, ProtobufCMessage *m) {
   }
   g->s = s;
   g->len = protobuf_c_message_pack(m, g->msg);
+  DL_APPEND(late_grants, g);
   hpl__otimer_start(s->loop, &g->timer, g, delay, late_grant_due);
 }
 
@@ -588,6 +594,11 @@ void fetch_drain(store *s) {
 }
 
 void fetch_stop(store *s) {
+  while (late_grants) { /* held back by the fault point: dropped */
+    late_grant *g = late_grants;
+    DL_DELETE(late_grants, g);
+    hpl__otimer_free(&g->timer, g);
+  }
   while (s->fetches) {
     st_fetch *f = s->fetches;
     if (f->pull) puller_cancel(f->pull);
