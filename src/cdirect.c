@@ -167,10 +167,9 @@ failed:
   return -1;
 }
 
-/* What a PEEK reply `m` (taken) says: 0 with *out set, 2 if the object
- * is not inline and was granted to the store, 1 if the directory has no
- * inline bytes for the id, -1 if it is no PEEK_REP (the caller drops the
- * connection). The RPC layer has checked the reply's request id and that
+/* What a PEEK reply `m` (taken) says: HPL__DIRECT_FOUND with *out set,
+ * HPL__DIRECT_GRANTED, HPL__DIRECT_ASK_STORE (no inline bytes), or -1 if
+ * it is no PEEK_REP (the caller drops the connection). The RPC layer has checked the reply's request id and that
  * its lengths are within the limits (payload <= inline_max). */
 static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
   Hplpb__PeekRep *rep = m->type == HPL__MSG_PEEK_REP
@@ -185,7 +184,7 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   if (granted) {
     hpl__crpc_msg_free(m);
-    return 2;
+    return HPL__DIRECT_GRANTED;
   }
   /* the object's own buffer, aligned as the pool's objects are (the
    * payload's place in the reply buffer is not): one copy of at most
@@ -195,11 +194,11 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
   if (found && posix_memalign(&own, DIRECT_ALIGN, size ? size : 1) != 0) own = NULL;
   if (own) memcpy(own, m->buf + m->payload_off, size);
   hpl__crpc_msg_free(m);
-  if (!own) return 1;
+  if (!own) return HPL__DIRECT_ASK_STORE;
   out->own = own;
   out->data = own;
   out->size = size;
-  return 0;
+  return HPL__DIRECT_FOUND;
 }
 
 /* PEEKs for ids[want[0..k)], pipelined on the connection (the turn held):
@@ -227,8 +226,7 @@ static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want
     hpl__crpc_msg m;
     int r = hpl__crpc_finish(d->rpc, t[j], deadline, &m) != 0 ? -1 : peek_result(&m, &out[want[j]]);
     hpl__trace("peek.got", ids[want[j]]);
-    if (r == 0) found[want[j]] = 1;
-    if (r == 2) found[want[j]] = 2;
+    if (r > 0) found[want[j]] = r;
     if (r < 0) rc = -1; /* the remaining tickets still end here */
   }
   free(msgs);
@@ -291,6 +289,6 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   hpl__turn_give(&d->turn);
   free(want);
   size_t got = 0;
-  for (size_t i = 0; i < n; i++) got += found[i] == 1;
+  for (size_t i = 0; i < n; i++) got += found[i] == HPL__DIRECT_FOUND;
   return got;
 }

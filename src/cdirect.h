@@ -48,15 +48,21 @@ void hpl__cdirect_free(hpl__cdirect *d);
  * (cdirect.c), whichever is first; an object that does not exist yet is
  * waited for at the directory for up to half of what is left until
  * `deadline` (at most DIRECT_PEEK_WAIT_MS), and while one call waits there
- * the others go to the store at once. found[i] is 1 where out[i] is set
- * (owned by the caller), 0 where the store must be asked (nothing to free;
- * d == NULL included), 2 where it must be asked and the directory has
- * granted the object to it already (a larger object: ask with
- * GetReq.granted, and the store needs no round trip to the directory).
- * Returns how many were found (1s). Thread-safe; exchanges
+ * the others go to the store at once. found[i] says what became of ids[i]
+ * (HPL__DIRECT_*: out[i] is set, owned by the caller, only where it is
+ * HPL__DIRECT_FOUND; d == NULL: all HPL__DIRECT_ASK_STORE). Returns how
+ * many were found. Thread-safe; exchanges
  * are serialised. A connection that failed in any way is closed, the next
  * get connects again; after a failure the path backs off (250 ms doubling
  * to 30 s) and every get goes to the store meanwhile. */
+/* What hpl__cdirect_get_many found for an id (found[i]). */
+enum {
+  HPL__DIRECT_ASK_STORE = 0, /* ask the store (nothing to free) */
+  HPL__DIRECT_FOUND = 1,     /* out[i] holds the bytes */
+  HPL__DIRECT_GRANTED = 2,   /* ask the store with GetReq.granted: the directory named
+                                it a sender already (a larger object) */
+};
+
 size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
                              hpl__cdirect_obj *out, int *found);
 

@@ -640,10 +640,10 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
     hpl__cdirect_get_many(c->direct, dids, k, deadline, objs, found);
     size_t left = 0;
     for (size_t j = 0; j < k; j++) {
-      hpl_buf *buf = found[j] == 1 ? calloc(1, sizeof *buf) : NULL;
+      hpl_buf *buf = found[j] == HPL__DIRECT_FOUND ? calloc(1, sizeof *buf) : NULL;
       if (!buf) {
-        if (found[j] == 1) free(objs[j].own);
-        s[j].granted = found[j] == 2;
+        if (found[j] == HPL__DIRECT_FOUND) free(objs[j].own);
+        s[j].granted = found[j] == HPL__DIRECT_GRANTED;
         s[left++] = s[j]; /* to the store */
         continue;
       }

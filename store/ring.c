@@ -53,8 +53,7 @@ struct rg_task {
   char pred_addr[64];   /* the predecessor's data port */
   uint32_t pred_port;
   uint64_t pred_node;
-  st_room room;         /* the target waiting for room */
-  int room_wait;
+  st_room room;         /* the target waiting for room (room.queued) */
 };
 
 /* Slice of member j's stream at step s. */
@@ -97,7 +96,7 @@ static void answer(rg_task *g, int status, const char *detail, int ran) {
 
 static void task_free(rg_task *g) {
   store *s = g->s;
-  if (g->room_wait) room_cancel(s, &g->room);
+  room_cancel(s, &g->room); /* (a no-op unless it waits) */
   if (g->pull) puller_cancel(g->pull);
   g->pull = NULL;
   if (g->out) {
@@ -246,7 +245,6 @@ static int task_run(rg_task *g, char *why, size_t wlen);
 static void room_done(st_room *r, int status, const char *detail) {
   rg_task *g = r->arg;
   char why[400];
-  g->room_wait = 0;
   int rc = status;
   if (rc)
     snprintf(why, sizeof why, "%s", detail ? detail : hpl_strerror(rc));
@@ -311,7 +309,6 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   int rc = room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
                       wlen);
   if (rc > 0) {
-    g->room_wait = 1;
     LOG_INFO("ring allreduce into '%s': waiting up to %d ms for room in the pool", g->target,
              RING_ROOM_MS);
     return 0;

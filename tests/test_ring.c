@@ -177,12 +177,18 @@ static void run_parts(hpl_client **cs, int np, const char *target, const char **
   for (int i = 0; i < np; i++) part_check(&x.p[i], i);
 }
 
-/* A cluster of its own whose stores all run with `store_args`; clients in
- * cs[0..nodes). */
-static hpl__lc *own_cluster(int nodes, const char *store_args, hpl_client **cs) {
-  hpl__lc *lc = th_cluster(nodes, 256 * MB, NULL, store_args);
+/* A cluster of its own of stores with `memory`-byte pools, all run with
+ * `store_args`; clients in cs[0..nodes). */
+static hpl__lc *own_cluster(int nodes, uint64_t memory, const char *store_args, hpl_client **cs) {
+  hpl__lc *lc = th_cluster(nodes, memory, NULL, store_args);
   for (int i = 0; i < nodes; i++) cs[i] = th_connect(lc, i);
   return lc;
+}
+
+/* Close own_cluster's clients and stop it. */
+static void own_cluster_stop(hpl__lc *lc, int nodes, hpl_client **cs) {
+  for (int i = 0; i < nodes; i++) hpl_close(cs[i]);
+  th_stop(lc, 0);
 }
 
 static uint64_t dirc(const char *name) { return th_dir_counter(lc5, name); }
@@ -302,7 +308,7 @@ static void test_ring_declined(void **state) {
 static void test_ring_stream_cut(void **state) {
   (void)state;
   hpl_client *cs[4];
-  hpl__lc *lc = own_cluster(4, "--faults prefix=g:,drop_after=1M", cs);
+  hpl__lc *lc = own_cluster(4, 256 * MB, "--faults prefix=g:,drop_after=1M", cs);
   const char *srcs[4] = {"rc/0", "rc/1", "rc/2", "rc/3"};
   const int js[4] = {0, 1, 2, 3};
   size_t n = 8 * MB / 4;
@@ -317,8 +323,7 @@ static void test_ring_stream_cut(void **state) {
   char *text = NULL;
   assert_int_equal(hpl_reduce_sources(cs[0], "rc/t", th_ms(5000), &text), 0);
   hpl_free(text);
-  for (int i = 0; i < 4; i++) hpl_close(cs[i]);
-  th_stop(lc, 0);
+  own_cluster_stop(lc, 4, cs);
 }
 
 /* A member is killed mid-ring (the ring's streams are paced so it is
@@ -328,7 +333,7 @@ static void test_ring_stream_cut(void **state) {
 static void test_ring_member_killed(void **state) {
   (void)state;
   hpl_client *cs[5];
-  hpl__lc *lc = own_cluster(5, "--faults prefix=g:,slow_send=4M", cs);
+  hpl__lc *lc = own_cluster(5, 256 * MB, "--faults prefix=g:,slow_send=4M", cs);
   const char *srcs[4] = {"rk/0", "rk/1", "rk/2", "rk/3"};
   const int js[4] = {0, 1, 2, 3};
   size_t n = 16 * MB / 8;
@@ -349,8 +354,7 @@ static void test_ring_member_killed(void **state) {
   assert_int_not_equal(x.p[3].rc, 0); /* its store is gone */
   /* a paced ring would take 6 s; the tree after the kill a fraction of it */
   if (took > (uint64_t)th_ms(10000)) fail_msg("the survivors took %llu ms", (unsigned long long)took);
-  for (int i = 0; i < 5; i++) hpl_close(cs[i]);
-  th_stop(lc, 0);
+  own_cluster_stop(lc, 5, cs);
 }
 
 /* A member's pool is full of idle copies got from elsewhere when the ring
@@ -358,9 +362,8 @@ static void test_ring_member_killed(void **state) {
  * each first), and the ring runs rather than being abandoned. */
 static void test_ring_waits_for_room(void **state) {
   (void)state;
-  hpl__lc *lc = th_cluster(3, 64 * MB, NULL, NULL);
   hpl_client *cs[3];
-  for (int i = 0; i < 3; i++) cs[i] = th_connect(lc, i);
+  hpl__lc *lc = own_cluster(3, 64 * MB, NULL, cs);
   const char *srcs[3] = {"rf/0", "rf/1", "rf/2"};
   const int js[3] = {0, 1, 2};
   size_t n = 8 * MB / 4;
@@ -383,8 +386,7 @@ static void test_ring_waits_for_room(void **state) {
   assert_int_equal(th_counter(cs[1], "rings_done"), 1);
   assert_int_equal(th_counter(cs[1], "ring_failures"), 0);
   assert_true(th_counter(cs[1], "evictions") > ev0); /* room was made for the target */
-  for (int i = 0; i < 3; i++) hpl_close(cs[i]);
-  th_stop(lc, 0);
+  own_cluster_stop(lc, 3, cs);
 }
 
 int main(void) {
