@@ -142,9 +142,7 @@ void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f) {
   if (d && --d->pending <= 0) delete_finish(d);
 }
 
-/* Forget object o's bytes and copies: it is pending again (waiters, if
- * any, wait for a new put). */
-static void object_clear(dir_server *s, dir_obj *o) {
+void dir_admin_forget(dir_server *s, dir_obj *o) {
   while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
   if (o->is_inline) {
     s->tab.inline_bytes -= o->size;
@@ -155,6 +153,7 @@ static void object_clear(dir_server *s, dir_obj *o) {
   o->has_size = 0;
   o->size = 0;
   o->ready_seq = 0;
+  o->publisher = 0;
   o->state = OBJ_PENDING;
   dtab_gc(&s->tab, o);
 }
@@ -246,7 +245,7 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
   tomb_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
   dir_reduce_target_deleted(s, o->id);
-  object_clear(s, o);
+  dir_admin_forget(s, o);
   HASH_ADD(hh, s->deletes, op, sizeof d->op, d);
   if (d->pending == 0) {
     delete_finish(d);

@@ -50,6 +50,11 @@ int dir_admin_tombstoned(dir_server *s, const char *id);
 /* A new put of `id`: it is no longer deleted. */
 void dir_admin_untomb(dir_server *s, const char *id);
 
+/* Forget object o's bytes and copies: it is pending again (waiters, if
+ * any, wait for a new put). o is freed when nobody waits for it: the
+ * caller must not use it afterwards. */
+void dir_admin_forget(dir_server *s, dir_obj *o);
+
 /* `dc` closed: deletes it asked for finish without a reply. */
 void dir_admin_conn_closed(dir_server *s, dir_conn *dc);
 

@@ -1,5 +1,5 @@
 /* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT and
- * the copies re-reported at REGISTER (see locs.h). */
+ * the copies re-reported at REGISTER; clients' PUBLISH (see locs.h). */
 #include "locs.h"
 
 #include <stdio.h>
@@ -116,6 +116,13 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
     dir_cost_note_rate(s, m->rate);
     xlog_loc_end(s, o, node, HPL__XFER_DONE);
     dtab_loc_complete(&s->tab, o, node, o->size);
+  } else if (m->kind == HPL__LOC_RETRACT) {
+    if (o->publisher != node || !o->is_inline || o->locs) return; /* confirmed, or not its */
+    s->ctr.publishes_retracted++;
+    LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
+             (unsigned long long)node);
+    dir_admin_forget(s, o); /* o may be gone; waiters wait for a new put */
+    return;
   } else if (m->kind == HPL__LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
     dtab_loc_remove(&s->tab, o, node);
@@ -127,6 +134,21 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
   dir_object_changed(s, o);
 }
 
+/* The INLINE_PUT from node `node` of bytes its client PUBLISHed (the same
+ * bytes): the published object becomes an ordinary inline one with that
+ * node's copy. 1 if it was that, else 0. */
+static int confirm_published(dir_server *s, uint64_t node, const char *id, const uint8_t *bytes,
+                             uint64_t len) {
+  dir_obj *o = dtab_find(&s->tab, id);
+  if (!o || !o->publisher || o->publisher != node || !o->is_inline || o->size != len ||
+      (len && memcmp(o->inl, bytes, len) != 0))
+    return 0;
+  o->publisher = 0;
+  dtab_add_loc(&s->tab, o, node, len, 1, 0);
+  s->ctr.publishes_confirmed++;
+  return 1;
+}
+
 void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
   hpl__trace("d.inline", m->id);
@@ -135,6 +157,10 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   if (plen != m->size || plen > s->cfg.inline_max) {
     hpl__conn_reply(c, f->req, HPL_EINVAL, "inline put: size does not match payload or limit");
     return;
+  }
+  if (confirm_published(s, f->dc->node->id, m->id, f->payload, plen)) {
+    hpl__conn_reply(c, f->req, 0, NULL);
+    return; /* served since the PUBLISH: nothing more to do */
   }
   if (s->tab.inline_bytes + plen > s->cfg.inline_memory) {
     hpl__conn_reply(c, f->req, HPL_EUNAVAIL, "directory inline cache full");
@@ -159,6 +185,45 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
   hpl__conn_reply(c, f->req, 0, NULL);
   dir_object_changed(s, o);
+}
+
+/* Why a PUBLISH of `m` (plen bytes) is not taken, or NULL if it may be. */
+static const char *publish_refusal(dir_server *s, const Hplpb__InlinePutReq *m, uint64_t plen) {
+  if (s->cfg.no_publish) return "publishing is off (--no-publish)";
+  if (plen != m->size || plen > s->cfg.inline_max) return "size does not match payload or limit";
+  if (!m->node) return "no store named";
+  if (s->tab.inline_bytes + plen > s->cfg.inline_memory) return "directory inline cache full";
+  dir_obj *o = dtab_find(&s->tab, m->id);
+  if (o && o->state != OBJ_PENDING) return "the object exists";
+  return NULL;
+}
+
+void dir_locs_on_publish(dir_server *s, const dir_frame *f) {
+  Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
+  hpl__trace("d.publish", m->id);
+  uint64_t plen = f->plen;
+  const char *why = publish_refusal(s, m, plen);
+  dir_obj *o = why ? NULL : dtab_get(&s->tab, m->id);
+  uint8_t *copy = o ? malloc(plen ? plen : 1) : NULL;
+  if (!why && !copy) why = "out of memory";
+  if (copy) {
+    if (plen) memcpy(copy, f->payload, plen);
+    if (dtab_set_inline(&s->tab, o, copy, plen) != 0) {
+      free(copy);
+      why = "the object exists";
+    }
+  }
+  if (why) {
+    s->ctr.publishes_ignored++;
+    LOG_DEBUG("PUBLISH of '%s' ignored: %s", m->id, why);
+    if (f->req) hpl__conn_reply(f->dc->c, f->req, HPL_EUNAVAIL, why);
+    if (o) dtab_gc(&s->tab, o); /* made for nothing: freed unless waited for */
+    return;
+  }
+  o->publisher = m->node;
+  s->ctr.publishes++;
+  if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
+  dir_object_changed(s, o); /* waiting PEEKs and ACQUIREs get the bytes now */
 }
 
 /* Another complete copy of o than node's that can serve: on a live node

@@ -2,7 +2,8 @@
  * locs.h - the locations stores report: a put or a finished pull
  * (LOC_ADD), a copy that completed or went away (LOC_NOTE), a small
  * object's bytes (INLINE_PUT), and the complete copies a store re-reports
- * when it registers (after a directory restart or a reconnect).
+ * when it registers (after a directory restart or a reconnect); and a
+ * client's PUBLISH of a small object ahead of its store's INLINE_PUT.
  *
  * Changes the object table (objects.h) and records each change in the
  * transfer record. Callers: server.c (dispatch), nodes.c (REGISTER).
@@ -25,6 +26,16 @@
 void dir_locs_on_add(dir_server *s, const dir_frame *f);
 void dir_locs_on_note(dir_server *s, const dir_frame *f);
 void dir_locs_on_inline_put(dir_server *s, const dir_frame *f);
+
+/* PUBLISH, from a client (any connection, readers' included; one-way, or
+ * answered when it carries a request id): a small object's bytes, sent
+ * while the client's PUT of them goes to its store (InlinePutReq.node).
+ * Taken only for an object nobody has put yet: it is served at once,
+ * marked as `node`'s until that node's INLINE_PUT of the same bytes
+ * confirms it (then it is an ordinary inline object with that copy), or
+ * that node's LOC_RETRACT note - its put failed - forgets it again.
+ * Anything else is ignored (counted): the store's put decides. */
+void dir_locs_on_publish(dir_server *s, const dir_frame *f);
 
 /* Node `node` registered holding these objects: each complete one with a
  * valid id becomes a complete copy (entries that are not are skipped). */

@@ -75,6 +75,10 @@ static const hpl__opt opts[] = {
      "no grants: a client's direct read of a large object is told\n"
      "to ask its store, which asks the directory again (for comparisons)",
      HPL__OPT_FLAG, OFF(no_grants), 0, 0, 0, NULL},
+    {"no-publish", NULL,
+     "ignore clients' PUBLISH: a small object becomes visible only\n"
+     "once its store has put it (for comparisons)",
+     HPL__OPT_FLAG, OFF(no_publish), 0, 0, 0, NULL},
     {"reduce-bandwidth", "BYTES|auto",
      "reduce cost model: link bandwidth per second\n(default 125M; auto: the rate of recent pulls)",
      HPL__OPT_FN, 0, 0, 0, 0, set_bandwidth},

@@ -359,6 +359,7 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   r.instance = s->instance;
   r.quiet_notes = 1;
   r.rings = !s->cfg.no_rings;
+  r.publish = !s->cfg.no_publish;
   hpl__conn_send(dc->c, HPL__MSG_REGISTER_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
   dir_reduce_node_registered(s, n->id);
 }

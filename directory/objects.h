@@ -44,6 +44,8 @@ typedef struct dir_obj {
   void *waiters;      /* owned by the server (acquire.c) */
   void *watchers;     /* owned by the server (reduce.c): reduces waiting for readiness */
   char *fail_detail;  /* OBJ_FAILED: why */
+  uint64_t publisher; /* inline bytes a client PUBLISHed that its store (this node)
+                         has not confirmed with its INLINE_PUT yet; 0: none (locs.c) */
   uint32_t hash;      /* of the id */
   uint32_t gen;       /* generation of the bytes (bumped when a reduce target
                          restarts: partial copies of older generations are void) */

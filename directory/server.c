@@ -77,6 +77,7 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_REPLY] = {dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
     /* clients and tools (any connection) */
     [HPL__MSG_PEEK] = {dir_acquire_on_peek, DIR_ID},
+    [HPL__MSG_PUBLISH] = {dir_locs_on_publish, DIR_ID | DIR_PAYLOAD},
     [HPL__MSG_STAT] = {dir_admin_on_stat, DIR_ID},
     [HPL__MSG_DELETE] = {dir_admin_on_delete, DIR_ID},
     [HPL__MSG_LIST] = {dir_admin_on_list, 0},
@@ -112,8 +113,9 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     hpl__conn_fail(c, "request before REGISTER");
     return;
   }
-  if (hpl__conn_role(c) == HPL__ROLE_READER && h->type != HPL__MSG_PEEK) {
-    hpl__conn_fail(c, "a reader's connection may only PEEK");
+  if (hpl__conn_role(c) == HPL__ROLE_READER && h->type != HPL__MSG_PEEK &&
+      h->type != HPL__MSG_PUBLISH) {
+    hpl__conn_fail(c, "a reader's connection may only PEEK and PUBLISH");
     return;
   }
   if (dc->node) dir_node_heard(dc->srv, dc->node);

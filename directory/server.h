@@ -51,6 +51,7 @@ typedef struct dir_config {
                                     between 3 heartbeats and this) */
   int no_rings;               /* --no-rings: allreduces are reduce + broadcast (ring.c) */
   int no_grants;              /* --no-grants: a PEEK never grants (acquire.c) */
+  int no_publish;             /* --no-publish: clients' PUBLISH is ignored (locs.c) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
   double reduce_latency_s;    /* cost model L (reduce planner) */
@@ -92,7 +93,11 @@ typedef struct dir_counters {
       rings_formed,    /* ring allreduces that formed (ring.c) */
       rings_declined,  /* ...that could not form: their clients reduced as usual */
       rings_done,      /* ...completed at every member */
-      rings_abandoned; /* ...that ended when a member failed or left */
+      rings_abandoned, /* ...that ended when a member failed or left */
+      publishes,           /* small objects clients PUBLISHed (served before their store's put) */
+      publishes_ignored,   /* ...not taken (exists, off, too large, cache full) */
+      publishes_confirmed, /* ...their store's INLINE_PUT confirmed */
+      publishes_retracted; /* ...their store's put failed: forgotten again */
 } dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,

@@ -33,6 +33,8 @@ struct hpl__cdirect {
   uint32_t filter_slots;
   uint64_t netns;
   uint64_t node;           /* the store's node id: a large object is granted to it */
+  int publish;             /* the directory takes PUBLISH (Hello.dir_publish) */
+  uint32_t inline_max;
   hpl__crpc_opts rpc_opts; /* what the directory may send back */
   struct sockaddr_storage addr;
   socklen_t addr_len;
@@ -78,6 +80,8 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   d->filter_slots = s->filter_slots;
   d->netns = s->netns;
   d->node = s->node_id;
+  d->publish = s->dir_publish;
+  d->inline_max = s->inline_max;
   if ((d->auth = s->have_reader_key)) memcpy(d->key, s->reader_key, sizeof d->key);
   /* a reply is header, PEEK_REP and at most inline_max bytes; reading a
    * whole one in one recv hands its buffer over without a copy */
@@ -291,4 +295,32 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   size_t got = 0;
   for (size_t i = 0; i < n; i++) got += found[i] == HPL__DIRECT_FOUND;
   return got;
+}
+
+int hpl__cdirect_publish(hpl__cdirect *d, const char *id, const void *data, uint64_t size) {
+  if (!d || !d->publish || size > d->inline_max ||
+      hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED) ||
+      __atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) || hpl__turn_take(&d->turn, 0) != 0)
+    return 0; /* never waits: the store path is there */
+  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
+  int rc = !d->rpc && !same_netns(d) ? 1 : dir_connect(d, dl) != 0 ? 1 : 0;
+  if (rc == 0) {
+    Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+    m.id = (char *)id;
+    m.size = size;
+    m.node = d->node;
+    hpl__crpc_req q = {.type = HPL__MSG_PUBLISH, .m = &m.base, .payload = data, .plen = size};
+    hpl__trace("publish", id);
+    int sent = hpl__crpc_send_req(d->rpc, &q, dl);
+    if (sent == HPL_ETIMEDOUT || sent == HPL_ECONN) { /* the connection is done for */
+      rc = 1;
+      hpl__crpc_free(d->rpc);
+      d->rpc = NULL;
+      direct_failed(d);
+    } else if (sent != 0) {
+      rc = 1; /* no memory: not sent, the connection stays */
+    }
+  }
+  hpl__turn_give(&d->turn);
+  return rc == 0;
 }

@@ -11,6 +11,8 @@
  * path never fails a get. A larger object the directory grants to the
  * store with the same PEEK (it names a sender to the store unasked), so
  * the store's get of it starts pulling without asking the directory again.
+ * A small put is published to the directory over the same connection while
+ * it goes to the store, so gets waiting for it skip the store's hop.
  *
  * Used by hpl_get (client.c); frames go through the RPC layer (crpc.h).
  */
@@ -65,5 +67,17 @@ enum {
 
 size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
                              hpl__cdirect_obj *out, int *found);
+
+/* Publish a small object (`size` <= inline_max bytes at `data`, only read
+ * during the call) to the directory with a one-way PUBLISH, just before
+ * the caller's PUT of the same bytes goes to the store, so gets waiting at
+ * the directory have them without waiting for the store. Only when the
+ * store said the directory takes it (Hello.dir_publish), the path is not
+ * backing off, and no other exchange is under way (it never waits for
+ * one); connects first if need be (the calling thread in the store's
+ * network namespace). Returns 1 if the PUBLISH went out - the PUT must
+ * then carry PutReq.published, so the store takes it back if the put
+ * fails - else 0 (d NULL included). Thread-safe. */
+int hpl__cdirect_publish(hpl__cdirect *d, const char *id, const void *data, uint64_t size);
 
 #endif

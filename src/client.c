@@ -430,6 +430,9 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
     r.size = size;
     r.timeout_ms = timeout_ms;
     lifetime_of(c, &r.owned, &r.ttl_ms);
+    /* gets waiting at the directory have it one hop sooner; an object
+     * with a lifetime is only ever made visible by its store */
+    if (!r.owned && !r.ttl_ms) r.published = hpl__cdirect_publish(c->direct, id, data, size);
     return call_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
   }
   uint64_t deadline = hpl__deadline_ms(timeout_ms);

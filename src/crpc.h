@@ -133,6 +133,10 @@ int hpl__crpc_call(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint6
  * the frame went out; in the second case the handle is broken), HPL_ECONN. */
 int hpl__crpc_send(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline);
 
+/* hpl__crpc_send of a request with a payload (q->payload, q->plen bytes,
+ * only read during the call). Errors as hpl__crpc_send. */
+int hpl__crpc_send_req(hpl__crpc *r, const hpl__crpc_req *q, uint64_t deadline);
+
 /* Wait for the frame the peer sends unasked when a connection opens (a
  * store's HELLO: request id 0). Call it before any hpl__crpc_call, from one
  * thread. Descriptors that came with it are kept for hpl__crpc_take_fds.

@@ -70,6 +70,7 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int memfd, int ffd)
     strcpy(s->dir_addr, h->dir_addr);
     s->dir_port = (int)h->dir_port;
     s->netns = h->netns;
+    s->dir_publish = h->dir_publish;
   }
   if (h->reader_key.len == sizeof s->reader_key) {
     memcpy(s->reader_key, h->reader_key.data, sizeof s->reader_key);

@@ -25,6 +25,7 @@ typedef struct hpl__cstore {
   char dir_addr[64];     /* where the directory listens, as the store reaches */
   int dir_port;          /* it; 0 if the store did not say */
   uint64_t netns;        /* the store's network namespace (inode), 0 if unknown */
+  int dir_publish;       /* the directory takes PUBLISH of small objects (cdirect.h) */
   int have_reader_key;   /* the cluster has a secret: direct reads authenticate */
   uint8_t reader_key[32]; /* with this key (role READER, auth.h) */
 } hpl__cstore;

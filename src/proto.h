@@ -94,13 +94,18 @@
   /* directory -> store, one-way: a sender for an object a client of the \
    * store PEEKed (PeekReq.node; only to a store that set \
    * RegisterReq.grants). The store pulls as if it had asked (fetch.c). */ \
-  X(GRANT, 75, hplpb__acquire_rep)
+  X(GRANT, 75, hplpb__acquire_rep)               \
+  /* client -> directory, one-way: a small object's bytes, published while \
+   * the client's PUT of it goes to its store (InlinePutReq.node; only when \
+   * the store's Hello set dir_publish). Served at once; the store's \
+   * INLINE_PUT confirms it, a LOC_RETRACT note takes it back (locs.c). */ \
+  X(PUBLISH, 76, hplpb__inline_put_req)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 75
+      HPL__MSG_MAX_ = 76
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed
@@ -111,7 +116,9 @@ enum { HPL__XFER_ASSIGN = 1, HPL__XFER_DONE = 2, HPL__XFER_REMOVE = 3, HPL__XFER
        HPL__XFER_DELETE = 5, HPL__XFER_RESET = 6 };
 
 /* LocNote kinds. */
-enum { HPL__LOC_COMPLETE = 1, HPL__LOC_REMOVE = 2, HPL__LOC_FAILED = 3 };
+/* LOC_RETRACT: a put this node's client PUBLISHed failed here; the directory
+ * forgets the published bytes unless this node's INLINE_PUT confirmed them. */
+enum { HPL__LOC_COMPLETE = 1, HPL__LOC_REMOVE = 2, HPL__LOC_FAILED = 3, HPL__LOC_RETRACT = 4 };
 
 /* Descriptor of a type's message, NULL for an unknown type. */
 const ProtobufCMessageDescriptor *hpl__msg_descriptor(unsigned type);

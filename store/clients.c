@@ -182,6 +182,7 @@ static int send_hello(store *s, int fd) {
     hm.dir_addr = dir_addr;
     hm.dir_port = (uint32_t)dir_port;
     hm.netns = s->netns;
+    hm.dir_publish = s->dir_publish;
   }
   uint8_t rk[HPL__AUTH_KEY_LEN];
   if (s->cfg.auth.on) { /* local clients may read small objects from the directory */

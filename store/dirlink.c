@@ -229,13 +229,17 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
 /* A removal is a request, kept while the link is down and sent after the
  * store registers again: a reconnect keeps our copies at the directory, so
  * one it did not hear about would stay listed. */
-void dirlink_loc_remove(store *s, const char *id) {
+static void loc_note_kept(store *s, const char *id, unsigned kind) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
-  n.kind = HPL__LOC_REMOVE;
+  n.kind = kind;
   if (dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, ignore_reply, NULL) != 0)
     dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
+
+void dirlink_loc_remove(store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_REMOVE); }
+
+void dirlink_loc_retract(store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_RETRACT); }
 
 void dirlink_loc_complete(store *s, const char *id, uint64_t rate) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
@@ -418,6 +422,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   s->max_senders = r->max_senders;
   s->dir_quiet_notes = r->quiet_notes;
   s->dir_rings = r->rings;
+  s->dir_publish = r->publish;
   dl->state = DL_READY;
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;

@@ -85,6 +85,10 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
  * not measured). */
 void dirlink_loc_remove(store *s, const char *id);
 void dirlink_loc_complete(store *s, const char *id, uint64_t rate);
+/* A put of `id` whose bytes the client PUBLISHed failed here: the
+ * directory forgets them unless this node confirmed them (kept like a
+ * removal while the link is down). */
+void dirlink_loc_retract(store *s, const char *id);
 /* This node holds a copy of `id` (size bytes; complete, or the origin's
  * copy in progress): a LOC_ADD, whose refusal is logged (the caller marks
  * the object advertised). */

@@ -36,6 +36,8 @@ typedef struct st_put {
   int64_t timeout_ms; /* the CREATE's or PUT's */
   st_room room;       /* PUT_ROOM */
   uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
+  int published;      /* the client PUBLISHed the bytes (PutReq.published): retracted
+                         at the directory if the put fails */
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
@@ -56,6 +58,8 @@ static void put_free_maybe(st_put *p) {
 static void put_undo(st_put *p, int status, const char *detail) {
   store *s = p->s;
   st_obj *o = p->o;
+  if (p->published) dirlink_loc_retract(s, o->id);
+  p->published = 0;
   room_cancel(s, &p->room);
   p->state = PUT_ENDED;
   store_obj_fail(s, o, status, detail);
@@ -81,6 +85,7 @@ static void send_create_err(st_client *cl, uint64_t req, int status, const char 
 static void put_finish(st_put *p) {
   store *s = p->s;
   st_obj *o = p->o;
+  p->published = 0; /* done: nothing to retract */
   s->ctr.puts++;
   hpl__hist_observe(&s->put_hist, uv_hrtime() - p->t0);
   if (!o->inline_obj) dirlink_loc_complete(s, o->id, 0);
@@ -335,23 +340,68 @@ void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
   put_seal_now(p, req, m->timeout_ms);
 }
 
+static void confirm_done(store *s, const dl_reply *rep, void *arg) {
+  st_creq *x = arg;
+  if (rep->status == 0) s->ctr.puts++;
+  session_reply(x->cl, x->req, rep->status, rep->detail);
+  session_creq_done(x);
+  free(x);
+}
+
+/* A PUT of bytes the client PUBLISHed, of an object this store holds a
+ * copy of already with the same bytes: a get here may have fetched the
+ * published bytes before the PUT came. The directory decides with our
+ * INLINE_PUT: it confirms bytes it took from our client's PUBLISH (the put
+ * succeeds), else the object was someone else's put (HPL_EEXIST, as for
+ * any put of an id that exists). 1 if asked (the reply follows), else 0. */
+static int confirm_held(store *s, st_client *cl, uint64_t req, const Hplpb__PutReq *m,
+                        const uint8_t *payload, uint64_t plen) {
+  st_obj *o = m->published ? store_find(s, m->id) : NULL;
+  if (!o || o->primary || o->state != OBJ_SEALED || o->size != plen ||
+      (plen && memcmp(o->data, payload, plen) != 0))
+    return 0;
+  st_creq *x = calloc(1, sizeof *x);
+  if (!x) return 0;
+  session_creq_init(x, cl, req);
+  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+  ip.id = o->id;
+  ip.size = plen;
+  if (dirlink_request(s, HPL__MSG_INLINE_PUT, &ip.base, payload, plen, m->timeout_ms,
+                      confirm_done, x) == 0)
+    return 1;
+  session_creq_done(x);
+  free(x);
+  return 0;
+}
+
+/* put_whole before any st_put exists: 0 or a refusal (sent). */
+static int put_whole_check(store *s, st_client *cl, uint64_t req, const Hplpb__PutReq *m,
+                           uint64_t plen) {
+  char why[160];
+  int rc = 0;
+  if (plen != m->size) {
+    snprintf(why, sizeof why, "PUT of %llu bytes came with %llu bytes",
+             (unsigned long long)m->size, (unsigned long long)plen);
+    rc = HPL_EINVAL;
+  } else if (lifetime_check(m->ttl_ms, why, sizeof why)) {
+    rc = HPL_EINVAL;
+  }
+  if (rc) session_reply(cl, req, rc, why);
+  return rc;
+}
+
 void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
                uint64_t plen) {
   hpl__trace("s.put", m->id);
-  if (plen != m->size) {
-    char detail[160];
-    snprintf(detail, sizeof detail, "PUT of %llu bytes came with %llu bytes",
-             (unsigned long long)m->size, (unsigned long long)plen);
-    session_reply(cl, req, HPL_EINVAL, detail);
+  if (confirm_held(s, cl, req, m, payload, plen)) return;
+  st_put *p = put_whole_check(s, cl, req, m, plen) == 0
+                  ? put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms)
+                  : NULL;
+  if (!p) { /* refused: bytes the client published must not stay visible */
+    if (m->published) dirlink_loc_retract(s, m->id); /* the id was checked (clients.c) */
     return;
   }
-  char why[160];
-  if (lifetime_check(m->ttl_ms, why, sizeof why)) {
-    session_reply(cl, req, HPL_EINVAL, why);
-    return;
-  }
-  st_put *p = put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
-  if (!p) return;
+  p->published = m->published;
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;
   if (p->state != PUT_ROOM) {

@@ -136,6 +136,7 @@ struct store {
   uint32_t max_senders; /* the directory's, from registration */
   int dir_quiet_notes;   /* ... and whether it takes QUIET notes (puller.c) */
   int dir_rings;         /* ... and RING requests (ring.c) */
+  int dir_publish;       /* ... and clients' PUBLISH (told in the clients' Hello) */
   store_counters ctr;
   int stopping;
   int draining; /* SIGTERM: leaving once current streams are served */

@@ -341,6 +341,80 @@ static void test_grant_too_late(void **state) {
   grant_late(600);
 }
 
+/* A small put is published to the directory while it goes to the store:
+ * a get waiting at the directory has the bytes (dir_publishes), the
+ * store's own INLINE_PUT confirms them (dir_publishes_confirmed) and the
+ * putting node's copy is listed. A put of an id that exists is not taken
+ * (dir_publishes_ignored) and fails as before. A put that fails at its
+ * store after publishing - here an object of that id is being created on
+ * the same node - is taken back: nobody finds it afterwards. */
+static void test_publish(void **state) {
+  (void)state;
+  uint64_t p0 = th_dir_counter(lc, "dir_publishes");
+  uint64_t c0 = th_dir_counter(lc, "dir_publishes_confirmed");
+  uint64_t i0 = th_dir_counter(lc, "dir_publishes_ignored");
+  uint64_t r0 = th_dir_counter(lc, "dir_publishes_retracted");
+  uint64_t puts0 = th_counter(A, "inline_puts");
+  th_getter g = {.c = B, .id = "pub/x", .timeout = th_ms(10000), .size = 1000,
+                 .want = th_pattern_sum(1000, 9)};
+  th_get_start(&g);
+  th_sleep_ms(200);
+  th_put_pattern(A, "pub/x", 1000, 9);
+  th_get_join(&g);
+  assert_int_equal(g.rc, 0);
+  assert_true(g.ok);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes"), p0 + 1);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_confirmed"), c0 + 1);
+  assert_int_equal(th_counter(A, "inline_puts"), puts0 + 1);
+  uint32_t copies = 0, complete = 0;
+  assert_int_equal(hpl_stat(C, "pub/x", th_ms(5000), NULL, &copies, &complete, NULL), 0);
+  assert_int_equal(copies, 1);
+  assert_int_equal(complete, 1);
+  /* another put of that id, other bytes, from another node */
+  uint8_t other[1000];
+  memset(other, 0x5a, sizeof other);
+  assert_int_equal(hpl_put(C, "pub/x", other, sizeof other, th_ms(5000)), HPL_EEXIST);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_ignored"), i0 + 1);
+  get_and_check(B, "pub/x", 1000, 9);
+  /* a put that its store refuses: A is writing an object of that id */
+  hpl_buf *w;
+  assert_int_equal(hpl_create(A, "pub/y", 1000, th_ms(5000), &w), 0);
+  hpl_client *a2 = th_connect(lc, 0);
+  assert_int_equal(hpl_put(a2, "pub/y", other, sizeof other, th_ms(5000)), HPL_EEXIST);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes"), p0 + 2);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_retracted"), r0 + 1);
+  assert_int_equal(hpl_stat(C, "pub/y", th_ms(5000), NULL, NULL, NULL, NULL), HPL_ENOTFOUND);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(B, "pub/y", 300, &b), HPL_ETIMEDOUT);
+  /* the writer's own put goes on */
+  hpl__fill_pattern(hpl_buf_data(w), 1000, 10);
+  assert_int_equal(hpl_seal(A, w, th_ms(5000)), 0);
+  get_and_check(B, "pub/y", 1000, 10);
+  hpl_close(a2);
+}
+
+/* The directory started with --no-publish: stores tell their clients not
+ * to publish, and small puts are seen once their store has put them. */
+static void test_no_publish(void **state) {
+  (void)state;
+  hpl__lc *g = th_cluster(2, 64 * MB, "--no-publish", NULL);
+  hpl_client *a = th_connect(g, 0), *b = th_connect(g, 1);
+  th_getter get = {.c = b, .id = "nopub/x", .timeout = th_ms(10000), .size = 1000,
+                   .want = th_pattern_sum(1000, 11)};
+  th_get_start(&get);
+  th_sleep_ms(200);
+  th_put_pattern(a, "nopub/x", 1000, 11);
+  th_get_join(&get);
+  assert_int_equal(get.rc, 0);
+  assert_true(get.ok);
+  assert_int_equal(th_dir_counter(g, "dir_publishes"), 0);
+  assert_int_equal(th_dir_counter(g, "dir_publishes_ignored"), 0); /* none was sent */
+  assert_int_equal(th_counter(a, "inline_puts"), 1);
+  hpl_close(a);
+  hpl_close(b);
+  th_stop(g, 0);
+}
+
 /* A get of an object that never appears fails with HPL_ETIMEDOUT in time. */
 static void test_get_timeout(void **state) {
   (void)state;
@@ -632,6 +706,8 @@ int main(void) {
       cmocka_unit_test(test_get_before_put),
       cmocka_unit_test(test_grant_in_time),
       cmocka_unit_test(test_grant_too_late),
+      cmocka_unit_test(test_publish),
+      cmocka_unit_test(test_no_publish),
       cmocka_unit_test(test_get_timeout),
       cmocka_unit_test(test_two_processes_one_transfer),
       cmocka_unit_test(test_delete_while_held),
