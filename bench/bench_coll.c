@@ -26,7 +26,8 @@
  * namespace, driven through a pipe), as task workers are: a thread of one
  * process shares that process's wake-ups and connections, which hides what
  * a separate process pays. The put (node 0) stays in this process, itself
- * a separate process from every receiver.
+ * a separate process from every receiver, whose main thread joins host 0's
+ * namespace once the cluster and the workers are started.
  *
  * reduce: every node holds a source (f32, small integers so any order sums
  * exactly); node 0 reduces them (sum) into a target and gets it.
@@ -580,6 +581,10 @@ static int run(cfg *g) {
     g->w = ws;
     start_workers(g, lc);
   }
+  /* this thread is node 0's client (the put): it lives on host 0, as the
+   * root of an MPI broadcast does, so its library reaches the directory
+   * directly like any worker's there */
+  join_host(0);
   char impl[96];
   snprintf(impl, sizeof impl, "%s%s%s", g->impl, g->procs ? "+procs" : "",
            g->put_timed ? "+put" : "");
