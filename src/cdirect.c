@@ -297,30 +297,57 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   return got;
 }
 
-int hpl__cdirect_publish(hpl__cdirect *d, const char *id, const void *data, uint64_t size) {
-  if (!d || !d->publish || size > d->inline_max ||
-      hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED) ||
-      __atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) || hpl__turn_take(&d->turn, 0) != 0)
-    return 0; /* never waits: the store path is there */
-  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
-  int rc = !d->rpc && !same_netns(d) ? 1 : dir_connect(d, dl) != 0 ? 1 : 0;
-  if (rc == 0) {
-    Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
-    m.id = (char *)id;
-    m.size = size;
-    m.node = d->node;
-    hpl__crpc_req q = {.type = HPL__MSG_PUBLISH, .m = &m.base, .payload = data, .plen = size};
-    hpl__trace("publish", id);
-    int sent = hpl__crpc_send_req(d->rpc, &q, dl);
-    if (sent == HPL_ETIMEDOUT || sent == HPL_ECONN) { /* the connection is done for */
-      rc = 1;
-      hpl__crpc_free(d->rpc);
-      d->rpc = NULL;
-      direct_failed(d);
-    } else if (sent != 0) {
-      rc = 1; /* no memory: not sent, the connection stays */
+/* The PUBLISHes of the items hpl__cdirect_publish may send (the turn held,
+ * connected): 0, or -1 if the connection failed (the caller drops it). */
+static int publish_send(hpl__cdirect *d, const char *const *ids, const void *const *data,
+                        const uint64_t *sizes, size_t n, int *published) {
+  Hplpb__InlinePutReq *msgs = malloc(n * sizeof *msgs);
+  hpl__crpc_req *reqs = malloc(n * sizeof *reqs);
+  size_t *item = malloc(n * sizeof *item), k = 0, sent = 0;
+  int rc = 0;
+  if (!msgs || !reqs || !item) /* nothing is published: the store path */
+    memset(published, 0, n * sizeof *published);
+  else {
+    for (size_t i = 0; i < n; i++) {
+      int want = published[i];
+      published[i] = 0;
+      if (!want || sizes[i] > d->inline_max) continue;
+      hplpb__inline_put_req__init(&msgs[k]);
+      msgs[k].id = (char *)ids[i];
+      msgs[k].size = sizes[i];
+      msgs[k].node = d->node;
+      reqs[k] = (hpl__crpc_req){
+          .type = HPL__MSG_PUBLISH, .m = &msgs[k].base, .payload = data[i], .plen = sizes[i]};
+      item[k++] = i;
     }
+    if (k) hpl__trace("publish", ids[item[0]]);
+    int r = hpl__crpc_send_reqs(d->rpc, reqs, k, hpl__deadline_ms(DIRECT_WAIT_MS), &sent);
+    if (r == HPL_ETIMEDOUT || r == HPL_ECONN) rc = -1; /* the connection is done for */
+    for (size_t j = 0; j < sent; j++) published[item[j]] = 1;
+  }
+  free(msgs);
+  free(reqs);
+  free(item);
+  return rc;
+}
+
+size_t hpl__cdirect_publish(hpl__cdirect *d, const char *const *ids, const void *const *data,
+                            const uint64_t *sizes, size_t n, int *published) {
+  if (!d || !d->publish || n == 0 ||
+      hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED) ||
+      __atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) || hpl__turn_take(&d->turn, 0) != 0) {
+    memset(published, 0, n * sizeof *published);
+    return 0; /* never waits: the store path is there */
+  }
+  int sent = (d->rpc || same_netns(d)) && dir_connect(d, hpl__deadline_ms(DIRECT_WAIT_MS)) == 0;
+  if (!sent) memset(published, 0, n * sizeof *published);
+  if (sent && publish_send(d, ids, data, sizes, n, published) != 0) {
+    hpl__crpc_free(d->rpc);
+    d->rpc = NULL;
+    direct_failed(d);
   }
   hpl__turn_give(&d->turn);
-  return rc == 0;
+  size_t got = 0;
+  for (size_t i = 0; i < n; i++) got += published[i];
+  return got;
 }

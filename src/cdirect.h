@@ -68,16 +68,20 @@ enum {
 size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
                              hpl__cdirect_obj *out, int *found);
 
-/* Publish a small object (`size` <= inline_max bytes at `data`, only read
- * during the call) to the directory with a one-way PUBLISH, just before
- * the caller's PUT of the same bytes goes to the store, so gets waiting at
- * the directory have them without waiting for the store. Only when the
- * store said the directory takes it (Hello.dir_publish), the path is not
+/* Publish small objects to the directory with one-way PUBLISHes, sent in
+ * as few writes as the socket takes, just before the caller's PUTs of the
+ * same bytes go to the store, so gets waiting at the directory have them
+ * without waiting for the store. Item i is ids[i], sizes[i] bytes at
+ * data[i] (only read during the call); it is published if published[i] is
+ * nonzero on entry and it is at most inline_max bytes. Only when the store
+ * said the directory takes them (Hello.dir_publish), the path is not
  * backing off, and no other exchange is under way (it never waits for
  * one); connects first if need be (the calling thread in the store's
- * network namespace). Returns 1 if the PUBLISH went out - the PUT must
- * then carry PutReq.published, so the store takes it back if the put
- * fails - else 0 (d NULL included). Thread-safe. */
-int hpl__cdirect_publish(hpl__cdirect *d, const char *id, const void *data, uint64_t size);
+ * network namespace). On return published[i] is 1 where the PUBLISH went
+ * out - that PUT must then carry PutReq.published, so the store takes it
+ * back if the put fails - else 0 (all 0 when d is NULL). Returns how many
+ * went out. Thread-safe. */
+size_t hpl__cdirect_publish(hpl__cdirect *d, const char *const *ids, const void *const *data,
+                            const uint64_t *sizes, size_t n, int *published);
 
 #endif

@@ -432,7 +432,9 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
     lifetime_of(c, &r.owned, &r.ttl_ms);
     /* gets waiting at the directory have it one hop sooner; an object
      * with a lifetime is only ever made visible by its store */
-    if (!r.owned && !r.ttl_ms) r.published = hpl__cdirect_publish(c->direct, id, data, size);
+    int published = !r.owned && !r.ttl_ms; /* in: publish it; out: published */
+    hpl__cdirect_publish(c->direct, &id, &data, &size, 1, &published);
+    r.published = published;
     return call_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
   }
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
@@ -553,6 +555,15 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   uint64_t ttl_ms;
   lifetime_of(c, &owned, &ttl_ms); /* one lifetime for the whole batch */
   slot *s = batch_slots(c, &b, &k);
+  /* the small ones with bytes are published first, in one go (hpl_put) */
+  int *published = s && !owned && !ttl_ms ? calloc(n, sizeof *published) : NULL;
+  if (published) {
+    for (size_t j = 0; j < k; j++) {
+      size_t i = s[j].item;
+      published[i] = put_whole(c, sizes[i]) && (!sizes[i] || data[i]);
+    }
+    hpl__cdirect_publish(c->direct, ids, data, sizes, n, published);
+  }
   /* Small objects are one PUT each; larger ones a CREATE now, a SEAL once
    * their bytes are in. */
   for (size_t j = 0; j < k; j++) {
@@ -570,6 +581,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
       q->m.put.timeout_ms = timeout_ms;
       q->m.put.owned = owned;
       q->m.put.ttl_ms = ttl_ms;
+      q->m.put.published = published && published[i];
       q->req = (hpl__crpc_req){
           .type = HPL__MSG_PUT, .m = &q->m.put.base, .payload = data[i], .plen = sizes[i]};
     } else {
@@ -608,6 +620,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   calls(c, s, sealing, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), &b);
   for (size_t j = 0; j < sealing; j++) buf_free(c, s[j].buf); /* sealed or not, it is over */
   slots_free(s, sealing);
+  free(published);
   return batch_end(c, &b);
 }
 

@@ -534,9 +534,11 @@ int hpl__crpc_send(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint6
   return send_note(r, type, m, deadline);
 }
 
-int hpl__crpc_send_req(hpl__crpc *r, const hpl__crpc_req *q, uint64_t deadline) {
-  size_t done;
-  return send_frames(r, q, 1, NULL, deadline, &done);
+int hpl__crpc_send_reqs(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
+                        size_t *sent) {
+  *sent = 0;
+  if (n > HPL__CRPC_MAX_BATCH) return HPL_EINVAL;
+  return n ? send_frames(r, reqs, n, NULL, deadline, sent) : 0;
 }
 
 int hpl__crpc_greeting(hpl__crpc *r, uint64_t deadline, hpl__crpc_msg *out) {

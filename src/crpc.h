@@ -133,9 +133,12 @@ int hpl__crpc_call(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint6
  * the frame went out; in the second case the handle is broken), HPL_ECONN. */
 int hpl__crpc_send(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline);
 
-/* hpl__crpc_send of a request with a payload (q->payload, q->plen bytes,
- * only read during the call). Errors as hpl__crpc_send. */
-int hpl__crpc_send_req(hpl__crpc *r, const hpl__crpc_req *q, uint64_t deadline);
+/* hpl__crpc_send of one-way frames reqs[0..n) (n <= HPL__CRPC_MAX_BATCH)
+ * with their payloads (only read during the call), in as few writes as the
+ * socket takes. *sent is how many went out whole. Errors as
+ * hpl__crpc_send, and HPL_EINVAL for n too large (nothing sent). */
+int hpl__crpc_send_reqs(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
+                        size_t *sent);
 
 /* Wait for the frame the peer sends unasked when a connection opens (a
  * store's HELLO: request id 0). Call it before any hpl__crpc_call, from one
