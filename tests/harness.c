@@ -342,10 +342,16 @@ int th_wire_connect(int port, const char *secret, int role) {
 }
 
 void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m) {
+  th_wire_send_payload(fd, type, req, m, NULL, 0);
+}
+
+void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
+                          const void *payload, uint64_t plen) {
   size_t len;
-  uint8_t *f = hpl__msg_frame(type, req, m, 0, &len);
+  uint8_t *f = hpl__msg_frame(type, req, m, plen, &len);
   assert_non_null(f);
   assert_int_equal(send(fd, f, len, MSG_NOSIGNAL), (ssize_t)len);
+  if (plen) assert_int_equal(send(fd, payload, plen, MSG_NOSIGNAL), (ssize_t)plen);
   free(f);
 }
 

@@ -104,6 +104,9 @@ int th_wire_handshake(int fd, const char *secret, int role);
 /* The same with a key the caller holds (the secret's role key). */
 int th_wire_handshake_key(int fd, const uint8_t key[32], int role);
 void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m);
+/* The same with plen bytes of payload after the message. */
+void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
+                          const void *payload, uint64_t plen);
 /* The next frame of `type` with request id `req` (others are skipped);
  * fails the test if none arrives within 10 s (scaled). Free the result with
  * protobuf_c_message_free_unpacked. */

@@ -10,7 +10,9 @@
  * re-examines X's waiters, and the directory must neither serve N's old
  * waiter nor crash. Last, one connection cannot register two nodes (that
  * would leave the first one's waiters on a connection it no longer owns).
- * And a PEEK grants a large object only to the store on its own host. */
+ * And a PEEK grants a large object only to the store on its own host; a
+ * reader's PUBLISH is served at once, confirmed or retracted only by the
+ * node it names. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -223,6 +225,100 @@ static void test_grant_only_to_own_host(void **state) {
   th_stop(lc, 0);
 }
 
+/* rd PUBLISHes `id` (len bytes of `fill`) for node `node`; req 0: one-way,
+ * else the reply's status is returned. */
+static int publish(int rd, const char *id, uint64_t node, int fill, uint64_t len, uint64_t req) {
+  uint8_t b[256];
+  memset(b, fill, sizeof b);
+  Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+  m.id = (char *)id;
+  m.size = len;
+  m.node = node;
+  th_wire_send_payload(rd, HPL__MSG_PUBLISH, req, &m.base, b, len);
+  if (!req) return 0;
+  Hplpb__Reply *r = (Hplpb__Reply *)th_wire_wait(rd, HPL__MSG_REPLY, req);
+  int st = r->status;
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  return st;
+}
+
+/* Node fd's INLINE_PUT of `id` (len bytes of `fill`): the reply's status. */
+static int inline_put(int fd, const char *id, int fill, uint64_t len, uint64_t req) {
+  uint8_t b[256];
+  memset(b, fill, sizeof b);
+  Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+  m.id = (char *)id;
+  m.size = len;
+  th_wire_send_payload(fd, HPL__MSG_INLINE_PUT, req, &m.base, b, len);
+  Hplpb__Reply *r = (Hplpb__Reply *)th_wire_wait(fd, HPL__MSG_REPLY, req);
+  int st = r->status;
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  return st;
+}
+
+/* Node fd retracts `id` (a LOC_NOTE with a request id: answered once handled). */
+static void retract(int fd, const char *id, uint64_t req) {
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = (char *)id;
+  n.kind = HPL__LOC_RETRACT;
+  th_wire_send(fd, HPL__MSG_LOC_NOTE, req, &n.base);
+  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_REPLY, req), NULL);
+}
+
+/* Whether a PEEK of `id` on rd finds it inline with `len` bytes (no wait). */
+static int peek_inline(int rd, const char *id, uint64_t len, uint64_t req) {
+  Hplpb__PeekReq q = HPLPB__PEEK_REQ__INIT;
+  q.id = (char *)id;
+  th_wire_send(rd, HPL__MSG_PEEK, req, &q.base);
+  Hplpb__PeekRep *p = (Hplpb__PeekRep *)th_wire_wait(rd, HPL__MSG_PEEK_REP, req);
+  int found = p->status == 0 && p->inline_ && p->size == len;
+  protobuf_c_message_free_unpacked(&p->base, NULL);
+  return found;
+}
+
+/* PUBLISH from a reader's connection: the bytes are served at once; only
+ * the named node's INLINE_PUT of the same bytes confirms them (another
+ * node's, or other bytes, is a put of an id that exists); only that node's
+ * retraction forgets them, and only until they are confirmed; a PUBLISH of
+ * an id that exists is ignored. */
+static void test_publish_rules(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(1, 64u << 20, NULL, NULL);
+  int port = hpl__lc_dir_port(lc);
+  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  register_as(n1, NODE_ID, "127.0.0.1", 0, 1);
+  int n2 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  register_as(n2, NODE_ID + 1, "127.0.0.1", 0, 1);
+  int rd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_READER);
+  publish(rd, "pb/x", NODE_ID, 7, 100, 0); /* one-way */
+  assert_true(peek_inline(rd, "pb/x", 100, 2));
+  assert_int_equal(th_dir_counter(lc, "dir_publishes"), 1);
+  assert_int_equal(inline_put(n2, "pb/x", 7, 100, 3), HPL_EEXIST); /* not its publish */
+  assert_int_equal(inline_put(n1, "pb/x", 8, 100, 4), HPL_EEXIST); /* other bytes */
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_confirmed"), 0);
+  assert_int_equal(inline_put(n1, "pb/x", 7, 100, 5), 0);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_confirmed"), 1);
+  retract(n1, "pb/x", 6); /* confirmed: stays */
+  assert_true(peek_inline(rd, "pb/x", 100, 7));
+  /* unconfirmed: only the named node's retraction counts */
+  assert_int_equal(publish(rd, "pb/y", NODE_ID + 1, 9, 50, 8), 0);
+  retract(n1, "pb/y", 9);
+  assert_true(peek_inline(rd, "pb/y", 50, 10));
+  retract(n2, "pb/y", 11);
+  assert_false(peek_inline(rd, "pb/y", 50, 12));
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_retracted"), 1);
+  /* ids that exist, or no node named: ignored */
+  assert_int_equal(publish(rd, "pb/x", NODE_ID, 7, 100, 13), HPL_EUNAVAIL);
+  assert_int_equal(publish(rd, "pb/z", 0, 7, 100, 14), HPL_EUNAVAIL);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_ignored"), 2);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes"), 2);
+  close(rd);
+  close(n2);
+  close(n1);
+  th_untrack(lc);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -231,6 +327,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_close_drops_waiters, th_teardown),
       cmocka_unit_test_teardown(test_one_node_per_connection, th_teardown),
       cmocka_unit_test_teardown(test_grant_only_to_own_host, th_teardown),
+      cmocka_unit_test_teardown(test_publish_rules, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
