@@ -375,8 +375,7 @@ static int confirm_held(store *s, st_client *cl, uint64_t req, const Hplpb__PutR
 }
 
 /* put_whole before any st_put exists: 0 or a refusal (sent). */
-static int put_whole_check(store *s, st_client *cl, uint64_t req, const Hplpb__PutReq *m,
-                           uint64_t plen) {
+static int put_whole_check(st_client *cl, uint64_t req, const Hplpb__PutReq *m, uint64_t plen) {
   char why[160];
   int rc = 0;
   if (plen != m->size) {
@@ -394,7 +393,7 @@ void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const ui
                uint64_t plen) {
   hpl__trace("s.put", m->id);
   if (confirm_held(s, cl, req, m, payload, plen)) return;
-  st_put *p = put_whole_check(s, cl, req, m, plen) == 0
+  st_put *p = put_whole_check(cl, req, m, plen) == 0
                   ? put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms)
                   : NULL;
   if (!p) { /* refused: bytes the client published must not stay visible */
