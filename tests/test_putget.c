@@ -17,8 +17,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "auth.h"
 #include "harness.h"
 #include "localcluster.h"
+#include "proto.h"
 #include "util.h"
 
 #define MB (1ull << 20)
@@ -393,6 +395,56 @@ static void test_publish(void **state) {
   hpl_close(a2);
 }
 
+/* A put whose bytes node 0's store already holds, fetched from what was
+ * published for it: the PUBLISH is made by hand (a raw reader naming a
+ * store), a client of node 0 that reads through its store (direct gets
+ * off) fetches it, and then A's put of the same bytes arrives there. The
+ * store asks the directory with its INLINE_PUT instead of failing the put
+ * as "exists on this node": the directory confirms bytes published for
+ * this node (the put succeeds), and refuses bytes published for another
+ * (HPL_EEXIST; they stay, nothing is retracted). */
+static void publish_then_fetched(const char *id, int for_node0) {
+  uint8_t bytes[500];
+  memset(bytes, 0x33, sizeof bytes);
+  uint64_t node = for_node0 ? th_node_id(A) : th_node_id(B);
+  int rd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_READER);
+  Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+  m.id = (char *)id;
+  m.size = sizeof bytes;
+  m.node = node;
+  th_wire_send_payload(rd, HPL__MSG_PUBLISH, 1, &m.base, bytes, sizeof bytes);
+  protobuf_c_message_free_unpacked(th_wire_wait(rd, HPL__MSG_REPLY, 1), NULL);
+  close(rd);
+  setenv("HPL_DIRECT_GETS", "0", 1);
+  hpl_client *via_store = th_connect(lc, 0);
+  unsetenv("HPL_DIRECT_GETS");
+  hpl_buf *b;
+  assert_int_equal(hpl_get(via_store, id, th_ms(5000), &b), 0);
+  assert_true(th_shm_offset(hpl_buf_data(b)) >= 0); /* node 0's store holds a copy */
+  hpl_release(via_store, b);
+  hpl_close(via_store);
+  uint64_t c0 = th_dir_counter(lc, "dir_publishes_confirmed");
+  uint64_t r0 = th_dir_counter(lc, "dir_publishes_retracted");
+  int rc = hpl_put(A, id, bytes, sizeof bytes, th_ms(5000));
+  assert_int_equal(rc, for_node0 ? 0 : HPL_EEXIST);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_confirmed"), c0 + (for_node0 ? 1 : 0));
+  assert_int_equal(th_dir_counter(lc, "dir_publishes_retracted"), r0);
+  uint32_t copies = 0, complete = 0;
+  assert_int_equal(hpl_stat(C, id, th_ms(5000), NULL, &copies, &complete, NULL), 0);
+  assert_int_equal(copies, 1); /* node 0's, listed since it fetched it */
+  assert_int_equal(complete, copies);
+  assert_int_equal(hpl_get(C, id, th_ms(5000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), sizeof bytes);
+  assert_memory_equal(hpl_buf_data(b), bytes, sizeof bytes);
+  hpl_release(C, b);
+}
+
+static void test_publish_fetched_first(void **state) {
+  (void)state;
+  publish_then_fetched("pubf/mine", 1);
+  publish_then_fetched("pubf/other", 0);
+}
+
 /* The directory started with --no-publish: stores tell their clients not
  * to publish, and small puts are seen once their store has put them. */
 static void test_no_publish(void **state) {
@@ -708,6 +760,7 @@ int main(void) {
       cmocka_unit_test(test_grant_too_late),
       cmocka_unit_test(test_publish),
       cmocka_unit_test(test_no_publish),
+      cmocka_unit_test(test_publish_fetched_first),
       cmocka_unit_test(test_get_timeout),
       cmocka_unit_test(test_two_processes_one_transfer),
       cmocka_unit_test(test_delete_while_held),
