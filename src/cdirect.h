@@ -14,7 +14,8 @@
  * A small put is published to the directory over the same connection while
  * it goes to the store, so gets waiting for it skip the store's hop.
  *
- * Used by hpl_get (client.c); frames go through the RPC layer (crpc.h).
+ * Used by hpl_get, hpl_put and their batch forms (client.c); frames go
+ * through the RPC layer (crpc.h).
  */
 #ifndef HPL_CDIRECT_H
 #define HPL_CDIRECT_H
