@@ -153,10 +153,14 @@ HPL_API int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms);
 /* Copy `size` bytes from `data` into a new sealed object `id` (size 0 is
  * allowed; data may then be NULL). The caller keeps ownership of `data`.
  * An object of at most the directory's inline limit (64 KiB by default)
- * goes to the store in one request with its bytes. 
+ * goes to the store in one request with its bytes; unless it has a
+ * lifetime (hpl_set_lifetime) the library also publishes those bytes to
+ * the directory just before, so gets already waiting for the id may have
+ * them before this call returns.
  * Errors: HPL_EINVAL, HPL_EEXIST (id already in use in the cluster),
  * HPL_ENOMEM (pool full), HPL_ETIMEDOUT, HPL_ECONN. On failure no object
- * exists. */
+ * exists afterwards (a published small object is taken back; gets that
+ * ran meanwhile may have read its bytes). */
 HPL_API int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size,
                     int64_t timeout_ms);
 
