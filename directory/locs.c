@@ -140,7 +140,7 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
 static int confirm_published(dir_server *s, uint64_t node, const char *id, const uint8_t *bytes,
                              uint64_t len) {
   dir_obj *o = dtab_find(&s->tab, id);
-  if (!o || !o->publisher || o->publisher != node || !o->is_inline || o->size != len ||
+  if (!o || o->publisher != node || !o->is_inline || o->size != len ||
       (len && memcmp(o->inl, bytes, len) != 0))
     return 0;
   o->publisher = 0;
@@ -205,10 +205,11 @@ void dir_locs_on_publish(dir_server *s, const dir_frame *f) {
   const char *why = publish_refusal(s, m, plen);
   dir_obj *o = why ? NULL : dtab_get(&s->tab, m->id);
   uint8_t *copy = o ? malloc(plen ? plen : 1) : NULL;
-  if (!why && !copy) why = "out of memory";
-  if (copy) {
+  if (!why && !copy) {
+    why = "out of memory";
+  } else if (!why) {
     if (plen) memcpy(copy, f->payload, plen);
-    if (dtab_set_inline(&s->tab, o, copy, plen) != 0) {
+    if (dtab_set_inline(&s->tab, o, copy, plen) != 0) { /* another size waited for */
       free(copy);
       why = "the object exists";
     }

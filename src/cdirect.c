@@ -298,20 +298,17 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
 }
 
 /* The PUBLISHes of the items hpl__cdirect_publish may send (the turn held,
- * connected): 0, or -1 if the connection failed (the caller drops it). */
+ * connected); published[] becomes what went out. 0, or -1 if the
+ * connection failed (the caller drops it). */
 static int publish_send(hpl__cdirect *d, const char *const *ids, const void *const *data,
                         const uint64_t *sizes, size_t n, int *published) {
   Hplpb__InlinePutReq *msgs = malloc(n * sizeof *msgs);
   hpl__crpc_req *reqs = malloc(n * sizeof *reqs);
   size_t *item = malloc(n * sizeof *item), k = 0, sent = 0;
   int rc = 0;
-  if (!msgs || !reqs || !item) /* nothing is published: the store path */
-    memset(published, 0, n * sizeof *published);
-  else {
+  if (msgs && reqs && item) { /* else nothing is published: the store path */
     for (size_t i = 0; i < n; i++) {
-      int want = published[i];
-      published[i] = 0;
-      if (!want || sizes[i] > d->inline_max) continue;
+      if (!published[i] || sizes[i] > d->inline_max) continue;
       hplpb__inline_put_req__init(&msgs[k]);
       msgs[k].id = (char *)ids[i];
       msgs[k].size = sizes[i];
@@ -323,8 +320,9 @@ static int publish_send(hpl__cdirect *d, const char *const *ids, const void *con
     if (k) hpl__trace("publish", ids[item[0]]);
     int r = hpl__crpc_send_reqs(d->rpc, reqs, k, hpl__deadline_ms(DIRECT_WAIT_MS), &sent);
     if (r == HPL_ETIMEDOUT || r == HPL_ECONN) rc = -1; /* the connection is done for */
-    for (size_t j = 0; j < sent; j++) published[item[j]] = 1;
   }
+  memset(published, 0, n * sizeof *published);
+  for (size_t j = 0; j < sent; j++) published[item[j]] = 1;
   free(msgs);
   free(reqs);
   free(item);
@@ -333,20 +331,19 @@ static int publish_send(hpl__cdirect *d, const char *const *ids, const void *con
 
 size_t hpl__cdirect_publish(hpl__cdirect *d, const char *const *ids, const void *const *data,
                             const uint64_t *sizes, size_t n, int *published) {
-  if (!d || !d->publish || n == 0 ||
-      hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED) ||
-      __atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) || hpl__turn_take(&d->turn, 0) != 0) {
-    memset(published, 0, n * sizeof *published);
-    return 0; /* never waits: the store path is there */
-  }
-  int sent = (d->rpc || same_netns(d)) && dir_connect(d, hpl__deadline_ms(DIRECT_WAIT_MS)) == 0;
-  if (!sent) memset(published, 0, n * sizeof *published);
-  if (sent && publish_send(d, ids, data, sizes, n, published) != 0) {
+  /* never waits for the turn: the store path is there */
+  int took = d && d->publish && n &&
+             hpl__now_ms() >= __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED) &&
+             !__atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) && hpl__turn_take(&d->turn, 0) == 0;
+  int tried = took && (d->rpc || same_netns(d)) &&
+              dir_connect(d, hpl__deadline_ms(DIRECT_WAIT_MS)) == 0;
+  if (tried && publish_send(d, ids, data, sizes, n, published) != 0) {
     hpl__crpc_free(d->rpc);
     d->rpc = NULL;
     direct_failed(d);
   }
-  hpl__turn_give(&d->turn);
+  if (took) hpl__turn_give(&d->turn);
+  if (!tried && n) memset(published, 0, n * sizeof *published);
   size_t got = 0;
   for (size_t i = 0; i < n; i++) got += published[i];
   return got;

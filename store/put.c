@@ -392,10 +392,9 @@ static int put_whole_check(st_client *cl, uint64_t req, const Hplpb__PutReq *m, 
 void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
                uint64_t plen) {
   hpl__trace("s.put", m->id);
-  if (confirm_held(s, cl, req, m, payload, plen)) return;
-  st_put *p = put_whole_check(cl, req, m, plen) == 0
-                  ? put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms)
-                  : NULL;
+  int refused = put_whole_check(cl, req, m, plen) != 0;
+  if (!refused && confirm_held(s, cl, req, m, payload, plen)) return;
+  st_put *p = refused ? NULL : put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
   if (!p) { /* refused: bytes the client published must not stay visible */
     if (m->published) dirlink_loc_retract(s, m->id); /* the id was checked (clients.c) */
     return;

@@ -343,6 +343,20 @@ static void test_grant_too_late(void **state) {
   grant_late(600);
 }
 
+/* `getter` waits for `id` (1000 bytes) while `putter` puts it: the get
+ * must end with the pattern for `seed`. */
+static void put_while_waiting(hpl_client *putter, hpl_client *getter, const char *id,
+                              uint64_t seed) {
+  th_getter g = {.c = getter, .id = id, .timeout = th_ms(10000), .size = 1000,
+                 .want = th_pattern_sum(1000, seed)};
+  th_get_start(&g);
+  th_sleep_ms(200);
+  th_put_pattern(putter, id, 1000, seed);
+  th_get_join(&g);
+  assert_int_equal(g.rc, 0);
+  assert_true(g.ok);
+}
+
 /* A small put is published to the directory while it goes to the store:
  * a get waiting at the directory has the bytes (dir_publishes), the
  * store's own INLINE_PUT confirms them (dir_publishes_confirmed) and the
@@ -357,14 +371,7 @@ static void test_publish(void **state) {
   uint64_t i0 = th_dir_counter(lc, "dir_publishes_ignored");
   uint64_t r0 = th_dir_counter(lc, "dir_publishes_retracted");
   uint64_t puts0 = th_counter(A, "inline_puts");
-  th_getter g = {.c = B, .id = "pub/x", .timeout = th_ms(10000), .size = 1000,
-                 .want = th_pattern_sum(1000, 9)};
-  th_get_start(&g);
-  th_sleep_ms(200);
-  th_put_pattern(A, "pub/x", 1000, 9);
-  th_get_join(&g);
-  assert_int_equal(g.rc, 0);
-  assert_true(g.ok);
+  put_while_waiting(A, B, "pub/x", 9);
   assert_int_equal(th_dir_counter(lc, "dir_publishes"), p0 + 1);
   assert_int_equal(th_dir_counter(lc, "dir_publishes_confirmed"), c0 + 1);
   assert_int_equal(th_counter(A, "inline_puts"), puts0 + 1);
@@ -451,14 +458,7 @@ static void test_no_publish(void **state) {
   (void)state;
   hpl__lc *g = th_cluster(2, 64 * MB, "--no-publish", NULL);
   hpl_client *a = th_connect(g, 0), *b = th_connect(g, 1);
-  th_getter get = {.c = b, .id = "nopub/x", .timeout = th_ms(10000), .size = 1000,
-                   .want = th_pattern_sum(1000, 11)};
-  th_get_start(&get);
-  th_sleep_ms(200);
-  th_put_pattern(a, "nopub/x", 1000, 11);
-  th_get_join(&get);
-  assert_int_equal(get.rc, 0);
-  assert_true(get.ok);
+  put_while_waiting(a, b, "nopub/x", 11);
   assert_int_equal(th_dir_counter(g, "dir_publishes"), 0);
   assert_int_equal(th_dir_counter(g, "dir_publishes_ignored"), 0); /* none was sent */
   assert_int_equal(th_counter(a, "inline_puts"), 1);
