@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fanout.h"
 #include "metricsrv.h"
 #include "nodes.h"
 
@@ -14,6 +15,8 @@
 
 size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
   const dir_counters *c = &s->ctr;
+  uint64_t fo_batches, fo_items, fo_helper, fo_partial;
+  hpl__fanout_stats(&fo_batches, &fo_items, &fo_helper, &fo_partial);
   const hpl__metric v[] = {
       G("dir_nodes", HASH_COUNT(s->nodes), "nodes", "Stores registered"),
       G("dir_objects", s->tab.nobjs, "objects", "Objects in the directory's table"),
@@ -40,6 +43,13 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Published objects their store's put confirmed"),
       C("dir_publishes_retracted", c->publishes_retracted, "publishes_retracted_total",
         "Published objects forgotten again because their store's put failed"),
+      C("dir_fanouts", fo_batches, "fanouts_total",
+        "Loop turns whose replies to many connections were written at once (see --no-fanout)"),
+      C("dir_fanout_writes", fo_items, "fanout_writes_total", "Writes made in those turns"),
+      C("dir_fanout_helper_writes", fo_helper, "fanout_helper_writes_total",
+        "Of those, the writes the helper thread made"),
+      C("dir_fanout_partial", fo_partial, "fanout_partial_total",
+        "Fan-out writes the socket took only part of (the rest followed in order)"),
       C("dir_waits", c->waits, "acquire_waits_total",
         "ACQUIREs that could not be answered at once and waited"),
       C("dir_lost_replies", c->lost_replies, "lost_replies_total",

@@ -79,6 +79,13 @@ static const hpl__opt opts[] = {
      "ignore clients' PUBLISH: a small object becomes visible only\n"
      "once its store has put it (for comparisons)",
      HPL__OPT_FLAG, OFF(no_publish), 0, 0, 0, NULL},
+    {"no-fanout", NULL,
+     "write every reply from the event loop's thread: without it, a\n"
+     "loop turn that answers 4 or more connections (the gets waiting\n"
+     "for an object that just landed) shares those writes with a\n"
+     "helper thread when the machine has more than one CPU (for\n"
+     "comparisons)",
+     HPL__OPT_FLAG, OFF(no_fanout), 0, 0, 0, NULL},
     {"reduce-bandwidth", "BYTES|auto",
      "reduce cost model: link bandwidth per second\n(default 125M; auto: the rate of recent pulls)",
      HPL__OPT_FN, 0, 0, 0, 0, set_bandwidth},

@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <utlist.h>
 
 #include "acquire.h"
 #include "admin.h"
 #include "dirmetrics.h"
+#include "fanout.h"
 #include "hoplite.h"
 #include "locs.h"
 #include "log.h"
@@ -260,6 +262,12 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   if ((rc = dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
   dir_liveness_start(s);
+  if (!cfg->no_fanout && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+    if (hpl__fanout_start() == 0)
+      LOG_INFO("replies to many waiting clients are shared with a helper thread");
+    else
+      LOG_WARN("no fan-out thread: every reply is written by the loop thread");
+  }
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);
   s->sigint.data = s->sigterm.data = s;
@@ -269,6 +277,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
 }
 
 void dir_server_free(dir_server *s) {
+  hpl__fanout_stop();
   dir_acquire_free(s);
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);

@@ -52,6 +52,7 @@ typedef struct dir_config {
   int no_rings;               /* --no-rings: allreduces are reduce + broadcast (ring.c) */
   int no_grants;              /* --no-grants: a PEEK never grants (acquire.c) */
   int no_publish;             /* --no-publish: clients' PUBLISH is ignored (locs.c) */
+  int no_fanout;              /* --no-fanout: no helper thread writes replies (fanout.h) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
   double reduce_latency_s;    /* cost model L (reduce planner) */

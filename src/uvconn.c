@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <utlist.h>
 
+#include "fanout.h"
 #include "hoplite.h"
 #include "log.h"
 #include "record.h"
@@ -94,6 +95,7 @@ static void conn_process(hpl__conn *c);
 static void conn_flush(void);
 static void conn_flush_one(hpl__conn *c);
 static void conn_flush_for(hpl__conn *c);
+static void conn_flush_fanout(void);
 
 /* Connections with corked writes, in the order of their first one: they
  * are flushed in that order, so messages keep the order they were made in
@@ -657,10 +659,12 @@ static int conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned
 static void cork_prep_cb(uv_prepare_t *h) { (void)h, conn_flush(); }
 static void cork_chk_cb(uv_check_t *h) { (void)h, conn_flush(); }
 
-/* Flush every corked connection, in order. */
+/* Flush every corked connection, in order (with a fan-out, the ones with
+ * nothing queued before their corked frames go first, all at once). */
 static void conn_flush(void) {
   if (cork_flushing) return;
   cork_flushing = 1;
+  if (hpl__fanout_on()) conn_flush_fanout();
   while (cork_list) {
     hpl__conn *c = cork_list;
     DL_DELETE2(cork_list, c, cork_prev, cork_next);
@@ -684,9 +688,9 @@ static void conn_flush_for(hpl__conn *c) {
   conn_flush_one(c);
 }
 
-/* Send what c has corked: one write for all of it when nothing else is
- * queued; what the socket does not take becomes write requests, in order. */
-static void conn_flush_one(hpl__conn *c) {
+/* Take c's corked frames off it: their list, and in `iov` (k of them) the
+ * frames one write can send now, none if something else is queued. */
+static conn_wreq *flush_take(hpl__conn *c, struct iovec *iov, unsigned *k) {
   if (c->cork_prep) uv_prepare_stop(c->cork_prep);
   if (c->cork_chk) uv_check_stop(c->cork_chk);
   conn_wreq *list = c->cork;
@@ -694,12 +698,18 @@ static void conn_flush_one(hpl__conn *c) {
   c->cork_n = 0;
   c->wq_bytes -= c->cork_bytes;
   c->cork_bytes = 0;
-  uv_buf_t iov[CORK_MAX_FRAMES];
-  unsigned k = 0;
-  for (conn_wreq *w = list; w && k < CORK_MAX_FRAMES; w = w->next) iov[k++] = w->bufs[0];
-  hpl__trace("flush", NULL);
-  int n = c->wq_bytes == 0 && k ? uv_try_write(c->s, iov, k) : 0;
-  size_t done = n > 0 ? (size_t)n : 0;
+  *k = 0;
+  if (c->wq_bytes) return list;
+  for (conn_wreq *w = list; w && *k < CORK_MAX_FRAMES; w = w->next) {
+    iov[*k].iov_base = w->bufs[0].base;
+    iov[*k].iov_len = w->bufs[0].len;
+    (*k)++;
+  }
+  return list;
+}
+
+/* After `done` bytes of list went: free what went, queue the rest in order. */
+static void flush_finish(hpl__conn *c, conn_wreq *list, size_t done) {
   while (list) {
     conn_wreq *w = list;
     list = w->next;
@@ -721,6 +731,50 @@ static void conn_flush_one(hpl__conn *c) {
     uv_buf_t rest = w->bufs[0]; /* uv_write copies the array */
     conn_queue_write(c, w, &rest, 1);
   }
+}
+
+/* Send what c has corked: one write for all of it when nothing else is
+ * queued; what the socket does not take becomes write requests, in order. */
+static void conn_flush_one(hpl__conn *c) {
+  struct iovec iov[CORK_MAX_FRAMES];
+  unsigned k;
+  conn_wreq *list = flush_take(c, iov, &k);
+  hpl__trace("flush", NULL);
+  int n = k ? uv_try_write(c->s, (const uv_buf_t *)iov, k) : 0;
+  flush_finish(c, list, n > 0 ? (size_t)n : 0);
+}
+
+/* The corked connections with nothing queued before their frames, up to
+ * FANOUT_MAX of them, written at once by hpl__fanout_write (a server
+ * answering many waiting clients in one turn); the others stay listed.
+ * Their order across connections is not kept: only servers that do not
+ * need it start the fan-out. */
+#define FANOUT_MAX 256
+static void conn_flush_fanout(void) {
+  static hpl__fanout_item it[FANOUT_MAX];
+  static hpl__conn *cs[FANOUT_MAX];
+  static conn_wreq *lists[FANOUT_MAX];
+  static struct iovec iov[FANOUT_MAX][CORK_MAX_FRAMES];
+  size_t n = 0, eligible = 0;
+  uv_os_fd_t fd;
+  for (hpl__conn *c = cork_list; c && eligible < HPL__FANOUT_MIN; c = c->cork_next)
+    eligible += c->wq_bytes == c->cork_bytes && uv_fileno((uv_handle_t *)c->s, &fd) == 0;
+  if (eligible < HPL__FANOUT_MIN) return;
+  for (hpl__conn *c = cork_list, *next; c && n < FANOUT_MAX; c = next) {
+    next = c->cork_next;
+    if (c->wq_bytes != c->cork_bytes || uv_fileno((uv_handle_t *)c->s, &fd) != 0) continue;
+    DL_DELETE2(cork_list, c, cork_prev, cork_next);
+    c->cork_listed = 0;
+    unsigned k;
+    cs[n] = c;
+    lists[n] = flush_take(c, iov[n], &k);
+    it[n] = (hpl__fanout_item){.fd = fd, .iov = iov[n], .iovcnt = k};
+    n++;
+  }
+  hpl__trace("flush.fanout", NULL);
+  hpl__fanout_write(it, n);
+  for (size_t i = 0; i < n; i++)
+    flush_finish(cs[i], lists[i], it[i].result > 0 ? (size_t)it[i].result : 0);
 }
 
 /* Cork w (a single owned buffer, nobody to tell). */

@@ -355,7 +355,8 @@ void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMe
   free(f);
 }
 
-ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req) {
+ProtobufCMessage *th_wire_wait_payload(int fd, unsigned type, uint64_t req, uint8_t **payload,
+                                       uint64_t *plen) {
   uint64_t deadline = hpl__deadline_ms(th_ms(10000));
   hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 24,
                            .max_type = HPL__MSG_MAX_};
@@ -369,12 +370,22 @@ ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req) {
     assert_int_equal(read_full(fd, msg, h.msg_len + h.payload_len, deadline), 0);
     if (h.type == type && h.req_id == req) {
       ProtobufCMessage *m = hpl__msg_unpack(h.type, msg, h.msg_len);
-      free(msg);
       assert_non_null(m);
+      if (payload) {
+        *payload = malloc(h.payload_len + 1);
+        assert_non_null(*payload);
+        memcpy(*payload, msg + h.msg_len, h.payload_len);
+        *plen = h.payload_len;
+      }
+      free(msg);
       return m;
     }
     free(msg);
   }
+}
+
+ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req) {
+  return th_wire_wait_payload(fd, type, req, NULL, NULL);
 }
 
 int th_wire_closed(int fd, int64_t timeout_ms) {

@@ -111,6 +111,10 @@ void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMe
  * fails the test if none arrives within 10 s (scaled). Free the result with
  * protobuf_c_message_free_unpacked. */
 ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req);
+/* The same, and the frame's payload in *payload (malloc'ed, the caller
+ * frees it; *plen bytes) unless payload is NULL. */
+ProtobufCMessage *th_wire_wait_payload(int fd, unsigned type, uint64_t req, uint8_t **payload,
+                                       uint64_t *plen);
 /* 1 if the peer closes the connection within timeout_ms (what it sends
  * first is skipped). */
 int th_wire_closed(int fd, int64_t timeout_ms);

@@ -12,7 +12,8 @@
  * would leave the first one's waiters on a connection it no longer owns).
  * And a PEEK grants a large object only to the store on its own host; a
  * reader's PUBLISH is served at once, confirmed or retracted only by the
- * node it names. */
+ * node it names. Many readers waiting for one object are all answered in
+ * full, with the directory's fan-out thread and without it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -319,6 +320,96 @@ static void test_publish_rules(void **state) {
   th_stop(lc, 0);
 }
 
+/* Reader rd asks for `id`, waiting up to 10 s, and then (same connection,
+ * so in order) for an id nobody has: once that answer is in, the first
+ * PEEK waits at the directory. */
+static void peek_wait(int rd, const char *id, uint64_t req) {
+  Hplpb__PeekReq q = HPLPB__PEEK_REQ__INIT;
+  q.id = (char *)id;
+  q.timeout_ms = th_ms(10000);
+  th_wire_send(rd, HPL__MSG_PEEK, req, &q.base);
+  Hplpb__PeekReq none = HPLPB__PEEK_REQ__INIT;
+  none.id = "fo/nobody";
+  th_wire_send(rd, HPL__MSG_PEEK, req + 1, &none.base);
+  protobuf_c_message_free_unpacked(th_wire_wait(rd, HPL__MSG_PEEK_REP, req + 1), NULL);
+}
+
+#define FO_READERS 8
+#define FO_SIZE (200u << 10)
+
+/* Eight readers wait for one 200 KiB inline object; a node's INLINE_PUT
+ * then answers all of them in one loop turn. With the fan-out (more than
+ * one CPU, no --no-fanout) those replies are written at once, sharing a
+ * helper thread; as the readers' receive buffers are small and nobody reads
+ * yet, the sockets take only part of each reply and the rest must follow in
+ * order. Every reader gets every byte either way. */
+static void fanout_round(const char *dir_args, int expect_fanout) {
+  char args[128];
+  snprintf(args, sizeof args, "--inline-max 2M%s%s", dir_args ? " " : "", dir_args ? dir_args : "");
+  hpl__lc *lc = th_cluster(1, 64u << 20, args, NULL);
+  int port = hpl__lc_dir_port(lc);
+  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  register_as(n1, NODE_ID, "127.0.0.1", 0, 1);
+  int rd[FO_READERS];
+  for (int i = 0; i < FO_READERS; i++) {
+    rd[i] = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_READER);
+    peek_wait(rd[i], "fo/big", 10);
+  }
+  assert_int_equal(th_dir_counter(lc, "dir_peek_waits"), FO_READERS);
+  uint8_t *b = malloc(FO_SIZE);
+  assert_non_null(b);
+  for (uint32_t i = 0; i < FO_SIZE; i++) b[i] = (uint8_t)(i * 7 + i / 4093);
+  Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+  m.id = "fo/big";
+  m.size = FO_SIZE;
+  th_wire_send_payload(n1, HPL__MSG_INLINE_PUT, 2, &m.base, b, FO_SIZE);
+  Hplpb__Reply *r = (Hplpb__Reply *)th_wire_wait(n1, HPL__MSG_REPLY, 2);
+  assert_int_equal(r->status, 0);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  for (int i = 0; i < FO_READERS; i++) {
+    uint8_t *got;
+    uint64_t len;
+    Hplpb__PeekRep *p =
+        (Hplpb__PeekRep *)th_wire_wait_payload(rd[i], HPL__MSG_PEEK_REP, 10, &got, &len);
+    assert_int_equal(p->status, 0);
+    assert_true(p->inline_);
+    assert_int_equal(p->size, FO_SIZE);
+    assert_int_equal(len, FO_SIZE);
+    assert_memory_equal(got, b, FO_SIZE);
+    free(got);
+    protobuf_c_message_free_unpacked(&p->base, NULL);
+    close(rd[i]);
+  }
+  uint64_t turns = th_dir_counter(lc, "dir_fanouts");
+  uint64_t writes = th_dir_counter(lc, "dir_fanout_writes");
+  uint64_t partial = th_dir_counter(lc, "dir_fanout_partial");
+  print_message("fan-out turns %llu, writes %llu (helper %llu, partial %llu)\n",
+                (unsigned long long)turns, (unsigned long long)writes,
+                (unsigned long long)th_dir_counter(lc, "dir_fanout_helper_writes"),
+                (unsigned long long)partial);
+  if (expect_fanout) {
+    assert_true(turns >= 1);
+    assert_true(writes >= FO_READERS);
+  } else {
+    assert_int_equal(turns, 0);
+    assert_int_equal(writes, 0);
+  }
+  free(b);
+  close(n1);
+  th_untrack(lc);
+  th_stop(lc, 0);
+}
+
+static void test_fanout(void **state) {
+  (void)state;
+  fanout_round(NULL, sysconf(_SC_NPROCESSORS_ONLN) > 1);
+}
+
+static void test_no_fanout(void **state) {
+  (void)state;
+  fanout_round("--no-fanout", 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -328,6 +419,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_one_node_per_connection, th_teardown),
       cmocka_unit_test_teardown(test_grant_only_to_own_host, th_teardown),
       cmocka_unit_test_teardown(test_publish_rules, th_teardown),
+      cmocka_unit_test_teardown(test_fanout, th_teardown),
+      cmocka_unit_test_teardown(test_no_fanout, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,14 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <uv.h>
 
+#include "fanout.h"
 #include "hoplite.h"
 #include "log.h"
 #include "proto.h"
+#include "util.h"
 #include "uvconn.h"
 
 static uv_loop_t loop;
@@ -566,6 +569,116 @@ static void test_close_with_writes_pending(void **state) {
   rec_free(&r);
 }
 
+/* ------------------------------------------------------------------ fan-out */
+
+/* Read exactly n bytes from the peer while the loop runs (the connection
+ * may still have to write them): waits in poll, 5 s at most. */
+static void pump_read(int peer, uint8_t *p, size_t n) {
+  uint64_t deadline = hpl__deadline_ms(5000);
+  while (n) {
+    ssize_t k = recv(peer, p, n, MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= (size_t)k;
+      continue;
+    }
+    assert_true(k < 0 && (errno == EAGAIN || errno == EINTR));
+    assert_true(hpl__ms_left(deadline) > 0);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    struct pollfd pf = {.fd = peer, .events = POLLIN};
+    poll(&pf, 1, 10);
+  }
+}
+
+/* The next frame on the peer, read while the loop runs; its request id. */
+static uint64_t pump_frame(int peer, uint8_t *payload, size_t cap, uint64_t *plen) {
+  static const hpl__frame_limits any = {.max_msg = 1 << 20, .max_payload = 1 << 30,
+                                        .max_type = HPL__MSG_MAX_};
+  uint8_t hb[HPL__FRAME_HDR_LEN], msg[1024];
+  hpl__frame_hdr h;
+  pump_read(peer, hb, sizeof hb);
+  assert_int_equal(hpl__frame_decode_hdr(hb, sizeof hb, &any, &h, NULL), 0);
+  assert_true(h.msg_len <= sizeof msg && h.payload_len <= cap);
+  pump_read(peer, msg, h.msg_len);
+  pump_read(peer, payload, (size_t)h.payload_len);
+  *plen = h.payload_len;
+  return h.req_id;
+}
+
+#define FO_CONNS 6
+#define FO_BIG 100000
+
+/* With the fan-out running, the connections corked in one loop turn are
+ * written in one batch. Every frame still arrives, in order on each
+ * connection: also where the socket took nothing (its buffer was already
+ * full) or only part (a small send buffer), the rest going as the peer
+ * reads. */
+static void test_corked_fanout(void **state) {
+  (void)state;
+  assert_int_equal(hpl__fanout_start(), 0);
+  assert_true(hpl__fanout_on());
+  rec r[FO_CONNS];
+  int peer[FO_CONNS];
+  memset(r, 0, sizeof r);
+  open_cork = 1;
+  for (int i = 0; i < FO_CONNS; i++) open_conn(&r[i], 0, &peer[i]);
+  open_cork = 0;
+  /* connection 0's socket is full before its turn: bytes written past
+   * libuv, which the peer reads first */
+  uv_os_fd_t fd;
+  assert_int_equal(uv_fileno((uv_handle_t *)hpl__conn_stream(r[0].c), &fd), 0);
+  static uint8_t junk[1u << 16];
+  size_t njunk = 0;
+  for (;;) {
+    ssize_t k = send(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k <= 0) break;
+    njunk += (size_t)k;
+  }
+  assert_true(njunk > 0);
+  /* connection 1's send buffer is small: its big frame goes in part */
+  assert_int_equal(uv_fileno((uv_handle_t *)hpl__conn_stream(r[1].c), &fd), 0);
+  int small = 4096;
+  assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  uint64_t b0, i0, p0, b1, i1, p1;
+  hpl__fanout_stats(&b0, &i0, NULL, &p0);
+  static uint8_t pl[FO_BIG], got[FO_BIG];
+  pattern(pl, sizeof pl, 3);
+  for (int i = 0; i < FO_CONNS; i++)
+    assert_int_equal(hpl__conn_reply(r[i].c, 100 + (uint64_t)i, 0, NULL), 0);
+  assert_int_equal(hpl__conn_send(r[1].c, HPL__MSG_GET_REP, 200, NULL, pl, FO_BIG, 1, NULL, NULL),
+                   0);
+  assert_int_equal(hpl__conn_reply(r[1].c, 201, 0, NULL), 0);
+  run_now();
+  hpl__fanout_stats(&b1, &i1, NULL, &p1);
+  assert_int_equal(b1 - b0, 1);        /* one batch ... */
+  assert_int_equal(i1 - i0, FO_CONNS); /* ... of every connection */
+  assert_true(p1 - p0 >= 2);           /* 0 took nothing, 1 only part */
+  assert_true(hpl__conn_write_queue(r[0].c) > 0);
+  assert_true(hpl__conn_write_queue(r[1].c) > 0);
+  uint64_t plen;
+  static uint8_t skip[sizeof junk];
+  for (size_t left = njunk; left;) {
+    size_t k = left < sizeof skip ? left : sizeof skip;
+    pump_read(peer[0], skip, k);
+    left -= k;
+  }
+  for (int i = 0; i < FO_CONNS; i++) {
+    assert_int_equal(pump_frame(peer[i], got, sizeof got, &plen), 100 + (uint64_t)i);
+    assert_int_equal(plen, 0);
+  }
+  assert_int_equal(pump_frame(peer[1], got, sizeof got, &plen), 200);
+  assert_int_equal(plen, FO_BIG);
+  assert_memory_equal(got, pl, FO_BIG);
+  assert_int_equal(pump_frame(peer[1], got, sizeof got, &plen), 201);
+  for (int i = 0; i < FO_CONNS; i++) {
+    assert_int_equal(hpl__conn_write_queue(r[i].c), 0);
+    close_all(&r[i], peer[i], 0);
+    rec_free(&r[i]);
+  }
+  hpl__fanout_stop();
+  assert_false(hpl__fanout_on());
+}
+
 static int setup(void **state) {
   (void)state;
   hpl__log_setup("test_uvconn", HPL__LOG_ERROR); /* protocol errors are expected */
@@ -587,6 +700,7 @@ int main(void) {
       cmocka_unit_test(test_writes),
       cmocka_unit_test(test_close_with_writes_pending),
       cmocka_unit_test(test_corked_writes),
+      cmocka_unit_test(test_corked_fanout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
