@@ -19,7 +19,10 @@ The events:
   store          : s.put (a PUT arrived), s.inline (INLINE_PUT sent)
   directory      : d.peek (a PEEK arrived), d.inline (an INLINE_PUT arrived),
                    d.peekrep (a PEEK answered, at once or when its object landed)
-  any server     : flush (corked frames written to one connection)
+  any server     : flush (corked frames written to one connection); a turn
+                   that writes to 4 or more connections at once (the
+                   directory's fan-out) traces one flush.fanout instead,
+                   which is not counted here
 
 Only ids that start with --id-prefix count (e.g. one size of a bench run).
 """
