@@ -5,13 +5,17 @@
 #   bench/run_coll.sh [--op bcast] [--hosts "4 8"] [--rate 1gbit]
 #                     [--sizes 1K,64K,1M,16M,64M,256M] [--reps 5] [--launches 2]
 #                     [--impls mpich,openmpi,openmpi-pipe,gloo] [--out-dir bench/results]
+#                     [--extra-mode "ARGS"]...
 #
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
 # (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for allreduce
 # --procs with the directory's --no-rings), for bcast the request/reply latency floor of
 # small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines,
-# then down. Needs root and a build (scripts/bootstrap.sh); installs the
+# then down. Every --extra-mode adds one more hoplite run with those bench_coll
+# arguments, for an A/B in the same cluster, e.g.
+#   --extra-mode "--procs --put-timed --impl hoplite-nofanout --dir-args --no-fanout"
+# Needs root and a build (scripts/bootstrap.sh); installs the
 # MPI/Gloo packages if missing.
 #
 # Writes (appending to) OUT_DIR/<op>-<rate>.tsv   rows: op size hosts impl
@@ -34,6 +38,7 @@ export HPL_NS_PREFIX=${HPL_NS_PREFIX:-hplb}
 
 OP=bcast HOSTS="4 8" RATE=1gbit SIZES=1K,64K,1M,16M,64M,256M REPS=5 LAUNCHES=2
 IMPLS=mpich,openmpi,openmpi-pipe,gloo OUTDIR=$TOP/bench/results
+EXTRA_MODES=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --op) OP=$2; shift 2 ;;
@@ -44,7 +49,8 @@ while [ $# -gt 0 ]; do
         --launches) LAUNCHES=$2; shift 2 ;;
         --impls) IMPLS=$2; shift 2 ;;
         --out-dir) OUTDIR=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        --extra-mode) EXTRA_MODES+=("$2"); shift 2 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "run_coll.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -76,6 +82,7 @@ for N in $HOSTS; do
     [ "$OP" = bcast ] && modes+=("--procs --put-timed")
     # allreduce without rings (reduce, then broadcast), for the comparison
     [ "$OP" = allreduce ] && modes+=("--procs --impl hoplite-noring --dir-args --no-rings")
+    modes+=("${EXTRA_MODES[@]}")
     for mode in "${modes[@]}"; do
         # shellcheck disable=SC2086
         "$BUILD/bench/bench_coll" --op "$OP" --sizes "$SIZES" --hosts "$N" --reps "$REPS" \
