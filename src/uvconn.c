@@ -100,7 +100,10 @@ static void conn_flush_fanout(void);
 /* Connections with corked writes, in the order of their first one: they
  * are flushed in that order, so messages keep the order they were made in
  * across connections too (a store's note to the directory goes before the
- * reply that lets its client tell others). One loop per process. */
+ * reply that lets its client tell others). Not in a process that started
+ * the fan-out (fanout.h; the directory): there a turn with many corked
+ * connections writes them at once, each one's own frames still in order.
+ * One loop per process. */
 static hpl__conn *cork_list;
 static int cork_flushing;
 
@@ -748,7 +751,8 @@ static void conn_flush_one(hpl__conn *c) {
  * FANOUT_MAX of them, written at once by hpl__fanout_write (a server
  * answering many waiting clients in one turn); the others stay listed.
  * Their order across connections is not kept: only servers that do not
- * need it start the fan-out. */
+ * need it start the fan-out. The loop waits for the batch, which is one
+ * nonblocking send per connection; the helper's part of it runs meanwhile. */
 #define FANOUT_MAX 256
 static void conn_flush_fanout(void) {
   static hpl__fanout_item it[FANOUT_MAX];
