@@ -747,6 +747,12 @@ static void conn_flush_one(hpl__conn *c) {
   flush_finish(c, list, n > 0 ? (size_t)n : 0);
 }
 
+/* Whether c may go in a fan-out batch (nothing queued ahead of its corked
+ * frames), and its socket in *fd. */
+static int fanout_fd(hpl__conn *c, uv_os_fd_t *fd) {
+  return c->wq_bytes == c->cork_bytes && uv_fileno((uv_handle_t *)c->s, fd) == 0;
+}
+
 /* The corked connections with nothing queued before their frames, up to
  * FANOUT_MAX of them, written at once by hpl__fanout_write (a server
  * answering many waiting clients in one turn); the others stay listed.
@@ -762,11 +768,11 @@ static void conn_flush_fanout(void) {
   size_t n = 0, eligible = 0;
   uv_os_fd_t fd;
   for (hpl__conn *c = cork_list; c && eligible < HPL__FANOUT_MIN; c = c->cork_next)
-    eligible += c->wq_bytes == c->cork_bytes && uv_fileno((uv_handle_t *)c->s, &fd) == 0;
+    eligible += fanout_fd(c, &fd);
   if (eligible < HPL__FANOUT_MIN) return;
   for (hpl__conn *c = cork_list, *next; c && n < FANOUT_MAX; c = next) {
     next = c->cork_next;
-    if (c->wq_bytes != c->cork_bytes || uv_fileno((uv_handle_t *)c->s, &fd) != 0) continue;
+    if (!fanout_fd(c, &fd)) continue;
     DL_DELETE2(cork_list, c, cork_prev, cork_next);
     c->cork_listed = 0;
     unsigned k;
