@@ -238,6 +238,13 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->tab.usable_arg = s;
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
+  /* first: a SIGINT or SIGTERM while we start up is handled once the loop
+   * runs (a clean stop), not by the default action */
+  uv_signal_init(loop, &s->sigint);
+  uv_signal_init(loop, &s->sigterm);
+  s->sigint.data = s->sigterm.data = s;
+  uv_signal_start(&s->sigint, on_signal, SIGINT);
+  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   if (dir_xlog_init(s)) return HPL_ENOMEM;
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
@@ -268,11 +275,6 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
     else
       LOG_WARN("no fan-out thread: every reply is written by the loop thread");
   }
-  uv_signal_init(loop, &s->sigint);
-  uv_signal_init(loop, &s->sigterm);
-  s->sigint.data = s->sigterm.data = s;
-  uv_signal_start(&s->sigint, on_signal, SIGINT);
-  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -81,7 +82,13 @@ static void *helper_main(void *arg) {
 int hpl__fanout_start(void) {
   if (fo.running) return 0;
   fo.stopping = 0;
-  if (pthread_create(&fo.thread, NULL, helper_main, NULL) != 0) return HPL_ENOMEM;
+  /* the helper takes no signals: they stay with the loop's thread */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&fo.thread, NULL, helper_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) return HPL_ENOMEM;
   fo.running = 1;
   return 0;
 }

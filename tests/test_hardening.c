@@ -447,7 +447,7 @@ static void test_exposure_rule(void **state) {
   st = system(cmd); /* data port on 0.0.0.0 by default for a remote directory */
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   snprintf(cmd, sizeof cmd,
-           "timeout --preserve-status -s INT 0.5 %s/hoplite-directory --listen 0.0.0.0:0 --insecure 2>/dev/null", bin);
+           "timeout --preserve-status -s INT 2 %s/hoplite-directory --listen 0.0.0.0:0 --insecure 2>/dev/null", bin);
   st = system(cmd); /* runs until the timeout stops it */
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
