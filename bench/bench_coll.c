@@ -5,7 +5,7 @@
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
- *              [--procs] [--put-timed]
+ *              [--procs] [--put-timed] [--server-nice N]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -28,6 +28,11 @@
  * a separate process pays. The put (node 0) stays in this process, itself
  * a separate process from every receiver, whose main thread joins host 0's
  * namespace once the cluster and the workers are started.
+ *
+ * --server-nice N sets the nice value of every thread of the directory and
+ * the stores once they are up (as a unit's Nice= would; below 0 needs
+ * CAP_SYS_NICE): an experiment on who gets a CPU first when every
+ * participant wakes at once on a machine with fewer CPUs than processes.
  *
  * reduce: every node holds a source (f32, small integers so any order sums
  * exactly); node 0 reduces them (sum) into a target and gets it.
@@ -52,7 +57,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -111,6 +118,7 @@ typedef struct cfg {
   uint64_t sizes[32];
   int nsizes, hosts, reps, header;
   int procs, put_timed; /* --procs, --put-timed */
+  int nice, set_nice;   /* --server-nice: the servers' nice value */
   uint64_t memory;
   FILE *out, *extra;
   struct worker *w;     /* --procs: one per node */
@@ -555,6 +563,23 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
   return last ? (double)(last - start) / 1e9 : -1;
 }
 
+/* --server-nice: every thread of process `pid` gets nice value `nice`
+ * (setpriority(PRIO_PROCESS) moves one thread on Linux, and the servers
+ * start their threads before we get here). 0 or -1. */
+static int renice_all(pid_t pid, int nice) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  int rc = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    if (setpriority(PRIO_PROCESS, (id_t)atoi(e->d_name), nice)) rc = -1;
+  }
+  closedir(d);
+  return rc;
+}
+
 static int run(cfg *g) {
   hpl__lc_opts o = {.nodes = g->hosts,
                    .memory = g->memory,
@@ -572,6 +597,11 @@ static int run(cfg *g) {
   if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_coll: cannot start the cluster: %s\n", err);
     return 1;
+  }
+  if (g->set_nice) {
+    int bad = renice_all(hpl__lc_dir_pid(lc), g->nice);
+    for (int i = 0; i < g->hosts; i++) bad |= renice_all(hpl__lc_store_pid(lc, i), g->nice);
+    if (bad) fprintf(stderr, "bench_coll: --server-nice %d: %s\n", g->nice, strerror(errno));
   }
   hpl_client *cs[MAXN];
   for (int i = 0; i < g->hosts; i++)
@@ -683,7 +713,7 @@ int main(int argc, char **argv) {
       {"dir-args", 1, 0, 'D'},   {"impl", 1, 0, 'i'},      {"no-header", 0, 0, 'H'},
       {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
-      {0, 0, 0, 0}};
+      {"server-nice", 1, 0, 'V'}, {0, 0, 0, 0}};
   int worker = -1;
   const char *sock = NULL;
   int ch;
@@ -707,6 +737,10 @@ int main(int argc, char **argv) {
       case 'T': g.put_timed = 1; break;
       case 'W': worker = atoi(optarg); break;
       case 'k': sock = optarg; break;
+      case 'V':
+        g.nice = atoi(optarg);
+        g.set_nice = 1;
+        break;
       case 'O':
         if (!(g.out = fopen(optarg, "a"))) die("cannot open --out");
         break;
