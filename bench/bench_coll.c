@@ -5,7 +5,7 @@
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
- *              [--procs] [--put-timed] [--server-nice N]
+ *              [--procs] [--put-timed] [--pace] [--server-nice N]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -28,6 +28,10 @@
  * a separate process pays. The put (node 0) stays in this process, itself
  * a separate process from every receiver, whose main thread joins host 0's
  * namespace once the cluster and the workers are started.
+ *
+ * --pace tells every store its link's rate (--link-rate, the --rate given
+ * here), so its streams leave paced (store/dataport.c); the impl name
+ * gets "+paced".
  *
  * --server-nice N sets the nice value of every thread of the directory and
  * the stores once they are up (as a unit's Nice= would; below 0 needs
@@ -52,7 +56,7 @@
  * where impl gets "+procs" and "+put" appended for those modes.
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
  * (bytes that left node 0's data port per repetition, in object copies).
- * With HPL_BENCH_TRACE set, reduce/allreduce print every node's finish time
+ * With HPL_BENCH_TRACE set, every op prints every node's finish time
  * per repetition to stderr. */
 #include <errno.h>
 #include <getopt.h>
@@ -119,6 +123,7 @@ typedef struct cfg {
   int nsizes, hosts, reps, header;
   int procs, put_timed; /* --procs, --put-timed */
   int nice, set_nice;   /* --server-nice: the servers' nice value */
+  int pace;             /* --pace: the stores get --link-rate <rate> */
   uint64_t memory;
   FILE *out, *extra;
   struct worker *w;     /* --procs: one per node */
@@ -479,6 +484,15 @@ static uint64_t stores_cpu_us(const cfg *g, hpl_client **cs) {
   return sum;
 }
 
+/* With HPL_BENCH_TRACE set: every participant's finish (ms after the start). */
+static void trace_ends(int rep, const part *ps, int n, uint64_t start) {
+  if (!getenv("HPL_BENCH_TRACE")) return;
+  fprintf(stderr, "bench_coll: rep %d ends (ms):", rep);
+  for (int i = 0; i < n; i++)
+    fprintf(stderr, " %d:%.2f", ps[i].j.idx, (double)(ps[i].r.end_ns - start) / 1e6);
+  fprintf(stderr, "\n");
+}
+
 static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   int rs = !strcmp(g->op, "allreduce-rs");
   int all = rs || !strcmp(g->op, "allreduce");
@@ -500,11 +514,7 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   cpu_sample(&b0, &t0);
   uint64_t last = collect(g, ps, np, &done, start, b0, t0);
   g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
-  if (getenv("HPL_BENCH_TRACE")) {
-    fprintf(stderr, "bench_coll: rep %d ends (ms):", rep);
-    for (int i = 0; i < np; i++) fprintf(stderr, " %d:%.1f", i, (double)(ps[i].r.end_ns - start) / 1e6);
-    fprintf(stderr, "\n");
-  }
+  trace_ends(rep, ps, np, start);
   int rc = 0;
   if (rs) { /* the slices and every node's assembled copy */
     for (int i = 0; i < np; i++) {
@@ -556,6 +566,7 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
   }
   uint64_t last = collect(g, ps, g->hosts - 1, &done, start, b0, t0);
   g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
+  trace_ends(rep, ps, g->hosts - 1, start);
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent1);
   *src_bytes = sent1 - sent0;
   rc = hpl_delete(cs[0], id, 30000);
@@ -616,8 +627,8 @@ static int run(cfg *g) {
    * directly like any worker's there */
   join_host(0);
   char impl[96];
-  snprintf(impl, sizeof impl, "%s%s%s", g->impl, g->procs ? "+procs" : "",
-           g->put_timed ? "+put" : "");
+  snprintf(impl, sizeof impl, "%s%s%s%s", g->impl, g->procs ? "+procs" : "",
+           g->put_timed ? "+put" : "", g->pace ? "+paced" : "");
   g->impl = impl;
   double B = parse_rate(g->rate);
   char line[512];
@@ -694,6 +705,16 @@ static int run(cfg *g) {
     }
   }
   if (g->procs) stop_workers(g);
+  if (g->pace) { /* the stores did pace their streams */
+    uint64_t paced = 0, failed = 0, v;
+    for (int i = 0; i < g->hosts; i++) {
+      if (hpl_counter(cs[i], "paced_conns", 5000, &v) == 0) paced += v;
+      if (hpl_counter(cs[i], "pace_failures", 5000, &v) == 0) failed += v;
+    }
+    fprintf(stderr, "bench_coll: --pace: %llu data connections paced, %llu not\n",
+            (unsigned long long)paced, (unsigned long long)failed);
+    if (!paced || failed) status = 1;
+  }
   for (int i = 0; i < g->hosts; i++) hpl_close(cs[i]);
   if (hpl__lc_check(lc, err, sizeof err)) {
     fprintf(stderr, "bench_coll: %s\n", err);
@@ -713,7 +734,7 @@ int main(int argc, char **argv) {
       {"dir-args", 1, 0, 'D'},   {"impl", 1, 0, 'i'},      {"no-header", 0, 0, 'H'},
       {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
-      {"server-nice", 1, 0, 'V'}, {0, 0, 0, 0}};
+      {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {0, 0, 0, 0}};
   int worker = -1;
   const char *sock = NULL;
   int ch;
@@ -735,6 +756,7 @@ int main(int argc, char **argv) {
       case 'H': g.header = 0; break;
       case 'P': g.procs = 1; break;
       case 'T': g.put_timed = 1; break;
+      case 'p': g.pace = 1; break;
       case 'W': worker = atoi(optarg); break;
       case 'k': sock = optarg; break;
       case 'V':
@@ -759,6 +781,14 @@ int main(int argc, char **argv) {
       strcmp(g.op, "allreduce-rs"))
     die("--op must be bcast, reduce, allreduce or allreduce-rs");
   if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");
+  char store_args[512];
+  if (g.pace) {
+    uint64_t bps;
+    if (hpl__parse_rate(g.rate, &bps)) die("--pace needs a --rate (the links' rate)");
+    snprintf(store_args, sizeof store_args, "%s%s--link-rate %s",
+             g.store_args ? g.store_args : "", g.store_args ? " " : "", g.rate);
+    g.store_args = store_args;
+  }
   if (g.reps < 1) g.reps = 1;
   char *sz = strdup(sizes);
   for (char *t = strtok(sz, ","); t && g.nsizes < 32; t = strtok(NULL, ","))

@@ -10,7 +10,8 @@
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
 # (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for allreduce
-# --procs with the directory's --no-rings), for bcast the request/reply latency floor of
+# --procs with the directory's --no-rings, and when shaped --procs --pace: the stores
+# told the links' rate, so their streams leave paced), for bcast the request/reply latency floor of
 # small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines,
 # then down. Every --extra-mode adds one more hoplite run with those bench_coll
 # arguments, for an A/B in the same cluster, e.g.
@@ -82,6 +83,8 @@ for N in $HOSTS; do
     [ "$OP" = bcast ] && modes+=("--procs --put-timed")
     # allreduce without rings (reduce, then broadcast), for the comparison
     [ "$OP" = allreduce ] && modes+=("--procs --impl hoplite-noring --dir-args --no-rings")
+    # the stores told their link's rate (--link-rate): streams leave paced
+    [ "$RATE" != none ] && modes+=("--procs --pace")
     modes+=("${EXTRA_MODES[@]}")
     for mode in "${modes[@]}"; do
         # shellcheck disable=SC2086

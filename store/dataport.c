@@ -9,9 +9,11 @@
  */
 #include "dataport.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <utlist.h>
 
 #include "faults.h"
@@ -24,6 +26,13 @@
 #include "uvconn.h"
 
 #define SENDER_MAX_INFLIGHT 2
+/* With --link-rate, streams leave at most this many times the link's rate.
+ * TCP's goodput is 95.6 % of the rate at MTU 1500, so pacing above the
+ * rate never holds a stream below what the link carries; what it bounds
+ * is the socket's share of the egress queue, which the kernel otherwise
+ * sizes from TCP's own rate estimate (cwnd over an RTT that the queue
+ * itself inflates). Factors of 1.12 to 1.44 measured alike. */
+#define PACE_FACTOR 1.25
 /* A PULL of a reduce stream that does not exist yet waits this long at
  * most (the directory tells both sides within milliseconds). */
 #define PARK_TIMEOUT_MS 10000
@@ -487,6 +496,23 @@ static void on_accept(uv_stream_t *server, int status) {
   if (t) dataport_serve(s, t);
 }
 
+/* --link-rate: pace the streams this connection will carry. A socket the
+ * kernel will not pace sends unpaced (counted, and logged once). */
+static void pace(store *s, uv_stream_t *t) {
+  if (!s->cfg.link_rate) return;
+  uint64_t bytes_per_s = (uint64_t)((double)s->cfg.link_rate / 8 * PACE_FACTOR);
+  uv_os_fd_t fd;
+  int rc = uv_fileno((uv_handle_t *)t, &fd);
+  if (rc == 0 &&
+      setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &bytes_per_s, sizeof bytes_per_s) == 0) {
+    s->ctr.paced_conns++;
+    return;
+  }
+  if (s->ctr.pace_failures++ == 0)
+    LOG_WARN("data port: cannot pace streams to --link-rate: %s",
+             rc ? uv_strerror(rc) : strerror(errno));
+}
+
 void dataport_serve(store *s, uv_stream_t *t) {
   if (s->nsenders >= s->cfg.max_conns) { /* full: taken and closed at once */
     if (s->ctr.conns_refused++ % 1000 == 0)
@@ -500,6 +526,7 @@ void dataport_serve(store *s, uv_stream_t *t) {
     return;
   }
   sd->s = s;
+  pace(s, t);
   hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_},
                       .on_frame = on_frame,
                       .on_close = on_close,

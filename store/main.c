@@ -35,6 +35,23 @@ static int set_allow_group(void *cfg, const char *arg) {
   return 0;
 }
 
+static int set_link_rate(void *cfg, const char *arg) {
+  store_config *c = cfg;
+  uint64_t bps;
+  if (!strcmp(arg, "none")) {
+    c->link_rate = 0;
+    return 0;
+  }
+  /* 8 kbit/s at least: a paced stream below that would trip every timeout */
+  if (hpl__parse_rate(arg, &bps) || bps < 8000) {
+    fprintf(stderr, "hoplite-store: --link-rate: '%s' is not a rate of 8kbit or more, as tc "
+                    "writes it (e.g. 1gbit, 25gbit, 500mbit), or none\n", arg);
+    return -1;
+  }
+  c->link_rate = bps;
+  return 0;
+}
+
 static int set_faults(void *cfg, const char *arg) {
   store_config *c = cfg;
   char err[200];
@@ -93,6 +110,12 @@ static const hpl__opt opts[] = {
      "send streams from the pool with sendfile(2), without a\nuser-space copy (default: "
      "write(2); on veth links sendfile\nmeasured no cheaper, see bench/README-bench.md)",
      HPL__OPT_FLAG, OFF(sendfile), 0, 0, 0, NULL},
+    {"link-rate", "RATE",
+     "this host's link rate as tc writes it (1gbit, 25gbit, ...;\ndefault none): streams then "
+     "leave paced at 1.25x it,\nso that where the egress is one FIFO queue (tc tbf or\nhtb "
+     "shaping, as container bandwidth limits use) they\nqueue less ahead of the ACKs of "
+     "streams coming in;\nsee bench/README-bench.md",
+     HPL__OPT_FN, 0, 0, 0, 0, set_link_rate},
     {"trim-ms", "MS",
      "give free pool pages back to the kernel once nothing was\nfreed for MS (default 10000, "
      "with --prefault 0; 0: never):\na page given back costs a page fault when it is used again",

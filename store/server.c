@@ -157,11 +157,14 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   s->sigint.data = s->sigterm.data = s;
   uv_signal_start(&s->sigint, on_signal, SIGINT);
   uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-  char cap[32];
-  LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d", s->cfg.name,
+  char cap[32], pace[64] = "";
+  if (s->cfg.link_rate)
+    snprintf(pace, sizeof pace, ", streams paced for a %.6g Mbit/s link",
+             (double)s->cfg.link_rate / 1e6);
+  LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d%s", s->cfg.name,
            (unsigned long long)s->node_id,
            hpl__fmt_bytes(hpl__pool_capacity(s->pool), cap, sizeof cap), s->cfg.socket_path,
-           dataport_port(s));
+           dataport_port(s), pace);
   return 0;
 }
 

@@ -61,6 +61,8 @@ typedef struct store_config {
   uint64_t chunk;            /* largest write of a data stream */
   int prefault;
   int sendfile;              /* --sendfile: streams leave the pool with sendfile(2) */
+  uint64_t link_rate;        /* --link-rate: this host's link, bits/s (0: not given;
+                                streams leave unpaced) */
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
   double straggler_ratio;    /* a complete sender delivering below this fraction of */
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
@@ -115,6 +117,8 @@ typedef struct store_counters {
       reduce_child_moves, /* children's (or the root's) streams pulled on from a resumed
                              slot's new node */
       sendfile_bytes,     /* stream bytes sent with sendfile(2) (no user-space copy) */
+      paced_conns,        /* data-port connections paced to --link-rate (dataport.c) */
+      pace_failures,      /*   ...and those the kernel would not pace (sent unpaced) */
       spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
       spill_dropped,            /* buffers freed of objects already on disk */
       restored, restored_bytes, /* objects read back into the pool */

@@ -124,11 +124,34 @@ static void sendfile_paths(int off) {
   }
   assert_int_equal(sent, 2 * size); /* a chain: each copy sent once */
   assert_true(th_counter(c[1], "cpu_us") > 0); /* the store's own CPU time is counted */
+  assert_int_equal(th_counter(c[0], "paced_conns"), 0); /* no --link-rate: unpaced */
   if (off)
     assert_int_equal(sf, 0);
   else /* a chunk may go by write when a reply is still queued ahead of it */
     assert_true(sf >= sent - 2 * 4 * MB);
   for (int i = 0; i < 3; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
+/* --link-rate 80mbit: streams leave paced at 1.25 x 10 MB/s, so 8 MiB from
+ * node 0 to node 1 take at least 0.67 s even on loopback (unpaced: a few
+ * ms), the bytes arrive intact, and node 0 counts the paced connection. */
+static void test_paced_streams(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, "--link-rate 80mbit");
+  hpl_client *c[2] = {th_connect(lc, 0), th_connect(lc, 1)};
+  const uint64_t size = 8 * MB;
+  th_put_pattern(c[0], "pace/x", size, 9);
+  th_getter g = {.c = c[1], .id = "pace/x", .timeout = th_ms(30000), .size = size,
+                 .want = th_pattern_sum(size, 9)};
+  th_get_start(&g);
+  th_get_join(&g);
+  assert_int_equal(g.rc, 0);
+  assert_true(g.ok);
+  if (g.ms < 600) fail_msg("8 MiB paced to 12.5 MB/s took %lld ms", (long long)g.ms);
+  assert_true(th_counter(c[0], "paced_conns") >= 1);
+  assert_int_equal(th_counter(c[0], "pace_failures"), 0);
+  for (int i = 0; i < 2; i++) hpl_close(c[i]);
   th_stop(lc, 0);
 }
 
@@ -231,6 +254,7 @@ static void test_many_concurrent_broadcasts(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_paced_streams, th_teardown),
       cmocka_unit_test_teardown(test_sendfile_streams, th_teardown),
       cmocka_unit_test_teardown(test_write_streams, th_teardown),
       cmocka_unit_test_teardown(test_broadcast_during_put, th_teardown),
