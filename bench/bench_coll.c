@@ -785,8 +785,10 @@ int main(int argc, char **argv) {
   if (g.pace) {
     uint64_t bps;
     if (hpl__parse_rate(g.rate, &bps)) die("--pace needs a --rate (the links' rate)");
-    snprintf(store_args, sizeof store_args, "%s%s--link-rate %s",
-             g.store_args ? g.store_args : "", g.store_args ? " " : "", g.rate);
+    if (snprintf(store_args, sizeof store_args, "%s%s--link-rate %s",
+                 g.store_args ? g.store_args : "", g.store_args ? " " : "",
+                 g.rate) >= (int)sizeof store_args)
+      die("--store-args too long for --pace");
     g.store_args = store_args;
   }
   if (g.reps < 1) g.reps = 1;

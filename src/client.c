@@ -348,15 +348,6 @@ static void populate(uint8_t *p, uint64_t n) {
 /* hpl_create without mapping the pages ahead (hpl_put maps each chunk
  * just before copying it). */
 static int create_buf(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
-                      hpl_buf **out);
-
-int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
-  int rc = create_buf(c, id, size, timeout_ms, out);
-  if (rc == 0) populate((*out)->data, size);
-  return rc;
-}
-
-static int create_buf(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
                       hpl_buf **out) {
   CHECK_ID(c, id);
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
@@ -374,6 +365,12 @@ static int create_buf(hpl_client *c, const char *id, uint64_t size, int64_t time
   if (!b) return hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool");
   *out = b;
   return 0;
+}
+
+int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
+  int rc = create_buf(c, id, size, timeout_ms, out);
+  if (rc == 0) populate((*out)->data, size);
+  return rc;
 }
 
 int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
