@@ -11,7 +11,9 @@
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
  * participant sleeps until it (clock_nanosleep, absolute), runs its part,
  * and reads the clock when done; a sample is the latest finish minus the
- * start. Bytes are verified at every participant in every repetition, after
+ * start. The driver (this process's main thread) stays out of the timed
+ * part unless it puts: it does not wake at the start, reads /proc/stat
+ * before it, and is woken only by the last participant to finish. Bytes are verified at every participant in every repetition, after
  * the timed part. One warm-up repetition is not counted.
  *
  * bcast: node 0 holds a sealed object; nodes 1..N-1 get it concurrently.
@@ -51,7 +53,8 @@
  *
  * Output (stdout, and appended to --out): TSV rows
  *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
- * (cpu_pct: the machine's busy share while the timed parts ran; stderr also
+ * (cpu_pct: the machine's busy share while the timed parts ran, "-" when
+ * they were too short for /proc/stat's 10 ms ticks; stderr also
  * gives it as CPU seconds per GiB that crossed a link)
  * where impl gets "+procs" and "+put" appended for those modes.
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
@@ -63,6 +66,7 @@
 #include <pthread.h>
 #include <dirent.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,6 +131,8 @@ typedef struct cfg {
   uint64_t memory;
   FILE *out, *extra;
   struct worker *w;     /* --procs: one per node */
+  struct pgate *pg;     /* --procs: the workers' shared count of running jobs */
+  int pgfd;             /* --procs: its memfd (close-on-exec; fd 3 in the workers) */
   uint64_t cpu_busy, cpu_total; /* /proc/stat ticks within the timed parts */
   uint64_t store_cpu_us;        /* the stores' own CPU (their cpu_us counters) over them */
 } cfg;
@@ -284,8 +290,8 @@ static void *part_thread(void *arg) {
   /* verify only once everyone is done: checking early would take CPU from
    * participants still in the pipeline */
   pthread_mutex_lock(&p->gt->mu);
-  p->gt->done++;
-  pthread_cond_broadcast(&p->gt->cv);
+  if (++p->gt->done == p->gt->n) /* the last one wakes the driver: nobody */
+    pthread_cond_broadcast(&p->gt->cv); /* else takes a CPU while others run */
   while (!p->gt->open) pthread_cond_wait(&p->gt->cv, &p->gt->mu);
   pthread_mutex_unlock(&p->gt->mu);
   if (p->r.rc) {
@@ -302,6 +308,62 @@ struct worker {
   pid_t pid;
   int wfd, rfd; /* commands to it, results from it */
 };
+
+/* --procs: how many of the launched jobs are still running, in a shared
+ * memfd every worker maps (its fd 3). A worker puts its result in its pipe
+ * and then counts itself done; only the last one wakes the driver, so the
+ * driver sleeps through the timed part instead of waking once per
+ * participant while others still run (threads do the same with `gate`).
+ * The mutex is robust: a worker killed while holding it cannot block the
+ * driver. */
+struct pgate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  int pending;
+};
+
+static void pgate_lock(struct pgate *pg) {
+  if (pthread_mutex_lock(&pg->mu) == EOWNERDEAD) pthread_mutex_consistent(&pg->mu);
+}
+
+static struct pgate *pgate_new(int *fdp) {
+  int fd = memfd_create("bench_coll-gate", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, sizeof(struct pgate)) != 0) die("cannot make the workers' gate");
+  struct pgate *pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (pg == MAP_FAILED) die("cannot map the workers' gate");
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&pg->mu, &ma);
+  pthread_mutexattr_destroy(&ma);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&pg->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *fdp = fd; /* the workers get it as their fd 3 (start_workers) */
+  return pg;
+}
+
+/* The driver: sleep until every launched job is done. A worker that exits
+ * meanwhile (checked once a second) is fatal, as a closed pipe is. */
+static void pgate_wait(cfg *g) {
+  struct pgate *pg = g->pg;
+  pgate_lock(pg);
+  while (pg->pending > 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += 1;
+    int rc = pthread_cond_timedwait(&pg->cv, &pg->mu, &ts);
+    if (rc == EOWNERDEAD) pthread_mutex_consistent(&pg->mu);
+    if (rc != ETIMEDOUT) continue;
+    for (int i = 0; i < g->hosts; i++)
+      if (waitpid(g->w[i].pid, NULL, WNOHANG) != 0) die("a worker is gone");
+  }
+  pthread_mutex_unlock(&pg->mu);
+}
 
 static int full_write(int fd, const void *p, size_t n) {
   const char *c = p;
@@ -331,6 +393,9 @@ static int full_read(int fd, void *p, size_t n) {
  * the timed part, its jres (end time, rc) on stdout, then, once the driver
  * says every participant is done (one byte), the check (an int). */
 static int worker_main(int idx, const char *sock) {
+  struct pgate *pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE, MAP_SHARED, 3, 0);
+  if (pg == MAP_FAILED) die("a worker cannot map the driver's gate (fd 3)");
+  close(3);
   join_host(idx);
   hpl_client *c;
   if (hpl_connect(sock, 10000, &c)) {
@@ -344,7 +409,11 @@ static int worker_main(int idx, const char *sock) {
     r.rc = job_timed(c, &j, &b, &r.end_ns);
     if (r.rc) snprintf(r.err, sizeof r.err, "%s", hpl_errdetail(c));
     char go;
-    if (full_write(1, &r, sizeof r) || full_read(0, &go, 1)) break;
+    if (full_write(1, &r, sizeof r)) break;
+    pgate_lock(pg);
+    if (--pg->pending == 0) pthread_cond_signal(&pg->cv);
+    pthread_mutex_unlock(&pg->mu);
+    if (full_read(0, &go, 1)) break;
     int bad = 0;
     if (r.rc == 0) {
       bad = job_bad(&j, b);
@@ -358,6 +427,7 @@ static int worker_main(int idx, const char *sock) {
 
 static void start_workers(cfg *g, hpl__lc *lc) {
   extern char **environ;
+  g->pg = pgate_new(&g->pgfd);
   for (int i = 0; i < g->hosts; i++) {
     int in[2], out[2];
     if (pipe(in) || pipe(out)) die("pipe failed");
@@ -367,6 +437,9 @@ static void start_workers(cfg *g, hpl__lc *lc) {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_addclose(&fa, in[1]);
     posix_spawn_file_actions_addclose(&fa, out[0]);
+    /* last, as one of the closed ends may be fd 3; dup2 onto itself
+     * clears close-on-exec too */
+    posix_spawn_file_actions_adddup2(&fa, g->pgfd, 3);
     char idx[16];
     snprintf(idx, sizeof idx, "%d", i);
     char *argv[] = {"bench_coll", "--worker", idx, "--socket", (char *)hpl__lc_socket(lc, i),
@@ -389,6 +462,8 @@ static void stop_workers(cfg *g) {
     close(g->w[i].rfd);
     waitpid(g->w[i].pid, NULL, 0);
   }
+  munmap(g->pg, sizeof *g->pg);
+  close(g->pgfd);
 }
 
 /* Start jobs ps[0..n) (threads, or commands to their nodes' workers). */
@@ -403,21 +478,26 @@ static void launch(cfg *g, part *ps, int n, gate *gt) {
     }
     return;
   }
+  pgate_lock(g->pg);
+  g->pg->pending = n;
+  pthread_mutex_unlock(&g->pg->mu);
   for (int i = 0; i < n; i++)
     if (full_write(g->w[ps[i].j.idx].wfd, &ps[i].j, sizeof ps[i].j)) die("a worker is gone");
 }
 
 /* Wait for them; returns the latest end time (at least `start`), or 0 if
  * any failed or got wrong bytes (reported on stderr). The CPU the machine
- * spent from the start (b0, t0: /proc/stat then) until the last
- * participant was done is added to g->cpu_busy and g->cpu_total. */
-static uint64_t collect(cfg *g, part *ps, int n, gate *gt, uint64_t start, uint64_t b0,
-                        uint64_t t0) {
-  uint64_t b1, t1;
+ * spent from the start until the last participant was done is added to
+ * g->cpu_busy and g->cpu_total; b0 and t0 were read from /proc/stat at
+ * `pre`, before the sleep to the start. */
+static uint64_t collect(cfg *g, part *ps, int n, gate *gt, uint64_t start, uint64_t pre,
+                        uint64_t b0, uint64_t t0) {
+  uint64_t b1, t1, post;
   if (!g->procs) {
     pthread_mutex_lock(&gt->mu);
     while (gt->done < gt->n) pthread_cond_wait(&gt->cv, &gt->mu);
     cpu_sample(&b1, &t1);
+    post = hpl__now_ns();
     gt->open = 1;
     pthread_cond_broadcast(&gt->cv);
     pthread_mutex_unlock(&gt->mu);
@@ -425,16 +505,24 @@ static uint64_t collect(cfg *g, part *ps, int n, gate *gt, uint64_t start, uint6
     pthread_cond_destroy(&gt->cv);
     pthread_mutex_destroy(&gt->mu);
   } else {
+    pgate_wait(g); /* every result is in its pipe now */
+    cpu_sample(&b1, &t1);
+    post = hpl__now_ns();
     for (int i = 0; i < n; i++)
       if (full_read(g->w[ps[i].j.idx].rfd, &ps[i].r, sizeof ps[i].r)) die("a worker is gone");
-    cpu_sample(&b1, &t1);
     for (int i = 0; i < n; i++) /* everyone is done: check */
       if (full_write(g->w[ps[i].j.idx].wfd, "c", 1)) die("a worker is gone");
     for (int i = 0; i < n; i++)
       if (full_read(g->w[ps[i].j.idx].rfd, &ps[i].r.bad, sizeof ps[i].r.bad)) die("a worker is gone");
   }
+  /* b0 and t0 were read at `pre`, before the sleep to the start (reading
+   * /proc/stat at the start would take a CPU from the participants just
+   * woken): the idle lead is scaled out of the total */
   g->cpu_busy += b1 - b0;
-  g->cpu_total += t1 - t0;
+  uint64_t total = t1 - t0;
+  if (post > start && post > pre)
+    total = (uint64_t)((double)total * (double)(post - start) / (double)(post - pre));
+  g->cpu_total += total > b1 - b0 ? total : b1 - b0; /* ticks are 10 ms: never above 100 % */
   uint64_t last = start;
   int failed = 0;
   for (int i = 0; i < n; i++) {
@@ -510,9 +598,11 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   }
   uint64_t scpu0 = stores_cpu_us(g, cs);
   launch(g, ps, np, &done);
-  hpl__sleep_until_ns(start);
   cpu_sample(&b0, &t0);
-  uint64_t last = collect(g, ps, np, &done, start, b0, t0);
+  uint64_t pre = hpl__now_ns();
+  /* no sleep to the start: this thread has no part, and waking it then
+   * would take a CPU from the participants */
+  uint64_t last = collect(g, ps, np, &done, start, pre, b0, t0);
   g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
   trace_ends(rep, ps, np, start);
   int rc = 0;
@@ -558,13 +648,14 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
     snprintf(ps[i - 1].j.id, sizeof ps[i - 1].j.id, "%s", id);
   }
   launch(g, ps, g->hosts - 1, &done);
-  hpl__sleep_until_ns(start);
   cpu_sample(&b0, &t0);
-  if (g->put_timed) {
+  uint64_t pre = hpl__now_ns();
+  if (g->put_timed) { /* else this thread has no part and sleeps through the start */
+    hpl__sleep_until_ns(start);
     rc = hpl_put(cs[0], id, data, size, 300000);
     if (rc) fprintf(stderr, "bench_coll: put: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(cs[0]));
   }
-  uint64_t last = collect(g, ps, g->hosts - 1, &done, start, b0, t0);
+  uint64_t last = collect(g, ps, g->hosts - 1, &done, start, pre, b0, t0);
   g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
   trace_ends(rep, ps, g->hosts - 1, start);
   hpl_counter(cs[0], "data_bytes_sent", 5000, &sent1);
@@ -669,6 +760,10 @@ static int run(cfg *g) {
     /* CPU over the timed parts only (puts before the start, checks and
      * deletes after it are not counted); per GiB that reached a receiver */
     double cpu = g->cpu_total ? 100.0 * (double)g->cpu_busy / (double)g->cpu_total : 0;
+    /* /proc/stat counts 10 ms ticks: a share over less than 100 of them
+     * (timed parts of under 0.5 s in all on 2 CPUs) says nothing */
+    char cpu_txt[16] = "-";
+    if (g->cpu_total >= 100) snprintf(cpu_txt, sizeof cpu_txt, "%.1f", cpu);
     double cpu_s = (double)g->cpu_busy / (double)sysconf(_SC_CLK_TCK);
     uint64_t store_us = g->store_cpu_us;
     g->store_cpu_us = 0;
@@ -677,8 +772,8 @@ static int run(cfg *g) {
     double moved = (double)size * (g->hosts - 1) * (!strncmp(g->op, "allreduce", 9) ? 2 : 1) * n;
     g->cpu_busy = g->cpu_total = 0;
     if (bad || n == 0) {
-      snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%.1f\n", g->op,
-               (unsigned long long)size, g->hosts, g->impl, cpu);
+      snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%s\n", g->op,
+               (unsigned long long)size, g->hosts, g->impl, cpu_txt);
       emit(g, line);
       status = 1;
       continue;
@@ -687,16 +782,16 @@ static int run(cfg *g) {
     double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     char ratio[32] = "NA";
     if (B > 0 && size > 0) snprintf(ratio, sizeof ratio, "%.3f", med / ((double)size / B));
-    snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\t%.6f\t%.6f\t%.6f\t%s\t%.1f\n", g->op,
-             (unsigned long long)size, g->hosts, g->impl, med, v[0], v[n - 1], ratio, cpu);
+    snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\t%.6f\t%.6f\t%.6f\t%s\t%s\n", g->op,
+             (unsigned long long)size, g->hosts, g->impl, med, v[0], v[n - 1], ratio, cpu_txt);
     emit(g, line);
     double copies = size ? (double)srcb_total / n / (double)size : 0;
     fprintf(stderr,
             "bench_coll: %s %llu B to %d receivers: median %.6f s, node 0 sent %.2f copies, "
-            "CPU %.3f s per GiB moved (%.1f%% of the machine while timed; the stores' own: "
+            "CPU %.3f s per GiB moved (%s%% of the machine while timed; the stores' own: "
             "%.3f s per GiB)\n",
             g->op, (unsigned long long)size, g->hosts - 1, med, copies,
-            moved > 0 ? cpu_s / (moved / (1 << 30)) : 0, cpu,
+            moved > 0 ? cpu_s / (moved / (1 << 30)) : 0, cpu_txt,
             moved > 0 ? (double)store_us / 1e6 / (moved / (1 << 30)) : 0);
     if (g->extra && is_bcast) {
       fprintf(g->extra, "%s\t%llu\t%d\t%s\t%llu\t%.3f\n", g->op, (unsigned long long)size,

@@ -6,6 +6,7 @@
  *
  *   bench_reqrep --netns PREFIX --addrs A0,A1,... --hosts N
  *                [--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE]
+ *                [--procs]
  *
  * Sizes above 64 KiB (inline objects' limit) are skipped.
  * A small hoplite get that is not local costs at least this pattern (the
@@ -14,7 +15,14 @@
  * time 20 ms ahead on CLOCK_MONOTONIC, every client sleeps until it
  * (clock_nanosleep, absolute), a sample is the latest finish minus the
  * start. Bytes are checked. Output: TSV rows as bench_coll's, implementation
- * "tcp-reqrep", to stdout and appended to --out. Needs root (setns) and the
+ * "tcp-reqrep", to stdout and appended to --out.
+ *
+ * Clients are threads of this process by default. With --procs each client
+ * is a process of its own (forked, then in its host's namespace), as
+ * bench_coll --procs runs hoplite's receivers: a separate process pays its
+ * own wake-ups, which threads of one process share. The implementation is
+ * then "tcp-reqrep+procs". The rounds are driven through a process-shared
+ * barrier (futex: every waiter sleeps) in shared memory. Needs root (setns) and the
  * namespaces of bench/cluster.sh; every thread joins its host's network
  * namespace before it opens a socket, so traffic stays in them. */
 #include <arpa/inet.h>
@@ -28,7 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "localcluster.h"
@@ -41,13 +53,19 @@
 
 static const char *prefix;
 static char addrs[MAXN][64];
-static int hosts, reps = 30;
+static int hosts, reps = 30, procs;
 static uint16_t port;
-static pthread_barrier_t bar;
-static uint64_t start_ns[MAXREPS];
-static uint64_t end_ns[MAXN][MAXREPS];
-static uint32_t cur_size;
-static int failed;
+
+/* What the driver and the clients share: in shared memory with --procs (the
+ * clients are forked), so the barrier is process-shared either way. */
+typedef struct shared {
+  pthread_barrier_t bar;
+  uint64_t start_ns[MAXREPS];
+  uint64_t end_ns[MAXN][MAXREPS];
+  uint32_t cur_size;
+  int failed;
+} shared;
+static shared *sh;
 
 static void die(const char *what) {
   fprintf(stderr, "bench_reqrep: %s: %s\n", what, strerror(errno));
@@ -137,14 +155,14 @@ static void *client(void *arg) {
   uint8_t *buf = malloc(MAXSIZE);
   if (!buf) die("malloc");
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
-    pthread_barrier_wait(&bar);
-    uint32_t size = cur_size;
-    hpl__sleep_until_ns(start_ns[r]);
+    pthread_barrier_wait(&sh->bar);
+    uint32_t size = sh->cur_size;
+    hpl__sleep_until_ns(sh->start_ns[r]);
     int bad = write_full(fd, &size, sizeof size) != 0 || read_full(fd, buf, size) != 0;
-    end_ns[idx][r] = hpl__now_ns();
+    sh->end_ns[idx][r] = hpl__now_ns();
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
-    if (bad) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-    pthread_barrier_wait(&bar);
+    if (bad) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
+    pthread_barrier_wait(&sh->bar);
   }
   free(buf);
   close(fd);
@@ -156,9 +174,11 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* One size: a server thread, hosts-1 clients, reps rounds. */
+/* One size: a server thread, hosts-1 clients (threads, or processes with
+ * --procs), reps rounds. */
 static int run_size(uint32_t size, double rate_Bps, FILE *out) {
   pthread_t srv, cl[MAXN];
+  pid_t pid[MAXN] = {0};
   int lfd;
   {
     enter_host(0); /* this thread: the listening socket lives on host 0 */
@@ -170,33 +190,64 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
     getsockname(lfd, (struct sockaddr *)&sa, &sl);
     port = ntohs(sa.sin_port);
   }
-  cur_size = size;
-  pthread_barrier_init(&bar, NULL, (unsigned)hosts); /* clients + this thread */
+  sh->cur_size = size;
+  sh->failed = 0;
+  pthread_barrierattr_t ba;
+  pthread_barrierattr_init(&ba);
+  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+  pthread_barrier_init(&sh->bar, &ba, (unsigned)hosts); /* clients + this thread */
+  pthread_barrierattr_destroy(&ba);
+  /* processes first: a fork copies only the calling thread. Nothing buffered
+   * may be written twice; a client dies with this process; a client that
+   * dies leaves the barrier short, so the whole size has a deadline. */
+  fflush(NULL);
+  if (procs) alarm(60 + (unsigned)reps);
+  for (int i = 1; i < hosts && procs; i++) {
+    pid[i] = fork();
+    if (pid[i] < 0) die("fork");
+    if (pid[i] == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      close(lfd);
+      client((void *)(intptr_t)i);
+      _exit(0);
+    }
+  }
   pthread_create(&srv, NULL, server, &lfd);
-  for (int i = 1; i < hosts; i++) pthread_create(&cl[i], NULL, client, (void *)(intptr_t)i);
+  for (int i = 1; i < hosts && !procs; i++)
+    pthread_create(&cl[i], NULL, client, (void *)(intptr_t)i);
   double samples[MAXREPS];
   for (int r = 0; r <= reps; r++) {
-    start_ns[r] = hpl__now_ns() + 20 * 1000000ull;
-    pthread_barrier_wait(&bar); /* clients read start_ns[r] after this */
-    pthread_barrier_wait(&bar); /* ... and are done */
-    uint64_t last = start_ns[r];
+    sh->start_ns[r] = hpl__now_ns() + 20 * 1000000ull;
+    pthread_barrier_wait(&sh->bar); /* clients read start_ns[r] after this */
+    pthread_barrier_wait(&sh->bar); /* ... and are done */
+    uint64_t last = sh->start_ns[r];
     for (int i = 1; i < hosts; i++)
-      if (end_ns[i][r] > last) last = end_ns[i][r];
-    if (r > 0) samples[r - 1] = (double)(last - start_ns[r]) / 1e9;
+      if (sh->end_ns[i][r] > last) last = sh->end_ns[i][r];
+    if (r > 0) samples[r - 1] = (double)(last - sh->start_ns[r]) / 1e9;
   }
-  for (int i = 1; i < hosts; i++) pthread_join(cl[i], NULL);
+  for (int i = 1; i < hosts; i++) {
+    int st = 0;
+    if (!procs) {
+      pthread_join(cl[i], NULL);
+    } else if (waitpid(pid[i], &st, 0) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "bench_reqrep: client %d failed\n", i);
+      sh->failed = 1;
+    }
+  }
+  alarm(0);
   pthread_join(srv, NULL);
   close(lfd);
-  pthread_barrier_destroy(&bar);
-  if (failed) {
+  pthread_barrier_destroy(&sh->bar);
+  if (sh->failed) {
     fprintf(stderr, "bench_reqrep: wrong or missing bytes\n");
     return -1;
   }
   qsort(samples, (size_t)reps, sizeof *samples, cmp_d);
   double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size / rate_Bps : 0;
   char line[256];
-  snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size, hosts,
-           med, samples[0], samples[reps - 1], bound > 0 ? med / bound : 0);
+  snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size,
+           hosts, procs ? "+procs" : "", med, samples[0], samples[reps - 1],
+           bound > 0 ? med / bound : 0);
   fputs(line, stdout);
   if (out) fputs(line, out);
   return 0;
@@ -220,7 +271,8 @@ int main(int argc, char **argv) {
   static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
                                      {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
                                      {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
-                                     {"rate", 1, 0, 't'},  {0, 0, 0, 0}};
+                                     {"rate", 1, 0, 't'},  {"procs", 0, 0, 'p'},
+                                     {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (ch) {
@@ -231,9 +283,10 @@ int main(int argc, char **argv) {
       case 'r': reps = atoi(optarg); break;
       case 'o': outp = optarg; break;
       case 't': rate = optarg; break;
+      case 'p': procs = 1; break;
       default:
         fprintf(stderr, "usage: bench_reqrep --netns PREFIX --addrs A0,A1,... --hosts N "
-                        "[--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE]\n");
+                        "[--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE] [--procs]\n");
         return 2;
     }
   }
@@ -254,6 +307,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_reqrep: --addrs lists fewer hosts than --hosts\n");
     return 2;
   }
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) die("mmap");
   uint64_t bps = 0;
   double rate_Bps = hpl__parse_rate(rate, &bps) ? 0 : (double)bps / 8;
   FILE *out = outp ? fopen(outp, "a") : NULL;

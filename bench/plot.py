@@ -40,6 +40,7 @@ STYLE = {
     "openmpi-pipe": ("tab:red", "^"),
     "gloo": ("tab:green", "D"),
     "tcp-reqrep": ("tab:gray", "x"),
+    "tcp-reqrep+procs": ("tab:gray", "+"),
 }
 
 

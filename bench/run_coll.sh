@@ -95,9 +95,13 @@ for N in $HOSTS; do
     done
     if [ "$OP" = bcast ]; then
         # the floor of any request/reply design for small objects (<= 64 KiB)
-        "$BUILD/bench/bench_reqrep" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
-            --sizes "$SIZES" --reps 30 --rate "$RATE" --out "$TSV" >/dev/null ||
-            echo "run_coll.sh: request/reply floor failed" >&2
+        # (clients as threads, then as processes of their own)
+        for rr in "" --procs; do
+            # shellcheck disable=SC2086
+            "$BUILD/bench/bench_reqrep" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
+                --sizes "$SIZES" --reps 30 --rate "$RATE" --out "$TSV" $rr >/dev/null ||
+                echo "run_coll.sh: request/reply floor ($rr) failed" >&2
+        done
     fi
     "$HERE/baselines.sh" --ops "$OP" --sizes "$SIZES" --reps "$REPS" --launches "$LAUNCHES" \
         --impls "$IMPLS" --no-header --out "$TSV" >/dev/null || echo "run_coll.sh: baselines failed" >&2
