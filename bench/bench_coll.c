@@ -13,8 +13,9 @@
  * and reads the clock when done; a sample is the latest finish minus the
  * start. The driver (this process's main thread) stays out of the timed
  * part unless it puts: it does not wake at the start, reads /proc/stat
- * before it, and is woken only by the last participant to finish. Bytes are verified at every participant in every repetition, after
- * the timed part. One warm-up repetition is not counted.
+ * before it, and is woken only by the last participant to finish. Bytes
+ * are verified at every participant in every repetition, after the timed
+ * part. One warm-up repetition is not counted.
  *
  * bcast: node 0 holds a sealed object; nodes 1..N-1 get it concurrently.
  * The object is deleted between repetitions so each one broadcasts again.

@@ -22,9 +22,11 @@
  * bench_coll --procs runs hoplite's receivers: a separate process pays its
  * own wake-ups, which threads of one process share. The implementation is
  * then "tcp-reqrep+procs". The rounds are driven through a process-shared
- * barrier (futex: every waiter sleeps) in shared memory. Needs root (setns) and the
- * namespaces of bench/cluster.sh; every thread joins its host's network
- * namespace before it opens a socket, so traffic stays in them. */
+ * barrier (futex: every waiter sleeps) in shared memory.
+ *
+ * Needs root (setns) and the namespaces of bench/cluster.sh; every client
+ * joins its host's network namespace before it opens a socket, so traffic
+ * stays in them. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
