@@ -327,6 +327,13 @@ static void pgate_lock(struct pgate *pg) {
   if (pthread_mutex_lock(&pg->mu) == EOWNERDEAD) pthread_mutex_consistent(&pg->mu);
 }
 
+/* A worker: its job is done (its result already in its pipe). */
+static void pgate_done(struct pgate *pg) {
+  pgate_lock(pg);
+  if (--pg->pending == 0) pthread_cond_signal(&pg->cv);
+  pthread_mutex_unlock(&pg->mu);
+}
+
 static struct pgate *pgate_new(int *fdp) {
   int fd = memfd_create("bench_coll-gate", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, sizeof(struct pgate)) != 0) die("cannot make the workers' gate");
@@ -411,9 +418,7 @@ static int worker_main(int idx, const char *sock) {
     if (r.rc) snprintf(r.err, sizeof r.err, "%s", hpl_errdetail(c));
     char go;
     if (full_write(1, &r, sizeof r)) break;
-    pgate_lock(pg);
-    if (--pg->pending == 0) pthread_cond_signal(&pg->cv);
-    pthread_mutex_unlock(&pg->mu);
+    pgate_done(pg);
     if (full_read(0, &go, 1)) break;
     int bad = 0;
     if (r.rc == 0) {
