@@ -14,7 +14,7 @@
 # configuration is one launch (one warm-up + REPS timed repetitions); with
 # --launches L it is launched L times and the samples of all launches are
 # pooled (MPI timings on this 2-core machine can differ from one launch to
-# the next: see README-bench.md).
+# the next: see docs/benchmarks.md, "Measuring fairly").
 #
 # stdout (and appended to --out FILE): a comment "# baselines rate=..." line,
 # a header, then rows

@@ -19,7 +19,7 @@
 # SUBNET is 10.213.X, X = HPL_NS_SUBNET if set (0..255), else derived from
 # the prefix (cksum of the prefix mod 250, plus 1).  HPL_NS_SUBNET may also be
 # a full three-octet base such as 10.99.7.
-# Topology, see README-bench.md.  Requires root and a working `ip netns`.
+# Topology: docs/benchmarks.md.  Requires root and a working `ip netns`.
 
 set -u
 set -o pipefail

@@ -2,7 +2,7 @@
 # run_dir.sh - the directory and a store at many objects (bench_dir), this
 # build and optionally an older one in the same invocation, one after the
 # other, into one TSV (only ratios from one invocation count: see
-# README-bench.md).
+# docs/benchmarks.md).
 #
 #   bench/run_dir.sh [--old BUILD_DIR [--old-no-auth]] [bench_dir options...]
 #

@@ -13,12 +13,16 @@
 #     through node 0, a get through node 1, every byte compared;
 #   - configures and builds tests/install/ as a CMake project that uses
 #     find_package(hoplite) and hoplite::hoplite, and runs that program too;
-#   - `pip install --target`s ./python (PyPI never asked: PIP_NO_INDEX), and
-#     from another directory imports it with /usr/bin/python3, checks it is
-#     the installed copy with the installed library, and puts and gets; the
-#     backend's sdist installs the same files;
-#   - as the README says: `pip install ./python` in a venv, then a put and get
-#     with the venv's python.
+#   - `pip install --no-build-isolation --target`s ./python with Debian's
+#     setuptools (PyPI never asked: PIP_NO_INDEX), and from another directory
+#     imports it with /usr/bin/python3, checks it is the installed copy with
+#     the installed library, and puts and gets; the sdist setuptools makes
+#     installs the same files;
+#   - as docs/operations.md says: `pip install --no-build-isolation ./python`
+#     in a venv, then a put and get with the venv's python.
+# setuptools builds in the project's directory (build/, hoplite.egg-info/),
+# so the package is built from a copy of python/ and the checkout stays as
+# it was.
 # Everything it started is stopped by pid and the directory removed at exit.
 set -eu
 
@@ -156,23 +160,25 @@ LD_PRELOAD=$asan "$tmp/consumer/putget" "$sock1" "$sock0" inst-cmake 2000000 ||
   fail "the find_package build of putget failed"
 
 # ------------------------------------------------------------------ pip install ./python
-step "pip install --target $tmp/py $src/python"
-# PIP_NO_INDEX (above): the build must need nothing from an index (offline)
-/usr/bin/python3 -m pip install --target "$tmp/py" "$src/python" >"$tmp/pip.log" 2>&1 ||
-  show_fail "$tmp/pip.log" "pip install ./python failed"
-# the sdist the backend makes installs the same files
-(cd "$src/python/_backend" && /usr/bin/python3 -B -c \
-  'import sys, hoplite_build as b; print(b.build_sdist(sys.argv[1]))' "$tmp/dist") \
+# a copy of python/ without what an earlier build in the checkout left there
+pysrc=$tmp/python-src
+mkdir "$pysrc"
+(cd "$src/python" && tar cf - --exclude=./build --exclude='./*.egg-info' --exclude=__pycache__ .) |
+  (cd "$pysrc" && tar xf -) || fail "copying $src/python failed"
+step "pip install --no-build-isolation --target $tmp/py $pysrc"
+# PIP_NO_INDEX (above): the build must need nothing from an index (offline);
+# --no-build-isolation: Debian's setuptools and wheel, not downloaded ones
+/usr/bin/python3 -m pip install --no-build-isolation --target "$tmp/py" "$pysrc" \
+  >"$tmp/pip.log" 2>&1 || show_fail "$tmp/pip.log" "pip install ./python failed"
+# the sdist setuptools makes installs the same files
+(cd "$pysrc" && /usr/bin/python3 -B -c \
+  'import sys, setuptools.build_meta as b; print(b.build_sdist(sys.argv[1]))' "$tmp/dist") \
   >"$tmp/sdist.log" 2>&1 || show_fail "$tmp/sdist.log" "build_sdist failed"
-/usr/bin/python3 -m pip install --target "$tmp/py-sdist" "$tmp/dist/hoplite-$version.tar.gz" \
-  >"$tmp/pip-sdist.log" 2>&1 || show_fail "$tmp/pip-sdist.log" "pip install of the sdist failed"
+[ -f "$tmp/dist/hoplite-$version.tar.gz" ] || show_fail "$tmp/sdist.log" "no hoplite-$version.tar.gz"
+/usr/bin/python3 -m pip install --no-build-isolation --target "$tmp/py-sdist" \
+  "$tmp/dist/hoplite-$version.tar.gz" >"$tmp/pip-sdist.log" 2>&1 ||
+  show_fail "$tmp/pip-sdist.log" "pip install of the sdist failed"
 diff -r -x __pycache__ "$tmp/py/hoplite" "$tmp/py-sdist/hoplite" || fail "the sdist installs other files"
-# the backend's TOML reader (for Pythons without tomllib) reads pyproject.toml as tomllib does
-(cd "$src/python/_backend" && /usr/bin/python3 -B -c '
-import sys, tomllib, hoplite_build
-text = open("../pyproject.toml").read()
-assert hoplite_build.read_toml(text) == tomllib.loads(text), hoplite_build.read_toml(text)') ||
-  fail "read_toml differs from tomllib"
 mkdir "$tmp/elsewhere"
 step "import the installed package from $tmp/elsewhere"
 (cd "$tmp/elsewhere" &&
@@ -209,12 +215,13 @@ print("test_install: python ok (%s, %s)" % (hoplite.__file__, hoplite.library_pa
 EOF
 ) || fail "the pip-installed package failed"
 
-# the README's way: a venv (Debian's pip will not install into the system
-# python), pip install ./python in it
-step "python3 -m venv; pip install $src/python"
+# docs/operations.md's way: a venv (Debian's pip will not install into the
+# system python) that sees Debian's packages, setuptools among them, and
+# pip install --no-build-isolation ./python in it
+step "python3 -m venv --system-site-packages; pip install --no-build-isolation $pysrc"
 /usr/bin/python3 -m venv --system-site-packages "$tmp/venv" >"$tmp/venv.log" 2>&1 ||
   show_fail "$tmp/venv.log" "python3 -m venv failed (python3-venv installed?)"
-"$tmp/venv/bin/pip" install "$src/python" >"$tmp/venv.log" 2>&1 ||
+"$tmp/venv/bin/pip" install --no-build-isolation "$pysrc" >"$tmp/venv.log" 2>&1 ||
   show_fail "$tmp/venv.log" "pip install ./python in a venv failed"
 (cd "$tmp/elsewhere" &&
   LD_PRELOAD=$asan ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$tmp/venv/bin/python" -c '
