@@ -1,4 +1,4 @@
-/* test_logjson.c - the servers' JSON log lines (src/log.c): the escaping
+/* test_logjson.c - the servers' JSON log lines (src/common/log.c): the escaping
  * of strings (quotes, backslashes, control characters, invalid UTF-8),
  * the fields of a line, the cut of a message too long for a line, and
  * hpl__log itself in both formats (stderr captured through a pipe).

@@ -1,4 +1,4 @@
-/* test_uvconn.c - the servers' framed connection (src/uvconn.c) on a
+/* test_uvconn.c - the servers' framed connection (src/server/uvconn.c) on a
  * socketpair: one end is a libuv pipe wrapped by hpl__conn, the test writes
  * and reads the other end by hand and runs the loop in between. */
 #include <errno.h>

@@ -20,8 +20,8 @@
  * but the PROOF until it has checked it. After the handshake frames flow
  * unprotected (see README: what an on-path attacker can still see).
  *
- * Callers: src/uvconn.c (servers and the store's outgoing connections),
- * src/cdirect.c (clients' direct reads), the servers' main (loading).
+ * Callers: src/server/uvconn.c (servers and the store's outgoing connections),
+ * src/client/cdirect.c (clients' direct reads), the servers' main (loading).
  */
 #ifndef HPL_AUTH_H
 #define HPL_AUTH_H

@@ -1,7 +1,7 @@
 /*
  * metrics.h - the servers' metrics as the Prometheus text exposition format
  * (version 0.0.4) writes them, and the pieces that feed it. Pure: no event
- * loop, no socket, no thread (src/metricsrv.h serves the text over HTTP).
+ * loop, no socket, no thread (src/server/metricsrv.h serves the text over HTTP).
  *
  *  - hpl__metric: one named value with its exposition name, kind (counter
  *    or gauge), unit scale and help text. A server collects one list of
@@ -16,7 +16,7 @@
  *  - the metrics bearer token, derived from the cluster secret.
  *
  * Callers: srvmain/metricsrv (serving), store/metrics.c and
- * directory/metrics.c (the servers' lists), src/cli.c (`hoplite secret
+ * directory/metrics.c (the servers' lists), src/cli/cli.c (`hoplite secret
  * --metrics-token`), tests.
  */
 #ifndef HPL_METRICS_H

@@ -24,7 +24,7 @@
  * time). Without a secret the endpoint is open, and may listen beyond
  * loopback only with --insecure (hpl__metrics_exposure).
  *
- * Callers: src/srvmain.c (options), store/metrics.c and
+ * Callers: src/server/srvmain.c (options), store/metrics.c and
  * directory/metrics.c (start, stop, rendering).
  */
 #ifndef HPL_METRICSRV_H
