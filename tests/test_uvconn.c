@@ -604,6 +604,43 @@ static void test_close_with_writes_pending(void **state) {
   rec_free(&r);
 }
 
+/* ------------------------------------------------------------------ the connection limit */
+
+/* Under the limit a new connection is left to its server; at it, it is
+ * closed at once and counted. */
+static void test_full(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  uv_pipe_t *p = malloc(sizeof *p);
+  assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
+  assert_int_equal(uv_pipe_open(p, sv[0]), 0);
+  uint64_t refused = 0;
+  const char *warn = "test: refusing connections: %u open (%llu refused)";
+  assert_int_equal(hpl__conn_full((uv_stream_t *)p, 1, 2, &refused, warn), 0);
+  assert_int_equal(refused, 0);
+  assert_int_equal(hpl__conn_full((uv_stream_t *)p, 2, 2, &refused, warn), 1);
+  assert_int_equal(refused, 1);
+  run_now(); /* closed and freed */
+  char b;
+  assert_int_equal(read(sv[1], &b, 1), 0); /* the peer sees the end */
+  close(sv[1]);
+  /* hpl__conn_admit: the same, with the owner's state when there is room */
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  p = malloc(sizeof *p);
+  assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
+  assert_int_equal(uv_pipe_open(p, sv[0]), 0);
+  uint64_t *st = hpl__conn_admit((uv_stream_t *)p, 0, 1, &refused, warn, sizeof *st);
+  assert_non_null(st);
+  assert_int_equal(*st, 0);
+  free(st);
+  assert_null(hpl__conn_admit((uv_stream_t *)p, 1, 1, &refused, warn, sizeof *st));
+  assert_int_equal(refused, 2);
+  run_now();
+  assert_int_equal(read(sv[1], &b, 1), 0);
+  close(sv[1]);
+}
+
 /* ------------------------------------------------------------------ fan-out */
 
 /* Read exactly n bytes from the peer while the loop runs (the connection
@@ -737,6 +774,7 @@ int main(void) {
       cmocka_unit_test(test_corked_writes),
       cmocka_unit_test(test_corks_per_loop),
       cmocka_unit_test(test_corked_fanout),
+      cmocka_unit_test(test_full),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,8 +1,9 @@
-/* uvconn_accept.c - taking a new connection off a server's listening
- * stream (uvconn.h). */
+/* uvconn_accept.c - a server's new connections (uvconn.h): taking one off
+ * a listening stream, and the connection limit every listener applies. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "log.h"
 #include "uvconn_int.h"
 
 uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen) {
@@ -29,4 +30,20 @@ uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen) {
       uv_ip6_name((struct sockaddr_in6 *)&ss, peer, plen);
   }
   return t;
+}
+
+int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
+                   const char *warn) {
+  if (open < max) return 0;
+  if ((*refused)++ % 1000 == 0) LOG_WARN(warn, open, (unsigned long long)*refused);
+  uv_close((uv_handle_t *)t, (uv_close_cb)free);
+  return 1;
+}
+
+void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
+                      const char *warn, size_t size) {
+  if (hpl__conn_full(t, open, max, refused, warn)) return NULL;
+  void *state = calloc(1, size);
+  if (!state) uv_close((uv_handle_t *)t, (uv_close_cb)free);
+  return state;
 }
