@@ -7,11 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
-
-int hpl__cli_demo(int argc, char **argv);
 
 typedef struct demo_rx {
   hpl_client *c;
