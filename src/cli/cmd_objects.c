@@ -7,57 +7,24 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "util.h"
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 if none starts
- * there (a stray byte, an overlong form, a surrogate, beyond U+10FFFF). A
- * NUL ends every sequence, so p is never read past its string's end. */
-static size_t utf8_seq(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp, min;
-  if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
-  else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
-  else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((p[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (p[i] & 0x3fu);
-  }
-  return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
-}
-
-/* `s` as a JSON string. Ids are bytes: valid UTF-8 goes out as it is, '"',
- * '\\' and control characters escaped; every other byte as \udcXX, the lone
- * surrogate of Python's "surrogateescape", so that
- * json.loads(line)["id"].encode("utf-8", "surrogateescape") is the id. */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    size_t n = utf8_seq(p);
-    if (n == 0)
-      fprintf(f, "\\udc%02x", *p++);
-    else if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p++);
-    else if (*p < 0x20 || *p == 0x7f)
-      fprintf(f, "\\u%04x", *p++);
-    else {
-      fwrite(p, 1, n, f);
-      p += n;
-    }
-  }
-  fputc('"', f);
-}
-
-static void json_object(const char *id, unsigned long long size, unsigned copies,
-                        unsigned complete, int inl, int local) {
-  fputs("{\"id\": ", stdout);
-  json_str(stdout, id);
-  printf(", \"size\": %llu, \"copies\": %u, \"complete\": %u, \"inline\": %s", size, copies,
-         complete, inl ? "true" : "false");
-  if (local >= 0) printf(", \"local\": %s", local ? "true" : "false");
-  fputs("}\n", stdout);
+/* One object as a JSON line on stdout: its id as bytes (json.h: \udcXX
+ * for a byte outside UTF-8, so that json.loads(line)["id"].encode("utf-8",
+ * "surrogateescape") is the id), and "local" unless local < 0. */
+static void json_object(const char *id, uint64_t size, unsigned copies, unsigned complete,
+                        int inl, int local) {
+  cJSON *o = cJSON_CreateObject();
+  int ok = o && hpl__json_add_bytes(o, "id", id, HPL__JSON_SURROGATE) &&
+           hpl__json_add_u64(o, "size", size) && hpl__json_add_u64(o, "copies", copies) &&
+           hpl__json_add_u64(o, "complete", complete) && cJSON_AddBoolToObject(o, "inline", inl) &&
+           (local < 0 || cJSON_AddBoolToObject(o, "local", local));
+  char *line = ok ? hpl__json_line(o) : NULL;
+  cJSON_Delete(o);
+  if (!line) die("out of memory");
+  fputs(line, stdout);
+  free(line);
 }
 
 int cmd_stat(hpl_client *c, conn_opts *o, int argc, char **argv) {
@@ -69,7 +36,7 @@ int cmd_stat(hpl_client *c, conn_opts *o, int argc, char **argv) {
   check(c, hpl_stat(c, argv[0], o->timeout_ms, &size, &copies, &complete, &inl), "stat");
   hpl_contains(c, argv[0], o->timeout_ms, &local);
   if (o->json) {
-    json_object(argv[0], (unsigned long long)size, copies, complete, inl, local);
+    json_object(argv[0], size, copies, complete, inl, local);
     return 0;
   }
   char b[32];

@@ -1,13 +1,14 @@
 /* ctext.c - the client library's text results (include/hoplite.h):
  * listing page by page, counters, the transfer record, a reduce's sources,
- * the cluster's status (lines or JSON). Each is one NUL-terminated string,
- * freed with hpl_free. */
+ * the cluster's status (lines, or JSON through cJSON and json.h). Each is
+ * one NUL-terminated string, freed with hpl_free. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "capi.h"
+#include "json.h"
 
 /* ------------------------------------------------------------------ text results */
 
@@ -244,105 +245,83 @@ int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, ch
 
 /* ------------------------------------------------------------------ status */
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 if none starts there
- * (a stray byte, an overlong form, a surrogate, beyond U+10FFFF). A NUL
- * ends every sequence, so p is never read past its string's end. */
-static size_t utf8_seq(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp, min;
-  if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
-  else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
-  else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((p[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (p[i] & 0x3fu);
-  }
-  return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
+/* Ids, names and other free text of the JSON form: bytes, as json.h
+ * writes them (\udcXX for a byte outside UTF-8, as the CLI's --json). */
+#define BYTES HPL__JSON_SURROGATE
+
+/* o once all its members went in (ok), else NULL (o freed). */
+static cJSON *built(cJSON *o, int ok) {
+  if (ok) return o;
+  cJSON_Delete(o);
+  return NULL;
 }
 
-/* `"key": ` and `v` as a JSON string: valid UTF-8 as it is, '"', '\\' and
- * control characters escaped, any other byte as \udcXX (Python's
- * "surrogateescape" reads the bytes back), as the CLI's --json does. */
-static int json_kstr(text *t, const char *key, const char *v) {
-  int rc = text_addf(t, "\"%s\": \"", key);
-  for (const unsigned char *p = (const unsigned char *)(v ? v : ""); rc == 0 && *p;) {
-    size_t n = utf8_seq(p);
-    if (n == 0) rc = text_addf(t, "\\udc%02x", *p++);
-    else if (*p == '"' || *p == '\\') rc = text_addf(t, "\\%c", *p++);
-    else if (*p < 0x20 || *p == 0x7f) rc = text_addf(t, "\\u%04x", *p++);
-    else {
-      rc = text_addf(t, "%.*s", (int)n, (const char *)p);
-      p += n;
-    }
-  }
-  return rc ? rc : text_addf(t, "\"");
+static cJSON *status_node(const Hplpb__NodeStatus *n) {
+  static const char *const stat_keys[] = {"pool_used",  "pool_capacity",  "objects",
+                                          "bytes_sent", "bytes_received", "clients"};
+  const uint64_t stats[] = {n->pool_used,  n->pool_capacity,  n->objects,
+                            n->bytes_sent, n->bytes_received, n->clients};
+  cJSON *o = cJSON_CreateObject();
+  int ok = o && hpl__json_add_hex(o, "id", n->id) &&
+           hpl__json_add_bytes(o, "name", n->name, BYTES) &&
+           hpl__json_add_bytes(o, "addr", n->addr, BYTES) &&
+           hpl__json_add_u64(o, "data_port", n->data_port) &&
+           hpl__json_add_bytes(o, "state", n->state, BYTES) &&
+           hpl__json_add_u64(o, "heartbeat_age_ms", n->heartbeat_age_ms) &&
+           hpl__json_add_u64(o, "rtt_us", n->rtt_us);
+  for (size_t i = 0; ok && i < 6; i++) /* null: the node sent no statistics */
+    ok = (n->stats ? hpl__json_add_u64(o, stat_keys[i], stats[i])
+                   : cJSON_AddNullToObject(o, stat_keys[i])) != NULL;
+  if (ok && n->why && *n->why) ok = hpl__json_add_bytes(o, "why", n->why, BYTES) != NULL;
+  return built(o, ok);
 }
 
-static int status_json(text *t, const Hplpb__StatusRep *r) {
-  int rc = text_addf(t,
-                     "{\"instance\": \"%016llx\", \"uptime_ms\": %llu, \"heartbeat_ms\": %u, "
-                     "\"objects\": %llu, \"inline_bytes\": %llu, \"nodes_total\": %u, "
-                     "\"transfers_total\": %u, \"reduces_total\": %u, \"nodes\": [",
-                     (unsigned long long)r->instance, (unsigned long long)r->uptime_ms,
-                     r->heartbeat_ms, (unsigned long long)r->objects,
-                     (unsigned long long)r->inline_bytes, r->nodes_total, r->transfers_total,
-                     r->reduces_total);
-  for (size_t i = 0; rc == 0 && i < r->n_nodes; i++) {
-    const Hplpb__NodeStatus *n = r->nodes[i];
-    rc = text_addf(t, "%s{\"id\": \"%016llx\", ", i ? ", " : "", (unsigned long long)n->id);
-    if (rc == 0) rc = json_kstr(t, "name", n->name);
-    if (rc == 0) rc = text_addf(t, ", ");
-    if (rc == 0) rc = json_kstr(t, "addr", n->addr);
-    if (rc == 0) rc = text_addf(t, ", \"data_port\": %u, ", n->data_port);
-    if (rc == 0) rc = json_kstr(t, "state", n->state);
-    if (rc == 0)
-      rc = text_addf(t, ", \"heartbeat_age_ms\": %llu, \"rtt_us\": %u",
-                     (unsigned long long)n->heartbeat_age_ms, n->rtt_us);
-    if (rc == 0 && n->stats)
-      rc = text_addf(t,
-                     ", \"pool_used\": %llu, \"pool_capacity\": %llu, \"objects\": %llu, "
-                     "\"bytes_sent\": %llu, \"bytes_received\": %llu, \"clients\": %u",
-                     (unsigned long long)n->pool_used, (unsigned long long)n->pool_capacity,
-                     (unsigned long long)n->objects, (unsigned long long)n->bytes_sent,
-                     (unsigned long long)n->bytes_received, n->clients);
-    else if (rc == 0)
-      rc = text_addf(t, ", \"pool_used\": null, \"pool_capacity\": null, \"objects\": null, "
-                        "\"bytes_sent\": null, \"bytes_received\": null, \"clients\": null");
-    if (rc == 0 && n->why && *n->why) {
-      rc = text_addf(t, ", ");
-      if (rc == 0) rc = json_kstr(t, "why", n->why);
-    }
-    if (rc == 0) rc = text_addf(t, "}");
-  }
-  if (rc == 0) rc = text_addf(t, "], \"transfers\": [");
-  for (size_t i = 0; rc == 0 && i < r->n_transfers; i++) {
-    const Hplpb__TransferStatus *x = r->transfers[i];
-    rc = text_addf(t, "%s{", i ? ", " : "");
-    if (rc == 0) rc = json_kstr(t, "id", x->id);
-    if (rc == 0)
-      rc = text_addf(t,
-                     ", \"from\": \"%016llx\", \"to\": \"%016llx\", \"held\": %llu, "
-                     "\"size\": %llu, \"rate\": %llu, \"age_ms\": %llu}",
-                     (unsigned long long)x->sender, (unsigned long long)x->receiver,
-                     (unsigned long long)x->held, (unsigned long long)x->size,
-                     (unsigned long long)x->rate, (unsigned long long)x->age_ms);
-  }
-  if (rc == 0) rc = text_addf(t, "], \"reduces\": [");
-  for (size_t i = 0; rc == 0 && i < r->n_reduces; i++) {
-    const Hplpb__ReduceStatus *x = r->reduces[i];
-    rc = text_addf(t, "%s{", i ? ", " : "");
-    if (rc == 0) rc = json_kstr(t, "target", x->target);
-    if (rc == 0)
-      rc = text_addf(t,
-                     ", \"sink\": \"%016llx\", \"joined\": %u, \"needed\": %u, \"sources\": %u, "
-                     "\"elapsed_ms\": %llu, \"size\": %llu}",
-                     (unsigned long long)x->sink, x->joined, x->needed, x->sources,
-                     (unsigned long long)x->elapsed_ms, (unsigned long long)x->size);
-  }
-  return rc ? rc : text_addf(t, "]}\n");
+static cJSON *status_transfer(const Hplpb__TransferStatus *x) {
+  cJSON *o = cJSON_CreateObject();
+  int ok = o && hpl__json_add_bytes(o, "id", x->id, BYTES) &&
+           hpl__json_add_hex(o, "from", x->sender) && hpl__json_add_hex(o, "to", x->receiver) &&
+           hpl__json_add_u64(o, "held", x->held) && hpl__json_add_u64(o, "size", x->size) &&
+           hpl__json_add_u64(o, "rate", x->rate) && hpl__json_add_u64(o, "age_ms", x->age_ms);
+  return built(o, ok);
+}
+
+static cJSON *status_reduce(const Hplpb__ReduceStatus *x) {
+  cJSON *o = cJSON_CreateObject();
+  int ok = o && hpl__json_add_bytes(o, "target", x->target, BYTES) &&
+           hpl__json_add_hex(o, "sink", x->sink) && hpl__json_add_u64(o, "joined", x->joined) &&
+           hpl__json_add_u64(o, "needed", x->needed) &&
+           hpl__json_add_u64(o, "sources", x->sources) &&
+           hpl__json_add_u64(o, "elapsed_ms", x->elapsed_ms) &&
+           hpl__json_add_u64(o, "size", x->size);
+  return built(o, ok);
+}
+
+/* Add item to array a; 0 when item is NULL (no memory). */
+static int add_to(cJSON *a, cJSON *item) { return item && cJSON_AddItemToArray(a, item); }
+
+/* The status as one JSON object on one line (malloc'd), or NULL without
+ * memory. */
+static char *status_json(const Hplpb__StatusRep *r) {
+  cJSON *o = cJSON_CreateObject(), *nodes = NULL, *xfers = NULL, *reduces = NULL;
+  int ok = o && hpl__json_add_hex(o, "instance", r->instance) &&
+           hpl__json_add_u64(o, "uptime_ms", r->uptime_ms) &&
+           hpl__json_add_u64(o, "heartbeat_ms", r->heartbeat_ms) &&
+           hpl__json_add_u64(o, "objects", r->objects) &&
+           hpl__json_add_u64(o, "inline_bytes", r->inline_bytes) &&
+           hpl__json_add_u64(o, "nodes_total", r->nodes_total) &&
+           hpl__json_add_u64(o, "transfers_total", r->transfers_total) &&
+           hpl__json_add_u64(o, "reduces_total", r->reduces_total) &&
+           (nodes = cJSON_AddArrayToObject(o, "nodes")) &&
+           (xfers = cJSON_AddArrayToObject(o, "transfers")) &&
+           (reduces = cJSON_AddArrayToObject(o, "reduces"));
+  for (size_t i = 0; ok && i < r->n_nodes; i++) ok = add_to(nodes, status_node(r->nodes[i]));
+  for (size_t i = 0; ok && i < r->n_transfers; i++)
+    ok = add_to(xfers, status_transfer(r->transfers[i]));
+  for (size_t i = 0; ok && i < r->n_reduces; i++)
+    ok = add_to(reduces, status_reduce(r->reduces[i]));
+  char *line = ok ? hpl__json_line(o) : NULL;
+  cJSON_Delete(o);
+  return line;
 }
 
 /* A node's name or a free-text field as the last word of a line: "-" when
@@ -400,7 +379,10 @@ int hpl_status(hpl_client *c, int format, int64_t timeout_ms, char **out) {
   int rc = hpl__ccall(c, HPL__MSG_STATUS, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   text t = {0};
-  rc = format == HPL_STATUS_JSON ? status_json(&t, rep) : status_lines(&t, rep);
+  if (format == HPL_STATUS_JSON)
+    rc = (t.p = status_json(rep)) ? 0 : -1;
+  else
+    rc = status_lines(&t, rep);
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   if (rc) {
     free(t.p);

@@ -1,4 +1,5 @@
-/* log.c - see log.h. One line per call, written with a single write(2). */
+/* log.c - see log.h. One line per call, written with a single write(2);
+ * JSON lines through cJSON (json.h). */
 #include "log.h"
 
 #include <stdarg.h>
@@ -7,6 +8,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "json.h"
 
 static int log_level = HPL__LOG_INFO;
 static int log_format = HPL__LOG_TEXT;
@@ -37,111 +40,74 @@ void hpl__log_set_format(int format) {
   log_format = format == HPL__LOG_JSON ? HPL__LOG_JSON : HPL__LOG_TEXT;
 }
 
-/* Length of the valid UTF-8 sequence starting at s[0] (1-4), or 0 if the
- * bytes there do not start one (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF, no sequence cut short by n). */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t len;
-  unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) {
-    len = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    len = 3;
-    if (c == 0xe0) lo = 0xa0;      /* overlong */
-    else if (c == 0xed) hi = 0x9f; /* surrogates */
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4;
-    if (c == 0xf0) lo = 0x90;      /* overlong */
-    else if (c == 0xf4) hi = 0x8f; /* above U+10FFFF */
-  } else {
-    return 0;
-  }
-  if (n < len || s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if (s[i] < 0x80 || s[i] > 0xbf) return 0;
-  return len;
+/* The longest line hpl__log writes, its '\n' included: a message cut to a
+ * line (1 KiB), every byte escaped (6x), and the other fields. */
+#define LOG_JSON_MAX (1024 * 6 + 512)
+/* Room for service or node, escaped and quoted (longer names are cut). */
+#define LOG_NAME_ESC 160
+
+/* buf[cap] = the NUL-terminated JSON string of s[n] (cut to fit). */
+static void quote(char *buf, size_t cap, const char *s, size_t n) {
+  size_t k = hpl__json_escape(buf + 1, cap - 3, s, n, HPL__JSON_FFFD, NULL);
+  buf[0] = '"';
+  buf[k + 1] = '"';
+  buf[k + 2] = 0;
 }
 
-size_t hpl__log_json_escape(char *out, size_t cap, const char *s, size_t n, size_t *used) {
-  static const char hex[] = "0123456789abcdef";
-  const unsigned char *u = (const unsigned char *)s;
-  size_t o = 0, i = 0;
-  while (i < n) {
-    unsigned c = u[i];
-    char esc[6];
-    const char *piece = esc;
-    size_t plen, in = 1;
-    if (c == '"' || c == '\\') {
-      esc[0] = '\\', esc[1] = (char)c, plen = 2;
-    } else if (c < 0x20 || c == 0x7f) {
-      const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
-                        : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-      if (named) {
-        piece = named, plen = 2;
-      } else {
-        memcpy(esc, "\\u00", 4);
-        esc[4] = hex[c >> 4], esc[5] = hex[c & 15], plen = 6;
-      }
-    } else if ((in = utf8_len(u + i, n - i)) == 0) {
-      piece = "\\ufffd", plen = 6, in = 1; /* one replacement per bad byte */
-    } else {
-      piece = s + i, plen = in; /* ASCII or a whole valid UTF-8 sequence */
-    }
-    if (cap - o < plen) break;
-    memcpy(out + o, piece, plen);
-    o += plen;
-    i += in;
-  }
-  if (used) *used = i;
-  return o;
-}
-
-/* Append s[n] to out[cap] at *o as far as it fits. */
-static void put(char *out, size_t cap, size_t *o, const char *s, size_t n) {
-  if (n > cap - *o) n = cap - *o;
-  memcpy(out + *o, s, n);
-  *o += n;
-}
-
-static void put_esc(char *out, size_t cap, size_t *o, const char *s, size_t n) {
-  *o += hpl__log_json_escape(out + *o, cap - *o, s, n, NULL);
-}
-
+/* A JSON log line is printed by cJSON from nodes on the stack (members
+ * added with cJSON_AddItemToObjectCS, constant keys) with
+ * cJSON_PrintPreallocated: nothing is allocated, so a line is logged even
+ * when memory has run out. The escaped message is made in `out` and the
+ * line printed into a buffer of ours (cJSON wants a byte or two of room
+ * beyond what it prints), then copied to `out`. */
 size_t hpl__log_json_line(char *out, size_t cap, int64_t unix_ms, int level, const char *name,
                           int pid, const char *msg, size_t msglen, int truncated) {
-  static const char tail_cut[] = "\",\"truncated\":true}\n", tail[] = "\"}\n";
-  char head[96];
+  char when[48], pidtxt[16], svc[LOG_NAME_ESC], node[LOG_NAME_ESC], line[LOG_JSON_MAX];
   time_t secs = (time_t)(unix_ms / 1000);
   struct tm tm;
   gmtime_r(&secs, &tm);
-  int n = snprintf(head, sizeof head,
-                   "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\",\"level\":\"%s\","
-                   "\"service\":\"",
-                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                   (int)(unix_ms % 1000), level >= 0 && level < 4 ? level_names[level] : "info");
-  if (n < 0 || (size_t)n >= sizeof head) n = 0; /* a year beyond 9999 */
-  size_t o = 0;
-  /* room for the longest tail, reserved while the rest is written */
-  size_t body = cap - (sizeof tail_cut - 1);
-  put(out, body, &o, head, (size_t)n);
+  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(unix_ms % 1000));
+  snprintf(pidtxt, sizeof pidtxt, "%d", pid); /* raw: cJSON prints numbers through doubles */
   const char *colon = strchr(name, ':');
-  size_t slen = colon ? (size_t)(colon - name) : strlen(name);
-  const char *node = colon ? colon + 1 : name;
-  put_esc(out, body, &o, name, slen);
-  put(out, body, &o, "\",\"node\":\"", 10);
-  put_esc(out, body, &o, node, strlen(node));
-  n = snprintf(head, sizeof head, "\",\"pid\":%d,\"event\":\"", pid);
-  put(out, body, &o, head, (size_t)n);
+  quote(svc, sizeof svc, name, colon ? (size_t)(colon - name) : strlen(name));
+  const char *nd = colon ? colon + 1 : name;
+  quote(node, sizeof node, nd, strlen(nd));
+  if (cap > sizeof line) cap = sizeof line;
+  cJSON root = {.type = cJSON_Object};
+  cJSON m_time = {.type = cJSON_String | cJSON_IsReference, .valuestring = when};
+  cJSON m_level = {.type = cJSON_String | cJSON_IsReference,
+                   .valuestring = (char *)(level >= 0 && level < 4 ? level_names[level] : "info")};
+  cJSON m_svc = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = svc};
+  cJSON m_node = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = node};
+  cJSON m_pid = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = pidtxt};
+  cJSON m_event = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = out};
+  cJSON m_cut = {.type = cJSON_True};
+  cJSON_AddItemToObjectCS(&root, "time", &m_time);
+  cJSON_AddItemToObjectCS(&root, "level", &m_level);
+  cJSON_AddItemToObjectCS(&root, "service", &m_svc);
+  cJSON_AddItemToObjectCS(&root, "node", &m_node);
+  cJSON_AddItemToObjectCS(&root, "pid", &m_pid);
+  cJSON_AddItemToObjectCS(&root, "event", &m_event);
+  cJSON_AddItemToObjectCS(&root, "truncated", &m_cut);
+  /* the line with an empty event, marked truncated: what it leaves of cap
+   * (its '\n' kept) is the event's room */
+  quote(out, cap, "", 0);
+  if (!cJSON_PrintPreallocated(&root, line, (int)sizeof line, 0)) return 0;
+  size_t fixed = strlen(line) + 1;
+  if (fixed > cap) return 0; /* cap is below 512 */
   size_t used = 0;
-  o += hpl__log_json_escape(out + o, body - o, msg, msglen, &used);
+  size_t k = hpl__json_escape(out + 1, cap - fixed, msg, msglen, HPL__JSON_FFFD, &used);
+  out[0] = '"';
+  out[k + 1] = '"';
+  out[k + 2] = 0;
   if (used < msglen) truncated = 1;
-  if (truncated)
-    put(out, cap, &o, tail_cut, sizeof tail_cut - 1);
-  else
-    put(out, cap, &o, tail, sizeof tail - 1);
-  return o;
+  if (!truncated) cJSON_DetachItemViaPointer(&root, &m_cut);
+  if (!cJSON_PrintPreallocated(&root, line, (int)sizeof line, 0)) return 0;
+  size_t n = strlen(line);
+  memcpy(out, line, n);
+  out[n++] = '\n';
+  return n;
 }
 
 void hpl__log(int level, const char *fmt, ...) {
@@ -159,7 +125,7 @@ void hpl__log(int level, const char *fmt, ...) {
     if (m < 0) m = 0;
     size_t len = (size_t)m, cut = 0;
     if (len > sizeof line - 1) len = sizeof line - 1, cut = 1;
-    char json[sizeof line * 6 + 512]; /* every byte escaped (6x) plus the fields */
+    char json[LOG_JSON_MAX]; /* every byte escaped (6x) plus the fields */
     int64_t ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
     size_t jl = hpl__log_json_line(json, sizeof json, ms, level, log_name, (int)getpid(), line,
                                    len, (int)cut);

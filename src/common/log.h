@@ -12,12 +12,13 @@
  *    given to hpl__log_setup: "store:node1" gives service "store" and node
  *    "node1", a name without ':' ("directory") is both. "truncated":true is
  *    added when the message was longer than a line holds (1 KiB) and cut.
- *    Strings are escaped as JSON requires: '"' and '\' with a backslash,
- *    control characters (and DEL) as \n, \t, \r, \b, \f or \u00XX; valid
- *    UTF-8 is kept as it is; each byte that is not part of a valid UTF-8
- *    sequence (stray continuation bytes, overlong forms, surrogates, above
- *    U+10FFFF, a sequence cut short) becomes \ufffd, so every line is valid
- *    UTF-8 and valid JSON.
+ *    Strings are escaped as JSON requires (json.h, HPL__JSON_FFFD): '"' and
+ *    '\' with a backslash, control characters (and DEL) as \n, \t, \r, \b,
+ *    \f or \u00XX; valid UTF-8 is kept as it is; each byte that is not part
+ *    of a valid UTF-8 sequence (stray continuation bytes, overlong forms,
+ *    surrogates, above U+10FFFF, a sequence cut short) becomes \ufffd, so
+ *    every line is valid UTF-8 and valid JSON. The line is written by the
+ *    cJSON library, without allocating.
  * Either way a line is written with a single write(2) to stderr.
  */
 #ifndef HPL_LOG_H
@@ -41,19 +42,14 @@ void hpl__log_set_format(int format);
 void hpl__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int hpl__log_enabled(int level);
 
-/* JSON-escape the n bytes at s (not NUL-terminated necessarily; a NUL byte
- * becomes \u0000) into out[cap], without quotes and without a terminating
- * NUL, as described above. Stops before an escape or character that would
- * not fit whole. Returns the bytes written; *used (if not NULL) gets the
- * input bytes consumed (n unless out was too small). 6 * n bytes always
- * suffice. */
-size_t hpl__log_json_escape(char *out, size_t cap, const char *s, size_t n, size_t *used);
-
 /* One JSON log line (with its '\n') into out[cap]: time `unix_ms`
  * (milliseconds since the epoch), `level` (HPL__LOG_*), process `name` (see
- * above), `pid`, and the message msg[msglen]; `truncated` adds
- * "truncated":true. If out is too small the message is cut (and marked
- * truncated); cap must be at least 512. Returns the line's length. */
+ * above; service and node are cut at about 150 bytes escaped), `pid`, and
+ * the message msg[msglen]; `truncated` adds "truncated":true. If out is
+ * too small the message is cut on an escape's or character's boundary
+ * (and marked truncated); cap must be at least 512, and at most 6 KiB +
+ * 512 of it is used (what a 1 KiB message needs). Returns the line's
+ * length. No allocation. */
 size_t hpl__log_json_line(char *out, size_t cap, int64_t unix_ms, int level, const char *name,
                           int pid, const char *msg, size_t msglen, int truncated);
 

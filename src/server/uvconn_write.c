@@ -41,7 +41,7 @@ int hpl__conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned n
   return 0;
 }
 
-/* ------------------------------------------------------------------ each loop's corked connections */
+/* ------------------------------------------------------------------ each loop's cork list */
 
 static conn_corks *all_corks; /* every loop's list (utlist LL); found once per connection */
 static pthread_mutex_t all_corks_mu = PTHREAD_MUTEX_INITIALIZER;
