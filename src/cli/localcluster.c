@@ -1,4 +1,5 @@
-/* localcluster.c - see localcluster.h. */
+/* localcluster.c - starting and stopping a cluster of real processes on
+ * this machine (see localcluster.h). */
 #include "localcluster.h"
 
 #include <dirent.h>

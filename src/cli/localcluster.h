@@ -6,6 +6,9 @@
  *
  * Not thread-safe. Waiting for a server to come up is event-driven
  * (inotify on the work directory), bounded by a timeout.
+ *
+ * Callers: `hoplite cluster up` and `hoplite demo` (cmd_cluster.c,
+ * demo.c), the test harness and tests, the benchmarks (library hpltools).
  */
 #ifndef HPL_LOCALCLUSTER_H
 #define HPL_LOCALCLUSTER_H

@@ -33,6 +33,10 @@
  * frame has crossed the socket then; frames the peer sends unasked carry
  * request id 0 and are dropped today unless hpl__crpc_greeting() waits for
  * one.
+ *
+ * Callers: the store connection (cstore.c, and through it every request
+ * of ccall.c), the direct path to the directory (cdirect.c), test_crpc,
+ * fuzz_client.
  */
 #ifndef HPL_CRPC_H
 #define HPL_CRPC_H

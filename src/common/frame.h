@@ -14,6 +14,10 @@
  *    24     8  payload_len  raw bytes after the message
  *
  * This module is pure: it is fed bytes and never touches a socket.
+ *
+ * Callers: proto.h (frames of messages), the servers' connections
+ * (src/server/uvconn_read.c), the client's RPC layer (src/client/crpc.c),
+ * tests and fuzz targets.
  */
 #ifndef HPL_FRAME_H
 #define HPL_FRAME_H

@@ -1,5 +1,5 @@
-/* log.c - see log.h. One line per call, written with a single write(2);
- * JSON lines through cJSON (json.h). */
+/* log.c - the servers' log lines (log.h): text or JSON (through cJSON and
+ * json.h), one line per call, written with a single write(2). */
 #include "log.h"
 
 #include <stdarg.h>

@@ -20,6 +20,9 @@
  *    every line is valid UTF-8 and valid JSON. The line is written by the
  *    cJSON library, without allocating.
  * Either way a line is written with a single write(2) to stderr.
+ *
+ * Callers: the servers (store/, directory/, src/server/) and the
+ * test harness; never the client library.
  */
 #ifndef HPL_LOG_H
 #define HPL_LOG_H

@@ -1,8 +1,9 @@
 /*
  * ops.h - element-wise reduction kernels: dst[i] = op(dst[i], src[i]).
  * Plain loops over restrict pointers, compiled with -O3 so the compiler
- * vectorises them. Pure code: used by the stores' reduce trees and by the
- * directory for small (inline) reduces.
+ * vectorises them. Pure code: used by the stores' reduce trees and rings
+ * (store/rdtask.c, store/ring.c) and by the directory for small (inline)
+ * reduces (directory/reduce*.c).
  */
 #ifndef HPL_OPS_H
 #define HPL_OPS_H

@@ -1,4 +1,5 @@
-/* planner.c - see planner.h. */
+/* planner.c - the shape of a reduce tree: its degree and the parent of
+ * each slot (see planner.h). */
 #include "planner.h"
 
 #include <stdlib.h>

@@ -13,6 +13,8 @@
  * Slots are numbered in in-order (first child's subtree, the node, the other
  * children's subtrees), so filling slots 0, 1, 2, ... in arrival order makes
  * the tree's in-order traversal the arrival order.
+ *
+ * Callers: the directory's reduces (directory/reduce_int.h), test_planner.
  */
 #ifndef HPL_PLANNER_H
 #define HPL_PLANNER_H

@@ -4,6 +4,10 @@
  * HPL__MSG_MAP(X): X(NAME, number, protobuf-c message type prefix). Replies to
  * a request echo its request id. Numbers are part of the wire format: append,
  * never renumber.
+ *
+ * Callers: every process: the servers' connections and handlers (store/,
+ * directory/, src/server/uvconn*.c), the client library (src/client/),
+ * the metrics text, tests.
  */
 #ifndef HPL_PROTO_H
 #define HPL_PROTO_H

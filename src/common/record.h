@@ -5,7 +5,8 @@
  * Off (and free) otherwise. scripts/fuzz-corpus.sh runs the test suite with
  * it and turns the files into seeds for tests/fuzz/.
  *
- * Callers: src/uvconn.c (servers), src/crpc.c (the client library).
+ * Callers: src/server/uvconn.c (servers), src/client/crpc.c (the client
+ * library).
  */
 #ifndef HPL_RECORD_H
 #define HPL_RECORD_H

@@ -1,4 +1,5 @@
-/* trace.c - see trace.h. */
+/* trace.c - per-hop trace lines of the small-object path to
+ * $HOPLITE_TRACE (see trace.h). */
 #include "trace.h"
 
 #include <fcntl.h>

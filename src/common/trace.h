@@ -10,6 +10,10 @@
  * shares, so the lines of clients, stores and the directory of an emulated
  * cluster line up. A diagnostic: the write is synchronous, so a traced
  * server pays a few microseconds per event.
+ *
+ * Callers: the client library's puts and gets (src/client/cput.c, cget.c,
+ * cdirect.c), the servers' corked writes (src/server/uvconn_write.c,
+ * uvconn_fd.c), store/put.c, directory/acquire.c and locs.c.
  */
 #ifndef HPL_TRACE_H
 #define HPL_TRACE_H

@@ -1,4 +1,5 @@
-/* util.c - see util.h. */
+/* util.c - small helpers every process uses: clocks, deadlines, parsing,
+ * formatting, checksums (see util.h). */
 #include "util.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,7 @@
-/* util.h - small helpers shared by all processes: clocks, parsing. */
+/* util.h - small helpers shared by all processes: clocks and deadlines,
+ * parsing sizes, rates and addresses, formatting sizes, random numbers,
+ * the presence filter's slot, checksums and test patterns. Callers: every
+ * part of the tree. */
 #ifndef HPL_UTIL_H
 #define HPL_UTIL_H
 

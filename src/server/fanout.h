@@ -10,7 +10,9 @@
  * than the one write it took. Each write is a single nonblocking sendmsg;
  * what the socket does not take is left to the caller.
  *
- * One fan-out per process, used from one thread (the event loop's). */
+ * One fan-out per process, used from one thread (the event loop's).
+ * Callers: the connection layer's corked writes (uvconn_fd.c), started by
+ * the directory (directory/server.c), counted in its /metrics. */
 #ifndef HPL_FANOUT_H
 #define HPL_FANOUT_H
 

@@ -8,6 +8,11 @@
  * (data connections), with no intermediate copy for bytes read after the
  * header. Writes queue header+message in one malloc'd buffer and reference
  * payload memory without copying it until the write callback runs.
+ *
+ * Callers: the directory's connections (directory/server.c), the store's
+ * clients, data port, puller and directory link (store/clients.c,
+ * session.h, dataport.c, puller.c, dirlink.c), test_uvconn. The files
+ * behind it are listed in uvconn_int.h.
  */
 #ifndef HPL_UVCONN_H
 #define HPL_UVCONN_H

@@ -23,10 +23,14 @@ static void conn_send_raw(hpl__conn *c, const uint8_t *p, size_t len) {
   memcpy(copy, p, len);
   w->owned = copy;
   uv_buf_t b = uv_buf_init((char *)copy, (unsigned)len);
-  int hs = c->hs;
-  c->hs = HS_DONE; /* let it through */
-  hpl__conn_submit(c, w, &b, 1);
-  if (!c->closing) c->hs = hs;
+  hpl__conn_submit_first(c, w, &b, 1);
+}
+
+/* The handshake's one transition function (conn_hs in uvconn_int.h). */
+static void hs_set_state(hpl__conn *c, conn_hs to) {
+  static const char *const names[] = {"open", "hello", "proof", "challenge"};
+  LOG_DEBUG("conn '%s': handshake %s -> %s", c->label, names[c->hs], names[to]);
+  c->hs = to;
 }
 
 void hpl__conn_hs_start(hpl__conn *c) {
@@ -35,10 +39,10 @@ void hpl__conn_hs_start(hpl__conn *c) {
     uint8_t hello[HPL__AUTH_HELLO_LEN];
     hpl__auth_open(&c->ahs, c->o.auth_role, hello);
     conn_send_raw(c, hello, sizeof hello);
-    c->hs = HS_CHAL;
+    hs_set_state(c, HS_CHAL);
     c->hswant = HPL__AUTH_CHALLENGE_LEN;
   } else {
-    c->hs = HS_HELLO;
+    hs_set_state(c, HS_HELLO);
     c->hswant = HPL__AUTH_HELLO_LEN;
   }
 }
@@ -50,7 +54,7 @@ static void conn_auth_failed(hpl__conn *c, const char *why) {
 }
 
 static void conn_hs_done(hpl__conn *c) {
-  c->hs = HS_DONE;
+  hs_set_state(c, HS_OPEN);
   hpl__record_add(&c->rec, c->rbuf + c->rpos, c->rlen - c->rpos); /* frames behind it */
   c->role = c->ahs.role;
   c->hshave = c->hswant = 0;
@@ -69,7 +73,7 @@ static void conn_hs_step(hpl__conn *c) {
         return;
       }
       conn_send_raw(c, out, HPL__AUTH_CHALLENGE_LEN);
-      c->hs = HS_PROOF;
+      hs_set_state(c, HS_PROOF);
       c->hswant = HPL__AUTH_PROOF_LEN;
       return;
     case HS_PROOF:
@@ -79,6 +83,8 @@ static void conn_hs_step(hpl__conn *c) {
       }
       conn_hs_done(c);
       return;
+    case HS_OPEN:
+      return; /* not reached: bytes go to the handshake only before it ends */
     case HS_CHAL:
       hpl__auth_role_key(c->o.auth, c->o.auth_role, rk);
       if (hpl__auth_answer(&c->ahs, rk, c->hsbuf, out) != 0) {
@@ -92,7 +98,7 @@ static void conn_hs_step(hpl__conn *c) {
 }
 
 int hpl__conn_handshake(hpl__conn *c) {
-  while (c->hs != HS_DONE && c->rpos < c->rlen && !c->closing) {
+  while (c->hs != HS_OPEN && c->rpos < c->rlen && !c->closing) {
     size_t n = c->hswant - c->hshave;
     if (n > c->rlen - c->rpos) n = c->rlen - c->rpos;
     memcpy(c->hsbuf + c->hshave, c->rbuf + c->rpos, n);
@@ -100,5 +106,5 @@ int hpl__conn_handshake(hpl__conn *c) {
     c->rpos += n;
     if (c->hshave == c->hswant) conn_hs_step(c);
   }
-  return c->hs == HS_DONE && !c->closing;
+  return c->hs == HS_OPEN && !c->closing;
 }

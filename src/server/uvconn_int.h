@@ -29,8 +29,13 @@
 #define CORK_MAX_FRAMES 64
 #define CORK_MAX_BYTES (256u * 1024)
 
-/* Handshake states (auth.h). */
-enum { HS_DONE = 0, HS_HELLO, HS_PROOF, HS_CHAL };
+/* A connection's handshake (auth.h), one state machine (uvconn_hs.c):
+ * HS_OPEN is where frames flow, from the start without a handshake or
+ * once it succeeded; an acceptor goes OPEN -> HELLO (waits for the
+ * opener's HELLO) -> PROOF (sent its CHALLENGE, waits for the PROOF) ->
+ * OPEN, an opener OPEN -> CHAL (sent its HELLO, waits for the CHALLENGE)
+ * -> OPEN. A failure closes the connection in the state it is in. */
+typedef enum conn_hs { HS_OPEN = 0, HS_HELLO, HS_PROOF, HS_CHAL } conn_hs;
 
 /* One write: libuv's request, what it sends and whom to tell. */
 typedef struct conn_wreq {
@@ -83,7 +88,7 @@ struct hpl__conn {
   hpl__sink sink;
   size_t wq_bytes;
   /* the handshake (auth.h): nothing is framed or sent before it is done */
-  int hs;                      /* HS_* */
+  conn_hs hs;
   int role;                    /* the opener's role, once authenticated */
   hpl__auth_hs ahs;
   uint8_t hsbuf[HPL__AUTH_CHALLENGE_LEN];
@@ -150,6 +155,10 @@ void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms);
  * when c corks and nobody waits for it, else written. Takes w. 0, or
  * HPL_ECONN (c is closing then, or the write failed and closed it). */
 int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+
+/* hpl__conn_submit for the handshake's own bytes: ahead of the writes
+ * held for its end. */
+int hpl__conn_submit_first(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
 /* Writes held (for the handshake, or behind a sendfile) go now, in the
  * order they were made. */

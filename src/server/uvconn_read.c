@@ -22,7 +22,7 @@ static void conn_timer_fired(uv_timer_t *t) {
   hpl__conn *c = t->data;
   if (c->closing) return;
   uint64_t now = hpl__now_ms();
-  if (c->hs != HS_DONE) {
+  if (c->hs != HS_OPEN) {
     LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
     if (c->o.auth_failures) (*c->o.auth_failures)++;
     hpl__conn_close(c, HPL_ETIMEDOUT);
@@ -174,7 +174,7 @@ static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
 /* Run the framer over unprocessed bytes in rbuf. Stops early when a sink
  * pauses (bytes stay in rbuf) or the connection closes. */
 static void conn_process(hpl__conn *c) {
-  if (c->hs != HS_DONE && !hpl__conn_handshake(c)) {
+  if (c->hs != HS_OPEN && !hpl__conn_handshake(c)) {
     if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
     return;
   }
@@ -276,7 +276,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   if (nread < 0) {
     if (nread != UV_EOF) LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
-    if (c->hs != HS_DONE) { /* gone before it proved anything: a failed handshake */
+    if (c->hs != HS_OPEN) { /* gone before it proved anything: a failed handshake */
       LOG_INFO("%s: the peer left during the handshake", c->label);
       if (c->o.auth_failures) (*c->o.auth_failures)++;
     }
@@ -294,7 +294,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (last && !c->closing) conn_frame_done(c);
     return;
   }
-  if (c->hs == HS_DONE) hpl__record_add(&c->rec, c->rbuf + c->rlen, (size_t)nread);
+  if (c->hs == HS_OPEN) hpl__record_add(&c->rec, c->rbuf + c->rlen, (size_t)nread);
   c->rlen += (size_t)nread;
   conn_process(c);
   if (c->closing) return;

@@ -208,17 +208,8 @@ static int conn_cork(hpl__conn *c, conn_wreq *w, uv_buf_t buf) {
 
 /* ------------------------------------------------------------------ writes in order */
 
-int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
-  w->c = c;
-  w->bytes = 0;
-  for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
-  if (c->hs != HS_DONE || c->sf_left) { /* after the handshake (or sendfile), in order */
-    for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
-    w->nbufs = nbufs;
-    DL_APPEND(c->held, w);
-    c->wq_bytes += w->bytes;
-    return 0;
-  }
+/* w (w->c and w->bytes set) goes now: corked, or written after what is. */
+static int conn_send_now(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   if (c->o.cork && !w->cb && nbufs == 1 && w->owned && conn_cork(c, w, bufs[0]) == 0) return 0;
   if (c->cork) {
     hpl__conn_flush_for(c); /* in order */
@@ -249,9 +240,32 @@ int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs)
   return hpl__conn_queue_write(c, w, bufs, nbufs);
 }
 
+static void wreq_set(hpl__conn *c, conn_wreq *w, const uv_buf_t *bufs, unsigned nbufs) {
+  w->c = c;
+  w->bytes = 0;
+  for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
+}
+
+int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  wreq_set(c, w, bufs, nbufs);
+  if (c->hs != HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
+    for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
+    w->nbufs = nbufs;
+    DL_APPEND(c->held, w);
+    c->wq_bytes += w->bytes;
+    return 0;
+  }
+  return conn_send_now(c, w, bufs, nbufs);
+}
+
+int hpl__conn_submit_first(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  wreq_set(c, w, bufs, nbufs);
+  return conn_send_now(c, w, bufs, nbufs);
+}
+
 void hpl__conn_release_held(hpl__conn *c) {
   conn_wreq *w;
-  while ((w = c->held) && !c->closing && c->hs == HS_DONE && !c->sf_left) {
+  while ((w = c->held) && !c->closing && c->hs == HS_OPEN && !c->sf_left) {
     DL_DELETE(c->held, w);
     c->wq_bytes -= w->bytes;
     hpl__conn_submit(c, w, w->bufs, w->nbufs);

@@ -9,6 +9,9 @@
  * hpl__otimer_free(), which frees the entry (with free()) at once if the
  * timer was never started, else from the timer's close callback. Event-loop
  * thread only.
+ *
+ * Callers: store/ (dirlink.c, get.c, fetch.c) and directory/ (acquire.c,
+ * admin.c, ring.c, reduce).
  */
 #ifndef HPL_UVTIMER_H
 #define HPL_UVTIMER_H
