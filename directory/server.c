@@ -161,18 +161,11 @@ static void on_accept(uv_stream_t *server, int status) {
 
 void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer) {
   char label[96];
-  if (s->nconns >= s->cfg.max_conns) { /* full: taken and closed at once */
-    if (s->ctr.conns_refused++ % 1000 == 0)
-      LOG_WARN("refusing connections: %u open, the most --max-connections allows (%llu refused)",
-               s->nconns, (unsigned long long)s->ctr.conns_refused);
-    uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    return;
-  }
-  dir_conn *dc = calloc(1, sizeof *dc);
-  if (!dc) {
-    uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    return;
-  }
+  dir_conn *dc = hpl__conn_admit(t, s->nconns, s->cfg.max_conns, &s->ctr.conns_refused,
+                                 "refusing connections: %u open, the most --max-connections "
+                                 "allows (%llu refused)",
+                                 sizeof *dc);
+  if (!dc) return; /* full (taken and closed at once), or no memory */
   dc->srv = s;
   snprintf(dc->peer, sizeof dc->peer, "%s", peer ? peer : "?");
   snprintf(label, sizeof label, "dir<-%s", peer);

@@ -262,10 +262,10 @@ void clients_serve(store *s, uv_stream_t *p) {
   st_client *cl = session_new(s, NULL, ++s->next_client);
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
-  if (ok && s->nclients >= s->cfg.max_conns) {
-    if (s->ctr.conns_refused++ % 1000 == 0)
-      LOG_WARN("refusing local clients: %u connected (--max-connections)", s->nclients);
-    ok = 0;
+  if (ok && hpl__conn_full(p, s->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
+                           "refusing local clients: %u connected (--max-connections)")) {
+    free(cl);
+    return;
   }
   if (ok && !peer_allowed(s, fd)) {
     s->ctr.clients_refused++;

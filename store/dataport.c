@@ -514,17 +514,10 @@ static void pace(store *s, uv_stream_t *t) {
 }
 
 void dataport_serve(store *s, uv_stream_t *t) {
-  if (s->nsenders >= s->cfg.max_conns) { /* full: taken and closed at once */
-    if (s->ctr.conns_refused++ % 1000 == 0)
-      LOG_WARN("data port: refusing connections: %u open (--max-connections)", s->nsenders);
-    uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    return;
-  }
-  st_sender *sd = calloc(1, sizeof *sd);
-  if (!sd) {
-    uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    return;
-  }
+  st_sender *sd = hpl__conn_admit(t, s->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
+                                  "data port: refusing connections: %u open (--max-connections)",
+                                  sizeof *sd);
+  if (!sd) return; /* full (taken and closed at once), or no memory */
   sd->s = s;
   pace(s, t);
   hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_},

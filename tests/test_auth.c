@@ -1,5 +1,5 @@
 /* test_auth.c - the cluster secret and the connection handshake
- * (src/auth.c): a good handshake passes, and every way of getting it wrong
+ * (src/common/auth.c): a good handshake passes, and every way of getting it wrong
  * is refused. */
 #include <setjmp.h>
 #include <stdarg.h>

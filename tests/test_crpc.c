@@ -1,4 +1,4 @@
-/* test_crpc.c - the client RPC layer (src/crpc.c) against a scripted peer:
+/* test_crpc.c - the client RPC layer (src/client/crpc.c) against a scripted peer:
  * a thread on the other end of a socketpair that reads frames and answers
  * as each test's script says. No store, no directory.
  *

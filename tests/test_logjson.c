@@ -1,5 +1,7 @@
-/* test_logjson.c - the servers' JSON log lines (src/log.c): the escaping
- * of strings (quotes, backslashes, control characters, invalid UTF-8),
+/* test_logjson.c - the servers' JSON log lines (src/common/log.c) and the
+ * one JSON string escaper (src/common/json.c): the escaping of strings
+ * (quotes, backslashes, control characters, invalid UTF-8 as \ufffd, or
+ * as \udcXX for ids),
  * the fields of a line, the cut of a message too long for a line, and
  * hpl__log itself in both formats (stderr captured through a pipe).
  * Lines are also read back with Python's json module (/usr/bin/python3),
@@ -14,13 +16,14 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "json.h"
 #include "log.h"
 
 /* Escape a NUL-terminated string (or n bytes) into a static buffer. */
 static const char *esc_n(const char *s, size_t n) {
   static char out[4096];
   size_t used = 0;
-  size_t len = hpl__log_json_escape(out, sizeof out - 1, s, n, &used);
+  size_t len = hpl__json_escape(out, sizeof out - 1, s, n, HPL__JSON_FFFD, &used);
   assert_int_equal(used, n);
   out[len] = 0;
   return out;
@@ -58,22 +61,36 @@ static void test_utf8(void **state) {
   assert_string_equal(esc("\xc3\xa9\xc3"), "\xc3\xa9\\ufffd");
 }
 
+/* Ids (--json, status): a byte outside valid UTF-8 becomes the lone
+ * surrogate \udcXX that Python's "surrogateescape" reads back as the byte;
+ * the rest is escaped as in log lines. */
+static void test_escape_surrogate(void **state) {
+  (void)state;
+  char out[256];
+  const char *in = "q\"b\\s\x01\n caf\xc3\xa9 \xff\xfe \xed\xa0\x80 x\xe2\x82";
+  size_t used, n = hpl__json_escape(out, sizeof out - 1, in, strlen(in), HPL__JSON_SURROGATE, &used);
+  out[n] = 0;
+  assert_int_equal(used, strlen(in));
+  assert_string_equal(out, "q\\\"b\\\\s\\u0001\\n caf\xc3\xa9 \\udcff\\udcfe "
+                           "\\udced\\udca0\\udc80 x\\udce2\\udc82");
+}
+
 /* A small output buffer: escapes and characters are never split. */
 static void test_escape_capacity(void **state) {
   (void)state;
   char out[8];
   size_t used;
-  size_t n = hpl__log_json_escape(out, 7, "ab\"\x01", 4, &used);
+  size_t n = hpl__json_escape(out, 7, "ab\"\x01", 4, HPL__JSON_FFFD, &used);
   assert_int_equal(n, 4); /* a b \" ; \u0001 (6) does not fit in the 3 left */
   assert_memory_equal(out, "ab\\\"", 4);
   assert_int_equal(used, 3);
-  n = hpl__log_json_escape(out, 4, "a\xe2\x82\xac", 4, &used);
+  n = hpl__json_escape(out, 4, "a\xe2\x82\xac", 4, HPL__JSON_FFFD, &used);
   assert_int_equal(n, 4);
   assert_int_equal(used, 4);
-  n = hpl__log_json_escape(out, 3, "a\xe2\x82\xac", 4, &used);
+  n = hpl__json_escape(out, 3, "a\xe2\x82\xac", 4, HPL__JSON_FFFD, &used);
   assert_int_equal(n, 1); /* the euro sign (3 bytes) does not fit in 2 */
   assert_int_equal(used, 1);
-  assert_int_equal(hpl__log_json_escape(out, 0, "x", 1, &used), 0);
+  assert_int_equal(hpl__json_escape(out, 0, "x", 1, HPL__JSON_FFFD, &used), 0);
   assert_int_equal(used, 0);
 }
 
@@ -244,7 +261,8 @@ static void test_log_text(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_escape),         cmocka_unit_test(test_utf8),
-      cmocka_unit_test(test_escape_capacity), cmocka_unit_test(test_line),
+      cmocka_unit_test(test_escape_capacity), cmocka_unit_test(test_escape_surrogate),
+      cmocka_unit_test(test_line),
       cmocka_unit_test(test_line_parses),    cmocka_unit_test(test_line_cut),
       cmocka_unit_test(test_log_json),       cmocka_unit_test(test_log_text),
   };

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_trace.sh BENCH_COLL HOPS_PY - per-hop tracing (src/trace.h) end to
+# test_trace.sh BENCH_COLL HOPS_PY - per-hop tracing (src/common/trace.h) end to
 # end: bench_coll's 1 KiB broadcast with the put timed, run with
 # $HOPLITE_TRACE, must leave the events of the client library, the store and
 # the directory in one file, and bench/hops.py must put them in the order the

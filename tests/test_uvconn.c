@@ -1,4 +1,4 @@
-/* test_uvconn.c - the servers' framed connection (src/uvconn.c) on a
+/* test_uvconn.c - the servers' framed connection (src/server/uvconn.c) on a
  * socketpair: one end is a libuv pipe wrapped by hpl__conn, the test writes
  * and reads the other end by hand and runs the loop in between. */
 #include <errno.h>
@@ -109,13 +109,14 @@ static const hpl__frame_limits lim = {
     .max_msg = 1024, .max_payload = BIG, .max_type = HPL__MSG_MAX_};
 
 static int open_cork; /* the next open_conn corks its writes */
+static uv_loop_t *open_loop = &loop; /* the loop of the next open_conn */
 
 /* A connection over one end of a socketpair; *peer is the other end. */
 static hpl__conn *open_conn(rec *r, int stream, int *peer) {
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   uv_pipe_t *p = malloc(sizeof *p);
-  assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
+  assert_int_equal(uv_pipe_init(open_loop, p, 0), 0);
   assert_int_equal(uv_pipe_open(p, sv[0]), 0);
   hpl__conn_opts o = {.lim = lim, .stream_payloads = stream, .on_frame = on_frame,
                       .on_close = on_close, .data = r, .label = "test", .cork = open_cork};
@@ -543,6 +544,40 @@ static void test_corked_writes(void **state) {
   rec_free(&rb);
 }
 
+/* Each loop flushes its own corked connections: a turn of one loop leaves
+ * the frames corked on another loop's connections alone (two loops in one
+ * process, each on its thread, must not write for each other). */
+static void test_corks_per_loop(void **state) {
+  (void)state;
+  uv_loop_t l2;
+  assert_int_equal(uv_loop_init(&l2), 0);
+  rec ra = {0}, rb = {0};
+  int pa, pb;
+  open_cork = 1;
+  hpl__conn *a = open_conn(&ra, 0, &pa);
+  open_loop = &l2;
+  hpl__conn *b = open_conn(&rb, 0, &pb);
+  open_loop = &loop;
+  open_cork = 0;
+  assert_int_equal(hpl__conn_reply(a, 1, 0, NULL), 0);
+  assert_int_equal(hpl__conn_reply(b, 2, 0, NULL), 0);
+  run_now(); /* the first loop's turns only */
+  expect_reqs(pa, 1, 1);
+  assert_int_equal(readable(pb), 0);
+  assert_true(hpl__conn_write_queue(b) > 0);
+  for (int i = 0; i < 3; i++) uv_run(&l2, UV_RUN_NOWAIT);
+  assert_int_equal(hpl__conn_write_queue(b), 0);
+  expect_reqs(pb, 2, 2);
+  hpl__conn_close(b, 0);
+  while (!rb.closes) uv_run(&l2, UV_RUN_ONCE);
+  close(pb);
+  close_all(&ra, pa, 0);
+  uv_run(&l2, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&l2), 0);
+  rec_free(&ra);
+  rec_free(&rb);
+}
+
 static void test_close_with_writes_pending(void **state) {
   (void)state;
   rec r = {0};
@@ -567,6 +602,43 @@ static void test_close_with_writes_pending(void **state) {
   close(peer);
   free(pl);
   rec_free(&r);
+}
+
+/* ------------------------------------------------------------------ the connection limit */
+
+/* Under the limit a new connection is left to its server; at it, it is
+ * closed at once and counted. */
+static void test_full(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  uv_pipe_t *p = malloc(sizeof *p);
+  assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
+  assert_int_equal(uv_pipe_open(p, sv[0]), 0);
+  uint64_t refused = 0;
+  const char *warn = "test: refusing connections: %u open (%llu refused)";
+  assert_int_equal(hpl__conn_full((uv_stream_t *)p, 1, 2, &refused, warn), 0);
+  assert_int_equal(refused, 0);
+  assert_int_equal(hpl__conn_full((uv_stream_t *)p, 2, 2, &refused, warn), 1);
+  assert_int_equal(refused, 1);
+  run_now(); /* closed and freed */
+  char b;
+  assert_int_equal(read(sv[1], &b, 1), 0); /* the peer sees the end */
+  close(sv[1]);
+  /* hpl__conn_admit: the same, with the owner's state when there is room */
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  p = malloc(sizeof *p);
+  assert_int_equal(uv_pipe_init(&loop, p, 0), 0);
+  assert_int_equal(uv_pipe_open(p, sv[0]), 0);
+  uint64_t *st = hpl__conn_admit((uv_stream_t *)p, 0, 1, &refused, warn, sizeof *st);
+  assert_non_null(st);
+  assert_int_equal(*st, 0);
+  free(st);
+  assert_null(hpl__conn_admit((uv_stream_t *)p, 1, 1, &refused, warn, sizeof *st));
+  assert_int_equal(refused, 2);
+  run_now();
+  assert_int_equal(read(sv[1], &b, 1), 0);
+  close(sv[1]);
 }
 
 /* ------------------------------------------------------------------ fan-out */
@@ -700,7 +772,9 @@ int main(void) {
       cmocka_unit_test(test_writes),
       cmocka_unit_test(test_close_with_writes_pending),
       cmocka_unit_test(test_corked_writes),
+      cmocka_unit_test(test_corks_per_loop),
       cmocka_unit_test(test_corked_fanout),
+      cmocka_unit_test(test_full),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

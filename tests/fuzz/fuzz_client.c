@@ -1,6 +1,6 @@
 /* fuzz_client.c - libFuzzer target: the client library's reading of what a
  * store (or the directory) sends back: the RPC layer's framing and reply
- * matching (src/crpc.c) and the unpacking of every reply type the library
+ * matching (src/client/crpc.c) and the unpacking of every reply type the library
  * asks for. The input is the whole byte stream from the peer. */
 #include <stdint.h>
 #include <stdlib.h>

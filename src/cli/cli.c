@@ -1,0 +1,166 @@
+/* cli.c - the `hoplite` command: its arguments, the usage text, and
+ * which command runs (the commands are in cmd_*.c and demo.c, cli.h);
+ * connecting to the store the object commands talk to. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hoplite COMMAND [options]\n"
+          "\n"
+          "Local cluster (directory + stores on 127.0.0.1):\n"
+          "  cluster up [--nodes N] [--memory BYTES] [--dir PATH] [--verbose]\n"
+          "             start it and keep it running until Ctrl-C (cleans up after itself)\n"
+          "  demo [--nodes N] [--size BYTES]\n"
+          "             start a cluster, broadcast an object and print what happened\n"
+          "  secret FILE\n"
+          "             write a new cluster secret (256 bits, mode 0600) for --auth-file\n"
+          "  secret --metrics-token FILE\n"
+          "             print the bearer token servers with this secret want on /metrics\n"
+          "\n"
+          "Objects (talk to a store; pick it with -s SOCKET, -n NODE of the local\n"
+          "cluster, or $HOPLITE_SOCKET):\n"
+          "  put ID FILE|-          store a file (or stdin) as object ID\n"
+          "  get [-t MS] ID [FILE|-] write object ID to FILE (default stdout)\n"
+          "  stat ID [--json]       size and copies\n"
+          "  ls [PREFIX] [--json]   list objects, page by page as the directory sends them\n"
+          "  rm ID                  delete an object everywhere\n"
+          "  counters               the store's counters\n"
+          "  transfers [SINCE]      the directory's record of who pulled from whom\n"
+          "  status [--watch [SECONDS]] [--json]\n"
+          "                         the whole cluster: nodes (liveness, heartbeat age, pool,\n"
+          "                         objects), transfers in flight, reduces running;\n"
+          "                         --watch refreshes every SECONDS (default 1) until Ctrl-C\n"
+          "\n"
+          "Timeouts default to 30000 ms (-t MS, -1 waits forever). --json prints one JSON\n"
+          "object per line (ids: valid UTF-8 as it is, other bytes as \\udcXX escapes, as\n"
+          "Python's \"surrogateescape\" reads them). put and get of objects of 1 MiB or\n"
+          "more draw a progress bar (rate, ETA) on stderr when it is a terminal.\n");
+}
+
+void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", CLI_NAME);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  exit(1);
+}
+
+void cluster_dir(char *out, size_t len) {
+  snprintf(out, len, "/tmp/hoplite-%u/cluster", (unsigned)getuid());
+}
+
+static hpl_client *open_client(const conn_opts *o) {
+  char path[256];
+  const char *sock = o->socket;
+  if (!sock && o->node >= 0) {
+    char dir[200];
+    cluster_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/node-%d.sock", dir, o->node);
+    sock = path;
+  }
+  if (!sock) sock = getenv(HPL_SOCKET_ENV);
+  if (!sock) {
+    char dir[200];
+    cluster_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/node-0.sock", dir);
+    sock = path;
+  }
+  hpl_client *c;
+  int rc = hpl_connect(sock, 5000, &c);
+  if (rc)
+    die("cannot connect to the store at %s: %s (is a store running? `hoplite cluster up` starts "
+        "a local one)",
+        sock, hpl_strerror(rc));
+  return c;
+}
+
+void check(hpl_client *c, int rc, const char *what) {
+  if (rc) die("%s: %s (%s)", what, hpl_strerror(rc), hpl_errdetail(c));
+}
+
+/* Take --json out of a command's arguments (it may come after them). */
+int take_json(conn_opts *o, int argc, char **argv) {
+  int k = 0;
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--json") == 0) o->json = 1;
+    else argv[k++] = argv[i];
+  return k;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+      !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  conn_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
+  static struct option opts[] = {{"socket", 1, 0, 's'}, {"node", 1, 0, 'n'},
+                                 {"timeout", 1, 0, 't'}, {"json", 0, 0, 'j'},
+                                 {"watch", 2, 0, 'w'},   {0, 0, 0, 0}};
+  /* store options may come before or after the command */
+  int ch, pass;
+  const char *cmd = NULL;
+  optind = 1;
+  for (pass = 0; pass < 2; pass++) {
+    while ((ch = getopt_long(argc, argv, "+s:n:t:", opts, NULL)) != -1) {
+      switch (ch) {
+        case 's': o.socket = optarg; break;
+        case 'n': o.node = atoi(optarg); break;
+        case 't': o.timeout_ms = strtoll(optarg, NULL, 10); break;
+        case 'j': o.json = 1; break;
+        case 'w': { /* --watch [SECONDS], --watch=SECONDS */
+          const char *arg = optarg;
+          char *end;
+          if (!arg && optind < argc && strtod(argv[optind], &end) > 0 && !*end)
+            arg = argv[optind++];
+          o.watch_s = arg ? strtod(arg, &end) : 1.0;
+          if (arg && (*end || !(o.watch_s >= 0.1 && o.watch_s <= 86400)))
+            die("--watch takes seconds between refreshes (0.1 to 86400), not '%s'", arg);
+          break;
+        }
+        default: usage(stderr); return 2;
+      }
+    }
+    if (pass == 0) {
+      if (optind >= argc) {
+        usage(stderr);
+        return 2;
+      }
+      cmd = argv[optind];
+      if (!strcmp(cmd, "cluster")) return cmd_cluster(argc - optind - 1, argv + optind + 1);
+      if (!strcmp(cmd, "secret")) return cmd_secret(argc - optind - 1, argv + optind + 1);
+      if (!strcmp(cmd, "demo")) return hpl__cli_demo(argc - optind, argv + optind);
+      optind++;
+      /* getopt restarts its scan from optind */
+    }
+  }
+  int (*fn)(hpl_client *, conn_opts *, int, char **) = NULL;
+  if (!strcmp(cmd, "put")) fn = cmd_put;
+  else if (!strcmp(cmd, "get")) fn = cmd_get;
+  else if (!strcmp(cmd, "stat")) fn = cmd_stat;
+  else if (!strcmp(cmd, "ls")) fn = cmd_ls;
+  else if (!strcmp(cmd, "rm")) fn = cmd_rm;
+  else if (!strcmp(cmd, "counters")) fn = cmd_counters;
+  else if (!strcmp(cmd, "transfers")) fn = cmd_transfers;
+  else if (!strcmp(cmd, "status")) fn = cmd_status;
+  if (!fn) {
+    fprintf(stderr, "%s: unknown command '%s'\n", CLI_NAME, cmd);
+    usage(stderr);
+    return 2;
+  }
+  hpl_client *c = open_client(&o);
+  int rc = fn(c, &o, argc - optind, argv + optind);
+  hpl_close(c);
+  return rc;
+}

@@ -1,0 +1,126 @@
+/* cmd_cluster.c - `hoplite cluster up` (a local cluster of real
+ * processes, localcluster.h, kept running until a signal) and `hoplite
+ * secret` (a cluster secret, or the /metrics token it gives) (cli.h). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cli.h"
+#include "localcluster.h"
+#include "metrics.h"
+#include "util.h"
+
+int cmd_cluster(int argc, char **argv) {
+  if (argc < 1 || strcmp(argv[0], "up") != 0) die("usage: hoplite cluster up [--nodes N] ...");
+  int nodes = 3, verbose = 0;
+  uint64_t memory = 1ull << 30;
+  char dir[256];
+  cluster_dir(dir, sizeof dir);
+  static struct option opts[] = {{"nodes", 1, 0, 'n'}, {"memory", 1, 0, 'm'},
+                                 {"dir", 1, 0, 'd'},   {"verbose", 0, 0, 'v'},
+                                 {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "n:m:d:v", opts, NULL)) != -1) {
+    switch (ch) {
+      case 'n': nodes = atoi(optarg); break;
+      case 'm':
+        if (hpl__parse_size(optarg, &memory)) die("bad --memory '%s'", optarg);
+        break;
+      case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
+      case 'v': verbose = 1; break;
+      default: die("usage: hoplite cluster up [--nodes N] [--memory BYTES] [--dir PATH]");
+    }
+  }
+  if (nodes < 1 || nodes > 256) die("--nodes must be 1..256");
+  char parent[256];
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) {
+    *slash = 0;
+    mkdir(parent, 0700);
+  }
+  /* signals are taken synchronously below */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  /* a full pool spills to files under the work directory (each store
+   * makes its own subdirectory there) */
+  char store_args[320];
+  snprintf(store_args, sizeof store_args, "--spill-dir %s/spill", dir);
+  hpl__lc_opts o = {.nodes = nodes, .memory = memory, .work_dir = dir, .logs_to_stderr = verbose,
+                   .remove_work_dir = 1, .store_args = store_args};
+  hpl__lc *lc;
+  char err[512];
+  int rc = hpl__lc_start(&o, &lc, err, sizeof err);
+  if (rc) die("cannot start the cluster: %s", err);
+  char path[512], b[32];
+  snprintf(path, sizeof path, "%s/cluster.env", dir);
+  FILE *env = fopen(path, "w");
+  printf("hoplite cluster up: directory on 127.0.0.1:%d, %d stores with %s pools each\n",
+         hpl__lc_dir_port(lc), nodes, hpl__fmt_bytes(memory, b, sizeof b));
+  for (int i = 0; i < nodes; i++) {
+    printf("  node-%d  socket %s  pid %d%s%s\n", i, hpl__lc_socket(lc, i), (int)hpl__lc_store_pid(lc, i),
+           verbose ? "" : "  log ", verbose ? "" : hpl__lc_store_log(lc, i));
+    if (env) fprintf(env, "HOPLITE_SOCKET_%d=%s\n", i, hpl__lc_socket(lc, i));
+  }
+  if (env) fclose(env);
+  printf("Cluster secret: %s (more stores join with --auth-file %s)\n", hpl__lc_secret(lc),
+         hpl__lc_secret(lc));
+  printf("Use it:  export %s=%s   (or `hoplite -n 1 ...` for node-1)\n"
+         "Stop it: Ctrl-C\n",
+         HPL_SOCKET_ENV, hpl__lc_socket(lc, 0));
+  fflush(stdout);
+  int sig;
+  for (;;) {
+    siginfo_t si;
+    sig = sigwaitinfo(&set, &si);
+    if (sig < 0) continue;
+    if (sig == SIGCHLD) {
+      int status;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) continue;
+      fprintf(stderr, "%s: process %d exited (%s %d); stopping the cluster\n", CLI_NAME, (int)pid,
+              WIFSIGNALED(status) ? "signal" : "status",
+              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      break;
+    }
+    break;
+  }
+  printf("\nstopping the cluster...\n");
+  hpl__lc_stop(lc);
+  printf("stopped.\n");
+  return 0;
+}
+
+/* `hoplite secret FILE`: a new cluster secret for --auth-file.
+ * `hoplite secret --metrics-token FILE`: the bearer token /metrics wants
+ * from scrapers of a cluster with that secret (metrics.h). */
+int cmd_secret(int argc, char **argv) {
+  char err[512];
+  if (argc == 2 && !strcmp(argv[0], "--metrics-token")) {
+    hpl__auth a;
+    char token[HPL__METRICS_TOKEN_LEN + 1];
+    if (hpl__auth_load(argv[1], &a, err, sizeof err) != 0) die("%s", err);
+    if (hpl__metrics_token(&a, token) != 0) die("libsodium cannot start");
+    printf("%s\n", token);
+    return 0;
+  }
+  if (argc != 1)
+    die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)\n"
+        "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)");
+  if (hpl__auth_create(argv[0], err, sizeof err) != 0) die("%s", err);
+  printf("wrote a new cluster secret to %s; give it to every server with --auth-file %s\n",
+         argv[0], argv[0]);
+  return 0;
+}

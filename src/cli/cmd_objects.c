@@ -1,0 +1,119 @@
+/* cmd_objects.c - `hoplite stat`, `ls`, `rm`, `transfers` and
+ * `counters`: what the store and directory know of objects, as tables or
+ * (stat, ls) JSON lines (cli.h). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+#include "util.h"
+
+/* One object as a JSON line on stdout: its id as bytes (json.h: \udcXX
+ * for a byte outside UTF-8, so that json.loads(line)["id"].encode("utf-8",
+ * "surrogateescape") is the id), and "local" unless local < 0. */
+static void json_object(const char *id, uint64_t size, unsigned copies, unsigned complete,
+                        int inl, int local) {
+  cJSON *o = cJSON_CreateObject();
+  int ok = o && hpl__json_add_bytes(o, "id", id, HPL__JSON_SURROGATE) &&
+           hpl__json_add_u64(o, "size", size) && hpl__json_add_u64(o, "copies", copies) &&
+           hpl__json_add_u64(o, "complete", complete) && cJSON_AddBoolToObject(o, "inline", inl) &&
+           (local < 0 || cJSON_AddBoolToObject(o, "local", local));
+  char *line = ok ? hpl__json_line(o) : NULL;
+  cJSON_Delete(o);
+  if (!line) die("out of memory");
+  fputs(line, stdout);
+  free(line);
+}
+
+int cmd_stat(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  argc = take_json(o, argc, argv);
+  if (argc != 1) die("usage: hoplite stat ID [--json]");
+  uint64_t size;
+  uint32_t copies, complete;
+  int inl, local = 0;
+  check(c, hpl_stat(c, argv[0], o->timeout_ms, &size, &copies, &complete, &inl), "stat");
+  hpl_contains(c, argv[0], o->timeout_ms, &local);
+  if (o->json) {
+    json_object(argv[0], size, copies, complete, inl, local);
+    return 0;
+  }
+  char b[32];
+  printf("id        %s\nsize      %llu (%s)\ncopies    %u (%u complete)\ninline    %s\n"
+         "local     %s\n",
+         argv[0], (unsigned long long)size, hpl__fmt_bytes(size, b, sizeof b), copies, complete,
+         inl ? "yes (served by the directory)" : "no", local ? "yes" : "no");
+  return 0;
+}
+
+/* Print one page of hpl_list_page text: "ID\tSIZE\tCOPIES\tCOMPLETE\tINLINE\n"
+ * lines (ids hold no tabs or newlines). */
+static void ls_page(char *text, int json) {
+  for (char *line = text, *end; *line; line = end + 1) {
+    if (!(end = strchr(line, '\n'))) break;
+    *end = 0;
+    char *f[5];
+    int k = 0;
+    for (char *t = line; k < 5; t++) {
+      f[k++] = t;
+      if (!(t = strchr(t, '\t'))) break;
+      *t = 0;
+    }
+    if (k != 5) continue;
+    if (json)
+      json_object(f[0], strtoull(f[1], NULL, 10), (unsigned)strtoul(f[2], NULL, 10),
+                  (unsigned)strtoul(f[3], NULL, 10), f[4][0] == '1', -1);
+    else
+      printf("%-40s %14s %7s %9s %7s\n", f[0], f[1], f[2], f[3], f[4][0] == '1' ? "yes" : "no");
+  }
+}
+
+/* Page after page, each printed as it arrives: memory for one page only. */
+int cmd_ls(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  argc = take_json(o, argc, argv);
+  if (argc > 1) die("usage: hoplite ls [PREFIX] [--json]");
+  const char *prefix = argc > 0 ? argv[0] : "";
+  if (!o->json) printf("%-40s %14s %7s %9s %7s\n", "ID", "SIZE", "COPIES", "COMPLETE", "INLINE");
+  char *after = NULL;
+  do {
+    char *text, *next;
+    check(c, hpl_list_page(c, prefix, after, 0, o->timeout_ms, &text, &next), "ls");
+    ls_page(text, o->json);
+    fflush(stdout);
+    hpl_free(text);
+    hpl_free(after);
+    after = next;
+  } while (after);
+  return 0;
+}
+
+int cmd_rm(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  if (argc != 1) die("usage: hoplite rm ID");
+  check(c, hpl_delete(c, argv[0], o->timeout_ms), "rm");
+  return 0;
+}
+
+int cmd_transfers(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  uint64_t since = argc > 0 ? strtoull(argv[0], NULL, 10) : 0;
+  char *text;
+  check(c, hpl_transfers(c, since, o->timeout_ms, &text, NULL), "transfers");
+  printf("%-8s %-14s %-9s %-16s %-16s %s\n", "SEQ", "T_US", "KIND", "RECEIVER", "SENDER", "ID");
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char seq[24], t[24], kind[16], r[24], snd[24];
+    int off = 0;
+    if (sscanf(line, "%23s %23s %15s %23s %23s %n", seq, t, kind, r, snd, &off) == 5)
+      printf("%-8s %-14s %-9s %-16s %-16s %s\n", seq, t, kind, r, snd, line + off);
+  }
+  hpl_free(text);
+  return 0;
+}
+
+int cmd_counters(hpl_client *c, conn_opts *o, int argc, char **argv) {
+  (void)argc, (void)argv;
+  char *text;
+  check(c, hpl_counters(c, o->timeout_ms, &text), "counters");
+  fputs(text, stdout);
+  hpl_free(text);
+  return 0;
+}

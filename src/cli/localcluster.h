@@ -1,0 +1,93 @@
+/*
+ * localcluster.h - start and stop a hoplite cluster of real processes on
+ * this machine: one hoplite-directory and N hoplite-store processes on
+ * loopback, each on a port the kernel picks. Used by the `hoplite` CLI,
+ * the integration tests and the benchmarks.
+ *
+ * Not thread-safe. Waiting for a server to come up is event-driven
+ * (inotify on the work directory), bounded by a timeout.
+ *
+ * Callers: `hoplite cluster up` and `hoplite demo` (cmd_cluster.c,
+ * demo.c), the test harness and tests, the benchmarks (library hpltools).
+ */
+#ifndef HPL_LOCALCLUSTER_H
+#define HPL_LOCALCLUSTER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct hpl__lc hpl__lc;
+
+typedef struct hpl__lc_opts {
+  int nodes;               /* stores to start (may be 0) */
+  uint64_t memory;         /* pool per store, bytes (0: 512 MiB) */
+  const char *bin_dir;     /* where hoplite-directory/-store are (NULL: next to this program) */
+  const char *work_dir;    /* sockets, port files, logs (NULL: a new mkdtemp dir, removed at stop) */
+  const char *dir_args;    /* extra arguments for the directory, space-separated (may be NULL) */
+  const char *store_args;  /* extra arguments for every store (may be NULL) */
+  const char *log_level;   /* servers' --log-level (NULL: info) */
+  const char *host;        /* address to bind and advertise (NULL: 127.0.0.1) */
+  int logs_to_stderr;      /* 1: servers log to our stderr; 0: to files in work_dir */
+  int timeout_ms;          /* how long a server may take to come up (0: 10000) */
+  int remove_work_dir;     /* remove work_dir (and everything in it) at stop, even if given */
+  /* Emulated hosts: if netns_prefix is set, the directory runs in namespace
+   * "<prefix>-h0" and store i in "<prefix>-h<i>" (through `ip netns exec`),
+   * binding and advertising host_addrs[i]; the directory listens on
+   * host_addrs[0]. The namespaces must exist (bench/cluster.sh up). */
+  const char *netns_prefix;
+  const char *const *host_addrs;
+  /* The cluster secret: every cluster gets one (work_dir/cluster.secret,
+   * mode 0600, made unless it exists) and every server is started with
+   * --auth-file. no_auth: none (servers older than the secret, or tests of
+   * an unauthenticated loopback cluster). */
+  int no_auth;
+} hpl__lc_opts;
+
+/* Start a cluster. On success *out is owned by the caller (hpl__lc_stop).
+ * On failure everything started is stopped again and a message is written
+ * into err[errlen]. Returns 0 or a negative HPL_E* code. */
+int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen);
+
+/* Stop every process still running (SIGTERM, SIGKILL after 5 s), remove
+ * the work directory if we created it, free. NULL is a no-op. */
+void hpl__lc_stop(hpl__lc *lc);
+
+int hpl__lc_nodes(const hpl__lc *lc);
+const char *hpl__lc_socket(const hpl__lc *lc, int i); /* store i's Unix socket */
+int hpl__lc_dir_port(const hpl__lc *lc);
+const char *hpl__lc_work_dir(const hpl__lc *lc);
+/* Path of the cluster's secret file, "" without one. */
+const char *hpl__lc_secret(const hpl__lc *lc);
+pid_t hpl__lc_dir_pid(const hpl__lc *lc);
+pid_t hpl__lc_store_pid(const hpl__lc *lc, int i);
+/* Path of store i's log file ("" when logging to stderr). */
+const char *hpl__lc_store_log(const hpl__lc *lc, int i);
+const char *hpl__lc_dir_log(const hpl__lc *lc);
+
+/* Send `sig` to store i (or the directory with i = -1) and, for SIGKILL and
+ * SIGTERM, reap it (waiting at most 10 s). Returns 0 or HPL_EINVAL. */
+int hpl__lc_signal(hpl__lc *lc, int i, int sig);
+
+/* Exit status (as from waitpid) of store i (or the directory, i = -1) after
+ * hpl__lc_signal reaped it; -1 if unknown. */
+int hpl__lc_exit_status(const hpl__lc *lc, int i);
+
+/* Start store i again (after it was killed) with the same socket; or, with
+ * i = -1, restart the directory on the same port. Returns 0 or an error
+ * (err as for hpl__lc_start). */
+int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen);
+
+/* Check that every process the cluster still counts as running is alive.
+ * Returns 0, or HPL_ECONN with a description of the first process that
+ * exited (and its status) in err. A process that died is reaped. */
+int hpl__lc_check(hpl__lc *lc, char *err, size_t errlen);
+
+/* Add one more store; returns its index or a negative error. */
+int hpl__lc_add_store(hpl__lc *lc, const char *extra_args, char *err, size_t errlen);
+
+/* Move the calling thread (only it) into emulated host `host`'s network
+ * namespace, /run/netns/<prefix>-h<host>, as a client on that host runs.
+ * Returns 0, or HPL_ESYS with errno set. */
+int hpl__lc_enter_host(const char *prefix, int host);
+
+#endif

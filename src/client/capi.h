@@ -1,0 +1,174 @@
+/*
+ * capi.h - what the client library's API files share, internal to
+ * libhoplite: a handle and the buffers it hands out (client.c), the
+ * per-thread error detail (client.c), and requests to the store, one or a
+ * pipelined batch (ccall.c). Callers: client.c, ccall.c, cput.c, cget.c,
+ * cobjects.c, creduce.c, ctext.c.
+ */
+#ifndef HPL_CAPI_H
+#define HPL_CAPI_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cdirect.h"
+#include "crpc.h"
+#include "cstore.h"
+#include "hoplite.h"
+#include "proto.h"
+#include "util.h"
+
+/* A buffer handed out (hpl_buf in hoplite.h). */
+struct hpl_buf {
+  hpl_client *c;
+  struct hpl_buf *prev, *next; /* the handle's buffers (utlist DL) */
+  uint8_t *data;
+  uint64_t size;
+  uint64_t handle;
+  int created; /* from hpl_create, not yet sealed */
+  uint8_t *own; /* NULL, or the library's own allocation that data points
+                 * into (a small object read from the directory) */
+  char id[HPL_ID_MAX + 1];
+};
+
+/* A handle (hpl_client in hoplite.h). */
+struct hpl_client {
+  hpl__cstore st;       /* the store connection, its pool and filter */
+  hpl__cdirect *direct; /* NULL: every get goes to the store */
+  pthread_mutex_t lock; /* bufs, owned, ttl_ms */
+  hpl_buf *bufs;
+  int owned;       /* the lifetime of what the handle puts (hpl_set_lifetime) */
+  uint64_t ttl_ms;
+};
+
+/* ------------------------------------------------------------ errors (client.c) */
+
+/* Size of a detail, its NUL included. */
+#define HPL__CERR_MAX 512
+
+/* Set the calling thread's detail for handle c (hpl_errdetail) from fmt
+ * and return code. */
+int hpl__cfail(const hpl_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The calling thread's last detail (set by hpl__cfail), whatever handle it
+ * was for; valid until the thread's next hpl__cfail. */
+const char *hpl__cfail_msg(void);
+
+/* Return HPL_EINVAL from the calling function when c is NULL or id is not
+ * a valid object id (with the detail set). */
+#define CHECK_ID(c, id)                                                              \
+  do {                                                                               \
+    if (!(c)) return HPL_EINVAL;                                                     \
+    if (!hpl__id_valid(id))                                                           \
+      return hpl__cfail((c), HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)", \
+                  HPL_ID_MAX);                                                       \
+  } while (0)
+
+/* ------------------------------------------------------------ buffers (client.c) */
+
+/* A buffer over pool[off .. off+size) (checked against the pool) for
+ * object `id`, listed on c: NULL if outside the pool or memory is short. */
+hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
+                       uint64_t handle, int created);
+
+/* List b (allocated and filled by the caller, zeroed where unused) on c as
+ * object `id`'s buffer. Returns b. */
+hpl_buf *hpl__cbuf_link(hpl_client *c, hpl_buf *b, const char *id);
+
+/* Take b off c's list and free it (and the bytes it owns). Tells the store
+ * nothing. */
+void hpl__cbuf_free(hpl_client *c, hpl_buf *b);
+
+/* ------------------------------------------------------------ requests (ccall.c) */
+
+/* One request to the store and its reply. On success *out (if out is not
+ * NULL) is the unpacked reply of the request's reply type, owned by the
+ * caller; on failure the code, with the detail set. timeout_ms is the
+ * store-side timeout (< 0: none); the client waits a little longer for the
+ * store's own answer. */
+int hpl__ccall(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t timeout_ms,
+               ProtobufCMessage **out);
+
+/* The same with a payload of plen bytes (NULL, 0: none), only read during
+ * the call. */
+int hpl__ccall_with(hpl_client *c, unsigned type, const ProtobufCMessage *m, const void *payload,
+                    uint64_t plen, int64_t timeout_ms, ProtobufCMessage **out);
+
+/* The same for a request that names one object (IdReq). */
+int hpl__cid_call(hpl_client *c, unsigned type, const char *id, int64_t timeout_ms,
+                  ProtobufCMessage **out);
+
+/* A one-way note to the store about a handle it gave out (PROGRESS,
+ * RELEASE): 0, or the RPC layer's failure with the detail set. */
+int hpl__cnote(hpl_client *c, unsigned type, const ProtobufCMessage *m);
+
+/* Tell the store that the handle it gave out for a get is released. */
+void hpl__crelease(hpl_client *c, uint64_t handle);
+
+/* A batch of requests, each about one of n items (ids[i], outcome rcs[i]),
+ * and its first failure by item order, with that failure's detail (the
+ * per-thread detail is overwritten by every later failure). */
+typedef struct hpl__cbatch {
+  size_t n;
+  const char *const *ids; /* NULL: a single call, whose detail needs no name */
+  int *rcs;
+  size_t first; /* n while nothing failed */
+  char why[HPL__CERR_MAX];
+} hpl__cbatch;
+
+/* One request of a batch to the store: which item it is about, the request
+ * (its message in m), and the reply once it succeeded. */
+typedef struct hpl__cslot {
+  size_t item;
+  hpl__crpc_req req;
+  union {
+    Hplpb__IdReq id;
+    Hplpb__GetReq get;
+    Hplpb__PutReq put;
+    Hplpb__CreateReq create;
+    Hplpb__HandleReq handle;
+  } m;
+  int granted;           /* get: the directory granted the object to the store */
+  ProtobufCMessage *out; /* the unpacked reply, unless it is a plain Reply */
+  hpl_buf *buf;          /* hpl_put_many: the region being filled */
+} hpl__cslot;
+
+/* Set up b for n items (ids may be NULL for a single call). */
+void hpl__cbatch_init(hpl__cbatch *b, const char *const *ids, size_t n, int *rcs);
+
+/* Item i's outcome; a failure's detail must have just been set (hpl__cfail()). */
+void hpl__cbatch_set(hpl__cbatch *b, size_t i, int rc);
+
+/* 0, or the first failure with its detail, naming the item. */
+int hpl__cbatch_end(hpl_client *c, hpl__cbatch *b);
+
+/* Check a batch call's arguments (`other`: the call's other array, which
+ * must not be NULL either) and set up its outcome: 0, or HPL_EINVAL
+ * (nothing is sent, rcs is not written). */
+int hpl__cbatch_open(hpl_client *c, hpl__cbatch *b, const char *const *ids, size_t n, int *rcs,
+                     const void *other);
+
+/* A slot for each item whose id is valid (the others fail with
+ * HPL_EINVAL), in item order; *k gets their number. NULL (with every item
+ * failed) if memory is short, or when n is 0. Free with hpl__cslots_free. */
+hpl__cslot *hpl__cbatch_slots(hpl_client *c, hpl__cbatch *b, size_t *k);
+
+/* Free slots s[0..k) and the replies they still hold. */
+void hpl__cslots_free(hpl__cslot *s, size_t k);
+
+/* The requests of slots s[0..n) to the store, pipelined: all are sent
+ * before any reply is awaited, then every reply is read into b's outcome
+ * of the slot's item and, on success, s[j].out (the unpacked reply unless
+ * the reply type is a plain Reply; owned by the slot). timeout_ms is the
+ * store-side timeout (< 0: none); the client waits a little longer for the
+ * store's own answers. */
+void hpl__ccalls(hpl_client *c, hpl__cslot *s, size_t n, int64_t timeout_ms, hpl__cbatch *b);
+
+/* STATs or DELETEs (`type`) of the batch's valid ids, pipelined; the
+ * slots (with the replies) are returned for the caller to read and free
+ * (hpl__cslots_free of *k). */
+hpl__cslot *hpl__cid_calls(hpl_client *c, hpl__cbatch *b, unsigned type, int64_t timeout_ms,
+                           size_t *k);
+
+#endif

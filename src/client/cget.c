@@ -1,0 +1,100 @@
+/* cget.c - getting objects with libhoplite (include/hoplite.h): hpl_get
+ * and hpl_get_many, small objects first from the directory (cdirect.h),
+ * the rest from the store, whose replies name regions of the mapped pool;
+ * and hpl_release. */
+#include <stdlib.h>
+
+#include "capi.h"
+#include "trace.h"
+
+static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                    hpl_buf **bufs, int *rcs);
+
+int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
+  CHECK_ID(c, id);
+  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
+  int rc;
+  return hpl_get_many(c, &id, 1, timeout_ms, out, &rc);
+}
+
+int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                 hpl_buf **bufs, int *rcs) {
+  const char *first = ids && n ? ids[0] : NULL;
+  hpl__trace("get", first);
+  int rc = get_many(c, ids, n, timeout_ms, bufs, rcs);
+  hpl__trace("get.done", first);
+  return rc;
+}
+
+/* hpl_get_many, untraced. */
+static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
+                    hpl_buf **bufs, int *rcs) {
+  hpl__cbatch b;
+  int rc = hpl__cbatch_open(c, &b, ids, n, rcs, bufs);
+  if (rc) return rc;
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  size_t k;
+  hpl__cslot *s = hpl__cbatch_slots(c, &b, &k);
+  /* Small objects this node does not hold may come straight from the
+   * directory; that path never fails a get: what it does not find goes on
+   * to the store with what is left of the timeout. */
+  const char **dids = k && c->direct && timeout_ms != 0 ? malloc(k * sizeof *dids) : NULL;
+  hpl__cdirect_obj *objs = dids ? malloc(k * sizeof *objs) : NULL;
+  int *found = objs ? malloc(k * sizeof *found) : NULL;
+  if (found) {
+    for (size_t j = 0; j < k; j++) dids[j] = ids[s[j].item];
+    hpl__cdirect_get_many(c->direct, dids, k, deadline, objs, found);
+    size_t left = 0;
+    for (size_t j = 0; j < k; j++) {
+      hpl_buf *buf = found[j] == HPL__DIRECT_FOUND ? calloc(1, sizeof *buf) : NULL;
+      if (!buf) {
+        if (found[j] == HPL__DIRECT_FOUND) free(objs[j].own);
+        s[j].granted = found[j] == HPL__DIRECT_GRANTED;
+        s[left++] = s[j]; /* to the store */
+        continue;
+      }
+      buf->own = objs[j].own;
+      buf->data = objs[j].data;
+      buf->size = objs[j].size;
+      bufs[s[j].item] = hpl__cbuf_link(c, buf, dids[j]);
+      hpl__cbatch_set(&b, s[j].item, 0);
+    }
+    k = left;
+  }
+  free(dids);
+  free(objs);
+  free(found);
+  if (timeout_ms > 0) timeout_ms = hpl__ms_left(deadline);
+  for (size_t j = 0; j < k; j++) {
+    hplpb__get_req__init(&s[j].m.get);
+    s[j].m.get.id = (char *)ids[s[j].item];
+    s[j].m.get.timeout_ms = timeout_ms;
+    s[j].m.get.granted = s[j].granted;
+    s[j].req = (hpl__crpc_req){.type = HPL__MSG_GET, .m = &s[j].m.get.base};
+  }
+  hpl__ccalls(c, s, k, timeout_ms, &b);
+  for (size_t j = 0; j < k; j++) {
+    Hplpb__GetRep *g = (Hplpb__GetRep *)s[j].out;
+    if (!g) continue;
+    size_t i = s[j].item;
+    hpl_buf *buf = hpl__cbuf_new(c, ids[i], g->offset, g->size, g->handle, 0);
+    if (buf)
+      bufs[i] = buf;
+    else {
+      hpl__crelease(c, g->handle);
+      hpl__cbatch_set(&b, i, hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
+    }
+  }
+  hpl__cslots_free(s, k);
+  return hpl__cbatch_end(c, &b);
+}
+
+void hpl_release(hpl_client *c, hpl_buf *b) {
+  if (!c || !b) return;
+  if (b->created) {
+    hpl_abort(c, b);
+    return;
+  }
+  if (!b->own) hpl__crelease(c, b->handle);
+  hpl__cbuf_free(c, b);
+}

@@ -1,0 +1,109 @@
+/* client.c - a client handle of libhoplite (include/hoplite.h): connecting
+ * to the store and closing, the per-thread error detail, and the buffers
+ * the handle hands out (capi.h). What the calls do is in the other c*.c
+ * files: puts (cput.c), gets (cget.c), questions about objects and their
+ * deletion (cobjects.c), collectives (creduce.c), text results (ctext.c),
+ * all through the requests of ccall.c. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "capi.h"
+
+/* ------------------------------------------------------------------ errors */
+
+static __thread struct {
+  const hpl_client *c;
+  char msg[HPL__CERR_MAX];
+} tls_err;
+
+int hpl__cfail(const hpl_client *c, int code, const char *fmt, ...) {
+  tls_err.c = c;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tls_err.msg, sizeof tls_err.msg, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+const char *hpl__cfail_msg(void) { return tls_err.msg; }
+
+const char *hpl_errdetail(const hpl_client *c) {
+  return c && tls_err.c == c ? tls_err.msg : "";
+}
+
+/* ------------------------------------------------------------------ handles */
+
+int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
+  if (!out) return HPL_EINVAL;
+  if (!socket_path) socket_path = getenv(HPL_SOCKET_ENV);
+  if (!socket_path || !*socket_path) return HPL_EINVAL;
+  hpl_client *c = calloc(1, sizeof *c);
+  if (!c) return HPL_ENOMEM;
+  int rc = hpl__cstore_open(socket_path, hpl__deadline_ms(timeout_ms), &c->st);
+  if (rc) {
+    free(c);
+    return rc;
+  }
+  const char *direct = getenv("HPL_DIRECT_GETS");
+  if (!(direct && !strcmp(direct, "0"))) c->direct = hpl__cdirect_new(&c->st);
+  pthread_mutex_init(&c->lock, NULL);
+  *out = c;
+  return 0;
+}
+
+void hpl_close(hpl_client *c) {
+  if (!c) return;
+  hpl_buf *b, *tmp;
+  DL_FOREACH_SAFE(c->bufs, b, tmp) {
+    DL_DELETE(c->bufs, b);
+    free(b->own);
+    free(b);
+  }
+  hpl__cdirect_free(c->direct);
+  hpl__cstore_close(&c->st); /* the store releases what the buffers held */
+  pthread_mutex_destroy(&c->lock);
+  if (tls_err.c == c) tls_err.c = NULL;
+  free(c);
+}
+
+void hpl_free(void *p) { free(p); }
+
+/* ------------------------------------------------------------------ buffers */
+
+hpl_buf *hpl__cbuf_link(hpl_client *c, hpl_buf *b, const char *id) {
+  b->c = c;
+  snprintf(b->id, sizeof b->id, "%s", id);
+  pthread_mutex_lock(&c->lock);
+  DL_PREPEND(c->bufs, b);
+  pthread_mutex_unlock(&c->lock);
+  return b;
+}
+
+hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
+                       uint64_t handle, int created) {
+  if (off > c->st.pool_size || size > c->st.pool_size - off) return NULL;
+  hpl_buf *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->data = c->st.base + off;
+  b->size = size;
+  b->handle = handle;
+  b->created = created;
+  return hpl__cbuf_link(c, b, id);
+}
+
+void hpl__cbuf_free(hpl_client *c, hpl_buf *b) {
+  pthread_mutex_lock(&c->lock);
+  DL_DELETE(c->bufs, b);
+  pthread_mutex_unlock(&c->lock);
+  free(b->own);
+  free(b);
+}
+
+void *hpl_buf_data(const hpl_buf *b) { return b ? b->data : NULL; }
+uint64_t hpl_buf_size(const hpl_buf *b) { return b ? b->size : 0; }
+const char *hpl_buf_id(const hpl_buf *b) { return b ? b->id : NULL; }
+int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }

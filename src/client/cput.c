@@ -1,0 +1,253 @@
+/* cput.c - putting objects with libhoplite (include/hoplite.h): the
+ * lifetime a put asks for, creating a region in the pool, filling it
+ * (with progress notes) and sealing or aborting it, and hpl_put /
+ * hpl_put_many, which send small objects whole and publish them to the
+ * directory on the way (cdirect.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "capi.h"
+#include "trace.h"
+
+/* How long hpl_abort waits for the store and directory to forget. */
+#define CLIENT_ABORT_MS 5000
+/* hpl_put copies in chunks and tells the store after each one: the first
+ * is small so receivers start soon, then they double up to the largest. */
+#define PUT_CHUNK_FIRST (1u << 20)
+#define PUT_CHUNK (8u << 20)
+#define CLIENT_POPULATE_MIN (1u << 20)
+
+/* ------------------------------------------------------------------ lifetime, creating */
+
+int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms) {
+  if (!c) return HPL_EINVAL;
+  if (ttl_ms < 0) return hpl__cfail(c, HPL_EINVAL, "ttl_ms must be >= 0 (0: no ttl), not %lld",
+                                    (long long)ttl_ms);
+  pthread_mutex_lock(&c->lock);
+  c->owned = owned != 0;
+  c->ttl_ms = (uint64_t)ttl_ms;
+  pthread_mutex_unlock(&c->lock);
+  return 0;
+}
+
+/* The lifetime a put made now asks for. */
+static void lifetime_of(hpl_client *c, int *owned, uint64_t *ttl_ms) {
+  pthread_mutex_lock(&c->lock);
+  *owned = c->owned;
+  *ttl_ms = c->ttl_ms;
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Map the pages of [p, p + n) in one call rather than one fault per page
+ * (the pool's pages exist; this process's page table does not have them
+ * yet). An old kernel without MADV_POPULATE_WRITE just faults as usual. */
+static void populate(uint8_t *p, uint64_t n) {
+  if (n < CLIENT_POPULATE_MIN) return;
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+  uintptr_t e = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
+  madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+}
+
+/* hpl_create without mapping the pages ahead (hpl_put maps each chunk
+ * just before copying it). */
+static int create_buf(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
+                      hpl_buf **out) {
+  CHECK_ID(c, id);
+  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
+  Hplpb__CreateReq r = HPLPB__CREATE_REQ__INIT;
+  r.id = (char *)id;
+  r.size = size;
+  r.timeout_ms = timeout_ms;
+  lifetime_of(c, &r.owned, &r.ttl_ms);
+  Hplpb__CreateRep *rep = NULL;
+  int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms,
+                (ProtobufCMessage **)&rep);
+  if (rc) return rc;
+  hpl_buf *b = hpl__cbuf_new(c, id, rep->offset, size, rep->handle, 1);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  if (!b) return hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool");
+  *out = b;
+  return 0;
+}
+
+int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
+  int rc = create_buf(c, id, size, timeout_ms, out);
+  if (rc == 0) populate((*out)->data, size);
+  return rc;
+}
+
+int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
+  if (!c || !b || !b->created || bytes > b->size)
+    return c ? hpl__cfail(c, HPL_EINVAL, "not a buffer being created, or bytes beyond its size")
+             : HPL_EINVAL;
+  Hplpb__ProgressNote n = HPLPB__PROGRESS_NOTE__INIT;
+  n.handle = b->handle;
+  n.bytes = bytes;
+  return hpl__cnote(c, HPL__MSG_PROGRESS, &n.base);
+}
+
+int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
+  if (!c || !b) return c ? hpl__cfail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
+  if (!b->created) return hpl__cfail(c, HPL_EINVAL, "buffer is not being created");
+  Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
+  r.handle = b->handle;
+  r.timeout_ms = timeout_ms;
+  int rc = hpl__ccall(c, HPL__MSG_SEAL, &r.base, timeout_ms, NULL);
+  hpl__cbuf_free(c, b);
+  return rc;
+}
+
+void hpl_abort(hpl_client *c, hpl_buf *b) {
+  if (!c || !b) return;
+  if (b->created) {
+    Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
+    r.handle = b->handle;
+    /* wait (bounded) until the store and directory forgot the object */
+    hpl__ccall(c, HPL__MSG_ABORT, &r.base, CLIENT_ABORT_MS, NULL);
+  }
+  hpl__cbuf_free(c, b);
+}
+
+/* Whether a put of `size` bytes goes to the store in one PUT request, its
+ * bytes as the payload (an object the directory will hold inline). */
+static int put_whole(const hpl_client *c, uint64_t size) {
+  return c->st.inline_max && size <= c->st.inline_max;
+}
+
+/* Copy a created object's bytes into its region in chunks, telling the
+ * store how far we got, so receivers already pulling it can forward the
+ * first bytes. Each chunk's pages are mapped just before its copy: mapping
+ * a fresh 256 MiB region at once took 118 ms here, and no receiver could
+ * start meanwhile. */
+static void put_fill(hpl_client *c, hpl_buf *b, const void *data) {
+  int notify = b->size > c->st.inline_max;
+  uint64_t chunk = PUT_CHUNK_FIRST;
+  for (uint64_t off = 0; off < b->size;) {
+    uint64_t n = b->size - off < chunk ? b->size - off : chunk;
+    populate(b->data + off, n);
+    memcpy(b->data + off, (const uint8_t *)data + off, n);
+    off += n;
+    if (notify && off < b->size) hpl_buf_progress(c, b, off);
+    if (chunk < PUT_CHUNK) chunk *= 2;
+  }
+}
+
+static int put_one(hpl_client *c, const char *id, const void *data, uint64_t size,
+                   int64_t timeout_ms);
+
+int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
+  hpl__trace("put", id);
+  int rc = put_one(c, id, data, size, timeout_ms);
+  hpl__trace("put.done", id);
+  return rc;
+}
+
+/* hpl_put, untraced. */
+static int put_one(hpl_client *c, const char *id, const void *data, uint64_t size,
+                   int64_t timeout_ms) {
+  CHECK_ID(c, id);
+  if (size && !data) return hpl__cfail(c, HPL_EINVAL, "data is NULL");
+  if (put_whole(c, size)) {
+    Hplpb__PutReq r = HPLPB__PUT_REQ__INIT;
+    r.id = (char *)id;
+    r.size = size;
+    r.timeout_ms = timeout_ms;
+    lifetime_of(c, &r.owned, &r.ttl_ms);
+    /* gets waiting at the directory have it one hop sooner; an object
+     * with a lifetime is only ever made visible by its store */
+    int published = !r.owned && !r.ttl_ms; /* in: publish it; out: published */
+    hpl__cdirect_publish(c->direct, &id, &data, &size, 1, &published);
+    r.published = published;
+    return hpl__ccall_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
+  }
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  hpl_buf *b = NULL;
+  int rc = create_buf(c, id, size, timeout_ms, &b);
+  if (rc) return rc;
+  put_fill(c, b, data);
+  int64_t left = hpl__ms_left(deadline);
+  return hpl_seal(c, b, timeout_ms < 0 ? -1 : left);
+}
+
+/* ------------------------------------------------------------------ many at once */
+
+int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
+                 const uint64_t *sizes, size_t n, int64_t timeout_ms, int *rcs) {
+  hpl__cbatch b;
+  int rc = hpl__cbatch_open(c, &b, ids, n, rcs, data && sizes ? data : NULL);
+  if (rc) return rc;
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  size_t k, m = 0;
+  int owned;
+  uint64_t ttl_ms;
+  lifetime_of(c, &owned, &ttl_ms); /* one lifetime for the whole batch */
+  hpl__cslot *s = hpl__cbatch_slots(c, &b, &k);
+  /* the small ones with bytes are published first, in one go (hpl_put) */
+  int *published = s && !owned && !ttl_ms ? calloc(n, sizeof *published) : NULL;
+  if (published) {
+    for (size_t j = 0; j < k; j++) {
+      size_t i = s[j].item;
+      published[i] = put_whole(c, sizes[i]) && (!sizes[i] || data[i]);
+    }
+    hpl__cdirect_publish(c->direct, ids, data, sizes, n, published);
+  }
+  /* Small objects are one PUT each; larger ones a CREATE now, a SEAL once
+   * their bytes are in. */
+  for (size_t j = 0; j < k; j++) {
+    size_t i = s[j].item;
+    if (sizes[i] && !data[i]) {
+      hpl__cbatch_set(&b, i, hpl__cfail(c, HPL_EINVAL, "data is NULL"));
+      continue;
+    }
+    hpl__cslot *q = &s[m++];
+    *q = (hpl__cslot){.item = i};
+    if (put_whole(c, sizes[i])) {
+      hplpb__put_req__init(&q->m.put);
+      q->m.put.id = (char *)ids[i];
+      q->m.put.size = sizes[i];
+      q->m.put.timeout_ms = timeout_ms;
+      q->m.put.owned = owned;
+      q->m.put.ttl_ms = ttl_ms;
+      q->m.put.published = published && published[i];
+      q->req = (hpl__crpc_req){
+          .type = HPL__MSG_PUT, .m = &q->m.put.base, .payload = data[i], .plen = sizes[i]};
+    } else {
+      hplpb__create_req__init(&q->m.create);
+      q->m.create.id = (char *)ids[i];
+      q->m.create.size = sizes[i];
+      q->m.create.timeout_ms = timeout_ms;
+      q->m.create.owned = owned;
+      q->m.create.ttl_ms = ttl_ms;
+      q->req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &q->m.create.base};
+    }
+  }
+  hpl__ccalls(c, s, m, timeout_ms, &b);
+  /* The created ones: fill, then seal them all, pipelined too. Slot j's
+   * seal goes into slot `sealing` <= j, whose create is dealt with. */
+  size_t sealing = 0;
+  for (size_t j = 0; j < m; j++) {
+    size_t i = s[j].item;
+    Hplpb__CreateRep *cr = s[j].req.type == HPL__MSG_CREATE ? (Hplpb__CreateRep *)s[j].out : NULL;
+    if (!cr) continue; /* a PUT, or a CREATE that failed */
+    hpl_buf *buf = hpl__cbuf_new(c, ids[i], cr->offset, sizes[i], cr->handle, 1);
+    s[j].out = NULL;
+    protobuf_c_message_free_unpacked(&cr->base, NULL);
+    if (!buf) {
+      hpl__cbatch_set(&b, i, hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
+      continue;
+    }
+    put_fill(c, buf, data[i]);
+    hpl__cslot *q = &s[sealing++];
+    *q = (hpl__cslot){.item = i, .buf = buf};
+    hplpb__handle_req__init(&q->m.handle);
+    q->m.handle.handle = buf->handle;
+    q->m.handle.timeout_ms = timeout_ms < 0 ? -1 : hpl__ms_left(deadline);
+    q->req = (hpl__crpc_req){.type = HPL__MSG_SEAL, .m = &q->m.handle.base};
+  }
+  hpl__ccalls(c, s, sealing, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), &b);
+  for (size_t j = 0; j < sealing; j++) hpl__cbuf_free(c, s[j].buf); /* sealed or not, it is over */
+  hpl__cslots_free(s, sealing);
+  free(published);
+  return hpl__cbatch_end(c, &b);
+}

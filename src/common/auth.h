@@ -1,0 +1,87 @@
+/*
+ * auth.h - the cluster secret and the handshake that opens every TCP
+ * connection of an authenticated cluster (store<->directory,
+ * client<->directory, store<->store). Pure: fed bytes, never touches a
+ * socket; the MAC is HMAC-SHA256 from libsodium.
+ *
+ * The handshake, before any frame:
+ *   1. opener -> acceptor  HELLO     "HPLA", version 1, role, 2 zero bytes,
+ *                                    32-byte nonce Nc                (40 bytes)
+ *   2. acceptor -> opener  CHALLENGE "HPLa", version 1, 3 zero bytes,
+ *                                    32-byte nonce Ns,
+ *                                    MAC(Kr, "acceptor" | Nc | Ns)   (72 bytes)
+ *   3. opener -> acceptor  PROOF     MAC(Kr, "opener" | Nc | Ns)     (32 bytes)
+ * Kr = HMAC-SHA256(secret, "hoplite role " ROLE) is the key of the role the
+ * opener claims, so a key handed to local clients for direct reads (role
+ * READER) cannot register a store. Both nonces are fresh random bytes, so a
+ * recorded handshake cannot be replayed, and the two directions use
+ * different labels, so a MAC cannot be reflected. The opener checks the
+ * acceptor's MAC before it sends anything else; the acceptor reads nothing
+ * but the PROOF until it has checked it. After the handshake frames flow
+ * unprotected (see README: what an on-path attacker can still see).
+ *
+ * Callers: src/server/uvconn.c (servers and the store's outgoing connections),
+ * src/client/cdirect.c (clients' direct reads), the servers' main (loading).
+ */
+#ifndef HPL_AUTH_H
+#define HPL_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HPL__AUTH_KEY_LEN 32
+#define HPL__AUTH_NONCE_LEN 32
+#define HPL__AUTH_HELLO_LEN 40
+#define HPL__AUTH_CHALLENGE_LEN 72
+#define HPL__AUTH_PROOF_LEN 32
+/* How long a handshake may take before the connection is closed. */
+#define HPL__AUTH_TIMEOUT_MS 2000
+
+/* Roles a connection's opener may claim. */
+enum {
+  HPL__ROLE_STORE = 1,  /* a store (directory link, data port pulls) */
+  HPL__ROLE_READER = 2, /* a local client's direct reads of small objects */
+};
+
+/* A cluster secret (or none). */
+typedef struct hpl__auth {
+  int on;                              /* 0: no secret, no handshake */
+  uint8_t key[HPL__AUTH_KEY_LEN];       /* the secret itself */
+} hpl__auth;
+
+/* One handshake in progress. */
+typedef struct hpl__auth_hs {
+  int role;
+  uint8_t nc[HPL__AUTH_NONCE_LEN], ns[HPL__AUTH_NONCE_LEN];
+} hpl__auth_hs;
+
+/* Read a secret file: 64 hex digits (256 bits), optional trailing newline.
+ * The file must not be readable by group or others. Returns 0, or
+ * HPL_EINVAL / HPL_ESYS with a message in err. */
+int hpl__auth_load(const char *path, hpl__auth *out, char *err, size_t errlen);
+
+/* Write a new random secret to `path` (created with mode 0600, must not
+ * exist). Returns 0 or HPL_ESYS / HPL_EEXIST with a message in err. */
+int hpl__auth_create(const char *path, char *err, size_t errlen);
+
+/* The key of `role` derived from the secret (to hand to readers). */
+void hpl__auth_role_key(const hpl__auth *a, int role, uint8_t out[HPL__AUTH_KEY_LEN]);
+
+/* Opener: start a handshake claiming `role`; writes HELLO. */
+void hpl__auth_open(hpl__auth_hs *hs, int role, uint8_t hello[HPL__AUTH_HELLO_LEN]);
+/* Opener: check the CHALLENGE with key `rk` (the role's key, from
+ * hpl__auth_role_key); on success write the PROOF. 0 or HPL_EAUTH. */
+int hpl__auth_answer(hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LEN],
+                     const uint8_t challenge[HPL__AUTH_CHALLENGE_LEN],
+                     uint8_t proof[HPL__AUTH_PROOF_LEN]);
+
+/* Acceptor: check HELLO (magic, version, a role among `roles`, a bit mask
+ * of 1 << role) and write the CHALLENGE. 0 or HPL_EAUTH. */
+int hpl__auth_accept(hpl__auth_hs *hs, const hpl__auth *a, unsigned roles,
+                     const uint8_t hello[HPL__AUTH_HELLO_LEN],
+                     uint8_t challenge[HPL__AUTH_CHALLENGE_LEN]);
+/* Acceptor: check the PROOF. 0 or HPL_EAUTH. */
+int hpl__auth_verify(const hpl__auth_hs *hs, const hpl__auth *a,
+                     const uint8_t proof[HPL__AUTH_PROOF_LEN]);
+
+#endif

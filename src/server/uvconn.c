@@ -1,0 +1,89 @@
+/* uvconn.c - a framed connection's life (uvconn.h): wrapping a stream,
+ * what the owner reads of it, closing it and freeing it once every handle
+ * it made has closed. Reading, writing, the handshake and accepting are in
+ * the other uvconn_*.c files (uvconn_int.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "uvconn_int.h"
+
+void *hpl__conn_data(const hpl__conn *c) { return c->o.data; }
+void hpl__conn_set_data(hpl__conn *c, void *data) { c->o.data = data; }
+const char *hpl__conn_label(const hpl__conn *c) { return c->label; }
+uv_stream_t *hpl__conn_stream(hpl__conn *c) { return c->s; }
+int hpl__conn_closing(const hpl__conn *c) { return c->closing; }
+size_t hpl__conn_write_queue(const hpl__conn *c) { return c->wq_bytes; }
+int hpl__conn_role(const hpl__conn *c) { return c->hs == HS_OPEN ? c->role : 0; }
+
+/* One of the connection's handles closed; the last one frees it. */
+void hpl__conn_handle_closed(uv_handle_t *h) {
+  hpl__conn *c = h->data;
+  if (h == (uv_handle_t *)c->s) {
+    if (c->o.on_close) c->o.on_close(c, c->close_status);
+  } else {
+    free(h);
+  }
+  if (--c->handles > 0) return;
+  hpl__conn_corks_leave(c);
+  hpl__record_close(&c->rec);
+  if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
+  free(c->pbuf);
+  free(c->rbuf);
+  hpl__framer_free(&c->fr);
+  free(c->s);
+  free(c);
+}
+
+hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
+  hpl__conn *c = calloc(1, sizeof *c);
+  uint8_t *rbuf = malloc(CONN_RBUF);
+  if (!c || !rbuf) {
+    free(c);
+    free(rbuf);
+    uv_close((uv_handle_t *)s, (uv_close_cb)free);
+    return NULL;
+  }
+  c->sf_fd = -1;
+  c->s = s;
+  c->o = *o;
+  static int cork_off = -1; /* HOPLITE_NO_CORK=1: every write at once (for comparisons) */
+  if (cork_off < 0) cork_off = getenv("HOPLITE_NO_CORK") != NULL;
+  if (cork_off) c->o.cork = 0;
+  c->rbuf = rbuf;
+  snprintf(c->label, sizeof c->label, "%s", o->label ? o->label : "conn");
+  hpl__framer_init(&c->fr, &o->lim);
+  s->data = c;
+  c->handles = 1;
+  hpl__record_open(&c->rec, c->label);
+  if (o->auth && o->auth->on) hpl__conn_hs_start(c);
+  hpl__conn_read_start(c);
+  return c;
+}
+
+void hpl__conn_close(hpl__conn *c, int status) {
+  if (c->closing) return;
+  if (c->cork) { /* a last reply goes before the close (and what was corked before it) */
+    hpl__conn_flush_for(c);
+    if (c->closing) return; /* the flush failed and closed it */
+  }
+  c->closing = 1;
+  c->close_status = status;
+  if (c->reading) uv_read_stop(c->s);
+  c->reading = 0;
+  hpl__conn_drop_writes(c);
+  hpl__conn_sendfile_close(c);
+  if (c->timer) uv_close((uv_handle_t *)c->timer, hpl__conn_handle_closed);
+  if (c->idle) uv_close((uv_handle_t *)c->idle, hpl__conn_handle_closed);
+  if (c->cork_prep) uv_close((uv_handle_t *)c->cork_prep, hpl__conn_handle_closed);
+  if (c->cork_chk) uv_close((uv_handle_t *)c->cork_chk, hpl__conn_handle_closed);
+  uv_close((uv_handle_t *)c->s, hpl__conn_handle_closed);
+}
+
+void hpl__conn_fail(hpl__conn *c, const char *why) {
+  if (c->closing) return;
+  LOG_WARN("%s: protocol error, closing connection: %s", c->label, why);
+  hpl__conn_close(c, HPL_EPROTO);
+}

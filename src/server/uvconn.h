@@ -1,0 +1,175 @@
+/*
+ * uvconn.h - a framed hoplite connection on a libuv stream (TCP or Unix).
+ *
+ * Used by the servers on their event-loop thread only. Reads go through the
+ * framer (frame.h); each complete frame's message is unpacked and handed to
+ * on_frame. Payloads are either buffered whole (control connections, small
+ * bounded payloads) or streamed straight into a destination the owner names
+ * (data connections), with no intermediate copy for bytes read after the
+ * header. Writes queue header+message in one malloc'd buffer and reference
+ * payload memory without copying it until the write callback runs.
+ *
+ * Callers: the directory's connections (directory/server.c), the store's
+ * clients, data port, puller and directory link (store/clients.c,
+ * session.h, dataport.c, puller.c, dirlink.c), test_uvconn. The files
+ * behind it are listed in uvconn_int.h.
+ */
+#ifndef HPL_UVCONN_H
+#define HPL_UVCONN_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "frame.h"
+#include "proto.h"
+
+/* Frames one connection may have handled per loop turn before it yields to
+ * the others (fairness: one busy peer cannot starve heartbeats). */
+#define HPL__CONN_FRAME_BUDGET 256
+/* A frame that has begun arriving must be complete within this long (a
+ * streamed payload excepted: its owner watches it). Slow peers are cut. */
+#define HPL__CONN_FRAME_TIMEOUT_MS 30000
+
+typedef struct hpl__conn hpl__conn;
+
+/* A frame arrived. `m` is its unpacked message (freed after the call).
+ * Buffered mode: payload/payload_len is the whole payload (valid during the
+ * call only). Stream mode with hdr->payload_len > 0: payload is NULL and the
+ * handler must call hpl__conn_recv_payload() before returning, or the
+ * connection is closed as a protocol error. */
+typedef void (*hpl__conn_frame_cb)(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                                  const uint8_t *payload, uint64_t payload_len);
+
+/* The connection is gone (peer closed, error, or hpl__conn_close). `status`
+ * is 0 for a local close, else a negative HPL_E* code. Called exactly once;
+ * the connection is freed right after. */
+typedef void (*hpl__conn_close_cb)(hpl__conn *c, int status);
+
+/* A write finished (status 0) or was abandoned (negative, the connection is
+ * closing). Memory given to the write may be reused from here on. */
+typedef void (*hpl__conn_write_cb)(hpl__conn *c, int status, void *arg);
+
+/* Stream-mode payload destination. buf() returns where the payload bytes
+ * starting at payload offset `off` go and sets *len to the room there; NULL or
+ * *len == 0 pauses reading until hpl__conn_resume(). got() reports `n` bytes
+ * written at `off` (off + n == payload_len means the payload is complete). */
+typedef struct hpl__sink {
+  uint8_t *(*buf)(hpl__conn *c, void *arg, uint64_t off, size_t *len);
+  void (*got)(hpl__conn *c, void *arg, uint64_t off, size_t n);
+  void *arg;
+} hpl__sink;
+
+typedef struct hpl__conn_opts {
+  hpl__frame_limits lim;
+  int stream_payloads; /* 1: stream mode (see hpl__sink), 0: buffered */
+  hpl__conn_frame_cb on_frame;
+  hpl__conn_close_cb on_close;
+  void *data; /* owner's pointer, see hpl__conn_data() */
+  const char *label; /* for logs, copied */
+  /* Authentication (auth.h): with auth->on, the connection starts with the
+   * handshake and frames nothing before it succeeded (writes made meanwhile
+   * wait); it fails, or times out after HPL__AUTH_TIMEOUT_MS, with on_close
+   * status HPL_EAUTH / HPL_ETIMEDOUT. The opener claims auth_role; an
+   * acceptor (auth_role 0) takes the roles in the auth_roles bit mask
+   * (1 << role). auth_failures (may be NULL) counts failed handshakes. */
+  const hpl__auth *auth;
+  int auth_role;
+  unsigned auth_roles;
+  uint64_t *auth_failures;
+  /* 1: small frames without a completion callback (hpl__conn_send with the
+   * payload copied or none) made during one loop turn go out in one write,
+   * before the loop next polls; fewer system calls when many small
+   * requests or replies go one way. Order is kept with other writes. */
+  int cork;
+} hpl__conn_opts;
+
+/* Accept one connection on a listening stream (TCP, with Nagle off, or a
+ * Unix socket, as the listener is). Returns the new stream (malloc'd, to be
+ * handed to hpl__conn_new or closed), or NULL when there is nothing to
+ * accept or no memory. `peer` (may be NULL) gets a TCP peer's numeric
+ * address ("?" if unknown, "" for a Unix socket). */
+uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen);
+
+/* A server's connection limit, checked for each new connection `t` (from
+ * hpl__conn_accept, or made by a test) before it is served. Returns 0
+ * while fewer than `max` are `open`: serve t. At the limit the server is
+ * full and t is taken and closed at once (closed and freed; the caller
+ * must not use it): returns 1, *refused counted, and the first refusal and
+ * every 1000th after it logged as a warning. `warn` is its printf format,
+ * given the number open (unsigned) and the refusals counted so far (with
+ * this one; unsigned long long), in that order; it may use only the first.
+ * Used by the store's local socket, and through hpl__conn_admit by the
+ * directory's listener and the store's data port. */
+int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
+                   const char *warn);
+
+/* hpl__conn_full, then the owner's state for the new connection: `size`
+ * zeroed bytes (malloc'd, the caller's to free). NULL when the server is
+ * full or memory is short: t is then closed and freed. */
+void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
+                      const char *warn, size_t size);
+
+/* Wrap an initialised, connected stream (uv_tcp_t or uv_pipe_t allocated
+ * with malloc; the conn takes ownership and frees it on close) and start
+ * reading. Returns NULL (and closes the stream) on failure. */
+hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o);
+
+void *hpl__conn_data(const hpl__conn *c);
+void hpl__conn_set_data(hpl__conn *c, void *data);
+const char *hpl__conn_label(const hpl__conn *c);
+uv_stream_t *hpl__conn_stream(hpl__conn *c);
+int hpl__conn_closing(const hpl__conn *c);
+/* The role the peer proved (HPL__ROLE_*), 0 without authentication or
+ * before the handshake finished. */
+int hpl__conn_role(const hpl__conn *c);
+
+/* Send a frame: `m` (may be NULL) is packed now; `payload` of `plen` bytes
+ * follows. With copy != 0 the payload is copied and cb may be NULL; else the
+ * caller keeps `payload` alive until cb. With payload NULL and plen > 0 only
+ * the header announces plen bytes, which the caller then streams with
+ * hpl__conn_write(). Returns 0 or a negative code (then cb is never called). */
+int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                  const void *payload, uint64_t plen, int copy, hpl__conn_write_cb cb, void *arg);
+
+/* Write raw bytes (the rest of a payload announced by an earlier frame). The
+ * caller keeps `p` alive until cb. Returns 0 or a negative code (cb not
+ * called). */
+int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg);
+
+/* As hpl__conn_write, but bytes [off, off + len) of the file `fd` (the
+ * store's pool memfd) go to a TCP socket with sendfile(2): the kernel takes
+ * the pages as they are, without a copy through user space. Only when
+ * nothing else is queued on c (no write, no sendfile); `fd` stays owned by
+ * the caller and must stay open until cb. Returns
+ *   2: every byte went now (cb is not called);
+ *   0: the rest goes when the socket has room; cb tells once all went (0)
+ *      or the connection closed (HPL_ECONN); writes made meanwhile wait
+ *      behind it, in order;
+ *   1: not possible now (something queued, not TCP, or sendfile refused
+ *      before sending a byte): nothing was sent, use hpl__conn_write;
+ *   or a negative code (the connection is closing; cb not called). */
+int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn_write_cb cb,
+                       void *arg);
+
+/* Bytes queued in the kernel-facing write queue (backpressure signal). */
+size_t hpl__conn_write_queue(const hpl__conn *c);
+
+/* Stream mode, from inside on_frame: deliver this frame's payload to `sink`.
+ * `sink` is copied. */
+void hpl__conn_recv_payload(hpl__conn *c, const hpl__sink *sink);
+
+/* Stream mode: read again after the sink paused by returning no room. */
+void hpl__conn_resume(hpl__conn *c);
+
+/* Close (idempotent). Pending writes get their callbacks with an error, then
+ * on_close runs with `status`. */
+void hpl__conn_close(hpl__conn *c, int status);
+
+/* Protocol error on this connection: log `why` and close it. */
+void hpl__conn_fail(hpl__conn *c, const char *why);
+
+/* Helper for replies: send a Reply{status, detail} frame. */
+int hpl__conn_reply(hpl__conn *c, uint64_t req_id, int status, const char *detail);
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * uvconn_int.h - the inside of a framed connection (uvconn.h), shared by
+ * the files of the connection layer and by nothing else:
+ *   uvconn.c        a connection's life: opening, closing, its handles;
+ *   uvconn_hs.c     the handshake and its keys (auth.h);
+ *   uvconn_read.c   reading and framing, with the limits (a frame's time,
+ *                   frames per loop turn);
+ *   uvconn_write.c  writing: the write queue, writes held for the
+ *                   handshake or a sendfile, corked writes and the list of
+ *                   corked connections of each loop;
+ *   uvconn_fd.c     writing straight to the socket's descriptor: the
+ *                   fan-out of corked frames, sendfile(2);
+ *   uvconn_accept.c accepting, with the connection limit.
+ * Event-loop thread only, like the connection itself.
+ */
+#ifndef HPL_UVCONN_INT_H
+#define HPL_UVCONN_INT_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+#include <uv.h>
+
+#include "record.h"
+#include "uvconn.h"
+
+#define CONN_RBUF 65536
+#define CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
+/* A loop turn flushes at most this much per connection at once. */
+#define CORK_MAX_FRAMES 64
+#define CORK_MAX_BYTES (256u * 1024)
+
+/* A connection's handshake (auth.h), one state machine (uvconn_hs.c):
+ * HS_OPEN is where frames flow, from the start without a handshake or
+ * once it succeeded; an acceptor goes OPEN -> HELLO (waits for the
+ * opener's HELLO) -> PROOF (sent its CHALLENGE, waits for the PROOF) ->
+ * OPEN, an opener OPEN -> CHAL (sent its HELLO, waits for the CHALLENGE)
+ * -> OPEN. A failure closes the connection in the state it is in. */
+typedef enum conn_hs { HS_OPEN = 0, HS_HELLO, HS_PROOF, HS_CHAL } conn_hs;
+
+/* One write: libuv's request, what it sends and whom to tell. */
+typedef struct conn_wreq {
+  uv_write_t req;
+  hpl__conn *c;
+  hpl__conn_write_cb cb;
+  void *arg;
+  uint8_t *owned;
+  size_t bytes;
+  struct conn_wreq *prev, *next; /* held before the handshake ended, or corked (utlist) */
+  uv_buf_t bufs[2];
+  unsigned nbufs;
+} conn_wreq;
+
+/* The connections of one loop with corked writes, in the order of their
+ * first one: they are flushed in that order, so messages keep the order
+ * they were made in across connections too (a store's note to the
+ * directory goes before the reply that lets its client tell others). Not
+ * in a process that started the fan-out (fanout.h; the directory): there a
+ * turn with many corked connections writes them at once, each one's own
+ * frames still in order. One per loop (uvconn_write.c finds a loop's), so
+ * two loops in one process never flush each other's connections. */
+typedef struct conn_corks {
+  uv_loop_t *loop;
+  struct hpl__conn *list; /* utlist DL through cork_prev/cork_next */
+  int flushing;           /* a flush runs: a nested one only does its own connection */
+  unsigned users;         /* connections pointing here; freed at 0 */
+  struct conn_corks *next; /* every loop's (utlist LL) */
+} conn_corks;
+
+struct hpl__conn {
+  uv_stream_t *s;
+  hpl__conn_opts o;
+  char label[64];
+  hpl__framer fr;
+  uint8_t *rbuf;
+  size_t rpos, rlen;  /* unprocessed bytes in rbuf (kept while a sink is paused) */
+  int direct;         /* the current read goes straight into the sink */
+  int sink_full;      /* the last alloc found the sink without room */
+  int reading;        /* uv_read_start is active */
+  int paused;         /* the sink had no room */
+  int closing;
+  int close_status;
+  /* current frame, between its message and the end of its payload */
+  hpl__frame_hdr cur;
+  ProtobufCMessage *cur_msg;
+  uint8_t *pbuf;     /* buffered mode */
+  uint64_t pgot;
+  int have_sink;
+  hpl__sink sink;
+  size_t wq_bytes;
+  /* the handshake (auth.h): nothing is framed or sent before it is done */
+  conn_hs hs;
+  int role;                    /* the opener's role, once authenticated */
+  hpl__auth_hs ahs;
+  uint8_t hsbuf[HPL__AUTH_CHALLENGE_LEN];
+  size_t hshave, hswant;
+  conn_wreq *held;             /* writes made before the handshake ended (utlist DL) */
+  /* limits: the handshake's and a frame's time, frames per loop turn */
+  uv_timer_t *timer;
+  uint64_t frame_since_ms; /* a frame began arriving (0: between frames) */
+  uint64_t turn_ms;        /* loop time of the turn frames are counted in */
+  unsigned turn_frames;
+  uv_idle_t *idle;         /* frames wait in rbuf for the next loop turn */
+  /* corked writes (opts.cork): small frames made during one loop turn go
+   * out together, flushed before the loop polls and after it has run the
+   * I/O callbacks (so nothing waits across a poll) */
+  conn_wreq *cork;         /* utlist DL */
+  unsigned cork_n;
+  size_t cork_bytes;
+  uv_prepare_t *cork_prep;
+  uv_check_t *cork_chk;
+  conn_corks *corks;       /* this loop's corked connections (set with cork_prep) */
+  struct hpl__conn *cork_prev, *cork_next; /* in corks, in order */
+  int cork_listed;
+  /* a sendfile in progress (hpl__conn_sendfile): the socket is watched
+   * through a duplicate of its fd, which libuv's stream does not own */
+  uv_poll_t *sf_poll;
+  int sf_fd;               /* the duplicate (-1: none yet) */
+  int sf_in;               /* the file being sent */
+  uint64_t sf_off, sf_left;
+  hpl__conn_write_cb sf_cb;
+  void *sf_arg;
+  int handles;             /* handles (stream, timer, idle, ...) not yet closed */
+  hpl__record rec;         /* $HPL_RECORD_DIR: frames received, for fuzz corpora */
+};
+
+/* ------------------------------------------------------------ uvconn.c */
+
+/* A handle of c's other than its stream closed (uv_close callback): the
+ * last one frees c. */
+void hpl__conn_handle_closed(uv_handle_t *h);
+
+/* ------------------------------------------------------------ uvconn_hs.c */
+
+/* Start the handshake of a new connection whose options ask for one:
+ * the opener sends its HELLO, the acceptor waits for one. */
+void hpl__conn_hs_start(hpl__conn *c);
+
+/* Feed buffered bytes to the handshake. 1 once it is done (the rest of
+ * rbuf is frames), 0 while it needs more bytes or failed (then closed). */
+int hpl__conn_handshake(hpl__conn *c);
+
+/* ------------------------------------------------------------ uvconn_read.c */
+
+/* Start reading (a no-op while reading or closing); a failure closes c. */
+void hpl__conn_read_start(hpl__conn *c);
+
+/* (Re)arm c's timer to fire in `ms` (the handshake's or a frame's time);
+ * its first use makes it. */
+void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms);
+
+/* ------------------------------------------------------------ uvconn_write.c */
+
+/* Queue or write w (bufs[0..nbufs), w->owned, w->cb set), keeping the
+ * order of every write: held during the handshake or a sendfile, corked
+ * when c corks and nobody waits for it, else written. Takes w. 0, or
+ * HPL_ECONN (c is closing then, or the write failed and closed it). */
+int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+
+/* hpl__conn_submit for the handshake's own bytes: ahead of the writes
+ * held for its end. */
+int hpl__conn_submit_first(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+
+/* Writes held (for the handshake, or behind a sendfile) go now, in the
+ * order they were made. */
+void hpl__conn_release_held(hpl__conn *c);
+
+/* Queue w (its bufs as given) as a libuv write request. Takes w; 0 or
+ * HPL_ECONN (the write failed: c is closed). */
+int hpl__conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+
+/* What is corked on c goes now: everything corked on c's loop (in order),
+ * or, from inside a flush, c's own frames at once. */
+void hpl__conn_flush_for(hpl__conn *c);
+
+/* Closing c: its writes held or left corked are dropped (held ones'
+ * owners are told HPL_ECONN). */
+void hpl__conn_drop_writes(hpl__conn *c);
+
+/* c is being freed: it lets go of its loop's cork list. */
+void hpl__conn_corks_leave(hpl__conn *c);
+
+/* Take c's corked frames off it: their list, and in `iov` (*k of them,
+ * at most CORK_MAX_FRAMES) the frames one write can send now, none if
+ * something else is queued. */
+conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k);
+
+/* After `done` bytes of list (from hpl__conn_cork_take) went: free what
+ * went, queue the rest in order. */
+void hpl__conn_cork_finish(hpl__conn *c, conn_wreq *list, size_t done);
+
+/* ------------------------------------------------------------ uvconn_fd.c */
+
+/* With the fan-out running (fanout.h): write the corked connections of
+ * the list with nothing queued before their frames in one batch. */
+void hpl__conn_flush_fanout(conn_corks *k);
+
+/* A sendfile ended: a pending one's owner hears HPL_ECONN, and its poll
+ * handle and descriptor are closed (c is closing). */
+void hpl__conn_sendfile_close(hpl__conn *c);
+
+#endif

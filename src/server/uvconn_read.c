@@ -1,0 +1,331 @@
+/* uvconn_read.c - a framed connection's reading (uvconn.h): bytes read
+ * into the connection's buffer (or, for a streamed payload, straight into
+ * its sink) go through the framer, each frame's message is unpacked and
+ * handed to on_frame, its payload buffered or streamed. With the limits:
+ * a frame must arrive within HPL__CONN_FRAME_TIMEOUT_MS (the handshake
+ * within HPL__AUTH_TIMEOUT_MS), and a connection handles at most
+ * HPL__CONN_FRAME_BUDGET frames per loop turn before it yields. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+#include "uvconn_int.h"
+
+static void conn_process(hpl__conn *c);
+
+/* ------------------------------------------------------------------ limits */
+
+static void conn_timer_fired(uv_timer_t *t) {
+  hpl__conn *c = t->data;
+  if (c->closing) return;
+  uint64_t now = hpl__now_ms();
+  if (c->hs != HS_OPEN) {
+    LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
+    if (c->o.auth_failures) (*c->o.auth_failures)++;
+    hpl__conn_close(c, HPL_ETIMEDOUT);
+    return;
+  }
+  if (!c->frame_since_ms) return;
+  if (now - c->frame_since_ms >= HPL__CONN_FRAME_TIMEOUT_MS) {
+    LOG_WARN("%s: a frame has been arriving for %llu ms: closing (peer too slow)", c->label,
+             (unsigned long long)(now - c->frame_since_ms));
+    hpl__conn_close(c, HPL_ETIMEDOUT);
+    return;
+  }
+  uv_timer_start(t, conn_timer_fired, c->frame_since_ms + HPL__CONN_FRAME_TIMEOUT_MS - now, 0);
+}
+
+void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms) {
+  if (!c->timer) {
+    if (!(c->timer = malloc(sizeof *c->timer))) return;
+    uv_timer_init(c->s->loop, c->timer);
+    c->timer->data = c;
+    c->handles++;
+  }
+  uv_timer_start(c->timer, conn_timer_fired, ms, 0);
+}
+
+/* After reading: a frame that has begun and not ended must end within
+ * HPL__CONN_FRAME_TIMEOUT_MS (a streamed payload is its owner's to watch). */
+static void conn_track_frame(hpl__conn *c) {
+  int mid = c->fr.state != 0 || c->fr.hhave > 0;
+  if (!mid || (c->o.stream_payloads && c->have_sink)) {
+    c->frame_since_ms = 0;
+    return;
+  }
+  if (c->frame_since_ms) return;
+  c->frame_since_ms = hpl__now_ms();
+  hpl__conn_timer_arm(c, HPL__CONN_FRAME_TIMEOUT_MS);
+}
+
+static void conn_idle_turn(uv_idle_t *h) {
+  hpl__conn *c = h->data;
+  uv_idle_stop(h);
+  if (c->closing) return;
+  conn_process(c);
+  if (c->closing) return;
+  conn_track_frame(c);
+  if (!c->paused && !uv_is_active((uv_handle_t *)h)) hpl__conn_read_start(c);
+}
+
+/* The connection used its frames for this loop turn: stop reading, go on
+ * with what is buffered on the next turn (after every other handle). */
+static void conn_yield(hpl__conn *c) {
+  if (c->reading) uv_read_stop(c->s);
+  c->reading = 0;
+  if (!c->idle) {
+    if (!(c->idle = malloc(sizeof *c->idle))) {
+      hpl__conn_close(c, HPL_ENOMEM);
+      return;
+    }
+    uv_idle_init(c->s->loop, c->idle);
+    c->idle->data = c;
+    c->handles++;
+  }
+  uv_idle_start(c->idle, conn_idle_turn);
+}
+
+/* One more frame this turn; 0 once the budget is used up. */
+static int conn_frame_budget(hpl__conn *c) {
+  uint64_t now = uv_now(c->s->loop);
+  if (c->turn_ms != now) {
+    c->turn_ms = now;
+    c->turn_frames = 0;
+  }
+  return ++c->turn_frames <= HPL__CONN_FRAME_BUDGET;
+}
+
+/* ------------------------------------------------------------------ frames */
+
+/* A frame whose payload (if any) has been fully delivered is finished. */
+static void conn_frame_done(hpl__conn *c) {
+  if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
+  c->cur_msg = NULL;
+  free(c->pbuf);
+  c->pbuf = NULL;
+  c->pgot = 0;
+  c->have_sink = 0;
+}
+
+/* Header and message complete: unpack and dispatch (or start buffering). */
+static void conn_on_msg(hpl__conn *c) {
+  c->cur = c->fr.hdr;
+  c->cur_msg = hpl__msg_unpack(c->cur.type, c->fr.msg, c->cur.msg_len);
+  if (!c->cur_msg) {
+    char why[96];
+    snprintf(why, sizeof why, "cannot decode %s message (%u bytes)", hpl__msg_name(c->cur.type),
+             c->cur.msg_len);
+    hpl__conn_fail(c, why);
+    return;
+  }
+  if (c->cur.payload_len == 0) {
+    c->o.on_frame(c, &c->cur, c->cur_msg, NULL, 0);
+    conn_frame_done(c);
+    return;
+  }
+  if (c->o.stream_payloads) {
+    c->have_sink = 0;
+    c->o.on_frame(c, &c->cur, c->cur_msg, NULL, c->cur.payload_len);
+    if (!c->closing && !c->have_sink) hpl__conn_fail(c, "unexpected payload");
+    return;
+  }
+  c->pbuf = malloc(c->cur.payload_len);
+  if (!c->pbuf) {
+    LOG_ERROR("%s: out of memory for a %llu-byte payload", c->label,
+              (unsigned long long)c->cur.payload_len);
+    hpl__conn_close(c, HPL_ENOMEM);
+    return;
+  }
+  c->pgot = 0;
+}
+
+/* Payload bytes that arrived in rbuf (not direct). Returns bytes consumed,
+ * which is less than len only when the sink has no room. */
+static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
+  if (!c->o.stream_payloads) {
+    memcpy(c->pbuf + c->pgot, p, len);
+    c->pgot += len;
+    if (c->pgot == c->cur.payload_len) {
+      c->o.on_frame(c, &c->cur, c->cur_msg, c->pbuf, c->pgot);
+      conn_frame_done(c);
+    }
+    return len;
+  }
+  size_t used = 0;
+  while (used < len && !c->closing) {
+    size_t room = 0;
+    uint8_t *dst = c->sink.buf(c, c->sink.arg, c->pgot, &room);
+    if (!dst || room == 0) break;
+    size_t n = len - used < room ? len - used : room;
+    memcpy(dst, p + used, n);
+    uint64_t off = c->pgot;
+    c->pgot += n;
+    used += n;
+    int last = c->pgot == c->cur.payload_len;
+    c->sink.got(c, c->sink.arg, off, n);
+    if (last) conn_frame_done(c);
+  }
+  return used;
+}
+
+/* Run the framer over unprocessed bytes in rbuf. Stops early when a sink
+ * pauses (bytes stay in rbuf) or the connection closes. */
+static void conn_process(hpl__conn *c) {
+  if (c->hs != HS_OPEN && !hpl__conn_handshake(c)) {
+    if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
+    return;
+  }
+  while (c->rpos < c->rlen && !c->closing) {
+    int ev;
+    const uint8_t *chunk = NULL;
+    size_t clen = 0;
+    /* A paused payload chunk is re-fed through the sink only. */
+    if (c->fr.state == 2 && c->cur_msg && c->o.stream_payloads) {
+      uint64_t left = hpl__framer_payload_left(&c->fr);
+      size_t avail = c->rlen - c->rpos;
+      size_t want = avail < left ? avail : (size_t)left;
+      size_t used = conn_on_payload(c, c->rbuf + c->rpos, want);
+      hpl__framer_payload_skip(&c->fr, used);
+      c->rpos += used;
+      if (used < want) {
+        c->paused = 1;
+        return;
+      }
+      continue;
+    }
+    long r = hpl__framer_feed(&c->fr, c->rbuf + c->rpos, c->rlen - c->rpos, &ev, &chunk, &clen);
+    if (r < 0) {
+      hpl__conn_fail(c, c->fr.why ? c->fr.why : "bad frame");
+      return;
+    }
+    c->rpos += (size_t)r;
+    if (ev == HPL__FR_MSG) {
+      conn_on_msg(c);
+      if (!conn_frame_budget(c) && c->rpos < c->rlen && !c->closing) {
+        conn_yield(c); /* fairness: the rest waits for the next turn */
+        return;
+      }
+    } else if (ev == HPL__FR_PAYLOAD) {
+      if (!c->cur_msg) continue; /* frame already failed */
+      /* buffered mode consumes everything; stream mode may pause */
+      size_t used = conn_on_payload(c, chunk, clen);
+      if (used < clen) {
+        /* un-consume the rest: give it back to the framer and rbuf */
+        size_t back = clen - used;
+        c->rpos -= back;
+        c->fr.pleft += back;
+        c->fr.state = 2;
+        c->paused = 1;
+        return;
+      }
+    }
+  }
+  if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  hpl__conn *c = h->data;
+  (void)suggested;
+  c->direct = 0;
+  c->sink_full = 0;
+  if (c->o.stream_payloads && c->have_sink && hpl__framer_payload_left(&c->fr) > 0 &&
+      c->rpos == c->rlen) {
+    size_t room = 0;
+    uint8_t *dst = c->sink.buf(c, c->sink.arg, c->pgot, &room);
+    uint64_t left = hpl__framer_payload_left(&c->fr);
+    if (!dst || room == 0) {
+      buf->base = NULL;
+      buf->len = 0; /* -> UV_ENOBUFS: pause */
+      c->sink_full = 1;
+      return;
+    }
+    if (room > left) room = (size_t)left;
+    if (room > CONN_MAX_DIRECT) room = CONN_MAX_DIRECT;
+    c->direct = 1;
+    buf->base = (char *)dst;
+    buf->len = room;
+    return;
+  }
+  if (c->rpos == c->rlen) {
+    c->rpos = c->rlen = 0;
+  } else if (c->rpos > 0 && c->rlen == CONN_RBUF) { /* make room behind what is left */
+    memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+    c->rlen -= c->rpos;
+    c->rpos = 0;
+  }
+  buf->base = (char *)c->rbuf + c->rlen;
+  buf->len = CONN_RBUF - c->rlen;
+  if (buf->len == 0) buf->base = NULL; /* -> UV_ENOBUFS: the backlog first */
+}
+
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  hpl__conn *c = s->data;
+  if (c->closing) return;
+  if (nread == UV_ENOBUFS) {
+    if (!c->sink_full) { /* rbuf full of frames not handled yet */
+      conn_yield(c);
+      return;
+    }
+    uv_read_stop(s);
+    c->reading = 0;
+    c->paused = 1;
+    return;
+  }
+  if (nread < 0) {
+    if (nread != UV_EOF) LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
+    if (c->hs != HS_OPEN) { /* gone before it proved anything: a failed handshake */
+      LOG_INFO("%s: the peer left during the handshake", c->label);
+      if (c->o.auth_failures) (*c->o.auth_failures)++;
+    }
+    hpl__conn_close(c, HPL_ECONN);
+    return;
+  }
+  if (nread == 0) return;
+  if (c->direct) {
+    c->direct = 0;
+    uint64_t off = c->pgot;
+    hpl__framer_payload_skip(&c->fr, (uint64_t)nread);
+    c->pgot += (uint64_t)nread;
+    int last = c->pgot == c->cur.payload_len;
+    c->sink.got(c, c->sink.arg, off, (size_t)nread);
+    if (last && !c->closing) conn_frame_done(c);
+    return;
+  }
+  if (c->hs == HS_OPEN) hpl__record_add(&c->rec, c->rbuf + c->rlen, (size_t)nread);
+  c->rlen += (size_t)nread;
+  conn_process(c);
+  if (c->closing) return;
+  if (c->paused && c->reading) {
+    uv_read_stop(s);
+    c->reading = 0;
+  }
+  conn_track_frame(c);
+}
+
+void hpl__conn_read_start(hpl__conn *c) {
+  if (c->reading || c->closing) return;
+  int rc = uv_read_start(c->s, conn_alloc, conn_read);
+  if (rc) {
+    LOG_WARN("%s: cannot read: %s", c->label, uv_strerror(rc));
+    hpl__conn_close(c, HPL_ECONN);
+    return;
+  }
+  c->reading = 1;
+}
+
+void hpl__conn_resume(hpl__conn *c) {
+  if (c->closing || !c->paused) return;
+  c->paused = 0;
+  conn_process(c); /* leftover bytes first */
+  if (!c->paused && !c->closing && !(c->idle && uv_is_active((uv_handle_t *)c->idle)))
+    hpl__conn_read_start(c);
+}
+
+void hpl__conn_recv_payload(hpl__conn *c, const hpl__sink *sink) {
+  c->sink = *sink;
+  c->have_sink = 1;
+  c->pgot = 0;
+}

@@ -1,0 +1,334 @@
+/* uvconn_write.c - a framed connection's writing (uvconn.h): frames and raw
+ * bytes become libuv write requests, in the order they were made; writes
+ * made during the handshake or behind a sendfile are held until it ends;
+ * small frames of a corking connection made in one loop turn go out in
+ * one write, through the list of corked connections of its loop. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "fanout.h"
+#include "hoplite.h"
+#include "log.h"
+#include "trace.h"
+#include "uvconn_int.h"
+
+/* ------------------------------------------------------------------ the write queue */
+
+static void conn_write_done(uv_write_t *req, int status) {
+  conn_wreq *w = (conn_wreq *)req;
+  hpl__conn *c = w->c;
+  c->wq_bytes -= w->bytes;
+  if (status && !c->closing) {
+    LOG_DEBUG("%s: write failed: %s", c->label, uv_strerror(status));
+    hpl__conn_close(c, HPL_ECONN);
+  }
+  if (w->cb) w->cb(c, status ? HPL_ECONN : 0, w->arg);
+  free(w->owned);
+  free(w);
+}
+
+int hpl__conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  int rc = uv_write(&w->req, c->s, bufs, nbufs, conn_write_done);
+  if (rc) {
+    free(w->owned);
+    free(w);
+    hpl__conn_close(c, HPL_ECONN);
+    return HPL_ECONN;
+  }
+  c->wq_bytes += w->bytes;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ each loop's cork list */
+
+static conn_corks *all_corks; /* every loop's list (utlist LL); found once per connection */
+static pthread_mutex_t all_corks_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The cork list of `loop` (made on first use), with one more user; NULL
+ * without memory. */
+static conn_corks *corks_join(uv_loop_t *loop) {
+  conn_corks *k;
+  pthread_mutex_lock(&all_corks_mu);
+  LL_SEARCH_SCALAR(all_corks, k, loop, loop);
+  if (!k && (k = calloc(1, sizeof *k))) {
+    k->loop = loop;
+    LL_PREPEND(all_corks, k);
+  }
+  if (k) k->users++;
+  pthread_mutex_unlock(&all_corks_mu);
+  return k;
+}
+
+void hpl__conn_corks_leave(hpl__conn *c) {
+  conn_corks *k = c->corks;
+  if (!k) return;
+  if (c->cork_listed) {
+    DL_DELETE2(k->list, c, cork_prev, cork_next);
+    c->cork_listed = 0;
+  }
+  c->corks = NULL;
+  pthread_mutex_lock(&all_corks_mu);
+  if (--k->users == 0) {
+    LL_DELETE(all_corks, k);
+    free(k);
+  }
+  pthread_mutex_unlock(&all_corks_mu);
+}
+
+/* ------------------------------------------------------------------ corked writes */
+
+static void conn_flush_one(hpl__conn *c);
+
+/* Flush every corked connection of the loop, in order (with a fan-out,
+ * the ones with nothing queued before their corked frames go first, all
+ * at once). */
+static void conn_flush(conn_corks *k) {
+  if (k->flushing) return;
+  k->flushing = 1;
+  if (hpl__fanout_on()) hpl__conn_flush_fanout(k);
+  while (k->list) {
+    hpl__conn *c = k->list;
+    DL_DELETE2(k->list, c, cork_prev, cork_next);
+    c->cork_listed = 0;
+    conn_flush_one(c);
+  }
+  k->flushing = 0;
+}
+
+/* Before the loop polls, and after it ran the I/O callbacks. */
+static void cork_prep_cb(uv_prepare_t *h) { conn_flush(((hpl__conn *)h->data)->corks); }
+static void cork_chk_cb(uv_check_t *h) { conn_flush(((hpl__conn *)h->data)->corks); }
+
+void hpl__conn_flush_for(hpl__conn *c) {
+  conn_corks *k = c->corks;
+  if (!k->flushing) {
+    conn_flush(k);
+    return;
+  }
+  if (c->cork_listed) {
+    DL_DELETE2(k->list, c, cork_prev, cork_next);
+    c->cork_listed = 0;
+  }
+  conn_flush_one(c);
+}
+
+conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k) {
+  if (c->cork_prep) uv_prepare_stop(c->cork_prep);
+  if (c->cork_chk) uv_check_stop(c->cork_chk);
+  conn_wreq *list = c->cork;
+  c->cork = NULL;
+  c->cork_n = 0;
+  c->wq_bytes -= c->cork_bytes;
+  c->cork_bytes = 0;
+  *k = 0;
+  if (c->wq_bytes) return list;
+  for (conn_wreq *w = list; w && *k < CORK_MAX_FRAMES; w = w->next) {
+    iov[*k].iov_base = w->bufs[0].base;
+    iov[*k].iov_len = w->bufs[0].len;
+    (*k)++;
+  }
+  return list;
+}
+
+void hpl__conn_cork_finish(hpl__conn *c, conn_wreq *list, size_t done) {
+  while (list) {
+    conn_wreq *w = list;
+    list = w->next;
+    if (done >= w->bytes) {
+      done -= w->bytes;
+      free(w->owned);
+      free(w);
+      continue;
+    }
+    w->bufs[0].base += done;
+    w->bufs[0].len -= done;
+    w->bytes -= done;
+    done = 0;
+    if (c->closing) { /* an earlier write failed and closed it */
+      free(w->owned);
+      free(w);
+      continue;
+    }
+    uv_buf_t rest = w->bufs[0]; /* uv_write copies the array */
+    hpl__conn_queue_write(c, w, &rest, 1);
+  }
+}
+
+/* Send what c has corked: one write for all of it when nothing else is
+ * queued; what the socket does not take becomes write requests, in order. */
+static void conn_flush_one(hpl__conn *c) {
+  struct iovec iov[CORK_MAX_FRAMES];
+  unsigned k;
+  conn_wreq *list = hpl__conn_cork_take(c, iov, &k);
+  hpl__trace("flush", NULL);
+  int n = k ? uv_try_write(c->s, (const uv_buf_t *)iov, k) : 0;
+  hpl__conn_cork_finish(c, list, n > 0 ? (size_t)n : 0);
+}
+
+/* Cork w (a single owned buffer, nobody to tell). -1 without memory for
+ * the handles (w is then written the usual way). */
+static int conn_cork(hpl__conn *c, conn_wreq *w, uv_buf_t buf) {
+  if (!c->cork_prep) {
+    uv_prepare_t *p = malloc(sizeof *p);
+    uv_check_t *k = malloc(sizeof *k);
+    conn_corks *ks = p && k ? corks_join(c->s->loop) : NULL;
+    if (!ks) {
+      free(p);
+      free(k);
+      return -1;
+    }
+    uv_loop_t *loop = c->s->loop;
+    uv_prepare_init(loop, p);
+    uv_check_init(loop, k);
+    p->data = k->data = c;
+    c->cork_prep = p;
+    c->cork_chk = k;
+    c->corks = ks;
+    c->handles += 2;
+  }
+  w->bufs[0] = buf;
+  w->nbufs = 1;
+  DL_APPEND(c->cork, w);
+  c->cork_n++;
+  c->cork_bytes += w->bytes;
+  c->wq_bytes += w->bytes;
+  if (c->cork_n == 1) {
+    uv_prepare_start(c->cork_prep, cork_prep_cb);
+    uv_check_start(c->cork_chk, cork_chk_cb);
+    if (!c->cork_listed) {
+      DL_APPEND2(c->corks->list, c, cork_prev, cork_next);
+      c->cork_listed = 1;
+    }
+  }
+  if (c->cork_n >= CORK_MAX_FRAMES || c->cork_bytes >= CORK_MAX_BYTES) conn_flush(c->corks);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ writes in order */
+
+/* w (w->c and w->bytes set) goes now: corked, or written after what is. */
+static int conn_send_now(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  if (c->o.cork && !w->cb && nbufs == 1 && w->owned && conn_cork(c, w, bufs[0]) == 0) return 0;
+  if (c->cork) {
+    hpl__conn_flush_for(c); /* in order */
+    if (c->closing) {
+      free(w->owned);
+      free(w);
+      return HPL_ECONN;
+    }
+  }
+  if (c->wq_bytes == 0 && !w->cb) {
+    /* nothing queued and nobody to tell: write now, and queue only what
+     * the socket did not take (a control reply usually goes whole, with
+     * no write request and no poll-set change) */
+    int n = uv_try_write(c->s, bufs, nbufs);
+    if (n == (int)w->bytes) {
+      free(w->owned);
+      free(w);
+      return 0;
+    }
+    for (unsigned i = 0; n > 0 && i < nbufs; i++) {
+      size_t k = (size_t)n < bufs[i].len ? (size_t)n : bufs[i].len;
+      bufs[i].base += k;
+      bufs[i].len -= k;
+      n -= (int)k;
+      w->bytes -= k;
+    }
+  }
+  return hpl__conn_queue_write(c, w, bufs, nbufs);
+}
+
+static void wreq_set(hpl__conn *c, conn_wreq *w, const uv_buf_t *bufs, unsigned nbufs) {
+  w->c = c;
+  w->bytes = 0;
+  for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
+}
+
+int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  wreq_set(c, w, bufs, nbufs);
+  if (c->hs != HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
+    for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
+    w->nbufs = nbufs;
+    DL_APPEND(c->held, w);
+    c->wq_bytes += w->bytes;
+    return 0;
+  }
+  return conn_send_now(c, w, bufs, nbufs);
+}
+
+int hpl__conn_submit_first(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  wreq_set(c, w, bufs, nbufs);
+  return conn_send_now(c, w, bufs, nbufs);
+}
+
+void hpl__conn_release_held(hpl__conn *c) {
+  conn_wreq *w;
+  while ((w = c->held) && !c->closing && c->hs == HS_OPEN && !c->sf_left) {
+    DL_DELETE(c->held, w);
+    c->wq_bytes -= w->bytes;
+    hpl__conn_submit(c, w, w->bufs, w->nbufs);
+  }
+}
+
+void hpl__conn_drop_writes(hpl__conn *c) {
+  conn_wreq *w;
+  while ((w = c->held)) { /* writes held for the handshake never go: their owners hear so */
+    DL_DELETE(c->held, w);
+    c->wq_bytes -= w->bytes;
+    if (w->cb) w->cb(c, HPL_ECONN, w->arg);
+    free(w->owned);
+    free(w);
+  }
+  while ((w = c->cork)) { /* only left if the flush itself closed the connection */
+    DL_DELETE(c->cork, w);
+    free(w->owned);
+    free(w);
+  }
+}
+
+int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                  const void *payload, uint64_t plen, int copy, hpl__conn_write_cb cb, void *arg) {
+  if (c->closing) return HPL_ECONN;
+  if ((copy || payload) && plen > UINT32_MAX) return HPL_ETOOBIG;
+  size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
+  size_t extra = copy && payload ? (size_t)plen : 0;
+  conn_wreq *w = calloc(1, sizeof *w);
+  uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + extra + 1);
+  if (!w || !buf) {
+    free(w);
+    free(buf);
+    return HPL_ENOMEM;
+  }
+  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req_id,
+                     .payload_len = plen};
+  hpl__frame_encode_hdr(&h, buf);
+  if (mlen) protobuf_c_message_pack(m, buf + HPL__FRAME_HDR_LEN);
+  if (extra) memcpy(buf + HPL__FRAME_HDR_LEN + mlen, payload, (size_t)plen);
+  w->owned = buf;
+  w->cb = cb;
+  w->arg = arg;
+  uv_buf_t bufs[2];
+  unsigned n = 1;
+  bufs[0] = uv_buf_init((char *)buf, (unsigned)(HPL__FRAME_HDR_LEN + mlen + extra));
+  if (!copy && plen && payload) bufs[n++] = uv_buf_init((char *)payload, (unsigned)plen);
+  return hpl__conn_submit(c, w, bufs, n);
+}
+
+int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {
+  if (c->closing) return HPL_ECONN;
+  conn_wreq *w = calloc(1, sizeof *w);
+  if (!w) return HPL_ENOMEM;
+  w->cb = cb;
+  w->arg = arg;
+  uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
+  return hpl__conn_submit(c, w, &b, 1);
+}
+
+int hpl__conn_reply(hpl__conn *c, uint64_t req_id, int status, const char *detail) {
+  Hplpb__Reply r = HPLPB__REPLY__INIT;
+  r.status = status;
+  r.detail = (char *)(detail ? detail : "");
+  return hpl__conn_send(c, HPL__MSG_REPLY, req_id, &r.base, NULL, 0, 0, NULL, NULL);
+}
