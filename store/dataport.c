@@ -19,8 +19,6 @@
 #include "faults.h"
 #include "hoplite.h"
 #include "log.h"
-#include "rdtask.h"
-#include "ring.h"
 #include "spill.h"
 #include "util.h"
 #include "uvconn.h"
@@ -162,8 +160,11 @@ static void sender_pump(st_sender *sd) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
     if (sd->faulty && (n = sender_fault_budget(sd, n)) == 0) return;
-    /* a ring stream's bytes are pieces of its target and source */
-    const uint8_t *src = o->ring ? ring_stream_at(s, o, sd->pos, &n) : o->data + sd->pos;
+    /* a stream's source may keep its bytes elsewhere (pieces of a ring's
+     * target and source) */
+    const uint8_t *src = o->source && o->source->bytes_at
+                             ? o->source->bytes_at(o->source, o, sd->pos, &n)
+                             : o->data + sd->pos;
     if (!src) {
       hpl__conn_close(sd->c, HPL_ECANCELED);
       return;
@@ -409,11 +410,11 @@ static void park_expired(uv_timer_t *t) {
   pull_reply_err(sd, HPL_ENOTFOUND, detail);
 }
 
-/* Begin serving `o` (referenced here) on this connection. A reduce
- * stream's task hears where the pull starts first (it may make its output
- * again from there, dropping the other pulls of it: not this one yet). */
+/* Begin serving `o` (referenced here) on this connection. A stream's
+ * source hears where the pull starts first (it may make its bytes again
+ * from there, dropping the other pulls of it: not this one yet). */
 static void sender_serve(st_sender *sd, st_obj *o) {
-  if (o->internal && !o->ring) rdtask_stream_pulled(sd->s, o, sd->offset);
+  if (o->source && o->source->pulled) o->source->pulled(o->source, o, sd->offset);
   sd->obj = o;
   store_obj_ref(sd->s, o);
   sd->watch.fn = sender_parked_fn;
@@ -581,24 +582,15 @@ void dataport_stream_ready(store *s, const char *key) {
   }
 }
 
-void dataport_reduce_ended(store *s, const char *target, uint64_t rid) {
+void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
+                     const char *detail) {
   st_sender *sd;
   DL_FOREACH(s->senders, sd) {
-    if (!sd->parked) continue;
-    /* keys are "r:<rid>.<slot>:<gen>:<target>" */
-    const char *t = sd->parked;
-    if (rid && strncmp(t, "r:", 2) == 0 && strtoull(t + 2, NULL, 16) != rid)
-      continue; /* another instance's */
-    for (int i = 0; i < 2 && t; i++) {
-      t = strchr(t, ':');
-      if (t) t++;
-    }
-    if (t) t = strchr(t, ':');
-    if (!t || strcmp(t + 1, target) != 0) continue;
+    if (!sd->parked || !match(sd->parked, arg)) continue;
     free(sd->parked);
     sd->parked = NULL;
     uv_timer_stop(sd->timer);
-    pull_reply_err(sd, HPL_ECANCELED, "the reduce ended");
+    pull_reply_err(sd, status, detail);
   }
 }
 

@@ -48,8 +48,10 @@ void dataport_stream_ready(store *s, const char *key);
  * Returns 1, or 0 if nobody pulls `o`. */
 int dataport_pull_offset(store *s, const struct st_obj *o, uint64_t *offset);
 
-/* Instance rid (0: any) of the reduce into `target` ended: pulls still
- * waiting for one of its streams get an error. */
-void dataport_reduce_ended(store *s, const char *target, uint64_t rid);
+/* Pulls parked for a stream that does not exist yet whose key `match`
+ * accepts will not be served: each gets an error reply (status, detail)
+ * and the connection waits for its next PULL. */
+void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
+                     const char *detail);
 
 #endif

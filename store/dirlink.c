@@ -226,6 +226,15 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
   hpl__conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
+int dirlink_quiet(store *s, uint64_t peer) {
+  if (!s->dir_quiet_notes) return 0;
+  Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
+  q.node_id = peer;
+  s->ctr.quiet_notes++;
+  dirlink_note(s, HPL__MSG_QUIET, &q.base);
+  return 1;
+}
+
 /* A removal is a request, kept while the link is down and sent after the
  * store registers again: a reconnect keeps our copies at the directory, so
  * one it did not hear about would stay listed. */

@@ -80,6 +80,12 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
 /* One-way note; dropped while disconnected (re-registration resyncs). */
 void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
 
+/* A stream from node `peer` has been quiet for half its window: the
+ * directory, if it takes QUIET notes, is told to probe it (counted in
+ * quiet_notes). Returns 1 if the note went out, 0 if the directory takes
+ * none. A puller_ops.quiet. */
+int dirlink_quiet(store *s, uint64_t peer);
+
 /* Notes every module sends: this node no longer holds (or pulls) `id`; its
  * copy of `id` is complete (rate: bytes/s of the pull that made it, 0 if
  * not measured). */

@@ -271,18 +271,6 @@ static void move_reply(store *s, const dl_reply *rep, void *arg) {
 
 /* ------------------------------------------------------------------ pulling */
 
-static uint8_t *pull_buf(void *arg, uint64_t off, size_t *len) {
-  st_fetch *f = arg;
-  uint64_t room = f->o->size - off;
-  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-  return f->o->data + off;
-}
-
-static void pull_got(void *arg, uint64_t off, size_t n) {
-  st_fetch *f = arg;
-  store_obj_progress(f->s, f->o, off + n);
-}
-
 static void pull_done(void *arg, int status, const char *detail) {
   st_fetch *f = arg;
   store *s = f->s;
@@ -340,12 +328,11 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
     s->ctr.pull_resumes++;
     s->ctr.bytes_kept_on_resume += o->progress;
   }
-  puller_ops ops = {.buf = pull_buf, .got = pull_got, .done = pull_done,
-                    .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls,
-                    .suspect = pull_silent, .peer = r->sender_node, .resumable = 1,
-                    .straggled = pull_straggled};
-  f->pull = puller_start(s, r->sender_addr, (int)r->sender_port, o->id, 0, o->progress, o->size,
-                         &ops, f);
+  puller_ops ops = {.done = pull_done, .monitor = r->sender_complete ? 2 : 1, .gen = o->gen,
+                    .slow = pull_crawls, .suspect = pull_silent, .quiet = dirlink_quiet,
+                    .peer = r->sender_node, .resumable = 1, .straggled = pull_straggled};
+  f->pull = puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress, 1,
+                              &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
     fetch_fire(f, FEV_PULL_FAILED,

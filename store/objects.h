@@ -79,6 +79,8 @@ struct st_obj {
   uint8_t *data;          /* in the pool; NULL until allocated */
   st_waiter *waiters;
   st_watch *watchers;
+  const struct st_source *source; /* internal: how its stream is served (NULL: from
+                                     data; see st_source) */
   /* what is being done to it, each owned by its module (NULL: nothing) */
   struct st_fetch *fetch; /* fetch.c: being got from elsewhere */
   struct st_put *put;     /* put.c: being written by a local client */
@@ -96,13 +98,27 @@ struct st_obj {
   uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
   uint8_t on_disk : 1;    /* a spill file holds its bytes (store_obj_file) */
   uint8_t moving : 1;     /* room.c: being written to or read from its spill file */
-  uint8_t ring : 1;       /* internal: a ring allreduce's stream, whose bytes are pieces
-                             of its target and source (ring.c; data is the target's) */
   uint32_t keep_until;    /* room.c: the directory refused to let it go (the last
                              copy); not asked again before this (seconds, store clock) */
   uint16_t id_room;       /* id[] holds up to this many characters */
   char id[];              /* NUL-terminated, at most 255 bytes (its key if internal) */
 };
+
+/* The source of a stream object (internal), installed in o->source by the
+ * module that makes the stream and kept valid while o may be served (set
+ * o->source to another source, or NULL, before it goes). The data port
+ * serves o through it and so needs to know nothing of its maker:
+ *  - bytes_at: bytes of o from `pos`: a pointer, and in *n how many of the
+ *    wanted *n bytes lie there contiguously (o's bytes may be pieces of
+ *    other buffers); NULL when the stream is gone (its pulls end). NULL:
+ *    the bytes are o->data + pos.
+ *  - pulled: a pull of o from byte `offset` arrived; called before it is
+ *    served (the maker may make its bytes again from there, ending the
+ *    other pulls of o). May be NULL. */
+typedef struct st_source {
+  const uint8_t *(*bytes_at)(const struct st_source *src, st_obj *o, uint64_t pos, uint64_t *n);
+  void (*pulled)(const struct st_source *src, st_obj *o, uint64_t offset);
+} st_source;
 
 /* Lookups: NULL when absent. store_find finds objects in the table,
  * store_find_internal reduce streams in the table, store_find_inst any

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <utlist.h>
 
-#include "dirlink.h"
 #include "hoplite.h"
 #include "log.h"
 #include "util.h"
@@ -35,6 +34,8 @@ struct st_puller {
   store *s;
   puller_ops ops;
   void *arg;
+  st_obj *into;     /* puller_start_into: the object the bytes land in */
+  int into_progress; /*   ...and whether they are its progress */
   char key[320];
   int internal;
   uv_tcp_t *tcp; /* while connecting */
@@ -102,9 +103,31 @@ static int healthy_pull(const store *s, uint64_t got, double rate) {
   return got >= (4u << 20) && rate >= 0.5 * s->rate_ewma;
 }
 
+/* ------------------------------------------------------------------ into an object
+ *
+ * A pull into an object (puller_start_into) receives straight into its
+ * buffer, and here received bytes become the object's: its progress, which
+ * the data port serves on and gets wait for. Bytes that have arrived are
+ * counted here and nowhere else. */
+
+static uint8_t *into_buf(st_puller *p, uint64_t at, size_t *len) {
+  uint64_t room = p->into->size - at;
+  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
+  return p->into->data + at;
+}
+
+/* Bytes [at, at + n) of the stream are in the object. */
+static void into_arrived(st_puller *p, uint64_t at, size_t n) {
+  if (p->into_progress) store_obj_progress(p->s, p->into, at + n);
+  if (p->ops.got) p->ops.got(p->arg, at, n);
+}
+
+/* ------------------------------------------------------------------ the stream */
+
 static uint8_t *sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
   (void)c;
   st_puller *p = arg;
+  if (p->into) return into_buf(p, p->start + off, len);
   return p->ops.buf(p->arg, p->start + off, len);
 }
 
@@ -116,7 +139,10 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
   s->ctr.data_bytes_received += n;
   p->got = off + n;
   p->last_move_ms = hpl__now_ms();
-  p->ops.got(p->arg, p->start + off, n);
+  if (p->into)
+    into_arrived(p, p->start + off, n);
+  else
+    p->ops.got(p->arg, p->start + off, n);
   if (!p->finished && p->start + p->got == p->size) {
     /* a full-speed sample for the straggler baseline */
     uint64_t el = hpl__now_ms() - p->started_ms;
@@ -244,14 +270,9 @@ static void check_quiet(st_puller *p, uint64_t now) {
   double rate = stream_rate(p);
   uint64_t quiet = now - p->last_move_ms;
   uint64_t window = puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms);
-  if (quiet >= window / 2 && p->ops.peer && s->dir_quiet_notes &&
-      p->noted_move_ms != p->last_move_ms) {
-    p->noted_move_ms = p->last_move_ms;
-    Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
-    q.node_id = p->ops.peer;
-    s->ctr.quiet_notes++;
-    dirlink_note(s, HPL__MSG_QUIET, &q.base);
-  }
+  if (quiet >= window / 2 && p->ops.quiet && p->ops.peer &&
+      p->noted_move_ms != p->last_move_ms && p->ops.quiet(s, p->ops.peer))
+    p->noted_move_ms = p->last_move_ms; /* one report per quiet spell */
   if (quiet < window) return;
   p->suspecting = 1;
   s->ctr.pull_suspects++;
@@ -401,8 +422,9 @@ static void on_tick(uv_timer_t *t) {
   check_straggler(p, now);
 }
 
-st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
-                        uint64_t offset, uint64_t size, const puller_ops *ops, void *arg) {
+static st_puller *pull_start(store *s, const char *addr, int port, const char *key,
+                             int internal, uint64_t offset, uint64_t size, const puller_ops *ops,
+                             void *arg, st_obj *into, int into_progress) {
   st_puller *p = calloc(1, sizeof *p);
   struct sockaddr_in sa;
   if (!p || uv_ip4_addr(addr, port, &sa) != 0 || strlen(key) >= sizeof p->key) {
@@ -410,6 +432,8 @@ st_puller *puller_start(store *s, const char *addr, int port, const char *key, i
     return NULL;
   }
   p->s = s;
+  p->into = into;
+  p->into_progress = into_progress;
   p->ops = *ops;
   p->arg = arg;
   p->start = offset;
@@ -437,6 +461,17 @@ st_puller *puller_start(store *s, const char *addr, int port, const char *key, i
     return NULL;
   }
   return p;
+}
+
+st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
+                        uint64_t offset, uint64_t size, const puller_ops *ops, void *arg) {
+  return pull_start(s, addr, port, key, internal, offset, size, ops, arg, NULL, 0);
+}
+
+st_puller *puller_start_into(store *s, const char *addr, int port, const char *key, int internal,
+                             st_obj *o, uint64_t offset, int progress, const puller_ops *ops,
+                             void *arg) {
+  return pull_start(s, addr, port, key, internal, offset, o->size, ops, arg, o, progress);
 }
 
 void puller_cancel(st_puller *p) {

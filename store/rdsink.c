@@ -113,18 +113,6 @@ static void sink_fetch_instead(rd_sink *k) {
 
 /* ------------------------------------------------------------------ pulling the result */
 
-static uint8_t *sink_buf(void *arg, uint64_t off, size_t *len) {
-  rd_sink *k = arg;
-  uint64_t room = k->o->size - off;
-  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-  return k->o->data + off;
-}
-
-static void sink_got(void *arg, uint64_t off, size_t n) {
-  rd_sink *k = arg;
-  store_obj_progress(k->s, k->o, off + n);
-}
-
 static void sink_silent(void *arg, uint64_t quiet_ms) {
   rd_sink *k = arg;
   rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
@@ -165,12 +153,11 @@ static void sink_advertise(store *s, st_obj *o) {
 static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *key, int internal) {
   store *s = k->s;
   st_obj *o = k->o;
-  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
-                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow,
-                    .peer = k->root_node};
+  puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
+                    .slow = sink_slow, .quiet = dirlink_quiet, .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
-  k->pull = puller_start(s, addr, port, key, internal, from, o->size, &ops, k);
+  k->pull = puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
   if (from > 0)
     LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
              o->id, (unsigned long long)from, addr, port);
@@ -310,8 +297,7 @@ static void root_released(store *s, const char *target) {
 void rdsink_on_end(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   if (!hpl__id_valid(m->target)) return;
-  rdtask_end(s, m->target, m->rid);
-  dataport_reduce_ended(s, m->target, m->rid);
+  rdtask_reduce_ended(s, m->target, m->rid);
   st_obj *o = store_find(s, m->target);
   rd_sink *k = o ? o->sink : NULL;
   if (!k) return;
@@ -450,8 +436,7 @@ void rdsink_directory_restarted(store *s) {
         m.target = o->id;
         m.detail = "";
         dirlink_note(s, HPL__MSG_REDUCE_DONE, &m.base);
-        rdtask_end(s, o->id, k->rid);
-        dataport_reduce_ended(s, o->id, k->rid);
+        rdtask_reduce_ended(s, o->id, k->rid);
       }
       sink_end(k);
       continue;

@@ -81,7 +81,7 @@ struct rd_task {
   int failed;
   int out_kept; /* the next generation of this slot took over `out` (and its reference) */
   /* Resuming a failed node's slot (ReduceTask.resume): nothing starts
-   * until the output's first pull says from where (rdtask_stream_pulled).
+   * until the output's first pull says from where (stream_pulled).
    * Output bytes below `base` are never made; a pull below it makes the
    * task start over at that pull (rebased: once the running step is done) */
   int await_start;
@@ -92,6 +92,7 @@ struct rd_task {
    * done. */
   struct rd_task *blocked_by; /* the old task this one waits for */
   struct rd_task *successor;  /* the new task waiting for this one */
+  st_source source; /* its output stream's (out->source): where pulls start */
 };
 
 /* Key of a reduce stream (the directory names the same key to its puller). */
@@ -268,15 +269,12 @@ static void task_try_combine(rd_task *t) {
 
 /* ------------------------------------------------------------------ children */
 
+/* A further child's stream lands in its ring: bytes [comb, recv) are
+ * held; room up to comb + ring_size. (Child 0's lands in the output:
+ * puller_start_into.) */
 static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
   rd_child *c = arg;
   rd_task *t = c->t;
-  if (!c->ring) {
-    uint64_t room = t->size - off;
-    *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-    return t->out->data + off;
-  }
-  /* ring: bytes [comb, recv) are held; room up to comb + ring_size */
   uint64_t limit = t->comb + c->ring_size;
   if (limit > t->size) limit = t->size;
   if (off >= limit) {
@@ -328,11 +326,17 @@ static void child_start(rd_task *t, rd_child *c) {
   /* blocked, or the output waits for room: started when it may write */
   if (c->pull || c->done || !task_ready(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
-  puller_ops ops = {.buf = child_buf, .got = child_got, .done = child_done, .monitor = 1,
-                    .no_stall = 1, .suspect = child_silent, .slow = child_slow,
+  puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
+                    .suspect = child_silent, .slow = child_slow, .quiet = dirlink_quiet,
                     .peer = c->node};
-  c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
-                            c);
+  if (c->ring) {
+    ops.buf = child_buf;
+    c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
+                           c);
+  } else { /* its bytes are the output's until combined (not its progress) */
+    c->pull = puller_start_into(t->s, c->addr, c->port, c->key, c->internal, t->out, c->recv, 0,
+                                &ops, c);
+  }
   if (!c->pull)
     LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot, c->key,
              c->addr, c->port);
@@ -350,6 +354,7 @@ static rd_task *task_find(store *s, const char *target, uint32_t slot) {
 
 static void task_free(rd_task *t) {
   store *s = t->s;
+  if (t->out && t->out->source == &t->source) t->out->source = NULL; /* pulls: as for no task */
   if (t->pending) { /* never published: freed with its last reference */
     room_cancel(s, &t->room);
     store_obj_unref(s, t->pending);
@@ -416,33 +421,45 @@ static void task_begin_at(rd_task *t, uint64_t offset) {
   task_go(t);
 }
 
-void rdtask_stream_pulled(store *s, st_obj *o, uint64_t offset) {
-  rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
-    if (t->out != o || t->to_target) continue;
-    if (t->await_start) {
-      if (!t->pending) task_begin_at(t, offset);
-      return;
-    }
-    if (offset >= t->base) return;
-    /* its parent starts over below where this task resumed: make the
-     * output again from there; pulls of the old bytes end */
-    uint64_t b = offset - offset % 8;
-    s->ctr.reduce_rebases++;
-    LOG_INFO("reduce '%s' slot %u: a pull from byte %llu, below where the task resumed "
-             "(%llu): making the output again from there", t->target, t->slot,
-             (unsigned long long)offset, (unsigned long long)t->base);
-    dataport_drop(s, o);
-    o->progress = b;
-    if (o->state == OBJ_SEALED) o->state = OBJ_PULLING;
-    t->base = b;
-    if (t->working) { /* the running step writes the output: restart after it */
-      t->rebased = 1;
-      return;
-    }
-    task_restart_children(t);
+/* A pull of the task's output stream `o` from byte `offset` arrived on
+ * the data port (its source's `pulled`, before the pull is served). The
+ * task learns where its output is read from: a task that resumed on this
+ * node (ReduceTask.resume) starts there, and one that resumed past
+ * `offset` makes its output again from there (a parent that restarted
+ * wants bytes it skipped); any other pull of `o` goes on as it was then. */
+static void stream_pulled(const st_source *src, st_obj *o, uint64_t offset) {
+  rd_task *t = (rd_task *)((char *)src - offsetof(rd_task, source));
+  store *s = t->s;
+  if (t->out != o || t->to_target) return;
+  if (t->await_start) {
+    if (!t->pending) task_begin_at(t, offset);
     return;
   }
+  if (offset >= t->base) return;
+  /* its parent starts over below where this task resumed: make the
+   * output again from there; pulls of the old bytes end */
+  uint64_t b = offset - offset % 8;
+  s->ctr.reduce_rebases++;
+  LOG_INFO("reduce '%s' slot %u: a pull from byte %llu, below where the task resumed "
+           "(%llu): making the output again from there", t->target, t->slot,
+           (unsigned long long)offset, (unsigned long long)t->base);
+  dataport_drop(s, o);
+  o->progress = b;
+  if (o->state == OBJ_SEALED) o->state = OBJ_PULLING;
+  t->base = b;
+  if (t->working) { /* the running step writes the output: restart after it */
+    t->rebased = 1;
+    return;
+  }
+  task_restart_children(t);
+}
+
+/* `o`, a reduce stream in the table, is the task's output now (the task
+ * holds its reference): pulls of it reach the task. */
+static void task_take_stream(rd_task *t, st_obj *o) {
+  t->out = o;
+  t->source.pulled = stream_pulled;
+  o->source = &t->source;
 }
 
 static void out_room_done(st_room *r, int status, const char *detail) {
@@ -451,7 +468,7 @@ static void out_room_done(st_room *r, int status, const char *detail) {
   st_obj *o = t->pending;
   t->pending = NULL;
   if (status == 0 && store_obj_publish_internal(s, o) == 0) {
-    t->out = o; /* the room request's reference is the task's now */
+    task_take_stream(t, o); /* the room request's reference is the task's now */
     LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
               (unsigned long long)(hpl__now_ms() - r->since_ms));
     dataport_stream_ready(s, o->id); /* pulls that came meanwhile */
@@ -482,7 +499,7 @@ static void out_alloc(rd_task *t, const char *key, char *detail, size_t dlen) {
     t->pending = o;
     LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
   } else if (rc == 0 && store_obj_publish_internal(s, o) == 0) {
-    t->out = o;
+    task_take_stream(t, o);
     dataport_stream_ready(s, key); /* pulls that came before the task */
   } else {
     if (rc == 0) snprintf(detail, dlen, "out of memory");
@@ -564,7 +581,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     t->src_off = m->src_offset;
     t->src = src;
     store_obj_ref(s, src);
-    if (src->state == OBJ_SPILLED && s->want_bytes) s->want_bytes(s, src); /* read it back */
+    if (src->state == OBJ_SPILLED) room_restore(s, src); /* read it back */
     t->nch = (int)m->nchildren;
     t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
     t->to_target = m->to_target;
@@ -587,7 +604,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
         kept->progress = 0;
         kept->state = OBJ_PULLING;
         if (store_obj_rekey_internal(s, kept, key) == 0) {
-          t->out = kept;
+          task_take_stream(t, kept);
           dataport_stream_ready(s, key); /* pulls that came before the task */
         } else { /* let it go; a new buffer as below */
           if (kept->in_table) store_obj_detach(s, kept);
@@ -677,6 +694,33 @@ int rdtask_end_root(store *s, const char *target) {
     task_free(t);
   }
   return running;
+}
+
+/* Whether `key`, a stream key a pull is parked for, is one of the reduce
+ * that ended: keys are "r:<rid>.<slot>:<gen>:<target>" (and a ring's
+ * "g:<rid>:<index>:<target>", which this matches by target). */
+typedef struct ended_reduce {
+  const char *target;
+  uint64_t rid;
+} ended_reduce;
+
+static int key_of_ended(const char *key, void *arg) {
+  const ended_reduce *e = arg;
+  const char *t = key;
+  if (e->rid && strncmp(t, "r:", 2) == 0 && strtoull(t + 2, NULL, 16) != e->rid)
+    return 0; /* another instance's */
+  for (int i = 0; i < 2 && t; i++) {
+    t = strchr(t, ':');
+    if (t) t++;
+  }
+  if (t) t = strchr(t, ':');
+  return t && strcmp(t + 1, e->target) == 0;
+}
+
+void rdtask_reduce_ended(store *s, const char *target, uint64_t rid) {
+  rdtask_end(s, target, rid);
+  ended_reduce e = {.target = target, .rid = rid};
+  dataport_unpark(s, key_of_ended, &e, HPL_ECANCELED, "the reduce ended");
 }
 
 void rdtask_end(store *s, const char *target, uint64_t rid) {

@@ -27,6 +27,11 @@ void rdtask_on_task(store *s, ProtobufCMessage *m);
  * stops). */
 void rdtask_end(store *s, const char *target, uint64_t rid);
 
+/* Instance rid (0: any) of the reduce into `target` ended: its tasks stop
+ * (rdtask_end), and pulls parked on the data port for one of its streams
+ * get an error. */
+void rdtask_reduce_ended(store *s, const char *target, uint64_t rid);
+
 /* The root of the reduce into `target` moved away from this node (the
  * sink): the task that wrote the target here ends. Returns 1 if a combine
  * step of it still runs on the thread pool (it writes the target until it
@@ -47,14 +52,6 @@ void rdtask_directory_restarted(store *s);
  * the task writing into it here (if one waits) starts. */
 struct st_obj;
 void rdtask_target_ready(store *s, struct st_obj *target);
-
-/* A pull of reduce stream `o` from byte `offset` arrived on the data port
- * (dataport.c calls this before it serves the pull). The task making `o`
- * learns where its output is read from: a task that resumed on this node
- * (ReduceTask.resume) starts there, and one that resumed past `offset`
- * makes its output again from there (a parent that restarted wants bytes
- * it skipped); any other pull of `o` goes on as it was then. */
-void rdtask_stream_pulled(store *s, struct st_obj *o, uint64_t offset);
 
 /* REDUCE_ADOPTED: a restarted directory took over instance rid of the
  * reduce into target; its tasks here go on. */

@@ -1,6 +1,7 @@
 /* ring.c - this node's part in ring allreduces (see ring.h). */
 #include "ring.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@ struct rg_task {
   uint32_t pred_port;
   uint64_t pred_node;
   st_room room;         /* the target waiting for room (room.queued) */
+  st_source source;     /* out->source: its bytes are pieces of t and src */
 };
 
 /* Slice of member j's stream at step s. */
@@ -94,6 +96,14 @@ static void answer(rg_task *g, int status, const char *detail, int ran) {
   }
 }
 
+static const uint8_t *gone_bytes_at(const st_source *src, st_obj *o, uint64_t pos, uint64_t *n) {
+  (void)src, (void)o, (void)pos, (void)n;
+  return NULL;
+}
+
+/* The source of a stream whose ring is over. */
+static const st_source ring_gone = {.bytes_at = gone_bytes_at};
+
 static void task_free(rg_task *g) {
   store *s = g->s;
   room_cancel(s, &g->room); /* (a no-op unless it waits) */
@@ -101,6 +111,7 @@ static void task_free(rg_task *g) {
   g->pull = NULL;
   if (g->out) {
     g->out->data = NULL; /* the target's buffer, not the stream's own */
+    g->out->source = &ring_gone; /* pulls still served from it end */
     store_obj_detach(s, g->out);
     store_obj_unref(s, g->out);
   }
@@ -240,6 +251,8 @@ static void stream_key(char *out, size_t len, uint64_t rid, uint32_t idx, const 
 }
 
 static int task_run(rg_task *g, char *why, size_t wlen);
+static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t pos,
+                                      uint64_t *n);
 
 /* The target's buffer is there (status 0) or did not fit in time. */
 static void room_done(st_room *r, int status, const char *detail) {
@@ -322,14 +335,15 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
 static int task_run(rg_task *g, char *why, size_t wlen) {
   store *s = g->s;
   /* our outgoing stream: step 0 is our source's slice, every later step
-   * a slice of the target (ring_stream_at) */
+   * a slice of the target (stream_bytes_at) */
   stream_key(g->key, sizeof g->key, g->rid, g->idx, g->target);
   st_obj *o = store_obj_prep_internal(s, g->key);
   if (!o) {
     snprintf(why, wlen, "out of memory");
     return HPL_ENOMEM;
   }
-  o->ring = 1;
+  g->source.bytes_at = stream_bytes_at;
+  o->source = &g->source;
   o->size = g->out_len;
   o->data = g->t->data;
   if (store_obj_publish_internal(s, o) != 0) {
@@ -346,7 +360,8 @@ static int task_run(rg_task *g, char *why, size_t wlen) {
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
   puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                    .no_stall = 1, .suspect = in_suspect, .peer = g->pred_node};
+                    .no_stall = 1, .suspect = in_suspect, .quiet = dirlink_quiet,
+                    .peer = g->pred_node};
   g->pull = puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
                          &ops, g);
   if (!g->pull) {
@@ -423,13 +438,12 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
 
 /* ------------------------------------------------------------------ the outgoing stream */
 
-const uint8_t *ring_stream_at(store *s, st_obj *o, uint64_t pos, uint64_t *n) {
-  rg_task *g = NULL;
-  /* the key names the target after "g:<rid>:<index>:" */
-  const char *p = strchr(o->id + 2, ':');
-  p = p ? strchr(p + 1, ':') : NULL;
-  if (p) HASH_FIND_STR(s->rings, p + 1, g);
-  if (!g || g->out != o) return NULL;
+/* Bytes of our outgoing stream `o` from `pos` (its source's bytes_at):
+ * step 0 is our source's slice, every later step a slice of the target. */
+static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t pos,
+                                      uint64_t *n) {
+  const rg_task *g = (const rg_task *)((const char *)src - offsetof(rg_task, source));
+  if (g->out != o) return NULL;
   uint64_t first = slice_len(g, g->idx);
   if (pos < first) {
     if (*n > first - pos) *n = first - pos;
