@@ -9,7 +9,7 @@
 #ifndef HPL_STORE_CLIENTS_H
 #define HPL_STORE_CLIENTS_H
 
-#include "server.h"
+#include "store.h"
 
 /* Listen on cfg.socket_path (a stale socket file left by a dead store is
  * removed; a live store's is not). Returns 0, HPL_EINVAL, HPL_EEXIST or
@@ -21,7 +21,9 @@ int clients_start(store *s);
  * `p` (malloc'd, initialised): HELLO, then requests. */
 void clients_serve(store *s, uv_stream_t *p);
 
-/* Stop accepting, remove the socket file, close every client (idempotent). */
+/* Stop accepting, remove the socket file, close every client (idempotent).
+ * Free the module's context once the loop has ended. */
 void clients_stop(store *s);
+void clients_free(store *s);
 
 #endif

@@ -35,8 +35,16 @@
  * most (the directory tells both sides within milliseconds). */
 #define PARK_TIMEOUT_MS 10000
 
+/* The module's context (s->dataport). */
+typedef struct st_dataport {
+  uv_tcp_t listener;
+  int bound;                 /* listening */
+  struct st_sender *senders; /* every connection (utlist; their count: s->nsenders) */
+  void (*idle)(store *s);    /* a stream ended and none is left (may be NULL) */
+} st_dataport;
+
 typedef struct st_sender {
-  struct st_sender *prev, *next; /* store->senders (utlist) */
+  struct st_sender *prev, *next; /* s->dataport->senders (utlist) */
   store *s;
   hpl__conn *c;
   st_obj *obj; /* streaming (referenced); NULL when idle */
@@ -80,8 +88,8 @@ typedef struct st_fstream {
 int dataport_port(store *s) {
   struct sockaddr_storage ss;
   int len = sizeof ss;
-  if (!s->data_port_bound ||
-      uv_tcp_getsockname(&s->data_listener, (struct sockaddr *)&ss, &len) != 0)
+  if (!s->dataport || !s->dataport->bound ||
+      uv_tcp_getsockname(&s->dataport->listener, (struct sockaddr *)&ss, &len) != 0)
     return -1;
   return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
@@ -89,12 +97,13 @@ int dataport_port(store *s) {
 int dataport_active(store *s) {
   int n = 0;
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) if (sd->obj && !hpl__conn_closing(sd->c)) n++;
+  if (!s->dataport) return 0;
+  DL_FOREACH(s->dataport->senders, sd) if (sd->obj && !hpl__conn_closing(sd->c)) n++;
   return n;
 }
 
 static void check_idle(store *s) {
-  if (s->data_idle && dataport_active(s) == 0) s->data_idle(s);
+  if (s->dataport->idle && dataport_active(s) == 0) s->dataport->idle(s);
 }
 
 static void sender_pump(st_sender *sd);
@@ -361,7 +370,7 @@ static void sender_start(st_sender *sd) {
       return;
     }
     store_watch(o, &sd->watch); /* parked until the buffer exists */
-    if (o->state == OBJ_SPILLED && sd->s->want_bytes) sd->s->want_bytes(sd->s, o);
+    store_obj_want(sd->s, o); /* spilled: read back (room.c) */
     return;
   }
   if (sd->offset > o->size) {
@@ -484,7 +493,7 @@ static void on_close(hpl__conn *c, int status) {
     uv_timer_stop(sd->timer);
     uv_close((uv_handle_t *)sd->timer, (uv_close_cb)free);
   }
-  DL_DELETE(s->senders, sd);
+  DL_DELETE(s->dataport->senders, sd);
   s->nsenders--;
   free(sd);
   check_idle(s);
@@ -536,11 +545,11 @@ void dataport_serve(store *s, uv_stream_t *t) {
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE,
                       .auth_failures = &s->ctr.auth_failures};
-  DL_APPEND(s->senders, sd);
+  DL_APPEND(s->dataport->senders, sd);
   s->nsenders++;
   sd->c = hpl__conn_new(t, &o);
   if (!sd->c) {
-    DL_DELETE(s->senders, sd);
+    DL_DELETE(s->dataport->senders, sd);
     s->nsenders--;
     free(sd);
   }
@@ -548,7 +557,7 @@ void dataport_serve(store *s, uv_stream_t *t) {
 
 void dataport_drop(store *s, st_obj *o) {
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
+  DL_FOREACH(s->dataport->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
 }
 
 void dataport_restart(store *s, st_obj *o, uint32_t gen) {
@@ -561,7 +570,7 @@ void dataport_restart(store *s, st_obj *o, uint32_t gen) {
 int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
   int found = 0;
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) {
+  DL_FOREACH(s->dataport->senders, sd) {
     if (sd->obj != o || (found && sd->offset >= *offset)) continue;
     *offset = sd->offset;
     found = 1;
@@ -571,7 +580,7 @@ int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
 
 void dataport_stream_ready(store *s, const char *key) {
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) {
+  DL_FOREACH(s->dataport->senders, sd) {
     if (!sd->parked || strcmp(sd->parked, key) != 0) continue;
     st_obj *o = store_find_internal(s, key);
     if (!o) continue;
@@ -585,7 +594,7 @@ void dataport_stream_ready(store *s, const char *key) {
 void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
                      const char *detail) {
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) {
+  DL_FOREACH(s->dataport->senders, sd) {
     if (!sd->parked || !match(sd->parked, arg)) continue;
     free(sd->parked);
     sd->parked = NULL;
@@ -596,26 +605,34 @@ void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *a
 
 int dataport_start(store *s, void (*idle)(store *s)) {
   struct sockaddr_in addr;
-  s->data_idle = idle;
+  st_dataport *dp = s->dataport = calloc(1, sizeof *s->dataport);
+  if (!dp) return HPL_ENOMEM;
+  dp->idle = idle;
   int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
   if (rc) {
     LOG_ERROR("bad data address %s: %s", s->cfg.data_host, uv_strerror(rc));
     return HPL_EINVAL;
   }
-  uv_tcp_init(s->loop, &s->data_listener);
-  s->data_listener.data = s;
-  if ((rc = uv_tcp_bind(&s->data_listener, (struct sockaddr *)&addr, 0)) ||
-      (rc = uv_listen((uv_stream_t *)&s->data_listener, 512, on_accept))) {
+  uv_tcp_init(s->loop, &dp->listener);
+  dp->listener.data = s;
+  if ((rc = uv_tcp_bind(&dp->listener, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&dp->listener, 512, on_accept))) {
     LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
     return HPL_ESYS;
   }
-  s->data_port_bound = 1;
+  dp->bound = 1;
   return 0;
 }
 
 void dataport_stop(store *s) {
-  if (!uv_is_closing((uv_handle_t *)&s->data_listener))
-    uv_close((uv_handle_t *)&s->data_listener, NULL);
+  st_dataport *dp = s->dataport;
+  if (!dp) return;
+  if (!uv_is_closing((uv_handle_t *)&dp->listener)) uv_close((uv_handle_t *)&dp->listener, NULL);
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) hpl__conn_close(sd->c, 0);
+  DL_FOREACH(dp->senders, sd) hpl__conn_close(sd->c, 0);
+}
+
+void dataport_free(store *s) {
+  free(s->dataport);
+  s->dataport = NULL;
 }

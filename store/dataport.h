@@ -13,15 +13,18 @@
 #include <stdint.h>
 
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 
-/* Bind and listen on cfg.data_host:data_port. `idle` (may be NULL) runs
- * whenever a stream ends and none is left (draining uses it). Returns 0,
- * HPL_EINVAL (bad address) or HPL_ESYS. */
+/* Make the module's context, bind and listen on cfg.data_host:data_port.
+ * `idle` (may be NULL) runs whenever a stream ends and none is left
+ * (draining uses it). Returns 0, HPL_EINVAL (bad address), HPL_ENOMEM or
+ * HPL_ESYS. */
 int dataport_start(store *s, void (*idle)(store *s));
 
-/* Close the listener and every stream. */
+/* Close the listener and every stream; free the module's context once the
+ * loop has ended. */
 void dataport_stop(store *s);
+void dataport_free(store *s);
 
 /* Serve an already connected stream as a data-port connection (the
  * listener's accepts; fuzz targets hand in one end of a socketpair). Takes

@@ -65,6 +65,7 @@ typedef struct dirlink {
   void (*registered)(store *s, int restarted);
   size_t (*incoming)(store *s, dl_incoming *out, size_t max); /* for heartbeats */
   uint64_t incarnation; /* random per process (RegisterReq.incarnation) */
+  dl_caps caps;         /* the directory's, from the last registration */
   /* re-reporting what we hold after registering (HELD, one piece at a time) */
   st_walk held_walk;
   uint64_t held_gen;    /* bumped per connection: answers of older pieces are ignored */
@@ -94,6 +95,10 @@ static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
 static void ignore_reply(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
 int dirlink_ready(store *s) { return s->dl && s->dl->state == DL_READY; }
+
+static const dl_caps default_caps = {.inline_max = HPL__DEFAULT_INLINE_MAX, .max_senders = 1};
+
+const dl_caps *dirlink_caps(const store *s) { return s->dl ? &s->dl->caps : &default_caps; }
 
 int dirlink_peer(store *s, char *addr, size_t alen, int *port) {
   if (!dirlink_ready(s) || !s->dl->peer_port || strlen(s->dl->peer_addr) >= alen) return -1;
@@ -227,7 +232,7 @@ void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
 }
 
 int dirlink_quiet(store *s, uint64_t peer) {
-  if (!s->dir_quiet_notes) return 0;
+  if (!s->dl->caps.quiet_notes) return 0;
   Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
   q.node_id = peer;
   s->ctr.quiet_notes++;
@@ -427,11 +432,8 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
     hpl__conn_close(dl->c, HPL_EPROTO);
     return;
   }
-  s->inline_max = r->inline_max;
-  s->max_senders = r->max_senders;
-  s->dir_quiet_notes = r->quiet_notes;
-  s->dir_rings = r->rings;
-  s->dir_publish = r->publish;
+  dl->caps = (dl_caps){.inline_max = r->inline_max, .max_senders = r->max_senders,
+                       .quiet_notes = r->quiet_notes, .rings = r->rings, .publish = r->publish};
   dl->state = DL_READY;
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;
@@ -686,6 +688,7 @@ int dirlink_start(store *s) {
   dl->s = s;
   dl->backoff_ms = RECONNECT_MIN_MS;
   dl->incarnation = hpl__random_u64();
+  dl->caps = default_caps;
   s->dl = dl;
   uv_timer_init(s->loop, &dl->retry);
   uv_timer_init(s->loop, &dl->hb);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 
 /* How a directory request ended. */
 typedef struct dl_reply {
@@ -69,6 +69,18 @@ void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size
 
 /* Registered and connected. */
 int dirlink_ready(store *s);
+
+/* What the directory said of itself at the last registration (before
+ * the first: the defaults, inline_max HPL__DEFAULT_INLINE_MAX, max_senders
+ * 1, nothing taken). */
+typedef struct dl_caps {
+  uint32_t inline_max;  /* objects this small go to its inline cache */
+  uint32_t max_senders;
+  int quiet_notes;      /* it takes QUIET notes (dirlink_quiet) */
+  int rings;            /* ... and RING requests (ring.c) */
+  int publish;          /* ... and clients' PUBLISH (told in the clients' Hello) */
+} dl_caps;
+const dl_caps *dirlink_caps(const store *s);
 
 /* Send a request; cb runs exactly once (reply, timeout after timeout_ms
  * (< 0: none), or HPL_ECANCELED at stop). Requests made while disconnected

@@ -16,8 +16,14 @@
 #include "util.h"
 #include "uvtimer.h"
 
+/* The module's context (s->fetches). */
+typedef struct st_fetches {
+  struct st_fetch *list;    /* every fetch (utlist) */
+  struct late_grant *late;  /* GRANTs held back by the fault point (utlist) */
+} st_fetches;
+
 typedef struct st_fetch {
-  struct st_fetch *prev, *next; /* store->fetches (utlist) */
+  struct st_fetch *prev, *next; /* s->fetches->list (utlist) */
   store *s;
   st_obj *o;          /* referenced */
   fetch_state state;
@@ -348,7 +354,7 @@ static void fetch_free_maybe(st_fetch *f) {
       (f->state != FETCH_END && f->state != FETCH_ORPHAN))
     return;
   store *s = f->s;
-  DL_DELETE(s->fetches, f);
+  DL_DELETE(s->fetches->list, f);
   if (f->o->fetch == f) f->o->fetch = NULL;
   store_obj_unref(s, f->o);
   hpl__otimer_free(&f->grant_timer, f);
@@ -372,8 +378,7 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
     f->pull = NULL;
   }
   if (a & FA_NOTE_COMPLETE) {
-    dirlink_loc_complete(s, o->id, (uint64_t)s->last_pull_rate);
-    s->last_pull_rate = 0;
+    dirlink_loc_complete(s, o->id, (uint64_t)puller_take_rate(s));
   }
   if (a & FA_SEAL) {
     o->advertised = 1; /* a complete copy (inline: a holder) the directory knows */
@@ -413,7 +418,7 @@ static st_fetch *fetch_new(store *s, st_obj *o) {
   f->state = FETCH_ASK;
   store_obj_ref(s, o);
   o->fetch = f;
-  DL_APPEND(s->fetches, f);
+  DL_APPEND(s->fetches->list, f);
   return f;
 }
 
@@ -496,18 +501,15 @@ static void grant_now(store *s, ProtobufCMessage *m) {
 /* Fault point grant_delay_ms: a GRANT kept (packed) until it is handled. */
 typedef struct late_grant {
   hpl__otimer timer;
-  struct late_grant *prev, *next; /* late_grants (utlist) */
+  struct late_grant *prev, *next; /* s->fetches->late (utlist) */
   store *s;
   size_t len;
   uint8_t msg[];
 } late_grant;
 
-/* The GRANTs held back (one store per process; loop thread only). */
-static late_grant *late_grants;
-
 static void late_grant_due(void *arg) {
   late_grant *g = arg;
-  DL_DELETE(late_grants, g);
+  DL_DELETE(g->s->fetches->late, g);
   ProtobufCMessage *m = hpl__msg_unpack(HPL__MSG_GRANT, g->msg, g->len);
   if (m) {
     grant_now(g->s, m);
@@ -526,7 +528,7 @@ void fetch_on_grant(store *s, ProtobufCMessage *m) {
   }
   g->s = s;
   g->len = protobuf_c_message_pack(m, g->msg);
-  DL_APPEND(late_grants, g);
+  DL_APPEND(s->fetches->late, g);
   hpl__otimer_start(s->loop, &g->timer, g, delay, late_grant_due);
 }
 
@@ -562,7 +564,7 @@ void fetch_dropped(store *s, st_obj *o) {
 size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
   size_t n = 0, walked = 0;
   st_fetch *f;
-  DL_FOREACH(s->fetches, f) {
+  DL_FOREACH(s->fetches->list, f) {
     if (++walked > FETCH_INCOMING_WALK) break; /* a heartbeat's work stays bounded */
     if (!f->pull) continue;
     if (n < max)
@@ -575,19 +577,20 @@ size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
 
 void fetch_drain(store *s) {
   st_fetch *f, *tmp;
-  DL_FOREACH_SAFE(s->fetches, f, tmp) {
+  DL_FOREACH_SAFE(s->fetches->list, f, tmp) {
     if (f->pull) fetch_fire(f, FEV_DRAIN, &(fetch_ctx){0});
   }
 }
 
 void fetch_stop(store *s) {
-  while (late_grants) { /* held back by the fault point: dropped */
-    late_grant *g = late_grants;
-    DL_DELETE(late_grants, g);
+  if (!s->fetches) return;
+  while (s->fetches->late) { /* held back by the fault point: dropped */
+    late_grant *g = s->fetches->late;
+    DL_DELETE(s->fetches->late, g);
     hpl__otimer_free(&g->timer, g);
   }
-  while (s->fetches) {
-    st_fetch *f = s->fetches;
+  while (s->fetches->list) {
+    st_fetch *f = s->fetches->list;
     if (f->pull) puller_cancel(f->pull);
     f->pull = NULL;
     room_cancel(s, &f->room);
@@ -597,4 +600,14 @@ void fetch_stop(store *s) {
     f->state = FETCH_END;
     fetch_free_maybe(f);
   }
+}
+
+int fetch_init(store *s) {
+  s->fetches = calloc(1, sizeof *s->fetches);
+  return s->fetches ? 0 : HPL_ENOMEM;
+}
+
+void fetch_free(store *s) {
+  free(s->fetches);
+  s->fetches = NULL;
 }

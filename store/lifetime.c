@@ -37,11 +37,14 @@ typedef struct lt_due {
   uint8_t kind, tries;
 } lt_due;
 
+/* The module's context (s->lt). */
 typedef struct st_lifetime {
   lt_due *heap; /* min-heap by due */
   size_t n, cap;
   lt_owned *head, *tail; /* sessions that left, oldest first */
   uint32_t inflight;     /* DELETEs waiting for the directory */
+  uv_timer_t timer;      /* the one timer: the earliest deadline, or at once */
+  int live;              /* the timer is initialised */
 } st_lifetime;
 
 /* One DELETE out. */
@@ -107,9 +110,9 @@ static void lt_run(uv_timer_t *t);
  * LIFETIME_INFLIGHT deletes: each answer arms it again). */
 static void schedule(store *s) {
   st_lifetime *lt = s->lt;
-  if (!s->lt_live || s->stopping) return;
+  if (!lt->live || s->stopping) return;
   if (lt->inflight >= LIFETIME_INFLIGHT || (!lt->head && !lt->n)) {
-    uv_timer_stop(&s->lt_timer);
+    uv_timer_stop(&lt->timer);
     return;
   }
   uint64_t delay = 0;
@@ -117,7 +120,7 @@ static void schedule(store *s) {
     uint64_t now = hpl__now_ms(), due = lt->heap[0].due;
     delay = due > now ? due - now : 0;
   }
-  uv_timer_start(&s->lt_timer, lt_run, delay, 0);
+  uv_timer_start(&lt->timer, lt_run, delay, 0);
 }
 
 /* The object this store sealed, if it is still in the table (an instance
@@ -268,15 +271,16 @@ void lifetime_client_gone(store *s, st_client *cl) {
 int lifetime_init(store *s) {
   s->lt = calloc(1, sizeof *s->lt);
   if (!s->lt) return HPL_ENOMEM;
-  if (uv_timer_init(s->loop, &s->lt_timer) != 0) return HPL_ESYS;
-  s->lt_timer.data = s;
-  s->lt_live = 1;
+  if (uv_timer_init(s->loop, &s->lt->timer) != 0) return HPL_ESYS;
+  s->lt->timer.data = s;
+  s->lt->live = 1;
   return 0;
 }
 
 void lifetime_stop(store *s) {
-  if (s->lt_live) uv_close((uv_handle_t *)&s->lt_timer, NULL);
-  s->lt_live = 0;
+  if (!s->lt) return;
+  if (s->lt->live) uv_close((uv_handle_t *)&s->lt->timer, NULL);
+  s->lt->live = 0;
 }
 
 void lifetime_free(store *s) {

@@ -63,7 +63,7 @@ typedef struct idx {
   int by_inst;   /* keyed by instance handle, else by id */
 } idx;
 
-/* The tables, made by the first store_obj_new (s->objects). */
+/* The module's context (s->objects), made by store_objects_init. */
 typedef struct st_objects {
   idx by_id;        /* objects in the table (store_find) */
   idx by_inst;      /* every object until freed (store_find_inst) */
@@ -73,6 +73,15 @@ typedef struct st_objects {
   st_obj *idle_first, *idle_last; /* the idle list, least recently used first */
   uint64_t idle_bytes;
   struct obj_file *files; /* spill files by instance (few objects have one) */
+  uint64_t next_inst;     /* the last instance handle given */
+  int filter_fd;          /* presence filter shared read-only with clients (-1: none) */
+  uint8_t *filter;
+  uv_timer_t trim; /* gives free pool pages back once frees pause (cfg.trim_ms) */
+  int trim_live;   /* the timer is initialised */
+  /* the listener (room.c): pool memory was freed or an object went idle;
+   * a spilled object's bytes are wanted */
+  void (*room_changed)(store *s);
+  void (*wanted)(store *s, st_obj *o);
 } st_objects;
 
 typedef struct obj_file {
@@ -304,12 +313,6 @@ static void idx_free(idx *x) {
   x->drain = x->dead_len = 0;
 }
 
-/* The tables, made on first use. NULL on no memory. */
-static st_objects *objects_of(store *s) {
-  if (!s->objects && (s->objects = calloc(1, sizeof *s->objects))) s->objects->by_inst.by_inst = 1;
-  return s->objects;
-}
-
 st_obj *store_find(store *s, const char *id) {
   return s->objects ? idx_get(&s->objects->by_id, id, 0) : NULL;
 }
@@ -345,7 +348,7 @@ void store_obj_index_size(const store *s, size_t *slots, size_t *bytes) {
 /* ------------------------------------------------------------------ walks */
 
 void store_walk_begin(store *s, st_walk *w) {
-  st_objects *t = objects_of(s);
+  st_objects *t = s->objects;
   *w = (st_walk){.at = t ? t->first : NULL, .open = t != NULL}; /* no tables: no objects */
   if (t) DL_APPEND(t->walks, w);
 }
@@ -400,7 +403,18 @@ static void list_del(st_objects *t, st_obj *o) {
 /* Room may have been made (memory freed, or an object went idle): tell
  * whoever waits for it (room.c), which acts later on the loop. */
 static void room_changed(store *s) {
-  if (s->room_changed) s->room_changed(s);
+  if (s->objects && s->objects->room_changed) s->objects->room_changed(s);
+}
+
+void store_objects_listen(store *s, void (*changed)(store *s),
+                          void (*wanted)(store *s, st_obj *o)) {
+  if (!s->objects) return;
+  s->objects->room_changed = changed;
+  s->objects->wanted = wanted;
+}
+
+void store_obj_want(store *s, st_obj *o) {
+  if (o->state == OBJ_SPILLED && s->objects && s->objects->wanted) s->objects->wanted(s, o);
 }
 
 static void idle_add(store *s, st_obj *o) {
@@ -444,28 +458,39 @@ uint64_t store_idle_bytes(const store *s) { return s->objects ? s->objects->idle
 /* A counter per slot of the ids in the table. A saturated counter stays
  * saturated (it only ever means "maybe here"). */
 static void filter_count(store *s, const char *id, int delta) {
-  if (!s->filter) return;
-  uint8_t *c = &s->filter[hpl__filter_slot(id, STORE_FILTER_SLOTS)];
+  if (!s->objects || !s->objects->filter) return;
+  uint8_t *c = &s->objects->filter[hpl__filter_slot(id, STORE_FILTER_SLOTS)];
   uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
   if (v == UINT8_MAX || (delta < 0 && v == 0)) return;
   __atomic_store_n(c, (uint8_t)(v + delta), __ATOMIC_RELEASE);
 }
 
-void store_objects_init(store *s) {
-  s->filter_fd = -1;
+int store_objects_init(store *s) {
+  st_objects *t = s->objects = calloc(1, sizeof *s->objects);
+  if (!t) return HPL_ENOMEM;
+  t->by_inst.by_inst = 1;
+  t->filter_fd = -1;
   int fd = memfd_create("hoplite-filter", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, STORE_FILTER_SLOTS) != 0) {
     LOG_WARN("no presence filter (%s): clients ask this store for every get", strerror(errno));
     if (fd >= 0) close(fd);
-    return;
+    return 0;
   }
   void *p = mmap(NULL, STORE_FILTER_SLOTS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     close(fd);
-    return;
+    return 0;
   }
-  s->filter_fd = fd;
-  s->filter = p;
+  t->filter_fd = fd;
+  t->filter = p;
+  return 0;
+}
+
+void store_objects_stop(store *s) {
+  st_objects *t = s->objects;
+  if (!t) return;
+  if (t->trim_live) uv_close((uv_handle_t *)&t->trim, NULL);
+  t->trim_live = 0;
 }
 
 void store_objects_free(store *s) {
@@ -492,16 +517,16 @@ void store_objects_free(store *s) {
     idx_free(&t->by_id);
     idx_free(&t->by_inst);
     idx_free(&t->internal);
+    if (t->filter) munmap(t->filter, STORE_FILTER_SLOTS);
+    if (t->filter_fd >= 0) close(t->filter_fd);
     free(t);
     s->objects = NULL; /* records still referenced are freed without the tables */
   }
-  if (s->filter) munmap(s->filter, STORE_FILTER_SLOTS);
-  if (s->filter_fd >= 0) close(s->filter_fd);
-  s->filter = NULL;
-  s->filter_fd = -1;
 }
 
-int store_filter_fd(const store *s) { return s->filter ? s->filter_fd : -1; }
+int store_filter_fd(const store *s) {
+  return s->objects && s->objects->filter ? s->objects->filter_fd : -1;
+}
 
 /* ------------------------------------------------------------------ life cycle */
 
@@ -514,14 +539,14 @@ static st_obj *obj_alloc(store *s, const char *id, int state, size_t slack) {
   memset(o, 0, offsetof(st_obj, id));
   memcpy(o->id, id, len + 1);
   o->id_room = (uint16_t)(len + slack);
-  o->inst = ++s->next_inst;
+  o->inst = ++s->objects->next_inst;
   o->state = (uint8_t)state;
   o->in_table = 1;
   return o;
 }
 
 st_obj *store_obj_new(store *s, const char *id, int state) {
-  st_objects *t = objects_of(s);
+  st_objects *t = s->objects;
   st_obj *o = t ? obj_alloc(s, id, state, 0) : NULL;
   if (!o) return NULL;
   if (idx_add(&t->by_id, o) != 0) {
@@ -539,7 +564,7 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
 }
 
 st_obj *store_obj_prep_internal(store *s, const char *key) {
-  st_obj *o = objects_of(s) ? obj_alloc(s, key, OBJ_PULLING, STORE_KEY_SLACK) : NULL;
+  st_obj *o = s->objects ? obj_alloc(s, key, OBJ_PULLING, STORE_KEY_SLACK) : NULL;
   if (!o) return NULL;
   o->internal = 1;
   o->in_table = 0;
@@ -601,7 +626,7 @@ static void trim_cb(uv_timer_t *t) {
   uint64_t n = hpl__pool_trim(s->pool, s->cfg.trim_keep, 64, &more);
   s->ctr.pool_trimmed_bytes += n;
   if (more) {
-    uv_timer_start(&s->trim, trim_cb, 0, 0); /* the rest on the next turn */
+    uv_timer_start(t, trim_cb, 0, 0); /* the rest on the next turn */
     return;
   }
   s->ctr.pool_trims++;
@@ -610,13 +635,14 @@ static void trim_cb(uv_timer_t *t) {
 /* An allocation went back to the pool: once frees pause for cfg.trim_ms,
  * the free pages go back to the kernel. */
 static void pool_freed(store *s) {
-  if (!s->cfg.trim_ms || s->stopping) return;
-  if (!s->trim_live) {
-    if (uv_timer_init(s->loop, &s->trim) != 0) return;
-    s->trim.data = s;
-    s->trim_live = 1;
+  st_objects *t = s->objects;
+  if (!s->cfg.trim_ms || s->stopping || !t) return;
+  if (!t->trim_live) {
+    if (uv_timer_init(s->loop, &t->trim) != 0) return;
+    t->trim.data = s;
+    t->trim_live = 1;
   }
-  uv_timer_start(&s->trim, trim_cb, s->cfg.trim_ms, 0);
+  uv_timer_start(&t->trim, trim_cb, s->cfg.trim_ms, 0);
 }
 
 int store_obj_set_file(store *s, st_obj *o, uint64_t file) {

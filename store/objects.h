@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server.h"
+#include "store.h"
 
 enum {
   OBJ_FETCHING = 1, /* asked the directory where to get it; no buffer yet */
@@ -251,12 +251,26 @@ void store_walk_end(store *s, st_walk *w);
 int store_filter_fd(const store *s);
 #define STORE_FILTER_SLOTS 65536
 
-/* Create the presence filter (a failure only costs clients the direct path;
- * the tables are made by the first store_obj_new), and release everything:
- * every object in the table is detached (and freed if unreferenced), the
- * tables go; an object still referenced after that is freed by its last
- * unref without touching them. */
-void store_objects_init(store *s);
+/* Who makes room in the pool (room.c) is told, through the functions it
+ * registers here once at its start: changed(s) when pool memory was freed
+ * or an object went idle (see store_idle_oldest; called deep inside frees:
+ * act later, on the loop), wanted(s, o) when the bytes of a spilled object
+ * (OBJ_SPILLED) are wanted (store_obj_want). Either may be NULL. */
+void store_objects_listen(store *s, void (*changed)(store *s),
+                          void (*wanted)(store *s, st_obj *o));
+
+/* A spilled object's bytes are wanted (a pull of it waits): the listener
+ * reads them back. A no-op unless o is OBJ_SPILLED and someone listens. */
+void store_obj_want(store *s, st_obj *o);
+
+/* Make the module's context (s->objects: the tables, empty) and the
+ * presence filter (a failure only costs clients the direct path): 0 or
+ * HPL_ENOMEM. Stop: close the pool-trim timer and forget the listener
+ * (store_stop). Release everything: every object in the table is detached
+ * (and freed if unreferenced), the tables go; an object still referenced
+ * after that is freed by its last unref without touching them. */
+int store_objects_init(store *s);
+void store_objects_stop(store *s);
 void store_objects_free(store *s);
 
 #endif

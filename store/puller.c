@@ -29,8 +29,18 @@
  * process was stopped): the sender is not to blame for that silence. */
 #define TICK_LATE_MS 100
 
+/* The module's context (s->pullers). */
+typedef struct st_pullers {
+  st_puller *list;       /* every pull running (utlist) */
+  double rate_ewma;      /* bytes/s of recent pulls from complete senders */
+  double last_pull_rate; /* of the pull that just completed (0: not measured) */
+  unsigned straggler_streak; /* senders judged stragglers since a pull last went at a
+                                healthy rate: our own link may be the slow one, so
+                                each one widens the window */
+} st_pullers;
+
 struct st_puller {
-  struct st_puller *prev, *next; /* store->pullers (utlist) */
+  struct st_puller *prev, *next; /* s->pullers->list (utlist) */
   store *s;
   puller_ops ops;
   void *arg;
@@ -80,7 +90,7 @@ static void puller_handle_closed(uv_handle_t *h) {
 static void puller_end(st_puller *p, int status, const char *detail, int report) {
   if (p->finished) return;
   p->finished = 1;
-  DL_DELETE(p->s->pullers, p);
+  DL_DELETE(p->s->pullers->list, p);
   p->closes = 1;
   if (p->c) { /* its on_close releases one count */
     p->closes++;
@@ -100,7 +110,7 @@ static void puller_end(st_puller *p, int status, const char *detail, int report)
 /* A pull that has moved `got` bytes at `rate`, at least 4 MiB at half
  * this node's usual rate or more, shows the node's own link is healthy. */
 static int healthy_pull(const store *s, uint64_t got, double rate) {
-  return got >= (4u << 20) && rate >= 0.5 * s->rate_ewma;
+  return got >= (4u << 20) && rate >= 0.5 * s->pullers->rate_ewma;
 }
 
 /* ------------------------------------------------------------------ into an object
@@ -145,18 +155,20 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
     p->ops.got(p->arg, p->start + off, n);
   if (!p->finished && p->start + p->got == p->size) {
     /* a full-speed sample for the straggler baseline */
+    st_pullers *pc = s->pullers;
     uint64_t el = hpl__now_ms() - p->started_ms;
-    s->last_pull_rate = 0;
+    pc->last_pull_rate = 0;
     double rate = el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
-    if (healthy_pull(s, p->got, rate)) s->straggler_streak = 0;
+    if (healthy_pull(s, p->got, rate)) pc->straggler_streak = 0;
     if (p->ops.monitor == 2 && p->got >= (4u << 20) && el > 0) {
-      s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
-      s->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
-    } else if (p->ops.monitor == 1 && p->ops.slow && p->got >= (4u << 20) && rate > s->rate_ewma) {
+      pc->rate_ewma = pc->rate_ewma > 0 ? 0.7 * pc->rate_ewma + 0.3 * rate : rate;
+      pc->last_pull_rate = rate; /* reported to the directory (reduce cost model) */
+    } else if (p->ops.monitor == 1 && p->ops.slow && p->got >= (4u << 20) &&
+               rate > pc->rate_ewma) {
       /* a partial sender is as fast as its upstream at most: it may only
        * raise the baseline (most receivers of a chain never see a complete
        * sender) */
-      s->rate_ewma = s->rate_ewma > 0 ? 0.7 * s->rate_ewma + 0.3 * rate : rate;
+      pc->rate_ewma = pc->rate_ewma > 0 ? 0.7 * pc->rate_ewma + 0.3 * rate : rate;
     }
     puller_end(p, 0, NULL, 1);
   }
@@ -260,7 +272,7 @@ static double stream_rate(const st_puller *p) {
     uint64_t el = p->last_move_ms > p->started_ms ? p->last_move_ms - p->started_ms : 1;
     return (double)p->got * 1000.0 / (double)el;
   }
-  return p->s->rate_ewma;
+  return p->s->pullers->rate_ewma;
 }
 
 /* Suspicion: no bytes for the quiet window while we have room. */
@@ -307,7 +319,7 @@ static void take_sample(st_puller *p, uint64_t now) {
        * healthy pull's end does: the node's own link is fine again, and its
        * next crawl is judged on the short window (before, a node slowed
        * once kept the long window until some pull completed) */
-      if (healthy_pull(p->s, p->got, p->rate)) p->s->straggler_streak = 0;
+      if (healthy_pull(p->s, p->got, p->rate)) p->s->pullers->straggler_streak = 0;
     }
   }
   p->samp_ms[k] = now;
@@ -347,16 +359,16 @@ static void check_straggler(st_puller *p, uint64_t now) {
   store *s = p->s;
   char detail[200];
   if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
-      s->rate_ewma <= 0 || p->paused)
+      s->pullers->rate_ewma <= 0 || p->paused)
     return;
   if (p->ops.monitor == 1 && (!p->ops.slow || now < p->slow_next_ms)) return;
   uint64_t left = p->size - p->start - p->got;
   if (left <= (1u << 20)) return;
-  double limit = s->cfg.straggler_ratio * s->rate_ewma, secs;
+  double limit = s->cfg.straggler_ratio * s->pullers->rate_ewma, secs;
   /* after stragglers with no healthy pull between: 2x, 4x, 8x the window
    * and no early judgement (a node whose own downlink crawls would
    * otherwise blame every sender in turn) */
-  unsigned streak = s->straggler_streak < 3 ? s->straggler_streak : 3;
+  unsigned streak = s->pullers->straggler_streak < 3 ? s->pullers->straggler_streak : 3;
   uint64_t full = (uint64_t)s->cfg.straggler_ms << streak;
   if (full > RING_SPAN_MS) full = RING_SPAN_MS;
   /* a reduce stream (it starts over elsewhere, and the directory moves it
@@ -367,7 +379,7 @@ static void check_straggler(st_puller *p, uint64_t now) {
   double rate = rate_since(p, now, early, &secs), secs_full;
   if (secs <= 0 || rate >= limit) return;
   double finish = rate > 0 ? (double)left / rate : 1e9;
-  double move = (double)(p->ops.resumable ? left : p->size) / s->rate_ewma;
+  double move = (double)(p->ops.resumable ? left : p->size) / s->pullers->rate_ewma;
   if (quick && finish <= move) return;
   double rate_full = rate_since(p, now, full, &secs_full);
   if (secs_full > 0 && rate_full < limit) { /* crawled for the whole window */
@@ -386,10 +398,10 @@ static void check_straggler(st_puller *p, uint64_t now) {
     return;
   }
   s->ctr.stragglers++;
-  s->straggler_streak++;
+  s->pullers->straggler_streak++;
   snprintf(detail, sizeof detail,
            "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6, secs,
-           s->rate_ewma / 1e6);
+           s->pullers->rate_ewma / 1e6);
   if (p->ops.straggled) p->ops.straggled(p->arg);
   puller_end(p, HPL_ETIMEDOUT, detail, 1);
 }
@@ -441,7 +453,7 @@ static st_puller *pull_start(store *s, const char *addr, int port, const char *k
   p->internal = internal;
   snprintf(p->key, sizeof p->key, "%s", key);
   snprintf(p->label, sizeof p->label, "pull<-%s:%d", addr, port);
-  DL_APPEND(s->pullers, p);
+  DL_APPEND(s->pullers->list, p);
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
@@ -495,6 +507,25 @@ double puller_rate(const st_puller *p) {
   return el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
 }
 
+int puller_init(store *s) {
+  s->pullers = calloc(1, sizeof *s->pullers);
+  return s->pullers ? 0 : HPL_ENOMEM;
+}
+
+void puller_free(store *s) {
+  free(s->pullers);
+  s->pullers = NULL;
+}
+
+double puller_usual_rate(const store *s) { return s->pullers ? s->pullers->rate_ewma : 0; }
+
+double puller_take_rate(store *s) {
+  if (!s->pullers) return 0;
+  double r = s->pullers->last_pull_rate;
+  s->pullers->last_pull_rate = 0;
+  return r;
+}
+
 void puller_stop_all(store *s) {
-  while (s->pullers) puller_end(s->pullers, HPL_ECANCELED, NULL, 0);
+  while (s->pullers && s->pullers->list) puller_end(s->pullers->list, HPL_ECANCELED, NULL, 0);
 }

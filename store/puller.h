@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 
 typedef struct st_puller st_puller;
 
@@ -104,7 +104,19 @@ uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms);
  * For reports (`hoplite status`). */
 double puller_rate(const st_puller *p);
 
-/* End every pull (store stopping); done() is not called. */
+/* This node's usual rate, bytes/s: recent pulls from complete senders
+ * (the straggler baseline; 0: none measured yet). */
+double puller_usual_rate(const store *s);
+
+/* The rate of the pull from a complete sender that just completed, for
+ * the directory's cost model (0: not measured), and forget it: its owner
+ * takes it from its done() (fetch.c). */
+double puller_take_rate(store *s);
+
+/* Make the module's context (0 or HPL_ENOMEM); end every pull (store
+ * stopping; done() is not called); free the context (after the loop). */
+int puller_init(store *s);
 void puller_stop_all(store *s);
+void puller_free(store *s);
 
 #endif

@@ -232,7 +232,7 @@ static void put_go(st_put *p, const uint8_t *payload) {
     put_seal_now(p, p->req, p->timeout_ms);
     return;
   }
-  if (o->size <= p->s->inline_max) {
+  if (o->size <= dirlink_caps(p->s)->inline_max) {
     p->state = PUT_WRITING;
     send_create_rep(p);
     return;
@@ -310,7 +310,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
     return;
   }
   int rc;
-  if (o->size <= s->inline_max) {
+  if (o->size <= dirlink_caps(s)->inline_max) {
     Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
     ip.id = o->id;
     ip.size = o->size;

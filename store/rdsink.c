@@ -17,8 +17,13 @@
 #include "room.h"
 #include "util.h"
 
+/* The module's context (s->sinks). */
+typedef struct rd_sinks {
+  struct rd_sink *list; /* every sink (utlist) */
+} rd_sinks;
+
 typedef struct rd_sink {
-  struct rd_sink *prev, *next; /* store->sinks (utlist) */
+  struct rd_sink *prev, *next; /* s->sinks->list (utlist) */
   store *s;
   st_obj *o;          /* the target, referenced */
   st_puller *pull;    /* the root's stream, when the root runs elsewhere */
@@ -64,7 +69,7 @@ static void sink_end(rd_sink *k) {
   k->pend_key = NULL;
   if (k->pull) puller_cancel(k->pull);
   if (k->o->sink == k) k->o->sink = NULL;
-  DL_DELETE(s->sinks, k);
+  DL_DELETE(s->sinks->list, k);
   store_obj_unref(s, k->o);
   free(k->req);
   sink_srcs_free(k);
@@ -205,7 +210,6 @@ static void sink_room_done(st_room *r, int status, const char *detail) {
 
 void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
-  s->root_released = root_released;
   st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
   rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
   if (!k) {
@@ -375,7 +379,7 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
     o->primary = 1; /* made here: the cluster's first copy */
     store_obj_ref(s, o);
     o->sink = k;
-    DL_APPEND(s->sinks, k);
+    DL_APPEND(s->sinks->list, k);
     /* kept to ask again if the directory restarts (sized after every
      * field is set: packing more than was measured overruns the buffer) */
     size_t len = protobuf_c_message_get_packed_size(&m->base);
@@ -424,7 +428,7 @@ static void resubmit_reply(store *s, const dl_reply *rep, void *arg) {
 void rdsink_directory_restarted(store *s) {
   rdtask_directory_restarted(s);
   rd_sink *k, *tmp;
-  DL_FOREACH_SAFE(s->sinks, k, tmp) {
+  DL_FOREACH_SAFE(s->sinks->list, k, tmp) {
     st_obj *o = k->o;
     if (o->state != OBJ_REDUCING) { /* finished while the directory was down: */
       if (k->rid) {                 /* its REDUCE_END will never come, so */
@@ -478,12 +482,23 @@ void rdsink_directory_restarted(store *s) {
 
 void rdsink_drain(store *s) {
   rd_sink *k;
-  DL_FOREACH(s->sinks, k) {
+  DL_FOREACH(s->sinks->list, k) {
     if (k->pull) puller_cancel(k->pull);
     k->pull = NULL;
   }
 }
 
 void rdsink_stop(store *s) {
-  while (s->sinks) sink_end(s->sinks);
+  while (s->sinks && s->sinks->list) sink_end(s->sinks->list);
+}
+
+int rdsink_init(store *s) {
+  if (!(s->sinks = calloc(1, sizeof *s->sinks))) return HPL_ENOMEM;
+  rdtask_on_root_released(s, root_released);
+  return 0;
+}
+
+void rdsink_free(store *s) {
+  free(s->sinks);
+  s->sinks = NULL;
 }

@@ -29,6 +29,14 @@
 
 typedef struct rd_task rd_task;
 
+/* The module's context (s->tasks). */
+typedef struct rd_tasks {
+  rd_task *hash;    /* by "<slot>:<target>" (uthash) */
+  uv_timer_t orphans; /* ends tasks a restarted directory did not adopt (data: set
+                         once initialised) */
+  void (*root_released)(store *s, const char *target); /* rdtask_on_root_released's */
+} rd_tasks;
+
 typedef struct rd_child {
   rd_task *t;
   int index;
@@ -121,7 +129,7 @@ void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slo
   uint64_t rate = (uint64_t)bps;
   s->ctr.reduce_crawl_reports++;
   LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
-           "%.1f MB/s); told the directory", target, slot, (double)rate / 1e6, s->rate_ewma / 1e6);
+           "%.1f MB/s); told the directory", target, slot, (double)rate / 1e6, puller_usual_rate(s) / 1e6);
   send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
 }
 
@@ -223,7 +231,8 @@ static void work_done(uv_work_t *w, int status) {
     snprintf(target, sizeof target, "%s", t->target);
     task_free(t);
     if (next) task_unblock(next);
-    if (root && s->root_released) s->root_released(s, target); /* the target is the sink's */
+    if (root && s->tasks->root_released)
+      s->tasks->root_released(s, target); /* the target is the sink's */
     return;
   }
   if (t->rebased) { /* the step's bytes are made again */
@@ -348,7 +357,7 @@ static rd_task *task_find(store *s, const char *target, uint32_t slot) {
   char k[340];
   snprintf(k, sizeof k, "%u:%s", slot, target);
   rd_task *t = NULL;
-  HASH_FIND_STR(s->tasks, k, t);
+  HASH_FIND_STR(s->tasks->hash, k, t);
   return t;
 }
 
@@ -509,7 +518,7 @@ static void out_alloc(rd_task *t, const char *key, char *detail, size_t dlen) {
 
 void rdtask_target_ready(store *s, st_obj *target) {
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
+  HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (!t->to_target || t->out != target || !t->out_wait) continue;
     t->out_wait = 0;
     if (target->size != t->size) { /* cannot happen: the directory sized both */
@@ -546,7 +555,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
       kept = t->out;
       t->out_kept = 1;
     }
-    HASH_DEL(s->tasks, t);
+    HASH_DEL(s->tasks->hash, t);
     task_free(t);
     t = NULL;
   }
@@ -634,7 +643,7 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
         rdtask_report_fail(s, m->target, m->rid, m->slot, m->gen, t->ch ? detail : "out of memory");
       }
     }
-    HASH_ADD_STR(s->tasks, hkey, t);
+    HASH_ADD_STR(s->tasks->hash, hkey, t);
     if (old_step) {
       t->blocked_by = old_step;
       old_step->successor = t;
@@ -684,11 +693,11 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
 int rdtask_end_root(store *s, const char *target) {
   int running = 0;
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
+  HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (!t->to_target || strcmp(t->target, target) != 0) continue;
     LOG_INFO("reduce '%s' slot %u: the root runs elsewhere now; the task here ends", t->target,
              t->slot);
-    HASH_DEL(s->tasks, t);
+    HASH_DEL(s->tasks->hash, t);
     t->root_moved = 1;
     running |= t->working;
     task_free(t);
@@ -725,10 +734,10 @@ void rdtask_reduce_ended(store *s, const char *target, uint64_t rid) {
 
 void rdtask_end(store *s, const char *target, uint64_t rid) {
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
+  HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (target && (strcmp(t->target, target) != 0 || (rid && t->rid != rid))) continue;
     LOG_DEBUG("reduce '%s' slot %u: the task ends", t->target, t->slot);
-    HASH_DEL(s->tasks, t);
+    HASH_DEL(s->tasks->hash, t);
     task_free(t);
   }
 }
@@ -736,7 +745,7 @@ void rdtask_end(store *s, const char *target, uint64_t rid) {
 static void orphan_end(rd_task *t, const char *why) {
   LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task (%s)",
            t->target, t->slot, why);
-  HASH_DEL(t->s->tasks, t);
+  HASH_DEL(t->s->tasks->hash, t);
   t->s->ctr.orphans_ended++;
   task_free(t);
 }
@@ -747,14 +756,14 @@ static void orphans_expired(uv_timer_t *h) {
   store *s = h->data;
   uint64_t now = hpl__now_ms(), next = UINT64_MAX;
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
+  HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (!t->orphan) continue;
     if (t->orphan_at <= now)
       orphan_end(t, "its time is up");
     else if (t->orphan_at < next)
       next = t->orphan_at;
   }
-  if (next != UINT64_MAX) uv_timer_start(&s->rd_orphans, orphans_expired, next - now, 0);
+  if (next != UINT64_MAX) uv_timer_start(&s->tasks->orphans, orphans_expired, next - now, 0);
 }
 
 /* Room is wanted (room.c): orphans whose output is complete and streamed to
@@ -762,39 +771,53 @@ static void orphans_expired(uv_timer_t *h) {
  * over: its end went to the old directory). They go now. */
 static void orphans_shed(store *s) {
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp)
+  HASH_ITER(hh, s->tasks->hash, t, tmp)
     if (t->orphan && !t->to_target && !t->working && t->out && t->out->internal &&
         t->comb >= t->size && t->out->refs == 1)
       orphan_end(t, "its pool memory is wanted");
 }
 
 void rdtask_directory_restarted(store *s) {
-  if (!s->rd_orphans.data) {
-    uv_timer_init(s->loop, &s->rd_orphans);
-    s->rd_orphans.data = s;
+  if (!s->tasks->orphans.data) {
+    uv_timer_init(s->loop, &s->tasks->orphans);
+    s->tasks->orphans.data = s;
   }
-  s->reduce_shed = orphans_shed;
+  room_on_shed(s, orphans_shed);
   uint64_t at = hpl__now_ms() + RDTASK_ORPHAN_MS;
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp) {
+  HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (t->orphan) continue;
     t->orphan = 1;
     t->orphan_at = at;
   }
-  orphans_expired(&s->rd_orphans);
+  orphans_expired(&s->tasks->orphans);
 }
 
 void rdtask_on_adopted(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   if (!hpl__id_valid(m->target)) return;
   rd_task *t, *tmp;
-  HASH_ITER(hh, s->tasks, t, tmp)
+  HASH_ITER(hh, s->tasks->hash, t, tmp)
     if (t->rid == m->rid && strcmp(t->target, m->target) == 0) t->orphan = 0;
 }
 
-size_t rdtask_count(const store *s) { return HASH_COUNT(s->tasks); }
+size_t rdtask_count(const store *s) { return (s->tasks ? HASH_COUNT(s->tasks->hash) : 0); }
+
+void rdtask_on_root_released(store *s, void (*fn)(store *s, const char *target)) {
+  s->tasks->root_released = fn;
+}
+
+int rdtask_init(store *s) {
+  s->tasks = calloc(1, sizeof *s->tasks);
+  return s->tasks ? 0 : HPL_ENOMEM;
+}
 
 void rdtask_stop(store *s) {
-  if (s->rd_orphans.data && !uv_is_closing((uv_handle_t *)&s->rd_orphans))
-    uv_close((uv_handle_t *)&s->rd_orphans, NULL);
+  if (s->tasks && s->tasks->orphans.data && !uv_is_closing((uv_handle_t *)&s->tasks->orphans))
+    uv_close((uv_handle_t *)&s->tasks->orphans, NULL);
+}
+
+void rdtask_free(store *s) {
+  free(s->tasks);
+  s->tasks = NULL;
 }

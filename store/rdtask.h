@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 
 /* REDUCE_TASK: run (or update: children assigned, a reset to a new
  * generation) the task of a slot. */
@@ -35,8 +35,10 @@ void rdtask_reduce_ended(store *s, const char *target, uint64_t rid);
 /* The root of the reduce into `target` moved away from this node (the
  * sink): the task that wrote the target here ends. Returns 1 if a combine
  * step of it still runs on the thread pool (it writes the target until it
- * is done; then s->root_released(s, target) is called), else 0. */
+ * is done; then the function registered with rdtask_on_root_released is
+ * called with the target), else 0. */
 int rdtask_end_root(store *s, const char *target);
+void rdtask_on_root_released(store *s, void (*fn)(store *s, const char *target));
 
 /* The directory restarted: it does not know this node's tasks. They go on
  * for RDTASK_ORPHAN_MS, in case the new directory adopts their reduce
@@ -57,8 +59,11 @@ void rdtask_target_ready(store *s, struct st_obj *target);
  * reduce into target; its tasks here go on. */
 void rdtask_on_adopted(store *s, ProtobufCMessage *m);
 
-/* Close the orphan timer (store_stop). */
+/* Make the module's context (0 or HPL_ENOMEM); close the orphan timer
+ * (store_stop); free the context once the loop has ended. */
+int rdtask_init(store *s);
 void rdtask_stop(store *s);
+void rdtask_free(store *s);
 
 /* How many reduce tasks s holds: running, or done and kept until their
  * reduce ends (the reduce_tasks gauge). */
@@ -69,6 +74,7 @@ size_t rdtask_count(const store *s);
  * replaces the slot if that does not answer) and report again after
  * RDTASK_SILENT_RETRY_MS if it stays silent. */
 #define RDTASK_SILENT_RETRY_MS 250
+struct st_puller;
 void rdtask_report_silent(store *s, struct st_puller *p, const char *target, uint64_t rid,
                           uint32_t slot, uint32_t gen, uint64_t quiet_ms);
 

@@ -28,8 +28,13 @@ enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
 
 typedef struct rg_task rg_task;
 
+/* The module's context (s->rings). */
+typedef struct rg_rings {
+  rg_task *hash; /* by target (uthash) */
+} rg_rings;
+
 struct rg_task {
-  UT_hash_handle hh; /* store.rings, by target */
+  UT_hash_handle hh; /* s->rings->hash, by target */
   store *s;
   char target[HPL_ID_MAX + 1];
   char key[HPL_ID_MAX + 64]; /* this member's outgoing stream */
@@ -123,7 +128,7 @@ static void task_free(rg_task *g) {
     store_obj_unref(s, g->t);
   }
   if (g->src) store_obj_unref(s, g->src);
-  HASH_DEL(s->rings, g);
+  HASH_DEL(s->rings->hash, g);
   free(g->more);
   free(g->seg);
   free(g->in_at);
@@ -399,7 +404,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
     return;
   }
   rg_task *g = NULL;
-  HASH_FIND_STR(s->rings, m->target, g);
+  HASH_FIND_STR(s->rings->hash, m->target, g);
   if (g && !g->answered) {
     /* another caller on this node: the same answer, when it comes (a
      * second participant here would make the directory decline) */
@@ -412,7 +417,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   }
   /* (whether the target exists, the directory answers: it also knows
    * whether a ring made it) */
-  const char *no = !s->dir_rings ? "the directory runs no rings"
+  const char *no = !dirlink_caps(s)->rings ? "the directory runs no rings"
                    : g           ? "a ring into it ran on this node"
                                  : NULL;
   if (no || !(g = calloc(1, sizeof *g))) {
@@ -427,7 +432,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   g->s = s;
   snprintf(g->target, sizeof g->target, "%s", m->target);
   session_creq_init(&g->q, cl, req);
-  HASH_ADD_STR(s->rings, target, g);
+  HASH_ADD_STR(s->rings->hash, target, g);
   m->sink_node = s->node_id;
   int64_t to = m->timeout_ms;
   if (dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) != 0) {
@@ -462,7 +467,7 @@ static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t 
 void ring_on_end(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   rg_task *g = NULL;
-  if (m->target) HASH_FIND_STR(s->rings, m->target, g);
+  if (m->target) HASH_FIND_STR(s->rings->hash, m->target, g);
   if (!g || g->state == RG_ASKING || g->rid != m->rid) return;
   if (m->status && g->state != RG_COMPLETE) {
     LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
@@ -474,7 +479,7 @@ void ring_on_end(store *s, ProtobufCMessage *msg) {
 
 void ring_directory_lost(store *s) {
   rg_task *g, *tmp;
-  HASH_ITER(hh, s->rings, g, tmp) {
+  HASH_ITER(hh, s->rings->hash, g, tmp) {
     if (g->state == RG_ASKING) continue; /* its RING is asked again */
     if (g->state != RG_COMPLETE) {
       answer(g, HPL_EUNAVAIL, "the directory link was lost during the ring", 1);
@@ -486,9 +491,20 @@ void ring_directory_lost(store *s) {
 
 void ring_stop(store *s) {
   rg_task *g, *tmp;
+  if (!s->rings) return;
   /* (after dirlink_stop: tasks still asking were answered and freed) */
-  HASH_ITER(hh, s->rings, g, tmp) {
+  HASH_ITER(hh, s->rings->hash, g, tmp) {
     answer(g, HPL_ECANCELED, "the store is stopping", g->state != RG_ASKING);
     task_free(g);
   }
+}
+
+int ring_init(store *s) {
+  s->rings = calloc(1, sizeof *s->rings);
+  return s->rings ? 0 : HPL_ENOMEM;
+}
+
+void ring_free(store *s) {
+  free(s->rings);
+  s->rings = NULL;
 }

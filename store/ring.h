@@ -39,7 +39,7 @@
 
 #include "hoplite.pb-c.h"
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 #include "session.h"
 
 /* A client's REDUCE with ring set (m->target checked by the caller or
@@ -54,7 +54,11 @@ void ring_on_end(store *s, ProtobufCMessage *msg);
 /* The directory link registered again: rings it knew are void. */
 void ring_directory_lost(store *s);
 
-/* End every ring (store stopping): clients are answered HPL_ECANCELED. */
+/* Make the module's context (0 or HPL_ENOMEM); end every ring (store
+ * stopping: clients are answered HPL_ECANCELED); free the context once
+ * the loop has ended. */
+int ring_init(store *s);
 void ring_stop(store *s);
+void ring_free(store *s);
 
 #endif

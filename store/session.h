@@ -16,7 +16,7 @@
 
 #include "objects.h"
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 #include "uvconn.h"
 
 /* A held object: the client got it `count` times and has not released. */
@@ -27,7 +27,7 @@ typedef struct st_hold {
 } st_hold;
 
 typedef struct st_client {
-  struct st_client *prev, *next; /* store->clients (utlist) */
+  struct st_client *prev, *next; /* clients.c's list (utlist) */
   store *s;
   hpl__conn *c;
   uint64_t id;

@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "metrics.h"
-#include "server.h"
+#include "store.h"
 
 /* Room for the list store_metrics_collect writes. */
 #define STORE_METRICS_MAX 72
