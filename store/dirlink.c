@@ -85,6 +85,14 @@ typedef struct dirlink {
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 500
 
+/* The link's one state change, logged. */
+static void set_state(dirlink *dl, int to) {
+  static const char *n[] = {"down", "resolving", "connecting", "registering", "ready"};
+  if (dl->state == to) return;
+  LOG_DEBUG("directory link: %s -> %s", n[dl->state], n[to]);
+  dl->state = to;
+}
+
 static void dl_connect(dirlink *dl);
 static void dl_hb_cb(uv_timer_t *t);
 static uint64_t hb_pause_left(dirlink *dl);
@@ -298,7 +306,7 @@ void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size
 
 static void schedule_reconnect(dirlink *dl) {
   if (dl->stopping) return;
-  dl->state = DL_DOWN;
+  set_state(dl, DL_DOWN);
   /* a restarted directory is found within half a second; the jitter
    * (+-25 %) spreads a whole cluster's reconnects */
   uint64_t d = dl->backoff_ms * 3 / 4 + hpl__random_u64() % (dl->backoff_ms / 2 + 1);
@@ -434,7 +442,7 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   }
   dl->caps = (dl_caps){.inline_max = r->inline_max, .max_senders = r->max_senders,
                        .quiet_notes = r->quiet_notes, .rings = r->rings, .publish = r->publish};
-  dl->state = DL_READY;
+  set_state(dl, DL_READY);
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
@@ -586,7 +594,7 @@ static void send_register(dirlink *dl, const char *local_ip) {
   r.grants = 1; /* fetch.c takes them */
   /* what we hold follows in HELD pieces once the directory answers */
   dl->register_req = ++dl->next_id;
-  dl->state = DL_REGISTERING;
+  set_state(dl, DL_REGISTERING);
   hpl__conn_send(dl->c, HPL__MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
@@ -648,7 +656,7 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   }
   uv_tcp_init(dl->s->loop, dl->tcp);
   dl->creq.data = dl;
-  dl->state = DL_CONNECTING;
+  set_state(dl, DL_CONNECTING);
   int rc = uv_tcp_connect(&dl->creq, dl->tcp, res->ai_addr, on_connected);
   uv_freeaddrinfo(res);
   if (rc) {
@@ -674,7 +682,7 @@ static void dl_connect(dirlink *dl) {
   char port[16];
   snprintf(port, sizeof port, "%d", dl->s->cfg.dir_port);
   dl->gai.data = dl;
-  dl->state = DL_RESOLVING;
+  set_state(dl, DL_RESOLVING);
   int rc = uv_getaddrinfo(dl->s->loop, &dl->gai, on_resolved, dl->s->cfg.dir_host, port, &hints);
   if (rc) {
     LOG_WARN("cannot resolve '%s': %s", dl->s->cfg.dir_host, uv_strerror(rc));

@@ -24,6 +24,9 @@
  * stream waits meanwhile, would give the ring up */
 #define RING_ROOM_MS (RING_QUIET_MS / 2)
 
+/* A member's part: asking the directory for the plan, running (making
+ * the target, serving its stream), complete here (serving on until the
+ * ring ends). */
 enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
 
 typedef struct rg_task rg_task;
@@ -62,6 +65,13 @@ struct rg_task {
   st_room room;         /* the target waiting for room (room.queued) */
   st_source source;     /* out->source: its bytes are pieces of t and src */
 };
+
+/* The member's one state change, logged. */
+static void set_state(rg_task *g, int to) {
+  static const char *n[] = {"asking", "running", "complete"};
+  LOG_DEBUG("ring allreduce into '%s': %s -> %s", g->target, n[g->state], n[to]);
+  g->state = to;
+}
 
 /* Slice of member j's stream at step s. */
 static uint32_t step_slice(const rg_task *g, uint32_t j, uint32_t s) {
@@ -159,7 +169,7 @@ static void task_fail(rg_task *g, int status, const char *detail) {
 static void task_complete(rg_task *g) {
   store *s = g->s;
   st_obj *t = g->t;
-  g->state = RG_COMPLETE;
+  set_state(g, RG_COMPLETE);
   store_obj_progress(s, t, t->size);
   store_obj_sealed(s, t);
   t->advertised = 1;
@@ -323,7 +333,7 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   snprintf(g->pred_addr, sizeof g->pred_addr, "%s", pr->addr ? pr->addr : "");
   g->pred_port = pr->port;
   g->pred_node = pr->node;
-  g->state = RG_RUNNING;
+  set_state(g, RG_RUNNING);
   int rc = room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
                       wlen);
   if (rc > 0) {
