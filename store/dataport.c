@@ -16,10 +16,10 @@
 #include <sys/socket.h>
 #include <utlist.h>
 
+#include "dpint.h"
 #include "faults.h"
 #include "hoplite.h"
 #include "log.h"
-#include "spill.h"
 #include "util.h"
 #include "uvconn.h"
 
@@ -42,48 +42,6 @@ typedef struct st_dataport {
   struct st_sender *senders; /* every connection (utlist; their count: s->nsenders) */
   void (*idle)(store *s);    /* a stream ended and none is left (may be NULL) */
 } st_dataport;
-
-typedef struct st_sender {
-  struct st_sender *prev, *next; /* s->dataport->senders (utlist) */
-  store *s;
-  hpl__conn *c;
-  st_obj *obj; /* streaming (referenced); NULL when idle */
-  uint64_t pos, end;
-  int inflight;
-  st_watch watch;
-  uint64_t req_id;
-  uint64_t peer;
-  uint64_t offset; /* where this stream started */
-  char *parked;    /* reduce stream key this PULL waits for (not created yet) */
-  uint32_t gen;    /* generation of the bytes being streamed */
-  uint64_t started_ms;
-  int faulty;       /* fault points apply to this stream */
-  int stalled;      /* fault point: stop sending */
-  uint64_t slow_from_ms; /* fault point slow_after: when the pace began (faults.h) */
-  uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
-  struct st_fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
-} st_sender;
-
-/* A stream read from a spill file: two buffers, each being read, ready,
- * or being written, so the next read overlaps the current write. It
- * outlives its sender while a read or a write still uses a buffer. */
-#define FS_SLOTS 2
-typedef struct fs_slot {
-  struct st_fstream *fs;
-  uint8_t *buf;
-  uint64_t off, len;
-  uint64_t req;  /* the read's (while reading) */
-  int state;     /* FS_FREE, FS_READING, FS_READY, FS_WRITING */
-} fs_slot;
-enum { FS_FREE, FS_READING, FS_READY, FS_WRITING };
-
-typedef struct st_fstream {
-  st_sender *sd; /* NULL once the connection closed */
-  uint64_t file;
-  uint64_t next;  /* the next offset to read */
-  int busy;       /* slots reading or writing */
-  fs_slot slot[FS_SLOTS];
-} st_fstream;
 
 int dataport_port(store *s) {
   struct sockaddr_storage ss;
@@ -114,6 +72,11 @@ static void sender_finish(st_sender *sd) {
   store_unwatch(o, &sd->watch);
   sd->obj = NULL;
   store_obj_unref(sd->s, o);
+}
+
+void dataport_stream_end(st_sender *sd) {
+  sender_finish(sd);
+  check_idle(sd->s);
 }
 
 static void sender_write_done(hpl__conn *c, int status, void *arg) {
@@ -231,137 +194,11 @@ static void pull_reply_err(st_sender *sd, int status, const char *detail) {
   hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-/* ------------------------------------------------------------------ from a spill file */
-
-static void fs_pump(st_fstream *fs);
-
-static void fs_free_maybe(st_fstream *fs) {
-  if (fs->sd || fs->busy) return;
-  for (int i = 0; i < FS_SLOTS; i++) free(fs->slot[i].buf);
-  free(fs);
-}
-
-static void fs_write_done(hpl__conn *c, int status, void *arg) {
-  (void)c;
-  fs_slot *k = arg;
-  st_fstream *fs = k->fs;
-  k->state = FS_FREE;
-  fs->busy--;
-  if (status || !fs->sd) {
-    fs_free_maybe(fs);
-    return;
-  }
-  fs_pump(fs);
-}
-
-static void fs_read_done(void *arg, int status, int err, const char *detail) {
-  (void)err;
-  fs_slot *k = arg;
-  st_fstream *fs = k->fs;
-  st_sender *sd = fs->sd;
-  k->state = status ? FS_FREE : FS_READY;
-  if (status) fs->busy--;
-  if (!sd) {
-    if (!status) {
-      k->state = FS_FREE;
-      fs->busy--;
-    }
-    fs_free_maybe(fs);
-    return;
-  }
-  if (status) {
-    sd->s->ctr.spill_errors++;
-    LOG_WARN("stream of '%s' from its spill file failed: %s", sd->obj->id,
-             *detail ? detail : hpl_strerror(status));
-    hpl__conn_close(sd->c, HPL_ESYS);
-    return;
-  }
-  fs_pump(fs);
-}
-
-/* Write what is read, in order; read ahead into free buffers; finish. */
-static void fs_pump(st_fstream *fs) {
-  st_sender *sd = fs->sd;
-  store *s = sd->s;
-  if (hpl__conn_closing(sd->c)) return;
-  for (int progress = 1; progress;) {
-    progress = 0;
-    for (int i = 0; i < FS_SLOTS; i++) {
-      fs_slot *k = &fs->slot[i];
-      if (k->state != FS_READY || k->off != sd->pos) continue;
-      if (hpl__conn_write(sd->c, k->buf, (size_t)k->len, fs_write_done, k) != 0) return;
-      k->state = FS_WRITING;
-      sd->pos += k->len;
-      s->ctr.data_bytes_sent += k->len;
-      progress = 1;
-    }
-  }
-  for (int i = 0; i < FS_SLOTS && fs->next < sd->end; i++) {
-    fs_slot *k = &fs->slot[i];
-    if (k->state != FS_FREE) continue;
-    k->off = fs->next;
-    k->len = sd->end - k->off < s->cfg.chunk ? sd->end - k->off : s->cfg.chunk;
-    if (hpl__spill_read(s->spill, fs->file, k->off, k->buf, k->len, fs_read_done, k, &k->req)) {
-      LOG_WARN("cannot stream '%s' from its spill file: %s", sd->obj->id,
-               hpl__spill_errdetail(s->spill));
-      hpl__conn_close(sd->c, HPL_ESYS);
-      return;
-    }
-    k->state = FS_READING;
-    fs->busy++;
-    fs->next += k->len;
-  }
-  if (sd->pos == sd->end && !fs->busy) {
-    s->ctr.pulls_served++;
-    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx from its spill file", sd->obj->id,
-              (unsigned long long)sd->offset, (unsigned long long)sd->end,
-              (unsigned long long)sd->peer);
-    sd->fs = NULL;
-    fs->sd = NULL;
-    fs_free_maybe(fs);
-    sender_finish(sd);
-    check_idle(s);
-  }
-}
-
-/* The connection closed: reads still out are cancelled; the buffers go
- * once no read or write uses them. */
-static void fs_detach(st_sender *sd) {
-  st_fstream *fs = sd->fs;
-  if (!fs) return;
-  sd->fs = NULL;
-  fs->sd = NULL;
-  for (int i = 0; i < FS_SLOTS; i++)
-    if (fs->slot[i].state == FS_READING) hpl__spill_cancel(sd->s->spill, fs->slot[i].req);
-  fs_free_maybe(fs);
-}
-
-/* A spilled copy is streamed from its file (the pool is not touched).
- * 0, or -1 when it cannot be (the caller reads it back instead). */
-static int fs_start(st_sender *sd, st_obj *o) {
-  store *s = sd->s;
-  uint64_t file = s->spill ? store_obj_file(s, o) : 0;
-  if (!file) return -1;
-  st_fstream *fs = calloc(1, sizeof *fs);
-  if (!fs) return -1;
-  for (int i = 0; i < FS_SLOTS; i++) {
-    fs->slot[i].fs = fs;
-    if (!(fs->slot[i].buf = malloc(s->cfg.chunk))) {
-      fs_free_maybe(fs);
-      return -1;
-    }
-  }
-  fs->sd = sd;
-  fs->file = file;
-  sd->fs = fs;
-  return 0;
-}
-
 /* Start streaming once the object has a buffer (or a spill file). */
 static void sender_start(st_sender *sd) {
   st_obj *o = sd->obj;
   char detail[320];
-  int from_file = o->state == OBJ_SPILLED && !sd->fs && fs_start(sd, o) == 0;
+  int from_file = o->state == OBJ_SPILLED && !sd->fs && dataport_file_start(sd, o) == 0;
   if (!o->data && !from_file) {
     if (!o->in_table) {
       snprintf(detail, sizeof detail, "object '%s' is gone from this node", o->id);
@@ -370,7 +207,7 @@ static void sender_start(st_sender *sd) {
       return;
     }
     store_watch(o, &sd->watch); /* parked until the buffer exists */
-    store_obj_want(sd->s, o); /* spilled: read back (room.c) */
+    store_obj_want(sd->s, o); /* spilled: its bytes are read back */
     return;
   }
   if (sd->offset > o->size) {
@@ -398,8 +235,7 @@ static void sender_start(st_sender *sd) {
   hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
                  NULL);
   if (sd->fs) {
-    sd->fs->next = sd->pos;
-    fs_pump(sd->fs);
+    dataport_file_pump(sd);
     return;
   }
   sender_pump(sd);
@@ -486,7 +322,7 @@ static void on_close(hpl__conn *c, int status) {
     LOG_DEBUG("stream of '%s' to %016llx ended at %llu of %llu bytes (%s)", sd->obj->id,
               (unsigned long long)sd->peer, (unsigned long long)sd->pos,
               (unsigned long long)sd->end, hpl_strerror(status));
-  fs_detach(sd);
+  dataport_file_detach(sd);
   sender_finish(sd);
   free(sd->parked);
   if (sd->timer) {

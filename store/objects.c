@@ -14,54 +14,9 @@
 
 #include "hoplite.h"
 #include "log.h"
+#include "objidx.h"
 #include "spill.h"
 #include "util.h"
-
-/* ------------------------------------------------------------------ indexes
- *
- * An index is an open-addressing table of record pointers with linear
- * probing and a tag byte per slot: TAG_EMPTY, TAG_GONE (a removed entry: a
- * probe goes on past it) or TAG_USED with 7 bits of the key's hash, so a
- * probe reads records only on a tag match (1 in 128 for another key).
- * Keys are unique (callers check before adding); a record's key is its id,
- * or its instance handle for the index by handle.
- *
- * Resizing is incremental. When an array would pass 3/4 full (live and
- * removed entries), or falls below 1/8 live, a new array is made for twice
- * the live entries and becomes `cur`; the old one is drained into it from
- * slot 0 up, a few slots per operation on the index (lookups included),
- * and given back once drained. Meanwhile lookups and removals consult both (a
- * drained slot is marked TAG_GONE, so probes through it still reach the
- * entries after it). An insert drains enough that the old array is empty
- * before `cur` fills (see idx_step_for_insert), so a resize never runs in
- * one go. Arrays of 64 KiB or more are mapped afresh (their zeroed pages
- * come on first touch, never all at once) and unmapped a slice at a time
- * once drained. */
-
-#define TAG_EMPTY 0x00
-#define TAG_GONE 0x01
-#define TAG_USED 0x80
-#define IDX_MIN 16       /* slots in the smallest array */
-#define IDX_STEP 64      /* old slots drained per operation, at least */
-#define IDX_MAP (64u << 10) /* arrays of this many bytes or more are mmapped */
-#define IDX_UNMAP (1u << 20) /* bytes of a drained mapped array unmapped per operation */
-
-typedef struct idx_arr {
-  uint8_t *tag;  /* cap tags, then (aligned) cap record pointers: one allocation */
-  st_obj **rec;
-  size_t cap;    /* 0 (no array) or a power of two */
-  size_t live;   /* TAG_USED slots */
-  size_t gone;   /* TAG_GONE slots */
-} idx_arr;
-
-typedef struct idx {
-  idx_arr cur;   /* where entries are added */
-  idx_arr old;   /* being drained into cur (cap 0: none) */
-  size_t drain;  /* old's slots below this are drained */
-  uint8_t *dead; /* a drained mapped array, unmapped from its end a slice */
-  size_t dead_len; /*   per operation (NULL: none) */
-  int by_inst;   /* keyed by instance handle, else by id */
-} idx;
 
 /* The module's context (s->objects), made by store_objects_init. */
 typedef struct st_objects {
@@ -89,257 +44,28 @@ typedef struct obj_file {
   UT_hash_handle hh;
 } obj_file;
 
-static uint64_t mix64(uint64_t x) { /* murmur3's finaliser */
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
-static uint64_t hash_id(const char *id) {
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, finalised: slots use the low bits */
-  for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
-  return mix64(h);
-}
-
-static uint64_t hash_of(const idx *x, const st_obj *o) {
-  return x->by_inst ? mix64(o->inst) : hash_id(o->id);
-}
-
-static uint8_t tag_of(uint64_t h) { return (uint8_t)(TAG_USED | (h >> 57)); }
-
-static size_t arr_bytes(size_t cap, size_t *rec_off) {
-  *rec_off = (cap + sizeof(st_obj *) - 1) & ~(sizeof(st_obj *) - 1);
-  return *rec_off + cap * sizeof(st_obj *);
-}
-
-/* A zeroed array of `cap` slots (a power of two). 0 or -1 (no memory). */
-static int arr_alloc(idx_arr *a, size_t cap) {
-  size_t off, bytes = arr_bytes(cap, &off);
-  void *p;
-  if (bytes >= IDX_MAP) {
-    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) p = NULL;
-  } else {
-    p = calloc(1, bytes);
-  }
-  if (!p) return -1;
-  *a = (idx_arr){.tag = p, .rec = (st_obj **)((uint8_t *)p + off), .cap = cap};
-  return 0;
-}
-
-static void arr_free(idx_arr *a) {
-  if (a->cap) {
-    size_t off, bytes = arr_bytes(a->cap, &off);
-    if (bytes >= IDX_MAP)
-      munmap(a->tag, bytes);
-    else
-      free(a->tag);
-  }
-  *a = (idx_arr){0};
-}
-
-/* Give back an array taken out of use: a small one at once, a mapped one
- * a slice per operation (idx_step): unmapping megabytes of touched pages
- * takes milliseconds. */
-static void arr_retire(idx *x, idx_arr *a) {
-  size_t off, bytes = arr_bytes(a->cap, &off);
-  if (!a->cap || bytes < IDX_MAP) {
-    arr_free(a);
-    return;
-  }
-  if (x->dead) munmap(x->dead, x->dead_len); /* the previous one is not gone yet: rare */
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  x->dead = a->tag;
-  x->dead_len = (bytes + page - 1) / page * page;
-  *a = (idx_arr){0};
-}
-
-/* Slots for n entries: a power of two, at most half full. */
-static size_t cap_for(size_t n) {
-  size_t c = IDX_MIN;
-  while (c < 2 * n) c *= 2;
-  return c;
-}
-
-/* Add o (hash h) to a: it has a free slot (live + gone < cap). */
-static void arr_put(idx_arr *a, st_obj *o, uint64_t h) {
-  size_t m = a->cap - 1, i = h & m;
-  while (a->tag[i] & TAG_USED) i = (i + 1) & m;
-  if (a->tag[i] == TAG_GONE) a->gone--;
-  a->tag[i] = tag_of(h);
-  a->rec[i] = o;
-  a->live++;
-}
-
-/* The slot holding the key (id, or inst), or SIZE_MAX. */
-static size_t arr_find(const idx *x, const idx_arr *a, uint64_t h, const char *id, uint64_t inst) {
-  if (!a->cap) return SIZE_MAX;
-  size_t m = a->cap - 1, i = h & m;
-  uint8_t t = tag_of(h);
-  for (;;) {
-    uint8_t g = a->tag[i];
-    if (g == TAG_EMPTY) return SIZE_MAX;
-    if (g == t && (x->by_inst ? a->rec[i]->inst == inst : !strcmp(a->rec[i]->id, id))) return i;
-    i = (i + 1) & m;
-  }
-}
-
-/* Empty slot i. A slot followed by an empty one can be empty itself (no
- * probe needs to pass it), and so can the removed slots just before it. */
-static void arr_clear(idx_arr *a, size_t i) {
-  size_t m = a->cap - 1;
-  a->live--;
-  if (a->tag[(i + 1) & m] != TAG_EMPTY) {
-    a->tag[i] = TAG_GONE;
-    a->gone++;
-    return;
-  }
-  a->tag[i] = TAG_EMPTY;
-  for (size_t j = (i - 1) & m; a->tag[j] == TAG_GONE; j = (j - 1) & m) {
-    a->tag[j] = TAG_EMPTY;
-    a->gone--;
-  }
-}
-
-/* The work every operation does: unmap a slice of a retired array, move up
- * to n slots of the old array into cur, retire it once drained. */
-static void idx_step(idx *x, size_t n) {
-  if (x->dead) {
-    size_t k = x->dead_len > IDX_UNMAP ? IDX_UNMAP : x->dead_len;
-    x->dead_len -= k;
-    munmap(x->dead + x->dead_len, k);
-    if (!x->dead_len) x->dead = NULL;
-  }
-  if (!x->old.cap) return;
-  idx_arr *o = &x->old;
-  size_t end = x->drain + n < o->cap ? x->drain + n : o->cap;
-  for (size_t i = x->drain; i < end && o->live; i++) {
-    if (!(o->tag[i] & TAG_USED)) continue;
-    st_obj *r = o->rec[i];
-    arr_put(&x->cur, r, hash_of(x, r));
-    o->tag[i] = TAG_GONE; /* not emptied: probes of later entries pass here */
-    o->live--;
-    o->gone++;
-  }
-  x->drain = end;
-  if (x->drain == o->cap || !o->live) {
-    arr_retire(x, o);
-    x->drain = 0;
-  }
-}
-
-/* Start moving to a new array sized for the live entries (the current
- * one becomes the old one), but not below 1/64 of the current one: a much
- * smaller array would take few inserts before it fills, and each would
- * have to drain a large share of the old one (see idx_step_for_insert;
- * with this floor, at most 256 slots). -1 if there is no memory for it. */
-static int idx_resize(idx *x, size_t live) {
-  idx_arr n;
-  size_t cap = cap_for(live);
-  while (cap < x->cur.cap / 64) cap *= 2;
-  if (arr_alloc(&n, cap) != 0) return -1;
-  x->old = x->cur;
-  x->cur = n;
-  x->drain = 0;
-  if (!x->old.live) arr_retire(x, &x->old);
-  return 0;
-}
-
-/* Before an insert while the old array drains: the inserts cur can take
- * before passing 3/4 (counting the old array's entries, which all come to
- * cur) must outlast the old slots left, so drain at least that share. */
-static void idx_step_for_insert(idx *x) {
-  if (!x->old.cap) {
-    idx_step(x, 0);
-    return;
-  }
-  size_t left = x->old.cap - x->drain;
-  size_t fill = x->cur.live + x->cur.gone + x->old.live;
-  size_t lim = x->cur.cap / 4 * 3;
-  size_t room = lim > fill ? lim - fill : 0;
-  size_t n = room ? (left + room - 1) / room : left;
-  idx_step(x, n > IDX_STEP ? n : IDX_STEP);
-}
-
-/* Add o (not in x). 0, or -1 when there is no room and no memory to grow. */
-static int idx_add(idx *x, st_obj *o) {
-  idx_step_for_insert(x);
-  size_t live = x->cur.live + x->old.live;
-  if (!x->cur.cap) {
-    if (arr_alloc(&x->cur, IDX_MIN) != 0) return -1;
-  } else if (!x->old.cap && (x->cur.live + x->cur.gone + 1) * 4 > x->cur.cap * 3) {
-    /* past 3/4: a bigger (or, if mostly removed entries, cleaner) array;
-     * without memory for it, keep filling this one while a slot is left */
-    if (idx_resize(x, live + 1) != 0 && x->cur.live + x->cur.gone + 2 > x->cur.cap) return -1;
-  } else if (x->cur.live + x->cur.gone + 2 > x->cur.cap) {
-    /* cannot happen (idx_step_for_insert); but never fill the last slot */
-    idx_step(x, x->old.cap);
-    if (idx_resize(x, live + 1) != 0) return -1;
-  }
-  arr_put(&x->cur, o, hash_of(x, o));
-  return 0;
-}
-
-/* Find by id (or by inst if x is by_inst). */
-static st_obj *idx_get(idx *x, const char *id, uint64_t inst) {
-  idx_step(x, IDX_STEP);
-  uint64_t h = x->by_inst ? mix64(inst) : hash_id(id);
-  size_t i = arr_find(x, &x->cur, h, id, inst);
-  if (i != SIZE_MAX) return x->cur.rec[i];
-  i = arr_find(x, &x->old, h, id, inst);
-  return i != SIZE_MAX ? x->old.rec[i] : NULL;
-}
-
-/* Remove o (a no-op if it is not in x); shrink when mostly empty. */
-static void idx_del(idx *x, st_obj *o) {
-  uint64_t h = hash_of(x, o);
-  idx_arr *a = &x->cur;
-  size_t i = arr_find(x, a, h, o->id, o->inst);
-  if (i == SIZE_MAX) i = arr_find(x, a = &x->old, h, o->id, o->inst);
-  if (i == SIZE_MAX || a->rec[i] != o) return;
-  arr_clear(a, i);
-  idx_step(x, IDX_STEP);
-  if (!x->old.cap && x->cur.cap > IDX_MIN && x->cur.live * 8 < x->cur.cap)
-    (void)idx_resize(x, x->cur.live); /* without memory: stay as it is */
-}
-
-static void idx_free(idx *x) {
-  arr_free(&x->cur);
-  arr_free(&x->old);
-  if (x->dead) munmap(x->dead, x->dead_len);
-  x->dead = NULL;
-  x->drain = x->dead_len = 0;
-}
-
 st_obj *store_find(store *s, const char *id) {
-  return s->objects ? idx_get(&s->objects->by_id, id, 0) : NULL;
+  return s->objects ? store_idx_get(&s->objects->by_id, id, 0) : NULL;
 }
 
 st_obj *store_find_inst(store *s, uint64_t inst) {
-  return s->objects ? idx_get(&s->objects->by_inst, NULL, inst) : NULL;
+  return s->objects ? store_idx_get(&s->objects->by_inst, NULL, inst) : NULL;
 }
 
 st_obj *store_find_internal(store *s, const char *key) {
-  return s->objects ? idx_get(&s->objects->internal, key, 0) : NULL;
+  return s->objects ? store_idx_get(&s->objects->internal, key, 0) : NULL;
 }
 
 size_t store_obj_count(const store *s) {
-  return s->objects ? s->objects->by_id.cur.live + s->objects->by_id.old.live : 0;
+  return s->objects ? store_idx_live(&s->objects->by_id) : 0;
 }
 
 void store_obj_index_size(const store *s, size_t *slots, size_t *bytes) {
-  size_t n = 0, b = 0, off;
+  size_t n = 0, b = 0;
   if (s->objects) {
-    const idx *all[] = {&s->objects->by_id, &s->objects->by_inst, &s->objects->internal};
-    for (int i = 0; i < 3; i++) {
-      const idx_arr *arrs[] = {&all[i]->cur, &all[i]->old};
-      for (int j = 0; j < 2; j++) {
-        n += arrs[j]->cap;
-        b += arrs[j]->cap ? arr_bytes(arrs[j]->cap, &off) : 0;
-      }
-    }
+    store_idx_size(&s->objects->by_id, &n, &b);
+    store_idx_size(&s->objects->by_inst, &n, &b);
+    store_idx_size(&s->objects->internal, &n, &b);
   }
   if (slots) *slots = n;
   if (bytes) *bytes = b;
@@ -493,30 +219,32 @@ void store_objects_stop(store *s) {
   t->trim_live = 0;
 }
 
+/* store_objects_free: a reduce stream leaves the table; freed unless
+ * still referenced (its last unref frees it then). */
+static void stream_forget(st_obj *o, void *arg) {
+  store *s = arg;
+  o->in_table = 0;
+  if (o->refs == 0) {
+    if (o->data && o->size) hpl__pool_free(s->pool, o->data);
+    free(o);
+  }
+}
+
 void store_objects_free(store *s) {
   st_objects *t = s->objects;
   if (t) {
     t->walks = NULL; /* their owners are gone by now: forgotten, not touched */
     while (t->first) store_obj_detach(s, t->first);
     /* reduce streams: out of the table, freed unless still referenced */
-    for (idx_arr *a = &t->internal.cur; a; a = a == &t->internal.cur ? &t->internal.old : NULL)
-      for (size_t i = 0; i < a->cap; i++) {
-        if (!(a->tag[i] & TAG_USED)) continue;
-        st_obj *o = a->rec[i];
-        o->in_table = 0;
-        if (o->refs == 0) {
-          if (o->data && o->size) hpl__pool_free(s->pool, o->data);
-          free(o);
-        }
-      }
+    store_idx_each(&t->internal, stream_forget, s);
     obj_file *f, *ftmp;
     HASH_ITER(hh, t->files, f, ftmp) {
       HASH_DEL(t->files, f);
       free(f);
     }
-    idx_free(&t->by_id);
-    idx_free(&t->by_inst);
-    idx_free(&t->internal);
+    store_idx_free(&t->by_id);
+    store_idx_free(&t->by_inst);
+    store_idx_free(&t->internal);
     if (t->filter) munmap(t->filter, STORE_FILTER_SLOTS);
     if (t->filter_fd >= 0) close(t->filter_fd);
     free(t);
@@ -549,12 +277,12 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
   st_objects *t = s->objects;
   st_obj *o = t ? obj_alloc(s, id, state, 0) : NULL;
   if (!o) return NULL;
-  if (idx_add(&t->by_id, o) != 0) {
+  if (store_idx_add(&t->by_id, o) != 0) {
     free(o);
     return NULL;
   }
-  if (idx_add(&t->by_inst, o) != 0) {
-    idx_del(&t->by_id, o);
+  if (store_idx_add(&t->by_inst, o) != 0) {
+    store_idx_del(&t->by_id, o);
     free(o);
     return NULL;
   }
@@ -574,9 +302,9 @@ st_obj *store_obj_prep_internal(store *s, const char *key) {
 int store_obj_publish_internal(store *s, st_obj *o) {
   st_objects *t = s->objects;
   if (!t || o->in_table || !o->internal || !o->data || store_find_internal(s, o->id)) return -1;
-  if (idx_add(&t->internal, o) != 0) return -1;
-  if (idx_add(&t->by_inst, o) != 0) {
-    idx_del(&t->internal, o);
+  if (store_idx_add(&t->internal, o) != 0) return -1;
+  if (store_idx_add(&t->by_inst, o) != 0) {
+    store_idx_del(&t->internal, o);
     return -1;
   }
   o->in_table = 1;
@@ -610,11 +338,11 @@ int store_obj_rekey_internal(store *s, st_obj *o, const char *key) {
     return -1;
   char old[512];
   snprintf(old, sizeof old, "%s", o->id);
-  idx_del(&t->internal, o);
+  store_idx_del(&t->internal, o);
   memcpy(o->id, key, len + 1);
-  if (idx_add(&t->internal, o) == 0) return 0;
+  if (store_idx_add(&t->internal, o) == 0) return 0;
   memcpy(o->id, old, strlen(old) + 1); /* no memory: back under the old key */
-  if (idx_add(&t->internal, o) != 0) o->in_table = 0; /* out of the table, as if detached */
+  if (store_idx_add(&t->internal, o) != 0) o->in_table = 0; /* out of the table, as if detached */
   return -1;
 }
 
@@ -683,7 +411,7 @@ void store_obj_drop_buffer(store *s, st_obj *o) {
 }
 
 static void obj_free(store *s, st_obj *o) {
-  if (s->objects) idx_del(&s->objects->by_inst, o);
+  if (s->objects) store_idx_del(&s->objects->by_inst, o);
   obj_file *f = file_of(s, o);
   if (f) {
     if (s->spill) hpl__spill_remove(s->spill, f->file);
@@ -730,9 +458,9 @@ void store_obj_detach(store *s, st_obj *o) {
   if (!o->in_table) return;
   st_objects *t = s->objects;
   if (o->internal) {
-    idx_del(&t->internal, o);
+    store_idx_del(&t->internal, o);
   } else {
-    idx_del(&t->by_id, o);
+    store_idx_del(&t->by_id, o);
     list_del(t, o);
     idle_del(s, o);
     filter_count(s, o->id, -1);

@@ -1,6 +1,8 @@
-/* rdcombine.c - a reduce task's inputs and combine steps (see rdtask.h
- * and rdtaskint.h): its children's streams, and combining them with its
- * own source into its output, chunk by chunk.
+/* rdcombine.c - a reduce task's inputs (see rdtask.h and rdtaskint.h):
+ * its children's streams, what the directory hears of a slot's stream
+ * (crawling, silent, failed; rdsink.c reports the root's the same way),
+ * and the combine steps that fold them with its own source into its
+ * output, chunk by chunk.
  *
  * The first child's bytes land straight in the output buffer and are
  * combined in place; further children go through rings of bounded size,
@@ -45,6 +47,46 @@ void rdtask_restart_children(rd_task *t) {
   }
   if (t->state == RD_COMPLETE) rdtask_set_state(t, RD_RUNNING);
   rdtask_go(t);
+}
+
+/* ------------------------------------------------------------------ reports */
+
+/* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
+static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                           const char *detail, int silent, uint64_t rate) {
+  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
+  n.target = (char *)target;
+  n.rid = rid;
+  n.slot = slot;
+  n.gen = gen;
+  n.detail = (char *)(detail ? detail : "");
+  n.silent = silent;
+  n.slow = rate > 0;
+  n.rate = rate;
+  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+}
+
+void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        double bps) {
+  uint64_t rate = (uint64_t)bps;
+  s->ctr.reduce_crawl_reports++;
+  LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
+           "%.1f MB/s); told the directory",
+           target, slot, (double)rate / 1e6, puller_usual_rate(s) / 1e6);
+  send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
+}
+
+void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
+                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
+  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
+           target, slot, (unsigned long long)quiet_ms);
+  send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
+  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
+}
+
+void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        const char *detail) {
+  send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
 }
 
 /* ------------------------------------------------------------------ combine */

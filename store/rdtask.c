@@ -26,44 +26,6 @@ static void stream_key(char *out, size_t len, const char *target, uint64_t rid, 
   snprintf(out, len, "r:%llx.%u:%u:%s", (unsigned long long)rid, slot, gen, target);
 }
 
-/* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
-static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                           const char *detail, int silent, uint64_t rate) {
-  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
-  n.target = (char *)target;
-  n.rid = rid;
-  n.slot = slot;
-  n.gen = gen;
-  n.detail = (char *)(detail ? detail : "");
-  n.silent = silent;
-  n.slow = rate > 0;
-  n.rate = rate;
-  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
-}
-
-void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        double bps) {
-  uint64_t rate = (uint64_t)bps;
-  s->ctr.reduce_crawl_reports++;
-  LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
-           "%.1f MB/s); told the directory",
-           target, slot, (double)rate / 1e6, puller_usual_rate(s) / 1e6);
-  send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
-}
-
-void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
-                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
-  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
-           target, slot, (unsigned long long)quiet_ms);
-  send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
-  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
-}
-
-void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        const char *detail) {
-  send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
-}
-
 static const char *state_name(rd_state st) {
   static const char *n[] = {"waiting", "running", "rebasing", "complete", "failed", "ended"};
   _Static_assert(sizeof n / sizeof n[0] == RD_NSTATES, "a name per state");
