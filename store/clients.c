@@ -286,7 +286,8 @@ void clients_serve(store *s, uv_stream_t *p) {
   char label[48];
   snprintf(label, sizeof label, "client-%llu", (unsigned long long)cl->id);
   /* a PUT's payload is at most the inline limit the HELLO told */
-  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = dirlink_caps(s)->inline_max,
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
+                             .max_payload = dirlink_caps(s)->inline_max,
                              .max_type = HPL__MSG_MAX_},
                      .on_frame = client_on_frame,
                      .on_close = client_on_close,

@@ -4,8 +4,14 @@
  * from the pool as they arrive (a partial copy is forwarded as far as it
  * has arrived, then its sender waits on the object's watchers).
  *
- * Callers: server.c (start, stop, drain), fetch.c and rdsink.c (restart an
- * object's bytes), rdtask.c (reduce streams appearing or ending).
+ * A stream object (internal) is served through its source (st_source,
+ * objects.h) when it has one, so this module knows nothing of who makes
+ * it.
+ *
+ * Callers: server.c (start, stop, drain, free), dlconn.c (the port to
+ * register), fetch.c and rdsink.c (restart an object's bytes), rdtask.c and
+ * ring.c (streams appearing, pulls parked for a reduce that ended, pulls
+ * of bytes made again), tests/fuzz/fuzz_store.c (dataport_serve).
  */
 #ifndef HPL_STORE_DATAPORT_H
 #define HPL_STORE_DATAPORT_H

@@ -9,9 +9,11 @@
  * it holds. Messages the directory starts (DROP, UPSTREAM_GONE, reduce
  * tasks) go to the handlers other modules install with dirlink_on().
  *
- * Callers: server.c (start, stop, handlers), fetch.c, put.c, rdsink.c,
- * rdtask.c, clients.c (requests and notes), clients.c (HELLO: the
- * directory's address).
+ * Callers: server.c (start, stop, handlers), fetch.c, put.c, lifetime.c,
+ * room.c, rdtask.c, rdsink.c, ring.c (requests and notes; the pulls of
+ * fetch, rdtask, rdsink and ring report quiet senders with dirlink_quiet),
+ * clients.c (proxied requests; HELLO: the directory's address and
+ * parameters).
  */
 #ifndef HPL_STORE_DIRLINK_H
 #define HPL_STORE_DIRLINK_H

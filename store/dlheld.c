@@ -61,7 +61,8 @@ static void held_next(dirlink *dl) {
       Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
       p.id = o->id;
       p.size = o->size;
-      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1, dirlink_ignore_reply, NULL);
+      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1,
+                      dirlink_ignore_reply, NULL);
       bytes += o->size;
     }
     hplpb__held_object__init(&held[k]);

@@ -1,5 +1,6 @@
-/* objects.c - the store's object table, references, progress, watchers,
- * waiters and the presence filter (see objects.h). */
+/* objects.c - the store's object records (see objects.h): the table,
+ * references, progress, watchers and waiters, the idle list, walks, spill
+ * files, and the presence filter. The indexes are objidx.c's. */
 #include "objects.h"
 
 #include <errno.h>
@@ -23,9 +24,9 @@ typedef struct st_objects {
   idx by_id;        /* objects in the table (store_find) */
   idx by_inst;      /* every object until freed (store_find_inst) */
   idx internal;     /* reduce streams in the table (store_find_internal) */
-  st_obj *first, *last; /* objects in by_id, oldest first (walks) */
+  st_obj *first;    /* objects in by_id, oldest first (walks; utlist) */
   st_walk *walks;   /* open walks */
-  st_obj *idle_first, *idle_last; /* the idle list, least recently used first */
+  st_obj *idle_first; /* the idle list, least recently used first (utlist) */
   uint64_t idle_bytes;
   struct obj_file *files; /* spill files by instance (few objects have one) */
   uint64_t next_inst;     /* the last instance handle given */
@@ -98,13 +99,7 @@ st_obj *store_walk_next(store *s, st_walk *w) {
 /* o joins the list of objects (at the end): walks that were at the end
  * will return it. */
 static void list_add(st_objects *t, st_obj *o) {
-  o->prev = t->last;
-  o->next = NULL;
-  if (t->last)
-    t->last->next = o;
-  else
-    t->first = o;
-  t->last = o;
+  DL_APPEND(t->first, o);
   st_walk *w;
   DL_FOREACH(t->walks, w) if (!w->at) w->at = o;
 }
@@ -113,14 +108,7 @@ static void list_add(st_objects *t, st_obj *o) {
 static void list_del(st_objects *t, st_obj *o) {
   st_walk *w;
   DL_FOREACH(t->walks, w) if (w->at == o) w->at = o->next;
-  if (o->prev)
-    o->prev->next = o->next;
-  else
-    t->first = o->next;
-  if (o->next)
-    o->next->prev = o->prev;
-  else
-    t->last = o->prev;
+  DL_DELETE(t->first, o);
   o->prev = o->next = NULL;
 }
 
@@ -147,13 +135,7 @@ static void idle_add(store *s, st_obj *o) {
   st_objects *t = s->objects;
   if (o->on_idle || !t || !o->in_table || o->internal || o->refs || o->state != OBJ_SEALED)
     return;
-  o->lru_prev = t->idle_last;
-  o->lru_next = NULL;
-  if (t->idle_last)
-    t->idle_last->lru_next = o;
-  else
-    t->idle_first = o;
-  t->idle_last = o;
+  DL_APPEND2(t->idle_first, o, lru_prev, lru_next);
   t->idle_bytes += o->size;
   o->on_idle = 1;
   room_changed(s);
@@ -162,14 +144,7 @@ static void idle_add(store *s, st_obj *o) {
 static void idle_del(store *s, st_obj *o) {
   st_objects *t = s->objects;
   if (!o->on_idle || !t) return;
-  if (o->lru_prev)
-    o->lru_prev->lru_next = o->lru_next;
-  else
-    t->idle_first = o->lru_next;
-  if (o->lru_next)
-    o->lru_next->lru_prev = o->lru_prev;
-  else
-    t->idle_last = o->lru_prev;
+  DL_DELETE2(t->idle_first, o, lru_prev, lru_next);
   o->lru_prev = o->lru_next = NULL;
   t->idle_bytes -= o->size;
   o->on_idle = 0;

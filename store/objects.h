@@ -10,11 +10,16 @@
  * event holds a reference. Its handle finds it (store_find_inst) until it
  * is freed, never after: handles are never reused.
  *
- * Two kinds of listeners, both with callbacks so this module calls nobody:
+ * Listeners, all with callbacks, so this module calls nobody above it:
  *  - watchers (one-shot): told on every change of progress or state; a
  *    data-port sender waiting for more bytes of a partial copy;
  *  - waiters: told once, when the object is complete (status 0) or will
- *    not arrive (a negative code and a detail); a client's GET.
+ *    not arrive (a negative code and a detail); a client's GET;
+ *  - the one who makes room in the pool (store_objects_listen): told when
+ *    memory is freed, an object goes idle, a spilled object is wanted;
+ *  - a stream's source (st_source): how the data port serves a stream
+ *    object whose maker is above it (a ring's pieces, a reduce task's
+ *    resume point).
  *
  * Also owns the presence filter: a counter per hash slot of the ids in the
  * table, in a memfd that clients map read-only (see clients.c's HELLO).
@@ -70,9 +75,10 @@ typedef struct st_waiter {
 } st_waiter;
 
 struct st_obj {
-  st_obj *prev, *next;    /* the objects in the order added (walks); only while
-                             in the table and not internal (objects.c) */
-  st_obj *lru_prev, *lru_next; /* the idle list (objects.c; see store_idle_oldest) */
+  st_obj *prev, *next;    /* the objects in the order added (walks; utlist); only
+                             while in the table and not internal (objects.c) */
+  st_obj *lru_prev, *lru_next; /* the idle list (objects.c, utlist; see
+                                  store_idle_oldest) */
   uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
   uint64_t progress;      /* bytes [0, progress) are final */

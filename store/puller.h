@@ -1,10 +1,13 @@
 /*
  * puller.h - the generic puller: one byte stream pulled from a peer's data
- * port (an object, or a reduce stream), received straight into memory its
- * owner names, watched for stalls and stragglers.
+ * port (an object, or a reduce stream), received straight into an object
+ * (puller_start_into) or into memory its owner names, watched for stalls,
+ * silence and stragglers. What it sees it reports to its owner through
+ * puller_ops; the owner decides, and talks to the directory.
  *
- * Callers: fetch.c (objects), rdtask.c (children's streams), rdsink.c (a
- * reduce result), ring.c (a ring's incoming stream), server.c (stop).
+ * Callers: fetch.c (objects), rdcombine.c (reduce children's streams),
+ * rdsink.c (a reduce result), ring.c (a ring's incoming stream), server.c
+ * (init, stop, free).
  */
 #ifndef HPL_STORE_PULLER_H
 #define HPL_STORE_PULLER_H

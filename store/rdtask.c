@@ -1,8 +1,8 @@
 /* rdtask.c - this node's slots in reduce trees (see rdtask.h): a task's
  * life - made or reset by REDUCE_TASK, waiting for its output's buffer, an
- * old step or its first pull, resumed or rebased, ended - and its reports
- * to the directory. Its children's streams and combine steps are
- * rdcombine.c's; the states are in rdtaskint.h.
+ * old step or its first pull, resumed or rebased, ended, orphaned by a
+ * directory restart. Its inputs and combine steps are rdcombine.c's; the
+ * states are in rdtaskint.h.
  */
 #include "rdtask.h"
 

@@ -6,8 +6,10 @@
  * chunk by chunk with its own source, and exposes the combined prefix as a
  * reduce stream its parent pulls - or, at the sink, writes the target.
  *
- * Callers: server.c (REDUCE_TASK messages, directory restart, stop),
- * rdsink.c (the end of a reduce, failure reports).
+ * Callers: server.c (REDUCE_TASK messages, registration, init, stop,
+ * free), rdsink.c (the end of a reduce, the target's buffer, failure
+ * reports, directory restart), stmetrics.c (the count). The data port
+ * hears a task through its stream's source (st_source, objects.h).
  */
 #ifndef HPL_STORE_RDTASK_H
 #define HPL_STORE_RDTASK_H

@@ -46,8 +46,9 @@ static uint32_t now_s(void) { return (uint32_t)(hpl__now_ms() / 1000); }
 
 /* Run the queue on the next loop turn (callers may be deep in a free). */
 static void kick(store *s) {
-  s->rooms->kicked = 1;
-  if (s->rooms->queue && s->rooms->live && !s->stopping) uv_timer_start(&s->rooms->timer, room_run, 0, 0);
+  st_rooms *rm = s->rooms;
+  rm->kicked = 1;
+  if (rm->queue && rm->live && !s->stopping) uv_timer_start(&rm->timer, room_run, 0, 0);
 }
 
 static void room_changed(store *s) { kick(s); }

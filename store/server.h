@@ -1,35 +1,55 @@
 /*
  * server.h - hoplite-store: one per node, one event loop, one `store`.
+ * This header has the process's life cycle (start, drain, stop, free) and
+ * the map of its modules; the process's own state is in store.h, and each
+ * module's state is its own, reached only through its header.
  *
- * This header owns the process's top-level state (struct store), its
- * configuration and counters, and its life cycle (start, drain, stop,
- * free). Every module of the store receives the `store *`; each module's
- * own state hangs off it in the block marked with the module's name and is
- * touched by that module only.
+ * Modules, from the bottom up: a module calls only modules listed before
+ * it, never one listed after it. A lower module tells an upper one through
+ * a callback the upper one registered in the lower one's state (the
+ * arrows), never by name.
  *
- * Modules, from the bottom up (a module calls only modules listed before
- * it, never one listed after it):
- *   pool.c      the shared-memory pool (jemalloc arena over a memfd)
- *   faults.c    deterministic fault points for failure-injection tests
- *   objects.c   the object table: ids, buffers, references, progress,
- *               watchers and waiters; the presence filter
- *   stmetrics.c the one list of counters (COUNTERS, /metrics), the request
- *               histograms, the /metrics endpoint
- *   puller.c    the generic puller: one byte stream from a peer's data port
- *   dataport.c  the data port: serving streams (also of partial copies)
- *   dirlink.c   the connection to the directory: requests, heartbeats,
- *               reconnects, re-registration
- *   room.c      waiting for room in the pool; letting idle copies go
- *   session.c   a local client's session: references, holds, replies
- *   lifetime.c  objects put with a lifetime: owned by their client, or a TTL
- *   fetch.c     getting an object this node lacks (fetchsm.c: its states)
- *   get.c       a client's GET: answer, or wait while fetch brings it
- *   put.c       a client's put: create, write, seal or abort
- *   rdtask.c    this node's slots of reduce trees
- *   rdsink.c    the reduce target at the node that asked for it
- *   clients.c   the local socket: accept, HELLO, dispatch
- *   server.c    start, signals, drain, stop (this header)
- *   main.c      the command line
+ *   the data plane (knows nothing above it)
+ *   pool.c       the shared-memory pool (jemalloc arena over a memfd)
+ *   faults.c     deterministic fault points for failure-injection tests
+ *   spill.c      spill files: buffers written to files and read back
+ *                (spilljob.c: the I/O jobs; spilldir.c: the spill area)
+ *   objects.c    the object table: records, references, progress,
+ *                watchers and waiters, the idle list, walks, the presence
+ *                filter (objidx.c: the indexes). Listeners: watchers and
+ *                waiters; room.c's (room changed, spilled bytes wanted);
+ *                a stream's source (st_source: ring.c, rdtask.c)
+ *   puller.c     one byte stream from a peer's data port, into an object
+ *                (puller_start_into: where received bytes become its
+ *                progress) or an owner's buffer; reports crawling, silence,
+ *                failure to its owner (puller_ops)
+ *   dataport.c   serving streams on the data port, also of partial copies
+ *                and through a stream's source (dpfile.c: spilled copies
+ *                from their files) -> idle (server.c)
+ *
+ *   the control plane
+ *   dirlink.c    the connection to the directory: requests, notes, the
+ *                directory's messages (dlconn.c: connecting, registering,
+ *                heartbeats; dlheld.c: re-reporting what we hold)
+ *                -> handlers (server.c installs fetch's, rdtask's,
+ *                rdsink's, ring's)
+ *   room.c       waiting for room in the pool; letting idle copies go,
+ *                spilling, reading back -> shed (rdtask.c)
+ *   session.c    a local client's session: references, holds, replies
+ *   lifetime.c   objects put with a lifetime: owned by their client, or a TTL
+ *   fetch.c      getting an object this node lacks (fetchsm.c: its states;
+ *                fetchgrant.c: GRANTs)
+ *   get.c        a client's GET: answer, or wait while fetch brings it
+ *   put.c        a client's put: create, write, seal or abort
+ *   rdtask.c     this node's slots of reduce trees (rdcombine.c: their
+ *                inputs and combine steps) -> root released (rdsink.c)
+ *   rdsink.c     the reduce target at the node that asked for it
+ *   ring.c       this node's part in ring allreduces
+ *   stmetrics.c  the one list of counters and gauges (COUNTERS, /metrics),
+ *                the /metrics endpoint
+ *   clients.c    the local socket: accept, HELLO, dispatch
+ *   server.c     start, signals, drain, stop (this header)
+ *   main.c       the command line
  */
 #ifndef HPL_STORE_SERVER_H
 #define HPL_STORE_SERVER_H

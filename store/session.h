@@ -5,8 +5,9 @@
  * costs only what it had), and a reference count so that requests still
  * waiting on the directory can answer (or find it gone) safely.
  *
- * Callers: clients.c (creates and closes sessions), get.c, put.c, rdsink.c
- * (replies), server.c (the proxy of directory requests).
+ * Callers: clients.c (creates and closes sessions; the proxy of directory
+ * requests), get.c, put.c, rdsink.c, ring.c (replies), lifetime.c (the
+ * objects a client owns).
  */
 #ifndef HPL_STORE_SESSION_H
 #define HPL_STORE_SESSION_H
