@@ -369,14 +369,20 @@ st_fetch *fetch_new(store *s, st_obj *o) {
   return f;
 }
 
-void fetch_start(store *s, st_obj *o) {
+/* A GET starts a fetch of `o`: with FEV_START (ask the directory) or
+ * FEV_GRANTED (wait for the directory's GRANT first). */
+static void fetch_begin(store *s, st_obj *o, fetch_event ev) {
   st_fetch *f = fetch_new(s, o);
   if (!f) {
     store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
     return;
   }
-  fetch_fire(f, FEV_START, &(fetch_ctx){0});
+  fetch_fire(f, ev, &(fetch_ctx){0});
 }
+
+void fetch_start(store *s, st_obj *o) { fetch_begin(s, o, FEV_START); }
+
+void fetch_start_granted(store *s, st_obj *o) { fetch_begin(s, o, FEV_GRANTED); }
 
 void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {
   st_obj *o = store_find(s, id);

@@ -24,15 +24,6 @@ void fetch_grant_wait(st_fetch *f) {
   hpl__otimer_start(f->s->loop, &f->grant_timer, f, FETCH_GRANT_WAIT_MS, grant_late);
 }
 
-void fetch_start_granted(store *s, st_obj *o) {
-  st_fetch *f = fetch_new(s, o);
-  if (!f) {
-    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
-    return;
-  }
-  fetch_fire(f, FEV_GRANTED, &(fetch_ctx){0});
-}
-
 static void grant_now(store *s, ProtobufCMessage *m) {
   Hplpb__AcquireRep *r = (Hplpb__AcquireRep *)m;
   if (!hpl__id_valid(r->id) || r->status || r->inline_ || !r->sender_node) {
