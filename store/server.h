@@ -21,8 +21,8 @@
  *                a stream's source (st_source: ring.c, rdtask.c)
  *   puller.c     one byte stream from a peer's data port, into an object
  *                (puller_start_into: where received bytes become its
- *                progress) or an owner's buffer; reports crawling, silence,
- *                failure to its owner (puller_ops)
+ *                progress) or an owner's buffer (pullmon.c: watching it);
+ *                reports crawling, silence, failure to its owner (puller_ops)
  *   dataport.c   serving streams on the data port, also of partial copies
  *                and through a stream's source (dpfile.c: spilled copies
  *                from their files) -> idle (server.c)
