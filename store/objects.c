@@ -34,9 +34,9 @@ typedef struct st_objects {
   uint8_t *filter;
   uv_timer_t trim; /* gives free pool pages back once frees pause (cfg.trim_ms) */
   int trim_live;   /* the timer is initialised */
-  /* the listener (room.c): pool memory was freed or an object went idle;
-   * a spilled object's bytes are wanted */
-  void (*room_changed)(store *s);
+  /* the listener (who makes room in the pool): pool memory was freed or an
+   * object went idle; a spilled object's bytes are wanted */
+  void (*changed)(store *s);
   void (*wanted)(store *s, st_obj *o);
 } st_objects;
 
@@ -115,15 +115,15 @@ static void list_del(st_objects *t, st_obj *o) {
 /* ------------------------------------------------------------------ the idle list */
 
 /* Room may have been made (memory freed, or an object went idle): tell
- * whoever waits for it (room.c), which acts later on the loop. */
-static void room_changed(store *s) {
-  if (s->objects && s->objects->room_changed) s->objects->room_changed(s);
+ * the listener, which acts later on the loop. */
+static void tell_changed(store *s) {
+  if (s->objects && s->objects->changed) s->objects->changed(s);
 }
 
 void store_objects_listen(store *s, void (*changed)(store *s),
                           void (*wanted)(store *s, st_obj *o)) {
   if (!s->objects) return;
-  s->objects->room_changed = changed;
+  s->objects->changed = changed;
   s->objects->wanted = wanted;
 }
 
@@ -138,7 +138,7 @@ static void idle_add(store *s, st_obj *o) {
   DL_APPEND2(t->idle_first, o, lru_prev, lru_next);
   t->idle_bytes += o->size;
   o->on_idle = 1;
-  room_changed(s);
+  tell_changed(s);
 }
 
 static void idle_del(store *s, st_obj *o) {
@@ -382,7 +382,7 @@ void store_obj_drop_buffer(store *s, st_obj *o) {
   o->data = NULL;
   o->progress = 0; /* until it is back (a stream waits for it) */
   o->state = OBJ_SPILLED;
-  room_changed(s);
+  tell_changed(s);
 }
 
 static void obj_free(store *s, st_obj *o) {
@@ -396,7 +396,7 @@ static void obj_free(store *s, st_obj *o) {
   if (o->data && o->size) {
     hpl__pool_free(s->pool, o->data);
     pool_freed(s);
-    room_changed(s);
+    tell_changed(s);
   }
   free(o);
 }
