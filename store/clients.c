@@ -31,6 +31,13 @@
 #include "session.h"
 #include "util.h"
 
+/* The module's context (s->clients). */
+typedef struct st_clients {
+  uv_pipe_t listener;
+  st_client *list;   /* every session connected (utlist; their count: s->nclients) */
+  uint64_t next_id;  /* the last session id given */
+} st_clients;
+
 static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) {
   st_obj *o = store_find(s, m->id);
   Hplpb__ContainsRep r = HPLPB__CONTAINS_REP__INIT;
@@ -161,7 +168,7 @@ static void client_on_close(hpl__conn *c, int status) {
   get_client_gone(s, cl);
   put_client_gone(s, cl); /* aborts what it was still writing */
   lifetime_client_gone(s, cl); /* deletes what it owned */
-  DL_DELETE(s->clients, cl);
+  DL_DELETE(s->clients->list, cl);
   s->nclients--;
   session_closed(cl);
 }
@@ -173,7 +180,7 @@ static int send_hello(store *s, int fd) {
   Hplpb__Hello hm = HPLPB__HELLO__INIT;
   hm.pool_size = hpl__pool_capacity(s->pool);
   hm.node_id = s->node_id;
-  hm.inline_max = s->inline_max;
+  hm.inline_max = dirlink_caps(s)->inline_max;
   hm.node_name = s->cfg.name;
   /* where clients may read small objects directly (see hpl_get) */
   char dir_addr[64] = "";
@@ -182,7 +189,7 @@ static int send_hello(store *s, int fd) {
     hm.dir_addr = dir_addr;
     hm.dir_port = (uint32_t)dir_port;
     hm.netns = s->netns;
-    hm.dir_publish = s->dir_publish;
+    hm.dir_publish = dirlink_caps(s)->publish;
   }
   uint8_t rk[HPL__AUTH_KEY_LEN];
   if (s->cfg.auth.on) { /* local clients may read small objects from the directory */
@@ -259,7 +266,7 @@ static void on_client_accept(uv_stream_t *server, int status) {
 }
 
 void clients_serve(store *s, uv_stream_t *p) {
-  st_client *cl = session_new(s, NULL, ++s->next_client);
+  st_client *cl = session_new(s, NULL, ++s->clients->next_id);
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
   if (ok && hpl__conn_full(p, s->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
@@ -279,7 +286,8 @@ void clients_serve(store *s, uv_stream_t *p) {
   char label[48];
   snprintf(label, sizeof label, "client-%llu", (unsigned long long)cl->id);
   /* a PUT's payload is at most the inline limit the HELLO told */
-  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = s->inline_max,
+  hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
+                             .max_payload = dirlink_caps(s)->inline_max,
                              .max_type = HPL__MSG_MAX_},
                      .on_frame = client_on_frame,
                      .on_close = client_on_close,
@@ -291,7 +299,7 @@ void clients_serve(store *s, uv_stream_t *p) {
     free(cl);
     return;
   }
-  DL_APPEND(s->clients, cl);
+  DL_APPEND(s->clients->list, cl);
   s->nclients++;
 }
 
@@ -332,10 +340,11 @@ int clients_start(store *s) {
   if (rc) return rc;
   rc = clear_stale_socket(path);
   if (rc) return rc;
-  uv_pipe_init(s->loop, &s->client_listener, 0);
-  s->client_listener.data = s;
-  if ((rc = uv_pipe_bind(&s->client_listener, path)) ||
-      (rc = uv_listen((uv_stream_t *)&s->client_listener, 256, on_client_accept))) {
+  if (!(s->clients = calloc(1, sizeof *s->clients))) return HPL_ENOMEM;
+  uv_pipe_init(s->loop, &s->clients->listener, 0);
+  s->clients->listener.data = s;
+  if ((rc = uv_pipe_bind(&s->clients->listener, path)) ||
+      (rc = uv_listen((uv_stream_t *)&s->clients->listener, 256, on_client_accept))) {
     LOG_ERROR("cannot listen on %s: %s", path, uv_strerror(rc));
     return HPL_ESYS;
   }
@@ -344,9 +353,14 @@ int clients_start(store *s) {
 }
 
 void clients_stop(store *s) {
-  if (uv_is_closing((uv_handle_t *)&s->client_listener)) return;
-  uv_close((uv_handle_t *)&s->client_listener, NULL);
+  if (!s->clients || uv_is_closing((uv_handle_t *)&s->clients->listener)) return;
+  uv_close((uv_handle_t *)&s->clients->listener, NULL);
   unlink(s->cfg.socket_path);
   st_client *cl;
-  DL_FOREACH(s->clients, cl) hpl__conn_close(cl->c, 0);
+  DL_FOREACH(s->clients->list, cl) hpl__conn_close(cl->c, 0);
+}
+
+void clients_free(store *s) {
+  free(s->clients);
+  s->clients = NULL;
 }

@@ -4,16 +4,17 @@
  * each to the module that serves it (get.c, put.c, rdsink.c, a proxy for
  * requests the directory answers, counters and contains here).
  *
- * Callers: server.c (start, stop).
+ * Callers: server.c (start, stop, free), tests/fuzz/fuzz_store.c
+ * (clients_serve).
  */
 #ifndef HPL_STORE_CLIENTS_H
 #define HPL_STORE_CLIENTS_H
 
-#include "server.h"
+#include "store.h"
 
-/* Listen on cfg.socket_path (a stale socket file left by a dead store is
- * removed; a live store's is not). Returns 0, HPL_EINVAL, HPL_EEXIST or
- * HPL_ESYS (logged). */
+/* Make the module's context and listen on cfg.socket_path (a stale socket
+ * file left by a dead store is removed; a live store's is not). Returns 0,
+ * HPL_EINVAL, HPL_EEXIST, HPL_ENOMEM or HPL_ESYS (logged). */
 int clients_start(store *s);
 
 /* Serve an already connected Unix stream as a local client (the
@@ -21,7 +22,9 @@ int clients_start(store *s);
  * `p` (malloc'd, initialised): HELLO, then requests. */
 void clients_serve(store *s, uv_stream_t *p);
 
-/* Stop accepting, remove the socket file, close every client (idempotent). */
+/* Stop accepting, remove the socket file, close every client (idempotent).
+ * Free the module's context once the loop has ended. */
 void clients_stop(store *s);
+void clients_free(store *s);
 
 #endif

@@ -16,12 +16,10 @@
 #include <sys/socket.h>
 #include <utlist.h>
 
+#include "dpint.h"
 #include "faults.h"
 #include "hoplite.h"
 #include "log.h"
-#include "rdtask.h"
-#include "ring.h"
-#include "spill.h"
 #include "util.h"
 #include "uvconn.h"
 
@@ -37,53 +35,19 @@
  * most (the directory tells both sides within milliseconds). */
 #define PARK_TIMEOUT_MS 10000
 
-typedef struct st_sender {
-  struct st_sender *prev, *next; /* store->senders (utlist) */
-  store *s;
-  hpl__conn *c;
-  st_obj *obj; /* streaming (referenced); NULL when idle */
-  uint64_t pos, end;
-  int inflight;
-  st_watch watch;
-  uint64_t req_id;
-  uint64_t peer;
-  uint64_t offset; /* where this stream started */
-  char *parked;    /* reduce stream key this PULL waits for (not created yet) */
-  uint32_t gen;    /* generation of the bytes being streamed */
-  uint64_t started_ms;
-  int faulty;       /* fault points apply to this stream */
-  int stalled;      /* fault point: stop sending */
-  uint64_t slow_from_ms; /* fault point slow_after: when the pace began (faults.h) */
-  uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
-  struct st_fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
-} st_sender;
-
-/* A stream read from a spill file: two buffers, each being read, ready,
- * or being written, so the next read overlaps the current write. It
- * outlives its sender while a read or a write still uses a buffer. */
-#define FS_SLOTS 2
-typedef struct fs_slot {
-  struct st_fstream *fs;
-  uint8_t *buf;
-  uint64_t off, len;
-  uint64_t req;  /* the read's (while reading) */
-  int state;     /* FS_FREE, FS_READING, FS_READY, FS_WRITING */
-} fs_slot;
-enum { FS_FREE, FS_READING, FS_READY, FS_WRITING };
-
-typedef struct st_fstream {
-  st_sender *sd; /* NULL once the connection closed */
-  uint64_t file;
-  uint64_t next;  /* the next offset to read */
-  int busy;       /* slots reading or writing */
-  fs_slot slot[FS_SLOTS];
-} st_fstream;
+/* The module's context (s->dataport). */
+typedef struct st_dataport {
+  uv_tcp_t listener;
+  int bound;                 /* listening */
+  struct st_sender *senders; /* every connection (utlist; their count: s->nsenders) */
+  void (*idle)(store *s);    /* a stream ended and none is left (may be NULL) */
+} st_dataport;
 
 int dataport_port(store *s) {
   struct sockaddr_storage ss;
   int len = sizeof ss;
-  if (!s->data_port_bound ||
-      uv_tcp_getsockname(&s->data_listener, (struct sockaddr *)&ss, &len) != 0)
+  if (!s->dataport || !s->dataport->bound ||
+      uv_tcp_getsockname(&s->dataport->listener, (struct sockaddr *)&ss, &len) != 0)
     return -1;
   return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
@@ -91,12 +55,13 @@ int dataport_port(store *s) {
 int dataport_active(store *s) {
   int n = 0;
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) if (sd->obj && !hpl__conn_closing(sd->c)) n++;
+  if (!s->dataport) return 0;
+  DL_FOREACH(s->dataport->senders, sd) if (sd->obj && !hpl__conn_closing(sd->c)) n++;
   return n;
 }
 
 static void check_idle(store *s) {
-  if (s->data_idle && dataport_active(s) == 0) s->data_idle(s);
+  if (s->dataport->idle && dataport_active(s) == 0) s->dataport->idle(s);
 }
 
 static void sender_pump(st_sender *sd);
@@ -107,6 +72,11 @@ static void sender_finish(st_sender *sd) {
   store_unwatch(o, &sd->watch);
   sd->obj = NULL;
   store_obj_unref(sd->s, o);
+}
+
+void dataport_stream_end(st_sender *sd) {
+  sender_finish(sd);
+  check_idle(sd->s);
 }
 
 static void sender_write_done(hpl__conn *c, int status, void *arg) {
@@ -162,8 +132,11 @@ static void sender_pump(st_sender *sd) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
     if (sd->faulty && (n = sender_fault_budget(sd, n)) == 0) return;
-    /* a ring stream's bytes are pieces of its target and source */
-    const uint8_t *src = o->ring ? ring_stream_at(s, o, sd->pos, &n) : o->data + sd->pos;
+    /* a stream's source may keep its bytes elsewhere (pieces of a ring's
+     * target and source) */
+    const uint8_t *src = o->source && o->source->bytes_at
+                             ? o->source->bytes_at(o->source, o, sd->pos, &n)
+                             : o->data + sd->pos;
     if (!src) {
       hpl__conn_close(sd->c, HPL_ECANCELED);
       return;
@@ -221,137 +194,11 @@ static void pull_reply_err(st_sender *sd, int status, const char *detail) {
   hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-/* ------------------------------------------------------------------ from a spill file */
-
-static void fs_pump(st_fstream *fs);
-
-static void fs_free_maybe(st_fstream *fs) {
-  if (fs->sd || fs->busy) return;
-  for (int i = 0; i < FS_SLOTS; i++) free(fs->slot[i].buf);
-  free(fs);
-}
-
-static void fs_write_done(hpl__conn *c, int status, void *arg) {
-  (void)c;
-  fs_slot *k = arg;
-  st_fstream *fs = k->fs;
-  k->state = FS_FREE;
-  fs->busy--;
-  if (status || !fs->sd) {
-    fs_free_maybe(fs);
-    return;
-  }
-  fs_pump(fs);
-}
-
-static void fs_read_done(void *arg, int status, int err, const char *detail) {
-  (void)err;
-  fs_slot *k = arg;
-  st_fstream *fs = k->fs;
-  st_sender *sd = fs->sd;
-  k->state = status ? FS_FREE : FS_READY;
-  if (status) fs->busy--;
-  if (!sd) {
-    if (!status) {
-      k->state = FS_FREE;
-      fs->busy--;
-    }
-    fs_free_maybe(fs);
-    return;
-  }
-  if (status) {
-    sd->s->ctr.spill_errors++;
-    LOG_WARN("stream of '%s' from its spill file failed: %s", sd->obj->id,
-             *detail ? detail : hpl_strerror(status));
-    hpl__conn_close(sd->c, HPL_ESYS);
-    return;
-  }
-  fs_pump(fs);
-}
-
-/* Write what is read, in order; read ahead into free buffers; finish. */
-static void fs_pump(st_fstream *fs) {
-  st_sender *sd = fs->sd;
-  store *s = sd->s;
-  if (hpl__conn_closing(sd->c)) return;
-  for (int progress = 1; progress;) {
-    progress = 0;
-    for (int i = 0; i < FS_SLOTS; i++) {
-      fs_slot *k = &fs->slot[i];
-      if (k->state != FS_READY || k->off != sd->pos) continue;
-      if (hpl__conn_write(sd->c, k->buf, (size_t)k->len, fs_write_done, k) != 0) return;
-      k->state = FS_WRITING;
-      sd->pos += k->len;
-      s->ctr.data_bytes_sent += k->len;
-      progress = 1;
-    }
-  }
-  for (int i = 0; i < FS_SLOTS && fs->next < sd->end; i++) {
-    fs_slot *k = &fs->slot[i];
-    if (k->state != FS_FREE) continue;
-    k->off = fs->next;
-    k->len = sd->end - k->off < s->cfg.chunk ? sd->end - k->off : s->cfg.chunk;
-    if (hpl__spill_read(s->spill, fs->file, k->off, k->buf, k->len, fs_read_done, k, &k->req)) {
-      LOG_WARN("cannot stream '%s' from its spill file: %s", sd->obj->id,
-               hpl__spill_errdetail(s->spill));
-      hpl__conn_close(sd->c, HPL_ESYS);
-      return;
-    }
-    k->state = FS_READING;
-    fs->busy++;
-    fs->next += k->len;
-  }
-  if (sd->pos == sd->end && !fs->busy) {
-    s->ctr.pulls_served++;
-    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx from its spill file", sd->obj->id,
-              (unsigned long long)sd->offset, (unsigned long long)sd->end,
-              (unsigned long long)sd->peer);
-    sd->fs = NULL;
-    fs->sd = NULL;
-    fs_free_maybe(fs);
-    sender_finish(sd);
-    check_idle(s);
-  }
-}
-
-/* The connection closed: reads still out are cancelled; the buffers go
- * once no read or write uses them. */
-static void fs_detach(st_sender *sd) {
-  st_fstream *fs = sd->fs;
-  if (!fs) return;
-  sd->fs = NULL;
-  fs->sd = NULL;
-  for (int i = 0; i < FS_SLOTS; i++)
-    if (fs->slot[i].state == FS_READING) hpl__spill_cancel(sd->s->spill, fs->slot[i].req);
-  fs_free_maybe(fs);
-}
-
-/* A spilled copy is streamed from its file (the pool is not touched).
- * 0, or -1 when it cannot be (the caller reads it back instead). */
-static int fs_start(st_sender *sd, st_obj *o) {
-  store *s = sd->s;
-  uint64_t file = s->spill ? store_obj_file(s, o) : 0;
-  if (!file) return -1;
-  st_fstream *fs = calloc(1, sizeof *fs);
-  if (!fs) return -1;
-  for (int i = 0; i < FS_SLOTS; i++) {
-    fs->slot[i].fs = fs;
-    if (!(fs->slot[i].buf = malloc(s->cfg.chunk))) {
-      fs_free_maybe(fs);
-      return -1;
-    }
-  }
-  fs->sd = sd;
-  fs->file = file;
-  sd->fs = fs;
-  return 0;
-}
-
 /* Start streaming once the object has a buffer (or a spill file). */
 static void sender_start(st_sender *sd) {
   st_obj *o = sd->obj;
   char detail[320];
-  int from_file = o->state == OBJ_SPILLED && !sd->fs && fs_start(sd, o) == 0;
+  int from_file = o->state == OBJ_SPILLED && !sd->fs && dataport_file_start(sd, o) == 0;
   if (!o->data && !from_file) {
     if (!o->in_table) {
       snprintf(detail, sizeof detail, "object '%s' is gone from this node", o->id);
@@ -360,7 +207,7 @@ static void sender_start(st_sender *sd) {
       return;
     }
     store_watch(o, &sd->watch); /* parked until the buffer exists */
-    if (o->state == OBJ_SPILLED && sd->s->want_bytes) sd->s->want_bytes(sd->s, o);
+    store_obj_want(sd->s, o); /* spilled: its bytes are read back */
     return;
   }
   if (sd->offset > o->size) {
@@ -388,8 +235,7 @@ static void sender_start(st_sender *sd) {
   hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
                  NULL);
   if (sd->fs) {
-    sd->fs->next = sd->pos;
-    fs_pump(sd->fs);
+    dataport_file_pump(sd);
     return;
   }
   sender_pump(sd);
@@ -409,11 +255,11 @@ static void park_expired(uv_timer_t *t) {
   pull_reply_err(sd, HPL_ENOTFOUND, detail);
 }
 
-/* Begin serving `o` (referenced here) on this connection. A reduce
- * stream's task hears where the pull starts first (it may make its output
- * again from there, dropping the other pulls of it: not this one yet). */
+/* Begin serving `o` (referenced here) on this connection. A stream's
+ * source hears where the pull starts first (it may make its bytes again
+ * from there, dropping the other pulls of it: not this one yet). */
 static void sender_serve(st_sender *sd, st_obj *o) {
-  if (o->internal && !o->ring) rdtask_stream_pulled(sd->s, o, sd->offset);
+  if (o->source && o->source->pulled) o->source->pulled(o->source, o, sd->offset);
   sd->obj = o;
   store_obj_ref(sd->s, o);
   sd->watch.fn = sender_parked_fn;
@@ -476,14 +322,14 @@ static void on_close(hpl__conn *c, int status) {
     LOG_DEBUG("stream of '%s' to %016llx ended at %llu of %llu bytes (%s)", sd->obj->id,
               (unsigned long long)sd->peer, (unsigned long long)sd->pos,
               (unsigned long long)sd->end, hpl_strerror(status));
-  fs_detach(sd);
+  dataport_file_detach(sd);
   sender_finish(sd);
   free(sd->parked);
   if (sd->timer) {
     uv_timer_stop(sd->timer);
     uv_close((uv_handle_t *)sd->timer, (uv_close_cb)free);
   }
-  DL_DELETE(s->senders, sd);
+  DL_DELETE(s->dataport->senders, sd);
   s->nsenders--;
   free(sd);
   check_idle(s);
@@ -528,11 +374,11 @@ void dataport_serve(store *s, uv_stream_t *t) {
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE,
                       .auth_failures = &s->ctr.auth_failures};
-  DL_APPEND(s->senders, sd);
+  DL_APPEND(s->dataport->senders, sd);
   s->nsenders++;
   sd->c = hpl__conn_new(t, &o);
   if (!sd->c) {
-    DL_DELETE(s->senders, sd);
+    DL_DELETE(s->dataport->senders, sd);
     s->nsenders--;
     free(sd);
   }
@@ -540,7 +386,7 @@ void dataport_serve(store *s, uv_stream_t *t) {
 
 void dataport_drop(store *s, st_obj *o) {
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
+  DL_FOREACH(s->dataport->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
 }
 
 void dataport_restart(store *s, st_obj *o, uint32_t gen) {
@@ -553,7 +399,7 @@ void dataport_restart(store *s, st_obj *o, uint32_t gen) {
 int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
   int found = 0;
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) {
+  DL_FOREACH(s->dataport->senders, sd) {
     if (sd->obj != o || (found && sd->offset >= *offset)) continue;
     *offset = sd->offset;
     found = 1;
@@ -563,7 +409,7 @@ int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
 
 void dataport_stream_ready(store *s, const char *key) {
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) {
+  DL_FOREACH(s->dataport->senders, sd) {
     if (!sd->parked || strcmp(sd->parked, key) != 0) continue;
     st_obj *o = store_find_internal(s, key);
     if (!o) continue;
@@ -574,49 +420,48 @@ void dataport_stream_ready(store *s, const char *key) {
   }
 }
 
-void dataport_reduce_ended(store *s, const char *target, uint64_t rid) {
+void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
+                     const char *detail) {
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) {
-    if (!sd->parked) continue;
-    /* keys are "r:<rid>.<slot>:<gen>:<target>" */
-    const char *t = sd->parked;
-    if (rid && strncmp(t, "r:", 2) == 0 && strtoull(t + 2, NULL, 16) != rid)
-      continue; /* another instance's */
-    for (int i = 0; i < 2 && t; i++) {
-      t = strchr(t, ':');
-      if (t) t++;
-    }
-    if (t) t = strchr(t, ':');
-    if (!t || strcmp(t + 1, target) != 0) continue;
+  DL_FOREACH(s->dataport->senders, sd) {
+    if (!sd->parked || !match(sd->parked, arg)) continue;
     free(sd->parked);
     sd->parked = NULL;
     uv_timer_stop(sd->timer);
-    pull_reply_err(sd, HPL_ECANCELED, "the reduce ended");
+    pull_reply_err(sd, status, detail);
   }
 }
 
 int dataport_start(store *s, void (*idle)(store *s)) {
   struct sockaddr_in addr;
-  s->data_idle = idle;
+  st_dataport *dp = s->dataport = calloc(1, sizeof *s->dataport);
+  if (!dp) return HPL_ENOMEM;
+  dp->idle = idle;
   int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
   if (rc) {
     LOG_ERROR("bad data address %s: %s", s->cfg.data_host, uv_strerror(rc));
     return HPL_EINVAL;
   }
-  uv_tcp_init(s->loop, &s->data_listener);
-  s->data_listener.data = s;
-  if ((rc = uv_tcp_bind(&s->data_listener, (struct sockaddr *)&addr, 0)) ||
-      (rc = uv_listen((uv_stream_t *)&s->data_listener, 512, on_accept))) {
+  uv_tcp_init(s->loop, &dp->listener);
+  dp->listener.data = s;
+  if ((rc = uv_tcp_bind(&dp->listener, (struct sockaddr *)&addr, 0)) ||
+      (rc = uv_listen((uv_stream_t *)&dp->listener, 512, on_accept))) {
     LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
     return HPL_ESYS;
   }
-  s->data_port_bound = 1;
+  dp->bound = 1;
   return 0;
 }
 
 void dataport_stop(store *s) {
-  if (!uv_is_closing((uv_handle_t *)&s->data_listener))
-    uv_close((uv_handle_t *)&s->data_listener, NULL);
+  st_dataport *dp = s->dataport;
+  if (!dp) return;
+  if (!uv_is_closing((uv_handle_t *)&dp->listener)) uv_close((uv_handle_t *)&dp->listener, NULL);
   st_sender *sd;
-  DL_FOREACH(s->senders, sd) hpl__conn_close(sd->c, 0);
+  DL_FOREACH(dp->senders, sd) hpl__conn_close(sd->c, 0);
+}
+
+void dataport_free(store *s) {
+  free(s->dataport);
+  s->dataport = NULL;
 }

@@ -4,8 +4,14 @@
  * from the pool as they arrive (a partial copy is forwarded as far as it
  * has arrived, then its sender waits on the object's watchers).
  *
- * Callers: server.c (start, stop, drain), fetch.c and rdsink.c (restart an
- * object's bytes), rdtask.c (reduce streams appearing or ending).
+ * A stream object (internal) is served through its source (st_source,
+ * objects.h) when it has one, so this module knows nothing of who makes
+ * it.
+ *
+ * Callers: server.c (start, stop, drain, free), dlconn.c (the port to
+ * register), fetch.c and rdsink.c (restart an object's bytes), rdtask.c and
+ * ring.c (streams appearing, pulls parked for a reduce that ended, pulls
+ * of bytes made again), tests/fuzz/fuzz_store.c (dataport_serve).
  */
 #ifndef HPL_STORE_DATAPORT_H
 #define HPL_STORE_DATAPORT_H
@@ -13,15 +19,18 @@
 #include <stdint.h>
 
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 
-/* Bind and listen on cfg.data_host:data_port. `idle` (may be NULL) runs
- * whenever a stream ends and none is left (draining uses it). Returns 0,
- * HPL_EINVAL (bad address) or HPL_ESYS. */
+/* Make the module's context, bind and listen on cfg.data_host:data_port.
+ * `idle` (may be NULL) runs whenever a stream ends and none is left
+ * (draining uses it). Returns 0, HPL_EINVAL (bad address), HPL_ENOMEM or
+ * HPL_ESYS. */
 int dataport_start(store *s, void (*idle)(store *s));
 
-/* Close the listener and every stream. */
+/* Close the listener and every stream; free the module's context once the
+ * loop has ended. */
 void dataport_stop(store *s);
+void dataport_free(store *s);
 
 /* Serve an already connected stream as a data-port connection (the
  * listener's accepts; fuzz targets hand in one end of a socketpair). Takes
@@ -48,8 +57,10 @@ void dataport_stream_ready(store *s, const char *key);
  * Returns 1, or 0 if nobody pulls `o`. */
 int dataport_pull_offset(store *s, const struct st_obj *o, uint64_t *offset);
 
-/* Instance rid (0: any) of the reduce into `target` ended: pulls still
- * waiting for one of its streams get an error. */
-void dataport_reduce_ended(store *s, const char *target, uint64_t rid);
+/* Pulls parked for a stream that does not exist yet whose key `match`
+ * accepts will not be served: each gets an error reply (status, detail)
+ * and the connection waits for its next PULL. */
+void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
+                     const char *detail);
 
 #endif

@@ -9,9 +9,11 @@
  * it holds. Messages the directory starts (DROP, UPSTREAM_GONE, reduce
  * tasks) go to the handlers other modules install with dirlink_on().
  *
- * Callers: server.c (start, stop, handlers), fetch.c, put.c, rdsink.c,
- * rdtask.c, clients.c (requests and notes), clients.c (HELLO: the
- * directory's address).
+ * Callers: server.c (start, stop, handlers), fetch.c, put.c, lifetime.c,
+ * room.c, rdtask.c, rdsink.c, ring.c (requests and notes; the pulls of
+ * fetch, rdtask, rdsink and ring report quiet senders with dirlink_quiet),
+ * clients.c (proxied requests; HELLO: the directory's address and
+ * parameters).
  */
 #ifndef HPL_STORE_DIRLINK_H
 #define HPL_STORE_DIRLINK_H
@@ -20,7 +22,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 
 /* How a directory request ended. */
 typedef struct dl_reply {
@@ -70,6 +72,18 @@ void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size
 /* Registered and connected. */
 int dirlink_ready(store *s);
 
+/* What the directory said of itself at the last registration (before
+ * the first: the defaults, inline_max HPL__DEFAULT_INLINE_MAX, max_senders
+ * 1, nothing taken). */
+typedef struct dl_caps {
+  uint32_t inline_max;  /* objects this small go to its inline cache */
+  uint32_t max_senders;
+  int quiet_notes;      /* it takes QUIET notes (dirlink_quiet) */
+  int rings;            /* ... and RING requests (ring.c) */
+  int publish;          /* ... and clients' PUBLISH (told in the clients' Hello) */
+} dl_caps;
+const dl_caps *dirlink_caps(const store *s);
+
 /* Send a request; cb runs exactly once (reply, timeout after timeout_ms
  * (< 0: none), or HPL_ECANCELED at stop). Requests made while disconnected
  * wait and are sent after re-registration. The message is packed now and
@@ -79,6 +93,12 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
 
 /* One-way note; dropped while disconnected (re-registration resyncs). */
 void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
+
+/* A stream from node `peer` has been quiet for half its window: the
+ * directory, if it takes QUIET notes, is told to probe it (counted in
+ * quiet_notes). Returns 1 if the note went out, 0 if the directory takes
+ * none. A puller_ops.quiet. */
+int dirlink_quiet(store *s, uint64_t peer);
 
 /* Notes every module sends: this node no longer holds (or pulls) `id`; its
  * copy of `id` is complete (rate: bytes/s of the pull that made it, 0 if

@@ -4,8 +4,9 @@
  * paces its outgoing streams, or goes silent towards the directory. All off
  * unless set; each check is one predictable branch on `enabled`.
  *
- * Callers: main.c (parse), dataport.c (streams), dirlink.c (heartbeats),
- * rdtask.c (combine steps), fetch.c (grants).
+ * Callers: main.c (parse), dataport.c (streams), dlconn.c (heartbeats),
+ * dlheld.c (the re-report), rdcombine.c (combine steps), fetchgrant.c
+ * (grants).
  */
 #ifndef HPL_STORE_FAULTS_H
 #define HPL_STORE_FAULTS_H

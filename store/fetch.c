@@ -1,4 +1,6 @@
-/* fetch.c - carrying out fetches (see fetch.h and fetchsm.h). */
+/* fetch.c - carrying out fetches (see fetch.h and fetchsm.h): the event
+ * dispatcher and its actions, asking the directory and taking its
+ * answers, pulling. GRANTs are in fetchgrant.c. */
 #include "fetch.h"
 
 #include <stdio.h>
@@ -8,51 +10,12 @@
 
 #include "dataport.h"
 #include "dirlink.h"
-#include "fetchsm.h"
+#include "fetchint.h"
 #include "hoplite.h"
 #include "log.h"
-#include "puller.h"
-#include "room.h"
 #include "util.h"
-#include "uvtimer.h"
-
-typedef struct st_fetch {
-  struct st_fetch *prev, *next; /* store->fetches (utlist) */
-  store *s;
-  st_obj *o;          /* referenced */
-  fetch_state state;
-  int asks;           /* directory requests whose answer is due */
-  int busy;           /* inside fetch_fire: do not free */
-  st_puller *pull;
-  uint64_t sender;    /* node we pull (or pulled) from */
-  uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
-  int avoid_crawled;  /* ... because its stream crawled (a straggler) */
-  int move_ask;       /* the MOVE ask out: ASK_CRAWL or ASK_SUSPECT */
-  uint32_t insist;    /* suspect reports in a row without progress between */
-  uint64_t insist_at; /* the object's progress at the last report */
-  /* An answer held while the buffer waits for room (room.c): what it said */
-  st_room room;
-  int room_wait;
-  Hplpb__AcquireRep held;
-  char *held_addr;
-  uint8_t *held_payload; /* an inline answer's bytes */
-  /* A granted GET came before its GRANT: that is awaited (one of `asks`)
-   * until grant_timer fires, then the directory is asked after all */
-  int grant_wait;
-  hpl__otimer grant_timer;
-} st_fetch;
 
 enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
-
-/* What an event brings along. */
-typedef struct fetch_ctx {
-  int status;                 /* FA_FAIL: the waiters' error */
-  const char *detail;
-  const Hplpb__AcquireRep *r; /* FA_PULL: the sender */
-} fetch_ctx;
-
-static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x);
-static void fetch_free_maybe(st_fetch *f);
 
 /* ------------------------------------------------------------------ asking */
 
@@ -61,7 +24,8 @@ static void move_reply(store *s, const dl_reply *rep, void *arg);
 
 /* An ACQUIRE for the object's bytes from its progress on. ASK_CRAWL: move
  * off a crawling partial sender if an idle complete copy exists;
- * ASK_SUSPECT: the sender went silent (the pull goes on meanwhile). */
+ * ASK_SUSPECT: the sender went silent (the pull goes on meanwhile). An
+ * action: f is kept alive by the dispatcher. */
 static void send_ask(st_fetch *f, int kind) {
   st_obj *o = f->o;
   Hplpb__AcquireReq r = HPLPB__ACQUIRE_REQ__INIT;
@@ -71,7 +35,6 @@ static void send_ask(st_fetch *f, int kind) {
   int64_t local; /* our own limit only guards against a directory that never answers */
   int only_complete = kind != ASK_PLAIN;
   if (only_complete) {
-    f->move_ask = kind;
     r.failed_peer = f->sender;
     r.only_complete = kind == ASK_CRAWL;
     r.suspect = kind == ASK_SUSPECT;
@@ -94,11 +57,7 @@ static void send_ask(st_fetch *f, int kind) {
                       only_complete ? move_reply : ask_reply, f) != 0) {
     f->asks--;
     fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
-    f->busy++; /* f must outlive the event */
-    fetch_fire(f, only_complete ? FEV_MOVE_NONE : FEV_REFUSED, &x);
-    if (kind == ASK_SUSPECT && f->pull) puller_suspect_done(f->pull, 0);
-    f->busy--;
-    fetch_free_maybe(f);
+    fetch_fire(f, only_complete ? FEV_MOVE_UNSENT : FEV_REFUSED, &x);
   }
 }
 
@@ -106,10 +65,7 @@ static void room_done(st_room *r, int status, const char *detail);
 static fetch_event answer_bytes(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                 uint64_t plen, char *detail, size_t dlen, int *status);
 
-/* No event yet: the answer waits for room (room_done goes on). */
-#define FEV_HELD FEV_NEVENTS
-
-/* Keep what the answer says until its buffer has room. FEV_HELD, or
+/* Keep what the answer says until its buffer has room. FEV_ROOM_WAIT, or
  * FEV_BAD_SENDER with *status if it cannot be kept. */
 static fetch_event hold_answer(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                uint64_t plen, char *detail, size_t dlen, int *status) {
@@ -131,10 +87,9 @@ static fetch_event hold_answer(st_fetch *f, const Hplpb__AcquireRep *r, const ui
     return FEV_BAD_SENDER;
   }
   if (plen) memcpy(f->held_payload, payload, plen);
-  f->room_wait = 1;
   LOG_INFO("'%s': waiting for room in the pool for %llu bytes", f->o->id,
            (unsigned long long)r->size);
-  return FEV_HELD;
+  return FEV_ROOM_WAIT;
 }
 
 static void held_free(st_fetch *f) {
@@ -142,17 +97,15 @@ static void held_free(st_fetch *f) {
   free(f->held_payload);
   f->held_addr = NULL;
   f->held_payload = NULL;
-  f->room_wait = 0;
 }
 
-/* The buffer of a held answer: allocated (go on as the answer said), or
+/* The buffer of a kept answer: allocated (go on as the answer said), or
  * no room in time. */
 static void room_done(st_room *rm, int status, const char *why) {
   st_fetch *f = rm->arg;
   char detail[640];
   fetch_ctx x = {.r = &f->held, .detail = detail, .status = status};
   fetch_event ev;
-  f->room_wait = 0; /* answer_bytes may hold nothing again */
   if (status) {
     snprintf(detail, sizeof detail, "%s", why);
     ev = FEV_BAD_SENDER;
@@ -160,16 +113,12 @@ static void room_done(st_room *rm, int status, const char *why) {
     ev = answer_bytes(f, &f->held, f->held_payload, f->held_payload ? f->held.size : 0, detail,
                       sizeof detail, &x.status);
   }
-  f->busy++;
-  fetch_fire(f, ev, &x);
-  f->busy--;
-  held_free(f);
-  fetch_free_maybe(f);
+  fetch_fire(f, ev, &x); /* leaving ROOM, the kept answer goes */
 }
 
 /* An answer naming a sender (or carrying the bytes): adopt its generation,
- * size and bytes. Returns the event it amounts to (FEV_HELD: it waits for
- * room in the pool). */
+ * size and bytes. Returns the event it amounts to (FEV_ROOM_WAIT: the
+ * answer is kept until its buffer has room). */
 static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                 uint64_t plen, char *detail, size_t dlen, int *status) {
   store *s = f->s;
@@ -219,29 +168,35 @@ static fetch_event answer_bytes(st_fetch *f, const Hplpb__AcquireRep *r, const u
   return FEV_INLINE;
 }
 
-static void ask_reply(store *s, const dl_reply *rep, void *arg) {
-  (void)s;
-  st_fetch *f = arg;
+fetch_event fetch_answer(st_fetch *f, const dl_reply *rep, fetch_ctx *x, char *detail,
+                         size_t dlen) {
   const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m; /* NULL unless status 0 */
-  char detail[400];
   int status = rep->status;
-  fetch_ctx x = {.r = r, .detail = detail};
   fetch_event ev;
-  f->asks--;
+  *x = (fetch_ctx){.r = r, .detail = detail};
   if (f->state == FETCH_ORPHAN || f->state == FETCH_END) {
     ev = r && !r->inline_ && r->sender_node ? FEV_SENDER : FEV_REFUSED;
   } else if (status == HPL_ETIMEDOUT) {
-    snprintf(detail, sizeof detail, "object '%s' not available within the timeout", f->o->id);
+    snprintf(detail, dlen, "object '%s' not available within the timeout", f->o->id);
     ev = FEV_TIMEOUT;
   } else if (status != 0) {
-    snprintf(detail, sizeof detail, "%s", *rep->detail ? rep->detail : hpl_strerror(status));
+    snprintf(detail, dlen, "%s", *rep->detail ? rep->detail : hpl_strerror(status));
     LOG_INFO("fetch of '%s' failed: %s", f->o->id, detail);
     ev = FEV_REFUSED;
   } else {
-    ev = answer_event(f, r, rep->payload, rep->plen, detail, sizeof detail, &status);
-    if (ev == FEV_HELD) return;
+    ev = answer_event(f, r, rep->payload, rep->plen, detail, dlen, &status);
   }
-  x.status = status;
+  x->status = status;
+  return ev;
+}
+
+static void ask_reply(store *s, const dl_reply *rep, void *arg) {
+  (void)s;
+  st_fetch *f = arg;
+  char detail[400];
+  fetch_ctx x;
+  f->asks--;
+  fetch_event ev = fetch_answer(f, rep, &x, detail, sizeof detail);
   fetch_fire(f, ev, &x);
 }
 
@@ -254,34 +209,18 @@ static void move_reply(store *s, const dl_reply *rep, void *arg) {
   const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m;
   f->asks--;
   int moved = r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
-  if (moved && f->move_ask == ASK_SUSPECT && f->state == FETCH_MOVE) {
+  if (moved && f->state == FETCH_MOVE_SUSPECT) {
     s->ctr.suspect_moves++;
     LOG_INFO("'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes", f->o->id,
              (unsigned long long)f->sender, (unsigned long long)r->sender_node,
              (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
   }
-  uint64_t retry = r && !moved ? r->retry_ms : 0; /* "stay" is a reply naming no sender */
-  fetch_ctx x = {.r = r};
-  f->busy++; /* the event may end the fetch: f must outlive the line below */
+  /* "stay" is a reply naming no sender */
+  fetch_ctx x = {.r = r, .retry_ms = r && !moved ? r->retry_ms : 0};
   fetch_fire(f, moved ? FEV_MOVE_TO : FEV_MOVE_NONE, &x);
-  if (!moved && f->pull) puller_suspect_done(f->pull, retry);
-  f->busy--;
-  fetch_free_maybe(f);
 }
 
 /* ------------------------------------------------------------------ pulling */
-
-static uint8_t *pull_buf(void *arg, uint64_t off, size_t *len) {
-  st_fetch *f = arg;
-  uint64_t room = f->o->size - off;
-  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-  return f->o->data + off;
-}
-
-static void pull_got(void *arg, uint64_t off, size_t n) {
-  st_fetch *f = arg;
-  store_obj_progress(f->s, f->o, off + n);
-}
 
 static void pull_done(void *arg, int status, const char *detail) {
   st_fetch *f = arg;
@@ -314,16 +253,11 @@ static void pull_silent(void *arg, uint64_t quiet_ms) {
   LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
            f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
            (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
-  f->busy++; /* f must outlive the event */
   fetch_fire(f, FEV_SUSPECT, &(fetch_ctx){0});
-  /* a report already out (a crawl's): the stream is watched again later */
-  if (f->pull && (f->state != FETCH_MOVE || f->move_ask != ASK_SUSPECT))
-    puller_suspect_done(f->pull, 0);
-  f->busy--;
-  fetch_free_maybe(f);
 }
 
-/* Pull the rest of the object from the sender an answer named. */
+/* Pull the rest of the object from the sender an answer named, straight
+ * into its buffer (its progress grows as bytes arrive). An action. */
 static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
   store *s = f->s;
   st_obj *o = f->o;
@@ -340,12 +274,11 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
     s->ctr.pull_resumes++;
     s->ctr.bytes_kept_on_resume += o->progress;
   }
-  puller_ops ops = {.buf = pull_buf, .got = pull_got, .done = pull_done,
-                    .monitor = r->sender_complete ? 2 : 1, .gen = o->gen, .slow = pull_crawls,
-                    .suspect = pull_silent, .peer = r->sender_node, .resumable = 1,
-                    .straggled = pull_straggled};
-  f->pull = puller_start(s, r->sender_addr, (int)r->sender_port, o->id, 0, o->progress, o->size,
-                         &ops, f);
+  puller_ops ops = {.done = pull_done, .monitor = r->sender_complete ? 2 : 1, .gen = o->gen,
+                    .slow = pull_crawls, .suspect = pull_silent, .quiet = dirlink_quiet,
+                    .peer = r->sender_node, .resumable = 1, .straggled = pull_straggled};
+  f->pull = puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress, 1,
+                              &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
     fetch_fire(f, FEV_PULL_FAILED,
@@ -357,17 +290,23 @@ static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
 /* ------------------------------------------------------------------ the machine */
 
 static void fetch_free_maybe(st_fetch *f) {
-  if (f->busy || f->asks || f->pull || f->room_wait ||
-      (f->state != FETCH_END && f->state != FETCH_ORPHAN))
+  if (f->busy || f->asks || f->pull || (f->state != FETCH_END && f->state != FETCH_ORPHAN))
     return;
   store *s = f->s;
-  DL_DELETE(s->fetches, f);
+  DL_DELETE(s->fetches->list, f);
   if (f->o->fetch == f) f->o->fetch = NULL;
   store_obj_unref(s, f->o);
   hpl__otimer_free(&f->grant_timer, f);
 }
 
-static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
+/* The fetch's one state change, logged. */
+static void set_state(st_fetch *f, fetch_state to, fetch_event ev) {
+  LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id, fetch_state_name(f->state),
+            fetch_event_name(ev), fetch_state_name(to));
+  f->state = to;
+}
+
+void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
   store *s = f->s;
   st_obj *o = f->o;
   unsigned in = 0, a;
@@ -375,19 +314,17 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
     uint64_t d = store_obj_deadline(o);
     if (d == UINT64_MAX || d > hpl__now_ms() + 5) in |= FIN_WAITERS_LEFT;
   }
+  if (f->state == FETCH_ROOM && !f->held.inline_) in |= FIN_HELD_SENDER;
   fetch_state from = f->state;
-  f->state = fetch_next(from, ev, in, &a);
-  LOG_DEBUG("fetch '%s': %s --%s--> %s", o->id, fetch_state_name(from), fetch_event_name(ev),
-            fetch_state_name(f->state));
-  f->busy++;
+  set_state(f, fetch_next(from, ev, in, &a), ev);
+  f->busy++; /* the actions may re-enter (fire again): f outlives them all */
+  if (a & FA_GRANT_STOP) hpl__otimer_stop(&f->grant_timer);
+  if (a & FA_UNROOM) room_cancel(s, &f->room);
   if ((a & FA_CANCEL_PULL) && f->pull) {
     puller_cancel(f->pull);
     f->pull = NULL;
   }
-  if (a & FA_NOTE_COMPLETE) {
-    dirlink_loc_complete(s, o->id, (uint64_t)s->last_pull_rate);
-    s->last_pull_rate = 0;
-  }
+  if (a & FA_NOTE_COMPLETE) dirlink_loc_complete(s, o->id, (uint64_t)puller_take_rate(s));
   if (a & FA_SEAL) {
     o->advertised = 1; /* a complete copy (inline: a holder) the directory knows */
     store_obj_sealed(s, o);
@@ -411,137 +348,41 @@ static void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
     }
     start_pull(f, x->r);
   }
+  if (a & FA_GRANT_WAIT) fetch_grant_wait(f);
+  if ((a & FA_REARM) && f->pull) puller_suspect_done(f->pull, x->retry_ms);
+  if (from == FETCH_ROOM && f->state != FETCH_ROOM) held_free(f); /* (FA_PULL read it) */
   f->busy--;
   fetch_free_maybe(f);
 }
 
 /* ------------------------------------------------------------------ entry points */
 
-/* A fetch of `o` in state ASK, asking nothing yet; NULL if out of memory. */
-static st_fetch *fetch_new(store *s, st_obj *o) {
+st_fetch *fetch_new(store *s, st_obj *o) {
   st_fetch *f = calloc(1, sizeof *f);
   if (!f) return NULL;
   f->s = s;
   f->o = o;
-  f->state = FETCH_ASK;
+  f->state = FETCH_NEW;
   store_obj_ref(s, o);
   o->fetch = f;
-  DL_APPEND(s->fetches, f);
+  DL_APPEND(s->fetches->list, f);
   return f;
 }
 
-void fetch_start(store *s, st_obj *o) {
+/* A GET starts a fetch of `o`: with FEV_START (ask the directory) or
+ * FEV_GRANTED (wait for the directory's GRANT first). */
+static void fetch_begin(store *s, st_obj *o, fetch_event ev) {
   st_fetch *f = fetch_new(s, o);
   if (!f) {
     store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
     return;
   }
-  f->busy++;
-  send_ask(f, ASK_PLAIN);
-  f->busy--;
-  fetch_free_maybe(f);
+  fetch_fire(f, ev, &(fetch_ctx){0});
 }
 
-/* The GRANT a granted GET waits for did not come in time: ask. */
-static void grant_late(void *arg) {
-  st_fetch *f = arg;
-  f->grant_wait = 0;
-  f->asks--;
-  f->s->ctr.grant_waits_expired++;
-  LOG_INFO("'%s': the directory's grant did not come within %d ms; asking", f->o->id,
-           FETCH_GRANT_WAIT_MS);
-  f->busy++;
-  if (f->state == FETCH_ASK) send_ask(f, ASK_PLAIN);
-  f->busy--;
-  fetch_free_maybe(f);
-}
+void fetch_start(store *s, st_obj *o) { fetch_begin(s, o, FEV_START); }
 
-void fetch_start_granted(store *s, st_obj *o) {
-  st_fetch *f = fetch_new(s, o);
-  if (!f) {
-    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
-    return;
-  }
-  f->grant_wait = 1;
-  f->asks++;
-  hpl__otimer_start(s->loop, &f->grant_timer, f, FETCH_GRANT_WAIT_MS, grant_late);
-}
-
-static void grant_now(store *s, ProtobufCMessage *m) {
-  Hplpb__AcquireRep *r = (Hplpb__AcquireRep *)m;
-  if (!hpl__id_valid(r->id) || r->status || r->inline_ || !r->sender_node) {
-    LOG_WARN("malformed GRANT from the directory ignored");
-    return;
-  }
-  st_obj *o = store_find(s, r->id);
-  st_fetch *f = o ? o->fetch : NULL;
-  if (o && !(f && f->grant_wait)) {
-    /* held, made here, or asked for already: the directory names the same
-     * sender again when that ACQUIRE reaches it, and a copy completing here
-     * frees the sender it named */
-    s->ctr.grants_ignored++;
-    LOG_DEBUG("'%s': grant ignored (%s)", r->id, f ? "asked already" : "held here");
-    return;
-  }
-  if (f) {
-    f->grant_wait = 0;
-    hpl__otimer_stop(&f->grant_timer);
-  } else {
-    /* its client's GET is on the way: pull now, as a copy nobody holds yet */
-    o = store_obj_new(s, r->id, OBJ_FETCHING);
-    f = o ? fetch_new(s, o) : NULL;
-    if (!f) {
-      if (o) store_obj_detach(s, o);
-      dirlink_loc_remove(s, r->id); /* the directory listed us: undo */
-      return;
-    }
-    f->asks++;
-    s->ctr.remote_gets++; /* counted here: its GET finds the fetch running */
-  }
-  s->ctr.grants_taken++;
-  dl_reply rep = {.status = 0, .detail = "", .m = m};
-  f->busy++;
-  ask_reply(s, &rep, f);
-  f->busy--;
-  fetch_free_maybe(f);
-}
-
-/* Fault point grant_delay_ms: a GRANT kept (packed) until it is handled. */
-typedef struct late_grant {
-  hpl__otimer timer;
-  struct late_grant *prev, *next; /* late_grants (utlist) */
-  store *s;
-  size_t len;
-  uint8_t msg[];
-} late_grant;
-
-/* The GRANTs held back (one store per process; loop thread only). */
-static late_grant *late_grants;
-
-static void late_grant_due(void *arg) {
-  late_grant *g = arg;
-  DL_DELETE(late_grants, g);
-  ProtobufCMessage *m = hpl__msg_unpack(HPL__MSG_GRANT, g->msg, g->len);
-  if (m) {
-    grant_now(g->s, m);
-    protobuf_c_message_free_unpacked(m, NULL);
-  }
-  hpl__otimer_free(&g->timer, g);
-}
-
-void fetch_on_grant(store *s, ProtobufCMessage *m) {
-  uint64_t delay = s->cfg.faults.grant_delay_ms;
-  size_t len = delay ? protobuf_c_message_get_packed_size(m) : 0;
-  late_grant *g = delay ? calloc(1, sizeof *g + len) : NULL;
-  if (!g) {
-    grant_now(s, m);
-    return;
-  }
-  g->s = s;
-  g->len = protobuf_c_message_pack(m, g->msg);
-  DL_APPEND(late_grants, g);
-  hpl__otimer_start(s->loop, &g->timer, g, delay, late_grant_due);
-}
+void fetch_start_granted(store *s, st_obj *o) { fetch_begin(s, o, FEV_GRANTED); }
 
 void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {
   st_obj *o = store_find(s, id);
@@ -561,21 +402,14 @@ void fetch_dropped(store *s, st_obj *o) {
   if (!f) return;
   snprintf(detail, sizeof detail, "object '%s' was deleted", o->id);
   o->advertised = 0;
-  f->busy++;
+  /* (an answer kept for room is undone as a late one) */
   fetch_fire(f, FEV_DROPPED, &(fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
-  if (f->room_wait) { /* the held answer is void: undone as a late one */
-    room_cancel(s, &f->room);
-    fetch_fire(f, f->held.inline_ ? FEV_INLINE : FEV_SENDER, &(fetch_ctx){.r = &f->held});
-    held_free(f);
-  }
-  f->busy--;
-  fetch_free_maybe(f);
 }
 
 size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
   size_t n = 0, walked = 0;
   st_fetch *f;
-  DL_FOREACH(s->fetches, f) {
+  DL_FOREACH(s->fetches->list, f) {
     if (++walked > FETCH_INCOMING_WALK) break; /* a heartbeat's work stays bounded */
     if (!f->pull) continue;
     if (n < max)
@@ -588,19 +422,16 @@ size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
 
 void fetch_drain(store *s) {
   st_fetch *f, *tmp;
-  DL_FOREACH_SAFE(s->fetches, f, tmp) {
+  DL_FOREACH_SAFE(s->fetches->list, f, tmp) {
     if (f->pull) fetch_fire(f, FEV_DRAIN, &(fetch_ctx){0});
   }
 }
 
 void fetch_stop(store *s) {
-  while (late_grants) { /* held back by the fault point: dropped */
-    late_grant *g = late_grants;
-    DL_DELETE(late_grants, g);
-    hpl__otimer_free(&g->timer, g);
-  }
-  while (s->fetches) {
-    st_fetch *f = s->fetches;
+  if (!s->fetches) return;
+  fetch_grants_stop(s);
+  while (s->fetches->list) {
+    st_fetch *f = s->fetches->list;
     if (f->pull) puller_cancel(f->pull);
     f->pull = NULL;
     room_cancel(s, &f->room);
@@ -610,4 +441,14 @@ void fetch_stop(store *s) {
     f->state = FETCH_END;
     fetch_free_maybe(f);
   }
+}
+
+int fetch_init(store *s) {
+  s->fetches = calloc(1, sizeof *s->fetches);
+  return s->fetches ? 0 : HPL_ENOMEM;
+}
+
+void fetch_free(store *s) {
+  free(s->fetches);
+  s->fetches = NULL;
 }

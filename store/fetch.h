@@ -18,7 +18,7 @@
 
 #include "dirlink.h"
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 
 /* Start fetching `o` (state OBJ_FETCHING, no fetch running): ask the
  * directory, waiting as long as the latest of its waiters would. */
@@ -57,8 +57,11 @@ size_t fetch_incoming(store *s, dl_incoming *out, size_t max);
 /* The store is leaving: stop every pull (answers still due are let be). */
 void fetch_drain(store *s);
 
-/* The store stops: end every pull and free every fetch. Call after the
- * directory link has stopped (its answers are in). */
+/* Make the module's context (0 or HPL_ENOMEM). The store stops: end every
+ * pull and free every fetch; call after the directory link has stopped
+ * (its answers are in). Free the context once the loop has ended. */
+int fetch_init(store *s);
 void fetch_stop(store *s);
+void fetch_free(store *s);
 
 #endif

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "server.h"
+#include "store.h"
 #include "session.h"
 
 /* GET `id` for request `req` of `cl`; timeout_ms < 0: no limit, 0: only

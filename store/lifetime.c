@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "dirlink.h"
 #include "hoplite.h"
@@ -26,7 +27,7 @@ enum { LT_OWNED = 0, LT_TTL = 1 };
 /* A session's owned instances (some may be long gone: pruned when full);
  * after the session left, a piece of the FIFO (`at`: the next to do). */
 typedef struct lt_owned {
-  struct lt_owned *next;
+  struct lt_owned *prev, *next; /* st_lifetime.left (utlist), once the session left */
   size_t n, cap, at;
   uint64_t inst[];
 } lt_owned;
@@ -37,11 +38,14 @@ typedef struct lt_due {
   uint8_t kind, tries;
 } lt_due;
 
+/* The module's context (s->lt). */
 typedef struct st_lifetime {
   lt_due *heap; /* min-heap by due */
   size_t n, cap;
-  lt_owned *head, *tail; /* sessions that left, oldest first */
+  lt_owned *left;        /* sessions that left, oldest first (utlist) */
   uint32_t inflight;     /* DELETEs waiting for the directory */
+  uv_timer_t timer;      /* the one timer: the earliest deadline, or at once */
+  int live;              /* the timer is initialised */
 } st_lifetime;
 
 /* One DELETE out. */
@@ -107,17 +111,17 @@ static void lt_run(uv_timer_t *t);
  * LIFETIME_INFLIGHT deletes: each answer arms it again). */
 static void schedule(store *s) {
   st_lifetime *lt = s->lt;
-  if (!s->lt_live || s->stopping) return;
-  if (lt->inflight >= LIFETIME_INFLIGHT || (!lt->head && !lt->n)) {
-    uv_timer_stop(&s->lt_timer);
+  if (!lt->live || s->stopping) return;
+  if (lt->inflight >= LIFETIME_INFLIGHT || (!lt->left && !lt->n)) {
+    uv_timer_stop(&lt->timer);
     return;
   }
   uint64_t delay = 0;
-  if (!lt->head) {
+  if (!lt->left) {
     uint64_t now = hpl__now_ms(), due = lt->heap[0].due;
     delay = due > now ? due - now : 0;
   }
-  uv_timer_start(&s->lt_timer, lt_run, delay, 0);
+  uv_timer_start(&lt->timer, lt_run, delay, 0);
 }
 
 /* The object this store sealed, if it is still in the table (an instance
@@ -184,12 +188,11 @@ static void lt_run(uv_timer_t *t) {
   if (s->stopping) return;
   uint64_t now = hpl__now_ms();
   for (int budget = LIFETIME_BATCH; budget > 0 && lt->inflight < LIFETIME_INFLIGHT; budget--) {
-    if (lt->head) {
-      lt_owned *w = lt->head;
+    if (lt->left) {
+      lt_owned *w = lt->left;
       uint64_t inst = w->inst[w->at++];
       if (w->at == w->n) {
-        lt->head = w->next;
-        if (!lt->head) lt->tail = NULL;
+        DL_DELETE(lt->left, w);
         free(w);
       }
       delete_start(s, inst, LT_OWNED, 0);
@@ -221,7 +224,7 @@ static int owned_add(store *s, st_client *cl, uint64_t inst) {
     if (!g) return HPL_ENOMEM;
     if (!w) g->n = 0;
     g->cap = cap;
-    g->next = NULL;
+    g->prev = g->next = NULL;
     g->at = 0;
     cl->owned = w = g;
   }
@@ -253,13 +256,8 @@ void lifetime_client_gone(store *s, st_client *cl) {
   }
   LOG_DEBUG("client %llu left: deleting the objects it owned (%zu put)",
            (unsigned long long)cl->id, w->n);
-  w->next = NULL;
   w->at = 0;
-  if (lt->tail)
-    lt->tail->next = w;
-  else
-    lt->head = w;
-  lt->tail = w;
+  DL_APPEND(lt->left, w);
   schedule(s);
 }
 
@@ -268,23 +266,24 @@ void lifetime_client_gone(store *s, st_client *cl) {
 int lifetime_init(store *s) {
   s->lt = calloc(1, sizeof *s->lt);
   if (!s->lt) return HPL_ENOMEM;
-  if (uv_timer_init(s->loop, &s->lt_timer) != 0) return HPL_ESYS;
-  s->lt_timer.data = s;
-  s->lt_live = 1;
+  if (uv_timer_init(s->loop, &s->lt->timer) != 0) return HPL_ESYS;
+  s->lt->timer.data = s;
+  s->lt->live = 1;
   return 0;
 }
 
 void lifetime_stop(store *s) {
-  if (s->lt_live) uv_close((uv_handle_t *)&s->lt_timer, NULL);
-  s->lt_live = 0;
+  if (!s->lt) return;
+  if (s->lt->live) uv_close((uv_handle_t *)&s->lt->timer, NULL);
+  s->lt->live = 0;
 }
 
 void lifetime_free(store *s) {
   st_lifetime *lt = s->lt;
   if (!lt) return;
-  while (lt->head) {
-    lt_owned *w = lt->head;
-    lt->head = w->next;
+  lt_owned *w, *tmp;
+  DL_FOREACH_SAFE(lt->left, w, tmp) {
+    DL_DELETE(lt->left, w);
     free(w);
   }
   free(lt->heap);

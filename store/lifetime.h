@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 #include "session.h"
 
 /* The longest TTL a put may ask for (30 days, as HPL_TTL_MAX_MS). */

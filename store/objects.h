@@ -10,11 +10,16 @@
  * event holds a reference. Its handle finds it (store_find_inst) until it
  * is freed, never after: handles are never reused.
  *
- * Two kinds of listeners, both with callbacks so this module calls nobody:
+ * Listeners, all with callbacks, so this module calls nobody above it:
  *  - watchers (one-shot): told on every change of progress or state; a
  *    data-port sender waiting for more bytes of a partial copy;
  *  - waiters: told once, when the object is complete (status 0) or will
- *    not arrive (a negative code and a detail); a client's GET.
+ *    not arrive (a negative code and a detail); a client's GET;
+ *  - the one who makes room in the pool (store_objects_listen): told when
+ *    memory is freed, an object goes idle, a spilled object is wanted;
+ *  - a stream's source (st_source): how the data port serves a stream
+ *    object whose maker is above it (a ring's pieces, a reduce task's
+ *    resume point).
  *
  * Also owns the presence filter: a counter per hash slot of the ids in the
  * table, in a memfd that clients map read-only (see clients.c's HELLO).
@@ -38,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server.h"
+#include "store.h"
 
 enum {
   OBJ_FETCHING = 1, /* asked the directory where to get it; no buffer yet */
@@ -70,15 +75,18 @@ typedef struct st_waiter {
 } st_waiter;
 
 struct st_obj {
-  st_obj *prev, *next;    /* the objects in the order added (walks); only while
-                             in the table and not internal (objects.c) */
-  st_obj *lru_prev, *lru_next; /* the idle list (objects.c; see store_idle_oldest) */
+  st_obj *prev, *next;    /* the objects in the order added (walks; utlist); only
+                             while in the table and not internal (objects.c) */
+  st_obj *lru_prev, *lru_next; /* the idle list (objects.c, utlist; see
+                                  store_idle_oldest) */
   uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
   uint64_t progress;      /* bytes [0, progress) are final */
   uint8_t *data;          /* in the pool; NULL until allocated */
   st_waiter *waiters;
   st_watch *watchers;
+  const struct st_source *source; /* internal: how its stream is served (NULL: from
+                                     data; see st_source) */
   /* what is being done to it, each owned by its module (NULL: nothing) */
   struct st_fetch *fetch; /* fetch.c: being got from elsewhere */
   struct st_put *put;     /* put.c: being written by a local client */
@@ -96,13 +104,27 @@ struct st_obj {
   uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
   uint8_t on_disk : 1;    /* a spill file holds its bytes (store_obj_file) */
   uint8_t moving : 1;     /* room.c: being written to or read from its spill file */
-  uint8_t ring : 1;       /* internal: a ring allreduce's stream, whose bytes are pieces
-                             of its target and source (ring.c; data is the target's) */
   uint32_t keep_until;    /* room.c: the directory refused to let it go (the last
                              copy); not asked again before this (seconds, store clock) */
   uint16_t id_room;       /* id[] holds up to this many characters */
   char id[];              /* NUL-terminated, at most 255 bytes (its key if internal) */
 };
+
+/* The source of a stream object (internal), installed in o->source by the
+ * module that makes the stream and kept valid while o may be served (set
+ * o->source to another source, or NULL, before it goes). The data port
+ * serves o through it and so needs to know nothing of its maker:
+ *  - bytes_at: bytes of o from `pos`: a pointer, and in *n how many of the
+ *    wanted *n bytes lie there contiguously (o's bytes may be pieces of
+ *    other buffers); NULL when the stream is gone (its pulls end). NULL:
+ *    the bytes are o->data + pos.
+ *  - pulled: a pull of o from byte `offset` arrived; called before it is
+ *    served (the maker may make its bytes again from there, ending the
+ *    other pulls of o). May be NULL. */
+typedef struct st_source {
+  const uint8_t *(*bytes_at)(const struct st_source *src, st_obj *o, uint64_t pos, uint64_t *n);
+  void (*pulled)(const struct st_source *src, st_obj *o, uint64_t offset);
+} st_source;
 
 /* Lookups: NULL when absent. store_find finds objects in the table,
  * store_find_internal reduce streams in the table, store_find_inst any
@@ -235,12 +257,26 @@ void store_walk_end(store *s, st_walk *w);
 int store_filter_fd(const store *s);
 #define STORE_FILTER_SLOTS 65536
 
-/* Create the presence filter (a failure only costs clients the direct path;
- * the tables are made by the first store_obj_new), and release everything:
- * every object in the table is detached (and freed if unreferenced), the
- * tables go; an object still referenced after that is freed by its last
- * unref without touching them. */
-void store_objects_init(store *s);
+/* Who makes room in the pool (room.c) is told, through the functions it
+ * registers here once at its start: changed(s) when pool memory was freed
+ * or an object went idle (see store_idle_oldest; called deep inside frees:
+ * act later, on the loop), wanted(s, o) when the bytes of a spilled object
+ * (OBJ_SPILLED) are wanted (store_obj_want). Either may be NULL. */
+void store_objects_listen(store *s, void (*changed)(store *s),
+                          void (*wanted)(store *s, st_obj *o));
+
+/* A spilled object's bytes are wanted (a pull of it waits): the listener
+ * reads them back. A no-op unless o is OBJ_SPILLED and someone listens. */
+void store_obj_want(store *s, st_obj *o);
+
+/* Make the module's context (s->objects: the tables, empty) and the
+ * presence filter (a failure only costs clients the direct path): 0 or
+ * HPL_ENOMEM. Stop: close the pool-trim timer and forget the listener
+ * (store_stop). Release everything: every object in the table is detached
+ * (and freed if unreferenced), the tables go; an object still referenced
+ * after that is freed by its last unref without touching them. */
+int store_objects_init(store *s);
+void store_objects_stop(store *s);
 void store_objects_free(store *s);
 
 #endif

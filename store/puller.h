@@ -1,10 +1,13 @@
 /*
  * puller.h - the generic puller: one byte stream pulled from a peer's data
- * port (an object, or a reduce stream), received straight into memory its
- * owner names, watched for stalls and stragglers.
+ * port (an object, or a reduce stream), received straight into an object
+ * (puller_start_into) or into memory its owner names, watched for stalls,
+ * silence and stragglers. What it sees it reports to its owner through
+ * puller_ops; the owner decides, and talks to the directory.
  *
- * Callers: fetch.c (objects), rdtask.c (children's streams), rdsink.c (a
- * reduce result), server.c (stop).
+ * Callers: fetch.c (objects), rdcombine.c (reduce children's streams),
+ * rdsink.c (a reduce result), ring.c (a ring's incoming stream), server.c
+ * (init, stop, free).
  */
 #ifndef HPL_STORE_PULLER_H
 #define HPL_STORE_PULLER_H
@@ -12,15 +15,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server.h"
+#include "objects.h"
+#include "store.h"
 
 typedef struct st_puller st_puller;
 
-/* What the owner supplies. buf() says where stream bytes from `off`
- * (an offset in the object, the requested offset included) go, with room in *len (0: pause; call
- * puller_paused and later puller_resume); got() reports bytes written there;
- * done() runs once when the stream completed (status 0) or failed (a
- * negative code and a detail), never after puller_cancel(). */
+/* What the owner supplies. buf() says where stream bytes from `off` (an
+ * offset in the stream, the requested offset included) go, with room in
+ * *len (0: pause; call puller_paused and later puller_resume); got()
+ * reports bytes written there. A pull into an object (puller_start_into)
+ * has no buf(), and got() (may be NULL there) hears of bytes once they
+ * arrived in the object. done() runs once when the stream completed
+ * (status 0) or failed (a negative code and a detail), never after
+ * puller_cancel(). */
 typedef struct puller_ops {
   uint8_t *(*buf)(void *arg, uint64_t off, size_t *len);
   void (*got)(void *arg, uint64_t off, size_t n);
@@ -39,11 +46,14 @@ typedef struct puller_ops {
    * sender may be stopped or cut off. The stream goes on; no further call
    * until the owner re-arms it with puller_suspect_done (may be NULL). */
   void (*suspect)(void *arg, uint64_t quiet_ms);
-  /* the sender's node id (0: unknown). With `suspect`: once the stream
-   * has been quiet for half its window, the directory (if it takes them)
-   * gets a QUIET note naming it and probes it, so that its verdict on the
-   * silent report at the whole window is ready by then */
+  /* the sender's node id (0: unknown). With `suspect` and `quiet`: once
+   * the stream has been quiet for half its window, quiet(s, peer) runs
+   * (the owner's dirlink_quiet: the directory probes the sender, so that
+   * its verdict on the silent report at the whole window is ready by
+   * then). It returns 1 if the sender was reported, and is called again
+   * in the same quiet spell only after it returned 0 (may be NULL) */
   uint64_t peer;
+  int (*quiet)(store *s, uint64_t peer);
   int no_stall; /* never end the stream for silence (a reduce stream may
                    wait for its sender's own inputs); `suspect` still runs */
   uint32_t gen; /* generation the receiver's bytes belong to */
@@ -61,6 +71,19 @@ typedef struct puller_ops {
  * cannot start (bad address, no memory; done() is not called then). */
 st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
                         uint64_t offset, uint64_t size, const puller_ops *ops, void *arg);
+
+/* Pull `key` straight into object `o`'s buffer (o->data; stream byte x
+ * lands at o->data + x), bytes [offset, o->size): the one place where
+ * bytes received from a peer become an object's bytes. With `progress`,
+ * bytes that arrived are o's progress from then on (store_obj_progress:
+ * served on, a get answered once all are there); without, they are the
+ * owner's to use (a reduce child's stream in the output it is combined
+ * into). ops->buf must be NULL; ops->got (may be NULL) hears of each
+ * piece after that. The owner holds a reference on `o` and keeps its
+ * buffer until the pull ends. As puller_start otherwise. */
+st_puller *puller_start_into(store *s, const char *addr, int port, const char *key, int internal,
+                             st_obj *o, uint64_t offset, int progress, const puller_ops *ops,
+                             void *arg);
 
 /* Abandon a pull: done() is not called. NULL is a no-op. */
 void puller_cancel(st_puller *p);
@@ -84,7 +107,19 @@ uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms);
  * For reports (`hoplite status`). */
 double puller_rate(const st_puller *p);
 
-/* End every pull (store stopping); done() is not called. */
+/* This node's usual rate, bytes/s: recent pulls from complete senders
+ * (the straggler baseline; 0: none measured yet). */
+double puller_usual_rate(const store *s);
+
+/* The rate of the pull from a complete sender that just completed, for
+ * the directory's cost model (0: not measured), and forget it: its owner
+ * takes it from its done() (fetch.c). */
+double puller_take_rate(store *s);
+
+/* Make the module's context (0 or HPL_ENOMEM); end every pull (store
+ * stopping; done() is not called); free the context (after the loop). */
+int puller_init(store *s);
 void puller_stop_all(store *s);
+void puller_free(store *s);
 
 #endif

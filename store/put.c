@@ -9,6 +9,7 @@
 #include "dirlink.h"
 #include "hoplite.h"
 #include "lifetime.h"
+#include "log.h"
 #include "objects.h"
 #include "room.h"
 #include "trace.h"
@@ -22,6 +23,7 @@ typedef enum put_state {
   PUT_REGISTERING, /* SEAL (or PUT) of an object not yet advertised - the inline cache was
                     * full, or it is larger than the inline limit: LOC_ADD(complete, origin) out */
   PUT_ENDED,       /* sealed or undone; freed once no request is out */
+  PUT_NSTATES
 } put_state;
 
 typedef struct st_put {
@@ -43,6 +45,19 @@ typedef struct st_put {
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
 } st_put;
 
+static const char *state_name(put_state st) {
+  static const char *n[] = {"room", "announcing", "writing", "inlining", "registering", "ended"};
+  _Static_assert(sizeof n / sizeof n[0] == PUT_NSTATES, "a name per state");
+  return st < PUT_NSTATES ? n[st] : "?";
+}
+
+/* The put's one state change, logged. */
+static void put_set_state(st_put *p, put_state to) {
+  if (p->state == to) return;
+  LOG_DEBUG("put '%s': %s -> %s", p->o->id, state_name(p->state), state_name(to));
+  p->state = to;
+}
+
 static void put_free_maybe(st_put *p) {
   if (p->state != PUT_ENDED || p->asking) return;
   room_cancel(p->s, &p->room);
@@ -61,7 +76,7 @@ static void put_undo(st_put *p, int status, const char *detail) {
   if (p->published) dirlink_loc_retract(s, o->id);
   p->published = 0;
   room_cancel(s, &p->room);
-  p->state = PUT_ENDED;
+  put_set_state(p, PUT_ENDED);
   store_obj_fail(s, o, status, detail);
   if (o->put == p) o->put = NULL;
   store_obj_detach(s, o);
@@ -89,7 +104,7 @@ static void put_finish(st_put *p) {
   s->ctr.puts++;
   hpl__hist_observe(&s->put_hist, uv_hrtime() - p->t0);
   if (!o->inline_obj) dirlink_loc_complete(s, o->id, 0);
-  p->state = PUT_ENDED;
+  put_set_state(p, PUT_ENDED);
   o->put = NULL;
   store_obj_sealed(s, o);
   if (p->owned || p->ttl_ms) lifetime_sealed(s, p->cl, o, p->owned, p->ttl_ms);
@@ -130,7 +145,7 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
   int abandoned = p->cl->closed && !p->whole;
   if (status == HPL_EUNAVAIL && p->state == PUT_INLINING && !abandoned && o->in_table) {
     /* the directory's inline cache is full: register an ordinary copy */
-    p->state = PUT_REGISTERING;
+    put_set_state(p, PUT_REGISTERING);
     if (put_announce(p, 1, -1) == 0) return;
     status = HPL_ENOMEM;
     detail = "out of memory";
@@ -154,7 +169,7 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
     put_undo(p, status, detail);
   } else if (creating) {
     o->advertised = 1;
-    p->state = PUT_WRITING;
+    put_set_state(p, PUT_WRITING);
     send_create_rep(p);
   } else {
     o->advertised = 1;
@@ -202,7 +217,7 @@ static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, 
   p->whole = whole;
   p->timeout_ms = timeout_ms;
   p->t0 = uv_hrtime();
-  p->state = PUT_ROOM;
+  p->state = PUT_ROOM; /* (calloc made it so) */
   store_obj_ref(s, o);
   session_ref(cl);
   o->put = p;
@@ -211,7 +226,7 @@ static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, 
   int rc = room_alloc(s, o, size, deadline, &p->room, put_room_done, p, detail, sizeof detail);
   if (rc > 0) return p; /* waits */
   if (rc == 0) {
-    p->state = PUT_WRITING; /* put_go says what comes next */
+    put_set_state(p, PUT_WRITING); /* put_go says what comes next */
     return p;
   }
   put_refuse(cl, req, whole, rc, detail);
@@ -232,12 +247,12 @@ static void put_go(st_put *p, const uint8_t *payload) {
     put_seal_now(p, p->req, p->timeout_ms);
     return;
   }
-  if (o->size <= p->s->inline_max) {
-    p->state = PUT_WRITING;
+  if (o->size <= dirlink_caps(p->s)->inline_max) {
+    put_set_state(p, PUT_WRITING);
     send_create_rep(p);
     return;
   }
-  p->state = PUT_ANNOUNCING;
+  put_set_state(p, PUT_ANNOUNCING);
   if (put_announce(p, 0, p->timeout_ms) != 0) {
     send_create_err(p->cl, p->req, HPL_ENOMEM, "out of memory");
     put_undo(p, HPL_ENOMEM, "out of memory");
@@ -299,7 +314,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
   p->req = req;
   if (!o->in_table) {
     session_reply(p->cl, req, HPL_ESTATE, "object was deleted before it was sealed");
-    p->state = PUT_ENDED;
+    put_set_state(p, PUT_ENDED);
     put_free_maybe(p);
     return;
   }
@@ -310,15 +325,15 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
     return;
   }
   int rc;
-  if (o->size <= s->inline_max) {
+  if (o->size <= dirlink_caps(s)->inline_max) {
     Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
     ip.id = o->id;
     ip.size = o->size;
-    p->state = PUT_INLINING;
+    put_set_state(p, PUT_INLINING);
     hpl__trace("s.inline", o->id);
     rc = put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, timeout_ms);
   } else { /* a PUT sized for an inline limit the directory has lowered since */
-    p->state = PUT_REGISTERING;
+    put_set_state(p, PUT_REGISTERING);
     rc = put_announce(p, 1, timeout_ms);
   }
   if (rc == 0) return;
@@ -327,7 +342,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
     put_undo(p, HPL_ENOMEM, "out of memory");
     put_free_maybe(p);
   } else {
-    p->state = PUT_WRITING; /* the client may seal again, or abort */
+    put_set_state(p, PUT_WRITING); /* the client may seal again, or abort */
   }
 }
 

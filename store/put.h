@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 #include "session.h"
 
 void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m);

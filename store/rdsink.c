@@ -17,8 +17,13 @@
 #include "room.h"
 #include "util.h"
 
+/* The module's context (s->sinks). */
+typedef struct rd_sinks {
+  struct rd_sink *list; /* every sink (utlist) */
+} rd_sinks;
+
 typedef struct rd_sink {
-  struct rd_sink *prev, *next; /* store->sinks (utlist) */
+  struct rd_sink *prev, *next; /* s->sinks->list (utlist) */
   store *s;
   st_obj *o;          /* the target, referenced */
   st_puller *pull;    /* the root's stream, when the root runs elsewhere */
@@ -64,7 +69,7 @@ static void sink_end(rd_sink *k) {
   k->pend_key = NULL;
   if (k->pull) puller_cancel(k->pull);
   if (k->o->sink == k) k->o->sink = NULL;
-  DL_DELETE(s->sinks, k);
+  DL_DELETE(s->sinks->list, k);
   store_obj_unref(s, k->o);
   free(k->req);
   sink_srcs_free(k);
@@ -113,18 +118,6 @@ static void sink_fetch_instead(rd_sink *k) {
 
 /* ------------------------------------------------------------------ pulling the result */
 
-static uint8_t *sink_buf(void *arg, uint64_t off, size_t *len) {
-  rd_sink *k = arg;
-  uint64_t room = k->o->size - off;
-  *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
-  return k->o->data + off;
-}
-
-static void sink_got(void *arg, uint64_t off, size_t n) {
-  rd_sink *k = arg;
-  store_obj_progress(k->s, k->o, off + n);
-}
-
 static void sink_silent(void *arg, uint64_t quiet_ms) {
   rd_sink *k = arg;
   rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
@@ -165,12 +158,11 @@ static void sink_advertise(store *s, st_obj *o) {
 static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *key, int internal) {
   store *s = k->s;
   st_obj *o = k->o;
-  puller_ops ops = {.buf = sink_buf, .got = sink_got, .done = sink_done, .monitor = 1,
-                    .no_stall = 1, .suspect = sink_silent, .slow = sink_slow,
-                    .peer = k->root_node};
+  puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
+                    .slow = sink_slow, .quiet = dirlink_quiet, .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
-  k->pull = puller_start(s, addr, port, key, internal, from, o->size, &ops, k);
+  k->pull = puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
   if (from > 0)
     LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
              o->id, (unsigned long long)from, addr, port);
@@ -218,7 +210,6 @@ static void sink_room_done(st_room *r, int status, const char *detail) {
 
 void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
-  s->root_released = root_released;
   st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
   rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
   if (!k) {
@@ -310,8 +301,7 @@ static void root_released(store *s, const char *target) {
 void rdsink_on_end(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   if (!hpl__id_valid(m->target)) return;
-  rdtask_end(s, m->target, m->rid);
-  dataport_reduce_ended(s, m->target, m->rid);
+  rdtask_reduce_ended(s, m->target, m->rid);
   st_obj *o = store_find(s, m->target);
   rd_sink *k = o ? o->sink : NULL;
   if (!k) return;
@@ -389,7 +379,7 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
     o->primary = 1; /* made here: the cluster's first copy */
     store_obj_ref(s, o);
     o->sink = k;
-    DL_APPEND(s->sinks, k);
+    DL_APPEND(s->sinks->list, k);
     /* kept to ask again if the directory restarts (sized after every
      * field is set: packing more than was measured overruns the buffer) */
     size_t len = protobuf_c_message_get_packed_size(&m->base);
@@ -438,7 +428,7 @@ static void resubmit_reply(store *s, const dl_reply *rep, void *arg) {
 void rdsink_directory_restarted(store *s) {
   rdtask_directory_restarted(s);
   rd_sink *k, *tmp;
-  DL_FOREACH_SAFE(s->sinks, k, tmp) {
+  DL_FOREACH_SAFE(s->sinks->list, k, tmp) {
     st_obj *o = k->o;
     if (o->state != OBJ_REDUCING) { /* finished while the directory was down: */
       if (k->rid) {                 /* its REDUCE_END will never come, so */
@@ -450,8 +440,7 @@ void rdsink_directory_restarted(store *s) {
         m.target = o->id;
         m.detail = "";
         dirlink_note(s, HPL__MSG_REDUCE_DONE, &m.base);
-        rdtask_end(s, o->id, k->rid);
-        dataport_reduce_ended(s, o->id, k->rid);
+        rdtask_reduce_ended(s, o->id, k->rid);
       }
       sink_end(k);
       continue;
@@ -493,12 +482,23 @@ void rdsink_directory_restarted(store *s) {
 
 void rdsink_drain(store *s) {
   rd_sink *k;
-  DL_FOREACH(s->sinks, k) {
+  DL_FOREACH(s->sinks->list, k) {
     if (k->pull) puller_cancel(k->pull);
     k->pull = NULL;
   }
 }
 
 void rdsink_stop(store *s) {
-  while (s->sinks) sink_end(s->sinks);
+  while (s->sinks && s->sinks->list) sink_end(s->sinks->list);
+}
+
+int rdsink_init(store *s) {
+  if (!(s->sinks = calloc(1, sizeof *s->sinks))) return HPL_ENOMEM;
+  rdtask_on_root_released(s, root_released);
+  return 0;
+}
+
+void rdsink_free(store *s) {
+  free(s->sinks);
+  s->sinks = NULL;
 }

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 #include "session.h"
 
 /* A client asked for a reduce (or allreduce) into m->target at this node:
@@ -38,7 +38,11 @@ void rdsink_directory_restarted(store *s);
 /* The store is leaving: stop pulling results. */
 void rdsink_drain(store *s);
 
-/* The store stops: free every sink. */
+/* Make the module's context (after rdtask_init: it registers for the end
+ * of a moved root's last step; 0 or HPL_ENOMEM). The store stops: free
+ * every sink. Free the context once the loop has ended. */
+int rdsink_init(store *s);
 void rdsink_stop(store *s);
+void rdsink_free(store *s);
 
 #endif

@@ -6,8 +6,10 @@
  * chunk by chunk with its own source, and exposes the combined prefix as a
  * reduce stream its parent pulls - or, at the sink, writes the target.
  *
- * Callers: server.c (REDUCE_TASK messages, directory restart, stop),
- * rdsink.c (the end of a reduce, failure reports).
+ * Callers: server.c (REDUCE_TASK messages, registration, init, stop,
+ * free), rdsink.c (the end of a reduce, the target's buffer, failure
+ * reports, directory restart), stmetrics.c (the count). The data port
+ * hears a task through its stream's source (st_source, objects.h).
  */
 #ifndef HPL_STORE_RDTASK_H
 #define HPL_STORE_RDTASK_H
@@ -16,7 +18,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 
 /* REDUCE_TASK: run (or update: children assigned, a reset to a new
  * generation) the task of a slot. */
@@ -27,11 +29,18 @@ void rdtask_on_task(store *s, ProtobufCMessage *m);
  * stops). */
 void rdtask_end(store *s, const char *target, uint64_t rid);
 
+/* Instance rid (0: any) of the reduce into `target` ended: its tasks stop
+ * (rdtask_end), and pulls parked on the data port for one of its streams
+ * get an error. */
+void rdtask_reduce_ended(store *s, const char *target, uint64_t rid);
+
 /* The root of the reduce into `target` moved away from this node (the
  * sink): the task that wrote the target here ends. Returns 1 if a combine
  * step of it still runs on the thread pool (it writes the target until it
- * is done; then s->root_released(s, target) is called), else 0. */
+ * is done; then the function registered with rdtask_on_root_released is
+ * called with the target), else 0. */
 int rdtask_end_root(store *s, const char *target);
+void rdtask_on_root_released(store *s, void (*fn)(store *s, const char *target));
 
 /* The directory restarted: it does not know this node's tasks. They go on
  * for RDTASK_ORPHAN_MS, in case the new directory adopts their reduce
@@ -48,20 +57,15 @@ void rdtask_directory_restarted(store *s);
 struct st_obj;
 void rdtask_target_ready(store *s, struct st_obj *target);
 
-/* A pull of reduce stream `o` from byte `offset` arrived on the data port
- * (dataport.c calls this before it serves the pull). The task making `o`
- * learns where its output is read from: a task that resumed on this node
- * (ReduceTask.resume) starts there, and one that resumed past `offset`
- * makes its output again from there (a parent that restarted wants bytes
- * it skipped); any other pull of `o` goes on as it was then. */
-void rdtask_stream_pulled(store *s, struct st_obj *o, uint64_t offset);
-
 /* REDUCE_ADOPTED: a restarted directory took over instance rid of the
  * reduce into target; its tasks here go on. */
 void rdtask_on_adopted(store *s, ProtobufCMessage *m);
 
-/* Close the orphan timer (store_stop). */
+/* Make the module's context (0 or HPL_ENOMEM); close the orphan timer
+ * (store_stop); free the context once the loop has ended. */
+int rdtask_init(store *s);
 void rdtask_stop(store *s);
+void rdtask_free(store *s);
 
 /* How many reduce tasks s holds: running, or done and kept until their
  * reduce ends (the reduce_tasks gauge). */
@@ -72,6 +76,7 @@ size_t rdtask_count(const store *s);
  * replaces the slot if that does not answer) and report again after
  * RDTASK_SILENT_RETRY_MS if it stays silent. */
 #define RDTASK_SILENT_RETRY_MS 250
+struct st_puller;
 void rdtask_report_silent(store *s, struct st_puller *p, const char *target, uint64_t rid,
                           uint32_t slot, uint32_t gen, uint64_t quiet_ms);
 

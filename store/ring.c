@@ -1,6 +1,7 @@
 /* ring.c - this node's part in ring allreduces (see ring.h). */
 #include "ring.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,20 @@
  * stream waits meanwhile, would give the ring up */
 #define RING_ROOM_MS (RING_QUIET_MS / 2)
 
+/* A member's part: asking the directory for the plan, running (making
+ * the target, serving its stream), complete here (serving on until the
+ * ring ends). */
 enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
 
 typedef struct rg_task rg_task;
 
+/* The module's context (s->rings). */
+typedef struct rg_rings {
+  rg_task *hash; /* by target (uthash) */
+} rg_rings;
+
 struct rg_task {
-  UT_hash_handle hh; /* store.rings, by target */
+  UT_hash_handle hh; /* s->rings->hash, by target */
   store *s;
   char target[HPL_ID_MAX + 1];
   char key[HPL_ID_MAX + 64]; /* this member's outgoing stream */
@@ -54,7 +63,15 @@ struct rg_task {
   uint32_t pred_port;
   uint64_t pred_node;
   st_room room;         /* the target waiting for room (room.queued) */
+  st_source source;     /* out->source: its bytes are pieces of t and src */
 };
+
+/* The member's one state change, logged. */
+static void set_state(rg_task *g, int to) {
+  static const char *n[] = {"asking", "running", "complete"};
+  LOG_DEBUG("ring allreduce into '%s': %s -> %s", g->target, n[g->state], n[to]);
+  g->state = to;
+}
 
 /* Slice of member j's stream at step s. */
 static uint32_t step_slice(const rg_task *g, uint32_t j, uint32_t s) {
@@ -94,6 +111,14 @@ static void answer(rg_task *g, int status, const char *detail, int ran) {
   }
 }
 
+static const uint8_t *gone_bytes_at(const st_source *src, st_obj *o, uint64_t pos, uint64_t *n) {
+  (void)src, (void)o, (void)pos, (void)n;
+  return NULL;
+}
+
+/* The source of a stream whose ring is over. */
+static const st_source ring_gone = {.bytes_at = gone_bytes_at};
+
 static void task_free(rg_task *g) {
   store *s = g->s;
   room_cancel(s, &g->room); /* (a no-op unless it waits) */
@@ -101,6 +126,7 @@ static void task_free(rg_task *g) {
   g->pull = NULL;
   if (g->out) {
     g->out->data = NULL; /* the target's buffer, not the stream's own */
+    g->out->source = &ring_gone; /* pulls still served from it end */
     store_obj_detach(s, g->out);
     store_obj_unref(s, g->out);
   }
@@ -112,7 +138,7 @@ static void task_free(rg_task *g) {
     store_obj_unref(s, g->t);
   }
   if (g->src) store_obj_unref(s, g->src);
-  HASH_DEL(s->rings, g);
+  HASH_DEL(s->rings->hash, g);
   free(g->more);
   free(g->seg);
   free(g->in_at);
@@ -143,7 +169,7 @@ static void task_fail(rg_task *g, int status, const char *detail) {
 static void task_complete(rg_task *g) {
   store *s = g->s;
   st_obj *t = g->t;
-  g->state = RG_COMPLETE;
+  set_state(g, RG_COMPLETE);
   store_obj_progress(s, t, t->size);
   store_obj_sealed(s, t);
   t->advertised = 1;
@@ -240,6 +266,8 @@ static void stream_key(char *out, size_t len, uint64_t rid, uint32_t idx, const 
 }
 
 static int task_run(rg_task *g, char *why, size_t wlen);
+static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t pos,
+                                      uint64_t *n);
 
 /* The target's buffer is there (status 0) or did not fit in time. */
 static void room_done(st_room *r, int status, const char *detail) {
@@ -305,7 +333,7 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   snprintf(g->pred_addr, sizeof g->pred_addr, "%s", pr->addr ? pr->addr : "");
   g->pred_port = pr->port;
   g->pred_node = pr->node;
-  g->state = RG_RUNNING;
+  set_state(g, RG_RUNNING);
   int rc = room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
                       wlen);
   if (rc > 0) {
@@ -322,14 +350,15 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
 static int task_run(rg_task *g, char *why, size_t wlen) {
   store *s = g->s;
   /* our outgoing stream: step 0 is our source's slice, every later step
-   * a slice of the target (ring_stream_at) */
+   * a slice of the target (stream_bytes_at) */
   stream_key(g->key, sizeof g->key, g->rid, g->idx, g->target);
   st_obj *o = store_obj_prep_internal(s, g->key);
   if (!o) {
     snprintf(why, wlen, "out of memory");
     return HPL_ENOMEM;
   }
-  o->ring = 1;
+  g->source.bytes_at = stream_bytes_at;
+  o->source = &g->source;
   o->size = g->out_len;
   o->data = g->t->data;
   if (store_obj_publish_internal(s, o) != 0) {
@@ -346,7 +375,8 @@ static int task_run(rg_task *g, char *why, size_t wlen) {
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
   puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                    .no_stall = 1, .suspect = in_suspect, .peer = g->pred_node};
+                    .no_stall = 1, .suspect = in_suspect, .quiet = dirlink_quiet,
+                    .peer = g->pred_node};
   g->pull = puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
                          &ops, g);
   if (!g->pull) {
@@ -384,7 +414,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
     return;
   }
   rg_task *g = NULL;
-  HASH_FIND_STR(s->rings, m->target, g);
+  HASH_FIND_STR(s->rings->hash, m->target, g);
   if (g && !g->answered) {
     /* another caller on this node: the same answer, when it comes (a
      * second participant here would make the directory decline) */
@@ -397,7 +427,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   }
   /* (whether the target exists, the directory answers: it also knows
    * whether a ring made it) */
-  const char *no = !s->dir_rings ? "the directory runs no rings"
+  const char *no = !dirlink_caps(s)->rings ? "the directory runs no rings"
                    : g           ? "a ring into it ran on this node"
                                  : NULL;
   if (no || !(g = calloc(1, sizeof *g))) {
@@ -412,7 +442,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   g->s = s;
   snprintf(g->target, sizeof g->target, "%s", m->target);
   session_creq_init(&g->q, cl, req);
-  HASH_ADD_STR(s->rings, target, g);
+  HASH_ADD_STR(s->rings->hash, target, g);
   m->sink_node = s->node_id;
   int64_t to = m->timeout_ms;
   if (dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) != 0) {
@@ -423,13 +453,12 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
 
 /* ------------------------------------------------------------------ the outgoing stream */
 
-const uint8_t *ring_stream_at(store *s, st_obj *o, uint64_t pos, uint64_t *n) {
-  rg_task *g = NULL;
-  /* the key names the target after "g:<rid>:<index>:" */
-  const char *p = strchr(o->id + 2, ':');
-  p = p ? strchr(p + 1, ':') : NULL;
-  if (p) HASH_FIND_STR(s->rings, p + 1, g);
-  if (!g || g->out != o) return NULL;
+/* Bytes of our outgoing stream `o` from `pos` (its source's bytes_at):
+ * step 0 is our source's slice, every later step a slice of the target. */
+static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t pos,
+                                      uint64_t *n) {
+  const rg_task *g = (const rg_task *)((const char *)src - offsetof(rg_task, source));
+  if (g->out != o) return NULL;
   uint64_t first = slice_len(g, g->idx);
   if (pos < first) {
     if (*n > first - pos) *n = first - pos;
@@ -448,7 +477,7 @@ const uint8_t *ring_stream_at(store *s, st_obj *o, uint64_t pos, uint64_t *n) {
 void ring_on_end(store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   rg_task *g = NULL;
-  if (m->target) HASH_FIND_STR(s->rings, m->target, g);
+  if (m->target) HASH_FIND_STR(s->rings->hash, m->target, g);
   if (!g || g->state == RG_ASKING || g->rid != m->rid) return;
   if (m->status && g->state != RG_COMPLETE) {
     LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
@@ -460,7 +489,7 @@ void ring_on_end(store *s, ProtobufCMessage *msg) {
 
 void ring_directory_lost(store *s) {
   rg_task *g, *tmp;
-  HASH_ITER(hh, s->rings, g, tmp) {
+  HASH_ITER(hh, s->rings->hash, g, tmp) {
     if (g->state == RG_ASKING) continue; /* its RING is asked again */
     if (g->state != RG_COMPLETE) {
       answer(g, HPL_EUNAVAIL, "the directory link was lost during the ring", 1);
@@ -472,9 +501,20 @@ void ring_directory_lost(store *s) {
 
 void ring_stop(store *s) {
   rg_task *g, *tmp;
+  if (!s->rings) return;
   /* (after dirlink_stop: tasks still asking were answered and freed) */
-  HASH_ITER(hh, s->rings, g, tmp) {
+  HASH_ITER(hh, s->rings->hash, g, tmp) {
     answer(g, HPL_ECANCELED, "the store is stopping", g->state != RG_ASKING);
     task_free(g);
   }
+}
+
+int ring_init(store *s) {
+  s->rings = calloc(1, sizeof *s->rings);
+  return s->rings ? 0 : HPL_ENOMEM;
+}
+
+void ring_free(store *s) {
+  free(s->rings);
+  s->rings = NULL;
 }

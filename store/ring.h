@@ -29,7 +29,8 @@
  * cannot serve are answered HPL_EUNAVAIL at once.
  *
  * Callers: clients.c (REDUCE with ring), server.c (RING_END, registration,
- * stop), dataport.c (the outgoing stream's bytes).
+ * stop). The data port serves the outgoing stream through its source
+ * (st_source, objects.h).
  */
 #ifndef HPL_STORE_RING_H
 #define HPL_STORE_RING_H
@@ -38,7 +39,7 @@
 
 #include "hoplite.pb-c.h"
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 #include "session.h"
 
 /* A client's REDUCE with ring set (m->target checked by the caller or
@@ -53,12 +54,11 @@ void ring_on_end(store *s, ProtobufCMessage *msg);
 /* The directory link registered again: rings it knew are void. */
 void ring_directory_lost(store *s);
 
-/* Bytes of ring stream `o` (o->ring) from `pos`: a pointer into the
- * target or the source and, in *n, how many of the wanted *n bytes lie
- * there contiguously. NULL when the ring is gone (the stream ends). */
-const uint8_t *ring_stream_at(store *s, st_obj *o, uint64_t pos, uint64_t *n);
-
-/* End every ring (store stopping): clients are answered HPL_ECANCELED. */
+/* Make the module's context (0 or HPL_ENOMEM); end every ring (store
+ * stopping: clients are answered HPL_ECANCELED); free the context once
+ * the loop has ended. */
+int ring_init(store *s);
 void ring_stop(store *s);
+void ring_free(store *s);
 
 #endif

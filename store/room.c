@@ -19,6 +19,19 @@
 #define ROOM_KEEP_S 5        /* a copy the directory kept is not offered again for this long */
 #define ROOM_EVICT_TIMEOUT_MS 10000
 
+/* The module's context (s->rooms). */
+typedef struct st_rooms {
+  st_room *queue;          /* waiting for room, in arrival order (utlist) */
+  uv_timer_t timer;        /* runs the queue: at once after a change, else at the next
+                              deadline */
+  int live;                /* the timer is initialised */
+  int kicked;              /* something changed since the queue last ran */
+  uint64_t evict_bytes;    /* bytes offered in EVICTs not answered yet */
+  int evict_asks;          /* EVICTs out */
+  uint64_t spill_inflight; /* bytes being written to spill files */
+  void (*shed)(store *s);  /* room_on_shed's (NULL: none) */
+} st_rooms;
+
 /* One EVICT out: the instances offered (looked up again on the answer). */
 typedef struct evict_ask {
   store *s;
@@ -33,11 +46,16 @@ static uint32_t now_s(void) { return (uint32_t)(hpl__now_ms() / 1000); }
 
 /* Run the queue on the next loop turn (callers may be deep in a free). */
 static void kick(store *s) {
-  s->room_kicked = 1;
-  if (s->rooms && s->room_live && !s->stopping) uv_timer_start(&s->room_timer, room_run, 0, 0);
+  st_rooms *rm = s->rooms;
+  rm->kicked = 1;
+  if (rm->queue && rm->live && !s->stopping) uv_timer_start(&rm->timer, room_run, 0, 0);
 }
 
 static void room_changed(store *s) { kick(s); }
+
+void room_on_shed(store *s, void (*shed)(store *s)) {
+  if (s->rooms) s->rooms->shed = shed;
+}
 
 void room_describe(store *s, char *buf, size_t len) {
   uint64_t alloc = hpl__pool_allocated(s->pool), idle = store_idle_bytes(s);
@@ -68,8 +86,8 @@ static void evict_reply(store *s, const dl_reply *rep, void *arg) {
   if (rep->status && rep->status != HPL_ECANCELED)
     LOG_INFO("evict: the directory did not answer: %s", *rep->detail ? rep->detail
                                                                     : hpl_strerror(rep->status));
-  s->evict_bytes -= x->bytes;
-  s->evict_asks--;
+  s->rooms->evict_bytes -= x->bytes;
+  s->rooms->evict_asks--;
   for (size_t i = 0; i < x->n; i++) {
     st_obj *o = store_find_inst(s, x->inst[i]);
     if (!o || !o->evicting) continue;
@@ -103,7 +121,7 @@ static void evict_reply(store *s, const dl_reply *rep, void *arg) {
 /* Offer idle secondary copies, oldest first, until what is being let go
  * covers `need` bytes. */
 static void evict_for(store *s, uint64_t need) {
-  if (s->evict_bytes >= need || s->evict_asks >= ROOM_EVICT_ASKS) return;
+  if (s->rooms->evict_bytes >= need || s->rooms->evict_asks >= ROOM_EVICT_ASKS) return;
   evict_ask *x = malloc(sizeof *x + ROOM_EVICT_BATCH * sizeof x->inst[0]);
   char **ids = malloc(ROOM_EVICT_BATCH * sizeof *ids);
   if (!x || !ids) {
@@ -115,7 +133,7 @@ static void evict_for(store *s, uint64_t need) {
   uint32_t now = now_s();
   size_t seen = 0;
   for (st_obj *o = store_idle_oldest(s); o && seen < ROOM_SCAN && x->n < ROOM_EVICT_BATCH &&
-                                         s->evict_bytes + x->bytes < need;
+                                         s->rooms->evict_bytes + x->bytes < need;
        o = store_idle_newer(o), seen++) {
     if (o->primary || o->evicting || !o->advertised || !o->size || o->keep_until > now)
       continue;
@@ -138,8 +156,8 @@ static void evict_for(store *s, uint64_t need) {
     return;
   }
   for (size_t i = 0; i < x->n; i++) store_find_inst(s, x->inst[i])->evicting = 1;
-  s->evict_bytes += x->bytes;
-  s->evict_asks++;
+  s->rooms->evict_bytes += x->bytes;
+  s->rooms->evict_asks++;
   free(ids);
 }
 
@@ -160,7 +178,7 @@ static void spill_written(void *arg, int status, int err, const char *detail) {
   st_obj *o = x->o;
   (void)err;
   o->moving = 0;
-  s->spill_inflight -= o->size;
+  s->rooms->spill_inflight -= o->size;
   if (status == 0 && store_obj_set_file(s, o, x->file) != 0) {
     hpl__spill_remove(s->spill, x->file);
     status = HPL_ENOMEM;
@@ -187,7 +205,7 @@ static void spill_for(store *s, uint64_t need) {
   uint32_t now = now_s();
   size_t seen = 0;
   st_obj *o = store_idle_oldest(s), *next;
-  for (; o && seen < ROOM_SCAN && s->spill_inflight < need; o = next, seen++) {
+  for (; o && seen < ROOM_SCAN && s->rooms->spill_inflight < need; o = next, seen++) {
     next = store_idle_newer(o);
     if (o->evicting || o->moving || !o->size || (!o->primary && o->keep_until <= now)) continue;
     if (o->on_disk) {
@@ -206,7 +224,7 @@ static void spill_for(store *s, uint64_t need) {
     }
     o->moving = 1;
     store_obj_ref(s, o); /* the buffer is the write's until it ends */
-    s->spill_inflight += o->size;
+    s->rooms->spill_inflight += o->size;
   }
 }
 
@@ -276,12 +294,11 @@ void room_restore(store *s, st_obj *o) {
   restore_room(r, rc, detail);
 }
 
-static void want_bytes(store *s, st_obj *o) { room_restore(s, o); }
 
 /* ------------------------------------------------------------------ the queue */
 
 static void dequeue(store *s, st_room *r) {
-  DL_DELETE(s->rooms, r);
+  DL_DELETE(s->rooms->queue, r);
   r->queued = 0;
 }
 
@@ -291,9 +308,9 @@ static void room_run(uv_timer_t *t) {
   store *s = t->data;
   uint64_t now = hpl__now_ms();
   st_room *r, *tmp;
-  s->room_kicked = 0;
+  s->rooms->kicked = 0;
   int served = 1;
-  DL_FOREACH_SAFE(s->rooms, r, tmp) {
+  DL_FOREACH_SAFE(s->rooms->queue, r, tmp) {
     if (served && store_obj_alloc(s, r->o, r->size, NULL, 0) == 0) {
       dequeue(s, r);
       LOG_DEBUG("room for '%s' (%llu bytes) after %llu ms", r->o->id,
@@ -314,18 +331,18 @@ static void room_run(uv_timer_t *t) {
     LOG_INFO("%s", detail);
     r->done(r, HPL_ENOMEM, detail);
   }
-  if (!s->rooms) return;
-  if (s->reduce_shed) s->reduce_shed(s); /* may free memory and kick the timer */
+  if (!s->rooms->queue) return;
+  if (s->rooms->shed) s->rooms->shed(s); /* may free memory and kick the timer */
   uint64_t free_now = hpl__pool_largest_free(s->pool);
-  uint64_t need = s->rooms->size > free_now ? s->rooms->size - free_now : 1;
+  uint64_t need = s->rooms->queue->size > free_now ? s->rooms->queue->size - free_now : 1;
   evict_for(s, need);
   /* spill only when letting copies go is not enough */
-  if (s->evict_bytes < need) spill_for(s, need - s->evict_bytes);
+  if (s->rooms->evict_bytes < need) spill_for(s, need - s->rooms->evict_bytes);
   uint64_t next = UINT64_MAX;
-  DL_FOREACH(s->rooms, r) if (r->deadline_ms < next) next = r->deadline_ms;
+  DL_FOREACH(s->rooms->queue, r) if (r->deadline_ms < next) next = r->deadline_ms;
   now = hpl__now_ms();
-  if (s->room_kicked) next = now; /* room was made just now (a buffer dropped) */
-  uv_timer_start(&s->room_timer, room_run, next > now ? next - now : 0, 0);
+  if (s->rooms->kicked) next = now; /* room was made just now (a buffer dropped) */
+  uv_timer_start(&s->rooms->timer, room_run, next > now ? next - now : 0, 0);
 }
 
 int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room *r,
@@ -338,11 +355,11 @@ int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room
     return HPL_ENOMEM;
   }
   /* nobody waits before us: try at once */
-  if (!s->rooms && store_obj_alloc(s, o, size, detail, dlen) == 0) return 0;
+  if (!s->rooms->queue && store_obj_alloc(s, o, size, detail, dlen) == 0) return 0;
   uint64_t now = hpl__now_ms();
   uint64_t longest = now + s->cfg.room_wait_ms;
   if (deadline_ms > longest) deadline_ms = longest;
-  if (deadline_ms <= now || !s->room_live || s->stopping) {
+  if (deadline_ms <= now || !s->rooms->live || s->stopping) {
     char held[320];
     room_describe(s, held, sizeof held);
     snprintf(detail, dlen, "store '%s' has no room for %s for '%s': %s", s->cfg.name,
@@ -351,10 +368,10 @@ int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room
   }
   *r = (st_room){.o = o, .size = size, .deadline_ms = deadline_ms, .since_ms = now,
                  .done = done, .arg = arg, .queued = 1};
-  DL_APPEND(s->rooms, r);
+  DL_APPEND(s->rooms->queue, r);
   s->ctr.room_waits++;
   LOG_DEBUG("'%s' (%llu bytes) waits for room", o->id, (unsigned long long)size);
-  uv_timer_start(&s->room_timer, room_run, 0, 0);
+  uv_timer_start(&s->rooms->timer, room_run, 0, 0);
   return 1;
 }
 
@@ -365,11 +382,11 @@ void room_cancel(store *s, st_room *r) {
 }
 
 int room_init(store *s) {
-  if (uv_timer_init(s->loop, &s->room_timer) != 0) return HPL_ESYS;
-  s->room_timer.data = s;
-  s->room_live = 1;
-  s->room_changed = room_changed;
-  s->want_bytes = want_bytes;
+  if (!(s->rooms = calloc(1, sizeof *s->rooms))) return HPL_ENOMEM;
+  if (uv_timer_init(s->loop, &s->rooms->timer) != 0) return HPL_ESYS;
+  s->rooms->timer.data = s;
+  s->rooms->live = 1;
+  store_objects_listen(s, room_changed, room_restore);
   if (s->cfg.spill_dir[0]) {
     char detail[512];
     int rc = hpl__spill_open(s->loop, s->cfg.spill_dir, 0, &s->spill, detail, sizeof detail);
@@ -384,15 +401,20 @@ int room_init(store *s) {
 }
 
 void room_stop(store *s) {
-  while (s->rooms) {
-    st_room *r = s->rooms;
+  if (!s->rooms) return;
+  while (s->rooms->queue) {
+    st_room *r = s->rooms->queue;
     dequeue(s, r);
     r->done(r, HPL_ECANCELED, "the store is stopping");
   }
-  s->room_changed = NULL;
-  s->want_bytes = NULL;
+  store_objects_listen(s, NULL, NULL);
   hpl__spill_close(s->spill); /* pending writes and reads end as cancelled */
   s->spill = NULL;
-  if (s->room_live) uv_close((uv_handle_t *)&s->room_timer, NULL);
-  s->room_live = 0;
+  if (s->rooms->live) uv_close((uv_handle_t *)&s->rooms->timer, NULL);
+  s->rooms->live = 0;
+}
+
+void room_free(store *s) {
+  free(s->rooms);
+  s->rooms = NULL;
 }

@@ -14,9 +14,12 @@
  * at once only if it can never fit (larger than the pool), else when its
  * deadline passes, with a detail saying what holds the memory.
  *
- * Callers: put.c (a client's create or put), fetch.c (an incoming copy).
- * Depends on objects.c (the idle list; it calls s->room_changed, set here,
- * when memory is freed or an object goes idle) and dirlink.c.
+ * Callers: put.c (a client's create or put), fetch.c (an incoming copy),
+ * rdtask.c, rdsink.c and ring.c (reduce outputs and targets), get.c
+ * (reading a spilled object back), server.c (init, stop).
+ * Depends on objects.c (the idle list; it tells us, through the listener
+ * registered here, when memory is freed, an object goes idle, or a
+ * spilled object is wanted), dirlink.c and spill.c.
  */
 #ifndef HPL_STORE_ROOM_H
 #define HPL_STORE_ROOM_H
@@ -25,7 +28,7 @@
 #include <stdint.h>
 
 #include "objects.h"
-#include "server.h"
+#include "store.h"
 
 typedef struct st_room st_room;
 
@@ -69,9 +72,17 @@ void room_restore(store *s, st_obj *o);
 /* What holds the pool, for errors: "pool 64 MiB: 60 MiB pinned ..." */
 void room_describe(store *s, char *buf, size_t len);
 
-/* Set up (before anything is allocated) and stop: every waiting request
- * is told HPL_ECANCELED; answers to EVICT still due are ignored. */
+/* While requests wait, each run of the queue first calls shed(s) (may be
+ * NULL): a module above this one that holds memory it could let go
+ * (rdtask.c's orphaned tasks) does so. */
+void room_on_shed(store *s, void (*shed)(store *s));
+
+/* Set up (before anything is allocated: the module's context, the spill
+ * directory, the objects' listener) and stop: every waiting request is
+ * told HPL_ECANCELED; answers to EVICT still due are ignored. Free the
+ * context once the loop has ended. */
 int room_init(store *s);
 void room_stop(store *s);
+void room_free(store *s);
 
 #endif

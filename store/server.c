@@ -117,8 +117,6 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   s->node_id = hpl__random_u64();
-  s->inline_max = HPL__DEFAULT_INLINE_MAX;
-  s->max_senders = 1;
   s->start_ms = hpl__now_ms();
   if (!s->cfg.name[0])
     snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx", (unsigned long long)s->node_id);
@@ -135,8 +133,12 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
                                : "");
     return rc;
   }
-  store_objects_init(s);
-  if ((rc = room_init(s)) || (rc = lifetime_init(s)) || (rc = store_metrics_start(s))) return rc;
+  /* each module's context, bottom up (room.c listens to the objects,
+   * rdsink.c to rdtask.c) */
+  if ((rc = store_objects_init(s)) || (rc = puller_init(s)) || (rc = room_init(s)) ||
+      (rc = lifetime_init(s)) || (rc = fetch_init(s)) || (rc = rdtask_init(s)) ||
+      (rc = rdsink_init(s)) || (rc = ring_init(s)) || (rc = store_metrics_start(s)))
+    return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   if ((rc = dataport_start(s, drain_check)) || (rc = clients_start(s)) ||
@@ -173,8 +175,7 @@ void store_stop(store *s) {
   s->stopping = 1;
   if (s->draining) uv_close((uv_handle_t *)&s->grace, NULL);
   rdtask_stop(s);
-  if (s->trim_live) uv_close((uv_handle_t *)&s->trim, NULL);
-  s->trim_live = 0;
+  store_objects_stop(s);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   clients_stop(s);
@@ -192,8 +193,16 @@ void store_stop(store *s) {
 
 void store_free(store *s) {
   dirlink_free(s);
+  clients_free(s);
+  ring_free(s);
+  rdsink_free(s);
+  rdtask_free(s);
+  fetch_free(s);
+  lifetime_free(s);
+  room_free(s);
+  dataport_free(s);
+  puller_free(s);
   store_objects_free(s);
   hpl__pool_destroy(s->pool);
   s->pool = NULL;
-  lifetime_free(s);
 }

@@ -5,8 +5,9 @@
  * costs only what it had), and a reference count so that requests still
  * waiting on the directory can answer (or find it gone) safely.
  *
- * Callers: clients.c (creates and closes sessions), get.c, put.c, rdsink.c
- * (replies), server.c (the proxy of directory requests).
+ * Callers: clients.c (creates and closes sessions; the proxy of directory
+ * requests), get.c, put.c, rdsink.c, ring.c (replies), lifetime.c (the
+ * objects a client owns).
  */
 #ifndef HPL_STORE_SESSION_H
 #define HPL_STORE_SESSION_H
@@ -16,7 +17,7 @@
 
 #include "objects.h"
 #include "proto.h"
-#include "server.h"
+#include "store.h"
 #include "uvconn.h"
 
 /* A held object: the client got it `count` times and has not released. */
@@ -27,7 +28,7 @@ typedef struct st_hold {
 } st_hold;
 
 typedef struct st_client {
-  struct st_client *prev, *next; /* store->clients (utlist) */
+  struct st_client *prev, *next; /* clients.c's list (utlist) */
   store *s;
   hpl__conn *c;
   uint64_t id;

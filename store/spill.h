@@ -48,7 +48,9 @@
  * "spill write of 64.0 MiB to /var/tmp/hpl-spill-12-ab/0000000000000003
  * failed at offset 48.0 MiB: No space left on device".
  *
- * Callers: none yet (the store's spilling is being written against this).
+ * Callers: room.c (spilling idle copies, reading them back), objects.c
+ * (a spilled object's file goes with it), dpfile.c (streaming a spilled
+ * copy to a peer), tests/test_spill.c, bench/bench_spill.c.
  */
 #ifndef HPL_STORE_SPILL_H
 #define HPL_STORE_SPILL_H

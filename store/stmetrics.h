@@ -1,7 +1,7 @@
 /*
  * stmetrics.h - the store's metrics: the one list of its counters and gauges
  * (what COUNTERS answers and /metrics shows, with their exposition names),
- * the latency histograms get.c and put.c record into (struct store), and
+ * the latency histograms get.c and put.c record into (store.h), and
  * the /metrics endpoint (--metrics-listen, src/metricsrv.h).
  *
  * Exposition: hoplite_store_* with the label node="<--name>", the request
@@ -12,8 +12,8 @@
  * the client's writing between CREATE and SEAL is included), then
  * metricsrv.c's loop-lag and scrape metrics.
  *
- * Callers: clients.c (COUNTERS), server.c (start, stop), get.c and put.c
- * (the histograms, directly).
+ * Callers: clients.c (COUNTERS), server.c (start, stop); get.c and put.c
+ * record into the histograms of struct store (store.h) directly.
  */
 #ifndef HPL_STORE_METRICS_H
 #define HPL_STORE_METRICS_H
@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "metrics.h"
-#include "server.h"
+#include "store.h"
 
 /* Room for the list store_metrics_collect writes. */
 #define STORE_METRICS_MAX 72

@@ -1,0 +1,127 @@
+/* dlheld.c - re-reporting what this store holds to the directory after it
+ * registered (HELD pieces, and after a directory restart the small
+ * objects' bytes), a slice at a time (see dirlink.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlint.h"
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+
+/* What one HELD carries at most (objects, and bytes of ids), and how many
+ * objects one piece may look at. */
+#define HELD_PIECE 2048
+#define HELD_PIECE_BYTES (256u * 1024)
+#define HELD_SCAN (4 * HELD_PIECE)
+static void held_next(dirlink *dl);
+
+static void held_reply(store *s, const dl_reply *r, void *arg) {
+  dirlink *dl = s->dl;
+  if ((uint64_t)(uintptr_t)arg != dl->held_gen) return; /* a piece sent on an older connection */
+  if (r->status != 0) {
+    LOG_WARN("the directory did not take what we hold: %s (%s)", hpl_strerror(r->status),
+             r->detail);
+    store_walk_end(s, &dl->held_walk);
+    return;
+  }
+  held_next(dl);
+}
+
+/* Send the next piece of what we hold: complete copies the directory knew
+ * of (`advertised`; one being announced right now is announced by its own
+ * request), small ones included (it lists us as their holder). After a
+ * restart the directory lost the small objects' bytes: they go first, each
+ * in an INLINE_PUT (answered before the HELD that follows them). The next
+ * piece goes when this one is answered, so the directory takes a store of
+ * millions of objects in slices between its other work. */
+static void held_next(dirlink *dl) {
+  store *s = dl->s;
+  if (!dl->held_walk.open) return; /* the last piece was answered */
+  Hplpb__HeldObject *held = malloc(HELD_PIECE * sizeof *held);
+  Hplpb__HeldObject **ptrs = malloc(HELD_PIECE * sizeof *ptrs);
+  if (!held || !ptrs) {
+    free(held);
+    free(ptrs);
+    LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+    store_walk_end(s, &dl->held_walk);
+    return;
+  }
+  size_t k = 0, bytes = 0, scanned = 0;
+  int end = 0;
+  while (k < HELD_PIECE && bytes < HELD_PIECE_BYTES && scanned < HELD_SCAN) {
+    st_obj *o = store_walk_next(s, &dl->held_walk);
+    if (!o) {
+      end = 1;
+      break;
+    }
+    scanned++;
+    if ((o->state != OBJ_SEALED && o->state != OBJ_SPILLED) || !o->advertised) continue;
+    if (dl->held_inline && o->inline_obj) {
+      Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
+      p.id = o->id;
+      p.size = o->size;
+      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1,
+                      dirlink_ignore_reply, NULL);
+      bytes += o->size;
+    }
+    hplpb__held_object__init(&held[k]);
+    held[k].id = o->id;
+    held[k].size = o->size;
+    held[k].complete = 1;
+    held[k].inline_ = o->inline_obj;
+    ptrs[k] = &held[k];
+    bytes += strlen(o->id) + 16;
+    k++;
+  }
+  dl->held_sent += k;
+  if (k > 0 || !end) {
+    Hplpb__HeldNote n = HPLPB__HELD_NOTE__INIT;
+    n.held = ptrs;
+    n.n_held = k;
+    n.adopt = dl->held_adopt;
+    if (dirlink_request(s, HPL__MSG_HELD, &n.base, NULL, 0, -1, held_reply,
+                        (void *)(uintptr_t)dl->held_gen) != 0) {
+      LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+      store_walk_end(s, &dl->held_walk);
+      end = 0;
+    }
+  }
+  free(held);
+  free(ptrs);
+  if (end && dl->held_sent)
+    LOG_INFO("re-reported %zu objects to the directory in %llu ms", dl->held_sent,
+             (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
+}
+
+/* Walk what we hold from the start, sending the first piece. */
+static void held_begin(dirlink *dl) {
+  if (store_obj_count(dl->s) == 0) return;
+  store_walk_begin(dl->s, &dl->held_walk);
+  held_next(dl);
+}
+
+static void held_delayed_cb(uv_timer_t *t) {
+  dirlink *dl = t->data;
+  if (!dl->stopping && dl->state == DL_READY) held_begin(dl);
+}
+
+void dirlink_held_start(dirlink *dl, int adopt, int with_inline) {
+  store *s = dl->s;
+  store_walk_end(s, &dl->held_walk);
+  uv_timer_stop(&dl->held_delay);
+  dl->held_gen++;
+  dl->held_adopt = adopt;
+  dl->held_inline = with_inline;
+  dl->held_sent = 0;
+  dl->held_t0_ms = hpl__now_ms();
+  if (s->cfg.faults.held_delay_ms) /* fault point: a slow re-report */
+    uv_timer_start(&dl->held_delay, held_delayed_cb, s->cfg.faults.held_delay_ms, 0);
+  else
+    held_begin(dl);
+}
+
+void dirlink_held_stop(dirlink *dl) {
+  store_walk_end(dl->s, &dl->held_walk);
+  dl->held_gen++;
+}

@@ -1,0 +1,95 @@
+/*
+ * dlint.h - what the directory link's files share (dirlink.c: requests,
+ * notes, the directory's messages; dlconn.c: the connection's life;
+ * dlheld.c: re-reporting what we hold): the link's record. Nothing outside
+ * the module includes it.
+ */
+#ifndef HPL_STORE_DLINT_H
+#define HPL_STORE_DLINT_H
+
+#include <stdint.h>
+#include <uthash.h>
+
+#include "dirlink.h"
+#include "objects.h"
+#include "uvconn.h"
+#include "uvtimer.h"
+
+enum { DL_DOWN = 0, DL_RESOLVING, DL_CONNECTING, DL_REGISTERING, DL_READY };
+
+typedef struct dl_req {
+  UT_hash_handle hh;
+  uint64_t id;
+  unsigned type;
+  uint8_t *frame; /* header + message + payload, ready to send */
+  size_t flen;
+  int sent;       /* on the current connection */
+  dl_reply_cb cb;
+  void *arg;
+  hpl__otimer timer;
+  struct dirlink *dl;
+  uint64_t seq; /* send order */
+} dl_req;
+
+typedef struct dirlink {
+  store *s;
+  int state;
+  hpl__conn *c;
+  uv_getaddrinfo_t gai;
+  uv_connect_t creq;
+  uv_tcp_t *tcp;
+  uv_timer_t retry;
+  uv_timer_t hb;
+  uv_timer_t held_delay; /* fault point held_delay_ms: the re-report waits */
+  uint64_t backoff_ms;
+  dl_req *pending;
+  uint64_t next_id;
+  uint64_t seq;
+  uint64_t register_req;
+  uint64_t last_heard_ms;
+  int registered_once;
+  uint64_t instance; /* the directory's, from the last registration */
+  uint64_t hb_sent_ns;  /* when the last heartbeat went out */
+  uint32_t rtt_us;      /* its round trip, reported with the next one */
+  char peer_addr[64];   /* the directory's numeric address, for clients */
+  int peer_port;
+  int stopping;
+  dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
+  void (*registered)(store *s, int restarted);
+  size_t (*incoming)(store *s, dl_incoming *out, size_t max); /* for heartbeats */
+  uint64_t incarnation; /* random per process (RegisterReq.incarnation) */
+  dl_caps caps;         /* the directory's, from the last registration */
+  /* re-reporting what we hold after registering (HELD, one piece at a time) */
+  st_walk held_walk;
+  uint64_t held_gen;    /* bumped per connection: answers of older pieces are ignored */
+  int held_adopt;       /* the directory is new to us: it takes unknown objects */
+  int held_inline;      /* it restarted: it lost the small objects' bytes too */
+  size_t held_sent;
+  uint64_t held_t0_ms;
+} dirlink;
+
+/* dirlink.c. A frame from the directory that is neither the answer to
+ * REGISTER nor a PROBE: one of its own messages (to its handler), or a
+ * reply to a pending request. Send every request still waiting (after
+ * registering), oldest first. The connection was lost: requests sent on
+ * it go again after registering, heartbeats and HELD pieces are dropped.
+ * Stopping: every pending request ends with HPL_ECANCELED. */
+void dirlink_frame_in(dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+                      const uint8_t *payload, uint64_t plen);
+void dirlink_flush(dirlink *dl);
+void dirlink_requests_lost(dirlink *dl);
+void dirlink_requests_cancel(dirlink *dl);
+/* A dl_reply_cb for requests whose answer changes nothing here (the
+ * directory's state is what counts, and a failure is retried at the next
+ * registration). */
+void dirlink_ignore_reply(store *s, const dl_reply *r, void *arg);
+
+/* dlheld.c. After registering: re-report everything we hold, piece by
+ * piece (adopt: the directory is new to us and takes unknown objects;
+ * with_inline: it restarted and lost the small objects' bytes too). Stop
+ * re-reporting (connection lost, stopping): answers of pieces already out
+ * are ignored. */
+void dirlink_held_start(dirlink *dl, int adopt, int with_inline);
+void dirlink_held_stop(dirlink *dl);
+
+#endif

@@ -1,0 +1,154 @@
+/* dpfile.c - the data port's streams of spilled copies, read from their
+ * spill files into two buffers in turn, so the next read overlaps the
+ * current write (see dpint.h); the pool is not touched. */
+#include <stdlib.h>
+
+#include "dpint.h"
+#include "hoplite.h"
+#include "log.h"
+#include "spill.h"
+
+/* A stream read from a spill file: two buffers, each being read, ready,
+ * or being written, so the next read overlaps the current write. It
+ * outlives its sender while a read or a write still uses a buffer. */
+#define FS_SLOTS 2
+typedef struct fs_slot {
+  struct st_fstream *fs;
+  uint8_t *buf;
+  uint64_t off, len;
+  uint64_t req;  /* the read's (while reading) */
+  int state;     /* FS_FREE, FS_READING, FS_READY, FS_WRITING */
+} fs_slot;
+enum { FS_FREE, FS_READING, FS_READY, FS_WRITING };
+
+typedef struct st_fstream {
+  st_sender *sd; /* NULL once the connection closed */
+  uint64_t file;
+  uint64_t next;  /* the next offset to read */
+  int busy;       /* slots reading or writing */
+  fs_slot slot[FS_SLOTS];
+} st_fstream;
+
+static void fs_pump(st_fstream *fs);
+
+static void fs_free_maybe(st_fstream *fs) {
+  if (fs->sd || fs->busy) return;
+  for (int i = 0; i < FS_SLOTS; i++) free(fs->slot[i].buf);
+  free(fs);
+}
+
+static void fs_write_done(hpl__conn *c, int status, void *arg) {
+  (void)c;
+  fs_slot *k = arg;
+  st_fstream *fs = k->fs;
+  k->state = FS_FREE;
+  fs->busy--;
+  if (status || !fs->sd) {
+    fs_free_maybe(fs);
+    return;
+  }
+  fs_pump(fs);
+}
+
+static void fs_read_done(void *arg, int status, int err, const char *detail) {
+  (void)err;
+  fs_slot *k = arg;
+  st_fstream *fs = k->fs;
+  st_sender *sd = fs->sd;
+  k->state = status ? FS_FREE : FS_READY;
+  if (status) fs->busy--;
+  if (!sd) {
+    if (!status) {
+      k->state = FS_FREE;
+      fs->busy--;
+    }
+    fs_free_maybe(fs);
+    return;
+  }
+  if (status) {
+    sd->s->ctr.spill_errors++;
+    LOG_WARN("stream of '%s' from its spill file failed: %s", sd->obj->id,
+             *detail ? detail : hpl_strerror(status));
+    hpl__conn_close(sd->c, HPL_ESYS);
+    return;
+  }
+  fs_pump(fs);
+}
+
+/* Write what is read, in order; read ahead into free buffers; finish. */
+static void fs_pump(st_fstream *fs) {
+  st_sender *sd = fs->sd;
+  store *s = sd->s;
+  if (hpl__conn_closing(sd->c)) return;
+  for (int progress = 1; progress;) {
+    progress = 0;
+    for (int i = 0; i < FS_SLOTS; i++) {
+      fs_slot *k = &fs->slot[i];
+      if (k->state != FS_READY || k->off != sd->pos) continue;
+      if (hpl__conn_write(sd->c, k->buf, (size_t)k->len, fs_write_done, k) != 0) return;
+      k->state = FS_WRITING;
+      sd->pos += k->len;
+      s->ctr.data_bytes_sent += k->len;
+      progress = 1;
+    }
+  }
+  for (int i = 0; i < FS_SLOTS && fs->next < sd->end; i++) {
+    fs_slot *k = &fs->slot[i];
+    if (k->state != FS_FREE) continue;
+    k->off = fs->next;
+    k->len = sd->end - k->off < s->cfg.chunk ? sd->end - k->off : s->cfg.chunk;
+    if (hpl__spill_read(s->spill, fs->file, k->off, k->buf, k->len, fs_read_done, k, &k->req)) {
+      LOG_WARN("cannot stream '%s' from its spill file: %s", sd->obj->id,
+               hpl__spill_errdetail(s->spill));
+      hpl__conn_close(sd->c, HPL_ESYS);
+      return;
+    }
+    k->state = FS_READING;
+    fs->busy++;
+    fs->next += k->len;
+  }
+  if (sd->pos == sd->end && !fs->busy) {
+    s->ctr.pulls_served++;
+    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx from its spill file", sd->obj->id,
+              (unsigned long long)sd->offset, (unsigned long long)sd->end,
+              (unsigned long long)sd->peer);
+    sd->fs = NULL;
+    fs->sd = NULL;
+    fs_free_maybe(fs);
+    dataport_stream_end(sd);
+  }
+}
+
+void dataport_file_detach(st_sender *sd) {
+  st_fstream *fs = sd->fs;
+  if (!fs) return;
+  sd->fs = NULL;
+  fs->sd = NULL;
+  for (int i = 0; i < FS_SLOTS; i++)
+    if (fs->slot[i].state == FS_READING) hpl__spill_cancel(sd->s->spill, fs->slot[i].req);
+  fs_free_maybe(fs);
+}
+
+int dataport_file_start(st_sender *sd, st_obj *o) {
+  store *s = sd->s;
+  uint64_t file = s->spill ? store_obj_file(s, o) : 0;
+  if (!file) return -1;
+  st_fstream *fs = calloc(1, sizeof *fs);
+  if (!fs) return -1;
+  for (int i = 0; i < FS_SLOTS; i++) {
+    fs->slot[i].fs = fs;
+    if (!(fs->slot[i].buf = malloc(s->cfg.chunk))) {
+      fs_free_maybe(fs);
+      return -1;
+    }
+  }
+  fs->sd = sd;
+  fs->file = file;
+  sd->fs = fs;
+  return 0;
+}
+
+void dataport_file_pump(st_sender *sd) {
+  sd->fs->next = sd->pos;
+  fs_pump(sd->fs);
+}

@@ -1,0 +1,49 @@
+/*
+ * dpint.h - what dataport.c (connections, PULLs, streams from memory) and
+ * dpfile.c (streams of spilled copies, from their files) share: a
+ * connection's record. Nothing outside these two files includes it.
+ */
+#ifndef HPL_STORE_DPINT_H
+#define HPL_STORE_DPINT_H
+
+#include <stdint.h>
+
+#include "dataport.h"
+#include "uvconn.h"
+
+typedef struct st_sender {
+  struct st_sender *prev, *next; /* s->dataport->senders (utlist) */
+  store *s;
+  hpl__conn *c;
+  st_obj *obj; /* streaming (referenced); NULL when idle */
+  uint64_t pos, end;
+  int inflight;
+  st_watch watch;
+  uint64_t req_id;
+  uint64_t peer;
+  uint64_t offset; /* where this stream started */
+  char *parked;    /* stream key this PULL waits for (not made yet) */
+  uint32_t gen;    /* generation of the bytes being streamed */
+  uint64_t started_ms;
+  int faulty;       /* fault points apply to this stream */
+  int stalled;      /* fault point: stop sending */
+  uint64_t slow_from_ms; /* fault point slow_after: when the pace began (faults.h) */
+  uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
+  struct st_fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
+} st_sender;
+
+/* dataport.c: the stream of sd is over (served, or refused): let go of
+ * its object; tell the idle function if no stream is left. */
+void dataport_stream_end(st_sender *sd);
+
+/* dpfile.c. Stream spilled copy `o` from its spill file (the pool is not
+ * touched): 0 (sd->fs set), or -1 when it cannot be (the caller reads it
+ * back instead). Pump: send what is read, read ahead, end the stream
+ * (from sd->pos, once the reply is out). Detach: the connection closed;
+ * reads still out are cancelled, the buffers go once no read or write
+ * uses them (a no-op without sd->fs). */
+int dataport_file_start(st_sender *sd, st_obj *o);
+void dataport_file_pump(st_sender *sd);
+void dataport_file_detach(st_sender *sd);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * pullint.h - what puller.c (the stream) and pullmon.c (watching it)
+ * share: a pull's record and the module's context. Nothing outside these
+ * two files includes it.
+ */
+#ifndef HPL_STORE_PULLINT_H
+#define HPL_STORE_PULLINT_H
+
+#include <stdint.h>
+
+#include "puller.h"
+#include "uvconn.h"
+
+/* The module's context (s->pullers). */
+typedef struct st_pullers {
+  st_puller *list;       /* every pull running (utlist) */
+  double rate_ewma;      /* bytes/s of recent pulls from complete senders */
+  double last_pull_rate; /* of the pull that just completed (0: not measured) */
+  unsigned straggler_streak; /* senders judged stragglers since a pull last went at a
+                                healthy rate: our own link may be the slow one, so
+                                each one widens the window */
+} st_pullers;
+
+struct st_puller {
+  struct st_puller *prev, *next; /* s->pullers->list (utlist) */
+  store *s;
+  puller_ops ops;
+  void *arg;
+  st_obj *into;     /* puller_start_into: the object the bytes land in */
+  int into_progress; /*   ...and whether they are its progress */
+  char key[320];
+  int internal;
+  uv_tcp_t *tcp; /* while connecting */
+  uv_connect_t creq;
+  hpl__conn *c;
+  uint64_t start; /* stream offset requested */
+  uint64_t size;  /* whole stream size */
+  uint64_t got;   /* bytes received after start */
+  int finished;   /* done, failed or cancelled: ignore further events */
+  int paused;     /* the owner has no room: not a stall */
+  uv_timer_t monitor;
+  uint64_t last_move_ms; /* when bytes last arrived */
+  uint64_t slow_next_ms; /* monitor 1: next time a crawl may be reported */
+  uint64_t started_ms;
+  uint64_t samp_ms[32], samp_got[32]; /* (time, bytes) every sample, a ring */
+  int nsamp;
+  unsigned ticks;
+  uint64_t last_tick_ms;
+  double rate;            /* bytes/s while bytes flow (EWMA of samples, 0: unknown) */
+  int suspecting;         /* `suspect` called, owner not done yet */
+  uint64_t noted_move_ms; /* last_move_ms when the QUIET note went out (one per quiet spell) */
+  uint64_t suspect_after; /* no `suspect` call before this time */
+  int closes; /* handles still closing after the end */
+  char label[48];
+};
+
+/* puller.c: the stream is over (done, failed or cancelled): release
+ * everything and, if `report`, tell the owner (done()). */
+void puller_end(st_puller *p, int status, const char *detail, int report);
+
+/* pullmon.c: start the monitor's timer (ops.monitor set); the pull
+ * completed: a full-speed sample for this node's usual rate. */
+void puller_monitor_start(st_puller *p);
+void puller_sample_whole(st_puller *p);
+
+#endif

@@ -1,0 +1,282 @@
+/* rdcombine.c - a reduce task's inputs (see rdtask.h and rdtaskint.h):
+ * its children's streams, what the directory hears of a slot's stream
+ * (crawling, silent, failed; rdsink.c reports the root's the same way),
+ * and the combine steps that fold them with its own source into its
+ * output, chunk by chunk.
+ *
+ * The first child's bytes land straight in the output buffer and are
+ * combined in place; further children go through rings of bounded size,
+ * whose streams pause while the ring is full. Large combine steps run on
+ * libuv's thread pool. The task's life (start, waits, end) is rdtask.c's.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dirlink.h"
+#include "faults.h"
+#include "log.h"
+#include "ops.h"
+#include "rdtaskint.h"
+#include "util.h"
+
+#define RD_OFFLOAD (1u << 20) /* combine steps this large go to the pool */
+
+int rdtask_ready(rd_task *t) {
+  if (t->state == RD_WAITING && !t->waits) rdtask_set_state(t, RD_RUNNING);
+  return t->state == RD_RUNNING || t->state == RD_REBASING || t->state == RD_COMPLETE;
+}
+
+void rdtask_go(rd_task *t) {
+  if (!rdtask_ready(t)) return;
+  for (int j = 0; j < t->nch; j++)
+    if (t->ch[j].known) rdtask_child_start(t, &t->ch[j]);
+  rdtask_try_combine(t);
+}
+
+void rdtask_restart_children(rd_task *t) {
+  t->comb = t->base;
+  for (int j = 0; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    if (c->pull) puller_cancel(c->pull);
+    c->pull = NULL;
+    c->recv = t->base;
+    c->done = 0;
+    c->paused = 0;
+  }
+  if (t->state == RD_COMPLETE) rdtask_set_state(t, RD_RUNNING);
+  rdtask_go(t);
+}
+
+/* ------------------------------------------------------------------ reports */
+
+/* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
+static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                           const char *detail, int silent, uint64_t rate) {
+  Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
+  n.target = (char *)target;
+  n.rid = rid;
+  n.slot = slot;
+  n.gen = gen;
+  n.detail = (char *)(detail ? detail : "");
+  n.silent = silent;
+  n.slow = rate > 0;
+  n.rate = rate;
+  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+}
+
+void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        double bps) {
+  uint64_t rate = (uint64_t)bps;
+  s->ctr.reduce_crawl_reports++;
+  LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
+           "%.1f MB/s); told the directory",
+           target, slot, (double)rate / 1e6, puller_usual_rate(s) / 1e6);
+  send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
+}
+
+void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
+                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
+  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
+           target, slot, (unsigned long long)quiet_ms);
+  send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
+  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
+}
+
+void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+                        const char *detail) {
+  send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
+}
+
+/* ------------------------------------------------------------------ combine */
+
+/* out[from, to) = op(out, own, ring children): child 0 is already in out. */
+static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
+  if (from >= to) return;
+  uint8_t *out = t->out->data;
+  const uint8_t *own = t->src->data + t->src_off;
+  size_t n = (size_t)(to - from);
+  if (t->nch == 0)
+    memcpy(out + from, own + from, n);
+  else
+    hpl__reduce_apply(t->op, t->dtype, out + from, own + from, n);
+  for (int j = 1; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    /* the range may wrap around the ring */
+    uint64_t x = from;
+    while (x < to) {
+      size_t pos = (size_t)(x % c->ring_size);
+      size_t k = c->ring_size - pos;
+      if (k > to - x) k = (size_t)(to - x);
+      hpl__reduce_apply(t->op, t->dtype, out + x, c->ring + pos, k);
+      x += k;
+    }
+  }
+}
+
+static void work_run(uv_work_t *w) {
+  rd_task *t = w->data;
+  faults_combine_delay(&t->s->cfg.faults);
+  combine_range(t, t->w_from, t->w_to);
+}
+
+/* The output advanced to `to`: publish, make ring room, maybe finish. */
+static void task_advance(rd_task *t, uint64_t to) {
+  store *s = t->s;
+  t->comb = to;
+  store_obj_progress(s, t->out, to);
+  for (int j = 1; j < t->nch; j++)
+    if (t->ch[j].paused) {
+      t->ch[j].paused = 0;
+      puller_resume(t->ch[j].pull);
+    }
+  if (t->comb < t->size) return;
+  LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
+            (unsigned long long)t->size);
+  rdtask_set_state(t, RD_COMPLETE);
+  if (t->to_target) {
+    dirlink_loc_complete(s, t->out->id, 0);
+    store_obj_sealed(s, t->out);
+  } else {
+    t->out->state = OBJ_SEALED;
+    store_obj_progress(s, t->out, t->size);
+  }
+}
+
+/* The old task's last step is done: the new one may write now. */
+static void task_unblock(rd_task *t) {
+  t->blocked_by = NULL;
+  t->waits &= ~RDW_STEP;
+  rdtask_go(t);
+}
+
+static void work_done(uv_work_t *w, int status) {
+  rd_task *t = w->data;
+  t->working = 0;
+  if (t->state == RD_ENDED) {
+    rd_task *next = t->successor;
+    store *s = t->s;
+    char target[sizeof t->target];
+    int root = t->to_target && t->root_moved;
+    snprintf(target, sizeof target, "%s", t->target);
+    rdtask_free_task(t);
+    if (next) task_unblock(next);
+    if (root && s->tasks->root_released)
+      s->tasks->root_released(s, target); /* the target is the sink's */
+    return;
+  }
+  if (t->state == RD_REBASING) { /* the step's bytes are made again */
+    rdtask_set_state(t, RD_RUNNING);
+    rdtask_restart_children(t);
+    return;
+  }
+  if (status == 0) task_advance(t, t->w_to);
+  rdtask_try_combine(t);
+}
+
+static void src_back(st_watch *w) {
+  rdtask_try_combine((rd_task *)((char *)w - offsetof(rd_task, src_watch)));
+}
+
+void rdtask_try_combine(rd_task *t) {
+  if (t->working || !rdtask_ready(t) || t->comb >= t->size) return;
+  if (t->src->state != OBJ_SEALED) { /* spilled: being read back (room.c) */
+    t->src_watch.fn = src_back;
+    store_watch(t->src, &t->src_watch);
+    return;
+  }
+  uint64_t avail = t->size;
+  for (int j = 0; j < t->nch; j++) {
+    rd_child *c = &t->ch[j];
+    if (!c->known) return;
+    if (c->recv < avail) avail = c->recv;
+  }
+  if (avail < t->size) avail -= avail % 8; /* whole elements of any dtype */
+  if (avail <= t->comb) return;
+  if (avail - t->comb >= RD_OFFLOAD) {
+    t->working = 1;
+    t->w_from = t->comb;
+    t->w_to = avail;
+    t->work.data = t;
+    if (uv_queue_work(t->s->loop, &t->work, work_run, work_done) == 0) return;
+    t->working = 0;
+  }
+  combine_range(t, t->comb, avail);
+  task_advance(t, avail);
+}
+
+/* ------------------------------------------------------------------ children */
+
+/* A further child's stream lands in its ring: bytes [comb, recv) are
+ * held; room up to comb + ring_size. (Child 0's lands in the output:
+ * puller_start_into.) */
+static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
+  rd_child *c = arg;
+  rd_task *t = c->t;
+  uint64_t limit = t->comb + c->ring_size;
+  if (limit > t->size) limit = t->size;
+  if (off >= limit) {
+    *len = 0;
+    c->paused = 1;
+    puller_paused(c->pull);
+    return NULL;
+  }
+  size_t pos = (size_t)(off % c->ring_size);
+  size_t k = c->ring_size - pos;
+  if (k > limit - off) k = (size_t)(limit - off);
+  *len = k;
+  return c->ring + pos;
+}
+
+static void child_got(void *arg, uint64_t off, size_t n) {
+  rd_child *c = arg;
+  c->recv = off + n;
+  rdtask_try_combine(c->t);
+}
+
+static void child_done(void *arg, int status, const char *detail) {
+  rd_child *c = arg;
+  rd_task *t = c->t;
+  c->pull = NULL;
+  if (status == 0) {
+    c->done = 1;
+    rdtask_try_combine(t);
+    return;
+  }
+  /* the directory decides: a stale generation is ignored, otherwise the
+   * child's slot is replaced and this task gets a new generation */
+  LOG_WARN("reduce '%s' slot %u: stream of child %d (%s) failed: %s", t->target, t->slot,
+           c->index, c->key, detail ? detail : hpl_strerror(status));
+  rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
+}
+
+static void child_silent(void *arg, uint64_t quiet_ms) {
+  rd_child *c = arg;
+  rdtask_report_silent(c->t->s, c->pull, c->t->target, c->t->rid, c->slot, c->gen, quiet_ms);
+}
+
+static void child_slow(void *arg, double rate) {
+  rd_child *c = arg;
+  rdtask_report_slow(c->t->s, c->t->target, c->t->rid, c->slot, c->gen, rate);
+}
+
+void rdtask_child_start(rd_task *t, rd_child *c) {
+  /* blocked, or the output waits for room: started when it may write */
+  if (c->pull || c->done || !rdtask_ready(t)) return;
+  if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
+  puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
+                    .suspect = child_silent, .slow = child_slow, .quiet = dirlink_quiet,
+                    .peer = c->node};
+  if (c->ring) {
+    ops.buf = child_buf;
+    c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
+                           c);
+  } else { /* its bytes are the output's until combined (not its progress) */
+    c->pull = puller_start_into(t->s, c->addr, c->port, c->key, c->internal, t->out, c->recv, 0,
+                                &ops, c);
+  }
+  if (!c->pull)
+    LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot, c->key,
+             c->addr, c->port);
+}

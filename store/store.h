@@ -1,0 +1,142 @@
+/*
+ * store.h - the process's own state (struct store): what every module of
+ * hoplite-store may read and nothing more. It holds the event loop, the
+ * configuration, the node id, the process-wide flags (stopping,
+ * draining), the metrics (counters, request histograms, connection
+ * gauges) and one pointer to each module's context. A module's context is
+ * its own struct, defined in its .c file and reached only through its
+ * header; the order modules may call each other is in server.h.
+ *
+ * Callers: every module of the store (server.c owns the struct).
+ */
+#ifndef HPL_STORE_STORE_H
+#define HPL_STORE_STORE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "faults.h"
+#include "metrics.h"
+#include "metricsrv.h"
+#include "pool.h"
+
+typedef struct store store;
+struct st_obj;
+
+/* store_config.trim_ms: not set (store_start picks 10 s, or never with prefault) */
+#define STORE_TRIM_DEFAULT UINT32_MAX
+
+typedef struct store_config {
+  char dir_host[256];
+  int dir_port;
+  char socket_path[108];
+  uint64_t memory;           /* pool capacity */
+  char data_host[64];        /* data port bind address ("": by the directory's) */
+  int data_port;             /* 0: any */
+  char data_addr[64];        /* advertised address ("" = the one facing the directory) */
+  char name[64];
+  const char *ready_file;    /* written once registered: "<data_port>\n" */
+  uint64_t chunk;            /* largest write of a data stream */
+  int prefault;
+  int sendfile;              /* --sendfile: streams leave the pool with sendfile(2) */
+  uint64_t link_rate;        /* --link-rate: this host's link, bits/s (0: not given;
+                                streams leave unpaced) */
+  uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
+  double straggler_ratio;    /* a complete sender delivering below this fraction of */
+  uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
+  uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
+  store_faults faults;
+  hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
+  int insecure;              /* --insecure: no exposure or local-peer checks */
+  int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
+  uint32_t max_conns;        /* open data-port connections, and local clients, at most */
+  uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
+                                was freed for this long (0: never; STORE_TRIM_DEFAULT:
+                                10 s, or never with prefault) */
+  uint64_t trim_keep;        /*   ...all but the lowest this many free bytes (warm) */
+  char spill_dir[256];       /* idle primary copies are written here when the pool is
+                                full ("": never) */
+  uint32_t room_wait_ms;     /* a buffer that does not fit waits this long at most for
+                                room (also when the client set no timeout) */
+  hpl__metrics_cfg metrics;  /* --metrics-listen (off unless given) */
+} store_config;
+
+typedef struct store_counters {
+  uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
+      inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
+      grants_taken,   /* GRANTs pulled on: a client's get needed no ACQUIRE (fetch.c) */
+      grants_ignored, /* GRANTs for an object held or asked for already */
+      grant_waits_expired, /* granted GETs whose GRANT did not come in time: asked */
+      pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
+      stragglers_early,  /* crawls judged early: half (a reduce stream's: a quarter) of
+                            --straggler-ms (puller.c) */
+      reduce_crawl_reports, /* reduce streams reported crawling to the directory */
+      dir_registrations, /* times this store registered with the directory */
+      pull_suspects,     /* streams silent for their quiet window (sender suspected) */
+      quiet_notes,       /* ...for half of it: the directory told to probe the sender */
+      suspect_moves,     /*   ...that moved to another sender on the directory's word */
+      clients_refused, conns_refused,
+      owned_deletes,      /* objects deleted because the client owning them left */
+      ttl_deletes,        /* objects deleted because their TTL ran out */
+      pool_trims,         /* walks that gave free pool pages back to the kernel */
+      pool_trimmed_bytes, /*   ...and the bytes they punched (holes again included) */
+      evictions,          /* idle secondary copies let go to make room */
+      evicted_bytes,
+      evict_refusals,     /* copies offered that the directory kept (last copy, serving) */
+      room_waits,         /* buffers that waited for room */
+      room_timeouts,      /*   ...and found none in time (HPL_ENOMEM) */
+      orphans_ended,      /* reduce tasks a restarted directory did not adopt, ended */
+      reduce_resumes,     /* reduce tasks that took a failed node's slot over mid-stream */
+      reduce_resumed_bytes, /*   ...and the output bytes they did not make again */
+      reduce_rebases,     /* resumed tasks that had to make skipped bytes after all */
+      reduce_child_moves, /* children's (or the root's) streams pulled on from a resumed
+                             slot's new node */
+      sendfile_bytes,     /* stream bytes sent with sendfile(2) (no user-space copy) */
+      paced_conns,        /* data-port connections paced to --link-rate (dataport.c) */
+      pace_failures,      /*   ...and those the kernel would not pace (sent unpaced) */
+      spilled, spilled_bytes,   /* objects written to spill files (their buffers freed) */
+      spill_dropped,            /* buffers freed of objects already on disk */
+      restored, restored_bytes, /* objects read back into the pool */
+      spill_errors,             /* writes or reads of spill files that failed */
+      ring_tasks,     /* ring allreduces this node took part in (ring.c) */
+      rings_done,     /*   ...whose target it completed */
+      ring_failures,  /*   ...whose part here failed, or that ended before it was done */
+      ring_fallbacks; /* allreduces asked for a ring that ran none (reduced as usual) */
+} store_counters;
+
+struct store {
+  uv_loop_t *loop;
+  store_config cfg;
+  uint64_t node_id;
+  uint64_t start_ms;
+  uint64_t netns; /* inode of this process's network namespace, 0 if unknown */
+  int stopping;
+  int draining; /* SIGTERM: leaving once current streams are served */
+  /* metrics (stmetrics.c lists them) */
+  store_counters ctr;
+  hpl__hist get_hist; /* client GETs: arrival to answer (get.c) */
+  hpl__hist put_hist; /* puts: CREATE or PUT to the seal's answer (put.c) */
+  uint32_t nclients;  /* local clients connected (clients.c) */
+  uint32_t nsenders;  /* data-port connections open (dataport.c) */
+  /* server.c: leaving */
+  uv_timer_t grace;
+  uv_signal_t sigint, sigterm;
+  /* each module's context, made by its start (NULL before) */
+  hpl__pool *pool;               /* pool.c */
+  struct hpl__spill *spill;      /* spill.c: cfg.spill_dir's files (NULL: off; room.c opens) */
+  struct st_objects *objects;    /* objects.c */
+  struct st_pullers *pullers;    /* puller.c */
+  struct st_dataport *dataport;  /* dataport.c */
+  struct dirlink *dl;            /* dirlink.c */
+  struct st_rooms *rooms;        /* room.c */
+  struct st_lifetime *lt;        /* lifetime.c */
+  struct st_fetches *fetches;    /* fetch.c */
+  struct rd_tasks *tasks;        /* rdtask.c */
+  struct rd_sinks *sinks;        /* rdsink.c */
+  struct rg_rings *rings;        /* ring.c */
+  struct hpl__msrv *msrv;        /* stmetrics.c: the /metrics endpoint (NULL: none) */
+  struct st_clients *clients;    /* clients.c */
+};
+
+#endif
