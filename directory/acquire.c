@@ -327,10 +327,12 @@ static int has_ring_waiter(const dir_obj *o) {
   return 0;
 }
 
-void dir_acquire_serve(dir_server *s, dir_obj *o) {
+static void serve(dir_server *s, dir_obj *o) {
   while (serve_waiters(s, o)) {
   }
 }
+
+void dir_acquire_on_change(dir_obj *o, void *srv) { serve(srv, o); }
 
 void dir_acquire_drop_node(dir_server *s, dir_node *n) {
   while (n->waiters) waiter_end(n->waiters);
@@ -550,7 +552,7 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
   int ring_wait = 0;
   if (acquire_try(s, asker, req, o, m->failed_peer, now, &ring_wait)) {
     /* a new partial copy: a ring successor may be waiting for it */
-    if (has_ring_waiter(o)) dir_acquire_serve(s, o);
+    if (has_ring_waiter(o)) serve(s, o);
     dtab_gc(&s->tab, o);
     return;
   }

@@ -28,10 +28,11 @@
 void dir_acquire_on_acquire(dir_server *s, const dir_frame *f);
 void dir_acquire_on_peek(dir_server *s, const dir_frame *f);
 
-/* Answer every waiter of `o` that can be answered now (a sender, or an
+/* Object `o` changed (dtab_on_change subscriber, `srv` the dir_server):
+ * answer every waiter of `o` that can be answered now (a sender, or an
  * error such as HPL_ELOST), in arrival order, until a pass serves no one
  * an allreduce ring successor could use. Does not free `o`. */
-void dir_acquire_serve(dir_server *s, dir_obj *o);
+void dir_acquire_on_change(dir_obj *o, void *srv);
 
 /* Drop the PEEKs waiting on connection `dc` without a reply (it closed). */
 void dir_acquire_conn_closed(dir_server *s, dir_conn *dc);

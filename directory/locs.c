@@ -42,7 +42,7 @@ void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held,
     dir_obj *o = dtab_get(&s->tab, h->id);
     if (!o) continue;
     dtab_loc_complete(&s->tab, o, node, h->size);
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
   }
 }
 
@@ -68,7 +68,7 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
       continue;
     }
     dtab_loc_complete(&s->tab, o, node, h->size);
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
     taken++;
   }
   s->ctr.held_taken += taken;
@@ -96,7 +96,7 @@ void dir_locs_on_add(dir_server *s, const dir_frame *f) {
     snprintf(detail, sizeof detail, "object '%s' exists with size %llu, not %llu", m->id,
              (unsigned long long)o->size, (unsigned long long)m->size);
   hpl__conn_reply(f->dc->c, f->req, rc, detail);
-  dir_object_changed(s, o);
+  dtab_changed(&s->tab, o);
 }
 
 /* Record that node's copy of o ends as `kind` (DONE or REMOVE). */
@@ -131,7 +131,7 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
     else
       dtab_check_lost(&s->tab, o);
   }
-  dir_object_changed(s, o);
+  dtab_changed(&s->tab, o);
 }
 
 /* The INLINE_PUT from node `node` of bytes its client PUBLISHed (the same
@@ -184,7 +184,7 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   }
   dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
   hpl__conn_reply(c, f->req, 0, NULL);
-  dir_object_changed(s, o);
+  dtab_changed(&s->tab, o);
 }
 
 /* Why a PUBLISH of `m` (plen bytes) is not taken, or NULL if it may be. */
@@ -224,7 +224,7 @@ void dir_locs_on_publish(dir_server *s, const dir_frame *f) {
   o->publisher = m->node;
   s->ctr.publishes++;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
-  dir_object_changed(s, o); /* waiting PEEKs and ACQUIREs get the bytes now */
+  dtab_changed(&s->tab, o); /* waiting PEEKs and ACQUIREs get the bytes now */
 }
 
 /* Another complete copy of o than node's that can serve: on a live node
@@ -265,7 +265,7 @@ void dir_locs_on_evict(dir_server *s, const dir_frame *f) {
     dtab_loc_remove(&s->tab, o, node);
     granted[i] = 1;
     s->ctr.evictions_granted++;
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
   }
   Hplpb__EvictRep r = HPLPB__EVICT_REP__INIT;
   r.n_granted = n;

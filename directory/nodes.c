@@ -232,7 +232,10 @@ static void note_heartbeat(dir_node *n, uint64_t now) {
 /* ------------------------------------------------------------------ a node's end */
 
 /* dtab_node_gone callback: (object, server). */
-static void object_changed_cb(dir_obj *o, void *arg) { dir_object_changed(arg, o); }
+static void object_changed_cb(dir_obj *o, void *arg) {
+  dir_server *s = arg;
+  dtab_changed(&s->tab, o);
+}
 
 /* Copies pulling from a dead node hear it from us: a partitioned node's
  * streams do not end with an EOF. (dtab_node_gone callback.) */

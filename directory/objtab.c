@@ -223,6 +223,19 @@ void dtab_gc(dtab *t, dir_obj *o) {
     dtab_remove(t, o);
 }
 
+int dtab_on_change(dtab *t, void (*fn)(dir_obj *o, void *arg), void *arg) {
+  if (t->nsubs == DTAB_MAX_SUBS) return -1;
+  t->on_change[t->nsubs].fn = fn;
+  t->on_change[t->nsubs].arg = arg;
+  t->nsubs++;
+  return 0;
+}
+
+void dtab_changed(dtab *t, dir_obj *o) {
+  for (int i = 0; i < t->nsubs; i++) t->on_change[i].fn(o, t->on_change[i].arg);
+  dtab_gc(t, o);
+}
+
 void dtab_clear(dtab *t) {
   dir_obj *o = t->head[0];
   while (o) {
@@ -238,16 +251,15 @@ void dtab_clear(dtab *t) {
     free(n->objs);
     free(n);
   }
-  uint32_t ms = t->max_senders;
-  int (*usable)(uint64_t, void *) = t->usable;
-  int (*suspected)(uint64_t, void *) = t->suspected;
-  int (*crawling)(uint64_t, void *) = t->crawling;
-  void *ua = t->usable_arg;
-  dtab_init(t, ms);
-  t->usable = usable;
-  t->suspected = suspected;
-  t->crawling = crawling;
-  t->usable_arg = ua;
+  /* an empty table with the same settings and subscribers */
+  const dtab keep = *t;
+  dtab_init(t, keep.max_senders);
+  t->usable = keep.usable;
+  t->suspected = keep.suspected;
+  t->crawling = keep.crawling;
+  t->usable_arg = keep.usable_arg;
+  memcpy(t->on_change, keep.on_change, sizeof t->on_change);
+  t->nsubs = keep.nsubs;
 }
 
 /* ------------------------------------------------------------------ the per-node index */

@@ -207,7 +207,7 @@ void dr_finish(dir_reduce *r, int status, const char *detail) {
     o->fail_status = status;
     free(o->fail_detail);
     o->fail_detail = strdup(r->detail);
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
   }
 }
 

@@ -45,9 +45,10 @@ void dir_reduce_on_info(dir_server *s, const dir_frame *f);
 void dir_reduce_on_fail(dir_server *s, const dir_frame *f);
 void dir_reduce_on_done(dir_server *s, const dir_frame *f);
 
-/* Object `o` changed: sources that became ready arrive; a tree reduce
- * whose target became complete is done. */
-void dir_reduce_check(dir_server *s, dir_obj *o);
+/* Object `o` changed (dtab_on_change subscriber, `srv` the dir_server):
+ * sources that became ready arrive; a tree reduce whose target became
+ * complete is done. */
+void dir_reduce_on_change(dir_obj *o, void *srv);
 
 /* Node `node` is gone: reduces it sinks fail, its slots are refilled. */
 void dir_reduce_node_gone(dir_server *s, uint64_t node);

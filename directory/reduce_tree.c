@@ -262,7 +262,7 @@ static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
     return;
   }
   send_sink(r);
-  dir_object_changed(s, t);
+  dtab_changed(&s->tab, t);
   dr_finish(r, 0, NULL);
 }
 
@@ -311,7 +311,8 @@ void dr_arrival(dir_reduce *r, int i) {
   slot_fill(r, slot, i, o);
 }
 
-void dir_reduce_check(dir_server *s, dir_obj *o) {
+void dir_reduce_on_change(dir_obj *o, void *srv) {
+  dir_server *s = srv;
   if (o->watchers && dr_src_ready(o)) {
     /* arrival handling may unwatch: walk a snapshot */
     int n = 0;

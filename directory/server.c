@@ -39,11 +39,6 @@ void dir_config_defaults(dir_config *c) {
   c->reduce_bandwidth = 125e6;
 }
 
-void dir_object_changed(dir_server *s, dir_obj *o) {
-  dir_acquire_serve(s, o);
-  dir_reduce_check(s, o);
-  dtab_gc(&s->tab, o);
-}
 
 /* ------------------------------------------------------------------ dispatch */
 
@@ -236,6 +231,9 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->tab.suspected = dir_node_suspected;
   s->tab.crawling = dir_node_crawling;
   s->tab.usable_arg = s;
+  /* an object changed: its waiters first, then the reduces that watch it */
+  dtab_on_change(&s->tab, dir_acquire_on_change, s);
+  dtab_on_change(&s->tab, dir_reduce_on_change, s);
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
   /* first: a SIGINT or SIGTERM while we start up is handled once the loop

@@ -194,10 +194,4 @@ void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer);
 /* Free everything once the loop has ended (after SIGINT/SIGTERM). */
 void dir_server_free(dir_server *s);
 
-/* An object changed (locations, state, bytes): answer the waiters that can
- * now be served (or must fail), tell the reduces that watch it, and drop
- * the entry if nothing refers to it any more (`o` may be freed). Called by
- * every module that changes an object. */
-void dir_object_changed(dir_server *s, dir_obj *o);
-
 #endif
