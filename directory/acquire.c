@@ -334,7 +334,10 @@ static void serve(dir_server *s, dir_obj *o) {
 
 void dir_acquire_on_change(dir_obj *o, void *srv) { serve(srv, o); }
 
-void dir_acquire_drop_node(dir_server *s, dir_node *n) {
+void dir_acquire_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  if (e->type != DIR_NODE_UNPLUGGED) return;
+  dir_node *n = e->node;
   while (n->waiters) waiter_end(n->waiters);
   dir_crawl_rep *r, *tmp; /* its crawl reports: no answer either */
   LL_FOREACH_SAFE(s->crawl_reps, r, tmp) {
@@ -401,6 +404,29 @@ static void on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_o
   reply_sender(s, asker, req, o, sender);
 }
 
+/* Whether `n` reported its own partial sender crawling less than `ms` ago
+ * (NULL: no). */
+static int reported_crawl(const dir_node *n, uint64_t now, uint64_t ms) {
+  return n && n->crawl_report_ms && now - n->crawl_report_ms < ms;
+}
+
+static int blamed_recently(const dir_node *n, uint64_t now) {
+  return n && n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS;
+}
+
+/* A node crawls if it reported its own sender crawling, or a receiver
+ * reported it - unless that receiver is itself reported by its own
+ * receivers: a slow host reports its sender and is reported by the nodes
+ * below it, and the sender it blames is most likely fine (if it is not,
+ * the receivers that move onto it report it in turn). */
+int dir_acquire_crawling(uint64_t node, void *srv) {
+  dir_node *n = dir_node_find(srv, node);
+  uint64_t now = hpl__now_ms();
+  if (reported_crawl(n, now, DIR_CRAWLING_MS)) return 1;
+  if (!blamed_recently(n, now)) return 0;
+  return !blamed_recently(dir_node_find(srv, n->blamed_by), now);
+}
+
 /* The verdict on report `r` (see crawl_decide): whether its sender may
  * only be as slow as its upstream - some node further up its chain
  * reported its own input crawling (the slowness starts there, or above) -
@@ -408,11 +434,11 @@ static void on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_o
 static void crawl_verdict(dir_server *s, dir_crawl_rep *r, uint64_t now) {
   dir_obj *o = dtab_find(&s->tab, r->id);
   dir_node *peer = dir_node_find(s, r->peer);
-  r->peer_crawls = dir_node_reported_crawl(peer, now, DIR_CRAWL_MEMORY_MS);
+  r->peer_crawls = reported_crawl(peer, now, DIR_CRAWL_MEMORY_MS);
   int above = 0;
   dir_loc *l = o ? dtab_loc(o, r->peer) : NULL;
   for (int k = 0; l && !l->complete && l->upstream && !above && k < DIR_CHAIN_WALK_MAX; k++) {
-    above = dir_node_reported_crawl(dir_node_find(s, l->upstream), now, DIR_CRAWL_MEMORY_MS);
+    above = reported_crawl(dir_node_find(s, l->upstream), now, DIR_CRAWL_MEMORY_MS);
     l = dtab_loc(o, l->upstream);
   }
   r->innocent = above || (peer && peer->bypass_ms && now - peer->bypass_ms < DIR_BYPASS_GRACE_MS);

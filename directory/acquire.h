@@ -37,13 +37,20 @@ void dir_acquire_on_change(dir_obj *o, void *srv);
 /* Drop the PEEKs waiting on connection `dc` without a reply (it closed). */
 void dir_acquire_conn_closed(dir_server *s, dir_conn *dc);
 
-/* Drop every waiter and pending crawl report of node `n` without a reply
- * (the node is gone or moves to another connection) and free the objects
- * left unreferenced. */
-void dir_acquire_drop_node(dir_server *s, dir_node *n);
+/* Node events (dir_nodes_subscribe; server.c wires it): DIR_NODE_UNPLUGGED
+ * drops every waiter and pending crawl report of the node without a reply
+ * (it is gone or moves to another connection) and frees the objects left
+ * unreferenced. Other events are ignored. */
+void dir_acquire_on_node(dir_server *s, const dir_node_event *e, void *arg);
+
+/* dtab's crawl filter (dtab.crawling, `srv` the dir_server): within
+ * DIR_CRAWLING_MS the node reported its own sender crawling, or a receiver
+ * that no node reported in that time reported it crawling. */
+#define DIR_CRAWLING_MS 1000
+int dir_acquire_crawling(uint64_t node, void *srv);
 
 /* The timer that judges broadcast crawl reports in batches (s->bcrawl_timer):
- * initialised with the liveness timers, closed with them (nodes.c). */
+ * set up at server start, closed when it stops (server.c). */
 void dir_acquire_crawl_start(dir_server *s);
 void dir_acquire_crawl_stop(dir_server *s);
 

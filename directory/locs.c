@@ -31,9 +31,12 @@ static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
   return 1;
 }
 
-void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    Hplpb__HeldObject *h = held[i];
+void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  if (e->type != DIR_NODE_JOINED) return;
+  uint64_t node = e->id;
+  for (size_t i = 0; i < e->nheld; i++) {
+    Hplpb__HeldObject *h = e->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
     if (drop_if_deleted(s, node, h->id)) {
       s->ctr.held_dropped++;

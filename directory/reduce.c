@@ -259,7 +259,7 @@ void dir_reduce_on_done(dir_server *s, const dir_frame *f) {
            "it; its tasks end", m->target, (unsigned long long)m->rid,
            (unsigned long long)f->dc->node->id);
   dir_node *n, *tmp;
-  HASH_ITER(hh, s->nodes, n, tmp)
+  DIR_NODES_ITER(s, n, tmp)
     if (n->conn && n->id != f->dc->node->id) send_away_end(s, n->id, e);
 }
 
@@ -534,7 +534,10 @@ void dr_arrive_ready(dir_reduce *r) {
   for (size_t i = 0; i < nr && !r->done; i++) dr_arrival(r, ready[i]);
 }
 
-void dir_reduce_node_registered(dir_server *s, uint64_t node) {
+/* Node `node` registered: it learns which running reduces a restarted
+ * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
+ * which ones finished while no directory knew (REDUCE_DONE notes). */
+static void node_registered(dir_server *s, uint64_t node) {
   dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces, r, tmp) {
     if (r->done || !r->adopted) continue;
@@ -565,4 +568,15 @@ size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max) {
     n++;
   }
   return n;
+}
+
+void dir_reduce_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  switch (e->type) {
+    case DIR_NODE_TASKS_VOID: dir_reduce_node_gone(s, e->id); break;
+    case DIR_NODE_UNRESPONSIVE: dir_reduce_node_unresponsive(s, e->id); break;
+    case DIR_NODE_BACK: dir_reduce_node_back(s, e->id); break;
+    case DIR_NODE_WELCOMED: node_registered(s, e->id); break;
+    default: break;
+  }
 }

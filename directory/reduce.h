@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "nodes.h"
 #include "server.h"
 
 /* Handlers (server.c's dispatch table).
@@ -50,21 +51,17 @@ void dir_reduce_on_done(dir_server *s, const dir_frame *f);
  * complete is done. */
 void dir_reduce_on_change(dir_obj *o, void *srv);
 
-/* Node `node` is gone: reduces it sinks fail, its slots are refilled. */
-void dir_reduce_node_gone(dir_server *s, uint64_t node);
-
-/* Node `node` did not answer a probe: the reduce slots on it whose output
- * was reported silent lately are replaced now (not at the next report). */
-void dir_reduce_node_unresponsive(dir_server *s, uint64_t node);
-
-/* Node `node`, judged unresponsive, answers again: reduces waiting for a
- * source they lost on it (no spare was left) take it back. */
-void dir_reduce_node_back(dir_server *s, uint64_t node);
-
-/* Node `node` registered: it learns which running reduces a restarted
- * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
- * which ones finished while no directory knew (REDUCE_DONE notes). */
-void dir_reduce_node_registered(dir_server *s, uint64_t node);
+/* Node events (dir_nodes_subscribe; server.c wires it):
+ * DIR_NODE_TASKS_VOID: reduces the node sinks fail, its slots are refilled.
+ * DIR_NODE_UNRESPONSIVE: the reduce slots on it whose output was reported
+ *   silent lately are replaced now (not at the next report).
+ * DIR_NODE_BACK: reduces waiting for a source they lost on it (no spare
+ *   was left) take it back.
+ * DIR_NODE_WELCOMED: it learns which running reduces a restarted directory
+ *   adopted (REDUCE_ADOPTED), so their tasks there go on, and which ones
+ *   finished while no directory knew (REDUCE_DONE notes).
+ * Other events are ignored. */
+void dir_reduce_on_node(dir_server *s, const dir_node_event *e, void *arg);
 
 /* `dc` closed: its REDUCE_INFO waiters are dropped without a reply. */
 void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
@@ -103,9 +100,9 @@ int dir_reduce_known(dir_server *s, const char *target);
 int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
                            uint64_t since_ms, dir_loc **from);
 
-/* The crawl_timer's callback (dir_server.crawl_timer, started by the
- * reduces; reduce_crawl.c): crawl reports that waited for link measurements
- * are judged. */
-void dir_reduce_crawl_timer(uv_timer_t *t);
+/* Set up / close the timer that judges crawl reports again after link
+ * measurements (reduce_crawl.c; server start and stop). */
+void dir_reduce_start(dir_server *s);
+void dir_reduce_stop(dir_server *s);
 
 #endif

@@ -98,7 +98,7 @@ static int crawl_judge(dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
   return 1;
 }
 
-void dir_reduce_crawl_timer(uv_timer_t *t) {
+static void crawl_timer(uv_timer_t *t) {
   dir_server *s = t->data;
   uint64_t now = hpl__now_ms(), next = 0;
   dir_reduce *r, *tmp;
@@ -115,7 +115,7 @@ void dir_reduce_crawl_timer(uv_timer_t *t) {
       continue; /* over, or that stream was replaced meanwhile */
     crawl_judge(r, j, r->crawl_reporter, r->crawl_rate);
   }
-  if (next) uv_timer_start(t, dir_reduce_crawl_timer, next - now, 0);
+  if (next) uv_timer_start(t, crawl_timer, next - now, 0);
 }
 
 void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) {
@@ -135,5 +135,12 @@ void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) 
   r->crawl_reporter = reporter;
   r->crawl_rate = rate;
   if (!uv_is_active((uv_handle_t *)&s->crawl_timer))
-    uv_timer_start(&s->crawl_timer, dir_reduce_crawl_timer, DR_MEASURE_WAIT_MS, 0);
+    uv_timer_start(&s->crawl_timer, crawl_timer, DR_MEASURE_WAIT_MS, 0);
 }
+
+void dir_reduce_start(dir_server *s) {
+  uv_timer_init(s->loop, &s->crawl_timer);
+  s->crawl_timer.data = s;
+}
+
+void dir_reduce_stop(dir_server *s) { uv_close((uv_handle_t *)&s->crawl_timer, NULL); }

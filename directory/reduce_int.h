@@ -67,7 +67,7 @@ typedef struct dir_reduce {
   uint32_t joins; /* participants that joined (allreduce): they get the target */
   int lost_retaken; /* a straggler's slot went to a source lost earlier (once only) */
   /* a crawl report no node stood out for: judged again once the tree's
-   * links are measured (dir_reduce_crawl_timer) */
+   * links are measured (reduce_crawl.c) */
   uint64_t crawl_due_ms; /* when (0: nothing pending) */
   int crawl_slot;
   uint32_t crawl_gen;
@@ -157,6 +157,18 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why);
 /* reduce_tree.c: the task of r at `node` ends (REDUCE_END to it) unless the
  * node is the sink or still holds a slot. */
 void dr_end_task_at(dir_reduce *r, uint64_t node);
+
+/* reduce_tree.c: node `node` is gone (its tasks are void): reduces it
+ * sinks fail, its slots are refilled. */
+void dir_reduce_node_gone(dir_server *s, uint64_t node);
+
+/* reduce_tree.c: node `node` did not answer a probe: the slots on it whose
+ * output was reported silent lately are replaced now. */
+void dir_reduce_node_unresponsive(dir_server *s, uint64_t node);
+
+/* reduce_tree.c: node `node` answers again: reduces waiting for a source
+ * they lost on it take it back. */
+void dir_reduce_node_back(dir_server *s, uint64_t node);
 
 /* reduce_crawl.c: slot `slot`'s output stream crawls at `rate` bytes/s,
  * says `reporter` (the node pulling it). Replaces the slot of the node

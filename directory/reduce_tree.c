@@ -124,7 +124,7 @@ void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid) {
   m.target = r->target;
   m.detail = "";
   dir_node *n, *tmp;
-  HASH_ITER(hh, r->srv->nodes, n, tmp)
+  DIR_NODES_ITER(r->srv, n, tmp)
     if (n->conn) dir_node_send(r->srv, n->id, type, 0, &m.base);
 }
 

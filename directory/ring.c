@@ -341,7 +341,10 @@ int dir_ring_clash(dir_server *s, const char *target) {
   return g->state == RG_RUNNING;
 }
 
-void dir_ring_node_gone(dir_server *s, uint64_t node) {
+void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  if (e->type != DIR_NODE_TASKS_VOID) return;
+  uint64_t node = e->id;
   dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) {
     if (g->state == RG_OVER) continue;

@@ -30,6 +30,7 @@
 
 #include <stdint.h>
 
+#include "nodes.h"
 #include "server.h"
 
 /* RING (a ReduceReq with ring set) from a registered node: join or start
@@ -46,9 +47,11 @@ void dir_ring_on_note(dir_server *s, const dir_frame *f);
  * (the reduce must be refused), else 0. */
 int dir_ring_clash(dir_server *s, const char *target);
 
-/* Node `node` is gone (dead, or its store reconnected): groups it is in end
- * (running) or are declined (forming). */
-void dir_ring_node_gone(dir_server *s, uint64_t node);
+/* Node events (dir_nodes_subscribe; server.c wires it):
+ * DIR_NODE_TASKS_VOID (the node is dead, or its store reconnected): groups
+ * it is in end (running) or are declined (forming). Other events are
+ * ignored. */
+void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg);
 
 /* The target was deleted: a running ring into it ends. */
 void dir_ring_target_deleted(dir_server *s, const char *target);

@@ -200,6 +200,8 @@ static void on_signal(uv_signal_t *sig, int signum) {
   s->stopping = 1;
   uv_close((uv_handle_t *)&s->listener, NULL);
   dir_liveness_stop(s);
+  dir_reduce_stop(s);
+  dir_acquire_crawl_stop(s);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   /* closing a connection drops its node's waiters and their timers */
@@ -207,6 +209,31 @@ static void on_signal(uv_signal_t *sig, int signum) {
   DL_FOREACH(s->conns, dc) hpl__conn_close(dc->c, 0); /* on_close runs later */
   dir_admin_stop(s);
   dir_metrics_stop(s);
+}
+
+/* Who hears what. A lower module tells the ones above it through these
+ * callbacks only (it names none of them); they are kept in the lower
+ * module's own state, called in the order given here. */
+static void wire(dir_server *s) {
+  /* the object table asks the nodes (and the broadcast crawl reports)
+   * which copies may serve */
+  s->tab.usable = dir_node_usable;
+  s->tab.suspected = dir_node_suspected;
+  s->tab.crawling = dir_acquire_crawling;
+  s->tab.usable_arg = s;
+  /* an object changed: its waiters first, then the reduces that watch it */
+  dtab_on_change(&s->tab, dir_acquire_on_change, s);
+  dtab_on_change(&s->tab, dir_reduce_on_change, s);
+  /* a node's life */
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_UNPLUGGED), dir_acquire_on_node, NULL);
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_JOINED), dir_locs_on_node, NULL);
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_STATS) | DIR_NODE_EV(DIR_NODE_DEAD),
+                      dir_status_on_node, NULL);
+  dir_nodes_subscribe(s,
+                      DIR_NODE_EV(DIR_NODE_WELCOMED) | DIR_NODE_EV(DIR_NODE_UNRESPONSIVE) |
+                          DIR_NODE_EV(DIR_NODE_BACK) | DIR_NODE_EV(DIR_NODE_TASKS_VOID),
+                      dir_reduce_on_node, NULL);
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_TASKS_VOID), dir_ring_on_node, NULL);
 }
 
 /* Write the bound port to cfg->port_file (through a rename, so a reader
@@ -227,13 +254,8 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
-  s->tab.usable = dir_node_usable;
-  s->tab.suspected = dir_node_suspected;
-  s->tab.crawling = dir_node_crawling;
-  s->tab.usable_arg = s;
-  /* an object changed: its waiters first, then the reduces that watch it */
-  dtab_on_change(&s->tab, dir_acquire_on_change, s);
-  dtab_on_change(&s->tab, dir_reduce_on_change, s);
+  if (dir_nodes_init(s)) return HPL_ENOMEM;
+  wire(s);
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
   /* first: a SIGINT or SIGTERM while we start up is handled once the loop
@@ -267,6 +289,8 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   if ((rc = dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
   dir_liveness_start(s);
+  dir_reduce_start(s);
+  dir_acquire_crawl_start(s);
   if (!cfg->no_fanout && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
     if (hpl__fanout_start() == 0)
       LOG_INFO("replies to many waiting clients are shared with a helper thread");
@@ -282,6 +306,6 @@ void dir_server_free(dir_server *s) {
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);
   dir_xlog_free(s);
-  dir_nodes_free(s);
   dir_status_free(s);
+  dir_nodes_free(s);
 }

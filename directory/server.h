@@ -123,16 +123,10 @@ typedef struct dir_server {
   dir_conn *conns;               /* every open connection */
   uint32_t nconns;
   dtab tab;                      /* objects.h */
-  /* nodes.c */
-  struct dir_node *nodes;        /* by id (uthash) */
-  uint64_t gone_node;            /* the node whose copies are being dropped (or moved off) */
-  uint64_t gone_reporter;        /* the receiver whose report found it silent */
-  uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
-  uv_timer_t probe_timer;        /* probes of reported senders judged when due */
+  struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
   uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements (reduce_crawl.c) */
   uv_timer_t bcrawl_timer;       /* broadcast crawl reports judged in batches (acquire.c) */
   struct dir_crawl_rep *crawl_reps; /* ...waiting for the batch, in arrival order */
-  uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
   /* status.c */
