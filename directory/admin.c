@@ -13,6 +13,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
+#include "ring.h"
 #include "util.h"
 #include "uvtimer.h"
 #include "xlog.h"
@@ -216,6 +217,13 @@ void dir_admin_untomb(dir_server *s, const char *id) {
 
 /* ------------------------------------------------------------------ delete */
 
+/* The id was deleted: a ring allreduce into it ends, a reduce into it is
+ * cancelled. */
+static void target_deleted(dir_server *s, const char *id) {
+  dir_ring_target_deleted(s, id);
+  dir_reduce_target_deleted(s, id);
+}
+
 /* Delete: every holder drops its copy before the deleter hears back, so
  * once hpl_delete returns no store serves the old bytes to new gets. */
 void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
@@ -225,7 +233,7 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
     tomb_add(s, m->id); /* a copy not re-reported yet is dropped when it is */
-    dir_reduce_target_deleted(s, m->id); /* a reduce that never produced it */
+    target_deleted(s, m->id); /* a reduce that never produced it */
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOTFOUND, detail);
     return;
   }
@@ -244,7 +252,7 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
     if (dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
   dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
   tomb_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
-  dir_reduce_target_deleted(s, o->id);
+  target_deleted(s, o->id);
   dir_admin_forget(s, o);
   HASH_ADD(hh, s->deletes, op, sizeof d->op, d);
   if (d->pending == 0) {

@@ -13,12 +13,14 @@
  * sink; the sink reports the target complete like any copy, which ends the
  * reduce. Objects of at most inline_max bytes are reduced here.
  *
- * reduce.c keeps the records (requests, allreduce joins, finishing, the
- * finished ones, REDUCE_INFO); reduce_tree.c runs a reduce's tree. Owns
- * dir_server.reduces / reduces_done and the objects' `watchers` lists.
- * Callers: server.c (dispatch, object changes, connection close, free),
- * nodes.c (a node's end), acquire.c (the allreduce ring sender), admin.c
- * (deletes).
+ * The module's files are listed in reduce_int.h (messages, records, the
+ * tree's decisions, crawls, requests and events). It owns its state
+ * (dir_server.reduces) and the objects' `watchers` lists. It hears of
+ * object changes (dtab_on_change) and of a node's life (dir_nodes_subscribe)
+ * through the subscriptions server.c wires. Callers: server.c (dispatch,
+ * the subscriptions, connection close, start/stop/free), acquire*.c (the
+ * allreduce chain's sender), ring.c (whether a reduce into a target is
+ * known), admin.c (deletes), status.c (the running reduces).
  */
 #ifndef HPL_DIR_REDUCE_H
 #define HPL_DIR_REDUCE_H
@@ -66,6 +68,17 @@ void dir_reduce_on_node(dir_server *s, const dir_node_event *e, void *arg);
 /* `dc` closed: its REDUCE_INFO waiters are dropped without a reply. */
 void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
 
+/* The module's state (dir_server.reduces), allocated here: 0 or
+ * HPL_ENOMEM. */
+int dir_reduce_init(dir_server *s);
+
+/* `fn(s, target, arg)` is asked before a plain reduce into `target` starts
+ * (REDUCE); a nonzero answer refuses it with HPL_EEXIST ("a ring allreduce
+ * into it runs"). One at most: ring.c's, wired by server.c. */
+void dir_reduce_before_start(dir_server *s, int (*fn)(dir_server *s, const char *target,
+                                                      void *arg),
+                             void *arg);
+
 /* The id `target` was deleted: a reduce into it is cancelled and freed. */
 void dir_reduce_target_deleted(dir_server *s, const char *target);
 
@@ -83,7 +96,7 @@ typedef struct dir_reduce_view {
  * many there are in all (status.c). */
 size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max);
 
-/* Free every reduce (at the end, after the loop). */
+/* Free every reduce and the module's state (at the end, after the loop). */
 void dir_reduce_free_all(dir_server *s);
 
 /* Whether a reduce into `target` is known (running, or finished and kept). */

@@ -333,7 +333,8 @@ void dir_ring_on_note(dir_server *s, const dir_frame *f) {
   }
 }
 
-int dir_ring_clash(dir_server *s, const char *target) {
+int dir_ring_clash(dir_server *s, const char *target, void *arg) {
+  (void)arg;
   dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, target, g);
   if (!g) return 0;

@@ -234,6 +234,8 @@ static void wire(dir_server *s) {
                           DIR_NODE_EV(DIR_NODE_BACK) | DIR_NODE_EV(DIR_NODE_TASKS_VOID),
                       dir_reduce_on_node, NULL);
   dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_TASKS_VOID), dir_ring_on_node, NULL);
+  /* a plain reduce is asked into the target of a ring allreduce */
+  dir_reduce_before_start(s, dir_ring_clash, NULL);
 }
 
 /* Write the bound port to cfg->port_file (through a rename, so a reader
@@ -254,7 +256,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
-  if (dir_nodes_init(s)) return HPL_ENOMEM;
+  if (dir_nodes_init(s) || dir_reduce_init(s)) return HPL_ENOMEM;
   wire(s);
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
@@ -303,6 +305,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
 void dir_server_free(dir_server *s) {
   hpl__fanout_stop();
   dir_acquire_free(s);
+  dir_ring_free_all(s);
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);
   dir_xlog_free(s);

@@ -124,7 +124,6 @@ typedef struct dir_server {
   uint32_t nconns;
   dtab tab;                      /* objects.h */
   struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
-  uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements (reduce_crawl.c) */
   uv_timer_t bcrawl_timer;       /* broadcast crawl reports judged in batches (acquire.c) */
   struct dir_crawl_rep *crawl_reps; /* ...waiting for the batch, in arrival order */
   uint64_t instance;             /* random per start: stores notice a restart */
@@ -137,11 +136,7 @@ typedef struct dir_server {
   struct dir_tomb *tombs;        /* ids deleted while unknown soon after start (uthash) */
   struct dir_tomb *tomb_fifo;    /*   ...oldest first (utlist DL), for expiry */
   uint32_t ntombs;
-  /* reduce.c, reduce_tree.c */
-  struct dir_reduce *reduces;      /* every reduce, by target (uthash) */
-  struct dir_reduce *reduces_done; /* the finished ones, oldest first (utlist DL) */
-  size_t nreduces_done;
-  struct dir_away_end *away_ends;  /* REDUCE_DONE notes lately, a ring (reduce.c) */
+  struct dir_reduces *reduces;     /* reduce*.c: the reduces, finished ones, crawl timer */
   struct dir_ring *rings;          /* ring allreduce groups, by target (ring.c) */
   /* xlog.c */
   struct dir_xfer *xlog;         /* ring of the latest entries */
