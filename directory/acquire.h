@@ -54,7 +54,12 @@ int dir_acquire_crawling(uint64_t node, void *srv);
 void dir_acquire_crawl_start(dir_server *s);
 void dir_acquire_crawl_stop(dir_server *s);
 
-/* Free the crawl reports still waiting for their batch (the server ends). */
+/* The module's state (dir_server.acquire), allocated here: 0 or
+ * HPL_ENOMEM. */
+int dir_acquire_init(dir_server *s);
+
+/* Free the crawl reports still waiting for their batch and the module's
+ * state (the server ends). */
 void dir_acquire_free(dir_server *s);
 
 #endif

@@ -256,7 +256,7 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
-  if (dir_nodes_init(s) || dir_reduce_init(s)) return HPL_ENOMEM;
+  if (dir_nodes_init(s) || dir_reduce_init(s) || dir_acquire_init(s)) return HPL_ENOMEM;
   wire(s);
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();

@@ -124,8 +124,7 @@ typedef struct dir_server {
   uint32_t nconns;
   dtab tab;                      /* objects.h */
   struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
-  uv_timer_t bcrawl_timer;       /* broadcast crawl reports judged in batches (acquire.c) */
-  struct dir_crawl_rep *crawl_reps; /* ...waiting for the batch, in arrival order */
+  struct dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
   /* status.c */
