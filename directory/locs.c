@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
 #include "cost.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
+#include "tombs.h"
 #include "trace.h"
 #include "xlog.h"
 
@@ -21,12 +21,11 @@ static void send_drop(dir_server *s, uint64_t node, const char *id) {
   dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
 }
 
-/* A re-reported copy of an id that was deleted lately (admin.h,
- * tombstones) and is unknown or only waited for since (pending: no bytes
+/* A re-reported copy of an id that was deleted lately (tombs.h) and is unknown or only waited for since (pending: no bytes
  * anywhere): `node` is told to drop it. Returns 1 if it was. */
 static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
   dir_obj *o = dtab_find(&s->tab, id);
-  if ((o && o->state != OBJ_PENDING) || !dir_admin_tombstoned(s, id)) return 0;
+  if ((o && o->state != OBJ_PENDING) || !dir_tombs_has(s, id)) return 0;
   send_drop(s, node, id);
   return 1;
 }
@@ -90,7 +89,7 @@ void dir_locs_on_add(dir_server *s, const dir_frame *f) {
     return;
   }
   if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
-  if (m->origin) dir_admin_untomb(s, m->id); /* put again after a delete */
+  if (m->origin) dir_tombs_remove(s, m->id); /* put again after a delete */
   int rc = dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)
@@ -124,7 +123,7 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
     s->ctr.publishes_retracted++;
     LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
              (unsigned long long)node);
-    dir_admin_forget(s, o); /* o may be gone; waiters wait for a new put */
+    dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
     return;
   } else if (m->kind == HPL__LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);

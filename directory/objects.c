@@ -292,3 +292,19 @@ void dtab_node_gone(dtab *t, uint64_t node, void (*down)(dir_obj *o, uint64_t re
     if (fn) fn(o, arg);
   }
 }
+
+void dtab_forget(dtab *t, dir_obj *o) {
+  while (o->locs) dtab_loc_remove(t, o, o->locs->node);
+  if (o->is_inline) {
+    t->inline_bytes -= o->size;
+    free(o->inl);
+    o->inl = NULL;
+    o->is_inline = 0;
+  }
+  o->has_size = 0;
+  o->size = 0;
+  o->ready_seq = 0;
+  o->publisher = 0;
+  o->state = OBJ_PENDING;
+  dtab_gc(t, o);
+}

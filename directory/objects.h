@@ -200,6 +200,11 @@ int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_
 void dtab_node_unresponsive(dtab *t, uint64_t node,
                             void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg);
 
+/* Forget o's bytes and copies: it is pending again (waiters, if any, wait
+ * for a new put). o is freed when nothing refers to it (dtab_gc): the
+ * caller must not use it afterwards. */
+void dtab_forget(dtab *t, dir_obj *o);
+
 /* Whether a complete copy other than asker's and avoid's could serve now
  * (live, below the per-copy sender limit). */
 int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid);

@@ -12,6 +12,7 @@
 
 #include "acquire.h"
 #include "admin.h"
+#include "cost.h"
 #include "dirmetrics.h"
 #include "fanout.h"
 #include "hoplite.h"
@@ -21,6 +22,7 @@
 #include "reduce.h"
 #include "ring.h"
 #include "status.h"
+#include "tombs.h"
 #include "util.h"
 #include "xlog.h"
 
@@ -256,7 +258,9 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->loop = loop;
   s->cfg = *cfg;
   dtab_init(&s->tab, cfg->max_senders);
-  if (dir_nodes_init(s) || dir_reduce_init(s) || dir_acquire_init(s)) return HPL_ENOMEM;
+  if (dir_cost_init(s) || dir_nodes_init(s) || dir_reduce_init(s) || dir_acquire_init(s) || dir_admin_init(s) ||
+      dir_tombs_init(s))
+    return HPL_ENOMEM;
   wire(s);
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
@@ -309,6 +313,9 @@ void dir_server_free(dir_server *s) {
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);
   dir_xlog_free(s);
+  dir_admin_free(s);
+  dir_cost_free(s);
+  dir_tombs_free(s);
   dir_status_free(s);
   dir_nodes_free(s);
 }

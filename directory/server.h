@@ -73,7 +73,7 @@ typedef struct dir_counters {
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
-      tombstones,   /* deletes remembered (admin.h: late re-reports are dropped) */
+      tombstones,   /* deletes remembered (tombs.h: late re-reports are dropped) */
       reconnects,   /* a live node's store came back on a new connection */
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */
@@ -106,7 +106,7 @@ typedef struct dir_counters {
  * (never registered). */
 typedef struct dir_conn {
   hpl__conn *c;
-  uint32_t ninfos;       /* reduce.c: its REDUCE_INFO requests waiting */
+  uint32_t ninfos;       /* reduce_rec.c: its REDUCE_INFO requests waiting */
   void *peeks;           /* acquire.c: its PEEKs waiting for their objects */
   uint32_t npeeks;
   struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
@@ -116,38 +116,32 @@ typedef struct dir_conn {
 } dir_conn;
 
 typedef struct dir_server {
+  /* the process's own */
   uv_loop_t *loop;
   dir_config cfg;
   uv_tcp_t listener;
   uv_signal_t sigint, sigterm;
   dir_conn *conns;               /* every open connection */
   uint32_t nconns;
-  dtab tab;                      /* objects.h */
-  struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
-  struct dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
-  /* status.c */
-  struct dir_gone *gone;         /* the nodes declared dead lately (a ring) */
-  /* admin.c */
-  struct dir_delete *deletes;    /* deletes waiting for DROP acks, by op */
-  uint64_t next_op;
-  struct dir_tomb *tombs;        /* ids deleted while unknown soon after start (uthash) */
-  struct dir_tomb *tomb_fifo;    /*   ...oldest first (utlist DL), for expiry */
-  uint32_t ntombs;
-  struct dir_reduces *reduces;     /* reduce*.c: the reduces, finished ones, crawl timer */
-  struct dir_ring *rings;          /* ring allreduce groups, by target (ring.c) */
-  /* xlog.c */
-  struct dir_xfer *xlog;         /* ring of the latest entries */
-  uint64_t xseq;                 /* entries ever recorded */
-  /* cost.c */
-  double lat_measured, bw_measured; /* EWMAs: heartbeat rtt/2, pull rates (0: none yet) */
-  dir_counters ctr;
+  int stopping;                  /* a signal ended the server: connections close */
+  dir_counters ctr;              /* every module bumps its own */
   /* dirmetrics.c (recorded by server.c and acquire.c) */
   hpl__hist req_hist[HPL__MSG_MAX_ + 1]; /* handling time by message type */
   hpl__hist acquire_wait_hist;           /* ACQUIREs that waited: arrival to answer */
   struct hpl__msrv *msrv;                /* the /metrics endpoint (NULL: none) */
-  int stopping;                  /* a signal ended the server: connections close */
+  /* the modules' state, each reached only through its module's header */
+  dtab tab;                      /* objects.h: the object table (and its subscribers) */
+  struct dir_xlog_ring *xlog;    /* xlog.c: the transfer record */
+  struct dir_cost *cost;         /* cost.c: the measured cost model parameters */
+  struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
+  struct dir_tombs *tombs;       /* tombs.c: ids deleted lately */
+  struct dir_reduces *reduces;   /* reduce*.c: the reduces, the finished ones, a timer */
+  struct dir_ring *rings;        /* ring.c: ring allreduce groups, by target (uthash) */
+  struct dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
+  struct dir_admin *admin;       /* admin.c: deletes waiting for DROP acks */
+  struct dir_gone *gone;         /* status.c: the nodes declared dead lately (a ring) */
 } dir_server;
 
 /* A request as the dispatcher (server.c) hands it to a module's handler,
