@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "cost.h"
 #include "hoplite.h"
@@ -229,8 +230,8 @@ static void target_restart(dir_reduce *r) {
   dir_obj *t = dtab_find(&r->srv->tab, r->target);
   if (!t) return;
   t->gen = r->tgen;
-  for (dir_loc *l = t->locs, *next; l; l = next) {
-    next = l->next;
+  dir_loc *l, *next;
+  LL_FOREACH_SAFE(t->locs, l, next) {
     if (l->node == r->sink || l->complete) continue;
     dir_xlog(r->srv, HPL__XFER_REMOVE, t->id, l->node, l->upstream);
     dtab_loc_remove(&r->srv->tab, t, l->node);
