@@ -7,12 +7,17 @@
  * dir_obj.waiters, in arrival order) and on the asking node's list
  * (nodes.h dir_node.waiters), with a timer for its deadline and for the end
  * of an allreduce ring wait. A waiter belongs to its node, not to a
- * connection (a PEEK's waiter does: dir_conn.peeks): it is answered on node->conn, and the node's waiters are
- * dropped whenever the node leaves its connection (nodes.c), so no waiter
- * outlives the connection it must answer on.
+ * connection (a PEEK's waiter does: dir_conn.peeks): it is answered on
+ * node->conn, and the node's waiters are dropped whenever the node leaves
+ * its connection (DIR_NODE_UNPLUGGED), so no waiter outlives the
+ * connection it must answer on. Waiters are served when their object
+ * changes (dtab_on_change).
  *
- * Owns dir_waiter and the objects' waiter lists. Callers: server.c
- * (dispatch; dir_object_changed), nodes.c (a node's end).
+ * Files: acquire_int.h lists them (the answer now, silent and crawling
+ * senders, requests and waiters). Owns its state (dir_server.acquire),
+ * dir_waiter, the objects' waiter lists, and the broadcast crawl fields of
+ * dir_node. Callers: server.c (dispatch, the subscriptions it wires,
+ * connection close, start/stop/free).
  */
 #ifndef HPL_DIR_ACQUIRE_H
 #define HPL_DIR_ACQUIRE_H

@@ -1,5 +1,6 @@
-/* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT and
- * the copies re-reported at REGISTER; clients' PUBLISH (see locs.h). */
+/* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT,
+ * HELD, EVICT and the copies re-reported at REGISTER; clients' PUBLISH
+ * (see locs.h). */
 #include "locs.h"
 
 #include <stdio.h>

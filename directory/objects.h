@@ -1,10 +1,18 @@
 /*
  * objects.h - the directory's object table: sizes, inline bytes and location
  * lists, and the sender choice that turns concurrent gets into a pipelined
- * broadcast. Pure data structure code (no I/O), unit-tested on its own.
+ * broadcast. Pure data structure code (no I/O), unit-tested on its own:
+ * what it needs to know of nodes it asks through the filters installed in
+ * dtab (usable, suspected, crawling), and it tells of a changed object
+ * through the subscribers of dtab_on_change. objtab.c holds the storage
+ * (records, the id hash, the ordered index, the per-node index), objects.c
+ * the locations and sender choice.
  *
  * A location is one node's copy of an object: complete or partial (still
  * streaming in, from `upstream`), and how many receivers it serves right now.
+ *
+ * Callers: every module of directory/ (the table is dir_server.tab);
+ * tests/test_dirtable.c.
  */
 #ifndef HPL_DIR_OBJECTS_H
 #define HPL_DIR_OBJECTS_H

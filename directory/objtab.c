@@ -2,8 +2,9 @@
  * records (links, record and id in one allocation, the first location
  * inside), the id hash (chained, grown incrementally), the ordered index (a
  * skip list by id) and the per-node index (each node's objects in a vector,
- * a location remembering its place, so a node's loss costs what it held).
- * objects.c builds locations and sender choice on top. */
+ * a location remembering its place, so a node's loss costs what it held),
+ * and the object change event's subscribers. objects.c builds locations
+ * and sender choice on top. */
 #include "objects.h"
 
 #include <stdlib.h>

@@ -22,7 +22,8 @@
  * model's bandwidth B, at least 100 ms and at most 2 s: participants that
  * come later than that cost more than the ring wins.
  *
- * Callers: server.c (RING, RING_NOTE, the subscriptions it wires: node
+ * Owns its state (dir_server.rings: the groups by target). Callers:
+ * server.c (RING, RING_NOTE, the subscriptions it wires: node
  * events, a plain reduce into the same target; shutdown), admin.c
  * (deletes).
  */

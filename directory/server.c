@@ -1,7 +1,8 @@
-/* server.c - the hoplite-directory server's frame: the listener,
- * connections (accept, close), the dispatch table from message type to
- * handler, signals, start and free, and the fan-out of an object change
- * (see server.h). */
+/* server.c - the hoplite-directory server's frame, on top of every
+ * module: the listener, connections (accept, close), the dispatch table
+ * from message type to handler, signals, start and free, and the wiring of
+ * the events lower modules emit to the modules above that hear them (see
+ * server.h). */
 #include "server.h"
 
 #include <stdio.h>
@@ -257,9 +258,10 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->cfg = *cfg;
+  /* the modules' state, bottom-up (status.c's is made when first needed) */
   dtab_init(&s->tab, cfg->max_senders);
-  if (dir_cost_init(s) || dir_nodes_init(s) || dir_reduce_init(s) || dir_acquire_init(s) || dir_admin_init(s) ||
-      dir_tombs_init(s))
+  if (dir_xlog_init(s) || dir_cost_init(s) || dir_tombs_init(s) || dir_nodes_init(s) ||
+      dir_reduce_init(s) || dir_acquire_init(s) || dir_admin_init(s))
     return HPL_ENOMEM;
   wire(s);
   s->instance = hpl__random_u64();
@@ -271,7 +273,6 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->sigint.data = s->sigterm.data = s;
   uv_signal_start(&s->sigint, on_signal, SIGINT);
   uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-  if (dir_xlog_init(s)) return HPL_ENOMEM;
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
   if (rc) {
@@ -308,14 +309,15 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
 
 void dir_server_free(dir_server *s) {
   hpl__fanout_stop();
+  /* top-down: what a module hung on a lower one's records goes first */
+  dir_admin_free(s);
+  dir_status_free(s);
   dir_acquire_free(s);
   dir_ring_free_all(s);
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);
-  dir_xlog_free(s);
-  dir_admin_free(s);
-  dir_cost_free(s);
-  dir_tombs_free(s);
-  dir_status_free(s);
   dir_nodes_free(s);
+  dir_tombs_free(s);
+  dir_cost_free(s);
+  dir_xlog_free(s);
 }

@@ -3,24 +3,40 @@
  * modules of directory/ share (dir_server), connections, and the shape of a
  * request handler. One per cluster, one event loop, single-threaded.
  *
- * Modules (each header says what the module owns and who calls it):
- *   server.c       listener, connections, the dispatch table, signals,
- *                  start/free, the fan-out of an object change
- *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
- *                  DRAIN, the sweep, a node's end)
- *   acquire.c      sender choice (ACQUIRE, PEEK), waiters, ring waits
- *   locs.c         locations stores report (LOC_ADD, LOC_NOTE, INLINE_PUT,
- *                  objects re-reported at REGISTER)
- *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
+ * Modules, bottom-up: each calls only modules listed before it, never one
+ * listed after it; a lower module tells the ones above it through
+ * callbacks they installed in its own state (server.c wires them at
+ * start). Each header says what the module owns and who calls it.
+ *   objtab.c       the object table's storage: records, the id hash, the
+ *                  ordered index, the per-node index (no I/O)
+ *   objects.c      locations and sender choice over it; an object change is
+ *                  its event (dtab_on_change) (no I/O)
  *   xlog.c         the transfer record (TRANSFERS)
- *   status.c       the cluster at a glance (STATUS: nodes, transfers, reduces)
  *   cost.c         the reduce cost model's parameters (configured/measured)
- *   reduce.c       reduce records: requests, joins, finishing, REDUCE_INFO
- *   reduce_tree.c  a running reduce's tree: arrivals, failures, messages
+ *   tombs.c        deleted ids remembered for a while
+ *   nodestat.c     a node's heartbeat statistics and link delays (no I/O)
+ *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
+ *                  DRAIN, QUIET, the sweep, probes and verdicts, a node's
+ *                  end); a node's life is its events (dir_nodes_subscribe)
+ *   reduce_msg.c   what the stores are told about a reduce
+ *   reduce_rec.c   reduce records: life, watches, finishing, REDUCE_INFO
+ *   reduce_tree.c  a reduce tree's decisions: plan, arrivals, failed slots,
+ *                  the allreduce chain's sender
  *   reduce_crawl.c which node of a crawling reduce tree is slow
- *   objects.c      the object table (pure data structure, no I/O)
+ *   reduce.c       REDUCE, REDUCE_FAIL, REDUCE_DONE; the events reduces hear
+ *   ring.c         ring allreduce groups (RING, RING_NOTE)
+ *   acquire_pick.c the answer to one ACQUIRE now, a PEEK's grant
+ *   acquire_move.c receivers reporting a silent or crawling sender
+ *   acquire.c      ACQUIRE and PEEK, their waiters, the events they hear
+ *   status.c       the cluster at a glance (STATUS: nodes, transfers, reduces)
  *   dirmetrics.c   the one list of counters (COUNTERS, /metrics), the
  *                  request histograms, the /metrics endpoint
+ *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
+ *   locs.c         locations stores report (LOC_ADD, LOC_NOTE, INLINE_PUT,
+ *                  HELD, EVICT, objects re-reported at REGISTER), PUBLISH
+ *   server.c       listener, connections, the dispatch table, signals,
+ *                  start/free, and the wiring of the subscriptions
+ *   main.c         the command line
  *
  * Every function of every module runs on the loop thread.
  */

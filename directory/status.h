@@ -4,11 +4,11 @@
  * copies it is pulling with their progress and rate), the nodes that died
  * lately, and the reduces running, answered to STATUS.
  *
- * Owns dir_node.stats and dir_server.gone (the latest HPL__STATUS_MAX_DEAD
- * nodes declared dead). Callers: server.c (dispatch of STATUS, the node
- * events it wires, free). Everything is bounded: a heartbeat
- * lists at most HPL__STATUS_MAX_INCOMING copies (more are ignored), a reply
- * at most the HPL__STATUS_MAX_* entries of src/proto.h.
+ * Owns dir_node.stats and its state (dir_server.gone: the latest
+ * HPL__STATUS_MAX_DEAD nodes declared dead). Callers: server.c (dispatch of
+ * STATUS, the node events it wires, free). Everything is bounded: a
+ * heartbeat lists at most HPL__STATUS_MAX_INCOMING copies (more are
+ * ignored), a reply at most the HPL__STATUS_MAX_* entries of src/proto.h.
  */
 #ifndef HPL_DIR_STATUS_H
 #define HPL_DIR_STATUS_H

@@ -5,7 +5,7 @@
  * TRANSFERS, and tests replay to check the broadcast trees.
  *
  * Owns its state (dir_server.xlog). Callers: every module that changes a
- * location records it (acquire.c, locs.c, nodes.c, admin.c,
+ * location records it (acquire_pick.c, locs.c, nodes.c, admin.c,
  * reduce_tree.c); server.c (init/free, dispatch of TRANSFERS).
  */
 #ifndef HPL_DIR_XLOG_H
