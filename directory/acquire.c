@@ -154,8 +154,8 @@ static void waiter_timeout(void *owner) {
  * predecessor, whose new copy may be one of them. */
 static int serve_waiters(dir_server *s, dir_obj *o) {
   int served = 0, ring = 0;
-  for (dir_waiter *w = o->waiters, *next; w; w = next) {
-    next = w->onext;
+  dir_waiter *w, *next;
+  DL_FOREACH_SAFE2((dir_waiter *)o->waiters, w, next, onext) {
     if (w->peeker) {
       if (peek_due(o)) {
         peek_reply(s, w->peeker, w->req_id, o, HPL_ENOTFOUND, w->grant_node);
@@ -175,7 +175,8 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
 }
 
 static int has_ring_waiter(const dir_obj *o) {
-  for (const dir_waiter *w = o->waiters; w; w = w->onext)
+  const dir_waiter *w;
+  DL_FOREACH2((const dir_waiter *)o->waiters, w, onext)
     if (w->ring_wait) return 1;
   return 0;
 }
