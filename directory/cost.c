@@ -23,11 +23,13 @@ void dir_cost_free(dir_server *s) {
 }
 
 double dir_cost_latency(dir_server *s) {
-  return s->cfg.latency_auto && s->cost->lat_measured > 0 ? s->cost->lat_measured : s->cfg.reduce_latency_s;
+  double m = s->cost->lat_measured;
+  return s->cfg.latency_auto && m > 0 ? m : s->cfg.reduce_latency_s;
 }
 
 double dir_cost_bandwidth(dir_server *s) {
-  return s->cfg.bandwidth_auto && s->cost->bw_measured > 0 ? s->cost->bw_measured : s->cfg.reduce_bandwidth;
+  double m = s->cost->bw_measured;
+  return s->cfg.bandwidth_auto && m > 0 ? m : s->cfg.reduce_bandwidth;
 }
 
 void dir_cost_note_rtt(dir_server *s, uint32_t rtt_us) {

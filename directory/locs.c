@@ -22,8 +22,9 @@ static void send_drop(dir_server *s, uint64_t node, const char *id) {
   dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
 }
 
-/* A re-reported copy of an id that was deleted lately (tombs.h) and is unknown or only waited for since (pending: no bytes
- * anywhere): `node` is told to drop it. Returns 1 if it was. */
+/* A re-reported copy of an id that was deleted lately (tombs.h) and is
+ * unknown or only waited for since (pending: no bytes anywhere): `node` is
+ * told to drop it. Returns 1 if it was. */
 static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
   dir_obj *o = dtab_find(&s->tab, id);
   if ((o && o->state != OBJ_PENDING) || !dir_tombs_has(s, id)) return 0;

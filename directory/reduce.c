@@ -47,10 +47,11 @@ void dir_reduce_on_done(dir_server *s, const dir_frame *f) {
   if (!m->rid || !hpl__id_valid(m->target)) return;
   dir_reduce *r = dr_find(s, m->target);
   if (r && r->rid == m->rid) return; /* adopted here: its own end goes out */
-  if (!s->reduces->away_ends && !(s->reduces->away_ends = calloc(DR_AWAY_ENDS, sizeof *s->reduces->away_ends))) return;
-  dir_away_end *e = &s->reduces->away_ends[0];
+  struct dir_reduces *st = s->reduces;
+  if (!st->away_ends && !(st->away_ends = calloc(DR_AWAY_ENDS, sizeof *st->away_ends))) return;
+  dir_away_end *e = &st->away_ends[0];
   for (int i = 0; i < DR_AWAY_ENDS; i++) {
-    dir_away_end *x = &s->reduces->away_ends[i];
+    dir_away_end *x = &st->away_ends[i];
     if (x->at_ms && x->rid == m->rid) return; /* said already */
     if (x->at_ms < e->at_ms) e = x;            /* the oldest (or an unused) entry */
   }
@@ -365,7 +366,8 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
   Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
   dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
   if (m->sink) { /* the sink cannot make the target: nobody may wait for it */
-    if (!r || r->life == DR_DONE || r->sink != f->dc->node->id || (m->rid && r->rid != m->rid)) return;
+    if (!r || r->life == DR_DONE || r->sink != f->dc->node->id || (m->rid && r->rid != m->rid))
+      return;
     char why[400];
     snprintf(why, sizeof why, "the sink %016llx cannot make the target: %s",
              (unsigned long long)r->sink, m->detail ? m->detail : "");
