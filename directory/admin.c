@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
-#include <utlist.h>
 
 #include "dirmetrics.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
+#include "ring.h"
+#include "tombs.h"
 #include "util.h"
 #include "uvtimer.h"
 #include "xlog.h"
@@ -111,6 +112,17 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
 
 /* ------------------------------------------------------------------ delete */
 
+/* The module's state (dir_server.admin). */
+struct dir_admin {
+  struct dir_delete *deletes; /* deletes waiting for DROP acks, by op (uthash) */
+  uint64_t next_op;           /* the last op given out */
+};
+
+int dir_admin_init(dir_server *s) {
+  s->admin = calloc(1, sizeof *s->admin);
+  return s->admin ? 0 : HPL_ENOMEM;
+}
+
 /* A delete waiting for every holder to acknowledge its DROP. */
 typedef struct dir_delete {
   uint64_t op; /* request id of the DROPs */
@@ -124,7 +136,7 @@ typedef struct dir_delete {
 
 static void delete_finish(dir_delete *d) {
   dir_server *s = d->srv;
-  HASH_DEL(s->deletes, d);
+  HASH_DEL(s->admin->deletes, d);
   if (d->dc) hpl__conn_reply(d->dc->c, d->req, 0, NULL);
   hpl__otimer_free(&d->timer, d);
 }
@@ -138,83 +150,16 @@ static void delete_timeout(void *owner) {
 void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f) {
   uint64_t op = f->req;
   dir_delete *d = NULL;
-  HASH_FIND(hh, s->deletes, &op, sizeof op, d);
+  HASH_FIND(hh, s->admin->deletes, &op, sizeof op, d);
   if (d && --d->pending <= 0) delete_finish(d);
 }
 
-void dir_admin_forget(dir_server *s, dir_obj *o) {
-  while (o->locs) dtab_loc_remove(&s->tab, o, o->locs->node);
-  if (o->is_inline) {
-    s->tab.inline_bytes -= o->size;
-    free(o->inl);
-    o->inl = NULL;
-    o->is_inline = 0;
-  }
-  o->has_size = 0;
-  o->size = 0;
-  o->ready_seq = 0;
-  o->publisher = 0;
-  o->state = OBJ_PENDING;
-  dtab_gc(&s->tab, o);
+/* The id was deleted: a ring allreduce into it ends, a reduce into it is
+ * cancelled. */
+static void target_deleted(dir_server *s, const char *id) {
+  dir_ring_target_deleted(s, id);
+  dir_reduce_target_deleted(s, id);
 }
-
-/* ------------------------------------------------------------------ tombstones */
-
-typedef struct dir_tomb {
-  UT_hash_handle hh;
-  struct dir_tomb *prev, *next; /* s->tomb_fifo */
-  uint64_t at_ms;
-  char id[];
-} dir_tomb;
-
-static void tomb_free(dir_server *s, dir_tomb *t) {
-  HASH_DEL(s->tombs, t);
-  DL_DELETE(s->tomb_fifo, t);
-  s->ntombs--;
-  free(t);
-}
-
-/* Drop expired tombstones (at most 64 a call: bounded work; the cap on
- * their number bounds the rest). */
-static void tomb_expire(dir_server *s, uint64_t now) {
-  for (int i = 0; i < 64 && s->tomb_fifo && now - s->tomb_fifo->at_ms >= DIR_TOMB_MS; i++)
-    tomb_free(s, s->tomb_fifo);
-}
-
-static void tomb_add(dir_server *s, const char *id) {
-  uint64_t now = hpl__now_ms();
-  tomb_expire(s, now);
-  dir_tomb *t;
-  size_t n = strlen(id);
-  HASH_FIND(hh, s->tombs, id, n, t);
-  if (t) return;
-  if (s->ntombs >= DIR_TOMB_MAX) tomb_free(s, s->tomb_fifo);
-  if (!(t = malloc(sizeof *t + n + 1))) return; /* no memory: not remembered */
-  memcpy(t->id, id, n + 1);
-  t->at_ms = now;
-  HASH_ADD_KEYPTR(hh, s->tombs, t->id, n, t);
-  DL_APPEND(s->tomb_fifo, t);
-  s->ntombs++;
-  s->ctr.tombstones++;
-}
-
-int dir_admin_tombstoned(dir_server *s, const char *id) {
-  if (!s->tombs) return 0;
-  uint64_t now = hpl__now_ms();
-  tomb_expire(s, now);
-  dir_tomb *t;
-  HASH_FIND(hh, s->tombs, id, strlen(id), t);
-  return t && now - t->at_ms < DIR_TOMB_MS;
-}
-
-void dir_admin_untomb(dir_server *s, const char *id) {
-  dir_tomb *t;
-  if (!s->tombs) return;
-  HASH_FIND(hh, s->tombs, id, strlen(id), t);
-  if (t) tomb_free(s, t);
-}
-
-/* ------------------------------------------------------------------ delete */
 
 /* Delete: every holder drops its copy before the deleter hears back, so
  * once hpl_delete returns no store serves the old bytes to new gets. */
@@ -224,8 +169,8 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   if (!o || o->state == OBJ_PENDING) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
-    tomb_add(s, m->id); /* a copy not re-reported yet is dropped when it is */
-    dir_reduce_target_deleted(s, m->id); /* a reduce that never produced it */
+    dir_tombs_add(s, m->id); /* a copy not re-reported yet is dropped when it is */
+    target_deleted(s, m->id); /* a reduce that never produced it */
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOTFOUND, detail);
     return;
   }
@@ -234,7 +179,7 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;
   }
-  d->op = ++s->next_op;
+  d->op = ++s->admin->next_op;
   d->srv = s;
   d->dc = f->dc;
   d->req = f->req;
@@ -243,10 +188,10 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   for (dir_loc *l = o->locs; l; l = l->next)
     if (dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
   dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
-  tomb_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
-  dir_reduce_target_deleted(s, o->id);
-  dir_admin_forget(s, o);
-  HASH_ADD(hh, s->deletes, op, sizeof d->op, d);
+  dir_tombs_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
+  target_deleted(s, o->id);
+  dtab_forget(&s->tab, o);
+  HASH_ADD(hh, s->admin->deletes, op, sizeof d->op, d);
   if (d->pending == 0) {
     delete_finish(d);
     return;
@@ -257,11 +202,16 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
 
 void dir_admin_conn_closed(dir_server *s, dir_conn *dc) {
   dir_delete *d, *dtmp;
-  HASH_ITER(hh, s->deletes, d, dtmp) if (d->dc == dc) d->dc = NULL;
+  HASH_ITER(hh, s->admin->deletes, d, dtmp) if (d->dc == dc) d->dc = NULL;
 }
 
 void dir_admin_stop(dir_server *s) {
   dir_delete *d, *dtmp;
-  HASH_ITER(hh, s->deletes, d, dtmp) delete_finish(d);
-  while (s->tomb_fifo) tomb_free(s, s->tomb_fifo);
+  HASH_ITER(hh, s->admin->deletes, d, dtmp) delete_finish(d);
+  dir_tombs_clear(s);
+}
+
+void dir_admin_free(dir_server *s) {
+  free(s->admin);
+  s->admin = NULL;
 }

@@ -4,8 +4,9 @@
  * "auto", measured (half the heartbeat round trip stores report; the rate
  * of pulls from complete senders).
  *
- * Owns dir_server.lat_measured / bw_measured. Callers: nodes.c
- * (heartbeats), locs.c (completed pulls), reduce_tree.c (planning).
+ * Owns its state (dir_server.cost). Callers: nodes.c (heartbeats), locs.c
+ * (completed pulls), reduce_tree.c (planning), ring.c (its forming
+ * window), server.c (init, free).
  */
 #ifndef HPL_DIR_COST_H
 #define HPL_DIR_COST_H
@@ -13,6 +14,10 @@
 #include <stdint.h>
 
 #include "server.h"
+
+/* The module's state, allocated here: 0 or HPL_ENOMEM; freed at the end. */
+int dir_cost_init(dir_server *s);
+void dir_cost_free(dir_server *s);
 
 /* L in seconds / B in bytes per second: measured when configured "auto"
  * and measured already, else the configured value. */

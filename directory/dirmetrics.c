@@ -18,7 +18,7 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
   uint64_t fo_batches, fo_items, fo_helper, fo_partial;
   hpl__fanout_stats(&fo_batches, &fo_items, &fo_helper, &fo_partial);
   const hpl__metric v[] = {
-      G("dir_nodes", HASH_COUNT(s->nodes), "nodes", "Stores registered"),
+      G("dir_nodes", dir_nodes_count(s), "nodes", "Stores registered"),
       G("dir_objects", s->tab.nobjs, "objects", "Objects in the directory's table"),
       G("dir_inline_bytes", s->tab.inline_bytes, "inline_bytes",
         "Bytes of small objects held inline (see --inline-memory)"),

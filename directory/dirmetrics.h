@@ -16,7 +16,7 @@
  * scrape metrics.
  *
  * Callers: admin.c (COUNTERS), server.c (start, stop, request timing),
- * acquire.c (waits).
+ * acquire.c (waits: dir_server.acquire_wait_hist).
  */
 #ifndef HPL_DIR_METRICS_H
 #define HPL_DIR_METRICS_H

@@ -1,16 +1,17 @@
-/* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT and
- * the copies re-reported at REGISTER; clients' PUBLISH (see locs.h). */
+/* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT,
+ * HELD, EVICT and the copies re-reported at REGISTER; clients' PUBLISH
+ * (see locs.h). */
 #include "locs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
 #include "cost.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
+#include "tombs.h"
 #include "trace.h"
 #include "xlog.h"
 
@@ -21,19 +22,22 @@ static void send_drop(dir_server *s, uint64_t node, const char *id) {
   dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
 }
 
-/* A re-reported copy of an id that was deleted lately (admin.h,
- * tombstones) and is unknown or only waited for since (pending: no bytes
- * anywhere): `node` is told to drop it. Returns 1 if it was. */
+/* A re-reported copy of an id that was deleted lately (tombs.h) and is
+ * unknown or only waited for since (pending: no bytes anywhere): `node` is
+ * told to drop it. Returns 1 if it was. */
 static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
   dir_obj *o = dtab_find(&s->tab, id);
-  if ((o && o->state != OBJ_PENDING) || !dir_admin_tombstoned(s, id)) return 0;
+  if ((o && o->state != OBJ_PENDING) || !dir_tombs_has(s, id)) return 0;
   send_drop(s, node, id);
   return 1;
 }
 
-void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    Hplpb__HeldObject *h = held[i];
+void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  if (e->type != DIR_NODE_JOINED) return;
+  uint64_t node = e->id;
+  for (size_t i = 0; i < e->nheld; i++) {
+    Hplpb__HeldObject *h = e->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
     if (drop_if_deleted(s, node, h->id)) {
       s->ctr.held_dropped++;
@@ -42,7 +46,7 @@ void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held,
     dir_obj *o = dtab_get(&s->tab, h->id);
     if (!o) continue;
     dtab_loc_complete(&s->tab, o, node, h->size);
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
   }
 }
 
@@ -68,7 +72,7 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
       continue;
     }
     dtab_loc_complete(&s->tab, o, node, h->size);
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
     taken++;
   }
   s->ctr.held_taken += taken;
@@ -87,7 +91,7 @@ void dir_locs_on_add(dir_server *s, const dir_frame *f) {
     return;
   }
   if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
-  if (m->origin) dir_admin_untomb(s, m->id); /* put again after a delete */
+  if (m->origin) dir_tombs_remove(s, m->id); /* put again after a delete */
   int rc = dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)
@@ -96,7 +100,7 @@ void dir_locs_on_add(dir_server *s, const dir_frame *f) {
     snprintf(detail, sizeof detail, "object '%s' exists with size %llu, not %llu", m->id,
              (unsigned long long)o->size, (unsigned long long)m->size);
   hpl__conn_reply(f->dc->c, f->req, rc, detail);
-  dir_object_changed(s, o);
+  dtab_changed(&s->tab, o);
 }
 
 /* Record that node's copy of o ends as `kind` (DONE or REMOVE). */
@@ -121,7 +125,7 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
     s->ctr.publishes_retracted++;
     LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
              (unsigned long long)node);
-    dir_admin_forget(s, o); /* o may be gone; waiters wait for a new put */
+    dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
     return;
   } else if (m->kind == HPL__LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
@@ -131,7 +135,7 @@ void dir_locs_on_note(dir_server *s, const dir_frame *f) {
     else
       dtab_check_lost(&s->tab, o);
   }
-  dir_object_changed(s, o);
+  dtab_changed(&s->tab, o);
 }
 
 /* The INLINE_PUT from node `node` of bytes its client PUBLISHed (the same
@@ -184,7 +188,7 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
   }
   dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
   hpl__conn_reply(c, f->req, 0, NULL);
-  dir_object_changed(s, o);
+  dtab_changed(&s->tab, o);
 }
 
 /* Why a PUBLISH of `m` (plen bytes) is not taken, or NULL if it may be. */
@@ -224,7 +228,7 @@ void dir_locs_on_publish(dir_server *s, const dir_frame *f) {
   o->publisher = m->node;
   s->ctr.publishes++;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
-  dir_object_changed(s, o); /* waiting PEEKs and ACQUIREs get the bytes now */
+  dtab_changed(&s->tab, o); /* waiting PEEKs and ACQUIREs get the bytes now */
 }
 
 /* Another complete copy of o than node's that can serve: on a live node
@@ -265,7 +269,7 @@ void dir_locs_on_evict(dir_server *s, const dir_frame *f) {
     dtab_loc_remove(&s->tab, o, node);
     granted[i] = 1;
     s->ctr.evictions_granted++;
-    dir_object_changed(s, o);
+    dtab_changed(&s->tab, o);
   }
   Hplpb__EvictRep r = HPLPB__EVICT_REP__INIT;
   r.n_granted = n;

@@ -6,7 +6,7 @@
  * client's PUBLISH of a small object ahead of its store's INLINE_PUT.
  *
  * Changes the object table (objects.h) and records each change in the
- * transfer record. Callers: server.c (dispatch), nodes.c (REGISTER).
+ * transfer record. Callers: server.c (dispatch, the node events it wires).
  */
 #ifndef HPL_DIR_LOCS_H
 #define HPL_DIR_LOCS_H
@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nodes.h"
 #include "server.h"
 
 /* Handlers (server.c's dispatch table; all need a registered node).
@@ -37,9 +38,11 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f);
  * Anything else is ignored (counted): the store's put decides. */
 void dir_locs_on_publish(dir_server *s, const dir_frame *f);
 
-/* Node `node` registered holding these objects: each complete one with a
- * valid id becomes a complete copy (entries that are not are skipped). */
-void dir_locs_held(dir_server *s, uint64_t node, Hplpb__HeldObject *const *held, size_t n);
+/* Node events (dir_nodes_subscribe; server.c wires it): DIR_NODE_JOINED:
+ * the node registered holding e->held: each complete one with a valid id
+ * becomes a complete copy (entries that are not are skipped). Other events
+ * are ignored. */
+void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg);
 
 /* HELD: one piece of what a registered node holds. A complete copy of an
  * object the directory knows (with the same size) becomes or stays a

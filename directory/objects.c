@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "hoplite.h"
 
@@ -42,9 +43,9 @@ int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete
       return HPL_EEXIST;
     if (obj_dead(o)) {
       /* a new put revives a lost id: forget the stale partial copies */
-      while (o->locs) {
-        dir_loc *n = o->locs;
-        o->locs = n->next;
+      dir_loc *n;
+      while ((n = o->locs)) {
+        LL_DELETE(o->locs, n);
         dtab__loc_free(t, o, n);
       }
       l = NULL;
@@ -99,18 +100,15 @@ int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size) {
 }
 
 int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node) {
-  for (dir_loc **pp = &o->locs; *pp; pp = &(*pp)->next) {
-    dir_loc *l = *pp;
-    if (l->node != node) continue;
-    loc_release_upstream(o, l);
-    /* copies pulling from this one lose their upstream */
-    for (dir_loc *d = o->locs; d; d = d->next)
-      if (d->upstream == node) d->upstream = 0;
-    *pp = l->next;
-    dtab__loc_free(t, o, l);
-    return 1;
-  }
-  return 0;
+  dir_loc *l = dtab_loc(o, node), *d;
+  if (!l) return 0;
+  loc_release_upstream(o, l);
+  /* copies pulling from this one lose their upstream */
+  LL_FOREACH(o->locs, d)
+    if (d->upstream == node) d->upstream = 0;
+  LL_DELETE(o->locs, l);
+  dtab__loc_free(t, o, l);
+  return 1;
 }
 
 int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target) {
@@ -291,4 +289,20 @@ void dtab_node_gone(dtab *t, uint64_t node, void (*down)(dir_obj *o, uint64_t re
     dtab_check_lost(t, o);
     if (fn) fn(o, arg);
   }
+}
+
+void dtab_forget(dtab *t, dir_obj *o) {
+  while (o->locs) dtab_loc_remove(t, o, o->locs->node);
+  if (o->is_inline) {
+    t->inline_bytes -= o->size;
+    free(o->inl);
+    o->inl = NULL;
+    o->is_inline = 0;
+  }
+  o->has_size = 0;
+  o->size = 0;
+  o->ready_seq = 0;
+  o->publisher = 0;
+  o->state = OBJ_PENDING;
+  dtab_gc(t, o);
 }

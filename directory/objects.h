@@ -1,10 +1,18 @@
 /*
  * objects.h - the directory's object table: sizes, inline bytes and location
  * lists, and the sender choice that turns concurrent gets into a pipelined
- * broadcast. Pure data structure code (no I/O), unit-tested on its own.
+ * broadcast. Pure data structure code (no I/O), unit-tested on its own:
+ * what it needs to know of nodes it asks through the filters installed in
+ * dtab (usable, suspected, crawling), and it tells of a changed object
+ * through the subscribers of dtab_on_change. objtab.c holds the storage
+ * (records, the id hash, the ordered index, the per-node index), objects.c
+ * the locations and sender choice.
  *
  * A location is one node's copy of an object: complete or partial (still
  * streaming in, from `upstream`), and how many receivers it serves right now.
+ *
+ * Callers: every module of directory/ (the table is dir_server.tab);
+ * tests/test_dirtable.c.
  */
 #ifndef HPL_DIR_OBJECTS_H
 #define HPL_DIR_OBJECTS_H
@@ -61,6 +69,7 @@ typedef struct dir_obj {
 } dir_obj;
 
 #define DTAB_LEVELS 24
+#define DTAB_MAX_SUBS 4 /* subscribers to object changes (dtab_on_change) */
 
 typedef struct dtab {
   /* the id hash: chains, two tables while it grows (moved a few buckets
@@ -84,6 +93,12 @@ typedef struct dtab {
    * It is slow or waits for a slow node: a bypass picks it last. */
   int (*crawling)(uint64_t node, void *arg);
   void *usable_arg; /* for all three */
+  /* who hears of a changed object (dtab_on_change), in subscription order */
+  struct {
+    void (*fn)(struct dir_obj *o, void *arg);
+    void *arg;
+  } on_change[DTAB_MAX_SUBS];
+  int nsubs;
   uint64_t seq;
   uint64_t inline_bytes; /* total inline bytes held */
   uint64_t nobjs;
@@ -101,6 +116,20 @@ dir_obj *dtab_get(dtab *t, const char *id);
 void dtab_remove(dtab *t, dir_obj *o);
 /* Remove the entry if nothing refers to it any more (pending, no waiters). */
 void dtab_gc(dtab *t, dir_obj *o);
+
+/* Object changes are an event of the table: a module that changes an
+ * object (its locations, state or bytes) calls dtab_changed, and the
+ * modules above that serve what waits for objects (acquire.c's waiters,
+ * reduce.c's source watches) hear of it through the callback they
+ * subscribed with dtab_on_change, in the order they subscribed. The table
+ * never calls anything else: subscribers are wired at server start.
+ *
+ * dtab_on_change: add `fn(o, arg)` to the subscribers (at most
+ * DTAB_MAX_SUBS; returns 0, or -1 when full). Kept by dtab_clear.
+ * dtab_changed: every subscriber hears of `o`, then the entry is dropped
+ * if nothing refers to it any more (dtab_gc): `o` may be freed. */
+int dtab_on_change(dtab *t, void (*fn)(dir_obj *o, void *arg), void *arg);
+void dtab_changed(dtab *t, dir_obj *o);
 
 /* The ordered index: the first object whose id is >= key (or > key with
  * after), and the next one in id order; NULL past the end. */
@@ -178,6 +207,11 @@ int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_
  * from it (receiver's node). Nothing is removed. */
 void dtab_node_unresponsive(dtab *t, uint64_t node,
                             void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg);
+
+/* Forget o's bytes and copies: it is pending again (waiters, if any, wait
+ * for a new put). o is freed when nothing refers to it (dtab_gc): the
+ * caller must not use it afterwards. */
+void dtab_forget(dtab *t, dir_obj *o);
 
 /* Whether a complete copy other than asker's and avoid's could serve now
  * (live, below the per-copy sender limit). */

@@ -2,13 +2,15 @@
  * records (links, record and id in one allocation, the first location
  * inside), the id hash (chained, grown incrementally), the ordered index (a
  * skip list by id) and the per-node index (each node's objects in a vector,
- * a location remembering its place, so a node's loss costs what it held).
- * objects.c builds locations and sender choice on top. */
+ * a location remembering its place, so a node's loss costs what it held),
+ * and the object change event's subscribers. objects.c builds locations
+ * and sender choice on top. */
 #include "objects.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
+#include <utlist.h>
 
 #include "hoplite.h"
 
@@ -50,15 +52,11 @@ void dtab_init(dtab *t, uint32_t max_senders) {
 static void rehash_step(dtab *t, int steps) {
   if (t->rehash < 0) return;
   while (steps-- > 0 && (uint64_t)t->rehash < t->hsize[0]) {
-    dir_obj *o = t->ht[0][t->rehash];
-    while (o) {
-      dir_obj *next = o->hnext;
-      uint64_t b = o->hash & (t->hsize[1] - 1);
-      o->hnext = t->ht[1][b];
-      t->ht[1][b] = o;
+    dir_obj *o, *next;
+    LL_FOREACH_SAFE2(t->ht[0][t->rehash], o, next, hnext) {
+      LL_PREPEND2(t->ht[1][o->hash & (t->hsize[1] - 1)], o, hnext);
       t->hused[0]--;
       t->hused[1]++;
-      o = next;
     }
     t->ht[0][t->rehash++] = NULL;
   }
@@ -93,7 +91,8 @@ static dir_obj *hash_find(dtab *t, const char *id, size_t len, uint32_t h) {
   rehash_step(t, 1);
   for (int k = 0; k < 2; k++) {
     if (!t->ht[k]) continue;
-    for (dir_obj *o = t->ht[k][h & (t->hsize[k] - 1)]; o; o = o->hnext)
+    dir_obj *o;
+    LL_FOREACH2(t->ht[k][h & (t->hsize[k] - 1)], o, hnext)
       if (o->hash == h && !strncmp(o->id, id, len) && !o->id[len]) return o;
   }
   return NULL;
@@ -102,21 +101,20 @@ static dir_obj *hash_find(dtab *t, const char *id, size_t len, uint32_t h) {
 static void hash_add(dtab *t, dir_obj *o) {
   rehash_step(t, REHASH_STEP);
   int k = t->rehash >= 0 ? 1 : 0;
-  uint64_t b = o->hash & (t->hsize[k] - 1);
-  o->hnext = t->ht[k][b];
-  t->ht[k][b] = o;
+  LL_PREPEND2(t->ht[k][o->hash & (t->hsize[k] - 1)], o, hnext);
   t->hused[k]++;
 }
 
 static void hash_del(dtab *t, dir_obj *o) {
   for (int k = 0; k < 2; k++) {
     if (!t->ht[k]) continue;
-    for (dir_obj **pp = &t->ht[k][o->hash & (t->hsize[k] - 1)]; *pp; pp = &(*pp)->hnext)
-      if (*pp == o) {
-        *pp = o->hnext;
-        t->hused[k]--;
-        return;
-      }
+    dir_obj **head = &t->ht[k][o->hash & (t->hsize[k] - 1)], *x;
+    LL_FOREACH2(*head, x, hnext)
+      if (x == o) break;
+    if (!x) continue; /* in the other table */
+    LL_DELETE2(*head, o, hnext);
+    t->hused[k]--;
+    return;
   }
 }
 
@@ -200,9 +198,9 @@ dir_obj *dtab_get(dtab *t, const char *id) {
 }
 
 static void obj_free(dtab *t, dir_obj *o) {
-  while (o->locs) {
-    dir_loc *l = o->locs;
-    o->locs = l->next;
+  dir_loc *l;
+  while ((l = o->locs)) {
+    LL_DELETE(o->locs, l);
     dtab__loc_free(t, o, l);
   }
   free(o->inl);
@@ -223,6 +221,19 @@ void dtab_gc(dtab *t, dir_obj *o) {
     dtab_remove(t, o);
 }
 
+int dtab_on_change(dtab *t, void (*fn)(dir_obj *o, void *arg), void *arg) {
+  if (t->nsubs == DTAB_MAX_SUBS) return -1;
+  t->on_change[t->nsubs].fn = fn;
+  t->on_change[t->nsubs].arg = arg;
+  t->nsubs++;
+  return 0;
+}
+
+void dtab_changed(dtab *t, dir_obj *o) {
+  for (int i = 0; i < t->nsubs; i++) t->on_change[i].fn(o, t->on_change[i].arg);
+  dtab_gc(t, o);
+}
+
 void dtab_clear(dtab *t) {
   dir_obj *o = t->head[0];
   while (o) {
@@ -238,16 +249,15 @@ void dtab_clear(dtab *t) {
     free(n->objs);
     free(n);
   }
-  uint32_t ms = t->max_senders;
-  int (*usable)(uint64_t, void *) = t->usable;
-  int (*suspected)(uint64_t, void *) = t->suspected;
-  int (*crawling)(uint64_t, void *) = t->crawling;
-  void *ua = t->usable_arg;
-  dtab_init(t, ms);
-  t->usable = usable;
-  t->suspected = suspected;
-  t->crawling = crawling;
-  t->usable_arg = ua;
+  /* an empty table with the same settings and subscribers */
+  const dtab keep = *t;
+  dtab_init(t, keep.max_senders);
+  t->usable = keep.usable;
+  t->suspected = keep.suspected;
+  t->crawling = keep.crawling;
+  t->usable_arg = keep.usable_arg;
+  memcpy(t->on_change, keep.on_change, sizeof t->on_change);
+  t->nsubs = keep.nsubs;
 }
 
 /* ------------------------------------------------------------------ the per-node index */
@@ -294,9 +304,7 @@ dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node) {
   l->node = node;
   l->nidx = (uint32_t)n->n;
   n->objs[n->n++] = o;
-  dir_loc **pp = &o->locs;
-  while (*pp) pp = &(*pp)->next;
-  *pp = l;
+  LL_APPEND(o->locs, l);
   o->nlocs++;
   return l;
 }
@@ -308,7 +316,8 @@ void dtab__loc_free(dtab *t, dir_obj *o, dir_loc *l) {
     dir_obj *last = n->objs[--n->n];
     if (last != o || l->nidx != n->n) {
       n->objs[l->nidx] = last;
-      for (dir_loc *x = last->locs; x; x = x->next)
+      dir_loc *x;
+      LL_FOREACH(last->locs, x)
         if (x->node == l->node) x->nidx = l->nidx;
     }
     if (n->n == 0) {

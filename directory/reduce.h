@@ -13,18 +13,21 @@
  * sink; the sink reports the target complete like any copy, which ends the
  * reduce. Objects of at most inline_max bytes are reduced here.
  *
- * reduce.c keeps the records (requests, allreduce joins, finishing, the
- * finished ones, REDUCE_INFO); reduce_tree.c runs a reduce's tree. Owns
- * dir_server.reduces / reduces_done and the objects' `watchers` lists.
- * Callers: server.c (dispatch, object changes, connection close, free),
- * nodes.c (a node's end), acquire.c (the allreduce ring sender), admin.c
- * (deletes).
+ * The module's files are listed in reduce_int.h (messages, records, the
+ * tree's decisions, crawls, requests and events). It owns its state
+ * (dir_server.reduces) and the objects' `watchers` lists. It hears of
+ * object changes (dtab_on_change) and of a node's life (dir_nodes_subscribe)
+ * through the subscriptions server.c wires. Callers: server.c (dispatch,
+ * the subscriptions, connection close, start/stop/free), acquire*.c (the
+ * allreduce chain's sender), ring.c (whether a reduce into a target is
+ * known), admin.c (deletes), status.c (the running reduces).
  */
 #ifndef HPL_DIR_REDUCE_H
 #define HPL_DIR_REDUCE_H
 
 #include <stdint.h>
 
+#include "nodes.h"
 #include "server.h"
 
 /* Handlers (server.c's dispatch table).
@@ -45,28 +48,36 @@ void dir_reduce_on_info(dir_server *s, const dir_frame *f);
 void dir_reduce_on_fail(dir_server *s, const dir_frame *f);
 void dir_reduce_on_done(dir_server *s, const dir_frame *f);
 
-/* Object `o` changed: sources that became ready arrive; a tree reduce
- * whose target became complete is done. */
-void dir_reduce_check(dir_server *s, dir_obj *o);
+/* Object `o` changed (dtab_on_change subscriber, `srv` the dir_server):
+ * sources that became ready arrive; a tree reduce whose target became
+ * complete is done. */
+void dir_reduce_on_change(dir_obj *o, void *srv);
 
-/* Node `node` is gone: reduces it sinks fail, its slots are refilled. */
-void dir_reduce_node_gone(dir_server *s, uint64_t node);
-
-/* Node `node` did not answer a probe: the reduce slots on it whose output
- * was reported silent lately are replaced now (not at the next report). */
-void dir_reduce_node_unresponsive(dir_server *s, uint64_t node);
-
-/* Node `node`, judged unresponsive, answers again: reduces waiting for a
- * source they lost on it (no spare was left) take it back. */
-void dir_reduce_node_back(dir_server *s, uint64_t node);
-
-/* Node `node` registered: it learns which running reduces a restarted
- * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
- * which ones finished while no directory knew (REDUCE_DONE notes). */
-void dir_reduce_node_registered(dir_server *s, uint64_t node);
+/* Node events (dir_nodes_subscribe; server.c wires it):
+ * DIR_NODE_TASKS_VOID: reduces the node sinks fail, its slots are refilled.
+ * DIR_NODE_UNRESPONSIVE: the reduce slots on it whose output was reported
+ *   silent lately are replaced now (not at the next report).
+ * DIR_NODE_BACK: reduces waiting for a source they lost on it (no spare
+ *   was left) take it back.
+ * DIR_NODE_WELCOMED: it learns which running reduces a restarted directory
+ *   adopted (REDUCE_ADOPTED), so their tasks there go on, and which ones
+ *   finished while no directory knew (REDUCE_DONE notes).
+ * Other events are ignored. */
+void dir_reduce_on_node(dir_server *s, const dir_node_event *e, void *arg);
 
 /* `dc` closed: its REDUCE_INFO waiters are dropped without a reply. */
 void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
+
+/* The module's state (dir_server.reduces), allocated here: 0 or
+ * HPL_ENOMEM. */
+int dir_reduce_init(dir_server *s);
+
+/* `fn(s, target, arg)` is asked before a plain reduce into `target` starts
+ * (REDUCE); a nonzero answer refuses it with HPL_EEXIST ("a ring allreduce
+ * into it runs"). One at most: ring.c's, wired by server.c. */
+void dir_reduce_before_start(dir_server *s, int (*fn)(dir_server *s, const char *target,
+                                                      void *arg),
+                             void *arg);
 
 /* The id `target` was deleted: a reduce into it is cancelled and freed. */
 void dir_reduce_target_deleted(dir_server *s, const char *target);
@@ -85,7 +96,7 @@ typedef struct dir_reduce_view {
  * many there are in all (status.c). */
 size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max);
 
-/* Free every reduce (at the end, after the loop). */
+/* Free every reduce and the module's state (at the end, after the loop). */
 void dir_reduce_free_all(dir_server *s);
 
 /* Whether a reduce into `target` is known (running, or finished and kept). */
@@ -102,9 +113,9 @@ int dir_reduce_known(dir_server *s, const char *target);
 int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
                            uint64_t since_ms, dir_loc **from);
 
-/* The crawl_timer's callback (dir_server.crawl_timer, started by the
- * reduces; reduce_crawl.c): crawl reports that waited for link measurements
- * are judged. */
-void dir_reduce_crawl_timer(uv_timer_t *t);
+/* Set up / close the timer that judges crawl reports again after link
+ * measurements (reduce_crawl.c; server start and stop). */
+void dir_reduce_start(dir_server *s);
+void dir_reduce_stop(dir_server *s);
 
 #endif

@@ -98,11 +98,11 @@ static int crawl_judge(dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
   return 1;
 }
 
-void dir_reduce_crawl_timer(uv_timer_t *t) {
+static void crawl_timer(uv_timer_t *t) {
   dir_server *s = t->data;
   uint64_t now = hpl__now_ms(), next = 0;
   dir_reduce *r, *tmp;
-  HASH_ITER(hh, s->reduces, r, tmp) {
+  HASH_ITER(hh, s->reduces->by_target, r, tmp) {
     if (!r->crawl_due_ms) continue;
     if (r->crawl_due_ms > now) {
       if (!next || r->crawl_due_ms < next) next = r->crawl_due_ms;
@@ -110,12 +110,12 @@ void dir_reduce_crawl_timer(uv_timer_t *t) {
     }
     r->crawl_due_ms = 0;
     int j = r->crawl_slot;
-    if (r->done || !r->planned || r->inline_mode || r->adopted || j >= (int)r->k ||
+    if (!dr_tree_runs(r) || j >= (int)r->k ||
         !r->slots[j].filled || r->slots[j].gen != r->crawl_gen)
       continue; /* over, or that stream was replaced meanwhile */
     crawl_judge(r, j, r->crawl_reporter, r->crawl_rate);
   }
-  if (next) uv_timer_start(t, dir_reduce_crawl_timer, next - now, 0);
+  if (next) uv_timer_start(t, crawl_timer, next - now, 0);
 }
 
 void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) {
@@ -134,6 +134,13 @@ void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) 
   r->crawl_gen = sl->gen;
   r->crawl_reporter = reporter;
   r->crawl_rate = rate;
-  if (!uv_is_active((uv_handle_t *)&s->crawl_timer))
-    uv_timer_start(&s->crawl_timer, dir_reduce_crawl_timer, DR_MEASURE_WAIT_MS, 0);
+  uv_timer_t *t = &s->reduces->crawl_timer;
+  if (!uv_is_active((uv_handle_t *)t)) uv_timer_start(t, crawl_timer, DR_MEASURE_WAIT_MS, 0);
 }
+
+void dir_reduce_start(dir_server *s) {
+  uv_timer_init(s->loop, &s->reduces->crawl_timer);
+  s->reduces->crawl_timer.data = s;
+}
+
+void dir_reduce_stop(dir_server *s) { uv_close((uv_handle_t *)&s->reduces->crawl_timer, NULL); }

@@ -1,7 +1,20 @@
 /*
- * reduce_int.h - what reduce.c, reduce_tree.c and reduce_crawl.c share: the
- * reduce record and the calls between the three files. Included by those
- * only; every other module goes through reduce.h.
+ * reduce_int.h - what the files of the reduce module share: the reduce
+ * record, the module's state, and the calls between the files. Included by
+ * those files only; every other module goes through reduce.h.
+ *
+ * The files, bottom-up (each calls only the ones before it):
+ *   reduce_msg.c    what the directory tells stores about a reduce
+ *                   (REDUCE_TASK, REDUCE_SINK, REDUCE_END, REDUCE_ADOPTED)
+ *   reduce_rec.c    the records: the table by target, a reduce's life
+ *                   (dr_set_life), source watches, finishing, the finished
+ *                   ones kept, REDUCE_INFO waiters
+ *   reduce_tree.c   the tree's decisions: the plan, which slot an arriving
+ *                   source fills and on which node, a failed slot's
+ *                   replacement, the allreduce chain's sender
+ *   reduce_crawl.c  which node of a crawling tree is slow
+ *   reduce.c        the requests (REDUCE, REDUCE_FAIL, REDUCE_DONE) and
+ *                   the events the module hears (object changes, nodes)
  */
 #ifndef HPL_DIR_REDUCE_INT_H
 #define HPL_DIR_REDUCE_INT_H
@@ -36,11 +49,28 @@ typedef struct dr_watch {
   int idx;
 } dr_watch;
 
-enum { DR_WAITING = 0, DR_IN_TREE = 1, DR_SPARE = 2, DR_LOST = 3 }; /* dir_reduce.src_state */
+/* Where a source stands (dir_reduce.src_state; dr_set_src logs changes). */
+typedef enum dr_src {
+  DR_WAITING = 0, /* not ready (or not arrived) yet */
+  DR_IN_TREE = 1, /* fills a slot (or was combined, inline) */
+  DR_SPARE = 2,   /* arrived once every slot was filled (subset reduce) */
+  DR_LOST = 3,    /* taken out of the tree by a failure (counts again once back) */
+} dr_src;
+
+/* A reduce's life (dir_reduce.life; dr_set_life logs each transition). */
+typedef enum dr_life {
+  DR_OPEN,    /* no tree yet: waiting for its first source to plan one */
+  DR_ADOPTED, /* the tree of a previous directory instance runs on: the
+                 sources in it are known, not their nodes; never planned here */
+  DR_RUNNING, /* planned: its tree runs on the stores, or (inline_mode) it is
+                 reduced here as the sources arrive */
+  DR_DONE,    /* finished (status 0) or failed; kept a while (REDUCE_INFO, joins) */
+} dr_life;
 
 typedef struct dir_reduce {
-  UT_hash_handle hh; /* dir_server.reduces, by target */
+  UT_hash_handle hh; /* the module's table, by target */
   dir_server *srv;
+  dr_life life;
   uint64_t rid; /* this instance: stream keys and store tasks carry it */
   uint32_t tgen; /* generation of the target's bytes */
   uint64_t arrivals;
@@ -48,7 +78,7 @@ typedef struct dir_reduce {
   char *target;
   char **src;
   size_t nsrc;
-  int *src_state; /* DR_*: waiting, in the tree, spare, lost to a failure */
+  dr_src *src_state;
   uint32_t k;
   int op, dtype;
   uint64_t sink;
@@ -57,34 +87,39 @@ typedef struct dir_reduce {
   uint64_t src_off, src_len;
   uint64_t size;     /* the target's: the range's length (have_size) */
   uint64_t src_size; /* the sources' (have_size) */
-  int have_size;
-  int inline_mode;
+  int have_size;     /* size and src_size are known (the first source arrived) */
+  int inline_mode;   /* the plan: small, reduced at the directory */
   uint8_t *acc; /* inline mode: running result */
-  hpl__plan plan;
-  int planned;
+  hpl__plan plan; /* (degree 0: none made) */
   dr_slot *slots;
   uint32_t nfilled;
   uint32_t joins; /* participants that joined (allreduce): they get the target */
   int lost_retaken; /* a straggler's slot went to a source lost earlier (once only) */
   /* a crawl report no node stood out for: judged again once the tree's
-   * links are measured (dir_reduce_crawl_timer) */
+   * links are measured (reduce_crawl.c) */
   uint64_t crawl_due_ms; /* when (0: nothing pending) */
   int crawl_slot;
   uint32_t crawl_gen;
   uint64_t crawl_reporter;
   uint64_t crawl_rate;
-  /* The tree of a previous directory instance, still running (the sink
-   * asked again after a restart with ReduceReq.adopt_*): slots list the
-   * sources in it but not their nodes; it ends when the target completes,
-   * and starts over as a new tree if any of its nodes reports a failure. */
-  int adopted;
-  int done;   /* finished or failed */
-  int status; /* 0 or the failure */
+  int status; /* DR_DONE: 0 or the failure */
   char detail[320];
   dr_info *infos;
   uint64_t start_ms;
-  struct dir_reduce *fin_prev, *fin_next; /* dir_server.reduces_done */
+  struct dir_reduce *fin_prev, *fin_next; /* the module's finished list */
 } dir_reduce;
+
+/* The module's state (dir_server.reduces). */
+struct dir_reduces {
+  dir_reduce *by_target;  /* every reduce, by target (uthash) */
+  dir_reduce *done;       /* the finished ones, oldest first (utlist DL) */
+  size_t ndone;
+  struct dir_away_end *away_ends; /* REDUCE_DONE notes lately, a ring (reduce.c) */
+  uv_timer_t crawl_timer; /* crawls judged again after measurements (reduce_crawl.c) */
+  /* asked before a plain reduce starts (dir_reduce_before_start) */
+  int (*before_start)(dir_server *s, const char *target, void *arg);
+  void *before_start_arg;
+};
 
 /* A source counts once it is ready (complete somewhere, or inline). */
 static inline int dr_src_ready(dir_obj *o) { return o && dtab_ready(o); }
@@ -94,75 +129,118 @@ static inline int dr_src_ready(dir_obj *o) { return o && dtab_ready(o); }
  * pull a range of an object), not the object itself. */
 static inline int dr_slice(const dir_reduce *r) { return r->have_size && r->size != r->src_size; }
 
-/* reduce.c: what is wrong with source `o` (ready) for a reduce of `dtype`
- * over bytes [off, off + len) of each source (len 0: up to the end), as a
- * negative code with `detail` written: HPL_EMISMATCH (its size is not a
- * multiple of the dtype's), HPL_EINVAL (the range goes beyond it); 0 if
- * nothing is. */
+/* Whether slot `c`'s output is a reduce stream made by its task: it has
+ * children, or the reduce is over a range of the sources (a leaf's task
+ * copies its source's range into a stream). Otherwise it is the source
+ * object itself, pulled as any object. */
+static inline int dr_slot_streams(const dir_reduce *r, int c) {
+  return r->plan.nchild[c] > 0 || dr_slice(r);
+}
+
+/* A planned tree running on the stores (not reduced here, not adopted). */
+static inline int dr_tree_runs(const dir_reduce *r) {
+  return r->life == DR_RUNNING && !r->inline_mode;
+}
+
+/* ------------------------------------------------------------------ reduce_msg.c */
+
+/* (Re)send slot `slot`'s task to its node, with every child known so far;
+ * `resume`: the slot resumed there (dr_slot_failed), its task starts where
+ * its parent's pull does. */
+void dr_send_task(dir_reduce *r, int slot, int resume);
+
+/* Tell the sink where the result comes from (the root slot, inline bytes
+ * at the directory, or nothing yet: the target's generation starts over). */
+void dr_send_sink(dir_reduce *r);
+
+/* Send `type` (REDUCE_END or REDUCE_ADOPTED) for instance `rid` of the
+ * reduce into r's target to every registered node. */
+void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid);
+
+/* Tell every node running a slot, and the sink, that the reduce ended
+ * (REDUCE_END with r->status / r->detail); every node when the tree was
+ * `adopted` (its nodes are unknown). */
+void dr_send_end(dir_reduce *r, int adopted);
+
+/* The task of r at `node` ends (REDUCE_END to it) unless the node is the
+ * sink or still holds a slot, or r is done. */
+void dr_end_task_at(dir_reduce *r, uint64_t node);
+
+/* ------------------------------------------------------------------ reduce_rec.c */
+
+/* The reduce into `target`, or NULL. */
+dir_reduce *dr_find(dir_server *s, const char *target);
+
+/* A new reduce record for request m (k of its sources, sunk at `sink`),
+ * in the table, its sources watched; NULL when out of memory. */
+dir_reduce *dr_new(dir_server *s, Hplpb__ReduceReq *m, uint32_t k, uint64_t sink);
+
+/* Move r's life to `to` (logged at debug level). */
+void dr_set_life(dir_reduce *r, dr_life to);
+
+/* Move source i's state to `to` (logged at debug level). */
+void dr_set_src(dir_reduce *r, size_t i, dr_src to);
+
+/* The reduce is over (status 0: done; else failed with `detail`, which a
+ * target not yet complete then reports to its gets): sources are
+ * unwatched, every node involved told (REDUCE_END), info waiters answered;
+ * r moves to the finished list (never freed here, so callers may go on
+ * walking the reduces). A no-op if r is done already. */
+void dr_finish(dir_reduce *r, int status, const char *detail);
+
+/* Free every reduce and the module's state (at the end). */
+void dr_free_all(dir_server *s);
+
+/* Drop the oldest finished reduces beyond the cap (before a new one
+ * starts: never while a caller walks the reduces). */
+void dr_trim(dir_server *s);
+
+/* ------------------------------------------------------------------ reduce_tree.c */
+
+/* What is wrong with source `o` (ready) for a reduce of `dtype` over bytes
+ * [off, off + len) of each source (len 0: up to the end), as a negative
+ * code with `detail` written: HPL_EMISMATCH (its size is not a multiple of
+ * the dtype's), HPL_EINVAL (the range goes beyond it); 0 if nothing is. */
 int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
                     size_t dlen);
 
-/* reduce.c: the reduce into `target`, or NULL. */
-dir_reduce *dr_find(dir_server *s, const char *target);
-
-/* reduce.c: the reduce is over (status 0: done; else failed with
- * `detail`, which a target not yet complete then reports to its gets):
- * sources are unwatched, every node involved told (REDUCE_END), info
- * waiters answered; r moves to the finished list (never freed here, so
- * callers may go on walking the reduces). A no-op if r is done already. */
-void dr_finish(dir_reduce *r, int status, const char *detail);
-
-/* reduce_tree.c: source i of r became ready (or came back): plan the tree
- * on the first arrival, then fill a slot (or keep it as a spare). May
- * finish r. */
+/* Source i of r became ready (or came back): plan the tree on the first
+ * arrival, then fill a slot (or keep it as a spare). May finish r. */
 void dr_arrival(dir_reduce *r, int i);
 
-/* reduce_tree.c: tell every node running a slot, and the sink, that the
- * reduce ended (REDUCE_END with r->status / r->detail); every node for an
- * adopted tree, whose nodes are unknown. */
-void dr_send_end(dir_reduce *r);
-
-/* reduce_tree.c: send `type` (REDUCE_END or REDUCE_ADOPTED) for instance
- * `rid` of the reduce into r's target to every registered node. */
-void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid);
-
-/* reduce_tree.c: the adopted tree failed (`why`): end it everywhere and
- * build a new one (new instance, next target generation) from the ready
- * sources. */
-void dr_unadopt(dir_reduce *r, const char *why);
-
-/* reduce.c: every source of r that is ready arrives, in the order the
- * sources became ready. May finish r. */
+/* Every source of r that is ready arrives, in the order the sources
+ * became ready. May finish r. */
 void dr_arrive_ready(dir_reduce *r);
 
-/* reduce_tree.c: a live node, other than slot f's, with a complete copy of
- * slot f's source (0: none). */
+/* The adopted tree failed (`why`): end it everywhere and build a new one
+ * (new instance, next target generation) from the ready sources. */
+void dr_unadopt(dir_reduce *r, const char *why);
+
+/* A live node, other than slot f's, with a complete copy of slot f's
+ * source (0: none). */
 uint64_t dr_other_copy(dir_reduce *r, int f);
 
-/* reduce_tree.c: the spare source that arrived first and has a copy on a
- * live node: its index (its object in *obj), or -1. */
+/* The spare source that arrived first and has a copy on a live node: its
+ * index (its object in *obj), or -1. */
 int dr_earliest_spare(dir_reduce *r, dir_obj **obj);
 
-/* reduce_tree.c: the earliest source taken out of the tree by an earlier
- * failure whose copy is still on a live node, other than source `except`:
- * its index (its object in *obj), or -1. */
+/* The earliest source taken out of the tree by an earlier failure whose
+ * copy is still on a live node, other than source `except`: its index (its
+ * object in *obj), or -1. */
 int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj);
 
-/* reduce_tree.c: slot f failed (`why`, logged): it gets another copy of its
- * source, else a spare, else a source lost earlier, else waits; its
- * ancestors and the target restart from byte 0. A no-op on a done reduce
- * or an empty slot. */
+/* Slot f failed (`why`, logged): it gets another copy of its source, else
+ * a spare, else a source lost earlier, else waits; its ancestors and the
+ * target restart from byte 0. A no-op on a done reduce or an empty slot. */
 void dr_slot_failed(dir_reduce *r, int f, const char *why);
 
-/* reduce_tree.c: the task of r at `node` ends (REDUCE_END to it) unless the
- * node is the sink or still holds a slot. */
-void dr_end_task_at(dir_reduce *r, uint64_t node);
+/* ------------------------------------------------------------------ reduce_crawl.c */
 
-/* reduce_crawl.c: slot `slot`'s output stream crawls at `rate` bytes/s,
- * says `reporter` (the node pulling it). Replaces the slot of the node
- * whose link delay stands out, if one does; otherwise measures every node
- * of the tree and judges again DR_MEASURE_WAIT_MS later (s->crawl_timer).
- * `slot` must be a filled slot of a planned, running r. */
+/* Slot `slot`'s output stream crawls at `rate` bytes/s, says `reporter`
+ * (the node pulling it). Replaces the slot of the node whose link delay
+ * stands out, if one does; otherwise measures every node of the tree and
+ * judges again DR_MEASURE_WAIT_MS later (the module's crawl_timer). `slot`
+ * must be a filled slot of a running tree (dr_tree_runs). */
 void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate);
 
 #endif

@@ -1,12 +1,14 @@
-/* reduce_tree.c - a running reduce's tree (see reduce.h): the plan made at
- * the first arrival, sources filling slots as they arrive (or reduced here
- * when small), failed slots refilled, the messages that tell stores their
- * part (REDUCE_TASK, REDUCE_SINK, REDUCE_END), and the allreduce ring
- * sender. The reduce records themselves are reduce.c's; which node of a
- * crawling tree is slow is judged in reduce_crawl.c. */
+/* reduce_tree.c - the decisions of a reduce's tree (see reduce.h and
+ * reduce_int.h): the plan made at the first arrival (or the reduce done
+ * here when small), which slot an arriving source fills and on which node,
+ * what replaces a failed slot (another copy of its source, a spare, a
+ * source lost earlier) and what restarts with it, an adopted tree that
+ * must start over, and the allreduce chain's sender. What the stores are
+ * told is reduce_msg.c's; the records are reduce_rec.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "cost.h"
 #include "hoplite.h"
@@ -17,142 +19,35 @@
 #include "util.h"
 #include "xlog.h"
 
-/* ------------------------------------------------------------------ messages */
-
-/* Whether slot `c`'s output is a reduce stream made by its task: it has
- * children, or the reduce is over a range of the sources (a leaf's task
- * copies its source's range into a stream). Otherwise it is the source
- * object itself, pulled as any object. */
-static int slot_streams(dir_reduce *r, int c) { return r->plan.nchild[c] > 0 || dr_slice(r); }
-
-/* What a parent pulls to get slot `c`'s output. */
-static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
-  dr_slot *sl = &r->slots[c];
-  dir_node *n = dir_node_find(r->srv, sl->node);
-  hplpb__reduce_child__init(out);
-  out->slot = (uint32_t)c;
-  out->gen = sl->gen;
-  out->node = sl->node;
-  out->addr = n ? n->addr : "";
-  out->port = n ? (uint32_t)n->port : 0;
-  if (!slot_streams(r, c)) {
-    snprintf(key, klen, "%s", r->src[sl->src]);
-    out->internal = 0;
-  } else {
-    snprintf(key, klen, "r:%llx.%u:%u:%s", (unsigned long long)r->rid, (unsigned)c, sl->gen,
-             r->target);
-    out->internal = 1;
+int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
+                    size_t dlen) {
+  size_t es = hpl_dtype_size(dtype);
+  if (o->size % es) {
+    snprintf(detail, dlen, "source '%s' has %llu bytes, not a multiple of %s (%zu)", o->id,
+             (unsigned long long)o->size, hpl__dtype_name(dtype), es);
+    return HPL_EMISMATCH;
   }
-  out->key = key;
+  if (off > o->size || len > o->size - off) {
+    if (len)
+      snprintf(detail, dlen, "the range [%llu, %llu) goes beyond source '%s' (%llu bytes)",
+               (unsigned long long)off, (unsigned long long)off + len, o->id,
+               (unsigned long long)o->size);
+    else
+      snprintf(detail, dlen, "the range's offset %llu is beyond source '%s' (%llu bytes)",
+               (unsigned long long)off, o->id, (unsigned long long)o->size);
+    return HPL_EINVAL;
+  }
+  return 0;
 }
 
-/* (Re)send slot `slot`'s task to its node, with every child known so far;
- * `resume`: the slot resumed there (dr_slot_failed), its task starts where
- * its parent's pull does. */
-static void send_task_at(dir_reduce *r, int slot, int resume) {
-  dr_slot *sl = &r->slots[slot];
-  int d = r->plan.degree, nc = r->plan.nchild[slot];
-  Hplpb__ReduceChild ch[nc ? nc : 1];
-  Hplpb__ReduceChild *chp[nc ? nc : 1];
-  char keys[nc ? nc : 1][340];
-  size_t n = 0;
-  for (int i = 0; i < nc; i++) {
-    int c = r->plan.child[slot * d + i];
-    if (!r->slots[c].filled) continue;
-    child_info(r, c, &ch[n], keys[n], sizeof keys[n]);
-    ch[n].index = (uint32_t)i;
-    chp[n] = &ch[n];
-    n++;
-  }
-  Hplpb__ReduceTask t = HPLPB__REDUCE_TASK__INIT;
-  t.rid = r->rid;
-  t.target = r->target;
-  t.slot = (uint32_t)slot;
-  t.gen = sl->gen;
-  t.source = r->src[sl->src];
-  t.op = (uint32_t)r->op;
-  t.dtype = (uint32_t)r->dtype;
-  t.size = r->size;
-  t.src_offset = r->src_off;
-  t.nchildren = (uint32_t)nc;
-  t.n_children = n;
-  t.children = chp;
-  t.to_target = slot == r->plan.root && sl->node == r->sink;
-  t.resume = resume;
-  dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
-}
-
-static void send_task(dir_reduce *r, int slot) { send_task_at(r, slot, 0); }
+/* ------------------------------------------------------------------ arrivals */
 
 /* Whether slot `slot` runs a task: its output is a stream, or it is the
  * root and writes the target at the sink itself. */
 static int runs_task(dir_reduce *r, int slot) {
-  return slot_streams(r, slot) || (slot == r->plan.root && r->slots[slot].node == r->sink);
+  return dr_slot_streams(r, slot) || (slot == r->plan.root && r->slots[slot].node == r->sink);
 }
 
-/* Tell the sink where the result comes from (the root slot is filled). */
-static void send_sink(dir_reduce *r) {
-  Hplpb__ReduceSink m = HPLPB__REDUCE_SINK__INIT;
-  m.rid = r->rid;
-  m.gen = r->tgen;
-  m.target = r->target;
-  m.size = r->size;
-  Hplpb__ReduceChild root;
-  char key[340];
-  /* the sources in the tree so far: the sink names them to a restarted
-   * directory, which can then adopt the tree (ReduceReq.adopt_sources) */
-  char *srcs[r->k ? r->k : 1];
-  for (uint32_t i = 0; r->slots && i < r->k; i++)
-    if (r->slots[i].filled) srcs[m.n_sources++] = r->src[r->slots[i].src];
-  m.sources = srcs;
-  if (r->inline_mode) {
-    m.fetch = 1;
-  } else if (!r->slots[r->plan.root].filled) {
-    /* no root yet (it failed): only the generation says "start over" */
-  } else if (r->slots[r->plan.root].node == r->sink) {
-    m.local = 1;
-  } else {
-    child_info(r, r->plan.root, &root, key, sizeof key);
-    m.root = &root;
-  }
-  dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
-}
-
-void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid) {
-  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-  m.rid = rid;
-  m.target = r->target;
-  m.detail = "";
-  dir_node *n, *tmp;
-  HASH_ITER(hh, r->srv->nodes, n, tmp)
-    if (n->conn) dir_node_send(r->srv, n->id, type, 0, &m.base);
-}
-
-void dr_send_end(dir_reduce *r) {
-  if (r->adopted) {
-    dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
-    return;
-  }
-  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-  m.rid = r->rid;
-  m.target = r->target;
-  m.status = r->status;
-  m.detail = r->detail;
-  /* every node that runs a slot, and the sink, once each */
-  uint64_t sent[r->k + 1];
-  size_t ns = 0;
-  for (uint32_t i = 0; i <= r->k; i++) {
-    uint64_t node = i < r->k ? (r->slots && r->slots[i].filled ? r->slots[i].node : 0) : r->sink;
-    if (!node) continue;
-    int dup = 0;
-    for (size_t j = 0; j < ns; j++) dup |= sent[j] == node;
-    if (dup) continue;
-    sent[ns++] = node;
-    dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &m.base);
-  }
-}
-
-/* ------------------------------------------------------------------ arrivals */
 
 /* A node to run source `o`'s slot: one with a complete copy, preferring
  * `prefer`, then nodes not yet running a slot of this reduce. */
@@ -177,15 +72,15 @@ static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
   sl->src = i;
   sl->silent_ms = 0;
   sl->node = pick_node(r, o, slot == root ? r->sink : 0);
-  r->src_state[i] = DR_IN_TREE;
+  dr_set_src(r, (size_t)i, DR_IN_TREE);
   r->nfilled++;
   LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
             (unsigned long long)sl->node);
   /* the sink hears of the root, and again once every source is in */
-  if (slot == root || (r->nfilled == r->k && r->slots[root].filled)) send_sink(r);
-  if (runs_task(r, slot)) send_task(r, slot);
+  if (slot == root || (r->nfilled == r->k && r->slots[root].filled)) dr_send_sink(r);
+  if (runs_task(r, slot)) dr_send_task(r, slot, 0);
   int p = r->plan.parent[slot];
-  if (p >= 0 && r->slots[p].filled) send_task(r, p);
+  if (p >= 0 && r->slots[p].filled) dr_send_task(r, p, 0);
 }
 
 /* The first source arrived (object o): its size is the sources', its
@@ -212,7 +107,7 @@ static int plan(dir_reduce *r, dir_obj *o) {
     dr_finish(r, HPL_ENOMEM, "out of memory");
     return -1;
   }
-  r->planned = 1;
+  dr_set_life(r, DR_RUNNING);
   char range[80] = "";
   if (dr_slice(r))
     snprintf(range, sizeof range, " (bytes [%llu, %llu) of %llu)", (unsigned long long)r->src_off,
@@ -231,7 +126,7 @@ static int plan(dir_reduce *r, dir_obj *o) {
  * running result; the last one makes the target. */
 static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
   dir_server *s = r->srv;
-  r->src_state[i] = DR_IN_TREE;
+  dr_set_src(r, (size_t)i, DR_IN_TREE);
   if (!o->is_inline) {
     char detail[400];
     snprintf(detail, sizeof detail, "source '%s' is small but not held by the directory "
@@ -261,22 +156,22 @@ static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
     dr_finish(r, rc, "cannot store the result");
     return;
   }
-  send_sink(r);
-  dir_object_changed(s, t);
+  dr_send_sink(r);
+  dtab_changed(&s->tab, t);
   dr_finish(r, 0, NULL);
 }
 
 void dr_arrival(dir_reduce *r, int i) {
   dir_server *s = r->srv;
   dir_obj *o = dtab_find(&s->tab, r->src[i]);
-  if (r->done || (r->src_state[i] != DR_WAITING && r->src_state[i] != DR_LOST) ||
+  if (r->life == DR_DONE || (r->src_state[i] != DR_WAITING && r->src_state[i] != DR_LOST) ||
       !dr_src_ready(o))
     return;
   /* a source lost to a failure counts again once a copy is back */
   if (r->src_state[i] == DR_LOST && !pick_node(r, o, 0)) return;
   r->arr_seq[i] = ++r->arrivals;
-  if (r->adopted) return; /* the old directory's tree runs without it */
-  if (!r->have_size) {
+  if (r->life == DR_ADOPTED) return; /* the old directory's tree runs without it */
+  if (r->life == DR_OPEN) {
     if (plan(r, o)) return;
   } else if (o->size != r->src_size) {
     char detail[400];
@@ -286,7 +181,7 @@ void dr_arrival(dir_reduce *r, int i) {
     return;
   }
   if (r->nfilled == r->k) {
-    r->src_state[i] = DR_SPARE;
+    dr_set_src(r, (size_t)i, DR_SPARE);
     return;
   }
   if (r->inline_mode) {
@@ -311,21 +206,21 @@ void dr_arrival(dir_reduce *r, int i) {
   slot_fill(r, slot, i, o);
 }
 
-void dir_reduce_check(dir_server *s, dir_obj *o) {
-  if (o->watchers && dr_src_ready(o)) {
-    /* arrival handling may unwatch: walk a snapshot */
-    int n = 0;
-    for (dr_watch *w = o->watchers; w; w = w->next) n++;
-    struct {
-      dir_reduce *r;
-      int idx;
-    } v[n ? n : 1];
-    n = 0;
-    for (dr_watch *w = o->watchers; w; w = w->next) v[n].r = w->r, v[n++].idx = w->idx;
-    for (int i = 0; i < n; i++) dr_arrival(v[i].r, v[i].idx);
-  }
-  dir_reduce *r = dr_find(s, o->id);
-  if (r && !r->done && !r->inline_mode && dr_src_ready(o)) dr_finish(r, 0, NULL);
+static int cmp_ready(const void *a, const void *b, void *arg) {
+  dir_reduce *r = arg;
+  dir_obj *x = dtab_find(&r->srv->tab, r->src[*(const int *)a]);
+  dir_obj *y = dtab_find(&r->srv->tab, r->src[*(const int *)b]);
+  return x->ready_seq < y->ready_seq ? -1 : x->ready_seq > y->ready_seq;
+}
+
+void dr_arrive_ready(dir_reduce *r) {
+  int ready[r->nsrc ? r->nsrc : 1];
+  size_t nr = 0;
+  for (size_t i = 0; i < r->nsrc; i++)
+    if (dr_src_ready(dtab_find(&r->srv->tab, r->src[i]))) ready[nr++] = (int)i;
+  /* sources ready already arrive in the order they became ready */
+  qsort_r(ready, nr, sizeof *ready, cmp_ready, r);
+  for (size_t i = 0; i < nr && r->life != DR_DONE; i++) dr_arrival(r, ready[i]);
 }
 
 /* ------------------------------------------------------------------ failures */
@@ -335,8 +230,8 @@ static void target_restart(dir_reduce *r) {
   dir_obj *t = dtab_find(&r->srv->tab, r->target);
   if (!t) return;
   t->gen = r->tgen;
-  for (dir_loc *l = t->locs, *next; l; l = next) {
-    next = l->next;
+  dir_loc *l, *next;
+  LL_FOREACH_SAFE(t->locs, l, next) {
     if (l->node == r->sink || l->complete) continue;
     dir_xlog(r->srv, HPL__XFER_REMOVE, t->id, l->node, l->upstream);
     dtab_loc_remove(&r->srv->tab, t, l->node);
@@ -423,7 +318,7 @@ static int can_resume(dir_reduce *r, int f, uint64_t old, uint64_t alt) {
 void dr_slot_failed(dir_reduce *r, int f, const char *why) {
   dir_server *s = r->srv;
   dr_slot *sl = &r->slots[f];
-  if (r->done || !sl->filled) return;
+  if (r->life == DR_DONE || !sl->filled) return;
   int root = r->plan.root;
   uint64_t old = sl->node;
   int src = sl->src;
@@ -436,11 +331,11 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why) {
     sl->gen++;
     sl->silent_ms = 0;
     sl->node = alt;
-    if (runs_task(r, f)) send_task_at(r, f, 1);
+    if (runs_task(r, f)) dr_send_task(r, f, 1);
     if (f == root) /* the sink pulls the rest from alt */
-      send_sink(r);
+      dr_send_sink(r);
     else /* the parent does */
-      send_task(r, r->plan.parent[f]);
+      dr_send_task(r, r->plan.parent[f], 0);
     return;
   }
   s->ctr.reduce_resets++;
@@ -454,7 +349,7 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why) {
   int refill = -1;
   dir_obj *ro = NULL;
   if (!alt) {
-    r->src_state[src] = DR_LOST;
+    dr_set_src(r, (size_t)src, DR_LOST);
     sl->filled = 0;
     r->nfilled--;
     refill = dr_earliest_spare(r, &ro);
@@ -471,46 +366,18 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why) {
   /* 1. the sink drops the old bytes of the target (and learns the root if
    *    it is still in place); nobody may pull the old bytes any more */
   target_restart(r);
-  send_sink(r);
+  dr_send_sink(r);
   /* 2. the failed slot again */
   if (alt) {
     sl->node = alt;
-    if (f == root) send_sink(r);
-    if (runs_task(r, f)) send_task(r, f);
+    if (f == root) dr_send_sink(r);
+    if (runs_task(r, f)) dr_send_task(r, f, 0);
   } else if (refill >= 0) {
     slot_fill(r, f, refill, ro);
   }
   /* 3. every ancestor restarts */
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a])
-    if (r->slots[a].filled && runs_task(r, a)) send_task(r, a);
-}
-
-void dir_reduce_node_gone(dir_server *s, uint64_t node) {
-  dir_reduce *r, *tmp;
-  HASH_ITER(hh, s->reduces, r, tmp) {
-    if (r->done) continue;
-    if (r->sink == node) {
-      dr_finish(r, HPL_ELOST, "the node producing the target is gone");
-      continue;
-    }
-    if (!r->planned || r->inline_mode) continue;
-    for (uint32_t i = 0; i < r->k && !r->done; i++)
-      if (r->slots[i].filled && r->slots[i].node == node) dr_slot_failed(r, (int)i, "node gone");
-  }
-}
-
-/* A node that lost its slot lives on: its task there must end (the reduce
- * goes on without it), unless it is the sink or holds another slot. */
-void dr_end_task_at(dir_reduce *r, uint64_t node) {
-  int holds = node == r->sink;
-  for (uint32_t i = 0; i < r->k && !holds; i++)
-    holds = r->slots[i].filled && r->slots[i].node == node;
-  if (r->done || holds) return;
-  Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
-  e.rid = r->rid;
-  e.target = r->target;
-  e.detail = "";
-  dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
+    if (r->slots[a].filled && runs_task(r, a)) dr_send_task(r, a, 0);
 }
 
 void dr_unadopt(dir_reduce *r, const char *why) {
@@ -518,107 +385,18 @@ void dr_unadopt(dir_reduce *r, const char *why) {
   LOG_WARN("reduce '%s': the adopted tree failed (%s); starting over", r->target, why);
   s->ctr.reduce_resets++;
   dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
-  r->adopted = 0;
+  dr_set_life(r, DR_OPEN);
   r->rid = hpl__random_u64();
   r->tgen++;
   free(r->slots);
   r->slots = NULL;
   hpl__plan_free(&r->plan); /* (an adopted tree was never planned here) */
   r->nfilled = 0;
-  r->planned = 0;
   r->have_size = 0;
   for (size_t i = 0; i < r->nsrc; i++)
-    if (r->src_state[i] != DR_LOST) r->src_state[i] = DR_WAITING;
+    if (r->src_state[i] != DR_LOST) dr_set_src(r, i, DR_WAITING);
   target_restart(r);
   dr_arrive_ready(r);
-}
-
-void dir_reduce_node_back(dir_server *s, uint64_t node) {
-  dir_reduce *r, *tmp;
-  HASH_ITER(hh, s->reduces, r, tmp) {
-    if (r->done || !r->planned || r->inline_mode || r->adopted || r->nfilled == r->k) continue;
-    int lost_here = 0;
-    for (size_t i = 0; i < r->nsrc && !lost_here; i++) {
-      if (r->src_state[i] != DR_LOST) continue;
-      dir_obj *o = dtab_find(&s->tab, r->src[i]);
-      dir_loc *l = o ? dtab_loc(o, node) : NULL;
-      lost_here = l && l->complete;
-    }
-    if (lost_here) {
-      LOG_INFO("reduce '%s': node %016llx answers again; its sources count again", r->target,
-               (unsigned long long)node);
-      dr_arrive_ready(r);
-    }
-  }
-}
-
-/* A silent report older than this no longer counts when the probe fails. */
-#define DR_SILENT_FRESH_MS 1000
-
-void dir_reduce_node_unresponsive(dir_server *s, uint64_t node) {
-  uint64_t now = hpl__now_ms();
-  dir_reduce *r, *tmp;
-  HASH_ITER(hh, s->reduces, r, tmp) {
-    if (r->done || !r->planned || r->inline_mode || r->adopted) continue;
-    for (uint32_t i = 0; i < r->k && !r->done; i++) {
-      dr_slot *sl = &r->slots[i];
-      if (!sl->filled || sl->node != node || !sl->silent_ms ||
-          now - sl->silent_ms > DR_SILENT_FRESH_MS)
-        continue;
-      dr_slot_failed(r, (int)i, "its node does not answer");
-      dr_end_task_at(r, node);
-    }
-  }
-}
-
-void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
-  Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
-  dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
-  if (m->sink) { /* the sink cannot make the target: nobody may wait for it */
-    if (!r || r->done || r->sink != f->dc->node->id || (m->rid && r->rid != m->rid)) return;
-    char why[400];
-    snprintf(why, sizeof why, "the sink %016llx cannot make the target: %s",
-             (unsigned long long)r->sink, m->detail ? m->detail : "");
-    int st = m->status < 0 && m->status > -100 ? m->status : HPL_ENOMEM;
-    dr_finish(r, st, why);
-    return;
-  }
-  if (r && !r->done && r->adopted && r->rid == m->rid) {
-    /* where the adopted tree's slots run is unknown: a new tree */
-    char why[300];
-    snprintf(why, sizeof why, "%s reported by %016llx", m->silent ? "a silent stream" : "a failure",
-             (unsigned long long)f->dc->node->id);
-    dr_unadopt(r, why);
-    return;
-  }
-  if (!r || r->done || r->rid != m->rid || !r->planned || m->slot >= r->k) return;
-  dr_slot *sl = &r->slots[m->slot];
-  if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */
-  if (m->silent) {
-    /* only a slot whose node does not answer is replaced; one that does
-     * waits for its own inputs, whose receivers report them */
-    dir_node *n = dir_node_find(s, sl->node);
-    uint64_t wait;
-    s->ctr.silent_reports++;
-    sl->silent_ms = hpl__now_ms();
-    if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
-    /* a verdict reached just now has replaced every slot of the node with
-     * a fresh silent report (dir_reduce_node_unresponsive), this one too:
-     * its generation moved on, and failing it again would fail its new node */
-    if (sl->gen != m->gen) return;
-    uint64_t old = sl->node;
-    dr_slot_failed(r, (int)m->slot, "its node does not answer");
-    dr_end_task_at(r, old);
-    return;
-  }
-  if (m->slow) {
-    dr_crawl_report(r, (int)m->slot, f->dc->node->id, m->rate);
-    return;
-  }
-  char why[300];
-  snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)f->dc->node->id,
-           m->detail ? m->detail : "");
-  dr_slot_failed(r, (int)m->slot, why);
 }
 
 /* ------------------------------------------------------------------ allreduce */
@@ -633,8 +411,9 @@ void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
 int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
                            uint64_t since_ms, dir_loc **from) {
   dir_reduce *r = dr_find(s, o->id);
-  if (!r || r->inline_mode || !r->planned || !r->slots || r->plan.degree != 1 || !r->joins ||
-      (r->done && r->status) || asker == r->sink || o->state != OBJ_READY)
+  /* (a plan of degree 1 was made: running, or done since) */
+  if (!r || r->inline_mode || r->plan.degree != 1 || !r->slots || !r->joins ||
+      (r->life == DR_DONE && r->status) || asker == r->sink || o->state != OBJ_READY)
     return 0;
   uint32_t i = 0;
   while (i < r->k && !(r->slots[i].filled && r->slots[i].node == asker)) i++;

@@ -1,4 +1,4 @@
-/* ring.c - ring allreduce groups (see ring.h). */
+/* ring.c - ring allreduce groups: forming, running, over (see ring.h). */
 #include "ring.h"
 
 #include <stdio.h>
@@ -21,7 +21,14 @@
 #define RING_FORM_MAX_MS 2000
 #define RING_KEEP_MS 10000 /* an ended group answers late requests this long */
 
-enum { RG_FORMING = 0, RG_RUNNING = 1, RG_OVER = 2 };
+/* A group's life (dir_ring.state; rg_set_state logs each transition). */
+typedef enum rg_state {
+  RG_FORMING = 0, /* waiting for a participant for every source (the forming window) */
+  RG_RUNNING = 1, /* formed: every member was told its place */
+  RG_OVER = 2,    /* declined, done or abandoned; kept RING_KEEP_MS for late requests */
+} rg_state;
+
+static const char *const rg_names[] = {"forming", "running", "over"};
 
 typedef struct rg_member {
   uint64_t node;
@@ -39,13 +46,19 @@ typedef struct dir_ring {
   uint32_t k;
   int op, dtype;
   uint64_t size;
-  int state;   /* RG_* */
+  rg_state state;
   uint64_t rid; /* 0 until it formed (a later request is told copies may exist) */
   rg_member *m; /* in join order, which is the ring's order (readers skipped) */
   uint32_t nm, cap, nsrc, ndone; /* members, room, those with a source, done */
   uint64_t over_ms; /* RG_OVER since */
   hpl__otimer timer; /* the forming window */
 } dir_ring;
+
+static void rg_set_state(dir_ring *g, rg_state to) {
+  if (g->state == to) return;
+  LOG_DEBUG("ring '%s': %s -> %s", g->target, rg_names[g->state], rg_names[to]);
+  g->state = to;
+}
 
 static void ring_free(dir_ring *g) {
   HASH_DEL(g->srv->rings, g);
@@ -83,7 +96,7 @@ static void ring_decline(dir_ring *g, const char *why) {
            why);
   for (uint32_t i = 0; i < g->nm; i++)
     send_no_ring(s, g->m[i].node, g->m[i].req, why, 0);
-  g->state = RG_OVER;
+  rg_set_state(g, RG_OVER);
   g->over_ms = hpl__now_ms();
   hpl__otimer_stop(&g->timer);
   s->ctr.rings_declined++;
@@ -99,7 +112,7 @@ static void ring_end(dir_ring *g, int status, const char *detail) {
   e.detail = (char *)(detail ? detail : "");
   for (uint32_t i = 0; i < g->nm; i++)
     if (!g->m[i].reader) dir_node_send(s, g->m[i].node, HPL__MSG_RING_END, 0, &e.base);
-  g->state = RG_OVER;
+  rg_set_state(g, RG_OVER);
   g->over_ms = hpl__now_ms();
   if (status) {
     s->ctr.rings_abandoned++;
@@ -124,7 +137,7 @@ static void ring_go(dir_ring *g) {
   dir_server *s = g->srv;
   hpl__otimer_stop(&g->timer);
   g->rid = hpl__random_u64() | 1;
-  g->state = RG_RUNNING;
+  rg_set_state(g, RG_RUNNING);
   Hplpb__ReduceChild *ch = calloc(g->nsrc, sizeof *ch);
   Hplpb__ReduceChild **chp = calloc(g->nsrc, sizeof *chp);
   if (!ch || !chp) {
@@ -333,7 +346,8 @@ void dir_ring_on_note(dir_server *s, const dir_frame *f) {
   }
 }
 
-int dir_ring_clash(dir_server *s, const char *target) {
+int dir_ring_clash(dir_server *s, const char *target, void *arg) {
+  (void)arg;
   dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, target, g);
   if (!g) return 0;
@@ -341,7 +355,10 @@ int dir_ring_clash(dir_server *s, const char *target) {
   return g->state == RG_RUNNING;
 }
 
-void dir_ring_node_gone(dir_server *s, uint64_t node) {
+void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  if (e->type != DIR_NODE_TASKS_VOID) return;
+  uint64_t node = e->id;
   dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) {
     if (g->state == RG_OVER) continue;

@@ -22,14 +22,17 @@
  * model's bandwidth B, at least 100 ms and at most 2 s: participants that
  * come later than that cost more than the ring wins.
  *
- * Callers: server.c (RING, RING_NOTE), reduce.c (a plain reduce into the
- * same target; node loss; deletes; shutdown), admin/metrics (counters).
+ * Owns its state (dir_server.rings: the groups by target). Callers:
+ * server.c (RING, RING_NOTE, the subscriptions it wires: node
+ * events, a plain reduce into the same target; shutdown), admin.c
+ * (deletes).
  */
 #ifndef HPL_DIR_RING_H
 #define HPL_DIR_RING_H
 
 #include <stdint.h>
 
+#include "nodes.h"
 #include "server.h"
 
 /* RING (a ReduceReq with ring set) from a registered node: join or start
@@ -41,14 +44,17 @@ void dir_ring_on_request(dir_server *s, const dir_frame *f);
  * failed (the ring ends for all). Stale notes (another rid) are ignored. */
 void dir_ring_on_note(dir_server *s, const dir_frame *f);
 
-/* A plain reduce into `target` was asked for: a forming group is declined
- * (its members then join that reduce). Returns 1 if a ring into it runs
- * (the reduce must be refused), else 0. */
-int dir_ring_clash(dir_server *s, const char *target);
+/* A plain reduce into `target` is asked for (dir_reduce_before_start; `arg`
+ * unused): a forming group is declined (its members then join that
+ * reduce). Returns 1 if a ring into it runs (the reduce is refused), else
+ * 0. */
+int dir_ring_clash(dir_server *s, const char *target, void *arg);
 
-/* Node `node` is gone (dead, or its store reconnected): groups it is in end
- * (running) or are declined (forming). */
-void dir_ring_node_gone(dir_server *s, uint64_t node);
+/* Node events (dir_nodes_subscribe; server.c wires it):
+ * DIR_NODE_TASKS_VOID (the node is dead, or its store reconnected): groups
+ * it is in end (running) or are declined (forming). Other events are
+ * ignored. */
+void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg);
 
 /* The target was deleted: a running ring into it ends. */
 void dir_ring_target_deleted(dir_server *s, const char *target);

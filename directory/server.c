@@ -1,7 +1,8 @@
-/* server.c - the hoplite-directory server's frame: the listener,
- * connections (accept, close), the dispatch table from message type to
- * handler, signals, start and free, and the fan-out of an object change
- * (see server.h). */
+/* server.c - the hoplite-directory server's frame, on top of every
+ * module: the listener, connections (accept, close), the dispatch table
+ * from message type to handler, signals, start and free, and the wiring of
+ * the events lower modules emit to the modules above that hear them (see
+ * server.h). */
 #include "server.h"
 
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "acquire.h"
 #include "admin.h"
+#include "cost.h"
 #include "dirmetrics.h"
 #include "fanout.h"
 #include "hoplite.h"
@@ -21,6 +23,7 @@
 #include "reduce.h"
 #include "ring.h"
 #include "status.h"
+#include "tombs.h"
 #include "util.h"
 #include "xlog.h"
 
@@ -39,11 +42,6 @@ void dir_config_defaults(dir_config *c) {
   c->reduce_bandwidth = 125e6;
 }
 
-void dir_object_changed(dir_server *s, dir_obj *o) {
-  dir_acquire_serve(s, o);
-  dir_reduce_check(s, o);
-  dtab_gc(&s->tab, o);
-}
 
 /* ------------------------------------------------------------------ dispatch */
 
@@ -198,6 +196,8 @@ static void on_signal(uv_signal_t *sig, int signum) {
   s->stopping = 1;
   uv_close((uv_handle_t *)&s->listener, NULL);
   dir_liveness_stop(s);
+  dir_reduce_stop(s);
+  dir_acquire_crawl_stop(s);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   /* closing a connection drops its node's waiters and their timers */
@@ -205,6 +205,33 @@ static void on_signal(uv_signal_t *sig, int signum) {
   DL_FOREACH(s->conns, dc) hpl__conn_close(dc->c, 0); /* on_close runs later */
   dir_admin_stop(s);
   dir_metrics_stop(s);
+}
+
+/* Who hears what. A lower module tells the ones above it through these
+ * callbacks only (it names none of them); they are kept in the lower
+ * module's own state, called in the order given here. */
+static void wire(dir_server *s) {
+  /* the object table asks the nodes (and the broadcast crawl reports)
+   * which copies may serve */
+  s->tab.usable = dir_node_usable;
+  s->tab.suspected = dir_node_suspected;
+  s->tab.crawling = dir_acquire_crawling;
+  s->tab.usable_arg = s;
+  /* an object changed: its waiters first, then the reduces that watch it */
+  dtab_on_change(&s->tab, dir_acquire_on_change, s);
+  dtab_on_change(&s->tab, dir_reduce_on_change, s);
+  /* a node's life */
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_UNPLUGGED), dir_acquire_on_node, NULL);
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_JOINED), dir_locs_on_node, NULL);
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_STATS) | DIR_NODE_EV(DIR_NODE_DEAD),
+                      dir_status_on_node, NULL);
+  dir_nodes_subscribe(s,
+                      DIR_NODE_EV(DIR_NODE_WELCOMED) | DIR_NODE_EV(DIR_NODE_UNRESPONSIVE) |
+                          DIR_NODE_EV(DIR_NODE_BACK) | DIR_NODE_EV(DIR_NODE_TASKS_VOID),
+                      dir_reduce_on_node, NULL);
+  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_TASKS_VOID), dir_ring_on_node, NULL);
+  /* a plain reduce is asked into the target of a ring allreduce */
+  dir_reduce_before_start(s, dir_ring_clash, NULL);
 }
 
 /* Write the bound port to cfg->port_file (through a rename, so a reader
@@ -224,11 +251,12 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->cfg = *cfg;
+  /* the modules' state, bottom-up (status.c's is made when first needed) */
   dtab_init(&s->tab, cfg->max_senders);
-  s->tab.usable = dir_node_usable;
-  s->tab.suspected = dir_node_suspected;
-  s->tab.crawling = dir_node_crawling;
-  s->tab.usable_arg = s;
+  if (dir_xlog_init(s) || dir_cost_init(s) || dir_tombs_init(s) || dir_nodes_init(s) ||
+      dir_reduce_init(s) || dir_acquire_init(s) || dir_admin_init(s))
+    return HPL_ENOMEM;
+  wire(s);
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
   /* first: a SIGINT or SIGTERM while we start up is handled once the loop
@@ -238,7 +266,6 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   s->sigint.data = s->sigterm.data = s;
   uv_signal_start(&s->sigint, on_signal, SIGINT);
   uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-  if (dir_xlog_init(s)) return HPL_ENOMEM;
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
   if (rc) {
@@ -262,6 +289,8 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   if ((rc = dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
   dir_liveness_start(s);
+  dir_reduce_start(s);
+  dir_acquire_crawl_start(s);
   if (!cfg->no_fanout && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
     if (hpl__fanout_start() == 0)
       LOG_INFO("replies to many waiting clients are shared with a helper thread");
@@ -273,10 +302,15 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
 
 void dir_server_free(dir_server *s) {
   hpl__fanout_stop();
+  /* top-down: what a module hung on a lower one's records goes first */
+  dir_admin_free(s);
+  dir_status_free(s);
   dir_acquire_free(s);
+  dir_ring_free_all(s);
   dir_reduce_free_all(s);
   dtab_clear(&s->tab);
-  dir_xlog_free(s);
   dir_nodes_free(s);
-  dir_status_free(s);
+  dir_tombs_free(s);
+  dir_cost_free(s);
+  dir_xlog_free(s);
 }

@@ -3,24 +3,40 @@
  * modules of directory/ share (dir_server), connections, and the shape of a
  * request handler. One per cluster, one event loop, single-threaded.
  *
- * Modules (each header says what the module owns and who calls it):
- *   server.c       listener, connections, the dispatch table, signals,
- *                  start/free, the fan-out of an object change
- *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
- *                  DRAIN, the sweep, a node's end)
- *   acquire.c      sender choice (ACQUIRE, PEEK), waiters, ring waits
- *   locs.c         locations stores report (LOC_ADD, LOC_NOTE, INLINE_PUT,
- *                  objects re-reported at REGISTER)
- *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
+ * Modules, bottom-up: each calls only modules listed before it, never one
+ * listed after it; a lower module tells the ones above it through
+ * callbacks they installed in its own state (server.c wires them at
+ * start). Each header says what the module owns and who calls it.
+ *   objtab.c       the object table's storage: records, the id hash, the
+ *                  ordered index, the per-node index (no I/O)
+ *   objects.c      locations and sender choice over it; an object change is
+ *                  its event (dtab_on_change) (no I/O)
  *   xlog.c         the transfer record (TRANSFERS)
- *   status.c       the cluster at a glance (STATUS: nodes, transfers, reduces)
  *   cost.c         the reduce cost model's parameters (configured/measured)
- *   reduce.c       reduce records: requests, joins, finishing, REDUCE_INFO
- *   reduce_tree.c  a running reduce's tree: arrivals, failures, messages
+ *   tombs.c        deleted ids remembered for a while
+ *   nodestat.c     a node's heartbeat statistics and link delays (no I/O)
+ *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
+ *                  DRAIN, QUIET, the sweep, probes and verdicts, a node's
+ *                  end); a node's life is its events (dir_nodes_subscribe)
+ *   reduce_msg.c   what the stores are told about a reduce
+ *   reduce_rec.c   reduce records: life, watches, finishing, REDUCE_INFO
+ *   reduce_tree.c  a reduce tree's decisions: plan, arrivals, failed slots,
+ *                  the allreduce chain's sender
  *   reduce_crawl.c which node of a crawling reduce tree is slow
- *   objects.c      the object table (pure data structure, no I/O)
+ *   reduce.c       REDUCE, REDUCE_FAIL, REDUCE_DONE; the events reduces hear
+ *   ring.c         ring allreduce groups (RING, RING_NOTE)
+ *   acquire_pick.c the answer to one ACQUIRE now, a PEEK's grant
+ *   acquire_move.c receivers reporting a silent or crawling sender
+ *   acquire.c      ACQUIRE and PEEK, their waiters, the events they hear
+ *   status.c       the cluster at a glance (STATUS: nodes, transfers, reduces)
  *   dirmetrics.c   the one list of counters (COUNTERS, /metrics), the
  *                  request histograms, the /metrics endpoint
+ *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
+ *   locs.c         locations stores report (LOC_ADD, LOC_NOTE, INLINE_PUT,
+ *                  HELD, EVICT, objects re-reported at REGISTER), PUBLISH
+ *   server.c       listener, connections, the dispatch table, signals,
+ *                  start/free, and the wiring of the subscriptions
+ *   main.c         the command line
  *
  * Every function of every module runs on the loop thread.
  */
@@ -73,7 +89,7 @@ typedef struct dir_counters {
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
-      tombstones,   /* deletes remembered (admin.h: late re-reports are dropped) */
+      tombstones,   /* deletes remembered (tombs.h: late re-reports are dropped) */
       reconnects,   /* a live node's store came back on a new connection */
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */
@@ -106,7 +122,7 @@ typedef struct dir_counters {
  * (never registered). */
 typedef struct dir_conn {
   hpl__conn *c;
-  uint32_t ninfos;       /* reduce.c: its REDUCE_INFO requests waiting */
+  uint32_t ninfos;       /* reduce_rec.c: its REDUCE_INFO requests waiting */
   void *peeks;           /* acquire.c: its PEEKs waiting for their objects */
   uint32_t npeeks;
   struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
@@ -116,50 +132,32 @@ typedef struct dir_conn {
 } dir_conn;
 
 typedef struct dir_server {
+  /* the process's own */
   uv_loop_t *loop;
   dir_config cfg;
   uv_tcp_t listener;
   uv_signal_t sigint, sigterm;
   dir_conn *conns;               /* every open connection */
   uint32_t nconns;
-  dtab tab;                      /* objects.h */
-  /* nodes.c */
-  struct dir_node *nodes;        /* by id (uthash) */
-  uint64_t gone_node;            /* the node whose copies are being dropped (or moved off) */
-  uint64_t gone_reporter;        /* the receiver whose report found it silent */
-  uv_timer_t sweep, confirm;     /* liveness: every heartbeat interval; suspects judged again */
-  uv_timer_t probe_timer;        /* probes of reported senders judged when due */
-  uv_timer_t crawl_timer;        /* reduce crawls judged again after measurements (reduce_crawl.c) */
-  uv_timer_t bcrawl_timer;       /* broadcast crawl reports judged in batches (acquire.c) */
-  struct dir_crawl_rep *crawl_reps; /* ...waiting for the batch, in arrival order */
-  uint64_t sweep_due_ms;         /* when the next sweep should run */
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
-  /* status.c */
-  struct dir_gone *gone;         /* the nodes declared dead lately (a ring) */
-  /* admin.c */
-  struct dir_delete *deletes;    /* deletes waiting for DROP acks, by op */
-  uint64_t next_op;
-  struct dir_tomb *tombs;        /* ids deleted while unknown soon after start (uthash) */
-  struct dir_tomb *tomb_fifo;    /*   ...oldest first (utlist DL), for expiry */
-  uint32_t ntombs;
-  /* reduce.c, reduce_tree.c */
-  struct dir_reduce *reduces;      /* every reduce, by target (uthash) */
-  struct dir_reduce *reduces_done; /* the finished ones, oldest first (utlist DL) */
-  size_t nreduces_done;
-  struct dir_away_end *away_ends;  /* REDUCE_DONE notes lately, a ring (reduce.c) */
-  struct dir_ring *rings;          /* ring allreduce groups, by target (ring.c) */
-  /* xlog.c */
-  struct dir_xfer *xlog;         /* ring of the latest entries */
-  uint64_t xseq;                 /* entries ever recorded */
-  /* cost.c */
-  double lat_measured, bw_measured; /* EWMAs: heartbeat rtt/2, pull rates (0: none yet) */
-  dir_counters ctr;
+  int stopping;                  /* a signal ended the server: connections close */
+  dir_counters ctr;              /* every module bumps its own */
   /* dirmetrics.c (recorded by server.c and acquire.c) */
   hpl__hist req_hist[HPL__MSG_MAX_ + 1]; /* handling time by message type */
   hpl__hist acquire_wait_hist;           /* ACQUIREs that waited: arrival to answer */
   struct hpl__msrv *msrv;                /* the /metrics endpoint (NULL: none) */
-  int stopping;                  /* a signal ended the server: connections close */
+  /* the modules' state, each reached only through its module's header */
+  dtab tab;                      /* objects.h: the object table (and its subscribers) */
+  struct dir_xlog_ring *xlog;    /* xlog.c: the transfer record */
+  struct dir_cost *cost;         /* cost.c: the measured cost model parameters */
+  struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
+  struct dir_tombs *tombs;       /* tombs.c: ids deleted lately */
+  struct dir_reduces *reduces;   /* reduce*.c: the reduces, the finished ones, a timer */
+  struct dir_ring *rings;        /* ring.c: ring allreduce groups, by target (uthash) */
+  struct dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
+  struct dir_admin *admin;       /* admin.c: deletes waiting for DROP acks */
+  struct dir_gone *gone;         /* status.c: the nodes declared dead lately (a ring) */
 } dir_server;
 
 /* A request as the dispatcher (server.c) hands it to a module's handler,
@@ -193,11 +191,5 @@ void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer);
 
 /* Free everything once the loop has ended (after SIGINT/SIGTERM). */
 void dir_server_free(dir_server *s);
-
-/* An object changed (locations, state, bytes): answer the waiters that can
- * now be served (or must fail), tell the reduces that watch it, and drop
- * the entry if nothing refers to it any more (`o` may be freed). Called by
- * every module that changes an object. */
-void dir_object_changed(dir_server *s, dir_obj *o);
 
 #endif

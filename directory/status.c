@@ -42,8 +42,10 @@ typedef struct dir_gone {
   size_t next;
 } dir_gone;
 
-void dir_status_heartbeat(dir_server *s, dir_node *n, const Hplpb__Heartbeat *hb) {
-  (void)s;
+/* A scheduled heartbeat with stats came from `n`: keep what it says
+ * (replacing the previous one). Entries with an invalid id are skipped.
+ * Out of memory, the node shows no stats. */
+static void node_stats(dir_node *n, const Hplpb__Heartbeat *hb) {
   if (!n->stats && !(n->stats = malloc(sizeof *n->stats))) return;
   dir_node_stats *st = n->stats;
   st->at_ms = hpl__now_ms();
@@ -67,13 +69,14 @@ void dir_status_heartbeat(dir_server *s, dir_node *n, const Hplpb__Heartbeat *hb
   st->in_total = hb->incoming_total > st->nin ? hb->incoming_total : st->nin;
 }
 
-void dir_status_node_free(dir_node *n) {
+static void stats_free(dir_node *n) {
   free(n->stats);
   n->stats = NULL;
 }
 
-void dir_status_node_gone(dir_server *s, dir_node *n, const char *why) {
-  dir_status_node_free(n);
+/* `n` is dead (`why`): remember it, free its stats. */
+static void node_dead(dir_server *s, dir_node *n, const char *why) {
+  stats_free(n);
   if (!s->gone && !(s->gone = calloc(1, sizeof *s->gone))) return;
   dir_gone_node *g = &s->gone->v[s->gone->next++ % HPL__STATUS_MAX_DEAD];
   g->id = n->id;
@@ -84,21 +87,20 @@ void dir_status_node_gone(dir_server *s, dir_node *n, const char *why) {
   snprintf(g->why, sizeof g->why, "%s", why ? why : "");
 }
 
+void dir_status_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+  (void)arg;
+  if (e->type == DIR_NODE_STATS) node_stats(e->node, e->hb);
+  else if (e->type == DIR_NODE_DEAD) node_dead(s, e->node, e->why);
+}
+
 void dir_status_free(dir_server *s) {
+  dir_node *n, *tmp;
+  DIR_NODES_ITER(s, n, tmp) stats_free(n);
   free(s->gone);
   s->gone = NULL;
 }
 
 /* ------------------------------------------------------------------ the snapshot */
-
-/* The liveness a node shows: what nodes.c knows of it. A node is "silent"
- * once it missed two heartbeats (not dead yet: the sweep decides that). */
-static const char *node_state(const dir_server *s, const dir_node *n, uint64_t now) {
-  if (n->draining) return "draining";
-  if (n->unresponsive || n->suspect) return "suspected";
-  if (now > n->last_seen_ms && now - n->last_seen_ms > 2ull * s->cfg.heartbeat_ms) return "silent";
-  return "alive";
-}
 
 /* Nodes by name, then id: the same order every refresh. */
 static int node_cmp(const void *a, const void *b) {
@@ -124,11 +126,11 @@ static void snap_free(snap *p) {
 
 void dir_status_on_status(dir_server *s, const dir_frame *f) {
   uint64_t now = hpl__now_ms();
-  size_t live = HASH_COUNT(s->nodes), dead = 0, xfers = 0;
+  size_t live = dir_nodes_count(s), dead = 0, xfers = 0;
   for (size_t i = 0; s->gone && i < HPL__STATUS_MAX_DEAD; i++)
     if (s->gone->v[i].at_ms && !dir_node_find(s, s->gone->v[i].id)) dead++;
   dir_node *n, *tmp;
-  HASH_ITER(hh, s->nodes, n, tmp) if (n->stats) xfers += n->stats->nin;
+  DIR_NODES_ITER(s, n, tmp) if (n->stats) xfers += n->stats->nin;
   size_t nmax = live + dead, xmax = xfers;
   if (nmax > HPL__STATUS_MAX_NODES) nmax = HPL__STATUS_MAX_NODES;
   if (xmax > HPL__STATUS_MAX_TRANSFERS) xmax = HPL__STATUS_MAX_TRANSFERS;
@@ -150,7 +152,7 @@ void dir_status_on_status(dir_server *s, const dir_frame *f) {
   Hplpb__StatusRep r = HPLPB__STATUS_REP__INIT;
   size_t nn = 0, nx = 0;
   uint64_t xtotal = 0;
-  HASH_ITER(hh, s->nodes, n, tmp) {
+  DIR_NODES_ITER(s, n, tmp) {
     const dir_node_stats *st = n->stats;
     if (st) xtotal += st->in_total;
     if (nn == nmax) continue;
@@ -160,7 +162,7 @@ void dir_status_on_status(dir_server *s, const dir_frame *f) {
     v->name = n->name;
     v->addr = n->addr;
     v->data_port = (uint32_t)n->port;
-    v->state = (char *)node_state(s, n, now);
+    v->state = (char *)dir_node_state_name(s, n, now);
     uint64_t heard = st ? st->at_ms : n->hb_last_ms ? n->hb_last_ms : n->last_seen_ms;
     v->heartbeat_age_ms = now > heard ? now - heard : 0;
     v->rtt_us = n->rtt_us;

@@ -17,22 +17,29 @@ typedef struct dir_xfer {
   uint64_t receiver, sender;
 } dir_xfer;
 
+/* The module's state (dir_server.xlog): the ring and how many entries
+ * were ever recorded. */
+struct dir_xlog_ring {
+  uint64_t seq;
+  dir_xfer v[DIR_XFER_CAP];
+};
+
 int dir_xlog_init(dir_server *s) {
-  s->xlog = calloc(DIR_XFER_CAP, sizeof *s->xlog);
+  s->xlog = calloc(1, sizeof *s->xlog);
   return s->xlog ? 0 : HPL_ENOMEM;
 }
 
 void dir_xlog_free(dir_server *s) {
-  for (size_t i = 0; s->xlog && i < DIR_XFER_CAP; i++) free(s->xlog[i].id);
+  for (size_t i = 0; s->xlog && i < DIR_XFER_CAP; i++) free(s->xlog->v[i].id);
   free(s->xlog);
   s->xlog = NULL;
 }
 
 void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
   if (!s->xlog) return;
-  dir_xfer *x = &s->xlog[s->xseq % DIR_XFER_CAP];
+  dir_xfer *x = &s->xlog->v[s->xlog->seq % DIR_XFER_CAP];
   free(x->id);
-  x->seq = s->xseq++;
+  x->seq = s->xlog->seq++;
   x->t_us = hpl__now_ns() / 1000;
   x->kind = kind;
   x->id = strdup(id ? id : ""); /* NULL (no memory) is sent as "" */
@@ -43,9 +50,9 @@ void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64
 void dir_xlog_on_transfers(dir_server *s, const dir_frame *f) {
   enum { MAX_ENTRIES = 40000 };
   Hplpb__TransfersReq *m = (Hplpb__TransfersReq *)f->msg;
-  uint64_t first = s->xseq > DIR_XFER_CAP ? s->xseq - DIR_XFER_CAP : 0;
+  uint64_t first = s->xlog->seq > DIR_XFER_CAP ? s->xlog->seq - DIR_XFER_CAP : 0;
   uint64_t from = m->since < first ? first : m->since;
-  size_t n = from < s->xseq ? (size_t)(s->xseq - from) : 0;
+  size_t n = from < s->xlog->seq ? (size_t)(s->xlog->seq - from) : 0;
   if (n > MAX_ENTRIES) n = MAX_ENTRIES;
   Hplpb__Transfer *ts = calloc(n ? n : 1, sizeof *ts);
   Hplpb__Transfer **ps = calloc(n ? n : 1, sizeof *ps);
@@ -56,7 +63,7 @@ void dir_xlog_on_transfers(dir_server *s, const dir_frame *f) {
     return;
   }
   for (size_t i = 0; i < n; i++) {
-    dir_xfer *x = &s->xlog[(from + i) % DIR_XFER_CAP];
+    dir_xfer *x = &s->xlog->v[(from + i) % DIR_XFER_CAP];
     hplpb__transfer__init(&ts[i]);
     ts[i].seq = x->seq;
     ts[i].t_us = x->t_us;

@@ -4,8 +4,8 @@
  * object deleted, a reduce slot reset) that hpl_transfers reads with
  * TRANSFERS, and tests replay to check the broadcast trees.
  *
- * Owns dir_server.xlog / xseq. Callers: every module that changes a
- * location records it (acquire.c, locs.c, nodes.c, admin.c,
+ * Owns its state (dir_server.xlog). Callers: every module that changes a
+ * location records it (acquire_pick.c, locs.c, nodes.c, admin.c,
  * reduce_tree.c); server.c (init/free, dispatch of TRANSFERS).
  */
 #ifndef HPL_DIR_XLOG_H
@@ -15,7 +15,7 @@
 
 #include "server.h"
 
-/* Allocate the ring. Returns 0 or HPL_ENOMEM. */
+/* The module's state (the ring), allocated here: 0 or HPL_ENOMEM. */
 int dir_xlog_init(dir_server *s);
 
 /* Free the ring and its entries (NULL ring: a no-op). */

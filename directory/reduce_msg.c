@@ -1,0 +1,139 @@
+/* reduce_msg.c - what the directory tells the stores about a reduce (see
+ * reduce_int.h): a slot's task with its children (REDUCE_TASK), where the
+ * sink gets the result from (REDUCE_SINK), and the end of a reduce or of
+ * one node's part in it (REDUCE_END, REDUCE_ADOPTED). The decisions are
+ * reduce_tree.c's; this file only turns a record into messages. */
+#include <stdio.h>
+
+#include "hoplite.h"
+#include "nodes.h"
+#include "reduce_int.h"
+
+/* What a parent pulls to get slot `c`'s output. */
+static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
+  dr_slot *sl = &r->slots[c];
+  dir_node *n = dir_node_find(r->srv, sl->node);
+  hplpb__reduce_child__init(out);
+  out->slot = (uint32_t)c;
+  out->gen = sl->gen;
+  out->node = sl->node;
+  out->addr = n ? n->addr : "";
+  out->port = n ? (uint32_t)n->port : 0;
+  if (!dr_slot_streams(r, c)) {
+    snprintf(key, klen, "%s", r->src[sl->src]);
+    out->internal = 0;
+  } else {
+    snprintf(key, klen, "r:%llx.%u:%u:%s", (unsigned long long)r->rid, (unsigned)c, sl->gen,
+             r->target);
+    out->internal = 1;
+  }
+  out->key = key;
+}
+
+void dr_send_task(dir_reduce *r, int slot, int resume) {
+  dr_slot *sl = &r->slots[slot];
+  int d = r->plan.degree, nc = r->plan.nchild[slot];
+  Hplpb__ReduceChild ch[nc ? nc : 1];
+  Hplpb__ReduceChild *chp[nc ? nc : 1];
+  char keys[nc ? nc : 1][340];
+  size_t n = 0;
+  for (int i = 0; i < nc; i++) {
+    int c = r->plan.child[slot * d + i];
+    if (!r->slots[c].filled) continue;
+    child_info(r, c, &ch[n], keys[n], sizeof keys[n]);
+    ch[n].index = (uint32_t)i;
+    chp[n] = &ch[n];
+    n++;
+  }
+  Hplpb__ReduceTask t = HPLPB__REDUCE_TASK__INIT;
+  t.rid = r->rid;
+  t.target = r->target;
+  t.slot = (uint32_t)slot;
+  t.gen = sl->gen;
+  t.source = r->src[sl->src];
+  t.op = (uint32_t)r->op;
+  t.dtype = (uint32_t)r->dtype;
+  t.size = r->size;
+  t.src_offset = r->src_off;
+  t.nchildren = (uint32_t)nc;
+  t.n_children = n;
+  t.children = chp;
+  t.to_target = slot == r->plan.root && sl->node == r->sink;
+  t.resume = resume;
+  dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
+}
+
+void dr_send_sink(dir_reduce *r) {
+  Hplpb__ReduceSink m = HPLPB__REDUCE_SINK__INIT;
+  m.rid = r->rid;
+  m.gen = r->tgen;
+  m.target = r->target;
+  m.size = r->size;
+  Hplpb__ReduceChild root;
+  char key[340];
+  /* the sources in the tree so far: the sink names them to a restarted
+   * directory, which can then adopt the tree (ReduceReq.adopt_sources) */
+  char *srcs[r->k ? r->k : 1];
+  for (uint32_t i = 0; r->slots && i < r->k; i++)
+    if (r->slots[i].filled) srcs[m.n_sources++] = r->src[r->slots[i].src];
+  m.sources = srcs;
+  if (r->inline_mode) {
+    m.fetch = 1;
+  } else if (!r->slots[r->plan.root].filled) {
+    /* no root yet (it failed): only the generation says "start over" */
+  } else if (r->slots[r->plan.root].node == r->sink) {
+    m.local = 1;
+  } else {
+    child_info(r, r->plan.root, &root, key, sizeof key);
+    m.root = &root;
+  }
+  dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
+}
+
+void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid) {
+  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+  m.rid = rid;
+  m.target = r->target;
+  m.detail = "";
+  dir_node *n, *tmp;
+  DIR_NODES_ITER(r->srv, n, tmp)
+    if (n->conn) dir_node_send(r->srv, n->id, type, 0, &m.base);
+}
+
+void dr_send_end(dir_reduce *r, int adopted) {
+  if (adopted) {
+    dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
+    return;
+  }
+  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
+  m.rid = r->rid;
+  m.target = r->target;
+  m.status = r->status;
+  m.detail = r->detail;
+  /* every node that runs a slot, and the sink, once each */
+  uint64_t sent[r->k + 1];
+  size_t ns = 0;
+  for (uint32_t i = 0; i <= r->k; i++) {
+    uint64_t node = i < r->k ? (r->slots && r->slots[i].filled ? r->slots[i].node : 0) : r->sink;
+    if (!node) continue;
+    int dup = 0;
+    for (size_t j = 0; j < ns; j++) dup |= sent[j] == node;
+    if (dup) continue;
+    sent[ns++] = node;
+    dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &m.base);
+  }
+}
+
+/* A node that lost its slot lives on: its task there must end (the reduce
+ * goes on without it), unless it is the sink or holds another slot. */
+void dr_end_task_at(dir_reduce *r, uint64_t node) {
+  int holds = node == r->sink;
+  for (uint32_t i = 0; i < r->k && !holds; i++)
+    holds = r->slots[i].filled && r->slots[i].node == node;
+  if (r->life == DR_DONE || holds) return;
+  Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
+  e.rid = r->rid;
+  e.target = r->target;
+  e.detail = "";
+  dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
+}

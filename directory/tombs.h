@@ -1,0 +1,42 @@
+/*
+ * tombs.h - deleted ids remembered for a while (tombstones).
+ *
+ * Every DELETE is remembered (for DIR_TOMB_MS, at most DIR_TOMB_MAX, the
+ * oldest forgotten first): a copy of the id re-reported later, while the id
+ * is unknown or only waited for (pending), is answered with DROP instead of
+ * bringing the deleted object back. Such copies come from a restarted
+ * directory's stores (their HELD re-reports arrive a piece at a time after
+ * each registration, possibly after a delete of an id the new directory did
+ * not know yet) and from a store that was declared dead and comes back (its
+ * copies were forgotten, so the delete's DROP round did not reach it). A
+ * new put of the id ends its tombstone.
+ *
+ * Owns its state (dir_server.tombs). Callers: admin.c (DELETE adds one;
+ * shutdown), locs.c (re-reported copies; a new put), server.c (init, free).
+ */
+#ifndef HPL_DIR_TOMBS_H
+#define HPL_DIR_TOMBS_H
+
+#include "server.h"
+
+#define DIR_TOMB_MS 60000
+#define DIR_TOMB_MAX 65536
+
+/* The module's state, allocated here: 0 or HPL_ENOMEM. */
+int dir_tombs_init(dir_server *s);
+
+/* Remember that `id` was deleted now (counted in tombstones; out of
+ * memory, it is not remembered). */
+void dir_tombs_add(dir_server *s, const char *id);
+
+/* Whether `id` was deleted less than DIR_TOMB_MS ago (1) or not (0). */
+int dir_tombs_has(dir_server *s, const char *id);
+
+/* A new put of `id`: it is no longer deleted. */
+void dir_tombs_remove(dir_server *s, const char *id);
+
+/* Forget every tombstone (shutdown) / and free the state (the end). */
+void dir_tombs_clear(dir_server *s);
+void dir_tombs_free(dir_server *s);
+
+#endif
