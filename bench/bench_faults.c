@@ -623,7 +623,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
 /* After the last run every object is deleted, so what a store still has
  * allocated in its pool is leaked. Prints one line per such store (after
  * giving the frees up to 4 s: reduce tasks a restarted directory did not
- * adopt hold their outputs for up to 3 s, RDTASK_ORPHAN_MS, unless room is
+ * adopt hold their outputs for up to 3 s, HPL__RDTASK_ORPHAN_MS, unless room is
  * wanted) and returns how many there are. */
 static int leak_check(const cfg *g) {
   int n = 0;

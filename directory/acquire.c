@@ -17,14 +17,14 @@
 #include "util.h"
 #include "uvtimer.h"
 
-int dir_acquire_init(dir_server *s) {
+int hpl__dir_acquire_init(hpl__dir_server *s) {
   s->acquire = calloc(1, sizeof *s->acquire);
   return s->acquire ? 0 : HPL_ENOMEM;
 }
 
-void dir_acquire_free(dir_server *s) {
+void hpl__dir_acquire_free(hpl__dir_server *s) {
   if (!s->acquire) return;
-  acq_crawl_free(s);
+  hpl__dir_acquire_crawl_free(s);
   free(s->acquire);
   s->acquire = NULL;
 }
@@ -32,10 +32,10 @@ void dir_acquire_free(dir_server *s) {
 typedef struct dir_waiter {
   struct dir_waiter *oprev, *onext; /* the object's list, in arrival order */
   struct dir_waiter *nprev, *nnext; /* the asking node's list (a PEEK: its connection's) */
-  dir_server *srv;
-  dir_obj *obj;
-  dir_node *node;       /* the asker: answered on node->conn; NULL for a PEEK */
-  dir_conn *peeker;     /* a PEEK's connection (a client reading directly) */
+  hpl__dir_server *srv;
+  hpl__dir_obj *obj;
+  hpl__dir_node *node;       /* the asker: answered on node->conn; NULL for a PEEK */
+  hpl__dir_conn *peeker;     /* a PEEK's connection (a client reading directly) */
   uint64_t req_id;
   uint64_t avoid;       /* sender the asker reported as failed */
   uint64_t since_ms;    /* when the ACQUIRE arrived */
@@ -72,22 +72,22 @@ static void waited(const dir_waiter *w) {
 
 /* Drop a waiter, and its object if nothing refers to it any more. */
 static void waiter_end(dir_waiter *w) {
-  dir_server *s = w->srv;
-  dir_obj *o = w->obj;
+  hpl__dir_server *s = w->srv;
+  hpl__dir_obj *o = w->obj;
   waiter_drop(w);
-  dtab_gc(&s->tab, o);
+  hpl__dtab_gc(&s->tab, o);
 }
 
 /* A PEEK's answer: the bytes if `o` is inline and ready, else
  * HPL_ENOTFOUND (with the size when the object exists: the client asks its
  * store, which pulls it; granted if peek_grant named the sender to store
  * `node` already) or `miss` (e.g. HPL_ETIMEDOUT). */
-static void peek_reply(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, int miss,
+static void peek_reply(hpl__dir_server *s, hpl__dir_conn *dc, uint64_t req, hpl__dir_obj *o, int miss,
                        uint64_t node) {
   hpl__conn *c = dc->c;
   Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
   hpl__trace("d.peekrep", o ? o->id : NULL);
-  if (o && o->is_inline && o->state == OBJ_READY) {
+  if (o && o->is_inline && o->state == HPL__OBJ_READY) {
     r.size = o->size;
     r.inline_ = 1;
     s->ctr.peeks_served++;
@@ -96,14 +96,14 @@ static void peek_reply(dir_server *s, dir_conn *dc, uint64_t req, dir_obj *o, in
   }
   r.status = miss;
   r.size = o && o->has_size ? o->size : 0;
-  r.granted = o && miss == HPL_ENOTFOUND && acq_peek_grant(s, dc, o, node);
+  r.granted = o && miss == HPL_ENOTFOUND && hpl__dir_acquire_peek_grant(s, dc, o, node);
   hpl__conn_send(c, HPL__MSG_PEEK_REP, req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 /* A waiting PEEK can be answered once its object is ready (with its bytes,
  * or, for a large object, with "ask your store"), failed or lost. */
-static int peek_due(const dir_obj *o) {
-  return o->state == OBJ_READY || o->state == OBJ_FAILED || o->state == OBJ_LOST;
+static int peek_due(const hpl__dir_obj *o) {
+  return o->state == HPL__OBJ_READY || o->state == HPL__OBJ_FAILED || o->state == HPL__OBJ_LOST;
 }
 
 /* ------------------------------------------------------------------ waiters */
@@ -114,8 +114,8 @@ static void waiter_timeout(void *owner);
  * end of a ring wait if that comes first. */
 static void waiter_arm(dir_waiter *w) {
   uint64_t at = w->deadline_ms;
-  if (w->ring_wait && (!at || w->since_ms + DIR_RING_WAIT_MS < at))
-    at = w->since_ms + DIR_RING_WAIT_MS;
+  if (w->ring_wait && (!at || w->since_ms + HPL__DIR_RING_WAIT_MS < at))
+    at = w->since_ms + HPL__DIR_RING_WAIT_MS;
   if (!at) {
     hpl__otimer_stop(&w->timer);
     return;
@@ -133,7 +133,7 @@ static void waiter_timeout(void *owner) {
   }
   if (!w->deadline_ms || hpl__now_ms() < w->deadline_ms) {
     /* the ring wait is over: the ordinary rule now */
-    if (acq_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait)) {
+    if (hpl__dir_acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait)) {
       waited(w);
       waiter_end(w);
     } else {
@@ -143,7 +143,7 @@ static void waiter_timeout(void *owner) {
   }
   char detail[320];
   snprintf(detail, sizeof detail, "object '%s' did not become available in time", w->obj->id);
-  acq_reply_err(w->node, w->req_id, HPL_ETIMEDOUT, detail);
+  hpl__dir_acquire_reply_err(w->node, w->req_id, HPL_ETIMEDOUT, detail);
   waited(w);
   waiter_end(w);
 }
@@ -152,7 +152,7 @@ static void waiter_timeout(void *owner) {
  * does not stop the others). Returns 1 if another pass may serve more: some
  * were served while an allreduce participant still waits for its ring
  * predecessor, whose new copy may be one of them. */
-static int serve_waiters(dir_server *s, dir_obj *o) {
+static int serve_waiters(hpl__dir_server *s, hpl__dir_obj *o) {
   int served = 0, ring = 0;
   dir_waiter *w, *next;
   DL_FOREACH_SAFE2((dir_waiter *)o->waiters, w, next, onext) {
@@ -163,7 +163,7 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
       }
       continue;
     }
-    if (acq_try(s, w->node, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
+    if (hpl__dir_acquire_try(s, w->node, w->req_id, o, w->avoid, w->since_ms, &w->ring_wait)) {
       waited(w);
       waiter_drop(w);
       served = 1;
@@ -174,61 +174,61 @@ static int serve_waiters(dir_server *s, dir_obj *o) {
   return served && ring;
 }
 
-static int has_ring_waiter(const dir_obj *o) {
+static int has_ring_waiter(const hpl__dir_obj *o) {
   const dir_waiter *w;
   DL_FOREACH2((const dir_waiter *)o->waiters, w, onext)
     if (w->ring_wait) return 1;
   return 0;
 }
 
-static void serve(dir_server *s, dir_obj *o) {
+static void serve(hpl__dir_server *s, hpl__dir_obj *o) {
   while (serve_waiters(s, o)) {
   }
 }
 
-void dir_acquire_on_change(dir_obj *o, void *srv) { serve(srv, o); }
+void hpl__dir_acquire_on_change(hpl__dir_obj *o, void *srv) { serve(srv, o); }
 
-void dir_acquire_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+void hpl__dir_acquire_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type != DIR_NODE_UNPLUGGED) return;
-  dir_node *n = e->node;
+  if (e->type != HPL__DIR_NODE_UNPLUGGED) return;
+  hpl__dir_node *n = e->node;
   while (n->waiters) waiter_end(n->waiters);
-  acq_drop_crawl_reports(s, n->id); /* its crawl reports: no answer either */
+  hpl__dir_acquire_drop_crawl_reports(s, n->id); /* its crawl reports: no answer either */
 }
 
-void dir_acquire_conn_closed(dir_server *s, dir_conn *dc) {
+void hpl__dir_acquire_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc) {
   while (dc->peeks) waiter_end(dc->peeks);
 }
 
 /* ------------------------------------------------------------------ handlers */
 
-void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
+void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__AcquireReq *m = (Hplpb__AcquireReq *)f->msg;
-  dir_node *asker = f->dc->node;
+  hpl__dir_node *asker = f->dc->node;
   uint64_t req = f->req;
   s->ctr.acquires++;
-  dir_obj *o = dtab_get(&s->tab, m->id);
+  hpl__dir_obj *o = hpl__dtab_get(&s->tab, m->id);
   if (!o) {
-    acq_reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    hpl__dir_acquire_reply_err(asker, req, HPL_ENOMEM, "out of memory");
     return;
   }
   if (m->suspect && m->failed_peer) {
-    acq_on_silent_sender(s, asker, req, o, m);
-    dtab_gc(&s->tab, o);
+    hpl__dir_acquire_on_silent_sender(s, asker, req, o, m);
+    hpl__dtab_gc(&s->tab, o);
     return;
   }
   if (m->only_complete) {
-    acq_on_crawling_sender(s, asker, req, o, m);
+    hpl__dir_acquire_on_crawling_sender(s, asker, req, o, m);
     return;
   }
   if (m->failed_peer) {
     /* the asker's stream from this peer broke or crawled: free the slot it
      * held and avoid that sender this time. Its copy stays listed while the
      * node lives; a dead node's copies are dropped when it is declared dead. */
-    LOG_INFO("node %016llx reports sender %016llx failed for '%s' at %llu bytes",
+    HPL__LOG_INFO("node %016llx reports sender %016llx failed for '%s' at %llu bytes",
              (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
              (unsigned long long)m->progress);
-    dtab_release_upstream(o, asker->id);
+    hpl__dtab_release_upstream(o, asker->id);
   }
   uint64_t now = hpl__now_ms();
   /* a straggler from a complete copy: the asker crawls (its own link, most
@@ -236,26 +236,26 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
    * all jump onto the copy it leaves (crawl_verdict) */
   if (m->failed_peer && m->crawled) asker->crawl_report_ms = now;
   int ring_wait = 0;
-  if (acq_try(s, asker, req, o, m->failed_peer, now, &ring_wait)) {
+  if (hpl__dir_acquire_try(s, asker, req, o, m->failed_peer, now, &ring_wait)) {
     /* a new partial copy: a ring successor may be waiting for it */
     if (has_ring_waiter(o)) serve(s, o);
-    dtab_gc(&s->tab, o);
+    hpl__dtab_gc(&s->tab, o);
     return;
   }
   if (m->timeout_ms == 0) { /* no waiting, for a ring predecessor either */
-    if (!(ring_wait && acq_try(s, asker, req, o, m->failed_peer, 0, NULL)))
-      acq_reply_err(asker, req, HPL_ETIMEDOUT, "object not available");
-    dtab_gc(&s->tab, o);
+    if (!(ring_wait && hpl__dir_acquire_try(s, asker, req, o, m->failed_peer, 0, NULL)))
+      hpl__dir_acquire_reply_err(asker, req, HPL_ETIMEDOUT, "object not available");
+    hpl__dtab_gc(&s->tab, o);
     return;
   }
   if (asker->nwaiters >= HPL__MAX_WAITING_PER_PEER) {
-    acq_reply_err(asker, req, HPL_EUNAVAIL, "too many ACQUIREs of this node waiting already");
-    dtab_gc(&s->tab, o);
+    hpl__dir_acquire_reply_err(asker, req, HPL_EUNAVAIL, "too many ACQUIREs of this node waiting already");
+    hpl__dtab_gc(&s->tab, o);
     return;
   }
   dir_waiter *w = calloc(1, sizeof *w);
   if (!w) {
-    acq_reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    hpl__dir_acquire_reply_err(asker, req, HPL_ENOMEM, "out of memory");
     return;
   }
   w->srv = s;
@@ -282,22 +282,22 @@ void dir_acquire_on_acquire(dir_server *s, const dir_frame *f) {
  * most HPL__MAX_WAITING_PER_PEER per connection), so a client already
  * waiting when a small object is put gets its bytes pushed straight from
  * the directory. */
-void dir_acquire_on_peek(dir_server *s, const dir_frame *f) {
+void hpl__dir_acquire_on_peek(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__PeekReq *m = (Hplpb__PeekReq *)f->msg;
   hpl__trace("d.peek", m->id);
-  dir_obj *o = dtab_find(&s->tab, m->id);
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
   if ((o && peek_due(o)) || m->timeout_ms <= 0 || f->dc->npeeks >= HPL__MAX_WAITING_PER_PEER) {
     peek_reply(s, f->dc, f->req, o, HPL_ENOTFOUND, m->node);
     return;
   }
-  if (!o && !(o = dtab_get(&s->tab, m->id))) {
+  if (!o && !(o = hpl__dtab_get(&s->tab, m->id))) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;
   }
   dir_waiter *w = calloc(1, sizeof *w);
   if (!w) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
-    dtab_gc(&s->tab, o);
+    hpl__dtab_gc(&s->tab, o);
     return;
   }
   uint64_t now = hpl__now_ms();

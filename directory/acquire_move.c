@@ -46,49 +46,49 @@ typedef struct dir_crawl_rep {
  * side reports its upstream), unless its copy is complete (then the path
  * between the two is at fault) or the asker has reported the same stall
  * twice already. */
-void acq_on_silent_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
                              const Hplpb__AcquireReq *m) {
   uint64_t peer = m->failed_peer, wait = 0, sender = 0;
   s->ctr.silent_reports++;
-  dir_loc *me = dtab_loc(o, asker->id);
+  hpl__dir_loc *me = hpl__dtab_loc(o, asker->id);
   if (o->is_inline || (me && (me->complete || (me->upstream && me->upstream != peer)))) {
-    acq_reply_stay(asker, req, 0); /* a stale report: the asker has moved already */
+    hpl__dir_acquire_reply_stay(asker, req, 0); /* a stale report: the asker has moved already */
     return;
   }
-  dir_node *pn = dir_node_find(s, peer);
-  int verdict = pn ? dir_node_verdict(s, pn, asker->id, &wait) : DIR_SILENT;
-  if (verdict == DIR_PROBING) {
-    acq_reply_stay(asker, req, wait + 5);
+  hpl__dir_node *pn = hpl__dir_node_find(s, peer);
+  int verdict = pn ? hpl__dir_node_verdict(s, pn, asker->id, &wait) : HPL__DIR_SILENT;
+  if (verdict == HPL__DIR_PROBING) {
+    hpl__dir_acquire_reply_stay(asker, req, wait + 5);
     return;
   }
-  if (verdict == DIR_ALIVE) {
-    dir_loc *pl = dtab_loc(o, peer);
+  if (verdict == HPL__DIR_ALIVE) {
+    hpl__dir_loc *pl = hpl__dtab_loc(o, peer);
     if (pl && !pl->complete && m->insist < 2) {
-      acq_reply_stay(asker, req, 0);
+      hpl__dir_acquire_reply_stay(asker, req, 0);
       return;
     }
   }
-  int rc = dtab_pick_instead(&s->tab, o, asker->id, peer, &sender);
+  int rc = hpl__dtab_pick_instead(&s->tab, o, asker->id, peer, &sender);
   if (rc != 0) {
     /* nothing better idle now: keep the stream, report again later */
-    acq_reply_stay(asker, req, 0);
+    hpl__dir_acquire_reply_stay(asker, req, 0);
     return;
   }
   s->ctr.suspect_moves++;
-  LOG_INFO("node %016llx moves off silent sender %016llx for '%s' at %llu bytes: now %016llx",
+  HPL__LOG_INFO("node %016llx moves off silent sender %016llx for '%s' at %llu bytes: now %016llx",
            (unsigned long long)asker->id, (unsigned long long)peer, o->id,
            (unsigned long long)m->progress, (unsigned long long)sender);
-  acq_reply_sender(s, asker, req, o, sender);
+  hpl__dir_acquire_reply_sender(s, asker, req, o, sender);
 }
 
 /* Whether `n` reported its own partial sender crawling less than `ms` ago
  * (NULL: no). */
-static int reported_crawl(const dir_node *n, uint64_t now, uint64_t ms) {
+static int reported_crawl(const hpl__dir_node *n, uint64_t now, uint64_t ms) {
   return n && n->crawl_report_ms && now - n->crawl_report_ms < ms;
 }
 
-static int blamed_recently(const dir_node *n, uint64_t now) {
-  return n && n->blamed_ms && now - n->blamed_ms < DIR_CRAWLING_MS;
+static int blamed_recently(const hpl__dir_node *n, uint64_t now) {
+  return n && n->blamed_ms && now - n->blamed_ms < HPL__DIR_CRAWLING_MS;
 }
 
 /* A node crawls if it reported its own sender crawling, or a receiver
@@ -96,27 +96,27 @@ static int blamed_recently(const dir_node *n, uint64_t now) {
  * receivers: a slow host reports its sender and is reported by the nodes
  * below it, and the sender it blames is most likely fine (if it is not,
  * the receivers that move onto it report it in turn). */
-int dir_acquire_crawling(uint64_t node, void *srv) {
-  dir_node *n = dir_node_find(srv, node);
+int hpl__dir_acquire_crawling(uint64_t node, void *srv) {
+  hpl__dir_node *n = hpl__dir_node_find(srv, node);
   uint64_t now = hpl__now_ms();
-  if (reported_crawl(n, now, DIR_CRAWLING_MS)) return 1;
+  if (reported_crawl(n, now, HPL__DIR_CRAWLING_MS)) return 1;
   if (!blamed_recently(n, now)) return 0;
-  return !blamed_recently(dir_node_find(srv, n->blamed_by), now);
+  return !blamed_recently(hpl__dir_node_find(srv, n->blamed_by), now);
 }
 
 /* The verdict on report `r` (see crawl_decide): whether its sender may
  * only be as slow as its upstream - some node further up its chain
  * reported its own input crawling (the slowness starts there, or above) -
  * or has just moved off the topmost crawling node and recovers. */
-static void crawl_verdict(dir_server *s, dir_crawl_rep *r, uint64_t now) {
-  dir_obj *o = dtab_find(&s->tab, r->id);
-  dir_node *peer = dir_node_find(s, r->peer);
+static void crawl_verdict(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->id);
+  hpl__dir_node *peer = hpl__dir_node_find(s, r->peer);
   r->peer_crawls = reported_crawl(peer, now, DIR_CRAWL_MEMORY_MS);
   int above = 0;
-  dir_loc *l = o ? dtab_loc(o, r->peer) : NULL;
+  hpl__dir_loc *l = o ? hpl__dtab_loc(o, r->peer) : NULL;
   for (int k = 0; l && !l->complete && l->upstream && !above && k < DIR_CHAIN_WALK_MAX; k++) {
-    above = reported_crawl(dir_node_find(s, l->upstream), now, DIR_CRAWL_MEMORY_MS);
-    l = dtab_loc(o, l->upstream);
+    above = reported_crawl(hpl__dir_node_find(s, l->upstream), now, DIR_CRAWL_MEMORY_MS);
+    l = hpl__dtab_loc(o, l->upstream);
   }
   r->innocent = above || (peer && peer->bypass_ms && now - peer->bypass_ms < DIR_BYPASS_GRACE_MS);
 }
@@ -132,46 +132,46 @@ static void crawl_verdict(dir_server *s, dir_crawl_rep *r, uint64_t now) {
  * reports its own sender too (moving it does not help the ones below it).
  * So the asker moves to a copy that does not depend on the sender, busy or
  * not: the slow node takes little of a shared sender's bandwidth. */
-static void crawl_decide(dir_server *s, dir_crawl_rep *r, uint64_t now) {
-  dir_node *asker = dir_node_find(s, r->asker);
+static void crawl_decide(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
+  hpl__dir_node *asker = hpl__dir_node_find(s, r->asker);
   if (!asker || !asker->conn) return; /* gone: nobody to answer */
-  dir_obj *o = dtab_find(&s->tab, r->id);
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->id);
   uint64_t sender = 0;
-  dir_loc *me = o ? dtab_loc(o, asker->id) : NULL;
+  hpl__dir_loc *me = o ? hpl__dtab_loc(o, asker->id) : NULL;
   int ours = o && !o->is_inline && me && !me->complete && me->upstream == r->peer;
-  if (ours && dtab_idle_complete(&s->tab, o, asker->id, r->peer)) {
-    LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
+  if (ours && hpl__dtab_idle_complete(&s->tab, o, asker->id, r->peer)) {
+    HPL__LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
              (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
              (unsigned long long)r->progress);
-    if (acq_try(s, asker, r->req, o, r->peer, 0, NULL)) {
+    if (hpl__dir_acquire_try(s, asker, r->req, o, r->peer, 0, NULL)) {
       if (r->peer_crawls) asker->bypass_ms = now;
       return;
     }
   } else if (ours && !r->innocent &&
-             dtab_pick_bypass(&s->tab, o, asker->id, r->peer, &sender) == 0) {
-    LOG_INFO("node %016llx moves off slow partial sender %016llx for '%s' at %llu bytes: now "
+             hpl__dtab_pick_bypass(&s->tab, o, asker->id, r->peer, &sender) == 0) {
+    HPL__LOG_INFO("node %016llx moves off slow partial sender %016llx for '%s' at %llu bytes: now "
              "%016llx", (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
              (unsigned long long)r->progress, (unsigned long long)sender);
     s->ctr.slow_moves++;
     if (r->peer_crawls) asker->bypass_ms = now;
-    acq_reply_sender(s, asker, r->req, o, sender);
+    hpl__dir_acquire_reply_sender(s, asker, r->req, o, sender);
     return;
   }
-  acq_reply_err(asker, r->req, HPL_EUNAVAIL, "no better copy; keep the current sender");
+  hpl__dir_acquire_reply_err(asker, r->req, HPL_EUNAVAIL, "no better copy; keep the current sender");
 }
 
 /* The batch is due: every verdict first (on the chains as they were
  * reported), then the moves, in arrival order. */
 static void crawl_batch(uv_timer_t *t) {
-  dir_server *s = t->data;
+  hpl__dir_server *s = t->data;
   dir_crawl_rep *list = s->acquire->crawl_reps, *r, *tmp;
   s->acquire->crawl_reps = NULL;
   uint64_t now = hpl__now_ms();
   LL_FOREACH(list, r) crawl_verdict(s, r, now);
   LL_FOREACH_SAFE(list, r, tmp) {
     crawl_decide(s, r, now);
-    dir_obj *o = dtab_find(&s->tab, r->id);
-    if (o) dtab_gc(&s->tab, o);
+    hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->id);
+    if (o) hpl__dtab_gc(&s->tab, o);
     free(r);
   }
 }
@@ -179,11 +179,11 @@ static void crawl_batch(uv_timer_t *t) {
 /* A receiver reports its partial sender crawling: noted at once (the
  * reporter crawls; the sender is blamed), judged with the reports that
  * come within DIR_CRAWL_BATCH_MS. */
-void acq_on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+void hpl__dir_acquire_on_crawling_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
                                const Hplpb__AcquireReq *m) {
   uint64_t now = hpl__now_ms();
   asker->crawl_report_ms = now;
-  dir_node *peer = dir_node_find(s, m->failed_peer);
+  hpl__dir_node *peer = hpl__dir_node_find(s, m->failed_peer);
   if (peer) {
     peer->blamed_ms = now;
     peer->blamed_by = asker->id;
@@ -191,7 +191,7 @@ void acq_on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir_ob
   size_t len = strlen(o->id) + 1;
   dir_crawl_rep *r = malloc(sizeof *r + len);
   if (!r) {
-    acq_reply_err(asker, req, HPL_ENOMEM, "out of memory");
+    hpl__dir_acquire_reply_err(asker, req, HPL_ENOMEM, "out of memory");
     return;
   }
   *r = (dir_crawl_rep){.asker = asker->id, .peer = m->failed_peer, .req = req,
@@ -202,22 +202,22 @@ void acq_on_crawling_sender(dir_server *s, dir_node *asker, uint64_t req, dir_ob
     uv_timer_start(&s->acquire->bcrawl_timer, crawl_batch, DIR_CRAWL_BATCH_MS, 0);
 }
 
-void dir_acquire_crawl_start(dir_server *s) {
+void hpl__dir_acquire_crawl_start(hpl__dir_server *s) {
   uv_timer_init(s->loop, &s->acquire->bcrawl_timer);
   s->acquire->bcrawl_timer.data = s;
 }
 
-void dir_acquire_crawl_stop(dir_server *s) {
+void hpl__dir_acquire_crawl_stop(hpl__dir_server *s) {
   uv_close((uv_handle_t *)&s->acquire->bcrawl_timer, NULL);
 }
 
-void acq_crawl_free(dir_server *s) {
+void hpl__dir_acquire_crawl_free(hpl__dir_server *s) {
   dir_crawl_rep *r, *tmp;
   LL_FOREACH_SAFE(s->acquire->crawl_reps, r, tmp) free(r);
   s->acquire->crawl_reps = NULL;
 }
 
-void acq_drop_crawl_reports(dir_server *s, uint64_t asker) {
+void hpl__dir_acquire_drop_crawl_reports(hpl__dir_server *s, uint64_t asker) {
   dir_crawl_rep *r, *tmp;
   LL_FOREACH_SAFE(s->acquire->crawl_reps, r, tmp) {
     if (r->asker != asker) continue;

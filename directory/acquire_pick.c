@@ -13,7 +13,7 @@
 #include "util.h"
 #include "xlog.h"
 
-void acq_reply_err(dir_node *asker, uint64_t req, int status, const char *detail) {
+void hpl__dir_acquire_reply_err(hpl__dir_node *asker, uint64_t req, int status, const char *detail) {
   Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
   r.status = status;
   r.detail = (char *)detail;
@@ -23,11 +23,11 @@ void acq_reply_err(dir_node *asker, uint64_t req, int status, const char *detail
 /* Tell `asker` the sender just assigned to it: as the answer to its
  * ACQUIRE `req`, or (type GRANT, req 0) unasked. 0, or -1 if the sender is
  * unknown (its location is dropped; the caller answers). */
-static int send_sender(dir_server *s, dir_node *asker, unsigned type, uint64_t req, dir_obj *o,
+static int send_sender(hpl__dir_server *s, hpl__dir_node *asker, unsigned type, uint64_t req, hpl__dir_obj *o,
                        uint64_t sender) {
-  dir_node *n = dir_node_find(s, sender);
+  hpl__dir_node *n = hpl__dir_node_find(s, sender);
   if (!n) { /* cannot happen: locations only name live nodes */
-    dtab_loc_remove(&s->tab, o, sender);
+    hpl__dtab_loc_remove(&s->tab, o, sender);
     return -1;
   }
   Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
@@ -36,7 +36,7 @@ static int send_sender(dir_server *s, dir_node *asker, unsigned type, uint64_t r
   r.sender_addr = n->addr;
   r.sender_port = (uint32_t)n->port;
   r.gen = o->gen;
-  dir_loc *sl = dtab_loc(o, sender);
+  hpl__dir_loc *sl = hpl__dtab_loc(o, sender);
   r.sender_complete = sl && sl->complete;
   if (type == HPL__MSG_GRANT) r.id = o->id;
   hpl__conn_send(asker->conn->c, type, req, &r.base, NULL, 0, 0, NULL, NULL);
@@ -44,15 +44,15 @@ static int send_sender(dir_server *s, dir_node *asker, unsigned type, uint64_t r
 }
 
 /* Answer with the sender just assigned to the asker. */
-void acq_reply_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
+void hpl__dir_acquire_reply_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
                          uint64_t sender) {
   if (send_sender(s, asker, HPL__MSG_ACQUIRE_REP, req, o, sender) != 0) {
-    acq_reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
+    hpl__dir_acquire_reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
     return;
   }
   s->ctr.senders_assigned++;
-  dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
-  LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
+  hpl__dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
+  HPL__LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
             (unsigned long long)sender);
 }
 
@@ -60,7 +60,7 @@ void acq_reply_sender(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o,
  * answered, 0 if the asker must keep waiting; *ring_wait (if not NULL) is
  * set when it waits for its allreduce ring predecessor (since_ms: when it
  * asked; 0 disables that preference). */
-int acq_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o, uint64_t avoid,
+int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o, uint64_t avoid,
                        uint64_t since_ms, int *ring_wait) {
   hpl__conn *c = asker->conn->c;
   if (ring_wait) *ring_wait = 0;
@@ -71,24 +71,24 @@ int acq_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o, uint64_t a
     r.gen = o->gen;
     hpl__conn_send(c, HPL__MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
     /* remember the holder so a delete reaches it */
-    dtab_add_loc(&s->tab, o, asker->id, o->size, 1, 0);
+    hpl__dtab_add_loc(&s->tab, o, asker->id, o->size, 1, 0);
     s->ctr.inline_served++;
     return 1;
   }
-  dir_loc *me = dtab_loc(o, asker->id);
+  hpl__dir_loc *me = hpl__dtab_loc(o, asker->id);
   if (me && me->granted) {
-    /* a sender was granted to the asker (acq_peek_grant) and its store asked
+    /* a sender was granted to the asker (hpl__dir_acquire_peek_grant) and its store asked
      * before the GRANT reached it (it then ignores the GRANT): the same
      * sender again, whose slot the asker holds, unless it reports it */
     me->granted = 0;
     if (!avoid && !me->complete && me->upstream) {
-      acq_reply_sender(s, asker, req, o, me->upstream);
+      hpl__dir_acquire_reply_sender(s, asker, req, o, me->upstream);
       return 1;
     }
   }
   uint64_t sender = 0;
-  dir_loc *from = NULL;
-  int ring = since_ms ? dir_reduce_ring_sender(s, o, asker->id, avoid, since_ms, &from) : 0;
+  hpl__dir_loc *from = NULL;
+  int ring = since_ms ? hpl__dir_reduce_ring_sender(s, o, asker->id, avoid, since_ms, &from) : 0;
   if (ring == 2) {
     if (ring_wait) *ring_wait = 1;
     return 0;
@@ -96,10 +96,10 @@ int acq_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o, uint64_t a
   int rc;
   if (ring == 1) {
     sender = from->node;
-    rc = dtab_assign(&s->tab, o, asker->id, from);
+    rc = hpl__dtab_assign(&s->tab, o, asker->id, from);
     s->ctr.ring_assigned++;
   } else {
-    rc = dtab_pick_sender(&s->tab, o, asker->id, avoid, &sender);
+    rc = hpl__dtab_pick_sender(&s->tab, o, asker->id, avoid, &sender);
   }
   if (rc == 1) return 0;
   if (rc < 0) {
@@ -107,15 +107,15 @@ int acq_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o, uint64_t a
     if (rc == HPL_ELOST) {
       snprintf(detail, sizeof detail, "object '%s' lost: no copy that can finish remains", o->id);
       s->ctr.lost_replies++;
-    } else if (o->state == OBJ_FAILED) {
+    } else if (o->state == HPL__OBJ_FAILED) {
       snprintf(detail, sizeof detail, "%s", o->fail_detail ? o->fail_detail : hpl_strerror(rc));
     } else {
       snprintf(detail, sizeof detail, "cannot find a sender for '%s'", o->id);
     }
-    acq_reply_err(asker, req, rc, detail);
+    hpl__dir_acquire_reply_err(asker, req, rc, detail);
     return 1;
   }
-  acq_reply_sender(s, asker, req, o, sender);
+  hpl__dir_acquire_reply_sender(s, asker, req, o, sender);
   return 1;
 }
 
@@ -127,32 +127,32 @@ int acq_try(dir_server *s, dir_node *asker, uint64_t req, dir_obj *o, uint64_t a
  * store elsewhere fetch) and holds no copy yet, no allreduce ring order
  * applies, and a sender can be assigned at once; else 0, and the store
  * asks as usual. */
-int acq_peek_grant(dir_server *s, const dir_conn *dc, dir_obj *o, uint64_t node) {
-  dir_node *n = node ? dir_node_find(s, node) : NULL;
+int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl__dir_obj *o, uint64_t node) {
+  hpl__dir_node *n = node ? hpl__dir_node_find(s, node) : NULL;
   if (s->cfg.no_grants || !n || !n->conn || !n->grants || n->draining || o->is_inline ||
-      o->state != OBJ_READY || strcmp(n->addr, dc->peer) != 0 || dtab_loc(o, node))
+      o->state != HPL__OBJ_READY || strcmp(n->addr, dc->peer) != 0 || hpl__dtab_loc(o, node))
     return 0;
-  dir_loc *from = NULL;
-  if (dir_reduce_ring_sender(s, o, node, 0, hpl__now_ms(), &from) != 0) return 0;
+  hpl__dir_loc *from = NULL;
+  if (hpl__dir_reduce_ring_sender(s, o, node, 0, hpl__now_ms(), &from) != 0) return 0;
   uint64_t sender = 0;
-  if (dtab_pick_sender(&s->tab, o, node, 0, &sender) != 0) return 0;
+  if (hpl__dtab_pick_sender(&s->tab, o, node, 0, &sender) != 0) return 0;
   if (send_sender(s, n, HPL__MSG_GRANT, 0, o, sender) != 0) {
-    dtab_loc_remove(&s->tab, o, node); /* undo the assignment: the store asks */
+    hpl__dtab_loc_remove(&s->tab, o, node); /* undo the assignment: the store asks */
     return 0;
   }
-  dir_loc *l = dtab_loc(o, node);
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (l) l->granted = 1;
   s->ctr.senders_assigned++;
   s->ctr.peeks_granted++;
-  dir_xlog(s, HPL__XFER_ASSIGN, o->id, node, sender);
-  LOG_DEBUG("peek '%s': granted to node %016llx, which pulls from %016llx", o->id,
+  hpl__dir_xlog(s, HPL__XFER_ASSIGN, o->id, node, sender);
+  HPL__LOG_DEBUG("peek '%s': granted to node %016llx, which pulls from %016llx", o->id,
             (unsigned long long)node, (unsigned long long)sender);
   return 1;
 }
 
 /* "Stay with your sender; report it again after retry_ms if it is still
  * silent": an answer naming no sender. */
-void acq_reply_stay(dir_node *asker, uint64_t req, uint64_t retry_ms) {
+void hpl__dir_acquire_reply_stay(hpl__dir_node *asker, uint64_t req, uint64_t retry_ms) {
   Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
   r.retry_ms = (uint32_t)(retry_ms > UINT32_MAX ? UINT32_MAX : retry_ms);
   hpl__conn_send(asker->conn->c, HPL__MSG_ACQUIRE_REP, req, &r.base, NULL, 0, 0, NULL, NULL);

@@ -19,23 +19,23 @@
 #include "xlog.h"
 
 /* Copies of an object: how many, how many complete. */
-static void count_copies(const dir_obj *o, uint32_t *copies, uint32_t *complete) {
+static void count_copies(const hpl__dir_obj *o, uint32_t *copies, uint32_t *complete) {
   *copies = *complete = 0;
-  for (const dir_loc *l = o->locs; l; l = l->next) {
+  for (const hpl__dir_loc *l = o->locs; l; l = l->next) {
     (*copies)++;
     *complete += (uint32_t)l->complete;
   }
 }
 
-void dir_admin_on_stat(dir_server *s, const dir_frame *f) {
+void hpl__dir_admin_on_stat(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
   Hplpb__StatRep r = HPLPB__STAT_REP__INIT;
-  dir_obj *o = dtab_find(&s->tab, m->id);
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
   char detail[320] = "";
-  if (!o || o->state == OBJ_PENDING) {
+  if (!o || o->state == HPL__OBJ_PENDING) {
     r.status = HPL_ENOTFOUND;
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
-  } else if (o->state == OBJ_LOST) {
+  } else if (o->state == HPL__OBJ_LOST) {
     r.status = HPL_ELOST;
     snprintf(detail, sizeof detail, "object '%s' lost", m->id);
   } else {
@@ -53,13 +53,13 @@ void dir_admin_on_stat(dir_server *s, const dir_frame *f) {
 /* LIST: one page in id order from the ordered index, without scanning
  * anything outside the page (and at most a bounded number of entries that
  * are not objects yet). */
-void dir_admin_on_list(dir_server *s, const dir_frame *f) {
+void hpl__dir_admin_on_list(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ListReq *m = (Hplpb__ListReq *)f->msg;
   Hplpb__ListRep r = HPLPB__LIST_REP__INIT;
   const char *prefix = m->prefix ? m->prefix : "";
   const char *after = m->after && *m->after ? m->after : NULL;
-  size_t plen = strlen(prefix), limit = m->limit ? m->limit : DIR_LIST_PAGE;
-  if (limit > DIR_LIST_MAX) limit = DIR_LIST_MAX;
+  size_t plen = strlen(prefix), limit = m->limit ? m->limit : HPL__DIR_LIST_PAGE;
+  if (limit > HPL__DIR_LIST_MAX) limit = HPL__DIR_LIST_MAX;
   Hplpb__ObjInfo *infos = calloc(limit, sizeof *infos);
   Hplpb__ObjInfo **ptrs = calloc(limit, sizeof *ptrs);
   if (!infos || !ptrs) {
@@ -69,14 +69,14 @@ void dir_admin_on_list(dir_server *s, const dir_frame *f) {
     return;
   }
   /* from the later of the prefix and the cursor */
-  dir_obj *o = after && strcmp(after, prefix) >= 0 ? dtab_first(&s->tab, after, 1)
-                                                   : dtab_first(&s->tab, prefix, 0);
+  hpl__dir_obj *o = after && strcmp(after, prefix) >= 0 ? hpl__dtab_first(&s->tab, after, 1)
+                                                   : hpl__dtab_first(&s->tab, prefix, 0);
   size_t n = 0, scanned = 0, bytes = 0;
   const char *last = NULL;
-  for (; o && !strncmp(o->id, prefix, plen); o = dtab_next(o)) {
-    if (n == limit || bytes > DIR_LIST_BYTES || scanned++ > 4 * limit + 1024) break;
+  for (; o && !strncmp(o->id, prefix, plen); o = hpl__dtab_next(o)) {
+    if (n == limit || bytes > HPL__DIR_LIST_BYTES || scanned++ > 4 * limit + 1024) break;
     last = o->id;
-    if (o->state != OBJ_READY) continue;
+    if (o->state != HPL__OBJ_READY) continue;
     Hplpb__ObjInfo *i = &infos[n];
     hplpb__obj_info__init(i);
     i->id = o->id;
@@ -98,9 +98,9 @@ void dir_admin_on_list(dir_server *s, const dir_frame *f) {
 /* ------------------------------------------------------------------ counters */
 
 /* COUNTERS: the list /metrics shows too (dirmetrics.c). */
-void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
-  hpl__metric vals[DIR_METRICS_MAX];
-  size_t n = dir_metrics_collect(s, vals);
+void hpl__dir_admin_on_counters(hpl__dir_server *s, const hpl__dir_frame *f) {
+  hpl__metric vals[HPL__DIR_METRICS_MAX];
+  size_t n = hpl__dir_metrics_collect(s, vals);
   Hplpb__CountersRep *r = hpl__metrics_counters_rep(vals, n);
   if (!r) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
@@ -112,13 +112,13 @@ void dir_admin_on_counters(dir_server *s, const dir_frame *f) {
 
 /* ------------------------------------------------------------------ delete */
 
-/* The module's state (dir_server.admin). */
+/* The module's state (hpl__dir_server.admin). */
 struct dir_admin {
   struct dir_delete *deletes; /* deletes waiting for DROP acks, by op (uthash) */
   uint64_t next_op;           /* the last op given out */
 };
 
-int dir_admin_init(dir_server *s) {
+int hpl__dir_admin_init(hpl__dir_server *s) {
   s->admin = calloc(1, sizeof *s->admin);
   return s->admin ? 0 : HPL_ENOMEM;
 }
@@ -127,15 +127,15 @@ int dir_admin_init(dir_server *s) {
 typedef struct dir_delete {
   uint64_t op; /* request id of the DROPs */
   UT_hash_handle hh;
-  dir_server *srv;
-  dir_conn *dc; /* the deleter (NULL once it disconnected) */
+  hpl__dir_server *srv;
+  hpl__dir_conn *dc; /* the deleter (NULL once it disconnected) */
   uint64_t req;
   int pending;
   hpl__otimer timer;
 } dir_delete;
 
 static void delete_finish(dir_delete *d) {
-  dir_server *s = d->srv;
+  hpl__dir_server *s = d->srv;
   HASH_DEL(s->admin->deletes, d);
   if (d->dc) hpl__conn_reply(d->dc->c, d->req, 0, NULL);
   hpl__otimer_free(&d->timer, d);
@@ -143,11 +143,11 @@ static void delete_finish(dir_delete *d) {
 
 static void delete_timeout(void *owner) {
   dir_delete *d = owner;
-  LOG_WARN("delete: %d holder(s) did not acknowledge in time", d->pending);
+  HPL__LOG_WARN("delete: %d holder(s) did not acknowledge in time", d->pending);
   delete_finish(d);
 }
 
-void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f) {
+void hpl__dir_admin_on_drop_ack(hpl__dir_server *s, const hpl__dir_frame *f) {
   uint64_t op = f->req;
   dir_delete *d = NULL;
   HASH_FIND(hh, s->admin->deletes, &op, sizeof op, d);
@@ -156,20 +156,20 @@ void dir_admin_on_drop_ack(dir_server *s, const dir_frame *f) {
 
 /* The id was deleted: a ring allreduce into it ends, a reduce into it is
  * cancelled. */
-static void target_deleted(dir_server *s, const char *id) {
-  dir_ring_target_deleted(s, id);
-  dir_reduce_target_deleted(s, id);
+static void target_deleted(hpl__dir_server *s, const char *id) {
+  hpl__dir_ring_target_deleted(s, id);
+  hpl__dir_reduce_target_deleted(s, id);
 }
 
 /* Delete: every holder drops its copy before the deleter hears back, so
  * once hpl_delete returns no store serves the old bytes to new gets. */
-void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
+void hpl__dir_admin_on_delete(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
-  dir_obj *o = dtab_find(&s->tab, m->id);
-  if (!o || o->state == OBJ_PENDING) {
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
+  if (!o || o->state == HPL__OBJ_PENDING) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);
-    dir_tombs_add(s, m->id); /* a copy not re-reported yet is dropped when it is */
+    hpl__dir_tombs_add(s, m->id); /* a copy not re-reported yet is dropped when it is */
     target_deleted(s, m->id); /* a reduce that never produced it */
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOTFOUND, detail);
     return;
@@ -185,12 +185,12 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
   d->req = f->req;
   Hplpb__DropNote note = HPLPB__DROP_NOTE__INIT;
   note.id = o->id;
-  for (dir_loc *l = o->locs; l; l = l->next)
-    if (dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
-  dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
-  dir_tombs_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
+  for (hpl__dir_loc *l = o->locs; l; l = l->next)
+    if (hpl__dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
+  hpl__dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
+  hpl__dir_tombs_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
   target_deleted(s, o->id);
-  dtab_forget(&s->tab, o);
+  hpl__dtab_forget(&s->tab, o);
   HASH_ADD(hh, s->admin->deletes, op, sizeof d->op, d);
   if (d->pending == 0) {
     delete_finish(d);
@@ -200,18 +200,18 @@ void dir_admin_on_delete(dir_server *s, const dir_frame *f) {
                     delete_timeout);
 }
 
-void dir_admin_conn_closed(dir_server *s, dir_conn *dc) {
+void hpl__dir_admin_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc) {
   dir_delete *d, *dtmp;
   HASH_ITER(hh, s->admin->deletes, d, dtmp) if (d->dc == dc) d->dc = NULL;
 }
 
-void dir_admin_stop(dir_server *s) {
+void hpl__dir_admin_stop(hpl__dir_server *s) {
   dir_delete *d, *dtmp;
   HASH_ITER(hh, s->admin->deletes, d, dtmp) delete_finish(d);
-  dir_tombs_clear(s);
+  hpl__dir_tombs_clear(s);
 }
 
-void dir_admin_free(dir_server *s) {
+void hpl__dir_admin_free(hpl__dir_server *s) {
   free(s->admin);
   s->admin = NULL;
 }

@@ -13,12 +13,12 @@
 #define C(name, value, prom, help) {name, value, prom, HPL__M_COUNTER, 0, help}
 #define G(name, value, prom, help) {name, value, prom, HPL__M_GAUGE, 0, help}
 
-size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
-  const dir_counters *c = &s->ctr;
+size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
+  const hpl__dir_counters *c = &s->ctr;
   uint64_t fo_batches, fo_items, fo_helper, fo_partial;
   hpl__fanout_stats(&fo_batches, &fo_items, &fo_helper, &fo_partial);
   const hpl__metric v[] = {
-      G("dir_nodes", dir_nodes_count(s), "nodes", "Stores registered"),
+      G("dir_nodes", hpl__dir_nodes_count(s), "nodes", "Stores registered"),
       G("dir_objects", s->tab.nobjs, "objects", "Objects in the directory's table"),
       G("dir_inline_bytes", s->tab.inline_bytes, "inline_bytes",
         "Bytes of small objects held inline (see --inline-memory)"),
@@ -112,7 +112,7 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
         "Ring allreduces ended by a member's failure or loss (their clients reduced as usual)"),
   };
   size_t n = sizeof v / sizeof v[0];
-  _Static_assert(sizeof v / sizeof v[0] <= DIR_METRICS_MAX, "DIR_METRICS_MAX");
+  _Static_assert(sizeof v / sizeof v[0] <= HPL__DIR_METRICS_MAX, "HPL__DIR_METRICS_MAX");
   memcpy(out, v, sizeof v);
   return n;
 }
@@ -121,11 +121,11 @@ size_t dir_metrics_collect(dir_server *s, hpl__metric *out) {
 
 /* On the loop, for each scrape. */
 static void render(void *arg, hpl__mbuf *b) {
-  dir_server *s = arg;
+  hpl__dir_server *s = arg;
   char labels[64] = "";
   hpl__m_label(labels, sizeof labels, "node", "directory");
-  hpl__metric v[DIR_METRICS_MAX];
-  size_t n = dir_metrics_collect(s, v);
+  hpl__metric v[HPL__DIR_METRICS_MAX];
+  size_t n = hpl__dir_metrics_collect(s, v);
   hpl__m_list(b, "hoplite_directory_", labels, v, n);
   hpl__m_family(b, "hoplite_directory_request_seconds", "histogram",
                 "Time the loop spent handling one message, by message type");
@@ -145,12 +145,12 @@ static void render(void *arg, hpl__mbuf *b) {
   hpl__m_hist(b, "hoplite_directory_acquire_wait_seconds", labels, &s->acquire_wait_hist);
 }
 
-int dir_metrics_start(dir_server *s) {
+int hpl__dir_metrics_start(hpl__dir_server *s) {
   return hpl__msrv_start(s->loop, &s->cfg.metrics, &s->cfg.auth, "directory", render, s,
                          &s->msrv);
 }
 
-void dir_metrics_stop(dir_server *s) {
+void hpl__dir_metrics_stop(hpl__dir_server *s) {
   hpl__msrv_stop(s->msrv);
   s->msrv = NULL;
 }

@@ -2,7 +2,7 @@
  * dirmetrics.h - the directory's metrics: the one list of its counters and
  * gauges (what COUNTERS answers and /metrics shows, with their exposition
  * names), the latency histograms server.c and acquire.c record into
- * (dir_server), and the /metrics endpoint (--metrics-listen,
+ * (hpl__dir_server), and the /metrics endpoint (--metrics-listen,
  * src/metricsrv.h).
  *
  * Exposition: hoplite_directory_* with the label node="directory";
@@ -16,7 +16,7 @@
  * scrape metrics.
  *
  * Callers: admin.c (COUNTERS), server.c (start, stop, request timing),
- * acquire.c (waits: dir_server.acquire_wait_hist).
+ * acquire.c (waits: hpl__dir_server.acquire_wait_hist).
  */
 #ifndef HPL_DIR_METRICS_H
 #define HPL_DIR_METRICS_H
@@ -26,18 +26,18 @@
 #include "metrics.h"
 #include "server.h"
 
-/* Room for the list dir_metrics_collect writes. */
-#define DIR_METRICS_MAX 56
+/* Room for the list hpl__dir_metrics_collect writes. */
+#define HPL__DIR_METRICS_MAX 56
 
 /* Every counter and gauge of the directory, now, into
- * out[DIR_METRICS_MAX]. Returns how many. */
-size_t dir_metrics_collect(dir_server *s, hpl__metric *out);
+ * out[HPL__DIR_METRICS_MAX]. Returns how many. */
+size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out);
 
 /* Start the /metrics endpoint if cfg.metrics asks for one. 0 or an HPL_E*
  * code (logged). */
-int dir_metrics_start(dir_server *s);
+int hpl__dir_metrics_start(hpl__dir_server *s);
 
 /* Stop it (idempotent; on the loop, before the loop ends). */
-void dir_metrics_stop(dir_server *s);
+void hpl__dir_metrics_stop(hpl__dir_server *s);
 
 #endif

@@ -16,25 +16,25 @@
 #include "xlog.h"
 
 /* Tell `node` to drop its copy of `id` (one-way: nobody waits for it). */
-static void send_drop(dir_server *s, uint64_t node, const char *id) {
+static void send_drop(hpl__dir_server *s, uint64_t node, const char *id) {
   Hplpb__DropNote d = HPLPB__DROP_NOTE__INIT;
   d.id = (char *)id;
-  dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
+  hpl__dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
 }
 
 /* A re-reported copy of an id that was deleted lately (tombs.h) and is
  * unknown or only waited for since (pending: no bytes anywhere): `node` is
  * told to drop it. Returns 1 if it was. */
-static int drop_if_deleted(dir_server *s, uint64_t node, const char *id) {
-  dir_obj *o = dtab_find(&s->tab, id);
-  if ((o && o->state != OBJ_PENDING) || !dir_tombs_has(s, id)) return 0;
+static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id) {
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, id);
+  if ((o && o->state != HPL__OBJ_PENDING) || !hpl__dir_tombs_has(s, id)) return 0;
   send_drop(s, node, id);
   return 1;
 }
 
-void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type != DIR_NODE_JOINED) return;
+  if (e->type != HPL__DIR_NODE_JOINED) return;
   uint64_t node = e->id;
   for (size_t i = 0; i < e->nheld; i++) {
     Hplpb__HeldObject *h = e->held[i];
@@ -43,14 +43,14 @@ void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg) {
       s->ctr.held_dropped++;
       continue;
     }
-    dir_obj *o = dtab_get(&s->tab, h->id);
+    hpl__dir_obj *o = hpl__dtab_get(&s->tab, h->id);
     if (!o) continue;
-    dtab_loc_complete(&s->tab, o, node, h->size);
-    dtab_changed(&s->tab, o);
+    hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+    hpl__dtab_changed(&s->tab, o);
   }
 }
 
-void dir_locs_on_held(dir_server *s, const dir_frame *f) {
+void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__HeldNote *m = (Hplpb__HeldNote *)f->msg;
   uint64_t node = f->dc->node->id;
   size_t taken = 0, dropped = 0;
@@ -61,9 +61,9 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
       dropped++;
       continue;
     }
-    dir_obj *o = dtab_find(&s->tab, h->id);
-    if (!o && m->adopt && !(o = dtab_get(&s->tab, h->id))) continue; /* no memory: skipped */
-    int other = o && o->has_size && o->size != h->size && !dtab_loc(o, node);
+    hpl__dir_obj *o = hpl__dtab_find(&s->tab, h->id);
+    if (!o && m->adopt && !(o = hpl__dtab_get(&s->tab, h->id))) continue; /* no memory: skipped */
+    int other = o && o->has_size && o->size != h->size && !hpl__dtab_loc(o, node);
     if (!o || other) { /* gone, or another object of that id since */
       if (!m->adopt) {
         send_drop(s, node, h->id);
@@ -71,28 +71,28 @@ void dir_locs_on_held(dir_server *s, const dir_frame *f) {
       }
       continue;
     }
-    dtab_loc_complete(&s->tab, o, node, h->size);
-    dtab_changed(&s->tab, o);
+    hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+    hpl__dtab_changed(&s->tab, o);
     taken++;
   }
   s->ctr.held_taken += taken;
   s->ctr.held_dropped += dropped;
   if (dropped)
-    LOG_INFO("node %016llx re-reported %zu objects the directory no longer has: told to drop them",
+    HPL__LOG_INFO("node %016llx re-reported %zu objects the directory no longer has: told to drop them",
              (unsigned long long)node, dropped);
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
 
-void dir_locs_on_add(dir_server *s, const dir_frame *f) {
+void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__LocAddReq *m = (Hplpb__LocAddReq *)f->msg;
-  dir_obj *o = dtab_get(&s->tab, m->id);
+  hpl__dir_obj *o = hpl__dtab_get(&s->tab, m->id);
   if (!o) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;
   }
-  if (o->state == OBJ_LOST && m->origin) dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
-  if (m->origin) dir_tombs_remove(s, m->id); /* put again after a delete */
-  int rc = dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
+  if (o->state == HPL__OBJ_LOST && m->origin) hpl__dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
+  if (m->origin) hpl__dir_tombs_remove(s, m->id); /* put again after a delete */
+  int rc = hpl__dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
   if (rc == HPL_EEXIST)
     snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
@@ -100,60 +100,60 @@ void dir_locs_on_add(dir_server *s, const dir_frame *f) {
     snprintf(detail, sizeof detail, "object '%s' exists with size %llu, not %llu", m->id,
              (unsigned long long)o->size, (unsigned long long)m->size);
   hpl__conn_reply(f->dc->c, f->req, rc, detail);
-  dtab_changed(&s->tab, o);
+  hpl__dtab_changed(&s->tab, o);
 }
 
 /* Record that node's copy of o ends as `kind` (DONE or REMOVE). */
-static void xlog_loc_end(dir_server *s, dir_obj *o, uint64_t node, int kind) {
-  dir_loc *l = dtab_loc(o, node);
+static void xlog_loc_end(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node, int kind) {
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (!l || (kind == HPL__XFER_DONE && l->complete)) return;
-  dir_xlog(s, kind, o->id, node, l->upstream);
+  hpl__dir_xlog(s, kind, o->id, node, l->upstream);
 }
 
-void dir_locs_on_note(dir_server *s, const dir_frame *f) {
+void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__LocNote *m = (Hplpb__LocNote *)f->msg;
-  dir_obj *o = dtab_find(&s->tab, m->id);
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL); /* the sender waits for it */
   if (!o) return;
   uint64_t node = f->dc->node->id;
   if (m->kind == HPL__LOC_COMPLETE) {
-    dir_cost_note_rate(s, m->rate);
+    hpl__dir_cost_note_rate(s, m->rate);
     xlog_loc_end(s, o, node, HPL__XFER_DONE);
-    dtab_loc_complete(&s->tab, o, node, o->size);
+    hpl__dtab_loc_complete(&s->tab, o, node, o->size);
   } else if (m->kind == HPL__LOC_RETRACT) {
     if (o->publisher != node || !o->is_inline || o->locs) return; /* confirmed, or not its */
     s->ctr.publishes_retracted++;
-    LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
+    HPL__LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
              (unsigned long long)node);
-    dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
+    hpl__dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
     return;
   } else if (m->kind == HPL__LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
-    dtab_loc_remove(&s->tab, o, node);
-    if (o->state == OBJ_READY && !o->locs && !o->is_inline)
-      o->state = OBJ_PENDING; /* an aborted put, nothing left: as if never put */
+    hpl__dtab_loc_remove(&s->tab, o, node);
+    if (o->state == HPL__OBJ_READY && !o->locs && !o->is_inline)
+      o->state = HPL__OBJ_PENDING; /* an aborted put, nothing left: as if never put */
     else
-      dtab_check_lost(&s->tab, o);
+      hpl__dtab_check_lost(&s->tab, o);
   }
-  dtab_changed(&s->tab, o);
+  hpl__dtab_changed(&s->tab, o);
 }
 
 /* The INLINE_PUT from node `node` of bytes its client PUBLISHed (the same
  * bytes): the published object becomes an ordinary inline one with that
  * node's copy. 1 if it was that, else 0. */
-static int confirm_published(dir_server *s, uint64_t node, const char *id, const uint8_t *bytes,
+static int confirm_published(hpl__dir_server *s, uint64_t node, const char *id, const uint8_t *bytes,
                              uint64_t len) {
-  dir_obj *o = dtab_find(&s->tab, id);
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, id);
   if (!o || o->publisher != node || !o->is_inline || o->size != len ||
       (len && memcmp(o->inl, bytes, len) != 0))
     return 0;
   o->publisher = 0;
-  dtab_add_loc(&s->tab, o, node, len, 1, 0);
+  hpl__dtab_add_loc(&s->tab, o, node, len, 1, 0);
   s->ctr.publishes_confirmed++;
   return 1;
 }
 
-void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
+void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
   hpl__trace("d.inline", m->id);
   hpl__conn *c = f->dc->c;
@@ -170,7 +170,7 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
     hpl__conn_reply(c, f->req, HPL_EUNAVAIL, "directory inline cache full");
     return;
   }
-  dir_obj *o = dtab_get(&s->tab, m->id);
+  hpl__dir_obj *o = hpl__dtab_get(&s->tab, m->id);
   uint8_t *copy = malloc(plen ? plen : 1);
   if (!o || !copy) {
     free(copy);
@@ -178,7 +178,7 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
     return;
   }
   if (plen) memcpy(copy, f->payload, plen);
-  int rc = dtab_set_inline(&s->tab, o, copy, plen);
+  int rc = hpl__dtab_set_inline(&s->tab, o, copy, plen);
   if (rc) {
     free(copy);
     char detail[320];
@@ -186,56 +186,56 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f) {
     hpl__conn_reply(c, f->req, rc, detail);
     return;
   }
-  dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
+  hpl__dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
   hpl__conn_reply(c, f->req, 0, NULL);
-  dtab_changed(&s->tab, o);
+  hpl__dtab_changed(&s->tab, o);
 }
 
 /* Why a PUBLISH of `m` (plen bytes) is not taken, or NULL if it may be. */
-static const char *publish_refusal(dir_server *s, const Hplpb__InlinePutReq *m, uint64_t plen) {
+static const char *publish_refusal(hpl__dir_server *s, const Hplpb__InlinePutReq *m, uint64_t plen) {
   if (s->cfg.no_publish) return "publishing is off (--no-publish)";
   if (plen != m->size || plen > s->cfg.inline_max) return "size does not match payload or limit";
   if (!m->node) return "no store named";
   if (s->tab.inline_bytes + plen > s->cfg.inline_memory) return "directory inline cache full";
-  dir_obj *o = dtab_find(&s->tab, m->id);
-  if (o && o->state != OBJ_PENDING) return "the object exists";
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
+  if (o && o->state != HPL__OBJ_PENDING) return "the object exists";
   return NULL;
 }
 
-void dir_locs_on_publish(dir_server *s, const dir_frame *f) {
+void hpl__dir_locs_on_publish(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
   hpl__trace("d.publish", m->id);
   uint64_t plen = f->plen;
   const char *why = publish_refusal(s, m, plen);
-  dir_obj *o = why ? NULL : dtab_get(&s->tab, m->id);
+  hpl__dir_obj *o = why ? NULL : hpl__dtab_get(&s->tab, m->id);
   uint8_t *copy = o ? malloc(plen ? plen : 1) : NULL;
   if (!why && !copy) {
     why = "out of memory";
   } else if (!why) {
     if (plen) memcpy(copy, f->payload, plen);
-    if (dtab_set_inline(&s->tab, o, copy, plen) != 0) { /* another size waited for */
+    if (hpl__dtab_set_inline(&s->tab, o, copy, plen) != 0) { /* another size waited for */
       free(copy);
       why = "the object exists";
     }
   }
   if (why) {
     s->ctr.publishes_ignored++;
-    LOG_DEBUG("PUBLISH of '%s' ignored: %s", m->id, why);
+    HPL__LOG_DEBUG("PUBLISH of '%s' ignored: %s", m->id, why);
     if (f->req) hpl__conn_reply(f->dc->c, f->req, HPL_EUNAVAIL, why);
-    if (o) dtab_gc(&s->tab, o); /* made for nothing: freed unless waited for */
+    if (o) hpl__dtab_gc(&s->tab, o); /* made for nothing: freed unless waited for */
     return;
   }
   o->publisher = m->node;
   s->ctr.publishes++;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
-  dtab_changed(&s->tab, o); /* waiting PEEKs and ACQUIREs get the bytes now */
+  hpl__dtab_changed(&s->tab, o); /* waiting PEEKs and ACQUIREs get the bytes now */
 }
 
 /* Another complete copy of o than node's that can serve: on a live node
  * that is not draining or suspected, or the inline bytes. */
-static int other_copy_stays(dir_server *s, dir_obj *o, uint64_t node) {
+static int other_copy_stays(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node) {
   if (o->is_inline) return 1;
-  for (dir_loc *l = o->locs; l; l = l->next) {
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
     if (l->node == node || !l->complete) continue;
     if (s->tab.usable && !s->tab.usable(l->node, s->tab.usable_arg)) continue;
     if (s->tab.suspected && s->tab.suspected(l->node, s->tab.usable_arg)) continue;
@@ -244,13 +244,13 @@ static int other_copy_stays(dir_server *s, dir_obj *o, uint64_t node) {
   return 0;
 }
 
-void dir_locs_on_evict(dir_server *s, const dir_frame *f) {
+void hpl__dir_locs_on_evict(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__EvictReq *m = (Hplpb__EvictReq *)f->msg;
   uint64_t node = f->dc->node->id;
   size_t n = m->n_ids;
-  if (n > DIR_EVICT_MAX) {
+  if (n > HPL__DIR_EVICT_MAX) {
     char detail[96];
-    snprintf(detail, sizeof detail, "at most %d ids per EVICT", DIR_EVICT_MAX);
+    snprintf(detail, sizeof detail, "at most %d ids per EVICT", HPL__DIR_EVICT_MAX);
     hpl__conn_reply(f->dc->c, f->req, HPL_EINVAL, detail);
     return;
   }
@@ -261,15 +261,15 @@ void dir_locs_on_evict(dir_server *s, const dir_frame *f) {
   }
   for (size_t i = 0; i < n; i++) {
     if (!hpl__id_valid(m->ids[i])) continue;
-    dir_obj *o = dtab_find(&s->tab, m->ids[i]);
-    dir_loc *l = o ? dtab_loc(o, node) : NULL;
+    hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->ids[i]);
+    hpl__dir_loc *l = o ? hpl__dtab_loc(o, node) : NULL;
     /* only a complete copy nobody pulls from, with another one staying */
     if (!l || !l->complete || l->serving || !other_copy_stays(s, o, node)) continue;
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
-    dtab_loc_remove(&s->tab, o, node);
+    hpl__dtab_loc_remove(&s->tab, o, node);
     granted[i] = 1;
     s->ctr.evictions_granted++;
-    dtab_changed(&s->tab, o);
+    hpl__dtab_changed(&s->tab, o);
   }
   Hplpb__EvictRep r = HPLPB__EVICT_REP__INIT;
   r.n_granted = n;

@@ -24,9 +24,9 @@
  * copies its payload (at most inline_max bytes, and the inline cache must
  * have room) and replies 0, HPL_EINVAL, HPL_EUNAVAIL, HPL_EEXIST or
  * HPL_ENOMEM. */
-void dir_locs_on_add(dir_server *s, const dir_frame *f);
-void dir_locs_on_note(dir_server *s, const dir_frame *f);
-void dir_locs_on_inline_put(dir_server *s, const dir_frame *f);
+void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f);
+void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f);
+void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* PUBLISH, from a client (any connection, readers' included; one-way, or
  * answered when it carries a request id): a small object's bytes, sent
@@ -36,13 +36,13 @@ void dir_locs_on_inline_put(dir_server *s, const dir_frame *f);
  * confirms it (then it is an ordinary inline object with that copy), or
  * that node's LOC_RETRACT note - its put failed - forgets it again.
  * Anything else is ignored (counted): the store's put decides. */
-void dir_locs_on_publish(dir_server *s, const dir_frame *f);
+void hpl__dir_locs_on_publish(hpl__dir_server *s, const hpl__dir_frame *f);
 
-/* Node events (dir_nodes_subscribe; server.c wires it): DIR_NODE_JOINED:
+/* Node events (hpl__dir_nodes_subscribe; server.c wires it): HPL__DIR_NODE_JOINED:
  * the node registered holding e->held: each complete one with a valid id
  * becomes a complete copy (entries that are not are skipped). Other events
  * are ignored. */
-void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg);
+void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* HELD: one piece of what a registered node holds. A complete copy of an
  * object the directory knows (with the same size) becomes or stays a
@@ -50,15 +50,15 @@ void dir_locs_on_node(dir_server *s, const dir_node_event *e, void *arg);
  * note says `adopt`, else the node is told to DROP it (it was deleted while
  * the node was away), as is a copy whose size no longer matches. Answered
  * with a Reply. */
-void dir_locs_on_held(dir_server *s, const dir_frame *f);
+void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* EVICT: may the node's copies of these objects go? Each is let go (the
  * location removed at once, so no receiver is sent there again) only if
  * it is complete, serves nobody, and another complete copy on a live
  * node that is neither draining nor suspected stays (or the object is
  * inline). Answered with an EvictRep, one flag per id; at most
- * DIR_EVICT_MAX ids per request (more is HPL_EINVAL). */
-#define DIR_EVICT_MAX 1024
-void dir_locs_on_evict(dir_server *s, const dir_frame *f);
+ * HPL__DIR_EVICT_MAX ids per request (more is HPL_EINVAL). */
+#define HPL__DIR_EVICT_MAX 1024
+void hpl__dir_locs_on_evict(hpl__dir_server *s, const hpl__dir_frame *f);
 
 #endif

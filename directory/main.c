@@ -9,7 +9,7 @@
 #include "util.h"
 
 static int set_listen(void *cfg, const char *arg) {
-  dir_config *c = cfg;
+  hpl__dir_config *c = cfg;
   return hpl__parse_hostport(arg, "127.0.0.1", c->listen_host, sizeof c->listen_host,
                              &c->listen_port);
 }
@@ -27,16 +27,16 @@ static int parse_auto(const char *arg, int *is_auto, double *value, double scale
 }
 
 static int set_latency(void *cfg, const char *arg) {
-  dir_config *c = cfg;
+  hpl__dir_config *c = cfg;
   return parse_auto(arg, &c->latency_auto, &c->reduce_latency_s, 1e-6, 0);
 }
 
 static int set_bandwidth(void *cfg, const char *arg) {
-  dir_config *c = cfg;
+  hpl__dir_config *c = cfg;
   return parse_auto(arg, &c->bandwidth_auto, &c->reduce_bandwidth, 1, 1);
 }
 
-#define OFF(f) offsetof(dir_config, f)
+#define OFF(f) offsetof(hpl__dir_config, f)
 static const hpl__opt opts[] = {
     {"listen", "HOST:PORT",
      "address to listen on (default 127.0.0.1:7700; port 0 picks\none; beyond loopback only "
@@ -93,17 +93,17 @@ static const hpl__opt opts[] = {
 };
 
 static int start(void *srv, uv_loop_t *loop) {
-  dir_server *s = srv;
-  dir_config cfg = s->cfg; /* dir_server_start clears *s first */
-  return dir_server_start(s, loop, &cfg);
+  hpl__dir_server *s = srv;
+  hpl__dir_config cfg = s->cfg; /* hpl__dir_server_start clears *s first */
+  return hpl__dir_server_start(s, loop, &cfg);
 }
 
-static void finish(void *srv) { dir_server_free(srv); }
+static void finish(void *srv) { hpl__dir_server_free(srv); }
 
 int main(int argc, char **argv) {
-  static dir_server s;
+  static hpl__dir_server s;
   const char *prog = "hoplite-directory";
-  dir_config_defaults(&s.cfg);
+  hpl__dir_config_defaults(&s.cfg);
   hpl__srv_common common;
   int rc = hpl__srv_parse(prog, "hoplite-directory [options]", opts, &s.cfg, argc, argv, &common);
   if (rc >= 0) return rc;

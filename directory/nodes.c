@@ -12,28 +12,28 @@
 #include "util.h"
 #include "xlog.h"
 
-/* The module's state (dir_server.nodes). */
+/* The module's state (hpl__dir_server.nodes). */
 struct dir_nodes {
-  dir_node *by_id;           /* every registered node (uthash) */
+  hpl__dir_node *by_id;           /* every registered node (uthash) */
   uv_timer_t sweep, confirm; /* liveness: every heartbeat interval; suspects judged again */
   uv_timer_t probe_timer;    /* probes of reported senders judged when due */
   uint64_t sweep_due_ms;     /* when the next sweep should run */
   struct {
-    unsigned events; /* DIR_NODE_EV bits */
-    dir_node_fn fn;
+    unsigned events; /* HPL__DIR_NODE_EV bits */
+    hpl__dir_node_fn fn;
     void *arg;
-  } subs[DIR_NODES_MAX_SUBS];
+  } subs[HPL__DIR_NODES_MAX_SUBS];
   int nsubs;
 };
 
-int dir_nodes_init(dir_server *s) {
+int hpl__dir_nodes_init(hpl__dir_server *s) {
   s->nodes = calloc(1, sizeof *s->nodes);
   return s->nodes ? 0 : HPL_ENOMEM;
 }
 
-int dir_nodes_subscribe(dir_server *s, unsigned events, dir_node_fn fn, void *arg) {
+int hpl__dir_nodes_subscribe(hpl__dir_server *s, unsigned events, hpl__dir_node_fn fn, void *arg) {
   struct dir_nodes *st = s->nodes;
-  if (st->nsubs == DIR_NODES_MAX_SUBS) return -1;
+  if (st->nsubs == HPL__DIR_NODES_MAX_SUBS) return -1;
   st->subs[st->nsubs].events = events;
   st->subs[st->nsubs].fn = fn;
   st->subs[st->nsubs].arg = arg;
@@ -42,15 +42,15 @@ int dir_nodes_subscribe(dir_server *s, unsigned events, dir_node_fn fn, void *ar
 }
 
 /* Tell the subscribers of e->type, in subscription order. */
-static void emit(dir_server *s, const dir_node_event *e) {
+static void emit(hpl__dir_server *s, const hpl__dir_node_event *e) {
   struct dir_nodes *st = s->nodes;
   for (int i = 0; i < st->nsubs; i++)
-    if (st->subs[i].events & DIR_NODE_EV(e->type)) st->subs[i].fn(s, e, st->subs[i].arg);
+    if (st->subs[i].events & HPL__DIR_NODE_EV(e->type)) st->subs[i].fn(s, e, st->subs[i].arg);
 }
 
 /* An event about node n (or, n NULL, about node `id`) with nothing else. */
-static void emit_simple(dir_server *s, dir_node_ev type, dir_node *n, uint64_t id) {
-  dir_node_event e = {.type = type, .id = id, .node = n};
+static void emit_simple(hpl__dir_server *s, hpl__dir_node_ev type, hpl__dir_node *n, uint64_t id) {
+  hpl__dir_node_event e = {.type = type, .id = id, .node = n};
   emit(s, &e);
 }
 
@@ -59,52 +59,52 @@ static void emit_simple(dir_server *s, dir_node_ev type, dir_node *n, uint64_t i
 static const char *const live_names[] = {"alive", "suspect", "dead"};
 static const char *const probe_names[] = {"none", "out", "unanswered"};
 
-static void live_set(dir_node *n, dir_node_live st) {
+static void live_set(hpl__dir_node *n, hpl__dir_node_live st) {
   if (n->live == st) return;
-  LOG_DEBUG("node %016llx liveness: %s -> %s", (unsigned long long)n->id, live_names[n->live],
+  HPL__LOG_DEBUG("node %016llx liveness: %s -> %s", (unsigned long long)n->id, live_names[n->live],
             live_names[st]);
   n->live = st;
 }
 
-static void probe_set(dir_node *n, dir_node_probe st) {
+static void probe_set(hpl__dir_node *n, hpl__dir_node_probe st) {
   if (n->probe == st) return;
-  LOG_DEBUG("node %016llx probe: %s -> %s", (unsigned long long)n->id, probe_names[n->probe],
+  HPL__LOG_DEBUG("node %016llx probe: %s -> %s", (unsigned long long)n->id, probe_names[n->probe],
             probe_names[st]);
   n->probe = st;
 }
 
 /* ------------------------------------------------------------------ the registry */
 
-dir_node *dir_node_find(dir_server *s, uint64_t id) {
-  dir_node *n = NULL;
+hpl__dir_node *hpl__dir_node_find(hpl__dir_server *s, uint64_t id) {
+  hpl__dir_node *n = NULL;
   HASH_FIND(hh, s->nodes->by_id, &id, sizeof id, n);
   return n;
 }
 
-uint32_t dir_nodes_count(dir_server *s) { return HASH_COUNT(s->nodes->by_id); }
+uint32_t hpl__dir_nodes_count(hpl__dir_server *s) { return HASH_COUNT(s->nodes->by_id); }
 
-dir_node *dir_nodes_first(dir_server *s) { return s->nodes->by_id; }
+hpl__dir_node *hpl__dir_nodes_first(hpl__dir_server *s) { return s->nodes->by_id; }
 
-int dir_node_usable(uint64_t node, void *srv) {
-  dir_node *n = dir_node_find(srv, node);
+int hpl__dir_node_usable(uint64_t node, void *srv) {
+  hpl__dir_node *n = hpl__dir_node_find(srv, node);
   return n && !n->draining;
 }
 
-int dir_node_suspected(uint64_t node, void *srv) {
-  dir_node *n = dir_node_find(srv, node);
-  return n && n->probe == DIR_PROBE_UNANSWERED;
+int hpl__dir_node_suspected(uint64_t node, void *srv) {
+  hpl__dir_node *n = hpl__dir_node_find(srv, node);
+  return n && n->probe == HPL__DIR_PROBE_UNANSWERED;
 }
 
-int dir_node_send(dir_server *s, uint64_t id, unsigned type, uint64_t req,
+int hpl__dir_node_send(hpl__dir_server *s, uint64_t id, unsigned type, uint64_t req,
                   const ProtobufCMessage *m) {
-  dir_node *n = dir_node_find(s, id);
+  hpl__dir_node *n = hpl__dir_node_find(s, id);
   if (!n || !n->conn) return HPL_ENOTFOUND;
   return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
 }
 
-const char *dir_node_state_name(dir_server *s, const dir_node *n, uint64_t now) {
+const char *hpl__dir_node_state_name(hpl__dir_server *s, const hpl__dir_node *n, uint64_t now) {
   if (n->draining) return "draining";
-  if (n->probe == DIR_PROBE_UNANSWERED || n->live == DIR_LIVE_SUSPECT) return "suspected";
+  if (n->probe == HPL__DIR_PROBE_UNANSWERED || n->live == HPL__DIR_LIVE_SUSPECT) return "suspected";
   if (now > n->last_seen_ms && now - n->last_seen_ms > 2ull * s->cfg.heartbeat_ms) return "silent";
   return "alive";
 }
@@ -113,46 +113,46 @@ const char *dir_node_state_name(dir_server *s, const dir_node *n, uint64_t now) 
 
 /* What the object table's callbacks need about a node that went away. */
 typedef struct gone_arg {
-  dir_server *s;
+  hpl__dir_server *s;
   uint64_t node;     /* the node */
   uint64_t reporter; /* the receiver whose report found it silent (0: none) */
 } gone_arg;
 
-/* Receivers of an unresponsive node move on (dtab_node_unresponsive
+/* Receivers of an unresponsive node move on (hpl__dtab_node_unresponsive
  * callback): a partition or a stopped process closes no stream. */
-static void move_off_cb(dir_obj *o, uint64_t receiver, void *arg) {
+static void move_off_cb(hpl__dir_obj *o, uint64_t receiver, void *arg) {
   gone_arg *a = arg;
   if (receiver == a->reporter) return; /* it gets its answer */
   Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
   u.id = o->id;
   u.peer = a->node;
   u.suspect = 1;
-  dir_node_send(a->s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+  hpl__dir_node_send(a->s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
 }
 
 /* n did not answer its probe in time: a sender of last resort, and every
  * receiver pulling from it moves (but `reporter`, answered directly). */
-static void mark_unresponsive(dir_server *s, dir_node *n, uint64_t reporter, uint64_t now) {
-  probe_set(n, DIR_PROBE_UNANSWERED);
+static void mark_unresponsive(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter, uint64_t now) {
+  probe_set(n, HPL__DIR_PROBE_UNANSWERED);
   n->hb_outage = 1;
   s->ctr.suspects++;
-  LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
+  HPL__LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
            "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
            (unsigned long long)(now - n->probe_ms));
   gone_arg a = {.s = s, .node = n->id, .reporter = reporter};
-  dtab_node_unresponsive(&s->tab, n->id, move_off_cb, &a);
-  emit_simple(s, DIR_NODE_UNRESPONSIVE, n, n->id);
+  hpl__dtab_node_unresponsive(&s->tab, n->id, move_off_cb, &a);
+  emit_simple(s, HPL__DIR_NODE_UNRESPONSIVE, n, n->id);
 }
 
-void dir_node_heard(dir_server *s, dir_node *n) {
+void hpl__dir_node_heard(hpl__dir_server *s, hpl__dir_node *n) {
   n->last_seen_ms = hpl__now_ms();
-  if (n->probe == DIR_PROBE_NONE) return;
-  int back = n->probe == DIR_PROBE_UNANSWERED;
-  probe_set(n, DIR_PROBE_NONE); /* read after the probe went out: an answer */
+  if (n->probe == HPL__DIR_PROBE_NONE) return;
+  int back = n->probe == HPL__DIR_PROBE_UNANSWERED;
+  probe_set(n, HPL__DIR_PROBE_NONE); /* read after the probe went out: an answer */
   if (!back) return;
-  LOG_INFO("node %016llx (%s) answers again: it may serve as before", (unsigned long long)n->id,
+  HPL__LOG_INFO("node %016llx (%s) answers again: it may serve as before", (unsigned long long)n->id,
            n->name);
-  emit_simple(s, DIR_NODE_BACK, n, n->id);
+  emit_simple(s, HPL__DIR_NODE_BACK, n, n->id);
 }
 
 static void probe_check(uv_timer_t *t);
@@ -161,11 +161,11 @@ static void probe_check(uv_timer_t *t);
  * liveness sweep does: answers that arrived while the loop was busy are
  * read first). */
 static void probe_judge(uv_timer_t *t) {
-  dir_server *s = t->data;
+  hpl__dir_server *s = t->data;
   uint64_t now = hpl__now_ms(), next = 0;
-  dir_node *n, *tmp;
+  hpl__dir_node *n, *tmp;
   HASH_ITER(hh, s->nodes->by_id, n, tmp) {
-    if (n->probe != DIR_PROBE_OUT) continue;
+    if (n->probe != HPL__DIR_PROBE_OUT) continue;
     uint64_t due = n->probe_ms + n->probe_to;
     if (due <= now) mark_unresponsive(s, n, 0, now);
     else if (!next || due < next) next = due;
@@ -177,40 +177,40 @@ static void probe_check(uv_timer_t *t) {
   uv_timer_start(t, probe_judge, 1, 0); /* runs after the next poll */
 }
 
-int dir_node_verdict(dir_server *s, dir_node *n, uint64_t reporter, uint64_t *wait_ms) {
+int hpl__dir_node_verdict(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter, uint64_t *wait_ms) {
   uint64_t now = hpl__now_ms(), to = n->probe_ms ? n->probe_to : 0;
   *wait_ms = 0;
-  if (n->probe == DIR_PROBE_UNANSWERED) return DIR_SILENT;
+  if (n->probe == HPL__DIR_PROBE_UNANSWERED) return HPL__DIR_SILENT;
   if (n->probe_ms && now - n->probe_ms < 2 * to) {
     /* heard after the probe went out (not last_seen_ms >= probe_ms: a
      * heartbeat read in the same millisecond, before the probe, is no
      * answer) */
-    if (n->probe == DIR_PROBE_NONE) return DIR_ALIVE;
+    if (n->probe == HPL__DIR_PROBE_NONE) return HPL__DIR_ALIVE;
     if (now - n->probe_ms < to) {
       *wait_ms = n->probe_ms + to - now;
-      return DIR_PROBING;
+      return HPL__DIR_PROBING;
     }
     mark_unresponsive(s, n, reporter, now);
-    return DIR_SILENT;
+    return HPL__DIR_SILENT;
   }
   Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
   p.node_id = n->id;
-  if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
+  if (hpl__dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
   n->probe_ms = now;
-  probe_set(n, DIR_PROBE_OUT);
-  n->probe_to = to = dir_node_probe_timeout(&s->cfg, n);
+  probe_set(n, HPL__DIR_PROBE_OUT);
+  n->probe_to = to = hpl__dir_node_probe_timeout(&s->cfg, n);
   *wait_ms = to;
   if (!uv_is_active((uv_handle_t *)&s->nodes->probe_timer))
     uv_timer_start(&s->nodes->probe_timer, probe_check, to, 0);
-  return DIR_PROBING;
+  return HPL__DIR_PROBING;
 }
 
-void dir_node_measure(dir_server *s, dir_node *n) {
+void hpl__dir_node_measure(hpl__dir_server *s, hpl__dir_node *n) {
   uint64_t now = hpl__now_ns() / 1000;
-  if (n->measure_sent_us && now - n->measure_sent_us < DIR_MEASURE_EVERY_MS * 1000ull) return;
+  if (n->measure_sent_us && now - n->measure_sent_us < HPL__DIR_MEASURE_EVERY_MS * 1000ull) return;
   Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
   p.node_id = n->id;
-  if (dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) != 0) return;
+  if (hpl__dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) != 0) return;
   s->ctr.measures++;
   n->measure_sent_us = now;
   n->measure_rtt_us = 0;
@@ -219,59 +219,59 @@ void dir_node_measure(dir_server *s, dir_node *n) {
 /* ------------------------------------------------------------------ a node's end */
 
 /* Copies pulling from a dead node hear it from us: a partitioned node's
- * streams do not end with an EOF. (dtab_node_gone callback.) */
-static void upstream_gone_cb(dir_obj *o, uint64_t receiver, void *arg) {
+ * streams do not end with an EOF. (hpl__dtab_node_gone callback.) */
+static void upstream_gone_cb(hpl__dir_obj *o, uint64_t receiver, void *arg) {
   gone_arg *a = arg;
   Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
   u.id = o->id;
   u.peer = a->node;
-  dir_node_send(a->s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+  hpl__dir_node_send(a->s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
 }
 
-/* dtab_node_gone callback: the object changed (its subscribers hear). */
-static void object_changed_cb(dir_obj *o, void *arg) {
+/* hpl__dtab_node_gone callback: the object changed (its subscribers hear). */
+static void object_changed_cb(hpl__dir_obj *o, void *arg) {
   gone_arg *a = arg;
-  dtab_changed(&a->s->tab, o);
+  hpl__dtab_changed(&a->s->tab, o);
 }
 
 /* The node leaves its connection: what it waited for there is void (a
  * store re-sends its pending requests on its next connection), and
  * nothing may be sent to it on that connection any more. The connection
  * itself is closed by the caller (or is closing already). */
-static void node_unplug(dir_server *s, dir_node *n) {
-  emit_simple(s, DIR_NODE_UNPLUGGED, n, n->id);
+static void node_unplug(hpl__dir_server *s, hpl__dir_node *n) {
+  emit_simple(s, HPL__DIR_NODE_UNPLUGGED, n, n->id);
   if (n->conn) n->conn->node = NULL;
   n->conn = NULL;
 }
 
 /* Every copy node `id` held is gone, and so is what it ran for others. */
-static void node_copies_gone(dir_server *s, uint64_t id) {
-  dir_xlog(s, HPL__XFER_NODE_GONE, "", id, 0);
+static void node_copies_gone(hpl__dir_server *s, uint64_t id) {
+  hpl__dir_xlog(s, HPL__XFER_NODE_GONE, "", id, 0);
   gone_arg a = {.s = s, .node = id};
-  dtab_node_gone(&s->tab, id, upstream_gone_cb, object_changed_cb, &a);
-  emit_simple(s, DIR_NODE_TASKS_VOID, NULL, id);
+  hpl__dtab_node_gone(&s->tab, id, upstream_gone_cb, object_changed_cb, &a);
+  emit_simple(s, HPL__DIR_NODE_TASKS_VOID, NULL, id);
 }
 
 /* The node is dead (or left): forget it. */
-static void node_gone(dir_server *s, dir_node *n, const char *why) {
-  LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
+static void node_gone(hpl__dir_server *s, hpl__dir_node *n, const char *why) {
+  HPL__LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
            n->port, why);
   s->ctr.nodes_dead++;
-  live_set(n, DIR_LIVE_DEAD);
+  live_set(n, HPL__DIR_LIVE_DEAD);
   node_unplug(s, n);
   HASH_DEL(s->nodes->by_id, n);
-  dir_node_event e = {.type = DIR_NODE_DEAD, .id = n->id, .node = n, .why = why};
+  hpl__dir_node_event e = {.type = HPL__DIR_NODE_DEAD, .id = n->id, .node = n, .why = why};
   emit(s, &e);
   uint64_t id = n->id;
   free(n);
-  uint64_t t0 = hpl__now_ns(), copies = dtab_node_count(&s->tab, id);
+  uint64_t t0 = hpl__now_ns(), copies = hpl__dtab_node_count(&s->tab, id);
   node_copies_gone(s, id);
-  LOG_INFO("node %016llx: %llu copies dropped in %.3f ms", (unsigned long long)id,
+  HPL__LOG_INFO("node %016llx: %llu copies dropped in %.3f ms", (unsigned long long)id,
            (unsigned long long)copies, (double)(hpl__now_ns() - t0) / 1e6);
 }
 
-void dir_nodes_conn_closed(dir_server *s, dir_conn *dc, int status) {
-  dir_node *n = dc->node;
+void hpl__dir_nodes_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc, int status) {
+  hpl__dir_node *n = dc->node;
   if (!n) return;
   if (s->stopping) {
     node_unplug(s, n);
@@ -282,10 +282,10 @@ void dir_nodes_conn_closed(dir_server *s, dir_conn *dc, int status) {
 
 /* ------------------------------------------------------------------ handlers */
 
-void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
+void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__RegisterReq *m = (Hplpb__RegisterReq *)f->msg;
-  dir_conn *dc = f->dc;
-  if (m->node_id == 0 || !m->addr || strlen(m->addr) >= sizeof(((dir_node *)0)->addr) ||
+  hpl__dir_conn *dc = f->dc;
+  if (m->node_id == 0 || !m->addr || strlen(m->addr) >= sizeof(((hpl__dir_node *)0)->addr) ||
       m->data_port == 0 || m->data_port > 65535) {
     hpl__conn_reply(dc->c, f->req, HPL_EINVAL, "bad registration");
     return;
@@ -297,21 +297,21 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
     hpl__conn_reply(dc->c, f->req, HPL_EINVAL, detail);
     return;
   }
-  dir_node *n = dir_node_find(s, m->node_id);
+  hpl__dir_node *n = hpl__dir_node_find(s, m->node_id);
   if (n && n->conn && n->conn != dc) {
     /* the node reconnected before we noticed the old connection died */
-    dir_conn *old = n->conn;
+    hpl__dir_conn *old = n->conn;
     node_unplug(s, n);
     hpl__conn_close(old->c, 0);
     if (m->incarnation && m->incarnation == n->incarnation) {
       /* the same store process: its copies are where they were (what
        * changed meanwhile it re-sends: requests it queued, then HELD); only
        * what it was doing over the old connection is void */
-      LOG_INFO("node %016llx reconnected", (unsigned long long)m->node_id);
+      HPL__LOG_INFO("node %016llx reconnected", (unsigned long long)m->node_id);
       s->ctr.reconnects++;
-      emit_simple(s, DIR_NODE_TASKS_VOID, NULL, n->id);
+      emit_simple(s, HPL__DIR_NODE_TASKS_VOID, NULL, n->id);
     } else {
-      LOG_INFO("node %016llx re-registered as a new store process",
+      HPL__LOG_INFO("node %016llx re-registered as a new store process",
                (unsigned long long)m->node_id);
       node_copies_gone(s, n->id);
     }
@@ -337,12 +337,12 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   n->owd_epoch_ms = 0; /* a new connection (maybe a new process): a new baseline */
   n->queue_us = 0;
   n->probe_ms = 0;
-  probe_set(n, DIR_PROBE_NONE);
+  probe_set(n, HPL__DIR_PROBE_NONE);
   dc->node = n;
-  dir_node_event e = {.type = DIR_NODE_JOINED, .id = n->id, .node = n, .held = m->held,
+  hpl__dir_node_event e = {.type = HPL__DIR_NODE_JOINED, .id = n->id, .node = n, .held = m->held,
                       .nheld = m->n_held};
   emit(s, &e);
-  LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
+  HPL__LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
            (unsigned long long)n->id, n->name, n->addr, n->port, m->n_held);
   Hplpb__RegisterRep r = HPLPB__REGISTER_REP__INIT;
   r.inline_max = s->cfg.inline_max;
@@ -353,43 +353,43 @@ void dir_nodes_on_register(dir_server *s, const dir_frame *f) {
   r.rings = !s->cfg.no_rings;
   r.publish = !s->cfg.no_publish;
   hpl__conn_send(dc->c, HPL__MSG_REGISTER_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
-  emit_simple(s, DIR_NODE_WELCOMED, n, n->id);
+  emit_simple(s, HPL__DIR_NODE_WELCOMED, n, n->id);
 }
 
-void dir_nodes_on_heartbeat(dir_server *s, const dir_frame *f) {
+void hpl__dir_nodes_on_heartbeat(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__Heartbeat *hb = (Hplpb__Heartbeat *)f->msg;
-  dir_node *n = f->dc->node;
-  dir_node_note_owd(n, hb->sent_us);
+  hpl__dir_node *n = f->dc->node;
+  hpl__dir_node_note_owd(n, hb->sent_us);
   if (!f->req && n->measure_sent_us && !n->measure_rtt_us) { /* a probe's answer */
     uint64_t now = hpl__now_ns() / 1000;
     n->measure_rtt_us = now > n->measure_sent_us ? now - n->measure_sent_us : 1;
   }
   /* a probe's answer (not a request) is not a heartbeat of the schedule */
-  if (f->req) dir_node_note_heartbeat(n, hpl__now_ms());
+  if (f->req) hpl__dir_node_note_heartbeat(n, hpl__now_ms());
   if (f->req && hb->stats) { /* `hoplite status` */
-    dir_node_event e = {.type = DIR_NODE_STATS, .id = n->id, .node = n, .hb = hb};
+    hpl__dir_node_event e = {.type = HPL__DIR_NODE_STATS, .id = n->id, .node = n, .hb = hb};
     emit(s, &e);
   }
-  dir_cost_note_rtt(s, hb->rtt_us);
+  hpl__dir_cost_note_rtt(s, hb->rtt_us);
   if (hb->rtt_us) n->rtt_us = hb->rtt_us;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
 
-void dir_nodes_on_quiet(dir_server *s, const dir_frame *f) {
+void hpl__dir_nodes_on_quiet(hpl__dir_server *s, const hpl__dir_frame *f) {
   const Hplpb__Heartbeat *m = (const Hplpb__Heartbeat *)f->msg;
-  dir_node *n = dir_node_find(s, m->node_id);
+  hpl__dir_node *n = hpl__dir_node_find(s, m->node_id);
   uint64_t wait;
   if (!n || n == f->dc->node) return;
   s->ctr.quiet_notes++;
   /* a probe goes out unless one is (or was just) out; a verdict on one
    * that went unanswered counts as any */
-  dir_node_verdict(s, n, 0, &wait); /* the noting node has asked nothing: it moves too */
+  hpl__dir_node_verdict(s, n, 0, &wait); /* the noting node has asked nothing: it moves too */
 }
 
-void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {
+void hpl__dir_nodes_on_drain(hpl__dir_server *s, const hpl__dir_frame *f) {
   (void)s;
-  dir_node *n = f->dc->node;
-  LOG_INFO("node %016llx (%s) is leaving: no new receivers for it", (unsigned long long)n->id,
+  hpl__dir_node *n = f->dc->node;
+  HPL__LOG_INFO("node %016llx (%s) is leaving: no new receivers for it", (unsigned long long)n->id,
            n->name);
   n->draining = 1;
   hpl__conn_reply(f->dc->c, f->req, 0, NULL);
@@ -410,18 +410,18 @@ void dir_nodes_on_drain(dir_server *s, const dir_frame *f) {
  * sockets once more. Whatever keeps the loop busy, no node is declared dead
  * because of it. */
 /* How long the node has been silent (0 if heard after `now` was read). */
-static uint64_t silent_ms(const dir_node *n, uint64_t now) {
+static uint64_t silent_ms(const hpl__dir_node *n, uint64_t now) {
   return now > n->last_seen_ms ? now - n->last_seen_ms : 0;
 }
 
 static void confirm(uv_timer_t *t) {
-  dir_server *s = t->data;
+  hpl__dir_server *s = t->data;
   uint64_t now = hpl__now_ms();
-  dir_node *n, *tmp;
+  hpl__dir_node *n, *tmp;
   HASH_ITER(hh, s->nodes->by_id, n, tmp) {
-    if (n->live != DIR_LIVE_SUSPECT) continue;
-    if (silent_ms(n, now) <= dir_node_timeout_ms(&s->cfg, n)) {
-      live_set(n, DIR_LIVE_ALIVE);
+    if (n->live != HPL__DIR_LIVE_SUSPECT) continue;
+    if (silent_ms(n, now) <= hpl__dir_node_timeout_ms(&s->cfg, n)) {
+      live_set(n, HPL__DIR_LIVE_ALIVE);
       continue;
     }
     char why[64];
@@ -432,17 +432,17 @@ static void confirm(uv_timer_t *t) {
 }
 
 static void sweep(uv_timer_t *t) {
-  dir_server *s = t->data;
+  hpl__dir_server *s = t->data;
   struct dir_nodes *st = s->nodes;
   uint64_t now = hpl__now_ms();
-  dir_node *n, *tmp;
+  hpl__dir_node *n, *tmp;
   uint64_t due = st->sweep_due_ms;
   st->sweep_due_ms = now + s->cfg.heartbeat_ms;
   if (due && now > due + SWEEP_SLACK_MS) {
     uint64_t late = now - due;
     s->ctr.sweep_stalls++;
     s->ctr.stall_ms += late;
-    LOG_INFO("the directory's loop was busy or stopped for %llu ms: liveness discounts it",
+    HPL__LOG_INFO("the directory's loop was busy or stopped for %llu ms: liveness discounts it",
              (unsigned long long)late);
     HASH_ITER(hh, st->by_id, n, tmp) {
       n->last_seen_ms += late;
@@ -451,15 +451,15 @@ static void sweep(uv_timer_t *t) {
   }
   int suspects = 0;
   HASH_ITER(hh, st->by_id, n, tmp) {
-    if (silent_ms(n, now) <= dir_node_timeout_ms(&s->cfg, n)) continue;
-    live_set(n, DIR_LIVE_SUSPECT);
+    if (silent_ms(n, now) <= hpl__dir_node_timeout_ms(&s->cfg, n)) continue;
+    live_set(n, HPL__DIR_LIVE_SUSPECT);
     suspects++;
   }
   /* a timer due in 1 ms runs after the next poll of the sockets */
   if (suspects) uv_timer_start(&st->confirm, confirm, 1, 0);
 }
 
-void dir_liveness_start(dir_server *s) {
+void hpl__dir_liveness_start(hpl__dir_server *s) {
   struct dir_nodes *st = s->nodes;
   uv_timer_init(s->loop, &st->sweep);
   st->sweep.data = s;
@@ -471,15 +471,15 @@ void dir_liveness_start(dir_server *s) {
   uv_timer_start(&st->sweep, sweep, s->cfg.heartbeat_ms, s->cfg.heartbeat_ms);
 }
 
-void dir_liveness_stop(dir_server *s) {
+void hpl__dir_liveness_stop(hpl__dir_server *s) {
   uv_close((uv_handle_t *)&s->nodes->sweep, NULL);
   uv_close((uv_handle_t *)&s->nodes->confirm, NULL);
   uv_close((uv_handle_t *)&s->nodes->probe_timer, NULL);
 }
 
-void dir_nodes_free(dir_server *s) {
+void hpl__dir_nodes_free(hpl__dir_server *s) {
   if (!s->nodes) return;
-  dir_node *n, *tmp;
+  hpl__dir_node *n, *tmp;
   HASH_ITER(hh, s->nodes->by_id, n, tmp) {
     HASH_DEL(s->nodes->by_id, n);
     free(n);

@@ -1,14 +1,14 @@
 /* nodestat.c - a node's heartbeat statistics and link delays (see
  * nodes.h): the interval EWMAs behind the adaptive timeouts, the one-way
  * delay of its heartbeats, the delay its link adds. Arithmetic over a
- * dir_node's numbers only: no I/O, no timers, no other module. */
+ * hpl__dir_node's numbers only: no I/O, no timers, no other module. */
 #include "nodes.h"
 
 #include <math.h>
 
 #include "util.h"
 
-uint64_t dir_node_probe_timeout(const dir_config *cfg, const dir_node *n) {
+uint64_t hpl__dir_node_probe_timeout(const hpl__dir_config *cfg, const hpl__dir_node *n) {
   /* the configured time, plus what its heartbeats say it needs when its
    * loop or its link is busy (4 standard deviations of their interval,
    * twice its last round trip): a node on a loaded machine is not judged
@@ -19,7 +19,7 @@ uint64_t dir_node_probe_timeout(const dir_config *cfg, const dir_node *n) {
   return t > 8 * base ? (uint64_t)(8 * base) : (uint64_t)t;
 }
 
-uint64_t dir_node_timeout_ms(const dir_config *cfg, const dir_node *n) {
+uint64_t hpl__dir_node_timeout_ms(const hpl__dir_config *cfg, const hpl__dir_node *n) {
   uint64_t hi = cfg->heartbeat_timeout_ms, lo = 3ull * cfg->heartbeat_ms;
   if (lo > hi) lo = hi;
   if (n->hb_n < 8) return hi;
@@ -39,7 +39,7 @@ uint64_t dir_node_timeout_ms(const dir_config *cfg, const dir_node *n) {
  * probe it failed, or that is over twice the mean and 6 standard
  * deviations over it, is an outage; it and the heartbeats arriving within
  * one mean interval after it are not counted. */
-void dir_node_note_heartbeat(dir_node *n, uint64_t now) {
+void hpl__dir_node_note_heartbeat(hpl__dir_node *n, uint64_t now) {
   int outage = n->hb_outage;
   n->hb_outage = 0;
   if (n->hb_last_ms && now > n->hb_last_ms) {
@@ -66,7 +66,7 @@ void dir_node_note_heartbeat(dir_node *n, uint64_t now) {
  * is forgotten (clock drift, a path that changed). */
 #define OWD_EPOCH_MS 30000
 
-void dir_node_note_owd(dir_node *n, uint64_t sent_us) {
+void hpl__dir_node_note_owd(hpl__dir_node *n, uint64_t sent_us) {
   if (!sent_us) return;
   uint64_t now_ms = hpl__now_ms();
   int64_t owd = (int64_t)(hpl__now_ns() / 1000 - sent_us); /* clocks may differ: relative only */
@@ -84,7 +84,7 @@ void dir_node_note_owd(dir_node *n, uint64_t sent_us) {
   n->queue_us = q <= 0 ? 0 : q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
 }
 
-uint32_t dir_node_delay_us(const dir_node *n, uint64_t now_ms) {
+uint32_t hpl__dir_node_delay_us(const hpl__dir_node *n, uint64_t now_ms) {
   uint64_t d = n->rtt_us;
   if (n->queue_us > d) d = n->queue_us;
   if (n->hb_n >= 2 && n->hb_last_ms && now_ms > n->hb_last_ms) {
@@ -94,8 +94,8 @@ uint32_t dir_node_delay_us(const dir_node *n, uint64_t now_ms) {
   return d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
 
-uint32_t dir_node_link_delay_us(const dir_node *n, uint64_t now_us) {
-  uint64_t d = dir_node_delay_us(n, now_us / 1000);
+uint32_t hpl__dir_node_link_delay_us(const hpl__dir_node *n, uint64_t now_us) {
+  uint64_t d = hpl__dir_node_delay_us(n, now_us / 1000);
   if (n->measure_sent_us && now_us - n->measure_sent_us < 1000000) {
     uint64_t m = n->measure_rtt_us ? n->measure_rtt_us : now_us - n->measure_sent_us;
     if (m > d) d = m;

@@ -8,51 +8,51 @@
 
 #include "hoplite.h"
 
-dir_loc *dtab_loc(dir_obj *o, uint64_t node) {
-  for (dir_loc *l = o->locs; l; l = l->next)
+hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node) {
+  for (hpl__dir_loc *l = o->locs; l; l = l->next)
     if (l->node == node) return l;
   return NULL;
 }
 
-static void loc_release_upstream(dir_obj *o, dir_loc *l) {
+static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
   if (!l->upstream) return;
-  dir_loc *up = dtab_loc(o, l->upstream);
+  hpl__dir_loc *up = hpl__dtab_loc(o, l->upstream);
   if (up && up->serving > 0) up->serving--;
   l->upstream = 0;
 }
 
 
-static int obj_has_complete(const dir_obj *o) {
-  for (const dir_loc *l = o->locs; l; l = l->next)
+static int obj_has_complete(const hpl__dir_obj *o) {
+  for (const hpl__dir_loc *l = o->locs; l; l = l->next)
     if (l->complete) return 1;
   return 0;
 }
 
-static int obj_dead(const dir_obj *o) { return o->state == OBJ_LOST || o->state == OBJ_FAILED; }
+static int obj_dead(const hpl__dir_obj *o) { return o->state == HPL__OBJ_LOST || o->state == HPL__OBJ_FAILED; }
 
-int dtab_ready(const dir_obj *o) {
-  return o->state == OBJ_READY && (o->is_inline || obj_has_complete(o));
+int hpl__dtab_ready(const hpl__dir_obj *o) {
+  return o->state == HPL__OBJ_READY && (o->is_inline || obj_has_complete(o));
 }
 
-int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete, int origin) {
+int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size, int complete, int origin) {
   if (o->has_size && o->size != size && !obj_dead(o)) return HPL_EMISMATCH;
-  dir_loc *l = dtab_loc(o, node);
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (origin) {
-    if (o->state == OBJ_READY && (o->is_inline || (l == NULL && o->locs) ||
+    if (o->state == HPL__OBJ_READY && (o->is_inline || (l == NULL && o->locs) ||
                                   (l && !l->origin)))
       return HPL_EEXIST;
     if (obj_dead(o)) {
       /* a new put revives a lost id: forget the stale partial copies */
-      dir_loc *n;
+      hpl__dir_loc *n;
       while ((n = o->locs)) {
         LL_DELETE(o->locs, n);
-        dtab__loc_free(t, o, n);
+        hpl__dtab_loc_free(t, o, n);
       }
       l = NULL;
     }
   }
   if (!l) {
-    l = dtab__loc_new(t, o, node);
+    l = hpl__dtab_loc_new(t, o, node);
     if (!l) return HPL_ENOMEM;
   }
   if (origin) l->origin = 1;
@@ -63,30 +63,30 @@ int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete
     loc_release_upstream(o, l);
     if (!o->ready_seq) o->ready_seq = ++t->seq;
   }
-  if (complete || origin) o->state = OBJ_READY;
+  if (complete || origin) o->state = HPL__OBJ_READY;
   return 0;
 }
 
-int dtab_set_inline(dtab *t, dir_obj *o, uint8_t *data, uint64_t len) {
-  if (o->state == OBJ_READY) return HPL_EEXIST;
+int hpl__dtab_set_inline(hpl__dtab *t, hpl__dir_obj *o, uint8_t *data, uint64_t len) {
+  if (o->state == HPL__OBJ_READY) return HPL_EEXIST;
   if (o->has_size && o->size != len && !obj_dead(o)) return HPL_EMISMATCH;
   free(o->inl);
   o->inl = data;
   o->is_inline = 1;
   o->size = len;
   o->has_size = 1;
-  o->state = OBJ_READY;
+  o->state = HPL__OBJ_READY;
   if (!o->ready_seq) o->ready_seq = ++t->seq;
   t->inline_bytes += len;
   return 0;
 }
 
-int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size) {
+int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size) {
   int first = !o->is_inline && !obj_has_complete(o);
-  dir_loc *l = dtab_loc(o, node);
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (!l) {
     if (o->has_size && o->size != size) return 0;
-    l = dtab__loc_new(t, o, node);
+    l = hpl__dtab_loc_new(t, o, node);
     if (!l) return 0;
     o->size = size;
     o->has_size = 1;
@@ -94,80 +94,80 @@ int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size) {
   if (l->complete) return 0;
   l->complete = 1;
   loc_release_upstream(o, l);
-  o->state = OBJ_READY;
+  o->state = HPL__OBJ_READY;
   if (!o->ready_seq) o->ready_seq = ++t->seq;
   return first;
 }
 
-int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node) {
-  dir_loc *l = dtab_loc(o, node), *d;
+int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
+  hpl__dir_loc *l = hpl__dtab_loc(o, node), *d;
   if (!l) return 0;
   loc_release_upstream(o, l);
   /* copies pulling from this one lose their upstream */
   LL_FOREACH(o->locs, d)
     if (d->upstream == node) d->upstream = 0;
   LL_DELETE(o->locs, l);
-  dtab__loc_free(t, o, l);
+  hpl__dtab_loc_free(t, o, l);
   return 1;
 }
 
-int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target) {
+int hpl__dtab_depends_on(hpl__dir_obj *o, uint64_t from, uint64_t target) {
   uint64_t cur = from;
   /* a chain longer than the location list would be a cycle: stop there */
   for (uint32_t hops = 0; cur && hops <= o->nlocs; hops++) {
     if (cur == target) return 1;
-    dir_loc *l = dtab_loc(o, cur);
+    hpl__dir_loc *l = hpl__dtab_loc(o, cur);
     if (!l) return 0;
     cur = l->upstream;
   }
   return 0;
 }
 
-int dtab_check_lost(dtab *t, dir_obj *o) {
+int hpl__dtab_check_lost(hpl__dtab *t, hpl__dir_obj *o) {
   (void)t;
   if (o->is_inline) return 0;
-  if (o->state == OBJ_PENDING || o->state == OBJ_FAILED) return 0;
-  for (dir_loc *l = o->locs; l; l = l->next)
+  if (o->state == HPL__OBJ_PENDING || o->state == HPL__OBJ_FAILED) return 0;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next)
     if (l->complete || l->origin) return 0;
-  o->state = OBJ_LOST;
+  o->state = HPL__OBJ_LOST;
   return 1;
 }
 
-void dtab_release_upstream(dir_obj *o, uint64_t node) {
-  dir_loc *l = dtab_loc(o, node);
+void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node) {
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (l) loc_release_upstream(o, l);
 }
 
 /* A copy that can take one more receiver now: below the per-copy limit, on
  * a usable (live, not draining) node. */
-static int loc_idle(const dtab *t, const dir_loc *l) {
+static int loc_idle(const hpl__dtab *t, const hpl__dir_loc *l) {
   return l->serving < t->max_senders && (!t->usable || t->usable(l->node, t->usable_arg));
 }
 
 /* A copy only worth using when nothing else can serve: it is the avoided
  * sender, pulls (transitively) from it, or from a suspected node, or is on
  * one. */
-static int loc_last_resort(const dtab *t, dir_obj *o, const dir_loc *l, uint64_t avoid) {
+static int loc_last_resort(const hpl__dtab *t, hpl__dir_obj *o, const hpl__dir_loc *l, uint64_t avoid) {
   uint64_t cur = l->node;
   for (uint32_t hops = 0; cur && hops <= o->nlocs; hops++) {
     if (cur == avoid || (t->suspected && t->suspected(cur, t->usable_arg))) return 1;
-    const dir_loc *u = dtab_loc(o, cur);
+    const hpl__dir_loc *u = hpl__dtab_loc(o, cur);
     cur = u ? u->upstream : 0;
   }
   return 0;
 }
 
-/* dtab_pick_sender's choice; with `strict`, never a last-resort copy, and
+/* hpl__dtab_pick_sender's choice; with `strict`, never a last-resort copy, and
  * 1 rather than a wait when no other copy is idle. */
-static int pick(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, int strict, uint64_t *sender) {
-  if (o->state == OBJ_FAILED) return o->fail_status;
-  if (o->state == OBJ_LOST || dtab_check_lost(t, o)) return HPL_ELOST;
-  if (o->state == OBJ_PENDING) return 1;
-  dir_loc *best = NULL, *fallback = NULL;
+static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, int strict, uint64_t *sender) {
+  if (o->state == HPL__OBJ_FAILED) return o->fail_status;
+  if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
+  if (o->state == HPL__OBJ_PENDING) return 1;
+  hpl__dir_loc *best = NULL, *fallback = NULL;
   int viable = 0, others = 0; /* a copy that could serve later, once idle; one not last-resort */
-  for (dir_loc *l = o->locs; l; l = l->next) {
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
     if (l->node == asker) continue;
-    if (dtab_depends_on(o, l->node, asker)) continue;
+    if (hpl__dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
     int last = loc_last_resort(t, o, l, avoid);
     others |= !last;
@@ -184,25 +184,25 @@ static int pick(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, int strict,
   if (!best && fallback && !others) best = fallback;
   if (!best) {
     if (viable) return 1;
-    dir_loc *self = dtab_loc(o, asker);
+    hpl__dir_loc *self = hpl__dtab_loc(o, asker);
     if (self && (self->complete || self->origin)) return HPL_ESTATE;
     /* everything left pulls (transitively) from the asker */
-    o->state = OBJ_LOST;
+    o->state = HPL__OBJ_LOST;
     return HPL_ELOST;
   }
   *sender = best->node;
-  return dtab_assign(t, o, asker, best);
+  return hpl__dtab_assign(t, o, asker, best);
 }
 
-int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
   return pick(t, o, asker, avoid, 0, sender);
 }
 
-int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
   return pick(t, o, asker, avoid, 1, sender);
 }
 
-/* dtab_pick_bypass's order: an idle complete copy; an idle partial one
+/* hpl__dtab_pick_bypass's order: an idle complete copy; an idle partial one
  * (one that moved off the slow node before us, or one ahead of it: it has
  * the bytes before ours and gets the rest at full speed); the slow node's
  * own sender (the slow node takes little of its bandwidth); then any, a
@@ -210,7 +210,7 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
  * report it at once so re-form their chain around it instead of all
  * sharing one complete copy's uplink (which made each a straggler in turn
  * at 1/n of the rate). */
-static int bypass_rank(const dtab *t, const dir_loc *l, uint64_t slow_upstream) {
+static int bypass_rank(const hpl__dtab *t, const hpl__dir_loc *l, uint64_t slow_upstream) {
   /* a node that crawls itself (slow, or behind a slow node) comes last: when
    * a chain node slows, the receivers behind it all report at once, and one
    * moved onto another of them crawls on */
@@ -219,11 +219,11 @@ static int bypass_rank(const dtab *t, const dir_loc *l, uint64_t slow_upstream) 
   return last + (l->node == slow_upstream ? 1 : 0);
 }
 
-int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender) {
-  dir_loc *best = NULL, *sl = dtab_loc(o, slow);
+int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender) {
+  hpl__dir_loc *best = NULL, *sl = hpl__dtab_loc(o, slow);
   uint64_t up = sl ? sl->upstream : 0;
-  for (dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == asker || dtab_depends_on(o, l->node, asker)) continue;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
+    if (l->node == asker || hpl__dtab_depends_on(o, l->node, asker)) continue;
     if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
       continue;
     int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -5;
@@ -231,26 +231,26 @@ int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_
   }
   if (!best) return 1;
   *sender = best->node;
-  return dtab_assign(t, o, asker, best);
+  return hpl__dtab_assign(t, o, asker, best);
 }
 
-void dtab_node_unresponsive(dtab *t, uint64_t node,
-                            void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg) {
+void hpl__dtab_node_unresponsive(hpl__dtab *t, uint64_t node,
+                            void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg), void *arg) {
   uint64_t n;
-  dir_obj **v = dtab__node_objects(t, node, &n);
+  hpl__dir_obj **v = hpl__dtab_node_objects(t, node, &n);
   for (uint64_t i = 0; v && i < n; i++) {
-    dir_obj *o = v[i];
-    dir_loc *me = dtab_loc(o, node);
+    hpl__dir_obj *o = v[i];
+    hpl__dir_loc *me = hpl__dtab_loc(o, node);
     if (me) loc_release_upstream(o, me);
-    for (dir_loc *l = o->locs; l; l = l->next)
+    for (hpl__dir_loc *l = o->locs; l; l = l->next)
       if (l->upstream == node && down) down(o, l->node, arg);
   }
 }
 
-int dtab_assign(dtab *t, dir_obj *o, uint64_t asker, dir_loc *from) {
-  dir_loc *me = dtab_loc(o, asker);
+int hpl__dtab_assign(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, hpl__dir_loc *from) {
+  hpl__dir_loc *me = hpl__dtab_loc(o, asker);
   if (!me) {
-    me = dtab__loc_new(t, o, asker);
+    me = hpl__dtab_loc_new(t, o, asker);
     if (!me) return HPL_ENOMEM;
   } else {
     loc_release_upstream(o, me);
@@ -261,38 +261,38 @@ int dtab_assign(dtab *t, dir_obj *o, uint64_t asker, dir_loc *from) {
   return 0;
 }
 
-dir_loc *dtab_idle_sender(dtab *t, dir_obj *o, uint64_t node, uint64_t asker) {
-  dir_loc *l = dtab_loc(o, node);
+hpl__dir_loc *hpl__dtab_idle_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t asker) {
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (!l || node == asker || !loc_idle(t, l)) return NULL;
-  return dtab_depends_on(o, node, asker) ? NULL : l;
+  return hpl__dtab_depends_on(o, node, asker) ? NULL : l;
 }
 
-int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid) {
-  for (dir_loc *l = o->locs; l; l = l->next) {
+int hpl__dtab_idle_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid) {
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
     if (l->node != asker && l->node != avoid && l->complete && loc_idle(t, l)) return 1;
   }
   return 0;
 }
 
-void dtab_node_gone(dtab *t, uint64_t node, void (*down)(dir_obj *o, uint64_t receiver, void *arg),
-                    void (*fn)(dir_obj *o, void *arg), void *arg) {
+void hpl__dtab_node_gone(hpl__dtab *t, uint64_t node, void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                    void (*fn)(hpl__dir_obj *o, void *arg), void *arg) {
   /* every object that names the node is in its index: a copy pulling from
    * the node pulls from a location the node has (removing a location clears
    * the upstream of its receivers) */
   uint64_t n;
-  dir_obj **v;
-  while ((v = dtab__node_objects(t, node, &n)) && n > 0) {
-    dir_obj *o = v[n - 1];
-    for (dir_loc *l = o->locs; l; l = l->next)
+  hpl__dir_obj **v;
+  while ((v = hpl__dtab_node_objects(t, node, &n)) && n > 0) {
+    hpl__dir_obj *o = v[n - 1];
+    for (hpl__dir_loc *l = o->locs; l; l = l->next)
       if (l->upstream == node && l->node != node && down) down(o, l->node, arg);
-    dtab_loc_remove(t, o, node); /* takes it out of the node's index */
-    dtab_check_lost(t, o);
+    hpl__dtab_loc_remove(t, o, node); /* takes it out of the node's index */
+    hpl__dtab_check_lost(t, o);
     if (fn) fn(o, arg);
   }
 }
 
-void dtab_forget(dtab *t, dir_obj *o) {
-  while (o->locs) dtab_loc_remove(t, o, o->locs->node);
+void hpl__dtab_forget(hpl__dtab *t, hpl__dir_obj *o) {
+  while (o->locs) hpl__dtab_loc_remove(t, o, o->locs->node);
   if (o->is_inline) {
     t->inline_bytes -= o->size;
     free(o->inl);
@@ -303,6 +303,6 @@ void dtab_forget(dtab *t, dir_obj *o) {
   o->size = 0;
   o->ready_seq = 0;
   o->publisher = 0;
-  o->state = OBJ_PENDING;
-  dtab_gc(t, o);
+  o->state = HPL__OBJ_PENDING;
+  hpl__dtab_gc(t, o);
 }

@@ -4,14 +4,14 @@
  * broadcast. Pure data structure code (no I/O), unit-tested on its own:
  * what it needs to know of nodes it asks through the filters installed in
  * dtab (usable, suspected, crawling), and it tells of a changed object
- * through the subscribers of dtab_on_change. objtab.c holds the storage
+ * through the subscribers of hpl__dtab_on_change. objtab.c holds the storage
  * (records, the id hash, the ordered index, the per-node index), objects.c
  * the locations and sender choice.
  *
  * A location is one node's copy of an object: complete or partial (still
  * streaming in, from `upstream`), and how many receivers it serves right now.
  *
- * Callers: every module of directory/ (the table is dir_server.tab);
+ * Callers: every module of directory/ (the table is hpl__dir_server.tab);
  * tests/test_dirtable.c.
  */
 #ifndef HPL_DIR_OBJECTS_H
@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct dir_loc {
-  struct dir_loc *next;
+typedef struct hpl__dir_loc {
+  struct hpl__dir_loc *next;
   uint64_t node;
   uint64_t upstream; /* node this copy pulls from, 0 if none */
   uint32_t serving;  /* receivers pulling from this copy now */
@@ -30,55 +30,55 @@ typedef struct dir_loc {
   uint8_t origin;    /* the node the object was put on (partial while writing) */
   uint8_t granted;   /* upstream was named in a GRANT its store has not answered
                         with an ACQUIRE yet (acquire.c: peek_grant) */
-} dir_loc;
+} hpl__dir_loc;
 
 enum {
-  OBJ_PENDING = 0, /* known only because someone waits for it */
-  OBJ_READY = 1,   /* has an origin, a complete copy or inline bytes */
-  OBJ_LOST = 2,    /* existed, but every copy that could finish is gone */
-  OBJ_FAILED = 3,  /* a reduce that was to produce it failed (fail_status) */
+  HPL__OBJ_PENDING = 0, /* known only because someone waits for it */
+  HPL__OBJ_READY = 1,   /* has an origin, a complete copy or inline bytes */
+  HPL__OBJ_LOST = 2,    /* existed, but every copy that could finish is gone */
+  HPL__OBJ_FAILED = 3,  /* a reduce that was to produce it failed (fail_status) */
 };
 
 /* An object's record: one allocation holding, in this order, its links in
  * the ordered index (levels of them, before the record), the record, and
  * its id. The first location lives in the record itself, so an object with
  * one copy costs no other allocation (inline bytes aside). */
-typedef struct dir_obj {
-  struct dir_obj *hnext; /* the id hash's chain */
+typedef struct hpl__dir_obj {
+  struct hpl__dir_obj *hnext; /* the id hash's chain */
   uint64_t size;
   uint64_t ready_seq; /* order in which objects became complete (reduce) */
-  dir_loc *locs;
+  hpl__dir_loc *locs;
   uint8_t *inl;       /* inline bytes (size bytes) when is_inline */
   void *waiters;      /* owned by the server (acquire.c) */
   void *watchers;     /* owned by the server (reduce.c): reduces waiting for readiness */
-  char *fail_detail;  /* OBJ_FAILED: why */
+  char *fail_detail;  /* HPL__OBJ_FAILED: why */
   uint64_t publisher; /* inline bytes a client PUBLISHed that its store (this node)
                          has not confirmed with its INLINE_PUT yet; 0: none (locs.c) */
   uint32_t hash;      /* of the id */
   uint32_t gen;       /* generation of the bytes (bumped when a reduce target
                          restarts: partial copies of older generations are void) */
   uint32_t nlocs;
-  int32_t fail_status; /* OBJ_FAILED: the error gets report */
+  int32_t fail_status; /* HPL__OBJ_FAILED: the error gets report */
   uint8_t state;
   uint8_t has_size;
   uint8_t is_inline;
   uint8_t levels;     /* links in the ordered index */
   uint8_t loc0_used;
-  dir_loc loc0;
+  hpl__dir_loc loc0;
   char id[];
-} dir_obj;
+} hpl__dir_obj;
 
-#define DTAB_LEVELS 24
-#define DTAB_MAX_SUBS 4 /* subscribers to object changes (dtab_on_change) */
+#define HPL__DTAB_LEVELS 24
+#define HPL__DTAB_MAX_SUBS 4 /* subscribers to object changes (hpl__dtab_on_change) */
 
-typedef struct dtab {
+typedef struct hpl__dtab {
   /* the id hash: chains, two tables while it grows (moved a few buckets
    * per operation, so no single insert stalls) */
-  dir_obj **ht[2];
+  hpl__dir_obj **ht[2];
   uint64_t hsize[2], hused[2];
   int64_t rehash;   /* next bucket of ht[0] to move, -1 when not growing */
   /* the ordered index: a skip list by id (listing, prefixes) */
-  dir_obj *head[DTAB_LEVELS];
+  hpl__dir_obj *head[HPL__DTAB_LEVELS];
   int levels;
   uint64_t rng;
   /* the per-node index: the objects each node has a copy of */
@@ -93,89 +93,89 @@ typedef struct dtab {
    * It is slow or waits for a slow node: a bypass picks it last. */
   int (*crawling)(uint64_t node, void *arg);
   void *usable_arg; /* for all three */
-  /* who hears of a changed object (dtab_on_change), in subscription order */
+  /* who hears of a changed object (hpl__dtab_on_change), in subscription order */
   struct {
-    void (*fn)(struct dir_obj *o, void *arg);
+    void (*fn)(struct hpl__dir_obj *o, void *arg);
     void *arg;
-  } on_change[DTAB_MAX_SUBS];
+  } on_change[HPL__DTAB_MAX_SUBS];
   int nsubs;
   uint64_t seq;
   uint64_t inline_bytes; /* total inline bytes held */
   uint64_t nobjs;
-} dtab;
+} hpl__dtab;
 
-void dtab_init(dtab *t, uint32_t max_senders);
+void hpl__dtab_init(hpl__dtab *t, uint32_t max_senders);
 /* Free every object (waiters/watchers must already be gone). */
-void dtab_clear(dtab *t);
+void hpl__dtab_clear(hpl__dtab *t);
 
-dir_obj *dtab_find(dtab *t, const char *id);
+hpl__dir_obj *hpl__dtab_find(hpl__dtab *t, const char *id);
 /* Find or create an entry (PENDING). NULL on allocation failure or an id
  * longer than HPL_ID_MAX. */
-dir_obj *dtab_get(dtab *t, const char *id);
+hpl__dir_obj *hpl__dtab_get(hpl__dtab *t, const char *id);
 /* Remove and free an entry (its waiters must be handled by the caller). */
-void dtab_remove(dtab *t, dir_obj *o);
+void hpl__dtab_remove(hpl__dtab *t, hpl__dir_obj *o);
 /* Remove the entry if nothing refers to it any more (pending, no waiters). */
-void dtab_gc(dtab *t, dir_obj *o);
+void hpl__dtab_gc(hpl__dtab *t, hpl__dir_obj *o);
 
 /* Object changes are an event of the table: a module that changes an
- * object (its locations, state or bytes) calls dtab_changed, and the
+ * object (its locations, state or bytes) calls hpl__dtab_changed, and the
  * modules above that serve what waits for objects (acquire.c's waiters,
  * reduce.c's source watches) hear of it through the callback they
- * subscribed with dtab_on_change, in the order they subscribed. The table
+ * subscribed with hpl__dtab_on_change, in the order they subscribed. The table
  * never calls anything else: subscribers are wired at server start.
  *
- * dtab_on_change: add `fn(o, arg)` to the subscribers (at most
- * DTAB_MAX_SUBS; returns 0, or -1 when full). Kept by dtab_clear.
- * dtab_changed: every subscriber hears of `o`, then the entry is dropped
- * if nothing refers to it any more (dtab_gc): `o` may be freed. */
-int dtab_on_change(dtab *t, void (*fn)(dir_obj *o, void *arg), void *arg);
-void dtab_changed(dtab *t, dir_obj *o);
+ * hpl__dtab_on_change: add `fn(o, arg)` to the subscribers (at most
+ * HPL__DTAB_MAX_SUBS; returns 0, or -1 when full). Kept by hpl__dtab_clear.
+ * hpl__dtab_changed: every subscriber hears of `o`, then the entry is dropped
+ * if nothing refers to it any more (hpl__dtab_gc): `o` may be freed. */
+int hpl__dtab_on_change(hpl__dtab *t, void (*fn)(hpl__dir_obj *o, void *arg), void *arg);
+void hpl__dtab_changed(hpl__dtab *t, hpl__dir_obj *o);
 
 /* The ordered index: the first object whose id is >= key (or > key with
  * after), and the next one in id order; NULL past the end. */
-dir_obj *dtab_first(dtab *t, const char *key, int after);
-dir_obj *dtab_next(const dir_obj *o);
+hpl__dir_obj *hpl__dtab_first(hpl__dtab *t, const char *key, int after);
+hpl__dir_obj *hpl__dtab_next(const hpl__dir_obj *o);
 
 /* How many objects node `node` has a copy of (its index's length). */
-uint64_t dtab_node_count(dtab *t, uint64_t node);
+uint64_t hpl__dtab_node_count(hpl__dtab *t, uint64_t node);
 
 /* For objects.c only: a new location of `node` at the end of o's list
  * (indexed under the node), and freeing one (unlinked by the caller). */
-dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node);
-void dtab__loc_free(dtab *t, dir_obj *o, dir_loc *l);
+hpl__dir_loc *hpl__dtab_loc_new(hpl__dtab *t, hpl__dir_obj *o, uint64_t node);
+void hpl__dtab_loc_free(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l);
 /* For objects.c only: the objects node `node` has copies of (a vector the
  * caller must not keep across changes), *n its length. */
-dir_obj **dtab__node_objects(dtab *t, uint64_t node, uint64_t *n);
+hpl__dir_obj **hpl__dtab_node_objects(hpl__dtab *t, uint64_t node, uint64_t *n);
 
-dir_loc *dtab_loc(dir_obj *o, uint64_t node);
+hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node);
 
 /* Record a copy at `node`. For an origin (a put) the id must be free:
  * HPL_EEXIST if the object is ready with another origin or complete copies,
  * HPL_EMISMATCH if a different size is already known. A LOST object is
  * revived by a new origin. Returns 0. */
-int dtab_add_loc(dtab *t, dir_obj *o, uint64_t node, uint64_t size, int complete, int origin);
+int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size, int complete, int origin);
 
 /* Store `len` bytes inline (object becomes READY). HPL_EEXIST if the object
  * already exists with other content. Takes ownership of `data` on success. */
-int dtab_set_inline(dtab *t, dir_obj *o, uint8_t *data, uint64_t len);
+int hpl__dtab_set_inline(hpl__dtab *t, hpl__dir_obj *o, uint8_t *data, uint64_t len);
 
 /* Mark node's copy complete: frees its upstream's serving slot. Adds the
  * location if unknown (a copy completed across a directory restart).
  * Returns 1 if the object just became complete for the first time. */
-int dtab_loc_complete(dtab *t, dir_obj *o, uint64_t node, uint64_t size);
+int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size);
 
 /* Drop node's copy (and free its upstream's slot). Returns 1 if removed. */
-int dtab_loc_remove(dtab *t, dir_obj *o, uint64_t node);
+int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node);
 
 /* True if following upstream links from `from` reaches `target`. */
-int dtab_depends_on(dir_obj *o, uint64_t from, uint64_t target);
+int hpl__dtab_depends_on(hpl__dir_obj *o, uint64_t from, uint64_t target);
 
 /* True if the object can be read: inline, or a complete copy exists. */
-int dtab_ready(const dir_obj *o);
+int hpl__dtab_ready(const hpl__dir_obj *o);
 
 /* The asker's copy stops pulling from its sender (the stream failed): the
  * sender's slot is free again. */
-void dtab_release_upstream(dir_obj *o, uint64_t node);
+void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node);
 
 /* Choose a sender for `asker`: a complete idle copy, else a partial idle one,
  * never the asker nor a copy that (transitively) pulls from it; `avoid` (a
@@ -186,11 +186,11 @@ void dtab_release_upstream(dir_obj *o, uint64_t node);
  * it (re-pointing an existing one) and returns 0 with *sender set.
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
  * HPL_ELOST if no copy that could finish remains. */
-int dtab_pick_sender(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
-/* As dtab_pick_sender, for an asker that still has a (silent) sender:
+int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+/* As hpl__dtab_pick_sender, for an asker that still has a (silent) sender:
  * never a last-resort copy, and 1 (keep the current sender) where
- * dtab_pick_sender would make it wait. */
-int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+ * hpl__dtab_pick_sender would make it wait. */
+int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
 
 /* For an asker whose partial sender `slow` crawls by itself: the best copy
  * that does not depend on `slow` (nor on the asker, nor on a suspected
@@ -198,45 +198,45 @@ int dtab_pick_instead(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid, uint6
  * then the least busy, regardless of the per-copy receiver limit; a copy
  * on a node that reported a crawl itself lately (dtab.crawling) only if
  * no other is left. Assigns
- * it as for dtab_pick_sender and returns 0, or 1 if there is none. */
-int dtab_pick_bypass(dtab *t, dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender);
+ * it as for hpl__dtab_pick_sender and returns 0, or 1 if there is none. */
+int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender);
 
 /* Node `node` is suspected (it does not answer): the streams its copies
  * pull are not counted against their senders any more (a stopped receiver
  * takes no bandwidth), and `down` (may be NULL) hears of every copy pulling
  * from it (receiver's node). Nothing is removed. */
-void dtab_node_unresponsive(dtab *t, uint64_t node,
-                            void (*down)(dir_obj *o, uint64_t receiver, void *arg), void *arg);
+void hpl__dtab_node_unresponsive(hpl__dtab *t, uint64_t node,
+                            void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg), void *arg);
 
 /* Forget o's bytes and copies: it is pending again (waiters, if any, wait
- * for a new put). o is freed when nothing refers to it (dtab_gc): the
+ * for a new put). o is freed when nothing refers to it (hpl__dtab_gc): the
  * caller must not use it afterwards. */
-void dtab_forget(dtab *t, dir_obj *o);
+void hpl__dtab_forget(hpl__dtab *t, hpl__dir_obj *o);
 
 /* Whether a complete copy other than asker's and avoid's could serve now
  * (live, below the per-copy sender limit). */
-int dtab_idle_complete(dtab *t, dir_obj *o, uint64_t asker, uint64_t avoid);
+int hpl__dtab_idle_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid);
 
 /* Record `asker` as a partial copy pulling from the copy `from` (which
  * serves one more receiver). Returns 0 or HPL_ENOMEM. */
-int dtab_assign(dtab *t, dir_obj *o, uint64_t asker, dir_loc *from);
+int hpl__dtab_assign(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, hpl__dir_loc *from);
 
 /* `node`'s copy of `o` if it could serve `asker` now: listed, below the
  * per-copy receiver limit, on a usable node, not the asker and not pulling
  * (transitively) from it. NULL otherwise. */
-dir_loc *dtab_idle_sender(dtab *t, dir_obj *o, uint64_t node, uint64_t asker);
+hpl__dir_loc *hpl__dtab_idle_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t asker);
 
 /* Re-evaluate the lost rule: an object with no inline bytes, no complete
  * copy and no origin copy is lost (if it ever existed). Updates o->state and
  * returns 1 if the object is lost. */
-int dtab_check_lost(dtab *t, dir_obj *o);
+int hpl__dtab_check_lost(hpl__dtab *t, hpl__dir_obj *o);
 
 /* A node died or left: drop all its copies, in time proportional to how
  * many it had. Copies that pulled from it keep their bytes and lose their
  * upstream: `down` (may be NULL) hears of each first (receiver's node).
  * For each object touched, `fn` is called (after the change) so the server
  * can wake waiters; it may remove the object. */
-void dtab_node_gone(dtab *t, uint64_t node, void (*down)(dir_obj *o, uint64_t receiver, void *arg),
-                    void (*fn)(dir_obj *o, void *arg), void *arg);
+void hpl__dtab_node_gone(hpl__dtab *t, uint64_t node, void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                    void (*fn)(hpl__dir_obj *o, void *arg), void *arg);
 
 #endif

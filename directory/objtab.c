@@ -18,7 +18,7 @@
 typedef struct dtab_node {
   uint64_t node;
   UT_hash_handle hh;
-  dir_obj **objs;
+  hpl__dir_obj **objs;
   uint64_t n, cap;
 } dtab_node;
 
@@ -35,10 +35,10 @@ static uint32_t id_hash(const char *id, size_t len) {
 }
 
 /* The links of the ordered index sit just before the record. */
-static dir_obj **links(const dir_obj *o) { return (dir_obj **)o - o->levels; }
-static void obj_block_free(dir_obj *o) { free(links(o)); }
+static hpl__dir_obj **links(const hpl__dir_obj *o) { return (hpl__dir_obj **)o - o->levels; }
+static void obj_block_free(hpl__dir_obj *o) { free(links(o)); }
 
-void dtab_init(dtab *t, uint32_t max_senders) {
+void hpl__dtab_init(hpl__dtab *t, uint32_t max_senders) {
   memset(t, 0, sizeof *t);
   t->max_senders = max_senders ? max_senders : 1;
   t->rehash = -1;
@@ -49,10 +49,10 @@ void dtab_init(dtab *t, uint32_t max_senders) {
 /* ------------------------------------------------------------------ the id hash */
 
 /* Move a few buckets of the old table into the new one. */
-static void rehash_step(dtab *t, int steps) {
+static void rehash_step(hpl__dtab *t, int steps) {
   if (t->rehash < 0) return;
   while (steps-- > 0 && (uint64_t)t->rehash < t->hsize[0]) {
-    dir_obj *o, *next;
+    hpl__dir_obj *o, *next;
     LL_FOREACH_SAFE2(t->ht[0][t->rehash], o, next, hnext) {
       LL_PREPEND2(t->ht[1][o->hash & (t->hsize[1] - 1)], o, hnext);
       t->hused[0]--;
@@ -72,14 +72,14 @@ static void rehash_step(dtab *t, int steps) {
 }
 
 /* Room for one more: the first table, or a bigger one to grow into. */
-static int hash_reserve(dtab *t) {
+static int hash_reserve(hpl__dtab *t) {
   if (!t->ht[0]) {
     if (!(t->ht[0] = calloc(HT_MIN, sizeof *t->ht[0]))) return -1;
     t->hsize[0] = HT_MIN;
     return 0;
   }
   if (t->rehash >= 0 || t->hused[0] < t->hsize[0]) return 0;
-  dir_obj **nt = calloc(t->hsize[0] * 2, sizeof *nt);
+  hpl__dir_obj **nt = calloc(t->hsize[0] * 2, sizeof *nt);
   if (!nt) return 0; /* keep the longer chains rather than fail */
   t->ht[1] = nt;
   t->hsize[1] = t->hsize[0] * 2;
@@ -87,28 +87,28 @@ static int hash_reserve(dtab *t) {
   return 0;
 }
 
-static dir_obj *hash_find(dtab *t, const char *id, size_t len, uint32_t h) {
+static hpl__dir_obj *hash_find(hpl__dtab *t, const char *id, size_t len, uint32_t h) {
   rehash_step(t, 1);
   for (int k = 0; k < 2; k++) {
     if (!t->ht[k]) continue;
-    dir_obj *o;
+    hpl__dir_obj *o;
     LL_FOREACH2(t->ht[k][h & (t->hsize[k] - 1)], o, hnext)
       if (o->hash == h && !strncmp(o->id, id, len) && !o->id[len]) return o;
   }
   return NULL;
 }
 
-static void hash_add(dtab *t, dir_obj *o) {
+static void hash_add(hpl__dtab *t, hpl__dir_obj *o) {
   rehash_step(t, REHASH_STEP);
   int k = t->rehash >= 0 ? 1 : 0;
   LL_PREPEND2(t->ht[k][o->hash & (t->hsize[k] - 1)], o, hnext);
   t->hused[k]++;
 }
 
-static void hash_del(dtab *t, dir_obj *o) {
+static void hash_del(hpl__dtab *t, hpl__dir_obj *o) {
   for (int k = 0; k < 2; k++) {
     if (!t->ht[k]) continue;
-    dir_obj **head = &t->ht[k][o->hash & (t->hsize[k] - 1)], *x;
+    hpl__dir_obj **head = &t->ht[k][o->hash & (t->hsize[k] - 1)], *x;
     LL_FOREACH2(*head, x, hnext)
       if (x == o) break;
     if (!x) continue; /* in the other table */
@@ -120,31 +120,31 @@ static void hash_del(dtab *t, dir_obj *o) {
 
 /* ------------------------------------------------------------------ the ordered index */
 
-static int random_levels(dtab *t) {
+static int random_levels(hpl__dtab *t) {
   int lv = 1;
   for (;;) { /* p = 1/4 per level */
     t->rng = t->rng * 6364136223846793005ull + 1442695040888963407ull;
-    if (lv == DTAB_LEVELS || ((t->rng >> 33) & 3)) return lv;
+    if (lv == HPL__DTAB_LEVELS || ((t->rng >> 33) & 3)) return lv;
     lv++;
   }
 }
 
 /* The object's links at level i (the head's for NULL). */
-static dir_obj **link_at(dtab *t, dir_obj *o, int i) { return o ? &links(o)[i] : &t->head[i]; }
+static hpl__dir_obj **link_at(hpl__dtab *t, hpl__dir_obj *o, int i) { return o ? &links(o)[i] : &t->head[i]; }
 
 /* update[i]: the last object before `key` at level i (NULL: the head). */
-static void find_before(dtab *t, const char *key, int after, dir_obj **update) {
-  dir_obj *x = NULL;
+static void find_before(hpl__dtab *t, const char *key, int after, hpl__dir_obj **update) {
+  hpl__dir_obj *x = NULL;
   for (int i = t->levels - 1; i >= 0; i--) {
-    dir_obj *n;
+    hpl__dir_obj *n;
     while ((n = *link_at(t, x, i)) && (after ? strcmp(n->id, key) <= 0 : strcmp(n->id, key) < 0))
       x = n;
     update[i] = x;
   }
 }
 
-static void index_add(dtab *t, dir_obj *o) {
-  dir_obj *update[DTAB_LEVELS];
+static void index_add(hpl__dtab *t, hpl__dir_obj *o) {
+  hpl__dir_obj *update[HPL__DTAB_LEVELS];
   find_before(t, o->id, 0, update);
   for (int i = t->levels; i < o->levels; i++) update[i] = NULL;
   if (o->levels > t->levels) t->levels = o->levels;
@@ -154,42 +154,42 @@ static void index_add(dtab *t, dir_obj *o) {
   }
 }
 
-static void index_del(dtab *t, dir_obj *o) {
-  dir_obj *update[DTAB_LEVELS];
+static void index_del(hpl__dtab *t, hpl__dir_obj *o) {
+  hpl__dir_obj *update[HPL__DTAB_LEVELS];
   find_before(t, o->id, 0, update);
   for (int i = 0; i < o->levels; i++)
     if (*link_at(t, update[i], i) == o) *link_at(t, update[i], i) = links(o)[i];
   while (t->levels > 1 && !t->head[t->levels - 1]) t->levels--;
 }
 
-dir_obj *dtab_first(dtab *t, const char *key, int after) {
-  dir_obj *update[DTAB_LEVELS];
+hpl__dir_obj *hpl__dtab_first(hpl__dtab *t, const char *key, int after) {
+  hpl__dir_obj *update[HPL__DTAB_LEVELS];
   find_before(t, key ? key : "", after, update);
   return *link_at(t, update[0], 0);
 }
 
-dir_obj *dtab_next(const dir_obj *o) { return links(o)[0]; }
+hpl__dir_obj *hpl__dtab_next(const hpl__dir_obj *o) { return links(o)[0]; }
 
 /* ------------------------------------------------------------------ records */
 
-dir_obj *dtab_find(dtab *t, const char *id) {
+hpl__dir_obj *hpl__dtab_find(hpl__dtab *t, const char *id) {
   size_t len = strlen(id);
   return hash_find(t, id, len, id_hash(id, len));
 }
 
-dir_obj *dtab_get(dtab *t, const char *id) {
+hpl__dir_obj *hpl__dtab_get(hpl__dtab *t, const char *id) {
   size_t len = strlen(id);
   uint32_t h = id_hash(id, len);
-  dir_obj *o = hash_find(t, id, len, h);
+  hpl__dir_obj *o = hash_find(t, id, len, h);
   if (o || len > HPL_ID_MAX || hash_reserve(t) != 0) return o;
   int lv = random_levels(t);
-  dir_obj **block = malloc(sizeof(dir_obj *) * (size_t)lv + sizeof *o + len + 1);
+  hpl__dir_obj **block = malloc(sizeof(hpl__dir_obj *) * (size_t)lv + sizeof *o + len + 1);
   if (!block) return NULL;
-  o = (dir_obj *)(block + lv);
+  o = (hpl__dir_obj *)(block + lv);
   memset(o, 0, sizeof *o);
   o->levels = (uint8_t)lv;
   o->hash = h;
-  o->state = OBJ_PENDING;
+  o->state = HPL__OBJ_PENDING;
   memcpy(o->id, id, len + 1);
   hash_add(t, o);
   index_add(t, o);
@@ -197,18 +197,18 @@ dir_obj *dtab_get(dtab *t, const char *id) {
   return o;
 }
 
-static void obj_free(dtab *t, dir_obj *o) {
-  dir_loc *l;
+static void obj_free(hpl__dtab *t, hpl__dir_obj *o) {
+  hpl__dir_loc *l;
   while ((l = o->locs)) {
     LL_DELETE(o->locs, l);
-    dtab__loc_free(t, o, l);
+    hpl__dtab_loc_free(t, o, l);
   }
   free(o->inl);
   free(o->fail_detail);
   obj_block_free(o);
 }
 
-void dtab_remove(dtab *t, dir_obj *o) {
+void hpl__dtab_remove(hpl__dtab *t, hpl__dir_obj *o) {
   hash_del(t, o);
   index_del(t, o);
   if (o->is_inline) t->inline_bytes -= o->size;
@@ -216,28 +216,28 @@ void dtab_remove(dtab *t, dir_obj *o) {
   obj_free(t, o);
 }
 
-void dtab_gc(dtab *t, dir_obj *o) {
-  if (o->state == OBJ_PENDING && !o->locs && !o->waiters && !o->watchers && !o->is_inline)
-    dtab_remove(t, o);
+void hpl__dtab_gc(hpl__dtab *t, hpl__dir_obj *o) {
+  if (o->state == HPL__OBJ_PENDING && !o->locs && !o->waiters && !o->watchers && !o->is_inline)
+    hpl__dtab_remove(t, o);
 }
 
-int dtab_on_change(dtab *t, void (*fn)(dir_obj *o, void *arg), void *arg) {
-  if (t->nsubs == DTAB_MAX_SUBS) return -1;
+int hpl__dtab_on_change(hpl__dtab *t, void (*fn)(hpl__dir_obj *o, void *arg), void *arg) {
+  if (t->nsubs == HPL__DTAB_MAX_SUBS) return -1;
   t->on_change[t->nsubs].fn = fn;
   t->on_change[t->nsubs].arg = arg;
   t->nsubs++;
   return 0;
 }
 
-void dtab_changed(dtab *t, dir_obj *o) {
+void hpl__dtab_changed(hpl__dtab *t, hpl__dir_obj *o) {
   for (int i = 0; i < t->nsubs; i++) t->on_change[i].fn(o, t->on_change[i].arg);
-  dtab_gc(t, o);
+  hpl__dtab_gc(t, o);
 }
 
-void dtab_clear(dtab *t) {
-  dir_obj *o = t->head[0];
+void hpl__dtab_clear(hpl__dtab *t) {
+  hpl__dir_obj *o = t->head[0];
   while (o) {
-    dir_obj *next = dtab_next(o);
+    hpl__dir_obj *next = hpl__dtab_next(o);
     obj_free(t, o);
     o = next;
   }
@@ -250,8 +250,8 @@ void dtab_clear(dtab *t) {
     free(n);
   }
   /* an empty table with the same settings and subscribers */
-  const dtab keep = *t;
-  dtab_init(t, keep.max_senders);
+  const hpl__dtab keep = *t;
+  hpl__dtab_init(t, keep.max_senders);
   t->usable = keep.usable;
   t->suspected = keep.suspected;
   t->crawling = keep.crawling;
@@ -262,24 +262,24 @@ void dtab_clear(dtab *t) {
 
 /* ------------------------------------------------------------------ the per-node index */
 
-static dtab_node *node_find(dtab *t, uint64_t node) {
+static dtab_node *node_find(hpl__dtab *t, uint64_t node) {
   dtab_node *n = NULL;
   HASH_FIND(hh, t->nodes, &node, sizeof node, n);
   return n;
 }
 
-uint64_t dtab_node_count(dtab *t, uint64_t node) {
+uint64_t hpl__dtab_node_count(hpl__dtab *t, uint64_t node) {
   dtab_node *n = node_find(t, node);
   return n ? n->n : 0;
 }
 
-dir_obj **dtab__node_objects(dtab *t, uint64_t node, uint64_t *count) {
+hpl__dir_obj **hpl__dtab_node_objects(hpl__dtab *t, uint64_t node, uint64_t *count) {
   dtab_node *n = node_find(t, node);
   *count = n ? n->n : 0;
   return n ? n->objs : NULL;
 }
 
-dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node) {
+hpl__dir_loc *hpl__dtab_loc_new(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
   dtab_node *n = node_find(t, node);
   if (!n) {
     if (!(n = calloc(1, sizeof *n))) return NULL;
@@ -288,12 +288,12 @@ dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node) {
   }
   if (n->n == n->cap) {
     uint64_t cap = n->cap ? n->cap * 2 : 16;
-    dir_obj **v = realloc(n->objs, cap * sizeof *v);
+    hpl__dir_obj **v = realloc(n->objs, cap * sizeof *v);
     if (!v) return NULL;
     n->objs = v;
     n->cap = cap;
   }
-  dir_loc *l;
+  hpl__dir_loc *l;
   if (!o->loc0_used) {
     l = &o->loc0;
     o->loc0_used = 1;
@@ -309,14 +309,14 @@ dir_loc *dtab__loc_new(dtab *t, dir_obj *o, uint64_t node) {
   return l;
 }
 
-void dtab__loc_free(dtab *t, dir_obj *o, dir_loc *l) {
+void hpl__dtab_loc_free(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
   dtab_node *n = node_find(t, l->node);
   if (n && l->nidx < n->n && n->objs[l->nidx] == o) {
     /* the last entry takes its place; its location learns where it is */
-    dir_obj *last = n->objs[--n->n];
+    hpl__dir_obj *last = n->objs[--n->n];
     if (last != o || l->nidx != n->n) {
       n->objs[l->nidx] = last;
-      dir_loc *x;
+      hpl__dir_loc *x;
       LL_FOREACH(last->locs, x)
         if (x->node == l->node) x->nidx = l->nidx;
     }
@@ -325,7 +325,7 @@ void dtab__loc_free(dtab *t, dir_obj *o, dir_loc *l) {
       free(n->objs);
       free(n);
     } else if (n->cap > 64 && n->n < n->cap / 4) {
-      dir_obj **v = realloc(n->objs, (n->cap / 2) * sizeof *v);
+      hpl__dir_obj **v = realloc(n->objs, (n->cap / 2) * sizeof *v);
       if (v) {
         n->objs = v;
         n->cap /= 2;

@@ -34,20 +34,20 @@ typedef struct dir_away_end {
 
 /* REDUCE_END for a reduce that ended while no directory knew it, to node
  * `node` (its tasks of that reduce end; other reduces' tasks stay). */
-static void send_away_end(dir_server *s, uint64_t node, const dir_away_end *e) {
+static void send_away_end(hpl__dir_server *s, uint64_t node, const dir_away_end *e) {
   Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
   m.rid = e->rid;
   m.target = e->target;
   m.detail = "";
-  dir_node_send(s, node, HPL__MSG_REDUCE_END, 0, &m.base);
+  hpl__dir_node_send(s, node, HPL__MSG_REDUCE_END, 0, &m.base);
 }
 
-void dir_reduce_on_done(dir_server *s, const dir_frame *f) {
+void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
   if (!m->rid || !hpl__id_valid(m->target)) return;
-  dir_reduce *r = dr_find(s, m->target);
+  hpl__dir_reduce *r = hpl__dir_reduce_find(s, m->target);
   if (r && r->rid == m->rid) return; /* adopted here: its own end goes out */
-  struct dir_reduces *st = s->reduces;
+  struct hpl__dir_reduces *st = s->reduces;
   if (!st->away_ends && !(st->away_ends = calloc(DR_AWAY_ENDS, sizeof *st->away_ends))) return;
   dir_away_end *e = &st->away_ends[0];
   for (int i = 0; i < DR_AWAY_ENDS; i++) {
@@ -60,11 +60,11 @@ void dir_reduce_on_done(dir_server *s, const dir_frame *f) {
   free(e->target);
   *e = (dir_away_end){.rid = m->rid, .at_ms = hpl__now_ms(), .target = target};
   s->ctr.reduce_done_notes++;
-  LOG_INFO("reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
+  HPL__LOG_INFO("reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
            "it; its tasks end", m->target, (unsigned long long)m->rid,
            (unsigned long long)f->dc->node->id);
-  dir_node *n, *tmp;
-  DIR_NODES_ITER(s, n, tmp)
+  hpl__dir_node *n, *tmp;
+  HPL__DIR_NODES_ITER(s, n, tmp)
     if (n->conn && n->id != f->dc->node->id) send_away_end(s, n->id, e);
 }
 
@@ -74,7 +74,7 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int same_request(dir_reduce *r, Hplpb__ReduceReq *m, uint32_t k) {
+static int same_request(hpl__dir_reduce *r, Hplpb__ReduceReq *m, uint32_t k) {
   if (r->nsrc != m->n_sources || r->k != k || r->op != (int)m->op || r->dtype != (int)m->dtype ||
       r->src_off != m->src_offset || r->src_len != m->src_length)
     return 0;
@@ -83,7 +83,7 @@ static int same_request(dir_reduce *r, Hplpb__ReduceReq *m, uint32_t k) {
   return 1;
 }
 
-static void reduce_reply2(const dir_frame *f, int status, const char *detail, int joined,
+static void reduce_reply2(const hpl__dir_frame *f, int status, const char *detail, int joined,
                           uint64_t sink, int adopted) {
   Hplpb__ReduceRep m = HPLPB__REDUCE_REP__INIT;
   m.status = status;
@@ -94,7 +94,7 @@ static void reduce_reply2(const dir_frame *f, int status, const char *detail, in
   hpl__conn_send(f->dc->c, HPL__MSG_REDUCE_REP, f->req, &m.base, NULL, 0, 0, NULL, NULL);
 }
 
-static void reduce_reply(const dir_frame *f, int status, const char *detail, int joined,
+static void reduce_reply(const hpl__dir_frame *f, int status, const char *detail, int joined,
                          uint64_t sink) {
   reduce_reply2(f, status, detail, joined, sink, 0);
 }
@@ -142,13 +142,13 @@ static int request_check(Hplpb__ReduceReq *m, uint32_t k, char *detail, size_t d
 
 /* The sources ready already must agree in size (and fit the dtype and the
  * range). */
-static int sizes_check(dir_server *s, Hplpb__ReduceReq *m, char *detail, size_t dlen) {
+static int sizes_check(hpl__dir_server *s, Hplpb__ReduceReq *m, char *detail, size_t dlen) {
   uint64_t size = 0;
   int have = 0;
   for (size_t i = 0; i < m->n_sources; i++) {
-    dir_obj *o = dtab_find(&s->tab, m->sources[i]);
+    hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->sources[i]);
     if (!dr_src_ready(o)) continue;
-    int rc = dr_source_check(o, (int)m->dtype, m->src_offset, m->src_length, detail, dlen);
+    int rc = hpl__dir_reduce_source_check(o, (int)m->dtype, m->src_offset, m->src_length, detail, dlen);
     if (rc) return rc;
     if (have && o->size != size) {
       snprintf(detail, dlen, "sources differ in size (%llu and %llu bytes, '%s')",
@@ -168,33 +168,33 @@ static int sizes_check(dir_server *s, Hplpb__ReduceReq *m, char *detail, size_t 
 /* A restarted directory takes over the tree the sink says is running
  * (m->adopt_*): it must name num_objects distinct sources of the request.
  * Returns 0 (r is adopted: its slots hold those sources) or -1. */
-static int adopt(dir_reduce *r, Hplpb__ReduceReq *m) {
+static int adopt(hpl__dir_reduce *r, Hplpb__ReduceReq *m) {
   if (m->n_adopt_sources != r->k || r->nsrc > DR_ADOPT_MAX ||
       !(r->slots = calloc(r->k, sizeof *r->slots)))
     return -1;
   for (uint32_t j = 0; j < r->k; j++) {
     size_t i = 0;
     while (i < r->nsrc && strcmp(r->src[i], m->adopt_sources[j]) != 0) i++;
-    if (i == r->nsrc || r->src_state[i] == DR_IN_TREE) { /* unknown, or twice */
-      for (size_t x = 0; x < r->nsrc; x++) dr_set_src(r, x, DR_WAITING);
+    if (i == r->nsrc || r->src_state[i] == HPL__DR_IN_TREE) { /* unknown, or twice */
+      for (size_t x = 0; x < r->nsrc; x++) hpl__dir_reduce_set_src(r, x, HPL__DR_WAITING);
       free(r->slots);
       r->slots = NULL;
       return -1;
     }
-    dr_set_src(r, i, DR_IN_TREE);
-    r->slots[j] = (dr_slot){.filled = 1, .src = (int)i};
+    hpl__dir_reduce_set_src(r, i, HPL__DR_IN_TREE);
+    r->slots[j] = (hpl__dr_slot){.filled = 1, .src = (int)i};
   }
   r->nfilled = r->k;
   r->rid = m->adopt_rid;
   r->tgen = m->adopt_gen;
-  dr_set_life(r, DR_ADOPTED);
+  hpl__dir_reduce_set_life(r, HPL__DR_ADOPTED);
   r->srv->ctr.reduces_adopted++;
-  LOG_INFO("reduce '%s': adopted the running tree of the previous directory (%u sources)",
+  HPL__LOG_INFO("reduce '%s': adopted the running tree of the previous directory (%u sources)",
            r->target, r->k);
   return 0;
 }
 
-void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
+void hpl__dir_reduce_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceReq *m = (Hplpb__ReduceReq *)f->msg;
   char detail[400];
   size_t n = m->n_sources;
@@ -208,13 +208,13 @@ void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
     reduce_reply(f, rc, detail, 0, 0);
     return;
   }
-  struct dir_reduces *st = s->reduces;
+  struct hpl__dir_reduces *st = s->reduces;
   if (st->before_start && st->before_start(s, m->target, st->before_start_arg)) {
     snprintf(detail, sizeof detail, "a ring allreduce into '%s' runs", m->target);
     reduce_reply(f, HPL_EEXIST, detail, 0, 0);
     return;
   }
-  dir_reduce *r = dr_find(s, m->target);
+  hpl__dir_reduce *r = hpl__dir_reduce_find(s, m->target);
   if (r) {
     if (same_request(r, m, k)) { /* an allreduce participant joins */
       r->joins++;
@@ -225,8 +225,8 @@ void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
     reduce_reply(f, HPL_EEXIST, detail, 0, 0);
     return;
   }
-  dir_obj *t = dtab_find(&s->tab, m->target);
-  if (t && t->state != OBJ_PENDING) {
+  hpl__dir_obj *t = hpl__dtab_find(&s->tab, m->target);
+  if (t && t->state != HPL__OBJ_PENDING) {
     snprintf(detail, sizeof detail, "object '%s' exists already", m->target);
     reduce_reply(f, HPL_EEXIST, detail, 0, 0);
     return;
@@ -235,42 +235,42 @@ void dir_reduce_on_request(dir_server *s, const dir_frame *f) {
     reduce_reply(f, rc, detail, 0, 0);
     return;
   }
-  dr_trim(s);
-  if (!(r = dr_new(s, m, k, f->dc->node->id))) {
+  hpl__dir_reduce_trim(s);
+  if (!(r = hpl__dir_reduce_new(s, m, k, f->dc->node->id))) {
     reduce_reply(f, HPL_ENOMEM, "out of memory", 0, 0);
     return;
   }
   /* if the target id had waiters (gets before the reduce), they wait on */
-  if (t) t->state = OBJ_PENDING;
+  if (t) t->state = HPL__OBJ_PENDING;
   if (m->adopt_rid && adopt(r, m) == 0) {
     reduce_reply2(f, 0, NULL, 0, r->sink, 1);
-    dr_send_all(r, HPL__MSG_REDUCE_ADOPTED, r->rid);
+    hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_ADOPTED, r->rid);
     return;
   }
   if (m->adopt_rid) {
     /* the old tree cannot be adopted: it ends everywhere, and the target's
      * bytes start over in a generation the sink has not seen */
-    LOG_INFO("reduce '%s': the previous directory's tree is not adopted (%zu of %u sources "
+    HPL__LOG_INFO("reduce '%s': the previous directory's tree is not adopted (%zu of %u sources "
              "known); starting over", r->target, m->n_adopt_sources, r->k);
-    dr_send_all(r, HPL__MSG_REDUCE_END, m->adopt_rid);
+    hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, m->adopt_rid);
     r->tgen = m->adopt_gen + 1;
   }
   reduce_reply(f, 0, NULL, 0, r->sink);
-  dr_arrive_ready(r);
+  hpl__dir_reduce_arrive_ready(r);
 }
 
 /* Node `node` registered: it learns which running reduces a restarted
  * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
  * which ones finished while no directory knew (REDUCE_DONE notes). */
-static void node_registered(dir_server *s, uint64_t node) {
-  dir_reduce *r, *tmp;
+static void node_registered(hpl__dir_server *s, uint64_t node) {
+  hpl__dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces->by_target, r, tmp) {
-    if (r->life != DR_ADOPTED) continue;
+    if (r->life != HPL__DR_ADOPTED) continue;
     Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
     m.rid = r->rid;
     m.target = r->target;
     m.detail = "";
-    dir_node_send(s, node, HPL__MSG_REDUCE_ADOPTED, 0, &m.base);
+    hpl__dir_node_send(s, node, HPL__MSG_REDUCE_ADOPTED, 0, &m.base);
   }
   uint64_t now = hpl__now_ms();
   for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++) {
@@ -281,60 +281,60 @@ static void node_registered(dir_server *s, uint64_t node) {
 
 /* ------------------------------------------------------------------ object changes */
 
-void dir_reduce_on_change(dir_obj *o, void *srv) {
-  dir_server *s = srv;
+void hpl__dir_reduce_on_change(hpl__dir_obj *o, void *srv) {
+  hpl__dir_server *s = srv;
   if (o->watchers && dr_src_ready(o)) {
     /* arrival handling may unwatch: walk a snapshot */
-    dr_watch *head = o->watchers, *w;
+    hpl__dr_watch *head = o->watchers, *w;
     int n = 0;
     DL_COUNT(head, w, n);
     struct {
-      dir_reduce *r;
+      hpl__dir_reduce *r;
       int idx;
     } v[n ? n : 1];
     n = 0;
     DL_FOREACH(head, w) v[n].r = w->r, v[n++].idx = w->idx;
-    for (int i = 0; i < n; i++) dr_arrival(v[i].r, v[i].idx);
+    for (int i = 0; i < n; i++) hpl__dir_reduce_arrival(v[i].r, v[i].idx);
   }
-  dir_reduce *r = dr_find(s, o->id);
-  if (r && r->life != DR_DONE && !r->inline_mode && dr_src_ready(o)) dr_finish(r, 0, NULL);
+  hpl__dir_reduce *r = hpl__dir_reduce_find(s, o->id);
+  if (r && r->life != HPL__DR_DONE && !r->inline_mode && dr_src_ready(o)) hpl__dir_reduce_finish(r, 0, NULL);
 }
 
 /* ------------------------------------------------------------------ a node's life */
 
 /* Node `node` is gone (its tasks are void): reduces it sinks fail, its
  * slots are refilled. */
-static void node_gone(dir_server *s, uint64_t node) {
-  dir_reduce *r, *tmp;
+static void node_gone(hpl__dir_server *s, uint64_t node) {
+  hpl__dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces->by_target, r, tmp) {
-    if (r->life == DR_DONE) continue;
+    if (r->life == HPL__DR_DONE) continue;
     if (r->sink == node) {
-      dr_finish(r, HPL_ELOST, "the node producing the target is gone");
+      hpl__dir_reduce_finish(r, HPL_ELOST, "the node producing the target is gone");
       continue;
     }
     if (!dr_tree_runs(r)) continue;
-    for (uint32_t i = 0; i < r->k && r->life != DR_DONE; i++)
-      if (r->slots[i].filled && r->slots[i].node == node) dr_slot_failed(r, (int)i, "node gone");
+    for (uint32_t i = 0; i < r->k && r->life != HPL__DR_DONE; i++)
+      if (r->slots[i].filled && r->slots[i].node == node) hpl__dir_reduce_slot_failed(r, (int)i, "node gone");
   }
 }
 
 /* Node `node`, judged unresponsive, answers again: reduces waiting for a
  * source they lost on it (no spare was left) take it back. */
-static void node_back(dir_server *s, uint64_t node) {
-  dir_reduce *r, *tmp;
+static void node_back(hpl__dir_server *s, uint64_t node) {
+  hpl__dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces->by_target, r, tmp) {
     if (!dr_tree_runs(r) || r->nfilled == r->k) continue;
     int lost_here = 0;
     for (size_t i = 0; i < r->nsrc && !lost_here; i++) {
-      if (r->src_state[i] != DR_LOST) continue;
-      dir_obj *o = dtab_find(&s->tab, r->src[i]);
-      dir_loc *l = o ? dtab_loc(o, node) : NULL;
+      if (r->src_state[i] != HPL__DR_LOST) continue;
+      hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->src[i]);
+      hpl__dir_loc *l = o ? hpl__dtab_loc(o, node) : NULL;
       lost_here = l && l->complete;
     }
     if (lost_here) {
-      LOG_INFO("reduce '%s': node %016llx answers again; its sources count again", r->target,
+      HPL__LOG_INFO("reduce '%s': node %016llx answers again; its sources count again", r->target,
                (unsigned long long)node);
-      dr_arrive_ready(r);
+      hpl__dir_reduce_arrive_ready(r);
     }
   }
 }
@@ -344,90 +344,90 @@ static void node_back(dir_server *s, uint64_t node) {
 
 /* Node `node` did not answer a probe: the slots on it whose output was
  * reported silent lately are replaced now (not at the next report). */
-static void node_unresponsive(dir_server *s, uint64_t node) {
+static void node_unresponsive(hpl__dir_server *s, uint64_t node) {
   uint64_t now = hpl__now_ms();
-  dir_reduce *r, *tmp;
+  hpl__dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces->by_target, r, tmp) {
     if (!dr_tree_runs(r)) continue;
-    for (uint32_t i = 0; i < r->k && r->life != DR_DONE; i++) {
-      dr_slot *sl = &r->slots[i];
+    for (uint32_t i = 0; i < r->k && r->life != HPL__DR_DONE; i++) {
+      hpl__dr_slot *sl = &r->slots[i];
       if (!sl->filled || sl->node != node || !sl->silent_ms ||
           now - sl->silent_ms > DR_SILENT_FRESH_MS)
         continue;
-      dr_slot_failed(r, (int)i, "its node does not answer");
-      dr_end_task_at(r, node);
+      hpl__dir_reduce_slot_failed(r, (int)i, "its node does not answer");
+      hpl__dir_reduce_end_task_at(r, node);
     }
   }
 }
 
 /* ------------------------------------------------------------------ failures */
 
-void dir_reduce_on_fail(dir_server *s, const dir_frame *f) {
+void hpl__dir_reduce_on_fail(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceFailNote *m = (Hplpb__ReduceFailNote *)f->msg;
-  dir_reduce *r = hpl__id_valid(m->target) ? dr_find(s, m->target) : NULL;
+  hpl__dir_reduce *r = hpl__id_valid(m->target) ? hpl__dir_reduce_find(s, m->target) : NULL;
   if (m->sink) { /* the sink cannot make the target: nobody may wait for it */
-    if (!r || r->life == DR_DONE || r->sink != f->dc->node->id || (m->rid && r->rid != m->rid))
+    if (!r || r->life == HPL__DR_DONE || r->sink != f->dc->node->id || (m->rid && r->rid != m->rid))
       return;
     char why[400];
     snprintf(why, sizeof why, "the sink %016llx cannot make the target: %s",
              (unsigned long long)r->sink, m->detail ? m->detail : "");
     int st = m->status < 0 && m->status > -100 ? m->status : HPL_ENOMEM;
-    dr_finish(r, st, why);
+    hpl__dir_reduce_finish(r, st, why);
     return;
   }
-  if (r && r->life == DR_ADOPTED && r->rid == m->rid) {
+  if (r && r->life == HPL__DR_ADOPTED && r->rid == m->rid) {
     /* where the adopted tree's slots run is unknown: a new tree */
     char why[300];
     snprintf(why, sizeof why, "%s reported by %016llx", m->silent ? "a silent stream" : "a failure",
              (unsigned long long)f->dc->node->id);
-    dr_unadopt(r, why);
+    hpl__dir_reduce_unadopt(r, why);
     return;
   }
-  if (!r || r->life != DR_RUNNING || r->rid != m->rid || m->slot >= r->k) return;
-  dr_slot *sl = &r->slots[m->slot];
+  if (!r || r->life != HPL__DR_RUNNING || r->rid != m->rid || m->slot >= r->k) return;
+  hpl__dr_slot *sl = &r->slots[m->slot];
   if (!sl->filled || sl->gen != m->gen) return; /* stale: that output was already replaced */
   if (m->silent) {
     /* only a slot whose node does not answer is replaced; one that does
      * waits for its own inputs, whose receivers report them */
-    dir_node *n = dir_node_find(s, sl->node);
+    hpl__dir_node *n = hpl__dir_node_find(s, sl->node);
     uint64_t wait;
     s->ctr.silent_reports++;
     sl->silent_ms = hpl__now_ms();
-    if (n && dir_node_verdict(s, n, f->dc->node->id, &wait) != DIR_SILENT) return;
+    if (n && hpl__dir_node_verdict(s, n, f->dc->node->id, &wait) != HPL__DIR_SILENT) return;
     /* a verdict reached just now has replaced every slot of the node with
      * a fresh silent report (node_unresponsive), this one too:
      * its generation moved on, and failing it again would fail its new node */
     if (sl->gen != m->gen) return;
     uint64_t old = sl->node;
-    dr_slot_failed(r, (int)m->slot, "its node does not answer");
-    dr_end_task_at(r, old);
+    hpl__dir_reduce_slot_failed(r, (int)m->slot, "its node does not answer");
+    hpl__dir_reduce_end_task_at(r, old);
     return;
   }
   if (m->slow) {
-    dr_crawl_report(r, (int)m->slot, f->dc->node->id, m->rate);
+    hpl__dir_reduce_crawl_report(r, (int)m->slot, f->dc->node->id, m->rate);
     return;
   }
   char why[300];
   snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)f->dc->node->id,
            m->detail ? m->detail : "");
-  dr_slot_failed(r, (int)m->slot, why);
+  hpl__dir_reduce_slot_failed(r, (int)m->slot, why);
 }
 
-void dir_reduce_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+void hpl__dir_reduce_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
   switch (e->type) {
-    case DIR_NODE_TASKS_VOID: node_gone(s, e->id); break;
-    case DIR_NODE_UNRESPONSIVE: node_unresponsive(s, e->id); break;
-    case DIR_NODE_BACK: node_back(s, e->id); break;
-    case DIR_NODE_WELCOMED: node_registered(s, e->id); break;
+    case HPL__DIR_NODE_TASKS_VOID: node_gone(s, e->id); break;
+    case HPL__DIR_NODE_UNRESPONSIVE: node_unresponsive(s, e->id); break;
+    case HPL__DIR_NODE_BACK: node_back(s, e->id); break;
+    case HPL__DIR_NODE_WELCOMED: node_registered(s, e->id); break;
     default: break;
   }
 }
 
-void dir_reduce_free_all(dir_server *s) {
+void hpl__dir_reduce_free_all(hpl__dir_server *s) {
   if (!s->reduces) return;
   for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++)
     free(s->reduces->away_ends[i].target);
   free(s->reduces->away_ends);
-  dr_free_all(s);
+  hpl__dir_reduce_free_recs(s);
 }

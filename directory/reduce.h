@@ -15,8 +15,8 @@
  *
  * The module's files are listed in reduce_int.h (messages, records, the
  * tree's decisions, crawls, requests and events). It owns its state
- * (dir_server.reduces) and the objects' `watchers` lists. It hears of
- * object changes (dtab_on_change) and of a node's life (dir_nodes_subscribe)
+ * (hpl__dir_server.reduces) and the objects' `watchers` lists. It hears of
+ * object changes (hpl__dtab_on_change) and of a node's life (hpl__dir_nodes_subscribe)
  * through the subscriptions server.c wires. Callers: server.c (dispatch,
  * the subscriptions, connection close, start/stop/free), acquire*.c (the
  * allreduce chain's sender), ring.c (whether a reduce into a target is
@@ -43,79 +43,79 @@
  *   since); every other node, and each one that registers within
  *   DR_AWAY_END_MS, gets REDUCE_END for it, so its tasks end now rather
  *   than when their orphan timer runs out. */
-void dir_reduce_on_request(dir_server *s, const dir_frame *f);
-void dir_reduce_on_info(dir_server *s, const dir_frame *f);
-void dir_reduce_on_fail(dir_server *s, const dir_frame *f);
-void dir_reduce_on_done(dir_server *s, const dir_frame *f);
+void hpl__dir_reduce_on_request(hpl__dir_server *s, const hpl__dir_frame *f);
+void hpl__dir_reduce_on_info(hpl__dir_server *s, const hpl__dir_frame *f);
+void hpl__dir_reduce_on_fail(hpl__dir_server *s, const hpl__dir_frame *f);
+void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f);
 
-/* Object `o` changed (dtab_on_change subscriber, `srv` the dir_server):
+/* Object `o` changed (hpl__dtab_on_change subscriber, `srv` the hpl__dir_server):
  * sources that became ready arrive; a tree reduce whose target became
  * complete is done. */
-void dir_reduce_on_change(dir_obj *o, void *srv);
+void hpl__dir_reduce_on_change(hpl__dir_obj *o, void *srv);
 
-/* Node events (dir_nodes_subscribe; server.c wires it):
- * DIR_NODE_TASKS_VOID: reduces the node sinks fail, its slots are refilled.
- * DIR_NODE_UNRESPONSIVE: the reduce slots on it whose output was reported
+/* Node events (hpl__dir_nodes_subscribe; server.c wires it):
+ * HPL__DIR_NODE_TASKS_VOID: reduces the node sinks fail, its slots are refilled.
+ * HPL__DIR_NODE_UNRESPONSIVE: the reduce slots on it whose output was reported
  *   silent lately are replaced now (not at the next report).
- * DIR_NODE_BACK: reduces waiting for a source they lost on it (no spare
+ * HPL__DIR_NODE_BACK: reduces waiting for a source they lost on it (no spare
  *   was left) take it back.
- * DIR_NODE_WELCOMED: it learns which running reduces a restarted directory
+ * HPL__DIR_NODE_WELCOMED: it learns which running reduces a restarted directory
  *   adopted (REDUCE_ADOPTED), so their tasks there go on, and which ones
  *   finished while no directory knew (REDUCE_DONE notes).
  * Other events are ignored. */
-void dir_reduce_on_node(dir_server *s, const dir_node_event *e, void *arg);
+void hpl__dir_reduce_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* `dc` closed: its REDUCE_INFO waiters are dropped without a reply. */
-void dir_reduce_conn_closed(dir_server *s, dir_conn *dc);
+void hpl__dir_reduce_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc);
 
-/* The module's state (dir_server.reduces), allocated here: 0 or
+/* The module's state (hpl__dir_server.reduces), allocated here: 0 or
  * HPL_ENOMEM. */
-int dir_reduce_init(dir_server *s);
+int hpl__dir_reduce_init(hpl__dir_server *s);
 
 /* `fn(s, target, arg)` is asked before a plain reduce into `target` starts
  * (REDUCE); a nonzero answer refuses it with HPL_EEXIST ("a ring allreduce
  * into it runs"). One at most: ring.c's, wired by server.c. */
-void dir_reduce_before_start(dir_server *s, int (*fn)(dir_server *s, const char *target,
+void hpl__dir_reduce_before_start(hpl__dir_server *s, int (*fn)(hpl__dir_server *s, const char *target,
                                                       void *arg),
                              void *arg);
 
 /* The id `target` was deleted: a reduce into it is cancelled and freed. */
-void dir_reduce_target_deleted(dir_server *s, const char *target);
+void hpl__dir_reduce_target_deleted(hpl__dir_server *s, const char *target);
 
 /* A reduce not finished yet, as `hoplite status` shows it. */
-typedef struct dir_reduce_view {
+typedef struct hpl__dir_reduce_view {
   const char *target; /* valid until the loop runs again */
   uint64_t sink;
   uint32_t joined;    /* sources in the tree so far */
   uint32_t needed;    /* num_objects */
   uint32_t sources;   /* sources named */
   uint64_t elapsed_ms, size;
-} dir_reduce_view;
+} hpl__dir_reduce_view;
 
 /* The reduces running, the first `max` of them into out[]. Returns how
  * many there are in all (status.c). */
-size_t dir_reduce_running(dir_server *s, dir_reduce_view *out, size_t max);
+size_t hpl__dir_reduce_running(hpl__dir_server *s, hpl__dir_reduce_view *out, size_t max);
 
 /* Free every reduce and the module's state (at the end, after the loop). */
-void dir_reduce_free_all(dir_server *s);
+void hpl__dir_reduce_free_all(hpl__dir_server *s);
 
 /* Whether a reduce into `target` is known (running, or finished and kept). */
-int dir_reduce_known(dir_server *s, const char *target);
+int hpl__dir_reduce_known(hpl__dir_server *s, const char *target);
 
 /* How long a participant of an allreduce waits for its ring predecessor
  * to ask for the target before the ordinary sender rule applies. */
-#define DIR_RING_WAIT_MS 50
+#define HPL__DIR_RING_WAIT_MS 50
 
 /* The sender an allreduce participant `asker` should pull the target `o`
  * from (see reduce_tree.c). Returns 1 with *from set (an idle copy to
- * assign), 2 if the asker should wait (until since_ms + DIR_RING_WAIT_MS at
+ * assign), 2 if the asker should wait (until since_ms + HPL__DIR_RING_WAIT_MS at
  * most), 0 for no preference. */
-int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
-                           uint64_t since_ms, dir_loc **from);
+int hpl__dir_reduce_ring_sender(hpl__dir_server *s, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t since_ms, hpl__dir_loc **from);
 
 /* Set up / close the timer that judges crawl reports again after link
  * measurements (reduce_crawl.c; server start and stop). */
-void dir_reduce_start(dir_server *s);
-void dir_reduce_stop(dir_server *s);
+void hpl__dir_reduce_start(hpl__dir_server *s);
+void hpl__dir_reduce_stop(hpl__dir_server *s);
 
 #endif

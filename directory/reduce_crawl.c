@@ -10,13 +10,13 @@
 #include "reduce_int.h"
 #include "util.h"
 
-static uint32_t node_rtt(dir_server *s, uint64_t id) {
-  dir_node *n = dir_node_find(s, id);
-  return n ? dir_node_link_delay_us(n, hpl__now_ns() / 1000) : 0;
+static uint32_t node_rtt(hpl__dir_server *s, uint64_t id) {
+  hpl__dir_node *n = hpl__dir_node_find(s, id);
+  return n ? hpl__dir_node_link_delay_us(n, hpl__now_ns() / 1000) : 0;
 }
 
 /* A node whose link crawls has a queue of bulk bytes in front of its
- * heartbeats and probes (dir_node_link_delay_us): at least DR_SLOW_FACTOR x
+ * heartbeats and probes (hpl__dir_node_link_delay_us): at least DR_SLOW_FACTOR x
  * any other node of the tree's, and DR_SLOW_MARGIN_US more. The margin is
  * for what every node's samples share on a busy machine (the directory's
  * own loop and link, CPU contention: 5-14 ms seen on 2 cores beside a 15-35
@@ -36,7 +36,7 @@ static uint32_t node_rtt(dir_server *s, uint64_t id) {
  * tree (the sink's and the reporter's included). Returns its slot, or -1
  * if no node stands out (wait for the next report) or the slow node is
  * the sink. */
-static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
+static int slow_culprit(hpl__dir_reduce *r, int j, uint64_t reporter) {
   uint64_t worst = 0;
   uint32_t d1 = 0, d2 = 0; /* the largest delay, the second largest */
   for (int i = -1; i < (int)r->k; i++) {
@@ -55,7 +55,7 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
   }
   uint32_t dr = node_rtt(r->srv, reporter);
   if (reporter != worst && dr > d2) d2 = dr;
-  LOG_DEBUG("reduce '%s': slot %d crawls (reported by %016llx); largest link delay %u us "
+  HPL__LOG_DEBUG("reduce '%s': slot %d crawls (reported by %016llx); largest link delay %u us "
             "(%016llx), next %u us",
             r->target, j, (unsigned long long)reporter, d1, (unsigned long long)worst, d2);
   if (!worst || worst == r->sink || d1 < DR_SLOW_FACTOR * (uint64_t)d2 ||
@@ -71,18 +71,18 @@ static int slow_culprit(dir_reduce *r, int j, uint64_t reporter) {
  * reduce: the caller sets lost_retaken) on a source an earlier failure
  * took out - an earlier straggler judged wrongly is taken back so, only
  * once so that two slow nodes cannot trade places for ever; 0 otherwise. */
-static int slot_replaceable(dir_reduce *r, int f, int straggler) {
-  dir_obj *o;
-  if (dr_other_copy(r, f) || dr_earliest_spare(r, &o) >= 0) return 1;
+static int slot_replaceable(hpl__dir_reduce *r, int f, int straggler) {
+  hpl__dir_obj *o;
+  if (hpl__dir_reduce_other_copy(r, f) || hpl__dir_reduce_earliest_spare(r, &o) >= 0) return 1;
   if (!straggler || r->lost_retaken) return 0;
-  return dr_earliest_lost_held(r, r->slots[f].src, &o) >= 0 ? 2 : 0;
+  return hpl__dir_reduce_earliest_lost_held(r, r->slots[f].src, &o) >= 0 ? 2 : 0;
 }
 
 /* Slot j's stream crawls at `rate` (reported by `reporter`): replace the
  * slot whose node is slow, if one stands out and can be replaced. Returns
  * 0 if no node stands out, 1 otherwise (replaced or not). */
-static int crawl_judge(dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
-  dir_server *s = r->srv;
+static int crawl_judge(hpl__dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
+  hpl__dir_server *s = r->srv;
   int c = slow_culprit(r, j, reporter);
   if (c < 0) return 0;
   int how = slot_replaceable(r, c, 1);
@@ -93,15 +93,15 @@ static int crawl_judge(dir_reduce *r, int j, uint64_t reporter, uint64_t rate) {
   snprintf(why, sizeof why, "its node crawls: a stream at %.1f MB/s, link delay %.1f ms",
            (double)rate / 1e6, (double)node_rtt(s, old) / 1e3);
   s->ctr.reduce_stragglers++;
-  dr_slot_failed(r, c, why);
-  dr_end_task_at(r, old);
+  hpl__dir_reduce_slot_failed(r, c, why);
+  hpl__dir_reduce_end_task_at(r, old);
   return 1;
 }
 
 static void crawl_timer(uv_timer_t *t) {
-  dir_server *s = t->data;
+  hpl__dir_server *s = t->data;
   uint64_t now = hpl__now_ms(), next = 0;
-  dir_reduce *r, *tmp;
+  hpl__dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces->by_target, r, tmp) {
     if (!r->crawl_due_ms) continue;
     if (r->crawl_due_ms > now) {
@@ -118,16 +118,16 @@ static void crawl_timer(uv_timer_t *t) {
   if (next) uv_timer_start(t, crawl_timer, next - now, 0);
 }
 
-void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) {
-  dir_server *s = r->srv;
-  dr_slot *sl = &r->slots[slot];
+void hpl__dir_reduce_crawl_report(hpl__dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) {
+  hpl__dir_server *s = r->srv;
+  hpl__dr_slot *sl = &r->slots[slot];
   if (crawl_judge(r, slot, reporter, rate) || r->crawl_due_ms) return;
   /* nobody stands out (yet): measure every link of the tree now rather
    * than wait for the next heartbeats, and judge again */
   for (int i = -1; i < (int)r->k; i++) {
     uint64_t id = i < 0 ? r->sink : r->slots[i].filled ? r->slots[i].node : 0;
-    dir_node *n = id ? dir_node_find(s, id) : NULL;
-    if (n) dir_node_measure(s, n);
+    hpl__dir_node *n = id ? hpl__dir_node_find(s, id) : NULL;
+    if (n) hpl__dir_node_measure(s, n);
   }
   r->crawl_due_ms = hpl__now_ms() + DR_MEASURE_WAIT_MS;
   r->crawl_slot = slot;
@@ -138,9 +138,9 @@ void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate) 
   if (!uv_is_active((uv_handle_t *)t)) uv_timer_start(t, crawl_timer, DR_MEASURE_WAIT_MS, 0);
 }
 
-void dir_reduce_start(dir_server *s) {
+void hpl__dir_reduce_start(hpl__dir_server *s) {
   uv_timer_init(s->loop, &s->reduces->crawl_timer);
   s->reduces->crawl_timer.data = s;
 }
 
-void dir_reduce_stop(dir_server *s) { uv_close((uv_handle_t *)&s->reduces->crawl_timer, NULL); }
+void hpl__dir_reduce_stop(hpl__dir_server *s) { uv_close((uv_handle_t *)&s->reduces->crawl_timer, NULL); }

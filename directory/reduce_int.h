@@ -7,7 +7,7 @@
  *   reduce_msg.c    what the directory tells stores about a reduce
  *                   (REDUCE_TASK, REDUCE_SINK, REDUCE_END, REDUCE_ADOPTED)
  *   reduce_rec.c    the records: the table by target, a reduce's life
- *                   (dr_set_life), source watches, finishing, the finished
+ *                   (hpl__dir_reduce_set_life), source watches, finishing, the finished
  *                   ones kept, REDUCE_INFO waiters
  *   reduce_tree.c   the tree's decisions: the plan, which slot an arriving
  *                   source fills and on which node, a failed slot's
@@ -25,52 +25,52 @@
 #include "reduce.h"
 #include "uvtimer.h"
 
-typedef struct dr_slot {
+typedef struct hpl__dr_slot {
   int filled;
   int src;       /* index into sources */
   uint64_t node; /* where it runs */
   uint32_t gen;
   uint64_t silent_ms; /* when its output was last reported silent (0: never) */
-} dr_slot;
+} hpl__dr_slot;
 
 /* A REDUCE_INFO waiting for the reduce to finish. */
-typedef struct dr_info {
-  struct dr_info *prev, *next; /* dir_reduce.infos (utlist DL) */
-  struct dir_reduce *r;
-  dir_conn *dc;
+typedef struct hpl__dr_info {
+  struct hpl__dr_info *prev, *next; /* hpl__dir_reduce.infos (utlist DL) */
+  struct hpl__dir_reduce *r;
+  hpl__dir_conn *dc;
   uint64_t req;
   hpl__otimer timer; /* its timeout, if it has one */
-} dr_info;
+} hpl__dr_info;
 
 /* A source watch: hangs off the source object's `watchers` (utlist DL). */
-typedef struct dr_watch {
-  struct dr_watch *prev, *next;
-  struct dir_reduce *r;
+typedef struct hpl__dr_watch {
+  struct hpl__dr_watch *prev, *next;
+  struct hpl__dir_reduce *r;
   int idx;
-} dr_watch;
+} hpl__dr_watch;
 
-/* Where a source stands (dir_reduce.src_state; dr_set_src logs changes). */
-typedef enum dr_src {
-  DR_WAITING = 0, /* not ready (or not arrived) yet */
-  DR_IN_TREE = 1, /* fills a slot (or was combined, inline) */
-  DR_SPARE = 2,   /* arrived once every slot was filled (subset reduce) */
-  DR_LOST = 3,    /* taken out of the tree by a failure (counts again once back) */
-} dr_src;
+/* Where a source stands (hpl__dir_reduce.src_state; hpl__dir_reduce_set_src logs changes). */
+typedef enum hpl__dr_src {
+  HPL__DR_WAITING = 0, /* not ready (or not arrived) yet */
+  HPL__DR_IN_TREE = 1, /* fills a slot (or was combined, inline) */
+  HPL__DR_SPARE = 2,   /* arrived once every slot was filled (subset reduce) */
+  HPL__DR_LOST = 3,    /* taken out of the tree by a failure (counts again once back) */
+} hpl__dr_src;
 
-/* A reduce's life (dir_reduce.life; dr_set_life logs each transition). */
-typedef enum dr_life {
-  DR_OPEN,    /* no tree yet: waiting for its first source to plan one */
-  DR_ADOPTED, /* the tree of a previous directory instance runs on: the
+/* A reduce's life (hpl__dir_reduce.life; hpl__dir_reduce_set_life logs each transition). */
+typedef enum hpl__dr_life {
+  HPL__DR_OPEN,    /* no tree yet: waiting for its first source to plan one */
+  HPL__DR_ADOPTED, /* the tree of a previous directory instance runs on: the
                  sources in it are known, not their nodes; never planned here */
-  DR_RUNNING, /* planned: its tree runs on the stores, or (inline_mode) it is
+  HPL__DR_RUNNING, /* planned: its tree runs on the stores, or (inline_mode) it is
                  reduced here as the sources arrive */
-  DR_DONE,    /* finished (status 0) or failed; kept a while (REDUCE_INFO, joins) */
-} dr_life;
+  HPL__DR_DONE,    /* finished (status 0) or failed; kept a while (REDUCE_INFO, joins) */
+} hpl__dr_life;
 
-typedef struct dir_reduce {
+typedef struct hpl__dir_reduce {
   UT_hash_handle hh; /* the module's table, by target */
-  dir_server *srv;
-  dr_life life;
+  hpl__dir_server *srv;
+  hpl__dr_life life;
   uint64_t rid; /* this instance: stream keys and store tasks carry it */
   uint32_t tgen; /* generation of the target's bytes */
   uint64_t arrivals;
@@ -78,7 +78,7 @@ typedef struct dir_reduce {
   char *target;
   char **src;
   size_t nsrc;
-  dr_src *src_state;
+  hpl__dr_src *src_state;
   uint32_t k;
   int op, dtype;
   uint64_t sink;
@@ -91,7 +91,7 @@ typedef struct dir_reduce {
   int inline_mode;   /* the plan: small, reduced at the directory */
   uint8_t *acc; /* inline mode: running result */
   hpl__plan plan; /* (degree 0: none made) */
-  dr_slot *slots;
+  hpl__dr_slot *slots;
   uint32_t nfilled;
   uint32_t joins; /* participants that joined (allreduce): they get the target */
   int lost_retaken; /* a straggler's slot went to a source lost earlier (once only) */
@@ -102,98 +102,98 @@ typedef struct dir_reduce {
   uint32_t crawl_gen;
   uint64_t crawl_reporter;
   uint64_t crawl_rate;
-  int status; /* DR_DONE: 0 or the failure */
+  int status; /* HPL__DR_DONE: 0 or the failure */
   char detail[320];
-  dr_info *infos;
+  hpl__dr_info *infos;
   uint64_t start_ms;
-  struct dir_reduce *fin_prev, *fin_next; /* the module's finished list */
-} dir_reduce;
+  struct hpl__dir_reduce *fin_prev, *fin_next; /* the module's finished list */
+} hpl__dir_reduce;
 
-/* The module's state (dir_server.reduces). */
-struct dir_reduces {
-  dir_reduce *by_target;  /* every reduce, by target (uthash) */
-  dir_reduce *done;       /* the finished ones, oldest first (utlist DL) */
+/* The module's state (hpl__dir_server.reduces). */
+struct hpl__dir_reduces {
+  hpl__dir_reduce *by_target;  /* every reduce, by target (uthash) */
+  hpl__dir_reduce *done;       /* the finished ones, oldest first (utlist DL) */
   size_t ndone;
   struct dir_away_end *away_ends; /* REDUCE_DONE notes lately, a ring (reduce.c) */
   uv_timer_t crawl_timer; /* crawls judged again after measurements (reduce_crawl.c) */
-  /* asked before a plain reduce starts (dir_reduce_before_start) */
-  int (*before_start)(dir_server *s, const char *target, void *arg);
+  /* asked before a plain reduce starts (hpl__dir_reduce_before_start) */
+  int (*before_start)(hpl__dir_server *s, const char *target, void *arg);
   void *before_start_arg;
 };
 
 /* A source counts once it is ready (complete somewhere, or inline). */
-static inline int dr_src_ready(dir_obj *o) { return o && dtab_ready(o); }
+static inline int dr_src_ready(hpl__dir_obj *o) { return o && hpl__dtab_ready(o); }
 
 /* The range is not the whole sources (once sized): a leaf slot's output is
  * then a stream its task copies from its source's range (a parent cannot
  * pull a range of an object), not the object itself. */
-static inline int dr_slice(const dir_reduce *r) { return r->have_size && r->size != r->src_size; }
+static inline int dr_slice(const hpl__dir_reduce *r) { return r->have_size && r->size != r->src_size; }
 
 /* Whether slot `c`'s output is a reduce stream made by its task: it has
  * children, or the reduce is over a range of the sources (a leaf's task
  * copies its source's range into a stream). Otherwise it is the source
  * object itself, pulled as any object. */
-static inline int dr_slot_streams(const dir_reduce *r, int c) {
+static inline int dr_slot_streams(const hpl__dir_reduce *r, int c) {
   return r->plan.nchild[c] > 0 || dr_slice(r);
 }
 
 /* A planned tree running on the stores (not reduced here, not adopted). */
-static inline int dr_tree_runs(const dir_reduce *r) {
-  return r->life == DR_RUNNING && !r->inline_mode;
+static inline int dr_tree_runs(const hpl__dir_reduce *r) {
+  return r->life == HPL__DR_RUNNING && !r->inline_mode;
 }
 
 /* ------------------------------------------------------------------ reduce_msg.c */
 
 /* (Re)send slot `slot`'s task to its node, with every child known so far;
- * `resume`: the slot resumed there (dr_slot_failed), its task starts where
+ * `resume`: the slot resumed there (hpl__dir_reduce_slot_failed), its task starts where
  * its parent's pull does. */
-void dr_send_task(dir_reduce *r, int slot, int resume);
+void hpl__dir_reduce_send_task(hpl__dir_reduce *r, int slot, int resume);
 
 /* Tell the sink where the result comes from (the root slot, inline bytes
  * at the directory, or nothing yet: the target's generation starts over). */
-void dr_send_sink(dir_reduce *r);
+void hpl__dir_reduce_send_sink(hpl__dir_reduce *r);
 
 /* Send `type` (REDUCE_END or REDUCE_ADOPTED) for instance `rid` of the
  * reduce into r's target to every registered node. */
-void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid);
+void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid);
 
 /* Tell every node running a slot, and the sink, that the reduce ended
  * (REDUCE_END with r->status / r->detail); every node when the tree was
  * `adopted` (its nodes are unknown). */
-void dr_send_end(dir_reduce *r, int adopted);
+void hpl__dir_reduce_send_end(hpl__dir_reduce *r, int adopted);
 
 /* The task of r at `node` ends (REDUCE_END to it) unless the node is the
  * sink or still holds a slot, or r is done. */
-void dr_end_task_at(dir_reduce *r, uint64_t node);
+void hpl__dir_reduce_end_task_at(hpl__dir_reduce *r, uint64_t node);
 
 /* ------------------------------------------------------------------ reduce_rec.c */
 
 /* The reduce into `target`, or NULL. */
-dir_reduce *dr_find(dir_server *s, const char *target);
+hpl__dir_reduce *hpl__dir_reduce_find(hpl__dir_server *s, const char *target);
 
 /* A new reduce record for request m (k of its sources, sunk at `sink`),
  * in the table, its sources watched; NULL when out of memory. */
-dir_reduce *dr_new(dir_server *s, Hplpb__ReduceReq *m, uint32_t k, uint64_t sink);
+hpl__dir_reduce *hpl__dir_reduce_new(hpl__dir_server *s, Hplpb__ReduceReq *m, uint32_t k, uint64_t sink);
 
 /* Move r's life to `to` (logged at debug level). */
-void dr_set_life(dir_reduce *r, dr_life to);
+void hpl__dir_reduce_set_life(hpl__dir_reduce *r, hpl__dr_life to);
 
 /* Move source i's state to `to` (logged at debug level). */
-void dr_set_src(dir_reduce *r, size_t i, dr_src to);
+void hpl__dir_reduce_set_src(hpl__dir_reduce *r, size_t i, hpl__dr_src to);
 
 /* The reduce is over (status 0: done; else failed with `detail`, which a
  * target not yet complete then reports to its gets): sources are
  * unwatched, every node involved told (REDUCE_END), info waiters answered;
  * r moves to the finished list (never freed here, so callers may go on
  * walking the reduces). A no-op if r is done already. */
-void dr_finish(dir_reduce *r, int status, const char *detail);
+void hpl__dir_reduce_finish(hpl__dir_reduce *r, int status, const char *detail);
 
 /* Free every reduce and the module's state (at the end). */
-void dr_free_all(dir_server *s);
+void hpl__dir_reduce_free_recs(hpl__dir_server *s);
 
 /* Drop the oldest finished reduces beyond the cap (before a new one
  * starts: never while a caller walks the reduces). */
-void dr_trim(dir_server *s);
+void hpl__dir_reduce_trim(hpl__dir_server *s);
 
 /* ------------------------------------------------------------------ reduce_tree.c */
 
@@ -201,38 +201,38 @@ void dr_trim(dir_server *s);
  * [off, off + len) of each source (len 0: up to the end), as a negative
  * code with `detail` written: HPL_EMISMATCH (its size is not a multiple of
  * the dtype's), HPL_EINVAL (the range goes beyond it); 0 if nothing is. */
-int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
+int hpl__dir_reduce_source_check(const hpl__dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
                     size_t dlen);
 
 /* Source i of r became ready (or came back): plan the tree on the first
  * arrival, then fill a slot (or keep it as a spare). May finish r. */
-void dr_arrival(dir_reduce *r, int i);
+void hpl__dir_reduce_arrival(hpl__dir_reduce *r, int i);
 
 /* Every source of r that is ready arrives, in the order the sources
  * became ready. May finish r. */
-void dr_arrive_ready(dir_reduce *r);
+void hpl__dir_reduce_arrive_ready(hpl__dir_reduce *r);
 
 /* The adopted tree failed (`why`): end it everywhere and build a new one
  * (new instance, next target generation) from the ready sources. */
-void dr_unadopt(dir_reduce *r, const char *why);
+void hpl__dir_reduce_unadopt(hpl__dir_reduce *r, const char *why);
 
 /* A live node, other than slot f's, with a complete copy of slot f's
  * source (0: none). */
-uint64_t dr_other_copy(dir_reduce *r, int f);
+uint64_t hpl__dir_reduce_other_copy(hpl__dir_reduce *r, int f);
 
 /* The spare source that arrived first and has a copy on a live node: its
  * index (its object in *obj), or -1. */
-int dr_earliest_spare(dir_reduce *r, dir_obj **obj);
+int hpl__dir_reduce_earliest_spare(hpl__dir_reduce *r, hpl__dir_obj **obj);
 
 /* The earliest source taken out of the tree by an earlier failure whose
  * copy is still on a live node, other than source `except`: its index (its
  * object in *obj), or -1. */
-int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj);
+int hpl__dir_reduce_earliest_lost_held(hpl__dir_reduce *r, int except, hpl__dir_obj **obj);
 
 /* Slot f failed (`why`, logged): it gets another copy of its source, else
  * a spare, else a source lost earlier, else waits; its ancestors and the
  * target restart from byte 0. A no-op on a done reduce or an empty slot. */
-void dr_slot_failed(dir_reduce *r, int f, const char *why);
+void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why);
 
 /* ------------------------------------------------------------------ reduce_crawl.c */
 
@@ -241,6 +241,6 @@ void dr_slot_failed(dir_reduce *r, int f, const char *why);
  * stands out, if one does; otherwise measures every node of the tree and
  * judges again DR_MEASURE_WAIT_MS later (the module's crawl_timer). `slot`
  * must be a filled slot of a running tree (dr_tree_runs). */
-void dr_crawl_report(dir_reduce *r, int slot, uint64_t reporter, uint64_t rate);
+void hpl__dir_reduce_crawl_report(hpl__dir_reduce *r, int slot, uint64_t reporter, uint64_t rate);
 
 #endif

@@ -10,9 +10,9 @@
 #include "reduce_int.h"
 
 /* What a parent pulls to get slot `c`'s output. */
-static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
-  dr_slot *sl = &r->slots[c];
-  dir_node *n = dir_node_find(r->srv, sl->node);
+static void child_info(hpl__dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
+  hpl__dr_slot *sl = &r->slots[c];
+  hpl__dir_node *n = hpl__dir_node_find(r->srv, sl->node);
   hplpb__reduce_child__init(out);
   out->slot = (uint32_t)c;
   out->gen = sl->gen;
@@ -30,8 +30,8 @@ static void child_info(dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key,
   out->key = key;
 }
 
-void dr_send_task(dir_reduce *r, int slot, int resume) {
-  dr_slot *sl = &r->slots[slot];
+void hpl__dir_reduce_send_task(hpl__dir_reduce *r, int slot, int resume) {
+  hpl__dr_slot *sl = &r->slots[slot];
   int d = r->plan.degree, nc = r->plan.nchild[slot];
   Hplpb__ReduceChild ch[nc ? nc : 1];
   Hplpb__ReduceChild *chp[nc ? nc : 1];
@@ -60,10 +60,10 @@ void dr_send_task(dir_reduce *r, int slot, int resume) {
   t.children = chp;
   t.to_target = slot == r->plan.root && sl->node == r->sink;
   t.resume = resume;
-  dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
+  hpl__dir_node_send(r->srv, sl->node, HPL__MSG_REDUCE_TASK, 0, &t.base);
 }
 
-void dr_send_sink(dir_reduce *r) {
+void hpl__dir_reduce_send_sink(hpl__dir_reduce *r) {
   Hplpb__ReduceSink m = HPLPB__REDUCE_SINK__INIT;
   m.rid = r->rid;
   m.gen = r->tgen;
@@ -87,22 +87,22 @@ void dr_send_sink(dir_reduce *r) {
     child_info(r, r->plan.root, &root, key, sizeof key);
     m.root = &root;
   }
-  dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
+  hpl__dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
 }
 
-void dr_send_all(dir_reduce *r, unsigned type, uint64_t rid) {
+void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid) {
   Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
   m.rid = rid;
   m.target = r->target;
   m.detail = "";
-  dir_node *n, *tmp;
-  DIR_NODES_ITER(r->srv, n, tmp)
-    if (n->conn) dir_node_send(r->srv, n->id, type, 0, &m.base);
+  hpl__dir_node *n, *tmp;
+  HPL__DIR_NODES_ITER(r->srv, n, tmp)
+    if (n->conn) hpl__dir_node_send(r->srv, n->id, type, 0, &m.base);
 }
 
-void dr_send_end(dir_reduce *r, int adopted) {
+void hpl__dir_reduce_send_end(hpl__dir_reduce *r, int adopted) {
   if (adopted) {
-    dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
+    hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, r->rid);
     return;
   }
   Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
@@ -120,20 +120,20 @@ void dr_send_end(dir_reduce *r, int adopted) {
     for (size_t j = 0; j < ns; j++) dup |= sent[j] == node;
     if (dup) continue;
     sent[ns++] = node;
-    dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &m.base);
+    hpl__dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &m.base);
   }
 }
 
 /* A node that lost its slot lives on: its task there must end (the reduce
  * goes on without it), unless it is the sink or holds another slot. */
-void dr_end_task_at(dir_reduce *r, uint64_t node) {
+void hpl__dir_reduce_end_task_at(hpl__dir_reduce *r, uint64_t node) {
   int holds = node == r->sink;
   for (uint32_t i = 0; i < r->k && !holds; i++)
     holds = r->slots[i].filled && r->slots[i].node == node;
-  if (r->life == DR_DONE || holds) return;
+  if (r->life == HPL__DR_DONE || holds) return;
   Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
   e.rid = r->rid;
   e.target = r->target;
   e.detail = "";
-  dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
+  hpl__dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
 }

@@ -19,7 +19,7 @@
 #include "util.h"
 #include "xlog.h"
 
-int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
+int hpl__dir_reduce_source_check(const hpl__dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
                     size_t dlen) {
   size_t es = hpl_dtype_size(dtype);
   if (o->size % es) {
@@ -44,17 +44,17 @@ int dr_source_check(const dir_obj *o, int dtype, uint64_t off, uint64_t len, cha
 
 /* Whether slot `slot` runs a task: its output is a stream, or it is the
  * root and writes the target at the sink itself. */
-static int runs_task(dir_reduce *r, int slot) {
+static int runs_task(hpl__dir_reduce *r, int slot) {
   return dr_slot_streams(r, slot) || (slot == r->plan.root && r->slots[slot].node == r->sink);
 }
 
 
 /* A node to run source `o`'s slot: one with a complete copy, preferring
  * `prefer`, then nodes not yet running a slot of this reduce. */
-static uint64_t pick_node(dir_reduce *r, dir_obj *o, uint64_t prefer) {
+static uint64_t pick_node(hpl__dir_reduce *r, hpl__dir_obj *o, uint64_t prefer) {
   uint64_t any = 0, fresh = 0;
-  for (dir_loc *l = o->locs; l; l = l->next) {
-    if (!l->complete || !dir_node_find(r->srv, l->node)) continue;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
+    if (!l->complete || !hpl__dir_node_find(r->srv, l->node)) continue;
     if (l->node == prefer) return l->node;
     if (!any) any = l->node;
     int used = 0;
@@ -65,33 +65,33 @@ static uint64_t pick_node(dir_reduce *r, dir_obj *o, uint64_t prefer) {
 }
 
 /* Put source i (object o) into the empty slot and tell the nodes concerned. */
-static void slot_fill(dir_reduce *r, int slot, int i, dir_obj *o) {
+static void slot_fill(hpl__dir_reduce *r, int slot, int i, hpl__dir_obj *o) {
   int root = r->plan.root;
-  dr_slot *sl = &r->slots[slot];
+  hpl__dr_slot *sl = &r->slots[slot];
   sl->filled = 1;
   sl->src = i;
   sl->silent_ms = 0;
   sl->node = pick_node(r, o, slot == root ? r->sink : 0);
-  dr_set_src(r, (size_t)i, DR_IN_TREE);
+  hpl__dir_reduce_set_src(r, (size_t)i, HPL__DR_IN_TREE);
   r->nfilled++;
-  LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
+  HPL__LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
             (unsigned long long)sl->node);
   /* the sink hears of the root, and again once every source is in */
-  if (slot == root || (r->nfilled == r->k && r->slots[root].filled)) dr_send_sink(r);
-  if (runs_task(r, slot)) dr_send_task(r, slot, 0);
+  if (slot == root || (r->nfilled == r->k && r->slots[root].filled)) hpl__dir_reduce_send_sink(r);
+  if (runs_task(r, slot)) hpl__dir_reduce_send_task(r, slot, 0);
   int p = r->plan.parent[slot];
-  if (p >= 0 && r->slots[p].filled) dr_send_task(r, p, 0);
+  if (p >= 0 && r->slots[p].filled) hpl__dir_reduce_send_task(r, p, 0);
 }
 
 /* The first source arrived (object o): its size is the sources', its
  * range's the target's; plan the tree. Returns 0, or finishes r and
  * returns -1. */
-static int plan(dir_reduce *r, dir_obj *o) {
-  dir_server *s = r->srv;
+static int plan(hpl__dir_reduce *r, hpl__dir_obj *o) {
+  hpl__dir_server *s = r->srv;
   char detail[400];
-  int rc = dr_source_check(o, r->dtype, r->src_off, r->src_len, detail, sizeof detail);
+  int rc = hpl__dir_reduce_source_check(o, r->dtype, r->src_off, r->src_len, detail, sizeof detail);
   if (rc) {
-    dr_finish(r, rc, detail);
+    hpl__dir_reduce_finish(r, rc, detail);
     return -1;
   }
   r->src_size = o->size;
@@ -101,18 +101,18 @@ static int plan(dir_reduce *r, dir_obj *o) {
    * combined here), and the result */
   r->inline_mode = r->size <= s->cfg.inline_max && r->src_size <= s->cfg.inline_max;
   s->ctr.reduces_inline += (uint64_t)r->inline_mode;
-  double L = dir_cost_latency(s), B = dir_cost_bandwidth(s);
+  double L = hpl__dir_cost_latency(s), B = hpl__dir_cost_bandwidth(s);
   if (hpl__plan_make((int)r->k, (double)r->size, L, B, &r->plan) != 0 ||
       !(r->slots = calloc(r->k, sizeof *r->slots))) {
-    dr_finish(r, HPL_ENOMEM, "out of memory");
+    hpl__dir_reduce_finish(r, HPL_ENOMEM, "out of memory");
     return -1;
   }
-  dr_set_life(r, DR_RUNNING);
+  hpl__dir_reduce_set_life(r, HPL__DR_RUNNING);
   char range[80] = "";
   if (dr_slice(r))
     snprintf(range, sizeof range, " (bytes [%llu, %llu) of %llu)", (unsigned long long)r->src_off,
              (unsigned long long)(r->src_off + r->size), (unsigned long long)r->src_size);
-  LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes%s, %s %s, %s (%d-ary; L %.0f us, "
+  HPL__LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes%s, %s %s, %s (%d-ary; L %.0f us, "
            "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size, range,
            hpl__op_name(r->op), hpl__dtype_name(r->dtype),
            r->inline_mode ? "reduced at the directory"
@@ -124,18 +124,18 @@ static int plan(dir_reduce *r, dir_obj *o) {
 
 /* Inline mode: source i (object o, held by the directory) joins the
  * running result; the last one makes the target. */
-static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
-  dir_server *s = r->srv;
-  dr_set_src(r, (size_t)i, DR_IN_TREE);
+static void arrival_inline(hpl__dir_reduce *r, int i, hpl__dir_obj *o) {
+  hpl__dir_server *s = r->srv;
+  hpl__dir_reduce_set_src(r, (size_t)i, HPL__DR_IN_TREE);
   if (!o->is_inline) {
     char detail[400];
     snprintf(detail, sizeof detail, "source '%s' is small but not held by the directory "
              "(its inline cache is full)", o->id);
-    dr_finish(r, HPL_EUNAVAIL, detail);
+    hpl__dir_reduce_finish(r, HPL_EUNAVAIL, detail);
     return;
   }
   if (!r->acc && !(r->acc = malloc(r->size ? r->size : 1))) {
-    dr_finish(r, HPL_ENOMEM, "out of memory");
+    hpl__dir_reduce_finish(r, HPL_ENOMEM, "out of memory");
     return;
   }
   const uint8_t *bytes = o->inl + r->src_off; /* the range (sizes checked on arrival) */
@@ -143,45 +143,45 @@ static void arrival_inline(dir_reduce *r, int i, dir_obj *o) {
     memcpy(r->acc, bytes, r->size);
   else
     hpl__reduce_apply(r->op, r->dtype, r->acc, bytes, r->size);
-  dr_slot *sl = &r->slots[r->nfilled++];
+  hpl__dr_slot *sl = &r->slots[r->nfilled++];
   sl->filled = 1;
   sl->src = i;
   if (r->nfilled < r->k) return;
-  dir_obj *t = dtab_get(&s->tab, r->target);
+  hpl__dir_obj *t = hpl__dtab_get(&s->tab, r->target);
   uint8_t *res = r->acc;
   r->acc = NULL;
-  int rc = t ? dtab_set_inline(&s->tab, t, res, r->size) : HPL_ENOMEM;
+  int rc = t ? hpl__dtab_set_inline(&s->tab, t, res, r->size) : HPL_ENOMEM;
   if (rc) {
     free(res);
-    dr_finish(r, rc, "cannot store the result");
+    hpl__dir_reduce_finish(r, rc, "cannot store the result");
     return;
   }
-  dr_send_sink(r);
-  dtab_changed(&s->tab, t);
-  dr_finish(r, 0, NULL);
+  hpl__dir_reduce_send_sink(r);
+  hpl__dtab_changed(&s->tab, t);
+  hpl__dir_reduce_finish(r, 0, NULL);
 }
 
-void dr_arrival(dir_reduce *r, int i) {
-  dir_server *s = r->srv;
-  dir_obj *o = dtab_find(&s->tab, r->src[i]);
-  if (r->life == DR_DONE || (r->src_state[i] != DR_WAITING && r->src_state[i] != DR_LOST) ||
+void hpl__dir_reduce_arrival(hpl__dir_reduce *r, int i) {
+  hpl__dir_server *s = r->srv;
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->src[i]);
+  if (r->life == HPL__DR_DONE || (r->src_state[i] != HPL__DR_WAITING && r->src_state[i] != HPL__DR_LOST) ||
       !dr_src_ready(o))
     return;
   /* a source lost to a failure counts again once a copy is back */
-  if (r->src_state[i] == DR_LOST && !pick_node(r, o, 0)) return;
+  if (r->src_state[i] == HPL__DR_LOST && !pick_node(r, o, 0)) return;
   r->arr_seq[i] = ++r->arrivals;
-  if (r->life == DR_ADOPTED) return; /* the old directory's tree runs without it */
-  if (r->life == DR_OPEN) {
+  if (r->life == HPL__DR_ADOPTED) return; /* the old directory's tree runs without it */
+  if (r->life == HPL__DR_OPEN) {
     if (plan(r, o)) return;
   } else if (o->size != r->src_size) {
     char detail[400];
     snprintf(detail, sizeof detail, "source '%s' has %llu bytes, the others %llu", o->id,
              (unsigned long long)o->size, (unsigned long long)r->src_size);
-    dr_finish(r, HPL_EMISMATCH, detail);
+    hpl__dir_reduce_finish(r, HPL_EMISMATCH, detail);
     return;
   }
   if (r->nfilled == r->k) {
-    dr_set_src(r, (size_t)i, DR_SPARE);
+    hpl__dir_reduce_set_src(r, (size_t)i, HPL__DR_SPARE);
     return;
   }
   if (r->inline_mode) {
@@ -191,7 +191,7 @@ void dr_arrival(dir_reduce *r, int i) {
   /* tree: the sink's own source takes the root; the others fill slots in
    * in-order as they arrive; the root takes the last place otherwise */
   int root = r->plan.root, slot = -1;
-  dir_loc *at_sink = dtab_loc(o, r->sink);
+  hpl__dir_loc *at_sink = hpl__dtab_loc(o, r->sink);
   int sink_has = at_sink && at_sink->complete;
   if (sink_has && !r->slots[root].filled) {
     slot = root;
@@ -207,34 +207,34 @@ void dr_arrival(dir_reduce *r, int i) {
 }
 
 static int cmp_ready(const void *a, const void *b, void *arg) {
-  dir_reduce *r = arg;
-  dir_obj *x = dtab_find(&r->srv->tab, r->src[*(const int *)a]);
-  dir_obj *y = dtab_find(&r->srv->tab, r->src[*(const int *)b]);
+  hpl__dir_reduce *r = arg;
+  hpl__dir_obj *x = hpl__dtab_find(&r->srv->tab, r->src[*(const int *)a]);
+  hpl__dir_obj *y = hpl__dtab_find(&r->srv->tab, r->src[*(const int *)b]);
   return x->ready_seq < y->ready_seq ? -1 : x->ready_seq > y->ready_seq;
 }
 
-void dr_arrive_ready(dir_reduce *r) {
+void hpl__dir_reduce_arrive_ready(hpl__dir_reduce *r) {
   int ready[r->nsrc ? r->nsrc : 1];
   size_t nr = 0;
   for (size_t i = 0; i < r->nsrc; i++)
-    if (dr_src_ready(dtab_find(&r->srv->tab, r->src[i]))) ready[nr++] = (int)i;
+    if (dr_src_ready(hpl__dtab_find(&r->srv->tab, r->src[i]))) ready[nr++] = (int)i;
   /* sources ready already arrive in the order they became ready */
   qsort_r(ready, nr, sizeof *ready, cmp_ready, r);
-  for (size_t i = 0; i < nr && r->life != DR_DONE; i++) dr_arrival(r, ready[i]);
+  for (size_t i = 0; i < nr && r->life != HPL__DR_DONE; i++) hpl__dir_reduce_arrival(r, ready[i]);
 }
 
 /* ------------------------------------------------------------------ failures */
 
 /* The target's partial copies elsewhere hold bytes of an older generation. */
-static void target_restart(dir_reduce *r) {
-  dir_obj *t = dtab_find(&r->srv->tab, r->target);
+static void target_restart(hpl__dir_reduce *r) {
+  hpl__dir_obj *t = hpl__dtab_find(&r->srv->tab, r->target);
   if (!t) return;
   t->gen = r->tgen;
-  dir_loc *l, *next;
+  hpl__dir_loc *l, *next;
   LL_FOREACH_SAFE(t->locs, l, next) {
     if (l->node == r->sink || l->complete) continue;
-    dir_xlog(r->srv, HPL__XFER_REMOVE, t->id, l->node, l->upstream);
-    dtab_loc_remove(&r->srv->tab, t, l->node);
+    hpl__dir_xlog(r->srv, HPL__XFER_REMOVE, t->id, l->node, l->upstream);
+    hpl__dtab_loc_remove(&r->srv->tab, t, l->node);
   }
 }
 
@@ -243,15 +243,15 @@ static void target_restart(dir_reduce *r) {
  * node, no link carries it), then one running no slot of this reduce
  * (its links carry nothing else of it), then any: there the slot's output
  * shares the uplink with the node's own slot's. */
-uint64_t dr_other_copy(dir_reduce *r, int f) {
-  dir_server *s = r->srv;
-  dr_slot *sl = &r->slots[f];
-  dir_obj *o = dtab_find(&s->tab, r->src[sl->src]);
+uint64_t hpl__dir_reduce_other_copy(hpl__dir_reduce *r, int f) {
+  hpl__dir_server *s = r->srv;
+  hpl__dr_slot *sl = &r->slots[f];
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->src[sl->src]);
   int p = r->plan.parent[f];
   uint64_t parent = p >= 0 && r->slots[p].filled ? r->slots[p].node : 0, best = 0;
   int best_rank = 0;
-  for (dir_loc *l = o ? o->locs : NULL; l; l = l->next) {
-    if (!l->complete || l->node == sl->node || !dir_node_find(s, l->node)) continue;
+  for (hpl__dir_loc *l = o ? o->locs : NULL; l; l = l->next) {
+    if (!l->complete || l->node == sl->node || !hpl__dir_node_find(s, l->node)) continue;
     int busy = 0;
     for (uint32_t i = 0; i < r->k && !busy; i++)
       busy = (int)i != f && r->slots[i].filled && r->slots[i].node == l->node;
@@ -263,11 +263,11 @@ uint64_t dr_other_copy(dir_reduce *r, int f) {
 
 /* The spare source that arrived first and has a copy on a live node (its
  * index, and its object in *obj), or -1. */
-int dr_earliest_spare(dir_reduce *r, dir_obj **obj) {
+int hpl__dir_reduce_earliest_spare(hpl__dir_reduce *r, hpl__dir_obj **obj) {
   int best = -1;
   for (size_t i = 0; i < r->nsrc; i++)
-    if (r->src_state[i] == DR_SPARE && (best < 0 || r->arr_seq[i] < r->arr_seq[best])) {
-      dir_obj *c = dtab_find(&r->srv->tab, r->src[i]);
+    if (r->src_state[i] == HPL__DR_SPARE && (best < 0 || r->arr_seq[i] < r->arr_seq[best])) {
+      hpl__dir_obj *c = hpl__dtab_find(&r->srv->tab, r->src[i]);
       if (c && pick_node(r, c, 0)) best = (int)i, *obj = c;
     }
   return best;
@@ -278,12 +278,12 @@ int dr_earliest_spare(dir_reduce *r, dir_obj **obj) {
  * still on a live node, other than source `except` (the one failing now);
  * the earliest to arrive. Its index and object in *obj, or -1. Without it
  * a second failure with no spare left the slot waiting for good. */
-int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
+int hpl__dir_reduce_earliest_lost_held(hpl__dir_reduce *r, int except, hpl__dir_obj **obj) {
   int best = -1;
   for (size_t i = 0; i < r->nsrc; i++)
-    if ((int)i != except && r->src_state[i] == DR_LOST &&
+    if ((int)i != except && r->src_state[i] == HPL__DR_LOST &&
         (best < 0 || r->arr_seq[i] < r->arr_seq[best])) {
-      dir_obj *c = dtab_find(&r->srv->tab, r->src[i]);
+      hpl__dir_obj *c = hpl__dtab_find(&r->srv->tab, r->src[i]);
       if (c && dr_src_ready(c) && pick_node(r, c, 0)) best = (int)i, *obj = c;
     }
   return best;
@@ -296,13 +296,13 @@ int dr_earliest_lost_held(dir_reduce *r, int except, dir_obj **obj) {
  * is made again. The root's "parent" is the sink's pull of it (rdsink.c),
  * when neither node is the sink (a root at the sink writes the target
  * itself). */
-static int can_resume(dir_reduce *r, int f, uint64_t old, uint64_t alt) {
+static int can_resume(hpl__dir_reduce *r, int f, uint64_t old, uint64_t alt) {
   int p = r->plan.parent[f];
   if (!alt) return 0;
   if (p < 0) /* the root: the sink pulls it on, unless it would run at the sink */
     return alt != r->sink && old != r->sink;
   if (!r->slots[p].filled || r->slots[p].node == old) return 0;
-  return dir_node_find(r->srv, r->slots[p].node) != NULL;
+  return hpl__dir_node_find(r->srv, r->slots[p].node) != NULL;
 }
 
 /* Slot f lost its node (dead) or its stream failed. If another copy of its
@@ -315,77 +315,77 @@ static int can_resume(dir_reduce *r, int f, uint64_t old, uint64_t alt) {
  * and so does the target (new generation: copies of the old bytes are
  * void). Messages go out in this order: the sink resets its target, the
  * refilled slot gets its task, then every ancestor gets its new task. */
-void dr_slot_failed(dir_reduce *r, int f, const char *why) {
-  dir_server *s = r->srv;
-  dr_slot *sl = &r->slots[f];
-  if (r->life == DR_DONE || !sl->filled) return;
+void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why) {
+  hpl__dir_server *s = r->srv;
+  hpl__dr_slot *sl = &r->slots[f];
+  if (r->life == HPL__DR_DONE || !sl->filled) return;
   int root = r->plan.root;
   uint64_t old = sl->node;
   int src = sl->src;
-  uint64_t alt = dr_other_copy(r, f);
+  uint64_t alt = hpl__dir_reduce_other_copy(r, f);
   if (can_resume(r, f, old, alt)) {
     s->ctr.reduce_resumes++;
-    LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s); it resumes on %016llx, "
+    HPL__LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s); it resumes on %016llx, "
              "which holds another copy", r->target, f, r->src[src], (unsigned long long)old, why,
              (unsigned long long)alt);
     sl->gen++;
     sl->silent_ms = 0;
     sl->node = alt;
-    if (runs_task(r, f)) dr_send_task(r, f, 1);
+    if (runs_task(r, f)) hpl__dir_reduce_send_task(r, f, 1);
     if (f == root) /* the sink pulls the rest from alt */
-      dr_send_sink(r);
+      hpl__dir_reduce_send_sink(r);
     else /* the parent does */
-      dr_send_task(r, r->plan.parent[f], 0);
+      hpl__dir_reduce_send_task(r, r->plan.parent[f], 0);
     return;
   }
   s->ctr.reduce_resets++;
-  LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
+  HPL__LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
            (unsigned long long)old, why);
-  dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
+  hpl__dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
   sl->gen++;
   sl->silent_ms = 0;
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a]) r->slots[a].gen++;
   r->tgen++;
   int refill = -1;
-  dir_obj *ro = NULL;
+  hpl__dir_obj *ro = NULL;
   if (!alt) {
-    dr_set_src(r, (size_t)src, DR_LOST);
+    hpl__dir_reduce_set_src(r, (size_t)src, HPL__DR_LOST);
     sl->filled = 0;
     r->nfilled--;
-    refill = dr_earliest_spare(r, &ro);
+    refill = hpl__dir_reduce_earliest_spare(r, &ro);
     if (refill >= 0) {
-      LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
-    } else if ((refill = dr_earliest_lost_held(r, src, &ro)) >= 0) {
+      HPL__LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
+    } else if ((refill = hpl__dir_reduce_earliest_lost_held(r, src, &ro)) >= 0) {
       s->ctr.reduce_lost_reused++;
-      LOG_INFO("reduce '%s': no spare; '%s', out of the tree since an earlier failure, "
+      HPL__LOG_INFO("reduce '%s': no spare; '%s', out of the tree since an earlier failure, "
                "replaces '%s'", r->target, r->src[refill], r->src[src]);
     } else {
-      LOG_INFO("reduce '%s': slot %d waits for a source", r->target, f);
+      HPL__LOG_INFO("reduce '%s': slot %d waits for a source", r->target, f);
     }
   }
   /* 1. the sink drops the old bytes of the target (and learns the root if
    *    it is still in place); nobody may pull the old bytes any more */
   target_restart(r);
-  dr_send_sink(r);
+  hpl__dir_reduce_send_sink(r);
   /* 2. the failed slot again */
   if (alt) {
     sl->node = alt;
-    if (f == root) dr_send_sink(r);
-    if (runs_task(r, f)) dr_send_task(r, f, 0);
+    if (f == root) hpl__dir_reduce_send_sink(r);
+    if (runs_task(r, f)) hpl__dir_reduce_send_task(r, f, 0);
   } else if (refill >= 0) {
     slot_fill(r, f, refill, ro);
   }
   /* 3. every ancestor restarts */
   for (int a = r->plan.parent[f]; a >= 0; a = r->plan.parent[a])
-    if (r->slots[a].filled && runs_task(r, a)) dr_send_task(r, a, 0);
+    if (r->slots[a].filled && runs_task(r, a)) hpl__dir_reduce_send_task(r, a, 0);
 }
 
-void dr_unadopt(dir_reduce *r, const char *why) {
-  dir_server *s = r->srv;
-  LOG_WARN("reduce '%s': the adopted tree failed (%s); starting over", r->target, why);
+void hpl__dir_reduce_unadopt(hpl__dir_reduce *r, const char *why) {
+  hpl__dir_server *s = r->srv;
+  HPL__LOG_WARN("reduce '%s': the adopted tree failed (%s); starting over", r->target, why);
   s->ctr.reduce_resets++;
-  dr_send_all(r, HPL__MSG_REDUCE_END, r->rid);
-  dr_set_life(r, DR_OPEN);
+  hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, r->rid);
+  hpl__dir_reduce_set_life(r, HPL__DR_OPEN);
   r->rid = hpl__random_u64();
   r->tgen++;
   free(r->slots);
@@ -394,9 +394,9 @@ void dr_unadopt(dir_reduce *r, const char *why) {
   r->nfilled = 0;
   r->have_size = 0;
   for (size_t i = 0; i < r->nsrc; i++)
-    if (r->src_state[i] != DR_LOST) dr_set_src(r, i, DR_WAITING);
+    if (r->src_state[i] != HPL__DR_LOST) hpl__dir_reduce_set_src(r, i, HPL__DR_WAITING);
   target_restart(r);
-  dr_arrive_ready(r);
+  hpl__dir_reduce_arrive_ready(r);
 }
 
 /* ------------------------------------------------------------------ allreduce */
@@ -408,26 +408,26 @@ void dr_unadopt(dir_reduce *r, const char *why) {
  * the broadcast share each link without a second sender crowding a
  * receiver's port. Only for chains (large objects) with joined
  * participants, and only while waiting for the predecessor is short. */
-int dir_reduce_ring_sender(dir_server *s, dir_obj *o, uint64_t asker, uint64_t avoid,
-                           uint64_t since_ms, dir_loc **from) {
-  dir_reduce *r = dr_find(s, o->id);
+int hpl__dir_reduce_ring_sender(hpl__dir_server *s, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t since_ms, hpl__dir_loc **from) {
+  hpl__dir_reduce *r = hpl__dir_reduce_find(s, o->id);
   /* (a plan of degree 1 was made: running, or done since) */
   if (!r || r->inline_mode || r->plan.degree != 1 || !r->slots || !r->joins ||
-      (r->life == DR_DONE && r->status) || asker == r->sink || o->state != OBJ_READY)
+      (r->life == HPL__DR_DONE && r->status) || asker == r->sink || o->state != HPL__OBJ_READY)
     return 0;
   uint32_t i = 0;
   while (i < r->k && !(r->slots[i].filled && r->slots[i].node == asker)) i++;
   if (i == r->k) return 0;
   uint64_t pred = i == 0 ? r->sink : r->slots[i - 1].filled ? r->slots[i - 1].node : 0;
   if (!pred || pred == asker || pred == avoid) return 0;
-  dir_loc *l = dtab_idle_sender(&s->tab, o, pred, asker);
+  hpl__dir_loc *l = hpl__dtab_idle_sender(&s->tab, o, pred, asker);
   if (l) {
     *from = l;
     return 1;
   }
-  if (dtab_loc(o, pred)) return 0; /* busy or unusable: the ordinary rule */
+  if (hpl__dtab_loc(o, pred)) return 0; /* busy or unusable: the ordinary rule */
   /* the predecessor has not asked yet: wait for it, briefly */
-  dir_node *n = dir_node_find(s, pred);
-  if (n && n->conn && !n->draining && hpl__now_ms() < since_ms + DIR_RING_WAIT_MS) return 2;
+  hpl__dir_node *n = hpl__dir_node_find(s, pred);
+  if (n && n->conn && !n->draining && hpl__now_ms() < since_ms + HPL__DIR_RING_WAIT_MS) return 2;
   return 0;
 }

@@ -39,8 +39,8 @@ typedef struct rg_member {
 } rg_member;
 
 typedef struct dir_ring {
-  UT_hash_handle hh; /* dir_server.rings, by target */
-  dir_server *srv;
+  UT_hash_handle hh; /* hpl__dir_server.rings, by target */
+  hpl__dir_server *srv;
   char *target;
   char **src;
   uint32_t k;
@@ -56,7 +56,7 @@ typedef struct dir_ring {
 
 static void rg_set_state(dir_ring *g, rg_state to) {
   if (g->state == to) return;
-  LOG_DEBUG("ring '%s': %s -> %s", g->target, rg_names[g->state], rg_names[to]);
+  HPL__LOG_DEBUG("ring '%s': %s -> %s", g->target, rg_names[g->state], rg_names[to]);
   g->state = to;
 }
 
@@ -70,7 +70,7 @@ static void ring_free(dir_ring *g) {
 }
 
 /* Groups that ended long enough ago go (a few per request: bounded). */
-static void ring_expire(dir_server *s) {
+static void ring_expire(hpl__dir_server *s) {
   uint64_t now = hpl__now_ms();
   int n = 0;
   dir_ring *g, *tmp;
@@ -82,17 +82,17 @@ static void ring_expire(dir_server *s) {
 
 /* "No ring" (the client reduces as usual) is a plan without nodes; its
  * rid is nonzero when a ring into the target ran (copies may exist). */
-static void send_no_ring(dir_server *s, uint64_t node, uint64_t req, const char *why, int ran) {
+static void send_no_ring(hpl__dir_server *s, uint64_t node, uint64_t req, const char *why, int ran) {
   Hplpb__RingPlan p = HPLPB__RING_PLAN__INIT;
   p.detail = (char *)why;
   p.rid = (uint64_t)ran;
-  dir_node_send(s, node, HPL__MSG_RING_REP, req, &p.base);
+  hpl__dir_node_send(s, node, HPL__MSG_RING_REP, req, &p.base);
 }
 
 /* The group will not run: every member waiting is told to reduce as usual. */
 static void ring_decline(dir_ring *g, const char *why) {
-  dir_server *s = g->srv;
-  LOG_INFO("ring allreduce into '%s' declined (%u of %u sources joined): %s", g->target, g->nsrc, g->k,
+  hpl__dir_server *s = g->srv;
+  HPL__LOG_INFO("ring allreduce into '%s' declined (%u of %u sources joined): %s", g->target, g->nsrc, g->k,
            why);
   for (uint32_t i = 0; i < g->nm; i++)
     send_no_ring(s, g->m[i].node, g->m[i].req, why, 0);
@@ -104,23 +104,23 @@ static void ring_decline(dir_ring *g, const char *why) {
 
 /* The running ring ends: status 0 when every member completed. */
 static void ring_end(dir_ring *g, int status, const char *detail) {
-  dir_server *s = g->srv;
+  hpl__dir_server *s = g->srv;
   Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
   e.rid = g->rid;
   e.target = g->target;
   e.status = status;
   e.detail = (char *)(detail ? detail : "");
   for (uint32_t i = 0; i < g->nm; i++)
-    if (!g->m[i].reader) dir_node_send(s, g->m[i].node, HPL__MSG_RING_END, 0, &e.base);
+    if (!g->m[i].reader) hpl__dir_node_send(s, g->m[i].node, HPL__MSG_RING_END, 0, &e.base);
   rg_set_state(g, RG_OVER);
   g->over_ms = hpl__now_ms();
   if (status) {
     s->ctr.rings_abandoned++;
-    LOG_WARN("ring allreduce into '%s' abandoned (%u of %u members done): %s", g->target,
+    HPL__LOG_WARN("ring allreduce into '%s' abandoned (%u of %u members done): %s", g->target,
              g->ndone, g->nsrc, detail ? detail : hpl_strerror(status));
   } else {
     s->ctr.rings_done++;
-    LOG_INFO("ring allreduce into '%s' done at all %u members", g->target, g->nsrc);
+    HPL__LOG_INFO("ring allreduce into '%s' done at all %u members", g->target, g->nsrc);
   }
 }
 
@@ -134,7 +134,7 @@ static void ring_form_expired(void *owner) {
 
 /* Every source has a member: tell each its place. */
 static void ring_go(dir_ring *g) {
-  dir_server *s = g->srv;
+  hpl__dir_server *s = g->srv;
   hpl__otimer_stop(&g->timer);
   g->rid = hpl__random_u64() | 1;
   rg_set_state(g, RG_RUNNING);
@@ -149,7 +149,7 @@ static void ring_go(dir_ring *g) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < g->nm; i++) {
     if (g->m[i].reader) continue;
-    dir_node *dn = dir_node_find(s, g->m[i].node);
+    hpl__dir_node *dn = hpl__dir_node_find(s, g->m[i].node);
     hplpb__reduce_child__init(&ch[n]);
     ch[n].index = n;
     ch[n].node = g->m[i].node;
@@ -172,12 +172,12 @@ static void ring_go(dir_ring *g) {
       continue;
     }
     p.index = at++;
-    dir_node_send(s, g->m[i].node, HPL__MSG_RING_REP, g->m[i].req, &p.base);
+    hpl__dir_node_send(s, g->m[i].node, HPL__MSG_RING_REP, g->m[i].req, &p.base);
   }
   free(ch);
   free(chp);
   s->ctr.rings_formed++;
-  LOG_INFO("ring allreduce into '%s' formed: %u members (and %u readers), %llu bytes",
+  HPL__LOG_INFO("ring allreduce into '%s' formed: %u members (and %u readers), %llu bytes",
            g->target, g->nsrc, g->nm - g->nsrc, (unsigned long long)g->size);
 }
 
@@ -205,7 +205,7 @@ static int same_request(const dir_ring *g, const Hplpb__ReduceReq *m) {
   return 1;
 }
 
-static dir_ring *ring_new(dir_server *s, const Hplpb__ReduceReq *m) {
+static dir_ring *ring_new(hpl__dir_server *s, const Hplpb__ReduceReq *m) {
   dir_ring *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->srv = s;
@@ -229,9 +229,9 @@ static dir_ring *ring_new(dir_server *s, const Hplpb__ReduceReq *m) {
   HASH_ADD_KEYPTR(hh, s->rings, g->target, strlen(g->target), g);
   /* the window: what the ring saves over reduce + broadcast, 2S/(kB) */
   uint64_t size = 0;
-  dir_obj *o = dtab_find(&s->tab, g->src[0]);
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, g->src[0]);
   if (o && o->has_size) size = o->size;
-  double bw = dir_cost_bandwidth(s);
+  double bw = hpl__dir_cost_bandwidth(s);
   uint64_t ms = bw > 0 ? (uint64_t)(2000.0 * (double)size / ((double)g->k * bw)) : 0;
   if (ms < RING_FORM_MIN_MS) ms = RING_FORM_MIN_MS;
   if (ms > RING_FORM_MAX_MS) ms = RING_FORM_MAX_MS;
@@ -243,14 +243,14 @@ static dir_ring *ring_new(dir_server *s, const Hplpb__ReduceReq *m) {
  * has claimed. Returns -2 if there is none (the node reads the result), or
  * -1 with *why set if the sizes do not fit a ring. */
 static int claim_source(dir_ring *g, uint64_t node, const char **why) {
-  dir_server *s = g->srv;
+  hpl__dir_server *s = g->srv;
   size_t es = hpl_dtype_size(g->dtype);
   for (uint32_t i = 0; i < g->k; i++) {
     int taken = 0;
     for (uint32_t j = 0; j < g->nm && !taken; j++) taken = !g->m[j].reader && g->m[j].src == i;
     if (taken) continue;
-    dir_obj *o = dtab_find(&s->tab, g->src[i]);
-    dir_loc *l = o && dtab_ready(o) && !o->is_inline ? dtab_loc(o, node) : NULL;
+    hpl__dir_obj *o = hpl__dtab_find(&s->tab, g->src[i]);
+    hpl__dir_loc *l = o && hpl__dtab_ready(o) && !o->is_inline ? hpl__dtab_loc(o, node) : NULL;
     if (!l || !l->complete) continue;
     if (g->nsrc == 0) g->size = o->size;
     if (o->size != g->size || o->size % es || o->size / g->k < RING_MIN_SLICE) {
@@ -262,7 +262,7 @@ static int claim_source(dir_ring *g, uint64_t node, const char **why) {
   return -2;
 }
 
-void dir_ring_on_request(dir_server *s, const dir_frame *f) {
+void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceReq *m = (Hplpb__ReduceReq *)f->msg;
   uint64_t node = f->dc->node->id;
   ring_expire(s);
@@ -274,8 +274,8 @@ void dir_ring_on_request(dir_server *s, const dir_frame *f) {
   dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, m->target, g);
   if (!g) {
-    dir_obj *t = dtab_find(&s->tab, m->target);
-    if ((t && t->state == OBJ_READY) || dir_reduce_known(s, m->target)) {
+    hpl__dir_obj *t = hpl__dtab_find(&s->tab, m->target);
+    if ((t && t->state == HPL__OBJ_READY) || hpl__dir_reduce_known(s, m->target)) {
       send_no_ring(s, node, f->req, "the target exists or is being reduced", 0);
       return;
     }
@@ -323,7 +323,7 @@ void dir_ring_on_request(dir_server *s, const dir_frame *f) {
   if (src >= 0 && ++g->nsrc == g->k) ring_go(g);
 }
 
-void dir_ring_on_note(dir_server *s, const dir_frame *f) {
+void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
   dir_ring *g = NULL;
   if (m->target) HASH_FIND_STR(s->rings, m->target, g);
@@ -346,7 +346,7 @@ void dir_ring_on_note(dir_server *s, const dir_frame *f) {
   }
 }
 
-int dir_ring_clash(dir_server *s, const char *target, void *arg) {
+int hpl__dir_ring_clash(hpl__dir_server *s, const char *target, void *arg) {
   (void)arg;
   dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, target, g);
@@ -355,9 +355,9 @@ int dir_ring_clash(dir_server *s, const char *target, void *arg) {
   return g->state == RG_RUNNING;
 }
 
-void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+void hpl__dir_ring_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type != DIR_NODE_TASKS_VOID) return;
+  if (e->type != HPL__DIR_NODE_TASKS_VOID) return;
   uint64_t node = e->id;
   dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) {
@@ -375,13 +375,13 @@ void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg) {
   }
 }
 
-void dir_ring_target_deleted(dir_server *s, const char *target) {
+void hpl__dir_ring_target_deleted(hpl__dir_server *s, const char *target) {
   dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, target, g);
   if (g && g->state == RG_RUNNING) ring_end(g, HPL_ECANCELED, "the target was deleted");
 }
 
-void dir_ring_free_all(dir_server *s) {
+void hpl__dir_ring_free_all(hpl__dir_server *s) {
   dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) ring_free(g);
 }

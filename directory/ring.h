@@ -22,7 +22,7 @@
  * model's bandwidth B, at least 100 ms and at most 2 s: participants that
  * come later than that cost more than the ring wins.
  *
- * Owns its state (dir_server.rings: the groups by target). Callers:
+ * Owns its state (hpl__dir_server.rings: the groups by target). Callers:
  * server.c (RING, RING_NOTE, the subscriptions it wires: node
  * events, a plain reduce into the same target; shutdown), admin.c
  * (deletes).
@@ -38,28 +38,28 @@
 /* RING (a ReduceReq with ring set) from a registered node: join or start
  * the target's group; answered now (HPL_EUNAVAIL: no ring) or once the
  * group forms or is declined. */
-void dir_ring_on_request(dir_server *s, const dir_frame *f);
+void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* RING_NOTE from a member: its target is complete (status 0) or its part
  * failed (the ring ends for all). Stale notes (another rid) are ignored. */
-void dir_ring_on_note(dir_server *s, const dir_frame *f);
+void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f);
 
-/* A plain reduce into `target` is asked for (dir_reduce_before_start; `arg`
+/* A plain reduce into `target` is asked for (hpl__dir_reduce_before_start; `arg`
  * unused): a forming group is declined (its members then join that
  * reduce). Returns 1 if a ring into it runs (the reduce is refused), else
  * 0. */
-int dir_ring_clash(dir_server *s, const char *target, void *arg);
+int hpl__dir_ring_clash(hpl__dir_server *s, const char *target, void *arg);
 
-/* Node events (dir_nodes_subscribe; server.c wires it):
- * DIR_NODE_TASKS_VOID (the node is dead, or its store reconnected): groups
+/* Node events (hpl__dir_nodes_subscribe; server.c wires it):
+ * HPL__DIR_NODE_TASKS_VOID (the node is dead, or its store reconnected): groups
  * it is in end (running) or are declined (forming). Other events are
  * ignored. */
-void dir_ring_on_node(dir_server *s, const dir_node_event *e, void *arg);
+void hpl__dir_ring_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* The target was deleted: a running ring into it ends. */
-void dir_ring_target_deleted(dir_server *s, const char *target);
+void hpl__dir_ring_target_deleted(hpl__dir_server *s, const char *target);
 
 /* Free every group (shutdown). */
-void dir_ring_free_all(dir_server *s);
+void hpl__dir_ring_free_all(hpl__dir_server *s);
 
 #endif

@@ -27,7 +27,7 @@
 #include "util.h"
 #include "xlog.h"
 
-void dir_config_defaults(dir_config *c) {
+void hpl__dir_config_defaults(hpl__dir_config *c) {
   memset(c, 0, sizeof *c);
   snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
   c->listen_port = 7700;
@@ -53,39 +53,39 @@ enum {
 };
 
 typedef struct dir_route {
-  dir_handler fn;
+  hpl__dir_handler fn;
   unsigned rules; /* DIR_* */
 } dir_route;
 
 /* Every message type the directory accepts; any other is a protocol error. */
 static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     /* store <-> directory */
-    [HPL__MSG_REGISTER] = {dir_nodes_on_register, 0},
-    [HPL__MSG_HEARTBEAT] = {dir_nodes_on_heartbeat, DIR_NODE},
-    [HPL__MSG_DRAIN] = {dir_nodes_on_drain, DIR_NODE},
-    [HPL__MSG_QUIET] = {dir_nodes_on_quiet, DIR_NODE},
-    [HPL__MSG_LOC_ADD] = {dir_locs_on_add, DIR_NODE | DIR_ID},
-    [HPL__MSG_LOC_NOTE] = {dir_locs_on_note, DIR_NODE | DIR_ID},
-    [HPL__MSG_INLINE_PUT] = {dir_locs_on_inline_put, DIR_NODE | DIR_ID | DIR_PAYLOAD},
-    [HPL__MSG_HELD] = {dir_locs_on_held, DIR_NODE},
-    [HPL__MSG_EVICT] = {dir_locs_on_evict, DIR_NODE},
-    [HPL__MSG_ACQUIRE] = {dir_acquire_on_acquire, DIR_NODE | DIR_ID},
-    [HPL__MSG_REDUCE_FAIL] = {dir_reduce_on_fail, DIR_NODE},
-    [HPL__MSG_REDUCE_DONE] = {dir_reduce_on_done, DIR_NODE},
-    [HPL__MSG_RING] = {dir_ring_on_request, DIR_NODE},
-    [HPL__MSG_RING_NOTE] = {dir_ring_on_note, DIR_NODE},
-    [HPL__MSG_REPLY] = {dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
+    [HPL__MSG_REGISTER] = {hpl__dir_nodes_on_register, 0},
+    [HPL__MSG_HEARTBEAT] = {hpl__dir_nodes_on_heartbeat, DIR_NODE},
+    [HPL__MSG_DRAIN] = {hpl__dir_nodes_on_drain, DIR_NODE},
+    [HPL__MSG_QUIET] = {hpl__dir_nodes_on_quiet, DIR_NODE},
+    [HPL__MSG_LOC_ADD] = {hpl__dir_locs_on_add, DIR_NODE | DIR_ID},
+    [HPL__MSG_LOC_NOTE] = {hpl__dir_locs_on_note, DIR_NODE | DIR_ID},
+    [HPL__MSG_INLINE_PUT] = {hpl__dir_locs_on_inline_put, DIR_NODE | DIR_ID | DIR_PAYLOAD},
+    [HPL__MSG_HELD] = {hpl__dir_locs_on_held, DIR_NODE},
+    [HPL__MSG_EVICT] = {hpl__dir_locs_on_evict, DIR_NODE},
+    [HPL__MSG_ACQUIRE] = {hpl__dir_acquire_on_acquire, DIR_NODE | DIR_ID},
+    [HPL__MSG_REDUCE_FAIL] = {hpl__dir_reduce_on_fail, DIR_NODE},
+    [HPL__MSG_REDUCE_DONE] = {hpl__dir_reduce_on_done, DIR_NODE},
+    [HPL__MSG_RING] = {hpl__dir_ring_on_request, DIR_NODE},
+    [HPL__MSG_RING_NOTE] = {hpl__dir_ring_on_note, DIR_NODE},
+    [HPL__MSG_REPLY] = {hpl__dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
     /* clients and tools (any connection) */
-    [HPL__MSG_PEEK] = {dir_acquire_on_peek, DIR_ID},
-    [HPL__MSG_PUBLISH] = {dir_locs_on_publish, DIR_ID | DIR_PAYLOAD},
-    [HPL__MSG_STAT] = {dir_admin_on_stat, DIR_ID},
-    [HPL__MSG_DELETE] = {dir_admin_on_delete, DIR_ID},
-    [HPL__MSG_LIST] = {dir_admin_on_list, 0},
-    [HPL__MSG_COUNTERS] = {dir_admin_on_counters, 0},
-    [HPL__MSG_TRANSFERS] = {dir_xlog_on_transfers, 0},
-    [HPL__MSG_STATUS] = {dir_status_on_status, 0},
-    [HPL__MSG_REDUCE] = {dir_reduce_on_request, 0},
-    [HPL__MSG_REDUCE_INFO] = {dir_reduce_on_info, DIR_ID},
+    [HPL__MSG_PEEK] = {hpl__dir_acquire_on_peek, DIR_ID},
+    [HPL__MSG_PUBLISH] = {hpl__dir_locs_on_publish, DIR_ID | DIR_PAYLOAD},
+    [HPL__MSG_STAT] = {hpl__dir_admin_on_stat, DIR_ID},
+    [HPL__MSG_DELETE] = {hpl__dir_admin_on_delete, DIR_ID},
+    [HPL__MSG_LIST] = {hpl__dir_admin_on_list, 0},
+    [HPL__MSG_COUNTERS] = {hpl__dir_admin_on_counters, 0},
+    [HPL__MSG_TRANSFERS] = {hpl__dir_xlog_on_transfers, 0},
+    [HPL__MSG_STATUS] = {hpl__dir_status_on_status, 0},
+    [HPL__MSG_REDUCE] = {hpl__dir_reduce_on_request, 0},
+    [HPL__MSG_REDUCE_INFO] = {hpl__dir_reduce_on_info, DIR_ID},
 };
 
 /* The message's `id` string field (NULL if it has none or it is unset). */
@@ -98,7 +98,7 @@ static const char *msg_id(const ProtobufCMessage *m) {
 
 static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                      const uint8_t *payload, uint64_t plen) {
-  dir_conn *dc = hpl__conn_data(c);
+  hpl__dir_conn *dc = hpl__conn_data(c);
   const dir_route *rt = h->type <= HPL__MSG_MAX_ && routes[h->type].fn ? &routes[h->type] : NULL;
   unsigned rules = rt ? rt->rules : 0;
   if ((rules & DIR_ID) && !hpl__id_valid(msg_id(m))) {
@@ -118,15 +118,15 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     hpl__conn_fail(c, "a reader's connection may only PEEK and PUBLISH");
     return;
   }
-  if (dc->node) dir_node_heard(dc->srv, dc->node);
+  if (dc->node) hpl__dir_node_heard(dc->srv, dc->node);
   if (!rt) {
     char why[64];
     snprintf(why, sizeof why, "unexpected %s message", hpl__msg_name(h->type));
     hpl__conn_fail(c, why);
     return;
   }
-  dir_frame f = {.dc = dc, .req = h->req_id, .msg = m, .payload = payload, .plen = plen};
-  dir_server *s = dc->srv; /* the handler may end the connection (dc) */
+  hpl__dir_frame f = {.dc = dc, .req = h->req_id, .msg = m, .payload = payload, .plen = plen};
+  hpl__dir_server *s = dc->srv; /* the handler may end the connection (dc) */
   uint64_t t0 = uv_hrtime();
   rt->fn(s, &f);
   hpl__hist_observe(&s->req_hist[h->type], uv_hrtime() - t0);
@@ -135,31 +135,31 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
 /* ------------------------------------------------------------------ connections */
 
 static void on_close(hpl__conn *c, int status) {
-  dir_conn *dc = hpl__conn_data(c);
-  dir_server *s = dc->srv;
-  dir_nodes_conn_closed(s, dc, status);
-  dir_admin_conn_closed(s, dc);
-  dir_reduce_conn_closed(s, dc);
-  dir_acquire_conn_closed(s, dc);
+  hpl__dir_conn *dc = hpl__conn_data(c);
+  hpl__dir_server *s = dc->srv;
+  hpl__dir_nodes_conn_closed(s, dc, status);
+  hpl__dir_admin_conn_closed(s, dc);
+  hpl__dir_reduce_conn_closed(s, dc);
+  hpl__dir_acquire_conn_closed(s, dc);
   DL_DELETE(s->conns, dc);
   s->nconns--;
   free(dc);
 }
 
 static void on_accept(uv_stream_t *server, int status) {
-  dir_server *s = server->data;
+  hpl__dir_server *s = server->data;
   if (status < 0) {
-    LOG_WARN("accept: %s", uv_strerror(status));
+    HPL__LOG_WARN("accept: %s", uv_strerror(status));
     return;
   }
   char host[64];
   uv_stream_t *t = hpl__conn_accept(server, host, sizeof host);
-  if (t) dir_server_serve(s, t, host);
+  if (t) hpl__dir_server_serve(s, t, host);
 }
 
-void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer) {
+void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer) {
   char label[96];
-  dir_conn *dc = hpl__conn_admit(t, s->nconns, s->cfg.max_conns, &s->ctr.conns_refused,
+  hpl__dir_conn *dc = hpl__conn_admit(t, s->nconns, s->cfg.max_conns, &s->ctr.conns_refused,
                                  "refusing connections: %u open, the most --max-connections "
                                  "allows (%llu refused)",
                                  sizeof *dc);
@@ -191,70 +191,70 @@ void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer) {
 /* ------------------------------------------------------------------ start, stop */
 
 static void on_signal(uv_signal_t *sig, int signum) {
-  dir_server *s = sig->data;
-  LOG_INFO("signal %d: shutting down", signum);
+  hpl__dir_server *s = sig->data;
+  HPL__LOG_INFO("signal %d: shutting down", signum);
   s->stopping = 1;
   uv_close((uv_handle_t *)&s->listener, NULL);
-  dir_liveness_stop(s);
-  dir_reduce_stop(s);
-  dir_acquire_crawl_stop(s);
+  hpl__dir_liveness_stop(s);
+  hpl__dir_reduce_stop(s);
+  hpl__dir_acquire_crawl_stop(s);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   /* closing a connection drops its node's waiters and their timers */
-  dir_conn *dc;
+  hpl__dir_conn *dc;
   DL_FOREACH(s->conns, dc) hpl__conn_close(dc->c, 0); /* on_close runs later */
-  dir_admin_stop(s);
-  dir_metrics_stop(s);
+  hpl__dir_admin_stop(s);
+  hpl__dir_metrics_stop(s);
 }
 
 /* Who hears what. A lower module tells the ones above it through these
  * callbacks only (it names none of them); they are kept in the lower
  * module's own state, called in the order given here. */
-static void wire(dir_server *s) {
+static void wire(hpl__dir_server *s) {
   /* the object table asks the nodes (and the broadcast crawl reports)
    * which copies may serve */
-  s->tab.usable = dir_node_usable;
-  s->tab.suspected = dir_node_suspected;
-  s->tab.crawling = dir_acquire_crawling;
+  s->tab.usable = hpl__dir_node_usable;
+  s->tab.suspected = hpl__dir_node_suspected;
+  s->tab.crawling = hpl__dir_acquire_crawling;
   s->tab.usable_arg = s;
   /* an object changed: its waiters first, then the reduces that watch it */
-  dtab_on_change(&s->tab, dir_acquire_on_change, s);
-  dtab_on_change(&s->tab, dir_reduce_on_change, s);
+  hpl__dtab_on_change(&s->tab, hpl__dir_acquire_on_change, s);
+  hpl__dtab_on_change(&s->tab, hpl__dir_reduce_on_change, s);
   /* a node's life */
-  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_UNPLUGGED), dir_acquire_on_node, NULL);
-  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_JOINED), dir_locs_on_node, NULL);
-  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_STATS) | DIR_NODE_EV(DIR_NODE_DEAD),
-                      dir_status_on_node, NULL);
-  dir_nodes_subscribe(s,
-                      DIR_NODE_EV(DIR_NODE_WELCOMED) | DIR_NODE_EV(DIR_NODE_UNRESPONSIVE) |
-                          DIR_NODE_EV(DIR_NODE_BACK) | DIR_NODE_EV(DIR_NODE_TASKS_VOID),
-                      dir_reduce_on_node, NULL);
-  dir_nodes_subscribe(s, DIR_NODE_EV(DIR_NODE_TASKS_VOID), dir_ring_on_node, NULL);
+  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_UNPLUGGED), hpl__dir_acquire_on_node, NULL);
+  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_JOINED), hpl__dir_locs_on_node, NULL);
+  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_STATS) | HPL__DIR_NODE_EV(HPL__DIR_NODE_DEAD),
+                      hpl__dir_status_on_node, NULL);
+  hpl__dir_nodes_subscribe(s,
+                      HPL__DIR_NODE_EV(HPL__DIR_NODE_WELCOMED) | HPL__DIR_NODE_EV(HPL__DIR_NODE_UNRESPONSIVE) |
+                          HPL__DIR_NODE_EV(HPL__DIR_NODE_BACK) | HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID),
+                      hpl__dir_reduce_on_node, NULL);
+  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID), hpl__dir_ring_on_node, NULL);
   /* a plain reduce is asked into the target of a ring allreduce */
-  dir_reduce_before_start(s, dir_ring_clash, NULL);
+  hpl__dir_reduce_before_start(s, hpl__dir_ring_clash, NULL);
 }
 
 /* Write the bound port to cfg->port_file (through a rename, so a reader
  * never sees a partial file). Returns 0 or HPL_ESYS. */
-static int write_port_file(const dir_config *cfg, int port) {
+static int write_port_file(const hpl__dir_config *cfg, int port) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", cfg->port_file);
   FILE *f = fopen(tmp, "w");
   if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, cfg->port_file)) {
-    LOG_ERROR("cannot write port file %s", cfg->port_file);
+    HPL__LOG_ERROR("cannot write port file %s", cfg->port_file);
     return HPL_ESYS;
   }
   return 0;
 }
 
-int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
+int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->cfg = *cfg;
   /* the modules' state, bottom-up (status.c's is made when first needed) */
-  dtab_init(&s->tab, cfg->max_senders);
-  if (dir_xlog_init(s) || dir_cost_init(s) || dir_tombs_init(s) || dir_nodes_init(s) ||
-      dir_reduce_init(s) || dir_acquire_init(s) || dir_admin_init(s))
+  hpl__dtab_init(&s->tab, cfg->max_senders);
+  if (hpl__dir_xlog_init(s) || hpl__dir_cost_init(s) || hpl__dir_tombs_init(s) || hpl__dir_nodes_init(s) ||
+      hpl__dir_reduce_init(s) || hpl__dir_acquire_init(s) || hpl__dir_admin_init(s))
     return HPL_ENOMEM;
   wire(s);
   s->instance = hpl__random_u64();
@@ -269,48 +269,48 @@ int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg) {
   struct sockaddr_in addr;
   int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
   if (rc) {
-    LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
+    HPL__LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
     return HPL_EINVAL;
   }
   uv_tcp_init(loop, &s->listener);
   s->listener.data = s;
   if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
       (rc = uv_listen((uv_stream_t *)&s->listener, 512, on_accept))) {
-    LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, uv_strerror(rc));
+    HPL__LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, uv_strerror(rc));
     return HPL_ESYS;
   }
   struct sockaddr_storage ss;
   int len = sizeof ss;
   uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
   int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  LOG_INFO("listening on %s:%d (inline max %u B, max senders per copy %u, heartbeat %u/%u ms)",
+  HPL__LOG_INFO("listening on %s:%d (inline max %u B, max senders per copy %u, heartbeat %u/%u ms)",
            cfg->listen_host, port, cfg->inline_max, cfg->max_senders, cfg->heartbeat_ms,
            cfg->heartbeat_timeout_ms);
-  if ((rc = dir_metrics_start(s))) return rc; /* its port file before ours */
+  if ((rc = hpl__dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
-  dir_liveness_start(s);
-  dir_reduce_start(s);
-  dir_acquire_crawl_start(s);
+  hpl__dir_liveness_start(s);
+  hpl__dir_reduce_start(s);
+  hpl__dir_acquire_crawl_start(s);
   if (!cfg->no_fanout && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
     if (hpl__fanout_start() == 0)
-      LOG_INFO("replies to many waiting clients are shared with a helper thread");
+      HPL__LOG_INFO("replies to many waiting clients are shared with a helper thread");
     else
-      LOG_WARN("no fan-out thread: every reply is written by the loop thread");
+      HPL__LOG_WARN("no fan-out thread: every reply is written by the loop thread");
   }
   return 0;
 }
 
-void dir_server_free(dir_server *s) {
+void hpl__dir_server_free(hpl__dir_server *s) {
   hpl__fanout_stop();
   /* top-down: what a module hung on a lower one's records goes first */
-  dir_admin_free(s);
-  dir_status_free(s);
-  dir_acquire_free(s);
-  dir_ring_free_all(s);
-  dir_reduce_free_all(s);
-  dtab_clear(&s->tab);
-  dir_nodes_free(s);
-  dir_tombs_free(s);
-  dir_cost_free(s);
-  dir_xlog_free(s);
+  hpl__dir_admin_free(s);
+  hpl__dir_status_free(s);
+  hpl__dir_acquire_free(s);
+  hpl__dir_ring_free_all(s);
+  hpl__dir_reduce_free_all(s);
+  hpl__dtab_clear(&s->tab);
+  hpl__dir_nodes_free(s);
+  hpl__dir_tombs_free(s);
+  hpl__dir_cost_free(s);
+  hpl__dir_xlog_free(s);
 }

@@ -1,6 +1,6 @@
 /*
  * server.h - the hoplite-directory server: its configuration, the state the
- * modules of directory/ share (dir_server), connections, and the shape of a
+ * modules of directory/ share (hpl__dir_server), connections, and the shape of a
  * request handler. One per cluster, one event loop, single-threaded.
  *
  * Modules, bottom-up: each calls only modules listed before it, never one
@@ -10,14 +10,14 @@
  *   objtab.c       the object table's storage: records, the id hash, the
  *                  ordered index, the per-node index (no I/O)
  *   objects.c      locations and sender choice over it; an object change is
- *                  its event (dtab_on_change) (no I/O)
+ *                  its event (hpl__dtab_on_change) (no I/O)
  *   xlog.c         the transfer record (TRANSFERS)
  *   cost.c         the reduce cost model's parameters (configured/measured)
  *   tombs.c        deleted ids remembered for a while
  *   nodestat.c     a node's heartbeat statistics and link delays (no I/O)
  *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
  *                  DRAIN, QUIET, the sweep, probes and verdicts, a node's
- *                  end); a node's life is its events (dir_nodes_subscribe)
+ *                  end); a node's life is its events (hpl__dir_nodes_subscribe)
  *   reduce_msg.c   what the stores are told about a reduce
  *   reduce_rec.c   reduce records: life, watches, finishing, REDUCE_INFO
  *   reduce_tree.c  a reduce tree's decisions: plan, arrivals, failed slots,
@@ -54,7 +54,7 @@
 #include "objects.h"
 #include "uvconn.h"
 
-typedef struct dir_config {
+typedef struct hpl__dir_config {
   char listen_host[256];
   int listen_port;
   const char *port_file;      /* write the bound port here once listening */
@@ -77,13 +77,13 @@ typedef struct dir_config {
   hpl__auth auth;             /* the cluster secret (auth.on 0: none, loopback only) */
   uint32_t max_conns;         /* open connections at most; more are closed at once */
   hpl__metrics_cfg metrics;   /* --metrics-listen (off unless given) */
-} dir_config;
+} hpl__dir_config;
 
 /* Fill *c with the defaults (the command line's documented values). */
-void dir_config_defaults(dir_config *c);
+void hpl__dir_config_defaults(hpl__dir_config *c);
 
 /* What COUNTERS reports (admin.c); each module bumps its own. */
-typedef struct dir_counters {
+typedef struct hpl__dir_counters {
   uint64_t acquires, inline_served, peeks_served, peek_waits, peeks_granted, senders_assigned,
       ring_assigned, waits,
       lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
@@ -115,50 +115,50 @@ typedef struct dir_counters {
       publishes_ignored,   /* ...not taken (exists, off, too large, cache full) */
       publishes_confirmed, /* ...their store's INLINE_PUT confirmed */
       publishes_retracted; /* ...their store's put failed: forgotten again */
-} dir_counters;
+} hpl__dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
  * `node` is set and node->conn points back here) or a client's / tool's
  * (never registered). */
-typedef struct dir_conn {
+typedef struct hpl__dir_conn {
   hpl__conn *c;
   uint32_t ninfos;       /* reduce_rec.c: its REDUCE_INFO requests waiting */
   void *peeks;           /* acquire.c: its PEEKs waiting for their objects */
   uint32_t npeeks;
-  struct dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
-  struct dir_server *srv;
+  struct hpl__dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
+  struct hpl__dir_server *srv;
   char peer[64];         /* the peer's address (numeric; "?" if unknown) */
-  struct dir_conn *prev, *next; /* dir_server.conns (utlist DL) */
-} dir_conn;
+  struct hpl__dir_conn *prev, *next; /* hpl__dir_server.conns (utlist DL) */
+} hpl__dir_conn;
 
-typedef struct dir_server {
+typedef struct hpl__dir_server {
   /* the process's own */
   uv_loop_t *loop;
-  dir_config cfg;
+  hpl__dir_config cfg;
   uv_tcp_t listener;
   uv_signal_t sigint, sigterm;
-  dir_conn *conns;               /* every open connection */
+  hpl__dir_conn *conns;               /* every open connection */
   uint32_t nconns;
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
   int stopping;                  /* a signal ended the server: connections close */
-  dir_counters ctr;              /* every module bumps its own */
+  hpl__dir_counters ctr;              /* every module bumps its own */
   /* dirmetrics.c (recorded by server.c and acquire.c) */
   hpl__hist req_hist[HPL__MSG_MAX_ + 1]; /* handling time by message type */
   hpl__hist acquire_wait_hist;           /* ACQUIREs that waited: arrival to answer */
   struct hpl__msrv *msrv;                /* the /metrics endpoint (NULL: none) */
   /* the modules' state, each reached only through its module's header */
-  dtab tab;                      /* objects.h: the object table (and its subscribers) */
+  hpl__dtab tab;                      /* objects.h: the object table (and its subscribers) */
   struct dir_xlog_ring *xlog;    /* xlog.c: the transfer record */
   struct dir_cost *cost;         /* cost.c: the measured cost model parameters */
   struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
   struct dir_tombs *tombs;       /* tombs.c: ids deleted lately */
-  struct dir_reduces *reduces;   /* reduce*.c: the reduces, the finished ones, a timer */
+  struct hpl__dir_reduces *reduces;   /* reduce*.c: the reduces, the finished ones, a timer */
   struct dir_ring *rings;        /* ring.c: ring allreduce groups, by target (uthash) */
-  struct dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
+  struct hpl__dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
   struct dir_admin *admin;       /* admin.c: deletes waiting for DROP acks */
   struct dir_gone *gone;         /* status.c: the nodes declared dead lately (a ring) */
-} dir_server;
+} hpl__dir_server;
 
 /* A request as the dispatcher (server.c) hands it to a module's handler,
  * after the table's rules held: a registered node where one is needed
@@ -166,30 +166,30 @@ typedef struct dir_server {
  * and a payload only where the type allows one. `msg` is of the protobuf
  * type of the message type the handler is registered for; it and the
  * payload are valid during the call only. */
-typedef struct dir_frame {
-  dir_conn *dc;
+typedef struct hpl__dir_frame {
+  hpl__dir_conn *dc;
   uint64_t req;           /* request id: replies echo it (0: none wanted) */
   ProtobufCMessage *msg;
   const uint8_t *payload;
   uint64_t plen;
-} dir_frame;
+} hpl__dir_frame;
 
-typedef void (*dir_handler)(dir_server *s, const dir_frame *f);
+typedef void (*hpl__dir_handler)(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* Start the server on `loop` (*s is cleared first, *cfg copied): bind and
  * listen, write the port file, start liveness and the signal handlers.
  * Returns 0, or HPL_EINVAL (bad address), HPL_ESYS (cannot listen or
  * write the port file), HPL_ENOMEM; after a failure the process exits
  * (handles opened so far are not closed). */
-int dir_server_start(dir_server *s, uv_loop_t *loop, const dir_config *cfg);
+int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_config *cfg);
 
 /* Serve an already connected stream (the listener's accepts; tests and
  * fuzz targets hand in one end of a socketpair as a uv_pipe_t). Takes `t`
  * (malloc'd, initialised): it is closed if it cannot be served. `peer`
  * names it in logs. */
-void dir_server_serve(dir_server *s, uv_stream_t *t, const char *peer);
+void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer);
 
 /* Free everything once the loop has ended (after SIGINT/SIGTERM). */
-void dir_server_free(dir_server *s);
+void hpl__dir_server_free(hpl__dir_server *s);
 
 #endif

@@ -45,7 +45,7 @@ typedef struct dir_gone {
 /* A scheduled heartbeat with stats came from `n`: keep what it says
  * (replacing the previous one). Entries with an invalid id are skipped.
  * Out of memory, the node shows no stats. */
-static void node_stats(dir_node *n, const Hplpb__Heartbeat *hb) {
+static void node_stats(hpl__dir_node *n, const Hplpb__Heartbeat *hb) {
   if (!n->stats && !(n->stats = malloc(sizeof *n->stats))) return;
   dir_node_stats *st = n->stats;
   st->at_ms = hpl__now_ms();
@@ -69,13 +69,13 @@ static void node_stats(dir_node *n, const Hplpb__Heartbeat *hb) {
   st->in_total = hb->incoming_total > st->nin ? hb->incoming_total : st->nin;
 }
 
-static void stats_free(dir_node *n) {
+static void stats_free(hpl__dir_node *n) {
   free(n->stats);
   n->stats = NULL;
 }
 
 /* `n` is dead (`why`): remember it, free its stats. */
-static void node_dead(dir_server *s, dir_node *n, const char *why) {
+static void node_dead(hpl__dir_server *s, hpl__dir_node *n, const char *why) {
   stats_free(n);
   if (!s->gone && !(s->gone = calloc(1, sizeof *s->gone))) return;
   dir_gone_node *g = &s->gone->v[s->gone->next++ % HPL__STATUS_MAX_DEAD];
@@ -87,15 +87,15 @@ static void node_dead(dir_server *s, dir_node *n, const char *why) {
   snprintf(g->why, sizeof g->why, "%s", why ? why : "");
 }
 
-void dir_status_on_node(dir_server *s, const dir_node_event *e, void *arg) {
+void hpl__dir_status_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type == DIR_NODE_STATS) node_stats(e->node, e->hb);
-  else if (e->type == DIR_NODE_DEAD) node_dead(s, e->node, e->why);
+  if (e->type == HPL__DIR_NODE_STATS) node_stats(e->node, e->hb);
+  else if (e->type == HPL__DIR_NODE_DEAD) node_dead(s, e->node, e->why);
 }
 
-void dir_status_free(dir_server *s) {
-  dir_node *n, *tmp;
-  DIR_NODES_ITER(s, n, tmp) stats_free(n);
+void hpl__dir_status_free(hpl__dir_server *s) {
+  hpl__dir_node *n, *tmp;
+  HPL__DIR_NODES_ITER(s, n, tmp) stats_free(n);
   free(s->gone);
   s->gone = NULL;
 }
@@ -116,7 +116,7 @@ typedef struct snap {
   Hplpb__NodeStatus *nodes, **pnodes;
   Hplpb__TransferStatus *xs, **pxs;
   Hplpb__ReduceStatus *rs, **prs;
-  dir_reduce_view *rv;
+  hpl__dir_reduce_view *rv;
 } snap;
 
 static void snap_free(snap *p) {
@@ -124,18 +124,18 @@ static void snap_free(snap *p) {
   free(p->rs), free(p->prs), free(p->rv);
 }
 
-void dir_status_on_status(dir_server *s, const dir_frame *f) {
+void hpl__dir_status_on_status(hpl__dir_server *s, const hpl__dir_frame *f) {
   uint64_t now = hpl__now_ms();
-  size_t live = dir_nodes_count(s), dead = 0, xfers = 0;
+  size_t live = hpl__dir_nodes_count(s), dead = 0, xfers = 0;
   for (size_t i = 0; s->gone && i < HPL__STATUS_MAX_DEAD; i++)
-    if (s->gone->v[i].at_ms && !dir_node_find(s, s->gone->v[i].id)) dead++;
-  dir_node *n, *tmp;
-  DIR_NODES_ITER(s, n, tmp) if (n->stats) xfers += n->stats->nin;
+    if (s->gone->v[i].at_ms && !hpl__dir_node_find(s, s->gone->v[i].id)) dead++;
+  hpl__dir_node *n, *tmp;
+  HPL__DIR_NODES_ITER(s, n, tmp) if (n->stats) xfers += n->stats->nin;
   size_t nmax = live + dead, xmax = xfers;
   if (nmax > HPL__STATUS_MAX_NODES) nmax = HPL__STATUS_MAX_NODES;
   if (xmax > HPL__STATUS_MAX_TRANSFERS) xmax = HPL__STATUS_MAX_TRANSFERS;
   snap p = {0};
-  size_t rtotal = dir_reduce_running(s, NULL, 0);
+  size_t rtotal = hpl__dir_reduce_running(s, NULL, 0);
   size_t rmax = rtotal < HPL__STATUS_MAX_REDUCES ? rtotal : HPL__STATUS_MAX_REDUCES;
   p.nodes = calloc(nmax + 1, sizeof *p.nodes);
   p.pnodes = calloc(nmax + 1, sizeof *p.pnodes);
@@ -152,7 +152,7 @@ void dir_status_on_status(dir_server *s, const dir_frame *f) {
   Hplpb__StatusRep r = HPLPB__STATUS_REP__INIT;
   size_t nn = 0, nx = 0;
   uint64_t xtotal = 0;
-  DIR_NODES_ITER(s, n, tmp) {
+  HPL__DIR_NODES_ITER(s, n, tmp) {
     const dir_node_stats *st = n->stats;
     if (st) xtotal += st->in_total;
     if (nn == nmax) continue;
@@ -162,7 +162,7 @@ void dir_status_on_status(dir_server *s, const dir_frame *f) {
     v->name = n->name;
     v->addr = n->addr;
     v->data_port = (uint32_t)n->port;
-    v->state = (char *)dir_node_state_name(s, n, now);
+    v->state = (char *)hpl__dir_node_state_name(s, n, now);
     uint64_t heard = st ? st->at_ms : n->hb_last_ms ? n->hb_last_ms : n->last_seen_ms;
     v->heartbeat_age_ms = now > heard ? now - heard : 0;
     v->rtt_us = n->rtt_us;
@@ -196,7 +196,7 @@ void dir_status_on_status(dir_server *s, const dir_frame *f) {
   for (size_t k = 0; s->gone && k < HPL__STATUS_MAX_DEAD && nn < nmax; k++) {
     dir_gone_node *g = &s->gone->v[(s->gone->next + HPL__STATUS_MAX_DEAD - 1 - k) %
                                    HPL__STATUS_MAX_DEAD];
-    if (!g->at_ms || dir_node_find(s, g->id)) continue;
+    if (!g->at_ms || hpl__dir_node_find(s, g->id)) continue;
     Hplpb__NodeStatus *v = &p.nodes[nn];
     hplpb__node_status__init(v);
     v->id = g->id;
@@ -209,7 +209,7 @@ void dir_status_on_status(dir_server *s, const dir_frame *f) {
     p.pnodes[nn++] = v;
   }
   qsort(p.pnodes, nn, sizeof *p.pnodes, node_cmp);
-  size_t nr = dir_reduce_running(s, p.rv, rmax);
+  size_t nr = hpl__dir_reduce_running(s, p.rv, rmax);
   if (nr > rmax) nr = rmax;
   for (size_t i = 0; i < nr; i++) {
     Hplpb__ReduceStatus *v = &p.rs[i];

@@ -4,7 +4,7 @@
  * copies it is pulling with their progress and rate), the nodes that died
  * lately, and the reduces running, answered to STATUS.
  *
- * Owns dir_node.stats and its state (dir_server.gone: the latest
+ * Owns hpl__dir_node.stats and its state (hpl__dir_server.gone: the latest
  * HPL__STATUS_MAX_DEAD nodes declared dead). Callers: server.c (dispatch of
  * STATUS, the node events it wires, free). Everything is bounded: a
  * heartbeat lists at most HPL__STATUS_MAX_INCOMING copies (more are
@@ -16,19 +16,19 @@
 #include "nodes.h"
 #include "server.h"
 
-/* Node events (dir_nodes_subscribe; server.c wires it):
- * DIR_NODE_STATS: keep what a scheduled heartbeat with stats said
+/* Node events (hpl__dir_nodes_subscribe; server.c wires it):
+ * HPL__DIR_NODE_STATS: keep what a scheduled heartbeat with stats said
  *   (replacing the previous one). Entries with an invalid id are skipped;
  *   out of memory, the node shows no stats.
- * DIR_NODE_DEAD: remember the node as dead, free its stats.
+ * HPL__DIR_NODE_DEAD: remember the node as dead, free its stats.
  * Other events are ignored. */
-void dir_status_on_node(dir_server *s, const dir_node_event *e, void *arg);
+void hpl__dir_status_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* STATUS handler (any connection): the snapshot, or HPL_ENOMEM. */
-void dir_status_on_status(dir_server *s, const dir_frame *f);
+void hpl__dir_status_on_status(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* Free every node's stats and the dead nodes' record (at the end, after
  * the loop, before the nodes are freed). */
-void dir_status_free(dir_server *s);
+void hpl__dir_status_free(hpl__dir_server *s);
 
 #endif

@@ -17,14 +17,14 @@ typedef struct dir_tomb {
   char id[];
 } dir_tomb;
 
-/* The module's state (dir_server.tombs). */
+/* The module's state (hpl__dir_server.tombs). */
 struct dir_tombs {
   dir_tomb *by_id; /* uthash */
   dir_tomb *fifo;  /* oldest first (utlist DL) */
   uint32_t n;
 };
 
-int dir_tombs_init(dir_server *s) {
+int hpl__dir_tombs_init(hpl__dir_server *s) {
   s->tombs = calloc(1, sizeof *s->tombs);
   return s->tombs ? 0 : HPL_ENOMEM;
 }
@@ -39,11 +39,11 @@ static void tomb_free(struct dir_tombs *st, dir_tomb *t) {
 /* Drop expired tombstones (at most 64 a call: bounded work; the cap on
  * their number bounds the rest). */
 static void tomb_expire(struct dir_tombs *st, uint64_t now) {
-  for (int i = 0; i < 64 && st->fifo && now - st->fifo->at_ms >= DIR_TOMB_MS; i++)
+  for (int i = 0; i < 64 && st->fifo && now - st->fifo->at_ms >= HPL__DIR_TOMB_MS; i++)
     tomb_free(st, st->fifo);
 }
 
-void dir_tombs_add(dir_server *s, const char *id) {
+void hpl__dir_tombs_add(hpl__dir_server *s, const char *id) {
   struct dir_tombs *st = s->tombs;
   uint64_t now = hpl__now_ms();
   tomb_expire(st, now);
@@ -51,7 +51,7 @@ void dir_tombs_add(dir_server *s, const char *id) {
   size_t n = strlen(id);
   HASH_FIND(hh, st->by_id, id, n, t);
   if (t) return;
-  if (st->n >= DIR_TOMB_MAX) tomb_free(st, st->fifo);
+  if (st->n >= HPL__DIR_TOMB_MAX) tomb_free(st, st->fifo);
   if (!(t = malloc(sizeof *t + n + 1))) return; /* no memory: not remembered */
   memcpy(t->id, id, n + 1);
   t->at_ms = now;
@@ -61,17 +61,17 @@ void dir_tombs_add(dir_server *s, const char *id) {
   s->ctr.tombstones++;
 }
 
-int dir_tombs_has(dir_server *s, const char *id) {
+int hpl__dir_tombs_has(hpl__dir_server *s, const char *id) {
   struct dir_tombs *st = s->tombs;
   if (!st->by_id) return 0;
   uint64_t now = hpl__now_ms();
   tomb_expire(st, now);
   dir_tomb *t;
   HASH_FIND(hh, st->by_id, id, strlen(id), t);
-  return t && now - t->at_ms < DIR_TOMB_MS;
+  return t && now - t->at_ms < HPL__DIR_TOMB_MS;
 }
 
-void dir_tombs_remove(dir_server *s, const char *id) {
+void hpl__dir_tombs_remove(hpl__dir_server *s, const char *id) {
   struct dir_tombs *st = s->tombs;
   dir_tomb *t;
   if (!st->by_id) return;
@@ -79,13 +79,13 @@ void dir_tombs_remove(dir_server *s, const char *id) {
   if (t) tomb_free(st, t);
 }
 
-void dir_tombs_clear(dir_server *s) {
+void hpl__dir_tombs_clear(hpl__dir_server *s) {
   while (s->tombs->fifo) tomb_free(s->tombs, s->tombs->fifo);
 }
 
-void dir_tombs_free(dir_server *s) {
+void hpl__dir_tombs_free(hpl__dir_server *s) {
   if (!s->tombs) return;
-  dir_tombs_clear(s);
+  hpl__dir_tombs_clear(s);
   free(s->tombs);
   s->tombs = NULL;
 }

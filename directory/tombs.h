@@ -1,7 +1,7 @@
 /*
  * tombs.h - deleted ids remembered for a while (tombstones).
  *
- * Every DELETE is remembered (for DIR_TOMB_MS, at most DIR_TOMB_MAX, the
+ * Every DELETE is remembered (for HPL__DIR_TOMB_MS, at most HPL__DIR_TOMB_MAX, the
  * oldest forgotten first): a copy of the id re-reported later, while the id
  * is unknown or only waited for (pending), is answered with DROP instead of
  * bringing the deleted object back. Such copies come from a restarted
@@ -11,7 +11,7 @@
  * copies were forgotten, so the delete's DROP round did not reach it). A
  * new put of the id ends its tombstone.
  *
- * Owns its state (dir_server.tombs). Callers: admin.c (DELETE adds one;
+ * Owns its state (hpl__dir_server.tombs). Callers: admin.c (DELETE adds one;
  * shutdown), locs.c (re-reported copies; a new put), server.c (init, free).
  */
 #ifndef HPL_DIR_TOMBS_H
@@ -19,24 +19,24 @@
 
 #include "server.h"
 
-#define DIR_TOMB_MS 60000
-#define DIR_TOMB_MAX 65536
+#define HPL__DIR_TOMB_MS 60000
+#define HPL__DIR_TOMB_MAX 65536
 
 /* The module's state, allocated here: 0 or HPL_ENOMEM. */
-int dir_tombs_init(dir_server *s);
+int hpl__dir_tombs_init(hpl__dir_server *s);
 
 /* Remember that `id` was deleted now (counted in tombstones; out of
  * memory, it is not remembered). */
-void dir_tombs_add(dir_server *s, const char *id);
+void hpl__dir_tombs_add(hpl__dir_server *s, const char *id);
 
-/* Whether `id` was deleted less than DIR_TOMB_MS ago (1) or not (0). */
-int dir_tombs_has(dir_server *s, const char *id);
+/* Whether `id` was deleted less than HPL__DIR_TOMB_MS ago (1) or not (0). */
+int hpl__dir_tombs_has(hpl__dir_server *s, const char *id);
 
 /* A new put of `id`: it is no longer deleted. */
-void dir_tombs_remove(dir_server *s, const char *id);
+void hpl__dir_tombs_remove(hpl__dir_server *s, const char *id);
 
 /* Forget every tombstone (shutdown) / and free the state (the end). */
-void dir_tombs_clear(dir_server *s);
-void dir_tombs_free(dir_server *s);
+void hpl__dir_tombs_clear(hpl__dir_server *s);
+void hpl__dir_tombs_free(hpl__dir_server *s);
 
 #endif

@@ -17,25 +17,25 @@ typedef struct dir_xfer {
   uint64_t receiver, sender;
 } dir_xfer;
 
-/* The module's state (dir_server.xlog): the ring and how many entries
+/* The module's state (hpl__dir_server.xlog): the ring and how many entries
  * were ever recorded. */
 struct dir_xlog_ring {
   uint64_t seq;
   dir_xfer v[DIR_XFER_CAP];
 };
 
-int dir_xlog_init(dir_server *s) {
+int hpl__dir_xlog_init(hpl__dir_server *s) {
   s->xlog = calloc(1, sizeof *s->xlog);
   return s->xlog ? 0 : HPL_ENOMEM;
 }
 
-void dir_xlog_free(dir_server *s) {
+void hpl__dir_xlog_free(hpl__dir_server *s) {
   for (size_t i = 0; s->xlog && i < DIR_XFER_CAP; i++) free(s->xlog->v[i].id);
   free(s->xlog);
   s->xlog = NULL;
 }
 
-void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
+void hpl__dir_xlog(hpl__dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
   if (!s->xlog) return;
   dir_xfer *x = &s->xlog->v[s->xlog->seq % DIR_XFER_CAP];
   free(x->id);
@@ -47,7 +47,7 @@ void dir_xlog(dir_server *s, int kind, const char *id, uint64_t receiver, uint64
   x->sender = sender;
 }
 
-void dir_xlog_on_transfers(dir_server *s, const dir_frame *f) {
+void hpl__dir_xlog_on_transfers(hpl__dir_server *s, const hpl__dir_frame *f) {
   enum { MAX_ENTRIES = 40000 };
   Hplpb__TransfersReq *m = (Hplpb__TransfersReq *)f->msg;
   uint64_t first = s->xlog->seq > DIR_XFER_CAP ? s->xlog->seq - DIR_XFER_CAP : 0;

@@ -34,31 +34,31 @@
 /* The module's context (s->clients). */
 typedef struct st_clients {
   uv_pipe_t listener;
-  st_client *list;   /* every session connected (utlist; their count: s->nclients) */
+  hpl__stclient *list;   /* every session connected (utlist; their count: s->nclients) */
   uint64_t next_id;  /* the last session id given */
 } st_clients;
 
-static void on_contains(store *s, st_client *cl, uint64_t req, Hplpb__IdReq *m) {
-  st_obj *o = store_find(s, m->id);
+static void on_contains(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__IdReq *m) {
+  hpl__obj *o = hpl__obj_find(s, m->id);
   Hplpb__ContainsRep r = HPLPB__CONTAINS_REP__INIT;
-  r.local = o && (o->state == OBJ_SEALED || o->state == OBJ_SPILLED);
+  r.local = o && (o->state == HPL__OBJ_SEALED || o->state == HPL__OBJ_SPILLED);
   if (o && !o->internal) { /* a copy arriving shows how far it got (get progress) */
     r.held = o->progress;
     r.size = o->size;
   }
-  session_send(cl, HPL__MSG_CONTAINS_REP, req, &r.base);
+  hpl__session_send(cl, HPL__MSG_CONTAINS_REP, req, &r.base);
 }
 
 /* COUNTERS: the list /metrics shows too (stmetrics.c). */
-static void on_counters(store *s, st_client *cl, uint64_t req) {
-  hpl__metric vals[STORE_METRICS_MAX];
-  size_t n = store_metrics_collect(s, vals);
+static void on_counters(hpl__store *s, hpl__stclient *cl, uint64_t req) {
+  hpl__metric vals[HPL__STORE_METRICS_MAX];
+  size_t n = hpl__stmetrics_collect(s, vals);
   Hplpb__CountersRep *r = hpl__metrics_counters_rep(vals, n);
   if (!r) {
-    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
     return;
   }
-  session_send(cl, HPL__MSG_COUNTERS_REP, req, &r->base);
+  hpl__session_send(cl, HPL__MSG_COUNTERS_REP, req, &r->base);
   free(r);
 }
 
@@ -67,34 +67,34 @@ static void on_counters(store *s, st_client *cl, uint64_t req) {
 /* The directory's answer goes back as it came; an error (the directory's
  * or ours) as a plain Reply, which the client library reads as the outcome
  * of any request. */
-static void proxy_reply(store *s, const dl_reply *rep, void *arg) {
+static void proxy_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   (void)s;
-  st_creq *x = arg;
+  hpl__creq *x = arg;
   if (rep->m)
-    session_send(x->cl, x->rtype, x->req, rep->m); /* of that type: dirlink checked */
+    hpl__session_send(x->cl, x->rtype, x->req, rep->m); /* of that type: dirlink checked */
   else
-    session_reply(x->cl, x->req, rep->status,
+    hpl__session_reply(x->cl, x->req, rep->status,
                   *rep->detail                     ? rep->detail
                   : rep->status == HPL_ETIMEDOUT ? "the directory did not answer in time"
                                                  : "the directory is unreachable");
-  session_creq_done(x);
+  hpl__session_creq_done(x);
   free(x);
 }
 
 /* A request the directory answers: forwarded as it is, its answer too. */
-static void proxy(store *s, st_client *cl, const hpl__frame_hdr *h, ProtobufCMessage *m,
+static void proxy(hpl__store *s, hpl__stclient *cl, const hpl__frame_hdr *h, ProtobufCMessage *m,
                   int64_t timeout_ms) {
-  st_creq *x = calloc(1, sizeof *x);
+  hpl__creq *x = calloc(1, sizeof *x);
   if (!x) {
-    session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
+    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
     return;
   }
-  session_creq_init(x, cl, h->req_id);
+  hpl__session_creq_init(x, cl, h->req_id);
   x->rtype = hpl__msg_reply_type(h->type);
-  if (dirlink_request(s, h->type, m, NULL, 0, timeout_ms, proxy_reply, x) != 0) {
-    session_creq_done(x);
+  if (hpl__dirlink_request(s, h->type, m, NULL, 0, timeout_ms, proxy_reply, x) != 0) {
+    hpl__session_creq_done(x);
     free(x);
-    session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
+    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
   }
 }
 
@@ -115,8 +115,8 @@ static const char *req_id_of(unsigned type, ProtobufCMessage *m) {
 
 static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                             const uint8_t *payload, uint64_t plen) {
-  st_client *cl = hpl__conn_data(c);
-  store *s = cl->s;
+  hpl__stclient *cl = hpl__conn_data(c);
+  hpl__store *s = cl->s;
   if (plen && h->type != HPL__MSG_PUT) { /* only a PUT carries bytes */
     hpl__conn_fail(c, "unexpected payload");
     return;
@@ -127,17 +127,17 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     return;
   }
   switch (h->type) {
-    case HPL__MSG_CREATE: put_create(s, cl, h->req_id, (Hplpb__CreateReq *)m); break;
-    case HPL__MSG_PROGRESS: put_progress(s, cl, (Hplpb__ProgressNote *)m); break;
-    case HPL__MSG_SEAL: put_seal(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
-    case HPL__MSG_PUT: put_whole(s, cl, h->req_id, (Hplpb__PutReq *)m, payload, plen); break;
-    case HPL__MSG_ABORT: put_abort(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
+    case HPL__MSG_CREATE: hpl__put_create(s, cl, h->req_id, (Hplpb__CreateReq *)m); break;
+    case HPL__MSG_PROGRESS: hpl__put_progress(s, cl, (Hplpb__ProgressNote *)m); break;
+    case HPL__MSG_SEAL: hpl__put_seal(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
+    case HPL__MSG_PUT: hpl__put_whole(s, cl, h->req_id, (Hplpb__PutReq *)m, payload, plen); break;
+    case HPL__MSG_ABORT: hpl__put_abort(s, cl, h->req_id, (Hplpb__HandleReq *)m); break;
     case HPL__MSG_GET: {
       Hplpb__GetReq *g = (Hplpb__GetReq *)m;
-      get_request(s, cl, h->req_id, g->id, g->timeout_ms, g->granted);
+      hpl__get_request(s, cl, h->req_id, g->id, g->timeout_ms, g->granted);
       break;
     }
-    case HPL__MSG_RELEASE: session_release(cl, ((Hplpb__HandleReq *)m)->handle); break;
+    case HPL__MSG_RELEASE: hpl__session_release(cl, ((Hplpb__HandleReq *)m)->handle); break;
     case HPL__MSG_CONTAINS: on_contains(s, cl, h->req_id, (Hplpb__IdReq *)m); break;
     case HPL__MSG_STAT:
     case HPL__MSG_DELETE: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
@@ -146,9 +146,9 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     case HPL__MSG_STATUS: proxy(s, cl, h, m, ((Hplpb__StatusReq *)m)->timeout_ms); break;
     case HPL__MSG_REDUCE:
       if (((Hplpb__ReduceReq *)m)->ring)
-        ring_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
+        hpl__ring_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
       else
-        rdsink_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
+        hpl__rdsink_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
       break;
     case HPL__MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
     case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
@@ -162,34 +162,34 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
 
 static void client_on_close(hpl__conn *c, int status) {
   (void)status;
-  st_client *cl = hpl__conn_data(c);
-  store *s = cl->s;
+  hpl__stclient *cl = hpl__conn_data(c);
+  hpl__store *s = cl->s;
   cl->closed = 1;
-  get_client_gone(s, cl);
-  put_client_gone(s, cl); /* aborts what it was still writing */
-  lifetime_client_gone(s, cl); /* deletes what it owned */
+  hpl__get_client_gone(s, cl);
+  hpl__put_client_gone(s, cl); /* aborts what it was still writing */
+  hpl__lifetime_client_gone(s, cl); /* deletes what it owned */
   DL_DELETE(s->clients->list, cl);
   s->nclients--;
-  session_closed(cl);
+  hpl__session_closed(cl);
 }
 
 /* Send the HELLO frame with the pool's memfd (and the presence filter's)
  * attached. The socket is new and the
  * frame small, so a non-blocking sendmsg completes at once. */
-static int send_hello(store *s, int fd) {
+static int send_hello(hpl__store *s, int fd) {
   Hplpb__Hello hm = HPLPB__HELLO__INIT;
   hm.pool_size = hpl__pool_capacity(s->pool);
   hm.node_id = s->node_id;
-  hm.inline_max = dirlink_caps(s)->inline_max;
+  hm.inline_max = hpl__dirlink_caps(s)->inline_max;
   hm.node_name = s->cfg.name;
   /* where clients may read small objects directly (see hpl_get) */
   char dir_addr[64] = "";
   int dir_port = 0;
-  if (s->netns && dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
+  if (s->netns && hpl__dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
     hm.dir_addr = dir_addr;
     hm.dir_port = (uint32_t)dir_port;
     hm.netns = s->netns;
-    hm.dir_publish = dirlink_caps(s)->publish;
+    hm.dir_publish = hpl__dirlink_caps(s)->publish;
   }
   uint8_t rk[HPL__AUTH_KEY_LEN];
   if (s->cfg.auth.on) { /* local clients may read small objects from the directory */
@@ -197,9 +197,9 @@ static int send_hello(store *s, int fd) {
     hm.reader_key.data = rk;
     hm.reader_key.len = sizeof rk;
   }
-  int fds[2] = {hpl__pool_fd(s->pool), store_filter_fd(s)};
+  int fds[2] = {hpl__pool_fd(s->pool), hpl__obj_filter_fd(s)};
   int nfd = fds[1] >= 0 ? 2 : 1;
-  if (nfd == 2) hm.filter_slots = STORE_FILTER_SLOTS;
+  if (nfd == 2) hm.filter_slots = HPL__STORE_FILTER_SLOTS;
   size_t len;
   uint8_t *frame = hpl__msg_frame(HPL__MSG_HELLO, 0, &hm.base, 0, &len);
   if (!frame) return HPL_ENOMEM;
@@ -222,7 +222,7 @@ static int send_hello(store *s, int fd) {
  * processes of this user (or root, or the allowed group) may reach the
  * socket. Its directory must be this user's alone (0700), so no other user
  * can even connect, nor swap the socket for one of their own. */
-static int check_socket_dir(store *s, const char *path) {
+static int check_socket_dir(hpl__store *s, const char *path) {
   char dir[sizeof s->cfg.socket_path];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -231,12 +231,12 @@ static int check_socket_dir(store *s, const char *path) {
   else *slash = 0;
   struct stat st;
   if (stat(dir, &st) != 0) {
-    LOG_ERROR("cannot check the socket's directory %s: %s", dir, strerror(errno));
+    HPL__LOG_ERROR("cannot check the socket's directory %s: %s", dir, strerror(errno));
     return HPL_ESYS;
   }
   if (s->cfg.insecure) return 0;
   if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-    LOG_ERROR("the socket's directory %s must belong to this user and be closed to others "
+    HPL__LOG_ERROR("the socket's directory %s must belong to this user and be closed to others "
               "(mode 0700, owner uid %u; it has mode %04o, owner uid %u): other users could "
               "reach this store's memory, or replace its socket (--insecure to allow)",
               dir, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
@@ -247,26 +247,26 @@ static int check_socket_dir(store *s, const char *path) {
 
 /* The peer of a new local connection: this user, root, or the allowed
  * group (SO_PEERCRED). */
-static int peer_allowed(store *s, int fd) {
+static int peer_allowed(hpl__store *s, int fd) {
   struct ucred cr;
   socklen_t len = sizeof cr;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
   if (cr.uid == geteuid() || cr.uid == 0 || s->cfg.insecure) return 1;
   if (s->cfg.allow_gid >= 0 && cr.gid == (gid_t)s->cfg.allow_gid) return 1;
-  LOG_WARN("refused a local client of uid %u (pid %d): not this store's user", (unsigned)cr.uid,
+  HPL__LOG_WARN("refused a local client of uid %u (pid %d): not this store's user", (unsigned)cr.uid,
            (int)cr.pid);
   return 0;
 }
 
 static void on_client_accept(uv_stream_t *server, int status) {
-  store *s = server->data;
+  hpl__store *s = server->data;
   if (status < 0) return;
   uv_stream_t *p = hpl__conn_accept(server, NULL, 0);
-  if (p) clients_serve(s, p);
+  if (p) hpl__clients_serve(s, p);
 }
 
-void clients_serve(store *s, uv_stream_t *p) {
-  st_client *cl = session_new(s, NULL, ++s->clients->next_id);
+void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
+  hpl__stclient *cl = hpl__session_new(s, NULL, ++s->clients->next_id);
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
   if (ok && hpl__conn_full(p, s->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
@@ -287,7 +287,7 @@ void clients_serve(store *s, uv_stream_t *p) {
   snprintf(label, sizeof label, "client-%llu", (unsigned long long)cl->id);
   /* a PUT's payload is at most the inline limit the HELLO told */
   hpl__conn_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL,
-                             .max_payload = dirlink_caps(s)->inline_max,
+                             .max_payload = hpl__dirlink_caps(s)->inline_max,
                              .max_type = HPL__MSG_MAX_},
                      .on_frame = client_on_frame,
                      .on_close = client_on_close,
@@ -309,7 +309,7 @@ static int clear_stale_socket(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) return 0;
   if (!S_ISSOCK(st.st_mode)) {
-    LOG_ERROR("%s exists and is not a socket", path);
+    HPL__LOG_ERROR("%s exists and is not a socket", path);
     return HPL_EINVAL;
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -319,21 +319,21 @@ static int clear_stale_socket(const char *path) {
   int err = errno;
   close(fd);
   if (rc == 0) {
-    LOG_ERROR("another store is already listening on %s", path);
+    HPL__LOG_ERROR("another store is already listening on %s", path);
     return HPL_EEXIST;
   }
   if (err != ECONNREFUSED && err != ENOENT) {
-    LOG_ERROR("cannot probe %s: %s", path, strerror(err));
+    HPL__LOG_ERROR("cannot probe %s: %s", path, strerror(err));
     return HPL_ESYS;
   }
   unlink(path);
   return 0;
 }
 
-int clients_start(store *s) {
+int hpl__clients_start(hpl__store *s) {
   const char *path = s->cfg.socket_path;
   if (!path[0]) {
-    LOG_ERROR("no socket path");
+    HPL__LOG_ERROR("no socket path");
     return HPL_EINVAL;
   }
   int rc = check_socket_dir(s, path);
@@ -345,22 +345,22 @@ int clients_start(store *s) {
   s->clients->listener.data = s;
   if ((rc = uv_pipe_bind(&s->clients->listener, path)) ||
       (rc = uv_listen((uv_stream_t *)&s->clients->listener, 256, on_client_accept))) {
-    LOG_ERROR("cannot listen on %s: %s", path, uv_strerror(rc));
+    HPL__LOG_ERROR("cannot listen on %s: %s", path, uv_strerror(rc));
     return HPL_ESYS;
   }
   chmod(path, 0600);
   return 0;
 }
 
-void clients_stop(store *s) {
+void hpl__clients_stop(hpl__store *s) {
   if (!s->clients || uv_is_closing((uv_handle_t *)&s->clients->listener)) return;
   uv_close((uv_handle_t *)&s->clients->listener, NULL);
   unlink(s->cfg.socket_path);
-  st_client *cl;
+  hpl__stclient *cl;
   DL_FOREACH(s->clients->list, cl) hpl__conn_close(cl->c, 0);
 }
 
-void clients_free(store *s) {
+void hpl__clients_free(hpl__store *s) {
   free(s->clients);
   s->clients = NULL;
 }

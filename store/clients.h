@@ -5,7 +5,7 @@
  * requests the directory answers, counters and contains here).
  *
  * Callers: server.c (start, stop, free), tests/fuzz/fuzz_store.c
- * (clients_serve).
+ * (hpl__clients_serve).
  */
 #ifndef HPL_STORE_CLIENTS_H
 #define HPL_STORE_CLIENTS_H
@@ -15,16 +15,16 @@
 /* Make the module's context and listen on cfg.socket_path (a stale socket
  * file left by a dead store is removed; a live store's is not). Returns 0,
  * HPL_EINVAL, HPL_EEXIST, HPL_ENOMEM or HPL_ESYS (logged). */
-int clients_start(store *s);
+int hpl__clients_start(hpl__store *s);
 
 /* Serve an already connected Unix stream as a local client (the
  * listener's accepts; fuzz targets hand in one end of a socketpair). Takes
  * `p` (malloc'd, initialised): HELLO, then requests. */
-void clients_serve(store *s, uv_stream_t *p);
+void hpl__clients_serve(hpl__store *s, uv_stream_t *p);
 
 /* Stop accepting, remove the socket file, close every client (idempotent).
  * Free the module's context once the loop has ended. */
-void clients_stop(store *s);
-void clients_free(store *s);
+void hpl__clients_stop(hpl__store *s);
+void hpl__clients_free(hpl__store *s);
 
 #endif

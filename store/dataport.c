@@ -39,11 +39,11 @@
 typedef struct st_dataport {
   uv_tcp_t listener;
   int bound;                 /* listening */
-  struct st_sender *senders; /* every connection (utlist; their count: s->nsenders) */
-  void (*idle)(store *s);    /* a stream ended and none is left (may be NULL) */
+  struct hpl__sender *senders; /* every connection (utlist; their count: s->nsenders) */
+  void (*idle)(hpl__store *s);    /* a stream ended and none is left (may be NULL) */
 } st_dataport;
 
-int dataport_port(store *s) {
+int hpl__dataport_port(hpl__store *s) {
   struct sockaddr_storage ss;
   int len = sizeof ss;
   if (!s->dataport || !s->dataport->bound ||
@@ -52,51 +52,51 @@ int dataport_port(store *s) {
   return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-int dataport_active(store *s) {
+int hpl__dataport_active(hpl__store *s) {
   int n = 0;
-  st_sender *sd;
+  hpl__sender *sd;
   if (!s->dataport) return 0;
   DL_FOREACH(s->dataport->senders, sd) if (sd->obj && !hpl__conn_closing(sd->c)) n++;
   return n;
 }
 
-static void check_idle(store *s) {
-  if (s->dataport->idle && dataport_active(s) == 0) s->dataport->idle(s);
+static void check_idle(hpl__store *s) {
+  if (s->dataport->idle && hpl__dataport_active(s) == 0) s->dataport->idle(s);
 }
 
-static void sender_pump(st_sender *sd);
+static void sender_pump(hpl__sender *sd);
 
-static void sender_finish(st_sender *sd) {
-  st_obj *o = sd->obj;
+static void sender_finish(hpl__sender *sd) {
+  hpl__obj *o = sd->obj;
   if (!o) return;
-  store_unwatch(o, &sd->watch);
+  hpl__obj_unwatch(o, &sd->watch);
   sd->obj = NULL;
-  store_obj_unref(sd->s, o);
+  hpl__obj_unref(sd->s, o);
 }
 
-void dataport_stream_end(st_sender *sd) {
+void hpl__dataport_stream_end(hpl__sender *sd) {
   sender_finish(sd);
   check_idle(sd->s);
 }
 
 static void sender_write_done(hpl__conn *c, int status, void *arg) {
   (void)c;
-  st_sender *sd = arg;
+  hpl__sender *sd = arg;
   sd->inflight--;
   if (status) return; /* the connection is closing; on_close cleans up */
   sender_pump(sd);
 }
 
-static st_sender *sender_of(st_watch *w) {
-  return (st_sender *)((char *)w - offsetof(st_sender, watch));
+static hpl__sender *sender_of(hpl__watch *w) {
+  return (hpl__sender *)((char *)w - offsetof(hpl__sender, watch));
 }
 
-static void sender_watch_fn(st_watch *w) { sender_pump(sender_of(w)); }
+static void sender_watch_fn(hpl__watch *w) { sender_pump(sender_of(w)); }
 
 static void pace_fired(uv_timer_t *t) { sender_pump(t->data); }
 
 /* The sender's timer (allocated on first use). NULL on no memory. */
-static uv_timer_t *sender_timer(st_sender *sd) {
+static uv_timer_t *sender_timer(hpl__sender *sd) {
   if (!sd->timer && (sd->timer = malloc(sizeof *sd->timer))) {
     uv_timer_init(sd->s->loop, sd->timer);
     sd->timer->data = sd;
@@ -105,25 +105,25 @@ static uv_timer_t *sender_timer(st_sender *sd) {
 }
 
 /* A faulty stream: how many of `want` bytes may go now (faults.c decides). */
-static uint64_t sender_fault_budget(st_sender *sd, uint64_t want) {
-  store *s = sd->s;
+static uint64_t sender_fault_budget(hpl__sender *sd, uint64_t want) {
+  hpl__store *s = sd->s;
   int action;
-  uint64_t n = faults_budget(&s->cfg.faults, sd->obj->id, sd->pos - sd->offset,
+  uint64_t n = hpl__faults_budget(&s->cfg.faults, sd->obj->id, sd->pos - sd->offset,
                              hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled,
                              &sd->slow_from_ms, want, &action);
-  if (action == FAULT_CUT) {
+  if (action == HPL__FAULT_CUT) {
     hpl__conn_close(sd->c, HPL_ECONN);
-  } else if (action == FAULT_PACE && sender_timer(sd)) {
+  } else if (action == HPL__FAULT_PACE && sender_timer(sd)) {
     uv_timer_start(sd->timer, pace_fired, 10, 0);
   }
   return n;
 }
 
 /* Send as much of the object as has arrived, within the in-flight budget. */
-static void sender_pump(st_sender *sd) {
-  st_obj *o = sd->obj;
+static void sender_pump(hpl__sender *sd) {
+  hpl__obj *o = sd->obj;
   if (!o || sd->fs || hpl__conn_closing(sd->c)) return;
-  store *s = sd->s;
+  hpl__store *s = sd->s;
   if (o->gen != sd->gen) { /* the bytes restarted: this stream is void */
     hpl__conn_close(sd->c, HPL_ECANCELED);
     return;
@@ -157,7 +157,7 @@ static void sender_pump(st_sender *sd) {
     sd->pos += n;
     s->ctr.data_bytes_sent += n;
     if (rc == 2) s->ctr.sendfile_bytes += n;
-    if (sd->faulty) faults_sent(&s->cfg.faults, n);
+    if (sd->faulty) hpl__faults_sent(&s->cfg.faults, n);
     if (rc == 2) continue; /* all went now */
     sd->inflight++;
     if (rc == 0) {
@@ -167,27 +167,27 @@ static void sender_pump(st_sender *sd) {
   }
   if (sd->pos < sd->end) {
     if (sd->pos >= o->progress) { /* (past it: a pull beyond a resumed stream's start) */
-      if (!o->in_table && o->state != OBJ_SEALED) {
+      if (!o->in_table && o->state != HPL__OBJ_SEALED) {
         /* our partial copy was abandoned: the receiver must go elsewhere */
-        LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
+        HPL__LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
                  (unsigned long long)sd->pos);
         hpl__conn_close(sd->c, HPL_ECANCELED);
         return;
       }
-      store_watch(o, &sd->watch);
+      hpl__obj_watch(o, &sd->watch);
     }
     return;
   }
   if (sd->inflight == 0) {
     s->ctr.pulls_served++;
-    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
+    HPL__LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
               (unsigned long long)sd->end, (unsigned long long)sd->peer);
     sender_finish(sd);
     check_idle(s);
   }
 }
 
-static void pull_reply_err(st_sender *sd, int status, const char *detail) {
+static void pull_reply_err(hpl__sender *sd, int status, const char *detail) {
   Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.status = status;
   r.detail = (char *)detail;
@@ -195,10 +195,10 @@ static void pull_reply_err(st_sender *sd, int status, const char *detail) {
 }
 
 /* Start streaming once the object has a buffer (or a spill file). */
-static void sender_start(st_sender *sd) {
-  st_obj *o = sd->obj;
+static void sender_start(hpl__sender *sd) {
+  hpl__obj *o = sd->obj;
   char detail[320];
-  int from_file = o->state == OBJ_SPILLED && !sd->fs && dataport_file_start(sd, o) == 0;
+  int from_file = o->state == HPL__OBJ_SPILLED && !sd->fs && hpl__dataport_file_start(sd, o) == 0;
   if (!o->data && !from_file) {
     if (!o->in_table) {
       snprintf(detail, sizeof detail, "object '%s' is gone from this node", o->id);
@@ -206,8 +206,8 @@ static void sender_start(st_sender *sd) {
       sender_finish(sd);
       return;
     }
-    store_watch(o, &sd->watch); /* parked until the buffer exists */
-    store_obj_want(sd->s, o); /* spilled: its bytes are read back */
+    hpl__obj_watch(o, &sd->watch); /* parked until the buffer exists */
+    hpl__obj_want(sd->s, o); /* spilled: its bytes are read back */
     return;
   }
   if (sd->offset > o->size) {
@@ -229,23 +229,23 @@ static void sender_start(st_sender *sd) {
   sd->pos = sd->offset;
   sd->end = o->size;
   sd->started_ms = hpl__now_ms();
-  sd->faulty = faults_apply(&sd->s->cfg.faults, o->id, sd->peer);
+  sd->faulty = hpl__faults_apply(&sd->s->cfg.faults, o->id, sd->peer);
   Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.size = o->size;
   hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
                  NULL);
   if (sd->fs) {
-    dataport_file_pump(sd);
+    hpl__dataport_file_pump(sd);
     return;
   }
   sender_pump(sd);
 }
 
-static void sender_parked_fn(st_watch *w) { sender_start(sender_of(w)); }
+static void sender_parked_fn(hpl__watch *w) { sender_start(sender_of(w)); }
 
 /* A parked PULL whose stream never came. */
 static void park_expired(uv_timer_t *t) {
-  st_sender *sd = t->data;
+  hpl__sender *sd = t->data;
   if (!sd->parked) return;
   char detail[400];
   snprintf(detail, sizeof detail, "no reduce stream '%s' here within %d ms", sd->parked,
@@ -258,10 +258,10 @@ static void park_expired(uv_timer_t *t) {
 /* Begin serving `o` (referenced here) on this connection. A stream's
  * source hears where the pull starts first (it may make its bytes again
  * from there, dropping the other pulls of it: not this one yet). */
-static void sender_serve(st_sender *sd, st_obj *o) {
+static void sender_serve(hpl__sender *sd, hpl__obj *o) {
   if (o->source && o->source->pulled) o->source->pulled(o->source, o, sd->offset);
   sd->obj = o;
-  store_obj_ref(sd->s, o);
+  hpl__obj_ref(sd->s, o);
   sd->watch.fn = sender_parked_fn;
   sender_start(sd);
 }
@@ -269,7 +269,7 @@ static void sender_serve(st_sender *sd, st_obj *o) {
 static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                      const uint8_t *payload, uint64_t plen) {
   (void)payload, (void)plen;
-  st_sender *sd = hpl__conn_data(c);
+  hpl__sender *sd = hpl__conn_data(c);
   if (h->type != HPL__MSG_PULL) {
     hpl__conn_fail(c, "only PULL is accepted on the data port");
     return;
@@ -295,7 +295,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   sd->offset = p->offset;
-  st_obj *o = p->internal ? store_find_internal(sd->s, p->id) : store_find(sd->s, p->id);
+  hpl__obj *o = p->internal ? hpl__obj_find_internal(sd->s, p->id) : hpl__obj_find(sd->s, p->id);
   if (!o && p->internal) {
     /* the directory told our peer about this stream before it told us:
      * wait until the stream exists (or its reduce ends) */
@@ -316,13 +316,13 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
 }
 
 static void on_close(hpl__conn *c, int status) {
-  st_sender *sd = hpl__conn_data(c);
-  store *s = sd->s;
+  hpl__sender *sd = hpl__conn_data(c);
+  hpl__store *s = sd->s;
   if (sd->obj && sd->pos < sd->end)
-    LOG_DEBUG("stream of '%s' to %016llx ended at %llu of %llu bytes (%s)", sd->obj->id,
+    HPL__LOG_DEBUG("stream of '%s' to %016llx ended at %llu of %llu bytes (%s)", sd->obj->id,
               (unsigned long long)sd->peer, (unsigned long long)sd->pos,
               (unsigned long long)sd->end, hpl_strerror(status));
-  dataport_file_detach(sd);
+  hpl__dataport_file_detach(sd);
   sender_finish(sd);
   free(sd->parked);
   if (sd->timer) {
@@ -336,15 +336,15 @@ static void on_close(hpl__conn *c, int status) {
 }
 
 static void on_accept(uv_stream_t *server, int status) {
-  store *s = server->data;
+  hpl__store *s = server->data;
   if (status < 0) return;
   uv_stream_t *t = hpl__conn_accept(server, NULL, 0);
-  if (t) dataport_serve(s, t);
+  if (t) hpl__dataport_serve(s, t);
 }
 
 /* --link-rate: pace the streams this connection will carry. A socket the
  * kernel will not pace sends unpaced (counted, and logged once). */
-static void pace(store *s, uv_stream_t *t) {
+static void pace(hpl__store *s, uv_stream_t *t) {
   if (!s->cfg.link_rate) return;
   uint64_t bytes_per_s = (uint64_t)((double)s->cfg.link_rate / 8 * PACE_FACTOR);
   uv_os_fd_t fd;
@@ -355,12 +355,12 @@ static void pace(store *s, uv_stream_t *t) {
     return;
   }
   if (s->ctr.pace_failures++ == 0)
-    LOG_WARN("data port: cannot pace streams to --link-rate: %s",
+    HPL__LOG_WARN("data port: cannot pace streams to --link-rate: %s",
              rc ? uv_strerror(rc) : strerror(errno));
 }
 
-void dataport_serve(store *s, uv_stream_t *t) {
-  st_sender *sd = hpl__conn_admit(t, s->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
+void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
+  hpl__sender *sd = hpl__conn_admit(t, s->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
                                   "data port: refusing connections: %u open (--max-connections)",
                                   sizeof *sd);
   if (!sd) return; /* full (taken and closed at once), or no memory */
@@ -384,21 +384,21 @@ void dataport_serve(store *s, uv_stream_t *t) {
   }
 }
 
-void dataport_drop(store *s, st_obj *o) {
-  st_sender *sd;
+void hpl__dataport_drop(hpl__store *s, hpl__obj *o) {
+  hpl__sender *sd;
   DL_FOREACH(s->dataport->senders, sd) if (sd->obj == o) hpl__conn_close(sd->c, HPL_ECANCELED);
 }
 
-void dataport_restart(store *s, st_obj *o, uint32_t gen) {
-  LOG_INFO("'%s': restarting from byte 0 (generation %u -> %u)", o->id, o->gen, gen);
-  dataport_drop(s, o);
+void hpl__dataport_restart(hpl__store *s, hpl__obj *o, uint32_t gen) {
+  HPL__LOG_INFO("'%s': restarting from byte 0 (generation %u -> %u)", o->id, o->gen, gen);
+  hpl__dataport_drop(s, o);
   o->progress = 0;
   o->gen = gen;
 }
 
-int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
+int hpl__dataport_pull_offset(hpl__store *s, const hpl__obj *o, uint64_t *offset) {
   int found = 0;
-  st_sender *sd;
+  hpl__sender *sd;
   DL_FOREACH(s->dataport->senders, sd) {
     if (sd->obj != o || (found && sd->offset >= *offset)) continue;
     *offset = sd->offset;
@@ -407,11 +407,11 @@ int dataport_pull_offset(store *s, const st_obj *o, uint64_t *offset) {
   return found;
 }
 
-void dataport_stream_ready(store *s, const char *key) {
-  st_sender *sd;
+void hpl__dataport_stream_ready(hpl__store *s, const char *key) {
+  hpl__sender *sd;
   DL_FOREACH(s->dataport->senders, sd) {
     if (!sd->parked || strcmp(sd->parked, key) != 0) continue;
-    st_obj *o = store_find_internal(s, key);
+    hpl__obj *o = hpl__obj_find_internal(s, key);
     if (!o) continue;
     free(sd->parked);
     sd->parked = NULL;
@@ -420,9 +420,9 @@ void dataport_stream_ready(store *s, const char *key) {
   }
 }
 
-void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
+void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg), void *arg, int status,
                      const char *detail) {
-  st_sender *sd;
+  hpl__sender *sd;
   DL_FOREACH(s->dataport->senders, sd) {
     if (!sd->parked || !match(sd->parked, arg)) continue;
     free(sd->parked);
@@ -432,36 +432,36 @@ void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *a
   }
 }
 
-int dataport_start(store *s, void (*idle)(store *s)) {
+int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s)) {
   struct sockaddr_in addr;
   st_dataport *dp = s->dataport = calloc(1, sizeof *s->dataport);
   if (!dp) return HPL_ENOMEM;
   dp->idle = idle;
   int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
   if (rc) {
-    LOG_ERROR("bad data address %s: %s", s->cfg.data_host, uv_strerror(rc));
+    HPL__LOG_ERROR("bad data address %s: %s", s->cfg.data_host, uv_strerror(rc));
     return HPL_EINVAL;
   }
   uv_tcp_init(s->loop, &dp->listener);
   dp->listener.data = s;
   if ((rc = uv_tcp_bind(&dp->listener, (struct sockaddr *)&addr, 0)) ||
       (rc = uv_listen((uv_stream_t *)&dp->listener, 512, on_accept))) {
-    LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
+    HPL__LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
     return HPL_ESYS;
   }
   dp->bound = 1;
   return 0;
 }
 
-void dataport_stop(store *s) {
+void hpl__dataport_stop(hpl__store *s) {
   st_dataport *dp = s->dataport;
   if (!dp) return;
   if (!uv_is_closing((uv_handle_t *)&dp->listener)) uv_close((uv_handle_t *)&dp->listener, NULL);
-  st_sender *sd;
+  hpl__sender *sd;
   DL_FOREACH(dp->senders, sd) hpl__conn_close(sd->c, 0);
 }
 
-void dataport_free(store *s) {
+void hpl__dataport_free(hpl__store *s) {
   free(s->dataport);
   s->dataport = NULL;
 }

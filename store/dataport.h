@@ -4,14 +4,14 @@
  * from the pool as they arrive (a partial copy is forwarded as far as it
  * has arrived, then its sender waits on the object's watchers).
  *
- * A stream object (internal) is served through its source (st_source,
+ * A stream object (internal) is served through its source (hpl__source,
  * objects.h) when it has one, so this module knows nothing of who makes
  * it.
  *
  * Callers: server.c (start, stop, drain, free), dlconn.c (the port to
  * register), fetch.c and rdsink.c (restart an object's bytes), rdtask.c and
  * ring.c (streams appearing, pulls parked for a reduce that ended, pulls
- * of bytes made again), tests/fuzz/fuzz_store.c (dataport_serve).
+ * of bytes made again), tests/fuzz/fuzz_store.c (hpl__dataport_serve).
  */
 #ifndef HPL_STORE_DATAPORT_H
 #define HPL_STORE_DATAPORT_H
@@ -25,42 +25,42 @@
  * `idle` (may be NULL) runs whenever a stream ends and none is left
  * (draining uses it). Returns 0, HPL_EINVAL (bad address), HPL_ENOMEM or
  * HPL_ESYS. */
-int dataport_start(store *s, void (*idle)(store *s));
+int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s));
 
 /* Close the listener and every stream; free the module's context once the
  * loop has ended. */
-void dataport_stop(store *s);
-void dataport_free(store *s);
+void hpl__dataport_stop(hpl__store *s);
+void hpl__dataport_free(hpl__store *s);
 
 /* Serve an already connected stream as a data-port connection (the
  * listener's accepts; fuzz targets hand in one end of a socketpair). Takes
  * `t` (malloc'd, initialised). */
-void dataport_serve(store *s, uv_stream_t *t);
+void hpl__dataport_serve(hpl__store *s, uv_stream_t *t);
 
 /* The bound port, -1 if not bound. */
-int dataport_port(store *s);
+int hpl__dataport_port(hpl__store *s);
 
 /* Streams in progress (not closing). */
-int dataport_active(store *s);
+int hpl__dataport_active(hpl__store *s);
 
 /* The object's bytes start over from 0 under generation `gen`: cut every
  * stream of its old bytes. */
-void dataport_restart(store *s, st_obj *o, uint32_t gen);
+void hpl__dataport_restart(hpl__store *s, hpl__obj *o, uint32_t gen);
 
 /* Cut every stream of the object's bytes (they are about to be replaced). */
-void dataport_drop(store *s, st_obj *o);
+void hpl__dataport_drop(hpl__store *s, hpl__obj *o);
 
 /* A reduce stream `key` now exists: serve the pulls waiting for it. */
-void dataport_stream_ready(store *s, const char *key);
+void hpl__dataport_stream_ready(hpl__store *s, const char *key);
 
 /* The lowest offset any pull being served of `o` started at, in *offset.
  * Returns 1, or 0 if nobody pulls `o`. */
-int dataport_pull_offset(store *s, const struct st_obj *o, uint64_t *offset);
+int hpl__dataport_pull_offset(hpl__store *s, const struct hpl__obj *o, uint64_t *offset);
 
 /* Pulls parked for a stream that does not exist yet whose key `match`
  * accepts will not be served: each gets an error reply (status, detail)
  * and the connection waits for its next PULL. */
-void dataport_unpark(store *s, int (*match)(const char *key, void *arg), void *arg, int status,
+void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg), void *arg, int status,
                      const char *detail);
 
 #endif

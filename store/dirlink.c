@@ -19,22 +19,22 @@
 #include "log.h"
 #include "util.h"
 
-void dirlink_ignore_reply(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
+void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
-int dirlink_ready(store *s) { return s->dl && s->dl->state == DL_READY; }
+int hpl__dirlink_ready(hpl__store *s) { return s->dl && s->dl->state == HPL__DL_READY; }
 
-static const dl_caps default_caps = {.inline_max = HPL__DEFAULT_INLINE_MAX, .max_senders = 1};
+static const hpl__dl_caps default_caps = {.inline_max = HPL__DEFAULT_INLINE_MAX, .max_senders = 1};
 
-const dl_caps *dirlink_caps(const store *s) { return s->dl ? &s->dl->caps : &default_caps; }
+const hpl__dl_caps *hpl__dirlink_caps(const hpl__store *s) { return s->dl ? &s->dl->caps : &default_caps; }
 
-int dirlink_peer(store *s, char *addr, size_t alen, int *port) {
-  if (!dirlink_ready(s) || !s->dl->peer_port || strlen(s->dl->peer_addr) >= alen) return -1;
+int hpl__dirlink_peer(hpl__store *s, char *addr, size_t alen, int *port) {
+  if (!hpl__dirlink_ready(s) || !s->dl->peer_port || strlen(s->dl->peer_addr) >= alen) return -1;
   strcpy(addr, s->dl->peer_addr);
   *port = s->dl->peer_port;
   return 0;
 }
 
-static void req_free(dl_req *r) {
+static void req_free(hpl__dl_req *r) {
   free(r->frame);
   r->frame = NULL;
   hpl__otimer_free(&r->timer, r);
@@ -44,10 +44,10 @@ static void req_free(dl_req *r) {
  * (h NULL). A reply is handed over only if it is of the request's reply
  * type; a plain Reply is an error (or a bare success where a plain Reply is
  * what the request gets); anything else is a protocol error. */
-static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr *h,
+static void req_finish(hpl__dirlink *dl, hpl__dl_req *r, int status, const hpl__frame_hdr *h,
                        ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
   HASH_DEL(dl->pending, r);
-  dl_reply rep = {.status = status, .detail = ""};
+  hpl__dl_reply rep = {.status = status, .detail = ""};
   if (h) {
     unsigned want = hpl__msg_reply_type(r->type);
     if (h->type == want || h->type == HPL__MSG_REPLY) {
@@ -57,7 +57,7 @@ static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr 
       rep.status = HPL_EPROTO;
     }
     if (rep.status == HPL_EPROTO && !*rep.detail) {
-      LOG_WARN("the directory answered %s with %s", hpl__msg_name(r->type), hpl__msg_name(h->type));
+      HPL__LOG_WARN("the directory answered %s with %s", hpl__msg_name(r->type), hpl__msg_name(h->type));
       rep.detail = "the directory answered with a message of the wrong type";
     }
     if (rep.status == 0) {
@@ -71,8 +71,8 @@ static void req_finish(dirlink *dl, dl_req *r, int status, const hpl__frame_hdr 
 }
 
 static void req_timeout(void *arg) {
-  dl_req *r = arg;
-  LOG_DEBUG("directory request %s timed out", hpl__msg_name(r->type));
+  hpl__dl_req *r = arg;
+  HPL__LOG_DEBUG("directory request %s timed out", hpl__msg_name(r->type));
   req_finish(r->dl, r, HPL_ETIMEDOUT, NULL, NULL, NULL, 0);
 }
 
@@ -81,7 +81,7 @@ static void free_frame(hpl__conn *c, int status, void *arg) {
   free(arg);
 }
 
-static void req_send(dirlink *dl, dl_req *r) {
+static void req_send(hpl__dirlink *dl, hpl__dl_req *r) {
   uint8_t *copy = malloc(r->flen);
   if (!copy) return; /* stays unsent; retried on the next connection */
   memcpy(copy, r->frame, r->flen);
@@ -92,26 +92,26 @@ static void req_send(dirlink *dl, dl_req *r) {
 }
 
 static int cmp_seq(const void *a, const void *b) {
-  const dl_req *x = *(dl_req *const *)a, *y = *(dl_req *const *)b;
+  const hpl__dl_req *x = *(hpl__dl_req *const *)a, *y = *(hpl__dl_req *const *)b;
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-void dirlink_flush(dirlink *dl) {
+void hpl__dirlink_flush(hpl__dirlink *dl) {
   size_t n = HASH_COUNT(dl->pending), k = 0;
   if (!n) return;
-  dl_req **v = malloc(n * sizeof *v);
+  hpl__dl_req **v = malloc(n * sizeof *v);
   if (!v) return;
-  dl_req *r, *tmp;
+  hpl__dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) if (!r->sent) v[k++] = r;
   qsort(v, k, sizeof *v, cmp_seq);
   for (size_t i = 0; i < k; i++) req_send(dl, v[i]);
   free(v);
 }
 
-int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
-                    uint64_t plen, int64_t timeout_ms, dl_reply_cb cb, void *arg) {
-  dirlink *dl = s->dl;
-  dl_req *r = calloc(1, sizeof *r);
+int hpl__dirlink_request(hpl__store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
+                    uint64_t plen, int64_t timeout_ms, hpl__dl_reply_cb cb, void *arg) {
+  hpl__dirlink *dl = s->dl;
+  hpl__dl_req *r = calloc(1, sizeof *r);
   if (!r) return HPL_ENOMEM;
   r->id = ++dl->next_id;
   r->type = type;
@@ -131,80 +131,80 @@ int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const vo
   r->flen = hlen + plen;
   HASH_ADD(hh, dl->pending, id, sizeof r->id, r);
   if (timeout_ms >= 0) hpl__otimer_start(s->loop, &r->timer, r, (uint64_t)timeout_ms, req_timeout);
-  if (dl->state == DL_READY) req_send(dl, r);
+  if (dl->state == HPL__DL_READY) req_send(dl, r);
   return 0;
 }
 
-void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m) {
-  dirlink *dl = s->dl;
-  if (dl->state != DL_READY) return;
+void hpl__dirlink_note(hpl__store *s, unsigned type, const ProtobufCMessage *m) {
+  hpl__dirlink *dl = s->dl;
+  if (dl->state != HPL__DL_READY) return;
   hpl__conn_send(dl->c, type, 0, m, NULL, 0, 0, NULL, NULL);
 }
 
-int dirlink_quiet(store *s, uint64_t peer) {
+int hpl__dirlink_quiet(hpl__store *s, uint64_t peer) {
   if (!s->dl->caps.quiet_notes) return 0;
   Hplpb__Heartbeat q = HPLPB__HEARTBEAT__INIT;
   q.node_id = peer;
   s->ctr.quiet_notes++;
-  dirlink_note(s, HPL__MSG_QUIET, &q.base);
+  hpl__dirlink_note(s, HPL__MSG_QUIET, &q.base);
   return 1;
 }
 
 /* A removal is a request, kept while the link is down and sent after the
  * store registers again: a reconnect keeps our copies at the directory, so
  * one it did not hear about would stay listed. */
-static void loc_note_kept(store *s, const char *id, unsigned kind) {
+static void loc_note_kept(hpl__store *s, const char *id, unsigned kind) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
   n.kind = kind;
-  if (dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, dirlink_ignore_reply, NULL) != 0)
-    dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, hpl__dirlink_ignore_reply, NULL) != 0)
+    hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
-void dirlink_loc_remove(store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_REMOVE); }
+void hpl__dirlink_loc_remove(hpl__store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_REMOVE); }
 
-void dirlink_loc_retract(store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_RETRACT); }
+void hpl__dirlink_loc_retract(hpl__store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_RETRACT); }
 
-void dirlink_loc_complete(store *s, const char *id, uint64_t rate) {
+void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
   n.kind = HPL__LOC_COMPLETE;
   n.rate = rate;
-  dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
-static void loc_added(store *s, const dl_reply *rep, void *arg) {
+static void loc_added(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   (void)s;
   char *id = arg;
   if (rep->status)
-    LOG_WARN("the directory did not list this node's copy of '%s': %s", id ? id : "?",
+    HPL__LOG_WARN("the directory did not list this node's copy of '%s': %s", id ? id : "?",
              *rep->detail ? rep->detail : hpl_strerror(rep->status));
   free(id);
 }
 
-void dirlink_loc_add(store *s, const char *id, uint64_t size, int complete, int origin) {
+void hpl__dirlink_loc_add(hpl__store *s, const char *id, uint64_t size, int complete, int origin) {
   Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
   a.id = (char *)id;
   a.size = size;
   a.complete = complete;
   a.origin = origin;
   char *copy = strdup(id);
-  if (dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0) free(copy);
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0) free(copy);
 }
 
-void dirlink_on(store *s, unsigned type, dl_msg_fn fn) {
+void hpl__dirlink_on(hpl__store *s, unsigned type, hpl__dl_msg_fn fn) {
   if (type <= HPL__MSG_MAX_) s->dl->handlers[type] = fn;
 }
 
-void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted)) {
+void hpl__dirlink_on_registered(hpl__store *s, void (*fn)(hpl__store *s, int restarted)) {
   s->dl->registered = fn;
 }
 
-void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size_t max)) {
+void hpl__dirlink_on_incoming(hpl__store *s, size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max)) {
   s->dl->incoming = fn;
 }
 
-void dirlink_frame_in(dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                       const uint8_t *payload, uint64_t plen) {
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
       h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
@@ -216,17 +216,17 @@ void dirlink_frame_in(dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, Protob
     return;
   }
   if (h->req_id) {
-    dl_req *r = NULL;
+    hpl__dl_req *r = NULL;
     HASH_FIND(hh, dl->pending, &h->req_id, sizeof h->req_id, r);
     if (!r) return; /* timed out earlier */
     req_finish(dl, r, 0, h, m, payload, plen);
     return;
   }
-  LOG_WARN("unexpected %s from the directory", hpl__msg_name(h->type));
+  HPL__LOG_WARN("unexpected %s from the directory", hpl__msg_name(h->type));
 }
 
-void dirlink_requests_lost(dirlink *dl) {
-  dl_req *r, *tmp;
+void hpl__dirlink_requests_lost(hpl__dirlink *dl) {
+  hpl__dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) {
     if (r->type == HPL__MSG_HEARTBEAT || r->type == HPL__MSG_HELD) {
       HASH_DEL(dl->pending, r);
@@ -237,12 +237,12 @@ void dirlink_requests_lost(dirlink *dl) {
   }
 }
 
-void dirlink_requests_cancel(dirlink *dl) {
-  dl_req *r, *tmp;
+void hpl__dirlink_requests_cancel(hpl__dirlink *dl) {
+  hpl__dl_req *r, *tmp;
   HASH_ITER(hh, dl->pending, r, tmp) req_finish(dl, r, HPL_ECANCELED, NULL, NULL, NULL, 0);
 }
 
-void dirlink_free(store *s) {
+void hpl__dirlink_free(hpl__store *s) {
   free(s->dl);
   s->dl = NULL;
 }

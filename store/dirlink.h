@@ -7,11 +7,11 @@
  * requests too: one unanswered for three intervals marks the link dead and
  * it reconnects with backoff. On (re)registration the store re-reports what
  * it holds. Messages the directory starts (DROP, UPSTREAM_GONE, reduce
- * tasks) go to the handlers other modules install with dirlink_on().
+ * tasks) go to the handlers other modules install with hpl__dirlink_on().
  *
  * Callers: server.c (start, stop, handlers), fetch.c, put.c, lifetime.c,
  * room.c, rdtask.c, rdsink.c, ring.c (requests and notes; the pulls of
- * fetch, rdtask, rdsink and ring report quiet senders with dirlink_quiet),
+ * fetch, rdtask, rdsink and ring report quiet senders with hpl__dirlink_quiet),
  * clients.c (proxied requests; HELLO: the directory's address and
  * parameters).
  */
@@ -25,7 +25,7 @@
 #include "store.h"
 
 /* How a directory request ended. */
-typedef struct dl_reply {
+typedef struct hpl__dl_reply {
   int status;          /* 0, the directory's error, or a local one (HPL_ETIMEDOUT,
                           HPL_ECANCELED, HPL_EPROTO for a reply of a wrong type) */
   const char *detail;  /* why (never NULL; "" when nothing was said) */
@@ -33,89 +33,89 @@ typedef struct dl_reply {
                           (hpl__msg_reply_type); NULL otherwise */
   const uint8_t *payload; /* its payload (valid during the call) */
   uint64_t plen;
-} dl_reply;
+} hpl__dl_reply;
 
 /* Directory request completion (exactly once per request). */
-typedef void (*dl_reply_cb)(store *s, const dl_reply *r, void *arg);
+typedef void (*hpl__dl_reply_cb)(hpl__store *s, const hpl__dl_reply *r, void *arg);
 
 /* A message the directory starts (one-way; a DROP is acknowledged by the
  * link after the handler ran). */
-typedef void (*dl_msg_fn)(store *s, ProtobufCMessage *m);
+typedef void (*hpl__dl_msg_fn)(hpl__store *s, ProtobufCMessage *m);
 
 /* Start connecting (and keep reconnecting). Returns 0 or HPL_ENOMEM. */
-int dirlink_start(store *s);
+int hpl__dirlink_start(hpl__store *s);
 /* Stop: pending requests complete with HPL_ECANCELED. */
-void dirlink_stop(store *s);
+void hpl__dirlink_stop(hpl__store *s);
 /* Free the link's state, after the loop has ended. */
-void dirlink_free(store *s);
+void hpl__dirlink_free(hpl__store *s);
 
 /* Route directory-started messages of `type` to fn (DROP, UPSTREAM_GONE,
  * REDUCE_TASK, REDUCE_SINK, REDUCE_END). */
-void dirlink_on(store *s, unsigned type, dl_msg_fn fn);
+void hpl__dirlink_on(hpl__store *s, unsigned type, hpl__dl_msg_fn fn);
 /* fn runs after every (re)registration; restarted says the directory is a
  * new instance that lost its state. */
-void dirlink_on_registered(store *s, void (*fn)(store *s, int restarted));
+void hpl__dirlink_on_registered(hpl__store *s, void (*fn)(hpl__store *s, int restarted));
 
 /* A copy this store is pulling from a peer, as its heartbeats report it
  * (`hoplite status`). */
-typedef struct dl_incoming {
+typedef struct hpl__dl_incoming {
   const char *id;
   uint64_t sender, held, size;
   double rate; /* bytes/s */
-} dl_incoming;
+} hpl__dl_incoming;
 
 /* fn lists the copies arriving for each scheduled heartbeat: the first
  * `max` into out[] (ids valid until the loop runs again), returning how
- * many there are in all (fetch_incoming). */
-void dirlink_on_incoming(store *s, size_t (*fn)(store *s, dl_incoming *out, size_t max));
+ * many there are in all (hpl__fetch_incoming). */
+void hpl__dirlink_on_incoming(hpl__store *s, size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max));
 
 /* Registered and connected. */
-int dirlink_ready(store *s);
+int hpl__dirlink_ready(hpl__store *s);
 
 /* What the directory said of itself at the last registration (before
  * the first: the defaults, inline_max HPL__DEFAULT_INLINE_MAX, max_senders
  * 1, nothing taken). */
-typedef struct dl_caps {
+typedef struct hpl__dl_caps {
   uint32_t inline_max;  /* objects this small go to its inline cache */
   uint32_t max_senders;
-  int quiet_notes;      /* it takes QUIET notes (dirlink_quiet) */
+  int quiet_notes;      /* it takes QUIET notes (hpl__dirlink_quiet) */
   int rings;            /* ... and RING requests (ring.c) */
   int publish;          /* ... and clients' PUBLISH (told in the clients' Hello) */
-} dl_caps;
-const dl_caps *dirlink_caps(const store *s);
+} hpl__dl_caps;
+const hpl__dl_caps *hpl__dirlink_caps(const hpl__store *s);
 
 /* Send a request; cb runs exactly once (reply, timeout after timeout_ms
  * (< 0: none), or HPL_ECANCELED at stop). Requests made while disconnected
  * wait and are sent after re-registration. The message is packed now and
  * payload (if any) copied. Returns 0, or HPL_ENOMEM (cb not called). */
-int dirlink_request(store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
-                    uint64_t plen, int64_t timeout_ms, dl_reply_cb cb, void *arg);
+int hpl__dirlink_request(hpl__store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
+                    uint64_t plen, int64_t timeout_ms, hpl__dl_reply_cb cb, void *arg);
 
 /* One-way note; dropped while disconnected (re-registration resyncs). */
-void dirlink_note(store *s, unsigned type, const ProtobufCMessage *m);
+void hpl__dirlink_note(hpl__store *s, unsigned type, const ProtobufCMessage *m);
 
 /* A stream from node `peer` has been quiet for half its window: the
  * directory, if it takes QUIET notes, is told to probe it (counted in
  * quiet_notes). Returns 1 if the note went out, 0 if the directory takes
- * none. A puller_ops.quiet. */
-int dirlink_quiet(store *s, uint64_t peer);
+ * none. A hpl__puller_ops.quiet. */
+int hpl__dirlink_quiet(hpl__store *s, uint64_t peer);
 
 /* Notes every module sends: this node no longer holds (or pulls) `id`; its
  * copy of `id` is complete (rate: bytes/s of the pull that made it, 0 if
  * not measured). */
-void dirlink_loc_remove(store *s, const char *id);
-void dirlink_loc_complete(store *s, const char *id, uint64_t rate);
+void hpl__dirlink_loc_remove(hpl__store *s, const char *id);
+void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate);
 /* A put of `id` whose bytes the client PUBLISHed failed here: the
  * directory forgets them unless this node confirmed them (kept like a
  * removal while the link is down). */
-void dirlink_loc_retract(store *s, const char *id);
+void hpl__dirlink_loc_retract(hpl__store *s, const char *id);
 /* This node holds a copy of `id` (size bytes; complete, or the origin's
  * copy in progress): a LOC_ADD, whose refusal is logged (the caller marks
  * the object advertised). */
-void dirlink_loc_add(store *s, const char *id, uint64_t size, int complete, int origin);
+void hpl__dirlink_loc_add(hpl__store *s, const char *id, uint64_t size, int complete, int origin);
 
 /* The directory's numeric address and port as this store's link reaches
  * it. Returns 0, or -1 while not registered or if it does not fit. */
-int dirlink_peer(store *s, char *addr, size_t alen, int *port);
+int hpl__dirlink_peer(hpl__store *s, char *addr, size_t alen, int *port);
 
 #endif

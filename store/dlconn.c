@@ -20,20 +20,20 @@
 #define RECONNECT_MAX_MS 500
 
 /* The link's one state change, logged. */
-static void set_state(dirlink *dl, int to) {
+static void set_state(hpl__dirlink *dl, int to) {
   static const char *n[] = {"down", "resolving", "connecting", "registering", "ready"};
   if (dl->state == to) return;
-  LOG_DEBUG("directory link: %s -> %s", n[dl->state], n[to]);
+  HPL__LOG_DEBUG("directory link: %s -> %s", n[dl->state], n[to]);
   dl->state = to;
 }
 
-static void dl_connect(dirlink *dl);
+static void dl_connect(hpl__dirlink *dl);
 static void dl_hb_cb(uv_timer_t *t);
-static uint64_t hb_pause_left(dirlink *dl);
+static uint64_t hb_pause_left(hpl__dirlink *dl);
 static void dl_retry_cb(uv_timer_t *t) { dl_connect(t->data); }
 
 /* Remember the directory's numeric address as this connection reaches it. */
-static void note_peer(dirlink *dl, uv_tcp_t *t) {
+static void note_peer(hpl__dirlink *dl, uv_tcp_t *t) {
   struct sockaddr_storage ss;
   int len = sizeof ss;
   dl->peer_port = 0;
@@ -50,38 +50,38 @@ static void note_peer(dirlink *dl, uv_tcp_t *t) {
 
 /* ------------------------------------------------------------------ connection */
 
-static void schedule_reconnect(dirlink *dl) {
+static void schedule_reconnect(hpl__dirlink *dl) {
   if (dl->stopping) return;
-  set_state(dl, DL_DOWN);
+  set_state(dl, HPL__DL_DOWN);
   /* a restarted directory is found within half a second; the jitter
    * (+-25 %) spreads a whole cluster's reconnects */
   uint64_t d = dl->backoff_ms * 3 / 4 + hpl__random_u64() % (dl->backoff_ms / 2 + 1);
   dl->backoff_ms = dl->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : dl->backoff_ms * 2;
-  LOG_DEBUG("reconnecting to the directory in %llu ms", (unsigned long long)d);
+  HPL__LOG_DEBUG("reconnecting to the directory in %llu ms", (unsigned long long)d);
   uv_timer_start(&dl->retry, dl_retry_cb, d, 0);
 }
 
-static void write_ready_file(store *s) {
+static void write_ready_file(hpl__store *s) {
   if (!s->cfg.ready_file) return;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", s->cfg.ready_file);
   FILE *f = fopen(tmp, "w");
-  if (!f || fprintf(f, "%d\n", dataport_port(s)) < 0 || fclose(f) != 0 ||
+  if (!f || fprintf(f, "%d\n", hpl__dataport_port(s)) < 0 || fclose(f) != 0 ||
       rename(tmp, s->cfg.ready_file) != 0)
-    LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
+    HPL__LOG_ERROR("cannot write ready file %s", s->cfg.ready_file);
 }
 
 
-static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
-  store *s = dl->s;
+static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
+  hpl__store *s = dl->s;
   if (r->status != 0) {
-    LOG_ERROR("directory refused registration: %s", r->detail);
+    HPL__LOG_ERROR("directory refused registration: %s", r->detail);
     hpl__conn_close(dl->c, HPL_EPROTO);
     return;
   }
-  dl->caps = (dl_caps){.inline_max = r->inline_max, .max_senders = r->max_senders,
+  dl->caps = (hpl__dl_caps){.inline_max = r->inline_max, .max_senders = r->max_senders,
                        .quiet_notes = r->quiet_notes, .rings = r->rings, .publish = r->publish};
-  set_state(dl, DL_READY);
+  set_state(dl, HPL__DL_READY);
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
@@ -89,35 +89,35 @@ static void on_registered(dirlink *dl, Hplpb__RegisterRep *r) {
   uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);
   int restarted = dl->registered_once && r->instance != dl->instance;
   int adopt = !dl->registered_once || restarted;
-  LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
+  HPL__LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
            restarted ? " (it restarted)" : dl->registered_once ? " (again)" : "");
   if (!dl->registered_once) write_ready_file(s);
   dl->registered_once = 1;
   dl->instance = r->instance;
-  dirlink_flush(dl);
-  dirlink_held_start(dl, adopt, restarted);
+  hpl__dirlink_flush(dl);
+  hpl__dirlink_held_start(dl, adopt, restarted);
   if (dl->registered) dl->registered(s, restarted);
 }
 
-static void hb_reply(store *s, const dl_reply *r, void *arg) {
+static void hb_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
   (void)arg;
   int status = r->status;
-  dirlink *dl = s->dl;
+  hpl__dirlink *dl = s->dl;
   if (status == 0 && dl->hb_sent_ns) {
     uint64_t rtt = (hpl__now_ns() - dl->hb_sent_ns) / 1000;
     dl->rtt_us = rtt > UINT32_MAX ? UINT32_MAX : (uint32_t)rtt;
   }
-  if (status == HPL_ETIMEDOUT && dl->state == DL_READY && dl->c) {
-    LOG_WARN("directory did not answer a heartbeat; reconnecting");
+  if (status == HPL_ETIMEDOUT && dl->state == HPL__DL_READY && dl->c) {
+    HPL__LOG_WARN("directory did not answer a heartbeat; reconnecting");
     hpl__conn_close(dl->c, HPL_ETIMEDOUT);
   }
 }
 
 static void dl_hb_cb(uv_timer_t *t) {
-  dirlink *dl = t->data;
-  if (dl->state != DL_READY) return;
+  hpl__dirlink *dl = t->data;
+  if (dl->state != HPL__DL_READY) return;
   if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
-  store *s = dl->s;
+  hpl__store *s = dl->s;
   Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
   hbm.node_id = s->node_id;
   hbm.rtt_us = dl->rtt_us;
@@ -126,11 +126,11 @@ static void dl_hb_cb(uv_timer_t *t) {
   hbm.stats = 1;
   hbm.pool_used = hpl__pool_used(s->pool);
   hbm.pool_capacity = hpl__pool_capacity(s->pool);
-  hbm.objects = store_obj_count(s);
+  hbm.objects = hpl__obj_count(s);
   hbm.bytes_sent = s->ctr.data_bytes_sent;
   hbm.bytes_received = s->ctr.data_bytes_received;
   hbm.clients = s->nclients;
-  dl_incoming in[HPL__STATUS_MAX_INCOMING];
+  hpl__dl_incoming in[HPL__STATUS_MAX_INCOMING];
   Hplpb__Incoming im[HPL__STATUS_MAX_INCOMING], *ip[HPL__STATUS_MAX_INCOMING];
   size_t total = dl->incoming ? dl->incoming(s, in, HPL__STATUS_MAX_INCOMING) : 0;
   size_t n = total < HPL__STATUS_MAX_INCOMING ? total : HPL__STATUS_MAX_INCOMING;
@@ -149,18 +149,18 @@ static void dl_hb_cb(uv_timer_t *t) {
   dl->hb_sent_ns = hpl__now_ns();
   uint64_t interval = uv_timer_get_repeat(t);
   /* a heartbeat is only useful on the connection it was sent on */
-  dirlink_request(s, HPL__MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval), hb_reply,
+  hpl__dirlink_request(s, HPL__MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval), hb_reply,
                   NULL);
 }
 
 static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                         const uint8_t *payload, uint64_t plen) {
-  dirlink *dl = hpl__conn_data(c);
+  hpl__dirlink *dl = hpl__conn_data(c);
   dl->last_heard_ms = hpl__now_ms();
   if (h->req_id && h->req_id == dl->register_req) {
     if (h->type != HPL__MSG_REGISTER_REP) {
       Hplpb__Reply *r = h->type == HPL__MSG_REPLY ? (Hplpb__Reply *)m : NULL;
-      LOG_ERROR("directory refused registration: %s", r ? r->detail : "unexpected reply");
+      HPL__LOG_ERROR("directory refused registration: %s", r ? r->detail : "unexpected reply");
       hpl__conn_close(c, HPL_EPROTO);
       return;
     }
@@ -175,50 +175,50 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
     Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
     hbm.node_id = dl->s->node_id;
     hbm.sent_us = hpl__now_ns() / 1000;
-    if (dl->state == DL_READY) hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, &hbm.base, NULL, 0, 0, NULL, NULL);
+    if (dl->state == HPL__DL_READY) hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, &hbm.base, NULL, 0, 0, NULL, NULL);
     return;
   }
-  dirlink_frame_in(dl, c, h, m, payload, plen);
+  hpl__dirlink_frame_in(dl, c, h, m, payload, plen);
 }
 
 static void dl_on_close(hpl__conn *c, int status) {
-  dirlink *dl = hpl__conn_data(c);
+  hpl__dirlink *dl = hpl__conn_data(c);
   dl->c = NULL;
   uv_timer_stop(&dl->hb);
   if (dl->stopping) return;
-  LOG_WARN("lost the directory connection (%s); will reconnect", hpl_strerror(status));
+  HPL__LOG_WARN("lost the directory connection (%s); will reconnect", hpl_strerror(status));
   /* requests sent on the dead connection go again after re-registration;
    * heartbeats are dropped */
   /* what we hold is re-reported from the start after registering */
-  dirlink_held_stop(dl);
-  dirlink_requests_lost(dl);
+  hpl__dirlink_held_stop(dl);
+  hpl__dirlink_requests_lost(dl);
   schedule_reconnect(dl);
 }
 
-static void send_register(dirlink *dl, const char *local_ip) {
-  store *s = dl->s;
+static void send_register(hpl__dirlink *dl, const char *local_ip) {
+  hpl__store *s = dl->s;
   if (!s->cfg.data_addr[0]) snprintf(s->cfg.data_addr, sizeof s->cfg.data_addr, "%s", local_ip);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = s->node_id;
   r.addr = s->cfg.data_addr;
-  r.data_port = (uint32_t)dataport_port(s);
+  r.data_port = (uint32_t)hpl__dataport_port(s);
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
   r.incarnation = dl->incarnation;
   r.grants = 1; /* fetch.c takes them */
   /* what we hold follows in HELD pieces once the directory answers */
   dl->register_req = ++dl->next_id;
-  set_state(dl, DL_REGISTERING);
+  set_state(dl, HPL__DL_REGISTERING);
   hpl__conn_send(dl->c, HPL__MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
 static void on_connected(uv_connect_t *req, int status) {
-  dirlink *dl = req->data;
+  hpl__dirlink *dl = req->data;
   uv_tcp_t *t = dl->tcp;
-  if (dl->stopping) return; /* dirlink_stop closed the handle */
+  if (dl->stopping) return; /* hpl__dirlink_stop closed the handle */
   dl->tcp = NULL;
   if (status < 0) {
-    LOG_WARN("cannot connect to the directory %s:%d: %s", dl->s->cfg.dir_host,
+    HPL__LOG_WARN("cannot connect to the directory %s:%d: %s", dl->s->cfg.dir_host,
                dl->s->cfg.dir_port, uv_strerror(status));
     uv_close((uv_handle_t *)t, (uv_close_cb)free);
     schedule_reconnect(dl);
@@ -251,13 +251,13 @@ static void on_connected(uv_connect_t *req, int status) {
 }
 
 static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
-  dirlink *dl = g->data;
+  hpl__dirlink *dl = g->data;
   if (dl->stopping) {
     if (res) uv_freeaddrinfo(res);
     return;
   }
   if (status < 0 || !res) {
-    LOG_WARN("cannot resolve the directory host '%s': %s", dl->s->cfg.dir_host,
+    HPL__LOG_WARN("cannot resolve the directory host '%s': %s", dl->s->cfg.dir_host,
              uv_strerror(status));
     schedule_reconnect(dl);
     return;
@@ -270,7 +270,7 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   }
   uv_tcp_init(dl->s->loop, dl->tcp);
   dl->creq.data = dl;
-  set_state(dl, DL_CONNECTING);
+  set_state(dl, HPL__DL_CONNECTING);
   int rc = uv_tcp_connect(&dl->creq, dl->tcp, res->ai_addr, on_connected);
   uv_freeaddrinfo(res);
   if (rc) {
@@ -281,11 +281,11 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
 }
 
 /* Fault point hb_pause: ms left in the silent window (0: not in it). */
-static uint64_t hb_pause_left(dirlink *dl) {
-  return faults_silent_ms(&dl->s->cfg.faults, hpl__now_ms() - dl->s->start_ms);
+static uint64_t hb_pause_left(hpl__dirlink *dl) {
+  return hpl__faults_silent_ms(&dl->s->cfg.faults, hpl__now_ms() - dl->s->start_ms);
 }
 
-static void dl_connect(dirlink *dl) {
+static void dl_connect(hpl__dirlink *dl) {
   if (dl->stopping) return;
   uint64_t quiet = hb_pause_left(dl);
   if (quiet) { /* a silent node does not reconnect either */
@@ -296,21 +296,21 @@ static void dl_connect(dirlink *dl) {
   char port[16];
   snprintf(port, sizeof port, "%d", dl->s->cfg.dir_port);
   dl->gai.data = dl;
-  set_state(dl, DL_RESOLVING);
+  set_state(dl, HPL__DL_RESOLVING);
   int rc = uv_getaddrinfo(dl->s->loop, &dl->gai, on_resolved, dl->s->cfg.dir_host, port, &hints);
   if (rc) {
-    LOG_WARN("cannot resolve '%s': %s", dl->s->cfg.dir_host, uv_strerror(rc));
+    HPL__LOG_WARN("cannot resolve '%s': %s", dl->s->cfg.dir_host, uv_strerror(rc));
     schedule_reconnect(dl);
   }
 }
 
-int dirlink_start(store *s) {
-  dirlink *dl = calloc(1, sizeof *dl);
+int hpl__dirlink_start(hpl__store *s) {
+  hpl__dirlink *dl = calloc(1, sizeof *dl);
   if (!dl) return HPL_ENOMEM;
   dl->s = s;
   dl->backoff_ms = RECONNECT_MIN_MS;
   dl->incarnation = hpl__random_u64();
-  dl->caps = *dirlink_caps(s); /* (s->dl is not set yet: the defaults) */
+  dl->caps = *hpl__dirlink_caps(s); /* (s->dl is not set yet: the defaults) */
   s->dl = dl;
   uv_timer_init(s->loop, &dl->retry);
   uv_timer_init(s->loop, &dl->hb);
@@ -320,16 +320,16 @@ int dirlink_start(store *s) {
   return 0;
 }
 
-void dirlink_stop(store *s) {
-  dirlink *dl = s->dl;
+void hpl__dirlink_stop(hpl__store *s) {
+  hpl__dirlink *dl = s->dl;
   if (!dl || dl->stopping) return;
   dl->stopping = 1;
-  dirlink_held_stop(dl);
-  dirlink_requests_cancel(dl);
+  hpl__dirlink_held_stop(dl);
+  hpl__dirlink_requests_cancel(dl);
   if (dl->c) hpl__conn_close(dl->c, 0);
   if (dl->tcp) uv_close((uv_handle_t *)dl->tcp, (uv_close_cb)free);
   dl->tcp = NULL;
-  if (dl->state == DL_RESOLVING) uv_cancel((uv_req_t *)&dl->gai);
+  if (dl->state == HPL__DL_RESOLVING) uv_cancel((uv_req_t *)&dl->gai);
   uv_close((uv_handle_t *)&dl->retry, NULL);
   uv_close((uv_handle_t *)&dl->hb, NULL);
   uv_close((uv_handle_t *)&dl->held_delay, NULL);

@@ -14,15 +14,15 @@
 #define HELD_PIECE 2048
 #define HELD_PIECE_BYTES (256u * 1024)
 #define HELD_SCAN (4 * HELD_PIECE)
-static void held_next(dirlink *dl);
+static void held_next(hpl__dirlink *dl);
 
-static void held_reply(store *s, const dl_reply *r, void *arg) {
-  dirlink *dl = s->dl;
+static void held_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
+  hpl__dirlink *dl = s->dl;
   if ((uint64_t)(uintptr_t)arg != dl->held_gen) return; /* a piece sent on an older connection */
   if (r->status != 0) {
-    LOG_WARN("the directory did not take what we hold: %s (%s)", hpl_strerror(r->status),
+    HPL__LOG_WARN("the directory did not take what we hold: %s (%s)", hpl_strerror(r->status),
              r->detail);
-    store_walk_end(s, &dl->held_walk);
+    hpl__obj_walk_end(s, &dl->held_walk);
     return;
   }
   held_next(dl);
@@ -35,34 +35,34 @@ static void held_reply(store *s, const dl_reply *r, void *arg) {
  * in an INLINE_PUT (answered before the HELD that follows them). The next
  * piece goes when this one is answered, so the directory takes a store of
  * millions of objects in slices between its other work. */
-static void held_next(dirlink *dl) {
-  store *s = dl->s;
+static void held_next(hpl__dirlink *dl) {
+  hpl__store *s = dl->s;
   if (!dl->held_walk.open) return; /* the last piece was answered */
   Hplpb__HeldObject *held = malloc(HELD_PIECE * sizeof *held);
   Hplpb__HeldObject **ptrs = malloc(HELD_PIECE * sizeof *ptrs);
   if (!held || !ptrs) {
     free(held);
     free(ptrs);
-    LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
-    store_walk_end(s, &dl->held_walk);
+    HPL__LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+    hpl__obj_walk_end(s, &dl->held_walk);
     return;
   }
   size_t k = 0, bytes = 0, scanned = 0;
   int end = 0;
   while (k < HELD_PIECE && bytes < HELD_PIECE_BYTES && scanned < HELD_SCAN) {
-    st_obj *o = store_walk_next(s, &dl->held_walk);
+    hpl__obj *o = hpl__obj_walk_next(s, &dl->held_walk);
     if (!o) {
       end = 1;
       break;
     }
     scanned++;
-    if ((o->state != OBJ_SEALED && o->state != OBJ_SPILLED) || !o->advertised) continue;
+    if ((o->state != HPL__OBJ_SEALED && o->state != HPL__OBJ_SPILLED) || !o->advertised) continue;
     if (dl->held_inline && o->inline_obj) {
       Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
       p.id = o->id;
       p.size = o->size;
-      dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1,
-                      dirlink_ignore_reply, NULL);
+      hpl__dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1,
+                      hpl__dirlink_ignore_reply, NULL);
       bytes += o->size;
     }
     hplpb__held_object__init(&held[k]);
@@ -80,35 +80,35 @@ static void held_next(dirlink *dl) {
     n.held = ptrs;
     n.n_held = k;
     n.adopt = dl->held_adopt;
-    if (dirlink_request(s, HPL__MSG_HELD, &n.base, NULL, 0, -1, held_reply,
+    if (hpl__dirlink_request(s, HPL__MSG_HELD, &n.base, NULL, 0, -1, held_reply,
                         (void *)(uintptr_t)dl->held_gen) != 0) {
-      LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
-      store_walk_end(s, &dl->held_walk);
+      HPL__LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+      hpl__obj_walk_end(s, &dl->held_walk);
       end = 0;
     }
   }
   free(held);
   free(ptrs);
   if (end && dl->held_sent)
-    LOG_INFO("re-reported %zu objects to the directory in %llu ms", dl->held_sent,
+    HPL__LOG_INFO("re-reported %zu objects to the directory in %llu ms", dl->held_sent,
              (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
 }
 
 /* Walk what we hold from the start, sending the first piece. */
-static void held_begin(dirlink *dl) {
-  if (store_obj_count(dl->s) == 0) return;
-  store_walk_begin(dl->s, &dl->held_walk);
+static void held_begin(hpl__dirlink *dl) {
+  if (hpl__obj_count(dl->s) == 0) return;
+  hpl__obj_walk_begin(dl->s, &dl->held_walk);
   held_next(dl);
 }
 
 static void held_delayed_cb(uv_timer_t *t) {
-  dirlink *dl = t->data;
-  if (!dl->stopping && dl->state == DL_READY) held_begin(dl);
+  hpl__dirlink *dl = t->data;
+  if (!dl->stopping && dl->state == HPL__DL_READY) held_begin(dl);
 }
 
-void dirlink_held_start(dirlink *dl, int adopt, int with_inline) {
-  store *s = dl->s;
-  store_walk_end(s, &dl->held_walk);
+void hpl__dirlink_held_start(hpl__dirlink *dl, int adopt, int with_inline) {
+  hpl__store *s = dl->s;
+  hpl__obj_walk_end(s, &dl->held_walk);
   uv_timer_stop(&dl->held_delay);
   dl->held_gen++;
   dl->held_adopt = adopt;
@@ -121,7 +121,7 @@ void dirlink_held_start(dirlink *dl, int adopt, int with_inline) {
     held_begin(dl);
 }
 
-void dirlink_held_stop(dirlink *dl) {
-  store_walk_end(dl->s, &dl->held_walk);
+void hpl__dirlink_held_stop(hpl__dirlink *dl) {
+  hpl__obj_walk_end(dl->s, &dl->held_walk);
   dl->held_gen++;
 }

@@ -15,24 +15,24 @@
 #include "uvconn.h"
 #include "uvtimer.h"
 
-enum { DL_DOWN = 0, DL_RESOLVING, DL_CONNECTING, DL_REGISTERING, DL_READY };
+enum { HPL__DL_DOWN = 0, HPL__DL_RESOLVING, HPL__DL_CONNECTING, HPL__DL_REGISTERING, HPL__DL_READY };
 
-typedef struct dl_req {
+typedef struct hpl__dl_req {
   UT_hash_handle hh;
   uint64_t id;
   unsigned type;
   uint8_t *frame; /* header + message + payload, ready to send */
   size_t flen;
   int sent;       /* on the current connection */
-  dl_reply_cb cb;
+  hpl__dl_reply_cb cb;
   void *arg;
   hpl__otimer timer;
-  struct dirlink *dl;
+  struct hpl__dirlink *dl;
   uint64_t seq; /* send order */
-} dl_req;
+} hpl__dl_req;
 
-typedef struct dirlink {
-  store *s;
+typedef struct hpl__dirlink {
+  hpl__store *s;
   int state;
   hpl__conn *c;
   uv_getaddrinfo_t gai;
@@ -42,7 +42,7 @@ typedef struct dirlink {
   uv_timer_t hb;
   uv_timer_t held_delay; /* fault point held_delay_ms: the re-report waits */
   uint64_t backoff_ms;
-  dl_req *pending;
+  hpl__dl_req *pending;
   uint64_t next_id;
   uint64_t seq;
   uint64_t register_req;
@@ -54,19 +54,19 @@ typedef struct dirlink {
   char peer_addr[64];   /* the directory's numeric address, for clients */
   int peer_port;
   int stopping;
-  dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
-  void (*registered)(store *s, int restarted);
-  size_t (*incoming)(store *s, dl_incoming *out, size_t max); /* for heartbeats */
+  hpl__dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
+  void (*registered)(hpl__store *s, int restarted);
+  size_t (*incoming)(hpl__store *s, hpl__dl_incoming *out, size_t max); /* for heartbeats */
   uint64_t incarnation; /* random per process (RegisterReq.incarnation) */
-  dl_caps caps;         /* the directory's, from the last registration */
+  hpl__dl_caps caps;         /* the directory's, from the last registration */
   /* re-reporting what we hold after registering (HELD, one piece at a time) */
-  st_walk held_walk;
+  hpl__walk held_walk;
   uint64_t held_gen;    /* bumped per connection: answers of older pieces are ignored */
   int held_adopt;       /* the directory is new to us: it takes unknown objects */
   int held_inline;      /* it restarted: it lost the small objects' bytes too */
   size_t held_sent;
   uint64_t held_t0_ms;
-} dirlink;
+} hpl__dirlink;
 
 /* dirlink.c. A frame from the directory that is neither the answer to
  * REGISTER nor a PROBE: one of its own messages (to its handler), or a
@@ -74,22 +74,22 @@ typedef struct dirlink {
  * registering), oldest first. The connection was lost: requests sent on
  * it go again after registering, heartbeats and HELD pieces are dropped.
  * Stopping: every pending request ends with HPL_ECANCELED. */
-void dirlink_frame_in(dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
+void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                       const uint8_t *payload, uint64_t plen);
-void dirlink_flush(dirlink *dl);
-void dirlink_requests_lost(dirlink *dl);
-void dirlink_requests_cancel(dirlink *dl);
-/* A dl_reply_cb for requests whose answer changes nothing here (the
+void hpl__dirlink_flush(hpl__dirlink *dl);
+void hpl__dirlink_requests_lost(hpl__dirlink *dl);
+void hpl__dirlink_requests_cancel(hpl__dirlink *dl);
+/* A hpl__dl_reply_cb for requests whose answer changes nothing here (the
  * directory's state is what counts, and a failure is retried at the next
  * registration). */
-void dirlink_ignore_reply(store *s, const dl_reply *r, void *arg);
+void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg);
 
 /* dlheld.c. After registering: re-report everything we hold, piece by
  * piece (adopt: the directory is new to us and takes unknown objects;
  * with_inline: it restarted and lost the small objects' bytes too). Stop
  * re-reporting (connection lost, stopping): answers of pieces already out
  * are ignored. */
-void dirlink_held_start(dirlink *dl, int adopt, int with_inline);
-void dirlink_held_stop(dirlink *dl);
+void hpl__dirlink_held_start(hpl__dirlink *dl, int adopt, int with_inline);
+void hpl__dirlink_held_stop(hpl__dirlink *dl);
 
 #endif

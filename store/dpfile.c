@@ -22,7 +22,7 @@ typedef struct fs_slot {
 enum { FS_FREE, FS_READING, FS_READY, FS_WRITING };
 
 typedef struct st_fstream {
-  st_sender *sd; /* NULL once the connection closed */
+  hpl__sender *sd; /* NULL once the connection closed */
   uint64_t file;
   uint64_t next;  /* the next offset to read */
   int busy;       /* slots reading or writing */
@@ -54,7 +54,7 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
   (void)err;
   fs_slot *k = arg;
   st_fstream *fs = k->fs;
-  st_sender *sd = fs->sd;
+  hpl__sender *sd = fs->sd;
   k->state = status ? FS_FREE : FS_READY;
   if (status) fs->busy--;
   if (!sd) {
@@ -67,7 +67,7 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
   }
   if (status) {
     sd->s->ctr.spill_errors++;
-    LOG_WARN("stream of '%s' from its spill file failed: %s", sd->obj->id,
+    HPL__LOG_WARN("stream of '%s' from its spill file failed: %s", sd->obj->id,
              *detail ? detail : hpl_strerror(status));
     hpl__conn_close(sd->c, HPL_ESYS);
     return;
@@ -77,8 +77,8 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
 
 /* Write what is read, in order; read ahead into free buffers; finish. */
 static void fs_pump(st_fstream *fs) {
-  st_sender *sd = fs->sd;
-  store *s = sd->s;
+  hpl__sender *sd = fs->sd;
+  hpl__store *s = sd->s;
   if (hpl__conn_closing(sd->c)) return;
   for (int progress = 1; progress;) {
     progress = 0;
@@ -98,7 +98,7 @@ static void fs_pump(st_fstream *fs) {
     k->off = fs->next;
     k->len = sd->end - k->off < s->cfg.chunk ? sd->end - k->off : s->cfg.chunk;
     if (hpl__spill_read(s->spill, fs->file, k->off, k->buf, k->len, fs_read_done, k, &k->req)) {
-      LOG_WARN("cannot stream '%s' from its spill file: %s", sd->obj->id,
+      HPL__LOG_WARN("cannot stream '%s' from its spill file: %s", sd->obj->id,
                hpl__spill_errdetail(s->spill));
       hpl__conn_close(sd->c, HPL_ESYS);
       return;
@@ -109,17 +109,17 @@ static void fs_pump(st_fstream *fs) {
   }
   if (sd->pos == sd->end && !fs->busy) {
     s->ctr.pulls_served++;
-    LOG_DEBUG("served '%s' [%llu, %llu) to %016llx from its spill file", sd->obj->id,
+    HPL__LOG_DEBUG("served '%s' [%llu, %llu) to %016llx from its spill file", sd->obj->id,
               (unsigned long long)sd->offset, (unsigned long long)sd->end,
               (unsigned long long)sd->peer);
     sd->fs = NULL;
     fs->sd = NULL;
     fs_free_maybe(fs);
-    dataport_stream_end(sd);
+    hpl__dataport_stream_end(sd);
   }
 }
 
-void dataport_file_detach(st_sender *sd) {
+void hpl__dataport_file_detach(hpl__sender *sd) {
   st_fstream *fs = sd->fs;
   if (!fs) return;
   sd->fs = NULL;
@@ -129,9 +129,9 @@ void dataport_file_detach(st_sender *sd) {
   fs_free_maybe(fs);
 }
 
-int dataport_file_start(st_sender *sd, st_obj *o) {
-  store *s = sd->s;
-  uint64_t file = s->spill ? store_obj_file(s, o) : 0;
+int hpl__dataport_file_start(hpl__sender *sd, hpl__obj *o) {
+  hpl__store *s = sd->s;
+  uint64_t file = s->spill ? hpl__obj_file(s, o) : 0;
   if (!file) return -1;
   st_fstream *fs = calloc(1, sizeof *fs);
   if (!fs) return -1;
@@ -148,7 +148,7 @@ int dataport_file_start(st_sender *sd, st_obj *o) {
   return 0;
 }
 
-void dataport_file_pump(st_sender *sd) {
+void hpl__dataport_file_pump(hpl__sender *sd) {
   sd->fs->next = sd->pos;
   fs_pump(sd->fs);
 }

@@ -11,14 +11,14 @@
 #include "dataport.h"
 #include "uvconn.h"
 
-typedef struct st_sender {
-  struct st_sender *prev, *next; /* s->dataport->senders (utlist) */
-  store *s;
+typedef struct hpl__sender {
+  struct hpl__sender *prev, *next; /* s->dataport->senders (utlist) */
+  hpl__store *s;
   hpl__conn *c;
-  st_obj *obj; /* streaming (referenced); NULL when idle */
+  hpl__obj *obj; /* streaming (referenced); NULL when idle */
   uint64_t pos, end;
   int inflight;
-  st_watch watch;
+  hpl__watch watch;
   uint64_t req_id;
   uint64_t peer;
   uint64_t offset; /* where this stream started */
@@ -30,11 +30,11 @@ typedef struct st_sender {
   uint64_t slow_from_ms; /* fault point slow_after: when the pace began (faults.h) */
   uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
   struct st_fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
-} st_sender;
+} hpl__sender;
 
 /* dataport.c: the stream of sd is over (served, or refused): let go of
  * its object; tell the idle function if no stream is left. */
-void dataport_stream_end(st_sender *sd);
+void hpl__dataport_stream_end(hpl__sender *sd);
 
 /* dpfile.c. Stream spilled copy `o` from its spill file (the pool is not
  * touched): 0 (sd->fs set), or -1 when it cannot be (the caller reads it
@@ -42,8 +42,8 @@ void dataport_stream_end(st_sender *sd);
  * (from sd->pos, once the reply is out). Detach: the connection closed;
  * reads still out are cancelled, the buffers go once no read or write
  * uses them (a no-op without sd->fs). */
-int dataport_file_start(st_sender *sd, st_obj *o);
-void dataport_file_pump(st_sender *sd);
-void dataport_file_detach(st_sender *sd);
+int hpl__dataport_file_start(hpl__sender *sd, hpl__obj *o);
+void hpl__dataport_file_pump(hpl__sender *sd);
+void hpl__dataport_file_detach(hpl__sender *sd);
 
 #endif

@@ -10,7 +10,7 @@
 #include "log.h"
 #include "util.h"
 
-int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errlen) {
+int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t errlen) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", spec);
   char *save = NULL;
@@ -72,30 +72,30 @@ int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errl
   return 0;
 }
 
-int faults_apply(const store_faults *f, const char *id, uint64_t peer) {
+int hpl__faults_apply(const hpl__store_faults *f, const char *id, uint64_t peer) {
   return f->enabled && !strncmp(id, f->prefix, strlen(f->prefix)) &&
          (!f->to_node || f->to_node == peer);
 }
 
-uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
+uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
                        int inflight, int *stalled, uint64_t *slow_from_ms, uint64_t want,
                        int *action) {
-  *action = FAULT_HOLD;
+  *action = HPL__FAULT_HOLD;
   if (f->crash_after && f->sent >= f->crash_after) {
-    LOG_WARN("fault point: crashing after sending %llu bytes", (unsigned long long)f->sent);
+    HPL__LOG_WARN("fault point: crashing after sending %llu bytes", (unsigned long long)f->sent);
     raise(SIGKILL);
   }
   if (f->drop_after && !f->dropped && sent >= f->drop_after) {
     if (inflight > 0) return 0; /* cut exactly there: let queued bytes go first */
     f->dropped = 1;
-    LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", id,
+    HPL__LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", id,
              (unsigned long long)sent);
-    *action = FAULT_CUT;
+    *action = HPL__FAULT_CUT;
     return 0;
   }
   if (*stalled || (f->stall_after && !f->stalled && sent >= f->stall_after)) {
     if (!*stalled)
-      LOG_WARN("fault point: stalling the stream of '%s' after %llu bytes", id,
+      HPL__LOG_WARN("fault point: stalling the stream of '%s' after %llu bytes", id,
                (unsigned long long)sent);
     f->stalled = *stalled = 1;
     return 0;
@@ -109,24 +109,24 @@ uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t 
   } else if (f->slow_send) {
     if (f->slow_after && !*slow_from_ms) {
       *slow_from_ms = elapsed_ms + 1;
-      LOG_WARN("fault point: pacing the stream of '%s' to %llu B/s after %llu bytes", id,
+      HPL__LOG_WARN("fault point: pacing the stream of '%s' to %llu B/s after %llu bytes", id,
                (unsigned long long)f->slow_send, (unsigned long long)sent);
     }
     uint64_t since = *slow_from_ms ? elapsed_ms + 1 - *slow_from_ms : elapsed_ms;
     uint64_t allowed = f->slow_after + f->slow_send * since / 1000 + 65536;
     if (sent >= allowed) {
-      *action = FAULT_PACE;
+      *action = HPL__FAULT_PACE;
       return 0;
     }
     if (allowed - sent < cap) cap = allowed - sent;
   }
-  *action = FAULT_SEND;
+  *action = HPL__FAULT_SEND;
   return cap;
 }
 
-void faults_sent(store_faults *f, uint64_t n) { f->sent += n; }
+void hpl__faults_sent(hpl__store_faults *f, uint64_t n) { f->sent += n; }
 
-void faults_combine_delay(const store_faults *f) {
+void hpl__faults_combine_delay(const hpl__store_faults *f) {
   if (!f->combine_delay_ms) return;
   struct timespec ts = {(time_t)(f->combine_delay_ms / 1000),
                         (long)(f->combine_delay_ms % 1000) * 1000000L};
@@ -134,7 +134,7 @@ void faults_combine_delay(const store_faults *f) {
   }
 }
 
-uint64_t faults_silent_ms(const store_faults *f, uint64_t elapsed_ms) {
+uint64_t hpl__faults_silent_ms(const hpl__store_faults *f, uint64_t elapsed_ms) {
   if (!f->hb_pause_ms) return 0;
   if (elapsed_ms < f->hb_pause_at_ms || elapsed_ms >= f->hb_pause_at_ms + f->hb_pause_ms) return 0;
   return f->hb_pause_at_ms + f->hb_pause_ms - elapsed_ms;

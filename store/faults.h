@@ -16,7 +16,7 @@
 
 /* Byte counts apply to objects whose id starts with `prefix` (all objects
  * if empty) and, with to_node, to streams towards that receiver only. */
-typedef struct store_faults {
+typedef struct hpl__store_faults {
   int enabled;
   char prefix[64];
   uint64_t to_node;     /* only streams to this receiver (0: any) */
@@ -32,17 +32,17 @@ typedef struct store_faults {
   /* state */
   uint64_t sent;
   int dropped, stalled;
-} store_faults;
+} hpl__store_faults;
 
-/* Parse "key=value,..." into *f (keys as in store_faults, hb_pause as
+/* Parse "key=value,..." into *f (keys as in hpl__store_faults, hb_pause as
  * AT_MS:LEN_MS). Returns 0, or -1 with a message in err. */
-int store_faults_parse(store_faults *f, const char *spec, char *err, size_t errlen);
+int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t errlen);
 
 /* Whether the stream of object `id` to node `peer` is subject to faults. */
-int faults_apply(const store_faults *f, const char *id, uint64_t peer);
+int hpl__faults_apply(const hpl__store_faults *f, const char *id, uint64_t peer);
 
 /* What a faulty stream must do now instead of sending. */
-enum { FAULT_SEND = 0, FAULT_HOLD, FAULT_CUT, FAULT_PACE };
+enum { HPL__FAULT_SEND = 0, HPL__FAULT_HOLD, HPL__FAULT_CUT, HPL__FAULT_PACE };
 
 /* A faulty stream wants to send `want` bytes; it has sent `sent` bytes
  * since it started `elapsed_ms` ago and has `inflight` writes queued;
@@ -51,20 +51,20 @@ enum { FAULT_SEND = 0, FAULT_HOLD, FAULT_CUT, FAULT_PACE };
  * send now (0 with *action set: hold for good or until the queued writes
  * are out, cut the connection now, or try again in 10 ms). Raises SIGKILL
  * when the crash point is reached. Count what was sent with
- * faults_sent(). */
-uint64_t faults_budget(store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
+ * hpl__faults_sent(). */
+uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
                        int inflight, int *stalled, uint64_t *slow_from_ms, uint64_t want,
                        int *action);
 
 /* `n` more bytes went out on a faulty stream. */
-void faults_sent(store_faults *f, uint64_t n);
+void hpl__faults_sent(hpl__store_faults *f, uint64_t n);
 
 /* Fault point combine_delay_ms: called on a thread-pool thread before a
  * reduce combine step (sleeps there, never on the loop). */
-void faults_combine_delay(const store_faults *f);
+void hpl__faults_combine_delay(const hpl__store_faults *f);
 
 /* Milliseconds left in the silent window (hb_pause) at `elapsed_ms` after
  * the store started; 0 when not in it. */
-uint64_t faults_silent_ms(const store_faults *f, uint64_t elapsed_ms);
+uint64_t hpl__faults_silent_ms(const hpl__store_faults *f, uint64_t elapsed_ms);
 
 #endif

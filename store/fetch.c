@@ -19,15 +19,15 @@ enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
 
 /* ------------------------------------------------------------------ asking */
 
-static void ask_reply(store *s, const dl_reply *rep, void *arg);
-static void move_reply(store *s, const dl_reply *rep, void *arg);
+static void ask_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg);
+static void move_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg);
 
 /* An ACQUIRE for the object's bytes from its progress on. ASK_CRAWL: move
  * off a crawling partial sender if an idle complete copy exists;
  * ASK_SUSPECT: the sender went silent (the pull goes on meanwhile). An
  * action: f is kept alive by the dispatcher. */
-static void send_ask(st_fetch *f, int kind) {
-  st_obj *o = f->o;
+static void send_ask(hpl__fetch *f, int kind) {
+  hpl__obj *o = f->o;
   Hplpb__AcquireReq r = HPLPB__ACQUIRE_REQ__INIT;
   r.id = o->id;
   r.progress = o->progress;
@@ -46,28 +46,28 @@ static void send_ask(st_fetch *f, int kind) {
     r.timeout_ms = 0;
     local = kind == ASK_SUSPECT ? 2000 : 10000;
   } else {
-    uint64_t deadline = store_obj_deadline(o);
+    uint64_t deadline = hpl__obj_deadline(o);
     r.failed_peer = f->avoid;
     r.crawled = f->avoid && f->avoid_crawled;
     r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl__ms_left(deadline);
     local = r.timeout_ms < 0 ? -1 : r.timeout_ms + 2000; /* the directory enforces the wait */
   }
   f->asks++;
-  if (dirlink_request(f->s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local,
+  if (hpl__dirlink_request(f->s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local,
                       only_complete ? move_reply : ask_reply, f) != 0) {
     f->asks--;
-    fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
-    fetch_fire(f, only_complete ? FEV_MOVE_UNSENT : FEV_REFUSED, &x);
+    hpl__fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
+    hpl__fetch_fire(f, only_complete ? HPL__FEV_MOVE_UNSENT : HPL__FEV_REFUSED, &x);
   }
 }
 
-static void room_done(st_room *r, int status, const char *detail);
-static fetch_event answer_bytes(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+static void room_done(hpl__room *r, int status, const char *detail);
+static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                 uint64_t plen, char *detail, size_t dlen, int *status);
 
-/* Keep what the answer says until its buffer has room. FEV_ROOM_WAIT, or
- * FEV_BAD_SENDER with *status if it cannot be kept. */
-static fetch_event hold_answer(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+/* Keep what the answer says until its buffer has room. HPL__FEV_ROOM_WAIT, or
+ * HPL__FEV_BAD_SENDER with *status if it cannot be kept. */
+static hpl__fetch_event hold_answer(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                uint64_t plen, char *detail, size_t dlen, int *status) {
   f->held = *r;
   f->held.base.unknown_fields = NULL;
@@ -77,22 +77,22 @@ static fetch_event hold_answer(st_fetch *f, const Hplpb__AcquireRep *r, const ui
   f->held.sender_addr = f->held_addr;
   f->held_payload = plen ? malloc(plen) : NULL;
   if (!f->held_addr || (plen && !f->held_payload)) {
-    room_cancel(f->s, &f->room);
+    hpl__room_cancel(f->s, &f->room);
     free(f->held_addr);
     free(f->held_payload);
     f->held_addr = NULL;
     f->held_payload = NULL;
     snprintf(detail, dlen, "out of memory");
     *status = HPL_ENOMEM;
-    return FEV_BAD_SENDER;
+    return HPL__FEV_BAD_SENDER;
   }
   if (plen) memcpy(f->held_payload, payload, plen);
-  LOG_INFO("'%s': waiting for room in the pool for %llu bytes", f->o->id,
+  HPL__LOG_INFO("'%s': waiting for room in the pool for %llu bytes", f->o->id,
            (unsigned long long)r->size);
-  return FEV_ROOM_WAIT;
+  return HPL__FEV_ROOM_WAIT;
 }
 
-static void held_free(st_fetch *f) {
+static void held_free(hpl__fetch *f) {
   free(f->held_addr);
   free(f->held_payload);
   f->held_addr = NULL;
@@ -101,33 +101,33 @@ static void held_free(st_fetch *f) {
 
 /* The buffer of a kept answer: allocated (go on as the answer said), or
  * no room in time. */
-static void room_done(st_room *rm, int status, const char *why) {
-  st_fetch *f = rm->arg;
+static void room_done(hpl__room *rm, int status, const char *why) {
+  hpl__fetch *f = rm->arg;
   char detail[640];
-  fetch_ctx x = {.r = &f->held, .detail = detail, .status = status};
-  fetch_event ev;
+  hpl__fetch_ctx x = {.r = &f->held, .detail = detail, .status = status};
+  hpl__fetch_event ev;
   if (status) {
     snprintf(detail, sizeof detail, "%s", why);
-    ev = FEV_BAD_SENDER;
+    ev = HPL__FEV_BAD_SENDER;
   } else {
     ev = answer_bytes(f, &f->held, f->held_payload, f->held_payload ? f->held.size : 0, detail,
                       sizeof detail, &x.status);
   }
-  fetch_fire(f, ev, &x); /* leaving ROOM, the kept answer goes */
+  hpl__fetch_fire(f, ev, &x); /* leaving ROOM, the kept answer goes */
 }
 
 /* An answer naming a sender (or carrying the bytes): adopt its generation,
- * size and bytes. Returns the event it amounts to (FEV_ROOM_WAIT: the
+ * size and bytes. Returns the event it amounts to (HPL__FEV_ROOM_WAIT: the
  * answer is kept until its buffer has room). */
-static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                 uint64_t plen, char *detail, size_t dlen, int *status) {
-  store *s = f->s;
-  st_obj *o = f->o;
+  hpl__store *s = f->s;
+  hpl__obj *o = f->o;
   if (r->gen != o->gen) {
     /* the object's bytes were restarted (a reduce target): ours are void */
     if (o->progress) {
       s->ctr.restarts++;
-      dataport_restart(s, o, r->gen);
+      hpl__dataport_restart(s, o, r->gen);
     }
     o->gen = r->gen;
   }
@@ -135,16 +135,16 @@ static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const u
     snprintf(detail, dlen, "object '%s' changed size (%llu -> %llu)", o->id,
              (unsigned long long)o->size, (unsigned long long)r->size);
     *status = HPL_EMISMATCH;
-    return FEV_BAD_SENDER;
+    return HPL__FEV_BAD_SENDER;
   }
   if (!o->data) {
-    int rc = room_alloc(s, o, r->size, store_obj_deadline(o), &f->room, room_done, f, detail,
+    int rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room, room_done, f, detail,
                         dlen);
     if (rc > 0) return hold_answer(f, r, payload, plen, detail, dlen, status);
     if (rc) {
       *status = rc;
-      LOG_WARN("%s", detail);
-      return FEV_BAD_SENDER;
+      HPL__LOG_WARN("%s", detail);
+      return HPL__FEV_BAD_SENDER;
     }
   }
   return answer_bytes(f, r, payload, plen, detail, dlen, status);
@@ -152,37 +152,37 @@ static fetch_event answer_event(st_fetch *f, const Hplpb__AcquireRep *r, const u
 
 /* The rest of an answer once the buffer is there: a sender to pull from,
  * or an inline object's bytes. */
-static fetch_event answer_bytes(st_fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
+static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
                                 uint64_t plen, char *detail, size_t dlen, int *status) {
-  store *s = f->s;
-  st_obj *o = f->o;
-  if (!r->inline_) return FEV_SENDER;
+  hpl__store *s = f->s;
+  hpl__obj *o = f->o;
+  if (!r->inline_) return HPL__FEV_SENDER;
   if (plen != r->size) {
     snprintf(detail, dlen, "inline reply of the wrong length");
     *status = HPL_EPROTO;
-    return FEV_BAD_SENDER;
+    return HPL__FEV_BAD_SENDER;
   }
   if (plen) memcpy(o->data, payload, plen);
   o->inline_obj = 1;
   s->ctr.inline_gets++;
-  return FEV_INLINE;
+  return HPL__FEV_INLINE;
 }
 
-fetch_event fetch_answer(st_fetch *f, const dl_reply *rep, fetch_ctx *x, char *detail,
+hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x, char *detail,
                          size_t dlen) {
   const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m; /* NULL unless status 0 */
   int status = rep->status;
-  fetch_event ev;
-  *x = (fetch_ctx){.r = r, .detail = detail};
-  if (f->state == FETCH_ORPHAN || f->state == FETCH_END) {
-    ev = r && !r->inline_ && r->sender_node ? FEV_SENDER : FEV_REFUSED;
+  hpl__fetch_event ev;
+  *x = (hpl__fetch_ctx){.r = r, .detail = detail};
+  if (f->state == HPL__FETCH_ORPHAN || f->state == HPL__FETCH_END) {
+    ev = r && !r->inline_ && r->sender_node ? HPL__FEV_SENDER : HPL__FEV_REFUSED;
   } else if (status == HPL_ETIMEDOUT) {
     snprintf(detail, dlen, "object '%s' not available within the timeout", f->o->id);
-    ev = FEV_TIMEOUT;
+    ev = HPL__FEV_TIMEOUT;
   } else if (status != 0) {
     snprintf(detail, dlen, "%s", *rep->detail ? rep->detail : hpl_strerror(status));
-    LOG_INFO("fetch of '%s' failed: %s", f->o->id, detail);
-    ev = FEV_REFUSED;
+    HPL__LOG_INFO("fetch of '%s' failed: %s", f->o->id, detail);
+    ev = HPL__FEV_REFUSED;
   } else {
     ev = answer_event(f, r, rep->payload, rep->plen, detail, dlen, &status);
   }
@@ -190,265 +190,265 @@ fetch_event fetch_answer(st_fetch *f, const dl_reply *rep, fetch_ctx *x, char *d
   return ev;
 }
 
-static void ask_reply(store *s, const dl_reply *rep, void *arg) {
+static void ask_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   (void)s;
-  st_fetch *f = arg;
+  hpl__fetch *f = arg;
   char detail[400];
-  fetch_ctx x;
+  hpl__fetch_ctx x;
   f->asks--;
-  fetch_event ev = fetch_answer(f, rep, &x, detail, sizeof detail);
-  fetch_fire(f, ev, &x);
+  hpl__fetch_event ev = hpl__fetch_answer(f, rep, &x, detail, sizeof detail);
+  hpl__fetch_fire(f, ev, &x);
 }
 
 /* The answer to a crawling partial sender's report, or a silent one's: a
  * sender to move to (the directory has already moved our upstream there),
  * or none (keep pulling; a silent sender is reported again if it stays
  * silent until the retry time the directory gave). */
-static void move_reply(store *s, const dl_reply *rep, void *arg) {
-  st_fetch *f = arg;
+static void move_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
+  hpl__fetch *f = arg;
   const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m;
   f->asks--;
   int moved = r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
-  if (moved && f->state == FETCH_MOVE_SUSPECT) {
+  if (moved && f->state == HPL__FETCH_MOVE_SUSPECT) {
     s->ctr.suspect_moves++;
-    LOG_INFO("'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes", f->o->id,
+    HPL__LOG_INFO("'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes", f->o->id,
              (unsigned long long)f->sender, (unsigned long long)r->sender_node,
              (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
   }
   /* "stay" is a reply naming no sender */
-  fetch_ctx x = {.r = r, .retry_ms = r && !moved ? r->retry_ms : 0};
-  fetch_fire(f, moved ? FEV_MOVE_TO : FEV_MOVE_NONE, &x);
+  hpl__fetch_ctx x = {.r = r, .retry_ms = r && !moved ? r->retry_ms : 0};
+  hpl__fetch_fire(f, moved ? HPL__FEV_MOVE_TO : HPL__FEV_MOVE_NONE, &x);
 }
 
 /* ------------------------------------------------------------------ pulling */
 
 static void pull_done(void *arg, int status, const char *detail) {
-  st_fetch *f = arg;
-  store *s = f->s;
-  st_obj *o = f->o;
+  hpl__fetch *f = arg;
+  hpl__store *s = f->s;
+  hpl__obj *o = f->o;
   f->pull = NULL;
   if (status == 0) {
-    fetch_fire(f, FEV_PULLED, &(fetch_ctx){0});
+    hpl__fetch_fire(f, HPL__FEV_PULLED, &(hpl__fetch_ctx){0});
     return;
   }
   s->ctr.pull_failures++;
-  LOG_WARN("pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender",
+  HPL__LOG_WARN("pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender",
            o->id, (unsigned long long)f->sender, (unsigned long long)o->progress,
            (unsigned long long)o->size, detail ? detail : hpl_strerror(status));
   f->avoid = f->sender;
-  fetch_fire(f, FEV_PULL_FAILED, &(fetch_ctx){.status = status, .detail = detail});
+  hpl__fetch_fire(f, HPL__FEV_PULL_FAILED, &(hpl__fetch_ctx){.status = status, .detail = detail});
 }
 
 static void pull_straggled(void *arg) {
-  ((st_fetch *)arg)->avoid_crawled = 1;
+  ((hpl__fetch *)arg)->avoid_crawled = 1;
 }
 
 static void pull_crawls(void *arg, double rate) {
   (void)rate;
-  fetch_fire(arg, FEV_CRAWL, &(fetch_ctx){0});
+  hpl__fetch_fire(arg, HPL__FEV_CRAWL, &(hpl__fetch_ctx){0});
 }
 
 static void pull_silent(void *arg, uint64_t quiet_ms) {
-  st_fetch *f = arg;
-  LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
+  hpl__fetch *f = arg;
+  HPL__LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
            f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
            (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
-  fetch_fire(f, FEV_SUSPECT, &(fetch_ctx){0});
+  hpl__fetch_fire(f, HPL__FEV_SUSPECT, &(hpl__fetch_ctx){0});
 }
 
 /* Pull the rest of the object from the sender an answer named, straight
  * into its buffer (its progress grows as bytes arrive). An action. */
-static void start_pull(st_fetch *f, const Hplpb__AcquireRep *r) {
-  store *s = f->s;
-  st_obj *o = f->o;
-  o->state = OBJ_PULLING;
+static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
+  hpl__store *s = f->s;
+  hpl__obj *o = f->o;
+  o->state = HPL__OBJ_PULLING;
   o->advertised = 1; /* the directory lists us as a (partial) copy */
   f->sender = r->sender_node;
   f->avoid = 0;
   f->avoid_crawled = 0;
   if (o->progress >= o->size) { /* nothing left to pull (size 0) */
-    fetch_fire(f, FEV_PULLED, &(fetch_ctx){0});
+    hpl__fetch_fire(f, HPL__FEV_PULLED, &(hpl__fetch_ctx){0});
     return;
   }
   if (o->progress) {
     s->ctr.pull_resumes++;
     s->ctr.bytes_kept_on_resume += o->progress;
   }
-  puller_ops ops = {.done = pull_done, .monitor = r->sender_complete ? 2 : 1, .gen = o->gen,
-                    .slow = pull_crawls, .suspect = pull_silent, .quiet = dirlink_quiet,
+  hpl__puller_ops ops = {.done = pull_done, .monitor = r->sender_complete ? 2 : 1, .gen = o->gen,
+                    .slow = pull_crawls, .suspect = pull_silent, .quiet = hpl__dirlink_quiet,
                     .peer = r->sender_node, .resumable = 1, .straggled = pull_straggled};
-  f->pull = puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress, 1,
+  f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress, 1,
                               &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
-    fetch_fire(f, FEV_PULL_FAILED,
-               &(fetch_ctx){.status = HPL_ECONN,
+    hpl__fetch_fire(f, HPL__FEV_PULL_FAILED,
+               &(hpl__fetch_ctx){.status = HPL_ECONN,
                             .detail = "cannot start a pull (bad sender address?)"});
   }
 }
 
 /* ------------------------------------------------------------------ the machine */
 
-static void fetch_free_maybe(st_fetch *f) {
-  if (f->busy || f->asks || f->pull || (f->state != FETCH_END && f->state != FETCH_ORPHAN))
+static void fetch_free_maybe(hpl__fetch *f) {
+  if (f->busy || f->asks || f->pull || (f->state != HPL__FETCH_END && f->state != HPL__FETCH_ORPHAN))
     return;
-  store *s = f->s;
+  hpl__store *s = f->s;
   DL_DELETE(s->fetches->list, f);
   if (f->o->fetch == f) f->o->fetch = NULL;
-  store_obj_unref(s, f->o);
+  hpl__obj_unref(s, f->o);
   hpl__otimer_free(&f->grant_timer, f);
 }
 
 /* The fetch's one state change, logged. */
-static void set_state(st_fetch *f, fetch_state to, fetch_event ev) {
-  LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id, fetch_state_name(f->state),
-            fetch_event_name(ev), fetch_state_name(to));
+static void set_state(hpl__fetch *f, hpl__fetch_state to, hpl__fetch_event ev) {
+  HPL__LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id, hpl__fetch_state_name(f->state),
+            hpl__fetch_event_name(ev), hpl__fetch_state_name(to));
   f->state = to;
 }
 
-void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x) {
-  store *s = f->s;
-  st_obj *o = f->o;
+void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev, const hpl__fetch_ctx *x) {
+  hpl__store *s = f->s;
+  hpl__obj *o = f->o;
   unsigned in = 0, a;
-  if (ev == FEV_TIMEOUT && o->waiters) {
-    uint64_t d = store_obj_deadline(o);
-    if (d == UINT64_MAX || d > hpl__now_ms() + 5) in |= FIN_WAITERS_LEFT;
+  if (ev == HPL__FEV_TIMEOUT && o->waiters) {
+    uint64_t d = hpl__obj_deadline(o);
+    if (d == UINT64_MAX || d > hpl__now_ms() + 5) in |= HPL__FIN_WAITERS_LEFT;
   }
-  if (f->state == FETCH_ROOM && !f->held.inline_) in |= FIN_HELD_SENDER;
-  fetch_state from = f->state;
-  set_state(f, fetch_next(from, ev, in, &a), ev);
+  if (f->state == HPL__FETCH_ROOM && !f->held.inline_) in |= HPL__FIN_HELD_SENDER;
+  hpl__fetch_state from = f->state;
+  set_state(f, hpl__fetch_next(from, ev, in, &a), ev);
   f->busy++; /* the actions may re-enter (fire again): f outlives them all */
-  if (a & FA_GRANT_STOP) hpl__otimer_stop(&f->grant_timer);
-  if (a & FA_UNROOM) room_cancel(s, &f->room);
-  if ((a & FA_CANCEL_PULL) && f->pull) {
-    puller_cancel(f->pull);
+  if (a & HPL__FA_GRANT_STOP) hpl__otimer_stop(&f->grant_timer);
+  if (a & HPL__FA_UNROOM) hpl__room_cancel(s, &f->room);
+  if ((a & HPL__FA_CANCEL_PULL) && f->pull) {
+    hpl__puller_cancel(f->pull);
     f->pull = NULL;
   }
-  if (a & FA_NOTE_COMPLETE) dirlink_loc_complete(s, o->id, (uint64_t)puller_take_rate(s));
-  if (a & FA_SEAL) {
+  if (a & HPL__FA_NOTE_COMPLETE) hpl__dirlink_loc_complete(s, o->id, (uint64_t)hpl__puller_take_rate(s));
+  if (a & HPL__FA_SEAL) {
     o->advertised = 1; /* a complete copy (inline: a holder) the directory knows */
-    store_obj_sealed(s, o);
+    hpl__obj_sealed(s, o);
   }
-  if (a & FA_FAIL) store_obj_fail(s, o, x->status ? x->status : HPL_EUNAVAIL, x->detail);
-  if (a & FA_LOC_REMOVE) {
-    dirlink_loc_remove(s, o->id);
+  if (a & HPL__FA_FAIL) hpl__obj_fail(s, o, x->status ? x->status : HPL_EUNAVAIL, x->detail);
+  if (a & HPL__FA_LOC_REMOVE) {
+    hpl__dirlink_loc_remove(s, o->id);
     o->advertised = 0;
   }
-  if (a & FA_FORGET) store_obj_detach(s, o);
-  if (f->state == FETCH_END || f->state == FETCH_ORPHAN) o->fetch = NULL;
-  if (a & FA_ASK) send_ask(f, ASK_PLAIN);
-  if (a & FA_ASK_COMPLETE) send_ask(f, ASK_CRAWL);
-  if (a & FA_ASK_SUSPECT) send_ask(f, ASK_SUSPECT);
-  if (a & FA_PULL) {
-    if (ev == FEV_MOVE_TO) {
-      LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
+  if (a & HPL__FA_FORGET) hpl__obj_detach(s, o);
+  if (f->state == HPL__FETCH_END || f->state == HPL__FETCH_ORPHAN) o->fetch = NULL;
+  if (a & HPL__FA_ASK) send_ask(f, ASK_PLAIN);
+  if (a & HPL__FA_ASK_COMPLETE) send_ask(f, ASK_CRAWL);
+  if (a & HPL__FA_ASK_SUSPECT) send_ask(f, ASK_SUSPECT);
+  if (a & HPL__FA_PULL) {
+    if (ev == HPL__FEV_MOVE_TO) {
+      HPL__LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
                "%016llx at %llu/%llu bytes", o->id, (unsigned long long)x->r->sender_node,
                (unsigned long long)o->progress, (unsigned long long)o->size);
       s->ctr.stragglers++;
     }
     start_pull(f, x->r);
   }
-  if (a & FA_GRANT_WAIT) fetch_grant_wait(f);
-  if ((a & FA_REARM) && f->pull) puller_suspect_done(f->pull, x->retry_ms);
-  if (from == FETCH_ROOM && f->state != FETCH_ROOM) held_free(f); /* (FA_PULL read it) */
+  if (a & HPL__FA_GRANT_WAIT) hpl__fetch_grant_wait(f);
+  if ((a & HPL__FA_REARM) && f->pull) hpl__puller_suspect_done(f->pull, x->retry_ms);
+  if (from == HPL__FETCH_ROOM && f->state != HPL__FETCH_ROOM) held_free(f); /* (HPL__FA_PULL read it) */
   f->busy--;
   fetch_free_maybe(f);
 }
 
 /* ------------------------------------------------------------------ entry points */
 
-st_fetch *fetch_new(store *s, st_obj *o) {
-  st_fetch *f = calloc(1, sizeof *f);
+hpl__fetch *hpl__fetch_new(hpl__store *s, hpl__obj *o) {
+  hpl__fetch *f = calloc(1, sizeof *f);
   if (!f) return NULL;
   f->s = s;
   f->o = o;
-  f->state = FETCH_NEW;
-  store_obj_ref(s, o);
+  f->state = HPL__FETCH_NEW;
+  hpl__obj_ref(s, o);
   o->fetch = f;
   DL_APPEND(s->fetches->list, f);
   return f;
 }
 
-/* A GET starts a fetch of `o`: with FEV_START (ask the directory) or
- * FEV_GRANTED (wait for the directory's GRANT first). */
-static void fetch_begin(store *s, st_obj *o, fetch_event ev) {
-  st_fetch *f = fetch_new(s, o);
+/* A GET starts a fetch of `o`: with HPL__FEV_START (ask the directory) or
+ * HPL__FEV_GRANTED (wait for the directory's GRANT first). */
+static void fetch_begin(hpl__store *s, hpl__obj *o, hpl__fetch_event ev) {
+  hpl__fetch *f = hpl__fetch_new(s, o);
   if (!f) {
-    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    hpl__obj_fail(s, o, HPL_ENOMEM, "out of memory");
     return;
   }
-  fetch_fire(f, ev, &(fetch_ctx){0});
+  hpl__fetch_fire(f, ev, &(hpl__fetch_ctx){0});
 }
 
-void fetch_start(store *s, st_obj *o) { fetch_begin(s, o, FEV_START); }
+void hpl__fetch_start(hpl__store *s, hpl__obj *o) { fetch_begin(s, o, HPL__FEV_START); }
 
-void fetch_start_granted(store *s, st_obj *o) { fetch_begin(s, o, FEV_GRANTED); }
+void hpl__fetch_start_granted(hpl__store *s, hpl__obj *o) { fetch_begin(s, o, HPL__FEV_GRANTED); }
 
-void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect) {
-  st_obj *o = store_find(s, id);
-  st_fetch *f = o ? o->fetch : NULL;
+void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int suspect) {
+  hpl__obj *o = hpl__obj_find(s, id);
+  hpl__fetch *f = o ? o->fetch : NULL;
   if (!f || !f->pull || f->sender != peer) return;
-  LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender", id,
+  HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender", id,
            (unsigned long long)peer, suspect ? "not answering" : "gone");
   s->ctr.pull_failures++;
   f->avoid = peer;
   f->avoid_crawled = 0;
-  fetch_fire(f, FEV_UPSTREAM_GONE, &(fetch_ctx){0});
+  hpl__fetch_fire(f, HPL__FEV_UPSTREAM_GONE, &(hpl__fetch_ctx){0});
 }
 
-void fetch_dropped(store *s, st_obj *o) {
+void hpl__fetch_dropped(hpl__store *s, hpl__obj *o) {
   char detail[320];
-  st_fetch *f = o->fetch;
+  hpl__fetch *f = o->fetch;
   if (!f) return;
   snprintf(detail, sizeof detail, "object '%s' was deleted", o->id);
   o->advertised = 0;
   /* (an answer kept for room is undone as a late one) */
-  fetch_fire(f, FEV_DROPPED, &(fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
+  hpl__fetch_fire(f, HPL__FEV_DROPPED, &(hpl__fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
 }
 
-size_t fetch_incoming(store *s, dl_incoming *out, size_t max) {
+size_t hpl__fetch_incoming(hpl__store *s, hpl__dl_incoming *out, size_t max) {
   size_t n = 0, walked = 0;
-  st_fetch *f;
+  hpl__fetch *f;
   DL_FOREACH(s->fetches->list, f) {
-    if (++walked > FETCH_INCOMING_WALK) break; /* a heartbeat's work stays bounded */
+    if (++walked > HPL__FETCH_INCOMING_WALK) break; /* a heartbeat's work stays bounded */
     if (!f->pull) continue;
     if (n < max)
-      out[n] = (dl_incoming){.id = f->o->id, .sender = f->sender, .held = f->o->progress,
-                            .size = f->o->size, .rate = puller_rate(f->pull)};
+      out[n] = (hpl__dl_incoming){.id = f->o->id, .sender = f->sender, .held = f->o->progress,
+                            .size = f->o->size, .rate = hpl__puller_rate(f->pull)};
     n++;
   }
   return n;
 }
 
-void fetch_drain(store *s) {
-  st_fetch *f, *tmp;
+void hpl__fetch_drain(hpl__store *s) {
+  hpl__fetch *f, *tmp;
   DL_FOREACH_SAFE(s->fetches->list, f, tmp) {
-    if (f->pull) fetch_fire(f, FEV_DRAIN, &(fetch_ctx){0});
+    if (f->pull) hpl__fetch_fire(f, HPL__FEV_DRAIN, &(hpl__fetch_ctx){0});
   }
 }
 
-void fetch_stop(store *s) {
+void hpl__fetch_stop(hpl__store *s) {
   if (!s->fetches) return;
-  fetch_grants_stop(s);
+  hpl__fetch_grants_stop(s);
   while (s->fetches->list) {
-    st_fetch *f = s->fetches->list;
-    if (f->pull) puller_cancel(f->pull);
+    hpl__fetch *f = s->fetches->list;
+    if (f->pull) hpl__puller_cancel(f->pull);
     f->pull = NULL;
-    room_cancel(s, &f->room);
+    hpl__room_cancel(s, &f->room);
     held_free(f);
     f->asks = 0;
     f->busy = 0;
-    f->state = FETCH_END;
+    f->state = HPL__FETCH_END;
     fetch_free_maybe(f);
   }
 }
 
-int fetch_init(store *s) {
+int hpl__fetch_init(hpl__store *s) {
   s->fetches = calloc(1, sizeof *s->fetches);
   return s->fetches ? 0 : HPL_ENOMEM;
 }
 
-void fetch_free(store *s) {
+void hpl__fetch_free(hpl__store *s) {
   free(s->fetches);
   s->fetches = NULL;
 }

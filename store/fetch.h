@@ -20,48 +20,48 @@
 #include "objects.h"
 #include "store.h"
 
-/* Start fetching `o` (state OBJ_FETCHING, no fetch running): ask the
+/* Start fetching `o` (state HPL__OBJ_FETCHING, no fetch running): ask the
  * directory, waiting as long as the latest of its waiters would. */
-void fetch_start(store *s, st_obj *o);
+void hpl__fetch_start(hpl__store *s, hpl__obj *o);
 
-/* As fetch_start, for a GET whose client was told by the directory that
+/* As hpl__fetch_start, for a GET whose client was told by the directory that
  * it granted `o` to this store (GetReq.granted): the GRANT, sent before
- * that answer, is waited for up to FETCH_GRANT_WAIT_MS (it may come after
+ * that answer, is waited for up to HPL__FETCH_GRANT_WAIT_MS (it may come after
  * the GET), then the directory is asked as usual. */
-#define FETCH_GRANT_WAIT_MS 200
-void fetch_start_granted(store *s, st_obj *o);
+#define HPL__FETCH_GRANT_WAIT_MS 200
+void hpl__fetch_start_granted(hpl__store *s, hpl__obj *o);
 
 /* A GRANT from the directory (an AcquireRep naming the object in `id`):
  * a sender for an object a client of ours read directly and will GET. It
  * starts the fetch (the object enters the table with nobody waiting yet;
- * the client's GET joins it), or answers a fetch from fetch_start_granted.
+ * the client's GET joins it), or answers a fetch from hpl__fetch_start_granted.
  * Ignored when the object is held (its copy completing here frees the
  * sender) or its fetch asked already (the directory answers that ACQUIRE
  * with the granted sender). A dirlink handler. */
-void fetch_on_grant(store *s, ProtobufCMessage *m);
+void hpl__fetch_on_grant(hpl__store *s, ProtobufCMessage *m);
 
 /* The directory says node `peer`, which we pull `id` from, is dead (or,
  * with suspect, does not answer): move to another sender, keeping the bytes. */
-void fetch_upstream_gone(store *s, const char *id, uint64_t peer, int suspect);
+void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int suspect);
 
 /* `o` was deleted: fail its waiters (HPL_ENOTFOUND), stop, forget it. */
-void fetch_dropped(store *s, st_obj *o);
+void hpl__fetch_dropped(hpl__store *s, hpl__obj *o);
 
 /* The fetches with a pull running, the first `max` of them into out[]
  * (ids valid until the loop runs again). Returns how many there are among
- * the first FETCH_INCOMING_WALK fetches (pulling or not). For heartbeats
- * (dirlink_on_incoming). */
-#define FETCH_INCOMING_WALK 4096
-size_t fetch_incoming(store *s, dl_incoming *out, size_t max);
+ * the first HPL__FETCH_INCOMING_WALK fetches (pulling or not). For heartbeats
+ * (hpl__dirlink_on_incoming). */
+#define HPL__FETCH_INCOMING_WALK 4096
+size_t hpl__fetch_incoming(hpl__store *s, hpl__dl_incoming *out, size_t max);
 
 /* The store is leaving: stop every pull (answers still due are let be). */
-void fetch_drain(store *s);
+void hpl__fetch_drain(hpl__store *s);
 
 /* Make the module's context (0 or HPL_ENOMEM). The store stops: end every
  * pull and free every fetch; call after the directory link has stopped
  * (its answers are in). Free the context once the loop has ended. */
-int fetch_init(store *s);
-void fetch_stop(store *s);
-void fetch_free(store *s);
+int hpl__fetch_init(hpl__store *s);
+void hpl__fetch_stop(hpl__store *s);
+void hpl__fetch_free(hpl__store *s);
 
 #endif

@@ -15,61 +15,61 @@
 #include "uvtimer.h"
 
 /* The module's context (s->fetches). */
-typedef struct st_fetches {
-  struct st_fetch *list;   /* every fetch (utlist) */
+typedef struct hpl__fetches {
+  struct hpl__fetch *list;   /* every fetch (utlist) */
   struct late_grant *late; /* GRANTs held back by the fault point (fetchgrant.c; utlist) */
-} st_fetches;
+} hpl__fetches;
 
-typedef struct st_fetch {
-  struct st_fetch *prev, *next; /* s->fetches->list (utlist) */
-  store *s;
-  st_obj *o;          /* referenced */
-  fetch_state state;  /* changed by fetch_fire only */
+typedef struct hpl__fetch {
+  struct hpl__fetch *prev, *next; /* s->fetches->list (utlist) */
+  hpl__store *s;
+  hpl__obj *o;          /* referenced */
+  hpl__fetch_state state;  /* changed by hpl__fetch_fire only */
   int asks;           /* directory requests whose answer is due */
-  int busy;           /* fetch_fire calls under way (nested): do not free */
-  st_puller *pull;
+  int busy;           /* hpl__fetch_fire calls under way (nested): do not free */
+  hpl__puller *pull;
   uint64_t sender;    /* node we pull (or pulled) from */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
   int avoid_crawled;  /* ... because its stream crawled (a straggler) */
   uint32_t insist;    /* suspect reports in a row without progress between */
   uint64_t insist_at; /* the object's progress at the last report */
-  /* FETCH_ROOM: the answer kept while its buffer waits for room (room.c) */
-  st_room room;
+  /* HPL__FETCH_ROOM: the answer kept while its buffer waits for room (room.c) */
+  hpl__room room;
   Hplpb__AcquireRep held;
   char *held_addr;
   uint8_t *held_payload; /* an inline answer's bytes */
-  hpl__otimer grant_timer; /* FETCH_GRANT: how long the GRANT is waited for */
-} st_fetch;
+  hpl__otimer grant_timer; /* HPL__FETCH_GRANT: how long the GRANT is waited for */
+} hpl__fetch;
 
 /* What an event brings along. */
-typedef struct fetch_ctx {
-  int status;                 /* FA_FAIL: the waiters' error */
+typedef struct hpl__fetch_ctx {
+  int status;                 /* HPL__FA_FAIL: the waiters' error */
   const char *detail;
-  const Hplpb__AcquireRep *r; /* FA_PULL: the sender */
-  uint64_t retry_ms;          /* FA_REARM: when to watch for silence again (0: a window) */
-} fetch_ctx;
+  const Hplpb__AcquireRep *r; /* HPL__FA_PULL: the sender */
+  uint64_t retry_ms;          /* HPL__FA_REARM: when to watch for silence again (0: a window) */
+} hpl__fetch_ctx;
 
 /* The one way a fetch changes: the transition for `ev` (fetchsm.c), logged
  * at debug level, then its actions. `f` stays valid during the call (also
  * when an action re-enters), and is freed at its end if it is over and
  * nothing is due any more: the caller must not use it after. */
-void fetch_fire(st_fetch *f, fetch_event ev, const fetch_ctx *x);
+void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev, const hpl__fetch_ctx *x);
 
 /* A new fetch of `o` (state NEW; o->fetch set, a reference taken), or
  * NULL on no memory. Nothing happens until an event is fired. */
-st_fetch *fetch_new(store *s, st_obj *o);
+hpl__fetch *hpl__fetch_new(hpl__store *s, hpl__obj *o);
 
 /* The event an answer to an ACQUIRE (or a GRANT) amounts to in f's
  * state, after adopting its generation, size and bytes; *x gets what the
  * event needs (detail[dlen] holds the failure's words). */
-fetch_event fetch_answer(st_fetch *f, const dl_reply *rep, fetch_ctx *x, char *detail,
+hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x, char *detail,
                          size_t dlen);
 
-/* FA_GRANT_WAIT: wait FETCH_GRANT_WAIT_MS for the GRANT (fetchgrant.c),
- * then fire FEV_GRANT_LATE. */
-void fetch_grant_wait(st_fetch *f);
+/* HPL__FA_GRANT_WAIT: wait HPL__FETCH_GRANT_WAIT_MS for the GRANT (fetchgrant.c),
+ * then fire HPL__FEV_GRANT_LATE. */
+void hpl__fetch_grant_wait(hpl__fetch *f);
 
 /* The store stops: GRANTs the fault point holds back are dropped. */
-void fetch_grants_stop(store *s);
+void hpl__fetch_grants_stop(hpl__store *s);
 
 #endif

@@ -16,47 +16,47 @@
 /* A GET waiting for its object: on the object's waiter list and on the
  * client's list. */
 typedef struct get_waiter {
-  st_waiter w;                     /* first: objects.c hands this back */
+  hpl__waiter w;                     /* first: objects.c hands this back */
   struct get_waiter *cprev, *cnext; /* the client's list (utlist) */
-  st_client *cl;
+  hpl__stclient *cl;
   uint64_t req;
   uint64_t t0; /* uv_hrtime() at its arrival (get_hist) */
   hpl__otimer timer;
 } get_waiter;
 
 /* A GET that arrived at t0 is answered: its latency (s->get_hist). */
-static void answered(st_client *cl, uint64_t t0) {
+static void answered(hpl__stclient *cl, uint64_t t0) {
   if (!cl->closed) hpl__hist_observe(&cl->s->get_hist, uv_hrtime() - t0);
 }
 
 /* Reply with the object held for the client (one more hold). */
-static void reply_held(store *s, st_client *cl, uint64_t req, st_obj *o, uint64_t t0) {
+static void reply_held(hpl__store *s, hpl__stclient *cl, uint64_t req, hpl__obj *o, uint64_t t0) {
   if (cl->closed) return;
   answered(cl, t0);
-  if (session_hold(cl, o) != 0) {
-    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+  if (hpl__session_hold(cl, o) != 0) {
+    hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
     return;
   }
   Hplpb__GetRep r = HPLPB__GET_REP__INIT;
   r.offset = (uint64_t)(o->data - hpl__pool_base(s->pool));
   r.size = o->size;
   r.handle = o->inst;
-  session_send(cl, HPL__MSG_GET_REP, req, &r.base);
+  hpl__session_send(cl, HPL__MSG_GET_REP, req, &r.base);
 }
 
-static void reply_err(st_client *cl, uint64_t req, int status, const char *detail,
+static void reply_err(hpl__stclient *cl, uint64_t req, int status, const char *detail,
                       uint64_t t0) {
   answered(cl, t0);
   Hplpb__GetRep r = HPLPB__GET_REP__INIT;
   r.status = status;
   r.detail = (char *)(detail ? detail : "");
-  session_send(cl, HPL__MSG_GET_REP, req, &r.base);
+  hpl__session_send(cl, HPL__MSG_GET_REP, req, &r.base);
 }
 
 /* An object nobody waits for, that is not coming, is not kept. */
-static void forget_if_unwanted(store *s, st_obj *o) {
-  if (o->in_table && o->state == OBJ_FETCHING && !o->waiters && !o->fetch && o->refs == 0)
-    store_obj_detach(s, o);
+static void forget_if_unwanted(hpl__store *s, hpl__obj *o) {
+  if (o->in_table && o->state == HPL__OBJ_FETCHING && !o->waiters && !o->fetch && o->refs == 0)
+    hpl__obj_detach(s, o);
 }
 
 /* Off both lists; the waiter is freed. */
@@ -67,7 +67,7 @@ static void waiter_end(get_waiter *g) {
 }
 
 /* objects.c: the object is here (status 0) or will not come. */
-static void waiter_done(st_waiter *w, int status, const char *detail) {
+static void waiter_done(hpl__waiter *w, int status, const char *detail) {
   get_waiter *g = (get_waiter *)w;
   if (status == 0)
     reply_held(g->cl->s, g->cl, g->req, w->obj, g->t0);
@@ -78,25 +78,25 @@ static void waiter_done(st_waiter *w, int status, const char *detail) {
 
 static void waiter_timeout(void *arg) {
   get_waiter *g = arg;
-  st_obj *o = g->w.obj;
-  store *s = g->cl->s;
+  hpl__obj *o = g->w.obj;
+  hpl__store *s = g->cl->s;
   char detail[320];
   snprintf(detail, sizeof detail, "object '%s' not available within the timeout (%s)", o->id,
-           o->state == OBJ_FETCHING   ? "it does not exist yet"
-           : o->state == OBJ_CREATING ? "it is still being written"
-           : o->state == OBJ_SPILLED  ? "it is being read back from disk"
+           o->state == HPL__OBJ_FETCHING   ? "it does not exist yet"
+           : o->state == HPL__OBJ_CREATING ? "it is still being written"
+           : o->state == HPL__OBJ_SPILLED  ? "it is being read back from disk"
                                       : "it is still arriving");
   reply_err(g->cl, g->req, HPL_ETIMEDOUT, detail, g->t0);
-  store_unwait(&g->w);
+  hpl__obj_unwait(&g->w);
   waiter_end(g);
   forget_if_unwanted(s, o);
 }
 
-void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms,
+void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id, int64_t timeout_ms,
                  int granted) {
   uint64_t t0 = uv_hrtime();
-  st_obj *o = store_find(s, id);
-  if (o && o->state == OBJ_SEALED) {
+  hpl__obj *o = hpl__obj_find(s, id);
+  if (o && o->state == HPL__OBJ_SEALED) {
     s->ctr.local_gets++;
     reply_held(s, cl, req, o, t0);
     return;
@@ -113,7 +113,7 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
   }
   get_waiter *g = calloc(1, sizeof *g);
   if (!o && g) {
-    if ((o = store_obj_new(s, id, OBJ_FETCHING))) s->ctr.remote_gets++;
+    if ((o = hpl__obj_new(s, id, HPL__OBJ_FETCHING))) s->ctr.remote_gets++;
   }
   if (!o || !g) {
     free(g);
@@ -125,24 +125,24 @@ void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t 
   g->req = req;
   g->w.deadline_ms = hpl__deadline_ms(timeout_ms < 0 ? -1 : timeout_ms);
   g->w.done = waiter_done;
-  store_wait(o, &g->w);
+  hpl__obj_wait(o, &g->w);
   DL_APPEND2(cl->waiters, g, cprev, cnext);
   cl->nwaiters++;
   if (timeout_ms > 0) hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
-  if (o->state == OBJ_FETCHING && !o->fetch) {
+  if (o->state == HPL__OBJ_FETCHING && !o->fetch) {
     if (granted)
-      fetch_start_granted(s, o);
+      hpl__fetch_start_granted(s, o);
     else
-      fetch_start(s, o);
+      hpl__fetch_start(s, o);
   }
-  if (o->state == OBJ_SPILLED) room_restore(s, o);
+  if (o->state == HPL__OBJ_SPILLED) hpl__room_restore(s, o);
 }
 
-void get_client_gone(store *s, st_client *cl) {
+void hpl__get_client_gone(hpl__store *s, hpl__stclient *cl) {
   while (cl->waiters) {
     get_waiter *g = cl->waiters;
-    st_obj *o = g->w.obj;
-    store_unwait(&g->w);
+    hpl__obj *o = g->w.obj;
+    hpl__obj_unwait(&g->w);
     waiter_end(g);
     forget_if_unwanted(s, o);
   }

@@ -15,12 +15,12 @@
 
 /* GET `id` for request `req` of `cl`; timeout_ms < 0: no limit, 0: only
  * what is here now. `granted`: the directory told the client it named a
- * sender to this store already (fetch_start_granted). The reply (GET_REP)
+ * sender to this store already (hpl__fetch_start_granted). The reply (GET_REP)
  * comes now or later. */
-void get_request(store *s, st_client *cl, uint64_t req, const char *id, int64_t timeout_ms,
+void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id, int64_t timeout_ms,
                  int granted);
 
 /* The client left: its waiting GETs end without a reply. */
-void get_client_gone(store *s, st_client *cl);
+void hpl__get_client_gone(hpl__store *s, hpl__stclient *cl);
 
 #endif

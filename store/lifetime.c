@@ -5,7 +5,7 @@
  * that left (a FIFO of the sessions' lists, due at once) and a min-heap of
  * (deadline, instance) for TTLs and for deletes asked again later. The
  * timer runs at once while the FIFO has work, else at the heap's earliest
- * deadline; each run starts at most LIFETIME_BATCH deletes.
+ * deadline; each run starts at most HPL__LIFETIME_BATCH deletes.
  */
 #include "lifetime.h"
 
@@ -54,10 +54,10 @@ typedef struct lt_req {
   uint8_t kind, tries;
 } lt_req;
 
-int lifetime_check(uint64_t ttl_ms, char *detail, size_t dlen) {
-  if (ttl_ms <= LIFETIME_TTL_MAX_MS) return 0;
+int hpl__lifetime_check(uint64_t ttl_ms, char *detail, size_t dlen) {
+  if (ttl_ms <= HPL__LIFETIME_TTL_MAX_MS) return 0;
   snprintf(detail, dlen, "ttl of %llu ms is longer than the longest allowed, %llu ms (30 days)",
-           (unsigned long long)ttl_ms, (unsigned long long)LIFETIME_TTL_MAX_MS);
+           (unsigned long long)ttl_ms, (unsigned long long)HPL__LIFETIME_TTL_MAX_MS);
   return HPL_EINVAL;
 }
 
@@ -108,11 +108,11 @@ static lt_due heap_pop(st_lifetime *lt) {
 static void lt_run(uv_timer_t *t);
 
 /* Arm the timer for what is due next (nothing while the directory has
- * LIFETIME_INFLIGHT deletes: each answer arms it again). */
-static void schedule(store *s) {
+ * HPL__LIFETIME_INFLIGHT deletes: each answer arms it again). */
+static void schedule(hpl__store *s) {
   st_lifetime *lt = s->lt;
   if (!lt->live || s->stopping) return;
-  if (lt->inflight >= LIFETIME_INFLIGHT || (!lt->left && !lt->n)) {
+  if (lt->inflight >= HPL__LIFETIME_INFLIGHT || (!lt->left && !lt->n)) {
     uv_timer_stop(&lt->timer);
     return;
   }
@@ -126,14 +126,14 @@ static void schedule(store *s) {
 
 /* The object this store sealed, if it is still in the table (an instance
  * is only ever one object: one deleted, or deleted and put again, is not). */
-static st_obj *still_here(store *s, uint64_t inst) {
-  st_obj *o = store_find_inst(s, inst);
+static hpl__obj *still_here(hpl__store *s, uint64_t inst) {
+  hpl__obj *o = hpl__obj_find_inst(s, inst);
   return o && o->in_table && !o->internal ? o : NULL;
 }
 
-static void delete_start(store *s, uint64_t inst, int kind, int tries);
+static void delete_start(hpl__store *s, uint64_t inst, int kind, int tries);
 
-static void delete_reply(store *s, const dl_reply *rep, void *arg) {
+static void delete_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   lt_req *q = arg;
   st_lifetime *lt = s->lt;
   lt->inflight--;
@@ -147,12 +147,12 @@ static void delete_reply(store *s, const dl_reply *rep, void *arg) {
     /* The directory's DROP for our copy comes before its answer: a copy
      * still here means the directory did not know the object (it restarted
      * and has not taken our re-report yet) or could not delete it now. */
-    st_obj *o = still_here(s, q->inst);
+    hpl__obj *o = still_here(s, q->inst);
     if (o && q->tries + 1 < LT_TRIES) {
       if (heap_push(lt, hpl__now_ms() + LT_RETRY_MS, q->inst, q->kind, q->tries + 1) != 0)
-        LOG_WARN("%s delete of '%s': out of memory; the object stays", what, o->id);
+        HPL__LOG_WARN("%s delete of '%s': out of memory; the object stays", what, o->id);
     } else if (o) {
-      LOG_WARN("%s delete of '%s' failed %d times (%s: %s); the object stays", what, o->id,
+      HPL__LOG_WARN("%s delete of '%s' failed %d times (%s: %s); the object stays", what, o->id,
                LT_TRIES, hpl_strerror(rep->status), rep->detail);
     }
   }
@@ -162,32 +162,32 @@ static void delete_reply(store *s, const dl_reply *rep, void *arg) {
 
 /* Ask the directory to delete the object (if it is still here): it drops
  * every copy, ours included, before it answers. */
-static void delete_start(store *s, uint64_t inst, int kind, int tries) {
-  st_obj *o = still_here(s, inst);
+static void delete_start(hpl__store *s, uint64_t inst, int kind, int tries) {
+  hpl__obj *o = still_here(s, inst);
   if (!o) return; /* deleted by someone else meanwhile (or never sealed) */
   lt_req *q = malloc(sizeof *q);
   Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
   r.id = o->id;
   r.timeout_ms = -1;
   if (q) *q = (lt_req){.inst = inst, .kind = (uint8_t)kind, .tries = (uint8_t)tries};
-  if (!q || dirlink_request(s, HPL__MSG_DELETE, &r.base, NULL, 0, -1, delete_reply, q) != 0) {
+  if (!q || hpl__dirlink_request(s, HPL__MSG_DELETE, &r.base, NULL, 0, -1, delete_reply, q) != 0) {
     free(q);
     if (heap_push(s->lt, hpl__now_ms() + LT_RETRY_MS, inst, kind, tries) != 0)
-      LOG_WARN("delete of '%s': out of memory; the object stays", o->id);
+      HPL__LOG_WARN("delete of '%s': out of memory; the object stays", o->id);
     return;
   }
   s->lt->inflight++;
-  LOG_DEBUG("deleting '%s' (%s)", o->id, kind == LT_OWNED ? "its owner left" : "ttl over");
+  HPL__LOG_DEBUG("deleting '%s' (%s)", o->id, kind == LT_OWNED ? "its owner left" : "ttl over");
 }
 
 /* Start what is due: owned objects of sessions that left first, then
- * expired deadlines; at most LIFETIME_BATCH per run. */
+ * expired deadlines; at most HPL__LIFETIME_BATCH per run. */
 static void lt_run(uv_timer_t *t) {
-  store *s = t->data;
+  hpl__store *s = t->data;
   st_lifetime *lt = s->lt;
   if (s->stopping) return;
   uint64_t now = hpl__now_ms();
-  for (int budget = LIFETIME_BATCH; budget > 0 && lt->inflight < LIFETIME_INFLIGHT; budget--) {
+  for (int budget = HPL__LIFETIME_BATCH; budget > 0 && lt->inflight < HPL__LIFETIME_INFLIGHT; budget--) {
     if (lt->left) {
       lt_owned *w = lt->left;
       uint64_t inst = w->inst[w->at++];
@@ -210,7 +210,7 @@ static void lt_run(uv_timer_t *t) {
 
 /* Remember that the session owns instance `inst`. A full list first drops
  * what is gone; it grows only if more than half is still here. */
-static int owned_add(store *s, st_client *cl, uint64_t inst) {
+static int owned_add(hpl__store *s, hpl__stclient *cl, uint64_t inst) {
   lt_owned *w = cl->owned;
   if (w && w->n == w->cap) {
     size_t k = 0;
@@ -232,7 +232,7 @@ static int owned_add(store *s, st_client *cl, uint64_t inst) {
   return 0;
 }
 
-void lifetime_sealed(store *s, st_client *cl, st_obj *o, int owned, uint64_t ttl_ms) {
+void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int owned, uint64_t ttl_ms) {
   st_lifetime *lt = s->lt;
   if (!lt || s->stopping) return;
   uint64_t now = hpl__now_ms();
@@ -241,11 +241,11 @@ void lifetime_sealed(store *s, st_client *cl, st_obj *o, int owned, uint64_t ttl
   if (owned && rc == 0)
     rc = cl->closed ? heap_push(lt, now, o->inst, LT_OWNED, 0) /* it left already */
                     : owned_add(s, cl, o->inst);
-  if (rc) LOG_WARN("out of memory noting the lifetime of '%s': it stays until deleted", o->id);
+  if (rc) HPL__LOG_WARN("out of memory noting the lifetime of '%s': it stays until deleted", o->id);
   schedule(s);
 }
 
-void lifetime_client_gone(store *s, st_client *cl) {
+void hpl__lifetime_client_gone(hpl__store *s, hpl__stclient *cl) {
   lt_owned *w = cl->owned;
   cl->owned = NULL;
   if (!w) return;
@@ -254,7 +254,7 @@ void lifetime_client_gone(store *s, st_client *cl) {
     free(w);
     return;
   }
-  LOG_DEBUG("client %llu left: deleting the objects it owned (%zu put)",
+  HPL__LOG_DEBUG("client %llu left: deleting the objects it owned (%zu put)",
            (unsigned long long)cl->id, w->n);
   w->at = 0;
   DL_APPEND(lt->left, w);
@@ -263,7 +263,7 @@ void lifetime_client_gone(store *s, st_client *cl) {
 
 /* ------------------------------------------------------------------ life */
 
-int lifetime_init(store *s) {
+int hpl__lifetime_init(hpl__store *s) {
   s->lt = calloc(1, sizeof *s->lt);
   if (!s->lt) return HPL_ENOMEM;
   if (uv_timer_init(s->loop, &s->lt->timer) != 0) return HPL_ESYS;
@@ -272,13 +272,13 @@ int lifetime_init(store *s) {
   return 0;
 }
 
-void lifetime_stop(store *s) {
+void hpl__lifetime_stop(hpl__store *s) {
   if (!s->lt) return;
   if (s->lt->live) uv_close((uv_handle_t *)&s->lt->timer, NULL);
   s->lt->live = 0;
 }
 
-void lifetime_free(store *s) {
+void hpl__lifetime_free(hpl__store *s) {
   st_lifetime *lt = s->lt;
   if (!lt) return;
   lt_owned *w, *tmp;

@@ -15,7 +15,7 @@
 #include "util.h"
 
 static int set_directory(void *cfg, const char *arg) {
-  store_config *c = cfg;
+  hpl__store_config *c = cfg;
   return hpl__parse_hostport(arg, "127.0.0.1", c->dir_host, sizeof c->dir_host, &c->dir_port) ||
                  c->dir_port == 0
              ? -1
@@ -23,12 +23,12 @@ static int set_directory(void *cfg, const char *arg) {
 }
 
 static int set_data_listen(void *cfg, const char *arg) {
-  store_config *c = cfg;
+  hpl__store_config *c = cfg;
   return hpl__parse_hostport(arg, "0.0.0.0", c->data_host, sizeof c->data_host, &c->data_port);
 }
 
 static int set_allow_group(void *cfg, const char *arg) {
-  store_config *c = cfg;
+  hpl__store_config *c = cfg;
   uint64_t v;
   if (hpl__parse_size(arg, &v) || v > UINT32_MAX) return -1;
   c->allow_gid = (int64_t)v;
@@ -36,7 +36,7 @@ static int set_allow_group(void *cfg, const char *arg) {
 }
 
 static int set_link_rate(void *cfg, const char *arg) {
-  store_config *c = cfg;
+  hpl__store_config *c = cfg;
   uint64_t bps;
   if (!strcmp(arg, "none")) {
     c->link_rate = 0;
@@ -53,20 +53,20 @@ static int set_link_rate(void *cfg, const char *arg) {
 }
 
 static int set_faults(void *cfg, const char *arg) {
-  store_config *c = cfg;
+  hpl__store_config *c = cfg;
   char err[200];
-  if (store_faults_parse(&c->faults, arg, err, sizeof err) == 0) return 0;
+  if (hpl__faults_parse(&c->faults, arg, err, sizeof err) == 0) return 0;
   fprintf(stderr, "hoplite-store: --faults: %s\n", err);
   return -1;
 }
 
-#define OFF(f) offsetof(store_config, f)
+#define OFF(f) offsetof(hpl__store_config, f)
 static const hpl__opt opts[] = {
     {"directory", "HOST:PORT", "the cluster's hoplite-directory (required)", HPL__OPT_FN, 0, 0, 0,
      0, set_directory},
     {"socket", "PATH",
      "Unix socket for local clients\n(default $HOPLITE_SOCKET or /tmp/hoplite-UID/store.sock)",
-     HPL__OPT_STR, OFF(socket_path), sizeof(((store_config *)0)->socket_path), 0, 0, NULL},
+     HPL__OPT_STR, OFF(socket_path), sizeof(((hpl__store_config *)0)->socket_path), 0, 0, NULL},
     {"memory", "BYTES", "shared-memory pool size (default 2G; K/M/G suffixes)", HPL__OPT_SIZE,
      OFF(memory), 0, 1, 1e30, NULL},
     {"data-listen", "HOST:PORT",
@@ -77,9 +77,9 @@ static const hpl__opt opts[] = {
     {"data-addr", "ADDR",
      "address peers use to reach the data port\n(default: this host's address towards the "
      "directory)",
-     HPL__OPT_STR, OFF(data_addr), sizeof(((store_config *)0)->data_addr), 0, 0, NULL},
+     HPL__OPT_STR, OFF(data_addr), sizeof(((hpl__store_config *)0)->data_addr), 0, 0, NULL},
     {"name", "NAME", "node name in logs and listings", HPL__OPT_STR, OFF(name),
-     sizeof(((store_config *)0)->name), 0, 0, NULL},
+     sizeof(((hpl__store_config *)0)->name), 0, 0, NULL},
     {"ready-file", "PATH", "write the data port to PATH once registered", HPL__OPT_PTR,
      OFF(ready_file), 0, 0, 0, NULL},
     {"chunk", "BYTES", "largest write of a data stream (default 4M)", HPL__OPT_SIZE, OFF(chunk), 0,
@@ -126,7 +126,7 @@ static const hpl__opt opts[] = {
     {"spill-dir", "DIR",
      "when the pool is full and no idle copy can go, write idle\nobjects the cluster needs (puts, "
      "last copies) to files\nin DIR and free their memory; a get reads them back\n(default: off)",
-     HPL__OPT_STR, OFF(spill_dir), sizeof(((store_config *)0)->spill_dir), 0, 0, NULL},
+     HPL__OPT_STR, OFF(spill_dir), sizeof(((hpl__store_config *)0)->spill_dir), 0, 0, NULL},
     {"room-wait-ms", "MS",
      "a create or an incoming copy that does not fit waits\nthis long at most while room is made "
      "(idle copies\nother nodes hold are let go, holds released); a\nshorter client timeout wins "
@@ -144,17 +144,17 @@ static const hpl__opt opts[] = {
 };
 
 static int start(void *srv, uv_loop_t *loop) {
-  store *s = srv;
-  store_config cfg = s->cfg; /* store_start clears *s first */
-  return store_start(s, loop, &cfg);
+  hpl__store *s = srv;
+  hpl__store_config cfg = s->cfg; /* hpl__store_start clears *s first */
+  return hpl__store_start(s, loop, &cfg);
 }
 
-static void finish(void *srv) { store_free(srv); }
+static void finish(void *srv) { hpl__store_free(srv); }
 
 int main(int argc, char **argv) {
-  static store s;
-  store_config *cfg = &s.cfg;
-  store_config_defaults(cfg);
+  static hpl__store s;
+  hpl__store_config *cfg = &s.cfg;
+  hpl__store_config_defaults(cfg);
   const char *prog = "hoplite-store";
   const char *synopsis = "hoplite-store --directory HOST:PORT [options]";
   hpl__srv_common common;
@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
   const char *fenv = getenv("HOPLITE_FAULTS");
   if (fenv && *fenv && !cfg->faults.enabled) {
     char err[200];
-    if (store_faults_parse(&cfg->faults, fenv, err, sizeof err)) {
+    if (hpl__faults_parse(&cfg->faults, fenv, err, sizeof err)) {
       fprintf(stderr, "hoplite-store: HOPLITE_FAULTS: %s\n", err);
       return 2;
     }

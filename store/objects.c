@@ -19,14 +19,14 @@
 #include "spill.h"
 #include "util.h"
 
-/* The module's context (s->objects), made by store_objects_init. */
+/* The module's context (s->objects), made by hpl__objects_init. */
 typedef struct st_objects {
-  idx by_id;        /* objects in the table (store_find) */
-  idx by_inst;      /* every object until freed (store_find_inst) */
-  idx internal;     /* reduce streams in the table (store_find_internal) */
-  st_obj *first;    /* objects in by_id, oldest first (walks; utlist) */
-  st_walk *walks;   /* open walks */
-  st_obj *idle_first; /* the idle list, least recently used first (utlist) */
+  hpl__objidx by_id;        /* objects in the table (hpl__obj_find) */
+  hpl__objidx by_inst;      /* every object until freed (hpl__obj_find_inst) */
+  hpl__objidx internal;     /* reduce streams in the table (hpl__obj_find_internal) */
+  hpl__obj *first;    /* objects in by_id, oldest first (walks; utlist) */
+  hpl__walk *walks;   /* open walks */
+  hpl__obj *idle_first; /* the idle list, least recently used first (utlist) */
   uint64_t idle_bytes;
   struct obj_file *files; /* spill files by instance (few objects have one) */
   uint64_t next_inst;     /* the last instance handle given */
@@ -36,8 +36,8 @@ typedef struct st_objects {
   int trim_live;   /* the timer is initialised */
   /* the listener (who makes room in the pool): pool memory was freed or an
    * object went idle; a spilled object's bytes are wanted */
-  void (*changed)(store *s);
-  void (*wanted)(store *s, st_obj *o);
+  void (*changed)(hpl__store *s);
+  void (*wanted)(hpl__store *s, hpl__obj *o);
 } st_objects;
 
 typedef struct obj_file {
@@ -45,28 +45,28 @@ typedef struct obj_file {
   UT_hash_handle hh;
 } obj_file;
 
-st_obj *store_find(store *s, const char *id) {
-  return s->objects ? store_idx_get(&s->objects->by_id, id, 0) : NULL;
+hpl__obj *hpl__obj_find(hpl__store *s, const char *id) {
+  return s->objects ? hpl__objidx_get(&s->objects->by_id, id, 0) : NULL;
 }
 
-st_obj *store_find_inst(store *s, uint64_t inst) {
-  return s->objects ? store_idx_get(&s->objects->by_inst, NULL, inst) : NULL;
+hpl__obj *hpl__obj_find_inst(hpl__store *s, uint64_t inst) {
+  return s->objects ? hpl__objidx_get(&s->objects->by_inst, NULL, inst) : NULL;
 }
 
-st_obj *store_find_internal(store *s, const char *key) {
-  return s->objects ? store_idx_get(&s->objects->internal, key, 0) : NULL;
+hpl__obj *hpl__obj_find_internal(hpl__store *s, const char *key) {
+  return s->objects ? hpl__objidx_get(&s->objects->internal, key, 0) : NULL;
 }
 
-size_t store_obj_count(const store *s) {
-  return s->objects ? store_idx_live(&s->objects->by_id) : 0;
+size_t hpl__obj_count(const hpl__store *s) {
+  return s->objects ? hpl__objidx_live(&s->objects->by_id) : 0;
 }
 
-void store_obj_index_size(const store *s, size_t *slots, size_t *bytes) {
+void hpl__obj_index_size(const hpl__store *s, size_t *slots, size_t *bytes) {
   size_t n = 0, b = 0;
   if (s->objects) {
-    store_idx_size(&s->objects->by_id, &n, &b);
-    store_idx_size(&s->objects->by_inst, &n, &b);
-    store_idx_size(&s->objects->internal, &n, &b);
+    hpl__objidx_size(&s->objects->by_id, &n, &b);
+    hpl__objidx_size(&s->objects->by_inst, &n, &b);
+    hpl__objidx_size(&s->objects->internal, &n, &b);
   }
   if (slots) *slots = n;
   if (bytes) *bytes = b;
@@ -74,39 +74,39 @@ void store_obj_index_size(const store *s, size_t *slots, size_t *bytes) {
 
 /* ------------------------------------------------------------------ walks */
 
-void store_walk_begin(store *s, st_walk *w) {
+void hpl__obj_walk_begin(hpl__store *s, hpl__walk *w) {
   st_objects *t = s->objects;
-  *w = (st_walk){.at = t ? t->first : NULL, .open = t != NULL}; /* no tables: no objects */
+  *w = (hpl__walk){.at = t ? t->first : NULL, .open = t != NULL}; /* no tables: no objects */
   if (t) DL_APPEND(t->walks, w);
 }
 
-void store_walk_end(store *s, st_walk *w) {
+void hpl__obj_walk_end(hpl__store *s, hpl__walk *w) {
   if (!w->open) return;
   if (s->objects) DL_DELETE(s->objects->walks, w);
   w->open = 0;
   w->at = NULL;
 }
 
-st_obj *store_walk_next(store *s, st_walk *w) {
-  st_obj *o = w->open ? w->at : NULL;
+hpl__obj *hpl__obj_walk_next(hpl__store *s, hpl__walk *w) {
+  hpl__obj *o = w->open ? w->at : NULL;
   if (o)
     w->at = o->next;
   else
-    store_walk_end(s, w);
+    hpl__obj_walk_end(s, w);
   return o;
 }
 
 /* o joins the list of objects (at the end): walks that were at the end
  * will return it. */
-static void list_add(st_objects *t, st_obj *o) {
+static void list_add(st_objects *t, hpl__obj *o) {
   DL_APPEND(t->first, o);
-  st_walk *w;
+  hpl__walk *w;
   DL_FOREACH(t->walks, w) if (!w->at) w->at = o;
 }
 
 /* o leaves the list: walks about to return it move past it. */
-static void list_del(st_objects *t, st_obj *o) {
-  st_walk *w;
+static void list_del(st_objects *t, hpl__obj *o) {
+  hpl__walk *w;
   DL_FOREACH(t->walks, w) if (w->at == o) w->at = o->next;
   DL_DELETE(t->first, o);
   o->prev = o->next = NULL;
@@ -116,24 +116,24 @@ static void list_del(st_objects *t, st_obj *o) {
 
 /* Room may have been made (memory freed, or an object went idle): tell
  * the listener, which acts later on the loop. */
-static void tell_changed(store *s) {
+static void tell_changed(hpl__store *s) {
   if (s->objects && s->objects->changed) s->objects->changed(s);
 }
 
-void store_objects_listen(store *s, void (*changed)(store *s),
-                          void (*wanted)(store *s, st_obj *o)) {
+void hpl__objects_listen(hpl__store *s, void (*changed)(hpl__store *s),
+                          void (*wanted)(hpl__store *s, hpl__obj *o)) {
   if (!s->objects) return;
   s->objects->changed = changed;
   s->objects->wanted = wanted;
 }
 
-void store_obj_want(store *s, st_obj *o) {
-  if (o->state == OBJ_SPILLED && s->objects && s->objects->wanted) s->objects->wanted(s, o);
+void hpl__obj_want(hpl__store *s, hpl__obj *o) {
+  if (o->state == HPL__OBJ_SPILLED && s->objects && s->objects->wanted) s->objects->wanted(s, o);
 }
 
-static void idle_add(store *s, st_obj *o) {
+static void idle_add(hpl__store *s, hpl__obj *o) {
   st_objects *t = s->objects;
-  if (o->on_idle || !t || !o->in_table || o->internal || o->refs || o->state != OBJ_SEALED)
+  if (o->on_idle || !t || !o->in_table || o->internal || o->refs || o->state != HPL__OBJ_SEALED)
     return;
   DL_APPEND2(t->idle_first, o, lru_prev, lru_next);
   t->idle_bytes += o->size;
@@ -141,7 +141,7 @@ static void idle_add(store *s, st_obj *o) {
   tell_changed(s);
 }
 
-static void idle_del(store *s, st_obj *o) {
+static void idle_del(hpl__store *s, hpl__obj *o) {
   st_objects *t = s->objects;
   if (!o->on_idle || !t) return;
   DL_DELETE2(t->idle_first, o, lru_prev, lru_next);
@@ -150,34 +150,34 @@ static void idle_del(store *s, st_obj *o) {
   o->on_idle = 0;
 }
 
-st_obj *store_idle_oldest(store *s) { return s->objects ? s->objects->idle_first : NULL; }
-st_obj *store_idle_newer(const st_obj *o) { return o->lru_next; }
-uint64_t store_idle_bytes(const store *s) { return s->objects ? s->objects->idle_bytes : 0; }
+hpl__obj *hpl__obj_idle_oldest(hpl__store *s) { return s->objects ? s->objects->idle_first : NULL; }
+hpl__obj *hpl__obj_idle_newer(const hpl__obj *o) { return o->lru_next; }
+uint64_t hpl__obj_idle_bytes(const hpl__store *s) { return s->objects ? s->objects->idle_bytes : 0; }
 
 /* ------------------------------------------------------------------ presence filter */
 
 /* A counter per slot of the ids in the table. A saturated counter stays
  * saturated (it only ever means "maybe here"). */
-static void filter_count(store *s, const char *id, int delta) {
+static void filter_count(hpl__store *s, const char *id, int delta) {
   if (!s->objects || !s->objects->filter) return;
-  uint8_t *c = &s->objects->filter[hpl__filter_slot(id, STORE_FILTER_SLOTS)];
+  uint8_t *c = &s->objects->filter[hpl__filter_slot(id, HPL__STORE_FILTER_SLOTS)];
   uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
   if (v == UINT8_MAX || (delta < 0 && v == 0)) return;
   __atomic_store_n(c, (uint8_t)(v + delta), __ATOMIC_RELEASE);
 }
 
-int store_objects_init(store *s) {
+int hpl__objects_init(hpl__store *s) {
   st_objects *t = s->objects = calloc(1, sizeof *s->objects);
   if (!t) return HPL_ENOMEM;
   t->by_inst.by_inst = 1;
   t->filter_fd = -1;
   int fd = memfd_create("hoplite-filter", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, STORE_FILTER_SLOTS) != 0) {
-    LOG_WARN("no presence filter (%s): clients ask this store for every get", strerror(errno));
+  if (fd < 0 || ftruncate(fd, HPL__STORE_FILTER_SLOTS) != 0) {
+    HPL__LOG_WARN("no presence filter (%s): clients ask this store for every get", strerror(errno));
     if (fd >= 0) close(fd);
     return 0;
   }
-  void *p = mmap(NULL, STORE_FILTER_SLOTS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *p = mmap(NULL, HPL__STORE_FILTER_SLOTS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     close(fd);
     return 0;
@@ -187,17 +187,17 @@ int store_objects_init(store *s) {
   return 0;
 }
 
-void store_objects_stop(store *s) {
+void hpl__objects_stop(hpl__store *s) {
   st_objects *t = s->objects;
   if (!t) return;
   if (t->trim_live) uv_close((uv_handle_t *)&t->trim, NULL);
   t->trim_live = 0;
 }
 
-/* store_objects_free: a reduce stream leaves the table; freed unless
+/* hpl__objects_free: a reduce stream leaves the table; freed unless
  * still referenced (its last unref frees it then). */
-static void stream_forget(st_obj *o, void *arg) {
-  store *s = arg;
+static void stream_forget(hpl__obj *o, void *arg) {
+  hpl__store *s = arg;
   o->in_table = 0;
   if (o->refs == 0) {
     if (o->data && o->size) hpl__pool_free(s->pool, o->data);
@@ -205,29 +205,29 @@ static void stream_forget(st_obj *o, void *arg) {
   }
 }
 
-void store_objects_free(store *s) {
+void hpl__objects_free(hpl__store *s) {
   st_objects *t = s->objects;
   if (t) {
     t->walks = NULL; /* their owners are gone by now: forgotten, not touched */
-    while (t->first) store_obj_detach(s, t->first);
+    while (t->first) hpl__obj_detach(s, t->first);
     /* reduce streams: out of the table, freed unless still referenced */
-    store_idx_each(&t->internal, stream_forget, s);
+    hpl__objidx_each(&t->internal, stream_forget, s);
     obj_file *f, *ftmp;
     HASH_ITER(hh, t->files, f, ftmp) {
       HASH_DEL(t->files, f);
       free(f);
     }
-    store_idx_free(&t->by_id);
-    store_idx_free(&t->by_inst);
-    store_idx_free(&t->internal);
-    if (t->filter) munmap(t->filter, STORE_FILTER_SLOTS);
+    hpl__objidx_free(&t->by_id);
+    hpl__objidx_free(&t->by_inst);
+    hpl__objidx_free(&t->internal);
+    if (t->filter) munmap(t->filter, HPL__STORE_FILTER_SLOTS);
     if (t->filter_fd >= 0) close(t->filter_fd);
     free(t);
     s->objects = NULL; /* records still referenced are freed without the tables */
   }
 }
 
-int store_filter_fd(const store *s) {
+int hpl__obj_filter_fd(const hpl__store *s) {
   return s->objects && s->objects->filter ? s->objects->filter_fd : -1;
 }
 
@@ -235,11 +235,11 @@ int store_filter_fd(const store *s) {
 
 /* A record (id inside) with a fresh instance handle, in no index. */
 /* A new object named `id`, with room for `slack` more characters. */
-static st_obj *obj_alloc(store *s, const char *id, int state, size_t slack) {
+static hpl__obj *obj_alloc(hpl__store *s, const char *id, int state, size_t slack) {
   size_t len = strlen(id);
-  st_obj *o = malloc(offsetof(st_obj, id) + len + slack + 1);
+  hpl__obj *o = malloc(offsetof(hpl__obj, id) + len + slack + 1);
   if (!o) return NULL;
-  memset(o, 0, offsetof(st_obj, id));
+  memset(o, 0, offsetof(hpl__obj, id));
   memcpy(o->id, id, len + 1);
   o->id_room = (uint16_t)(len + slack);
   o->inst = ++s->objects->next_inst;
@@ -248,16 +248,16 @@ static st_obj *obj_alloc(store *s, const char *id, int state, size_t slack) {
   return o;
 }
 
-st_obj *store_obj_new(store *s, const char *id, int state) {
+hpl__obj *hpl__obj_new(hpl__store *s, const char *id, int state) {
   st_objects *t = s->objects;
-  st_obj *o = t ? obj_alloc(s, id, state, 0) : NULL;
+  hpl__obj *o = t ? obj_alloc(s, id, state, 0) : NULL;
   if (!o) return NULL;
-  if (store_idx_add(&t->by_id, o) != 0) {
+  if (hpl__objidx_add(&t->by_id, o) != 0) {
     free(o);
     return NULL;
   }
-  if (store_idx_add(&t->by_inst, o) != 0) {
-    store_idx_del(&t->by_id, o);
+  if (hpl__objidx_add(&t->by_inst, o) != 0) {
+    hpl__objidx_del(&t->by_id, o);
     free(o);
     return NULL;
   }
@@ -266,38 +266,38 @@ st_obj *store_obj_new(store *s, const char *id, int state) {
   return o;
 }
 
-st_obj *store_obj_prep_internal(store *s, const char *key) {
-  st_obj *o = s->objects ? obj_alloc(s, key, OBJ_PULLING, STORE_KEY_SLACK) : NULL;
+hpl__obj *hpl__obj_prep_internal(hpl__store *s, const char *key) {
+  hpl__obj *o = s->objects ? obj_alloc(s, key, HPL__OBJ_PULLING, HPL__STORE_KEY_SLACK) : NULL;
   if (!o) return NULL;
   o->internal = 1;
   o->in_table = 0;
   return o;
 }
 
-int store_obj_publish_internal(store *s, st_obj *o) {
+int hpl__obj_publish_internal(hpl__store *s, hpl__obj *o) {
   st_objects *t = s->objects;
-  if (!t || o->in_table || !o->internal || !o->data || store_find_internal(s, o->id)) return -1;
-  if (store_idx_add(&t->internal, o) != 0) return -1;
-  if (store_idx_add(&t->by_inst, o) != 0) {
-    store_idx_del(&t->internal, o);
+  if (!t || o->in_table || !o->internal || !o->data || hpl__obj_find_internal(s, o->id)) return -1;
+  if (hpl__objidx_add(&t->internal, o) != 0) return -1;
+  if (hpl__objidx_add(&t->by_inst, o) != 0) {
+    hpl__objidx_del(&t->internal, o);
     return -1;
   }
   o->in_table = 1;
   return 0;
 }
 
-st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *detail,
+hpl__obj *hpl__obj_new_internal(hpl__store *s, const char *key, uint64_t size, char *detail,
                                size_t dlen) {
-  st_obj *o = store_obj_prep_internal(s, key);
+  hpl__obj *o = hpl__obj_prep_internal(s, key);
   if (!o) {
     snprintf(detail, dlen, "out of memory");
     return NULL;
   }
-  if (store_obj_alloc(s, o, size, detail, dlen) != 0) {
+  if (hpl__obj_alloc(s, o, size, detail, dlen) != 0) {
     free(o);
     return NULL;
   }
-  if (store_obj_publish_internal(s, o) != 0) {
+  if (hpl__obj_publish_internal(s, o) != 0) {
     if (o->data && o->size) hpl__pool_free(s->pool, o->data);
     free(o);
     snprintf(detail, dlen, "out of memory");
@@ -306,25 +306,25 @@ st_obj *store_obj_new_internal(store *s, const char *key, uint64_t size, char *d
   return o;
 }
 
-int store_obj_rekey_internal(store *s, st_obj *o, const char *key) {
+int hpl__obj_rekey_internal(hpl__store *s, hpl__obj *o, const char *key) {
   st_objects *t = s->objects;
   size_t len = strlen(key);
-  if (!t || !o->internal || !o->in_table || len > o->id_room || store_find_internal(s, key))
+  if (!t || !o->internal || !o->in_table || len > o->id_room || hpl__obj_find_internal(s, key))
     return -1;
   char old[512];
   snprintf(old, sizeof old, "%s", o->id);
-  store_idx_del(&t->internal, o);
+  hpl__objidx_del(&t->internal, o);
   memcpy(o->id, key, len + 1);
-  if (store_idx_add(&t->internal, o) == 0) return 0;
+  if (hpl__objidx_add(&t->internal, o) == 0) return 0;
   memcpy(o->id, old, strlen(old) + 1); /* no memory: back under the old key */
-  if (store_idx_add(&t->internal, o) != 0) o->in_table = 0; /* out of the table, as if detached */
+  if (hpl__objidx_add(&t->internal, o) != 0) o->in_table = 0; /* out of the table, as if detached */
   return -1;
 }
 
 /* Free pool pages go back to the kernel: a walk of the free list, a
  * bounded part per loop turn. */
 static void trim_cb(uv_timer_t *t) {
-  store *s = t->data;
+  hpl__store *s = t->data;
   int more = 0;
   uint64_t n = hpl__pool_trim(s->pool, s->cfg.trim_keep, 64, &more);
   s->ctr.pool_trimmed_bytes += n;
@@ -337,7 +337,7 @@ static void trim_cb(uv_timer_t *t) {
 
 /* An allocation went back to the pool: once frees pause for cfg.trim_ms,
  * the free pages go back to the kernel. */
-static void pool_freed(store *s) {
+static void pool_freed(hpl__store *s) {
   st_objects *t = s->objects;
   if (!s->cfg.trim_ms || s->stopping || !t) return;
   if (!t->trim_live) {
@@ -348,7 +348,7 @@ static void pool_freed(store *s) {
   uv_timer_start(&t->trim, trim_cb, s->cfg.trim_ms, 0);
 }
 
-int store_obj_set_file(store *s, st_obj *o, uint64_t file) {
+int hpl__obj_set_file(hpl__store *s, hpl__obj *o, uint64_t file) {
   obj_file *f = calloc(1, sizeof *f);
   if (!f || !s->objects) {
     free(f);
@@ -361,18 +361,18 @@ int store_obj_set_file(store *s, st_obj *o, uint64_t file) {
   return 0;
 }
 
-static obj_file *file_of(store *s, const st_obj *o) {
+static obj_file *file_of(hpl__store *s, const hpl__obj *o) {
   obj_file *f = NULL;
   if (o->on_disk && s->objects) HASH_FIND(hh, s->objects->files, &o->inst, sizeof o->inst, f);
   return f;
 }
 
-uint64_t store_obj_file(store *s, const st_obj *o) {
+uint64_t hpl__obj_file(hpl__store *s, const hpl__obj *o) {
   obj_file *f = file_of(s, o);
   return f ? f->file : 0;
 }
 
-void store_obj_drop_buffer(store *s, st_obj *o) {
+void hpl__obj_drop_buffer(hpl__store *s, hpl__obj *o) {
   if (!o->on_disk || !o->data) return;
   idle_del(s, o);
   if (o->size) {
@@ -381,12 +381,12 @@ void store_obj_drop_buffer(store *s, st_obj *o) {
   }
   o->data = NULL;
   o->progress = 0; /* until it is back (a stream waits for it) */
-  o->state = OBJ_SPILLED;
+  o->state = HPL__OBJ_SPILLED;
   tell_changed(s);
 }
 
-static void obj_free(store *s, st_obj *o) {
-  if (s->objects) store_idx_del(&s->objects->by_inst, o);
+static void obj_free(hpl__store *s, hpl__obj *o) {
+  if (s->objects) hpl__objidx_del(&s->objects->by_inst, o);
   obj_file *f = file_of(s, o);
   if (f) {
     if (s->spill) hpl__spill_remove(s->spill, f->file);
@@ -403,25 +403,25 @@ static void obj_free(store *s, st_obj *o) {
 
 /* Tell watchers something changed. The list is one-shot: each watcher that
  * still cares registers again from its callback. */
-static void obj_notify(st_obj *o) {
-  st_watch *w = o->watchers;
+static void obj_notify(hpl__obj *o) {
+  hpl__watch *w = o->watchers;
   o->watchers = NULL;
   while (w) {
-    st_watch *next = w->next;
+    hpl__watch *next = w->next;
     w->next = NULL;
     w->fn(w);
     w = next;
   }
 }
 
-void store_watch(st_obj *o, st_watch *w) {
-  st_watch *x;
+void hpl__obj_watch(hpl__obj *o, hpl__watch *w) {
+  hpl__watch *x;
   LL_FOREACH(o->watchers, x) if (x == w) return;
   LL_PREPEND(o->watchers, w);
 }
 
-void store_unwatch(st_obj *o, st_watch *w) {
-  st_watch *x;
+void hpl__obj_unwatch(hpl__obj *o, hpl__watch *w) {
+  hpl__watch *x;
   LL_FOREACH(o->watchers, x) if (x == w) {
     LL_DELETE(o->watchers, w);
     w->next = NULL;
@@ -429,13 +429,13 @@ void store_unwatch(st_obj *o, st_watch *w) {
   }
 }
 
-void store_obj_detach(store *s, st_obj *o) {
+void hpl__obj_detach(hpl__store *s, hpl__obj *o) {
   if (!o->in_table) return;
   st_objects *t = s->objects;
   if (o->internal) {
-    store_idx_del(&t->internal, o);
+    hpl__objidx_del(&t->internal, o);
   } else {
-    store_idx_del(&t->by_id, o);
+    hpl__objidx_del(&t->by_id, o);
     list_del(t, o);
     idle_del(s, o);
     filter_count(s, o->id, -1);
@@ -445,11 +445,11 @@ void store_obj_detach(store *s, st_obj *o) {
   if (o->refs == 0) obj_free(s, o);
 }
 
-void store_obj_ref(store *s, st_obj *o) {
+void hpl__obj_ref(hpl__store *s, hpl__obj *o) {
   if (o->refs++ == 0) idle_del(s, o);
 }
 
-void store_obj_unref(store *s, st_obj *o) {
+void hpl__obj_unref(hpl__store *s, hpl__obj *o) {
   if (--o->refs) return;
   if (!o->in_table)
     obj_free(s, o);
@@ -457,7 +457,7 @@ void store_obj_unref(store *s, st_obj *o) {
     idle_add(s, o);
 }
 
-int store_obj_alloc(store *s, st_obj *o, uint64_t size, char *detail, size_t dlen) {
+int hpl__obj_alloc(hpl__store *s, hpl__obj *o, uint64_t size, char *detail, size_t dlen) {
   o->size = size;
   if (size == 0) {
     o->data = hpl__pool_base(s->pool);
@@ -475,7 +475,7 @@ int store_obj_alloc(store *s, st_obj *o, uint64_t size, char *detail, size_t dle
   return HPL_ENOMEM;
 }
 
-void store_obj_progress(store *s, st_obj *o, uint64_t progress) {
+void hpl__obj_progress(hpl__store *s, hpl__obj *o, uint64_t progress) {
   (void)s;
   if (progress <= o->progress) return;
   o->progress = progress;
@@ -483,38 +483,38 @@ void store_obj_progress(store *s, st_obj *o, uint64_t progress) {
 }
 
 /* Take every waiter off and tell it (the list may change meanwhile). */
-static void tell_waiters(st_obj *o, int status, const char *detail) {
+static void tell_waiters(hpl__obj *o, int status, const char *detail) {
   while (o->waiters) {
-    st_waiter *w = o->waiters;
+    hpl__waiter *w = o->waiters;
     DL_DELETE(o->waiters, w);
     w->done(w, status, detail);
   }
 }
 
-void store_obj_sealed(store *s, st_obj *o) {
-  o->state = OBJ_SEALED;
+void hpl__obj_sealed(hpl__store *s, hpl__obj *o) {
+  o->state = HPL__OBJ_SEALED;
   o->progress = o->size;
   tell_waiters(o, 0, NULL);
   obj_notify(o);
   idle_add(s, o);
 }
 
-void store_obj_fail(store *s, st_obj *o, int status, const char *detail) {
+void hpl__obj_fail(hpl__store *s, hpl__obj *o, int status, const char *detail) {
   (void)s;
   tell_waiters(o, status, detail);
 }
 
-void store_wait(st_obj *o, st_waiter *w) {
+void hpl__obj_wait(hpl__obj *o, hpl__waiter *w) {
   w->obj = o;
   DL_APPEND(o->waiters, w);
 }
 
-void store_unwait(st_waiter *w) { DL_DELETE(w->obj->waiters, w); }
+void hpl__obj_unwait(hpl__waiter *w) { DL_DELETE(w->obj->waiters, w); }
 
-uint64_t store_obj_deadline(const st_obj *o) {
+uint64_t hpl__obj_deadline(const hpl__obj *o) {
   uint64_t d = 0;
   if (!o->waiters) return UINT64_MAX;
-  const st_waiter *w;
+  const hpl__waiter *w;
   DL_FOREACH(o->waiters, w) if (w->deadline_ms > d) d = w->deadline_ms;
   return d;
 }

@@ -29,19 +29,19 @@ static uint64_t hash_id(const char *id) {
   return mix64(h);
 }
 
-static uint64_t hash_of(const idx *x, const st_obj *o) {
+static uint64_t hash_of(const hpl__objidx *x, const hpl__obj *o) {
   return x->by_inst ? mix64(o->inst) : hash_id(o->id);
 }
 
 static uint8_t tag_of(uint64_t h) { return (uint8_t)(TAG_USED | (h >> 57)); }
 
 static size_t arr_bytes(size_t cap, size_t *rec_off) {
-  *rec_off = (cap + sizeof(st_obj *) - 1) & ~(sizeof(st_obj *) - 1);
-  return *rec_off + cap * sizeof(st_obj *);
+  *rec_off = (cap + sizeof(hpl__obj *) - 1) & ~(sizeof(hpl__obj *) - 1);
+  return *rec_off + cap * sizeof(hpl__obj *);
 }
 
 /* A zeroed array of `cap` slots (a power of two). 0 or -1 (no memory). */
-static int arr_alloc(idx_arr *a, size_t cap) {
+static int arr_alloc(hpl__objidx_arr *a, size_t cap) {
   size_t off, bytes = arr_bytes(cap, &off);
   void *p;
   if (bytes >= IDX_MAP) {
@@ -51,11 +51,11 @@ static int arr_alloc(idx_arr *a, size_t cap) {
     p = calloc(1, bytes);
   }
   if (!p) return -1;
-  *a = (idx_arr){.tag = p, .rec = (st_obj **)((uint8_t *)p + off), .cap = cap};
+  *a = (hpl__objidx_arr){.tag = p, .rec = (hpl__obj **)((uint8_t *)p + off), .cap = cap};
   return 0;
 }
 
-static void arr_free(idx_arr *a) {
+static void arr_free(hpl__objidx_arr *a) {
   if (a->cap) {
     size_t off, bytes = arr_bytes(a->cap, &off);
     if (bytes >= IDX_MAP)
@@ -63,13 +63,13 @@ static void arr_free(idx_arr *a) {
     else
       free(a->tag);
   }
-  *a = (idx_arr){0};
+  *a = (hpl__objidx_arr){0};
 }
 
 /* Give back an array taken out of use: a small one at once, a mapped one
  * a slice per operation (idx_step): unmapping megabytes of touched pages
  * takes milliseconds. */
-static void arr_retire(idx *x, idx_arr *a) {
+static void arr_retire(hpl__objidx *x, hpl__objidx_arr *a) {
   size_t off, bytes = arr_bytes(a->cap, &off);
   if (!a->cap || bytes < IDX_MAP) {
     arr_free(a);
@@ -79,7 +79,7 @@ static void arr_retire(idx *x, idx_arr *a) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   x->dead = a->tag;
   x->dead_len = (bytes + page - 1) / page * page;
-  *a = (idx_arr){0};
+  *a = (hpl__objidx_arr){0};
 }
 
 /* Slots for n entries: a power of two, at most half full. */
@@ -90,7 +90,7 @@ static size_t cap_for(size_t n) {
 }
 
 /* Add o (hash h) to a: it has a free slot (live + gone < cap). */
-static void arr_put(idx_arr *a, st_obj *o, uint64_t h) {
+static void arr_put(hpl__objidx_arr *a, hpl__obj *o, uint64_t h) {
   size_t m = a->cap - 1, i = h & m;
   while (a->tag[i] & TAG_USED) i = (i + 1) & m;
   if (a->tag[i] == TAG_GONE) a->gone--;
@@ -100,7 +100,7 @@ static void arr_put(idx_arr *a, st_obj *o, uint64_t h) {
 }
 
 /* The slot holding the key (id, or inst), or SIZE_MAX. */
-static size_t arr_find(const idx *x, const idx_arr *a, uint64_t h, const char *id, uint64_t inst) {
+static size_t arr_find(const hpl__objidx *x, const hpl__objidx_arr *a, uint64_t h, const char *id, uint64_t inst) {
   if (!a->cap) return SIZE_MAX;
   size_t m = a->cap - 1, i = h & m;
   uint8_t t = tag_of(h);
@@ -114,7 +114,7 @@ static size_t arr_find(const idx *x, const idx_arr *a, uint64_t h, const char *i
 
 /* Empty slot i. A slot followed by an empty one can be empty itself (no
  * probe needs to pass it), and so can the removed slots just before it. */
-static void arr_clear(idx_arr *a, size_t i) {
+static void arr_clear(hpl__objidx_arr *a, size_t i) {
   size_t m = a->cap - 1;
   a->live--;
   if (a->tag[(i + 1) & m] != TAG_EMPTY) {
@@ -131,7 +131,7 @@ static void arr_clear(idx_arr *a, size_t i) {
 
 /* The work every operation does: unmap a slice of a retired array, move up
  * to n slots of the old array into cur, retire it once drained. */
-static void idx_step(idx *x, size_t n) {
+static void idx_step(hpl__objidx *x, size_t n) {
   if (x->dead) {
     size_t k = x->dead_len > IDX_UNMAP ? IDX_UNMAP : x->dead_len;
     x->dead_len -= k;
@@ -139,11 +139,11 @@ static void idx_step(idx *x, size_t n) {
     if (!x->dead_len) x->dead = NULL;
   }
   if (!x->old.cap) return;
-  idx_arr *o = &x->old;
+  hpl__objidx_arr *o = &x->old;
   size_t end = x->drain + n < o->cap ? x->drain + n : o->cap;
   for (size_t i = x->drain; i < end && o->live; i++) {
     if (!(o->tag[i] & TAG_USED)) continue;
-    st_obj *r = o->rec[i];
+    hpl__obj *r = o->rec[i];
     arr_put(&x->cur, r, hash_of(x, r));
     o->tag[i] = TAG_GONE; /* not emptied: probes of later entries pass here */
     o->live--;
@@ -161,8 +161,8 @@ static void idx_step(idx *x, size_t n) {
  * smaller array would take few inserts before it fills, and each would
  * have to drain a large share of the old one (see idx_step_for_insert;
  * with this floor, at most 256 slots). -1 if there is no memory for it. */
-static int idx_resize(idx *x, size_t live) {
-  idx_arr n;
+static int idx_resize(hpl__objidx *x, size_t live) {
+  hpl__objidx_arr n;
   size_t cap = cap_for(live);
   while (cap < x->cur.cap / 64) cap *= 2;
   if (arr_alloc(&n, cap) != 0) return -1;
@@ -176,7 +176,7 @@ static int idx_resize(idx *x, size_t live) {
 /* Before an insert while the old array drains: the inserts cur can take
  * before passing 3/4 (counting the old array's entries, which all come to
  * cur) must outlast the old slots left, so drain at least that share. */
-static void idx_step_for_insert(idx *x) {
+static void idx_step_for_insert(hpl__objidx *x) {
   if (!x->old.cap) {
     idx_step(x, 0);
     return;
@@ -189,7 +189,7 @@ static void idx_step_for_insert(idx *x) {
   idx_step(x, n > IDX_STEP ? n : IDX_STEP);
 }
 
-int store_idx_add(idx *x, st_obj *o) {
+int hpl__objidx_add(hpl__objidx *x, hpl__obj *o) {
   idx_step_for_insert(x);
   size_t live = x->cur.live + x->old.live;
   if (!x->cur.cap) {
@@ -207,7 +207,7 @@ int store_idx_add(idx *x, st_obj *o) {
   return 0;
 }
 
-st_obj *store_idx_get(idx *x, const char *id, uint64_t inst) {
+hpl__obj *hpl__objidx_get(hpl__objidx *x, const char *id, uint64_t inst) {
   idx_step(x, IDX_STEP);
   uint64_t h = x->by_inst ? mix64(inst) : hash_id(id);
   size_t i = arr_find(x, &x->cur, h, id, inst);
@@ -216,9 +216,9 @@ st_obj *store_idx_get(idx *x, const char *id, uint64_t inst) {
   return i != SIZE_MAX ? x->old.rec[i] : NULL;
 }
 
-void store_idx_del(idx *x, st_obj *o) {
+void hpl__objidx_del(hpl__objidx *x, hpl__obj *o) {
   uint64_t h = hash_of(x, o);
-  idx_arr *a = &x->cur;
+  hpl__objidx_arr *a = &x->cur;
   size_t i = arr_find(x, a, h, o->id, o->inst);
   if (i == SIZE_MAX) i = arr_find(x, a = &x->old, h, o->id, o->inst);
   if (i == SIZE_MAX || a->rec[i] != o) return;
@@ -228,7 +228,7 @@ void store_idx_del(idx *x, st_obj *o) {
     (void)idx_resize(x, x->cur.live); /* without memory: stay as it is */
 }
 
-void store_idx_free(idx *x) {
+void hpl__objidx_free(hpl__objidx *x) {
   arr_free(&x->cur);
   arr_free(&x->old);
   if (x->dead) munmap(x->dead, x->dead_len);
@@ -236,19 +236,19 @@ void store_idx_free(idx *x) {
   x->drain = x->dead_len = 0;
 }
 
-size_t store_idx_live(const idx *x) { return x->cur.live + x->old.live; }
+size_t hpl__objidx_live(const hpl__objidx *x) { return x->cur.live + x->old.live; }
 
-void store_idx_size(const idx *x, size_t *slots, size_t *bytes) {
+void hpl__objidx_size(const hpl__objidx *x, size_t *slots, size_t *bytes) {
   size_t off;
-  const idx_arr *arrs[] = {&x->cur, &x->old};
+  const hpl__objidx_arr *arrs[] = {&x->cur, &x->old};
   for (int j = 0; j < 2; j++) {
     *slots += arrs[j]->cap;
     *bytes += arrs[j]->cap ? arr_bytes(arrs[j]->cap, &off) : 0;
   }
 }
 
-void store_idx_each(idx *x, void (*fn)(st_obj *o, void *arg), void *arg) {
-  for (idx_arr *a = &x->cur; a; a = a == &x->cur ? &x->old : NULL)
+void hpl__objidx_each(hpl__objidx *x, void (*fn)(hpl__obj *o, void *arg), void *arg) {
+  for (hpl__objidx_arr *a = &x->cur; a; a = a == &x->cur ? &x->old : NULL)
     for (size_t i = 0; i < a->cap; i++)
       if (a->tag[i] & TAG_USED) fn(a->rec[i], arg);
 }

@@ -31,44 +31,44 @@
 
 #include "objects.h"
 
-typedef struct idx_arr {
+typedef struct hpl__objidx_arr {
   uint8_t *tag;  /* cap tags, then (aligned) cap record pointers: one allocation */
-  st_obj **rec;
+  hpl__obj **rec;
   size_t cap;    /* 0 (no array) or a power of two */
   size_t live;   /* TAG_USED slots */
   size_t gone;   /* TAG_GONE slots */
-} idx_arr;
+} hpl__objidx_arr;
 
-typedef struct idx {
-  idx_arr cur;   /* where entries are added */
-  idx_arr old;   /* being drained into cur (cap 0: none) */
+typedef struct hpl__objidx {
+  hpl__objidx_arr cur;   /* where entries are added */
+  hpl__objidx_arr old;   /* being drained into cur (cap 0: none) */
   size_t drain;  /* old's slots below this are drained */
   uint8_t *dead; /* a drained mapped array, unmapped from its end a slice */
   size_t dead_len; /*   per operation (NULL: none) */
   int by_inst;   /* keyed by instance handle, else by id */
-} idx;
+} hpl__objidx;
 
 /* Add o (not in x). 0, or -1 when there is no room and no memory to grow. */
-int store_idx_add(idx *x, st_obj *o);
+int hpl__objidx_add(hpl__objidx *x, hpl__obj *o);
 
 /* Find by id (or by inst if x is by_inst); NULL if absent. Moves a few
  * slots of a table being resized. */
-st_obj *store_idx_get(idx *x, const char *id, uint64_t inst);
+hpl__obj *hpl__objidx_get(hpl__objidx *x, const char *id, uint64_t inst);
 
 /* Remove o (a no-op if it is not in x); shrink when mostly empty. */
-void store_idx_del(idx *x, st_obj *o);
+void hpl__objidx_del(hpl__objidx *x, hpl__obj *o);
 
 /* How many entries x holds. */
-size_t store_idx_live(const idx *x);
+size_t hpl__objidx_live(const hpl__objidx *x);
 
 /* Slots of x's arrays in use (a draining one included) and their bytes,
  * added to *slots and *bytes. */
-void store_idx_size(const idx *x, size_t *slots, size_t *bytes);
+void hpl__objidx_size(const hpl__objidx *x, size_t *slots, size_t *bytes);
 
 /* fn(o, arg) for every entry; fn must not change x. */
-void store_idx_each(idx *x, void (*fn)(st_obj *o, void *arg), void *arg);
+void hpl__objidx_each(hpl__objidx *x, void (*fn)(hpl__obj *o, void *arg), void *arg);
 
 /* Give back every array (the records are not touched). */
-void store_idx_free(idx *x);
+void hpl__objidx_free(hpl__objidx *x);
 
 #endif

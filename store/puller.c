@@ -19,18 +19,18 @@
 
 /* The puller is freed once its timer and (if it was still connecting) its
  * socket have closed: libuv may run the connect callback while closing. */
-static void puller_release(st_puller *p) {
+static void puller_release(hpl__puller *p) {
   if (--p->closes > 0) return;
   free(p);
 }
 
 static void puller_handle_closed(uv_handle_t *h) {
-  st_puller *p = h->data;
+  hpl__puller *p = h->data;
   if (h != (uv_handle_t *)&p->monitor) free(h);
   puller_release(p);
 }
 
-void puller_end(st_puller *p, int status, const char *detail, int report) {
+void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report) {
   if (p->finished) return;
   p->finished = 1;
   DL_DELETE(p->s->pullers->list, p);
@@ -52,20 +52,20 @@ void puller_end(st_puller *p, int status, const char *detail, int report) {
 
 /* ------------------------------------------------------------------ into an object
  *
- * A pull into an object (puller_start_into) receives straight into its
+ * A pull into an object (hpl__puller_start_into) receives straight into its
  * buffer, and here received bytes become the object's: its progress, which
  * the data port serves on and gets wait for. Bytes that have arrived are
  * counted here and nowhere else. */
 
-static uint8_t *into_buf(st_puller *p, uint64_t at, size_t *len) {
+static uint8_t *into_buf(hpl__puller *p, uint64_t at, size_t *len) {
   uint64_t room = p->into->size - at;
   *len = room > (1u << 30) ? (1u << 30) : (size_t)room;
   return p->into->data + at;
 }
 
 /* Bytes [at, at + n) of the stream are in the object. */
-static void into_arrived(st_puller *p, uint64_t at, size_t n) {
-  if (p->into_progress) store_obj_progress(p->s, p->into, at + n);
+static void into_arrived(hpl__puller *p, uint64_t at, size_t n) {
+  if (p->into_progress) hpl__obj_progress(p->s, p->into, at + n);
   if (p->ops.got) p->ops.got(p->arg, at, n);
 }
 
@@ -73,14 +73,14 @@ static void into_arrived(st_puller *p, uint64_t at, size_t n) {
 
 static uint8_t *sink_buf(hpl__conn *c, void *arg, uint64_t off, size_t *len) {
   (void)c;
-  st_puller *p = arg;
+  hpl__puller *p = arg;
   if (p->into) return into_buf(p, p->start + off, len);
   return p->ops.buf(p->arg, p->start + off, len);
 }
 
 static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
   (void)c;
-  st_puller *p = arg;
+  hpl__puller *p = arg;
   if (p->finished) return;
   p->s->ctr.data_bytes_received += n;
   p->got = off + n;
@@ -90,15 +90,15 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
   else
     p->ops.got(p->arg, p->start + off, n);
   if (!p->finished && p->start + p->got == p->size) {
-    puller_sample_whole(p);
-    puller_end(p, 0, NULL, 1);
+    hpl__puller_sample_whole(p);
+    hpl__puller_end(p, 0, NULL, 1);
   }
 }
 
 static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                      const uint8_t *payload, uint64_t plen) {
   (void)payload;
-  st_puller *p = hpl__conn_data(c);
+  hpl__puller *p = hpl__conn_data(c);
   if (p->finished) return;
   char detail[400];
   if (h->type != HPL__MSG_PULL_REP) {
@@ -109,7 +109,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
   if (r->status != 0) {
     snprintf(detail, sizeof detail, "sender refused: %s", r->detail);
     if (plen) hpl__conn_fail(c, "error reply with payload");
-    puller_end(p, r->status, detail, 1);
+    hpl__puller_end(p, r->status, detail, 1);
     return;
   }
   if (r->size != p->size || plen != p->size - p->start) {
@@ -117,11 +117,11 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
              p->key, (unsigned long long)r->size, (unsigned long long)plen,
              (unsigned long long)(p->size - p->start));
     hpl__conn_fail(c, detail);
-    puller_end(p, HPL_EPROTO, detail, 1);
+    hpl__puller_end(p, HPL_EPROTO, detail, 1);
     return;
   }
   if (plen == 0) {
-    puller_end(p, 0, NULL, 1);
+    hpl__puller_end(p, 0, NULL, 1);
     return;
   }
   hpl__sink sk = {.buf = sink_buf, .got = sink_got, .arg = p};
@@ -129,7 +129,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
 }
 
 static void on_close(hpl__conn *c, int status) {
-  st_puller *p = hpl__conn_data(c);
+  hpl__puller *p = hpl__conn_data(c);
   p->c = NULL;
   if (p->finished) {
     puller_release(p);
@@ -138,11 +138,11 @@ static void on_close(hpl__conn *c, int status) {
   char detail[128];
   snprintf(detail, sizeof detail, "stream from the sender broke (%s) after %llu bytes",
            hpl_strerror(status ? status : HPL_ECONN), (unsigned long long)p->got);
-  puller_end(p, status ? status : HPL_ECONN, detail, 1);
+  hpl__puller_end(p, status ? status : HPL_ECONN, detail, 1);
 }
 
 static void on_connect(uv_connect_t *req, int status) {
-  st_puller *p = req->data;
+  hpl__puller *p = req->data;
   if (p->finished) return; /* cancelled: the handle is already closing */
   uv_tcp_t *t = p->tcp;
   p->tcp = NULL;
@@ -150,7 +150,7 @@ static void on_connect(uv_connect_t *req, int status) {
     char detail[128];
     snprintf(detail, sizeof detail, "cannot connect to the sender: %s", uv_strerror(status));
     uv_close((uv_handle_t *)t, (uv_close_cb)free);
-    puller_end(p, HPL_ECONN, detail, 1);
+    hpl__puller_end(p, HPL_ECONN, detail, 1);
     return;
   }
   uv_tcp_nodelay(t, 1);
@@ -166,7 +166,7 @@ static void on_connect(uv_connect_t *req, int status) {
                       .auth_failures = &p->s->ctr.auth_failures};
   p->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!p->c) {
-    puller_end(p, HPL_ENOMEM, "out of memory", 1);
+    hpl__puller_end(p, HPL_ENOMEM, "out of memory", 1);
     return;
   }
   Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
@@ -178,10 +178,10 @@ static void on_connect(uv_connect_t *req, int status) {
   hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
-static st_puller *pull_start(store *s, const char *addr, int port, const char *key,
-                             int internal, uint64_t offset, uint64_t size, const puller_ops *ops,
-                             void *arg, st_obj *into, int into_progress) {
-  st_puller *p = calloc(1, sizeof *p);
+static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const char *key,
+                             int internal, uint64_t offset, uint64_t size, const hpl__puller_ops *ops,
+                             void *arg, hpl__obj *into, int into_progress) {
+  hpl__puller *p = calloc(1, sizeof *p);
   struct sockaddr_in sa;
   if (!p || uv_ip4_addr(addr, port, &sa) != 0 || strlen(key) >= sizeof p->key) {
     free(p);
@@ -201,59 +201,59 @@ static st_puller *pull_start(store *s, const char *addr, int port, const char *k
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
-  if (ops->monitor) puller_monitor_start(p);
+  if (ops->monitor) hpl__puller_monitor_start(p);
   s->ctr.pulls_made++;
-  LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
+  HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
             (unsigned long long)offset, (unsigned long long)size, addr, port);
   p->tcp = malloc(sizeof *p->tcp);
   if (!p->tcp) {
-    puller_end(p, HPL_ENOMEM, "out of memory", 0);
+    hpl__puller_end(p, HPL_ENOMEM, "out of memory", 0);
     return NULL;
   }
   uv_tcp_init(s->loop, p->tcp);
   p->creq.data = p;
   if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&sa, on_connect) != 0) {
-    puller_end(p, HPL_ECONN, NULL, 0);
+    hpl__puller_end(p, HPL_ECONN, NULL, 0);
     return NULL;
   }
   return p;
 }
 
-st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
-                        uint64_t offset, uint64_t size, const puller_ops *ops, void *arg) {
+hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key, int internal,
+                        uint64_t offset, uint64_t size, const hpl__puller_ops *ops, void *arg) {
   return pull_start(s, addr, port, key, internal, offset, size, ops, arg, NULL, 0);
 }
 
-st_puller *puller_start_into(store *s, const char *addr, int port, const char *key, int internal,
-                             st_obj *o, uint64_t offset, int progress, const puller_ops *ops,
+hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, const char *key, int internal,
+                             hpl__obj *o, uint64_t offset, int progress, const hpl__puller_ops *ops,
                              void *arg) {
   return pull_start(s, addr, port, key, internal, offset, o->size, ops, arg, o, progress);
 }
 
-void puller_cancel(st_puller *p) {
-  if (p) puller_end(p, HPL_ECANCELED, NULL, 0);
+void hpl__puller_cancel(hpl__puller *p) {
+  if (p) hpl__puller_end(p, HPL_ECANCELED, NULL, 0);
 }
 
-void puller_resume(st_puller *p) {
+void hpl__puller_resume(hpl__puller *p) {
   if (!p || p->finished) return;
   p->paused = 0;
   if (p->c) hpl__conn_resume(p->c);
 }
 
-void puller_paused(st_puller *p) {
+void hpl__puller_paused(hpl__puller *p) {
   if (p) p->paused = 1;
 }
 
-int puller_init(store *s) {
+int hpl__puller_init(hpl__store *s) {
   s->pullers = calloc(1, sizeof *s->pullers);
   return s->pullers ? 0 : HPL_ENOMEM;
 }
 
-void puller_free(store *s) {
+void hpl__puller_free(hpl__store *s) {
   free(s->pullers);
   s->pullers = NULL;
 }
 
-void puller_stop_all(store *s) {
-  while (s->pullers && s->pullers->list) puller_end(s->pullers->list, HPL_ECANCELED, NULL, 0);
+void hpl__puller_stop_all(hpl__store *s) {
+  while (s->pullers && s->pullers->list) hpl__puller_end(s->pullers->list, HPL_ECANCELED, NULL, 0);
 }

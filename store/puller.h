@@ -1,9 +1,9 @@
 /*
  * puller.h - the generic puller: one byte stream pulled from a peer's data
  * port (an object, or a reduce stream), received straight into an object
- * (puller_start_into) or into memory its owner names, watched for stalls,
+ * (hpl__puller_start_into) or into memory its owner names, watched for stalls,
  * silence and stragglers. What it sees it reports to its owner through
- * puller_ops; the owner decides, and talks to the directory.
+ * hpl__puller_ops; the owner decides, and talks to the directory.
  *
  * Callers: fetch.c (objects), rdcombine.c (reduce children's streams),
  * rdsink.c (a reduce result), ring.c (a ring's incoming stream), server.c
@@ -18,17 +18,17 @@
 #include "objects.h"
 #include "store.h"
 
-typedef struct st_puller st_puller;
+typedef struct hpl__puller hpl__puller;
 
 /* What the owner supplies. buf() says where stream bytes from `off` (an
  * offset in the stream, the requested offset included) go, with room in
- * *len (0: pause; call puller_paused and later puller_resume); got()
- * reports bytes written there. A pull into an object (puller_start_into)
+ * *len (0: pause; call hpl__puller_paused and later hpl__puller_resume); got()
+ * reports bytes written there. A pull into an object (hpl__puller_start_into)
  * has no buf(), and got() (may be NULL there) hears of bytes once they
  * arrived in the object. done() runs once when the stream completed
  * (status 0) or failed (a negative code and a detail), never after
- * puller_cancel(). */
-typedef struct puller_ops {
+ * hpl__puller_cancel(). */
+typedef struct hpl__puller_ops {
   uint8_t *(*buf)(void *arg, uint64_t off, size_t *len);
   void (*got)(void *arg, uint64_t off, size_t n);
   void (*done)(void *arg, int status, const char *detail);
@@ -42,18 +42,18 @@ typedef struct puller_ops {
    * rate over that window (bytes/s), the stream goes on (may be NULL) */
   void (*slow)(void *arg, double rate);
   /* monitor >= 1: the stream has delivered nothing for longer than its
-   * rate makes likely (puller_quiet_window_ms) although we have room: the
+   * rate makes likely (hpl__puller_quiet_window_ms) although we have room: the
    * sender may be stopped or cut off. The stream goes on; no further call
-   * until the owner re-arms it with puller_suspect_done (may be NULL). */
+   * until the owner re-arms it with hpl__puller_suspect_done (may be NULL). */
   void (*suspect)(void *arg, uint64_t quiet_ms);
   /* the sender's node id (0: unknown). With `suspect` and `quiet`: once
    * the stream has been quiet for half its window, quiet(s, peer) runs
-   * (the owner's dirlink_quiet: the directory probes the sender, so that
+   * (the owner's hpl__dirlink_quiet: the directory probes the sender, so that
    * its verdict on the silent report at the whole window is ready by
    * then). It returns 1 if the sender was reported, and is called again
    * in the same quiet spell only after it returned 0 (may be NULL) */
   uint64_t peer;
-  int (*quiet)(store *s, uint64_t peer);
+  int (*quiet)(hpl__store *s, uint64_t peer);
   int no_stall; /* never end the stream for silence (a reduce stream may
                    wait for its sender's own inputs); `suspect` still runs */
   uint32_t gen; /* generation the receiver's bytes belong to */
@@ -64,62 +64,62 @@ typedef struct puller_ops {
    * with HPL_ETIMEDOUT): this node's own link may be the slow one (may be
    * NULL) */
   void (*straggled)(void *arg);
-} puller_ops;
+} hpl__puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)
  * from addr:port, bytes [offset, size). Returns the puller, or NULL if it
  * cannot start (bad address, no memory; done() is not called then). */
-st_puller *puller_start(store *s, const char *addr, int port, const char *key, int internal,
-                        uint64_t offset, uint64_t size, const puller_ops *ops, void *arg);
+hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key, int internal,
+                        uint64_t offset, uint64_t size, const hpl__puller_ops *ops, void *arg);
 
 /* Pull `key` straight into object `o`'s buffer (o->data; stream byte x
  * lands at o->data + x), bytes [offset, o->size): the one place where
  * bytes received from a peer become an object's bytes. With `progress`,
- * bytes that arrived are o's progress from then on (store_obj_progress:
+ * bytes that arrived are o's progress from then on (hpl__obj_progress:
  * served on, a get answered once all are there); without, they are the
  * owner's to use (a reduce child's stream in the output it is combined
  * into). ops->buf must be NULL; ops->got (may be NULL) hears of each
  * piece after that. The owner holds a reference on `o` and keeps its
- * buffer until the pull ends. As puller_start otherwise. */
-st_puller *puller_start_into(store *s, const char *addr, int port, const char *key, int internal,
-                             st_obj *o, uint64_t offset, int progress, const puller_ops *ops,
+ * buffer until the pull ends. As hpl__puller_start otherwise. */
+hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, const char *key, int internal,
+                             hpl__obj *o, uint64_t offset, int progress, const hpl__puller_ops *ops,
                              void *arg);
 
 /* Abandon a pull: done() is not called. NULL is a no-op. */
-void puller_cancel(st_puller *p);
+void hpl__puller_cancel(hpl__puller *p);
 
 /* The owner's buffer is full (its buf() returned no room): not a stall. */
-void puller_paused(st_puller *p);
+void hpl__puller_paused(hpl__puller *p);
 /* Room again: read on. */
-void puller_resume(st_puller *p);
+void hpl__puller_resume(hpl__puller *p);
 
 /* The owner has handled a `suspect` call: call it again if the stream is
  * still silent `retry_ms` from now (0: a quiet window from now). */
-void puller_suspect_done(st_puller *p, uint64_t retry_ms);
+void hpl__puller_suspect_done(hpl__puller *p, uint64_t retry_ms);
 
 /* How long the stream may deliver nothing before `suspect` is called:
  * 100 ms plus the time 12 MiB take at `rate` bytes/s (about 210 ms at
  * 1 Gbit/s), 1 s while no rate is known, at most `cap_ms` (0: no cap). */
-uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms);
+uint64_t hpl__puller_quiet_window_ms(double rate, uint64_t cap_ms);
 
 /* The rate the stream has been seeing, bytes/s: its samples while bytes
  * flow, else what arrived over the time since it started (0: nothing yet).
  * For reports (`hoplite status`). */
-double puller_rate(const st_puller *p);
+double hpl__puller_rate(const hpl__puller *p);
 
 /* This node's usual rate, bytes/s: recent pulls from complete senders
  * (the straggler baseline; 0: none measured yet). */
-double puller_usual_rate(const store *s);
+double hpl__puller_usual_rate(const hpl__store *s);
 
 /* The rate of the pull from a complete sender that just completed, for
  * the directory's cost model (0: not measured), and forget it: its owner
  * takes it from its done() (fetch.c). */
-double puller_take_rate(store *s);
+double hpl__puller_take_rate(hpl__store *s);
 
 /* Make the module's context (0 or HPL_ENOMEM); end every pull (store
  * stopping; done() is not called); free the context (after the loop). */
-int puller_init(store *s);
-void puller_stop_all(store *s);
-void puller_free(store *s);
+int hpl__puller_init(hpl__store *s);
+void hpl__puller_stop_all(hpl__store *s);
+void hpl__puller_free(hpl__store *s);
 
 #endif

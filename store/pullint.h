@@ -12,21 +12,21 @@
 #include "uvconn.h"
 
 /* The module's context (s->pullers). */
-typedef struct st_pullers {
-  st_puller *list;       /* every pull running (utlist) */
+typedef struct hpl__pullers {
+  hpl__puller *list;       /* every pull running (utlist) */
   double rate_ewma;      /* bytes/s of recent pulls from complete senders */
   double last_pull_rate; /* of the pull that just completed (0: not measured) */
   unsigned straggler_streak; /* senders judged stragglers since a pull last went at a
                                 healthy rate: our own link may be the slow one, so
                                 each one widens the window */
-} st_pullers;
+} hpl__pullers;
 
-struct st_puller {
-  struct st_puller *prev, *next; /* s->pullers->list (utlist) */
-  store *s;
-  puller_ops ops;
+struct hpl__puller {
+  struct hpl__puller *prev, *next; /* s->pullers->list (utlist) */
+  hpl__store *s;
+  hpl__puller_ops ops;
   void *arg;
-  st_obj *into;     /* puller_start_into: the object the bytes land in */
+  hpl__obj *into;     /* hpl__puller_start_into: the object the bytes land in */
   int into_progress; /*   ...and whether they are its progress */
   char key[320];
   int internal;
@@ -56,11 +56,11 @@ struct st_puller {
 
 /* puller.c: the stream is over (done, failed or cancelled): release
  * everything and, if `report`, tell the owner (done()). */
-void puller_end(st_puller *p, int status, const char *detail, int report);
+void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report);
 
 /* pullmon.c: start the monitor's timer (ops.monitor set); the pull
  * completed: a full-speed sample for this node's usual rate. */
-void puller_monitor_start(st_puller *p);
-void puller_sample_whole(st_puller *p);
+void hpl__puller_monitor_start(hpl__puller *p);
+void hpl__puller_sample_whole(hpl__puller *p);
 
 #endif

@@ -22,14 +22,14 @@
 
 /* A pull that has moved `got` bytes at `rate`, at least 4 MiB at half
  * this node's usual rate or more, shows the node's own link is healthy. */
-static int healthy_pull(const store *s, uint64_t got, double rate) {
+static int healthy_pull(const hpl__store *s, uint64_t got, double rate) {
   return got >= (4u << 20) && rate >= 0.5 * s->pullers->rate_ewma;
 }
 
 /* A pull that completed: a full-speed sample for the straggler baseline. */
-void puller_sample_whole(st_puller *p) {
-  store *s = p->s;
-  st_pullers *pc = s->pullers;
+void hpl__puller_sample_whole(hpl__puller *p) {
+  hpl__store *s = p->s;
+  hpl__pullers *pc = s->pullers;
   uint64_t el = hpl__now_ms() - p->started_ms;
   pc->last_pull_rate = 0;
   double rate = el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
@@ -46,7 +46,7 @@ void puller_sample_whole(st_puller *p) {
   }
 }
 
-uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms) {
+uint64_t hpl__puller_quiet_window_ms(double rate, uint64_t cap_ms) {
   uint64_t w = 1000;
   if (rate > 0) w = 100 + (uint64_t)(12.0 * (double)(1u << 20) * 1000.0 / rate);
   if (cap_ms && w > cap_ms) w = cap_ms;
@@ -55,7 +55,7 @@ uint64_t puller_quiet_window_ms(double rate, uint64_t cap_ms) {
 
 /* The rate the stream has been seeing: its samples, else what arrived so
  * far (a short stream), else this store's usual rate (0: unknown). */
-static double stream_rate(const st_puller *p) {
+static double stream_rate(const hpl__puller *p) {
   if (p->rate > 0) return p->rate;
   if (p->got >= (1u << 20)) {
     uint64_t el = p->last_move_ms > p->started_ms ? p->last_move_ms - p->started_ms : 1;
@@ -65,12 +65,12 @@ static double stream_rate(const st_puller *p) {
 }
 
 /* Suspicion: no bytes for the quiet window while we have room. */
-static void check_quiet(st_puller *p, uint64_t now) {
-  store *s = p->s;
+static void check_quiet(hpl__puller *p, uint64_t now) {
+  hpl__store *s = p->s;
   if (!p->ops.suspect || p->suspecting || p->paused || now < p->suspect_after) return;
   double rate = stream_rate(p);
   uint64_t quiet = now - p->last_move_ms;
-  uint64_t window = puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms);
+  uint64_t window = hpl__puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms);
   if (quiet >= window / 2 && p->ops.quiet && p->ops.peer &&
       p->noted_move_ms != p->last_move_ms && p->ops.quiet(s, p->ops.peer))
     p->noted_move_ms = p->last_move_ms; /* one report per quiet spell */
@@ -80,16 +80,16 @@ static void check_quiet(st_puller *p, uint64_t now) {
   p->ops.suspect(p->arg, quiet);
 }
 
-void puller_suspect_done(st_puller *p, uint64_t retry_ms) {
+void hpl__puller_suspect_done(hpl__puller *p, uint64_t retry_ms) {
   if (!p || p->finished) return;
-  if (!retry_ms) retry_ms = puller_quiet_window_ms(stream_rate(p), p->s->cfg.stall_timeout_ms);
+  if (!retry_ms) retry_ms = hpl__puller_quiet_window_ms(stream_rate(p), p->s->cfg.stall_timeout_ms);
   p->suspecting = 0;
   p->suspect_after = hpl__now_ms() + retry_ms;
 }
 
 /* A rate sample (every SAMPLE_TICKS): the ring for the straggler check and
  * the stream's rate while bytes flow. */
-static void take_sample(st_puller *p, uint64_t now) {
+static void take_sample(hpl__puller *p, uint64_t now) {
   int k = p->nsamp % 32;
   if (p->nsamp > 0) {
     int j = (p->nsamp - 1) % 32;
@@ -118,7 +118,7 @@ static void take_sample(st_puller *p, uint64_t now) {
 
 /* The stream's rate over the last `win_ms` at least: from the newest
  * sample that old to now. 0 and *secs 0 when no sample is that old. */
-static double rate_since(const st_puller *p, uint64_t now, uint64_t win_ms, double *secs) {
+static double rate_since(const hpl__puller *p, uint64_t now, uint64_t win_ms, double *secs) {
   *secs = 0;
   int n = p->nsamp < 32 ? p->nsamp : 32;
   for (int i = 1; i <= n; i++) {
@@ -144,8 +144,8 @@ static double rate_since(const st_puller *p, uint64_t now, uint64_t win_ms, doub
  * after 60% waited the whole window and then restarted anyway: 256 MiB
  * reduces slowed at 64-83% ended 1 s over the floor.) */
 #define STRAGGLER_EARLY 4.0
-static void check_straggler(st_puller *p, uint64_t now) {
-  store *s = p->s;
+static void check_straggler(hpl__puller *p, uint64_t now) {
+  hpl__store *s = p->s;
   char detail[200];
   if (p->ops.monitor < 1 || s->cfg.straggler_ratio <= 0 || !s->cfg.straggler_ms ||
       s->pullers->rate_ewma <= 0 || p->paused)
@@ -192,13 +192,13 @@ static void check_straggler(st_puller *p, uint64_t now) {
            "straggler: %.1f MB/s for %.1f s, this node usually gets %.1f MB/s", rate / 1e6, secs,
            s->pullers->rate_ewma / 1e6);
   if (p->ops.straggled) p->ops.straggled(p->arg);
-  puller_end(p, HPL_ETIMEDOUT, detail, 1);
+  hpl__puller_end(p, HPL_ETIMEDOUT, detail, 1);
 }
 
 /* The monitor, every MONITOR_TICK_MS (see the top of this file). */
 static void on_tick(uv_timer_t *t) {
-  st_puller *p = t->data;
-  store *s = p->s;
+  hpl__puller *p = t->data;
+  hpl__store *s = p->s;
   if (p->finished) return;
   uint64_t now = hpl__now_ms();
   char detail[200];
@@ -214,7 +214,7 @@ static void on_tick(uv_timer_t *t) {
     s->ctr.stalls++;
     snprintf(detail, sizeof detail, "stalled: no bytes from the sender for %llu ms",
              (unsigned long long)(now - p->last_move_ms));
-    puller_end(p, HPL_ETIMEDOUT, detail, 1);
+    hpl__puller_end(p, HPL_ETIMEDOUT, detail, 1);
     return;
   }
   check_quiet(p, now);
@@ -223,20 +223,20 @@ static void on_tick(uv_timer_t *t) {
   check_straggler(p, now);
 }
 
-void puller_monitor_start(st_puller *p) {
+void hpl__puller_monitor_start(hpl__puller *p) {
   uv_timer_start(&p->monitor, on_tick, MONITOR_TICK_MS, MONITOR_TICK_MS);
 }
 
-double puller_rate(const st_puller *p) {
+double hpl__puller_rate(const hpl__puller *p) {
   if (!p) return 0;
   if (p->rate > 0) return p->rate;
   uint64_t el = hpl__now_ms() - p->started_ms;
   return el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
 }
 
-double puller_usual_rate(const store *s) { return s->pullers ? s->pullers->rate_ewma : 0; }
+double hpl__puller_usual_rate(const hpl__store *s) { return s->pullers ? s->pullers->rate_ewma : 0; }
 
-double puller_take_rate(store *s) {
+double hpl__puller_take_rate(hpl__store *s) {
   if (!s->pullers) return 0;
   double r = s->pullers->last_pull_rate;
   s->pullers->last_pull_rate = 0;

@@ -28,15 +28,15 @@ typedef enum put_state {
 
 typedef struct st_put {
   struct st_put *prev, *next; /* the client's list (utlist) */
-  store *s;
-  st_obj *o;      /* referenced: the creator's reference */
-  st_client *cl;  /* referenced */
+  hpl__store *s;
+  hpl__obj *o;      /* referenced: the creator's reference */
+  hpl__stclient *cl;  /* referenced */
   uint64_t req;   /* the CREATE, SEAL or PUT waiting for the directory */
   put_state state;
   int asking;     /* a directory request is out */
   int whole;      /* a PUT: created, filled and sealed by one request, answered once */
   int64_t timeout_ms; /* the CREATE's or PUT's */
-  st_room room;       /* PUT_ROOM */
+  hpl__room room;       /* PUT_ROOM */
   uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
   int published;      /* the client PUBLISHed the bytes (PutReq.published): retracted
                          at the directory if the put fails */
@@ -54,69 +54,69 @@ static const char *state_name(put_state st) {
 /* The put's one state change, logged. */
 static void put_set_state(st_put *p, put_state to) {
   if (p->state == to) return;
-  LOG_DEBUG("put '%s': %s -> %s", p->o->id, state_name(p->state), state_name(to));
+  HPL__LOG_DEBUG("put '%s': %s -> %s", p->o->id, state_name(p->state), state_name(to));
   p->state = to;
 }
 
 static void put_free_maybe(st_put *p) {
   if (p->state != PUT_ENDED || p->asking) return;
-  room_cancel(p->s, &p->room);
+  hpl__room_cancel(p->s, &p->room);
   free(p->payload);
   if (p->o->put == p) p->o->put = NULL;
   DL_DELETE(p->cl->puts, p);
-  store_obj_unref(p->s, p->o);
-  session_unref(p->cl);
+  hpl__obj_unref(p->s, p->o);
+  hpl__session_unref(p->cl);
   free(p);
 }
 
 /* The put is over without an object: tell waiters, take it out. */
 static void put_undo(st_put *p, int status, const char *detail) {
-  store *s = p->s;
-  st_obj *o = p->o;
-  if (p->published) dirlink_loc_retract(s, o->id);
+  hpl__store *s = p->s;
+  hpl__obj *o = p->o;
+  if (p->published) hpl__dirlink_loc_retract(s, o->id);
   p->published = 0;
-  room_cancel(s, &p->room);
+  hpl__room_cancel(s, &p->room);
   put_set_state(p, PUT_ENDED);
-  store_obj_fail(s, o, status, detail);
+  hpl__obj_fail(s, o, status, detail);
   if (o->put == p) o->put = NULL;
-  store_obj_detach(s, o);
+  hpl__obj_detach(s, o);
 }
 
 static void send_create_rep(st_put *p) {
   Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
   r.offset = (uint64_t)(p->o->data - hpl__pool_base(p->s->pool));
   r.handle = p->o->inst;
-  session_send(p->cl, HPL__MSG_CREATE_REP, p->req, &r.base);
+  hpl__session_send(p->cl, HPL__MSG_CREATE_REP, p->req, &r.base);
 }
 
-static void send_create_err(st_client *cl, uint64_t req, int status, const char *detail) {
+static void send_create_err(hpl__stclient *cl, uint64_t req, int status, const char *detail) {
   Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
   r.status = status;
   r.detail = (char *)(detail ? detail : "");
-  session_send(cl, HPL__MSG_CREATE_REP, req, &r.base);
+  hpl__session_send(cl, HPL__MSG_CREATE_REP, req, &r.base);
 }
 
 /* Sealed and registered: complete everywhere. */
 static void put_finish(st_put *p) {
-  store *s = p->s;
-  st_obj *o = p->o;
+  hpl__store *s = p->s;
+  hpl__obj *o = p->o;
   p->published = 0; /* done: nothing to retract */
   s->ctr.puts++;
   hpl__hist_observe(&s->put_hist, uv_hrtime() - p->t0);
-  if (!o->inline_obj) dirlink_loc_complete(s, o->id, 0);
+  if (!o->inline_obj) hpl__dirlink_loc_complete(s, o->id, 0);
   put_set_state(p, PUT_ENDED);
   o->put = NULL;
-  store_obj_sealed(s, o);
-  if (p->owned || p->ttl_ms) lifetime_sealed(s, p->cl, o, p->owned, p->ttl_ms);
-  session_reply(p->cl, p->req, 0, NULL);
+  hpl__obj_sealed(s, o);
+  if (p->owned || p->ttl_ms) hpl__lifetime_sealed(s, p->cl, o, p->owned, p->ttl_ms);
+  hpl__session_reply(p->cl, p->req, 0, NULL);
 }
 
-static void dir_reply(store *s, const dl_reply *rep, void *arg);
+static void dir_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg);
 
 /* Send a request for this put to the directory. 0 or HPL_ENOMEM. */
 static int put_ask(st_put *p, unsigned type, const ProtobufCMessage *m, const void *payload,
                    uint64_t plen, int64_t timeout_ms) {
-  if (dirlink_request(p->s, type, m, payload, plen, timeout_ms, dir_reply, p) != 0)
+  if (hpl__dirlink_request(p->s, type, m, payload, plen, timeout_ms, dir_reply, p) != 0)
     return HPL_ENOMEM;
   p->asking = 1;
   return 0;
@@ -133,9 +133,9 @@ static int put_announce(st_put *p, int complete, int64_t timeout_ms) {
 }
 
 /* Answer to the request of the state the put is in. */
-static void dir_reply(store *s, const dl_reply *rep, void *arg) {
+static void dir_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   st_put *p = arg;
-  st_obj *o = p->o;
+  hpl__obj *o = p->o;
   int status = rep->status;
   p->asking = 0;
   const char *detail = *rep->detail ? rep->detail : hpl_strerror(status);
@@ -154,18 +154,18 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
   if (p->state == PUT_ENDED || abandoned || !o->in_table) {
     /* aborted, client gone, or object deleted meanwhile: a location the
      * directory just recorded for us must go again */
-    if (status == 0) dirlink_loc_remove(s, o->id);
+    if (status == 0) hpl__dirlink_loc_remove(s, o->id);
     const char *why = "object was deleted while being put";
     if (creating)
       send_create_err(p->cl, p->req, HPL_ESTATE, why);
     else if (p->state != PUT_ENDED)
-      session_reply(p->cl, p->req, HPL_ESTATE, why);
+      hpl__session_reply(p->cl, p->req, HPL_ESTATE, why);
     if (p->state != PUT_ENDED) put_undo(p, HPL_ENOTFOUND, why);
   } else if (status != 0) {
     if (creating)
       send_create_err(p->cl, p->req, status, detail);
     else
-      session_reply(p->cl, p->req, status, detail);
+      hpl__session_reply(p->cl, p->req, status, detail);
     put_undo(p, status, detail);
   } else if (creating) {
     o->advertised = 1;
@@ -181,29 +181,29 @@ static void dir_reply(store *s, const dl_reply *rep, void *arg) {
 }
 
 /* Refuse a CREATE (with a CreateRep) or a PUT (with a Reply). */
-static void put_refuse(st_client *cl, uint64_t req, int whole, int status, const char *detail) {
+static void put_refuse(hpl__stclient *cl, uint64_t req, int whole, int status, const char *detail) {
   if (whole)
-    session_reply(cl, req, status, detail);
+    hpl__session_reply(cl, req, status, detail);
   else
     send_create_err(cl, req, status, detail);
 }
 
-static void put_room_done(st_room *r, int status, const char *detail);
+static void put_room_done(hpl__room *r, int status, const char *detail);
 
 /* A new object `id` of `size` bytes being put by the client (a primary
  * copy), in state PUT_ROOM while its buffer waits for room in the pool
  * (put_go follows when there is), else with its buffer allocated. NULL if
  * it cannot be (the request is refused). */
-static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, uint64_t size,
+static st_put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id, uint64_t size,
                          int whole, int64_t timeout_ms) {
   char detail[640];
-  if (store_find(s, id)) {
+  if (hpl__obj_find(s, id)) {
     snprintf(detail, sizeof detail, "object '%s' already exists on this node", id);
     put_refuse(cl, req, whole, HPL_EEXIST, detail);
     return NULL;
   }
   st_put *p = calloc(1, sizeof *p);
-  st_obj *o = p ? store_obj_new(s, id, OBJ_CREATING) : NULL;
+  hpl__obj *o = p ? hpl__obj_new(s, id, HPL__OBJ_CREATING) : NULL;
   if (!o) {
     free(p);
     put_refuse(cl, req, whole, HPL_ENOMEM, "out of memory");
@@ -218,12 +218,12 @@ static st_put *put_begin(store *s, st_client *cl, uint64_t req, const char *id, 
   p->timeout_ms = timeout_ms;
   p->t0 = uv_hrtime();
   p->state = PUT_ROOM; /* (calloc made it so) */
-  store_obj_ref(s, o);
-  session_ref(cl);
+  hpl__obj_ref(s, o);
+  hpl__session_ref(cl);
   o->put = p;
   DL_APPEND(cl->puts, p);
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : hpl__now_ms() + (uint64_t)timeout_ms;
-  int rc = room_alloc(s, o, size, deadline, &p->room, put_room_done, p, detail, sizeof detail);
+  int rc = hpl__room_alloc(s, o, size, deadline, &p->room, put_room_done, p, detail, sizeof detail);
   if (rc > 0) return p; /* waits */
   if (rc == 0) {
     put_set_state(p, PUT_WRITING); /* put_go says what comes next */
@@ -241,13 +241,13 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms);
  * is answered (a small object at once, a large one once the directory
  * lists it, so pulls can overlap the client's writing). */
 static void put_go(st_put *p, const uint8_t *payload) {
-  st_obj *o = p->o;
+  hpl__obj *o = p->o;
   if (p->whole) {
     if (o->size) memcpy(o->data, payload, o->size);
     put_seal_now(p, p->req, p->timeout_ms);
     return;
   }
-  if (o->size <= dirlink_caps(p->s)->inline_max) {
+  if (o->size <= hpl__dirlink_caps(p->s)->inline_max) {
     put_set_state(p, PUT_WRITING);
     send_create_rep(p);
     return;
@@ -260,9 +260,9 @@ static void put_go(st_put *p, const uint8_t *payload) {
   }
 }
 
-static void put_room_done(st_room *r, int status, const char *detail) {
+static void put_room_done(hpl__room *r, int status, const char *detail) {
   st_put *p = r->arg;
-  st_obj *o = p->o;
+  hpl__obj *o = p->o;
   if (status == 0 && !o->in_table) {
     status = HPL_ESTATE;
     detail = "object was deleted while being put";
@@ -278,9 +278,9 @@ static void put_room_done(st_room *r, int status, const char *detail) {
   p->payload = NULL;
 }
 
-void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
+void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__CreateReq *m) {
   char detail[160];
-  if (lifetime_check(m->ttl_ms, detail, sizeof detail)) {
+  if (hpl__lifetime_check(m->ttl_ms, detail, sizeof detail)) {
     send_create_err(cl, req, HPL_EINVAL, detail);
     return;
   }
@@ -292,16 +292,16 @@ void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m) {
 }
 
 /* The client's put with this handle, while it writes. */
-static st_put *writing(store *s, st_client *cl, uint64_t handle) {
-  st_obj *o = store_find_inst(s, handle);
+static st_put *writing(hpl__store *s, hpl__stclient *cl, uint64_t handle) {
+  hpl__obj *o = hpl__obj_find_inst(s, handle);
   st_put *p = o ? o->put : NULL;
   return p && p->cl == cl && p->state == PUT_WRITING ? p : NULL;
 }
 
-void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m) {
+void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m) {
   st_put *p = writing(s, cl, m->handle);
   if (!p || m->bytes > p->o->size) return;
-  store_obj_progress(s, p->o, m->bytes);
+  hpl__obj_progress(s, p->o, m->bytes);
 }
 
 /* Seal the put's object, whose bytes are all written, for request `req`:
@@ -309,11 +309,11 @@ void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m) {
  * a larger one is registered as a complete copy (both answer once the
  * directory did), an announced one is complete at once. */
 static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
-  store *s = p->s;
-  st_obj *o = p->o;
+  hpl__store *s = p->s;
+  hpl__obj *o = p->o;
   p->req = req;
   if (!o->in_table) {
-    session_reply(p->cl, req, HPL_ESTATE, "object was deleted before it was sealed");
+    hpl__session_reply(p->cl, req, HPL_ESTATE, "object was deleted before it was sealed");
     put_set_state(p, PUT_ENDED);
     put_free_maybe(p);
     return;
@@ -325,7 +325,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
     return;
   }
   int rc;
-  if (o->size <= dirlink_caps(s)->inline_max) {
+  if (o->size <= hpl__dirlink_caps(s)->inline_max) {
     Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
     ip.id = o->id;
     ip.size = o->size;
@@ -337,7 +337,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
     rc = put_announce(p, 1, timeout_ms);
   }
   if (rc == 0) return;
-  session_reply(p->cl, req, HPL_ENOMEM, "out of memory");
+  hpl__session_reply(p->cl, req, HPL_ENOMEM, "out of memory");
   if (p->whole) { /* nobody holds a handle to abort it with */
     put_undo(p, HPL_ENOMEM, "out of memory");
     put_free_maybe(p);
@@ -346,20 +346,20 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
   }
 }
 
-void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
+void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m) {
   st_put *p = writing(s, cl, m->handle);
   if (!p) {
-    session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
+    hpl__session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
     return;
   }
   put_seal_now(p, req, m->timeout_ms);
 }
 
-static void confirm_done(store *s, const dl_reply *rep, void *arg) {
-  st_creq *x = arg;
+static void confirm_done(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
+  hpl__creq *x = arg;
   if (rep->status == 0) s->ctr.puts++;
-  session_reply(x->cl, x->req, rep->status, rep->detail);
-  session_creq_done(x);
+  hpl__session_reply(x->cl, x->req, rep->status, rep->detail);
+  hpl__session_creq_done(x);
   free(x);
 }
 
@@ -369,49 +369,49 @@ static void confirm_done(store *s, const dl_reply *rep, void *arg) {
  * INLINE_PUT: it confirms bytes it took from our client's PUBLISH (the put
  * succeeds), else the object was someone else's put (HPL_EEXIST, as for
  * any put of an id that exists). 1 if asked (the reply follows), else 0. */
-static int confirm_held(store *s, st_client *cl, uint64_t req, const Hplpb__PutReq *m,
+static int confirm_held(hpl__store *s, hpl__stclient *cl, uint64_t req, const Hplpb__PutReq *m,
                         const uint8_t *payload, uint64_t plen) {
-  st_obj *o = m->published ? store_find(s, m->id) : NULL;
-  if (!o || o->primary || o->state != OBJ_SEALED || o->size != plen ||
+  hpl__obj *o = m->published ? hpl__obj_find(s, m->id) : NULL;
+  if (!o || o->primary || o->state != HPL__OBJ_SEALED || o->size != plen ||
       (plen && memcmp(o->data, payload, plen) != 0))
     return 0;
-  st_creq *x = calloc(1, sizeof *x);
+  hpl__creq *x = calloc(1, sizeof *x);
   if (!x) return 0;
-  session_creq_init(x, cl, req);
+  hpl__session_creq_init(x, cl, req);
   Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
   ip.id = o->id;
   ip.size = plen;
-  if (dirlink_request(s, HPL__MSG_INLINE_PUT, &ip.base, payload, plen, m->timeout_ms,
+  if (hpl__dirlink_request(s, HPL__MSG_INLINE_PUT, &ip.base, payload, plen, m->timeout_ms,
                       confirm_done, x) == 0)
     return 1;
-  session_creq_done(x);
+  hpl__session_creq_done(x);
   free(x);
   return 0;
 }
 
-/* put_whole before any st_put exists: 0 or a refusal (sent). */
-static int put_whole_check(st_client *cl, uint64_t req, const Hplpb__PutReq *m, uint64_t plen) {
+/* hpl__put_whole before any st_put exists: 0 or a refusal (sent). */
+static int put_whole_check(hpl__stclient *cl, uint64_t req, const Hplpb__PutReq *m, uint64_t plen) {
   char why[160];
   int rc = 0;
   if (plen != m->size) {
     snprintf(why, sizeof why, "PUT of %llu bytes came with %llu bytes",
              (unsigned long long)m->size, (unsigned long long)plen);
     rc = HPL_EINVAL;
-  } else if (lifetime_check(m->ttl_ms, why, sizeof why)) {
+  } else if (hpl__lifetime_check(m->ttl_ms, why, sizeof why)) {
     rc = HPL_EINVAL;
   }
-  if (rc) session_reply(cl, req, rc, why);
+  if (rc) hpl__session_reply(cl, req, rc, why);
   return rc;
 }
 
-void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
+void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
                uint64_t plen) {
   hpl__trace("s.put", m->id);
   int refused = put_whole_check(cl, req, m, plen) != 0;
   if (!refused && confirm_held(s, cl, req, m, payload, plen)) return;
   st_put *p = refused ? NULL : put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
   if (!p) { /* refused: bytes the client published must not stay visible */
-    if (m->published) dirlink_loc_retract(s, m->id); /* the id was checked (clients.c) */
+    if (m->published) hpl__dirlink_loc_retract(s, m->id); /* the id was checked (clients.c) */
     return;
   }
   p->published = m->published;
@@ -423,8 +423,8 @@ void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const ui
   }
   /* waits for room: keep the bytes until then */
   if (plen && !(p->payload = malloc(plen))) {
-    room_cancel(s, &p->room);
-    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    hpl__room_cancel(s, &p->room);
+    hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
     put_undo(p, HPL_ENOMEM, "out of memory");
     put_free_maybe(p);
     return;
@@ -432,26 +432,26 @@ void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const ui
   if (plen) memcpy(p->payload, payload, plen);
 }
 
-static void abort_acked(store *s, const dl_reply *rep, void *arg) {
+static void abort_acked(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   (void)s, (void)rep;
-  st_creq *x = arg;
-  session_reply(x->cl, x->req, 0, NULL);
-  session_creq_done(x);
+  hpl__creq *x = arg;
+  hpl__session_reply(x->cl, x->req, 0, NULL);
+  hpl__session_creq_done(x);
   free(x);
 }
 
 /* Take the put back: the directory forgets our copy (ack to `x` if not
  * NULL, else a one-way note), waiters hear it is gone. */
-static void put_drop(st_put *p, st_creq *x) {
-  store *s = p->s;
-  st_obj *o = p->o;
+static void put_drop(st_put *p, hpl__creq *x) {
+  hpl__store *s = p->s;
+  hpl__obj *o = p->o;
   if (o->advertised) {
     Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = o->id;
     n.kind = HPL__LOC_REMOVE;
-    if (!x || dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_acked, x) != 0) {
-      dirlink_loc_remove(s, o->id);
-      if (x) abort_acked(s, &(dl_reply){.detail = ""}, x);
+    if (!x || hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_acked, x) != 0) {
+      hpl__dirlink_loc_remove(s, o->id);
+      if (x) abort_acked(s, &(hpl__dl_reply){.detail = ""}, x);
     }
     o->advertised = 0;
   }
@@ -464,15 +464,15 @@ static void put_drop(st_put *p, st_creq *x) {
 /* Abort answers once the directory has forgotten the copy, so a get issued
  * after hpl_abort() returns waits for a new put instead of pulling from the
  * discarded region. */
-void put_abort(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m) {
+void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m) {
   st_put *p = writing(s, cl, m->handle);
-  st_creq *x = p && p->o->advertised && req ? calloc(1, sizeof *x) : NULL;
-  if (x) session_creq_init(x, cl, req);
+  hpl__creq *x = p && p->o->advertised && req ? calloc(1, sizeof *x) : NULL;
+  if (x) hpl__session_creq_init(x, cl, req);
   if (p) put_drop(p, x);
-  if (!x && req) session_reply(cl, req, 0, NULL);
+  if (!x && req) hpl__session_reply(cl, req, 0, NULL);
 }
 
-void put_client_gone(store *s, st_client *cl) {
+void hpl__put_client_gone(hpl__store *s, hpl__stclient *cl) {
   (void)s;
   st_put *p, *tmp;
   DL_FOREACH_SAFE(cl->puts, p, tmp) {

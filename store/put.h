@@ -27,16 +27,16 @@
 #include "store.h"
 #include "session.h"
 
-void put_create(store *s, st_client *cl, uint64_t req, Hplpb__CreateReq *m);
-void put_progress(store *s, st_client *cl, Hplpb__ProgressNote *m);
-void put_seal(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m);
+void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__CreateReq *m);
+void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m);
+void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m);
 /* PUT: `payload` (plen bytes, which must be m->size) is the object. */
-void put_whole(store *s, st_client *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
+void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
                uint64_t plen);
 /* Answers once the directory has forgotten the copy (req 0: no answer). */
-void put_abort(store *s, st_client *cl, uint64_t req, Hplpb__HandleReq *m);
+void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m);
 
 /* The client left: every put it had not sealed is aborted. */
-void put_client_gone(store *s, st_client *cl);
+void hpl__put_client_gone(hpl__store *s, hpl__stclient *cl);
 
 #endif

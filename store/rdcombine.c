@@ -23,36 +23,36 @@
 
 #define RD_OFFLOAD (1u << 20) /* combine steps this large go to the pool */
 
-int rdtask_ready(rd_task *t) {
-  if (t->state == RD_WAITING && !t->waits) rdtask_set_state(t, RD_RUNNING);
-  return t->state == RD_RUNNING || t->state == RD_REBASING || t->state == RD_COMPLETE;
+int hpl__rdtask_ready(hpl__rd_task *t) {
+  if (t->state == HPL__RD_WAITING && !t->waits) hpl__rdtask_set_state(t, HPL__RD_RUNNING);
+  return t->state == HPL__RD_RUNNING || t->state == HPL__RD_REBASING || t->state == HPL__RD_COMPLETE;
 }
 
-void rdtask_go(rd_task *t) {
-  if (!rdtask_ready(t)) return;
+void hpl__rdtask_go(hpl__rd_task *t) {
+  if (!hpl__rdtask_ready(t)) return;
   for (int j = 0; j < t->nch; j++)
-    if (t->ch[j].known) rdtask_child_start(t, &t->ch[j]);
-  rdtask_try_combine(t);
+    if (t->ch[j].known) hpl__rdtask_child_start(t, &t->ch[j]);
+  hpl__rdtask_try_combine(t);
 }
 
-void rdtask_restart_children(rd_task *t) {
+void hpl__rdtask_restart_children(hpl__rd_task *t) {
   t->comb = t->base;
   for (int j = 0; j < t->nch; j++) {
-    rd_child *c = &t->ch[j];
-    if (c->pull) puller_cancel(c->pull);
+    hpl__rd_child *c = &t->ch[j];
+    if (c->pull) hpl__puller_cancel(c->pull);
     c->pull = NULL;
     c->recv = t->base;
     c->done = 0;
     c->paused = 0;
   }
-  if (t->state == RD_COMPLETE) rdtask_set_state(t, RD_RUNNING);
-  rdtask_go(t);
+  if (t->state == HPL__RD_COMPLETE) hpl__rdtask_set_state(t, HPL__RD_RUNNING);
+  hpl__rdtask_go(t);
 }
 
 /* ------------------------------------------------------------------ reports */
 
 /* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
-static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+static void send_fail_note(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                            const char *detail, int silent, uint64_t rate) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = (char *)target;
@@ -63,28 +63,28 @@ static void send_fail_note(store *s, const char *target, uint64_t rid, uint32_t 
   n.silent = silent;
   n.slow = rate > 0;
   n.rate = rate;
-  dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
+  hpl__dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
 }
 
-void rdtask_report_slow(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         double bps) {
   uint64_t rate = (uint64_t)bps;
   s->ctr.reduce_crawl_reports++;
-  LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
+  HPL__LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
            "%.1f MB/s); told the directory",
-           target, slot, (double)rate / 1e6, puller_usual_rate(s) / 1e6);
+           target, slot, (double)rate / 1e6, hpl__puller_usual_rate(s) / 1e6);
   send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
 }
 
-void rdtask_report_silent(store *s, st_puller *p, const char *target, uint64_t rid,
+void hpl__rdtask_report_silent(hpl__store *s, hpl__puller *p, const char *target, uint64_t rid,
                           uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
-  LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
+  HPL__LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
            target, slot, (unsigned long long)quiet_ms);
   send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
-  puller_suspect_done(p, RDTASK_SILENT_RETRY_MS);
+  hpl__puller_suspect_done(p, HPL__RDTASK_SILENT_RETRY_MS);
 }
 
-void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
+void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
                         const char *detail) {
   send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
 }
@@ -92,7 +92,7 @@ void rdtask_report_fail(store *s, const char *target, uint64_t rid, uint32_t slo
 /* ------------------------------------------------------------------ combine */
 
 /* out[from, to) = op(out, own, ring children): child 0 is already in out. */
-static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
+static void combine_range(hpl__rd_task *t, uint64_t from, uint64_t to) {
   if (from >= to) return;
   uint8_t *out = t->out->data;
   const uint8_t *own = t->src->data + t->src_off;
@@ -102,7 +102,7 @@ static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
   else
     hpl__reduce_apply(t->op, t->dtype, out + from, own + from, n);
   for (int j = 1; j < t->nch; j++) {
-    rd_child *c = &t->ch[j];
+    hpl__rd_child *c = &t->ch[j];
     /* the range may wrap around the ring */
     uint64_t x = from;
     while (x < to) {
@@ -116,79 +116,79 @@ static void combine_range(rd_task *t, uint64_t from, uint64_t to) {
 }
 
 static void work_run(uv_work_t *w) {
-  rd_task *t = w->data;
-  faults_combine_delay(&t->s->cfg.faults);
+  hpl__rd_task *t = w->data;
+  hpl__faults_combine_delay(&t->s->cfg.faults);
   combine_range(t, t->w_from, t->w_to);
 }
 
 /* The output advanced to `to`: publish, make ring room, maybe finish. */
-static void task_advance(rd_task *t, uint64_t to) {
-  store *s = t->s;
+static void task_advance(hpl__rd_task *t, uint64_t to) {
+  hpl__store *s = t->s;
   t->comb = to;
-  store_obj_progress(s, t->out, to);
+  hpl__obj_progress(s, t->out, to);
   for (int j = 1; j < t->nch; j++)
     if (t->ch[j].paused) {
       t->ch[j].paused = 0;
-      puller_resume(t->ch[j].pull);
+      hpl__puller_resume(t->ch[j].pull);
     }
   if (t->comb < t->size) return;
-  LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
+  HPL__LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
             (unsigned long long)t->size);
-  rdtask_set_state(t, RD_COMPLETE);
+  hpl__rdtask_set_state(t, HPL__RD_COMPLETE);
   if (t->to_target) {
-    dirlink_loc_complete(s, t->out->id, 0);
-    store_obj_sealed(s, t->out);
+    hpl__dirlink_loc_complete(s, t->out->id, 0);
+    hpl__obj_sealed(s, t->out);
   } else {
-    t->out->state = OBJ_SEALED;
-    store_obj_progress(s, t->out, t->size);
+    t->out->state = HPL__OBJ_SEALED;
+    hpl__obj_progress(s, t->out, t->size);
   }
 }
 
 /* The old task's last step is done: the new one may write now. */
-static void task_unblock(rd_task *t) {
+static void task_unblock(hpl__rd_task *t) {
   t->blocked_by = NULL;
-  t->waits &= ~RDW_STEP;
-  rdtask_go(t);
+  t->waits &= ~HPL__RDW_STEP;
+  hpl__rdtask_go(t);
 }
 
 static void work_done(uv_work_t *w, int status) {
-  rd_task *t = w->data;
+  hpl__rd_task *t = w->data;
   t->working = 0;
-  if (t->state == RD_ENDED) {
-    rd_task *next = t->successor;
-    store *s = t->s;
+  if (t->state == HPL__RD_ENDED) {
+    hpl__rd_task *next = t->successor;
+    hpl__store *s = t->s;
     char target[sizeof t->target];
     int root = t->to_target && t->root_moved;
     snprintf(target, sizeof target, "%s", t->target);
-    rdtask_free_task(t);
+    hpl__rdtask_free_task(t);
     if (next) task_unblock(next);
     if (root && s->tasks->root_released)
       s->tasks->root_released(s, target); /* the target is the sink's */
     return;
   }
-  if (t->state == RD_REBASING) { /* the step's bytes are made again */
-    rdtask_set_state(t, RD_RUNNING);
-    rdtask_restart_children(t);
+  if (t->state == HPL__RD_REBASING) { /* the step's bytes are made again */
+    hpl__rdtask_set_state(t, HPL__RD_RUNNING);
+    hpl__rdtask_restart_children(t);
     return;
   }
   if (status == 0) task_advance(t, t->w_to);
-  rdtask_try_combine(t);
+  hpl__rdtask_try_combine(t);
 }
 
-static void src_back(st_watch *w) {
-  rdtask_try_combine((rd_task *)((char *)w - offsetof(rd_task, src_watch)));
+static void src_back(hpl__watch *w) {
+  hpl__rdtask_try_combine((hpl__rd_task *)((char *)w - offsetof(hpl__rd_task, src_watch)));
 }
 
-void rdtask_try_combine(rd_task *t) {
-  if (t->working || !rdtask_ready(t) || t->comb >= t->size) return;
-  if (t->src->state != OBJ_SEALED) { /* spilled: being read back (room.c) */
+void hpl__rdtask_try_combine(hpl__rd_task *t) {
+  if (t->working || !hpl__rdtask_ready(t) || t->comb >= t->size) return;
+  if (t->src->state != HPL__OBJ_SEALED) { /* spilled: being read back (room.c) */
     t->src_watch.fn = src_back;
-    store_watch(t->src, &t->src_watch);
+    hpl__obj_watch(t->src, &t->src_watch);
     return;
   }
   uint64_t avail = t->size;
   for (int j = 0; j < t->nch; j++) {
-    rd_child *c = &t->ch[j];
+    hpl__rd_child *c = &t->ch[j];
     if (!c->known) return;
     if (c->recv < avail) avail = c->recv;
   }
@@ -210,16 +210,16 @@ void rdtask_try_combine(rd_task *t) {
 
 /* A further child's stream lands in its ring: bytes [comb, recv) are
  * held; room up to comb + ring_size. (Child 0's lands in the output:
- * puller_start_into.) */
+ * hpl__puller_start_into.) */
 static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
-  rd_child *c = arg;
-  rd_task *t = c->t;
+  hpl__rd_child *c = arg;
+  hpl__rd_task *t = c->t;
   uint64_t limit = t->comb + c->ring_size;
   if (limit > t->size) limit = t->size;
   if (off >= limit) {
     *len = 0;
     c->paused = 1;
-    puller_paused(c->pull);
+    hpl__puller_paused(c->pull);
     return NULL;
   }
   size_t pos = (size_t)(off % c->ring_size);
@@ -230,53 +230,53 @@ static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
 }
 
 static void child_got(void *arg, uint64_t off, size_t n) {
-  rd_child *c = arg;
+  hpl__rd_child *c = arg;
   c->recv = off + n;
-  rdtask_try_combine(c->t);
+  hpl__rdtask_try_combine(c->t);
 }
 
 static void child_done(void *arg, int status, const char *detail) {
-  rd_child *c = arg;
-  rd_task *t = c->t;
+  hpl__rd_child *c = arg;
+  hpl__rd_task *t = c->t;
   c->pull = NULL;
   if (status == 0) {
     c->done = 1;
-    rdtask_try_combine(t);
+    hpl__rdtask_try_combine(t);
     return;
   }
   /* the directory decides: a stale generation is ignored, otherwise the
    * child's slot is replaced and this task gets a new generation */
-  LOG_WARN("reduce '%s' slot %u: stream of child %d (%s) failed: %s", t->target, t->slot,
+  HPL__LOG_WARN("reduce '%s' slot %u: stream of child %d (%s) failed: %s", t->target, t->slot,
            c->index, c->key, detail ? detail : hpl_strerror(status));
-  rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
+  hpl__rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
 }
 
 static void child_silent(void *arg, uint64_t quiet_ms) {
-  rd_child *c = arg;
-  rdtask_report_silent(c->t->s, c->pull, c->t->target, c->t->rid, c->slot, c->gen, quiet_ms);
+  hpl__rd_child *c = arg;
+  hpl__rdtask_report_silent(c->t->s, c->pull, c->t->target, c->t->rid, c->slot, c->gen, quiet_ms);
 }
 
 static void child_slow(void *arg, double rate) {
-  rd_child *c = arg;
-  rdtask_report_slow(c->t->s, c->t->target, c->t->rid, c->slot, c->gen, rate);
+  hpl__rd_child *c = arg;
+  hpl__rdtask_report_slow(c->t->s, c->t->target, c->t->rid, c->slot, c->gen, rate);
 }
 
-void rdtask_child_start(rd_task *t, rd_child *c) {
+void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c) {
   /* blocked, or the output waits for room: started when it may write */
-  if (c->pull || c->done || !rdtask_ready(t)) return;
+  if (c->pull || c->done || !hpl__rdtask_ready(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
-  puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
-                    .suspect = child_silent, .slow = child_slow, .quiet = dirlink_quiet,
+  hpl__puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
+                    .suspect = child_silent, .slow = child_slow, .quiet = hpl__dirlink_quiet,
                     .peer = c->node};
   if (c->ring) {
     ops.buf = child_buf;
-    c->pull = puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
+    c->pull = hpl__puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
                            c);
   } else { /* its bytes are the output's until combined (not its progress) */
-    c->pull = puller_start_into(t->s, c->addr, c->port, c->key, c->internal, t->out, c->recv, 0,
+    c->pull = hpl__puller_start_into(t->s, c->addr, c->port, c->key, c->internal, t->out, c->recv, 0,
                                 &ops, c);
   }
   if (!c->pull)
-    LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot, c->key,
+    HPL__LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot, c->key,
              c->addr, c->port);
 }

@@ -24,9 +24,9 @@ typedef struct rd_sinks {
 
 typedef struct rd_sink {
   struct rd_sink *prev, *next; /* s->sinks->list (utlist) */
-  store *s;
-  st_obj *o;          /* the target, referenced */
-  st_puller *pull;    /* the root's stream, when the root runs elsewhere */
+  hpl__store *s;
+  hpl__obj *o;          /* the target, referenced */
+  hpl__puller *pull;    /* the root's stream, when the root runs elsewhere */
   uint64_t rid;       /* the reduce instance being pulled */
   uint32_t slot, gen; /* the root's slot and generation being pulled */
   uint64_t root_node; /* where that root runs */
@@ -43,14 +43,14 @@ typedef struct rd_sink {
   int pend_port, pend_internal;
   /* The target's buffer waits for room: the last REDUCE_SINK (packed) is
    * acted on once it has it */
-  st_room room;
+  hpl__room room;
   uint8_t *wait_msg;
   size_t wait_len;
   uint64_t wait_rid;
   int64_t timeout_ms; /* the client's, for the room wait (<= 0: the store's longest) */
 } rd_sink;
 
-static void root_released(store *s, const char *target);
+static void root_released(hpl__store *s, const char *target);
 
 static void sink_srcs_free(rd_sink *k) {
   for (size_t i = 0; i < k->nsrcs; i++) free(k->srcs[i]);
@@ -61,16 +61,16 @@ static void sink_srcs_free(rd_sink *k) {
 
 /* The reduce is over for this node (or was never ours): let go of it. */
 static void sink_end(rd_sink *k) {
-  store *s = k->s;
-  room_cancel(s, &k->room);
+  hpl__store *s = k->s;
+  hpl__room_cancel(s, &k->room);
   free(k->wait_msg);
   k->wait_msg = NULL;
   free(k->pend_key);
   k->pend_key = NULL;
-  if (k->pull) puller_cancel(k->pull);
+  if (k->pull) hpl__puller_cancel(k->pull);
   if (k->o->sink == k) k->o->sink = NULL;
   DL_DELETE(s->sinks->list, k);
-  store_obj_unref(s, k->o);
+  hpl__obj_unref(s, k->o);
   free(k->req);
   sink_srcs_free(k);
   free(k);
@@ -78,13 +78,13 @@ static void sink_end(rd_sink *k) {
 
 /* The target will not be made here: its waiters fail, it is forgotten. */
 static void sink_fail(rd_sink *k, int status, const char *detail) {
-  store *s = k->s;
-  st_obj *o = k->o;
-  store_obj_ref(s, o);
+  hpl__store *s = k->s;
+  hpl__obj *o = k->o;
+  hpl__obj_ref(s, o);
   sink_end(k);
-  store_obj_fail(s, o, status, detail);
-  store_obj_detach(s, o);
-  store_obj_unref(s, o);
+  hpl__obj_fail(s, o, status, detail);
+  hpl__obj_detach(s, o);
+  hpl__obj_unref(s, o);
 }
 
 /* The target cannot be made here after all (no room for it): the
@@ -97,78 +97,78 @@ static void sink_give_up(rd_sink *k, uint64_t rid, int status, const char *detai
   n.detail = (char *)detail;
   n.sink = 1;
   n.status = status;
-  dirlink_note(k->s, HPL__MSG_REDUCE_FAIL, &n.base);
-  LOG_WARN("reduce '%s' fails: %s", k->o->id, detail);
+  hpl__dirlink_note(k->s, HPL__MSG_REDUCE_FAIL, &n.base);
+  HPL__LOG_WARN("reduce '%s' fails: %s", k->o->id, detail);
   sink_fail(k, status, detail);
 }
 
 /* The target is made elsewhere after all: get it like any object. */
 static void sink_fetch_instead(rd_sink *k) {
-  store *s = k->s;
-  st_obj *o = k->o;
-  store_obj_ref(s, o);
+  hpl__store *s = k->s;
+  hpl__obj *o = k->o;
+  hpl__obj_ref(s, o);
   sink_end(k);
-  o->state = OBJ_FETCHING;
+  o->state = HPL__OBJ_FETCHING;
   if (o->waiters)
-    fetch_start(s, o);
+    hpl__fetch_start(s, o);
   else
-    store_obj_detach(s, o);
-  store_obj_unref(s, o);
+    hpl__obj_detach(s, o);
+  hpl__obj_unref(s, o);
 }
 
 /* ------------------------------------------------------------------ pulling the result */
 
 static void sink_silent(void *arg, uint64_t quiet_ms) {
   rd_sink *k = arg;
-  rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
+  hpl__rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
 }
 
 static void sink_slow(void *arg, double rate) {
   rd_sink *k = arg;
-  rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
+  hpl__rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
 }
 
 static void sink_done(void *arg, int status, const char *detail) {
   rd_sink *k = arg;
-  store *s = k->s;
-  st_obj *o = k->o;
+  hpl__store *s = k->s;
+  hpl__obj *o = k->o;
   k->pull = NULL;
   if (status != 0) {
-    if (o->in_table && o->state == OBJ_REDUCING)
-      rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, detail);
-    LOG_WARN("reduce '%s': pulling the result failed: %s", o->id,
+    if (o->in_table && o->state == HPL__OBJ_REDUCING)
+      hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, detail);
+    HPL__LOG_WARN("reduce '%s': pulling the result failed: %s", o->id,
              detail ? detail : hpl_strerror(status));
     return;
   }
   if (!o->in_table) return;
-  dirlink_loc_complete(s, o->id, 0);
-  store_obj_sealed(s, o);
+  hpl__dirlink_loc_complete(s, o->id, 0);
+  hpl__obj_sealed(s, o);
   sink_end(k);
 }
 
 /* The target's copy in progress is advertised (again) to the directory. */
-static void sink_advertise(store *s, st_obj *o) {
+static void sink_advertise(hpl__store *s, hpl__obj *o) {
   o->advertised = 1;
-  dirlink_loc_add(s, o->id, o->size, 0, 1);
+  hpl__dirlink_loc_add(s, o->id, o->size, 0, 1);
 }
 
 /* Pull the target's bytes from the root's output stream, from the bytes
  * the target has of this generation on (0 but after a root resumed
- * elsewhere: reduce_tree.c's dr_slot_failed). */
+ * elsewhere: reduce_tree.c's hpl__dir_reduce_slot_failed). */
 static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *key, int internal) {
-  store *s = k->s;
-  st_obj *o = k->o;
-  puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
-                    .slow = sink_slow, .quiet = dirlink_quiet, .peer = k->root_node};
+  hpl__store *s = k->s;
+  hpl__obj *o = k->o;
+  hpl__puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
+                    .slow = sink_slow, .quiet = hpl__dirlink_quiet, .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
-  k->pull = puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
+  k->pull = hpl__puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
   if (from > 0)
-    LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
+    HPL__LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
              o->id, (unsigned long long)from, addr, port);
   if (!k->pull) {
-    LOG_WARN("reduce '%s': cannot pull the result from %s:%d", o->id, addr, port);
-    rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "cannot connect");
+    HPL__LOG_WARN("reduce '%s': cannot pull the result from %s:%d", o->id, addr, port);
+    hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "cannot connect");
   }
 }
 
@@ -184,36 +184,36 @@ static void sink_keep_msg(rd_sink *k, const Hplpb__ReduceSink *m) {
   k->wait_rid = m->rid;
 }
 
-static void sink_room_done(st_room *r, int status, const char *detail) {
+static void sink_room_done(hpl__room *r, int status, const char *detail) {
   rd_sink *k = r->arg;
-  store *s = k->s;
-  st_obj *o = k->o;
+  hpl__store *s = k->s;
+  hpl__obj *o = k->o;
   if (status != 0) {
     sink_give_up(k, k->wait_rid, status, detail);
     return;
   }
-  LOG_INFO("reduce '%s': room for the target after %llu ms", o->id,
+  HPL__LOG_INFO("reduce '%s': room for the target after %llu ms", o->id,
            (unsigned long long)(hpl__now_ms() - r->since_ms));
-  rdtask_target_ready(s, o);
+  hpl__rdtask_target_ready(s, o);
   uint8_t *b = k->wait_msg;
   size_t len = k->wait_len;
   k->wait_msg = NULL;
   Hplpb__ReduceSink *m = b ? hplpb__reduce_sink__unpack(NULL, len, b) : NULL;
   free(b);
   if (m) { /* what it said, now with the buffer */
-    rdsink_on_sink(s, &m->base);
+    hpl__rdsink_on_sink(s, &m->base);
     hplpb__reduce_sink__free_unpacked(m, NULL);
   } else {
     sink_give_up(k, k->wait_rid, HPL_ENOMEM, "out of memory");
   }
 }
 
-void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
+void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
-  st_obj *o = hpl__id_valid(m->target) ? store_find(s, m->target) : NULL;
-  rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
+  hpl__obj *o = hpl__id_valid(m->target) ? hpl__obj_find(s, m->target) : NULL;
+  rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   if (!k) {
-    LOG_WARN("reduce sink message for '%s', which is not being reduced here", m->target);
+    HPL__LOG_WARN("reduce sink message for '%s', which is not being reduced here", m->target);
     return;
   }
   char detail[600];
@@ -233,17 +233,17 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
     }
   }
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
-    if (k->pull) puller_cancel(k->pull);
+    if (k->pull) hpl__puller_cancel(k->pull);
     k->pull = NULL;
-    dataport_restart(s, o, m->gen);
+    hpl__dataport_restart(s, o, m->gen);
   }
   o->gen = m->gen;
   if (!o->data) {
     uint64_t deadline = k->timeout_ms > 0 ? hpl__now_ms() + (uint64_t)k->timeout_ms : UINT64_MAX;
-    int rc = room_alloc(s, o, m->size, deadline, &k->room, sink_room_done, k, detail,
+    int rc = hpl__room_alloc(s, o, m->size, deadline, &k->room, sink_room_done, k, detail,
                         sizeof detail);
     if (rc == 1) {
-      LOG_INFO("reduce '%s': the target waits for room", o->id);
+      HPL__LOG_INFO("reduce '%s': the target waits for room", o->id);
       k->wait_rid = m->rid;
       sink_keep_msg(k, m);
       return;
@@ -252,7 +252,7 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
       sink_give_up(k, m->rid, HPL_ENOMEM, detail);
       return;
     }
-    rdtask_target_ready(s, o); /* a task here that came first may write now */
+    hpl__rdtask_target_ready(s, o); /* a task here that came first may write now */
   }
   /* advertise the copy in progress: gets elsewhere pull behind it, and
    * the directory (a restarted one too) learns where the result is, so
@@ -262,8 +262,8 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
   k->local = m->local;
   if (k->pull && !m->local && m->root && (m->root->slot != k->slot || m->root->gen != k->gen)) {
     /* the root resumed on another node: the bytes we have stay */
-    LOG_INFO("reduce '%s': the root moved to %s:%u", o->id, m->root->addr, m->root->port);
-    puller_cancel(k->pull);
+    HPL__LOG_INFO("reduce '%s': the root moved to %s:%u", o->id, m->root->addr, m->root->port);
+    hpl__puller_cancel(k->pull);
     k->pull = NULL;
   }
   if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
@@ -274,7 +274,7 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
    * before the root's stream may */
   free(k->pend_key);
   k->pend_key = NULL;
-  if (rdtask_end_root(s, o->id)) {
+  if (hpl__rdtask_end_root(s, o->id)) {
     if (!(k->pend_key = strdup(m->root->key))) {
       sink_fail(k, HPL_ENOMEM, "out of memory");
       return;
@@ -288,9 +288,9 @@ void rdsink_on_sink(store *s, ProtobufCMessage *msg) {
 }
 
 /* The old local root's last combine step is done: pull the root's stream. */
-static void root_released(store *s, const char *target) {
-  st_obj *o = store_find(s, target);
-  rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
+static void root_released(hpl__store *s, const char *target) {
+  hpl__obj *o = hpl__obj_find(s, target);
+  rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   if (!k || !k->pend_key || k->pull || k->local) return;
   char *key = k->pend_key;
   k->pend_key = NULL;
@@ -298,34 +298,34 @@ static void root_released(store *s, const char *target) {
   free(key);
 }
 
-void rdsink_on_end(store *s, ProtobufCMessage *msg) {
+void hpl__rdsink_on_end(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   if (!hpl__id_valid(m->target)) return;
-  rdtask_reduce_ended(s, m->target, m->rid);
-  st_obj *o = store_find(s, m->target);
+  hpl__rdtask_reduce_ended(s, m->target, m->rid);
+  hpl__obj *o = hpl__obj_find(s, m->target);
   rd_sink *k = o ? o->sink : NULL;
   if (!k) return;
-  if (m->status == 0 && o->state == OBJ_REDUCING && m->rid && k->rid == m->rid) {
+  if (m->status == 0 && o->state == HPL__OBJ_REDUCING && m->rid && k->rid == m->rid) {
     /* an old instance ended (a restarted directory starts over): its
      * stream is no use any more; the new one's REDUCE_SINK follows */
-    if (k->pull) puller_cancel(k->pull);
+    if (k->pull) hpl__puller_cancel(k->pull);
     k->pull = NULL;
     return;
   }
-  if (m->status != 0 && o->state == OBJ_REDUCING)
+  if (m->status != 0 && o->state == HPL__OBJ_REDUCING)
     sink_fail(k, m->status, m->detail);
-  else if (o->state != OBJ_REDUCING)
+  else if (o->state != HPL__OBJ_REDUCING)
     sink_end(k);
 }
 
 /* ------------------------------------------------------------------ the client's request */
 
 typedef struct rd_req {
-  st_creq q;
-  st_obj *o; /* the target being produced here (referenced), or NULL */
+  hpl__creq q;
+  hpl__obj *o; /* the target being produced here (referenced), or NULL */
 } rd_req;
 
-static void reduce_reply(store *s, const dl_reply *rep, void *arg) {
+static void reduce_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   rd_req *x = arg;
   const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
   Hplpb__ReduceRep out = HPLPB__REDUCE_REP__INIT;
@@ -340,44 +340,44 @@ static void reduce_reply(store *s, const dl_reply *rep, void *arg) {
                         : status                     ? hpl_strerror(status)
                                                      : "");
   out.status = status;
-  st_obj *o = x->o;
-  rd_sink *k = o && o->state == OBJ_REDUCING ? o->sink : NULL;
+  hpl__obj *o = x->o;
+  rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   if (k && status != 0)
     sink_fail(k, status, out.detail); /* refused */
   else if (k && out.sink_node != s->node_id)
     sink_fetch_instead(k); /* another node produces the target */
-  if (o) store_obj_unref(s, o);
-  session_send(x->q.cl, HPL__MSG_REDUCE_REP, x->q.req, &out.base);
-  session_creq_done(&x->q);
+  if (o) hpl__obj_unref(s, o);
+  hpl__session_send(x->q.cl, HPL__MSG_REDUCE_REP, x->q.req, &out.base);
+  hpl__session_creq_done(&x->q);
   free(x);
 }
 
-void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
+void hpl__rdsink_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__ReduceReq *m) {
   if (!hpl__id_valid(m->target)) {
-    session_reply(cl, req, HPL_EINVAL, "invalid target id");
+    hpl__session_reply(cl, req, HPL_EINVAL, "invalid target id");
     return;
   }
   rd_req *x = calloc(1, sizeof *x);
   if (!x) {
-    session_reply(cl, req, HPL_ENOMEM, "out of memory");
+    hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
     return;
   }
   m->sink_node = s->node_id;
-  st_obj *o = store_find(s, m->target);
+  hpl__obj *o = hpl__obj_find(s, m->target);
   if (!o) {
     rd_sink *k = calloc(1, sizeof *k);
-    o = k ? store_obj_new(s, m->target, OBJ_REDUCING) : NULL;
+    o = k ? hpl__obj_new(s, m->target, HPL__OBJ_REDUCING) : NULL;
     if (!o) {
       free(k);
       free(x);
-      session_reply(cl, req, HPL_ENOMEM, "out of memory");
+      hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
       return;
     }
     k->s = s;
     k->o = o;
     k->timeout_ms = m->timeout_ms;
     o->primary = 1; /* made here: the cluster's first copy */
-    store_obj_ref(s, o);
+    hpl__obj_ref(s, o);
     o->sink = k;
     DL_APPEND(s->sinks->list, k);
     /* kept to ask again if the directory restarts (sized after every
@@ -388,59 +388,59 @@ void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) 
       k->req_len = len;
     }
     x->o = o;
-  } else if (o->state == OBJ_REDUCING) {
+  } else if (o->state == HPL__OBJ_REDUCING) {
     x->o = o; /* a second local caller of the same reduce */
   } /* else the target exists here already: the directory decides whether
      * that is a finished reduce being joined or a clash */
-  if (x->o) store_obj_ref(s, x->o);
-  session_creq_init(&x->q, cl, req);
+  if (x->o) hpl__obj_ref(s, x->o);
+  hpl__session_creq_init(&x->q, cl, req);
   int64_t to = m->timeout_ms;
-  if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
+  if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
                       x) != 0) {
-    reduce_reply(s, &(dl_reply){.status = HPL_ENOMEM, .detail = "out of memory"}, x);
+    reduce_reply(s, &(hpl__dl_reply){.status = HPL_ENOMEM, .detail = "out of memory"}, x);
   }
 }
 
 /* ------------------------------------------------------------------ directory restart */
 
-static void resubmit_reply(store *s, const dl_reply *rep, void *arg) {
-  st_obj *o = arg;
+static void resubmit_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
+  hpl__obj *o = arg;
   int status = rep->status;
-  rd_sink *k = o->in_table && o->state == OBJ_REDUCING ? o->sink : NULL;
+  rd_sink *k = o->in_table && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
   if (status && k) {
     const char *why = *rep->detail ? rep->detail : hpl_strerror(status);
-    LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
+    HPL__LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
     sink_fail(k, status, why);
   } else if (k && k->adopting) {
     if (r && r->adopted) {
-      LOG_INFO("reduce '%s': the restarted directory adopted the running tree", o->id);
+      HPL__LOG_INFO("reduce '%s': the restarted directory adopted the running tree", o->id);
     } else if (k->rid == k->adopting) { /* no new tree's REDUCE_SINK yet */
-      LOG_INFO("reduce '%s': the restarted directory starts it over", o->id);
-      if (k->pull) puller_cancel(k->pull);
+      HPL__LOG_INFO("reduce '%s': the restarted directory starts it over", o->id);
+      if (k->pull) hpl__puller_cancel(k->pull);
       k->pull = NULL;
     }
     k->adopting = 0;
   }
-  store_obj_unref(s, o);
+  hpl__obj_unref(s, o);
 }
 
-void rdsink_directory_restarted(store *s) {
-  rdtask_directory_restarted(s);
+void hpl__rdsink_directory_restarted(hpl__store *s) {
+  hpl__rdtask_directory_restarted(s);
   rd_sink *k, *tmp;
   DL_FOREACH_SAFE(s->sinks->list, k, tmp) {
-    st_obj *o = k->o;
-    if (o->state != OBJ_REDUCING) { /* finished while the directory was down: */
+    hpl__obj *o = k->o;
+    if (o->state != HPL__OBJ_REDUCING) { /* finished while the directory was down: */
       if (k->rid) {                 /* its REDUCE_END will never come, so */
         /* its tasks here and on every other node end now (they would wait
-         * RDTASK_ORPHAN_MS, holding their outputs, and then free them in
+         * HPL__RDTASK_ORPHAN_MS, holding their outputs, and then free them in
          * the middle of whatever runs next) */
         Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
         m.rid = k->rid;
         m.target = o->id;
         m.detail = "";
-        dirlink_note(s, HPL__MSG_REDUCE_DONE, &m.base);
-        rdtask_reduce_ended(s, o->id, k->rid);
+        hpl__dirlink_note(s, HPL__MSG_REDUCE_DONE, &m.base);
+        hpl__rdtask_reduce_ended(s, o->id, k->rid);
       }
       sink_end(k);
       continue;
@@ -460,17 +460,17 @@ void rdsink_directory_restarted(store *s) {
       m->adopt_sources = k->srcs;
       k->adopting = k->rid;
     } else {
-      if (k->pull) puller_cancel(k->pull);
+      if (k->pull) hpl__puller_cancel(k->pull);
       k->pull = NULL;
-      if (o->data) dataport_restart(s, o, o->gen);
+      if (o->data) hpl__dataport_restart(s, o, o->gen);
     }
     o->advertised = 0;
-    LOG_INFO("asking the restarted directory again for the reduce into '%s'%s", o->id,
+    HPL__LOG_INFO("asking the restarted directory again for the reduce into '%s'%s", o->id,
              adoptable ? " (its tree still runs)" : "");
     m->sink_node = s->node_id;
-    store_obj_ref(s, o);
-    if (dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
-      store_obj_unref(s, o);
+    hpl__obj_ref(s, o);
+    if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
+      hpl__obj_unref(s, o);
     /* where the result is being made, for the new directory's gets (and
      * its LOC_NOTE complete then finishes the adopted reduce) */
     if (adoptable) sink_advertise(s, o);
@@ -480,25 +480,25 @@ void rdsink_directory_restarted(store *s) {
   }
 }
 
-void rdsink_drain(store *s) {
+void hpl__rdsink_drain(hpl__store *s) {
   rd_sink *k;
   DL_FOREACH(s->sinks->list, k) {
-    if (k->pull) puller_cancel(k->pull);
+    if (k->pull) hpl__puller_cancel(k->pull);
     k->pull = NULL;
   }
 }
 
-void rdsink_stop(store *s) {
+void hpl__rdsink_stop(hpl__store *s) {
   while (s->sinks && s->sinks->list) sink_end(s->sinks->list);
 }
 
-int rdsink_init(store *s) {
+int hpl__rdsink_init(hpl__store *s) {
   if (!(s->sinks = calloc(1, sizeof *s->sinks))) return HPL_ENOMEM;
-  rdtask_on_root_released(s, root_released);
+  hpl__rdtask_on_root_released(s, root_released);
   return 0;
 }
 
-void rdsink_free(store *s) {
+void hpl__rdsink_free(hpl__store *s) {
   free(s->sinks);
   s->sinks = NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * rdsink.h - the reduce target at the node that asked for the reduce (the
- * sink): the client's REDUCE request, the target object (OBJ_REDUCING)
+ * sink): the client's REDUCE request, the target object (HPL__OBJ_REDUCING)
  * held from the start and advertised as a copy in progress once the
  * directory says where the result comes from (so gets elsewhere pipeline
  * behind the reduce: allreduce), the pull of the tree root's stream, the
@@ -23,26 +23,26 @@
 
 /* A client asked for a reduce (or allreduce) into m->target at this node:
  * the directory's REDUCE_REP answers request `req` of `cl`. */
-void rdsink_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m);
+void hpl__rdsink_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__ReduceReq *m);
 
 /* REDUCE_SINK: where the target's bytes come from (or start over). */
-void rdsink_on_sink(store *s, ProtobufCMessage *m);
+void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *m);
 
 /* REDUCE_END: the reduce is over (status 0) or failed. */
-void rdsink_on_end(store *s, ProtobufCMessage *m);
+void hpl__rdsink_on_end(hpl__store *s, ProtobufCMessage *m);
 
 /* The directory restarted and forgot its reduces: ask again for every
  * target still being produced here. */
-void rdsink_directory_restarted(store *s);
+void hpl__rdsink_directory_restarted(hpl__store *s);
 
 /* The store is leaving: stop pulling results. */
-void rdsink_drain(store *s);
+void hpl__rdsink_drain(hpl__store *s);
 
-/* Make the module's context (after rdtask_init: it registers for the end
+/* Make the module's context (after hpl__rdtask_init: it registers for the end
  * of a moved root's last step; 0 or HPL_ENOMEM). The store stops: free
  * every sink. Free the context once the loop has ended. */
-int rdsink_init(store *s);
-void rdsink_stop(store *s);
-void rdsink_free(store *s);
+int hpl__rdsink_init(hpl__store *s);
+void hpl__rdsink_stop(hpl__store *s);
+void hpl__rdsink_free(hpl__store *s);
 
 #endif

@@ -26,76 +26,76 @@ static void stream_key(char *out, size_t len, const char *target, uint64_t rid, 
   snprintf(out, len, "r:%llx.%u:%u:%s", (unsigned long long)rid, slot, gen, target);
 }
 
-static const char *state_name(rd_state st) {
+static const char *state_name(hpl__rd_state st) {
   static const char *n[] = {"waiting", "running", "rebasing", "complete", "failed", "ended"};
-  _Static_assert(sizeof n / sizeof n[0] == RD_NSTATES, "a name per state");
-  return st < RD_NSTATES ? n[st] : "?";
+  _Static_assert(sizeof n / sizeof n[0] == HPL__RD_NSTATES, "a name per state");
+  return st < HPL__RD_NSTATES ? n[st] : "?";
 }
 
-void rdtask_set_state(rd_task *t, rd_state to) {
+void hpl__rdtask_set_state(hpl__rd_task *t, hpl__rd_state to) {
   if (t->state == to) return;
-  LOG_DEBUG("reduce task '%s' slot %u (gen %u): %s -> %s", t->target, t->slot, t->gen,
+  HPL__LOG_DEBUG("reduce task '%s' slot %u (gen %u): %s -> %s", t->target, t->slot, t->gen,
             state_name(t->state), state_name(to));
   t->state = to;
 }
 
 /* ------------------------------------------------------------------ tasks */
 
-static rd_task *task_find(store *s, const char *target, uint32_t slot) {
+static hpl__rd_task *task_find(hpl__store *s, const char *target, uint32_t slot) {
   char k[340];
   snprintf(k, sizeof k, "%u:%s", slot, target);
-  rd_task *t = NULL;
+  hpl__rd_task *t = NULL;
   HASH_FIND_STR(s->tasks->hash, k, t);
   return t;
 }
 
-void rdtask_free_task(rd_task *t) {
-  store *s = t->s;
+void hpl__rdtask_free_task(hpl__rd_task *t) {
+  hpl__store *s = t->s;
   if (t->out && t->out->source == &t->source) t->out->source = NULL; /* pulls: as for no task */
   if (t->pending) { /* never published: freed with its last reference */
-    room_cancel(s, &t->room);
-    store_obj_unref(s, t->pending);
+    hpl__room_cancel(s, &t->room);
+    hpl__obj_unref(s, t->pending);
     t->pending = NULL;
   }
   for (int j = 0; j < t->nch; j++) {
-    rd_child *c = &t->ch[j];
-    if (c->pull) puller_cancel(c->pull);
+    hpl__rd_child *c = &t->ch[j];
+    if (c->pull) hpl__puller_cancel(c->pull);
     c->pull = NULL;
   }
   if (t->working) { /* the pool still uses the buffers: finish later */
-    rdtask_set_state(t, RD_ENDED);
+    hpl__rdtask_set_state(t, HPL__RD_ENDED);
     return;
   }
   if (t->blocked_by && t->blocked_by->successor == t) t->blocked_by->successor = NULL;
   if (t->successor) { /* (only when freed unended) */
     t->successor->blocked_by = NULL;
-    t->successor->waits &= ~RDW_STEP;
+    t->successor->waits &= ~HPL__RDW_STEP;
   }
   for (int j = 0; j < t->nch; j++) free(t->ch[j].ring);
   free(t->ch);
   if (t->out && !t->out_kept) {
-    if (t->out->internal) store_obj_detach(s, t->out);
-    store_obj_unref(s, t->out);
+    if (t->out->internal) hpl__obj_detach(s, t->out);
+    hpl__obj_unref(s, t->out);
   }
   if (t->src) {
-    store_unwatch(t->src, &t->src_watch);
-    store_obj_unref(s, t->src);
+    hpl__obj_unwatch(t->src, &t->src_watch);
+    hpl__obj_unref(s, t->src);
   }
   free(t);
 }
 
 /* A resumed task learns where its output is read from: it starts at the
  * whole element at or below `offset`. */
-static void task_begin_at(rd_task *t, uint64_t offset) {
-  store *s = t->s;
+static void task_begin_at(hpl__rd_task *t, uint64_t offset) {
+  hpl__store *s = t->s;
   uint64_t b = offset < t->size ? offset - offset % 8 : t->size; /* whole elements of any dtype */
-  t->waits &= ~RDW_START;
+  t->waits &= ~HPL__RDW_START;
   t->base = t->comb = b;
   s->ctr.reduce_resumes++;
   s->ctr.reduce_resumed_bytes += b;
-  LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
+  HPL__LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
            t->target, t->slot, t->gen, (unsigned long long)b, (unsigned long long)t->size);
-  rdtask_go(t);
+  hpl__rdtask_go(t);
 }
 
 /* A pull of the task's output stream `o` from byte `offset` arrived on
@@ -104,12 +104,12 @@ static void task_begin_at(rd_task *t, uint64_t offset) {
  * node (ReduceTask.resume) starts there, and one that resumed past
  * `offset` makes its output again from there (a parent that restarted
  * wants bytes it skipped); any other pull of `o` goes on as it was then. */
-static void stream_pulled(const st_source *src, st_obj *o, uint64_t offset) {
-  rd_task *t = (rd_task *)((char *)src - offsetof(rd_task, source));
-  store *s = t->s;
+static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) {
+  hpl__rd_task *t = (hpl__rd_task *)((char *)src - offsetof(hpl__rd_task, source));
+  hpl__store *s = t->s;
   if (t->out != o || t->to_target) return;
-  if (t->waits & RDW_START) {
-    if (!(t->waits & RDW_ROOM)) task_begin_at(t, offset);
+  if (t->waits & HPL__RDW_START) {
+    if (!(t->waits & HPL__RDW_ROOM)) task_begin_at(t, offset);
     return;
   }
   if (offset >= t->base) return;
@@ -117,88 +117,88 @@ static void stream_pulled(const st_source *src, st_obj *o, uint64_t offset) {
    * output again from there; pulls of the old bytes end */
   uint64_t b = offset - offset % 8;
   s->ctr.reduce_rebases++;
-  LOG_INFO("reduce '%s' slot %u: a pull from byte %llu, below where the task resumed "
+  HPL__LOG_INFO("reduce '%s' slot %u: a pull from byte %llu, below where the task resumed "
            "(%llu): making the output again from there", t->target, t->slot,
            (unsigned long long)offset, (unsigned long long)t->base);
-  dataport_drop(s, o);
+  hpl__dataport_drop(s, o);
   o->progress = b;
-  if (o->state == OBJ_SEALED) o->state = OBJ_PULLING;
+  if (o->state == HPL__OBJ_SEALED) o->state = HPL__OBJ_PULLING;
   t->base = b;
   if (t->working) { /* the running step writes the output: restart after it */
-    rdtask_set_state(t, RD_REBASING);
+    hpl__rdtask_set_state(t, HPL__RD_REBASING);
     return;
   }
-  rdtask_restart_children(t);
+  hpl__rdtask_restart_children(t);
 }
 
 /* The task is in the table: pulls of its output stream reach it from now
- * on (until rdtask_free_task). */
-static void task_hear_pulls(rd_task *t) {
+ * on (until hpl__rdtask_free_task). */
+static void task_hear_pulls(hpl__rd_task *t) {
   if (!t->out || !t->out->internal || t->to_target) return;
   t->source.pulled = stream_pulled;
   t->out->source = &t->source;
 }
 
-static void out_room_done(st_room *r, int status, const char *detail) {
-  rd_task *t = r->arg;
-  store *s = t->s;
-  st_obj *o = t->pending;
+static void out_room_done(hpl__room *r, int status, const char *detail) {
+  hpl__rd_task *t = r->arg;
+  hpl__store *s = t->s;
+  hpl__obj *o = t->pending;
   t->pending = NULL;
-  t->waits &= ~RDW_ROOM;
-  if (status == 0 && store_obj_publish_internal(s, o) == 0) {
+  t->waits &= ~HPL__RDW_ROOM;
+  if (status == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o; /* the room request's reference is the task's now */
     task_hear_pulls(t);
-    LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
+    HPL__LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
               (unsigned long long)(hpl__now_ms() - r->since_ms));
-    dataport_stream_ready(s, o->id); /* pulls that came meanwhile */
-    rdtask_go(t);
+    hpl__dataport_stream_ready(s, o->id); /* pulls that came meanwhile */
+    hpl__rdtask_go(t);
     return;
   }
-  store_obj_unref(s, o);
-  rdtask_set_state(t, RD_FAILED);
-  LOG_WARN("reduce '%s' slot %u cannot run here: %s", t->target, t->slot,
+  hpl__obj_unref(s, o);
+  hpl__rdtask_set_state(t, HPL__RD_FAILED);
+  HPL__LOG_WARN("reduce '%s' slot %u cannot run here: %s", t->target, t->slot,
            status ? detail : "out of memory");
-  rdtask_report_fail(s, t->target, t->rid, t->slot, t->gen, status ? detail : "out of memory");
+  hpl__rdtask_report_fail(s, t->target, t->rid, t->slot, t->gen, status ? detail : "out of memory");
 }
 
 /* A new reduce stream `key` for t's output: at once if it fits, else it
- * waits for room (t->pending) for up to RDTASK_ROOM_MS; nothing (detail
+ * waits for room (t->pending) for up to HPL__RDTASK_ROOM_MS; nothing (detail
  * says why) if it can never fit or there is no memory. */
-static void out_alloc(rd_task *t, const char *key, char *detail, size_t dlen) {
-  store *s = t->s;
-  st_obj *o = store_obj_prep_internal(s, key);
+static void out_alloc(hpl__rd_task *t, const char *key, char *detail, size_t dlen) {
+  hpl__store *s = t->s;
+  hpl__obj *o = hpl__obj_prep_internal(s, key);
   if (!o) {
     snprintf(detail, dlen, "out of memory");
     return;
   }
-  store_obj_ref(s, o);
-  int rc = room_alloc(s, o, t->size, hpl__now_ms() + RDTASK_ROOM_MS, &t->room, out_room_done, t,
+  hpl__obj_ref(s, o);
+  int rc = hpl__room_alloc(s, o, t->size, hpl__now_ms() + HPL__RDTASK_ROOM_MS, &t->room, out_room_done, t,
                       detail, dlen);
   if (rc == 1) {
     t->pending = o;
-    t->waits |= RDW_ROOM;
-    LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
-  } else if (rc == 0 && store_obj_publish_internal(s, o) == 0) {
+    t->waits |= HPL__RDW_ROOM;
+    HPL__LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
+  } else if (rc == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o;
-    dataport_stream_ready(s, key); /* pulls that came before the task */
+    hpl__dataport_stream_ready(s, key); /* pulls that came before the task */
   } else {
     if (rc == 0) snprintf(detail, dlen, "out of memory");
-    store_obj_unref(s, o);
+    hpl__obj_unref(s, o);
   }
 }
 
-void rdtask_target_ready(store *s, st_obj *target) {
-  rd_task *t, *tmp;
+void hpl__rdtask_target_ready(hpl__store *s, hpl__obj *target) {
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
-    if (!t->to_target || t->out != target || !(t->waits & RDW_TARGET)) continue;
-    t->waits &= ~RDW_TARGET;
+    if (!t->to_target || t->out != target || !(t->waits & HPL__RDW_TARGET)) continue;
+    t->waits &= ~HPL__RDW_TARGET;
     if (target->size != t->size) { /* cannot happen: the directory sized both */
-      rdtask_set_state(t, RD_FAILED);
-      LOG_WARN("reduce '%s' slot %u: the target has %llu bytes, not %llu", t->target, t->slot,
+      hpl__rdtask_set_state(t, HPL__RD_FAILED);
+      HPL__LOG_WARN("reduce '%s' slot %u: the target has %llu bytes, not %llu", t->target, t->slot,
                (unsigned long long)target->size, (unsigned long long)t->size);
       continue;
     }
-    rdtask_go(t);
+    hpl__rdtask_go(t);
   }
 }
 
@@ -206,21 +206,21 @@ void rdtask_target_ready(store *s, st_obj *target) {
  * whatever it must (or FAILED, reported, if it cannot run here); `kept`
  * (may be NULL) is the old generation's output stream, whose reference it
  * takes. NULL (kept let go) if the source is not here or on no memory. */
-static rd_task *task_new(store *s, const Hplpb__ReduceTask *m, st_obj *kept) {
+static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__obj *kept) {
   char detail[400] = "out of memory";
-  st_obj *src = store_find(s, m->source);
-  int usable = src && (src->state == OBJ_SEALED || src->state == OBJ_SPILLED) &&
+  hpl__obj *src = hpl__obj_find(s, m->source);
+  int usable = src && (src->state == HPL__OBJ_SEALED || src->state == HPL__OBJ_SPILLED) &&
                src->size >= m->src_offset && src->size - m->src_offset >= m->size;
-  rd_task *t = usable ? calloc(1, sizeof *t) : NULL;
+  hpl__rd_task *t = usable ? calloc(1, sizeof *t) : NULL;
   if (!t) {
     if (!usable)
-      LOG_WARN("reduce '%s' slot %u: source '%s' is not here (or is smaller than bytes "
+      HPL__LOG_WARN("reduce '%s' slot %u: source '%s' is not here (or is smaller than bytes "
                "[%llu, %llu))", m->target, m->slot, m->source,
                (unsigned long long)m->src_offset, (unsigned long long)(m->src_offset + m->size));
     if (kept) { /* nobody takes it over */
-      dataport_drop(s, kept);
-      store_obj_detach(s, kept);
-      store_obj_unref(s, kept);
+      hpl__dataport_drop(s, kept);
+      hpl__obj_detach(s, kept);
+      hpl__obj_unref(s, kept);
     }
     return NULL;
   }
@@ -236,36 +236,36 @@ static rd_task *task_new(store *s, const Hplpb__ReduceTask *m, st_obj *kept) {
   t->size = m->size;
   t->src_off = m->src_offset;
   t->src = src;
-  store_obj_ref(s, src);
-  if (src->state == OBJ_SPILLED) room_restore(s, src); /* read it back */
+  hpl__obj_ref(s, src);
+  if (src->state == HPL__OBJ_SPILLED) hpl__room_restore(s, src); /* read it back */
   t->nch = (int)m->nchildren;
   t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
   t->to_target = m->to_target;
-  if (m->resume && !m->to_target) t->waits |= RDW_START;
+  if (m->resume && !m->to_target) t->waits |= HPL__RDW_START;
   int failed = 0;
   if (t->to_target) {
-    st_obj *o = store_find(s, m->target);
-    if (!o || o->state != OBJ_REDUCING || (o->data && o->size != m->size)) {
-      LOG_WARN("reduce '%s': the target is not being made at this sink", m->target);
+    hpl__obj *o = hpl__obj_find(s, m->target);
+    if (!o || o->state != HPL__OBJ_REDUCING || (o->data && o->size != m->size)) {
+      HPL__LOG_WARN("reduce '%s': the target is not being made at this sink", m->target);
       t->out = NULL;
     } else {
       t->out = o;
-      store_obj_ref(s, o);
-      if (!o->data) t->waits |= RDW_TARGET; /* the sink waits for room: rdtask_target_ready */
+      hpl__obj_ref(s, o);
+      if (!o->data) t->waits |= HPL__RDW_TARGET; /* the sink waits for room: hpl__rdtask_target_ready */
     }
   } else {
     char key[340];
     stream_key(key, sizeof key, m->target, m->rid, m->slot, m->gen);
     if (kept) { /* its old bytes' streams end; its reference is this task's now */
-      dataport_drop(s, kept);
+      hpl__dataport_drop(s, kept);
       kept->progress = 0;
-      kept->state = OBJ_PULLING;
-      if (store_obj_rekey_internal(s, kept, key) == 0) {
+      kept->state = HPL__OBJ_PULLING;
+      if (hpl__obj_rekey_internal(s, kept, key) == 0) {
         t->out = kept;
-        dataport_stream_ready(s, key); /* pulls that came before the task */
+        hpl__dataport_stream_ready(s, key); /* pulls that came before the task */
       } else { /* let it go; a new buffer as below */
-        if (kept->in_table) store_obj_detach(s, kept);
-        store_obj_unref(s, kept);
+        if (kept->in_table) hpl__obj_detach(s, kept);
+        hpl__obj_unref(s, kept);
       }
     }
     if (!t->out) out_alloc(t, key, detail, sizeof detail);
@@ -281,13 +281,13 @@ static rd_task *task_new(store *s, const Hplpb__ReduceTask *m, st_obj *kept) {
     }
   }
   if ((!t->out && !t->pending) || !t->ch || failed) {
-    rdtask_set_state(t, RD_FAILED);
+    hpl__rdtask_set_state(t, HPL__RD_FAILED);
     if (t->to_target) {
-      LOG_WARN("reduce '%s' slot %u cannot run here", m->target, m->slot);
+      HPL__LOG_WARN("reduce '%s' slot %u cannot run here", m->target, m->slot);
     } else { /* the directory moves the slot (another copy, a spare) */
-      LOG_WARN("reduce '%s' slot %u cannot run here: %s", m->target, m->slot,
+      HPL__LOG_WARN("reduce '%s' slot %u cannot run here: %s", m->target, m->slot,
                t->ch ? detail : "out of memory");
-      rdtask_report_fail(s, m->target, m->rid, m->slot, m->gen, t->ch ? detail : "out of memory");
+      hpl__rdtask_report_fail(s, m->target, m->rid, m->slot, m->gen, t->ch ? detail : "out of memory");
     }
   }
   return t;
@@ -295,22 +295,22 @@ static rd_task *task_new(store *s, const Hplpb__ReduceTask *m, st_obj *kept) {
 
 /* The children REDUCE_TASK `m` names: new ones start, one whose slot
  * resumed on another node goes on from there. */
-static void task_learn_children(rd_task *t, const Hplpb__ReduceTask *m) {
-  store *s = t->s;
+static void task_learn_children(hpl__rd_task *t, const Hplpb__ReduceTask *m) {
+  hpl__store *s = t->s;
   for (size_t i = 0; i < m->n_children; i++) {
     Hplpb__ReduceChild *rc = m->children[i];
     if (rc->index >= (uint32_t)t->nch || strlen(rc->key) >= sizeof t->ch[0].key) continue;
-    rd_child *c = &t->ch[rc->index];
+    hpl__rd_child *c = &t->ch[rc->index];
     if (c->known) {
       if (c->done || (c->slot == rc->slot && c->gen == rc->gen && c->port == (int)rc->port &&
                       !strcmp(c->addr, rc->addr) && !strcmp(c->key, rc->key)))
         continue;
       /* the child's slot resumed on another node (the directory's
-       * dr_slot_failed): the bytes we have of it stay, the rest comes
+       * hpl__dir_reduce_slot_failed): the bytes we have of it stay, the rest comes
        * from there */
-      LOG_INFO("reduce '%s' slot %u: child %d resumed on %s:%u; pulling it on from byte %llu",
+      HPL__LOG_INFO("reduce '%s' slot %u: child %d resumed on %s:%u; pulling it on from byte %llu",
                t->target, t->slot, c->index, rc->addr, rc->port, (unsigned long long)c->recv);
-      if (c->pull) puller_cancel(c->pull);
+      if (c->pull) hpl__puller_cancel(c->pull);
       c->pull = NULL;
       c->paused = 0;
       s->ctr.reduce_child_moves++;
@@ -323,20 +323,20 @@ static void task_learn_children(rd_task *t, const Hplpb__ReduceTask *m) {
     c->port = (int)rc->port;
     snprintf(c->key, sizeof c->key, "%s", rc->key);
     c->internal = rc->internal;
-    rdtask_child_start(t, c);
+    hpl__rdtask_child_start(t, c);
   }
-  rdtask_try_combine(t);
+  hpl__rdtask_try_combine(t);
 }
 
-void rdtask_on_task(store *s, ProtobufCMessage *msg) {
+void hpl__rdtask_on_task(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceTask *m = (Hplpb__ReduceTask *)msg;
   if (!hpl__id_valid(m->target) || !hpl__id_valid(m->source) || m->nchildren > 4096 ||
       m->n_children > m->nchildren || !hpl_dtype_size((int)m->dtype) || m->op > 3) {
-    LOG_WARN("ignoring a malformed reduce task");
+    HPL__LOG_WARN("ignoring a malformed reduce task");
     return;
   }
-  rd_task *t = task_find(s, m->target, m->slot), *old_step = NULL;
-  st_obj *kept = NULL; /* the old generation's output stream, to reuse */
+  hpl__rd_task *t = task_find(s, m->target, m->slot), *old_step = NULL;
+  hpl__obj *kept = NULL; /* the old generation's output stream, to reuse */
   if (t && (t->gen != m->gen || t->rid != m->rid)) { /* a reset: start this slot over */
     /* a combine step of this slot still running (or still awaited) writes
      * the output until it is done */
@@ -348,12 +348,12 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
      * restarted chain crawl (issue 13). The old step (old_step) that may
      * still write into it finishes before the new task starts anything. */
     if (t->rid == m->rid && !t->to_target && !m->to_target && t->out && t->out->internal &&
-        t->out->in_table && t->out->size == m->size && t->state != RD_FAILED) {
+        t->out->in_table && t->out->size == m->size && t->state != HPL__RD_FAILED) {
       kept = t->out;
       t->out_kept = 1;
     }
     HASH_DEL(s->tasks->hash, t);
-    rdtask_free_task(t);
+    hpl__rdtask_free_task(t);
     t = NULL;
   }
   if (!t) {
@@ -363,32 +363,32 @@ void rdtask_on_task(store *s, ProtobufCMessage *msg) {
     if (old_step) {
       t->blocked_by = old_step;
       old_step->successor = t;
-      t->waits |= RDW_STEP;
+      t->waits |= HPL__RDW_STEP;
     }
     /* a resumed slot's pull may have come before the task (it was parked,
      * and served once the output existed, in task_new) */
     uint64_t from;
-    if ((t->waits & RDW_START) && t->out && !t->pending && dataport_pull_offset(s, t->out, &from))
+    if ((t->waits & HPL__RDW_START) && t->out && !t->pending && hpl__dataport_pull_offset(s, t->out, &from))
       task_begin_at(t, from);
-    LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s%s", m->target, m->slot,
+    HPL__LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s%s", m->target, m->slot,
               m->gen, t->nch, t->to_target ? "into the target" : "as a stream",
               old_step ? " (after the old generation's step)" : "");
   }
-  if (t->state == RD_FAILED) return;
+  if (t->state == HPL__RD_FAILED) return;
   task_learn_children(t, m);
 }
 
-int rdtask_end_root(store *s, const char *target) {
+int hpl__rdtask_end_root(hpl__store *s, const char *target) {
   int running = 0;
-  rd_task *t, *tmp;
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (!t->to_target || strcmp(t->target, target) != 0) continue;
-    LOG_INFO("reduce '%s' slot %u: the root runs elsewhere now; the task here ends", t->target,
+    HPL__LOG_INFO("reduce '%s' slot %u: the root runs elsewhere now; the task here ends", t->target,
              t->slot);
     HASH_DEL(s->tasks->hash, t);
     t->root_moved = 1;
     running |= t->working;
-    rdtask_free_task(t);
+    hpl__rdtask_free_task(t);
   }
   return running;
 }
@@ -414,36 +414,36 @@ static int key_of_ended(const char *key, void *arg) {
   return t && strcmp(t + 1, e->target) == 0;
 }
 
-void rdtask_reduce_ended(store *s, const char *target, uint64_t rid) {
-  rdtask_end(s, target, rid);
+void hpl__rdtask_reduce_ended(hpl__store *s, const char *target, uint64_t rid) {
+  hpl__rdtask_end(s, target, rid);
   ended_reduce e = {.target = target, .rid = rid};
-  dataport_unpark(s, key_of_ended, &e, HPL_ECANCELED, "the reduce ended");
+  hpl__dataport_unpark(s, key_of_ended, &e, HPL_ECANCELED, "the reduce ended");
 }
 
-void rdtask_end(store *s, const char *target, uint64_t rid) {
-  rd_task *t, *tmp;
+void hpl__rdtask_end(hpl__store *s, const char *target, uint64_t rid) {
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (target && (strcmp(t->target, target) != 0 || (rid && t->rid != rid))) continue;
-    LOG_DEBUG("reduce '%s' slot %u: the task ends", t->target, t->slot);
+    HPL__LOG_DEBUG("reduce '%s' slot %u: the task ends", t->target, t->slot);
     HASH_DEL(s->tasks->hash, t);
-    rdtask_free_task(t);
+    hpl__rdtask_free_task(t);
   }
 }
 
-static void orphan_end(rd_task *t, const char *why) {
-  LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task (%s)",
+static void orphan_end(hpl__rd_task *t, const char *why) {
+  HPL__LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task (%s)",
            t->target, t->slot, why);
   HASH_DEL(t->s->tasks->hash, t);
   t->s->ctr.orphans_ended++;
-  rdtask_free_task(t);
+  hpl__rdtask_free_task(t);
 }
 
-/* Each orphan ends RDTASK_ORPHAN_MS after the restart that orphaned it (a
+/* Each orphan ends HPL__RDTASK_ORPHAN_MS after the restart that orphaned it (a
  * later restart does not prolong it); the timer is set for the earliest. */
 static void orphans_expired(uv_timer_t *h) {
-  store *s = h->data;
+  hpl__store *s = h->data;
   uint64_t now = hpl__now_ms(), next = UINT64_MAX;
-  rd_task *t, *tmp;
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (!t->orphan) continue;
     if (t->orphan_at <= now)
@@ -457,22 +457,22 @@ static void orphans_expired(uv_timer_t *h) {
 /* Room is wanted (room.c): orphans whose output is complete and streamed to
  * nobody hold only memory - their parent has every byte (or the reduce is
  * over: its end went to the old directory). They go now. */
-static void orphans_shed(store *s) {
-  rd_task *t, *tmp;
+static void orphans_shed(hpl__store *s) {
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp)
     if (t->orphan && !t->to_target && !t->working && t->out && t->out->internal &&
         t->comb >= t->size && t->out->refs == 1)
       orphan_end(t, "its pool memory is wanted");
 }
 
-void rdtask_directory_restarted(store *s) {
+void hpl__rdtask_directory_restarted(hpl__store *s) {
   if (!s->tasks->orphans.data) {
     uv_timer_init(s->loop, &s->tasks->orphans);
     s->tasks->orphans.data = s;
   }
-  room_on_shed(s, orphans_shed);
-  uint64_t at = hpl__now_ms() + RDTASK_ORPHAN_MS;
-  rd_task *t, *tmp;
+  hpl__room_on_shed(s, orphans_shed);
+  uint64_t at = hpl__now_ms() + HPL__RDTASK_ORPHAN_MS;
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (t->orphan) continue;
     t->orphan = 1;
@@ -481,31 +481,31 @@ void rdtask_directory_restarted(store *s) {
   orphans_expired(&s->tasks->orphans);
 }
 
-void rdtask_on_adopted(store *s, ProtobufCMessage *msg) {
+void hpl__rdtask_on_adopted(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   if (!hpl__id_valid(m->target)) return;
-  rd_task *t, *tmp;
+  hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp)
     if (t->rid == m->rid && strcmp(t->target, m->target) == 0) t->orphan = 0;
 }
 
-size_t rdtask_count(const store *s) { return (s->tasks ? HASH_COUNT(s->tasks->hash) : 0); }
+size_t hpl__rdtask_count(const hpl__store *s) { return (s->tasks ? HASH_COUNT(s->tasks->hash) : 0); }
 
-void rdtask_on_root_released(store *s, void (*fn)(store *s, const char *target)) {
+void hpl__rdtask_on_root_released(hpl__store *s, void (*fn)(hpl__store *s, const char *target)) {
   s->tasks->root_released = fn;
 }
 
-int rdtask_init(store *s) {
+int hpl__rdtask_init(hpl__store *s) {
   s->tasks = calloc(1, sizeof *s->tasks);
   return s->tasks ? 0 : HPL_ENOMEM;
 }
 
-void rdtask_stop(store *s) {
+void hpl__rdtask_stop(hpl__store *s) {
   if (s->tasks && s->tasks->orphans.data && !uv_is_closing((uv_handle_t *)&s->tasks->orphans))
     uv_close((uv_handle_t *)&s->tasks->orphans, NULL);
 }
 
-void rdtask_free(store *s) {
+void hpl__rdtask_free(hpl__store *s) {
   free(s->tasks);
   s->tasks = NULL;
 }

@@ -4,7 +4,7 @@
  * states, the module's context. Nothing outside these two files includes
  * it.
  *
- * A task's life (rd_state, changed by rdtask_set_state only, which logs
+ * A task's life (hpl__rd_state, changed by hpl__rdtask_set_state only, which logs
  * each change at debug level):
  *
  *   WAITING --nothing left to wait for--> RUNNING --output complete--> COMPLETE
@@ -19,11 +19,11 @@
  *   the thread pool: ENDED, freed when the step is done; otherwise freed
  *   at once.
  *
- * A WAITING task waits for any of (rd_task.waits): room for its output
- * stream's buffer (RDW_ROOM), the sink's target to get its buffer
- * (RDW_TARGET), the old generation's last step, which still writes the
- * output (RDW_STEP), and, when it resumed a failed node's slot, the first
- * pull of its output, which says where to start (RDW_START).
+ * A WAITING task waits for any of (hpl__rd_task.waits): room for its output
+ * stream's buffer (HPL__RDW_ROOM), the sink's target to get its buffer
+ * (HPL__RDW_TARGET), the old generation's last step, which still writes the
+ * output (HPL__RDW_STEP), and, when it resumed a failed node's slot, the first
+ * pull of its output, which says where to start (HPL__RDW_START).
  */
 #ifndef HPL_STORE_RDTASKINT_H
 #define HPL_STORE_RDTASKINT_H
@@ -38,37 +38,37 @@
 #include "rdtask.h"
 #include "room.h"
 
-typedef struct rd_task rd_task;
+typedef struct hpl__rd_task hpl__rd_task;
 
-typedef enum rd_state {
-  RD_WAITING = 0, /* children may not write yet: see waits */
-  RD_RUNNING,     /* children stream in, steps combine */
-  RD_REBASING,    /* a pull below the base came while a step ran: the children start
+typedef enum hpl__rd_state {
+  HPL__RD_WAITING = 0, /* children may not write yet: see waits */
+  HPL__RD_RUNNING,     /* children stream in, steps combine */
+  HPL__RD_REBASING,    /* a pull below the base came while a step ran: the children start
                      over from the new base once it is done */
-  RD_COMPLETE,    /* the output is complete; kept (served) until the reduce ends */
-  RD_FAILED,      /* cannot run here (reported); kept until the reduce ends */
-  RD_ENDED,       /* out of the table while a step ran: freed when it is done */
-  RD_NSTATES
-} rd_state;
+  HPL__RD_COMPLETE,    /* the output is complete; kept (served) until the reduce ends */
+  HPL__RD_FAILED,      /* cannot run here (reported); kept until the reduce ends */
+  HPL__RD_ENDED,       /* out of the table while a step ran: freed when it is done */
+  HPL__RD_NSTATES
+} hpl__rd_state;
 
 /* What a WAITING task waits for. */
 enum {
-  RDW_ROOM = 1 << 0,   /* room for its output stream's buffer (t->pending) */
-  RDW_TARGET = 1 << 1, /* the sink's target to get its buffer (rdtask_target_ready) */
-  RDW_STEP = 1 << 2,   /* the old generation's last step (t->blocked_by) */
-  RDW_START = 1 << 3,  /* resumed: the first pull of its output */
+  HPL__RDW_ROOM = 1 << 0,   /* room for its output stream's buffer (t->pending) */
+  HPL__RDW_TARGET = 1 << 1, /* the sink's target to get its buffer (hpl__rdtask_target_ready) */
+  HPL__RDW_STEP = 1 << 2,   /* the old generation's last step (t->blocked_by) */
+  HPL__RDW_START = 1 << 3,  /* resumed: the first pull of its output */
 };
 
 /* The module's context (s->tasks). */
-typedef struct rd_tasks {
-  rd_task *hash;      /* by "<slot>:<target>" (uthash) */
+typedef struct hpl__rd_tasks {
+  hpl__rd_task *hash;      /* by "<slot>:<target>" (uthash) */
   uv_timer_t orphans; /* ends tasks a restarted directory did not adopt (data: set
                          once initialised) */
-  void (*root_released)(store *s, const char *target); /* rdtask_on_root_released's */
-} rd_tasks;
+  void (*root_released)(hpl__store *s, const char *target); /* hpl__rdtask_on_root_released's */
+} hpl__rd_tasks;
 
-typedef struct rd_child {
-  rd_task *t;
+typedef struct hpl__rd_child {
+  hpl__rd_task *t;
   int index;
   int known;
   uint32_t slot, gen; /* the child's slot and its output's generation */
@@ -77,18 +77,18 @@ typedef struct rd_child {
   int port;
   char key[320];
   int internal;
-  struct st_puller *pull;
+  struct hpl__puller *pull;
   uint64_t recv; /* stream bytes received */
   uint8_t *ring; /* NULL for child 0, which writes into the output */
   size_t ring_size;
   int paused;
   int done;
-} rd_child;
+} hpl__rd_child;
 
-struct rd_task {
+struct hpl__rd_task {
   UT_hash_handle hh;
   char hkey[340]; /* "<slot>:<target>" */
-  store *s;
+  hpl__store *s;
   char target[HPL_ID_MAX + 1];
   uint64_t rid;
   uint32_t slot, gen;
@@ -96,52 +96,52 @@ struct rd_task {
   size_t es;
   uint64_t size;
   uint64_t src_off; /* own source's bytes [src_off, src_off + size) take part */
-  st_obj *src; /* own source (referenced) */
-  st_watch src_watch; /* a spilled source: combining waits until it is back */
-  st_obj *out; /* output: a reduce stream, or the target (referenced) */
+  hpl__obj *src; /* own source (referenced) */
+  hpl__watch src_watch; /* a spilled source: combining waits until it is back */
+  hpl__obj *out; /* output: a reduce stream, or the target (referenced) */
   int to_target;
   int nch;
-  rd_child *ch;
-  rd_state state;
-  unsigned waits; /* RD_WAITING: RDW_* */
+  hpl__rd_child *ch;
+  hpl__rd_state state;
+  unsigned waits; /* HPL__RD_WAITING: RDW_* */
   uint64_t comb; /* bytes of out that are final */
   int working;   /* a combine step runs on the thread pool */
   uv_work_t work;
   uint64_t w_from, w_to;
   int orphan; /* the directory restarted and has not adopted the reduce */
   uint64_t orphan_at; /* when it ends unless adopted (hpl__now_ms clock) */
-  /* RDW_ROOM: the output stream's buffer being allocated (referenced, not
+  /* HPL__RDW_ROOM: the output stream's buffer being allocated (referenced, not
    * yet in the table: its pullers wait as for a stream not yet made) */
-  st_obj *pending;
-  st_room room;
+  hpl__obj *pending;
+  hpl__room room;
   int root_moved; /* to_target, ended because the root runs elsewhere now */
   int out_kept; /* the next generation of this slot took over `out` (and its reference) */
-  /* Output bytes below `base` are never made (a resumed slot: RDW_START
+  /* Output bytes below `base` are never made (a resumed slot: HPL__RDW_START
    * says from where); a pull below it makes the task start over there */
   uint64_t base;
   /* A slot reset while its step still ran: the old task (ENDED, working)
    * still writes the output, so the new one starts nothing until it is
-   * done (RDW_STEP). */
-  struct rd_task *blocked_by; /* the old task this one waits for */
-  struct rd_task *successor;  /* the new task waiting for this one */
-  st_source source; /* its output stream's (out->source), while it is in the table */
+   * done (HPL__RDW_STEP). */
+  struct hpl__rd_task *blocked_by; /* the old task this one waits for */
+  struct hpl__rd_task *successor;  /* the new task waiting for this one */
+  hpl__source source; /* its output stream's (out->source), while it is in the table */
 };
 
 /* rdtask.c: the one change of a task's state (logged); free a task out of
  * the table (ENDED instead while a step runs). */
-void rdtask_set_state(rd_task *t, rd_state to);
-void rdtask_free_task(rd_task *t);
+void hpl__rdtask_set_state(hpl__rd_task *t, hpl__rd_state to);
+void hpl__rdtask_free_task(hpl__rd_task *t);
 
 /* rdcombine.c. Whether children may write the output now (a WAITING task
  * with nothing left to wait for becomes RUNNING here). */
-int rdtask_ready(rd_task *t);
+int hpl__rdtask_ready(hpl__rd_task *t);
 /* Start every known child's stream and combine what is there, if ready. */
-void rdtask_go(rd_task *t);
+void hpl__rdtask_go(hpl__rd_task *t);
 /* Start child c's stream, if ready and not started or done. */
-void rdtask_child_start(rd_task *t, rd_child *c);
+void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c);
 /* Combine whatever every input has delivered. */
-void rdtask_try_combine(rd_task *t);
+void hpl__rdtask_try_combine(hpl__rd_task *t);
 /* Every child's stream from the output's base again (a rebase). */
-void rdtask_restart_children(rd_task *t);
+void hpl__rdtask_restart_children(hpl__rd_task *t);
 
 #endif

@@ -38,11 +38,11 @@ typedef struct rg_rings {
 
 struct rg_task {
   UT_hash_handle hh; /* s->rings->hash, by target */
-  store *s;
+  hpl__store *s;
   char target[HPL_ID_MAX + 1];
   char key[HPL_ID_MAX + 64]; /* this member's outgoing stream */
-  st_creq q;
-  st_creq *more; /* further callers on this node: answered with q */
+  hpl__creq q;
+  hpl__creq *more; /* further callers on this node: answered with q */
   uint32_t nmore;
   int answered; /* the clients have their answer */
   int state;    /* RG_* */
@@ -57,19 +57,19 @@ struct rg_task {
   uint64_t in_done; /* incoming bytes in place and combined */
   uint64_t start_ms; /* when the plan came */
   uint64_t last_in_ms, gap_ms, gap_at; /* the longest pause of the incoming stream */
-  st_obj *src, *t, *out; /* referenced */
-  st_puller *pull;
+  hpl__obj *src, *t, *out; /* referenced */
+  hpl__puller *pull;
   char pred_addr[64];   /* the predecessor's data port */
   uint32_t pred_port;
   uint64_t pred_node;
-  st_room room;         /* the target waiting for room (room.queued) */
-  st_source source;     /* out->source: its bytes are pieces of t and src */
+  hpl__room room;         /* the target waiting for room (room.queued) */
+  hpl__source source;     /* out->source: its bytes are pieces of t and src */
 };
 
 /* The member's one state change, logged. */
 static void set_state(rg_task *g, int to) {
   static const char *n[] = {"asking", "running", "complete"};
-  LOG_DEBUG("ring allreduce into '%s': %s -> %s", g->target, n[g->state], n[to]);
+  HPL__LOG_DEBUG("ring allreduce into '%s': %s -> %s", g->target, n[g->state], n[to]);
   g->state = to;
 }
 
@@ -103,41 +103,41 @@ static void answer(rg_task *g, int status, const char *detail, int ran) {
   r.detail = (char *)(detail ? detail : "");
   r.joined = ran;
   r.sink_node = g->s->node_id;
-  session_send(g->q.cl, HPL__MSG_REDUCE_REP, g->q.req, &r.base);
-  session_creq_done(&g->q);
+  hpl__session_send(g->q.cl, HPL__MSG_REDUCE_REP, g->q.req, &r.base);
+  hpl__session_creq_done(&g->q);
   for (uint32_t i = 0; i < g->nmore; i++) {
-    session_send(g->more[i].cl, HPL__MSG_REDUCE_REP, g->more[i].req, &r.base);
-    session_creq_done(&g->more[i]);
+    hpl__session_send(g->more[i].cl, HPL__MSG_REDUCE_REP, g->more[i].req, &r.base);
+    hpl__session_creq_done(&g->more[i]);
   }
 }
 
-static const uint8_t *gone_bytes_at(const st_source *src, st_obj *o, uint64_t pos, uint64_t *n) {
+static const uint8_t *gone_bytes_at(const hpl__source *src, hpl__obj *o, uint64_t pos, uint64_t *n) {
   (void)src, (void)o, (void)pos, (void)n;
   return NULL;
 }
 
 /* The source of a stream whose ring is over. */
-static const st_source ring_gone = {.bytes_at = gone_bytes_at};
+static const hpl__source ring_gone = {.bytes_at = gone_bytes_at};
 
 static void task_free(rg_task *g) {
-  store *s = g->s;
-  room_cancel(s, &g->room); /* (a no-op unless it waits) */
-  if (g->pull) puller_cancel(g->pull);
+  hpl__store *s = g->s;
+  hpl__room_cancel(s, &g->room); /* (a no-op unless it waits) */
+  if (g->pull) hpl__puller_cancel(g->pull);
   g->pull = NULL;
   if (g->out) {
     g->out->data = NULL; /* the target's buffer, not the stream's own */
     g->out->source = &ring_gone; /* pulls still served from it end */
-    store_obj_detach(s, g->out);
-    store_obj_unref(s, g->out);
+    hpl__obj_detach(s, g->out);
+    hpl__obj_unref(s, g->out);
   }
   if (g->t) {
-    if (g->t->state == OBJ_REDUCING && g->t->in_table) {
-      store_obj_fail(s, g->t, HPL_EUNAVAIL, "the ring allreduce making it was abandoned");
-      store_obj_detach(s, g->t);
+    if (g->t->state == HPL__OBJ_REDUCING && g->t->in_table) {
+      hpl__obj_fail(s, g->t, HPL_EUNAVAIL, "the ring allreduce making it was abandoned");
+      hpl__obj_detach(s, g->t);
     }
-    store_obj_unref(s, g->t);
+    hpl__obj_unref(s, g->t);
   }
-  if (g->src) store_obj_unref(s, g->src);
+  if (g->src) hpl__obj_unref(s, g->src);
   HASH_DEL(s->rings->hash, g);
   free(g->more);
   free(g->seg);
@@ -153,13 +153,13 @@ static void note(rg_task *g, int status, const char *detail) {
   e.target = g->target;
   e.status = status;
   e.detail = (char *)(detail ? detail : "");
-  dirlink_note(g->s, HPL__MSG_RING_NOTE, &e.base);
+  hpl__dirlink_note(g->s, HPL__MSG_RING_NOTE, &e.base);
 }
 
 /* This member's part failed: the directory ends the ring everywhere; the
  * client reduces the usual way. */
 static void task_fail(rg_task *g, int status, const char *detail) {
-  LOG_WARN("ring allreduce into '%s': %s", g->target, detail);
+  HPL__LOG_WARN("ring allreduce into '%s': %s", g->target, detail);
   g->s->ctr.ring_failures++;
   if (g->rid) note(g, status, detail); /* (a plan came: the ring formed) */
   answer(g, HPL_EUNAVAIL, detail, g->rid != 0);
@@ -167,16 +167,16 @@ static void task_fail(rg_task *g, int status, const char *detail) {
 }
 
 static void task_complete(rg_task *g) {
-  store *s = g->s;
-  st_obj *t = g->t;
+  hpl__store *s = g->s;
+  hpl__obj *t = g->t;
   set_state(g, RG_COMPLETE);
-  store_obj_progress(s, t, t->size);
-  store_obj_sealed(s, t);
+  hpl__obj_progress(s, t, t->size);
+  hpl__obj_sealed(s, t);
   t->advertised = 1;
-  dirlink_loc_add(s, t->id, t->size, 1, 0);
+  hpl__dirlink_loc_add(s, t->id, t->size, 1, 0);
   note(g, 0, NULL);
   s->ctr.rings_done++;
-  LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
+  HPL__LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
            "longest pause %llu ms, at byte %llu)", g->target,
            (unsigned long long)(hpl__now_ms() - g->start_ms), (unsigned long long)g->gap_ms,
            (unsigned long long)g->gap_at);
@@ -202,7 +202,7 @@ static uint8_t *in_buf(void *arg, uint64_t off, size_t *len) {
 
 static void in_got(void *arg, uint64_t off, size_t n) {
   rg_task *g = arg;
-  store *s = g->s;
+  hpl__store *s = g->s;
   uint64_t now = hpl__now_ms();
   if (g->last_in_ms && now - g->last_in_ms > g->gap_ms) {
     g->gap_ms = now - g->last_in_ms;
@@ -227,7 +227,7 @@ static void in_got(void *arg, uint64_t off, size_t n) {
   }
   uint64_t first = slice_len(g, g->idx);
   uint64_t ready = first + g->in_done;
-  store_obj_progress(s, g->out, ready < g->out_len ? ready : g->out_len);
+  hpl__obj_progress(s, g->out, ready < g->out_len ? ready : g->out_len);
 }
 
 static void in_done(void *arg, int status, const char *detail) {
@@ -256,7 +256,7 @@ static void in_suspect(void *arg, uint64_t quiet_ms) {
     task_fail(g, HPL_ETIMEDOUT, why);
     return;
   }
-  puller_suspect_done(g->pull, RING_QUIET_MS - quiet_ms);
+  hpl__puller_suspect_done(g->pull, RING_QUIET_MS - quiet_ms);
 }
 
 /* ------------------------------------------------------------------ forming */
@@ -266,11 +266,11 @@ static void stream_key(char *out, size_t len, uint64_t rid, uint32_t idx, const 
 }
 
 static int task_run(rg_task *g, char *why, size_t wlen);
-static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t pos,
+static const uint8_t *stream_bytes_at(const hpl__source *src, hpl__obj *o, uint64_t pos,
                                       uint64_t *n);
 
 /* The target's buffer is there (status 0) or did not fit in time. */
-static void room_done(st_room *r, int status, const char *detail) {
+static void room_done(hpl__room *r, int status, const char *detail) {
   rg_task *g = r->arg;
   char why[400];
   int rc = status;
@@ -283,7 +283,7 @@ static void room_done(st_room *r, int status, const char *detail) {
 
 /* The plan: make the target (waiting for room if need be), then task_run. */
 static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wlen) {
-  store *s = g->s;
+  hpl__store *s = g->s;
   g->start_ms = hpl__now_ms();
   g->rid = p->rid;
   g->k = (uint32_t)p->n_nodes;
@@ -299,12 +299,12 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   g->pred = (g->idx + g->k - 1) % g->k;
   const Hplpb__ReduceChild *me = p->nodes[g->idx], *pr = p->nodes[g->pred];
   /* our own source, complete and in memory */
-  st_obj *src = me->key ? store_find(s, me->key) : NULL;
-  if (!src || src->state != OBJ_SEALED || !src->data || src->size != g->size) {
+  hpl__obj *src = me->key ? hpl__obj_find(s, me->key) : NULL;
+  if (!src || src->state != HPL__OBJ_SEALED || !src->data || src->size != g->size) {
     snprintf(why, wlen, "source '%s' is not complete in memory here", me->key ? me->key : "");
     return HPL_ESTATE;
   }
-  store_obj_ref(s, src);
+  hpl__obj_ref(s, src);
   g->src = src;
   /* slices on element boundaries; steps of both streams */
   g->seg = calloc(g->k + 1, sizeof *g->seg);
@@ -319,25 +319,25 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
     g->in_at[st + 1] = g->in_at[st] + slice_len(g, step_slice(g, g->pred, st));
   g->out_len = slice_len(g, g->idx) + g->in_at[2 * g->k - 3];
   /* the target: local gets wait for it */
-  if (store_find(s, g->target)) {
+  if (hpl__obj_find(s, g->target)) {
     snprintf(why, wlen, "'%s' is already here (a get of it came first)", g->target);
     return HPL_EEXIST;
   }
-  st_obj *t = store_obj_new(s, g->target, OBJ_REDUCING);
+  hpl__obj *t = hpl__obj_new(s, g->target, HPL__OBJ_REDUCING);
   if (!t) {
     snprintf(why, wlen, "out of memory");
     return HPL_ENOMEM;
   }
-  store_obj_ref(s, t);
+  hpl__obj_ref(s, t);
   g->t = t;
   snprintf(g->pred_addr, sizeof g->pred_addr, "%s", pr->addr ? pr->addr : "");
   g->pred_port = pr->port;
   g->pred_node = pr->node;
   set_state(g, RG_RUNNING);
-  int rc = room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
+  int rc = hpl__room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
                       wlen);
   if (rc > 0) {
-    LOG_INFO("ring allreduce into '%s': waiting up to %d ms for room in the pool", g->target,
+    HPL__LOG_INFO("ring allreduce into '%s': waiting up to %d ms for room in the pool", g->target,
              RING_ROOM_MS);
     return 0;
   }
@@ -348,11 +348,11 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
 /* Publish our stream and pull the predecessor's (the target's buffer is
  * there). */
 static int task_run(rg_task *g, char *why, size_t wlen) {
-  store *s = g->s;
+  hpl__store *s = g->s;
   /* our outgoing stream: step 0 is our source's slice, every later step
    * a slice of the target (stream_bytes_at) */
   stream_key(g->key, sizeof g->key, g->rid, g->idx, g->target);
-  st_obj *o = store_obj_prep_internal(s, g->key);
+  hpl__obj *o = hpl__obj_prep_internal(s, g->key);
   if (!o) {
     snprintf(why, wlen, "out of memory");
     return HPL_ENOMEM;
@@ -361,35 +361,35 @@ static int task_run(rg_task *g, char *why, size_t wlen) {
   o->source = &g->source;
   o->size = g->out_len;
   o->data = g->t->data;
-  if (store_obj_publish_internal(s, o) != 0) {
+  if (hpl__obj_publish_internal(s, o) != 0) {
     o->data = NULL;
     free(o);
     snprintf(why, wlen, "cannot publish the ring stream");
     return HPL_ENOMEM;
   }
-  store_obj_ref(s, o);
+  hpl__obj_ref(s, o);
   g->out = o;
-  store_obj_progress(s, o, slice_len(g, g->idx));
-  dataport_stream_ready(s, g->key); /* our successor may have asked already */
+  hpl__obj_progress(s, o, slice_len(g, g->idx));
+  hpl__dataport_stream_ready(s, g->key); /* our successor may have asked already */
   /* the predecessor's stream */
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
-  puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                    .no_stall = 1, .suspect = in_suspect, .quiet = dirlink_quiet,
+  hpl__puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
+                    .no_stall = 1, .suspect = in_suspect, .quiet = hpl__dirlink_quiet,
                     .peer = g->pred_node};
-  g->pull = puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
+  g->pull = hpl__puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
                          &ops, g);
   if (!g->pull) {
     snprintf(why, wlen, "cannot pull from %s:%u", g->pred_addr, g->pred_port);
     return HPL_ECONN;
   }
   s->ctr.ring_tasks++;
-  LOG_INFO("ring allreduce into '%s': member %u of %u, %llu bytes, pulling from %s:%u",
+  HPL__LOG_INFO("ring allreduce into '%s': member %u of %u, %llu bytes, pulling from %s:%u",
            g->target, g->idx, g->k, (unsigned long long)g->size, g->pred_addr, g->pred_port);
   return 0;
 }
 
-static void plan_reply(store *s, const dl_reply *rep, void *arg) {
+static void plan_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   (void)s;
   rg_task *g = arg;
   const Hplpb__RingPlan *p = (const Hplpb__RingPlan *)rep->m;
@@ -397,7 +397,7 @@ static void plan_reply(store *s, const dl_reply *rep, void *arg) {
     const char *why = rep->status ? (*rep->detail ? rep->detail : hpl_strerror(rep->status))
                       : p && p->detail && *p->detail ? p->detail
                                                      : "no ring";
-    LOG_DEBUG("ring allreduce into '%s' not run: %s", g->target, why);
+    HPL__LOG_DEBUG("ring allreduce into '%s' not run: %s", g->target, why);
     g->s->ctr.ring_fallbacks++;
     answer(g, rep->status == HPL_ETIMEDOUT ? HPL_ETIMEDOUT : HPL_EUNAVAIL, why, p && p->rid);
     task_free(g);
@@ -408,9 +408,9 @@ static void plan_reply(store *s, const dl_reply *rep, void *arg) {
   if (rc) task_fail(g, rc, why);
 }
 
-void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
+void hpl__ring_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__ReduceReq *m) {
   if (!hpl__id_valid(m->target)) {
-    session_reply(cl, req, HPL_EINVAL, "invalid target id");
+    hpl__session_reply(cl, req, HPL_EINVAL, "invalid target id");
     return;
   }
   rg_task *g = NULL;
@@ -418,16 +418,16 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
   if (g && !g->answered) {
     /* another caller on this node: the same answer, when it comes (a
      * second participant here would make the directory decline) */
-    st_creq *more = realloc(g->more, (g->nmore + 1) * sizeof *more);
+    hpl__creq *more = realloc(g->more, (g->nmore + 1) * sizeof *more);
     if (more) {
       g->more = more;
-      session_creq_init(&g->more[g->nmore++], cl, req);
+      hpl__session_creq_init(&g->more[g->nmore++], cl, req);
       return;
     }
   }
   /* (whether the target exists, the directory answers: it also knows
    * whether a ring made it) */
-  const char *no = !dirlink_caps(s)->rings ? "the directory runs no rings"
+  const char *no = !hpl__dirlink_caps(s)->rings ? "the directory runs no rings"
                    : g           ? "a ring into it ran on this node"
                                  : NULL;
   if (no || !(g = calloc(1, sizeof *g))) {
@@ -436,16 +436,16 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
     r.detail = (char *)(no ? no : "out of memory");
     r.joined = no && strcmp(no, "the directory runs no rings") != 0;
     s->ctr.ring_fallbacks++;
-    session_send(cl, HPL__MSG_REDUCE_REP, req, &r.base);
+    hpl__session_send(cl, HPL__MSG_REDUCE_REP, req, &r.base);
     return;
   }
   g->s = s;
   snprintf(g->target, sizeof g->target, "%s", m->target);
-  session_creq_init(&g->q, cl, req);
+  hpl__session_creq_init(&g->q, cl, req);
   HASH_ADD_STR(s->rings->hash, target, g);
   m->sink_node = s->node_id;
   int64_t to = m->timeout_ms;
-  if (dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) != 0) {
+  if (hpl__dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) != 0) {
     answer(g, HPL_EUNAVAIL, "out of memory", 0);
     task_free(g);
   }
@@ -455,7 +455,7 @@ void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m) {
 
 /* Bytes of our outgoing stream `o` from `pos` (its source's bytes_at):
  * step 0 is our source's slice, every later step a slice of the target. */
-static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t pos,
+static const uint8_t *stream_bytes_at(const hpl__source *src, hpl__obj *o, uint64_t pos,
                                       uint64_t *n) {
   const rg_task *g = (const rg_task *)((const char *)src - offsetof(rg_task, source));
   if (g->out != o) return NULL;
@@ -474,20 +474,20 @@ static const uint8_t *stream_bytes_at(const st_source *src, st_obj *o, uint64_t 
 
 /* ------------------------------------------------------------------ ending */
 
-void ring_on_end(store *s, ProtobufCMessage *msg) {
+void hpl__ring_on_end(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   rg_task *g = NULL;
   if (m->target) HASH_FIND_STR(s->rings->hash, m->target, g);
   if (!g || g->state == RG_ASKING || g->rid != m->rid) return;
   if (m->status && g->state != RG_COMPLETE) {
-    LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
+    HPL__LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
              m->detail && *m->detail ? m->detail : hpl_strerror(m->status));
     answer(g, HPL_EUNAVAIL, m->detail, 1);
   }
   task_free(g);
 }
 
-void ring_directory_lost(store *s) {
+void hpl__ring_directory_lost(hpl__store *s) {
   rg_task *g, *tmp;
   HASH_ITER(hh, s->rings->hash, g, tmp) {
     if (g->state == RG_ASKING) continue; /* its RING is asked again */
@@ -499,22 +499,22 @@ void ring_directory_lost(store *s) {
   }
 }
 
-void ring_stop(store *s) {
+void hpl__ring_stop(hpl__store *s) {
   rg_task *g, *tmp;
   if (!s->rings) return;
-  /* (after dirlink_stop: tasks still asking were answered and freed) */
+  /* (after hpl__dirlink_stop: tasks still asking were answered and freed) */
   HASH_ITER(hh, s->rings->hash, g, tmp) {
     answer(g, HPL_ECANCELED, "the store is stopping", g->state != RG_ASKING);
     task_free(g);
   }
 }
 
-int ring_init(store *s) {
+int hpl__ring_init(hpl__store *s) {
   s->rings = calloc(1, sizeof *s->rings);
   return s->rings ? 0 : HPL_ENOMEM;
 }
 
-void ring_free(store *s) {
+void hpl__ring_free(hpl__store *s) {
   free(s->rings);
   s->rings = NULL;
 }

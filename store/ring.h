@@ -17,7 +17,7 @@
  * sends and receives 2(k-1)/k of the object, against 2x for a reduce
  * followed by a broadcast.
  *
- * The target is in the object table while it is being made (OBJ_REDUCING,
+ * The target is in the object table while it is being made (HPL__OBJ_REDUCING,
  * not advertised: local gets wait for it). A target that does not fit in
  * the pool waits up to RING_ROOM_MS (ring.c) while idle copies are let go
  * (room.h); our successor's pull of our stream waits for it meanwhile. Complete, it is sealed and
@@ -30,7 +30,7 @@
  *
  * Callers: clients.c (REDUCE with ring), server.c (RING_END, registration,
  * stop). The data port serves the outgoing stream through its source
- * (st_source, objects.h).
+ * (hpl__source, objects.h).
  */
 #ifndef HPL_STORE_RING_H
 #define HPL_STORE_RING_H
@@ -46,19 +46,19 @@
  * here). Answered with a REDUCE_REP: status 0 once the target is complete
  * here, HPL_EUNAVAIL when no ring runs (joined set: one ran, so the target
  * may exist or still be made here), or the request's own failure. */
-void ring_request(store *s, st_client *cl, uint64_t req, Hplpb__ReduceReq *m);
+void hpl__ring_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__ReduceReq *m);
 
 /* RING_END from the directory: the ring is over (status 0) or abandoned. */
-void ring_on_end(store *s, ProtobufCMessage *msg);
+void hpl__ring_on_end(hpl__store *s, ProtobufCMessage *msg);
 
 /* The directory link registered again: rings it knew are void. */
-void ring_directory_lost(store *s);
+void hpl__ring_directory_lost(hpl__store *s);
 
 /* Make the module's context (0 or HPL_ENOMEM); end every ring (store
  * stopping: clients are answered HPL_ECANCELED); free the context once
  * the loop has ended. */
-int ring_init(store *s);
-void ring_stop(store *s);
-void ring_free(store *s);
+int hpl__ring_init(hpl__store *s);
+void hpl__ring_stop(hpl__store *s);
+void hpl__ring_free(hpl__store *s);
 
 #endif

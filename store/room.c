@@ -21,7 +21,7 @@
 
 /* The module's context (s->rooms). */
 typedef struct st_rooms {
-  st_room *queue;          /* waiting for room, in arrival order (utlist) */
+  hpl__room *queue;          /* waiting for room, in arrival order (utlist) */
   uv_timer_t timer;        /* runs the queue: at once after a change, else at the next
                               deadline */
   int live;                /* the timer is initialised */
@@ -29,12 +29,12 @@ typedef struct st_rooms {
   uint64_t evict_bytes;    /* bytes offered in EVICTs not answered yet */
   int evict_asks;          /* EVICTs out */
   uint64_t spill_inflight; /* bytes being written to spill files */
-  void (*shed)(store *s);  /* room_on_shed's (NULL: none) */
+  void (*shed)(hpl__store *s);  /* hpl__room_on_shed's (NULL: none) */
 } st_rooms;
 
 /* One EVICT out: the instances offered (looked up again on the answer). */
 typedef struct evict_ask {
-  store *s;
+  hpl__store *s;
   uint64_t bytes;
   size_t n;
   uint64_t inst[];
@@ -45,23 +45,23 @@ static void room_run(uv_timer_t *t);
 static uint32_t now_s(void) { return (uint32_t)(hpl__now_ms() / 1000); }
 
 /* Run the queue on the next loop turn (callers may be deep in a free). */
-static void kick(store *s) {
+static void kick(hpl__store *s) {
   st_rooms *rm = s->rooms;
   rm->kicked = 1;
   if (rm->queue && rm->live && !s->stopping) uv_timer_start(&rm->timer, room_run, 0, 0);
 }
 
-static void room_changed(store *s) { kick(s); }
+static void room_changed(hpl__store *s) { kick(s); }
 
-void room_on_shed(store *s, void (*shed)(store *s)) {
+void hpl__room_on_shed(hpl__store *s, void (*shed)(hpl__store *s)) {
   if (s->rooms) s->rooms->shed = shed;
 }
 
-void room_describe(store *s, char *buf, size_t len) {
-  uint64_t alloc = hpl__pool_allocated(s->pool), idle = store_idle_bytes(s);
+void hpl__room_describe(hpl__store *s, char *buf, size_t len) {
+  uint64_t alloc = hpl__pool_allocated(s->pool), idle = hpl__obj_idle_bytes(s);
   uint64_t pinned = alloc > idle ? alloc - idle : 0, last = 0, evicting = 0;
   size_t seen = 0;
-  for (st_obj *o = store_idle_oldest(s); o && seen < ROOM_SCAN; o = store_idle_newer(o), seen++) {
+  for (hpl__obj *o = hpl__obj_idle_oldest(s); o && seen < ROOM_SCAN; o = hpl__obj_idle_newer(o), seen++) {
     if (o->evicting)
       evicting += o->size;
     else if (o->primary || o->keep_until > now_s())
@@ -80,16 +80,16 @@ void room_describe(store *s, char *buf, size_t len) {
 
 /* The directory's answer: copies it let go are freed, unless they were
  * taken again meanwhile (then the directory hears of them again). */
-static void evict_reply(store *s, const dl_reply *rep, void *arg) {
+static void evict_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   evict_ask *x = arg;
   const Hplpb__EvictRep *r = (const Hplpb__EvictRep *)rep->m;
   if (rep->status && rep->status != HPL_ECANCELED)
-    LOG_INFO("evict: the directory did not answer: %s", *rep->detail ? rep->detail
+    HPL__LOG_INFO("evict: the directory did not answer: %s", *rep->detail ? rep->detail
                                                                     : hpl_strerror(rep->status));
   s->rooms->evict_bytes -= x->bytes;
   s->rooms->evict_asks--;
   for (size_t i = 0; i < x->n; i++) {
-    st_obj *o = store_find_inst(s, x->inst[i]);
+    hpl__obj *o = hpl__obj_find_inst(s, x->inst[i]);
     if (!o || !o->evicting) continue;
     o->evicting = 0;
     int granted = r && i < r->n_granted && r->granted[i];
@@ -102,17 +102,17 @@ static void evict_reply(store *s, const dl_reply *rep, void *arg) {
     }
     o->advertised = 0;
     if (!o->in_table) continue;
-    if (o->refs || o->state != OBJ_SEALED) {
+    if (o->refs || o->state != HPL__OBJ_SEALED) {
       /* taken again since it was offered: it stays, listed again */
-      dirlink_loc_complete(s, o->id, 0);
+      hpl__dirlink_loc_complete(s, o->id, 0);
       o->advertised = 1;
       continue;
     }
     s->ctr.evictions++;
     s->ctr.evicted_bytes += o->size;
-    LOG_DEBUG("evicted '%s' (%llu bytes): other copies stay", o->id,
+    HPL__LOG_DEBUG("evicted '%s' (%llu bytes): other copies stay", o->id,
               (unsigned long long)o->size);
-    store_obj_detach(s, o); /* unreferenced: freed now */
+    hpl__obj_detach(s, o); /* unreferenced: freed now */
   }
   free(x);
   kick(s);
@@ -120,7 +120,7 @@ static void evict_reply(store *s, const dl_reply *rep, void *arg) {
 
 /* Offer idle secondary copies, oldest first, until what is being let go
  * covers `need` bytes. */
-static void evict_for(store *s, uint64_t need) {
+static void evict_for(hpl__store *s, uint64_t need) {
   if (s->rooms->evict_bytes >= need || s->rooms->evict_asks >= ROOM_EVICT_ASKS) return;
   evict_ask *x = malloc(sizeof *x + ROOM_EVICT_BATCH * sizeof x->inst[0]);
   char **ids = malloc(ROOM_EVICT_BATCH * sizeof *ids);
@@ -132,9 +132,9 @@ static void evict_for(store *s, uint64_t need) {
   *x = (evict_ask){.s = s};
   uint32_t now = now_s();
   size_t seen = 0;
-  for (st_obj *o = store_idle_oldest(s); o && seen < ROOM_SCAN && x->n < ROOM_EVICT_BATCH &&
+  for (hpl__obj *o = hpl__obj_idle_oldest(s); o && seen < ROOM_SCAN && x->n < ROOM_EVICT_BATCH &&
                                          s->rooms->evict_bytes + x->bytes < need;
-       o = store_idle_newer(o), seen++) {
+       o = hpl__obj_idle_newer(o), seen++) {
     if (o->primary || o->evicting || !o->advertised || !o->size || o->keep_until > now)
       continue;
     ids[x->n] = o->id;
@@ -149,13 +149,13 @@ static void evict_for(store *s, uint64_t need) {
   Hplpb__EvictReq m = HPLPB__EVICT_REQ__INIT;
   m.n_ids = x->n;
   m.ids = ids;
-  if (dirlink_request(s, HPL__MSG_EVICT, &m.base, NULL, 0, ROOM_EVICT_TIMEOUT_MS, evict_reply, x) !=
+  if (hpl__dirlink_request(s, HPL__MSG_EVICT, &m.base, NULL, 0, ROOM_EVICT_TIMEOUT_MS, evict_reply, x) !=
       0) {
     free(x);
     free(ids);
     return;
   }
-  for (size_t i = 0; i < x->n; i++) store_find_inst(s, x->inst[i])->evicting = 1;
+  for (size_t i = 0; i < x->n; i++) hpl__obj_find_inst(s, x->inst[i])->evicting = 1;
   s->rooms->evict_bytes += x->bytes;
   s->rooms->evict_asks++;
   free(ids);
@@ -165,8 +165,8 @@ static void evict_for(store *s, uint64_t need) {
 
 /* A write to, or a read from, a spill file for o (referenced meanwhile). */
 typedef struct spill_io {
-  store *s;
-  st_obj *o;
+  hpl__store *s;
+  hpl__obj *o;
   uint64_t file;
 } spill_io;
 
@@ -174,25 +174,25 @@ typedef struct spill_io {
  * its buffer goes. */
 static void spill_written(void *arg, int status, int err, const char *detail) {
   spill_io *x = arg;
-  store *s = x->s;
-  st_obj *o = x->o;
+  hpl__store *s = x->s;
+  hpl__obj *o = x->o;
   (void)err;
   o->moving = 0;
   s->rooms->spill_inflight -= o->size;
-  if (status == 0 && store_obj_set_file(s, o, x->file) != 0) {
+  if (status == 0 && hpl__obj_set_file(s, o, x->file) != 0) {
     hpl__spill_remove(s->spill, x->file);
     status = HPL_ENOMEM;
   }
   if (status == 0) {
     s->ctr.spilled++;
     s->ctr.spilled_bytes += o->size;
-    LOG_DEBUG("spilled '%s' (%llu bytes)", o->id, (unsigned long long)o->size);
+    HPL__LOG_DEBUG("spilled '%s' (%llu bytes)", o->id, (unsigned long long)o->size);
   } else if (status != HPL_ECANCELED) {
     s->ctr.spill_errors++;
-    LOG_WARN("spilling '%s' failed: %s", o->id, *detail ? detail : hpl_strerror(status));
+    HPL__LOG_WARN("spilling '%s' failed: %s", o->id, *detail ? detail : hpl_strerror(status));
   }
-  store_obj_unref(s, o); /* idle again, unless someone took it */
-  if (o->on_disk && o->on_idle) store_obj_drop_buffer(s, o);
+  hpl__obj_unref(s, o); /* idle again, unless someone took it */
+  if (o->on_disk && o->on_idle) hpl__obj_drop_buffer(s, o);
   free(x);
   kick(s);
 }
@@ -200,30 +200,30 @@ static void spill_written(void *arg, int status, int err, const char *detail) {
 /* Idle copies the cluster cannot do without (put here, or the last copy),
  * oldest first, go to spill files until what is being written covers
  * `need`. One already on disk (restored earlier) just drops its buffer. */
-static void spill_for(store *s, uint64_t need) {
+static void spill_for(hpl__store *s, uint64_t need) {
   if (!s->spill) return;
   uint32_t now = now_s();
   size_t seen = 0;
-  st_obj *o = store_idle_oldest(s), *next;
+  hpl__obj *o = hpl__obj_idle_oldest(s), *next;
   for (; o && seen < ROOM_SCAN && s->rooms->spill_inflight < need; o = next, seen++) {
-    next = store_idle_newer(o);
+    next = hpl__obj_idle_newer(o);
     if (o->evicting || o->moving || !o->size || (!o->primary && o->keep_until <= now)) continue;
     if (o->on_disk) {
       s->ctr.spill_dropped++;
-      store_obj_drop_buffer(s, o);
+      hpl__obj_drop_buffer(s, o);
       continue;
     }
     spill_io *x = malloc(sizeof *x);
     if (!x) return;
     *x = (spill_io){.s = s, .o = o};
     if (hpl__spill_write(s->spill, o->data, o->size, spill_written, x, &x->file, NULL) != 0) {
-      LOG_WARN("cannot spill '%s': %s", o->id, hpl__spill_errdetail(s->spill));
+      HPL__LOG_WARN("cannot spill '%s': %s", o->id, hpl__spill_errdetail(s->spill));
       s->ctr.spill_errors++;
       free(x);
       return;
     }
     o->moving = 1;
-    store_obj_ref(s, o); /* the buffer is the write's until it ends */
+    hpl__obj_ref(s, o); /* the buffer is the write's until it ends */
     s->rooms->spill_inflight += o->size;
   }
 }
@@ -231,33 +231,33 @@ static void spill_for(store *s, uint64_t need) {
 /* o's bytes are back in its buffer (or not). */
 static void restore_read(void *arg, int status, int err, const char *detail) {
   spill_io *x = arg;
-  store *s = x->s;
-  st_obj *o = x->o;
+  hpl__store *s = x->s;
+  hpl__obj *o = x->o;
   (void)err;
   o->moving = 0;
   if (status == 0) {
     s->ctr.restored++;
     s->ctr.restored_bytes += o->size;
-    LOG_DEBUG("restored '%s' (%llu bytes)", o->id, (unsigned long long)o->size);
-    store_obj_sealed(s, o);
+    HPL__LOG_DEBUG("restored '%s' (%llu bytes)", o->id, (unsigned long long)o->size);
+    hpl__obj_sealed(s, o);
   } else {
     char why[512];
     snprintf(why, sizeof why, "cannot read '%s' back from its spill file: %s", o->id,
              *detail ? detail : hpl_strerror(status));
     if (status != HPL_ECANCELED) s->ctr.spill_errors++;
-    LOG_WARN("%s", why);
-    store_obj_drop_buffer(s, o);
-    store_obj_fail(s, o, status == HPL_ECANCELED ? status : HPL_ESYS, why);
+    HPL__LOG_WARN("%s", why);
+    hpl__obj_drop_buffer(s, o);
+    hpl__obj_fail(s, o, status == HPL_ECANCELED ? status : HPL_ESYS, why);
   }
-  store_obj_unref(s, o);
+  hpl__obj_unref(s, o);
   free(x);
 }
 
 /* Room for a spilled object's bytes (or none): read them back. */
-static void restore_room(st_room *r, int status, const char *detail) {
+static void restore_room(hpl__room *r, int status, const char *detail) {
   spill_io *x = r->arg;
-  store *s = x->s;
-  st_obj *o = x->o;
+  hpl__store *s = x->s;
+  hpl__obj *o = x->o;
   free(r);
   if (status == 0 && hpl__spill_read(s->spill, x->file, 0, o->data, o->size, restore_read, x,
                                      NULL) == 0)
@@ -265,29 +265,29 @@ static void restore_room(st_room *r, int status, const char *detail) {
   char why[640];
   snprintf(why, sizeof why, "cannot restore '%s': %s", o->id,
            status ? detail : hpl__spill_errdetail(s->spill));
-  LOG_WARN("%s", why);
+  HPL__LOG_WARN("%s", why);
   o->moving = 0;
-  if (o->data) store_obj_drop_buffer(s, o);
-  store_obj_fail(s, o, status ? status : HPL_ESYS, why);
-  store_obj_unref(s, o);
+  if (o->data) hpl__obj_drop_buffer(s, o);
+  hpl__obj_fail(s, o, status ? status : HPL_ESYS, why);
+  hpl__obj_unref(s, o);
   free(x);
 }
 
-void room_restore(store *s, st_obj *o) {
-  if (o->state != OBJ_SPILLED || o->moving || !s->spill) return;
+void hpl__room_restore(hpl__store *s, hpl__obj *o) {
+  if (o->state != HPL__OBJ_SPILLED || o->moving || !s->spill) return;
   spill_io *x = malloc(sizeof *x);
-  st_room *r = malloc(sizeof *r);
+  hpl__room *r = malloc(sizeof *r);
   if (!x || !r) {
     free(x);
     free(r);
-    store_obj_fail(s, o, HPL_ENOMEM, "out of memory");
+    hpl__obj_fail(s, o, HPL_ENOMEM, "out of memory");
     return;
   }
-  *x = (spill_io){.s = s, .o = o, .file = store_obj_file(s, o)};
+  *x = (spill_io){.s = s, .o = o, .file = hpl__obj_file(s, o)};
   o->moving = 1;
-  store_obj_ref(s, o);
+  hpl__obj_ref(s, o);
   char detail[640];
-  int rc = room_alloc(s, o, o->size, store_obj_deadline(o), r, restore_room, x, detail,
+  int rc = hpl__room_alloc(s, o, o->size, hpl__obj_deadline(o), r, restore_room, x, detail,
                       sizeof detail);
   if (rc > 0) return;
   r->arg = x;
@@ -297,7 +297,7 @@ void room_restore(store *s, st_obj *o) {
 
 /* ------------------------------------------------------------------ the queue */
 
-static void dequeue(store *s, st_room *r) {
+static void dequeue(hpl__store *s, hpl__room *r) {
   DL_DELETE(s->rooms->queue, r);
   r->queued = 0;
 }
@@ -305,15 +305,15 @@ static void dequeue(store *s, st_room *r) {
 /* Serve the queue in order; fail what is past its deadline; make room for
  * the first request still waiting; wake again at the next deadline. */
 static void room_run(uv_timer_t *t) {
-  store *s = t->data;
+  hpl__store *s = t->data;
   uint64_t now = hpl__now_ms();
-  st_room *r, *tmp;
+  hpl__room *r, *tmp;
   s->rooms->kicked = 0;
   int served = 1;
   DL_FOREACH_SAFE(s->rooms->queue, r, tmp) {
-    if (served && store_obj_alloc(s, r->o, r->size, NULL, 0) == 0) {
+    if (served && hpl__obj_alloc(s, r->o, r->size, NULL, 0) == 0) {
       dequeue(s, r);
-      LOG_DEBUG("room for '%s' (%llu bytes) after %llu ms", r->o->id,
+      HPL__LOG_DEBUG("room for '%s' (%llu bytes) after %llu ms", r->o->id,
                 (unsigned long long)r->size, (unsigned long long)(now - r->since_ms));
       r->done(r, 0, NULL);
       continue;
@@ -321,14 +321,14 @@ static void room_run(uv_timer_t *t) {
     served = 0; /* those behind the first that waits keep waiting (in order) */
     if (r->deadline_ms > now) continue;
     char held[320], detail[512], a[32];
-    room_describe(s, held, sizeof held);
+    hpl__room_describe(s, held, sizeof held);
     snprintf(detail, sizeof detail,
              "store '%s' found no room for %s for '%s' within %llu ms: %s", s->cfg.name,
              hpl__fmt_bytes(r->size, a, sizeof a), r->o->id,
              (unsigned long long)(now - r->since_ms), held);
     dequeue(s, r);
     s->ctr.room_timeouts++;
-    LOG_INFO("%s", detail);
+    HPL__LOG_INFO("%s", detail);
     r->done(r, HPL_ENOMEM, detail);
   }
   if (!s->rooms->queue) return;
@@ -345,8 +345,8 @@ static void room_run(uv_timer_t *t) {
   uv_timer_start(&s->rooms->timer, room_run, next > now ? next - now : 0, 0);
 }
 
-int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room *r,
-               room_done_fn done, void *arg, char *detail, size_t dlen) {
+int hpl__room_alloc(hpl__store *s, hpl__obj *o, uint64_t size, uint64_t deadline_ms, hpl__room *r,
+               hpl__room_done_fn done, void *arg, char *detail, size_t dlen) {
   char a[32], b[32];
   if (size > hpl__pool_capacity(s->pool)) {
     snprintf(detail, dlen, "object '%s' of %s is larger than the whole pool of store '%s' (%s)",
@@ -355,66 +355,66 @@ int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room
     return HPL_ENOMEM;
   }
   /* nobody waits before us: try at once */
-  if (!s->rooms->queue && store_obj_alloc(s, o, size, detail, dlen) == 0) return 0;
+  if (!s->rooms->queue && hpl__obj_alloc(s, o, size, detail, dlen) == 0) return 0;
   uint64_t now = hpl__now_ms();
   uint64_t longest = now + s->cfg.room_wait_ms;
   if (deadline_ms > longest) deadline_ms = longest;
   if (deadline_ms <= now || !s->rooms->live || s->stopping) {
     char held[320];
-    room_describe(s, held, sizeof held);
+    hpl__room_describe(s, held, sizeof held);
     snprintf(detail, dlen, "store '%s' has no room for %s for '%s': %s", s->cfg.name,
              hpl__fmt_bytes(size, a, sizeof a), o->id, held);
     return HPL_ENOMEM;
   }
-  *r = (st_room){.o = o, .size = size, .deadline_ms = deadline_ms, .since_ms = now,
+  *r = (hpl__room){.o = o, .size = size, .deadline_ms = deadline_ms, .since_ms = now,
                  .done = done, .arg = arg, .queued = 1};
   DL_APPEND(s->rooms->queue, r);
   s->ctr.room_waits++;
-  LOG_DEBUG("'%s' (%llu bytes) waits for room", o->id, (unsigned long long)size);
+  HPL__LOG_DEBUG("'%s' (%llu bytes) waits for room", o->id, (unsigned long long)size);
   uv_timer_start(&s->rooms->timer, room_run, 0, 0);
   return 1;
 }
 
-void room_cancel(store *s, st_room *r) {
+void hpl__room_cancel(hpl__store *s, hpl__room *r) {
   if (!r->queued) return;
   dequeue(s, r);
   kick(s); /* the next one may fit */
 }
 
-int room_init(store *s) {
+int hpl__room_init(hpl__store *s) {
   if (!(s->rooms = calloc(1, sizeof *s->rooms))) return HPL_ENOMEM;
   if (uv_timer_init(s->loop, &s->rooms->timer) != 0) return HPL_ESYS;
   s->rooms->timer.data = s;
   s->rooms->live = 1;
-  store_objects_listen(s, room_changed, room_restore);
+  hpl__objects_listen(s, room_changed, hpl__room_restore);
   if (s->cfg.spill_dir[0]) {
     char detail[512];
     int rc = hpl__spill_open(s->loop, s->cfg.spill_dir, 0, &s->spill, detail, sizeof detail);
     if (rc) {
-      LOG_ERROR("--spill-dir: %s", detail);
+      HPL__LOG_ERROR("--spill-dir: %s", detail);
       return rc;
     }
-    LOG_INFO("spilling to %s (%s)", hpl__spill_dir(s->spill),
+    HPL__LOG_INFO("spilling to %s (%s)", hpl__spill_dir(s->spill),
              hpl__spill_direct(s->spill) ? "O_DIRECT" : "through the page cache");
   }
   return 0;
 }
 
-void room_stop(store *s) {
+void hpl__room_stop(hpl__store *s) {
   if (!s->rooms) return;
   while (s->rooms->queue) {
-    st_room *r = s->rooms->queue;
+    hpl__room *r = s->rooms->queue;
     dequeue(s, r);
     r->done(r, HPL_ECANCELED, "the store is stopping");
   }
-  store_objects_listen(s, NULL, NULL);
+  hpl__objects_listen(s, NULL, NULL);
   hpl__spill_close(s->spill); /* pending writes and reads end as cancelled */
   s->spill = NULL;
   if (s->rooms->live) uv_close((uv_handle_t *)&s->rooms->timer, NULL);
   s->rooms->live = 0;
 }
 
-void room_free(store *s) {
+void hpl__room_free(hpl__store *s) {
   free(s->rooms);
   s->rooms = NULL;
 }

@@ -30,59 +30,59 @@
 #include "objects.h"
 #include "store.h"
 
-typedef struct st_room st_room;
+typedef struct hpl__room hpl__room;
 
 /* Told once whether the buffer was allocated (status 0: o->data is set)
  * or not (HPL_ENOMEM with a detail; HPL_ECANCELED when the store stops).
  * The request is off the queue when done() runs; done() owns it again. */
-typedef void (*room_done_fn)(st_room *r, int status, const char *detail);
+typedef void (*hpl__room_done_fn)(hpl__room *r, int status, const char *detail);
 
 /* A request waiting for room, owned by the caller, who must keep it (and
- * a reference on `o`) until done() ran or room_cancel. */
-struct st_room {
-  struct st_room *prev, *next; /* the store's queue (utlist) */
-  st_obj *o;
+ * a reference on `o`) until done() ran or hpl__room_cancel. */
+struct hpl__room {
+  struct hpl__room *prev, *next; /* the store's queue (utlist) */
+  hpl__obj *o;
   uint64_t size;
   uint64_t deadline_ms; /* hpl__now_ms clock */
   uint64_t since_ms;
-  room_done_fn done;
+  hpl__room_done_fn done;
   void *arg;            /* for the caller */
   int queued;
 };
 
-/* Allocate o's buffer of `size` bytes (as store_obj_alloc). Returns 0 if
+/* Allocate o's buffer of `size` bytes (as hpl__obj_alloc). Returns 0 if
  * it was allocated now (done is not called); 1 if r waits in the queue
  * (done is called later, exactly once, unless cancelled); or HPL_ENOMEM
  * with a detail (size larger than the pool, or the deadline has passed).
  * deadline_ms is absolute (hpl__now_ms); UINT64_MAX means the store's
  * longest wait (cfg.room_wait_ms). */
-int room_alloc(store *s, st_obj *o, uint64_t size, uint64_t deadline_ms, st_room *r,
-               room_done_fn done, void *arg, char *detail, size_t dlen);
+int hpl__room_alloc(hpl__store *s, hpl__obj *o, uint64_t size, uint64_t deadline_ms, hpl__room *r,
+               hpl__room_done_fn done, void *arg, char *detail, size_t dlen);
 
 /* Take a waiting request off the queue without telling it (a no-op if it
  * is not queued). */
-void room_cancel(store *s, st_room *r);
+void hpl__room_cancel(hpl__store *s, hpl__room *r);
 
-/* A spilled object (OBJ_SPILLED) is wanted (a get, a pull): read it back
+/* A spilled object (HPL__OBJ_SPILLED) is wanted (a get, a pull): read it back
  * into a new buffer (waiting for room like any other), then it is sealed
  * again and its waiters told; on failure they hear why. A no-op if it is
  * already on its way back or spilling is off. */
-void room_restore(store *s, st_obj *o);
+void hpl__room_restore(hpl__store *s, hpl__obj *o);
 
 /* What holds the pool, for errors: "pool 64 MiB: 60 MiB pinned ..." */
-void room_describe(store *s, char *buf, size_t len);
+void hpl__room_describe(hpl__store *s, char *buf, size_t len);
 
 /* While requests wait, each run of the queue first calls shed(s) (may be
  * NULL): a module above this one that holds memory it could let go
  * (rdtask.c's orphaned tasks) does so. */
-void room_on_shed(store *s, void (*shed)(store *s));
+void hpl__room_on_shed(hpl__store *s, void (*shed)(hpl__store *s));
 
 /* Set up (before anything is allocated: the module's context, the spill
  * directory, the objects' listener) and stop: every waiting request is
  * told HPL_ECANCELED; answers to EVICT still due are ignored. Free the
  * context once the loop has ended. */
-int room_init(store *s);
-void room_stop(store *s);
-void room_free(store *s);
+int hpl__room_init(hpl__store *s);
+void hpl__room_stop(hpl__store *s);
+void hpl__room_free(hpl__store *s);
 
 #endif

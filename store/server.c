@@ -23,7 +23,7 @@
 #include "stmetrics.h"
 #include "util.h"
 
-void store_config_defaults(store_config *c) {
+void hpl__store_config_defaults(hpl__store_config *c) {
   memset(c, 0, sizeof *c);
   c->memory = 2ull << 30;
   c->allow_gid = -1;
@@ -33,7 +33,7 @@ void store_config_defaults(store_config *c) {
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;
-  c->trim_ms = STORE_TRIM_DEFAULT; /* store_start: 10 s, never with prefault */
+  c->trim_ms = HPL__STORE_TRIM_DEFAULT; /* hpl__store_start: 10 s, never with prefault */
   c->trim_keep = 64ull << 20;
   c->room_wait_ms = 60000;
 }
@@ -42,58 +42,58 @@ void store_config_defaults(store_config *c) {
 
 /* DROP: the object was deleted; our copy goes (clients holding it keep
  * reading it until they release). */
-static void on_drop(store *s, ProtobufCMessage *m) {
+static void on_drop(hpl__store *s, ProtobufCMessage *m) {
   const char *id = ((Hplpb__DropNote *)m)->id;
-  st_obj *o = hpl__id_valid(id) ? store_find(s, id) : NULL;
+  hpl__obj *o = hpl__id_valid(id) ? hpl__obj_find(s, id) : NULL;
   if (!o) return;
-  LOG_DEBUG("dropping '%s' (deleted)", id);
+  HPL__LOG_DEBUG("dropping '%s' (deleted)", id);
   o->advertised = 0;
-  if (o->fetch) fetch_dropped(s, o);
-  store_obj_detach(s, o);
+  if (o->fetch) hpl__fetch_dropped(s, o);
+  hpl__obj_detach(s, o);
 }
 
-static void on_upstream_gone(store *s, ProtobufCMessage *m) {
+static void on_upstream_gone(hpl__store *s, ProtobufCMessage *m) {
   Hplpb__UpstreamNote *u = (Hplpb__UpstreamNote *)m;
-  if (hpl__id_valid(u->id)) fetch_upstream_gone(s, u->id, u->peer, u->suspect);
+  if (hpl__id_valid(u->id)) hpl__fetch_upstream_gone(s, u->id, u->peer, u->suspect);
 }
 
-static void on_registered(store *s, int restarted) {
-  ring_directory_lost(s);
-  if (restarted) rdsink_directory_restarted(s);
+static void on_registered(hpl__store *s, int restarted) {
+  hpl__ring_directory_lost(s);
+  if (restarted) hpl__rdsink_directory_restarted(s);
   /* registered again with the same directory: it has voided the reduce
    * slots this node held on the old connection (others took them over) */
-  else if (s->ctr.dir_registrations > 1) rdtask_end(s, NULL, 0);
+  else if (s->ctr.dir_registrations > 1) hpl__rdtask_end(s, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ leaving */
 
 static void drain_grace_over(uv_timer_t *t) {
-  store *s = t->data;
-  LOG_WARN("grace period over: leaving with %d stream(s) unfinished (their receivers go "
-           "elsewhere)", dataport_active(s));
-  store_stop(s);
+  hpl__store *s = t->data;
+  HPL__LOG_WARN("grace period over: leaving with %d stream(s) unfinished (their receivers go "
+           "elsewhere)", hpl__dataport_active(s));
+  hpl__store_stop(s);
 }
 
-static void drain_acked(store *s, const dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
+static void drain_acked(hpl__store *s, const hpl__dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
 
 /* Draining: the last stream ended. */
-static void drain_check(store *s) {
-  if (!s->draining || s->stopping || dataport_active(s) > 0) return;
-  LOG_INFO("every stream served: leaving cleanly");
-  store_stop(s);
+static void drain_check(hpl__store *s) {
+  if (!s->draining || s->stopping || hpl__dataport_active(s) > 0) return;
+  HPL__LOG_INFO("every stream served: leaving cleanly");
+  hpl__store_stop(s);
 }
 
-void store_drain(store *s) {
+void hpl__store_drain(hpl__store *s) {
   s->draining = 1;
-  LOG_INFO("SIGTERM: leaving; serving the %d stream(s) in progress for at most %u ms",
-           dataport_active(s), s->cfg.grace_ms);
+  HPL__LOG_INFO("SIGTERM: leaving; serving the %d stream(s) in progress for at most %u ms",
+           hpl__dataport_active(s), s->cfg.grace_ms);
   Hplpb__DrainReq d = HPLPB__DRAIN_REQ__INIT;
   d.node_id = s->node_id;
-  dirlink_request(s, HPL__MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
-  clients_stop(s);
+  hpl__dirlink_request(s, HPL__MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
+  hpl__clients_stop(s);
   /* our own pulls are pointless now */
-  fetch_drain(s);
-  rdsink_drain(s);
+  hpl__fetch_drain(s);
+  hpl__rdsink_drain(s);
   uv_timer_init(s->loop, &s->grace);
   s->grace.data = s;
   uv_timer_start(&s->grace, drain_grace_over, s->cfg.grace_ms, 0);
@@ -101,18 +101,18 @@ void store_drain(store *s) {
 }
 
 static void on_signal(uv_signal_t *sig, int signum) {
-  store *s = sig->data;
+  hpl__store *s = sig->data;
   if (signum == SIGTERM && !s->draining && !s->stopping) {
-    store_drain(s);
+    hpl__store_drain(s);
     return;
   }
-  LOG_INFO("signal %d: shutting down", signum);
-  store_stop(s);
+  HPL__LOG_INFO("signal %d: shutting down", signum);
+  hpl__store_stop(s);
 }
 
 /* ------------------------------------------------------------------ start/stop */
 
-int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
+int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
   s->cfg = *cfg;
@@ -123,10 +123,10 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   /* pages populated on purpose stay: a trimmed page faults in again on its
    * next use (seen: a 256 MiB reduce 4.8 s instead of 2.3 s on 8 emulated
    * hosts when the pools had been trimmed since the last one) */
-  if (s->cfg.trim_ms == STORE_TRIM_DEFAULT) s->cfg.trim_ms = cfg->prefault ? 0 : 10000;
+  if (s->cfg.trim_ms == HPL__STORE_TRIM_DEFAULT) s->cfg.trim_ms = cfg->prefault ? 0 : 10000;
   int rc = hpl__pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
   if (rc) {
-    LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,
+    HPL__LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,
               hpl_strerror(rc),
               rc == HPL_EINVAL ? " (a capacity above 2^47, or MALLOC_CONF forcing retain:true)"
               : rc == HPL_ESYS ? " (memfd_create/ftruncate/mmap failed; see errno above)"
@@ -135,25 +135,25 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   }
   /* each module's context, bottom up (room.c listens to the objects,
    * rdsink.c to rdtask.c) */
-  if ((rc = store_objects_init(s)) || (rc = puller_init(s)) || (rc = room_init(s)) ||
-      (rc = lifetime_init(s)) || (rc = fetch_init(s)) || (rc = rdtask_init(s)) ||
-      (rc = rdsink_init(s)) || (rc = ring_init(s)) || (rc = store_metrics_start(s)))
+  if ((rc = hpl__objects_init(s)) || (rc = hpl__puller_init(s)) || (rc = hpl__room_init(s)) ||
+      (rc = hpl__lifetime_init(s)) || (rc = hpl__fetch_init(s)) || (rc = hpl__rdtask_init(s)) ||
+      (rc = hpl__rdsink_init(s)) || (rc = hpl__ring_init(s)) || (rc = hpl__stmetrics_start(s)))
     return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
-  if ((rc = dataport_start(s, drain_check)) || (rc = clients_start(s)) ||
-      (rc = dirlink_start(s)))
+  if ((rc = hpl__dataport_start(s, drain_check)) || (rc = hpl__clients_start(s)) ||
+      (rc = hpl__dirlink_start(s)))
     return rc;
-  dirlink_on(s, HPL__MSG_DROP, on_drop);
-  dirlink_on(s, HPL__MSG_UPSTREAM_GONE, on_upstream_gone);
-  dirlink_on(s, HPL__MSG_REDUCE_TASK, rdtask_on_task);
-  dirlink_on(s, HPL__MSG_REDUCE_SINK, rdsink_on_sink);
-  dirlink_on(s, HPL__MSG_REDUCE_END, rdsink_on_end);
-  dirlink_on(s, HPL__MSG_REDUCE_ADOPTED, rdtask_on_adopted);
-  dirlink_on(s, HPL__MSG_RING_END, ring_on_end);
-  dirlink_on(s, HPL__MSG_GRANT, fetch_on_grant);
-  dirlink_on_registered(s, on_registered);
-  dirlink_on_incoming(s, fetch_incoming);
+  hpl__dirlink_on(s, HPL__MSG_DROP, on_drop);
+  hpl__dirlink_on(s, HPL__MSG_UPSTREAM_GONE, on_upstream_gone);
+  hpl__dirlink_on(s, HPL__MSG_REDUCE_TASK, hpl__rdtask_on_task);
+  hpl__dirlink_on(s, HPL__MSG_REDUCE_SINK, hpl__rdsink_on_sink);
+  hpl__dirlink_on(s, HPL__MSG_REDUCE_END, hpl__rdsink_on_end);
+  hpl__dirlink_on(s, HPL__MSG_REDUCE_ADOPTED, hpl__rdtask_on_adopted);
+  hpl__dirlink_on(s, HPL__MSG_RING_END, hpl__ring_on_end);
+  hpl__dirlink_on(s, HPL__MSG_GRANT, hpl__fetch_on_grant);
+  hpl__dirlink_on_registered(s, on_registered);
+  hpl__dirlink_on_incoming(s, hpl__fetch_incoming);
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);
   s->sigint.data = s->sigterm.data = s;
@@ -163,46 +163,46 @@ int store_start(store *s, uv_loop_t *loop, const store_config *cfg) {
   if (s->cfg.link_rate)
     snprintf(pace, sizeof pace, ", streams paced for a %.6g Mbit/s link",
              (double)s->cfg.link_rate / 1e6);
-  LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d%s", s->cfg.name,
+  HPL__LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d%s", s->cfg.name,
            (unsigned long long)s->node_id,
            hpl__fmt_bytes(hpl__pool_capacity(s->pool), cap, sizeof cap), s->cfg.socket_path,
-           dataport_port(s), pace);
+           hpl__dataport_port(s), pace);
   return 0;
 }
 
-void store_stop(store *s) {
+void hpl__store_stop(hpl__store *s) {
   if (s->stopping) return;
   s->stopping = 1;
   if (s->draining) uv_close((uv_handle_t *)&s->grace, NULL);
-  rdtask_stop(s);
-  store_objects_stop(s);
+  hpl__rdtask_stop(s);
+  hpl__objects_stop(s);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
-  clients_stop(s);
-  dataport_stop(s);
-  dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
-  ring_stop(s);
-  fetch_stop(s);
-  room_stop(s);
-  lifetime_stop(s);
-  rdtask_end(s, NULL, 0);
-  rdsink_stop(s);
-  puller_stop_all(s);
-  store_metrics_stop(s);
+  hpl__clients_stop(s);
+  hpl__dataport_stop(s);
+  hpl__dirlink_stop(s); /* answers still due arrive now, as HPL_ECANCELED */
+  hpl__ring_stop(s);
+  hpl__fetch_stop(s);
+  hpl__room_stop(s);
+  hpl__lifetime_stop(s);
+  hpl__rdtask_end(s, NULL, 0);
+  hpl__rdsink_stop(s);
+  hpl__puller_stop_all(s);
+  hpl__stmetrics_stop(s);
 }
 
-void store_free(store *s) {
-  dirlink_free(s);
-  clients_free(s);
-  ring_free(s);
-  rdsink_free(s);
-  rdtask_free(s);
-  fetch_free(s);
-  lifetime_free(s);
-  room_free(s);
-  dataport_free(s);
-  puller_free(s);
-  store_objects_free(s);
+void hpl__store_free(hpl__store *s) {
+  hpl__dirlink_free(s);
+  hpl__clients_free(s);
+  hpl__ring_free(s);
+  hpl__rdsink_free(s);
+  hpl__rdtask_free(s);
+  hpl__fetch_free(s);
+  hpl__lifetime_free(s);
+  hpl__room_free(s);
+  hpl__dataport_free(s);
+  hpl__puller_free(s);
+  hpl__objects_free(s);
   hpl__pool_destroy(s->pool);
   s->pool = NULL;
 }

@@ -18,11 +18,11 @@
  *                watchers and waiters, the idle list, walks, the presence
  *                filter (objidx.c: the indexes). Listeners: watchers and
  *                waiters; room.c's (room changed, spilled bytes wanted);
- *                a stream's source (st_source: ring.c, rdtask.c)
+ *                a stream's source (hpl__source: ring.c, rdtask.c)
  *   puller.c     one byte stream from a peer's data port, into an object
- *                (puller_start_into: where received bytes become its
+ *                (hpl__puller_start_into: where received bytes become its
  *                progress) or an owner's buffer (pullmon.c: watching it);
- *                reports crawling, silence, failure to its owner (puller_ops)
+ *                reports crawling, silence, failure to its owner (hpl__puller_ops)
  *   dataport.c   serving streams on the data port, also of partial copies
  *                and through a stream's source (dpfile.c: spilled copies
  *                from their files) -> idle (server.c)
@@ -57,20 +57,20 @@
 #include "store.h"
 
 /* Defaults for every field (2 GiB pool, 4 MiB chunks, ...). */
-void store_config_defaults(store_config *c);
+void hpl__store_config_defaults(hpl__store_config *c);
 
 /* Start everything (pool, data port, local socket, directory link,
  * signals) on `loop`. *s is cleared first; cfg is copied. Returns 0 or an
  * HPL_E* code (the reason is logged). */
-int store_start(store *s, uv_loop_t *loop, const store_config *cfg);
+int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cfg);
 
 /* Close every handle so the loop can end (idempotent). */
-void store_stop(store *s);
+void hpl__store_stop(hpl__store *s);
 
-/* Free everything once the loop has ended (after store_stop). */
-void store_free(store *s);
+/* Free everything once the loop has ended (after hpl__store_stop). */
+void hpl__store_free(hpl__store *s);
 
 /* SIGTERM: stop taking work, finish serving streams (grace period), leave. */
-void store_drain(store *s);
+void hpl__store_drain(hpl__store *s);
 
 #endif

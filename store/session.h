@@ -21,59 +21,59 @@
 #include "uvconn.h"
 
 /* A held object: the client got it `count` times and has not released. */
-typedef struct st_hold {
+typedef struct hpl__hold {
   uint64_t inst;
   int count;
   UT_hash_handle hh;
-} st_hold;
+} hpl__hold;
 
-typedef struct st_client {
-  struct st_client *prev, *next; /* clients.c's list (utlist) */
-  store *s;
+typedef struct hpl__stclient {
+  struct hpl__stclient *prev, *next; /* clients.c's list (utlist) */
+  hpl__store *s;
   hpl__conn *c;
   uint64_t id;
-  st_hold *holds;
+  hpl__hold *holds;
   struct get_waiter *waiters; /* get.c */
   uint32_t nwaiters;
   struct st_put *puts;        /* put.c */
   struct lt_owned *owned;     /* lifetime.c: instances it put with `owned` */
   int refs;
   int closed;
-} st_client;
+} hpl__stclient;
 
 /* A client's request waiting for an answer from elsewhere (the directory):
  * keeps the session alive; answering a closed session is a no-op. */
-typedef struct st_creq {
-  st_client *cl;
+typedef struct hpl__creq {
+  hpl__stclient *cl;
   uint64_t req;
   unsigned rtype; /* the reply type the client waits for (if the owner needs it) */
-} st_creq;
+} hpl__creq;
 
 /* New session on connection `c` (the connection's data is set by the
  * caller). Returns NULL on no memory. The session is freed once closed and
  * unreferenced. */
-st_client *session_new(store *s, hpl__conn *c, uint64_t id);
+hpl__stclient *hpl__session_new(hpl__store *s, hpl__conn *c, uint64_t id);
 /* The connection closed: release the holds and drop the creator's
  * reference (get.c and put.c must have let go of theirs first). */
-void session_closed(st_client *cl);
+void hpl__session_closed(hpl__stclient *cl);
 
-void session_ref(st_client *cl);
-void session_unref(st_client *cl);
+void hpl__session_ref(hpl__stclient *cl);
+void hpl__session_unref(hpl__stclient *cl);
 
 /* Send a message / a Reply{status, detail} for request `req` (no-ops on a
  * closed session). */
-void session_send(st_client *cl, unsigned type, uint64_t req, const ProtobufCMessage *m);
-void session_reply(st_client *cl, uint64_t req, int status, const char *detail);
+void hpl__session_send(hpl__stclient *cl, unsigned type, uint64_t req, const ProtobufCMessage *m);
+void hpl__session_reply(hpl__stclient *cl, uint64_t req, int status, const char *detail);
 
 /* Record that the client holds `o` once more (takes a reference).
  * Returns 0 or HPL_ENOMEM. */
-int session_hold(st_client *cl, st_obj *o);
+int hpl__session_hold(hpl__stclient *cl, hpl__obj *o);
 /* RELEASE: one hold of instance `inst` ends (unknown handles are ignored). */
-void session_release(st_client *cl, uint64_t inst);
+void hpl__session_release(hpl__stclient *cl, uint64_t inst);
 
 /* Requests waiting elsewhere: init takes a session reference, done
  * drops it. */
-void session_creq_init(st_creq *x, st_client *cl, uint64_t req);
-void session_creq_done(st_creq *x);
+void hpl__session_creq_init(hpl__creq *x, hpl__stclient *cl, uint64_t req);
+void hpl__session_creq_done(hpl__creq *x);
 
 #endif

@@ -2,7 +2,7 @@
  * queue of jobs, callbacks - and the calls. The jobs are spilljob.c's
  * (I/O) and spilldir.c's (the spill area).
  *
- * Requests. A write or read is a request (sp_req) in one of four stages:
+ * Requests. A write or read is a request (hpl__sp_req) in one of four stages:
  *   QUEUED   in the ready queue, waiting for one of the HPL__SPILL_JOBS
  *            job slots;
  *   RUNNING  one job of it (at most HPL__SPILL_CHUNK bytes) is in the
@@ -16,7 +16,7 @@
  * an idle handle that drains the done list, never from inside a call, so
  * a callback may call anything here (close included).
  *
- * Files. A file (sp_file) is in the table from its write until removed or
+ * Files. A file (hpl__sp_file) is in the table from its write until removed or
  * its write fails. A file being written belongs to its write request,
  * which unlinks and frees it if it fails; a written file is unlinked by
  * its own job once removed and no read holds it.
@@ -41,7 +41,7 @@
 #include "util.h"
 
 static void spill_pump(hpl__spill *sp);
-static void req_finish(sp_req *r, int status, int err);
+static void req_finish(hpl__sp_req *r, int status, int err);
 
 static int spill_fail(hpl__spill *sp, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -57,7 +57,7 @@ static int spill_fail(hpl__spill *sp, int rc, const char *fmt, ...) {
  * Loop side
  * ---------------------------------------------------------------------- */
 
-static void busy_begin(sp_req *r) {
+static void busy_begin(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
   r->busy = 1;
   if (r->write) {
@@ -67,7 +67,7 @@ static void busy_begin(sp_req *r) {
   }
 }
 
-static void busy_end(sp_req *r) {
+static void busy_end(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
   if (!r->busy) return;
   r->busy = 0;
@@ -78,13 +78,13 @@ static void busy_end(sp_req *r) {
   }
 }
 
-static void file_free(sp_file *f) {
+static void file_free(hpl__sp_file *f) {
   if (f->in_table) HASH_DEL(f->sp->files, f);
   free(f);
 }
 
 static void file_unlink_done(uv_work_t *w, int status) {
-  sp_file *f = w->data;
+  hpl__sp_file *f = w->data;
   hpl__spill *sp = f->sp;
   sp->jobs_out--;
   if (status != 0 || f->unlink_err) sp->c.errors++;
@@ -95,7 +95,7 @@ static void file_unlink_done(uv_work_t *w, int status) {
 }
 
 /* A removed, written file: unlink it once no read holds it. */
-static void file_maybe_unlink(sp_file *f) {
+static void file_maybe_unlink(hpl__sp_file *f) {
   hpl__spill *sp = f->sp;
   if (f->in_table || f->writer || f->nreads || f->unlinking) return;
   if (!f->on_disk) {
@@ -116,12 +116,12 @@ static void file_maybe_unlink(sp_file *f) {
 
 static void spill_drain(uv_idle_t *h);
 
-static void req_to_done(sp_req *r) {
+static void req_to_done(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
-  r->state = R_DONE;
+  r->state = HPL__R_DONE;
   busy_end(r);
   if (!r->write && r->f) {
-    sp_file *f = r->f;
+    hpl__sp_file *f = r->f;
     r->f = NULL;
     f->nreads--;
     file_maybe_unlink(f);
@@ -134,9 +134,9 @@ static void req_to_done(sp_req *r) {
 }
 
 static void req_unlink_done(uv_work_t *w, int status) {
-  sp_req *r = w->data;
+  hpl__sp_req *r = w->data;
   hpl__spill *sp = r->sp;
-  sp_file *f = r->f;
+  hpl__sp_file *f = r->f;
   sp->jobs_out--;
   if (status != 0 && !r->unlink_err) r->unlink_err = ECANCELED;
   if (r->unlink_err) sp->c.errors++;
@@ -151,7 +151,7 @@ static void req_unlink_done(uv_work_t *w, int status) {
 /* A request's I/O is over: status 0, HPL_ECANCELED or HPL_ESYS (err). A
  * write that did not succeed takes its file out of the table and unlinks
  * it before its callback. */
-static void req_finish(sp_req *r, int status, int err) {
+static void req_finish(hpl__sp_req *r, int status, int err) {
   hpl__spill *sp = r->sp;
   r->status = status;
   r->err = err;
@@ -159,7 +159,7 @@ static void req_finish(sp_req *r, int status, int err) {
     req_to_done(r);
     return;
   }
-  sp_file *f = r->f;
+  hpl__sp_file *f = r->f;
   if (f->in_table) {
     HASH_DEL(sp->files, f);
     f->in_table = 0;
@@ -170,7 +170,7 @@ static void req_finish(sp_req *r, int status, int err) {
     req_to_done(r);
     return;
   }
-  r->state = R_UNLINK;
+  r->state = HPL__R_UNLINK;
   r->work.data = r;
   if (uv_queue_work(sp->loop, &r->work, hpl__spill_req_unlink_run, req_unlink_done) == 0) {
     sp->jobs_out++;
@@ -186,7 +186,7 @@ static void req_finish(sp_req *r, int status, int err) {
 }
 
 static void io_done(uv_work_t *w, int status) {
-  sp_req *r = w->data;
+  hpl__sp_req *r = w->data;
   hpl__spill *sp = r->sp;
   sp->io_jobs--;
   sp->jobs_out--;
@@ -221,7 +221,7 @@ static void io_done(uv_work_t *w, int status) {
   } else if (r->done == r->len && (!r->write || r->f->on_disk)) {
     req_finish(r, 0, 0);
   } else {
-    r->state = R_QUEUED;
+    r->state = HPL__R_QUEUED;
     DL_APPEND(sp->ready, r);
   }
   spill_pump(sp);
@@ -231,7 +231,7 @@ static void io_done(uv_work_t *w, int status) {
 /* Give free job slots to the requests at the head of the ready queue. */
 static void spill_pump(hpl__spill *sp) {
   while (sp->io_jobs < HPL__SPILL_JOBS && sp->ready) {
-    sp_req *r = sp->ready;
+    hpl__sp_req *r = sp->ready;
     DL_DELETE(sp->ready, r);
     uint64_t left = r->len - r->done;
     r->j_off = r->off + r->done;
@@ -240,7 +240,7 @@ static void spill_pump(hpl__spill *sp) {
     r->j_direct = sp->direct;
     r->j_err = r->j_created = r->j_refused = r->j_eof = 0;
     r->j_moved = r->j_direct_bytes = r->j_ns = 0;
-    r->state = R_RUNNING;
+    r->state = HPL__R_RUNNING;
     r->work.data = r;
     int rc = uv_queue_work(sp->loop, &r->work, hpl__spill_io_run, io_done);
     if (rc != 0) {
@@ -254,23 +254,23 @@ static void spill_pump(hpl__spill *sp) {
   }
 }
 
-static void req_cancel(sp_req *r) {
+static void req_cancel(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
   if (r->cancelled) return;
   r->cancelled = 1;
   switch (r->state) {
-  case R_QUEUED:
+  case HPL__R_QUEUED:
     DL_DELETE(sp->ready, r);
     req_finish(r, HPL_ECANCELED, 0);
     break;
-  case R_RUNNING:
+  case HPL__R_RUNNING:
     uv_cancel((uv_req_t *)&r->work); /* fails (harmlessly) once the job runs */
     break;
-  case R_UNLINK:
+  case HPL__R_UNLINK:
     r->status = HPL_ECANCELED;
     r->err = 0;
     break;
-  case R_DONE:
+  case HPL__R_DONE:
     if (r->write && r->status == 0) {
       /* written but not yet told: the file goes, as for any cancelled write */
       DL_DELETE(sp->done, r);
@@ -284,7 +284,7 @@ static void req_cancel(sp_req *r) {
 }
 
 /* The callback's detail: "" on success. */
-static void req_detail(const sp_req *r, char *out, size_t len) {
+static void req_detail(const hpl__sp_req *r, char *out, size_t len) {
   char size[32], at[32];
   const char *op = r->write ? "write" : "read";
   const char *dir = r->write ? "to" : "from";
@@ -315,13 +315,13 @@ static void req_detail(const sp_req *r, char *out, size_t len) {
 static void spill_drain(uv_idle_t *h) {
   hpl__spill *sp = h->data;
   char detail[PATH_MAX + 256];
-  for (int n = 0; n < SPILL_DRAIN && sp->done; n++) {
-    sp_req *r = sp->done;
+  for (int n = 0; n < HPL__SPILL_DRAIN && sp->done; n++) {
+    hpl__sp_req *r = sp->done;
     DL_DELETE(sp->done, r);
     HASH_DEL(sp->reqs, r);
     if (r->status == 0) {
       if (r->write) {
-        r->f->state = F_READY;
+        r->f->state = HPL__F_READY;
         r->f->writer = NULL;
         sp->c.writes++;
       } else {
@@ -346,7 +346,7 @@ static void spill_drain(uv_idle_t *h) {
 
 static void spill_free_cb(uv_handle_t *h) {
   hpl__spill *sp = h->data;
-  sp_file *f, *tmp;
+  hpl__sp_file *f, *tmp;
   HASH_ITER(hh, sp->files, f, tmp) {
     HASH_DEL(sp->files, f);
     free(f);
@@ -388,7 +388,7 @@ void hpl__spill_maybe_final(hpl__spill *sp) {
 void hpl__spill_close(hpl__spill *sp) {
   if (!sp || sp->closing) return;
   sp->closing = 1;
-  sp_req *r, *tmp;
+  hpl__sp_req *r, *tmp;
   HASH_ITER(hh, sp->reqs, r, tmp) {
     if (!r->cancelled) r->closing = 1;
     req_cancel(r);
@@ -397,9 +397,9 @@ void hpl__spill_close(hpl__spill *sp) {
 }
 
 /* A new request (not yet queued). */
-static sp_req *req_new(hpl__spill *sp, sp_file *f, int write, void *buf, uint64_t off,
+static hpl__sp_req *req_new(hpl__spill *sp, hpl__sp_file *f, int write, void *buf, uint64_t off,
                        uint64_t len, hpl__spill_cb cb, void *arg) {
-  sp_req *r = calloc(1, sizeof *r);
+  hpl__sp_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->path = strdup(f->path);
   if (!r->path) {
@@ -429,14 +429,14 @@ int hpl__spill_write(hpl__spill *sp, const void *buf, uint64_t len, hpl__spill_c
     return spill_fail(sp, HPL_EINVAL, "spill write of %llu bytes: larger than 2^62",
                       (unsigned long long)len);
   size_t plen = strlen(sp->subdir) + 18;
-  sp_file *f = calloc(1, sizeof *f + plen);
+  hpl__sp_file *f = calloc(1, sizeof *f + plen);
   if (!f) return spill_fail(sp, HPL_ENOMEM, "spill write: out of memory");
   f->id = ++sp->next_file;
   f->sp = sp;
   f->size = len;
-  f->state = F_WRITING;
+  f->state = HPL__F_WRITING;
   snprintf(f->path, plen, "%s/%016llx", sp->subdir, (unsigned long long)f->id);
-  sp_req *r = req_new(sp, f, 1, (void *)buf, 0, len, cb, arg);
+  hpl__sp_req *r = req_new(sp, f, 1, (void *)buf, 0, len, cb, arg);
   if (!r) {
     free(f);
     return spill_fail(sp, HPL_ENOMEM, "spill write: out of memory");
@@ -446,7 +446,7 @@ int hpl__spill_write(hpl__spill *sp, const void *buf, uint64_t len, hpl__spill_c
   HASH_ADD(hh, sp->files, id, sizeof f->id, f);
   HASH_ADD(hh, sp->reqs, id, sizeof r->id, r);
   busy_begin(r);
-  r->state = R_QUEUED;
+  r->state = HPL__R_QUEUED;
   DL_APPEND(sp->ready, r);
   spill_pump(sp);
   *file = f->id;
@@ -460,18 +460,18 @@ int hpl__spill_read(hpl__spill *sp, uint64_t file, uint64_t off, void *buf, uint
   if (sp->closing) return spill_fail(sp, HPL_ESTATE, "spill read: the spill is closing");
   if (!cb || (!buf && len > 0))
     return spill_fail(sp, HPL_EINVAL, "spill read: callback and buffer are required");
-  sp_file *f;
+  hpl__sp_file *f;
   HASH_FIND(hh, sp->files, &file, sizeof file, f);
   if (!f)
     return spill_fail(sp, HPL_ENOTFOUND, "spill read: no spill file %016llx",
                       (unsigned long long)file);
-  if (f->state != F_READY)
+  if (f->state != HPL__F_READY)
     return spill_fail(sp, HPL_ESTATE, "spill read: %s is still being written", f->path);
   if (off > f->size || len > f->size - off)
     return spill_fail(sp, HPL_EINVAL, "spill read of [%llu, +%llu) from %s: beyond its %llu bytes",
                       (unsigned long long)off, (unsigned long long)len, f->path,
                       (unsigned long long)f->size);
-  sp_req *r = req_new(sp, f, 0, buf, off, len, cb, arg);
+  hpl__sp_req *r = req_new(sp, f, 0, buf, off, len, cb, arg);
   if (!r) return spill_fail(sp, HPL_ENOMEM, "spill read: out of memory");
   f->nreads++;
   HASH_ADD(hh, sp->reqs, id, sizeof r->id, r);
@@ -479,7 +479,7 @@ int hpl__spill_read(hpl__spill *sp, uint64_t file, uint64_t off, void *buf, uint
   if (len == 0) {
     req_to_done(r);
   } else {
-    r->state = R_QUEUED;
+    r->state = HPL__R_QUEUED;
     DL_APPEND(sp->ready, r);
     spill_pump(sp);
   }
@@ -489,7 +489,7 @@ int hpl__spill_read(hpl__spill *sp, uint64_t file, uint64_t off, void *buf, uint
 
 int hpl__spill_cancel(hpl__spill *sp, uint64_t req) {
   if (!sp) return HPL_EINVAL;
-  sp_req *r;
+  hpl__sp_req *r;
   HASH_FIND(hh, sp->reqs, &req, sizeof req, r);
   if (!r)
     return spill_fail(sp, HPL_ENOTFOUND, "spill cancel: no pending request %llu",
@@ -500,14 +500,14 @@ int hpl__spill_cancel(hpl__spill *sp, uint64_t req) {
 
 int hpl__spill_remove(hpl__spill *sp, uint64_t file) {
   if (!sp) return HPL_EINVAL;
-  sp_file *f;
+  hpl__sp_file *f;
   HASH_FIND(hh, sp->files, &file, sizeof file, f);
   if (!f)
     return spill_fail(sp, HPL_ENOTFOUND, "spill remove: no spill file %016llx",
                       (unsigned long long)file);
   HASH_DEL(sp->files, f);
   f->in_table = 0;
-  sp_req *r, *tmp;
+  hpl__sp_req *r, *tmp;
   HASH_ITER(hh, sp->reqs, r, tmp) {
     if (r->file == file) req_cancel(r);
   }
@@ -516,7 +516,7 @@ int hpl__spill_remove(hpl__spill *sp, uint64_t file) {
 }
 
 int hpl__spill_file_size(const hpl__spill *sp, uint64_t file, uint64_t *size) {
-  sp_file *f;
+  hpl__sp_file *f;
   if (!sp || !size) return HPL_EINVAL;
   HASH_FIND(hh, sp->files, &file, sizeof file, f);
   if (!f) return HPL_ENOTFOUND;
@@ -525,7 +525,7 @@ int hpl__spill_file_size(const hpl__spill *sp, uint64_t file, uint64_t *size) {
 }
 
 int hpl__spill_file_path(const hpl__spill *sp, uint64_t file, char *buf, size_t len) {
-  sp_file *f;
+  hpl__sp_file *f;
   if (!sp || !buf) return HPL_EINVAL;
   HASH_FIND(hh, sp->files, &file, sizeof file, f);
   if (!f) return HPL_ENOTFOUND;

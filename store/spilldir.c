@@ -36,7 +36,7 @@ static void remove_entries(int dfd) {
 }
 
 /* Remove the subdirectories of dead stores: named hpl-spill-*, not ours,
- * lock file not locked (or missing), and untouched for SPILL_STALE_S (a
+ * lock file not locked (or missing), and untouched for HPL__SPILL_STALE_S (a
  * store is between mkdir and flock for microseconds only). */
 void hpl__spill_clean_run(uv_work_t *w) {
   hpl__spill *sp = w->data;
@@ -47,18 +47,18 @@ void hpl__spill_clean_run(uv_work_t *w) {
   time_t now = time(NULL);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, SPILL_PREFIX, strlen(SPILL_PREFIX)) != 0 || strcmp(e->d_name, own) == 0)
+    if (strncmp(e->d_name, HPL__SPILL_PREFIX, strlen(HPL__SPILL_PREFIX)) != 0 || strcmp(e->d_name, own) == 0)
       continue;
     int sfd = openat(rfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0) continue;
     struct stat st;
     int stale = 0;
-    int lk = openat(sfd, SPILL_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    int lk = openat(sfd, HPL__SPILL_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (lk >= 0) {
       if (flock(lk, LOCK_EX | LOCK_NB) == 0 && fstat(lk, &st) == 0 &&
-          now - st.st_mtime >= SPILL_STALE_S)
+          now - st.st_mtime >= HPL__SPILL_STALE_S)
         stale = 1;
-    } else if (errno == ENOENT && fstat(sfd, &st) == 0 && now - st.st_mtime >= SPILL_STALE_S) {
+    } else if (errno == ENOENT && fstat(sfd, &st) == 0 && now - st.st_mtime >= HPL__SPILL_STALE_S) {
       stale = 1;
     }
     if (stale) {
@@ -150,7 +150,7 @@ int hpl__spill_open(uv_loop_t *loop, const char *dir, unsigned flags, hpl__spill
     goto fail;
   }
   for (int tries = 0;; tries++) {
-    snprintf(sub, n + 64, "%s/" SPILL_PREFIX "%d-%08x", root, (int)getpid(),
+    snprintf(sub, n + 64, "%s/" HPL__SPILL_PREFIX "%d-%08x", root, (int)getpid(),
              (unsigned)hpl__random_u64());
     if (mkdir(sub, 0700) == 0) break;
     if (errno != EEXIST || tries == 16) {
@@ -160,7 +160,7 @@ int hpl__spill_open(uv_loop_t *loop, const char *dir, unsigned flags, hpl__spill
       goto fail;
     }
   }
-  snprintf(path, sizeof path, "%s/" SPILL_LOCK, sub);
+  snprintf(path, sizeof path, "%s/" HPL__SPILL_LOCK, sub);
   lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     e = errno;
@@ -169,7 +169,7 @@ int hpl__spill_open(uv_loop_t *loop, const char *dir, unsigned flags, hpl__spill
     goto fail_sub;
   }
   if (!(flags & HPL__SPILL_BUFFERED)) {
-    snprintf(path, sizeof path, "%s/" SPILL_PROBE, sub);
+    snprintf(path, sizeof path, "%s/" HPL__SPILL_PROBE, sub);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
     if (fd >= 0) {
       direct = 1;
@@ -205,7 +205,7 @@ int hpl__spill_open(uv_loop_t *loop, const char *dir, unsigned flags, hpl__spill
 
 fail_sub:
   if (lock_fd >= 0) close(lock_fd);
-  snprintf(path, sizeof path, "%s/" SPILL_LOCK, sub);
+  snprintf(path, sizeof path, "%s/" HPL__SPILL_LOCK, sub);
   unlink(path);
   rmdir(sub);
 fail:

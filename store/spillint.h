@@ -12,39 +12,39 @@
 
 #include "spill.h"
 
-#define SPILL_PREFIX "hpl-spill-"
-#define SPILL_LOCK "lock"
-#define SPILL_PROBE "probe"
-#define SPILL_STALE_S 10 /* an unlocked subdirectory this old is a dead store's */
-#define SPILL_DRAIN 64   /* callbacks per loop iteration */
+#define HPL__SPILL_PREFIX "hpl-spill-"
+#define HPL__SPILL_LOCK "lock"
+#define HPL__SPILL_PROBE "probe"
+#define HPL__SPILL_STALE_S 10 /* an unlocked subdirectory this old is a dead store's */
+#define HPL__SPILL_DRAIN 64   /* callbacks per loop iteration */
 
-enum { R_QUEUED, R_RUNNING, R_UNLINK, R_DONE };
-enum { F_WRITING, F_READY };
+enum { HPL__R_QUEUED, HPL__R_RUNNING, HPL__R_UNLINK, HPL__R_DONE };
+enum { HPL__F_WRITING, HPL__F_READY };
 
-typedef struct sp_req sp_req;
+typedef struct hpl__sp_req hpl__sp_req;
 
-typedef struct sp_file {
+typedef struct hpl__sp_file {
   UT_hash_handle hh;
   uint64_t id;
   hpl__spill *sp;
   uint64_t size;
   uint64_t disk;     /* bytes on disk so far */
-  int state;         /* F_WRITING, F_READY */
+  int state;         /* HPL__F_WRITING, HPL__F_READY */
   int in_table;      /* named by its id */
   int on_disk;       /* created, counted in files_live */
   int unlinking;     /* its own unlink job runs */
   int unlink_err;    /* errno of that job */
   unsigned nreads;   /* read requests holding it */
-  sp_req *writer;    /* its write request, until that one's callback */
+  hpl__sp_req *writer;    /* its write request, until that one's callback */
   uv_work_t work;    /* the unlink job */
   char path[];
-} sp_file;
+} hpl__sp_file;
 
-struct sp_req {
+struct hpl__sp_req {
   UT_hash_handle hh;
   uint64_t id;
   hpl__spill *sp;
-  sp_file *f; /* NULL once the request no longer holds it */
+  hpl__sp_file *f; /* NULL once the request no longer holds it */
   uint64_t file;
   int write;
   int state;
@@ -62,7 +62,7 @@ struct sp_req {
   int eof;          /* a read found the file shorter */
   int unlink_err;   /* a failed write's partial file could not be removed */
   char *path;       /* copy: the file may be gone when the detail is made */
-  sp_req *prev, *next; /* ready queue or done list */
+  hpl__sp_req *prev, *next; /* ready queue or done list */
   uv_work_t work;
   /* the running job: set on the loop */
   uint64_t j_off, j_len;
@@ -82,10 +82,10 @@ struct hpl__spill {
   int direct;
   int closing, final_queued;
   uint64_t next_file, next_req;
-  sp_file *files; /* by id */
-  sp_req *reqs;   /* by id: every request whose callback has not run */
-  sp_req *ready;  /* QUEUED, in order */
-  sp_req *done;   /* DONE, in order */
+  hpl__sp_file *files; /* by id */
+  hpl__sp_req *reqs;   /* by id: every request whose callback has not run */
+  hpl__sp_req *ready;  /* QUEUED, in order */
+  hpl__sp_req *done;   /* DONE, in order */
   unsigned io_jobs;  /* I/O jobs in the pool */
   unsigned jobs_out; /* all jobs in the pool (I/O, unlink, clean-up) */
   unsigned wr_pending, rd_pending;

@@ -46,7 +46,7 @@ static int xfer(int fd, int write, int direct, uint8_t *buf, uint64_t off, uint6
  * to whole blocks, goes through an O_DIRECT descriptor; the head and tail
  * around it through a buffered one. */
 void hpl__spill_io_run(uv_work_t *w) {
-  sp_req *r = w->data;
+  hpl__sp_req *r = w->data;
   uint64_t t0 = hpl__now_ns();
   const char *path = r->f->path;
   uint8_t *buf = r->buf + (r->j_off - r->off);
@@ -128,11 +128,11 @@ static int unlink_path(const char *path) {
 }
 
 void hpl__spill_req_unlink_run(uv_work_t *w) {
-  sp_req *r = w->data;
+  hpl__sp_req *r = w->data;
   r->unlink_err = unlink_path(r->f->path);
 }
 
 void hpl__spill_file_unlink_run(uv_work_t *w) {
-  sp_file *f = w->data;
+  hpl__sp_file *f = w->data;
   f->unlink_err = unlink_path(f->path);
 }

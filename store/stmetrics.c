@@ -22,9 +22,9 @@ static uint64_t cpu_us(void) {
          (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
-size_t store_metrics_collect(store *s, hpl__metric *out) {
-  const store_counters *c = &s->ctr;
-  uint64_t allocated = hpl__pool_allocated(s->pool), idle = store_idle_bytes(s);
+size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
+  const hpl__store_counters *c = &s->ctr;
+  uint64_t allocated = hpl__pool_allocated(s->pool), idle = hpl__obj_idle_bytes(s);
   const hpl__metric v[] = {
       C("cpu_us", cpu_us(), "cpu_microseconds_total",
         "CPU time the store process has used (user and system, every thread)"),
@@ -87,7 +87,7 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
       C("grant_waits_expired", c->grant_waits_expired, "grant_waits_expired_total",
         "Granted gets whose grant did not come in time (asked the directory instead)"),
       C("puts", c->puts, "puts_total", "Objects put and sealed here"),
-      G("objects", store_obj_count(s), "objects", "Objects in the store's table"),
+      G("objects", hpl__obj_count(s), "objects", "Objects in the store's table"),
       G("pool_capacity", hpl__pool_capacity(s->pool), "pool_capacity_bytes",
         "Size of the shared-memory pool"),
       G("pool_used", hpl__pool_used(s->pool), "pool_used_bytes",
@@ -119,7 +119,7 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
         "Data-port connections whose streams leave paced to --link-rate"),
       C("pace_failures", c->pace_failures, "pace_failures_total",
         "Data-port connections the kernel would not pace (their streams left unpaced)"),
-      G("reduce_tasks", rdtask_count(s), "reduce_tasks",
+      G("reduce_tasks", hpl__rdtask_count(s), "reduce_tasks",
         "Reduce tasks this store runs or keeps until their reduce ends"),
       C("orphans_ended", c->orphans_ended, "reduce_orphans_ended_total",
         "Reduce tasks a restarted directory did not adopt, ended"),
@@ -157,7 +157,7 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
       {"node_id", s->node_id, NULL, HPL__M_GAUGE, 0, NULL},
   };
   size_t n = sizeof v / sizeof v[0];
-  _Static_assert(sizeof v / sizeof v[0] <= STORE_METRICS_MAX, "STORE_METRICS_MAX");
+  _Static_assert(sizeof v / sizeof v[0] <= HPL__STORE_METRICS_MAX, "HPL__STORE_METRICS_MAX");
   memcpy(out, v, sizeof v);
   return n;
 }
@@ -166,7 +166,7 @@ size_t store_metrics_collect(store *s, hpl__metric *out) {
 
 /* On the loop, for each scrape. */
 static void render(void *arg, hpl__mbuf *b) {
-  store *s = arg;
+  hpl__store *s = arg;
   char labels[256] = "", info[320] = "", id[24];
   hpl__m_label(labels, sizeof labels, "node", s->cfg.name);
   snprintf(id, sizeof id, "%016llx", (unsigned long long)s->node_id);
@@ -174,8 +174,8 @@ static void render(void *arg, hpl__mbuf *b) {
   hpl__m_label(info, sizeof info, "node_id", id);
   hpl__m_family(b, "hoplite_store_info", "gauge", "This store (1): its node name and node id");
   hpl__m_sample(b, "hoplite_store_info", info, 1, 0);
-  hpl__metric v[STORE_METRICS_MAX];
-  size_t n = store_metrics_collect(s, v);
+  hpl__metric v[HPL__STORE_METRICS_MAX];
+  size_t n = hpl__stmetrics_collect(s, v);
   hpl__m_list(b, "hoplite_store_", labels, v, n);
   hpl__m_family(b, "hoplite_store_get_seconds", "histogram",
                 "Client GETs from arrival to answer (errors and timeouts included)");
@@ -185,12 +185,12 @@ static void render(void *arg, hpl__mbuf *b) {
   hpl__m_hist(b, "hoplite_store_put_seconds", labels, &s->put_hist);
 }
 
-int store_metrics_start(store *s) {
+int hpl__stmetrics_start(hpl__store *s) {
   return hpl__msrv_start(s->loop, &s->cfg.metrics, &s->cfg.auth, s->cfg.name, render, s,
                          &s->msrv);
 }
 
-void store_metrics_stop(store *s) {
+void hpl__stmetrics_stop(hpl__store *s) {
   hpl__msrv_stop(s->msrv);
   s->msrv = NULL;
 }

@@ -23,18 +23,18 @@
 #include "metrics.h"
 #include "store.h"
 
-/* Room for the list store_metrics_collect writes. */
-#define STORE_METRICS_MAX 72
+/* Room for the list hpl__stmetrics_collect writes. */
+#define HPL__STORE_METRICS_MAX 72
 
-/* Every counter and gauge of the store, now, into out[STORE_METRICS_MAX].
+/* Every counter and gauge of the store, now, into out[HPL__STORE_METRICS_MAX].
  * Returns how many. */
-size_t store_metrics_collect(store *s, hpl__metric *out);
+size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out);
 
 /* Start the /metrics endpoint if cfg.metrics asks for one. 0 or an HPL_E*
  * code (logged). */
-int store_metrics_start(store *s);
+int hpl__stmetrics_start(hpl__store *s);
 
 /* Stop it (idempotent; on the loop, before the loop ends). */
-void store_metrics_stop(store *s);
+void hpl__stmetrics_stop(hpl__store *s);
 
 #endif

@@ -21,13 +21,13 @@
 #include "metricsrv.h"
 #include "pool.h"
 
-typedef struct store store;
-struct st_obj;
+typedef struct hpl__store hpl__store;
+struct hpl__obj;
 
-/* store_config.trim_ms: not set (store_start picks 10 s, or never with prefault) */
-#define STORE_TRIM_DEFAULT UINT32_MAX
+/* hpl__store_config.trim_ms: not set (hpl__store_start picks 10 s, or never with prefault) */
+#define HPL__STORE_TRIM_DEFAULT UINT32_MAX
 
-typedef struct store_config {
+typedef struct hpl__store_config {
   char dir_host[256];
   int dir_port;
   char socket_path[108];
@@ -46,13 +46,13 @@ typedef struct store_config {
   double straggler_ratio;    /* a complete sender delivering below this fraction of */
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
   uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
-  store_faults faults;
+  hpl__store_faults faults;
   hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
   int insecure;              /* --insecure: no exposure or local-peer checks */
   int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
   uint32_t max_conns;        /* open data-port connections, and local clients, at most */
   uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
-                                was freed for this long (0: never; STORE_TRIM_DEFAULT:
+                                was freed for this long (0: never; HPL__STORE_TRIM_DEFAULT:
                                 10 s, or never with prefault) */
   uint64_t trim_keep;        /*   ...all but the lowest this many free bytes (warm) */
   char spill_dir[256];       /* idle primary copies are written here when the pool is
@@ -60,9 +60,9 @@ typedef struct store_config {
   uint32_t room_wait_ms;     /* a buffer that does not fit waits this long at most for
                                 room (also when the client set no timeout) */
   hpl__metrics_cfg metrics;  /* --metrics-listen (off unless given) */
-} store_config;
+} hpl__store_config;
 
-typedef struct store_counters {
+typedef struct hpl__store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       grants_taken,   /* GRANTs pulled on: a client's get needed no ACQUIRE (fetch.c) */
@@ -103,18 +103,18 @@ typedef struct store_counters {
       rings_done,     /*   ...whose target it completed */
       ring_failures,  /*   ...whose part here failed, or that ended before it was done */
       ring_fallbacks; /* allreduces asked for a ring that ran none (reduced as usual) */
-} store_counters;
+} hpl__store_counters;
 
-struct store {
+struct hpl__store {
   uv_loop_t *loop;
-  store_config cfg;
+  hpl__store_config cfg;
   uint64_t node_id;
   uint64_t start_ms;
   uint64_t netns; /* inode of this process's network namespace, 0 if unknown */
   int stopping;
   int draining; /* SIGTERM: leaving once current streams are served */
   /* metrics (stmetrics.c lists them) */
-  store_counters ctr;
+  hpl__store_counters ctr;
   hpl__hist get_hist; /* client GETs: arrival to answer (get.c) */
   hpl__hist put_hist; /* puts: CREATE or PUT to the seal's answer (put.c) */
   uint32_t nclients;  /* local clients connected (clients.c) */
@@ -126,13 +126,13 @@ struct store {
   hpl__pool *pool;               /* pool.c */
   struct hpl__spill *spill;      /* spill.c: cfg.spill_dir's files (NULL: off; room.c opens) */
   struct st_objects *objects;    /* objects.c */
-  struct st_pullers *pullers;    /* puller.c */
+  struct hpl__pullers *pullers;    /* puller.c */
   struct st_dataport *dataport;  /* dataport.c */
-  struct dirlink *dl;            /* dirlink.c */
+  struct hpl__dirlink *dl;            /* dirlink.c */
   struct st_rooms *rooms;        /* room.c */
   struct st_lifetime *lt;        /* lifetime.c */
-  struct st_fetches *fetches;    /* fetch.c */
-  struct rd_tasks *tasks;        /* rdtask.c */
+  struct hpl__fetches *fetches;    /* fetch.c */
+  struct hpl__rd_tasks *tasks;        /* rdtask.c */
   struct rd_sinks *sinks;        /* rdsink.c */
   struct rg_rings *rings;        /* ring.c */
   struct hpl__msrv *msrv;        /* stmetrics.c: the /metrics endpoint (NULL: none) */

@@ -15,128 +15,128 @@
 
 static void test_put_and_exists(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "x");
-  assert_int_equal(o->state, OBJ_PENDING);
-  assert_int_equal(dtab_add_loc(&t, o, 1, 100 * MB, 0, 1), 0); /* origin, still writing */
-  assert_int_equal(o->state, OBJ_READY);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "x");
+  assert_int_equal(o->state, HPL__OBJ_PENDING);
+  assert_int_equal(hpl__dtab_add_loc(&t, o, 1, 100 * MB, 0, 1), 0); /* origin, still writing */
+  assert_int_equal(o->state, HPL__OBJ_READY);
   /* another put of the same id anywhere is refused */
-  assert_int_equal(dtab_add_loc(&t, o, 2, 100 * MB, 0, 1), HPL_EEXIST);
+  assert_int_equal(hpl__dtab_add_loc(&t, o, 2, 100 * MB, 0, 1), HPL_EEXIST);
   /* the origin re-announcing itself (after a reconnect) is fine */
-  assert_int_equal(dtab_add_loc(&t, o, 1, 100 * MB, 1, 1), 0);
+  assert_int_equal(hpl__dtab_add_loc(&t, o, 1, 100 * MB, 1, 1), 0);
   assert_int_equal(o->nlocs, 1);
   assert_true(o->locs->complete);
   assert_true(o->ready_seq > 0);
   /* a copy of another size is a mismatch */
-  dir_obj *o2 = dtab_get(&t, "y");
-  assert_int_equal(dtab_add_loc(&t, o2, 1, 10, 1, 1), 0);
-  assert_int_equal(dtab_add_loc(&t, o2, 2, 11, 1, 0), HPL_EMISMATCH);
-  dtab_clear(&t);
+  hpl__dir_obj *o2 = hpl__dtab_get(&t, "y");
+  assert_int_equal(hpl__dtab_add_loc(&t, o2, 1, 10, 1, 1), 0);
+  assert_int_equal(hpl__dtab_add_loc(&t, o2, 2, 11, 1, 0), HPL_EMISMATCH);
+  hpl__dtab_clear(&t);
 }
 
 static void test_inline(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "small");
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "small");
   uint8_t *d = malloc(5);
   memcpy(d, "hello", 5);
-  assert_int_equal(dtab_set_inline(&t, o, d, 5), 0);
+  assert_int_equal(hpl__dtab_set_inline(&t, o, d, 5), 0);
   assert_int_equal(t.inline_bytes, 5);
   uint8_t *d2 = malloc(5);
-  assert_int_equal(dtab_set_inline(&t, o, d2, 5), HPL_EEXIST);
+  assert_int_equal(hpl__dtab_set_inline(&t, o, d2, 5), HPL_EEXIST);
   free(d2);
   /* inline objects are never lost, whatever happens to nodes */
-  dtab_node_gone(&t, 1, NULL, NULL, NULL);
-  assert_false(dtab_check_lost(&t, o));
-  dtab_remove(&t, o);
+  hpl__dtab_node_gone(&t, 1, NULL, NULL, NULL);
+  assert_false(hpl__dtab_check_lost(&t, o));
+  hpl__dtab_remove(&t, o);
   assert_int_equal(t.inline_bytes, 0);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 /* Concurrent receivers with one sender slot per copy form a chain. */
 static void test_receivers_form_chain(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "big");
-  dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "big");
+  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
   uint64_t s;
-  assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 0, &s), 0);
   assert_int_equal(s, 1);
-  assert_int_equal(dtab_pick_sender(&t, o, 3, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 3, 0, &s), 0);
   assert_int_equal(s, 2); /* node 1 busy: the partial copy at 2 serves */
-  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_int_equal(s, 3);
-  for (dir_loc *l = o->locs; l; l = l->next) assert_true(l->serving <= 1);
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) assert_true(l->serving <= 1);
   /* 2 completes: node 1 is free again; a late receiver prefers the
    * complete idle copy */
-  dtab_loc_complete(&t, o, 2, 64 * MB);
-  assert_int_equal(dtab_pick_sender(&t, o, 5, 0, &s), 0);
+  hpl__dtab_loc_complete(&t, o, 2, 64 * MB);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 5, 0, &s), 0);
   assert_int_equal(s, 1);
   /* 2 is complete and idle (3 pulls from it: busy) -> next goes to 4 or 5? */
-  assert_int_equal(dtab_pick_sender(&t, o, 6, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 6, 0, &s), 0);
   assert_true(s == 4 || s == 5);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 static void test_more_senders(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 2);
-  dir_obj *o = dtab_get(&t, "big");
-  dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 2);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "big");
+  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
   uint64_t s;
-  dtab_pick_sender(&t, o, 2, 0, &s);
+  hpl__dtab_pick_sender(&t, o, 2, 0, &s);
   assert_int_equal(s, 1);
-  dtab_pick_sender(&t, o, 3, 0, &s);
+  hpl__dtab_pick_sender(&t, o, 3, 0, &s);
   assert_int_equal(s, 1); /* two slots */
-  dtab_pick_sender(&t, o, 4, 0, &s);
+  hpl__dtab_pick_sender(&t, o, 4, 0, &s);
   assert_true(s == 2 || s == 3);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 static void test_no_cycle_and_lost(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "o");
-  dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
   uint64_t s;
-  dtab_pick_sender(&t, o, 2, 0, &s); /* 1 -> 2 */
-  dtab_pick_sender(&t, o, 3, 0, &s); /* 2 -> 3 */
-  dtab_pick_sender(&t, o, 4, 0, &s); /* 3 -> 4 */
-  assert_true(dtab_depends_on(o, 4, 2));
-  assert_false(dtab_depends_on(o, 2, 4));
+  hpl__dtab_pick_sender(&t, o, 2, 0, &s); /* 1 -> 2 */
+  hpl__dtab_pick_sender(&t, o, 3, 0, &s); /* 2 -> 3 */
+  hpl__dtab_pick_sender(&t, o, 4, 0, &s); /* 3 -> 4 */
+  assert_true(hpl__dtab_depends_on(o, 4, 2));
+  assert_false(hpl__dtab_depends_on(o, 2, 4));
   /* the source dies: 2 asks again; everything else pulls from 2 */
-  dtab_node_gone(&t, 1, NULL, NULL, NULL);
-  assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), HPL_ELOST);
-  assert_int_equal(o->state, OBJ_LOST);
-  dtab_clear(&t);
+  hpl__dtab_node_gone(&t, 1, NULL, NULL, NULL);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 0, &s), HPL_ELOST);
+  assert_int_equal(o->state, HPL__OBJ_LOST);
+  hpl__dtab_clear(&t);
 }
 
 static void test_resume_elsewhere(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "o");
-  dtab_add_loc(&t, o, 1, MB, 1, 1);
-  dtab_add_loc(&t, o, 9, MB, 1, 0); /* a second complete copy */
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dtab_add_loc(&t, o, 9, MB, 1, 0); /* a second complete copy */
   uint64_t s;
-  dtab_pick_sender(&t, o, 2, 0, &s);
+  hpl__dtab_pick_sender(&t, o, 2, 0, &s);
   assert_int_equal(s, 1);
-  dtab_pick_sender(&t, o, 3, 0, &s); /* 9 is complete and idle: preferred */
+  hpl__dtab_pick_sender(&t, o, 3, 0, &s); /* 9 is complete and idle: preferred */
   assert_int_equal(s, 9);
-  dtab_pick_sender(&t, o, 4, 0, &s); /* both complete copies busy: 2 or 3 */
+  hpl__dtab_pick_sender(&t, o, 4, 0, &s); /* both complete copies busy: 2 or 3 */
   uint64_t first = s;
   assert_true(first == 2 || first == 3);
   /* 4's sender fails: it asks again, must not get itself or a dependant */
-  dtab_loc_remove(&t, o, first);
-  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0);
+  hpl__dtab_loc_remove(&t, o, first);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_true(s != 4 && s != first);
-  assert_false(dtab_depends_on(o, s, 4));
-  dtab_clear(&t);
+  assert_false(hpl__dtab_depends_on(o, s, 4));
+  hpl__dtab_clear(&t);
 }
 
 /* Receivers behind a node whose own link crawls (3, in the chain
@@ -147,29 +147,29 @@ static void test_resume_elsewhere(void **state) {
  * fraction of its uplink). */
 static void test_bypass_reforms_chain(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "o");
-  dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
   uint64_t s;
   for (uint64_t n = 2; n <= 6; n++) {
-    assert_int_equal(dtab_pick_sender(&t, o, n, 0, &s), 0);
+    assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
     assert_int_equal(s, n - 1);
   }
-  assert_int_equal(dtab_pick_bypass(&t, o, 4, 3, &s), 0);
+  assert_int_equal(hpl__dtab_pick_bypass(&t, o, 4, 3, &s), 0);
   assert_int_equal(s, 2);
   /* 7 pulled from 3 too (a tree) and reports it: it joins the re-formed
    * chain at its idle end, 6 (which no longer depends on 3), rather than
    * sharing 1's or 2's uplink */
-  assert_int_equal(dtab_assign(&t, o, 7, dtab_loc(o, 3)), 0);
-  assert_int_equal(dtab_pick_bypass(&t, o, 7, 3, &s), 0);
+  assert_int_equal(hpl__dtab_assign(&t, o, 7, hpl__dtab_loc(o, 3)), 0);
+  assert_int_equal(hpl__dtab_pick_bypass(&t, o, 7, 3, &s), 0);
   assert_int_equal(s, 6);
-  assert_false(dtab_depends_on(o, 7, 3));
+  assert_false(hpl__dtab_depends_on(o, 7, 3));
   /* an idle complete copy still comes first */
-  dtab_add_loc(&t, o, 9, 64 * MB, 1, 0);
-  assert_int_equal(dtab_pick_bypass(&t, o, 5, 4, &s), 0);
+  hpl__dtab_add_loc(&t, o, 9, 64 * MB, 1, 0);
+  assert_int_equal(hpl__dtab_pick_bypass(&t, o, 5, 4, &s), 0);
   assert_int_equal(s, 9);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 /* The crawl filter, in test_bypass_reforms_chain's chain 1..6 with 3 slow:
@@ -187,98 +187,98 @@ static int is_crawling(uint64_t node, void *arg) {
 
 static void test_bypass_avoids_crawling(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
   t.crawling = is_crawling;
   memset(crawling_nodes, 0, sizeof crawling_nodes);
-  dir_obj *o = dtab_get(&t, "o");
-  dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
   uint64_t s;
-  for (uint64_t n = 2; n <= 6; n++) assert_int_equal(dtab_pick_sender(&t, o, n, 0, &s), 0);
-  assert_int_equal(dtab_pick_bypass(&t, o, 4, 3, &s), 0);
+  for (uint64_t n = 2; n <= 6; n++) assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_bypass(&t, o, 4, 3, &s), 0);
   assert_int_equal(s, 2);
   crawling_nodes[0] = 6;
-  assert_int_equal(dtab_assign(&t, o, 7, dtab_loc(o, 3)), 0);
-  assert_int_equal(dtab_pick_bypass(&t, o, 7, 3, &s), 0);
+  assert_int_equal(hpl__dtab_assign(&t, o, 7, hpl__dtab_loc(o, 3)), 0);
+  assert_int_equal(hpl__dtab_pick_bypass(&t, o, 7, 3, &s), 0);
   assert_int_equal(s, 2); /* not 6 */
   /* 8 pulled from 3 too; every copy it could take crawls: still one */
   for (uint64_t n = 1; n <= 7; n++) crawling_nodes[n] = n;
-  assert_int_equal(dtab_assign(&t, o, 8, dtab_loc(o, 3)), 0);
-  assert_int_equal(dtab_pick_bypass(&t, o, 8, 3, &s), 0);
-  assert_false(dtab_depends_on(o, 8, 3));
+  assert_int_equal(hpl__dtab_assign(&t, o, 8, hpl__dtab_loc(o, 3)), 0);
+  assert_int_equal(hpl__dtab_pick_bypass(&t, o, 8, 3, &s), 0);
+  assert_false(hpl__dtab_depends_on(o, 8, 3));
   memset(crawling_nodes, 0, sizeof crawling_nodes);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 static void test_wait_when_all_busy(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *p = dtab_get(&t, "pending");
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *p = hpl__dtab_get(&t, "pending");
   uint64_t s;
-  assert_int_equal(dtab_pick_sender(&t, p, 2, 0, &s), 1); /* does not exist yet */
-  dir_obj *o = dtab_get(&t, "o");
-  dtab_add_loc(&t, o, 1, MB, 1, 1);
-  dtab_pick_sender(&t, o, 2, 0, &s);
+  assert_int_equal(hpl__dtab_pick_sender(&t, p, 2, 0, &s), 1); /* does not exist yet */
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dtab_pick_sender(&t, o, 2, 0, &s);
   /* 2 fails and is gone; 3 asks while 1 still counts 2 as its receiver? no:
    * removing 2 frees 1's slot */
-  dtab_loc_remove(&t, o, 2);
+  hpl__dtab_loc_remove(&t, o, 2);
   assert_int_equal(o->locs->serving, 0);
-  assert_int_equal(dtab_pick_sender(&t, o, 3, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 3, 0, &s), 0);
   assert_int_equal(s, 1);
   /* now 1 is busy with 3 and 3 is the only other copy -> 4 gets 3 */
-  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_int_equal(s, 3);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 /* A sender reported as failed is avoided while others exist, and still
  * used when it is the only copy (it may only have had a hiccup). */
 static void test_avoid(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "o");
-  dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
   uint64_t s;
-  assert_int_equal(dtab_pick_sender(&t, o, 2, 0, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 0, &s), 0);
   assert_int_equal(s, 1);
   /* 2's stream from 1 broke: 2 asks again avoiding 1; 1 is the only copy */
-  dtab_release_upstream(o, 2);
+  hpl__dtab_release_upstream(o, 2);
   assert_int_equal(o->locs->serving, 0);
-  assert_int_equal(dtab_pick_sender(&t, o, 2, 1, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 1, &s), 0);
   assert_int_equal(s, 1);
   /* with a second complete copy the avoided one is passed over */
-  dtab_add_loc(&t, o, 3, MB, 1, 0);
-  dtab_release_upstream(o, 2);
-  assert_int_equal(dtab_pick_sender(&t, o, 2, 1, &s), 0);
+  hpl__dtab_add_loc(&t, o, 3, MB, 1, 0);
+  hpl__dtab_release_upstream(o, 2);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 1, &s), 0);
   assert_int_equal(s, 3);
   /* the other complete copy busy: a partial copy serves rather than the
    * avoided one */
-  dtab_release_upstream(o, 2);
-  assert_int_equal(dtab_pick_sender(&t, o, 4, 0, &s), 0); /* 4 takes 1 or 3 */
+  hpl__dtab_release_upstream(o, 2);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 0, &s), 0); /* 4 takes 1 or 3 */
   uint64_t busy = s;
   uint64_t other = busy == 1 ? 3 : 1;
-  assert_int_equal(dtab_pick_sender(&t, o, 2, other, &s), 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, other, &s), 0);
   assert_int_equal(s, 4);
-  dtab_clear(&t);
+  hpl__dtab_clear(&t);
 }
 
 static void test_gc(void **state) {
   (void)state;
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj *o = dtab_get(&t, "nobody");
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "nobody");
   assert_int_equal(t.nobjs, 1);
-  dtab_gc(&t, o);
+  hpl__dtab_gc(&t, o);
   assert_int_equal(t.nobjs, 0);
-  assert_null(dtab_find(&t, "nobody"));
-  dtab_clear(&t);
+  assert_null(hpl__dtab_find(&t, "nobody"));
+  hpl__dtab_clear(&t);
 }
 
 /* ---- the storage: id hash (growing), ordered index, per-node index */
 
-static void count_cb(dir_obj *o, void *arg) {
+static void count_cb(hpl__dir_obj *o, void *arg) {
   (void)o;
   (*(int *)arg)++;
 }
@@ -298,19 +298,19 @@ static uint64_t lcg(uint64_t *x) {
 static void test_index_and_hash(void **state) {
   (void)state;
   enum { N = 200000 };
-  dtab t;
-  dtab_init(&t, 1);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
   char **ids = malloc(N * sizeof *ids);
   uint64_t x = 42;
   for (int i = 0; i < N; i++) {
     ids[i] = malloc(24);
     snprintf(ids[i], 24, "k%llx/%d", (unsigned long long)(lcg(&x) % 100000), i);
-    assert_non_null(dtab_get(&t, ids[i]));
+    assert_non_null(hpl__dtab_get(&t, ids[i]));
   }
   assert_int_equal(t.nobjs, N);
-  for (int i = 0; i < N; i += 3) dtab_remove(&t, dtab_find(&t, ids[i]));
+  for (int i = 0; i < N; i += 3) hpl__dtab_remove(&t, hpl__dtab_find(&t, ids[i]));
   for (int i = 0; i < N; i++) {
-    dir_obj *o = dtab_find(&t, ids[i]);
+    hpl__dir_obj *o = hpl__dtab_find(&t, ids[i]);
     if (i % 3 == 0) assert_null(o);
     else assert_string_equal(o->id, ids[i]);
   }
@@ -321,20 +321,20 @@ static void test_index_and_hash(void **state) {
     if (i % 3) live[n++] = ids[i];
   qsort(live, (size_t)n, sizeof *live, cmp_str);
   int k = 0;
-  for (dir_obj *o = dtab_first(&t, "", 0); o; o = dtab_next(o)) assert_string_equal(o->id, live[k++]);
+  for (hpl__dir_obj *o = hpl__dtab_first(&t, "", 0); o; o = hpl__dtab_next(o)) assert_string_equal(o->id, live[k++]);
   assert_int_equal(k, n);
   assert_int_equal(t.nobjs, (uint64_t)n);
   /* from a cursor: strictly after it; from a prefix: the first with it */
-  assert_string_equal(dtab_first(&t, live[100], 1)->id, live[101]);
-  assert_string_equal(dtab_first(&t, live[100], 0)->id, live[100]);
+  assert_string_equal(hpl__dtab_first(&t, live[100], 1)->id, live[101]);
+  assert_string_equal(hpl__dtab_first(&t, live[100], 0)->id, live[100]);
   char prefix[8];
   snprintf(prefix, sizeof prefix, "%.5s", live[5000]);
-  dir_obj *o = dtab_first(&t, prefix, 0);
+  hpl__dir_obj *o = hpl__dtab_first(&t, prefix, 0);
   int first = 0;
   while (strncmp(live[first], prefix, strlen(prefix)) != 0) first++;
   assert_string_equal(o->id, live[first]);
-  dtab_clear(&t);
-  assert_null(dtab_first(&t, "", 0));
+  hpl__dtab_clear(&t);
+  assert_null(hpl__dtab_first(&t, "", 0));
   for (int i = 0; i < N; i++) free(ids[i]);
   free(ids);
   free(live);
@@ -345,47 +345,47 @@ static void test_index_and_hash(void **state) {
 static void test_node_index(void **state) {
   (void)state;
   enum { N = 20000, NODES = 7 };
-  dtab t;
-  dtab_init(&t, 1);
-  dir_obj **objs = malloc(N * sizeof *objs);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj **objs = malloc(N * sizeof *objs);
   char id[32];
   uint64_t x = 7;
   for (int i = 0; i < N; i++) {
     snprintf(id, sizeof id, "o%d", i);
-    objs[i] = dtab_get(&t, id);
+    objs[i] = hpl__dtab_get(&t, id);
   }
   static uint8_t has[N][NODES + 1];
   memset(has, 0, sizeof has);
   for (int r = 0; r < 100000; r++) {
     int i = (int)(lcg(&x) % N), nd = 1 + (int)(lcg(&x) % NODES);
     if (has[i][nd]) {
-      assert_int_equal(dtab_loc_remove(&t, objs[i], (uint64_t)nd), 1);
+      assert_int_equal(hpl__dtab_loc_remove(&t, objs[i], (uint64_t)nd), 1);
       has[i][nd] = 0;
     } else {
-      assert_int_equal(dtab_loc_complete(&t, objs[i], (uint64_t)nd, 10) >= 0, 1);
+      assert_int_equal(hpl__dtab_loc_complete(&t, objs[i], (uint64_t)nd, 10) >= 0, 1);
       has[i][nd] = 1;
     }
   }
   for (int nd = 1; nd <= NODES; nd++) {
     uint64_t want = 0, n;
     for (int i = 0; i < N; i++) want += has[i][nd];
-    assert_int_equal(dtab_node_count(&t, (uint64_t)nd), want);
-    dir_obj **v = dtab__node_objects(&t, (uint64_t)nd, &n);
+    assert_int_equal(hpl__dtab_node_count(&t, (uint64_t)nd), want);
+    hpl__dir_obj **v = hpl__dtab_node_objects(&t, (uint64_t)nd, &n);
     for (uint64_t j = 0; j < n; j++) {
-      dir_loc *l = dtab_loc(v[j], (uint64_t)nd);
+      hpl__dir_loc *l = hpl__dtab_loc(v[j], (uint64_t)nd);
       assert_non_null(l);
       assert_int_equal(l->nidx, j);
     }
   }
   /* node 3's loss touches its objects only */
-  uint64_t mine = dtab_node_count(&t, 3);
+  uint64_t mine = hpl__dtab_node_count(&t, 3);
   static int touched;
   touched = 0;
-  dtab_node_gone(&t, 3, NULL, count_cb, &touched);
+  hpl__dtab_node_gone(&t, 3, NULL, count_cb, &touched);
   assert_int_equal((uint64_t)touched, mine);
-  assert_int_equal(dtab_node_count(&t, 3), 0);
-  for (int i = 0; i < N; i++) assert_null(dtab_loc(objs[i], 3));
-  dtab_clear(&t);
+  assert_int_equal(hpl__dtab_node_count(&t, 3), 0);
+  for (int i = 0; i < N; i++) assert_null(hpl__dtab_loc(objs[i], 3));
+  hpl__dtab_clear(&t);
   free(objs);
 }
 

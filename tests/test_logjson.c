@@ -209,9 +209,9 @@ static size_t capture(void (*fn)(void), char *buf, size_t cap) {
 }
 
 static void log_some(void) {
-  LOG_INFO("object '%s' put", "q\"uote\nnew\x01line");
-  LOG_DEBUG("not shown at info");
-  LOG_WARN("second");
+  HPL__LOG_INFO("object '%s' put", "q\"uote\nnew\x01line");
+  HPL__LOG_DEBUG("not shown at info");
+  HPL__LOG_WARN("second");
 }
 
 static void test_log_json(void **state) {

@@ -297,7 +297,7 @@ static void test_get_before_put(void **state) {
 }
 
 /* A granted get whose GRANT reaches the store after the GET (fault point
- * grant_delay_ms on every store). Within FETCH_GRANT_WAIT_MS (200 ms) the
+ * grant_delay_ms on every store). Within HPL__FETCH_GRANT_WAIT_MS (200 ms) the
  * store takes it and never asks the directory; later, the store asks
  * (an ACQUIRE) and ignores the grant when it comes. Either way the bytes
  * are right and the directory's view stays whole: a third node's get

@@ -440,7 +440,7 @@ static void test_reduce_done_while_directory_down(void **state) {
  * down. When the stores register with the new directory, the sink says so
  * (REDUCE_DONE), and the task of the middle slot, on another node, ends at
  * once: within 2 s no store holds a task, none ended by its orphan timer
- * (RDTASK_ORPHAN_MS, 3 s), and deleting everything frees every pool.
+ * (HPL__RDTASK_ORPHAN_MS, 3 s), and deleting everything frees every pool.
  * (Before, it ended 3 s later, freeing its 4 MiB output in the middle of
  * whatever ran then: a 64 MiB reduce running meanwhile took 2x as long.) */
 static void test_done_reduce_ends_its_tasks(void **state) {
@@ -462,7 +462,7 @@ static void test_done_reduce_ends_its_tasks(void **state) {
 /* As above, but the sink dies before the directory comes back, so nobody
  * says the reduce is done: the middle slot's task is orphaned when the
  * other stores register again. The directory then dies and comes back
- * twice more, about every 2.5 s. The orphan still ends RDTASK_ORPHAN_MS
+ * twice more, about every 2.5 s. The orphan still ends HPL__RDTASK_ORPHAN_MS
  * (3 s) after the first restart: once the sources left are deleted after
  * the third, no pool holds a byte within 1 s. (Before, each restart gave
  * every orphan another 3 s, so a directory restarting every few seconds

@@ -24,7 +24,7 @@
  * (the configured probe time is 100 ms; counting the outages as jitter,
  * the directory before this fix gave C's probe over 500 ms).
  *
- * 2. A QUIET note starts the probe early (dir_nodes_on_quiet). C falls
+ * 2. A QUIET note starts the probe early (hpl__dir_nodes_on_quiet). C falls
  * silent; P sends a QUIET note naming C (as a store does at half its quiet
  * window), and 150 ms later the silent report: C's slot must go to the
  * spare within 50 ms of that report (without the note, the probe would

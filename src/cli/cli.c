@@ -45,51 +45,51 @@ static void usage(FILE *f) {
           "more draw a progress bar (rate, ETA) on stderr when it is a terminal.\n");
 }
 
-void die(const char *fmt, ...) {
+void hpl__cli_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "%s: ", CLI_NAME);
+  fprintf(stderr, "%s: ", HPL__CLI_NAME);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
   exit(1);
 }
 
-void cluster_dir(char *out, size_t len) {
+void hpl__cli_cluster_dir(char *out, size_t len) {
   snprintf(out, len, "/tmp/hoplite-%u/cluster", (unsigned)getuid());
 }
 
-static hpl_client *open_client(const conn_opts *o) {
+static hpl_client *open_client(const hpl__cli_opts *o) {
   char path[256];
   const char *sock = o->socket;
   if (!sock && o->node >= 0) {
     char dir[200];
-    cluster_dir(dir, sizeof dir);
+    hpl__cli_cluster_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/node-%d.sock", dir, o->node);
     sock = path;
   }
   if (!sock) sock = getenv(HPL_SOCKET_ENV);
   if (!sock) {
     char dir[200];
-    cluster_dir(dir, sizeof dir);
+    hpl__cli_cluster_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/node-0.sock", dir);
     sock = path;
   }
   hpl_client *c;
   int rc = hpl_connect(sock, 5000, &c);
   if (rc)
-    die("cannot connect to the store at %s: %s (is a store running? `hoplite cluster up` starts "
+    hpl__cli_die("cannot connect to the store at %s: %s (is a store running? `hoplite cluster up` starts "
         "a local one)",
         sock, hpl_strerror(rc));
   return c;
 }
 
-void check(hpl_client *c, int rc, const char *what) {
-  if (rc) die("%s: %s (%s)", what, hpl_strerror(rc), hpl_errdetail(c));
+void hpl__cli_check(hpl_client *c, int rc, const char *what) {
+  if (rc) hpl__cli_die("%s: %s (%s)", what, hpl_strerror(rc), hpl_errdetail(c));
 }
 
 /* Take --json out of a command's arguments (it may come after them). */
-int take_json(conn_opts *o, int argc, char **argv) {
+int hpl__cli_take_json(hpl__cli_opts *o, int argc, char **argv) {
   int k = 0;
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--json") == 0) o->json = 1;
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   signal(SIGPIPE, SIG_IGN);
-  conn_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
+  hpl__cli_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
   static struct option opts[] = {{"socket", 1, 0, 's'}, {"node", 1, 0, 'n'},
                                  {"timeout", 1, 0, 't'}, {"json", 0, 0, 'j'},
                                  {"watch", 2, 0, 'w'},   {0, 0, 0, 0}};
@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
             arg = argv[optind++];
           o.watch_s = arg ? strtod(arg, &end) : 1.0;
           if (arg && (*end || !(o.watch_s >= 0.1 && o.watch_s <= 86400)))
-            die("--watch takes seconds between refreshes (0.1 to 86400), not '%s'", arg);
+            hpl__cli_die("--watch takes seconds between refreshes (0.1 to 86400), not '%s'", arg);
           break;
         }
         default: usage(stderr); return 2;
@@ -138,24 +138,24 @@ int main(int argc, char **argv) {
         return 2;
       }
       cmd = argv[optind];
-      if (!strcmp(cmd, "cluster")) return cmd_cluster(argc - optind - 1, argv + optind + 1);
-      if (!strcmp(cmd, "secret")) return cmd_secret(argc - optind - 1, argv + optind + 1);
+      if (!strcmp(cmd, "cluster")) return hpl__cli_cluster(argc - optind - 1, argv + optind + 1);
+      if (!strcmp(cmd, "secret")) return hpl__cli_secret(argc - optind - 1, argv + optind + 1);
       if (!strcmp(cmd, "demo")) return hpl__cli_demo(argc - optind, argv + optind);
       optind++;
       /* getopt restarts its scan from optind */
     }
   }
-  int (*fn)(hpl_client *, conn_opts *, int, char **) = NULL;
-  if (!strcmp(cmd, "put")) fn = cmd_put;
-  else if (!strcmp(cmd, "get")) fn = cmd_get;
-  else if (!strcmp(cmd, "stat")) fn = cmd_stat;
-  else if (!strcmp(cmd, "ls")) fn = cmd_ls;
-  else if (!strcmp(cmd, "rm")) fn = cmd_rm;
-  else if (!strcmp(cmd, "counters")) fn = cmd_counters;
-  else if (!strcmp(cmd, "transfers")) fn = cmd_transfers;
-  else if (!strcmp(cmd, "status")) fn = cmd_status;
+  int (*fn)(hpl_client *, hpl__cli_opts *, int, char **) = NULL;
+  if (!strcmp(cmd, "put")) fn = hpl__cli_put;
+  else if (!strcmp(cmd, "get")) fn = hpl__cli_get;
+  else if (!strcmp(cmd, "stat")) fn = hpl__cli_stat;
+  else if (!strcmp(cmd, "ls")) fn = hpl__cli_ls;
+  else if (!strcmp(cmd, "rm")) fn = hpl__cli_rm;
+  else if (!strcmp(cmd, "counters")) fn = hpl__cli_counters;
+  else if (!strcmp(cmd, "transfers")) fn = hpl__cli_transfers;
+  else if (!strcmp(cmd, "status")) fn = hpl__cli_status;
   if (!fn) {
-    fprintf(stderr, "%s: unknown command '%s'\n", CLI_NAME, cmd);
+    fprintf(stderr, "%s: unknown command '%s'\n", HPL__CLI_NAME, cmd);
     usage(stderr);
     return 2;
   }

@@ -16,12 +16,12 @@
 #include "metrics.h"
 #include "util.h"
 
-int cmd_cluster(int argc, char **argv) {
-  if (argc < 1 || strcmp(argv[0], "up") != 0) die("usage: hoplite cluster up [--nodes N] ...");
+int hpl__cli_cluster(int argc, char **argv) {
+  if (argc < 1 || strcmp(argv[0], "up") != 0) hpl__cli_die("usage: hoplite cluster up [--nodes N] ...");
   int nodes = 3, verbose = 0;
   uint64_t memory = 1ull << 30;
   char dir[256];
-  cluster_dir(dir, sizeof dir);
+  hpl__cli_cluster_dir(dir, sizeof dir);
   static struct option opts[] = {{"nodes", 1, 0, 'n'}, {"memory", 1, 0, 'm'},
                                  {"dir", 1, 0, 'd'},   {"verbose", 0, 0, 'v'},
                                  {0, 0, 0, 0}};
@@ -31,14 +31,14 @@ int cmd_cluster(int argc, char **argv) {
     switch (ch) {
       case 'n': nodes = atoi(optarg); break;
       case 'm':
-        if (hpl__parse_size(optarg, &memory)) die("bad --memory '%s'", optarg);
+        if (hpl__parse_size(optarg, &memory)) hpl__cli_die("bad --memory '%s'", optarg);
         break;
       case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
       case 'v': verbose = 1; break;
-      default: die("usage: hoplite cluster up [--nodes N] [--memory BYTES] [--dir PATH]");
+      default: hpl__cli_die("usage: hoplite cluster up [--nodes N] [--memory BYTES] [--dir PATH]");
     }
   }
-  if (nodes < 1 || nodes > 256) die("--nodes must be 1..256");
+  if (nodes < 1 || nodes > 256) hpl__cli_die("--nodes must be 1..256");
   char parent[256];
   snprintf(parent, sizeof parent, "%s", dir);
   char *slash = strrchr(parent, '/');
@@ -63,7 +63,7 @@ int cmd_cluster(int argc, char **argv) {
   hpl__lc *lc;
   char err[512];
   int rc = hpl__lc_start(&o, &lc, err, sizeof err);
-  if (rc) die("cannot start the cluster: %s", err);
+  if (rc) hpl__cli_die("cannot start the cluster: %s", err);
   char path[512], b[32];
   snprintf(path, sizeof path, "%s/cluster.env", dir);
   FILE *env = fopen(path, "w");
@@ -90,7 +90,7 @@ int cmd_cluster(int argc, char **argv) {
       int status;
       pid_t pid = waitpid(-1, &status, WNOHANG);
       if (pid <= 0) continue;
-      fprintf(stderr, "%s: process %d exited (%s %d); stopping the cluster\n", CLI_NAME, (int)pid,
+      fprintf(stderr, "%s: process %d exited (%s %d); stopping the cluster\n", HPL__CLI_NAME, (int)pid,
               WIFSIGNALED(status) ? "signal" : "status",
               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
       break;
@@ -106,20 +106,20 @@ int cmd_cluster(int argc, char **argv) {
 /* `hoplite secret FILE`: a new cluster secret for --auth-file.
  * `hoplite secret --metrics-token FILE`: the bearer token /metrics wants
  * from scrapers of a cluster with that secret (metrics.h). */
-int cmd_secret(int argc, char **argv) {
+int hpl__cli_secret(int argc, char **argv) {
   char err[512];
   if (argc == 2 && !strcmp(argv[0], "--metrics-token")) {
     hpl__auth a;
     char token[HPL__METRICS_TOKEN_LEN + 1];
-    if (hpl__auth_load(argv[1], &a, err, sizeof err) != 0) die("%s", err);
-    if (hpl__metrics_token(&a, token) != 0) die("libsodium cannot start");
+    if (hpl__auth_load(argv[1], &a, err, sizeof err) != 0) hpl__cli_die("%s", err);
+    if (hpl__metrics_token(&a, token) != 0) hpl__cli_die("libsodium cannot start");
     printf("%s\n", token);
     return 0;
   }
   if (argc != 1)
-    die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)\n"
+    hpl__cli_die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)\n"
         "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)");
-  if (hpl__auth_create(argv[0], err, sizeof err) != 0) die("%s", err);
+  if (hpl__auth_create(argv[0], err, sizeof err) != 0) hpl__cli_die("%s", err);
   printf("wrote a new cluster secret to %s; give it to every server with --auth-file %s\n",
          argv[0], argv[0]);
   return 0;

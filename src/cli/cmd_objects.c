@@ -22,18 +22,18 @@ static void json_object(const char *id, uint64_t size, unsigned copies, unsigned
            (local < 0 || cJSON_AddBoolToObject(o, "local", local));
   char *line = ok ? hpl__json_line(o) : NULL;
   cJSON_Delete(o);
-  if (!line) die("out of memory");
+  if (!line) hpl__cli_die("out of memory");
   fputs(line, stdout);
   free(line);
 }
 
-int cmd_stat(hpl_client *c, conn_opts *o, int argc, char **argv) {
-  argc = take_json(o, argc, argv);
-  if (argc != 1) die("usage: hoplite stat ID [--json]");
+int hpl__cli_stat(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
+  argc = hpl__cli_take_json(o, argc, argv);
+  if (argc != 1) hpl__cli_die("usage: hoplite stat ID [--json]");
   uint64_t size;
   uint32_t copies, complete;
   int inl, local = 0;
-  check(c, hpl_stat(c, argv[0], o->timeout_ms, &size, &copies, &complete, &inl), "stat");
+  hpl__cli_check(c, hpl_stat(c, argv[0], o->timeout_ms, &size, &copies, &complete, &inl), "stat");
   hpl_contains(c, argv[0], o->timeout_ms, &local);
   if (o->json) {
     json_object(argv[0], size, copies, complete, inl, local);
@@ -70,15 +70,15 @@ static void ls_page(char *text, int json) {
 }
 
 /* Page after page, each printed as it arrives: memory for one page only. */
-int cmd_ls(hpl_client *c, conn_opts *o, int argc, char **argv) {
-  argc = take_json(o, argc, argv);
-  if (argc > 1) die("usage: hoplite ls [PREFIX] [--json]");
+int hpl__cli_ls(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
+  argc = hpl__cli_take_json(o, argc, argv);
+  if (argc > 1) hpl__cli_die("usage: hoplite ls [PREFIX] [--json]");
   const char *prefix = argc > 0 ? argv[0] : "";
   if (!o->json) printf("%-40s %14s %7s %9s %7s\n", "ID", "SIZE", "COPIES", "COMPLETE", "INLINE");
   char *after = NULL;
   do {
     char *text, *next;
-    check(c, hpl_list_page(c, prefix, after, 0, o->timeout_ms, &text, &next), "ls");
+    hpl__cli_check(c, hpl_list_page(c, prefix, after, 0, o->timeout_ms, &text, &next), "ls");
     ls_page(text, o->json);
     fflush(stdout);
     hpl_free(text);
@@ -88,16 +88,16 @@ int cmd_ls(hpl_client *c, conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
-int cmd_rm(hpl_client *c, conn_opts *o, int argc, char **argv) {
-  if (argc != 1) die("usage: hoplite rm ID");
-  check(c, hpl_delete(c, argv[0], o->timeout_ms), "rm");
+int hpl__cli_rm(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
+  if (argc != 1) hpl__cli_die("usage: hoplite rm ID");
+  hpl__cli_check(c, hpl_delete(c, argv[0], o->timeout_ms), "rm");
   return 0;
 }
 
-int cmd_transfers(hpl_client *c, conn_opts *o, int argc, char **argv) {
+int hpl__cli_transfers(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
   uint64_t since = argc > 0 ? strtoull(argv[0], NULL, 10) : 0;
   char *text;
-  check(c, hpl_transfers(c, since, o->timeout_ms, &text, NULL), "transfers");
+  hpl__cli_check(c, hpl_transfers(c, since, o->timeout_ms, &text, NULL), "transfers");
   printf("%-8s %-14s %-9s %-16s %-16s %s\n", "SEQ", "T_US", "KIND", "RECEIVER", "SENDER", "ID");
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     char seq[24], t[24], kind[16], r[24], snd[24];
@@ -109,10 +109,10 @@ int cmd_transfers(hpl_client *c, conn_opts *o, int argc, char **argv) {
   return 0;
 }
 
-int cmd_counters(hpl_client *c, conn_opts *o, int argc, char **argv) {
+int hpl__cli_counters(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
   (void)argc, (void)argv;
   char *text;
-  check(c, hpl_counters(c, o->timeout_ms, &text), "counters");
+  hpl__cli_check(c, hpl_counters(c, o->timeout_ms, &text), "counters");
   fputs(text, stdout);
   hpl_free(text);
   return 0;

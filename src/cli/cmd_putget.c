@@ -14,50 +14,50 @@
 #include "cli.h"
 #include "util.h"
 
-int cmd_put(hpl_client *c, conn_opts *o, int argc, char **argv) {
-  if (argc != 2) die("usage: hoplite put ID FILE|-");
+int hpl__cli_put(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
+  if (argc != 2) hpl__cli_die("usage: hoplite put ID FILE|-");
   const char *id = argv[0], *file = argv[1];
-  progress pg;
+  hpl__cli_progress pg;
   if (strcmp(file, "-") == 0) {
     size_t cap = 1 << 20, len = 0;
     uint8_t *buf = malloc(cap);
     ssize_t n;
-    progress_init(&pg, "put", id, 0);
+    hpl__cli_progress_init(&pg, "put", id, 0);
     while (buf && (n = read(STDIN_FILENO, buf + len, cap - len)) > 0) {
       len += (size_t)n;
       if (len == cap) buf = realloc(buf, cap *= 2);
-      progress_show(&pg, len, 0);
+      hpl__cli_progress_show(&pg, len, 0);
     }
-    if (!buf) die("out of memory");
-    progress_show(&pg, len, 1);
-    check(c, hpl_put(c, id, buf, len, o->timeout_ms), "put");
+    if (!buf) hpl__cli_die("out of memory");
+    hpl__cli_progress_show(&pg, len, 1);
+    hpl__cli_check(c, hpl_put(c, id, buf, len, o->timeout_ms), "put");
     free(buf);
     fprintf(stderr, "put %s: %zu bytes\n", id, len);
     return 0;
   }
   int fd = open(file, O_RDONLY | O_CLOEXEC);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) die("%s: %s", file, strerror(errno));
+  if (fd < 0 || fstat(fd, &st) != 0) hpl__cli_die("%s: %s", file, strerror(errno));
   hpl_buf *b;
-  check(c, hpl_create(c, id, (uint64_t)st.st_size, o->timeout_ms, &b), "create");
+  hpl__cli_check(c, hpl_create(c, id, (uint64_t)st.st_size, o->timeout_ms, &b), "create");
   uint8_t *p = hpl_buf_data(b);
   uint64_t off = 0, size = (uint64_t)st.st_size;
-  progress_init(&pg, "put", id, size);
+  hpl__cli_progress_init(&pg, "put", id, size);
   /* in pieces: receivers may pull what is final, and the bar moves */
   const uint64_t piece = 8ull << 20;
   while (off < size) {
     ssize_t n = read(fd, p + off, (size_t)(size - off < piece ? size - off : piece));
     if (n <= 0) {
       hpl_abort(c, b);
-      die("%s: read failed", file);
+      hpl__cli_die("%s: read failed", file);
     }
     off += (uint64_t)n;
     hpl_buf_progress(c, b, off);
-    progress_show(&pg, off, 0);
+    hpl__cli_progress_show(&pg, off, 0);
   }
   close(fd);
-  progress_show(&pg, off, 1);
-  check(c, hpl_seal(c, b, o->timeout_ms), "seal");
+  hpl__cli_progress_show(&pg, off, 1);
+  hpl__cli_check(c, hpl_seal(c, b, o->timeout_ms), "seal");
   fprintf(stderr, "put %s: %llu bytes\n", id, (unsigned long long)off);
   return 0;
 }
@@ -100,20 +100,20 @@ static int get_with_progress(hpl_client *c, const char *id, int64_t timeout_ms, 
   pthread_condattr_destroy(&ca);
   pthread_t t;
   if (pthread_create(&t, NULL, get_thread, &j) != 0) return hpl_get(c, id, timeout_ms, out);
-  progress pg;
-  progress_init(&pg, "get", id, 0);
+  hpl__cli_progress pg;
+  hpl__cli_progress_init(&pg, "get", id, 0);
   pthread_mutex_lock(&j.mu);
   while (!j.done) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)PROGRESS_EVERY_NS;
+    ts.tv_nsec += (long)HPL__PROGRESS_EVERY_NS;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     if (pthread_cond_timedwait(&j.cv, &j.mu, &ts) == 0 || j.done) continue;
     pthread_mutex_unlock(&j.mu);
     uint64_t held, size;
     if (hpl_held_bytes(c, id, 1000, &held, &size) == 0 && size) {
       pg.total = size;
-      progress_show(&pg, held, 0);
+      hpl__cli_progress_show(&pg, held, 0);
     }
     pthread_mutex_lock(&j.mu);
   }
@@ -123,33 +123,33 @@ static int get_with_progress(hpl_client *c, const char *id, int64_t timeout_ms, 
   pthread_cond_destroy(&j.cv);
   if (j.rc) {
     if (pg.drawn) fputc('\n', stderr);
-    die("get: %s (%s)", hpl_strerror(j.rc), j.detail);
+    hpl__cli_die("get: %s (%s)", hpl_strerror(j.rc), j.detail);
   }
   pg.total = hpl_buf_size(j.b);
-  progress_show(&pg, pg.total, 1);
+  hpl__cli_progress_show(&pg, pg.total, 1);
   *out = j.b;
   return 0;
 }
 
-int cmd_get(hpl_client *c, conn_opts *o, int argc, char **argv) {
-  if (argc < 1 || argc > 2) die("usage: hoplite get ID [FILE|-]");
+int hpl__cli_get(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
+  if (argc < 1 || argc > 2) hpl__cli_die("usage: hoplite get ID [FILE|-]");
   hpl_buf *b;
   uint64_t t0 = hpl__now_ns();
   if (isatty(STDERR_FILENO))
-    check(c, get_with_progress(c, argv[0], o->timeout_ms, &b), "get");
+    hpl__cli_check(c, get_with_progress(c, argv[0], o->timeout_ms, &b), "get");
   else
-    check(c, hpl_get(c, argv[0], o->timeout_ms, &b), "get");
+    hpl__cli_check(c, hpl_get(c, argv[0], o->timeout_ms, &b), "get");
   double ms = (double)(hpl__now_ns() - t0) / 1e6;
   int fd = STDOUT_FILENO;
   if (argc == 2 && strcmp(argv[1], "-") != 0) {
     fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) die("%s: %s", argv[1], strerror(errno));
+    if (fd < 0) hpl__cli_die("%s: %s", argv[1], strerror(errno));
   }
   const uint8_t *p = hpl_buf_data(b);
   uint64_t size = hpl_buf_size(b), off = 0;
   while (off < size) {
     ssize_t n = write(fd, p + off, (size_t)(size - off));
-    if (n <= 0) die("write failed: %s", strerror(errno));
+    if (n <= 0) hpl__cli_die("write failed: %s", strerror(errno));
     off += (uint64_t)n;
   }
   if (fd != STDOUT_FILENO) close(fd);

@@ -29,7 +29,7 @@ static const char *node_label(const st_node *v, size_t n, const char *id) {
 
 static void fmt_ms(unsigned long long ms, char *buf, size_t len) {
   if (ms < 10000) snprintf(buf, len, "%.1fs", (double)ms / 1000);
-  else fmt_secs((double)ms / 1000, buf, len);
+  else hpl__cli_fmt_secs((double)ms / 1000, buf, len);
 }
 
 /* Render an hpl_status text snapshot as tables on stdout. */
@@ -41,7 +41,7 @@ static void status_render(char *text) {
   unsigned long long up = 0, hb = 0, objs = 0, inl = 0;
   unsigned tn = 0, tx = 0, tr = 0;
   char inst[17] = "?";
-  if (!v) die("out of memory");
+  if (!v) hpl__cli_die("out of memory");
   for (char *line = text, *end; *line; line = end + 1) {
     if (!(end = strchr(line, '\n'))) break;
     *end = 0;
@@ -50,7 +50,7 @@ static void status_render(char *text) {
       sscanf(line + 8, "%16s %llu %llu %llu %llu %u %u %u", inst, &up, &hb, &objs, &inl, &tn,
              &tx, &tr);
     } else if (!strncmp(line, "node ", 5)) {
-      if (nn == cap && !(v = realloc(v, (cap *= 2) * sizeof *v))) die("out of memory");
+      if (nn == cap && !(v = realloc(v, (cap *= 2) * sizeof *v))) hpl__cli_die("out of memory");
       st_node *n = &v[nn];
       char f[6][24];
       if (sscanf(line + 5, "%16s %15s %llu %23s %23s %23s %23s %23s %23s %79s %n", n->id,
@@ -138,14 +138,14 @@ static void status_render(char *text) {
  * every SECONDS until Ctrl-C (the screen cleared in between on a
  * terminal; without one, snapshots follow each other, a blank line apart,
  * or one JSON object per line). */
-int cmd_status(hpl_client *c, conn_opts *o, int argc, char **argv) {
-  argc = take_json(o, argc, argv);
-  if (argc > 0) die("usage: hoplite status [--watch [SECONDS]] [--json]");
+int hpl__cli_status(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
+  argc = hpl__cli_take_json(o, argc, argv);
+  if (argc > 0) hpl__cli_die("usage: hoplite status [--watch [SECONDS]] [--json]");
   int tty = isatty(STDOUT_FILENO);
   for (int first = 1;; first = 0) {
     char *text;
     int rc = hpl_status(c, o->json ? HPL_STATUS_JSON : HPL_STATUS_TEXT, o->timeout_ms, &text);
-    if (rc && (!o->watch_s || rc == HPL_ECONN)) check(c, rc, "status");
+    if (rc && (!o->watch_s || rc == HPL_ECONN)) hpl__cli_check(c, rc, "status");
     if (o->watch_s && tty && !o->json) fputs("\033[H\033[2J", stdout);
     else if (o->watch_s && !first && !o->json) fputc('\n', stdout);
     if (o->watch_s && !o->json) {

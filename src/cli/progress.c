@@ -8,23 +8,23 @@
 #include "cli.h"
 #include "util.h"
 
-void progress_init(progress *p, const char *what, const char *id, uint64_t total) {
-  *p = (progress){.on = isatty(STDERR_FILENO), .what = what, .id = id, .total = total,
+void hpl__cli_progress_init(hpl__cli_progress *p, const char *what, const char *id, uint64_t total) {
+  *p = (hpl__cli_progress){.on = isatty(STDERR_FILENO), .what = what, .id = id, .total = total,
                   .t0_ns = hpl__now_ns()};
 }
 
-void fmt_secs(double s, char *buf, size_t len) {
+void hpl__cli_fmt_secs(double s, char *buf, size_t len) {
   if (s < 60) snprintf(buf, len, "%.0fs", s);
   else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
   else snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
 }
 
-/* Show `done` bytes (of p->total): at most every PROGRESS_EVERY_NS, or
+/* Show `done` bytes (of p->total): at most every HPL__PROGRESS_EVERY_NS, or
  * now and for the last time with `final`. Small objects show nothing. */
-void progress_show(progress *p, uint64_t done, int final) {
-  if (!p->on || (p->total ? p->total : done) < PROGRESS_MIN) return;
+void hpl__cli_progress_show(hpl__cli_progress *p, uint64_t done, int final) {
+  if (!p->on || (p->total ? p->total : done) < HPL__PROGRESS_MIN) return;
   uint64_t now = hpl__now_ns();
-  if (!final && p->drawn && now - p->last_ns < PROGRESS_EVERY_NS) return;
+  if (!final && p->drawn && now - p->last_ns < HPL__PROGRESS_EVERY_NS) return;
   p->last_ns = now;
   p->drawn = 1;
   double secs = (double)(now - p->t0_ns) / 1e9;
@@ -37,10 +37,10 @@ void progress_show(progress *p, uint64_t done, int final) {
     hpl__fmt_bytes(p->total, t, sizeof t);
     if (final) {
       strcpy(eta, "in ");
-      fmt_secs(secs, eta + 3, sizeof eta - 3);
+      hpl__cli_fmt_secs(secs, eta + 3, sizeof eta - 3);
     } else if (rate > 0) {
       strcpy(eta, "ETA ");
-      fmt_secs((double)(p->total - (done < p->total ? done : p->total)) / rate, eta + 4,
+      hpl__cli_fmt_secs((double)(p->total - (done < p->total ? done : p->total)) / rate, eta + 4,
                sizeof eta - 4);
     }
     snprintf(tail, sizeof tail, "%3d%%  %s / %s  %.1f MB/s  %s", (int)(f * 100), d, t,

@@ -57,7 +57,7 @@ const char *hpl__cfail_msg(void);
 
 /* Return HPL_EINVAL from the calling function when c is NULL or id is not
  * a valid object id (with the detail set). */
-#define CHECK_ID(c, id)                                                              \
+#define HPL__CHECK_ID(c, id)                                                              \
   do {                                                                               \
     if (!(c)) return HPL_EINVAL;                                                     \
     if (!hpl__id_valid(id))                                                           \

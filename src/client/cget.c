@@ -11,7 +11,7 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
                     hpl_buf **bufs, int *rcs);
 
 int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   int rc;
   return hpl_get_many(c, &id, 1, timeout_ms, out, &rc);

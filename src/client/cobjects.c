@@ -4,7 +4,7 @@
 #include "capi.h"
 
 int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   Hplpb__ContainsRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
@@ -15,7 +15,7 @@ int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_loc
 
 int hpl_held_bytes(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *held,
                    uint64_t *size) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   Hplpb__ContainsRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
@@ -27,7 +27,7 @@ int hpl_held_bytes(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *
 
 int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
              uint32_t *copies, uint32_t *complete, int *is_inline) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   Hplpb__StatRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_STAT, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
@@ -40,7 +40,7 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
 }
 
 int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   return hpl__cid_call(c, HPL__MSG_DELETE, id, timeout_ms, NULL);
 }
 

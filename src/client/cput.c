@@ -53,7 +53,7 @@ static void populate(uint8_t *p, uint64_t n) {
  * just before copying it). */
 static int create_buf(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
                       hpl_buf **out) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   Hplpb__CreateReq r = HPLPB__CREATE_REQ__INIT;
   r.id = (char *)id;
@@ -146,7 +146,7 @@ int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int6
 /* hpl_put, untraced. */
 static int put_one(hpl_client *c, const char *id, const void *data, uint64_t size,
                    int64_t timeout_ms) {
-  CHECK_ID(c, id);
+  HPL__CHECK_ID(c, id);
   if (size && !data) return hpl__cfail(c, HPL_EINVAL, "data is NULL");
   if (put_whole(c, size)) {
     Hplpb__PutReq r = HPLPB__PUT_REQ__INIT;

@@ -10,7 +10,7 @@
 static int reduce_call(hpl_client *c, const char *target, const char *const *sources,
                        size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                        uint64_t offset, uint64_t length, int64_t timeout_ms, int *ran) {
-  CHECK_ID(c, target);
+  HPL__CHECK_ID(c, target);
   if (!sources || nsources == 0) return hpl__cfail(c, HPL_EINVAL, "no sources");
   if (num_objects > nsources)
     return hpl__cfail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",

@@ -236,7 +236,7 @@ int hpl_transfers(hpl_client *c, uint64_t since, int64_t timeout_ms, char **out,
 }
 
 int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeout_ms, char **out) {
-  CHECK_ID(c, target);
+  HPL__CHECK_ID(c, target);
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   Hplpb__ReduceInfoRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_REDUCE_INFO, target, timeout_ms, (ProtobufCMessage **)&rep);

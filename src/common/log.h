@@ -56,10 +56,10 @@ int hpl__log_enabled(int level);
 size_t hpl__log_json_line(char *out, size_t cap, int64_t unix_ms, int level, const char *name,
                           int pid, const char *msg, size_t msglen, int truncated);
 
-#define LOG_ERROR(...) hpl__log(HPL__LOG_ERROR, __VA_ARGS__)
-#define LOG_WARN(...) hpl__log(HPL__LOG_WARN, __VA_ARGS__)
-#define LOG_INFO(...) hpl__log(HPL__LOG_INFO, __VA_ARGS__)
-#define LOG_DEBUG(...) \
+#define HPL__LOG_ERROR(...) hpl__log(HPL__LOG_ERROR, __VA_ARGS__)
+#define HPL__LOG_WARN(...) hpl__log(HPL__LOG_WARN, __VA_ARGS__)
+#define HPL__LOG_INFO(...) hpl__log(HPL__LOG_INFO, __VA_ARGS__)
+#define HPL__LOG_DEBUG(...) \
   do { if (hpl__log_enabled(HPL__LOG_DEBUG)) hpl__log(HPL__LOG_DEBUG, __VA_ARGS__); } while (0)
 
 #endif

@@ -118,7 +118,7 @@ static void on_async(uv_async_t *h) {
   render_own(m, &b);
   if (b.failed) {
     if (m->render_failures++ % 100 == 0)
-      LOG_WARN("metrics: the snapshot does not fit in %u bytes (or no memory)",
+      HPL__LOG_WARN("metrics: the snapshot does not fit in %u bytes (or no memory)",
                HPL__METRICS_MAX_BYTES);
     hpl__mbuf_free(&b);
   }
@@ -248,7 +248,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   vsnprintf(line, sizeof line, fmt, ap);
   size_t n = strlen(line);
   while (n && line[n - 1] == '\n') line[--n] = 0;
-  LOG_WARN("metrics: %s", line); /* one write(2): safe from this thread */
+  HPL__LOG_WARN("metrics: %s", line); /* one write(2): safe from this thread */
 }
 
 /* ------------------------------------------------------------------ start, stop */
@@ -299,7 +299,7 @@ int hpl__msrv_start(uv_loop_t *loop, const hpl__metrics_cfg *cfg, const hpl__aut
   m->render = render;
   m->arg = arg;
   if (hpl__m_label(m->labels, sizeof m->labels, "node", node) != 0) {
-    LOG_ERROR("metrics: the node name is too long for a label");
+    HPL__LOG_ERROR("metrics: the node name is too long for a label");
     free(m);
     return HPL_EINVAL;
   }
@@ -343,17 +343,17 @@ int hpl__msrv_start(uv_loop_t *loop, const hpl__metrics_cfg *cfg, const hpl__aut
   const union MHD_DaemonInfo *di = m->d ? MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
   int port = di ? di->port : 0;
   if (!m->d || !port) {
-    LOG_ERROR("metrics: cannot listen on %s:%d%s", cfg->host, cfg->port,
+    HPL__LOG_ERROR("metrics: cannot listen on %s:%d%s", cfg->host, cfg->port,
               m->d ? "" : " (in use, or not this host's address?)");
     hpl__msrv_stop(m);
     return HPL_ESYS;
   }
   if (cfg->port_file && write_port_file(cfg->port_file, port) != 0) {
-    LOG_ERROR("metrics: cannot write the port file %s: %s", cfg->port_file, strerror(errno));
+    HPL__LOG_ERROR("metrics: cannot write the port file %s: %s", cfg->port_file, strerror(errno));
     hpl__msrv_stop(m);
     return HPL_ESYS;
   }
-  LOG_INFO("metrics on http://%s:%d/metrics%s", cfg->host, port,
+  HPL__LOG_INFO("metrics on http://%s:%d/metrics%s", cfg->host, port,
            a->on ? " (bearer token required: hoplite secret --metrics-token FILE)" : "");
   *out = m;
   return 0;

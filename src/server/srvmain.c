@@ -202,6 +202,6 @@ int hpl__srv_run(const char *logname, int level, int (*start)(void *srv, uv_loop
   uv_run(loop, UV_RUN_DEFAULT);
   finish(srv);
   uv_loop_close(loop);
-  LOG_INFO("stopped");
+  HPL__LOG_INFO("stopped");
   return 0;
 }

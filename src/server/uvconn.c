@@ -16,7 +16,7 @@ const char *hpl__conn_label(const hpl__conn *c) { return c->label; }
 uv_stream_t *hpl__conn_stream(hpl__conn *c) { return c->s; }
 int hpl__conn_closing(const hpl__conn *c) { return c->closing; }
 size_t hpl__conn_write_queue(const hpl__conn *c) { return c->wq_bytes; }
-int hpl__conn_role(const hpl__conn *c) { return c->hs == HS_OPEN ? c->role : 0; }
+int hpl__conn_role(const hpl__conn *c) { return c->hs == HPL__HS_OPEN ? c->role : 0; }
 
 /* One of the connection's handles closed; the last one frees it. */
 void hpl__conn_handle_closed(uv_handle_t *h) {
@@ -39,7 +39,7 @@ void hpl__conn_handle_closed(uv_handle_t *h) {
 
 hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   hpl__conn *c = calloc(1, sizeof *c);
-  uint8_t *rbuf = malloc(CONN_RBUF);
+  uint8_t *rbuf = malloc(HPL__CONN_RBUF);
   if (!c || !rbuf) {
     free(c);
     free(rbuf);
@@ -84,6 +84,6 @@ void hpl__conn_close(hpl__conn *c, int status) {
 
 void hpl__conn_fail(hpl__conn *c, const char *why) {
   if (c->closing) return;
-  LOG_WARN("%s: protocol error, closing connection: %s", c->label, why);
+  HPL__LOG_WARN("%s: protocol error, closing connection: %s", c->label, why);
   hpl__conn_close(c, HPL_EPROTO);
 }

@@ -35,7 +35,7 @@ uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen) {
 int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
                    const char *warn) {
   if (open < max) return 0;
-  if ((*refused)++ % 1000 == 0) LOG_WARN(warn, open, (unsigned long long)*refused);
+  if ((*refused)++ % 1000 == 0) HPL__LOG_WARN(warn, open, (unsigned long long)*refused);
   uv_close((uv_handle_t *)t, (uv_close_cb)free);
   return 1;
 }

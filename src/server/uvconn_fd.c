@@ -32,11 +32,11 @@ static int fanout_fd(hpl__conn *c, uv_os_fd_t *fd) {
  * The batch's arrays are static: the fan-out is one per process, used from
  * one loop's thread (fanout.h). */
 #define FANOUT_MAX 256
-void hpl__conn_flush_fanout(conn_corks *k) {
+void hpl__conn_flush_fanout(hpl__conn_corks *k) {
   static hpl__fanout_item it[FANOUT_MAX];
   static hpl__conn *cs[FANOUT_MAX];
-  static conn_wreq *lists[FANOUT_MAX];
-  static struct iovec iov[FANOUT_MAX][CORK_MAX_FRAMES];
+  static hpl__conn_wreq *lists[FANOUT_MAX];
+  static struct iovec iov[FANOUT_MAX][HPL__CORK_MAX_FRAMES];
   size_t n = 0, eligible = 0;
   uv_os_fd_t fd;
   for (hpl__conn *c = k->list; c && eligible < HPL__FANOUT_MIN; c = c->cork_next)
@@ -90,7 +90,7 @@ static void sf_writable(uv_poll_t *h, int status, int events) {
   if (rc == 1) return; /* still full: wait for room again */
   uv_poll_stop(h);
   if (rc < 0) {
-    LOG_DEBUG("%s: sendfile failed: %s", c->label, strerror(-rc));
+    HPL__LOG_DEBUG("%s: sendfile failed: %s", c->label, strerror(-rc));
     hpl__conn_close(c, HPL_ECONN); /* tells sf_cb */
     return;
   }
@@ -104,7 +104,7 @@ int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn
                        void *arg) {
   if (c->closing) return HPL_ECONN;
   uv_os_fd_t sock;
-  if (c->hs != HS_OPEN || c->wq_bytes || c->cork || c->held || c->sf_left ||
+  if (c->hs != HPL__HS_OPEN || c->wq_bytes || c->cork || c->held || c->sf_left ||
       c->s->type != UV_TCP || uv_fileno((uv_handle_t *)c->s, &sock) != 0)
     return 1;
   if (!len) return 2;
@@ -117,7 +117,7 @@ int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn
     int sent = c->sf_left != len;
     c->sf_left = 0;
     if (!sent && (rc == -EINVAL || rc == -ENOSYS || rc == -EOPNOTSUPP)) return 1;
-    LOG_DEBUG("%s: sendfile failed: %s", c->label, strerror(-rc));
+    HPL__LOG_DEBUG("%s: sendfile failed: %s", c->label, strerror(-rc));
     hpl__conn_close(c, HPL_ECONN);
     return HPL_ECONN;
   }

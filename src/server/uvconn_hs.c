@@ -12,7 +12,7 @@
 
 /* Send handshake bytes (copied), ahead of everything held. */
 static void conn_send_raw(hpl__conn *c, const uint8_t *p, size_t len) {
-  conn_wreq *w = calloc(1, sizeof *w);
+  hpl__conn_wreq *w = calloc(1, sizeof *w);
   uint8_t *copy = malloc(len);
   if (!w || !copy) {
     free(w);
@@ -26,10 +26,10 @@ static void conn_send_raw(hpl__conn *c, const uint8_t *p, size_t len) {
   hpl__conn_submit_first(c, w, &b, 1);
 }
 
-/* The handshake's one transition function (conn_hs in uvconn_int.h). */
-static void hs_set_state(hpl__conn *c, conn_hs to) {
+/* The handshake's one transition function (hpl__conn_hs in uvconn_int.h). */
+static void hs_set_state(hpl__conn *c, hpl__conn_hs to) {
   static const char *const names[] = {"open", "hello", "proof", "challenge"};
-  LOG_DEBUG("conn '%s': handshake %s -> %s", c->label, names[c->hs], names[to]);
+  HPL__LOG_DEBUG("conn '%s': handshake %s -> %s", c->label, names[c->hs], names[to]);
   c->hs = to;
 }
 
@@ -39,22 +39,22 @@ void hpl__conn_hs_start(hpl__conn *c) {
     uint8_t hello[HPL__AUTH_HELLO_LEN];
     hpl__auth_open(&c->ahs, c->o.auth_role, hello);
     conn_send_raw(c, hello, sizeof hello);
-    hs_set_state(c, HS_CHAL);
+    hs_set_state(c, HPL__HS_CHAL);
     c->hswant = HPL__AUTH_CHALLENGE_LEN;
   } else {
-    hs_set_state(c, HS_HELLO);
+    hs_set_state(c, HPL__HS_HELLO);
     c->hswant = HPL__AUTH_HELLO_LEN;
   }
 }
 
 static void conn_auth_failed(hpl__conn *c, const char *why) {
-  LOG_INFO("%s: authentication failed (%s): closing", c->label, why);
+  HPL__LOG_INFO("%s: authentication failed (%s): closing", c->label, why);
   if (c->o.auth_failures) (*c->o.auth_failures)++;
   hpl__conn_close(c, HPL_EAUTH);
 }
 
 static void conn_hs_done(hpl__conn *c) {
-  hs_set_state(c, HS_OPEN);
+  hs_set_state(c, HPL__HS_OPEN);
   hpl__record_add(&c->rec, c->rbuf + c->rpos, c->rlen - c->rpos); /* frames behind it */
   c->role = c->ahs.role;
   c->hshave = c->hswant = 0;
@@ -67,25 +67,25 @@ static void conn_hs_step(hpl__conn *c) {
   uint8_t out[HPL__AUTH_CHALLENGE_LEN], rk[HPL__AUTH_KEY_LEN];
   c->hshave = 0;
   switch (c->hs) {
-    case HS_HELLO:
+    case HPL__HS_HELLO:
       if (hpl__auth_accept(&c->ahs, c->o.auth, c->o.auth_roles, c->hsbuf, out) != 0) {
         conn_auth_failed(c, "no hoplite handshake, or a role this port does not take");
         return;
       }
       conn_send_raw(c, out, HPL__AUTH_CHALLENGE_LEN);
-      hs_set_state(c, HS_PROOF);
+      hs_set_state(c, HPL__HS_PROOF);
       c->hswant = HPL__AUTH_PROOF_LEN;
       return;
-    case HS_PROOF:
+    case HPL__HS_PROOF:
       if (hpl__auth_verify(&c->ahs, c->o.auth, c->hsbuf) != 0) {
         conn_auth_failed(c, "the peer does not hold the cluster secret");
         return;
       }
       conn_hs_done(c);
       return;
-    case HS_OPEN:
+    case HPL__HS_OPEN:
       return; /* not reached: bytes go to the handshake only before it ends */
-    case HS_CHAL:
+    case HPL__HS_CHAL:
       hpl__auth_role_key(c->o.auth, c->o.auth_role, rk);
       if (hpl__auth_answer(&c->ahs, rk, c->hsbuf, out) != 0) {
         conn_auth_failed(c, "the peer does not hold the cluster secret");
@@ -98,7 +98,7 @@ static void conn_hs_step(hpl__conn *c) {
 }
 
 int hpl__conn_handshake(hpl__conn *c) {
-  while (c->hs != HS_OPEN && c->rpos < c->rlen && !c->closing) {
+  while (c->hs != HPL__HS_OPEN && c->rpos < c->rlen && !c->closing) {
     size_t n = c->hswant - c->hshave;
     if (n > c->rlen - c->rpos) n = c->rlen - c->rpos;
     memcpy(c->hsbuf + c->hshave, c->rbuf + c->rpos, n);
@@ -106,5 +106,5 @@ int hpl__conn_handshake(hpl__conn *c) {
     c->rpos += n;
     if (c->hshave == c->hswant) conn_hs_step(c);
   }
-  return c->hs == HS_OPEN && !c->closing;
+  return c->hs == HPL__HS_OPEN && !c->closing;
 }

@@ -23,32 +23,32 @@
 #include "record.h"
 #include "uvconn.h"
 
-#define CONN_RBUF 65536
-#define CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
+#define HPL__CONN_RBUF 65536
+#define HPL__CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
 /* A loop turn flushes at most this much per connection at once. */
-#define CORK_MAX_FRAMES 64
-#define CORK_MAX_BYTES (256u * 1024)
+#define HPL__CORK_MAX_FRAMES 64
+#define HPL__CORK_MAX_BYTES (256u * 1024)
 
 /* A connection's handshake (auth.h), one state machine (uvconn_hs.c):
- * HS_OPEN is where frames flow, from the start without a handshake or
+ * HPL__HS_OPEN is where frames flow, from the start without a handshake or
  * once it succeeded; an acceptor goes OPEN -> HELLO (waits for the
  * opener's HELLO) -> PROOF (sent its CHALLENGE, waits for the PROOF) ->
  * OPEN, an opener OPEN -> CHAL (sent its HELLO, waits for the CHALLENGE)
  * -> OPEN. A failure closes the connection in the state it is in. */
-typedef enum conn_hs { HS_OPEN = 0, HS_HELLO, HS_PROOF, HS_CHAL } conn_hs;
+typedef enum hpl__conn_hs { HPL__HS_OPEN = 0, HPL__HS_HELLO, HPL__HS_PROOF, HPL__HS_CHAL } hpl__conn_hs;
 
 /* One write: libuv's request, what it sends and whom to tell. */
-typedef struct conn_wreq {
+typedef struct hpl__conn_wreq {
   uv_write_t req;
   hpl__conn *c;
   hpl__conn_write_cb cb;
   void *arg;
   uint8_t *owned;
   size_t bytes;
-  struct conn_wreq *prev, *next; /* held before the handshake ended, or corked (utlist) */
+  struct hpl__conn_wreq *prev, *next; /* held before the handshake ended, or corked (utlist) */
   uv_buf_t bufs[2];
   unsigned nbufs;
-} conn_wreq;
+} hpl__conn_wreq;
 
 /* The connections of one loop with corked writes, in the order of their
  * first one: they are flushed in that order, so messages keep the order
@@ -58,13 +58,13 @@ typedef struct conn_wreq {
  * turn with many corked connections writes them at once, each one's own
  * frames still in order. One per loop (uvconn_write.c finds a loop's), so
  * two loops in one process never flush each other's connections. */
-typedef struct conn_corks {
+typedef struct hpl__conn_corks {
   uv_loop_t *loop;
   struct hpl__conn *list; /* utlist DL through cork_prev/cork_next */
   int flushing;           /* a flush runs: a nested one only does its own connection */
   unsigned users;         /* connections pointing here; freed at 0 */
-  struct conn_corks *next; /* every loop's (utlist LL) */
-} conn_corks;
+  struct hpl__conn_corks *next; /* every loop's (utlist LL) */
+} hpl__conn_corks;
 
 struct hpl__conn {
   uv_stream_t *s;
@@ -88,12 +88,12 @@ struct hpl__conn {
   hpl__sink sink;
   size_t wq_bytes;
   /* the handshake (auth.h): nothing is framed or sent before it is done */
-  conn_hs hs;
+  hpl__conn_hs hs;
   int role;                    /* the opener's role, once authenticated */
   hpl__auth_hs ahs;
   uint8_t hsbuf[HPL__AUTH_CHALLENGE_LEN];
   size_t hshave, hswant;
-  conn_wreq *held;             /* writes made before the handshake ended (utlist DL) */
+  hpl__conn_wreq *held;             /* writes made before the handshake ended (utlist DL) */
   /* limits: the handshake's and a frame's time, frames per loop turn */
   uv_timer_t *timer;
   uint64_t frame_since_ms; /* a frame began arriving (0: between frames) */
@@ -103,12 +103,12 @@ struct hpl__conn {
   /* corked writes (opts.cork): small frames made during one loop turn go
    * out together, flushed before the loop polls and after it has run the
    * I/O callbacks (so nothing waits across a poll) */
-  conn_wreq *cork;         /* utlist DL */
+  hpl__conn_wreq *cork;         /* utlist DL */
   unsigned cork_n;
   size_t cork_bytes;
   uv_prepare_t *cork_prep;
   uv_check_t *cork_chk;
-  conn_corks *corks;       /* this loop's corked connections (set with cork_prep) */
+  hpl__conn_corks *corks;       /* this loop's corked connections (set with cork_prep) */
   struct hpl__conn *cork_prev, *cork_next; /* in corks, in order */
   int cork_listed;
   /* a sendfile in progress (hpl__conn_sendfile): the socket is watched
@@ -154,11 +154,11 @@ void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms);
  * order of every write: held during the handshake or a sendfile, corked
  * when c corks and nobody waits for it, else written. Takes w. 0, or
  * HPL_ECONN (c is closing then, or the write failed and closed it). */
-int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
 /* hpl__conn_submit for the handshake's own bytes: ahead of the writes
  * held for its end. */
-int hpl__conn_submit_first(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+int hpl__conn_submit_first(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
 /* Writes held (for the handshake, or behind a sendfile) go now, in the
  * order they were made. */
@@ -166,7 +166,7 @@ void hpl__conn_release_held(hpl__conn *c);
 
 /* Queue w (its bufs as given) as a libuv write request. Takes w; 0 or
  * HPL_ECONN (the write failed: c is closed). */
-int hpl__conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+int hpl__conn_queue_write(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
 /* What is corked on c goes now: everything corked on c's loop (in order),
  * or, from inside a flush, c's own frames at once. */
@@ -180,19 +180,19 @@ void hpl__conn_drop_writes(hpl__conn *c);
 void hpl__conn_corks_leave(hpl__conn *c);
 
 /* Take c's corked frames off it: their list, and in `iov` (*k of them,
- * at most CORK_MAX_FRAMES) the frames one write can send now, none if
+ * at most HPL__CORK_MAX_FRAMES) the frames one write can send now, none if
  * something else is queued. */
-conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k);
+hpl__conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k);
 
 /* After `done` bytes of list (from hpl__conn_cork_take) went: free what
  * went, queue the rest in order. */
-void hpl__conn_cork_finish(hpl__conn *c, conn_wreq *list, size_t done);
+void hpl__conn_cork_finish(hpl__conn *c, hpl__conn_wreq *list, size_t done);
 
 /* ------------------------------------------------------------ uvconn_fd.c */
 
 /* With the fan-out running (fanout.h): write the corked connections of
  * the list with nothing queued before their frames in one batch. */
-void hpl__conn_flush_fanout(conn_corks *k);
+void hpl__conn_flush_fanout(hpl__conn_corks *k);
 
 /* A sendfile ended: a pending one's owner hears HPL_ECONN, and its poll
  * handle and descriptor are closed (c is closing). */

@@ -22,15 +22,15 @@ static void conn_timer_fired(uv_timer_t *t) {
   hpl__conn *c = t->data;
   if (c->closing) return;
   uint64_t now = hpl__now_ms();
-  if (c->hs != HS_OPEN) {
-    LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
+  if (c->hs != HPL__HS_OPEN) {
+    HPL__LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
     if (c->o.auth_failures) (*c->o.auth_failures)++;
     hpl__conn_close(c, HPL_ETIMEDOUT);
     return;
   }
   if (!c->frame_since_ms) return;
   if (now - c->frame_since_ms >= HPL__CONN_FRAME_TIMEOUT_MS) {
-    LOG_WARN("%s: a frame has been arriving for %llu ms: closing (peer too slow)", c->label,
+    HPL__LOG_WARN("%s: a frame has been arriving for %llu ms: closing (peer too slow)", c->label,
              (unsigned long long)(now - c->frame_since_ms));
     hpl__conn_close(c, HPL_ETIMEDOUT);
     return;
@@ -134,7 +134,7 @@ static void conn_on_msg(hpl__conn *c) {
   }
   c->pbuf = malloc(c->cur.payload_len);
   if (!c->pbuf) {
-    LOG_ERROR("%s: out of memory for a %llu-byte payload", c->label,
+    HPL__LOG_ERROR("%s: out of memory for a %llu-byte payload", c->label,
               (unsigned long long)c->cur.payload_len);
     hpl__conn_close(c, HPL_ENOMEM);
     return;
@@ -174,7 +174,7 @@ static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
 /* Run the framer over unprocessed bytes in rbuf. Stops early when a sink
  * pauses (bytes stay in rbuf) or the connection closes. */
 static void conn_process(hpl__conn *c) {
-  if (c->hs != HS_OPEN && !hpl__conn_handshake(c)) {
+  if (c->hs != HPL__HS_OPEN && !hpl__conn_handshake(c)) {
     if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
     return;
   }
@@ -243,7 +243,7 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
       return;
     }
     if (room > left) room = (size_t)left;
-    if (room > CONN_MAX_DIRECT) room = CONN_MAX_DIRECT;
+    if (room > HPL__CONN_MAX_DIRECT) room = HPL__CONN_MAX_DIRECT;
     c->direct = 1;
     buf->base = (char *)dst;
     buf->len = room;
@@ -251,13 +251,13 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   if (c->rpos == c->rlen) {
     c->rpos = c->rlen = 0;
-  } else if (c->rpos > 0 && c->rlen == CONN_RBUF) { /* make room behind what is left */
+  } else if (c->rpos > 0 && c->rlen == HPL__CONN_RBUF) { /* make room behind what is left */
     memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
     c->rlen -= c->rpos;
     c->rpos = 0;
   }
   buf->base = (char *)c->rbuf + c->rlen;
-  buf->len = CONN_RBUF - c->rlen;
+  buf->len = HPL__CONN_RBUF - c->rlen;
   if (buf->len == 0) buf->base = NULL; /* -> UV_ENOBUFS: the backlog first */
 }
 
@@ -275,9 +275,9 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   if (nread < 0) {
-    if (nread != UV_EOF) LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
-    if (c->hs != HS_OPEN) { /* gone before it proved anything: a failed handshake */
-      LOG_INFO("%s: the peer left during the handshake", c->label);
+    if (nread != UV_EOF) HPL__LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
+    if (c->hs != HPL__HS_OPEN) { /* gone before it proved anything: a failed handshake */
+      HPL__LOG_INFO("%s: the peer left during the handshake", c->label);
       if (c->o.auth_failures) (*c->o.auth_failures)++;
     }
     hpl__conn_close(c, HPL_ECONN);
@@ -294,7 +294,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (last && !c->closing) conn_frame_done(c);
     return;
   }
-  if (c->hs == HS_OPEN) hpl__record_add(&c->rec, c->rbuf + c->rlen, (size_t)nread);
+  if (c->hs == HPL__HS_OPEN) hpl__record_add(&c->rec, c->rbuf + c->rlen, (size_t)nread);
   c->rlen += (size_t)nread;
   conn_process(c);
   if (c->closing) return;
@@ -309,7 +309,7 @@ void hpl__conn_read_start(hpl__conn *c) {
   if (c->reading || c->closing) return;
   int rc = uv_read_start(c->s, conn_alloc, conn_read);
   if (rc) {
-    LOG_WARN("%s: cannot read: %s", c->label, uv_strerror(rc));
+    HPL__LOG_WARN("%s: cannot read: %s", c->label, uv_strerror(rc));
     hpl__conn_close(c, HPL_ECONN);
     return;
   }

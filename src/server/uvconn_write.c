@@ -17,11 +17,11 @@
 /* ------------------------------------------------------------------ the write queue */
 
 static void conn_write_done(uv_write_t *req, int status) {
-  conn_wreq *w = (conn_wreq *)req;
+  hpl__conn_wreq *w = (hpl__conn_wreq *)req;
   hpl__conn *c = w->c;
   c->wq_bytes -= w->bytes;
   if (status && !c->closing) {
-    LOG_DEBUG("%s: write failed: %s", c->label, uv_strerror(status));
+    HPL__LOG_DEBUG("%s: write failed: %s", c->label, uv_strerror(status));
     hpl__conn_close(c, HPL_ECONN);
   }
   if (w->cb) w->cb(c, status ? HPL_ECONN : 0, w->arg);
@@ -29,7 +29,7 @@ static void conn_write_done(uv_write_t *req, int status) {
   free(w);
 }
 
-int hpl__conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+int hpl__conn_queue_write(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   int rc = uv_write(&w->req, c->s, bufs, nbufs, conn_write_done);
   if (rc) {
     free(w->owned);
@@ -43,13 +43,13 @@ int hpl__conn_queue_write(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned n
 
 /* ------------------------------------------------------------------ each loop's cork list */
 
-static conn_corks *all_corks; /* every loop's list (utlist LL); found once per connection */
+static hpl__conn_corks *all_corks; /* every loop's list (utlist LL); found once per connection */
 static pthread_mutex_t all_corks_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The cork list of `loop` (made on first use), with one more user; NULL
  * without memory. */
-static conn_corks *corks_join(uv_loop_t *loop) {
-  conn_corks *k;
+static hpl__conn_corks *corks_join(uv_loop_t *loop) {
+  hpl__conn_corks *k;
   pthread_mutex_lock(&all_corks_mu);
   LL_SEARCH_SCALAR(all_corks, k, loop, loop);
   if (!k && (k = calloc(1, sizeof *k))) {
@@ -62,7 +62,7 @@ static conn_corks *corks_join(uv_loop_t *loop) {
 }
 
 void hpl__conn_corks_leave(hpl__conn *c) {
-  conn_corks *k = c->corks;
+  hpl__conn_corks *k = c->corks;
   if (!k) return;
   if (c->cork_listed) {
     DL_DELETE2(k->list, c, cork_prev, cork_next);
@@ -84,7 +84,7 @@ static void conn_flush_one(hpl__conn *c);
 /* Flush every corked connection of the loop, in order (with a fan-out,
  * the ones with nothing queued before their corked frames go first, all
  * at once). */
-static void conn_flush(conn_corks *k) {
+static void conn_flush(hpl__conn_corks *k) {
   if (k->flushing) return;
   k->flushing = 1;
   if (hpl__fanout_on()) hpl__conn_flush_fanout(k);
@@ -102,7 +102,7 @@ static void cork_prep_cb(uv_prepare_t *h) { conn_flush(((hpl__conn *)h->data)->c
 static void cork_chk_cb(uv_check_t *h) { conn_flush(((hpl__conn *)h->data)->corks); }
 
 void hpl__conn_flush_for(hpl__conn *c) {
-  conn_corks *k = c->corks;
+  hpl__conn_corks *k = c->corks;
   if (!k->flushing) {
     conn_flush(k);
     return;
@@ -114,17 +114,17 @@ void hpl__conn_flush_for(hpl__conn *c) {
   conn_flush_one(c);
 }
 
-conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k) {
+hpl__conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k) {
   if (c->cork_prep) uv_prepare_stop(c->cork_prep);
   if (c->cork_chk) uv_check_stop(c->cork_chk);
-  conn_wreq *list = c->cork;
+  hpl__conn_wreq *list = c->cork;
   c->cork = NULL;
   c->cork_n = 0;
   c->wq_bytes -= c->cork_bytes;
   c->cork_bytes = 0;
   *k = 0;
   if (c->wq_bytes) return list;
-  for (conn_wreq *w = list; w && *k < CORK_MAX_FRAMES; w = w->next) {
+  for (hpl__conn_wreq *w = list; w && *k < HPL__CORK_MAX_FRAMES; w = w->next) {
     iov[*k].iov_base = w->bufs[0].base;
     iov[*k].iov_len = w->bufs[0].len;
     (*k)++;
@@ -132,9 +132,9 @@ conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k) {
   return list;
 }
 
-void hpl__conn_cork_finish(hpl__conn *c, conn_wreq *list, size_t done) {
+void hpl__conn_cork_finish(hpl__conn *c, hpl__conn_wreq *list, size_t done) {
   while (list) {
-    conn_wreq *w = list;
+    hpl__conn_wreq *w = list;
     list = w->next;
     if (done >= w->bytes) {
       done -= w->bytes;
@@ -159,9 +159,9 @@ void hpl__conn_cork_finish(hpl__conn *c, conn_wreq *list, size_t done) {
 /* Send what c has corked: one write for all of it when nothing else is
  * queued; what the socket does not take becomes write requests, in order. */
 static void conn_flush_one(hpl__conn *c) {
-  struct iovec iov[CORK_MAX_FRAMES];
+  struct iovec iov[HPL__CORK_MAX_FRAMES];
   unsigned k;
-  conn_wreq *list = hpl__conn_cork_take(c, iov, &k);
+  hpl__conn_wreq *list = hpl__conn_cork_take(c, iov, &k);
   hpl__trace("flush", NULL);
   int n = k ? uv_try_write(c->s, (const uv_buf_t *)iov, k) : 0;
   hpl__conn_cork_finish(c, list, n > 0 ? (size_t)n : 0);
@@ -169,11 +169,11 @@ static void conn_flush_one(hpl__conn *c) {
 
 /* Cork w (a single owned buffer, nobody to tell). -1 without memory for
  * the handles (w is then written the usual way). */
-static int conn_cork(hpl__conn *c, conn_wreq *w, uv_buf_t buf) {
+static int conn_cork(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t buf) {
   if (!c->cork_prep) {
     uv_prepare_t *p = malloc(sizeof *p);
     uv_check_t *k = malloc(sizeof *k);
-    conn_corks *ks = p && k ? corks_join(c->s->loop) : NULL;
+    hpl__conn_corks *ks = p && k ? corks_join(c->s->loop) : NULL;
     if (!ks) {
       free(p);
       free(k);
@@ -202,14 +202,14 @@ static int conn_cork(hpl__conn *c, conn_wreq *w, uv_buf_t buf) {
       c->cork_listed = 1;
     }
   }
-  if (c->cork_n >= CORK_MAX_FRAMES || c->cork_bytes >= CORK_MAX_BYTES) conn_flush(c->corks);
+  if (c->cork_n >= HPL__CORK_MAX_FRAMES || c->cork_bytes >= HPL__CORK_MAX_BYTES) conn_flush(c->corks);
   return 0;
 }
 
 /* ------------------------------------------------------------------ writes in order */
 
 /* w (w->c and w->bytes set) goes now: corked, or written after what is. */
-static int conn_send_now(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+static int conn_send_now(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   if (c->o.cork && !w->cb && nbufs == 1 && w->owned && conn_cork(c, w, bufs[0]) == 0) return 0;
   if (c->cork) {
     hpl__conn_flush_for(c); /* in order */
@@ -240,15 +240,15 @@ static int conn_send_now(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nb
   return hpl__conn_queue_write(c, w, bufs, nbufs);
 }
 
-static void wreq_set(hpl__conn *c, conn_wreq *w, const uv_buf_t *bufs, unsigned nbufs) {
+static void wreq_set(hpl__conn *c, hpl__conn_wreq *w, const uv_buf_t *bufs, unsigned nbufs) {
   w->c = c;
   w->bytes = 0;
   for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
 }
 
-int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   wreq_set(c, w, bufs, nbufs);
-  if (c->hs != HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
+  if (c->hs != HPL__HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
     for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
     w->nbufs = nbufs;
     DL_APPEND(c->held, w);
@@ -258,14 +258,14 @@ int hpl__conn_submit(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs)
   return conn_send_now(c, w, bufs, nbufs);
 }
 
-int hpl__conn_submit_first(hpl__conn *c, conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+int hpl__conn_submit_first(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   wreq_set(c, w, bufs, nbufs);
   return conn_send_now(c, w, bufs, nbufs);
 }
 
 void hpl__conn_release_held(hpl__conn *c) {
-  conn_wreq *w;
-  while ((w = c->held) && !c->closing && c->hs == HS_OPEN && !c->sf_left) {
+  hpl__conn_wreq *w;
+  while ((w = c->held) && !c->closing && c->hs == HPL__HS_OPEN && !c->sf_left) {
     DL_DELETE(c->held, w);
     c->wq_bytes -= w->bytes;
     hpl__conn_submit(c, w, w->bufs, w->nbufs);
@@ -273,7 +273,7 @@ void hpl__conn_release_held(hpl__conn *c) {
 }
 
 void hpl__conn_drop_writes(hpl__conn *c) {
-  conn_wreq *w;
+  hpl__conn_wreq *w;
   while ((w = c->held)) { /* writes held for the handshake never go: their owners hear so */
     DL_DELETE(c->held, w);
     c->wq_bytes -= w->bytes;
@@ -294,7 +294,7 @@ int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufC
   if ((copy || payload) && plen > UINT32_MAX) return HPL_ETOOBIG;
   size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
   size_t extra = copy && payload ? (size_t)plen : 0;
-  conn_wreq *w = calloc(1, sizeof *w);
+  hpl__conn_wreq *w = calloc(1, sizeof *w);
   uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + extra + 1);
   if (!w || !buf) {
     free(w);
@@ -318,7 +318,7 @@ int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufC
 
 int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {
   if (c->closing) return HPL_ECONN;
-  conn_wreq *w = calloc(1, sizeof *w);
+  hpl__conn_wreq *w = calloc(1, sizeof *w);
   if (!w) return HPL_ENOMEM;
   w->cb = cb;
   w->arg = arg;

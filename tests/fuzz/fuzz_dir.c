@@ -12,25 +12,25 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static dir_server srv;
+static hpl__dir_server srv;
 static uv_loop_t *loop;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   hpl__log_setup("fuzz-dir", getenv("HPL_FUZZ_LOG") ? HPL__LOG_DEBUG : -1);
   loop = uv_default_loop();
-  dir_config cfg;
-  dir_config_defaults(&cfg);
+  hpl__dir_config cfg;
+  hpl__dir_config_defaults(&cfg);
   cfg.listen_port = 0;
   cfg.inline_memory = 16u << 20; /* what inputs may pile up inline */
-  if (dir_server_start(&srv, loop, &cfg) != 0) abort();
+  if (hpl__dir_server_start(&srv, loop, &cfg) != 0) abort();
   return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int fd;
   uv_stream_t *t = fuzz_pair(loop, &fd);
-  dir_server_serve(&srv, t, "fuzz");
+  hpl__dir_server_serve(&srv, t, "fuzz");
   fuzz_feed(loop, fd, data, size);
   return 0;
 }

@@ -17,15 +17,15 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static store st;
+static hpl__store st;
 static uv_loop_t *loop;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   hpl__log_setup("fuzz-store", getenv("HPL_FUZZ_LOG") ? HPL__LOG_DEBUG : -1);
   loop = uv_default_loop();
-  store_config cfg;
-  store_config_defaults(&cfg);
+  hpl__store_config cfg;
+  hpl__store_config_defaults(&cfg);
   static char dir[] = "/tmp/hpl-fuzz-XXXXXX";
   if (!mkdtemp(dir)) abort();
   snprintf(cfg.socket_path, sizeof cfg.socket_path, "%s/store.sock", dir);
@@ -33,7 +33,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   cfg.dir_port = 1; /* nobody: requests to the directory wait, then time out */
   snprintf(cfg.data_host, sizeof cfg.data_host, "127.0.0.1");
   cfg.memory = 64u << 20;
-  if (store_start(&st, loop, &cfg) != 0) abort();
+  if (hpl__store_start(&st, loop, &cfg) != 0) abort();
   return 0;
 }
 
@@ -42,9 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int fd;
   uv_stream_t *t = fuzz_pair(loop, &fd);
   if (data[0] & 1)
-    dataport_serve(&st, t);
+    hpl__dataport_serve(&st, t);
   else
-    clients_serve(&st, t);
+    hpl__clients_serve(&st, t);
   fuzz_feed(loop, fd, data + 1, size - 1);
   return 0;
 }
