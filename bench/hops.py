@@ -5,7 +5,7 @@
     bench/hops.py /tmp/t.txt [--gap-ms 12] [--id-prefix bench/bcast/]
 
 Every hoplite process started with $HOPLITE_TRACE appends lines
-"<CLOCK_MONOTONIC ns> <pid> <event> <id>" (src/trace.h). A sample is one
+"<CLOCK_MONOTONIC ns> <pid> <event> <id>" (src/common/trace.h). A sample is one
 object id: its events from the last burst (no gap longer than --gap-ms; the
 bench's untimed put 20 ms before the gets is left out), and the 'flush'
 events (no id) that fall inside that burst. Its zero is the burst's first

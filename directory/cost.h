@@ -1,5 +1,5 @@
 /*
- * cost.h - the parameters of the reduce planner's cost model (src/planner.h):
+ * cost.h - the parameters of the reduce planner's cost model (src/common/planner.h):
  * per-hop latency L and link bandwidth B, configured or, when configured
  * "auto", measured (half the heartbeat round trip stores report; the rate
  * of pulls from complete senders).

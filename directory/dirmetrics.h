@@ -3,7 +3,7 @@
  * gauges (what COUNTERS answers and /metrics shows, with their exposition
  * names), the latency histograms server.c and acquire.c record into
  * (hpl__dir_server), and the /metrics endpoint (--metrics-listen,
- * src/metricsrv.h).
+ * src/server/metricsrv.h).
  *
  * Exposition: hoplite_directory_* with the label node="directory";
  * hoplite_directory_request_seconds{type="acquire",...}: the time the loop

@@ -2,7 +2,7 @@
  * reduce.h - the directory's part of reduces: dynamic reduce trees.
  *
  * A reduce of `sources` into `target` at the sink node becomes a tree of
- * k = num_objects slots, planned (src/planner.c) when the first source is
+ * k = num_objects slots, planned (src/common/planner.c) when the first source is
  * ready and its size known. Slots are numbered in in-order and filled in
  * the order sources become ready, so the tree's in-order traversal is the
  * arrival order - with one exception: a source held by the sink takes the

@@ -8,7 +8,7 @@
  * HPL__STATUS_MAX_DEAD nodes declared dead). Callers: server.c (dispatch of
  * STATUS, the node events it wires, free). Everything is bounded: a
  * heartbeat lists at most HPL__STATUS_MAX_INCOMING copies (more are
- * ignored), a reply at most the HPL__STATUS_MAX_* entries of src/proto.h.
+ * ignored), a reply at most the HPL__STATUS_MAX_* entries of src/common/proto.h.
  */
 #ifndef HPL_DIR_STATUS_H
 #define HPL_DIR_STATUS_H

@@ -240,6 +240,7 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
   if (src->state == HPL__OBJ_SPILLED) hpl__room_restore(s, src); /* read it back */
   t->nch = (int)m->nchildren;
   t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
+  if (!t->ch) t->nch = 0; /* failed below; nothing for hpl__rdtask_free_task to walk */
   t->to_target = m->to_target;
   if (m->resume && !m->to_target) t->waits |= HPL__RDW_START;
   int failed = 0;

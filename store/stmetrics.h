@@ -2,7 +2,7 @@
  * stmetrics.h - the store's metrics: the one list of its counters and gauges
  * (what COUNTERS answers and /metrics shows, with their exposition names),
  * the latency histograms get.c and put.c record into (store.h), and
- * the /metrics endpoint (--metrics-listen, src/metricsrv.h).
+ * the /metrics endpoint (--metrics-listen, src/server/metricsrv.h).
  *
  * Exposition: hoplite_store_* with the label node="<--name>", the request
  * histograms hoplite_store_get_seconds (a client's GET from its arrival to

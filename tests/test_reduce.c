@@ -46,7 +46,7 @@ static void fill(int dtype, void *buf, size_t n, uint64_t seed) {
   }
 }
 
-/* Reference: acc = op(acc, src), written independently of src/ops.c. */
+/* Reference: acc = op(acc, src), written independently of src/common/ops.c. */
 #define REF_LOOP(T, UT)                                                                 \
   {                                                                                     \
     T *a = acc;                                                                         \

@@ -1,7 +1,7 @@
 """cluster.py - start a hoplite cluster of real processes from Python.
 
 LocalCluster starts one hoplite-directory and N hoplite-store processes, as
-src/localcluster.c does: the directory listens on port 0 and writes the
+src/cli/localcluster.c does: the directory listens on port 0 and writes the
 port it got to a file (by rename), each store registers and then writes its
 ready file. Waiting is event-driven (inotify on the work directory plus a
 pidfd of the process, so a server that dies is noticed at once), bounded by

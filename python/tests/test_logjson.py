@@ -4,7 +4,7 @@ from the other and both log the object's id at debug level), then the
 servers stopped; every line of every log must be one JSON object with the
 documented fields, and the id, which holds a quote, a backslash, a
 non-ASCII character and a byte that is not UTF-8, must read back escaped
-as documented (src/log.h)."""
+as documented (src/common/log.h)."""
 import datetime
 import json
 import os
