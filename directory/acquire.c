@@ -82,8 +82,8 @@ static void waiter_end(dir_waiter *w) {
  * HPL_ENOTFOUND (with the size when the object exists: the client asks its
  * store, which pulls it; granted if peek_grant named the sender to store
  * `node` already) or `miss` (e.g. HPL_ETIMEDOUT). */
-static void peek_reply(hpl__dir_server *s, hpl__dir_conn *dc, uint64_t req, hpl__dir_obj *o, int miss,
-                       uint64_t node) {
+static void peek_reply(hpl__dir_server *s, hpl__dir_conn *dc, uint64_t req, hpl__dir_obj *o,
+                       int miss, uint64_t node) {
   hpl__conn *c = dc->c;
   Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
   hpl__trace("d.peekrep", o ? o->id : NULL);
@@ -133,7 +133,8 @@ static void waiter_timeout(void *owner) {
   }
   if (!w->deadline_ms || hpl__now_ms() < w->deadline_ms) {
     /* the ring wait is over: the ordinary rule now */
-    if (hpl__dir_acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms, &w->ring_wait)) {
+    if (hpl__dir_acquire_try(w->srv, w->node, w->req_id, w->obj, w->avoid, w->since_ms,
+                             &w->ring_wait)) {
       waited(w);
       waiter_end(w);
     } else {
@@ -226,8 +227,8 @@ void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
      * held and avoid that sender this time. Its copy stays listed while the
      * node lives; a dead node's copies are dropped when it is declared dead. */
     HPL__LOG_INFO("node %016llx reports sender %016llx failed for '%s' at %llu bytes",
-             (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
-             (unsigned long long)m->progress);
+                  (unsigned long long)asker->id, (unsigned long long)m->failed_peer, m->id,
+                  (unsigned long long)m->progress);
     hpl__dtab_release_upstream(o, asker->id);
   }
   uint64_t now = hpl__now_ms();
@@ -249,7 +250,8 @@ void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
     return;
   }
   if (asker->nwaiters >= HPL__MAX_WAITING_PER_PEER) {
-    hpl__dir_acquire_reply_err(asker, req, HPL_EUNAVAIL, "too many ACQUIREs of this node waiting already");
+    hpl__dir_acquire_reply_err(asker, req, HPL_EUNAVAIL,
+                               "too many ACQUIREs of this node waiting already");
     hpl__dtab_gc(&s->tab, o);
     return;
   }

@@ -34,8 +34,8 @@ void hpl__dir_acquire_reply_err(hpl__dir_node *asker, uint64_t req, int status, 
 /* Answer the asker's ACQUIRE `req` with `sender`, just assigned to it in
  * the table (counted, recorded in the transfer record); HPL_EUNAVAIL
  * "sender vanished" if that node is unknown (its location is dropped). */
-void hpl__dir_acquire_reply_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
-                      uint64_t sender);
+void hpl__dir_acquire_reply_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
+                                   hpl__dir_obj *o, uint64_t sender);
 
 /* "Stay with your sender; report it again after retry_ms if it is still
  * silent": an answer naming no sender. */
@@ -47,27 +47,28 @@ void hpl__dir_acquire_reply_stay(hpl__dir_node *asker, uint64_t req, uint64_t re
  * if the asker must keep waiting; *ring_wait (if not NULL) is set when it
  * waits for its allreduce ring predecessor (since_ms: when it asked; 0
  * disables that preference). */
-int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o, uint64_t avoid,
-            uint64_t since_ms, int *ring_wait);
+int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
+                         uint64_t avoid, uint64_t since_ms, int *ring_wait);
 
 /* A PEEK of `o`, which is not inline, on connection `dc` from a client of
  * store `node`: name a sender to that store now (GRANT) when it may be
  * done at once (see acquire_pick.c). 1 if granted, else 0 (the store asks
  * as usual). */
-int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl__dir_obj *o, uint64_t node);
+int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl__dir_obj *o,
+                                uint64_t node);
 
 /* ------------------------------------------------------------------ acquire_move.c */
 
 /* An ACQUIRE that reports the asker's sender (m->failed_peer) silent
  * (m->suspect): stay, wait for the probe's verdict, or move. Answered. */
-void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
-                          const Hplpb__AcquireReq *m);
+void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
+                                       hpl__dir_obj *o, const Hplpb__AcquireReq *m);
 
 /* An ACQUIRE that reports the asker's partial sender crawling
  * (m->only_complete): noted now, judged and answered with the reports of
  * the next DIR_CRAWL_BATCH_MS (or HPL_ENOMEM now). */
-void hpl__dir_acquire_on_crawling_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
-                            const Hplpb__AcquireReq *m);
+void hpl__dir_acquire_on_crawling_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
+                                         hpl__dir_obj *o, const Hplpb__AcquireReq *m);
 
 /* Drop node `asker`'s crawl reports without an answer (it left its
  * connection). */

@@ -46,8 +46,8 @@ typedef struct dir_crawl_rep {
  * side reports its upstream), unless its copy is complete (then the path
  * between the two is at fault) or the asker has reported the same stall
  * twice already. */
-void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
-                             const Hplpb__AcquireReq *m) {
+void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
+                                       hpl__dir_obj *o, const Hplpb__AcquireReq *m) {
   uint64_t peer = m->failed_peer, wait = 0, sender = 0;
   s->ctr.silent_reports++;
   hpl__dir_loc *me = hpl__dtab_loc(o, asker->id);
@@ -76,8 +76,8 @@ void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker,
   }
   s->ctr.suspect_moves++;
   HPL__LOG_INFO("node %016llx moves off silent sender %016llx for '%s' at %llu bytes: now %016llx",
-           (unsigned long long)asker->id, (unsigned long long)peer, o->id,
-           (unsigned long long)m->progress, (unsigned long long)sender);
+                (unsigned long long)asker->id, (unsigned long long)peer, o->id,
+                (unsigned long long)m->progress, (unsigned long long)sender);
   hpl__dir_acquire_reply_sender(s, asker, req, o, sender);
 }
 
@@ -141,8 +141,8 @@ static void crawl_decide(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
   int ours = o && !o->is_inline && me && !me->complete && me->upstream == r->peer;
   if (ours && hpl__dtab_idle_complete(&s->tab, o, asker->id, r->peer)) {
     HPL__LOG_INFO("node %016llx moves off crawling partial sender %016llx for '%s' at %llu bytes",
-             (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
-             (unsigned long long)r->progress);
+                  (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
+                  (unsigned long long)r->progress);
     if (hpl__dir_acquire_try(s, asker, r->req, o, r->peer, 0, NULL)) {
       if (r->peer_crawls) asker->bypass_ms = now;
       return;
@@ -150,14 +150,15 @@ static void crawl_decide(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
   } else if (ours && !r->innocent &&
              hpl__dtab_pick_bypass(&s->tab, o, asker->id, r->peer, &sender) == 0) {
     HPL__LOG_INFO("node %016llx moves off slow partial sender %016llx for '%s' at %llu bytes: now "
-             "%016llx", (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
-             (unsigned long long)r->progress, (unsigned long long)sender);
+                  "%016llx", (unsigned long long)asker->id, (unsigned long long)r->peer, r->id,
+                  (unsigned long long)r->progress, (unsigned long long)sender);
     s->ctr.slow_moves++;
     if (r->peer_crawls) asker->bypass_ms = now;
     hpl__dir_acquire_reply_sender(s, asker, r->req, o, sender);
     return;
   }
-  hpl__dir_acquire_reply_err(asker, r->req, HPL_EUNAVAIL, "no better copy; keep the current sender");
+  hpl__dir_acquire_reply_err(asker, r->req, HPL_EUNAVAIL,
+                             "no better copy; keep the current sender");
 }
 
 /* The batch is due: every verdict first (on the chains as they were
@@ -179,8 +180,8 @@ static void crawl_batch(uv_timer_t *t) {
 /* A receiver reports its partial sender crawling: noted at once (the
  * reporter crawls; the sender is blamed), judged with the reports that
  * come within DIR_CRAWL_BATCH_MS. */
-void hpl__dir_acquire_on_crawling_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
-                               const Hplpb__AcquireReq *m) {
+void hpl__dir_acquire_on_crawling_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
+                                         hpl__dir_obj *o, const Hplpb__AcquireReq *m) {
   uint64_t now = hpl__now_ms();
   asker->crawl_report_ms = now;
   hpl__dir_node *peer = hpl__dir_node_find(s, m->failed_peer);

@@ -13,7 +13,8 @@
 #include "util.h"
 #include "xlog.h"
 
-void hpl__dir_acquire_reply_err(hpl__dir_node *asker, uint64_t req, int status, const char *detail) {
+void hpl__dir_acquire_reply_err(hpl__dir_node *asker, uint64_t req, int status,
+                                const char *detail) {
   Hplpb__AcquireRep r = HPLPB__ACQUIRE_REP__INIT;
   r.status = status;
   r.detail = (char *)detail;
@@ -23,8 +24,8 @@ void hpl__dir_acquire_reply_err(hpl__dir_node *asker, uint64_t req, int status, 
 /* Tell `asker` the sender just assigned to it: as the answer to its
  * ACQUIRE `req`, or (type GRANT, req 0) unasked. 0, or -1 if the sender is
  * unknown (its location is dropped; the caller answers). */
-static int send_sender(hpl__dir_server *s, hpl__dir_node *asker, unsigned type, uint64_t req, hpl__dir_obj *o,
-                       uint64_t sender) {
+static int send_sender(hpl__dir_server *s, hpl__dir_node *asker, unsigned type, uint64_t req,
+                       hpl__dir_obj *o, uint64_t sender) {
   hpl__dir_node *n = hpl__dir_node_find(s, sender);
   if (!n) { /* cannot happen: locations only name live nodes */
     hpl__dtab_loc_remove(&s->tab, o, sender);
@@ -44,24 +45,24 @@ static int send_sender(hpl__dir_server *s, hpl__dir_node *asker, unsigned type, 
 }
 
 /* Answer with the sender just assigned to the asker. */
-void hpl__dir_acquire_reply_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
-                         uint64_t sender) {
+void hpl__dir_acquire_reply_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
+                                   hpl__dir_obj *o, uint64_t sender) {
   if (send_sender(s, asker, HPL__MSG_ACQUIRE_REP, req, o, sender) != 0) {
     hpl__dir_acquire_reply_err(asker, req, HPL_EUNAVAIL, "sender vanished");
     return;
   }
   s->ctr.senders_assigned++;
   hpl__dir_xlog(s, HPL__XFER_ASSIGN, o->id, asker->id, sender);
-  HPL__LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id, (unsigned long long)asker->id,
-            (unsigned long long)sender);
+  HPL__LOG_DEBUG("acquire '%s': node %016llx pulls from %016llx", o->id,
+                 (unsigned long long)asker->id, (unsigned long long)sender);
 }
 
 /* Answer an ACQUIRE for `o` from `asker` if possible. Returns 1 if
  * answered, 0 if the asker must keep waiting; *ring_wait (if not NULL) is
  * set when it waits for its allreduce ring predecessor (since_ms: when it
  * asked; 0 disables that preference). */
-int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o, uint64_t avoid,
-                       uint64_t since_ms, int *ring_wait) {
+int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req, hpl__dir_obj *o,
+                         uint64_t avoid, uint64_t since_ms, int *ring_wait) {
   hpl__conn *c = asker->conn->c;
   if (ring_wait) *ring_wait = 0;
   if (o->is_inline) {
@@ -127,7 +128,8 @@ int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
  * store elsewhere fetch) and holds no copy yet, no allreduce ring order
  * applies, and a sender can be assigned at once; else 0, and the store
  * asks as usual. */
-int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl__dir_obj *o, uint64_t node) {
+int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl__dir_obj *o,
+                                uint64_t node) {
   hpl__dir_node *n = node ? hpl__dir_node_find(s, node) : NULL;
   if (s->cfg.no_grants || !n || !n->conn || !n->grants || n->draining || o->is_inline ||
       o->state != HPL__OBJ_READY || strcmp(n->addr, dc->peer) != 0 || hpl__dtab_loc(o, node))
@@ -146,7 +148,7 @@ int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl
   s->ctr.peeks_granted++;
   hpl__dir_xlog(s, HPL__XFER_ASSIGN, o->id, node, sender);
   HPL__LOG_DEBUG("peek '%s': granted to node %016llx, which pulls from %016llx", o->id,
-            (unsigned long long)node, (unsigned long long)sender);
+                 (unsigned long long)node, (unsigned long long)sender);
   return 1;
 }
 

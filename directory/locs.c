@@ -78,8 +78,9 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
   s->ctr.held_taken += taken;
   s->ctr.held_dropped += dropped;
   if (dropped)
-    HPL__LOG_INFO("node %016llx re-reported %zu objects the directory no longer has: told to drop them",
-             (unsigned long long)node, dropped);
+    HPL__LOG_INFO(
+        "node %016llx re-reported %zu objects the directory no longer has: told to drop them",
+        (unsigned long long)node, dropped);
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
 
@@ -90,7 +91,8 @@ void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;
   }
-  if (o->state == HPL__OBJ_LOST && m->origin) hpl__dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
+  if (o->state == HPL__OBJ_LOST && m->origin)
+    hpl__dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0); /* revived */
   if (m->origin) hpl__dir_tombs_remove(s, m->id); /* put again after a delete */
   int rc = hpl__dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
@@ -124,7 +126,7 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
     if (o->publisher != node || !o->is_inline || o->locs) return; /* confirmed, or not its */
     s->ctr.publishes_retracted++;
     HPL__LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
-             (unsigned long long)node);
+                  (unsigned long long)node);
     hpl__dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
     return;
   } else if (m->kind == HPL__LOC_REMOVE) {
@@ -141,8 +143,8 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
 /* The INLINE_PUT from node `node` of bytes its client PUBLISHed (the same
  * bytes): the published object becomes an ordinary inline one with that
  * node's copy. 1 if it was that, else 0. */
-static int confirm_published(hpl__dir_server *s, uint64_t node, const char *id, const uint8_t *bytes,
-                             uint64_t len) {
+static int confirm_published(hpl__dir_server *s, uint64_t node, const char *id,
+                             const uint8_t *bytes, uint64_t len) {
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, id);
   if (!o || o->publisher != node || !o->is_inline || o->size != len ||
       (len && memcmp(o->inl, bytes, len) != 0))
@@ -192,7 +194,8 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
 }
 
 /* Why a PUBLISH of `m` (plen bytes) is not taken, or NULL if it may be. */
-static const char *publish_refusal(hpl__dir_server *s, const Hplpb__InlinePutReq *m, uint64_t plen) {
+static const char *publish_refusal(hpl__dir_server *s, const Hplpb__InlinePutReq *m,
+                                   uint64_t plen) {
   if (s->cfg.no_publish) return "publishing is off (--no-publish)";
   if (plen != m->size || plen > s->cfg.inline_max) return "size does not match payload or limit";
   if (!m->node) return "no store named";

@@ -62,14 +62,14 @@ static const char *const probe_names[] = {"none", "out", "unanswered"};
 static void live_set(hpl__dir_node *n, hpl__dir_node_live st) {
   if (n->live == st) return;
   HPL__LOG_DEBUG("node %016llx liveness: %s -> %s", (unsigned long long)n->id, live_names[n->live],
-            live_names[st]);
+                 live_names[st]);
   n->live = st;
 }
 
 static void probe_set(hpl__dir_node *n, hpl__dir_node_probe st) {
   if (n->probe == st) return;
   HPL__LOG_DEBUG("node %016llx probe: %s -> %s", (unsigned long long)n->id, probe_names[n->probe],
-            probe_names[st]);
+                 probe_names[st]);
   n->probe = st;
 }
 
@@ -96,7 +96,7 @@ int hpl__dir_node_suspected(uint64_t node, void *srv) {
 }
 
 int hpl__dir_node_send(hpl__dir_server *s, uint64_t id, unsigned type, uint64_t req,
-                  const ProtobufCMessage *m) {
+                       const ProtobufCMessage *m) {
   hpl__dir_node *n = hpl__dir_node_find(s, id);
   if (!n || !n->conn) return HPL_ENOTFOUND;
   return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
@@ -132,13 +132,14 @@ static void move_off_cb(hpl__dir_obj *o, uint64_t receiver, void *arg) {
 
 /* n did not answer its probe in time: a sender of last resort, and every
  * receiver pulling from it moves (but `reporter`, answered directly). */
-static void mark_unresponsive(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter, uint64_t now) {
+static void mark_unresponsive(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter,
+                              uint64_t now) {
   probe_set(n, HPL__DIR_PROBE_UNANSWERED);
   n->hb_outage = 1;
   s->ctr.suspects++;
   HPL__LOG_WARN("node %016llx (%s) is reported silent and did not answer a probe in %llu ms: "
-           "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
-           (unsigned long long)(now - n->probe_ms));
+                "a sender of last resort until heard again", (unsigned long long)n->id, n->name,
+                (unsigned long long)(now - n->probe_ms));
   gone_arg a = {.s = s, .node = n->id, .reporter = reporter};
   hpl__dtab_node_unresponsive(&s->tab, n->id, move_off_cb, &a);
   emit_simple(s, HPL__DIR_NODE_UNRESPONSIVE, n, n->id);
@@ -150,8 +151,8 @@ void hpl__dir_node_heard(hpl__dir_server *s, hpl__dir_node *n) {
   int back = n->probe == HPL__DIR_PROBE_UNANSWERED;
   probe_set(n, HPL__DIR_PROBE_NONE); /* read after the probe went out: an answer */
   if (!back) return;
-  HPL__LOG_INFO("node %016llx (%s) answers again: it may serve as before", (unsigned long long)n->id,
-           n->name);
+  HPL__LOG_INFO("node %016llx (%s) answers again: it may serve as before",
+                (unsigned long long)n->id, n->name);
   emit_simple(s, HPL__DIR_NODE_BACK, n, n->id);
 }
 
@@ -177,7 +178,8 @@ static void probe_check(uv_timer_t *t) {
   uv_timer_start(t, probe_judge, 1, 0); /* runs after the next poll */
 }
 
-int hpl__dir_node_verdict(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter, uint64_t *wait_ms) {
+int hpl__dir_node_verdict(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter,
+                          uint64_t *wait_ms) {
   uint64_t now = hpl__now_ms(), to = n->probe_ms ? n->probe_to : 0;
   *wait_ms = 0;
   if (n->probe == HPL__DIR_PROBE_UNANSWERED) return HPL__DIR_SILENT;
@@ -255,7 +257,7 @@ static void node_copies_gone(hpl__dir_server *s, uint64_t id) {
 /* The node is dead (or left): forget it. */
 static void node_gone(hpl__dir_server *s, hpl__dir_node *n, const char *why) {
   HPL__LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
-           n->port, why);
+                n->port, why);
   s->ctr.nodes_dead++;
   live_set(n, HPL__DIR_LIVE_DEAD);
   node_unplug(s, n);
@@ -267,7 +269,7 @@ static void node_gone(hpl__dir_server *s, hpl__dir_node *n, const char *why) {
   uint64_t t0 = hpl__now_ns(), copies = hpl__dtab_node_count(&s->tab, id);
   node_copies_gone(s, id);
   HPL__LOG_INFO("node %016llx: %llu copies dropped in %.3f ms", (unsigned long long)id,
-           (unsigned long long)copies, (double)(hpl__now_ns() - t0) / 1e6);
+                (unsigned long long)copies, (double)(hpl__now_ns() - t0) / 1e6);
 }
 
 void hpl__dir_nodes_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc, int status) {
@@ -312,7 +314,7 @@ void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
       emit_simple(s, HPL__DIR_NODE_TASKS_VOID, NULL, n->id);
     } else {
       HPL__LOG_INFO("node %016llx re-registered as a new store process",
-               (unsigned long long)m->node_id);
+                    (unsigned long long)m->node_id);
       node_copies_gone(s, n->id);
     }
   }
@@ -340,10 +342,10 @@ void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
   probe_set(n, HPL__DIR_PROBE_NONE);
   dc->node = n;
   hpl__dir_node_event e = {.type = HPL__DIR_NODE_JOINED, .id = n->id, .node = n, .held = m->held,
-                      .nheld = m->n_held};
+                           .nheld = m->n_held};
   emit(s, &e);
   HPL__LOG_INFO("node %016llx (%s) registered: data %s:%d, %zu objects re-reported",
-           (unsigned long long)n->id, n->name, n->addr, n->port, m->n_held);
+                (unsigned long long)n->id, n->name, n->addr, n->port, m->n_held);
   Hplpb__RegisterRep r = HPLPB__REGISTER_REP__INIT;
   r.inline_max = s->cfg.inline_max;
   r.heartbeat_ms = s->cfg.heartbeat_ms;
@@ -390,7 +392,7 @@ void hpl__dir_nodes_on_drain(hpl__dir_server *s, const hpl__dir_frame *f) {
   (void)s;
   hpl__dir_node *n = f->dc->node;
   HPL__LOG_INFO("node %016llx (%s) is leaving: no new receivers for it", (unsigned long long)n->id,
-           n->name);
+                n->name);
   n->draining = 1;
   hpl__conn_reply(f->dc->c, f->req, 0, NULL);
 }
@@ -443,7 +445,7 @@ static void sweep(uv_timer_t *t) {
     s->ctr.sweep_stalls++;
     s->ctr.stall_ms += late;
     HPL__LOG_INFO("the directory's loop was busy or stopped for %llu ms: liveness discounts it",
-             (unsigned long long)late);
+                  (unsigned long long)late);
     HASH_ITER(hh, st->by_id, n, tmp) {
       n->last_seen_ms += late;
       if (n->last_seen_ms > now) n->last_seen_ms = now; /* heard during the stall */

@@ -31,9 +31,9 @@
 typedef enum hpl__dir_node_live {
   HPL__DIR_LIVE_ALIVE,   /* heard within its timeout (hpl__dir_node_timeout_ms) */
   HPL__DIR_LIVE_SUSPECT, /* silent past it at the last sweep: judged again after
-                       the loop polled its sockets once more */
+                            the loop polled its sockets once more */
   HPL__DIR_LIVE_DEAD,    /* declared dead or its connection closed: forgotten
-                       right after the DEAD event */
+                            right after the DEAD event */
 } hpl__dir_node_live;
 
 /* A node's answer to probes (one machine, set in nodes.c only). A
@@ -43,7 +43,7 @@ typedef enum hpl__dir_node_probe {
   HPL__DIR_PROBE_NONE,       /* no probe out: none sent, or heard since the last */
   HPL__DIR_PROBE_OUT,        /* a probe went out (probe_ms) and nothing was heard since */
   HPL__DIR_PROBE_UNANSWERED, /* it did not answer within probe_to: a sender of last
-                           resort until heard again */
+                                resort until heard again */
 } hpl__dir_node_probe;
 
 typedef struct hpl__dir_node {
@@ -89,7 +89,7 @@ typedef struct hpl__dir_node {
   uint32_t nwaiters;
   /* acquire_move.c: what receivers reported of broadcast chains through it */
   uint64_t crawl_report_ms; /* when it last reported its own sender crawling (a partial
-                              one, or a complete one as a straggler) */
+                               one, or a complete one as a straggler) */
   uint64_t blamed_ms;      /* when a receiver last reported it, as a partial sender, crawling */
   uint64_t blamed_by;      /* that receiver */
   uint64_t bypass_ms;      /* when it last moved off a partial sender that crawled itself */
@@ -100,22 +100,22 @@ typedef struct hpl__dir_node {
 /* What happens to a node, in the order a module above hears of it. */
 typedef enum hpl__dir_node_ev {
   HPL__DIR_NODE_JOINED,       /* it registered (new, or again on a new connection); its
-                            REGISTER_REP is not sent yet. held / nheld: the complete
-                            copies it re-reports */
+                                 REGISTER_REP is not sent yet. held / nheld: the complete
+                                 copies it re-reports */
   HPL__DIR_NODE_WELCOMED,     /* ...its REGISTER_REP went out */
   HPL__DIR_NODE_STATS,        /* a scheduled heartbeat carried its stats (hb) */
   HPL__DIR_NODE_UNRESPONSIVE, /* verdict: it did not answer a probe in time (the receivers
-                            pulling from it were told to move already) */
+                                 pulling from it were told to move already) */
   HPL__DIR_NODE_BACK,         /* heard again after HPL__DIR_NODE_UNRESPONSIVE */
   HPL__DIR_NODE_UNPLUGGED,    /* it leaves its connection (it is dead, it reconnected, or the
-                            server stops): what it asked for there is void, and nothing
-                            may be sent to it there any more */
+                                 server stops): what it asked for there is void, and nothing
+                                 may be sent to it there any more */
   HPL__DIR_NODE_DEAD,         /* declared dead, or its connection closed (why); the node is
-                            freed once the subscribers ran */
+                                 freed once the subscribers ran */
   HPL__DIR_NODE_TASKS_VOID,   /* what it was running for others (reduce slots, ring parts) is
-                            void: it reconnected (the same store process), re-registered
-                            as a new process, or is dead. node is NULL (it may be gone);
-                            its copies are dropped already unless it only reconnected */
+                                 void: it reconnected (the same store process), re-registered
+                                 as a new process, or is dead. node is NULL (it may be gone);
+                                 its copies are dropped already unless it only reconnected */
   HPL__DIR_NODE_NEVENTS
 } hpl__dir_node_ev;
 
@@ -170,7 +170,7 @@ int hpl__dir_node_suspected(uint64_t node, void *srv);
  * what hpl__conn_send returns (the message is not sent then). `m` is
  * packed before the call returns. */
 int hpl__dir_node_send(hpl__dir_server *s, uint64_t id, unsigned type, uint64_t req,
-                  const ProtobufCMessage *m);
+                       const ProtobufCMessage *m);
 
 /* The liveness a node shows (`hoplite status`): "draining", "suspected"
  * (did not answer a probe, or silent past its timeout), "silent" (missed
@@ -190,7 +190,8 @@ void hpl__dir_node_heard(hpl__dir_server *s, hpl__dir_node *n);
  * goes out), or HPL__DIR_PROBING with *wait_ms until the verdict (a probe is
  * sent if none is out). */
 enum { HPL__DIR_ALIVE, HPL__DIR_SILENT, HPL__DIR_PROBING };
-int hpl__dir_node_verdict(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter, uint64_t *wait_ms);
+int hpl__dir_node_verdict(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporter,
+                          uint64_t *wait_ms);
 
 /* Ask n for a fresh sample of its link's queues: a PROBE that no verdict
  * depends on (n is never judged unresponsive for it). At most one per

@@ -28,18 +28,21 @@ static int obj_has_complete(const hpl__dir_obj *o) {
   return 0;
 }
 
-static int obj_dead(const hpl__dir_obj *o) { return o->state == HPL__OBJ_LOST || o->state == HPL__OBJ_FAILED; }
+static int obj_dead(const hpl__dir_obj *o) {
+  return o->state == HPL__OBJ_LOST || o->state == HPL__OBJ_FAILED;
+}
 
 int hpl__dtab_ready(const hpl__dir_obj *o) {
   return o->state == HPL__OBJ_READY && (o->is_inline || obj_has_complete(o));
 }
 
-int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size, int complete, int origin) {
+int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size, int complete,
+                      int origin) {
   if (o->has_size && o->size != size && !obj_dead(o)) return HPL_EMISMATCH;
   hpl__dir_loc *l = hpl__dtab_loc(o, node);
   if (origin) {
     if (o->state == HPL__OBJ_READY && (o->is_inline || (l == NULL && o->locs) ||
-                                  (l && !l->origin)))
+                                       (l && !l->origin)))
       return HPL_EEXIST;
     if (obj_dead(o)) {
       /* a new put revives a lost id: forget the stale partial copies */
@@ -147,7 +150,8 @@ static int loc_idle(const hpl__dtab *t, const hpl__dir_loc *l) {
 /* A copy only worth using when nothing else can serve: it is the avoided
  * sender, pulls (transitively) from it, or from a suspected node, or is on
  * one. */
-static int loc_last_resort(const hpl__dtab *t, hpl__dir_obj *o, const hpl__dir_loc *l, uint64_t avoid) {
+static int loc_last_resort(const hpl__dtab *t, hpl__dir_obj *o, const hpl__dir_loc *l,
+                           uint64_t avoid) {
   uint64_t cur = l->node;
   for (uint32_t hops = 0; cur && hops <= o->nlocs; hops++) {
     if (cur == avoid || (t->suspected && t->suspected(cur, t->usable_arg))) return 1;
@@ -159,7 +163,8 @@ static int loc_last_resort(const hpl__dtab *t, hpl__dir_obj *o, const hpl__dir_l
 
 /* hpl__dtab_pick_sender's choice; with `strict`, never a last-resort copy, and
  * 1 rather than a wait when no other copy is idle. */
-static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, int strict, uint64_t *sender) {
+static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, int strict,
+                uint64_t *sender) {
   if (o->state == HPL__OBJ_FAILED) return o->fail_status;
   if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == HPL__OBJ_PENDING) return 1;
@@ -194,11 +199,13 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
   return hpl__dtab_assign(t, o, asker, best);
 }
 
-int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                          uint64_t *sender) {
   return pick(t, o, asker, avoid, 0, sender);
 }
 
-int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender) {
+int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t *sender) {
   return pick(t, o, asker, avoid, 1, sender);
 }
 
@@ -219,7 +226,8 @@ static int bypass_rank(const hpl__dtab *t, const hpl__dir_loc *l, uint64_t slow_
   return last + (l->node == slow_upstream ? 1 : 0);
 }
 
-int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender) {
+int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow,
+                          uint64_t *sender) {
   hpl__dir_loc *best = NULL, *sl = hpl__dtab_loc(o, slow);
   uint64_t up = sl ? sl->upstream : 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
@@ -235,7 +243,8 @@ int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_
 }
 
 void hpl__dtab_node_unresponsive(hpl__dtab *t, uint64_t node,
-                            void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg), void *arg) {
+                                 void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                                 void *arg) {
   uint64_t n;
   hpl__dir_obj **v = hpl__dtab_node_objects(t, node, &n);
   for (uint64_t i = 0; v && i < n; i++) {
@@ -274,8 +283,9 @@ int hpl__dtab_idle_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint6
   return 0;
 }
 
-void hpl__dtab_node_gone(hpl__dtab *t, uint64_t node, void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
-                    void (*fn)(hpl__dir_obj *o, void *arg), void *arg) {
+void hpl__dtab_node_gone(hpl__dtab *t, uint64_t node,
+                         void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                         void (*fn)(hpl__dir_obj *o, void *arg), void *arg) {
   /* every object that names the node is in its index: a copy pulling from
    * the node pulls from a location the node has (removing a location clears
    * the upstream of its receivers) */

@@ -153,7 +153,8 @@ hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node);
  * HPL_EEXIST if the object is ready with another origin or complete copies,
  * HPL_EMISMATCH if a different size is already known. A LOST object is
  * revived by a new origin. Returns 0. */
-int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size, int complete, int origin);
+int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size, int complete,
+                      int origin);
 
 /* Store `len` bytes inline (object becomes READY). HPL_EEXIST if the object
  * already exists with other content. Takes ownership of `data` on success. */
@@ -186,11 +187,13 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node);
  * it (re-pointing an existing one) and returns 0 with *sender set.
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
  * HPL_ELOST if no copy that could finish remains. */
-int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                          uint64_t *sender);
 /* As hpl__dtab_pick_sender, for an asker that still has a (silent) sender:
  * never a last-resort copy, and 1 (keep the current sender) where
  * hpl__dtab_pick_sender would make it wait. */
-int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, uint64_t *sender);
+int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                           uint64_t *sender);
 
 /* For an asker whose partial sender `slow` crawls by itself: the best copy
  * that does not depend on `slow` (nor on the asker, nor on a suspected
@@ -199,14 +202,16 @@ int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64
  * on a node that reported a crawl itself lately (dtab.crawling) only if
  * no other is left. Assigns
  * it as for hpl__dtab_pick_sender and returns 0, or 1 if there is none. */
-int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow, uint64_t *sender);
+int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow,
+                          uint64_t *sender);
 
 /* Node `node` is suspected (it does not answer): the streams its copies
  * pull are not counted against their senders any more (a stopped receiver
  * takes no bandwidth), and `down` (may be NULL) hears of every copy pulling
  * from it (receiver's node). Nothing is removed. */
 void hpl__dtab_node_unresponsive(hpl__dtab *t, uint64_t node,
-                            void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg), void *arg);
+                                 void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                                 void *arg);
 
 /* Forget o's bytes and copies: it is pending again (waiters, if any, wait
  * for a new put). o is freed when nothing refers to it (hpl__dtab_gc): the
@@ -236,7 +241,8 @@ int hpl__dtab_check_lost(hpl__dtab *t, hpl__dir_obj *o);
  * upstream: `down` (may be NULL) hears of each first (receiver's node).
  * For each object touched, `fn` is called (after the change) so the server
  * can wake waiters; it may remove the object. */
-void hpl__dtab_node_gone(hpl__dtab *t, uint64_t node, void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
-                    void (*fn)(hpl__dir_obj *o, void *arg), void *arg);
+void hpl__dtab_node_gone(hpl__dtab *t, uint64_t node,
+                         void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                         void (*fn)(hpl__dir_obj *o, void *arg), void *arg);
 
 #endif

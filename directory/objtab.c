@@ -130,7 +130,9 @@ static int random_levels(hpl__dtab *t) {
 }
 
 /* The object's links at level i (the head's for NULL). */
-static hpl__dir_obj **link_at(hpl__dtab *t, hpl__dir_obj *o, int i) { return o ? &links(o)[i] : &t->head[i]; }
+static hpl__dir_obj **link_at(hpl__dtab *t, hpl__dir_obj *o, int i) {
+  return o ? &links(o)[i] : &t->head[i];
+}
 
 /* update[i]: the last object before `key` at level i (NULL: the head). */
 static void find_before(hpl__dtab *t, const char *key, int after, hpl__dir_obj **update) {

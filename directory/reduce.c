@@ -60,9 +60,10 @@ void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f) {
   free(e->target);
   *e = (dir_away_end){.rid = m->rid, .at_ms = hpl__now_ms(), .target = target};
   s->ctr.reduce_done_notes++;
-  HPL__LOG_INFO("reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
-           "it; its tasks end", m->target, (unsigned long long)m->rid,
-           (unsigned long long)f->dc->node->id);
+  HPL__LOG_INFO(
+      "reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
+      "it; its tasks end",
+      m->target, (unsigned long long)m->rid, (unsigned long long)f->dc->node->id);
   hpl__dir_node *n, *tmp;
   HPL__DIR_NODES_ITER(s, n, tmp)
     if (n->conn && n->id != f->dc->node->id) send_away_end(s, n->id, e);
@@ -148,7 +149,8 @@ static int sizes_check(hpl__dir_server *s, Hplpb__ReduceReq *m, char *detail, si
   for (size_t i = 0; i < m->n_sources; i++) {
     hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->sources[i]);
     if (!dr_src_ready(o)) continue;
-    int rc = hpl__dir_reduce_source_check(o, (int)m->dtype, m->src_offset, m->src_length, detail, dlen);
+    int rc =
+        hpl__dir_reduce_source_check(o, (int)m->dtype, m->src_offset, m->src_length, detail, dlen);
     if (rc) return rc;
     if (have && o->size != size) {
       snprintf(detail, dlen, "sources differ in size (%llu and %llu bytes, '%s')",
@@ -190,7 +192,7 @@ static int adopt(hpl__dir_reduce *r, Hplpb__ReduceReq *m) {
   hpl__dir_reduce_set_life(r, HPL__DR_ADOPTED);
   r->srv->ctr.reduces_adopted++;
   HPL__LOG_INFO("reduce '%s': adopted the running tree of the previous directory (%u sources)",
-           r->target, r->k);
+                r->target, r->k);
   return 0;
 }
 
@@ -251,7 +253,7 @@ void hpl__dir_reduce_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
     /* the old tree cannot be adopted: it ends everywhere, and the target's
      * bytes start over in a generation the sink has not seen */
     HPL__LOG_INFO("reduce '%s': the previous directory's tree is not adopted (%zu of %u sources "
-             "known); starting over", r->target, m->n_adopt_sources, r->k);
+                  "known); starting over", r->target, m->n_adopt_sources, r->k);
     hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, m->adopt_rid);
     r->tgen = m->adopt_gen + 1;
   }
@@ -297,7 +299,8 @@ void hpl__dir_reduce_on_change(hpl__dir_obj *o, void *srv) {
     for (int i = 0; i < n; i++) hpl__dir_reduce_arrival(v[i].r, v[i].idx);
   }
   hpl__dir_reduce *r = hpl__dir_reduce_find(s, o->id);
-  if (r && r->life != HPL__DR_DONE && !r->inline_mode && dr_src_ready(o)) hpl__dir_reduce_finish(r, 0, NULL);
+  if (r && r->life != HPL__DR_DONE && !r->inline_mode && dr_src_ready(o))
+    hpl__dir_reduce_finish(r, 0, NULL);
 }
 
 /* ------------------------------------------------------------------ a node's life */
@@ -314,7 +317,8 @@ static void node_gone(hpl__dir_server *s, uint64_t node) {
     }
     if (!dr_tree_runs(r)) continue;
     for (uint32_t i = 0; i < r->k && r->life != HPL__DR_DONE; i++)
-      if (r->slots[i].filled && r->slots[i].node == node) hpl__dir_reduce_slot_failed(r, (int)i, "node gone");
+      if (r->slots[i].filled && r->slots[i].node == node)
+        hpl__dir_reduce_slot_failed(r, (int)i, "node gone");
   }
 }
 
@@ -333,7 +337,7 @@ static void node_back(hpl__dir_server *s, uint64_t node) {
     }
     if (lost_here) {
       HPL__LOG_INFO("reduce '%s': node %016llx answers again; its sources count again", r->target,
-               (unsigned long long)node);
+                    (unsigned long long)node);
       hpl__dir_reduce_arrive_ready(r);
     }
   }

@@ -75,9 +75,9 @@ int hpl__dir_reduce_init(hpl__dir_server *s);
 /* `fn(s, target, arg)` is asked before a plain reduce into `target` starts
  * (REDUCE); a nonzero answer refuses it with HPL_EEXIST ("a ring allreduce
  * into it runs"). One at most: ring.c's, wired by server.c. */
-void hpl__dir_reduce_before_start(hpl__dir_server *s, int (*fn)(hpl__dir_server *s, const char *target,
-                                                      void *arg),
-                             void *arg);
+void hpl__dir_reduce_before_start(hpl__dir_server *s,
+                                  int (*fn)(hpl__dir_server *s, const char *target, void *arg),
+                                  void *arg);
 
 /* The id `target` was deleted: a reduce into it is cancelled and freed. */
 void hpl__dir_reduce_target_deleted(hpl__dir_server *s, const char *target);
@@ -111,7 +111,7 @@ int hpl__dir_reduce_known(hpl__dir_server *s, const char *target);
  * assign), 2 if the asker should wait (until since_ms + HPL__DIR_RING_WAIT_MS at
  * most), 0 for no preference. */
 int hpl__dir_reduce_ring_sender(hpl__dir_server *s, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
-                           uint64_t since_ms, hpl__dir_loc **from);
+                                uint64_t since_ms, hpl__dir_loc **from);
 
 /* Set up / close the timer that judges crawl reports again after link
  * measurements (reduce_crawl.c; server start and stop). */

@@ -56,8 +56,8 @@ static int slow_culprit(hpl__dir_reduce *r, int j, uint64_t reporter) {
   uint32_t dr = node_rtt(r->srv, reporter);
   if (reporter != worst && dr > d2) d2 = dr;
   HPL__LOG_DEBUG("reduce '%s': slot %d crawls (reported by %016llx); largest link delay %u us "
-            "(%016llx), next %u us",
-            r->target, j, (unsigned long long)reporter, d1, (unsigned long long)worst, d2);
+                 "(%016llx), next %u us",
+                 r->target, j, (unsigned long long)reporter, d1, (unsigned long long)worst, d2);
   if (!worst || worst == r->sink || d1 < DR_SLOW_FACTOR * (uint64_t)d2 ||
       d1 < d2 + (uint64_t)DR_SLOW_MARGIN_US)
     return -1;
@@ -143,4 +143,6 @@ void hpl__dir_reduce_start(hpl__dir_server *s) {
   s->reduces->crawl_timer.data = s;
 }
 
-void hpl__dir_reduce_stop(hpl__dir_server *s) { uv_close((uv_handle_t *)&s->reduces->crawl_timer, NULL); }
+void hpl__dir_reduce_stop(hpl__dir_server *s) {
+  uv_close((uv_handle_t *)&s->reduces->crawl_timer, NULL);
+}

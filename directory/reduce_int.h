@@ -61,9 +61,9 @@ typedef enum hpl__dr_src {
 typedef enum hpl__dr_life {
   HPL__DR_OPEN,    /* no tree yet: waiting for its first source to plan one */
   HPL__DR_ADOPTED, /* the tree of a previous directory instance runs on: the
-                 sources in it are known, not their nodes; never planned here */
+                      sources in it are known, not their nodes; never planned here */
   HPL__DR_RUNNING, /* planned: its tree runs on the stores, or (inline_mode) it is
-                 reduced here as the sources arrive */
+                      reduced here as the sources arrive */
   HPL__DR_DONE,    /* finished (status 0) or failed; kept a while (REDUCE_INFO, joins) */
 } hpl__dr_life;
 
@@ -127,7 +127,9 @@ static inline int dr_src_ready(hpl__dir_obj *o) { return o && hpl__dtab_ready(o)
 /* The range is not the whole sources (once sized): a leaf slot's output is
  * then a stream its task copies from its source's range (a parent cannot
  * pull a range of an object), not the object itself. */
-static inline int dr_slice(const hpl__dir_reduce *r) { return r->have_size && r->size != r->src_size; }
+static inline int dr_slice(const hpl__dir_reduce *r) {
+  return r->have_size && r->size != r->src_size;
+}
 
 /* Whether slot `c`'s output is a reduce stream made by its task: it has
  * children, or the reduce is over a range of the sources (a leaf's task
@@ -173,7 +175,8 @@ hpl__dir_reduce *hpl__dir_reduce_find(hpl__dir_server *s, const char *target);
 
 /* A new reduce record for request m (k of its sources, sunk at `sink`),
  * in the table, its sources watched; NULL when out of memory. */
-hpl__dir_reduce *hpl__dir_reduce_new(hpl__dir_server *s, Hplpb__ReduceReq *m, uint32_t k, uint64_t sink);
+hpl__dir_reduce *hpl__dir_reduce_new(hpl__dir_server *s, Hplpb__ReduceReq *m, uint32_t k,
+                                     uint64_t sink);
 
 /* Move r's life to `to` (logged at debug level). */
 void hpl__dir_reduce_set_life(hpl__dir_reduce *r, hpl__dr_life to);
@@ -201,8 +204,8 @@ void hpl__dir_reduce_trim(hpl__dir_server *s);
  * [off, off + len) of each source (len 0: up to the end), as a negative
  * code with `detail` written: HPL_EMISMATCH (its size is not a multiple of
  * the dtype's), HPL_EINVAL (the range goes beyond it); 0 if nothing is. */
-int hpl__dir_reduce_source_check(const hpl__dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
-                    size_t dlen);
+int hpl__dir_reduce_source_check(const hpl__dir_obj *o, int dtype, uint64_t off, uint64_t len,
+                                 char *detail, size_t dlen);
 
 /* Source i of r became ready (or came back): plan the tree on the first
  * arrival, then fill a slot (or keep it as a spare). May finish r. */

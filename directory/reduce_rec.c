@@ -22,9 +22,9 @@ int hpl__dir_reduce_init(hpl__dir_server *s) {
   return s->reduces ? 0 : HPL_ENOMEM;
 }
 
-void hpl__dir_reduce_before_start(hpl__dir_server *s, int (*fn)(hpl__dir_server *s, const char *target,
-                                                      void *arg),
-                             void *arg) {
+void hpl__dir_reduce_before_start(hpl__dir_server *s,
+                                  int (*fn)(hpl__dir_server *s, const char *target, void *arg),
+                                  void *arg) {
   s->reduces->before_start = fn;
   s->reduces->before_start_arg = arg;
 }
@@ -35,7 +35,9 @@ hpl__dir_reduce *hpl__dir_reduce_find(hpl__dir_server *s, const char *target) {
   return r;
 }
 
-int hpl__dir_reduce_known(hpl__dir_server *s, const char *target) { return hpl__dir_reduce_find(s, target) != NULL; }
+int hpl__dir_reduce_known(hpl__dir_server *s, const char *target) {
+  return hpl__dir_reduce_find(s, target) != NULL;
+}
 
 static const char *const life_names[] = {"open", "adopted", "running", "done"};
 static const char *const src_names[] = {"waiting", "in the tree", "spare", "lost"};
@@ -49,7 +51,7 @@ void hpl__dir_reduce_set_life(hpl__dir_reduce *r, hpl__dr_life to) {
 void hpl__dir_reduce_set_src(hpl__dir_reduce *r, size_t i, hpl__dr_src to) {
   if (r->src_state[i] == to) return;
   HPL__LOG_DEBUG("reduce '%s': source '%s' %s -> %s", r->target, r->src[i],
-            src_names[r->src_state[i]], src_names[to]);
+                 src_names[r->src_state[i]], src_names[to]);
   r->src_state[i] = to;
 }
 
@@ -108,8 +110,9 @@ static void info_drop(hpl__dr_info *w) {
 static void info_timeout(void *owner) {
   hpl__dr_info *w = owner;
   char detail[360];
-  snprintf(detail, sizeof detail, "reduce into '%s' did not finish in time (%u of %u sources ready)",
-           w->r->target, w->r->nfilled, w->r->k);
+  snprintf(detail, sizeof detail,
+           "reduce into '%s' did not finish in time (%u of %u sources ready)", w->r->target,
+           w->r->nfilled, w->r->k);
   hpl__conn_reply(w->dc->c, w->req, HPL_ETIMEDOUT, detail);
   info_drop(w);
 }
@@ -159,7 +162,8 @@ void hpl__dir_reduce_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc) {
 
 /* ------------------------------------------------------------------ life cycle */
 
-hpl__dir_reduce *hpl__dir_reduce_new(hpl__dir_server *s, Hplpb__ReduceReq *m, uint32_t k, uint64_t sink) {
+hpl__dir_reduce *hpl__dir_reduce_new(hpl__dir_server *s, Hplpb__ReduceReq *m, uint32_t k,
+                                     uint64_t sink) {
   size_t n = m->n_sources;
   hpl__dir_reduce *r = calloc(1, sizeof *r);
   if (!r || !(r->target = strdup(m->target)) || !(r->src = calloc(n, sizeof *r->src)) ||
@@ -250,8 +254,8 @@ void hpl__dir_reduce_finish(hpl__dir_reduce *r, int status, const char *detail) 
   r->acc = NULL;
   if (status == 0) {
     HPL__LOG_INFO("reduce '%s' done: %u sources, %llu bytes, %d-ary tree, %llu ms", r->target, r->k,
-             (unsigned long long)r->size, r->plan.degree,
-             (unsigned long long)(hpl__now_ms() - r->start_ms));
+                  (unsigned long long)r->size, r->plan.degree,
+                  (unsigned long long)(hpl__now_ms() - r->start_ms));
     return;
   }
   HPL__LOG_WARN("reduce '%s' failed: %s", r->target, r->detail);
@@ -281,9 +285,9 @@ size_t hpl__dir_reduce_running(hpl__dir_server *s, hpl__dir_reduce_view *out, si
     if (r->life == HPL__DR_DONE) continue;
     if (n < max)
       out[n] = (hpl__dir_reduce_view){.target = r->target, .sink = r->sink, .joined = r->nfilled,
-                                 .needed = r->k, .sources = (uint32_t)r->nsrc,
-                                 .elapsed_ms = now - r->start_ms,
-                                 .size = r->have_size ? r->size : 0};
+                                      .needed = r->k, .sources = (uint32_t)r->nsrc,
+                                      .elapsed_ms = now - r->start_ms,
+                                      .size = r->have_size ? r->size : 0};
     n++;
   }
   return n;

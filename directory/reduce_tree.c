@@ -19,8 +19,8 @@
 #include "util.h"
 #include "xlog.h"
 
-int hpl__dir_reduce_source_check(const hpl__dir_obj *o, int dtype, uint64_t off, uint64_t len, char *detail,
-                    size_t dlen) {
+int hpl__dir_reduce_source_check(const hpl__dir_obj *o, int dtype, uint64_t off, uint64_t len,
+                                 char *detail, size_t dlen) {
   size_t es = hpl_dtype_size(dtype);
   if (o->size % es) {
     snprintf(detail, dlen, "source '%s' has %llu bytes, not a multiple of %s (%zu)", o->id,
@@ -75,7 +75,7 @@ static void slot_fill(hpl__dir_reduce *r, int slot, int i, hpl__dir_obj *o) {
   hpl__dir_reduce_set_src(r, (size_t)i, HPL__DR_IN_TREE);
   r->nfilled++;
   HPL__LOG_DEBUG("reduce '%s': '%s' takes slot %d on %016llx", r->target, o->id, slot,
-            (unsigned long long)sl->node);
+                 (unsigned long long)sl->node);
   /* the sink hears of the root, and again once every source is in */
   if (slot == root || (r->nfilled == r->k && r->slots[root].filled)) hpl__dir_reduce_send_sink(r);
   if (runs_task(r, slot)) hpl__dir_reduce_send_task(r, slot, 0);
@@ -113,12 +113,12 @@ static int plan(hpl__dir_reduce *r, hpl__dir_obj *o) {
     snprintf(range, sizeof range, " (bytes [%llu, %llu) of %llu)", (unsigned long long)r->src_off,
              (unsigned long long)(r->src_off + r->size), (unsigned long long)r->src_size);
   HPL__LOG_INFO("reduce '%s': %u of %zu sources, %llu bytes%s, %s %s, %s (%d-ary; L %.0f us, "
-           "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size, range,
-           hpl__op_name(r->op), hpl__dtype_name(r->dtype),
-           r->inline_mode ? "reduced at the directory"
-           : r->plan.degree == 1 ? "chain"
+                "B %.0f MB/s)", r->target, r->k, r->nsrc, (unsigned long long)r->size, range,
+                hpl__op_name(r->op), hpl__dtype_name(r->dtype),
+                r->inline_mode ? "reduced at the directory"
+                : r->plan.degree == 1 ? "chain"
                                  : "tree",
-           r->plan.degree, L * 1e6, B / 1e6);
+                r->plan.degree, L * 1e6, B / 1e6);
   return 0;
 }
 
@@ -164,8 +164,8 @@ static void arrival_inline(hpl__dir_reduce *r, int i, hpl__dir_obj *o) {
 void hpl__dir_reduce_arrival(hpl__dir_reduce *r, int i) {
   hpl__dir_server *s = r->srv;
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->src[i]);
-  if (r->life == HPL__DR_DONE || (r->src_state[i] != HPL__DR_WAITING && r->src_state[i] != HPL__DR_LOST) ||
-      !dr_src_ready(o))
+  if (r->life == HPL__DR_DONE ||
+      (r->src_state[i] != HPL__DR_WAITING && r->src_state[i] != HPL__DR_LOST) || !dr_src_ready(o))
     return;
   /* a source lost to a failure counts again once a copy is back */
   if (r->src_state[i] == HPL__DR_LOST && !pick_node(r, o, 0)) return;
@@ -325,9 +325,10 @@ void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why) {
   uint64_t alt = hpl__dir_reduce_other_copy(r, f);
   if (can_resume(r, f, old, alt)) {
     s->ctr.reduce_resumes++;
-    HPL__LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s); it resumes on %016llx, "
-             "which holds another copy", r->target, f, r->src[src], (unsigned long long)old, why,
-             (unsigned long long)alt);
+    HPL__LOG_WARN(
+        "reduce '%s': slot %d ('%s' on %016llx) failed (%s); it resumes on %016llx, "
+        "which holds another copy",
+        r->target, f, r->src[src], (unsigned long long)old, why, (unsigned long long)alt);
     sl->gen++;
     sl->silent_ms = 0;
     sl->node = alt;
@@ -340,7 +341,7 @@ void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why) {
   }
   s->ctr.reduce_resets++;
   HPL__LOG_WARN("reduce '%s': slot %d ('%s' on %016llx) failed (%s)", r->target, f, r->src[src],
-           (unsigned long long)old, why);
+                (unsigned long long)old, why);
   hpl__dir_xlog(s, HPL__XFER_RESET, r->target, old, 0);
   sl->gen++;
   sl->silent_ms = 0;
@@ -354,11 +355,12 @@ void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why) {
     r->nfilled--;
     refill = hpl__dir_reduce_earliest_spare(r, &ro);
     if (refill >= 0) {
-      HPL__LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill], r->src[src]);
+      HPL__LOG_INFO("reduce '%s': spare '%s' replaces '%s'", r->target, r->src[refill],
+                    r->src[src]);
     } else if ((refill = hpl__dir_reduce_earliest_lost_held(r, src, &ro)) >= 0) {
       s->ctr.reduce_lost_reused++;
       HPL__LOG_INFO("reduce '%s': no spare; '%s', out of the tree since an earlier failure, "
-               "replaces '%s'", r->target, r->src[refill], r->src[src]);
+                    "replaces '%s'", r->target, r->src[refill], r->src[src]);
     } else {
       HPL__LOG_INFO("reduce '%s': slot %d waits for a source", r->target, f);
     }
@@ -409,7 +411,7 @@ void hpl__dir_reduce_unadopt(hpl__dir_reduce *r, const char *why) {
  * receiver's port. Only for chains (large objects) with joined
  * participants, and only while waiting for the predecessor is short. */
 int hpl__dir_reduce_ring_sender(hpl__dir_server *s, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
-                           uint64_t since_ms, hpl__dir_loc **from) {
+                                uint64_t since_ms, hpl__dir_loc **from) {
   hpl__dir_reduce *r = hpl__dir_reduce_find(s, o->id);
   /* (a plan of degree 1 was made: running, or done since) */
   if (!r || r->inline_mode || r->plan.degree != 1 || !r->slots || !r->joins ||

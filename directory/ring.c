@@ -82,7 +82,8 @@ static void ring_expire(hpl__dir_server *s) {
 
 /* "No ring" (the client reduces as usual) is a plan without nodes; its
  * rid is nonzero when a ring into the target ran (copies may exist). */
-static void send_no_ring(hpl__dir_server *s, uint64_t node, uint64_t req, const char *why, int ran) {
+static void send_no_ring(hpl__dir_server *s, uint64_t node, uint64_t req, const char *why,
+                         int ran) {
   Hplpb__RingPlan p = HPLPB__RING_PLAN__INIT;
   p.detail = (char *)why;
   p.rid = (uint64_t)ran;
@@ -92,8 +93,8 @@ static void send_no_ring(hpl__dir_server *s, uint64_t node, uint64_t req, const 
 /* The group will not run: every member waiting is told to reduce as usual. */
 static void ring_decline(dir_ring *g, const char *why) {
   hpl__dir_server *s = g->srv;
-  HPL__LOG_INFO("ring allreduce into '%s' declined (%u of %u sources joined): %s", g->target, g->nsrc, g->k,
-           why);
+  HPL__LOG_INFO("ring allreduce into '%s' declined (%u of %u sources joined): %s", g->target,
+                g->nsrc, g->k, why);
   for (uint32_t i = 0; i < g->nm; i++)
     send_no_ring(s, g->m[i].node, g->m[i].req, why, 0);
   rg_set_state(g, RG_OVER);
@@ -117,7 +118,7 @@ static void ring_end(dir_ring *g, int status, const char *detail) {
   if (status) {
     s->ctr.rings_abandoned++;
     HPL__LOG_WARN("ring allreduce into '%s' abandoned (%u of %u members done): %s", g->target,
-             g->ndone, g->nsrc, detail ? detail : hpl_strerror(status));
+                  g->ndone, g->nsrc, detail ? detail : hpl_strerror(status));
   } else {
     s->ctr.rings_done++;
     HPL__LOG_INFO("ring allreduce into '%s' done at all %u members", g->target, g->nsrc);
@@ -178,7 +179,7 @@ static void ring_go(dir_ring *g) {
   free(chp);
   s->ctr.rings_formed++;
   HPL__LOG_INFO("ring allreduce into '%s' formed: %u members (and %u readers), %llu bytes",
-           g->target, g->nsrc, g->nm - g->nsrc, (unsigned long long)g->size);
+                g->target, g->nsrc, g->nm - g->nsrc, (unsigned long long)g->size);
 }
 
 /* Why request m cannot be a ring at all (NULL: it can be). */

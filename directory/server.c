@@ -160,9 +160,9 @@ static void on_accept(uv_stream_t *server, int status) {
 void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer) {
   char label[96];
   hpl__dir_conn *dc = hpl__conn_admit(t, s->nconns, s->cfg.max_conns, &s->ctr.conns_refused,
-                                 "refusing connections: %u open, the most --max-connections "
-                                 "allows (%llu refused)",
-                                 sizeof *dc);
+                                      "refusing connections: %u open, the most --max-connections "
+                                      "allows (%llu refused)",
+                                      sizeof *dc);
   if (!dc) return; /* full (taken and closed at once), or no memory */
   dc->srv = s;
   snprintf(dc->peer, sizeof dc->peer, "%s", peer ? peer : "?");
@@ -221,15 +221,19 @@ static void wire(hpl__dir_server *s) {
   hpl__dtab_on_change(&s->tab, hpl__dir_acquire_on_change, s);
   hpl__dtab_on_change(&s->tab, hpl__dir_reduce_on_change, s);
   /* a node's life */
-  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_UNPLUGGED), hpl__dir_acquire_on_node, NULL);
+  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_UNPLUGGED), hpl__dir_acquire_on_node,
+                           NULL);
   hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_JOINED), hpl__dir_locs_on_node, NULL);
-  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_STATS) | HPL__DIR_NODE_EV(HPL__DIR_NODE_DEAD),
-                      hpl__dir_status_on_node, NULL);
-  hpl__dir_nodes_subscribe(s,
-                      HPL__DIR_NODE_EV(HPL__DIR_NODE_WELCOMED) | HPL__DIR_NODE_EV(HPL__DIR_NODE_UNRESPONSIVE) |
-                          HPL__DIR_NODE_EV(HPL__DIR_NODE_BACK) | HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID),
-                      hpl__dir_reduce_on_node, NULL);
-  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID), hpl__dir_ring_on_node, NULL);
+  hpl__dir_nodes_subscribe(
+      s, HPL__DIR_NODE_EV(HPL__DIR_NODE_STATS) | HPL__DIR_NODE_EV(HPL__DIR_NODE_DEAD),
+      hpl__dir_status_on_node, NULL);
+  hpl__dir_nodes_subscribe(
+      s,
+      HPL__DIR_NODE_EV(HPL__DIR_NODE_WELCOMED) | HPL__DIR_NODE_EV(HPL__DIR_NODE_UNRESPONSIVE) |
+          HPL__DIR_NODE_EV(HPL__DIR_NODE_BACK) | HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID),
+      hpl__dir_reduce_on_node, NULL);
+  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID), hpl__dir_ring_on_node,
+                           NULL);
   /* a plain reduce is asked into the target of a ring allreduce */
   hpl__dir_reduce_before_start(s, hpl__dir_ring_clash, NULL);
 }
@@ -253,8 +257,9 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
   s->cfg = *cfg;
   /* the modules' state, bottom-up (status.c's is made when first needed) */
   hpl__dtab_init(&s->tab, cfg->max_senders);
-  if (hpl__dir_xlog_init(s) || hpl__dir_cost_init(s) || hpl__dir_tombs_init(s) || hpl__dir_nodes_init(s) ||
-      hpl__dir_reduce_init(s) || hpl__dir_acquire_init(s) || hpl__dir_admin_init(s))
+  if (hpl__dir_xlog_init(s) || hpl__dir_cost_init(s) || hpl__dir_tombs_init(s) ||
+      hpl__dir_nodes_init(s) || hpl__dir_reduce_init(s) || hpl__dir_acquire_init(s) ||
+      hpl__dir_admin_init(s))
     return HPL_ENOMEM;
   wire(s);
   s->instance = hpl__random_u64();
@@ -276,7 +281,8 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
   s->listener.data = s;
   if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
       (rc = uv_listen((uv_stream_t *)&s->listener, 512, on_accept))) {
-    HPL__LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, uv_strerror(rc));
+    HPL__LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,
+                   uv_strerror(rc));
     return HPL_ESYS;
   }
   struct sockaddr_storage ss;
@@ -284,8 +290,8 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
   uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
   int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
   HPL__LOG_INFO("listening on %s:%d (inline max %u B, max senders per copy %u, heartbeat %u/%u ms)",
-           cfg->listen_host, port, cfg->inline_max, cfg->max_senders, cfg->heartbeat_ms,
-           cfg->heartbeat_timeout_ms);
+                cfg->listen_host, port, cfg->inline_max, cfg->max_senders, cfg->heartbeat_ms,
+                cfg->heartbeat_timeout_ms);
   if ((rc = hpl__dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
   hpl__dir_liveness_start(s);

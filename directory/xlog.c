@@ -35,7 +35,8 @@ void hpl__dir_xlog_free(hpl__dir_server *s) {
   s->xlog = NULL;
 }
 
-void hpl__dir_xlog(hpl__dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender) {
+void hpl__dir_xlog(hpl__dir_server *s, int kind, const char *id, uint64_t receiver,
+                   uint64_t sender) {
   if (!s->xlog) return;
   dir_xfer *x = &s->xlog->v[s->xlog->seq % DIR_XFER_CAP];
   free(x->id);

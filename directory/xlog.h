@@ -24,7 +24,8 @@ void hpl__dir_xlog_free(hpl__dir_server *s);
 /* Record an event (HPL__XFER_*) about object `id` (copied; NULL: none),
  * overwriting the oldest entry once the ring is full. Never fails: out of
  * memory, the entry's id reads as empty. */
-void hpl__dir_xlog(hpl__dir_server *s, int kind, const char *id, uint64_t receiver, uint64_t sender);
+void hpl__dir_xlog(hpl__dir_server *s, int kind, const char *id, uint64_t receiver,
+                   uint64_t sender);
 
 /* TRANSFERS handler: the entries from `since` on (at most 40000 a reply;
  * `next` says where to go on), with a detail if older ones were lost. */

@@ -74,8 +74,8 @@ static void proxy_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
     hpl__session_send(x->cl, x->rtype, x->req, rep->m); /* of that type: dirlink checked */
   else
     hpl__session_reply(x->cl, x->req, rep->status,
-                  *rep->detail                     ? rep->detail
-                  : rep->status == HPL_ETIMEDOUT ? "the directory did not answer in time"
+                       *rep->detail                     ? rep->detail
+                       : rep->status == HPL_ETIMEDOUT ? "the directory did not answer in time"
                                                  : "the directory is unreachable");
   hpl__session_creq_done(x);
   free(x);
@@ -237,9 +237,9 @@ static int check_socket_dir(hpl__store *s, const char *path) {
   if (s->cfg.insecure) return 0;
   if (st.st_uid != geteuid() || (st.st_mode & 077)) {
     HPL__LOG_ERROR("the socket's directory %s must belong to this user and be closed to others "
-              "(mode 0700, owner uid %u; it has mode %04o, owner uid %u): other users could "
-              "reach this store's memory, or replace its socket (--insecure to allow)",
-              dir, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+                   "(mode 0700, owner uid %u; it has mode %04o, owner uid %u): other users could "
+                   "reach this store's memory, or replace its socket (--insecure to allow)",
+                   dir, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
     return HPL_EINVAL;
   }
   return 0;
@@ -253,8 +253,8 @@ static int peer_allowed(hpl__store *s, int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
   if (cr.uid == geteuid() || cr.uid == 0 || s->cfg.insecure) return 1;
   if (s->cfg.allow_gid >= 0 && cr.gid == (gid_t)s->cfg.allow_gid) return 1;
-  HPL__LOG_WARN("refused a local client of uid %u (pid %d): not this store's user", (unsigned)cr.uid,
-           (int)cr.pid);
+  HPL__LOG_WARN("refused a local client of uid %u (pid %d): not this store's user",
+                (unsigned)cr.uid, (int)cr.pid);
   return 0;
 }
 

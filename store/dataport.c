@@ -109,8 +109,8 @@ static uint64_t sender_fault_budget(hpl__sender *sd, uint64_t want) {
   hpl__store *s = sd->s;
   int action;
   uint64_t n = hpl__faults_budget(&s->cfg.faults, sd->obj->id, sd->pos - sd->offset,
-                             hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled,
-                             &sd->slow_from_ms, want, &action);
+                                  hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled,
+                                  &sd->slow_from_ms, want, &action);
   if (action == HPL__FAULT_CUT) {
     hpl__conn_close(sd->c, HPL_ECONN);
   } else if (action == HPL__FAULT_PACE && sender_timer(sd)) {
@@ -170,7 +170,7 @@ static void sender_pump(hpl__sender *sd) {
       if (!o->in_table && o->state != HPL__OBJ_SEALED) {
         /* our partial copy was abandoned: the receiver must go elsewhere */
         HPL__LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
-                 (unsigned long long)sd->pos);
+                      (unsigned long long)sd->pos);
         hpl__conn_close(sd->c, HPL_ECANCELED);
         return;
       }
@@ -181,7 +181,7 @@ static void sender_pump(hpl__sender *sd) {
   if (sd->inflight == 0) {
     s->ctr.pulls_served++;
     HPL__LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
-              (unsigned long long)sd->end, (unsigned long long)sd->peer);
+                   (unsigned long long)sd->end, (unsigned long long)sd->peer);
     sender_finish(sd);
     check_idle(s);
   }
@@ -320,8 +320,8 @@ static void on_close(hpl__conn *c, int status) {
   hpl__store *s = sd->s;
   if (sd->obj && sd->pos < sd->end)
     HPL__LOG_DEBUG("stream of '%s' to %016llx ended at %llu of %llu bytes (%s)", sd->obj->id,
-              (unsigned long long)sd->peer, (unsigned long long)sd->pos,
-              (unsigned long long)sd->end, hpl_strerror(status));
+                   (unsigned long long)sd->peer, (unsigned long long)sd->pos,
+                   (unsigned long long)sd->end, hpl_strerror(status));
   hpl__dataport_file_detach(sd);
   sender_finish(sd);
   free(sd->parked);
@@ -356,13 +356,13 @@ static void pace(hpl__store *s, uv_stream_t *t) {
   }
   if (s->ctr.pace_failures++ == 0)
     HPL__LOG_WARN("data port: cannot pace streams to --link-rate: %s",
-             rc ? uv_strerror(rc) : strerror(errno));
+                  rc ? uv_strerror(rc) : strerror(errno));
 }
 
 void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
   hpl__sender *sd = hpl__conn_admit(t, s->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
-                                  "data port: refusing connections: %u open (--max-connections)",
-                                  sizeof *sd);
+                                    "data port: refusing connections: %u open (--max-connections)",
+                                    sizeof *sd);
   if (!sd) return; /* full (taken and closed at once), or no memory */
   sd->s = s;
   pace(s, t);
@@ -420,8 +420,8 @@ void hpl__dataport_stream_ready(hpl__store *s, const char *key) {
   }
 }
 
-void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg), void *arg, int status,
-                     const char *detail) {
+void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg), void *arg,
+                          int status, const char *detail) {
   hpl__sender *sd;
   DL_FOREACH(s->dataport->senders, sd) {
     if (!sd->parked || !match(sd->parked, arg)) continue;
@@ -446,7 +446,8 @@ int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s)) {
   dp->listener.data = s;
   if ((rc = uv_tcp_bind(&dp->listener, (struct sockaddr *)&addr, 0)) ||
       (rc = uv_listen((uv_stream_t *)&dp->listener, 512, on_accept))) {
-    HPL__LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port, uv_strerror(rc));
+    HPL__LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port,
+                   uv_strerror(rc));
     return HPL_ESYS;
   }
   dp->bound = 1;

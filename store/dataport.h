@@ -60,7 +60,7 @@ int hpl__dataport_pull_offset(hpl__store *s, const struct hpl__obj *o, uint64_t 
 /* Pulls parked for a stream that does not exist yet whose key `match`
  * accepts will not be served: each gets an error reply (status, detail)
  * and the connection waits for its next PULL. */
-void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg), void *arg, int status,
-                     const char *detail);
+void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg), void *arg,
+                          int status, const char *detail);
 
 #endif

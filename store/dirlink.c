@@ -19,13 +19,17 @@
 #include "log.h"
 #include "util.h"
 
-void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
+void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
+  (void)s, (void)r, (void)arg;
+}
 
 int hpl__dirlink_ready(hpl__store *s) { return s->dl && s->dl->state == HPL__DL_READY; }
 
 static const hpl__dl_caps default_caps = {.inline_max = HPL__DEFAULT_INLINE_MAX, .max_senders = 1};
 
-const hpl__dl_caps *hpl__dirlink_caps(const hpl__store *s) { return s->dl ? &s->dl->caps : &default_caps; }
+const hpl__dl_caps *hpl__dirlink_caps(const hpl__store *s) {
+  return s->dl ? &s->dl->caps : &default_caps;
+}
 
 int hpl__dirlink_peer(hpl__store *s, char *addr, size_t alen, int *port) {
   if (!hpl__dirlink_ready(s) || !s->dl->peer_port || strlen(s->dl->peer_addr) >= alen) return -1;
@@ -57,7 +61,8 @@ static void req_finish(hpl__dirlink *dl, hpl__dl_req *r, int status, const hpl__
       rep.status = HPL_EPROTO;
     }
     if (rep.status == HPL_EPROTO && !*rep.detail) {
-      HPL__LOG_WARN("the directory answered %s with %s", hpl__msg_name(r->type), hpl__msg_name(h->type));
+      HPL__LOG_WARN("the directory answered %s with %s", hpl__msg_name(r->type),
+                    hpl__msg_name(h->type));
       rep.detail = "the directory answered with a message of the wrong type";
     }
     if (rep.status == 0) {
@@ -108,8 +113,9 @@ void hpl__dirlink_flush(hpl__dirlink *dl) {
   free(v);
 }
 
-int hpl__dirlink_request(hpl__store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
-                    uint64_t plen, int64_t timeout_ms, hpl__dl_reply_cb cb, void *arg) {
+int hpl__dirlink_request(hpl__store *s, unsigned type, const ProtobufCMessage *m,
+                         const void *payload, uint64_t plen, int64_t timeout_ms,
+                         hpl__dl_reply_cb cb, void *arg) {
   hpl__dirlink *dl = s->dl;
   hpl__dl_req *r = calloc(1, sizeof *r);
   if (!r) return HPL_ENOMEM;
@@ -157,13 +163,18 @@ static void loc_note_kept(hpl__store *s, const char *id, unsigned kind) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
   n.kind = kind;
-  if (hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, hpl__dirlink_ignore_reply, NULL) != 0)
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, hpl__dirlink_ignore_reply,
+                           NULL) != 0)
     hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
-void hpl__dirlink_loc_remove(hpl__store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_REMOVE); }
+void hpl__dirlink_loc_remove(hpl__store *s, const char *id) {
+  loc_note_kept(s, id, HPL__LOC_REMOVE);
+}
 
-void hpl__dirlink_loc_retract(hpl__store *s, const char *id) { loc_note_kept(s, id, HPL__LOC_RETRACT); }
+void hpl__dirlink_loc_retract(hpl__store *s, const char *id) {
+  loc_note_kept(s, id, HPL__LOC_RETRACT);
+}
 
 void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
@@ -178,7 +189,7 @@ static void loc_added(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   char *id = arg;
   if (rep->status)
     HPL__LOG_WARN("the directory did not list this node's copy of '%s': %s", id ? id : "?",
-             *rep->detail ? rep->detail : hpl_strerror(rep->status));
+                  *rep->detail ? rep->detail : hpl_strerror(rep->status));
   free(id);
 }
 
@@ -189,7 +200,8 @@ void hpl__dirlink_loc_add(hpl__store *s, const char *id, uint64_t size, int comp
   a.complete = complete;
   a.origin = origin;
   char *copy = strdup(id);
-  if (hpl__dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0) free(copy);
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0)
+    free(copy);
 }
 
 void hpl__dirlink_on(hpl__store *s, unsigned type, hpl__dl_msg_fn fn) {
@@ -200,12 +212,13 @@ void hpl__dirlink_on_registered(hpl__store *s, void (*fn)(hpl__store *s, int res
   s->dl->registered = fn;
 }
 
-void hpl__dirlink_on_incoming(hpl__store *s, size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max)) {
+void hpl__dirlink_on_incoming(hpl__store *s,
+                              size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max)) {
   s->dl->incoming = fn;
 }
 
-void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                      const uint8_t *payload, uint64_t plen) {
+void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h,
+                           ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
       h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
       h->type == HPL__MSG_REDUCE_END || h->type == HPL__MSG_REDUCE_ADOPTED ||

@@ -67,7 +67,8 @@ typedef struct hpl__dl_incoming {
 /* fn lists the copies arriving for each scheduled heartbeat: the first
  * `max` into out[] (ids valid until the loop runs again), returning how
  * many there are in all (hpl__fetch_incoming). */
-void hpl__dirlink_on_incoming(hpl__store *s, size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max));
+void hpl__dirlink_on_incoming(hpl__store *s,
+                              size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max));
 
 /* Registered and connected. */
 int hpl__dirlink_ready(hpl__store *s);
@@ -88,8 +89,9 @@ const hpl__dl_caps *hpl__dirlink_caps(const hpl__store *s);
  * (< 0: none), or HPL_ECANCELED at stop). Requests made while disconnected
  * wait and are sent after re-registration. The message is packed now and
  * payload (if any) copied. Returns 0, or HPL_ENOMEM (cb not called). */
-int hpl__dirlink_request(hpl__store *s, unsigned type, const ProtobufCMessage *m, const void *payload,
-                    uint64_t plen, int64_t timeout_ms, hpl__dl_reply_cb cb, void *arg);
+int hpl__dirlink_request(hpl__store *s, unsigned type, const ProtobufCMessage *m,
+                         const void *payload, uint64_t plen, int64_t timeout_ms,
+                         hpl__dl_reply_cb cb, void *arg);
 
 /* One-way note; dropped while disconnected (re-registration resyncs). */
 void hpl__dirlink_note(hpl__store *s, unsigned type, const ProtobufCMessage *m);

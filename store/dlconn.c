@@ -40,7 +40,8 @@ static void note_peer(hpl__dirlink *dl, uv_tcp_t *t) {
   if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) != 0) return;
   if (ss.ss_family == AF_INET) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-    if (uv_ip4_name(a, dl->peer_addr, sizeof dl->peer_addr) == 0) dl->peer_port = ntohs(a->sin_port);
+    if (uv_ip4_name(a, dl->peer_addr, sizeof dl->peer_addr) == 0)
+      dl->peer_port = ntohs(a->sin_port);
   } else if (ss.ss_family == AF_INET6) {
     const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
     if (uv_ip6_name(a, dl->peer_addr, sizeof dl->peer_addr) == 0)
@@ -79,8 +80,11 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
     hpl__conn_close(dl->c, HPL_EPROTO);
     return;
   }
-  dl->caps = (hpl__dl_caps){.inline_max = r->inline_max, .max_senders = r->max_senders,
-                       .quiet_notes = r->quiet_notes, .rings = r->rings, .publish = r->publish};
+  dl->caps = (hpl__dl_caps){.inline_max = r->inline_max,
+                            .max_senders = r->max_senders,
+                            .quiet_notes = r->quiet_notes,
+                            .rings = r->rings,
+                            .publish = r->publish};
   set_state(dl, HPL__DL_READY);
   dl->backoff_ms = RECONNECT_MIN_MS;
   s->ctr.dir_registrations++;
@@ -90,7 +94,7 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
   int restarted = dl->registered_once && r->instance != dl->instance;
   int adopt = !dl->registered_once || restarted;
   HPL__LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
-           restarted ? " (it restarted)" : dl->registered_once ? " (again)" : "");
+                restarted ? " (it restarted)" : dl->registered_once ? " (again)" : "");
   if (!dl->registered_once) write_ready_file(s);
   dl->registered_once = 1;
   dl->instance = r->instance;
@@ -150,7 +154,7 @@ static void dl_hb_cb(uv_timer_t *t) {
   uint64_t interval = uv_timer_get_repeat(t);
   /* a heartbeat is only useful on the connection it was sent on */
   hpl__dirlink_request(s, HPL__MSG_HEARTBEAT, &hbm.base, NULL, 0, (int64_t)(3 * interval), hb_reply,
-                  NULL);
+                       NULL);
 }
 
 static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
@@ -175,7 +179,8 @@ static void dl_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage 
     Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
     hbm.node_id = dl->s->node_id;
     hbm.sent_us = hpl__now_ns() / 1000;
-    if (dl->state == HPL__DL_READY) hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, &hbm.base, NULL, 0, 0, NULL, NULL);
+    if (dl->state == HPL__DL_READY)
+      hpl__conn_send(c, HPL__MSG_HEARTBEAT, 0, &hbm.base, NULL, 0, 0, NULL, NULL);
     return;
   }
   hpl__dirlink_frame_in(dl, c, h, m, payload, plen);
@@ -258,7 +263,7 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   }
   if (status < 0 || !res) {
     HPL__LOG_WARN("cannot resolve the directory host '%s': %s", dl->s->cfg.dir_host,
-             uv_strerror(status));
+                  uv_strerror(status));
     schedule_reconnect(dl);
     return;
   }

@@ -21,7 +21,7 @@ static void held_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
   if ((uint64_t)(uintptr_t)arg != dl->held_gen) return; /* a piece sent on an older connection */
   if (r->status != 0) {
     HPL__LOG_WARN("the directory did not take what we hold: %s (%s)", hpl_strerror(r->status),
-             r->detail);
+                  r->detail);
     hpl__obj_walk_end(s, &dl->held_walk);
     return;
   }
@@ -62,7 +62,7 @@ static void held_next(hpl__dirlink *dl) {
       p.id = o->id;
       p.size = o->size;
       hpl__dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1,
-                      hpl__dirlink_ignore_reply, NULL);
+                           hpl__dirlink_ignore_reply, NULL);
       bytes += o->size;
     }
     hplpb__held_object__init(&held[k]);
@@ -81,8 +81,9 @@ static void held_next(hpl__dirlink *dl) {
     n.n_held = k;
     n.adopt = dl->held_adopt;
     if (hpl__dirlink_request(s, HPL__MSG_HELD, &n.base, NULL, 0, -1, held_reply,
-                        (void *)(uintptr_t)dl->held_gen) != 0) {
-      HPL__LOG_WARN("out of memory re-reporting what we hold; trying again at the next registration");
+                             (void *)(uintptr_t)dl->held_gen) != 0) {
+      HPL__LOG_WARN(
+          "out of memory re-reporting what we hold; trying again at the next registration");
       hpl__obj_walk_end(s, &dl->held_walk);
       end = 0;
     }
@@ -91,7 +92,7 @@ static void held_next(hpl__dirlink *dl) {
   free(ptrs);
   if (end && dl->held_sent)
     HPL__LOG_INFO("re-reported %zu objects to the directory in %llu ms", dl->held_sent,
-             (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
+                  (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
 }
 
 /* Walk what we hold from the start, sending the first piece. */

@@ -15,7 +15,13 @@
 #include "uvconn.h"
 #include "uvtimer.h"
 
-enum { HPL__DL_DOWN = 0, HPL__DL_RESOLVING, HPL__DL_CONNECTING, HPL__DL_REGISTERING, HPL__DL_READY };
+enum {
+  HPL__DL_DOWN = 0,
+  HPL__DL_RESOLVING,
+  HPL__DL_CONNECTING,
+  HPL__DL_REGISTERING,
+  HPL__DL_READY
+};
 
 typedef struct hpl__dl_req {
   UT_hash_handle hh;
@@ -74,8 +80,8 @@ typedef struct hpl__dirlink {
  * registering), oldest first. The connection was lost: requests sent on
  * it go again after registering, heartbeats and HELD pieces are dropped.
  * Stopping: every pending request ends with HPL_ECANCELED. */
-void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
-                      const uint8_t *payload, uint64_t plen);
+void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h,
+                           ProtobufCMessage *m, const uint8_t *payload, uint64_t plen);
 void hpl__dirlink_flush(hpl__dirlink *dl);
 void hpl__dirlink_requests_lost(hpl__dirlink *dl);
 void hpl__dirlink_requests_cancel(hpl__dirlink *dl);

@@ -68,7 +68,7 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
   if (status) {
     sd->s->ctr.spill_errors++;
     HPL__LOG_WARN("stream of '%s' from its spill file failed: %s", sd->obj->id,
-             *detail ? detail : hpl_strerror(status));
+                  *detail ? detail : hpl_strerror(status));
     hpl__conn_close(sd->c, HPL_ESYS);
     return;
   }
@@ -99,7 +99,7 @@ static void fs_pump(st_fstream *fs) {
     k->len = sd->end - k->off < s->cfg.chunk ? sd->end - k->off : s->cfg.chunk;
     if (hpl__spill_read(s->spill, fs->file, k->off, k->buf, k->len, fs_read_done, k, &k->req)) {
       HPL__LOG_WARN("cannot stream '%s' from its spill file: %s", sd->obj->id,
-               hpl__spill_errdetail(s->spill));
+                    hpl__spill_errdetail(s->spill));
       hpl__conn_close(sd->c, HPL_ESYS);
       return;
     }
@@ -110,8 +110,8 @@ static void fs_pump(st_fstream *fs) {
   if (sd->pos == sd->end && !fs->busy) {
     s->ctr.pulls_served++;
     HPL__LOG_DEBUG("served '%s' [%llu, %llu) to %016llx from its spill file", sd->obj->id,
-              (unsigned long long)sd->offset, (unsigned long long)sd->end,
-              (unsigned long long)sd->peer);
+                   (unsigned long long)sd->offset, (unsigned long long)sd->end,
+                   (unsigned long long)sd->peer);
     sd->fs = NULL;
     fs->sd = NULL;
     fs_free_maybe(fs);

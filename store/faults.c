@@ -59,8 +59,11 @@ int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t 
     } else if (!strcmp(k, "grant_delay_ms")) {
       f->grant_delay_ms = n;
     } else {
-      snprintf(err, errlen, "unknown fault '%s' (crash_after, drop_after, stall_after, "
-               "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, grant_delay_ms, prefix, to_node)", k);
+      snprintf(err, errlen,
+               "unknown fault '%s' (crash_after, drop_after, stall_after, "
+               "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, grant_delay_ms, "
+               "prefix, to_node)",
+               k);
       return -1;
     }
     if (bad) {
@@ -77,9 +80,9 @@ int hpl__faults_apply(const hpl__store_faults *f, const char *id, uint64_t peer)
          (!f->to_node || f->to_node == peer);
 }
 
-uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
-                       int inflight, int *stalled, uint64_t *slow_from_ms, uint64_t want,
-                       int *action) {
+uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
+                            uint64_t elapsed_ms, int inflight, int *stalled, uint64_t *slow_from_ms,
+                            uint64_t want, int *action) {
   *action = HPL__FAULT_HOLD;
   if (f->crash_after && f->sent >= f->crash_after) {
     HPL__LOG_WARN("fault point: crashing after sending %llu bytes", (unsigned long long)f->sent);
@@ -89,14 +92,14 @@ uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
     if (inflight > 0) return 0; /* cut exactly there: let queued bytes go first */
     f->dropped = 1;
     HPL__LOG_WARN("fault point: dropping the stream of '%s' after %llu bytes", id,
-             (unsigned long long)sent);
+                  (unsigned long long)sent);
     *action = HPL__FAULT_CUT;
     return 0;
   }
   if (*stalled || (f->stall_after && !f->stalled && sent >= f->stall_after)) {
     if (!*stalled)
       HPL__LOG_WARN("fault point: stalling the stream of '%s' after %llu bytes", id,
-               (unsigned long long)sent);
+                    (unsigned long long)sent);
     f->stalled = *stalled = 1;
     return 0;
   }
@@ -110,7 +113,7 @@ uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
     if (f->slow_after && !*slow_from_ms) {
       *slow_from_ms = elapsed_ms + 1;
       HPL__LOG_WARN("fault point: pacing the stream of '%s' to %llu B/s after %llu bytes", id,
-               (unsigned long long)f->slow_send, (unsigned long long)sent);
+                    (unsigned long long)f->slow_send, (unsigned long long)sent);
     }
     uint64_t since = *slow_from_ms ? elapsed_ms + 1 - *slow_from_ms : elapsed_ms;
     uint64_t allowed = f->slow_after + f->slow_send * since / 1000 + 65536;

@@ -52,9 +52,9 @@ enum { HPL__FAULT_SEND = 0, HPL__FAULT_HOLD, HPL__FAULT_CUT, HPL__FAULT_PACE };
  * are out, cut the connection now, or try again in 10 ms). Raises SIGKILL
  * when the crash point is reached. Count what was sent with
  * hpl__faults_sent(). */
-uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent, uint64_t elapsed_ms,
-                       int inflight, int *stalled, uint64_t *slow_from_ms, uint64_t want,
-                       int *action);
+uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
+                            uint64_t elapsed_ms, int inflight, int *stalled, uint64_t *slow_from_ms,
+                            uint64_t want, int *action);
 
 /* `n` more bytes went out on a faulty stream. */
 void hpl__faults_sent(hpl__store_faults *f, uint64_t n);

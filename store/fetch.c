@@ -54,7 +54,7 @@ static void send_ask(hpl__fetch *f, int kind) {
   }
   f->asks++;
   if (hpl__dirlink_request(f->s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local,
-                      only_complete ? move_reply : ask_reply, f) != 0) {
+                           only_complete ? move_reply : ask_reply, f) != 0) {
     f->asks--;
     hpl__fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
     hpl__fetch_fire(f, only_complete ? HPL__FEV_MOVE_UNSENT : HPL__FEV_REFUSED, &x);
@@ -62,13 +62,15 @@ static void send_ask(hpl__fetch *f, int kind) {
 }
 
 static void room_done(hpl__room *r, int status, const char *detail);
-static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
-                                uint64_t plen, char *detail, size_t dlen, int *status);
+static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r,
+                                     const uint8_t *payload, uint64_t plen, char *detail,
+                                     size_t dlen, int *status);
 
 /* Keep what the answer says until its buffer has room. HPL__FEV_ROOM_WAIT, or
  * HPL__FEV_BAD_SENDER with *status if it cannot be kept. */
-static hpl__fetch_event hold_answer(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
-                               uint64_t plen, char *detail, size_t dlen, int *status) {
+static hpl__fetch_event hold_answer(hpl__fetch *f, const Hplpb__AcquireRep *r,
+                                    const uint8_t *payload, uint64_t plen, char *detail,
+                                    size_t dlen, int *status) {
   f->held = *r;
   f->held.base.unknown_fields = NULL;
   f->held.base.n_unknown_fields = 0;
@@ -88,7 +90,7 @@ static hpl__fetch_event hold_answer(hpl__fetch *f, const Hplpb__AcquireRep *r, c
   }
   if (plen) memcpy(f->held_payload, payload, plen);
   HPL__LOG_INFO("'%s': waiting for room in the pool for %llu bytes", f->o->id,
-           (unsigned long long)r->size);
+                (unsigned long long)r->size);
   return HPL__FEV_ROOM_WAIT;
 }
 
@@ -119,8 +121,9 @@ static void room_done(hpl__room *rm, int status, const char *why) {
 /* An answer naming a sender (or carrying the bytes): adopt its generation,
  * size and bytes. Returns the event it amounts to (HPL__FEV_ROOM_WAIT: the
  * answer is kept until its buffer has room). */
-static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
-                                uint64_t plen, char *detail, size_t dlen, int *status) {
+static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
+                                     const uint8_t *payload, uint64_t plen, char *detail,
+                                     size_t dlen, int *status) {
   hpl__store *s = f->s;
   hpl__obj *o = f->o;
   if (r->gen != o->gen) {
@@ -139,7 +142,7 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r, 
   }
   if (!o->data) {
     int rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room, room_done, f, detail,
-                        dlen);
+                             dlen);
     if (rc > 0) return hold_answer(f, r, payload, plen, detail, dlen, status);
     if (rc) {
       *status = rc;
@@ -152,8 +155,9 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r, 
 
 /* The rest of an answer once the buffer is there: a sender to pull from,
  * or an inline object's bytes. */
-static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r, const uint8_t *payload,
-                                uint64_t plen, char *detail, size_t dlen, int *status) {
+static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r,
+                                     const uint8_t *payload, uint64_t plen, char *detail,
+                                     size_t dlen, int *status) {
   hpl__store *s = f->s;
   hpl__obj *o = f->o;
   if (!r->inline_) return HPL__FEV_SENDER;
@@ -168,8 +172,8 @@ static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r, 
   return HPL__FEV_INLINE;
 }
 
-hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x, char *detail,
-                         size_t dlen) {
+hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x,
+                                   char *detail, size_t dlen) {
   const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m; /* NULL unless status 0 */
   int status = rep->status;
   hpl__fetch_event ev;
@@ -212,8 +216,8 @@ static void move_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   if (moved && f->state == HPL__FETCH_MOVE_SUSPECT) {
     s->ctr.suspect_moves++;
     HPL__LOG_INFO("'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes", f->o->id,
-             (unsigned long long)f->sender, (unsigned long long)r->sender_node,
-             (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+                  (unsigned long long)f->sender, (unsigned long long)r->sender_node,
+                  (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
   }
   /* "stay" is a reply naming no sender */
   hpl__fetch_ctx x = {.r = r, .retry_ms = r && !moved ? r->retry_ms : 0};
@@ -232,9 +236,10 @@ static void pull_done(void *arg, int status, const char *detail) {
     return;
   }
   s->ctr.pull_failures++;
-  HPL__LOG_WARN("pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender",
-           o->id, (unsigned long long)f->sender, (unsigned long long)o->progress,
-           (unsigned long long)o->size, detail ? detail : hpl_strerror(status));
+  HPL__LOG_WARN(
+      "pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender", o->id,
+      (unsigned long long)f->sender, (unsigned long long)o->progress, (unsigned long long)o->size,
+      detail ? detail : hpl_strerror(status));
   f->avoid = f->sender;
   hpl__fetch_fire(f, HPL__FEV_PULL_FAILED, &(hpl__fetch_ctx){.status = status, .detail = detail});
 }
@@ -251,8 +256,8 @@ static void pull_crawls(void *arg, double rate) {
 static void pull_silent(void *arg, uint64_t quiet_ms) {
   hpl__fetch *f = arg;
   HPL__LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
-           f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
-           (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+                f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
+                (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
   hpl__fetch_fire(f, HPL__FEV_SUSPECT, &(hpl__fetch_ctx){0});
 }
 
@@ -275,22 +280,23 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
     s->ctr.bytes_kept_on_resume += o->progress;
   }
   hpl__puller_ops ops = {.done = pull_done, .monitor = r->sender_complete ? 2 : 1, .gen = o->gen,
-                    .slow = pull_crawls, .suspect = pull_silent, .quiet = hpl__dirlink_quiet,
-                    .peer = r->sender_node, .resumable = 1, .straggled = pull_straggled};
-  f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress, 1,
-                              &ops, f);
+                         .slow = pull_crawls, .suspect = pull_silent, .quiet = hpl__dirlink_quiet,
+                         .peer = r->sender_node, .resumable = 1, .straggled = pull_straggled};
+  f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress,
+                                   1, &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
     hpl__fetch_fire(f, HPL__FEV_PULL_FAILED,
-               &(hpl__fetch_ctx){.status = HPL_ECONN,
-                            .detail = "cannot start a pull (bad sender address?)"});
+                    &(hpl__fetch_ctx){.status = HPL_ECONN,
+                                      .detail = "cannot start a pull (bad sender address?)"});
   }
 }
 
 /* ------------------------------------------------------------------ the machine */
 
 static void fetch_free_maybe(hpl__fetch *f) {
-  if (f->busy || f->asks || f->pull || (f->state != HPL__FETCH_END && f->state != HPL__FETCH_ORPHAN))
+  if (f->busy || f->asks || f->pull ||
+      (f->state != HPL__FETCH_END && f->state != HPL__FETCH_ORPHAN))
     return;
   hpl__store *s = f->s;
   DL_DELETE(s->fetches->list, f);
@@ -302,7 +308,7 @@ static void fetch_free_maybe(hpl__fetch *f) {
 /* The fetch's one state change, logged. */
 static void set_state(hpl__fetch *f, hpl__fetch_state to, hpl__fetch_event ev) {
   HPL__LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id, hpl__fetch_state_name(f->state),
-            hpl__fetch_event_name(ev), hpl__fetch_state_name(to));
+                 hpl__fetch_event_name(ev), hpl__fetch_state_name(to));
   f->state = to;
 }
 
@@ -324,7 +330,8 @@ void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev, const hpl__fetch_ctx *x
     hpl__puller_cancel(f->pull);
     f->pull = NULL;
   }
-  if (a & HPL__FA_NOTE_COMPLETE) hpl__dirlink_loc_complete(s, o->id, (uint64_t)hpl__puller_take_rate(s));
+  if (a & HPL__FA_NOTE_COMPLETE)
+    hpl__dirlink_loc_complete(s, o->id, (uint64_t)hpl__puller_take_rate(s));
   if (a & HPL__FA_SEAL) {
     o->advertised = 1; /* a complete copy (inline: a holder) the directory knows */
     hpl__obj_sealed(s, o);
@@ -342,15 +349,16 @@ void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev, const hpl__fetch_ctx *x
   if (a & HPL__FA_PULL) {
     if (ev == HPL__FEV_MOVE_TO) {
       HPL__LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
-               "%016llx at %llu/%llu bytes", o->id, (unsigned long long)x->r->sender_node,
-               (unsigned long long)o->progress, (unsigned long long)o->size);
+                    "%016llx at %llu/%llu bytes", o->id, (unsigned long long)x->r->sender_node,
+                    (unsigned long long)o->progress, (unsigned long long)o->size);
       s->ctr.stragglers++;
     }
     start_pull(f, x->r);
   }
   if (a & HPL__FA_GRANT_WAIT) hpl__fetch_grant_wait(f);
   if ((a & HPL__FA_REARM) && f->pull) hpl__puller_suspect_done(f->pull, x->retry_ms);
-  if (from == HPL__FETCH_ROOM && f->state != HPL__FETCH_ROOM) held_free(f); /* (HPL__FA_PULL read it) */
+  if (from == HPL__FETCH_ROOM && f->state != HPL__FETCH_ROOM)
+    held_free(f); /* (HPL__FA_PULL read it) */
   f->busy--;
   fetch_free_maybe(f);
 }
@@ -389,7 +397,7 @@ void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int 
   hpl__fetch *f = o ? o->fetch : NULL;
   if (!f || !f->pull || f->sender != peer) return;
   HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender", id,
-           (unsigned long long)peer, suspect ? "not answering" : "gone");
+                (unsigned long long)peer, suspect ? "not answering" : "gone");
   s->ctr.pull_failures++;
   f->avoid = peer;
   f->avoid_crawled = 0;
@@ -403,7 +411,8 @@ void hpl__fetch_dropped(hpl__store *s, hpl__obj *o) {
   snprintf(detail, sizeof detail, "object '%s' was deleted", o->id);
   o->advertised = 0;
   /* (an answer kept for room is undone as a late one) */
-  hpl__fetch_fire(f, HPL__FEV_DROPPED, &(hpl__fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
+  hpl__fetch_fire(f, HPL__FEV_DROPPED,
+                  &(hpl__fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
 }
 
 size_t hpl__fetch_incoming(hpl__store *s, hpl__dl_incoming *out, size_t max) {

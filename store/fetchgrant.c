@@ -16,7 +16,7 @@ static void grant_late(void *arg) {
   hpl__fetch *f = arg;
   f->s->ctr.grant_waits_expired++;
   HPL__LOG_INFO("'%s': the directory's grant did not come within %d ms; asking", f->o->id,
-           HPL__FETCH_GRANT_WAIT_MS);
+                HPL__FETCH_GRANT_WAIT_MS);
   hpl__fetch_fire(f, HPL__FEV_GRANT_LATE, &(hpl__fetch_ctx){0});
 }
 

@@ -62,8 +62,8 @@ hpl__fetch *hpl__fetch_new(hpl__store *s, hpl__obj *o);
 /* The event an answer to an ACQUIRE (or a GRANT) amounts to in f's
  * state, after adopting its generation, size and bytes; *x gets what the
  * event needs (detail[dlen] holds the failure's words). */
-hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x, char *detail,
-                         size_t dlen);
+hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x,
+                                   char *detail, size_t dlen);
 
 /* HPL__FA_GRANT_WAIT: wait HPL__FETCH_GRANT_WAIT_MS for the GRANT (fetchgrant.c),
  * then fire HPL__FEV_GRANT_LATE. */

@@ -11,7 +11,10 @@ static int answered(hpl__fetch_event ev, hpl__fetch_state *to, unsigned *a) {
     case HPL__FEV_SENDER: *a = HPL__FA_PULL; *to = HPL__FETCH_PULL; return 1;
     case HPL__FEV_INLINE: *a = HPL__FA_SEAL; *to = HPL__FETCH_END; return 1;
     case HPL__FEV_ROOM_WAIT: *to = HPL__FETCH_ROOM; return 1;
-    case HPL__FEV_BAD_SENDER: *a = HPL__FA_FAIL | HPL__FA_LOC_REMOVE | HPL__FA_FORGET; *to = HPL__FETCH_END; return 1;
+    case HPL__FEV_BAD_SENDER:
+      *a = HPL__FA_FAIL | HPL__FA_LOC_REMOVE | HPL__FA_FORGET;
+      *to = HPL__FETCH_END;
+      return 1;
     case HPL__FEV_DROPPED: *a = HPL__FA_FAIL | HPL__FA_FORGET; *to = HPL__FETCH_ORPHAN; return 1;
     default: return 0;
   }
@@ -66,10 +69,13 @@ static hpl__fetch_state waiting_room(hpl__fetch_event ev, unsigned in, unsigned 
   switch (ev) {
     case HPL__FEV_SENDER: *a = HPL__FA_PULL; return HPL__FETCH_PULL;
     case HPL__FEV_INLINE: *a = HPL__FA_SEAL; return HPL__FETCH_END;
-    case HPL__FEV_BAD_SENDER: *a = HPL__FA_FAIL | HPL__FA_LOC_REMOVE | HPL__FA_FORGET; return HPL__FETCH_END;
+    case HPL__FEV_BAD_SENDER:
+      *a = HPL__FA_FAIL | HPL__FA_LOC_REMOVE | HPL__FA_FORGET;
+      return HPL__FETCH_END;
     case HPL__FEV_DROPPED:
       /* the kept answer is undone as a late one would be */
-      *a = HPL__FA_UNROOM | HPL__FA_FAIL | HPL__FA_FORGET | ((in & HPL__FIN_HELD_SENDER) ? HPL__FA_LOC_REMOVE : 0);
+      *a = HPL__FA_UNROOM | HPL__FA_FAIL | HPL__FA_FORGET |
+           ((in & HPL__FIN_HELD_SENDER) ? HPL__FA_LOC_REMOVE : 0);
       return HPL__FETCH_ORPHAN;
     default: return HPL__FETCH_ROOM;
   }
@@ -111,7 +117,8 @@ static hpl__fetch_state pulling(hpl__fetch_state st, hpl__fetch_event ev, unsign
   }
 }
 
-hpl__fetch_state hpl__fetch_next(hpl__fetch_state st, hpl__fetch_event ev, unsigned in, unsigned *actions) {
+hpl__fetch_state hpl__fetch_next(hpl__fetch_state st, hpl__fetch_event ev, unsigned in,
+                                 unsigned *actions) {
   *actions = 0;
   switch (st) {
     case HPL__FETCH_NEW: return fresh(ev, actions);

@@ -27,17 +27,17 @@
 typedef enum hpl__fetch_state {
   HPL__FETCH_NEW,    /* made; nothing asked yet */
   HPL__FETCH_GRANT,  /* a granted GET (the directory named a sender to this store
-                   already): waiting for that GRANT, at most HPL__FETCH_GRANT_WAIT_MS */
+                        already): waiting for that GRANT, at most HPL__FETCH_GRANT_WAIT_MS */
   HPL__FETCH_ASK,    /* the first ACQUIRE is out; nothing held, no location */
   HPL__FETCH_RESUME, /* ACQUIRE out again after losing a sender; holds a location
-                   at the directory and maybe bytes */
+                        at the directory and maybe bytes */
   HPL__FETCH_ROOM,   /* an answer named a sender (or carried the bytes) and its
-                   buffer waits for room in the pool; the answer is kept */
+                        buffer waits for room in the pool; the answer is kept */
   HPL__FETCH_PULL,   /* streaming from a sender */
   HPL__FETCH_MOVE_CRAWL,   /* streaming from a crawling partial sender; asked for an
-                         idle complete copy to move to */
+                              idle complete copy to move to */
   HPL__FETCH_MOVE_SUSPECT, /* streaming from a silent sender; reported it (the
-                         directory names another or says stay) */
+                              directory names another or says stay) */
   HPL__FETCH_ORPHAN, /* deleted: answers still on their way are undone */
   HPL__FETCH_END,    /* over (sealed, failed, dropped); later answers are stale */
   HPL__FETCH_NSTATES
@@ -53,7 +53,7 @@ typedef enum hpl__fetch_event {
   HPL__FEV_TIMEOUT,       /* an ask timed out */
   HPL__FEV_REFUSED,       /* an ask failed (lost, no memory at the directory, ...) */
   HPL__FEV_BAD_SENDER,    /* an answer named a sender but cannot be used (size
-                        changed, no room in the pool, malformed) */
+                             changed, no room in the pool, malformed) */
   HPL__FEV_PULLED,        /* the pull completed */
   HPL__FEV_PULL_FAILED,   /* the pull broke, stalled, straggled, or did not start */
   HPL__FEV_UPSTREAM_GONE, /* the directory says our sender is dead */
@@ -83,21 +83,22 @@ enum {
   HPL__FA_PULL = 1 << 11,          /* start pulling from the sender named */
   HPL__FA_GRANT_WAIT = 1 << 12,    /* wait for the GRANT (start its timer) */
   HPL__FA_REARM = 1 << 13,         /* watch the stream for silence again (the retry time
-                                 the answer gave, else a quiet window) */
+                                      the answer gave, else a quiet window) */
 };
 
 /* Inputs besides the event. */
 enum {
   HPL__FIN_WAITERS_LEFT = 1 << 0, /* some waiter can still wait after a timed-out ask */
   HPL__FIN_HELD_SENDER = 1 << 1,  /* ROOM: the kept answer named a sender (not inline
-                                bytes): it listed us at the directory */
+                                     bytes): it listed us at the directory */
 };
 #define HPL__FIN_ALL (HPL__FIN_WAITERS_LEFT | HPL__FIN_HELD_SENDER)
 
 /* The state after `ev` in `st` given inputs `in`; *actions gets what to do.
  * An event that does not apply to a state (a stale answer) leaves it as it
  * is with no actions. */
-hpl__fetch_state hpl__fetch_next(hpl__fetch_state st, hpl__fetch_event ev, unsigned in, unsigned *actions);
+hpl__fetch_state hpl__fetch_next(hpl__fetch_state st, hpl__fetch_event ev, unsigned in,
+                                 unsigned *actions);
 
 const char *hpl__fetch_state_name(hpl__fetch_state st);
 const char *hpl__fetch_event_name(hpl__fetch_event ev);

@@ -92,8 +92,8 @@ static void waiter_timeout(void *arg) {
   forget_if_unwanted(s, o);
 }
 
-void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id, int64_t timeout_ms,
-                 int granted) {
+void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id,
+                      int64_t timeout_ms, int granted) {
   uint64_t t0 = uv_hrtime();
   hpl__obj *o = hpl__obj_find(s, id);
   if (o && o->state == HPL__OBJ_SEALED) {
@@ -128,7 +128,8 @@ void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char
   hpl__obj_wait(o, &g->w);
   DL_APPEND2(cl->waiters, g, cprev, cnext);
   cl->nwaiters++;
-  if (timeout_ms > 0) hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
+  if (timeout_ms > 0)
+    hpl__otimer_start(s->loop, &g->timer, g, (uint64_t)timeout_ms, waiter_timeout);
   if (o->state == HPL__OBJ_FETCHING && !o->fetch) {
     if (granted)
       hpl__fetch_start_granted(s, o);

@@ -17,8 +17,8 @@
  * what is here now. `granted`: the directory told the client it named a
  * sender to this store already (hpl__fetch_start_granted). The reply (GET_REP)
  * comes now or later. */
-void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id, int64_t timeout_ms,
-                 int granted);
+void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id,
+                      int64_t timeout_ms, int granted);
 
 /* The client left: its waiting GETs end without a reply. */
 void hpl__get_client_gone(hpl__store *s, hpl__stclient *cl);

@@ -153,7 +153,7 @@ static void delete_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
         HPL__LOG_WARN("%s delete of '%s': out of memory; the object stays", what, o->id);
     } else if (o) {
       HPL__LOG_WARN("%s delete of '%s' failed %d times (%s: %s); the object stays", what, o->id,
-               LT_TRIES, hpl_strerror(rep->status), rep->detail);
+                    LT_TRIES, hpl_strerror(rep->status), rep->detail);
     }
   }
   free(q);
@@ -187,7 +187,8 @@ static void lt_run(uv_timer_t *t) {
   st_lifetime *lt = s->lt;
   if (s->stopping) return;
   uint64_t now = hpl__now_ms();
-  for (int budget = HPL__LIFETIME_BATCH; budget > 0 && lt->inflight < HPL__LIFETIME_INFLIGHT; budget--) {
+  for (int budget = HPL__LIFETIME_BATCH; budget > 0 && lt->inflight < HPL__LIFETIME_INFLIGHT;
+       budget--) {
     if (lt->left) {
       lt_owned *w = lt->left;
       uint64_t inst = w->inst[w->at++];
@@ -232,7 +233,8 @@ static int owned_add(hpl__store *s, hpl__stclient *cl, uint64_t inst) {
   return 0;
 }
 
-void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int owned, uint64_t ttl_ms) {
+void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int owned,
+                          uint64_t ttl_ms) {
   st_lifetime *lt = s->lt;
   if (!lt || s->stopping) return;
   uint64_t now = hpl__now_ms();

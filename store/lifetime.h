@@ -53,7 +53,8 @@ int hpl__lifetime_check(uint64_t ttl_ms, char *detail, size_t dlen);
  * remember it as owned by `cl` (deleted at once if cl has already left)
  * and/or due for deletion ttl_ms from now (0: none). Out of memory, the
  * object is kept and a warning logged. */
-void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int owned, uint64_t ttl_ms);
+void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int owned,
+                          uint64_t ttl_ms);
 
 /* The client's connection closed: its owned objects are due now. */
 void hpl__lifetime_client_gone(hpl__store *s, hpl__stclient *cl);

@@ -72,8 +72,7 @@ static const hpl__opt opts[] = {
     {"data-listen", "HOST:PORT",
      "data port bind address (default: 127.0.0.1:0 when the\ndirectory is on loopback, else "
      "0.0.0.0:0; beyond loopback\nonly with a secret or --insecure)",
-     HPL__OPT_FN, 0, 0,
-     0, 0, set_data_listen},
+     HPL__OPT_FN, 0, 0, 0, 0, set_data_listen},
     {"data-addr", "ADDR",
      "address peers use to reach the data port\n(default: this host's address towards the "
      "directory)",
@@ -104,8 +103,9 @@ static const hpl__opt opts[] = {
      "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\nslow_after=N,"
      "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,prefix=ID_PREFIX,\nto_node=HEX_ID",
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
-    {"prefault", NULL, "populate the pool's pages at start and keep them (no\n--trim-ms unless given)", HPL__OPT_FLAG, OFF(prefault), 0, 0, 0,
-     NULL},
+    {"prefault", NULL,
+     "populate the pool's pages at start and keep them (no\n--trim-ms unless given)", HPL__OPT_FLAG,
+     OFF(prefault), 0, 0, 0, NULL},
     {"sendfile", NULL,
      "send streams from the pool with sendfile(2), without a\nuser-space copy (default: "
      "write(2); on veth links sendfile\nmeasured no cheaper, see bench/README-bench.md)",
@@ -121,8 +121,8 @@ static const hpl__opt opts[] = {
      "with --prefault 0; 0: never):\na page given back costs a page fault when it is used again",
      HPL__OPT_U32, OFF(trim_ms), 0, 0, 0, NULL},
     {"trim-keep", "BYTES",
-     "free bytes kept warm (not given back) for the next\nallocations (default 64M)",
-     HPL__OPT_SIZE, OFF(trim_keep), 0, 0, 1ull << 50, NULL},
+     "free bytes kept warm (not given back) for the next\nallocations (default 64M)", HPL__OPT_SIZE,
+     OFF(trim_keep), 0, 0, 1ull << 50, NULL},
     {"spill-dir", "DIR",
      "when the pool is full and no idle copy can go, write idle\nobjects the cluster needs (puts, "
      "last copies) to files\nin DIR and free their memory; a get reads them back\n(default: off)",

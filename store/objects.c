@@ -121,7 +121,7 @@ static void tell_changed(hpl__store *s) {
 }
 
 void hpl__objects_listen(hpl__store *s, void (*changed)(hpl__store *s),
-                          void (*wanted)(hpl__store *s, hpl__obj *o)) {
+                         void (*wanted)(hpl__store *s, hpl__obj *o)) {
   if (!s->objects) return;
   s->objects->changed = changed;
   s->objects->wanted = wanted;
@@ -152,7 +152,9 @@ static void idle_del(hpl__store *s, hpl__obj *o) {
 
 hpl__obj *hpl__obj_idle_oldest(hpl__store *s) { return s->objects ? s->objects->idle_first : NULL; }
 hpl__obj *hpl__obj_idle_newer(const hpl__obj *o) { return o->lru_next; }
-uint64_t hpl__obj_idle_bytes(const hpl__store *s) { return s->objects ? s->objects->idle_bytes : 0; }
+uint64_t hpl__obj_idle_bytes(const hpl__store *s) {
+  return s->objects ? s->objects->idle_bytes : 0;
+}
 
 /* ------------------------------------------------------------------ presence filter */
 
@@ -287,7 +289,7 @@ int hpl__obj_publish_internal(hpl__store *s, hpl__obj *o) {
 }
 
 hpl__obj *hpl__obj_new_internal(hpl__store *s, const char *key, uint64_t size, char *detail,
-                               size_t dlen) {
+                                size_t dlen) {
   hpl__obj *o = hpl__obj_prep_internal(s, key);
   if (!o) {
     snprintf(detail, dlen, "out of memory");

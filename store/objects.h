@@ -52,7 +52,7 @@ enum {
   HPL__OBJ_SEALED = 4,   /* complete */
   HPL__OBJ_REDUCING = 5, /* the target of a reduce produced at this node */
   HPL__OBJ_SPILLED = 6,  /* complete, but its bytes are only in a spill file (data NULL):
-                       a get or a pull restores it first (room.c) */
+                            a get or a pull restores it first (room.c) */
 };
 
 typedef struct hpl__obj hpl__obj;
@@ -76,9 +76,9 @@ typedef struct hpl__waiter {
 
 struct hpl__obj {
   hpl__obj *prev, *next;    /* the objects in the order added (walks; utlist); only
-                             while in the table and not internal (objects.c) */
+                               while in the table and not internal (objects.c) */
   hpl__obj *lru_prev, *lru_next; /* the idle list (objects.c, utlist; see
-                                  hpl__obj_idle_oldest) */
+                                    hpl__obj_idle_oldest) */
   uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
   uint64_t progress;      /* bytes [0, progress) are final */
@@ -86,7 +86,7 @@ struct hpl__obj {
   hpl__waiter *waiters;
   hpl__watch *watchers;
   const struct hpl__source *source; /* internal: how its stream is served (NULL: from
-                                     data; see hpl__source) */
+                                       data; see hpl__source) */
   /* what is being done to it, each owned by its module (NULL: nothing) */
   struct hpl__fetch *fetch; /* fetch.c: being got from elsewhere */
   struct st_put *put;     /* put.c: being written by a local client */
@@ -142,7 +142,7 @@ hpl__obj *hpl__obj_new(hpl__store *s, const char *id, int state);
  * allocated; no stream of that key may be in the table. NULL with a detail
  * on failure (nothing changed). */
 hpl__obj *hpl__obj_new_internal(hpl__store *s, const char *key, uint64_t size, char *detail,
-                               size_t dlen);
+                                size_t dlen);
 
 /* The same in two steps, for a buffer that has to wait for room:
  * hpl__obj_prep_internal makes the stream object (refs 0, NOT in the
@@ -263,7 +263,7 @@ int hpl__obj_filter_fd(const hpl__store *s);
  * act later, on the loop), wanted(s, o) when the bytes of a spilled object
  * (HPL__OBJ_SPILLED) are wanted (hpl__obj_want). Either may be NULL. */
 void hpl__objects_listen(hpl__store *s, void (*changed)(hpl__store *s),
-                          void (*wanted)(hpl__store *s, hpl__obj *o));
+                         void (*wanted)(hpl__store *s, hpl__obj *o));
 
 /* A spilled object's bytes are wanted (a pull of it waits): the listener
  * reads them back. A no-op unless o is HPL__OBJ_SPILLED and someone listens. */

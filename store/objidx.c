@@ -100,7 +100,8 @@ static void arr_put(hpl__objidx_arr *a, hpl__obj *o, uint64_t h) {
 }
 
 /* The slot holding the key (id, or inst), or SIZE_MAX. */
-static size_t arr_find(const hpl__objidx *x, const hpl__objidx_arr *a, uint64_t h, const char *id, uint64_t inst) {
+static size_t arr_find(const hpl__objidx *x, const hpl__objidx_arr *a, uint64_t h, const char *id,
+                       uint64_t inst) {
   if (!a->cap) return SIZE_MAX;
   size_t m = a->cap - 1, i = h & m;
   uint8_t t = tag_of(h);

@@ -179,8 +179,9 @@ static void on_connect(uv_connect_t *req, int status) {
 }
 
 static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const char *key,
-                             int internal, uint64_t offset, uint64_t size, const hpl__puller_ops *ops,
-                             void *arg, hpl__obj *into, int into_progress) {
+                               int internal, uint64_t offset, uint64_t size,
+                               const hpl__puller_ops *ops, void *arg, hpl__obj *into,
+                               int into_progress) {
   hpl__puller *p = calloc(1, sizeof *p);
   struct sockaddr_in sa;
   if (!p || uv_ip4_addr(addr, port, &sa) != 0 || strlen(key) >= sizeof p->key) {
@@ -204,7 +205,7 @@ static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const 
   if (ops->monitor) hpl__puller_monitor_start(p);
   s->ctr.pulls_made++;
   HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
-            (unsigned long long)offset, (unsigned long long)size, addr, port);
+                 (unsigned long long)offset, (unsigned long long)size, addr, port);
   p->tcp = malloc(sizeof *p->tcp);
   if (!p->tcp) {
     hpl__puller_end(p, HPL_ENOMEM, "out of memory", 0);
@@ -219,14 +220,15 @@ static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const 
   return p;
 }
 
-hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key, int internal,
-                        uint64_t offset, uint64_t size, const hpl__puller_ops *ops, void *arg) {
+hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key,
+                               int internal, uint64_t offset, uint64_t size,
+                               const hpl__puller_ops *ops, void *arg) {
   return pull_start(s, addr, port, key, internal, offset, size, ops, arg, NULL, 0);
 }
 
-hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, const char *key, int internal,
-                             hpl__obj *o, uint64_t offset, int progress, const hpl__puller_ops *ops,
-                             void *arg) {
+hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, const char *key,
+                                    int internal, hpl__obj *o, uint64_t offset, int progress,
+                                    const hpl__puller_ops *ops, void *arg) {
   return pull_start(s, addr, port, key, internal, offset, o->size, ops, arg, o, progress);
 }
 

@@ -69,8 +69,9 @@ typedef struct hpl__puller_ops {
 /* Start pulling `key` (an object id, or with internal a reduce stream key)
  * from addr:port, bytes [offset, size). Returns the puller, or NULL if it
  * cannot start (bad address, no memory; done() is not called then). */
-hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key, int internal,
-                        uint64_t offset, uint64_t size, const hpl__puller_ops *ops, void *arg);
+hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key,
+                               int internal, uint64_t offset, uint64_t size,
+                               const hpl__puller_ops *ops, void *arg);
 
 /* Pull `key` straight into object `o`'s buffer (o->data; stream byte x
  * lands at o->data + x), bytes [offset, o->size): the one place where
@@ -81,9 +82,9 @@ hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const 
  * into). ops->buf must be NULL; ops->got (may be NULL) hears of each
  * piece after that. The owner holds a reference on `o` and keeps its
  * buffer until the pull ends. As hpl__puller_start otherwise. */
-hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, const char *key, int internal,
-                             hpl__obj *o, uint64_t offset, int progress, const hpl__puller_ops *ops,
-                             void *arg);
+hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, const char *key,
+                                    int internal, hpl__obj *o, uint64_t offset, int progress,
+                                    const hpl__puller_ops *ops, void *arg);
 
 /* Abandon a pull: done() is not called. NULL is a no-op. */
 void hpl__puller_cancel(hpl__puller *p);

@@ -234,7 +234,9 @@ double hpl__puller_rate(const hpl__puller *p) {
   return el > 0 ? (double)p->got * 1000.0 / (double)el : 0;
 }
 
-double hpl__puller_usual_rate(const hpl__store *s) { return s->pullers ? s->pullers->rate_ewma : 0; }
+double hpl__puller_usual_rate(const hpl__store *s) {
+  return s->pullers ? s->pullers->rate_ewma : 0;
+}
 
 double hpl__puller_take_rate(hpl__store *s) {
   if (!s->pullers) return 0;

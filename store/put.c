@@ -194,8 +194,8 @@ static void put_room_done(hpl__room *r, int status, const char *detail);
  * copy), in state PUT_ROOM while its buffer waits for room in the pool
  * (put_go follows when there is), else with its buffer allocated. NULL if
  * it cannot be (the request is refused). */
-static st_put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id, uint64_t size,
-                         int whole, int64_t timeout_ms) {
+static st_put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id,
+                         uint64_t size, int whole, int64_t timeout_ms) {
   char detail[640];
   if (hpl__obj_find(s, id)) {
     snprintf(detail, sizeof detail, "object '%s' already exists on this node", id);
@@ -382,7 +382,7 @@ static int confirm_held(hpl__store *s, hpl__stclient *cl, uint64_t req, const Hp
   ip.id = o->id;
   ip.size = plen;
   if (hpl__dirlink_request(s, HPL__MSG_INLINE_PUT, &ip.base, payload, plen, m->timeout_ms,
-                      confirm_done, x) == 0)
+                           confirm_done, x) == 0)
     return 1;
   hpl__session_creq_done(x);
   free(x);
@@ -404,8 +404,8 @@ static int put_whole_check(hpl__stclient *cl, uint64_t req, const Hplpb__PutReq 
   return rc;
 }
 
-void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
-               uint64_t plen) {
+void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m,
+                    const uint8_t *payload, uint64_t plen) {
   hpl__trace("s.put", m->id);
   int refused = put_whole_check(cl, req, m, plen) != 0;
   if (!refused && confirm_held(s, cl, req, m, payload, plen)) return;
@@ -449,7 +449,8 @@ static void put_drop(st_put *p, hpl__creq *x) {
     Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
     n.id = o->id;
     n.kind = HPL__LOC_REMOVE;
-    if (!x || hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_acked, x) != 0) {
+    if (!x ||
+        hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, 5000, abort_acked, x) != 0) {
       hpl__dirlink_loc_remove(s, o->id);
       if (x) abort_acked(s, &(hpl__dl_reply){.detail = ""}, x);
     }

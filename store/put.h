@@ -31,8 +31,8 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
 void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m);
 void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m);
 /* PUT: `payload` (plen bytes, which must be m->size) is the object. */
-void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m, const uint8_t *payload,
-               uint64_t plen);
+void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m,
+                    const uint8_t *payload, uint64_t plen);
 /* Answers once the directory has forgotten the copy (req 0: no answer). */
 void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m);
 

@@ -25,7 +25,8 @@
 
 int hpl__rdtask_ready(hpl__rd_task *t) {
   if (t->state == HPL__RD_WAITING && !t->waits) hpl__rdtask_set_state(t, HPL__RD_RUNNING);
-  return t->state == HPL__RD_RUNNING || t->state == HPL__RD_REBASING || t->state == HPL__RD_COMPLETE;
+  return t->state == HPL__RD_RUNNING || t->state == HPL__RD_REBASING ||
+         t->state == HPL__RD_COMPLETE;
 }
 
 void hpl__rdtask_go(hpl__rd_task *t) {
@@ -52,8 +53,8 @@ void hpl__rdtask_restart_children(hpl__rd_task *t) {
 /* ------------------------------------------------------------------ reports */
 
 /* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
-static void send_fail_note(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                           const char *detail, int silent, uint64_t rate) {
+static void send_fail_note(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                           uint32_t gen, const char *detail, int silent, uint64_t rate) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = (char *)target;
   n.rid = rid;
@@ -66,26 +67,27 @@ static void send_fail_note(hpl__store *s, const char *target, uint64_t rid, uint
   hpl__dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
 }
 
-void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        double bps) {
+void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                             uint32_t gen, double bps) {
   uint64_t rate = (uint64_t)bps;
   s->ctr.reduce_crawl_reports++;
   HPL__LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
-           "%.1f MB/s); told the directory",
-           target, slot, (double)rate / 1e6, hpl__puller_usual_rate(s) / 1e6);
+                "%.1f MB/s); told the directory",
+                target, slot, (double)rate / 1e6, hpl__puller_usual_rate(s) / 1e6);
   send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
 }
 
 void hpl__rdtask_report_silent(hpl__store *s, hpl__puller *p, const char *target, uint64_t rid,
-                          uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
-  HPL__LOG_INFO("reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory",
-           target, slot, (unsigned long long)quiet_ms);
+                               uint32_t slot, uint32_t gen, uint64_t quiet_ms) {
+  HPL__LOG_INFO(
+      "reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory", target,
+      slot, (unsigned long long)quiet_ms);
   send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
   hpl__puller_suspect_done(p, HPL__RDTASK_SILENT_RETRY_MS);
 }
 
-void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        const char *detail) {
+void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                             uint32_t gen, const char *detail) {
   send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
 }
 
@@ -133,7 +135,7 @@ static void task_advance(hpl__rd_task *t, uint64_t to) {
     }
   if (t->comb < t->size) return;
   HPL__LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
-            (unsigned long long)t->size);
+                 (unsigned long long)t->size);
   hpl__rdtask_set_state(t, HPL__RD_COMPLETE);
   if (t->to_target) {
     hpl__dirlink_loc_complete(s, t->out->id, 0);
@@ -247,7 +249,7 @@ static void child_done(void *arg, int status, const char *detail) {
   /* the directory decides: a stale generation is ignored, otherwise the
    * child's slot is replaced and this task gets a new generation */
   HPL__LOG_WARN("reduce '%s' slot %u: stream of child %d (%s) failed: %s", t->target, t->slot,
-           c->index, c->key, detail ? detail : hpl_strerror(status));
+                c->index, c->key, detail ? detail : hpl_strerror(status));
   hpl__rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, detail);
 }
 
@@ -266,17 +268,17 @@ void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c) {
   if (c->pull || c->done || !hpl__rdtask_ready(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
   hpl__puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
-                    .suspect = child_silent, .slow = child_slow, .quiet = hpl__dirlink_quiet,
-                    .peer = c->node};
+                         .suspect = child_silent, .slow = child_slow, .quiet = hpl__dirlink_quiet,
+                         .peer = c->node};
   if (c->ring) {
     ops.buf = child_buf;
     c->pull = hpl__puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,
-                           c);
+                                c);
   } else { /* its bytes are the output's until combined (not its progress) */
-    c->pull = hpl__puller_start_into(t->s, c->addr, c->port, c->key, c->internal, t->out, c->recv, 0,
-                                &ops, c);
+    c->pull = hpl__puller_start_into(t->s, c->addr, c->port, c->key, c->internal, t->out, c->recv,
+                                     0, &ops, c);
   }
   if (!c->pull)
-    HPL__LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot, c->key,
-             c->addr, c->port);
+    HPL__LOG_WARN("reduce '%s' slot %u: cannot pull child %s from %s:%d", t->target, t->slot,
+                  c->key, c->addr, c->port);
 }

@@ -137,7 +137,7 @@ static void sink_done(void *arg, int status, const char *detail) {
     if (o->in_table && o->state == HPL__OBJ_REDUCING)
       hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, detail);
     HPL__LOG_WARN("reduce '%s': pulling the result failed: %s", o->id,
-             detail ? detail : hpl_strerror(status));
+                  detail ? detail : hpl_strerror(status));
     return;
   }
   if (!o->in_table) return;
@@ -159,13 +159,13 @@ static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *k
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
-                    .slow = sink_slow, .quiet = hpl__dirlink_quiet, .peer = k->root_node};
+                         .slow = sink_slow, .quiet = hpl__dirlink_quiet, .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
   k->pull = hpl__puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
   if (from > 0)
     HPL__LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
-             o->id, (unsigned long long)from, addr, port);
+                  o->id, (unsigned long long)from, addr, port);
   if (!k->pull) {
     HPL__LOG_WARN("reduce '%s': cannot pull the result from %s:%d", o->id, addr, port);
     hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "cannot connect");
@@ -193,7 +193,7 @@ static void sink_room_done(hpl__room *r, int status, const char *detail) {
     return;
   }
   HPL__LOG_INFO("reduce '%s': room for the target after %llu ms", o->id,
-           (unsigned long long)(hpl__now_ms() - r->since_ms));
+                (unsigned long long)(hpl__now_ms() - r->since_ms));
   hpl__rdtask_target_ready(s, o);
   uint8_t *b = k->wait_msg;
   size_t len = k->wait_len;
@@ -241,7 +241,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   if (!o->data) {
     uint64_t deadline = k->timeout_ms > 0 ? hpl__now_ms() + (uint64_t)k->timeout_ms : UINT64_MAX;
     int rc = hpl__room_alloc(s, o, m->size, deadline, &k->room, sink_room_done, k, detail,
-                        sizeof detail);
+                             sizeof detail);
     if (rc == 1) {
       HPL__LOG_INFO("reduce '%s': the target waits for room", o->id);
       k->wait_rid = m->rid;
@@ -395,8 +395,8 @@ void hpl__rdsink_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__
   if (x->o) hpl__obj_ref(s, x->o);
   hpl__session_creq_init(&x->q, cl, req);
   int64_t to = m->timeout_ms;
-  if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000, reduce_reply,
-                      x) != 0) {
+  if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000,
+                           reduce_reply, x) != 0) {
     reduce_reply(s, &(hpl__dl_reply){.status = HPL_ENOMEM, .detail = "out of memory"}, x);
   }
 }
@@ -466,7 +466,7 @@ void hpl__rdsink_directory_restarted(hpl__store *s) {
     }
     o->advertised = 0;
     HPL__LOG_INFO("asking the restarted directory again for the reduce into '%s'%s", o->id,
-             adoptable ? " (its tree still runs)" : "");
+                  adoptable ? " (its tree still runs)" : "");
     m->sink_node = s->node_id;
     hpl__obj_ref(s, o);
     if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)

@@ -35,7 +35,7 @@ static const char *state_name(hpl__rd_state st) {
 void hpl__rdtask_set_state(hpl__rd_task *t, hpl__rd_state to) {
   if (t->state == to) return;
   HPL__LOG_DEBUG("reduce task '%s' slot %u (gen %u): %s -> %s", t->target, t->slot, t->gen,
-            state_name(t->state), state_name(to));
+                 state_name(t->state), state_name(to));
   t->state = to;
 }
 
@@ -94,7 +94,7 @@ static void task_begin_at(hpl__rd_task *t, uint64_t offset) {
   s->ctr.reduce_resumes++;
   s->ctr.reduce_resumed_bytes += b;
   HPL__LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
-           t->target, t->slot, t->gen, (unsigned long long)b, (unsigned long long)t->size);
+                t->target, t->slot, t->gen, (unsigned long long)b, (unsigned long long)t->size);
   hpl__rdtask_go(t);
 }
 
@@ -118,8 +118,8 @@ static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) 
   uint64_t b = offset - offset % 8;
   s->ctr.reduce_rebases++;
   HPL__LOG_INFO("reduce '%s' slot %u: a pull from byte %llu, below where the task resumed "
-           "(%llu): making the output again from there", t->target, t->slot,
-           (unsigned long long)offset, (unsigned long long)t->base);
+                "(%llu): making the output again from there", t->target, t->slot,
+                (unsigned long long)offset, (unsigned long long)t->base);
   hpl__dataport_drop(s, o);
   o->progress = b;
   if (o->state == HPL__OBJ_SEALED) o->state = HPL__OBJ_PULLING;
@@ -149,7 +149,7 @@ static void out_room_done(hpl__room *r, int status, const char *detail) {
     t->out = o; /* the room request's reference is the task's now */
     task_hear_pulls(t);
     HPL__LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
-              (unsigned long long)(hpl__now_ms() - r->since_ms));
+                   (unsigned long long)(hpl__now_ms() - r->since_ms));
     hpl__dataport_stream_ready(s, o->id); /* pulls that came meanwhile */
     hpl__rdtask_go(t);
     return;
@@ -157,7 +157,7 @@ static void out_room_done(hpl__room *r, int status, const char *detail) {
   hpl__obj_unref(s, o);
   hpl__rdtask_set_state(t, HPL__RD_FAILED);
   HPL__LOG_WARN("reduce '%s' slot %u cannot run here: %s", t->target, t->slot,
-           status ? detail : "out of memory");
+                status ? detail : "out of memory");
   hpl__rdtask_report_fail(s, t->target, t->rid, t->slot, t->gen, status ? detail : "out of memory");
 }
 
@@ -172,8 +172,8 @@ static void out_alloc(hpl__rd_task *t, const char *key, char *detail, size_t dle
     return;
   }
   hpl__obj_ref(s, o);
-  int rc = hpl__room_alloc(s, o, t->size, hpl__now_ms() + HPL__RDTASK_ROOM_MS, &t->room, out_room_done, t,
-                      detail, dlen);
+  int rc = hpl__room_alloc(s, o, t->size, hpl__now_ms() + HPL__RDTASK_ROOM_MS, &t->room,
+                           out_room_done, t, detail, dlen);
   if (rc == 1) {
     t->pending = o;
     t->waits |= HPL__RDW_ROOM;
@@ -195,7 +195,7 @@ void hpl__rdtask_target_ready(hpl__store *s, hpl__obj *target) {
     if (target->size != t->size) { /* cannot happen: the directory sized both */
       hpl__rdtask_set_state(t, HPL__RD_FAILED);
       HPL__LOG_WARN("reduce '%s' slot %u: the target has %llu bytes, not %llu", t->target, t->slot,
-               (unsigned long long)target->size, (unsigned long long)t->size);
+                    (unsigned long long)target->size, (unsigned long long)t->size);
       continue;
     }
     hpl__rdtask_go(t);
@@ -214,9 +214,11 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
   hpl__rd_task *t = usable ? calloc(1, sizeof *t) : NULL;
   if (!t) {
     if (!usable)
-      HPL__LOG_WARN("reduce '%s' slot %u: source '%s' is not here (or is smaller than bytes "
-               "[%llu, %llu))", m->target, m->slot, m->source,
-               (unsigned long long)m->src_offset, (unsigned long long)(m->src_offset + m->size));
+      HPL__LOG_WARN(
+          "reduce '%s' slot %u: source '%s' is not here (or is smaller than bytes "
+          "[%llu, %llu))",
+          m->target, m->slot, m->source, (unsigned long long)m->src_offset,
+          (unsigned long long)(m->src_offset + m->size));
     if (kept) { /* nobody takes it over */
       hpl__dataport_drop(s, kept);
       hpl__obj_detach(s, kept);
@@ -252,7 +254,8 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
     } else {
       t->out = o;
       hpl__obj_ref(s, o);
-      if (!o->data) t->waits |= HPL__RDW_TARGET; /* the sink waits for room: hpl__rdtask_target_ready */
+      if (!o->data)
+        t->waits |= HPL__RDW_TARGET; /* the sink waits for room: hpl__rdtask_target_ready */
     }
   } else {
     char key[340];
@@ -287,8 +290,9 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
       HPL__LOG_WARN("reduce '%s' slot %u cannot run here", m->target, m->slot);
     } else { /* the directory moves the slot (another copy, a spare) */
       HPL__LOG_WARN("reduce '%s' slot %u cannot run here: %s", m->target, m->slot,
-               t->ch ? detail : "out of memory");
-      hpl__rdtask_report_fail(s, m->target, m->rid, m->slot, m->gen, t->ch ? detail : "out of memory");
+                    t->ch ? detail : "out of memory");
+      hpl__rdtask_report_fail(s, m->target, m->rid, m->slot, m->gen,
+                              t->ch ? detail : "out of memory");
     }
   }
   return t;
@@ -310,7 +314,7 @@ static void task_learn_children(hpl__rd_task *t, const Hplpb__ReduceTask *m) {
        * hpl__dir_reduce_slot_failed): the bytes we have of it stay, the rest comes
        * from there */
       HPL__LOG_INFO("reduce '%s' slot %u: child %d resumed on %s:%u; pulling it on from byte %llu",
-               t->target, t->slot, c->index, rc->addr, rc->port, (unsigned long long)c->recv);
+                    t->target, t->slot, c->index, rc->addr, rc->port, (unsigned long long)c->recv);
       if (c->pull) hpl__puller_cancel(c->pull);
       c->pull = NULL;
       c->paused = 0;
@@ -369,11 +373,12 @@ void hpl__rdtask_on_task(hpl__store *s, ProtobufCMessage *msg) {
     /* a resumed slot's pull may have come before the task (it was parked,
      * and served once the output existed, in task_new) */
     uint64_t from;
-    if ((t->waits & HPL__RDW_START) && t->out && !t->pending && hpl__dataport_pull_offset(s, t->out, &from))
+    if ((t->waits & HPL__RDW_START) && t->out && !t->pending &&
+        hpl__dataport_pull_offset(s, t->out, &from))
       task_begin_at(t, from);
     HPL__LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s%s", m->target, m->slot,
-              m->gen, t->nch, t->to_target ? "into the target" : "as a stream",
-              old_step ? " (after the old generation's step)" : "");
+                   m->gen, t->nch, t->to_target ? "into the target" : "as a stream",
+                   old_step ? " (after the old generation's step)" : "");
   }
   if (t->state == HPL__RD_FAILED) return;
   task_learn_children(t, m);
@@ -385,7 +390,7 @@ int hpl__rdtask_end_root(hpl__store *s, const char *target) {
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
     if (!t->to_target || strcmp(t->target, target) != 0) continue;
     HPL__LOG_INFO("reduce '%s' slot %u: the root runs elsewhere now; the task here ends", t->target,
-             t->slot);
+                  t->slot);
     HASH_DEL(s->tasks->hash, t);
     t->root_moved = 1;
     running |= t->working;
@@ -432,8 +437,9 @@ void hpl__rdtask_end(hpl__store *s, const char *target, uint64_t rid) {
 }
 
 static void orphan_end(hpl__rd_task *t, const char *why) {
-  HPL__LOG_INFO("reduce '%s' slot %u: the restarted directory did not adopt it; ending the task (%s)",
-           t->target, t->slot, why);
+  HPL__LOG_INFO(
+      "reduce '%s' slot %u: the restarted directory did not adopt it; ending the task (%s)",
+      t->target, t->slot, why);
   HASH_DEL(t->s->tasks->hash, t);
   t->s->ctr.orphans_ended++;
   hpl__rdtask_free_task(t);
@@ -490,7 +496,9 @@ void hpl__rdtask_on_adopted(hpl__store *s, ProtobufCMessage *msg) {
     if (t->rid == m->rid && strcmp(t->target, m->target) == 0) t->orphan = 0;
 }
 
-size_t hpl__rdtask_count(const hpl__store *s) { return (s->tasks ? HASH_COUNT(s->tasks->hash) : 0); }
+size_t hpl__rdtask_count(const hpl__store *s) {
+  return (s->tasks ? HASH_COUNT(s->tasks->hash) : 0);
+}
 
 void hpl__rdtask_on_root_released(hpl__store *s, void (*fn)(hpl__store *s, const char *target)) {
   s->tasks->root_released = fn;

@@ -77,16 +77,16 @@ size_t hpl__rdtask_count(const hpl__store *s);
  * HPL__RDTASK_SILENT_RETRY_MS if it stays silent. */
 #define HPL__RDTASK_SILENT_RETRY_MS 250
 struct hpl__puller;
-void hpl__rdtask_report_silent(hpl__store *s, struct hpl__puller *p, const char *target, uint64_t rid,
-                          uint32_t slot, uint32_t gen, uint64_t quiet_ms);
+void hpl__rdtask_report_silent(hpl__store *s, struct hpl__puller *p, const char *target,
+                               uint64_t rid, uint32_t slot, uint32_t gen, uint64_t quiet_ms);
 
 /* The stream of slot `slot` (generation gen) crawls at `rate` bytes/s:
  * tell the directory; the stream goes on. */
-void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        double rate);
+void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                             uint32_t gen, double rate);
 
 /* Tell the directory the stream of slot `slot` (generation gen) failed. */
-void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot, uint32_t gen,
-                        const char *detail);
+void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                             uint32_t gen, const char *detail);
 
 #endif

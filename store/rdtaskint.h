@@ -44,7 +44,7 @@ typedef enum hpl__rd_state {
   HPL__RD_WAITING = 0, /* children may not write yet: see waits */
   HPL__RD_RUNNING,     /* children stream in, steps combine */
   HPL__RD_REBASING,    /* a pull below the base came while a step ran: the children start
-                     over from the new base once it is done */
+                          over from the new base once it is done */
   HPL__RD_COMPLETE,    /* the output is complete; kept (served) until the reduce ends */
   HPL__RD_FAILED,      /* cannot run here (reported); kept until the reduce ends */
   HPL__RD_ENDED,       /* out of the table while a step ran: freed when it is done */

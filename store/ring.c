@@ -111,7 +111,8 @@ static void answer(rg_task *g, int status, const char *detail, int ran) {
   }
 }
 
-static const uint8_t *gone_bytes_at(const hpl__source *src, hpl__obj *o, uint64_t pos, uint64_t *n) {
+static const uint8_t *gone_bytes_at(const hpl__source *src, hpl__obj *o, uint64_t pos,
+                                    uint64_t *n) {
   (void)src, (void)o, (void)pos, (void)n;
   return NULL;
 }
@@ -177,9 +178,9 @@ static void task_complete(rg_task *g) {
   note(g, 0, NULL);
   s->ctr.rings_done++;
   HPL__LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
-           "longest pause %llu ms, at byte %llu)", g->target,
-           (unsigned long long)(hpl__now_ms() - g->start_ms), (unsigned long long)g->gap_ms,
-           (unsigned long long)g->gap_at);
+                "longest pause %llu ms, at byte %llu)", g->target,
+                (unsigned long long)(hpl__now_ms() - g->start_ms), (unsigned long long)g->gap_ms,
+                (unsigned long long)g->gap_at);
   answer(g, 0, NULL, 1);
   /* the task stays, serving its stream, until the directory ends the ring */
 }
@@ -335,10 +336,10 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   g->pred_node = pr->node;
   set_state(g, RG_RUNNING);
   int rc = hpl__room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
-                      wlen);
+                           wlen);
   if (rc > 0) {
     HPL__LOG_INFO("ring allreduce into '%s': waiting up to %d ms for room in the pool", g->target,
-             RING_ROOM_MS);
+                  RING_ROOM_MS);
     return 0;
   }
   if (rc) return rc;
@@ -375,17 +376,17 @@ static int task_run(rg_task *g, char *why, size_t wlen) {
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
   hpl__puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                    .no_stall = 1, .suspect = in_suspect, .quiet = hpl__dirlink_quiet,
-                    .peer = g->pred_node};
+                         .no_stall = 1, .suspect = in_suspect, .quiet = hpl__dirlink_quiet,
+                         .peer = g->pred_node};
   g->pull = hpl__puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
-                         &ops, g);
+                              &ops, g);
   if (!g->pull) {
     snprintf(why, wlen, "cannot pull from %s:%u", g->pred_addr, g->pred_port);
     return HPL_ECONN;
   }
   s->ctr.ring_tasks++;
   HPL__LOG_INFO("ring allreduce into '%s': member %u of %u, %llu bytes, pulling from %s:%u",
-           g->target, g->idx, g->k, (unsigned long long)g->size, g->pred_addr, g->pred_port);
+                g->target, g->idx, g->k, (unsigned long long)g->size, g->pred_addr, g->pred_port);
   return 0;
 }
 
@@ -445,7 +446,8 @@ void hpl__ring_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Re
   HASH_ADD_STR(s->rings->hash, target, g);
   m->sink_node = s->node_id;
   int64_t to = m->timeout_ms;
-  if (hpl__dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) != 0) {
+  if (hpl__dirlink_request(s, HPL__MSG_RING, &m->base, NULL, 0, to < 0 ? -1 : to, plan_reply, g) !=
+      0) {
     answer(g, HPL_EUNAVAIL, "out of memory", 0);
     task_free(g);
   }
@@ -481,7 +483,7 @@ void hpl__ring_on_end(hpl__store *s, ProtobufCMessage *msg) {
   if (!g || g->state == RG_ASKING || g->rid != m->rid) return;
   if (m->status && g->state != RG_COMPLETE) {
     HPL__LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
-             m->detail && *m->detail ? m->detail : hpl_strerror(m->status));
+                  m->detail && *m->detail ? m->detail : hpl_strerror(m->status));
     answer(g, HPL_EUNAVAIL, m->detail, 1);
   }
   task_free(g);

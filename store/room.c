@@ -61,7 +61,8 @@ void hpl__room_describe(hpl__store *s, char *buf, size_t len) {
   uint64_t alloc = hpl__pool_allocated(s->pool), idle = hpl__obj_idle_bytes(s);
   uint64_t pinned = alloc > idle ? alloc - idle : 0, last = 0, evicting = 0;
   size_t seen = 0;
-  for (hpl__obj *o = hpl__obj_idle_oldest(s); o && seen < ROOM_SCAN; o = hpl__obj_idle_newer(o), seen++) {
+  for (hpl__obj *o = hpl__obj_idle_oldest(s); o && seen < ROOM_SCAN;
+       o = hpl__obj_idle_newer(o), seen++) {
     if (o->evicting)
       evicting += o->size;
     else if (o->primary || o->keep_until > now_s())
@@ -111,7 +112,7 @@ static void evict_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
     s->ctr.evictions++;
     s->ctr.evicted_bytes += o->size;
     HPL__LOG_DEBUG("evicted '%s' (%llu bytes): other copies stay", o->id,
-              (unsigned long long)o->size);
+                   (unsigned long long)o->size);
     hpl__obj_detach(s, o); /* unreferenced: freed now */
   }
   free(x);
@@ -149,8 +150,8 @@ static void evict_for(hpl__store *s, uint64_t need) {
   Hplpb__EvictReq m = HPLPB__EVICT_REQ__INIT;
   m.n_ids = x->n;
   m.ids = ids;
-  if (hpl__dirlink_request(s, HPL__MSG_EVICT, &m.base, NULL, 0, ROOM_EVICT_TIMEOUT_MS, evict_reply, x) !=
-      0) {
+  if (hpl__dirlink_request(s, HPL__MSG_EVICT, &m.base, NULL, 0, ROOM_EVICT_TIMEOUT_MS, evict_reply,
+                           x) != 0) {
     free(x);
     free(ids);
     return;
@@ -288,7 +289,7 @@ void hpl__room_restore(hpl__store *s, hpl__obj *o) {
   hpl__obj_ref(s, o);
   char detail[640];
   int rc = hpl__room_alloc(s, o, o->size, hpl__obj_deadline(o), r, restore_room, x, detail,
-                      sizeof detail);
+                           sizeof detail);
   if (rc > 0) return;
   r->arg = x;
   restore_room(r, rc, detail);
@@ -314,7 +315,7 @@ static void room_run(uv_timer_t *t) {
     if (served && hpl__obj_alloc(s, r->o, r->size, NULL, 0) == 0) {
       dequeue(s, r);
       HPL__LOG_DEBUG("room for '%s' (%llu bytes) after %llu ms", r->o->id,
-                (unsigned long long)r->size, (unsigned long long)(now - r->since_ms));
+                     (unsigned long long)r->size, (unsigned long long)(now - r->since_ms));
       r->done(r, 0, NULL);
       continue;
     }
@@ -346,7 +347,7 @@ static void room_run(uv_timer_t *t) {
 }
 
 int hpl__room_alloc(hpl__store *s, hpl__obj *o, uint64_t size, uint64_t deadline_ms, hpl__room *r,
-               hpl__room_done_fn done, void *arg, char *detail, size_t dlen) {
+                    hpl__room_done_fn done, void *arg, char *detail, size_t dlen) {
   char a[32], b[32];
   if (size > hpl__pool_capacity(s->pool)) {
     snprintf(detail, dlen, "object '%s' of %s is larger than the whole pool of store '%s' (%s)",
@@ -367,7 +368,7 @@ int hpl__room_alloc(hpl__store *s, hpl__obj *o, uint64_t size, uint64_t deadline
     return HPL_ENOMEM;
   }
   *r = (hpl__room){.o = o, .size = size, .deadline_ms = deadline_ms, .since_ms = now,
-                 .done = done, .arg = arg, .queued = 1};
+                   .done = done, .arg = arg, .queued = 1};
   DL_APPEND(s->rooms->queue, r);
   s->ctr.room_waits++;
   HPL__LOG_DEBUG("'%s' (%llu bytes) waits for room", o->id, (unsigned long long)size);
@@ -395,7 +396,7 @@ int hpl__room_init(hpl__store *s) {
       return rc;
     }
     HPL__LOG_INFO("spilling to %s (%s)", hpl__spill_dir(s->spill),
-             hpl__spill_direct(s->spill) ? "O_DIRECT" : "through the page cache");
+                  hpl__spill_direct(s->spill) ? "O_DIRECT" : "through the page cache");
   }
   return 0;
 }

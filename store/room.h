@@ -57,7 +57,7 @@ struct hpl__room {
  * deadline_ms is absolute (hpl__now_ms); UINT64_MAX means the store's
  * longest wait (cfg.room_wait_ms). */
 int hpl__room_alloc(hpl__store *s, hpl__obj *o, uint64_t size, uint64_t deadline_ms, hpl__room *r,
-               hpl__room_done_fn done, void *arg, char *detail, size_t dlen);
+                    hpl__room_done_fn done, void *arg, char *detail, size_t dlen);
 
 /* Take a waiting request off the queue without telling it (a no-op if it
  * is not queued). */

@@ -70,11 +70,13 @@ static void on_registered(hpl__store *s, int restarted) {
 static void drain_grace_over(uv_timer_t *t) {
   hpl__store *s = t->data;
   HPL__LOG_WARN("grace period over: leaving with %d stream(s) unfinished (their receivers go "
-           "elsewhere)", hpl__dataport_active(s));
+                "elsewhere)", hpl__dataport_active(s));
   hpl__store_stop(s);
 }
 
-static void drain_acked(hpl__store *s, const hpl__dl_reply *r, void *arg) { (void)s, (void)r, (void)arg; }
+static void drain_acked(hpl__store *s, const hpl__dl_reply *r, void *arg) {
+  (void)s, (void)r, (void)arg;
+}
 
 /* Draining: the last stream ended. */
 static void drain_check(hpl__store *s) {
@@ -86,7 +88,7 @@ static void drain_check(hpl__store *s) {
 void hpl__store_drain(hpl__store *s) {
   s->draining = 1;
   HPL__LOG_INFO("SIGTERM: leaving; serving the %d stream(s) in progress for at most %u ms",
-           hpl__dataport_active(s), s->cfg.grace_ms);
+                hpl__dataport_active(s), s->cfg.grace_ms);
   Hplpb__DrainReq d = HPLPB__DRAIN_REQ__INIT;
   d.node_id = s->node_id;
   hpl__dirlink_request(s, HPL__MSG_DRAIN, &d.base, NULL, 0, 1000, drain_acked, NULL);
@@ -127,9 +129,9 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   int rc = hpl__pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
   if (rc) {
     HPL__LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,
-              hpl_strerror(rc),
-              rc == HPL_EINVAL ? " (a capacity above 2^47, or MALLOC_CONF forcing retain:true)"
-              : rc == HPL_ESYS ? " (memfd_create/ftruncate/mmap failed; see errno above)"
+                   hpl_strerror(rc),
+                   rc == HPL_EINVAL ? " (a capacity above 2^47, or MALLOC_CONF forcing retain:true)"
+                   : rc == HPL_ESYS ? " (memfd_create/ftruncate/mmap failed; see errno above)"
                                : "");
     return rc;
   }
@@ -164,9 +166,9 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
     snprintf(pace, sizeof pace, ", streams paced for a %.6g Mbit/s link",
              (double)s->cfg.link_rate / 1e6);
   HPL__LOG_INFO("store %s (node %016llx) up: pool %s, socket %s, data port %d%s", s->cfg.name,
-           (unsigned long long)s->node_id,
-           hpl__fmt_bytes(hpl__pool_capacity(s->pool), cap, sizeof cap), s->cfg.socket_path,
-           hpl__dataport_port(s), pace);
+                (unsigned long long)s->node_id,
+                hpl__fmt_bytes(hpl__pool_capacity(s->pool), cap, sizeof cap), s->cfg.socket_path,
+                hpl__dataport_port(s), pace);
   return 0;
 }
 

@@ -398,7 +398,7 @@ void hpl__spill_close(hpl__spill *sp) {
 
 /* A new request (not yet queued). */
 static hpl__sp_req *req_new(hpl__spill *sp, hpl__sp_file *f, int write, void *buf, uint64_t off,
-                       uint64_t len, hpl__spill_cb cb, void *arg) {
+                            uint64_t len, hpl__spill_cb cb, void *arg) {
   hpl__sp_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->path = strdup(f->path);

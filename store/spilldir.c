@@ -47,7 +47,8 @@ void hpl__spill_clean_run(uv_work_t *w) {
   time_t now = time(NULL);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, HPL__SPILL_PREFIX, strlen(HPL__SPILL_PREFIX)) != 0 || strcmp(e->d_name, own) == 0)
+    if (strncmp(e->d_name, HPL__SPILL_PREFIX, strlen(HPL__SPILL_PREFIX)) != 0 ||
+        strcmp(e->d_name, own) == 0)
       continue;
     int sfd = openat(rfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0) continue;

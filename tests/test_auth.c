@@ -159,7 +159,9 @@ static void test_secret_files(void **state) {
   assert_non_null(strstr(err, "chmod 600"));
   assert_false(a.on);
   /* too short, not hex */
-  const char *bodies[] = {"abcd\n", "zz" "00000000000000000000000000000000000000000000000000000000000000",
+  const char *bodies[] = {"abcd\n",
+                          "zz"
+                          "00000000000000000000000000000000000000000000000000000000000000",
                           ""};
   for (size_t i = 0; i < 3; i++) {
     snprintf(path, sizeof path, "%s/bad%zu", dir, i);

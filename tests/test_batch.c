@@ -318,7 +318,8 @@ static void script_puts(fake *f) {
   wp_free(&r);
   /* an object of exactly the inline limit still fits one PUT */
   if (wp_expect(&f->w, HPL__MSG_PUT, &r) != 0) return;
-  if (r.h.payload_len != FAKE_INLINE) wp_bad(&f->w, "PUT of %llu bytes", (unsigned long long)r.h.payload_len);
+  if (r.h.payload_len != FAKE_INLINE)
+    wp_bad(&f->w, "PUT of %llu bytes", (unsigned long long)r.h.payload_len);
   fk_reply(f, r.h.req_id, HPL_EEXIST, "object 'edge' already exists");
   wp_free(&r);
   if (wp_expect(&f->w, HPL__MSG_CREATE, &r) != 0) return;
@@ -761,7 +762,8 @@ static void test_list_paging(void **state) {
  * that are not UTF-8 come back byte for byte (surrogateescape). */
 static void test_cli_json(void **state) {
   (void)state;
-  static const char *ids[] = {"js/q\"uote", "js/back\\slash", "js/\xff\xfe raw", "js/\xc3\xa9t\xc3\xa9"};
+  static const char *ids[] = {"js/q\"uote", "js/back\\slash", "js/\xff\xfe raw",
+                              "js/\xc3\xa9t\xc3\xa9"};
   const void *d[4] = {"1", "22", "333", "4444"};
   uint64_t sizes[4] = {1, 2, 3, 4};
   int rcs[4];

@@ -321,7 +321,8 @@ static void test_index_and_hash(void **state) {
     if (i % 3) live[n++] = ids[i];
   qsort(live, (size_t)n, sizeof *live, cmp_str);
   int k = 0;
-  for (hpl__dir_obj *o = hpl__dtab_first(&t, "", 0); o; o = hpl__dtab_next(o)) assert_string_equal(o->id, live[k++]);
+  for (hpl__dir_obj *o = hpl__dtab_first(&t, "", 0); o; o = hpl__dtab_next(o))
+    assert_string_equal(o->id, live[k++]);
   assert_int_equal(k, n);
   assert_int_equal(t.nobjs, (uint64_t)n);
   /* from a cursor: strictly after it; from a prefix: the first with it */

@@ -483,7 +483,8 @@ static void test_chain_pause(void **state) {
   assert_true(th_dir_counter(lc, "dir_suspects") >= 1);
   /* the receiver behind it noticed: a QUIET note at half its window (the
    * directory's probe then moved it), or a silent report at the whole */
-  assert_true(th_counter(C[victim + 1], "quiet_notes") + th_counter(C[victim + 1], "pull_suspects") >= 1);
+  assert_true(
+      th_counter(C[victim + 1], "quiet_notes") + th_counter(C[victim + 1], "pull_suspects") >= 1);
   /* the stopped store serves again */
   th_put_pattern(A, "pause/y", 4 * MB, 7);
   hpl_buf *b;
@@ -628,7 +629,8 @@ static void test_reduce_second_failure_reuses_lost(void **state) {
     th_sleep_ms(50);
   assert_int_equal(hpl__lc_signal(lc, idx[2], SIGCONT), 0);
   assert_true(th_dir_counter(lc, "dir_suspects") >= 1);
-  assert_true(th_dir_counter(lc, "dir_reduce_resets") + th_dir_counter(lc, "dir_reduce_resumes") >= 1);
+  assert_true(th_dir_counter(lc, "dir_reduce_resets") + th_dir_counter(lc, "dir_reduce_resumes") >=
+              1);
   th_sleep_ms(200);
   hpl_close(C[3]);
   assert_int_equal(hpl__lc_signal(lc, idx[3], SIGKILL), 0);

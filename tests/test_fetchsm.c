@@ -36,7 +36,8 @@ static const row spec[] = {
     {HPL__FETCH_GRANT, HPL__FEV_SENDER, 0, 0, HPL__FETCH_PULL, HPL__FA_GRANT_STOP | HPL__FA_PULL},
     {HPL__FETCH_GRANT, HPL__FEV_INLINE, 0, 0, HPL__FETCH_END, HPL__FA_GRANT_STOP | HPL__FA_SEAL},
     {HPL__FETCH_GRANT, HPL__FEV_ROOM_WAIT, 0, 0, HPL__FETCH_ROOM, HPL__FA_GRANT_STOP},
-    {HPL__FETCH_GRANT, HPL__FEV_BAD_SENDER, 0, 0, HPL__FETCH_END, HPL__FA_GRANT_STOP | ANY_FAIL | HPL__FA_LOC_REMOVE},
+    {HPL__FETCH_GRANT, HPL__FEV_BAD_SENDER, 0, 0, HPL__FETCH_END,
+     HPL__FA_GRANT_STOP | ANY_FAIL | HPL__FA_LOC_REMOVE},
     {HPL__FETCH_GRANT, HPL__FEV_DROPPED, 0, 0, HPL__FETCH_ORPHAN, HPL__FA_GRANT_STOP | ANY_FAIL},
     /* first ask */
     {HPL__FETCH_ASK, HPL__FEV_SENDER, 0, 0, HPL__FETCH_PULL, HPL__FA_PULL},
@@ -60,35 +61,45 @@ static const row spec[] = {
     {HPL__FETCH_ROOM, HPL__FEV_SENDER, 0, 0, HPL__FETCH_PULL, HPL__FA_PULL},
     {HPL__FETCH_ROOM, HPL__FEV_INLINE, 0, 0, HPL__FETCH_END, HPL__FA_SEAL},
     {HPL__FETCH_ROOM, HPL__FEV_BAD_SENDER, 0, 0, HPL__FETCH_END, ANY_FAIL | HPL__FA_LOC_REMOVE},
-    {HPL__FETCH_ROOM, HPL__FEV_DROPPED, HS, HS, HPL__FETCH_ORPHAN, HPL__FA_UNROOM | ANY_FAIL | HPL__FA_LOC_REMOVE},
+    {HPL__FETCH_ROOM, HPL__FEV_DROPPED, HS, HS, HPL__FETCH_ORPHAN,
+     HPL__FA_UNROOM | ANY_FAIL | HPL__FA_LOC_REMOVE},
     {HPL__FETCH_ROOM, HPL__FEV_DROPPED, HS, 0, HPL__FETCH_ORPHAN, HPL__FA_UNROOM | ANY_FAIL},
     /* pulling */
     {HPL__FETCH_PULL, HPL__FEV_PULLED, 0, 0, HPL__FETCH_END, HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL},
     {HPL__FETCH_PULL, HPL__FEV_PULL_FAILED, 0, 0, HPL__FETCH_RESUME, HPL__FA_ASK},
-    {HPL__FETCH_PULL, HPL__FEV_UPSTREAM_GONE, 0, 0, HPL__FETCH_RESUME, HPL__FA_CANCEL_PULL | HPL__FA_ASK},
+    {HPL__FETCH_PULL, HPL__FEV_UPSTREAM_GONE, 0, 0, HPL__FETCH_RESUME,
+     HPL__FA_CANCEL_PULL | HPL__FA_ASK},
     {HPL__FETCH_PULL, HPL__FEV_CRAWL, 0, 0, HPL__FETCH_MOVE_CRAWL, HPL__FA_ASK_COMPLETE},
     {HPL__FETCH_PULL, HPL__FEV_SUSPECT, 0, 0, HPL__FETCH_MOVE_SUSPECT, HPL__FA_ASK_SUSPECT},
     {HPL__FETCH_PULL, HPL__FEV_MOVE_NONE, 0, 0, HPL__FETCH_PULL, HPL__FA_REARM}, /* a late "stay" */
     {HPL__FETCH_PULL, HPL__FEV_DROPPED, 0, 0, HPL__FETCH_ORPHAN, HPL__FA_CANCEL_PULL | ANY_FAIL},
     {HPL__FETCH_PULL, HPL__FEV_DRAIN, 0, 0, HPL__FETCH_END, HPL__FA_CANCEL_PULL},
     /* pulling from a crawler, asked for a complete copy */
-    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_MOVE_TO, 0, 0, HPL__FETCH_PULL, HPL__FA_CANCEL_PULL | HPL__FA_PULL},
+    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_MOVE_TO, 0, 0, HPL__FETCH_PULL,
+     HPL__FA_CANCEL_PULL | HPL__FA_PULL},
     {HPL__FETCH_MOVE_CRAWL, HPL__FEV_MOVE_NONE, 0, 0, HPL__FETCH_PULL, HPL__FA_REARM},
     {HPL__FETCH_MOVE_CRAWL, HPL__FEV_MOVE_UNSENT, 0, 0, HPL__FETCH_PULL, 0},
     {HPL__FETCH_MOVE_CRAWL, HPL__FEV_SUSPECT, 0, 0, HPL__FETCH_MOVE_CRAWL, HPL__FA_REARM},
-    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_PULLED, 0, 0, HPL__FETCH_END, HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL},
+    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_PULLED, 0, 0, HPL__FETCH_END,
+     HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL},
     {HPL__FETCH_MOVE_CRAWL, HPL__FEV_PULL_FAILED, 0, 0, HPL__FETCH_RESUME, HPL__FA_ASK},
-    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_UPSTREAM_GONE, 0, 0, HPL__FETCH_RESUME, HPL__FA_CANCEL_PULL | HPL__FA_ASK},
-    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_DROPPED, 0, 0, HPL__FETCH_ORPHAN, HPL__FA_CANCEL_PULL | ANY_FAIL},
+    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_UPSTREAM_GONE, 0, 0, HPL__FETCH_RESUME,
+     HPL__FA_CANCEL_PULL | HPL__FA_ASK},
+    {HPL__FETCH_MOVE_CRAWL, HPL__FEV_DROPPED, 0, 0, HPL__FETCH_ORPHAN,
+     HPL__FA_CANCEL_PULL | ANY_FAIL},
     {HPL__FETCH_MOVE_CRAWL, HPL__FEV_DRAIN, 0, 0, HPL__FETCH_END, HPL__FA_CANCEL_PULL},
     /* pulling from a silent sender, reported it */
-    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_TO, 0, 0, HPL__FETCH_PULL, HPL__FA_CANCEL_PULL | HPL__FA_PULL},
+    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_TO, 0, 0, HPL__FETCH_PULL,
+     HPL__FA_CANCEL_PULL | HPL__FA_PULL},
     {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_NONE, 0, 0, HPL__FETCH_PULL, HPL__FA_REARM},
     {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_UNSENT, 0, 0, HPL__FETCH_PULL, HPL__FA_REARM},
-    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_PULLED, 0, 0, HPL__FETCH_END, HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL},
+    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_PULLED, 0, 0, HPL__FETCH_END,
+     HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL},
     {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_PULL_FAILED, 0, 0, HPL__FETCH_RESUME, HPL__FA_ASK},
-    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_UPSTREAM_GONE, 0, 0, HPL__FETCH_RESUME, HPL__FA_CANCEL_PULL | HPL__FA_ASK},
-    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_DROPPED, 0, 0, HPL__FETCH_ORPHAN, HPL__FA_CANCEL_PULL | ANY_FAIL},
+    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_UPSTREAM_GONE, 0, 0, HPL__FETCH_RESUME,
+     HPL__FA_CANCEL_PULL | HPL__FA_ASK},
+    {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_DROPPED, 0, 0, HPL__FETCH_ORPHAN,
+     HPL__FA_CANCEL_PULL | ANY_FAIL},
     {HPL__FETCH_MOVE_SUSPECT, HPL__FEV_DRAIN, 0, 0, HPL__FETCH_END, HPL__FA_CANCEL_PULL},
     /* deleted: late answers that listed us are undone */
     {HPL__FETCH_ORPHAN, HPL__FEV_SENDER, 0, 0, HPL__FETCH_ORPHAN, HPL__FA_LOC_REMOVE},
@@ -114,7 +125,8 @@ static void test_every_transition(void **state) {
         hpl__fetch_state to = hpl__fetch_next((hpl__fetch_state)st, (hpl__fetch_event)ev, in, &a);
         const row *r = spec_find((hpl__fetch_state)st, (hpl__fetch_event)ev, in);
         char what[96];
-        snprintf(what, sizeof what, "%s --%s[in 0x%x]-->", hpl__fetch_state_name((hpl__fetch_state)st),
+        snprintf(what, sizeof what, "%s --%s[in 0x%x]-->",
+                 hpl__fetch_state_name((hpl__fetch_state)st),
                  hpl__fetch_event_name((hpl__fetch_event)ev), in);
         if (r) {
           if (to != r->to || a != r->actions)
@@ -134,7 +146,8 @@ static void test_invariants(void **state) {
       for (unsigned in = 0; in <= HPL__FIN_ALL; in++) {
         unsigned a;
         hpl__fetch_state to = hpl__fetch_next((hpl__fetch_state)st, (hpl__fetch_event)ev, in, &a);
-        int pulling = st == HPL__FETCH_PULL || st == HPL__FETCH_MOVE_CRAWL || st == HPL__FETCH_MOVE_SUSPECT;
+        int pulling =
+            st == HPL__FETCH_PULL || st == HPL__FETCH_MOVE_CRAWL || st == HPL__FETCH_MOVE_SUSPECT;
         /* a pull starts only into PULL; asks only from states that wait for them */
         if (a & HPL__FA_PULL) assert_int_equal(to, HPL__FETCH_PULL);
         if (a & HPL__FA_ASK) assert_true(to == HPL__FETCH_ASK || to == HPL__FETCH_RESUME);
@@ -176,8 +189,8 @@ static void test_invariants(void **state) {
 
 /* Run a history of events from `st`, inputs `in`; return the last state
  * and the OR of every action. */
-static hpl__fetch_state run_from(hpl__fetch_state st, const hpl__fetch_event *evs, size_t n, unsigned in,
-                            unsigned *all) {
+static hpl__fetch_state run_from(hpl__fetch_state st, const hpl__fetch_event *evs, size_t n,
+                                 unsigned in, unsigned *all) {
   *all = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned a;
@@ -202,26 +215,32 @@ static void test_histories(void **state) {
   assert_int_equal(run(plain, 2, 0, &all), HPL__FETCH_END);
   assert_int_equal(all, HPL__FA_PULL | HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL);
   /* a sender dies mid-stream; the next one finishes, bytes kept */
-  const hpl__fetch_event resumed[] = {HPL__FEV_SENDER, HPL__FEV_PULL_FAILED, HPL__FEV_SENDER, HPL__FEV_PULLED};
+  const hpl__fetch_event resumed[] = {HPL__FEV_SENDER, HPL__FEV_PULL_FAILED, HPL__FEV_SENDER,
+                                      HPL__FEV_PULLED};
   assert_int_equal(run(resumed, 4, 0, &all), HPL__FETCH_END);
   assert_false(all & (HPL__FA_FAIL | HPL__FA_LOC_REMOVE));
   /* crawling partial sender: moved to a complete copy */
-  const hpl__fetch_event moved[] = {HPL__FEV_SENDER, HPL__FEV_CRAWL, HPL__FEV_CRAWL, HPL__FEV_MOVE_TO, HPL__FEV_PULLED};
+  const hpl__fetch_event moved[] = {HPL__FEV_SENDER, HPL__FEV_CRAWL, HPL__FEV_CRAWL,
+                                    HPL__FEV_MOVE_TO, HPL__FEV_PULLED};
   assert_int_equal(run(moved, 5, 0, &all), HPL__FETCH_END);
   /* the crawl's answer comes after the pull broke: it is stale and ignored,
    * the ordinary answer decides */
-  const hpl__fetch_event stale[] = {HPL__FEV_SENDER, HPL__FEV_CRAWL, HPL__FEV_PULL_FAILED, HPL__FEV_MOVE_TO};
+  const hpl__fetch_event stale[] = {HPL__FEV_SENDER, HPL__FEV_CRAWL, HPL__FEV_PULL_FAILED,
+                                    HPL__FEV_MOVE_TO};
   assert_int_equal(run(stale, 4, 0, &all), HPL__FETCH_RESUME);
   /* a silent sender: the stream goes on while the report is out; the
    * directory names another sender, and the first stream is cancelled
    * before the second starts (never two streams into one object) */
-  const hpl__fetch_event silent[] = {HPL__FEV_SENDER, HPL__FEV_SUSPECT, HPL__FEV_SUSPECT, HPL__FEV_MOVE_TO};
+  const hpl__fetch_event silent[] = {HPL__FEV_SENDER, HPL__FEV_SUSPECT, HPL__FEV_SUSPECT,
+                                     HPL__FEV_MOVE_TO};
   assert_int_equal(run(silent, 4, 0, &all), HPL__FETCH_PULL);
   unsigned a;
-  assert_int_equal(hpl__fetch_next(HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_TO, 0, &a), HPL__FETCH_PULL);
+  assert_int_equal(hpl__fetch_next(HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_TO, 0, &a),
+                   HPL__FETCH_PULL);
   assert_true((a & HPL__FA_CANCEL_PULL) && (a & HPL__FA_PULL));
   /* told to stay: back to pulling, the same stream */
-  const hpl__fetch_event stay[] = {HPL__FEV_SENDER, HPL__FEV_SUSPECT, HPL__FEV_MOVE_NONE, HPL__FEV_PULLED};
+  const hpl__fetch_event stay[] = {HPL__FEV_SENDER, HPL__FEV_SUSPECT, HPL__FEV_MOVE_NONE,
+                                   HPL__FEV_PULLED};
   assert_int_equal(run(stay, 4, 0, &all), HPL__FETCH_END);
   assert_false(all & HPL__FA_CANCEL_PULL);
   /* deleted while asking: the late answer is undone, nothing is sealed */
@@ -249,7 +268,8 @@ static void test_sub_states(void **state) {
   /* a granted GET: the GRANT comes, the wait stops, the pull starts */
   const hpl__fetch_event granted[] = {HPL__FEV_GRANTED, HPL__FEV_SENDER, HPL__FEV_PULLED};
   assert_int_equal(run_from(HPL__FETCH_NEW, granted, 3, 0, &all), HPL__FETCH_END);
-  assert_int_equal(all, HPL__FA_GRANT_WAIT | HPL__FA_GRANT_STOP | HPL__FA_PULL | HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL);
+  assert_int_equal(all, HPL__FA_GRANT_WAIT | HPL__FA_GRANT_STOP | HPL__FA_PULL |
+                            HPL__FA_NOTE_COMPLETE | HPL__FA_SEAL);
   /* ... or it does not come in time: asked as usual; a GRANT after that is
    * an ordinary (or stale) answer */
   const hpl__fetch_event late[] = {HPL__FEV_GRANTED, HPL__FEV_GRANT_LATE, HPL__FEV_SENDER};
@@ -261,7 +281,8 @@ static void test_sub_states(void **state) {
   assert_false(all & HPL__FA_ASK);
   /* the answer waits for room, then goes on as it said (a timeout of an
    * old ask, or a stale move answer, changes nothing meanwhile) */
-  const hpl__fetch_event room[] = {HPL__FEV_START, HPL__FEV_ROOM_WAIT, HPL__FEV_TIMEOUT, HPL__FEV_MOVE_TO, HPL__FEV_SENDER};
+  const hpl__fetch_event room[] = {HPL__FEV_START, HPL__FEV_ROOM_WAIT, HPL__FEV_TIMEOUT,
+                                   HPL__FEV_MOVE_TO, HPL__FEV_SENDER};
   assert_int_equal(run_from(HPL__FETCH_NEW, room, 5, HPL__FIN_WAITERS_LEFT, &all), HPL__FETCH_PULL);
   assert_int_equal(all, HPL__FA_ASK | HPL__FA_PULL);
   /* no room in time: the waiters fail, the location goes */
@@ -271,22 +292,25 @@ static void test_sub_states(void **state) {
   /* deleted while its answer waits for room: the wait ends, and the
    * location the answer gave us is undone (inline bytes gave none) */
   const hpl__fetch_event gone[] = {HPL__FEV_START, HPL__FEV_ROOM_WAIT, HPL__FEV_DROPPED};
-  assert_int_equal(run_from(HPL__FETCH_NEW, gone, 3, HPL__FIN_HELD_SENDER, &all), HPL__FETCH_ORPHAN);
+  assert_int_equal(run_from(HPL__FETCH_NEW, gone, 3, HPL__FIN_HELD_SENDER, &all),
+                   HPL__FETCH_ORPHAN);
   assert_true((all & HPL__FA_UNROOM) && (all & HPL__FA_LOC_REMOVE));
   assert_int_equal(run_from(HPL__FETCH_NEW, gone, 3, 0, &all), HPL__FETCH_ORPHAN);
   assert_false(all & HPL__FA_LOC_REMOVE);
   /* a crawl's report out, then silence: not reported twice, watched again */
-  const hpl__fetch_event crawl_quiet[] = {HPL__FEV_START, HPL__FEV_SENDER, HPL__FEV_CRAWL, HPL__FEV_SUSPECT,
-                                     HPL__FEV_MOVE_NONE};
+  const hpl__fetch_event crawl_quiet[] = {HPL__FEV_START, HPL__FEV_SENDER, HPL__FEV_CRAWL,
+                                          HPL__FEV_SUSPECT, HPL__FEV_MOVE_NONE};
   assert_int_equal(run_from(HPL__FETCH_NEW, crawl_quiet, 5, 0, &all), HPL__FETCH_PULL);
   assert_false(all & HPL__FA_ASK_SUSPECT);
   assert_true(all & HPL__FA_REARM);
   /* a report that cannot be sent: pulling on; a silent sender is watched
    * again, a crawling one is not (its crawl is reported again later) */
   unsigned a;
-  assert_int_equal(hpl__fetch_next(HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_UNSENT, 0, &a), HPL__FETCH_PULL);
+  assert_int_equal(hpl__fetch_next(HPL__FETCH_MOVE_SUSPECT, HPL__FEV_MOVE_UNSENT, 0, &a),
+                   HPL__FETCH_PULL);
   assert_int_equal(a, HPL__FA_REARM);
-  assert_int_equal(hpl__fetch_next(HPL__FETCH_MOVE_CRAWL, HPL__FEV_MOVE_UNSENT, 0, &a), HPL__FETCH_PULL);
+  assert_int_equal(hpl__fetch_next(HPL__FETCH_MOVE_CRAWL, HPL__FEV_MOVE_UNSENT, 0, &a),
+                   HPL__FETCH_PULL);
   assert_int_equal(a, 0);
 }
 

@@ -11,7 +11,8 @@
 #include "hoplite.h"
 #include "proto.h"
 
-static const hpl__frame_limits lim = {.max_msg = 1024, .max_payload = 4096, .max_type = HPL__MSG_MAX_};
+static const hpl__frame_limits lim = {
+    .max_msg = 1024, .max_payload = 4096, .max_type = HPL__MSG_MAX_};
 
 /* Build a complete frame: header + packed message + payload. */
 static uint8_t *make_frame(unsigned type, uint64_t req, const ProtobufCMessage *m,
@@ -27,8 +28,11 @@ static uint8_t *make_frame(unsigned type, uint64_t req, const ProtobufCMessage *
 
 static void test_header_round_trip(void **state) {
   (void)state;
-  hpl__frame_hdr in = {.type = HPL__MSG_GET, .flags = 0, .msg_len = 77, .req_id = 0x0102030405060708ull,
-                      .payload_len = 4000};
+  hpl__frame_hdr in = {.type = HPL__MSG_GET,
+                       .flags = 0,
+                       .msg_len = 77,
+                       .req_id = 0x0102030405060708ull,
+                       .payload_len = 4000};
   uint8_t buf[HPL__FRAME_HDR_LEN];
   hpl__frame_encode_hdr(&in, buf);
   /* little-endian on the wire, whatever the host */
@@ -290,12 +294,18 @@ static void test_ids_and_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_header_round_trip),  cmocka_unit_test(test_short_header_needs_more),
-      cmocka_unit_test(test_bad_headers),        cmocka_unit_test(test_stream_whole),
-      cmocka_unit_test(test_stream_byte_by_byte), cmocka_unit_test(test_stream_odd_pieces),
-      cmocka_unit_test(test_framer_rejects_oversized), cmocka_unit_test(test_framer_rejects_garbage),
-      cmocka_unit_test(test_truncated_message_waits), cmocka_unit_test(test_undecodable_message),
-      cmocka_unit_test(test_payload_skip),       cmocka_unit_test(test_ids_and_errors),
+      cmocka_unit_test(test_header_round_trip),
+      cmocka_unit_test(test_short_header_needs_more),
+      cmocka_unit_test(test_bad_headers),
+      cmocka_unit_test(test_stream_whole),
+      cmocka_unit_test(test_stream_byte_by_byte),
+      cmocka_unit_test(test_stream_odd_pieces),
+      cmocka_unit_test(test_framer_rejects_oversized),
+      cmocka_unit_test(test_framer_rejects_garbage),
+      cmocka_unit_test(test_truncated_message_waits),
+      cmocka_unit_test(test_undecodable_message),
+      cmocka_unit_test(test_payload_skip),
+      cmocka_unit_test(test_ids_and_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

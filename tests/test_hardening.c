@@ -346,7 +346,8 @@ static void test_no_secret_no_access(void **state) {
   snprintf(wrong, sizeof wrong, "%s/wrong.secret", hpl__lc_work_dir(lc));
   assert_int_equal(hpl__auth_create(wrong, err, sizeof err), 0);
   int dport = hpl__lc_dir_port(lc), data = th_data_port(lc, 0);
-  uint64_t nodes0 = th_dir_counter(lc, "dir_nodes"), fails0 = th_dir_counter(lc, "dir_auth_failures");
+  uint64_t nodes0 = th_dir_counter(lc, "dir_nodes"),
+           fails0 = th_dir_counter(lc, "dir_auth_failures");
   /* 1. register (and delete) with the wrong secret: refused at the handshake */
   int fd = th_wire_connect(dport, NULL, 0);
   assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_STORE), -1);
@@ -447,7 +448,9 @@ static void test_exposure_rule(void **state) {
   st = system(cmd); /* data port on 0.0.0.0 by default for a remote directory */
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   snprintf(cmd, sizeof cmd,
-           "timeout --preserve-status -s INT 2 %s/hoplite-directory --listen 0.0.0.0:0 --insecure 2>/dev/null", bin);
+           "timeout --preserve-status -s INT 2 %s/hoplite-directory --listen 0.0.0.0:0 --insecure "
+           "2>/dev/null",
+           bin);
   st = system(cmd); /* runs until the timeout stops it */
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }

@@ -68,7 +68,8 @@ static void test_escape_surrogate(void **state) {
   (void)state;
   char out[256];
   const char *in = "q\"b\\s\x01\n caf\xc3\xa9 \xff\xfe \xed\xa0\x80 x\xe2\x82";
-  size_t used, n = hpl__json_escape(out, sizeof out - 1, in, strlen(in), HPL__JSON_SURROGATE, &used);
+  size_t used,
+      n = hpl__json_escape(out, sizeof out - 1, in, strlen(in), HPL__JSON_SURROGATE, &used);
   out[n] = 0;
   assert_int_equal(used, strlen(in));
   assert_string_equal(out, "q\\\"b\\\\s\\u0001\\n caf\xc3\xa9 \\udcff\\udcfe "

@@ -74,10 +74,11 @@ static ProtobufCMessage *plausible(unsigned type, const char *id) {
     }
     switch (f->type) {
       case PROTOBUF_C_TYPE_STRING:
-        *(const char **)at = !strcmp(f->name, "addr") || !strcmp(f->name, "sender_addr") ? "127.0.0.1"
+        *(const char **)at = !strcmp(f->name, "addr") || !strcmp(f->name, "sender_addr")
+                                 ? "127.0.0.1"
                              : !strcmp(f->name, "id") || !strcmp(f->name, "target") ? id
-                             : !strcmp(f->name, "source") ? "p/small"
-                                                           : "x";
+                             : !strcmp(f->name, "source")                           ? "p/small"
+                                                                                    : "x";
         break;
       case PROTOBUF_C_TYPE_UINT32:
       case PROTOBUF_C_TYPE_INT32:
@@ -111,7 +112,8 @@ static outcome poke_eof(int fd, unsigned type, const char *id, int wait_ms, int 
   free(m);
   assert_non_null(f);
   ssize_t w = send(fd, f, len, MSG_NOSIGNAL);
-  if (w == (ssize_t)len && type == HPL__MSG_INLINE_PUT) w = send(fd, &one, 1, MSG_NOSIGNAL) + (ssize_t)len - 1;
+  if (w == (ssize_t)len && type == HPL__MSG_INLINE_PUT)
+    w = send(fd, &one, 1, MSG_NOSIGNAL) + (ssize_t)len - 1;
   free(f);
   if (w != (ssize_t)len) return OUT_CLOSED;
   if (eof) shutdown(fd, SHUT_WR);

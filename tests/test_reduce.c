@@ -708,10 +708,13 @@ static void test_range_slices(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests4[] = {
-      cmocka_unit_test_teardown(test_large_chain, th_teardown),   cmocka_unit_test_teardown(test_subset, th_teardown),
-      cmocka_unit_test_teardown(test_sources_over_time, th_teardown), cmocka_unit_test_teardown(test_errors, th_teardown),
+      cmocka_unit_test_teardown(test_large_chain, th_teardown),
+      cmocka_unit_test_teardown(test_subset, th_teardown),
+      cmocka_unit_test_teardown(test_sources_over_time, th_teardown),
+      cmocka_unit_test_teardown(test_errors, th_teardown),
       cmocka_unit_test_teardown(test_allreduce, th_teardown),
-      cmocka_unit_test_teardown(test_allreduce_absent, th_teardown),     cmocka_unit_test_teardown(test_no_memory_left, th_teardown),
+      cmocka_unit_test_teardown(test_allreduce_absent, th_teardown),
+      cmocka_unit_test_teardown(test_no_memory_left, th_teardown),
       cmocka_unit_test_teardown(test_range_large, th_teardown),
       cmocka_unit_test_teardown(test_range_inline, th_teardown),
       cmocka_unit_test_teardown(test_range_subset, th_teardown),

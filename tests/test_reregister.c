@@ -421,9 +421,10 @@ static void test_range_reduce_adopted(void **state) {
 
 /* A reduce whose root runs at the sink finishes while the directory is
  * down (streams are paced to 8 MB/s, so its 4 MiB take about 0.5 s; the
- * directory dies once the tree is in place). The restarted directory never sends that reduce's end, so the sink
- * lets go of it when it registers again: deleting the target and sources
- * then frees every pool (before, the sink kept the target's memory). */
+ * directory dies once the tree is in place). The restarted directory never
+ * sends that reduce's end, so the sink lets go of it when it registers
+ * again: deleting the target and sources then frees every pool (before,
+ * the sink kept the target's memory). */
 static void test_reduce_done_while_directory_down(void **state) {
   (void)state;
   rd_cluster rc;

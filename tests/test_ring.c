@@ -353,7 +353,8 @@ static void test_ring_member_killed(void **state) {
   for (int i = 0; i < 3; i++) part_check(&x.p[i], i);
   assert_int_not_equal(x.p[3].rc, 0); /* its store is gone */
   /* a paced ring would take 6 s; the tree after the kill a fraction of it */
-  if (took > (uint64_t)th_ms(10000)) fail_msg("the survivors took %llu ms", (unsigned long long)took);
+  if (took > (uint64_t)th_ms(10000))
+    fail_msg("the survivors took %llu ms", (unsigned long long)took);
   own_cluster_stop(lc, 5, cs);
 }
 

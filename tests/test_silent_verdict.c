@@ -548,7 +548,8 @@ static uint64_t spare_takes_slot(fleet *fl, const chain *ch, uint64_t t0, int c_
   int p_closed = fl->n[P].closed;
   pthread_mutex_unlock(&fl->mu);
   if (p_closed) fail_msg("the directory closed P's connection");
-  if (!ok) fail_msg("C's slot was not replaced within %lld ms of P's report", (long long)th_ms(3000));
+  if (!ok)
+    fail_msg("C's slot was not replaced within %lld ms of P's report", (long long)th_ms(3000));
   if (s_task.slot != 1 || s_task.rid != ch->rid || strcmp(s_task.source, src_id[4]))
     fail_msg("the spare got slot %u of %016llx ('%s'), not C's slot 1", s_task.slot,
              (unsigned long long)s_task.rid, s_task.source);

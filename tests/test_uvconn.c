@@ -86,7 +86,8 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
   int i = r->frames++;
   r->types[i] = h->type;
   r->reqs[i] = h->req_id;
-  if (h->type == HPL__MSG_GET) snprintf(r->ids[i], sizeof r->ids[i], "%s", ((Hplpb__GetReq *)m)->id);
+  if (h->type == HPL__MSG_GET)
+    snprintf(r->ids[i], sizeof r->ids[i], "%s", ((Hplpb__GetReq *)m)->id);
   r->plens[i] = plen;
   if (payload) {
     r->payloads[i] = malloc(plen);

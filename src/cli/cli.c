@@ -78,7 +78,8 @@ static hpl_client *open_client(const hpl__cli_opts *o) {
   hpl_client *c;
   int rc = hpl_connect(sock, 5000, &c);
   if (rc)
-    hpl__cli_die("cannot connect to the store at %s: %s (is a store running? `hoplite cluster up` starts "
+    hpl__cli_die(
+        "cannot connect to the store at %s: %s (is a store running? `hoplite cluster up` starts "
         "a local one)",
         sock, hpl_strerror(rc));
   return c;

@@ -17,7 +17,8 @@
 #include "util.h"
 
 int hpl__cli_cluster(int argc, char **argv) {
-  if (argc < 1 || strcmp(argv[0], "up") != 0) hpl__cli_die("usage: hoplite cluster up [--nodes N] ...");
+  if (argc < 1 || strcmp(argv[0], "up") != 0)
+    hpl__cli_die("usage: hoplite cluster up [--nodes N] ...");
   int nodes = 3, verbose = 0;
   uint64_t memory = 1ull << 30;
   char dir[256];
@@ -70,8 +71,9 @@ int hpl__cli_cluster(int argc, char **argv) {
   printf("hoplite cluster up: directory on 127.0.0.1:%d, %d stores with %s pools each\n",
          hpl__lc_dir_port(lc), nodes, hpl__fmt_bytes(memory, b, sizeof b));
   for (int i = 0; i < nodes; i++) {
-    printf("  node-%d  socket %s  pid %d%s%s\n", i, hpl__lc_socket(lc, i), (int)hpl__lc_store_pid(lc, i),
-           verbose ? "" : "  log ", verbose ? "" : hpl__lc_store_log(lc, i));
+    printf("  node-%d  socket %s  pid %d%s%s\n", i, hpl__lc_socket(lc, i),
+           (int)hpl__lc_store_pid(lc, i), verbose ? "" : "  log ",
+           verbose ? "" : hpl__lc_store_log(lc, i));
     if (env) fprintf(env, "HOPLITE_SOCKET_%d=%s\n", i, hpl__lc_socket(lc, i));
   }
   if (env) fclose(env);
@@ -90,8 +92,8 @@ int hpl__cli_cluster(int argc, char **argv) {
       int status;
       pid_t pid = waitpid(-1, &status, WNOHANG);
       if (pid <= 0) continue;
-      fprintf(stderr, "%s: process %d exited (%s %d); stopping the cluster\n", HPL__CLI_NAME, (int)pid,
-              WIFSIGNALED(status) ? "signal" : "status",
+      fprintf(stderr, "%s: process %d exited (%s %d); stopping the cluster\n", HPL__CLI_NAME,
+              (int)pid, WIFSIGNALED(status) ? "signal" : "status",
               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
       break;
     }
@@ -118,7 +120,7 @@ int hpl__cli_secret(int argc, char **argv) {
   }
   if (argc != 1)
     hpl__cli_die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)\n"
-        "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)");
+                 "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)");
   if (hpl__auth_create(argv[0], err, sizeof err) != 0) hpl__cli_die("%s", err);
   printf("wrote a new cluster secret to %s; give it to every server with --auth-file %s\n",
          argv[0], argv[0]);

@@ -61,8 +61,9 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
     return 1;
   }
   double put_s = (double)(t1 - t0) / 1e9;
-  printf("\n[%s] put %s on node-0 in %.3f ms (%.2f GB/s)\n", id, hpl__fmt_bytes(size, b1, sizeof b1),
-         put_s * 1e3, put_s > 0 ? (double)size / put_s / 1e9 : 0);
+  printf("\n[%s] put %s on node-0 in %.3f ms (%.2f GB/s)\n", id,
+         hpl__fmt_bytes(size, b1, sizeof b1), put_s * 1e3,
+         put_s > 0 ? (double)size / put_s / 1e9 : 0);
   printf("  %d concurrent gets on node-1..node-%d:\n", n - 1, n - 1);
   demo_rx rx[64];
   pthread_t th[64];
@@ -100,7 +101,8 @@ static int demo_broadcast(hpl_client **cs, int n, const char *id, uint64_t size)
     else if (inl)
       snprintf(how, sizeof how, "inline, served by the directory via the store");
     else
-      snprintf(how, sizeof how, "pulled %s from a peer's data port", hpl__fmt_bytes(rcv, b1, sizeof b1));
+      snprintf(how, sizeof how, "pulled %s from a peer's data port",
+               hpl__fmt_bytes(rcv, b1, sizeof b1));
     printf("  node-%-3d %10.3f %12.2f %10s %s\n", i, s * 1e3, s > 0 ? (double)size / s / 1e9 : 0,
            ok ? "yes" : "NO", how);
   }

@@ -182,7 +182,8 @@ static int start_directory(hpl__lc *lc, int port, char *err, size_t errlen) {
   snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), port);
   snprintf(pfile, sizeof pfile, "%s/directory.port", lc->work);
   unlink(pfile);
-  char *argv[LC_MAX_ARGS] = {exe, "--listen", listen, "--port-file", pfile, "--log-level", lc->level};
+  char *argv[LC_MAX_ARGS] = {exe,   "--listen",    listen,   "--port-file",
+                             pfile, "--log-level", lc->level};
   int argc = 7;
   if (lc->secret[0]) {
     argv[argc++] = "--auth-file";

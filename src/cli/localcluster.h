@@ -22,7 +22,7 @@ typedef struct hpl__lc_opts {
   int nodes;               /* stores to start (may be 0) */
   uint64_t memory;         /* pool per store, bytes (0: 512 MiB) */
   const char *bin_dir;     /* where hoplite-directory/-store are (NULL: next to this program) */
-  const char *work_dir;    /* sockets, port files, logs (NULL: a new mkdtemp dir, removed at stop) */
+  const char *work_dir; /* sockets, port files, logs (NULL: a new mkdtemp dir, removed at stop) */
   const char *dir_args;    /* extra arguments for the directory, space-separated (may be NULL) */
   const char *store_args;  /* extra arguments for every store (may be NULL) */
   const char *log_level;   /* servers' --log-level (NULL: info) */

@@ -8,9 +8,10 @@
 #include "cli.h"
 #include "util.h"
 
-void hpl__cli_progress_init(hpl__cli_progress *p, const char *what, const char *id, uint64_t total) {
+void hpl__cli_progress_init(hpl__cli_progress *p, const char *what, const char *id,
+                            uint64_t total) {
   *p = (hpl__cli_progress){.on = isatty(STDERR_FILENO), .what = what, .id = id, .total = total,
-                  .t0_ns = hpl__now_ns()};
+                           .t0_ns = hpl__now_ns()};
 }
 
 void hpl__cli_fmt_secs(double s, char *buf, size_t len) {
@@ -41,7 +42,7 @@ void hpl__cli_progress_show(hpl__cli_progress *p, uint64_t done, int final) {
     } else if (rate > 0) {
       strcpy(eta, "ETA ");
       hpl__cli_fmt_secs((double)(p->total - (done < p->total ? done : p->total)) / rate, eta + 4,
-               sizeof eta - 4);
+                        sizeof eta - 4);
     }
     snprintf(tail, sizeof tail, "%3d%%  %s / %s  %.1f MB/s  %s", (int)(f * 100), d, t,
              rate / 1e6, eta);

@@ -173,8 +173,9 @@ failed:
 
 /* What a PEEK reply `m` (taken) says: HPL__DIRECT_FOUND with *out set,
  * HPL__DIRECT_GRANTED, HPL__DIRECT_ASK_STORE (no inline bytes), or -1 if
- * it is no PEEK_REP (the caller drops the connection). The RPC layer has checked the reply's request id and that
- * its lengths are within the limits (payload <= inline_max). */
+ * it is no PEEK_REP (the caller drops the connection). The RPC layer has
+ * checked the reply's request id and that its lengths are within the
+ * limits (payload <= inline_max). */
 static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
   Hplpb__PeekRep *rep = m->type == HPL__MSG_PEEK_REP
                             ? (Hplpb__PeekRep *)hpl__crpc_msg_unpack(m, HPL__MSG_PEEK_REP)

@@ -105,7 +105,8 @@ const char *hpl__fmt_bytes(uint64_t n, char *buf, size_t len) {
 uint64_t hpl__random_u64(void) {
   uint64_t v = 0;
   while (v == 0) {
-    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = hpl__now_ns() ^ ((uint64_t)rand() << 32);
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+      v = hpl__now_ns() ^ ((uint64_t)rand() << 32);
   }
   return v;
 }

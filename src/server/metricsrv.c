@@ -119,7 +119,7 @@ static void on_async(uv_async_t *h) {
   if (b.failed) {
     if (m->render_failures++ % 100 == 0)
       HPL__LOG_WARN("metrics: the snapshot does not fit in %u bytes (or no memory)",
-               HPL__METRICS_MAX_BYTES);
+                    HPL__METRICS_MAX_BYTES);
     hpl__mbuf_free(&b);
   }
   pthread_mutex_lock(&m->mu);
@@ -219,7 +219,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return reply(conn, MHD_HTTP_UNAUTHORIZED, "a bearer token is required\n",
                  MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"hoplite metrics\"");
   }
-  if (strcmp(url, "/metrics") != 0) return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n", NULL, NULL);
+  if (strcmp(url, "/metrics") != 0)
+    return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n", NULL, NULL);
   if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
     return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n", MHD_HTTP_HEADER_ALLOW, "GET");
   size_t len = 0;
@@ -340,11 +341,12 @@ int hpl__msrv_start(uv_loop_t *loop, const hpl__metrics_cfg *cfg, const hpl__aut
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_END);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  const union MHD_DaemonInfo *di = m->d ? MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+  const union MHD_DaemonInfo *di =
+      m->d ? MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
   int port = di ? di->port : 0;
   if (!m->d || !port) {
     HPL__LOG_ERROR("metrics: cannot listen on %s:%d%s", cfg->host, cfg->port,
-              m->d ? "" : " (in use, or not this host's address?)");
+                   m->d ? "" : " (in use, or not this host's address?)");
     hpl__msrv_stop(m);
     return HPL_ESYS;
   }
@@ -354,7 +356,7 @@ int hpl__msrv_start(uv_loop_t *loop, const hpl__metrics_cfg *cfg, const hpl__aut
     return HPL_ESYS;
   }
   HPL__LOG_INFO("metrics on http://%s:%d/metrics%s", cfg->host, port,
-           a->on ? " (bearer token required: hoplite secret --metrics-token FILE)" : "");
+                a->on ? " (bearer token required: hoplite secret --metrics-token FILE)" : "");
   *out = m;
   return 0;
 }

@@ -35,7 +35,12 @@
  * opener's HELLO) -> PROOF (sent its CHALLENGE, waits for the PROOF) ->
  * OPEN, an opener OPEN -> CHAL (sent its HELLO, waits for the CHALLENGE)
  * -> OPEN. A failure closes the connection in the state it is in. */
-typedef enum hpl__conn_hs { HPL__HS_OPEN = 0, HPL__HS_HELLO, HPL__HS_PROOF, HPL__HS_CHAL } hpl__conn_hs;
+typedef enum hpl__conn_hs {
+  HPL__HS_OPEN = 0,
+  HPL__HS_HELLO,
+  HPL__HS_PROOF,
+  HPL__HS_CHAL
+} hpl__conn_hs;
 
 /* One write: libuv's request, what it sends and whom to tell. */
 typedef struct hpl__conn_wreq {

@@ -31,7 +31,7 @@ static void conn_timer_fired(uv_timer_t *t) {
   if (!c->frame_since_ms) return;
   if (now - c->frame_since_ms >= HPL__CONN_FRAME_TIMEOUT_MS) {
     HPL__LOG_WARN("%s: a frame has been arriving for %llu ms: closing (peer too slow)", c->label,
-             (unsigned long long)(now - c->frame_since_ms));
+                  (unsigned long long)(now - c->frame_since_ms));
     hpl__conn_close(c, HPL_ETIMEDOUT);
     return;
   }
@@ -135,7 +135,7 @@ static void conn_on_msg(hpl__conn *c) {
   c->pbuf = malloc(c->cur.payload_len);
   if (!c->pbuf) {
     HPL__LOG_ERROR("%s: out of memory for a %llu-byte payload", c->label,
-              (unsigned long long)c->cur.payload_len);
+                   (unsigned long long)c->cur.payload_len);
     hpl__conn_close(c, HPL_ENOMEM);
     return;
   }

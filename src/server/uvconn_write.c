@@ -202,7 +202,8 @@ static int conn_cork(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t buf) {
       c->cork_listed = 1;
     }
   }
-  if (c->cork_n >= HPL__CORK_MAX_FRAMES || c->cork_bytes >= HPL__CORK_MAX_BYTES) conn_flush(c->corks);
+  if (c->cork_n >= HPL__CORK_MAX_FRAMES || c->cork_bytes >= HPL__CORK_MAX_BYTES)
+    conn_flush(c->corks);
   return 0;
 }
 
