@@ -29,9 +29,9 @@ void hpl__dir_acquire_free(hpl__dir_server *s) {
   s->acquire = NULL;
 }
 
-typedef struct dir_waiter {
-  struct dir_waiter *oprev, *onext; /* the object's list, in arrival order */
-  struct dir_waiter *nprev, *nnext; /* the asking node's list (a PEEK: its connection's) */
+typedef struct hpl__dir_waiter {
+  struct hpl__dir_waiter *oprev, *onext; /* the object's list, in arrival order */
+  struct hpl__dir_waiter *nprev, *nnext; /* the asking node's list (a PEEK: its connection's) */
   hpl__dir_server *srv;
   hpl__dir_obj *obj;
   hpl__dir_node *node;       /* the asker: answered on node->conn; NULL for a PEEK */
@@ -43,19 +43,19 @@ typedef struct dir_waiter {
   int ring_wait;        /* waiting for an allreduce ring predecessor */
   uint64_t grant_node;  /* a PEEK: the client's store (PeekReq.node) */
   hpl__otimer timer;
-} dir_waiter;
+} hpl__dir_waiter;
 
 /* Unlink a waiter from its object and its node and free it (the object
  * stays, even if nothing refers to it any more). */
-static void waiter_drop(dir_waiter *w) {
-  dir_waiter *ol = w->obj->waiters;
+static void waiter_drop(hpl__dir_waiter *w) {
+  hpl__dir_waiter *ol = w->obj->waiters;
   DL_DELETE2(ol, w, oprev, onext);
   w->obj->waiters = ol;
   if (w->node) {
     DL_DELETE2(w->node->waiters, w, nprev, nnext);
     w->node->nwaiters--;
   } else {
-    dir_waiter *pl = w->peeker->peeks;
+    hpl__dir_waiter *pl = w->peeker->peeks;
     DL_DELETE2(pl, w, nprev, nnext);
     w->peeker->peeks = pl;
     w->peeker->npeeks--;
@@ -64,14 +64,14 @@ static void waiter_drop(dir_waiter *w) {
 }
 
 /* A waiting ACQUIRE is answered now (dirmetrics.h: acquire_wait_hist). */
-static void waited(const dir_waiter *w) {
+static void waited(const hpl__dir_waiter *w) {
   uint64_t now = hpl__now_ms();
   hpl__hist_observe(&w->srv->acquire_wait_hist,
                     (now > w->since_ms ? now - w->since_ms : 0) * 1000000ull);
 }
 
 /* Drop a waiter, and its object if nothing refers to it any more. */
-static void waiter_end(dir_waiter *w) {
+static void waiter_end(hpl__dir_waiter *w) {
   hpl__dir_server *s = w->srv;
   hpl__dir_obj *o = w->obj;
   waiter_drop(w);
@@ -112,7 +112,7 @@ static void waiter_timeout(void *owner);
 
 /* (Re)start the waiter's timer for its next event: the deadline, or the
  * end of a ring wait if that comes first. */
-static void waiter_arm(dir_waiter *w) {
+static void waiter_arm(hpl__dir_waiter *w) {
   uint64_t at = w->deadline_ms;
   if (w->ring_wait && (!at || w->since_ms + HPL__DIR_RING_WAIT_MS < at))
     at = w->since_ms + HPL__DIR_RING_WAIT_MS;
@@ -125,7 +125,7 @@ static void waiter_arm(dir_waiter *w) {
 }
 
 static void waiter_timeout(void *owner) {
-  dir_waiter *w = owner;
+  hpl__dir_waiter *w = owner;
   if (w->peeker) {
     peek_reply(w->srv, w->peeker, w->req_id, w->obj, HPL_ETIMEDOUT, 0);
     waiter_end(w);
@@ -155,8 +155,8 @@ static void waiter_timeout(void *owner) {
  * predecessor, whose new copy may be one of them. */
 static int serve_waiters(hpl__dir_server *s, hpl__dir_obj *o) {
   int served = 0, ring = 0;
-  dir_waiter *w, *next;
-  DL_FOREACH_SAFE2((dir_waiter *)o->waiters, w, next, onext) {
+  hpl__dir_waiter *w, *next;
+  DL_FOREACH_SAFE2((hpl__dir_waiter *)o->waiters, w, next, onext) {
     if (w->peeker) {
       if (peek_due(o)) {
         peek_reply(s, w->peeker, w->req_id, o, HPL_ENOTFOUND, w->grant_node);
@@ -176,8 +176,8 @@ static int serve_waiters(hpl__dir_server *s, hpl__dir_obj *o) {
 }
 
 static int has_ring_waiter(const hpl__dir_obj *o) {
-  const dir_waiter *w;
-  DL_FOREACH2((const dir_waiter *)o->waiters, w, onext)
+  const hpl__dir_waiter *w;
+  DL_FOREACH2((const hpl__dir_waiter *)o->waiters, w, onext)
     if (w->ring_wait) return 1;
   return 0;
 }
@@ -255,7 +255,7 @@ void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
     hpl__dtab_gc(&s->tab, o);
     return;
   }
-  dir_waiter *w = calloc(1, sizeof *w);
+  hpl__dir_waiter *w = calloc(1, sizeof *w);
   if (!w) {
     hpl__dir_acquire_reply_err(asker, req, HPL_ENOMEM, "out of memory");
     return;
@@ -268,7 +268,7 @@ void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
   w->since_ms = now;
   w->ring_wait = ring_wait;
   w->deadline_ms = m->timeout_ms > 0 ? now + (uint64_t)m->timeout_ms : 0;
-  dir_waiter *ol = o->waiters;
+  hpl__dir_waiter *ol = o->waiters;
   DL_APPEND2(ol, w, oprev, onext);
   o->waiters = ol;
   DL_APPEND2(asker->waiters, w, nprev, nnext);
@@ -296,7 +296,7 @@ void hpl__dir_acquire_on_peek(hpl__dir_server *s, const hpl__dir_frame *f) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     return;
   }
-  dir_waiter *w = calloc(1, sizeof *w);
+  hpl__dir_waiter *w = calloc(1, sizeof *w);
   if (!w) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");
     hpl__dtab_gc(&s->tab, o);
@@ -310,10 +310,10 @@ void hpl__dir_acquire_on_peek(hpl__dir_server *s, const hpl__dir_frame *f) {
   w->req_id = f->req;
   w->since_ms = now;
   w->deadline_ms = now + (uint64_t)(m->timeout_ms > 60000 ? 60000 : m->timeout_ms);
-  dir_waiter *ol = o->waiters;
+  hpl__dir_waiter *ol = o->waiters;
   DL_APPEND2(ol, w, oprev, onext);
   o->waiters = ol;
-  dir_waiter *pl = f->dc->peeks;
+  hpl__dir_waiter *pl = f->dc->peeks;
   DL_APPEND2(pl, w, nprev, nnext);
   f->dc->peeks = pl;
   f->dc->npeeks++;

@@ -15,7 +15,7 @@
  *
  * Files: acquire_int.h lists them (the answer now, silent and crawling
  * senders, requests and waiters). Owns its state (hpl__dir_server.acquire),
- * dir_waiter, the objects' waiter lists, and the broadcast crawl fields of
+ * hpl__dir_waiter, the objects' waiter lists, and the broadcast crawl fields of
  * hpl__dir_node. Callers: server.c (dispatch, the subscriptions it wires,
  * connection close, start/stop/free).
  */

@@ -20,8 +20,8 @@
 
 /* The module's state (hpl__dir_server.acquire). */
 struct hpl__dir_acquire {
-  struct dir_crawl_rep *crawl_reps; /* crawl reports waiting for their batch, in arrival
-                                       order (acquire_move.c; utlist LL) */
+  struct hpl__dir_crawl_rep *crawl_reps; /* crawl reports waiting for their batch, in arrival
+                                            order (acquire_move.c; utlist LL) */
   uv_timer_t bcrawl_timer;          /* ...judged in batches */
 };
 

@@ -31,12 +31,12 @@
 
 /* A crawl report waiting for its batch (on_crawling_sender). Names, not
  * pointers: the node or the object may be gone when the batch runs. */
-typedef struct dir_crawl_rep {
-  struct dir_crawl_rep *next;
+typedef struct hpl__dir_crawl_rep {
+  struct hpl__dir_crawl_rep *next;
   uint64_t asker, peer, req, progress;
   int innocent, peer_crawls; /* the verdict, made before any move of the batch */
   char id[];
-} dir_crawl_rep;
+} hpl__dir_crawl_rep;
 
 /* The asker's sender `peer` has delivered nothing for a while (the asker
  * keeps its stream meanwhile). The culprit may be the sender (stopped, cut
@@ -108,7 +108,7 @@ int hpl__dir_acquire_crawling(uint64_t node, void *srv) {
  * only be as slow as its upstream - some node further up its chain
  * reported its own input crawling (the slowness starts there, or above) -
  * or has just moved off the topmost crawling node and recovers. */
-static void crawl_verdict(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
+static void crawl_verdict(hpl__dir_server *s, hpl__dir_crawl_rep *r, uint64_t now) {
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->id);
   hpl__dir_node *peer = hpl__dir_node_find(s, r->peer);
   r->peer_crawls = reported_crawl(peer, now, DIR_CRAWL_MEMORY_MS);
@@ -132,7 +132,7 @@ static void crawl_verdict(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
  * reports its own sender too (moving it does not help the ones below it).
  * So the asker moves to a copy that does not depend on the sender, busy or
  * not: the slow node takes little of a shared sender's bandwidth. */
-static void crawl_decide(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
+static void crawl_decide(hpl__dir_server *s, hpl__dir_crawl_rep *r, uint64_t now) {
   hpl__dir_node *asker = hpl__dir_node_find(s, r->asker);
   if (!asker || !asker->conn) return; /* gone: nobody to answer */
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, r->id);
@@ -165,7 +165,7 @@ static void crawl_decide(hpl__dir_server *s, dir_crawl_rep *r, uint64_t now) {
  * reported), then the moves, in arrival order. */
 static void crawl_batch(uv_timer_t *t) {
   hpl__dir_server *s = t->data;
-  dir_crawl_rep *list = s->acquire->crawl_reps, *r, *tmp;
+  hpl__dir_crawl_rep *list = s->acquire->crawl_reps, *r, *tmp;
   s->acquire->crawl_reps = NULL;
   uint64_t now = hpl__now_ms();
   LL_FOREACH(list, r) crawl_verdict(s, r, now);
@@ -190,12 +190,12 @@ void hpl__dir_acquire_on_crawling_sender(hpl__dir_server *s, hpl__dir_node *aske
     peer->blamed_by = asker->id;
   }
   size_t len = strlen(o->id) + 1;
-  dir_crawl_rep *r = malloc(sizeof *r + len);
+  hpl__dir_crawl_rep *r = malloc(sizeof *r + len);
   if (!r) {
     hpl__dir_acquire_reply_err(asker, req, HPL_ENOMEM, "out of memory");
     return;
   }
-  *r = (dir_crawl_rep){.asker = asker->id, .peer = m->failed_peer, .req = req,
+  *r = (hpl__dir_crawl_rep){.asker = asker->id, .peer = m->failed_peer, .req = req,
                        .progress = m->progress};
   memcpy(r->id, o->id, len);
   LL_APPEND(s->acquire->crawl_reps, r);
@@ -213,13 +213,13 @@ void hpl__dir_acquire_crawl_stop(hpl__dir_server *s) {
 }
 
 void hpl__dir_acquire_crawl_free(hpl__dir_server *s) {
-  dir_crawl_rep *r, *tmp;
+  hpl__dir_crawl_rep *r, *tmp;
   LL_FOREACH_SAFE(s->acquire->crawl_reps, r, tmp) free(r);
   s->acquire->crawl_reps = NULL;
 }
 
 void hpl__dir_acquire_drop_crawl_reports(hpl__dir_server *s, uint64_t asker) {
-  dir_crawl_rep *r, *tmp;
+  hpl__dir_crawl_rep *r, *tmp;
   LL_FOREACH_SAFE(s->acquire->crawl_reps, r, tmp) {
     if (r->asker != asker) continue;
     LL_DELETE(s->acquire->crawl_reps, r);

@@ -113,7 +113,7 @@ void hpl__dir_admin_on_counters(hpl__dir_server *s, const hpl__dir_frame *f) {
 /* ------------------------------------------------------------------ delete */
 
 /* The module's state (hpl__dir_server.admin). */
-struct dir_admin {
+struct hpl__dir_admin {
   struct dir_delete *deletes; /* deletes waiting for DROP acks, by op (uthash) */
   uint64_t next_op;           /* the last op given out */
 };

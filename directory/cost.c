@@ -8,7 +8,7 @@
 
 /* The module's state (hpl__dir_server.cost): EWMAs of half the heartbeat round
  * trip and of pull rates (0: none yet). */
-struct dir_cost {
+struct hpl__dir_cost {
   double lat_measured, bw_measured;
 };
 

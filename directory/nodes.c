@@ -13,8 +13,8 @@
 #include "xlog.h"
 
 /* The module's state (hpl__dir_server.nodes). */
-struct dir_nodes {
-  hpl__dir_node *by_id;           /* every registered node (uthash) */
+struct hpl__dir_nodes {
+  hpl__dir_node *by_id;      /* every registered node (uthash) */
   uv_timer_t sweep, confirm; /* liveness: every heartbeat interval; suspects judged again */
   uv_timer_t probe_timer;    /* probes of reported senders judged when due */
   uint64_t sweep_due_ms;     /* when the next sweep should run */
@@ -32,7 +32,7 @@ int hpl__dir_nodes_init(hpl__dir_server *s) {
 }
 
 int hpl__dir_nodes_subscribe(hpl__dir_server *s, unsigned events, hpl__dir_node_fn fn, void *arg) {
-  struct dir_nodes *st = s->nodes;
+  struct hpl__dir_nodes *st = s->nodes;
   if (st->nsubs == HPL__DIR_NODES_MAX_SUBS) return -1;
   st->subs[st->nsubs].events = events;
   st->subs[st->nsubs].fn = fn;
@@ -43,7 +43,7 @@ int hpl__dir_nodes_subscribe(hpl__dir_server *s, unsigned events, hpl__dir_node_
 
 /* Tell the subscribers of e->type, in subscription order. */
 static void emit(hpl__dir_server *s, const hpl__dir_node_event *e) {
-  struct dir_nodes *st = s->nodes;
+  struct hpl__dir_nodes *st = s->nodes;
   for (int i = 0; i < st->nsubs; i++)
     if (st->subs[i].events & HPL__DIR_NODE_EV(e->type)) st->subs[i].fn(s, e, st->subs[i].arg);
 }
@@ -435,7 +435,7 @@ static void confirm(uv_timer_t *t) {
 
 static void sweep(uv_timer_t *t) {
   hpl__dir_server *s = t->data;
-  struct dir_nodes *st = s->nodes;
+  struct hpl__dir_nodes *st = s->nodes;
   uint64_t now = hpl__now_ms();
   hpl__dir_node *n, *tmp;
   uint64_t due = st->sweep_due_ms;
@@ -462,7 +462,7 @@ static void sweep(uv_timer_t *t) {
 }
 
 void hpl__dir_liveness_start(hpl__dir_server *s) {
-  struct dir_nodes *st = s->nodes;
+  struct hpl__dir_nodes *st = s->nodes;
   uv_timer_init(s->loop, &st->sweep);
   st->sweep.data = s;
   uv_timer_init(s->loop, &st->confirm);

@@ -52,7 +52,7 @@ typedef struct hpl__dir_node {
   char addr[64];
   int port;
   char name[64];
-  hpl__dir_conn *conn;         /* its connection (NULL only while the server stops) */
+  hpl__dir_conn *conn;    /* its connection (NULL only while the server stops) */
   uint64_t last_seen_ms;  /* last frame from it (moved on by the directory's own stalls) */
   uint64_t incarnation;   /* its store process (RegisterReq.incarnation; 0: not told) */
   int grants;             /* its store takes GRANTs (RegisterReq.grants) */
@@ -84,8 +84,8 @@ typedef struct hpl__dir_node {
   uint64_t owd_epoch_ms;
   uint32_t queue_us;
   /* Owned by the modules above (this one never reads them): */
-  struct dir_node_stats *stats; /* status.c: what its latest heartbeat said (NULL: nothing) */
-  struct dir_waiter *waiters;   /* acquire.c: its ACQUIREs waiting for a sender */
+  struct hpl__dir_node_stats *stats; /* status.c: what its latest heartbeat said (NULL: nothing) */
+  struct hpl__dir_waiter *waiters;   /* acquire.c: its ACQUIREs waiting for a sender */
   uint32_t nwaiters;
   /* acquire_move.c: what receivers reported of broadcast chains through it */
   uint64_t crawl_report_ms; /* when it last reported its own sender crawling (a partial
@@ -125,7 +125,7 @@ typedef enum hpl__dir_node_ev {
 typedef struct hpl__dir_node_event {
   hpl__dir_node_ev type;
   uint64_t id;                     /* the node's */
-  hpl__dir_node *node;                  /* NULL for HPL__DIR_NODE_TASKS_VOID */
+  hpl__dir_node *node;             /* NULL for HPL__DIR_NODE_TASKS_VOID */
   const char *why;                 /* HPL__DIR_NODE_DEAD */
   const Hplpb__Heartbeat *hb;      /* HPL__DIR_NODE_STATS */
   Hplpb__HeldObject *const *held;  /* HPL__DIR_NODE_JOINED */

@@ -82,7 +82,7 @@ typedef struct hpl__dtab {
   int levels;
   uint64_t rng;
   /* the per-node index: the objects each node has a copy of */
-  struct dtab_node *nodes;
+  struct hpl__dtab_node *nodes;
   uint32_t max_senders; /* receivers one copy may serve at once */
   /* optional: may a copy on this node serve now? (draining nodes may not) */
   int (*usable)(uint64_t node, void *arg);

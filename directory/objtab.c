@@ -15,12 +15,12 @@
 #include "hoplite.h"
 
 /* A node's index: the objects it has a location in. */
-typedef struct dtab_node {
+typedef struct hpl__dtab_node {
   uint64_t node;
   UT_hash_handle hh;
   hpl__dir_obj **objs;
   uint64_t n, cap;
-} dtab_node;
+} hpl__dtab_node;
 
 #define HT_MIN 1024
 #define REHASH_STEP 64 /* buckets moved per operation while growing */
@@ -245,7 +245,7 @@ void hpl__dtab_clear(hpl__dtab *t) {
   }
   free(t->ht[0]);
   free(t->ht[1]);
-  dtab_node *n, *tmp;
+  hpl__dtab_node *n, *tmp;
   HASH_ITER(hh, t->nodes, n, tmp) {
     HASH_DEL(t->nodes, n);
     free(n->objs);
@@ -264,25 +264,25 @@ void hpl__dtab_clear(hpl__dtab *t) {
 
 /* ------------------------------------------------------------------ the per-node index */
 
-static dtab_node *node_find(hpl__dtab *t, uint64_t node) {
-  dtab_node *n = NULL;
+static hpl__dtab_node *node_find(hpl__dtab *t, uint64_t node) {
+  hpl__dtab_node *n = NULL;
   HASH_FIND(hh, t->nodes, &node, sizeof node, n);
   return n;
 }
 
 uint64_t hpl__dtab_node_count(hpl__dtab *t, uint64_t node) {
-  dtab_node *n = node_find(t, node);
+  hpl__dtab_node *n = node_find(t, node);
   return n ? n->n : 0;
 }
 
 hpl__dir_obj **hpl__dtab_node_objects(hpl__dtab *t, uint64_t node, uint64_t *count) {
-  dtab_node *n = node_find(t, node);
+  hpl__dtab_node *n = node_find(t, node);
   *count = n ? n->n : 0;
   return n ? n->objs : NULL;
 }
 
 hpl__dir_loc *hpl__dtab_loc_new(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
-  dtab_node *n = node_find(t, node);
+  hpl__dtab_node *n = node_find(t, node);
   if (!n) {
     if (!(n = calloc(1, sizeof *n))) return NULL;
     n->node = node;
@@ -312,7 +312,7 @@ hpl__dir_loc *hpl__dtab_loc_new(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
 }
 
 void hpl__dtab_loc_free(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
-  dtab_node *n = node_find(t, l->node);
+  hpl__dtab_node *n = node_find(t, l->node);
   if (n && l->nidx < n->n && n->objs[l->nidx] == o) {
     /* the last entry takes its place; its location learns where it is */
     hpl__dir_obj *last = n->objs[--n->n];

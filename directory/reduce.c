@@ -27,14 +27,14 @@
 
 /* A REDUCE_DONE note: reduce `rid` into `target` ended while no directory
  * knew it. */
-typedef struct dir_away_end {
+typedef struct hpl__dir_away_end {
   uint64_t rid, at_ms; /* at_ms 0: an unused entry */
   char *target;        /* owned */
-} dir_away_end;
+} hpl__dir_away_end;
 
 /* REDUCE_END for a reduce that ended while no directory knew it, to node
  * `node` (its tasks of that reduce end; other reduces' tasks stay). */
-static void send_away_end(hpl__dir_server *s, uint64_t node, const dir_away_end *e) {
+static void send_away_end(hpl__dir_server *s, uint64_t node, const hpl__dir_away_end *e) {
   Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
   m.rid = e->rid;
   m.target = e->target;
@@ -49,16 +49,16 @@ void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f) {
   if (r && r->rid == m->rid) return; /* adopted here: its own end goes out */
   struct hpl__dir_reduces *st = s->reduces;
   if (!st->away_ends && !(st->away_ends = calloc(DR_AWAY_ENDS, sizeof *st->away_ends))) return;
-  dir_away_end *e = &st->away_ends[0];
+  hpl__dir_away_end *e = &st->away_ends[0];
   for (int i = 0; i < DR_AWAY_ENDS; i++) {
-    dir_away_end *x = &st->away_ends[i];
+    hpl__dir_away_end *x = &st->away_ends[i];
     if (x->at_ms && x->rid == m->rid) return; /* said already */
     if (x->at_ms < e->at_ms) e = x;            /* the oldest (or an unused) entry */
   }
   char *target = strdup(m->target);
   if (!target) return;
   free(e->target);
-  *e = (dir_away_end){.rid = m->rid, .at_ms = hpl__now_ms(), .target = target};
+  *e = (hpl__dir_away_end){.rid = m->rid, .at_ms = hpl__now_ms(), .target = target};
   s->ctr.reduce_done_notes++;
   HPL__LOG_INFO(
       "reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
@@ -276,7 +276,7 @@ static void node_registered(hpl__dir_server *s, uint64_t node) {
   }
   uint64_t now = hpl__now_ms();
   for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++) {
-    const dir_away_end *e = &s->reduces->away_ends[i];
+    const hpl__dir_away_end *e = &s->reduces->away_ends[i];
     if (e->at_ms && now - e->at_ms < DR_AWAY_END_MS) send_away_end(s, node, e);
   }
 }

@@ -89,8 +89,8 @@ typedef struct hpl__dir_reduce {
   uint64_t src_size; /* the sources' (have_size) */
   int have_size;     /* size and src_size are known (the first source arrived) */
   int inline_mode;   /* the plan: small, reduced at the directory */
-  uint8_t *acc; /* inline mode: running result */
-  hpl__plan plan; /* (degree 0: none made) */
+  uint8_t *acc;      /* inline mode: running result */
+  hpl__plan plan;    /* (degree 0: none made) */
   hpl__dr_slot *slots;
   uint32_t nfilled;
   uint32_t joins; /* participants that joined (allreduce): they get the target */
@@ -114,8 +114,8 @@ struct hpl__dir_reduces {
   hpl__dir_reduce *by_target;  /* every reduce, by target (uthash) */
   hpl__dir_reduce *done;       /* the finished ones, oldest first (utlist DL) */
   size_t ndone;
-  struct dir_away_end *away_ends; /* REDUCE_DONE notes lately, a ring (reduce.c) */
-  uv_timer_t crawl_timer; /* crawls judged again after measurements (reduce_crawl.c) */
+  struct hpl__dir_away_end *away_ends; /* REDUCE_DONE notes lately, a ring (reduce.c) */
+  uv_timer_t crawl_timer;              /* crawls judged again after measurements (reduce_crawl.c) */
   /* asked before a plain reduce starts (hpl__dir_reduce_before_start) */
   int (*before_start)(hpl__dir_server *s, const char *target, void *arg);
   void *before_start_arg;

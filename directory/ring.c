@@ -21,7 +21,7 @@
 #define RING_FORM_MAX_MS 2000
 #define RING_KEEP_MS 10000 /* an ended group answers late requests this long */
 
-/* A group's life (dir_ring.state; rg_set_state logs each transition). */
+/* A group's life (hpl__dir_ring.state; rg_set_state logs each transition). */
 typedef enum rg_state {
   RG_FORMING = 0, /* waiting for a participant for every source (the forming window) */
   RG_RUNNING = 1, /* formed: every member was told its place */
@@ -38,7 +38,7 @@ typedef struct rg_member {
   int done;     /* its target is complete */
 } rg_member;
 
-typedef struct dir_ring {
+typedef struct hpl__dir_ring {
   UT_hash_handle hh; /* hpl__dir_server.rings, by target */
   hpl__dir_server *srv;
   char *target;
@@ -47,20 +47,20 @@ typedef struct dir_ring {
   int op, dtype;
   uint64_t size;
   rg_state state;
-  uint64_t rid; /* 0 until it formed (a later request is told copies may exist) */
-  rg_member *m; /* in join order, which is the ring's order (readers skipped) */
+  uint64_t rid;                  /* 0 until it formed (a later request is told copies may exist) */
+  rg_member *m;                  /* in join order, which is the ring's order (readers skipped) */
   uint32_t nm, cap, nsrc, ndone; /* members, room, those with a source, done */
-  uint64_t over_ms; /* RG_OVER since */
-  hpl__otimer timer; /* the forming window */
-} dir_ring;
+  uint64_t over_ms;              /* RG_OVER since */
+  hpl__otimer timer;             /* the forming window */
+} hpl__dir_ring;
 
-static void rg_set_state(dir_ring *g, rg_state to) {
+static void rg_set_state(hpl__dir_ring *g, rg_state to) {
   if (g->state == to) return;
   HPL__LOG_DEBUG("ring '%s': %s -> %s", g->target, rg_names[g->state], rg_names[to]);
   g->state = to;
 }
 
-static void ring_free(dir_ring *g) {
+static void ring_free(hpl__dir_ring *g) {
   HASH_DEL(g->srv->rings, g);
   for (uint32_t i = 0; i < g->k; i++) free(g->src[i]);
   free(g->src);
@@ -73,7 +73,7 @@ static void ring_free(dir_ring *g) {
 static void ring_expire(hpl__dir_server *s) {
   uint64_t now = hpl__now_ms();
   int n = 0;
-  dir_ring *g, *tmp;
+  hpl__dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) {
     if (g->state == RG_OVER && now > g->over_ms + RING_KEEP_MS) ring_free(g);
     if (++n >= 16) break;
@@ -91,7 +91,7 @@ static void send_no_ring(hpl__dir_server *s, uint64_t node, uint64_t req, const 
 }
 
 /* The group will not run: every member waiting is told to reduce as usual. */
-static void ring_decline(dir_ring *g, const char *why) {
+static void ring_decline(hpl__dir_ring *g, const char *why) {
   hpl__dir_server *s = g->srv;
   HPL__LOG_INFO("ring allreduce into '%s' declined (%u of %u sources joined): %s", g->target,
                 g->nsrc, g->k, why);
@@ -104,7 +104,7 @@ static void ring_decline(dir_ring *g, const char *why) {
 }
 
 /* The running ring ends: status 0 when every member completed. */
-static void ring_end(dir_ring *g, int status, const char *detail) {
+static void ring_end(hpl__dir_ring *g, int status, const char *detail) {
   hpl__dir_server *s = g->srv;
   Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
   e.rid = g->rid;
@@ -126,7 +126,7 @@ static void ring_end(dir_ring *g, int status, const char *detail) {
 }
 
 static void ring_form_expired(void *owner) {
-  dir_ring *g = owner;
+  hpl__dir_ring *g = owner;
   if (g->state != RG_FORMING) return;
   char why[96];
   snprintf(why, sizeof why, "only %u of %u sources had a participant in time", g->nsrc, g->k);
@@ -134,7 +134,7 @@ static void ring_form_expired(void *owner) {
 }
 
 /* Every source has a member: tell each its place. */
-static void ring_go(dir_ring *g) {
+static void ring_go(hpl__dir_ring *g) {
   hpl__dir_server *s = g->srv;
   hpl__otimer_stop(&g->timer);
   g->rid = hpl__random_u64() | 1;
@@ -199,15 +199,15 @@ static const char *request_unfit(const Hplpb__ReduceReq *m) {
   return NULL;
 }
 
-static int same_request(const dir_ring *g, const Hplpb__ReduceReq *m) {
+static int same_request(const hpl__dir_ring *g, const Hplpb__ReduceReq *m) {
   if (m->n_sources != g->k || (int)m->op != g->op || (int)m->dtype != g->dtype) return 0;
   for (uint32_t i = 0; i < g->k; i++)
     if (strcmp(m->sources[i], g->src[i])) return 0;
   return 1;
 }
 
-static dir_ring *ring_new(hpl__dir_server *s, const Hplpb__ReduceReq *m) {
-  dir_ring *g = calloc(1, sizeof *g);
+static hpl__dir_ring *ring_new(hpl__dir_server *s, const Hplpb__ReduceReq *m) {
+  hpl__dir_ring *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->srv = s;
   g->k = (uint32_t)m->n_sources;
@@ -243,7 +243,7 @@ static dir_ring *ring_new(hpl__dir_server *s, const Hplpb__ReduceReq *m) {
 /* The source node `node` contributes: one it holds complete that no member
  * has claimed. Returns -2 if there is none (the node reads the result), or
  * -1 with *why set if the sizes do not fit a ring. */
-static int claim_source(dir_ring *g, uint64_t node, const char **why) {
+static int claim_source(hpl__dir_ring *g, uint64_t node, const char **why) {
   hpl__dir_server *s = g->srv;
   size_t es = hpl_dtype_size(g->dtype);
   for (uint32_t i = 0; i < g->k; i++) {
@@ -272,7 +272,7 @@ void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
     send_no_ring(s, node, f->req, why, 0);
     return;
   }
-  dir_ring *g = NULL;
+  hpl__dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, m->target, g);
   if (!g) {
     hpl__dir_obj *t = hpl__dtab_find(&s->tab, m->target);
@@ -326,7 +326,7 @@ void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
 
 void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
-  dir_ring *g = NULL;
+  hpl__dir_ring *g = NULL;
   if (m->target) HASH_FIND_STR(s->rings, m->target, g);
   if (!g || g->state != RG_RUNNING || g->rid != m->rid) return;
   uint64_t node = f->dc->node->id;
@@ -349,7 +349,7 @@ void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
 
 int hpl__dir_ring_clash(hpl__dir_server *s, const char *target, void *arg) {
   (void)arg;
-  dir_ring *g = NULL;
+  hpl__dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, target, g);
   if (!g) return 0;
   if (g->state == RG_FORMING) ring_decline(g, "a plain reduce into the target was asked for");
@@ -360,7 +360,7 @@ void hpl__dir_ring_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
   (void)arg;
   if (e->type != HPL__DIR_NODE_TASKS_VOID) return;
   uint64_t node = e->id;
-  dir_ring *g, *tmp;
+  hpl__dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) {
     if (g->state == RG_OVER) continue;
     for (uint32_t i = 0; i < g->nm; i++) {
@@ -377,12 +377,12 @@ void hpl__dir_ring_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
 }
 
 void hpl__dir_ring_target_deleted(hpl__dir_server *s, const char *target) {
-  dir_ring *g = NULL;
+  hpl__dir_ring *g = NULL;
   HASH_FIND_STR(s->rings, target, g);
   if (g && g->state == RG_RUNNING) ring_end(g, HPL_ECANCELED, "the target was deleted");
 }
 
 void hpl__dir_ring_free_all(hpl__dir_server *s) {
-  dir_ring *g, *tmp;
+  hpl__dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) ring_free(g);
 }

@@ -71,12 +71,12 @@ typedef struct hpl__dir_config {
   int no_fanout;              /* --no-fanout: no helper thread writes replies (fanout.h) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
-  double reduce_latency_s;    /* cost model L (reduce planner) */
-  double reduce_bandwidth;    /* cost model B, bytes/s */
+  double reduce_latency_s;          /* cost model L (reduce planner) */
+  double reduce_bandwidth;          /* cost model B, bytes/s */
   int latency_auto, bandwidth_auto; /* use what is measured once known */
-  hpl__auth auth;             /* the cluster secret (auth.on 0: none, loopback only) */
-  uint32_t max_conns;         /* open connections at most; more are closed at once */
-  hpl__metrics_cfg metrics;   /* --metrics-listen (off unless given) */
+  hpl__auth auth;                   /* the cluster secret (auth.on 0: none, loopback only) */
+  uint32_t max_conns;               /* open connections at most; more are closed at once */
+  hpl__metrics_cfg metrics;         /* --metrics-listen (off unless given) */
 } hpl__dir_config;
 
 /* Fill *c with the defaults (the command line's documented values). */
@@ -127,7 +127,7 @@ typedef struct hpl__dir_conn {
   uint32_t npeeks;
   struct hpl__dir_node *node; /* NULL until REGISTER; while set, node->conn == this */
   struct hpl__dir_server *srv;
-  char peer[64];         /* the peer's address (numeric; "?" if unknown) */
+  char peer[64];                     /* the peer's address (numeric; "?" if unknown) */
   struct hpl__dir_conn *prev, *next; /* hpl__dir_server.conns (utlist DL) */
 } hpl__dir_conn;
 
@@ -142,22 +142,22 @@ typedef struct hpl__dir_server {
   uint64_t instance;             /* random per start: stores notice a restart */
   uint64_t start_ms;             /* when the server started (status uptime) */
   int stopping;                  /* a signal ended the server: connections close */
-  hpl__dir_counters ctr;              /* every module bumps its own */
+  hpl__dir_counters ctr;         /* every module bumps its own */
   /* dirmetrics.c (recorded by server.c and acquire.c) */
   hpl__hist req_hist[HPL__MSG_MAX_ + 1]; /* handling time by message type */
   hpl__hist acquire_wait_hist;           /* ACQUIREs that waited: arrival to answer */
   struct hpl__msrv *msrv;                /* the /metrics endpoint (NULL: none) */
   /* the modules' state, each reached only through its module's header */
   hpl__dtab tab;                      /* objects.h: the object table (and its subscribers) */
-  struct dir_xlog_ring *xlog;    /* xlog.c: the transfer record */
-  struct dir_cost *cost;         /* cost.c: the measured cost model parameters */
-  struct dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
-  struct dir_tombs *tombs;       /* tombs.c: ids deleted lately */
+  struct hpl__dir_xlog_ring *xlog;    /* xlog.c: the transfer record */
+  struct hpl__dir_cost *cost;         /* cost.c: the measured cost model parameters */
+  struct hpl__dir_nodes *nodes;       /* nodes.c: the registry, liveness, event subscribers */
+  struct hpl__dir_tombs *tombs;       /* tombs.c: ids deleted lately */
   struct hpl__dir_reduces *reduces;   /* reduce*.c: the reduces, the finished ones, a timer */
-  struct dir_ring *rings;        /* ring.c: ring allreduce groups, by target (uthash) */
+  struct hpl__dir_ring *rings;        /* ring.c: ring allreduce groups, by target (uthash) */
   struct hpl__dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
-  struct dir_admin *admin;       /* admin.c: deletes waiting for DROP acks */
-  struct dir_gone *gone;         /* status.c: the nodes declared dead lately (a ring) */
+  struct hpl__dir_admin *admin;       /* admin.c: deletes waiting for DROP acks */
+  struct hpl__dir_gone *gone;         /* status.c: the nodes declared dead lately (a ring) */
 } hpl__dir_server;
 
 /* A request as the dispatcher (server.c) hands it to a module's handler,

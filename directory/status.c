@@ -18,14 +18,14 @@ typedef struct dir_incoming {
 
 /* What a node's latest scheduled heartbeat said (fixed size: a heartbeat
  * every half second reuses it). */
-typedef struct dir_node_stats {
+typedef struct hpl__dir_node_stats {
   uint64_t at_ms;
   uint64_t pool_used, pool_capacity, objects, bytes_sent, bytes_received;
   uint32_t clients;
   uint32_t nin;      /* entries of in[] */
   uint32_t in_total; /* copies arriving there, listed or not */
   dir_incoming in[HPL__STATUS_MAX_INCOMING];
-} dir_node_stats;
+} hpl__dir_node_stats;
 
 /* A node declared dead. */
 typedef struct dir_gone_node {
@@ -37,17 +37,17 @@ typedef struct dir_gone_node {
 } dir_gone_node;
 
 /* The latest HPL__STATUS_MAX_DEAD of them, a ring. */
-typedef struct dir_gone {
+typedef struct hpl__dir_gone {
   dir_gone_node v[HPL__STATUS_MAX_DEAD];
   size_t next;
-} dir_gone;
+} hpl__dir_gone;
 
 /* A scheduled heartbeat with stats came from `n`: keep what it says
  * (replacing the previous one). Entries with an invalid id are skipped.
  * Out of memory, the node shows no stats. */
 static void node_stats(hpl__dir_node *n, const Hplpb__Heartbeat *hb) {
   if (!n->stats && !(n->stats = malloc(sizeof *n->stats))) return;
-  dir_node_stats *st = n->stats;
+  hpl__dir_node_stats *st = n->stats;
   st->at_ms = hpl__now_ms();
   st->pool_used = hb->pool_used;
   st->pool_capacity = hb->pool_capacity;
@@ -153,7 +153,7 @@ void hpl__dir_status_on_status(hpl__dir_server *s, const hpl__dir_frame *f) {
   size_t nn = 0, nx = 0;
   uint64_t xtotal = 0;
   HPL__DIR_NODES_ITER(s, n, tmp) {
-    const dir_node_stats *st = n->stats;
+    const hpl__dir_node_stats *st = n->stats;
     if (st) xtotal += st->in_total;
     if (nn == nmax) continue;
     Hplpb__NodeStatus *v = &p.nodes[nn];

@@ -18,7 +18,7 @@ typedef struct dir_tomb {
 } dir_tomb;
 
 /* The module's state (hpl__dir_server.tombs). */
-struct dir_tombs {
+struct hpl__dir_tombs {
   dir_tomb *by_id; /* uthash */
   dir_tomb *fifo;  /* oldest first (utlist DL) */
   uint32_t n;
@@ -29,7 +29,7 @@ int hpl__dir_tombs_init(hpl__dir_server *s) {
   return s->tombs ? 0 : HPL_ENOMEM;
 }
 
-static void tomb_free(struct dir_tombs *st, dir_tomb *t) {
+static void tomb_free(struct hpl__dir_tombs *st, dir_tomb *t) {
   HASH_DEL(st->by_id, t);
   DL_DELETE(st->fifo, t);
   st->n--;
@@ -38,13 +38,13 @@ static void tomb_free(struct dir_tombs *st, dir_tomb *t) {
 
 /* Drop expired tombstones (at most 64 a call: bounded work; the cap on
  * their number bounds the rest). */
-static void tomb_expire(struct dir_tombs *st, uint64_t now) {
+static void tomb_expire(struct hpl__dir_tombs *st, uint64_t now) {
   for (int i = 0; i < 64 && st->fifo && now - st->fifo->at_ms >= HPL__DIR_TOMB_MS; i++)
     tomb_free(st, st->fifo);
 }
 
 void hpl__dir_tombs_add(hpl__dir_server *s, const char *id) {
-  struct dir_tombs *st = s->tombs;
+  struct hpl__dir_tombs *st = s->tombs;
   uint64_t now = hpl__now_ms();
   tomb_expire(st, now);
   dir_tomb *t;
@@ -62,7 +62,7 @@ void hpl__dir_tombs_add(hpl__dir_server *s, const char *id) {
 }
 
 int hpl__dir_tombs_has(hpl__dir_server *s, const char *id) {
-  struct dir_tombs *st = s->tombs;
+  struct hpl__dir_tombs *st = s->tombs;
   if (!st->by_id) return 0;
   uint64_t now = hpl__now_ms();
   tomb_expire(st, now);
@@ -72,7 +72,7 @@ int hpl__dir_tombs_has(hpl__dir_server *s, const char *id) {
 }
 
 void hpl__dir_tombs_remove(hpl__dir_server *s, const char *id) {
-  struct dir_tombs *st = s->tombs;
+  struct hpl__dir_tombs *st = s->tombs;
   dir_tomb *t;
   if (!st->by_id) return;
   HASH_FIND(hh, st->by_id, id, strlen(id), t);

@@ -19,7 +19,7 @@ typedef struct dir_xfer {
 
 /* The module's state (hpl__dir_server.xlog): the ring and how many entries
  * were ever recorded. */
-struct dir_xlog_ring {
+struct hpl__dir_xlog_ring {
   uint64_t seq;
   dir_xfer v[DIR_XFER_CAP];
 };

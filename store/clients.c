@@ -32,11 +32,11 @@
 #include "util.h"
 
 /* The module's context (s->clients). */
-typedef struct st_clients {
+typedef struct hpl__clients {
   uv_pipe_t listener;
   hpl__stclient *list;   /* every session connected (utlist; their count: s->nclients) */
-  uint64_t next_id;  /* the last session id given */
-} st_clients;
+  uint64_t next_id;      /* the last session id given */
+} hpl__clients;
 
 static void on_contains(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__IdReq *m) {
   hpl__obj *o = hpl__obj_find(s, m->id);

@@ -36,12 +36,12 @@
 #define PARK_TIMEOUT_MS 10000
 
 /* The module's context (s->dataport). */
-typedef struct st_dataport {
+typedef struct hpl__dataport {
   uv_tcp_t listener;
-  int bound;                 /* listening */
+  int bound;                   /* listening */
   struct hpl__sender *senders; /* every connection (utlist; their count: s->nsenders) */
-  void (*idle)(hpl__store *s);    /* a stream ended and none is left (may be NULL) */
-} st_dataport;
+  void (*idle)(hpl__store *s); /* a stream ended and none is left (may be NULL) */
+} hpl__dataport;
 
 int hpl__dataport_port(hpl__store *s) {
   struct sockaddr_storage ss;
@@ -434,7 +434,7 @@ void hpl__dataport_unpark(hpl__store *s, int (*match)(const char *key, void *arg
 
 int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s)) {
   struct sockaddr_in addr;
-  st_dataport *dp = s->dataport = calloc(1, sizeof *s->dataport);
+  hpl__dataport *dp = s->dataport = calloc(1, sizeof *s->dataport);
   if (!dp) return HPL_ENOMEM;
   dp->idle = idle;
   int rc = uv_ip4_addr(s->cfg.data_host, s->cfg.data_port, &addr);
@@ -455,7 +455,7 @@ int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s)) {
 }
 
 void hpl__dataport_stop(hpl__store *s) {
-  st_dataport *dp = s->dataport;
+  hpl__dataport *dp = s->dataport;
   if (!dp) return;
   if (!uv_is_closing((uv_handle_t *)&dp->listener)) uv_close((uv_handle_t *)&dp->listener, NULL);
   hpl__sender *sd;

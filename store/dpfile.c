@@ -13,7 +13,7 @@
  * outlives its sender while a read or a write still uses a buffer. */
 #define FS_SLOTS 2
 typedef struct fs_slot {
-  struct st_fstream *fs;
+  struct hpl__fstream *fs;
   uint8_t *buf;
   uint64_t off, len;
   uint64_t req;  /* the read's (while reading) */
@@ -21,17 +21,17 @@ typedef struct fs_slot {
 } fs_slot;
 enum { FS_FREE, FS_READING, FS_READY, FS_WRITING };
 
-typedef struct st_fstream {
+typedef struct hpl__fstream {
   hpl__sender *sd; /* NULL once the connection closed */
   uint64_t file;
   uint64_t next;  /* the next offset to read */
   int busy;       /* slots reading or writing */
   fs_slot slot[FS_SLOTS];
-} st_fstream;
+} hpl__fstream;
 
-static void fs_pump(st_fstream *fs);
+static void fs_pump(hpl__fstream *fs);
 
-static void fs_free_maybe(st_fstream *fs) {
+static void fs_free_maybe(hpl__fstream *fs) {
   if (fs->sd || fs->busy) return;
   for (int i = 0; i < FS_SLOTS; i++) free(fs->slot[i].buf);
   free(fs);
@@ -40,7 +40,7 @@ static void fs_free_maybe(st_fstream *fs) {
 static void fs_write_done(hpl__conn *c, int status, void *arg) {
   (void)c;
   fs_slot *k = arg;
-  st_fstream *fs = k->fs;
+  hpl__fstream *fs = k->fs;
   k->state = FS_FREE;
   fs->busy--;
   if (status || !fs->sd) {
@@ -53,7 +53,7 @@ static void fs_write_done(hpl__conn *c, int status, void *arg) {
 static void fs_read_done(void *arg, int status, int err, const char *detail) {
   (void)err;
   fs_slot *k = arg;
-  st_fstream *fs = k->fs;
+  hpl__fstream *fs = k->fs;
   hpl__sender *sd = fs->sd;
   k->state = status ? FS_FREE : FS_READY;
   if (status) fs->busy--;
@@ -76,7 +76,7 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
 }
 
 /* Write what is read, in order; read ahead into free buffers; finish. */
-static void fs_pump(st_fstream *fs) {
+static void fs_pump(hpl__fstream *fs) {
   hpl__sender *sd = fs->sd;
   hpl__store *s = sd->s;
   if (hpl__conn_closing(sd->c)) return;
@@ -120,7 +120,7 @@ static void fs_pump(st_fstream *fs) {
 }
 
 void hpl__dataport_file_detach(hpl__sender *sd) {
-  st_fstream *fs = sd->fs;
+  hpl__fstream *fs = sd->fs;
   if (!fs) return;
   sd->fs = NULL;
   fs->sd = NULL;
@@ -133,7 +133,7 @@ int hpl__dataport_file_start(hpl__sender *sd, hpl__obj *o) {
   hpl__store *s = sd->s;
   uint64_t file = s->spill ? hpl__obj_file(s, o) : 0;
   if (!file) return -1;
-  st_fstream *fs = calloc(1, sizeof *fs);
+  hpl__fstream *fs = calloc(1, sizeof *fs);
   if (!fs) return -1;
   for (int i = 0; i < FS_SLOTS; i++) {
     fs->slot[i].fs = fs;

@@ -25,11 +25,11 @@ typedef struct hpl__sender {
   char *parked;    /* stream key this PULL waits for (not made yet) */
   uint32_t gen;    /* generation of the bytes being streamed */
   uint64_t started_ms;
-  int faulty;       /* fault points apply to this stream */
-  int stalled;      /* fault point: stop sending */
-  uint64_t slow_from_ms; /* fault point slow_after: when the pace began (faults.h) */
-  uv_timer_t *timer; /* parked: its bound; fault point slow_send: the next send */
-  struct st_fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
+  int faulty;              /* fault points apply to this stream */
+  int stalled;             /* fault point: stop sending */
+  uint64_t slow_from_ms;   /* fault point slow_after: when the pace began (faults.h) */
+  uv_timer_t *timer;       /* parked: its bound; fault point slow_send: the next send */
+  struct hpl__fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
 } hpl__sender;
 
 /* dataport.c: the stream of sd is over (served, or refused): let go of

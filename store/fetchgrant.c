@@ -60,16 +60,16 @@ static void grant_now(hpl__store *s, ProtobufCMessage *m) {
 }
 
 /* Fault point grant_delay_ms: a GRANT kept (packed) until it is handled. */
-typedef struct late_grant {
+typedef struct hpl__late_grant {
   hpl__otimer timer;
-  struct late_grant *prev, *next; /* s->fetches->late (utlist) */
+  struct hpl__late_grant *prev, *next; /* s->fetches->late (utlist) */
   hpl__store *s;
   size_t len;
   uint8_t msg[];
-} late_grant;
+} hpl__late_grant;
 
 static void late_grant_due(void *arg) {
-  late_grant *g = arg;
+  hpl__late_grant *g = arg;
   DL_DELETE(g->s->fetches->late, g);
   ProtobufCMessage *m = hpl__msg_unpack(HPL__MSG_GRANT, g->msg, g->len);
   if (m) {
@@ -82,7 +82,7 @@ static void late_grant_due(void *arg) {
 void hpl__fetch_on_grant(hpl__store *s, ProtobufCMessage *m) {
   uint64_t delay = s->cfg.faults.grant_delay_ms;
   size_t len = delay ? protobuf_c_message_get_packed_size(m) : 0;
-  late_grant *g = delay ? calloc(1, sizeof *g + len) : NULL;
+  hpl__late_grant *g = delay ? calloc(1, sizeof *g + len) : NULL;
   if (!g) {
     grant_now(s, m);
     return;
@@ -95,7 +95,7 @@ void hpl__fetch_on_grant(hpl__store *s, ProtobufCMessage *m) {
 
 void hpl__fetch_grants_stop(hpl__store *s) {
   while (s->fetches->late) { /* held back by the fault point: dropped */
-    late_grant *g = s->fetches->late;
+    hpl__late_grant *g = s->fetches->late;
     DL_DELETE(s->fetches->late, g);
     hpl__otimer_free(&g->timer, g);
   }

@@ -16,17 +16,17 @@
 
 /* The module's context (s->fetches). */
 typedef struct hpl__fetches {
-  struct hpl__fetch *list;   /* every fetch (utlist) */
-  struct late_grant *late; /* GRANTs held back by the fault point (fetchgrant.c; utlist) */
+  struct hpl__fetch *list;      /* every fetch (utlist) */
+  struct hpl__late_grant *late; /* GRANTs held back by the fault point (fetchgrant.c; utlist) */
 } hpl__fetches;
 
 typedef struct hpl__fetch {
   struct hpl__fetch *prev, *next; /* s->fetches->list (utlist) */
   hpl__store *s;
-  hpl__obj *o;          /* referenced */
-  hpl__fetch_state state;  /* changed by hpl__fetch_fire only */
-  int asks;           /* directory requests whose answer is due */
-  int busy;           /* hpl__fetch_fire calls under way (nested): do not free */
+  hpl__obj *o;            /* referenced */
+  hpl__fetch_state state; /* changed by hpl__fetch_fire only */
+  int asks;               /* directory requests whose answer is due */
+  int busy;               /* hpl__fetch_fire calls under way (nested): do not free */
   hpl__puller *pull;
   uint64_t sender;    /* node we pull (or pulled) from */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
@@ -37,7 +37,7 @@ typedef struct hpl__fetch {
   hpl__room room;
   Hplpb__AcquireRep held;
   char *held_addr;
-  uint8_t *held_payload; /* an inline answer's bytes */
+  uint8_t *held_payload;   /* an inline answer's bytes */
   hpl__otimer grant_timer; /* HPL__FETCH_GRANT: how long the GRANT is waited for */
 } hpl__fetch;
 

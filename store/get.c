@@ -15,14 +15,14 @@
 
 /* A GET waiting for its object: on the object's waiter list and on the
  * client's list. */
-typedef struct get_waiter {
-  hpl__waiter w;                     /* first: objects.c hands this back */
-  struct get_waiter *cprev, *cnext; /* the client's list (utlist) */
+typedef struct hpl__get_waiter {
+  hpl__waiter w;                         /* first: objects.c hands this back */
+  struct hpl__get_waiter *cprev, *cnext; /* the client's list (utlist) */
   hpl__stclient *cl;
   uint64_t req;
   uint64_t t0; /* uv_hrtime() at its arrival (get_hist) */
   hpl__otimer timer;
-} get_waiter;
+} hpl__get_waiter;
 
 /* A GET that arrived at t0 is answered: its latency (s->get_hist). */
 static void answered(hpl__stclient *cl, uint64_t t0) {
@@ -60,7 +60,7 @@ static void forget_if_unwanted(hpl__store *s, hpl__obj *o) {
 }
 
 /* Off both lists; the waiter is freed. */
-static void waiter_end(get_waiter *g) {
+static void waiter_end(hpl__get_waiter *g) {
   DL_DELETE2(g->cl->waiters, g, cprev, cnext);
   g->cl->nwaiters--;
   hpl__otimer_free(&g->timer, g);
@@ -68,7 +68,7 @@ static void waiter_end(get_waiter *g) {
 
 /* objects.c: the object is here (status 0) or will not come. */
 static void waiter_done(hpl__waiter *w, int status, const char *detail) {
-  get_waiter *g = (get_waiter *)w;
+  hpl__get_waiter *g = (hpl__get_waiter *)w;
   if (status == 0)
     reply_held(g->cl->s, g->cl, g->req, w->obj, g->t0);
   else
@@ -77,7 +77,7 @@ static void waiter_done(hpl__waiter *w, int status, const char *detail) {
 }
 
 static void waiter_timeout(void *arg) {
-  get_waiter *g = arg;
+  hpl__get_waiter *g = arg;
   hpl__obj *o = g->w.obj;
   hpl__store *s = g->cl->s;
   char detail[320];
@@ -111,7 +111,7 @@ void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char
     reply_err(cl, req, HPL_EUNAVAIL, "too many GETs of this client waiting already", t0);
     return;
   }
-  get_waiter *g = calloc(1, sizeof *g);
+  hpl__get_waiter *g = calloc(1, sizeof *g);
   if (!o && g) {
     if ((o = hpl__obj_new(s, id, HPL__OBJ_FETCHING))) s->ctr.remote_gets++;
   }
@@ -141,7 +141,7 @@ void hpl__get_request(hpl__store *s, hpl__stclient *cl, uint64_t req, const char
 
 void hpl__get_client_gone(hpl__store *s, hpl__stclient *cl) {
   while (cl->waiters) {
-    get_waiter *g = cl->waiters;
+    hpl__get_waiter *g = cl->waiters;
     hpl__obj *o = g->w.obj;
     hpl__obj_unwait(&g->w);
     waiter_end(g);

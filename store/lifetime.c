@@ -26,11 +26,11 @@ enum { LT_OWNED = 0, LT_TTL = 1 };
 
 /* A session's owned instances (some may be long gone: pruned when full);
  * after the session left, a piece of the FIFO (`at`: the next to do). */
-typedef struct lt_owned {
-  struct lt_owned *prev, *next; /* st_lifetime.left (utlist), once the session left */
+typedef struct hpl__lt_owned {
+  struct hpl__lt_owned *prev, *next; /* hpl__lifetime.left (utlist), once the session left */
   size_t n, cap, at;
   uint64_t inst[];
-} lt_owned;
+} hpl__lt_owned;
 
 /* Delete instance `inst` once hpl__now_ms() >= due. */
 typedef struct lt_due {
@@ -39,14 +39,14 @@ typedef struct lt_due {
 } lt_due;
 
 /* The module's context (s->lt). */
-typedef struct st_lifetime {
+typedef struct hpl__lifetime {
   lt_due *heap; /* min-heap by due */
   size_t n, cap;
-  lt_owned *left;        /* sessions that left, oldest first (utlist) */
+  hpl__lt_owned *left;   /* sessions that left, oldest first (utlist) */
   uint32_t inflight;     /* DELETEs waiting for the directory */
   uv_timer_t timer;      /* the one timer: the earliest deadline, or at once */
   int live;              /* the timer is initialised */
-} st_lifetime;
+} hpl__lifetime;
 
 /* One DELETE out. */
 typedef struct lt_req {
@@ -63,7 +63,7 @@ int hpl__lifetime_check(uint64_t ttl_ms, char *detail, size_t dlen) {
 
 /* ------------------------------------------------------------------ the heap */
 
-static int heap_push(st_lifetime *lt, uint64_t due, uint64_t inst, int kind, int tries) {
+static int heap_push(hpl__lifetime *lt, uint64_t due, uint64_t inst, int kind, int tries) {
   if (lt->n == lt->cap) {
     size_t cap = lt->cap ? lt->cap * 2 : 64;
     lt_due *h = realloc(lt->heap, cap * sizeof *h);
@@ -81,7 +81,7 @@ static int heap_push(st_lifetime *lt, uint64_t due, uint64_t inst, int kind, int
   return 0;
 }
 
-static lt_due heap_pop(st_lifetime *lt) {
+static lt_due heap_pop(hpl__lifetime *lt) {
   lt_due top = lt->heap[0], last = lt->heap[--lt->n];
   size_t i = 0;
   for (;;) {
@@ -110,7 +110,7 @@ static void lt_run(uv_timer_t *t);
 /* Arm the timer for what is due next (nothing while the directory has
  * HPL__LIFETIME_INFLIGHT deletes: each answer arms it again). */
 static void schedule(hpl__store *s) {
-  st_lifetime *lt = s->lt;
+  hpl__lifetime *lt = s->lt;
   if (!lt->live || s->stopping) return;
   if (lt->inflight >= HPL__LIFETIME_INFLIGHT || (!lt->left && !lt->n)) {
     uv_timer_stop(&lt->timer);
@@ -135,7 +135,7 @@ static void delete_start(hpl__store *s, uint64_t inst, int kind, int tries);
 
 static void delete_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   lt_req *q = arg;
-  st_lifetime *lt = s->lt;
+  hpl__lifetime *lt = s->lt;
   lt->inflight--;
   const char *what = q->kind == LT_OWNED ? "owned" : "ttl";
   if (rep->status == 0) {
@@ -184,13 +184,13 @@ static void delete_start(hpl__store *s, uint64_t inst, int kind, int tries) {
  * expired deadlines; at most HPL__LIFETIME_BATCH per run. */
 static void lt_run(uv_timer_t *t) {
   hpl__store *s = t->data;
-  st_lifetime *lt = s->lt;
+  hpl__lifetime *lt = s->lt;
   if (s->stopping) return;
   uint64_t now = hpl__now_ms();
   for (int budget = HPL__LIFETIME_BATCH; budget > 0 && lt->inflight < HPL__LIFETIME_INFLIGHT;
        budget--) {
     if (lt->left) {
-      lt_owned *w = lt->left;
+      hpl__lt_owned *w = lt->left;
       uint64_t inst = w->inst[w->at++];
       if (w->at == w->n) {
         DL_DELETE(lt->left, w);
@@ -212,7 +212,7 @@ static void lt_run(uv_timer_t *t) {
 /* Remember that the session owns instance `inst`. A full list first drops
  * what is gone; it grows only if more than half is still here. */
 static int owned_add(hpl__store *s, hpl__stclient *cl, uint64_t inst) {
-  lt_owned *w = cl->owned;
+  hpl__lt_owned *w = cl->owned;
   if (w && w->n == w->cap) {
     size_t k = 0;
     for (size_t i = 0; i < w->n; i++)
@@ -221,7 +221,7 @@ static int owned_add(hpl__store *s, hpl__stclient *cl, uint64_t inst) {
   }
   if (!w || w->n > w->cap / 2) {
     size_t cap = w ? w->cap * 2 : 16;
-    lt_owned *g = realloc(w, sizeof *g + cap * sizeof g->inst[0]);
+    hpl__lt_owned *g = realloc(w, sizeof *g + cap * sizeof g->inst[0]);
     if (!g) return HPL_ENOMEM;
     if (!w) g->n = 0;
     g->cap = cap;
@@ -235,7 +235,7 @@ static int owned_add(hpl__store *s, hpl__stclient *cl, uint64_t inst) {
 
 void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int owned,
                           uint64_t ttl_ms) {
-  st_lifetime *lt = s->lt;
+  hpl__lifetime *lt = s->lt;
   if (!lt || s->stopping) return;
   uint64_t now = hpl__now_ms();
   int rc = 0;
@@ -248,10 +248,10 @@ void hpl__lifetime_sealed(hpl__store *s, hpl__stclient *cl, hpl__obj *o, int own
 }
 
 void hpl__lifetime_client_gone(hpl__store *s, hpl__stclient *cl) {
-  lt_owned *w = cl->owned;
+  hpl__lt_owned *w = cl->owned;
   cl->owned = NULL;
   if (!w) return;
-  st_lifetime *lt = s->lt;
+  hpl__lifetime *lt = s->lt;
   if (!lt || s->stopping || w->n == 0) {
     free(w);
     return;
@@ -281,9 +281,9 @@ void hpl__lifetime_stop(hpl__store *s) {
 }
 
 void hpl__lifetime_free(hpl__store *s) {
-  st_lifetime *lt = s->lt;
+  hpl__lifetime *lt = s->lt;
   if (!lt) return;
-  lt_owned *w, *tmp;
+  hpl__lt_owned *w, *tmp;
   DL_FOREACH_SAFE(lt->left, w, tmp) {
     DL_DELETE(lt->left, w);
     free(w);

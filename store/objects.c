@@ -20,13 +20,13 @@
 #include "util.h"
 
 /* The module's context (s->objects), made by hpl__objects_init. */
-typedef struct st_objects {
+typedef struct hpl__objects {
   hpl__objidx by_id;        /* objects in the table (hpl__obj_find) */
   hpl__objidx by_inst;      /* every object until freed (hpl__obj_find_inst) */
   hpl__objidx internal;     /* reduce streams in the table (hpl__obj_find_internal) */
-  hpl__obj *first;    /* objects in by_id, oldest first (walks; utlist) */
-  hpl__walk *walks;   /* open walks */
-  hpl__obj *idle_first; /* the idle list, least recently used first (utlist) */
+  hpl__obj *first;          /* objects in by_id, oldest first (walks; utlist) */
+  hpl__walk *walks;         /* open walks */
+  hpl__obj *idle_first;     /* the idle list, least recently used first (utlist) */
   uint64_t idle_bytes;
   struct obj_file *files; /* spill files by instance (few objects have one) */
   uint64_t next_inst;     /* the last instance handle given */
@@ -38,7 +38,7 @@ typedef struct st_objects {
    * object went idle; a spilled object's bytes are wanted */
   void (*changed)(hpl__store *s);
   void (*wanted)(hpl__store *s, hpl__obj *o);
-} st_objects;
+} hpl__objects;
 
 typedef struct obj_file {
   uint64_t inst, file;
@@ -75,7 +75,7 @@ void hpl__obj_index_size(const hpl__store *s, size_t *slots, size_t *bytes) {
 /* ------------------------------------------------------------------ walks */
 
 void hpl__obj_walk_begin(hpl__store *s, hpl__walk *w) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   *w = (hpl__walk){.at = t ? t->first : NULL, .open = t != NULL}; /* no tables: no objects */
   if (t) DL_APPEND(t->walks, w);
 }
@@ -98,14 +98,14 @@ hpl__obj *hpl__obj_walk_next(hpl__store *s, hpl__walk *w) {
 
 /* o joins the list of objects (at the end): walks that were at the end
  * will return it. */
-static void list_add(st_objects *t, hpl__obj *o) {
+static void list_add(hpl__objects *t, hpl__obj *o) {
   DL_APPEND(t->first, o);
   hpl__walk *w;
   DL_FOREACH(t->walks, w) if (!w->at) w->at = o;
 }
 
 /* o leaves the list: walks about to return it move past it. */
-static void list_del(st_objects *t, hpl__obj *o) {
+static void list_del(hpl__objects *t, hpl__obj *o) {
   hpl__walk *w;
   DL_FOREACH(t->walks, w) if (w->at == o) w->at = o->next;
   DL_DELETE(t->first, o);
@@ -132,7 +132,7 @@ void hpl__obj_want(hpl__store *s, hpl__obj *o) {
 }
 
 static void idle_add(hpl__store *s, hpl__obj *o) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (o->on_idle || !t || !o->in_table || o->internal || o->refs || o->state != HPL__OBJ_SEALED)
     return;
   DL_APPEND2(t->idle_first, o, lru_prev, lru_next);
@@ -142,7 +142,7 @@ static void idle_add(hpl__store *s, hpl__obj *o) {
 }
 
 static void idle_del(hpl__store *s, hpl__obj *o) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (!o->on_idle || !t) return;
   DL_DELETE2(t->idle_first, o, lru_prev, lru_next);
   o->lru_prev = o->lru_next = NULL;
@@ -169,7 +169,7 @@ static void filter_count(hpl__store *s, const char *id, int delta) {
 }
 
 int hpl__objects_init(hpl__store *s) {
-  st_objects *t = s->objects = calloc(1, sizeof *s->objects);
+  hpl__objects *t = s->objects = calloc(1, sizeof *s->objects);
   if (!t) return HPL_ENOMEM;
   t->by_inst.by_inst = 1;
   t->filter_fd = -1;
@@ -190,7 +190,7 @@ int hpl__objects_init(hpl__store *s) {
 }
 
 void hpl__objects_stop(hpl__store *s) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (!t) return;
   if (t->trim_live) uv_close((uv_handle_t *)&t->trim, NULL);
   t->trim_live = 0;
@@ -208,7 +208,7 @@ static void stream_forget(hpl__obj *o, void *arg) {
 }
 
 void hpl__objects_free(hpl__store *s) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (t) {
     t->walks = NULL; /* their owners are gone by now: forgotten, not touched */
     while (t->first) hpl__obj_detach(s, t->first);
@@ -251,7 +251,7 @@ static hpl__obj *obj_alloc(hpl__store *s, const char *id, int state, size_t slac
 }
 
 hpl__obj *hpl__obj_new(hpl__store *s, const char *id, int state) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   hpl__obj *o = t ? obj_alloc(s, id, state, 0) : NULL;
   if (!o) return NULL;
   if (hpl__objidx_add(&t->by_id, o) != 0) {
@@ -277,7 +277,7 @@ hpl__obj *hpl__obj_prep_internal(hpl__store *s, const char *key) {
 }
 
 int hpl__obj_publish_internal(hpl__store *s, hpl__obj *o) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (!t || o->in_table || !o->internal || !o->data || hpl__obj_find_internal(s, o->id)) return -1;
   if (hpl__objidx_add(&t->internal, o) != 0) return -1;
   if (hpl__objidx_add(&t->by_inst, o) != 0) {
@@ -309,7 +309,7 @@ hpl__obj *hpl__obj_new_internal(hpl__store *s, const char *key, uint64_t size, c
 }
 
 int hpl__obj_rekey_internal(hpl__store *s, hpl__obj *o, const char *key) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   size_t len = strlen(key);
   if (!t || !o->internal || !o->in_table || len > o->id_room || hpl__obj_find_internal(s, key))
     return -1;
@@ -340,7 +340,7 @@ static void trim_cb(uv_timer_t *t) {
 /* An allocation went back to the pool: once frees pause for cfg.trim_ms,
  * the free pages go back to the kernel. */
 static void pool_freed(hpl__store *s) {
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (!s->cfg.trim_ms || s->stopping || !t) return;
   if (!t->trim_live) {
     if (uv_timer_init(s->loop, &t->trim) != 0) return;
@@ -433,7 +433,7 @@ void hpl__obj_unwatch(hpl__obj *o, hpl__watch *w) {
 
 void hpl__obj_detach(hpl__store *s, hpl__obj *o) {
   if (!o->in_table) return;
-  st_objects *t = s->objects;
+  hpl__objects *t = s->objects;
   if (o->internal) {
     hpl__objidx_del(&t->internal, o);
   } else {

@@ -88,18 +88,18 @@ struct hpl__obj {
   const struct hpl__source *source; /* internal: how its stream is served (NULL: from
                                        data; see hpl__source) */
   /* what is being done to it, each owned by its module (NULL: nothing) */
-  struct hpl__fetch *fetch; /* fetch.c: being got from elsewhere */
-  struct st_put *put;     /* put.c: being written by a local client */
-  struct rd_sink *sink;   /* rdsink.c: the target of a reduce produced here */
-  uint32_t gen;           /* generation of the bytes (see AcquireRep.gen) */
-  uint32_t refs;          /* holds by clients + internal users */
-  uint8_t state;          /* OBJ_* */
-  uint8_t in_table : 1;   /* in the id table (or the reduce streams' table) */
-  uint8_t internal : 1;   /* a reduce stream: by key, not visible to clients */
-  uint8_t advertised : 1; /* the directory lists this node as a holder */
-  uint8_t inline_obj : 1; /* small object: the directory serves it */
-  uint8_t primary : 1;    /* put here (or a reduce target made here), not a copy got
-                             from elsewhere: never evicted, only spilled */
+  struct hpl__fetch *fetch;  /* fetch.c: being got from elsewhere */
+  struct hpl__put *put;      /* put.c: being written by a local client */
+  struct hpl__rd_sink *sink; /* rdsink.c: the target of a reduce produced here */
+  uint32_t gen;              /* generation of the bytes (see AcquireRep.gen) */
+  uint32_t refs;             /* holds by clients + internal users */
+  uint8_t state;             /* OBJ_* */
+  uint8_t in_table : 1;      /* in the id table (or the reduce streams' table) */
+  uint8_t internal : 1;      /* a reduce stream: by key, not visible to clients */
+  uint8_t advertised : 1;    /* the directory lists this node as a holder */
+  uint8_t inline_obj : 1;    /* small object: the directory serves it */
+  uint8_t primary : 1;       /* put here (or a reduce target made here), not a copy got
+                                from elsewhere: never evicted, only spilled */
   uint8_t on_idle : 1;    /* on the idle list (objects.c) */
   uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
   uint8_t on_disk : 1;    /* a spill file holds its bytes (hpl__obj_file) */

@@ -40,12 +40,12 @@ typedef struct hpl__objidx_arr {
 } hpl__objidx_arr;
 
 typedef struct hpl__objidx {
-  hpl__objidx_arr cur;   /* where entries are added */
-  hpl__objidx_arr old;   /* being drained into cur (cap 0: none) */
-  size_t drain;  /* old's slots below this are drained */
-  uint8_t *dead; /* a drained mapped array, unmapped from its end a slice */
-  size_t dead_len; /*   per operation (NULL: none) */
-  int by_inst;   /* keyed by instance handle, else by id */
+  hpl__objidx_arr cur; /* where entries are added */
+  hpl__objidx_arr old; /* being drained into cur (cap 0: none) */
+  size_t drain;        /* old's slots below this are drained */
+  uint8_t *dead;       /* a drained mapped array, unmapped from its end a slice */
+  size_t dead_len;     /*   per operation (NULL: none) */
+  int by_inst;         /* keyed by instance handle, else by id */
 } hpl__objidx;
 
 /* Add o (not in x). 0, or -1 when there is no room and no memory to grow. */

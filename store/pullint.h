@@ -13,7 +13,7 @@
 
 /* The module's context (s->pullers). */
 typedef struct hpl__pullers {
-  hpl__puller *list;       /* every pull running (utlist) */
+  hpl__puller *list;     /* every pull running (utlist) */
   double rate_ewma;      /* bytes/s of recent pulls from complete senders */
   double last_pull_rate; /* of the pull that just completed (0: not measured) */
   unsigned straggler_streak; /* senders judged stragglers since a pull last went at a
@@ -27,7 +27,7 @@ struct hpl__puller {
   hpl__puller_ops ops;
   void *arg;
   hpl__obj *into;     /* hpl__puller_start_into: the object the bytes land in */
-  int into_progress; /*   ...and whether they are its progress */
+  int into_progress;  /*   ...and whether they are its progress */
   char key[320];
   int internal;
   uv_tcp_t *tcp; /* while connecting */

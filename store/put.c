@@ -26,24 +26,24 @@ typedef enum put_state {
   PUT_NSTATES
 } put_state;
 
-typedef struct st_put {
-  struct st_put *prev, *next; /* the client's list (utlist) */
+typedef struct hpl__put {
+  struct hpl__put *prev, *next; /* the client's list (utlist) */
   hpl__store *s;
-  hpl__obj *o;      /* referenced: the creator's reference */
-  hpl__stclient *cl;  /* referenced */
-  uint64_t req;   /* the CREATE, SEAL or PUT waiting for the directory */
+  hpl__obj *o;       /* referenced: the creator's reference */
+  hpl__stclient *cl; /* referenced */
+  uint64_t req;      /* the CREATE, SEAL or PUT waiting for the directory */
   put_state state;
-  int asking;     /* a directory request is out */
-  int whole;      /* a PUT: created, filled and sealed by one request, answered once */
+  int asking;         /* a directory request is out */
+  int whole;          /* a PUT: created, filled and sealed by one request, answered once */
   int64_t timeout_ms; /* the CREATE's or PUT's */
-  hpl__room room;       /* PUT_ROOM */
+  hpl__room room;     /* PUT_ROOM */
   uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
   int published;      /* the client PUBLISHed the bytes (PutReq.published): retracted
                          at the directory if the put fails */
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
-} st_put;
+} hpl__put;
 
 static const char *state_name(put_state st) {
   static const char *n[] = {"room", "announcing", "writing", "inlining", "registering", "ended"};
@@ -52,13 +52,13 @@ static const char *state_name(put_state st) {
 }
 
 /* The put's one state change, logged. */
-static void put_set_state(st_put *p, put_state to) {
+static void put_set_state(hpl__put *p, put_state to) {
   if (p->state == to) return;
   HPL__LOG_DEBUG("put '%s': %s -> %s", p->o->id, state_name(p->state), state_name(to));
   p->state = to;
 }
 
-static void put_free_maybe(st_put *p) {
+static void put_free_maybe(hpl__put *p) {
   if (p->state != PUT_ENDED || p->asking) return;
   hpl__room_cancel(p->s, &p->room);
   free(p->payload);
@@ -70,7 +70,7 @@ static void put_free_maybe(st_put *p) {
 }
 
 /* The put is over without an object: tell waiters, take it out. */
-static void put_undo(st_put *p, int status, const char *detail) {
+static void put_undo(hpl__put *p, int status, const char *detail) {
   hpl__store *s = p->s;
   hpl__obj *o = p->o;
   if (p->published) hpl__dirlink_loc_retract(s, o->id);
@@ -82,7 +82,7 @@ static void put_undo(st_put *p, int status, const char *detail) {
   hpl__obj_detach(s, o);
 }
 
-static void send_create_rep(st_put *p) {
+static void send_create_rep(hpl__put *p) {
   Hplpb__CreateRep r = HPLPB__CREATE_REP__INIT;
   r.offset = (uint64_t)(p->o->data - hpl__pool_base(p->s->pool));
   r.handle = p->o->inst;
@@ -97,7 +97,7 @@ static void send_create_err(hpl__stclient *cl, uint64_t req, int status, const c
 }
 
 /* Sealed and registered: complete everywhere. */
-static void put_finish(st_put *p) {
+static void put_finish(hpl__put *p) {
   hpl__store *s = p->s;
   hpl__obj *o = p->o;
   p->published = 0; /* done: nothing to retract */
@@ -114,7 +114,7 @@ static void put_finish(st_put *p) {
 static void dir_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg);
 
 /* Send a request for this put to the directory. 0 or HPL_ENOMEM. */
-static int put_ask(st_put *p, unsigned type, const ProtobufCMessage *m, const void *payload,
+static int put_ask(hpl__put *p, unsigned type, const ProtobufCMessage *m, const void *payload,
                    uint64_t plen, int64_t timeout_ms) {
   if (hpl__dirlink_request(p->s, type, m, payload, plen, timeout_ms, dir_reply, p) != 0)
     return HPL_ENOMEM;
@@ -123,7 +123,7 @@ static int put_ask(st_put *p, unsigned type, const ProtobufCMessage *m, const vo
 }
 
 /* LOC_ADD for our copy as the origin of the object. */
-static int put_announce(st_put *p, int complete, int64_t timeout_ms) {
+static int put_announce(hpl__put *p, int complete, int64_t timeout_ms) {
   Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
   a.id = p->o->id;
   a.size = p->o->size;
@@ -134,7 +134,7 @@ static int put_announce(st_put *p, int complete, int64_t timeout_ms) {
 
 /* Answer to the request of the state the put is in. */
 static void dir_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
-  st_put *p = arg;
+  hpl__put *p = arg;
   hpl__obj *o = p->o;
   int status = rep->status;
   p->asking = 0;
@@ -194,7 +194,7 @@ static void put_room_done(hpl__room *r, int status, const char *detail);
  * copy), in state PUT_ROOM while its buffer waits for room in the pool
  * (put_go follows when there is), else with its buffer allocated. NULL if
  * it cannot be (the request is refused). */
-static st_put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id,
+static hpl__put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const char *id,
                          uint64_t size, int whole, int64_t timeout_ms) {
   char detail[640];
   if (hpl__obj_find(s, id)) {
@@ -202,7 +202,7 @@ static st_put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const c
     put_refuse(cl, req, whole, HPL_EEXIST, detail);
     return NULL;
   }
-  st_put *p = calloc(1, sizeof *p);
+  hpl__put *p = calloc(1, sizeof *p);
   hpl__obj *o = p ? hpl__obj_new(s, id, HPL__OBJ_CREATING) : NULL;
   if (!o) {
     free(p);
@@ -235,12 +235,12 @@ static st_put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const c
   return NULL;
 }
 
-static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms);
+static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms);
 
 /* The buffer is allocated: a PUT's bytes go in and it is sealed; a CREATE
  * is answered (a small object at once, a large one once the directory
  * lists it, so pulls can overlap the client's writing). */
-static void put_go(st_put *p, const uint8_t *payload) {
+static void put_go(hpl__put *p, const uint8_t *payload) {
   hpl__obj *o = p->o;
   if (p->whole) {
     if (o->size) memcpy(o->data, payload, o->size);
@@ -261,7 +261,7 @@ static void put_go(st_put *p, const uint8_t *payload) {
 }
 
 static void put_room_done(hpl__room *r, int status, const char *detail) {
-  st_put *p = r->arg;
+  hpl__put *p = r->arg;
   hpl__obj *o = p->o;
   if (status == 0 && !o->in_table) {
     status = HPL_ESTATE;
@@ -284,7 +284,7 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
     send_create_err(cl, req, HPL_EINVAL, detail);
     return;
   }
-  st_put *p = put_begin(s, cl, req, m->id, m->size, 0, m->timeout_ms);
+  hpl__put *p = put_begin(s, cl, req, m->id, m->size, 0, m->timeout_ms);
   if (!p) return;
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;
@@ -292,14 +292,14 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
 }
 
 /* The client's put with this handle, while it writes. */
-static st_put *writing(hpl__store *s, hpl__stclient *cl, uint64_t handle) {
+static hpl__put *writing(hpl__store *s, hpl__stclient *cl, uint64_t handle) {
   hpl__obj *o = hpl__obj_find_inst(s, handle);
-  st_put *p = o ? o->put : NULL;
+  hpl__put *p = o ? o->put : NULL;
   return p && p->cl == cl && p->state == PUT_WRITING ? p : NULL;
 }
 
 void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m) {
-  st_put *p = writing(s, cl, m->handle);
+  hpl__put *p = writing(s, cl, m->handle);
   if (!p || m->bytes > p->o->size) return;
   hpl__obj_progress(s, p->o, m->bytes);
 }
@@ -308,7 +308,7 @@ void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m)
  * a small object not yet known to the directory goes to its inline cache,
  * a larger one is registered as a complete copy (both answer once the
  * directory did), an announced one is complete at once. */
-static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
+static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms) {
   hpl__store *s = p->s;
   hpl__obj *o = p->o;
   p->req = req;
@@ -347,7 +347,7 @@ static void put_seal_now(st_put *p, uint64_t req, int64_t timeout_ms) {
 }
 
 void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m) {
-  st_put *p = writing(s, cl, m->handle);
+  hpl__put *p = writing(s, cl, m->handle);
   if (!p) {
     hpl__session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
     return;
@@ -389,7 +389,7 @@ static int confirm_held(hpl__store *s, hpl__stclient *cl, uint64_t req, const Hp
   return 0;
 }
 
-/* hpl__put_whole before any st_put exists: 0 or a refusal (sent). */
+/* hpl__put_whole before any hpl__put exists: 0 or a refusal (sent). */
 static int put_whole_check(hpl__stclient *cl, uint64_t req, const Hplpb__PutReq *m, uint64_t plen) {
   char why[160];
   int rc = 0;
@@ -409,7 +409,7 @@ void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutRe
   hpl__trace("s.put", m->id);
   int refused = put_whole_check(cl, req, m, plen) != 0;
   if (!refused && confirm_held(s, cl, req, m, payload, plen)) return;
-  st_put *p = refused ? NULL : put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
+  hpl__put *p = refused ? NULL : put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
   if (!p) { /* refused: bytes the client published must not stay visible */
     if (m->published) hpl__dirlink_loc_retract(s, m->id); /* the id was checked (clients.c) */
     return;
@@ -442,7 +442,7 @@ static void abort_acked(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
 
 /* Take the put back: the directory forgets our copy (ack to `x` if not
  * NULL, else a one-way note), waiters hear it is gone. */
-static void put_drop(st_put *p, hpl__creq *x) {
+static void put_drop(hpl__put *p, hpl__creq *x) {
   hpl__store *s = p->s;
   hpl__obj *o = p->o;
   if (o->advertised) {
@@ -466,7 +466,7 @@ static void put_drop(st_put *p, hpl__creq *x) {
  * after hpl_abort() returns waits for a new put instead of pulling from the
  * discarded region. */
 void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m) {
-  st_put *p = writing(s, cl, m->handle);
+  hpl__put *p = writing(s, cl, m->handle);
   hpl__creq *x = p && p->o->advertised && req ? calloc(1, sizeof *x) : NULL;
   if (x) hpl__session_creq_init(x, cl, req);
   if (p) put_drop(p, x);
@@ -475,7 +475,7 @@ void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handl
 
 void hpl__put_client_gone(hpl__store *s, hpl__stclient *cl) {
   (void)s;
-  st_put *p, *tmp;
+  hpl__put *p, *tmp;
   DL_FOREACH_SAFE(cl->puts, p, tmp) {
     if (p->state == PUT_WRITING || (p->state == PUT_ROOM && !p->whole))
       put_drop(p, NULL);

@@ -18,15 +18,15 @@
 #include "util.h"
 
 /* The module's context (s->sinks). */
-typedef struct rd_sinks {
-  struct rd_sink *list; /* every sink (utlist) */
-} rd_sinks;
+typedef struct hpl__rd_sinks {
+  struct hpl__rd_sink *list; /* every sink (utlist) */
+} hpl__rd_sinks;
 
-typedef struct rd_sink {
-  struct rd_sink *prev, *next; /* s->sinks->list (utlist) */
+typedef struct hpl__rd_sink {
+  struct hpl__rd_sink *prev, *next; /* s->sinks->list (utlist) */
   hpl__store *s;
-  hpl__obj *o;          /* the target, referenced */
-  hpl__puller *pull;    /* the root's stream, when the root runs elsewhere */
+  hpl__obj *o;        /* the target, referenced */
+  hpl__puller *pull;  /* the root's stream, when the root runs elsewhere */
   uint64_t rid;       /* the reduce instance being pulled */
   uint32_t slot, gen; /* the root's slot and generation being pulled */
   uint64_t root_node; /* where that root runs */
@@ -48,11 +48,11 @@ typedef struct rd_sink {
   size_t wait_len;
   uint64_t wait_rid;
   int64_t timeout_ms; /* the client's, for the room wait (<= 0: the store's longest) */
-} rd_sink;
+} hpl__rd_sink;
 
 static void root_released(hpl__store *s, const char *target);
 
-static void sink_srcs_free(rd_sink *k) {
+static void sink_srcs_free(hpl__rd_sink *k) {
   for (size_t i = 0; i < k->nsrcs; i++) free(k->srcs[i]);
   free(k->srcs);
   k->srcs = NULL;
@@ -60,7 +60,7 @@ static void sink_srcs_free(rd_sink *k) {
 }
 
 /* The reduce is over for this node (or was never ours): let go of it. */
-static void sink_end(rd_sink *k) {
+static void sink_end(hpl__rd_sink *k) {
   hpl__store *s = k->s;
   hpl__room_cancel(s, &k->room);
   free(k->wait_msg);
@@ -77,7 +77,7 @@ static void sink_end(rd_sink *k) {
 }
 
 /* The target will not be made here: its waiters fail, it is forgotten. */
-static void sink_fail(rd_sink *k, int status, const char *detail) {
+static void sink_fail(hpl__rd_sink *k, int status, const char *detail) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
@@ -90,7 +90,7 @@ static void sink_fail(rd_sink *k, int status, const char *detail) {
 /* The target cannot be made here after all (no room for it): the
  * directory ends the reduce with `status`, so no get anywhere waits for it;
  * then as sink_fail. */
-static void sink_give_up(rd_sink *k, uint64_t rid, int status, const char *detail) {
+static void sink_give_up(hpl__rd_sink *k, uint64_t rid, int status, const char *detail) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = k->o->id;
   n.rid = rid;
@@ -103,7 +103,7 @@ static void sink_give_up(rd_sink *k, uint64_t rid, int status, const char *detai
 }
 
 /* The target is made elsewhere after all: get it like any object. */
-static void sink_fetch_instead(rd_sink *k) {
+static void sink_fetch_instead(hpl__rd_sink *k) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
@@ -119,17 +119,17 @@ static void sink_fetch_instead(rd_sink *k) {
 /* ------------------------------------------------------------------ pulling the result */
 
 static void sink_silent(void *arg, uint64_t quiet_ms) {
-  rd_sink *k = arg;
+  hpl__rd_sink *k = arg;
   hpl__rdtask_report_silent(k->s, k->pull, k->o->id, k->rid, k->slot, k->gen, quiet_ms);
 }
 
 static void sink_slow(void *arg, double rate) {
-  rd_sink *k = arg;
+  hpl__rd_sink *k = arg;
   hpl__rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
 }
 
 static void sink_done(void *arg, int status, const char *detail) {
-  rd_sink *k = arg;
+  hpl__rd_sink *k = arg;
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   k->pull = NULL;
@@ -155,7 +155,8 @@ static void sink_advertise(hpl__store *s, hpl__obj *o) {
 /* Pull the target's bytes from the root's output stream, from the bytes
  * the target has of this generation on (0 but after a root resumed
  * elsewhere: reduce_tree.c's hpl__dir_reduce_slot_failed). */
-static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *key, int internal) {
+static void sink_pull_root(hpl__rd_sink *k, const char *addr, int port, const char *key,
+                           int internal) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
@@ -173,7 +174,7 @@ static void sink_pull_root(rd_sink *k, const char *addr, int port, const char *k
 }
 
 /* Keep REDUCE_SINK `m` to act on once the target has room. */
-static void sink_keep_msg(rd_sink *k, const Hplpb__ReduceSink *m) {
+static void sink_keep_msg(hpl__rd_sink *k, const Hplpb__ReduceSink *m) {
   size_t len = protobuf_c_message_get_packed_size(&m->base);
   uint8_t *b = malloc(len ? len : 1);
   if (!b) return; /* keep the older one */
@@ -185,7 +186,7 @@ static void sink_keep_msg(rd_sink *k, const Hplpb__ReduceSink *m) {
 }
 
 static void sink_room_done(hpl__room *r, int status, const char *detail) {
-  rd_sink *k = r->arg;
+  hpl__rd_sink *k = r->arg;
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   if (status != 0) {
@@ -211,7 +212,7 @@ static void sink_room_done(hpl__room *r, int status, const char *detail) {
 void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceSink *m = (Hplpb__ReduceSink *)msg;
   hpl__obj *o = hpl__id_valid(m->target) ? hpl__obj_find(s, m->target) : NULL;
-  rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
+  hpl__rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   if (!k) {
     HPL__LOG_WARN("reduce sink message for '%s', which is not being reduced here", m->target);
     return;
@@ -290,7 +291,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
 /* The old local root's last combine step is done: pull the root's stream. */
 static void root_released(hpl__store *s, const char *target) {
   hpl__obj *o = hpl__obj_find(s, target);
-  rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
+  hpl__rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   if (!k || !k->pend_key || k->pull || k->local) return;
   char *key = k->pend_key;
   k->pend_key = NULL;
@@ -303,7 +304,7 @@ void hpl__rdsink_on_end(hpl__store *s, ProtobufCMessage *msg) {
   if (!hpl__id_valid(m->target)) return;
   hpl__rdtask_reduce_ended(s, m->target, m->rid);
   hpl__obj *o = hpl__obj_find(s, m->target);
-  rd_sink *k = o ? o->sink : NULL;
+  hpl__rd_sink *k = o ? o->sink : NULL;
   if (!k) return;
   if (m->status == 0 && o->state == HPL__OBJ_REDUCING && m->rid && k->rid == m->rid) {
     /* an old instance ended (a restarted directory starts over): its
@@ -341,7 +342,7 @@ static void reduce_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
                                                      : "");
   out.status = status;
   hpl__obj *o = x->o;
-  rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
+  hpl__rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   if (k && status != 0)
     sink_fail(k, status, out.detail); /* refused */
   else if (k && out.sink_node != s->node_id)
@@ -365,7 +366,7 @@ void hpl__rdsink_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__
   m->sink_node = s->node_id;
   hpl__obj *o = hpl__obj_find(s, m->target);
   if (!o) {
-    rd_sink *k = calloc(1, sizeof *k);
+    hpl__rd_sink *k = calloc(1, sizeof *k);
     o = k ? hpl__obj_new(s, m->target, HPL__OBJ_REDUCING) : NULL;
     if (!o) {
       free(k);
@@ -406,7 +407,7 @@ void hpl__rdsink_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__
 static void resubmit_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   hpl__obj *o = arg;
   int status = rep->status;
-  rd_sink *k = o->in_table && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
+  hpl__rd_sink *k = o->in_table && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
   const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
   if (status && k) {
     const char *why = *rep->detail ? rep->detail : hpl_strerror(status);
@@ -427,7 +428,7 @@ static void resubmit_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
 
 void hpl__rdsink_directory_restarted(hpl__store *s) {
   hpl__rdtask_directory_restarted(s);
-  rd_sink *k, *tmp;
+  hpl__rd_sink *k, *tmp;
   DL_FOREACH_SAFE(s->sinks->list, k, tmp) {
     hpl__obj *o = k->o;
     if (o->state != HPL__OBJ_REDUCING) { /* finished while the directory was down: */
@@ -481,7 +482,7 @@ void hpl__rdsink_directory_restarted(hpl__store *s) {
 }
 
 void hpl__rdsink_drain(hpl__store *s) {
-  rd_sink *k;
+  hpl__rd_sink *k;
   DL_FOREACH(s->sinks->list, k) {
     if (k->pull) hpl__puller_cancel(k->pull);
     k->pull = NULL;

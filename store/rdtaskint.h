@@ -95,10 +95,10 @@ struct hpl__rd_task {
   int op, dtype;
   size_t es;
   uint64_t size;
-  uint64_t src_off; /* own source's bytes [src_off, src_off + size) take part */
-  hpl__obj *src; /* own source (referenced) */
+  uint64_t src_off;     /* own source's bytes [src_off, src_off + size) take part */
+  hpl__obj *src;        /* own source (referenced) */
   hpl__watch src_watch; /* a spilled source: combining waits until it is back */
-  hpl__obj *out; /* output: a reduce stream, or the target (referenced) */
+  hpl__obj *out;        /* output: a reduce stream, or the target (referenced) */
   int to_target;
   int nch;
   hpl__rd_child *ch;
@@ -124,7 +124,7 @@ struct hpl__rd_task {
    * done (HPL__RDW_STEP). */
   struct hpl__rd_task *blocked_by; /* the old task this one waits for */
   struct hpl__rd_task *successor;  /* the new task waiting for this one */
-  hpl__source source; /* its output stream's (out->source), while it is in the table */
+  hpl__source source;              /* its output stream's (out->source), while it is in the table */
 };
 
 /* rdtask.c: the one change of a task's state (logged); free a task out of

@@ -32,9 +32,9 @@ enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
 typedef struct rg_task rg_task;
 
 /* The module's context (s->rings). */
-typedef struct rg_rings {
+typedef struct hpl__rings {
   rg_task *hash; /* by target (uthash) */
-} rg_rings;
+} hpl__rings;
 
 struct rg_task {
   UT_hash_handle hh; /* s->rings->hash, by target */

@@ -20,17 +20,17 @@
 #define ROOM_EVICT_TIMEOUT_MS 10000
 
 /* The module's context (s->rooms). */
-typedef struct st_rooms {
+typedef struct hpl__rooms {
   hpl__room *queue;          /* waiting for room, in arrival order (utlist) */
   uv_timer_t timer;        /* runs the queue: at once after a change, else at the next
                               deadline */
-  int live;                /* the timer is initialised */
-  int kicked;              /* something changed since the queue last ran */
-  uint64_t evict_bytes;    /* bytes offered in EVICTs not answered yet */
-  int evict_asks;          /* EVICTs out */
-  uint64_t spill_inflight; /* bytes being written to spill files */
-  void (*shed)(hpl__store *s);  /* hpl__room_on_shed's (NULL: none) */
-} st_rooms;
+  int live;                    /* the timer is initialised */
+  int kicked;                  /* something changed since the queue last ran */
+  uint64_t evict_bytes;        /* bytes offered in EVICTs not answered yet */
+  int evict_asks;              /* EVICTs out */
+  uint64_t spill_inflight;     /* bytes being written to spill files */
+  void (*shed)(hpl__store *s); /* hpl__room_on_shed's (NULL: none) */
+} hpl__rooms;
 
 /* One EVICT out: the instances offered (looked up again on the answer). */
 typedef struct evict_ask {
@@ -46,7 +46,7 @@ static uint32_t now_s(void) { return (uint32_t)(hpl__now_ms() / 1000); }
 
 /* Run the queue on the next loop turn (callers may be deep in a free). */
 static void kick(hpl__store *s) {
-  st_rooms *rm = s->rooms;
+  hpl__rooms *rm = s->rooms;
   rm->kicked = 1;
   if (rm->queue && rm->live && !s->stopping) uv_timer_start(&rm->timer, room_run, 0, 0);
 }

@@ -33,10 +33,10 @@ typedef struct hpl__stclient {
   hpl__conn *c;
   uint64_t id;
   hpl__hold *holds;
-  struct get_waiter *waiters; /* get.c */
+  struct hpl__get_waiter *waiters; /* get.c */
   uint32_t nwaiters;
-  struct st_put *puts;        /* put.c */
-  struct lt_owned *owned;     /* lifetime.c: instances it put with `owned` */
+  struct hpl__put *puts;       /* put.c */
+  struct hpl__lt_owned *owned; /* lifetime.c: instances it put with `owned` */
   int refs;
   int closed;
 } hpl__stclient;

@@ -28,15 +28,15 @@ typedef struct hpl__sp_file {
   uint64_t id;
   hpl__spill *sp;
   uint64_t size;
-  uint64_t disk;     /* bytes on disk so far */
-  int state;         /* HPL__F_WRITING, HPL__F_READY */
-  int in_table;      /* named by its id */
-  int on_disk;       /* created, counted in files_live */
-  int unlinking;     /* its own unlink job runs */
-  int unlink_err;    /* errno of that job */
-  unsigned nreads;   /* read requests holding it */
-  hpl__sp_req *writer;    /* its write request, until that one's callback */
-  uv_work_t work;    /* the unlink job */
+  uint64_t disk;       /* bytes on disk so far */
+  int state;           /* HPL__F_WRITING, HPL__F_READY */
+  int in_table;        /* named by its id */
+  int on_disk;         /* created, counted in files_live */
+  int unlinking;       /* its own unlink job runs */
+  int unlink_err;      /* errno of that job */
+  unsigned nreads;     /* read requests holding it */
+  hpl__sp_req *writer; /* its write request, until that one's callback */
+  uv_work_t work;      /* the unlink job */
   char path[];
 } hpl__sp_file;
 
@@ -58,10 +58,10 @@ struct hpl__sp_req {
   hpl__spill_cb cb;
   void *arg;
   int status, err;
-  uint64_t fail_at; /* file offset of the failure */
-  int eof;          /* a read found the file shorter */
-  int unlink_err;   /* a failed write's partial file could not be removed */
-  char *path;       /* copy: the file may be gone when the detail is made */
+  uint64_t fail_at;         /* file offset of the failure */
+  int eof;                  /* a read found the file shorter */
+  int unlink_err;           /* a failed write's partial file could not be removed */
+  char *path;               /* copy: the file may be gone when the detail is made */
   hpl__sp_req *prev, *next; /* ready queue or done list */
   uv_work_t work;
   /* the running job: set on the loop */
@@ -86,8 +86,8 @@ struct hpl__spill {
   hpl__sp_req *reqs;   /* by id: every request whose callback has not run */
   hpl__sp_req *ready;  /* QUEUED, in order */
   hpl__sp_req *done;   /* DONE, in order */
-  unsigned io_jobs;  /* I/O jobs in the pool */
-  unsigned jobs_out; /* all jobs in the pool (I/O, unlink, clean-up) */
+  unsigned io_jobs;    /* I/O jobs in the pool */
+  unsigned jobs_out;   /* all jobs in the pool (I/O, unlink, clean-up) */
   unsigned wr_pending, rd_pending;
   uint64_t wr_since, rd_since;
   hpl__spill_counters c;

@@ -13,7 +13,7 @@
  * metricsrv.c's loop-lag and scrape metrics.
  *
  * Callers: clients.c (COUNTERS), server.c (start, stop); get.c and put.c
- * record into the histograms of struct store (store.h) directly.
+ * record into the histograms of struct hpl__store (store.h) directly.
  */
 #ifndef HPL_STORE_METRICS_H
 #define HPL_STORE_METRICS_H

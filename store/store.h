@@ -1,5 +1,5 @@
 /*
- * store.h - the process's own state (struct store): what every module of
+ * store.h - the process's own state (struct hpl__store): what every module of
  * hoplite-store may read and nothing more. It holds the event loop, the
  * configuration, the node id, the process-wide flags (stopping,
  * draining), the metrics (counters, request histograms, connection
@@ -123,20 +123,20 @@ struct hpl__store {
   uv_timer_t grace;
   uv_signal_t sigint, sigterm;
   /* each module's context, made by its start (NULL before) */
-  hpl__pool *pool;               /* pool.c */
-  struct hpl__spill *spill;      /* spill.c: cfg.spill_dir's files (NULL: off; room.c opens) */
-  struct st_objects *objects;    /* objects.c */
-  struct hpl__pullers *pullers;    /* puller.c */
-  struct st_dataport *dataport;  /* dataport.c */
-  struct hpl__dirlink *dl;            /* dirlink.c */
-  struct st_rooms *rooms;        /* room.c */
-  struct st_lifetime *lt;        /* lifetime.c */
-  struct hpl__fetches *fetches;    /* fetch.c */
-  struct hpl__rd_tasks *tasks;        /* rdtask.c */
-  struct rd_sinks *sinks;        /* rdsink.c */
-  struct rg_rings *rings;        /* ring.c */
-  struct hpl__msrv *msrv;        /* stmetrics.c: the /metrics endpoint (NULL: none) */
-  struct st_clients *clients;    /* clients.c */
+  hpl__pool *pool;                /* pool.c */
+  struct hpl__spill *spill;       /* spill.c: cfg.spill_dir's files (NULL: off; room.c opens) */
+  struct hpl__objects *objects;   /* objects.c */
+  struct hpl__pullers *pullers;   /* puller.c */
+  struct hpl__dataport *dataport; /* dataport.c */
+  struct hpl__dirlink *dl;        /* dirlink.c */
+  struct hpl__rooms *rooms;       /* room.c */
+  struct hpl__lifetime *lt;       /* lifetime.c */
+  struct hpl__fetches *fetches;   /* fetch.c */
+  struct hpl__rd_tasks *tasks;    /* rdtask.c */
+  struct hpl__rd_sinks *sinks;    /* rdsink.c */
+  struct hpl__rings *rings;       /* ring.c */
+  struct hpl__msrv *msrv;         /* stmetrics.c: the /metrics endpoint (NULL: none) */
+  struct hpl__clients *clients;   /* clients.c */
 };
 
 #endif

@@ -155,7 +155,7 @@ static void test_basics(void **state) {
 
 typedef struct shadow {
   hpl__obj **obj;   /* by index: the live record, or NULL */
-  uint64_t *inst; /* its handle (or the last one it had) */
+  uint64_t *inst;   /* its handle (or the last one it had) */
   size_t n, live;
 } shadow;
 

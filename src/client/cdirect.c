@@ -41,10 +41,10 @@ struct hpl__cdirect {
   hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
   int waiting;          /* the exchange under way may wait for its objects
                            (atomic): other gets go to the store meanwhile */
-  hpl__crpc *rpc;       /* the directory connection, NULL when there is none */
-  uint64_t retry_ms;    /* no direct read before this (backing off) */
-  uint64_t backoff_ms;  /* the current backoff, 0 after a success */
-  int auth;             /* the cluster has a secret: connections start with */
+  hpl__crpc *rpc;                 /* the directory connection, NULL when there is none */
+  uint64_t retry_ms;              /* no direct read before this (backing off) */
+  uint64_t backoff_ms;            /* the current backoff, 0 after a success */
+  int auth;                       /* the cluster has a secret: connections start with */
   uint8_t key[HPL__AUTH_KEY_LEN]; /* the handshake, as a reader, with this key */
 };
 

@@ -46,7 +46,7 @@ enum {
 /* A cluster secret (or none). */
 typedef struct hpl__auth {
   int on;                              /* 0: no secret, no handshake */
-  uint8_t key[HPL__AUTH_KEY_LEN];       /* the secret itself */
+  uint8_t key[HPL__AUTH_KEY_LEN];      /* the secret itself */
 } hpl__auth;
 
 /* One handshake in progress. */

@@ -65,9 +65,9 @@ typedef struct hpl__conn_wreq {
  * two loops in one process never flush each other's connections. */
 typedef struct hpl__conn_corks {
   uv_loop_t *loop;
-  struct hpl__conn *list; /* utlist DL through cork_prev/cork_next */
-  int flushing;           /* a flush runs: a nested one only does its own connection */
-  unsigned users;         /* connections pointing here; freed at 0 */
+  struct hpl__conn *list;       /* utlist DL through cork_prev/cork_next */
+  int flushing;                 /* a flush runs: a nested one only does its own connection */
+  unsigned users;               /* connections pointing here; freed at 0 */
   struct hpl__conn_corks *next; /* every loop's (utlist LL) */
 } hpl__conn_corks;
 
@@ -113,7 +113,7 @@ struct hpl__conn {
   size_t cork_bytes;
   uv_prepare_t *cork_prep;
   uv_check_t *cork_chk;
-  hpl__conn_corks *corks;       /* this loop's corked connections (set with cork_prep) */
+  hpl__conn_corks *corks;                  /* this loop's corked connections (set with cork_prep) */
   struct hpl__conn *cork_prev, *cork_next; /* in corks, in order */
   int cork_listed;
   /* a sendfile in progress (hpl__conn_sendfile): the socket is watched
