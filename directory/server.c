@@ -160,9 +160,7 @@ static void on_accept(uv_stream_t *server, int status) {
 void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer) {
   char label[96];
   hpl__dir_conn *dc = hpl__conn_admit(t, s->nconns, s->cfg.max_conns, &s->ctr.conns_refused,
-                                      "refusing connections: %u open, the most --max-connections "
-                                      "allows (%llu refused)",
-                                      sizeof *dc);
+                                      "directory", sizeof *dc);
   if (!dc) return; /* full (taken and closed at once), or no memory */
   dc->srv = s;
   snprintf(dc->peer, sizeof dc->peer, "%s", peer ? peer : "?");

@@ -270,7 +270,7 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
   if (ok && hpl__conn_full(p, s->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
-                           "refusing local clients: %u connected (--max-connections)")) {
+                           "local clients")) {
     free(cl);
     return;
   }

@@ -361,8 +361,7 @@ static void pace(hpl__store *s, uv_stream_t *t) {
 
 void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
   hpl__sender *sd = hpl__conn_admit(t, s->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
-                                    "data port: refusing connections: %u open (--max-connections)",
-                                    sizeof *sd);
+                                    "data port", sizeof *sd);
   if (!sd) return; /* full (taken and closed at once), or no memory */
   sd->s = s;
   pace(s, t);

@@ -96,19 +96,18 @@ uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen);
  * while fewer than `max` are `open`: serve t. At the limit the server is
  * full and t is taken and closed at once (closed and freed; the caller
  * must not use it): returns 1, *refused counted, and the first refusal and
- * every 1000th after it logged as a warning. `warn` is its printf format,
- * given the number open (unsigned) and the refusals counted so far (with
- * this one; unsigned long long), in that order; it may use only the first.
+ * every 1000th after it logged as a warning naming `what` (the listener:
+ * "data port", "local clients", ...), the number open and the refusals.
  * Used by the store's local socket, and through hpl__conn_admit by the
  * directory's listener and the store's data port. */
 int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
-                   const char *warn);
+                   const char *what);
 
 /* hpl__conn_full, then the owner's state for the new connection: `size`
  * zeroed bytes (malloc'd, the caller's to free). NULL when the server is
  * full or memory is short: t is then closed and freed. */
 void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
-                      const char *warn, size_t size);
+                      const char *what, size_t size);
 
 /* Wrap an initialised, connected stream (uv_tcp_t or uv_pipe_t allocated
  * with malloc; the conn takes ownership and frees it on close) and start

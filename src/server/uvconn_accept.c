@@ -33,16 +33,18 @@ uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen) {
 }
 
 int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
-                   const char *warn) {
+                   const char *what) {
   if (open < max) return 0;
-  if ((*refused)++ % 1000 == 0) HPL__LOG_WARN(warn, open, (unsigned long long)*refused);
+  if ((*refused)++ % 1000 == 0)
+    HPL__LOG_WARN("%s: refusing connections: %u open, the most --max-connections allows "
+                  "(%llu refused)", what, open, (unsigned long long)*refused);
   uv_close((uv_handle_t *)t, (uv_close_cb)free);
   return 1;
 }
 
 void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
-                      const char *warn, size_t size) {
-  if (hpl__conn_full(t, open, max, refused, warn)) return NULL;
+                      const char *what, size_t size) {
+  if (hpl__conn_full(t, open, max, refused, what)) return NULL;
   void *state = calloc(1, size);
   if (!state) uv_close((uv_handle_t *)t, (uv_close_cb)free);
   return state;
