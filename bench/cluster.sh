@@ -8,6 +8,7 @@
 #   cluster.sh down [--kill]      remove everything this prefix made
 #   cluster.sh exec HOST CMD...   run CMD in host HOST's namespace
 #   cluster.sh addr HOST          print the host's IPv4 address
+#   cluster.sh addrs              every host's address, host 0 first, comma-separated
 #   cluster.sh ns HOST            print the host's namespace name
 #   cluster.sh status             show what exists
 #   cluster.sh ratelimit HOST RATE   change one host's rate (both directions)
@@ -262,7 +263,7 @@ do_status() {
 }
 
 cmd=${1:-}
-[ -n "$cmd" ] || die "usage: cluster.sh up N RATE | down [--kill] | exec HOST CMD... | addr HOST | ns HOST | status | ratelimit HOST RATE | cut HOST | uncut HOST"
+[ -n "$cmd" ] || die "usage: cluster.sh up N RATE | down [--kill] | exec HOST CMD... | addr HOST | addrs | ns HOST | status | ratelimit HOST RATE | cut HOST | uncut HOST"
 shift
 check_prefix
 
@@ -290,6 +291,12 @@ case "$cmd" in
         check_host "${1:-}"
         base=$(state_get subnet); base=${base%.0/24}
         echo "$base.$(( $1 + 1 ))"
+        ;;
+    addrs)
+        n=$(state_get N) || die "no cluster '$PREFIX' is up (no $STATE)"
+        base=$(state_get subnet); base=${base%.0/24}
+        for ((i = 1; i <= n; i++)); do printf '%s%s' "$([ $i -gt 1 ] && echo ,)" "$base.$i"; done
+        echo
         ;;
     ns)
         check_host "${1:-}"

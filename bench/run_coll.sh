@@ -75,7 +75,7 @@ for N in $HOSTS; do
     echo "== $OP on $N hosts at $RATE" >&2
     "$HERE/cluster.sh" up "$N" "$RATE" || exit 1
     "$HERE/p2p_check.sh" --bytes 256M >> "$P2P" || echo "run_coll.sh: p2p check failed" >&2
-    addrs=$(for ((i = 0; i < N; i++)); do "$HERE/cluster.sh" addr $i; done | paste -sd,)
+    addrs=$("$HERE/cluster.sh" addrs)
     # hoplite three ways: participants as threads of one process, as one
     # process per host (how task workers run), and for bcast also with the
     # put inside the timed region (receivers already waiting)

@@ -49,7 +49,7 @@ cleanup() { "$HERE/cluster.sh" down --kill >/dev/null 2>&1; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 "$HERE/cluster.sh" up "$HOSTS" "$RATE" || exit 1
-addrs=$(for ((i = 0; i < HOSTS; i++)); do "$HERE/cluster.sh" addr $i; done | paste -sd,)
+addrs=$("$HERE/cluster.sh" addrs)
 common=(--hosts "$HOSTS" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --rate "$RATE"
         --store-args "${HPL_STORE_ARGS---prefault}" --out "$TSV")
 status=0

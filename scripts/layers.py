@@ -9,7 +9,8 @@ as test_layers):
 1. store/ and directory/: the module list at the top of each server.h is the
    order modules may call in. Each line ' *   name.c  concern' names a
    module; files named inside its description ('(objidx.c: the indexes)')
-   belong to it. From nm over the build's objects, module A calls module B
+   belong to it. From nm over the build's objects (read as modmap.py reads
+   them for docs/modules.md), module A calls module B
    when A's objects refer to a symbol B's objects define (a call, or a
    function's address taken). A call to a module listed after the caller,
    a cycle, or an object file in no module fails the check. Calls through a
@@ -25,12 +26,14 @@ as test_layers):
 import glob
 import os
 import re
-import subprocess
 import sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import modmap  # noqa: E402  (the same object and nm readers as docs/modules.md)
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVERS = {"store": ["hplstore", "hplpool"], "directory": ["hpldir"]}
+SERVERS = ("store", "directory")
 FOLDERS = {"common": {"common"}, "client": {"common", "client"},
            "server": {"common", "server"}, "cli": {"common", "cli"}}
 
@@ -85,23 +88,19 @@ def check_server(build, server, verbose):
     order = {m: i for i, (m, _) in enumerate(mods)}
     owner = {f: m for m, files in mods for f in files}
     defs, refs, bad = {}, defaultdict(set), []
-    objs = [o for lib in SERVERS[server]
-            for o in glob.glob(os.path.join(build, f"CMakeFiles/{lib}.dir/{server}/*.c.o"))]
+    objs = {src: obj for src, obj in modmap.objects(build).items()
+            if os.path.dirname(src) == server and src.endswith(".c")}
     if not objs:
         return [f"{server}: no objects under {build} (build first)"]
-    for o in objs:
-        f = os.path.basename(o)[: -len(".c.o")]
+    for src, obj in sorted(objs.items()):
+        f = os.path.basename(src)[: -len(".c")]
         mod = owner.get(f)
         if mod is None:
-            bad.append(f"{server}/{f}.c is in no module of {server}/server.h's list")
+            bad.append(f"{src} is in no module of {server}/server.h's list")
             continue
-        out = subprocess.run(["nm", o], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            p = line.split()
-            if len(p) == 3 and p[1] in "TDRB":
-                defs[p[2]] = mod
-            elif len(p) == 2 and p[0] == "U":
-                refs[mod].add(p[1])
+        for sym in modmap.nm(obj, "--defined-only", "-g"):
+            defs[sym] = mod
+        refs[mod] |= modmap.nm(obj, "-u")
     edges = defaultdict(lambda: defaultdict(set))
     for mod, syms in refs.items():
         for s in syms:
