@@ -69,6 +69,9 @@ typedef struct hpl__dl_incoming {
  * many there are in all (hpl__fetch_incoming). */
 void hpl__dirlink_on_incoming(hpl__store *s,
                               size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max));
+/* fn counts the local clients connected, for each heartbeat
+ * (hpl__clients_count; none set: 0). */
+void hpl__dirlink_on_clients(hpl__store *s, size_t (*fn)(const hpl__store *s));
 
 /* Registered and connected. */
 int hpl__dirlink_ready(hpl__store *s);
