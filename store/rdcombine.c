@@ -262,8 +262,7 @@ void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c) {
   if (c->pull || c->done || !may_write(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
   hpl__puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
-                         .suspect = child_silent, .slow = child_slow, .quiet = hpl__dirlink_quiet,
-                         .peer = c->node};
+                         .suspect = child_silent, .slow = child_slow, .peer = c->node};
   if (c->ring) {
     ops.buf = child_buf;
     c->pull = hpl__puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,

@@ -157,6 +157,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   hpl__dirlink_on_registered(s, on_registered);
   hpl__dirlink_on_incoming(s, hpl__fetch_incoming);
   hpl__dirlink_on_clients(s, hpl__clients_count);
+  hpl__puller_on_quiet(s, hpl__dirlink_quiet);
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);
   s->sigint.data = s->sigterm.data = s;
