@@ -34,7 +34,8 @@
 /* The module's context (s->clients). */
 typedef struct hpl__clients {
   uv_pipe_t listener;
-  hpl__stclient *list;   /* every session connected (utlist; their count: s->nclients) */
+  hpl__stclient *list;   /* every session connected (utlist) */
+  uint32_t nclients;     /* ...and their count (hpl__clients_count) */
   uint64_t next_id;      /* the last session id given */
 } hpl__clients;
 
@@ -169,7 +170,7 @@ static void client_on_close(hpl__conn *c, int status) {
   hpl__put_client_gone(s, cl); /* aborts what it was still writing */
   hpl__lifetime_client_gone(s, cl); /* deletes what it owned */
   DL_DELETE(s->clients->list, cl);
-  s->nclients--;
+  s->clients->nclients--;
   hpl__session_closed(cl);
 }
 
@@ -269,7 +270,7 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
   hpl__stclient *cl = hpl__session_new(s, NULL, ++s->clients->next_id);
   uv_os_fd_t fd;
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
-  if (ok && hpl__conn_full(p, s->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
+  if (ok && hpl__conn_full(p, s->clients->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
                            "local clients")) {
     free(cl);
     return;
@@ -300,7 +301,11 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
     return;
   }
   DL_APPEND(s->clients->list, cl);
-  s->nclients++;
+  s->clients->nclients++;
+}
+
+size_t hpl__clients_count(const hpl__store *s) {
+  return s->clients ? s->clients->nclients : 0;
 }
 
 /* Remove a socket file left by a store that died, but never one that a

@@ -4,7 +4,7 @@
  * each to the module that serves it (get.c, put.c, rdsink.c, a proxy for
  * requests the directory answers, counters and contains here).
  *
- * Callers: server.c (start, stop, free), tests/fuzz/fuzz_store.c
+ * Callers: server.c (start, stop, free, the count), tests/fuzz/fuzz_store.c
  * (hpl__clients_serve).
  */
 #ifndef HPL_STORE_CLIENTS_H
@@ -21,6 +21,10 @@ int hpl__clients_start(hpl__store *s);
  * listener's accepts; fuzz targets hand in one end of a socketpair). Takes
  * `p` (malloc'd, initialised): HELLO, then requests. */
 void hpl__clients_serve(hpl__store *s, uv_stream_t *p);
+
+/* Local clients connected (the clients gauge; server.c hands it to
+ * dirlink.c's heartbeats and stmetrics.c as a callback). */
+size_t hpl__clients_count(const hpl__store *s);
 
 /* Stop accepting, remove the socket file, close every client (idempotent).
  * Free the module's context once the loop has ended. */

@@ -39,7 +39,8 @@
 typedef struct hpl__dataport {
   uv_tcp_t listener;
   int bound;                   /* listening */
-  struct hpl__sender *senders; /* every connection (utlist; their count: s->nsenders) */
+  struct hpl__sender *senders; /* every connection (utlist) */
+  uint32_t nsenders;           /* ...and their count (hpl__dataport_conns) */
   void (*idle)(hpl__store *s); /* a stream ended and none is left (may be NULL) */
 } hpl__dataport;
 
@@ -50,6 +51,10 @@ int hpl__dataport_port(hpl__store *s) {
       uv_tcp_getsockname(&s->dataport->listener, (struct sockaddr *)&ss, &len) != 0)
     return -1;
   return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+size_t hpl__dataport_conns(const hpl__store *s) {
+  return s->dataport ? s->dataport->nsenders : 0;
 }
 
 int hpl__dataport_active(hpl__store *s) {
@@ -330,7 +335,7 @@ static void on_close(hpl__conn *c, int status) {
     uv_close((uv_handle_t *)sd->timer, (uv_close_cb)free);
   }
   DL_DELETE(s->dataport->senders, sd);
-  s->nsenders--;
+  s->dataport->nsenders--;
   free(sd);
   check_idle(s);
 }
@@ -360,7 +365,8 @@ static void pace(hpl__store *s, uv_stream_t *t) {
 }
 
 void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
-  hpl__sender *sd = hpl__conn_admit(t, s->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
+  hpl__dataport *dp = s->dataport;
+  hpl__sender *sd = hpl__conn_admit(t, dp->nsenders, s->cfg.max_conns, &s->ctr.conns_refused,
                                     "data port", sizeof *sd);
   if (!sd) return; /* full (taken and closed at once), or no memory */
   sd->s = s;
@@ -373,12 +379,12 @@ void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE,
                       .auth_failures = &s->ctr.auth_failures};
-  DL_APPEND(s->dataport->senders, sd);
-  s->nsenders++;
+  DL_APPEND(dp->senders, sd);
+  dp->nsenders++;
   sd->c = hpl__conn_new(t, &o);
   if (!sd->c) {
-    DL_DELETE(s->dataport->senders, sd);
-    s->nsenders--;
+    DL_DELETE(dp->senders, sd);
+    dp->nsenders--;
     free(sd);
   }
 }

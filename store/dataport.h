@@ -40,6 +40,9 @@ void hpl__dataport_serve(hpl__store *s, uv_stream_t *t);
 /* The bound port, -1 if not bound. */
 int hpl__dataport_port(hpl__store *s);
 
+/* Connections open on the data port (the data_conns gauge). */
+size_t hpl__dataport_conns(const hpl__store *s);
+
 /* Streams in progress (not closing). */
 int hpl__dataport_active(hpl__store *s);
 

@@ -217,6 +217,10 @@ void hpl__dirlink_on_incoming(hpl__store *s,
   s->dl->incoming = fn;
 }
 
+void hpl__dirlink_on_clients(hpl__store *s, size_t (*fn)(const hpl__store *s)) {
+  s->dl->clients = fn;
+}
+
 void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr *h,
                            ProtobufCMessage *m, const uint8_t *payload, uint64_t plen) {
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||

@@ -9,11 +9,10 @@
  * it holds. Messages the directory starts (DROP, UPSTREAM_GONE, reduce
  * tasks) go to the handlers other modules install with hpl__dirlink_on().
  *
- * Callers: server.c (start, stop, handlers), fetch.c, put.c, lifetime.c,
- * room.c, rdtask.c, rdsink.c, ring.c (requests and notes; the pulls of
- * fetch, rdtask, rdsink and ring report quiet senders with hpl__dirlink_quiet),
- * clients.c (proxied requests; HELLO: the directory's address and
- * parameters).
+ * Callers: server.c (start, stop, handlers; hpl__dirlink_quiet as the
+ * puller's quiet listener), fetch.c, put.c, lifetime.c, room.c, rdtask.c,
+ * rdsink.c, ring.c (requests and notes), clients.c (proxied requests;
+ * HELLO: the directory's address and parameters).
  */
 #ifndef HPL_STORE_DIRLINK_H
 #define HPL_STORE_DIRLINK_H
@@ -69,6 +68,9 @@ typedef struct hpl__dl_incoming {
  * many there are in all (hpl__fetch_incoming). */
 void hpl__dirlink_on_incoming(hpl__store *s,
                               size_t (*fn)(hpl__store *s, hpl__dl_incoming *out, size_t max));
+/* fn counts the local clients connected, for each heartbeat
+ * (hpl__clients_count; none set: 0). */
+void hpl__dirlink_on_clients(hpl__store *s, size_t (*fn)(const hpl__store *s));
 
 /* Registered and connected. */
 int hpl__dirlink_ready(hpl__store *s);
@@ -99,7 +101,7 @@ void hpl__dirlink_note(hpl__store *s, unsigned type, const ProtobufCMessage *m);
 /* A stream from node `peer` has been quiet for half its window: the
  * directory, if it takes QUIET notes, is told to probe it (counted in
  * quiet_notes). Returns 1 if the note went out, 0 if the directory takes
- * none. A hpl__puller_ops.quiet. */
+ * none. The puller's quiet listener (hpl__puller_on_quiet). */
 int hpl__dirlink_quiet(hpl__store *s, uint64_t peer);
 
 /* Notes every module sends: this node no longer holds (or pulls) `id`; its

@@ -133,7 +133,7 @@ static void dl_hb_cb(uv_timer_t *t) {
   hbm.objects = hpl__obj_count(s);
   hbm.bytes_sent = s->ctr.data_bytes_sent;
   hbm.bytes_received = s->ctr.data_bytes_received;
-  hbm.clients = s->nclients;
+  hbm.clients = dl->clients ? (uint32_t)dl->clients(s) : 0;
   hpl__dl_incoming in[HPL__STATUS_MAX_INCOMING];
   Hplpb__Incoming im[HPL__STATUS_MAX_INCOMING], *ip[HPL__STATUS_MAX_INCOMING];
   size_t total = dl->incoming ? dl->incoming(s, in, HPL__STATUS_MAX_INCOMING) : 0;

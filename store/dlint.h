@@ -63,6 +63,7 @@ typedef struct hpl__dirlink {
   hpl__dl_msg_fn handlers[HPL__MSG_MAX_ + 1]; /* directory-started messages */
   void (*registered)(hpl__store *s, int restarted);
   size_t (*incoming)(hpl__store *s, hpl__dl_incoming *out, size_t max); /* for heartbeats */
+  size_t (*clients)(const hpl__store *s);                                /* for heartbeats */
   uint64_t incarnation; /* random per process (RegisterReq.incarnation) */
   hpl__dl_caps caps;         /* the directory's, from the last registration */
   /* re-reporting what we hold after registering (HELD, one piece at a time) */

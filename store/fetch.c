@@ -32,14 +32,16 @@ static void send_ask(hpl__fetch *f, int kind) {
   r.id = o->id;
   r.progress = o->progress;
   r.gen = o->gen;
-  int64_t local; /* our own limit only guards against a directory that never answers */
+  int64_t local; /* our own limit only guards against a directory that never
+                    answers */
   int only_complete = kind != ASK_PLAIN;
   if (only_complete) {
     r.failed_peer = f->sender;
     r.only_complete = kind == ASK_CRAWL;
     r.suspect = kind == ASK_SUSPECT;
     if (kind == ASK_SUSPECT) {
-      if (o->progress != f->insist_at) f->insist = 0;
+      if (o->progress != f->insist_at)
+        f->insist = 0;
       f->insist_at = o->progress;
       r.insist = f->insist++;
     }
@@ -50,27 +52,30 @@ static void send_ask(hpl__fetch *f, int kind) {
     r.failed_peer = f->avoid;
     r.crawled = f->avoid && f->avoid_crawled;
     r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl__ms_left(deadline);
-    local = r.timeout_ms < 0 ? -1 : r.timeout_ms + 2000; /* the directory enforces the wait */
+    local = r.timeout_ms < 0
+                ? -1
+                : r.timeout_ms + 2000; /* the directory enforces the wait */
   }
   f->asks++;
   if (hpl__dirlink_request(f->s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local,
                            only_complete ? move_reply : ask_reply, f) != 0) {
     f->asks--;
     hpl__fetch_ctx x = {.status = HPL_ENOMEM, .detail = "out of memory"};
-    hpl__fetch_fire(f, only_complete ? HPL__FEV_MOVE_UNSENT : HPL__FEV_REFUSED, &x);
+    hpl__fetch_fire(f, only_complete ? HPL__FEV_MOVE_UNSENT : HPL__FEV_REFUSED,
+                    &x);
   }
 }
 
 static void room_done(hpl__room *r, int status, const char *detail);
 static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r,
-                                     const uint8_t *payload, uint64_t plen, char *detail,
-                                     size_t dlen, int *status);
+                                     const uint8_t *payload, uint64_t plen,
+                                     char *detail, size_t dlen, int *status);
 
 /* Keep what the answer says until its buffer has room. HPL__FEV_ROOM_WAIT, or
  * HPL__FEV_BAD_SENDER with *status if it cannot be kept. */
 static hpl__fetch_event hold_answer(hpl__fetch *f, const Hplpb__AcquireRep *r,
-                                    const uint8_t *payload, uint64_t plen, char *detail,
-                                    size_t dlen, int *status) {
+                                    const uint8_t *payload, uint64_t plen,
+                                    char *detail, size_t dlen, int *status) {
   f->held = *r;
   f->held.base.unknown_fields = NULL;
   f->held.base.n_unknown_fields = 0;
@@ -88,7 +93,8 @@ static hpl__fetch_event hold_answer(hpl__fetch *f, const Hplpb__AcquireRep *r,
     *status = HPL_ENOMEM;
     return HPL__FEV_BAD_SENDER;
   }
-  if (plen) memcpy(f->held_payload, payload, plen);
+  if (plen)
+    memcpy(f->held_payload, payload, plen);
   HPL__LOG_INFO("'%s': waiting for room in the pool for %llu bytes", f->o->id,
                 (unsigned long long)r->size);
   return HPL__FEV_ROOM_WAIT;
@@ -112,8 +118,9 @@ static void room_done(hpl__room *rm, int status, const char *why) {
     snprintf(detail, sizeof detail, "%s", why);
     ev = HPL__FEV_BAD_SENDER;
   } else {
-    ev = answer_bytes(f, &f->held, f->held_payload, f->held_payload ? f->held.size : 0, detail,
-                      sizeof detail, &x.status);
+    ev = answer_bytes(f, &f->held, f->held_payload,
+                      f->held_payload ? f->held.size : 0, detail, sizeof detail,
+                      &x.status);
   }
   hpl__fetch_fire(f, ev, &x); /* leaving ROOM, the kept answer goes */
 }
@@ -122,8 +129,8 @@ static void room_done(hpl__room *rm, int status, const char *why) {
  * size and bytes. Returns the event it amounts to (HPL__FEV_ROOM_WAIT: the
  * answer is kept until its buffer has room). */
 static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
-                                     const uint8_t *payload, uint64_t plen, char *detail,
-                                     size_t dlen, int *status) {
+                                     const uint8_t *payload, uint64_t plen,
+                                     char *detail, size_t dlen, int *status) {
   hpl__store *s = f->s;
   hpl__obj *o = f->o;
   if (r->gen != o->gen) {
@@ -141,9 +148,10 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
     return HPL__FEV_BAD_SENDER;
   }
   if (!o->data) {
-    int rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room, room_done, f, detail,
-                             dlen);
-    if (rc > 0) return hold_answer(f, r, payload, plen, detail, dlen, status);
+    int rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room,
+                             room_done, f, detail, dlen);
+    if (rc > 0)
+      return hold_answer(f, r, payload, plen, detail, dlen, status);
     if (rc) {
       *status = rc;
       HPL__LOG_WARN("%s", detail);
@@ -156,35 +164,42 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
 /* The rest of an answer once the buffer is there: a sender to pull from,
  * or an inline object's bytes. */
 static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r,
-                                     const uint8_t *payload, uint64_t plen, char *detail,
-                                     size_t dlen, int *status) {
+                                     const uint8_t *payload, uint64_t plen,
+                                     char *detail, size_t dlen, int *status) {
   hpl__store *s = f->s;
   hpl__obj *o = f->o;
-  if (!r->inline_) return HPL__FEV_SENDER;
+  if (!r->inline_)
+    return HPL__FEV_SENDER;
   if (plen != r->size) {
     snprintf(detail, dlen, "inline reply of the wrong length");
     *status = HPL_EPROTO;
     return HPL__FEV_BAD_SENDER;
   }
-  if (plen) memcpy(o->data, payload, plen);
+  if (plen)
+    memcpy(o->data, payload, plen);
   o->inline_obj = 1;
   s->ctr.inline_gets++;
   return HPL__FEV_INLINE;
 }
 
-hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x,
-                                   char *detail, size_t dlen) {
-  const Hplpb__AcquireRep *r = (const Hplpb__AcquireRep *)rep->m; /* NULL unless status 0 */
+hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep,
+                                   hpl__fetch_ctx *x, char *detail,
+                                   size_t dlen) {
+  const Hplpb__AcquireRep *r =
+      (const Hplpb__AcquireRep *)rep->m; /* NULL unless status 0 */
   int status = rep->status;
   hpl__fetch_event ev;
   *x = (hpl__fetch_ctx){.r = r, .detail = detail};
   if (f->state == HPL__FETCH_ORPHAN || f->state == HPL__FETCH_END) {
-    ev = r && !r->inline_ && r->sender_node ? HPL__FEV_SENDER : HPL__FEV_REFUSED;
+    ev =
+        r && !r->inline_ && r->sender_node ? HPL__FEV_SENDER : HPL__FEV_REFUSED;
   } else if (status == HPL_ETIMEDOUT) {
-    snprintf(detail, dlen, "object '%s' not available within the timeout", f->o->id);
+    snprintf(detail, dlen, "object '%s' not available within the timeout",
+             f->o->id);
     ev = HPL__FEV_TIMEOUT;
   } else if (status != 0) {
-    snprintf(detail, dlen, "%s", *rep->detail ? rep->detail : hpl_strerror(status));
+    snprintf(detail, dlen, "%s",
+             *rep->detail ? rep->detail : hpl_strerror(status));
     HPL__LOG_INFO("fetch of '%s' failed: %s", f->o->id, detail);
     ev = HPL__FEV_REFUSED;
   } else {
@@ -215,9 +230,11 @@ static void move_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   int moved = r && !r->inline_ && r->sender_node && r->gen == f->o->gen;
   if (moved && f->state == HPL__FETCH_MOVE_SUSPECT) {
     s->ctr.suspect_moves++;
-    HPL__LOG_INFO("'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes", f->o->id,
-                  (unsigned long long)f->sender, (unsigned long long)r->sender_node,
-                  (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+    HPL__LOG_INFO(
+        "'%s': sender %016llx silent; moving to %016llx at %llu/%llu bytes",
+        f->o->id, (unsigned long long)f->sender,
+        (unsigned long long)r->sender_node, (unsigned long long)f->o->progress,
+        (unsigned long long)f->o->size);
   }
   /* "stay" is a reply naming no sender */
   hpl__fetch_ctx x = {.r = r, .retry_ms = r && !moved ? r->retry_ms : 0};
@@ -236,12 +253,14 @@ static void pull_done(void *arg, int status, const char *detail) {
     return;
   }
   s->ctr.pull_failures++;
-  HPL__LOG_WARN(
-      "pull of '%s' from %016llx failed at %llu/%llu bytes: %s; asking for another sender", o->id,
-      (unsigned long long)f->sender, (unsigned long long)o->progress, (unsigned long long)o->size,
-      detail ? detail : hpl_strerror(status));
+  HPL__LOG_WARN("pull of '%s' from %016llx failed at %llu/%llu bytes: %s; "
+                "asking for another sender",
+                o->id, (unsigned long long)f->sender,
+                (unsigned long long)o->progress, (unsigned long long)o->size,
+                detail ? detail : hpl_strerror(status));
   f->avoid = f->sender;
-  hpl__fetch_fire(f, HPL__FEV_PULL_FAILED, &(hpl__fetch_ctx){.status = status, .detail = detail});
+  hpl__fetch_fire(f, HPL__FEV_PULL_FAILED,
+                  &(hpl__fetch_ctx){.status = status, .detail = detail});
 }
 
 static void pull_straggled(void *arg) {
@@ -255,9 +274,11 @@ static void pull_crawls(void *arg, double rate) {
 
 static void pull_silent(void *arg, uint64_t quiet_ms) {
   hpl__fetch *f = arg;
-  HPL__LOG_INFO("'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the directory",
-                f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
-                (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
+  HPL__LOG_INFO(
+      "'%s': no bytes from %016llx for %llu ms at %llu/%llu bytes; asking the "
+      "directory",
+      f->o->id, (unsigned long long)f->sender, (unsigned long long)quiet_ms,
+      (unsigned long long)f->o->progress, (unsigned long long)f->o->size);
   hpl__fetch_fire(f, HPL__FEV_SUSPECT, &(hpl__fetch_ctx){0});
 }
 
@@ -279,20 +300,27 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
     s->ctr.pull_resumes++;
     s->ctr.bytes_kept_on_resume += o->progress;
   }
-  hpl__puller_ops ops = {.done = pull_done, .monitor = r->sender_complete ? 2 : 1, .gen = o->gen,
-                         .slow = pull_crawls, .suspect = pull_silent, .quiet = hpl__dirlink_quiet,
-                         .peer = r->sender_node, .resumable = 1, .straggled = pull_straggled};
-  f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port, o->id, 0, o, o->progress,
-                                   1, &ops, f);
+  hpl__puller_ops ops = {.done = pull_done,
+                         .monitor = r->sender_complete ? 2 : 1,
+                         .gen = o->gen,
+                         .slow = pull_crawls,
+                         .suspect = pull_silent,
+                         .peer = r->sender_node,
+                         .resumable = 1,
+                         .straggled = pull_straggled};
+  f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port,
+                                   o->id, 0, o, o->progress, 1, &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
     hpl__fetch_fire(f, HPL__FEV_PULL_FAILED,
-                    &(hpl__fetch_ctx){.status = HPL_ECONN,
-                                      .detail = "cannot start a pull (bad sender address?)"});
+                    &(hpl__fetch_ctx){
+                        .status = HPL_ECONN,
+                        .detail = "cannot start a pull (bad sender address?)"});
   }
 }
 
-/* ------------------------------------------------------------------ the machine */
+/* ------------------------------------------------------------------ the
+ * machine */
 
 static void fetch_free_maybe(hpl__fetch *f) {
   if (f->busy || f->asks || f->pull ||
@@ -300,32 +328,39 @@ static void fetch_free_maybe(hpl__fetch *f) {
     return;
   hpl__store *s = f->s;
   DL_DELETE(s->fetches->list, f);
-  if (f->o->fetch == f) f->o->fetch = NULL;
+  if (f->o->fetch == f)
+    f->o->fetch = NULL;
   hpl__obj_unref(s, f->o);
   hpl__otimer_free(&f->grant_timer, f);
 }
 
 /* The fetch's one state change, logged. */
 static void set_state(hpl__fetch *f, hpl__fetch_state to, hpl__fetch_event ev) {
-  HPL__LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id, hpl__fetch_state_name(f->state),
-                 hpl__fetch_event_name(ev), hpl__fetch_state_name(to));
+  HPL__LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id,
+                 hpl__fetch_state_name(f->state), hpl__fetch_event_name(ev),
+                 hpl__fetch_state_name(to));
   f->state = to;
 }
 
-void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev, const hpl__fetch_ctx *x) {
+void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev,
+                     const hpl__fetch_ctx *x) {
   hpl__store *s = f->s;
   hpl__obj *o = f->o;
   unsigned in = 0, a;
   if (ev == HPL__FEV_TIMEOUT && o->waiters) {
     uint64_t d = hpl__obj_deadline(o);
-    if (d == UINT64_MAX || d > hpl__now_ms() + 5) in |= HPL__FIN_WAITERS_LEFT;
+    if (d == UINT64_MAX || d > hpl__now_ms() + 5)
+      in |= HPL__FIN_WAITERS_LEFT;
   }
-  if (f->state == HPL__FETCH_ROOM && !f->held.inline_) in |= HPL__FIN_HELD_SENDER;
+  if (f->state == HPL__FETCH_ROOM && !f->held.inline_)
+    in |= HPL__FIN_HELD_SENDER;
   hpl__fetch_state from = f->state;
   set_state(f, hpl__fetch_next(from, ev, in, &a), ev);
   f->busy++; /* the actions may re-enter (fire again): f outlives them all */
-  if (a & HPL__FA_GRANT_STOP) hpl__otimer_stop(&f->grant_timer);
-  if (a & HPL__FA_UNROOM) hpl__room_cancel(s, &f->room);
+  if (a & HPL__FA_GRANT_STOP)
+    hpl__otimer_stop(&f->grant_timer);
+  if (a & HPL__FA_UNROOM)
+    hpl__room_cancel(s, &f->room);
   if ((a & HPL__FA_CANCEL_PULL) && f->pull) {
     hpl__puller_cancel(f->pull);
     f->pull = NULL;
@@ -333,41 +368,55 @@ void hpl__fetch_fire(hpl__fetch *f, hpl__fetch_event ev, const hpl__fetch_ctx *x
   if (a & HPL__FA_NOTE_COMPLETE)
     hpl__dirlink_loc_complete(s, o->id, (uint64_t)hpl__puller_take_rate(s));
   if (a & HPL__FA_SEAL) {
-    o->advertised = 1; /* a complete copy (inline: a holder) the directory knows */
+    o->advertised =
+        1; /* a complete copy (inline: a holder) the directory knows */
     hpl__obj_sealed(s, o);
   }
-  if (a & HPL__FA_FAIL) hpl__obj_fail(s, o, x->status ? x->status : HPL_EUNAVAIL, x->detail);
+  if (a & HPL__FA_FAIL)
+    hpl__obj_fail(s, o, x->status ? x->status : HPL_EUNAVAIL, x->detail);
   if (a & HPL__FA_LOC_REMOVE) {
     hpl__dirlink_loc_remove(s, o->id);
     o->advertised = 0;
   }
-  if (a & HPL__FA_FORGET) hpl__obj_detach(s, o);
-  if (f->state == HPL__FETCH_END || f->state == HPL__FETCH_ORPHAN) o->fetch = NULL;
-  if (a & HPL__FA_ASK) send_ask(f, ASK_PLAIN);
-  if (a & HPL__FA_ASK_COMPLETE) send_ask(f, ASK_CRAWL);
-  if (a & HPL__FA_ASK_SUSPECT) send_ask(f, ASK_SUSPECT);
+  if (a & HPL__FA_FORGET)
+    hpl__obj_detach(s, o);
+  if (f->state == HPL__FETCH_END || f->state == HPL__FETCH_ORPHAN)
+    o->fetch = NULL;
+  if (a & HPL__FA_ASK)
+    send_ask(f, ASK_PLAIN);
+  if (a & HPL__FA_ASK_COMPLETE)
+    send_ask(f, ASK_CRAWL);
+  if (a & HPL__FA_ASK_SUSPECT)
+    send_ask(f, ASK_SUSPECT);
   if (a & HPL__FA_PULL) {
     if (ev == HPL__FEV_MOVE_TO) {
-      HPL__LOG_INFO("'%s': the partial copy we pull from crawls; moving to the complete copy on "
-                    "%016llx at %llu/%llu bytes", o->id, (unsigned long long)x->r->sender_node,
-                    (unsigned long long)o->progress, (unsigned long long)o->size);
+      HPL__LOG_INFO("'%s': the partial copy we pull from crawls; moving to the "
+                    "complete copy on "
+                    "%016llx at %llu/%llu bytes",
+                    o->id, (unsigned long long)x->r->sender_node,
+                    (unsigned long long)o->progress,
+                    (unsigned long long)o->size);
       s->ctr.stragglers++;
     }
     start_pull(f, x->r);
   }
-  if (a & HPL__FA_GRANT_WAIT) hpl__fetch_grant_wait(f);
-  if ((a & HPL__FA_REARM) && f->pull) hpl__puller_suspect_done(f->pull, x->retry_ms);
+  if (a & HPL__FA_GRANT_WAIT)
+    hpl__fetch_grant_wait(f);
+  if ((a & HPL__FA_REARM) && f->pull)
+    hpl__puller_suspect_done(f->pull, x->retry_ms);
   if (from == HPL__FETCH_ROOM && f->state != HPL__FETCH_ROOM)
     held_free(f); /* (HPL__FA_PULL read it) */
   f->busy--;
   fetch_free_maybe(f);
 }
 
-/* ------------------------------------------------------------------ entry points */
+/* ------------------------------------------------------------------ entry
+ * points */
 
 hpl__fetch *hpl__fetch_new(hpl__store *s, hpl__obj *o) {
   hpl__fetch *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   f->s = s;
   f->o = o;
   f->state = HPL__FETCH_NEW;
@@ -388,16 +437,24 @@ static void fetch_begin(hpl__store *s, hpl__obj *o, hpl__fetch_event ev) {
   hpl__fetch_fire(f, ev, &(hpl__fetch_ctx){0});
 }
 
-void hpl__fetch_start(hpl__store *s, hpl__obj *o) { fetch_begin(s, o, HPL__FEV_START); }
+void hpl__fetch_start(hpl__store *s, hpl__obj *o) {
+  fetch_begin(s, o, HPL__FEV_START);
+}
 
-void hpl__fetch_start_granted(hpl__store *s, hpl__obj *o) { fetch_begin(s, o, HPL__FEV_GRANTED); }
+void hpl__fetch_start_granted(hpl__store *s, hpl__obj *o) {
+  fetch_begin(s, o, HPL__FEV_GRANTED);
+}
 
-void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int suspect) {
+void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer,
+                              int suspect) {
   hpl__obj *o = hpl__obj_find(s, id);
   hpl__fetch *f = o ? o->fetch : NULL;
-  if (!f || !f->pull || f->sender != peer) return;
-  HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender", id,
-                (unsigned long long)peer, suspect ? "not answering" : "gone");
+  if (!f || !f->pull || f->sender != peer)
+    return;
+  HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for "
+                "another sender",
+                id, (unsigned long long)peer,
+                suspect ? "not answering" : "gone");
   s->ctr.pull_failures++;
   f->avoid = peer;
   f->avoid_crawled = 0;
@@ -407,7 +464,8 @@ void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int 
 void hpl__fetch_dropped(hpl__store *s, hpl__obj *o) {
   char detail[320];
   hpl__fetch *f = o->fetch;
-  if (!f) return;
+  if (!f)
+    return;
   snprintf(detail, sizeof detail, "object '%s' was deleted", o->id);
   o->advertised = 0;
   /* (an answer kept for room is undone as a late one) */
@@ -419,11 +477,16 @@ size_t hpl__fetch_incoming(hpl__store *s, hpl__dl_incoming *out, size_t max) {
   size_t n = 0, walked = 0;
   hpl__fetch *f;
   DL_FOREACH(s->fetches->list, f) {
-    if (++walked > HPL__FETCH_INCOMING_WALK) break; /* a heartbeat's work stays bounded */
-    if (!f->pull) continue;
+    if (++walked > HPL__FETCH_INCOMING_WALK)
+      break; /* a heartbeat's work stays bounded */
+    if (!f->pull)
+      continue;
     if (n < max)
-      out[n] = (hpl__dl_incoming){.id = f->o->id, .sender = f->sender, .held = f->o->progress,
-                            .size = f->o->size, .rate = hpl__puller_rate(f->pull)};
+      out[n] = (hpl__dl_incoming){.id = f->o->id,
+                                  .sender = f->sender,
+                                  .held = f->o->progress,
+                                  .size = f->o->size,
+                                  .rate = hpl__puller_rate(f->pull)};
     n++;
   }
   return n;
@@ -432,16 +495,19 @@ size_t hpl__fetch_incoming(hpl__store *s, hpl__dl_incoming *out, size_t max) {
 void hpl__fetch_drain(hpl__store *s) {
   hpl__fetch *f, *tmp;
   DL_FOREACH_SAFE(s->fetches->list, f, tmp) {
-    if (f->pull) hpl__fetch_fire(f, HPL__FEV_DRAIN, &(hpl__fetch_ctx){0});
+    if (f->pull)
+      hpl__fetch_fire(f, HPL__FEV_DRAIN, &(hpl__fetch_ctx){0});
   }
 }
 
 void hpl__fetch_stop(hpl__store *s) {
-  if (!s->fetches) return;
+  if (!s->fetches)
+    return;
   hpl__fetch_grants_stop(s);
   while (s->fetches->list) {
     hpl__fetch *f = s->fetches->list;
-    if (f->pull) hpl__puller_cancel(f->pull);
+    if (f->pull)
+      hpl__puller_cancel(f->pull);
     f->pull = NULL;
     hpl__room_cancel(s, &f->room);
     held_free(f);

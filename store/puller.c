@@ -251,6 +251,10 @@ int hpl__puller_init(hpl__store *s) {
   return s->pullers ? 0 : HPL_ENOMEM;
 }
 
+void hpl__puller_on_quiet(hpl__store *s, int (*fn)(hpl__store *s, uint64_t peer)) {
+  s->pullers->quiet = fn;
+}
+
 void hpl__puller_free(hpl__store *s) {
   free(s->pullers);
   s->pullers = NULL;

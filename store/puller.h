@@ -7,7 +7,7 @@
  *
  * Callers: fetch.c (objects), rdcombine.c (reduce children's streams),
  * rdsink.c (a reduce result), ring.c (a ring's incoming stream), server.c
- * (init, stop, free).
+ * (init, the quiet listener, stop, free).
  */
 #ifndef HPL_STORE_PULLER_H
 #define HPL_STORE_PULLER_H
@@ -46,14 +46,10 @@ typedef struct hpl__puller_ops {
    * sender may be stopped or cut off. The stream goes on; no further call
    * until the owner re-arms it with hpl__puller_suspect_done (may be NULL). */
   void (*suspect)(void *arg, uint64_t quiet_ms);
-  /* the sender's node id (0: unknown). With `suspect` and `quiet`: once
-   * the stream has been quiet for half its window, quiet(s, peer) runs
-   * (the owner's hpl__dirlink_quiet: the directory probes the sender, so that
-   * its verdict on the silent report at the whole window is ready by
-   * then). It returns 1 if the sender was reported, and is called again
-   * in the same quiet spell only after it returned 0 (may be NULL) */
+  /* the sender's node id (0: unknown). With `suspect`: once the stream
+   * has been quiet for half its window, the store's quiet listener hears
+   * of the peer (hpl__puller_on_quiet) */
   uint64_t peer;
-  int (*quiet)(hpl__store *s, uint64_t peer);
   int no_stall; /* never end the stream for silence (a reduce stream may
                    wait for its sender's own inputs); `suspect` still runs */
   uint32_t gen; /* generation the receiver's bytes belong to */
@@ -116,6 +112,14 @@ double hpl__puller_usual_rate(const hpl__store *s);
  * the directory's cost model (0: not measured), and forget it: its owner
  * takes it from its done() (fetch.c). */
 double hpl__puller_take_rate(hpl__store *s);
+
+/* fn runs when a stream with `suspect` and a peer has been quiet for half
+ * its window (server.c installs hpl__dirlink_quiet: the directory probes
+ * the sender, so that its verdict on the silent report at the whole window
+ * is ready by then). It returns 1 if the sender was reported, and is
+ * called again in the same quiet spell only after it returned 0. One per
+ * store; none set: nobody hears. */
+void hpl__puller_on_quiet(hpl__store *s, int (*fn)(hpl__store *s, uint64_t peer));
 
 /* Make the module's context (0 or HPL_ENOMEM); end every pull (store
  * stopping; done() is not called); free the context (after the loop). */

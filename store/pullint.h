@@ -19,6 +19,7 @@ typedef struct hpl__pullers {
   unsigned straggler_streak; /* senders judged stragglers since a pull last went at a
                                 healthy rate: our own link may be the slow one, so
                                 each one widens the window */
+  int (*quiet)(hpl__store *s, uint64_t peer); /* hpl__puller_on_quiet's (may be NULL) */
 } hpl__pullers;
 
 struct hpl__puller {

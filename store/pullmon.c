@@ -71,8 +71,8 @@ static void check_quiet(hpl__puller *p, uint64_t now) {
   double rate = stream_rate(p);
   uint64_t quiet = now - p->last_move_ms;
   uint64_t window = hpl__puller_quiet_window_ms(rate, s->cfg.stall_timeout_ms);
-  if (quiet >= window / 2 && p->ops.quiet && p->ops.peer &&
-      p->noted_move_ms != p->last_move_ms && p->ops.quiet(s, p->ops.peer))
+  if (quiet >= window / 2 && s->pullers->quiet && p->ops.peer &&
+      p->noted_move_ms != p->last_move_ms && s->pullers->quiet(s, p->ops.peer))
     p->noted_move_ms = p->last_move_ms; /* one report per quiet spell */
   if (quiet < window) return;
   p->suspecting = 1;

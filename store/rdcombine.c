@@ -23,14 +23,15 @@
 
 #define RD_OFFLOAD (1u << 20) /* combine steps this large go to the pool */
 
-int hpl__rdtask_ready(hpl__rd_task *t) {
-  if (t->state == HPL__RD_WAITING && !t->waits) hpl__rdtask_set_state(t, HPL__RD_RUNNING);
+/* Whether children may write the output now: not while it is WAITING (for
+ * anything: rdtaskint.h), nor once FAILED or ENDED. */
+static int may_write(const hpl__rd_task *t) {
   return t->state == HPL__RD_RUNNING || t->state == HPL__RD_REBASING ||
          t->state == HPL__RD_COMPLETE;
 }
 
 void hpl__rdtask_go(hpl__rd_task *t) {
-  if (!hpl__rdtask_ready(t)) return;
+  if (!may_write(t)) return;
   for (int j = 0; j < t->nch; j++)
     if (t->ch[j].known) hpl__rdtask_child_start(t, &t->ch[j]);
   hpl__rdtask_try_combine(t);
@@ -146,13 +147,6 @@ static void task_advance(hpl__rd_task *t, uint64_t to) {
   }
 }
 
-/* The old task's last step is done: the new one may write now. */
-static void task_unblock(hpl__rd_task *t) {
-  t->blocked_by = NULL;
-  t->waits &= ~HPL__RDW_STEP;
-  hpl__rdtask_go(t);
-}
-
 static void work_done(uv_work_t *w, int status) {
   hpl__rd_task *t = w->data;
   t->working = 0;
@@ -162,8 +156,8 @@ static void work_done(uv_work_t *w, int status) {
     char target[sizeof t->target];
     int root = t->to_target && t->root_moved;
     snprintf(target, sizeof target, "%s", t->target);
-    hpl__rdtask_free_task(t);
-    if (next) task_unblock(next);
+    hpl__rdtask_free_task(t); /* next waits for it no more */
+    if (next) hpl__rdtask_wait_over(next);
     if (root && s->tasks->root_released)
       s->tasks->root_released(s, target); /* the target is the sink's */
     return;
@@ -182,7 +176,7 @@ static void src_back(hpl__watch *w) {
 }
 
 void hpl__rdtask_try_combine(hpl__rd_task *t) {
-  if (t->working || !hpl__rdtask_ready(t) || t->comb >= t->size) return;
+  if (t->working || !may_write(t) || t->comb >= t->size) return;
   if (t->src->state != HPL__OBJ_SEALED) { /* spilled: being read back (room.c) */
     t->src_watch.fn = src_back;
     hpl__obj_watch(t->src, &t->src_watch);
@@ -265,11 +259,10 @@ static void child_slow(void *arg, double rate) {
 
 void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c) {
   /* blocked, or the output waits for room: started when it may write */
-  if (c->pull || c->done || !hpl__rdtask_ready(t)) return;
+  if (c->pull || c->done || !may_write(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
   hpl__puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
-                         .suspect = child_silent, .slow = child_slow, .quiet = hpl__dirlink_quiet,
-                         .peer = c->node};
+                         .suspect = child_silent, .slow = child_slow, .peer = c->node};
   if (c->ring) {
     ops.buf = child_buf;
     c->pull = hpl__puller_start(t->s, c->addr, c->port, c->key, c->internal, c->recv, t->size, &ops,

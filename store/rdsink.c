@@ -160,7 +160,7 @@ static void sink_pull_root(hpl__rd_sink *k, const char *addr, int port, const ch
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__puller_ops ops = {.done = sink_done, .monitor = 1, .no_stall = 1, .suspect = sink_silent,
-                         .slow = sink_slow, .quiet = hpl__dirlink_quiet, .peer = k->root_node};
+                         .slow = sink_slow, .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
   k->pull = hpl__puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);

@@ -39,6 +39,20 @@ void hpl__rdtask_set_state(hpl__rd_task *t, hpl__rd_state to) {
   t->state = to;
 }
 
+/* Whether a WAITING task still waits for something (rdtaskint.h): room for
+ * its output stream's buffer, the sink's target to get its buffer, the old
+ * generation's last step, or (resumed) its output's first pull. */
+static int task_waits(const hpl__rd_task *t) {
+  return t->pending || t->blocked_by || t->await_start ||
+         (t->to_target && t->out && !t->out->data);
+}
+
+void hpl__rdtask_wait_over(hpl__rd_task *t) {
+  if (t->state != HPL__RD_WAITING || task_waits(t)) return;
+  hpl__rdtask_set_state(t, HPL__RD_RUNNING);
+  hpl__rdtask_go(t);
+}
+
 /* ------------------------------------------------------------------ tasks */
 
 static hpl__rd_task *task_find(hpl__store *s, const char *target, uint32_t slot) {
@@ -67,10 +81,9 @@ void hpl__rdtask_free_task(hpl__rd_task *t) {
     return;
   }
   if (t->blocked_by && t->blocked_by->successor == t) t->blocked_by->successor = NULL;
-  if (t->successor) { /* (only when freed unended) */
-    t->successor->blocked_by = NULL;
-    t->successor->waits &= ~HPL__RDW_STEP;
-  }
+  /* an ENDED task whose step is done (work_done): its successor waits for
+   * it no more, and work_done lets it go on */
+  if (t->successor) t->successor->blocked_by = NULL;
   for (int j = 0; j < t->nch; j++) free(t->ch[j].ring);
   free(t->ch);
   if (t->out && !t->out_kept) {
@@ -89,13 +102,13 @@ void hpl__rdtask_free_task(hpl__rd_task *t) {
 static void task_begin_at(hpl__rd_task *t, uint64_t offset) {
   hpl__store *s = t->s;
   uint64_t b = offset < t->size ? offset - offset % 8 : t->size; /* whole elements of any dtype */
-  t->waits &= ~HPL__RDW_START;
+  t->await_start = 0;
   t->base = t->comb = b;
   s->ctr.reduce_resumes++;
   s->ctr.reduce_resumed_bytes += b;
   HPL__LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
                 t->target, t->slot, t->gen, (unsigned long long)b, (unsigned long long)t->size);
-  hpl__rdtask_go(t);
+  hpl__rdtask_wait_over(t);
 }
 
 /* A pull of the task's output stream `o` from byte `offset` arrived on
@@ -107,9 +120,8 @@ static void task_begin_at(hpl__rd_task *t, uint64_t offset) {
 static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) {
   hpl__rd_task *t = (hpl__rd_task *)((char *)src - offsetof(hpl__rd_task, source));
   hpl__store *s = t->s;
-  if (t->out != o || t->to_target) return;
-  if (t->waits & HPL__RDW_START) {
-    if (!(t->waits & HPL__RDW_ROOM)) task_begin_at(t, offset);
+  if (t->await_start) {
+    task_begin_at(t, offset);
     return;
   }
   if (offset >= t->base) return;
@@ -144,14 +156,13 @@ static void out_room_done(hpl__room *r, int status, const char *detail) {
   hpl__store *s = t->s;
   hpl__obj *o = t->pending;
   t->pending = NULL;
-  t->waits &= ~HPL__RDW_ROOM;
   if (status == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o; /* the room request's reference is the task's now */
     task_hear_pulls(t);
     HPL__LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
                    (unsigned long long)(hpl__now_ms() - r->since_ms));
     hpl__dataport_stream_ready(s, o->id); /* pulls that came meanwhile */
-    hpl__rdtask_go(t);
+    hpl__rdtask_wait_over(t);
     return;
   }
   hpl__obj_unref(s, o);
@@ -176,7 +187,6 @@ static void out_alloc(hpl__rd_task *t, const char *key, char *detail, size_t dle
                            out_room_done, t, detail, dlen);
   if (rc == 1) {
     t->pending = o;
-    t->waits |= HPL__RDW_ROOM;
     HPL__LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
   } else if (rc == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o;
@@ -190,15 +200,15 @@ static void out_alloc(hpl__rd_task *t, const char *key, char *detail, size_t dle
 void hpl__rdtask_target_ready(hpl__store *s, hpl__obj *target) {
   hpl__rd_task *t, *tmp;
   HASH_ITER(hh, s->tasks->hash, t, tmp) {
-    if (!t->to_target || t->out != target || !(t->waits & HPL__RDW_TARGET)) continue;
-    t->waits &= ~HPL__RDW_TARGET;
+    /* every WAITING task writing into it waited for its buffer */
+    if (!t->to_target || t->out != target || t->state != HPL__RD_WAITING) continue;
     if (target->size != t->size) { /* cannot happen: the directory sized both */
       hpl__rdtask_set_state(t, HPL__RD_FAILED);
       HPL__LOG_WARN("reduce '%s' slot %u: the target has %llu bytes, not %llu", t->target, t->slot,
                     (unsigned long long)target->size, (unsigned long long)t->size);
       continue;
     }
-    hpl__rdtask_go(t);
+    hpl__rdtask_wait_over(t);
   }
 }
 
@@ -234,7 +244,6 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
   t->rid = m->rid;
   t->op = (int)m->op;
   t->dtype = (int)m->dtype;
-  t->es = hpl_dtype_size(t->dtype);
   t->size = m->size;
   t->src_off = m->src_offset;
   t->src = src;
@@ -244,7 +253,7 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
   t->ch = calloc((size_t)(t->nch ? t->nch : 1), sizeof *t->ch);
   if (!t->ch) t->nch = 0; /* failed below; nothing for hpl__rdtask_free_task to walk */
   t->to_target = m->to_target;
-  if (m->resume && !m->to_target) t->waits |= HPL__RDW_START;
+  t->await_start = m->resume && !m->to_target;
   int failed = 0;
   if (t->to_target) {
     hpl__obj *o = hpl__obj_find(s, m->target);
@@ -252,10 +261,8 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
       HPL__LOG_WARN("reduce '%s': the target is not being made at this sink", m->target);
       t->out = NULL;
     } else {
-      t->out = o;
+      t->out = o; /* without data yet, the task waits for it (hpl__rdtask_target_ready) */
       hpl__obj_ref(s, o);
-      if (!o->data)
-        t->waits |= HPL__RDW_TARGET; /* the sink waits for room: hpl__rdtask_target_ready */
     }
   } else {
     char key[340];
@@ -368,17 +375,17 @@ void hpl__rdtask_on_task(hpl__store *s, ProtobufCMessage *msg) {
     if (old_step) {
       t->blocked_by = old_step;
       old_step->successor = t;
-      t->waits |= HPL__RDW_STEP;
     }
     /* a resumed slot's pull may have come before the task (it was parked,
      * and served once the output existed, in task_new) */
     uint64_t from;
-    if ((t->waits & HPL__RDW_START) && t->out && !t->pending &&
+    if (t->await_start && t->out && !t->pending &&
         hpl__dataport_pull_offset(s, t->out, &from))
       task_begin_at(t, from);
     HPL__LOG_DEBUG("reduce '%s': slot %u (gen %u) here, %d children, %s%s", m->target, m->slot,
                    m->gen, t->nch, t->to_target ? "into the target" : "as a stream",
                    old_step ? " (after the old generation's step)" : "");
+    hpl__rdtask_wait_over(t); /* RUNNING if it waits for nothing */
   }
   if (t->state == HPL__RD_FAILED) return;
   task_learn_children(t, m);

@@ -19,11 +19,12 @@
  *   the thread pool: ENDED, freed when the step is done; otherwise freed
  *   at once.
  *
- * A WAITING task waits for any of (hpl__rd_task.waits): room for its output
- * stream's buffer (HPL__RDW_ROOM), the sink's target to get its buffer
- * (HPL__RDW_TARGET), the old generation's last step, which still writes the
- * output (HPL__RDW_STEP), and, when it resumed a failed node's slot, the first
- * pull of its output, which says where to start (HPL__RDW_START).
+ * A WAITING task waits for any of: room for its output stream's buffer
+ * (pending), the sink's target to get its buffer (to_target, out without
+ * data), the old generation's last step, which still writes the output
+ * (blocked_by), and, when it resumed a failed node's slot, the first pull of
+ * its output, which says where to start (await_start). It becomes RUNNING
+ * where the last of them is over (hpl__rdtask_wait_over).
  */
 #ifndef HPL_STORE_RDTASKINT_H
 #define HPL_STORE_RDTASKINT_H
@@ -41,7 +42,7 @@
 typedef struct hpl__rd_task hpl__rd_task;
 
 typedef enum hpl__rd_state {
-  HPL__RD_WAITING = 0, /* children may not write yet: see waits */
+  HPL__RD_WAITING = 0, /* children may not write yet: see above */
   HPL__RD_RUNNING,     /* children stream in, steps combine */
   HPL__RD_REBASING,    /* a pull below the base came while a step ran: the children start
                           over from the new base once it is done */
@@ -50,14 +51,6 @@ typedef enum hpl__rd_state {
   HPL__RD_ENDED,       /* out of the table while a step ran: freed when it is done */
   HPL__RD_NSTATES
 } hpl__rd_state;
-
-/* What a WAITING task waits for. */
-enum {
-  HPL__RDW_ROOM = 1 << 0,   /* room for its output stream's buffer (t->pending) */
-  HPL__RDW_TARGET = 1 << 1, /* the sink's target to get its buffer (hpl__rdtask_target_ready) */
-  HPL__RDW_STEP = 1 << 2,   /* the old generation's last step (t->blocked_by) */
-  HPL__RDW_START = 1 << 3,  /* resumed: the first pull of its output */
-};
 
 /* The module's context (s->tasks). */
 typedef struct hpl__rd_tasks {
@@ -93,7 +86,6 @@ struct hpl__rd_task {
   uint64_t rid;
   uint32_t slot, gen;
   int op, dtype;
-  size_t es;
   uint64_t size;
   uint64_t src_off;     /* own source's bytes [src_off, src_off + size) take part */
   hpl__obj *src;        /* own source (referenced) */
@@ -103,25 +95,25 @@ struct hpl__rd_task {
   int nch;
   hpl__rd_child *ch;
   hpl__rd_state state;
-  unsigned waits; /* HPL__RD_WAITING: RDW_* */
+  int await_start; /* resumed: waits for its output's first pull, which says where to start */
   uint64_t comb; /* bytes of out that are final */
   int working;   /* a combine step runs on the thread pool */
   uv_work_t work;
   uint64_t w_from, w_to;
   int orphan; /* the directory restarted and has not adopted the reduce */
   uint64_t orphan_at; /* when it ends unless adopted (hpl__now_ms clock) */
-  /* HPL__RDW_ROOM: the output stream's buffer being allocated (referenced, not
-   * yet in the table: its pullers wait as for a stream not yet made) */
+  /* The output stream's buffer waiting for room (referenced, not yet in the
+   * table: its pullers wait as for a stream not yet made) */
   hpl__obj *pending;
   hpl__room room;
   int root_moved; /* to_target, ended because the root runs elsewhere now */
   int out_kept; /* the next generation of this slot took over `out` (and its reference) */
-  /* Output bytes below `base` are never made (a resumed slot: HPL__RDW_START
+  /* Output bytes below `base` are never made (a resumed slot: its first pull
    * says from where); a pull below it makes the task start over there */
   uint64_t base;
   /* A slot reset while its step still ran: the old task (ENDED, working)
    * still writes the output, so the new one starts nothing until it is
-   * done (HPL__RDW_STEP). */
+   * done. */
   struct hpl__rd_task *blocked_by; /* the old task this one waits for */
   struct hpl__rd_task *successor;  /* the new task waiting for this one */
   hpl__source source;              /* its output stream's (out->source), while it is in the table */
@@ -131,11 +123,13 @@ struct hpl__rd_task {
  * the table (ENDED instead while a step runs). */
 void hpl__rdtask_set_state(hpl__rd_task *t, hpl__rd_state to);
 void hpl__rdtask_free_task(hpl__rd_task *t);
+/* Something a WAITING task waited for is over: if it was the last, the task
+ * becomes RUNNING and its children start (hpl__rdtask_go). Nothing for a task
+ * in any other state. */
+void hpl__rdtask_wait_over(hpl__rd_task *t);
 
-/* rdcombine.c. Whether children may write the output now (a WAITING task
- * with nothing left to wait for becomes RUNNING here). */
-int hpl__rdtask_ready(hpl__rd_task *t);
-/* Start every known child's stream and combine what is there, if ready. */
+/* rdcombine.c. Start every known child's stream and combine what is there,
+ * if children may write the output (RUNNING, REBASING or COMPLETE). */
 void hpl__rdtask_go(hpl__rd_task *t);
 /* Start child c's stream, if ready and not started or done. */
 void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c);

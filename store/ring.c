@@ -376,8 +376,7 @@ static int task_run(rg_task *g, char *why, size_t wlen) {
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
   hpl__puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                         .no_stall = 1, .suspect = in_suspect, .quiet = hpl__dirlink_quiet,
-                         .peer = g->pred_node};
+                         .no_stall = 1, .suspect = in_suspect, .peer = g->pred_node};
   g->pull = hpl__puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
                               &ops, g);
   if (!g->pull) {

@@ -139,7 +139,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
    * rdsink.c to rdtask.c) */
   if ((rc = hpl__objects_init(s)) || (rc = hpl__puller_init(s)) || (rc = hpl__room_init(s)) ||
       (rc = hpl__lifetime_init(s)) || (rc = hpl__fetch_init(s)) || (rc = hpl__rdtask_init(s)) ||
-      (rc = hpl__rdsink_init(s)) || (rc = hpl__ring_init(s)) || (rc = hpl__stmetrics_start(s)))
+      (rc = hpl__rdsink_init(s)) || (rc = hpl__ring_init(s)) || (rc = hpl__stmetrics_start(s, hpl__clients_count)))
     return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
@@ -156,6 +156,8 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   hpl__dirlink_on(s, HPL__MSG_GRANT, hpl__fetch_on_grant);
   hpl__dirlink_on_registered(s, on_registered);
   hpl__dirlink_on_incoming(s, hpl__fetch_incoming);
+  hpl__dirlink_on_clients(s, hpl__clients_count);
+  hpl__puller_on_quiet(s, hpl__dirlink_quiet);
   uv_signal_init(loop, &s->sigint);
   uv_signal_init(loop, &s->sigterm);
   s->sigint.data = s->sigterm.data = s;
@@ -205,6 +207,7 @@ void hpl__store_free(hpl__store *s) {
   hpl__dataport_free(s);
   hpl__puller_free(s);
   hpl__objects_free(s);
+  hpl__stmetrics_free(s);
   hpl__pool_destroy(s->pool);
   s->pool = NULL;
 }

@@ -23,6 +23,7 @@
  *                (hpl__puller_start_into: where received bytes become its
  *                progress) or an owner's buffer (pullmon.c: watching it);
  *                reports crawling, silence, failure to its owner (hpl__puller_ops)
+ *                -> quiet senders (server.c installs dirlink.c's)
  *   dataport.c   serving streams on the data port, also of partial copies
  *                and through a stream's source (dpfile.c: spilled copies
  *                from their files) -> idle (server.c)

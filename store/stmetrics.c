@@ -3,9 +3,12 @@
 #include "stmetrics.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "dataport.h"
+#include "hoplite.h"
 #include "log.h"
 #include "metricsrv.h"
 #include "objects.h"
@@ -13,6 +16,12 @@
 
 #define C(name, value, prom, help) {name, value, prom, HPL__M_COUNTER, 0, help}
 #define G(name, value, prom, help) {name, value, prom, HPL__M_GAUGE, 0, help}
+
+/* The module's context (s->metrics). */
+typedef struct hpl__stmetrics {
+  hpl__msrv *msrv;                        /* the /metrics endpoint (NULL: none) */
+  size_t (*clients)(const hpl__store *s); /* the clients gauge (hpl__stmetrics_start's) */
+} hpl__stmetrics;
 
 /* CPU time this process has used (user + system, all threads), in us. */
 static uint64_t cpu_us(void) {
@@ -25,6 +34,7 @@ static uint64_t cpu_us(void) {
 size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
   const hpl__store_counters *c = &s->ctr;
   uint64_t allocated = hpl__pool_allocated(s->pool), idle = hpl__obj_idle_bytes(s);
+  uint64_t clients = s->metrics && s->metrics->clients ? s->metrics->clients(s) : 0;
   const hpl__metric v[] = {
       C("cpu_us", cpu_us(), "cpu_microseconds_total",
         "CPU time the store process has used (user and system, every thread)"),
@@ -69,8 +79,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Local clients refused: not this store's user or group"),
       C("conns_refused", c->conns_refused, "connections_refused_total",
         "Connections closed at once for --max-connections"),
-      G("clients", s->nclients, "clients", "Local clients connected"),
-      G("data_conns", s->nsenders, "data_connections",
+      G("clients", clients, "clients", "Local clients connected"),
+      G("data_conns", hpl__dataport_conns(s), "data_connections",
         "Connections open on the data port (other stores pulling)"),
       C("inline_gets", c->inline_gets, "inline_gets_total",
         "Gets of small objects answered with the directory's inline copy"),
@@ -185,12 +195,20 @@ static void render(void *arg, hpl__mbuf *b) {
   hpl__m_hist(b, "hoplite_store_put_seconds", labels, &s->put_hist);
 }
 
-int hpl__stmetrics_start(hpl__store *s) {
+int hpl__stmetrics_start(hpl__store *s, size_t (*clients)(const hpl__store *s)) {
+  if (!(s->metrics = calloc(1, sizeof *s->metrics))) return HPL_ENOMEM;
+  s->metrics->clients = clients;
   return hpl__msrv_start(s->loop, &s->cfg.metrics, &s->cfg.auth, s->cfg.name, render, s,
-                         &s->msrv);
+                         &s->metrics->msrv);
 }
 
 void hpl__stmetrics_stop(hpl__store *s) {
-  hpl__msrv_stop(s->msrv);
-  s->msrv = NULL;
+  if (!s->metrics) return;
+  hpl__msrv_stop(s->metrics->msrv);
+  s->metrics->msrv = NULL;
+}
+
+void hpl__stmetrics_free(hpl__store *s) {
+  free(s->metrics);
+  s->metrics = NULL;
 }

@@ -12,7 +12,7 @@
  * the client's writing between CREATE and SEAL is included), then
  * metricsrv.c's loop-lag and scrape metrics.
  *
- * Callers: clients.c (COUNTERS), server.c (start, stop); get.c and put.c
+ * Callers: clients.c (COUNTERS), server.c (start, stop, free); get.c and put.c
  * record into the histograms of struct hpl__store (store.h) directly.
  */
 #ifndef HPL_STORE_METRICS_H
@@ -30,11 +30,15 @@
  * Returns how many. */
 size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out);
 
-/* Start the /metrics endpoint if cfg.metrics asks for one. 0 or an HPL_E*
- * code (logged). */
-int hpl__stmetrics_start(hpl__store *s);
+/* Make the module's context and start the /metrics endpoint if cfg.metrics
+ * asks for one. `clients` (may be NULL: 0) counts the local clients
+ * connected for the clients gauge (hpl__clients_count, a module above this
+ * one). 0 or an HPL_E* code (logged). */
+int hpl__stmetrics_start(hpl__store *s, size_t (*clients)(const hpl__store *s));
 
-/* Stop it (idempotent; on the loop, before the loop ends). */
+/* Stop the endpoint (idempotent; on the loop, before the loop ends); free
+ * the module's context once the loop has ended. */
 void hpl__stmetrics_stop(hpl__store *s);
+void hpl__stmetrics_free(hpl__store *s);
 
 #endif

@@ -2,8 +2,8 @@
  * store.h - the process's own state (struct hpl__store): what every module of
  * hoplite-store may read and nothing more. It holds the event loop, the
  * configuration, the node id, the process-wide flags (stopping,
- * draining), the metrics (counters, request histograms, connection
- * gauges) and one pointer to each module's context. A module's context is
+ * draining), the metrics (counters and request histograms; gauges are
+ * read from the modules that count them) and one pointer to each module's context. A module's context is
  * its own struct, defined in its .c file and reached only through its
  * header; the order modules may call each other is in server.h.
  *
@@ -117,8 +117,6 @@ struct hpl__store {
   hpl__store_counters ctr;
   hpl__hist get_hist; /* client GETs: arrival to answer (get.c) */
   hpl__hist put_hist; /* puts: CREATE or PUT to the seal's answer (put.c) */
-  uint32_t nclients;  /* local clients connected (clients.c) */
-  uint32_t nsenders;  /* data-port connections open (dataport.c) */
   /* server.c: leaving */
   uv_timer_t grace;
   uv_signal_t sigint, sigterm;
@@ -135,7 +133,7 @@ struct hpl__store {
   struct hpl__rd_tasks *tasks;    /* rdtask.c */
   struct hpl__rd_sinks *sinks;    /* rdsink.c */
   struct hpl__rings *rings;       /* ring.c */
-  struct hpl__msrv *msrv;         /* stmetrics.c: the /metrics endpoint (NULL: none) */
+  struct hpl__stmetrics *metrics; /* stmetrics.c */
   struct hpl__clients *clients;   /* clients.c */
 };
 
