@@ -85,9 +85,8 @@ typedef struct hpl__dir_reduce {
   /* A range reduce takes bytes [src_off, src_off + src_len) of each source
    * (src_len 0: up to the sources' end; both 0: the whole sources). */
   uint64_t src_off, src_len;
-  uint64_t size;     /* the target's: the range's length (have_size) */
-  uint64_t src_size; /* the sources' (have_size) */
-  int have_size;     /* size and src_size are known (the first source arrived) */
+  uint64_t size;     /* the target's: the range's length (0 until planned) */
+  uint64_t src_size; /* the sources' (0 until planned) */
   int inline_mode;   /* the plan: small, reduced at the directory */
   uint8_t *acc;      /* inline mode: running result */
   hpl__plan plan;    /* (degree 0: none made) */
@@ -124,12 +123,11 @@ struct hpl__dir_reduces {
 /* A source counts once it is ready (complete somewhere, or inline). */
 static inline int dr_src_ready(hpl__dir_obj *o) { return o && hpl__dtab_ready(o); }
 
-/* The range is not the whole sources (once sized): a leaf slot's output is
- * then a stream its task copies from its source's range (a parent cannot
- * pull a range of an object), not the object itself. */
-static inline int dr_slice(const hpl__dir_reduce *r) {
-  return r->have_size && r->size != r->src_size;
-}
+/* The range is not the whole sources (once planned; both sizes are 0
+ * before): a leaf slot's output is then a stream its task copies from its
+ * source's range (a parent cannot pull a range of an object), not the
+ * object itself. */
+static inline int dr_slice(const hpl__dir_reduce *r) { return r->size != r->src_size; }
 
 /* Whether slot `c`'s output is a reduce stream made by its task: it has
  * children, or the reduce is over a range of the sources (a leaf's task
