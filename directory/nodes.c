@@ -56,7 +56,7 @@ static void emit_simple(hpl__dir_server *s, hpl__dir_node_ev type, hpl__dir_node
 
 /* ------------------------------------------------------------------ state machines */
 
-static const char *const live_names[] = {"alive", "suspect", "dead"};
+static const char *const live_names[] = {"alive", "suspect"};
 static const char *const probe_names[] = {"none", "out", "unanswered"};
 
 static void live_set(hpl__dir_node *n, hpl__dir_node_live st) {
@@ -259,7 +259,6 @@ static void node_gone(hpl__dir_server *s, hpl__dir_node *n, const char *why) {
   HPL__LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
                 n->port, why);
   s->ctr.nodes_dead++;
-  live_set(n, HPL__DIR_LIVE_DEAD);
   node_unplug(s, n);
   HASH_DEL(s->nodes->by_id, n);
   hpl__dir_node_event e = {.type = HPL__DIR_NODE_DEAD, .id = n->id, .node = n, .why = why};

@@ -27,13 +27,13 @@
 #include "server.h"
 
 /* A node's liveness as the heartbeat sweep sees it (one machine, set in
- * nodes.c only, each transition logged at debug level). */
+ * nodes.c only, each transition logged at debug level). A node declared
+ * dead, or whose connection closed, has no state here: it is forgotten
+ * (freed after HPL__DIR_NODE_DEAD; the "gone" warning logs its end). */
 typedef enum hpl__dir_node_live {
   HPL__DIR_LIVE_ALIVE,   /* heard within its timeout (hpl__dir_node_timeout_ms) */
   HPL__DIR_LIVE_SUSPECT, /* silent past it at the last sweep: judged again after
                             the loop polled its sockets once more */
-  HPL__DIR_LIVE_DEAD,    /* declared dead or its connection closed: forgotten
-                            right after the DEAD event */
 } hpl__dir_node_live;
 
 /* A node's answer to probes (one machine, set in nodes.c only). A
