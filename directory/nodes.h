@@ -121,6 +121,7 @@ typedef enum hpl__dir_node_ev {
 
 /* The mask bit of event `e` for hpl__dir_nodes_subscribe. */
 #define HPL__DIR_NODE_EV(e) (1u << (e))
+_Static_assert(HPL__DIR_NODE_NEVENTS <= 32, "a node event's mask bit fits in an unsigned");
 
 typedef struct hpl__dir_node_event {
   hpl__dir_node_ev type;
@@ -165,10 +166,14 @@ int hpl__dir_node_usable(uint64_t node, void *srv);
  * node did not answer a probe and has not been heard since. */
 int hpl__dir_node_suspected(uint64_t node, void *srv);
 
-/* Send a one-way message (or a request with id `req`) to node `id` on its
+/* Send a one-way message (or a request with id `req`) to node `n` on its
  * connection. Returns 0, HPL_ENOTFOUND if the node is not connected, or
  * what hpl__conn_send returns (the message is not sent then). `m` is
  * packed before the call returns. */
+int hpl__dir_node_send_to(hpl__dir_node *n, unsigned type, uint64_t req,
+                          const ProtobufCMessage *m);
+
+/* The same to the registered node `id` (HPL_ENOTFOUND if there is none). */
 int hpl__dir_node_send(hpl__dir_server *s, uint64_t id, unsigned type, uint64_t req,
                        const ProtobufCMessage *m);
 

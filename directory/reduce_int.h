@@ -5,7 +5,8 @@
  *
  * The files, bottom-up (each calls only the ones before it):
  *   reduce_msg.c    what the directory tells stores about a reduce
- *                   (REDUCE_TASK, REDUCE_SINK, REDUCE_END, REDUCE_ADOPTED)
+ *                   (REDUCE_TASK, REDUCE_SINK, REDUCE_END, REDUCE_ADOPTED):
+ *                   every message of the module is built there
  *   reduce_rec.c    the records: the table by target, a reduce's life
  *                   (hpl__dir_reduce_set_life), source watches, finishing, the finished
  *                   ones kept, REDUCE_INFO waiters
@@ -154,7 +155,15 @@ void hpl__dir_reduce_send_task(hpl__dir_reduce *r, int slot, int resume);
 void hpl__dir_reduce_send_sink(hpl__dir_reduce *r);
 
 /* Send `type` (REDUCE_END or REDUCE_ADOPTED) for instance `rid` of the
- * reduce into r's target to every registered node. */
+ * reduce into `target` (no status) to node n: its tasks of that instance
+ * end, or go on under a restarted directory that adopted the tree. */
+void hpl__dir_reduce_send_end_to(hpl__dir_node *n, unsigned type, uint64_t rid, char *target);
+
+/* The same to every registered node but `skip` (0: none). */
+void hpl__dir_reduce_send_all_but(hpl__dir_server *s, unsigned type, uint64_t rid, char *target,
+                                  uint64_t skip);
+
+/* The same for r's target to every registered node. */
 void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid);
 
 /* Tell every node running a slot, and the sink, that the reduce ended
