@@ -191,7 +191,6 @@ void hpl__dir_acquire_on_change(hpl__dir_obj *o, void *srv) { serve(srv, o); }
 
 void hpl__dir_acquire_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type != HPL__DIR_NODE_UNPLUGGED) return;
   hpl__dir_node *n = e->node;
   while (n->waiters) waiter_end(n->waiters);
   hpl__dir_acquire_drop_crawl_reports(s, n->id); /* its crawl reports: no answer either */

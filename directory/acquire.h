@@ -42,10 +42,10 @@ void hpl__dir_acquire_on_change(hpl__dir_obj *o, void *srv);
 /* Drop the PEEKs waiting on connection `dc` without a reply (it closed). */
 void hpl__dir_acquire_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc);
 
-/* Node events (hpl__dir_nodes_subscribe; server.c wires it): HPL__DIR_NODE_UNPLUGGED
- * drops every waiter and pending crawl report of the node without a reply
- * (it is gone or moves to another connection) and frees the objects left
- * unreferenced. Other events are ignored. */
+/* Node event HPL__DIR_NODE_UNPLUGGED (hpl__dir_nodes_subscribe, for that
+ * event only; server.c wires it): drops every waiter and pending crawl
+ * report of the node without a reply (it is gone or moves to another
+ * connection) and frees the objects left unreferenced. */
 void hpl__dir_acquire_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* dtab's crawl filter (dtab.crawling, `srv` the hpl__dir_server): within

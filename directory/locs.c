@@ -34,7 +34,6 @@ static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id) {
 
 void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type != HPL__DIR_NODE_JOINED) return;
   uint64_t node = e->id;
   for (size_t i = 0; i < e->nheld; i++) {
     Hplpb__HeldObject *h = e->held[i];

@@ -38,10 +38,10 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f);
  * Anything else is ignored (counted): the store's put decides. */
 void hpl__dir_locs_on_publish(hpl__dir_server *s, const hpl__dir_frame *f);
 
-/* Node events (hpl__dir_nodes_subscribe; server.c wires it): HPL__DIR_NODE_JOINED:
- * the node registered holding e->held: each complete one with a valid id
- * becomes a complete copy (entries that are not are skipped). Other events
- * are ignored. */
+/* Node event HPL__DIR_NODE_JOINED (hpl__dir_nodes_subscribe, for that event
+ * only; server.c wires it): the node registered holding e->held: each
+ * complete one with a valid id becomes a complete copy (entries that are
+ * not are skipped). */
 void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* HELD: one piece of what a registered node holds. A complete copy of an

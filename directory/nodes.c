@@ -56,7 +56,7 @@ static void emit_simple(hpl__dir_server *s, hpl__dir_node_ev type, hpl__dir_node
 
 /* ------------------------------------------------------------------ state machines */
 
-static const char *const live_names[] = {"alive", "suspect", "dead"};
+static const char *const live_names[] = {"alive", "suspect"};
 static const char *const probe_names[] = {"none", "out", "unanswered"};
 
 static void live_set(hpl__dir_node *n, hpl__dir_node_live st) {
@@ -95,11 +95,16 @@ int hpl__dir_node_suspected(uint64_t node, void *srv) {
   return n && n->probe == HPL__DIR_PROBE_UNANSWERED;
 }
 
+int hpl__dir_node_send_to(hpl__dir_node *n, unsigned type, uint64_t req,
+                          const ProtobufCMessage *m) {
+  if (!n->conn) return HPL_ENOTFOUND;
+  return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
+}
+
 int hpl__dir_node_send(hpl__dir_server *s, uint64_t id, unsigned type, uint64_t req,
                        const ProtobufCMessage *m) {
   hpl__dir_node *n = hpl__dir_node_find(s, id);
-  if (!n || !n->conn) return HPL_ENOTFOUND;
-  return hpl__conn_send(n->conn->c, type, req, m, NULL, 0, 0, NULL, NULL);
+  return n ? hpl__dir_node_send_to(n, type, req, m) : HPL_ENOTFOUND;
 }
 
 const char *hpl__dir_node_state_name(hpl__dir_server *s, const hpl__dir_node *n, uint64_t now) {
@@ -197,7 +202,7 @@ int hpl__dir_node_verdict(hpl__dir_server *s, hpl__dir_node *n, uint64_t reporte
   }
   Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
   p.node_id = n->id;
-  if (hpl__dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
+  if (hpl__dir_node_send_to(n, HPL__MSG_PROBE, 0, &p.base) == 0) s->ctr.probes++;
   n->probe_ms = now;
   probe_set(n, HPL__DIR_PROBE_OUT);
   n->probe_to = to = hpl__dir_node_probe_timeout(&s->cfg, n);
@@ -212,7 +217,7 @@ void hpl__dir_node_measure(hpl__dir_server *s, hpl__dir_node *n) {
   if (n->measure_sent_us && now - n->measure_sent_us < HPL__DIR_MEASURE_EVERY_MS * 1000ull) return;
   Hplpb__Heartbeat p = HPLPB__HEARTBEAT__INIT;
   p.node_id = n->id;
-  if (hpl__dir_node_send(s, n->id, HPL__MSG_PROBE, 0, &p.base) != 0) return;
+  if (hpl__dir_node_send_to(n, HPL__MSG_PROBE, 0, &p.base) != 0) return;
   s->ctr.measures++;
   n->measure_sent_us = now;
   n->measure_rtt_us = 0;
@@ -259,7 +264,6 @@ static void node_gone(hpl__dir_server *s, hpl__dir_node *n, const char *why) {
   HPL__LOG_WARN("node %016llx (%s, %s:%d) gone: %s", (unsigned long long)n->id, n->name, n->addr,
                 n->port, why);
   s->ctr.nodes_dead++;
-  live_set(n, HPL__DIR_LIVE_DEAD);
   node_unplug(s, n);
   HASH_DEL(s->nodes->by_id, n);
   hpl__dir_node_event e = {.type = HPL__DIR_NODE_DEAD, .id = n->id, .node = n, .why = why};

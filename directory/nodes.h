@@ -27,13 +27,13 @@
 #include "server.h"
 
 /* A node's liveness as the heartbeat sweep sees it (one machine, set in
- * nodes.c only, each transition logged at debug level). */
+ * nodes.c only, each transition logged at debug level). A node declared
+ * dead, or whose connection closed, has no state here: it is forgotten
+ * (freed after HPL__DIR_NODE_DEAD; the "gone" warning logs its end). */
 typedef enum hpl__dir_node_live {
   HPL__DIR_LIVE_ALIVE,   /* heard within its timeout (hpl__dir_node_timeout_ms) */
   HPL__DIR_LIVE_SUSPECT, /* silent past it at the last sweep: judged again after
                             the loop polled its sockets once more */
-  HPL__DIR_LIVE_DEAD,    /* declared dead or its connection closed: forgotten
-                            right after the DEAD event */
 } hpl__dir_node_live;
 
 /* A node's answer to probes (one machine, set in nodes.c only). A
@@ -121,6 +121,7 @@ typedef enum hpl__dir_node_ev {
 
 /* The mask bit of event `e` for hpl__dir_nodes_subscribe. */
 #define HPL__DIR_NODE_EV(e) (1u << (e))
+_Static_assert(HPL__DIR_NODE_NEVENTS <= 32, "a node event's mask bit fits in an unsigned");
 
 typedef struct hpl__dir_node_event {
   hpl__dir_node_ev type;
@@ -165,10 +166,14 @@ int hpl__dir_node_usable(uint64_t node, void *srv);
  * node did not answer a probe and has not been heard since. */
 int hpl__dir_node_suspected(uint64_t node, void *srv);
 
-/* Send a one-way message (or a request with id `req`) to node `id` on its
+/* Send a one-way message (or a request with id `req`) to node `n` on its
  * connection. Returns 0, HPL_ENOTFOUND if the node is not connected, or
  * what hpl__conn_send returns (the message is not sent then). `m` is
  * packed before the call returns. */
+int hpl__dir_node_send_to(hpl__dir_node *n, unsigned type, uint64_t req,
+                          const ProtobufCMessage *m);
+
+/* The same to the registered node `id` (HPL_ENOTFOUND if there is none). */
 int hpl__dir_node_send(hpl__dir_server *s, uint64_t id, unsigned type, uint64_t req,
                        const ProtobufCMessage *m);
 

@@ -103,13 +103,17 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
 }
 
 int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
-  hpl__dir_loc *l = hpl__dtab_loc(o, node), *d;
+  /* the walk that finds the location keeps the link to it, which unlinks
+   * it (LL_DELETE would walk the list again for it) */
+  hpl__dir_loc **pp = &o->locs, *d;
+  while (*pp && (*pp)->node != node) pp = &(*pp)->next;
+  hpl__dir_loc *l = *pp;
   if (!l) return 0;
   loc_release_upstream(o, l);
   /* copies pulling from this one lose their upstream */
   LL_FOREACH(o->locs, d)
     if (d->upstream == node) d->upstream = 0;
-  LL_DELETE(o->locs, l);
+  *pp = l->next;
   hpl__dtab_loc_free(t, o, l);
   return 1;
 }

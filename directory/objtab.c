@@ -105,14 +105,14 @@ static void hash_add(hpl__dtab *t, hpl__dir_obj *o) {
   t->hused[k]++;
 }
 
+/* One walk of o's chain finds the link to it and unlinks it there. */
 static void hash_del(hpl__dtab *t, hpl__dir_obj *o) {
   for (int k = 0; k < 2; k++) {
     if (!t->ht[k]) continue;
-    hpl__dir_obj **head = &t->ht[k][o->hash & (t->hsize[k] - 1)], *x;
-    LL_FOREACH2(*head, x, hnext)
-      if (x == o) break;
-    if (!x) continue; /* in the other table */
-    LL_DELETE2(*head, o, hnext);
+    hpl__dir_obj **pp = &t->ht[k][o->hash & (t->hsize[k] - 1)];
+    while (*pp && *pp != o) pp = &(*pp)->hnext;
+    if (!*pp) continue; /* in the other table */
+    *pp = o->hnext;
     t->hused[k]--;
     return;
   }

@@ -32,16 +32,6 @@ typedef struct hpl__dir_away_end {
   char *target;        /* owned */
 } hpl__dir_away_end;
 
-/* REDUCE_END for a reduce that ended while no directory knew it, to node
- * `node` (its tasks of that reduce end; other reduces' tasks stay). */
-static void send_away_end(hpl__dir_server *s, uint64_t node, const hpl__dir_away_end *e) {
-  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-  m.rid = e->rid;
-  m.target = e->target;
-  m.detail = "";
-  hpl__dir_node_send(s, node, HPL__MSG_REDUCE_END, 0, &m.base);
-}
-
 void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
   if (!m->rid || !hpl__id_valid(m->target)) return;
@@ -64,9 +54,8 @@ void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f) {
       "reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
       "it; its tasks end",
       m->target, (unsigned long long)m->rid, (unsigned long long)f->dc->node->id);
-  hpl__dir_node *n, *tmp;
-  HPL__DIR_NODES_ITER(s, n, tmp)
-    if (n->conn && n->id != f->dc->node->id) send_away_end(s, n->id, e);
+  /* every node's tasks of that instance end (other reduces' tasks stay) */
+  hpl__dir_reduce_send_all_but(s, HPL__MSG_REDUCE_END, e->rid, e->target, f->dc->node->id);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -261,23 +250,20 @@ void hpl__dir_reduce_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
   hpl__dir_reduce_arrive_ready(r);
 }
 
-/* Node `node` registered: it learns which running reduces a restarted
+/* Node n registered: it learns which running reduces a restarted
  * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
- * which ones finished while no directory knew (REDUCE_DONE notes). */
-static void node_registered(hpl__dir_server *s, uint64_t node) {
+ * which ones finished while no directory knew (REDUCE_END for each
+ * REDUCE_DONE note: its tasks of those end). */
+static void node_registered(hpl__dir_server *s, hpl__dir_node *n) {
   hpl__dir_reduce *r, *tmp;
-  HASH_ITER(hh, s->reduces->by_target, r, tmp) {
-    if (r->life != HPL__DR_ADOPTED) continue;
-    Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-    m.rid = r->rid;
-    m.target = r->target;
-    m.detail = "";
-    hpl__dir_node_send(s, node, HPL__MSG_REDUCE_ADOPTED, 0, &m.base);
-  }
+  HASH_ITER(hh, s->reduces->by_target, r, tmp)
+    if (r->life == HPL__DR_ADOPTED)
+      hpl__dir_reduce_send_end_to(n, HPL__MSG_REDUCE_ADOPTED, r->rid, r->target);
   uint64_t now = hpl__now_ms();
   for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++) {
     const hpl__dir_away_end *e = &s->reduces->away_ends[i];
-    if (e->at_ms && now - e->at_ms < DR_AWAY_END_MS) send_away_end(s, node, e);
+    if (e->at_ms && now - e->at_ms < DR_AWAY_END_MS)
+      hpl__dir_reduce_send_end_to(n, HPL__MSG_REDUCE_END, e->rid, e->target);
   }
 }
 
@@ -423,7 +409,7 @@ void hpl__dir_reduce_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, v
     case HPL__DIR_NODE_TASKS_VOID: node_gone(s, e->id); break;
     case HPL__DIR_NODE_UNRESPONSIVE: node_unresponsive(s, e->id); break;
     case HPL__DIR_NODE_BACK: node_back(s, e->id); break;
-    case HPL__DIR_NODE_WELCOMED: node_registered(s, e->id); break;
+    case HPL__DIR_NODE_WELCOMED: node_registered(s, e->node); break;
     default: break;
   }
 }

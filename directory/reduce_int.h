@@ -5,7 +5,8 @@
  *
  * The files, bottom-up (each calls only the ones before it):
  *   reduce_msg.c    what the directory tells stores about a reduce
- *                   (REDUCE_TASK, REDUCE_SINK, REDUCE_END, REDUCE_ADOPTED)
+ *                   (REDUCE_TASK, REDUCE_SINK, REDUCE_END, REDUCE_ADOPTED):
+ *                   every message of the module is built there
  *   reduce_rec.c    the records: the table by target, a reduce's life
  *                   (hpl__dir_reduce_set_life), source watches, finishing, the finished
  *                   ones kept, REDUCE_INFO waiters
@@ -85,9 +86,8 @@ typedef struct hpl__dir_reduce {
   /* A range reduce takes bytes [src_off, src_off + src_len) of each source
    * (src_len 0: up to the sources' end; both 0: the whole sources). */
   uint64_t src_off, src_len;
-  uint64_t size;     /* the target's: the range's length (have_size) */
-  uint64_t src_size; /* the sources' (have_size) */
-  int have_size;     /* size and src_size are known (the first source arrived) */
+  uint64_t size;     /* the target's: the range's length (0 until planned) */
+  uint64_t src_size; /* the sources' (0 until planned) */
   int inline_mode;   /* the plan: small, reduced at the directory */
   uint8_t *acc;      /* inline mode: running result */
   hpl__plan plan;    /* (degree 0: none made) */
@@ -124,12 +124,11 @@ struct hpl__dir_reduces {
 /* A source counts once it is ready (complete somewhere, or inline). */
 static inline int dr_src_ready(hpl__dir_obj *o) { return o && hpl__dtab_ready(o); }
 
-/* The range is not the whole sources (once sized): a leaf slot's output is
- * then a stream its task copies from its source's range (a parent cannot
- * pull a range of an object), not the object itself. */
-static inline int dr_slice(const hpl__dir_reduce *r) {
-  return r->have_size && r->size != r->src_size;
-}
+/* The range is not the whole sources (once planned; both sizes are 0
+ * before): a leaf slot's output is then a stream its task copies from its
+ * source's range (a parent cannot pull a range of an object), not the
+ * object itself. */
+static inline int dr_slice(const hpl__dir_reduce *r) { return r->size != r->src_size; }
 
 /* Whether slot `c`'s output is a reduce stream made by its task: it has
  * children, or the reduce is over a range of the sources (a leaf's task
@@ -156,7 +155,15 @@ void hpl__dir_reduce_send_task(hpl__dir_reduce *r, int slot, int resume);
 void hpl__dir_reduce_send_sink(hpl__dir_reduce *r);
 
 /* Send `type` (REDUCE_END or REDUCE_ADOPTED) for instance `rid` of the
- * reduce into r's target to every registered node. */
+ * reduce into `target` (no status) to node n: its tasks of that instance
+ * end, or go on under a restarted directory that adopted the tree. */
+void hpl__dir_reduce_send_end_to(hpl__dir_node *n, unsigned type, uint64_t rid, char *target);
+
+/* The same to every registered node but `skip` (0: none). */
+void hpl__dir_reduce_send_all_but(hpl__dir_server *s, unsigned type, uint64_t rid, char *target,
+                                  uint64_t skip);
+
+/* The same for r's target to every registered node. */
 void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid);
 
 /* Tell every node running a slot, and the sink, that the reduce ended

@@ -1,7 +1,8 @@
 /* reduce_msg.c - what the directory tells the stores about a reduce (see
  * reduce_int.h): a slot's task with its children (REDUCE_TASK), where the
  * sink gets the result from (REDUCE_SINK), and the end of a reduce or of
- * one node's part in it (REDUCE_END, REDUCE_ADOPTED). The decisions are
+ * one node's part in it, or its adoption by a restarted directory
+ * (REDUCE_END, REDUCE_ADOPTED). The decisions are
  * reduce_tree.c's; this file only turns a record into messages. */
 #include <stdio.h>
 
@@ -90,14 +91,32 @@ void hpl__dir_reduce_send_sink(hpl__dir_reduce *r) {
   hpl__dir_node_send(r->srv, r->sink, HPL__MSG_REDUCE_SINK, 0, &m.base);
 }
 
-void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid) {
-  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-  m.rid = rid;
-  m.target = r->target;
-  m.detail = "";
+/* A REDUCE_END (or REDUCE_ADOPTED, the same message) for instance `rid`
+ * of the reduce into `target`, without a status. */
+static void end_msg(Hplpb__ReduceEnd *m, uint64_t rid, char *target) {
+  hplpb__reduce_end__init(m);
+  m->rid = rid;
+  m->target = target;
+  m->detail = "";
+}
+
+void hpl__dir_reduce_send_end_to(hpl__dir_node *n, unsigned type, uint64_t rid, char *target) {
+  Hplpb__ReduceEnd m;
+  end_msg(&m, rid, target);
+  hpl__dir_node_send_to(n, type, 0, &m.base);
+}
+
+void hpl__dir_reduce_send_all_but(hpl__dir_server *s, unsigned type, uint64_t rid, char *target,
+                                  uint64_t skip) {
+  Hplpb__ReduceEnd m;
+  end_msg(&m, rid, target);
   hpl__dir_node *n, *tmp;
-  HPL__DIR_NODES_ITER(r->srv, n, tmp)
-    if (n->conn) hpl__dir_node_send(r->srv, n->id, type, 0, &m.base);
+  HPL__DIR_NODES_ITER(s, n, tmp)
+    if (n->conn && n->id != skip) hpl__dir_node_send_to(n, type, 0, &m.base);
+}
+
+void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid) {
+  hpl__dir_reduce_send_all_but(r->srv, type, rid, r->target, 0);
 }
 
 void hpl__dir_reduce_send_end(hpl__dir_reduce *r, int adopted) {
@@ -105,9 +124,8 @@ void hpl__dir_reduce_send_end(hpl__dir_reduce *r, int adopted) {
     hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, r->rid);
     return;
   }
-  Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-  m.rid = r->rid;
-  m.target = r->target;
+  Hplpb__ReduceEnd m;
+  end_msg(&m, r->rid, r->target);
   m.status = r->status;
   m.detail = r->detail;
   /* every node that runs a slot, and the sink, once each */
@@ -131,9 +149,7 @@ void hpl__dir_reduce_end_task_at(hpl__dir_reduce *r, uint64_t node) {
   for (uint32_t i = 0; i < r->k && !holds; i++)
     holds = r->slots[i].filled && r->slots[i].node == node;
   if (r->life == HPL__DR_DONE || holds) return;
-  Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
-  e.rid = r->rid;
-  e.target = r->target;
-  e.detail = "";
+  Hplpb__ReduceEnd e;
+  end_msg(&e, r->rid, r->target);
   hpl__dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
 }

@@ -286,8 +286,7 @@ size_t hpl__dir_reduce_running(hpl__dir_server *s, hpl__dir_reduce_view *out, si
     if (n < max)
       out[n] = (hpl__dir_reduce_view){.target = r->target, .sink = r->sink, .joined = r->nfilled,
                                       .needed = r->k, .sources = (uint32_t)r->nsrc,
-                                      .elapsed_ms = now - r->start_ms,
-                                      .size = r->have_size ? r->size : 0};
+                                      .elapsed_ms = now - r->start_ms, .size = r->size};
     n++;
   }
   return n;

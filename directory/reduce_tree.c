@@ -96,7 +96,6 @@ static int plan(hpl__dir_reduce *r, hpl__dir_obj *o) {
   }
   r->src_size = o->size;
   r->size = r->src_len ? r->src_len : o->size - r->src_off;
-  r->have_size = 1;
   /* the directory holds the sources then (their bytes at the offset are
    * combined here), and the result */
   r->inline_mode = r->size <= s->cfg.inline_max && r->src_size <= s->cfg.inline_max;
@@ -394,7 +393,6 @@ void hpl__dir_reduce_unadopt(hpl__dir_reduce *r, const char *why) {
   r->slots = NULL;
   hpl__plan_free(&r->plan); /* (an adopted tree was never planned here) */
   r->nfilled = 0;
-  r->have_size = 0;
   for (size_t i = 0; i < r->nsrc; i++)
     if (r->src_state[i] != HPL__DR_LOST) hpl__dir_reduce_set_src(r, i, HPL__DR_WAITING);
   target_restart(r);

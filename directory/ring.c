@@ -358,7 +358,6 @@ int hpl__dir_ring_clash(hpl__dir_server *s, const char *target, void *arg) {
 
 void hpl__dir_ring_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
-  if (e->type != HPL__DIR_NODE_TASKS_VOID) return;
   uint64_t node = e->id;
   hpl__dir_ring *g, *tmp;
   HASH_ITER(hh, s->rings, g, tmp) {

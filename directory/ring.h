@@ -50,10 +50,9 @@ void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f);
  * 0. */
 int hpl__dir_ring_clash(hpl__dir_server *s, const char *target, void *arg);
 
-/* Node events (hpl__dir_nodes_subscribe; server.c wires it):
- * HPL__DIR_NODE_TASKS_VOID (the node is dead, or its store reconnected): groups
- * it is in end (running) or are declined (forming). Other events are
- * ignored. */
+/* Node event HPL__DIR_NODE_TASKS_VOID (hpl__dir_nodes_subscribe, for that
+ * event only; server.c wires it): the node is dead, or its store
+ * reconnected: groups it is in end (running) or are declined (forming). */
 void hpl__dir_ring_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg);
 
 /* The target was deleted: a running ring into it ends. */

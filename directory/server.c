@@ -207,8 +207,10 @@ static void on_signal(uv_signal_t *sig, int signum) {
 
 /* Who hears what. A lower module tells the ones above it through these
  * callbacks only (it names none of them); they are kept in the lower
- * module's own state, called in the order given here. */
-static void wire(hpl__dir_server *s) {
+ * module's own state, called in the order given here. Returns 0, or
+ * HPL_EINVAL (logged) when a module's table of subscribers is full: a
+ * subscriber left out would never hear its events. */
+static int wire(hpl__dir_server *s) {
   /* the object table asks the nodes (and the broadcast crawl reports)
    * which copies may serve */
   s->tab.usable = hpl__dir_node_usable;
@@ -216,24 +218,34 @@ static void wire(hpl__dir_server *s) {
   s->tab.crawling = hpl__dir_acquire_crawling;
   s->tab.usable_arg = s;
   /* an object changed: its waiters first, then the reduces that watch it */
-  hpl__dtab_on_change(&s->tab, hpl__dir_acquire_on_change, s);
-  hpl__dtab_on_change(&s->tab, hpl__dir_reduce_on_change, s);
+  if (hpl__dtab_on_change(&s->tab, hpl__dir_acquire_on_change, s) ||
+      hpl__dtab_on_change(&s->tab, hpl__dir_reduce_on_change, s)) {
+    HPL__LOG_ERROR("cannot subscribe to object changes: the object table takes %d subscribers",
+                   HPL__DTAB_MAX_SUBS);
+    return HPL_EINVAL;
+  }
   /* a node's life */
-  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_UNPLUGGED), hpl__dir_acquire_on_node,
-                           NULL);
-  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_JOINED), hpl__dir_locs_on_node, NULL);
-  hpl__dir_nodes_subscribe(
-      s, HPL__DIR_NODE_EV(HPL__DIR_NODE_STATS) | HPL__DIR_NODE_EV(HPL__DIR_NODE_DEAD),
-      hpl__dir_status_on_node, NULL);
-  hpl__dir_nodes_subscribe(
-      s,
-      HPL__DIR_NODE_EV(HPL__DIR_NODE_WELCOMED) | HPL__DIR_NODE_EV(HPL__DIR_NODE_UNRESPONSIVE) |
-          HPL__DIR_NODE_EV(HPL__DIR_NODE_BACK) | HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID),
-      hpl__dir_reduce_on_node, NULL);
-  hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID), hpl__dir_ring_on_node,
-                           NULL);
+  if (hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_UNPLUGGED),
+                               hpl__dir_acquire_on_node, NULL) ||
+      hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_JOINED), hpl__dir_locs_on_node,
+                               NULL) ||
+      hpl__dir_nodes_subscribe(
+          s, HPL__DIR_NODE_EV(HPL__DIR_NODE_STATS) | HPL__DIR_NODE_EV(HPL__DIR_NODE_DEAD),
+          hpl__dir_status_on_node, NULL) ||
+      hpl__dir_nodes_subscribe(
+          s,
+          HPL__DIR_NODE_EV(HPL__DIR_NODE_WELCOMED) | HPL__DIR_NODE_EV(HPL__DIR_NODE_UNRESPONSIVE) |
+              HPL__DIR_NODE_EV(HPL__DIR_NODE_BACK) | HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID),
+          hpl__dir_reduce_on_node, NULL) ||
+      hpl__dir_nodes_subscribe(s, HPL__DIR_NODE_EV(HPL__DIR_NODE_TASKS_VOID),
+                               hpl__dir_ring_on_node, NULL)) {
+    HPL__LOG_ERROR("cannot subscribe to node events: the node module takes %d subscribers",
+                   HPL__DIR_NODES_MAX_SUBS);
+    return HPL_EINVAL;
+  }
   /* a plain reduce is asked into the target of a ring allreduce */
   hpl__dir_reduce_before_start(s, hpl__dir_ring_clash, NULL);
+  return 0;
 }
 
 /* Write the bound port to cfg->port_file (through a rename, so a reader
@@ -259,7 +271,8 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
       hpl__dir_nodes_init(s) || hpl__dir_reduce_init(s) || hpl__dir_acquire_init(s) ||
       hpl__dir_admin_init(s))
     return HPL_ENOMEM;
-  wire(s);
+  int rc = wire(s);
+  if (rc) return rc;
   s->instance = hpl__random_u64();
   s->start_ms = hpl__now_ms();
   /* first: a SIGINT or SIGTERM while we start up is handled once the loop
@@ -270,7 +283,7 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
   uv_signal_start(&s->sigint, on_signal, SIGINT);
   uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   struct sockaddr_in addr;
-  int rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
+  rc = uv_ip4_addr(cfg->listen_host, cfg->listen_port, &addr);
   if (rc) {
     HPL__LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
     return HPL_EINVAL;
