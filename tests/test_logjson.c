@@ -62,8 +62,9 @@ static void test_utf8(void **state) {
 }
 
 /* Ids (--json, status): a byte outside valid UTF-8 becomes the lone
- * surrogate \udcXX that Python's "surrogateescape" reads back as the byte;
- * the rest is escaped as in log lines. */
+ * surrogate \udcXX that Python's "surrogateescape" reads back as the byte,
+ * and every control character \u00XX (never \n, \t, ...: the bytes the
+ * CLI's --json and hpl_status always wrote). */
 static void test_escape_surrogate(void **state) {
   (void)state;
   char out[256];
@@ -72,8 +73,16 @@ static void test_escape_surrogate(void **state) {
       n = hpl__json_escape(out, sizeof out - 1, in, strlen(in), HPL__JSON_SURROGATE, &used);
   out[n] = 0;
   assert_int_equal(used, strlen(in));
-  assert_string_equal(out, "q\\\"b\\\\s\\u0001\\n caf\xc3\xa9 \\udcff\\udcfe "
+  assert_string_equal(out, "q\\\"b\\\\s\\u0001\\u000a caf\xc3\xa9 \\udcff\\udcfe "
                            "\\udced\\udca0\\udc80 x\\udce2\\udc82");
+  in = "\t\r\b\f\x1f\x7f";
+  n = hpl__json_escape(out, sizeof out - 1, in, strlen(in), HPL__JSON_SURROGATE, &used);
+  out[n] = 0;
+  assert_int_equal(used, strlen(in));
+  assert_string_equal(out, "\\u0009\\u000d\\u0008\\u000c\\u001f\\u007f");
+  n = hpl__json_quote(out, sizeof out - 1, "a\nb", 3, HPL__JSON_SURROGATE, &used);
+  out[n] = 0;
+  assert_string_equal(out, "\"a\\u000ab\"");
 }
 
 /* A small output buffer: escapes and characters are never split. */

@@ -45,7 +45,8 @@ size_t hpl__json_escape(char *out, size_t cap, const char *s, size_t n, int bad,
     if (c == '"' || c == '\\') {
       esc[0] = '\\', esc[1] = (char)c, plen = 2;
     } else if (c < 0x20 || c == 0x7f) {
-      const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
+      const char *named = bad != HPL__JSON_FFFD ? NULL /* ids: \u00XX only */
+                        : c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
                         : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
       if (named) {
         piece = named, plen = 2;
@@ -73,17 +74,31 @@ size_t hpl__json_escape(char *out, size_t cap, const char *s, size_t n, int bad,
   return o;
 }
 
+size_t hpl__json_quote(char *out, size_t cap, const char *s, size_t n, int bad, size_t *used) {
+  size_t k = hpl__json_escape(out + 1, cap - 2, s, n, bad, used);
+  out[0] = '"';
+  out[k + 1] = '"';
+  return k + 2;
+}
+
+/* The member's text is made in place, in memory cJSON frees with the item
+ * (cJSON_malloc), rather than made here and copied by cJSON_AddRawToObject. */
 cJSON *hpl__json_add_bytes(cJSON *obj, const char *key, const char *s, int bad) {
   if (!s) s = "";
   size_t n = strlen(s);
-  char *q = malloc(6 * n + 3);
-  if (!q) return NULL;
-  size_t k = hpl__json_escape(q + 1, 6 * n, s, n, bad, NULL);
-  q[0] = '"';
-  q[k + 1] = '"';
-  q[k + 2] = 0;
-  cJSON *m = cJSON_AddRawToObject(obj, key, q);
-  free(q);
+  char *q = cJSON_malloc(6 * n + 3);
+  cJSON *m = q ? cJSON_CreateNull() : NULL;
+  if (!m) {
+    cJSON_free(q);
+    return NULL;
+  }
+  q[hpl__json_quote(q, 6 * n + 2, s, n, bad, NULL)] = 0;
+  m->type = cJSON_Raw;
+  m->valuestring = q;
+  if (!cJSON_AddItemToObject(obj, key, m)) {
+    cJSON_Delete(m);
+    return NULL;
+  }
   return m;
 }
 

@@ -1,5 +1,5 @@
-/* log.c - the servers' log lines (log.h): text or JSON (through cJSON and
- * json.h), one line per call, written with a single write(2). */
+/* log.c - the servers' log lines (log.h): text or JSON (strings escaped
+ * by json.h), one line per call, written with a single write(2). */
 #include "log.h"
 
 #include <stdarg.h>
@@ -16,11 +16,6 @@ static int log_format = HPL__LOG_TEXT;
 static char log_name[32] = "hoplite";
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
-
-void hpl__log_setup(const char *procname, int level) {
-  if (procname) snprintf(log_name, sizeof log_name, "%s", procname);
-  log_level = level;
-}
 
 int hpl__log_enabled(int level) { return level <= log_level; }
 
@@ -43,71 +38,74 @@ void hpl__log_set_format(int format) {
 /* The longest line hpl__log writes, its '\n' included: a message cut to a
  * line (1 KiB), every byte escaped (6x), and the other fields. */
 #define LOG_JSON_MAX (1024 * 6 + 512)
-/* Room for service or node, escaped and quoted (longer names are cut). */
-#define LOG_NAME_ESC 160
+/* "service":"S","node":"N" for names of up to 31 bytes (all log_name
+ * keeps), every byte escaped (6x); longer names are cut. */
+#define LOG_NAMES_MAX (2 * (6 * 31 + 2) + 20)
+/* The longest end of a line, after the message's closing quote. */
+static const char tail_cut[] = ",\"truncated\":true}\n", tail[] = "}\n";
 
-/* buf[cap] = the NUL-terminated JSON string of s[n] (cut to fit). */
-static void quote(char *buf, size_t cap, const char *s, size_t n) {
-  size_t k = hpl__json_escape(buf + 1, cap - 3, s, n, HPL__JSON_FFFD, NULL);
-  buf[0] = '"';
-  buf[k + 1] = '"';
-  buf[k + 2] = 0;
+/* `"service":"S","node":"N"` of a process name "S:N" (or "S" for both)
+ * into out[LOG_NAMES_MAX]; returns its length. */
+static size_t log_names(char *out, const char *name) {
+  const size_t half = 6 * 31 + 2; /* a name's room, quotes included */
+  const char *colon = strchr(name, ':');
+  const char *node = colon ? colon + 1 : name;
+  size_t o = 0;
+  memcpy(out, "\"service\":", 10), o += 10;
+  o += hpl__json_quote(out + o, half, name, colon ? (size_t)(colon - name) : strlen(name),
+                       HPL__JSON_FFFD, NULL);
+  memcpy(out + o, ",\"node\":", 8), o += 8;
+  o += hpl__json_quote(out + o, half, node, strlen(node), HPL__JSON_FFFD, NULL);
+  return o;
 }
 
-/* A JSON log line is printed by cJSON from nodes on the stack (members
- * added with cJSON_AddItemToObjectCS, constant keys) with
- * cJSON_PrintPreallocated: nothing is allocated, so a line is logged even
- * when memory has run out. The escaped message is made in `out` and the
- * line printed into a buffer of ours (cJSON wants a byte or two of room
- * beyond what it prints), then copied to `out`. */
-size_t hpl__log_json_line(char *out, size_t cap, int64_t unix_ms, int level, const char *name,
-                          int pid, const char *msg, size_t msglen, int truncated) {
-  char when[48], pidtxt[16], svc[LOG_NAME_ESC], node[LOG_NAME_ESC], line[LOG_JSON_MAX];
+/* log_name's service and node, escaped once (by hpl__log_setup), for every
+ * line hpl__log writes. */
+#define LOG_NAMES_DEFAULT "\"service\":\"hoplite\",\"node\":\"hoplite\""
+static char names_json[LOG_NAMES_MAX] = LOG_NAMES_DEFAULT;
+static size_t names_len = sizeof LOG_NAMES_DEFAULT - 1;
+
+void hpl__log_setup(const char *procname, int level) {
+  if (procname) {
+    snprintf(log_name, sizeof log_name, "%s", procname);
+    names_len = log_names(names_json, log_name);
+  }
+  log_level = level;
+}
+
+/* hpl__log_json_line with the names already as JSON (names[nlen], see
+ * log_names): written straight into out in one pass, the longest tail's
+ * room kept while the message is escaped into place. */
+static size_t json_line(char *out, size_t cap, int64_t unix_ms, int level, const char *names,
+                        size_t nlen, int pid, const char *msg, size_t msglen, int truncated) {
+  if (cap > LOG_JSON_MAX) cap = LOG_JSON_MAX;
   time_t secs = (time_t)(unix_ms / 1000);
   struct tm tm;
   gmtime_r(&secs, &tm);
-  snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(unix_ms % 1000));
-  snprintf(pidtxt, sizeof pidtxt, "%d", pid); /* raw: cJSON prints numbers through doubles */
-  const char *colon = strchr(name, ':');
-  quote(svc, sizeof svc, name, colon ? (size_t)(colon - name) : strlen(name));
-  const char *nd = colon ? colon + 1 : name;
-  quote(node, sizeof node, nd, strlen(nd));
-  if (cap > sizeof line) cap = sizeof line;
-  cJSON root = {.type = cJSON_Object};
-  cJSON m_time = {.type = cJSON_String | cJSON_IsReference, .valuestring = when};
-  cJSON m_level = {.type = cJSON_String | cJSON_IsReference,
-                   .valuestring = (char *)(level >= 0 && level < 4 ? level_names[level] : "info")};
-  cJSON m_svc = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = svc};
-  cJSON m_node = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = node};
-  cJSON m_pid = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = pidtxt};
-  cJSON m_event = {.type = cJSON_Raw | cJSON_IsReference, .valuestring = out};
-  cJSON m_cut = {.type = cJSON_True};
-  cJSON_AddItemToObjectCS(&root, "time", &m_time);
-  cJSON_AddItemToObjectCS(&root, "level", &m_level);
-  cJSON_AddItemToObjectCS(&root, "service", &m_svc);
-  cJSON_AddItemToObjectCS(&root, "node", &m_node);
-  cJSON_AddItemToObjectCS(&root, "pid", &m_pid);
-  cJSON_AddItemToObjectCS(&root, "event", &m_event);
-  cJSON_AddItemToObjectCS(&root, "truncated", &m_cut);
-  /* the line with an empty event, marked truncated: what it leaves of cap
-   * (its '\n' kept) is the event's room */
-  quote(out, cap, "", 0);
-  if (!cJSON_PrintPreallocated(&root, line, (int)sizeof line, 0)) return 0;
-  size_t fixed = strlen(line) + 1;
-  if (fixed > cap) return 0; /* cap is below 512 */
+  int n = snprintf(out, cap, "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\",\"level\":\"%s\",",
+                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                   (int)(unix_ms % 1000), level >= 0 && level < 4 ? level_names[level] : "info");
+  if (n < 0 || (size_t)n >= cap || cap - (size_t)n < nlen + 32) return 0;
+  size_t o = (size_t)n;
+  memcpy(out + o, names, nlen), o += nlen;
+  n = snprintf(out + o, cap - o, ",\"pid\":%d,\"event\":", pid);
+  if (n < 0 || cap - o < (size_t)n + 2 + sizeof tail_cut - 1) return 0;
+  o += (size_t)n;
   size_t used = 0;
-  size_t k = hpl__json_escape(out + 1, cap - fixed, msg, msglen, HPL__JSON_FFFD, &used);
-  out[0] = '"';
-  out[k + 1] = '"';
-  out[k + 2] = 0;
+  o += hpl__json_quote(out + o, cap - o - (sizeof tail_cut - 1), msg, msglen, HPL__JSON_FFFD,
+                       &used);
   if (used < msglen) truncated = 1;
-  if (!truncated) cJSON_DetachItemViaPointer(&root, &m_cut);
-  if (!cJSON_PrintPreallocated(&root, line, (int)sizeof line, 0)) return 0;
-  size_t n = strlen(line);
-  memcpy(out, line, n);
-  out[n++] = '\n';
-  return n;
+  const char *t = truncated ? tail_cut : tail;
+  size_t tl = truncated ? sizeof tail_cut - 1 : sizeof tail - 1;
+  memcpy(out + o, t, tl);
+  return o + tl;
+}
+
+size_t hpl__log_json_line(char *out, size_t cap, int64_t unix_ms, int level, const char *name,
+                          int pid, const char *msg, size_t msglen, int truncated) {
+  char names[LOG_NAMES_MAX];
+  size_t nlen = log_names(names, name);
+  return json_line(out, cap, unix_ms, level, names, nlen, pid, msg, msglen, truncated);
 }
 
 void hpl__log(int level, const char *fmt, ...) {
@@ -127,8 +125,8 @@ void hpl__log(int level, const char *fmt, ...) {
     if (len > sizeof line - 1) len = sizeof line - 1, cut = 1;
     char json[LOG_JSON_MAX]; /* every byte escaped (6x) plus the fields */
     int64_t ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-    size_t jl = hpl__log_json_line(json, sizeof json, ms, level, log_name, (int)getpid(), line,
-                                   len, (int)cut);
+    size_t jl = json_line(json, sizeof json, ms, level, names_json, names_len, (int)getpid(),
+                          line, len, (int)cut);
     ssize_t w = write(STDERR_FILENO, json, jl);
     (void)w;
     return;

@@ -17,8 +17,8 @@
  *    \f or \u00XX; valid UTF-8 is kept as it is; each byte that is not part
  *    of a valid UTF-8 sequence (stray continuation bytes, overlong forms,
  *    surrogates, above U+10FFFF, a sequence cut short) becomes \ufffd, so
- *    every line is valid UTF-8 and valid JSON. The line is written by the
- *    cJSON library, without allocating.
+ *    every line is valid UTF-8 and valid JSON. The line is written in one
+ *    pass, without allocating.
  * Either way a line is written with a single write(2) to stderr.
  *
  * Callers: the servers (store/, directory/, src/server/) and the
@@ -47,7 +47,8 @@ int hpl__log_enabled(int level);
 
 /* One JSON log line (with its '\n') into out[cap]: time `unix_ms`
  * (milliseconds since the epoch), `level` (HPL__LOG_*), process `name` (see
- * above; service and node are cut at about 150 bytes escaped), `pid`, and
+ * above; service and node are cut at 186 bytes escaped, which a name of
+ * 31 bytes, the most hpl__log_setup keeps, never reaches), `pid`, and
  * the message msg[msglen]; `truncated` adds "truncated":true. If out is
  * too small the message is cut on an escape's or character's boundary
  * (and marked truncated); cap must be at least 512, and at most 6 KiB +
