@@ -411,6 +411,13 @@ int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen) {
   return start_store(lc, i, err, errlen);
 }
 
+int hpl__lc_set_store_args(hpl__lc *lc, int i, const char *extra_args) {
+  if (!lc || i < 0 || i >= lc->n) return HPL_EINVAL;
+  if (extra_args && strlen(extra_args) >= sizeof lc->st[i].extra) return HPL_EINVAL;
+  snprintf(lc->st[i].extra, sizeof lc->st[i].extra, "%s", extra_args ? extra_args : "");
+  return 0;
+}
+
 int hpl__lc_add_store(hpl__lc *lc, const char *extra_args, char *err, size_t errlen) {
   if (lc->n >= LC_MAX_NODES) return errf(err, errlen, HPL_EINVAL, "too many stores");
   int i = lc->n++;

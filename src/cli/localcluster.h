@@ -82,6 +82,11 @@ int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen);
  * exited (and its status) in err. A process that died is reaped. */
 int hpl__lc_check(hpl__lc *lc, char *err, size_t errlen);
 
+/* Arguments store i gets after the common ones from its next start on
+ * (hpl__lc_restart), replacing those it had (copied; NULL: none). Returns 0,
+ * or HPL_EINVAL (no such store, or longer than 511 bytes). */
+int hpl__lc_set_store_args(hpl__lc *lc, int i, const char *extra_args);
+
 /* Add one more store; returns its index or a negative error. */
 int hpl__lc_add_store(hpl__lc *lc, const char *extra_args, char *err, size_t errlen);
 
