@@ -71,6 +71,16 @@ int hpl__digest_equal(const uint8_t *a, const uint8_t *b) {
   return CRYPTO_memcmp(a, b, HPL__DIGEST_LEN) == 0;
 }
 
+int hpl__digest_check_bytes(int algo, const uint8_t *list, size_t list_len, const uint8_t *data,
+                            uint64_t size) {
+  if (algo == HPL__DIGEST_OFF) return 1;
+  uint64_t n = hpl__digest_units(size);
+  if (!hpl__digest_algo_on(algo) || list_len != n * HPL__DIGEST_LEN) return 0;
+  for (uint64_t u = 0; u < n; u++)
+    if (!hpl__digest_check_unit(algo, data, size, u, list)) return 0;
+  return 1;
+}
+
 int hpl__digest_check_unit(int algo, const uint8_t *data, uint64_t size, uint64_t u,
                            const uint8_t *list) {
   uint64_t off, len;

@@ -69,4 +69,12 @@ int hpl__digest_equal(const uint8_t *a, const uint8_t *b);
 int hpl__digest_check_unit(int algo, const uint8_t *data, uint64_t size, uint64_t u,
                            const uint8_t *list);
 
+/* Check all of an object's bytes (`size` bytes at `data`) against a digest
+ * list of `list_len` bytes from the wire: 1 if algo is off or every unit
+ * matches, 0 if a unit does not, the list does not fit, or the algorithm
+ * is unknown. CPU work of the whole object: for small objects (inline
+ * bytes) on a loop. */
+int hpl__digest_check_bytes(int algo, const uint8_t *list, size_t list_len, const uint8_t *data,
+                            uint64_t size);
+
 #endif
