@@ -319,9 +319,10 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
     hpl__fetch_fire(f, HPL__FEV_PULLED, &(hpl__fetch_ctx){0});
     return;
   }
-  if (o->progress) {
+  uint64_t from = hpl__objdig_resume_at(o); /* progress, or past it bytes held */
+  if (from) {
     s->ctr.pull_resumes++;
-    s->ctr.bytes_kept_on_resume += o->progress;
+    s->ctr.bytes_kept_on_resume += from;
   }
   hpl__puller_ops ops = {.done = pull_done,
                          .monitor = r->sender_complete ? 2 : 1,
@@ -332,7 +333,7 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
                          .resumable = 1,
                          .straggled = pull_straggled};
   f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port,
-                                   o->id, 0, o, o->progress, 1, &ops, f);
+                                   o->id, 0, o, from, 1, &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
     hpl__fetch_fire(f, HPL__FEV_PULL_FAILED,

@@ -220,10 +220,17 @@ int hpl__objdig_more(hpl__obj *o, uint64_t first, const ProtobufCBinaryData *lis
   return 0;
 }
 
-uint64_t hpl__objdig_verify(const hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit) {
+uint64_t hpl__objdig_resume_at(const hpl__obj *o) {
   const hpl__objdig *d = o->dig;
+  uint64_t at = d && d->have > o->progress ? d->have : o->progress;
+  return at > o->size ? o->size : at;
+}
+
+uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit) {
+  hpl__objdig *d = o->dig;
   *bad = 0;
   if (!d) return have;
+  if (have > d->have) d->have = have;
   uint64_t u = o->progress / HPL__DIGEST_UNIT; /* progress is a unit boundary (or size) */
   uint64_t upto = have >= o->size ? d->nunits : have / HPL__DIGEST_UNIT;
   if (upto > d->known) upto = d->known;
@@ -232,6 +239,7 @@ uint64_t hpl__objdig_verify(const hpl__obj *o, uint64_t have, int *bad, uint64_t
     if (!hpl__digest_check_unit(d->algo, o->data, o->size, u, d->list)) {
       *bad = 1;
       *bad_unit = u;
+      d->have = ok; /* the unit's bytes go */
       return ok;
     }
     uint64_t off, len;

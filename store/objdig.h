@@ -34,6 +34,8 @@ typedef struct hpl__objdig {
   uint64_t known;    /* units [0, known) have their digest here (receiver: from the
                         directory; origin: hashed, all jobs below done) */
   uint64_t sent;     /* origin: units [0, sent) told to the directory */
+  uint64_t have;     /* receiver: bytes [0, have) are in the buffer (those past
+                        progress not verified yet: a pull that broke mid-unit) */
   uint64_t job_u0[4]; /* origin: first unit of each job in flight (UINT64_MAX: free) */
   void (*ready)(hpl__store *s, hpl__obj *o, void *arg); /* origin: all made */
   void *ready_arg;
@@ -92,7 +94,12 @@ int hpl__objdig_take(hpl__obj *o, uint64_t size, uint32_t algo, const ProtobufCB
  * most HPL__DIGEST_UNIT bytes, on the loop: ~0.1 ms with SHA-NI). On a
  * unit that does not match: returns the end of the units before it and
  * sets *bad to 1 and *bad_unit. Without digests: `have`. */
-uint64_t hpl__objdig_verify(const hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit);
+uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit);
+
+/* Receiver: where a new pull of o starts: its progress, or past it the
+ * bytes a broken pull left in the buffer (checked once their unit is
+ * whole), so nothing is received twice. */
+uint64_t hpl__objdig_resume_at(const hpl__obj *o);
 
 /* Check the whole of o's bytes at `data` (a spilled copy read back):
  * -1 if every unit matches (or o has no digests), else the first bad unit.

@@ -72,10 +72,19 @@ static int into_verify(hpl__puller *p, uint64_t have) {
   hpl__obj *o = p->into;
   int bad = 0;
   uint64_t unit = 0;
-  uint64_t upto = p->start <= o->progress ? hpl__objdig_verify(o, have, &bad, &unit) : 0;
+  uint64_t upto =
+      p->start <= hpl__objdig_resume_at(o) ? hpl__objdig_verify(o, have, &bad, &unit) : 0;
   hpl__obj_progress(p->s, o, upto);
   if (!bad) return 0;
   char detail[400];
+  if (unit * HPL__DIGEST_UNIT < p->start) { /* its first bytes came from an earlier sender */
+    snprintf(detail, sizeof detail,
+             "unit %llu of '%s', begun by an earlier sender, does not match its digest: pulled "
+             "again", (unsigned long long)unit, o->id);
+    HPL__LOG_WARN("%s", detail);
+    hpl__puller_end(p, HPL_EPROTO, detail, 1);
+    return -1;
+  }
   p->s->ctr.corrupt_units++;
   snprintf(detail, sizeof detail,
            "unit %llu of '%s' (bytes %llu..%llu) from node %016llx does not match its digest",
@@ -160,7 +169,10 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   if (plen == 0) {
-    hpl__puller_end(p, 0, NULL, 1);
+    if (p->into && p->into_progress && p->into->progress < p->size)
+      p->all_in = 1; /* all held already: only digests are awaited */
+    else
+      hpl__puller_end(p, 0, NULL, 1);
     return;
   }
   hpl__sink sk = {.buf = sink_buf, .got = sink_got, .arg = p};
