@@ -248,11 +248,3 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
   }
   return ok > o->progress ? ok : o->progress;
 }
-
-int64_t hpl__objdig_check_all(const hpl__obj *o, const uint8_t *data) {
-  const hpl__objdig *d = o->dig;
-  if (!d || !d->complete) return -1;
-  for (uint64_t u = 0; u < d->nunits; u++)
-    if (!hpl__digest_check_unit(d->algo, data, o->size, u, d->list)) return (int64_t)u;
-  return -1;
-}

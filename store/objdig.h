@@ -6,10 +6,9 @@
  * count (puller.c) or a spilled copy is read back. The digests live in
  * o->dig, one flat allocation that objects.c frees with the object.
  *
- * Callers: put.c (origin), fetch.c (a copy's digests from AcquireRep),
- * puller.c (verifying received units), room.c/spill read-back (verifying),
- * dataport.c (the corrupt_send fault), server.c (nothing: no state of its
- * own beyond the objects').
+ * Callers: put.c (origin), dirlink.c (sending them), fetch.c and
+ * fetchgrant.c (a copy's digests from AcquireRep / DIGESTS), puller.c
+ * (verifying received units). No state of its own beyond the objects'.
  */
 #ifndef HPL_STORE_OBJDIG_H
 #define HPL_STORE_OBJDIG_H
@@ -100,10 +99,5 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
  * bytes a broken pull left in the buffer (checked once their unit is
  * whole), so nothing is received twice. */
 uint64_t hpl__objdig_resume_at(const hpl__obj *o);
-
-/* Check the whole of o's bytes at `data` (a spilled copy read back):
- * -1 if every unit matches (or o has no digests), else the first bad unit.
- * CPU work of the whole object: call it off the loop. */
-int64_t hpl__objdig_check_all(const hpl__obj *o, const uint8_t *data);
 
 #endif
