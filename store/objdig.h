@@ -3,7 +3,7 @@
  * (on libuv's thread pool, units hashed as the client's progress notes
  * cover them and the rest at seal), taken from the directory's answer for a
  * copy got from elsewhere, and checked unit by unit before received bytes
- * count (puller.c) or a spilled copy is read back. The digests live in
+ * count (puller.c). The digests live in
  * o->dig, one flat allocation that objects.c frees with the object.
  *
  * Callers: put.c (origin), dirlink.c (sending them), fetch.c and
