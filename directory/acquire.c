@@ -10,6 +10,7 @@
 #include <utlist.h>
 
 #include "acquire_int.h"
+#include "digests.h"
 #include "hoplite.h"
 #include "log.h"
 #include "reduce.h"
@@ -90,6 +91,7 @@ static void peek_reply(hpl__dir_server *s, hpl__dir_conn *dc, uint64_t req, hpl_
   if (o && o->is_inline && o->state == HPL__OBJ_READY) {
     r.size = o->size;
     r.inline_ = 1;
+    hpl__dir_digests_fill(o, &r.digest_algo, &r.digests, &r.digest_root);
     s->ctr.peeks_served++;
     hpl__conn_send(c, HPL__MSG_PEEK_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
     return;
@@ -221,6 +223,8 @@ void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
     hpl__dir_acquire_on_crawling_sender(s, asker, req, o, m);
     return;
   }
+  if (m->failed_peer && m->corrupt) /* its copy goes: then as any failed sender */
+    hpl__dir_digests_corrupt(s, asker, o, m->failed_peer, m->corrupt_unit);
   if (m->failed_peer) {
     /* the asker's stream from this peer broke or crawled: free the slot it
      * held and avoid that sender this time. Its copy stays listed while the

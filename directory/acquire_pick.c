@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "acquire_int.h"
+#include "digests.h"
 #include "hoplite.h"
 #include "log.h"
 #include "reduce.h"
@@ -39,6 +40,7 @@ static int send_sender(hpl__dir_server *s, hpl__dir_node *asker, unsigned type, 
   r.gen = o->gen;
   hpl__dir_loc *sl = hpl__dtab_loc(o, sender);
   r.sender_complete = sl && sl->complete;
+  hpl__dir_digests_fill(o, &r.digest_algo, &r.digests, &r.digest_root);
   if (type == HPL__MSG_GRANT) r.id = o->id;
   hpl__conn_send(asker->conn->c, type, req, &r.base, NULL, 0, 0, NULL, NULL);
   return 0;
@@ -70,6 +72,7 @@ int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
     r.size = o->size;
     r.inline_ = 1;
     r.gen = o->gen;
+    hpl__dir_digests_fill(o, &r.digest_algo, &r.digests, &r.digest_root);
     hpl__conn_send(c, HPL__MSG_ACQUIRE_REP, req, &r.base, o->inl, o->size, 1, NULL, NULL);
     /* remember the holder so a delete reaches it */
     hpl__dtab_add_loc(&s->tab, o, asker->id, o->size, 1, 0);
@@ -105,7 +108,10 @@ int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
   if (rc == 1) return 0;
   if (rc < 0) {
     char detail[320];
-    if (rc == HPL_ELOST) {
+    if (rc == HPL_ELOST && hpl__dir_digests_lost_detail(o, detail, sizeof detail)) {
+      rc = HPL_ECORRUPT; /* the copies left were dropped as corrupt */
+      s->ctr.lost_replies++;
+    } else if (rc == HPL_ELOST) {
       snprintf(detail, sizeof detail, "object '%s' lost: no copy that can finish remains", o->id);
       s->ctr.lost_replies++;
     } else if (o->state == HPL__OBJ_FAILED) {

@@ -54,6 +54,8 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
         "ACQUIREs that could not be answered at once and waited"),
       C("dir_lost_replies", c->lost_replies, "lost_replies_total",
         "ACQUIREs answered: object lost (no copy that can finish remains)"),
+      C("dir_corrupt_reports", c->corrupt_reports, "corrupt_reports_total",
+        "Receivers' reports of a unit that did not match its digest (that copy dropped)"),
       C("dir_nodes_dead", c->nodes_dead, "nodes_dead_total", "Nodes declared dead"),
       C("dir_reduce_resets", c->reduce_resets, "reduce_resets_total",
         "Reduce tree slots reset after a failure"),

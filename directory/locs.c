@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "digests.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
@@ -95,6 +96,9 @@ void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f) {
   if (m->origin) hpl__dir_tombs_remove(s, m->id); /* put again after a delete */
   int rc = hpl__dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
+  if (rc == 0 && m->origin) /* the put's digests (or, at create, their algorithm) */
+    rc = hpl__dir_digests_take(o, m->digest_algo, &m->digests, &m->digest_root, NULL, detail,
+                               sizeof detail);
   if (rc == HPL_EEXIST)
     snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
   else if (rc == HPL_EMISMATCH)
@@ -119,8 +123,17 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   uint64_t node = f->dc->node->id;
   if (m->kind == HPL__LOC_COMPLETE) {
     hpl__dir_cost_note_rate(s, m->rate);
+    hpl__dir_loc *l = hpl__dtab_loc(o, node);
+    char why[200];
+    if (l && l->origin && /* the origin's digests, made by the end of its put */
+        hpl__dir_digests_complete(s, o, m, why, sizeof why) != 0)
+      HPL__LOG_WARN("node %016llx: %s", (unsigned long long)node, why);
     xlog_loc_end(s, o, node, HPL__XFER_DONE);
     hpl__dtab_loc_complete(&s->tab, o, node, o->size);
+  } else if (m->kind == HPL__LOC_DIGESTS) {
+    hpl__dir_loc *l = hpl__dtab_loc(o, node);
+    if (l && l->origin) hpl__dir_digests_more(s, o, m);
+    return;
   } else if (m->kind == HPL__LOC_RETRACT) {
     if (o->publisher != node || !o->is_inline || o->locs) return; /* confirmed, or not its */
     s->ctr.publishes_retracted++;
@@ -179,7 +192,19 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
     return;
   }
   if (plen) memcpy(copy, f->payload, plen);
-  int rc = hpl__dtab_set_inline(&s->tab, o, copy, plen);
+  char why[320];
+  int rc = hpl__dir_digests_check(plen, m->digest_algo, &m->digests, &m->digest_root, copy, why,
+                                  sizeof why);
+  if (rc) { /* bytes that do not match their own digest: not taken */
+    free(copy);
+    hpl__conn_reply(c, f->req, rc, why);
+    hpl__dtab_gc(&s->tab, o);
+    return;
+  }
+  rc = hpl__dtab_set_inline(&s->tab, o, copy, plen);
+  if (rc == 0 && hpl__dir_digests_take(o, m->digest_algo, &m->digests, &m->digest_root, NULL,
+                                       why, sizeof why) != 0)
+    HPL__LOG_WARN("inline '%s' kept without digests: %s", o->id, why); /* no memory */
   if (rc) {
     free(copy);
     char detail[320];

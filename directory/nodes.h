@@ -93,6 +93,7 @@ typedef struct hpl__dir_node {
   uint64_t blamed_ms;      /* when a receiver last reported it, as a partial sender, crawling */
   uint64_t blamed_by;      /* that receiver */
   uint64_t bypass_ms;      /* when it last moved off a partial sender that crawled itself */
+  uint32_t corrupt_reports; /* digests.c: units it sent that failed their digests */
 } hpl__dir_node;
 
 /* ------------------------------------------------------------------ events */

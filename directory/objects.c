@@ -317,6 +317,8 @@ void hpl__dtab_forget(hpl__dtab *t, hpl__dir_obj *o) {
   o->size = 0;
   o->ready_seq = 0;
   o->publisher = 0;
+  free(o->dig);
+  o->dig = NULL;
   o->state = HPL__OBJ_PENDING;
   hpl__dtab_gc(t, o);
 }

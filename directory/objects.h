@@ -39,6 +39,20 @@ enum {
   HPL__OBJ_FAILED = 3,  /* a reduce that was to produce it failed (fail_status) */
 };
 
+/* An object's digests (digests.c fills them; the record owns the one flat
+ * allocation, freed with it). `pending`: the origin still writes it; the
+ * digests of units [0, known) are in, the root is not. */
+typedef struct hpl__dir_dig {
+  uint32_t algo;      /* HPL__DIGEST_SHA256 or _FAST (digest.h) */
+  uint8_t pending;
+  uint64_t nunits;
+  uint64_t known;
+  uint64_t bad_node;  /* the last node reported sending a corrupt unit of it (0: none) */
+  uint64_t bad_unit;  /* ... and that unit */
+  uint8_t root[32];
+  uint8_t list[];     /* nunits * 32 */
+} hpl__dir_dig;
+
 /* An object's record: one allocation holding, in this order, its links in
  * the ordered index (levels of them, before the record), the record, and
  * its id. The first location lives in the record itself, so an object with
@@ -52,6 +66,7 @@ typedef struct hpl__dir_obj {
   void *waiters;      /* owned by the server (acquire.c) */
   void *watchers;     /* owned by the server (reduce.c): reduces waiting for readiness */
   char *fail_detail;  /* HPL__OBJ_FAILED: why */
+  hpl__dir_dig *dig;  /* its digests (NULL: none; digests.c) */
   uint64_t publisher; /* inline bytes a client PUBLISHed that its store (this node)
                          has not confirmed with its INLINE_PUT yet; 0: none (locs.c) */
   uint32_t hash;      /* of the id */

@@ -207,6 +207,7 @@ static void obj_free(hpl__dtab *t, hpl__dir_obj *o) {
   }
   free(o->inl);
   free(o->fail_detail);
+  free(o->dig);
   obj_block_free(o);
 }
 

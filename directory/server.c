@@ -14,6 +14,7 @@
 #include "acquire.h"
 #include "admin.h"
 #include "cost.h"
+#include "digests.h"
 #include "dirmetrics.h"
 #include "fanout.h"
 #include "hoplite.h"
@@ -214,7 +215,7 @@ static int wire(hpl__dir_server *s) {
   /* the object table asks the nodes (and the broadcast crawl reports)
    * which copies may serve */
   s->tab.usable = hpl__dir_node_usable;
-  s->tab.suspected = hpl__dir_node_suspected;
+  s->tab.suspected = hpl__dir_digests_last_resort;
   s->tab.crawling = hpl__dir_acquire_crawling;
   s->tab.usable_arg = s;
   /* an object changed: its waiters first, then the reduces that watch it */

@@ -18,6 +18,8 @@
  *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
  *                  DRAIN, QUIET, the sweep, probes and verdicts, a node's
  *                  end); a node's life is its events (hpl__dir_nodes_subscribe)
+ *   digests.c      object digests kept from the origin, handed out with
+ *                  senders; receivers' corrupt reports
  *   reduce_msg.c   what the stores are told about a reduce
  *   reduce_rec.c   reduce records: life, watches, finishing, REDUCE_INFO
  *   reduce_tree.c  a reduce tree's decisions: plan, arrivals, failed slots,
@@ -86,7 +88,8 @@ void hpl__dir_config_defaults(hpl__dir_config *c);
 typedef struct hpl__dir_counters {
   uint64_t acquires, inline_served, peeks_served, peek_waits, peeks_granted, senders_assigned,
       ring_assigned, waits,
-      lost_replies, nodes_dead, reduce_resets, auth_failures, conns_refused,
+      lost_replies, nodes_dead,
+      corrupt_reports, /* receivers' reports of a unit that failed its digest */ reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
       tombstones,   /* deletes remembered (tombs.h: late re-reports are dropped) */

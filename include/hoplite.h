@@ -66,7 +66,8 @@ extern "C" {
   X(ECANCELED, -12, "operation canceled")                                      \
   X(EUNAVAIL, -13, "service unavailable")                                      \
   X(ESTATE, -14, "object is not in a state that allows this")                 \
-  X(EAUTH, -15, "authentication failed: wrong or missing cluster secret")
+  X(EAUTH, -15, "authentication failed: wrong or missing cluster secret")      \
+  X(ECORRUPT, -16, "corrupt: no copy with the right bytes")
 
 typedef enum hpl_errno {
 #define HPL_ERR_ENUM_(name, value, msg) HPL_##name = (value),

@@ -124,6 +124,36 @@ static uint64_t sender_fault_budget(hpl__sender *sd, uint64_t want) {
   return n;
 }
 
+/* Fault point corrupt_send: a chunk written from a copy with its middle
+ * byte flipped (the object's own bytes stay as they are). */
+typedef struct bad_chunk {
+  hpl__sender *sd;
+  uint8_t bytes[];
+} bad_chunk;
+
+static void bad_chunk_done(hpl__conn *c, int status, void *arg) {
+  bad_chunk *b = arg;
+  hpl__sender *sd = b->sd;
+  free(b);
+  sender_write_done(c, status, sd);
+}
+
+/* 0 if written (or queued), -1 if not (no memory, or the connection closes). */
+static int write_corrupted(hpl__sender *sd, const uint8_t *src, size_t n) {
+  bad_chunk *b = malloc(sizeof *b + n);
+  if (!b) return -1;
+  b->sd = sd;
+  memcpy(b->bytes, src, n);
+  b->bytes[n / 2] ^= 0x5a;
+  HPL__LOG_WARN("fault corrupt_send: '%s' byte %llu flipped on its way to %016llx", sd->obj->id,
+                (unsigned long long)(sd->pos + n / 2), (unsigned long long)sd->peer);
+  if (hpl__conn_write(sd->c, b->bytes, n, bad_chunk_done, b) != 0) {
+    free(b);
+    return -1;
+  }
+  return 0;
+}
+
 /* Send as much of the object as has arrived, within the in-flight budget. */
 static void sender_pump(hpl__sender *sd) {
   hpl__obj *o = sd->obj;
@@ -149,16 +179,21 @@ static void sender_pump(hpl__sender *sd) {
     /* from the pool's memfd without a copy when the socket allows. One
      * request at a time then: a sendfile waits until nothing else is
      * queued, and one that waits for room keeps the socket full anyway */
-    int use_sf = s->cfg.sendfile && o->size;
+    int bad = sd->faulty && n > 0 && s->cfg.faults.corrupt_send &&
+              hpl__faults_corrupt_next(&s->cfg.faults);
+    int use_sf = s->cfg.sendfile && o->size && !bad;
     if (use_sf && sd->inflight > 0) break;
     int rc = use_sf ? hpl__conn_sendfile(sd->c, hpl__pool_fd(s->pool),
                                          (uint64_t)(src - hpl__pool_base(s->pool)),
                                          (size_t)n, sender_write_done, sd)
                     : 1;
     if (rc < 0) return;
-    if (rc == 1 &&
-        hpl__conn_write(sd->c, src, (size_t)n, sender_write_done, sd) != 0)
+    if (rc == 1 && bad) {
+      if (write_corrupted(sd, src, (size_t)n) != 0) return;
+    } else if (rc == 1 &&
+               hpl__conn_write(sd->c, src, (size_t)n, sender_write_done, sd) != 0) {
       return;
+    }
     sd->pos += n;
     s->ctr.data_bytes_sent += n;
     if (rc == 2) s->ctr.sendfile_bytes += n;

@@ -17,6 +17,7 @@
 #include "dlint.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "util.h"
 
 void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
@@ -184,6 +185,20 @@ void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate) {
   hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
+void hpl__dirlink_digests(hpl__store *s, hpl__obj *o) {
+  hpl__objdig *d = o->dig;
+  if (!d || !o->advertised || d->known <= d->sent) return;
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = o->id;
+  n.kind = HPL__LOC_DIGESTS;
+  n.digest_algo = d->algo;
+  n.digest_first = d->sent;
+  n.digests.data = d->list + d->sent * HPL__DIGEST_LEN;
+  n.digests.len = (size_t)((d->known - d->sent) * HPL__DIGEST_LEN);
+  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+  d->sent = d->known;
+}
+
 static void loc_added(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   (void)s;
   char *id = arg;
@@ -226,7 +241,7 @@ void hpl__dirlink_frame_in(hpl__dirlink *dl, hpl__conn *c, const hpl__frame_hdr 
   if (h->type == HPL__MSG_DROP || h->type == HPL__MSG_UPSTREAM_GONE ||
       h->type == HPL__MSG_REDUCE_TASK || h->type == HPL__MSG_REDUCE_SINK ||
       h->type == HPL__MSG_REDUCE_END || h->type == HPL__MSG_REDUCE_ADOPTED ||
-      h->type == HPL__MSG_RING_END || h->type == HPL__MSG_GRANT) {
+      h->type == HPL__MSG_RING_END || h->type == HPL__MSG_GRANT || h->type == HPL__MSG_DIGESTS) {
     /* the directory's own messages (a DROP is acknowledged once handled) */
     if (dl->handlers[h->type]) dl->handlers[h->type](dl->s, m);
     if (h->type == HPL__MSG_DROP && h->req_id) hpl__conn_reply(c, h->req_id, 0, NULL);

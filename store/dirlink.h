@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "objects.h"
 #include "proto.h"
 #include "store.h"
 
@@ -109,6 +110,9 @@ int hpl__dirlink_quiet(hpl__store *s, uint64_t peer);
  * not measured). */
 void hpl__dirlink_loc_remove(hpl__store *s, const char *id);
 void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate);
+/* LOC_NOTE(DIGESTS): the digests of o's units made since the last one
+ * (objdig.c's made hook of a put; only once o is advertised). */
+void hpl__dirlink_digests(hpl__store *s, hpl__obj *o);
 /* A put of `id` whose bytes the client PUBLISHed failed here: the
  * directory forgets them unless this node confirmed them (kept like a
  * removal while the link is down). */

@@ -58,10 +58,13 @@ int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t 
       f->held_delay_ms = n;
     } else if (!strcmp(k, "grant_delay_ms")) {
       f->grant_delay_ms = n;
+    } else if (!strcmp(k, "corrupt_send")) {
+      f->corrupt_send = n;
     } else {
       snprintf(err, errlen,
                "unknown fault '%s' (crash_after, drop_after, stall_after, "
                "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, grant_delay_ms, "
+               "corrupt_send, "
                "prefix, to_node)",
                k);
       return -1;
@@ -73,6 +76,12 @@ int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t 
     f->enabled = 1;
   }
   return 0;
+}
+
+int hpl__faults_corrupt_next(hpl__store_faults *f) {
+  if (f->corrupted >= f->corrupt_send) return 0;
+  f->corrupted++;
+  return 1;
 }
 
 int hpl__faults_apply(const hpl__store_faults *f, const char *id, uint64_t peer) {

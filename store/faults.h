@@ -29,9 +29,12 @@ typedef struct hpl__store_faults {
   uint64_t combine_delay_ms; /* every reduce combine step on the thread pool waits this long */
   uint64_t held_delay_ms;    /* re-report what we hold this long after registering */
   uint64_t grant_delay_ms;   /* handle each GRANT from the directory this long late */
+  uint64_t corrupt_send;     /* flip a byte in the middle of each of the first N chunks
+                                faulty streams send (dataport.c; the copy is unchanged) */
   /* state */
   uint64_t sent;
   int dropped, stalled;
+  uint64_t corrupted; /* chunks corrupt_send flipped so far */
 } hpl__store_faults;
 
 /* Parse "key=value,..." into *f (keys as in hpl__store_faults, hb_pause as
@@ -55,6 +58,10 @@ enum { HPL__FAULT_SEND = 0, HPL__FAULT_HOLD, HPL__FAULT_CUT, HPL__FAULT_PACE };
 uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
                             uint64_t elapsed_ms, int inflight, int *stalled, uint64_t *slow_from_ms,
                             uint64_t want, int *action);
+
+/* Fault point corrupt_send: 1 if the next chunk of a faulty stream is to
+ * be sent with a byte flipped (counted), else 0. */
+int hpl__faults_corrupt_next(hpl__store_faults *f);
 
 /* `n` more bytes went out on a faulty stream. */
 void hpl__faults_sent(hpl__store_faults *f, uint64_t n);

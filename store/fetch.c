@@ -13,6 +13,7 @@
 #include "fetchint.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "util.h"
 
 enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
@@ -51,6 +52,8 @@ static void send_ask(hpl__fetch *f, int kind) {
     uint64_t deadline = hpl__obj_deadline(o);
     r.failed_peer = f->avoid;
     r.crawled = f->avoid && f->avoid_crawled;
+    r.corrupt = f->avoid && f->avoid_corrupt;
+    r.corrupt_unit = f->corrupt_unit;
     r.timeout_ms = deadline == UINT64_MAX ? -1 : hpl__ms_left(deadline);
     local = r.timeout_ms < 0
                 ? -1
@@ -147,8 +150,15 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
     *status = HPL_EMISMATCH;
     return HPL__FEV_BAD_SENDER;
   }
+  /* the digests the bytes are checked against (kept with the object) */
+  int rc = hpl__objdig_take(o, r->size, r->digest_algo, &r->digests, &r->digest_root,
+                            detail, dlen);
+  if (rc) {
+    *status = rc;
+    return HPL__FEV_BAD_SENDER;
+  }
   if (!o->data) {
-    int rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room,
+    rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room,
                              room_done, f, detail, dlen);
     if (rc > 0)
       return hold_answer(f, r, payload, plen, detail, dlen, status);
@@ -177,6 +187,16 @@ static hpl__fetch_event answer_bytes(hpl__fetch *f, const Hplpb__AcquireRep *r,
   }
   if (plen)
     memcpy(o->data, payload, plen);
+  int bad = 0;
+  uint64_t unit = 0;
+  hpl__objdig_verify(o, plen, &bad, &unit);
+  if (bad) {
+    snprintf(detail, dlen, "inline bytes of '%s' from the directory do not match their digest",
+             o->id);
+    *status = HPL_ECORRUPT;
+    s->ctr.corrupt_units++;
+    return HPL__FEV_BAD_SENDER;
+  }
   o->inline_obj = 1;
   s->ctr.inline_gets++;
   return HPL__FEV_INLINE;
@@ -247,6 +267,8 @@ static void pull_done(void *arg, int status, const char *detail) {
   hpl__fetch *f = arg;
   hpl__store *s = f->s;
   hpl__obj *o = f->o;
+  f->avoid_corrupt = status == HPL_ECORRUPT;
+  if (f->avoid_corrupt) f->corrupt_unit = hpl__puller_corrupt_unit(f->pull);
   f->pull = NULL;
   if (status == 0) {
     hpl__fetch_fire(f, HPL__FEV_PULLED, &(hpl__fetch_ctx){0});
@@ -292,13 +314,15 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
   f->sender = r->sender_node;
   f->avoid = 0;
   f->avoid_crawled = 0;
+  f->avoid_corrupt = 0;
   if (o->progress >= o->size) { /* nothing left to pull (size 0) */
     hpl__fetch_fire(f, HPL__FEV_PULLED, &(hpl__fetch_ctx){0});
     return;
   }
-  if (o->progress) {
+  uint64_t from = hpl__objdig_resume_at(o); /* progress, or past it bytes held */
+  if (from) {
     s->ctr.pull_resumes++;
-    s->ctr.bytes_kept_on_resume += o->progress;
+    s->ctr.bytes_kept_on_resume += from;
   }
   hpl__puller_ops ops = {.done = pull_done,
                          .monitor = r->sender_complete ? 2 : 1,
@@ -309,7 +333,7 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
                          .resumable = 1,
                          .straggled = pull_straggled};
   f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port,
-                                   o->id, 0, o, o->progress, 1, &ops, f);
+                                   o->id, 0, o, from, 1, &ops, f);
   if (!f->pull) {
     f->avoid = f->sender;
     hpl__fetch_fire(f, HPL__FEV_PULL_FAILED,
@@ -458,6 +482,7 @@ void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer,
   s->ctr.pull_failures++;
   f->avoid = peer;
   f->avoid_crawled = 0;
+  f->avoid_corrupt = 0;
   hpl__fetch_fire(f, HPL__FEV_UPSTREAM_GONE, &(hpl__fetch_ctx){0});
 }
 

@@ -40,6 +40,11 @@ void hpl__fetch_start_granted(hpl__store *s, hpl__obj *o);
  * with the granted sender). A dirlink handler. */
 void hpl__fetch_on_grant(hpl__store *s, ProtobufCMessage *m);
 
+/* DIGESTS from the directory: more digests of an object this store pulls
+ * while its origin writes it; received bytes they cover count now
+ * (fetchgrant.c; server.c installs it). */
+void hpl__fetch_on_digests(hpl__store *s, ProtobufCMessage *m);
+
 /* The directory says node `peer`, which we pull `id` from, is dead (or,
  * with suspect, does not answer): move to another sender, keeping the bytes. */
 void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int suspect);

@@ -1,7 +1,9 @@
-/* fetchgrant.c - GRANTs (see fetch.h): the directory naming a sender to
- * this store unasked, because a client of ours read a small object
- * directly and will GET it; a granted GET waiting for its GRANT; the fault
- * point that holds GRANTs back. The fetch itself is fetch.c's. */
+/* fetchgrant.c - what the directory sends a fetch unasked (see fetch.h):
+ * GRANTs, the directory naming a sender to this store because a client of
+ * ours read a small object directly and will GET it (a granted GET waiting
+ * for its GRANT; the fault point that holds GRANTs back); and DIGESTS, more
+ * digests of an object being pulled while its origin writes it. The fetch
+ * itself is fetch.c's. */
 #include <stdlib.h>
 #include <utlist.h>
 
@@ -9,7 +11,19 @@
 #include "fetchint.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "util.h"
+
+void hpl__fetch_on_digests(hpl__store *s, ProtobufCMessage *m) {
+  Hplpb__LocNote *n = (Hplpb__LocNote *)m;
+  hpl__obj *o = hpl__id_valid(n->id) ? hpl__obj_find(s, n->id) : NULL;
+  if (!o || !o->dig) return;
+  char detail[200];
+  if (hpl__objdig_more(o, n->digest_first, &n->digests, &n->digest_root, detail,
+                       sizeof detail) != 0)
+    HPL__LOG_WARN("%s", detail);
+  if (o->fetch && o->fetch->pull) hpl__puller_digests_more(o->fetch->pull);
+}
 
 /* The GRANT a granted GET waits for did not come in time: ask. */
 static void grant_late(void *arg) {

@@ -31,6 +31,8 @@ typedef struct hpl__fetch {
   uint64_t sender;    /* node we pull (or pulled) from */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
   int avoid_crawled;  /* ... because its stream crawled (a straggler) */
+  int avoid_corrupt;  /* ... because a unit it sent failed its digest */
+  uint64_t corrupt_unit; /* (that unit) */
   uint32_t insist;    /* suspect reports in a row without progress between */
   uint64_t insist_at; /* the object's progress at the last report */
   /* HPL__FETCH_ROOM: the answer kept while its buffer waits for room (room.c) */

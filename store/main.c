@@ -10,6 +10,7 @@
 #include "log.h"
 #include "srvmain.h"
 #include "server.h"
+#include "digest.h"
 #include "faults.h"
 #include "objects.h"
 #include "util.h"
@@ -60,6 +61,13 @@ static int set_faults(void *cfg, const char *arg) {
   return -1;
 }
 
+static int set_integrity(void *cfg, const char *arg) {
+  hpl__store_config *c = cfg;
+  if (hpl__digest_algo_parse(arg, &c->integrity) == 0) return 0;
+  fprintf(stderr, "hoplite-store: --integrity: '%s' is not sha256, fast or off\n", arg);
+  return -1;
+}
+
 #define OFF(f) offsetof(hpl__store_config, f)
 static const hpl__opt opts[] = {
     {"directory", "HOST:PORT", "the cluster's hoplite-directory (required)", HPL__OPT_FN, 0, 0, 0,
@@ -101,8 +109,13 @@ static const hpl__opt opts[] = {
     {"faults", "SPEC",
      "fault points for tests (also $HOPLITE_FAULTS):\n"
      "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\nslow_after=N,"
-     "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,prefix=ID_PREFIX,\nto_node=HEX_ID",
+     "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,corrupt_send=N,\nprefix=ID_PREFIX,to_node=HEX_ID",
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
+    {"integrity", "ALGO",
+     "digests of the objects put here, checked by every node\nthat receives them: sha256 "
+     "(default; stops a relay and a\nstore that lies), fast (XXH3-128: accidents only), off\n"
+     "(no digests; benchmarks); see docs/operations.md",
+     HPL__OPT_FN, 0, 0, 0, 0, set_integrity},
     {"prefault", NULL,
      "populate the pool's pages at start and keep them (no\n--trim-ms unless given)", HPL__OPT_FLAG,
      OFF(prefault), 0, 0, 0, NULL},

@@ -400,6 +400,7 @@ static void obj_free(hpl__store *s, hpl__obj *o) {
     pool_freed(s);
     tell_changed(s);
   }
+  free(o->dig); /* objdig.c's, one flat allocation */
   free(o);
 }
 

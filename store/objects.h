@@ -91,6 +91,7 @@ struct hpl__obj {
   struct hpl__fetch *fetch;  /* fetch.c: being got from elsewhere */
   struct hpl__put *put;      /* put.c: being written by a local client */
   struct hpl__rd_sink *sink; /* rdsink.c: the target of a reduce produced here */
+  struct hpl__objdig *dig;   /* objdig.c: its digests (NULL: none); freed with it */
   uint32_t gen;              /* generation of the bytes (see AcquireRep.gen) */
   uint32_t refs;             /* holds by clients + internal users */
   uint8_t state;             /* OBJ_* */

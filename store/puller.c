@@ -14,6 +14,7 @@
 
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "pullint.h"
 #include "util.h"
 
@@ -63,11 +64,61 @@ static uint8_t *into_buf(hpl__puller *p, uint64_t at, size_t *len) {
   return p->into->data + at;
 }
 
-/* Bytes [at, at + n) of the stream are in the object. */
+/* Bytes [at, at + n) of the stream are in the object. With digests, they
+ * count only as far as whole units are verified; a unit that does not
+ * match ends the pull (HPL_ECORRUPT: its owner reports the sender) and
+ * its bytes never count. */
+static int into_verify(hpl__puller *p, uint64_t have) {
+  hpl__obj *o = p->into;
+  int bad = 0;
+  uint64_t unit = 0;
+  uint64_t upto =
+      p->start <= hpl__objdig_resume_at(o) ? hpl__objdig_verify(o, have, &bad, &unit) : 0;
+  hpl__obj_progress(p->s, o, upto);
+  if (!bad) return 0;
+  char detail[400];
+  if (unit * HPL__DIGEST_UNIT < p->start) { /* its first bytes came from an earlier sender */
+    snprintf(detail, sizeof detail,
+             "unit %llu of '%s', begun by an earlier sender, does not match its digest: pulled "
+             "again", (unsigned long long)unit, o->id);
+    HPL__LOG_WARN("%s", detail);
+    hpl__puller_end(p, HPL_EPROTO, detail, 1);
+    return -1;
+  }
+  p->s->ctr.corrupt_units++;
+  snprintf(detail, sizeof detail,
+           "unit %llu of '%s' (bytes %llu..%llu) from node %016llx does not match its digest",
+           (unsigned long long)unit, o->id, (unsigned long long)(unit * HPL__DIGEST_UNIT),
+           (unsigned long long)((unit + 1) * HPL__DIGEST_UNIT), (unsigned long long)p->ops.peer);
+  HPL__LOG_WARN("%s", detail);
+  p->corrupt_unit = unit;
+  hpl__puller_end(p, HPL_ECORRUPT, detail, 1);
+  return -1;
+}
+
 static void into_arrived(hpl__puller *p, uint64_t at, size_t n) {
-  if (p->into_progress) hpl__obj_progress(p->s, p->into, at + n);
+  if (p->into_progress && into_verify(p, at + n) != 0) return;
   if (p->ops.got) p->ops.got(p->arg, at, n);
 }
+
+/* The whole stream has arrived: it ends, unless some of it still waits
+ * for its digests (then hpl__puller_digests_more ends it). */
+static void stream_whole(hpl__puller *p) {
+  if (p->into && p->into_progress && p->into->progress < p->size) {
+    p->all_in = 1;
+    return;
+  }
+  hpl__puller_sample_whole(p);
+  hpl__puller_end(p, 0, NULL, 1);
+}
+
+void hpl__puller_digests_more(hpl__puller *p) {
+  if (p->finished || !p->into || !p->into_progress) return;
+  if (into_verify(p, p->start + p->got) != 0) return;
+  if (p->all_in) stream_whole(p);
+}
+
+uint64_t hpl__puller_corrupt_unit(const hpl__puller *p) { return p->corrupt_unit; }
 
 /* ------------------------------------------------------------------ the stream */
 
@@ -89,10 +140,7 @@ static void sink_got(hpl__conn *c, void *arg, uint64_t off, size_t n) {
     into_arrived(p, p->start + off, n);
   else
     p->ops.got(p->arg, p->start + off, n);
-  if (!p->finished && p->start + p->got == p->size) {
-    hpl__puller_sample_whole(p);
-    hpl__puller_end(p, 0, NULL, 1);
-  }
+  if (!p->finished && p->start + p->got == p->size) stream_whole(p);
 }
 
 static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
@@ -121,7 +169,10 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   if (plen == 0) {
-    hpl__puller_end(p, 0, NULL, 1);
+    if (p->into && p->into_progress && p->into->progress < p->size)
+      p->all_in = 1; /* all held already: only digests are awaited */
+    else
+      hpl__puller_end(p, 0, NULL, 1);
     return;
   }
   hpl__sink sk = {.buf = sink_buf, .got = sink_got, .arg = p};
@@ -135,6 +186,7 @@ static void on_close(hpl__conn *c, int status) {
     puller_release(p);
     return;
   }
+  if (p->all_in) return; /* every byte is here: only digests are awaited */
   char detail[128];
   snprintf(detail, sizeof detail, "stream from the sender broke (%s) after %llu bytes",
            hpl_strerror(status ? status : HPL_ECONN), (unsigned long long)p->got);

@@ -82,6 +82,15 @@ hpl__puller *hpl__puller_start_into(hpl__store *s, const char *addr, int port, c
                                     int internal, hpl__obj *o, uint64_t offset, int progress,
                                     const hpl__puller_ops *ops, void *arg);
 
+/* More of the object's digests are known (a pull into an object with
+ * progress): bytes received beyond its progress are checked now, and a
+ * stream that has delivered everything ends once all of it is verified. */
+void hpl__puller_digests_more(hpl__puller *p);
+
+/* In done() of a pull into an object that ended HPL_ECORRUPT (a received
+ * unit did not match its digest; its bytes were not counted): that unit. */
+uint64_t hpl__puller_corrupt_unit(const hpl__puller *p);
+
 /* Abandon a pull: done() is not called. NULL is a no-op. */
 void hpl__puller_cancel(hpl__puller *p);
 

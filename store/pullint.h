@@ -37,6 +37,8 @@ struct hpl__puller {
   uint64_t start; /* stream offset requested */
   uint64_t size;  /* whole stream size */
   uint64_t got;   /* bytes received after start */
+  uint64_t corrupt_unit; /* the unit that failed its digest (ended HPL_ECORRUPT) */
+  int all_in;            /* every byte arrived; some wait for their digests */
   int finished;   /* done, failed or cancelled: ignore further events */
   int paused;     /* the owner has no room: not a stall */
   uv_timer_t monitor;

@@ -10,6 +10,7 @@
 #include "hoplite.h"
 #include "lifetime.h"
 #include "log.h"
+#include "objdig.h"
 #include "objects.h"
 #include "room.h"
 #include "trace.h"
@@ -19,6 +20,7 @@ typedef enum put_state {
   PUT_ROOM,        /* the buffer does not fit yet: waiting for room (room.c) */
   PUT_ANNOUNCING,  /* large object: LOC_ADD(partial, origin) out; CREATE not answered yet */
   PUT_WRITING,     /* the client writes (CREATE answered) */
+  PUT_DIGESTING,   /* SEAL (or PUT): the last units are hashed (objdig.c), then on */
   PUT_INLINING,    /* SEAL (or PUT) of a small object: INLINE_PUT out */
   PUT_REGISTERING, /* SEAL (or PUT) of an object not yet advertised - the inline cache was
                     * full, or it is larger than the inline limit: LOC_ADD(complete, origin) out */
@@ -46,7 +48,7 @@ typedef struct hpl__put {
 } hpl__put;
 
 static const char *state_name(put_state st) {
-  static const char *n[] = {"room", "announcing", "writing", "inlining", "registering", "ended"};
+  static const char *n[] = {"room", "announcing", "writing", "digesting", "inlining", "registering", "ended"};
   _Static_assert(sizeof n / sizeof n[0] == PUT_NSTATES, "a name per state");
   return st < PUT_NSTATES ? n[st] : "?";
 }
@@ -76,6 +78,7 @@ static void put_undo(hpl__put *p, int status, const char *detail) {
   if (p->published) hpl__dirlink_loc_retract(s, o->id);
   p->published = 0;
   hpl__room_cancel(s, &p->room);
+  hpl__objdig_forget(o);
   put_set_state(p, PUT_ENDED);
   hpl__obj_fail(s, o, status, detail);
   if (o->put == p) o->put = NULL;
@@ -96,6 +99,16 @@ static void send_create_err(hpl__stclient *cl, uint64_t req, int status, const c
   hpl__session_send(cl, HPL__MSG_CREATE_REP, req, &r.base);
 }
 
+/* LOC_COMPLETE of the origin's copy, with its digests (the directory
+ * names no sender for it before they are in). */
+static void note_complete(hpl__store *s, hpl__obj *o) {
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = o->id;
+  n.kind = HPL__LOC_COMPLETE;
+  hpl__objdig_to_wire(o, 0, &n.digest_algo, &n.digests, &n.digest_root);
+  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+}
+
 /* Sealed and registered: complete everywhere. */
 static void put_finish(hpl__put *p) {
   hpl__store *s = p->s;
@@ -103,7 +116,7 @@ static void put_finish(hpl__put *p) {
   p->published = 0; /* done: nothing to retract */
   s->ctr.puts++;
   hpl__hist_observe(&s->put_hist, uv_hrtime() - p->t0);
-  if (!o->inline_obj) hpl__dirlink_loc_complete(s, o->id, 0);
+  if (!o->inline_obj) note_complete(s, o);
   put_set_state(p, PUT_ENDED);
   o->put = NULL;
   hpl__obj_sealed(s, o);
@@ -129,6 +142,8 @@ static int put_announce(hpl__put *p, int complete, int64_t timeout_ms) {
   a.size = p->o->size;
   a.complete = complete;
   a.origin = 1;
+  /* at create only the algorithm (the digests follow with LOC_COMPLETE) */
+  hpl__objdig_to_wire(p->o, !complete, &a.digest_algo, &a.digests, &a.digest_root);
   return put_ask(p, HPL__MSG_LOC_ADD, &a.base, NULL, 0, timeout_ms);
 }
 
@@ -236,12 +251,33 @@ static hpl__put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const
 }
 
 static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms);
+static void put_drop(hpl__put *p, hpl__creq *x);
+
+/* The digests of a put being sealed are made: seal on (or, its client
+ * gone, drop it). */
+static void digests_ready(hpl__store *s, hpl__obj *o, void *arg) {
+  (void)s, (void)o;
+  hpl__put *p = arg;
+  if (p->state != PUT_DIGESTING) return;
+  put_set_state(p, PUT_WRITING);
+  if (p->cl->closed && !p->whole)
+    put_drop(p, NULL);
+  else
+    put_seal_now(p, p->req, p->timeout_ms);
+}
 
 /* The buffer is allocated: a PUT's bytes go in and it is sealed; a CREATE
  * is answered (a small object at once, a large one once the directory
  * lists it, so pulls can overlap the client's writing). */
 static void put_go(hpl__put *p, const uint8_t *payload) {
   hpl__obj *o = p->o;
+  if (hpl__objdig_begin(p->s, o, p->s->cfg.integrity) != 0) {
+    put_refuse(p->cl, p->req, p->whole, HPL_ENOMEM, "out of memory");
+    put_undo(p, HPL_ENOMEM, "out of memory");
+    put_free_maybe(p);
+    return;
+  }
+  hpl__objdig_on_made(o, hpl__dirlink_digests); /* receivers pull while it is written */
   if (p->whole) {
     if (o->size) memcpy(o->data, payload, o->size);
     put_seal_now(p, p->req, p->timeout_ms);
@@ -301,6 +337,7 @@ static hpl__put *writing(hpl__store *s, hpl__stclient *cl, uint64_t handle) {
 void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m) {
   hpl__put *p = writing(s, cl, m->handle);
   if (!p || m->bytes > p->o->size) return;
+  hpl__objdig_written(s, p->o, m->bytes);
   hpl__obj_progress(s, p->o, m->bytes);
 }
 
@@ -318,6 +355,11 @@ static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms) {
     put_free_maybe(p);
     return;
   }
+  if (!hpl__objdig_seal(s, o, digests_ready, p)) { /* the rest is hashed first */
+    p->timeout_ms = timeout_ms;
+    put_set_state(p, PUT_DIGESTING);
+    return;
+  }
   o->progress = o->size;
   if (o->advertised) {
     put_finish(p);
@@ -329,6 +371,7 @@ static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms) {
     Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
     ip.id = o->id;
     ip.size = o->size;
+    hpl__objdig_to_wire(o, 0, &ip.digest_algo, &ip.digests, &ip.digest_root);
     put_set_state(p, PUT_INLINING);
     hpl__trace("s.inline", o->id);
     rc = put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, timeout_ms);

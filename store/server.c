@@ -9,6 +9,7 @@
 
 #include "clients.h"
 #include "dataport.h"
+#include "digest.h"
 #include "dirlink.h"
 #include "fetch.h"
 #include "hoplite.h"
@@ -36,6 +37,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   c->trim_ms = HPL__STORE_TRIM_DEFAULT; /* hpl__store_start: 10 s, never with prefault */
   c->trim_keep = 64ull << 20;
   c->room_wait_ms = 60000;
+  c->integrity = HPL__DIGEST_SHA256;
 }
 
 /* ------------------------------------------------------------------ directory messages */
@@ -154,6 +156,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   hpl__dirlink_on(s, HPL__MSG_REDUCE_ADOPTED, hpl__rdtask_on_adopted);
   hpl__dirlink_on(s, HPL__MSG_RING_END, hpl__ring_on_end);
   hpl__dirlink_on(s, HPL__MSG_GRANT, hpl__fetch_on_grant);
+  hpl__dirlink_on(s, HPL__MSG_DIGESTS, hpl__fetch_on_digests);
   hpl__dirlink_on_registered(s, on_registered);
   hpl__dirlink_on_incoming(s, hpl__fetch_incoming);
   hpl__dirlink_on_clients(s, hpl__clients_count);

@@ -19,6 +19,8 @@
  *                filter (objidx.c: the indexes). Listeners: watchers and
  *                waiters; room.c's (room changed, spilled bytes wanted);
  *                a stream's source (hpl__source: ring.c, rdtask.c)
+ *   objdig.c     an object's digests: made at the origin (thread pool),
+ *                taken from the directory, checked unit by unit
  *   puller.c     one byte stream from a peer's data port, into an object
  *                (hpl__puller_start_into: where received bytes become its
  *                progress) or an owner's buffer (pullmon.c: watching it);

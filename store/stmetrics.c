@@ -48,6 +48,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Pulls (streams from other stores) started"),
       C("pull_failures", c->pull_failures, "pull_failures_total",
         "Pulls that failed (another sender was asked for)"),
+      C("corrupt_units", c->corrupt_units, "corrupt_units_total",
+        "Received units that did not match their digests (not counted; the sender reported)"),
       C("bytes_resent", c->bytes_resent, "resent_bytes_total",
         "Bytes received a second time after a pull broke off"),
       C("pull_resumes", c->pull_resumes, "pull_resumes_total",

@@ -47,6 +47,7 @@ typedef struct hpl__store_config {
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
   uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
   hpl__store_faults faults;
+  int integrity;             /* --integrity: digests of local puts (HPL__DIGEST_*) */
   hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
   int insecure;              /* --insecure: no exposure or local-peer checks */
   int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
@@ -64,6 +65,7 @@ typedef struct hpl__store_config {
 
 typedef struct hpl__store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
+      corrupt_units, /* received units that failed their digests (objdig.c, puller.c) */
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       grants_taken,   /* GRANTs pulled on: a client's get needed no ACQUIRE (fetch.c) */
       grants_ignored, /* GRANTs for an object held or asked for already */

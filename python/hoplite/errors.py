@@ -107,6 +107,12 @@ class AuthFailed(HopliteError, PermissionError):
     code, name = -15, "HPL_EAUTH"
 
 
+class Corrupt(HopliteError):
+    """HPL_ECORRUPT: no copy of the object has the right bytes (every
+    copy's units failed their digests); the detail names the node."""
+    code, name = -16, "HPL_ECORRUPT"
+
+
 class BatchError(HopliteError):
     """Some requests of a batch call (put_many, get_many, stat_many,
     delete_many) failed.
@@ -129,7 +135,7 @@ class BatchError(HopliteError):
 BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, OutOfMemory, Timeout, NotFound, AlreadyExists, ObjectLost,
     ConnectionFailed, ProtocolError, SystemCallError, TooBig, Mismatch, Canceled,
-    Unavailable, InvalidState, AuthFailed)}
+    Unavailable, InvalidState, AuthFailed, Corrupt)}
 
 
 def error_for(code, message, detail=""):

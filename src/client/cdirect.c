@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "crpc.h"
 #include "cwait.h"
+#include "digest.h"
 #include "hoplite.h"
 #include "trace.h"
 #include "util.h"
@@ -185,6 +186,11 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
     return -1;
   }
   int found = rep->status == 0 && rep->inline_ && rep->size == m->payload_len;
+  /* inline bytes that fail their digest are not taken: the store fetches
+   * them and reports what it finds (HPL_ECORRUPT) */
+  found = found && hpl__digest_check_bytes((int)rep->digest_algo, rep->digests.data,
+                                           rep->digests.len, m->buf + m->payload_off,
+                                           m->payload_len);
   int granted = !rep->inline_ && rep->granted;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   if (granted) {

@@ -103,13 +103,17 @@
    * the client's PUT of it goes to its store (InlinePutReq.node; only when \
    * the store's Hello set dir_publish). Served at once; the store's \
    * INLINE_PUT confirms it, a LOC_RETRACT note takes it back (locs.c). */ \
-  X(PUBLISH, 76, hplpb__inline_put_req)
+  X(PUBLISH, 76, hplpb__inline_put_req)          \
+  /* directory -> store, one-way: more digests of an object whose copy \
+   * the store is pulling (LocNote: digest_first, digests; the root once \
+   * all are known), as the origin makes them (digests.c) */ \
+  X(DIGESTS, 77, hplpb__loc_note)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 76
+      HPL__MSG_MAX_ = 77
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed
@@ -122,7 +126,8 @@ enum { HPL__XFER_ASSIGN = 1, HPL__XFER_DONE = 2, HPL__XFER_REMOVE = 3, HPL__XFER
 /* LocNote kinds. */
 /* LOC_RETRACT: a put this node's client PUBLISHed failed here; the directory
  * forgets the published bytes unless this node's INLINE_PUT confirmed them. */
-enum { HPL__LOC_COMPLETE = 1, HPL__LOC_REMOVE = 2, HPL__LOC_FAILED = 3, HPL__LOC_RETRACT = 4 };
+enum { HPL__LOC_COMPLETE = 1, HPL__LOC_REMOVE = 2, HPL__LOC_FAILED = 3, HPL__LOC_RETRACT = 4,
+       HPL__LOC_DIGESTS = 5 /* the origin: digests of units [digest_first, ...) made */ };
 
 /* Descriptor of a type's message, NULL for an unknown type. */
 const ProtobufCMessageDescriptor *hpl__msg_descriptor(unsigned type);

@@ -1,0 +1,165 @@
+/* digests.c - object digests at the directory, and corrupt reports (see
+ * digests.h). */
+#include "digests.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "digest.h"
+#include "hoplite.h"
+#include "log.h"
+
+int hpl__dir_digests_take(hpl__dir_obj *o, uint32_t algo, const ProtobufCBinaryData *list,
+                          const ProtobufCBinaryData *root, const uint8_t *inl, char *detail,
+                          size_t dlen) {
+  if (algo == HPL__DIGEST_OFF) return 0;
+  if (!hpl__digest_algo_on((int)algo)) {
+    snprintf(detail, dlen, "unknown digest algorithm %u for '%s'", algo, o->id);
+    return HPL_EINVAL;
+  }
+  if (!o->has_size) {
+    snprintf(detail, dlen, "digests of '%s' before its size", o->id);
+    return HPL_EINVAL;
+  }
+  if (!list->len) { /* the origin's create: the digests follow as it writes */
+    uint64_t n = hpl__digest_units(o->size);
+    if (n > HPL__DIGEST_MAX_UNITS) return 0; /* (the store makes none either) */
+    hpl__dir_dig *d = calloc(1, sizeof *d + n * HPL__DIGEST_LEN);
+    if (!d) return HPL_ENOMEM;
+    d->algo = algo;
+    d->pending = 1;
+    d->nunits = n;
+    free(o->dig);
+    o->dig = d;
+    return 0;
+  }
+  int rc = hpl__dir_digests_check(o->size, algo, list, root, inl, detail, dlen);
+  if (rc) return rc;
+  uint64_t n = hpl__digest_units(o->size);
+  hpl__dir_dig *d = calloc(1, sizeof *d + list->len);
+  if (!d) return HPL_ENOMEM;
+  d->algo = algo;
+  d->nunits = n;
+  d->known = n;
+  memcpy(d->list, list->data, list->len);
+  memcpy(d->root, root->data, HPL__DIGEST_LEN);
+  free(o->dig);
+  o->dig = d;
+  return 0;
+}
+
+int hpl__dir_digests_check(uint64_t size, uint32_t algo, const ProtobufCBinaryData *list,
+                           const ProtobufCBinaryData *root, const uint8_t *inl, char *detail,
+                           size_t dlen) {
+  if (algo == HPL__DIGEST_OFF) return 0;
+  uint64_t n = hpl__digest_units(size);
+  if (!hpl__digest_algo_on((int)algo) || n > HPL__DIGEST_MAX_UNITS ||
+      list->len != n * HPL__DIGEST_LEN || root->len != HPL__DIGEST_LEN) {
+    snprintf(detail, dlen, "digests (algorithm %u, %zu bytes) do not fit %llu bytes", algo,
+             list->len, (unsigned long long)size);
+    return HPL_EINVAL;
+  }
+  uint8_t r[HPL__DIGEST_LEN];
+  hpl__digest_root((int)algo, list->data, n, r);
+  if (!hpl__digest_equal(r, root->data)) {
+    snprintf(detail, dlen, "digests: the root is not over the list");
+    return HPL_EINVAL;
+  }
+  for (uint64_t u = 0; inl && u < n; u++) {
+    if (!hpl__digest_check_unit((int)algo, inl, size, u, list->data)) {
+      snprintf(detail, dlen, "inline bytes do not match their digest (unit %llu)",
+               (unsigned long long)u);
+      return HPL_EINVAL;
+    }
+  }
+  return 0;
+}
+
+void hpl__dir_digests_fill(const hpl__dir_obj *o, uint32_t *algo, ProtobufCBinaryData *list,
+                           ProtobufCBinaryData *root) {
+  const hpl__dir_dig *d = o->dig;
+  if (!d) return;
+  *algo = d->algo;
+  list->data = (uint8_t *)d->list;
+  list->len = (size_t)(d->known * HPL__DIGEST_LEN);
+  if (d->pending) return; /* the rest follows (DIGESTS) */
+  root->data = (uint8_t *)d->root;
+  root->len = HPL__DIGEST_LEN;
+}
+
+void hpl__dir_digests_more(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__LocNote *m) {
+  hpl__dir_dig *d = o->dig;
+  uint64_t first = m->digest_first, cnt = m->digests.len / HPL__DIGEST_LEN;
+  if (!d || !d->pending || m->digest_algo != d->algo || m->digests.len % HPL__DIGEST_LEN ||
+      first != d->known || cnt > d->nunits - first || !cnt) {
+    HPL__LOG_WARN("digests of '%s' [%llu, +%llu) do not follow the %llu known: ignored", o->id,
+                  (unsigned long long)first, (unsigned long long)cnt,
+                  (unsigned long long)(d ? d->known : 0));
+    return;
+  }
+  memcpy(d->list + first * HPL__DIGEST_LEN, m->digests.data, m->digests.len);
+  d->known += cnt;
+  /* the copies being pulled now were told the digests known when their
+   * sender was named: the rest reaches them as it comes */
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = o->id;
+  n.digest_algo = d->algo;
+  n.digest_first = first;
+  n.digests = m->digests;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next)
+    if (!l->complete && !l->origin) hpl__dir_node_send(s, l->node, HPL__MSG_DIGESTS, 0, &n.base);
+}
+
+int hpl__dir_digests_complete(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__LocNote *m,
+                              char *detail, size_t dlen) {
+  uint64_t from = o->dig && o->dig->pending ? o->dig->known : UINT64_MAX;
+  int rc = hpl__dir_digests_take(o, m->digest_algo, &m->digests, &m->digest_root, NULL, detail,
+                                 dlen);
+  hpl__dir_dig *d = o->dig;
+  if (rc || from == UINT64_MAX || !d || d->pending || from > d->nunits) return rc;
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT; /* the last units and the root */
+  n.id = o->id;
+  n.digest_algo = d->algo;
+  n.digest_first = from;
+  n.digests.data = d->list + from * HPL__DIGEST_LEN;
+  n.digests.len = (size_t)((d->nunits - from) * HPL__DIGEST_LEN);
+  n.digest_root.data = d->root;
+  n.digest_root.len = HPL__DIGEST_LEN;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next)
+    if (!l->complete && !l->origin) hpl__dir_node_send(s, l->node, HPL__MSG_DIGESTS, 0, &n.base);
+  return 0;
+}
+
+void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir_obj *o,
+                              uint64_t bad, uint64_t unit) {
+  s->ctr.corrupt_reports++;
+  hpl__dir_node *n = hpl__dir_node_find(s, bad);
+  if (n) n->corrupt_reports++;
+  if (o->dig) {
+    o->dig->bad_node = bad;
+    o->dig->bad_unit = unit;
+  }
+  HPL__LOG_WARN("node %016llx reports that node %016llx sent unit %llu of '%s' that does not "
+                "match its digest: that copy is no longer named (node reported %u times)",
+                (unsigned long long)asker->id, (unsigned long long)bad, (unsigned long long)unit,
+                o->id, n ? n->corrupt_reports : 0);
+  hpl__dtab_release_upstream(o, asker->id);
+  hpl__dtab_loc_remove(&s->tab, o, bad);
+  hpl__dtab_check_lost(&s->tab, o);
+}
+
+int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dlen) {
+  if (!o->dig || !o->dig->bad_node) return 0;
+  snprintf(detail, dlen,
+           "object '%s': no copy with the right bytes left (node %016llx sent unit %llu that "
+           "does not match its digest)",
+           o->id, (unsigned long long)o->dig->bad_node, (unsigned long long)o->dig->bad_unit);
+  return 1;
+}
+
+int hpl__dir_digests_last_resort(uint64_t node, void *srv) {
+  if (hpl__dir_node_suspected(node, srv)) return 1;
+  hpl__dir_node *n = hpl__dir_node_find(srv, node);
+  return n && n->corrupt_reports >= HPL__DIR_CORRUPT_LAST_RESORT;
+}

@@ -1,0 +1,72 @@
+/*
+ * digests.h - object digests at the directory: taken from the origin's
+ * LOC_ADD / LOC_NOTE / INLINE_PUT and kept in the object's record
+ * (hpl__dir_obj.dig), handed out with every sender the directory names
+ * (AcquireRep, GRANT) and with inline bytes (AcquireRep, PeekRep), and the
+ * receivers' reports of a corrupt unit: that copy is no longer named, the
+ * report is counted, and a node reported CORRUPT_LAST_RESORT times serves
+ * only as a last resort (like a suspected one).
+ *
+ * Callers: locs.c (taking them), acquire_pick.c / acquire.c (handing them
+ * out, corrupt reports, the error when no good copy is left), server.c
+ * (the last-resort filter it installs in the table).
+ */
+#ifndef HPL_DIR_DIGESTS_H
+#define HPL_DIR_DIGESTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nodes.h"
+#include "server.h"
+
+/* Reports after which a node's copies are picked only as a last resort. */
+#define HPL__DIR_CORRUPT_LAST_RESORT 3
+
+/* The digest fields of a message about `o` (its size known, or `inl`:
+ * its inline bytes, which must match): algo 0 leaves o alone; an algorithm
+ * with no list marks o's digests pending (no sender is named until they
+ * come); a list must have one digest per unit and its root. 0, or
+ * HPL_EINVAL with a detail (nothing changed), or HPL_ENOMEM. */
+int hpl__dir_digests_take(hpl__dir_obj *o, uint32_t algo, const ProtobufCBinaryData *list,
+                          const ProtobufCBinaryData *root, const uint8_t *inl, char *detail,
+                          size_t dlen);
+
+/* Whether digest fields fit an object of `size` bytes (and its bytes `inl`
+ * if not NULL): 0, or HPL_EINVAL with a detail. algo 0 fits anything. */
+int hpl__dir_digests_check(uint64_t size, uint32_t algo, const ProtobufCBinaryData *list,
+                           const ProtobufCBinaryData *root, const uint8_t *inl, char *detail,
+                           size_t dlen);
+
+/* Point a reply's digest fields at o's (nothing when it has none or they
+ * are pending); valid while o is. */
+void hpl__dir_digests_fill(const hpl__dir_obj *o, uint32_t *algo, ProtobufCBinaryData *list,
+                           ProtobufCBinaryData *root);
+
+/* The origin's LOC_NOTE(DIGESTS): digests of the next units of o, which
+ * it still writes; passed on (DIGESTS) to every node pulling a copy. Ones
+ * that do not follow the known units are ignored (logged). */
+void hpl__dir_digests_more(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__LocNote *m);
+
+/* The origin's LOC_COMPLETE: all of o's digests and the root
+ * (hpl__dir_digests_take); the units not passed on yet go to every node
+ * pulling a copy. 0 or as hpl__dir_digests_take. */
+int hpl__dir_digests_complete(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__LocNote *m,
+                              char *detail, size_t dlen);
+
+/* `asker` reports that node `bad` sent unit `unit` of o that did not match
+ * its digest: bad's copy leaves o's locations (the asker's slot on it is
+ * freed), counted (corrupt_reports, and on the node). The caller then
+ * picks another sender as usual. */
+void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir_obj *o,
+                              uint64_t bad, uint64_t unit);
+
+/* For an ACQUIRE of o that found no copy left: 1 with an HPL_ECORRUPT
+ * detail naming the node if copies were dropped as corrupt, else 0. */
+int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dlen);
+
+/* The table's last-resort filter (hpl__dtab.suspected): a suspected node
+ * (hpl__dir_node_suspected), or one reported corrupt often. */
+int hpl__dir_digests_last_resort(uint64_t node, void *srv);
+
+#endif

@@ -1,0 +1,250 @@
+/* objdig.c - an object's digests in the store: made at the origin on the
+ * thread pool, taken from the directory, checked before bytes count (see
+ * objdig.h). */
+#include "objdig.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "hoplite.h"
+#include "log.h"
+
+/* Units one thread-pool job hashes (8 MiB), and jobs per object at once:
+ * a whole put's bytes are hashed by several threads side by side. */
+#define UNITS_PER_JOB 64u
+#define JOBS_PER_OBJECT 4u /* (the size of hpl__objdig.job_u0) */
+
+typedef struct dig_job {
+  uv_work_t req;
+  hpl__store *s;
+  hpl__obj *o; /* referenced until the job is done */
+  uint64_t u0, u1;
+  int slot;     /* in o->dig->job_u0 */
+} dig_job;
+
+static hpl__objdig *dig_new(uint64_t size, int algo) {
+  uint64_t n = hpl__digest_units(size);
+  if (!hpl__digest_algo_on(algo) || n > HPL__DIGEST_MAX_UNITS) return NULL;
+  hpl__objdig *d = calloc(1, sizeof *d + n * HPL__DIGEST_LEN);
+  if (!d) return NULL;
+  d->algo = (uint8_t)algo;
+  d->nunits = n;
+  for (int i = 0; i < 4; i++) d->job_u0[i] = UINT64_MAX;
+  return d;
+}
+
+int hpl__objdig_begin(hpl__store *s, hpl__obj *o, int algo) {
+  (void)s;
+  if (o->dig || !hpl__digest_algo_on(algo) ||
+      hpl__digest_units(o->size) > HPL__DIGEST_MAX_UNITS)
+    return 0;
+  o->dig = dig_new(o->size, algo);
+  return o->dig ? 0 : HPL_ENOMEM;
+}
+
+static void job_run(uv_work_t *req) {
+  dig_job *j = req->data;
+  hpl__obj *o = j->o;
+  hpl__digest_units_make(o->dig->algo, o->data, o->size, j->u0, j->u1, o->dig->list);
+}
+
+static void kick(hpl__store *s, hpl__obj *o);
+
+/* Every unit is hashed: the root, then whoever waits for it. */
+static void finish(hpl__store *s, hpl__obj *o) {
+  hpl__objdig *d = o->dig;
+  hpl__digest_root(d->algo, d->list, d->nunits, d->root);
+  d->complete = 1;
+  d->known = d->nunits;
+  HPL__LOG_DEBUG("'%s': %llu %s digests made", o->id, (unsigned long long)d->nunits,
+                 hpl__digest_algo_name(d->algo));
+  void (*ready)(hpl__store *, hpl__obj *, void *) = d->ready;
+  d->ready = NULL;
+  if (ready) ready(s, o, d->ready_arg);
+}
+
+static void job_done(uv_work_t *req, int status) {
+  (void)status; /* canceled only when the loop ends: the object goes too */
+  dig_job *j = req->data;
+  hpl__store *s = j->s;
+  hpl__obj *o = j->o;
+  hpl__objdig *d = o->dig;
+  d->inflight--;
+  d->done += j->u1 - j->u0;
+  d->job_u0[j->slot] = UINT64_MAX;
+  free(j);
+  /* known: up to the first job still running (jobs are queued in order) */
+  uint64_t known = d->next;
+  for (int i = 0; i < 4; i++)
+    if (d->job_u0[i] < known) known = d->job_u0[i];
+  int grew = known > d->known;
+  d->known = known;
+  kick(s, o);
+  if (grew && d->made && !(d->sealed && d->done == d->nunits)) d->made(s, o);
+  if (d->sealed && !d->complete && d->done == d->nunits) finish(s, o);
+  hpl__obj_unref(s, o);
+}
+
+/* Queue jobs for units the client has written that are not hashed yet. */
+static void kick(hpl__store *s, hpl__obj *o) {
+  hpl__objdig *d = o->dig;
+  uint64_t limit = d->sealed ? d->nunits : d->written;
+  while (d->next < limit && d->inflight < JOBS_PER_OBJECT) {
+    dig_job *j = calloc(1, sizeof *j);
+    if (!j) break; /* the next completion (or seal) tries again */
+    j->s = s;
+    j->o = o;
+    j->u0 = d->next;
+    j->u1 = limit - d->next > UNITS_PER_JOB ? d->next + UNITS_PER_JOB : limit;
+    j->req.data = j;
+    j->slot = 0;
+    while (d->job_u0[j->slot] != UINT64_MAX) j->slot++; /* inflight < 4: one is free */
+    if (uv_queue_work(s->loop, &j->req, job_run, job_done) != 0) {
+      free(j);
+      break;
+    }
+    hpl__obj_ref(s, o);
+    d->job_u0[j->slot] = j->u0;
+    d->next = j->u1;
+    d->inflight++;
+  }
+}
+
+void hpl__objdig_on_made(hpl__obj *o, void (*made)(hpl__store *s, hpl__obj *o)) {
+  if (o->dig) o->dig->made = made;
+}
+
+void hpl__objdig_written(hpl__store *s, hpl__obj *o, uint64_t bytes) {
+  hpl__objdig *d = o->dig;
+  if (!d || d->sealed) return;
+  uint64_t full = bytes / HPL__DIGEST_UNIT;
+  if (bytes >= o->size) full = d->nunits;
+  if (full > d->written) d->written = full;
+  kick(s, o);
+}
+
+int hpl__objdig_seal(hpl__store *s, hpl__obj *o,
+                     void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg) {
+  hpl__objdig *d = o->dig;
+  if (!d || d->complete) return 1;
+  d->sealed = 1;
+  d->written = d->nunits;
+  if (d->done == d->nunits && d->inflight == 0) { /* hashed as it was written */
+    finish(s, o);
+    return 1;
+  }
+  d->ready = ready;
+  d->ready_arg = arg;
+  kick(s, o);
+  return 0;
+}
+
+void hpl__objdig_forget(hpl__obj *o) {
+  if (o->dig) o->dig->ready = NULL;
+}
+
+void hpl__objdig_to_wire(const hpl__obj *o, int algo_only, uint32_t *algo,
+                         ProtobufCBinaryData *list, ProtobufCBinaryData *root) {
+  const hpl__objdig *d = o->dig;
+  *algo = 0;
+  *list = (ProtobufCBinaryData){0};
+  *root = (ProtobufCBinaryData){0};
+  if (!d || (!d->complete && !algo_only)) return;
+  *algo = d->algo;
+  if (!d->complete) return;
+  list->data = (uint8_t *)d->list;
+  list->len = (size_t)(d->nunits * HPL__DIGEST_LEN);
+  root->data = (uint8_t *)d->root;
+  root->len = HPL__DIGEST_LEN;
+}
+
+int hpl__objdig_take(hpl__obj *o, uint64_t size, uint32_t algo, const ProtobufCBinaryData *list,
+                     const ProtobufCBinaryData *root, char *detail, size_t dlen) {
+  if (o->dig || algo == HPL__DIGEST_OFF) return 0;
+  uint64_t n = hpl__digest_units(size);
+  int all = list->len == n * HPL__DIGEST_LEN;
+  if (!hpl__digest_algo_on((int)algo) || n > HPL__DIGEST_MAX_UNITS ||
+      list->len > n * HPL__DIGEST_LEN || list->len % HPL__DIGEST_LEN ||
+      (all && root->len != HPL__DIGEST_LEN)) {
+    snprintf(detail, dlen, "digests of '%s' do not fit it (algorithm %u, %zu bytes for %llu units)",
+             o->id, algo, list->len, (unsigned long long)n);
+    return HPL_EPROTO;
+  }
+  uint8_t r[HPL__DIGEST_LEN];
+  if (all) hpl__digest_root((int)algo, list->data, n, r); /* 2048 digests: ~40 us */
+  if (all && !hpl__digest_equal(r, root->data)) {
+    snprintf(detail, dlen, "digests of '%s': the root is not over the list", o->id);
+    return HPL_EPROTO;
+  }
+  hpl__objdig *d = dig_new(size, (int)algo);
+  if (!d) {
+    snprintf(detail, dlen, "out of memory");
+    return HPL_ENOMEM;
+  }
+  if (list->len) memcpy(d->list, list->data, list->len);
+  d->known = list->len / HPL__DIGEST_LEN;
+  if (all) memcpy(d->root, root->data, HPL__DIGEST_LEN);
+  d->complete = (uint8_t)all;
+  o->dig = d;
+  return 0;
+}
+
+int hpl__objdig_more(hpl__obj *o, uint64_t first, const ProtobufCBinaryData *list,
+                     const ProtobufCBinaryData *root, char *detail, size_t dlen) {
+  hpl__objdig *d = o->dig;
+  if (!d || d->complete) return 0;
+  uint64_t cnt = list->len / HPL__DIGEST_LEN;
+  if (list->len % HPL__DIGEST_LEN || first > d->nunits || cnt > d->nunits - first) {
+    snprintf(detail, dlen, "digests of '%s' [%llu, +%llu) do not fit it", o->id,
+             (unsigned long long)first, (unsigned long long)cnt);
+    return HPL_EPROTO;
+  }
+  if (first <= d->known && first + cnt > d->known) { /* (else a gap, or nothing new) */
+    uint64_t skip = d->known - first;
+    memcpy(d->list + d->known * HPL__DIGEST_LEN, list->data + skip * HPL__DIGEST_LEN,
+           (size_t)((cnt - skip) * HPL__DIGEST_LEN));
+    d->known = first + cnt;
+  }
+  if (d->known < d->nunits || !root->len) return 0; /* the root comes last */
+  uint8_t r[HPL__DIGEST_LEN];
+  hpl__digest_root(d->algo, d->list, d->nunits, r);
+  if (root->len != HPL__DIGEST_LEN || !hpl__digest_equal(r, root->data)) {
+    d->known = 0; /* nothing is checkable against a list the root disowns */
+    snprintf(detail, dlen, "digests of '%s': the root is not over the list", o->id);
+    return HPL_EPROTO;
+  }
+  memcpy(d->root, r, HPL__DIGEST_LEN);
+  d->complete = 1;
+  return 0;
+}
+
+uint64_t hpl__objdig_resume_at(const hpl__obj *o) {
+  const hpl__objdig *d = o->dig;
+  uint64_t at = d && d->have > o->progress ? d->have : o->progress;
+  return at > o->size ? o->size : at;
+}
+
+uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit) {
+  hpl__objdig *d = o->dig;
+  *bad = 0;
+  if (!d) return have;
+  if (have > d->have) d->have = have;
+  uint64_t u = o->progress / HPL__DIGEST_UNIT; /* progress is a unit boundary (or size) */
+  uint64_t upto = have >= o->size ? d->nunits : have / HPL__DIGEST_UNIT;
+  if (upto > d->known) upto = d->known;
+  uint64_t ok = o->progress;
+  for (; u < upto; u++) {
+    if (!hpl__digest_check_unit(d->algo, o->data, o->size, u, d->list)) {
+      *bad = 1;
+      *bad_unit = u;
+      d->have = ok; /* the unit's bytes go */
+      return ok;
+    }
+    uint64_t off, len;
+    hpl__digest_unit_span(o->size, u, &off, &len);
+    ok = off + len;
+  }
+  return ok > o->progress ? ok : o->progress;
+}

@@ -1,0 +1,103 @@
+/*
+ * objdig.h - an object's digests in the store: made here for a local put
+ * (on libuv's thread pool, units hashed as the client's progress notes
+ * cover them and the rest at seal), taken from the directory's answer for a
+ * copy got from elsewhere, and checked unit by unit before received bytes
+ * count (puller.c). The digests live in
+ * o->dig, one flat allocation that objects.c frees with the object.
+ *
+ * Callers: put.c (origin), dirlink.c (sending them), fetch.c and
+ * fetchgrant.c (a copy's digests from AcquireRep / DIGESTS), puller.c
+ * (verifying received units). No state of its own beyond the objects'.
+ */
+#ifndef HPL_STORE_OBJDIG_H
+#define HPL_STORE_OBJDIG_H
+
+#include <stdint.h>
+
+#include "digest.h"
+#include "hoplite.pb-c.h"
+#include "objects.h"
+#include "store.h"
+
+/* o->dig: owned by the object (objects.c frees it with free()). */
+typedef struct hpl__objdig {
+  uint8_t algo;      /* HPL__DIGEST_SHA256 or _FAST */
+  uint8_t complete;  /* every unit's digest and the root are known */
+  uint8_t sealed;    /* origin: all bytes written, hash the rest */
+  uint8_t inflight;  /* origin: hashing jobs on the thread pool */
+  uint64_t nunits;
+  uint64_t next;     /* origin: units [0, next) are hashed or being hashed */
+  uint64_t done;     /* origin: units whose hash finished */
+  uint64_t written;  /* origin: units the client's progress covers */
+  uint64_t known;    /* units [0, known) have their digest here (receiver: from the
+                        directory; origin: hashed, all jobs below done) */
+  uint64_t sent;     /* origin: units [0, sent) told to the directory */
+  uint64_t have;     /* receiver: bytes [0, have) are in the buffer (those past
+                        progress not verified yet: a pull that broke mid-unit) */
+  uint64_t job_u0[4]; /* origin: first unit of each job in flight (UINT64_MAX: free) */
+  void (*ready)(hpl__store *s, hpl__obj *o, void *arg); /* origin: all made */
+  void *ready_arg;
+  void (*made)(hpl__store *s, hpl__obj *o); /* origin: `known` grew */
+  uint8_t root[HPL__DIGEST_LEN];
+  uint8_t list[]; /* nunits * HPL__DIGEST_LEN */
+} hpl__objdig;
+
+/* Origin: o (a local put, buffer allocated) gets digests of `algo` (the
+ * store's --integrity); nothing for algo off or an object too large for a
+ * digest list (HPL__DIGEST_MAX_UNITS units). 0 or HPL_ENOMEM. */
+int hpl__objdig_begin(hpl__store *s, hpl__obj *o, int algo);
+
+/* Origin: made(s, o) runs each time more units' digests are known (for
+ * the directory: dirlink.c hpl__dirlink_digests). */
+void hpl__objdig_on_made(hpl__obj *o, void (*made)(hpl__store *s, hpl__obj *o));
+
+/* Origin: the client's bytes [0, bytes) are final: full units among them
+ * are hashed on the thread pool (a few jobs at a time; each holds a
+ * reference on o). */
+void hpl__objdig_written(hpl__store *s, hpl__obj *o, uint64_t bytes);
+
+/* Origin: all bytes are written. Returns 1 if the digests are complete
+ * now (or o has none), else 0 and ready(s, o, arg) is called once they
+ * are (from a thread-pool completion on the loop). hpl__objdig_forget
+ * takes the callback back. */
+int hpl__objdig_seal(hpl__store *s, hpl__obj *o,
+                     void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg);
+void hpl__objdig_forget(hpl__obj *o);
+
+/* Point the digest fields of a message at o's digests (algo 0 and empty
+ * when it has none, or they are not complete yet: then only the algorithm
+ * with `algo_only`). The pointers stay valid while o lives. */
+void hpl__objdig_to_wire(const hpl__obj *o, int algo_only, uint32_t *algo,
+                         ProtobufCBinaryData *list, ProtobufCBinaryData *root);
+
+/* Receiver: more digests (units [first, first + n) in `list`, the root
+ * once all are known) from the directory's DIGESTS note. 0, or
+ * HPL_EPROTO with a detail (they do not fit, or the root is wrong). */
+int hpl__objdig_more(hpl__obj *o, uint64_t first, const ProtobufCBinaryData *list,
+                     const ProtobufCBinaryData *root, char *detail, size_t dlen);
+
+/* Receiver: take the digests a directory answer names for o, an object
+ * of `size` bytes (its buffer may wait for room still): all of them with
+ * the root, or the first units' while the origin still writes (the rest
+ * come with DIGESTS notes). Nothing if o has digests already or algo is 0.
+ * 0, or HPL_EPROTO with a detail when they do not fit o (too many, root
+ * not over the list, unknown algorithm), or HPL_ENOMEM. */
+int hpl__objdig_take(hpl__obj *o, uint64_t size, uint32_t algo, const ProtobufCBinaryData *list,
+                     const ProtobufCBinaryData *root, char *detail, size_t dlen);
+
+/* Receiver: bytes [0, have) of o are in its buffer, [0, o->progress)
+ * verified before. Returns how far they are verified now (a unit
+ * boundary, or o->size; never past the units whose digests are known):
+ * units that arrived whole are checked (each at
+ * most HPL__DIGEST_UNIT bytes, on the loop: ~0.1 ms with SHA-NI). On a
+ * unit that does not match: returns the end of the units before it and
+ * sets *bad to 1 and *bad_unit. Without digests: `have`. */
+uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit);
+
+/* Receiver: where a new pull of o starts: its progress, or past it the
+ * bytes a broken pull left in the buffer (checked once their unit is
+ * whole), so nothing is received twice. */
+uint64_t hpl__objdig_resume_at(const hpl__obj *o);
+
+#endif
