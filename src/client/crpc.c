@@ -54,6 +54,10 @@ struct hpl__crpc {
   size_t rcap;
   hpl__crpc_msg cur; /* the frame whose payload is arriving */
   uint64_t cur_got;
+  /* the session (opts send_key/recv_key): tx under the writer turn, rx
+   * with the reader state */
+  int tagged;
+  hpl__fmac tx, rx;
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -123,25 +127,45 @@ typedef struct outgoing {
   struct iovec *iov;
   size_t niov;
   size_t *ends;
+  hpl__frame_hdr *hdrs; /* with a session: each frame's header, */
+  uint8_t **tags;       /* and where its tag goes (after its message) */
 } outgoing;
 
 static void outgoing_free(outgoing *o) {
   free(o->packed);
   free(o->iov);
   free(o->ends);
+  free(o->hdrs);
+  free(o->tags);
+}
+
+/* With the writer turn held: the frames' tags, in the order they go. */
+static void outgoing_tag(hpl__crpc *r, outgoing *o, const hpl__crpc_req *reqs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const hpl__frame_hdr *h = &o->hdrs[i];
+    hpl__fmac_begin(&r->tx, h, o->tags[i] - h->msg_len, h->msg_len);
+    if (reqs[i].plen) hpl__fmac_add(&r->tx, reqs[i].payload, reqs[i].plen);
+    hpl__fmac_end(&r->tx, o->tags[i]);
+  }
 }
 
 /* Pack reqs[0..n) under the request ids of ps[] (NULL: one-way, id 0).
  * 0, HPL_EINVAL (a payload length without a payload) or HPL_ENOMEM. */
-static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pending *const *ps) {
-  size_t total = 0;
+static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pending *const *ps,
+                         int tagged) {
+  size_t total = 0, tlen = tagged ? HPL__FRAME_TAG_LEN : 0;
   for (size_t i = 0; i < n; i++) {
     if (reqs[i].plen && !reqs[i].payload) return HPL_EINVAL;
-    total += HPL__FRAME_HDR_LEN + (reqs[i].m ? protobuf_c_message_get_packed_size(reqs[i].m) : 0);
+    total += HPL__FRAME_HDR_LEN + tlen +
+             (reqs[i].m ? protobuf_c_message_get_packed_size(reqs[i].m) : 0);
   }
   *o = (outgoing){.packed = malloc(total), .iov = malloc(2 * n * sizeof *o->iov),
                   .ends = malloc(n * sizeof *o->ends)};
-  if (!o->packed || !o->iov || !o->ends) {
+  if (tagged) {
+    o->hdrs = malloc(n * sizeof *o->hdrs);
+    o->tags = malloc(n * sizeof *o->tags);
+  }
+  if (!o->packed || !o->iov || !o->ends || (tagged && (!o->hdrs || !o->tags))) {
     outgoing_free(o);
     return HPL_ENOMEM;
   }
@@ -153,18 +177,23 @@ static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pendi
     size_t mlen = q->m ? protobuf_c_message_pack(q->m, at + HPL__FRAME_HDR_LEN) : 0;
     hpl__frame_hdr h = {.type = (uint16_t)q->type, .msg_len = (uint32_t)mlen,
                         .req_id = ps ? ps[i]->id : 0, .payload_len = q->plen};
+    if (tagged) {
+      h.flags = HPL__FRAME_F_TAG | (q->plen ? HPL__FRAME_F_TAG_PAYLOAD : 0);
+      o->hdrs[i] = h;
+      o->tags[i] = at + HPL__FRAME_HDR_LEN + mlen;
+    }
     hpl__frame_encode_hdr(&h, at);
     if (!cur) {
       cur = &o->iov[o->niov++];
       *cur = (struct iovec){.iov_base = at, .iov_len = 0};
     }
-    cur->iov_len += HPL__FRAME_HDR_LEN + mlen;
-    at += HPL__FRAME_HDR_LEN + mlen;
+    cur->iov_len += HPL__FRAME_HDR_LEN + mlen + tlen;
+    at += HPL__FRAME_HDR_LEN + mlen + tlen;
     if (q->plen) {
       o->iov[o->niov++] = (struct iovec){.iov_base = (void *)q->payload, .iov_len = q->plen};
       cur = NULL;
     }
-    end += HPL__FRAME_HDR_LEN + mlen + q->plen;
+    end += HPL__FRAME_HDR_LEN + mlen + tlen + q->plen;
     o->ends[i] = end;
   }
   return 0;
@@ -181,7 +210,7 @@ static int send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pendin
   *done = 0;
   if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
   outgoing o;
-  int rc = outgoing_pack(&o, reqs, n, ps);
+  int rc = outgoing_pack(&o, reqs, n, ps, r->tagged);
   if (rc) return rc;
   if (hpl__turn_take(&r->writer, deadline) != 0) {
     outgoing_free(&o);
@@ -192,8 +221,11 @@ static int send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pendin
   pthread_mutex_unlock(&r->lock);
   size_t sent = 0;
   int err = 0;
+  uint64_t seq0 = r->tx.seq;
+  if (r->tagged) outgoing_tag(r, &o, reqs, n); /* seq in the order frames go */
   if (rc == 0) rc = write_iov(r->fd, o.iov, o.niov, deadline, &sent, &err);
   while (*done < n && o.ends[*done] <= sent) ++*done;
+  r->tx.seq = seq0 + *done; /* frames that did not go are made again, with these numbers */
   size_t whole = *done ? o.ends[*done - 1] : 0;
   pthread_mutex_lock(&r->lock);
   if (rc == HPL_ECONN && err) {
@@ -289,10 +321,25 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
   if (h->payload_len == 0) frame_end(r);
 }
 
-static void frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len) {
+/* The tag of the frame under way (with a session), once whole. 0 or
+ * HPL_ECONN with the reason in why[]. */
+static int frame_check(hpl__crpc *r, const hpl__frame_hdr *h, char *why, size_t wlen) {
+  if (!r->tagged || hpl__fmac_check(&r->rx, r->fr.tag) == 0) return 0;
+  snprintf(why, wlen, "a %s frame from the peer (request %llu) fails its MAC check: changed, "
+           "replayed or reordered on the way", hpl__msg_name(h->type),
+           (unsigned long long)h->req_id);
+  return HPL_ECONN;
+}
+
+static int frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len, char *why, size_t wlen) {
   if (r->cur.buf) memcpy(r->cur.buf + r->cur.payload_off + r->cur_got, chunk, len);
+  if (r->tagged) hpl__fmac_add(&r->rx, chunk, len);
   r->cur_got += len;
-  if (hpl__framer_payload_left(&r->fr) == 0) frame_end(r);
+  if (hpl__framer_payload_left(&r->fr) != 0) return 0;
+  hpl__frame_hdr h = {.type = (uint16_t)r->cur.type, .req_id = r->cur.req_id};
+  if (frame_check(r, &h, why, wlen) != 0) return HPL_ECONN;
+  frame_end(r);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ reading */
@@ -332,10 +379,23 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
     used += (size_t)k;
     if (ev == HPL__FR_MSG) {
       const hpl__frame_hdr *h = &r->fr.hdr;
-      if (h->payload_len && at == 0 && (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len &&
+      size_t tlen = r->tagged ? HPL__FRAME_TAG_LEN : 0;
+      if (r->tagged) {
+        if (!(h->flags & HPL__FRAME_F_TAG_PAYLOAD) != !h->payload_len) {
+          snprintf(why, wlen, "bad frame from the peer: a payload not covered by its MAC");
+          return HPL_ECONN;
+        }
+        hpl__fmac_begin(&r->rx, h, r->fr.msg, h->msg_len);
+        if (h->payload_len == 0 && frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
+      }
+      if (h->payload_len && at == 0 && (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len + tlen &&
           h->payload_len == n - used) {
         /* The whole frame, and nothing else, is this read: the read buffer
-         * becomes the frame's. */
+         * becomes the frame's (once its tag matched). */
+        if (r->tagged) {
+          hpl__fmac_add(&r->rx, r->rbuf + used, h->payload_len);
+          if (frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
+        }
         hpl__crpc_msg m = {.type = h->type, .req_id = h->req_id, .buf = r->rbuf,
                            .msg_off = HPL__FRAME_HDR_LEN, .msg_len = h->msg_len,
                            .payload_off = used, .payload_len = h->payload_len};
@@ -346,7 +406,7 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
       }
       frame_begin(r, h, r->fr.msg);
     } else if (ev == HPL__FR_PAYLOAD) {
-      frame_payload(r, chunk, clen);
+      if (frame_payload(r, chunk, clen, why, wlen) != 0) return HPL_ECONN;
     }
   }
   return 0;
@@ -467,14 +527,24 @@ static int finish(hpl__crpc *r, pending *p, uint64_t deadline, hpl__crpc_msg *ou
 /* ------------------------------------------------------------------ API */
 
 int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
-  hpl__crpc *r = calloc(1, sizeof *r);
+  /* aligned as its MAC states ask (hpl__fmac) */
+  size_t size = (sizeof(hpl__crpc) + _Alignof(hpl__crpc) - 1) / _Alignof(hpl__crpc) *
+                _Alignof(hpl__crpc);
+  hpl__crpc *r = aligned_alloc(_Alignof(hpl__crpc), size);
   if (!r) {
     close(fd);
     return HPL_ENOMEM;
   }
+  memset(r, 0, sizeof *r);
   r->fd = fd;
+  if (o->send_key && o->recv_key) {
+    r->tagged = 1;
+    hpl__fmac_init(&r->tx, o->send_key);
+    hpl__fmac_init(&r->rx, o->recv_key);
+  }
   r->rcap = o->rbuf_size ? o->rbuf_size : CRPC_RBUF_DEFAULT;
   hpl__framer_init(&r->fr, &o->lim);
+  if (r->tagged) hpl__framer_tagged(&r->fr);
   pthread_mutex_init(&r->lock, NULL);
   hpl__cwait_cond_init(&r->cv);
   hpl__turn_init(&r->writer);
@@ -496,6 +566,8 @@ void hpl__crpc_free(hpl__crpc *r) {
   }
   hpl__crpc_msg_free(&r->cur);
   hpl__framer_free(&r->fr);
+  hpl__fmac_wipe(&r->tx);
+  hpl__fmac_wipe(&r->rx);
   free(r->rbuf);
   pthread_mutex_destroy(&r->lock);
   hpl__turn_destroy(&r->writer);
