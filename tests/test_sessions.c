@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "auth.h"
 #include "harness.h"
 #include "util.h"
 
@@ -224,10 +225,49 @@ static void test_relay_rewrites_inline_reply(void **state) {
   assert_true(macf > 0); /* the store (or its client) refused the rewritten frames */
 }
 
+/* A peer from before sessions: its version-1 HELLO fails the handshake
+ * (counted); one that does the handshake but then sends a frame without a
+ * tag is closed at that frame, and nothing it asked is answered. */
+static void test_peer_without_sessions(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  uint64_t fails0 = th_dir_counter(lc, "dir_auth_failures");
+  /* 1. a version-1 HELLO */
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)hpl__lc_dir_port(lc))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  hpl__auth_hs hs;
+  uint8_t hello[HPL__AUTH_HELLO_LEN];
+  hpl__auth_open(&hs, HPL__ROLE_STORE, hello);
+  hello[4] = 1;
+  assert_int_equal(send(fd, hello, sizeof hello, MSG_NOSIGNAL), (ssize_t)sizeof hello);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  assert_true(th_dir_counter(lc, "dir_auth_failures") > fails0);
+  /* 2. the handshake, then an untagged COUNTERS request */
+  fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
+  size_t len;
+  uint8_t *f = hpl__msg_frame(HPL__MSG_COUNTERS, 7, &r.base, 0, &len);
+  assert_int_equal(send(fd, f, len, MSG_NOSIGNAL), (ssize_t)len);
+  free(f);
+  uint8_t b[64];
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  assert_int_equal(poll(&pf, 1, (int)th_ms(3000)), 1);
+  assert_true(recv(fd, b, sizeof b, 0) <= 0); /* closed, no reply */
+  close(fd);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "grep -q 'frame without a MAC' %s", hpl__lc_dir_log(lc));
+  assert_int_equal(system(cmd), 0); /* the log says why */
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_relay_rewrites_inline_reply, th_teardown),
+      cmocka_unit_test_teardown(test_peer_without_sessions, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
