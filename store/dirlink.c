@@ -82,19 +82,10 @@ static void req_timeout(void *arg) {
   req_finish(r->dl, r, HPL_ETIMEDOUT, NULL, NULL, NULL, 0);
 }
 
-static void free_frame(hpl__conn *c, int status, void *arg) {
-  (void)c, (void)status;
-  free(arg);
-}
-
+/* Copied and tagged by the connection (a session's tags differ per
+ * connection); not sent: stays unsent, retried on the next connection. */
 static void req_send(hpl__dirlink *dl, hpl__dl_req *r) {
-  uint8_t *copy = malloc(r->flen);
-  if (!copy) return; /* stays unsent; retried on the next connection */
-  memcpy(copy, r->frame, r->flen);
-  if (hpl__conn_write(dl->c, copy, r->flen, free_frame, copy) == 0)
-    r->sent = 1;
-  else
-    free(copy);
+  if (hpl__conn_send_packed(dl->c, r->frame, r->flen) == 0) r->sent = 1;
 }
 
 static int cmp_seq(const void *a, const void *b) {

@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -308,6 +309,52 @@ static int read_full(int fd, uint8_t *p, size_t n, uint64_t deadline) {
   return 0;
 }
 
+/* The sessions of raw connections (auth.h, frame.h): after a handshake
+ * every frame both ways is tagged. Found by descriptor and socket inode
+ * (a descriptor number is reused once closed). */
+#define TH_SESSIONS 64
+static struct th_session {
+  int fd;
+  ino_t ino;
+  hpl__fmac tx, rx;
+} th_sessions[TH_SESSIONS];
+static pthread_mutex_t th_sessions_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static ino_t fd_ino(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+/* fd's session, or NULL (a connection without a handshake). */
+static struct th_session *session_of(int fd) {
+  ino_t ino = fd_ino(fd);
+  struct th_session *found = NULL;
+  pthread_mutex_lock(&th_sessions_mu);
+  for (int i = 0; i < TH_SESSIONS && !found; i++)
+    if (th_sessions[i].tx.on && th_sessions[i].fd == fd && th_sessions[i].ino == ino)
+      found = &th_sessions[i];
+  pthread_mutex_unlock(&th_sessions_mu);
+  return found;
+}
+
+static void session_set(int fd, const hpl__auth_keys *k) {
+  ino_t ino = fd_ino(fd);
+  pthread_mutex_lock(&th_sessions_mu);
+  struct th_session *slot = NULL;
+  for (int i = 0; i < TH_SESSIONS; i++) /* the fd's old entry, or a free one, or the oldest */
+    if (th_sessions[i].fd == fd || !th_sessions[i].tx.on) {
+      slot = &th_sessions[i];
+      if (th_sessions[i].fd == fd) break;
+    }
+  static int next;
+  if (!slot) slot = &th_sessions[next++ % TH_SESSIONS];
+  slot->fd = fd;
+  slot->ino = ino;
+  hpl__fmac_init(&slot->tx, k->send);
+  hpl__fmac_init(&slot->rx, k->recv);
+  pthread_mutex_unlock(&th_sessions_mu);
+}
+
 int th_wire_handshake_key(int fd, const uint8_t key[32], int role) {
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
@@ -316,7 +363,40 @@ int th_wire_handshake_key(int fd, const uint8_t key[32], int role) {
   if (read_full(fd, chal, sizeof chal, hpl__deadline_ms(th_ms(5000))) != 0) return -1;
   if (hpl__auth_answer(&hs, key, chal, proof) != 0) return -1;
   if (send(fd, proof, sizeof proof, MSG_NOSIGNAL) != (ssize_t)sizeof proof) return -1;
+  hpl__auth_keys k;
+  hpl__auth_session(&hs, key, 1, &k);
+  session_set(fd, &k);
   return 0;
+}
+
+int th_wire_tagged(int fd) { return session_of(fd) != NULL; }
+
+hpl__fmac *th_wire_rx(int fd) {
+  struct th_session *ss = session_of(fd);
+  return ss ? &ss->rx : NULL;
+}
+
+uint8_t *th_wire_frame(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
+                       const void *payload, uint64_t plen, size_t *len) {
+  size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
+  uint8_t *f = malloc(HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + plen + 1);
+  if (!f) return NULL;
+  struct th_session *ss = session_of(fd);
+  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req,
+                      .payload_len = plen};
+  if (ss) h.flags = HPL__FRAME_F_TAG | (plen ? HPL__FRAME_F_TAG_PAYLOAD : 0);
+  hpl__frame_encode_hdr(&h, f);
+  if (mlen) protobuf_c_message_pack(m, f + HPL__FRAME_HDR_LEN);
+  uint8_t *at = f + HPL__FRAME_HDR_LEN + mlen;
+  if (ss) {
+    hpl__fmac_begin(&ss->tx, &h, f + HPL__FRAME_HDR_LEN, mlen);
+    if (plen) hpl__fmac_add(&ss->tx, payload, plen);
+    hpl__fmac_end(&ss->tx, at);
+    at += HPL__FRAME_TAG_LEN;
+  }
+  if (plen) memcpy(at, payload, plen);
+  *len = (size_t)(at - f) + plen;
+  return f;
 }
 
 int th_wire_handshake(int fd, const char *secret, int role) {
@@ -348,26 +428,34 @@ void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m
 void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
                           const void *payload, uint64_t plen) {
   size_t len;
-  uint8_t *f = hpl__msg_frame(type, req, m, plen, &len);
+  uint8_t *f = th_wire_frame(fd, type, req, m, payload, plen, &len);
   assert_non_null(f);
   assert_int_equal(send(fd, f, len, MSG_NOSIGNAL), (ssize_t)len);
-  if (plen) assert_int_equal(send(fd, payload, plen, MSG_NOSIGNAL), (ssize_t)plen);
   free(f);
 }
 
 ProtobufCMessage *th_wire_wait_payload(int fd, unsigned type, uint64_t req, uint8_t **payload,
                                        uint64_t *plen) {
   uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  struct th_session *ss = session_of(fd);
   hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 24,
-                           .max_type = HPL__MSG_MAX_};
+                           .max_type = HPL__MSG_MAX_, .tagged = ss != NULL};
   for (;;) {
-    uint8_t hdr[HPL__FRAME_HDR_LEN];
+    uint8_t hdr[HPL__FRAME_HDR_LEN], tag[HPL__FRAME_TAG_LEN];
     hpl__frame_hdr h;
     if (read_full(fd, hdr, sizeof hdr, deadline)) fail_msg("no %s reply", hpl__msg_name(type));
     assert_int_equal(hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL), 0);
     uint8_t *msg = malloc(h.msg_len + h.payload_len + 1);
     assert_non_null(msg);
-    assert_int_equal(read_full(fd, msg, h.msg_len + h.payload_len, deadline), 0);
+    assert_int_equal(read_full(fd, msg, h.msg_len, deadline), 0);
+    if (ss) assert_int_equal(read_full(fd, tag, sizeof tag, deadline), 0);
+    assert_int_equal(read_full(fd, msg + h.msg_len, h.payload_len, deadline), 0);
+    if (ss) {
+      hpl__fmac_begin(&ss->rx, &h, msg, h.msg_len);
+      if (h.flags & HPL__FRAME_F_TAG_PAYLOAD) hpl__fmac_add(&ss->rx, msg + h.msg_len, h.payload_len);
+      if (hpl__fmac_check(&ss->rx, tag) != 0)
+        fail_msg("a %s frame fails its MAC check", hpl__msg_name(h.type));
+    }
     if (h.type == type && h.req_id == req) {
       ProtobufCMessage *m = hpl__msg_unpack(h.type, msg, h.msg_len);
       assert_non_null(m);

@@ -103,7 +103,21 @@ int th_wire_connect(int port, const char *secret, int role);
 int th_wire_handshake(int fd, const char *secret, int role);
 /* The same with a key the caller holds (the secret's role key). */
 int th_wire_handshake_key(int fd, const uint8_t key[32], int role);
+/* After a handshake the connection has a session (auth.h): th_wire_send,
+ * th_wire_frame and th_wire_wait tag and check every frame (frame.h). */
 void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m);
+/* One whole frame as th_wire_send_payload sends it (tagged when fd has a
+ * session), for tests that send it their own way; *len bytes, the caller
+ * frees it; NULL without memory (no cmocka: usable from any thread, one
+ * at a time per connection). */
+/* 1 if fd has a session (its frames carry HPL__FRAME_TAG_LEN-byte tags). */
+int th_wire_tagged(int fd);
+/* The MAC of the frames fd receives (hpl__fmac_begin/_add/_check, in the
+ * order they come), NULL without a session. For tests with a parser of
+ * their own. */
+hpl__fmac *th_wire_rx(int fd);
+uint8_t *th_wire_frame(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
+                       const void *payload, uint64_t plen, size_t *len);
 /* The same with plen bytes of payload after the message. */
 void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
                           const void *payload, uint64_t plen);

@@ -70,6 +70,73 @@ static void test_handshake(void **state) {
   assert_int_equal(handshake(&k1, HPL__ROLE_STORE, &none, any), 1);
 }
 
+/* Session keys (auth.h): fixed inputs give the HKDF values computed
+ * independently (Python's hmac/hashlib); both ends of a handshake get
+ * matching keys; the directions differ; another nonce or role key changes
+ * them. */
+static void test_session_keys(void **state) {
+  (void)state;
+  static const uint8_t want_oa[32] = {
+      0x5a, 0x69, 0x53, 0x35, 0x0e, 0xb6, 0xbd, 0xb9, 0xf6, 0x3f, 0x22, 0x7e, 0xa2, 0x9d, 0x3d, 0xd8,
+      0xe8, 0x35, 0x95, 0x15, 0x9b, 0xd2, 0x3a, 0x8a, 0x71, 0x6b, 0x3d, 0xd5, 0x59, 0xbe, 0xf7, 0xf3};
+  static const uint8_t want_ao[32] = {
+      0x4c, 0xf3, 0x42, 0xa6, 0x1d, 0x12, 0xae, 0x32, 0x47, 0x16, 0x70, 0x76, 0xec, 0xc2, 0x37, 0xb6,
+      0x29, 0x0a, 0xe2, 0x5a, 0xb6, 0xfd, 0x7a, 0x7d, 0xcc, 0x49, 0x4f, 0xe1, 0xbc, 0x93, 0xa6, 0xef};
+  hpl__auth_hs hs = {.role = HPL__ROLE_STORE};
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  memset(rk, 1, sizeof rk);
+  memset(hs.nc, 2, sizeof hs.nc);
+  memset(hs.ns, 3, sizeof hs.ns);
+  hpl__auth_keys o, a, x;
+  hpl__auth_session(&hs, rk, 1, &o);
+  hpl__auth_session(&hs, rk, 0, &a);
+  assert_memory_equal(o.send, want_oa, 32);
+  assert_memory_equal(o.recv, want_ao, 32);
+  assert_memory_equal(a.recv, o.send, 32); /* what one end sends, the other checks */
+  assert_memory_equal(a.send, o.recv, 32);
+  assert_memory_not_equal(o.send, o.recv, 32); /* the directions differ */
+  hs.ns[31] ^= 1;                              /* another nonce */
+  hpl__auth_session(&hs, rk, 1, &x);
+  assert_memory_not_equal(x.send, o.send, 32);
+  assert_memory_not_equal(x.recv, o.recv, 32);
+  hs.ns[31] ^= 1;
+  hs.nc[0] ^= 0x80;
+  hpl__auth_session(&hs, rk, 1, &x);
+  assert_memory_not_equal(x.send, o.send, 32);
+  hs.nc[0] ^= 0x80;
+  rk[5] ^= 4; /* another role key */
+  hpl__auth_session(&hs, rk, 1, &x);
+  assert_memory_not_equal(x.send, o.send, 32);
+
+  /* a real handshake: both ends derive the same pair */
+  hpl__auth k;
+  secret("ks", &k);
+  hpl__auth_hs ho, ha;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
+  hpl__auth_role_key(&k, HPL__ROLE_READER, rk);
+  hpl__auth_open(&ho, HPL__ROLE_READER, hello);
+  assert_int_equal(hpl__auth_accept(&ha, &k, 1u << HPL__ROLE_READER, hello, chal), 0);
+  assert_int_equal(hpl__auth_answer(&ho, rk, chal, proof), 0);
+  assert_int_equal(hpl__auth_verify(&ha, &k, proof), 0);
+  hpl__auth_session(&ho, rk, 1, &o);
+  hpl__auth_session(&ha, rk, 0, &a);
+  assert_memory_equal(o.send, a.recv, 32);
+  assert_memory_equal(o.recv, a.send, 32);
+}
+
+/* A version-1 HELLO (a peer from before sessions) is refused. */
+static void test_old_version_refused(void **state) {
+  (void)state;
+  hpl__auth k;
+  secret("kv", &k);
+  hpl__auth_hs o, a;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN];
+  hpl__auth_open(&o, HPL__ROLE_STORE, hello);
+  assert_int_equal(hello[4], 2);
+  hello[4] = 1;
+  assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_STORE, hello, chal), HPL_EAUTH);
+}
+
 /* A reader's key (handed to local clients) cannot pass as a store. */
 static void test_role_keys(void **state) {
   (void)state;
@@ -180,6 +247,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_handshake),
       cmocka_unit_test(test_role_keys),
+      cmocka_unit_test(test_session_keys),
+      cmocka_unit_test(test_old_version_refused),
       cmocka_unit_test(test_tampering),
       cmocka_unit_test(test_secret_files),
   };

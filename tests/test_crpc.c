@@ -726,6 +726,134 @@ static void test_batch_cut_off(void **state) {
   if (p.w.bad[0]) fail_msg("peer: %s", p.w.bad);
 }
 
+/* ------------------------------------------------------------------ sessions */
+
+static const uint8_t k_up[HPL__FRAME_KEY_LEN] = {1, 2, 3}, k_down[HPL__FRAME_KEY_LEN] = {4, 5, 6};
+
+/* Read one tagged frame from fd and check its tag with rx; the frame's
+ * header in *h. 0, or -1 (short read or a tag that does not match). */
+static int read_tagged(int fd, hpl__fmac *rx, hpl__frame_hdr *h) {
+  uint8_t hdr[HPL__FRAME_HDR_LEN], msg[4096], tag[HPL__FRAME_TAG_LEN];
+  hpl__frame_limits lim = {.max_msg = sizeof msg, .max_payload = sizeof msg,
+                           .max_type = HPL__MSG_MAX_, .tagged = 1};
+  if (wp_read_exact(fd, hdr, sizeof hdr) || hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, h, NULL) ||
+      h->msg_len + h->payload_len > sizeof msg || wp_read_exact(fd, msg, h->msg_len) ||
+      wp_read_exact(fd, tag, sizeof tag) || wp_read_exact(fd, msg + h->msg_len, h->payload_len))
+    return -1;
+  hpl__fmac_begin(rx, h, msg, h->msg_len);
+  if (h->flags & HPL__FRAME_F_TAG_PAYLOAD) hpl__fmac_add(rx, msg + h->msg_len, h->payload_len);
+  return hpl__fmac_check(rx, tag) == 0 ? 0 : -1;
+}
+
+/* Write a tagged PEEK_REP with `plen` payload bytes; with flip >= 0 that
+ * byte of the whole frame is changed after tagging (on the way). */
+static void write_tagged_rep(int fd, hpl__fmac *tx, uint64_t req, const uint8_t *payload,
+                             size_t plen, long flip) {
+  uint8_t f[4096];
+  Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
+  r.inline_ = 1;
+  r.size = plen;
+  size_t mlen = protobuf_c_message_pack(&r.base, f + HPL__FRAME_HDR_LEN);
+  hpl__frame_hdr h = {.type = HPL__MSG_PEEK_REP, .msg_len = (uint32_t)mlen, .req_id = req,
+                      .payload_len = plen,
+                      .flags = HPL__FRAME_F_TAG | (plen ? HPL__FRAME_F_TAG_PAYLOAD : 0)};
+  hpl__frame_encode_hdr(&h, f);
+  uint8_t *tag = f + HPL__FRAME_HDR_LEN + mlen;
+  hpl__fmac_begin(tx, &h, f + HPL__FRAME_HDR_LEN, mlen);
+  hpl__fmac_add(tx, payload, plen);
+  hpl__fmac_end(tx, tag);
+  memcpy(tag + HPL__FRAME_TAG_LEN, payload, plen);
+  size_t len = HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + plen;
+  if (flip >= 0) f[flip] ^= 0x20;
+  assert_int_equal(wp_write_exact(fd, f, len), 0);
+}
+
+/* With session keys the handle tags what it sends (in order, payloads
+ * covered) and checks every reply: a good one is delivered, one changed
+ * on the way breaks the handle, saying so, and is never delivered. */
+static void test_session_tags(void **state) {
+  (void)state;
+  static hpl__fmac peer_rx, peer_tx;
+  hpl__fmac_init(&peer_rx, k_up);
+  hpl__fmac_init(&peer_tx, k_down);
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  hpl__crpc_opts o = {.lim = {.max_msg = 1024, .max_payload = 4096, .max_type = HPL__MSG_MAX_},
+                      .rbuf_size = 8192, .send_key = k_up, .recv_key = k_down};
+  hpl__crpc *r;
+  assert_int_equal(hpl__crpc_new(sv[0], &o, &r), 0);
+  uint8_t obj[100];
+  memset(obj, 'Q', sizeof obj);
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+  g.id = "s/x";
+  for (int round = 0; round < 3; round++) {
+    hpl__crpc_req q = {.type = HPL__MSG_PEEK, .m = &g.base, .payload = round == 1 ? obj : NULL,
+                       .plen = round == 1 ? 10 : 0};
+    hpl__crpc_ticket *t;
+    size_t started;
+    assert_int_equal(hpl__crpc_start(r, &q, 1, hpl__deadline_ms(5000), &t, &started), 0);
+    hpl__frame_hdr h;
+    assert_int_equal(read_tagged(sv[1], &peer_rx, &h), 0); /* tagged, in sequence */
+    assert_int_equal(h.type, HPL__MSG_PEEK);
+    /* round 2: one byte of the payload changed on the way */
+    long flip = round == 2 ? (long)(HPL__FRAME_HDR_LEN + 4 + HPL__FRAME_TAG_LEN + 50) : -1;
+    write_tagged_rep(sv[1], &peer_tx, h.req_id, obj, sizeof obj, flip);
+    hpl__crpc_msg m = {0};
+    int rc = hpl__crpc_finish(r, t, hpl__deadline_ms(5000), &m);
+    if (round < 2) {
+      assert_int_equal(rc, 0);
+      assert_int_equal(m.payload_len, sizeof obj);
+      assert_memory_equal(m.buf + m.payload_off, obj, sizeof obj);
+      hpl__crpc_msg_free(&m);
+    } else {
+      assert_int_equal(rc, HPL_ECONN);
+      assert_null(m.buf);
+      const char *why = hpl__crpc_broken(r);
+      assert_non_null(why);
+      assert_non_null(strstr(why, "MAC"));
+    }
+  }
+  hpl__crpc_free(r);
+  close(sv[1]);
+}
+
+/* A reply sent twice (replayed) fails the second time. */
+static void test_session_replay(void **state) {
+  (void)state;
+  static hpl__fmac peer_rx, peer_tx, replay_tx;
+  hpl__fmac_init(&peer_rx, k_up);
+  hpl__fmac_init(&peer_tx, k_down);
+  hpl__fmac_init(&replay_tx, k_down);
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  hpl__crpc_opts o = {.lim = {.max_msg = 1024, .max_payload = 4096, .max_type = HPL__MSG_MAX_},
+                      .send_key = k_up, .recv_key = k_down};
+  hpl__crpc *r;
+  assert_int_equal(hpl__crpc_new(sv[0], &o, &r), 0);
+  uint8_t obj[8] = "original";
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+  g.id = "s/y";
+  hpl__crpc_req q = {.type = HPL__MSG_PEEK, .m = &g.base};
+  hpl__crpc_ticket *t[2];
+  size_t started;
+  assert_int_equal(hpl__crpc_start(r, &q, 1, hpl__deadline_ms(5000), &t[0], &started), 0);
+  assert_int_equal(hpl__crpc_start(r, &q, 1, hpl__deadline_ms(5000), &t[1], &started), 0);
+  hpl__frame_hdr h0, h1;
+  assert_int_equal(read_tagged(sv[1], &peer_rx, &h0), 0);
+  assert_int_equal(read_tagged(sv[1], &peer_rx, &h1), 0);
+  write_tagged_rep(sv[1], &peer_tx, h0.req_id, obj, sizeof obj, -1);
+  /* the relay sends the first reply again, its request id made the second's:
+   * same key, but sequence number 0 again */
+  write_tagged_rep(sv[1], &replay_tx, h1.req_id, obj, sizeof obj, -1);
+  hpl__crpc_msg m = {0};
+  assert_int_equal(hpl__crpc_finish(r, t[0], hpl__deadline_ms(5000), &m), 0);
+  hpl__crpc_msg_free(&m);
+  assert_int_equal(hpl__crpc_finish(r, t[1], hpl__deadline_ms(5000), &m), HPL_ECONN);
+  assert_non_null(strstr(hpl__crpc_broken(r), "MAC"));
+  hpl__crpc_free(r);
+  close(sv[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_out_of_order_replies),
@@ -741,6 +869,8 @@ int main(void) {
       cmocka_unit_test(test_replies_with_payloads),
       cmocka_unit_test(test_batch_tickets_any_order),
       cmocka_unit_test(test_batch_cut_off),
+      cmocka_unit_test(test_session_tags),
+      cmocka_unit_test(test_session_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

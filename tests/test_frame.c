@@ -292,6 +292,182 @@ static void test_ids_and_errors(void **state) {
   assert_true(known >= 30);
 }
 
+/* ---- session MACs (frame.h: HPL__FRAME_F_TAG, hpl__fmac) */
+
+static const uint8_t skey[HPL__FRAME_KEY_LEN] = {7, 7, 7, 7, 1, 2, 3, 4};
+
+/* Append one tagged frame to out (at *len): header, message, tag, payload;
+ * `cover`: the tag covers the payload (HPL__FRAME_F_TAG_PAYLOAD). */
+static void seal(hpl__fmac *m, unsigned type, uint64_t req, const ProtobufCMessage *msg,
+                 const uint8_t *payload, uint64_t plen, int cover, uint8_t *out, size_t *len) {
+  size_t mlen = msg ? protobuf_c_message_pack(msg, out + *len + HPL__FRAME_HDR_LEN) : 0;
+  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req,
+                      .payload_len = plen,
+                      .flags = HPL__FRAME_F_TAG | (cover ? HPL__FRAME_F_TAG_PAYLOAD : 0)};
+  hpl__frame_encode_hdr(&h, out + *len);
+  hpl__fmac_begin(m, &h, out + *len + HPL__FRAME_HDR_LEN, mlen);
+  if (cover) hpl__fmac_add(m, payload, plen);
+  uint8_t *tag = out + *len + HPL__FRAME_HDR_LEN + mlen;
+  hpl__fmac_end(m, tag);
+  if (plen) memcpy(tag + HPL__FRAME_TAG_LEN, payload, plen);
+  *len += HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + plen;
+}
+
+/* Feed bytes[0..len) in pieces of `step` to a tagged framer and check each
+ * frame's tag as a receiver does (payload covered when the flag says so).
+ * Returns how many frames passed before the first that failed (or the
+ * end); *bad is 1 if one was refused (framer error or tag). */
+static int open_frames(const uint8_t *bytes, size_t len, size_t step, int *bad) {
+  hpl__frame_limits tl = lim;
+  tl.tagged = 1;
+  hpl__framer f;
+  hpl__framer_init(&f, &tl);
+  hpl__fmac m;
+  hpl__fmac_init(&m, skey);
+  int ok = 0;
+  *bad = 0;
+  size_t off = 0;
+  while (off < len && !*bad) {
+    size_t n = len - off < step ? len - off : step;
+    const uint8_t *p = bytes + off;
+    while (n > 0 && !*bad) {
+      int ev;
+      const uint8_t *chunk;
+      size_t clen;
+      long k = hpl__framer_feed(&f, p, n, &ev, &chunk, &clen);
+      if (k < 0) {
+        *bad = 1;
+        break;
+      }
+      p += k, n -= (size_t)k, off += (size_t)k;
+      if (ev == HPL__FR_MSG) {
+        hpl__fmac_begin(&m, &f.hdr, f.msg, f.hdr.msg_len);
+        if (f.hdr.payload_len == 0) {
+          if (hpl__fmac_check(&m, f.tag) != 0) *bad = 1;
+          else ok++;
+        }
+      } else if (ev == HPL__FR_PAYLOAD) {
+        if (f.hdr.flags & HPL__FRAME_F_TAG_PAYLOAD) hpl__fmac_add(&m, chunk, clen);
+        if (hpl__framer_payload_left(&f) == 0) {
+          if (hpl__fmac_check(&m, f.tag) != 0) *bad = 1;
+          else ok++;
+        }
+      }
+      if (k == 0 && ev == HPL__FR_NONE) break;
+    }
+  }
+  hpl__framer_free(&f);
+  hpl__fmac_wipe(&m);
+  return ok;
+}
+
+/* Three frames (with and without payloads), each alone in `out[i]`. */
+static void three_frames(uint8_t out[3][512], size_t lens[3]) {
+  hpl__fmac m;
+  hpl__fmac_init(&m, skey);
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+  g.id = "an/object";
+  uint8_t pay[100];
+  memset(pay, 'P', sizeof pay);
+  for (int i = 0; i < 3; i++) lens[i] = 0;
+  seal(&m, HPL__MSG_GET, 1, &g.base, NULL, 0, 1, out[0], &lens[0]);
+  seal(&m, HPL__MSG_PUT, 2, &g.base, pay, sizeof pay, 1, out[1], &lens[1]);
+  seal(&m, HPL__MSG_GET, 3, NULL, NULL, 0, 1, out[2], &lens[2]);
+}
+
+static size_t cat(uint8_t *dst, uint8_t src[3][512], const size_t lens[3], const int *order,
+                  int n) {
+  size_t len = 0;
+  for (int i = 0; i < n; i++) {
+    memcpy(dst + len, src[order[i]], lens[order[i]]);
+    len += lens[order[i]];
+  }
+  return len;
+}
+
+static void test_tagged_round_trip(void **state) {
+  (void)state;
+  uint8_t fr[3][512], all[1536];
+  size_t lens[3];
+  three_frames(fr, lens);
+  int order[] = {0, 1, 2}, bad;
+  size_t len = cat(all, fr, lens, order, 3);
+  for (size_t step = 1; step <= len; step += 37) {
+    assert_int_equal(open_frames(all, len, step, &bad), 3);
+    assert_int_equal(bad, 0);
+  }
+}
+
+/* Every single flipped bit of the second frame (header, message, tag,
+ * covered payload) is refused: the first frame passes, the second never. */
+static void test_tagged_bit_flips(void **state) {
+  (void)state;
+  uint8_t fr[3][512], all[1536];
+  size_t lens[3];
+  three_frames(fr, lens);
+  int order[] = {0, 1, 2}, bad;
+  size_t len = cat(all, fr, lens, order, 3);
+  for (size_t byte = lens[0]; byte < lens[0] + lens[1]; byte++)
+    for (int bit = 0; bit < 8; bit++) {
+      all[byte] ^= (uint8_t)(1u << bit);
+      int ok = open_frames(all, len, 64, &bad);
+      all[byte] ^= (uint8_t)(1u << bit);
+      if (ok != 1) fail_msg("flipped bit %d of byte %zu: %d frames passed", bit, byte, ok);
+    }
+}
+
+/* A replayed frame, two swapped frames, a frame dropped: refused. */
+static void test_tagged_replay_reorder_drop(void **state) {
+  (void)state;
+  uint8_t fr[3][512], all[2048];
+  size_t lens[3];
+  three_frames(fr, lens);
+  int bad;
+  int replay[] = {0, 1, 1, 2};
+  size_t len = cat(all, fr, lens, replay, 4);
+  assert_int_equal(open_frames(all, len, 4096, &bad), 2);
+  assert_int_equal(bad, 1);
+  int first_again[] = {0, 0};
+  len = cat(all, fr, lens, first_again, 2);
+  assert_int_equal(open_frames(all, len, 4096, &bad), 1);
+  assert_int_equal(bad, 1);
+  int swapped[] = {0, 2, 1};
+  len = cat(all, fr, lens, swapped, 3);
+  assert_int_equal(open_frames(all, len, 4096, &bad), 1);
+  assert_int_equal(bad, 1);
+  int dropped[] = {0, 2};
+  len = cat(all, fr, lens, dropped, 2);
+  assert_int_equal(open_frames(all, len, 4096, &bad), 1);
+  assert_int_equal(bad, 1);
+  /* another key (another connection's, or another direction's) */
+  hpl__fmac other;
+  uint8_t k2[HPL__FRAME_KEY_LEN] = {8};
+  hpl__fmac_init(&other, k2);
+  len = 0;
+  seal(&other, HPL__MSG_GET, 1, NULL, NULL, 0, 1, all, &len);
+  assert_int_equal(open_frames(all, len, 4096, &bad), 0);
+  assert_int_equal(bad, 1);
+}
+
+/* Sessions on one end only: an untagged frame on a tagged connection, and
+ * a tagged frame on an untagged one, are protocol errors at once. */
+static void test_tagged_mismatch(void **state) {
+  (void)state;
+  size_t len;
+  uint8_t *plain = make_frame(HPL__MSG_GET, 1, NULL, NULL, 0, &len);
+  hpl__frame_limits tl = lim;
+  tl.tagged = 1;
+  hpl__frame_hdr h;
+  const char *why = NULL;
+  assert_int_equal(hpl__frame_decode_hdr(plain, len, &tl, &h, &why), HPL_EPROTO);
+  assert_non_null(strstr(why, "without a MAC"));
+  free(plain);
+  uint8_t fr[3][512];
+  size_t lens[3];
+  three_frames(fr, lens);
+  assert_int_equal(hpl__frame_decode_hdr(fr[0], lens[0], &lim, &h, &why), HPL_EPROTO);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_round_trip),
@@ -306,6 +482,10 @@ int main(void) {
       cmocka_unit_test(test_undecodable_message),
       cmocka_unit_test(test_payload_skip),
       cmocka_unit_test(test_ids_and_errors),
+      cmocka_unit_test(test_tagged_round_trip),
+      cmocka_unit_test(test_tagged_bit_flips),
+      cmocka_unit_test(test_tagged_replay_reorder_drop),
+      cmocka_unit_test(test_tagged_mismatch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,12 +178,19 @@ static int read_n(int fd, uint8_t *p, size_t n) {
   return 0;
 }
 
-static void reply_frame(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m) {
-  size_t len;
-  uint8_t *f = hpl__msg_frame(type, req, m, 0, &len);
-  if (f && send(fd, f, len, MSG_NOSIGNAL) != (ssize_t)len) {
+/* A reply, tagged with the session's tx (frame.h). */
+static void reply_frame(int fd, hpl__fmac *tx, unsigned type, uint64_t req,
+                        const ProtobufCMessage *m) {
+  uint8_t f[4096];
+  size_t mlen = protobuf_c_message_pack(m, f + HPL__FRAME_HDR_LEN);
+  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req,
+                      .flags = HPL__FRAME_F_TAG};
+  hpl__frame_encode_hdr(&h, f);
+  hpl__fmac_begin(tx, &h, f + HPL__FRAME_HDR_LEN, mlen);
+  hpl__fmac_end(tx, f + HPL__FRAME_HDR_LEN + mlen);
+  size_t len = HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN;
+  if (send(fd, f, len, MSG_NOSIGNAL) != (ssize_t)len) {
   }
-  free(f);
 }
 
 static void *fake_dir_main(void *arg) {
@@ -203,23 +210,35 @@ static void *fake_dir_main(void *arg) {
     close(fd);
     return NULL;
   }
+  /* the session (auth.h): every frame after the handshake is tagged */
+  static hpl__fmac tx, rx;
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_keys k;
+  hpl__auth_role_key(&d->auth, HPL__ROLE_STORE, rk);
+  hpl__auth_session(&hs, rk, 0, &k);
+  hpl__fmac_init(&tx, k.send);
+  hpl__fmac_init(&rx, k.recv);
   hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 20,
-                           .max_type = HPL__MSG_MAX_};
+                           .max_type = HPL__MSG_MAX_, .tagged = 1};
   while (!d->stop) {
-    uint8_t hdr[HPL__FRAME_HDR_LEN], body[1 << 16];
+    uint8_t hdr[HPL__FRAME_HDR_LEN], body[1 << 16], tag[HPL__FRAME_TAG_LEN];
     hpl__frame_hdr h;
     struct pollfd pf = {.fd = fd, .events = POLLIN};
     if (poll(&pf, 1, 100) <= 0) continue;
     if (read_n(fd, hdr, sizeof hdr) || hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL) ||
-        h.msg_len + h.payload_len > sizeof body || read_n(fd, body, h.msg_len + h.payload_len))
+        h.msg_len + h.payload_len > sizeof body || read_n(fd, body, h.msg_len) ||
+        read_n(fd, tag, sizeof tag) || read_n(fd, body + h.msg_len, h.payload_len))
       break;
+    hpl__fmac_begin(&rx, &h, body, h.msg_len);
+    if (h.flags & HPL__FRAME_F_TAG_PAYLOAD) hpl__fmac_add(&rx, body + h.msg_len, h.payload_len);
+    if (hpl__fmac_check(&rx, tag) != 0) break;
     if (h.type == HPL__MSG_REGISTER) {
       Hplpb__RegisterRep r = HPLPB__REGISTER_REP__INIT;
       r.inline_max = 65536;
       r.heartbeat_ms = 500;
       r.max_senders = 1;
       r.instance = 1;
-      reply_frame(fd, HPL__MSG_REGISTER_REP, h.req_id, &r.base);
+      reply_frame(fd, &tx, HPL__MSG_REGISTER_REP, h.req_id, &r.base);
     } else if (h.type == HPL__MSG_ACQUIRE) {
       /* an answer of another type than the request's: a StatRep that
        * claims success, with fields an AcquireRep would read differently */
@@ -227,10 +246,10 @@ static void *fake_dir_main(void *arg) {
       Hplpb__StatRep r = HPLPB__STAT_REP__INIT;
       r.size = 1ull << 40;
       r.copies = 7;
-      reply_frame(fd, d->wrong_reply, h.req_id, &r.base);
+      reply_frame(fd, &tx, d->wrong_reply, h.req_id, &r.base);
     } else if (h.req_id) {
       Hplpb__Reply r = HPLPB__REPLY__INIT;
-      reply_frame(fd, HPL__MSG_REPLY, h.req_id, &r.base);
+      reply_frame(fd, &tx, HPL__MSG_REPLY, h.req_id, &r.base);
     }
   }
   close(fd);

@@ -108,12 +108,14 @@ static outcome poke_eof(int fd, unsigned type, const char *id, int wait_ms, int 
   if (!m) return OUT_SILENT;
   uint8_t one = 1;
   size_t len;
-  uint8_t *f = hpl__msg_frame(type, 77, m, type == HPL__MSG_INLINE_PUT ? 1 : 0, &len);
+  /* tagged when fd has a session; the payload byte of an INLINE_PUT goes
+   * in a write of its own */
+  int put = type == HPL__MSG_INLINE_PUT, tagged = th_wire_tagged(fd);
+  uint8_t *f = th_wire_frame(fd, type, 77, m, &one, put ? 1 : 0, &len);
   free(m);
   assert_non_null(f);
-  ssize_t w = send(fd, f, len, MSG_NOSIGNAL);
-  if (w == (ssize_t)len && type == HPL__MSG_INLINE_PUT)
-    w = send(fd, &one, 1, MSG_NOSIGNAL) + (ssize_t)len - 1;
+  ssize_t w = send(fd, f, len - (size_t)put, MSG_NOSIGNAL);
+  if (w == (ssize_t)len - put && put) w = send(fd, f + len - 1, 1, MSG_NOSIGNAL) + w;
   free(f);
   if (w != (ssize_t)len) return OUT_CLOSED;
   if (eof) shutdown(fd, SHUT_WR);
@@ -121,7 +123,7 @@ static outcome poke_eof(int fd, unsigned type, const char *id, int wait_ms, int 
   uint8_t buf[1 << 16];
   size_t have = 0;
   hpl__frame_limits lim = {.max_msg = 1u << 24, .max_payload = 1u << 24,
-                           .max_type = HPL__MSG_MAX_};
+                           .max_type = HPL__MSG_MAX_, .tagged = tagged};
   for (;;) {
     int64_t left = hpl__ms_left(deadline);
     if (left == 0) return OUT_SILENT;
@@ -137,7 +139,8 @@ static outcome poke_eof(int fd, unsigned type, const char *id, int wait_ms, int 
       if (have < HPL__FRAME_HDR_LEN) break;
       assert_int_equal(hpl__frame_decode_hdr(buf, have, &lim, &h, NULL), 0);
       if (h.req_id == 77) return OUT_REPLY;
-      size_t flen = HPL__FRAME_HDR_LEN + h.msg_len + (size_t)h.payload_len;
+      size_t flen = HPL__FRAME_HDR_LEN + h.msg_len + (tagged ? HPL__FRAME_TAG_LEN : 0) +
+                    (size_t)h.payload_len;
       if (flen > sizeof buf) return OUT_REPLY; /* a big unrelated frame: good enough */
       if (have < flen) break;
       memmove(buf, buf + flen, have - flen);
@@ -371,16 +374,16 @@ static void test_waiting_limit(void **state) {
   Hplpb__AcquireReq q = HPLPB__ACQUIRE_REQ__INIT;
   q.id = "p/never";
   q.timeout_ms = th_ms(60000);
-  size_t len;
-  uint8_t *f = hpl__msg_frame(HPL__MSG_ACQUIRE, 1, &q.base, 0, &len);
-  size_t total = len * (HPL__MAX_WAITING_PER_PEER + 1);
-  uint8_t *all = malloc(total);
-  for (int i = 0; i <= HPL__MAX_WAITING_PER_PEER; i++) {
-    memcpy(all + (size_t)i * len, f, len);
-    uint64_t req = 1000 + (uint64_t)i; /* request id at bytes 16..23 */
-    for (int b = 0; b < 8; b++) all[(size_t)i * len + 16 + b] = (uint8_t)(req >> (8 * b));
+  size_t len, total = 0;
+  uint8_t *all = NULL;
+  for (int i = 0; i <= HPL__MAX_WAITING_PER_PEER; i++) { /* tagged in order (a session) */
+    uint8_t *f = th_wire_frame(fd, HPL__MSG_ACQUIRE, 1000 + (uint64_t)i, &q.base, NULL, 0, &len);
+    if (!all) all = malloc(len * (HPL__MAX_WAITING_PER_PEER + 1));
+    assert_non_null(all);
+    memcpy(all + total, f, len);
+    total += len;
+    free(f);
   }
-  free(f);
   size_t off = 0;
   while (off < total) {
     ssize_t w = send(fd, all + off, total - off, MSG_NOSIGNAL);

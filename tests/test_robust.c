@@ -158,20 +158,10 @@ static void test_data_port_survives_bad_frames(void **state) {
   Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
   r.id = "no/such/object";
   size_t len;
-  uint8_t *f = hpl__msg_frame(HPL__MSG_PULL, 9, &r.base, 0, &len);
+  uint8_t *f = th_wire_frame(fd, HPL__MSG_PULL, 9, &r.base, NULL, 0, &len); /* tagged */
   send_all(fd, f, len);
   free(f);
-  uint8_t hdr[HPL__FRAME_HDR_LEN];
-  assert_int_equal(recv(fd, hdr, sizeof hdr, MSG_WAITALL), (ssize_t)sizeof hdr);
-  hpl__frame_limits lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_};
-  hpl__frame_hdr h;
-  assert_int_equal(hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, &h, NULL), 0);
-  assert_int_equal(h.type, HPL__MSG_PULL_REP);
-  assert_int_equal(h.req_id, 9);
-  uint8_t msg[4096];
-  assert_int_equal(recv(fd, msg, h.msg_len, MSG_WAITALL), (ssize_t)h.msg_len);
-  Hplpb__PullRep *rep = (Hplpb__PullRep *)hpl__msg_unpack(HPL__MSG_PULL_REP, msg, h.msg_len);
-  assert_non_null(rep);
+  Hplpb__PullRep *rep = (Hplpb__PullRep *)th_wire_wait(fd, HPL__MSG_PULL_REP, 9); /* checked */
   assert_int_equal(rep->status, HPL_ENOTFOUND);
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   close(fd);

@@ -116,7 +116,7 @@ static void fl_bad(fleet *fl, const char *fmt, ...) {
 static void fn_send(fleet *fl, fnode *n, unsigned type, uint64_t req, const ProtobufCMessage *m) {
   if (n->fd < 0 || n->closed) return;
   size_t len;
-  uint8_t *f = hpl__msg_frame(type, req, m, 0, &len);
+  uint8_t *f = th_wire_frame(n->fd, type, req, m, NULL, 0, &len); /* tagged (a session) */
   if (!f) {
     fl_bad(fl, "out of memory");
     return;
@@ -221,6 +221,17 @@ static void fn_feed(fleet *fl, fnode *n, const uint8_t *p, size_t len) {
     }
     p += used;
     len -= (size_t)used;
+    /* the session's tags (frame.h): checked, payloads covered */
+    hpl__fmac *rx = th_wire_rx(n->fd);
+    int whole = ev == HPL__FR_PAYLOAD && hpl__framer_payload_left(&n->fr) == 0;
+    if (rx && ev == HPL__FR_MSG) hpl__fmac_begin(rx, &n->fr.hdr, n->fr.msg, n->fr.hdr.msg_len);
+    if (rx && ev == HPL__FR_PAYLOAD) hpl__fmac_add(rx, chunk, clen);
+    if (rx && ((ev == HPL__FR_MSG && n->fr.hdr.payload_len == 0) || whole) &&
+        hpl__fmac_check(rx, n->fr.tag) != 0) {
+      fl_bad(fl, "%s: a frame from the directory fails its MAC check", role_name[n - fl->n]);
+      n->closed = 1;
+      return;
+    }
     if (ev == HPL__FR_MSG) fn_on_frame(fl, n, &n->fr.hdr, n->fr.msg);
   }
 }
@@ -445,6 +456,7 @@ static chain fl_start(fleet *fl, uint64_t idbase) {
     fnode *n = &fl->n[i];
     hpl__framer_init(&n->fr, &lim);
     n->fd = th_wire_connect(hpl__lc_dir_port(fl->lc), hpl__lc_secret(fl->lc), HPL__ROLE_STORE);
+    if (th_wire_tagged(n->fd)) hpl__framer_tagged(&n->fr);
     do_register(n, idbase + (uint64_t)i, i);
     n->next_hb_ms = hpl__now_ms();
   }

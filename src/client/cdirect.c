@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -88,7 +89,8 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
    * whole one in one recv hands its buffer over without a copy */
   d->rpc_opts.lim = (hpl__frame_limits){
       .max_msg = PEEK_MAX_MSG, .max_payload = s->inline_max, .max_type = HPL__MSG_MAX_};
-  d->rpc_opts.rbuf_size = HPL__FRAME_HDR_LEN + PEEK_MAX_MSG + (size_t)s->inline_max;
+  d->rpc_opts.rbuf_size =
+      HPL__FRAME_HDR_LEN + PEEK_MAX_MSG + HPL__FRAME_TAG_LEN + (size_t)s->inline_max;
   hpl__turn_init(&d->turn);
   return d;
 }
@@ -129,9 +131,10 @@ static int io_full(int fd, uint8_t *p, size_t len, int to_send, uint64_t deadlin
   return 0;
 }
 
-/* The handshake (auth.h) as a reader, before any frame. 0 or -1 (the
- * directory is not the cluster's, or did not answer in time). */
-static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline) {
+/* The handshake (auth.h) as a reader, before any frame; *keys gets the
+ * session's. 0 or -1 (the directory is not the cluster's, or did not
+ * answer in time). */
+static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline, hpl__auth_keys *keys) {
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
   hpl__auth_open(&hs, HPL__ROLE_READER, hello);
@@ -140,6 +143,7 @@ static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline) {
       hpl__auth_answer(&hs, d->key, chal, proof) != 0 ||
       io_full(fd, proof, sizeof proof, 1, deadline))
     return -1;
+  hpl__auth_session(&hs, d->key, 1, keys);
   return 0;
 }
 
@@ -160,8 +164,16 @@ static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (d->auth && dir_handshake(d, fd, deadline) != 0) goto failed;
-  if (hpl__crpc_new(fd, &d->rpc_opts, &d->rpc) != 0) {
+  hpl__auth_keys keys;
+  hpl__crpc_opts o = d->rpc_opts;
+  if (d->auth) {
+    if (dir_handshake(d, fd, deadline, &keys) != 0) goto failed;
+    o.send_key = keys.send; /* every frame tagged from here on (frame.h) */
+    o.recv_key = keys.recv;
+  }
+  int rc = hpl__crpc_new(fd, &o, &d->rpc);
+  sodium_memzero(&keys, sizeof keys);
+  if (rc != 0) {
     d->rpc = NULL; /* fd is closed; no memory is no reason to wait */
     return -1;
   }

@@ -1,7 +1,8 @@
 /* crpc.c - the client's RPC layer over one connected stream socket:
- * framing, reply matching, leader/follower reading, broken handles (see
- * crpc.h). */
-#include "crpc.h"
+ * reading and framing replies (checking a session's tags), reply matching,
+ * leader/follower reading, broken handles (see crpc.h; writing is in
+ * crpc_send.c, crpc_int.h). */
+#include "crpc_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,46 +26,11 @@
 #define CRPC_CMSG_FDS 4 /* descriptors one read makes room for; the kernel drops any beyond */
 #define CRPC_RELEASE_MS 5000 /* how long an orphan hold's RELEASE may take */
 
-/* A caller waiting for the reply with request id `id` (a ticket). */
-typedef struct hpl__crpc_ticket {
-  uint64_t id;
-  UT_hash_handle hh;
-  int done;
-  int status; /* with done: 0, or HPL_ENOMEM if the reply could not be kept */
-  hpl__crpc_msg msg;
-} pending;
-
-struct hpl__crpc {
-  int fd;
-  hpl__turn writer;      /* one writer at a time: frames never interleave */
-  pthread_mutex_t lock;  /* the fields up to the reader state */
-  pthread_cond_t cv;     /* a reply arrived, the reader role fell free, or the handle broke */
-  int reading;           /* a caller holds the reader role */
-  int broken;
-  char why[192];         /* with broken: the reason, never changed again */
-  pending *pending;
-  uint64_t next_id;
-  int fds[HPL__CRPC_MAX_FDS];
-  int nfds;
-  hpl__record rec; /* $HPL_RECORD_DIR: what the peer sent, for fuzz corpora */
-  /* Reader state: only the thread holding the reader role touches it, so
-   * it carries over from one reader to the next. */
-  hpl__framer fr;
-  uint8_t *rbuf; /* NULL after it was handed over with a frame */
-  size_t rcap;
-  hpl__crpc_msg cur; /* the frame whose payload is arriving */
-  uint64_t cur_got;
-};
-
 /* ------------------------------------------------------------------ helpers */
 
 static const char *errstr(int err, char *buf, size_t len) { return strerror_r(err, buf, len); }
 
-/* Mark the handle broken (r->lock held). The first reason stays. The socket
- * is shut down, which wakes a reader blocked in poll and tells the peer;
- * every waiter wakes. */
-static void break_locked(hpl__crpc *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void break_locked(hpl__crpc *r, const char *fmt, ...) {
+void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) {
   if (!r->broken) {
     va_list ap;
     va_start(ap, fmt);
@@ -76,145 +42,12 @@ static void break_locked(hpl__crpc *r, const char *fmt, ...) {
   pthread_cond_broadcast(&r->cv);
 }
 
-/* ------------------------------------------------------------------ writing */
-
-/* Write iov[0..niov) whole before the deadline; iov is advanced in place.
- * Returns 0, HPL_ETIMEDOUT or HPL_ECONN (*err = errno). *sent is how many
- * bytes went out either way. */
-static int write_iov(int fd, struct iovec *iov, size_t niov, uint64_t deadline, size_t *sent,
-                     int *err) {
-  *sent = 0;
-  for (;;) {
-    while (niov && iov->iov_len == 0) iov++, niov--;
-    if (!niov) return 0;
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov < IOV_MAX ? niov : IOV_MAX};
-    ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      *sent += (size_t)n;
-      for (size_t k = (size_t)n; k;) { /* n never exceeds what the iovecs hold */
-        size_t step = k < iov->iov_len ? k : iov->iov_len;
-        iov->iov_base = (uint8_t *)iov->iov_base + step;
-        iov->iov_len -= step;
-        k -= step;
-        if (iov->iov_len == 0) iov++, niov--;
-      }
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
-      struct pollfd p = {.fd = fd, .events = POLLOUT};
-      if (poll(&p, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR) {
-        *err = errno;
-        return HPL_ECONN;
-      }
-      continue; /* writable, an error send() reports, or the deadline */
-    }
-    *err = n < 0 ? errno : EPIPE;
-    return HPL_ECONN;
-  }
-}
-
-/* Frames for reqs[0..n), packed for one write: headers and messages in
- * `packed`, payloads where the caller has them, iov[0..niov) in stream
- * order; frame i ends at byte ends[i] of the stream. */
-typedef struct outgoing {
-  uint8_t *packed;
-  struct iovec *iov;
-  size_t niov;
-  size_t *ends;
-} outgoing;
-
-static void outgoing_free(outgoing *o) {
-  free(o->packed);
-  free(o->iov);
-  free(o->ends);
-}
-
-/* Pack reqs[0..n) under the request ids of ps[] (NULL: one-way, id 0).
- * 0, HPL_EINVAL (a payload length without a payload) or HPL_ENOMEM. */
-static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pending *const *ps) {
-  size_t total = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (reqs[i].plen && !reqs[i].payload) return HPL_EINVAL;
-    total += HPL__FRAME_HDR_LEN + (reqs[i].m ? protobuf_c_message_get_packed_size(reqs[i].m) : 0);
-  }
-  *o = (outgoing){.packed = malloc(total), .iov = malloc(2 * n * sizeof *o->iov),
-                  .ends = malloc(n * sizeof *o->ends)};
-  if (!o->packed || !o->iov || !o->ends) {
-    outgoing_free(o);
-    return HPL_ENOMEM;
-  }
-  uint8_t *at = o->packed;
-  size_t end = 0;
-  struct iovec *cur = NULL; /* the iovec that headers go on extending */
-  for (size_t i = 0; i < n; i++) {
-    const hpl__crpc_req *q = &reqs[i];
-    size_t mlen = q->m ? protobuf_c_message_pack(q->m, at + HPL__FRAME_HDR_LEN) : 0;
-    hpl__frame_hdr h = {.type = (uint16_t)q->type, .msg_len = (uint32_t)mlen,
-                        .req_id = ps ? ps[i]->id : 0, .payload_len = q->plen};
-    hpl__frame_encode_hdr(&h, at);
-    if (!cur) {
-      cur = &o->iov[o->niov++];
-      *cur = (struct iovec){.iov_base = at, .iov_len = 0};
-    }
-    cur->iov_len += HPL__FRAME_HDR_LEN + mlen;
-    at += HPL__FRAME_HDR_LEN + mlen;
-    if (q->plen) {
-      o->iov[o->niov++] = (struct iovec){.iov_base = (void *)q->payload, .iov_len = q->plen};
-      cur = NULL;
-    }
-    end += HPL__FRAME_HDR_LEN + mlen + q->plen;
-    o->ends[i] = end;
-  }
-  return 0;
-}
-
-/* Send the frames of reqs[0..n) (request ids from ps[], NULL: one-way)
- * whole, in order, before the deadline; *done is how many went out whole.
- * One writer at a time, so frames never interleave; a frame cut off
- * part-way breaks the handle, as it would misframe everything after it.
- * Nothing goes out once the deadline has passed. 0, HPL_EINVAL,
- * HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
-static int send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pending *const *ps,
-                       uint64_t deadline, size_t *done) {
-  *done = 0;
-  if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
-  outgoing o;
-  int rc = outgoing_pack(&o, reqs, n, ps);
-  if (rc) return rc;
-  if (hpl__turn_take(&r->writer, deadline) != 0) {
-    outgoing_free(&o);
-    return HPL_ETIMEDOUT; /* another writer held the socket until our deadline */
-  }
-  pthread_mutex_lock(&r->lock);
-  rc = r->broken ? HPL_ECONN : 0;
-  pthread_mutex_unlock(&r->lock);
-  size_t sent = 0;
-  int err = 0;
-  if (rc == 0) rc = write_iov(r->fd, o.iov, o.niov, deadline, &sent, &err);
-  while (*done < n && o.ends[*done] <= sent) ++*done;
-  size_t whole = *done ? o.ends[*done - 1] : 0;
-  pthread_mutex_lock(&r->lock);
-  if (rc == HPL_ECONN && err) {
-    char eb[96];
-    break_locked(r, "cannot send %s: %s", hpl__msg_name(reqs[*done].type),
-                 errstr(err, eb, sizeof eb));
-  } else if (rc == HPL_ETIMEDOUT && sent > whole) {
-    break_locked(r, "sending %s timed out after %zu of its %zu bytes",
-                 hpl__msg_name(reqs[*done].type), sent - whole, o.ends[*done] - whole);
-  }
-  pthread_mutex_unlock(&r->lock);
-  hpl__turn_give(&r->writer);
-  outgoing_free(&o);
-  return rc;
-}
 
 /* Send a one-way frame (request id 0), as send_frames. */
 static int send_note(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint64_t deadline) {
   hpl__crpc_req q = {.type = type, .m = m};
   size_t done;
-  return send_frames(r, &q, 1, NULL, deadline, &done);
+  return hpl__crpc_send_frames(r, &q, 1, NULL, deadline, &done);
 }
 
 /* ------------------------------------------------------------------ delivery */
@@ -289,10 +122,25 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
   if (h->payload_len == 0) frame_end(r);
 }
 
-static void frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len) {
+/* The tag of the frame under way (with a session), once whole. 0 or
+ * HPL_ECONN with the reason in why[]. */
+static int frame_check(hpl__crpc *r, const hpl__frame_hdr *h, char *why, size_t wlen) {
+  if (!r->tagged || hpl__fmac_check(&r->rx, r->fr.tag) == 0) return 0;
+  snprintf(why, wlen, "a %s frame from the peer (request %llu) fails its MAC check: changed, "
+           "replayed or reordered on the way", hpl__msg_name(h->type),
+           (unsigned long long)h->req_id);
+  return HPL_ECONN;
+}
+
+static int frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len, char *why, size_t wlen) {
   if (r->cur.buf) memcpy(r->cur.buf + r->cur.payload_off + r->cur_got, chunk, len);
+  if (r->tagged) hpl__fmac_add(&r->rx, chunk, len);
   r->cur_got += len;
-  if (hpl__framer_payload_left(&r->fr) == 0) frame_end(r);
+  if (hpl__framer_payload_left(&r->fr) != 0) return 0;
+  hpl__frame_hdr h = {.type = (uint16_t)r->cur.type, .req_id = r->cur.req_id};
+  if (frame_check(r, &h, why, wlen) != 0) return HPL_ECONN;
+  frame_end(r);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ reading */
@@ -332,10 +180,23 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
     used += (size_t)k;
     if (ev == HPL__FR_MSG) {
       const hpl__frame_hdr *h = &r->fr.hdr;
-      if (h->payload_len && at == 0 && (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len &&
+      size_t tlen = r->tagged ? HPL__FRAME_TAG_LEN : 0;
+      if (r->tagged) {
+        if (!(h->flags & HPL__FRAME_F_TAG_PAYLOAD) != !h->payload_len) {
+          snprintf(why, wlen, "bad frame from the peer: a payload not covered by its MAC");
+          return HPL_ECONN;
+        }
+        hpl__fmac_begin(&r->rx, h, r->fr.msg, h->msg_len);
+        if (h->payload_len == 0 && frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
+      }
+      if (h->payload_len && at == 0 && (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len + tlen &&
           h->payload_len == n - used) {
         /* The whole frame, and nothing else, is this read: the read buffer
-         * becomes the frame's. */
+         * becomes the frame's (once its tag matched). */
+        if (r->tagged) {
+          hpl__fmac_add(&r->rx, r->rbuf + used, h->payload_len);
+          if (frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
+        }
         hpl__crpc_msg m = {.type = h->type, .req_id = h->req_id, .buf = r->rbuf,
                            .msg_off = HPL__FRAME_HDR_LEN, .msg_len = h->msg_len,
                            .payload_off = used, .payload_len = h->payload_len};
@@ -346,7 +207,7 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
       }
       frame_begin(r, h, r->fr.msg);
     } else if (ev == HPL__FR_PAYLOAD) {
-      frame_payload(r, chunk, clen);
+      if (frame_payload(r, chunk, clen, why, wlen) != 0) return HPL_ECONN;
     }
   }
   return 0;
@@ -402,7 +263,7 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
       int rc = read_some(r, deadline, why, sizeof why);
       pthread_mutex_lock(&r->lock);
       r->reading = 0;
-      if (rc == HPL_ECONN) break_locked(r, "%s", why);
+      if (rc == HPL_ECONN) hpl__crpc_break_locked(r, "%s", why);
       /* another waiter may take the reader role over, or has its reply */
       pthread_cond_broadcast(&r->cv);
       if (rc == HPL_ETIMEDOUT || rc == HPL_ENOMEM) return rc;
@@ -467,14 +328,24 @@ static int finish(hpl__crpc *r, pending *p, uint64_t deadline, hpl__crpc_msg *ou
 /* ------------------------------------------------------------------ API */
 
 int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
-  hpl__crpc *r = calloc(1, sizeof *r);
+  /* aligned as its MAC states ask (hpl__fmac) */
+  size_t size = (sizeof(hpl__crpc) + _Alignof(hpl__crpc) - 1) / _Alignof(hpl__crpc) *
+                _Alignof(hpl__crpc);
+  hpl__crpc *r = aligned_alloc(_Alignof(hpl__crpc), size);
   if (!r) {
     close(fd);
     return HPL_ENOMEM;
   }
+  memset(r, 0, sizeof *r);
   r->fd = fd;
+  if (o->send_key && o->recv_key) {
+    r->tagged = 1;
+    hpl__fmac_init(&r->tx, o->send_key);
+    hpl__fmac_init(&r->rx, o->recv_key);
+  }
   r->rcap = o->rbuf_size ? o->rbuf_size : CRPC_RBUF_DEFAULT;
   hpl__framer_init(&r->fr, &o->lim);
+  if (r->tagged) hpl__framer_tagged(&r->fr);
   pthread_mutex_init(&r->lock, NULL);
   hpl__cwait_cond_init(&r->cv);
   hpl__turn_init(&r->writer);
@@ -496,6 +367,8 @@ void hpl__crpc_free(hpl__crpc *r) {
   }
   hpl__crpc_msg_free(&r->cur);
   hpl__framer_free(&r->fr);
+  hpl__fmac_wipe(&r->tx);
+  hpl__fmac_wipe(&r->rx);
   free(r->rbuf);
   pthread_mutex_destroy(&r->lock);
   hpl__turn_destroy(&r->writer);
@@ -512,7 +385,7 @@ int hpl__crpc_start(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t 
    * may see the replies before this call returns */
   int rc = enlist(r, tickets, n, 1);
   if (rc) return rc;
-  rc = send_frames(r, reqs, n, tickets, deadline, started);
+  rc = hpl__crpc_send_frames(r, reqs, n, tickets, deadline, started);
   if (*started < n) unlist(r, tickets + *started, n - *started);
   return rc;
 }
@@ -538,7 +411,7 @@ int hpl__crpc_send_reqs(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint6
                         size_t *sent) {
   *sent = 0;
   if (n > HPL__CRPC_MAX_BATCH) return HPL_EINVAL;
-  return n ? send_frames(r, reqs, n, NULL, deadline, sent) : 0;
+  return n ? hpl__crpc_send_frames(r, reqs, n, NULL, deadline, sent) : 0;
 }
 
 int hpl__crpc_greeting(hpl__crpc *r, uint64_t deadline, hpl__crpc_msg *out) {

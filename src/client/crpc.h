@@ -28,9 +28,9 @@
  * as it can) and returns a ticket per request; hpl__crpc_finish() waits
  * for one ticket's reply. hpl__crpc_call() is the two in one.
  *
- * Where later work fits: an authentication handshake would be one more
- * step of hpl__crpc_new() (or of the connecting code just before it), as no
- * frame has crossed the socket then; frames the peer sends unasked carry
+ * An authentication handshake is done by the connecting code before
+ * hpl__crpc_new() (cdirect.c), which hands the session's keys over in the
+ * options; frames the peer sends unasked carry
  * request id 0 and are dropped today unless hpl__crpc_greeting() waits for
  * one.
  *
@@ -70,6 +70,12 @@ typedef struct hpl__crpc_opts {
    * connection whose replies carry payloads sizes this to its largest
    * frame. 0: a default of 16 KiB. */
   size_t rbuf_size;
+  /* A session (auth.h, frame.h): the keys of the frames this end sends and
+   * receives (copied), NULL without one. With them every frame both ways
+   * is tagged, payloads covered; a frame whose tag does not match breaks
+   * the handle ("... fails its MAC check") before anything of it is
+   * handed to a caller. */
+  const uint8_t *send_key, *recv_key;
 } hpl__crpc_opts;
 
 /* Most descriptors kept from SCM_RIGHTS messages until taken; more are

@@ -11,7 +11,7 @@
 
 #include "hoplite.h"
 
-#define AUTH_VERSION 1
+#define AUTH_VERSION 2 /* 2: frames after the handshake carry MACs (auth.h) */
 static const uint8_t magic_hello[4] = {'H', 'P', 'L', 'A'};
 static const uint8_t magic_chal[4] = {'H', 'P', 'L', 'a'};
 
@@ -158,4 +158,31 @@ int hpl__auth_verify(const hpl__auth_hs *hs, const hpl__auth *a,
   sodium_memzero(rk, sizeof rk);
   sodium_memzero(want, sizeof want);
   return ok ? 0 : HPL_EAUTH;
+}
+
+/* HKDF-Expand with one output block: HMAC(prk, info | 0x01). */
+static void hkdf_expand1(const uint8_t prk[crypto_auth_hmacsha256_BYTES], const char *info,
+                         uint8_t out[HPL__AUTH_KEY_LEN]) {
+  static const uint8_t one = 1;
+  crypto_auth_hmacsha256_state st;
+  crypto_auth_hmacsha256_init(&st, prk, crypto_auth_hmacsha256_BYTES);
+  crypto_auth_hmacsha256_update(&st, (const uint8_t *)info, strlen(info));
+  crypto_auth_hmacsha256_update(&st, &one, 1);
+  crypto_auth_hmacsha256_final(&st, out);
+  sodium_memzero(&st, sizeof st);
+}
+
+void hpl__auth_session(const hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LEN], int opener,
+                       hpl__auth_keys *out) {
+  uint8_t salt[2 * HPL__AUTH_NONCE_LEN], prk[crypto_auth_hmacsha256_BYTES];
+  memcpy(salt, hs->nc, HPL__AUTH_NONCE_LEN);
+  memcpy(salt + HPL__AUTH_NONCE_LEN, hs->ns, HPL__AUTH_NONCE_LEN);
+  crypto_auth_hmacsha256_state st; /* HKDF-Extract: HMAC(salt, IKM = rk) */
+  crypto_auth_hmacsha256_init(&st, salt, sizeof salt);
+  crypto_auth_hmacsha256_update(&st, rk, HPL__AUTH_KEY_LEN);
+  crypto_auth_hmacsha256_final(&st, prk);
+  hkdf_expand1(prk, "hoplite v2 opener->acceptor", opener ? out->send : out->recv);
+  hkdf_expand1(prk, "hoplite v2 acceptor->opener", opener ? out->recv : out->send);
+  sodium_memzero(&st, sizeof st);
+  sodium_memzero(prk, sizeof prk);
 }

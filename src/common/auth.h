@@ -5,9 +5,9 @@
  * socket; the MAC is HMAC-SHA256 from libsodium.
  *
  * The handshake, before any frame:
- *   1. opener -> acceptor  HELLO     "HPLA", version 1, role, 2 zero bytes,
+ *   1. opener -> acceptor  HELLO     "HPLA", version 2, role, 2 zero bytes,
  *                                    32-byte nonce Nc                (40 bytes)
- *   2. acceptor -> opener  CHALLENGE "HPLa", version 1, 3 zero bytes,
+ *   2. acceptor -> opener  CHALLENGE "HPLa", version 2, 3 zero bytes,
  *                                    32-byte nonce Ns,
  *                                    MAC(Kr, "acceptor" | Nc | Ns)   (72 bytes)
  *   3. opener -> acceptor  PROOF     MAC(Kr, "opener" | Nc | Ns)     (32 bytes)
@@ -17,8 +17,22 @@
  * recorded handshake cannot be replayed, and the two directions use
  * different labels, so a MAC cannot be reflected. The opener checks the
  * acceptor's MAC before it sends anything else; the acceptor reads nothing
- * but the PROOF until it has checked it. After the handshake frames flow
- * unprotected (see README: what an on-path attacker can still see).
+ * but the PROOF until it has checked it.
+ *
+ * Sessions (version 2; a version-1 peer fails the handshake: "no hoplite
+ * handshake"). Once the handshake succeeded both ends derive two session
+ * keys from Kr and both nonces (hpl__auth_session), HKDF (RFC 5869) with
+ * libsodium's HMAC-SHA256:
+ *   PRK  = HMAC-SHA256(key = Nc | Ns, Kr)                       (extract)
+ *   K_oa = HMAC-SHA256(PRK, "hoplite v2 opener->acceptor" | 0x01)  (expand)
+ *   K_ao = HMAC-SHA256(PRK, "hoplite v2 acceptor->opener" | 0x01)
+ * K_oa keys the MAC of every frame the opener sends, K_ao of every frame the
+ * acceptor sends (frame.h: HPL__FRAME_F_TAG, hpl__fmac). Fresh nonces make
+ * the keys fresh per connection, so frames recorded on one connection mean
+ * nothing on another, and the two directions never share a key (a frame
+ * cannot be reflected back to its sender). Version 2 means "frames after
+ * the handshake carry tags": there is no way to turn them off once a secret
+ * is configured.
  *
  * Callers: src/server/uvconn.c (servers and the store's outgoing connections),
  * src/client/cdirect.c (clients' direct reads), the servers' main (loading).
@@ -36,6 +50,12 @@
 #define HPL__AUTH_PROOF_LEN 32
 /* How long a handshake may take before the connection is closed. */
 #define HPL__AUTH_TIMEOUT_MS 2000
+
+/* The two keys of one end of a session (hpl__auth_session). */
+typedef struct hpl__auth_keys {
+  uint8_t send[HPL__AUTH_KEY_LEN]; /* keys the MACs of the frames this end sends */
+  uint8_t recv[HPL__AUTH_KEY_LEN]; /* ... and of the frames it receives */
+} hpl__auth_keys;
 
 /* Roles a connection's opener may claim. */
 enum {
@@ -83,5 +103,14 @@ int hpl__auth_accept(hpl__auth_hs *hs, const hpl__auth *a, unsigned roles,
 /* Acceptor: check the PROOF. 0 or HPL_EAUTH. */
 int hpl__auth_verify(const hpl__auth_hs *hs, const hpl__auth *a,
                      const uint8_t proof[HPL__AUTH_PROOF_LEN]);
+
+/* After a successful handshake (either end: the opener after
+ * hpl__auth_answer, the acceptor after hpl__auth_verify): the session keys
+ * of this end, from the role key `rk` (hpl__auth_role_key of hs->role) and
+ * both nonces in hs. `opener` is 1 on the opener's side, 0 on the
+ * acceptor's; the opener's send key is the acceptor's recv key and the
+ * other way round. Pure; the caller wipes *out (sodium_memzero) when done. */
+void hpl__auth_session(const hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LEN], int opener,
+                       hpl__auth_keys *out);
 
 #endif

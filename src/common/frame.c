@@ -1,6 +1,7 @@
 /* frame.c - frame header codec and incremental parser (see frame.h). */
 #include "frame.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,8 +64,12 @@ int hpl__frame_decode_hdr(const uint8_t *buf, size_t len, const hpl__frame_limit
     *why = "unknown message type";
     return HPL_EPROTO;
   }
-  if (h.flags != 0) {
-    *why = "unknown flags";
+  if (lim->tagged && !(h.flags & HPL__FRAME_F_TAG)) {
+    *why = "frame without a MAC on a connection with a session (a peer without sessions?)";
+    return HPL_EPROTO;
+  }
+  if (h.flags & ~(lim->tagged ? HPL__FRAME_F_TAG | HPL__FRAME_F_TAG_PAYLOAD : 0u)) {
+    *why = lim->tagged ? "unknown flags" : "unknown flags (a tagged frame without a session?)";
     return HPL_EPROTO;
   }
   if (h.msg_len > lim->max_msg) {
@@ -89,6 +94,8 @@ void hpl__framer_free(hpl__framer *f) {
   f->msg = NULL;
   f->mcap = 0;
 }
+
+void hpl__framer_tagged(hpl__framer *f) { f->lim.tagged = 1; }
 
 uint64_t hpl__framer_payload_left(const hpl__framer *f) { return f->state == 2 ? f->pleft : 0; }
 
@@ -133,6 +140,22 @@ long hpl__framer_feed(hpl__framer *f, const uint8_t *data, size_t len, int *ev,
       f->mhave += take;
       used += take;
       if (f->mhave < f->hdr.msg_len) break;
+      if (f->hdr.flags & HPL__FRAME_F_TAG) {
+        f->thave = 0;
+        f->state = 3;
+        continue;
+      }
+      f->pleft = f->hdr.payload_len;
+      f->state = f->pleft ? 2 : 0;
+      *ev = HPL__FR_MSG;
+      return (long)used;
+    } else if (f->state == 3) {
+      size_t take = HPL__FRAME_TAG_LEN - f->thave;
+      if (take > len - used) take = len - used;
+      memcpy(f->tag + f->thave, data + used, take);
+      f->thave += take;
+      used += take;
+      if (f->thave < HPL__FRAME_TAG_LEN) break;
       f->pleft = f->hdr.payload_len;
       f->state = f->pleft ? 2 : 0;
       *ev = HPL__FR_MSG;
@@ -149,4 +172,39 @@ long hpl__framer_feed(hpl__framer *f, const uint8_t *data, size_t len, int *ev,
     }
   }
   return (long)used;
+}
+
+/* ------------------------------------------------------------------ session MACs */
+
+void hpl__fmac_init(hpl__fmac *m, const uint8_t key[HPL__FRAME_KEY_LEN]) {
+  memset(m, 0, sizeof *m);
+  memcpy(m->key, key, HPL__FRAME_KEY_LEN);
+  m->on = 1;
+}
+
+void hpl__fmac_wipe(hpl__fmac *m) { sodium_memzero(m, sizeof *m); }
+
+void hpl__fmac_begin(hpl__fmac *m, const hpl__frame_hdr *h, const uint8_t *msg, size_t mlen) {
+  uint8_t head[8 + HPL__FRAME_HDR_LEN];
+  put64(head, m->seq);
+  hpl__frame_encode_hdr(h, head + 8);
+  crypto_generichash_init(&m->run, m->key, HPL__FRAME_KEY_LEN, HPL__FRAME_TAG_LEN);
+  crypto_generichash_update(&m->run, head, sizeof head);
+  if (mlen) crypto_generichash_update(&m->run, msg, mlen);
+}
+
+void hpl__fmac_add(hpl__fmac *m, const void *p, size_t n) {
+  if (n) crypto_generichash_update(&m->run, p, n);
+}
+
+void hpl__fmac_end(hpl__fmac *m, uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  crypto_generichash_final(&m->run, tag, HPL__FRAME_TAG_LEN);
+  m->seq++;
+}
+
+int hpl__fmac_check(hpl__fmac *m, const uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  uint8_t want[HPL__FRAME_TAG_LEN];
+  crypto_generichash_final(&m->run, want, HPL__FRAME_TAG_LEN);
+  m->seq++;
+  return sodium_memcmp(want, tag, HPL__FRAME_TAG_LEN) == 0 ? 0 : HPL_EAUTH;
 }

@@ -4,6 +4,7 @@
  * the other uvconn_*.c files (uvconn_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hoplite.h"
@@ -33,12 +34,18 @@ void hpl__conn_handle_closed(uv_handle_t *h) {
   free(c->pbuf);
   free(c->rbuf);
   hpl__framer_free(&c->fr);
+  hpl__fmac_wipe(&c->tx);
+  hpl__fmac_wipe(&c->rx);
   free(c->s);
   free(c);
 }
 
 hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
-  hpl__conn *c = calloc(1, sizeof *c);
+  /* aligned as its MAC states ask (hpl__fmac) */
+  size_t size = (sizeof(hpl__conn) + _Alignof(hpl__conn) - 1) / _Alignof(hpl__conn) *
+                _Alignof(hpl__conn);
+  hpl__conn *c = aligned_alloc(_Alignof(hpl__conn), size);
+  if (c) memset(c, 0, sizeof *c);
   uint8_t *rbuf = malloc(HPL__CONN_RBUF);
   if (!c || !rbuf) {
     free(c);
@@ -58,7 +65,8 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   s->data = c;
   c->handles = 1;
   hpl__record_open(&c->rec, c->label);
-  if (o->auth && o->auth->on) hpl__conn_hs_start(c);
+  c->tagged = o->auth && o->auth->on;
+  if (c->tagged) hpl__conn_hs_start(c);
   hpl__conn_read_start(c);
   return c;
 }

@@ -72,7 +72,11 @@ typedef struct hpl__conn_opts {
    * wait); it fails, or times out after HPL__AUTH_TIMEOUT_MS, with on_close
    * status HPL_EAUTH / HPL_ETIMEDOUT. The opener claims auth_role; an
    * acceptor (auth_role 0) takes the roles in the auth_roles bit mask
-   * (1 << role). auth_failures (may be NULL) counts failed handshakes. */
+   * (1 << role). auth_failures (may be NULL) counts failed handshakes and
+   * frames that fail their MAC check. Once the handshake succeeded every
+   * frame both ways is tagged (frame.h, sessions); a frame whose tag does
+   * not match closes the connection (on_close status HPL_EAUTH) and is
+   * never handed to on_frame. */
   const hpl__auth *auth;
   int auth_role;
   unsigned auth_roles;
@@ -130,6 +134,12 @@ int hpl__conn_role(const hpl__conn *c);
  * hpl__conn_write(). Returns 0 or a negative code (then cb is never called). */
 int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                   const void *payload, uint64_t plen, int copy, hpl__conn_write_cb cb, void *arg);
+
+/* Send a frame packed by the caller (frame[0..len): header with flags 0,
+ * message, payload, as hpl__msg_frame makes it): copied, and tagged like
+ * every frame on a connection with a session. Returns 0, HPL_EINVAL (not
+ * one whole frame), or a negative code. */
+int hpl__conn_send_packed(hpl__conn *c, const uint8_t *frame, size_t len);
 
 /* Write raw bytes (the rest of a payload announced by an earlier frame). The
  * caller keeps `p` alive until cb. Returns 0 or a negative code (cb not

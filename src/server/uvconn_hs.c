@@ -3,6 +3,7 @@
  * the cluster's keys; until it is done nothing is framed and writes wait
  * (uvconn_write.c holds them). Its time limit is the connection's timer
  * (uvconn_read.c). */
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,10 +54,22 @@ static void conn_auth_failed(hpl__conn *c, const char *why) {
   hpl__conn_close(c, HPL_EAUTH);
 }
 
+/* The handshake succeeded: the session's keys (auth.h), from here on every
+ * frame both ways is tagged. */
 static void conn_hs_done(hpl__conn *c) {
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_keys k;
+  int opener = c->o.auth_role != 0;
+  hpl__auth_role_key(c->o.auth, c->ahs.role, rk);
+  hpl__auth_session(&c->ahs, rk, opener, &k);
+  hpl__fmac_init(&c->tx, k.send);
+  hpl__fmac_init(&c->rx, k.recv);
+  hpl__framer_tagged(&c->fr);
+  sodium_memzero(rk, sizeof rk);
+  sodium_memzero(&k, sizeof k);
+  c->role = c->ahs.role;
   hs_set_state(c, HPL__HS_OPEN);
   hpl__record_add(&c->rec, c->rbuf + c->rpos, c->rlen - c->rpos); /* frames behind it */
-  c->role = c->ahs.role;
   c->hshave = c->hswant = 0;
   if (c->timer) uv_timer_stop(c->timer);
   hpl__conn_release_held(c);

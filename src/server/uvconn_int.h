@@ -51,6 +51,12 @@ typedef struct hpl__conn_wreq {
   uint8_t *owned;
   size_t bytes;
   struct hpl__conn_wreq *prev, *next; /* held before the handshake ended, or corked (utlist) */
+  /* a frame made before the handshake ended: its tag is made when it is
+   * released (the session's keys exist then), in the order frames were made */
+  int need_tag;
+  hpl__frame_hdr tag_hdr;     /* its header as encoded (flags included) */
+  uint8_t *tag_at;            /* its message is the tag_hdr.msg_len bytes before */
+  const uint8_t *tag_payload; /* covered payload (NULL: none) */
   uv_buf_t bufs[2];
   unsigned nbufs;
 } hpl__conn_wreq;
@@ -99,6 +105,10 @@ struct hpl__conn {
   uint8_t hsbuf[HPL__AUTH_CHALLENGE_LEN];
   size_t hshave, hswant;
   hpl__conn_wreq *held;             /* writes made before the handshake ended (utlist DL) */
+  /* the session (auth.h, frame.h): once the handshake succeeded every frame
+   * sent is tagged with tx, every frame received checked with rx */
+  int tagged;                       /* frames carry tags (a handshake is configured) */
+  hpl__fmac tx, rx;
   /* limits: the handshake's and a frame's time, frames per loop turn */
   uv_timer_t *timer;
   uint64_t frame_since_ms; /* a frame began arriving (0: between frames) */
@@ -146,6 +156,9 @@ int hpl__conn_handshake(hpl__conn *c);
 
 /* ------------------------------------------------------------ uvconn_read.c */
 
+/* A frame received failed its MAC check: log, count, close. */
+void hpl__conn_mac_failed(hpl__conn *c, const hpl__frame_hdr *h, const char *why);
+
 /* Start reading (a no-op while reading or closing); a failure closes c. */
 void hpl__conn_read_start(hpl__conn *c);
 
@@ -164,6 +177,14 @@ int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned n
 /* hpl__conn_submit for the handshake's own bytes: ahead of the writes
  * held for its end. */
 int hpl__conn_submit_first(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
+
+/* A frame's header and message are in buf (HPL__FRAME_HDR_LEN + h->msg_len
+ * bytes; h->flags are set here), with room for the tag after the message
+ * and then, with `copy`, plen payload bytes copied from payload. Tag it
+ * (now, or when the handshake ended) and submit it with the payload
+ * (referenced when not copied). Takes w and buf. 0 or a negative code. */
+int hpl__conn_submit_frame(hpl__conn *c, hpl__conn_wreq *w, uint8_t *buf, hpl__frame_hdr *h,
+                           const void *payload, uint64_t plen, int copy);
 
 /* Writes held (for the handshake, or behind a sendfile) go now, in the
  * order they were made. */

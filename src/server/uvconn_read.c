@@ -110,23 +110,53 @@ static void conn_frame_done(hpl__conn *c) {
   c->have_sink = 0;
 }
 
-/* Header and message complete: unpack and dispatch (or start buffering). */
+void hpl__conn_mac_failed(hpl__conn *c, const hpl__frame_hdr *h, const char *why) {
+  HPL__LOG_WARN("%s: %s frame (request %llu, %llu-byte payload) %s: changed, replayed, "
+                "reordered or dropped on the way; closing the connection",
+                c->label, hpl__msg_name(h->type), (unsigned long long)h->req_id,
+                (unsigned long long)h->payload_len, why);
+  if (c->o.auth_failures) (*c->o.auth_failures)++;
+  hpl__conn_close(c, HPL_EAUTH);
+}
+
+/* The message of the current frame is unpacked (its tag, if any, checked
+ * before): 0, or -1 with c failed. */
+static int conn_unpack(hpl__conn *c) {
+  c->cur_msg = hpl__msg_unpack(c->cur.type, c->fr.msg, c->cur.msg_len);
+  if (c->cur_msg) return 0;
+  char why[96];
+  snprintf(why, sizeof why, "cannot decode %s message (%u bytes)", hpl__msg_name(c->cur.type),
+           c->cur.msg_len);
+  hpl__conn_fail(c, why);
+  return -1;
+}
+
+/* Header, message and tag complete: check what the tag can check now,
+ * unpack and dispatch (or start buffering). A buffered payload is unpacked
+ * and handed up only once it is whole and its tag matched. */
 static void conn_on_msg(hpl__conn *c) {
   c->cur = c->fr.hdr;
-  c->cur_msg = hpl__msg_unpack(c->cur.type, c->fr.msg, c->cur.msg_len);
-  if (!c->cur_msg) {
-    char why[96];
-    snprintf(why, sizeof why, "cannot decode %s message (%u bytes)", hpl__msg_name(c->cur.type),
-             c->cur.msg_len);
-    hpl__conn_fail(c, why);
-    return;
+  if (c->rx.on) {
+    int cover = (c->cur.flags & HPL__FRAME_F_TAG_PAYLOAD) != 0;
+    if (c->o.stream_payloads ? cover : cover != (c->cur.payload_len > 0)) {
+      hpl__conn_fail(c, cover ? "a payload covered by the MAC on a data stream"
+                              : "a payload not covered by the MAC on a control connection");
+      return;
+    }
+    hpl__fmac_begin(&c->rx, &c->cur, c->fr.msg, c->cur.msg_len);
+    if ((c->cur.payload_len == 0 || c->o.stream_payloads) && hpl__fmac_check(&c->rx, c->fr.tag)) {
+      hpl__conn_mac_failed(c, &c->cur, "fails its MAC check");
+      return;
+    }
   }
   if (c->cur.payload_len == 0) {
+    if (conn_unpack(c) != 0) return;
     c->o.on_frame(c, &c->cur, c->cur_msg, NULL, 0);
     conn_frame_done(c);
     return;
   }
   if (c->o.stream_payloads) {
+    if (conn_unpack(c) != 0) return;
     c->have_sink = 0;
     c->o.on_frame(c, &c->cur, c->cur_msg, NULL, c->cur.payload_len);
     if (!c->closing && !c->have_sink) hpl__conn_fail(c, "unexpected payload");
@@ -142,16 +172,25 @@ static void conn_on_msg(hpl__conn *c) {
   c->pgot = 0;
 }
 
+/* A buffered payload is whole: its tag, then the message, then on_frame. */
+static void conn_buffered_done(hpl__conn *c) {
+  if (c->rx.on && hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
+    hpl__conn_mac_failed(c, &c->cur, "fails its MAC check");
+    return;
+  }
+  if (conn_unpack(c) != 0) return;
+  c->o.on_frame(c, &c->cur, c->cur_msg, c->pbuf, c->pgot);
+  conn_frame_done(c);
+}
+
 /* Payload bytes that arrived in rbuf (not direct). Returns bytes consumed,
  * which is less than len only when the sink has no room. */
 static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
   if (!c->o.stream_payloads) {
     memcpy(c->pbuf + c->pgot, p, len);
+    if (c->rx.on) hpl__fmac_add(&c->rx, p, len);
     c->pgot += len;
-    if (c->pgot == c->cur.payload_len) {
-      c->o.on_frame(c, &c->cur, c->cur_msg, c->pbuf, c->pgot);
-      conn_frame_done(c);
-    }
+    if (c->pgot == c->cur.payload_len) conn_buffered_done(c);
     return len;
   }
   size_t used = 0;
@@ -209,7 +248,7 @@ static void conn_process(hpl__conn *c) {
         return;
       }
     } else if (ev == HPL__FR_PAYLOAD) {
-      if (!c->cur_msg) continue; /* frame already failed */
+      if (!c->cur_msg && !c->pbuf) continue; /* frame already failed */
       /* buffered mode consumes everything; stream mode may pause */
       size_t used = conn_on_payload(c, chunk, clen);
       if (used < clen) {

@@ -247,8 +247,18 @@ static void wreq_set(hpl__conn *c, hpl__conn_wreq *w, const uv_buf_t *bufs, unsi
   for (unsigned i = 0; i < nbufs; i++) w->bytes += bufs[i].len;
 }
 
+/* The tag of a frame made before the handshake ended. */
+static void conn_tag(hpl__conn *c, hpl__conn_wreq *w) {
+  const uint8_t *msg = w->tag_at - w->tag_hdr.msg_len;
+  hpl__fmac_begin(&c->tx, &w->tag_hdr, msg, w->tag_hdr.msg_len);
+  if (w->tag_payload) hpl__fmac_add(&c->tx, w->tag_payload, w->tag_hdr.payload_len);
+  hpl__fmac_end(&c->tx, w->tag_at);
+  w->need_tag = 0;
+}
+
 int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   wreq_set(c, w, bufs, nbufs);
+  if (w->need_tag && c->hs == HPL__HS_OPEN) conn_tag(c, w); /* in the order frames go */
   if (c->hs != HPL__HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
     for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
     w->nbufs = nbufs;
@@ -289,6 +299,29 @@ void hpl__conn_drop_writes(hpl__conn *c) {
   }
 }
 
+int hpl__conn_submit_frame(hpl__conn *c, hpl__conn_wreq *w, uint8_t *buf, hpl__frame_hdr *h,
+                           const void *payload, uint64_t plen, int copy) {
+  size_t mlen = h->msg_len, tlen = c->tagged ? HPL__FRAME_TAG_LEN : 0;
+  size_t extra = copy && payload ? (size_t)plen : 0;
+  uint8_t *tag_at = buf + HPL__FRAME_HDR_LEN + mlen;
+  if (extra) memcpy(tag_at + tlen, payload, (size_t)plen);
+  h->flags = 0;
+  if (c->tagged) { /* a payload streamed later (payload NULL) is not covered */
+    h->flags = HPL__FRAME_F_TAG | (payload && plen ? HPL__FRAME_F_TAG_PAYLOAD : 0);
+    w->need_tag = 1;
+    w->tag_hdr = *h;
+    w->tag_at = tag_at;
+    w->tag_payload = payload && plen ? (extra ? tag_at + tlen : payload) : NULL;
+  }
+  hpl__frame_encode_hdr(h, buf);
+  w->owned = buf;
+  uv_buf_t bufs[2];
+  unsigned n = 1;
+  bufs[0] = uv_buf_init((char *)buf, (unsigned)(HPL__FRAME_HDR_LEN + mlen + tlen + extra));
+  if (!copy && plen && payload) bufs[n++] = uv_buf_init((char *)payload, (unsigned)plen);
+  return hpl__conn_submit(c, w, bufs, n);
+}
+
 int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                   const void *payload, uint64_t plen, int copy, hpl__conn_write_cb cb, void *arg) {
   if (c->closing) return HPL_ECONN;
@@ -296,7 +329,7 @@ int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufC
   size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
   size_t extra = copy && payload ? (size_t)plen : 0;
   hpl__conn_wreq *w = calloc(1, sizeof *w);
-  uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + extra + 1);
+  uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + extra + 1);
   if (!w || !buf) {
     free(w);
     free(buf);
@@ -304,17 +337,30 @@ int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufC
   }
   hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req_id,
                      .payload_len = plen};
-  hpl__frame_encode_hdr(&h, buf);
   if (mlen) protobuf_c_message_pack(m, buf + HPL__FRAME_HDR_LEN);
-  if (extra) memcpy(buf + HPL__FRAME_HDR_LEN + mlen, payload, (size_t)plen);
-  w->owned = buf;
   w->cb = cb;
   w->arg = arg;
-  uv_buf_t bufs[2];
-  unsigned n = 1;
-  bufs[0] = uv_buf_init((char *)buf, (unsigned)(HPL__FRAME_HDR_LEN + mlen + extra));
-  if (!copy && plen && payload) bufs[n++] = uv_buf_init((char *)payload, (unsigned)plen);
-  return hpl__conn_submit(c, w, bufs, n);
+  return hpl__conn_submit_frame(c, w, buf, &h, payload, plen, copy);
+}
+
+int hpl__conn_send_packed(hpl__conn *c, const uint8_t *frame, size_t len) {
+  if (c->closing) return HPL_ECONN;
+  hpl__frame_limits any = {.max_msg = UINT32_MAX, .max_payload = UINT32_MAX,
+                           .max_type = UINT16_MAX};
+  hpl__frame_hdr h;
+  if (hpl__frame_decode_hdr(frame, len, &any, &h, NULL) != 0 ||
+      len != HPL__FRAME_HDR_LEN + (size_t)h.msg_len + h.payload_len)
+    return HPL_EINVAL;
+  hpl__conn_wreq *w = calloc(1, sizeof *w);
+  uint8_t *buf = malloc(len + HPL__FRAME_TAG_LEN + 1);
+  if (!w || !buf) {
+    free(w);
+    free(buf);
+    return HPL_ENOMEM;
+  }
+  memcpy(buf + HPL__FRAME_HDR_LEN, frame + HPL__FRAME_HDR_LEN, h.msg_len);
+  return hpl__conn_submit_frame(c, w, buf, &h, frame + HPL__FRAME_HDR_LEN + h.msg_len,
+                                h.payload_len, 1);
 }
 
 int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {

@@ -1,5 +1,6 @@
 /* fuzz_frame.c - libFuzzer target: the frame parser fed in pieces, every
- * message it yields unpacked as its type, and the handshake's parsers. */
+ * message it yields unpacked as its type, the same bytes as tagged frames
+ * of a session (tags checked), and the handshake's parsers. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +46,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 done:
   hpl__framer_free(&fr);
+  /* the same bytes as a session's frames: a tagged framer, each frame's
+   * tag checked (payload covered when flagged) with a fixed key */
+  {
+    static hpl__fmac rx; /* 64-byte aligned */
+    uint8_t key[HPL__FRAME_KEY_LEN];
+    memset(key, 9, sizeof key);
+    hpl__fmac_init(&rx, key);
+    hpl__frame_limits tl = lim;
+    tl.tagged = 1;
+    hpl__framer tf;
+    hpl__framer_init(&tf, &tl);
+    const uint8_t *p = data;
+    size_t n = size;
+    while (n > 0) {
+      int ev;
+      const uint8_t *chunk;
+      size_t clen;
+      long k = hpl__framer_feed(&tf, p, n < step ? n : step, &ev, &chunk, &clen);
+      if (k < 0) break;
+      p += k;
+      n -= (size_t)k;
+      if (ev == HPL__FR_MSG) {
+        hpl__fmac_begin(&rx, &tf.hdr, tf.msg, tf.hdr.msg_len);
+        if (tf.hdr.payload_len == 0 && hpl__fmac_check(&rx, tf.tag) != 0) break;
+      } else if (ev == HPL__FR_PAYLOAD) {
+        if (tf.hdr.flags & HPL__FRAME_F_TAG_PAYLOAD) hpl__fmac_add(&rx, chunk, clen);
+        if (hpl__framer_payload_left(&tf) == 0 && hpl__fmac_check(&rx, tf.tag) != 0) break;
+      }
+      if (k == 0 && ev == HPL__FR_NONE) break;
+    }
+    hpl__framer_free(&tf);
+    hpl__fmac_wipe(&rx);
+  }
   /* the handshake's messages, with a fixed key */
   if (size >= HPL__AUTH_HELLO_LEN + HPL__AUTH_PROOF_LEN) {
     hpl__auth a = {.on = 1};

@@ -1,0 +1,71 @@
+/*
+ * crpc_int.h - the inside of the client's RPC layer (crpc.h), shared by its
+ * two files and nothing else:
+ *   crpc.c       the handle, reading, reply matching, leader/follower;
+ *   crpc_send.c  writing frames: packing a batch, tagging it (a session's
+ *                MACs, frame.h), one writer at a time.
+ */
+#ifndef HPL_CRPC_INT_H
+#define HPL_CRPC_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "crpc.h"
+#include "cwait.h"
+#include "record.h"
+
+/* A caller waiting for the reply with request id `id` (a ticket). */
+typedef struct hpl__crpc_ticket {
+  uint64_t id;
+  UT_hash_handle hh;
+  int done;
+  int status; /* with done: 0, or HPL_ENOMEM if the reply could not be kept */
+  hpl__crpc_msg msg;
+} pending;
+
+struct hpl__crpc {
+  int fd;
+  hpl__turn writer;      /* one writer at a time: frames never interleave */
+  pthread_mutex_t lock;  /* the fields up to the reader state */
+  pthread_cond_t cv;     /* a reply arrived, the reader role fell free, or the handle broke */
+  int reading;           /* a caller holds the reader role */
+  int broken;
+  char why[192];         /* with broken: the reason, never changed again */
+  pending *pending;
+  uint64_t next_id;
+  int fds[HPL__CRPC_MAX_FDS];
+  int nfds;
+  hpl__record rec; /* $HPL_RECORD_DIR: what the peer sent, for fuzz corpora */
+  /* Reader state: only the thread holding the reader role touches it, so
+   * it carries over from one reader to the next. */
+  hpl__framer fr;
+  uint8_t *rbuf; /* NULL after it was handed over with a frame */
+  size_t rcap;
+  hpl__crpc_msg cur; /* the frame whose payload is arriving */
+  uint64_t cur_got;
+  /* the session (opts send_key/recv_key): tx under the writer turn, rx
+   * with the reader state */
+  int tagged;
+  hpl__fmac tx, rx;
+};
+
+/* Mark the handle broken (r->lock held). The first reason stays. The socket
+ * is shut down, which wakes a reader blocked in poll and tells the peer;
+ * every waiter wakes. */
+void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Send the frames of reqs[0..n) (request ids from ps[], NULL: one-way)
+ * whole, in order, before the deadline; *done is how many went out whole.
+ * One writer at a time, so frames never interleave; a frame cut off
+ * part-way breaks the handle, as it would misframe everything after it.
+ * With a session each frame is tagged when the writer turn is held, so
+ * sequence numbers follow the wire; those of frames that did not go are
+ * given back. Nothing goes out once the deadline has passed. 0,
+ * HPL_EINVAL, HPL_ENOMEM, HPL_ETIMEDOUT, HPL_ECONN. */
+int hpl__crpc_send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n,
+                          struct hpl__crpc_ticket *const *ps, uint64_t deadline, size_t *done);
+
+#endif

@@ -1,0 +1,173 @@
+/* crpc_send.c - the client's RPC layer, writing (crpc_int.h): a batch of
+ * requests packed into frames, tagged under a session, written whole by
+ * one writer at a time. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "crpc_int.h"
+#include "hoplite.h"
+#include "util.h"
+
+static const char *errstr(int err, char *buf, size_t len) { return strerror_r(err, buf, len); }
+
+/* ------------------------------------------------------------------ writing */
+
+/* Write iov[0..niov) whole before the deadline; iov is advanced in place.
+ * Returns 0, HPL_ETIMEDOUT or HPL_ECONN (*err = errno). *sent is how many
+ * bytes went out either way. */
+static int write_iov(int fd, struct iovec *iov, size_t niov, uint64_t deadline, size_t *sent,
+                     int *err) {
+  *sent = 0;
+  for (;;) {
+    while (niov && iov->iov_len == 0) iov++, niov--;
+    if (!niov) return 0;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov < IOV_MAX ? niov : IOV_MAX};
+    ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *sent += (size_t)n;
+      for (size_t k = (size_t)n; k;) { /* n never exceeds what the iovecs hold */
+        size_t step = k < iov->iov_len ? k : iov->iov_len;
+        iov->iov_base = (uint8_t *)iov->iov_base + step;
+        iov->iov_len -= step;
+        k -= step;
+        if (iov->iov_len == 0) iov++, niov--;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      if (poll(&p, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR) {
+        *err = errno;
+        return HPL_ECONN;
+      }
+      continue; /* writable, an error send() reports, or the deadline */
+    }
+    *err = n < 0 ? errno : EPIPE;
+    return HPL_ECONN;
+  }
+}
+
+/* Frames for reqs[0..n), packed for one write: headers and messages in
+ * `packed`, payloads where the caller has them, iov[0..niov) in stream
+ * order; frame i ends at byte ends[i] of the stream. */
+typedef struct outgoing {
+  uint8_t *packed;
+  struct iovec *iov;
+  size_t niov;
+  size_t *ends;
+  hpl__frame_hdr *hdrs; /* with a session: each frame's header, */
+  uint8_t **tags;       /* and where its tag goes (after its message) */
+} outgoing;
+
+static void outgoing_free(outgoing *o) {
+  free(o->packed);
+  free(o->iov);
+  free(o->ends);
+  free(o->hdrs);
+  free(o->tags);
+}
+
+/* With the writer turn held: the frames' tags, in the order they go. */
+static void outgoing_tag(hpl__crpc *r, outgoing *o, const hpl__crpc_req *reqs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const hpl__frame_hdr *h = &o->hdrs[i];
+    hpl__fmac_begin(&r->tx, h, o->tags[i] - h->msg_len, h->msg_len);
+    if (reqs[i].plen) hpl__fmac_add(&r->tx, reqs[i].payload, reqs[i].plen);
+    hpl__fmac_end(&r->tx, o->tags[i]);
+  }
+}
+
+/* Pack reqs[0..n) under the request ids of ps[] (NULL: one-way, id 0).
+ * 0, HPL_EINVAL (a payload length without a payload) or HPL_ENOMEM. */
+static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pending *const *ps,
+                         int tagged) {
+  size_t total = 0, tlen = tagged ? HPL__FRAME_TAG_LEN : 0;
+  for (size_t i = 0; i < n; i++) {
+    if (reqs[i].plen && !reqs[i].payload) return HPL_EINVAL;
+    total += HPL__FRAME_HDR_LEN + tlen +
+             (reqs[i].m ? protobuf_c_message_get_packed_size(reqs[i].m) : 0);
+  }
+  *o = (outgoing){.packed = malloc(total), .iov = malloc(2 * n * sizeof *o->iov),
+                  .ends = malloc(n * sizeof *o->ends)};
+  if (tagged) {
+    o->hdrs = malloc(n * sizeof *o->hdrs);
+    o->tags = malloc(n * sizeof *o->tags);
+  }
+  if (!o->packed || !o->iov || !o->ends || (tagged && (!o->hdrs || !o->tags))) {
+    outgoing_free(o);
+    return HPL_ENOMEM;
+  }
+  uint8_t *at = o->packed;
+  size_t end = 0;
+  struct iovec *cur = NULL; /* the iovec that headers go on extending */
+  for (size_t i = 0; i < n; i++) {
+    const hpl__crpc_req *q = &reqs[i];
+    size_t mlen = q->m ? protobuf_c_message_pack(q->m, at + HPL__FRAME_HDR_LEN) : 0;
+    hpl__frame_hdr h = {.type = (uint16_t)q->type, .msg_len = (uint32_t)mlen,
+                        .req_id = ps ? ps[i]->id : 0, .payload_len = q->plen};
+    if (tagged) {
+      h.flags = HPL__FRAME_F_TAG | (q->plen ? HPL__FRAME_F_TAG_PAYLOAD : 0);
+      o->hdrs[i] = h;
+      o->tags[i] = at + HPL__FRAME_HDR_LEN + mlen;
+    }
+    hpl__frame_encode_hdr(&h, at);
+    if (!cur) {
+      cur = &o->iov[o->niov++];
+      *cur = (struct iovec){.iov_base = at, .iov_len = 0};
+    }
+    cur->iov_len += HPL__FRAME_HDR_LEN + mlen + tlen;
+    at += HPL__FRAME_HDR_LEN + mlen + tlen;
+    if (q->plen) {
+      o->iov[o->niov++] = (struct iovec){.iov_base = (void *)q->payload, .iov_len = q->plen};
+      cur = NULL;
+    }
+    end += HPL__FRAME_HDR_LEN + mlen + tlen + q->plen;
+    o->ends[i] = end;
+  }
+  return 0;
+}
+
+int hpl__crpc_send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pending *const *ps,
+                          uint64_t deadline, size_t *done) {
+  *done = 0;
+  if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
+  outgoing o;
+  int rc = outgoing_pack(&o, reqs, n, ps, r->tagged);
+  if (rc) return rc;
+  if (hpl__turn_take(&r->writer, deadline) != 0) {
+    outgoing_free(&o);
+    return HPL_ETIMEDOUT; /* another writer held the socket until our deadline */
+  }
+  pthread_mutex_lock(&r->lock);
+  rc = r->broken ? HPL_ECONN : 0;
+  pthread_mutex_unlock(&r->lock);
+  size_t sent = 0;
+  int err = 0;
+  uint64_t seq0 = r->tx.seq;
+  if (r->tagged) outgoing_tag(r, &o, reqs, n); /* seq in the order frames go */
+  if (rc == 0) rc = write_iov(r->fd, o.iov, o.niov, deadline, &sent, &err);
+  while (*done < n && o.ends[*done] <= sent) ++*done;
+  r->tx.seq = seq0 + *done; /* frames that did not go are made again, with these numbers */
+  size_t whole = *done ? o.ends[*done - 1] : 0;
+  pthread_mutex_lock(&r->lock);
+  if (rc == HPL_ECONN && err) {
+    char eb[96];
+    hpl__crpc_break_locked(r, "cannot send %s: %s", hpl__msg_name(reqs[*done].type),
+                 errstr(err, eb, sizeof eb));
+  } else if (rc == HPL_ETIMEDOUT && sent > whole) {
+    hpl__crpc_break_locked(r, "sending %s timed out after %zu of its %zu bytes",
+                 hpl__msg_name(reqs[*done].type), sent - whole, o.ends[*done] - whole);
+  }
+  pthread_mutex_unlock(&r->lock);
+  hpl__turn_give(&r->writer);
+  outgoing_free(&o);
+  return rc;
+}

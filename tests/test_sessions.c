@@ -1,0 +1,273 @@
+/* test_sessions.c - sessions bound to the handshake (auth.h, frame.h): an
+ * on-path TCP relay without the cluster secret passes the handshake through
+ * untouched and then rewrites the bytes of inline objects in what the
+ * directory sends. Every frame after the handshake carries a MAC, so the
+ * rewritten frames are refused: the get returns the right bytes or fails
+ * with an error, never the relay's bytes. Real servers on loopback. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "auth.h"
+#include "harness.h"
+#include "util.h"
+
+#define MB (1ull << 20)
+#define OBJ_SIZE 1024
+#define OBJ_BYTE 'Q'
+
+/* ---- the relay: listens, and for every connection opens one to the
+ * directory and copies bytes both ways; what the directory sends after the
+ * first 72 bytes (the handshake's CHALLENGE) has every run of 16 OBJ_BYTEs
+ * rewritten to "MITM..." */
+typedef struct relay {
+  int lfd, port, dir_port;
+  volatile int stop;
+  volatile unsigned rewrites, conns;
+  pthread_t thread;
+} relay;
+
+typedef struct pipe_pair {
+  int a, b; /* a: the store's side, b: the directory's */
+  uint64_t from_dir;
+} pipe_pair;
+
+static int rewrite(uint8_t *p, size_t n) {
+  int k = 0;
+  for (size_t i = 0; i + 16 <= n; i++) {
+    size_t j = 0;
+    while (j < 16 && p[i + j] == OBJ_BYTE) j++;
+    if (j < 16) continue;
+    for (j = 0; j < 16; j++) p[i + j] = (uint8_t)"MITM"[j % 4];
+    i += 15;
+    k++;
+  }
+  return k;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static void *relay_main(void *arg) {
+  relay *r = arg;
+  pipe_pair pp[16];
+  int np = 0;
+  while (!r->stop) {
+    struct pollfd pf[33];
+    int n = 0;
+    pf[n++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+    for (int i = 0; i < np; i++) {
+      pf[n++] = (struct pollfd){.fd = pp[i].a, .events = POLLIN};
+      pf[n++] = (struct pollfd){.fd = pp[i].b, .events = POLLIN};
+    }
+    if (poll(pf, (nfds_t)n, 50) <= 0) continue;
+    if ((pf[0].revents & POLLIN) && np < 16) {
+      int a = accept(r->lfd, NULL, NULL);
+      int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->dir_port)};
+      d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (a >= 0 && b >= 0 && connect(b, (struct sockaddr *)&d, sizeof d) == 0) {
+        int one = 1;
+        setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        pp[np++] = (pipe_pair){.a = a, .b = b};
+        r->conns++;
+      } else {
+        if (a >= 0) close(a);
+        if (b >= 0) close(b);
+      }
+      continue; /* pf[] no longer matches pp[] */
+    }
+    for (int i = 0; i < np; i++) {
+      for (int dir = 0; dir < 2; dir++) {
+        struct pollfd *p = &pf[1 + 2 * i + dir];
+        if (!(p->revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        uint8_t buf[65536];
+        ssize_t k = recv(p->fd, buf, sizeof buf, 0);
+        int to = dir == 0 ? pp[i].b : pp[i].a;
+        if (k > 0 && dir == 1) { /* from the directory */
+          size_t skip = pp[i].from_dir < 72 ? (size_t)(72 - pp[i].from_dir) : 0;
+          if (skip < (size_t)k) r->rewrites += (unsigned)rewrite(buf + skip, (size_t)k - skip);
+          pp[i].from_dir += (uint64_t)k;
+        }
+        if (k <= 0 || send_all(to, buf, (size_t)k) != 0) {
+          close(pp[i].a);
+          close(pp[i].b);
+          pp[i] = pp[--np];
+          goto next_turn; /* pf[] no longer matches pp[] */
+        }
+      }
+    }
+  next_turn:;
+  }
+  for (int i = 0; i < np; i++) close(pp[i].a), close(pp[i].b);
+  return NULL;
+}
+
+static void relay_start(relay *r, int dir_port) {
+  memset(r, 0, sizeof *r);
+  r->dir_port = dir_port;
+  r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(r->lfd, 16), 0);
+  assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
+  r->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&r->thread, NULL, relay_main, r), 0);
+}
+
+static void relay_stop(relay *r) {
+  r->stop = 1;
+  pthread_join(r->thread, NULL);
+  close(r->lfd);
+}
+
+/* A store process started by hand whose directory is `dir_addr`. */
+static pid_t spawn_store(const char *dir_addr, const char *sock, const char *ready,
+                         const char *secret, const char *log) {
+  char exe[512];
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(lfd, 2);
+    execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M",
+          "--ready-file", ready, "--auth-file", secret, (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  return pid;
+}
+
+/* A 1 KiB object put on node 0 of a real cluster; a store behind the relay
+ * gets it (by a direct read of its client, or by asking the directory
+ * itself). The relay rewrites the inline bytes it carries: the get fails or
+ * returns the object's bytes, and the rewritten frames are counted. */
+static void test_relay_rewrites_inline_reply(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(1, 64 * MB, NULL, NULL);
+  hpl_client *c0 = th_connect(lc, 0);
+  uint8_t obj[OBJ_SIZE];
+  memset(obj, OBJ_BYTE, sizeof obj);
+  assert_int_equal(hpl_put(c0, "mitm/x", obj, sizeof obj, th_ms(5000)), 0);
+
+  relay r;
+  relay_start(&r, hpl__lc_dir_port(lc));
+  char work[] = "/tmp/hpl-relay-XXXXXX", sock[128], ready[128], log[128], dir[64];
+  assert_non_null(mkdtemp(work));
+  snprintf(sock, sizeof sock, "%s/store.sock", work);
+  snprintf(ready, sizeof ready, "%s/ready", work);
+  snprintf(log, sizeof log, "%s/store.log", work);
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", r.port);
+  pid_t pid = spawn_store(dir, sock, ready, hpl__lc_secret(lc), log);
+  for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
+  assert_int_equal(access(ready, F_OK), 0);
+
+  hpl_client *c = NULL;
+  assert_int_equal(hpl_connect(sock, th_ms(5000), &c), 0);
+  hpl_buf *b = NULL;
+  int rc = hpl_get(c, "mitm/x", th_ms(3000), &b);
+  int right = 0, mitm = 0;
+  if (rc == 0) {
+    right = hpl_buf_size(b) == OBJ_SIZE && memcmp(hpl_buf_data(b), obj, OBJ_SIZE) == 0;
+    mitm = !right;
+    hpl_release(c, b);
+  }
+  uint64_t macf = th_counter(c, "auth_failures");
+  hpl_close(c);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  relay_stop(&r);
+  uint64_t dir_macf = th_dir_counter(lc, "dir_auth_failures");
+  hpl_close(c0);
+  th_stop(lc, mitm);
+  char cmd[256];
+  if (mitm || r.rewrites == 0 || macf + dir_macf == 0 || getenv("HPL_TEST_VERBOSE")) {
+    snprintf(cmd, sizeof cmd, "grep -m5 -i 'mac\\|auth' %s >&2", log);
+    if (system(cmd)) {
+    }
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
+  if (system(cmd)) {
+  }
+  fprintf(stderr, "relay: %u connections, %u rewrites; get: %s (%s); auth_failures store %llu, "
+          "directory %llu\n", r.conns, r.rewrites, hpl_strerror(rc),
+          rc ? "failed" : right ? "right bytes" : "THE RELAY'S BYTES",
+          (unsigned long long)macf, (unsigned long long)dir_macf);
+  assert_true(r.rewrites > 0); /* the relay did change what it carried */
+  if (mitm) fail_msg("the get returned the relay's bytes");
+  assert_true(macf > 0); /* the store (or its client) refused the rewritten frames */
+}
+
+/* A peer from before sessions: its version-1 HELLO fails the handshake
+ * (counted); one that does the handshake but then sends a frame without a
+ * tag is closed at that frame, and nothing it asked is answered. */
+static void test_peer_without_sessions(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  uint64_t fails0 = th_dir_counter(lc, "dir_auth_failures");
+  /* 1. a version-1 HELLO */
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)hpl__lc_dir_port(lc))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  hpl__auth_hs hs;
+  uint8_t hello[HPL__AUTH_HELLO_LEN];
+  hpl__auth_open(&hs, HPL__ROLE_STORE, hello);
+  hello[4] = 1;
+  assert_int_equal(send(fd, hello, sizeof hello, MSG_NOSIGNAL), (ssize_t)sizeof hello);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  assert_true(th_dir_counter(lc, "dir_auth_failures") > fails0);
+  /* 2. the handshake, then an untagged COUNTERS request */
+  fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
+  size_t len;
+  uint8_t *f = hpl__msg_frame(HPL__MSG_COUNTERS, 7, &r.base, 0, &len);
+  assert_int_equal(send(fd, f, len, MSG_NOSIGNAL), (ssize_t)len);
+  free(f);
+  uint8_t b[64];
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  assert_int_equal(poll(&pf, 1, (int)th_ms(3000)), 1);
+  assert_true(recv(fd, b, sizeof b, 0) <= 0); /* closed, no reply */
+  close(fd);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "grep -q 'frame without a MAC' %s", hpl__lc_dir_log(lc));
+  assert_int_equal(system(cmd), 0); /* the log says why */
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_relay_rewrites_inline_reply, th_teardown),
+      cmocka_unit_test_teardown(test_peer_without_sessions, th_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
