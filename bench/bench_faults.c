@@ -4,7 +4,7 @@
  *
  *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
  *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
- *                [--faults kill,cut,slow,pause,dirkill,srckill]
+ *                [--faults kill,cut,slow,pause,dirkill,srckill,corrupt]
  *                [--slow-factor 10] [--pause-s 1,8] [--dir-down 1.0]
  *                [--work-dir DIR (kept: the servers' logs; default a
  *                 temporary one, removed at the end)]
@@ -39,6 +39,13 @@
  *         the first receiver holds a complete copy (a watcher thread polls
  *         the receivers with hpl_contains); the random moment does not
  *         apply. Every receiver is a survivor. Works on loopback as well.
+ *   corrupt broadcast only (a reduce drawn with it runs as a broadcast:
+ *         reduce streams carry no digests yet, so a lying slot's partial
+ *         sum would not be caught): the victim, a receiver, flips a byte in
+ *         the first chunks of every stream it serves in the run (the fault
+ *         point corrupt_send, which every store is restarted with at the
+ *         start). Receivers must detect it, re-pull elsewhere, and end with
+ *         exact bytes. Its own get (it is alive) must finish correctly.
  * cut and slow need the emulated cluster (--netns, --cluster-sh).
  * Broadcast: node 0 holds the object (killed only by srckill), every other
  * node gets it. Reduce: every node holds a source (f32, sums exact in any
@@ -117,9 +124,24 @@ typedef struct cfg {
   FILE *out;
 } cfg;
 
-enum { FK_KILL = 1, FK_CUT = 2, FK_SLOW = 4, FK_PAUSE = 8, FK_DIRKILL = 16, FK_SRCKILL = 32 };
-#define NFK 6
-static const char *const fk_names[NFK] = {"kill", "cut", "slow", "pause", "dirkill", "srckill"};
+enum {
+  FK_KILL = 1,
+  FK_CUT = 2,
+  FK_SLOW = 4,
+  FK_PAUSE = 8,
+  FK_DIRKILL = 16,
+  FK_SRCKILL = 32,
+  FK_CORRUPT = 64
+};
+#define NFK 7
+static const char *const fk_names[NFK] = {"kill",    "cut",     "slow",   "pause",
+                                          "dirkill", "srckill", "corrupt"};
+/* corrupt: every store is started with a fault point that flips a byte in
+ * the first CORRUPT_CHUNKS chunks of each stream it sends of an object
+ * whose id starts with "fc/<its index>/"; a corrupt run names its object
+ * after its victim, so that node alone lies, from the start of the run,
+ * in every stream it serves. */
+#define CORRUPT_CHUNKS 2
 /* FK_* bit -> index into fk_names */
 static int fk_index(int kind) {
   int i = 0;
@@ -307,6 +329,31 @@ static void restart_dead(cfg *g) {
   }
 }
 
+/* Received units that failed their digests, summed over the live stores
+ * (their corrupt_units counters). */
+static uint64_t corrupt_caught(const cfg *g) {
+  uint64_t sum = 0, v;
+  for (int i = 0; i < g->hosts; i++)
+    if (alive[i] && cs[i] && hpl_counter(cs[i], "corrupt_units", 5000, &v) == 0) sum += v;
+  return sum;
+}
+
+/* Restart every store with its corrupt fault point (FK_CORRUPT). */
+static void corrupt_setup(cfg *g) {
+  for (int i = 0; i < g->hosts; i++) {
+    char a[96], err[512];
+    snprintf(a, sizeof a, "--faults prefix=fc/%d/,corrupt_send=%d", i, CORRUPT_CHUNKS);
+    hpl_close(cs[i]);
+    cs[i] = NULL;
+    if (hpl__lc_signal(lc, i, SIGTERM) || hpl__lc_set_store_args(lc, i, a) ||
+        hpl__lc_restart(lc, i, err, sizeof err)) {
+      fprintf(stderr, "bench_faults: restart node %d with '%s' failed\n", i, a);
+      exit(1);
+    }
+    if (hpl_connect(hpl__lc_socket(lc, i), 10000, &cs[i])) die("reconnect");
+  }
+}
+
 static void kill_node(int i) {
   alive[i] = 0;
   hpl__lc_signal(lc, i, SIGKILL);
@@ -442,8 +489,10 @@ static int middle_node(int op, const char *id, int fallback) {
 static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nkill, int *victims,
                        double kill_frac, double nofault, int k_reduce, double cut_s) {
   outcome oc = {0};
-  char id[96];
-  snprintf(id, sizeof id, "f/%s/%d/%llu", op ? "reduce" : "bcast", run, (unsigned long long)size);
+  char id[96], pre[16] = "f/";
+  if (kind == FK_CORRUPT) snprintf(pre, sizeof pre, "fc/%d/", victims[0]);
+  snprintf(id, sizeof id, "%s%s/%d/%llu", pre, op ? "reduce" : "bcast", run,
+           (unsigned long long)size);
   static char sids[MAXN][96];
   static const char *srcs[MAXN];
   uint64_t sum = 0;
@@ -455,7 +504,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     put_pattern(0, id, size, (uint64_t)run);
   } else {
     for (int i = 0; i < g->hosts; i++) {
-      snprintf(sids[i], sizeof sids[i], "f/src/%d/%llu/%d", run, (unsigned long long)size, i);
+      snprintf(sids[i], sizeof sids[i], "%ssrc/%d/%llu/%d", pre, run, (unsigned long long)size, i);
       srcs[i] = sids[i];
       put_source(i, sids[i], size);
     }
@@ -820,6 +869,7 @@ int main(int argc, char **argv) {
     if (hpl_connect(hpl__lc_socket(lc, i), 10000, &cs[i])) die("connect");
     alive[i] = 1;
   }
+  if (g.faults & FK_CORRUPT) corrupt_setup(&g);
   printf("bench_faults: %d hosts%s%s, seed %llu, logs in %s\n", g.hosts, g.netns ? " (emulated, rate " : "",
          g.netns ? g.rate : "", (unsigned long long)g.seed, hpl__lc_work_dir(lc));
   if (g.netns) printf(")\n");
@@ -887,6 +937,10 @@ int main(int argc, char **argv) {
                 (g.pause_max - g.pause_min) * (double)(rnd(&g.seed) % 1000) / 1000.0;
       if (kind == FK_DIRKILL) cut_s = g.dir_down;
       int nkill = kind == FK_KILL && (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
+      if (kind == FK_CORRUPT) {
+        nkill = 0; /* nothing happens at a time: the victim lies throughout */
+        op = 0;    /* broadcast only: reduce streams carry no digests yet (docs/design.md) */
+      }
       int victims[2];
       victims[0] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
       do victims[1] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
@@ -897,8 +951,9 @@ int main(int argc, char **argv) {
         op = 0; /* broadcast only */
         victims[0] = 0;
       }
-      int kr = g.hosts - nkill; /* spares for every victim */
+      int kr = g.hosts - (nkill ? nkill : 1); /* spares for every victim (a liar's too) */
       warm_restarted(&g, kr);
+      uint64_t caught = kind == FK_CORRUPT ? corrupt_caught(&g) : 0;
       outcome oc =
           run_one(&g, op, g.sizes[k], run, kind, nkill, victims, frac, nf[op][k], kr, cut_s);
       ratio[run] = oc.secs / nf[op][k];
@@ -929,6 +984,9 @@ int main(int argc, char **argv) {
       else if (op == 1 && kind == FK_SLOW)
         snprintf(extra, sizeof extra, " (slowed %.0fx; tc ran %.2f-%.2f s)", g.slow_factor,
                  oc.fault_at, oc.fault_done);
+      else if (kind == FK_CORRUPT)
+        snprintf(extra, sizeof extra, " (%llu bad units caught)",
+                 (unsigned long long)(corrupt_caught(&g) - caught));
       else if (kind == FK_CUT)
         snprintf(extra, sizeof extra,
                  " (cut %.1f s; cut by %.3f s; the cut host itself done at %.3f s)", cut_s,

@@ -6,12 +6,13 @@
 #
 # Brings up HOSTS emulated hosts (bench/cluster.sh, prefix hplf), then runs
 #   1. bench_faults: RUNS randomized broadcasts and reduces, each with one
-#      fault (--faults kill,cut,slow,pause,dirkill,srckill): one (or two)
+#      fault (--faults kill,cut,slow,pause,dirkill,srckill,corrupt): one (or two)
 #      stores killed with SIGKILL at a random moment, a host cut off (switch
 #      port down) for 0.5-3 s and then back, a host slowed to a tenth of
 #      RATE, a store stopped (SIGSTOP) for 1-8 s, the directory killed and
 #      restarted 1 s later, or (broadcasts) the source's store killed as
-#      soon as the first receiver holds a complete copy. Its summary gives,
+#      soon as the first receiver holds a complete copy, or a store that
+#      flips bytes in what it sends. Its summary gives,
 #      per fault kind and size, the survivors' time over no-fault (median,
 #      p90) and the runs over the target 1.3 x no-fault + 0.5 s;
 #   2. the issue's two scenarios: a 256 MiB broadcast to HOSTS-1 receivers
@@ -56,7 +57,7 @@ status=0
 {
     echo "# $(date -u +%FT%TZ) hosts=$HOSTS rate=$RATE runs=$RUNS sizes=$SIZES"
     "$BUILD/bench/bench_faults" "${common[@]}" --runs "$RUNS" --sizes "$SIZES" \
-        --faults kill,cut,slow,pause,dirkill,srckill --cluster-sh "$HERE/cluster.sh" ${SEED:+--seed "$SEED"} || status=1
+        --faults kill,cut,slow,pause,dirkill,srckill,corrupt --cluster-sh "$HERE/cluster.sh" ${SEED:+--seed "$SEED"} || status=1
     "$BUILD/bench/bench_faults" "${common[@]}" --scenario bcast-midchain --size 256M || status=1
     "$BUILD/bench/bench_faults" "${common[@]}" --scenario reduce-subset --size 256M || status=1
 } 2>&1 | tee -a "$LOG"

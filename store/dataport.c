@@ -180,7 +180,7 @@ static void sender_pump(hpl__sender *sd) {
      * request at a time then: a sendfile waits until nothing else is
      * queued, and one that waits for room keeps the socket full anyway */
     int bad = sd->faulty && n > 0 && s->cfg.faults.corrupt_send &&
-              hpl__faults_corrupt_next(&s->cfg.faults);
+              hpl__faults_corrupt_next(&s->cfg.faults, &sd->corrupted);
     int use_sf = s->cfg.sendfile && o->size && !bad;
     if (use_sf && sd->inflight > 0) break;
     int rc = use_sf ? hpl__conn_sendfile(sd->c, hpl__pool_fd(s->pool),

@@ -27,6 +27,7 @@ typedef struct hpl__sender {
   uint64_t started_ms;
   int faulty;              /* fault points apply to this stream */
   int stalled;             /* fault point: stop sending */
+  uint64_t corrupted;      /* fault point corrupt_send: chunks sent with a byte flipped */
   uint64_t slow_from_ms;   /* fault point slow_after: when the pace began (faults.h) */
   uv_timer_t *timer;       /* parked: its bound; fault point slow_send: the next send */
   struct hpl__fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */

@@ -78,9 +78,9 @@ int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t 
   return 0;
 }
 
-int hpl__faults_corrupt_next(hpl__store_faults *f) {
-  if (f->corrupted >= f->corrupt_send) return 0;
-  f->corrupted++;
+int hpl__faults_corrupt_next(const hpl__store_faults *f, uint64_t *done) {
+  if (*done >= f->corrupt_send) return 0;
+  (*done)++;
   return 1;
 }
 

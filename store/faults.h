@@ -30,11 +30,10 @@ typedef struct hpl__store_faults {
   uint64_t held_delay_ms;    /* re-report what we hold this long after registering */
   uint64_t grant_delay_ms;   /* handle each GRANT from the directory this long late */
   uint64_t corrupt_send;     /* flip a byte in the middle of each of the first N chunks
-                                faulty streams send (dataport.c; the copy is unchanged) */
+                                each faulty stream sends (dataport.c; the copy is unchanged) */
   /* state */
   uint64_t sent;
   int dropped, stalled;
-  uint64_t corrupted; /* chunks corrupt_send flipped so far */
 } hpl__store_faults;
 
 /* Parse "key=value,..." into *f (keys as in hpl__store_faults, hb_pause as
@@ -59,9 +58,10 @@ uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
                             uint64_t elapsed_ms, int inflight, int *stalled, uint64_t *slow_from_ms,
                             uint64_t want, int *action);
 
-/* Fault point corrupt_send: 1 if the next chunk of a faulty stream is to
- * be sent with a byte flipped (counted), else 0. */
-int hpl__faults_corrupt_next(hpl__store_faults *f);
+/* Fault point corrupt_send: 1 if the next chunk of a faulty stream that
+ * has flipped *done chunks so far is to be sent with a byte flipped (then
+ * *done is counted up), else 0. */
+int hpl__faults_corrupt_next(const hpl__store_faults *f, uint64_t *done);
 
 /* `n` more bytes went out on a faulty stream. */
 void hpl__faults_sent(hpl__store_faults *f, uint64_t n);
