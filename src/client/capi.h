@@ -26,6 +26,9 @@ struct hpl_buf {
   uint64_t size;
   uint64_t handle;
   int created; /* from hpl_create, not yet sealed */
+  uint64_t stage_len; /* created: data is the library's own anonymous mapping of this
+                       * many bytes (unmapped when the buffer goes), from which the
+                       * store copies the object (0: the caller's memory, hpl_put) */
   uint8_t *own; /* NULL, or the library's own allocation that data points
                  * into (a small object read from the directory) */
   char id[HPL_ID_MAX + 1];
@@ -71,6 +74,13 @@ const char *hpl__cfail_msg(void);
  * object `id`, listed on c: NULL if outside the pool or memory is short. */
 hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
                        uint64_t handle, int created);
+
+/* A buffer for object `id` being created with store handle `handle`, whose
+ * bytes are at data in this process (the store copies them from there):
+ * stage_len > 0 says data is a mapping of that size the buffer owns. NULL
+ * if memory is short. */
+hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
+                           uint64_t handle, uint64_t stage_len);
 
 /* List b (allocated and filled by the caller, zeroed where unused) on c as
  * object `id`'s buffer. Returns b. */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <utlist.h>
 
 #include "capi.h"
@@ -60,6 +61,7 @@ void hpl_close(hpl_client *c) {
   hpl_buf *b, *tmp;
   DL_FOREACH_SAFE(c->bufs, b, tmp) {
     DL_DELETE(c->bufs, b);
+    if (b->stage_len) munmap(b->data, b->stage_len);
     free(b->own);
     free(b);
   }
@@ -95,10 +97,25 @@ hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t siz
   return hpl__cbuf_link(c, b, id);
 }
 
+hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
+                           uint64_t handle, uint64_t stage_len) {
+  hpl_buf *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->data = data;
+  b->size = size;
+  b->handle = handle;
+  b->created = 1;
+  b->stage_len = stage_len;
+  return hpl__cbuf_link(c, b, id);
+}
+
 void hpl__cbuf_free(hpl_client *c, hpl_buf *b) {
   pthread_mutex_lock(&c->lock);
   DL_DELETE(c->bufs, b);
   pthread_mutex_unlock(&c->lock);
+  /* a created buffer's own memory goes: a write through the old pointer
+   * faults instead of going anywhere */
+  if (b->stage_len) munmap(b->data, b->stage_len);
   free(b->own);
   free(b);
 }
@@ -106,4 +123,4 @@ void hpl__cbuf_free(hpl_client *c, hpl_buf *b) {
 void *hpl_buf_data(const hpl_buf *b) { return b ? b->data : NULL; }
 uint64_t hpl_buf_size(const hpl_buf *b) { return b ? b->size : 0; }
 const char *hpl_buf_id(const hpl_buf *b) { return b ? b->id : NULL; }
-int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
+int hpl_buf_shared(const hpl_buf *b) { return b && !b->own && !b->created; }

@@ -1,0 +1,52 @@
+/*
+ * putcopy.h - copying a local client's bytes from its own memory into an
+ * object's buffer (process_vm_readv). A client never writes the pool: the
+ * pool's memory is sealed against every writer but the store (pool.h), so
+ * an object a client puts is copied in by the store, from the address the
+ * client named in its CREATE, in the process that connected (SO_PEERCRED).
+ * The kernel checks that the store may read that process (same user and
+ * the client dumpable, as for ptrace), so a client can only ever make the
+ * store read its own memory.
+ *
+ * Small copies run at once on the event loop (no longer than copying a
+ * PUT's payload); larger ones run on libuv's thread pool.
+ *
+ * Callers: put.c.
+ */
+#ifndef HPL_STORE_PUTCOPY_H
+#define HPL_STORE_PUTCOPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+/* Largest copy done at once on the loop (hpl__pcopy_now). */
+#define HPL__PCOPY_INLINE (1u << 20)
+
+/* Copy n bytes at address src of process pid into dst, now. 0, or
+ * HPL_EINVAL (the client's memory is not readable there: a bad address,
+ * or the kernel refused: errno's text in detail) or HPL_ECONN (the
+ * process is gone). */
+int hpl__pcopy_now(pid_t pid, uint64_t src, uint8_t *dst, uint64_t n, char *detail, size_t dlen);
+
+/* A copy on the thread pool: done(j, status, detail) runs on the loop when
+ * it is over (status as hpl__pcopy_now). The caller owns j, which must stay
+ * at its address until done() ran; dst must stay valid until then. */
+typedef struct hpl__pcopy {
+  uv_work_t work;
+  pid_t pid;
+  uint64_t src;
+  uint8_t *dst;
+  uint64_t n;
+  int status;
+  char detail[160];
+  void *arg;
+  void (*done)(struct hpl__pcopy *j, int status, const char *detail);
+} hpl__pcopy;
+
+/* Start j (its pid, src, dst, n, done and arg set by the caller). 0, or
+ * HPL_ESYS when libuv refused the job (done() will not run). */
+int hpl__pcopy_start(uv_loop_t *loop, hpl__pcopy *j);
+
+#endif
