@@ -29,14 +29,6 @@ typedef enum put_state {
   PUT_NSTATES
 } put_state;
 
-/* A client's bytes are copied in steps of up to PUT_COPY_STEP bytes, each
- * (PUT_COPY_FIRST at first) split among PUT_COPY_JOBS jobs on the thread pool: one process_vm_readv
- * moves about half what a memcpy does (the kernel pins and copies page by
- * page), two in parallel more than make up for it. */
-#define PUT_COPY_JOBS 2
-#define PUT_COPY_STEP (64u << 20)
-#define PUT_COPY_FIRST (4u << 20)
-
 typedef struct hpl__put {
   struct hpl__put *prev, *next; /* the client's list (utlist) */
   hpl__store *s;
@@ -54,19 +46,12 @@ typedef struct hpl__put {
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
-  /* a CREATE's bytes, in the client's memory (putcopy.h) */
-  uint64_t src;       /* their address there (CreateReq.src_addr) */
-  uint64_t copied;    /* bytes [0, copied) are in the object */
-  uint64_t want;      /* bytes the client said are final (PROGRESS; all at SEAL) */
-  int copying;        /* copy jobs out (p->job[]), of p->step bytes in all */
-  uint64_t step;
-  int copy_rc;        /* a copy failed: its code and detail, for the SEAL */
-  char copy_why[160];
+  /* a CREATE's bytes, copied from the client's memory (putcopy.h) up to
+   * what PROGRESS said is final, all of them at SEAL; a failure stays in
+   * cp.rc for the SEAL */
+  hpl__pcopier cp;
   uint64_t seal_req;  /* PUT_COPYING: the SEAL, answered once the bytes are in */
   int64_t seal_timeout_ms;
-  hpl__pcopy job[PUT_COPY_JOBS];
-  int job_rc;         /* the first failure among the step's jobs */
-  char job_why[160];
 } hpl__put;
 
 static const char *state_name(put_state st) {
@@ -84,7 +69,7 @@ static void put_set_state(hpl__put *p, put_state to) {
 }
 
 static void put_free_maybe(hpl__put *p) {
-  if (p->state != PUT_ENDED || p->asking || p->copying) return;
+  if (p->state != PUT_ENDED || p->asking || p->cp.out) return;
   hpl__room_cancel(p->s, &p->room);
   free(p->payload);
   if (p->o->put == p) p->o->put = NULL;
@@ -263,6 +248,7 @@ static hpl__put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const
 static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms);
 static void put_drop(hpl__put *p, hpl__creq *x);
 static void put_copy_more(hpl__put *p);
+static void put_copy_advanced(hpl__pcopier *k);
 
 /* The buffer is allocated: a PUT's bytes go in and it is sealed; a CREATE
  * is answered (a small object at once, a large one once the directory
@@ -319,93 +305,37 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
   }
   hpl__put *p = put_begin(s, cl, req, m->id, m->size, 0, m->timeout_ms);
   if (!p) return;
-  p->src = m->src_addr;
+  p->cp = (hpl__pcopier){.loop = s->loop, .pid = (pid_t)cl->pid, .src = m->src_addr,
+                         .arg = p, .advanced = put_copy_advanced};
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;
   if (p->state != PUT_ROOM) put_go(p, NULL);
 }
 
-static void put_copy_done(hpl__pcopy *j, int status, const char *detail);
-
-/* A copy failed: a SEAL waiting for it hears why and the put is taken
- * back; without one, the SEAL that comes will. */
-static void put_copy_failed(hpl__put *p, int status, const char *detail) {
-  p->copy_rc = status;
-  snprintf(p->copy_why, sizeof p->copy_why, "%s", detail);
-  if (p->state != PUT_COPYING) return;
-  hpl__session_reply(p->cl, p->seal_req, status, detail);
-  put_drop(p, NULL);
-}
-
-/* Copy the client's bytes in up to p->want, a step at a time (each one
- * final at once: receivers pulling the object already get it); once all
- * are in, a waiting SEAL goes on. */
+/* Copy on as far as the client said (putcopy.h): the bytes that are in
+ * count as arrived at once (receivers already pull them); a failure is
+ * told to a SEAL waiting for it, and the put taken back; without one, the
+ * SEAL that comes hears it. Once all are in, a waiting SEAL goes on. */
 static void put_copy_more(hpl__put *p) {
-  hpl__store *s = p->s;
-  hpl__obj *o = p->o;
-  while (!p->copying && !p->copy_rc && p->copied < p->want) {
-    uint64_t n = p->want - p->copied;
-    /* the first steps are small, so receivers of a large object start
-     * soon; then they double up to the largest */
-    uint64_t step = p->copied < PUT_COPY_FIRST ? PUT_COPY_FIRST : p->copied;
-    if (step > PUT_COPY_STEP) step = PUT_COPY_STEP;
-    if (n > step) n = step;
-    if (n <= HPL__PCOPY_INLINE) {
-      char why[160];
-      int rc = hpl__pcopy_now(p->cl->pid, p->src + p->copied, o->data + p->copied, n, why,
-                              sizeof why);
-      if (rc) {
-        put_copy_failed(p, rc, why);
-        return;
-      }
-      p->copied += n;
-      hpl__obj_progress(s, o, p->copied);
-      continue;
-    }
-    p->step = n;
-    p->job_rc = 0;
-    uint64_t part = (n / PUT_COPY_JOBS + 4095) & ~(uint64_t)4095, at = 0;
-    for (int k = 0; k < PUT_COPY_JOBS && at < n; k++) {
-      uint64_t m = k == PUT_COPY_JOBS - 1 || n - at < part ? n - at : part;
-      p->job[k] = (hpl__pcopy){.pid = p->cl->pid, .src = p->src + p->copied + at,
-                               .dst = o->data + p->copied + at, .n = m, .arg = p,
-                               .done = put_copy_done};
-      if (hpl__pcopy_start(s->loop, &p->job[k]) != 0) {
-        p->job_rc = HPL_ESYS;
-        snprintf(p->job_why, sizeof p->job_why, "cannot queue the copy of the client's bytes");
-        break;
-      }
-      p->copying++;
-      at += m;
-    }
-    if (!p->copying) put_copy_failed(p, p->job_rc, p->job_why);
-    return;
-  }
-  if (!p->copying && p->state == PUT_COPYING && p->copied == o->size) {
+  p->cp.dst = p->o->data; /* allocated by now (PUT_WRITING or later) */
+  hpl__pcopier_run(&p->cp);
+  hpl__obj_progress(p->s, p->o, p->cp.copied);
+  if (p->cp.rc && p->state == PUT_COPYING) {
+    hpl__session_reply(p->cl, p->seal_req, p->cp.rc, p->cp.why);
+    put_drop(p, NULL);
+  } else if (!p->cp.out && p->state == PUT_COPYING && p->cp.copied == p->o->size) {
     put_set_state(p, PUT_WRITING);
     put_seal_now(p, p->seal_req, p->seal_timeout_ms);
   }
 }
 
-static void put_copy_done(hpl__pcopy *j, int status, const char *detail) {
-  hpl__put *p = j->arg;
-  p->copying--;
-  if (status && !p->job_rc) {
-    p->job_rc = status;
-    snprintf(p->job_why, sizeof p->job_why, "%s", detail);
-  }
-  if (p->copying) return; /* the step's other job is still out */
-  if (p->state == PUT_ENDED) { /* aborted, or its client left, meanwhile */
+/* putcopy.c: a step's jobs are back. */
+static void put_copy_advanced(hpl__pcopier *k) {
+  hpl__put *p = k->arg;
+  if (p->state == PUT_ENDED) /* aborted, or its client left, meanwhile */
     put_free_maybe(p);
-    return;
-  }
-  if (p->job_rc) {
-    put_copy_failed(p, p->job_rc, p->job_why);
-    return;
-  }
-  p->copied += p->step;
-  hpl__obj_progress(p->s, p->o, p->copied);
-  put_copy_more(p);
+  else
+    put_copy_more(p);
 }
 
 /* The client's put with this handle, while it writes. */
@@ -417,8 +347,8 @@ static hpl__put *writing(hpl__store *s, hpl__stclient *cl, uint64_t handle) {
 
 void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m) {
   hpl__put *p = writing(s, cl, m->handle);
-  if (!p || m->bytes > p->o->size || m->bytes <= p->want) return;
-  p->want = m->bytes;
+  if (!p || m->bytes > p->o->size || m->bytes <= p->cp.want) return;
+  p->cp.want = m->bytes;
   put_copy_more(p);
 }
 
@@ -470,14 +400,14 @@ void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handle
     hpl__session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
     return;
   }
-  if (p->copy_rc) {
-    hpl__session_reply(cl, req, p->copy_rc, p->copy_why);
+  if (p->cp.rc) {
+    hpl__session_reply(cl, req, p->cp.rc, p->cp.why);
     put_drop(p, NULL);
     return;
   }
   p->seal_req = req;
   p->seal_timeout_ms = m->timeout_ms;
-  p->want = p->o->size;
+  p->cp.want = p->o->size;
   put_set_state(p, PUT_COPYING);
   put_copy_more(p);
 }

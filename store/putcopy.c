@@ -51,3 +51,57 @@ int hpl__pcopy_start(uv_loop_t *loop, hpl__pcopy *j) {
   j->status = 0;
   return uv_queue_work(loop, &j->work, pcopy_run, pcopy_done) == 0 ? 0 : HPL_ESYS;
 }
+
+static void copier_job_done(hpl__pcopy *j, int status, const char *detail) {
+  hpl__pcopier *k = j->arg;
+  k->out--;
+  if (status && !k->step_rc) {
+    k->step_rc = status;
+    snprintf(k->step_why, sizeof k->step_why, "%s", detail);
+  }
+  if (k->out) return; /* the step's other job is still out */
+  if (k->step_rc) {
+    k->rc = k->step_rc;
+    snprintf(k->why, sizeof k->why, "%s", k->step_why);
+  } else {
+    k->copied += k->step;
+  }
+  k->advanced(k);
+}
+
+void hpl__pcopier_run(hpl__pcopier *k) {
+  while (!k->out && !k->rc && k->copied < k->want) {
+    uint64_t n = k->want - k->copied;
+    /* the first steps are small, so receivers of a large object start
+     * soon; then they double up to the largest */
+    uint64_t step = k->copied < HPL__PCOPY_FIRST ? HPL__PCOPY_FIRST : k->copied;
+    if (step > HPL__PCOPY_STEP) step = HPL__PCOPY_STEP;
+    if (n > step) n = step;
+    if (n <= HPL__PCOPY_INLINE) {
+      k->rc = hpl__pcopy_now(k->pid, k->src + k->copied, k->dst + k->copied, n, k->why,
+                             sizeof k->why);
+      if (!k->rc) k->copied += n;
+      continue;
+    }
+    k->step = n;
+    k->step_rc = 0;
+    uint64_t part = (n / HPL__PCOPY_JOBS + 4095) & ~(uint64_t)4095, at = 0;
+    for (int i = 0; i < HPL__PCOPY_JOBS && at < n; i++) {
+      uint64_t m = i == HPL__PCOPY_JOBS - 1 || n - at < part ? n - at : part;
+      k->job[i] = (hpl__pcopy){.pid = k->pid, .src = k->src + k->copied + at,
+                               .dst = k->dst + k->copied + at, .n = m, .arg = k,
+                               .done = copier_job_done};
+      if (hpl__pcopy_start(k->loop, &k->job[i]) != 0) {
+        k->step_rc = HPL_ESYS;
+        snprintf(k->step_why, sizeof k->step_why, "cannot queue the copy of the client's bytes");
+        break;
+      }
+      k->out++;
+      at += m;
+    }
+    if (!k->out) { /* nothing queued: failed at once */
+      k->rc = k->step_rc;
+      snprintf(k->why, sizeof k->why, "%s", k->step_why);
+    }
+  }
+}

@@ -49,4 +49,40 @@ typedef struct hpl__pcopy {
  * HPL_ESYS when libuv refused the job (done() will not run). */
 int hpl__pcopy_start(uv_loop_t *loop, hpl__pcopy *j);
 
+/* A copier: one object's bytes, copied from the client as the client says
+ * more of them are final. Steps of HPL__PCOPY_FIRST bytes at first, then
+ * doubling up to HPL__PCOPY_STEP, each split among HPL__PCOPY_JOBS jobs on
+ * the thread pool (one process_vm_readv moves about half what a memcpy
+ * does, the kernel pinning and copying page by page: two in parallel more
+ * than make up for it); a step of at most HPL__PCOPY_INLINE runs at once.
+ * The owner sets loop, pid, src, dst, arg and advanced, the rest zeroed,
+ * and keeps the copier at its address (and dst valid) while jobs are out. */
+#define HPL__PCOPY_JOBS 2
+#define HPL__PCOPY_FIRST (4u << 20)
+#define HPL__PCOPY_STEP (64u << 20)
+typedef struct hpl__pcopier {
+  uv_loop_t *loop;
+  pid_t pid;
+  uint64_t src;  /* the bytes' address in the client */
+  uint8_t *dst;  /* and in the pool */
+  uint64_t copied; /* bytes [0, copied) are in */
+  uint64_t want;   /* copy up to here (hpl__pcopier_run) */
+  int out;         /* jobs out (0: idle) */
+  int rc;          /* a copy failed (sticky): its code, why in why[] */
+  char why[160];
+  uint64_t step;   /* bytes of the step out */
+  int step_rc;     /* the first failure among the step's jobs */
+  char step_why[160];
+  hpl__pcopy job[HPL__PCOPY_JOBS];
+  void *arg;
+  /* on the loop, when a step's jobs are all back: copied grew, or rc is
+   * set; the owner calls hpl__pcopier_run again to go on */
+  void (*advanced)(struct hpl__pcopier *k);
+} hpl__pcopier;
+
+/* Copy on towards k->want: steps run at once while they are small, until
+ * one is queued (advanced() follows), everything wanted is in, or a copy
+ * fails (k->rc). A no-op while jobs are out or after a failure. */
+void hpl__pcopier_run(hpl__pcopier *k);
+
 #endif
