@@ -77,16 +77,20 @@ void hpl__pcopier_run(hpl__pcopier *k) {
     uint64_t step = k->copied < HPL__PCOPY_FIRST ? HPL__PCOPY_FIRST : k->copied;
     if (step > HPL__PCOPY_STEP) step = HPL__PCOPY_STEP;
     if (n > step) n = step;
-    if (n <= HPL__PCOPY_INLINE) {
+    if (n <= HPL__PCOPY_SMALL) {
       k->rc = hpl__pcopy_now(k->pid, k->src + k->copied, k->dst + k->copied, n, k->why,
                              sizeof k->why);
       if (!k->rc) k->copied += n;
       continue;
     }
+    /* a step of at most HPL__PCOPY_INLINE: the loop copies the first part
+     * itself while the thread pool copies the others; a larger one goes
+     * to the thread pool whole */
+    int here = n <= HPL__PCOPY_INLINE;
     k->step = n;
     k->step_rc = 0;
-    uint64_t part = (n / HPL__PCOPY_JOBS + 4095) & ~(uint64_t)4095, at = 0;
-    for (int i = 0; i < HPL__PCOPY_JOBS && at < n; i++) {
+    uint64_t part = (n / HPL__PCOPY_JOBS + 4095) & ~(uint64_t)4095, at = here ? part : 0;
+    for (int i = here; i < HPL__PCOPY_JOBS && at < n; i++) {
       uint64_t m = i == HPL__PCOPY_JOBS - 1 || n - at < part ? n - at : part;
       k->job[i] = (hpl__pcopy){.pid = k->pid, .src = k->src + k->copied + at,
                                .dst = k->dst + k->copied + at, .n = m, .arg = k,
@@ -99,9 +103,17 @@ void hpl__pcopier_run(hpl__pcopier *k) {
       k->out++;
       at += m;
     }
-    if (!k->out) { /* nothing queued: failed at once */
-      k->rc = k->step_rc;
-      snprintf(k->why, sizeof k->why, "%s", k->step_why);
+    if (here && !k->step_rc) {
+      uint64_t m = at == part ? n : part; /* all of it if nothing was queued */
+      k->step_rc = hpl__pcopy_now(k->pid, k->src + k->copied, k->dst + k->copied, m,
+                                  k->step_why, sizeof k->step_why);
+      if (!k->step_rc && m == n) {
+        k->copied += n;
+        continue;
+      }
     }
+    if (k->out) return; /* advanced() follows when the jobs are back */
+    k->rc = k->step_rc;
+    snprintf(k->why, sizeof k->why, "%s", k->step_why);
   }
 }

@@ -9,7 +9,7 @@
  * store read its own memory.
  *
  * Small copies run at once on the event loop (no longer than copying a
- * PUT's payload); larger ones run on libuv's thread pool.
+ * PUT's payload); larger ones run on libuv's thread pool (hpl__pcopier).
  *
  * Callers: put.c.
  */
@@ -21,7 +21,11 @@
 #include <sys/types.h>
 #include <uv.h>
 
-/* Largest copy done at once on the loop (hpl__pcopy_now). */
+/* A copier's steps of at most HPL__PCOPY_SMALL run on the loop; up to
+ * HPL__PCOPY_INLINE, the loop copies one part while the thread pool
+ * copies the others (a step is done sooner; the loop is busy no longer
+ * than a PUT's payload takes to copy). */
+#define HPL__PCOPY_SMALL (64u << 10)
 #define HPL__PCOPY_INLINE (1u << 20)
 
 /* Copy n bytes at address src of process pid into dst, now. 0, or
@@ -54,7 +58,7 @@ int hpl__pcopy_start(uv_loop_t *loop, hpl__pcopy *j);
  * doubling up to HPL__PCOPY_STEP, each split among HPL__PCOPY_JOBS jobs on
  * the thread pool (one process_vm_readv moves about half what a memcpy
  * does, the kernel pinning and copying page by page: two in parallel more
- * than make up for it); a step of at most HPL__PCOPY_INLINE runs at once.
+ * than make up for it); see HPL__PCOPY_SMALL for steps the loop copies.
  * The owner sets loop, pid, src, dst, arg and advanced, the rest zeroed,
  * and keeps the copier at its address (and dst valid) while jobs are out. */
 #define HPL__PCOPY_JOBS 2
