@@ -351,6 +351,14 @@ static int clear_stale_socket(const char *path) {
   return 0;
 }
 
+/* pool.c: a trim gave chunk k a fresh memfd: the clients that map it
+ * are sent the new one, so the old one's pages go. */
+static void chunk_recycled(void *arg, size_t k) {
+  hpl__store *s = arg;
+  hpl__stclient *cl;
+  DL_FOREACH(s->clients->list, cl) hpl__session_chunk_renewed(cl, k);
+}
+
 int hpl__clients_start(hpl__store *s) {
   const char *path = s->cfg.socket_path;
   if (!path[0]) {
@@ -370,11 +378,13 @@ int hpl__clients_start(hpl__store *s) {
     return HPL_ESYS;
   }
   chmod(path, 0600);
+  hpl__pool_listen(s->pool, chunk_recycled, s);
   return 0;
 }
 
 void hpl__clients_stop(hpl__store *s) {
   if (!s->clients || uv_is_closing((uv_handle_t *)&s->clients->listener)) return;
+  hpl__pool_listen(s->pool, NULL, NULL);
   uv_close((uv_handle_t *)&s->clients->listener, NULL);
   unlink(s->cfg.socket_path);
   hpl__stclient *cl;

@@ -516,7 +516,13 @@ uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *mor
   } else {
     p->trim_at = 0; /* frees since this walk began wait for the next one */
   }
+  /* the listener hears of the chunks given fresh memfds, outside the lock */
+  uint32_t done[HPL__POOL_MAX_CHUNKS];
+  size_t ndone = p->nrecycled;
+  memcpy(done, p->recycled, ndone * sizeof *done);
+  p->nrecycled = 0;
   pthread_mutex_unlock(&p->mu);
+  for (size_t k = 0; k < ndone && p->on_recycled; k++) p->on_recycled(p->on_recycled_arg, done[k]);
   return punched;
 }
 

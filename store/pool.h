@@ -93,6 +93,13 @@ uint64_t hpl__pool_largest_free(const hpl__pool *p);
  * covers. */
 uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *more);
 
+/* Who is told when a trim gave a chunk a fresh memfd (new generation):
+ * recycled(arg, k) runs from hpl__pool_trim, after it (the pool may be
+ * used again from it). One listener; NULL stops telling. The store's
+ * clients module hands the new memfd to the clients that map the chunk,
+ * so they drop the old one's pages. */
+void hpl__pool_listen(hpl__pool *p, void (*recycled)(void *arg, size_t k), void *arg);
+
 /* Bytes of the chunk memfds backed by memory now (pages touched and not
  * given back), from fstat. */
 uint64_t hpl__pool_resident(const hpl__pool *p);

@@ -34,6 +34,10 @@ struct hpl__pool {
   int *cfd;       /* each chunk's memfd */
   uint32_t *cgen; /* each chunk's generation: a new memfd replaced the old one */
   int prefault;
+  size_t nrecycled;       /* chunks given fresh memfds by the trim under way */
+  uint32_t recycled[HPL__POOL_MAX_CHUNKS]; /* ...and which */
+  void (*on_recycled)(void *arg, size_t k);
+  void *on_recycled_arg;
   unsigned arena;
   int have_arena;
 

@@ -117,6 +117,7 @@ uint64_t hpl__pool_seg_trim(hpl__pool *p, uint64_t lo, uint64_t hi) {
       close(p->cfd[k]);
       p->cfd[k] = fd;
       p->cgen[k]++;
+      if (p->nrecycled < HPL__POOL_MAX_CHUNKS) p->recycled[p->nrecycled++] = (uint32_t)k;
     }
     given += chunk_len(p, k);
   }
@@ -127,6 +128,11 @@ uint64_t hpl__pool_resident(const hpl__pool *p) {
   uint64_t sum = 0;
   for (size_t k = 0; k < p->nchunks; k++) sum += chunk_resident(p, k);
   return sum;
+}
+
+void hpl__pool_listen(hpl__pool *p, void (*recycled)(void *arg, size_t k), void *arg) {
+  p->on_recycled = recycled;
+  p->on_recycled_arg = arg;
 }
 
 uint64_t hpl__pool_chunk(const hpl__pool *p) { return p->chunk; }

@@ -81,6 +81,12 @@ void hpl__session_reply(hpl__stclient *cl, uint64_t req, int status, const char 
 int hpl__session_chunks(hpl__stclient *cl, uint64_t off, uint64_t size, uint32_t *gens,
                         size_t *ngens, char *detail, size_t dlen);
 
+/* Chunk k of the pool got a fresh memfd (a trim gave its pages back): a
+ * client that maps the old one is sent the new one at once (non-blocking;
+ * if its channel is full, its next GET in the chunk sends it), so it drops
+ * the old pages at its next call into the library. */
+void hpl__session_chunk_renewed(hpl__stclient *cl, size_t k);
+
 /* Record that the client holds `o` once more (takes a reference).
  * Returns 0 or HPL_ENOMEM. */
 int hpl__session_hold(hpl__stclient *cl, hpl__obj *o);

@@ -86,7 +86,7 @@ static int fk_sendfd(int sock, const void *msg, size_t len, int fd) {
 }
 
 /* HELLO with the client's end of the chunk channel; the pool (one chunk,
- * generation 1) goes on the channel at once, before any GET reply names it. */
+ * generation 1) is on the channel already, before any GET reply names it. */
 static void fk_hello(fake *f) {
   Hplpb__Hello h = HPLPB__HELLO__INIT;
   h.pool_size = FAKE_POOL;
@@ -99,14 +99,15 @@ static void fk_hello(fake *f) {
     return;
   }
   f->chan = pair[0];
+  /* queued before the client has its end (it may close at once) */
+  uint32_t chunk[3] = {1, 0, 1}; /* one chunk: chunk 0, generation 1 */
+  if (fk_sendfd(f->chan, chunk, sizeof chunk, f->memfd) != 0)
+    wp_bad(&f->w, "cannot send the pool on the chunk channel");
   size_t len;
   uint8_t *b = hpl__msg_frame(HPL__MSG_HELLO, 0, &h.base, 0, &len);
   if (fk_sendfd(f->w.fd, b, len, pair[1]) != 0) wp_bad(&f->w, "cannot send HELLO");
   close(pair[1]);
   free(b);
-  uint32_t chunk[3] = {1, 0, 1}; /* one chunk: chunk 0, generation 1 */
-  if (fk_sendfd(f->chan, chunk, sizeof chunk, f->memfd) != 0)
-    wp_bad(&f->w, "cannot send the pool on the chunk channel");
 }
 
 static void *fk_main(void *arg) {

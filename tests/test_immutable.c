@@ -178,11 +178,56 @@ static void test_put_copies_the_bytes(void **state) {
   th_stop(lc, 0);
 }
 
+/* RssShmem of this process, in bytes (0 if unknown). */
+static uint64_t my_rss_shmem(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "RssShmem: %llu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb * 1024;
+}
+
+/* Pages go back to the kernel also while a client that read them stays
+ * connected: a trim gives the pool's free chunks fresh memfds, the store
+ * sends them to the clients that mapped the old ones, and the client maps
+ * them over the old ones at its next call, so the old pages go. */
+static void test_client_drops_given_back_chunks(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(1, 256 * MB, NULL, "--trim-ms 200 --trim-keep 0");
+  hpl_client *c = th_connect(lc, 0);
+  th_put_pattern(c, "keep", 1000, 1);
+  char id[32];
+  for (int i = 0; i < 6; i++) {
+    snprintf(id, sizeof id, "drop/%d", i);
+    th_put_pattern(c, id, 16 * MB, (uint64_t)i);
+    assert_intact(c, id, 16 * MB, (uint64_t)i); /* read: the pages are mapped here */
+  }
+  uint64_t full = my_rss_shmem();
+  for (int i = 0; i < 6; i++) {
+    snprintf(id, sizeof id, "drop/%d", i);
+    assert_int_equal(hpl_delete(c, id, th_ms(5000)), 0);
+  }
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_counter(c, "pool_resident") > 16 * MB && hpl__ms_left(deadline) > 0) th_sleep_ms(50);
+  assert_true(th_counter(c, "pool_resident") <= 16 * MB);
+  assert_intact(c, "keep", 1000, 1); /* any call: the new chunks are mapped */
+  uint64_t after = my_rss_shmem();
+  fprintf(stderr, "client RssShmem %llu KiB with 96 MiB read, %llu KiB after the trim\n",
+          (unsigned long long)(full >> 10), (unsigned long long)(after >> 10));
+  assert_true(full >= 90 * MB);
+  assert_true(after <= 16 * MB);
+  hpl_close(c);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sealed_object_cannot_be_written),
       cmocka_unit_test(test_received_object_cannot_be_written),
       cmocka_unit_test(test_put_copies_the_bytes),
+      cmocka_unit_test(test_client_drops_given_back_chunks),
   };
   return cmocka_run_group_tests(tests, NULL, th_teardown);
 }

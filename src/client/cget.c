@@ -30,6 +30,7 @@ int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeou
 /* hpl_get_many, untraced. */
 static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                     hpl_buf **bufs, int *rcs) {
+  hpl__cstore_poll(&c->st); /* chunks given back meanwhile */
   hpl__cbatch b;
   int rc = hpl__cbatch_open(c, &b, ids, n, rcs, bufs);
   if (rc) return rc;
@@ -103,4 +104,5 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
   }
   if (!b->own) hpl__crelease(c, b->handle);
   hpl__cbuf_free(c, b);
+  hpl__cstore_poll(&c->st); /* chunks given back meanwhile */
 }

@@ -116,14 +116,16 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int chan, int ffd) 
   return 0;
 }
 
-/* Read one message of the chunk channel (waiting up to CHUNK_WAIT_MS) and
- * map the chunks it carries. Called with mu held. 0, or HPL_EPROTO. */
-static int chunks_read(hpl__cstore *s, char *why, size_t wlen) {
+/* Read one message of the chunk channel (waiting up to CHUNK_WAIT_MS, or
+ * not at all unless `wait`) and map the chunks it carries. Called with mu
+ * held. 0, 1 (nothing there and not `wait`), or HPL_EPROTO. */
+static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
   hpl__cchunks *k = s->chunks;
   struct pollfd pf = {.fd = k->chan, .events = POLLIN};
   int pr;
-  do pr = poll(&pf, 1, CHUNK_WAIT_MS);
+  do pr = poll(&pf, 1, wait ? CHUNK_WAIT_MS : 0);
   while (pr < 0 && errno == EINTR);
+  if (pr == 0 && !wait) return 1;
   if (pr <= 0) {
     snprintf(why, wlen, "the store did not send the pool's memory it named (%s)",
              pr == 0 ? "nothing on the chunk channel" : strerror(errno));
@@ -174,6 +176,14 @@ static int chunks_read(hpl__cstore *s, char *why, size_t wlen) {
   return rc;
 }
 
+void hpl__cstore_poll(hpl__cstore *s) {
+  hpl__cchunks *k = s->chunks;
+  char why[200];
+  if (!k || pthread_mutex_trylock(&k->mu) != 0) return; /* another thread reads it */
+  while (chunks_read(s, 0, why, sizeof why) == 0) continue;
+  pthread_mutex_unlock(&k->mu);
+}
+
 int hpl__cstore_map(hpl__cstore *s, uint64_t off, uint64_t size, const uint32_t *gens,
                     size_t ngens, char *why, size_t wlen) {
   hpl__cchunks *k = s->chunks;
@@ -191,7 +201,7 @@ int hpl__cstore_map(hpl__cstore *s, uint64_t off, uint64_t size, const uint32_t 
   int rc = 0;
   pthread_mutex_lock(&k->mu);
   for (size_t c = first; c <= last && rc == 0; c++) {
-    while (rc == 0 && k->gen[c] < gens[c - first]) rc = chunks_read(s, why, wlen);
+    while (rc == 0 && k->gen[c] < gens[c - first]) rc = chunks_read(s, 1, why, wlen);
     if (rc == 0 && k->gen[c] != gens[c - first]) { /* a held object's chunk never changes */
       snprintf(why, wlen, "chunk %zu of the pool is at generation %u here, the store says %u", c,
                k->gen[c], gens[c - first]);

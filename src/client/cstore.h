@@ -55,6 +55,13 @@ int hpl__cstore_open(const char *path, uint64_t deadline, hpl__cstore *out);
 int hpl__cstore_map(hpl__cstore *s, uint64_t off, uint64_t size, const uint32_t *gens,
                     size_t ngens, char *why, size_t wlen);
 
+/* Map what the chunk channel brought meanwhile without waiting: the store
+ * sends a chunk's new memfd when a trim gave the old one's pages back, and
+ * mapping it over the old one lets those pages go. Called at the start of
+ * gets and releases; a no-op while another thread reads the channel.
+ * Thread-safe. */
+void hpl__cstore_poll(hpl__cstore *s);
+
 /* Close the connection and unmap the pool and the filter: pointers into
  * them become invalid. No call on s->rpc may be running. */
 void hpl__cstore_close(hpl__cstore *s);
