@@ -13,7 +13,6 @@
 
 /* How long hpl_abort waits for the store and directory to forget. */
 #define CLIENT_ABORT_MS 5000
-#define CLIENT_POPULATE_MIN (1u << 20)
 /* Alignment of what a created buffer of size 0 points at. */
 #define CLIENT_EMPTY_ALIGN 64
 
@@ -36,15 +35,6 @@ static void lifetime_of(hpl_client *c, int *owned, uint64_t *ttl_ms) {
   *owned = c->owned;
   *ttl_ms = c->ttl_ms;
   pthread_mutex_unlock(&c->lock);
-}
-
-/* Map the pages of [p, p + n) in one call rather than one fault per page.
- * An old kernel without MADV_POPULATE_WRITE just faults as usual. */
-static void populate(uint8_t *p, uint64_t n) {
-  if (n < CLIENT_POPULATE_MIN) return;
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
-  uintptr_t e = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
-  madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 }
 
 /* CREATE of object `id`, whose `size` bytes will be at `src` in this
@@ -75,23 +65,18 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
   /* The bytes are written in this process's own memory, never in the
    * store's pool: the store copies them in (PROGRESS, SEAL), and once
    * sealed nobody can change them. */
-  uint64_t len = size ? (size + 4095) & ~(uint64_t)4095 : 0;
-  uint8_t *mem = empty_region;
-  if (len) {
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-      return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
-                        (unsigned long long)size, id);
-    mem = m;
-  }
+  uint64_t len = 0;
+  uint8_t *mem = size ? hpl__cstage_take(c, size, &len) : empty_region;
+  if (!mem)
+    return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
+                      (unsigned long long)size, id);
   uint64_t handle = 0;
   int rc = create_call(c, id, size, mem, timeout_ms, &handle);
   hpl_buf *b = rc == 0 ? hpl__cbuf_created(c, id, mem, size, handle, len) : NULL;
   if (!b) {
-    if (len) munmap(mem, len);
+    if (len) hpl__cstage_give(c, mem, len);
     return rc ? rc : hpl__cfail(c, HPL_ENOMEM, "out of memory");
   }
-  populate(mem, size);
   *out = b;
   return 0;
 }
