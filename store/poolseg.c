@@ -41,17 +41,18 @@ static uint64_t chunk_len(const hpl__pool *p, size_t k) {
   return p->capacity - at < p->chunk ? p->capacity - at : p->chunk;
 }
 
-/* A new memfd for chunk k, mapped read-write at its place and sealed.
- * Returns the descriptor, or -1 (errno kept; the old mapping, if any,
- * stays when the new one could not be made). */
-static int chunk_make(hpl__pool *p, size_t k, const char *label) {
+/* A new memfd for chunk k, mapped read-write at its place (its pages
+ * populated when `populate`) and sealed. Returns the descriptor, or -1
+ * (errno kept; the old mapping, if any, stays when the new one could not
+ * be made). */
+static int chunk_make(hpl__pool *p, size_t k, const char *label, int populate) {
   uint64_t len = chunk_len(p, k);
   int fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
   void *at = p->base + (uint64_t)k * p->chunk;
   if (ftruncate(fd, (off_t)len) != 0 ||
       mmap(at, len, PROT_READ | PROT_WRITE,
-           MAP_SHARED | MAP_FIXED | (p->prefault ? MAP_POPULATE : 0), fd, 0) == MAP_FAILED) {
+           MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd, 0) == MAP_FAILED) {
     int e = errno;
     close(fd);
     errno = e;
@@ -81,7 +82,7 @@ int hpl__pool_seg_init(hpl__pool *p, const char *label) {
   if (m == MAP_FAILED) return -1;
   p->base = m;
   for (size_t k = 0; k < n; k++) {
-    p->cfd[k] = chunk_make(p, k, label);
+    p->cfd[k] = chunk_make(p, k, label, p->prefault);
     if (p->cfd[k] < 0) {
       p->nchunks = k;
       return -1;
@@ -112,7 +113,7 @@ uint64_t hpl__pool_seg_trim(hpl__pool *p, uint64_t lo, uint64_t hi) {
   size_t k = (size_t)((lo + p->chunk - 1) / p->chunk);
   for (; k < p->nchunks && (uint64_t)k * p->chunk + chunk_len(p, k) <= hi; k++) {
     if (chunk_resident(p, k)) {
-      int fd = chunk_make(p, k, "hoplite-pool");
+      int fd = chunk_make(p, k, "hoplite-pool", 0); /* given back: not populated again */
       if (fd < 0) continue; /* keeps its pages for now */
       close(p->cfd[k]);
       p->cfd[k] = fd;
