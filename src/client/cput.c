@@ -4,9 +4,9 @@
  * and sealing or aborting it, and hpl_put / hpl_put_many, which send small
  * objects whole and publish them to the directory on the way (cdirect.h),
  * and have the store copy larger ones straight from the caller's bytes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "capi.h"
 #include "trace.h"
@@ -54,6 +54,19 @@ static int create_call(hpl_client *c, const char *id, uint64_t size, const void 
   *handle = rep->handle;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
   return 0;
+}
+
+/* A SEAL of bytes the store copies from the caller's memory timed out:
+ * the caller may reuse that memory as soon as we return, so the store must
+ * not go on copying from it into an object it then seals. Take the put
+ * back (a put the store sealed meanwhile, all its bytes in, stays). */
+static void seal_given_up(hpl_client *c, uint64_t handle) {
+  char why[HPL__CERR_MAX];
+  snprintf(why, sizeof why, "%s", hpl__cfail_msg()); /* the timeout's detail stays */
+  Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
+  r.handle = handle;
+  hpl__ccall(c, HPL__MSG_ABORT, &r.base, CLIENT_ABORT_MS, NULL);
+  hpl__cfail(c, HPL_ETIMEDOUT, "%s", why);
 }
 
 /* What a created buffer of size 0 points at (never written: no bytes). */
@@ -156,7 +169,9 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
   Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
   r.handle = handle;
   r.timeout_ms = timeout_ms < 0 ? -1 : hpl__ms_left(deadline);
-  return hpl__ccall(c, HPL__MSG_SEAL, &r.base, r.timeout_ms, NULL);
+  rc = hpl__ccall(c, HPL__MSG_SEAL, &r.base, r.timeout_ms, NULL);
+  if (rc == HPL_ETIMEDOUT) seal_given_up(c, handle);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ many at once */
@@ -232,6 +247,8 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
     q->req = (hpl__crpc_req){.type = HPL__MSG_SEAL, .m = &q->m.handle.base};
   }
   hpl__ccalls(c, s, sealing, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), &b);
+  for (size_t j = 0; j < sealing; j++) /* (see seal_given_up) */
+    if (b.rcs[s[j].item] == HPL_ETIMEDOUT) seal_given_up(c, s[j].m.handle.handle);
   hpl__cslots_free(s, sealing);
   free(published);
   return hpl__cbatch_end(c, &b);
