@@ -3,8 +3,10 @@
  *
  * A task puts immutable objects into the store on its node and gets them on
  * any node. Objects live in the store's shared-memory pool: a get returns a
- * read-only view straight over that memory (zero-copy), a create hands out a
- * writable region that becomes the object when sealed.
+ * read-only view straight over that memory (zero-copy; the kernel refuses
+ * any write into it: a write faults), a create hands out a writable buffer
+ * of the caller's own that the store copies into the pool as it is written
+ * and sealed; once sealed, nothing but the store can change the object.
  *
  * Conventions for every function in this header
  *  - Return value: 0 (HPL_OK) on success, a negative HPL_E* code on failure.
@@ -152,7 +154,9 @@ HPL_API const char *hpl_errdetail(const hpl_client *c);
 HPL_API int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms);
 
 /* Copy `size` bytes from `data` into a new sealed object `id` (size 0 is
- * allowed; data may then be NULL). The caller keeps ownership of `data`.
+ * allowed; data may then be NULL). The caller keeps ownership of `data`;
+ * the store copies a large object straight from it (so it must be readable
+ * by the store: this process, dumpable) before this call returns.
  * An object of at most the directory's inline limit (64 KiB by default)
  * goes to the store in one request with its bytes; unless it has a
  * lifetime (hpl_set_lifetime) the library also publishes those bytes to
@@ -165,23 +169,28 @@ HPL_API int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms);
 HPL_API int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size,
                     int64_t timeout_ms);
 
-/* Reserve a writable region of `size` bytes for a new object `id`, to be
- * filled in place and then sealed. On success *out is owned by the caller
- * until it is passed to hpl_seal() or hpl_abort(). Until sealed the object is
- * visible to nobody but the directory (which may already let peers pull the
- * bytes written so far, see hpl_buf_progress()).
+/* Reserve room for a new object `id` of `size` bytes and hand out a
+ * writable buffer of this process's own to fill and then seal: the store
+ * copies from it what hpl_buf_progress() says is final, and the rest at
+ * hpl_seal(), which then unmaps it (a write through the old pointer
+ * faults). On success *out is owned by the caller until it is passed to
+ * hpl_seal() or hpl_abort(). Until sealed the object is visible to nobody
+ * but the directory (which may already let peers pull the bytes written so
+ * far, see hpl_buf_progress()).
  * Errors: as hpl_put(). */
 HPL_API int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
                        hpl_buf **out);
 
-/* Tell the store that the first `bytes` bytes of a created object are final,
- * so receivers pulling it can forward them before the seal. Optional; bytes
+/* Tell the store that the first `bytes` bytes of a created object are final
+ * (it copies them in; they must not change after this call), so receivers
+ * pulling it can forward them before the seal. Optional; bytes
  * must not decrease. Does not block. Errors: HPL_EINVAL, HPL_ECONN. */
 HPL_API int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes);
 
 /* Seal a created object: it becomes immutable and visible everywhere.
  * Takes ownership of `b` on every return (it is freed either way).
- * Errors: HPL_EINVAL, HPL_ETIMEDOUT, HPL_ECONN, HPL_ESTATE (already deleted).
+ * Errors: HPL_EINVAL (also: the store could not read the buffer, see the
+ * detail), HPL_ETIMEDOUT, HPL_ECONN, HPL_ESTATE (already deleted).
  * A timeout leaves the outcome unknown; hpl_stat() tells. */
 HPL_API int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms);
 
@@ -192,7 +201,8 @@ HPL_API int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms);
 HPL_API void hpl_abort(hpl_client *c, hpl_buf *b);
 
 /* Get object `id`, waiting up to timeout_ms for it to exist and arrive. The
- * view is read-only shared memory, valid until hpl_release(); the object
+ * view is read-only shared memory (a write into it faults: SIGSEGV), valid
+ * until hpl_release(); the object
  * cannot be freed while held, even if deleted. A small (inline) object that
  * this node holds no copy of is read straight from the directory into
  * memory of the library's own (still valid until hpl_release) when the
@@ -218,7 +228,8 @@ HPL_API void *hpl_buf_data(const hpl_buf *b);
 HPL_API uint64_t hpl_buf_size(const hpl_buf *b);
 HPL_API const char *hpl_buf_id(const hpl_buf *b);
 /* 1 if the buffer views the store's shared memory, 0 if it is the library's
- * own copy (a small object read from the directory; see hpl_get) or NULL. */
+ * own memory (a small object read from the directory, see hpl_get; or a
+ * buffer being created) or NULL. */
 HPL_API int hpl_buf_shared(const hpl_buf *b);
 
 /* *out_local = 1 if the local store holds a complete copy of `id`, else 0.

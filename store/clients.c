@@ -1,14 +1,17 @@
 /* clients.c - the local socket: accept, HELLO, dispatch (see clients.h).
  *
- * Every connection first receives a HELLO frame carrying the pool's memfd
- * (and the presence filter's) by SCM_RIGHTS; the client maps it once and
- * names object regions by their offset in the pool from then on. Requests
+ * Every connection first receives a HELLO frame carrying, by SCM_RIGHTS,
+ * its end of a chunk channel (on which the pool's chunk memfds follow as
+ * GET replies name them, see session.c; the client maps them read-only)
+ * and the presence filter's memfd. Object regions are named by their offset
+ * in the pool. Requests
  * are framed (proto.h); directory requests (stat, list, delete, transfers,
  * reduce info) are proxied.
  */
 #include "clients.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +180,7 @@ static void client_on_close(hpl__conn *c, int status) {
 /* Send the HELLO frame with the pool's memfd (and the presence filter's)
  * attached. The socket is new and the
  * frame small, so a non-blocking sendmsg completes at once. */
-static int send_hello(hpl__store *s, int fd) {
+static int send_hello(hpl__store *s, hpl__stclient *cl, int fd) {
   Hplpb__Hello hm = HPLPB__HELLO__INIT;
   hm.pool_size = hpl__pool_capacity(s->pool);
   hm.node_id = s->node_id;
@@ -198,7 +201,18 @@ static int send_hello(hpl__store *s, int fd) {
     hm.reader_key.data = rk;
     hm.reader_key.len = sizeof rk;
   }
-  int fds[2] = {hpl__pool_fd(s->pool), hpl__obj_filter_fd(s)};
+  /* the pool's memory goes on a channel of its own, chunk by chunk as
+   * replies name it (session.c): HELLO carries the client's end */
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return HPL_ESYS;
+  if (fcntl(pair[0], F_SETFL, O_NONBLOCK) != 0) {
+    close(pair[0]);
+    close(pair[1]);
+    return HPL_ESYS;
+  }
+  cl->chan = pair[0]; /* the session's from now on */
+  hm.pool_chunk = hpl__pool_chunk(s->pool);
+  int fds[2] = {pair[1], hpl__obj_filter_fd(s)};
   int nfd = fds[1] >= 0 ? 2 : 1;
   if (nfd == 2) hm.filter_slots = HPL__STORE_FILTER_SLOTS;
   size_t len;
@@ -215,6 +229,7 @@ static int send_hello(hpl__store *s, int fd) {
   cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
   memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfd);
   ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+  close(pair[1]);
   free(frame);
   return n == (ssize_t)len ? 0 : HPL_ECONN;
 }
@@ -247,11 +262,12 @@ static int check_socket_dir(hpl__store *s, const char *path) {
 }
 
 /* The peer of a new local connection: this user, root, or the allowed
- * group (SO_PEERCRED). */
-static int peer_allowed(hpl__store *s, int fd) {
+ * group (SO_PEERCRED); its pid in *pid. */
+static int peer_allowed(hpl__store *s, int fd, int *pid) {
   struct ucred cr;
   socklen_t len = sizeof cr;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
+  *pid = (int)cr.pid;
   if (cr.uid == geteuid() || cr.uid == 0 || s->cfg.insecure) return 1;
   if (s->cfg.allow_gid >= 0 && cr.gid == (gid_t)s->cfg.allow_gid) return 1;
   HPL__LOG_WARN("refused a local client of uid %u (pid %d): not this store's user",
@@ -272,16 +288,16 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
   int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
   if (ok && hpl__conn_full(p, s->clients->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
                            "local clients")) {
-    free(cl);
+    if (cl) hpl__session_unref(cl);
     return;
   }
-  if (ok && !peer_allowed(s, fd)) {
+  if (ok && !peer_allowed(s, fd, &cl->pid)) {
     s->ctr.clients_refused++;
     ok = 0;
   }
-  if (!ok || send_hello(s, fd) != 0) {
+  if (!ok || send_hello(s, cl, fd) != 0) {
     uv_close((uv_handle_t *)p, (uv_close_cb)free);
-    free(cl);
+    if (cl) hpl__session_unref(cl);
     return;
   }
   char label[48];
@@ -297,7 +313,7 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
                      .cork = 1};
   cl->c = hpl__conn_new(p, &o);
   if (!cl->c) {
-    free(cl);
+    hpl__session_unref(cl);
     return;
   }
   DL_APPEND(s->clients->list, cl);
@@ -335,6 +351,14 @@ static int clear_stale_socket(const char *path) {
   return 0;
 }
 
+/* pool.c: a trim gave chunk k a fresh memfd: the clients that map it
+ * are sent the new one, so the old one's pages go. */
+static void chunk_recycled(void *arg, size_t k) {
+  hpl__store *s = arg;
+  hpl__stclient *cl;
+  DL_FOREACH(s->clients->list, cl) hpl__session_chunk_renewed(cl, k);
+}
+
 int hpl__clients_start(hpl__store *s) {
   const char *path = s->cfg.socket_path;
   if (!path[0]) {
@@ -354,11 +378,13 @@ int hpl__clients_start(hpl__store *s) {
     return HPL_ESYS;
   }
   chmod(path, 0600);
+  hpl__pool_listen(s->pool, chunk_recycled, s);
   return 0;
 }
 
 void hpl__clients_stop(hpl__store *s) {
   if (!s->clients || uv_is_closing((uv_handle_t *)&s->clients->listener)) return;
+  hpl__pool_listen(s->pool, NULL, NULL);
   uv_close((uv_handle_t *)&s->clients->listener, NULL);
   unlink(s->cfg.socket_path);
   hpl__stclient *cl;

@@ -183,10 +183,12 @@ static void sender_pump(hpl__sender *sd) {
               hpl__faults_corrupt_next(&s->cfg.faults, &sd->corrupted);
     int use_sf = s->cfg.sendfile && o->size && !bad;
     if (use_sf && sd->inflight > 0) break;
-    int rc = use_sf ? hpl__conn_sendfile(sd->c, hpl__pool_fd(s->pool),
-                                         (uint64_t)(src - hpl__pool_base(s->pool)),
-                                         (size_t)n, sender_write_done, sd)
-                    : 1;
+    uint64_t foff = 0, avail = 0; /* the pool is a row of memfds: one at a time */
+    int pfd = use_sf ? hpl__pool_fd_at(s->pool, (uint64_t)(src - hpl__pool_base(s->pool)), &foff,
+                                       &avail)
+                     : -1;
+    if (pfd >= 0 && n > avail) n = avail;
+    int rc = pfd >= 0 ? hpl__conn_sendfile(sd->c, pfd, foff, (size_t)n, sender_write_done, sd) : 1;
     if (rc < 0) return;
     if (rc == 1 && bad) {
       if (write_corrupted(sd, src, (size_t)n) != 0) return;

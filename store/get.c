@@ -33,14 +33,27 @@ static void answered(hpl__stclient *cl, uint64_t t0) {
 static void reply_held(hpl__store *s, hpl__stclient *cl, uint64_t req, hpl__obj *o, uint64_t t0) {
   if (cl->closed) return;
   answered(cl, t0);
+  /* the client maps the pool's chunks read-only: the ones it lacks first */
+  uint32_t gens[HPL__POOL_MAX_CHUNKS];
+  size_t ngens = 0;
+  char why[200];
+  uint64_t off = (uint64_t)(o->data - hpl__pool_base(s->pool));
+  Hplpb__GetRep r = HPLPB__GET_REP__INIT;
+  if (hpl__session_chunks(cl, off, o->size, gens, &ngens, why, sizeof why) != 0) {
+    r.status = HPL_ESYS;
+    r.detail = why;
+    hpl__session_send(cl, HPL__MSG_GET_REP, req, &r.base);
+    return;
+  }
   if (hpl__session_hold(cl, o) != 0) {
     hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
     return;
   }
-  Hplpb__GetRep r = HPLPB__GET_REP__INIT;
-  r.offset = (uint64_t)(o->data - hpl__pool_base(s->pool));
+  r.offset = off;
   r.size = o->size;
   r.handle = o->inst;
+  r.chunk_gen = gens;
+  r.n_chunk_gen = ngens;
   hpl__session_send(cl, HPL__MSG_GET_REP, req, &r.base);
 }
 

@@ -1,6 +1,7 @@
 /* main.c - hoplite-store command line. */
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -207,6 +208,12 @@ int main(int argc, char **argv) {
       snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s/store.sock", dir);
     }
   }
+  /* Only the store may write the pool (poolseg.c): other processes of this
+   * user must not reach it through /proc/PID/mem, /proc/PID/fd or ptrace
+   * either. (Also no core dumps of the pool.) */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    fprintf(stderr, "hoplite-store: prctl(PR_SET_DUMPABLE, 0) failed: other processes of this "
+                    "user could write the pool through /proc\n");
   char pname[80];
   snprintf(pname, sizeof pname, "store%s%s", cfg->name[0] ? ":" : "", cfg->name);
   return hpl__srv_run(pname, common.log_level, start, finish, &s);

@@ -4,6 +4,7 @@
 #include "objects.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,7 +174,7 @@ int hpl__objects_init(hpl__store *s) {
   if (!t) return HPL_ENOMEM;
   t->by_inst.by_inst = 1;
   t->filter_fd = -1;
-  int fd = memfd_create("hoplite-filter", MFD_CLOEXEC);
+  int fd = memfd_create("hoplite-filter", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0 || ftruncate(fd, HPL__STORE_FILTER_SLOTS) != 0) {
     HPL__LOG_WARN("no presence filter (%s): clients ask this store for every get", strerror(errno));
     if (fd >= 0) close(fd);
@@ -184,6 +185,10 @@ int hpl__objects_init(hpl__store *s) {
     close(fd);
     return 0;
   }
+  /* clients map it read-only, and cannot do otherwise (as the pool) */
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+    HPL__LOG_WARN("cannot seal the presence filter (%s): clients could write it",
+                  strerror(errno));
   t->filter_fd = fd;
   t->filter = p;
   return 0;

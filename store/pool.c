@@ -1,6 +1,7 @@
 /* pool.c - the store's shared-memory pool (see pool.h).
  *
- * Layout. One memfd of `capacity` bytes is mapped once at `base`. A private
+ * Layout. `capacity` bytes are mapped once at `base`, a row of chunk memfds
+ * only the store can write (poolseg.c). A private
  * jemalloc arena carves it: the arena's extent hooks (below) hand out page
  * ranges of the mapping and take them back, so jemalloc never maps memory of
  * its own for this arena. Its metadata (arena_t, extent descriptors) lives in
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #include "hoplite.h"
+#include "poolint.h"
 
 /* jemalloc reads this at startup. With retain:true, jemalloc grows an arena
  * by more than it needs and keeps the surplus in the arena's "retained" set,
@@ -60,37 +62,6 @@ __attribute__((visibility("default"))) const char *malloc_conf = "retain:false";
 #define POOL_MIN_CAPACITY (16ull << 20)
 /* Largest capacity accepted: the user half of the x86-64 address space. */
 #define POOL_MAX_CAPACITY (1ull << 47)
-
-typedef struct pool_range {
-  uint64_t off; /* start, in bytes from the pool base */
-  uint64_t len;
-} pool_range;
-
-struct hpl__pool {
-  extent_hooks_t hooks; /* must stay first: jemalloc passes &hooks back to us */
-  pthread_mutex_t mu;   /* guards the free list and `used` (hooks may run on
-                           any thread jemalloc decides to use) */
-  uint8_t *base;
-  uint64_t capacity;
-  uint64_t page;
-  uint64_t large_pad; /* bytes jemalloc adds to each large extent */
-  int fd;
-  unsigned arena;
-  int have_arena;
-
-  pool_range *ranges; /* free ranges, sorted by off, never adjacent */
-  size_t nranges;
-  size_t maxranges;
-  size_t ranges_bytes; /* size of the ranges mapping */
-
-  uint64_t clean_lo, clean_hi; /* never handed out: still zero */
-  uint64_t used;               /* bytes held by jemalloc (live extents) */
-  uint64_t allocated;          /* usable bytes held by callers */
-  uint64_t high_water;         /* most `allocated` ever */
-  int freed;                   /* ranges were freed since the last complete trim walk */
-  uint64_t trim_at;            /* where the next trim walk goes on (an offset) */
-  uint64_t trim_kept;          /* free bytes this walk has left warm so far */
-};
 
 /* ------------------------------------------------------------------------
  * Free list
@@ -112,7 +83,7 @@ static size_t pool_range_upper(const hpl__pool *p, uint64_t off) {
 /* Remove [off, off+len) from free range i, which must contain it. Returns 0,
  * or -1 (nothing changed) when the split would overflow the array. */
 static int pool_range_take(hpl__pool *p, size_t i, uint64_t off, uint64_t len) {
-  pool_range *r = &p->ranges[i];
+  hpl__pool_range *r = &p->ranges[i];
   uint64_t before = off - r->off;
   uint64_t after = r->off + r->len - (off + len);
   if (before == 0 && after == 0) {
@@ -139,8 +110,8 @@ static int pool_range_take(hpl__pool *p, size_t i, uint64_t off, uint64_t len) {
  * (a double free) or the array is full. */
 static int pool_range_give(hpl__pool *p, uint64_t off, uint64_t len) {
   size_t i = pool_range_upper(p, off);
-  pool_range *prev = i > 0 ? &p->ranges[i - 1] : NULL;
-  pool_range *next = i < p->nranges ? &p->ranges[i] : NULL;
+  hpl__pool_range *prev = i > 0 ? &p->ranges[i - 1] : NULL;
+  hpl__pool_range *next = i < p->nranges ? &p->ranges[i] : NULL;
   if (prev && prev->off + prev->len > off) return -1;
   if (next && off + len > next->off) return -1;
   int join_prev = prev && prev->off + prev->len == off;
@@ -172,7 +143,7 @@ static size_t pool_range_find(const hpl__pool *p, uint64_t len, uint64_t align, 
   uintptr_t base = (uintptr_t)p->base;
   for (size_t k = 0; k < p->nranges; k++) {
     size_t i = low ? k : p->nranges - 1 - k;
-    const pool_range *r = &p->ranges[i];
+    const hpl__pool_range *r = &p->ranges[i];
     if (r->len < len) continue;
     uint64_t at;
     if (low) {
@@ -349,8 +320,7 @@ static void pool_teardown(hpl__pool *p) {
     snprintf(name, sizeof name, "arena.%u.destroy", p->arena);
     (void)mallctl(name, NULL, NULL, NULL, 0);
   }
-  if (p->base) munmap(p->base, p->capacity);
-  if (p->fd >= 0) close(p->fd);
+  hpl__pool_seg_free(p);
   if (p->ranges) munmap(p->ranges, p->ranges_bytes);
   pthread_mutex_destroy(&p->mu);
   free(p);
@@ -372,8 +342,8 @@ int hpl__pool_create(uint64_t capacity, const char *name, int prefault, hpl__poo
   hpl__pool *p = calloc(1, sizeof *p);
   if (!p) return HPL_ENOMEM;
   pthread_mutex_init(&p->mu, NULL);
-  p->fd = -1;
   p->page = page;
+  p->prefault = prefault;
   p->capacity = capacity;
 
   bool oblivious = true;
@@ -395,12 +365,8 @@ int hpl__pool_create(uint64_t capacity, const char *name, int prefault, hpl__poo
 
   char label[250]; /* memfd names are at most 249 bytes */
   snprintf(label, sizeof label, "%s", name && *name ? name : "hoplite-pool");
-  p->fd = memfd_create(label, MFD_CLOEXEC);
-  if (p->fd < 0 || ftruncate(p->fd, (off_t)capacity) != 0) goto fail_sys;
-  void *m = mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | (prefault ? MAP_POPULATE : 0),
-                 p->fd, 0);
-  if (m == MAP_FAILED) goto fail_sys;
-  p->base = m;
+  if (hpl__pool_seg_init(p, label) != 0) goto fail_sys;
+  void *m;
 
   /* Free ranges are separated by at least one used page. */
   p->maxranges = (size_t)(capacity / page / 2 + 2);
@@ -486,8 +452,6 @@ void hpl__pool_free(hpl__pool *p, void *ptr) {
   p->allocated -= usable;
 }
 
-int hpl__pool_fd(const hpl__pool *p) { return p->fd; }
-
 uint8_t *hpl__pool_base(const hpl__pool *p) { return p->base; }
 
 uint64_t hpl__pool_capacity(const hpl__pool *p) { return p->capacity; }
@@ -534,7 +498,7 @@ uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *mor
   if (i > 0 && p->ranges[i - 1].off + p->ranges[i - 1].len > p->trim_at) i--;
   size_t n = 0;
   for (; i < p->nranges && n < max_ranges; i++, n++) {
-    const pool_range *r = &p->ranges[i];
+    const hpl__pool_range *r = &p->ranges[i];
     uint64_t lo = r->off > p->trim_at ? r->off : p->trim_at;
     uint64_t warm = keep > p->trim_kept ? keep - p->trim_kept : 0; /* still to leave */
     uint64_t avail = r->off + r->len - lo;
@@ -544,12 +508,7 @@ uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *mor
     }
     p->trim_kept += warm;
     lo += warm;
-    lo = (lo + p->page - 1) & ~(p->page - 1);
-    uint64_t hi = (r->off + r->len) & ~(p->page - 1);
-    /* the pages stay in the file (KEEP_SIZE) as holes: they read as zero */
-    if (hi > lo && fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lo,
-                             (off_t)(hi - lo)) == 0)
-      punched += hi - lo;
+    punched += hpl__pool_seg_trim(p, lo, r->off + r->len);
   }
   if (i < p->nranges) {
     p->trim_at = p->ranges[i].off;
@@ -557,14 +516,14 @@ uint64_t hpl__pool_trim(hpl__pool *p, uint64_t keep, size_t max_ranges, int *mor
   } else {
     p->trim_at = 0; /* frees since this walk began wait for the next one */
   }
+  /* the listener hears of the chunks given fresh memfds, outside the lock */
+  uint32_t done[HPL__POOL_MAX_CHUNKS];
+  size_t ndone = p->nrecycled;
+  memcpy(done, p->recycled, ndone * sizeof *done);
+  p->nrecycled = 0;
   pthread_mutex_unlock(&p->mu);
+  for (size_t k = 0; k < ndone && p->on_recycled; k++) p->on_recycled(p->on_recycled_arg, done[k]);
   return punched;
-}
-
-uint64_t hpl__pool_resident(const hpl__pool *p) {
-  struct stat st;
-  if (fstat(p->fd, &st) != 0) return 0;
-  return (uint64_t)st.st_blocks * 512;
 }
 
 uint64_t hpl__pool_high_water(const hpl__pool *p) { return p->high_water; }

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "objdig.h"
 #include "objects.h"
+#include "putcopy.h"
 #include "room.h"
 #include "trace.h"
 #include "util.h"
@@ -19,7 +20,9 @@
 typedef enum put_state {
   PUT_ROOM,        /* the buffer does not fit yet: waiting for room (room.c) */
   PUT_ANNOUNCING,  /* large object: LOC_ADD(partial, origin) out; CREATE not answered yet */
-  PUT_WRITING,     /* the client writes (CREATE answered) */
+  PUT_WRITING,     /* the client writes (CREATE answered); its bytes are copied in as
+                    * PROGRESS says they are final */
+  PUT_COPYING,     /* SEAL arrived: the rest of the client's bytes are being copied in */
   PUT_DIGESTING,   /* SEAL (or PUT): the last units are hashed (objdig.c), then on */
   PUT_INLINING,    /* SEAL (or PUT) of a small object: INLINE_PUT out */
   PUT_REGISTERING, /* SEAL (or PUT) of an object not yet advertised - the inline cache was
@@ -45,10 +48,17 @@ typedef struct hpl__put {
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
+  /* a CREATE's bytes, copied from the client's memory (putcopy.h) up to
+   * what PROGRESS said is final, all of them at SEAL; a failure stays in
+   * cp.rc for the SEAL */
+  hpl__pcopier cp;
+  uint64_t seal_req;  /* PUT_COPYING: the SEAL, answered once the bytes are in */
+  int64_t seal_timeout_ms;
 } hpl__put;
 
 static const char *state_name(put_state st) {
-  static const char *n[] = {"room", "announcing", "writing", "digesting", "inlining", "registering", "ended"};
+  static const char *n[] = {"room",      "announcing", "writing",     "copying",
+                            "digesting", "inlining",   "registering", "ended"};
   _Static_assert(sizeof n / sizeof n[0] == PUT_NSTATES, "a name per state");
   return st < PUT_NSTATES ? n[st] : "?";
 }
@@ -61,7 +71,7 @@ static void put_set_state(hpl__put *p, put_state to) {
 }
 
 static void put_free_maybe(hpl__put *p) {
-  if (p->state != PUT_ENDED || p->asking) return;
+  if (p->state != PUT_ENDED || p->asking || p->cp.out) return;
   hpl__room_cancel(p->s, &p->room);
   free(p->payload);
   if (p->o->put == p) p->o->put = NULL;
@@ -252,6 +262,8 @@ static hpl__put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const
 
 static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms);
 static void put_drop(hpl__put *p, hpl__creq *x);
+static void put_copy_more(hpl__put *p);
+static void put_copy_advanced(hpl__pcopier *k);
 
 /* The digests of a put being sealed are made: seal on (or, its client
  * gone, drop it). */
@@ -320,11 +332,46 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
     send_create_err(cl, req, HPL_EINVAL, detail);
     return;
   }
+  if (m->size && !m->src_addr) {
+    send_create_err(cl, req, HPL_EPROTO,
+                    "CREATE names no address of the bytes (a client library older than the "
+                    "store: clients no longer write the pool)");
+    return;
+  }
   hpl__put *p = put_begin(s, cl, req, m->id, m->size, 0, m->timeout_ms);
   if (!p) return;
+  p->cp = (hpl__pcopier){.loop = s->loop, .pid = (pid_t)cl->pid, .src = m->src_addr,
+                         .arg = p, .advanced = put_copy_advanced};
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;
   if (p->state != PUT_ROOM) put_go(p, NULL);
+}
+
+/* Copy on as far as the client said (putcopy.h): the bytes that are in
+ * count as arrived at once (receivers already pull them); a failure is
+ * told to a SEAL waiting for it, and the put taken back; without one, the
+ * SEAL that comes hears it. Once all are in, a waiting SEAL goes on. */
+static void put_copy_more(hpl__put *p) {
+  p->cp.dst = p->o->data; /* allocated by now (PUT_WRITING or later) */
+  hpl__pcopier_run(&p->cp);
+  hpl__objdig_written(p->s, p->o, p->cp.copied);
+  hpl__obj_progress(p->s, p->o, p->cp.copied);
+  if (p->cp.rc && p->state == PUT_COPYING) {
+    hpl__session_reply(p->cl, p->seal_req, p->cp.rc, p->cp.why);
+    put_drop(p, NULL);
+  } else if (!p->cp.out && p->state == PUT_COPYING && p->cp.copied == p->o->size) {
+    put_set_state(p, PUT_WRITING);
+    put_seal_now(p, p->seal_req, p->seal_timeout_ms);
+  }
+}
+
+/* putcopy.c: a step's jobs are back. */
+static void put_copy_advanced(hpl__pcopier *k) {
+  hpl__put *p = k->arg;
+  if (p->state == PUT_ENDED) /* aborted, or its client left, meanwhile */
+    put_free_maybe(p);
+  else
+    put_copy_more(p);
 }
 
 /* The client's put with this handle, while it writes. */
@@ -336,9 +383,9 @@ static hpl__put *writing(hpl__store *s, hpl__stclient *cl, uint64_t handle) {
 
 void hpl__put_progress(hpl__store *s, hpl__stclient *cl, Hplpb__ProgressNote *m) {
   hpl__put *p = writing(s, cl, m->handle);
-  if (!p || m->bytes > p->o->size) return;
-  hpl__objdig_written(s, p->o, m->bytes);
-  hpl__obj_progress(s, p->o, m->bytes);
+  if (!p || m->bytes > p->o->size || m->bytes <= p->cp.want) return;
+  p->cp.want = m->bytes;
+  put_copy_more(p);
 }
 
 /* Seal the put's object, whose bytes are all written, for request `req`:
@@ -395,7 +442,16 @@ void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handle
     hpl__session_reply(cl, req, HPL_EINVAL, "no object being created with this handle");
     return;
   }
-  put_seal_now(p, req, m->timeout_ms);
+  if (p->cp.rc) {
+    hpl__session_reply(cl, req, p->cp.rc, p->cp.why);
+    put_drop(p, NULL);
+    return;
+  }
+  p->seal_req = req;
+  p->seal_timeout_ms = m->timeout_ms;
+  p->cp.want = p->o->size;
+  put_set_state(p, PUT_COPYING);
+  put_copy_more(p);
 }
 
 static void confirm_done(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
@@ -509,7 +565,13 @@ static void put_drop(hpl__put *p, hpl__creq *x) {
  * after hpl_abort() returns waits for a new put instead of pulling from the
  * discarded region. */
 void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__HandleReq *m) {
-  hpl__put *p = writing(s, cl, m->handle);
+  hpl__obj *o = hpl__obj_find_inst(s, m->handle);
+  hpl__put *p = o && o->put && o->put->cl == cl &&
+                        (o->put->state == PUT_WRITING || o->put->state == PUT_COPYING)
+                    ? o->put
+                    : NULL;
+  if (p && p->state == PUT_COPYING) /* the SEAL waiting for the copy hears it too */
+    hpl__session_reply(cl, p->seal_req, HPL_ECANCELED, "the put was aborted while sealing");
   hpl__creq *x = p && p->o->advertised && req ? calloc(1, sizeof *x) : NULL;
   if (x) hpl__session_creq_init(x, cl, req);
   if (p) put_drop(p, x);
@@ -520,7 +582,7 @@ void hpl__put_client_gone(hpl__store *s, hpl__stclient *cl) {
   (void)s;
   hpl__put *p, *tmp;
   DL_FOREACH_SAFE(cl->puts, p, tmp) {
-    if (p->state == PUT_WRITING || (p->state == PUT_ROOM && !p->whole))
+    if (p->state == PUT_WRITING || p->state == PUT_COPYING || (p->state == PUT_ROOM && !p->whole))
       put_drop(p, NULL);
     /* else a directory request is out: its answer undoes the put */
   }

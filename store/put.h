@@ -2,9 +2,11 @@
  * put.h - a local client's put: CREATE reserves the object's room in the
  * pool (a large object is announced to the directory first, so receivers
  * can pull what the client has written before the seal), the client writes
- * in place (PROGRESS says how far), SEAL makes it complete and registers it
- * (small objects go to the directory's inline cache), ABORT or the client
- * leaving takes it back.
+ * it in its own memory and the store copies it into the pool from there
+ * (putcopy.h) as far as PROGRESS says it is final, SEAL has the rest copied,
+ * then makes it complete and registers it (small objects go to the
+ * directory's inline cache), ABORT or the client leaving takes it back.
+ * A client never writes the pool.
  *
  * A put hangs off its object (o->put) and its client (cl->puts) and holds
  * a reference on both until it ends.

@@ -10,7 +10,8 @@
  * arrows), never by name.
  *
  *   the data plane (knows nothing above it)
- *   pool.c       the shared-memory pool (jemalloc arena over a memfd)
+ *   pool.c       the shared-memory pool (jemalloc arena; poolseg.c: the
+ *                chunk memfds under it, which only the store can write)
  *   faults.c     deterministic fault points for failure-injection tests
  *   spill.c      spill files: buffers written to files and read back
  *                (spilljob.c: the I/O jobs; spilldir.c: the spill area)
@@ -43,6 +44,7 @@
  *   fetch.c      getting an object this node lacks (fetchsm.c: its states;
  *                fetchgrant.c: GRANTs)
  *   get.c        a client's GET: answer, or wait while fetch brings it
+ *   putcopy.c    copying a client's bytes from its own memory into an object
  *   put.c        a client's put: create, write, seal or abort
  *   rdtask.c     this node's slots of reduce trees (rdcombine.c: their
  *                inputs and combine steps) -> root released (rdsink.c)

@@ -39,6 +39,11 @@ typedef struct hpl__stclient {
   struct hpl__lt_owned *owned; /* lifetime.c: instances it put with `owned` */
   int refs;
   int closed;
+  int pid; /* the process that connected (SO_PEERCRED): puts copy its bytes from it */
+  int chan; /* the chunk channel: our end of a SOCK_SEQPACKET pair whose other end
+               went with the HELLO; the pool's chunk memfds go to the client on it
+               (-1: none yet) */
+  uint32_t *sent_gen; /* per pool chunk: the generation whose memfd the client got */
 } hpl__stclient;
 
 /* A client's request waiting for an answer from elsewhere (the directory):
@@ -50,8 +55,9 @@ typedef struct hpl__creq {
 } hpl__creq;
 
 /* New session on connection `c` (the connection's data is set by the
- * caller). Returns NULL on no memory. The session is freed once closed and
- * unreferenced. */
+ * caller; chan -1 until the caller sets it, then owned by the session).
+ * Returns NULL on no memory. The session is freed once closed and
+ * unreferenced (or by hpl__session_unref before it was ever used). */
 hpl__stclient *hpl__session_new(hpl__store *s, hpl__conn *c, uint64_t id);
 /* The connection closed: release the holds and drop the creator's
  * reference (get.c and put.c must have let go of theirs first). */
@@ -64,6 +70,22 @@ void hpl__session_unref(hpl__stclient *cl);
  * closed session). */
 void hpl__session_send(hpl__stclient *cl, unsigned type, uint64_t req, const ProtobufCMessage *m);
 void hpl__session_reply(hpl__stclient *cl, uint64_t req, int status, const char *detail);
+
+/* Before a reply naming pool bytes [off, off + size): send the client, on
+ * its chunk channel, the memfds of the chunks they lie in that it has not
+ * got at their current generation (one message, non-blocking), and write
+ * the generation of every one of those chunks to gens[] (room for
+ * HPL__POOL_MAX_CHUNKS), *ngens of them (0 for size 0). Returns 0, or
+ * HPL_ESYS with a detail when the channel refuses the message (full: the
+ * client does not read it; or closed). */
+int hpl__session_chunks(hpl__stclient *cl, uint64_t off, uint64_t size, uint32_t *gens,
+                        size_t *ngens, char *detail, size_t dlen);
+
+/* Chunk k of the pool got a fresh memfd (a trim gave its pages back): a
+ * client that maps the old one is sent the new one at once (non-blocking;
+ * if its channel is full, its next GET in the chunk sends it), so it drops
+ * the old pages at its next call into the library. */
+void hpl__session_chunk_renewed(hpl__stclient *cl, size_t k);
 
 /* Record that the client holds `o` once more (takes a reference).
  * Returns 0 or HPL_ENOMEM. */

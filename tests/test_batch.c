@@ -47,6 +47,7 @@ struct fake {
   wp_peer w; /* the accepted client's connection, what went wrong */
   char dir[64], path[128];
   int lfd, memfd;
+  int chan; /* our end of the chunk channel (the pool is one chunk: memfd) */
   uint8_t *pool;
   pthread_t th;
   void (*script)(fake *);
@@ -69,14 +70,9 @@ static void fk_reply(fake *f, uint64_t req, int status, const char *detail) {
   fk_send(f, HPL__MSG_REPLY, req, &r.base);
 }
 
-static void fk_hello(fake *f) {
-  Hplpb__Hello h = HPLPB__HELLO__INIT;
-  h.pool_size = FAKE_POOL;
-  h.node_id = 1;
-  h.inline_max = FAKE_INLINE; /* no filter, no directory: every get goes to the "store" */
-  size_t len;
-  uint8_t *b = hpl__msg_frame(HPL__MSG_HELLO, 0, &h.base, 0, &len);
-  struct iovec iov = {.iov_base = b, .iov_len = len};
+/* Send `fd` with `msg` (len bytes) on socket `sock`. */
+static int fk_sendfd(int sock, const void *msg, size_t len, int fd) {
+  struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
   char cbuf[CMSG_SPACE(sizeof(int))];
   memset(cbuf, 0, sizeof cbuf);
   struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
@@ -85,8 +81,32 @@ static void fk_hello(fake *f) {
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
   cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &f->memfd, sizeof(int));
-  if (sendmsg(f->w.fd, &mh, MSG_NOSIGNAL) != (ssize_t)len) wp_bad(&f->w, "cannot send HELLO");
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* HELLO with the client's end of the chunk channel; the pool (one chunk,
+ * generation 1) is on the channel already, before any GET reply names it. */
+static void fk_hello(fake *f) {
+  Hplpb__Hello h = HPLPB__HELLO__INIT;
+  h.pool_size = FAKE_POOL;
+  h.node_id = 1;
+  h.inline_max = FAKE_INLINE; /* no filter, no directory: every get goes to the "store" */
+  h.pool_chunk = FAKE_POOL;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    wp_bad(&f->w, "socketpair: %s", strerror(errno));
+    return;
+  }
+  f->chan = pair[0];
+  /* queued before the client has its end (it may close at once) */
+  uint32_t chunk[3] = {1, 0, 1}; /* one chunk: chunk 0, generation 1 */
+  if (fk_sendfd(f->chan, chunk, sizeof chunk, f->memfd) != 0)
+    wp_bad(&f->w, "cannot send the pool on the chunk channel");
+  size_t len;
+  uint8_t *b = hpl__msg_frame(HPL__MSG_HELLO, 0, &h.base, 0, &len);
+  if (fk_sendfd(f->w.fd, b, len, pair[1]) != 0) wp_bad(&f->w, "cannot send HELLO");
+  close(pair[1]);
   free(b);
 }
 
@@ -108,6 +128,7 @@ static hpl_client *fk_start(fake *f, void (*script)(fake *), int n) {
   memset(f, 0, sizeof *f);
   f->script = script;
   f->n = n;
+  f->chan = -1;
   for (int i = 0; i < 64; i++) {
     snprintf(f->idbuf[i], sizeof f->idbuf[i], "o%d", i);
     f->ids[i] = f->idbuf[i];
@@ -139,6 +160,7 @@ static void fk_finish(fake *f, hpl_client *c) {
   close(f->lfd);
   munmap(f->pool, FAKE_POOL);
   close(f->memfd);
+  if (f->chan >= 0) close(f->chan);
   unlink(f->path);
   rmdir(f->dir);
   if (f->w.bad[0]) fail_msg("fake store: %s", f->w.bad);
@@ -177,6 +199,9 @@ static void script_batch(fake *f) {
         g.offset = 64 * (uint64_t)i;
         g.size = 16;
         g.handle = 1000 + (uint64_t)i;
+        uint32_t gen = 1;
+        g.chunk_gen = &gen;
+        g.n_chunk_gen = 1;
         fk_send(f, HPL__MSG_GET_REP, req, &g.base);
         break;
       }
@@ -324,14 +349,17 @@ static void script_puts(fake *f) {
   wp_free(&r);
   if (wp_expect(&f->w, HPL__MSG_CREATE, &r) != 0) return;
   if (((Hplpb__CreateReq *)r.m)->size != FAKE_INLINE + 1) wp_bad(&f->w, "CREATE of the wrong size");
+  /* the client keeps the bytes in its own memory and names where (the
+   * store copies them from there); this fake shares the process */
+  const uint8_t *src = (const uint8_t *)(uintptr_t)((Hplpb__CreateReq *)r.m)->src_addr;
   Hplpb__CreateRep cr = HPLPB__CREATE_REP__INIT;
   cr.offset = 4096;
   cr.handle = 77;
   fk_send(f, HPL__MSG_CREATE_REP, r.h.req_id, &cr.base);
   wp_free(&r);
   if (wp_expect(&f->w, HPL__MSG_SEAL, &r) != 0) return;
-  if (((Hplpb__HandleReq *)r.m)->handle != 77 || f->pool[4096 + FAKE_INLINE] != 0x5a)
-    wp_bad(&f->w, "SEAL of the wrong handle, or the bytes are not in place");
+  if (((Hplpb__HandleReq *)r.m)->handle != 77 || !src || src[FAKE_INLINE] != 0x5a)
+    wp_bad(&f->w, "SEAL of the wrong handle, or the bytes are not where the CREATE said");
   fk_reply(f, r.h.req_id, 0, NULL);
   wp_free(&r);
 }

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -81,7 +83,8 @@ static void test_create_capacity(void **state) {
   uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
   hpl__pool *p = pool_new(0);
   assert_int_equal(hpl__pool_capacity(p), 16 * MiB);
-  assert_true(hpl__pool_fd(p) >= 0);
+  assert_true(hpl__pool_chunk_fd(p, 0, NULL) >= 0);
+  assert_int_equal(hpl__pool_nchunks(p), 16 * MiB / hpl__pool_chunk(p));
   assert_non_null(hpl__pool_base(p));
   hpl__pool_destroy(p);
 
@@ -390,25 +393,58 @@ static void test_usable_fraction_1m(void **state) {
   hpl__pool_destroy(p);
 }
 
-/* The memfd really is the pool: a second MAP_SHARED mapping of
- * hpl__pool_fd() sees writes made through the pool, and vice versa.
- * Also the one prefaulted pool of the suite. */
+/* The chunk memfds really are the pool: a second mapping of each one (read
+ * only) sees the writes made through the pool. And only the store's own
+ * mapping can write them: the kernel refuses a writable mapping, pwrite,
+ * resizing and mprotect to write, also through a descriptor opened again
+ * read-write through /proc/self/fd (what a client of the same user could
+ * do). Also the one prefaulted pool of the suite. */
 static void test_shared_memfd(void **state) {
   (void)state;
   hpl__pool *p = NULL;
   assert_int_equal(hpl__pool_create(16 * MiB, "test-shared", 1, &p), HPL_OK);
-  uint64_t cap = hpl__pool_capacity(p);
-  uint8_t *view = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, hpl__pool_fd(p), 0);
+  uint64_t cap = hpl__pool_capacity(p), chunk = hpl__pool_chunk(p);
+  size_t n = hpl__pool_nchunks(p);
+  assert_true(n >= 2 && chunk * n >= cap);
+  /* a read-only view of the whole pool, chunk by chunk, as clients map it */
+  uint8_t *view = mmap(NULL, cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(view != MAP_FAILED);
-  assert_true(view != hpl__pool_base(p));
+  for (size_t k = 0; k < n; k++) {
+    uint32_t gen = 0;
+    int fd = hpl__pool_chunk_fd(p, k, &gen);
+    assert_true(fd >= 0 && gen >= 1);
+    uint64_t len = cap - k * chunk < chunk ? cap - k * chunk : chunk;
+    assert_true(mmap(view + k * chunk, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) !=
+                MAP_FAILED);
+    /* nobody else can write it */
+    errno = 0;
+    assert_true(mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
+    assert_int_equal(errno, EPERM);
+    assert_true(pwrite(fd, "x", 1, 0) < 0);
+    assert_true(ftruncate(fd, 0) != 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int rw = open(path, O_RDWR);
+    if (rw >= 0) {
+      assert_true(mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0) == MAP_FAILED);
+      assert_true(pwrite(rw, "x", 1, 0) < 0);
+      assert_true(fallocate(rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) != 0);
+      close(rw);
+    }
+  }
+  assert_true(mprotect(view, chunk, PROT_READ | PROT_WRITE) != 0);
 
-  uint8_t *o = hpl__pool_alloc(p, 1 * MiB);
-  assert_in_pool(p, o, 1 * MiB);
+  uint8_t *o = hpl__pool_alloc(p, 3 * MiB); /* spans chunks (1 MiB each here) */
+  assert_in_pool(p, o, 3 * MiB);
   uint64_t off = (uint64_t)(o - hpl__pool_base(p));
-  pattern_fill(o, 1 * MiB, 77);
-  assert_true(pattern_ok(view + off, 1 * MiB, 77));
-  view[off + 12345] = 0x5a;
-  assert_int_equal(o[12345], 0x5a);
+  pattern_fill(o, 3 * MiB, 77);
+  assert_true(pattern_ok(view + off, 3 * MiB, 77));
+  uint64_t foff = 0, avail = 0;
+  int fd = hpl__pool_fd_at(p, off, &foff, &avail);
+  assert_true(fd >= 0 && foff == off % chunk && avail == chunk - foff);
+  uint8_t byte = 0;
+  assert_int_equal(pread(fd, &byte, 1, (off_t)foff), 1);
+  assert_int_equal(byte, o[0]);
 
   uint8_t *s = hpl__pool_alloc(p, 24);
   assert_in_pool(p, s, 24);
@@ -544,6 +580,8 @@ static void test_trim_gives_pages_back(void **state) {
   while (more) hpl__pool_trim(p, 0, 64, &more); /* whatever jemalloc freed setting up */
   assert_true(hpl__pool_resident(p) >= full); /* live ranges keep their pages */
   assert_int_equal(hpl__pool_trim(p, 0, 64, &more), 0); /* nothing freed since */
+  size_t mid = (size_t)((uint64_t)(a[3] - hpl__pool_base(p)) / hpl__pool_chunk(p));
+  uint32_t gen = hpl__pool_chunk_gen(p, mid);
   for (int i = 0; i < 6; i++) hpl__pool_free(p, a[i]);
   assert_true(hpl__pool_resident(p) >= full); /* freeing alone keeps the pages */
   uint64_t punched = 0;
@@ -556,7 +594,11 @@ static void test_trim_gives_pages_back(void **state) {
   printf("pool resident after freeing 48 MiB and a trim: %llu KiB (%llu KiB punched)\n",
          (unsigned long long)(after / KiB), (unsigned long long)(punched / KiB));
   assert_true(punched >= 48 * MiB);
-  assert_true(after <= full - 48 * MiB);
+  /* pages go back a whole chunk at a time: the chunk the kept object
+   * shares with the freed ones keeps its pages */
+  assert_true(after <= full - 48 * MiB + hpl__pool_chunk(p));
+  /* a chunk given back is a new memfd: clients must map it again */
+  assert_true(hpl__pool_chunk_gen(p, mid) > gen);
   for (uint64_t i = 0; i < 8 * MiB; i += 4096) assert_int_equal(keep[i], 0x5a);
   assert_int_equal(hpl__pool_trim(p, 0, 64, &more), 0); /* nothing freed since */
   assert_true(hpl__pool_high_water(p) >= 56 * MiB);

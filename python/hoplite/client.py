@@ -255,8 +255,11 @@ def _view(hold, ptr, size, readonly):
 # ------------------------------------------------------------------ creation
 
 class Creation:
-    """An object being created in place (Client.create): write into .view
-    (a writable memoryview over shared memory), then seal() it, or abort().
+    """An object being created (Client.create): write into .view (a
+    writable memoryview over memory of this process's own, which the store
+    copies into its pool as progress() and seal() say the bytes are final),
+    then seal() it, or abort(). After seal() that memory is gone: a write
+    through an address kept from .view or .address faults.
 
     As a context manager it seals on normal exit and aborts on an exception.
     seal()/abort() release .view first (BufferError if an export of it, e.g.
@@ -472,7 +475,8 @@ class Client:
     def put(self, obj_id, data, timeout=DEFAULT):
         """Store `data` (any object with the buffer protocol: bytes,
         bytearray, memoryview, numpy array, mmap...) as object `obj_id`.
-        The bytes are copied once, straight into the store's shared memory.
+        The bytes are copied once, by the store, straight from `data` into
+        its shared memory (which no process but the store can write).
         Raises AlreadyExists if the id is in use, OutOfMemory if the pool is
         full."""
         idb = encode_id(obj_id)
@@ -547,8 +551,9 @@ class Client:
         del keep
 
     def create(self, obj_id, size, timeout=DEFAULT):
-        """Reserve `size` bytes of shared memory for a new object; returns a
-        Creation to fill (its .view is writable) and then seal()."""
+        """Reserve room for a new object of `size` bytes; returns a Creation
+        to fill (its .view is writable, this process's own memory) and then
+        seal()."""
         idb = encode_id(obj_id)
         if size < 0:
             raise InvalidArgument("size must be >= 0")

@@ -26,6 +26,9 @@ struct hpl_buf {
   uint64_t size;
   uint64_t handle;
   int created; /* from hpl_create, not yet sealed */
+  uint64_t stage_len; /* created: data is the library's own anonymous mapping of this
+                       * many bytes (unmapped when the buffer goes), from which the
+                       * store copies the object (0: the caller's memory, hpl_put) */
   uint8_t *own; /* NULL, or the library's own allocation that data points
                  * into (a small object read from the directory) */
   char id[HPL_ID_MAX + 1];
@@ -39,6 +42,11 @@ struct hpl_client {
   hpl_buf *bufs;
   int owned;       /* the lifetime of what the handle puts (hpl_set_lifetime) */
   uint64_t ttl_ms;
+  /* the last sealed or aborted creation's buffer, kept for the next one so
+   * its pages need not be faulted in again: PROT_NONE meanwhile (a write
+   * through an old pointer faults); NULL: none (guarded by lock) */
+  uint8_t *spare;
+  uint64_t spare_len;
 };
 
 /* ------------------------------------------------------------ errors (client.c) */
@@ -71,6 +79,25 @@ const char *hpl__cfail_msg(void);
  * object `id`, listed on c: NULL if outside the pool or memory is short. */
 hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
                        uint64_t handle, int created);
+
+/* Memory of this process for a creation of `size` bytes (size > 0): the
+ * spare buffer made writable again if it is large enough, else a new
+ * private mapping. *len gets the mapping's length (what hpl__cbuf_free
+ * unmaps or keeps). NULL if mmap fails. Thread-safe. */
+uint8_t *hpl__cstage_take(hpl_client *c, uint64_t size, uint64_t *len);
+
+/* Give back a creation's memory (from hpl__cstage_take): it becomes the
+ * spare (PROT_NONE) if it is larger than the one kept, else it is
+ * unmapped. Thread-safe. */
+void hpl__cstage_give(hpl_client *c, uint8_t *mem, uint64_t len);
+
+/* A buffer for object `id` being created with store handle `handle`, whose
+ * bytes are at data in this process (the store copies them from there):
+ * stage_len > 0 says data is a mapping of that size the buffer owns (from
+ * hpl__cstage_take, given back by hpl__cbuf_free). NULL
+ * if memory is short. */
+hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
+                           uint64_t handle, uint64_t stage_len);
 
 /* List b (allocated and filled by the caller, zeroed where unused) on c as
  * object `id`'s buffer. Returns b. */

@@ -1,6 +1,7 @@
 /* cget.c - getting objects with libhoplite (include/hoplite.h): hpl_get
  * and hpl_get_many, small objects first from the directory (cdirect.h),
- * the rest from the store, whose replies name regions of the mapped pool;
+ * the rest from the store, whose replies name regions of the pool (mapped
+ * read-only, chunk by chunk: cstore.h);
  * and hpl_release. */
 #include <stdlib.h>
 
@@ -29,6 +30,7 @@ int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeou
 /* hpl_get_many, untraced. */
 static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                     hpl_buf **bufs, int *rcs) {
+  hpl__cstore_poll(&c->st); /* chunks given back meanwhile */
   hpl__cbatch b;
   int rc = hpl__cbatch_open(c, &b, ids, n, rcs, bufs);
   if (rc) return rc;
@@ -77,12 +79,17 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
     Hplpb__GetRep *g = (Hplpb__GetRep *)s[j].out;
     if (!g) continue;
     size_t i = s[j].item;
-    hpl_buf *buf = hpl__cbuf_new(c, ids[i], g->offset, g->size, g->handle, 0);
+    /* the chunks it lies in, mapped read-only (their memfds came first) */
+    char why[200];
+    int mrc = hpl__cstore_map(&c->st, g->offset, g->size, g->chunk_gen, g->n_chunk_gen, why,
+                              sizeof why);
+    hpl_buf *buf = mrc ? NULL : hpl__cbuf_new(c, ids[i], g->offset, g->size, g->handle, 0);
     if (buf)
       bufs[i] = buf;
     else {
       hpl__crelease(c, g->handle);
-      hpl__cbatch_set(&b, i, hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
+      hpl__cbatch_set(&b, i, mrc ? hpl__cfail(c, mrc, "%s", why)
+                                 : hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
     }
   }
   hpl__cslots_free(s, k);
@@ -97,4 +104,5 @@ void hpl_release(hpl_client *c, hpl_buf *b) {
   }
   if (!b->own) hpl__crelease(c, b->handle);
   hpl__cbuf_free(c, b);
+  hpl__cstore_poll(&c->st); /* chunks given back meanwhile */
 }

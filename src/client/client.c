@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <utlist.h>
 
 #include "capi.h"
@@ -60,9 +61,11 @@ void hpl_close(hpl_client *c) {
   hpl_buf *b, *tmp;
   DL_FOREACH_SAFE(c->bufs, b, tmp) {
     DL_DELETE(c->bufs, b);
+    if (b->stage_len) munmap(b->data, b->stage_len);
     free(b->own);
     free(b);
   }
+  if (c->spare) munmap(c->spare, c->spare_len);
   hpl__cdirect_free(c->direct);
   hpl__cstore_close(&c->st); /* the store releases what the buffers held */
   pthread_mutex_destroy(&c->lock);
@@ -95,10 +98,69 @@ hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t siz
   return hpl__cbuf_link(c, b, id);
 }
 
+uint8_t *hpl__cstage_take(hpl_client *c, uint64_t size, uint64_t *len) {
+  uint64_t need = (size + 4095) & ~(uint64_t)4095;
+  pthread_mutex_lock(&c->lock);
+  uint8_t *mem = c->spare;
+  uint64_t have = c->spare_len;
+  if (mem && have >= need) c->spare = NULL;
+  else mem = NULL;
+  pthread_mutex_unlock(&c->lock);
+  if (mem) {
+    if (mprotect(mem, need, PROT_READ | PROT_WRITE) == 0) {
+      *len = have;
+      return mem;
+    }
+    munmap(mem, have);
+  }
+  void *m = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  /* new pages: mapped in one call rather than one fault each (the spare's
+   * are there already). An old kernel without MADV_POPULATE_WRITE just
+   * faults as usual. */
+  if (need >= (1u << 20)) madvise(m, need, MADV_POPULATE_WRITE);
+  *len = need;
+  return m;
+}
+
+void hpl__cstage_give(hpl_client *c, uint8_t *mem, uint64_t len) {
+  /* nobody writes it from now on: a write through an old pointer faults */
+  if (mprotect(mem, len, PROT_NONE) != 0) {
+    munmap(mem, len);
+    return;
+  }
+  pthread_mutex_lock(&c->lock);
+  if (!c->spare || c->spare_len < len) {
+    uint8_t *old = c->spare;
+    uint64_t old_len = c->spare_len;
+    c->spare = mem;
+    c->spare_len = len;
+    mem = old;
+    len = old_len;
+  }
+  pthread_mutex_unlock(&c->lock);
+  if (mem) munmap(mem, len);
+}
+
+hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
+                           uint64_t handle, uint64_t stage_len) {
+  hpl_buf *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->data = data;
+  b->size = size;
+  b->handle = handle;
+  b->created = 1;
+  b->stage_len = stage_len;
+  return hpl__cbuf_link(c, b, id);
+}
+
 void hpl__cbuf_free(hpl_client *c, hpl_buf *b) {
   pthread_mutex_lock(&c->lock);
   DL_DELETE(c->bufs, b);
   pthread_mutex_unlock(&c->lock);
+  /* a created buffer's own memory goes (or waits, unwritable, for the
+   * next creation): a write through the old pointer faults */
+  if (b->stage_len) hpl__cstage_give(c, b->data, b->stage_len);
   free(b->own);
   free(b);
 }
@@ -106,4 +168,4 @@ void hpl__cbuf_free(hpl_client *c, hpl_buf *b) {
 void *hpl_buf_data(const hpl_buf *b) { return b ? b->data : NULL; }
 uint64_t hpl_buf_size(const hpl_buf *b) { return b ? b->size : 0; }
 const char *hpl_buf_id(const hpl_buf *b) { return b ? b->id : NULL; }
-int hpl_buf_shared(const hpl_buf *b) { return b && !b->own; }
+int hpl_buf_shared(const hpl_buf *b) { return b && !b->own && !b->created; }

@@ -1,22 +1,20 @@
 /* cput.c - putting objects with libhoplite (include/hoplite.h): the
- * lifetime a put asks for, creating a region in the pool, filling it
- * (with progress notes) and sealing or aborting it, and hpl_put /
- * hpl_put_many, which send small objects whole and publish them to the
- * directory on the way (cdirect.h). */
+ * lifetime a put asks for, creating an object in this process's own
+ * memory, telling the store how far it is written (it copies the bytes in)
+ * and sealing or aborting it, and hpl_put / hpl_put_many, which send small
+ * objects whole and publish them to the directory on the way (cdirect.h),
+ * and have the store copy larger ones straight from the caller's bytes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "capi.h"
 #include "trace.h"
 
 /* How long hpl_abort waits for the store and directory to forget. */
 #define CLIENT_ABORT_MS 5000
-/* hpl_put copies in chunks and tells the store after each one: the first
- * is small so receivers start soon, then they double up to the largest. */
-#define PUT_CHUNK_FIRST (1u << 20)
-#define PUT_CHUNK (8u << 20)
-#define CLIENT_POPULATE_MIN (1u << 20)
+/* Alignment of what a created buffer of size 0 points at. */
+#define CLIENT_EMPTY_ALIGN 64
 
 /* ------------------------------------------------------------------ lifetime, creating */
 
@@ -39,42 +37,61 @@ static void lifetime_of(hpl_client *c, int *owned, uint64_t *ttl_ms) {
   pthread_mutex_unlock(&c->lock);
 }
 
-/* Map the pages of [p, p + n) in one call rather than one fault per page
- * (the pool's pages exist; this process's page table does not have them
- * yet). An old kernel without MADV_POPULATE_WRITE just faults as usual. */
-static void populate(uint8_t *p, uint64_t n) {
-  if (n < CLIENT_POPULATE_MIN) return;
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
-  uintptr_t e = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
-  madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-}
-
-/* hpl_create without mapping the pages ahead (hpl_put maps each chunk
- * just before copying it). */
-static int create_buf(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
-                      hpl_buf **out) {
-  HPL__CHECK_ID(c, id);
-  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
+/* CREATE of object `id`, whose `size` bytes will be at `src` in this
+ * process (the store copies them from there as PROGRESS and SEAL say they
+ * are final): 0 and the store's handle, or the failure. */
+static int create_call(hpl_client *c, const char *id, uint64_t size, const void *src,
+                       int64_t timeout_ms, uint64_t *handle) {
   Hplpb__CreateReq r = HPLPB__CREATE_REQ__INIT;
   r.id = (char *)id;
   r.size = size;
   r.timeout_ms = timeout_ms;
+  r.src_addr = (uint64_t)(uintptr_t)src;
   lifetime_of(c, &r.owned, &r.ttl_ms);
   Hplpb__CreateRep *rep = NULL;
-  int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms,
-                (ProtobufCMessage **)&rep);
+  int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
-  hpl_buf *b = hpl__cbuf_new(c, id, rep->offset, size, rep->handle, 1);
+  *handle = rep->handle;
   protobuf_c_message_free_unpacked(&rep->base, NULL);
-  if (!b) return hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool");
-  *out = b;
   return 0;
 }
 
+/* A SEAL of bytes the store copies from the caller's memory timed out:
+ * the caller may reuse that memory as soon as we return, so the store must
+ * not go on copying from it into an object it then seals. Take the put
+ * back (a put the store sealed meanwhile, all its bytes in, stays). */
+static void seal_given_up(hpl_client *c, uint64_t handle) {
+  char why[HPL__CERR_MAX];
+  snprintf(why, sizeof why, "%s", hpl__cfail_msg()); /* the timeout's detail stays */
+  Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
+  r.handle = handle;
+  hpl__ccall(c, HPL__MSG_ABORT, &r.base, CLIENT_ABORT_MS, NULL);
+  hpl__cfail(c, HPL_ETIMEDOUT, "%s", why);
+}
+
+/* What a created buffer of size 0 points at (never written: no bytes). */
+static uint8_t empty_region[CLIENT_EMPTY_ALIGN];
+
 int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
-  int rc = create_buf(c, id, size, timeout_ms, out);
-  if (rc == 0) populate((*out)->data, size);
-  return rc;
+  HPL__CHECK_ID(c, id);
+  if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
+  /* The bytes are written in this process's own memory, never in the
+   * store's pool: the store copies them in (PROGRESS, SEAL), and once
+   * sealed nobody can change them. */
+  uint64_t len = 0;
+  uint8_t *mem = size ? hpl__cstage_take(c, size, &len) : empty_region;
+  if (!mem)
+    return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
+                      (unsigned long long)size, id);
+  uint64_t handle = 0;
+  int rc = create_call(c, id, size, mem, timeout_ms, &handle);
+  hpl_buf *b = rc == 0 ? hpl__cbuf_created(c, id, mem, size, handle, len) : NULL;
+  if (!b) {
+    if (len) hpl__cstage_give(c, mem, len);
+    return rc ? rc : hpl__cfail(c, HPL_ENOMEM, "out of memory");
+  }
+  *out = b;
+  return 0;
 }
 
 int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
@@ -115,24 +132,6 @@ static int put_whole(const hpl_client *c, uint64_t size) {
   return c->st.inline_max && size <= c->st.inline_max;
 }
 
-/* Copy a created object's bytes into its region in chunks, telling the
- * store how far we got, so receivers already pulling it can forward the
- * first bytes. Each chunk's pages are mapped just before its copy: mapping
- * a fresh 256 MiB region at once took 118 ms here, and no receiver could
- * start meanwhile. */
-static void put_fill(hpl_client *c, hpl_buf *b, const void *data) {
-  int notify = b->size > c->st.inline_max;
-  uint64_t chunk = PUT_CHUNK_FIRST;
-  for (uint64_t off = 0; off < b->size;) {
-    uint64_t n = b->size - off < chunk ? b->size - off : chunk;
-    populate(b->data + off, n);
-    memcpy(b->data + off, (const uint8_t *)data + off, n);
-    off += n;
-    if (notify && off < b->size) hpl_buf_progress(c, b, off);
-    if (chunk < PUT_CHUNK) chunk *= 2;
-  }
-}
-
 static int put_one(hpl_client *c, const char *id, const void *data, uint64_t size,
                    int64_t timeout_ms);
 
@@ -161,13 +160,18 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
     r.published = published;
     return hpl__ccall_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
   }
+  /* the store copies the bytes straight from `data` (one copy, like
+   * writing them into the pool ourselves) as soon as the SEAL asks */
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
-  hpl_buf *b = NULL;
-  int rc = create_buf(c, id, size, timeout_ms, &b);
+  uint64_t handle = 0;
+  int rc = create_call(c, id, size, data, timeout_ms, &handle);
   if (rc) return rc;
-  put_fill(c, b, data);
-  int64_t left = hpl__ms_left(deadline);
-  return hpl_seal(c, b, timeout_ms < 0 ? -1 : left);
+  Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
+  r.handle = handle;
+  r.timeout_ms = timeout_ms < 0 ? -1 : hpl__ms_left(deadline);
+  rc = hpl__ccall(c, HPL__MSG_SEAL, &r.base, r.timeout_ms, NULL);
+  if (rc == HPL_ETIMEDOUT) seal_given_up(c, handle);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ many at once */
@@ -219,34 +223,32 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
       q->m.create.timeout_ms = timeout_ms;
       q->m.create.owned = owned;
       q->m.create.ttl_ms = ttl_ms;
+      q->m.create.src_addr = (uint64_t)(uintptr_t)data[i];
       q->req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &q->m.create.base};
     }
   }
   hpl__ccalls(c, s, m, timeout_ms, &b);
-  /* The created ones: fill, then seal them all, pipelined too. Slot j's
-   * seal goes into slot `sealing` <= j, whose create is dealt with. */
+  /* The created ones: seal them all, pipelined too (the store copies
+   * each one's bytes from data[i]). Slot j's seal goes into slot
+   * `sealing` <= j, whose create is dealt with. */
   size_t sealing = 0;
   for (size_t j = 0; j < m; j++) {
     size_t i = s[j].item;
     Hplpb__CreateRep *cr = s[j].req.type == HPL__MSG_CREATE ? (Hplpb__CreateRep *)s[j].out : NULL;
     if (!cr) continue; /* a PUT, or a CREATE that failed */
-    hpl_buf *buf = hpl__cbuf_new(c, ids[i], cr->offset, sizes[i], cr->handle, 1);
+    uint64_t handle = cr->handle;
     s[j].out = NULL;
     protobuf_c_message_free_unpacked(&cr->base, NULL);
-    if (!buf) {
-      hpl__cbatch_set(&b, i, hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
-      continue;
-    }
-    put_fill(c, buf, data[i]);
     hpl__cslot *q = &s[sealing++];
-    *q = (hpl__cslot){.item = i, .buf = buf};
+    *q = (hpl__cslot){.item = i};
     hplpb__handle_req__init(&q->m.handle);
-    q->m.handle.handle = buf->handle;
+    q->m.handle.handle = handle;
     q->m.handle.timeout_ms = timeout_ms < 0 ? -1 : hpl__ms_left(deadline);
     q->req = (hpl__crpc_req){.type = HPL__MSG_SEAL, .m = &q->m.handle.base};
   }
   hpl__ccalls(c, s, sealing, timeout_ms < 0 ? -1 : hpl__ms_left(deadline), &b);
-  for (size_t j = 0; j < sealing; j++) hpl__cbuf_free(c, s[j].buf); /* sealed or not, it is over */
+  for (size_t j = 0; j < sealing; j++) /* (see seal_given_up) */
+    if (b.rcs[s[j].item] == HPL_ETIMEDOUT) seal_given_up(c, s[j].m.handle.handle);
   hpl__cslots_free(s, sealing);
   free(published);
   return hpl__cbatch_end(c, &b);

@@ -3,7 +3,10 @@
 #include "cstore.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -16,6 +19,19 @@
 #include "util.h"
 
 #define FILTER_MAX_SLOTS (1u << 24)
+/* At most this many chunks (the store's HPL__POOL_MAX_CHUNKS) and this
+ * long to wait for a chunk the store says it sent. */
+#define CHUNKS_MAX 128
+#define CHUNK_WAIT_MS 10000
+
+/* The pool's chunks as this client maps them. */
+typedef struct hpl__cchunks {
+  pthread_mutex_t mu; /* the channel and gen[] */
+  int chan;           /* the chunk channel (SOCK_SEQPACKET) */
+  uint64_t chunk;     /* bytes per chunk */
+  size_t n;
+  uint32_t gen[CHUNKS_MAX]; /* the generation mapped (0: none) */
+} hpl__cchunks;
 
 /* What the store may send a client: small control replies, no payloads. */
 static const hpl__crpc_opts store_rpc = {
@@ -54,11 +70,12 @@ static void map_filter(hpl__cstore *s, int ffd, uint32_t slots) {
   if (ffd >= 0) close(ffd);
 }
 
-/* Take the HELLO's facts and map what it sent. Takes memfd and ffd.
+/* Take the HELLO's facts and map what it sent. Takes chan and ffd.
  * 0, HPL_EPROTO or HPL_ESYS. */
-static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int memfd, int ffd) {
-  if (memfd < 0 || h->pool_size == 0) {
-    if (memfd >= 0) close(memfd);
+static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int chan, int ffd) {
+  uint64_t nch = h->pool_chunk ? (h->pool_size + h->pool_chunk - 1) / h->pool_chunk : 0;
+  if (chan < 0 || h->pool_size == 0 || nch == 0 || nch > CHUNKS_MAX) {
+    if (chan >= 0) close(chan);
     if (ffd >= 0) close(ffd);
     return HPL_EPROTO;
   }
@@ -78,15 +95,121 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int memfd, int ffd)
   } else if (h->reader_key.len) {
     s->dir_port = 0; /* a key we cannot use: no direct reads */
   }
-  s->base = mmap(NULL, s->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  close(memfd);
+  s->chunks = calloc(1, sizeof *s->chunks);
+  /* the range only: chunks are mapped into it as replies name them */
+  s->base = s->chunks ? mmap(NULL, s->pool_size, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                      : MAP_FAILED;
   if (s->base == MAP_FAILED) {
     s->base = NULL;
+    free(s->chunks);
+    s->chunks = NULL;
+    close(chan);
     if (ffd >= 0) close(ffd);
     return HPL_ESYS;
   }
+  pthread_mutex_init(&s->chunks->mu, NULL);
+  s->chunks->chan = chan;
+  s->chunks->chunk = h->pool_chunk;
+  s->chunks->n = (size_t)nch;
   map_filter(s, ffd, h->filter_slots);
   return 0;
+}
+
+/* Read one message of the chunk channel (waiting up to CHUNK_WAIT_MS, or
+ * not at all unless `wait`) and map the chunks it carries. Called with mu
+ * held. 0, 1 (nothing there and not `wait`), or HPL_EPROTO. */
+static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
+  hpl__cchunks *k = s->chunks;
+  struct pollfd pf = {.fd = k->chan, .events = POLLIN};
+  int pr;
+  do pr = poll(&pf, 1, wait ? CHUNK_WAIT_MS : 0);
+  while (pr < 0 && errno == EINTR);
+  if (pr == 0 && !wait) return 1;
+  if (pr <= 0) {
+    snprintf(why, wlen, "the store did not send the pool's memory it named (%s)",
+             pr == 0 ? "nothing on the chunk channel" : strerror(errno));
+    return HPL_EPROTO;
+  }
+  uint32_t msg[1 + 2 * CHUNKS_MAX];
+  char cbuf[CMSG_SPACE(sizeof(int) * CHUNKS_MAX)];
+  struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                      .msg_controllen = sizeof cbuf};
+  ssize_t got;
+  do got = recvmsg(k->chan, &mh, MSG_CMSG_CLOEXEC);
+  while (got < 0 && errno == EINTR);
+  int fds[CHUNKS_MAX];
+  size_t nfd = 0;
+  for (struct cmsghdr *cm = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t m = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < m && nfd < CHUNKS_MAX; i++)
+      memcpy(&fds[nfd++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+  }
+  int rc = 0;
+  if (got < 4 || msg[0] != nfd || (size_t)got != (1 + 2 * (size_t)msg[0]) * sizeof *msg ||
+      (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    snprintf(why, wlen, "a malformed message on the chunk channel (%zd bytes, %zu descriptors)",
+             got, nfd);
+    rc = HPL_EPROTO;
+  }
+  for (size_t i = 0; i < nfd; i++) {
+    uint32_t c = rc ? 0 : msg[1 + 2 * i];
+    if (!rc && c >= k->n) {
+      snprintf(why, wlen, "chunk %u named on the chunk channel is past the pool", c);
+      rc = HPL_EPROTO;
+    }
+    if (!rc) {
+      uint64_t at = (uint64_t)c * k->chunk;
+      uint64_t len = s->pool_size - at < k->chunk ? s->pool_size - at : k->chunk;
+      /* read-only: the memfd is sealed against writable mappings anyway */
+      if (mmap(s->base + at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fds[i], 0) == MAP_FAILED) {
+        snprintf(why, wlen, "cannot map chunk %u of the pool: %s", c, strerror(errno));
+        rc = HPL_EPROTO;
+      } else {
+        k->gen[c] = msg[2 + 2 * i];
+      }
+    }
+    close(fds[i]);
+  }
+  return rc;
+}
+
+void hpl__cstore_poll(hpl__cstore *s) {
+  hpl__cchunks *k = s->chunks;
+  char why[200];
+  if (!k || pthread_mutex_trylock(&k->mu) != 0) return; /* another thread reads it */
+  while (chunks_read(s, 0, why, sizeof why) == 0) continue;
+  pthread_mutex_unlock(&k->mu);
+}
+
+int hpl__cstore_map(hpl__cstore *s, uint64_t off, uint64_t size, const uint32_t *gens,
+                    size_t ngens, char *why, size_t wlen) {
+  hpl__cchunks *k = s->chunks;
+  if (size == 0) return 0;
+  if (!k || off > s->pool_size || size > s->pool_size - off) {
+    snprintf(why, wlen, "store returned a region outside the pool");
+    return HPL_EPROTO;
+  }
+  size_t first = (size_t)(off / k->chunk), last = (size_t)((off + size - 1) / k->chunk);
+  if (ngens != last - first + 1) {
+    snprintf(why, wlen, "store named %zu chunk generations for a region in %zu chunks", ngens,
+             last - first + 1);
+    return HPL_EPROTO;
+  }
+  int rc = 0;
+  pthread_mutex_lock(&k->mu);
+  for (size_t c = first; c <= last && rc == 0; c++) {
+    while (rc == 0 && k->gen[c] < gens[c - first]) rc = chunks_read(s, 1, why, wlen);
+    if (rc == 0 && k->gen[c] != gens[c - first]) { /* a held object's chunk never changes */
+      snprintf(why, wlen, "chunk %zu of the pool is at generation %u here, the store says %u", c,
+               k->gen[c], gens[c - first]);
+      rc = HPL_EPROTO;
+    }
+  }
+  pthread_mutex_unlock(&k->mu);
+  return rc;
 }
 
 int hpl__cstore_open(const char *path, uint64_t deadline, hpl__cstore *out) {
@@ -132,5 +255,10 @@ void hpl__cstore_close(hpl__cstore *s) {
   hpl__crpc_free(s->rpc);
   if (s->filter) munmap((void *)s->filter, s->filter_slots);
   if (s->base) munmap(s->base, s->pool_size);
+  if (s->chunks) {
+    close(s->chunks->chan);
+    pthread_mutex_destroy(&s->chunks->mu);
+    free(s->chunks);
+  }
   memset(s, 0, sizeof *s);
 }

@@ -1,7 +1,11 @@
 /*
  * cstore.h - opening a client's connection to the store on its node: the
- * Unix socket, the store's HELLO frame with the pool's memfd (and the
- * presence filter's) attached, and the mappings of both.
+ * Unix socket, the store's HELLO frame with the client's end of the chunk
+ * channel (and the presence filter's memfd) attached, the presence filter's
+ * mapping, and the pool's: the address range is reserved at HELLO, and each
+ * chunk memfd is mapped into it read-only when a reply first names bytes in
+ * it (hpl__cstore_map). The store seals the chunks: the kernel lets no
+ * client map them writable, write them or resize them.
  *
  * Used by hpl_connect/hpl_close (client.c). Bytes are read through the RPC
  * layer (crpc.h); this file only interprets the HELLO.
@@ -16,8 +20,10 @@
 /* What a client holds of its store once connected. */
 typedef struct hpl__cstore {
   hpl__crpc *rpc;   /* the store connection */
-  uint8_t *base;    /* the pool, mapped read-write, pool_size bytes */
+  uint8_t *base;    /* the pool's address range, pool_size bytes: chunks mapped
+                       read-only where hpl__cstore_map put them, the rest reserved */
   uint64_t pool_size;
+  struct hpl__cchunks *chunks; /* the chunk channel and what is mapped (cstore.c) */
   uint64_t node_id;
   uint32_t inline_max;   /* objects up to this size are inline at the directory */
   const uint8_t *filter; /* the store's presence filter (read-only), or NULL */
@@ -38,6 +44,23 @@ typedef struct hpl__cstore {
  * HPL_ETIMEDOUT, HPL_EPROTO (no store at the other end, or a HELLO without
  * a pool), HPL_ENOMEM. */
 int hpl__cstore_open(const char *path, uint64_t deadline, hpl__cstore *out);
+
+/* Make sure pool bytes [off, off + size) are mapped, at the chunk
+ * generations a GET reply named (gens[0..ngens), from chunk off / chunk
+ * on): a chunk mapped at another generation (or not at all) is mapped
+ * again from the memfd that the store sent on the chunk channel before its
+ * reply (read until it is there; another thread may be doing the same).
+ * Thread-safe. Returns 0, or HPL_EPROTO (the reply or the channel does not
+ * add up: the chunks are not mapped; the detail says why), HPL_ESYS. */
+int hpl__cstore_map(hpl__cstore *s, uint64_t off, uint64_t size, const uint32_t *gens,
+                    size_t ngens, char *why, size_t wlen);
+
+/* Map what the chunk channel brought meanwhile without waiting: the store
+ * sends a chunk's new memfd when a trim gave the old one's pages back, and
+ * mapping it over the old one lets those pages go. Called at the start of
+ * gets and releases; a no-op while another thread reads the channel.
+ * Thread-safe. */
+void hpl__cstore_poll(hpl__cstore *s);
 
 /* Close the connection and unmap the pool and the filter: pointers into
  * them become invalid. No call on s->rpc may be running. */
