@@ -12,6 +12,7 @@
 #include "log.h"
 #include "objdig.h"
 #include "objects.h"
+#include "putcheck.h"
 #include "putcopy.h"
 #include "room.h"
 #include "trace.h"
@@ -454,60 +455,11 @@ void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handle
   put_copy_more(p);
 }
 
-static void confirm_done(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
-  hpl__creq *x = arg;
-  if (rep->status == 0) s->ctr.puts++;
-  hpl__session_reply(x->cl, x->req, rep->status, rep->detail);
-  hpl__session_creq_done(x);
-  free(x);
-}
-
-/* A PUT of bytes the client PUBLISHed, of an object this store holds a
- * copy of already with the same bytes: a get here may have fetched the
- * published bytes before the PUT came. The directory decides with our
- * INLINE_PUT: it confirms bytes it took from our client's PUBLISH (the put
- * succeeds), else the object was someone else's put (HPL_EEXIST, as for
- * any put of an id that exists). 1 if asked (the reply follows), else 0. */
-static int confirm_held(hpl__store *s, hpl__stclient *cl, uint64_t req, const Hplpb__PutReq *m,
-                        const uint8_t *payload, uint64_t plen) {
-  hpl__obj *o = m->published ? hpl__obj_find(s, m->id) : NULL;
-  if (!o || o->primary || o->state != HPL__OBJ_SEALED || o->size != plen ||
-      (plen && memcmp(o->data, payload, plen) != 0))
-    return 0;
-  hpl__creq *x = calloc(1, sizeof *x);
-  if (!x) return 0;
-  hpl__session_creq_init(x, cl, req);
-  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
-  ip.id = o->id;
-  ip.size = plen;
-  if (hpl__dirlink_request(s, HPL__MSG_INLINE_PUT, &ip.base, payload, plen, m->timeout_ms,
-                           confirm_done, x) == 0)
-    return 1;
-  hpl__session_creq_done(x);
-  free(x);
-  return 0;
-}
-
-/* hpl__put_whole before any hpl__put exists: 0 or a refusal (sent). */
-static int put_whole_check(hpl__stclient *cl, uint64_t req, const Hplpb__PutReq *m, uint64_t plen) {
-  char why[160];
-  int rc = 0;
-  if (plen != m->size) {
-    snprintf(why, sizeof why, "PUT of %llu bytes came with %llu bytes",
-             (unsigned long long)m->size, (unsigned long long)plen);
-    rc = HPL_EINVAL;
-  } else if (hpl__lifetime_check(m->ttl_ms, why, sizeof why)) {
-    rc = HPL_EINVAL;
-  }
-  if (rc) hpl__session_reply(cl, req, rc, why);
-  return rc;
-}
-
 void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutReq *m,
                     const uint8_t *payload, uint64_t plen) {
   hpl__trace("s.put", m->id);
-  int refused = put_whole_check(cl, req, m, plen) != 0;
-  if (!refused && confirm_held(s, cl, req, m, payload, plen)) return;
+  int refused = hpl__putcheck_whole(cl, req, m, plen) != 0;
+  if (!refused && hpl__putcheck_held(s, cl, req, m, payload, plen)) return;
   hpl__put *p = refused ? NULL : put_begin(s, cl, req, m->id, m->size, 1, m->timeout_ms);
   if (!p) { /* refused: bytes the client published must not stay visible */
     if (m->published) hpl__dirlink_loc_retract(s, m->id); /* the id was checked (clients.c) */

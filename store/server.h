@@ -45,6 +45,8 @@
  *                fetchgrant.c: GRANTs)
  *   get.c        a client's GET: answer, or wait while fetch brings it
  *   putcopy.c    copying a client's bytes from its own memory into an object
+ *   putcheck.c   a whole PUT's checks before a put begins (sizes, lifetime, bytes
+ *                held already from the client's own PUBLISH)
  *   put.c        a client's put: create, write, seal or abort
  *   rdtask.c     this node's slots of reduce trees (rdcombine.c: their
  *                inputs and combine steps) -> root released (rdsink.c)
