@@ -140,10 +140,16 @@ void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir
     o->dig->bad_node = bad;
     o->dig->bad_unit = unit;
   }
-  HPL__LOG_WARN("node %016llx reports that node %016llx sent unit %llu of '%s' that does not "
-                "match its digest: that copy is no longer named (node reported %u times)",
-                (unsigned long long)asker->id, (unsigned long long)bad, (unsigned long long)unit,
-                o->id, n ? n->corrupt_reports : 0);
+  if (asker->id == bad)
+    HPL__LOG_WARN("node %016llx reports that its own copy of '%s' failed its digest at unit "
+                  "%llu when read back: that copy is no longer named (node reported %u times)",
+                  (unsigned long long)bad, o->id, (unsigned long long)unit,
+                  n ? n->corrupt_reports : 0);
+  else
+    HPL__LOG_WARN("node %016llx reports that node %016llx sent unit %llu of '%s' that does not "
+                  "match its digest: that copy is no longer named (node reported %u times)",
+                  (unsigned long long)asker->id, (unsigned long long)bad,
+                  (unsigned long long)unit, o->id, n ? n->corrupt_reports : 0);
   hpl__dtab_release_upstream(o, asker->id);
   hpl__dtab_loc_remove(&s->tab, o, bad);
   hpl__dtab_check_lost(&s->tab, o);

@@ -141,6 +141,10 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
                   (unsigned long long)node);
     hpl__dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
     return;
+  } else if (m->kind == HPL__LOC_REMOVE && m->corrupt) {
+    /* its own copy failed its digests when read back (a spill file) */
+    xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
+    hpl__dir_digests_corrupt(s, f->dc->node, o, node, m->corrupt_unit);
   } else if (m->kind == HPL__LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
     hpl__dtab_loc_remove(&s->tab, o, node);

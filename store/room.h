@@ -69,6 +69,14 @@ void hpl__room_cancel(hpl__store *s, hpl__room *r);
  * already on its way back or spilling is off. */
 void hpl__room_restore(hpl__store *s, hpl__obj *o);
 
+/* o's copy here failed its digest at unit `unit` when read back from its
+ * spill file (restored here, or streamed by dpfile.c: server.c installs
+ * this as the data port's corrupt handler): counted (corrupt_units,
+ * spill_corrupt), the directory told as for a corrupt copy, its streams
+ * cut, its waiters failed with HPL_ECORRUPT naming this node, and the copy
+ * dropped (file and buffer go with o). A no-op if o is out of the table. */
+void hpl__room_corrupt(hpl__store *s, hpl__obj *o, uint64_t unit);
+
 /* What holds the pool, for errors: "pool 64 MiB: 60 MiB pinned ..." */
 void hpl__room_describe(hpl__store *s, char *buf, size_t len);
 

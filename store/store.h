@@ -101,6 +101,7 @@ typedef struct hpl__store_counters {
       spill_dropped,            /* buffers freed of objects already on disk */
       restored, restored_bytes, /* objects read back into the pool */
       spill_errors,             /* writes or reads of spill files that failed */
+      spill_corrupt,            /* spilled copies dropped: a unit read back failed its digest */
       ring_tasks,     /* ring allreduces this node took part in (ring.c) */
       rings_done,     /*   ...whose target it completed */
       ring_failures,  /*   ...whose part here failed, or that ended before it was done */
