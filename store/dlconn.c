@@ -206,7 +206,7 @@ static void send_register(hpl__dirlink *dl, const char *local_ip) {
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = s->node_id;
   r.addr = s->cfg.data_addr;
-  r.data_port = (uint32_t)hpl__dataport_port(s);
+  r.data_port = s->cfg.data_adv_port ? s->cfg.data_adv_port : (uint32_t)hpl__dataport_port(s);
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
   r.incarnation = dl->incarnation;
