@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "digest.h"
 #include "util.h"
 
 #include "harness.h"
@@ -283,11 +285,122 @@ static void test_lying_peer(void **state) {
   th_stop(lc, 0);
 }
 
+/* (d) Digests survive a directory restart: A puts, B gets (B's copy has
+ * the digests; B corrupts every stream it sends). A goes, the directory is
+ * killed and restarted, B re-reports its copy (with its digests). C's get
+ * can only pull from B: it fails with HPL_ECORRUPT naming B and never
+ * returns B's flipped bytes (before: the re-reported copy came back
+ * without digests and C took the bytes unverified). */
+static void test_digests_survive_restart(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  int ib = add(lc, "--faults corrupt_send=1000,prefix=rs/");
+  hpl_client *B = th_connect(lc, ib);
+  hpl_client *C = th_connect(lc, add(lc, NULL));
+  const uint64_t size = 4 * MB;
+  th_put_pattern(A, "rs/x", size, 31);
+  hpl_buf *buf;
+  assert_int_equal(hpl_get(B, "rs/x", th_ms(20000), &buf), 0); /* from A: clean */
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 31));
+  hpl_release(B, buf);
+  hpl_close(A);
+  assert_int_equal(hpl__lc_signal(lc, 0, SIGKILL), 0);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  char err[256];
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter(lc, "dir_held_taken") < 1 && hpl__ms_left(deadline) > 0) th_sleep_ms(20);
+  assert_true(th_dir_counter(lc, "dir_held_taken") >= 1);
+  assert_int_equal(th_dir_counter(lc, "dir_held_digests"), 1);
+  char bid[32];
+  snprintf(bid, sizeof bid, "%016llx", (unsigned long long)th_node_id(B));
+  int rc = hpl_get(C, "rs/x", th_ms(20000), &buf);
+  if (rc == 0) {
+    int ok = th_check_pattern(hpl_buf_data(buf), size, 31);
+    hpl_release(C, buf);
+    fail_msg("the get returned %s bytes from the only (corrupting) copy", ok ? "exact" : "wrong");
+  }
+  assert_int_equal(rc, HPL_ECORRUPT);
+  if (!strstr(hpl_errdetail(C), bid))
+    fail_msg("detail '%s' does not name node %s", hpl_errdetail(C), bid);
+  assert_true(th_counter(C, "corrupt_units") >= 1);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
+/* (e) After a restart, two stores re-report copies of one object whose
+ * digests differ (the test plays the second): the directory cannot tell
+ * which is right, so it names no sender for it: gets fail with
+ * HPL_ECORRUPT naming both nodes, and the conflict is counted. */
+static void test_reported_digests_conflict(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *C = th_connect(lc, add(lc, NULL));
+  const uint64_t size = 1 * MB;
+  th_put_pattern(A, "rc/x", size, 41);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  char err[256];
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter(lc, "dir_held_digests") < 1 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(20);
+  assert_int_equal(th_dir_counter(lc, "dir_held_digests"), 1);
+  /* the other reporter: digests over 'E's */
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
+  r.node_id = 0x11a7000000000002ull;
+  r.addr = "127.0.0.1";
+  r.data_port = 9;
+  r.name = "other";
+  r.incarnation = 3;
+  th_wire_send(fd, HPL__MSG_REGISTER, 1, &r.base);
+  Hplpb__RegisterRep *rep = (Hplpb__RegisterRep *)th_wire_wait(fd, HPL__MSG_REGISTER_REP, 1);
+  assert_int_equal(rep->status, 0);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  uint64_t n = hpl__digest_units(size);
+  uint8_t *e = malloc(size), *list = malloc(n * HPL__DIGEST_LEN), root[HPL__DIGEST_LEN];
+  memset(e, 'E', size);
+  hpl__digest_units_make(HPL__DIGEST_SHA256, e, size, 0, n, list);
+  hpl__digest_root(HPL__DIGEST_SHA256, list, n, root);
+  Hplpb__HeldObject h = HPLPB__HELD_OBJECT__INIT, *hp = &h;
+  h.id = "rc/x";
+  h.size = size;
+  h.complete = 1;
+  h.digest_algo = HPL__DIGEST_SHA256;
+  h.digests = (ProtobufCBinaryData){.data = list, .len = n * HPL__DIGEST_LEN};
+  h.digest_root = (ProtobufCBinaryData){.data = root, .len = HPL__DIGEST_LEN};
+  Hplpb__HeldNote hn = HPLPB__HELD_NOTE__INIT;
+  hn.held = &hp;
+  hn.n_held = 1;
+  hn.adopt = 1;
+  th_wire_send(fd, HPL__MSG_HELD, 2, &hn.base);
+  Hplpb__Reply *rr = (Hplpb__Reply *)th_wire_wait(fd, HPL__MSG_REPLY, 2);
+  assert_int_equal(rr->status, 0);
+  protobuf_c_message_free_unpacked(&rr->base, NULL);
+  free(e);
+  free(list);
+  assert_int_equal(th_dir_counter(lc, "dir_digest_conflicts"), 1);
+  hpl_buf *buf;
+  int rc = hpl_get(C, "rc/x", th_ms(5000), &buf);
+  assert_int_equal(rc, HPL_ECORRUPT);
+  if (!strstr(hpl_errdetail(C), "11a7000000000002"))
+    fail_msg("detail '%s' does not name the other reporter", hpl_errdetail(C));
+  close(fd);
+  hpl_close(A);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corrupt_sender_other_copy),
       cmocka_unit_test(test_only_copy_lies),
       cmocka_unit_test_teardown(test_lying_peer, th_teardown),
+      cmocka_unit_test_teardown(test_digests_survive_restart, th_teardown),
+      cmocka_unit_test_teardown(test_reported_digests_conflict, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
