@@ -32,6 +32,7 @@ typedef struct hpl__rooms {
   int evict_asks;              /* EVICTs out */
   uint64_t spill_inflight;     /* bytes being written to spill files */
   void (*shed)(hpl__store *s); /* hpl__room_on_shed's (NULL: none) */
+  void (*refetch)(hpl__store *s, hpl__obj *o); /* hpl__room_on_refetch's (NULL: none) */
 } hpl__rooms;
 
 /* One EVICT out: the instances offered (looked up again on the answer). */
@@ -57,6 +58,10 @@ static void room_changed(hpl__store *s) { kick(s); }
 
 void hpl__room_on_shed(hpl__store *s, void (*shed)(hpl__store *s)) {
   if (s->rooms) s->rooms->shed = shed;
+}
+
+void hpl__room_on_refetch(hpl__store *s, void (*refetch)(hpl__store *s, hpl__obj *o)) {
+  if (s->rooms) s->rooms->refetch = refetch;
 }
 
 void hpl__room_describe(hpl__store *s, char *buf, size_t len) {
@@ -245,9 +250,32 @@ void hpl__room_corrupt(hpl__store *s, hpl__obj *o, uint64_t unit) {
   if (o->advertised || o->primary) hpl__dirlink_loc_corrupt(s, o->id, unit);
   o->advertised = 0;
   hpl__dataport_drop(s, o);
+  /* its waiters (gets) wait for a copy from elsewhere: the directory hears
+   * of this copy before it is asked (one connection, in order) */
+  hpl__waiter *moved = NULL, *w, *tmp;
+  if (s->rooms->refetch) {
+    DL_FOREACH_SAFE(o->waiters, w, tmp) {
+      hpl__obj_unwait(w);
+      DL_APPEND(moved, w);
+    }
+  }
   hpl__obj_fail(s, o, HPL_ECORRUPT, detail);
   hpl__obj_detach(s, o);
+  hpl__obj *again = moved ? hpl__obj_new(s, o->id, HPL__OBJ_FETCHING) : NULL;
+  DL_FOREACH_SAFE(moved, w, tmp) {
+    DL_DELETE(moved, w);
+    if (again) {
+      hpl__obj_wait(again, w);
+    } else {
+      w->obj = o;
+      w->done(w, HPL_ECORRUPT, detail);
+    }
+  }
   hpl__obj_unref(s, o); /* file and buffer go once nobody else holds o */
+  if (again) {
+    HPL__LOG_INFO("'%s': fetching it from another copy for the gets that wanted it", again->id);
+    s->rooms->refetch(s, again);
+  }
 }
 
 /* The bytes read back were checked against o's digests (thread pool). */

@@ -63,10 +63,12 @@ static int exact_or_corrupt(hpl_client *c, const char *id, uint64_t size, uint64
   return 1;
 }
 
-/* A (64 MiB pool, a spill directory) puts sp/z (C gets a copy), sp/x and
- * sp/y, then more until the three are spilled (files 1-3: the oldest go
- * first). A byte in the middle of each file is flipped. A get of sp/z at
- * B returns the exact bytes (whichever copy it is sent). A local get of sp/x and a get of sp/y
+/* A (64 MiB pool, a spill directory) puts sp/z and sp/w (C gets copies
+ * of both), sp/x and sp/y, then more until the four are spilled (files
+ * 1-4: the oldest go first). A byte in the middle of each file is flipped.
+ * A local get of sp/w returns the exact bytes (A drops its copy and
+ * fetches C's). A get of sp/z at B returns the exact bytes (whichever copy
+ * it is sent). A local get of sp/x and a get of sp/y
  * at B (streamed from the file) return the exact bytes or HPL_ECORRUPT
  * naming A; A counts both as corrupt, the directory both reports, and
  * neither copy is named again (a second get fails the same way). */
@@ -86,32 +88,40 @@ static void test_spill_flipped(void **state) {
   hpl_buf *buf;
   assert_int_equal(hpl_get(C, "sp/z", th_ms(20000), &buf), 0);
   hpl_release(C, buf);
+  th_put_pattern(A, "sp/w", size, 14); /* ...and of this one */
+  assert_int_equal(hpl_get(C, "sp/w", th_ms(20000), &buf), 0);
+  hpl_release(C, buf);
   th_put_pattern(A, "sp/x", size, 11);
   th_put_pattern(A, "sp/y", size, 12);
   char id[32];
-  for (int i = 0; i < 10 && th_counter(A, "spilled") < 3; i++) {
+  for (int i = 0; i < 10 && th_counter(A, "spilled") < 4; i++) {
     snprintf(id, sizeof id, "sp/fill%d", i);
     th_put_pattern(A, id, size, 100 + (uint64_t)i);
   }
-  for (int i = 0; i < 100 && th_counter(A, "spilled") < 3; i++) th_sleep_ms(50);
-  assert_true(th_counter(A, "spilled") >= 3);
+  for (int i = 0; i < 100 && th_counter(A, "spilled") < 4; i++) th_sleep_ms(50);
+  assert_true(th_counter(A, "spilled") >= 4);
   flip_in_file(dir, "0000000000000001", (long)(size / 2 + 1));
-  flip_in_file(dir, "0000000000000002", (long)(size / 2 + 3));
-  flip_in_file(dir, "0000000000000003", (long)(size / 2 + 7));
+  flip_in_file(dir, "0000000000000002", (long)(size / 2 + 2));
+  flip_in_file(dir, "0000000000000003", (long)(size / 2 + 3));
+  flip_in_file(dir, "0000000000000004", (long)(size / 2 + 7));
+
+  /* a local get of a copy found corrupt goes to the good copy (C's) */
+  assert_int_equal(exact_or_corrupt(A, "sp/w", size, 14, a), 0);
+  assert_int_equal(th_counter(A, "spill_corrupt"), 1);
 
   /* a good copy elsewhere: exact bytes (from C, or from A's file and then
    * C once A's stream ended) */
   assert_int_equal(exact_or_corrupt(B, "sp/z", size, 13, a), 0);
-  uint64_t z = th_counter(A, "spill_corrupt"); /* 1 if A's file was read, else 0 */
+  uint64_t z = th_counter(A, "spill_corrupt") - 1; /* 1 if A's file was read, else 0 */
   assert_true(z <= 1);
 
   int corrupt = exact_or_corrupt(A, "sp/x", size, 11, a);
   corrupt += exact_or_corrupt(B, "sp/y", size, 12, a);
   assert_int_equal(corrupt, 2); /* the only copies: nothing good is left */
-  assert_int_equal(th_counter(A, "spill_corrupt"), 2 + z);
-  assert_int_equal(th_counter(A, "corrupt_units"), 2 + z);
+  assert_int_equal(th_counter(A, "spill_corrupt"), 3 + z);
+  assert_int_equal(th_counter(A, "corrupt_units"), 3 + z);
   assert_int_equal(th_counter(A, "restored"), 0);
-  assert_int_equal(th_dir_counter(lc, "dir_corrupt_reports"), 2 + z);
+  assert_int_equal(th_dir_counter(lc, "dir_corrupt_reports"), 3 + z);
   /* dropped: asked again, the same clear error, from anywhere */
   assert_int_equal(exact_or_corrupt(B, "sp/x", size, 11, a), 1);
   assert_int_equal(exact_or_corrupt(A, "sp/y", size, 12, a), 1);
