@@ -79,6 +79,11 @@ int hpl__dir_acquire_try(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
     s->ctr.inline_served++;
     return 1;
   }
+  char refused[320];
+  if (hpl__dir_digests_refused(o, refused, sizeof refused)) {
+    hpl__dir_acquire_reply_err(asker, req, HPL_ECORRUPT, refused);
+    return 1;
+  }
   hpl__dir_loc *me = hpl__dtab_loc(o, asker->id);
   if (me && me->granted) {
     /* a sender was granted to the asker (hpl__dir_acquire_peek_grant) and its store asked
@@ -138,7 +143,8 @@ int hpl__dir_acquire_peek_grant(hpl__dir_server *s, const hpl__dir_conn *dc, hpl
                                 uint64_t node) {
   hpl__dir_node *n = node ? hpl__dir_node_find(s, node) : NULL;
   if (s->cfg.no_grants || !n || !n->conn || !n->grants || n->draining || o->is_inline ||
-      o->state != HPL__OBJ_READY || strcmp(n->addr, dc->peer) != 0 || hpl__dtab_loc(o, node))
+      o->state != HPL__OBJ_READY || strcmp(n->addr, dc->peer) != 0 || hpl__dtab_loc(o, node) ||
+      (o->dig && o->dig->conflict)) /* (its ACQUIRE is refused) */
     return 0;
   hpl__dir_loc *from = NULL;
   if (hpl__dir_reduce_ring_sender(s, o, node, 0, hpl__now_ms(), &from) != 0) return 0;

@@ -79,7 +79,7 @@ int hpl__dir_digests_check(uint64_t size, uint32_t algo, const ProtobufCBinaryDa
 void hpl__dir_digests_fill(const hpl__dir_obj *o, uint32_t *algo, ProtobufCBinaryData *list,
                            ProtobufCBinaryData *root) {
   const hpl__dir_dig *d = o->dig;
-  if (!d) return;
+  if (!d || d->conflict) return;
   *algo = d->algo;
   list->data = (uint8_t *)d->list;
   list->len = (size_t)(d->known * HPL__DIGEST_LEN);
@@ -140,13 +140,62 @@ void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir
     o->dig->bad_node = bad;
     o->dig->bad_unit = unit;
   }
-  HPL__LOG_WARN("node %016llx reports that node %016llx sent unit %llu of '%s' that does not "
-                "match its digest: that copy is no longer named (node reported %u times)",
-                (unsigned long long)asker->id, (unsigned long long)bad, (unsigned long long)unit,
-                o->id, n ? n->corrupt_reports : 0);
+  if (asker->id == bad)
+    HPL__LOG_WARN("node %016llx reports that its own copy of '%s' failed its digest at unit "
+                  "%llu when read back: that copy is no longer named (node reported %u times)",
+                  (unsigned long long)bad, o->id, (unsigned long long)unit,
+                  n ? n->corrupt_reports : 0);
+  else
+    HPL__LOG_WARN("node %016llx reports that node %016llx sent unit %llu of '%s' that does not "
+                  "match its digest: that copy is no longer named (node reported %u times)",
+                  (unsigned long long)asker->id, (unsigned long long)bad,
+                  (unsigned long long)unit, o->id, n ? n->corrupt_reports : 0);
   hpl__dtab_release_upstream(o, asker->id);
   hpl__dtab_loc_remove(&s->tab, o, bad);
   hpl__dtab_check_lost(&s->tab, o);
+}
+
+int hpl__dir_digests_held(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node, uint32_t algo,
+                          const ProtobufCBinaryData *list, const ProtobufCBinaryData *root) {
+  if (algo == HPL__DIGEST_OFF || !list->len || o->is_inline || !o->has_size) return 0;
+  char why[200];
+  if (hpl__dir_digests_check(o->size, algo, list, root, NULL, why, sizeof why) != 0) {
+    HPL__LOG_WARN("node %016llx re-reported '%s' with %s: ignored", (unsigned long long)node,
+                  o->id, why);
+    return 0;
+  }
+  hpl__dir_dig *d = o->dig;
+  if (!d || d->pending) { /* none kept (this directory restarted): the first that fit */
+    if (hpl__dir_digests_take(o, algo, list, root, NULL, why, sizeof why) != 0) return 0;
+    o->dig->reported = 1;
+    o->dig->from_node = node;
+    s->ctr.held_digests++;
+    return 0;
+  }
+  if (d->conflict || (d->algo == algo && hpl__digest_equal(d->root, root->data))) return 0;
+  s->ctr.digest_conflicts++;
+  if (!d->reported) { /* the origin's: that copy holds other bytes, or lies */
+    HPL__LOG_WARN("node %016llx re-reported '%s' with digests its origin did not make: that "
+                  "copy is not listed", (unsigned long long)node, o->id);
+    hpl__dtab_loc_remove(&s->tab, o, node);
+    return 1;
+  }
+  d->conflict = 1;
+  d->conflict_node = node;
+  HPL__LOG_WARN("nodes %016llx and %016llx re-reported '%s' with different digests: no copy of "
+                "it can be verified, none is named", (unsigned long long)d->from_node,
+                (unsigned long long)node, o->id);
+  return 0;
+}
+
+int hpl__dir_digests_refused(const hpl__dir_obj *o, char *detail, size_t dlen) {
+  if (!o->dig || !o->dig->conflict) return 0;
+  snprintf(detail, dlen,
+           "object '%s': nodes %016llx and %016llx reported copies with different digests after "
+           "a directory restart; no copy can be verified",
+           o->id, (unsigned long long)o->dig->from_node,
+           (unsigned long long)o->dig->conflict_node);
+  return 1;
 }
 
 int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dlen) {

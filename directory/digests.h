@@ -61,6 +61,22 @@ int hpl__dir_digests_complete(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__
 void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir_obj *o,
                               uint64_t bad, uint64_t unit);
 
+/* A copy re-reported by `node` (HELD: after a restart of this directory,
+ * or a reconnect of that store) with its digests; the location is listed
+ * already. The rule: digests the origin gave at its put are kept, and a
+ * copy whose root differs is not listed (its location is removed). An
+ * object with no digests takes the first reported ones that fit its size
+ * (root over the list). When a later report disagrees with reported ones,
+ * nobody can say which is right: the object is marked conflicting and no
+ * sender is named for it (hpl__dir_digests_refused). Returns 1 if node's
+ * copy was removed, else 0. Counted: held_digests, digest_conflicts. */
+int hpl__dir_digests_held(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node, uint32_t algo,
+                          const ProtobufCBinaryData *list, const ProtobufCBinaryData *root);
+
+/* 1 with an HPL_ECORRUPT detail if no sender may be named for o (its
+ * re-reported digests conflict), else 0. */
+int hpl__dir_digests_refused(const hpl__dir_obj *o, char *detail, size_t dlen);
+
 /* For an ACQUIRE of o that found no copy left: 1 with an HPL_ECORRUPT
  * detail naming the node if copies were dropped as corrupt, else 0. */
 int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dlen);

@@ -66,6 +66,11 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
         "Connections closed at once for --max-connections"),
       C("dir_held_taken", c->held_taken, "held_taken_total",
         "Copies confirmed or adopted from stores' HELD reports"),
+      C("dir_held_digests", c->held_digests, "held_digests_total",
+        "Objects whose digests a store's HELD report brought back (after a restart)"),
+      C("dir_digest_conflicts", c->digest_conflicts, "digest_conflicts_total",
+        "HELD reports whose digests disagreed with those kept (copy not listed, or the "
+        "object refused)"),
       C("dir_held_dropped", c->held_dropped, "held_dropped_total",
         "HELD entries answered with DROP (deleted while away)"),
       C("dir_tombstones", c->tombstones, "tombstones_total",

@@ -46,6 +46,7 @@ void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
     hpl__dir_obj *o = hpl__dtab_get(&s->tab, h->id);
     if (!o) continue;
     hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+    hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root);
     hpl__dtab_changed(&s->tab, o);
   }
 }
@@ -72,6 +73,8 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
       continue;
     }
     hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+    if (hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root))
+      hpl__dtab_check_lost(&s->tab, o); /* its copy was not listed after all */
     hpl__dtab_changed(&s->tab, o);
     taken++;
   }
@@ -141,6 +144,10 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
                   (unsigned long long)node);
     hpl__dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
     return;
+  } else if (m->kind == HPL__LOC_REMOVE && m->corrupt) {
+    /* its own copy failed its digests when read back (a spill file) */
+    xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
+    hpl__dir_digests_corrupt(s, f->dc->node, o, node, m->corrupt_unit);
   } else if (m->kind == HPL__LOC_REMOVE) {
     xlog_loc_end(s, o, node, HPL__XFER_REMOVE);
     hpl__dtab_loc_remove(&s->tab, o, node);

@@ -49,6 +49,10 @@ typedef struct hpl__dir_dig {
   uint64_t known;
   uint64_t bad_node;  /* the last node reported sending a corrupt unit of it (0: none) */
   uint64_t bad_unit;  /* ... and that unit */
+  uint8_t reported;   /* taken from a store's re-report (HELD), not the origin's put */
+  uint8_t conflict;   /* re-reports disagreed: no sender is named (digests.c) */
+  uint64_t from_node; /* reported: the store whose digests these are */
+  uint64_t conflict_node; /* conflict: the store that disagreed */
   uint8_t root[32];
   uint8_t list[];     /* nunits * 32 */
 } hpl__dir_dig;

@@ -91,6 +91,8 @@ typedef struct hpl__dir_counters {
       lost_replies, nodes_dead,
       corrupt_reports, /* receivers' reports of a unit that failed its digest */ reduce_resets, auth_failures, conns_refused,
       held_taken,   /* copies confirmed or adopted by HELD */
+      held_digests, /* objects whose digests a HELD brought back (after a restart) */
+      digest_conflicts, /* HELD digests that disagreed with those kept (digests.c) */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
       tombstones,   /* deletes remembered (tombs.h: late re-reports are dropped) */
       reconnects,   /* a live node's store came back on a new connection */

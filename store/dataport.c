@@ -42,7 +42,17 @@ typedef struct hpl__dataport {
   struct hpl__sender *senders; /* every connection (utlist) */
   uint32_t nsenders;           /* ...and their count (hpl__dataport_conns) */
   void (*idle)(hpl__store *s); /* a stream ended and none is left (may be NULL) */
+  void (*corrupt)(hpl__store *s, hpl__obj *o, uint64_t unit); /* hpl__dataport_on_corrupt */
 } hpl__dataport;
+
+void hpl__dataport_on_corrupt(hpl__store *s,
+                              void (*fn)(hpl__store *s, hpl__obj *o, uint64_t unit)) {
+  s->dataport->corrupt = fn;
+}
+
+void hpl__dataport_corrupt(hpl__store *s, hpl__obj *o, uint64_t unit) {
+  if (s->dataport && s->dataport->corrupt) s->dataport->corrupt(s, o, unit);
+}
 
 int hpl__dataport_port(hpl__store *s) {
   struct sockaddr_storage ss;

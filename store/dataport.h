@@ -27,6 +27,12 @@
  * HPL_ESYS. */
 int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s));
 
+/* fn(s, o, unit) runs when a spilled copy streamed from its file fails
+ * its digest at `unit` (dpfile.c): the stream is ended first, the handler
+ * drops the copy (room.c's hpl__room_corrupt, installed by server.c). */
+void hpl__dataport_on_corrupt(hpl__store *s,
+                              void (*fn)(hpl__store *s, hpl__obj *o, uint64_t unit));
+
 /* Close the listener and every stream; free the module's context once the
  * loop has ended. */
 void hpl__dataport_stop(hpl__store *s);

@@ -151,21 +151,28 @@ int hpl__dirlink_quiet(hpl__store *s, uint64_t peer) {
 /* A removal is a request, kept while the link is down and sent after the
  * store registers again: a reconnect keeps our copies at the directory, so
  * one it did not hear about would stay listed. */
-static void loc_note_kept(hpl__store *s, const char *id, unsigned kind) {
+static void loc_note_kept(hpl__store *s, const char *id, unsigned kind, int corrupt,
+                          uint64_t unit) {
   Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
   n.id = (char *)id;
   n.kind = kind;
+  n.corrupt = corrupt != 0;
+  n.corrupt_unit = unit;
   if (hpl__dirlink_request(s, HPL__MSG_LOC_NOTE, &n.base, NULL, 0, -1, hpl__dirlink_ignore_reply,
                            NULL) != 0)
     hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
 void hpl__dirlink_loc_remove(hpl__store *s, const char *id) {
-  loc_note_kept(s, id, HPL__LOC_REMOVE);
+  loc_note_kept(s, id, HPL__LOC_REMOVE, 0, 0);
+}
+
+void hpl__dirlink_loc_corrupt(hpl__store *s, const char *id, uint64_t unit) {
+  loc_note_kept(s, id, HPL__LOC_REMOVE, 1, unit);
 }
 
 void hpl__dirlink_loc_retract(hpl__store *s, const char *id) {
-  loc_note_kept(s, id, HPL__LOC_RETRACT);
+  loc_note_kept(s, id, HPL__LOC_RETRACT, 0, 0);
 }
 
 void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate) {

@@ -109,6 +109,10 @@ int hpl__dirlink_quiet(hpl__store *s, uint64_t peer);
  * copy of `id` is complete (rate: bytes/s of the pull that made it, 0 if
  * not measured). */
 void hpl__dirlink_loc_remove(hpl__store *s, const char *id);
+/* As hpl__dirlink_loc_remove, for a copy dropped because its unit `unit`
+ * failed its digest when read back here (a spill file): the directory
+ * treats it as a corrupt report against this node. */
+void hpl__dirlink_loc_corrupt(hpl__store *s, const char *id, uint64_t unit);
 void hpl__dirlink_loc_complete(hpl__store *s, const char *id, uint64_t rate);
 /* LOC_NOTE(DIGESTS): the digests of o's units made since the last one
  * (objdig.c's made hook of a put; only once o is advertised). */

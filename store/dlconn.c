@@ -15,9 +15,16 @@
 #include "util.h"
 
 /* Reconnecting to the directory: the first retry after this long, then
- * doubling up to the maximum. */
+ * doubling (with +-25 % jitter) up to the maximum; after a frame failed
+ * its session MAC (someone on the path changes bytes) up to a larger one.
+ * The backoff starts over only once a link stayed up RECONNECT_STABLE_MS
+ * and did not end on a MAC failure, so a link that registers and is then
+ * broken at once (a relay that corrupts what follows) is not retried 20
+ * times a second. */
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 500
+#define RECONNECT_TAMPERED_MAX_MS 5000
+#define RECONNECT_STABLE_MS 1000
 
 /* The link's one state change, logged. */
 static void set_state(hpl__dirlink *dl, int to) {
@@ -57,7 +64,8 @@ static void schedule_reconnect(hpl__dirlink *dl) {
   /* a restarted directory is found within half a second; the jitter
    * (+-25 %) spreads a whole cluster's reconnects */
   uint64_t d = dl->backoff_ms * 3 / 4 + hpl__random_u64() % (dl->backoff_ms / 2 + 1);
-  dl->backoff_ms = dl->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : dl->backoff_ms * 2;
+  uint64_t cap = dl->tampered ? RECONNECT_TAMPERED_MAX_MS : RECONNECT_MAX_MS;
+  dl->backoff_ms = dl->backoff_ms * 2 > cap ? cap : dl->backoff_ms * 2;
   HPL__LOG_DEBUG("reconnecting to the directory in %llu ms", (unsigned long long)d);
   uv_timer_start(&dl->retry, dl_retry_cb, d, 0);
 }
@@ -86,7 +94,7 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
                             .rings = r->rings,
                             .publish = r->publish};
   set_state(dl, HPL__DL_READY);
-  dl->backoff_ms = RECONNECT_MIN_MS;
+  dl->ready_ms = hpl__now_ms(); /* the backoff starts over once this link proved stable */
   s->ctr.dir_registrations++;
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
   uv_timer_stop(&dl->hb);
@@ -191,7 +199,18 @@ static void dl_on_close(hpl__conn *c, int status) {
   dl->c = NULL;
   uv_timer_stop(&dl->hb);
   if (dl->stopping) return;
-  HPL__LOG_WARN("lost the directory connection (%s); will reconnect", hpl_strerror(status));
+  /* HPL_EAUTH after the handshake: a frame failed its session MAC (the
+   * secret was right); during it: the secret */
+  int mac = status == HPL_EAUTH && hpl__conn_role(c) != 0;
+  if (mac)
+    HPL__LOG_WARN("lost the directory connection: a frame from it failed its session MAC check "
+                  "(changed, replayed or dropped on the way: a relay or a faulty link on the "
+                  "path; the cluster secret is right); will reconnect");
+  else
+    HPL__LOG_WARN("lost the directory connection (%s); will reconnect", hpl_strerror(status));
+  if (dl->state == HPL__DL_READY && !mac && hpl__now_ms() - dl->ready_ms >= RECONNECT_STABLE_MS)
+    dl->backoff_ms = RECONNECT_MIN_MS;
+  dl->tampered = mac;
   /* requests sent on the dead connection go again after re-registration;
    * heartbeats are dropped */
   /* what we hold is re-reported from the start after registering */
@@ -206,7 +225,7 @@ static void send_register(hpl__dirlink *dl, const char *local_ip) {
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = s->node_id;
   r.addr = s->cfg.data_addr;
-  r.data_port = (uint32_t)hpl__dataport_port(s);
+  r.data_port = s->cfg.data_adv_port ? s->cfg.data_adv_port : (uint32_t)hpl__dataport_port(s);
   r.capacity = hpl__pool_capacity(s->pool);
   r.name = s->cfg.name;
   r.incarnation = dl->incarnation;

@@ -1,12 +1,13 @@
 /* dlheld.c - re-reporting what this store holds to the directory after it
- * registered (HELD pieces, and after a directory restart the small
- * objects' bytes), a slice at a time (see dirlink.h). */
+ * registered (HELD pieces with each copy's digests, and after a directory
+ * restart the small objects' bytes), a slice at a time (see dirlink.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlint.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "util.h"
 
 /* What one HELD carries at most (objects, and bytes of ids), and how many
@@ -61,6 +62,7 @@ static void held_next(hpl__dirlink *dl) {
       Hplpb__InlinePutReq p = HPLPB__INLINE_PUT_REQ__INIT;
       p.id = o->id;
       p.size = o->size;
+      hpl__objdig_to_wire(o, 0, &p.digest_algo, &p.digests, &p.digest_root);
       hpl__dirlink_request(s, HPL__MSG_INLINE_PUT, &p.base, o->data, o->size, -1,
                            hpl__dirlink_ignore_reply, NULL);
       bytes += o->size;
@@ -70,8 +72,10 @@ static void held_next(hpl__dirlink *dl) {
     held[k].size = o->size;
     held[k].complete = 1;
     held[k].inline_ = o->inline_obj;
+    /* its digests (at most 8 MiB for the largest object that has them) */
+    hpl__objdig_to_wire(o, 0, &held[k].digest_algo, &held[k].digests, &held[k].digest_root);
     ptrs[k] = &held[k];
-    bytes += strlen(o->id) + 16;
+    bytes += strlen(o->id) + 16 + held[k].digests.len + held[k].digest_root.len;
     k++;
   }
   dl->held_sent += k;

@@ -48,6 +48,9 @@ typedef struct hpl__dirlink {
   uv_timer_t hb;
   uv_timer_t held_delay; /* fault point held_delay_ms: the re-report waits */
   uint64_t backoff_ms;
+  uint64_t ready_ms;    /* when the link last became ready (dlconn.c: a link that stays
+                           up RECONNECT_STABLE_MS resets the backoff when it goes) */
+  int tampered;         /* the last connection closed on a frame that failed its MAC */
   hpl__dl_req *pending;
   uint64_t next_id;
   uint64_t seq;

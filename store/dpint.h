@@ -37,6 +37,10 @@ typedef struct hpl__sender {
  * its object; tell the idle function if no stream is left. */
 void hpl__dataport_stream_end(hpl__sender *sd);
 
+/* dataport.c: tell the corrupt handler (hpl__dataport_on_corrupt) that
+ * o's spill file failed its digest at `unit`. */
+void hpl__dataport_corrupt(hpl__store *s, hpl__obj *o, uint64_t unit);
+
 /* dpfile.c. Stream spilled copy `o` from its spill file (the pool is not
  * touched): 0 (sd->fs set), or -1 when it cannot be (the caller reads it
  * back instead). Pump: send what is read, read ahead, end the stream

@@ -86,6 +86,10 @@ static const hpl__opt opts[] = {
      "address peers use to reach the data port\n(default: this host's address towards the "
      "directory)",
      HPL__OPT_STR, OFF(data_addr), sizeof(((hpl__store_config *)0)->data_addr), 0, 0, NULL},
+    {"data-advertise-port", "PORT",
+     "port peers use to reach the data port, when it differs\nfrom the bound one (a port "
+     "forward, NAT; default: the\nbound port)",
+     HPL__OPT_U32, OFF(data_adv_port), 0, 0, 65535, NULL},
     {"name", "NAME", "node name in logs and listings", HPL__OPT_STR, OFF(name),
      sizeof(((hpl__store_config *)0)->name), 0, 0, NULL},
     {"ready-file", "PATH", "write the data port to PATH once registered", HPL__OPT_PTR,

@@ -248,3 +248,65 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
   }
   return ok > o->progress ? ok : o->progress;
 }
+
+int hpl__objdig_check_span(const hpl__objdig *d, uint64_t size, const uint8_t *buf, uint64_t off,
+                           uint64_t len, uint64_t *bad_unit) {
+  if (!d || len == 0) return 1;
+  uint64_t u = off / HPL__DIGEST_UNIT;
+  uint64_t end = off + len;
+  for (; u < d->known; u++) {
+    uint64_t uo, ul;
+    hpl__digest_unit_span(size, u, &uo, &ul);
+    if (uo < off || uo + ul > end) break;
+    uint8_t h[HPL__DIGEST_LEN];
+    hpl__digest_bytes(d->algo, buf + (uo - off), (size_t)ul, h);
+    if (!hpl__digest_equal(h, d->list + u * HPL__DIGEST_LEN)) {
+      *bad_unit = u;
+      return 0;
+    }
+  }
+  return 1;
+}
+
+typedef struct check_job {
+  uv_work_t req;
+  hpl__store *s;
+  hpl__obj *o; /* referenced until the job is done */
+  int bad;
+  uint64_t unit;
+  void (*done)(hpl__store *s, hpl__obj *o, int bad, uint64_t unit, void *arg);
+  void *arg;
+} check_job;
+
+static void check_run(uv_work_t *req) {
+  check_job *j = req->data;
+  hpl__obj *o = j->o;
+  j->bad = !hpl__objdig_check_span(o->dig, o->size, o->data, 0, o->size, &j->unit);
+}
+
+static void check_done(uv_work_t *req, int status) {
+  (void)status; /* canceled only when the loop ends */
+  check_job *j = req->data;
+  hpl__store *s = j->s;
+  hpl__obj *o = j->o;
+  j->done(s, o, j->bad, j->unit, j->arg);
+  hpl__obj_unref(s, o);
+  free(j);
+}
+
+int hpl__objdig_check_all(hpl__store *s, hpl__obj *o,
+                          void (*done)(hpl__store *s, hpl__obj *o, int bad, uint64_t unit,
+                                       void *arg),
+                          void *arg) {
+  if (!o->dig || !o->dig->known || !o->data) return 1;
+  check_job *j = calloc(1, sizeof *j);
+  if (!j) return HPL_ENOMEM;
+  *j = (check_job){.s = s, .o = o, .done = done, .arg = arg};
+  j->req.data = j;
+  if (uv_queue_work(s->loop, &j->req, check_run, check_done) != 0) {
+    free(j);
+    return HPL_ESYS;
+  }
+  hpl__obj_ref(s, o);
+  return 0;
+}

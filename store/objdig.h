@@ -8,7 +8,8 @@
  *
  * Callers: put.c (origin), dirlink.c (sending them), fetch.c and
  * fetchgrant.c (a copy's digests from AcquireRep / DIGESTS), puller.c
- * (verifying received units). No state of its own beyond the objects'.
+ * (verifying received units), room.c and dpfile.c (spilled bytes read
+ * back). No state of its own beyond the objects'.
  */
 #ifndef HPL_STORE_OBJDIG_H
 #define HPL_STORE_OBJDIG_H
@@ -94,6 +95,26 @@ int hpl__objdig_take(hpl__obj *o, uint64_t size, uint32_t algo, const ProtobufCB
  * unit that does not match: returns the end of the units before it and
  * sets *bad to 1 and *bad_unit. Without digests: `have`. */
 uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_unit);
+
+/* Check the units of an object of `size` bytes that lie wholly in `buf`,
+ * which holds its bytes [off, off + len) (off a unit boundary; the last
+ * unit may be short only at the object's end), against d's digests;
+ * units whose digest is not known are not checked. Pure (no loop, no
+ * state changed): a thread-pool job may call it while d does not change
+ * (complete digests never do). 1 if all match, else 0 and *bad_unit. */
+int hpl__objdig_check_span(const hpl__objdig *d, uint64_t size, const uint8_t *buf, uint64_t off,
+                           uint64_t len, uint64_t *bad_unit);
+
+/* Check all of o's bytes (in o->data, read back from a spill file) against
+ * its known digests on libuv's thread pool; o is referenced meanwhile and
+ * its buffer must not change. done(s, o, bad, unit, arg) runs on the loop
+ * (bad 0: every known unit matches). Returns 1 when there is nothing to
+ * check (no digests: done is not called), 0 when queued, or HPL_ENOMEM /
+ * HPL_ESYS (done is not called). */
+int hpl__objdig_check_all(hpl__store *s, hpl__obj *o,
+                          void (*done)(hpl__store *s, hpl__obj *o, int bad, uint64_t unit,
+                                       void *arg),
+                          void *arg);
 
 /* Receiver: where a new pull of o starts: its progress, or past it the
  * bytes a broken pull left in the buffer (checked once their unit is

@@ -7,9 +7,11 @@
 #include <string.h>
 #include <utlist.h>
 
+#include "dataport.h"
 #include "dirlink.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "spill.h"
 #include "util.h"
 
@@ -30,6 +32,7 @@ typedef struct hpl__rooms {
   int evict_asks;              /* EVICTs out */
   uint64_t spill_inflight;     /* bytes being written to spill files */
   void (*shed)(hpl__store *s); /* hpl__room_on_shed's (NULL: none) */
+  void (*refetch)(hpl__store *s, hpl__obj *o); /* hpl__room_on_refetch's (NULL: none) */
 } hpl__rooms;
 
 /* One EVICT out: the instances offered (looked up again on the answer). */
@@ -55,6 +58,10 @@ static void room_changed(hpl__store *s) { kick(s); }
 
 void hpl__room_on_shed(hpl__store *s, void (*shed)(hpl__store *s)) {
   if (s->rooms) s->rooms->shed = shed;
+}
+
+void hpl__room_on_refetch(hpl__store *s, void (*refetch)(hpl__store *s, hpl__obj *o)) {
+  if (s->rooms) s->rooms->refetch = refetch;
 }
 
 void hpl__room_describe(hpl__store *s, char *buf, size_t len) {
@@ -229,12 +236,82 @@ static void spill_for(hpl__store *s, uint64_t need) {
   }
 }
 
-/* o's bytes are back in its buffer (or not). */
+void hpl__room_corrupt(hpl__store *s, hpl__obj *o, uint64_t unit) {
+  if (!o->in_table) return;
+  s->ctr.corrupt_units++;
+  s->ctr.spill_corrupt++;
+  char detail[512];
+  snprintf(detail, sizeof detail,
+           "store '%s' (node %016llx): its copy of '%s' failed its digest at unit %llu when read "
+           "back from its spill file; the copy is dropped",
+           s->cfg.name, (unsigned long long)s->node_id, o->id, (unsigned long long)unit);
+  HPL__LOG_WARN("%s", detail);
+  hpl__obj_ref(s, o);
+  if (o->advertised || o->primary) hpl__dirlink_loc_corrupt(s, o->id, unit);
+  o->advertised = 0;
+  hpl__dataport_drop(s, o);
+  /* its waiters (gets) wait for a copy from elsewhere: the directory hears
+   * of this copy before it is asked (one connection, in order) */
+  hpl__waiter *moved = NULL, *w, *tmp;
+  if (s->rooms->refetch) {
+    DL_FOREACH_SAFE(o->waiters, w, tmp) {
+      hpl__obj_unwait(w);
+      DL_APPEND(moved, w);
+    }
+  }
+  hpl__obj_fail(s, o, HPL_ECORRUPT, detail);
+  hpl__obj_detach(s, o);
+  hpl__obj *again = moved ? hpl__obj_new(s, o->id, HPL__OBJ_FETCHING) : NULL;
+  DL_FOREACH_SAFE(moved, w, tmp) {
+    DL_DELETE(moved, w);
+    if (again) {
+      hpl__obj_wait(again, w);
+    } else {
+      w->obj = o;
+      w->done(w, HPL_ECORRUPT, detail);
+    }
+  }
+  hpl__obj_unref(s, o); /* file and buffer go once nobody else holds o */
+  if (again) {
+    HPL__LOG_INFO("'%s': fetching it from another copy for the gets that wanted it", again->id);
+    s->rooms->refetch(s, again);
+  }
+}
+
+/* The bytes read back were checked against o's digests (thread pool). */
+static void restore_checked(hpl__store *s, hpl__obj *o, int bad, uint64_t unit, void *arg) {
+  (void)arg;
+  o->moving = 0;
+  if (bad) {
+    hpl__room_corrupt(s, o, unit);
+    return;
+  }
+  s->ctr.restored++;
+  s->ctr.restored_bytes += o->size;
+  HPL__LOG_DEBUG("restored '%s' (%llu bytes, digests checked)", o->id,
+                 (unsigned long long)o->size);
+  hpl__obj_sealed(s, o);
+}
+
+/* o's bytes are back in its buffer (or not): checked against its digests
+ * before anyone sees them. */
 static void restore_read(void *arg, int status, int err, const char *detail) {
   spill_io *x = arg;
   hpl__store *s = x->s;
   hpl__obj *o = x->o;
   (void)err;
+  if (status == 0 && o->in_table) {
+    int rc = hpl__objdig_check_all(s, o, restore_checked, NULL);
+    if (rc == 0) { /* o stays moving until checked */
+      hpl__obj_unref(s, o);
+      free(x);
+      return;
+    }
+    if (rc < 0) {
+      status = rc;
+      detail = "cannot queue the check of its digests";
+    }
+  }
   o->moving = 0;
   if (status == 0) {
     s->ctr.restored++;

@@ -69,6 +69,15 @@ void hpl__room_cancel(hpl__store *s, hpl__room *r);
  * already on its way back or spilling is off. */
 void hpl__room_restore(hpl__store *s, hpl__obj *o);
 
+/* o's copy here failed its digest at unit `unit` when read back from its
+ * spill file (restored here, or streamed by dpfile.c: server.c installs
+ * this as the data port's corrupt handler): counted (corrupt_units,
+ * spill_corrupt), the directory told as for a corrupt copy, its streams
+ * cut, and the copy dropped (file and buffer go with o); its waiters wait
+ * for a fetch from another copy (hpl__room_on_refetch), or fail with
+ * HPL_ECORRUPT naming this node. A no-op if o is out of the table. */
+void hpl__room_corrupt(hpl__store *s, hpl__obj *o, uint64_t unit);
+
 /* What holds the pool, for errors: "pool 64 MiB: 60 MiB pinned ..." */
 void hpl__room_describe(hpl__store *s, char *buf, size_t len);
 
@@ -76,6 +85,12 @@ void hpl__room_describe(hpl__store *s, char *buf, size_t len);
  * NULL): a module above this one that holds memory it could let go
  * (rdtask.c's orphaned tasks) does so. */
 void hpl__room_on_shed(hpl__store *s, void (*shed)(hpl__store *s));
+
+/* hpl__room_corrupt moves the waiters of a dropped copy to a new object of
+ * the same id (HPL__OBJ_FETCHING) and calls refetch(s, o) on it (server.c
+ * installs fetch.c's hpl__fetch_start), so a get goes to another copy;
+ * without it (NULL) they fail with HPL_ECORRUPT. */
+void hpl__room_on_refetch(hpl__store *s, void (*refetch)(hpl__store *s, hpl__obj *o));
 
 /* Set up (before anything is allocated: the module's context, the spill
  * directory, the objects' listener) and stop: every waiting request is

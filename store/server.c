@@ -148,6 +148,8 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   if ((rc = hpl__dataport_start(s, drain_check)) || (rc = hpl__clients_start(s)) ||
       (rc = hpl__dirlink_start(s)))
     return rc;
+  hpl__dataport_on_corrupt(s, hpl__room_corrupt);
+  hpl__room_on_refetch(s, hpl__fetch_start);
   hpl__dirlink_on(s, HPL__MSG_DROP, on_drop);
   hpl__dirlink_on(s, HPL__MSG_UPSTREAM_GONE, on_upstream_gone);
   hpl__dirlink_on(s, HPL__MSG_REDUCE_TASK, hpl__rdtask_on_task);

@@ -157,6 +157,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Bytes read back from spill files"),
       C("spill_errors", c->spill_errors, "spill_errors_total",
         "Spill file writes or reads that failed"),
+      C("spill_corrupt", c->spill_corrupt, "spill_corrupt_total",
+        "Spilled copies dropped because a unit read back failed its digest"),
       C("ring_tasks", c->ring_tasks, "ring_tasks_total",
         "Ring allreduces this node took part in"),
       C("rings_done", c->rings_done, "rings_done_total",

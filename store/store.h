@@ -35,6 +35,7 @@ typedef struct hpl__store_config {
   char data_host[64];        /* data port bind address ("": by the directory's) */
   int data_port;             /* 0: any */
   char data_addr[64];        /* advertised address ("" = the one facing the directory) */
+  uint32_t data_adv_port;    /* advertised data port (0: the bound one; a forwarder's) */
   char name[64];
   const char *ready_file;    /* written once registered: "<data_port>\n" */
   uint64_t chunk;            /* largest write of a data stream */
@@ -101,6 +102,7 @@ typedef struct hpl__store_counters {
       spill_dropped,            /* buffers freed of objects already on disk */
       restored, restored_bytes, /* objects read back into the pool */
       spill_errors,             /* writes or reads of spill files that failed */
+      spill_corrupt,            /* spilled copies dropped: a unit read back failed its digest */
       ring_tasks,     /* ring allreduces this node took part in (ring.c) */
       rings_done,     /*   ...whose target it completed */
       ring_failures,  /*   ...whose part here failed, or that ended before it was done */

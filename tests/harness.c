@@ -371,6 +371,76 @@ int th_wire_handshake_key(int fd, const uint8_t key[32], int role) {
 
 int th_wire_tagged(int fd) { return session_of(fd) != NULL; }
 
+int th_wire_accept(int fd, const char *secret, unsigned roles) {
+  hpl__auth a;
+  char err[256];
+  if (!secret || !*secret || hpl__auth_load(secret, &a, err, sizeof err) != 0) return -1;
+  hpl__auth_hs hs;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
+  uint64_t deadline = hpl__deadline_ms(th_ms(5000));
+  if (read_full(fd, hello, sizeof hello, deadline) != 0) return -1;
+  if (hpl__auth_accept(&hs, &a, roles, hello, chal) != 0) return -1;
+  if (send(fd, chal, sizeof chal, MSG_NOSIGNAL) != (ssize_t)sizeof chal) return -1;
+  if (read_full(fd, proof, sizeof proof, deadline) != 0) return -1;
+  if (hpl__auth_verify(&hs, &a, proof) != 0) return -1;
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_role_key(&a, hs.role, rk);
+  hpl__auth_keys k;
+  hpl__auth_session(&hs, rk, 0, &k);
+  session_set(fd, &k);
+  return 0;
+}
+
+uint8_t *th_wire_frame_stream(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
+                              uint64_t plen, size_t *len) {
+  size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
+  uint8_t *f = malloc(HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + 1);
+  if (!f) return NULL;
+  struct th_session *ss = session_of(fd);
+  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req,
+                      .payload_len = plen};
+  if (ss) h.flags = HPL__FRAME_F_TAG;
+  hpl__frame_encode_hdr(&h, f);
+  if (mlen) protobuf_c_message_pack(m, f + HPL__FRAME_HDR_LEN);
+  uint8_t *at = f + HPL__FRAME_HDR_LEN + mlen;
+  if (ss) {
+    hpl__fmac_begin(&ss->tx, &h, f + HPL__FRAME_HDR_LEN, mlen);
+    hpl__fmac_end(&ss->tx, at);
+    at += HPL__FRAME_TAG_LEN;
+  }
+  *len = (size_t)(at - f);
+  return f;
+}
+
+int th_wire_read_raw(int fd, hpl__frame_hdr *h, uint8_t **msg, int64_t timeout_ms) {
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  struct th_session *ss = session_of(fd);
+  hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 20,
+                           .max_type = HPL__MSG_MAX_, .tagged = ss != NULL};
+  uint8_t hdr[HPL__FRAME_HDR_LEN], tag[HPL__FRAME_TAG_LEN];
+  *msg = NULL;
+  if (read_full(fd, hdr, sizeof hdr, deadline) ||
+      hpl__frame_decode_hdr(hdr, sizeof hdr, &lim, h, NULL) != 0)
+    return -1;
+  uint8_t *b = malloc(h->msg_len + h->payload_len + 1);
+  if (!b) return -1;
+  if (read_full(fd, b, h->msg_len, deadline) || (ss && read_full(fd, tag, sizeof tag, deadline)) ||
+      read_full(fd, b + h->msg_len, h->payload_len, deadline)) {
+    free(b);
+    return -1;
+  }
+  if (ss) {
+    hpl__fmac_begin(&ss->rx, h, b, h->msg_len);
+    if (h->flags & HPL__FRAME_F_TAG_PAYLOAD) hpl__fmac_add(&ss->rx, b + h->msg_len, h->payload_len);
+    if (hpl__fmac_check(&ss->rx, tag) != 0) {
+      free(b);
+      return -1;
+    }
+  }
+  *msg = b;
+  return 0;
+}
+
 hpl__fmac *th_wire_rx(int fd) {
   struct th_session *ss = session_of(fd);
   return ss ? &ss->rx : NULL;

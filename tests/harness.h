@@ -112,6 +112,23 @@ void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m
  * at a time per connection). */
 /* 1 if fd has a session (its frames carry HPL__FRAME_TAG_LEN-byte tags). */
 int th_wire_tagged(int fd);
+/* The acceptor's side of the handshake on fd (a test playing a store's
+ * data port): HELLO claiming a role among `roles` (bit mask of 1 << role),
+ * CHALLENGE, PROOF, with the secret file's keys; then fd has a session.
+ * No cmocka (usable from any thread). 0, or -1 (refused, closed, no
+ * secret file). */
+int th_wire_accept(int fd, const char *secret, unsigned roles);
+/* A frame whose payload of plen bytes the caller sends itself after it, as
+ * data-port streams are: the tag (fd's session) covers header and message
+ * only (HPL__FRAME_F_TAG without _TAG_PAYLOAD). *len bytes, the caller
+ * frees it; NULL without memory. No cmocka. */
+uint8_t *th_wire_frame_stream(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m,
+                              uint64_t plen, size_t *len);
+/* Read one frame on fd within timeout_ms, its tag checked with fd's
+ * session (if any): header in *h, message bytes in *msg (malloc'ed, the
+ * caller frees it; payloads of up to 1 MiB follow the message in it). No
+ * cmocka. 0, or -1 (closed, timed out, bad frame or tag). */
+int th_wire_read_raw(int fd, hpl__frame_hdr *h, uint8_t **msg, int64_t timeout_ms);
 /* The MAC of the frames fd receives (hpl__fmac_begin/_add/_check, in the
  * order they come), NULL without a session. For tests with a parser of
  * their own. */

@@ -39,6 +39,7 @@
 typedef struct relay {
   int lfd, port, dir_port;
   volatile int stop;
+  volatile int tag_flip; /* instead: flip a tag byte of every frame but the first */
   volatile unsigned rewrites, conns;
   pthread_t thread;
 } relay;
@@ -46,7 +47,40 @@ typedef struct relay {
 typedef struct pipe_pair {
   int a, b; /* a: the store's side, b: the directory's */
   uint64_t from_dir;
+  /* tag_flip: where the directory's current frame is */
+  uint8_t hdr[HPL__FRAME_HDR_LEN];
+  uint64_t fpos, flen, tag_at; /* position in it, its length (0: header not read), its tag */
+  unsigned frames;
 } pipe_pair;
+
+/* tag_flip: follow the directory's frames in buf[0, n) (the handshake's
+ * 72 bytes skipped) and flip the first byte of the tag of every frame after
+ * the first (its REGISTER_REP), which leaves the framing intact and fails
+ * the MAC. Returns the bytes flipped. */
+static int flip_tags(pipe_pair *pp, uint8_t *buf, size_t n) {
+  int k = 0;
+  size_t i = 0;
+  if (pp->from_dir < 72) i = 72 - pp->from_dir < n ? (size_t)(72 - pp->from_dir) : n;
+  for (; i < n; i++) {
+    if (pp->fpos < HPL__FRAME_HDR_LEN) pp->hdr[pp->fpos] = buf[i];
+    if (pp->fpos == pp->tag_at && pp->flen && pp->frames > 1) {
+      buf[i] ^= 0x01;
+      k++;
+    }
+    pp->fpos++;
+    if (pp->fpos == HPL__FRAME_HDR_LEN && !pp->flen) {
+      hpl__frame_limits lim = {.max_msg = 1u << 24, .max_payload = 1ull << 40,
+                               .max_type = HPL__MSG_MAX_, .tagged = 1};
+      hpl__frame_hdr h;
+      if (hpl__frame_decode_hdr(pp->hdr, sizeof pp->hdr, &lim, &h, NULL) != 0) return k;
+      pp->tag_at = HPL__FRAME_HDR_LEN + h.msg_len;
+      pp->flen = pp->tag_at + HPL__FRAME_TAG_LEN + h.payload_len;
+      pp->frames++;
+    }
+    if (pp->flen && pp->fpos == pp->flen) pp->fpos = pp->flen = 0;
+  }
+  return k;
+}
 
 static int rewrite(uint8_t *p, size_t n) {
   int k = 0;
@@ -93,7 +127,8 @@ static void *relay_main(void *arg) {
         int one = 1;
         setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        pp[np++] = (pipe_pair){.a = a, .b = b};
+        pp[np] = (pipe_pair){.a = a, .b = b};
+        np++;
         r->conns++;
       } else {
         if (a >= 0) close(a);
@@ -108,7 +143,10 @@ static void *relay_main(void *arg) {
         uint8_t buf[65536];
         ssize_t k = recv(p->fd, buf, sizeof buf, 0);
         int to = dir == 0 ? pp[i].b : pp[i].a;
-        if (k > 0 && dir == 1) { /* from the directory */
+        if (k > 0 && dir == 1 && r->tag_flip) {
+          r->rewrites += (unsigned)flip_tags(&pp[i], buf, (size_t)k);
+          pp[i].from_dir += (uint64_t)k;
+        } else if (k > 0 && dir == 1) { /* from the directory */
           size_t skip = pp[i].from_dir < 72 ? (size_t)(72 - pp[i].from_dir) : 0;
           if (skip < (size_t)k) r->rewrites += (unsigned)rewrite(buf + skip, (size_t)k - skip);
           pp[i].from_dir += (uint64_t)k;
@@ -225,6 +263,56 @@ static void test_relay_rewrites_inline_reply(void **state) {
   assert_true(macf > 0); /* the store (or its client) refused the rewritten frames */
 }
 
+/* A relay that breaks the tag of every frame the directory sends after
+ * the registration's answer: a store holding an object (so its HELD is
+ * answered at once) registers, has a frame refused, reconnects, ... It
+ * must back off (before: the backoff started over at each registration,
+ * 2 connections a second here, 15 a second while a client retried) and
+ * say what failed: a MAC, not the cluster secret. */
+static void test_relay_breaks_every_tag(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  relay r;
+  relay_start(&r, hpl__lc_dir_port(lc));
+  char work[] = "/tmp/hpl-relay-XXXXXX", sock[128], ready[128], log[128], dir[64];
+  assert_non_null(mkdtemp(work));
+  snprintf(sock, sizeof sock, "%s/store.sock", work);
+  snprintf(ready, sizeof ready, "%s/ready", work);
+  snprintf(log, sizeof log, "%s/store.log", work);
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", r.port);
+  r.tag_flip = 1;
+  pid_t pid = spawn_store(dir, sock, ready, hpl__lc_secret(lc), log);
+  for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
+  assert_int_equal(access(ready, F_OK), 0);
+  hpl_client *c = NULL;
+  assert_int_equal(hpl_connect(sock, th_ms(5000), &c), 0);
+  uint8_t obj[256 * 1024];
+  memset(obj, 'b', sizeof obj);
+  int rc = hpl_put(c, "tags/x", obj, sizeof obj, th_ms(3000)); /* may fail: the link breaks */
+  (void)rc;
+  unsigned c0 = r.conns;
+  th_sleep_ms(4000);
+  unsigned conns = r.conns - c0;
+  hpl_close(c);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  relay_stop(&r);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "grep -q 'failed its session MAC check' %s", log);
+  int said_mac = system(cmd) == 0;
+  snprintf(cmd, sizeof cmd, "grep -q 'wrong or missing cluster secret' %s", log);
+  int said_secret = system(cmd) == 0;
+  fprintf(stderr, "relay: %u connections in 4 s, %u tags flipped\n", conns, r.rewrites);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
+  if (system(cmd)) {
+  }
+  th_stop(lc, 0);
+  assert_true(r.rewrites > 0);
+  assert_true(said_mac);     /* the log says what failed */
+  assert_false(said_secret); /* ...and does not blame the secret */
+  assert_true(conns <= 4); /* backing off (up to 5 s apart); before: about 2 a second */
+}
+
 /* A peer from before sessions: its version-1 HELLO fails the handshake
  * (counted); one that does the handshake but then sends a frame without a
  * tag is closed at that frame, and nothing it asked is answered. */
@@ -267,6 +355,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_relay_rewrites_inline_reply, th_teardown),
+      cmocka_unit_test_teardown(test_relay_breaks_every_tag, th_teardown),
       cmocka_unit_test_teardown(test_peer_without_sessions, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
