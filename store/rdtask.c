@@ -15,6 +15,7 @@
 #include "dataport.h"
 #include "dirlink.h"
 #include "log.h"
+#include "rddig.h"
 #include "rdtaskint.h"
 #include "util.h"
 
@@ -75,6 +76,8 @@ void hpl__rdtask_free_task(hpl__rd_task *t) {
     hpl__rd_child *c = &t->ch[j];
     if (c->pull) hpl__puller_cancel(c->pull);
     c->pull = NULL;
+    hpl__rdver_cancel(c->ver);
+    c->ver = NULL;
   }
   if (t->working) { /* the pool still uses the buffers: finish later */
     hpl__rdtask_set_state(t, HPL__RD_ENDED);
@@ -104,6 +107,7 @@ static void task_begin_at(hpl__rd_task *t, uint64_t offset) {
   uint64_t b = offset < t->size ? offset - offset % 8 : t->size; /* whole elements of any dtype */
   t->await_start = 0;
   t->base = t->comb = b;
+  hpl__rddig_reset(s, t->out, b); /* its digests from there */
   s->ctr.reduce_resumes++;
   s->ctr.reduce_resumed_bytes += b;
   HPL__LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
@@ -136,6 +140,7 @@ static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) 
   o->progress = b;
   if (o->state == HPL__OBJ_SEALED) o->state = HPL__OBJ_PULLING;
   t->base = b;
+  hpl__rddig_reset(s, o, b); /* digests of the old bytes are not answered */
   if (t->working) { /* the running step writes the output: restart after it */
     hpl__rdtask_set_state(t, HPL__RD_REBASING);
     return;
@@ -147,6 +152,8 @@ static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) 
  * on (until hpl__rdtask_free_task). */
 static void task_hear_pulls(hpl__rd_task *t) {
   if (!t->out || !t->out->internal || t->to_target) return;
+  /* its digests, from where it starts (a resumed task: its first pull says) */
+  hpl__rddig_reset(t->s, t->out, t->await_start ? UINT64_MAX : t->base);
   t->source.pulled = stream_pulled;
   t->out->source = &t->source;
 }
@@ -314,9 +321,15 @@ static void task_learn_children(hpl__rd_task *t, const Hplpb__ReduceTask *m) {
     if (rc->index >= (uint32_t)t->nch || strlen(rc->key) >= sizeof t->ch[0].key) continue;
     hpl__rd_child *c = &t->ch[rc->index];
     if (c->known) {
-      if (c->done || (c->slot == rc->slot && c->gen == rc->gen && c->port == (int)rc->port &&
-                      !strcmp(c->addr, rc->addr) && !strcmp(c->key, rc->key)))
+      int same = c->slot == rc->slot && c->gen == rc->gen && c->port == (int)rc->port &&
+                 !strcmp(c->addr, rc->addr) && !strcmp(c->key, rc->key);
+      if (same && c->corrupt_wait) { /* the directory's word after a corrupt unit */
+        HPL__LOG_INFO("reduce '%s' slot %u: pulling child %d again from byte %llu", t->target,
+                      t->slot, c->index, (unsigned long long)c->recv);
+        hpl__rdtask_child_start(t, c);
         continue;
+      }
+      if (c->done || same) continue;
       /* the child's slot resumed on another node (the directory's
        * hpl__dir_reduce_slot_failed): the bytes we have of it stay, the rest comes
        * from there */
@@ -325,6 +338,8 @@ static void task_learn_children(hpl__rd_task *t, const Hplpb__ReduceTask *m) {
       if (c->pull) hpl__puller_cancel(c->pull);
       c->pull = NULL;
       c->paused = 0;
+      hpl__rdver_cancel(c->ver); /* the new node's digests */
+      c->ver = NULL;
       s->ctr.reduce_child_moves++;
     }
     c->known = 1;

@@ -21,6 +21,10 @@
  *                a stream's source (hpl__source: ring.c, rdtask.c)
  *   objdig.c     an object's digests: made at the origin (thread pool),
  *                taken from the directory, checked unit by unit
+ *   rddig.c      a reduce stream's digests where it is made: hashed as
+ *                its bytes become final, answered to its receivers
+ *   rdver.c      a reduce stream's digests at its receiver: fetched from
+ *                the stream's maker over the data port, units checked
  *   puller.c     one byte stream from a peer's data port, into an object
  *                (hpl__puller_start_into: where received bytes become its
  *                progress) or an owner's buffer (pullmon.c: watching it);
