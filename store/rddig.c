@@ -134,12 +134,10 @@ int hpl__rddig_answer(const hpl__obj *o, uint64_t first, Hplpb__PullRep *r, char
              (unsigned long long)d->nunits);
     return HPL_EINVAL;
   }
-  if (d->first == UINT64_MAX || first >= d->known) return 0;
-  if (first < d->first) {
-    snprintf(detail, dlen, "unit %llu of '%s' is not made on this node (it makes units from %llu)",
-             (unsigned long long)first, o->id, (unsigned long long)d->first);
-    return HPL_ESTATE;
-  }
+  /* below where the stream is made from: the receiver's pull of its bytes
+   * from there makes it again (rdtask.c stream_pulled: a rebase), and this
+   * request may have come first */
+  if (d->first == UINT64_MAX || first >= d->known || first < d->first) return 0;
   uint64_t n = d->known - first;
   if (n > HPL__RDDIG_PER_REPLY) n = HPL__RDDIG_PER_REPLY;
   r->digest_algo = d->algo;

@@ -42,10 +42,10 @@ void hpl__rddig_made(hpl__store *s, hpl__obj *o, uint64_t to);
 /* The answer to a digest request for `o` (a stream, or an ordinary object
  * with digests) from unit `first`: 1 with r's size and digest fields set
  * (r->digests points into o->dig: send it at once), 0 if no digest from
- * `first` on is known yet (watch o and ask again), or HPL_ESTATE /
- * HPL_EINVAL with a detail when it will never be (the unit is not made
- * here, or lies beyond the end). An object without digests answers
- * algorithm 0. */
+ * `first` on is known yet (watch o and ask again; also below where the
+ * stream is made from: the receiver's pull of the bytes from there makes
+ * it again), or HPL_EINVAL with a detail when the unit lies beyond the
+ * end. An object without digests answers algorithm 0. */
 int hpl__rddig_answer(const hpl__obj *o, uint64_t first, Hplpb__PullRep *r, char *detail,
                       size_t dlen);
 
