@@ -152,10 +152,18 @@ static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) 
  * on (until hpl__rdtask_free_task). */
 static void task_hear_pulls(hpl__rd_task *t) {
   if (!t->out || !t->out->internal || t->to_target) return;
-  /* its digests, from where it starts (a resumed task: its first pull says) */
-  hpl__rddig_reset(t->s, t->out, t->await_start ? UINT64_MAX : t->base);
   t->source.pulled = stream_pulled;
   t->out->source = &t->source;
+}
+
+/* The output stream's digests start (over): from its base, or for a
+ * resumed task from where its first pull will say. Before any request for
+ * them is answered (a request that came earlier is parked on the data port
+ * until the stream exists): without them, it would be told "no digests". */
+static void out_digests(hpl__rd_task *t) {
+  if (hpl__rddig_reset(t->s, t->out, t->await_start ? UINT64_MAX : t->base) != 0)
+    HPL__LOG_WARN("reduce '%s' slot %u: no memory for the output's digests; its receivers "
+                  "get none", t->target, t->slot);
 }
 
 static void out_room_done(hpl__room *r, int status, const char *detail) {
@@ -165,6 +173,7 @@ static void out_room_done(hpl__room *r, int status, const char *detail) {
   t->pending = NULL;
   if (status == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o; /* the room request's reference is the task's now */
+    out_digests(t);
     task_hear_pulls(t);
     HPL__LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
                    (unsigned long long)(hpl__now_ms() - r->since_ms));
@@ -197,6 +206,7 @@ static void out_alloc(hpl__rd_task *t, const char *key, char *detail, size_t dle
     HPL__LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
   } else if (rc == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o;
+    out_digests(t); /* before a digest request parked for it is answered */
     hpl__dataport_stream_ready(s, key); /* pulls that came before the task */
   } else {
     if (rc == 0) snprintf(detail, dlen, "out of memory");
@@ -280,6 +290,7 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
       kept->state = HPL__OBJ_PULLING;
       if (hpl__obj_rekey_internal(s, kept, key) == 0) {
         t->out = kept;
+        out_digests(t); /* the old generation's go */
         hpl__dataport_stream_ready(s, key); /* pulls that came before the task */
       } else { /* let it go; a new buffer as below */
         if (kept->in_table) hpl__obj_detach(s, kept);

@@ -52,12 +52,18 @@ static void copy_to(hpl_client *c, const char *id) {
   hpl_release(c, b);
 }
 
-static void check_target(hpl_client *c, const char *target, const uint32_t *ref) {
+static void check_target(hpl__lc *lc, hpl_client *c, const char *target, const uint32_t *ref) {
   hpl_buf *b;
   int rc = hpl_get(c, target, th_ms(60000), &b);
   if (rc) fail_msg("get %s: %s (%s)", target, hpl_strerror(rc), hpl_errdetail(c));
   assert_int_equal(hpl_buf_size(b), SIZE);
-  if (memcmp(hpl_buf_data(b), ref, SIZE) != 0) fail_msg("%s: wrong bytes", target);
+  const uint32_t *got = hpl_buf_data(b);
+  for (size_t i = 0; i < N; i++)
+    if (got[i] != ref[i]) {
+      th_dump_logs(lc);
+      fail_msg("%s at node %016llx: wrong bytes from byte %zu", target,
+               (unsigned long long)th_node_id(c), i * 4);
+    }
   hpl_release(c, b);
 }
 
@@ -81,7 +87,7 @@ static void test_inner_stream_corrupt(void **state) {
   const char *srcs[] = {"ri/s0", "ri/s1", "ri/s2", "ri/s3"};
   int rc = hpl_reduce(S, "ri/t", srcs, 4, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
   if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
-  check_target(S, "ri/t", ref);
+  check_target(lc, S, "ri/t", ref);
   uint64_t bad = th_counter(S, "corrupt_units") + th_counter(A, "corrupt_units") +
                  th_counter(B, "corrupt_units");
   if (bad < 1) fail_msg("no bad unit counted");
@@ -113,8 +119,8 @@ static void test_root_stream_corrupt(void **state) {
   const char *srcs[] = {"rr/s1", "rr/s2", "rr/s3"};
   int rc = hpl_reduce(S, "rr/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
   if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
-  check_target(S, "rr/t", ref);
-  check_target(B, "rr/t", ref); /* and a copy of it elsewhere */
+  check_target(lc, S, "rr/t", ref);
+  check_target(lc, B, "rr/t", ref); /* and a copy of it elsewhere */
   uint64_t bad = th_counter(S, "corrupt_units") + th_counter(A, "corrupt_units") +
                  th_counter(B, "corrupt_units");
   if (bad < 1) fail_msg("no bad unit counted");
