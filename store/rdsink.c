@@ -11,6 +11,7 @@
 #include "fetch.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "objects.h"
 #include "puller.h"
 #include "rdver.h"
@@ -156,7 +157,13 @@ static void sink_done(void *arg, int status, const char *detail) {
     return;
   }
   if (!o->in_table) return;
-  hpl__dirlink_loc_complete(s, o->id, 0);
+  /* complete, with the digests the root's maker sent (every unit matched
+   * them; none if they were not checked): copies elsewhere are checked */
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = o->id;
+  n.kind = HPL__LOC_COMPLETE;
+  hpl__objdig_to_wire(o, 0, &n.digest_algo, &n.digests, &n.digest_root);
+  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
   hpl__obj_sealed(s, o);
   sink_end(k);
 }

@@ -5,7 +5,8 @@
  * (rdcombine.c) and by the sink (rdsink.c); the target's bytes are exact,
  * the bad unit is counted, the directory hears it and moves the slot to
  * another copy of its source. And a liar with no other copy: the reduce
- * fails with HPL_ECORRUPT naming it, never with wrong bytes. */
+ * fails with HPL_ECORRUPT naming it, never with wrong bytes. And the
+ * result is registered with those digests, so its copies are checked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,11 +166,46 @@ static void test_liar_no_copy(void **state) {
   th_stop(lc, 0);
 }
 
+/* (d) The result carries the digests the root's maker sent: the sink S,
+ * which then lies whenever it serves the result ("rd/t", a plain prefix:
+ * not its reduce streams), is caught by a node getting a copy of it: the
+ * get fails with HPL_ECORRUPT (S has the only copy), never wrong bytes. */
+static void test_result_has_digests(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *S = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=rd/t"));
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *B = th_connect(lc, add(lc, NULL));
+  hpl_client *C = th_connect(lc, add(lc, NULL));
+  uint32_t *ref = calloc(N, 4);
+  put_src(A, "rd/s1", 2, ref);
+  put_src(B, "rd/s2", 3, ref);
+  const char *srcs[] = {"rd/s1", "rd/s2"};
+  int rc = hpl_reduce(S, "rd/t", srcs, 2, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
+  check_target(lc, S, "rd/t", ref);
+  hpl_buf *b = NULL;
+  rc = hpl_get(C, "rd/t", th_ms(30000), &b);
+  if (rc == 0) {
+    int same = memcmp(hpl_buf_data(b), ref, SIZE) == 0;
+    fail_msg("a copy of the result from a liar was %s", same ? "right (not corrupted?)" : "WRONG");
+  }
+  assert_int_equal(rc, HPL_ECORRUPT);
+  assert_true(th_counter(C, "corrupt_units") >= 1);
+  free(ref);
+  hpl_close(S);
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_inner_stream_corrupt),
       cmocka_unit_test(test_root_stream_corrupt),
       cmocka_unit_test(test_liar_no_copy),
+      cmocka_unit_test(test_result_has_digests),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
