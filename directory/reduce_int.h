@@ -252,7 +252,8 @@ void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why);
  * does; otherwise nothing is reset: the receiver (the parent's task, or
  * the sink) is told the same stream again and pulls it again from its
  * last checked unit (a unit changed on the way is no fault of the source),
- * up to HPL__DIR_REDUCE_CORRUPT_MAX times; then the reduce fails with
+ * up to HPL__DIR_REDUCE_CORRUPT_MAX times; then a spare source takes the
+ * slot (hpl__dir_reduce_slot_failed), or without one the reduce fails with
  * HPL_ECORRUPT, its detail naming the node. */
 #define HPL__DIR_REDUCE_CORRUPT_MAX 3
 void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, uint64_t unit,

@@ -322,7 +322,15 @@ void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, 
     hpl__dir_reduce_slot_failed(r, f, why); /* resumes on alt */
     return;
   }
-  if (++sl->corrupt >= HPL__DIR_REDUCE_CORRUPT_MAX) {
+  hpl__dir_obj *spare_obj = NULL;
+  if (++sl->corrupt >= HPL__DIR_REDUCE_CORRUPT_MAX &&
+      hpl__dir_reduce_earliest_spare(r, &spare_obj) >= 0) {
+    /* the node keeps lying: a spare source takes the slot (the ancestors
+     * start over, as for a failed node) */
+    hpl__dir_reduce_slot_failed(r, f, why);
+    return;
+  }
+  if (sl->corrupt >= HPL__DIR_REDUCE_CORRUPT_MAX) {
     char d[800];
     snprintf(d, sizeof d,
              "node %016llx sent units of its reduce stream (slot %d, source '%s') that failed "
