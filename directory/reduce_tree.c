@@ -317,9 +317,11 @@ void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, 
   snprintf(why, sizeof why, "unit %llu of its stream failed its digest at %016llx (%s)",
            (unsigned long long)unit, (unsigned long long)reporter, detail ? detail : "");
   uint64_t alt = hpl__dir_reduce_other_copy(r, f);
-  if (can_resume(r, f, sl->node, alt)) {
+  uint64_t old = sl->node;
+  if (can_resume(r, f, old, alt)) {
     sl->corrupt = 0;
     hpl__dir_reduce_slot_failed(r, f, why); /* resumes on alt */
+    hpl__dir_reduce_end_task_at(r, old);    /* (its output's pool memory goes) */
     return;
   }
   hpl__dir_obj *spare_obj = NULL;
@@ -328,6 +330,7 @@ void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, 
     /* the node keeps lying: a spare source takes the slot (the ancestors
      * start over, as for a failed node) */
     hpl__dir_reduce_slot_failed(r, f, why);
+    hpl__dir_reduce_end_task_at(r, old);
     return;
   }
   if (sl->corrupt >= HPL__DIR_REDUCE_CORRUPT_MAX) {
