@@ -39,13 +39,15 @@
  *         the first receiver holds a complete copy (a watcher thread polls
  *         the receivers with hpl_contains); the random moment does not
  *         apply. Every receiver is a survivor. Works on loopback as well.
- *   corrupt broadcast only (a reduce drawn with it runs as a broadcast:
- *         reduce streams carry no digests yet, so a lying slot's partial
- *         sum would not be caught): the victim, a receiver, flips a byte in
- *         the first chunks of every stream it serves in the run (the fault
- *         point corrupt_send, which every store is restarted with at the
- *         start). Receivers must detect it, re-pull elsewhere, and end with
- *         exact bytes. Its own get (it is alive) must finish correctly.
+ *   corrupt the victim (not node 0) flips a byte in the first chunks of
+ *         every stream it serves in the run (the fault point corrupt_send,
+ *         which every store is restarted with at the start): in a
+ *         broadcast, of the object (it is a receiver); in a reduce, of its
+ *         slot's reduce stream (its source is not touched: a leaf slot's
+ *         stream is its source, so then nothing is corrupted). Receivers
+ *         must detect it, re-pull (elsewhere, or a spare takes the slot),
+ *         and end with exact bytes. Its own get (it is alive) must finish
+ *         correctly.
  * cut and slow need the emulated cluster (--netns, --cluster-sh).
  * Broadcast: node 0 holds the object (killed only by srckill), every other
  * node gets it. Reduce: every node holds a source (f32, sums exact in any
@@ -138,9 +140,11 @@ static const char *const fk_names[NFK] = {"kill",    "cut",     "slow",   "pause
                                           "dirkill", "srckill", "corrupt"};
 /* corrupt: every store is started with a fault point that flips a byte in
  * the first CORRUPT_CHUNKS chunks of each stream it sends of an object
- * whose id starts with "fc/<its index>/"; a corrupt run names its object
- * after its victim, so that node alone lies, from the start of the run,
- * in every stream it serves. */
+ * whose id starts with "r:fc/<its index>/", or of a reduce stream into a
+ * target whose id starts with "fc/<its index>/" (the prefix rule of
+ * store/faults.c); a corrupt run names its broadcast object (or its reduce
+ * target) after its victim, so that node alone lies, from the start of the
+ * run, in every stream it serves. */
 #define CORRUPT_CHUNKS 2
 /* FK_* bit -> index into fk_names */
 static int fk_index(int kind) {
@@ -342,7 +346,7 @@ static uint64_t corrupt_caught(const cfg *g) {
 static void corrupt_setup(cfg *g) {
   for (int i = 0; i < g->hosts; i++) {
     char a[96], err[512];
-    snprintf(a, sizeof a, "--faults prefix=fc/%d/,corrupt_send=%d", i, CORRUPT_CHUNKS);
+    snprintf(a, sizeof a, "--faults prefix=r:fc/%d/,corrupt_send=%d", i, CORRUPT_CHUNKS);
     hpl_close(cs[i]);
     cs[i] = NULL;
     if (hpl__lc_signal(lc, i, SIGTERM) || hpl__lc_set_store_args(lc, i, a) ||
@@ -490,7 +494,8 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
                        double kill_frac, double nofault, int k_reduce, double cut_s) {
   outcome oc = {0};
   char id[96], pre[16] = "f/";
-  if (kind == FK_CORRUPT) snprintf(pre, sizeof pre, "fc/%d/", victims[0]);
+  if (kind == FK_CORRUPT) /* the object itself, or the reduce streams into the target */
+    snprintf(pre, sizeof pre, "%sfc/%d/", op ? "" : "r:", victims[0]);
   snprintf(id, sizeof id, "%s%s/%d/%llu", pre, op ? "reduce" : "bcast", run,
            (unsigned long long)size);
   static char sids[MAXN][96];
@@ -937,10 +942,7 @@ int main(int argc, char **argv) {
                 (g.pause_max - g.pause_min) * (double)(rnd(&g.seed) % 1000) / 1000.0;
       if (kind == FK_DIRKILL) cut_s = g.dir_down;
       int nkill = kind == FK_KILL && (double)(rnd(&g.seed) % 1000) / 1000.0 < g.two_kill ? 2 : 1;
-      if (kind == FK_CORRUPT) {
-        nkill = 0; /* nothing happens at a time: the victim lies throughout */
-        op = 0;    /* broadcast only: reduce streams carry no digests yet (docs/design.md) */
-      }
+      if (kind == FK_CORRUPT) nkill = 0; /* nothing happens at a time: the victim lies throughout */
       int victims[2];
       victims[0] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));
       do victims[1] = 1 + (int)(rnd(&g.seed) % (uint64_t)(g.hosts - 1));

@@ -397,6 +397,10 @@ void hpl__dir_reduce_on_fail(hpl__dir_server *s, const hpl__dir_frame *f) {
     hpl__dir_reduce_crawl_report(r, (int)m->slot, f->dc->node->id, m->rate);
     return;
   }
+  if (m->corrupt) {
+    hpl__dir_reduce_slot_corrupt(r, (int)m->slot, f->dc->node->id, m->corrupt_unit, m->detail);
+    return;
+  }
   char why[300];
   snprintf(why, sizeof why, "reported by %016llx: %s", (unsigned long long)f->dc->node->id,
            m->detail ? m->detail : "");

@@ -32,6 +32,8 @@ typedef struct hpl__dr_slot {
   uint64_t node; /* where it runs */
   uint32_t gen;
   uint64_t silent_ms; /* when its output was last reported silent (0: never) */
+  uint32_t corrupt;   /* its stream's units that failed their digest on this node
+                         with no other copy to go to (hpl__dir_reduce_slot_corrupt) */
 } hpl__dr_slot;
 
 /* A REDUCE_INFO waiting for the reduce to finish. */
@@ -243,6 +245,19 @@ int hpl__dir_reduce_earliest_lost_held(hpl__dir_reduce *r, int except, hpl__dir_
  * a spare, else a source lost earlier, else waits; its ancestors and the
  * target restart from byte 0. A no-op on a done reduce or an empty slot. */
 void hpl__dir_reduce_slot_failed(hpl__dir_reduce *r, int f, const char *why);
+/* Slot f's stream sent unit `unit` that did not match the digest its node
+ * made (ReduceFailNote.corrupt, from `reporter`): counted (corrupt_reports,
+ * and on the node). If another copy of its source can take the slot over
+ * where it stopped (as hpl__dir_reduce_slot_failed would resume it), it
+ * does; otherwise nothing is reset: the receiver (the parent's task, or
+ * the sink) is told the same stream again and pulls it again from its
+ * last checked unit (a unit changed on the way is no fault of the source),
+ * up to HPL__DIR_REDUCE_CORRUPT_MAX times; then a spare source takes the
+ * slot (hpl__dir_reduce_slot_failed), or without one the reduce fails with
+ * HPL_ECORRUPT, its detail naming the node. */
+#define HPL__DIR_REDUCE_CORRUPT_MAX 3
+void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, uint64_t unit,
+                                  const char *detail);
 
 /* ------------------------------------------------------------------ reduce_crawl.c */
 

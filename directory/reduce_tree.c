@@ -71,6 +71,7 @@ static void slot_fill(hpl__dir_reduce *r, int slot, int i, hpl__dir_obj *o) {
   sl->filled = 1;
   sl->src = i;
   sl->silent_ms = 0;
+  sl->corrupt = 0;
   sl->node = pick_node(r, o, slot == root ? r->sink : 0);
   hpl__dir_reduce_set_src(r, (size_t)i, HPL__DR_IN_TREE);
   r->nfilled++;
@@ -302,6 +303,53 @@ static int can_resume(hpl__dir_reduce *r, int f, uint64_t old, uint64_t alt) {
     return alt != r->sink && old != r->sink;
   if (!r->slots[p].filled || r->slots[p].node == old) return 0;
   return hpl__dir_node_find(r->srv, r->slots[p].node) != NULL;
+}
+
+void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, uint64_t unit,
+                                  const char *detail) {
+  hpl__dir_server *s = r->srv;
+  hpl__dr_slot *sl = &r->slots[f];
+  if (r->life == HPL__DR_DONE || !sl->filled) return;
+  s->ctr.corrupt_reports++;
+  hpl__dir_node *n = hpl__dir_node_find(s, sl->node);
+  if (n) n->corrupt_reports++;
+  char why[600];
+  snprintf(why, sizeof why, "unit %llu of its stream failed its digest at %016llx (%s)",
+           (unsigned long long)unit, (unsigned long long)reporter, detail ? detail : "");
+  uint64_t alt = hpl__dir_reduce_other_copy(r, f);
+  uint64_t old = sl->node;
+  if (can_resume(r, f, old, alt)) {
+    sl->corrupt = 0;
+    hpl__dir_reduce_slot_failed(r, f, why); /* resumes on alt */
+    hpl__dir_reduce_end_task_at(r, old);    /* (its output's pool memory goes) */
+    return;
+  }
+  hpl__dir_obj *spare_obj = NULL;
+  if (++sl->corrupt >= HPL__DIR_REDUCE_CORRUPT_MAX &&
+      hpl__dir_reduce_earliest_spare(r, &spare_obj) >= 0) {
+    /* the node keeps lying: a spare source takes the slot (the ancestors
+     * start over, as for a failed node) */
+    hpl__dir_reduce_slot_failed(r, f, why);
+    hpl__dir_reduce_end_task_at(r, old);
+    return;
+  }
+  if (sl->corrupt >= HPL__DIR_REDUCE_CORRUPT_MAX) {
+    char d[800];
+    snprintf(d, sizeof d,
+             "node %016llx sent units of its reduce stream (slot %d, source '%s') that failed "
+             "their digests %u times, and no other copy of that source can take over: %s",
+             (unsigned long long)sl->node, f, r->src[sl->src], sl->corrupt, why);
+    HPL__LOG_WARN("reduce '%s': %s", r->target, d);
+    hpl__dir_reduce_finish(r, HPL_ECORRUPT, d);
+    return;
+  }
+  HPL__LOG_WARN("reduce '%s': slot %d ('%s' on %016llx): %s; no other copy to resume from: "
+                "its receiver pulls the stream again", r->target, f, r->src[sl->src],
+                (unsigned long long)sl->node, why);
+  if (f == r->plan.root)
+    hpl__dir_reduce_send_sink(r);
+  else
+    hpl__dir_reduce_send_task(r, r->plan.parent[f], 0);
 }
 
 /* Slot f lost its node (dead) or its stream failed. If another copy of its

@@ -20,6 +20,7 @@
 #include "faults.h"
 #include "hoplite.h"
 #include "log.h"
+#include "rddig.h"
 #include "util.h"
 #include "uvconn.h"
 
@@ -307,10 +308,37 @@ static void park_expired(uv_timer_t *t) {
   pull_reply_err(sd, HPL_ENOTFOUND, detail);
 }
 
+/* A digest request (PullReq.digests; sd->offset is the first unit
+ * wanted): answered once a digest from there is known (rddig.c), then the
+ * connection takes the next PULL. */
+static void digest_pump(hpl__sender *sd) {
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
+  char detail[320];
+  int rc = hpl__rddig_answer(sd->obj, sd->offset, &r, detail, sizeof detail);
+  if (rc == 0) {
+    hpl__obj_watch(sd->obj, &sd->watch);
+    return;
+  }
+  if (rc < 0)
+    pull_reply_err(sd, rc, detail);
+  else
+    hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, 0, 0, NULL, NULL);
+  sender_finish(sd);
+}
+
+static void digest_watch_fn(hpl__watch *w) { digest_pump(sender_of(w)); }
+
 /* Begin serving `o` (referenced here) on this connection. A stream's
  * source hears where the pull starts first (it may make its bytes again
  * from there, dropping the other pulls of it: not this one yet). */
 static void sender_serve(hpl__sender *sd, hpl__obj *o) {
+  if (sd->digests) {
+    sd->obj = o;
+    hpl__obj_ref(sd->s, o);
+    sd->watch.fn = digest_watch_fn;
+    digest_pump(sd);
+    return;
+  }
   if (o->source && o->source->pulled) o->source->pulled(o->source, o, sd->offset);
   sd->obj = o;
   hpl__obj_ref(sd->s, o);
@@ -347,6 +375,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   sd->offset = p->offset;
+  sd->digests = p->digests;
   hpl__obj *o = p->internal ? hpl__obj_find_internal(sd->s, p->id) : hpl__obj_find(sd->s, p->id);
   if (!o && p->internal) {
     /* the directory told our peer about this stream before it told us:

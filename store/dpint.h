@@ -31,6 +31,7 @@ typedef struct hpl__sender {
   uint64_t slow_from_ms;   /* fault point slow_after: when the pace began (faults.h) */
   uv_timer_t *timer;       /* parked: its bound; fault point slow_send: the next send */
   struct hpl__fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
+  int digests;             /* the PULL asks for digests (rddig.c), not bytes */
 } hpl__sender;
 
 /* dataport.c: the stream of sd is over (served, or refused): let go of

@@ -84,9 +84,20 @@ int hpl__faults_corrupt_next(const hpl__store_faults *f, uint64_t *done) {
   return 1;
 }
 
+/* Whether `id` matches the prefix: it starts with it, or (a prefix "r:T")
+ * it is a reduce stream "r:<rid>.<slot>:<gen>:<target>" whose target
+ * starts with T. */
+static int prefix_match(const char *prefix, const char *id) {
+  size_t n = strlen(prefix);
+  if (!strncmp(id, prefix, n)) return 1;
+  if (strncmp(prefix, "r:", 2) != 0 || strncmp(id, "r:", 2) != 0) return 0;
+  const char *t = strchr(id + 2, ':'); /* after <rid>.<slot> */
+  if (t) t = strchr(t + 1, ':');       /* after <gen> */
+  return t && !strncmp(t + 1, prefix + 2, n - 2);
+}
+
 int hpl__faults_apply(const hpl__store_faults *f, const char *id, uint64_t peer) {
-  return f->enabled && !strncmp(id, f->prefix, strlen(f->prefix)) &&
-         (!f->to_node || f->to_node == peer);
+  return f->enabled && prefix_match(f->prefix, id) && (!f->to_node || f->to_node == peer);
 }
 
 uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,

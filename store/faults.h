@@ -15,7 +15,10 @@
 #include <stdint.h>
 
 /* Byte counts apply to objects whose id starts with `prefix` (all objects
- * if empty) and, with to_node, to streams towards that receiver only. */
+ * if empty) and, with to_node, to streams towards that receiver only. A
+ * prefix "r:T" also matches the reduce streams into a target starting with
+ * T (their keys are "r:<rid>.<slot>:<gen>:<target>"), and no object whose
+ * id does not start with "r:T". */
 typedef struct hpl__store_faults {
   int enabled;
   char prefix[64];

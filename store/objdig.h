@@ -37,6 +37,9 @@ typedef struct hpl__objdig {
   uint64_t have;     /* receiver: bytes [0, have) are in the buffer (those past
                         progress not verified yet: a pull that broke mid-unit) */
   uint64_t job_u0[4]; /* origin: first unit of each job in flight (UINT64_MAX: free) */
+  uint64_t first;    /* a reduce stream (rddig.c): units below it are not made here
+                        (UINT64_MAX: where the stream starts is not known yet); 0 else */
+  uint32_t epoch;    /* a reduce stream: counts restarts; older jobs' results are dropped */
   void (*ready)(hpl__store *s, hpl__obj *o, void *arg); /* origin: all made */
   void *ready_arg;
   void (*made)(hpl__store *s, hpl__obj *o); /* origin: `known` grew */

@@ -483,6 +483,8 @@ int hpl__obj_alloc(hpl__store *s, hpl__obj *o, uint64_t size, char *detail, size
   return HPL_ENOMEM;
 }
 
+void hpl__obj_notify(hpl__obj *o) { obj_notify(o); }
+
 void hpl__obj_progress(hpl__store *s, hpl__obj *o, uint64_t progress) {
   (void)s;
   if (progress <= o->progress) return;

@@ -182,6 +182,10 @@ int hpl__obj_alloc(hpl__store *s, hpl__obj *o, uint64_t size, char *detail, size
  * than before). */
 void hpl__obj_progress(hpl__store *s, hpl__obj *o, uint64_t progress);
 
+/* Wake the watchers without a change of progress: something they look at
+ * besides it grew (rddig.c: more of a stream's digests are made). */
+void hpl__obj_notify(hpl__obj *o);
+
 /* The object is complete: state HPL__OBJ_SEALED, every waiter and watcher told. */
 void hpl__obj_sealed(hpl__store *s, hpl__obj *o);
 

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "digest.h"
 #include "dirlink.h"
 #include "faults.h"
 #include "log.h"
 #include "ops.h"
+#include "rddig.h"
 #include "rdtaskint.h"
 #include "util.h"
 
@@ -43,9 +45,10 @@ void hpl__rdtask_restart_children(hpl__rd_task *t) {
     hpl__rd_child *c = &t->ch[j];
     if (c->pull) hpl__puller_cancel(c->pull);
     c->pull = NULL;
-    c->recv = t->base;
+    c->recv = c->raw = t->base;
     c->done = 0;
     c->paused = 0;
+    c->corrupt_wait = 0;
   }
   if (t->state == HPL__RD_COMPLETE) hpl__rdtask_set_state(t, HPL__RD_RUNNING);
   hpl__rdtask_go(t);
@@ -53,9 +56,11 @@ void hpl__rdtask_restart_children(hpl__rd_task *t) {
 
 /* ------------------------------------------------------------------ reports */
 
-/* The ReduceFailNote for slot `slot` (generation gen): failed, or silent. */
+/* The ReduceFailNote for slot `slot` (generation gen): failed, silent, or
+ * (corrupt_unit not UINT64_MAX) a unit that failed its digest. */
 static void send_fail_note(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
-                           uint32_t gen, const char *detail, int silent, uint64_t rate) {
+                           uint32_t gen, const char *detail, int silent, uint64_t rate,
+                           uint64_t corrupt_unit) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = (char *)target;
   n.rid = rid;
@@ -65,6 +70,8 @@ static void send_fail_note(hpl__store *s, const char *target, uint64_t rid, uint
   n.silent = silent;
   n.slow = rate > 0;
   n.rate = rate;
+  n.corrupt = corrupt_unit != UINT64_MAX;
+  n.corrupt_unit = n.corrupt ? corrupt_unit : 0;
   hpl__dirlink_note(s, HPL__MSG_REDUCE_FAIL, &n.base);
 }
 
@@ -75,7 +82,7 @@ void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, ui
   HPL__LOG_INFO("reduce '%s': the stream of slot %u crawls (%.1f MB/s, this node usually gets "
                 "%.1f MB/s); told the directory",
                 target, slot, (double)rate / 1e6, hpl__puller_usual_rate(s) / 1e6);
-  send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1);
+  send_fail_note(s, target, rid, slot, gen, NULL, 0, rate ? rate : 1, UINT64_MAX);
 }
 
 void hpl__rdtask_report_silent(hpl__store *s, hpl__puller *p, const char *target, uint64_t rid,
@@ -83,13 +90,18 @@ void hpl__rdtask_report_silent(hpl__store *s, hpl__puller *p, const char *target
   HPL__LOG_INFO(
       "reduce '%s': the stream of slot %u has been silent for %llu ms; told the directory", target,
       slot, (unsigned long long)quiet_ms);
-  send_fail_note(s, target, rid, slot, gen, NULL, 1, 0);
+  send_fail_note(s, target, rid, slot, gen, NULL, 1, 0, UINT64_MAX);
   hpl__puller_suspect_done(p, HPL__RDTASK_SILENT_RETRY_MS);
 }
 
 void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
                              uint32_t gen, const char *detail) {
-  send_fail_note(s, target, rid, slot, gen, detail, 0, 0);
+  send_fail_note(s, target, rid, slot, gen, detail, 0, 0, UINT64_MAX);
+}
+
+void hpl__rdtask_report_corrupt(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                                uint32_t gen, uint64_t unit, const char *detail) {
+  send_fail_note(s, target, rid, slot, gen, detail, 0, 0, unit);
 }
 
 /* ------------------------------------------------------------------ combine */
@@ -129,6 +141,7 @@ static void task_advance(hpl__rd_task *t, uint64_t to) {
   hpl__store *s = t->s;
   t->comb = to;
   hpl__obj_progress(s, t->out, to);
+  if (!t->to_target) hpl__rddig_made(s, t->out, to); /* its digests, for its receiver */
   for (int j = 1; j < t->nch; j++)
     if (t->ch[j].paused) {
       t->ch[j].paused = 0;
@@ -225,10 +238,79 @@ static uint8_t *child_buf(void *arg, uint64_t off, size_t *len) {
   return c->ring + pos;
 }
 
+/* A unit of child c's stream failed its digest: its bytes do not count,
+ * the stream is dropped and the directory told; its word (the child moved,
+ * or the same child again: task_learn_children) pulls it again from recv. */
+static void child_corrupt(hpl__rd_child *c, uint64_t u) {
+  hpl__rd_task *t = c->t;
+  hpl__store *s = t->s;
+  char detail[600];
+  s->ctr.corrupt_units++;
+  snprintf(detail, sizeof detail,
+           "unit %llu (bytes %llu..%llu) of reduce stream '%s' from node %016llx does not match "
+           "the digest its maker sent",
+           (unsigned long long)u, (unsigned long long)(u * HPL__DIGEST_UNIT),
+           (unsigned long long)((u + 1) * HPL__DIGEST_UNIT), c->key, (unsigned long long)c->node);
+  HPL__LOG_WARN("reduce '%s' slot %u: %s; pulling it again from byte %llu", t->target, t->slot,
+                detail, (unsigned long long)c->recv);
+  if (c->pull) hpl__puller_cancel(c->pull);
+  c->pull = NULL;
+  c->raw = c->recv;
+  c->done = 0;
+  c->paused = 0;
+  c->corrupt_wait = 1;
+  hpl__rdtask_report_corrupt(s, t->target, t->rid, c->slot, c->gen, u, detail);
+}
+
+/* Received bytes of child c count (recv) as far as whole units check
+ * against their digests; without digests (--integrity off here, or a
+ * sender without them) as they arrive. */
+static void child_check(hpl__rd_child *c) {
+  hpl__rd_task *t = c->t;
+  if (!hpl__digest_algo_on(t->s->cfg.integrity) || (c->ver && hpl__rdver_algo(c->ver) == 0)) {
+    c->recv = c->raw;
+  } else {
+    while (c->ver && c->recv < c->raw) {
+      uint64_t u = c->recv / HPL__DIGEST_UNIT, off, len;
+      hpl__digest_unit_span(t->size, u, &off, &len);
+      if (c->raw < off + len || off != c->recv) break; /* (off != recv: never, bases are units) */
+      const uint8_t *b = c->ring ? c->ring + (size_t)(off % c->ring_size) : t->out->data + off;
+      int rc = hpl__rdver_check(c->ver, u, b, (size_t)len);
+      if (rc < 0) break; /* its digest has not come yet */
+      if (rc == 0) {
+        child_corrupt(c, u);
+        return;
+      }
+      c->recv = off + len;
+    }
+  }
+  hpl__rdtask_try_combine(t);
+}
+
 static void child_got(void *arg, uint64_t off, size_t n) {
   hpl__rd_child *c = arg;
-  c->recv = off + n;
-  hpl__rdtask_try_combine(c->t);
+  c->raw = off + n;
+  child_check(c);
+}
+
+static void child_digests(void *arg, uint64_t first, uint64_t n) {
+  (void)first, (void)n;
+  child_check(arg);
+}
+
+static void child_digests_failed(void *arg, int status, const char *detail) {
+  (void)status;
+  hpl__rd_child *c = arg;
+  hpl__rd_task *t = c->t;
+  hpl__rdver_cancel(c->ver);
+  c->ver = NULL;
+  if (c->pull) hpl__puller_cancel(c->pull); /* its bytes could never count */
+  c->pull = NULL;
+  c->raw = c->recv;
+  c->done = 0;
+  char d[500];
+  snprintf(d, sizeof d, "the digests of its stream cannot be had: %s", detail);
+  hpl__rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, d);
 }
 
 static void child_done(void *arg, int status, const char *detail) {
@@ -261,6 +343,23 @@ void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c) {
   /* blocked, or the output waits for room: started when it may write */
   if (c->pull || c->done || !may_write(t)) return;
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
+  c->raw = c->recv;
+  c->corrupt_wait = 0;
+  if (c->ver && hpl__rdver_first(c->ver) > c->recv / HPL__DIGEST_UNIT) {
+    hpl__rdver_cancel(c->ver); /* (a rebase below where its digests start) */
+    c->ver = NULL;
+  }
+  if (!c->ver && hpl__digest_algo_on(t->s->cfg.integrity) && c->recv < t->size) {
+    hpl__rdver_ops vops = {.more = child_digests, .failed = child_digests_failed};
+    c->ver = hpl__rdver_start(t->s, c->addr, c->port, c->key, c->internal, t->size,
+                              c->recv / HPL__DIGEST_UNIT, &vops, c);
+    if (!c->ver) {
+      HPL__LOG_WARN("reduce '%s' slot %u: cannot fetch the digests of child %s from %s:%d",
+                    t->target, t->slot, c->key, c->addr, c->port);
+      hpl__rdtask_report_fail(t->s, t->target, t->rid, c->slot, c->gen, "cannot fetch its digests");
+      return;
+    }
+  }
   hpl__puller_ops ops = {.got = child_got, .done = child_done, .monitor = 1, .no_stall = 1,
                          .suspect = child_silent, .slow = child_slow, .peer = c->node};
   if (c->ring) {

@@ -11,8 +11,10 @@
 #include "fetch.h"
 #include "hoplite.h"
 #include "log.h"
+#include "objdig.h"
 #include "objects.h"
 #include "puller.h"
+#include "rdver.h"
 #include "rdtask.h"
 #include "room.h"
 #include "util.h"
@@ -27,6 +29,7 @@ typedef struct hpl__rd_sink {
   hpl__store *s;
   hpl__obj *o;        /* the target, referenced */
   hpl__puller *pull;  /* the root's stream, when the root runs elsewhere */
+  hpl__rdver *ver;    /* its digests (NULL: not checked, --integrity off here) */
   uint64_t rid;       /* the reduce instance being pulled */
   uint32_t slot, gen; /* the root's slot and generation being pulled */
   uint64_t root_node; /* where that root runs */
@@ -59,6 +62,14 @@ static void sink_srcs_free(hpl__rd_sink *k) {
   k->nsrcs = 0;
 }
 
+/* The root's stream and its digests are no longer pulled. */
+static void sink_stop_pull(hpl__rd_sink *k) {
+  if (k->pull) hpl__puller_cancel(k->pull);
+  k->pull = NULL;
+  hpl__rdver_cancel(k->ver);
+  k->ver = NULL;
+}
+
 /* The reduce is over for this node (or was never ours): let go of it. */
 static void sink_end(hpl__rd_sink *k) {
   hpl__store *s = k->s;
@@ -67,7 +78,7 @@ static void sink_end(hpl__rd_sink *k) {
   k->wait_msg = NULL;
   free(k->pend_key);
   k->pend_key = NULL;
-  if (k->pull) hpl__puller_cancel(k->pull);
+  sink_stop_pull(k);
   if (k->o->sink == k) k->o->sink = NULL;
   DL_DELETE(s->sinks->list, k);
   hpl__obj_unref(s, k->o);
@@ -132,18 +143,40 @@ static void sink_done(void *arg, int status, const char *detail) {
   hpl__rd_sink *k = arg;
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
+  uint64_t bad_unit = status == HPL_ECORRUPT ? hpl__puller_corrupt_unit(k->pull) : 0;
   k->pull = NULL;
   if (status != 0) {
-    if (o->in_table && o->state == HPL__OBJ_REDUCING)
+    /* a unit that failed its digest (not counted): the directory moves the
+     * root, or names it again, and the stream is pulled again from there */
+    if (o->in_table && o->state == HPL__OBJ_REDUCING && status == HPL_ECORRUPT)
+      hpl__rdtask_report_corrupt(s, o->id, k->rid, k->slot, k->gen, bad_unit, detail);
+    else if (o->in_table && o->state == HPL__OBJ_REDUCING)
       hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, detail);
     HPL__LOG_WARN("reduce '%s': pulling the result failed: %s", o->id,
                   detail ? detail : hpl_strerror(status));
     return;
   }
   if (!o->in_table) return;
-  hpl__dirlink_loc_complete(s, o->id, 0);
+  /* complete, with the digests the root's maker sent (every unit matched
+   * them; none if they were not checked): copies elsewhere are checked */
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = o->id;
+  n.kind = HPL__LOC_COMPLETE;
+  hpl__objdig_to_wire(o, 0, &n.digest_algo, &n.digests, &n.digest_root);
+  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
   hpl__obj_sealed(s, o);
   sink_end(k);
+}
+
+/* The digests of the root's stream cannot be had: its bytes could never
+ * count; the directory decides (as for a broken stream). */
+static void sink_digests_failed(void *arg, int status, const char *detail) {
+  (void)status;
+  hpl__rd_sink *k = arg;
+  hpl__obj *o = k->o;
+  sink_stop_pull(k);
+  if (o->in_table && o->state == HPL__OBJ_REDUCING)
+    hpl__rdtask_report_fail(k->s, o->id, k->rid, k->slot, k->gen, detail);
 }
 
 /* The target's copy in progress is advertised (again) to the directory. */
@@ -163,6 +196,13 @@ static void sink_pull_root(hpl__rd_sink *k, const char *addr, int port, const ch
                          .slow = sink_slow, .peer = k->root_node};
   uint64_t from = o->progress;
   s->ctr.reduce_child_moves += from > 0;
+  hpl__rdver_cancel(k->ver); /* the digests of this stream, from `from` on */
+  k->ver = NULL;
+  if (hpl__rdver_into(s, o, addr, port, key, internal, &k->pull, sink_digests_failed, k,
+                      &k->ver) != 0) {
+    hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "out of memory");
+    return;
+  }
   k->pull = hpl__puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
   if (from > 0)
     HPL__LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
@@ -234,9 +274,10 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
     }
   }
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
-    if (k->pull) hpl__puller_cancel(k->pull);
-    k->pull = NULL;
+    sink_stop_pull(k);
     hpl__dataport_restart(s, o, m->gen);
+    free(o->dig); /* digests of the old bytes */
+    o->dig = NULL;
   }
   o->gen = m->gen;
   if (!o->data) {
@@ -264,8 +305,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   if (k->pull && !m->local && m->root && (m->root->slot != k->slot || m->root->gen != k->gen)) {
     /* the root resumed on another node: the bytes we have stay */
     HPL__LOG_INFO("reduce '%s': the root moved to %s:%u", o->id, m->root->addr, m->root->port);
-    hpl__puller_cancel(k->pull);
-    k->pull = NULL;
+    sink_stop_pull(k);
   }
   if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
   k->slot = m->root->slot;
@@ -309,7 +349,7 @@ void hpl__rdsink_on_end(hpl__store *s, ProtobufCMessage *msg) {
   if (m->status == 0 && o->state == HPL__OBJ_REDUCING && m->rid && k->rid == m->rid) {
     /* an old instance ended (a restarted directory starts over): its
      * stream is no use any more; the new one's REDUCE_SINK follows */
-    if (k->pull) hpl__puller_cancel(k->pull);
+    sink_stop_pull(k);
     k->pull = NULL;
     return;
   }
@@ -418,7 +458,7 @@ static void resubmit_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
       HPL__LOG_INFO("reduce '%s': the restarted directory adopted the running tree", o->id);
     } else if (k->rid == k->adopting) { /* no new tree's REDUCE_SINK yet */
       HPL__LOG_INFO("reduce '%s': the restarted directory starts it over", o->id);
-      if (k->pull) hpl__puller_cancel(k->pull);
+      sink_stop_pull(k);
       k->pull = NULL;
     }
     k->adopting = 0;
@@ -461,7 +501,7 @@ void hpl__rdsink_directory_restarted(hpl__store *s) {
       m->adopt_sources = k->srcs;
       k->adopting = k->rid;
     } else {
-      if (k->pull) hpl__puller_cancel(k->pull);
+      sink_stop_pull(k);
       k->pull = NULL;
       if (o->data) hpl__dataport_restart(s, o, o->gen);
     }
@@ -484,7 +524,7 @@ void hpl__rdsink_directory_restarted(hpl__store *s) {
 void hpl__rdsink_drain(hpl__store *s) {
   hpl__rd_sink *k;
   DL_FOREACH(s->sinks->list, k) {
-    if (k->pull) hpl__puller_cancel(k->pull);
+    sink_stop_pull(k);
     k->pull = NULL;
   }
 }

@@ -15,6 +15,7 @@
 #include "dataport.h"
 #include "dirlink.h"
 #include "log.h"
+#include "rddig.h"
 #include "rdtaskint.h"
 #include "util.h"
 
@@ -75,6 +76,8 @@ void hpl__rdtask_free_task(hpl__rd_task *t) {
     hpl__rd_child *c = &t->ch[j];
     if (c->pull) hpl__puller_cancel(c->pull);
     c->pull = NULL;
+    hpl__rdver_cancel(c->ver);
+    c->ver = NULL;
   }
   if (t->working) { /* the pool still uses the buffers: finish later */
     hpl__rdtask_set_state(t, HPL__RD_ENDED);
@@ -104,6 +107,7 @@ static void task_begin_at(hpl__rd_task *t, uint64_t offset) {
   uint64_t b = offset < t->size ? offset - offset % 8 : t->size; /* whole elements of any dtype */
   t->await_start = 0;
   t->base = t->comb = b;
+  hpl__rddig_reset(s, t->out, b); /* its digests from there */
   s->ctr.reduce_resumes++;
   s->ctr.reduce_resumed_bytes += b;
   HPL__LOG_INFO("reduce '%s' slot %u (gen %u): resuming a failed node's slot at byte %llu of %llu",
@@ -136,6 +140,7 @@ static void stream_pulled(const hpl__source *src, hpl__obj *o, uint64_t offset) 
   o->progress = b;
   if (o->state == HPL__OBJ_SEALED) o->state = HPL__OBJ_PULLING;
   t->base = b;
+  hpl__rddig_reset(s, o, b); /* digests of the old bytes are not answered */
   if (t->working) { /* the running step writes the output: restart after it */
     hpl__rdtask_set_state(t, HPL__RD_REBASING);
     return;
@@ -151,6 +156,16 @@ static void task_hear_pulls(hpl__rd_task *t) {
   t->out->source = &t->source;
 }
 
+/* The output stream's digests start (over): from its base, or for a
+ * resumed task from where its first pull will say. Before any request for
+ * them is answered (a request that came earlier is parked on the data port
+ * until the stream exists): without them, it would be told "no digests". */
+static void out_digests(hpl__rd_task *t) {
+  if (hpl__rddig_reset(t->s, t->out, t->await_start ? UINT64_MAX : t->base) != 0)
+    HPL__LOG_WARN("reduce '%s' slot %u: no memory for the output's digests; its receivers "
+                  "get none", t->target, t->slot);
+}
+
 static void out_room_done(hpl__room *r, int status, const char *detail) {
   hpl__rd_task *t = r->arg;
   hpl__store *s = t->s;
@@ -158,6 +173,7 @@ static void out_room_done(hpl__room *r, int status, const char *detail) {
   t->pending = NULL;
   if (status == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o; /* the room request's reference is the task's now */
+    out_digests(t);
     task_hear_pulls(t);
     HPL__LOG_DEBUG("reduce '%s' slot %u: room for the output after %llu ms", t->target, t->slot,
                    (unsigned long long)(hpl__now_ms() - r->since_ms));
@@ -190,6 +206,7 @@ static void out_alloc(hpl__rd_task *t, const char *key, char *detail, size_t dle
     HPL__LOG_INFO("reduce '%s' slot %u: the output waits for room", t->target, t->slot);
   } else if (rc == 0 && hpl__obj_publish_internal(s, o) == 0) {
     t->out = o;
+    out_digests(t); /* before a digest request parked for it is answered */
     hpl__dataport_stream_ready(s, key); /* pulls that came before the task */
   } else {
     if (rc == 0) snprintf(detail, dlen, "out of memory");
@@ -273,6 +290,7 @@ static hpl__rd_task *task_new(hpl__store *s, const Hplpb__ReduceTask *m, hpl__ob
       kept->state = HPL__OBJ_PULLING;
       if (hpl__obj_rekey_internal(s, kept, key) == 0) {
         t->out = kept;
+        out_digests(t); /* the old generation's go */
         hpl__dataport_stream_ready(s, key); /* pulls that came before the task */
       } else { /* let it go; a new buffer as below */
         if (kept->in_table) hpl__obj_detach(s, kept);
@@ -314,9 +332,15 @@ static void task_learn_children(hpl__rd_task *t, const Hplpb__ReduceTask *m) {
     if (rc->index >= (uint32_t)t->nch || strlen(rc->key) >= sizeof t->ch[0].key) continue;
     hpl__rd_child *c = &t->ch[rc->index];
     if (c->known) {
-      if (c->done || (c->slot == rc->slot && c->gen == rc->gen && c->port == (int)rc->port &&
-                      !strcmp(c->addr, rc->addr) && !strcmp(c->key, rc->key)))
+      int same = c->slot == rc->slot && c->gen == rc->gen && c->port == (int)rc->port &&
+                 !strcmp(c->addr, rc->addr) && !strcmp(c->key, rc->key);
+      if (same && c->corrupt_wait) { /* the directory's word after a corrupt unit */
+        HPL__LOG_INFO("reduce '%s' slot %u: pulling child %d again from byte %llu", t->target,
+                      t->slot, c->index, (unsigned long long)c->recv);
+        hpl__rdtask_child_start(t, c);
         continue;
+      }
+      if (c->done || same) continue;
       /* the child's slot resumed on another node (the directory's
        * hpl__dir_reduce_slot_failed): the bytes we have of it stay, the rest comes
        * from there */
@@ -325,6 +349,8 @@ static void task_learn_children(hpl__rd_task *t, const Hplpb__ReduceTask *m) {
       if (c->pull) hpl__puller_cancel(c->pull);
       c->pull = NULL;
       c->paused = 0;
+      hpl__rdver_cancel(c->ver); /* the new node's digests */
+      c->ver = NULL;
       s->ctr.reduce_child_moves++;
     }
     c->known = 1;

@@ -85,6 +85,12 @@ void hpl__rdtask_report_silent(hpl__store *s, struct hpl__puller *p, const char 
 void hpl__rdtask_report_slow(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
                              uint32_t gen, double rate);
 
+/* Tell the directory unit `unit` of the stream of slot `slot` (generation
+ * gen) did not match its digest (ReduceFailNote.corrupt): it moves the
+ * slot to another copy of its source, or names the same stream again. */
+void hpl__rdtask_report_corrupt(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
+                                uint32_t gen, uint64_t unit, const char *detail);
+
 /* Tell the directory the stream of slot `slot` (generation gen) failed. */
 void hpl__rdtask_report_fail(hpl__store *s, const char *target, uint64_t rid, uint32_t slot,
                              uint32_t gen, const char *detail);

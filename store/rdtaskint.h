@@ -36,6 +36,7 @@
 #include "hoplite.h"
 #include "objects.h"
 #include "puller.h"
+#include "rdver.h"
 #include "rdtask.h"
 #include "room.h"
 
@@ -71,7 +72,10 @@ typedef struct hpl__rd_child {
   char key[320];
   int internal;
   struct hpl__puller *pull;
-  uint64_t recv; /* stream bytes received */
+  uint64_t recv; /* stream bytes received and checked: they count (combined) */
+  uint64_t raw;  /* stream bytes received; those past recv wait for their digests */
+  struct hpl__rdver *ver; /* the stream's digests (NULL: not fetched, --integrity off) */
+  int corrupt_wait; /* a unit failed its digest: reported, the directory's word restarts it */
   uint8_t *ring; /* NULL for child 0, which writes into the output */
   size_t ring_size;
   int paused;

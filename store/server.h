@@ -22,11 +22,15 @@
  *                a stream's source (hpl__source: ring.c, rdtask.c)
  *   objdig.c     an object's digests: made at the origin (thread pool),
  *                taken from the directory, checked unit by unit
+ *   rddig.c      a reduce stream's digests where it is made: hashed as
+ *                its bytes become final, answered to its receivers
  *   puller.c     one byte stream from a peer's data port, into an object
  *                (hpl__puller_start_into: where received bytes become its
  *                progress) or an owner's buffer (pullmon.c: watching it);
  *                reports crawling, silence, failure to its owner (hpl__puller_ops)
  *                -> quiet senders (server.c installs dirlink.c's)
+ *   rdver.c      a reduce stream's digests at its receiver: fetched from
+ *                the stream's maker over the data port, units checked
  *   dataport.c   serving streams on the data port, also of partial copies
  *                and through a stream's source (dpfile.c: spilled copies
  *                from their files) -> idle (server.c)

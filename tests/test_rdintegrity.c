@@ -1,0 +1,211 @@
+/* test_rdintegrity.c - reduce streams checked against the digests their
+ * makers send, with real processes: a slot's node that flips a byte in its
+ * reduce stream (fault point corrupt_send, its prefix "r:<target>" limited
+ * to the reduce streams into that target) - caught by the parent's task
+ * (rdcombine.c) and by the sink (rdsink.c); the target's bytes are exact,
+ * the bad unit is counted, the directory hears it and moves the slot to
+ * another copy of its source. And a liar with no other copy: the reduce
+ * fails with HPL_ECORRUPT naming it, never with wrong bytes. And the
+ * result is registered with those digests, so its copies are checked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define MB (1ull << 20)
+#define SIZE (4 * MB)
+#define N (SIZE / 4)
+
+static int add(hpl__lc *lc, const char *args) {
+  char err[512], full[512];
+  snprintf(full, sizeof full, "--memory 256M %s", args ? args : "");
+  int i = hpl__lc_add_store(lc, full, err, sizeof err);
+  if (i < 0) fail_msg("add store: %s", err);
+  return i;
+}
+
+static void fill(uint32_t *b, uint32_t seed) {
+  for (size_t i = 0; i < N; i++) b[i] = (uint32_t)(i * 2654435761u) ^ (seed * 40503u + 7);
+}
+
+/* Put source `id` (seed) at c and add it to ref. */
+static void put_src(hpl_client *c, const char *id, uint32_t seed, uint32_t *ref) {
+  uint32_t *b = malloc(SIZE);
+  fill(b, seed);
+  for (size_t i = 0; i < N; i++) ref[i] += b[i];
+  int rc = hpl_put(c, id, b, SIZE, th_ms(10000));
+  if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
+  free(b);
+}
+
+/* c gets a copy of `id` (another copy of that source). */
+static void copy_to(hpl_client *c, const char *id) {
+  hpl_buf *b;
+  int rc = hpl_get(c, id, th_ms(20000), &b);
+  if (rc) fail_msg("get %s: %s", id, hpl_strerror(rc));
+  hpl_release(c, b);
+}
+
+static void check_target(hpl__lc *lc, hpl_client *c, const char *target, const uint32_t *ref) {
+  hpl_buf *b;
+  int rc = hpl_get(c, target, th_ms(60000), &b);
+  if (rc) fail_msg("get %s: %s (%s)", target, hpl_strerror(rc), hpl_errdetail(c));
+  assert_int_equal(hpl_buf_size(b), SIZE);
+  const uint32_t *got = hpl_buf_data(b);
+  for (size_t i = 0; i < N; i++)
+    if (got[i] != ref[i]) {
+      th_dump_logs(lc);
+      fail_msg("%s at node %016llx: wrong bytes from byte %zu", target,
+               (unsigned long long)th_node_id(c), i * 4);
+    }
+  hpl_release(c, b);
+}
+
+/* (a) 4 sources of 4 MiB on 4 stores; the sink S holds one (the root, a
+ * task at S). X's source arrives last, so X takes an inner slot whose
+ * stream S's root task pulls; X flips a byte of it. A holds another copy
+ * of X's source. */
+static void test_inner_stream_corrupt(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *S = th_connect(lc, add(lc, NULL));
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *B = th_connect(lc, add(lc, NULL));
+  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=1,prefix=r:ri/t"));
+  uint32_t *ref = calloc(N, 4);
+  put_src(S, "ri/s0", 1, ref);
+  put_src(A, "ri/s1", 2, ref);
+  put_src(B, "ri/s2", 3, ref);
+  put_src(X, "ri/s3", 4, ref);
+  copy_to(A, "ri/s3");
+  const char *srcs[] = {"ri/s0", "ri/s1", "ri/s2", "ri/s3"};
+  int rc = hpl_reduce(S, "ri/t", srcs, 4, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
+  check_target(lc, S, "ri/t", ref);
+  uint64_t bad = th_counter(S, "corrupt_units") + th_counter(A, "corrupt_units") +
+                 th_counter(B, "corrupt_units");
+  if (bad < 1) fail_msg("no bad unit counted");
+  assert_int_equal(th_counter(X, "corrupt_units"), 0);
+  assert_true(th_dir_counter(lc, "dir_corrupt_reports") >= 1);
+  free(ref);
+  hpl_close(S);
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(X);
+  th_stop(lc, 0);
+}
+
+/* (b) The sink holds no source: the root's stream is pulled into the
+ * target (rdsink.c), from X, which flips a byte of it. A holds another
+ * copy of X's source. */
+static void test_root_stream_corrupt(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *S = th_connect(lc, add(lc, NULL));
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *B = th_connect(lc, add(lc, NULL));
+  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=1,prefix=r:rr/t"));
+  uint32_t *ref = calloc(N, 4);
+  put_src(A, "rr/s1", 2, ref);
+  put_src(B, "rr/s2", 3, ref);
+  put_src(X, "rr/s3", 4, ref);
+  copy_to(A, "rr/s3");
+  const char *srcs[] = {"rr/s1", "rr/s2", "rr/s3"};
+  int rc = hpl_reduce(S, "rr/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
+  check_target(lc, S, "rr/t", ref);
+  check_target(lc, B, "rr/t", ref); /* and a copy of it elsewhere */
+  uint64_t bad = th_counter(S, "corrupt_units") + th_counter(A, "corrupt_units") +
+                 th_counter(B, "corrupt_units");
+  if (bad < 1) fail_msg("no bad unit counted");
+  assert_true(th_dir_counter(lc, "dir_corrupt_reports") >= 1);
+  free(ref);
+  hpl_close(S);
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(X);
+  th_stop(lc, 0);
+}
+
+/* (c) X flips a byte in every chunk of its reduce streams and no other
+ * copy of its source exists: the reduce fails with HPL_ECORRUPT, its
+ * detail naming X; the target never has wrong bytes. */
+static void test_liar_no_copy(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *S = th_connect(lc, add(lc, NULL));
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=r:rl/t"));
+  uint32_t *ref = calloc(N, 4);
+  put_src(S, "rl/s0", 1, ref);
+  put_src(A, "rl/s1", 2, ref);
+  put_src(X, "rl/s2", 3, ref);
+  const char *srcs[] = {"rl/s0", "rl/s1", "rl/s2"};
+  char xid[32];
+  snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(X));
+  int rc = hpl_reduce(S, "rl/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
+  hpl_buf *b = NULL;
+  if (rc == 0) rc = hpl_get(S, "rl/t", th_ms(30000), &b);
+  if (rc == 0) fail_msg("the reduce succeeded with a liar and no other copy");
+  assert_int_equal(rc, HPL_ECORRUPT);
+  const char *detail = hpl_errdetail(S);
+  if (!strstr(detail, xid)) fail_msg("detail '%s' does not name node %s", detail, xid);
+  assert_true(th_counter(S, "corrupt_units") + th_counter(A, "corrupt_units") >= 1);
+  assert_true(th_dir_counter(lc, "dir_corrupt_reports") >= 3);
+  free(ref);
+  hpl_close(S);
+  hpl_close(A);
+  hpl_close(X);
+  th_stop(lc, 0);
+}
+
+/* (d) The result carries the digests the root's maker sent: the sink S,
+ * which then lies whenever it serves the result ("rd/t", a plain prefix:
+ * not its reduce streams), is caught by a node getting a copy of it: the
+ * get fails with HPL_ECORRUPT (S has the only copy), never wrong bytes. */
+static void test_result_has_digests(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *S = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=rd/t"));
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *B = th_connect(lc, add(lc, NULL));
+  hpl_client *C = th_connect(lc, add(lc, NULL));
+  uint32_t *ref = calloc(N, 4);
+  put_src(A, "rd/s1", 2, ref);
+  put_src(B, "rd/s2", 3, ref);
+  const char *srcs[] = {"rd/s1", "rd/s2"};
+  int rc = hpl_reduce(S, "rd/t", srcs, 2, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
+  if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
+  check_target(lc, S, "rd/t", ref);
+  hpl_buf *b = NULL;
+  rc = hpl_get(C, "rd/t", th_ms(30000), &b);
+  if (rc == 0) {
+    int same = memcmp(hpl_buf_data(b), ref, SIZE) == 0;
+    fail_msg("a copy of the result from a liar was %s", same ? "right (not corrupted?)" : "WRONG");
+  }
+  assert_int_equal(rc, HPL_ECORRUPT);
+  assert_true(th_counter(C, "corrupt_units") >= 1);
+  free(ref);
+  hpl_close(S);
+  hpl_close(A);
+  hpl_close(B);
+  hpl_close(C);
+  th_stop(lc, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_inner_stream_corrupt),
+      cmocka_unit_test(test_root_stream_corrupt),
+      cmocka_unit_test(test_liar_no_copy),
+      cmocka_unit_test(test_result_has_digests),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
