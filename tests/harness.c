@@ -358,7 +358,7 @@ static void session_set(int fd, const hpl__auth_keys *k) {
 int th_wire_handshake_key(int fd, const uint8_t key[32], int role) {
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&hs, role, hello);
+  hpl__auth_open(&hs, role, 0, hello);
   if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) return -1;
   if (read_full(fd, chal, sizeof chal, hpl__deadline_ms(th_ms(5000))) != 0) return -1;
   if (hpl__auth_answer(&hs, key, chal, proof) != 0) return -1;

@@ -45,7 +45,7 @@ static int handshake(const hpl__auth *ok, int role, const hpl__auth *ak, unsigne
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
   uint8_t rk[HPL__AUTH_KEY_LEN];
   hpl__auth_role_key(ok, role, rk);
-  hpl__auth_open(&o, role, hello);
+  hpl__auth_open(&o, role, 0, hello);
   if (hpl__auth_accept(&a, ak, roles, hello, chal) != 0) return 1;
   if (hpl__auth_answer(&o, rk, chal, proof) != 0) return 2;
   if (hpl__auth_verify(&a, ak, proof) != 0) return 3;
@@ -114,7 +114,7 @@ static void test_session_keys(void **state) {
   hpl__auth_hs ho, ha;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
   hpl__auth_role_key(&k, HPL__ROLE_READER, rk);
-  hpl__auth_open(&ho, HPL__ROLE_READER, hello);
+  hpl__auth_open(&ho, HPL__ROLE_READER, 0, hello);
   assert_int_equal(hpl__auth_accept(&ha, &k, 1u << HPL__ROLE_READER, hello, chal), 0);
   assert_int_equal(hpl__auth_answer(&ho, rk, chal, proof), 0);
   assert_int_equal(hpl__auth_verify(&ha, &k, proof), 0);
@@ -131,8 +131,8 @@ static void test_old_version_refused(void **state) {
   secret("kv", &k);
   hpl__auth_hs o, a;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN];
-  hpl__auth_open(&o, HPL__ROLE_STORE, hello);
-  assert_int_equal(hello[4], 2);
+  hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
+  assert_int_equal(hello[4], 3);
   hello[4] = 1;
   assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_STORE, hello, chal), HPL_EAUTH);
 }
@@ -148,7 +148,7 @@ static void test_role_keys(void **state) {
   assert_memory_not_equal(store_k, reader_k, sizeof store_k);
   hpl__auth_hs o, a;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&o, HPL__ROLE_STORE, hello); /* claims store, holds only the reader key */
+  hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello); /* claims store, holds only the reader key */
   assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_STORE, hello, chal), 0);
   assert_int_equal(hpl__auth_answer(&o, reader_k, chal, proof), HPL_EAUTH);
   /* and forging the proof with the reader key fails at the acceptor */
@@ -168,7 +168,7 @@ static void test_tampering(void **state) {
   for (int i = 0; i < HPL__AUTH_CHALLENGE_LEN; i++) {
     hpl__auth_hs o, a;
     uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[32];
-    hpl__auth_open(&o, HPL__ROLE_STORE, hello);
+    hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
     assert_int_equal(hpl__auth_accept(&a, &k, roles, hello, chal), 0);
     chal[i] ^= 0x40;
     /* the nonce bytes change what the MAC covers; every other byte is
@@ -179,7 +179,7 @@ static void test_tampering(void **state) {
   for (int i = 0; i < HPL__AUTH_PROOF_LEN; i++) {
     hpl__auth_hs o, a;
     uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[32];
-    hpl__auth_open(&o, HPL__ROLE_STORE, hello);
+    hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
     assert_int_equal(hpl__auth_accept(&a, &k, roles, hello, chal), 0);
     assert_int_equal(hpl__auth_answer(&o, rk, chal, proof), 0);
     proof[i] ^= 1;
@@ -190,7 +190,7 @@ static void test_tampering(void **state) {
   hpl__auth_hs o, a, a2;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], chal2[HPL__AUTH_CHALLENGE_LEN],
       proof[32];
-  hpl__auth_open(&o, HPL__ROLE_STORE, hello);
+  hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
   assert_int_equal(hpl__auth_accept(&a, &k, roles, hello, chal), 0);
   assert_int_equal(hpl__auth_answer(&o, rk, chal, proof), 0);
   assert_int_equal(hpl__auth_verify(&a, &k, proof), 0);
@@ -243,6 +243,51 @@ static void test_secret_files(void **state) {
   assert_int_equal(hpl__auth_load(path, &a, err, sizeof err), HPL_ESYS);
 }
 
+/* Encryption is negotiated (auth.h, version 3): sealed when either end
+ * asks, and a relay that clears the opener's or the acceptor's
+ * HPL__AUTH_F_ENCRYPT bit fails the handshake instead of downgrading it. */
+static int hs_flags(const hpl__auth *k, unsigned fo, int aenc, int clear_o, int clear_a,
+                    int *seal_o, int *seal_a) {
+  hpl__auth_hs o, a;
+  hpl__auth ak = *k;
+  ak.encrypt = aenc;
+  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_role_key(k, HPL__ROLE_STORE, rk);
+  hpl__auth_open(&o, HPL__ROLE_STORE, fo, hello);
+  if (clear_o) hello[6] &= (uint8_t)~HPL__AUTH_F_ENCRYPT;
+  if (hpl__auth_accept(&a, &ak, 1u << HPL__ROLE_STORE, hello, chal) != 0) return 1;
+  if (clear_a) chal[5] &= (uint8_t)~HPL__AUTH_F_ENCRYPT;
+  if (hpl__auth_answer(&o, rk, chal, proof) != 0) return 2;
+  if (hpl__auth_verify(&a, &ak, proof) != 0) return 3;
+  *seal_o = hpl__auth_seal(&o);
+  *seal_a = hpl__auth_seal(&a);
+  return 0;
+}
+
+static void test_encrypt_negotiated(void **state) {
+  (void)state;
+  hpl__auth k;
+  secret("ke", &k);
+  int so = -1, sa = -1;
+  assert_int_equal(hs_flags(&k, hpl__auth_flags(0), 0, 0, 0, &so, &sa), 0);
+  assert_int_equal(so, HPL__SEAL_NONE);
+  assert_int_equal(sa, HPL__SEAL_NONE);
+  assert_int_equal(hs_flags(&k, hpl__auth_flags(1), 0, 0, 0, &so, &sa), 0);
+  assert_int_not_equal(so, HPL__SEAL_NONE);
+  assert_int_equal(so, sa);
+  assert_int_equal(hs_flags(&k, hpl__auth_flags(0), 1, 0, 0, &so, &sa), 0);
+  assert_int_not_equal(so, HPL__SEAL_NONE);
+  assert_int_equal(so, sa);
+  /* an opener without AES hardware: ChaCha20-Poly1305 */
+  assert_int_equal(hs_flags(&k, HPL__AUTH_F_ENCRYPT, 1, 0, 0, &so, &sa), 0);
+  assert_int_equal(so, HPL__SEAL_CHACHA);
+  assert_int_equal(sa, HPL__SEAL_CHACHA);
+  /* downgrades fail: the acceptor's MAC (opener's bit), the opener's check */
+  assert_int_equal(hs_flags(&k, hpl__auth_flags(1), 0, 1, 0, &so, &sa), 2);
+  assert_int_equal(hs_flags(&k, hpl__auth_flags(0), 1, 0, 1, &so, &sa), 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_handshake),
@@ -251,6 +296,7 @@ int main(void) {
       cmocka_unit_test(test_old_version_refused),
       cmocka_unit_test(test_tampering),
       cmocka_unit_test(test_secret_files),
+      cmocka_unit_test(test_encrypt_negotiated),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -327,7 +327,7 @@ static void test_peer_without_sessions(void **state) {
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN];
-  hpl__auth_open(&hs, HPL__ROLE_STORE, hello);
+  hpl__auth_open(&hs, HPL__ROLE_STORE, 0, hello);
   hello[4] = 1;
   assert_int_equal(send(fd, hello, sizeof hello, MSG_NOSIGNAL), (ssize_t)sizeof hello);
   assert_true(th_wire_closed(fd, th_ms(3000)));

@@ -48,6 +48,7 @@ struct hpl__cdirect {
   uint64_t backoff_ms;            /* the current backoff, 0 after a success */
   int auth;                       /* the cluster has a secret: connections start with */
   uint8_t key[HPL__AUTH_KEY_LEN]; /* the handshake, as a reader, with this key */
+  int sealed;                     /* the directory seals (--encrypt): no direct reads */
 };
 
 /* Parse "ADDR" + port into d->addr. 0 or -1. */
@@ -108,7 +109,8 @@ void hpl__cdirect_free(hpl__cdirect *d) {
 static void direct_failed(hpl__cdirect *d) {
   d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : DIRECT_BACKOFF_MS;
   if (d->backoff_ms > DIRECT_BACKOFF_MAX) d->backoff_ms = DIRECT_BACKOFF_MAX;
-  __atomic_store_n(&d->retry_ms, hpl__now_ms() + d->backoff_ms, __ATOMIC_RELAXED);
+  __atomic_store_n(&d->retry_ms, d->sealed ? UINT64_MAX : hpl__now_ms() + d->backoff_ms,
+                   __ATOMIC_RELAXED);
 }
 
 /* Send (to_send) or receive exactly len bytes on the non-blocking fd
@@ -133,16 +135,23 @@ static int io_full(int fd, uint8_t *p, size_t len, int to_send, uint64_t deadlin
 
 /* The handshake (auth.h) as a reader, before any frame; *keys gets the
  * session's. 0 or -1 (the directory is not the cluster's, or did not
- * answer in time). */
+ * answer in time, or it seals its connections: --encrypt). A client does
+ * not seal frames (the RPC layer only tags them): a directory that asks
+ * for encryption is never read directly, gets go through the store, whose
+ * own link to the directory is sealed. */
 static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline, hpl__auth_keys *keys) {
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&hs, HPL__ROLE_READER, hello);
+  hpl__auth_open(&hs, HPL__ROLE_READER, hpl__auth_flags(0), hello);
   if (io_full(fd, hello, sizeof hello, 1, deadline) ||
       io_full(fd, chal, sizeof chal, 0, deadline) ||
       hpl__auth_answer(&hs, d->key, chal, proof) != 0 ||
       io_full(fd, proof, sizeof proof, 1, deadline))
     return -1;
+  if (hpl__auth_seal(&hs) != HPL__SEAL_NONE) { /* never again: through the store */
+    d->sealed = 1;
+    return -1;
+  }
   hpl__auth_session(&hs, d->key, 1, keys);
   return 0;
 }

@@ -11,7 +11,10 @@
 
 #include "hoplite.h"
 
-#define AUTH_VERSION 2 /* 2: frames after the handshake carry MACs (auth.h) */
+/* 2: frames after the handshake carry MACs; 3: and the flags (encryption)
+ * enter the handshake's MACs (auth.h) */
+#define AUTH_VERSION 3
+#define AUTH_FLAGS_KNOWN (HPL__AUTH_F_ENCRYPT | HPL__AUTH_F_AES)
 static const uint8_t magic_hello[4] = {'H', 'P', 'L', 'A'};
 static const uint8_t magic_chal[4] = {'H', 'P', 'L', 'a'};
 
@@ -98,26 +101,45 @@ static void hs_mac(const hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LEN], 
   crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, strlen(label));
   crypto_auth_hmacsha256_update(&st, hs->nc, sizeof hs->nc);
   crypto_auth_hmacsha256_update(&st, hs->ns, sizeof hs->ns);
+  uint8_t flags[2] = {hs->fo, hs->fa};
+  crypto_auth_hmacsha256_update(&st, flags, sizeof flags);
   crypto_auth_hmacsha256_final(&st, out);
   sodium_memzero(&st, sizeof st);
 }
 
-void hpl__auth_open(hpl__auth_hs *hs, int role, uint8_t hello[HPL__AUTH_HELLO_LEN]) {
+unsigned hpl__auth_flags(int encrypt) {
+  unsigned f = encrypt ? HPL__AUTH_F_ENCRYPT : 0;
+  if (sodium_ready() && crypto_aead_aes256gcm_is_available()) f |= HPL__AUTH_F_AES;
+  return f;
+}
+
+int hpl__auth_seal(const hpl__auth_hs *hs) {
+  if (!((hs->fo | hs->fa) & HPL__AUTH_F_ENCRYPT)) return HPL__SEAL_NONE;
+  return (hs->fo & hs->fa & HPL__AUTH_F_AES) ? HPL__SEAL_AES : HPL__SEAL_CHACHA;
+}
+
+void hpl__auth_open(hpl__auth_hs *hs, int role, unsigned flags,
+                    uint8_t hello[HPL__AUTH_HELLO_LEN]) {
   memset(hs, 0, sizeof *hs);
   (void)sodium_ready();
   hs->role = role;
+  hs->fo = (uint8_t)(flags & AUTH_FLAGS_KNOWN);
   randombytes_buf(hs->nc, sizeof hs->nc);
   memcpy(hello, magic_hello, 4);
   hello[4] = AUTH_VERSION;
   hello[5] = (uint8_t)role;
-  hello[6] = hello[7] = 0;
+  hello[6] = hs->fo;
+  hello[7] = 0;
   memcpy(hello + 8, hs->nc, sizeof hs->nc);
 }
 
 int hpl__auth_answer(hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LEN],
                      const uint8_t challenge[HPL__AUTH_CHALLENGE_LEN],
                      uint8_t proof[HPL__AUTH_PROOF_LEN]) {
-  if (memcmp(challenge, magic_chal, 4) != 0 || challenge[4] != AUTH_VERSION) return HPL_EAUTH;
+  if (memcmp(challenge, magic_chal, 4) != 0 || challenge[4] != AUTH_VERSION ||
+      (challenge[5] & ~AUTH_FLAGS_KNOWN))
+    return HPL_EAUTH;
+  hs->fa = challenge[5];
   memcpy(hs->ns, challenge + 8, sizeof hs->ns);
   uint8_t want[crypto_auth_hmacsha256_BYTES];
   hs_mac(hs, rk, "acceptor", want);
@@ -133,16 +155,20 @@ int hpl__auth_accept(hpl__auth_hs *hs, const hpl__auth *a, unsigned roles,
   memset(hs, 0, sizeof *hs);
   int role = hello[5];
   if (!a->on || memcmp(hello, magic_hello, 4) != 0 || hello[4] != AUTH_VERSION || role < 1 ||
-      role > 31 || !(roles & (1u << role)) || hello[6] || hello[7] || !sodium_ready())
+      role > 31 || !(roles & (1u << role)) || (hello[6] & ~AUTH_FLAGS_KNOWN) || hello[7] ||
+      !sodium_ready())
     return HPL_EAUTH;
   hs->role = role;
+  hs->fo = hello[6];
+  hs->fa = (uint8_t)hpl__auth_flags(a->encrypt);
   memcpy(hs->nc, hello + 8, sizeof hs->nc);
   randombytes_buf(hs->ns, sizeof hs->ns);
   uint8_t rk[HPL__AUTH_KEY_LEN];
   hpl__auth_role_key(a, role, rk);
   memcpy(challenge, magic_chal, 4);
   challenge[4] = AUTH_VERSION;
-  challenge[5] = challenge[6] = challenge[7] = 0;
+  challenge[5] = hs->fa;
+  challenge[6] = challenge[7] = 0;
   memcpy(challenge + 8, hs->ns, sizeof hs->ns);
   hs_mac(hs, rk, "acceptor", challenge + 8 + HPL__AUTH_NONCE_LEN);
   sodium_memzero(rk, sizeof rk);
@@ -183,6 +209,8 @@ void hpl__auth_session(const hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LE
   crypto_auth_hmacsha256_final(&st, prk);
   hkdf_expand1(prk, "hoplite v2 opener->acceptor", opener ? out->send : out->recv);
   hkdf_expand1(prk, "hoplite v2 acceptor->opener", opener ? out->recv : out->send);
+  hkdf_expand1(prk, "hoplite v3 aead opener->acceptor", opener ? out->seal_send : out->seal_recv);
+  hkdf_expand1(prk, "hoplite v3 aead acceptor->opener", opener ? out->seal_recv : out->seal_send);
   sodium_memzero(&st, sizeof st);
   sodium_memzero(prk, sizeof prk);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "hoplite.h"
 
 static void put16(uint8_t *p, uint16_t v) {
@@ -68,7 +69,8 @@ int hpl__frame_decode_hdr(const uint8_t *buf, size_t len, const hpl__frame_limit
     *why = "frame without a MAC on a connection with a session (a peer without sessions?)";
     return HPL_EPROTO;
   }
-  if (h.flags & ~(lim->tagged ? HPL__FRAME_F_TAG | HPL__FRAME_F_TAG_PAYLOAD : 0u)) {
+  if (h.flags & ~(lim->tagged ? HPL__FRAME_F_TAG | HPL__FRAME_F_TAG_PAYLOAD | HPL__FRAME_F_SEALED
+                               : 0u)) {
     *why = lim->tagged ? "unknown flags" : "unknown flags (a tagged frame without a session?)";
     return HPL_EPROTO;
   }
@@ -207,4 +209,72 @@ int hpl__fmac_check(hpl__fmac *m, const uint8_t tag[HPL__FRAME_TAG_LEN]) {
   crypto_generichash_final(&m->run, want, HPL__FRAME_TAG_LEN);
   m->seq++;
   return sodium_memcmp(want, tag, HPL__FRAME_TAG_LEN) == 0 ? 0 : HPL_EAUTH;
+}
+
+/* ------------------------------------------------------------ sealing */
+
+void hpl__fseal_init(hpl__fmac *m, int kind, const uint8_t key[HPL__FRAME_KEY_LEN]) {
+  memcpy(m->skey, key, HPL__FRAME_KEY_LEN);
+  m->seal = kind;
+}
+
+static void seal_nonce(uint8_t nonce[12], uint64_t seq, uint32_t idx) {
+  put32(nonce, idx);
+  for (int i = 0; i < 8; i++) nonce[4 + i] = (uint8_t)(seq >> (8 * i));
+}
+
+/* One AEAD encryption (detached tag) with the direction's algorithm. */
+static void seal_enc(const hpl__fmac *m, const uint8_t nonce[12], const uint8_t *ad, size_t adlen,
+                     const uint8_t *in, uint8_t *out, size_t n, uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  if (m->seal == HPL__SEAL_AES)
+    crypto_aead_aes256gcm_encrypt_detached(out, tag, NULL, in, n, ad, adlen, NULL, nonce, m->skey);
+  else
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(out, tag, NULL, in, n, ad, adlen, NULL,
+                                                       nonce, m->skey);
+}
+
+static int seal_dec(const hpl__fmac *m, const uint8_t nonce[12], const uint8_t *ad, size_t adlen,
+                    const uint8_t *in, uint8_t *out, size_t n, const uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  int r = m->seal == HPL__SEAL_AES
+              ? crypto_aead_aes256gcm_decrypt_detached(out, NULL, in, n, tag, ad, adlen, nonce,
+                                                       m->skey)
+              : crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, NULL, in, n, tag, ad,
+                                                                   adlen, nonce, m->skey);
+  return r == 0 ? 0 : HPL_EAUTH;
+}
+
+uint64_t hpl__fseal_frame(hpl__fmac *m, const hpl__frame_hdr *h, uint8_t *p, size_t n,
+                          uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  uint8_t ad[HPL__FRAME_HDR_LEN], nonce[12];
+  hpl__frame_encode_hdr(h, ad);
+  uint64_t seq = m->seq++;
+  seal_nonce(nonce, seq, 0);
+  seal_enc(m, nonce, ad, sizeof ad, p, p, n, tag);
+  return seq;
+}
+
+int hpl__fseal_open(hpl__fmac *m, const hpl__frame_hdr *h, uint8_t *p, size_t n,
+                    const uint8_t tag[HPL__FRAME_TAG_LEN], uint64_t *seq) {
+  uint8_t ad[HPL__FRAME_HDR_LEN], nonce[12];
+  hpl__frame_encode_hdr(h, ad);
+  uint64_t s = m->seq++;
+  if (seq) *seq = s;
+  seal_nonce(nonce, s, 0);
+  return seal_dec(m, nonce, ad, sizeof ad, p, p, n, tag);
+}
+
+void hpl__fseal_record(const hpl__fmac *m, uint64_t seq, uint32_t idx, const uint8_t *in,
+                       uint8_t *out, size_t n, uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  uint8_t ad[HPL__FRAME_REC_HDR], nonce[12];
+  put32(ad, (uint32_t)n);
+  seal_nonce(nonce, seq, idx);
+  seal_enc(m, nonce, ad, sizeof ad, in, out, n, tag);
+}
+
+int hpl__fseal_record_open(const hpl__fmac *m, uint64_t seq, uint32_t idx, const uint8_t *in,
+                           uint8_t *out, size_t n, const uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  uint8_t ad[HPL__FRAME_REC_HDR], nonce[12];
+  put32(ad, (uint32_t)n);
+  seal_nonce(nonce, seq, idx);
+  return seal_dec(m, nonce, ad, sizeof ad, in, out, n, tag);
 }

@@ -36,6 +36,20 @@
  * BLAKE2b-128 (keyed crypto_generichash) rather than HMAC-SHA256: about
  * 2.5x less CPU for a 100-byte frame here (docs/design.md, Sessions).
  *
+ * Sealed connections (--encrypt, negotiated in the handshake: auth.h,
+ * hpl__auth_seal). Every frame has HPL__FRAME_F_TAG | HPL__FRAME_F_SEALED
+ * and the tag is the AEAD's (ChaCha20-Poly1305 IETF or AES-256-GCM, key:
+ * the direction's seal key), no BLAKE2b MAC is made. The header travels in
+ * the clear as associated data; the nonce is (4 bytes record index 0,
+ * 8 bytes seq LE). With HPL__FRAME_F_TAG_PAYLOAD the ciphertext is message
+ * | payload as one (the message's part before the tag, the payload's after
+ * it), else only the message. A payload without that flag (a data-port
+ * stream) follows as records: 4-byte plaintext length n LE (1..
+ * HPL__FRAME_REC_MAX, as associated data), n bytes of ciphertext, a
+ * 16-byte tag; record i (from 1) has nonce (i, the frame's seq), so
+ * records cannot be dropped, reordered or moved between frames; the
+ * plaintext lengths add up to payload_len (hpl__fseal_record).
+ *
  * This module is pure: it is fed bytes and never touches a socket.
  *
  * Callers: proto.h (frames of messages), the servers' connections
@@ -54,7 +68,10 @@
 #define HPL__FRAME_HDR_LEN 32
 #define HPL__FRAME_F_TAG 0x1u         /* a tag follows the message */
 #define HPL__FRAME_F_TAG_PAYLOAD 0x2u /* the tag covers the payload too */
+#define HPL__FRAME_F_SEALED 0x4u      /* message (and payload) encrypted, see above */
 #define HPL__FRAME_TAG_LEN 16
+#define HPL__FRAME_REC_HDR 4            /* a sealed record's length */
+#define HPL__FRAME_REC_MAX 65536u       /* largest plaintext of a sealed record */
 #define HPL__FRAME_KEY_LEN 32
 
 typedef struct hpl__frame_hdr {
@@ -147,6 +164,8 @@ typedef struct hpl__fmac {
   uint8_t key[HPL__FRAME_KEY_LEN];
   uint64_t seq;
   int on; /* 0: no session (the other calls must not be made) */
+  int seal; /* HPL__SEAL_* (auth.h): 0, or frames are sealed with skey */
+  uint8_t skey[HPL__FRAME_KEY_LEN];
 } hpl__fmac;
 
 /* Key the MAC (copied; the caller wipes its copy), seq 0. */
@@ -163,5 +182,30 @@ void hpl__fmac_end(hpl__fmac *m, uint8_t tag[HPL__FRAME_TAG_LEN]);
 /* Receiver: 0 if `tag` (from the wire) is the frame's, compared in
  * constant time, else HPL_EAUTH; seq moves on either way. */
 int hpl__fmac_check(hpl__fmac *m, const uint8_t tag[HPL__FRAME_TAG_LEN]);
+
+/* Sealed connections (see above). After hpl__fmac_init: frames of this
+ * direction are sealed with `kind` (HPL__SEAL_CHACHA or HPL__SEAL_AES, the
+ * latter only where crypto_aead_aes256gcm_is_available()) under `key`
+ * (copied); hpl__fmac_wipe forgets it too. */
+void hpl__fseal_init(hpl__fmac *m, int kind, const uint8_t key[HPL__FRAME_KEY_LEN]);
+/* Sender: encrypt p[0, n) (message, then a covered payload) in place for
+ * the frame whose header is `h` (flags as sent), write its tag; returns the
+ * frame's seq (for its records) and moves seq on. */
+uint64_t hpl__fseal_frame(hpl__fmac *m, const hpl__frame_hdr *h, uint8_t *p, size_t n,
+                          uint8_t tag[HPL__FRAME_TAG_LEN]);
+/* Receiver: check and decrypt p[0, n) in place; *seq (may be NULL) gets
+ * the frame's seq; seq moves on either way. 0, or HPL_EAUTH (p is then
+ * garbage and must not be used). */
+int hpl__fseal_open(hpl__fmac *m, const hpl__frame_hdr *h, uint8_t *p, size_t n,
+                    const uint8_t tag[HPL__FRAME_TAG_LEN], uint64_t *seq);
+/* Record `idx` (>= 1) of the streamed payload of frame `seq`: encrypt
+ * in[0, n) (n <= HPL__FRAME_REC_MAX) into out (may be in), tag into tag.
+ * Thread-safe (reads m only). */
+void hpl__fseal_record(const hpl__fmac *m, uint64_t seq, uint32_t idx, const uint8_t *in,
+                       uint8_t *out, size_t n, uint8_t tag[HPL__FRAME_TAG_LEN]);
+/* Receiver: check and decrypt a record into out (may be in). 0 or
+ * HPL_EAUTH (out is then garbage: zeroed or untouched, never counted). */
+int hpl__fseal_record_open(const hpl__fmac *m, uint64_t seq, uint32_t idx, const uint8_t *in,
+                           uint8_t *out, size_t n, const uint8_t tag[HPL__FRAME_TAG_LEN]);
 
 #endif

@@ -35,6 +35,12 @@ static const hpl__opt common_opts[] = {
      "secret FILE` makes one; default $HOPLITE_AUTH_FILE): every TCP\n"
      "connection must prove it holds the same secret",
      HPL__OPT_PTR, COFF(auth_file), 0, 0, 0, NULL},
+    {"encrypt", NULL,
+     "encrypt every TCP connection to or from this server (needs a\n"
+     "secret): control frames and object streams sealed with\n"
+     "ChaCha20-Poly1305 or AES-256-GCM; a connection is sealed\n"
+     "when either end asks. Costs CPU on both ends (docs/operations.md)",
+     HPL__OPT_FLAG, COFF(encrypt), 0, 0, 0, NULL},
     {"insecure", NULL,
      "allow listening beyond loopback without a secret (anyone who\n"
      "reaches the port can then read, write and delete objects)",
@@ -173,12 +179,18 @@ int hpl__srv_load_auth(const char *prog, const hpl__srv_common *common, hpl__aut
   const char *path = common->auth_file;
   if (!path) path = getenv("HOPLITE_AUTH_FILE");
   memset(a, 0, sizeof *a);
+  if ((!path || !*path) && common->encrypt) {
+    fprintf(stderr, "%s: --encrypt needs the cluster secret (--auth-file FILE or "
+            "$HOPLITE_AUTH_FILE): the keys come from its handshake\n", prog);
+    return 2;
+  }
   if (!path || !*path) return -1;
   char err[512];
   if (hpl__auth_load(path, a, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", prog, err);
     return 2;
   }
+  a->encrypt = common->encrypt;
   return -1;
 }
 

@@ -45,6 +45,7 @@ typedef struct hpl__srv_common {
   int log_level;            /* --log-level (default info) */
   const char *auth_file;    /* --auth-file, else $HOPLITE_AUTH_FILE, else NULL */
   int insecure;             /* --insecure: listen beyond loopback without a secret */
+  int encrypt;              /* --encrypt: seal every connection (auth.h) */
   hpl__metrics_cfg metrics; /* --metrics-listen, --metrics-port-file (metricsrv.h) */
 } hpl__srv_common;
 

@@ -33,6 +33,7 @@ void hpl__conn_handle_closed(uv_handle_t *h) {
   if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
   free(c->pbuf);
   free(c->rbuf);
+  free(c->srec);
   hpl__framer_free(&c->fr);
   hpl__fmac_wipe(&c->tx);
   hpl__fmac_wipe(&c->rx);

@@ -104,7 +104,7 @@ int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn
                        void *arg) {
   if (c->closing) return HPL_ECONN;
   uv_os_fd_t sock;
-  if (c->hs != HPL__HS_OPEN || c->wq_bytes || c->cork || c->held || c->sf_left ||
+  if (c->hs != HPL__HS_OPEN || c->tx.seal || c->wq_bytes || c->cork || c->held || c->sf_left ||
       c->s->type != UV_TCP || uv_fileno((uv_handle_t *)c->s, &sock) != 0)
     return 1;
   if (!len) return 2;

@@ -38,7 +38,7 @@ void hpl__conn_hs_start(hpl__conn *c) {
   hpl__conn_timer_arm(c, HPL__AUTH_TIMEOUT_MS);
   if (c->o.auth_role) { /* we open: HELLO, then wait for the CHALLENGE */
     uint8_t hello[HPL__AUTH_HELLO_LEN];
-    hpl__auth_open(&c->ahs, c->o.auth_role, hello);
+    hpl__auth_open(&c->ahs, c->o.auth_role, hpl__auth_flags(c->o.auth->encrypt), hello);
     conn_send_raw(c, hello, sizeof hello);
     hs_set_state(c, HPL__HS_CHAL);
     c->hswant = HPL__AUTH_CHALLENGE_LEN;
@@ -64,6 +64,13 @@ static void conn_hs_done(hpl__conn *c) {
   hpl__auth_session(&c->ahs, rk, opener, &k);
   hpl__fmac_init(&c->tx, k.send);
   hpl__fmac_init(&c->rx, k.recv);
+  int seal = hpl__auth_seal(&c->ahs);
+  if (seal) { /* --encrypt at either end: every frame sealed (frame.h) */
+    hpl__fseal_init(&c->tx, seal, k.seal_send);
+    hpl__fseal_init(&c->rx, seal, k.seal_recv);
+    HPL__LOG_DEBUG("conn '%s': sealed with %s", c->label,
+                   seal == HPL__SEAL_AES ? "AES-256-GCM" : "ChaCha20-Poly1305");
+  }
   hpl__framer_tagged(&c->fr);
   sodium_memzero(rk, sizeof rk);
   sodium_memzero(&k, sizeof k);

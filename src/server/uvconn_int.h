@@ -25,6 +25,7 @@
 
 #define HPL__CONN_RBUF 65536
 #define HPL__CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
+#define HPL__CONN_SREC (HPL__FRAME_REC_HDR + HPL__FRAME_REC_MAX + HPL__FRAME_TAG_LEN)
 /* A loop turn flushes at most this much per connection at once. */
 #define HPL__CORK_MAX_FRAMES 64
 #define HPL__CORK_MAX_BYTES (256u * 1024)
@@ -94,6 +95,7 @@ struct hpl__conn {
   hpl__frame_hdr cur;
   ProtobufCMessage *cur_msg;
   uint8_t *pbuf;     /* buffered mode */
+  size_t poff;       /* where the payload starts in pbuf (a sealed frame's message leads) */
   uint64_t pgot;
   int have_sink;
   hpl__sink sink;
@@ -108,7 +110,19 @@ struct hpl__conn {
   /* the session (auth.h, frame.h): once the handshake succeeded every frame
    * sent is tagged with tx, every frame received checked with rx */
   int tagged;                       /* frames carry tags (a handshake is configured) */
-  hpl__fmac tx, rx;
+  hpl__fmac tx, rx;                 /* tx.seal / rx.seal: the session is sealed (--encrypt) */
+  /* sealed streams (frame.h): the payload of the last frame sent without
+   * its bytes goes in records (hpl__conn_write) */
+  uint64_t stx_seq, stx_left;
+  uint32_t stx_idx;
+  /* ... and the one being received: records gathered in srec (length,
+   * ciphertext, tag; HPL__CONN_SREC bytes, made on first use), opened in
+   * place and only then handed to the sink; sout..slen plaintext not yet
+   * taken (the sink paused) */
+  uint64_t srx_seq, srx_left;
+  uint32_t srx_idx;
+  uint8_t *srec;
+  size_t shave, slen, sout;
   /* limits: the handshake's and a frame's time, frames per loop turn */
   uv_timer_t *timer;
   uint64_t frame_since_ms; /* a frame began arriving (0: between frames) */

@@ -122,7 +122,10 @@ void hpl__conn_mac_failed(hpl__conn *c, const hpl__frame_hdr *h, const char *why
 /* The message of the current frame is unpacked (its tag, if any, checked
  * before): 0, or -1 with c failed. */
 static int conn_unpack(hpl__conn *c) {
-  c->cur_msg = hpl__msg_unpack(c->cur.type, c->fr.msg, c->cur.msg_len);
+  /* a sealed frame's buffered payload was opened together with its message,
+   * which leads pbuf */
+  const uint8_t *msg = c->rx.seal && c->pbuf ? c->pbuf : c->fr.msg;
+  c->cur_msg = hpl__msg_unpack(c->cur.type, msg, c->cur.msg_len);
   if (c->cur_msg) return 0;
   char why[96];
   snprintf(why, sizeof why, "cannot decode %s message (%u bytes)", hpl__msg_name(c->cur.type),
@@ -131,12 +134,115 @@ static int conn_unpack(hpl__conn *c) {
   return -1;
 }
 
+static size_t conn_stream_put(hpl__conn *c, const uint8_t *p, size_t len);
+
+/* A sealed frame's header, message and tag arrived (frame.h): one whose
+ * payload is buffered is opened with it (conn_buffered_done); otherwise its
+ * message is opened now and a streamed payload expected in records, which
+ * the framer does not see (conn_sealed_in). 0, or -1 with c closed. */
+static int conn_sealed_msg(hpl__conn *c) {
+  int cover = (c->cur.flags & HPL__FRAME_F_TAG_PAYLOAD) != 0;
+  if (!(c->cur.flags & HPL__FRAME_F_SEALED) ||
+      (c->o.stream_payloads ? cover : cover != (c->cur.payload_len > 0))) {
+    hpl__conn_fail(c, !(c->cur.flags & HPL__FRAME_F_SEALED)
+                          ? "a frame not sealed on a sealed connection"
+                          : "a payload sealed the wrong way for this connection");
+    return -1;
+  }
+  if (cover) return 0; /* opened once the payload is whole */
+  if (hpl__fseal_open(&c->rx, &c->cur, c->fr.msg, c->cur.msg_len, c->fr.tag, &c->srx_seq)) {
+    hpl__conn_mac_failed(c, &c->cur, "fails to open");
+    return -1;
+  }
+  if (c->cur.payload_len) {
+    if (!c->srec && !(c->srec = malloc(HPL__CONN_SREC))) {
+      hpl__conn_close(c, HPL_ENOMEM);
+      return -1;
+    }
+    hpl__framer_payload_skip(&c->fr, c->cur.payload_len); /* records are ours */
+    c->srx_left = c->cur.payload_len;
+    c->srx_idx = 1;
+    c->shave = c->slen = c->sout = 0;
+  }
+  return 0;
+}
+
+/* A sealed record is whole in srec: open it, into the sink straight when it
+ * has room for all of it, else in place (then taken from sout). Nothing of
+ * it counts before its tag matched. 0 or -1 (c closed). */
+static int conn_sealed_open(hpl__conn *c, size_t n) {
+  const uint8_t *ct = c->srec + HPL__FRAME_REC_HDR, *tag = ct + n;
+  size_t room = 0;
+  uint8_t *dst = c->have_sink ? c->sink.buf(c, c->sink.arg, c->pgot, &room) : NULL;
+  int direct = dst && room >= n;
+  if (hpl__fseal_record_open(&c->rx, c->srx_seq, c->srx_idx, ct,
+                             direct ? dst : c->srec + HPL__FRAME_REC_HDR, n, tag) != 0) {
+    hpl__conn_mac_failed(c, &c->cur, "has a stream record that fails to open");
+    return -1;
+  }
+  c->srx_idx++;
+  c->srx_left -= n;
+  c->shave = 0;
+  if (!direct) {
+    c->sout = 0;
+    c->slen = n;
+    return 0;
+  }
+  uint64_t off = c->pgot;
+  c->pgot += n;
+  int last = c->pgot == c->cur.payload_len;
+  c->sink.got(c, c->sink.arg, off, n);
+  if (last && !c->closing) conn_frame_done(c);
+  return 0;
+}
+
+/* Bytes of a sealed stream (records, frame.h) from p[0, len): gathered
+ * into srec, each record opened and its plaintext handed to the sink.
+ * Returns the bytes taken; it stops early when the sink pauses with
+ * plaintext left (sout < slen) or c closes. */
+static size_t conn_sealed_in(hpl__conn *c, const uint8_t *p, size_t len) {
+  size_t used = 0;
+  while (!c->closing) {
+    while (c->sout < c->slen && !c->closing) {
+      size_t n = conn_stream_put(c, c->srec + HPL__FRAME_REC_HDR + c->sout, c->slen - c->sout);
+      if (n == 0) return used; /* the sink paused */
+      c->sout += n;
+    }
+    c->sout = c->slen = 0;
+    if (used == len || !c->srx_left || c->closing) return used;
+    size_t rlen = 0;
+    if (c->shave >= HPL__FRAME_REC_HDR)
+      for (int i = 0; i < 4; i++) rlen |= (size_t)c->srec[i] << (8 * i);
+    size_t want = c->shave < HPL__FRAME_REC_HDR ? HPL__FRAME_REC_HDR
+                                                : HPL__FRAME_REC_HDR + rlen + HPL__FRAME_TAG_LEN;
+    size_t n = want - c->shave < len - used ? want - c->shave : len - used;
+    memcpy(c->srec + c->shave, p + used, n);
+    c->shave += n;
+    used += n;
+    if (c->shave == HPL__FRAME_REC_HDR) {
+      for (int i = 0; i < 4; i++) rlen |= (size_t)c->srec[i] << (8 * i);
+      if (rlen == 0 || rlen > HPL__FRAME_REC_MAX || rlen > c->srx_left) {
+        hpl__conn_fail(c, "a sealed stream record of a length out of bounds");
+        return used;
+      }
+    } else if (c->shave == want && conn_sealed_open(c, rlen) != 0) {
+      return used;
+    }
+  }
+  return used;
+}
+
 /* Header, message and tag complete: check what the tag can check now,
  * unpack and dispatch (or start buffering). A buffered payload is unpacked
  * and handed up only once it is whole and its tag matched. */
 static void conn_on_msg(hpl__conn *c) {
   c->cur = c->fr.hdr;
-  if (c->rx.on) {
+  if (c->rx.seal) {
+    if (conn_sealed_msg(c) != 0) return;
+  } else if (c->cur.flags & HPL__FRAME_F_SEALED) {
+    hpl__conn_fail(c, "a sealed frame on a connection that is not sealed");
+    return;
+  } else if (c->rx.on) {
     int cover = (c->cur.flags & HPL__FRAME_F_TAG_PAYLOAD) != 0;
     if (c->o.stream_payloads ? cover : cover != (c->cur.payload_len > 0)) {
       hpl__conn_fail(c, cover ? "a payload covered by the MAC on a data stream"
@@ -162,24 +268,27 @@ static void conn_on_msg(hpl__conn *c) {
     if (!c->closing && !c->have_sink) hpl__conn_fail(c, "unexpected payload");
     return;
   }
-  c->pbuf = malloc(c->cur.payload_len);
+  c->poff = c->rx.seal ? c->cur.msg_len : 0;
+  c->pbuf = malloc(c->poff + c->cur.payload_len);
   if (!c->pbuf) {
     HPL__LOG_ERROR("%s: out of memory for a %llu-byte payload", c->label,
                    (unsigned long long)c->cur.payload_len);
     hpl__conn_close(c, HPL_ENOMEM);
     return;
   }
+  if (c->poff) memcpy(c->pbuf, c->fr.msg, c->poff);
   c->pgot = 0;
 }
 
 /* A buffered payload is whole: its tag, then the message, then on_frame. */
 static void conn_buffered_done(hpl__conn *c) {
-  if (c->rx.on && hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
-    hpl__conn_mac_failed(c, &c->cur, "fails its MAC check");
+  if (c->rx.seal ? hpl__fseal_open(&c->rx, &c->cur, c->pbuf, c->poff + c->pgot, c->fr.tag, NULL)
+                 : c->rx.on && hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
+    hpl__conn_mac_failed(c, &c->cur, c->rx.seal ? "fails to open" : "fails its MAC check");
     return;
   }
   if (conn_unpack(c) != 0) return;
-  c->o.on_frame(c, &c->cur, c->cur_msg, c->pbuf, c->pgot);
+  c->o.on_frame(c, &c->cur, c->cur_msg, c->pbuf + c->poff, c->pgot);
   conn_frame_done(c);
 }
 
@@ -187,12 +296,18 @@ static void conn_buffered_done(hpl__conn *c) {
  * which is less than len only when the sink has no room. */
 static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
   if (!c->o.stream_payloads) {
-    memcpy(c->pbuf + c->pgot, p, len);
+    memcpy(c->pbuf + c->poff + c->pgot, p, len);
     if (c->rx.on) hpl__fmac_add(&c->rx, p, len);
     c->pgot += len;
     if (c->pgot == c->cur.payload_len) conn_buffered_done(c);
     return len;
   }
+  return conn_stream_put(c, p, len);
+}
+
+/* Plaintext stream bytes to the sink, as it has room. Returns bytes
+ * taken; fewer than len only when the sink has no room. */
+static size_t conn_stream_put(hpl__conn *c, const uint8_t *p, size_t len) {
   size_t used = 0;
   while (used < len && !c->closing) {
     size_t room = 0;
@@ -217,10 +332,18 @@ static void conn_process(hpl__conn *c) {
     if (c->rpos == c->rlen) c->rpos = c->rlen = 0;
     return;
   }
-  while (c->rpos < c->rlen && !c->closing) {
+  while ((c->rpos < c->rlen || c->sout < c->slen) && !c->closing) {
     int ev;
     const uint8_t *chunk = NULL;
     size_t clen = 0;
+    if (c->srx_left || c->sout < c->slen) { /* a sealed stream's records */
+      c->rpos += conn_sealed_in(c, c->rbuf + c->rpos, c->rlen - c->rpos);
+      if (c->sout < c->slen && !c->closing) {
+        c->paused = 1;
+        return;
+      }
+      continue;
+    }
     /* A paused payload chunk is re-fed through the sink only. */
     if (c->fr.state == 2 && c->cur_msg && c->o.stream_payloads) {
       uint64_t left = hpl__framer_payload_left(&c->fr);

@@ -256,9 +256,58 @@ static void conn_tag(hpl__conn *c, hpl__conn_wreq *w) {
   w->need_tag = 0;
 }
 
+/* A sealed connection (frame.h): the frame's message (and a payload it
+ * carries) encrypted, the AEAD's tag where the MAC's goes. A carried payload
+ * is copied into one new buffer with the message (control payloads are
+ * small), so bufs become one. A payload streamed later is sealed in
+ * records by hpl__conn_write. 0 or HPL_ENOMEM. */
+static int conn_seal(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned *nbufs) {
+  hpl__frame_hdr h = w->tag_hdr;
+  size_t mlen = h.msg_len, plen = w->tag_payload ? (size_t)h.payload_len : 0;
+  h.flags |= HPL__FRAME_F_SEALED;
+  uint8_t *msg = w->tag_at - mlen;
+  w->need_tag = 0;
+  if (!plen) {
+    hpl__frame_encode_hdr(&h, msg - HPL__FRAME_HDR_LEN);
+    uint64_t seq = hpl__fseal_frame(&c->tx, &h, msg, mlen, w->tag_at);
+    if (h.payload_len) { /* its bytes follow in records */
+      c->stx_seq = seq;
+      c->stx_idx = 1;
+      c->stx_left = h.payload_len;
+    }
+    return 0;
+  }
+  size_t total = HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + plen;
+  uint8_t *nb = malloc(total), tag[HPL__FRAME_TAG_LEN];
+  if (!nb) return HPL_ENOMEM;
+  uint8_t *body = nb + HPL__FRAME_HDR_LEN;
+  hpl__frame_encode_hdr(&h, nb);
+  memcpy(body, msg, mlen);
+  memcpy(body + mlen, w->tag_payload, plen);
+  hpl__fseal_frame(&c->tx, &h, body, mlen + plen, tag);
+  memmove(body + mlen + HPL__FRAME_TAG_LEN, body + mlen, plen);
+  memcpy(body + mlen, tag, sizeof tag);
+  free(w->owned);
+  w->owned = nb;
+  bufs[0] = uv_buf_init((char *)nb, (unsigned)total);
+  *nbufs = 1;
+  return 0;
+}
+
 int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   wreq_set(c, w, bufs, nbufs);
-  if (w->need_tag && c->hs == HPL__HS_OPEN) conn_tag(c, w); /* in the order frames go */
+  if (w->need_tag && c->hs == HPL__HS_OPEN && c->tx.seal) { /* in the order frames go */
+    if (conn_seal(c, w, bufs, &nbufs) != 0) {
+      if (w->cb) w->cb(c, HPL_ENOMEM, w->arg);
+      free(w->owned);
+      free(w);
+      hpl__conn_close(c, HPL_ENOMEM);
+      return HPL_ECONN;
+    }
+    wreq_set(c, w, bufs, nbufs);
+  } else if (w->need_tag && c->hs == HPL__HS_OPEN) {
+    conn_tag(c, w);
+  }
   if (c->hs != HPL__HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
     for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
     w->nbufs = nbufs;
@@ -363,13 +412,49 @@ int hpl__conn_send_packed(hpl__conn *c, const uint8_t *frame, size_t len) {
                                 h.payload_len, 1);
 }
 
+/* A sealed stream's bytes p[0, len) as records (frame.h) in a new buffer
+ * of total *out bytes; NULL with no memory. */
+static uint8_t *conn_seal_records(hpl__conn *c, const uint8_t *p, size_t len, size_t *out) {
+  size_t nrec = (len + HPL__FRAME_REC_MAX - 1) / HPL__FRAME_REC_MAX;
+  size_t total = len + nrec * (HPL__FRAME_REC_HDR + HPL__FRAME_TAG_LEN);
+  uint8_t *buf = malloc(total), *q = buf;
+  if (!buf) return NULL;
+  while (len) {
+    size_t n = len < HPL__FRAME_REC_MAX ? len : HPL__FRAME_REC_MAX;
+    for (int i = 0; i < 4; i++) q[i] = (uint8_t)(n >> (8 * i));
+    hpl__fseal_record(&c->tx, c->stx_seq, c->stx_idx++, p, q + HPL__FRAME_REC_HDR, n,
+                      q + HPL__FRAME_REC_HDR + n);
+    q += HPL__FRAME_REC_HDR + n + HPL__FRAME_TAG_LEN;
+    p += n;
+    len -= n;
+  }
+  *out = total;
+  return buf;
+}
+
 int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {
   if (c->closing) return HPL_ECONN;
+  /* on a connection that may be sealed the stream's frame must have gone
+   * first (a sealed stream is encrypted record by record as it is written) */
+  if (len && c->tagged && (c->hs != HPL__HS_OPEN || (c->tx.seal && len > c->stx_left))) {
+    HPL__LOG_WARN("%s: %zu stream bytes written %s", c->label, len,
+                  c->hs != HPL__HS_OPEN ? "before the handshake ended" : "beyond their frame");
+    return HPL_EINVAL;
+  }
   hpl__conn_wreq *w = calloc(1, sizeof *w);
   if (!w) return HPL_ENOMEM;
   w->cb = cb;
   w->arg = arg;
   uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
+  if (len && c->tx.seal) {
+    size_t total = 0;
+    if (!(w->owned = conn_seal_records(c, p, len, &total))) {
+      free(w);
+      return HPL_ENOMEM;
+    }
+    c->stx_left -= len;
+    b = uv_buf_init((char *)w->owned, (unsigned)total);
+  }
   return hpl__conn_submit(c, w, &b, 1);
 }
 
