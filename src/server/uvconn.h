@@ -76,7 +76,10 @@ typedef struct hpl__conn_opts {
    * frames that fail their MAC check. Once the handshake succeeded every
    * frame both ways is tagged (frame.h, sessions); a frame whose tag does
    * not match closes the connection (on_close status HPL_EAUTH) and is
-   * never handed to on_frame. */
+   * never handed to on_frame. With auth->encrypt (or when the peer asks)
+   * the session is sealed instead (frame.h): every frame encrypted, a
+   * streamed payload in records each opened before its bytes reach the
+   * sink, and hpl__conn_sendfile always answers 1. */
   const hpl__auth *auth;
   int auth_role;
   unsigned auth_roles;
