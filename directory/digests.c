@@ -150,17 +150,6 @@ void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir
                   "match its digest: that copy is no longer named (node reported %u times)",
                   (unsigned long long)asker->id, (unsigned long long)bad,
                   (unsigned long long)unit, o->id, n ? n->corrupt_reports : 0);
-  /* A copy another node found lying is no longer listed, so a delete would
-   * never reach it: it is told to drop it now (its bytes are not served by
-   * anyone any more). The origin's copy stays (it may be the only one, and
-   * a get that finds no good copy names it), and a node that found its own
-   * copy bad has dropped it already. */
-  hpl__dir_loc *l = hpl__dtab_loc(o, bad);
-  if (l && !l->origin && asker->id != bad) {
-    Hplpb__DropNote d = HPLPB__DROP_NOTE__INIT;
-    d.id = o->id;
-    hpl__dir_node_send(s, bad, HPL__MSG_DROP, 0, &d.base);
-  }
   hpl__dtab_release_upstream(o, asker->id);
   hpl__dtab_loc_remove(&s->tab, o, bad);
   hpl__dtab_check_lost(&s->tab, o);
