@@ -92,7 +92,7 @@ done:
     uint8_t hello[HPL__AUTH_HELLO_LEN], proof[HPL__AUTH_PROOF_LEN], rk[HPL__AUTH_KEY_LEN];
     memset(rk, 7, sizeof rk);
     hpl__auth_hs hs;
-    hpl__auth_open(&hs, HPL__ROLE_STORE, hello);
+    hpl__auth_open(&hs, HPL__ROLE_STORE, hpl__auth_flags(size & 1), hello); /* either end may ask to seal */
     (void)hpl__auth_answer(&hs, rk, data, proof);
   }
   return 0;
