@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -606,4 +607,21 @@ int th_data_port(hpl__lc *lc, int node) {
   }
   assert_true(port > 0);
   return port;
+}
+
+pid_t th_spawn_store(const char *dir_addr, const char *sock, const char *ready,
+                     const char *secret, const char *log, const char *extra) {
+  char exe[512];
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(lfd, 2);
+    execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M", "--ready-file",
+          ready, "--auth-file", secret, extra, (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  return pid;
 }

@@ -7,6 +7,7 @@
 #define HPL_TEST_HARNESS_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "hoplite.h"
@@ -47,6 +48,13 @@ int64_t th_shm_offset(const void *p);
 #endif
 
 void th_sleep_ms(int ms);
+
+/* Start a store process by hand (outside any hpl__lc), with a 64 MiB pool,
+ * its directory at `dir_addr` ("host:port"), the secret file `secret`, its
+ * log in `log`, and `extra` (one more argument, or NULL). Returns its pid:
+ * the caller kills and reaps it. */
+pid_t th_spawn_store(const char *dir_addr, const char *sock, const char *ready,
+                     const char *secret, const char *log, const char *extra);
 
 /* A get on its own thread. Set c, id, timeout, and to check the bytes
  * size and want (hpl__checksum of the expected bytes; th_pattern_sum gives

@@ -28,149 +28,49 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "relay.h"
 
 #define MB (1ull << 20)
 #define PAT 1024
 #define REC_CAP (16 * MB)
 
-/* The relay: every connection accepted is joined to `target`; what the
- * server side sends is recorded (up to REC_CAP); with flip, the byte right
- * after the first frame header of the first connection (its message's or
- * tag's first byte, after the 72-byte CHALLENGE) is flipped, once. */
-typedef struct relay {
-  int lfd, port;
-  volatile int target, stop, flip, flipped;
+/* What the relay (relay.h) saw: what the server side sent, recorded (up
+ * to REC_CAP); with flip, the byte right after the first frame header of
+ * the first connection (its message's or tag's first byte, after the
+ * 72-byte CHALLENGE) is flipped, once. */
+typedef struct seen {
+  int flip, flipped;
   uint8_t *rec;
   size_t rlen;
-  pthread_t thread;
-} relay;
+} seen;
 
-typedef struct cpair {
-  int a, b;
-  uint64_t from_b;
-  int flip;
-} cpair;
-
-static int send_all(int fd, const uint8_t *p, size_t n) {
-  while (n) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
+/* th_relay_fn: flip (once) and record. */
+static void record(void *arg, unsigned conn, uint64_t at, uint8_t *buf, size_t n) {
+  seen *v = arg;
+  const uint64_t flip_at = 72 + 32;
+  if (v->flip && !v->flipped && conn == 0 && at <= flip_at && flip_at < at + n) {
+    buf[flip_at - at] ^= 0x01;
+    v->flipped = 1;
   }
-  return 0;
+  size_t room = REC_CAP - v->rlen, take = n < room ? n : room;
+  memcpy(v->rec + v->rlen, buf, take);
+  v->rlen += take;
 }
 
-static void *relay_main(void *arg) {
-  relay *r = arg;
-  enum { MAXC = 16 };
-  cpair cp[MAXC];
-  int nc = 0;
-  uint8_t *buf = malloc(65536);
-  while (!r->stop) {
-    struct pollfd pf[1 + 2 * MAXC];
-    int n = 0;
-    pf[n++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
-    for (int i = 0; i < nc; i++) {
-      pf[n++] = (struct pollfd){.fd = cp[i].a, .events = POLLIN};
-      pf[n++] = (struct pollfd){.fd = cp[i].b, .events = POLLIN};
-    }
-    if (poll(pf, (nfds_t)n, 50) <= 0) continue;
-    if ((pf[0].revents & POLLIN) && nc < MAXC) {
-      int a = accept(r->lfd, NULL, NULL);
-      int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->target)};
-      d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (a >= 0 && b >= 0 && connect(b, (struct sockaddr *)&d, sizeof d) == 0) {
-        int one = 1;
-        setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        int flip = r->flip && !r->flipped;
-        if (flip) r->flipped = -1; /* claimed by this connection */
-        cp[nc++] = (cpair){.a = a, .b = b, .flip = flip};
-      } else {
-        if (a >= 0) close(a);
-        if (b >= 0) close(b);
-      }
-      continue;
-    }
-    for (int i = 0; i < nc; i++) {
-      for (int side = 0; side < 2; side++) {
-        struct pollfd *p = &pf[1 + 2 * i + side];
-        if (!(p->revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        ssize_t k = recv(p->fd, buf, 65536, 0);
-        int to = side == 0 ? cp[i].b : cp[i].a;
-        if (k > 0 && side == 1) {
-          const uint64_t at = 72 + 32;
-          if (cp[i].flip && cp[i].from_b <= at && at < cp[i].from_b + (uint64_t)k) {
-            buf[at - cp[i].from_b] ^= 0x01;
-            cp[i].flip = 0;
-            r->flipped = 1;
-          }
-          cp[i].from_b += (uint64_t)k;
-          size_t room = REC_CAP - r->rlen;
-          size_t take = (size_t)k < room ? (size_t)k : room;
-          memcpy(r->rec + r->rlen, buf, take);
-          r->rlen += take;
-        }
-        if (k <= 0 || send_all(to, buf, (size_t)k) != 0) {
-          close(cp[i].a);
-          close(cp[i].b);
-          cp[i] = cp[--nc];
-          goto next_turn;
-        }
-      }
-    }
-  next_turn:;
-  }
-  for (int i = 0; i < nc; i++) close(cp[i].a), close(cp[i].b);
-  free(buf);
-  return NULL;
-}
-
-static void relay_start(relay *r, int target) {
-  memset(r, 0, sizeof *r);
-  r->target = target;
-  r->rec = malloc(REC_CAP);
-  assert_non_null(r->rec);
-  r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t al = sizeof a;
-  assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(r->lfd, 16), 0);
-  assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
-  r->port = ntohs(a.sin_port);
-  assert_int_equal(pthread_create(&r->thread, NULL, relay_main, r), 0);
+static th_relay *relay_start(seen *v, int target, int flip) {
+  *v = (seen){.flip = flip, .rec = malloc(REC_CAP)};
+  assert_non_null(v->rec);
+  return th_relay_start(target, record, v);
 }
 
 /* Stops the relay; 1 if it carried pat[0, PAT). */
-static int relay_stop(relay *r, const uint8_t *pat) {
-  r->stop = 1;
-  pthread_join(r->thread, NULL);
-  close(r->lfd);
-  int found = memmem(r->rec, r->rlen, pat, PAT) != NULL;
-  fprintf(stderr, "relay: %zu bytes from the server side, pattern %s\n", r->rlen,
+static int relay_stop(th_relay *r, seen *v, const uint8_t *pat) {
+  th_relay_stop(r);
+  int found = memmem(v->rec, v->rlen, pat, PAT) != NULL;
+  fprintf(stderr, "relay: %zu bytes from the server side, pattern %s\n", v->rlen,
           found ? "FOUND" : "not found");
-  free(r->rec);
+  free(v->rec);
   return found;
-}
-
-static pid_t spawn_store(const char *dir_addr, const char *sock, const char *ready,
-                         const char *secret, const char *log, int encrypt) {
-  char exe[512];
-  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
-  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(lfd, 2);
-    execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M", "--ready-file",
-          ready, "--auth-file", secret, encrypt ? "--encrypt" : (char *)NULL, (char *)NULL);
-    _exit(127);
-  }
-  assert_true(pid > 0);
-  return pid;
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t seed) {
@@ -190,16 +90,16 @@ static int inline_through_relay(int encrypt, int flip) {
   hpl_client *c0 = th_connect(lc, 0);
   uint8_t obj[PAT];
   fill(obj, sizeof obj, 7);
-  relay r;
-  relay_start(&r, hpl__lc_dir_port(lc));
-  r.flip = flip;
+  seen v;
+  th_relay *r = relay_start(&v, hpl__lc_dir_port(lc), flip);
   char work[] = "/tmp/hpl-enc-XXXXXX", sock[128], ready[128], log[128], dir[64];
   assert_non_null(mkdtemp(work));
   snprintf(sock, sizeof sock, "%s/store.sock", work);
   snprintf(ready, sizeof ready, "%s/ready", work);
   snprintf(log, sizeof log, "%s/store.log", work);
-  snprintf(dir, sizeof dir, "127.0.0.1:%d", r.port);
-  pid_t pid = spawn_store(dir, sock, ready, hpl__lc_secret(lc), log, encrypt);
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", th_relay_port(r));
+  pid_t pid =
+      th_spawn_store(dir, sock, ready, hpl__lc_secret(lc), log, encrypt ? "--encrypt" : NULL);
   for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
   assert_int_equal(access(ready, F_OK), 0);
   hpl_client *c = NULL;
@@ -213,7 +113,7 @@ static int inline_through_relay(int encrypt, int flip) {
   hpl_close(c);
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
-  int found = relay_stop(&r, obj);
+  int found = relay_stop(r, &v, obj);
   hpl_close(c0);
   th_stop(lc, 0);
   char cmd[300];
@@ -224,7 +124,7 @@ static int inline_through_relay(int encrypt, int flip) {
           hpl_strerror(rc), (unsigned long long)authf);
   assert_true(right); /* the store's link reconnects after a closed connection */
   if (flip) {
-    assert_int_equal(r.flipped, 1);
+    assert_int_equal(v.flipped, 1);
     assert_true(authf >= 1);
   }
   return found;
@@ -249,15 +149,15 @@ static void test_flipped_byte_closes(void **state) {
  * the relay. Returns whether the relay saw 1 KiB of it. */
 static int stream_through_relay(int encrypt) {
   const char *args = encrypt ? "--encrypt" : NULL;
-  relay r;
-  relay_start(&r, 0);
+  seen v;
+  th_relay *r = relay_start(&v, 0, 0); /* its target is set below */
   hpl__lc *lc = th_cluster(0, 0, args, NULL);
   char sargs[128], err[512];
-  snprintf(sargs, sizeof sargs, "--memory 64M --data-advertise-port %d%s", r.port,
+  snprintf(sargs, sizeof sargs, "--memory 64M --data-advertise-port %d%s", th_relay_port(r),
            encrypt ? " --encrypt" : "");
   int ia = hpl__lc_add_store(lc, sargs, err, sizeof err);
   if (ia < 0) fail_msg("add store: %s", err);
-  r.target = th_data_port(lc, ia);
+  th_relay_set_target(r, th_data_port(lc, ia));
   snprintf(sargs, sizeof sargs, "--memory 64M%s", encrypt ? " --encrypt" : "");
   int ib = hpl__lc_add_store(lc, sargs, err, sizeof err);
   if (ib < 0) fail_msg("add store: %s", err);
@@ -276,10 +176,10 @@ static int stream_through_relay(int encrypt) {
   hpl_close(A);
   hpl_close(B);
   th_stop(lc, 0);
-  int found = relay_stop(&r, pat);
+  int found = relay_stop(r, &v, pat);
   assert_true(exact);
   assert_int_equal(authf, 0);
-  assert_true(r.rlen >= size); /* the stream did go through the relay */
+  assert_true(v.rlen >= size); /* the stream did go through the relay */
   return found;
 }
 

@@ -328,24 +328,6 @@ static void test_reply_of_the_wrong_type(void **state) {
 
 /* ---- a peer without the cluster secret */
 
-/* A store process started by hand (its pid, the caller kills it). */
-static pid_t spawn_store(const char *dir_addr, const char *sock, const char *ready,
-                         const char *secret, const char *log) {
-  char exe[512];
-  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
-  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(lfd, 2);
-    execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M",
-          "--ready-file", ready, "--auth-file", secret, (char *)NULL);
-    _exit(127);
-  }
-  assert_true(pid > 0);
-  return pid;
-}
-
 static uint64_t store_counter(hpl__lc *lc, int node, const char *name) {
   hpl_client *c = th_connect(lc, node);
   uint64_t v = th_counter(c, name);
@@ -427,7 +409,7 @@ static void test_no_secret_no_access(void **state) {
   snprintf(ready, sizeof ready, "%s/intruder.ready", hpl__lc_work_dir(lc));
   snprintf(log, sizeof log, "%s/intruder.log", hpl__lc_work_dir(lc));
   snprintf(dir, sizeof dir, "127.0.0.1:%d", dport);
-  pid_t pid = spawn_store(dir, sock, ready, wrong, log);
+  pid_t pid = th_spawn_store(dir, sock, ready, wrong, log, NULL);
   hpl_client *X = NULL;
   for (int i = 0; i < 100 && hpl_connect(sock, 1000, &X) != 0; i++) th_sleep_ms(50);
   assert_non_null(X);

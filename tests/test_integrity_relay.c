@@ -6,10 +6,6 @@
  * ends with the exact bytes (the unit is pulled again from the other
  * copy), counts the bad unit, and the directory counts the report. Real
  * servers on loopback. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,124 +13,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include "harness.h"
+#include "relay.h"
 
 #define MB (1ull << 20)
 #define FLIP_AT (2 * MB) /* byte of a stream (server to puller) flipped */
 
-/* Shared by the relays: once armed, the first connection accepted flips
- * its byte FLIP_AT. */
-static volatile int g_armed, g_claimed, g_flipped;
+/* Shared by the relays: once armed, the first connection that carries
+ * bytes from its store afterwards flips its byte FLIP_AT. */
+static volatile int g_armed, g_flipped;
+static const void *g_claim_relay; /* the connection that flips: its relay, */
+static unsigned g_claim_conn;     /* and its number there */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
-typedef struct relay {
-  int lfd, port;
-  volatile int target; /* the data port behind it (set once the store is up) */
-  volatile int stop;
-  pthread_t thread;
-} relay;
-
-typedef struct conn_pair {
-  int a, b;         /* a: the puller's side, b: the store's */
-  uint64_t from_b;  /* bytes the store sent */
-  int flip;         /* this connection carries the flip */
-} conn_pair;
-
-static int send_all(int fd, const uint8_t *p, size_t n) {
-  while (n) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
+/* th_relay_fn of both relays (arg: the relay's own tag). */
+static void flip_once(void *arg, unsigned conn, uint64_t at, uint8_t *buf, size_t n) {
+  pthread_mutex_lock(&g_mu);
+  if (g_armed && !g_claim_relay) {
+    g_claim_relay = arg;
+    g_claim_conn = conn;
   }
-  return 0;
-}
-
-static void *relay_main(void *arg) {
-  relay *r = arg;
-  enum { MAXC = 16 };
-  conn_pair cp[MAXC];
-  int nc = 0;
-  uint8_t *buf = malloc(65536);
-  while (!r->stop) {
-    struct pollfd pf[1 + 2 * MAXC];
-    int n = 0;
-    pf[n++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
-    for (int i = 0; i < nc; i++) {
-      pf[n++] = (struct pollfd){.fd = cp[i].a, .events = POLLIN};
-      pf[n++] = (struct pollfd){.fd = cp[i].b, .events = POLLIN};
-    }
-    if (poll(pf, (nfds_t)n, 50) <= 0) continue;
-    if ((pf[0].revents & POLLIN) && nc < MAXC) {
-      int a = accept(r->lfd, NULL, NULL);
-      int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->target)};
-      d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (a >= 0 && b >= 0 && connect(b, (struct sockaddr *)&d, sizeof d) == 0) {
-        int one = 1;
-        setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        int flip = 0;
-        pthread_mutex_lock(&g_mu);
-        if (g_armed && !g_claimed) flip = g_claimed = 1;
-        pthread_mutex_unlock(&g_mu);
-        cp[nc++] = (conn_pair){.a = a, .b = b, .flip = flip};
-      } else {
-        if (a >= 0) close(a);
-        if (b >= 0) close(b);
-      }
-      continue; /* pf[] no longer matches cp[] */
-    }
-    for (int i = 0; i < nc; i++) {
-      for (int side = 0; side < 2; side++) {
-        struct pollfd *p = &pf[1 + 2 * i + side];
-        if (!(p->revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        ssize_t k = recv(p->fd, buf, 65536, 0);
-        int to = side == 0 ? cp[i].b : cp[i].a;
-        if (k > 0 && side == 1) { /* from the store */
-          if (cp[i].flip && cp[i].from_b <= FLIP_AT && FLIP_AT < cp[i].from_b + (uint64_t)k) {
-            buf[FLIP_AT - cp[i].from_b] ^= 0x20;
-            cp[i].flip = 0;
-            g_flipped = 1;
-          }
-          cp[i].from_b += (uint64_t)k;
-        }
-        if (k <= 0 || send_all(to, buf, (size_t)k) != 0) {
-          close(cp[i].a);
-          close(cp[i].b);
-          cp[i] = cp[--nc];
-          goto next_turn;
-        }
-      }
-    }
-  next_turn:;
+  int mine = g_claim_relay == arg && g_claim_conn == conn && !g_flipped;
+  if (mine && at <= FLIP_AT && FLIP_AT < at + n) {
+    buf[FLIP_AT - at] ^= 0x20;
+    g_flipped = 1;
   }
-  for (int i = 0; i < nc; i++) close(cp[i].a), close(cp[i].b);
-  free(buf);
-  return NULL;
-}
-
-static void relay_start(relay *r) {
-  memset(r, 0, sizeof *r);
-  r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t al = sizeof a;
-  assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(r->lfd, 16), 0);
-  assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
-  r->port = ntohs(a.sin_port);
-  assert_int_equal(pthread_create(&r->thread, NULL, relay_main, r), 0);
-}
-
-static void relay_stop(relay *r) {
-  r->stop = 1;
-  pthread_join(r->thread, NULL);
-  close(r->lfd);
+  pthread_mutex_unlock(&g_mu);
 }
 
 static int add(hpl__lc *lc, const char *args) {
@@ -147,17 +53,17 @@ static int add(hpl__lc *lc, const char *args) {
 
 static void test_flipping_relay(void **state) {
   (void)state;
-  relay ra, rc;
-  relay_start(&ra);
-  relay_start(&rc);
+  static const char tag_a = 'a', tag_c = 'c';
+  th_relay *ra = th_relay_start(0, flip_once, (void *)&tag_a); /* targets set below */
+  th_relay *rc = th_relay_start(0, flip_once, (void *)&tag_c);
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   char args[64];
-  snprintf(args, sizeof args, "--data-advertise-port %d", ra.port);
+  snprintf(args, sizeof args, "--data-advertise-port %d", th_relay_port(ra));
   int ia = add(lc, args);
-  ra.target = th_data_port(lc, ia);
-  snprintf(args, sizeof args, "--data-advertise-port %d", rc.port);
+  th_relay_set_target(ra, th_data_port(lc, ia));
+  snprintf(args, sizeof args, "--data-advertise-port %d", th_relay_port(rc));
   int ic = add(lc, args);
-  rc.target = th_data_port(lc, ic);
+  th_relay_set_target(rc, th_data_port(lc, ic));
   hpl_client *A = th_connect(lc, ia), *C = th_connect(lc, ic);
   hpl_client *B = th_connect(lc, add(lc, NULL));
   const uint64_t size = 4 * MB;
@@ -179,8 +85,8 @@ static void test_flipping_relay(void **state) {
   hpl_close(B);
   hpl_close(C);
   th_stop(lc, 0);
-  relay_stop(&ra);
-  relay_stop(&rc);
+  th_relay_stop(ra);
+  th_relay_stop(rc);
 }
 
 int main(void) {

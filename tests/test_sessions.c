@@ -26,41 +26,40 @@
 
 #include "auth.h"
 #include "harness.h"
+#include "relay.h"
 #include "util.h"
 
 #define MB (1ull << 20)
 #define OBJ_SIZE 1024
 #define OBJ_BYTE 'Q'
 
-/* ---- the relay: listens, and for every connection opens one to the
- * directory and copies bytes both ways; what the directory sends after the
- * first 72 bytes (the handshake's CHALLENGE) has every run of 16 OBJ_BYTEs
- * rewritten to "MITM..." */
-typedef struct relay {
-  int lfd, port, dir_port;
-  volatile int stop;
-  volatile int tag_flip; /* instead: flip a tag byte of every frame but the first */
-  volatile unsigned rewrites, conns;
-  pthread_t thread;
-} relay;
+/* ---- what the relay (relay.h) between a store and the directory does to
+ * what the directory sends after the first 72 bytes (the handshake's
+ * CHALLENGE): every run of 16 OBJ_BYTEs rewritten to "MITM...", or, with
+ * tag_flip, a tag byte of every frame but the first flipped. */
+#define TRACK_CONNS 64
 
-typedef struct pipe_pair {
-  int a, b; /* a: the store's side, b: the directory's */
-  uint64_t from_dir;
-  /* tag_flip: where the directory's current frame is */
+/* tag_flip: where the directory's current frame is, on one connection. */
+typedef struct frame_track {
   uint8_t hdr[HPL__FRAME_HDR_LEN];
   uint64_t fpos, flen, tag_at; /* position in it, its length (0: header not read), its tag */
   unsigned frames;
-} pipe_pair;
+} frame_track;
 
-/* tag_flip: follow the directory's frames in buf[0, n) (the handshake's
- * 72 bytes skipped) and flip the first byte of the tag of every frame after
- * the first (its REGISTER_REP), which leaves the framing intact and fails
- * the MAC. Returns the bytes flipped. */
-static int flip_tags(pipe_pair *pp, uint8_t *buf, size_t n) {
+typedef struct attack {
+  volatile int tag_flip;
+  volatile unsigned rewrites;
+  frame_track ft[TRACK_CONNS]; /* connections past these pass untouched */
+} attack;
+
+/* tag_flip: follow the directory's frames in buf[0, n), `at` bytes into
+ * what it sent (the handshake's 72 bytes skipped), and flip the first byte
+ * of the tag of every frame after the first (its REGISTER_REP), which
+ * leaves the framing intact and fails the MAC. Returns the bytes flipped. */
+static int flip_tags(frame_track *pp, uint64_t at, uint8_t *buf, size_t n) {
   int k = 0;
   size_t i = 0;
-  if (pp->from_dir < 72) i = 72 - pp->from_dir < n ? (size_t)(72 - pp->from_dir) : n;
+  if (at < 72) i = 72 - at < n ? (size_t)(72 - at) : n;
   for (; i < n; i++) {
     if (pp->fpos < HPL__FRAME_HDR_LEN) pp->hdr[pp->fpos] = buf[i];
     if (pp->fpos == pp->tag_at && pp->flen && pp->frames > 1) {
@@ -95,112 +94,15 @@ static int rewrite(uint8_t *p, size_t n) {
   return k;
 }
 
-static int send_all(int fd, const uint8_t *p, size_t n) {
-  while (n) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
+/* th_relay_fn: the attack on what the directory sends. */
+static void tamper(void *arg, unsigned conn, uint64_t at, uint8_t *buf, size_t n) {
+  attack *t = arg;
+  if (t->tag_flip) {
+    if (conn < TRACK_CONNS) t->rewrites += (unsigned)flip_tags(&t->ft[conn], at, buf, n);
+    return;
   }
-  return 0;
-}
-
-static void *relay_main(void *arg) {
-  relay *r = arg;
-  pipe_pair pp[16];
-  int np = 0;
-  while (!r->stop) {
-    struct pollfd pf[33];
-    int n = 0;
-    pf[n++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
-    for (int i = 0; i < np; i++) {
-      pf[n++] = (struct pollfd){.fd = pp[i].a, .events = POLLIN};
-      pf[n++] = (struct pollfd){.fd = pp[i].b, .events = POLLIN};
-    }
-    if (poll(pf, (nfds_t)n, 50) <= 0) continue;
-    if ((pf[0].revents & POLLIN) && np < 16) {
-      int a = accept(r->lfd, NULL, NULL);
-      int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->dir_port)};
-      d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (a >= 0 && b >= 0 && connect(b, (struct sockaddr *)&d, sizeof d) == 0) {
-        int one = 1;
-        setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        pp[np] = (pipe_pair){.a = a, .b = b};
-        np++;
-        r->conns++;
-      } else {
-        if (a >= 0) close(a);
-        if (b >= 0) close(b);
-      }
-      continue; /* pf[] no longer matches pp[] */
-    }
-    for (int i = 0; i < np; i++) {
-      for (int dir = 0; dir < 2; dir++) {
-        struct pollfd *p = &pf[1 + 2 * i + dir];
-        if (!(p->revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        uint8_t buf[65536];
-        ssize_t k = recv(p->fd, buf, sizeof buf, 0);
-        int to = dir == 0 ? pp[i].b : pp[i].a;
-        if (k > 0 && dir == 1 && r->tag_flip) {
-          r->rewrites += (unsigned)flip_tags(&pp[i], buf, (size_t)k);
-          pp[i].from_dir += (uint64_t)k;
-        } else if (k > 0 && dir == 1) { /* from the directory */
-          size_t skip = pp[i].from_dir < 72 ? (size_t)(72 - pp[i].from_dir) : 0;
-          if (skip < (size_t)k) r->rewrites += (unsigned)rewrite(buf + skip, (size_t)k - skip);
-          pp[i].from_dir += (uint64_t)k;
-        }
-        if (k <= 0 || send_all(to, buf, (size_t)k) != 0) {
-          close(pp[i].a);
-          close(pp[i].b);
-          pp[i] = pp[--np];
-          goto next_turn; /* pf[] no longer matches pp[] */
-        }
-      }
-    }
-  next_turn:;
-  }
-  for (int i = 0; i < np; i++) close(pp[i].a), close(pp[i].b);
-  return NULL;
-}
-
-static void relay_start(relay *r, int dir_port) {
-  memset(r, 0, sizeof *r);
-  r->dir_port = dir_port;
-  r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t al = sizeof a;
-  assert_int_equal(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(r->lfd, 16), 0);
-  assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
-  r->port = ntohs(a.sin_port);
-  assert_int_equal(pthread_create(&r->thread, NULL, relay_main, r), 0);
-}
-
-static void relay_stop(relay *r) {
-  r->stop = 1;
-  pthread_join(r->thread, NULL);
-  close(r->lfd);
-}
-
-/* A store process started by hand whose directory is `dir_addr`. */
-static pid_t spawn_store(const char *dir_addr, const char *sock, const char *ready,
-                         const char *secret, const char *log) {
-  char exe[512];
-  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
-  snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(lfd, 2);
-    execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M",
-          "--ready-file", ready, "--auth-file", secret, (char *)NULL);
-    _exit(127);
-  }
-  assert_true(pid > 0);
-  return pid;
+  size_t skip = at < 72 ? (size_t)(72 - at) : 0;
+  if (skip < n) t->rewrites += (unsigned)rewrite(buf + skip, n - skip);
 }
 
 /* A 1 KiB object put on node 0 of a real cluster; a store behind the relay
@@ -215,15 +117,16 @@ static void test_relay_rewrites_inline_reply(void **state) {
   memset(obj, OBJ_BYTE, sizeof obj);
   assert_int_equal(hpl_put(c0, "mitm/x", obj, sizeof obj, th_ms(5000)), 0);
 
-  relay r;
-  relay_start(&r, hpl__lc_dir_port(lc));
+  static attack t;
+  memset(&t, 0, sizeof t);
+  th_relay *r = th_relay_start(hpl__lc_dir_port(lc), tamper, &t);
   char work[] = "/tmp/hpl-relay-XXXXXX", sock[128], ready[128], log[128], dir[64];
   assert_non_null(mkdtemp(work));
   snprintf(sock, sizeof sock, "%s/store.sock", work);
   snprintf(ready, sizeof ready, "%s/ready", work);
   snprintf(log, sizeof log, "%s/store.log", work);
-  snprintf(dir, sizeof dir, "127.0.0.1:%d", r.port);
-  pid_t pid = spawn_store(dir, sock, ready, hpl__lc_secret(lc), log);
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", th_relay_port(r));
+  pid_t pid = th_spawn_store(dir, sock, ready, hpl__lc_secret(lc), log, NULL);
   for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
   assert_int_equal(access(ready, F_OK), 0);
 
@@ -241,12 +144,13 @@ static void test_relay_rewrites_inline_reply(void **state) {
   hpl_close(c);
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
-  relay_stop(&r);
+  unsigned nconns = th_relay_conns(r);
+  th_relay_stop(r);
   uint64_t dir_macf = th_dir_counter(lc, "dir_auth_failures");
   hpl_close(c0);
   th_stop(lc, mitm);
   char cmd[256];
-  if (mitm || r.rewrites == 0 || macf + dir_macf == 0 || getenv("HPL_TEST_VERBOSE")) {
+  if (mitm || t.rewrites == 0 || macf + dir_macf == 0 || getenv("HPL_TEST_VERBOSE")) {
     snprintf(cmd, sizeof cmd, "grep -m5 -i 'mac\\|auth' %s >&2", log);
     if (system(cmd)) {
     }
@@ -255,10 +159,10 @@ static void test_relay_rewrites_inline_reply(void **state) {
   if (system(cmd)) {
   }
   fprintf(stderr, "relay: %u connections, %u rewrites; get: %s (%s); auth_failures store %llu, "
-          "directory %llu\n", r.conns, r.rewrites, hpl_strerror(rc),
+          "directory %llu\n", nconns, t.rewrites, hpl_strerror(rc),
           rc ? "failed" : right ? "right bytes" : "THE RELAY'S BYTES",
           (unsigned long long)macf, (unsigned long long)dir_macf);
-  assert_true(r.rewrites > 0); /* the relay did change what it carried */
+  assert_true(t.rewrites > 0); /* the relay did change what it carried */
   if (mitm) fail_msg("the get returned the relay's bytes");
   assert_true(macf > 0); /* the store (or its client) refused the rewritten frames */
 }
@@ -272,16 +176,17 @@ static void test_relay_rewrites_inline_reply(void **state) {
 static void test_relay_breaks_every_tag(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  relay r;
-  relay_start(&r, hpl__lc_dir_port(lc));
+  static attack t;
+  memset(&t, 0, sizeof t);
+  th_relay *r = th_relay_start(hpl__lc_dir_port(lc), tamper, &t);
   char work[] = "/tmp/hpl-relay-XXXXXX", sock[128], ready[128], log[128], dir[64];
   assert_non_null(mkdtemp(work));
   snprintf(sock, sizeof sock, "%s/store.sock", work);
   snprintf(ready, sizeof ready, "%s/ready", work);
   snprintf(log, sizeof log, "%s/store.log", work);
-  snprintf(dir, sizeof dir, "127.0.0.1:%d", r.port);
-  r.tag_flip = 1;
-  pid_t pid = spawn_store(dir, sock, ready, hpl__lc_secret(lc), log);
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", th_relay_port(r));
+  t.tag_flip = 1;
+  pid_t pid = th_spawn_store(dir, sock, ready, hpl__lc_secret(lc), log, NULL);
   for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
   assert_int_equal(access(ready, F_OK), 0);
   hpl_client *c = NULL;
@@ -290,24 +195,24 @@ static void test_relay_breaks_every_tag(void **state) {
   memset(obj, 'b', sizeof obj);
   int rc = hpl_put(c, "tags/x", obj, sizeof obj, th_ms(3000)); /* may fail: the link breaks */
   (void)rc;
-  unsigned c0 = r.conns;
+  unsigned c0 = th_relay_conns(r);
   th_sleep_ms(4000);
-  unsigned conns = r.conns - c0;
+  unsigned conns = th_relay_conns(r) - c0;
   hpl_close(c);
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
-  relay_stop(&r);
+  th_relay_stop(r);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "grep -q 'failed its session MAC check' %s", log);
   int said_mac = system(cmd) == 0;
   snprintf(cmd, sizeof cmd, "grep -q 'wrong or missing cluster secret' %s", log);
   int said_secret = system(cmd) == 0;
-  fprintf(stderr, "relay: %u connections in 4 s, %u tags flipped\n", conns, r.rewrites);
+  fprintf(stderr, "relay: %u connections in 4 s, %u tags flipped\n", conns, t.rewrites);
   snprintf(cmd, sizeof cmd, "rm -rf %s", work);
   if (system(cmd)) {
   }
   th_stop(lc, 0);
-  assert_true(r.rewrites > 0);
+  assert_true(t.rewrites > 0);
   assert_true(said_mac);     /* the log says what failed */
   assert_false(said_secret); /* ...and does not blame the secret */
   assert_true(conns <= 4); /* backing off (up to 5 s apart); before: about 2 a second */

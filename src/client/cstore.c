@@ -134,8 +134,11 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int chan, int ffd) 
 static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
   hpl__cchunks *k = s->chunks;
   struct pollfd pf = {.fd = k->chan, .events = POLLIN};
+  /* a signal ends the poll early: it goes on for what is left of the wait,
+   * never longer in all */
+  uint64_t deadline = hpl__deadline_ms(wait ? CHUNK_WAIT_MS : 0);
   int pr;
-  do pr = poll(&pf, 1, wait ? CHUNK_WAIT_MS : 0);
+  do pr = poll(&pf, 1, (int)hpl__ms_left(deadline));
   while (pr < 0 && errno == EINTR);
   if (pr == 0 && !wait) return 1;
   if (pr <= 0) {
@@ -148,9 +151,9 @@ static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
   struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg};
   struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
                       .msg_controllen = sizeof cbuf};
-  ssize_t got;
-  do got = recvmsg(k->chan, &mh, MSG_CMSG_CLOEXEC);
-  while (got < 0 && errno == EINTR);
+  /* poll said a message is there, and mu keeps other threads off the
+   * channel: this never waits */
+  ssize_t got = recvmsg(k->chan, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   int fds[CHUNKS_MAX];
   size_t nfd = 0;
   for (struct cmsghdr *cm = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
