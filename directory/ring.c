@@ -7,6 +7,7 @@
 #include <uthash.h>
 
 #include "cost.h"
+#include "digests.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
@@ -136,6 +137,16 @@ static void ring_form_expired(void *owner) {
 /* Every source has a member: tell each its place. */
 static void ring_go(hpl__dir_ring *g) {
   hpl__dir_server *s = g->srv;
+  for (uint32_t i = 0; i < g->nm; i++) { /* a member's node that keeps sending bad units */
+    hpl__dir_node *dn = g->m[i].reader ? NULL : hpl__dir_node_find(s, g->m[i].node);
+    if (dn && dn->corrupt_reports >= HPL__DIR_CORRUPT_LAST_RESORT) {
+      char why[160];
+      snprintf(why, sizeof why, "node %016llx sent corrupt units %u times",
+               (unsigned long long)dn->id, dn->corrupt_reports);
+      ring_decline(g, why);
+      return;
+    }
+  }
   hpl__otimer_stop(&g->timer);
   g->rid = hpl__random_u64() | 1;
   rg_set_state(g, RG_RUNNING);
@@ -324,6 +335,31 @@ void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
   if (src >= 0 && ++g->nsrc == g->k) ring_go(g);
 }
 
+/* Member mb's incoming stream had a unit that failed its digest: its
+ * predecessor (the member before it, readers skipped) made that stream, so
+ * it is counted as corrupt (as a reduce slot's node is: enough reports and
+ * no ring forms with it, and copies are named from it last), and the ring
+ * ends; its clients reduce the usual way, which checks every stream. */
+static void ring_corrupt(hpl__dir_ring *g, const rg_member *mb, const Hplpb__ReduceEnd *m) {
+  hpl__dir_server *s = g->srv;
+  uint32_t at = (uint32_t)(mb - g->m), i = at;
+  do i = (i + g->nm - 1) % g->nm;
+  while (g->m[i].reader && i != at);
+  uint64_t pred = g->m[i].node;
+  s->ctr.corrupt_reports++;
+  hpl__dir_node *n = hpl__dir_node_find(s, pred);
+  if (n) n->corrupt_reports++;
+  char why[800];
+  snprintf(why, sizeof why,
+           "node %016llx sent a unit of its ring stream (unit %llu) that failed its digest at "
+           "member %016llx: %s",
+           (unsigned long long)pred, (unsigned long long)m->corrupt_unit,
+           (unsigned long long)mb->node, m->detail && *m->detail ? m->detail : "corrupt");
+  HPL__LOG_WARN("ring allreduce into '%s': %s (its corrupt reports: %u)", g->target, why,
+                n ? n->corrupt_reports : 0);
+  ring_end(g, HPL_ECORRUPT, why);
+}
+
 void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
   hpl__dir_ring *g = NULL;
@@ -334,6 +370,10 @@ void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   for (uint32_t i = 0; i < g->nm && !mb; i++)
     if (g->m[i].node == node && !g->m[i].reader) mb = &g->m[i];
   if (!mb) return;
+  if (m->status && m->corrupt) {
+    ring_corrupt(g, mb, m);
+    return;
+  }
   if (m->status) {
     char why[400];
     snprintf(why, sizeof why, "member %016llx: %s", (unsigned long long)node,

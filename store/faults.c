@@ -84,13 +84,15 @@ int hpl__faults_corrupt_next(const hpl__store_faults *f, uint64_t *done) {
   return 1;
 }
 
-/* Whether `id` matches the prefix: it starts with it, or (a prefix "r:T")
- * it is a reduce stream "r:<rid>.<slot>:<gen>:<target>" whose target
- * starts with T. */
+/* Whether `id` matches the prefix: it starts with it, or (a prefix "r:T"
+ * or "g:T") it is a reduce stream "r:<rid>.<slot>:<gen>:<target>" or a
+ * ring stream "g:<rid>:<index>:<target>" whose target starts with T. */
 static int prefix_match(const char *prefix, const char *id) {
   size_t n = strlen(prefix);
   if (!strncmp(id, prefix, n)) return 1;
-  if (strncmp(prefix, "r:", 2) != 0 || strncmp(id, "r:", 2) != 0) return 0;
+  if ((strncmp(prefix, "r:", 2) != 0 && strncmp(prefix, "g:", 2) != 0) ||
+      strncmp(id, prefix, 2) != 0)
+    return 0;
   const char *t = strchr(id + 2, ':'); /* after <rid>.<slot> */
   if (t) t = strchr(t + 1, ':');       /* after <gen> */
   return t && !strncmp(t + 1, prefix + 2, n - 2);

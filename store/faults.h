@@ -18,7 +18,9 @@
  * if empty) and, with to_node, to streams towards that receiver only. A
  * prefix "r:T" also matches the reduce streams into a target starting with
  * T (their keys are "r:<rid>.<slot>:<gen>:<target>"), and no object whose
- * id does not start with "r:T". */
+ * id does not start with "r:T"; a prefix "g:T" likewise the ring
+ * allreduce streams into such a target ("g:<rid>:<index>:<target>",
+ * store/ring.c). */
 typedef struct hpl__store_faults {
   int enabled;
   char prefix[64];

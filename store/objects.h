@@ -121,10 +121,15 @@ struct hpl__obj {
  *    the bytes are o->data + pos.
  *  - pulled: a pull of o from byte `offset` arrived; called before it is
  *    served (the maker may make its bytes again from there, ending the
- *    other pulls of o). May be NULL. */
+ *    other pulls of o). May be NULL.
+ *  - keep: the objects whose buffers bytes_at points into (NULL: none): a
+ *    digest job (rddig.c) that reads o's bytes off the loop holds a
+ *    reference on each until it is done, so they outlive the stream's
+ *    maker if need be. */
 typedef struct hpl__source {
   const uint8_t *(*bytes_at)(const struct hpl__source *src, hpl__obj *o, uint64_t pos, uint64_t *n);
   void (*pulled)(const struct hpl__source *src, hpl__obj *o, uint64_t offset);
+  hpl__obj *keep[2];
 } hpl__source;
 
 /* Lookups: NULL when absent. hpl__obj_find finds objects in the table,

@@ -16,6 +16,8 @@
 #define UNITS_PER_JOB 64u /* 8 MiB per job */
 #define JOBS 4u           /* at once per stream (the size of hpl__objdig.job_u0) */
 
+#define MAX_PIECES 8u /* a unit of a stream with a source: pieces of other buffers */
+
 typedef struct rd_job {
   uv_work_t req;
   hpl__store *s;
@@ -24,8 +26,32 @@ typedef struct rd_job {
   int algo;
   uint64_t u0, u1;
   int slot;
+  /* a stream with a source (a ring's): each unit's pieces, resolved on the
+   * loop; the buffers they lie in are referenced (keep) until the job is done */
+  hpl__digest_piece *pc; /* MAX_PIECES per unit */
+  uint8_t *npc;          /* pieces per unit */
+  hpl__obj *keep[2];
   uint8_t out[]; /* (u1 - u0) digests, copied to the list on the loop */
 } rd_job;
+
+/* Unit u of a stream with a source: its pieces into pc, their number into
+ * *np. 0, or -1 if the source has no bytes there (gone) or too many pieces. */
+static int unit_pieces(hpl__obj *o, uint64_t u, hpl__digest_piece *pc, uint8_t *np) {
+  uint64_t off, len;
+  hpl__digest_unit_span(o->size, u, &off, &len);
+  unsigned k = 0;
+  while (len > 0) {
+    uint64_t n = len;
+    const uint8_t *p = o->source->bytes_at(o->source, o, off, &n);
+    if (!p || n == 0 || k == MAX_PIECES) return -1;
+    pc[k++] = (hpl__digest_piece){p, (size_t)n};
+    off += n;
+    len -= n;
+  }
+  if (k == 0) pc[k++] = (hpl__digest_piece){o->data, 0}; /* an empty unit */
+  *np = (uint8_t)k;
+  return 0;
+}
 
 int hpl__rddig_reset(hpl__store *s, hpl__obj *o, uint64_t base) {
   uint64_t n = hpl__digest_units(o->size);
@@ -59,10 +85,15 @@ static void job_run(uv_work_t *req) {
   rd_job *j = req->data;
   hpl__obj *o = j->o;
   for (uint64_t u = j->u0; u < j->u1; u++) {
+    uint8_t *out = j->out + (u - j->u0) * HPL__DIGEST_LEN;
+    if (j->pc) {
+      size_t x = (size_t)(u - j->u0);
+      hpl__digest_pieces(j->algo, j->pc + x * MAX_PIECES, j->npc[x], out);
+      continue;
+    }
     uint64_t off, len;
     hpl__digest_unit_span(o->size, u, &off, &len);
-    hpl__digest_bytes(j->algo, o->data + off, (size_t)len,
-                      j->out + (u - j->u0) * HPL__DIGEST_LEN);
+    hpl__digest_bytes(j->algo, o->data + off, (size_t)len, out);
   }
 }
 
@@ -86,8 +117,27 @@ static void job_done(uv_work_t *req, int status) {
     kick(s, o);
     if (grew) hpl__obj_notify(o); /* digest requests waiting on the data port */
   }
+  for (unsigned i = 0; i < 2; i++)
+    if (j->keep[i]) hpl__obj_unref(s, j->keep[i]);
+  free(j->pc);
+  free(j->npc);
   free(j);
   hpl__obj_unref(s, o);
+}
+
+/* A job for a stream with a source: its units' pieces, and references on
+ * the buffers they lie in. 0, or -1 (no memory, or the source is gone). */
+static int job_pieces(hpl__store *s, rd_job *j) {
+  hpl__obj *o = j->o;
+  size_t n = (size_t)(j->u1 - j->u0);
+  j->pc = malloc(n * MAX_PIECES * sizeof *j->pc);
+  j->npc = malloc(n);
+  if (!j->pc || !j->npc) return -1;
+  for (size_t x = 0; x < n; x++)
+    if (unit_pieces(o, j->u0 + x, j->pc + x * MAX_PIECES, j->npc + x) != 0) return -1;
+  for (unsigned i = 0; i < 2; i++)
+    if ((j->keep[i] = o->source->keep[i])) hpl__obj_ref(s, j->keep[i]);
+  return 0;
 }
 
 /* Queue jobs for final units that are not hashed yet. */
@@ -105,7 +155,13 @@ static void kick(hpl__store *s, hpl__obj *o) {
     j->u1 = u1;
     j->req.data = j;
     while (d->job_u0[j->slot] != UINT64_MAX) j->slot++; /* inflight < JOBS: one is free */
-    if (uv_queue_work(s->loop, &j->req, job_run, job_done) != 0) {
+    int sourced = o->source && o->source->bytes_at;
+    if ((sourced && job_pieces(s, j) != 0) ||
+        uv_queue_work(s->loop, &j->req, job_run, job_done) != 0) {
+      for (unsigned i = 0; i < 2; i++)
+        if (j->keep[i]) hpl__obj_unref(s, j->keep[i]);
+      free(j->pc);
+      free(j->npc);
       free(j);
       break;
     }

@@ -5,9 +5,13 @@
  * receiver's digest request (PullReq.digests) from them. Unit boundaries
  * are the stream's byte offsets from the start of the output. The digests
  * live in the output object's o->dig (objdig.h's record; `first` and
- * `epoch` are this module's), freed with the object.
+ * `epoch` are this module's), freed with the object. A stream with a
+ * source (o->source->bytes_at: a ring's, whose bytes are pieces of its
+ * target and source) is read through it: each unit's pieces are found on
+ * the loop, and the job holds a reference on the source's keep objects.
  *
  * Callers: rdtask.c and rdcombine.c (a task's output: restarts, progress),
+ * ring.c and ringin.c (a ring member's outgoing stream),
  * dataport.c (answering digest requests, also of ordinary objects, from
  * the digests objdig.c keeps).
  */

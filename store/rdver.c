@@ -336,3 +336,103 @@ int hpl__rdver_into(hpl__store *s, hpl__obj *o, const char *addr, int port, cons
   *out = v;
   return 0;
 }
+
+/* ------------------------------------------------------------------ checks off the loop */
+
+#define JOB_PIECES 8u /* per unit at most */
+
+struct hpl__rdver_job {
+  uv_work_t req;
+  hpl__store *s;
+  void (*done)(void *arg, uint64_t bad);
+  void *arg; /* NULL once dropped */
+  int algo;
+  uint64_t u0, u1, bad;
+  hpl__obj *keep[2];
+  hpl__digest_piece *pc; /* JOB_PIECES per unit */
+  uint8_t *npc;          /* pieces per unit */
+  uint8_t *want;         /* (u1 - u0) digests */
+};
+
+static void job_free(hpl__rdver_job *j) {
+  for (unsigned i = 0; i < 2; i++)
+    if (j->keep[i]) hpl__obj_unref(j->s, j->keep[i]);
+  free(j->pc);
+  free(j->npc);
+  free(j->want);
+  free(j);
+}
+
+static void check_run(uv_work_t *req) {
+  hpl__rdver_job *j = req->data;
+  for (uint64_t u = j->u0; u < j->u1; u++) {
+    size_t x = (size_t)(u - j->u0);
+    uint8_t got[HPL__DIGEST_LEN];
+    hpl__digest_pieces(j->algo, j->pc + x * JOB_PIECES, j->npc[x], got);
+    if (!hpl__digest_equal(got, j->want + x * HPL__DIGEST_LEN)) {
+      j->bad = u;
+      return;
+    }
+  }
+}
+
+static void check_done(uv_work_t *req, int status) {
+  hpl__rdver_job *j = req->data;
+  if (j->arg && status == 0) j->done(j->arg, j->bad); /* (canceled: the loop ends) */
+  job_free(j);
+}
+
+hpl__rdver_job *hpl__rdver_check_job(hpl__rdver *v, uint64_t u0, uint64_t u1,
+                                     const uint8_t *(*at)(void *arg, uint64_t pos, uint64_t *n),
+                                     hpl__obj *const keep[2],
+                                     void (*done)(void *arg, uint64_t bad), void *arg) {
+  if (u0 >= u1 || u0 < v->first || u1 > v->known || v->algo <= 0) return NULL;
+  size_t n = (size_t)(u1 - u0);
+  hpl__rdver_job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->s = v->s;
+  j->pc = malloc(n * JOB_PIECES * sizeof *j->pc);
+  j->npc = malloc(n);
+  j->want = malloc(n * HPL__DIGEST_LEN);
+  if (!j->pc || !j->npc || !j->want) {
+    job_free(j);
+    return NULL;
+  }
+  for (size_t x = 0; x < n; x++) { /* each unit's pieces */
+    uint64_t off, len;
+    unsigned k = 0;
+    hpl__digest_unit_span(v->size, u0 + x, &off, &len);
+    while (len > 0) {
+      uint64_t m = len;
+      const uint8_t *p = at(arg, off, &m);
+      if (!p || m == 0 || k == JOB_PIECES) {
+        job_free(j);
+        return NULL;
+      }
+      j->pc[x * JOB_PIECES + k++] = (hpl__digest_piece){p, (size_t)m};
+      off += m;
+      len -= m;
+    }
+    if (k == 0) j->pc[x * JOB_PIECES + k++] = (hpl__digest_piece){v->list, 0};
+    j->npc[x] = (uint8_t)k;
+  }
+  memcpy(j->want, v->list + u0 * HPL__DIGEST_LEN, n * HPL__DIGEST_LEN);
+  j->done = done;
+  j->arg = arg;
+  j->algo = v->algo;
+  j->u0 = u0;
+  j->u1 = u1;
+  j->bad = UINT64_MAX;
+  j->req.data = j;
+  for (unsigned i = 0; i < 2; i++)
+    if (keep && (j->keep[i] = keep[i])) hpl__obj_ref(v->s, j->keep[i]);
+  if (uv_queue_work(v->s->loop, &j->req, check_run, check_done) != 0) {
+    job_free(j);
+    return NULL;
+  }
+  return j;
+}
+
+void hpl__rdver_job_drop(hpl__rdver_job *j) {
+  if (j) j->arg = NULL;
+}

@@ -7,6 +7,8 @@
  * against them. Memory: 32 bytes per 128 KiB unit of the stream.
  *
  * Callers: rdcombine.c (a task's children's streams, checked here),
+ * ring.c (a ring member's incoming stream: hpl__rdver_check_job, on the
+ * thread pool),
  * rdsink.c (the root's stream into the target: hpl__rdver_into hands the
  * digests to the target's objdig record, and the puller checks them).
  */
@@ -72,5 +74,29 @@ const char *hpl__rdver_key(const hpl__rdver *v);
  * arrived yet (more() tells when it does). On the loop: one unit, ~0.1 ms
  * with SHA-NI. */
 int hpl__rdver_check(const hpl__rdver *v, uint64_t u, const uint8_t *bytes, size_t len);
+
+/* A check of units on libuv's thread pool (a ring's incoming stream,
+ * ring.c: its bytes are hashed off the loop). */
+typedef struct hpl__rdver_job hpl__rdver_job;
+
+/* Check units [u0, u1) of the stream, whose digests must be here
+ * ([first, known); their algorithm not 0), on the thread pool. Their
+ * bytes are found now, on the loop, with at(arg, pos, &n): a pointer to
+ * stream byte `pos` and in *n how many of the wanted *n bytes lie there
+ * contiguously (up to 8 pieces a unit). The job copies what it needs, so
+ * `v` may be cancelled meanwhile; it holds a reference on each object in
+ * keep[0..2) (NULL: none) while it reads their buffers. done(arg, bad)
+ * runs on the loop once it is over: bad is the first unit that did not
+ * match its digest, or UINT64_MAX when all did. Returns the job, or NULL
+ * (no memory, or at() found no bytes: nothing is checked, done() is not
+ * called). */
+hpl__rdver_job *hpl__rdver_check_job(hpl__rdver *v, uint64_t u0, uint64_t u1,
+                                     const uint8_t *(*at)(void *arg, uint64_t pos, uint64_t *n),
+                                     hpl__obj *const keep[2],
+                                     void (*done)(void *arg, uint64_t bad), void *arg);
+
+/* The owner does not want the verdict (it goes): done() is not called;
+ * the job frees itself when the thread pool is through with it. */
+void hpl__rdver_job_drop(hpl__rdver_job *j);
 
 #endif

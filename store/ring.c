@@ -14,81 +14,28 @@
 #include "ops.h"
 #include "proto.h"
 #include "puller.h"
+#include "rddig.h"
+#include "ringint.h"
 #include "room.h"
 #include "util.h"
 
-#define RING_QUIET_MS 1000     /* the incoming stream silent this long: the ring fails */
-#define RING_READ_MAX (1u << 20) /* bytes combined per read at most (bounded work) */
 /* A target that does not fit waits this long for room (idle copies let go):
- * well within RING_QUIET_MS, after which our successor, whose pull of our
+ * well within HPL__RING_QUIET_MS, after which our successor, whose pull of our
  * stream waits meanwhile, would give the ring up */
-#define RING_ROOM_MS (RING_QUIET_MS / 2)
+#define RING_ROOM_MS (HPL__RING_QUIET_MS / 2)
 
-/* A member's part: asking the directory for the plan, running (making
- * the target, serving its stream), complete here (serving on until the
- * ring ends). */
-enum { RG_ASKING = 0, RG_RUNNING = 1, RG_COMPLETE = 2 };
-
-typedef struct rg_task rg_task;
+typedef hpl__rg_task rg_task;
 
 /* The module's context (s->rings). */
 typedef struct hpl__rings {
   rg_task *hash; /* by target (uthash) */
 } hpl__rings;
 
-struct rg_task {
-  UT_hash_handle hh; /* s->rings->hash, by target */
-  hpl__store *s;
-  char target[HPL_ID_MAX + 1];
-  char key[HPL_ID_MAX + 64]; /* this member's outgoing stream */
-  hpl__creq q;
-  hpl__creq *more; /* further callers on this node: answered with q */
-  uint32_t nmore;
-  int answered; /* the clients have their answer */
-  int state;    /* RG_* */
-  uint64_t rid; /* 0 until the plan came */
-  uint32_t idx, k, pred;
-  int op, dtype;
-  size_t es;
-  uint64_t size;
-  uint64_t *seg;    /* k + 1 slice boundaries in the target */
-  uint64_t *in_at;  /* 2k - 1 step starts of the incoming stream (the last: its length) */
-  uint64_t out_len; /* of the outgoing stream */
-  uint64_t in_done; /* incoming bytes in place and combined */
-  uint64_t start_ms; /* when the plan came */
-  uint64_t last_in_ms, gap_ms, gap_at; /* the longest pause of the incoming stream */
-  hpl__obj *src, *t, *out; /* referenced */
-  hpl__puller *pull;
-  char pred_addr[64];   /* the predecessor's data port */
-  uint32_t pred_port;
-  uint64_t pred_node;
-  hpl__room room;         /* the target waiting for room (room.queued) */
-  hpl__source source;     /* out->source: its bytes are pieces of t and src */
-};
-
 /* The member's one state change, logged. */
 static void set_state(rg_task *g, int to) {
-  static const char *n[] = {"asking", "running", "complete"};
+  static const char *const n[] = {"asking", "running", "complete"};
   HPL__LOG_DEBUG("ring allreduce into '%s': %s -> %s", g->target, n[g->state], n[to]);
   g->state = to;
-}
-
-/* Slice of member j's stream at step s. */
-static uint32_t step_slice(const rg_task *g, uint32_t j, uint32_t s) {
-  return (uint32_t)(((uint64_t)j + (uint64_t)g->k * 2 - s) % g->k);
-}
-
-static uint64_t slice_len(const rg_task *g, uint32_t i) { return g->seg[i + 1] - g->seg[i]; }
-
-/* The step of the incoming stream byte `pos` is in (binary search). */
-static uint32_t in_step(const rg_task *g, uint64_t pos) {
-  uint32_t lo = 0, hi = 2 * g->k - 2; /* in_at[lo] <= pos < in_at[hi] */
-  while (hi - lo > 1) {
-    uint32_t mid = (lo + hi) / 2;
-    if (g->in_at[mid] <= pos) lo = mid;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /* The client's answer: status 0 (the target is complete here), a failure
@@ -123,8 +70,7 @@ static const hpl__source ring_gone = {.bytes_at = gone_bytes_at};
 static void task_free(rg_task *g) {
   hpl__store *s = g->s;
   hpl__room_cancel(s, &g->room); /* (a no-op unless it waits) */
-  if (g->pull) hpl__puller_cancel(g->pull);
-  g->pull = NULL;
+  hpl__ring_in_stop(g);
   if (g->out) {
     g->out->data = NULL; /* the target's buffer, not the stream's own */
     g->out->source = &ring_gone; /* pulls still served from it end */
@@ -147,35 +93,40 @@ static void task_free(rg_task *g) {
 }
 
 /* Tell the directory how this member's part ended (0: its target is
- * complete). */
-static void note(rg_task *g, int status, const char *detail) {
+ * complete; corrupt_unit not UINT64_MAX: that unit of the incoming stream
+ * failed its digest). */
+static void note(rg_task *g, int status, const char *detail, uint64_t corrupt_unit) {
   Hplpb__ReduceEnd e = HPLPB__REDUCE_END__INIT;
   e.rid = g->rid;
   e.target = g->target;
   e.status = status;
   e.detail = (char *)(detail ? detail : "");
+  e.corrupt = corrupt_unit != UINT64_MAX;
+  e.corrupt_unit = e.corrupt ? corrupt_unit : 0;
   hpl__dirlink_note(g->s, HPL__MSG_RING_NOTE, &e.base);
 }
 
-/* This member's part failed: the directory ends the ring everywhere; the
- * client reduces the usual way. */
-static void task_fail(rg_task *g, int status, const char *detail) {
+void hpl__ring_fail(rg_task *g, int status, const char *detail, uint64_t corrupt_unit) {
   HPL__LOG_WARN("ring allreduce into '%s': %s", g->target, detail);
   g->s->ctr.ring_failures++;
-  if (g->rid) note(g, status, detail); /* (a plan came: the ring formed) */
+  if (g->rid) note(g, status, detail, corrupt_unit); /* (a plan came: the ring formed) */
   answer(g, HPL_EUNAVAIL, detail, g->rid != 0);
   task_free(g);
 }
 
-static void task_complete(rg_task *g) {
+static void task_fail(rg_task *g, int status, const char *detail) {
+  hpl__ring_fail(g, status, detail, UINT64_MAX);
+}
+
+void hpl__ring_complete(rg_task *g) {
   hpl__store *s = g->s;
   hpl__obj *t = g->t;
-  set_state(g, RG_COMPLETE);
+  set_state(g, HPL__RG_COMPLETE);
   hpl__obj_progress(s, t, t->size);
   hpl__obj_sealed(s, t);
   t->advertised = 1;
   hpl__dirlink_loc_add(s, t->id, t->size, 1, 0);
-  note(g, 0, NULL);
+  note(g, 0, NULL, UINT64_MAX);
   s->ctr.rings_done++;
   HPL__LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
                 "longest pause %llu ms, at byte %llu)", g->target,
@@ -183,81 +134,6 @@ static void task_complete(rg_task *g) {
                 (unsigned long long)g->gap_at);
   answer(g, 0, NULL, 1);
   /* the task stays, serving its stream, until the directory ends the ring */
-}
-
-/* ------------------------------------------------------------------ the incoming stream */
-
-static uint8_t *in_buf(void *arg, uint64_t off, size_t *len) {
-  rg_task *g = arg;
-  uint64_t in_len = g->in_at[2 * g->k - 2];
-  if (off >= in_len) {
-    *len = 0;
-    return NULL;
-  }
-  uint32_t st = in_step(g, off);
-  uint32_t sl = step_slice(g, g->pred, st);
-  uint64_t room = g->in_at[st + 1] - off;
-  *len = room > RING_READ_MAX ? RING_READ_MAX : (size_t)room;
-  return g->t->data + g->seg[sl] + (off - g->in_at[st]);
-}
-
-static void in_got(void *arg, uint64_t off, size_t n) {
-  rg_task *g = arg;
-  hpl__store *s = g->s;
-  uint64_t now = hpl__now_ms();
-  if (g->last_in_ms && now - g->last_in_ms > g->gap_ms) {
-    g->gap_ms = now - g->last_in_ms;
-    g->gap_at = off;
-  }
-  g->last_in_ms = now;
-  uint64_t avail = off + n;
-  /* combine what landed: the first k-1 steps are partial sums of a slice
-   * (whole elements only; a split element waits for its other bytes),
-   * the rest are complete slices that only move on */
-  while (g->in_done < avail) {
-    uint32_t st = in_step(g, g->in_done);
-    uint64_t end = g->in_at[st + 1] < avail ? g->in_at[st + 1] : avail;
-    if (st <= g->k - 2) {
-      uint64_t whole = (end - g->in_done) / g->es * g->es;
-      if (whole == 0) break;
-      uint64_t at = g->seg[step_slice(g, g->pred, st)] + (g->in_done - g->in_at[st]);
-      hpl__reduce_apply(g->op, g->dtype, g->t->data + at, g->src->data + at, (size_t)whole);
-      end = g->in_done + whole;
-    }
-    g->in_done = end;
-  }
-  uint64_t first = slice_len(g, g->idx);
-  uint64_t ready = first + g->in_done;
-  hpl__obj_progress(s, g->out, ready < g->out_len ? ready : g->out_len);
-}
-
-static void in_done(void *arg, int status, const char *detail) {
-  rg_task *g = arg;
-  g->pull = NULL;
-  if (status != 0) {
-    char why[400];
-    snprintf(why, sizeof why, "the stream from the ring's previous member failed: %s",
-             detail && *detail ? detail : hpl_strerror(status));
-    task_fail(g, status, why);
-    return;
-  }
-  if (g->in_done != g->in_at[2 * g->k - 2]) {
-    task_fail(g, HPL_EPROTO, "the stream from the ring's previous member ended short");
-    return;
-  }
-  task_complete(g);
-}
-
-static void in_suspect(void *arg, uint64_t quiet_ms) {
-  rg_task *g = arg;
-  if (quiet_ms >= RING_QUIET_MS) {
-    char why[128];
-    snprintf(why, sizeof why, "nothing from the ring's previous member for %llu ms",
-             (unsigned long long)quiet_ms);
-    task_fail(g, HPL_ETIMEDOUT, why);
-    return;
-  }
-  hpl__puller_suspect_done(g->pull, RING_QUIET_MS - quiet_ms);
 }
 
 /* ------------------------------------------------------------------ forming */
@@ -317,8 +193,8 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   uint64_t elems = g->size / g->es;
   for (uint32_t i = 0; i <= g->k; i++) g->seg[i] = elems * i / g->k * g->es;
   for (uint32_t st = 0; st < 2 * g->k - 2; st++)
-    g->in_at[st + 1] = g->in_at[st] + slice_len(g, step_slice(g, g->pred, st));
-  g->out_len = slice_len(g, g->idx) + g->in_at[2 * g->k - 3];
+    g->in_at[st + 1] = g->in_at[st] + hpl__rg_slice_len(g, hpl__rg_step_slice(g, g->pred, st));
+  g->out_len = hpl__rg_slice_len(g, g->idx) + g->in_at[2 * g->k - 3];
   /* the target: local gets wait for it */
   if (hpl__obj_find(s, g->target)) {
     snprintf(why, wlen, "'%s' is already here (a get of it came first)", g->target);
@@ -334,7 +210,7 @@ static int task_start(rg_task *g, const Hplpb__RingPlan *p, char *why, size_t wl
   snprintf(g->pred_addr, sizeof g->pred_addr, "%s", pr->addr ? pr->addr : "");
   g->pred_port = pr->port;
   g->pred_node = pr->node;
-  set_state(g, RG_RUNNING);
+  set_state(g, HPL__RG_RUNNING);
   int rc = hpl__room_alloc(s, t, g->size, hpl__now_ms() + RING_ROOM_MS, &g->room, room_done, g, why,
                            wlen);
   if (rc > 0) {
@@ -359,30 +235,30 @@ static int task_run(rg_task *g, char *why, size_t wlen) {
     return HPL_ENOMEM;
   }
   g->source.bytes_at = stream_bytes_at;
+  g->source.keep[0] = g->t; /* (digest jobs read the stream's bytes there) */
+  g->source.keep[1] = g->src;
   o->source = &g->source;
   o->size = g->out_len;
   o->data = g->t->data;
-  if (hpl__obj_publish_internal(s, o) != 0) {
+  /* its digests (--integrity), made as its bytes become final: before it
+   * is published, so that no receiver is told it has none */
+  if (hpl__rddig_reset(s, o, 0) != 0 || hpl__obj_publish_internal(s, o) != 0) {
     o->data = NULL;
+    free(o->dig);
     free(o);
     snprintf(why, wlen, "cannot publish the ring stream");
     return HPL_ENOMEM;
   }
   hpl__obj_ref(s, o);
   g->out = o;
-  hpl__obj_progress(s, o, slice_len(g, g->idx));
+  hpl__obj_progress(s, o, hpl__rg_slice_len(g, g->idx));
+  hpl__rddig_made(s, o, hpl__rg_slice_len(g, g->idx));
   hpl__dataport_stream_ready(s, g->key); /* our successor may have asked already */
   /* the predecessor's stream */
   char key[HPL_ID_MAX + 64];
   stream_key(key, sizeof key, g->rid, g->pred, g->target);
-  hpl__puller_ops ops = {.buf = in_buf, .got = in_got, .done = in_done, .monitor = 1,
-                         .no_stall = 1, .suspect = in_suspect, .peer = g->pred_node};
-  g->pull = hpl__puller_start(s, g->pred_addr, (int)g->pred_port, key, 1, 0, g->in_at[2 * g->k - 2],
-                              &ops, g);
-  if (!g->pull) {
-    snprintf(why, wlen, "cannot pull from %s:%u", g->pred_addr, g->pred_port);
-    return HPL_ECONN;
-  }
+  int rc = hpl__ring_in_start(g, key, why, wlen);
+  if (rc) return rc;
   s->ctr.ring_tasks++;
   HPL__LOG_INFO("ring allreduce into '%s': member %u of %u, %llu bytes, pulling from %s:%u",
                 g->target, g->idx, g->k, (unsigned long long)g->size, g->pred_addr, g->pred_port);
@@ -460,17 +336,17 @@ static const uint8_t *stream_bytes_at(const hpl__source *src, hpl__obj *o, uint6
                                       uint64_t *n) {
   const rg_task *g = (const rg_task *)((const char *)src - offsetof(rg_task, source));
   if (g->out != o) return NULL;
-  uint64_t first = slice_len(g, g->idx);
+  uint64_t first = hpl__rg_slice_len(g, g->idx);
   if (pos < first) {
     if (*n > first - pos) *n = first - pos;
     return g->src->data + g->seg[g->idx] + pos;
   }
   /* step s >= 1 of ours is step s - 1 of the incoming stream, same slice */
   uint64_t ip = pos - first;
-  uint32_t st = in_step(g, ip);
+  uint32_t st = hpl__rg_in_step(g, ip);
   uint64_t left = g->in_at[st + 1] - ip;
   if (*n > left) *n = left;
-  return g->t->data + g->seg[step_slice(g, g->pred, st)] + (ip - g->in_at[st]);
+  return g->t->data + g->seg[hpl__rg_step_slice(g, g->pred, st)] + (ip - g->in_at[st]);
 }
 
 /* ------------------------------------------------------------------ ending */
@@ -479,8 +355,8 @@ void hpl__ring_on_end(hpl__store *s, ProtobufCMessage *msg) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)msg;
   rg_task *g = NULL;
   if (m->target) HASH_FIND_STR(s->rings->hash, m->target, g);
-  if (!g || g->state == RG_ASKING || g->rid != m->rid) return;
-  if (m->status && g->state != RG_COMPLETE) {
+  if (!g || g->state == HPL__RG_ASKING || g->rid != m->rid) return;
+  if (m->status && g->state != HPL__RG_COMPLETE) {
     HPL__LOG_WARN("ring allreduce into '%s' abandoned: %s", g->target,
                   m->detail && *m->detail ? m->detail : hpl_strerror(m->status));
     answer(g, HPL_EUNAVAIL, m->detail, 1);
@@ -491,8 +367,8 @@ void hpl__ring_on_end(hpl__store *s, ProtobufCMessage *msg) {
 void hpl__ring_directory_lost(hpl__store *s) {
   rg_task *g, *tmp;
   HASH_ITER(hh, s->rings->hash, g, tmp) {
-    if (g->state == RG_ASKING) continue; /* its RING is asked again */
-    if (g->state != RG_COMPLETE) {
+    if (g->state == HPL__RG_ASKING) continue; /* its RING is asked again */
+    if (g->state != HPL__RG_COMPLETE) {
       answer(g, HPL_EUNAVAIL, "the directory link was lost during the ring", 1);
       s->ctr.ring_failures++;
     }
@@ -505,7 +381,7 @@ void hpl__ring_stop(hpl__store *s) {
   if (!s->rings) return;
   /* (after hpl__dirlink_stop: tasks still asking were answered and freed) */
   HASH_ITER(hh, s->rings->hash, g, tmp) {
-    answer(g, HPL_ECANCELED, "the store is stopping", g->state != RG_ASKING);
+    answer(g, HPL_ECANCELED, "the store is stopping", g->state != HPL__RG_ASKING);
     task_free(g);
   }
 }

@@ -16,6 +16,10 @@
  * length) of the incoming one is: the ring is one pipeline. Each node
  * sends and receives 2(k-1)/k of the object, against 2x for a reduce
  * followed by a broadcast.
+ * Each unit of the outgoing stream is digested here as it becomes final
+ * (rddig.c) and each unit of the incoming one is checked against its
+ * maker's digests before it is combined or passed on (ringin.c); a bad
+ * unit fails this member's part as corrupt (the ring ends, see below).
  *
  * The target is in the object table while it is being made (HPL__OBJ_REDUCING,
  * not advertised: local gets wait for it). A target that does not fit in
@@ -23,7 +27,7 @@
  * (room.h); our successor's pull of our stream waits for it meanwhile. Complete, it is sealed and
  * advertised as a complete copy (LOC_ADD), the directory is told (RING_NOTE
  * status 0) and the client is answered. A member whose incoming stream
- * fails, or stays silent for RING_QUIET_MS, tells the directory, which
+ * fails, or stays silent for HPL__RING_QUIET_MS (ringint.h), tells the directory, which
  * ends the ring everywhere (RING_END); the clients then reduce the usual
  * way, which has the whole of the failure handling. Requests the ring
  * cannot serve are answered HPL_EUNAVAIL at once.

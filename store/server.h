@@ -55,7 +55,8 @@
  *   rdtask.c     this node's slots of reduce trees (rdcombine.c: their
  *                inputs and combine steps) -> root released (rdsink.c)
  *   rdsink.c     the reduce target at the node that asked for it
- *   ring.c       this node's part in ring allreduces
+ *   ring.c       this node's part in ring allreduces (ringin.c: its
+ *                incoming stream, checked against its maker's digests)
  *   stmetrics.c  the one list of counters and gauges (COUNTERS, /metrics),
  *                the /metrics endpoint
  *   clients.c    the local socket: accept, HELLO, dispatch

@@ -53,6 +53,35 @@ void hpl__digest_bytes(int algo, const void *p, size_t n, uint8_t out[HPL__DIGES
   (void)EVP_Digest(p, n, out, &len, EVP_sha256(), NULL);
 }
 
+void hpl__digest_pieces(int algo, const hpl__digest_piece *pc, unsigned n,
+                        uint8_t out[HPL__DIGEST_LEN]) {
+  if (n == 1) {
+    hpl__digest_bytes(algo, pc[0].p, pc[0].n, out);
+    return;
+  }
+  memset(out, 0, HPL__DIGEST_LEN);
+  if (algo == HPL__DIGEST_FAST) {
+    XXH3_state_t *st = XXH3_createState();
+    if (!st || XXH3_128bits_reset(st) != XXH_OK) {
+      XXH3_freeState(st); /* out stays zero: matches nothing real */
+      return;
+    }
+    for (unsigned i = 0; i < n; i++) (void)XXH3_128bits_update(st, pc[i].p, pc[i].n);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+    memcpy(out, c.digest, sizeof c.digest);
+    XXH3_freeState(st);
+    return;
+  }
+  if (algo != HPL__DIGEST_SHA256) return;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned int len = 0;
+  int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+  for (unsigned i = 0; ok && i < n; i++) ok = EVP_DigestUpdate(ctx, pc[i].p, pc[i].n) == 1;
+  if (!ok || EVP_DigestFinal_ex(ctx, out, &len) != 1) memset(out, 0, HPL__DIGEST_LEN);
+  EVP_MD_CTX_free(ctx);
+}
+
 void hpl__digest_units_make(int algo, const uint8_t *data, uint64_t size, uint64_t u0,
                             uint64_t u1, uint8_t *list) {
   for (uint64_t u = u0; u < u1; u++) {

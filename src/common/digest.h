@@ -52,6 +52,18 @@ void hpl__digest_unit_span(uint64_t size, uint64_t u, uint64_t *off, uint64_t *l
 /* The digest of `n` bytes at `p` with `algo` (SHA256 or FAST) into out. */
 void hpl__digest_bytes(int algo, const void *p, size_t n, uint8_t out[HPL__DIGEST_LEN]);
 
+/* A piece of a unit whose bytes are not contiguous (a ring's stream:
+ * slices of the target, store/ring.c). */
+typedef struct hpl__digest_piece {
+  const uint8_t *p;
+  size_t n;
+} hpl__digest_piece;
+
+/* The digest of the concatenation of `n` pieces (the same as
+ * hpl__digest_bytes over them laid end to end), into out. */
+void hpl__digest_pieces(int algo, const hpl__digest_piece *pc, unsigned n,
+                        uint8_t out[HPL__DIGEST_LEN]);
+
 /* Digests of units [u0, u1) of the object at `data` (`size` bytes) into
  * list + u0 * HPL__DIGEST_LEN (the caller's array of all units). */
 void hpl__digest_units_make(int algo, const uint8_t *data, uint64_t size, uint64_t u0,
