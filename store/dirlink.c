@@ -240,6 +240,18 @@ void hpl__dirlink_made_complete(hpl__store *s, hpl__obj *o) {
   hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
+void hpl__dirlink_loc_add_made(hpl__store *s, hpl__obj *o) {
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = o->id;
+  a.size = o->size;
+  a.complete = 1;
+  hpl__objdig_to_wire(o, 0, &a.digest_algo, &a.digests, &a.digest_root);
+  char *copy = strdup(o->id);
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0)
+    free(copy);
+  o->advertised = 1;
+}
+
 void hpl__dirlink_on(hpl__store *s, unsigned type, hpl__dl_msg_fn fn) {
   if (type <= HPL__MSG_MAX_) s->dl->handlers[type] = fn;
 }

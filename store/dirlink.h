@@ -136,6 +136,11 @@ void hpl__dirlink_loc_made(hpl__store *s, hpl__obj *o, int algo);
  * (all of them and the root; none when it has none or they are not
  * complete). */
 void hpl__dirlink_made_complete(hpl__store *s, hpl__obj *o);
+/* A complete copy of o made here but not its origin (a ring allreduce's
+ * target, made at every member): LOC_ADD with its digests (none when it
+ * has none: the directory then takes this node's word that there are
+ * none, unless another copy brought some). Marks o advertised. */
+void hpl__dirlink_loc_add_made(hpl__store *s, hpl__obj *o);
 
 /* The directory's numeric address and port as this store's link reaches
  * it. Returns 0, or -1 while not registered or if it does not fit. */

@@ -157,6 +157,17 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
     *status = rc;
     return HPL__FEV_BAD_SENDER;
   }
+  if (!o->dig && !r->inline_ && !r->digests_none && hpl__objdig_needed(s, r->size)) {
+    /* bytes this store could not check: never counted (the directory is
+     * the authority on whether an object has digests) */
+    snprintf(detail, dlen,
+             "object '%s': the directory named node %016llx as a sender without digests, and "
+             "did not say the object has none: its bytes cannot be checked here",
+             o->id, (unsigned long long)r->sender_node);
+    HPL__LOG_WARN("%s", detail);
+    *status = HPL_ECORRUPT;
+    return HPL__FEV_BAD_SENDER;
+  }
   if (!o->data) {
     rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room,
                              room_done, f, detail, dlen);

@@ -229,6 +229,11 @@ int hpl__objdig_take(hpl__obj *o, uint64_t size, uint32_t algo, const ProtobufCB
   return 0;
 }
 
+int hpl__objdig_needed(const hpl__store *s, uint64_t size) {
+  return hpl__digest_algo_on(s->cfg.integrity) && size > 0 &&
+         hpl__digest_units(size) <= HPL__DIGEST_MAX_UNITS;
+}
+
 int hpl__objdig_more(hpl__obj *o, uint64_t first, const ProtobufCBinaryData *list,
                      const ProtobufCBinaryData *root, char *detail, size_t dlen) {
   hpl__objdig *d = o->dig;

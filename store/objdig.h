@@ -91,6 +91,13 @@ int hpl__objdig_make_all(hpl__store *s, hpl__obj *o, int algo,
 void hpl__objdig_to_wire(const hpl__obj *o, int algo_only, uint32_t *algo,
                          ProtobufCBinaryData *list, ProtobufCBinaryData *root);
 
+/* Receiver: whether a copy of an object of `size` bytes got here must be
+ * checked (this store's --integrity is on and the object is neither empty
+ * nor too large for a digest list): then a sender named without digests
+ * is refused unless the directory says the object has none
+ * (AcquireRep.digests_none). */
+int hpl__objdig_needed(const hpl__store *s, uint64_t size);
+
 /* Receiver: more digests (units [first, first + n) in `list`, the root
  * once all are known) from the directory's DIGESTS note. 0, or
  * HPL_EPROTO with a detail (they do not fit, or the root is wrong). */
