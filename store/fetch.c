@@ -158,13 +158,9 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
     return HPL__FEV_BAD_SENDER;
   }
   if (!o->dig && !r->inline_ && !r->digests_none && hpl__objdig_needed(s, r->size)) {
-    /* bytes this store could not check: never counted (the directory is
-     * the authority on whether an object has digests) */
-    snprintf(detail, dlen,
-             "object '%s': the directory named node %016llx as a sender without digests, and "
-             "did not say the object has none: its bytes cannot be checked here",
-             o->id, (unsigned long long)r->sender_node);
-    HPL__LOG_WARN("%s", detail);
+    snprintf(detail, dlen, "object '%s': node %016llx named a sender without digests, the "
+             "object not said to have none: its bytes cannot be checked here", o->id,
+             (unsigned long long)r->sender_node); /* never counted unchecked */
     *status = HPL_ECORRUPT;
     return HPL__FEV_BAD_SENDER;
   }

@@ -140,8 +140,7 @@ static void sink_slow(void *arg, double rate) {
   hpl__rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
 }
 
-/* The target's digests are complete: so is its copy here. */
-static void sink_hashed(hpl__store *s, hpl__obj *o, void *arg) {
+static void sink_hashed(hpl__store *s, hpl__obj *o, void *arg) { /* its digests are complete */
   (void)arg;
   if (!o->in_table || o->state != HPL__OBJ_REDUCING) return; /* failed meanwhile */
   hpl__dirlink_made_complete(s, o);
