@@ -41,6 +41,7 @@ static int send_sender(hpl__dir_server *s, hpl__dir_node *asker, unsigned type, 
   hpl__dir_loc *sl = hpl__dtab_loc(o, sender);
   r.sender_complete = sl && sl->complete;
   hpl__dir_digests_fill(o, &r.digest_algo, &r.digests, &r.digest_root);
+  r.digests_none = hpl__dir_digests_none(o);
   if (type == HPL__MSG_GRANT) r.id = o->id;
   hpl__conn_send(asker->conn->c, type, req, &r.base, NULL, 0, 0, NULL, NULL);
   return 0;

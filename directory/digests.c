@@ -13,7 +13,10 @@
 int hpl__dir_digests_take(hpl__dir_obj *o, uint32_t algo, const ProtobufCBinaryData *list,
                           const ProtobufCBinaryData *root, const uint8_t *inl, char *detail,
                           size_t dlen) {
-  if (algo == HPL__DIGEST_OFF) return 0;
+  if (algo == HPL__DIGEST_OFF) { /* its maker has none (when none came before) */
+    if (!o->dig) o->dig_none = 1;
+    return 0;
+  }
   if (!hpl__digest_algo_on((int)algo)) {
     snprintf(detail, dlen, "unknown digest algorithm %u for '%s'", algo, o->id);
     return HPL_EINVAL;
@@ -24,7 +27,10 @@ int hpl__dir_digests_take(hpl__dir_obj *o, uint32_t algo, const ProtobufCBinaryD
   }
   if (!list->len) { /* the origin's create: the digests follow as it writes */
     uint64_t n = hpl__digest_units(o->size);
-    if (n > HPL__DIGEST_MAX_UNITS) return 0; /* (the store makes none either) */
+    if (n > HPL__DIGEST_MAX_UNITS) { /* (the store makes none either) */
+      if (!o->dig) o->dig_none = 1;
+      return 0;
+    }
     hpl__dir_dig *d = calloc(1, sizeof *d + n * HPL__DIGEST_LEN);
     if (!d) return HPL_ENOMEM;
     d->algo = algo;
@@ -32,6 +38,7 @@ int hpl__dir_digests_take(hpl__dir_obj *o, uint32_t algo, const ProtobufCBinaryD
     d->nunits = n;
     free(o->dig);
     o->dig = d;
+    o->dig_none = 0;
     return 0;
   }
   int rc = hpl__dir_digests_check(o->size, algo, list, root, inl, detail, dlen);
@@ -46,6 +53,7 @@ int hpl__dir_digests_take(hpl__dir_obj *o, uint32_t algo, const ProtobufCBinaryD
   memcpy(d->root, root->data, HPL__DIGEST_LEN);
   free(o->dig);
   o->dig = d;
+  o->dig_none = 0;
   return 0;
 }
 
@@ -86,6 +94,12 @@ void hpl__dir_digests_fill(const hpl__dir_obj *o, uint32_t *algo, ProtobufCBinar
   if (d->pending) return; /* the rest follows (DIGESTS) */
   root->data = (uint8_t *)d->root;
   root->len = HPL__DIGEST_LEN;
+}
+
+int hpl__dir_digests_none(const hpl__dir_obj *o) { return !o->dig && o->dig_none; }
+
+void hpl__dir_digests_restart(hpl__dir_obj *o) {
+  if (o->dig && o->dig->pending) o->dig->known = 0; /* the new bytes' follow from unit 0 */
 }
 
 void hpl__dir_digests_more(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__LocNote *m) {
@@ -157,6 +171,7 @@ void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir
 
 int hpl__dir_digests_held(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node, uint32_t algo,
                           const ProtobufCBinaryData *list, const ProtobufCBinaryData *root) {
+  if (algo == HPL__DIGEST_OFF && !o->dig) o->dig_none = 1; /* (all a restarted one can know) */
   if (algo == HPL__DIGEST_OFF || !list->len || o->is_inline || !o->has_size) return 0;
   char why[200];
   if (hpl__dir_digests_check(o->size, algo, list, root, NULL, why, sizeof why) != 0) {

@@ -43,6 +43,21 @@ int hpl__dir_digests_check(uint64_t size, uint32_t algo, const ProtobufCBinaryDa
 void hpl__dir_digests_fill(const hpl__dir_obj *o, uint32_t *algo, ProtobufCBinaryData *list,
                            ProtobufCBinaryData *root);
 
+/* 1 if o has no digests by its maker's word (its origin's LOC_ADD,
+ * LOC_COMPLETE or INLINE_PUT said algorithm 0, or it is too large for a
+ * digest list; or, after a restart of this directory, every copy was
+ * re-reported without them), so a receiver may count its bytes unchecked
+ * (AcquireRep.digests_none); 0 while it has digests or nobody said. The
+ * directory is the authority on an object's algorithm: a receiver with
+ * --integrity on refuses a sender named without digests unless this says
+ * so. */
+int hpl__dir_digests_none(const hpl__dir_obj *o);
+
+/* o is a reduce target whose bytes start over (a new generation): its
+ * pending digests are known from unit 0 again (the sink sends the new
+ * bytes' as they come). */
+void hpl__dir_digests_restart(hpl__dir_obj *o);
+
 /* The origin's LOC_NOTE(DIGESTS): digests of the next units of o, which
  * it still writes; passed on (DIGESTS) to every node pulling a copy. Ones
  * that do not follow the known units are ignored (logged). */

@@ -102,6 +102,8 @@ void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f) {
   if (rc == 0 && m->origin) /* the put's digests (or, at create, their algorithm) */
     rc = hpl__dir_digests_take(o, m->digest_algo, &m->digests, &m->digest_root, NULL, detail,
                                sizeof detail);
+  else if (rc == 0 && m->complete) /* a copy made there (a ring's target): as a re-report */
+    hpl__dir_digests_held(s, o, f->dc->node->id, m->digest_algo, &m->digests, &m->digest_root);
   if (rc == HPL_EEXIST)
     snprintf(detail, sizeof detail, "object '%s' already exists in the cluster", m->id);
   else if (rc == HPL_EMISMATCH)

@@ -81,6 +81,7 @@ typedef struct hpl__dir_obj {
   uint8_t state;
   uint8_t has_size;
   uint8_t is_inline;
+  uint8_t dig_none;   /* no digests by its maker's word (digests.c) */
   uint8_t levels;     /* links in the ordered index */
   uint8_t loc0_used;
   hpl__dir_loc loc0;

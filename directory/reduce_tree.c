@@ -11,6 +11,7 @@
 #include <utlist.h>
 
 #include "cost.h"
+#include "digests.h"
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
@@ -230,6 +231,7 @@ static void target_restart(hpl__dir_reduce *r) {
   hpl__dir_obj *t = hpl__dtab_find(&r->srv->tab, r->target);
   if (!t) return;
   t->gen = r->tgen;
+  hpl__dir_digests_restart(t);
   hpl__dir_loc *l, *next;
   LL_FOREACH_SAFE(t->locs, l, next) {
     if (l->node == r->sink || l->complete) continue;

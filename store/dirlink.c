@@ -217,6 +217,41 @@ void hpl__dirlink_loc_add(hpl__store *s, const char *id, uint64_t size, int comp
     free(copy);
 }
 
+void hpl__dirlink_loc_made(hpl__store *s, hpl__obj *o, int algo) {
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = o->id;
+  a.size = o->size;
+  a.origin = 1;
+  a.digest_algo = (uint32_t)algo;
+  char *copy = strdup(o->id);
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0)
+    free(copy);
+  o->advertised = 1;
+  if (!o->dig || (uint32_t)o->dig->algo != a.digest_algo) return;
+  o->dig->sent = 0; /* a directory that restarted knows none of them */
+  hpl__dirlink_digests(s, o);
+}
+
+void hpl__dirlink_made_complete(hpl__store *s, hpl__obj *o) {
+  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
+  n.id = o->id;
+  n.kind = HPL__LOC_COMPLETE;
+  hpl__objdig_to_wire(o, 0, &n.digest_algo, &n.digests, &n.digest_root);
+  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
+}
+
+void hpl__dirlink_loc_add_made(hpl__store *s, hpl__obj *o) {
+  Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
+  a.id = o->id;
+  a.size = o->size;
+  a.complete = 1;
+  hpl__objdig_to_wire(o, 0, &a.digest_algo, &a.digests, &a.digest_root);
+  char *copy = strdup(o->id);
+  if (hpl__dirlink_request(s, HPL__MSG_LOC_ADD, &a.base, NULL, 0, -1, loc_added, copy) != 0)
+    free(copy);
+  o->advertised = 1;
+}
+
 void hpl__dirlink_on(hpl__store *s, unsigned type, hpl__dl_msg_fn fn) {
   if (type <= HPL__MSG_MAX_) s->dl->handlers[type] = fn;
 }

@@ -125,6 +125,22 @@ void hpl__dirlink_loc_retract(hpl__store *s, const char *id);
  * copy in progress): a LOC_ADD, whose refusal is logged (the caller marks
  * the object advertised). */
 void hpl__dirlink_loc_add(hpl__store *s, const char *id, uint64_t size, int complete, int origin);
+/* The copy of o being made here (a reduce target: its origin, not put)
+ * is advertised, as a put's at create, with the algorithm of the digests
+ * that will follow (`algo`, 0: none: the store runs --integrity off or o
+ * is too large for a digest list), so receivers of the partial copy wait
+ * for them; the digests known so far follow at once (LOC_NOTE DIGESTS),
+ * the rest as they are made (o->dig's made hook: hpl__dirlink_digests). */
+void hpl__dirlink_loc_made(hpl__store *s, hpl__obj *o, int algo);
+/* The copy of o made here is complete: LOC_COMPLETE with its digests
+ * (all of them and the root; none when it has none or they are not
+ * complete). */
+void hpl__dirlink_made_complete(hpl__store *s, hpl__obj *o);
+/* A complete copy of o made here but not its origin (a ring allreduce's
+ * target, made at every member): LOC_ADD with its digests (none when it
+ * has none: the directory then takes this node's word that there are
+ * none, unless another copy brought some). Marks o advertised. */
+void hpl__dirlink_loc_add_made(hpl__store *s, hpl__obj *o);
 
 /* The directory's numeric address and port as this store's link reaches
  * it. Returns 0, or -1 while not registered or if it does not fit. */

@@ -157,6 +157,13 @@ static hpl__fetch_event answer_event(hpl__fetch *f, const Hplpb__AcquireRep *r,
     *status = rc;
     return HPL__FEV_BAD_SENDER;
   }
+  if (!o->dig && !r->inline_ && !r->digests_none && hpl__objdig_needed(s, r->size)) {
+    snprintf(detail, dlen, "object '%s': node %016llx named a sender without digests, the "
+             "object not said to have none: its bytes cannot be checked here", o->id,
+             (unsigned long long)r->sender_node); /* never counted unchecked */
+    *status = HPL_ECORRUPT;
+    return HPL__FEV_BAD_SENDER;
+  }
   if (!o->data) {
     rc = hpl__room_alloc(s, o, r->size, hpl__obj_deadline(o), &f->room,
                              room_done, f, detail, dlen);

@@ -145,6 +145,44 @@ void hpl__objdig_forget(hpl__obj *o) {
   if (o->dig) o->dig->ready = NULL;
 }
 
+void hpl__objdig_drop(hpl__obj *o) {
+  hpl__objdig *d = o->dig;
+  if (!d) return;
+  if (d->inflight) { /* (their job_done still uses the record) */
+    d->ready = NULL;
+    d->made = NULL;
+    return;
+  }
+  free(d);
+  o->dig = NULL;
+}
+
+int hpl__objdig_make_all(hpl__store *s, hpl__obj *o, int algo,
+                         void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg) {
+  hpl__objdig *d = o->dig;
+  if (d && d->complete) return 1;
+  if (d && d->inflight) { /* being made already: the caller hears when they are */
+    d->sealed = 1;
+    d->written = d->nunits;
+    d->ready = ready;
+    d->ready_arg = arg;
+    kick(s, o);
+    return 0;
+  }
+  void (*made)(hpl__store *, hpl__obj *) = d ? d->made : NULL;
+  uint64_t sent = d ? d->sent : 0;
+  free(d);
+  o->dig = NULL;
+  if (hpl__objdig_begin(s, o, algo) != 0) {
+    HPL__LOG_WARN("'%s': no memory for its digests: its copies elsewhere are refused", o->id);
+    return 1;
+  }
+  if (!o->dig) return 1;
+  o->dig->made = made;
+  o->dig->sent = sent; /* (those sent are the same digests: the same bytes) */
+  return hpl__objdig_seal(s, o, ready, arg);
+}
+
 void hpl__objdig_to_wire(const hpl__obj *o, int algo_only, uint32_t *algo,
                          ProtobufCBinaryData *list, ProtobufCBinaryData *root) {
   const hpl__objdig *d = o->dig;
@@ -189,6 +227,11 @@ int hpl__objdig_take(hpl__obj *o, uint64_t size, uint32_t algo, const ProtobufCB
   d->complete = (uint8_t)all;
   o->dig = d;
   return 0;
+}
+
+int hpl__objdig_needed(const hpl__store *s, uint64_t size) {
+  return hpl__digest_algo_on(s->cfg.integrity) && size > 0 &&
+         hpl__digest_units(size) <= HPL__DIGEST_MAX_UNITS;
 }
 
 int hpl__objdig_more(hpl__obj *o, uint64_t first, const ProtobufCBinaryData *list,

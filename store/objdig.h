@@ -69,11 +69,34 @@ int hpl__objdig_seal(hpl__store *s, hpl__obj *o,
                      void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg);
 void hpl__objdig_forget(hpl__obj *o);
 
+/* An object made in this store (a reduce target) whose bytes are all
+ * written but whose digests are not all known (the root's task wrote it
+ * here, or the stream it came in had none): they are made of its bytes
+ * now, `algo` (the store's --integrity), on the thread pool, as a sealed
+ * put's are (hpl__objdig_begin + hpl__objdig_seal; digests kept from
+ * before go: the new list covers every unit). Returns 1 if they are
+ * complete now (or o gets none: algo off, too large, no memory - logged),
+ * else 0 and ready(s, o, arg) runs on the loop once they are. */
+/* o's bytes start over (a reduce target's new generation): its digests
+ * go, unless jobs still hash the old bytes (then they stay, told to no
+ * one, and are cut back by the next hpl__rdver_into). */
+void hpl__objdig_drop(hpl__obj *o);
+
+int hpl__objdig_make_all(hpl__store *s, hpl__obj *o, int algo,
+                         void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg);
+
 /* Point the digest fields of a message at o's digests (algo 0 and empty
  * when it has none, or they are not complete yet: then only the algorithm
  * with `algo_only`). The pointers stay valid while o lives. */
 void hpl__objdig_to_wire(const hpl__obj *o, int algo_only, uint32_t *algo,
                          ProtobufCBinaryData *list, ProtobufCBinaryData *root);
+
+/* Receiver: whether a copy of an object of `size` bytes got here must be
+ * checked (this store's --integrity is on and the object is neither empty
+ * nor too large for a digest list): then a sender named without digests
+ * is refused unless the directory says the object has none
+ * (AcquireRep.digests_none). */
+int hpl__objdig_needed(const hpl__store *s, uint64_t size);
 
 /* Receiver: more digests (units [first, first + n) in `list`, the root
  * once all are known) from the directory's DIGESTS note. 0, or

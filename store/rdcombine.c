@@ -16,6 +16,7 @@
 
 #include "digest.h"
 #include "dirlink.h"
+#include "objdig.h"
 #include "faults.h"
 #include "log.h"
 #include "ops.h"
@@ -136,6 +137,15 @@ static void work_run(uv_work_t *w) {
   combine_range(t, t->w_from, t->w_to);
 }
 
+/* The target this root wrote is complete, its digests too: the directory
+ * hears it with them (the partial copy's receivers wait for them). */
+static void target_hashed(hpl__store *s, hpl__obj *o, void *arg) {
+  (void)arg;
+  if (!o->in_table || o->state != HPL__OBJ_REDUCING) return; /* failed meanwhile */
+  hpl__dirlink_made_complete(s, o);
+  hpl__obj_sealed(s, o);
+}
+
 /* The output advanced to `to`: publish, make ring room, maybe finish. */
 static void task_advance(hpl__rd_task *t, uint64_t to) {
   hpl__store *s = t->s;
@@ -151,9 +161,10 @@ static void task_advance(hpl__rd_task *t, uint64_t to) {
   HPL__LOG_DEBUG("reduce '%s' slot %u: output complete (%llu bytes)", t->target, t->slot,
                  (unsigned long long)t->size);
   hpl__rdtask_set_state(t, HPL__RD_COMPLETE);
-  if (t->to_target) {
-    hpl__dirlink_loc_complete(s, t->out->id, 0);
-    hpl__obj_sealed(s, t->out);
+  if (t->to_target) { /* made here: its digests are made of it before it counts as complete */
+    if (!hpl__digest_algo_on(s->cfg.integrity) ||
+        hpl__objdig_make_all(s, t->out, s->cfg.integrity, target_hashed, NULL))
+      target_hashed(s, t->out, NULL);
   } else {
     t->out->state = HPL__OBJ_SEALED;
     hpl__obj_progress(s, t->out, t->size);

@@ -7,6 +7,7 @@
 #include <utlist.h>
 
 #include "dataport.h"
+#include "digest.h"
 #include "dirlink.h"
 #include "fetch.h"
 #include "hoplite.h"
@@ -139,6 +140,13 @@ static void sink_slow(void *arg, double rate) {
   hpl__rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
 }
 
+static void sink_hashed(hpl__store *s, hpl__obj *o, void *arg) { /* its digests are complete */
+  (void)arg;
+  if (!o->in_table || o->state != HPL__OBJ_REDUCING) return; /* failed meanwhile */
+  hpl__dirlink_made_complete(s, o);
+  hpl__obj_sealed(s, o);
+}
+
 static void sink_done(void *arg, int status, const char *detail) {
   hpl__rd_sink *k = arg;
   hpl__store *s = k->s;
@@ -158,14 +166,14 @@ static void sink_done(void *arg, int status, const char *detail) {
   }
   if (!o->in_table) return;
   /* complete, with the digests the root's maker sent (every unit matched
-   * them; none if they were not checked): copies elsewhere are checked */
-  Hplpb__LocNote n = HPLPB__LOC_NOTE__INIT;
-  n.id = o->id;
-  n.kind = HPL__LOC_COMPLETE;
-  hpl__objdig_to_wire(o, 0, &n.digest_algo, &n.digests, &n.digest_root);
-  hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
-  hpl__obj_sealed(s, o);
+   * them), or made here of its bytes when it sent none (a root's node with
+   * --integrity off): copies elsewhere are checked */
+  hpl__obj_ref(s, o);
   sink_end(k);
+  if (!hpl__digest_algo_on(s->cfg.integrity) ||
+      hpl__objdig_make_all(s, o, s->cfg.integrity, sink_hashed, NULL))
+    sink_hashed(s, o, NULL);
+  hpl__obj_unref(s, o);
 }
 
 /* The digests of the root's stream cannot be had: its bytes could never
@@ -181,8 +189,9 @@ static void sink_digests_failed(void *arg, int status, const char *detail) {
 
 /* The target's copy in progress is advertised (again) to the directory. */
 static void sink_advertise(hpl__store *s, hpl__obj *o) {
-  o->advertised = 1;
-  hpl__dirlink_loc_add(s, o->id, o->size, 0, 1);
+  int algo = s->cfg.integrity;
+  if (!hpl__digest_algo_on(algo) || hpl__digest_units(o->size) > HPL__DIGEST_MAX_UNITS) algo = 0;
+  hpl__dirlink_loc_made(s, o, algo); /* with the digests known (a restarted directory) */
 }
 
 /* Pull the target's bytes from the root's output stream, from the bytes
@@ -203,6 +212,7 @@ static void sink_pull_root(hpl__rd_sink *k, const char *addr, int port, const ch
     hpl__rdtask_report_fail(s, o->id, k->rid, k->slot, k->gen, "out of memory");
     return;
   }
+  hpl__objdig_on_made(o, hpl__dirlink_digests); /* to the directory as they come */
   k->pull = hpl__puller_start_into(s, addr, port, key, internal, o, from, 1, &ops, k);
   if (from > 0)
     HPL__LOG_INFO("reduce '%s': pulling the result on from byte %llu (the root resumed on %s:%d)",
@@ -276,8 +286,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
     sink_stop_pull(k);
     hpl__dataport_restart(s, o, m->gen);
-    free(o->dig); /* digests of the old bytes */
-    o->dig = NULL;
+    hpl__objdig_drop(o); /* digests of the old bytes */
   }
   o->gen = m->gen;
   if (!o->data) {

@@ -297,6 +297,7 @@ static void into_more(void *arg, uint64_t first, uint64_t n) {
       ver_fail(v, rc, detail);
       return;
     }
+    if (o->dig->made) o->dig->made(v->s, o); /* on to the directory (a partial copy's receivers) */
   }
   if (p) hpl__puller_digests_more(p);
 }

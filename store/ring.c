@@ -9,6 +9,8 @@
 
 #include "dataport.h"
 #include "dirlink.h"
+#include "objdig.h"
+#include "digest.h"
 #include "hoplite.h"
 #include "log.h"
 #include "ops.h"
@@ -118,14 +120,23 @@ static void task_fail(rg_task *g, int status, const char *detail) {
   hpl__ring_fail(g, status, detail, UINT64_MAX);
 }
 
+/* The complete target's digests are made (or it gets none). */
+static void target_hashed(hpl__store *s, hpl__obj *t, void *arg) {
+  (void)arg;
+  if (t->in_table && !t->advertised) hpl__dirlink_loc_add_made(s, t);
+}
+
 void hpl__ring_complete(rg_task *g) {
   hpl__store *s = g->s;
   hpl__obj *t = g->t;
   set_state(g, HPL__RG_COMPLETE);
   hpl__obj_progress(s, t, t->size);
   hpl__obj_sealed(s, t);
-  t->advertised = 1;
-  hpl__dirlink_loc_add(s, t->id, t->size, 1, 0);
+  /* listed at the directory with its digests, made of its bytes here
+   * first (copies elsewhere are checked against them) */
+  if (!hpl__digest_algo_on(s->cfg.integrity) ||
+      hpl__objdig_make_all(s, t, s->cfg.integrity, target_hashed, NULL))
+    target_hashed(s, t, NULL);
   note(g, 0, NULL, UINT64_MAX);
   s->ctr.rings_done++;
   HPL__LOG_INFO("ring allreduce into '%s': complete here after %llu ms (the incoming stream's "
