@@ -177,7 +177,9 @@ void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer)
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER,
                       .auth_failures = &s->ctr.auth_failures,
-                      .cork = 1};
+                      .cork = 1,
+                      .out_max = (size_t)s->cfg.out_max,
+                      .out_stall_ms = s->cfg.out_stall_ms};
   dc->c = hpl__conn_new(t, &o);
   if (!dc->c) { /* the stream is closed */
     free(dc);
@@ -289,6 +291,7 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
     HPL__LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
     return HPL_EINVAL;
   }
+  hpl__conn_out_set_total((size_t)cfg->out_total);
   uv_tcp_init(loop, &s->listener);
   s->listener.data = s;
   if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||

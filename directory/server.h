@@ -78,6 +78,9 @@ typedef struct hpl__dir_config {
   int latency_auto, bandwidth_auto; /* use what is measured once known */
   hpl__auth auth;                   /* the cluster secret (auth.on 0: none, loopback only) */
   uint32_t max_conns;               /* open connections at most; more are closed at once */
+  uint64_t out_max;                 /* output queued per connection at most (uvconn.h; 0: default) */
+  uint32_t out_stall_ms;            /* ... for how long a peer may stay past it (0: default) */
+  uint64_t out_total;               /* all connections' output at most (0: default) */
   hpl__metrics_cfg metrics;         /* --metrics-listen (off unless given) */
 } hpl__dir_config;
 

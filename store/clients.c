@@ -310,7 +310,9 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
                      .on_close = client_on_close,
                      .data = cl,
                      .label = label,
-                     .cork = 1};
+                     .cork = 1,
+                     .out_max = (size_t)s->cfg.out_max,
+                     .out_stall_ms = s->cfg.out_stall_ms};
   cl->c = hpl__conn_new(p, &o);
   if (!cl->c) {
     hpl__session_unref(cl);

@@ -122,6 +122,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   s->cfg = *cfg;
   s->node_id = hpl__random_u64();
   s->start_ms = hpl__now_ms();
+  hpl__conn_out_set_total((size_t)cfg->out_total);
   if (!s->cfg.name[0])
     snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx", (unsigned long long)s->node_id);
   /* pages populated on purpose stay: a trimmed page faults in again on its

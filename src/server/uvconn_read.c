@@ -88,6 +88,22 @@ static void conn_yield(hpl__conn *c) {
   uv_idle_start(c->idle, conn_idle_turn);
 }
 
+void hpl__conn_kick(hpl__conn *c) {
+  if (!c->closing) conn_yield(c);
+}
+
+void hpl__conn_hold(hpl__conn *c, int on) {
+  on = on != 0;
+  if (c->closing || c->held_by_owner == on) return;
+  c->held_by_owner = on;
+  if (on) {
+    if (c->reading) uv_read_stop(c->s);
+    c->reading = 0;
+  } else if (!c->out_over) {
+    hpl__conn_kick(c);
+  }
+}
+
 /* One more frame this turn; 0 once the budget is used up. */
 static int conn_frame_budget(hpl__conn *c) {
   uint64_t now = uv_now(c->s->loop);
@@ -333,6 +349,9 @@ static void conn_process(hpl__conn *c) {
     return;
   }
   while ((c->rpos < c->rlen || c->sout < c->slen) && !c->closing) {
+    /* output over its bound (uvconn_out.c), or held by the owner: no new
+     * frame until that ends */
+    if ((c->out_over || c->held_by_owner) && c->fr.state == 0 && c->fr.hhave == 0) return;
     int ev;
     const uint8_t *chunk = NULL;
     size_t clen = 0;
@@ -468,7 +487,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 void hpl__conn_read_start(hpl__conn *c) {
-  if (c->reading || c->closing) return;
+  if (c->reading || c->closing || c->out_over || c->held_by_owner) return;
   int rc = uv_read_start(c->s, conn_alloc, conn_read);
   if (rc) {
     HPL__LOG_WARN("%s: cannot read: %s", c->label, uv_strerror(rc));
