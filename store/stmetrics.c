@@ -38,6 +38,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
   uint64_t clients = s->metrics && s->metrics->clients ? s->metrics->clients(s) : 0;
   uint64_t out_q, out_paused, out_cut, out_shed;
   hpl__conn_out_stats(&out_q, &out_paused, &out_cut, &out_shed);
+  uint64_t hs_pending, hs_evicted;
+  hpl__conn_hs_stats(&hs_pending, &hs_evicted, NULL);
   const hpl__metric v[] = {
       C("cpu_us", cpu_us(), "cpu_microseconds_total",
         "CPU time the store process has used (user and system, every thread)"),
@@ -85,6 +87,10 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
       C("conns_refused", c->conns_refused, "connections_refused_total",
         "Connections closed at once for --max-connections"),
       G("clients", clients, "clients", "Local clients connected"),
+      G("handshakes", hs_pending, "handshakes",
+        "Data-port connections accepted and not authenticated yet"),
+      C("handshakes_evicted", hs_evicted, "handshakes_evicted_total",
+        "Data-port connections closed in their handshake to make room for newer ones"),
       G("out_queued", out_q, "output_queued_bytes",
         "Bytes of replies and streams queued to every connection (bounded: --max-output)"),
       C("out_paused", out_paused, "output_paused_total",

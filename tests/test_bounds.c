@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -311,12 +313,84 @@ static void test_store_late_reader_served(void **state) {
   th_stop(lc, 0);
 }
 
+/* Open n TCP connections to 127.0.0.1:port that never say a word (fds
+ * into fds[]); returns how many opened. */
+static int open_idle(int port, int *fds, int n) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int k = 0;
+  for (; k < n; k++) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+      close(fd);
+      break;
+    }
+    fds[k] = fd;
+  }
+  return k;
+}
+
+/* Strangers holding thousands of idle connections (no handshake) to the
+ * directory and to a data port: before, they took the 4096 connection
+ * slots and legitimate handshakes were reset. Now they only take handshake
+ * slots of their own (the oldest go), and stores, clients and transfers
+ * carry on. */
+static void test_idle_strangers(void **state) {
+  (void)state;
+  struct rlimit rl;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = rl.rlim_max; /* the servers started below inherit it */
+  setrlimit(RLIMIT_NOFILE, &rl);
+  int n = 8000;
+  if (rl.rlim_cur < 2 * (rlim_t)n + 1000) n = (int)(rl.rlim_cur - 1000) / 2;
+  assert_true(n > 4096 / 2);
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
+  hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
+  int *fds = calloc((size_t)(2 * n), sizeof *fds);
+  assert_non_null(fds);
+  int k1 = open_idle(hpl__lc_dir_port(lc), fds, n);
+  int k2 = open_idle(th_data_port(lc, 0), fds + k1, n);
+  print_message("%d idle connections to the directory, %d to store 0's data port\n", k1, k2);
+  assert_true(k1 > 4096 / 2 && k2 > 4096 / 2);
+  /* 10 of 10 legitimate handshakes, to the directory and to the data port */
+  for (int i = 0; i < 10; i++) {
+    int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
+    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_STORE), 0);
+    close(fd);
+    fd = th_wire_connect(th_data_port(lc, 0), NULL, 0);
+    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_STORE), 0);
+    close(fd);
+  }
+  /* puts and gets across the stores: the directory and the data port serve */
+  char id[64];
+  for (int i = 0; i < 4; i++) {
+    snprintf(id, sizeof id, "bounds/strangers/%d", i);
+    th_put_pattern(A, id, 2 * MB, (uint64_t)i);
+    hpl_buf *b = NULL;
+    assert_int_equal(hpl_get(B, id, th_ms(10000), &b), 0);
+    assert_int_equal(hpl_buf_size(b), 2 * MB);
+    hpl_release(B, b);
+  }
+  uint64_t ev = th_dir_counter(lc, "dir_handshakes_evicted");
+  uint64_t sev = th_counter(A, "handshakes_evicted");
+  print_message("evicted in the handshake: directory %llu, data port %llu\n",
+                (unsigned long long)ev, (unsigned long long)sev);
+  assert_true(ev >= 1 && sev >= 1);
+  for (int i = 0; i < k1 + k2; i++) close(fds[i]);
+  free(fds);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dir_reader_never_reads),
       cmocka_unit_test(test_dir_total_sheds_largest),
       cmocka_unit_test(test_store_client_never_reads),
       cmocka_unit_test(test_store_late_reader_served),
+      cmocka_unit_test(test_idle_strangers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

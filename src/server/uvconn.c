@@ -82,6 +82,7 @@ void hpl__conn_close(hpl__conn *c, int status) {
   }
   c->closing = 1;
   c->close_status = status;
+  hpl__conn_hs_leave(c);
   if (c->reading) uv_read_stop(c->s);
   c->reading = 0;
   hpl__conn_drop_writes(c);

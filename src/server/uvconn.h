@@ -116,6 +116,30 @@ typedef struct hpl__conn_opts {
  * together (one server's loop); past it the largest queue is cut. */
 #define HPL__CONN_OUT_TOTAL_MAX ((size_t)256 << 20)
 
+/* Accepted connections still in the handshake (not authenticated yet)
+ * take slots of their own: at most HPL__CONN_HS_MAX of a thread's (one
+ * server's) and HPL__CONN_HS_PER_ADDR from one source address; when a new
+ * one finds them full the oldest (from its address first) is closed. They
+ * also make room when a listener is at its limit (hpl__conn_admit): the
+ * oldest in the handshake goes and the newcomer is taken, so idle
+ * strangers cannot keep authenticated peers out. */
+#define HPL__CONN_HS_MAX 1024u
+#define HPL__CONN_HS_PER_ADDR 128u
+/* ... but one from the same address goes only once it has waited this
+ * long (a burst of honest peers from one host is not cut short; the
+ * thread's limit stays hard). */
+#define HPL__CONN_HS_GRACE_MS 250u
+/* Failed handshakes are logged at most once per this long (a summary). */
+#define HPL__CONN_HS_LOG_MS 10000u
+
+/* Set the thread's handshake slots (0: the defaults above). */
+void hpl__conn_hs_limits(unsigned max, unsigned per_addr);
+
+/* Connections in the handshake now (*pending), and since the start those
+ * closed to make room (*evicted) and handshakes that failed (*failed, the
+ * evicted included). Any may be NULL. */
+void hpl__conn_hs_stats(uint64_t *pending, uint64_t *evicted, uint64_t *failed);
+
 /* The thread's total output bound (0: HPL__CONN_OUT_TOTAL_MAX). A server
  * sets it once before it accepts connections. */
 void hpl__conn_out_set_total(size_t max);
@@ -147,7 +171,10 @@ int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refuse
 
 /* hpl__conn_full, then the owner's state for the new connection: `size`
  * zeroed bytes (malloc'd, the caller's to free). NULL when the server is
- * full or memory is short: t is then closed and freed. */
+ * full or memory is short: t is then closed and freed. At the limit the
+ * oldest connection of the thread still in the handshake is closed to
+ * make room, if there is one, and t is taken (the owner's count passes
+ * `max` until that close has run). */
 void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
                       const char *what, size_t size);
 

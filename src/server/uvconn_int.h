@@ -11,6 +11,8 @@
  *   uvconn_fd.c     writing straight to the socket's descriptor: the
  *                   fan-out of corked frames, sendfile(2);
  *   uvconn_accept.c accepting, with the connection limit;
+ *   uvconn_admit.c  accepted connections in the handshake: their slots,
+ *                   per address too, and summaries of failed handshakes;
  *   uvconn_out.c    the output bound: what each connection's queue holds,
  *                   pausing a peer that does not read, cutting one that
  *                   stays behind, the thread's total.
@@ -157,6 +159,11 @@ struct hpl__conn {
   unsigned out_frames;     /* writes queued */
   int out_over;            /* over the bound: not reading until it drains */
   int held_by_owner;       /* hpl__conn_hold: not reading until lifted */
+  /* an accepted connection in the handshake (uvconn_admit.c) */
+  uint8_t peer_ip[16];     /* its source address (IPv4 in the first 4 bytes) */
+  struct hpl__conn *hs_prev, *hs_next; /* the thread's, oldest first (utlist DL) */
+  int hs_listed;
+  uint64_t hs_since_ms;    /* when it took its slot */
   int out_cut_now;         /* to be cut when out_timer fires (the total was over) */
   uv_timer_t *out_timer;   /* the stall deadline, or the deferred cut */
   struct hpl__conn *out_prev, *out_next; /* the thread's connections (utlist DL) */
@@ -240,6 +247,23 @@ hpl__conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k
 /* After `done` bytes of list (from hpl__conn_cork_take) went: free what
  * went, queue the rest in order. */
 void hpl__conn_cork_finish(hpl__conn *c, hpl__conn_wreq *list, size_t done);
+
+/* ------------------------------------------------------------ uvconn_admit.c */
+
+/* An accepted connection starts its handshake: it takes a slot, and the
+ * oldest from its address, or the oldest of all, is closed first when
+ * those are full. It leaves when the handshake ends or it closes. */
+void hpl__conn_hs_join(hpl__conn *c);
+void hpl__conn_hs_leave(hpl__conn *c);
+
+/* A handshake failed (`why`): counted (c's auth_failures too) and logged,
+ * the first and then a summary at most every HPL__CONN_HS_LOG_MS. The
+ * caller closes c. */
+void hpl__conn_hs_failed(hpl__conn *c, const char *why);
+
+/* Close the oldest connection in the handshake to make room: 1, or 0 if
+ * there is none. */
+int hpl__conn_hs_make_room(void);
 
 /* ------------------------------------------------------------ uvconn_out.c */
 

@@ -23,8 +23,9 @@ static void conn_timer_fired(uv_timer_t *t) {
   if (c->closing) return;
   uint64_t now = hpl__now_ms();
   if (c->hs != HPL__HS_OPEN) {
-    HPL__LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
-    if (c->o.auth_failures) (*c->o.auth_failures)++;
+    char why[64];
+    snprintf(why, sizeof why, "no handshake within %d ms", HPL__AUTH_TIMEOUT_MS);
+    hpl__conn_hs_failed(c, why);
     hpl__conn_close(c, HPL_ETIMEDOUT);
     return;
   }
@@ -458,8 +459,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   if (nread < 0) {
     if (nread != UV_EOF) HPL__LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
     if (c->hs != HPL__HS_OPEN) { /* gone before it proved anything: a failed handshake */
-      HPL__LOG_INFO("%s: the peer left during the handshake", c->label);
-      if (c->o.auth_failures) (*c->o.auth_failures)++;
+      hpl__conn_hs_failed(c, "the peer left during the handshake");
     }
     hpl__conn_close(c, HPL_ECONN);
     return;
