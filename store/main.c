@@ -169,6 +169,10 @@ static const hpl__opt opts[] = {
      "local clients of this group may connect too (default: only\nthis user and root; the "
      "socket's directory must then let\nthe group in, see --insecure)",
      HPL__OPT_FN, 0, 0, 0, 0, set_allow_group},
+    {"max-clients-per-uid", "N",
+     "local clients of one user at most (default 1024): one\nuser's programs cannot take every "
+     "slot; the next one is\ntold HPL_ETOOMANY",
+     HPL__OPT_U32, OFF(max_uid_clients), 0, 1, UINT32_MAX, NULL},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };
 

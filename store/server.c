@@ -28,6 +28,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   memset(c, 0, sizeof *c);
   c->memory = 2ull << 30;
   c->allow_gid = -1;
+  c->max_uid_clients = HPL__DEFAULT_MAX_CONNS / 4;
   c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;

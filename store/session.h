@@ -13,6 +13,7 @@
 #define HPL_STORE_SESSION_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <uthash.h>
 
 #include "objects.h"
@@ -40,6 +41,8 @@ typedef struct hpl__stclient {
   int refs;
   int closed;
   int pid; /* the process that connected (SO_PEERCRED): puts copy its bytes from it */
+  uid_t uid;       /* its user (SO_PEERCRED) */
+  int uid_counted; /* counted among its user's clients (clientadm.c) */
   int chan; /* the chunk channel: our end of a SOCK_SEQPACKET pair whose other end
                went with the HELLO; the pool's chunk memfds go to the client on it
                (-1: none yet) */

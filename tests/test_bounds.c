@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <grp.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -384,6 +387,76 @@ static void test_idle_strangers(void **state) {
   th_stop(lc, 0);
 }
 
+/* A child process of user 65534 (in group `gid` too if gid >= 0)
+ * connecting to `sock`: the hpl_connect code, or 100 if it could not
+ * become that user. */
+static int connect_as_other(const char *sock, int gid) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    gid_t g = (gid_t)gid;
+    if (setgroups(gid >= 0 ? 1 : 0, &g) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(100);
+    hpl_client *c = NULL;
+    int rc = hpl_connect(sock, 2000, &c);
+    _exit(-rc); /* codes are negative */
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  return WEXITSTATUS(st) == 100 ? 100 : -WEXITSTATUS(st);
+}
+
+/* Local clients: one user's programs take at most --max-clients-per-uid
+ * slots and the next one is told HPL_ETOOMANY (not "protocol error");
+ * another user of the allowed group (--allow-group) still gets in; a user
+ * outside it is refused with HPL_EAUTH, --insecure or not. */
+static void test_local_clients(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip(); /* needs other uids and groups */
+  hpl__lc *lc =
+      th_cluster(1, 64 * MB, NULL, "--insecure --allow-group 4242 --max-clients-per-uid 8");
+  const char *sock = hpl__lc_socket(lc, 0);
+  struct stat st;
+  assert_int_equal(stat(sock, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0660); /* the group may connect */
+  assert_int_equal(st.st_gid, 4242);
+  assert_int_equal(chmod(hpl__lc_work_dir(lc), 0711), 0); /* others may pass through */
+  hpl_client *c[16];
+  int n = 0, rc = 0;
+  while (n < 16 && (rc = hpl_connect(sock, th_ms(2000), &c[n])) == 0) n++;
+  assert_int_equal(rc, HPL_ETOOMANY);
+  assert_true(n <= 8 && n >= 6); /* the harness may hold a client or two */
+  assert_int_equal(connect_as_other(sock, 4242), 0); /* another user of the group */
+  assert_int_equal(connect_as_other(sock, -1), HPL_ECONN); /* the socket's mode keeps it out */
+  assert_int_equal(chmod(sock, 0666), 0); /* misconfigured: the credentials still do */
+  assert_int_equal(connect_as_other(sock, -1), HPL_EAUTH);
+  assert_int_equal(chmod(sock, 0660), 0);
+  hpl_close(c[--n]); /* a slot again */
+  for (int i = 0; i < 50 && (rc = hpl_connect(sock, th_ms(2000), &c[n])) == HPL_ETOOMANY; i++)
+    th_sleep_ms(20); /* the store sees the close a moment later */
+  assert_int_equal(rc, 0);
+  n++;
+  while (n > 0) hpl_close(c[--n]);
+  assert_int_equal(chmod(hpl__lc_work_dir(lc), 0700), 0);
+  th_stop(lc, 0);
+  /* --allow-group: the socket's directory may be the group's (0750) */
+  char dir[] = "/tmp/hpl-groupdir-XXXXXX", cmd[1024];
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chown(dir, 0, 4242), 0);
+  assert_int_equal(chmod(dir, 0750), 0);
+  const char *bin = getenv("HOPLITE_BIN_DIR") ? getenv("HOPLITE_BIN_DIR") : HPL_BIN_DIR;
+  snprintf(cmd, sizeof cmd, "%s/hoplite-store --directory 127.0.0.1:1 --socket %s/s.sock "
+           "--memory 16M 2>/dev/null", bin, dir);
+  int ex = system(cmd); /* without --allow-group: refuses to start */
+  assert_true(WIFEXITED(ex) && WEXITSTATUS(ex) == 1);
+  snprintf(cmd, sizeof cmd, "timeout --preserve-status -s INT 1 %s/hoplite-store --directory "
+           "127.0.0.1:1 --socket %s/s.sock --memory 16M --allow-group 4242 2>/dev/null", bin, dir);
+  ex = system(cmd); /* with it: runs until stopped */
+  assert_true(WIFEXITED(ex) && WEXITSTATUS(ex) == 0);
+  unlink(strcat(strcpy(cmd, dir), "/s.sock"));
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dir_reader_never_reads),
@@ -391,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_store_client_never_reads),
       cmocka_unit_test(test_store_late_reader_served),
       cmocka_unit_test(test_idle_strangers),
+      cmocka_unit_test(test_local_clients),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
