@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -457,6 +458,41 @@ static void test_local_clients(void **state) {
   rmdir(dir);
 }
 
+/* Idle connections to the metrics endpoint (no request, no token) do not
+ * keep scrapes out: before, 16 of them blocked every scrape. */
+static void test_metrics_idle(void **state) {
+  (void)state;
+  char dargs[256], path[256];
+  snprintf(path, sizeof path, "/tmp/hpl-bounds-mport-%d", (int)getpid());
+  snprintf(dargs, sizeof dargs, "--metrics-listen 127.0.0.1:0 --metrics-port-file %s", path);
+  hpl__lc *lc = th_cluster(1, 64 * MB, dargs, NULL);
+  FILE *f = fopen(path, "r");
+  int port = 0;
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%d", &port), 1);
+  fclose(f);
+  unlink(path);
+  int idle[64];
+  int k = open_idle(port, idle, 64);
+  assert_int_equal(k, 64);
+  th_sleep_ms(100);
+  for (int round = 0; round < 3; round++) { /* answered, also while they stay */
+    int fd = th_wire_connect(port, NULL, 0);
+    const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
+    assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char rep[64] = "";
+    ssize_t n = recv(fd, rep, sizeof rep - 1, 0);
+    assert_true(n > 0);
+    assert_non_null(strstr(rep, "HTTP/1.")); /* 401 without a token: an answer */
+    close(fd);
+    th_sleep_ms(200);
+  }
+  for (int i = 0; i < k; i++) close(idle[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dir_reader_never_reads),
@@ -465,6 +501,7 @@ int main(void) {
       cmocka_unit_test(test_store_late_reader_served),
       cmocka_unit_test(test_idle_strangers),
       cmocka_unit_test(test_local_clients),
+      cmocka_unit_test(test_metrics_idle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
