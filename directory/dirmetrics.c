@@ -48,6 +48,8 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
         "Published objects their store's put confirmed"),
       C("dir_publishes_retracted", c->publishes_retracted, "publishes_retracted_total",
         "Published objects forgotten again because their store's put failed"),
+      C("dir_publishes_orphaned", c->publishes_orphaned, "publishes_orphaned_total",
+        "Published objects forgotten because their client left and no store put them"),
       C("dir_fanouts", fo_batches, "fanouts_total",
         "Loop turns whose replies to many connections were written at once (see --no-fanout)"),
       C("dir_fanout_writes", fo_items, "fanout_writes_total", "Writes made in those turns"),

@@ -63,6 +63,10 @@ static const hpl__opt opts[] = {
      "output queued to all connections at most (default 256M):\npast it the largest queue's "
      "connection is closed",
      HPL__OPT_SIZE, OFF(out_total), 0, 0, 0, NULL},
+    {"publish-quota", "BYTES",
+     "bytes clients may publish naming one node before its store\nputs them (default 64M; a "
+     "client connection a quarter)",
+     HPL__OPT_SIZE, OFF(publish_quota), 0, 0, 0, NULL},
     {"heartbeat-ms", "MS", "heartbeat interval stores use (default 500)", HPL__OPT_U32,
      OFF(heartbeat_ms), 0, 1, UINT32_MAX, NULL},
     {"heartbeat-timeout-ms", "MS",

@@ -493,6 +493,76 @@ static void test_metrics_idle(void **state) {
   th_stop(lc, 0);
 }
 
+/* PUBLISH one object as a reader on fd; the reply's status (its detail
+ * into why, if not NULL). */
+static int publish(int fd, uint64_t req, const char *id, uint64_t node, const void *bytes,
+                   uint64_t len, char *why, size_t wlen) {
+  Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+  m.id = (char *)id;
+  m.size = len;
+  m.node = node;
+  th_wire_send_payload(fd, HPL__MSG_PUBLISH, req, &m.base, bytes, len);
+  Hplpb__Reply *r = (Hplpb__Reply *)th_wire_wait(fd, HPL__MSG_REPLY, req);
+  int st = r->status;
+  if (why) snprintf(why, wlen, "%s", r->detail);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  return st;
+}
+
+/* The reader key's PUBLISH: refused for a node that does not exist; a
+ * client's unconfirmed bytes stop at its quota (the inline cache does not
+ * fill, the producer's put goes in) and are forgotten after it leaves. */
+static void test_publish_scoped(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(1, 64 * MB, "--publish-quota 4M", NULL);
+  hpl_client *A = th_connect(lc, 0);
+  uint64_t node = th_node_id(A);
+  char err[256], why[256];
+  hpl__auth good;
+  assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+  /* a node that does not exist */
+  assert_int_equal(publish(fd, 1, "pub/nonode", 0x1234, "EVIL", 4, why, sizeof why), HPL_EUNAVAIL);
+  assert_non_null(strstr(why, "not a live node"));
+  /* the fill: 64 KiB objects until the quota (a quarter of 4 MiB per client) */
+  uint8_t *big = calloc(1, 64 * 1024);
+  assert_non_null(big);
+  int taken = 0, st = 0;
+  char id[64];
+  for (int i = 0; i < 200 && st == 0; i++) {
+    snprintf(id, sizeof id, "pub/fill/%d", i);
+    st = publish(fd, 100 + (uint64_t)i, id, node, big, 64 * 1024, why, sizeof why);
+    taken += st == 0;
+  }
+  print_message("%d objects of 64 KiB published, then: %s\n", taken, why);
+  assert_int_equal(st, HPL_EUNAVAIL);
+  assert_non_null(strstr(why, "quota"));
+  assert_true(taken <= 16);
+  uint64_t inl = th_dir_counter(lc, "dir_inline_bytes");
+  assert_true(inl <= 1 * MB + 64 * 1024);
+  /* the producer's own put still goes in */
+  th_put_pattern(A, "pub/after", 60 * 1024, 9);
+  /* the client leaves: what its store never put is forgotten 10 s later */
+  close(fd);
+  uint64_t orphaned = 0;
+  for (int i = 0; i < 150 && orphaned < (uint64_t)taken; i++) {
+    th_sleep_ms(100);
+    orphaned = th_dir_counter(lc, "dir_publishes_orphaned");
+  }
+  assert_int_equal(orphaned, (uint64_t)taken);
+  assert_true(th_dir_counter(lc, "dir_inline_bytes") < inl);
+  uint64_t sz;
+  uint32_t cp, cm;
+  int il;
+  assert_int_equal(hpl_stat(A, "pub/fill/0", th_ms(2000), &sz, &cp, &cm, &il), HPL_ENOTFOUND);
+  free(big);
+  hpl_close(A);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dir_reader_never_reads),
@@ -502,6 +572,7 @@ int main(void) {
       cmocka_unit_test(test_idle_strangers),
       cmocka_unit_test(test_local_clients),
       cmocka_unit_test(test_metrics_idle),
+      cmocka_unit_test(test_publish_scoped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
