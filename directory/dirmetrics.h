@@ -27,7 +27,7 @@
 #include "server.h"
 
 /* Room for the list hpl__dir_metrics_collect writes. */
-#define HPL__DIR_METRICS_MAX 56
+#define HPL__DIR_METRICS_MAX 64
 
 /* Every counter and gauge of the directory, now, into
  * out[HPL__DIR_METRICS_MAX]. Returns how many. */

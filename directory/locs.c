@@ -1,6 +1,5 @@
 /* locs.c - location updates from stores: LOC_ADD, LOC_NOTE, INLINE_PUT,
- * HELD, EVICT and the copies re-reported at REGISTER; clients' PUBLISH
- * (see locs.h). */
+ * HELD, EVICT and the copies re-reported at REGISTER (see locs.h). */
 #include "locs.h"
 
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "nodes.h"
+#include "publish.h"
 #include "tombs.h"
 #include "trace.h"
 #include "xlog.h"
@@ -140,11 +140,7 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
     if (l && l->origin) hpl__dir_digests_more(s, o, m);
     return;
   } else if (m->kind == HPL__LOC_RETRACT) {
-    if (o->publisher != node || !o->is_inline || o->locs) return; /* confirmed, or not its */
-    s->ctr.publishes_retracted++;
-    HPL__LOG_INFO("the put of published object '%s' failed at node %016llx: forgotten again", o->id,
-                  (unsigned long long)node);
-    hpl__dtab_forget(&s->tab, o); /* o may be gone; waiters wait for a new put */
+    hpl__dir_publish_retract(s, node, o); /* o may be gone; waiters wait for a new put */
     return;
   } else if (m->kind == HPL__LOC_REMOVE && m->corrupt) {
     /* its own copy failed its digests when read back (a spill file) */
@@ -161,21 +157,6 @@ void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   hpl__dtab_changed(&s->tab, o);
 }
 
-/* The INLINE_PUT from node `node` of bytes its client PUBLISHed (the same
- * bytes): the published object becomes an ordinary inline one with that
- * node's copy. 1 if it was that, else 0. */
-static int confirm_published(hpl__dir_server *s, uint64_t node, const char *id,
-                             const uint8_t *bytes, uint64_t len) {
-  hpl__dir_obj *o = hpl__dtab_find(&s->tab, id);
-  if (!o || o->publisher != node || !o->is_inline || o->size != len ||
-      (len && memcmp(o->inl, bytes, len) != 0))
-    return 0;
-  o->publisher = 0;
-  hpl__dtab_add_loc(&s->tab, o, node, len, 1, 0);
-  s->ctr.publishes_confirmed++;
-  return 1;
-}
-
 void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
   hpl__trace("d.inline", m->id);
@@ -185,7 +166,7 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
     hpl__conn_reply(c, f->req, HPL_EINVAL, "inline put: size does not match payload or limit");
     return;
   }
-  if (confirm_published(s, f->dc->node->id, m->id, f->payload, plen)) {
+  if (hpl__dir_publish_inline_put(s, f->dc->node->id, m->id, f->payload, plen)) {
     hpl__conn_reply(c, f->req, 0, NULL);
     return; /* served since the PUBLISH: nothing more to do */
   }
@@ -224,47 +205,6 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
   hpl__dtab_add_loc(&s->tab, o, f->dc->node->id, plen, 1, 0);
   hpl__conn_reply(c, f->req, 0, NULL);
   hpl__dtab_changed(&s->tab, o);
-}
-
-/* Why a PUBLISH of `m` (plen bytes) is not taken, or NULL if it may be. */
-static const char *publish_refusal(hpl__dir_server *s, const Hplpb__InlinePutReq *m,
-                                   uint64_t plen) {
-  if (s->cfg.no_publish) return "publishing is off (--no-publish)";
-  if (plen != m->size || plen > s->cfg.inline_max) return "size does not match payload or limit";
-  if (!m->node) return "no store named";
-  if (s->tab.inline_bytes + plen > s->cfg.inline_memory) return "directory inline cache full";
-  hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
-  if (o && o->state != HPL__OBJ_PENDING) return "the object exists";
-  return NULL;
-}
-
-void hpl__dir_locs_on_publish(hpl__dir_server *s, const hpl__dir_frame *f) {
-  Hplpb__InlinePutReq *m = (Hplpb__InlinePutReq *)f->msg;
-  hpl__trace("d.publish", m->id);
-  uint64_t plen = f->plen;
-  const char *why = publish_refusal(s, m, plen);
-  hpl__dir_obj *o = why ? NULL : hpl__dtab_get(&s->tab, m->id);
-  uint8_t *copy = o ? malloc(plen ? plen : 1) : NULL;
-  if (!why && !copy) {
-    why = "out of memory";
-  } else if (!why) {
-    if (plen) memcpy(copy, f->payload, plen);
-    if (hpl__dtab_set_inline(&s->tab, o, copy, plen) != 0) { /* another size waited for */
-      free(copy);
-      why = "the object exists";
-    }
-  }
-  if (why) {
-    s->ctr.publishes_ignored++;
-    HPL__LOG_DEBUG("PUBLISH of '%s' ignored: %s", m->id, why);
-    if (f->req) hpl__conn_reply(f->dc->c, f->req, HPL_EUNAVAIL, why);
-    if (o) hpl__dtab_gc(&s->tab, o); /* made for nothing: freed unless waited for */
-    return;
-  }
-  o->publisher = m->node;
-  s->ctr.publishes++;
-  if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
-  hpl__dtab_changed(&s->tab, o); /* waiting PEEKs and ACQUIREs get the bytes now */
 }
 
 /* Another complete copy of o than node's that can serve: on a live node

@@ -2,8 +2,8 @@
  * locs.h - the locations stores report: a put or a finished pull
  * (LOC_ADD), a copy that completed or went away (LOC_NOTE), a small
  * object's bytes (INLINE_PUT), and the complete copies a store re-reports
- * when it registers (after a directory restart or a reconnect); and a
- * client's PUBLISH of a small object ahead of its store's INLINE_PUT.
+ * when it registers (after a directory restart or a reconnect). An
+ * INLINE_PUT confirms a client's PUBLISH of the same bytes (publish.h).
  *
  * Changes the object table (objects.h) and records each change in the
  * transfer record. Callers: server.c (dispatch, the node events it wires).
@@ -28,15 +28,6 @@ void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f);
 void hpl__dir_locs_on_note(hpl__dir_server *s, const hpl__dir_frame *f);
 void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f);
 
-/* PUBLISH, from a client (any connection, readers' included; one-way, or
- * answered when it carries a request id): a small object's bytes, sent
- * while the client's PUT of them goes to its store (InlinePutReq.node).
- * Taken only for an object nobody has put yet: it is served at once,
- * marked as `node`'s until that node's INLINE_PUT of the same bytes
- * confirms it (then it is an ordinary inline object with that copy), or
- * that node's LOC_RETRACT note - its put failed - forgets it again.
- * Anything else is ignored (counted): the store's put decides. */
-void hpl__dir_locs_on_publish(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* Node event HPL__DIR_NODE_JOINED (hpl__dir_nodes_subscribe, for that event
  * only; server.c wires it): the node registered holding e->held: each

@@ -52,6 +52,21 @@ static const hpl__opt opts[] = {
      OFF(max_senders), 0, 1, UINT32_MAX, NULL},
     {"max-connections", "N", "open connections at most (default 4096); more are closed at once",
      HPL__OPT_U32, OFF(max_conns), 0, 1, UINT32_MAX, NULL},
+    {"max-output", "BYTES",
+     "replies queued to one connection at most (default 16M):\npast it its requests wait; "
+     "a peer that stays past it\n--max-output-stall-ms is disconnected",
+     HPL__OPT_SIZE, OFF(out_max), 0, 0, 0, NULL},
+    {"max-output-stall-ms", "MS",
+     "how long a connection may stay past --max-output\n(default 10000)",
+     HPL__OPT_U32, OFF(out_stall_ms), 0, 1, UINT32_MAX, NULL},
+    {"max-output-total", "BYTES",
+     "output queued to all connections at most (default 256M):\npast it the largest queue's "
+     "connection is closed",
+     HPL__OPT_SIZE, OFF(out_total), 0, 0, 0, NULL},
+    {"publish-quota", "BYTES",
+     "bytes clients may publish naming one node before its store\nputs them (default 64M; a "
+     "client connection a quarter)",
+     HPL__OPT_SIZE, OFF(publish_quota), 0, 0, 0, NULL},
     {"heartbeat-ms", "MS", "heartbeat interval stores use (default 500)", HPL__OPT_U32,
      OFF(heartbeat_ms), 0, 1, UINT32_MAX, NULL},
     {"heartbeat-timeout-ms", "MS",

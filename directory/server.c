@@ -19,6 +19,7 @@
 #include "fanout.h"
 #include "hoplite.h"
 #include "locs.h"
+#include "publish.h"
 #include "log.h"
 #include "nodes.h"
 #include "reduce.h"
@@ -78,7 +79,7 @@ static const dir_route routes[HPL__MSG_MAX_ + 1] = {
     [HPL__MSG_REPLY] = {hpl__dir_admin_on_drop_ack, 0}, /* a holder dropped its copy */
     /* clients and tools (any connection) */
     [HPL__MSG_PEEK] = {hpl__dir_acquire_on_peek, DIR_ID},
-    [HPL__MSG_PUBLISH] = {hpl__dir_locs_on_publish, DIR_ID | DIR_PAYLOAD},
+    [HPL__MSG_PUBLISH] = {hpl__dir_publish_on, DIR_ID | DIR_PAYLOAD},
     [HPL__MSG_STAT] = {hpl__dir_admin_on_stat, DIR_ID},
     [HPL__MSG_DELETE] = {hpl__dir_admin_on_delete, DIR_ID},
     [HPL__MSG_LIST] = {hpl__dir_admin_on_list, 0},
@@ -142,6 +143,7 @@ static void on_close(hpl__conn *c, int status) {
   hpl__dir_admin_conn_closed(s, dc);
   hpl__dir_reduce_conn_closed(s, dc);
   hpl__dir_acquire_conn_closed(s, dc);
+  hpl__dir_publish_conn_closed(s, dc);
   DL_DELETE(s->conns, dc);
   s->nconns--;
   free(dc);
@@ -177,7 +179,9 @@ void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer)
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER,
                       .auth_failures = &s->ctr.auth_failures,
-                      .cork = 1};
+                      .cork = 1,
+                      .out_max = (size_t)s->cfg.out_max,
+                      .out_stall_ms = s->cfg.out_stall_ms};
   dc->c = hpl__conn_new(t, &o);
   if (!dc->c) { /* the stream is closed */
     free(dc);
@@ -203,6 +207,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   hpl__dir_conn *dc;
   DL_FOREACH(s->conns, dc) hpl__conn_close(dc->c, 0); /* on_close runs later */
   hpl__dir_admin_stop(s);
+  hpl__dir_publish_stop(s);
   hpl__dir_metrics_stop(s);
 }
 
@@ -289,6 +294,7 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
     HPL__LOG_ERROR("bad listen address %s: %s", cfg->listen_host, uv_strerror(rc));
     return HPL_EINVAL;
   }
+  hpl__conn_out_set_total((size_t)cfg->out_total);
   uv_tcp_init(loop, &s->listener);
   s->listener.data = s;
   if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
@@ -306,6 +312,7 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
                 cfg->heartbeat_timeout_ms);
   if ((rc = hpl__dir_metrics_start(s))) return rc; /* its port file before ours */
   if (cfg->port_file && write_port_file(cfg, port)) return HPL_ESYS;
+  if ((rc = hpl__dir_publish_start(s))) return rc;
   hpl__dir_liveness_start(s);
   hpl__dir_reduce_start(s);
   hpl__dir_acquire_crawl_start(s);
@@ -322,6 +329,7 @@ void hpl__dir_server_free(hpl__dir_server *s) {
   hpl__fanout_stop();
   /* top-down: what a module hung on a lower one's records goes first */
   hpl__dir_admin_free(s);
+  hpl__dir_publish_free(s);
   hpl__dir_status_free(s);
   hpl__dir_acquire_free(s);
   hpl__dir_ring_free_all(s);

@@ -34,8 +34,10 @@
  *   dirmetrics.c   the one list of counters (COUNTERS, /metrics), the
  *                  request histograms, the /metrics endpoint
  *   admin.c        STAT, LIST, COUNTERS, DELETE (with its DROP round)
+ *   publish.c      clients' PUBLISH of small objects: the named store, quotas,
+ *                  orphans forgotten
  *   locs.c         locations stores report (LOC_ADD, LOC_NOTE, INLINE_PUT,
- *                  HELD, EVICT, objects re-reported at REGISTER), PUBLISH
+ *                  HELD, EVICT, objects re-reported at REGISTER)
  *   server.c       listener, connections, the dispatch table, signals,
  *                  start/free, and the wiring of the subscriptions
  *   main.c         the command line
@@ -69,7 +71,8 @@ typedef struct hpl__dir_config {
                                     between 3 heartbeats and this) */
   int no_rings;               /* --no-rings: allreduces are reduce + broadcast (ring.c) */
   int no_grants;              /* --no-grants: a PEEK never grants (acquire.c) */
-  int no_publish;             /* --no-publish: clients' PUBLISH is ignored (locs.c) */
+  int no_publish;             /* --no-publish: clients' PUBLISH is ignored (publish.c) */
+  uint64_t publish_quota;     /* bytes published per node and not confirmed (0: default) */
   int no_fanout;              /* --no-fanout: no helper thread writes replies (fanout.h) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
@@ -78,6 +81,9 @@ typedef struct hpl__dir_config {
   int latency_auto, bandwidth_auto; /* use what is measured once known */
   hpl__auth auth;                   /* the cluster secret (auth.on 0: none, loopback only) */
   uint32_t max_conns;               /* open connections at most; more are closed at once */
+  uint64_t out_max;                 /* output queued per connection at most (uvconn.h; 0: default) */
+  uint32_t out_stall_ms;            /* ... for how long a peer may stay past it (0: default) */
+  uint64_t out_total;               /* all connections' output at most (0: default) */
   hpl__metrics_cfg metrics;         /* --metrics-listen (off unless given) */
 } hpl__dir_config;
 
@@ -119,7 +125,8 @@ typedef struct hpl__dir_counters {
       publishes,           /* small objects clients PUBLISHed (served before their store's put) */
       publishes_ignored,   /* ...not taken (exists, off, too large, cache full) */
       publishes_confirmed, /* ...their store's INLINE_PUT confirmed */
-      publishes_retracted; /* ...their store's put failed: forgotten again */
+      publishes_retracted, /* ...their store's put failed: forgotten again */
+      publishes_orphaned;  /* ...their client left and no store put them in 10 s */
 } hpl__dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,
@@ -134,6 +141,8 @@ typedef struct hpl__dir_conn {
   struct hpl__dir_server *srv;
   char peer[64];                     /* the peer's address (numeric; "?" if unknown) */
   struct hpl__dir_conn *prev, *next; /* hpl__dir_server.conns (utlist DL) */
+  uint64_t pub_bytes;    /* publish.c: bytes it published that no store confirmed yet */
+  uint32_t pub_n;        /* ... in this many objects */
 } hpl__dir_conn;
 
 typedef struct hpl__dir_server {
@@ -163,6 +172,7 @@ typedef struct hpl__dir_server {
   struct hpl__dir_acquire *acquire;   /* acquire*.c: broadcast crawl reports and their timer */
   struct hpl__dir_admin *admin;       /* admin.c: deletes waiting for DROP acks */
   struct hpl__dir_gone *gone;         /* status.c: the nodes declared dead lately (a ring) */
+  struct hpl__dir_publish *publish;   /* publish.c: publishes not confirmed, quotas, a timer */
 } hpl__dir_server;
 
 /* A request as the dispatcher (server.c) hands it to a module's handler,

@@ -69,7 +69,8 @@ extern "C" {
   X(EUNAVAIL, -13, "service unavailable")                                      \
   X(ESTATE, -14, "object is not in a state that allows this")                 \
   X(EAUTH, -15, "authentication failed: wrong or missing cluster secret")      \
-  X(ECORRUPT, -16, "corrupt: no copy with the right bytes")
+  X(ECORRUPT, -16, "corrupt: no copy with the right bytes")                   \
+  X(ETOOMANY, -17, "too many clients: the store's limit for this user or in all is reached")
 
 typedef enum hpl_errno {
 #define HPL_ERR_ENUM_(name, value, msg) HPL_##name = (value),
@@ -110,7 +111,10 @@ typedef struct hpl_buf hpl_buf;       /* a held object (or one being created) */
  * $HOPLITE_SOCKET) and map its shared-memory pool.
  * On success *out is a new handle owned by the caller (free with hpl_close).
  * Errors: HPL_EINVAL (no path), HPL_ECONN (cannot connect), HPL_ETIMEDOUT,
- * HPL_EPROTO (peer is not a hoplite store), HPL_ESYS (mmap failed).
+ * HPL_EPROTO (peer is not a hoplite store), HPL_ESYS (mmap failed),
+ * HPL_ETOOMANY (the store has as many clients of this user as
+ * --max-clients-per-uid allows, or as many in all as --max-connections),
+ * HPL_EAUTH (the store does not take clients of this user or group).
  * There is no handle on failure, so no detail: the reason is in the code. */
 HPL_API int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out);
 

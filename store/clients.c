@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <utlist.h>
 
+#include "clientadm.h"
 #include "dirlink.h"
 #include "get.h"
 #include "hoplite.h"
@@ -38,6 +39,7 @@
 typedef struct hpl__clients {
   uv_pipe_t listener;
   hpl__stclient *list;   /* every session connected (utlist) */
+  hpl__clientadm *adm;   /* who may connect (clientadm.c) */
   uint32_t nclients;     /* ...and their count (hpl__clients_count) */
   uint64_t next_id;      /* the last session id given */
 } hpl__clients;
@@ -169,6 +171,8 @@ static void client_on_close(hpl__conn *c, int status) {
   hpl__stclient *cl = hpl__conn_data(c);
   hpl__store *s = cl->s;
   cl->closed = 1;
+  if (cl->uid_counted) hpl__clientadm_leave(s->clients->adm, cl->uid);
+  cl->uid_counted = 0;
   hpl__get_client_gone(s, cl);
   hpl__put_client_gone(s, cl); /* aborts what it was still writing */
   hpl__lifetime_client_gone(s, cl); /* deletes what it owned */
@@ -234,47 +238,6 @@ static int send_hello(hpl__store *s, hpl__stclient *cl, int fd) {
   return n == (ssize_t)len ? 0 : HPL_ECONN;
 }
 
-/* Local clients share the pool's memory and are trusted with it: only
- * processes of this user (or root, or the allowed group) may reach the
- * socket. Its directory must be this user's alone (0700), so no other user
- * can even connect, nor swap the socket for one of their own. */
-static int check_socket_dir(hpl__store *s, const char *path) {
-  char dir[sizeof s->cfg.socket_path];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash) snprintf(dir, sizeof dir, ".");
-  else if (slash == dir) dir[1] = 0;
-  else *slash = 0;
-  struct stat st;
-  if (stat(dir, &st) != 0) {
-    HPL__LOG_ERROR("cannot check the socket's directory %s: %s", dir, strerror(errno));
-    return HPL_ESYS;
-  }
-  if (s->cfg.insecure) return 0;
-  if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-    HPL__LOG_ERROR("the socket's directory %s must belong to this user and be closed to others "
-                   "(mode 0700, owner uid %u; it has mode %04o, owner uid %u): other users could "
-                   "reach this store's memory, or replace its socket (--insecure to allow)",
-                   dir, (unsigned)geteuid(), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
-    return HPL_EINVAL;
-  }
-  return 0;
-}
-
-/* The peer of a new local connection: this user, root, or the allowed
- * group (SO_PEERCRED); its pid in *pid. */
-static int peer_allowed(hpl__store *s, int fd, int *pid) {
-  struct ucred cr;
-  socklen_t len = sizeof cr;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
-  *pid = (int)cr.pid;
-  if (cr.uid == geteuid() || cr.uid == 0 || s->cfg.insecure) return 1;
-  if (s->cfg.allow_gid >= 0 && cr.gid == (gid_t)s->cfg.allow_gid) return 1;
-  HPL__LOG_WARN("refused a local client of uid %u (pid %d): not this store's user",
-                (unsigned)cr.uid, (int)cr.pid);
-  return 0;
-}
-
 static void on_client_accept(uv_stream_t *server, int status) {
   hpl__store *s = server->data;
   if (status < 0) return;
@@ -285,17 +248,19 @@ static void on_client_accept(uv_stream_t *server, int status) {
 void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
   hpl__stclient *cl = hpl__session_new(s, NULL, ++s->clients->next_id);
   uv_os_fd_t fd;
-  int ok = cl && uv_fileno((uv_handle_t *)p, &fd) == 0;
-  if (ok && hpl__conn_full(p, s->clients->nclients, s->cfg.max_conns, &s->ctr.conns_refused,
-                           "local clients")) {
-    if (cl) hpl__session_unref(cl);
-    return;
+  int rc = !cl || uv_fileno((uv_handle_t *)p, &fd) != 0 ? HPL_ENOMEM : 0;
+  char detail[200] = "";
+  if (!rc)
+    rc = hpl__clientadm_take(s, s->clients->adm, fd, s->clients->nclients, &cl->pid, &cl->uid,
+                             detail, sizeof detail);
+  if (!rc) {
+    cl->uid_counted = 1;
+    rc = send_hello(s, cl, fd);
+  } else if (rc != HPL_ENOMEM) {
+    hpl__clientadm_refuse(fd, rc, detail); /* "too many clients", not a protocol error */
   }
-  if (ok && !peer_allowed(s, fd, &cl->pid)) {
-    s->ctr.clients_refused++;
-    ok = 0;
-  }
-  if (!ok || send_hello(s, cl, fd) != 0) {
+  if (rc) {
+    if (cl && cl->uid_counted) hpl__clientadm_leave(s->clients->adm, cl->uid);
     uv_close((uv_handle_t *)p, (uv_close_cb)free);
     if (cl) hpl__session_unref(cl);
     return;
@@ -310,7 +275,9 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
                      .on_close = client_on_close,
                      .data = cl,
                      .label = label,
-                     .cork = 1};
+                     .cork = 1,
+                     .out_max = (size_t)s->cfg.out_max,
+                     .out_stall_ms = s->cfg.out_stall_ms};
   cl->c = hpl__conn_new(p, &o);
   if (!cl->c) {
     hpl__session_unref(cl);
@@ -365,11 +332,13 @@ int hpl__clients_start(hpl__store *s) {
     HPL__LOG_ERROR("no socket path");
     return HPL_EINVAL;
   }
-  int rc = check_socket_dir(s, path);
+  int rc = hpl__clientadm_check_dir(s, path);
   if (rc) return rc;
   rc = clear_stale_socket(path);
   if (rc) return rc;
-  if (!(s->clients = calloc(1, sizeof *s->clients))) return HPL_ENOMEM;
+  if (!(s->clients = calloc(1, sizeof *s->clients)) ||
+      !(s->clients->adm = hpl__clientadm_new()))
+    return HPL_ENOMEM;
   uv_pipe_init(s->loop, &s->clients->listener, 0);
   s->clients->listener.data = s;
   if ((rc = uv_pipe_bind(&s->clients->listener, path)) ||
@@ -377,7 +346,7 @@ int hpl__clients_start(hpl__store *s) {
     HPL__LOG_ERROR("cannot listen on %s: %s", path, uv_strerror(rc));
     return HPL_ESYS;
   }
-  chmod(path, 0600);
+  if ((rc = hpl__clientadm_socket_mode(s, path))) return rc;
   hpl__pool_listen(s->pool, chunk_recycled, s);
   return 0;
 }
@@ -392,6 +361,7 @@ void hpl__clients_stop(hpl__store *s) {
 }
 
 void hpl__clients_free(hpl__store *s) {
+  if (s->clients) hpl__clientadm_free(s->clients->adm);
   free(s->clients);
   s->clients = NULL;
 }

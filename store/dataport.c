@@ -454,7 +454,9 @@ void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
                       .label = "data-in",
                       .auth = &s->cfg.auth,
                       .auth_roles = 1u << HPL__ROLE_STORE,
-                      .auth_failures = &s->ctr.auth_failures};
+                      .auth_failures = &s->ctr.auth_failures,
+                      .out_max = (size_t)s->cfg.out_max,
+                      .out_stall_ms = s->cfg.out_stall_ms};
   DL_APPEND(dp->senders, sd);
   dp->nsenders++;
   sd->c = hpl__conn_new(t, &o);

@@ -28,6 +28,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   memset(c, 0, sizeof *c);
   c->memory = 2ull << 30;
   c->allow_gid = -1;
+  c->max_uid_clients = HPL__DEFAULT_MAX_CONNS / 4;
   c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;
@@ -122,6 +123,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
   s->cfg = *cfg;
   s->node_id = hpl__random_u64();
   s->start_ms = hpl__now_ms();
+  hpl__conn_out_set_total((size_t)cfg->out_total);
   if (!s->cfg.name[0])
     snprintf(s->cfg.name, sizeof s->cfg.name, "%016llx", (unsigned long long)s->node_id);
   /* pages populated on purpose stay: a trimmed page faults in again on its

@@ -59,6 +59,8 @@
  *                incoming stream, checked against its maker's digests)
  *   stmetrics.c  the one list of counters and gauges (COUNTERS, /metrics),
  *                the /metrics endpoint
+ *   clientadm.c  who may use the local socket: modes, peer credentials,
+ *                clients per user, refusals that say why
  *   clients.c    the local socket: accept, HELLO, dispatch
  *   server.c     start, signals, drain, stop (this header)
  *   main.c       the command line

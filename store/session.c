@@ -149,9 +149,14 @@ void hpl__session_creq_init(hpl__creq *x, hpl__stclient *cl, uint64_t req) {
   x->cl = cl;
   x->req = req;
   hpl__session_ref(cl);
+  if (++cl->npending >= HPL__SESSION_MAX_PENDING && !cl->closed && cl->c)
+    hpl__conn_hold(cl->c, 1);
 }
 
 void hpl__session_creq_done(hpl__creq *x) {
+  hpl__stclient *cl = x->cl;
+  if (--cl->npending <= HPL__SESSION_MAX_PENDING / 2 && !cl->closed && cl->c)
+    hpl__conn_hold(cl->c, 0);
   hpl__session_unref(x->cl);
   x->cl = NULL;
 }

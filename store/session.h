@@ -13,6 +13,7 @@
 #define HPL_STORE_SESSION_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <uthash.h>
 
 #include "objects.h"
@@ -40,11 +41,21 @@ typedef struct hpl__stclient {
   int refs;
   int closed;
   int pid; /* the process that connected (SO_PEERCRED): puts copy its bytes from it */
+  uid_t uid;       /* its user (SO_PEERCRED) */
+  int uid_counted; /* counted among its user's clients (clientadm.c) */
   int chan; /* the chunk channel: our end of a SOCK_SEQPACKET pair whose other end
                went with the HELLO; the pool's chunk memfds go to the client on it
                (-1: none yet) */
   uint32_t *sent_gen; /* per pool chunk: the generation whose memfd the client got */
+  uint32_t npending;  /* requests waiting elsewhere (hpl__creq): at
+                         HPL__SESSION_MAX_PENDING the client is not read */
 } hpl__stclient;
+
+/* A client's requests waiting for the directory at most: at this many its
+ * connection is held (nothing more is read from it) until half are
+ * answered, so a client cannot make its store queue unbounded work (and
+ * replies) however fast it sends. */
+#define HPL__SESSION_MAX_PENDING 256u
 
 /* A client's request waiting for an answer from elsewhere (the directory):
  * keeps the session alive; answering a closed session is a no-op. */
@@ -94,7 +105,7 @@ int hpl__session_hold(hpl__stclient *cl, hpl__obj *o);
 void hpl__session_release(hpl__stclient *cl, uint64_t inst);
 
 /* Requests waiting elsewhere: init takes a session reference, done
- * drops it. */
+ * drops it; between the two the request counts in cl->npending. */
 void hpl__session_creq_init(hpl__creq *x, hpl__stclient *cl, uint64_t req);
 void hpl__session_creq_done(hpl__creq *x);
 

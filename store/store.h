@@ -50,9 +50,14 @@ typedef struct hpl__store_config {
   hpl__store_faults faults;
   int integrity;             /* --integrity: digests of local puts (HPL__DIGEST_*) */
   hpl__auth auth;            /* the cluster secret (auth.on 0: none, loopback only) */
-  int insecure;              /* --insecure: no exposure or local-peer checks */
+  int insecure;              /* --insecure: no exposure or socket-directory checks (peers'
+                                credentials are checked all the same) */
   int64_t allow_gid;         /* local clients of this group are allowed too (-1: none) */
+  uint32_t max_uid_clients;  /* local clients of one user at most */
   uint32_t max_conns;        /* open data-port connections, and local clients, at most */
+  uint64_t out_max;          /* output queued per connection at most (uvconn.h; 0: default) */
+  uint32_t out_stall_ms;     /* ... for how long a peer may stay past it (0: default) */
+  uint64_t out_total;        /* all connections' output at most (0: default) */
   uint32_t trim_ms;          /* free pool pages go back to the kernel once no allocation
                                 was freed for this long (0: never; HPL__STORE_TRIM_DEFAULT:
                                 10 s, or never with prefault) */

@@ -113,6 +113,12 @@ class Corrupt(HopliteError):
     code, name = -16, "HPL_ECORRUPT"
 
 
+class TooManyClients(HopliteError):
+    """HPL_ETOOMANY: the store has as many clients of this user (or in all)
+    as its limits allow; close a handle, or raise --max-clients-per-uid."""
+    code, name = -17, "HPL_ETOOMANY"
+
+
 class BatchError(HopliteError):
     """Some requests of a batch call (put_many, get_many, stat_many,
     delete_many) failed.
@@ -135,7 +141,7 @@ class BatchError(HopliteError):
 BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, OutOfMemory, Timeout, NotFound, AlreadyExists, ObjectLost,
     ConnectionFailed, ProtocolError, SystemCallError, TooBig, Mismatch, Canceled,
-    Unavailable, InvalidState, AuthFailed, Corrupt)}
+    Unavailable, InvalidState, AuthFailed, Corrupt, TooManyClients)}
 
 
 def error_for(code, message, detail=""):

@@ -252,6 +252,9 @@ int hpl__cstore_open(const char *path, uint64_t deadline, hpl__cstore *out) {
       h = (Hplpb__Hello *)hpl__crpc_msg_unpack(&m, HPL__MSG_HELLO);
     hpl__crpc_msg_free(&m);
     if (!h) rc = HPL_EPROTO;
+    /* a store that refuses this client says why (too many clients, not its
+     * user or group) instead of just closing */
+    else if (h->status) rc = h->status < 0 && h->status >= HPL_ETOOMANY ? h->status : HPL_EPROTO;
   }
   if (rc == 0) {
     int fds[2] = {-1, -1};

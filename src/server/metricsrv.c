@@ -337,8 +337,12 @@ int hpl__msrv_start(uv_loop_t *loop, const hpl__metrics_cfg *cfg, const hpl__aut
   m->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                           on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                          /* idle connections (anyone who can reach the port may
+                           * open them) must not keep scrapes out: many slots,
+                           * each idle one cut after 3 s (a scrape takes ms);
+                           * 1024 x the memory limit below is 32 MiB at most */
+                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_END);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   const union MHD_DaemonInfo *di =

@@ -28,6 +28,7 @@ void hpl__conn_handle_closed(uv_handle_t *h) {
     free(h);
   }
   if (--c->handles > 0) return;
+  hpl__conn_out_leave(c);
   hpl__conn_corks_leave(c);
   hpl__record_close(&c->rec);
   if (c->cur_msg) protobuf_c_message_free_unpacked(c->cur_msg, NULL);
@@ -66,6 +67,7 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   s->data = c;
   c->handles = 1;
   hpl__record_open(&c->rec, c->label);
+  hpl__conn_out_join(c);
   c->tagged = o->auth && o->auth->on;
   if (c->tagged) hpl__conn_hs_start(c);
   hpl__conn_read_start(c);
@@ -80,11 +82,13 @@ void hpl__conn_close(hpl__conn *c, int status) {
   }
   c->closing = 1;
   c->close_status = status;
+  hpl__conn_hs_leave(c);
   if (c->reading) uv_read_stop(c->s);
   c->reading = 0;
   hpl__conn_drop_writes(c);
   hpl__conn_sendfile_close(c);
   if (c->timer) uv_close((uv_handle_t *)c->timer, hpl__conn_handle_closed);
+  hpl__conn_out_close(c);
   if (c->idle) uv_close((uv_handle_t *)c->idle, hpl__conn_handle_closed);
   if (c->cork_prep) uv_close((uv_handle_t *)c->cork_prep, hpl__conn_handle_closed);
   if (c->cork_chk) uv_close((uv_handle_t *)c->cork_chk, hpl__conn_handle_closed);

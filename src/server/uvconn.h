@@ -89,7 +89,66 @@ typedef struct hpl__conn_opts {
    * before the loop next polls; fewer system calls when many small
    * requests or replies go one way. Order is kept with other writes. */
   int cork;
+  /* Output bound (uvconn_out.c). What the connection has queued to send
+   * and that the process holds for it (every frame's header and message,
+   * copied payloads and sealed records, and each write's bookkeeping;
+   * not payloads referenced without a copy nor sendfile's pool pages)
+   * may reach out_max bytes and out_max_frames frames (0: the defaults
+   * below). Past either, the connection stops reading its peer (it gets
+   * no new requests handled, so makes no new replies) until the queue is
+   * back to half; a peer that stays past it for out_stall_ms (0: default)
+   * is cut: logged (rate-limited) and counted in *out_cut (may be NULL)
+   * and hpl__conn_out_stats. Replies to requests taken before the pause
+   * still queue (the owner bounds those: hpl__conn_hold), and so do
+   * messages the server makes on its own; the thread's total bound
+   * (hpl__conn_out_set_total) catches what that adds up to. */
+  size_t out_max;
+  unsigned out_max_frames;
+  unsigned out_stall_ms;
+  uint64_t *out_cut;
 } hpl__conn_opts;
+
+/* Default output bound of a connection (hpl__conn_opts.out_max...). */
+#define HPL__CONN_OUT_MAX (16u << 20)
+#define HPL__CONN_OUT_MAX_FRAMES 65536u
+#define HPL__CONN_OUT_STALL_MS 10000u
+/* Default bound of the output queued by every connection of a thread
+ * together (one server's loop); past it the largest queue is cut. */
+#define HPL__CONN_OUT_TOTAL_MAX ((size_t)256 << 20)
+
+/* Accepted connections still in the handshake (not authenticated yet)
+ * take slots of their own: at most HPL__CONN_HS_MAX of a thread's (one
+ * server's) and HPL__CONN_HS_PER_ADDR from one source address; when a new
+ * one finds them full the oldest (from its address first) is closed. They
+ * also make room when a listener is at its limit (hpl__conn_admit): the
+ * oldest in the handshake goes and the newcomer is taken, so idle
+ * strangers cannot keep authenticated peers out. */
+#define HPL__CONN_HS_MAX 1024u
+#define HPL__CONN_HS_PER_ADDR 128u
+/* ... but one from the same address goes only once it has waited this
+ * long (a burst of honest peers from one host is not cut short; the
+ * thread's limit stays hard). */
+#define HPL__CONN_HS_GRACE_MS 250u
+/* Failed handshakes are logged at most once per this long (a summary). */
+#define HPL__CONN_HS_LOG_MS 10000u
+
+/* Set the thread's handshake slots (0: the defaults above). */
+void hpl__conn_hs_limits(unsigned max, unsigned per_addr);
+
+/* Connections in the handshake now (*pending), and since the start those
+ * closed to make room (*evicted) and handshakes that failed (*failed, the
+ * evicted included). Any may be NULL. */
+void hpl__conn_hs_stats(uint64_t *pending, uint64_t *evicted, uint64_t *failed);
+
+/* The thread's total output bound (0: HPL__CONN_OUT_TOTAL_MAX). A server
+ * sets it once before it accepts connections. */
+void hpl__conn_out_set_total(size_t max);
+
+/* The thread's output: bytes queued now by every connection
+ * (*queued), and since the start connections that were paused for their
+ * output (*paused), cut for it (*cut: past their bound too long)
+ * and cut to keep the total under its bound (*shed). Any may be NULL. */
+void hpl__conn_out_stats(uint64_t *queued, uint64_t *paused, uint64_t *cut, uint64_t *shed);
 
 /* Accept one connection on a listening stream (TCP, with Nagle off, or a
  * Unix socket, as the listener is). Returns the new stream (malloc'd, to be
@@ -112,7 +171,10 @@ int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refuse
 
 /* hpl__conn_full, then the owner's state for the new connection: `size`
  * zeroed bytes (malloc'd, the caller's to free). NULL when the server is
- * full or memory is short: t is then closed and freed. */
+ * full or memory is short: t is then closed and freed. At the limit the
+ * oldest connection of the thread still in the handshake is closed to
+ * make room, if there is one, and t is taken (the owner's count passes
+ * `max` until that close has run). */
 void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
                       const char *what, size_t size);
 
@@ -166,6 +228,10 @@ int hpl__conn_sendfile(hpl__conn *c, int fd, uint64_t off, size_t len, hpl__conn
 
 /* Bytes queued in the kernel-facing write queue (backpressure signal). */
 size_t hpl__conn_write_queue(const hpl__conn *c);
+/* What c's output holds of the process's memory, in bytes (see
+ * hpl__conn_opts.out_max), and whether its reading is paused for it. */
+size_t hpl__conn_out_queued(const hpl__conn *c);
+int hpl__conn_out_paused(const hpl__conn *c);
 
 /* Stream mode, from inside on_frame: deliver this frame's payload to `sink`.
  * `sink` is copied. */
@@ -173,6 +239,12 @@ void hpl__conn_recv_payload(hpl__conn *c, const hpl__sink *sink);
 
 /* Stream mode: read again after the sink paused by returning no room. */
 void hpl__conn_resume(hpl__conn *c);
+
+/* The owner's pause (on != 0): no new frame of c is handled, and c is not
+ * read, until it is lifted (on 0); frames already buffered wait. For
+ * bounded work per peer: a server holds a peer with too many requests in
+ * progress. Independent of the sink's pause and of the output bound's. */
+void hpl__conn_hold(hpl__conn *c, int on);
 
 /* Close (idempotent). Pending writes get their callbacks with an error, then
  * on_close runs with `status`. */

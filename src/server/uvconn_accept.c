@@ -44,6 +44,8 @@ int hpl__conn_full(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refuse
 
 void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *refused,
                       const char *what, size_t size) {
+  /* at the limit, a stranger still in the handshake makes room (uvconn_admit.c) */
+  if (open >= max && hpl__conn_hs_make_room()) open = 0;
   if (hpl__conn_full(t, open, max, refused, what)) return NULL;
   void *state = calloc(1, size);
   if (!state) uv_close((uv_handle_t *)t, (uv_close_cb)free);

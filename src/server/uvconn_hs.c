@@ -45,12 +45,12 @@ void hpl__conn_hs_start(hpl__conn *c) {
   } else {
     hs_set_state(c, HPL__HS_HELLO);
     c->hswant = HPL__AUTH_HELLO_LEN;
+    hpl__conn_hs_join(c); /* an accepted connection: a handshake slot */
   }
 }
 
 static void conn_auth_failed(hpl__conn *c, const char *why) {
-  HPL__LOG_INFO("%s: authentication failed (%s): closing", c->label, why);
-  if (c->o.auth_failures) (*c->o.auth_failures)++;
+  hpl__conn_hs_failed(c, why);
   hpl__conn_close(c, HPL_EAUTH);
 }
 
@@ -75,6 +75,7 @@ static void conn_hs_done(hpl__conn *c) {
   sodium_memzero(rk, sizeof rk);
   sodium_memzero(&k, sizeof k);
   c->role = c->ahs.role;
+  hpl__conn_hs_leave(c);
   hs_set_state(c, HPL__HS_OPEN);
   hpl__record_add(&c->rec, c->rbuf + c->rpos, c->rlen - c->rpos); /* frames behind it */
   c->hshave = c->hswant = 0;

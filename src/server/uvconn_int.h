@@ -10,7 +10,12 @@
  *                   corked connections of each loop;
  *   uvconn_fd.c     writing straight to the socket's descriptor: the
  *                   fan-out of corked frames, sendfile(2);
- *   uvconn_accept.c accepting, with the connection limit.
+ *   uvconn_accept.c accepting, with the connection limit;
+ *   uvconn_admit.c  accepted connections in the handshake: their slots,
+ *                   per address too, and summaries of failed handshakes;
+ *   uvconn_out.c    the output bound: what each connection's queue holds,
+ *                   pausing a peer that does not read, cutting one that
+ *                   stays behind, the thread's total.
  * Event-loop thread only, like the connection itself.
  */
 #ifndef HPL_UVCONN_INT_H
@@ -51,6 +56,7 @@ typedef struct hpl__conn_wreq {
   void *arg;
   uint8_t *owned;
   size_t bytes;
+  size_t charged; /* counted in c->out_mem (uvconn_out.c): 0 until submitted */
   struct hpl__conn_wreq *prev, *next; /* held before the handshake ended, or corked (utlist) */
   /* a frame made before the handshake ended: its tag is made when it is
    * released (the session's keys exist then), in the order frames were made */
@@ -148,6 +154,20 @@ struct hpl__conn {
   uint64_t sf_off, sf_left;
   hpl__conn_write_cb sf_cb;
   void *sf_arg;
+  /* the output bound (uvconn_out.c) */
+  size_t out_mem;          /* bytes the queued writes hold (hpl__conn_wreq.charged) */
+  unsigned out_frames;     /* writes queued */
+  int out_over;            /* over the bound: not reading until it drains */
+  int held_by_owner;       /* hpl__conn_hold: not reading until lifted */
+  /* an accepted connection in the handshake (uvconn_admit.c) */
+  uint8_t peer_ip[16];     /* its source address (IPv4 in the first 4 bytes) */
+  struct hpl__conn *hs_prev, *hs_next; /* the thread's, oldest first (utlist DL) */
+  int hs_listed;
+  uint64_t hs_since_ms;    /* when it took its slot */
+  int out_cut_now;         /* to be cut when out_timer fires (the total was over) */
+  uv_timer_t *out_timer;   /* the stall deadline, or the deferred cut */
+  struct hpl__conn *out_prev, *out_next; /* the thread's connections (utlist DL) */
+  int out_listed;
   int handles;             /* handles (stream, timer, idle, ...) not yet closed */
   hpl__record rec;         /* $HPL_RECORD_DIR: frames received, for fuzz corpora */
 };
@@ -227,6 +247,47 @@ hpl__conn_wreq *hpl__conn_cork_take(hpl__conn *c, struct iovec *iov, unsigned *k
 /* After `done` bytes of list (from hpl__conn_cork_take) went: free what
  * went, queue the rest in order. */
 void hpl__conn_cork_finish(hpl__conn *c, hpl__conn_wreq *list, size_t done);
+
+/* ------------------------------------------------------------ uvconn_admit.c */
+
+/* An accepted connection starts its handshake: it takes a slot, and the
+ * oldest from its address, or the oldest of all, is closed first when
+ * those are full. It leaves when the handshake ends or it closes. */
+void hpl__conn_hs_join(hpl__conn *c);
+void hpl__conn_hs_leave(hpl__conn *c);
+
+/* A handshake failed (`why`): counted (c's auth_failures too) and logged,
+ * the first and then a summary at most every HPL__CONN_HS_LOG_MS. The
+ * caller closes c. */
+void hpl__conn_hs_failed(hpl__conn *c, const char *why);
+
+/* Close the oldest connection in the handshake to make room: 1, or 0 if
+ * there is none. */
+int hpl__conn_hs_make_room(void);
+
+/* ------------------------------------------------------------ uvconn_out.c */
+
+/* A new connection joins its thread's list; at its end it leaves it and
+ * its queue's last bytes leave the thread's total. */
+void hpl__conn_out_join(hpl__conn *c);
+void hpl__conn_out_leave(hpl__conn *c);
+
+/* w is queued (held, corked or written) holding `owned` bytes of memory
+ * of its own: counted (once; a larger `owned` later counts the rest), and
+ * c paused, or cut at the next loop turn, past its bounds. */
+void hpl__conn_out_charge(hpl__conn *c, hpl__conn_wreq *w, size_t owned);
+
+/* Free w and what it owns, taking it off c's count. */
+void hpl__conn_wreq_free(hpl__conn *c, hpl__conn_wreq *w);
+
+/* c is closing: its output timer goes. */
+void hpl__conn_out_close(hpl__conn *c);
+
+/* ------------------------------------------------------------ uvconn_read.c (2) */
+
+/* Go on reading c on the next loop turn, frames left in its buffer first
+ * (its output drained). */
+void hpl__conn_kick(hpl__conn *c);
 
 /* ------------------------------------------------------------ uvconn_fd.c */
 

@@ -23,8 +23,9 @@ static void conn_timer_fired(uv_timer_t *t) {
   if (c->closing) return;
   uint64_t now = hpl__now_ms();
   if (c->hs != HPL__HS_OPEN) {
-    HPL__LOG_INFO("%s: no handshake within %d ms: closing", c->label, HPL__AUTH_TIMEOUT_MS);
-    if (c->o.auth_failures) (*c->o.auth_failures)++;
+    char why[64];
+    snprintf(why, sizeof why, "no handshake within %d ms", HPL__AUTH_TIMEOUT_MS);
+    hpl__conn_hs_failed(c, why);
     hpl__conn_close(c, HPL_ETIMEDOUT);
     return;
   }
@@ -86,6 +87,22 @@ static void conn_yield(hpl__conn *c) {
     c->handles++;
   }
   uv_idle_start(c->idle, conn_idle_turn);
+}
+
+void hpl__conn_kick(hpl__conn *c) {
+  if (!c->closing) conn_yield(c);
+}
+
+void hpl__conn_hold(hpl__conn *c, int on) {
+  on = on != 0;
+  if (c->closing || c->held_by_owner == on) return;
+  c->held_by_owner = on;
+  if (on) {
+    if (c->reading) uv_read_stop(c->s);
+    c->reading = 0;
+  } else if (!c->out_over) {
+    hpl__conn_kick(c);
+  }
 }
 
 /* One more frame this turn; 0 once the budget is used up. */
@@ -333,6 +350,9 @@ static void conn_process(hpl__conn *c) {
     return;
   }
   while ((c->rpos < c->rlen || c->sout < c->slen) && !c->closing) {
+    /* output over its bound (uvconn_out.c), or held by the owner: no new
+     * frame until that ends */
+    if ((c->out_over || c->held_by_owner) && c->fr.state == 0 && c->fr.hhave == 0) return;
     int ev;
     const uint8_t *chunk = NULL;
     size_t clen = 0;
@@ -439,8 +459,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   if (nread < 0) {
     if (nread != UV_EOF) HPL__LOG_DEBUG("%s: read error: %s", c->label, uv_strerror((int)nread));
     if (c->hs != HPL__HS_OPEN) { /* gone before it proved anything: a failed handshake */
-      HPL__LOG_INFO("%s: the peer left during the handshake", c->label);
-      if (c->o.auth_failures) (*c->o.auth_failures)++;
+      hpl__conn_hs_failed(c, "the peer left during the handshake");
     }
     hpl__conn_close(c, HPL_ECONN);
     return;
@@ -468,7 +487,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 void hpl__conn_read_start(hpl__conn *c) {
-  if (c->reading || c->closing) return;
+  if (c->reading || c->closing || c->out_over || c->held_by_owner) return;
   int rc = uv_read_start(c->s, conn_alloc, conn_read);
   if (rc) {
     HPL__LOG_WARN("%s: cannot read: %s", c->label, uv_strerror(rc));

@@ -25,15 +25,13 @@ static void conn_write_done(uv_write_t *req, int status) {
     hpl__conn_close(c, HPL_ECONN);
   }
   if (w->cb) w->cb(c, status ? HPL_ECONN : 0, w->arg);
-  free(w->owned);
-  free(w);
+  hpl__conn_wreq_free(c, w);
 }
 
 int hpl__conn_queue_write(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   int rc = uv_write(&w->req, c->s, bufs, nbufs, conn_write_done);
   if (rc) {
-    free(w->owned);
-    free(w);
+    hpl__conn_wreq_free(c, w);
     hpl__conn_close(c, HPL_ECONN);
     return HPL_ECONN;
   }
@@ -138,8 +136,7 @@ void hpl__conn_cork_finish(hpl__conn *c, hpl__conn_wreq *list, size_t done) {
     list = w->next;
     if (done >= w->bytes) {
       done -= w->bytes;
-      free(w->owned);
-      free(w);
+      hpl__conn_wreq_free(c, w);
       continue;
     }
     w->bufs[0].base += done;
@@ -147,8 +144,7 @@ void hpl__conn_cork_finish(hpl__conn *c, hpl__conn_wreq *list, size_t done) {
     w->bytes -= done;
     done = 0;
     if (c->closing) { /* an earlier write failed and closed it */
-      free(w->owned);
-      free(w);
+      hpl__conn_wreq_free(c, w);
       continue;
     }
     uv_buf_t rest = w->bufs[0]; /* uv_write copies the array */
@@ -215,8 +211,7 @@ static int conn_send_now(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsign
   if (c->cork) {
     hpl__conn_flush_for(c); /* in order */
     if (c->closing) {
-      free(w->owned);
-      free(w);
+      hpl__conn_wreq_free(c, w);
       return HPL_ECONN;
     }
   }
@@ -226,8 +221,7 @@ static int conn_send_now(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsign
      * no write request and no poll-set change) */
     int n = uv_try_write(c->s, bufs, nbufs);
     if (n == (int)w->bytes) {
-      free(w->owned);
-      free(w);
+      hpl__conn_wreq_free(c, w);
       return 0;
     }
     for (unsigned i = 0; n > 0 && i < nbufs; i++) {
@@ -299,8 +293,7 @@ int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned n
   if (w->need_tag && c->hs == HPL__HS_OPEN && c->tx.seal) { /* in the order frames go */
     if (conn_seal(c, w, bufs, &nbufs) != 0) {
       if (w->cb) w->cb(c, HPL_ENOMEM, w->arg);
-      free(w->owned);
-      free(w);
+      hpl__conn_wreq_free(c, w);
       hpl__conn_close(c, HPL_ENOMEM);
       return HPL_ECONN;
     }
@@ -308,6 +301,7 @@ int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned n
   } else if (w->need_tag && c->hs == HPL__HS_OPEN) {
     conn_tag(c, w);
   }
+  hpl__conn_out_charge(c, w, w->owned ? bufs[0].len : 0);
   if (c->hs != HPL__HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
     for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
     w->nbufs = nbufs;
@@ -320,6 +314,7 @@ int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned n
 
 int hpl__conn_submit_first(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   wreq_set(c, w, bufs, nbufs);
+  hpl__conn_out_charge(c, w, w->owned ? bufs[0].len : 0);
   return conn_send_now(c, w, bufs, nbufs);
 }
 
@@ -338,13 +333,11 @@ void hpl__conn_drop_writes(hpl__conn *c) {
     DL_DELETE(c->held, w);
     c->wq_bytes -= w->bytes;
     if (w->cb) w->cb(c, HPL_ECONN, w->arg);
-    free(w->owned);
-    free(w);
+    hpl__conn_wreq_free(c, w);
   }
   while ((w = c->cork)) { /* only left if the flush itself closed the connection */
     DL_DELETE(c->cork, w);
-    free(w->owned);
-    free(w);
+    hpl__conn_wreq_free(c, w);
   }
 }
 
