@@ -304,23 +304,31 @@ void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
     return;
   }
   hpl__dir_node *n = hpl__dir_node_find(s, m->node_id);
+  if (n && n->conn && n->conn != dc && !(m->incarnation && m->incarnation == n->incarnation)) {
+    /* a live node's id from another process: node ids are random per
+     * store process, so this is not that node coming back (it would give
+     * its incarnation) but a peer trying to speak for it */
+    s->ctr.takeovers_refused++;
+    HPL__LOG_WARN("refused a registration as node %016llx from %s: that node is live on "
+                  "another connection (another store process)",
+                  (unsigned long long)m->node_id, dc->peer);
+    char detail[160];
+    snprintf(detail, sizeof detail, "node %016llx is live on another connection: a store "
+             "registers under its own id", (unsigned long long)m->node_id);
+    hpl__conn_reply(dc->c, f->req, HPL_EEXIST, detail);
+    return;
+  }
   if (n && n->conn && n->conn != dc) {
     /* the node reconnected before we noticed the old connection died */
     hpl__dir_conn *old = n->conn;
     node_unplug(s, n);
     hpl__conn_close(old->c, 0);
-    if (m->incarnation && m->incarnation == n->incarnation) {
-      /* the same store process: its copies are where they were (what
-       * changed meanwhile it re-sends: requests it queued, then HELD); only
-       * what it was doing over the old connection is void */
-      HPL__LOG_INFO("node %016llx reconnected", (unsigned long long)m->node_id);
-      s->ctr.reconnects++;
-      emit_simple(s, HPL__DIR_NODE_TASKS_VOID, NULL, n->id);
-    } else {
-      HPL__LOG_INFO("node %016llx re-registered as a new store process",
-                    (unsigned long long)m->node_id);
-      node_copies_gone(s, n->id);
-    }
+    /* the same store process (checked above): its copies are where they
+     * were (what changed meanwhile it re-sends: requests it queued, then
+     * HELD); only what it was doing over the old connection is void */
+    HPL__LOG_INFO("node %016llx reconnected", (unsigned long long)m->node_id);
+    s->ctr.reconnects++;
+    emit_simple(s, HPL__DIR_NODE_TASKS_VOID, NULL, n->id);
   }
   if (!n) {
     n = calloc(1, sizeof *n);

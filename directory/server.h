@@ -126,7 +126,8 @@ typedef struct hpl__dir_counters {
       publishes_ignored,   /* ...not taken (exists, off, too large, cache full) */
       publishes_confirmed, /* ...their store's INLINE_PUT confirmed */
       publishes_retracted, /* ...their store's put failed: forgotten again */
-      publishes_orphaned;  /* ...their client left and no store put them in 10 s */
+      publishes_orphaned,  /* ...their client left and no store put them in 10 s */
+      takeovers_refused;   /* REGISTERs as a live node's id from another process */
 } hpl__dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,

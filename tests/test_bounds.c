@@ -563,6 +563,41 @@ static void test_publish_scoped(void **state) {
   th_stop(lc, 0);
 }
 
+/* A peer holding the stores' key registers with a live node's id: before,
+ * the directory dropped that node's copies (and let the peer add
+ * locations in its name); now it is refused, the victim keeps its copies,
+ * and a store that really reconnects (its own incarnation) still does. */
+static void test_takeover_refused(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
+  hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
+  th_put_pattern(A, "bounds/victim", 2 * MB, 5);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
+  r.node_id = th_node_id(A);
+  r.addr = "127.0.0.1";
+  r.data_port = 9;
+  r.name = "impostor";
+  r.incarnation = 0x1234567;
+  th_wire_send(fd, HPL__MSG_REGISTER, 1, &r.base);
+  Hplpb__Reply *rep = (Hplpb__Reply *)th_wire_wait(fd, HPL__MSG_REPLY, 1);
+  assert_int_equal(rep->status, HPL_EEXIST);
+  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  close(fd);
+  assert_int_equal(th_dir_counter(lc, "dir_takeovers_refused"), 1);
+  assert_int_equal(th_dir_counter(lc, "dir_nodes"), 2);
+  hpl_buf *b = NULL; /* the victim's copy is still there to pull */
+  assert_int_equal(hpl_get(B, "bounds/victim", th_ms(10000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), 2 * MB);
+  hpl_release(B, b);
+  uint32_t copies = 0, complete = 0;
+  assert_int_equal(hpl_stat(A, "bounds/victim", th_ms(5000), NULL, &copies, &complete, NULL), 0);
+  assert_int_equal(complete, 2);
+  hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dir_reader_never_reads),
@@ -573,6 +608,7 @@ int main(void) {
       cmocka_unit_test(test_local_clients),
       cmocka_unit_test(test_metrics_idle),
       cmocka_unit_test(test_publish_scoped),
+      cmocka_unit_test(test_takeover_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
