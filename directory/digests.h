@@ -55,9 +55,14 @@ int hpl__dir_digests_complete(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__
                               char *detail, size_t dlen);
 
 /* `asker` reports that node `bad` sent unit `unit` of o that did not match
- * its digest: bad's copy leaves o's locations (the asker's slot on it is
- * freed), counted (corrupt_reports, and on the node). The caller then
- * picks another sender as usual. */
+ * its digest: counted (corrupt_reports, and on the node), the asker's slot
+ * on it is freed, and bad's copy is unlisted (hpl__dtab_loc_unlist: kept in
+ * the record, so a delete reaches it, but never named again); receivers
+ * still pulling from it are told to move (UPSTREAM_GONE), and bad's own
+ * stream is told to ask again (UPSTREAM_GONE regroup) so the asker can take
+ * its place behind its sender. When bad is the asker (its own copy failed
+ * when read back, and it drops it) the location is removed instead. The
+ * caller then picks another sender as usual. */
 void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir_obj *o,
                               uint64_t bad, uint64_t unit);
 

@@ -270,7 +270,7 @@ void hpl__dir_locs_on_publish(hpl__dir_server *s, const hpl__dir_frame *f) {
 static int other_copy_stays(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node) {
   if (o->is_inline) return 1;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == node || !l->complete) continue;
+    if (l->node == node || !l->complete || l->unlisted) continue;
     if (s->tab.usable && !s->tab.usable(l->node, s->tab.usable_arg)) continue;
     if (s->tab.suspected && s->tab.suspected(l->node, s->tab.usable_arg)) continue;
     return 1;

@@ -24,7 +24,7 @@ static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
 
 static int obj_has_complete(const hpl__dir_obj *o) {
   for (const hpl__dir_loc *l = o->locs; l; l = l->next)
-    if (l->complete) return 1;
+    if (l->complete && !l->unlisted) return 1;
   return 0;
 }
 
@@ -97,6 +97,7 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
   if (l->complete) return 0;
   l->complete = 1;
   loc_release_upstream(o, l);
+  if (l->unlisted) return 0; /* its node's own get is done; it serves nobody */
   o->state = HPL__OBJ_READY;
   if (!o->ready_seq) o->ready_seq = ++t->seq;
   return first;
@@ -118,6 +119,24 @@ int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
   return 1;
 }
 
+uint64_t hpl__dtab_loc_unlist(hpl__dtab *t, hpl__dir_obj *o, uint64_t node,
+                              void (*gone)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                              void *arg) {
+  (void)t;
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
+  if (!l) return 0;
+  uint64_t up = l->upstream;
+  l->unlisted = 1;
+  loc_release_upstream(o, l);
+  for (hpl__dir_loc *d = o->locs; d; d = d->next) {
+    if (d->upstream != node) continue;
+    d->upstream = 0;
+    if (gone) gone(o, d->node, arg);
+  }
+  l->serving = 0;
+  return up;
+}
+
 int hpl__dtab_depends_on(hpl__dir_obj *o, uint64_t from, uint64_t target) {
   uint64_t cur = from;
   /* a chain longer than the location list would be a cycle: stop there */
@@ -135,7 +154,7 @@ int hpl__dtab_check_lost(hpl__dtab *t, hpl__dir_obj *o) {
   if (o->is_inline) return 0;
   if (o->state == HPL__OBJ_PENDING || o->state == HPL__OBJ_FAILED) return 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next)
-    if (l->complete || l->origin) return 0;
+    if ((l->complete || l->origin) && !l->unlisted) return 0;
   o->state = HPL__OBJ_LOST;
   return 1;
 }
@@ -148,7 +167,8 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node) {
 /* A copy that can take one more receiver now: below the per-copy limit, on
  * a usable (live, not draining) node. */
 static int loc_idle(const hpl__dtab *t, const hpl__dir_loc *l) {
-  return l->serving < t->max_senders && (!t->usable || t->usable(l->node, t->usable_arg));
+  return !l->unlisted && l->serving < t->max_senders &&
+         (!t->usable || t->usable(l->node, t->usable_arg));
 }
 
 /* A copy only worth using when nothing else can serve: it is the avoided
@@ -175,7 +195,7 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
   hpl__dir_loc *best = NULL, *fallback = NULL;
   int viable = 0, others = 0; /* a copy that could serve later, once idle; one not last-resort */
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == asker) continue;
+    if (l->node == asker || l->unlisted) continue;
     if (hpl__dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
     int last = loc_last_resort(t, o, l, avoid);
@@ -235,7 +255,7 @@ int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_
   hpl__dir_loc *best = NULL, *sl = hpl__dtab_loc(o, slow);
   uint64_t up = sl ? sl->upstream : 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == asker || hpl__dtab_depends_on(o, l->node, asker)) continue;
+    if (l->node == asker || l->unlisted || hpl__dtab_depends_on(o, l->node, asker)) continue;
     if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
       continue;
     int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -5;

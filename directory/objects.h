@@ -30,6 +30,9 @@ typedef struct hpl__dir_loc {
   uint8_t origin;    /* the node the object was put on (partial while writing) */
   uint8_t granted;   /* upstream was named in a GRANT its store has not answered
                         with an ACQUIRE yet (acquire.c: peek_grant) */
+  uint8_t unlisted;  /* another node found it sending bytes that fail their digests
+                        (hpl__dtab_loc_unlist): never named as a sender nor counted
+                        as a copy, but kept so that a delete reaches its node */
 } hpl__dir_loc;
 
 enum {
@@ -186,6 +189,17 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
 
 /* Drop node's copy (and free its upstream's slot). Returns 1 if removed. */
 int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node);
+
+/* Unlist node's copy: another node found it sending bytes that fail their
+ * digests. The location stays (its node's get may still be running, and a
+ * delete must reach it) but is never named as a sender again and does not
+ * count as a copy (hpl__dtab_check_lost); its upstream's slot is freed.
+ * Every receiver pulling from it loses its upstream and is passed to
+ * `gone(o, receiver, arg)` (may be NULL) so it can be told to move.
+ * Returns the node's upstream before (0: none, or no such location). */
+uint64_t hpl__dtab_loc_unlist(hpl__dtab *t, hpl__dir_obj *o, uint64_t node,
+                              void (*gone)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                              void *arg);
 
 /* True if following upstream links from `from` reaches `target`. */
 int hpl__dtab_depends_on(hpl__dir_obj *o, uint64_t from, uint64_t target);

@@ -54,7 +54,7 @@ static int runs_task(hpl__dir_reduce *r, int slot) {
 static uint64_t pick_node(hpl__dir_reduce *r, hpl__dir_obj *o, uint64_t prefer) {
   uint64_t any = 0, fresh = 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (!l->complete || !hpl__dir_node_find(r->srv, l->node)) continue;
+    if (!l->complete || l->unlisted || !hpl__dir_node_find(r->srv, l->node)) continue;
     if (l->node == prefer) return l->node;
     if (!any) any = l->node;
     int used = 0;
@@ -251,7 +251,8 @@ uint64_t hpl__dir_reduce_other_copy(hpl__dir_reduce *r, int f) {
   uint64_t parent = p >= 0 && r->slots[p].filled ? r->slots[p].node : 0, best = 0;
   int best_rank = 0;
   for (hpl__dir_loc *l = o ? o->locs : NULL; l; l = l->next) {
-    if (!l->complete || l->node == sl->node || !hpl__dir_node_find(s, l->node)) continue;
+    if (!l->complete || l->unlisted || l->node == sl->node || !hpl__dir_node_find(s, l->node))
+      continue;
     int busy = 0;
     for (uint32_t i = 0; i < r->k && !busy; i++)
       busy = (int)i != f && r->slots[i].filled && r->slots[i].node == l->node;
