@@ -250,8 +250,7 @@ int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dle
   return 1;
 }
 
-int hpl__dir_digests_last_resort(uint64_t node, void *srv) {
-  if (hpl__dir_node_suspected(node, srv)) return 1;
+int hpl__dir_digests_distrusted(uint64_t node, void *srv) {
   hpl__dir_node *n = hpl__dir_node_find(srv, node);
   return n && n->corrupt_reports >= HPL__DIR_CORRUPT_LAST_RESORT;
 }

@@ -20,7 +20,7 @@
 #include "nodes.h"
 #include "server.h"
 
-/* Reports after which a node's copies are picked only as a last resort. */
+/* Reports after which a node is distrusted: its copies are named last. */
 #define HPL__DIR_CORRUPT_LAST_RESORT 3
 
 /* The digest fields of a message about `o` (its size known, or `inl`:
@@ -86,8 +86,11 @@ int hpl__dir_digests_refused(const hpl__dir_obj *o, char *detail, size_t dlen);
  * detail naming the node if copies were dropped as corrupt, else 0. */
 int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dlen);
 
-/* The table's last-resort filter (hpl__dtab.suspected): a suspected node
- * (hpl__dir_node_suspected), or one reported corrupt often. */
-int hpl__dir_digests_last_resort(uint64_t node, void *srv);
+/* The table's distrust filter (hpl__dtab.distrusted): a node reported
+ * sending corrupt units HPL__DIR_CORRUPT_LAST_RESORT times or more. Its own
+ * copies are named last (after every other idle copy, rather than make a
+ * receiver wait); copies pulling from it are not affected (they count
+ * verified bytes only). Silent nodes are hpl__dtab.suspected's. */
+int hpl__dir_digests_distrusted(uint64_t node, void *srv);
 
 #endif

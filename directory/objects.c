@@ -192,7 +192,7 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
   if (o->state == HPL__OBJ_FAILED) return o->fail_status;
   if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == HPL__OBJ_PENDING) return 1;
-  hpl__dir_loc *best = NULL, *fallback = NULL;
+  hpl__dir_loc *best = NULL, *fallback = NULL, *spare = NULL;
   int viable = 0, others = 0; /* a copy that could serve later, once idle; one not last-resort */
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
     if (l->node == asker || l->unlisted) continue;
@@ -205,9 +205,14 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
       if (!fallback || (l->complete && !fallback->complete)) fallback = l;
       continue;
     }
+    if (t->distrusted && t->distrusted(l->node, t->usable_arg)) {
+      if (!spare || (l->complete && !spare->complete)) spare = l;
+      continue;
+    }
     if (!best || (l->complete && !best->complete)) best = l;
     if (best->complete) break;
   }
+  if (!best && !strict) best = spare; /* rather than wait */
   if (strict && !best) return 1;
   /* a last-resort copy only if nothing else could ever serve */
   if (!best && fallback && !others) best = fallback;
@@ -246,6 +251,7 @@ static int bypass_rank(const hpl__dtab *t, const hpl__dir_loc *l, uint64_t slow_
    * a chain node slows, the receivers behind it all report at once, and one
    * moved onto another of them crawls on */
   int last = t->crawling && t->crawling(l->node, t->usable_arg) ? -4 : 0;
+  if (t->distrusted && t->distrusted(l->node, t->usable_arg)) last -= 8;
   if (l->serving == 0) return last + (l->complete ? 3 : 2);
   return last + (l->node == slow_upstream ? 1 : 0);
 }
@@ -258,7 +264,7 @@ int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_
     if (l->node == asker || l->unlisted || hpl__dtab_depends_on(o, l->node, asker)) continue;
     if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
       continue;
-    int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -5;
+    int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -100;
     if (rank > brank || (rank == brank && l->serving < best->serving)) best = l;
   }
   if (!best) return 1;

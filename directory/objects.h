@@ -114,7 +114,13 @@ typedef struct hpl__dtab {
   /* optional: did the node report its own partial sender crawling lately?
    * It is slow or waits for a slow node: a bypass picks it last. */
   int (*crawling)(uint64_t node, void *arg);
-  void *usable_arg; /* for all three */
+  /* optional: was the node reported sending units that fail their digests
+   * often? Its own copies (not those pulling from it: they count verified
+   * bytes only) are named after every other idle copy, but rather than
+   * make a receiver wait: a receiver checks every unit and moves off at the
+   * first bad one, while a wait costs a whole transfer. */
+  int (*distrusted)(uint64_t node, void *arg);
+  void *usable_arg; /* for all four */
   /* who hears of a changed object (hpl__dtab_on_change), in subscription order */
   struct {
     void (*fn)(struct hpl__dir_obj *o, void *arg);
@@ -215,7 +221,8 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node);
  * never the asker nor a copy that (transitively) pulls from it; `avoid` (a
  * sender that just failed or crawled), copies pulling from it, and copies
  * on or pulling from suspected nodes only if nothing else could ever
- * serve. On success
+ * serve; an idle copy on a distrusted node only if no other is idle. On
+ * success
  * marks the sender busy, records the asker as a partial location pulling from
  * it (re-pointing an existing one) and returns 0 with *sender set.
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
@@ -223,7 +230,7 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node);
 int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
                           uint64_t *sender);
 /* As hpl__dtab_pick_sender, for an asker that still has a (silent) sender:
- * never a last-resort copy, and 1 (keep the current sender) where
+ * never a last-resort copy nor a distrusted node's, and 1 (keep the current sender) where
  * hpl__dtab_pick_sender would make it wait. */
 int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
                            uint64_t *sender);
@@ -232,8 +239,8 @@ int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64
  * that does not depend on `slow` (nor on the asker, nor on a suspected
  * node): an idle complete one, an idle partial one, slow's own sender,
  * then the least busy, regardless of the per-copy receiver limit; a copy
- * on a node that reported a crawl itself lately (dtab.crawling) only if
- * no other is left. Assigns
+ * on a node that reported a crawl itself lately (dtab.crawling) or on a
+ * distrusted node only if no other is left. Assigns
  * it as for hpl__dtab_pick_sender and returns 0, or 1 if there is none. */
 int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow,
                           uint64_t *sender);
