@@ -161,12 +161,11 @@ static void unlist(hpl__dir_server *s, hpl__dir_obj *o, uint64_t reporter, uint6
   hpl__dir_loc *l = hpl__dtab_loc(o, bad);
   if (!l || l->unlisted) return;
   unlist_arg a = {.s = s, .bad = bad, .reporter = reporter};
-  uint64_t up = hpl__dtab_loc_unlist(&s->tab, o, bad, unlist_gone, &a);
-  if (!up) return;
   Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
   u.id = o->id;
-  u.peer = up;
-  u.regroup = 1;
+  u.peer = hpl__dtab_loc_unlist(&s->tab, o, bad, unlist_gone, &a); /* 0: not pulling */
+  u.regroup = u.peer != 0;
+  u.unlisted = 1; /* remembered there across a restart of this directory */
   hpl__dir_node_send(s, bad, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
 }
 

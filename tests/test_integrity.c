@@ -94,10 +94,11 @@ static void test_only_copy_lies(void **state) {
 /* (c) A copy reported corrupt is unlisted but still freed by a delete. L
  * got a good copy from the origin A and lies in every stream it serves; A
  * dies, so B's get can only pull from L: it fails with HPL_ECORRUPT, and
- * L's copy is no longer named. L's own copy still reads back locally, and
- * a delete of the id reaches L: its pool is empty again (before, the
- * unlisted copy stayed there forever). The id put again afterwards is a new
- * object: L gets its new bytes. */
+ * L's copy is no longer named. L's own copy still reads back locally. The
+ * directory restarts: L re-reports its copy as unlisted, and C's get does
+ * not pull from it. A delete of the id reaches L: its pool is empty again
+ * (before, the unlisted copy stayed there forever). The id put again
+ * afterwards is a new object: L gets its new bytes. */
 static void test_corrupt_copy_freed_after_delete(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
@@ -124,6 +125,21 @@ static void test_corrupt_copy_freed_after_delete(void **state) {
   hpl_release(L, buf);
   assert_int_equal(th_counter(L, "objects"), 1);
   assert_true(th_counter(L, "pool_allocated") >= size);
+  /* a restarted directory hears of L's copy again (HELD) but, told it was
+   * unlisted, names it to nobody: C's get never pulls from L */
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  char err[256];
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter_try(lc, "dir_held_taken") < 1 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(20);
+  assert_int_equal(th_dir_counter(lc, "dir_held_taken"), 1);
+  hpl_client *C = th_connect(lc, add(lc, NULL));
+  assert_int_not_equal(hpl_get(C, "lk/x", th_ms(5000), &buf), 0);
+  assert_int_equal(th_counter(C, "corrupt_units"), 0);
+  assert_int_equal(th_dir_counter(lc, "dir_corrupt_reports"), 0);
+  hpl_close(C);
+  /* and a delete reaches it */
   assert_int_equal(hpl_delete(B, "lk/x", th_ms(10000)), 0);
   uint64_t left = 0;
   for (int i = 0; i < 100 && (left = th_counter(L, "pool_allocated")) != 0; i++) th_sleep_ms(50);
