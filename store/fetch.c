@@ -475,19 +475,13 @@ void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer,
   hpl__fetch *f = o ? o->fetch : NULL;
   if (!f || !f->pull || f->sender != peer)
     return;
-  if (regroup) {
-    HPL__LOG_INFO("'%s': our copy is no longer named (reported corrupt); the directory gave "
-                  "our place behind %016llx to another receiver: asking for another sender at "
-                  "%llu/%llu bytes",
-                  id, (unsigned long long)peer, (unsigned long long)o->progress,
-                  (unsigned long long)o->size);
-  } else {
-    HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for "
-                  "another sender",
-                  id, (unsigned long long)peer,
-                  suspect ? "not answering" : "gone");
-    s->ctr.pull_failures++;
-  }
+  if (regroup) /* our copy was reported corrupt: our place behind peer went to its reporter */
+    HPL__LOG_INFO("'%s': our copy is no longer named; moving off %016llx at %llu bytes", id,
+                  (unsigned long long)peer, (unsigned long long)o->progress);
+  else
+    HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender",
+                  id, (unsigned long long)peer, suspect ? "not answering" : "gone");
+  s->ctr.pull_failures += !regroup;
   f->avoid = regroup ? 0 : peer;
   f->avoid_crawled = 0;
   f->avoid_corrupt = 0;
