@@ -51,10 +51,17 @@ static int runs_task(hpl__dir_reduce *r, int slot) {
 
 /* A node to run source `o`'s slot: one with a complete copy, preferring
  * `prefer`, then nodes not yet running a slot of this reduce. */
+static int lied_here(const hpl__dir_reduce *r, uint64_t node) {
+  for (uint32_t i = 0; i < r->nliars; i++)
+    if (r->liars[i] == node) return 1;
+  return 0;
+}
+
 static uint64_t pick_node(hpl__dir_reduce *r, hpl__dir_obj *o, uint64_t prefer) {
   uint64_t any = 0, fresh = 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
     if (!l->complete || l->unlisted || !hpl__dir_node_find(r->srv, l->node)) continue;
+    if (lied_here(r, l->node)) continue; /* its stream would fail again */
     if (l->node == prefer) return l->node;
     if (!any) any = l->node;
     int used = 0;
@@ -314,6 +321,8 @@ void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, 
   s->ctr.corrupt_reports++;
   hpl__dir_node *n = hpl__dir_node_find(s, sl->node);
   if (n) n->corrupt_reports++;
+  if (!lied_here(r, sl->node) && r->nliars < HPL__DIR_REDUCE_LIARS_MAX)
+    r->liars[r->nliars++] = sl->node;
   char why[600];
   snprintf(why, sizeof why, "unit %llu of its stream failed its digest at %016llx (%s)",
            (unsigned long long)unit, (unsigned long long)reporter, detail ? detail : "");
