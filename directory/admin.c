@@ -22,6 +22,7 @@
 static void count_copies(const hpl__dir_obj *o, uint32_t *copies, uint32_t *complete) {
   *copies = *complete = 0;
   for (const hpl__dir_loc *l = o->locs; l; l = l->next) {
+    if (l->unlisted) continue; /* reported corrupt: not a copy anyone gets */
     (*copies)++;
     *complete += (uint32_t)l->complete;
   }

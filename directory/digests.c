@@ -145,6 +145,44 @@ int hpl__dir_digests_complete(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__
   return 0;
 }
 
+typedef struct unlist_arg {
+  hpl__dir_server *s;
+  uint64_t bad;      /* the node whose copy is unlisted */
+  uint64_t reporter; /* the receiver that reported it (answered by its ACQUIRE) */
+} unlist_arg;
+
+/* hpl__dtab_loc_unlist callback: a receiver pulling from the unlisted copy
+ * moves off it at once (its bytes from there are suspect too). */
+static void unlist_gone(hpl__dir_obj *o, uint64_t receiver, void *arg) {
+  unlist_arg *a = arg;
+  if (receiver == a->reporter) return;
+  Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
+  u.id = o->id;
+  u.peer = a->bad;
+  hpl__dir_node_send(a->s, receiver, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+}
+
+/* Node `bad`'s copy of o, reported by `reporter`, stops being named but
+ * stays in the record: the node may still be receiving it for its own get,
+ * and a delete must reach it (else it stays in that store's pool). Its
+ * place in the chain goes to the reporter (whose ACQUIRE is answered next,
+ * from the slot the bad copy's upstream has free now), and the bad copy's
+ * own stream is told to ask again (regroup): it is then given an idle copy,
+ * usually the chain's tail, instead of sharing its old sender's uplink with
+ * the reporter (both then crawled, and the receivers behind them were
+ * judged stragglers one after another). */
+static void unlist(hpl__dir_server *s, hpl__dir_obj *o, uint64_t reporter, uint64_t bad) {
+  hpl__dir_loc *l = hpl__dtab_loc(o, bad);
+  if (!l || l->unlisted) return;
+  unlist_arg a = {.s = s, .bad = bad, .reporter = reporter};
+  Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
+  u.id = o->id;
+  u.peer = hpl__dtab_loc_unlist(&s->tab, o, bad, unlist_gone, &a); /* 0: not pulling */
+  u.regroup = u.peer != 0;
+  u.unlisted = 1; /* remembered there across a restart of this directory */
+  hpl__dir_node_send(s, bad, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+}
+
 void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir_obj *o,
                               uint64_t bad, uint64_t unit) {
   s->ctr.corrupt_reports++;
@@ -165,7 +203,11 @@ void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir
                   (unsigned long long)asker->id, (unsigned long long)bad,
                   (unsigned long long)unit, o->id, n ? n->corrupt_reports : 0);
   hpl__dtab_release_upstream(o, asker->id);
-  hpl__dtab_loc_remove(&s->tab, o, bad);
+  if (asker->id == bad) { /* the store drops that copy itself and pulls it again */
+    hpl__dtab_loc_remove(&s->tab, o, bad);
+  } else {
+    unlist(s, o, asker->id, bad);
+  }
   hpl__dtab_check_lost(&s->tab, o);
 }
 
@@ -222,8 +264,7 @@ int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dle
   return 1;
 }
 
-int hpl__dir_digests_last_resort(uint64_t node, void *srv) {
-  if (hpl__dir_node_suspected(node, srv)) return 1;
+int hpl__dir_digests_distrusted(uint64_t node, void *srv) {
   hpl__dir_node *n = hpl__dir_node_find(srv, node);
   return n && n->corrupt_reports >= HPL__DIR_CORRUPT_LAST_RESORT;
 }

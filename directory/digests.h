@@ -20,7 +20,7 @@
 #include "nodes.h"
 #include "server.h"
 
-/* Reports after which a node's copies are picked only as a last resort. */
+/* Reports after which a node is distrusted: its copies are named last. */
 #define HPL__DIR_CORRUPT_LAST_RESORT 3
 
 /* The digest fields of a message about `o` (its size known, or `inl`:
@@ -70,9 +70,14 @@ int hpl__dir_digests_complete(hpl__dir_server *s, hpl__dir_obj *o, const Hplpb__
                               char *detail, size_t dlen);
 
 /* `asker` reports that node `bad` sent unit `unit` of o that did not match
- * its digest: bad's copy leaves o's locations (the asker's slot on it is
- * freed), counted (corrupt_reports, and on the node). The caller then
- * picks another sender as usual. */
+ * its digest: counted (corrupt_reports, and on the node), the asker's slot
+ * on it is freed, and bad's copy is unlisted (hpl__dtab_loc_unlist: kept in
+ * the record, so a delete reaches it, but never named again); receivers
+ * still pulling from it are told to move (UPSTREAM_GONE), and bad's own
+ * stream is told to ask again (UPSTREAM_GONE regroup) so the asker can take
+ * its place behind its sender. When bad is the asker (its own copy failed
+ * when read back, and it drops it) the location is removed instead. The
+ * caller then picks another sender as usual. */
 void hpl__dir_digests_corrupt(hpl__dir_server *s, hpl__dir_node *asker, hpl__dir_obj *o,
                               uint64_t bad, uint64_t unit);
 
@@ -96,8 +101,11 @@ int hpl__dir_digests_refused(const hpl__dir_obj *o, char *detail, size_t dlen);
  * detail naming the node if copies were dropped as corrupt, else 0. */
 int hpl__dir_digests_lost_detail(const hpl__dir_obj *o, char *detail, size_t dlen);
 
-/* The table's last-resort filter (hpl__dtab.suspected): a suspected node
- * (hpl__dir_node_suspected), or one reported corrupt often. */
-int hpl__dir_digests_last_resort(uint64_t node, void *srv);
+/* The table's distrust filter (hpl__dtab.distrusted): a node reported
+ * sending corrupt units HPL__DIR_CORRUPT_LAST_RESORT times or more. Its own
+ * copies are named last (after every other idle copy, rather than make a
+ * receiver wait); copies pulling from it are not affected (they count
+ * verified bytes only). Silent nodes are hpl__dtab.suspected's. */
+int hpl__dir_digests_distrusted(uint64_t node, void *srv);
 
 #endif

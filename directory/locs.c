@@ -46,6 +46,10 @@ void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
     hpl__dir_obj *o = hpl__dtab_get(&s->tab, h->id);
     if (!o) continue;
     hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+    if (h->unlisted) { /* found corrupt before: kept for a delete, named to nobody */
+      hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
+      hpl__dtab_check_lost(&s->tab, o);
+    }
     hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root);
     hpl__dtab_changed(&s->tab, o);
   }
@@ -73,6 +77,10 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
       continue;
     }
     hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+    if (h->unlisted) { /* found corrupt before: kept for a delete, named to nobody */
+      hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
+      hpl__dtab_check_lost(&s->tab, o);
+    }
     if (hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root))
       hpl__dtab_check_lost(&s->tab, o); /* its copy was not listed after all */
     hpl__dtab_changed(&s->tab, o);
@@ -212,7 +220,7 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
 static int other_copy_stays(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node) {
   if (o->is_inline) return 1;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == node || !l->complete) continue;
+    if (l->node == node || !l->complete || l->unlisted) continue;
     if (s->tab.usable && !s->tab.usable(l->node, s->tab.usable_arg)) continue;
     if (s->tab.suspected && s->tab.suspected(l->node, s->tab.usable_arg)) continue;
     return 1;

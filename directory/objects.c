@@ -24,7 +24,7 @@ static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
 
 static int obj_has_complete(const hpl__dir_obj *o) {
   for (const hpl__dir_loc *l = o->locs; l; l = l->next)
-    if (l->complete) return 1;
+    if (l->complete && !l->unlisted) return 1;
   return 0;
 }
 
@@ -97,6 +97,7 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
   if (l->complete) return 0;
   l->complete = 1;
   loc_release_upstream(o, l);
+  if (l->unlisted) return 0; /* its node's own get is done; it serves nobody */
   o->state = HPL__OBJ_READY;
   if (!o->ready_seq) o->ready_seq = ++t->seq;
   return first;
@@ -118,6 +119,24 @@ int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
   return 1;
 }
 
+uint64_t hpl__dtab_loc_unlist(hpl__dtab *t, hpl__dir_obj *o, uint64_t node,
+                              void (*gone)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                              void *arg) {
+  (void)t;
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
+  if (!l) return 0;
+  uint64_t up = l->upstream;
+  l->unlisted = 1;
+  loc_release_upstream(o, l);
+  for (hpl__dir_loc *d = o->locs; d; d = d->next) {
+    if (d->upstream != node) continue;
+    d->upstream = 0;
+    if (gone) gone(o, d->node, arg);
+  }
+  l->serving = 0;
+  return up;
+}
+
 int hpl__dtab_depends_on(hpl__dir_obj *o, uint64_t from, uint64_t target) {
   uint64_t cur = from;
   /* a chain longer than the location list would be a cycle: stop there */
@@ -135,7 +154,7 @@ int hpl__dtab_check_lost(hpl__dtab *t, hpl__dir_obj *o) {
   if (o->is_inline) return 0;
   if (o->state == HPL__OBJ_PENDING || o->state == HPL__OBJ_FAILED) return 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next)
-    if (l->complete || l->origin) return 0;
+    if ((l->complete || l->origin) && !l->unlisted) return 0;
   o->state = HPL__OBJ_LOST;
   return 1;
 }
@@ -148,7 +167,8 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node) {
 /* A copy that can take one more receiver now: below the per-copy limit, on
  * a usable (live, not draining) node. */
 static int loc_idle(const hpl__dtab *t, const hpl__dir_loc *l) {
-  return l->serving < t->max_senders && (!t->usable || t->usable(l->node, t->usable_arg));
+  return !l->unlisted && l->serving < t->max_senders &&
+         (!t->usable || t->usable(l->node, t->usable_arg));
 }
 
 /* A copy only worth using when nothing else can serve: it is the avoided
@@ -172,10 +192,10 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
   if (o->state == HPL__OBJ_FAILED) return o->fail_status;
   if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == HPL__OBJ_PENDING) return 1;
-  hpl__dir_loc *best = NULL, *fallback = NULL;
+  hpl__dir_loc *best = NULL, *fallback = NULL, *spare = NULL;
   int viable = 0, others = 0; /* a copy that could serve later, once idle; one not last-resort */
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == asker) continue;
+    if (l->node == asker || l->unlisted) continue;
     if (hpl__dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
     int last = loc_last_resort(t, o, l, avoid);
@@ -185,9 +205,14 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
       if (!fallback || (l->complete && !fallback->complete)) fallback = l;
       continue;
     }
+    if (t->distrusted && t->distrusted(l->node, t->usable_arg)) {
+      if (!spare || (l->complete && !spare->complete)) spare = l;
+      continue;
+    }
     if (!best || (l->complete && !best->complete)) best = l;
     if (best->complete) break;
   }
+  if (!best && !strict) best = spare; /* rather than wait */
   if (strict && !best) return 1;
   /* a last-resort copy only if nothing else could ever serve */
   if (!best && fallback && !others) best = fallback;
@@ -226,6 +251,7 @@ static int bypass_rank(const hpl__dtab *t, const hpl__dir_loc *l, uint64_t slow_
    * a chain node slows, the receivers behind it all report at once, and one
    * moved onto another of them crawls on */
   int last = t->crawling && t->crawling(l->node, t->usable_arg) ? -4 : 0;
+  if (t->distrusted && t->distrusted(l->node, t->usable_arg)) last -= 8;
   if (l->serving == 0) return last + (l->complete ? 3 : 2);
   return last + (l->node == slow_upstream ? 1 : 0);
 }
@@ -235,10 +261,10 @@ int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_
   hpl__dir_loc *best = NULL, *sl = hpl__dtab_loc(o, slow);
   uint64_t up = sl ? sl->upstream : 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (l->node == asker || hpl__dtab_depends_on(o, l->node, asker)) continue;
+    if (l->node == asker || l->unlisted || hpl__dtab_depends_on(o, l->node, asker)) continue;
     if (loc_last_resort(t, o, l, slow) || (t->usable && !t->usable(l->node, t->usable_arg)))
       continue;
-    int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -5;
+    int rank = bypass_rank(t, l, up), brank = best ? bypass_rank(t, best, up) : -100;
     if (rank > brank || (rank == brank && l->serving < best->serving)) best = l;
   }
   if (!best) return 1;

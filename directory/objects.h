@@ -30,6 +30,9 @@ typedef struct hpl__dir_loc {
   uint8_t origin;    /* the node the object was put on (partial while writing) */
   uint8_t granted;   /* upstream was named in a GRANT its store has not answered
                         with an ACQUIRE yet (acquire.c: peek_grant) */
+  uint8_t unlisted;  /* another node found it sending bytes that fail their digests
+                        (hpl__dtab_loc_unlist): never named as a sender nor counted
+                        as a copy, but kept so that a delete reaches its node */
 } hpl__dir_loc;
 
 enum {
@@ -112,7 +115,13 @@ typedef struct hpl__dtab {
   /* optional: did the node report its own partial sender crawling lately?
    * It is slow or waits for a slow node: a bypass picks it last. */
   int (*crawling)(uint64_t node, void *arg);
-  void *usable_arg; /* for all three */
+  /* optional: was the node reported sending units that fail their digests
+   * often? Its own copies (not those pulling from it: they count verified
+   * bytes only) are named after every other idle copy, but rather than
+   * make a receiver wait: a receiver checks every unit and moves off at the
+   * first bad one, while a wait costs a whole transfer. */
+  int (*distrusted)(uint64_t node, void *arg);
+  void *usable_arg; /* for all four */
   /* who hears of a changed object (hpl__dtab_on_change), in subscription order */
   struct {
     void (*fn)(struct hpl__dir_obj *o, void *arg);
@@ -188,6 +197,17 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
 /* Drop node's copy (and free its upstream's slot). Returns 1 if removed. */
 int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node);
 
+/* Unlist node's copy: another node found it sending bytes that fail their
+ * digests. The location stays (its node's get may still be running, and a
+ * delete must reach it) but is never named as a sender again and does not
+ * count as a copy (hpl__dtab_check_lost); its upstream's slot is freed.
+ * Every receiver pulling from it loses its upstream and is passed to
+ * `gone(o, receiver, arg)` (may be NULL) so it can be told to move.
+ * Returns the node's upstream before (0: none, or no such location). */
+uint64_t hpl__dtab_loc_unlist(hpl__dtab *t, hpl__dir_obj *o, uint64_t node,
+                              void (*gone)(hpl__dir_obj *o, uint64_t receiver, void *arg),
+                              void *arg);
+
 /* True if following upstream links from `from` reaches `target`. */
 int hpl__dtab_depends_on(hpl__dir_obj *o, uint64_t from, uint64_t target);
 
@@ -202,7 +222,8 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node);
  * never the asker nor a copy that (transitively) pulls from it; `avoid` (a
  * sender that just failed or crawled), copies pulling from it, and copies
  * on or pulling from suspected nodes only if nothing else could ever
- * serve. On success
+ * serve; an idle copy on a distrusted node only if no other is idle. On
+ * success
  * marks the sender busy, records the asker as a partial location pulling from
  * it (re-pointing an existing one) and returns 0 with *sender set.
  * Returns 1 if the asker must wait (object pending, or every candidate busy),
@@ -210,7 +231,7 @@ void hpl__dtab_release_upstream(hpl__dir_obj *o, uint64_t node);
 int hpl__dtab_pick_sender(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
                           uint64_t *sender);
 /* As hpl__dtab_pick_sender, for an asker that still has a (silent) sender:
- * never a last-resort copy, and 1 (keep the current sender) where
+ * never a last-resort copy nor a distrusted node's, and 1 (keep the current sender) where
  * hpl__dtab_pick_sender would make it wait. */
 int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
                            uint64_t *sender);
@@ -219,8 +240,8 @@ int hpl__dtab_pick_instead(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64
  * that does not depend on `slow` (nor on the asker, nor on a suspected
  * node): an idle complete one, an idle partial one, slow's own sender,
  * then the least busy, regardless of the per-copy receiver limit; a copy
- * on a node that reported a crawl itself lately (dtab.crawling) only if
- * no other is left. Assigns
+ * on a node that reported a crawl itself lately (dtab.crawling) or on a
+ * distrusted node only if no other is left. Assigns
  * it as for hpl__dtab_pick_sender and returns 0, or 1 if there is none. */
 int hpl__dtab_pick_bypass(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t slow,
                           uint64_t *sender);

@@ -258,6 +258,7 @@ void hpl__dtab_clear(hpl__dtab *t) {
   t->usable = keep.usable;
   t->suspected = keep.suspected;
   t->crawling = keep.crawling;
+  t->distrusted = keep.distrusted;
   t->usable_arg = keep.usable_arg;
   memcpy(t->on_change, keep.on_change, sizeof t->on_change);
   t->nsubs = keep.nsubs;

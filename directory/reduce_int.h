@@ -70,6 +70,9 @@ typedef enum hpl__dr_life {
   HPL__DR_DONE,    /* finished (status 0) or failed; kept a while (REDUCE_INFO, joins) */
 } hpl__dr_life;
 
+/* Nodes a reduce remembers as having lied in it (hpl__dir_reduce.liars). */
+#define HPL__DIR_REDUCE_LIARS_MAX 8
+
 typedef struct hpl__dir_reduce {
   UT_hash_handle hh; /* the module's table, by target */
   hpl__dir_server *srv;
@@ -97,6 +100,10 @@ typedef struct hpl__dir_reduce {
   uint32_t nfilled;
   uint32_t joins; /* participants that joined (allreduce): they get the target */
   int lost_retaken; /* a straggler's slot went to a source lost earlier (once only) */
+  /* nodes whose slot's stream failed its digests in this reduce
+   * (hpl__dir_reduce_slot_corrupt): no slot goes to them again (pick_node) */
+  uint64_t liars[HPL__DIR_REDUCE_LIARS_MAX];
+  uint32_t nliars;
   /* a crawl report no node stood out for: judged again once the tree's
    * links are measured (reduce_crawl.c) */
   uint64_t crawl_due_ms; /* when (0: nothing pending) */

@@ -52,10 +52,17 @@ static int runs_task(hpl__dir_reduce *r, int slot) {
 
 /* A node to run source `o`'s slot: one with a complete copy, preferring
  * `prefer`, then nodes not yet running a slot of this reduce. */
+static int lied_here(const hpl__dir_reduce *r, uint64_t node) {
+  for (uint32_t i = 0; i < r->nliars; i++)
+    if (r->liars[i] == node) return 1;
+  return 0;
+}
+
 static uint64_t pick_node(hpl__dir_reduce *r, hpl__dir_obj *o, uint64_t prefer) {
   uint64_t any = 0, fresh = 0;
   for (hpl__dir_loc *l = o->locs; l; l = l->next) {
-    if (!l->complete || !hpl__dir_node_find(r->srv, l->node)) continue;
+    if (!l->complete || l->unlisted || !hpl__dir_node_find(r->srv, l->node)) continue;
+    if (lied_here(r, l->node)) continue; /* its stream would fail again */
     if (l->node == prefer) return l->node;
     if (!any) any = l->node;
     int used = 0;
@@ -253,7 +260,8 @@ uint64_t hpl__dir_reduce_other_copy(hpl__dir_reduce *r, int f) {
   uint64_t parent = p >= 0 && r->slots[p].filled ? r->slots[p].node : 0, best = 0;
   int best_rank = 0;
   for (hpl__dir_loc *l = o ? o->locs : NULL; l; l = l->next) {
-    if (!l->complete || l->node == sl->node || !hpl__dir_node_find(s, l->node)) continue;
+    if (!l->complete || l->unlisted || l->node == sl->node || !hpl__dir_node_find(s, l->node))
+      continue;
     int busy = 0;
     for (uint32_t i = 0; i < r->k && !busy; i++)
       busy = (int)i != f && r->slots[i].filled && r->slots[i].node == l->node;
@@ -315,6 +323,8 @@ void hpl__dir_reduce_slot_corrupt(hpl__dir_reduce *r, int f, uint64_t reporter, 
   s->ctr.corrupt_reports++;
   hpl__dir_node *n = hpl__dir_node_find(s, sl->node);
   if (n) n->corrupt_reports++;
+  if (!lied_here(r, sl->node) && r->nliars < HPL__DIR_REDUCE_LIARS_MAX)
+    r->liars[r->nliars++] = sl->node;
   char why[600];
   snprintf(why, sizeof why, "unit %llu of its stream failed its digest at %016llx (%s)",
            (unsigned long long)unit, (unsigned long long)reporter, detail ? detail : "");

@@ -220,7 +220,8 @@ static int wire(hpl__dir_server *s) {
   /* the object table asks the nodes (and the broadcast crawl reports)
    * which copies may serve */
   s->tab.usable = hpl__dir_node_usable;
-  s->tab.suspected = hpl__dir_digests_last_resort;
+  s->tab.suspected = hpl__dir_node_suspected;
+  s->tab.distrusted = hpl__dir_digests_distrusted;
   s->tab.crawling = hpl__dir_acquire_crawling;
   s->tab.usable_arg = s;
   /* an object changed: its waiters first, then the reduces that watch it */

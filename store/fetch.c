@@ -477,17 +477,19 @@ void hpl__fetch_start_granted(hpl__store *s, hpl__obj *o) {
 }
 
 void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer,
-                              int suspect) {
+                              int suspect, int regroup) {
   hpl__obj *o = hpl__obj_find(s, id);
   hpl__fetch *f = o ? o->fetch : NULL;
   if (!f || !f->pull || f->sender != peer)
     return;
-  HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for "
-                "another sender",
-                id, (unsigned long long)peer,
-                suspect ? "not answering" : "gone");
-  s->ctr.pull_failures++;
-  f->avoid = peer;
+  if (regroup) /* our copy was reported corrupt: our place behind peer went to its reporter */
+    HPL__LOG_INFO("'%s': our copy is no longer named; moving off %016llx at %llu bytes", id,
+                  (unsigned long long)peer, (unsigned long long)o->progress);
+  else
+    HPL__LOG_WARN("'%s': the node we pull it from (%016llx) is %s; asking for another sender",
+                  id, (unsigned long long)peer, suspect ? "not answering" : "gone");
+  s->ctr.pull_failures += !regroup;
+  f->avoid = regroup ? 0 : peer;
   f->avoid_crawled = 0;
   f->avoid_corrupt = 0;
   hpl__fetch_fire(f, HPL__FEV_UPSTREAM_GONE, &(hpl__fetch_ctx){0});

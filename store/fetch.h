@@ -46,8 +46,13 @@ void hpl__fetch_on_grant(hpl__store *s, ProtobufCMessage *m);
 void hpl__fetch_on_digests(hpl__store *s, ProtobufCMessage *m);
 
 /* The directory says node `peer`, which we pull `id` from, is dead (or,
- * with suspect, does not answer): move to another sender, keeping the bytes. */
-void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int suspect);
+ * with suspect, does not answer): move to another sender, keeping the bytes.
+ * With regroup, peer is fine but our place behind it went to another
+ * receiver (our copy was reported corrupt and is no longer named): ask
+ * again without avoiding it. A note for a pull from another peer is
+ * stale and ignored. No errors. */
+void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int suspect,
+                              int regroup);
 
 /* `o` was deleted: fail its waiters (HPL_ENOTFOUND), stop, forget it. */
 void hpl__fetch_dropped(hpl__store *s, hpl__obj *o);

@@ -50,6 +50,11 @@ hpl__obj *hpl__obj_find(hpl__store *s, const char *id) {
   return s->objects ? hpl__objidx_get(&s->objects->by_id, id, 0) : NULL;
 }
 
+void hpl__obj_unlisted(hpl__store *s, const char *id) {
+  hpl__obj *o = hpl__obj_find(s, id);
+  if (o) o->unlisted = 1;
+}
+
 hpl__obj *hpl__obj_find_inst(hpl__store *s, uint64_t inst) {
   return s->objects ? hpl__objidx_get(&s->objects->by_inst, NULL, inst) : NULL;
 }

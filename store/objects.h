@@ -98,6 +98,8 @@ struct hpl__obj {
   uint8_t in_table : 1;      /* in the id table (or the reduce streams' table) */
   uint8_t internal : 1;      /* a reduce stream: by key, not visible to clients */
   uint8_t advertised : 1;    /* the directory lists this node as a holder */
+  uint8_t unlisted : 1;      /* ... but names it to nobody: another node found it sending
+                                corrupt units (UpstreamNote.unlisted); re-reported so */
   uint8_t inline_obj : 1;    /* small object: the directory serves it */
   uint8_t primary : 1;       /* put here (or a reduce target made here), not a copy got
                                 from elsewhere: never evicted, only spilled */
@@ -139,6 +141,12 @@ typedef struct hpl__source {
 hpl__obj *hpl__obj_find(hpl__store *s, const char *id);
 hpl__obj *hpl__obj_find_inst(hpl__store *s, uint64_t inst);
 hpl__obj *hpl__obj_find_internal(hpl__store *s, const char *key);
+
+/* The directory no longer names this node's copy of `id` (another node
+ * found it sending corrupt units): remembered on the object (o->unlisted)
+ * so that a HELD re-report after a directory restart says so. Nothing if
+ * the object is not here. No errors. */
+void hpl__obj_unlisted(hpl__store *s, const char *id);
 
 /* New object in the table (refs 0, in_table 1, no buffer); no object of
  * that id may be in it. NULL on no memory (nothing changed). */

@@ -57,7 +57,10 @@ static void on_drop(hpl__store *s, ProtobufCMessage *m) {
 
 static void on_upstream_gone(hpl__store *s, ProtobufCMessage *m) {
   Hplpb__UpstreamNote *u = (Hplpb__UpstreamNote *)m;
-  if (hpl__id_valid(u->id)) hpl__fetch_upstream_gone(s, u->id, u->peer, u->suspect);
+  if (hpl__id_valid(u->id)) {
+    if (u->unlisted) hpl__obj_unlisted(s, u->id);
+    if (u->peer) hpl__fetch_upstream_gone(s, u->id, u->peer, u->suspect, u->regroup);
+  }
 }
 
 static void on_registered(hpl__store *s, int restarted) {

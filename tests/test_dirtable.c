@@ -390,6 +390,99 @@ static void test_node_index(void **state) {
   free(objs);
 }
 
+/* A copy reported corrupt (chain 1 -> 2 -> 3 -> 4, 3 reported by 4): its
+ * location stays (a delete must reach it) but it is never named, it does
+ * not keep the object alive, the reporter gets its slot on 2, and 3 itself
+ * then goes to the chain's idle end. */
+static uint64_t gone_seen[8];
+static int ngone;
+static void gone_cb(hpl__dir_obj *o, uint64_t receiver, void *arg) {
+  (void)o, (void)arg;
+  gone_seen[ngone++] = receiver;
+}
+
+static void test_unlisted_copy(void **state) {
+  (void)state;
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  uint64_t s;
+  for (uint64_t n = 2; n <= 5; n++) assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
+  /* 4 reports 3; 5 still pulls from 4 */
+  hpl__dtab_release_upstream(o, 4);
+  ngone = 0;
+  assert_int_equal(hpl__dtab_loc_unlist(&t, o, 3, gone_cb, NULL), 2);
+  assert_int_equal(ngone, 0); /* 4, its only receiver, released it already */
+  assert_non_null(hpl__dtab_loc(o, 3));
+  assert_true(hpl__dtab_loc(o, 3)->unlisted);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 3, &s), 0);
+  assert_int_equal(s, 2); /* 3's place */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 3, 0, &s), 0);
+  assert_int_equal(s, 5); /* the idle end */
+  assert_true(hpl__dtab_loc(o, 3)->unlisted);
+  /* 3 completes (its node's own get): still never named, though a complete
+   * idle copy would be preferred to the idle partial one at the end (5) */
+  hpl__dtab_loc_complete(&t, o, 3, 64 * MB);
+  assert_true(hpl__dtab_loc(o, 3)->complete);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 6, 0, &s), 0);
+  assert_int_equal(s, 5);
+  /* a receiver of an unlisted copy is passed to the callback */
+  hpl__dtab_loc(o, 3)->unlisted = 0;
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 7, 0, &s), 0);
+  assert_int_equal(s, 3);
+  ngone = 0;
+  hpl__dtab_loc_unlist(&t, o, 3, gone_cb, NULL);
+  assert_int_equal(ngone, 1);
+  assert_int_equal(gone_seen[0], 7);
+  assert_int_equal(hpl__dtab_loc(o, 7)->upstream, 0);
+  /* only unlisted copies left: the object is lost (no copy anyone gets) */
+  hpl__dir_obj *p = hpl__dtab_get(&t, "p");
+  hpl__dtab_add_loc(&t, p, 1, MB, 1, 1);
+  hpl__dtab_loc_unlist(&t, p, 1, NULL, NULL);
+  assert_int_equal(hpl__dtab_check_lost(&t, p), 1);
+  assert_int_equal(p->nlocs, 1); /* kept for a delete */
+  hpl__dtab_clear(&t);
+}
+
+/* A node reported corrupt often (distrusted) is named after every other
+ * idle copy, but rather than make a receiver wait; copies pulling from it
+ * are not penalised (they count verified bytes only). */
+static int is_distrusted(uint64_t node, void *arg) {
+  (void)arg;
+  return node == 3;
+}
+
+static void test_distrusted_named_last(void **state) {
+  (void)state;
+  hpl__dtab t;
+  hpl__dtab_init(&t, 1);
+  t.distrusted = is_distrusted;
+  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
+  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  uint64_t s;
+  for (uint64_t n = 2; n <= 3; n++) assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
+  /* 3 is the chain's idle end: the next receiver pulls from it, not waits */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 0, &s), 0);
+  assert_int_equal(s, 3);
+  /* 4, behind it, is an ordinary copy */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 5, 0, &s), 0);
+  assert_int_equal(s, 4);
+  /* with another idle copy, 3 is not named */
+  hpl__dir_obj *q = hpl__dtab_get(&t, "q");
+  hpl__dtab_add_loc(&t, q, 3, MB, 1, 1);
+  hpl__dtab_add_loc(&t, q, 2, MB, 1, 0);
+  assert_int_equal(hpl__dtab_pick_sender(&t, q, 6, 0, &s), 0);
+  assert_int_equal(s, 2);
+  /* a strict pick (a move off a silent sender) never names it */
+  hpl__dir_obj *r = hpl__dtab_get(&t, "r");
+  hpl__dtab_add_loc(&t, r, 3, MB, 1, 1);
+  assert_int_equal(hpl__dtab_pick_instead(&t, r, 7, 0, &s), 1);
+  assert_int_equal(hpl__dtab_pick_sender(&t, r, 7, 0, &s), 0);
+  assert_int_equal(s, 3);
+  hpl__dtab_clear(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_index_and_hash), cmocka_unit_test(test_node_index),
@@ -399,7 +492,8 @@ int main(void) {
       cmocka_unit_test(test_bypass_reforms_chain),
       cmocka_unit_test(test_bypass_avoids_crawling),
       cmocka_unit_test(test_wait_when_all_busy), cmocka_unit_test(test_gc),
-      cmocka_unit_test(test_avoid),
+      cmocka_unit_test(test_avoid), cmocka_unit_test(test_unlisted_copy),
+      cmocka_unit_test(test_distrusted_named_last),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

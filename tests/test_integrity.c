@@ -3,6 +3,7 @@
  * good copy exists elsewhere (the receiver ends with exact bytes, the
  * corruption is counted and that copy is no longer named), and when the
  * only copy lies (the get fails with HPL_ECORRUPT naming the node); a
+ * lying copy is still freed by a delete (it is unlisted, not forgotten); a
  * lying peer (the test speaking the protocol) that claims a complete copy
  * it never received and serves wrong bytes. */
 #include <arpa/inet.h>
@@ -86,6 +87,71 @@ static void test_only_copy_lies(void **state) {
   assert_true(th_counter(B, "corrupt_units") >= 1);
   assert_int_equal(th_dir_counter(lc, "dir_corrupt_reports"), 1);
   hpl_close(A);
+  hpl_close(B);
+  th_stop(lc, 0);
+}
+
+/* (c) A copy reported corrupt is unlisted but still freed by a delete. L
+ * got a good copy from the origin A and lies in every stream it serves; A
+ * dies, so B's get can only pull from L: it fails with HPL_ECORRUPT, and
+ * L's copy is no longer named. L's own copy still reads back locally. The
+ * directory restarts: L re-reports its copy as unlisted, and C's get does
+ * not pull from it. A delete of the id reaches L: its pool is empty again
+ * (before, the unlisted copy stayed there forever). The id put again
+ * afterwards is a new object: L gets its new bytes. */
+static void test_corrupt_copy_freed_after_delete(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  int a = add(lc, NULL);
+  hpl_client *A = th_connect(lc, a);
+  hpl_client *L = th_connect(lc, add(lc, "--faults corrupt_send=1000,prefix=lk/"));
+  hpl_client *B = th_connect(lc, add(lc, NULL));
+  const uint64_t size = 4 * MB;
+  th_put_pattern(A, "lk/x", size, 21);
+  hpl_buf *buf = NULL;
+  assert_int_equal(hpl_get(L, "lk/x", th_ms(20000), &buf), 0); /* A -> L: A does not lie */
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 21));
+  hpl_release(L, buf);
+  uint64_t dead = th_dir_counter(lc, "dir_nodes_dead");
+  hpl_close(A);
+  assert_int_equal(hpl__lc_signal(lc, a, SIGKILL), 0);
+  for (int i = 0; i < 200 && th_dir_counter(lc, "dir_nodes_dead") == dead; i++) th_sleep_ms(50);
+  assert_int_equal(hpl_get(B, "lk/x", th_ms(20000), &buf), HPL_ECORRUPT);
+  assert_true(th_counter(B, "corrupt_units") >= 1);
+  assert_true(th_dir_counter(lc, "dir_corrupt_reports") >= 1);
+  /* L's copy is not named, but it is L's and still exact */
+  assert_int_equal(hpl_get(L, "lk/x", th_ms(20000), &buf), 0);
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 21));
+  hpl_release(L, buf);
+  assert_int_equal(th_counter(L, "objects"), 1);
+  assert_true(th_counter(L, "pool_allocated") >= size);
+  /* a restarted directory hears of L's copy again (HELD) but, told it was
+   * unlisted, names it to nobody: C's get never pulls from L */
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  char err[256];
+  if (hpl__lc_restart(lc, -1, err, sizeof err)) fail_msg("restart: %s", err);
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter_try(lc, "dir_held_taken") < 1 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(20);
+  assert_int_equal(th_dir_counter(lc, "dir_held_taken"), 1);
+  hpl_client *C = th_connect(lc, add(lc, NULL));
+  assert_int_not_equal(hpl_get(C, "lk/x", th_ms(5000), &buf), 0);
+  assert_int_equal(th_counter(C, "corrupt_units"), 0);
+  assert_int_equal(th_dir_counter(lc, "dir_corrupt_reports"), 0);
+  hpl_close(C);
+  /* and a delete reaches it */
+  assert_int_equal(hpl_delete(B, "lk/x", th_ms(10000)), 0);
+  uint64_t left = 0;
+  for (int i = 0; i < 100 && (left = th_counter(L, "pool_allocated")) != 0; i++) th_sleep_ms(50);
+  if (left) fail_msg("the unlisted copy's node still has %llu B of its pool allocated after "
+                     "the delete", (unsigned long long)left);
+  assert_int_equal(th_counter(L, "objects"), 0);
+  /* the id again: a new object, L pulls it from B (B does not lie) */
+  th_put_pattern(B, "lk/x", size, 22);
+  assert_int_equal(hpl_get(L, "lk/x", th_ms(20000), &buf), 0);
+  assert_true(th_check_pattern(hpl_buf_data(buf), size, 22));
+  hpl_release(L, buf);
+  hpl_close(L);
   hpl_close(B);
   th_stop(lc, 0);
 }
@@ -398,6 +464,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corrupt_sender_other_copy),
       cmocka_unit_test(test_only_copy_lies),
+      cmocka_unit_test_teardown(test_corrupt_copy_freed_after_delete, th_teardown),
       cmocka_unit_test_teardown(test_lying_peer, th_teardown),
       cmocka_unit_test_teardown(test_digests_survive_restart, th_teardown),
       cmocka_unit_test_teardown(test_reported_digests_conflict, th_teardown),
