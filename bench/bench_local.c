@@ -43,6 +43,7 @@ static void one_size(hpl_client *c, uint64_t size, int reps) {
   if (!t || !src) exit(1);
   memset(src, 7, size);
   char id[64];
+  double cold = 0;
   /* create, fill, seal (one run first, untimed: pages faulted in) */
   for (int r = -1; r < reps; r++) {
     snprintf(id, sizeof id, "c-%llu-%d", (unsigned long long)size, r);
@@ -51,10 +52,13 @@ static void one_size(hpl_client *c, uint64_t size, int reps) {
     die_rc(c, hpl_create(c, id, size, 30000, &b), "create");
     memset(hpl_buf_data(b), r & 0xff, size);
     die_rc(c, hpl_seal(c, b, 30000), "seal");
-    if (r >= 0) t[r] = (double)(hpl__now_ns() - t0) / 1e3;
+    double us = (double)(hpl__now_ns() - t0) / 1e3;
+    if (r >= 0) t[r] = us;
+    else cold = us;
     die_rc(c, hpl_delete(c, id, 30000), "delete");
   }
   report("create", size, t, reps);
+  printf("create  %10llu B  first (cold pages) %9.2f us\n", (unsigned long long)size, cold);
   for (int r = -1; r < reps; r++) {
     snprintf(id, sizeof id, "p-%llu-%d", (unsigned long long)size, r);
     src[0] = (uint8_t)r;

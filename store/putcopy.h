@@ -1,6 +1,7 @@
 /*
  * putcopy.h - copying a local client's bytes from its own memory into an
- * object's buffer (process_vm_readv). A client never writes the pool: the
+ * object's buffer (process_vm_readv, or memcpy from the client's creation
+ * memfd mapped read-only). A client never writes the pool: the
  * pool's memory is sealed against every writer but the store (pool.h), so
  * an object a client puts is copied in by the store, from the address the
  * client named in its CREATE, in the process that connected (SO_PEERCRED).

@@ -209,6 +209,32 @@ static void test_created_memfd_is_copied(void **state) {
   th_stop(lc, 0);
 }
 
+/* A SEAL that timed out may still be carried out: the store copies from
+ * the creation's memfd after the client gave up waiting. The library
+ * drops that memfd instead of keeping it for the next creation, so what
+ * the next creation writes never ends up in the first object. */
+static void test_timed_out_seal_keeps_its_bytes(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(1, 512 * MB, NULL, NULL);
+  hpl_client *a = th_connect(lc, 0);
+  const uint64_t size = 128 * MB; /* copied in several steps */
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_create(a, "imm/late", size, th_ms(10000), &b), 0);
+  hpl__fill_pattern(hpl_buf_data(b), size, 31);
+  pid_t store = hpl__lc_store_pid(lc, 0);
+  assert_int_equal(kill(store, SIGSTOP), 0); /* the SEAL waits in the socket */
+  assert_int_equal(hpl_seal(a, b, 200), HPL_ETIMEDOUT);
+  assert_int_equal(kill(store, SIGCONT), 0);
+  /* the store now copies "imm/late" while this creation is written */
+  assert_int_equal(hpl_create(a, "imm/next", size, th_ms(10000), &b), 0);
+  memset(hpl_buf_data(b), 'B', size);
+  assert_int_equal(hpl_seal(a, b, th_ms(10000)), 0);
+  /* sealed late, from the bytes it was written with: never mixed */
+  assert_intact(a, "imm/late", size, 31);
+  hpl_close(a);
+  th_stop(lc, 0);
+}
+
 /* An object the store received from another node: a local client cannot
  * change it either; other readers there and at the origin read the
  * original. */
@@ -309,6 +335,7 @@ int main(void) {
       cmocka_unit_test(test_sealed_object_cannot_be_written),
       cmocka_unit_test(test_received_object_cannot_be_written),
       cmocka_unit_test(test_created_memfd_is_copied),
+      cmocka_unit_test(test_timed_out_seal_keeps_its_bytes),
       cmocka_unit_test(test_put_copies_the_bytes),
       cmocka_unit_test(test_client_drops_given_back_chunks),
   };

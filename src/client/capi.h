@@ -101,6 +101,11 @@ int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out);
  * unmapped and its memfd closed. Thread-safe. */
 void hpl__cstage_give(hpl_client *c, hpl__cstage st);
 
+/* Unmap a creation's memory and close its memfd, never to be reused: what
+ * hpl_seal does when its SEAL timed out, since the store may still be
+ * copying from it (its own mapping keeps the memfd's pages). */
+void hpl__cstage_drop(hpl__cstage st);
+
 /* A buffer for object `id` being created with store handle `handle`, whose
  * bytes are at data in this process (the store copies them from there):
  * st->len > 0 says data is st->mem, which the buffer then owns (from

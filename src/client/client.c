@@ -58,8 +58,7 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   return 0;
 }
 
-/* Unmap a creation's memory and close its memfd. */
-static void stage_drop(hpl__cstage st) {
+void hpl__cstage_drop(hpl__cstage st) {
   munmap(st.mem, st.len);
   if (st.fd >= 0) close(st.fd);
 }
@@ -69,11 +68,11 @@ void hpl_close(hpl_client *c) {
   hpl_buf *b, *tmp;
   DL_FOREACH_SAFE(c->bufs, b, tmp) {
     DL_DELETE(c->bufs, b);
-    if (b->stage.len) stage_drop(b->stage);
+    if (b->stage.len) hpl__cstage_drop(b->stage);
     free(b->own);
     free(b);
   }
-  if (c->spare.len) stage_drop(c->spare);
+  if (c->spare.len) hpl__cstage_drop(c->spare);
   hpl__cdirect_free(c->direct);
   hpl__cstore_close(&c->st); /* the store releases what the buffers held */
   pthread_mutex_destroy(&c->lock);
@@ -118,7 +117,7 @@ int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out) {
       *out = st;
       return 0;
     }
-    stage_drop(st);
+    hpl__cstage_drop(st);
   }
   /* a memfd the store can map and copy from with memcpy (putcopy.h in the
    * store); sealed against shrinking, or the store would not take it */
@@ -145,7 +144,7 @@ int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out) {
 void hpl__cstage_give(hpl_client *c, hpl__cstage st) {
   /* nobody writes it from now on: a write through an old pointer faults */
   if (mprotect(st.mem, st.len, PROT_NONE) != 0) {
-    stage_drop(st);
+    hpl__cstage_drop(st);
     return;
   }
   pthread_mutex_lock(&c->lock);
@@ -155,7 +154,7 @@ void hpl__cstage_give(hpl_client *c, hpl__cstage st) {
     st = old;
   }
   pthread_mutex_unlock(&c->lock);
-  if (st.len) stage_drop(st);
+  if (st.len) hpl__cstage_drop(st);
 }
 
 hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,

@@ -117,6 +117,12 @@ int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
   r.handle = b->handle;
   r.timeout_ms = timeout_ms;
   int rc = hpl__ccall(c, HPL__MSG_SEAL, &r.base, timeout_ms, NULL);
+  if (rc == HPL_ETIMEDOUT && b->stage.len) {
+    /* the store may still be copying from it: never hand it to the next
+     * creation (whose bytes would end up in this object) */
+    hpl__cstage_drop(b->stage);
+    b->stage.len = 0;
+  }
   hpl__cbuf_free(c, b);
   return rc;
 }
