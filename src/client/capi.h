@@ -90,9 +90,17 @@ const char *hpl__cfail_msg(void);
 hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
                        uint64_t handle, int created);
 
+/* Creations of at least this many bytes name their memfd to the store,
+ * which copies them with memcpy; smaller ones it copies with
+ * process_vm_readv, which costs less than taking the descriptor (about
+ * 6 us) below this size, and they are written in a private mapping when
+ * no spare memfd is there (no memfd made for them). */
+#define HPL__CREATE_MEMFD_MIN (256u << 10)
+
 /* Memory of this process for a creation of `size` bytes (size > 0): the
  * spare made writable again if it is large enough, else a new memfd
- * mapped (a private mapping if memfd_create fails). *out owns it (given
+ * mapped (a private mapping if memfd_create fails, or for a creation of
+ * less than HPL__CREATE_MEMFD_MIN). *out owns it (given
  * back with hpl__cstage_give). 0, or -1 if mmap fails. Thread-safe. */
 int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out);
 

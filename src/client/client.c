@@ -121,7 +121,9 @@ int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out) {
   }
   /* a memfd the store can map and copy from with memcpy (putcopy.h in the
    * store); sealed against shrinking, or the store would not take it */
-  int fd = memfd_create("hoplite-create", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = size >= HPL__CREATE_MEMFD_MIN
+               ? memfd_create("hoplite-create", MFD_CLOEXEC | MFD_ALLOW_SEALING)
+               : -1;
   if (fd >= 0 && (ftruncate(fd, (off_t)need) != 0 ||
                   fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)) {
     close(fd);

@@ -90,7 +90,8 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
     return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
                       (unsigned long long)size, id);
   uint64_t handle = 0;
-  int rc = create_call(c, id, size, st.mem, st.fd, timeout_ms, &handle);
+  int rc = create_call(c, id, size, st.mem, size >= HPL__CREATE_MEMFD_MIN ? st.fd : -1,
+                       timeout_ms, &handle);
   hpl_buf *b = rc == 0 ? hpl__cbuf_created(c, id, st.mem, size, handle, &st) : NULL;
   if (!b) {
     if (st.len) hpl__cstage_give(c, st);
