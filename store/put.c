@@ -344,15 +344,12 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
   if (!p) return;
   p->cp = (hpl__pcopier){.loop = s->loop, .pid = (pid_t)cl->pid, .src = m->src_addr,
                          .arg = p, .advanced = put_copy_advanced};
-  /* bytes in the client's memfd: copied with memcpy through our mapping of
-   * it (else, or if it cannot be taken, from src_addr as before) */
-  if (m->src_memfd && m->size &&
-      hpl__pcstage_get(&cl->stage, (pid_t)cl->pid, (int)m->src_fd, m->src_off, m->size,
-                       &p->cp.stage, detail, sizeof detail) == 0) {
-    p->cp.src = m->src_off;
-    s->ctr.creates_memfd++;
-  } else if (m->src_memfd && m->size) {
-    HPL__LOG_DEBUG("create '%s': copying with process_vm_readv: %s", m->id, detail);
+  if (m->src_memfd && m->size) { /* memcpy from the client's memfd, else process_vm_readv */
+    if (hpl__pcopier_use_memfd(&p->cp, &cl->stage, (int)m->src_fd, m->src_off, m->size,
+                               detail, sizeof detail) == 0)
+      s->ctr.creates_memfd++;
+    else
+      HPL__LOG_DEBUG("create '%s': copying with process_vm_readv: %s", m->id, detail);
   }
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;

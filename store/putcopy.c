@@ -164,6 +164,17 @@ static void copier_job_done(hpl__pcopy *j, int status, const char *detail) {
   k->advanced(k);
 }
 
+int hpl__pcopier_use_memfd(hpl__pcopier *k, hpl__pcstage **cache, int fd, uint64_t off,
+                           uint64_t n, char *why, size_t wlen) {
+  hpl__pcstage *st = NULL;
+  int rc = hpl__pcstage_get(cache, k->pid, fd, off, n, &st, why, wlen);
+  if (rc) return rc;
+  hpl__pcstage_unref(k->stage);
+  k->stage = st;
+  k->src = off;
+  return 0;
+}
+
 void hpl__pcopier_run(hpl__pcopier *k) {
   while (!k->out && !k->rc && k->copied < k->want) {
     uint64_t n = k->want - k->copied;

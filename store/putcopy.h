@@ -118,6 +118,13 @@ typedef struct hpl__pcopier {
   void (*advanced)(struct hpl__pcopier *k);
 } hpl__pcopier;
 
+/* Have copier k (pid set) copy from the client's memfd: its descriptor fd
+ * holds the bytes [off, off + n). Takes the stage with hpl__pcstage_get
+ * (cache: the client's; same errors, k then unchanged: it copies with
+ * process_vm_readv) and sets k->stage (referenced) and k->src = off. */
+int hpl__pcopier_use_memfd(hpl__pcopier *k, hpl__pcstage **cache, int fd, uint64_t off,
+                           uint64_t n, char *why, size_t wlen);
+
 /* Copy on towards k->want: steps run at once while they are small, until
  * one is queued (advanced() follows), everything wanted is in, or a copy
  * fails (k->rc). A no-op while jobs are out or after a failure. */
