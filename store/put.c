@@ -77,6 +77,7 @@ static void put_free_maybe(hpl__put *p) {
   free(p->payload);
   if (p->o->put == p) p->o->put = NULL;
   DL_DELETE(p->cl->puts, p);
+  hpl__pcstage_unref(p->cp.stage);
   hpl__obj_unref(p->s, p->o);
   hpl__session_unref(p->cl);
   free(p);
@@ -343,6 +344,13 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
   if (!p) return;
   p->cp = (hpl__pcopier){.loop = s->loop, .pid = (pid_t)cl->pid, .src = m->src_addr,
                          .arg = p, .advanced = put_copy_advanced};
+  if (m->src_memfd && m->size) { /* memcpy from the client's memfd, else process_vm_readv */
+    if (hpl__pcopier_use_memfd(&p->cp, &cl->stage, (int)m->src_fd, m->src_off, m->size,
+                               detail, sizeof detail) == 0)
+      s->ctr.creates_memfd++;
+    else
+      HPL__LOG_DEBUG("create '%s': copying with process_vm_readv: %s", m->id, detail);
+  }
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;
   if (p->state != PUT_ROOM) put_go(p, NULL);
@@ -532,6 +540,8 @@ void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handl
 
 void hpl__put_client_gone(hpl__store *s, hpl__stclient *cl) {
   (void)s;
+  hpl__pcstage_unref(cl->stage); /* copies still out keep theirs */
+  cl->stage = NULL;
   hpl__put *p, *tmp;
   DL_FOREACH_SAFE(cl->puts, p, tmp) {
     if (p->state == PUT_WRITING || p->state == PUT_COPYING || (p->state == PUT_ROOM && !p->whole))

@@ -2,11 +2,92 @@
 #include "putcopy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "hoplite.h"
+
+struct hpl__pcstage {
+  int refs;
+  const uint8_t *map;
+  uint64_t len; /* the memfd's size when mapped: all of it is mapped */
+  dev_t dev;
+  ino_t ino;
+};
+
+/* A duplicate of descriptor fd of process pid (pidfd_getfd: the kernel
+ * checks the store may ptrace it, as for process_vm_readv), or -1 with
+ * errno set. */
+static int take_fd(pid_t pid, int fd) {
+  int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pfd < 0) return -1;
+  int got = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
+  int err = errno;
+  close(pfd);
+  if (got >= 0) fcntl(got, F_SETFD, FD_CLOEXEC);
+  errno = err;
+  return got;
+}
+
+int hpl__pcstage_get(hpl__pcstage **cache, pid_t pid, int fd, uint64_t off, uint64_t n,
+                     hpl__pcstage **out, char *why, size_t wlen) {
+  int d = take_fd(pid, fd);
+  if (d < 0) {
+    snprintf(why, wlen, "cannot take the client's creation memfd (pid %d, descriptor %d: %s)",
+             (int)pid, fd, strerror(errno));
+    return HPL_EINVAL;
+  }
+  struct stat st;
+  int seals = fcntl(d, F_GET_SEALS); /* only memfds (shmem) have seals */
+  if (fstat(d, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+      off > (uint64_t)st.st_size || n > (uint64_t)st.st_size - off) {
+    snprintf(why, wlen,
+             "descriptor %d of the client (pid %d) is not a memfd sealed against shrinking "
+             "that holds bytes %llu-%llu", fd, (int)pid, (unsigned long long)off,
+             (unsigned long long)(off + n));
+    close(d);
+    return HPL_EINVAL;
+  }
+  hpl__pcstage *c = *cache;
+  if (c && c->dev == st.st_dev && c->ino == st.st_ino && off + n <= c->len) {
+    close(d);
+    c->refs++;
+    *out = c;
+    return 0;
+  }
+  hpl__pcstage *ns = calloc(1, sizeof *ns);
+  void *m = ns && st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d, 0)
+                             : MAP_FAILED;
+  int err = errno;
+  close(d);
+  if (m == MAP_FAILED) {
+    free(ns);
+    snprintf(why, wlen, "cannot map the client's creation memfd (pid %d): %s", (int)pid,
+             ns ? strerror(err) : "out of memory");
+    return ns ? HPL_ESYS : HPL_ENOMEM;
+  }
+  *ns = (hpl__pcstage){.refs = 2, .map = m, .len = (uint64_t)st.st_size, .dev = st.st_dev,
+                       .ino = st.st_ino};
+  hpl__pcstage_unref(*cache);
+  *cache = ns;
+  *out = ns;
+  return 0;
+}
+
+const uint8_t *hpl__pcstage_bytes(const hpl__pcstage *st) { return st->map; }
+
+void hpl__pcstage_unref(hpl__pcstage *st) {
+  if (!st || --st->refs > 0) return;
+  munmap((void *)st->map, st->len);
+  free(st);
+}
 
 /* One process_vm_readv call moves at most this much (the kernel may stop
  * short; the loop goes on from there). */
@@ -34,7 +115,21 @@ int hpl__pcopy_now(pid_t pid, uint64_t src, uint8_t *dst, uint64_t n, char *deta
 static void pcopy_run(uv_work_t *w) {
   hpl__pcopy *j = (hpl__pcopy *)w;
   j->detail[0] = 0;
+  if (j->map) { /* the client's memfd: its range was checked when it was taken */
+    memcpy(j->dst, j->map + j->src, j->n);
+    j->status = 0;
+    return;
+  }
   j->status = hpl__pcopy_now(j->pid, j->src, j->dst, j->n, j->detail, sizeof j->detail);
+}
+
+/* Copy n bytes of the copier's source from byte `at` on into dst + at, now. */
+static int copier_now(hpl__pcopier *k, uint64_t at, uint64_t n, char *why, size_t wlen) {
+  if (k->stage) {
+    memcpy(k->dst + at, hpl__pcstage_bytes(k->stage) + k->src + at, n);
+    return 0;
+  }
+  return hpl__pcopy_now(k->pid, k->src + at, k->dst + at, n, why, wlen);
 }
 
 static void pcopy_done(uv_work_t *w, int status) {
@@ -69,6 +164,17 @@ static void copier_job_done(hpl__pcopy *j, int status, const char *detail) {
   k->advanced(k);
 }
 
+int hpl__pcopier_use_memfd(hpl__pcopier *k, hpl__pcstage **cache, int fd, uint64_t off,
+                           uint64_t n, char *why, size_t wlen) {
+  hpl__pcstage *st = NULL;
+  int rc = hpl__pcstage_get(cache, k->pid, fd, off, n, &st, why, wlen);
+  if (rc) return rc;
+  hpl__pcstage_unref(k->stage);
+  k->stage = st;
+  k->src = off;
+  return 0;
+}
+
 void hpl__pcopier_run(hpl__pcopier *k) {
   while (!k->out && !k->rc && k->copied < k->want) {
     uint64_t n = k->want - k->copied;
@@ -77,9 +183,8 @@ void hpl__pcopier_run(hpl__pcopier *k) {
     uint64_t step = k->copied < HPL__PCOPY_FIRST ? HPL__PCOPY_FIRST : k->copied;
     if (step > HPL__PCOPY_STEP) step = HPL__PCOPY_STEP;
     if (n > step) n = step;
-    if (n <= HPL__PCOPY_SMALL) {
-      k->rc = hpl__pcopy_now(k->pid, k->src + k->copied, k->dst + k->copied, n, k->why,
-                             sizeof k->why);
+    if (n <= HPL__PCOPY_SMALL || (k->stage && n <= HPL__PCOPY_INLINE)) {
+      k->rc = copier_now(k, k->copied, n, k->why, sizeof k->why);
       if (!k->rc) k->copied += n;
       continue;
     }
@@ -92,7 +197,9 @@ void hpl__pcopier_run(hpl__pcopier *k) {
     uint64_t part = (n / HPL__PCOPY_JOBS + 4095) & ~(uint64_t)4095, at = here ? part : 0;
     for (int i = here; i < HPL__PCOPY_JOBS && at < n; i++) {
       uint64_t m = i == HPL__PCOPY_JOBS - 1 || n - at < part ? n - at : part;
-      k->job[i] = (hpl__pcopy){.pid = k->pid, .src = k->src + k->copied + at,
+      k->job[i] = (hpl__pcopy){.pid = k->pid,
+                               .map = k->stage ? hpl__pcstage_bytes(k->stage) : NULL,
+                               .src = k->src + k->copied + at,
                                .dst = k->dst + k->copied + at, .n = m, .arg = k,
                                .done = copier_job_done};
       if (hpl__pcopy_start(k->loop, &k->job[i]) != 0) {
@@ -105,8 +212,7 @@ void hpl__pcopier_run(hpl__pcopier *k) {
     }
     if (here && !k->step_rc) {
       uint64_t m = at == part ? n : part; /* all of it if nothing was queued */
-      k->step_rc = hpl__pcopy_now(k->pid, k->src + k->copied, k->dst + k->copied, m,
-                                  k->step_why, sizeof k->step_why);
+      k->step_rc = copier_now(k, k->copied, m, k->step_why, sizeof k->step_why);
       if (!k->step_rc && m == n) {
         k->copied += n;
         continue;

@@ -43,6 +43,8 @@ typedef struct hpl__stclient {
   int pid; /* the process that connected (SO_PEERCRED): puts copy its bytes from it */
   uid_t uid;       /* its user (SO_PEERCRED) */
   int uid_counted; /* counted among its user's clients (clientadm.c) */
+  struct hpl__pcstage *stage; /* put.c: its last creation memfd, mapped (putcopy.h);
+                                 dropped when it leaves */
   int chan; /* the chunk channel: our end of a SOCK_SEQPACKET pair whose other end
                went with the HELLO; the pool's chunk memfds go to the client on it
                (-1: none yet) */

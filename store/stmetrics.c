@@ -116,6 +116,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
       C("grant_waits_expired", c->grant_waits_expired, "grant_waits_expired_total",
         "Granted gets whose grant did not come in time (asked the directory instead)"),
       C("puts", c->puts, "puts_total", "Objects put and sealed here"),
+      C("creates_memfd", c->creates_memfd, "creates_memfd_total",
+        "Created objects whose bytes the store copied from the client's memfd (memcpy)"),
       G("objects", hpl__obj_count(s), "objects", "Objects in the store's table"),
       G("pool_capacity", hpl__pool_capacity(s->pool), "pool_capacity_bytes",
         "Size of the shared-memory pool"),

@@ -73,6 +73,7 @@ typedef struct hpl__store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
       corrupt_units, /* received units that failed their digests (objdig.c, puller.c) */
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
+      creates_memfd, /* CREATEs whose bytes were copied from the client's memfd (put.c) */
       grants_taken,   /* GRANTs pulled on: a client's get needed no ACQUIRE (fetch.c) */
       grants_ignored, /* GRANTs for an object held or asked for already */
       grant_waits_expired, /* granted GETs whose GRANT did not come in time: asked */

@@ -127,6 +127,114 @@ static void test_sealed_object_cannot_be_written(void **state) {
   th_stop(lc, 0);
 }
 
+/* The creation's memfd of this process (hpl_create's buffer), found in
+ * /proc/self/fd; -1 if none. */
+static int creation_memfd(void) {
+  char path[64], link[128];
+  for (int fd = 3; fd < 1024; fd++) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0) continue;
+    link[n] = 0;
+    if (strstr(link, "memfd:hoplite-create")) return fd;
+  }
+  return -1;
+}
+
+typedef struct stage_writer {
+  int go[2];      /* the parent writes a byte once the object is sealed */
+  uint8_t *mine;  /* the creator's mapping, inherited writable before the seal */
+  int fd;         /* and the memfd itself */
+} stage_writer;
+
+/* A child forked while the object was being created: it keeps the
+ * creator's writable mapping and its memfd, and writes both after the
+ * seal. Both are the creator's own memory (a copy was taken at the seal):
+ * the writes go through and change nothing anyone reads. */
+static void stage_child(void *arg) {
+  stage_writer *w = arg;
+  char x;
+  if (read(w->go[0], &x, 1) != 1) _exit(CHILD_NO_GET);
+  memset(w->mine, 'X', 4096);
+  if (pwrite(w->fd, "XXXXXXXXXXXXXXXX", 16, 8192) != 16) _exit(CHILD_REFUSED);
+  _exit(0);
+}
+
+/* hpl_create's buffer is a memfd of the client's that the store maps and
+ * copies with memcpy (the creates_memfd counter says it did): whatever the
+ * client, or a child that inherited its writable mapping and descriptor,
+ * writes there after the seal, every reader (the creator, another local
+ * process, a remote node) reads the sealed bytes. */
+static void test_created_memfd_is_copied(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(2, 256 * MB, NULL, NULL);
+  hpl_client *a = th_connect(lc, 0);
+  uint64_t before = th_counter(a, "creates_memfd");
+  const uint64_t size = 6 * MB; /* steps on the loop and on the thread pool */
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_create(a, "imm/memfd", size, th_ms(10000), &b), 0);
+  uint8_t *mine = hpl_buf_data(b);
+  hpl__fill_pattern(mine, size, 21);
+  assert_int_equal(hpl_buf_progress(a, b, 2 * MB), 0); /* copied behind the writer */
+  stage_writer w = {.mine = mine, .fd = creation_memfd()};
+  assert_true(w.fd >= 0);
+  assert_int_equal(pipe(w.go), 0);
+  fflush(NULL);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) stage_child(&w);
+  assert_int_equal(hpl_seal(a, b, th_ms(10000)), 0);
+  assert_int_equal(write(w.go[1], "g", 1), 1);
+  int st = 0;
+  assert_int_equal(waitpid(child, &st, 0), child);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* its own memory: written */
+  close(w.go[0]);
+  close(w.go[1]);
+  assert_int_equal(th_counter(a, "creates_memfd"), before + 1);
+
+  assert_intact(a, "imm/memfd", size, 21);
+  writer other = {.socket = hpl__lc_socket(lc, 0), .id = "imm/memfd"};
+  assert_write_stopped(in_child(write_child, &other), "write into a get of a created object");
+  hpl_client *r = th_connect(lc, 1);
+  assert_intact(r, "imm/memfd", size, 21);
+  hpl_close(r);
+  /* the next creation reuses the buffer; its object is its own */
+  assert_int_equal(hpl_create(a, "imm/memfd2", MB, th_ms(10000), &b), 0);
+  hpl__fill_pattern(hpl_buf_data(b), MB, 22);
+  assert_int_equal(hpl_seal(a, b, th_ms(10000)), 0);
+  assert_int_equal(th_counter(a, "creates_memfd"), before + 2);
+  assert_intact(a, "imm/memfd2", MB, 22);
+  assert_intact(a, "imm/memfd", size, 21);
+  hpl_close(a);
+  th_stop(lc, 0);
+}
+
+/* A SEAL that timed out may still be carried out: the store copies from
+ * the creation's memfd after the client gave up waiting. The library
+ * drops that memfd instead of keeping it for the next creation, so what
+ * the next creation writes never ends up in the first object. */
+static void test_timed_out_seal_keeps_its_bytes(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(1, 512 * MB, NULL, NULL);
+  hpl_client *a = th_connect(lc, 0);
+  const uint64_t size = 128 * MB; /* copied in several steps */
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_create(a, "imm/late", size, th_ms(10000), &b), 0);
+  hpl__fill_pattern(hpl_buf_data(b), size, 31);
+  pid_t store = hpl__lc_store_pid(lc, 0);
+  assert_int_equal(kill(store, SIGSTOP), 0); /* the SEAL waits in the socket */
+  assert_int_equal(hpl_seal(a, b, 200), HPL_ETIMEDOUT);
+  assert_int_equal(kill(store, SIGCONT), 0);
+  /* the store now copies "imm/late" while this creation is written */
+  assert_int_equal(hpl_create(a, "imm/next", size, th_ms(10000), &b), 0);
+  memset(hpl_buf_data(b), 'B', size);
+  assert_int_equal(hpl_seal(a, b, th_ms(10000)), 0);
+  /* sealed late, from the bytes it was written with: never mixed */
+  assert_intact(a, "imm/late", size, 31);
+  hpl_close(a);
+  th_stop(lc, 0);
+}
+
 /* An object the store received from another node: a local client cannot
  * change it either; other readers there and at the origin read the
  * original. */
@@ -226,6 +334,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sealed_object_cannot_be_written),
       cmocka_unit_test(test_received_object_cannot_be_written),
+      cmocka_unit_test(test_created_memfd_is_copied),
+      cmocka_unit_test(test_timed_out_seal_keeps_its_bytes),
       cmocka_unit_test(test_put_copies_the_bytes),
       cmocka_unit_test(test_client_drops_given_back_chunks),
   };

@@ -68,3 +68,27 @@ def test_memmove_after_seal_faults(cluster, clients, uid):
     for c in clients:
         with c.get(oid, timeout=20) as mv:
             assert bytes(mv) == b"A" * (1 << 20)
+
+
+def test_creation_memfd_written_after_seal_changes_nothing(cluster, clients, uid):
+    """create()'s buffer is a memfd of the creating process that the store
+    copies from (memcpy through its own read-only mapping). Writing that
+    memfd after seal() (os.pwrite on its descriptor: the process's own
+    memory) changes nothing any reader sees."""
+    oid = uid()
+    r = run_child(cluster.sockets[2], """
+        cr = c.create(%r, 1 << 20)
+        ctypes.memmove(cr.address, b"B" * (1 << 20), 1 << 20)
+        fd = next(int(f) for f in os.listdir("/proc/self/fd")
+                  if "memfd:hoplite-create" in os.readlink("/proc/self/fd/" + f))
+        cr.seal()
+        assert os.pwrite(fd, b"X" * 4096, 8192) == 4096
+        print("rewrote", flush=True)
+        with c.get(%r, timeout=20) as mv:
+            print("same" if bytes(mv) == b"B" * (1 << 20) else "changed", flush=True)
+    """ % (oid, oid))
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert "rewrote" in r.stdout and "same" in r.stdout, r.stdout
+    for c in clients:
+        with c.get(oid, timeout=20) as mv:
+            assert bytes(mv) == b"B" * (1 << 20)

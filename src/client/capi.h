@@ -18,6 +18,17 @@
 #include "proto.h"
 #include "util.h"
 
+/* Memory of this process a creation is written in: a memfd of the
+ * library's (sealed against shrinking and growing), mapped read-write at
+ * mem, which the store maps read-only and copies from (putcopy.h in the
+ * store); fd -1: a private anonymous mapping (no memfd could be made),
+ * which the store reads with process_vm_readv. len 0: none. */
+typedef struct hpl__cstage {
+  uint8_t *mem;
+  uint64_t len;
+  int fd;
+} hpl__cstage;
+
 /* A buffer handed out (hpl_buf in hoplite.h). */
 struct hpl_buf {
   hpl_client *c;
@@ -26,9 +37,9 @@ struct hpl_buf {
   uint64_t size;
   uint64_t handle;
   int created; /* from hpl_create, not yet sealed */
-  uint64_t stage_len; /* created: data is the library's own anonymous mapping of this
-                       * many bytes (unmapped when the buffer goes), from which the
-                       * store copies the object (0: the caller's memory, hpl_put) */
+  hpl__cstage stage; /* created: data is stage.mem, the library's own memory (given
+                       * back when the buffer goes), from which the store copies the
+                       * object (stage.len 0: the caller's memory, hpl_put) */
   uint8_t *own; /* NULL, or the library's own allocation that data points
                  * into (a small object read from the directory) */
   char id[HPL_ID_MAX + 1];
@@ -45,8 +56,7 @@ struct hpl_client {
   /* the last sealed or aborted creation's buffer, kept for the next one so
    * its pages need not be faulted in again: PROT_NONE meanwhile (a write
    * through an old pointer faults); NULL: none (guarded by lock) */
-  uint8_t *spare;
-  uint64_t spare_len;
+  hpl__cstage spare;
 };
 
 /* ------------------------------------------------------------ errors (client.c) */
@@ -80,24 +90,37 @@ const char *hpl__cfail_msg(void);
 hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
                        uint64_t handle, int created);
 
+/* Creations of at least this many bytes name their memfd to the store,
+ * which copies them with memcpy; smaller ones it copies with
+ * process_vm_readv, which costs less than taking the descriptor (about
+ * 6 us) below this size, and they are written in a private mapping when
+ * no spare memfd is there (no memfd made for them). */
+#define HPL__CREATE_MEMFD_MIN (256u << 10)
+
 /* Memory of this process for a creation of `size` bytes (size > 0): the
- * spare buffer made writable again if it is large enough, else a new
- * private mapping. *len gets the mapping's length (what hpl__cbuf_free
- * unmaps or keeps). NULL if mmap fails. Thread-safe. */
-uint8_t *hpl__cstage_take(hpl_client *c, uint64_t size, uint64_t *len);
+ * spare made writable again if it is large enough, else a new memfd
+ * mapped (a private mapping if memfd_create fails, or for a creation of
+ * less than HPL__CREATE_MEMFD_MIN). *out owns it (given
+ * back with hpl__cstage_give). 0, or -1 if mmap fails. Thread-safe. */
+int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out);
 
 /* Give back a creation's memory (from hpl__cstage_take): it becomes the
  * spare (PROT_NONE) if it is larger than the one kept, else it is
- * unmapped. Thread-safe. */
-void hpl__cstage_give(hpl_client *c, uint8_t *mem, uint64_t len);
+ * unmapped and its memfd closed. Thread-safe. */
+void hpl__cstage_give(hpl_client *c, hpl__cstage st);
+
+/* Unmap a creation's memory and close its memfd, never to be reused: what
+ * hpl_seal does when its SEAL timed out, since the store may still be
+ * copying from it (its own mapping keeps the memfd's pages). */
+void hpl__cstage_drop(hpl__cstage st);
 
 /* A buffer for object `id` being created with store handle `handle`, whose
  * bytes are at data in this process (the store copies them from there):
- * stage_len > 0 says data is a mapping of that size the buffer owns (from
+ * st->len > 0 says data is st->mem, which the buffer then owns (from
  * hpl__cstage_take, given back by hpl__cbuf_free). NULL
  * if memory is short. */
 hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
-                           uint64_t handle, uint64_t stage_len);
+                           uint64_t handle, const hpl__cstage *st);
 
 /* List b (allocated and filled by the caller, zeroed where unused) on c as
  * object `id`'s buffer. Returns b. */

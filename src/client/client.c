@@ -4,12 +4,14 @@
  * files: puts (cput.c), gets (cget.c), questions about objects and their
  * deletion (cobjects.c), collectives (creduce.c), text results (ctext.c),
  * all through the requests of ccall.c. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <utlist.h>
 
 #include "capi.h"
@@ -56,16 +58,21 @@ int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out) {
   return 0;
 }
 
+void hpl__cstage_drop(hpl__cstage st) {
+  munmap(st.mem, st.len);
+  if (st.fd >= 0) close(st.fd);
+}
+
 void hpl_close(hpl_client *c) {
   if (!c) return;
   hpl_buf *b, *tmp;
   DL_FOREACH_SAFE(c->bufs, b, tmp) {
     DL_DELETE(c->bufs, b);
-    if (b->stage_len) munmap(b->data, b->stage_len);
+    if (b->stage.len) hpl__cstage_drop(b->stage);
     free(b->own);
     free(b);
   }
-  if (c->spare) munmap(c->spare, c->spare_len);
+  if (c->spare.len) hpl__cstage_drop(c->spare);
   hpl__cdirect_free(c->direct);
   hpl__cstore_close(&c->st); /* the store releases what the buffers held */
   pthread_mutex_destroy(&c->lock);
@@ -98,59 +105,69 @@ hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t siz
   return hpl__cbuf_link(c, b, id);
 }
 
-uint8_t *hpl__cstage_take(hpl_client *c, uint64_t size, uint64_t *len) {
+int hpl__cstage_take(hpl_client *c, uint64_t size, hpl__cstage *out) {
   uint64_t need = (size + 4095) & ~(uint64_t)4095;
   pthread_mutex_lock(&c->lock);
-  uint8_t *mem = c->spare;
-  uint64_t have = c->spare_len;
-  if (mem && have >= need) c->spare = NULL;
-  else mem = NULL;
+  hpl__cstage st = c->spare;
+  if (st.len >= need) c->spare = (hpl__cstage){.fd = -1};
+  else st.len = 0;
   pthread_mutex_unlock(&c->lock);
-  if (mem) {
-    if (mprotect(mem, need, PROT_READ | PROT_WRITE) == 0) {
-      *len = have;
-      return mem;
+  if (st.len) {
+    if (mprotect(st.mem, need, PROT_READ | PROT_WRITE) == 0) {
+      *out = st;
+      return 0;
     }
-    munmap(mem, have);
+    hpl__cstage_drop(st);
   }
-  void *m = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return NULL;
+  /* a memfd the store can map and copy from with memcpy (putcopy.h in the
+   * store); sealed against shrinking, or the store would not take it */
+  int fd = size >= HPL__CREATE_MEMFD_MIN
+               ? memfd_create("hoplite-create", MFD_CLOEXEC | MFD_ALLOW_SEALING)
+               : -1;
+  if (fd >= 0 && (ftruncate(fd, (off_t)need) != 0 ||
+                  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)) {
+    close(fd);
+    fd = -1;
+  }
+  void *m = fd >= 0 ? mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                    : mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
   /* new pages: mapped in one call rather than one fault each (the spare's
    * are there already). An old kernel without MADV_POPULATE_WRITE just
    * faults as usual. */
   if (need >= (1u << 20)) madvise(m, need, MADV_POPULATE_WRITE);
-  *len = need;
-  return m;
+  *out = (hpl__cstage){.mem = m, .len = need, .fd = fd};
+  return 0;
 }
 
-void hpl__cstage_give(hpl_client *c, uint8_t *mem, uint64_t len) {
+void hpl__cstage_give(hpl_client *c, hpl__cstage st) {
   /* nobody writes it from now on: a write through an old pointer faults */
-  if (mprotect(mem, len, PROT_NONE) != 0) {
-    munmap(mem, len);
+  if (mprotect(st.mem, st.len, PROT_NONE) != 0) {
+    hpl__cstage_drop(st);
     return;
   }
   pthread_mutex_lock(&c->lock);
-  if (!c->spare || c->spare_len < len) {
-    uint8_t *old = c->spare;
-    uint64_t old_len = c->spare_len;
-    c->spare = mem;
-    c->spare_len = len;
-    mem = old;
-    len = old_len;
+  if (c->spare.len < st.len) {
+    hpl__cstage old = c->spare;
+    c->spare = st;
+    st = old;
   }
   pthread_mutex_unlock(&c->lock);
-  if (mem) munmap(mem, len);
+  if (st.len) hpl__cstage_drop(st);
 }
 
 hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
-                           uint64_t handle, uint64_t stage_len) {
+                           uint64_t handle, const hpl__cstage *st) {
   hpl_buf *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   b->data = data;
   b->size = size;
   b->handle = handle;
   b->created = 1;
-  b->stage_len = stage_len;
+  b->stage = st ? *st : (hpl__cstage){.fd = -1};
   return hpl__cbuf_link(c, b, id);
 }
 
@@ -160,7 +177,7 @@ void hpl__cbuf_free(hpl_client *c, hpl_buf *b) {
   pthread_mutex_unlock(&c->lock);
   /* a created buffer's own memory goes (or waits, unwritable, for the
    * next creation): a write through the old pointer faults */
-  if (b->stage_len) hpl__cstage_give(c, b->data, b->stage_len);
+  if (b->stage.len) hpl__cstage_give(c, b->stage);
   free(b->own);
   free(b);
 }

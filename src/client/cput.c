@@ -39,14 +39,21 @@ static void lifetime_of(hpl_client *c, int *owned, uint64_t *ttl_ms) {
 
 /* CREATE of object `id`, whose `size` bytes will be at `src` in this
  * process (the store copies them from there as PROGRESS and SEAL say they
- * are final): 0 and the store's handle, or the failure. */
+ * are final), and from byte 0 on of the memfd src_fd (-1: none; the store
+ * then maps it and copies with memcpy): 0 and the store's handle, or the
+ * failure. */
 static int create_call(hpl_client *c, const char *id, uint64_t size, const void *src,
-                       int64_t timeout_ms, uint64_t *handle) {
+                       int src_fd, int64_t timeout_ms, uint64_t *handle) {
   Hplpb__CreateReq r = HPLPB__CREATE_REQ__INIT;
   r.id = (char *)id;
   r.size = size;
   r.timeout_ms = timeout_ms;
   r.src_addr = (uint64_t)(uintptr_t)src;
+  if (src_fd >= 0) { /* the bytes are also at byte 0 of this memfd (hpl__cstage) */
+    r.src_memfd = 1;
+    r.src_fd = (uint32_t)src_fd;
+    r.src_off = 0;
+  }
   lifetime_of(c, &r.owned, &r.ttl_ms);
   Hplpb__CreateRep *rep = NULL;
   int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
@@ -78,16 +85,16 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
   /* The bytes are written in this process's own memory, never in the
    * store's pool: the store copies them in (PROGRESS, SEAL), and once
    * sealed nobody can change them. */
-  uint64_t len = 0;
-  uint8_t *mem = size ? hpl__cstage_take(c, size, &len) : empty_region;
-  if (!mem)
+  hpl__cstage st = {.mem = empty_region, .fd = -1};
+  if (size && hpl__cstage_take(c, size, &st) != 0)
     return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
                       (unsigned long long)size, id);
   uint64_t handle = 0;
-  int rc = create_call(c, id, size, mem, timeout_ms, &handle);
-  hpl_buf *b = rc == 0 ? hpl__cbuf_created(c, id, mem, size, handle, len) : NULL;
+  int rc = create_call(c, id, size, st.mem, size >= HPL__CREATE_MEMFD_MIN ? st.fd : -1,
+                       timeout_ms, &handle);
+  hpl_buf *b = rc == 0 ? hpl__cbuf_created(c, id, st.mem, size, handle, &st) : NULL;
   if (!b) {
-    if (len) hpl__cstage_give(c, mem, len);
+    if (st.len) hpl__cstage_give(c, st);
     return rc ? rc : hpl__cfail(c, HPL_ENOMEM, "out of memory");
   }
   *out = b;
@@ -111,6 +118,12 @@ int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
   r.handle = b->handle;
   r.timeout_ms = timeout_ms;
   int rc = hpl__ccall(c, HPL__MSG_SEAL, &r.base, timeout_ms, NULL);
+  if (rc == HPL_ETIMEDOUT && b->stage.len) {
+    /* the store may still be copying from it: never hand it to the next
+     * creation (whose bytes would end up in this object) */
+    hpl__cstage_drop(b->stage);
+    b->stage.len = 0;
+  }
   hpl__cbuf_free(c, b);
   return rc;
 }
@@ -164,7 +177,7 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
    * writing them into the pool ourselves) as soon as the SEAL asks */
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   uint64_t handle = 0;
-  int rc = create_call(c, id, size, data, timeout_ms, &handle);
+  int rc = create_call(c, id, size, data, -1, timeout_ms, &handle);
   if (rc) return rc;
   Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
   r.handle = handle;
