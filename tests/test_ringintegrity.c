@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "harness.h"
@@ -197,6 +198,7 @@ static void test_liar_every_stream(void **state) {
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"ga/s0", "ga/s1", "ga/s2", "ga/s3"};
   for (int i = 0; i < K; i++) put_src(cs[i], srcs[i], (uint32_t)i + 21, ref);
+  uint64_t held[K] = {0}; /* objects each store should hold: its source, targets it got */
   for (int r = 0; r < 2; r++) {
     char target[32];
     snprintf(target, sizeof target, "ga/t%d", r);
@@ -217,6 +219,7 @@ static void test_liar_every_stream(void **state) {
         th_dump_logs(lc);
         fail_msg("round %d participant %d: %s (%s)", r, i, hpl_strerror(p[i].rc), p[i].detail);
       }
+      held[i] += p[i].rc == 0;
       if (p[i].rc && (!first_err || took < first_err)) first_err = took;
       if (took > last) last = took;
     }
@@ -231,6 +234,19 @@ static void test_liar_every_stream(void **state) {
       th_dump_logs(lc);
       fail_msg("round %d: first error after %llu ms, last caller after %llu ms", r,
                (unsigned long long)first_err, (unsigned long long)last);
+    }
+  }
+  /* no copy of a failed target is left anywhere: each store holds its
+   * source and the targets its caller got (a round whose reduce the liar
+   * sank succeeds there: its sum is right, its copies to others are not) */
+  for (int i = 0; i < K; i++) {
+    uint64_t n = 0, want = 1 + held[i];
+    for (int w = 0; w < 50 && (n = th_counter(cs[i], "objects")) != want; w++)
+      usleep(100 * 1000);
+    if (n != want) {
+      th_dump_logs(lc);
+      fail_msg("store %d holds %llu objects, not %llu: a copy of a failed target is left", i,
+               (unsigned long long)n, (unsigned long long)want);
     }
   }
   free(ref);
