@@ -274,6 +274,8 @@ static void test_liar_getters_end(void **state) {
   uint64_t failed_ms = mono_ms();
   if (rc == 0) fail_msg("the reduce succeeded with a liar and no other copy");
   assert_int_equal(rc, HPL_ECORRUPT);
+  if (!strstr(hpl_errdetail(S), "reduce 'rg/t' failed") || !strstr(hpl_errdetail(S), xid))
+    fail_msg("the sink's detail '%s' does not name the reduce and node %s", hpl_errdetail(S), xid);
   for (int i = 0; i < NG; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < NG; i++) {
     long after = (long)(g[i].end_ms - failed_ms);

@@ -198,6 +198,8 @@ static void test_liar_every_stream(void **state) {
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"ga/s0", "ga/s1", "ga/s2", "ga/s3"};
   for (int i = 0; i < K; i++) put_src(cs[i], srcs[i], (uint32_t)i + 21, ref);
+  char xid[32];
+  snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(cs[K - 1]));
   uint64_t held[K] = {0}; /* objects each store should hold: its source, targets it got */
   for (int r = 0; r < 2; r++) {
     char target[32];
@@ -219,6 +221,9 @@ static void test_liar_every_stream(void **state) {
         th_dump_logs(lc);
         fail_msg("round %d participant %d: %s (%s)", r, i, hpl_strerror(p[i].rc), p[i].detail);
       }
+      if (p[i].rc && !strstr(p[i].detail, xid))
+        fail_msg("round %d participant %d: detail '%s' does not name the liar %s", r, i,
+                 p[i].detail, xid);
       held[i] += p[i].rc == 0;
       if (p[i].rc && (!first_err || took < first_err)) first_err = took;
       if (took > last) last = took;
