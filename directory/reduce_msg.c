@@ -127,7 +127,11 @@ void hpl__dir_reduce_send_end(hpl__dir_reduce *r, int adopted) {
   Hplpb__ReduceEnd m;
   end_msg(&m, r->rid, r->target);
   m.status = r->status;
-  m.detail = r->detail;
+  /* the sink fails its local gets with it: the same words as gets elsewhere
+   * (the target's fail_detail, reduce_rec.c) */
+  char why[sizeof r->detail + HPL_ID_MAX + 32];
+  snprintf(why, sizeof why, "reduce '%s' failed: %s", r->target, r->detail);
+  m.detail = r->status ? why : r->detail;
   /* every node that runs a slot, and the sink, once each */
   uint64_t sent[r->k + 1];
   size_t ns = 0;

@@ -9,8 +9,10 @@
 
 #include "hoplite.h"
 #include "log.h"
+#include "nodes.h"
 #include "reduce_int.h"
 #include "util.h"
+#include "xlog.h"
 
 /* Finished reduces are kept so hpl_reduce_sources and allreduce joins keep
  * working after the end, but only this many (oldest dropped first, when a
@@ -234,6 +236,41 @@ void hpl__dir_reduce_trim(hpl__dir_server *s) {
   while (st->ndone > DR_KEEP_FINISHED && st->done) reduce_free(st->done);
 }
 
+/* The reduce failed: gets of its target anywhere report the failure,
+ * unless a complete copy of it exists. The sink's copy was partial (its
+ * origin location made the object READY), and so are the copies receivers
+ * pull from it or from each other: none of them can finish. Their
+ * locations go (a receiver pulling one is told its sender is gone, so its
+ * store asks again at once and gets the failure instead of waiting for a
+ * stream that stalls), the generation moves on (a copy of the failed one
+ * is void) and the object is FAILED: waiting ACQUIREs and PEEKs are
+ * answered now (hpl__dtab_changed). */
+static void target_failed(hpl__dir_reduce *r, int status) {
+  hpl__dir_server *s = r->srv;
+  hpl__dir_obj *o = hpl__dtab_get(&s->tab, r->target);
+  if (!o || hpl__dtab_ready(o)) return;
+  char why[sizeof r->detail + HPL_ID_MAX + 32];
+  snprintf(why, sizeof why, "reduce '%s' failed: %s", r->target, r->detail);
+  o->state = HPL__OBJ_FAILED;
+  o->fail_status = status;
+  free(o->fail_detail);
+  o->fail_detail = strdup(why);
+  o->gen++;
+  hpl__dir_loc *l, *next;
+  LL_FOREACH_SAFE(o->locs, l, next) {
+    if (l->complete) continue;
+    uint64_t node = l->node, up = l->upstream;
+    hpl__dir_xlog(s, HPL__XFER_REMOVE, o->id, node, up);
+    hpl__dtab_loc_remove(&s->tab, o, node);
+    if (!up || node == r->sink) continue;
+    Hplpb__UpstreamNote u = HPLPB__UPSTREAM_NOTE__INIT;
+    u.id = o->id;
+    u.peer = up;
+    hpl__dir_node_send(s, node, HPL__MSG_UPSTREAM_GONE, 0, &u.base);
+  }
+  hpl__dtab_changed(&s->tab, o);
+}
+
 void hpl__dir_reduce_finish(hpl__dir_reduce *r, int status, const char *detail) {
   if (r->life == HPL__DR_DONE) return;
   hpl__dir_server *s = r->srv;
@@ -259,15 +296,7 @@ void hpl__dir_reduce_finish(hpl__dir_reduce *r, int status, const char *detail) 
     return;
   }
   HPL__LOG_WARN("reduce '%s' failed: %s", r->target, r->detail);
-  /* gets of the target anywhere report the failure */
-  hpl__dir_obj *o = hpl__dtab_get(&s->tab, r->target);
-  if (o && o->state != HPL__OBJ_READY) {
-    o->state = HPL__OBJ_FAILED;
-    o->fail_status = status;
-    free(o->fail_detail);
-    o->fail_detail = strdup(r->detail);
-    hpl__dtab_changed(&s->tab, o);
-  }
+  target_failed(r, status);
 }
 
 void hpl__dir_reduce_target_deleted(hpl__dir_server *s, const char *target) {

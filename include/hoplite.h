@@ -217,7 +217,11 @@ HPL_API void hpl_abort(hpl_client *c, hpl_buf *b);
  * Errors: HPL_EINVAL, HPL_ETIMEDOUT (object did not appear or arrive in time),
  * HPL_ELOST (every copy is gone), HPL_ENOMEM (no room in this node's pool),
  * HPL_EMISMATCH (a reduce that was to produce it failed; HPL_EINVAL if its
- * range went beyond its sources, see hpl_reduce_range), HPL_ECONN. */
+ * range went beyond its sources, see hpl_reduce_range; HPL_ECORRUPT if a
+ * node kept sending it corrupt units: the detail then reads "reduce '<id>'
+ * failed: ..." naming the node), HPL_ECORRUPT (no copy with the right bytes
+ * is left), HPL_ECONN. A get waiting for, or pulling, the target of a reduce
+ * that fails ends at once with that reduce's error. */
 HPL_API int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out);
 
 /* Release a buffer from hpl_get(). Takes ownership of `b`. NULL is a no-op. */

@@ -6,7 +6,11 @@
  * the bad unit is counted, the directory hears it and moves the slot to
  * another copy of its source. And a liar with no other copy: the reduce
  * fails with HPL_ECORRUPT naming it, never with wrong bytes. And the
- * result is registered with those digests, so its copies are checked. */
+ * result is registered with those digests, so its copies are checked.
+ * Gets of the target elsewhere, waiting for it or pulling the sink's
+ * partial copy when the reduce fails, end at once with its error, and the
+ * partial copies are dropped. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -200,12 +205,117 @@ static void test_result_has_digests(void **state) {
   th_stop(lc, 0);
 }
 
+/* (e) As (c), with nodes that wait for the target (gets started before
+ * the reduce), so that they pull the sink's partial copy, or each other's,
+ * when the reduce fails: every get ends within seconds with the reduce's
+ * error naming X (never waits for its own 60 s timeout, never gets
+ * bytes), and no store keeps a copy of the failed target. */
+typedef struct getter {
+  hpl_client *c;
+  const char *id;
+  int rc;
+  uint64_t end_ms;
+  char detail[512];
+} getter;
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void *getter_main(void *arg) {
+  getter *g = arg;
+  hpl_buf *b = NULL;
+  g->rc = hpl_get(g->c, g->id, th_ms(60000), &b);
+  g->end_ms = mono_ms();
+  snprintf(g->detail, sizeof g->detail, "%s", g->rc ? hpl_errdetail(g->c) : "");
+  if (!g->rc) hpl_release(g->c, b);
+  return NULL;
+}
+
+/* Wait (up to 5 s) until c's store holds `want` objects. */
+static void expect_objects(hpl__lc *lc, hpl_client *c, uint64_t want, const char *who) {
+  uint64_t n = 0;
+  for (int i = 0; i < 50 && (n = th_counter(c, "objects")) != want; i++) usleep(100 * 1000);
+  if (n != want) {
+    th_dump_logs(lc);
+    fail_msg("%s's store holds %llu objects, not %llu: a copy of the failed target is left", who,
+             (unsigned long long)n, (unsigned long long)want);
+  }
+}
+
+#define NG 3
+static void test_liar_getters_end(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *S = th_connect(lc, add(lc, NULL));
+  hpl_client *A = th_connect(lc, add(lc, NULL));
+  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=r:rg/t"));
+  hpl_client *G[NG];
+  for (int i = 0; i < NG; i++) G[i] = th_connect(lc, add(lc, NULL));
+  uint32_t *ref = calloc(N, 4);
+  put_src(S, "rg/s0", 1, ref);
+  put_src(A, "rg/s1", 2, ref);
+  put_src(X, "rg/s2", 3, ref);
+  const char *srcs[] = {"rg/s0", "rg/s1", "rg/s2"};
+  char xid[32];
+  snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(X));
+  getter g[NG];
+  pthread_t t[NG];
+  for (int i = 0; i < NG; i++) {
+    g[i] = (getter){.c = G[i], .id = "rg/t"};
+    pthread_create(&t[i], NULL, getter_main, &g[i]);
+  }
+  usleep(200 * 1000); /* their ACQUIREs wait at the directory */
+  int rc = hpl_reduce(S, "rg/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
+  hpl_buf *b = NULL;
+  if (rc == 0) rc = hpl_get(S, "rg/t", th_ms(60000), &b);
+  uint64_t failed_ms = mono_ms();
+  if (rc == 0) fail_msg("the reduce succeeded with a liar and no other copy");
+  assert_int_equal(rc, HPL_ECORRUPT);
+  if (!strstr(hpl_errdetail(S), "reduce 'rg/t' failed") || !strstr(hpl_errdetail(S), xid))
+    fail_msg("the sink's detail '%s' does not name the reduce and node %s", hpl_errdetail(S), xid);
+  for (int i = 0; i < NG; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < NG; i++) {
+    long after = (long)(g[i].end_ms - failed_ms);
+    fprintf(stderr, "getter %d: %s %ld ms after the sink's (%s)\n", i,
+            g[i].rc ? hpl_strerror(g[i].rc) : "bytes", after, g[i].detail);
+    if (g[i].rc == 0) fail_msg("getter %d got bytes of a failed reduce", i);
+    if (g[i].rc != HPL_ECORRUPT && g[i].rc != HPL_EMISMATCH) {
+      th_dump_logs(lc);
+      fail_msg("getter %d: %s (%s)", i, hpl_strerror(g[i].rc), g[i].detail);
+    }
+    if (after > th_ms(3000)) {
+      th_dump_logs(lc);
+      fail_msg("getter %d ended %ld ms after the reduce failed", i, after);
+    }
+    if (!strstr(g[i].detail, xid) || !strstr(g[i].detail, "rg/t"))
+      fail_msg("getter %d: detail '%s' does not name the reduce and node %s", i, g[i].detail, xid);
+  }
+  /* a get started after the failure: at once, the same error */
+  uint64_t t0 = mono_ms();
+  rc = hpl_get(G[0], "rg/t", th_ms(60000), &b);
+  assert_int_equal(rc, HPL_ECORRUPT);
+  assert_true(mono_ms() - t0 < (uint64_t)th_ms(3000));
+  for (int i = 0; i < NG; i++) expect_objects(lc, G[i], 0, "a getter");
+  expect_objects(lc, S, 1, "the sink");
+  free(ref);
+  hpl_close(S);
+  hpl_close(A);
+  hpl_close(X);
+  for (int i = 0; i < NG; i++) hpl_close(G[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_inner_stream_corrupt),
       cmocka_unit_test(test_root_stream_corrupt),
       cmocka_unit_test(test_liar_no_copy),
       cmocka_unit_test(test_result_has_digests),
+      cmocka_unit_test(test_liar_getters_end),
   };
+  if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "harness.h"
@@ -54,13 +56,21 @@ typedef struct part {
   int rc;
   long wrong; /* first wrong element, -1: none */
   char detail[512];
+  uint64_t end_ms; /* when the call returned (CLOCK_MONOTONIC) */
 } part;
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static void *part_main(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
   p->wrong = -2;
   p->rc = hpl_allreduce(p->c, p->target, p->srcs, K, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(60000), &b);
+  p->end_ms = mono_ms();
   if (p->rc) {
     snprintf(p->detail, sizeof p->detail, "%s", hpl_errdetail(p->c));
     return NULL;
@@ -173,10 +183,88 @@ static void test_ring_liar(void **state) {
   th_stop(lc, 0);
 }
 
+/* (c) X flips a byte in every chunk of every stream it sends, its
+ * reduce streams (its source's partial sums) included: the ring is
+ * abandoned, the reduce after it fails (the sink drops X's stream 3 times)
+ * and every caller ends at once with that failure, a clear error: none
+ * waits for its own timeout pulling the target's partial copies of the
+ * failed reduce from the others, none gets wrong bytes. */
+static void test_liar_every_stream(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
+  hpl_client *cs[K];
+  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, add(lc, NULL));
+  cs[K - 1] = th_connect(lc, add(lc, "--faults corrupt_send=1000000"));
+  uint32_t *ref = calloc(N, 4);
+  const char *srcs[K] = {"ga/s0", "ga/s1", "ga/s2", "ga/s3"};
+  for (int i = 0; i < K; i++) put_src(cs[i], srcs[i], (uint32_t)i + 21, ref);
+  char xid[32];
+  snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(cs[K - 1]));
+  uint64_t held[K] = {0}; /* objects each store should hold: its source, targets it got */
+  for (int r = 0; r < 2; r++) {
+    char target[32];
+    snprintf(target, sizeof target, "ga/t%d", r);
+    part p[K];
+    uint64_t start = mono_ms();
+    run_parts(p, cs, target, srcs, ref);
+    uint64_t first_err = 0, last = 0;
+    for (int i = 0; i < K; i++) {
+      uint64_t took = p[i].end_ms - start;
+      fprintf(stderr, "round %d participant %d: %s after %llu ms (%s)\n", r, i,
+              p[i].rc ? hpl_strerror(p[i].rc) : "exact sum", (unsigned long long)took,
+              p[i].rc ? p[i].detail : "");
+      if (p[i].rc == 0 && p[i].wrong != -1) {
+        th_dump_logs(lc);
+        fail_msg("round %d participant %d: WRONG sum (element %ld)", r, i, p[i].wrong);
+      }
+      if (p[i].rc && p[i].rc != HPL_ECORRUPT && p[i].rc != HPL_EMISMATCH) {
+        th_dump_logs(lc);
+        fail_msg("round %d participant %d: %s (%s)", r, i, hpl_strerror(p[i].rc), p[i].detail);
+      }
+      if (p[i].rc && !strstr(p[i].detail, xid))
+        fail_msg("round %d participant %d: detail '%s' does not name the liar %s", r, i,
+                 p[i].detail, xid);
+      held[i] += p[i].rc == 0;
+      if (p[i].rc && (!first_err || took < first_err)) first_err = took;
+      if (took > last) last = took;
+    }
+    /* nobody waits for its timeout: well under the call's 60 s, and every
+     * error within a few seconds of the first (the reduce's failure) */
+    if (last > (uint64_t)th_ms(20000)) {
+      th_dump_logs(lc);
+      fail_msg("round %d: a caller took %llu ms (timeout %lld ms)", r, (unsigned long long)last,
+               (long long)th_ms(60000));
+    }
+    if (first_err && last > first_err + (uint64_t)th_ms(3000)) {
+      th_dump_logs(lc);
+      fail_msg("round %d: first error after %llu ms, last caller after %llu ms", r,
+               (unsigned long long)first_err, (unsigned long long)last);
+    }
+  }
+  /* no copy of a failed target is left anywhere: each store holds its
+   * source and the targets its caller got (a round whose reduce the liar
+   * sank succeeds there: its sum is right, its copies to others are not) */
+  for (int i = 0; i < K; i++) {
+    uint64_t n = 0, want = 1 + held[i];
+    for (int w = 0; w < 50 && (n = th_counter(cs[i], "objects")) != want; w++)
+      usleep(100 * 1000);
+    if (n != want) {
+      th_dump_logs(lc);
+      fail_msg("store %d holds %llu objects, not %llu: a copy of a failed target is left", i,
+               (unsigned long long)n, (unsigned long long)want);
+    }
+  }
+  free(ref);
+  for (int i = 0; i < K; i++) hpl_close(cs[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_stream_corrupt),
       cmocka_unit_test(test_ring_liar),
+      cmocka_unit_test(test_liar_every_stream),
   };
+  if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
