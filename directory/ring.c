@@ -339,7 +339,8 @@ void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
  * predecessor (the member before it, readers skipped) made that stream, so
  * it is counted as corrupt (as a reduce slot's node is: enough reports and
  * no ring forms with it, and copies are named from it last), and the ring
- * ends; its clients reduce the usual way, which checks every stream. */
+ * ends (if it has not already); its clients reduce the usual way, which
+ * checks every stream. */
 static void ring_corrupt(hpl__dir_ring *g, const rg_member *mb, const Hplpb__ReduceEnd *m) {
   hpl__dir_server *s = g->srv;
   uint32_t at = (uint32_t)(mb - g->m), i = at;
@@ -357,14 +358,17 @@ static void ring_corrupt(hpl__dir_ring *g, const rg_member *mb, const Hplpb__Red
            (unsigned long long)mb->node, m->detail && *m->detail ? m->detail : "corrupt");
   HPL__LOG_WARN("ring allreduce into '%s': %s (its corrupt reports: %u)", g->target, why,
                 n ? n->corrupt_reports : 0);
-  ring_end(g, HPL_ECORRUPT, why);
+  if (g->state == RG_RUNNING) ring_end(g, HPL_ECORRUPT, why);
 }
 
 void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
   hpl__dir_ring *g = NULL;
   if (m->target) HASH_FIND_STR(s->rings, m->target, g);
-  if (!g || g->state != RG_RUNNING || g->rid != m->rid) return;
+  if (!g || g->rid != m->rid) return;
+  /* a bad unit is counted against its sender even when the ring already
+   * ended another way (a member that gave up first): the report was true */
+  if (g->state != RG_RUNNING && !(g->state == RG_OVER && m->status && m->corrupt)) return;
   uint64_t node = f->dc->node->id;
   rg_member *mb = NULL;
   for (uint32_t i = 0; i < g->nm && !mb; i++)

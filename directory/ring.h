@@ -41,7 +41,9 @@
 void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* RING_NOTE from a member: its target is complete (status 0) or its part
- * failed (the ring ends for all). Stale notes (another rid) are ignored. */
+ * failed (the ring ends for all). Stale notes (another rid) are ignored; a
+ * corrupt report that arrives after the ring ended another way is still
+ * counted against the member that sent the bad unit. */
 void hpl__dir_ring_on_note(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* A plain reduce into `target` is asked for (hpl__dir_reduce_before_start; `arg`
