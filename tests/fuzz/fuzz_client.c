@@ -4,10 +4,12 @@
  * asks for. The input is the whole byte stream from the peer. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "crpc.h"
+#include "hoplite.h"
 #include "proto.h"
 #include "util.h"
 
@@ -38,8 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t deadline = hpl__now_ms() + 50;
   hpl__crpc_msg m;
   if (hpl__crpc_greeting(r, deadline, &m) == 0) { /* a store's HELLO */
-    ProtobufCMessage *h = hpl__crpc_msg_unpack(&m, HPL__MSG_HELLO);
-    if (h) protobuf_c_message_free_unpacked(h, NULL);
+    Hplpb__Hello *h = (Hplpb__Hello *)hpl__crpc_msg_unpack(&m, HPL__MSG_HELLO);
+    /* a refusal (status, detail: too many clients, not this user) is read
+     * as hpl__cstore_open does */
+    if (h && h->status) { /* read as hpl__cstore_open reads it */
+      int rc = h->status < 0 && h->status >= HPL_ETOOMANY ? h->status : HPL_EPROTO;
+      size_t dl = h->detail ? strlen(h->detail) : 0;
+      if (!hpl_strerror(rc) || dl > HPL__MAX_MSG_CTRL) abort();
+    }
+    if (h) protobuf_c_message_free_unpacked(&h->base, NULL);
     int fds[HPL__CRPC_MAX_FDS];
     int n = hpl__crpc_take_fds(r, fds, HPL__CRPC_MAX_FDS);
     for (int i = 0; i < n; i++) close(fds[i]);
