@@ -1,7 +1,7 @@
 /*
- * fetchint.h - what fetch.c and fetchgrant.c share: a fetch's record, the
- * module's context, and the event dispatcher. Nothing outside these two
- * files includes it.
+ * fetchint.h - what fetch.c, fetchans.c and fetchgrant.c share: a fetch's
+ * record, the module's context, and the event dispatcher. Nothing outside
+ * these files includes it.
  */
 #ifndef HPL_STORE_FETCHINT_H
 #define HPL_STORE_FETCHINT_H
@@ -66,6 +66,9 @@ hpl__fetch *hpl__fetch_new(hpl__store *s, hpl__obj *o);
  * event needs (detail[dlen] holds the failure's words). */
 hpl__fetch_event hpl__fetch_answer(hpl__fetch *f, const hpl__dl_reply *rep, hpl__fetch_ctx *x,
                                    char *detail, size_t dlen);
+
+/* The answer kept for HPL__FETCH_ROOM goes (fetchans.c). */
+void hpl__fetch_held_free(hpl__fetch *f);
 
 /* HPL__FA_GRANT_WAIT: wait HPL__FETCH_GRANT_WAIT_MS for the GRANT (fetchgrant.c),
  * then fire HPL__FEV_GRANT_LATE. */

@@ -46,7 +46,7 @@
  *   session.c    a local client's session: references, holds, replies
  *   lifetime.c   objects put with a lifetime: owned by their client, or a TTL
  *   fetch.c      getting an object this node lacks (fetchsm.c: its states;
- *                fetchgrant.c: GRANTs)
+ *                fetchans.c: the directory's answers; fetchgrant.c: GRANTs)
  *   get.c        a client's GET: answer, or wait while fetch brings it
  *   putcopy.c    copying a client's bytes from its own memory into an object
  *   putcheck.c   a whole PUT's checks before a put begins (sizes, lifetime, bytes

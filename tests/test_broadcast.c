@@ -62,17 +62,25 @@ static void broadcast_during_put(int max_senders) {
   /* every receiver was assigned a sender, and before the origin's copy
    * became complete: the broadcast overlapped the put */
   uint64_t origin_done = 0;
-  int assigns = 0, early = 0;
   for (size_t i = 0; i < n; i++)
     if (!strcmp(x[i].kind, "done") && x[i].receiver == origin && !strcmp(x[i].id, id))
       origin_done = x[i].t_us;
   assert_true(origin_done > 0);
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(x[i].kind, "assign") && !strcmp(x[i].id, id)) {
-      assigns++;
-      early += x[i].t_us < origin_done;
-    }
-  assert_int_equal(assigns, NODES - 1);
+  /* each receiver's first assignment came before it; on a loaded machine
+   * a receiver may be moved once more later (a sender judged quiet), which
+   * is not what this counts */
+  int early = 0, nseen = 0;
+  uint64_t seen[NODES];
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(x[i].kind, "assign") || strcmp(x[i].id, id)) continue;
+    int known = 0;
+    for (int k = 0; k < nseen; k++) known |= seen[k] == x[i].receiver;
+    if (known) continue;
+    assert_true(nseen < NODES - 1);
+    seen[nseen++] = x[i].receiver;
+    early += x[i].t_us < origin_done;
+  }
+  assert_int_equal(nseen, NODES - 1);
   assert_int_equal(early, NODES - 1);
   char why[256];
   int peak = 0;
