@@ -15,16 +15,7 @@
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "benchstat.h"
 
 static void die_rc(hpl_client *c, int rc, const char *what) {
   if (!rc) return;
@@ -114,7 +105,7 @@ int main(int argc, char **argv) {
     v[i] = (double)(hpl__now_ns() - t0) / 1e9;
     die_rc(a, hpl_delete(a, id, 5000), "delete");
   }
-  double warm = median(v, reps);
+  double warm = hpl__bench_median(v, reps);
   printf("%-44s %14.2f %12s\n", "local put, first touch of pool pages", (double)size / cold / 1e9,
          "GB/s");
   printf("%-44s %14.2f %12s\n", "local put, reused pool pages", (double)size / warm / 1e9, "GB/s");
@@ -133,7 +124,7 @@ int main(int argc, char **argv) {
       hpl_release(a, buf);
       if (i % 10 == 0) v[i / 10] = s;
     }
-    lat[k] = median(v, reps);
+    lat[k] = hpl__bench_median(v, reps);
   }
   printf("%-44s %14.1f %12s\n", "local get latency, 1 KiB", lat[0] * 1e6, "us");
   char line[80];
@@ -150,7 +141,7 @@ int main(int argc, char **argv) {
     v[i] = (double)(hpl__now_ns() - t0) / 1e9;
     hpl_release(b, buf);
   }
-  printf("%-44s %14.1f %12s\n", "remote get latency, 1 KiB inline", median(v, reps) * 1e6, "us");
+  printf("%-44s %14.1f %12s\n", "remote get latency, 1 KiB inline", hpl__bench_median(v, reps) * 1e6, "us");
   uint64_t rx;
   hpl_counter(b, "data_bytes_received", 5000, &rx);
   printf("%-44s %14llu %12s\n", "  (data-port bytes received by the getter)", (unsigned long long)rx,
@@ -173,7 +164,7 @@ int main(int argc, char **argv) {
     die_rc(b, hpl_delete(b, id, 5000), "delete");
   }
   snprintf(line, sizeof line, "remote get throughput, %s, loopback", sz);
-  printf("%-44s %14.2f %12s\n", line, (double)size / median(v, n) / 1e9, "GB/s");
+  printf("%-44s %14.2f %12s\n", line, (double)size / hpl__bench_median(v, n) / 1e9, "GB/s");
   hpl_close(a);
   hpl_close(b);
   hpl__lc_stop(lc);

@@ -79,6 +79,7 @@
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
+#include "benchstat.h"
 
 #define MAXN 64
 
@@ -90,11 +91,6 @@ static const char *host_prefix;
 static void join_host(int i) {
   if (host_prefix && hpl__lc_enter_host(host_prefix, i) != 0)
     fprintf(stderr, "bench_coll: cannot enter host %d's namespace: %s\n", i, strerror(errno));
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 static void cpu_sample(uint64_t *busy, uint64_t *total) {
@@ -784,7 +780,7 @@ static int run(cfg *g) {
       status = 1;
       continue;
     }
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    qsort(v, (size_t)n, sizeof *v, hpl__bench_cmp_double);
     double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     char ratio[32] = "NA";
     if (B > 0 && size > 0) snprintf(ratio, sizeof ratio, "%.3f", med / ((double)size / B));

@@ -108,6 +108,7 @@
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
+#include "benchstat.h"
 
 #define MAXN 32
 
@@ -742,11 +743,6 @@ static double median3(cfg *g, int op, uint64_t size, int k) {
   return b;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The p90 index in a sorted array of n > 0 values (as the overall summary). */
 static int p90_at(int n) { return (n * 9) / 10 < n ? (n * 9) / 10 : n - 1; }
 
@@ -905,7 +901,7 @@ int main(int argc, char **argv) {
                 (unsigned long long)size, g.hosts, oc.secs, nf, ratios[r], oc.completed, oc.wrong,
                 oc.lost, oc.hangs);
     }
-    qsort(ratios, 3, sizeof *ratios, cmp_d);
+    qsort(ratios, 3, sizeof *ratios, hpl__bench_cmp_double);
     printf("%s: median time over no-fault %.2fx (runs: %.2f %.2f %.2f)\n", g.scenario, ratios[1],
            ratios[0], ratios[1], ratios[2]);
     status = bad;
@@ -1024,7 +1020,7 @@ int main(int argc, char **argv) {
                 ratio[run], oc.completed, oc.wrong, oc.lost, oc.hangs, fk_names[kf], nf[op][k], lim,
                 oc.secs - lim, param, oc.fault_done);
     }
-    qsort(ratio, (size_t)g.runs, sizeof *ratio, cmp_d);
+    qsort(ratio, (size_t)g.runs, sizeof *ratio, hpl__bench_cmp_double);
     printf("\nSUMMARY: runs %d, completed %d (runs), survivors done %d, hangs %d, wrong bytes %d, "
            "lost-object errors %d (none excused: a source or spare always survives), other errors %d;"
            " time over no-fault: median %.2fx, p90 %.2fx, max %.2fx\n",
@@ -1040,7 +1036,7 @@ int main(int argc, char **argv) {
               ratio[g.runs - 1]);
     for (int f = 0; f < NFK; f++) {
       if (!kn[f]) continue;
-      qsort(kratio[f], (size_t)kn[f], sizeof **kratio, cmp_d);
+      qsort(kratio[f], (size_t)kn[f], sizeof **kratio, hpl__bench_cmp_double);
       printf("  %-7s runs %2d: survivors' time over no-fault median %.2fx, p90 %.2fx, max %.2fx\n",
              fk_names[f], kn[f], kratio[f][kn[f] / 2], kratio[f][p90_at(kn[f])],
              kratio[f][kn[f] - 1]);
@@ -1066,7 +1062,7 @@ int main(int argc, char **argv) {
           }
         }
         if (!n) continue;
-        qsort(rs, (size_t)n, sizeof *rs, cmp_d);
+        qsort(rs, (size_t)n, sizeof *rs, hpl__bench_cmp_double);
         missed += over;
         printf("  %-7s %10llu B runs %3d: median %.2fx, p90 %.2fx; over the limit %d, worst "
                "time - limit %+.3f s",

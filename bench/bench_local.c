@@ -16,11 +16,7 @@
 #include "hoplite.h"
 #include "localcluster.h"
 #include "util.h"
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#include "benchstat.h"
 
 static void die_rc(hpl_client *c, int rc, const char *what) {
   if (!rc) return;
@@ -29,8 +25,7 @@ static void die_rc(hpl_client *c, int rc, const char *what) {
 }
 
 static void report(const char *what, uint64_t size, double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  double med = hpl__bench_median(v, n); /* (sorts v: min and max at its ends) */
   const char *unit = med >= 1000 ? "ms" : "us";
   double k = med >= 1000 ? 1e-3 : 1;
   printf("%-7s %10llu B  median %9.2f %s  min %9.2f  max %9.2f  (%d runs)\n", what,

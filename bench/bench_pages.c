@@ -22,20 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchstat.h"
+#include "util.h"
+
 static double now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void *map_or_die(size_t len, int prot, int flags, int fd) {
@@ -86,7 +79,7 @@ static void one_size(size_t sz, int reps) {
     pr[r] = tp;
   }
   printf("%10zu B  warm %10.1f  copy %10.1f  fresh %10.1f  prepared %10.1f  us (median of %d)\n",
-         sz, median(w, reps), median(c, reps), median(f, reps), median(pr, reps), reps);
+         sz, hpl__bench_median(w, reps), hpl__bench_median(c, reps), hpl__bench_median(f, reps), hpl__bench_median(pr, reps), reps);
   munmap(pool, sz);
   munmap(stage, sz);
   close(sfd);
@@ -94,14 +87,17 @@ static void one_size(size_t sz, int reps) {
 }
 
 int main(int argc, char **argv) {
-  size_t size = 0;
+  uint64_t size = 0;
   int reps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--size")) size = strtoull(argv[i + 1], NULL, 0);
-    else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--size") && hpl__parse_size(argv[i + 1], &size) != 0) {
+      fprintf(stderr, "bench_pages: bad --size '%s' (BYTES with K/M/G)\n", argv[i + 1]);
+      return 2;
+    }
+    if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
   }
   if (size) {
-    one_size(size, reps ? reps : 10);
+    one_size((size_t)size, reps ? reps : 10);
     return 0;
   }
   one_size(1u << 20, reps ? reps : 200);

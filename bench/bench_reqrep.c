@@ -47,6 +47,7 @@
 
 #include "localcluster.h"
 #include "util.h"
+#include "benchstat.h"
 
 #define MAXN 64
 #define MAXREPS 1000
@@ -171,11 +172,6 @@ static void *client(void *arg) {
   return NULL;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* One size: a server thread, hosts-1 clients (threads, or processes with
  * --procs), reps rounds. */
 static int run_size(uint32_t size, double rate_Bps, FILE *out) {
@@ -244,7 +240,7 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
     fprintf(stderr, "bench_reqrep: wrong or missing bytes\n");
     return -1;
   }
-  qsort(samples, (size_t)reps, sizeof *samples, cmp_d);
+  qsort(samples, (size_t)reps, sizeof *samples, hpl__bench_cmp_double);
   double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size / rate_Bps : 0;
   char line[256];
   snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size,
