@@ -33,6 +33,19 @@ static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id) {
   return 1;
 }
 
+/* node's complete copy of o, re-reported (HELD, REGISTER): recorded,
+ * unlisted again if it was found corrupt before (kept for a delete, named
+ * to nobody), its digests taken. hpl__dir_digests_held's result. */
+static int held_copy(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node,
+                     const Hplpb__HeldObject *h) {
+  hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+  if (h->unlisted) {
+    hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
+    hpl__dtab_check_lost(&s->tab, o);
+  }
+  return hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root);
+}
+
 void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
   (void)arg;
   uint64_t node = e->id;
@@ -45,12 +58,7 @@ void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
     }
     hpl__dir_obj *o = hpl__dtab_get(&s->tab, h->id);
     if (!o) continue;
-    hpl__dtab_loc_complete(&s->tab, o, node, h->size);
-    if (h->unlisted) { /* found corrupt before: kept for a delete, named to nobody */
-      hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
-      hpl__dtab_check_lost(&s->tab, o);
-    }
-    hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root);
+    held_copy(s, o, node, h);
     hpl__dtab_changed(&s->tab, o);
   }
 }
@@ -76,12 +84,7 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
       }
       continue;
     }
-    hpl__dtab_loc_complete(&s->tab, o, node, h->size);
-    if (h->unlisted) { /* found corrupt before: kept for a delete, named to nobody */
-      hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
-      hpl__dtab_check_lost(&s->tab, o);
-    }
-    if (hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root))
+    if (held_copy(s, o, node, h))
       hpl__dtab_check_lost(&s->tab, o); /* its copy was not listed after all */
     hpl__dtab_changed(&s->tab, o);
     taken++;

@@ -13,6 +13,15 @@
 
 #define MB (1ull << 20)
 
+/* A fresh table (t) holding object `id`: one complete copy of `size`
+ * bytes at node 1, its origin. */
+static hpl__dir_obj *with_one_copy(hpl__dtab *t, const char *id, uint64_t size) {
+  hpl__dtab_init(t, 1);
+  hpl__dir_obj *o = hpl__dtab_get(t, id);
+  hpl__dtab_add_loc(t, o, 1, size, 1, 1);
+  return o;
+}
+
 static void test_put_and_exists(void **state) {
   (void)state;
   hpl__dtab t;
@@ -59,9 +68,7 @@ static void test_inline(void **state) {
 static void test_receivers_form_chain(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  hpl__dir_obj *o = hpl__dtab_get(&t, "big");
-  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "big", 64 * MB);
   uint64_t s;
   assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 0, &s), 0);
   assert_int_equal(s, 1);
@@ -100,9 +107,7 @@ static void test_more_senders(void **state) {
 static void test_no_cycle_and_lost(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
-  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "o", MB);
   uint64_t s;
   hpl__dtab_pick_sender(&t, o, 2, 0, &s); /* 1 -> 2 */
   hpl__dtab_pick_sender(&t, o, 3, 0, &s); /* 2 -> 3 */
@@ -119,9 +124,7 @@ static void test_no_cycle_and_lost(void **state) {
 static void test_resume_elsewhere(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
-  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "o", MB);
   hpl__dtab_add_loc(&t, o, 9, MB, 1, 0); /* a second complete copy */
   uint64_t s;
   hpl__dtab_pick_sender(&t, o, 2, 0, &s);
@@ -148,9 +151,7 @@ static void test_resume_elsewhere(void **state) {
 static void test_bypass_reforms_chain(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
-  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "o", 64 * MB);
   uint64_t s;
   for (uint64_t n = 2; n <= 6; n++) {
     assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
@@ -237,9 +238,7 @@ static void test_wait_when_all_busy(void **state) {
 static void test_avoid(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
-  hpl__dtab_add_loc(&t, o, 1, MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "o", MB);
   uint64_t s;
   assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 0, &s), 0);
   assert_int_equal(s, 1);
@@ -404,9 +403,7 @@ static void gone_cb(hpl__dir_obj *o, uint64_t receiver, void *arg) {
 static void test_unlisted_copy(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
-  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "o", 64 * MB);
   uint64_t s;
   for (uint64_t n = 2; n <= 5; n++) assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
   /* 4 reports 3; 5 still pulls from 4 */
@@ -456,10 +453,8 @@ static int is_distrusted(uint64_t node, void *arg) {
 static void test_distrusted_named_last(void **state) {
   (void)state;
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  t.distrusted = is_distrusted;
-  hpl__dir_obj *o = hpl__dtab_get(&t, "o");
-  hpl__dtab_add_loc(&t, o, 1, 64 * MB, 1, 1);
+  hpl__dir_obj *o = with_one_copy(&t, "o", 64 * MB);
+  t.distrusted = is_distrusted; /* (picks only ask it) */
   uint64_t s;
   for (uint64_t n = 2; n <= 3; n++) assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
   /* 3 is the chain's idle end: the next receiver pulls from it, not waits */

@@ -105,6 +105,44 @@ static void tamper(void *arg, unsigned conn, uint64_t at, uint8_t *buf, size_t n
   if (skip < n) t->rewrites += (unsigned)rewrite(buf + skip, n - skip);
 }
 
+/* A store of cluster lc, without a node of its own, whose link to the
+ * directory passes a relay doing to it what t says (set before: the store
+ * connects at once); its socket, log and work directory. */
+typedef struct relayed {
+  th_relay *r;
+  pid_t pid;
+  char work[32], sock[128], log[128];
+} relayed;
+
+/* Start x's relay and store, and wait until the store is ready. */
+static void relayed_start(relayed *x, hpl__lc *lc, attack *t) {
+  char ready[128], dir[64];
+  x->r = th_relay_start(hpl__lc_dir_port(lc), tamper, t);
+  snprintf(x->work, sizeof x->work, "/tmp/hpl-relay-XXXXXX");
+  assert_non_null(mkdtemp(x->work));
+  snprintf(x->sock, sizeof x->sock, "%s/store.sock", x->work);
+  snprintf(ready, sizeof ready, "%s/ready", x->work);
+  snprintf(x->log, sizeof x->log, "%s/store.log", x->work);
+  snprintf(dir, sizeof dir, "127.0.0.1:%d", th_relay_port(x->r));
+  x->pid = th_spawn_store(dir, x->sock, ready, hpl__lc_secret(lc), x->log, NULL);
+  for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
+  assert_int_equal(access(ready, F_OK), 0);
+}
+
+/* Kill x's store (its relay, log and work directory stay). */
+static void relayed_kill(relayed *x) {
+  kill(x->pid, SIGKILL);
+  waitpid(x->pid, NULL, 0);
+}
+
+/* Remove x's work directory (its log with it). */
+static void relayed_clean(const relayed *x) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", x->work);
+  if (system(cmd)) {
+  }
+}
+
 /* A 1 KiB object put on node 0 of a real cluster; a store behind the relay
  * gets it (by a direct read of its client, or by asking the directory
  * itself). The relay rewrites the inline bytes it carries: the get fails or
@@ -119,19 +157,11 @@ static void test_relay_rewrites_inline_reply(void **state) {
 
   static attack t;
   memset(&t, 0, sizeof t);
-  th_relay *r = th_relay_start(hpl__lc_dir_port(lc), tamper, &t);
-  char work[] = "/tmp/hpl-relay-XXXXXX", sock[128], ready[128], log[128], dir[64];
-  assert_non_null(mkdtemp(work));
-  snprintf(sock, sizeof sock, "%s/store.sock", work);
-  snprintf(ready, sizeof ready, "%s/ready", work);
-  snprintf(log, sizeof log, "%s/store.log", work);
-  snprintf(dir, sizeof dir, "127.0.0.1:%d", th_relay_port(r));
-  pid_t pid = th_spawn_store(dir, sock, ready, hpl__lc_secret(lc), log, NULL);
-  for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
-  assert_int_equal(access(ready, F_OK), 0);
+  relayed x;
+  relayed_start(&x, lc, &t);
 
   hpl_client *c = NULL;
-  assert_int_equal(hpl_connect(sock, th_ms(5000), &c), 0);
+  assert_int_equal(hpl_connect(x.sock, th_ms(5000), &c), 0);
   hpl_buf *b = NULL;
   int rc = hpl_get(c, "mitm/x", th_ms(3000), &b);
   int right = 0, mitm = 0;
@@ -142,22 +172,19 @@ static void test_relay_rewrites_inline_reply(void **state) {
   }
   uint64_t macf = th_counter(c, "auth_failures");
   hpl_close(c);
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  unsigned nconns = th_relay_conns(r);
-  th_relay_stop(r);
+  relayed_kill(&x);
+  unsigned nconns = th_relay_conns(x.r);
+  th_relay_stop(x.r);
   uint64_t dir_macf = th_dir_counter(lc, "dir_auth_failures");
   hpl_close(c0);
   th_stop(lc, mitm);
   char cmd[256];
   if (mitm || t.rewrites == 0 || macf + dir_macf == 0 || getenv("HPL_TEST_VERBOSE")) {
-    snprintf(cmd, sizeof cmd, "grep -m5 -i 'mac\\|auth' %s >&2", log);
+    snprintf(cmd, sizeof cmd, "grep -m5 -i 'mac\\|auth' %s >&2", x.log);
     if (system(cmd)) {
     }
   }
-  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-  if (system(cmd)) {
-  }
+  relayed_clean(&x);
   fprintf(stderr, "relay: %u connections, %u rewrites; get: %s (%s); auth_failures store %llu, "
           "directory %llu\n", nconns, t.rewrites, hpl_strerror(rc),
           rc ? "failed" : right ? "right bytes" : "THE RELAY'S BYTES",
@@ -178,39 +205,28 @@ static void test_relay_breaks_every_tag(void **state) {
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   static attack t;
   memset(&t, 0, sizeof t);
-  th_relay *r = th_relay_start(hpl__lc_dir_port(lc), tamper, &t);
-  char work[] = "/tmp/hpl-relay-XXXXXX", sock[128], ready[128], log[128], dir[64];
-  assert_non_null(mkdtemp(work));
-  snprintf(sock, sizeof sock, "%s/store.sock", work);
-  snprintf(ready, sizeof ready, "%s/ready", work);
-  snprintf(log, sizeof log, "%s/store.log", work);
-  snprintf(dir, sizeof dir, "127.0.0.1:%d", th_relay_port(r));
   t.tag_flip = 1;
-  pid_t pid = th_spawn_store(dir, sock, ready, hpl__lc_secret(lc), log, NULL);
-  for (int i = 0; i < 200 && access(ready, F_OK) != 0; i++) th_sleep_ms(50);
-  assert_int_equal(access(ready, F_OK), 0);
+  relayed x;
+  relayed_start(&x, lc, &t);
   hpl_client *c = NULL;
-  assert_int_equal(hpl_connect(sock, th_ms(5000), &c), 0);
+  assert_int_equal(hpl_connect(x.sock, th_ms(5000), &c), 0);
   uint8_t obj[256 * 1024];
   memset(obj, 'b', sizeof obj);
   int rc = hpl_put(c, "tags/x", obj, sizeof obj, th_ms(3000)); /* may fail: the link breaks */
   (void)rc;
-  unsigned c0 = th_relay_conns(r);
+  unsigned c0 = th_relay_conns(x.r);
   th_sleep_ms(4000);
-  unsigned conns = th_relay_conns(r) - c0;
+  unsigned conns = th_relay_conns(x.r) - c0;
   hpl_close(c);
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  th_relay_stop(r);
+  relayed_kill(&x);
+  th_relay_stop(x.r);
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "grep -q 'failed its session MAC check' %s", log);
+  snprintf(cmd, sizeof cmd, "grep -q 'failed its session MAC check' %s", x.log);
   int said_mac = system(cmd) == 0;
-  snprintf(cmd, sizeof cmd, "grep -q 'wrong or missing cluster secret' %s", log);
+  snprintf(cmd, sizeof cmd, "grep -q 'wrong or missing cluster secret' %s", x.log);
   int said_secret = system(cmd) == 0;
   fprintf(stderr, "relay: %u connections in 4 s, %u tags flipped\n", conns, t.rewrites);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-  if (system(cmd)) {
-  }
+  relayed_clean(&x);
   th_stop(lc, 0);
   assert_true(t.rewrites > 0);
   assert_true(said_mac);     /* the log says what failed */
