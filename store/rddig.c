@@ -34,23 +34,10 @@ typedef struct rd_job {
   uint8_t out[]; /* (u1 - u0) digests, copied to the list on the loop */
 } rd_job;
 
-/* Unit u of a stream with a source: its pieces into pc, their number into
- * *np. 0, or -1 if the source has no bytes there (gone) or too many pieces. */
-static int unit_pieces(hpl__obj *o, uint64_t u, hpl__digest_piece *pc, uint8_t *np) {
-  uint64_t off, len;
-  hpl__digest_unit_span(o->size, u, &off, &len);
-  unsigned k = 0;
-  while (len > 0) {
-    uint64_t n = len;
-    const uint8_t *p = o->source->bytes_at(o->source, o, off, &n);
-    if (!p || n == 0 || k == MAX_PIECES) return -1;
-    pc[k++] = (hpl__digest_piece){p, (size_t)n};
-    off += n;
-    len -= n;
-  }
-  if (k == 0) pc[k++] = (hpl__digest_piece){o->data, 0}; /* an empty unit */
-  *np = (uint8_t)k;
-  return 0;
+/* hpl__digest_unit_pieces's at() for a stream with a source (arg: the output). */
+static const uint8_t *source_at(void *arg, uint64_t pos, uint64_t *n) {
+  hpl__obj *o = arg;
+  return o->source->bytes_at(o->source, o, pos, n);
 }
 
 int hpl__rddig_reset(hpl__store *s, hpl__obj *o, uint64_t base) {
@@ -99,6 +86,15 @@ static void job_run(uv_work_t *req) {
 
 static void kick(hpl__store *s, hpl__obj *o);
 
+/* Free j and drop its references on the source's buffers (not on j->o). */
+static void job_free(rd_job *j) {
+  for (unsigned i = 0; i < 2; i++)
+    if (j->keep[i]) hpl__obj_unref(j->s, j->keep[i]);
+  free(j->pc);
+  free(j->npc);
+  free(j);
+}
+
 static void job_done(uv_work_t *req, int status) {
   (void)status; /* canceled only when the loop ends: the object goes too */
   rd_job *j = req->data;
@@ -117,11 +113,7 @@ static void job_done(uv_work_t *req, int status) {
     kick(s, o);
     if (grew) hpl__obj_notify(o); /* digest requests waiting on the data port */
   }
-  for (unsigned i = 0; i < 2; i++)
-    if (j->keep[i]) hpl__obj_unref(s, j->keep[i]);
-  free(j->pc);
-  free(j->npc);
-  free(j);
+  job_free(j);
   hpl__obj_unref(s, o);
 }
 
@@ -133,8 +125,12 @@ static int job_pieces(hpl__store *s, rd_job *j) {
   j->pc = malloc(n * MAX_PIECES * sizeof *j->pc);
   j->npc = malloc(n);
   if (!j->pc || !j->npc) return -1;
-  for (size_t x = 0; x < n; x++)
-    if (unit_pieces(o, j->u0 + x, j->pc + x * MAX_PIECES, j->npc + x) != 0) return -1;
+  for (size_t x = 0; x < n; x++) {
+    unsigned k = hpl__digest_unit_pieces(o->size, j->u0 + x, source_at, o, j->pc + x * MAX_PIECES,
+                                         MAX_PIECES);
+    if (k == 0) return -1; /* the source has no bytes there (gone), or too many pieces */
+    j->npc[x] = (uint8_t)k;
+  }
   for (unsigned i = 0; i < 2; i++)
     if ((j->keep[i] = o->source->keep[i])) hpl__obj_ref(s, j->keep[i]);
   return 0;
@@ -158,11 +154,7 @@ static void kick(hpl__store *s, hpl__obj *o) {
     int sourced = o->source && o->source->bytes_at;
     if ((sourced && job_pieces(s, j) != 0) ||
         uv_queue_work(s->loop, &j->req, job_run, job_done) != 0) {
-      for (unsigned i = 0; i < 2; i++)
-        if (j->keep[i]) hpl__obj_unref(s, j->keep[i]);
-      free(j->pc);
-      free(j->npc);
-      free(j);
+      job_free(j);
       break;
     }
     hpl__obj_ref(s, o);

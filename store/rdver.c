@@ -400,21 +400,12 @@ hpl__rdver_job *hpl__rdver_check_job(hpl__rdver *v, uint64_t u0, uint64_t u1,
     return NULL;
   }
   for (size_t x = 0; x < n; x++) { /* each unit's pieces */
-    uint64_t off, len;
-    unsigned k = 0;
-    hpl__digest_unit_span(v->size, u0 + x, &off, &len);
-    while (len > 0) {
-      uint64_t m = len;
-      const uint8_t *p = at(arg, off, &m);
-      if (!p || m == 0 || k == JOB_PIECES) {
-        job_free(j);
-        return NULL;
-      }
-      j->pc[x * JOB_PIECES + k++] = (hpl__digest_piece){p, (size_t)m};
-      off += m;
-      len -= m;
+    unsigned k =
+        hpl__digest_unit_pieces(v->size, u0 + x, at, arg, j->pc + x * JOB_PIECES, JOB_PIECES);
+    if (k == 0) {
+      job_free(j);
+      return NULL;
     }
-    if (k == 0) j->pc[x * JOB_PIECES + k++] = (hpl__digest_piece){v->list, 0};
     j->npc[x] = (uint8_t)k;
   }
   memcpy(j->want, v->list + u0 * HPL__DIGEST_LEN, n * HPL__DIGEST_LEN);

@@ -625,3 +625,27 @@ pid_t th_spawn_store(const char *dir_addr, const char *sock, const char *ready,
   assert_true(pid > 0);
   return pid;
 }
+
+int th_add_store(hpl__lc *lc, const char *memory, const char *args) {
+  char err[512], full[512];
+  snprintf(full, sizeof full, "--memory %s %s", memory, args ? args : "");
+  int i = hpl__lc_add_store(lc, full, err, sizeof err);
+  if (i < 0) fail_msg("add store: %s", err);
+  return i;
+}
+
+static void fill_u32(uint32_t *b, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; i++) b[i] = (uint32_t)(i * 2654435761u) ^ (seed * 40503u + 7);
+}
+
+void th_put_sum(hpl_client *c, const char *id, uint64_t size, uint32_t seed, uint32_t *ref,
+                int64_t timeout_ms) {
+  size_t n = (size_t)(size / 4);
+  uint32_t *b = malloc(size);
+  assert_non_null(b);
+  fill_u32(b, n, seed);
+  for (size_t i = 0; i < n; i++) ref[i] += b[i];
+  int rc = hpl_put(c, id, b, size, timeout_ms);
+  if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
+  free(b);
+}

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sys/types.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hoplite.h"
@@ -40,6 +41,15 @@ uint64_t th_counter(hpl_client *c, const char *name);
 void th_put_pattern(hpl_client *c, const char *id, uint64_t size, uint64_t seed);
 /* 1 if buf holds the pattern for seed. */
 int th_check_pattern(const void *buf, uint64_t size, uint64_t seed);
+
+/* Add a store with `--memory <memory>` and the extra arguments `args`
+ * (may be NULL) to lc; returns its index. Fails the test on error. */
+int th_add_store(hpl__lc *lc, const char *memory, const char *args);
+/* Put `size` bytes (whole u32s) of a pattern for `seed` as
+ * `id` at c within timeout_ms, and add them elementwise into ref (size/4
+ * elements, the caller's). Fails the test on error. */
+void th_put_sum(hpl_client *c, const char *id, uint64_t size, uint32_t seed, uint32_t *ref,
+                int64_t timeout_ms);
 
 /* Offset of `p` inside the memfd it is mapped from (via /proc/self/maps),
  * or -1. Two processes seeing the same offset see the same shared memory. */

@@ -23,32 +23,12 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "util.h"
 
 #define MB (1ull << 20)
 #define SIZE (4 * MB)
 #define N (SIZE / 4)
-
-static int add(hpl__lc *lc, const char *args) {
-  char err[512], full[512];
-  snprintf(full, sizeof full, "--memory 256M %s", args ? args : "");
-  int i = hpl__lc_add_store(lc, full, err, sizeof err);
-  if (i < 0) fail_msg("add store: %s", err);
-  return i;
-}
-
-static void fill(uint32_t *b, uint32_t seed) {
-  for (size_t i = 0; i < N; i++) b[i] = (uint32_t)(i * 2654435761u) ^ (seed * 40503u + 7);
-}
-
-/* Put source `id` (seed) at c and add it to ref. */
-static void put_src(hpl_client *c, const char *id, uint32_t seed, uint32_t *ref) {
-  uint32_t *b = malloc(SIZE);
-  fill(b, seed);
-  for (size_t i = 0; i < N; i++) ref[i] += b[i];
-  int rc = hpl_put(c, id, b, SIZE, th_ms(10000));
-  if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
-  free(b);
-}
+#define MEM "256M" /* each store's pool */
 
 /* c gets a copy of `id` (another copy of that source). */
 static void copy_to(hpl_client *c, const char *id) {
@@ -80,15 +60,15 @@ static void check_target(hpl__lc *lc, hpl_client *c, const char *target, const u
 static void test_inner_stream_corrupt(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, NULL));
-  hpl_client *A = th_connect(lc, add(lc, NULL));
-  hpl_client *B = th_connect(lc, add(lc, NULL));
-  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=1,prefix=r:ri/t"));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *B = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *X = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1,prefix=r:ri/t"));
   uint32_t *ref = calloc(N, 4);
-  put_src(S, "ri/s0", 1, ref);
-  put_src(A, "ri/s1", 2, ref);
-  put_src(B, "ri/s2", 3, ref);
-  put_src(X, "ri/s3", 4, ref);
+  th_put_sum(S, "ri/s0", SIZE, 1, ref, th_ms(10000));
+  th_put_sum(A, "ri/s1", SIZE, 2, ref, th_ms(10000));
+  th_put_sum(B, "ri/s2", SIZE, 3, ref, th_ms(10000));
+  th_put_sum(X, "ri/s3", SIZE, 4, ref, th_ms(10000));
   copy_to(A, "ri/s3");
   const char *srcs[] = {"ri/s0", "ri/s1", "ri/s2", "ri/s3"};
   int rc = hpl_reduce(S, "ri/t", srcs, 4, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
@@ -113,14 +93,14 @@ static void test_inner_stream_corrupt(void **state) {
 static void test_root_stream_corrupt(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, NULL));
-  hpl_client *A = th_connect(lc, add(lc, NULL));
-  hpl_client *B = th_connect(lc, add(lc, NULL));
-  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=1,prefix=r:rr/t"));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *B = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *X = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1,prefix=r:rr/t"));
   uint32_t *ref = calloc(N, 4);
-  put_src(A, "rr/s1", 2, ref);
-  put_src(B, "rr/s2", 3, ref);
-  put_src(X, "rr/s3", 4, ref);
+  th_put_sum(A, "rr/s1", SIZE, 2, ref, th_ms(10000));
+  th_put_sum(B, "rr/s2", SIZE, 3, ref, th_ms(10000));
+  th_put_sum(X, "rr/s3", SIZE, 4, ref, th_ms(10000));
   copy_to(A, "rr/s3");
   const char *srcs[] = {"rr/s1", "rr/s2", "rr/s3"};
   int rc = hpl_reduce(S, "rr/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
@@ -145,13 +125,14 @@ static void test_root_stream_corrupt(void **state) {
 static void test_liar_no_copy(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, NULL));
-  hpl_client *A = th_connect(lc, add(lc, NULL));
-  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=r:rl/t"));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *X = th_connect(lc, th_add_store(lc, MEM,
+                                              "--faults corrupt_send=100000,prefix=r:rl/t"));
   uint32_t *ref = calloc(N, 4);
-  put_src(S, "rl/s0", 1, ref);
-  put_src(A, "rl/s1", 2, ref);
-  put_src(X, "rl/s2", 3, ref);
+  th_put_sum(S, "rl/s0", SIZE, 1, ref, th_ms(10000));
+  th_put_sum(A, "rl/s1", SIZE, 2, ref, th_ms(10000));
+  th_put_sum(X, "rl/s2", SIZE, 3, ref, th_ms(10000));
   const char *srcs[] = {"rl/s0", "rl/s1", "rl/s2"};
   char xid[32];
   snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(X));
@@ -178,13 +159,13 @@ static void test_liar_no_copy(void **state) {
 static void test_result_has_digests(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=rd/t"));
-  hpl_client *A = th_connect(lc, add(lc, NULL));
-  hpl_client *B = th_connect(lc, add(lc, NULL));
-  hpl_client *C = th_connect(lc, add(lc, NULL));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=100000,prefix=rd/t"));
+  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *B = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *C = th_connect(lc, th_add_store(lc, MEM, NULL));
   uint32_t *ref = calloc(N, 4);
-  put_src(A, "rd/s1", 2, ref);
-  put_src(B, "rd/s2", 3, ref);
+  th_put_sum(A, "rd/s1", SIZE, 2, ref, th_ms(10000));
+  th_put_sum(B, "rd/s2", SIZE, 3, ref, th_ms(10000));
   const char *srcs[] = {"rd/s1", "rd/s2"};
   int rc = hpl_reduce(S, "rd/t", srcs, 2, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
   if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(S));
@@ -218,17 +199,11 @@ typedef struct getter {
   char detail[512];
 } getter;
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void *getter_main(void *arg) {
   getter *g = arg;
   hpl_buf *b = NULL;
   g->rc = hpl_get(g->c, g->id, th_ms(60000), &b);
-  g->end_ms = mono_ms();
+  g->end_ms = hpl__now_ms();
   snprintf(g->detail, sizeof g->detail, "%s", g->rc ? hpl_errdetail(g->c) : "");
   if (!g->rc) hpl_release(g->c, b);
   return NULL;
@@ -249,15 +224,16 @@ static void expect_objects(hpl__lc *lc, hpl_client *c, uint64_t want, const char
 static void test_liar_getters_end(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, NULL));
-  hpl_client *A = th_connect(lc, add(lc, NULL));
-  hpl_client *X = th_connect(lc, add(lc, "--faults corrupt_send=100000,prefix=r:rg/t"));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *X = th_connect(lc, th_add_store(lc, MEM,
+                                              "--faults corrupt_send=100000,prefix=r:rg/t"));
   hpl_client *G[NG];
-  for (int i = 0; i < NG; i++) G[i] = th_connect(lc, add(lc, NULL));
+  for (int i = 0; i < NG; i++) G[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
   uint32_t *ref = calloc(N, 4);
-  put_src(S, "rg/s0", 1, ref);
-  put_src(A, "rg/s1", 2, ref);
-  put_src(X, "rg/s2", 3, ref);
+  th_put_sum(S, "rg/s0", SIZE, 1, ref, th_ms(10000));
+  th_put_sum(A, "rg/s1", SIZE, 2, ref, th_ms(10000));
+  th_put_sum(X, "rg/s2", SIZE, 3, ref, th_ms(10000));
   const char *srcs[] = {"rg/s0", "rg/s1", "rg/s2"};
   char xid[32];
   snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(X));
@@ -271,7 +247,7 @@ static void test_liar_getters_end(void **state) {
   int rc = hpl_reduce(S, "rg/t", srcs, 3, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(30000));
   hpl_buf *b = NULL;
   if (rc == 0) rc = hpl_get(S, "rg/t", th_ms(60000), &b);
-  uint64_t failed_ms = mono_ms();
+  uint64_t failed_ms = hpl__now_ms();
   if (rc == 0) fail_msg("the reduce succeeded with a liar and no other copy");
   assert_int_equal(rc, HPL_ECORRUPT);
   if (!strstr(hpl_errdetail(S), "reduce 'rg/t' failed") || !strstr(hpl_errdetail(S), xid))
@@ -294,10 +270,10 @@ static void test_liar_getters_end(void **state) {
       fail_msg("getter %d: detail '%s' does not name the reduce and node %s", i, g[i].detail, xid);
   }
   /* a get started after the failure: at once, the same error */
-  uint64_t t0 = mono_ms();
+  uint64_t t0 = hpl__now_ms();
   rc = hpl_get(G[0], "rg/t", th_ms(60000), &b);
   assert_int_equal(rc, HPL_ECORRUPT);
-  assert_true(mono_ms() - t0 < (uint64_t)th_ms(3000));
+  assert_true(hpl__now_ms() - t0 < (uint64_t)th_ms(3000));
   for (int i = 0; i < NG; i++) expect_objects(lc, G[i], 0, "a getter");
   expect_objects(lc, S, 1, "the sink");
   free(ref);

@@ -20,33 +20,13 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "util.h"
 
 #define MB (1ull << 20)
 #define SIZE (8 * MB + 4 * 3) /* slices that are not whole units */
 #define N (SIZE / 4)
+#define MEM "256M" /* each store's pool */
 #define K 4
-
-static int add(hpl__lc *lc, const char *args) {
-  char err[512], full[512];
-  snprintf(full, sizeof full, "--memory 256M %s", args ? args : "");
-  int i = hpl__lc_add_store(lc, full, err, sizeof err);
-  if (i < 0) fail_msg("add store: %s", err);
-  return i;
-}
-
-static void fill(uint32_t *b, uint32_t seed) {
-  for (size_t i = 0; i < N; i++) b[i] = (uint32_t)(i * 2654435761u) ^ (seed * 40503u + 7);
-}
-
-/* Put source `id` (seed) at c and add it to ref. */
-static void put_src(hpl_client *c, const char *id, uint32_t seed, uint32_t *ref) {
-  uint32_t *b = malloc(SIZE);
-  fill(b, seed);
-  for (size_t i = 0; i < N; i++) ref[i] += b[i];
-  int rc = hpl_put(c, id, b, SIZE, th_ms(10000));
-  if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
-  free(b);
-}
 
 typedef struct part {
   hpl_client *c;
@@ -56,21 +36,15 @@ typedef struct part {
   int rc;
   long wrong; /* first wrong element, -1: none */
   char detail[512];
-  uint64_t end_ms; /* when the call returned (CLOCK_MONOTONIC) */
+  uint64_t end_ms; /* when the call returned (hpl__now_ms) */
 } part;
-
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void *part_main(void *arg) {
   part *p = arg;
   hpl_buf *b = NULL;
   p->wrong = -2;
   p->rc = hpl_allreduce(p->c, p->target, p->srcs, K, 0, HPL_OP_SUM, HPL_DT_U32, th_ms(60000), &b);
-  p->end_ms = mono_ms();
+  p->end_ms = hpl__now_ms();
   if (p->rc) {
     snprintf(p->detail, sizeof p->detail, "%s", hpl_errdetail(p->c));
     return NULL;
@@ -108,11 +82,11 @@ static void test_ring_stream_corrupt(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   hpl_client *cs[K];
-  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, add(lc, NULL));
-  cs[K - 1] = th_connect(lc, add(lc, "--faults corrupt_send=1,prefix=g:gi/t"));
+  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
+  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1,prefix=g:gi/t"));
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"gi/s0", "gi/s1", "gi/s2", "gi/s3"};
-  for (int i = 0; i < K; i++) put_src(cs[i], srcs[i], (uint32_t)i + 1, ref);
+  for (int i = 0; i < K; i++) th_put_sum(cs[i], srcs[i], SIZE, (uint32_t)i + 1, ref, th_ms(10000));
   part p[K];
   run_parts(p, cs, "gi/t", srcs, ref);
   for (int i = 0; i < K; i++) {
@@ -146,11 +120,11 @@ static void test_ring_liar(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   hpl_client *cs[K];
-  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, add(lc, NULL));
-  cs[K - 1] = th_connect(lc, add(lc, "--faults corrupt_send=1000000,prefix=g:gl/"));
+  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
+  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1000000,prefix=g:gl/"));
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"gl/s0", "gl/s1", "gl/s2", "gl/s3"};
-  for (int i = 0; i < K; i++) put_src(cs[i], srcs[i], (uint32_t)i + 11, ref);
+  for (int i = 0; i < K; i++) th_put_sum(cs[i], srcs[i], SIZE, (uint32_t)i + 11, ref, th_ms(10000));
   /* (a ring abandoned for another reason first, a slow member on a busy
    * machine, counts no report: up to 6 rounds) */
   int r = 0;
@@ -195,11 +169,11 @@ static void test_liar_every_stream(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   hpl_client *cs[K];
-  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, add(lc, NULL));
-  cs[K - 1] = th_connect(lc, add(lc, "--faults corrupt_send=1000000"));
+  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
+  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1000000"));
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"ga/s0", "ga/s1", "ga/s2", "ga/s3"};
-  for (int i = 0; i < K; i++) put_src(cs[i], srcs[i], (uint32_t)i + 21, ref);
+  for (int i = 0; i < K; i++) th_put_sum(cs[i], srcs[i], SIZE, (uint32_t)i + 21, ref, th_ms(10000));
   char xid[32];
   snprintf(xid, sizeof xid, "%016llx", (unsigned long long)th_node_id(cs[K - 1]));
   uint64_t held[K] = {0}; /* objects each store should hold: its source, targets it got */
@@ -207,7 +181,7 @@ static void test_liar_every_stream(void **state) {
     char target[32];
     snprintf(target, sizeof target, "ga/t%d", r);
     part p[K];
-    uint64_t start = mono_ms();
+    uint64_t start = hpl__now_ms();
     run_parts(p, cs, target, srcs, ref);
     uint64_t first_err = 0, last = 0;
     for (int i = 0; i < K; i++) {

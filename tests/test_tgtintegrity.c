@@ -23,27 +23,7 @@
 #define MB (1ull << 20)
 #define SIZE (64 * MB)
 #define N (SIZE / 4)
-
-static int add(hpl__lc *lc, const char *args) {
-  char err[512], full[512];
-  snprintf(full, sizeof full, "--memory 512M %s", args ? args : "");
-  int i = hpl__lc_add_store(lc, full, err, sizeof err);
-  if (i < 0) fail_msg("add store: %s", err);
-  return i;
-}
-
-static void fill(uint32_t *b, uint32_t seed) {
-  for (size_t i = 0; i < N; i++) b[i] = (uint32_t)(i * 2654435761u) ^ (seed * 40503u + 7);
-}
-
-static void put_src(hpl_client *c, const char *id, uint32_t seed, uint32_t *ref) {
-  uint32_t *b = malloc(SIZE);
-  fill(b, seed);
-  for (size_t i = 0; i < N; i++) ref[i] += b[i];
-  int rc = hpl_put(c, id, b, SIZE, th_ms(20000));
-  if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
-  free(b);
-}
+#define MEM "512M" /* each store's pool */
 
 typedef struct getter {
   hpl_client *c;
@@ -109,12 +89,12 @@ static void run(hpl__lc *lc, hpl_client *S, hpl_client **gs, int n, const char *
 static void test_remote_root(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, "--faults corrupt_send=1000000"));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1000000"));
   hpl_client *gs[3];
-  for (int i = 0; i < 3; i++) gs[i] = th_connect(lc, add(lc, NULL));
+  for (int i = 0; i < 3; i++) gs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
   uint32_t *ref = calloc(N, 4);
-  put_src(gs[0], "tg/s0", 1, ref);
-  put_src(gs[1], "tg/s1", 2, ref);
+  th_put_sum(gs[0], "tg/s0", SIZE, 1, ref, th_ms(20000));
+  th_put_sum(gs[1], "tg/s1", SIZE, 2, ref, th_ms(20000));
   const char *srcs[] = {"tg/s0", "tg/s1"};
   run(lc, S, gs, 3, "tg/t", srcs, 2, ref);
   uint64_t bad = 0;
@@ -133,12 +113,13 @@ static void test_remote_root(void **state) {
 static void test_local_root(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, add(lc, "--faults corrupt_send=1000000,prefix=tl/t"));
+  hpl_client *S = th_connect(lc, th_add_store(lc, MEM,
+                                              "--faults corrupt_send=1000000,prefix=tl/t"));
   hpl_client *gs[2];
-  for (int i = 0; i < 2; i++) gs[i] = th_connect(lc, add(lc, NULL));
+  for (int i = 0; i < 2; i++) gs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
   uint32_t *ref = calloc(N, 4);
-  put_src(gs[0], "tl/s0", 1, ref);
-  put_src(S, "tl/s1", 2, ref);
+  th_put_sum(gs[0], "tl/s0", SIZE, 1, ref, th_ms(20000));
+  th_put_sum(S, "tl/s1", SIZE, 2, ref, th_ms(20000));
   const char *srcs[] = {"tl/s0", "tl/s1"};
   run(lc, S, gs, 2, "tl/t", srcs, 2, ref);
   uint64_t bad = 0;

@@ -82,6 +82,25 @@ void hpl__digest_pieces(int algo, const hpl__digest_piece *pc, unsigned n,
   EVP_MD_CTX_free(ctx);
 }
 
+unsigned hpl__digest_unit_pieces(uint64_t size, uint64_t u,
+                                 const uint8_t *(*at)(void *arg, uint64_t pos, uint64_t *n),
+                                 void *arg, hpl__digest_piece *pc, unsigned max) {
+  static const uint8_t empty[1];
+  uint64_t off, len;
+  hpl__digest_unit_span(size, u, &off, &len);
+  unsigned k = 0;
+  while (len > 0) {
+    uint64_t n = len;
+    const uint8_t *p = at(arg, off, &n);
+    if (!p || n == 0 || k == max) return 0;
+    pc[k++] = (hpl__digest_piece){p, (size_t)n};
+    off += n;
+    len -= n;
+  }
+  if (k == 0 && max > 0) pc[k++] = (hpl__digest_piece){empty, 0};
+  return k;
+}
+
 void hpl__digest_units_make(int algo, const uint8_t *data, uint64_t size, uint64_t u0,
                             uint64_t u1, uint8_t *list) {
   for (uint64_t u = u0; u < u1; u++) {

@@ -11,6 +11,7 @@
  * bytes. The root is the same algorithm over the concatenated unit digests.
  *
  * Callers: store/objdig.c (making and checking an object's digests),
+ * store/rddig.c and store/rdver.c (reduce and ring streams' units),
  * directory/digests.c (keeping them), src/client/cdirect.c (inline reads),
  * tests/test_digest.c, bench (cost per GiB).
  */
@@ -63,6 +64,16 @@ typedef struct hpl__digest_piece {
  * hpl__digest_bytes over them laid end to end), into out. */
 void hpl__digest_pieces(int algo, const hpl__digest_piece *pc, unsigned n,
                         uint8_t out[HPL__DIGEST_LEN]);
+
+/* The pieces of unit `u` of a stream of `size` bytes whose bytes are not
+ * contiguous: at(arg, pos, &n) returns a pointer to stream byte `pos` and
+ * sets *n to how many of the wanted *n bytes lie there contiguously. At
+ * most `max` pieces into pc (pointers are at()'s, not owned). Returns
+ * their number (an empty unit: one empty piece), or 0 if at() found no
+ * bytes or the unit needs more than `max` pieces. */
+unsigned hpl__digest_unit_pieces(uint64_t size, uint64_t u,
+                                 const uint8_t *(*at)(void *arg, uint64_t pos, uint64_t *n),
+                                 void *arg, hpl__digest_piece *pc, unsigned max);
 
 /* Digests of units [u0, u1) of the object at `data` (`size` bytes) into
  * list + u0 * HPL__DIGEST_LEN (the caller's array of all units). */
