@@ -18,10 +18,8 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
   const hpl__dir_counters *c = &s->ctr;
   uint64_t fo_batches, fo_items, fo_helper, fo_partial;
   hpl__fanout_stats(&fo_batches, &fo_items, &fo_helper, &fo_partial);
-  uint64_t out_q, out_paused, out_cut, out_shed;
-  hpl__conn_out_stats(&out_q, &out_paused, &out_cut, &out_shed);
-  uint64_t hs_pending, hs_evicted;
-  hpl__conn_hs_stats(&hs_pending, &hs_evicted, NULL);
+  hpl__conn_stats cs;
+  hpl__conn_stats_get(&cs);
   const hpl__metric v[] = {
       G("dir_nodes", hpl__dir_nodes_count(s), "nodes", "Stores registered"),
       G("dir_objects", s->tab.nobjs, "objects", "Objects in the directory's table"),
@@ -69,18 +67,7 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
       C("dir_auth_failures", c->auth_failures, "auth_failures_total",
         "Connections that failed the cluster secret handshake"),
       G("dir_conns", s->nconns, "connections", "Open connections (stores, clients, tools)"),
-      G("dir_handshakes", hs_pending, "handshakes",
-        "Connections accepted and not authenticated yet (own slots, per address too)"),
-      C("dir_handshakes_evicted", hs_evicted, "handshakes_evicted_total",
-        "Connections closed in their handshake to make room for newer ones"),
-      G("dir_out_queued", out_q, "output_queued_bytes",
-        "Bytes of replies and notes queued to every connection (bounded: --max-output)"),
-      C("dir_out_paused", out_paused, "output_paused_total",
-        "Times a connection's output passed its bound and its requests waited"),
-      C("dir_out_cut", out_cut, "output_cut_total",
-        "Connections closed for staying past their output bound (--max-output-stall-ms)"),
-      C("dir_out_shed", out_shed, "output_shed_total",
-        "Connections closed as the largest queue while all output was over its bound"),
+      HPL__CONN_METRICS("dir_", "Connections", cs),
       C("dir_conns_refused", c->conns_refused, "connections_refused_total",
         "Connections closed at once for --max-connections"),
       C("dir_held_taken", c->held_taken, "held_taken_total",

@@ -35,8 +35,9 @@ int hpl__clientadm_socket_mode(const hpl__store *s, const char *path);
 
 /* A new local connection on `fd`: 0 if its peer may be a client (*pid and
  * *uid set; it counts against its user until hpl__clientadm_leave), else
- * HPL_EAUTH (not this user, root or the allowed group) or HPL_ETOOMANY
- * (its user has --max-clients-per-uid clients), with a detail. `nclients`
+ * HPL_EAUTH (not this user, root or the allowed group), HPL_ETOOMANY
+ * (its user has --max-clients-per-uid clients) or HPL_ENOMEM, with a
+ * detail. `nclients`
  * is how many the store serves now: at --max-connections it is
  * HPL_ETOOMANY too. Counted in s->ctr (clients_refused). */
 int hpl__clientadm_take(hpl__store *s, hpl__clientadm *a, int fd, size_t nclients, int *pid,

@@ -279,7 +279,8 @@ void hpl__clients_serve(hpl__store *s, uv_stream_t *p) {
                      .out_max = (size_t)s->cfg.out_max,
                      .out_stall_ms = s->cfg.out_stall_ms};
   cl->c = hpl__conn_new(p, &o);
-  if (!cl->c) {
+  if (!cl->c) { /* no on_close follows: its user's slot is given back here */
+    hpl__clientadm_leave(s->clients->adm, cl->uid);
     hpl__session_unref(cl);
     return;
   }

@@ -36,10 +36,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
   const hpl__store_counters *c = &s->ctr;
   uint64_t allocated = hpl__pool_allocated(s->pool), idle = hpl__obj_idle_bytes(s);
   uint64_t clients = s->metrics && s->metrics->clients ? s->metrics->clients(s) : 0;
-  uint64_t out_q, out_paused, out_cut, out_shed;
-  hpl__conn_out_stats(&out_q, &out_paused, &out_cut, &out_shed);
-  uint64_t hs_pending, hs_evicted;
-  hpl__conn_hs_stats(&hs_pending, &hs_evicted, NULL);
+  hpl__conn_stats cs;
+  hpl__conn_stats_get(&cs);
   const hpl__metric v[] = {
       C("cpu_us", cpu_us(), "cpu_microseconds_total",
         "CPU time the store process has used (user and system, every thread)"),
@@ -87,18 +85,7 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
       C("conns_refused", c->conns_refused, "connections_refused_total",
         "Connections closed at once for --max-connections"),
       G("clients", clients, "clients", "Local clients connected"),
-      G("handshakes", hs_pending, "handshakes",
-        "Data-port connections accepted and not authenticated yet"),
-      C("handshakes_evicted", hs_evicted, "handshakes_evicted_total",
-        "Data-port connections closed in their handshake to make room for newer ones"),
-      G("out_queued", out_q, "output_queued_bytes",
-        "Bytes of replies and streams queued to every connection (bounded: --max-output)"),
-      C("out_paused", out_paused, "output_paused_total",
-        "Times a connection's output passed its bound and its requests waited"),
-      C("out_cut", out_cut, "output_cut_total",
-        "Connections closed for staying past their output bound (--max-output-stall-ms)"),
-      C("out_shed", out_shed, "output_shed_total",
-        "Connections closed as the largest queue while all output was over its bound"),
+      HPL__CONN_METRICS("", "Data-port connections", cs),
       G("data_conns", hpl__dataport_conns(s), "data_connections",
         "Connections open on the data port (other stores pulling)"),
       C("inline_gets", c->inline_gets, "inline_gets_total",

@@ -102,6 +102,39 @@ static void watch(flood *f, pthread_t th, pid_t pid, uint64_t base, hpl_client *
   pthread_join(th, NULL);
 }
 
+/* A raw TCP connection to the directory with the reader key (every local
+ * client has it), handshake done. */
+static int reader_connect(hpl__lc *lc) {
+  char err[256];
+  hpl__auth good;
+  assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
+  uint8_t rk[HPL__AUTH_KEY_LEN];
+  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+  return fd;
+}
+
+/* A raw local client of store 0 (its HELLO read). */
+static int local_raw_connect(hpl__lc *lc) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", hpl__lc_socket(lc, 0));
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_HELLO, 0), NULL);
+  return fd;
+}
+
+/* 300 small objects "bounds/list/<200 digits>": long ids, large LIST
+ * replies. */
+static void put_list_objects(hpl_client *A) {
+  char id[256];
+  for (int i = 0; i < 300; i++) {
+    snprintf(id, sizeof id, "bounds/list/%0200d", i);
+    th_put_pattern(A, id, 100, (uint64_t)i);
+  }
+}
+
 /* The reader key (every local client has it) over TCP: PEEKs of a 60 KiB
  * inline object, never reading a reply. Before the bound the directory
  * grew by gigabytes; now it stops reading the peer at --max-output, cuts
@@ -119,13 +152,7 @@ static void test_dir_reader_never_reads(void **state) {
     snprintf(id, sizeof id, "bounds/other/%d", i);
     th_put_pattern(A, id, 1000, (uint64_t)i);
   }
-  char err[256];
-  hpl__auth good;
-  assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
-  uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
-  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+  int fd = reader_connect(lc);
   Hplpb__PeekReq pk = HPLPB__PEEK_REQ__INIT;
   pk.id = "bounds/inline";
   flood f = {.fd = fd, .ms = th_ms(8000), .m = &pk.base, .type = HPL__MSG_PEEK};
@@ -163,11 +190,6 @@ static void test_dir_total_sheds_largest(void **state) {
                            NULL);
   hpl_client *A = th_connect(lc, 0);
   th_put_pattern(A, "bounds/inline", 60 * 1024, 7);
-  char err[256];
-  hpl__auth good;
-  assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
-  uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
   Hplpb__PeekReq pk = HPLPB__PEEK_REQ__INIT;
   pk.id = "bounds/inline";
   flood f[2];
@@ -176,8 +198,7 @@ static void test_dir_total_sheds_largest(void **state) {
   pid_t dir = hpl__lc_dir_pid(lc);
   uint64_t base = rss_of(dir), grew = 0;
   for (int i = 0; i < 2; i++) {
-    int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
-    assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+    int fd = reader_connect(lc);
     f[i] = (flood){.fd = fd, .ms = th_ms(6000), .m = &pk.base, .type = HPL__MSG_PEEK};
     assert_int_equal(pthread_create(&th[i], NULL, flood_run, &f[i]), 0);
   }
@@ -209,16 +230,8 @@ static void test_store_client_never_reads(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(1, 64 * MB, NULL, "--max-output 4M --max-output-stall-ms 2000");
   hpl_client *A = th_connect(lc, 0);
-  char id[256];
-  for (int i = 0; i < 300; i++) {
-    snprintf(id, sizeof id, "bounds/list/%0200d", i); /* long ids: large LIST replies */
-    th_put_pattern(A, id, 100, (uint64_t)i);
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", hpl__lc_socket(lc, 0));
-  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_HELLO, 0), NULL);
+  put_list_objects(A);
+  int fd = local_raw_connect(lc);
   Hplpb__ListReq lr = HPLPB__LIST_REQ__INIT;
   lr.prefix = "bounds/list/";
   lr.timeout_ms = th_ms(10000);
@@ -266,16 +279,8 @@ static void test_store_late_reader_served(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(1, 64 * MB, NULL, "--max-output 4M --max-output-stall-ms 3000");
   hpl_client *A = th_connect(lc, 0);
-  char id[256];
-  for (int i = 0; i < 300; i++) {
-    snprintf(id, sizeof id, "bounds/list/%0200d", i);
-    th_put_pattern(A, id, 100, (uint64_t)i);
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", hpl__lc_socket(lc, 0));
-  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_HELLO, 0), NULL);
+  put_list_objects(A);
+  int fd = local_raw_connect(lc);
   Hplpb__ListReq lr = HPLPB__LIST_REQ__INIT;
   lr.prefix = "bounds/list/";
   lr.timeout_ms = th_ms(10000);
@@ -517,13 +522,8 @@ static void test_publish_scoped(void **state) {
   hpl__lc *lc = th_cluster(1, 64 * MB, "--publish-quota 4M", NULL);
   hpl_client *A = th_connect(lc, 0);
   uint64_t node = th_node_id(A);
-  char err[256], why[256];
-  hpl__auth good;
-  assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
-  uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
-  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+  char why[256];
+  int fd = reader_connect(lc);
   /* a node that does not exist */
   assert_int_equal(publish(fd, 1, "pub/nonode", 0x1234, "EVIL", 4, why, sizeof why), HPL_EUNAVAIL);
   assert_non_null(strstr(why, "not a live node"));

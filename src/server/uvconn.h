@@ -150,6 +150,31 @@ void hpl__conn_out_set_total(size_t max);
  * and cut to keep the total under its bound (*shed). Any may be NULL. */
 void hpl__conn_out_stats(uint64_t *queued, uint64_t *paused, uint64_t *cut, uint64_t *shed);
 
+/* Both of the above together, for a server's metrics list. */
+typedef struct hpl__conn_stats {
+  uint64_t hs_pending, hs_evicted;                 /* hpl__conn_hs_stats */
+  uint64_t out_queued, out_paused, out_cut, out_shed; /* hpl__conn_out_stats */
+} hpl__conn_stats;
+void hpl__conn_stats_get(hpl__conn_stats *st);
+
+/* The connection layer's gauges and counters as hpl__metric initialisers
+ * (metrics.h; the caller includes it), to place in a server's list: each
+ * name prefixed by the string literal `pfx`, `who` (a string literal) names
+ * the connections that have a handshake, `st` is a filled hpl__conn_stats. */
+#define HPL__CONN_METRICS(pfx, who, st)                                                        \
+  {pfx "handshakes", (st).hs_pending, "handshakes", HPL__M_GAUGE, 0,                          \
+   who " accepted and not authenticated yet"},                                                 \
+  {pfx "handshakes_evicted", (st).hs_evicted, "handshakes_evicted_total", HPL__M_COUNTER, 0,  \
+   who " closed in their handshake to make room for newer ones"},                              \
+  {pfx "out_queued", (st).out_queued, "output_queued_bytes", HPL__M_GAUGE, 0,                 \
+   "Bytes queued to send to every connection (bounded: --max-output)"},                       \
+  {pfx "out_paused", (st).out_paused, "output_paused_total", HPL__M_COUNTER, 0,               \
+   "Times a connection's output passed its bound and its requests waited"},                   \
+  {pfx "out_cut", (st).out_cut, "output_cut_total", HPL__M_COUNTER, 0,                        \
+   "Connections closed for staying past their output bound (--max-output-stall-ms)"},         \
+  {pfx "out_shed", (st).out_shed, "output_shed_total", HPL__M_COUNTER, 0,                     \
+   "Connections closed as the largest queue while all output was over its bound"}
+
 /* Accept one connection on a listening stream (TCP, with Nagle off, or a
  * Unix socket, as the listener is). Returns the new stream (malloc'd, to be
  * handed to hpl__conn_new or closed), or NULL when there is nothing to

@@ -41,6 +41,11 @@ void hpl__conn_out_stats(uint64_t *queued, uint64_t *paused, uint64_t *cut, uint
   if (shed) *shed = T.shed;
 }
 
+void hpl__conn_stats_get(hpl__conn_stats *st) {
+  hpl__conn_hs_stats(&st->hs_pending, &st->hs_evicted, NULL);
+  hpl__conn_out_stats(&st->out_queued, &st->out_paused, &st->out_cut, &st->out_shed);
+}
+
 size_t hpl__conn_out_queued(const hpl__conn *c) { return c->out_mem; }
 int hpl__conn_out_paused(const hpl__conn *c) { return c->out_over; }
 
@@ -106,12 +111,18 @@ static void cut_soon(hpl__conn *c) {
   out_timer_start(c, 0);
 }
 
-/* The thread's output is over its bound: the largest queue goes. */
+/* The thread's output is over its bound: the largest queue goes, unless
+ * the queues already going (closing, or cut at the next turn) bring it
+ * under: more writes in the same turn must not cut one connection each. */
 static void shed(void) {
   hpl__conn *big = NULL;
+  size_t going = 0;
   for (hpl__conn *c = T.list; c; c = c->out_next)
-    if (!c->closing && !c->out_cut_now && (!big || c->out_mem > big->out_mem)) big = c;
-  if (big && big->out_mem) cut_soon(big);
+    if (c->closing || c->out_cut_now)
+      going += c->out_mem;
+    else if (!big || c->out_mem > big->out_mem)
+      big = c;
+  if (T.total - going > total_max() && big && big->out_mem) cut_soon(big);
 }
 
 /* ------------------------------------------------------------------ counting */
