@@ -52,17 +52,6 @@ static const hpl__opt opts[] = {
      OFF(max_senders), 0, 1, UINT32_MAX, NULL},
     {"max-connections", "N", "open connections at most (default 4096); more are closed at once",
      HPL__OPT_U32, OFF(max_conns), 0, 1, UINT32_MAX, NULL},
-    {"max-output", "BYTES",
-     "replies queued to one connection at most (default 16M):\npast it its requests wait; "
-     "a peer that stays past it\n--max-output-stall-ms is disconnected",
-     HPL__OPT_SIZE, OFF(out_max), 0, 0, 0, NULL},
-    {"max-output-stall-ms", "MS",
-     "how long a connection may stay past --max-output\n(default 10000)",
-     HPL__OPT_U32, OFF(out_stall_ms), 0, 1, UINT32_MAX, NULL},
-    {"max-output-total", "BYTES",
-     "output queued to all connections at most (default 256M):\npast it the largest queue's "
-     "connection is closed",
-     HPL__OPT_SIZE, OFF(out_total), 0, 0, 0, NULL},
     {"publish-quota", "BYTES",
      "bytes clients may publish naming one node before its store\nputs them (default 64M; a "
      "client connection a quarter)",
@@ -123,6 +112,9 @@ int main(int argc, char **argv) {
   int rc = hpl__srv_parse(prog, "hoplite-directory [options]", opts, &s.cfg, argc, argv, &common);
   if (rc >= 0) return rc;
   s.cfg.metrics = common.metrics;
+  s.cfg.out_max = common.out_max;
+  s.cfg.out_stall_ms = common.out_stall_ms;
+  s.cfg.out_total = common.out_total;
   if ((rc = hpl__srv_load_auth(prog, &common, &s.cfg.auth)) >= 0 ||
       (rc = hpl__srv_exposure(prog, "--listen", s.cfg.listen_host, &s.cfg.auth,
                               common.insecure)) >= 0 ||

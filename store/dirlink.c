@@ -240,6 +240,13 @@ void hpl__dirlink_made_complete(hpl__store *s, hpl__obj *o) {
   hpl__dirlink_note(s, HPL__MSG_LOC_NOTE, &n.base);
 }
 
+void hpl__dirlink_target_made(hpl__store *s, hpl__obj *o, void *arg) {
+  (void)arg;
+  if (!o->in_table || o->state != HPL__OBJ_REDUCING) return; /* failed meanwhile */
+  hpl__dirlink_made_complete(s, o);
+  hpl__obj_sealed(s, o);
+}
+
 void hpl__dirlink_loc_add_made(hpl__store *s, hpl__obj *o) {
   Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
   a.id = o->id;

@@ -136,6 +136,10 @@ void hpl__dirlink_loc_made(hpl__store *s, hpl__obj *o, int algo);
  * (all of them and the root; none when it has none or they are not
  * complete). */
 void hpl__dirlink_made_complete(hpl__store *s, hpl__obj *o);
+/* A reduce target made here, its digests now made (an objdig ready
+ * callback; arg unused): listed complete with them and sealed, unless the
+ * reduce failed meanwhile (o gone from the table or no longer REDUCING). */
+void hpl__dirlink_target_made(hpl__store *s, hpl__obj *o, void *arg);
 /* A complete copy of o made here but not its origin (a ring allreduce's
  * target, made at every member): LOC_ADD with its digests (none when it
  * has none: the directory then takes this node's word that there are

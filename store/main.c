@@ -154,17 +154,6 @@ static const hpl__opt opts[] = {
      "open data-port connections at most, and local clients at\nmost (default 4096 each); more "
      "are closed at once",
      HPL__OPT_U32, OFF(max_conns), 0, 1, UINT32_MAX, NULL},
-    {"max-output", "BYTES",
-     "replies queued to one connection at most (default 16M):\npast it its requests wait; "
-     "a peer that stays past it\n--max-output-stall-ms is disconnected",
-     HPL__OPT_SIZE, OFF(out_max), 0, 0, 0, NULL},
-    {"max-output-stall-ms", "MS",
-     "how long a connection may stay past --max-output\n(default 10000)",
-     HPL__OPT_U32, OFF(out_stall_ms), 0, 1, UINT32_MAX, NULL},
-    {"max-output-total", "BYTES",
-     "output queued to all connections at most (default 256M):\npast it the largest queue's "
-     "connection is closed",
-     HPL__OPT_SIZE, OFF(out_total), 0, 0, 0, NULL},
     {"allow-group", "GID",
      "local clients of this group may connect too (default: only\nthis user and root; the "
      "socket's directory must then let\nthe group in, see --insecure)",
@@ -211,6 +200,9 @@ int main(int argc, char **argv) {
              hpl__is_loopback(cfg->dir_host) ? "127.0.0.1" : "0.0.0.0");
   cfg->insecure = common.insecure;
   cfg->metrics = common.metrics;
+  cfg->out_max = common.out_max;
+  cfg->out_stall_ms = common.out_stall_ms;
+  cfg->out_total = common.out_total;
   if ((rc = hpl__srv_load_auth(prog, &common, &cfg->auth)) >= 0 ||
       (rc = hpl__srv_exposure(prog, "--data-listen", cfg->data_host, &cfg->auth,
                               common.insecure)) >= 0 ||

@@ -69,6 +69,11 @@ int hpl__objdig_seal(hpl__store *s, hpl__obj *o,
                      void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg);
 void hpl__objdig_forget(hpl__obj *o);
 
+/* o's bytes start over (a reduce target's new generation): its digests
+ * go, unless jobs still hash the old bytes (then they stay, told to no
+ * one, and are cut back by the next hpl__rdver_into). */
+void hpl__objdig_drop(hpl__obj *o);
+
 /* An object made in this store (a reduce target) whose bytes are all
  * written but whose digests are not all known (the root's task wrote it
  * here, or the stream it came in had none): they are made of its bytes
@@ -77,11 +82,6 @@ void hpl__objdig_forget(hpl__obj *o);
  * before go: the new list covers every unit). Returns 1 if they are
  * complete now (or o gets none: algo off, too large, no memory - logged),
  * else 0 and ready(s, o, arg) runs on the loop once they are. */
-/* o's bytes start over (a reduce target's new generation): its digests
- * go, unless jobs still hash the old bytes (then they stay, told to no
- * one, and are cut back by the next hpl__rdver_into). */
-void hpl__objdig_drop(hpl__obj *o);
-
 int hpl__objdig_make_all(hpl__store *s, hpl__obj *o, int algo,
                          void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg);
 

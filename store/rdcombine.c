@@ -137,15 +137,6 @@ static void work_run(uv_work_t *w) {
   combine_range(t, t->w_from, t->w_to);
 }
 
-/* The target this root wrote is complete, its digests too: the directory
- * hears it with them (the partial copy's receivers wait for them). */
-static void target_hashed(hpl__store *s, hpl__obj *o, void *arg) {
-  (void)arg;
-  if (!o->in_table || o->state != HPL__OBJ_REDUCING) return; /* failed meanwhile */
-  hpl__dirlink_made_complete(s, o);
-  hpl__obj_sealed(s, o);
-}
-
 /* The output advanced to `to`: publish, make ring room, maybe finish. */
 static void task_advance(hpl__rd_task *t, uint64_t to) {
   hpl__store *s = t->s;
@@ -163,8 +154,8 @@ static void task_advance(hpl__rd_task *t, uint64_t to) {
   hpl__rdtask_set_state(t, HPL__RD_COMPLETE);
   if (t->to_target) { /* made here: its digests are made of it before it counts as complete */
     if (!hpl__digest_algo_on(s->cfg.integrity) ||
-        hpl__objdig_make_all(s, t->out, s->cfg.integrity, target_hashed, NULL))
-      target_hashed(s, t->out, NULL);
+        hpl__objdig_make_all(s, t->out, s->cfg.integrity, hpl__dirlink_target_made, NULL))
+      hpl__dirlink_target_made(s, t->out, NULL);
   } else {
     t->out->state = HPL__OBJ_SEALED;
     hpl__obj_progress(s, t->out, t->size);

@@ -140,13 +140,6 @@ static void sink_slow(void *arg, double rate) {
   hpl__rdtask_report_slow(k->s, k->o->id, k->rid, k->slot, k->gen, rate);
 }
 
-static void sink_hashed(hpl__store *s, hpl__obj *o, void *arg) { /* its digests are complete */
-  (void)arg;
-  if (!o->in_table || o->state != HPL__OBJ_REDUCING) return; /* failed meanwhile */
-  hpl__dirlink_made_complete(s, o);
-  hpl__obj_sealed(s, o);
-}
-
 static void sink_done(void *arg, int status, const char *detail) {
   hpl__rd_sink *k = arg;
   hpl__store *s = k->s;
@@ -171,8 +164,8 @@ static void sink_done(void *arg, int status, const char *detail) {
   hpl__obj_ref(s, o);
   sink_end(k);
   if (!hpl__digest_algo_on(s->cfg.integrity) ||
-      hpl__objdig_make_all(s, o, s->cfg.integrity, sink_hashed, NULL))
-    sink_hashed(s, o, NULL);
+      hpl__objdig_make_all(s, o, s->cfg.integrity, hpl__dirlink_target_made, NULL))
+    hpl__dirlink_target_made(s, o, NULL);
   hpl__obj_unref(s, o);
 }
 

@@ -59,6 +59,17 @@ static const hpl__opt common_opts[] = {
      HPL__OPT_FN, 0, 0, 0, 0, set_metrics_listen},
     {"metrics-port-file", "PATH", "write the metrics port to PATH once listening", HPL__OPT_PTR,
      COFF(metrics.port_file), 0, 0, 0, NULL},
+    {"max-output", "BYTES",
+     "replies queued to one connection at most (default 16M):\npast it its requests wait; "
+     "a peer that stays past it\n--max-output-stall-ms is disconnected",
+     HPL__OPT_SIZE, COFF(out_max), 0, 0, 0, NULL},
+    {"max-output-stall-ms", "MS",
+     "how long a connection may stay past --max-output\n(default 10000)",
+     HPL__OPT_U32, COFF(out_stall_ms), 0, 1, UINT32_MAX, NULL},
+    {"max-output-total", "BYTES",
+     "output queued to all connections at most (default 256M):\npast it the largest queue's "
+     "connection is closed",
+     HPL__OPT_SIZE, COFF(out_total), 0, 0, 0, NULL},
     {"help", NULL, "this text", HPL__OPT_FLAG, 0, 0, 0, 0, NULL},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };

@@ -47,6 +47,9 @@ typedef struct hpl__srv_common {
   int insecure;             /* --insecure: listen beyond loopback without a secret */
   int encrypt;              /* --encrypt: seal every connection (auth.h) */
   hpl__metrics_cfg metrics; /* --metrics-listen, --metrics-port-file (metricsrv.h) */
+  uint64_t out_max;         /* --max-output, per connection (uvconn.h; 0: its default) */
+  uint32_t out_stall_ms;    /* --max-output-stall-ms (0: default) */
+  uint64_t out_total;       /* --max-output-total, all connections (0: default) */
 } hpl__srv_common;
 
 /* Parse argv with `opts` (ended by an entry whose name is NULL) plus the
