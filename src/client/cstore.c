@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cwait.h"
 #include "hoplite.h"
 #include "util.h"
 
@@ -138,7 +139,7 @@ static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
    * never longer in all */
   uint64_t deadline = hpl__deadline_ms(wait ? CHUNK_WAIT_MS : 0);
   int pr;
-  do pr = poll(&pf, 1, (int)hpl__ms_left(deadline));
+  do pr = poll(&pf, 1, hpl__cwait_poll_ms(deadline));
   while (pr < 0 && errno == EINTR);
   if (pr == 0 && !wait) return 1;
   if (pr <= 0) {
