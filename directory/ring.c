@@ -341,12 +341,19 @@ void hpl__dir_ring_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
  * no ring forms with it, and copies are named from it last), and the ring
  * ends (if it has not already); its clients reduce the usual way, which
  * checks every stream. */
+/* The node of the member before g->m[at] in ring order, readers (which
+ * send no stream) skipped: at most one step round the ring. */
+static uint64_t ring_pred(const hpl__dir_ring *g, uint32_t at) {
+  for (uint32_t k = 1; k < g->nm; k++) {
+    uint32_t i = (at + g->nm - k) % g->nm;
+    if (!g->m[i].reader) return g->m[i].node;
+  }
+  return g->m[at].node;
+}
+
 static void ring_corrupt(hpl__dir_ring *g, const rg_member *mb, const Hplpb__ReduceEnd *m) {
   hpl__dir_server *s = g->srv;
-  uint32_t at = (uint32_t)(mb - g->m), i = at;
-  do i = (i + g->nm - 1) % g->nm;
-  while (g->m[i].reader && i != at);
-  uint64_t pred = g->m[i].node;
+  uint64_t pred = ring_pred(g, (uint32_t)(mb - g->m));
   s->ctr.corrupt_reports++;
   hpl__dir_node *n = hpl__dir_node_find(s, pred);
   if (n) n->corrupt_reports++;
