@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -648,4 +649,13 @@ void th_put_sum(hpl_client *c, const char *id, uint64_t size, uint32_t seed, uin
   int rc = hpl_put(c, id, b, size, timeout_ms);
   if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
   free(b);
+}
+
+int th_wire_local(hpl__lc *lc, int node) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", hpl__lc_socket(lc, node));
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_HELLO, 0), NULL);
+  return fd;
 }

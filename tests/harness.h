@@ -167,6 +167,10 @@ ProtobufCMessage *th_wire_wait_payload(int fd, unsigned type, uint64_t req, uint
 /* 1 if the peer closes the connection within timeout_ms (what it sends
  * first is skipped). */
 int th_wire_closed(int fd, int64_t timeout_ms);
+/* A raw local client of store `node` of lc: its Unix socket connected and
+ * the store's HELLO read (its descriptors not taken). Fails the test if
+ * the store refuses. */
+int th_wire_local(hpl__lc *lc, int node);
 /* A directory counter, read over a connection of its own (fails the test
  * if the directory does not answer). */
 uint64_t th_dir_counter(hpl__lc *lc, const char *name);

@@ -575,16 +575,6 @@ static void test_batch_one_missing(void **state) {
   assert_int_equal(hpl_delete(A, "miss/new", th_ms(5000)), 0);
 }
 
-/* A raw client of store 0: its socket with the HELLO read. */
-static int raw_client(void) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", hpl__lc_socket(lc, 0));
-  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_HELLO, 0), NULL);
-  return fd;
-}
-
 static void raw_put(int fd, uint64_t req, const char *id, uint64_t size, const void *payload,
                     uint64_t plen) {
   Hplpb__PutReq p = HPLPB__PUT_REQ__INIT;
@@ -604,7 +594,7 @@ static void raw_put(int fd, uint64_t req, const char *id, uint64_t size, const v
 static void test_put_on_the_wire(void **state) {
   (void)state;
   uint64_t puts0 = th_counter(A, "puts"), inl0 = th_counter(A, "inline_puts");
-  int fd = raw_client();
+  int fd = th_wire_local(lc, 0);
   uint8_t data[3000];
   memset(data, 7, sizeof data);
   raw_put(fd, 5, "wire/one", sizeof data, data, sizeof data);
@@ -638,7 +628,7 @@ static void test_put_on_the_wire(void **state) {
   assert_memory_equal(hpl_buf_data(b), data, sizeof data);
   hpl_release(B, b);
   /* a payload on anything else, or beyond the inline limit, ends the connection */
-  fd = raw_client();
+  fd = th_wire_local(lc, 0);
   Hplpb__IdReq s = HPLPB__ID_REQ__INIT;
   s.id = "wire/one";
   size_t len;
@@ -649,7 +639,7 @@ static void test_put_on_the_wire(void **state) {
   free(f);
   assert_true(th_wire_closed(fd, th_ms(3000)));
   close(fd);
-  fd = raw_client();
+  fd = th_wire_local(lc, 0);
   static uint8_t big[65537];
   raw_put(fd, 10, "wire/big", sizeof big, big, sizeof big);
   assert_true(th_wire_closed(fd, th_ms(3000)));
@@ -671,7 +661,7 @@ static void test_client_leaves_mid_put(void **state) {
   (void)state;
   uint64_t objs0 = th_counter(A, "objects");
   pid_t dir = hpl__lc_dir_pid(lc);
-  int fd = raw_client();
+  int fd = th_wire_local(lc, 0);
   uint8_t data[500];
   memset(data, 3, sizeof data);
   assert_int_equal(kill(dir, SIGSTOP), 0); /* INLINE_PUT stays unanswered */

@@ -99,16 +99,6 @@ static void watch(flood *f, pthread_t th, pid_t pid, uint64_t base, hpl_client *
   pthread_join(th, NULL);
 }
 
-/* A raw local client of store 0 (its HELLO read). */
-static int local_raw_connect(hpl__lc *lc) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", hpl__lc_socket(lc, 0));
-  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  protobuf_c_message_free_unpacked(th_wire_wait(fd, HPL__MSG_HELLO, 0), NULL);
-  return fd;
-}
-
 /* 300 small objects "bounds/list/<200 digits>": long ids, large LIST
  * replies. */
 static void put_list_objects(hpl_client *A) {
@@ -217,7 +207,7 @@ static void test_store_client_never_reads(void **state) {
   hpl__lc *lc = th_cluster(1, 64 * MB, NULL, "--max-output 4M --max-output-stall-ms 2000");
   hpl_client *A = th_connect(lc, 0);
   put_list_objects(A);
-  int fd = local_raw_connect(lc);
+  int fd = th_wire_local(lc, 0);
   Hplpb__ListReq lr = HPLPB__LIST_REQ__INIT;
   lr.prefix = "bounds/list/";
   lr.timeout_ms = th_ms(10000);
@@ -266,7 +256,7 @@ static void test_store_late_reader_served(void **state) {
   hpl__lc *lc = th_cluster(1, 64 * MB, NULL, "--max-output 4M --max-output-stall-ms 3000");
   hpl_client *A = th_connect(lc, 0);
   put_list_objects(A);
-  int fd = local_raw_connect(lc);
+  int fd = th_wire_local(lc, 0);
   Hplpb__ListReq lr = HPLPB__LIST_REQ__INIT;
   lr.prefix = "bounds/list/";
   lr.timeout_ms = th_ms(10000);
