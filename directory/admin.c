@@ -164,9 +164,34 @@ static void target_deleted(hpl__dir_server *s, const char *id) {
 
 /* Delete: every holder drops its copy before the deleter hears back, so
  * once hpl_delete returns no store serves the old bytes to new gets. */
+/* Who may delete object o (docs/design.md, "Who may delete"): an admin
+ * (the CLI holding the cluster secret), any node under --delete-any, the
+ * node that made it (o->maker: it put or published it, or a reduce made it
+ * there) while that node is registered, and once it is gone any node (its
+ * clients are gone with it). A connection that is no node and no admin
+ * (a tool of a cluster without a secret) is treated as an admin: without
+ * a secret nothing is proven anyway. */
+static int may_delete(hpl__dir_server *s, const hpl__dir_conn *dc, const hpl__dir_obj *o) {
+  int role = hpl__conn_role(dc->c);
+  if (role == HPL__ROLE_ADMIN || s->cfg.delete_any || (!dc->node && !s->cfg.auth.on)) return 1;
+  if (!dc->node) return 0;
+  if (!o->maker || o->maker == dc->node->id) return 1;
+  const hpl__dir_node *maker = hpl__dir_node_find(s, o->maker);
+  return !maker || !maker->conn; /* its maker is gone */
+}
+
 void hpl__dir_admin_on_delete(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
+  if (o && o->state != HPL__OBJ_PENDING && !may_delete(s, f->dc, o)) {
+    const hpl__dir_node *maker = hpl__dir_node_find(s, o->maker);
+    char detail[400];
+    snprintf(detail, sizeof detail, "object '%s' was made on node %s: only that node's clients "
+             "(or `hoplite --admin`) may delete it", m->id, maker ? maker->name : "?");
+    s->ctr.deletes_refused++;
+    hpl__conn_reply(f->dc->c, f->req, HPL_EPERM, detail);
+    return;
+  }
   if (!o || o->state == HPL__OBJ_PENDING) {
     char detail[320];
     snprintf(detail, sizeof detail, "no object '%s'", m->id);

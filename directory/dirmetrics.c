@@ -83,7 +83,9 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
         "Deletes remembered for a minute, so a copy re-reported later (after a directory "
         "restart, or by a store back from the dead) is dropped, not revived"),
       C("dir_takeovers_refused", c->takeovers_refused, "takeovers_refused_total",
-        "Registrations as a live node's id from another store process, refused"),
+        "Registrations as a live node's id or name from another store process, refused"),
+      C("dir_deletes_refused", c->deletes_refused, "deletes_refused_total",
+        "Deletes of an object another live node made, refused (HPL_EPERM)"),
       C("dir_reconnects", c->reconnects, "reconnects_total",
         "Live nodes whose store came back on a new connection"),
       C("dir_sweep_stalls", c->sweep_stalls, "sweep_stalls_total",

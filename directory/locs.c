@@ -39,6 +39,7 @@ static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id) {
 static int held_copy(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node,
                      const Hplpb__HeldObject *h) {
   hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+  if (h->origin) o->maker = node; /* made there (who may delete it: admin.c) */
   if (h->unlisted) {
     hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
     hpl__dtab_check_lost(&s->tab, o);
@@ -110,6 +111,7 @@ void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f) {
   if (m->origin) hpl__dir_tombs_remove(s, m->id); /* put again after a delete */
   int rc = hpl__dtab_add_loc(&s->tab, o, f->dc->node->id, m->size, m->complete, m->origin);
   char detail[320] = "";
+  if (rc == 0 && m->origin) o->maker = f->dc->node->id;
   if (rc == 0 && m->origin) /* the put's digests (or, at create, their algorithm) */
     rc = hpl__dir_digests_take(o, m->digest_algo, &m->digests, &m->digest_root, NULL, detail,
                                sizeof detail);
@@ -203,6 +205,8 @@ void hpl__dir_locs_on_inline_put(hpl__dir_server *s, const hpl__dir_frame *f) {
     return;
   }
   rc = hpl__dtab_set_inline(&s->tab, o, copy, plen);
+  if (rc == 0 && !o->maker) /* a restarted directory: the maker's HELD says (held_copy) */
+    o->maker = f->dc->node->id;
   if (rc == 0 && hpl__dir_digests_take(o, m->digest_algo, &m->digests, &m->digest_root, NULL,
                                        why, sizeof why) != 0)
     HPL__LOG_WARN("inline '%s' kept without digests: %s", o->id, why); /* no memory */

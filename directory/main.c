@@ -83,6 +83,11 @@ static const hpl__opt opts[] = {
      "ignore clients' PUBLISH: a small object becomes visible only\n"
      "once its store has put it (for comparisons)",
      HPL__OPT_FLAG, OFF(no_publish), 0, 0, 0, NULL},
+    {"delete-any", NULL,
+     "let any node's clients delete any object (default: only the\n"
+     "node that made it, any node once that node is gone, and\n"
+     "`hoplite --admin` with the cluster secret)",
+     HPL__OPT_FLAG, OFF(delete_any), 0, 0, 0, NULL},
     {"no-fanout", NULL,
      "write every reply from the event loop's thread: without it, a\n"
      "loop turn that answers 4 or more connections (the gets waiting\n"
@@ -120,6 +125,11 @@ int main(int argc, char **argv) {
                               common.insecure)) >= 0 ||
       (rc = hpl__metrics_exposure(prog, &s.cfg.metrics, &s.cfg.auth, common.insecure)) >= 0)
     return rc;
+  if (s.cfg.auth.on && !s.cfg.auth.has_secret) {
+    fprintf(stderr, "hoplite-directory: --auth-file names a node credential; the directory "
+            "needs the cluster secret itself (it derives every node's key from it)\n");
+    return 2;
+  }
   if (s.cfg.heartbeat_timeout_ms < 2 * s.cfg.heartbeat_ms) {
     fprintf(stderr,
             "hoplite-directory: --heartbeat-timeout-ms must be at least twice --heartbeat-ms\n");

@@ -288,6 +288,14 @@ void hpl__dir_nodes_conn_closed(hpl__dir_server *s, hpl__dir_conn *dc, int statu
 
 /* ------------------------------------------------------------------ handlers */
 
+/* A live node other than `id` registered as `name` (NULL: none). Walks
+ * every node: registrations are rare. */
+static const hpl__dir_node *name_taken(hpl__dir_server *s, const char *name, uint64_t id) {
+  for (const hpl__dir_node *n = s->nodes->by_id; n; n = n->hh.next)
+    if (n->conn && n->id != id && !strcmp(n->name, name)) return n;
+  return NULL;
+}
+
 void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__RegisterReq *m = (Hplpb__RegisterReq *)f->msg;
   hpl__dir_conn *dc = f->dc;
@@ -302,6 +310,27 @@ void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
              (unsigned long long)dc->node->id);
     hpl__conn_reply(dc->c, f->req, HPL_EINVAL, detail);
     return;
+  }
+  /* with a secret, a node is the name its key proved (auth.h), whatever
+   * the request says, and only a node's key registers */
+  const char *name = m->name ? m->name : "";
+  if (s->cfg.auth.on) {
+    if (hpl__conn_role(dc->c) != HPL__ROLE_NODE) {
+      hpl__conn_reply(dc->c, f->req, HPL_EAUTH, "only a store's node credential registers");
+      return;
+    }
+    name = hpl__conn_peer_name(dc->c);
+    const hpl__dir_node *twin = name_taken(s, name, m->node_id);
+    if (twin) {
+      s->ctr.takeovers_refused++;
+      HPL__LOG_WARN("refused a registration as node %s from %s: node %016llx has that name and "
+                    "is live on another connection", name, dc->peer, (unsigned long long)twin->id);
+      char detail[200];
+      snprintf(detail, sizeof detail, "node %s is live on another connection: one store per "
+               "node name (it may register once that connection is gone)", name);
+      hpl__conn_reply(dc->c, f->req, HPL_EEXIST, detail);
+      return;
+    }
   }
   hpl__dir_node *n = hpl__dir_node_find(s, m->node_id);
   if (n && n->conn && n->conn != dc && !(m->incarnation && m->incarnation == n->incarnation)) {
@@ -340,7 +369,7 @@ void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
     HASH_ADD(hh, s->nodes->by_id, id, sizeof n->id, n);
   }
   snprintf(n->addr, sizeof n->addr, "%s", m->addr);
-  snprintf(n->name, sizeof n->name, "%s", m->name ? m->name : "");
+  snprintf(n->name, sizeof n->name, "%s", name);
   n->port = (int)m->data_port;
   n->incarnation = m->incarnation;
   n->grants = m->grants;

@@ -74,6 +74,8 @@ typedef struct hpl__dir_obj {
   void *watchers;     /* owned by the server (reduce.c): reduces waiting for readiness */
   char *fail_detail;  /* HPL__OBJ_FAILED: why */
   hpl__dir_dig *dig;  /* its digests (NULL: none; digests.c) */
+  uint64_t maker;     /* the node that made it: put it, published it, or made it as a
+                         reduce target there; it may delete it (admin.c); 0: unknown */
   uint64_t publisher; /* inline bytes a client PUBLISHed that its store (this node)
                          has not confirmed with its INLINE_PUT yet; 0: none (locs.c) */
   uint32_t hash;      /* of the id */

@@ -80,6 +80,12 @@ static const char *refusal(hpl__dir_server *s, const hpl__dir_conn *dc,
   hpl__dir_node *n = hpl__dir_node_find(s, m->node);
   if (!n || !n->conn) return "the named store is not a live node";
   if (strcmp(n->addr, dc->peer) != 0) return "the named store is not on this client's host";
+  /* a reader's key is its store's (auth.h): it publishes for that node only */
+  const char *proven = hpl__conn_peer_name(dc->c);
+  if (s->cfg.auth.on && strcmp(n->name, proven) != 0) {
+    snprintf(why, wlen, "this client's key is node %s's, not node %s's", proven, n->name);
+    return why;
+  }
   uint64_t nq = node_quota(s);
   if (dc->pub_n >= HPL__DIR_PUBLISH_CONN_OBJECTS || dc->pub_bytes + plen > nq / 4) {
     snprintf(why, wlen, "this client's publish quota is used up (%llu bytes in %u objects its "
@@ -154,6 +160,7 @@ void hpl__dir_publish_on(hpl__dir_server *s, const hpl__dir_frame *f) {
     return;
   }
   o->publisher = m->node;
+  o->maker = m->node;
   s->ctr.publishes++;
   if (f->req) hpl__conn_reply(f->dc->c, f->req, 0, NULL);
   hpl__dtab_changed(&s->tab, o); /* waiting PEEKs and ACQUIREs get the bytes now */

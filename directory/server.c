@@ -177,7 +177,7 @@ void hpl__dir_server_serve(hpl__dir_server *s, uv_stream_t *t, const char *peer)
                       .data = dc,
                       .label = label,
                       .auth = &s->cfg.auth,
-                      .auth_roles = 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER,
+                      .auth_roles = 1u << HPL__ROLE_NODE | 1u << HPL__ROLE_READER | 1u << HPL__ROLE_ADMIN,
                       .auth_failures = &s->ctr.auth_failures,
                       .cork = 1,
                       .out_max = (size_t)s->cfg.out_max,

@@ -72,6 +72,7 @@ typedef struct hpl__dir_config {
   int no_rings;               /* --no-rings: allreduces are reduce + broadcast (ring.c) */
   int no_grants;              /* --no-grants: a PEEK never grants (acquire.c) */
   int no_publish;             /* --no-publish: clients' PUBLISH is ignored (publish.c) */
+  int delete_any;             /* --delete-any: any node may delete any object (admin.c) */
   uint64_t publish_quota;     /* bytes published per node and not confirmed (0: default) */
   int no_fanout;              /* --no-fanout: no helper thread writes replies (fanout.h) */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
@@ -127,7 +128,8 @@ typedef struct hpl__dir_counters {
       publishes_confirmed, /* ...their store's INLINE_PUT confirmed */
       publishes_retracted, /* ...their store's put failed: forgotten again */
       publishes_orphaned,  /* ...their client left and no store put them in 10 s */
-      takeovers_refused;   /* REGISTERs as a live node's id from another process */
+      takeovers_refused,   /* REGISTERs as a live node's id (or name) from another process */
+      deletes_refused;     /* DELETEs of objects another live node made (admin.c) */
 } hpl__dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,

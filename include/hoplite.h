@@ -70,7 +70,8 @@ extern "C" {
   X(ESTATE, -14, "object is not in a state that allows this")                 \
   X(EAUTH, -15, "authentication failed: wrong or missing cluster secret")      \
   X(ECORRUPT, -16, "corrupt: no copy with the right bytes")                   \
-  X(ETOOMANY, -17, "too many clients: the store's limit for this user or in all is reached")
+  X(ETOOMANY, -17, "too many clients: the store's limit for this user or in all is reached") \
+  X(EPERM, -18, "not allowed: only the node that made the object (or an admin) may")
 
 typedef enum hpl_errno {
 #define HPL_ERR_ENUM_(name, value, msg) HPL_##name = (value),

@@ -453,7 +453,7 @@ void hpl__dataport_serve(hpl__store *s, uv_stream_t *t) {
                       .data = sd,
                       .label = "data-in",
                       .auth = &s->cfg.auth,
-                      .auth_roles = 1u << HPL__ROLE_STORE,
+                      .auth_roles = 1u << HPL__ROLE_DATA,
                       .auth_failures = &s->ctr.auth_failures,
                       .out_max = (size_t)s->cfg.out_max,
                       .out_stall_ms = s->cfg.out_stall_ms};

@@ -262,7 +262,7 @@ static void on_connected(uv_connect_t *req, int status) {
                      .data = dl,
                      .label = "store->dir",
                      .auth = &dl->s->cfg.auth,
-                     .auth_role = HPL__ROLE_STORE,
+                     .auth_role = HPL__ROLE_NODE,
                      .auth_failures = &dl->s->ctr.auth_failures,
                      .cork = 1};
   dl->c = hpl__conn_new((uv_stream_t *)t, &o);

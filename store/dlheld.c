@@ -73,6 +73,7 @@ static void held_next(hpl__dirlink *dl) {
     held[k].complete = 1;
     held[k].inline_ = o->inline_obj;
     held[k].unlisted = o->unlisted;
+    held[k].origin = o->primary;
     /* its digests (at most 8 MiB for the largest object that has them) */
     hpl__objdig_to_wire(o, 0, &held[k].digest_algo, &held[k].digests, &held[k].digest_root);
     ptrs[k] = &held[k];

@@ -214,7 +214,7 @@ static void on_connect(uv_connect_t *req, int status) {
                       .data = p,
                       .label = p->label,
                       .auth = &p->s->cfg.auth,
-                      .auth_role = HPL__ROLE_STORE,
+                      .auth_role = HPL__ROLE_DATA,
                       .auth_failures = &p->s->ctr.auth_failures};
   p->c = hpl__conn_new((uv_stream_t *)t, &o);
   if (!p->c) {

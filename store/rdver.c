@@ -182,7 +182,7 @@ static void on_connect(uv_connect_t *req, int status) {
                       .data = v,
                       .label = v->label,
                       .auth = &v->s->cfg.auth,
-                      .auth_role = HPL__ROLE_STORE,
+                      .auth_role = HPL__ROLE_DATA,
                       .auth_failures = &v->s->ctr.auth_failures};
   v->c = hpl__conn_new((uv_stream_t *)t, &o); /* its on_close releases the handle's count */
   if (!v->c) { /* (the stream is closed and freed) */

@@ -357,10 +357,10 @@ static void session_set(int fd, const hpl__auth_keys *k) {
   pthread_mutex_unlock(&th_sessions_mu);
 }
 
-int th_wire_handshake_key(int fd, const uint8_t key[32], int role) {
+int th_wire_handshake_key(int fd, const uint8_t key[32], int role, const char *name) {
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&hs, role, 0, hello);
+  hpl__auth_open(&hs, role, name, 0, hello);
   if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) return -1;
   if (read_full(fd, chal, sizeof chal, hpl__deadline_ms(th_ms(5000))) != 0) return -1;
   if (hpl__auth_answer(&hs, key, chal, proof) != 0) return -1;
@@ -386,7 +386,7 @@ int th_wire_accept(int fd, const char *secret, unsigned roles) {
   if (read_full(fd, proof, sizeof proof, deadline) != 0) return -1;
   if (hpl__auth_verify(&hs, &a, proof) != 0) return -1;
   uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&a, hs.role, rk);
+  hpl__auth_key(&a, hs.role, hs.name, rk);
   hpl__auth_keys k;
   hpl__auth_session(&hs, rk, 0, &k);
   session_set(fd, &k);
@@ -472,13 +472,25 @@ uint8_t *th_wire_frame(int fd, unsigned type, uint64_t req, const ProtobufCMessa
 }
 
 int th_wire_handshake(int fd, const char *secret, int role) {
+  /* a NODE a name of its own (each wire peer is another node), a READER
+   * the local cluster's first store's; th_wire_handshake_as for others */
+  static unsigned peers;
+  char name[HPL__AUTH_NAME_MAX + 1] = "";
+  if (role == HPL__ROLE_NODE)
+    snprintf(name, sizeof name, "peer-%d-%u", (int)getpid(), ++peers);
+  else if (role == HPL__ROLE_READER)
+    snprintf(name, sizeof name, "node-0");
+  return th_wire_handshake_as(fd, secret, role, name);
+}
+
+int th_wire_handshake_as(int fd, const char *secret, int role, const char *name) {
   if (!secret || !*secret) return 0;
   hpl__auth a;
   char err[256];
   if (hpl__auth_load(secret, &a, err, sizeof err) != 0) fail_msg("%s", err);
   uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&a, role, rk);
-  return th_wire_handshake_key(fd, rk, role);
+  if (hpl__auth_key(&a, role, name, rk) != 0) return -1;
+  return th_wire_handshake_key(fd, rk, role, name);
 }
 
 int th_wire_connect(int port, const char *secret, int role) {
@@ -574,12 +586,12 @@ static uint64_t dir_counter(hpl__lc *lc, const char *name, int may_refuse) {
                             .sin_port = htons((uint16_t)hpl__lc_dir_port(lc))};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_STORE) != 0) {
+        th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_NODE) != 0) {
       close(fd);
       return UINT64_MAX;
     }
   } else {
-    fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+    fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   }
   Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
   th_wire_send(fd, HPL__MSG_COUNTERS, 7, &r.base);

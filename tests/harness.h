@@ -119,8 +119,11 @@ int th_wire_connect(int port, const char *secret, int role);
  * file (NULL or "": nothing is done). Returns 0, or -1 if the peer refused
  * or closed. */
 int th_wire_handshake(int fd, const char *secret, int role);
-/* The same with a key the caller holds (the secret's role key). */
-int th_wire_handshake_key(int fd, const uint8_t key[32], int role);
+/* The same claiming node `name` (NODE, READER; th_wire_handshake takes a
+ * new "peer-PID-N" for a NODE, "node-0" for a READER). */
+int th_wire_handshake_as(int fd, const char *secret, int role, const char *name);
+/* The same with a key the caller holds (hpl__auth_key of role and name). */
+int th_wire_handshake_key(int fd, const uint8_t key[32], int role, const char *name);
 /* After a handshake the connection has a session (auth.h): th_wire_send,
  * th_wire_frame and th_wire_wait tag and check every frame (frame.h). */
 void th_wire_send(int fd, unsigned type, uint64_t req, const ProtobufCMessage *m);

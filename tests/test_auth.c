@@ -44,8 +44,8 @@ static int handshake(const hpl__auth *ok, int role, const hpl__auth *ak, unsigne
   hpl__auth_hs o, a;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
   uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(ok, role, rk);
-  hpl__auth_open(&o, role, 0, hello);
+  hpl__auth_key(ok, role, "n1", rk);
+  hpl__auth_open(&o, role, "n1", 0, hello);
   if (hpl__auth_accept(&a, ak, roles, hello, chal) != 0) return 1;
   if (hpl__auth_answer(&o, rk, chal, proof) != 0) return 2;
   if (hpl__auth_verify(&a, ak, proof) != 0) return 3;
@@ -58,16 +58,16 @@ static void test_handshake(void **state) {
   secret("k1", &k1);
   secret("k2", &k2);
   assert_memory_not_equal(k1.key, k2.key, sizeof k1.key);
-  unsigned any = 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER;
-  assert_int_equal(handshake(&k1, HPL__ROLE_STORE, &k1, any), 0);
+  unsigned any = 1u << HPL__ROLE_NODE | 1u << HPL__ROLE_READER;
+  assert_int_equal(handshake(&k1, HPL__ROLE_NODE, &k1, any), 0);
   assert_int_equal(handshake(&k1, HPL__ROLE_READER, &k1, any), 0);
   /* the wrong secret: the opener refuses the acceptor's MAC first */
-  assert_int_equal(handshake(&k2, HPL__ROLE_STORE, &k1, any), 2);
+  assert_int_equal(handshake(&k2, HPL__ROLE_NODE, &k1, any), 2);
   /* a role the acceptor does not take */
-  assert_int_equal(handshake(&k1, HPL__ROLE_READER, &k1, 1u << HPL__ROLE_STORE), 1);
+  assert_int_equal(handshake(&k1, HPL__ROLE_READER, &k1, 1u << HPL__ROLE_NODE), 1);
   /* an acceptor without a secret takes nobody */
   hpl__auth none = {0};
-  assert_int_equal(handshake(&k1, HPL__ROLE_STORE, &none, any), 1);
+  assert_int_equal(handshake(&k1, HPL__ROLE_NODE, &none, any), 1);
 }
 
 /* Session keys (auth.h): fixed inputs give the HKDF values computed
@@ -82,7 +82,7 @@ static void test_session_keys(void **state) {
   static const uint8_t want_ao[32] = {
       0x4c, 0xf3, 0x42, 0xa6, 0x1d, 0x12, 0xae, 0x32, 0x47, 0x16, 0x70, 0x76, 0xec, 0xc2, 0x37, 0xb6,
       0x29, 0x0a, 0xe2, 0x5a, 0xb6, 0xfd, 0x7a, 0x7d, 0xcc, 0x49, 0x4f, 0xe1, 0xbc, 0x93, 0xa6, 0xef};
-  hpl__auth_hs hs = {.role = HPL__ROLE_STORE};
+  hpl__auth_hs hs = {.role = HPL__ROLE_NODE};
   uint8_t rk[HPL__AUTH_KEY_LEN];
   memset(rk, 1, sizeof rk);
   memset(hs.nc, 2, sizeof hs.nc);
@@ -113,8 +113,8 @@ static void test_session_keys(void **state) {
   secret("ks", &k);
   hpl__auth_hs ho, ha;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_role_key(&k, HPL__ROLE_READER, rk);
-  hpl__auth_open(&ho, HPL__ROLE_READER, 0, hello);
+  hpl__auth_key(&k, HPL__ROLE_READER, "n1", rk);
+  hpl__auth_open(&ho, HPL__ROLE_READER, "n1", 0, hello);
   assert_int_equal(hpl__auth_accept(&ha, &k, 1u << HPL__ROLE_READER, hello, chal), 0);
   assert_int_equal(hpl__auth_answer(&ho, rk, chal, proof), 0);
   assert_int_equal(hpl__auth_verify(&ha, &k, proof), 0);
@@ -124,17 +124,18 @@ static void test_session_keys(void **state) {
   assert_memory_equal(o.recv, a.send, 32);
 }
 
-/* A version-1 HELLO (a peer from before sessions) is refused. */
+/* A version-1 HELLO (a peer from before sessions) is refused (and so is
+ * any other version than this one). */
 static void test_old_version_refused(void **state) {
   (void)state;
   hpl__auth k;
   secret("kv", &k);
   hpl__auth_hs o, a;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN];
-  hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
-  assert_int_equal(hello[4], 3);
+  hpl__auth_open(&o, HPL__ROLE_NODE, "n1", 0, hello);
+  assert_int_equal(hello[4], 4);
   hello[4] = 1;
-  assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_STORE, hello, chal), HPL_EAUTH);
+  assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_NODE, hello, chal), HPL_EAUTH);
 }
 
 /* A reader's key (handed to local clients) cannot pass as a store. */
@@ -143,13 +144,13 @@ static void test_role_keys(void **state) {
   hpl__auth k;
   secret("k3", &k);
   uint8_t store_k[HPL__AUTH_KEY_LEN], reader_k[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&k, HPL__ROLE_STORE, store_k);
-  hpl__auth_role_key(&k, HPL__ROLE_READER, reader_k);
+  hpl__auth_key(&k, HPL__ROLE_NODE, "n1", store_k);
+  hpl__auth_key(&k, HPL__ROLE_READER, "n1", reader_k);
   assert_memory_not_equal(store_k, reader_k, sizeof store_k);
   hpl__auth_hs o, a;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello); /* claims store, holds only the reader key */
-  assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_STORE, hello, chal), 0);
+  hpl__auth_open(&o, HPL__ROLE_NODE, "n1", 0, hello); /* claims store, holds only the reader key */
+  assert_int_equal(hpl__auth_accept(&a, &k, 1u << HPL__ROLE_NODE, hello, chal), 0);
   assert_int_equal(hpl__auth_answer(&o, reader_k, chal, proof), HPL_EAUTH);
   /* and forging the proof with the reader key fails at the acceptor */
   memcpy(o.ns, chal + 8, HPL__AUTH_NONCE_LEN);
@@ -163,12 +164,12 @@ static void test_tampering(void **state) {
   hpl__auth k;
   secret("k4", &k);
   uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&k, HPL__ROLE_STORE, rk);
-  unsigned roles = 1u << HPL__ROLE_STORE;
+  hpl__auth_key(&k, HPL__ROLE_NODE, "n1", rk);
+  unsigned roles = 1u << HPL__ROLE_NODE;
   for (int i = 0; i < HPL__AUTH_CHALLENGE_LEN; i++) {
     hpl__auth_hs o, a;
     uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[32];
-    hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
+    hpl__auth_open(&o, HPL__ROLE_NODE, "n1", 0, hello);
     assert_int_equal(hpl__auth_accept(&a, &k, roles, hello, chal), 0);
     chal[i] ^= 0x40;
     /* the nonce bytes change what the MAC covers; every other byte is
@@ -179,7 +180,7 @@ static void test_tampering(void **state) {
   for (int i = 0; i < HPL__AUTH_PROOF_LEN; i++) {
     hpl__auth_hs o, a;
     uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[32];
-    hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
+    hpl__auth_open(&o, HPL__ROLE_NODE, "n1", 0, hello);
     assert_int_equal(hpl__auth_accept(&a, &k, roles, hello, chal), 0);
     assert_int_equal(hpl__auth_answer(&o, rk, chal, proof), 0);
     proof[i] ^= 1;
@@ -190,7 +191,7 @@ static void test_tampering(void **state) {
   hpl__auth_hs o, a, a2;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], chal2[HPL__AUTH_CHALLENGE_LEN],
       proof[32];
-  hpl__auth_open(&o, HPL__ROLE_STORE, 0, hello);
+  hpl__auth_open(&o, HPL__ROLE_NODE, "n1", 0, hello);
   assert_int_equal(hpl__auth_accept(&a, &k, roles, hello, chal), 0);
   assert_int_equal(hpl__auth_answer(&o, rk, chal, proof), 0);
   assert_int_equal(hpl__auth_verify(&a, &k, proof), 0);
@@ -253,10 +254,10 @@ static int hs_flags(const hpl__auth *k, unsigned fo, int aenc, int clear_o, int 
   ak.encrypt = aenc;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
   uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(k, HPL__ROLE_STORE, rk);
-  hpl__auth_open(&o, HPL__ROLE_STORE, fo, hello);
+  hpl__auth_key(k, HPL__ROLE_NODE, "n1", rk);
+  hpl__auth_open(&o, HPL__ROLE_NODE, "n1", fo, hello);
   if (clear_o) hello[6] &= (uint8_t)~HPL__AUTH_F_ENCRYPT;
-  if (hpl__auth_accept(&a, &ak, 1u << HPL__ROLE_STORE, hello, chal) != 0) return 1;
+  if (hpl__auth_accept(&a, &ak, 1u << HPL__ROLE_NODE, hello, chal) != 0) return 1;
   if (clear_a) chal[5] &= (uint8_t)~HPL__AUTH_F_ENCRYPT;
   if (hpl__auth_answer(&o, rk, chal, proof) != 0) return 2;
   if (hpl__auth_verify(&a, &ak, proof) != 0) return 3;

@@ -341,10 +341,10 @@ static void test_idle_strangers(void **state) {
   /* 10 of 10 legitimate handshakes, to the directory and to the data port */
   for (int i = 0; i < 10; i++) {
     int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
-    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_STORE), 0);
+    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_NODE), 0);
     close(fd);
     fd = th_wire_connect(th_data_port(lc, 0), NULL, 0);
-    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_STORE), 0);
+    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_NODE), 0);
     close(fd);
   }
   /* puts and gets across the stores: the directory and the data port serve */

@@ -84,7 +84,7 @@ static int node_waiting(hpl__lc *lc, const char *id) {
   th_put_pattern(c, id, 2u << 20, 1);
   uint64_t store = th_node_id(c);
   hpl_close(c);
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   do_register(fd, 1);
   assert_int_equal(acquire_now(fd, id, 2), store);
   Hplpb__AcquireReq q = HPLPB__ACQUIRE_REQ__INIT;
@@ -101,7 +101,7 @@ static int node_waiting(hpl__lc *lc, const char *id) {
  * served. Then the cluster stops. */
 static void served_again_and_stop(hpl__lc *lc, int fd, const char *id) {
   if (fd < 0) {
-    fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+    fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
     do_register(fd, 11);
   }
   assert_int_not_equal(acquire_now(fd, id, 12), 0);
@@ -118,7 +118,7 @@ static void test_reregister_drops_waiters(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(1, 64u << 20, NULL, NULL);
   int old = node_waiting(lc, "w/rereg");
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   do_register(fd, 11);
   assert_true(th_wire_closed(old, th_ms(5000)));
   close(old);
@@ -162,7 +162,7 @@ static void test_close_drops_waiters(void **state) {
 static void test_one_node_per_connection(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   do_register(fd, 1);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = NODE_ID + 1;
@@ -208,9 +208,9 @@ static void test_grant_only_to_own_host(void **state) {
   uint64_t store = th_node_id(c);
   hpl_close(c);
   int port = hpl__lc_dir_port(lc);
-  int here = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int here = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   register_as(here, NODE_ID, "127.0.0.1", 1, 1);
-  int away = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int away = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   register_as(away, NODE_ID + 1, "127.0.0.2", 1, 1); /* (never connected to) */
   int rd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_READER);
   assert_false(peek_granted(rd, "g/big", NODE_ID + 1, size, 2));
@@ -293,9 +293,9 @@ static void test_publish_rules(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(1, 64u << 20, NULL, NULL);
   int port = hpl__lc_dir_port(lc);
-  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   register_as(n1, NODE_ID, "127.0.0.1", 0, 1);
-  int n2 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int n2 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   register_as(n2, NODE_ID + 1, "127.0.0.1", 0, 1);
   int rd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_READER);
   publish(rd, "pb/x", NODE_ID, 7, 100, 0); /* one-way */
@@ -355,7 +355,7 @@ static void fanout_round(const char *dir_args, int expect_fanout) {
   snprintf(args, sizeof args, "--inline-max 2M%s%s", dir_args ? " " : "", dir_args ? dir_args : "");
   hpl__lc *lc = th_cluster(1, 64u << 20, args, NULL);
   int port = hpl__lc_dir_port(lc);
-  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   register_as(n1, NODE_ID, "127.0.0.1", 0, 1);
   int rd[FO_READERS];
   for (int i = 0; i < FO_READERS; i++) {

@@ -31,7 +31,7 @@
 #define MB (1ull << 20)
 
 static int dir_connect(hpl__lc *lc) {
-  return th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  return th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
 }
 
 static void send_register(int fd, uint64_t node, uint64_t req) {
@@ -203,7 +203,7 @@ static void *fake_dir_main(void *arg) {
   if (fd < 0) return NULL;
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  if (read_n(fd, hello, sizeof hello) || hpl__auth_accept(&hs, &d->auth, 1u << HPL__ROLE_STORE,
+  if (read_n(fd, hello, sizeof hello) || hpl__auth_accept(&hs, &d->auth, 1u << HPL__ROLE_NODE,
                                                           hello, chal) ||
       send(fd, chal, sizeof chal, MSG_NOSIGNAL) != (ssize_t)sizeof chal ||
       read_n(fd, proof, sizeof proof) || hpl__auth_verify(&hs, &d->auth, proof)) {
@@ -214,7 +214,7 @@ static void *fake_dir_main(void *arg) {
   static hpl__fmac tx, rx;
   uint8_t rk[HPL__AUTH_KEY_LEN];
   hpl__auth_keys k;
-  hpl__auth_role_key(&d->auth, HPL__ROLE_STORE, rk);
+  hpl__auth_role_key(&d->auth, HPL__ROLE_NODE, rk);
   hpl__auth_session(&hs, rk, 0, &k);
   hpl__fmac_init(&tx, k.send);
   hpl__fmac_init(&rx, k.recv);
@@ -351,7 +351,7 @@ static void test_no_secret_no_access(void **state) {
            fails0 = th_dir_counter(lc, "dir_auth_failures");
   /* 1. register (and delete) with the wrong secret: refused at the handshake */
   int fd = th_wire_connect(dport, NULL, 0);
-  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_STORE), -1);
+  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_NODE), -1);
   assert_true(th_wire_closed(fd, th_ms(3000)));
   close(fd);
   /* 2. frames without any handshake: never parsed */
@@ -370,29 +370,29 @@ static void test_no_secret_no_access(void **state) {
   hpl__auth good;
   assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
   uint8_t rk[HPL__AUTH_KEY_LEN];
-  hpl__auth_role_key(&good, HPL__ROLE_READER, rk);
+  hpl__auth_key(&good, HPL__ROLE_READER, "node-0", rk);
   fd = th_wire_connect(dport, NULL, 0);
-  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER, "node-0"), 0);
   th_wire_send(fd, HPL__MSG_DELETE, 3, &del.base);
   assert_true(th_wire_closed(fd, th_ms(3000)));
   close(fd);
   /* ... and a reader key cannot pass as a store */
   fd = th_wire_connect(dport, NULL, 0);
-  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_STORE), -1);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_NODE, "node-0"), -1);
   close(fd);
   /* 4. a direct read with a wrong reader key */
   hpl__auth bad;
   assert_int_equal(hpl__auth_load(wrong, &bad, err, sizeof err), 0);
-  hpl__auth_role_key(&bad, HPL__ROLE_READER, rk);
+  hpl__auth_key(&bad, HPL__ROLE_READER, "node-0", rk);
   fd = th_wire_connect(dport, NULL, 0);
-  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), -1);
+  assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER, "node-0"), -1);
   close(fd);
   assert_int_equal(th_dir_counter(lc, "dir_nodes"), nodes0);
   assert_true(th_dir_counter(lc, "dir_auth_failures") >= fails0 + 4);
   /* 5. a pull from a data port: nothing but a close comes back */
   uint64_t sent0 = th_counter(A, "data_bytes_sent"), sfails0 = th_counter(A, "auth_failures");
   fd = th_wire_connect(data, NULL, 0);
-  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_STORE), -1);
+  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_NODE), -1);
   close(fd);
   fd = th_wire_connect(data, NULL, 0);
   Hplpb__PullReq pull = HPLPB__PULL_REQ__INIT;

@@ -208,7 +208,7 @@ static void *liar_dir_main(void *arg) {
 /* One puller: the handshake as a store's data port, then every PULL gets
  * the whole rest of the object as 'E's. */
 static void liar_serve(liar *l, int fd) {
-  if (th_wire_accept(fd, l->secret, 1u << HPL__ROLE_STORE) != 0) return;
+  if (th_wire_accept(fd, l->secret, 1u << HPL__ROLE_NODE) != 0) return;
   while (!l->stop) {
     struct pollfd pf = {.fd = fd, .events = POLLIN};
     if (poll(&pf, 1, 50) <= 0) continue;
@@ -265,7 +265,7 @@ static void liar_start(liar *l, hpl__lc *lc, const char *id, uint64_t size) {
   assert_int_equal(listen(l->lfd, 16), 0);
   assert_int_equal(getsockname(l->lfd, (struct sockaddr *)&a, &al), 0);
   l->port = ntohs(a.sin_port);
-  l->dir_fd = th_wire_connect(hpl__lc_dir_port(lc), l->secret, HPL__ROLE_STORE);
+  l->dir_fd = th_wire_connect(hpl__lc_dir_port(lc), l->secret, HPL__ROLE_NODE);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = l->node;
   r.addr = "127.0.0.1";
@@ -415,7 +415,7 @@ static void test_reported_digests_conflict(void **state) {
     th_sleep_ms(20);
   assert_int_equal(th_dir_counter(lc, "dir_held_digests"), 1);
   /* the other reporter: digests over 'E's */
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = 0x11a7000000000002ull;
   r.addr = "127.0.0.1";

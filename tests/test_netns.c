@@ -239,7 +239,7 @@ static void *ns_counter_main(void *arg) {
                           .sin_port = htons((uint16_t)hpl__lc_dir_port(q->lc))};
   if (fd < 0 || inet_pton(AF_INET, addrs[0], &a.sin_addr) != 1 ||
       connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      th_wire_handshake(fd, hpl__lc_secret(q->lc), HPL__ROLE_STORE) != 0) {
+      th_wire_handshake(fd, hpl__lc_secret(q->lc), HPL__ROLE_NODE) != 0) {
     q->rc = -1;
     if (fd >= 0) close(fd);
     return NULL;

@@ -181,12 +181,12 @@ static int dir_open(int st) {
     char err[256];
     uint8_t rk[HPL__AUTH_KEY_LEN];
     assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &a, err, sizeof err), 0);
-    hpl__auth_role_key(&a, HPL__ROLE_READER, rk);
+    hpl__auth_key(&a, HPL__ROLE_READER, "node-0", rk);
     int fd = th_wire_connect(port, NULL, 0);
-    assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER), 0);
+    assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER, "node-0"), 0);
     return fd;
   }
-  int fd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int fd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   if (st == ST_REGISTERED) do_register(fd, 0xfeed0000 + (uint64_t)rand());
   /* a real store's id: the directory moves that node here (a reconnect) */
   if (st == ST_OTHER_NODE) do_register(fd, 0xfeed1000);
@@ -266,7 +266,7 @@ static void test_data_port_every_state(void **state) {
   for (int authed = 0; authed < 2; authed++)
     for (unsigned t = 1; t <= HPL__MSG_MAX_; t++) {
       if (!hpl__msg_descriptor(t)) continue;
-      int fd = th_wire_connect(port, authed ? hpl__lc_secret(lc) : NULL, HPL__ROLE_STORE);
+      int fd = th_wire_connect(port, authed ? hpl__lc_secret(lc) : NULL, HPL__ROLE_NODE);
       outcome o = poke_eof(fd, t, "p/big", authed ? 300 : (int)th_ms(2000), !authed);
       if (!authed && o != OUT_CLOSED) fail_msg("data port, %s without a handshake: not closed",
                                                hpl__msg_name(t));
@@ -311,7 +311,7 @@ static void test_client_socket_every_type(void **state) {
 static void test_after_declared_dead(void **state) {
   (void)state;
   hpl__lc *l2 = th_cluster(1, 64 * MB, "--heartbeat-ms 100 --heartbeat-timeout-ms 300", NULL);
-  int fd = th_wire_connect(hpl__lc_dir_port(l2), hpl__lc_secret(l2), HPL__ROLE_STORE);
+  int fd = th_wire_connect(hpl__lc_dir_port(l2), hpl__lc_secret(l2), HPL__ROLE_NODE);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = 0xdead1;
   r.addr = "127.0.0.1";

@@ -134,10 +134,10 @@ static int open_directory_raw(void) { return open_raw(hpl__lc_dir_port(lc)); }
 static int open_data_port_raw(void) { return open_raw(th_data_port(lc, 1)); }
 /* Authenticated: the bytes reach the framer. */
 static int open_directory(void) {
-  return th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  return th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
 }
 static int open_data_port(void) {
-  return th_wire_connect(th_data_port(lc, 1), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  return th_wire_connect(th_data_port(lc, 1), hpl__lc_secret(lc), HPL__ROLE_NODE);
 }
 static int open_client_socket(void) { return unix_connect(hpl__lc_socket(lc, 1)); }
 

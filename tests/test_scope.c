@@ -164,7 +164,7 @@ static void test_takeover_refused(void **state) {
   hpl__lc *lc = th_cluster(2, 64 * MB, NULL, NULL);
   hpl_client *A = th_connect(lc, 0), *B = th_connect(lc, 1);
   th_put_pattern(A, "bounds/victim", 2 * MB, 5);
-  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = th_node_id(A);
   r.addr = "127.0.0.1";

@@ -248,14 +248,14 @@ static void test_peer_without_sessions(void **state) {
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN];
-  hpl__auth_open(&hs, HPL__ROLE_STORE, 0, hello);
+  hpl__auth_open(&hs, HPL__ROLE_NODE, "n1", 0, hello);
   hello[4] = 1;
   assert_int_equal(send(fd, hello, sizeof hello, MSG_NOSIGNAL), (ssize_t)sizeof hello);
   assert_true(th_wire_closed(fd, th_ms(3000)));
   close(fd);
   assert_true(th_dir_counter(lc, "dir_auth_failures") > fails0);
   /* 2. the handshake, then an untagged COUNTERS request */
-  fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_STORE);
+  fd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
   Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
   size_t len;
   uint8_t *f = hpl__msg_frame(HPL__MSG_COUNTERS, 7, &r.base, 0, &len);

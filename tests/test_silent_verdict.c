@@ -455,7 +455,7 @@ static chain fl_start(fleet *fl, uint64_t idbase) {
   for (int i = 0; i < NNODES; i++) {
     fnode *n = &fl->n[i];
     hpl__framer_init(&n->fr, &lim);
-    n->fd = th_wire_connect(hpl__lc_dir_port(fl->lc), hpl__lc_secret(fl->lc), HPL__ROLE_STORE);
+    n->fd = th_wire_connect(hpl__lc_dir_port(fl->lc), hpl__lc_secret(fl->lc), HPL__ROLE_NODE);
     if (th_wire_tagged(n->fd)) hpl__framer_tagged(&n->fr);
     do_register(n, idbase + (uint64_t)i, i);
     n->next_hb_ms = hpl__now_ms();

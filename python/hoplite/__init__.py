@@ -13,7 +13,7 @@ exceptions, the Dask integration, the benchmark and the examples.
 from .errors import (HopliteError, LibraryNotFound, InvalidArgument, OutOfMemory, Timeout,
                      NotFound, AlreadyExists, ObjectLost, ConnectionFailed, ProtocolError,
                      SystemCallError, TooBig, Mismatch, Canceled, Unavailable, InvalidState,
-                     AuthFailed, Corrupt, TooManyClients, BatchError)
+                     AuthFailed, Corrupt, TooManyClients, NotAllowed, BatchError)
 from .client import (Client, Creation, Stat, ObjectInfo, Transfer, connect, encode_id,
                      dtype_code, op_code)
 from ._lib import library_path, build_dir, HPL_ID_MAX
@@ -24,6 +24,6 @@ __all__ = [
     "HopliteError", "LibraryNotFound", "InvalidArgument", "OutOfMemory", "Timeout", "NotFound",
     "AlreadyExists", "ObjectLost", "ConnectionFailed", "ProtocolError", "SystemCallError",
     "TooBig", "Mismatch", "Canceled", "Unavailable", "InvalidState", "AuthFailed", "Corrupt",
-    "TooManyClients", "BatchError",
+    "TooManyClients", "NotAllowed", "BatchError",
 ]
 __version__ = "0.1.0"  # the C project's version (CMakeLists.txt, pyproject.toml)

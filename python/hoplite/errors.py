@@ -119,6 +119,13 @@ class TooManyClients(HopliteError):
     code, name = -17, "HPL_ETOOMANY"
 
 
+class NotAllowed(HopliteError, PermissionError):
+    """HPL_EPERM: another node made this object and is still up; only its
+    clients (or `hoplite --admin`, or a directory run with --delete-any)
+    may delete it. The detail names the node."""
+    code, name = -18, "HPL_EPERM"
+
+
 class BatchError(HopliteError):
     """Some requests of a batch call (put_many, get_many, stat_many,
     delete_many) failed.
@@ -141,7 +148,7 @@ class BatchError(HopliteError):
 BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, OutOfMemory, Timeout, NotFound, AlreadyExists, ObjectLost,
     ConnectionFailed, ProtocolError, SystemCallError, TooBig, Mismatch, Canceled,
-    Unavailable, InvalidState, AuthFailed, Corrupt, TooManyClients)}
+    Unavailable, InvalidState, AuthFailed, Corrupt, TooManyClients, NotAllowed)}
 
 
 def error_for(code, message, detail=""):

@@ -2,6 +2,7 @@
  * processes, localcluster.h, kept running until a signal) and `hoplite
  * secret` (a cluster secret, or the /metrics token it gives) (cli.h). */
 #include <getopt.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,9 +108,21 @@ int hpl__cli_cluster(int argc, char **argv) {
 
 /* `hoplite secret FILE`: a new cluster secret for --auth-file.
  * `hoplite secret --metrics-token FILE`: the bearer token /metrics wants
- * from scrapers of a cluster with that secret (metrics.h). */
+ * from scrapers of a cluster with that secret (metrics.h).
+ * `hoplite secret --node NAME --secret SECRET FILE`: node NAME's credential
+ * (auth.h), what its store gets instead of the secret. */
 int hpl__cli_secret(int argc, char **argv) {
   char err[512];
+  if (argc == 5 && !strcmp(argv[0], "--node") && !strcmp(argv[2], "--secret")) {
+    hpl__auth a;
+    if (hpl__auth_load(argv[3], &a, err, sizeof err) != 0) hpl__cli_die("%s", err);
+    int rc = hpl__auth_write_node(&a, argv[1], argv[4], err, sizeof err);
+    sodium_memzero(&a, sizeof a);
+    if (rc != 0) hpl__cli_die("%s", err);
+    printf("wrote node %s's credential to %s; start its store with --auth-file %s (it can be "
+           "that node only)\n", argv[1], argv[4], argv[4]);
+    return 0;
+  }
   if (argc == 2 && !strcmp(argv[0], "--metrics-token")) {
     hpl__auth a;
     char token[HPL__METRICS_TOKEN_LEN + 1];
@@ -120,7 +133,9 @@ int hpl__cli_secret(int argc, char **argv) {
   }
   if (argc != 1)
     hpl__cli_die("usage: hoplite secret FILE   (a new 256-bit cluster secret, mode 0600)\n"
-                 "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)");
+                 "       hoplite secret --metrics-token FILE   (the bearer token for /metrics)\n"
+                 "       hoplite secret --node NAME --secret SECRET FILE   (node NAME's "
+                 "credential)");
   if (hpl__auth_create(argv[0], err, sizeof err) != 0) hpl__cli_die("%s", err);
   printf("wrote a new cluster secret to %s; give it to every server with --auth-file %s\n",
          argv[0], argv[0]);

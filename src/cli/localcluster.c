@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,9 +224,16 @@ static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
                              "--name", name, "--ready-file", rfile, "--data-listen", dlisten,
                              "--data-addr", (char *)node_host(lc, i), "--log-level", lc->level};
   int argc = 17;
-  if (lc->secret[0]) {
+  char cred[PATH_MAX];
+  if (lc->secret[0]) { /* each store its node's credential, never the secret (auth.h) */
+    snprintf(cred, sizeof cred, "%s/%s.cred", lc->work, name);
+    hpl__auth a;
+    int rc = hpl__auth_load(lc->secret, &a, err, errlen);
+    if (!rc) rc = hpl__auth_write_node(&a, name, cred, err, errlen);
+    sodium_memzero(&a, sizeof a);
+    if (rc && rc != HPL_EEXIST) return rc; /* (a restarted store keeps its credential) */
     argv[argc++] = "--auth-file";
-    argv[argc++] = lc->secret;
+    argv[argc++] = cred;
   }
   argc = add_args(argv, argc, buf, sizeof buf, lc->store_args);
   argc = add_args(argv, argc, buf2, sizeof buf2, lc->st[i].extra);

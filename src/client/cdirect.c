@@ -48,6 +48,7 @@ struct hpl__cdirect {
   uint64_t backoff_ms;            /* the current backoff, 0 after a success */
   int auth;                       /* the cluster has a secret: connections start with */
   uint8_t key[HPL__AUTH_KEY_LEN]; /* the handshake, as a reader, with this key */
+  char name[HPL__AUTH_NAME_MAX + 1]; /* ... for this node (its store's name) */
   int sealed;                     /* the directory seals (--encrypt): no direct reads */
 };
 
@@ -86,6 +87,7 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   d->publish = s->dir_publish;
   d->inline_max = s->inline_max;
   if ((d->auth = s->have_reader_key)) memcpy(d->key, s->reader_key, sizeof d->key);
+  snprintf(d->name, sizeof d->name, "%s", s->node_name);
   /* a reply is header, PEEK_REP and at most inline_max bytes; reading a
    * whole one in one recv hands its buffer over without a copy */
   d->rpc_opts.lim = (hpl__frame_limits){
@@ -142,7 +144,7 @@ static int io_full(int fd, uint8_t *p, size_t len, int to_send, uint64_t deadlin
 static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline, hpl__auth_keys *keys) {
   hpl__auth_hs hs;
   uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&hs, HPL__ROLE_READER, hpl__auth_flags(0), hello);
+  hpl__auth_open(&hs, HPL__ROLE_READER, d->name, hpl__auth_flags(0), hello);
   if (io_full(fd, hello, sizeof hello, 1, deadline) ||
       io_full(fd, chal, sizeof chal, 0, deadline) ||
       hpl__auth_answer(&hs, d->key, chal, proof) != 0 ||

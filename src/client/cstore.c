@@ -102,6 +102,8 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int chan, int ffd) 
     s->netns = h->netns;
     s->dir_publish = h->dir_publish;
   }
+  if (h->node_name && strlen(h->node_name) < sizeof s->node_name)
+    strcpy(s->node_name, h->node_name);
   if (h->reader_key.len == sizeof s->reader_key) {
     memcpy(s->reader_key, h->reader_key.data, sizeof s->reader_key);
     s->have_reader_key = 1;

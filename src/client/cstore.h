@@ -34,6 +34,7 @@ typedef struct hpl__cstore {
   int dir_publish;       /* the directory takes PUBLISH of small objects (cdirect.h) */
   int have_reader_key;   /* the cluster has a secret: direct reads authenticate */
   uint8_t reader_key[32]; /* with this key (role READER, auth.h) */
+  char node_name[64];     /* ... as this node (the store's name, Hello.node_name) */
 } hpl__cstore;
 
 /* Connect to the store listening on the Unix socket `path`, read its HELLO

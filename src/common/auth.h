@@ -5,23 +5,39 @@
  * socket; the MAC is HMAC-SHA256 from libsodium.
  *
  * The handshake, before any frame:
- *   1. opener -> acceptor  HELLO     "HPLA", version 3, role, flags Fo, a
- *                                    zero byte, 32-byte nonce Nc     (40 bytes)
- *   2. acceptor -> opener  CHALLENGE "HPLa", version 3, flags Fa, 2 zero
+ *   1. opener -> acceptor  HELLO     "HPLA", version 4, role, flags Fo, a
+ *                                    zero byte, 32-byte nonce Nc, and the
+ *                                    name the opener speaks for (64 bytes,
+ *                                    NUL-padded; all zero for DATA, ADMIN)
+ *                                                                   (104 bytes)
+ *   2. acceptor -> opener  CHALLENGE "HPLa", version 4, flags Fa, 2 zero
  *                                    bytes, 32-byte nonce Ns,
- *                                    MAC(Kr, "acceptor" | Nc | Ns | Fo | Fa)
+ *                                    MAC(Kr, "acceptor" | Nc | Ns | Fo | Fa | role | name)
  *                                                                    (72 bytes)
- *   3. opener -> acceptor  PROOF     MAC(Kr, "opener" | Nc | Ns | Fo | Fa)
+ *   3. opener -> acceptor  PROOF     MAC(Kr, "opener" | Nc | Ns | Fo | Fa | role | name)
  *                                                                    (32 bytes)
- * Flags (version 3): HPL__AUTH_F_ENCRYPT this end asks for encryption
+ * Flags (version 3 on): HPL__AUTH_F_ENCRYPT this end asks for encryption
  * (--encrypt), HPL__AUTH_F_AES this end has AES-256-GCM in hardware. Both
  * enter both MACs, so a relay that clears a bit fails the handshake rather
  * than downgrading it. The connection is sealed (frame.h, HPL__FRAME_F_SEALED)
  * when either end asks; with AES-256-GCM when both have it, else
  * ChaCha20-Poly1305 IETF (hpl__auth_seal).
- * Kr = HMAC-SHA256(secret, "hoplite role " ROLE) is the key of the role the
- * opener claims, so a key handed to local clients for direct reads (role
- * READER) cannot register a store. Both nonces are fresh random bytes, so a
+ *
+ * Kr is the key of the role (and name) the opener claims, derived from the
+ * cluster secret S with HMAC-SHA256 (version 4: keys per node):
+ *   NODE   (a store's directory link)      K_node(N) = HMAC(S, "hoplite node " N)
+ *   READER (a local client of node N)      HMAC(K_node(N), "hoplite reader")
+ *   DATA   (store <-> store data ports)    HMAC(S, "hoplite role data")
+ *   ADMIN  (the CLI holding the secret)    HMAC(S, "hoplite role admin")
+ * A store is given a node credential (hpl__auth_write_node: its name,
+ * K_node and the DATA key, `hoplite secret --node`), never the secret: it
+ * can prove its own name to the directory and hand its clients their
+ * READER key, but cannot be another node; the directory, holding S,
+ * derives the key of whatever name a HELLO claims. A store given the whole
+ * secret derives its own credential (hpl__auth_bind). The name the
+ * acceptor checked is the connection's (hs->name): the directory binds it
+ * to the node that registers and to what a reader may publish.
+ * Both nonces are fresh random bytes, so a
  * recorded handshake cannot be replayed, and the two directions use
  * different labels, so a MAC cannot be reflected. The opener checks the
  * acceptor's MAC before it sends anything else; the acceptor reads nothing
@@ -56,7 +72,8 @@
 
 #define HPL__AUTH_KEY_LEN 32
 #define HPL__AUTH_NONCE_LEN 32
-#define HPL__AUTH_HELLO_LEN 40
+#define HPL__AUTH_NAME_MAX 63 /* bytes of a node name (HELLO carries 64, NUL-padded) */
+#define HPL__AUTH_HELLO_LEN 104
 #define HPL__AUTH_CHALLENGE_LEN 72
 #define HPL__AUTH_PROOF_LEN 32
 /* How long a handshake may take before the connection is closed. */
@@ -82,43 +99,75 @@ enum {
 
 /* Roles a connection's opener may claim. */
 enum {
-  HPL__ROLE_STORE = 1,  /* a store (directory link, data port pulls) */
-  HPL__ROLE_READER = 2, /* a local client's direct reads of small objects */
+  HPL__ROLE_NODE = 1,   /* a store's directory link, as node `name` */
+  HPL__ROLE_READER = 2, /* a local client of node `name`: direct reads, PUBLISH */
+  HPL__ROLE_DATA = 3,   /* a store's data-port connection to another store */
+  HPL__ROLE_ADMIN = 4,  /* a tool holding the cluster secret (`hoplite --admin`) */
 };
 
-/* A cluster secret (or none). */
+/* What one end holds: the cluster secret, a node credential, or nothing. */
 typedef struct hpl__auth {
   int on;                              /* 0: no secret, no handshake */
-  uint8_t key[HPL__AUTH_KEY_LEN];      /* the secret itself */
+  int has_secret;                      /* key holds the cluster secret: every key derives */
+  uint8_t key[HPL__AUTH_KEY_LEN];      /* the secret itself (has_secret) */
+  char name[HPL__AUTH_NAME_MAX + 1];   /* the node this end is ("" : none bound yet) */
+  uint8_t node_key[HPL__AUTH_KEY_LEN]; /* K_node(name), when name is set */
+  uint8_t data_key[HPL__AUTH_KEY_LEN]; /* the DATA role's key */
+  uint8_t metrics_key[HPL__AUTH_KEY_LEN]; /* what /metrics tokens come from (metrics.h) */
   int encrypt;                         /* --encrypt: ask every connection to be sealed */
 } hpl__auth;
 
 /* One handshake in progress. */
 typedef struct hpl__auth_hs {
   int role;
+  char name[HPL__AUTH_NAME_MAX + 1]; /* the name the opener claims ("" for DATA, ADMIN) */
   uint8_t nc[HPL__AUTH_NONCE_LEN], ns[HPL__AUTH_NONCE_LEN];
   uint8_t fo, fa; /* the opener's and the acceptor's flags (HPL__AUTH_F_*) */
 } hpl__auth_hs;
 
-/* Read a secret file: 64 hex digits (256 bits), optional trailing newline.
- * The file must not be readable by group or others. Returns 0, or
- * HPL_EINVAL / HPL_ESYS with a message in err. */
+/* Read a secret file: 64 hex digits (256 bits), optional trailing newline;
+ * or a node credential (hpl__auth_write_node), which binds out->name. The
+ * file must not be readable by group or others. Returns 0, or HPL_EINVAL /
+ * HPL_ESYS with a message in err. */
 int hpl__auth_load(const char *path, hpl__auth *out, char *err, size_t errlen);
+
+/* Is `name` a node name a credential may carry: 1-63 bytes of letters,
+ * digits and "._:-". Pure. */
+int hpl__auth_name_ok(const char *name);
+
+/* Make `a` speak for node `name`: with the secret, derive its node key;
+ * with a credential, check that it is the credential's name (an empty
+ * `name` takes the credential's). 0, or HPL_EINVAL (a bad name) /
+ * HPL_EAUTH (another node's credential) with a message in err. */
+int hpl__auth_bind(hpl__auth *a, const char *name, char *err, size_t errlen);
+
+/* Write the credential of node `name` (derived from the secret in `a`) to
+ * `path` (created 0600, must not exist). 0, or HPL_EINVAL (no secret in
+ * `a`, a bad name) / HPL_EEXIST / HPL_ESYS with a message in err. */
+int hpl__auth_write_node(const hpl__auth *a, const char *name, const char *path, char *err,
+                         size_t errlen);
 
 /* Write a new random secret to `path` (created with mode 0600, must not
  * exist). Returns 0 or HPL_ESYS / HPL_EEXIST with a message in err. */
 int hpl__auth_create(const char *path, char *err, size_t errlen);
 
-/* The key of `role` derived from the secret (to hand to readers). */
-void hpl__auth_role_key(const hpl__auth *a, int role, uint8_t out[HPL__AUTH_KEY_LEN]);
+/* The key of `role` for node `name` (NODE, READER; ignored for the others)
+ * as this end can derive it: anything with the secret; with a credential
+ * only its own node's keys and DATA. 0, or HPL_EAUTH (this end cannot; out
+ * is zeroed). */
+int hpl__auth_key(const hpl__auth *a, int role, const char *name, uint8_t out[HPL__AUTH_KEY_LEN]);
+
+/* hpl__auth_key for this end's own name (a->name). */
+int hpl__auth_role_key(const hpl__auth *a, int role, uint8_t out[HPL__AUTH_KEY_LEN]);
 
 /* The flags this end sends: HPL__AUTH_F_ENCRYPT when `encrypt`, and
  * HPL__AUTH_F_AES when the CPU has AES-256-GCM (libsodium says so). */
 unsigned hpl__auth_flags(int encrypt);
 
-/* Opener: start a handshake claiming `role` with `flags` (hpl__auth_flags);
- * writes HELLO. */
-void hpl__auth_open(hpl__auth_hs *hs, int role, unsigned flags,
+/* Opener: start a handshake claiming `role` as node `name` (NODE, READER;
+ * NULL or "" for the others; cut at HPL__AUTH_NAME_MAX) with `flags`
+ * (hpl__auth_flags); writes HELLO. */
+void hpl__auth_open(hpl__auth_hs *hs, int role, const char *name, unsigned flags,
                     uint8_t hello[HPL__AUTH_HELLO_LEN]);
 /* Opener: check the CHALLENGE with key `rk` (the role's key, from
  * hpl__auth_role_key); on success write the PROOF. 0 or HPL_EAUTH. */
@@ -127,8 +176,9 @@ int hpl__auth_answer(hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LEN],
                      uint8_t proof[HPL__AUTH_PROOF_LEN]);
 
 /* Acceptor: check HELLO (magic, version, a role among `roles`, a bit mask
- * of 1 << role, known flags) and write the CHALLENGE with this end's flags
- * (hpl__auth_flags(a->encrypt)). 0 or HPL_EAUTH. */
+ * of 1 << role, known flags, a valid name for NODE and READER and none for
+ * the others, a key this end can derive) and write the CHALLENGE with this
+ * end's flags (hpl__auth_flags(a->encrypt)). 0 or HPL_EAUTH. */
 int hpl__auth_accept(hpl__auth_hs *hs, const hpl__auth *a, unsigned roles,
                      const uint8_t hello[HPL__AUTH_HELLO_LEN],
                      uint8_t challenge[HPL__AUTH_CHALLENGE_LEN]);

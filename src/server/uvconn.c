@@ -18,6 +18,9 @@ uv_stream_t *hpl__conn_stream(hpl__conn *c) { return c->s; }
 int hpl__conn_closing(const hpl__conn *c) { return c->closing; }
 size_t hpl__conn_write_queue(const hpl__conn *c) { return c->wq_bytes; }
 int hpl__conn_role(const hpl__conn *c) { return c->hs == HPL__HS_OPEN ? c->role : 0; }
+const char *hpl__conn_peer_name(const hpl__conn *c) {
+  return c->hs == HPL__HS_OPEN && c->role && !c->o.auth_role ? c->ahs.name : "";
+}
 
 /* One of the connection's handles closed; the last one frees it. */
 void hpl__conn_handle_closed(uv_handle_t *h) {

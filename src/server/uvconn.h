@@ -216,6 +216,10 @@ int hpl__conn_closing(const hpl__conn *c);
 /* The role the peer proved (HPL__ROLE_*), 0 without authentication or
  * before the handshake finished. */
 int hpl__conn_role(const hpl__conn *c);
+/* The node name the peer proved (auth.h: NODE and READER roles), "" for
+ * other roles, without authentication or before the handshake finished.
+ * Valid as long as the connection. */
+const char *hpl__conn_peer_name(const hpl__conn *c);
 
 /* Send a frame: `m` (may be NULL) is packed now; `payload` of `plen` bytes
  * follows. With copy != 0 the payload is copied and cb may be NULL; else the

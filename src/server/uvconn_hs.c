@@ -38,7 +38,9 @@ void hpl__conn_hs_start(hpl__conn *c) {
   hpl__conn_timer_arm(c, HPL__AUTH_TIMEOUT_MS);
   if (c->o.auth_role) { /* we open: HELLO, then wait for the CHALLENGE */
     uint8_t hello[HPL__AUTH_HELLO_LEN];
-    hpl__auth_open(&c->ahs, c->o.auth_role, hpl__auth_flags(c->o.auth->encrypt), hello);
+    int named = c->o.auth_role == HPL__ROLE_NODE || c->o.auth_role == HPL__ROLE_READER;
+    hpl__auth_open(&c->ahs, c->o.auth_role, named ? c->o.auth->name : NULL,
+                   hpl__auth_flags(c->o.auth->encrypt), hello);
     conn_send_raw(c, hello, sizeof hello);
     hs_set_state(c, HPL__HS_CHAL);
     c->hswant = HPL__AUTH_CHALLENGE_LEN;
@@ -60,7 +62,7 @@ static void conn_hs_done(hpl__conn *c) {
   uint8_t rk[HPL__AUTH_KEY_LEN];
   hpl__auth_keys k;
   int opener = c->o.auth_role != 0;
-  hpl__auth_role_key(c->o.auth, c->ahs.role, rk);
+  (void)hpl__auth_key(c->o.auth, c->ahs.role, c->ahs.name, rk); /* checked in the handshake */
   hpl__auth_session(&c->ahs, rk, opener, &k);
   hpl__fmac_init(&c->tx, k.send);
   hpl__fmac_init(&c->rx, k.recv);
@@ -90,7 +92,8 @@ static void conn_hs_step(hpl__conn *c) {
   switch (c->hs) {
     case HPL__HS_HELLO:
       if (hpl__auth_accept(&c->ahs, c->o.auth, c->o.auth_roles, c->hsbuf, out) != 0) {
-        conn_auth_failed(c, "no hoplite handshake, or a role this port does not take");
+        conn_auth_failed(c, "no hoplite handshake, or a role or node name this port does not "
+                         "take");
         return;
       }
       conn_send_raw(c, out, HPL__AUTH_CHALLENGE_LEN);
@@ -107,8 +110,8 @@ static void conn_hs_step(hpl__conn *c) {
     case HPL__HS_OPEN:
       return; /* not reached: bytes go to the handshake only before it ends */
     case HPL__HS_CHAL:
-      hpl__auth_role_key(c->o.auth, c->o.auth_role, rk);
-      if (hpl__auth_answer(&c->ahs, rk, c->hsbuf, out) != 0) {
+      if (hpl__auth_key(c->o.auth, c->ahs.role, c->ahs.name, rk) != 0 ||
+          hpl__auth_answer(&c->ahs, rk, c->hsbuf, out) != 0) {
         conn_auth_failed(c, "the peer does not hold the cluster secret");
         return;
       }

@@ -110,7 +110,7 @@ struct hpl__conn {
   hpl__conn_hs hs;
   int role;                    /* the opener's role, once authenticated */
   hpl__auth_hs ahs;
-  uint8_t hsbuf[HPL__AUTH_CHALLENGE_LEN];
+  uint8_t hsbuf[HPL__AUTH_HELLO_LEN]; /* the longest handshake message */
   size_t hshave, hswant;
   hpl__conn_wreq *held;             /* writes made before the handshake ended (utlist DL) */
   /* the session (auth.h, frame.h): once the handshake succeeded every frame

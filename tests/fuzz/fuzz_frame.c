@@ -85,14 +85,14 @@ done:
     memset(a.key, 7, sizeof a.key);
     hpl__auth_hs hs;
     uint8_t chal[HPL__AUTH_CHALLENGE_LEN];
-    if (hpl__auth_accept(&hs, &a, 1u << HPL__ROLE_STORE | 1u << HPL__ROLE_READER, data, chal) == 0)
+    if (hpl__auth_accept(&hs, &a, 1u << HPL__ROLE_NODE | 1u << HPL__ROLE_READER, data, chal) == 0)
       (void)hpl__auth_verify(&hs, &a, data + HPL__AUTH_HELLO_LEN);
   }
   if (size >= HPL__AUTH_CHALLENGE_LEN) {
     uint8_t hello[HPL__AUTH_HELLO_LEN], proof[HPL__AUTH_PROOF_LEN], rk[HPL__AUTH_KEY_LEN];
     memset(rk, 7, sizeof rk);
     hpl__auth_hs hs;
-    hpl__auth_open(&hs, HPL__ROLE_STORE, hpl__auth_flags(size & 1), hello); /* either end may ask to seal */
+    hpl__auth_open(&hs, HPL__ROLE_NODE, "n1", hpl__auth_flags(size & 1), hello); /* either end may ask to seal */
     (void)hpl__auth_answer(&hs, rk, data, proof);
   }
   return 0;
