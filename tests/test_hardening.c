@@ -214,7 +214,7 @@ static void *fake_dir_main(void *arg) {
   static hpl__fmac tx, rx;
   uint8_t rk[HPL__AUTH_KEY_LEN];
   hpl__auth_keys k;
-  hpl__auth_role_key(&d->auth, HPL__ROLE_NODE, rk);
+  hpl__auth_key(&d->auth, HPL__ROLE_NODE, hs.name, rk); /* the name the store proved */
   hpl__auth_session(&hs, rk, 0, &k);
   hpl__fmac_init(&tx, k.send);
   hpl__fmac_init(&rx, k.recv);

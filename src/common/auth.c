@@ -35,8 +35,11 @@ static void derive(const uint8_t key[HPL__AUTH_KEY_LEN], const char *label, cons
 /* The keys every holder of the secret derives the same way. */
 static void from_secret(hpl__auth *a) {
   derive(a->key, "hoplite role data", NULL, a->data_key);
-  /* /metrics tokens: as before per-node keys (metrics.c hashes this) */
-  memcpy(a->metrics_key, a->key, sizeof a->key);
+  /* the /metrics token's bytes (metrics.h), so that a node credential
+   * carries them and not the secret */
+  static const char context[] = "hoplite metrics token v1";
+  crypto_generichash(a->metrics_key, sizeof a->metrics_key, (const uint8_t *)context,
+                     sizeof context - 1, a->key, sizeof a->key);
 }
 
 int hpl__auth_name_ok(const char *name) {

@@ -113,7 +113,8 @@ typedef struct hpl__auth {
   char name[HPL__AUTH_NAME_MAX + 1];   /* the node this end is ("" : none bound yet) */
   uint8_t node_key[HPL__AUTH_KEY_LEN]; /* K_node(name), when name is set */
   uint8_t data_key[HPL__AUTH_KEY_LEN]; /* the DATA role's key */
-  uint8_t metrics_key[HPL__AUTH_KEY_LEN]; /* what /metrics tokens come from (metrics.h) */
+  uint8_t metrics_key[HPL__AUTH_KEY_LEN]; /* the /metrics token's bytes (metrics.h):
+                                             BLAKE2b(key = secret, "hoplite metrics token v1") */
   int encrypt;                         /* --encrypt: ask every connection to be sealed */
 } hpl__auth;
 
