@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     hpl_release(b, buf);
-    die_rc(b, hpl_delete(b, id, 5000), "delete");
+    die_rc(a, hpl_delete(a, id, 5000), "delete"); /* by its maker (directory/admin.c) */
   }
   snprintf(line, sizeof line, "remote get throughput, %s, loopback", sz);
   printf("%-44s %14.2f %12s\n", line, (double)size / hpl__bench_median(v, n) / 1e9, "GB/s");

@@ -668,7 +668,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   uint64_t mem = (256ull << 20) + g.ninline * 256 + g.nlarge * (g.large_size + 8192) * 5 / 4;
-  hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = g.no_auth, .timeout_ms = 60000};
+  /* --delete-any: the delete phases remove what clients of both stores put */
+  hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = g.no_auth, .timeout_ms = 60000,
+                   .dir_args = "--delete-any"};
   char err[512];
   if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_dir: %s\n", err);

@@ -858,6 +858,8 @@ int main(int argc, char **argv) {
                    .netns_prefix = g.netns,
                    .host_addrs = g.netns ? g.addrs : NULL,
                    .store_args = sargs,
+                   /* the clean-up after a run deletes every node's sources from one */
+                   .dir_args = "--delete-any",
                    .log_level = getenv("HPL_BENCH_LOG_LEVEL") ? getenv("HPL_BENCH_LOG_LEVEL") : "warn",
                    .work_dir = g.work_dir,
                    .timeout_ms = 20000};

@@ -187,7 +187,8 @@ void hpl__dir_admin_on_delete(hpl__dir_server *s, const hpl__dir_frame *f) {
     const hpl__dir_node *maker = hpl__dir_node_find(s, o->maker);
     char detail[400];
     snprintf(detail, sizeof detail, "object '%s' was made on node %s: only that node's clients "
-             "(or `hoplite --admin`) may delete it", m->id, maker ? maker->name : "?");
+             "may delete it (or `hoplite --admin`, or any node if the directory runs with "
+             "--delete-any)", m->id, maker ? maker->name : "?");
     s->ctr.deletes_refused++;
     hpl__conn_reply(f->dc->c, f->req, HPL_EPERM, detail);
     return;

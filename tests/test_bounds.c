@@ -344,7 +344,7 @@ static void test_idle_strangers(void **state) {
     assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_NODE), 0);
     close(fd);
     fd = th_wire_connect(th_data_port(lc, 0), NULL, 0);
-    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_NODE), 0);
+    assert_int_equal(th_wire_handshake(fd, hpl__lc_secret(lc), HPL__ROLE_DATA), 0);
     close(fd);
   }
   /* puts and gets across the stores: the directory and the data port serve */

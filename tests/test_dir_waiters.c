@@ -293,11 +293,15 @@ static void test_publish_rules(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(1, 64u << 20, NULL, NULL);
   int port = hpl__lc_dir_port(lc);
-  int n1 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
+  int n1 = th_wire_connect(port, NULL, 0); /* node "pb-n1", and a client of it */
+  assert_int_equal(th_wire_handshake_as(n1, hpl__lc_secret(lc), HPL__ROLE_NODE, "pb-n1"), 0);
   register_as(n1, NODE_ID, "127.0.0.1", 0, 1);
-  int n2 = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
+  int n2 = th_wire_connect(port, NULL, 0);
+  assert_int_equal(th_wire_handshake_as(n2, hpl__lc_secret(lc), HPL__ROLE_NODE, "pb-n2"), 0);
   register_as(n2, NODE_ID + 1, "127.0.0.1", 0, 1);
-  int rd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_READER);
+  int rd = th_wire_connect(port, NULL, 0), rd2 = th_wire_connect(port, NULL, 0);
+  assert_int_equal(th_wire_handshake_as(rd, hpl__lc_secret(lc), HPL__ROLE_READER, "pb-n1"), 0);
+  assert_int_equal(th_wire_handshake_as(rd2, hpl__lc_secret(lc), HPL__ROLE_READER, "pb-n2"), 0);
   publish(rd, "pb/x", NODE_ID, 7, 100, 0); /* one-way */
   assert_true(peek_inline(rd, "pb/x", 100, 2));
   assert_int_equal(th_dir_counter(lc, "dir_publishes"), 1);
@@ -309,7 +313,7 @@ static void test_publish_rules(void **state) {
   retract(n1, "pb/x", 6); /* confirmed: stays */
   assert_true(peek_inline(rd, "pb/x", 100, 7));
   /* unconfirmed: only the named node's retraction counts */
-  assert_int_equal(publish(rd, "pb/y", NODE_ID + 1, 9, 50, 8), 0);
+  assert_int_equal(publish(rd2, "pb/y", NODE_ID + 1, 9, 50, 8), 0); /* a client of n2 */
   retract(n1, "pb/y", 9);
   assert_true(peek_inline(rd, "pb/y", 50, 10));
   retract(n2, "pb/y", 11);
@@ -321,6 +325,7 @@ static void test_publish_rules(void **state) {
   assert_int_equal(th_dir_counter(lc, "dir_publishes_ignored"), 2);
   assert_int_equal(th_dir_counter(lc, "dir_publishes"), 2);
   close(rd);
+  close(rd2);
   close(n2);
   close(n1);
   th_untrack(lc);

@@ -392,7 +392,7 @@ static void test_no_secret_no_access(void **state) {
   /* 5. a pull from a data port: nothing but a close comes back */
   uint64_t sent0 = th_counter(A, "data_bytes_sent"), sfails0 = th_counter(A, "auth_failures");
   fd = th_wire_connect(data, NULL, 0);
-  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_NODE), -1);
+  assert_int_equal(th_wire_handshake(fd, wrong, HPL__ROLE_DATA), -1);
   close(fd);
   fd = th_wire_connect(data, NULL, 0);
   Hplpb__PullReq pull = HPLPB__PULL_REQ__INIT;

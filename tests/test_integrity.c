@@ -208,7 +208,7 @@ static void *liar_dir_main(void *arg) {
 /* One puller: the handshake as a store's data port, then every PULL gets
  * the whole rest of the object as 'E's. */
 static void liar_serve(liar *l, int fd) {
-  if (th_wire_accept(fd, l->secret, 1u << HPL__ROLE_NODE) != 0) return;
+  if (th_wire_accept(fd, l->secret, 1u << HPL__ROLE_DATA) != 0) return;
   while (!l->stop) {
     struct pollfd pf = {.fd = fd, .events = POLLIN};
     if (poll(&pf, 1, 50) <= 0) continue;

@@ -266,7 +266,7 @@ static void test_data_port_every_state(void **state) {
   for (int authed = 0; authed < 2; authed++)
     for (unsigned t = 1; t <= HPL__MSG_MAX_; t++) {
       if (!hpl__msg_descriptor(t)) continue;
-      int fd = th_wire_connect(port, authed ? hpl__lc_secret(lc) : NULL, HPL__ROLE_NODE);
+      int fd = th_wire_connect(port, authed ? hpl__lc_secret(lc) : NULL, HPL__ROLE_DATA);
       outcome o = poke_eof(fd, t, "p/big", authed ? 300 : (int)th_ms(2000), !authed);
       if (!authed && o != OUT_CLOSED) fail_msg("data port, %s without a handshake: not closed",
                                                hpl__msg_name(t));

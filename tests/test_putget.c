@@ -414,7 +414,9 @@ static void publish_then_fetched(const char *id, int for_node0) {
   uint8_t bytes[500];
   memset(bytes, 0x33, sizeof bytes);
   uint64_t node = for_node0 ? th_node_id(A) : th_node_id(B);
-  int rd = th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_READER);
+  int rd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0); /* a client of that node */
+  assert_int_equal(th_wire_handshake_as(rd, hpl__lc_secret(lc), HPL__ROLE_READER,
+                                        for_node0 ? "node-0" : "node-1"), 0);
   Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
   m.id = (char *)id;
   m.size = sizeof bytes;

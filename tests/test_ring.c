@@ -231,7 +231,7 @@ static void test_ring_sum(void **state) {
   assert_int_equal(hpl_buf_size(b), size);
   assert_int_equal(first_wrong(HPL_DT_I64, HPL_OP_SUM, js, 4, hpl_buf_data(b), n), -1);
   hpl_release(C[4], b);
-  for (int j = 0; j < 4; j++) assert_int_equal(hpl_delete(C[0], srcs[j], th_ms(5000)), 0);
+  for (int j = 0; j < 4; j++) assert_int_equal(hpl_delete(C[j], srcs[j], th_ms(5000)), 0);
   assert_int_equal(hpl_delete(C[0], "rs/t", th_ms(5000)), 0);
 }
 
@@ -258,7 +258,7 @@ static void test_ring_ops_dtypes(void **state) {
       snprintf(target, sizeof target, "ro/%d/%d/t", d, op);
       run_parts(C, 3, target, srcs, 3, js, op, dts[d], n);
       rings++;
-      for (int j = 0; j < 3; j++) hpl_delete(C[0], srcs[j], th_ms(5000));
+      for (int j = 0; j < 3; j++) hpl_delete(C[j], srcs[j], th_ms(5000)); /* their makers */
       hpl_delete(C[0], target, th_ms(5000));
     }
   assert_int_equal(dirc("dir_rings_formed"), formed + (uint64_t)rings);

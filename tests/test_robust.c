@@ -137,7 +137,7 @@ static int open_directory(void) {
   return th_wire_connect(hpl__lc_dir_port(lc), hpl__lc_secret(lc), HPL__ROLE_NODE);
 }
 static int open_data_port(void) {
-  return th_wire_connect(th_data_port(lc, 1), hpl__lc_secret(lc), HPL__ROLE_NODE);
+  return th_wire_connect(th_data_port(lc, 1), hpl__lc_secret(lc), HPL__ROLE_DATA);
 }
 static int open_client_socket(void) { return unix_connect(hpl__lc_socket(lc, 1)); }
 

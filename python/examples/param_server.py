@@ -28,7 +28,9 @@ exits 0 if it fell below --target times its initial value, else 1.
 
 Without --sockets it starts its own local cluster (W+1 stores on
 127.0.0.1, via hoplite.cluster.LocalCluster) and stops it at the end. With
---sockets S0,S1,... the server uses S0 and worker j uses S[(j+1) % n].
+--sockets S0,S1,... the server uses S0 and worker j uses S[(j+1) % n];
+that cluster's directory needs --delete-any, since the server deletes the
+gradients the workers put (by default only an object's maker may).
 """
 import argparse
 import multiprocessing as mp
@@ -99,7 +101,10 @@ def main():
     if args.sockets:
         socks = args.sockets.split(",")
     else:
-        lc = LocalCluster(nodes=args.workers + 1, memory="256M").start()
+        # the server deletes the gradients the workers put: any node may
+        # delete (by default only the node that made an object)
+        lc = LocalCluster(nodes=args.workers + 1, memory="256M",
+                          dir_args=["--delete-any"]).start()
         socks = lc.sockets
         print("started a local cluster: %d stores in %s" % (len(socks), lc.workdir), flush=True)
     run = "ps-%d-%d" % (os.getpid(), int(time.time()))

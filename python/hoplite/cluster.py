@@ -170,6 +170,19 @@ class LocalCluster:
     def store_pid(self, i):
         return self.stores[i].pid if self.stores[i] else None
 
+    def _credential(self, i):
+        """Store i's node credential (made once from the secret with `hoplite
+        secret --node`): a store holds its own node's keys, never the secret."""
+        path = os.path.join(self.workdir, "node-%d.cred" % i)
+        if not os.path.exists(path):
+            r = subprocess.run([self._binary("hoplite"), "secret", "--node", "node-%d" % i,
+                                "--secret", self.secret, path], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=self.env)
+            if r.returncode != 0:
+                raise ClusterError("cannot make node-%d's credential: %s"
+                                   % (i, r.stderr.decode(errors="replace").strip()))
+        return path
+
     def _binary(self, name):
         p = os.path.join(self.bin_dir, name)
         if not os.access(p, os.X_OK):
@@ -222,8 +235,8 @@ class LocalCluster:
         argv = [self._binary("hoplite-store"), "--directory", self.dir_addr,
                 "--socket", self.socket(i), "--memory", self.memory, "--name", "node-%d" % i,
                 "--ready-file", ready, "--data-listen", "%s:0" % addr, "--data-addr", addr,
-                "--log-level", self.log_level, "--auth-file", self.secret] + self.store_args + \
-            list(extra_args)
+                "--log-level", self.log_level, "--auth-file", self._credential(i)] + \
+            self.store_args + list(extra_args)
         self.stores[i] = self._spawn(argv, netns, self.store_log(i))
         if wait:
             self._wait_store(i)

@@ -38,7 +38,10 @@ take and return refs.
 
 Objects made by put() stay in hoplite until deleted: hd.delete(refs) (or
 ref.delete()). Objects made by scatter() are deleted when the futures it
-returned are released (see scatter).
+returned are released (see scatter). A node may delete only what it made
+(hoplite.NotAllowed otherwise, while the maker's store is up): a driver
+that deletes refs its workers put needs the directory run with
+--delete-any.
 """
 import asyncio
 import logging

@@ -30,6 +30,18 @@ def inspect(ref):
 
 
 @pytest.fixture(scope="module")
+def cluster():
+    """Three stores; the driver deletes refs its workers put, which the
+    directory allows only with --delete-any (docs: "Who may delete")."""
+    from conftest import start_cluster
+    lc = start_cluster(3, dir_args=["--delete-any"])
+    try:
+        yield lc
+    finally:
+        lc.stop()
+
+
+@pytest.fixture(scope="module")
 def dask_env(cluster, monkeypatch_module):
     # the driver uses node 0, the workers node 1 (spawned with that socket)
     monkeypatch_module.setenv("HOPLITE_SOCKET", cluster.socket(0))
