@@ -2,7 +2,10 @@
  * admin.h - requests that inspect or remove objects, from clients and
  * tools (any connection, registered or not): STAT, LIST, COUNTERS, and
  * DELETE, which first has every holder drop its copy (DROP, acknowledged
- * with an empty REPLY carrying the DROP's request id).
+ * with an empty REPLY carrying the DROP's request id). A DELETE is taken
+ * only from the object's maker node (hpl__dir_obj.maker), any node once
+ * the maker is gone, an ADMIN connection, or anyone under --delete-any;
+ * others get HPL_EPERM naming the maker (dir_deletes_refused).
  *
  * Owns its state (hpl__dir_server.admin: deletes waiting for acks, each with a
  * timer). A DELETE leaves a tombstone (tombs.h), ends a ring allreduce or
