@@ -16,8 +16,10 @@
 // Timing, verification and output are those of mpi_coll.c: after a barrier,
 // rank 0 picks start = now + L ms on CLOCK_MONOTONIC and broadcasts it (8
 // bytes, gloo::broadcast); everyone sleeps until start, runs the op, reads
-// CLOCK_MONOTONIC; gloo::gather brings the finish times to rank 0; sample =
-// max(finish) - start.  stdout of rank 0: "sample <rep> <s>" per repetition,
+// CLOCK_MONOTONIC, then does nothing until the quiet end (start + max(30 ms,
+// 2 x the previous sample), sent with the start: the fair rule of
+// README-bench.md); only then does gloo::gather bring the finish times to
+// rank 0 (sample = max(finish) - start) and are the bytes checked.  stdout of rank 0: "sample <rep> <s>" per repetition,
 // then "median <s> min <s> max <s>".  Exit 0, or 1 on a mismatch or error.
 
 #include <gloo/allreduce.h>
@@ -229,7 +231,8 @@ int run(const Args& a)
     std::vector<double> samples;
     std::vector<double> finishes(a.world);
     unsigned long long bad = 0;
-    int late = 0;
+    int late = 0, overran = 0;
+    double prev = -1.0; // rank 0: the last repetition's sample
 
     for (int rep = 0; rep <= a.reps; rep++) { // rep 0 is the warm-up
         if (a.op == kBcast) {
@@ -246,14 +249,20 @@ int run(const Args& a)
         bo.setTag(kTagBarrier);
         gloo::barrier(bo);
 
-        double start = a.rank == 0 ? now() + a.lead : 0.0;
+        double when[2] = { 0.0, 0.0 }; // start, quiet end
+        if (a.rank == 0) {
+            when[0] = now() + a.lead;
+            double q = prev < 0 ? 0.5 : 2 * prev;
+            when[1] = when[0] + std::max(0.030, q);
+        }
         {
             gloo::BroadcastOptions so(gctx);
-            so.setOutput(&start, 1);
+            so.setOutput(when, 2);
             so.setRoot(0);
             so.setTag(kTagStart);
             gloo::broadcast(so);
         }
+        const double start = when[0];
         bool wasLate = sleepUntil(start);
         if (rep > 0 && wasLate)
             late++;
@@ -281,6 +290,8 @@ int run(const Args& a)
             gloo::allreduce(o);
         }
         double finish = now();
+        if (sleepUntil(when[1]) && rep > 0) // quiet until every rank is done
+            overran++;
         {
             gloo::GatherOptions go(gctx);
             go.setInput(&finish, 1);
@@ -301,8 +312,10 @@ int run(const Args& a)
                     a.op == kBcast ? "bytes" : "elements");
         bad += b;
 
+        if (a.rank == 0)
+            prev = *std::max_element(finishes.begin(), finishes.end()) - start;
         if (a.rank == 0 && rep > 0) {
-            double last = *std::max_element(finishes.begin(), finishes.end());
+            double last = prev + start;
             samples.push_back(last - start);
             printf("sample %d %.9f\n", rep, last - start);
             fflush(stdout);
@@ -310,21 +323,22 @@ int run(const Args& a)
     }
 
     // Totals at rank 0: mismatches and late starts of every rank.
-    unsigned long long counts[2] = { bad, (unsigned long long)late };
-    std::vector<unsigned long long> all(a.rank == 0 ? 2 * (size_t)a.world : 0);
+    unsigned long long counts[3] = { bad, (unsigned long long)late, (unsigned long long)overran };
+    std::vector<unsigned long long> all(a.rank == 0 ? 3 * (size_t)a.world : 0);
     {
         gloo::GatherOptions go(gctx);
-        go.setInput(counts, 2);
+        go.setInput(counts, 3);
         if (a.rank == 0)
             go.setOutput(all.data(), all.size());
         go.setRoot(0);
         go.setTag(kTagGather);
         gloo::gather(go);
     }
-    unsigned long long badAll = 0, lateAll = 0;
-    for (size_t i = 0; i < all.size(); i += 2) {
+    unsigned long long badAll = 0, lateAll = 0, overranAll = 0;
+    for (size_t i = 0; i < all.size(); i += 3) {
         badAll += all[i];
         lateAll += all[i + 1];
+        overranAll += all[i + 2];
     }
     if (a.rank == 0) {
         std::sort(samples.begin(), samples.end());
@@ -332,6 +346,9 @@ int run(const Args& a)
         double med = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
         if (lateAll > 0)
             fprintf(stderr, "gloo_coll: %llu late starts; raise --lead-ms\n", lateAll);
+        if (overranAll > 0)
+            fprintf(stderr, "gloo_coll: %llu rank finishes after the quiet window (twice the "
+                            "previous sample)\n", overranAll);
         if (badAll > 0) {
             fprintf(stderr, "gloo_coll: %llu mismatches in total\n", badAll);
             printf("mismatches %llu\n", badAll);

@@ -12,8 +12,14 @@
  * Per repetition: every rank prepares its buffers; after a barrier rank 0 reads
  * CLOCK_MONOTONIC, picks start = now + L ms (default 20) and broadcasts it
  * (8 bytes); every rank sleeps until start (clock_nanosleep, TIMER_ABSTIME),
- * runs the collective, reads CLOCK_MONOTONIC; the finish times are gathered
- * at rank 0 and sample = max(finish) - start.  For reduce the max over all
+ * runs the collective, reads CLOCK_MONOTONIC, and then does nothing until
+ * the quiet end (the fair rule of README-bench.md, the same for hoplite and
+ * Gloo): start + max(30 ms, 2 x the previous repetition's sample), also
+ * sent by rank 0 with the start. Only then are the finish times gathered
+ * at rank 0 (sample = max(finish) - start) and the bytes checked, so ranks
+ * that are done take no CPU from ranks still receiving. A rank that
+ * finishes after the quiet end is counted (stderr: raise nothing, it only
+ * means the window was short for that repetition).  For reduce the max over all
  * ranks is used, not just the root's finish: conservative, and at most a
  * leaf's return after sending its last segment.  A rank whose start message
  * arrived after the start time is counted as late (reported on stderr;
@@ -42,6 +48,8 @@
 #define MC_CHECK_CHUNK (64 * 1024)
 #define MC_FINALIZE_TIMEOUT_S 10
 #define MC_RED_MOD 11
+#define MC_QUIET_MIN 0.030  /* s: the shortest quiet window after the start */
+#define MC_QUIET_FIRST 0.5  /* s: the warm-up's window (no sample yet) */
 
 enum mc_op { MC_BCAST, MC_REDUCE, MC_ALLREDUCE };
 
@@ -209,7 +217,8 @@ int main(int argc, char **argv)
     }
 
     unsigned long long bad = 0;
-    int late = 0;
+    int late = 0, overran = 0;
+    double prev = -1.0; /* rank 0: the last repetition's sample */
     for (int rep = 0; rep <= reps; rep++) { /* rep 0 is the warm-up */
         /* Prepare: outside the timed region. */
         if (op == MC_BCAST) {
@@ -225,10 +234,14 @@ int main(int argc, char **argv)
         /* Every rank has prepared before the start time is chosen; the
          * barrier's exit skew does not matter, the start lies ahead. */
         MPI_Barrier(MPI_COMM_WORLD);
-        double start = 0.0;
-        if (rank == 0)
-            start = mc_now() + lead;
-        MPI_Bcast(&start, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        double when[2] = {0.0, 0.0}; /* start, quiet end */
+        if (rank == 0) {
+            when[0] = mc_now() + lead;
+            double q = prev < 0 ? MC_QUIET_FIRST : 2 * prev;
+            when[1] = when[0] + (q > MC_QUIET_MIN ? q : MC_QUIET_MIN);
+        }
+        MPI_Bcast(when, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        double start = when[0];
         int was_late = mc_sleep_until(start);
         if (rep > 0)
             late += was_late;
@@ -245,6 +258,8 @@ int main(int argc, char **argv)
             break;
         }
         double finish = mc_now();
+        if (mc_sleep_until(when[1]) && rep > 0) /* quiet: nothing until every rank is done */
+            overran++;
         MPI_Gather(&finish, 1, MPI_DOUBLE, finishes, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
         size_t b = 0;
@@ -257,27 +272,34 @@ int main(int argc, char **argv)
                     op == MC_BCAST ? "bytes" : "elements");
         bad += b;
 
-        if (rank == 0 && rep > 0) {
+        if (rank == 0) {
             double last = finishes[0];
             for (int r = 1; r < world; r++)
                 if (finishes[r] > last)
                     last = finishes[r];
-            samples[rep - 1] = last - start;
+            prev = last - start;
+        }
+        if (rank == 0 && rep > 0) {
+            samples[rep - 1] = prev;
             printf("sample %d %.9f\n", rep, samples[rep - 1]);
             fflush(stdout);
         }
     }
 
     unsigned long long bad_all = 0;
-    int late_all = 0;
+    int late_all = 0, overran_all = 0;
     MPI_Reduce(&bad, &bad_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&late, &late_all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&overran, &overran_all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         qsort(samples, (size_t)reps, sizeof(double), mc_cmp_double);
         double med = reps % 2 ? samples[reps / 2] : (samples[reps / 2 - 1] + samples[reps / 2]) / 2;
         if (late_all > 0)
             fprintf(stderr, "mpi_coll: %d late starts (start message arrived after the start time); "
                             "raise --lead-ms\n", late_all);
+        if (overran_all > 0)
+            fprintf(stderr, "mpi_coll: %d rank finishes after the quiet window (twice the previous "
+                            "sample): those ranks were not kept quiet\n", overran_all);
         if (bad_all > 0) {
             fprintf(stderr, "mpi_coll: %llu mismatches in total\n", bad_all);
             printf("mismatches %llu\n", bad_all);
