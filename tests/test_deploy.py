@@ -12,9 +12,15 @@ manifests) against the servers this tree builds.
 - Every `--option` written in a unit, env file or manifest (command lines
   and comments alike) must be in the `--help` of the program it belongs to,
   so renaming an option breaks this test.
+- Credentials (issue 41): only the directory gets the cluster secret; a
+  store unit loads its node's credential (LoadCredential=), a store
+  container mounts no Secret and its --auth-file is the credential an init
+  container makes with `hoplite secret --node`.
 - Real runs: a directory and two stores started with exactly the units'
-  ExecStart lines (systemd's specifiers and ${VAR}/$VAR expansion
-  emulated, the shipped env files with loopback test values), then a put
+  ExecStart lines (systemd's specifiers, LoadCredential= and ${VAR}/$VAR
+  expansion emulated, the shipped env files with loopback test values;
+  each store's credential made by the command the unit's comments give,
+  another node's refused), then a put
   on one store and a get on the other with the hoplite CLI; if strace
   works here (not in a sanitizer build), what the servers did must pass
   the units' sandbox: every system call in SystemCallFilter=, socket
@@ -22,7 +28,9 @@ manifests) against the servers this tree builds.
   RuntimeDirectory=/CacheDirectory= (ProtectSystem=strict), no writable and
   executable memory (MemoryDenyWriteExecute=). The same with the manifests' containers: init scripts,
   server arguments, probes and the client Job's script, with mount paths
-  mapped into a scratch directory.
+  mapped into a scratch directory (a Secret laid out with the kubelet's
+  symlinks, the downward API and $(VAR) expansion emulated); nothing the
+  store container mounts holds the secret.
 """
 import ctypes
 import os
