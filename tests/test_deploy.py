@@ -12,9 +12,15 @@ manifests) against the servers this tree builds.
 - Every `--option` written in a unit, env file or manifest (command lines
   and comments alike) must be in the `--help` of the program it belongs to,
   so renaming an option breaks this test.
+- Credentials (issue 41): only the directory gets the cluster secret; a
+  store unit loads its node's credential (LoadCredential=), a store
+  container mounts no Secret and its --auth-file is the credential an init
+  container makes with `hoplite secret --node`.
 - Real runs: a directory and two stores started with exactly the units'
-  ExecStart lines (systemd's specifiers and ${VAR}/$VAR expansion
-  emulated, the shipped env files with loopback test values), then a put
+  ExecStart lines (systemd's specifiers, LoadCredential= and ${VAR}/$VAR
+  expansion emulated, the shipped env files with loopback test values;
+  each store's credential made by the command the unit's comments give,
+  another node's refused), then a put
   on one store and a get on the other with the hoplite CLI; if strace
   works here (not in a sanitizer build), what the servers did must pass
   the units' sandbox: every system call in SystemCallFilter=, socket
@@ -22,7 +28,9 @@ manifests) against the servers this tree builds.
   RuntimeDirectory=/CacheDirectory= (ProtectSystem=strict), no writable and
   executable memory (MemoryDenyWriteExecute=). The same with the manifests' containers: init scripts,
   server arguments, probes and the client Job's script, with mount paths
-  mapped into a scratch directory.
+  mapped into a scratch directory (a Secret laid out with the kubelet's
+  symlinks, the downward API and $(VAR) expansion emulated); nothing the
+  store container mounts holds the secret.
 """
 import ctypes
 import os
@@ -78,10 +86,30 @@ def help_options(prog):
     return _help_cache[prog]
 
 
+def secret_options():
+    """Long options of `hoplite secret` (its lines in `hoplite --help`)."""
+    if "hoplite secret" not in _help_cache:
+        out = run([os.path.join(BUILD, "hoplite"), "--help"]).stdout
+        lines = re.findall(r"(?m)^\s+secret\b.*$", out)
+        assert lines, "hoplite --help lists no `secret` command:\n" + out
+        _help_cache["hoplite secret"] = set(OPT_RE.findall("\n".join(lines)))
+    return _help_cache["hoplite secret"]
+
+
+# a `hoplite secret ...` command written in a unit, comment or script: up to
+# the end of its line, a backtick or the next shell command
+SECRET_CMD_RE = re.compile(r"\bhoplite secret\b[^\n`&;|]*")
+
+
 def check_options(text, prog, where):
-    """Every --option in text must be one `prog` has."""
+    """Every --option in text must be one `prog` has; those of a `hoplite
+    secret` command in it must be that command's instead."""
+    for cmd in SECRET_CMD_RE.findall(text):
+        bad = sorted(set(OPT_RE.findall(cmd)) - secret_options())
+        assert not bad, "%s: `hoplite secret` has no option(s) %s (in %r)" % (
+            where, ", ".join("--" + o for o in bad), cmd)
     have = help_options(prog)
-    bad = sorted(set(OPT_RE.findall(text)) - have)
+    bad = sorted(set(OPT_RE.findall(SECRET_CMD_RE.sub("", text))) - have)
     assert not bad, "%s: %s has no option(s) %s" % (
         where, prog, ", ".join("--" + o for o in bad))
 
@@ -379,6 +407,29 @@ def load_units():
     return {name: parse_unit(os.path.join(UNITS, name)) for name in (DIR_UNIT, STORE_UNIT)}
 
 
+def store_credential_command():
+    """The `hoplite secret --node NAME ...` line the store unit's comments
+    tell the admin to run (argv, NAME still in it)."""
+    with open(os.path.join(UNITS, STORE_UNIT)) as f:
+        cmds = [ln.lstrip("#").strip() for ln in f
+                if ln.startswith("#") and "hoplite secret --node" in ln]
+    assert len(cmds) == 1, "%s: %d `hoplite secret --node` lines" % (STORE_UNIT, len(cmds))
+    return shlex.split(cmds[0])
+
+
+def load_credentials(unit, spec, host_etc, creds):
+    """What LoadCredential= does at start: each ID:PATH (specifiers
+    expanded, /etc/hoplite/ read from host_etc, the host's copy of it)
+    copied to creds/ID, mode 0400, in a directory of mode 0700."""
+    os.mkdir(creds, 0o700)
+    for v in unit_values(unit, "LoadCredential"):
+        cid, path = v.split(":", 1)
+        path = specifiers(path, spec)
+        assert path.startswith("/etc/hoplite/"), path
+        shutil.copy(os.path.join(host_etc, path[len("/etc/hoplite/"):]), os.path.join(creds, cid))
+        os.chmod(os.path.join(creds, cid), 0o400)
+
+
 class TestSystemd(unittest.TestCase):
 
     def setUp(self):
@@ -464,6 +515,21 @@ class TestSystemd(unittest.TestCase):
             for key in ("NoNewPrivileges", "PrivateTmp"):
                 self.assertEqual(unit_value(unit, key), "yes")
             self.assertEqual(unit_value(unit, "ProtectSystem"), "strict")
+        # the cluster secret is the directory's alone; a store loads its
+        # node's credential, named after the instance, made by the command
+        # its comments give
+        self.assertEqual(unit_value(d, "LoadCredential"),
+                         "cluster.secret:/etc/hoplite/cluster.secret")
+        self.assertEqual(unit_value(s, "LoadCredential"), "node.cred:/etc/hoplite/node-%i.cred")
+        with open(os.path.join(UNITS, STORE_UNIT)) as f:
+            text = f.read()
+        self.assertNotIn("cluster.secret", "".join(
+            ln for ln in text.splitlines(True) if not ln.lstrip().startswith("#")))
+        make = store_credential_command()
+        self.assertEqual(make[:3], ["hoplite", "secret", "--node"])
+        self.assertEqual(make[make.index("--secret") + 1],
+                         unit_value(d, "LoadCredential").split(":", 1)[1])
+        self.assertEqual(make[-1], "node-NAME.cred")
         argv = shlex.split(unit_value(s, "ExecStart"))
         arg = lambda o: argv[argv.index(o) + 1]
         self.assertEqual(arg("--name"), "%i")
@@ -479,14 +545,43 @@ class TestSystemd(unittest.TestCase):
     def test_real_run(self):
         """The ExecStart lines, as systemd would run them, make a working
         cluster: node1 and node2 on loopback, a put on one and a get on the
-        other, through the hoplite CLI."""
+        other, through the hoplite CLI. As the units' comments say: the
+        admin host makes the secret and each node's credential (the
+        command in the store unit's comments); the directory's host gets
+        the secret, each store's host its own credential only, which its
+        instance loads (LoadCredential=, emulated). A store given another
+        node's credential refuses to start, naming it."""
         tmp = self.tmp
-        secret = os.path.join(tmp, "cluster.secret")
+        admin = os.path.join(tmp, "admin-etc")  # /etc/hoplite of the admin host
+        os.mkdir(admin, 0o700)
+        secret = os.path.join(admin, "cluster.secret")
         cli("secret", secret)
-        creds = os.path.join(tmp, "credentials")  # %d, as LoadCredential= makes it
-        os.mkdir(creds, 0o700)
-        shutil.copy(secret, os.path.join(creds, "cluster.secret"))
-        os.chmod(os.path.join(creds, "cluster.secret"), 0o400)
+        with open(secret) as f:
+            secret_hex = f.read().strip()
+        etc = {}  # host -> its /etc/hoplite
+        etc["directory"] = os.path.join(tmp, "directory-etc")
+        os.mkdir(etc["directory"], 0o755)
+        shutil.copy(secret, etc["directory"])  # the directory's host: the secret
+        make = store_credential_command()
+        for node in ("node1", "node2"):
+            argv = [os.path.join(BUILD, "hoplite")] + [w.replace("NAME", node) for w in make[1:]]
+            i = argv.index("--secret") + 1
+            argv[i] = os.path.join(admin, os.path.relpath(argv[i], "/etc/hoplite"))
+            r = run(argv, cwd=admin)
+            self.assertEqual(r.returncode, 0, "%s: %s" % (argv, r.stdout))
+            made = os.path.join(admin, argv[-1])
+            self.assertEqual(os.stat(made).st_mode & 0o777, 0o600)
+            with open(made) as f:
+                text = f.read()
+            self.assertIn("\nname %s\n" % node, text)
+            self.assertNotIn(secret_hex, text)
+            # copied to that host only, root's (here ours), 0600
+            etc[node] = os.path.join(tmp, node + "-etc")
+            os.mkdir(etc[node], 0o755)
+            shutil.copy(made, etc[node])
+            os.chmod(os.path.join(etc[node], argv[-1]), 0o600)
+        creds = os.path.join(tmp, "credentials-directory")  # %d, as LoadCredential= makes it
+        load_credentials(self.units[DIR_UNIT], {}, etc["directory"], creds)
         run_dir, cache = os.path.join(tmp, "run"), os.path.join(tmp, "cache")
         os.makedirs(run_dir)
         os.makedirs(cache)
@@ -527,10 +622,21 @@ class TestSystemd(unittest.TestCase):
                 # what RuntimeDirectory= and CacheDirectory= make (mode 0700)
                 for key, base in (("RuntimeDirectory", run_dir), ("CacheDirectory", cache)):
                     os.mkdir(os.path.join(base, unit_value(unit, key).replace("%i", node)), 0o700)
-                spec_i = dict(spec, i=node)
+                spec_i = dict(spec, i=node, d=os.path.join(tmp, "credentials-" + node))
+                load_credentials(unit, spec_i, etc[node], spec_i["d"])
+                for f in os.listdir(spec_i["d"]):  # what the store holds: no secret
+                    with open(os.path.join(spec_i["d"], f)) as fh:
+                        self.assertNotIn(secret_hex, fh.read(), f)
                 argv = expand_exec(unit_value(unit, "ExecStart"), env, spec_i)
                 self.assertEqual(argv[0], BIN_PREFIX + "hoplite-store")
                 argv[0] = os.path.join(BUILD, "hoplite-store")
+                if node == "node2":
+                    # node1's credential under node2's instance: refused
+                    wrong = expand_exec(unit_value(unit, "ExecStart"), env, dict(
+                        spec_i, d=os.path.join(tmp, "credentials-node1")))
+                    r = run([argv[0]] + wrong[1:])
+                    self.assertNotEqual(r.returncode, 0, r.stdout)
+                    self.assertIn("node credential is node 'node1', not 'node2'", r.stdout)
                 if use_strace:
                     trace.append(os.path.join(tmp, node + ".strace"))
                 pre = ["strace", "-f", "-y", "-qq", "-o", trace[-1]] if use_strace else []
@@ -615,6 +721,10 @@ def arg_of(c, opt):
     args = c.get("args", [])
     assert opt in args, "%s: no %s" % (c["name"], opt)
     return str(args[args.index(opt) + 1])
+
+
+# the downward API's values in the real runs (one node, loopback)
+DOWNWARD = {"spec.nodeName": "k8s-node-a", "status.podIP": "127.0.0.1"}
 
 
 def server_containers(manifests):
@@ -754,8 +864,37 @@ class TestKubernetes(unittest.TestCase):
             vols = [v for v in pod_spec(d)["volumes"] if "secret" in v]
             self.assertEqual([v["secret"]["secretName"] for v in vols], [sec["metadata"]["name"]])
             self.assertEqual(vols[0]["secret"]["defaultMode"], 0o400)
-        for c in (dirc, stc):
-            self.assertTrue(arg_of(c, "--auth-file").endswith("/" + key))
+        self.assertTrue(arg_of(dirc, "--auth-file").endswith("/" + key))
+        # the store: the Secret is mounted by init containers only, and the
+        # store's --auth-file is the node credential one of them makes with
+        # `hoplite secret --node` (the node name the store's --name has),
+        # owned by the store's uid, mode 0600, in a memory-backed volume
+        secret_vol = [v["name"] for v in pod_spec(ds)["volumes"] if "secret" in v][0]
+        for kind, c in containers(ds):
+            mounted = [vm["name"] for vm in c.get("volumeMounts", [])]
+            if kind == "main":
+                self.assertNotIn(secret_vol, mounted, c["name"])
+        cred = arg_of(stc, "--auth-file")
+        vm = [vm for vm in stc["volumeMounts"] if cred.startswith(vm["mountPath"] + "/")][0]
+        vol = [v for v in pod_spec(ds)["volumes"] if v["name"] == vm["name"]][0]
+        self.assertEqual(vol["emptyDir"]["medium"], "Memory")
+        makers = [c for kind, c in containers(ds) if kind == "init" and
+                  "hoplite secret --node" in c["command"][-1]]
+        self.assertEqual(len(makers), 1, "no init container makes the store's credential")
+        init = makers[0]
+        self.assertIn(secret_vol, [m["name"] for m in init["volumeMounts"]])
+        ivm = [m for m in init["volumeMounts"] if m["name"] == vm["name"]][0]
+        icred = ivm["mountPath"] + cred[len(vm["mountPath"]):]
+        script = init["command"][-1]
+        m = re.search(r'hoplite secret --node "\$(\w+)" --secret \S+ (\S+)', script)
+        self.assertIsNotNone(m, script)
+        self.assertEqual(m.group(2), icred)
+        ienv = {e["name"]: e for e in init["env"]}
+        self.assertEqual(ienv[m.group(1)]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName")
+        self.assertIn("chown %d:%d %s" % (stc["securityContext"]["runAsUser"],
+                                          stc["securityContext"]["runAsGroup"], icred), script)
+        self.assertIn("chmod 0600 %s" % icred, script)
+        self.assertIn("rm -f %s" % icred, script)  # again after a sandbox restart
         # readiness files are the ones the servers write
         self.assertEqual(dirc["readinessProbe"]["exec"]["command"][-1], arg_of(dirc, "--port-file"))
         self.assertEqual(stc["readinessProbe"]["exec"]["command"][-1], arg_of(stc, "--ready-file"))
@@ -849,9 +988,15 @@ class TestKubernetes(unittest.TestCase):
                 if not os.path.isdir(p):
                     os.makedirs(p)
                     if "secret" in v:
-                        dst = os.path.join(p, list(find(self.m, "Secret")[0]["stringData"])[0])
-                        shutil.copy(secret_file, dst)
-                        os.chmod(dst, v["secret"]["defaultMode"])
+                        # as the kubelet lays a Secret out: KEY -> ..data/KEY,
+                        # ..data -> a timestamped directory with the files
+                        key = list(find(self.m, "Secret")[0]["stringData"])[0]
+                        ts = os.path.join(p, "..2026_11_29_12_00_00.000000001")
+                        os.mkdir(ts)
+                        shutil.copy(secret_file, os.path.join(ts, key))
+                        os.chmod(os.path.join(ts, key), v["secret"]["defaultMode"])
+                        os.symlink(os.path.basename(ts), os.path.join(p, "..data"))
+                        os.symlink(os.path.join("..data", key), os.path.join(p, key))
                 return p
 
             def mapper(d, c):
@@ -877,9 +1022,27 @@ class TestKubernetes(unittest.TestCase):
                     script = script.replace("-o %d -g %d" % (uid, uid), "-o %d -g %d" % (
                         os.getuid(), os.getgid()))
                     self.assertNotIn(str(uid), script)
-                    argv = [m(str(x)) for x in c["command"][:-1]] + [script]
-                    r = run(argv)
+                    argv = [kubelet_expand(m(str(x)), c) for x in c["command"][:-1]] + [
+                        kubelet_expand(script, c)]
+                    r = run(argv, env=dict(env_path, **container_env(c)))
                     self.assertEqual(r.returncode, 0, "%s: %s" % (c["name"], r.stdout))
+
+            def container_env(c):
+                """A container's env: values, and the downward API emulated."""
+                out = {}
+                for e in c.get("env", []):
+                    if "value" in e:
+                        out[e["name"]] = str(e["value"])
+                    else:
+                        out[e["name"]] = DOWNWARD[e["valueFrom"]["fieldRef"]["fieldPath"]]
+                return out
+
+            def kubelet_expand(word, c):
+                """$(VAR) of the container's env replaced, $$ made $, any
+                other $(...) left alone, as the kubelet does."""
+                env = container_env(c)
+                return re.sub(r"\$\$|\$\(([^)]*)\)", lambda x: "$" if x.group(0) == "$$" else
+                              env.get(x.group(1), x.group(0)), word)
 
             def server_argv(d, c, values):
                 m = mapper(d, c)
@@ -887,8 +1050,8 @@ class TestKubernetes(unittest.TestCase):
                 for i in range(len(args) - 1):
                     if args[i] in values:
                         args[i + 1] = values[args[i]]
-                envs = {"NODE_NAME": "k8s-node-a", "POD_IP": "127.0.0.1"}
-                args = [re.sub(r"\$\((\w+)\)", lambda x: envs[x.group(1)], a) for a in args]
+                args = [kubelet_expand(a, c) for a in args]
+                self.assertNotIn("$(", " ".join(args))
                 return [os.path.join(BUILD, c["command"][0])] + [m(a) for a in args]
 
             def probe(d, c, which):
@@ -907,13 +1070,35 @@ class TestKubernetes(unittest.TestCase):
             probe(dep, dirc, "readinessProbe")
             with open(port_file) as f:
                 port = int(f.read().split()[0])
-            # a store pod
+            # a store pod; its init containers twice, as after the pod's
+            # sandbox is remade (the memory-backed volumes survive that)
+            run_init(ds)
             run_init(ds)
             stc = [c for k, c in containers(ds) if k == "main"][0]
             sock_dir = volume_dir(ds, "socket-dir")
             self.assertEqual(os.stat(sock_dir).st_mode & 0o777, 0o700)  # what init made
+            # what the store container can see holds no secret, and its
+            # --auth-file is node k8s-node-a's credential, ours, mode 0600
+            with open(secret_file) as f:
+                secret_hex = f.read().strip()
+            for vm in stc["volumeMounts"]:
+                for dirpath, _, files in os.walk(volume_dir(ds, vm["name"])):
+                    for fn in files:
+                        with open(os.path.join(dirpath, fn), errors="replace") as f:
+                            self.assertNotIn(secret_hex, f.read(), os.path.join(dirpath, fn))
             argv = server_argv(ds, stc, {"--directory": "127.0.0.1:%d" % port,
                                          "--data-listen": "127.0.0.1:0", "--memory": "64M"})
+            cred = argv[argv.index("--auth-file") + 1]
+            st = os.stat(cred)
+            self.assertEqual((st.st_mode & 0o777, st.st_uid), (0o600, os.getuid()))
+            with open(cred) as f:
+                self.assertRegex(f.read(), r"^hoplite node credential v1\nname k8s-node-a\n")
+            # under another node's name the store refuses the credential
+            other = list(argv)
+            other[other.index("--name") + 1] = "k8s-node-b"
+            r = run(other)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("node credential is node 'k8s-node-a', not 'k8s-node-b'", r.stdout)
             logs.append(os.path.join(tmp, "store.log"))
             sproc = procs.start(argv, logs[-1])
             wait_file(argv[argv.index("--ready-file") + 1], sproc, 15)
