@@ -318,7 +318,9 @@ HPL_API int hpl_list_page(hpl_client *c, const char *prefix, const char *after, 
 
 /* Counters of the local store as text, one "NAME VALUE\n" line each
  * (data_bytes_sent, data_bytes_received, pulls_served, pulls_made,
- * inline_gets, pool_used, pool_capacity, ...). *out as for hpl_list(). */
+ * inline_gets, pool_used, pool_capacity, ...); on an admin handle
+ * (hpl_connect_admin) the directory's (dir_nodes, dir_objects, ...).
+ * *out as for hpl_list(). */
 HPL_API int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out);
 
 /* One counter of the local store by name. Errors: HPL_ENOTFOUND (no such

@@ -127,8 +127,12 @@ static void test_admin_refusals(void **state) {
              "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", wrong,
              sizeof wrong);
   hpl_client *c = NULL;
+  uint64_t failures = th_dir_counter(lc, "dir_auth_failures");
   assert_int_equal(hpl_connect_admin(dir_addr(lc), wrong, th_ms(5000), &c), HPL_EAUTH);
   assert_non_null(strstr(hpl_errdetail(NULL), "another cluster secret"));
+  for (int i = 0; i < 200 && th_dir_counter(lc, "dir_auth_failures") == failures; i++)
+    th_sleep_ms(10); /* the directory sees the close a moment later */
+  assert_int_equal(th_dir_counter(lc, "dir_auth_failures"), failures + 1);
   unsetenv(HPL_AUTH_FILE_ENV);
   assert_int_equal(hpl_connect_admin(dir_addr(lc), NULL, th_ms(5000), &c), HPL_EINVAL);
   assert_non_null(strstr(hpl_errdetail(NULL), "no cluster secret"));
