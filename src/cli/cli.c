@@ -44,7 +44,8 @@ static void usage(FILE *f) {
           "\n"
           "Admin (the directory itself, as the admin role: needs the cluster secret):\n"
           "  --admin [--directory HOST:PORT] [--auth-file SECRET] rm|stat|ls|status|counters|transfers\n"
-          "                         $HOPLITE_DIRECTORY and $HOPLITE_AUTH_FILE are the defaults;\n"
+          "                         $HOPLITE_DIRECTORY and $HOPLITE_AUTH_FILE are the defaults,\n"
+          "                         else the local cluster's directory and secret;\n"
           "                         rm deletes any object, whichever node made it (a store's\n"
           "                         client may delete only what its own node made); counters\n"
           "                         are the directory's; no put or get (docs/operations.md)\n"
@@ -69,14 +70,29 @@ void hpl__cli_cluster_dir(char *out, size_t len) {
   snprintf(out, len, "/tmp/hoplite-%u/cluster", (unsigned)getuid());
 }
 
-/* The admin handle of --admin: the directory as the admin role. */
+/* The admin handle of --admin: the directory as the admin role. Without
+ * --directory and $HOPLITE_DIRECTORY, the local cluster's (`hoplite
+ * cluster up`: its port file and, unless one is named, its secret). */
 static hpl_client *open_admin(const hpl__cli_opts *o) {
   const char *dir = o->directory ? o->directory : getenv(HPL_DIRECTORY_ENV);
-  if (!dir || !*dir)
-    hpl__cli_die("--admin needs the directory's address: --directory HOST:PORT or $"
-                 HPL_DIRECTORY_ENV);
+  const char *secret = o->auth_file;
+  char local[64], lsecret[256], work[200], pfile[256];
+  if (!dir || !*dir) {
+    hpl__cli_cluster_dir(work, sizeof work);
+    snprintf(pfile, sizeof pfile, "%s/directory.port", work);
+    FILE *f = fopen(pfile, "r");
+    int port = 0;
+    if (!f || fscanf(f, "%d", &port) != 1 || port <= 0 || port > 65535)
+      hpl__cli_die("--admin needs the directory's address: --directory HOST:PORT or $"
+                   HPL_DIRECTORY_ENV " (no local cluster running either)");
+    fclose(f);
+    snprintf(local, sizeof local, "127.0.0.1:%d", port);
+    dir = local;
+    snprintf(lsecret, sizeof lsecret, "%s/cluster.secret", work);
+    if (!secret && !getenv(HPL_AUTH_FILE_ENV) && access(lsecret, R_OK) == 0) secret = lsecret;
+  }
   hpl_client *c;
-  int rc = hpl_connect_admin(dir, o->auth_file, 5000, &c);
+  int rc = hpl_connect_admin(dir, secret, 5000, &c);
   if (rc)
     hpl__cli_die("cannot reach the directory as admin: %s (%s)", hpl_strerror(rc),
                  hpl_errdetail(NULL));
