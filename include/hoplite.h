@@ -119,14 +119,52 @@ typedef struct hpl_buf hpl_buf;       /* a held object (or one being created) */
  * There is no handle on failure, so no detail: the reason is in the code. */
 HPL_API int hpl_connect(const char *socket_path, int64_t timeout_ms, hpl_client **out);
 
+/* Environment variables hpl_connect_admin() reads when given NULL: the
+ * directory's address ("HOST:PORT") and the cluster secret's file. */
+#define HPL_DIRECTORY_ENV "HOPLITE_DIRECTORY"
+#define HPL_AUTH_FILE_ENV "HOPLITE_AUTH_FILE"
+
+/* An admin handle: a TCP connection straight to the directory at
+ * `directory` ("HOST:PORT", "[V6]:PORT"; NULL: $HOPLITE_DIRECTORY) as the
+ * ADMIN role, proven with the cluster secret in the file `secret_path`
+ * (NULL: $HOPLITE_AUTH_FILE; the file `hoplite secret FILE` wrote, mode
+ * 0600, not a node credential). The directory lets an admin delete any
+ * object, whichever node made it. No store is involved: nothing is mapped.
+ * timeout_ms bounds connecting and the handshake.
+ * On such a handle only these work, each answered by the directory:
+ * hpl_delete, hpl_delete_many, hpl_stat, hpl_stat_many, hpl_list,
+ * hpl_list_page, hpl_status, hpl_transfers, hpl_reduce_sources, and
+ * hpl_counters / hpl_counter (the directory's counters, not a store's).
+ * Every other call fails at once with HPL_ESTATE ("an admin handle only
+ * deletes, stats and lists"); hpl_release and hpl_abort do nothing.
+ * On success *out is a new handle owned by the caller (free with
+ * hpl_close). Errors (hpl_errdetail(NULL) then gives the detail, as
+ * there is no handle):
+ *   HPL_EINVAL    no secret file given (nor $HOPLITE_AUTH_FILE), a file
+ *                 that is no secret (or a node's credential, or readable
+ *                 by others), no directory given, an address that is not
+ *                 HOST:PORT or does not resolve;
+ *   HPL_ESYS      the secret file cannot be read;
+ *   HPL_ECONN     cannot connect, or the peer closed during the handshake
+ *                 (no directory there, or one without a cluster secret);
+ *   HPL_ETIMEDOUT the directory did not answer within timeout_ms;
+ *   HPL_EAUTH     the directory holds another cluster secret;
+ *   HPL_EUNAVAIL  the directory seals its connections (--encrypt), which
+ *                 this handle cannot do;
+ *   HPL_ENOMEM. */
+HPL_API int hpl_connect_admin(const char *directory, const char *secret_path, int64_t timeout_ms,
+                              hpl_client **out);
+
 /* Close a handle. Buffers not yet released are released; their memory is
  * unmapped, so pointers into them become invalid. NULL is a no-op. Must not
  * race with other calls on the same handle. */
 HPL_API void hpl_close(hpl_client *c);
 
 /* Detail of the last failed call on `c` made by the calling thread, or ""
- * if there is none. The string belongs to the library and stays valid until
- * the thread's next call on any handle. */
+ * if there is none; c NULL: the detail of the thread's last failed
+ * hpl_connect_admin ("" if a call on a handle failed since). The string
+ * belongs to the library and stays valid until the thread's next call on
+ * any handle. */
 HPL_API const char *hpl_errdetail(const hpl_client *c);
 
 /* ------------------------------------------------------------------------
@@ -254,7 +292,9 @@ HPL_API int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t
 
 /* Delete `id` in the whole cluster. Copies still held by clients stay
  * readable until released, then are freed; the id can be reused at once.
- * Errors: HPL_EINVAL, HPL_ENOTFOUND, HPL_ETIMEDOUT, HPL_ECONN. */
+ * Errors: HPL_EINVAL, HPL_ENOTFOUND, HPL_ETIMEDOUT, HPL_ECONN, HPL_EPERM
+ * (in a cluster with a secret: another node made the object and is still
+ * up; its clients, or an admin handle, hpl_connect_admin, may delete it). */
 HPL_API int hpl_delete(hpl_client *c, const char *id, int64_t timeout_ms);
 
 /* List objects whose id starts with `prefix` (NULL or "": all), as text,
@@ -278,7 +318,9 @@ HPL_API int hpl_list_page(hpl_client *c, const char *prefix, const char *after, 
 
 /* Counters of the local store as text, one "NAME VALUE\n" line each
  * (data_bytes_sent, data_bytes_received, pulls_served, pulls_made,
- * inline_gets, pool_used, pool_capacity, ...). *out as for hpl_list(). */
+ * inline_gets, pool_used, pool_capacity, ...); on an admin handle
+ * (hpl_connect_admin) the directory's (dir_nodes, dir_objects, ...).
+ * *out as for hpl_list(). */
 HPL_API int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out);
 
 /* One counter of the local store by name. Errors: HPL_ENOTFOUND (no such

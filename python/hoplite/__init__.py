@@ -14,12 +14,13 @@ from .errors import (HopliteError, LibraryNotFound, InvalidArgument, OutOfMemory
                      NotFound, AlreadyExists, ObjectLost, ConnectionFailed, ProtocolError,
                      SystemCallError, TooBig, Mismatch, Canceled, Unavailable, InvalidState,
                      AuthFailed, Corrupt, TooManyClients, NotAllowed, BatchError)
-from .client import (Client, Creation, Stat, ObjectInfo, Transfer, connect, encode_id,
-                     dtype_code, op_code)
+from .client import (Client, Creation, Stat, ObjectInfo, Transfer, connect, connect_admin,
+                     encode_id, dtype_code, op_code)
 from ._lib import library_path, build_dir, HPL_ID_MAX
 
 __all__ = [
-    "Client", "Creation", "Stat", "ObjectInfo", "Transfer", "connect", "encode_id",
+    "Client", "Creation", "Stat", "ObjectInfo", "Transfer", "connect", "connect_admin",
+    "encode_id",
     "dtype_code", "op_code", "library_path", "build_dir", "HPL_ID_MAX",
     "HopliteError", "LibraryNotFound", "InvalidArgument", "OutOfMemory", "Timeout", "NotFound",
     "AlreadyExists", "ObjectLost", "ConnectionFailed", "ProtocolError", "SystemCallError",

@@ -77,6 +77,7 @@ _PROTOTYPES = {
     "hpl_errname": (_cstr, [_c_int]),
     "hpl_dtype_size": (_size, [_c_int]),
     "hpl_connect": (_c_int, [_cstr, _i64, _P(ClientP)]),
+    "hpl_connect_admin": (_c_int, [_cstr, _cstr, _i64, _P(ClientP)]),
     "hpl_close": (None, [ClientP]),
     "hpl_errdetail": (_cstr, [ClientP]),
     "hpl_set_lifetime": (_c_int, [ClientP, _c_int, _i64]),

@@ -401,12 +401,44 @@ class Client:
         if rc:
             base = (lib.hpl_strerror(rc) or b"").decode()
             raise error_for(rc, "%s (store socket %s)" % (base, path), "store socket %s" % path)
+        self._adopt(lib, h, path, None, timeout)
+
+    def _adopt(self, lib, h, socket, directory, timeout):
+        """Take over a connected hpl_client handle."""
         self._n = _Native(lib, h)
         self._lib = lib
-        self.socket = path
+        self.socket = socket        # the store's socket; None for an admin client
+        self.directory = directory  # the directory's HOST:PORT of an admin client, else None
         self.default_timeout = timeout
         self._fin = weakref.finalize(self, self._n.request_close)
         self._fin.atexit = False
+
+    @classmethod
+    def admin(cls, directory=None, secret_path=None, timeout=30.0, connect_timeout=10.0):
+        """An admin client (hpl_connect_admin): the directory itself at
+        `directory` ("HOST:PORT"; None: $HOPLITE_DIRECTORY), as the admin
+        role proven with the cluster secret in `secret_path` (None:
+        $HOPLITE_AUTH_FILE). It may delete any object, whichever node made
+        it; delete, delete_many, stat, stat_many, list, list_page, status,
+        counters, counter and transfers work, every other call raises
+        InvalidState. Raises InvalidArgument (no secret, no directory, a
+        node's credential), AuthFailed (another cluster's secret),
+        Unavailable (a directory run with --encrypt), ConnectionFailed,
+        Timeout."""
+        lib = _lib.load()
+        timeout_ms(timeout)  # validate
+        d = os.fspath(directory) if directory is not None else None
+        s = os.fspath(secret_path) if secret_path is not None else None
+        h = _lib.ClientP()
+        rc = lib.hpl_connect_admin(os.fsencode(d) if d else None, os.fsencode(s) if s else None,
+                                   timeout_ms(connect_timeout), ctypes.byref(h))
+        if rc:  # no handle: the detail is the thread's failed connect's
+            detail = (lib.hpl_errdetail(None) or b"").decode("utf-8", "replace")
+            base = (lib.hpl_strerror(rc) or b"").decode()
+            raise error_for(rc, "%s: %s" % (base, detail) if detail else base, detail)
+        self = cls.__new__(cls)
+        self._adopt(lib, h, None, d or os.environ.get("HOPLITE_DIRECTORY"), timeout)
+        return self
 
     # -------------------------------------------------------------- basics
     def close(self):
@@ -428,7 +460,8 @@ class Client:
         return False
 
     def __repr__(self):
-        return "<hoplite.Client %s%s>" % (self.socket, " closed" if self.closed else "")
+        where = self.socket if self.socket is not None else "admin@%s" % self.directory
+        return "<hoplite.Client %s%s>" % (where, " closed" if self.closed else "")
 
     def _ms(self, timeout):
         return timeout_ms(self.default_timeout if timeout is DEFAULT else timeout)
@@ -958,6 +991,14 @@ def _put_error(err):
 def connect(socket=None, **kw):
     """Client(socket, **kw): connect to the local store ($HOPLITE_SOCKET)."""
     return Client(socket, **kw)
+
+
+def connect_admin(directory=None, secret_path=None, **kw):
+    """Client.admin(directory, secret_path, **kw): the directory itself as
+    the admin role ($HOPLITE_DIRECTORY, $HOPLITE_AUTH_FILE); deletes any
+    object, stats and lists. timeout= and connect_timeout= are seconds, as
+    for Client."""
+    return Client.admin(directory, secret_path, **kw)
 
 
 # ------------------------------------------------------------------ buffers

@@ -34,13 +34,21 @@ static void usage(FILE *f) {
           "  get [-t MS] ID [FILE|-] write object ID to FILE (default stdout)\n"
           "  stat ID [--json]       size and copies\n"
           "  ls [PREFIX] [--json]   list objects, page by page as the directory sends them\n"
-          "  rm ID                  delete an object everywhere\n"
+          "  rm ID...               delete objects everywhere\n"
           "  counters               the store's counters\n"
           "  transfers [SINCE]      the directory's record of who pulled from whom\n"
           "  status [--watch [SECONDS]] [--json]\n"
           "                         the whole cluster: nodes (liveness, heartbeat age, pool,\n"
           "                         objects), transfers in flight, reduces running;\n"
           "                         --watch refreshes every SECONDS (default 1) until Ctrl-C\n"
+          "\n"
+          "Admin (the directory itself, as the admin role: needs the cluster secret):\n"
+          "  --admin [--directory HOST:PORT] [--auth-file SECRET] rm|stat|ls|status|counters|transfers\n"
+          "                         $HOPLITE_DIRECTORY and $HOPLITE_AUTH_FILE are the defaults,\n"
+          "                         else the local cluster's directory and secret;\n"
+          "                         rm deletes any object, whichever node made it (a store's\n"
+          "                         client may delete only what its own node made); counters\n"
+          "                         are the directory's; no put or get (docs/operations.md)\n"
           "\n"
           "Timeouts default to 30000 ms (-t MS, -1 waits forever). --json prints one JSON\n"
           "object per line (ids: valid UTF-8 as it is, other bytes as \\udcXX escapes, as\n"
@@ -62,7 +70,37 @@ void hpl__cli_cluster_dir(char *out, size_t len) {
   snprintf(out, len, "/tmp/hoplite-%u/cluster", (unsigned)getuid());
 }
 
+/* The admin handle of --admin: the directory as the admin role. Without
+ * --directory and $HOPLITE_DIRECTORY, the local cluster's (`hoplite
+ * cluster up`: its port file and, unless one is named, its secret). */
+static hpl_client *open_admin(const hpl__cli_opts *o) {
+  const char *dir = o->directory ? o->directory : getenv(HPL_DIRECTORY_ENV);
+  const char *secret = o->auth_file;
+  char local[64], lsecret[256], work[200], pfile[256];
+  if (!dir || !*dir) {
+    hpl__cli_cluster_dir(work, sizeof work);
+    snprintf(pfile, sizeof pfile, "%s/directory.port", work);
+    FILE *f = fopen(pfile, "r");
+    int port = 0;
+    if (!f || fscanf(f, "%d", &port) != 1 || port <= 0 || port > 65535)
+      hpl__cli_die("--admin needs the directory's address: --directory HOST:PORT or $"
+                   HPL_DIRECTORY_ENV " (no local cluster running either)");
+    fclose(f);
+    snprintf(local, sizeof local, "127.0.0.1:%d", port);
+    dir = local;
+    snprintf(lsecret, sizeof lsecret, "%s/cluster.secret", work);
+    if (!secret && !getenv(HPL_AUTH_FILE_ENV) && access(lsecret, R_OK) == 0) secret = lsecret;
+  }
+  hpl_client *c;
+  int rc = hpl_connect_admin(dir, secret, 5000, &c);
+  if (rc)
+    hpl__cli_die("cannot reach the directory as admin: %s (%s)", hpl_strerror(rc),
+                 hpl_errdetail(NULL));
+  return c;
+}
+
 static hpl_client *open_client(const hpl__cli_opts *o) {
+  if (o->admin) return open_admin(o);
   char path[256];
   const char *sock = o->socket;
   if (!sock && o->node >= 0) {
@@ -111,7 +149,9 @@ int main(int argc, char **argv) {
   hpl__cli_opts o = {.socket = NULL, .node = -1, .timeout_ms = 30000};
   static struct option opts[] = {{"socket", 1, 0, 's'}, {"node", 1, 0, 'n'},
                                  {"timeout", 1, 0, 't'}, {"json", 0, 0, 'j'},
-                                 {"watch", 2, 0, 'w'},   {0, 0, 0, 0}};
+                                 {"watch", 2, 0, 'w'},   {"admin", 0, 0, 'A'},
+                                 {"directory", 1, 0, 'D'}, {"auth-file", 1, 0, 'F'},
+                                 {0, 0, 0, 0}};
   /* store options may come before or after the command */
   int ch, pass;
   const char *cmd = NULL;
@@ -123,6 +163,9 @@ int main(int argc, char **argv) {
         case 'n': o.node = atoi(optarg); break;
         case 't': o.timeout_ms = strtoll(optarg, NULL, 10); break;
         case 'j': o.json = 1; break;
+        case 'A': o.admin = 1; break;
+        case 'D': o.directory = optarg; break;
+        case 'F': o.auth_file = optarg; break;
         case 'w': { /* --watch [SECONDS], --watch=SECONDS */
           const char *arg = optarg;
           char *end;
@@ -163,6 +206,9 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (o.admin && (fn == hpl__cli_put || fn == hpl__cli_get))
+    hpl__cli_die("--admin: the directory only deletes, stats and lists (rm, stat, ls, status, "
+                 "counters, transfers); %s goes to a store (-s SOCKET, -n NODE)", cmd);
   hpl_client *c = open_client(&o);
   int rc = fn(c, &o, argc - optind, argv + optind);
   hpl_close(c);

@@ -16,10 +16,14 @@
 /* The program's name in messages. */
 #define HPL__CLI_NAME "hoplite"
 
-/* Options of the commands that talk to a store. */
+/* Options of the commands that talk to a store (or, --admin, to the
+ * directory). */
 typedef struct hpl__cli_opts {
   const char *socket;
   int node;
+  int admin;             /* --admin: talk to the directory as the admin role */
+  const char *directory; /* --directory HOST:PORT (NULL: $HOPLITE_DIRECTORY) */
+  const char *auth_file; /* --auth-file FILE, the cluster secret (NULL: $HOPLITE_AUTH_FILE) */
   int64_t timeout_ms;
   int json; /* --json: one JSON object per line */
   double watch_s; /* status --watch: refresh every this many seconds (0: once) */

@@ -32,16 +32,17 @@ int hpl__cli_stat(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
   uint32_t copies, complete;
   int inl, local = 0;
   hpl__cli_check(c, hpl_stat(c, argv[0], o->timeout_ms, &size, &copies, &complete, &inl), "stat");
-  hpl_contains(c, argv[0], o->timeout_ms, &local);
+  if (o->admin) local = -1; /* no store: no "local" */
+  else hpl_contains(c, argv[0], o->timeout_ms, &local);
   if (o->json) {
     json_object(argv[0], size, copies, complete, inl, local);
     return 0;
   }
   char b[32];
-  printf("id        %s\nsize      %llu (%s)\ncopies    %u (%u complete)\ninline    %s\n"
-         "local     %s\n",
+  printf("id        %s\nsize      %llu (%s)\ncopies    %u (%u complete)\ninline    %s\n",
          argv[0], (unsigned long long)size, hpl__fmt_bytes(size, b, sizeof b), copies, complete,
-         inl ? "yes (served by the directory)" : "no", local ? "yes" : "no");
+         inl ? "yes (served by the directory)" : "no");
+  if (local >= 0) printf("local     %s\n", local ? "yes" : "no");
   return 0;
 }
 
@@ -86,10 +87,30 @@ int hpl__cli_ls(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
   return 0;
 }
 
+/* Ids deleted per call (pipelined; the library takes up to 4096). */
+#define RM_BATCH 1024
+
+/* One id: its failure ends the program with the detail. Several: deleted
+ * RM_BATCH at a time (pipelined), each failure named on stderr with its
+ * reason; exit status 1 if any failed. */
 int hpl__cli_rm(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {
-  if (argc != 1) hpl__cli_die("usage: hoplite rm ID");
-  hpl__cli_check(c, hpl_delete(c, argv[0], o->timeout_ms), "rm");
-  return 0;
+  if (argc < 1) hpl__cli_die("usage: hoplite rm ID...");
+  if (argc == 1) {
+    hpl__cli_check(c, hpl_delete(c, argv[0], o->timeout_ms), "rm");
+    return 0;
+  }
+  int rcs[RM_BATCH], failed = 0;
+  for (int at = 0; at < argc; at += RM_BATCH) {
+    size_t n = (size_t)(argc - at < RM_BATCH ? argc - at : RM_BATCH);
+    if (hpl_delete_many(c, (const char *const *)argv + at, n, o->timeout_ms, rcs) == 0) continue;
+    for (size_t i = 0; i < n; i++)
+      if (rcs[i]) {
+        fprintf(stderr, "%s: rm %s: %s\n", HPL__CLI_NAME, argv[at + (int)i],
+                hpl_strerror(rcs[i]));
+        failed = 1;
+      }
+  }
+  return failed;
 }
 
 int hpl__cli_transfers(hpl_client *c, hpl__cli_opts *o, int argc, char **argv) {

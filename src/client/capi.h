@@ -2,8 +2,9 @@
  * capi.h - what the client library's API files share, internal to
  * libhoplite: a handle and the buffers it hands out (client.c), the
  * per-thread error detail (client.c), and requests to the store, one or a
- * pipelined batch (ccall.c). Callers: client.c, ccall.c, cput.c, cget.c,
- * cobjects.c, creduce.c, ctext.c.
+ * pipelined batch (ccall.c), what an admin handle may do (cadmin.c).
+ * Callers: client.c, ccall.c, cput.c, cget.c, cobjects.c, creduce.c,
+ * ctext.c, cadmin.c.
  */
 #ifndef HPL_CAPI_H
 #define HPL_CAPI_H
@@ -49,6 +50,8 @@ struct hpl_buf {
 struct hpl_client {
   hpl__cstore st;       /* the store connection, its pool and filter */
   hpl__cdirect *direct; /* NULL: every get goes to the store */
+  int admin; /* an admin handle (hpl_connect_admin): st.rpc is a connection to the
+                directory, nothing else of st is set (cadmin.c) */
   pthread_mutex_t lock; /* bufs, owned, ttl_ms */
   hpl_buf *bufs;
   int owned;       /* the lifetime of what the handle puts (hpl_set_lifetime) */
@@ -65,7 +68,8 @@ struct hpl_client {
 #define HPL__CERR_MAX 512
 
 /* Set the calling thread's detail for handle c (hpl_errdetail) from fmt
- * and return code. */
+ * and return code. c NULL: the detail of a connect that made no handle
+ * (hpl_errdetail(NULL)). */
 int hpl__cfail(const hpl_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -81,6 +85,24 @@ const char *hpl__cfail_msg(void);
     if (!hpl__id_valid(id))                                                           \
       return hpl__cfail((c), HPL_EINVAL, "invalid object id (1-%d bytes, no control characters)", \
                   HPL_ID_MAX);                                                       \
+  } while (0)
+
+/* ------------------------------------------------------------ admin handles (cadmin.c) */
+
+/* Fail call `call` on admin handle c with HPL_ESTATE and a detail saying
+ * what an admin handle does. */
+int hpl__cadmin_refuse(hpl_client *c, const char *call);
+
+/* 1 if a request of `type` may go out on c: any on a store handle; on an
+ * admin handle only those the directory answers for it (STAT, DELETE,
+ * LIST, STATUS, COUNTERS, TRANSFERS, REDUCE_INFO). */
+int hpl__cadmin_allows(const hpl_client *c, unsigned type);
+
+/* Return HPL_ESTATE from the calling function (a call of hoplite.h) when c
+ * is an admin handle, before anything else is done. */
+#define HPL__NOT_ADMIN(c)                                                   \
+  do {                                                                      \
+    if ((c) && (c)->admin) return hpl__cadmin_refuse((c), __func__);        \
   } while (0)
 
 /* ------------------------------------------------------------ buffers (client.c) */

@@ -18,11 +18,12 @@
  * waited_ms. */
 static int rpc_failed(hpl_client *c, int rc, unsigned type, int64_t waited_ms) {
   const char *why = hpl__crpc_broken(c->st.rpc);
+  const char *peer = c->admin ? "the directory" : "the store"; /* an admin handle's is */
   if (rc == HPL_ETIMEDOUT)
-    return hpl__cfail(c, rc, "the store did not answer %s within %lld ms%s%s", hpl__msg_name(type),
+    return hpl__cfail(c, rc, "%s did not answer %s within %lld ms%s%s", peer, hpl__msg_name(type),
                 (long long)waited_ms, why ? "; the connection broke: " : "", why ? why : "");
   if (rc == HPL_ECONN)
-    return hpl__cfail(c, rc, "the connection to the store is closed: %s", why ? why : "?");
+    return hpl__cfail(c, rc, "the connection to %s is closed: %s", peer, why ? why : "?");
   return hpl__cfail(c, rc, "out of memory for %s", hpl__msg_name(type));
 }
 
@@ -112,6 +113,15 @@ static int reply_of(hpl_client *c, unsigned type, hpl__crpc_msg *rep, ProtobufCM
 
 void hpl__ccalls(hpl_client *c, hpl__cslot *s, size_t n, int64_t timeout_ms, hpl__cbatch *b) {
   if (n == 0) return;
+  size_t bad = 0; /* an admin handle sends only what the directory answers it */
+  while (bad < n && hpl__cadmin_allows(c, s[bad].req.type)) bad++;
+  if (bad < n) { /* nothing of the batch goes out */
+    for (size_t j = 0; j < n; j++) {
+      s[j].out = NULL;
+      hpl__cbatch_set(b, s[j].item, hpl__cadmin_refuse(c, hpl__msg_name(s[bad].req.type)));
+    }
+    return;
+  }
   int64_t wait_ms = timeout_ms < 0 ? -1 : timeout_ms + CLIENT_GRACE_MS;
   uint64_t deadline = hpl__deadline_ms(wait_ms);
   hpl__crpc_req one_req, *reqs = n == 1 ? &one_req : malloc(n * sizeof *reqs);
@@ -178,6 +188,7 @@ hpl__cslot *hpl__cid_calls(hpl_client *c, hpl__cbatch *b, unsigned type, int64_t
 /* ------------------------------------------------------------------ notes */
 
 int hpl__cnote(hpl_client *c, unsigned type, const ProtobufCMessage *m) {
+  if (!hpl__cadmin_allows(c, type)) return hpl__cadmin_refuse(c, hpl__msg_name(type));
   int rc = hpl__crpc_send(c->st.rpc, type, m, hpl__deadline_ms(CLIENT_NOTE_MS));
   return rc ? rpc_failed(c, rc, type, CLIENT_NOTE_MS) : 0;
 }

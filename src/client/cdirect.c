@@ -2,19 +2,12 @@
  * (see cdirect.h). */
 #include "cdirect.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "auth.h"
+#include "cdial.h"
 #include "crpc.h"
 #include "cwait.h"
 #include "digest.h"
@@ -38,8 +31,7 @@ struct hpl__cdirect {
   int publish;             /* the directory takes PUBLISH (Hello.dir_publish) */
   uint32_t inline_max;
   hpl__crpc_opts rpc_opts; /* what the directory may send back */
-  struct sockaddr_storage addr;
-  socklen_t addr_len;
+  hpl__cdial_addr addr; /* the directory's */
   hpl__turn turn;       /* one exchange at a time; rpc and retry_ms */
   int waiting;          /* the exchange under way may wait for its objects
                            (atomic): other gets go to the store meanwhile */
@@ -52,31 +44,11 @@ struct hpl__cdirect {
   int sealed;                     /* the directory seals (--encrypt): no direct reads */
 };
 
-/* Parse "ADDR" + port into d->addr. 0 or -1. */
-static int set_addr(hpl__cdirect *d, const char *addr, int port) {
-  struct sockaddr_in *a4 = (struct sockaddr_in *)&d->addr;
-  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&d->addr;
-  memset(&d->addr, 0, sizeof d->addr);
-  if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons((uint16_t)port);
-    d->addr_len = sizeof *a4;
-    return 0;
-  }
-  if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons((uint16_t)port);
-    d->addr_len = sizeof *a6;
-    return 0;
-  }
-  return -1;
-}
-
 hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   if (!s->filter || !s->dir_port || s->inline_max > DIRECT_MAX_INLINE) return NULL;
   hpl__cdirect *d = calloc(1, sizeof *d);
   if (!d) return NULL;
-  if (set_addr(d, s->dir_addr, s->dir_port) != 0) {
+  if (hpl__cdial_numeric(s->dir_addr, s->dir_port, &d->addr) != 0) {
     free(d);
     return NULL;
   }
@@ -115,83 +87,18 @@ static void direct_failed(hpl__cdirect *d) {
                    __ATOMIC_RELAXED);
 }
 
-/* Send (to_send) or receive exactly len bytes on the non-blocking fd
- * before the deadline. 0 or -1. */
-static int io_full(int fd, uint8_t *p, size_t len, int to_send, uint64_t deadline) {
-  while (len) {
-    ssize_t n = to_send ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
-                        : recv(fd, p, len, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= (size_t)n;
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return -1;
-    struct pollfd pf = {.fd = fd, .events = to_send ? POLLOUT : POLLIN};
-    if (hpl__ms_left(deadline) == 0 ||
-        (poll(&pf, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR))
-      return -1;
-  }
-  return 0;
-}
-
-/* The handshake (auth.h) as a reader, before any frame; *keys gets the
- * session's. 0 or -1 (the directory is not the cluster's, or did not
- * answer in time, or it seals its connections: --encrypt). A client does
- * not seal frames (the RPC layer only tags them): a directory that asks
- * for encryption is never read directly, gets go through the store, whose
- * own link to the directory is sealed. */
-static int dir_handshake(hpl__cdirect *d, int fd, uint64_t deadline, hpl__auth_keys *keys) {
-  hpl__auth_hs hs;
-  uint8_t hello[HPL__AUTH_HELLO_LEN], chal[HPL__AUTH_CHALLENGE_LEN], proof[HPL__AUTH_PROOF_LEN];
-  hpl__auth_open(&hs, HPL__ROLE_READER, d->name, hpl__auth_flags(0), hello);
-  if (io_full(fd, hello, sizeof hello, 1, deadline) ||
-      io_full(fd, chal, sizeof chal, 0, deadline) ||
-      hpl__auth_answer(&hs, d->key, chal, proof) != 0 ||
-      io_full(fd, proof, sizeof proof, 1, deadline))
-    return -1;
-  if (hpl__auth_seal(&hs) != HPL__SEAL_NONE) { /* never again: through the store */
-    d->sealed = 1;
-    return -1;
-  }
-  hpl__auth_session(&hs, d->key, 1, keys);
-  return 0;
-}
-
 /* Connect to the directory unless connected (the turn held), and
- * authenticate when the cluster has a secret. 0 or -1. */
+ * authenticate as a reader when the cluster has a secret (cdial.h). 0 or
+ * -1. A directory that seals its connections (--encrypt) is never read
+ * directly: gets go through the store, whose own link to it is sealed. */
 static int dir_connect(hpl__cdirect *d, uint64_t deadline) {
   if (d->rpc) return 0;
-  int fd = socket(d->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) goto failed;
-  if (connect(fd, (struct sockaddr *)&d->addr, d->addr_len) != 0) {
-    if (errno != EINPROGRESS) goto failed;
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int err = 0;
-    socklen_t el = sizeof err;
-    if (hpl__ms_left(deadline) == 0 || poll(&p, 1, hpl__cwait_poll_ms(deadline)) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
-      goto failed;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  hpl__auth_keys keys;
-  hpl__crpc_opts o = d->rpc_opts;
-  if (d->auth) {
-    if (dir_handshake(d, fd, deadline, &keys) != 0) goto failed;
-    o.send_key = keys.send; /* every frame tagged from here on (frame.h) */
-    o.recv_key = keys.recv;
-  }
-  int rc = hpl__crpc_new(fd, &o, &d->rpc);
-  sodium_memzero(&keys, sizeof keys);
-  if (rc != 0) {
-    d->rpc = NULL; /* fd is closed; no memory is no reason to wait */
-    return -1;
-  }
-  return 0;
-failed:
-  if (fd >= 0) close(fd);
-  direct_failed(d);
+  hpl__cdial_as as = {.role = HPL__ROLE_READER, .name = d->name, .key = d->auth ? d->key : NULL};
+  int rc = hpl__cdial(&d->addr, &as, &d->rpc_opts, deadline, &d->rpc, NULL, 0);
+  if (rc == 0) return 0;
+  d->rpc = NULL;
+  if (rc == HPL_EUNAVAIL) d->sealed = 1; /* never again: through the store */
+  if (rc != HPL_ENOMEM) direct_failed(d); /* no memory is no reason to wait */
   return -1;
 }
 

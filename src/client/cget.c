@@ -12,6 +12,7 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
                     hpl_buf **bufs, int *rcs);
 
 int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
+  HPL__NOT_ADMIN(c);
   HPL__CHECK_ID(c, id);
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   int rc;
@@ -20,6 +21,7 @@ int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
 
 int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                  hpl_buf **bufs, int *rcs) {
+  HPL__NOT_ADMIN(c);
   const char *first = ids && n ? ids[0] : NULL;
   hpl__trace("get", first);
   int rc = get_many(c, ids, n, timeout_ms, bufs, rcs);
@@ -97,7 +99,7 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
 }
 
 void hpl_release(hpl_client *c, hpl_buf *b) {
-  if (!c || !b) return;
+  if (!c || !b || c->admin) return; /* an admin handle hands out no buffers */
   if (b->created) {
     hpl_abort(c, b);
     return;

@@ -20,11 +20,13 @@
 
 static __thread struct {
   const hpl_client *c;
+  int connect; /* msg is a failed connect's (c NULL) */
   char msg[HPL__CERR_MAX];
 } tls_err;
 
 int hpl__cfail(const hpl_client *c, int code, const char *fmt, ...) {
   tls_err.c = c;
+  tls_err.connect = c == NULL;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(tls_err.msg, sizeof tls_err.msg, fmt, ap);
@@ -35,7 +37,8 @@ int hpl__cfail(const hpl_client *c, int code, const char *fmt, ...) {
 const char *hpl__cfail_msg(void) { return tls_err.msg; }
 
 const char *hpl_errdetail(const hpl_client *c) {
-  return c && tls_err.c == c ? tls_err.msg : "";
+  if (!c) return tls_err.connect ? tls_err.msg : "";
+  return tls_err.c == c ? tls_err.msg : "";
 }
 
 /* ------------------------------------------------------------------ handles */

@@ -4,6 +4,7 @@
 #include "capi.h"
 
 int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_local) {
+  HPL__NOT_ADMIN(c);
   HPL__CHECK_ID(c, id);
   Hplpb__ContainsRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);
@@ -15,6 +16,7 @@ int hpl_contains(hpl_client *c, const char *id, int64_t timeout_ms, int *out_loc
 
 int hpl_held_bytes(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *held,
                    uint64_t *size) {
+  HPL__NOT_ADMIN(c);
   HPL__CHECK_ID(c, id);
   Hplpb__ContainsRep *rep = NULL;
   int rc = hpl__cid_call(c, HPL__MSG_CONTAINS, id, timeout_ms, (ProtobufCMessage **)&rep);

@@ -20,6 +20,7 @@
 
 int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms) {
   if (!c) return HPL_EINVAL;
+  HPL__NOT_ADMIN(c);
   if (ttl_ms < 0) return hpl__cfail(c, HPL_EINVAL, "ttl_ms must be >= 0 (0: no ttl), not %lld",
                                     (long long)ttl_ms);
   pthread_mutex_lock(&c->lock);
@@ -80,6 +81,7 @@ static void seal_given_up(hpl_client *c, uint64_t handle) {
 static uint8_t empty_region[CLIENT_EMPTY_ALIGN];
 
 int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms, hpl_buf **out) {
+  HPL__NOT_ADMIN(c);
   HPL__CHECK_ID(c, id);
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   /* The bytes are written in this process's own memory, never in the
@@ -102,6 +104,7 @@ int hpl_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
 }
 
 int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
+  HPL__NOT_ADMIN(c);
   if (!c || !b || !b->created || bytes > b->size)
     return c ? hpl__cfail(c, HPL_EINVAL, "not a buffer being created, or bytes beyond its size")
              : HPL_EINVAL;
@@ -112,6 +115,7 @@ int hpl_buf_progress(hpl_client *c, hpl_buf *b, uint64_t bytes) {
 }
 
 int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
+  HPL__NOT_ADMIN(c);
   if (!c || !b) return c ? hpl__cfail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
   if (!b->created) return hpl__cfail(c, HPL_EINVAL, "buffer is not being created");
   Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
@@ -129,7 +133,7 @@ int hpl_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms) {
 }
 
 void hpl_abort(hpl_client *c, hpl_buf *b) {
-  if (!c || !b) return;
+  if (!c || !b || c->admin) return; /* an admin handle hands out no buffers */
   if (b->created) {
     Hplpb__HandleReq r = HPLPB__HANDLE_REQ__INIT;
     r.handle = b->handle;
@@ -149,6 +153,7 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
                    int64_t timeout_ms);
 
 int hpl_put(hpl_client *c, const char *id, const void *data, uint64_t size, int64_t timeout_ms) {
+  HPL__NOT_ADMIN(c);
   hpl__trace("put", id);
   int rc = put_one(c, id, data, size, timeout_ms);
   hpl__trace("put.done", id);
@@ -191,6 +196,7 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
 
 int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
                  const uint64_t *sizes, size_t n, int64_t timeout_ms, int *rcs) {
+  HPL__NOT_ADMIN(c);
   hpl__cbatch b;
   int rc = hpl__cbatch_open(c, &b, ids, n, rcs, data && sizes ? data : NULL);
   if (rc) return rc;

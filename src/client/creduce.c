@@ -51,12 +51,14 @@ static int reduce_call(hpl_client *c, const char *target, const char *const *sou
 
 int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
                size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms) {
+  HPL__NOT_ADMIN(c);
   return reduce_call(c, target, sources, nsources, num_objects, op, dtype, 0, 0, timeout_ms, NULL);
 }
 
 int hpl_reduce_range(hpl_client *c, const char *target, const char *const *sources,
                      size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                      uint64_t offset, uint64_t length, int64_t timeout_ms) {
+  HPL__NOT_ADMIN(c);
   return reduce_call(c, target, sources, nsources, num_objects, op, dtype, offset, length,
                      timeout_ms, NULL);
 }
@@ -64,6 +66,7 @@ int hpl_reduce_range(hpl_client *c, const char *target, const char *const *sourc
 int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,
                   size_t num_objects, hpl_op op, hpl_dtype dtype, int64_t timeout_ms,
                   hpl_buf **out) {
+  HPL__NOT_ADMIN(c);
   if (!out) return c ? hpl__cfail(c, HPL_EINVAL, "out must not be NULL") : HPL_EINVAL;
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   /* a ring first (the store answers once the target is complete here);
