@@ -6,7 +6,8 @@ DATA, ADMIN, a node name) followed by untagged frames, which fuzz_dir's
 authenticated directory answers and tags (tests/fuzz/fuzz_loop.h,
 fuzz_feed_authed), the same HELLOs for fuzz_frame's handshake parsers, and
 a store's refusing HELLO (Hello.status, .detail) for fuzz_client and
-fuzz_store.
+fuzz_store, and sessions to fuzz_store's data port holding a node
+credential (role DATA).
 The messages are written by hand from src/common/hoplite.proto.
 
     scripts/fuzz-seeds.py        (writes tests/fuzz/corpus/*/v4-*)
@@ -157,6 +158,21 @@ def refusal_seeds():
     return c, s
 
 
+def data_seeds():
+    """fuzz_store: sessions to the data port of its store holding a node
+    credential: DATA is taken (PULLs after it), the other roles are not."""
+    PULL = 60
+    pulls = frame(PULL, 1, f_bytes(1, "fz/none") + f_int(3, 0x77)) \
+        + frame(PULL, 2, f_bytes(1, "fz/none") + f_int(2, 4096) + f_int(40, 1)) \
+        + frame(PULL, 3, f_bytes(1, "fz/stream") + f_int(4, 1) + f_int(5, 2))
+    return {"data": hello(DATA) + pulls,
+            "data-sealed": hello(DATA, flags=1) + pulls,
+            "data-named": hello(DATA, "fuzz-store") + pulls,
+            "node": hello(NODE, "fuzz-store") + pulls,
+            "reader": hello(READER, "fuzz-store") + pulls,
+            "admin": hello(ADMIN) + pulls}
+
+
 def write(target, name, data):
     with open(os.path.join(TOP, "tests/fuzz/corpus", target, "v4-" + name), "wb") as f:
         f.write(data)
@@ -166,6 +182,7 @@ def main():
     client, store = refusal_seeds()
     for name, data in client.items():
         write("fuzz_client", name, data)
+    store.update(data_seeds())
     for name, data in store.items():
         write("fuzz_store", name, data)
     seeds = dir_seeds()
