@@ -168,9 +168,10 @@ static void do_register(int fd, uint64_t node) {
   protobuf_c_message_free_unpacked(&rep->base, NULL);
 }
 
-enum { ST_RAW, ST_AUTHED, ST_REGISTERED, ST_OTHER_NODE, ST_READER, ST_NSTATES };
+enum { ST_RAW, ST_AUTHED, ST_REGISTERED, ST_OTHER_NODE, ST_READER, ST_ADMIN, ST_NSTATES };
 static const char *state_name[] = {"before the handshake", "before REGISTER", "registered",
-                                    "registered as another node's id", "as a reader"};
+                                    "registered as another node's id", "as a reader",
+                                    "as an admin"};
 
 /* A directory connection in state st. */
 static int dir_open(int st) {
@@ -186,6 +187,7 @@ static int dir_open(int st) {
     assert_int_equal(th_wire_handshake_key(fd, rk, HPL__ROLE_READER, "node-0"), 0);
     return fd;
   }
+  if (st == ST_ADMIN) return th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_ADMIN);
   int fd = th_wire_connect(port, hpl__lc_secret(lc), HPL__ROLE_NODE);
   if (st == ST_REGISTERED) do_register(fd, 0xfeed0000 + (uint64_t)rand());
   /* a real store's id: the directory moves that node here (a reconnect) */
@@ -263,6 +265,15 @@ static void test_directory_every_state(void **state) {
 static void test_data_port_every_state(void **state) {
   (void)state;
   int port = th_data_port(lc, 0);
+  /* stores speak DATA to each other: a node's or a reader's key is no
+   * way in */
+  for (int role = HPL__ROLE_NODE; role <= HPL__ROLE_ADMIN; role++) {
+    if (role == HPL__ROLE_DATA) continue;
+    int fd = th_wire_connect(port, NULL, 0);
+    assert_int_equal(th_wire_handshake_as(fd, hpl__lc_secret(lc), role,
+                                          role == HPL__ROLE_ADMIN ? NULL : "node-0"), -1);
+    close(fd);
+  }
   for (int authed = 0; authed < 2; authed++)
     for (unsigned t = 1; t <= HPL__MSG_MAX_; t++) {
       if (!hpl__msg_descriptor(t)) continue;

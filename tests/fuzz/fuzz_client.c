@@ -1,7 +1,10 @@
 /* fuzz_client.c - libFuzzer target: the client library's reading of what a
  * store (or the directory) sends back: the RPC layer's framing and reply
  * matching (src/client/crpc.c) and the unpacking of every reply type the library
- * asks for. The input is the whole byte stream from the peer. */
+ * asks for. The input is the whole byte stream from the peer, which reads
+ * and drops whatever the library sends it (its requests, and the RELEASE of
+ * an orphaned hold), as a store does. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,15 @@ static const unsigned calls[] = {HPL__MSG_GET,      HPL__MSG_CREATE,   HPL__MSG_
                                  HPL__MSG_COUNTERS, HPL__MSG_TRANSFERS, HPL__MSG_REDUCE_INFO,
                                  HPL__MSG_STAT,     HPL__MSG_PEEK,     HPL__MSG_SEAL};
 
+/* The peer's reading: everything until the library closes its end. */
+static void *drain(void *arg) {
+  int fd = *(int *)arg;
+  uint8_t sink[65536];
+  while (read(fd, sink, sizeof sink) > 0) {
+  }
+  return NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 200000) return 0; /* must fit the socket buffer */
   int sv[2];
@@ -33,6 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     off += (size_t)w;
   }
   shutdown(sv[1], SHUT_WR);
+  pthread_t reader;
+  if (pthread_create(&reader, NULL, drain, &sv[1]) != 0) abort();
   hpl__crpc_opts o = {.lim = {.max_msg = HPL__MAX_MSG_CTRL, .max_payload = 65536,
                               .max_type = HPL__MSG_MAX_}};
   hpl__crpc *r;
@@ -65,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     hpl__crpc_msg_free(&m);
   }
-  hpl__crpc_free(r);
+  hpl__crpc_free(r); /* closes sv[0]: the reader sees the end */
+  pthread_join(reader, NULL);
   close(sv[1]);
   return 0;
 }
