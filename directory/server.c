@@ -197,6 +197,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   hpl__dir_server *s = sig->data;
   HPL__LOG_INFO("signal %d: shutting down", signum);
   s->stopping = 1;
+  hpl__conn_unlisten((uv_stream_t *)&s->listener);
   uv_close((uv_handle_t *)&s->listener, NULL);
   hpl__dir_liveness_stop(s);
   hpl__dir_reduce_stop(s);
@@ -299,7 +300,7 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
   uv_tcp_init(loop, &s->listener);
   s->listener.data = s;
   if ((rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0)) ||
-      (rc = uv_listen((uv_stream_t *)&s->listener, 512, on_accept))) {
+      (rc = hpl__conn_listen((uv_stream_t *)&s->listener, 512, on_accept))) {
     HPL__LOG_ERROR("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,
                    uv_strerror(rc));
     return HPL_ESYS;

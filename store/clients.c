@@ -343,7 +343,7 @@ int hpl__clients_start(hpl__store *s) {
   uv_pipe_init(s->loop, &s->clients->listener, 0);
   s->clients->listener.data = s;
   if ((rc = uv_pipe_bind(&s->clients->listener, path)) ||
-      (rc = uv_listen((uv_stream_t *)&s->clients->listener, 256, on_client_accept))) {
+      (rc = hpl__conn_listen((uv_stream_t *)&s->clients->listener, 256, on_client_accept))) {
     HPL__LOG_ERROR("cannot listen on %s: %s", path, uv_strerror(rc));
     return HPL_ESYS;
   }
@@ -355,6 +355,7 @@ int hpl__clients_start(hpl__store *s) {
 void hpl__clients_stop(hpl__store *s) {
   if (!s->clients || uv_is_closing((uv_handle_t *)&s->clients->listener)) return;
   hpl__pool_listen(s->pool, NULL, NULL);
+  hpl__conn_unlisten((uv_stream_t *)&s->clients->listener);
   uv_close((uv_handle_t *)&s->clients->listener, NULL);
   unlink(s->cfg.socket_path);
   hpl__stclient *cl;

@@ -535,7 +535,7 @@ int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s)) {
   uv_tcp_init(s->loop, &dp->listener);
   dp->listener.data = s;
   if ((rc = uv_tcp_bind(&dp->listener, (struct sockaddr *)&addr, 0)) ||
-      (rc = uv_listen((uv_stream_t *)&dp->listener, 512, on_accept))) {
+      (rc = hpl__conn_listen((uv_stream_t *)&dp->listener, 512, on_accept))) {
     HPL__LOG_ERROR("cannot listen on %s:%d: %s", s->cfg.data_host, s->cfg.data_port,
                    uv_strerror(rc));
     return HPL_ESYS;
@@ -547,7 +547,10 @@ int hpl__dataport_start(hpl__store *s, void (*idle)(hpl__store *s)) {
 void hpl__dataport_stop(hpl__store *s) {
   hpl__dataport *dp = s->dataport;
   if (!dp) return;
-  if (!uv_is_closing((uv_handle_t *)&dp->listener)) uv_close((uv_handle_t *)&dp->listener, NULL);
+  if (!uv_is_closing((uv_handle_t *)&dp->listener)) {
+    hpl__conn_unlisten((uv_stream_t *)&dp->listener);
+    uv_close((uv_handle_t *)&dp->listener, NULL);
+  }
   hpl__sender *sd;
   DL_FOREACH(dp->senders, sd) hpl__conn_close(sd->c, 0);
 }

@@ -175,11 +175,25 @@ void hpl__conn_stats_get(hpl__conn_stats *st);
   {pfx "out_shed", (st).out_shed, "output_shed_total", HPL__M_COUNTER, 0,                     \
    "Connections closed as the largest queue while all output was over its bound"}
 
+/* Connections one listener takes per loop turn (hpl__conn_listen). */
+#define HPL__CONN_ACCEPTS_PER_TURN 32
+
+/* uv_listen, with the listener's accepts paced: hpl__conn_accept takes at
+ * most HPL__CONN_ACCEPTS_PER_TURN per loop turn, and the rest wait for the
+ * next turn (the callback `cb` is called again then), so a flood of
+ * connections cannot hold up the events of established ones. Returns 0 or
+ * a libuv error. hpl__conn_unlisten before closing the listener. */
+int hpl__conn_listen(uv_stream_t *server, int backlog, uv_connection_cb cb);
+/* Stop pacing `server` (its handles are closed; call before uv_close of
+ * the listener). A listener never paced is ignored. */
+void hpl__conn_unlisten(uv_stream_t *server);
+
 /* Accept one connection on a listening stream (TCP, with Nagle off, or a
  * Unix socket, as the listener is). Returns the new stream (malloc'd, to be
  * handed to hpl__conn_new or closed), or NULL when there is nothing to
- * accept or no memory. `peer` (may be NULL) gets a TCP peer's numeric
- * address ("?" if unknown, "" for a Unix socket). */
+ * accept, no memory, or the listener's turn is used up (hpl__conn_listen:
+ * its callback runs again next turn). `peer` (may be NULL) gets a TCP
+ * peer's numeric address ("?" if unknown, "" for a Unix socket). */
 uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen);
 
 /* A server's connection limit, checked for each new connection `t` (from
