@@ -228,7 +228,6 @@ int hpl__auth_create(const char *path, char *err, size_t errlen) {
 int hpl__auth_key(const hpl__auth *a, int role, const char *name,
                  uint8_t out[HPL__AUTH_KEY_LEN]) {
   uint8_t nk[HPL__AUTH_KEY_LEN];
-  int rc = 0;
   switch (role) {
     case HPL__ROLE_DATA: memcpy(out, a->data_key, HPL__AUTH_KEY_LEN); return a->on ? 0 : HPL_EAUTH;
     case HPL__ROLE_ADMIN:
@@ -249,7 +248,7 @@ int hpl__auth_key(const hpl__auth *a, int role, const char *name,
       else
         derive(nk, "hoplite reader", NULL, out);
       sodium_memzero(nk, sizeof nk);
-      return rc;
+      return 0;
     default: break;
   }
   memset(out, 0, HPL__AUTH_KEY_LEN);
