@@ -6,7 +6,8 @@
  * Starts a cluster of two stores (A, B), loads N inline objects of 100 B
  * and M objects of --large-size on A, and measures, with client
  * processes (one connection each, as task workers are):
- *  - put / get / stat / delete rates and latencies at each --procs level,
+ *  - put / get / stat / delete rates, latencies and CPU per request (the
+ *    clients', the stores' and the directory's) at each --procs level,
  *    one request at a time ("single"), and with --batch B requests in
  *    flight per connection ("batch", if the library has hpl_*_many);
  *    gets run on B, which holds no copy: small objects come from the
@@ -22,7 +23,10 @@
  * Old servers (another tree's build): HOPLITE_BIN_DIR=/old/build and
  * --no-auth; the old client library with LD_LIBRARY_PATH=/old/build (the
  * functions it lacks are looked up at run time and skipped).
- * Prints a table and, with --out, appends TSV rows (label metric value). */
+ * Prints a table and, with --out, appends TSV rows (label metric value).
+ * This file: options, output, the servers' facts and the phases;
+ * bench_dirwork.c: the client worker processes, latency histograms and CPU
+ * per request (bench_dir.h). */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,225 +44,27 @@
 #include "localcluster.h"
 #include "util.h"
 
+#include "bench_dir.h"
+
 /* ---- options and output */
 
-static struct {
-  uint64_t ninline, nlarge, large_size;
-  int secs, batch, no_auth;
-  int notfound_ok; /* deletes: "not found" is not an error */
-  int procs[8], nprocs;
-  const char *out, *label;
-} g = {.ninline = 1000000, .nlarge = 20000, .large_size = 70 << 10, .secs = 3, .batch = 64,
-       .label = "hoplite"};
+hpl__bd_opts hpl__bd = {.ninline = 1000000, .nlarge = 20000, .large_size = 70 << 10, .secs = 3,
+                        .batch = 64, .label = "hoplite"};
+FILE *hpl__bd_tsv;
+hpl__lc *hpl__bd_lc;
 
-static FILE *tsv;
-
-static void report(const char *metric, double v, const char *unit) {
+void hpl__bd_report(const char *metric, double v, const char *unit) {
   printf("  %-44s %14.1f %s\n", metric, v, unit);
   fflush(stdout);
-  if (tsv) {
-    fprintf(tsv, "%s\t%s\t%.3f\n", g.label, metric, v);
-    fflush(tsv);
+  if (hpl__bd_tsv) {
+    fprintf(hpl__bd_tsv, "%s\t%s\t%.3f\n", hpl__bd.label, metric, v);
+    fflush(hpl__bd_tsv);
   }
 }
 
-static void die(const char *what, hpl_client *c, int rc) {
+void hpl__bd_die(const char *what, hpl_client *c, int rc) {
   fprintf(stderr, "bench_dir: %s: %s (%s)\n", what, hpl_strerror(rc), c ? hpl_errdetail(c) : "");
   exit(1);
-}
-
-/* ---- optional library functions (newer than some libraries we run with) */
-
-typedef int (*list_page_fn)(hpl_client *, const char *, const char *, size_t, int64_t, char **,
-                            char **);
-typedef int (*get_many_fn)(hpl_client *, const char *const *, size_t, int64_t, hpl_buf **, int *);
-typedef int (*put_many_fn)(hpl_client *, const char *const *, const void *const *,
-                           const uint64_t *, size_t, int64_t, int *);
-typedef int (*ids_many_fn)(hpl_client *, const char *const *, size_t, int64_t, int *);
-typedef int (*stat_many_fn)(hpl_client *, const char *const *, size_t, int64_t, uint64_t *, int *);
-static list_page_fn list_page;
-static get_many_fn get_many;
-static put_many_fn put_many;
-static stat_many_fn stat_many;
-static ids_many_fn delete_many;
-
-static void find_functions(void) {
-  list_page = (list_page_fn)dlsym(RTLD_DEFAULT, "hpl_list_page");
-  get_many = (get_many_fn)dlsym(RTLD_DEFAULT, "hpl_get_many");
-  put_many = (put_many_fn)dlsym(RTLD_DEFAULT, "hpl_put_many");
-  stat_many = (stat_many_fn)dlsym(RTLD_DEFAULT, "hpl_stat_many");
-  delete_many = (ids_many_fn)dlsym(RTLD_DEFAULT, "hpl_delete_many");
-}
-
-/* ---- latency histogram: 1 us buckets up to 10 ms, then 1 ms up to 10 s */
-
-#define H_FINE 10000
-#define H_COARSE 10000
-typedef struct hist {
-  uint64_t n, sum_us, max_us;
-  uint32_t fine[H_FINE], coarse[H_COARSE];
-} hist;
-
-static void h_add(hist *h, uint64_t us) {
-  h->n++;
-  h->sum_us += us;
-  if (us > h->max_us) h->max_us = us;
-  if (us < H_FINE) h->fine[us]++;
-  else h->coarse[us / 1000 < H_COARSE ? us / 1000 : H_COARSE - 1]++;
-}
-
-static void h_merge(hist *a, const hist *b) {
-  a->n += b->n;
-  a->sum_us += b->sum_us;
-  if (b->max_us > a->max_us) a->max_us = b->max_us;
-  for (int i = 0; i < H_FINE; i++) a->fine[i] += b->fine[i];
-  for (int i = 0; i < H_COARSE; i++) a->coarse[i] += b->coarse[i];
-}
-
-static double h_pct(const hist *h, double p) {
-  uint64_t want = (uint64_t)(p * (double)h->n), seen = 0;
-  for (int i = 0; i < H_FINE; i++)
-    if ((seen += h->fine[i]) > want) return i / 1000.0;
-  for (int i = 0; i < H_COARSE; i++)
-    if ((seen += h->coarse[i]) > want) return (double)i;
-  return h->max_us / 1000.0;
-}
-
-/* ---- worker processes */
-
-typedef struct worker_out {
-  hist h;
-  uint64_t ops, errors;
-  int first_rc;
-} worker_out;
-
-static hpl__lc *lc;
-
-static hpl_client *connect_node(int node) {
-  hpl_client *c;
-  int rc = hpl_connect(hpl__lc_socket(lc, node), 10000, &c);
-  if (rc) die("connect", NULL, rc);
-  return c;
-}
-
-enum { OP_PUT, OP_GET, OP_STAT, OP_DELETE };
-static const char *op_name[] = {"put", "get", "stat", "delete"};
-
-static void inline_id(char *out, size_t len, uint64_t i) { snprintf(out, len, "i%09llu", (unsigned long long)i); }
-
-/* Worker w of n: `op` one at a time or `batch` per call, for secs seconds
- * (timed) and/or over its share of the inline ids [base, base + limit)
- * (limit > 0). Ids: untimed ranges and deletes take inline ids of their
- * share; puts otherwise make p<run>/<w>/<k>; gets and stats pick loaded
- * inline ids at random. */
-static void worker(int op, int w, int n, int node, int batch, int run, uint64_t base,
-                   uint64_t limit, int timed, worker_out *res) {
-  hpl_client *c = connect_node(node);
-  uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w + 1) + (uint64_t)run;
-  uint8_t payload[100];
-  memset(payload, w, sizeof payload);
-  char ids[256][32];
-  const char *idp[256];
-  const void *datap[256];
-  uint64_t sizes[256];
-  int rcs[256];
-  hpl_buf *bufs[256];
-  if (batch > 256) batch = 256;
-  uint64_t share = limit ? (limit + (uint64_t)n - 1) / (uint64_t)n : 0;
-  uint64_t from = base + share * (uint64_t)w;
-  uint64_t to = from + share > base + limit ? base + limit : from + share;
-  uint64_t end = hpl__now_ms() + (uint64_t)g.secs * 1000, k = 0;
-  for (;;) {
-    if ((limit && from + k >= to) || (timed && hpl__now_ms() >= end)) break;
-    int m = batch;
-    if (limit && (uint64_t)m > to - from - k) m = (int)(to - from - k);
-    for (int j = 0; j < m; j++) {
-      if (op == OP_PUT && !limit)
-        snprintf(ids[j], sizeof ids[j], "p%d/%d/%llu", run, w, (unsigned long long)(k + j));
-      else if (limit)
-        inline_id(ids[j], sizeof ids[j], from + k + (uint64_t)j);
-      else {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        inline_id(ids[j], sizeof ids[j], (seed >> 20) % g.ninline);
-      }
-      idp[j] = ids[j];
-      datap[j] = payload;
-      sizes[j] = sizeof payload;
-    }
-    uint64_t t0 = hpl__now_ns();
-    int rc = 0;
-    if (batch > 1) {
-      switch (op) {
-        case OP_PUT: rc = put_many(c, idp, datap, sizes, (size_t)m, 30000, rcs); break;
-        case OP_GET: rc = get_many(c, idp, (size_t)m, 30000, bufs, rcs); break;
-        case OP_STAT: rc = stat_many(c, idp, (size_t)m, 30000, NULL, rcs); break;
-        case OP_DELETE: rc = delete_many(c, idp, (size_t)m, 30000, rcs); break;
-      }
-      for (int j = 0; j < m; j++) {
-        if (rcs[j] && !(g.notfound_ok && rcs[j] == HPL_ENOTFOUND)) {
-          res->errors++;
-          if (!res->first_rc) res->first_rc = rcs[j];
-        } else if (op == OP_GET) {
-          hpl_release(c, bufs[j]);
-        }
-      }
-    } else {
-      hpl_buf *b;
-      switch (op) {
-        case OP_PUT: rc = hpl_put(c, idp[0], payload, sizeof payload, 30000); break;
-        case OP_GET:
-          rc = hpl_get(c, idp[0], 30000, &b);
-          if (!rc) hpl_release(c, b);
-          break;
-        case OP_STAT: rc = hpl_stat(c, idp[0], 30000, NULL, NULL, NULL, NULL); break;
-        case OP_DELETE: rc = hpl_delete(c, idp[0], 30000); break;
-      }
-      if (rc && !(g.notfound_ok && rc == HPL_ENOTFOUND)) {
-        res->errors++;
-        if (!res->first_rc) res->first_rc = rc;
-      }
-    }
-    uint64_t us = (hpl__now_ns() - t0) / 1000;
-    for (int j = 0; j < m; j++) h_add(&res->h, batch > 1 ? us : us); /* per request: its call */
-    res->ops += (uint64_t)m;
-    k += (uint64_t)m;
-  }
-  hpl_close(c);
-}
-
-/* Run `op` in n processes (see worker); returns ops/s and fills *h. */
-static double run_procs(int op, int n, int node, int batch, int run, uint64_t base, uint64_t limit,
-                        int timed, hist *h) {
-  worker_out *outs = mmap(NULL, sizeof *outs * (size_t)n, PROT_READ | PROT_WRITE,
-                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (outs == MAP_FAILED) die("mmap", NULL, HPL_ESYS);
-  memset(outs, 0, sizeof *outs * (size_t)n);
-  uint64_t t0 = hpl__now_ns();
-  pid_t *pids = calloc((size_t)n, sizeof *pids);
-  for (int w = 0; w < n; w++) {
-    pids[w] = fork();
-    if (pids[w] == 0) {
-      worker(op, w, n, node, batch, run, base, limit, timed, &outs[w]);
-      _exit(0);
-    }
-  }
-  for (int w = 0; w < n; w++) waitpid(pids[w], NULL, 0);
-  double secs = (double)(hpl__now_ns() - t0) / 1e9;
-  uint64_t ops = 0, errors = 0;
-  int first = 0;
-  memset(h, 0, sizeof *h);
-  for (int w = 0; w < n; w++) {
-    ops += outs[w].ops;
-    errors += outs[w].errors;
-    if (!first) first = outs[w].first_rc;
-    h_merge(h, &outs[w].h);
-  }
-  if (errors)
-    fprintf(stderr, "bench_dir: %s: %llu of %llu failed (first: %s)\n", op_name[op],
-            (unsigned long long)errors, (unsigned long long)ops, hpl_strerror(first));
-  munmap(outs, sizeof *outs * (size_t)n);
-  free(pids);
-  return (double)ops / secs;
 }
 
 /* ---- server facts */
@@ -299,19 +105,19 @@ static uint64_t nodes_gone(hpl_client *c) {
 }
 
 static void memory(const char *when, hpl_client *a, hpl_client *b, uint64_t objs) {
-  pid_t d = hpl__lc_dir_pid(lc);
+  pid_t d = hpl__lc_dir_pid(hpl__bd_lc);
   char m[96];
   snprintf(m, sizeof m, "%s: directory RSS", when);
-  report(m, (double)proc_status(d, "VmRSS") / 1048576.0, "MiB");
+  hpl__bd_report(m, (double)proc_status(d, "VmRSS") / 1048576.0, "MiB");
   for (int i = 0; i < 2; i++) {
     hpl_client *c = i ? b : a;
-    pid_t p = hpl__lc_store_pid(lc, i);
+    pid_t p = hpl__lc_store_pid(hpl__bd_lc, i);
     snprintf(m, sizeof m, "%s: store %c heap (RssAnon)", when, 'A' + i);
-    report(m, (double)proc_status(p, "RssAnon") / 1048576.0, "MiB");
+    hpl__bd_report(m, (double)proc_status(p, "RssAnon") / 1048576.0, "MiB");
     snprintf(m, sizeof m, "%s: store %c pool in use", when, 'A' + i);
-    report(m, (double)counter(c, "pool_used") / 1048576.0, "MiB");
+    hpl__bd_report(m, (double)counter(c, "pool_used") / 1048576.0, "MiB");
     snprintf(m, sizeof m, "%s: store %c objects", when, 'A' + i);
-    report(m, (double)counter(c, "objects"), "");
+    hpl__bd_report(m, (double)counter(c, "objects"), "");
   }
   (void)objs;
 }
@@ -320,18 +126,18 @@ static void memory(const char *when, hpl_client *a, hpl_client *b, uint64_t objs
 
 typedef struct probe {
   volatile int stop;
-  hist h;
+  hpl__bd_hist h;
 } probe;
 
 static pid_t probe_start(probe *p, int node) {
   memset(p, 0, sizeof *p);
   pid_t pid = fork();
   if (pid == 0) {
-    hpl_client *c = connect_node(node);
+    hpl_client *c = hpl__bd_connect(node);
     while (!p->stop) {
       uint64_t t0 = hpl__now_ns();
       hpl_stat(c, "i000000001", 10000, NULL, NULL, NULL, NULL);
-      h_add(&p->h, (hpl__now_ns() - t0) / 1000);
+      hpl__bd_h_add(&p->h, (hpl__now_ns() - t0) / 1000);
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
@@ -349,25 +155,25 @@ static void probe_stop(probe *p, pid_t pid) {
 /* ---- the phases */
 
 static void load(hpl_client *a) {
-  hist h;
+  hpl__bd_hist h;
   uint64_t t0 = hpl__now_ms();
-  int batch = put_many ? g.batch : 1;
+  int batch = hpl__bd_put_many ? hpl__bd.batch : 1;
   /* inline objects i000000000.. by 16 processes */
-  double rate = run_procs(OP_PUT, 16, 0, batch, -1, 0, g.ninline, 0, &h);
-  report("load: inline objects/s (16 procs)", rate, "ops/s");
-  uint8_t *big = malloc(g.large_size);
-  memset(big, 7, g.large_size);
+  double rate = hpl__bd_run(HPL__BD_PUT, 16, 0, batch, -1, 0, hpl__bd.ninline, 0, &h, NULL);
+  hpl__bd_report("load: inline objects/s (16 procs)", rate, "ops/s");
+  uint8_t *big = malloc(hpl__bd.large_size);
+  memset(big, 7, hpl__bd.large_size);
   char id[32];
   uint64_t t1 = hpl__now_ms();
-  for (uint64_t i = 0; i < g.nlarge; i++) {
+  for (uint64_t i = 0; i < hpl__bd.nlarge; i++) {
     snprintf(id, sizeof id, "L%08llu", (unsigned long long)i);
-    int rc = hpl_put(a, id, big, g.large_size, 30000);
-    if (rc) die("put large", a, rc);
+    int rc = hpl_put(a, id, big, hpl__bd.large_size, 30000);
+    if (rc) hpl__bd_die("put large", a, rc);
   }
   free(big);
-  report("load: large objects/s (1 proc)",
-         g.nlarge ? (double)g.nlarge * 1000.0 / (double)(hpl__now_ms() - t1 + 1) : 0, "ops/s");
-  report("load: seconds", (double)(hpl__now_ms() - t0) / 1000.0, "s");
+  hpl__bd_report("load: large objects/s (1 proc)",
+         hpl__bd.nlarge ? (double)hpl__bd.nlarge * 1000.0 / (double)(hpl__now_ms() - t1 + 1) : 0, "ops/s");
+  hpl__bd_report("load: seconds", (double)(hpl__now_ms() - t0) / 1000.0, "s");
 }
 
 /* Rates of `ops` (a bit mask of 1 << OP_*) at every level, single and
@@ -376,29 +182,40 @@ static void load(hpl_client *a) {
 static void rates(unsigned ops, uint64_t *del_base) {
   static int run = 0;
   for (int mode = 0; mode < 2; mode++) {
-    int batch = mode ? g.batch : 1;
-    if (mode && (!put_many || !get_many || !stat_many || !delete_many)) break;
-    for (int pi = 0; pi < g.nprocs; pi++) {
-      int n = g.procs[pi];
+    int batch = mode ? hpl__bd.batch : 1;
+    if (mode && (!hpl__bd_put_many || !hpl__bd_get_many || !hpl__bd_stat_many || !hpl__bd_delete_many)) break;
+    for (int pi = 0; pi < hpl__bd.nprocs; pi++) {
+      int n = hpl__bd.procs[pi];
       for (int op = 0; op < 4; op++) {
         if (!(ops & (1u << op))) continue;
-        hist h;
+        hpl__bd_hist h;
+        hpl__bd_cpu cpu;
         char m[96];
         double r;
-        if (op == OP_DELETE) {
-          uint64_t slice = g.ninline / 8; /* at most this many per level */
-          r = run_procs(op, n, 0, batch, ++run, *del_base, slice, 1, &h);
+        if (op == HPL__BD_DELETE) {
+          uint64_t slice = hpl__bd.ninline / 8; /* at most this many per level */
+          r = hpl__bd_run(op, n, 0, batch, ++run, *del_base, slice, 1, &h, &cpu);
           *del_base += slice;
         } else {
-          r = run_procs(op, n, op == OP_GET ? 1 : 0, batch, ++run, 0, 0, 1, &h);
+          r = hpl__bd_run(op, n, op == HPL__BD_GET ? 1 : 0, batch, ++run, 0, 0, 1, &h, &cpu);
         }
-        snprintf(m, sizeof m, "%s %s/s, %d procs%s", op_name[op], "ops", n,
+        snprintf(m, sizeof m, "%s %s/s, %d procs%s", hpl__bd_op_name[op], "ops", n,
                  mode ? " (batch)" : "");
-        report(m, r, "ops/s");
-        snprintf(m, sizeof m, "%s p50/p99 ms, %d procs%s", op_name[op], n, mode ? " (batch)" : "");
-        printf("  %-44s %8.3f / %.3f ms\n", m, h_pct(&h, 0.5), h_pct(&h, 0.99));
-        if (tsv) fprintf(tsv, "%s\t%s p50_ms\t%.3f\n%s\t%s p99_ms\t%.3f\n", g.label, m,
-                         h_pct(&h, 0.5), g.label, m, h_pct(&h, 0.99));
+        hpl__bd_report(m, r, "ops/s");
+        snprintf(m, sizeof m, "%s p50/p99 ms, %d procs%s", hpl__bd_op_name[op], n, mode ? " (batch)" : "");
+        printf("  %-44s %8.3f / %.3f ms\n", m, hpl__bd_h_pct(&h, 0.5), hpl__bd_h_pct(&h, 0.99));
+        if (hpl__bd_tsv) fprintf(hpl__bd_tsv, "%s\t%s p50_ms\t%.3f\n%s\t%s p99_ms\t%.3f\n", hpl__bd.label, m,
+                         hpl__bd_h_pct(&h, 0.5), hpl__bd.label, m, hpl__bd_h_pct(&h, 0.99));
+        /* CPU per request, every process involved (the issue-42 budget) */
+        snprintf(m, sizeof m, "%s CPU us/op, %d procs%s", hpl__bd_op_name[op], n,
+                 mode ? " (batch)" : "");
+        double all = cpu.client_us + cpu.store_us + cpu.dir_us;
+        printf("  %-44s %14.1f us (client %.1f, stores %.1f, directory %.1f)\n", m, all,
+               cpu.client_us, cpu.store_us, cpu.dir_us);
+        if (hpl__bd_tsv)
+          fprintf(hpl__bd_tsv, "%s\t%s\t%.3f\n%s\t%s client\t%.3f\n%s\t%s stores\t%.3f\n"
+                  "%s\t%s directory\t%.3f\n", hpl__bd.label, m, all, hpl__bd.label, m,
+                  cpu.client_us, hpl__bd.label, m, cpu.store_us, hpl__bd.label, m, cpu.dir_us);
       }
     }
   }
@@ -412,11 +229,11 @@ static void listing(hpl_client *a) {
   nanosleep(&ts, NULL);
   uint64_t t0 = hpl__now_ms(), listed = 0;
   int rc = 0;
-  if (list_page) {
+  if (hpl__bd_list_page) {
     char *after = NULL;
     do {
       char *text = NULL, *next = NULL;
-      rc = list_page(a, "", after, 0, 60000, &text, &next);
+      rc = hpl__bd_list_page(a, "", after, 0, 60000, &text, &next);
       if (rc) break;
       for (char *l = text; *l; l++) listed += *l == '\n';
       hpl_free(text);
@@ -435,22 +252,22 @@ static void listing(hpl_client *a) {
   uint64_t took = hpl__now_ms() - t0;
   nanosleep(&ts, NULL);
   probe_stop(p, pid);
-  report(list_page ? "list (paged): seconds" : "list (one call): seconds", (double)took / 1000.0,
+  hpl__bd_report(hpl__bd_list_page ? "list (paged): seconds" : "list (one call): seconds", (double)took / 1000.0,
          "s");
-  report("list: objects listed", (double)listed, "");
+  hpl__bd_report("list: objects listed", (double)listed, "");
   if (rc) printf("  list failed: %s (%s)\n", hpl_strerror(rc), hpl_errdetail(a));
-  report("list: result (0 ok)", (double)rc, "");
-  report("stat during list: p50", h_pct(&p->h, 0.5), "ms");
-  report("stat during list: p99", h_pct(&p->h, 0.99), "ms");
-  report("stat during list: max", (double)p->h.max_us / 1000.0, "ms");
-  report("stores declared dead during list", (double)(nodes_gone(a) - dead0), "");
+  hpl__bd_report("list: result (0 ok)", (double)rc, "");
+  hpl__bd_report("stat during list: p50", hpl__bd_h_pct(&p->h, 0.5), "ms");
+  hpl__bd_report("stat during list: p99", hpl__bd_h_pct(&p->h, 0.99), "ms");
+  hpl__bd_report("stat during list: max", (double)p->h.max_us / 1000.0, "ms");
+  hpl__bd_report("stores declared dead during list", (double)(nodes_gone(a) - dead0), "");
   munmap(p, sizeof *p);
 }
 
 static void losses(void) {
   probe *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   char err[256];
-  int idx = hpl__lc_add_store(lc, "--memory 64M", err, sizeof err);
+  int idx = hpl__lc_add_store(hpl__bd_lc, "--memory 64M", err, sizeof err);
   if (idx < 0) {
     fprintf(stderr, "bench_dir: add store: %s\n", err);
     return;
@@ -458,34 +275,34 @@ static void losses(void) {
   pid_t pid = probe_start(p, 1);
   struct timespec ts = {0, 300000000};
   nanosleep(&ts, NULL);
-  hpl__lc_signal(lc, idx, SIGKILL);
+  hpl__lc_signal(hpl__bd_lc, idx, SIGKILL);
   nanosleep(&ts, NULL);
   nanosleep(&ts, NULL);
   probe_stop(p, pid);
-  report("node loss (empty store killed): worst stat", (double)p->h.max_us / 1000.0, "ms");
+  hpl__bd_report("node loss (empty store killed): worst stat", (double)p->h.max_us / 1000.0, "ms");
   /* the directory's own account (newer directories log it): the last loss */
   char path[4096], line[512];
   double gone_ms = -1;
-  snprintf(path, sizeof path, "%s/directory.log", hpl__lc_work_dir(lc));
+  snprintf(path, sizeof path, "%s/directory.log", hpl__lc_work_dir(hpl__bd_lc));
   FILE *f = fopen(path, "r");
   while (f && fgets(line, sizeof line, f)) {
     char *r = strstr(line, "copies dropped in ");
     if (r) gone_ms = atof(r + strlen("copies dropped in "));
   }
   if (f) fclose(f);
-  report("node loss: the directory's time to drop it (-1: not logged)", gone_ms < 0 ? -1 : gone_ms * 1000, "us");
+  hpl__bd_report("node loss: the directory's time to drop it (-1: not logged)", gone_ms < 0 ? -1 : gone_ms * 1000, "us");
   /* client disconnects at A, which holds every object */
   uint64_t t0 = hpl__now_ns();
   for (int i = 0; i < 50; i++) {
-    hpl_client *c = connect_node(0);
+    hpl_client *c = hpl__bd_connect(0);
     hpl_stat(c, "i000000001", 10000, NULL, NULL, NULL, NULL);
     hpl_close(c);
   }
-  hpl_client *c = connect_node(0);
+  hpl_client *c = hpl__bd_connect(0);
   uint64_t v;
   hpl_counter(c, "objects", 10000, &v); /* after the last close was handled */
   hpl_close(c);
-  report("client connect+stat+close at A, each",
+  hpl__bd_report("client connect+stat+close at A, each",
          (double)(hpl__now_ns() - t0) / 51.0 / 1e6, "ms");
   munmap(p, sizeof *p);
 }
@@ -496,15 +313,15 @@ static void losses(void) {
  * stat latency meanwhile (from the moment the directory runs again). */
 static void reconnect(hpl_client *a) {
   char last[32];
-  if (g.nlarge)
-    snprintf(last, sizeof last, "L%08llu", (unsigned long long)(g.nlarge - 1));
+  if (hpl__bd.nlarge)
+    snprintf(last, sizeof last, "L%08llu", (unsigned long long)(hpl__bd.nlarge - 1));
   else
-    inline_id(last, sizeof last, g.ninline ? g.ninline - 1 : 0);
+    hpl__bd_inline_id(last, sizeof last, hpl__bd.ninline ? hpl__bd.ninline - 1 : 0);
   probe *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  hpl__lc_signal(lc, -1, SIGSTOP);
+  hpl__lc_signal(hpl__bd_lc, -1, SIGSTOP);
   struct timespec ts = {5, 0};
   nanosleep(&ts, NULL);
-  hpl__lc_signal(lc, -1, SIGCONT);
+  hpl__lc_signal(hpl__bd_lc, -1, SIGCONT);
   uint64_t t0 = hpl__now_ms();
   pid_t pid = probe_start(p, 1);
   int listed = 0;
@@ -525,7 +342,7 @@ static void reconnect(hpl_client *a) {
   /* the store's own account of re-reporting (newer stores log it) */
   char path[4096], line[512];
   double rr_ms = -1, rr_n = 0;
-  snprintf(path, sizeof path, "%s/node-0.log", hpl__lc_work_dir(lc));
+  snprintf(path, sizeof path, "%s/node-0.log", hpl__lc_work_dir(hpl__bd_lc));
   for (int tries = 0; tries < 600 && rr_ms < 0; tries++) {
     FILE *f = fopen(path, "r");
     while (f && fgets(line, sizeof line, f)) {
@@ -545,52 +362,52 @@ static void reconnect(hpl_client *a) {
    * copy again (the loaded ones; the rate phases' puts are not checked) */
   uint64_t unlisted = 0, checked = 0;
   char id[32];
-  for (uint64_t i = 0; i < g.nlarge + g.ninline; i += i < g.nlarge ? 1 : 100) {
-    if (i < g.nlarge)
+  for (uint64_t i = 0; i < hpl__bd.nlarge + hpl__bd.ninline; i += i < hpl__bd.nlarge ? 1 : 100) {
+    if (i < hpl__bd.nlarge)
       snprintf(id, sizeof id, "L%08llu", (unsigned long long)i);
     else
-      inline_id(id, sizeof id, i - g.nlarge);
+      hpl__bd_inline_id(id, sizeof id, i - hpl__bd.nlarge);
     uint32_t complete = 0;
     if (hpl_stat(a, id, 10000, NULL, NULL, &complete, NULL) != 0 || complete == 0) unlisted++;
     checked++;
   }
-  report("directory stopped 5 s: seconds until listed again", listed ? (double)took / 1000.0 : -1,
+  hpl__bd_report("directory stopped 5 s: seconds until listed again", listed ? (double)took / 1000.0 : -1,
          "s");
-  report("  objects checked after it", (double)checked, "");
-  report("  ... without a complete copy listed", (double)unlisted, "");
-  report("  store A re-reported objects", rr_n, "");
-  report("  ... in (store's log; -1: not logged)", rr_ms, "ms");
-  report("  stat meanwhile: p99", h_pct(&p->h, 0.99), "ms");
-  report("  stat meanwhile: max", (double)p->h.max_us / 1000.0, "ms");
+  hpl__bd_report("  objects checked after it", (double)checked, "");
+  hpl__bd_report("  ... without a complete copy listed", (double)unlisted, "");
+  hpl__bd_report("  store A re-reported objects", rr_n, "");
+  hpl__bd_report("  ... in (store's log; -1: not logged)", rr_ms, "ms");
+  hpl__bd_report("  stat meanwhile: p99", hpl__bd_h_pct(&p->h, 0.99), "ms");
+  hpl__bd_report("  stat meanwhile: max", (double)p->h.max_us / 1000.0, "ms");
   munmap(p, sizeof *p);
 }
 
 static void delete_all(uint64_t del_base) {
-  hist h;
-  int batch = delete_many ? g.batch : 1;
+  hpl__bd_hist h;
+  int batch = hpl__bd_delete_many ? hpl__bd.batch : 1;
   /* every loaded small object: the timed delete phases stopped part-way
    * through their slices (those already deleted answer "not found") */
   (void)del_base;
-  g.notfound_ok = 1;
-  double r = run_procs(OP_DELETE, 16, 0, batch, 0, 0, g.ninline, 0, &h);
-  g.notfound_ok = 0;
-  report("delete every small object left: ids/s (16 procs)", r, "ops/s");
-  hpl_client *a = connect_node(0);
+  hpl__bd.notfound_ok = 1;
+  double r = hpl__bd_run(HPL__BD_DELETE, 16, 0, batch, 0, 0, hpl__bd.ninline, 0, &h, NULL);
+  hpl__bd.notfound_ok = 0;
+  hpl__bd_report("delete every small object left: ids/s (16 procs)", r, "ops/s");
+  hpl_client *a = hpl__bd_connect(0);
   char id[32];
   uint64_t lfail = 0;
-  for (uint64_t i = 0; i < g.nlarge; i++) {
+  for (uint64_t i = 0; i < hpl__bd.nlarge; i++) {
     snprintf(id, sizeof id, "L%08llu", (unsigned long long)i);
     int rc = hpl_delete(a, id, 30000);
     if (rc && lfail++ < 3) fprintf(stderr, "bench_dir: delete %s: %s\n", id, hpl_strerror(rc));
   }
-  report("delete the large objects: failed", (double)lfail, "");
+  hpl__bd_report("delete the large objects: failed", (double)lfail, "");
   /* what the rate phases put: page by page (a page may be empty and still
    * have a next one: the directory bounds what one answer scans) */
   uint64_t deleted = 0, failed = 0;
   char *after = NULL;
   for (;;) {
     char *text = NULL, *next = NULL;
-    int rc = list_page ? list_page(a, "p", after, 0, 60000, &text, &next)
+    int rc = hpl__bd_list_page ? hpl__bd_list_page(a, "p", after, 0, 60000, &text, &next)
                        : hpl_list(a, "p", 60000, &text);
     if (rc) {
       fprintf(stderr, "bench_dir: listing to delete: %s\n", hpl_strerror(rc));
@@ -610,21 +427,21 @@ static void delete_all(uint64_t del_base) {
     hpl_free(text);
     hpl_free(after);
     after = next; /* NULL after the last page */
-    if (!list_page ? !any : !after) break;
+    if (!hpl__bd_list_page ? !any : !after) break;
   }
   hpl_free(after);
-  report("delete the rate phases' objects: deleted", (double)deleted, "");
-  report("delete the rate phases' objects: failed", (double)failed, "");
+  hpl__bd_report("delete the rate phases' objects: deleted", (double)deleted, "");
+  hpl__bd_report("delete the rate phases' objects: failed", (double)failed, "");
   hpl_close(a);
 }
 
 static int parse_procs(const char *s) {
-  g.nprocs = 0;
+  hpl__bd.nprocs = 0;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", s);
-  for (char *t = strtok(buf, ","); t && g.nprocs < 8; t = strtok(NULL, ","))
-    if ((g.procs[g.nprocs++] = atoi(t)) < 1) return -1;
-  return g.nprocs ? 0 : -1;
+  for (char *t = strtok(buf, ","); t && hpl__bd.nprocs < 8; t = strtok(NULL, ","))
+    if ((hpl__bd.procs[hpl__bd.nprocs++] = atoi(t)) < 1) return -1;
+  return hpl__bd.nprocs ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -638,20 +455,20 @@ int main(int argc, char **argv) {
   uint64_t v;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
-      case 'i': g.ninline = strtoull(optarg, NULL, 10); break;
-      case 'l': g.nlarge = strtoull(optarg, NULL, 10); break;
+      case 'i': hpl__bd.ninline = strtoull(optarg, NULL, 10); break;
+      case 'l': hpl__bd.nlarge = strtoull(optarg, NULL, 10); break;
       case 's':
         if (hpl__parse_size(optarg, &v)) goto usage;
-        g.large_size = v;
+        hpl__bd.large_size = v;
         break;
-      case 't': g.secs = atoi(optarg); break;
+      case 't': hpl__bd.secs = atoi(optarg); break;
       case 'p':
         if (parse_procs(optarg)) goto usage;
         break;
-      case 'b': g.batch = atoi(optarg); break;
-      case 'o': g.out = optarg; break;
-      case 'L': g.label = optarg; break;
-      case 'n': g.no_auth = 1; break;
+      case 'b': hpl__bd.batch = atoi(optarg); break;
+      case 'o': hpl__bd.out = optarg; break;
+      case 'L': hpl__bd.label = optarg; break;
+      case 'n': hpl__bd.no_auth = 1; break;
       default:
       usage:
         fprintf(stderr, "usage: bench_dir [--inline N] [--large M] [--large-size BYTES] "
@@ -660,44 +477,44 @@ int main(int argc, char **argv) {
         return 2;
     }
   }
-  if (g.batch < 1) g.batch = 1;
+  if (hpl__bd.batch < 1) hpl__bd.batch = 1;
   signal(SIGPIPE, SIG_IGN);
-  find_functions();
-  if (g.out && !(tsv = fopen(g.out, "a"))) {
-    perror(g.out);
+  hpl__bd_find_functions();
+  if (hpl__bd.out && !(hpl__bd_tsv = fopen(hpl__bd.out, "a"))) {
+    perror(hpl__bd.out);
     return 1;
   }
-  uint64_t mem = (256ull << 20) + g.ninline * 256 + g.nlarge * (g.large_size + 8192) * 5 / 4;
+  uint64_t mem = (256ull << 20) + hpl__bd.ninline * 256 + hpl__bd.nlarge * (hpl__bd.large_size + 8192) * 5 / 4;
   /* --delete-any: the delete phases remove what clients of both stores put */
-  hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = g.no_auth, .timeout_ms = 60000,
+  hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = hpl__bd.no_auth, .timeout_ms = 60000,
                    .dir_args = "--delete-any"};
   char err[512];
-  if (hpl__lc_start(&o, &lc, err, sizeof err)) {
+  if (hpl__lc_start(&o, &hpl__bd_lc, err, sizeof err)) {
     fprintf(stderr, "bench_dir: %s\n", err);
     return 1;
   }
   printf("bench_dir %s: %llu inline objects (100 B), %llu of %llu B; library functions: "
-         "list_page %s, *_many %s\n",
-         g.label, (unsigned long long)g.ninline, (unsigned long long)g.nlarge,
-         (unsigned long long)g.large_size, list_page ? "yes" : "no", get_many ? "yes" : "no");
-  hpl_client *a = connect_node(0), *b = connect_node(1);
+         "hpl__bd_list_page %s, *_many %s\n",
+         hpl__bd.label, (unsigned long long)hpl__bd.ninline, (unsigned long long)hpl__bd.nlarge,
+         (unsigned long long)hpl__bd.large_size, hpl__bd_list_page ? "yes" : "no", hpl__bd_get_many ? "yes" : "no");
+  hpl_client *a = hpl__bd_connect(0), *b = hpl__bd_connect(1);
   memory("before loading", a, b, 0);
   load(a);
-  memory("after loading", a, b, g.ninline + g.nlarge);
+  memory("after loading", a, b, hpl__bd.ninline + hpl__bd.nlarge);
   uint64_t del_base = 0;
-  rates(1u << OP_PUT | 1u << OP_GET | 1u << OP_STAT, &del_base);
+  rates(1u << HPL__BD_PUT | 1u << HPL__BD_GET | 1u << HPL__BD_STAT, &del_base);
   listing(a);
   const char *skip = getenv("BENCH_DIR_SKIP"); /* for experiments: "losses,reconnect" */
   if (!skip || !strstr(skip, "losses")) losses();
   if (!skip || !strstr(skip, "reconnect")) reconnect(a);
-  rates(1u << OP_DELETE, &del_base);
+  rates(1u << HPL__BD_DELETE, &del_base);
   delete_all(del_base);
   struct timespec ts = {1, 0};
   nanosleep(&ts, NULL);
   memory("after deleting all", a, b, 0);
   hpl_close(a);
   hpl_close(b);
-  hpl__lc_stop(lc);
-  if (tsv) fclose(tsv);
+  hpl__lc_stop(hpl__bd_lc);
+  if (hpl__bd_tsv) fclose(hpl__bd_tsv);
   return 0;
 }
