@@ -75,6 +75,20 @@ hpl__lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char
   return lc;
 }
 
+hpl__lc *th_group_start(int nodes, uint64_t memory, const char *dir_args, hpl_client **const *cs,
+                        int nc) {
+  hpl__lc *lc = th_cluster(nodes, memory, dir_args, NULL);
+  th_untrack(lc);
+  for (int i = 0; i < nc; i++) *cs[i] = th_connect(lc, i);
+  return lc;
+}
+
+void th_group_stop(hpl__lc *lc, hpl_client *const *cs, int nc) {
+  for (int i = 0; i < nc; i++) hpl_close(cs[i]);
+  char err[256];
+  th_stop(lc, hpl__lc_check(lc, err, sizeof err) != 0);
+}
+
 static void dump_file(const char *title, const char *path) {
   if (!path || !*path) return;
   FILE *f = fopen(path, "r");

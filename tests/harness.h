@@ -21,6 +21,14 @@ int64_t th_ms(int64_t ms);
 /* Start a cluster of `nodes` stores with `memory` bytes each; extra server
  * arguments may be NULL. Fails the test on error. */
 hpl__lc *th_cluster(int nodes, uint64_t memory, const char *dir_args, const char *store_args);
+/* A test group's cluster (cmocka group setup): th_cluster without store
+ * arguments, untracked (th_teardown leaves it to th_group_stop), and a
+ * client of store i in *cs[i] for i < nc. */
+hpl__lc *th_group_start(int nodes, uint64_t memory, const char *dir_args, hpl_client **const *cs,
+                        int nc);
+/* The group's teardown: close the nc clients, stop the cluster (its logs
+ * printed if a server died meanwhile). */
+void th_group_stop(hpl__lc *lc, hpl_client *const *cs, int nc);
 /* Stop it; with `dump` print the servers' logs first. */
 void th_stop(hpl__lc *lc, int dump);
 /* cmocka teardown for tests that start their own cluster: if the test left

@@ -469,10 +469,7 @@ static hpl_client *A, *B;
 
 static int setup(void **state) {
   (void)state;
-  lc = th_cluster(2, 256 * MB, NULL, NULL);
-  th_untrack(lc);
-  A = th_connect(lc, 0);
-  B = th_connect(lc, 1);
+  lc = th_group_start(2, 256 * MB, NULL, (hpl_client **[]){&A, &B}, 2);
   return 0;
 }
 

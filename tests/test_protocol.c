@@ -33,10 +33,7 @@ static uint64_t sum_big, sum_small, node_a;
 
 static int setup(void **state) {
   (void)state;
-  lc = th_cluster(2, 128 * MB, "--max-connections 64", NULL);
-  th_untrack(lc);
-  A = th_connect(lc, 0);
-  B = th_connect(lc, 1);
+  lc = th_group_start(2, 128 * MB, "--max-connections 64", (hpl_client **[]){&A, &B}, 2);
   th_put_pattern(A, "p/big", 3 * MB, 1);
   th_put_pattern(A, "p/small", 200, 2);
   sum_big = th_pattern_sum(3 * MB, 1);
@@ -47,9 +44,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  hpl_close(A);
-  hpl_close(B);
-  th_stop(lc, 0);
+  th_group_stop(lc, (hpl_client *[]){A, B}, 2);
   return 0;
 }
 

@@ -30,19 +30,13 @@ static hpl_client *A, *B, *C;
 
 static int setup(void **state) {
   (void)state;
-  lc = th_cluster(3, 768 * MB, NULL, NULL);
-  A = th_connect(lc, 0);
-  B = th_connect(lc, 1);
-  C = th_connect(lc, 2);
+  lc = th_group_start(3, 768 * MB, NULL, (hpl_client **[]){&A, &B, &C}, 3);
   return 0;
 }
 
 static int teardown(void **state) {
   (void)state;
-  hpl_close(A);
-  hpl_close(B);
-  hpl_close(C);
-  th_stop(lc, 0);
+  th_group_stop(lc, (hpl_client *[]){A, B, C}, 3);
   return 0;
 }
 

@@ -28,17 +28,13 @@ static hpl_client *A, *B;
 
 static int setup(void **state) {
   (void)state;
-  lc = th_cluster(3, 256 * MB, NULL, NULL);
-  A = th_connect(lc, 0);
-  B = th_connect(lc, 1);
+  lc = th_group_start(3, 256 * MB, NULL, (hpl_client **[]){&A, &B}, 2);
   return 0;
 }
 
 static int teardown(void **state) {
   (void)state;
-  hpl_close(A);
-  hpl_close(B);
-  th_stop(lc, 0);
+  th_group_stop(lc, (hpl_client *[]){A, B}, 2);
   return 0;
 }
 
