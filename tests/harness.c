@@ -16,6 +16,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -363,6 +365,7 @@ pid_t th_spawn_store(const char *dir_addr, const char *sock, const char *ready,
   snprintf(exe, sizeof exe, "%s/hoplite-store", bin);
   pid_t pid = fork();
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test killed by its timeout leaves no store */
     int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(lfd, 2);
     execl(exe, exe, "--directory", dir_addr, "--socket", sock, "--memory", "64M", "--ready-file",
