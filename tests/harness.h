@@ -171,6 +171,11 @@ void th_wire_send_payload(int fd, unsigned type, uint64_t req, const ProtobufCMe
  * fails the test if none arrives within 10 s (scaled). Free the result with
  * protobuf_c_message_free_unpacked. */
 ProtobufCMessage *th_wire_wait(int fd, unsigned type, uint64_t req);
+/* Send REGISTER `r` on fd as request `req` and wait for its answer: the
+ * status, 0 from a REGISTER_REP, else the refusing Reply's, whose detail
+ * goes to `detail` (may be NULL; "" on success). Frames of other requests
+ * are skipped. Fails the test if nothing comes in 10 s. */
+int th_wire_register(int fd, uint64_t req, const Hplpb__RegisterReq *r, char *detail, size_t dlen);
 /* The same, and the frame's payload in *payload (malloc'ed, the caller
  * frees it; *plen bytes) unless payload is NULL. */
 ProtobufCMessage *th_wire_wait_payload(int fd, unsigned type, uint64_t req, uint8_t **payload,

@@ -309,6 +309,27 @@ int th_wire_closed(int fd, int64_t timeout_ms) {
   }
 }
 
+int th_wire_register(int fd, uint64_t req, const Hplpb__RegisterReq *r, char *detail, size_t dlen) {
+  th_wire_send(fd, HPL__MSG_REGISTER, req, &r->base);
+  for (;;) {
+    hpl__frame_hdr h;
+    uint8_t *msg = NULL;
+    assert_int_equal(th_wire_read_raw(fd, &h, &msg, th_ms(10000)), 0);
+    if (h.req_id != req) {
+      free(msg);
+      continue;
+    }
+    ProtobufCMessage *m = hpl__msg_unpack(h.type, msg, h.msg_len);
+    free(msg);
+    assert_non_null(m);
+    const char *why = NULL;
+    int st = hpl__msg_status(m, &why);
+    if (detail && dlen) snprintf(detail, dlen, "%s", why ? why : "");
+    protobuf_c_message_free_unpacked(m, NULL);
+    return st;
+  }
+}
+
 int th_wire_local(hpl__lc *lc, int node) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};

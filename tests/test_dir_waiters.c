@@ -46,10 +46,7 @@ static void register_as(int fd, uint64_t id, const char *addr, int grants, uint6
   r.name = "raw";
   r.grants = grants;
   r.incarnation = 0x1ca7; /* the same process each time: a re-registration is its reconnect */
-  th_wire_send(fd, HPL__MSG_REGISTER, req, &r.base);
-  Hplpb__RegisterRep *rep = (Hplpb__RegisterRep *)th_wire_wait(fd, HPL__MSG_REGISTER_REP, req);
-  assert_int_equal(rep->status, 0);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  assert_int_equal(th_wire_register(fd, req, &r, NULL, 0), 0);
 }
 
 static void do_register(int fd, uint64_t req) { register_as(fd, NODE_ID, "127.0.0.1", 0, req); }
@@ -168,10 +165,7 @@ static void test_one_node_per_connection(void **state) {
   r.node_id = NODE_ID + 1;
   r.addr = "127.0.0.1";
   r.data_port = 10;
-  th_wire_send(fd, HPL__MSG_REGISTER, 2, &r.base);
-  Hplpb__Reply *rep = (Hplpb__Reply *)th_wire_wait(fd, HPL__MSG_REPLY, 2);
-  assert_int_equal(rep->status, HPL_EINVAL);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  assert_int_equal(th_wire_register(fd, 2, &r, NULL, 0), HPL_EINVAL);
   sync_heartbeat(fd, 3);
   assert_int_equal(th_dir_counter(lc, "dir_nodes"), 1);
   close(fd);

@@ -273,10 +273,7 @@ static void liar_start(liar *l, hpl__lc *lc, const char *id, uint64_t size) {
   r.capacity = 1ull << 30;
   r.name = "liar";
   r.incarnation = 7;
-  th_wire_send(l->dir_fd, HPL__MSG_REGISTER, 1, &r.base);
-  Hplpb__RegisterRep *rep = (Hplpb__RegisterRep *)th_wire_wait(l->dir_fd, HPL__MSG_REGISTER_REP, 1);
-  assert_int_equal(rep->status, 0);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  assert_int_equal(th_wire_register(l->dir_fd, 1, &r, NULL, 0), 0);
   Hplpb__LocAddReq q = HPLPB__LOC_ADD_REQ__INIT;
   q.id = (char *)id;
   q.size = size;
@@ -422,10 +419,7 @@ static void test_reported_digests_conflict(void **state) {
   r.data_port = 9;
   r.name = "other";
   r.incarnation = 3;
-  th_wire_send(fd, HPL__MSG_REGISTER, 1, &r.base);
-  Hplpb__RegisterRep *rep = (Hplpb__RegisterRep *)th_wire_wait(fd, HPL__MSG_REGISTER_REP, 1);
-  assert_int_equal(rep->status, 0);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  assert_int_equal(th_wire_register(fd, 1, &r, NULL, 0), 0);
   uint64_t n = hpl__digest_units(size);
   uint8_t *e = malloc(size), *list = malloc(n * HPL__DIGEST_LEN), root[HPL__DIGEST_LEN];
   memset(e, 'E', size);

@@ -157,10 +157,7 @@ static void do_register(int fd, uint64_t node) {
   r.node_id = node;
   r.addr = "127.0.0.1";
   r.data_port = 9;
-  th_wire_send(fd, HPL__MSG_REGISTER, 5, &r.base);
-  Hplpb__RegisterRep *rep = (Hplpb__RegisterRep *)th_wire_wait(fd, HPL__MSG_REGISTER_REP, 5);
-  assert_int_equal(rep->status, 0);
-  protobuf_c_message_free_unpacked(&rep->base, NULL);
+  assert_int_equal(th_wire_register(fd, 5, &r, NULL, 0), 0);
 }
 
 enum { ST_RAW, ST_AUTHED, ST_REGISTERED, ST_OTHER_NODE, ST_READER, ST_ADMIN, ST_NSTATES };

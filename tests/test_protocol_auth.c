@@ -192,23 +192,7 @@ static int do_register(int fd, uint64_t req, uint64_t id, const char *name) {
   r.data_port = 9;
   r.name = (char *)name;
   r.incarnation = id;
-  th_wire_send(fd, HPL__MSG_REGISTER, req, &r.base);
-  for (;;) {
-    hpl__frame_hdr h;
-    uint8_t *msg = NULL;
-    assert_int_equal(th_wire_read_raw(fd, &h, &msg, th_ms(10000)), 0);
-    if (h.req_id != req) {
-      free(msg);
-      continue;
-    }
-    ProtobufCMessage *m = hpl__msg_unpack(h.type, msg, h.msg_len);
-    free(msg);
-    assert_non_null(m);
-    const char *detail;
-    int st = hpl__msg_status(m, &detail);
-    protobuf_c_message_free_unpacked(m, NULL);
-    return st;
-  }
+  return th_wire_register(fd, req, &r, NULL, 0);
 }
 
 /* The name the directory lists for node `id` (STATUS over fd), into out;

@@ -30,6 +30,11 @@
 #define N (SIZE / 4)
 #define MEM "256M" /* each store's pool */
 
+/* A client of a new store of lc, started with `args` (may be NULL). */
+static hpl_client *store(hpl__lc *lc, const char *args) {
+  return th_connect(lc, th_add_store(lc, MEM, args));
+}
+
 /* c gets a copy of `id` (another copy of that source). */
 static void copy_to(hpl_client *c, const char *id) {
   hpl_buf *b;
@@ -60,10 +65,10 @@ static void check_target(hpl__lc *lc, hpl_client *c, const char *target, const u
 static void test_inner_stream_corrupt(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *B = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *X = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1,prefix=r:ri/t"));
+  hpl_client *S = store(lc, NULL);
+  hpl_client *A = store(lc, NULL);
+  hpl_client *B = store(lc, NULL);
+  hpl_client *X = store(lc, "--faults corrupt_send=1,prefix=r:ri/t");
   uint32_t *ref = calloc(N, 4);
   th_put_sum(S, "ri/s0", SIZE, 1, ref, th_ms(10000));
   th_put_sum(A, "ri/s1", SIZE, 2, ref, th_ms(10000));
@@ -93,10 +98,10 @@ static void test_inner_stream_corrupt(void **state) {
 static void test_root_stream_corrupt(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *B = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *X = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1,prefix=r:rr/t"));
+  hpl_client *S = store(lc, NULL);
+  hpl_client *A = store(lc, NULL);
+  hpl_client *B = store(lc, NULL);
+  hpl_client *X = store(lc, "--faults corrupt_send=1,prefix=r:rr/t");
   uint32_t *ref = calloc(N, 4);
   th_put_sum(A, "rr/s1", SIZE, 2, ref, th_ms(10000));
   th_put_sum(B, "rr/s2", SIZE, 3, ref, th_ms(10000));
@@ -125,10 +130,9 @@ static void test_root_stream_corrupt(void **state) {
 static void test_liar_no_copy(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *X = th_connect(lc, th_add_store(lc, MEM,
-                                              "--faults corrupt_send=100000,prefix=r:rl/t"));
+  hpl_client *S = store(lc, NULL);
+  hpl_client *A = store(lc, NULL);
+  hpl_client *X = store(lc, "--faults corrupt_send=100000,prefix=r:rl/t");
   uint32_t *ref = calloc(N, 4);
   th_put_sum(S, "rl/s0", SIZE, 1, ref, th_ms(10000));
   th_put_sum(A, "rl/s1", SIZE, 2, ref, th_ms(10000));
@@ -159,10 +163,10 @@ static void test_liar_no_copy(void **state) {
 static void test_result_has_digests(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=100000,prefix=rd/t"));
-  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *B = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *C = th_connect(lc, th_add_store(lc, MEM, NULL));
+  hpl_client *S = store(lc, "--faults corrupt_send=100000,prefix=rd/t");
+  hpl_client *A = store(lc, NULL);
+  hpl_client *B = store(lc, NULL);
+  hpl_client *C = store(lc, NULL);
   uint32_t *ref = calloc(N, 4);
   th_put_sum(A, "rd/s1", SIZE, 2, ref, th_ms(10000));
   th_put_sum(B, "rd/s2", SIZE, 3, ref, th_ms(10000));
@@ -224,12 +228,11 @@ static void expect_objects(hpl__lc *lc, hpl_client *c, uint64_t want, const char
 static void test_liar_getters_end(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
-  hpl_client *S = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *A = th_connect(lc, th_add_store(lc, MEM, NULL));
-  hpl_client *X = th_connect(lc, th_add_store(lc, MEM,
-                                              "--faults corrupt_send=100000,prefix=r:rg/t"));
+  hpl_client *S = store(lc, NULL);
+  hpl_client *A = store(lc, NULL);
+  hpl_client *X = store(lc, "--faults corrupt_send=100000,prefix=r:rg/t");
   hpl_client *G[NG];
-  for (int i = 0; i < NG; i++) G[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
+  for (int i = 0; i < NG; i++) G[i] = store(lc, NULL);
   uint32_t *ref = calloc(N, 4);
   th_put_sum(S, "rg/s0", SIZE, 1, ref, th_ms(10000));
   th_put_sum(A, "rg/s1", SIZE, 2, ref, th_ms(10000));

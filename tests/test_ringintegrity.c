@@ -74,6 +74,13 @@ static uint64_t sum_counter(hpl_client **cs, int n, const char *name) {
   return t;
 }
 
+/* K stores of the ring in cs: K - 1 honest ones, then X, started with
+ * `faults` (the liar's fault points). */
+static void ring_stores(hpl__lc *lc, hpl_client **cs, const char *faults) {
+  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
+  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, faults));
+}
+
 /* (a) X flips a byte in its ring stream into "gi/t" once: its successor
  * catches the unit, the ring is abandoned and counted against X, and every
  * caller gets the exact sum (the reduce after it; X's reduce streams are
@@ -82,8 +89,7 @@ static void test_ring_stream_corrupt(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   hpl_client *cs[K];
-  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
-  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1,prefix=g:gi/t"));
+  ring_stores(lc, cs, "--faults corrupt_send=1,prefix=g:gi/t");
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"gi/s0", "gi/s1", "gi/s2", "gi/s3"};
   for (int i = 0; i < K; i++) th_put_sum(cs[i], srcs[i], SIZE, (uint32_t)i + 1, ref, th_ms(10000));
@@ -120,8 +126,7 @@ static void test_ring_liar(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   hpl_client *cs[K];
-  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
-  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1000000,prefix=g:gl/"));
+  ring_stores(lc, cs, "--faults corrupt_send=1000000,prefix=g:gl/");
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"gl/s0", "gl/s1", "gl/s2", "gl/s3"};
   for (int i = 0; i < K; i++) th_put_sum(cs[i], srcs[i], SIZE, (uint32_t)i + 11, ref, th_ms(10000));
@@ -169,8 +174,7 @@ static void test_liar_every_stream(void **state) {
   (void)state;
   hpl__lc *lc = th_cluster(0, 0, NULL, NULL);
   hpl_client *cs[K];
-  for (int i = 0; i < K - 1; i++) cs[i] = th_connect(lc, th_add_store(lc, MEM, NULL));
-  cs[K - 1] = th_connect(lc, th_add_store(lc, MEM, "--faults corrupt_send=1000000"));
+  ring_stores(lc, cs, "--faults corrupt_send=1000000");
   uint32_t *ref = calloc(N, 4);
   const char *srcs[K] = {"ga/s0", "ga/s1", "ga/s2", "ga/s3"};
   for (int i = 0; i < K; i++) th_put_sum(cs[i], srcs[i], SIZE, (uint32_t)i + 21, ref, th_ms(10000));

@@ -98,9 +98,9 @@ static int io_full(int fd, uint8_t *p, size_t len, int to_send, uint64_t deadlin
       continue;
     }
     if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return HPL_ECONN;
-    struct pollfd pf = {.fd = fd, .events = to_send ? POLLOUT : POLLIN};
-    if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
-    if (poll(&pf, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR) return HPL_ECONN;
+    int w = hpl__cwait_poll(fd, to_send ? POLLOUT : POLLIN, deadline);
+    if (w == 0) return HPL_ETIMEDOUT;
+    if (w < 0) return HPL_ECONN;
   }
   return 0;
 }
@@ -112,14 +112,9 @@ static int connect_until(int fd, const hpl__cdial_addr *a, uint64_t deadline, ch
   if (connect(fd, (const struct sockaddr *)&a->sa, a->len) == 0) return 0;
   if (errno != EINPROGRESS)
     return dial_fail(why, wlen, HPL_ECONN, "cannot connect: %s", strerror(errno));
-  struct pollfd p = {.fd = fd, .events = POLLOUT};
-  int err = 0, n;
+  int err = 0, n = hpl__cwait_poll(fd, POLLOUT, deadline);
   socklen_t el = sizeof err;
-  do {
-    if (hpl__ms_left(deadline) == 0)
-      return dial_fail(why, wlen, HPL_ETIMEDOUT, "no connection before the deadline");
-    n = poll(&p, 1, hpl__cwait_poll_ms(deadline));
-  } while (n == 0 || (n < 0 && errno == EINTR));
+  if (n == 0) return dial_fail(why, wlen, HPL_ETIMEDOUT, "no connection before the deadline");
   if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
     return dial_fail(why, wlen, HPL_ECONN, "cannot connect: %s", strerror(err ? err : errno));
   return 0;

@@ -42,13 +42,13 @@ static int write_iov(int fd, struct iovec *iov, size_t niov, uint64_t deadline, 
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
-      struct pollfd p = {.fd = fd, .events = POLLOUT};
-      if (poll(&p, 1, hpl__cwait_poll_ms(deadline)) < 0 && errno != EINTR) {
+      int w = hpl__cwait_poll(fd, POLLOUT, deadline);
+      if (w == 0) return HPL_ETIMEDOUT;
+      if (w < 0) {
         *err = errno;
         return HPL_ECONN;
       }
-      continue; /* writable, an error send() reports, or the deadline */
+      continue; /* writable, or an error send() reports */
     }
     *err = n < 0 ? errno : EPIPE;
     return HPL_ECONN;

@@ -136,13 +136,7 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int chan, int ffd) 
  * held. 0, 1 (nothing there and not `wait`), or HPL_EPROTO. */
 static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
   hpl__cchunks *k = s->chunks;
-  struct pollfd pf = {.fd = k->chan, .events = POLLIN};
-  /* a signal ends the poll early: it goes on for what is left of the wait,
-   * never longer in all */
-  uint64_t deadline = hpl__deadline_ms(wait ? CHUNK_WAIT_MS : 0);
-  int pr;
-  do pr = poll(&pf, 1, hpl__cwait_poll_ms(deadline));
-  while (pr < 0 && errno == EINTR);
+  int pr = hpl__cwait_poll(k->chan, POLLIN, hpl__deadline_ms(wait ? CHUNK_WAIT_MS : 0));
   if (pr == 0 && !wait) return 1;
   if (pr <= 0) {
     snprintf(why, wlen, "the store did not send the pool's memory it named (%s)",

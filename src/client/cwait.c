@@ -2,6 +2,7 @@
 #include "cwait.h"
 
 #include <errno.h>
+#include <poll.h>
 
 #include "hoplite.h"
 #include "util.h"
@@ -11,6 +12,16 @@
 int hpl__cwait_poll_ms(uint64_t deadline) {
   int64_t left = hpl__ms_left(deadline);
   return left < 0 ? -1 : left > POLL_MAX_MS ? POLL_MAX_MS : (int)left;
+}
+
+int hpl__cwait_poll(int fd, short events, uint64_t deadline) {
+  struct pollfd pf = {.fd = fd, .events = events};
+  for (;;) {
+    int n = poll(&pf, 1, hpl__cwait_poll_ms(deadline));
+    if (n > 0) return 1;
+    if (n < 0 && errno != EINTR) return -1;
+    if (hpl__ms_left(deadline) == 0) return 0;
+  }
 }
 
 struct timespec hpl__cwait_ts(uint64_t deadline) {

@@ -19,6 +19,13 @@
  * (0 once it has passed), capped so that it fits an int. */
 int hpl__cwait_poll_ms(uint64_t deadline);
 
+/* Wait until fd has one of `events` (or an error or hangup) or the
+ * deadline passes: a blocking poll(2), resumed for what is left of the
+ * wait after a signal or after its own timeout's cap, never past the
+ * deadline (a deadline already passed: one look, no wait). 1 ready, 0 the
+ * deadline passed, -1 poll failed (errno set). */
+int hpl__cwait_poll(int fd, short events, uint64_t deadline);
+
 /* The deadline as an absolute CLOCK_MONOTONIC time. */
 struct timespec hpl__cwait_ts(uint64_t deadline);
 
