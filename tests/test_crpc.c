@@ -532,7 +532,7 @@ static void test_greeting_with_descriptors(void **state) {
   assert_int_equal(count_fds(), before); /* the third one was closed */
 }
 
-#define PAYLOAD_MAX 4096
+#define PAYLOAD_MAX 8192
 static const hpl__crpc_opts peek_like = {
     .lim = {.max_msg = 1024, .max_payload = PAYLOAD_MAX, .max_type = HPL__MSG_MAX_},
     .rbuf_size = HPL__FRAME_HDR_LEN + 1024 + PAYLOAD_MAX};
@@ -541,12 +541,13 @@ static void fill(uint8_t *b, size_t n, int seed) {
   for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 13 + (size_t)seed);
 }
 
-/* PEEK replies with payloads: whole, in pieces, then one over the limit. */
+/* PEEK replies with payloads: a large one whole, a small one whole, one
+ * in pieces, then one over the limit. */
 static void script_payloads(peer *p) {
   static uint8_t pl[PAYLOAD_MAX + 100];
-  size_t sizes[3] = {3000, 2500, PAYLOAD_MAX + 1};
-  size_t pieces[3] = {0, 700, 0};
-  for (int i = 0; i < 3; i++) {
+  size_t sizes[4] = {6000, 1000, 2500, PAYLOAD_MAX + 1};
+  size_t pieces[4] = {0, 0, 700, 0};
+  for (int i = 0; i < 4; i++) {
     frame f;
     if (peer_expect(p, HPL__MSG_PEEK, &f) != 0) return;
     Hplpb__PeekRep r = HPLPB__PEEK_REP__INIT;
@@ -570,19 +571,27 @@ static void test_replies_with_payloads(void **state) {
   start(&p, script_payloads, &peek_like);
   uint8_t want[PAYLOAD_MAX];
   hpl__crpc_msg m;
-  /* whole in one read: the read buffer itself, header included */
+  /* over 4 KiB, whole in one read: the read buffer itself, header included */
   assert_int_equal(peek(&m), 0);
-  assert_int_equal(m.payload_len, 3000);
+  assert_int_equal(m.payload_len, 6000);
   assert_int_equal(m.msg_off, HPL__FRAME_HDR_LEN);
   assert_int_equal(m.payload_off, HPL__FRAME_HDR_LEN + m.msg_len);
-  fill(want, 3000, 0);
-  assert_memory_equal(m.buf + m.payload_off, want, 3000);
+  fill(want, 6000, 0);
+  assert_memory_equal(m.buf + m.payload_off, want, 6000);
   hpl__crpc_msg_free(&m);
-  /* in pieces: assembled in a buffer of its own */
+  /* small, whole in one read: copied out, the payload 64-byte aligned */
+  assert_int_equal(peek(&m), 0);
+  assert_int_equal(m.payload_len, 1000);
+  assert_int_equal((uintptr_t)(m.buf + m.payload_off) % 64, 0);
+  assert_int_equal(m.payload_off, m.msg_off + m.msg_len);
+  fill(want, 1000, 1);
+  assert_memory_equal(m.buf + m.payload_off, want, 1000);
+  hpl__crpc_msg_free(&m);
+  /* in pieces: assembled in a buffer of its own, the payload aligned */
   assert_int_equal(peek(&m), 0);
   assert_int_equal(m.payload_len, 2500);
-  assert_int_equal(m.msg_off, 0);
-  fill(want, 2500, 1);
+  assert_int_equal((uintptr_t)(m.buf + m.payload_off) % 64, 0);
+  fill(want, 2500, 2);
   assert_memory_equal(m.buf + m.payload_off, want, 2500);
   Hplpb__PeekRep *r = (Hplpb__PeekRep *)hpl__crpc_msg_unpack(&m, HPL__MSG_PEEK_REP);
   assert_non_null(r);

@@ -65,7 +65,7 @@ int hpl__cbatch_open(hpl_client *c, hpl__cbatch *b, const char *const *ids, size
 
 hpl__cslot *hpl__cbatch_slots(hpl_client *c, hpl__cbatch *b, size_t *k) {
   *k = 0;
-  hpl__cslot *s = b->n ? calloc(b->n, sizeof *s) : NULL;
+  hpl__cslot *s = b->n ? (b->n <= 64 ? hpl__zalloc(b->n * sizeof *s) : calloc(b->n, sizeof *s)) : NULL;
   for (size_t i = 0; i < b->n; i++) {
     if (!s)
       hpl__cbatch_set(b, i, hpl__cfail(c, HPL_ENOMEM, "out of memory"));

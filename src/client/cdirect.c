@@ -21,6 +21,7 @@
 #define DIRECT_BACKOFF_MAX 30000  /*   doubling up to this while failures go on */
 #define DIRECT_MAX_INLINE (16u << 20) /* the directory holds no larger inline object */
 #define PEEK_MAX_MSG 1024         /* a PEEK_REP message (status, size, flag) is tiny */
+#define DIRECT_FEW 8              /* requests of a call kept on the stack */
 #define DIRECT_ALIGN 64           /* as HPL__POOL_ALIGN: hpl_buf_data() is 64-byte aligned */
 
 struct hpl__cdirect {
@@ -127,13 +128,20 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
     hpl__crpc_msg_free(m);
     return HPL__DIRECT_GRANTED;
   }
-  /* the object's own buffer, aligned as the pool's objects are (the
-   * payload's place in the reply buffer is not): one copy of at most
-   * inline_max bytes, small beside the round trip */
-  void *own = NULL;
+  /* the object's bytes stay in the reply's buffer when they start aligned
+   * there as the pool's objects are (small replies, crpc.h); else they get
+   * a buffer of their own: one copy of at most inline_max bytes */
   size_t size = (size_t)m->payload_len;
+  uint8_t *at = m->buf + m->payload_off;
+  if (found && (uintptr_t)at % DIRECT_ALIGN == 0) {
+    out->own = m->buf; /* taken over: freed with the hpl_buf */
+    out->data = at;
+    out->size = size;
+    return HPL__DIRECT_FOUND;
+  }
+  void *own = NULL;
   if (found && posix_memalign(&own, DIRECT_ALIGN, size ? size : 1) != 0) own = NULL;
-  if (own) memcpy(own, m->buf + m->payload_off, size);
+  if (own) memcpy(own, at, size);
   hpl__crpc_msg_free(m);
   if (!own) return HPL__DIRECT_ASK_STORE;
   out->own = own;
@@ -147,9 +155,14 @@ static int peek_result(hpl__crpc_msg *m, hpl__cdirect_obj *out) {
  * if the connection failed (the caller drops it; what was found stays). */
 static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want, size_t k,
                      int64_t wait_ms, uint64_t deadline, hpl__cdirect_obj *out, int *found) {
-  Hplpb__PeekReq *msgs = malloc(k * sizeof *msgs);
-  hpl__crpc_req *reqs = malloc(k * sizeof *reqs);
-  hpl__crpc_ticket **t = malloc(k * sizeof *t);
+  /* a few on the stack: most gets ask for one object */
+  Hplpb__PeekReq msgs_s[DIRECT_FEW];
+  hpl__crpc_req reqs_s[DIRECT_FEW];
+  hpl__crpc_ticket *t_s[DIRECT_FEW];
+  int few = k <= DIRECT_FEW;
+  Hplpb__PeekReq *msgs = few ? msgs_s : malloc(k * sizeof *msgs);
+  hpl__crpc_req *reqs = few ? reqs_s : malloc(k * sizeof *reqs);
+  hpl__crpc_ticket **t = few ? t_s : malloc(k * sizeof *t);
   size_t started = 0;
   int rc = msgs && reqs && t ? 0 : 1; /* no memory: ask the store, keep the connection */
   if (rc == 0) {
@@ -170,9 +183,11 @@ static int peek_many(hpl__cdirect *d, const char *const *ids, const size_t *want
     if (r > 0) found[want[j]] = r;
     if (r < 0) rc = -1; /* the remaining tickets still end here */
   }
-  free(msgs);
-  free(reqs);
-  free(t);
+  if (!few) {
+    free(msgs);
+    free(reqs);
+    free(t);
+  }
   return rc < 0 ? -1 : 0;
 }
 
@@ -193,7 +208,8 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   if (!d || n == 0) return 0;
   if (hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED)) return 0; /* backing off */
   /* only ids this node certainly does not hold (their filter slot is 0) */
-  size_t *want = malloc(n * sizeof *want), k = 0;
+  size_t want_s[DIRECT_FEW], k = 0;
+  size_t *want = n <= DIRECT_FEW ? want_s : malloc(n * sizeof *want);
   for (size_t i = 0; want && i < n; i++)
     if (!__atomic_load_n(&d->filter[hpl__filter_slot(ids[i], d->filter_slots)], __ATOMIC_ACQUIRE))
       want[k++] = i;
@@ -211,7 +227,7 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   if (deadline < turn_dl) turn_dl = deadline;
   if (k == 0 || __atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) ||
       hpl__turn_take(&d->turn, turn_dl) != 0) {
-    free(want);
+    if (want != want_s) free(want);
     return 0;
   }
   __atomic_store_n(&d->waiting, wait_ms > 0, __ATOMIC_RELEASE);
@@ -228,7 +244,7 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
     d->backoff_ms = 0;
   }
   hpl__turn_give(&d->turn);
-  free(want);
+  if (want != want_s) free(want);
   size_t got = 0;
   for (size_t i = 0; i < n; i++) got += found[i] == HPL__DIRECT_FOUND;
   return got;

@@ -8,6 +8,8 @@
 #include "capi.h"
 #include "trace.h"
 
+#define GET_FEW 8 /* objects of a call whose direct-read state stays on the stack */
+
 static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                     hpl_buf **bufs, int *rcs);
 
@@ -42,15 +44,21 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
   /* Small objects this node does not hold may come straight from the
    * directory; that path never fails a get: what it does not find goes on
    * to the store with what is left of the timeout. */
-  const char **dids = k && c->direct && timeout_ms != 0 ? malloc(k * sizeof *dids) : NULL;
-  hpl__cdirect_obj *objs = dids ? malloc(k * sizeof *objs) : NULL;
-  int *found = objs ? malloc(k * sizeof *found) : NULL;
+  const char *dids_s[GET_FEW];
+  hpl__cdirect_obj objs_s[GET_FEW];
+  int found_s[GET_FEW];
+  int few = k <= GET_FEW; /* most gets ask for one object: no allocation */
+  const char **dids = !k || !c->direct || timeout_ms == 0 ? NULL
+                      : few                               ? dids_s
+                                                          : malloc(k * sizeof *dids);
+  hpl__cdirect_obj *objs = !dids ? NULL : few ? objs_s : malloc(k * sizeof *objs);
+  int *found = !objs ? NULL : few ? found_s : malloc(k * sizeof *found);
   if (found) {
     for (size_t j = 0; j < k; j++) dids[j] = ids[s[j].item];
     hpl__cdirect_get_many(c->direct, dids, k, deadline, objs, found);
     size_t left = 0;
     for (size_t j = 0; j < k; j++) {
-      hpl_buf *buf = found[j] == HPL__DIRECT_FOUND ? calloc(1, sizeof *buf) : NULL;
+      hpl_buf *buf = found[j] == HPL__DIRECT_FOUND ? hpl__zalloc(sizeof *buf) : NULL;
       if (!buf) {
         if (found[j] == HPL__DIRECT_FOUND) free(objs[j].own);
         s[j].granted = found[j] == HPL__DIRECT_GRANTED;
@@ -65,9 +73,11 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
     }
     k = left;
   }
-  free(dids);
-  free(objs);
-  free(found);
+  if (!few) {
+    free(dids);
+    free(objs);
+    free(found);
+  }
   if (timeout_ms > 0) timeout_ms = hpl__ms_left(deadline);
   for (size_t j = 0; j < k; j++) {
     hplpb__get_req__init(&s[j].m.get);

@@ -99,7 +99,7 @@ hpl_buf *hpl__cbuf_link(hpl_client *c, hpl_buf *b, const char *id) {
 hpl_buf *hpl__cbuf_new(hpl_client *c, const char *id, uint64_t off, uint64_t size,
                        uint64_t handle, int created) {
   if (off > c->st.pool_size || size > c->st.pool_size - off) return NULL;
-  hpl_buf *b = calloc(1, sizeof *b);
+  hpl_buf *b = hpl__zalloc(sizeof *b);
   if (!b) return NULL;
   b->data = c->st.base + off;
   b->size = size;
@@ -164,7 +164,7 @@ void hpl__cstage_give(hpl_client *c, hpl__cstage st) {
 
 hpl_buf *hpl__cbuf_created(hpl_client *c, const char *id, uint8_t *data, uint64_t size,
                            uint64_t handle, const hpl__cstage *st) {
-  hpl_buf *b = calloc(1, sizeof *b);
+  hpl_buf *b = hpl__zalloc(sizeof *b);
   if (!b) return NULL;
   b->data = data;
   b->size = size;

@@ -5,6 +5,7 @@
 #include "crpc_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +26,11 @@
 #define CRPC_RBUF_DEFAULT 16384
 #define CRPC_CMSG_FDS 4 /* descriptors one read makes room for; the kernel drops any beyond */
 #define CRPC_RELEASE_MS 5000 /* how long an orphan hold's RELEASE may take */
+#define CRPC_HANDOVER_MIN 4096 /* a frame with a larger payload, alone in a read, takes
+                                  the read buffer over; a smaller one is copied out */
+#define CRPC_PAYLOAD_ALIGN 64  /* a copied-out frame's payload starts this aligned */
+#define CRPC_RECV_CAP_MS 100 /* a blocking read gives up after this (SO_RCVTIMEO), and is
+                                used only while the deadline is further away than that */
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -109,16 +115,27 @@ static void frame_end(hpl__crpc *r) {
 
 /* Header and message of a frame are in (both checked against the limits
  * by the framer): copy them into a buffer of their own with room for the
- * payload, which frame_payload() fills. Without memory the frame is still
+ * payload, which frame_payload() fills; the payload starts 64-byte
+ * aligned in it. Without memory the frame is still
  * read to its end, then its caller fails with HPL_ENOMEM. */
 static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *msg) {
   hpl__crpc_msg *m = &r->cur;
   *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .msg_off = 0, .msg_len = h->msg_len,
                        .payload_off = h->msg_len, .payload_len = h->payload_len};
   r->cur_got = 0;
+  /* the message goes right before a payload that starts aligned, so a
+   * small object's bytes can stay where they are (cdirect.c) */
   size_t size = (size_t)h->msg_len + (size_t)h->payload_len;
-  m->buf = malloc(size ? size : 1);
-  if (m->buf && h->msg_len) memcpy(m->buf, msg, h->msg_len); /* msg is NULL when empty */
+  /* malloc (its per-thread cache; aligned_alloc has none) with room to
+   * slide the message along until the payload's address is aligned */
+  m->buf = malloc(size + (h->payload_len ? CRPC_PAYLOAD_ALIGN - 1 : 0) + 1);
+  size_t pad = m->buf && h->payload_len
+                   ? (CRPC_PAYLOAD_ALIGN - ((uintptr_t)m->buf + h->msg_len) % CRPC_PAYLOAD_ALIGN) %
+                         CRPC_PAYLOAD_ALIGN
+                   : 0;
+  m->msg_off = pad;
+  m->payload_off = pad + h->msg_len;
+  if (m->buf && h->msg_len) memcpy(m->buf + pad, msg, h->msg_len); /* msg is NULL when empty */
   if (h->payload_len == 0) frame_end(r);
 }
 
@@ -189,8 +206,8 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
         hpl__fmac_begin(&r->rx, h, r->fr.msg, h->msg_len);
         if (h->payload_len == 0 && frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
       }
-      if (h->payload_len && at == 0 && (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len + tlen &&
-          h->payload_len == n - used) {
+      if (h->payload_len > CRPC_HANDOVER_MIN && at == 0 &&
+          (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len + tlen && h->payload_len == n - used) {
         /* The whole frame, and nothing else, is this read: the read buffer
          * becomes the frame's (once its tag matched). */
         if (r->tagged) {
@@ -219,14 +236,21 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
  * reason in why[]. */
 static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
   char eb[96];
-  if (hpl__ms_left(deadline) == 0) return HPL_ETIMEDOUT;
-  struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-  int pr = poll(&pfd, 1, hpl__cwait_poll_ms(deadline));
-  if (pr == 0) return HPL_ETIMEDOUT;
-  if (pr < 0) {
-    if (errno == EINTR) return 0;
-    snprintf(why, wlen, "cannot wait for replies: %s", errstr(errno, eb, sizeof eb));
-    return HPL_ECONN;
+  int64_t left = hpl__ms_left(deadline);
+  if (left == 0) return HPL_ETIMEDOUT;
+  /* With time to spare the read itself waits (one syscall per reply, not
+   * poll then read), for at most CRPC_RECV_CAP_MS, after which the caller
+   * looks at its deadline again; close to the deadline poll waits exactly. */
+  int block = r->block_recv && (left < 0 || left > CRPC_RECV_CAP_MS);
+  if (!block) {
+    struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+    int pr = poll(&pfd, 1, hpl__cwait_poll_ms(deadline));
+    if (pr == 0) return HPL_ETIMEDOUT;
+    if (pr < 0) {
+      if (errno == EINTR) return 0;
+      snprintf(why, wlen, "cannot wait for replies: %s", errstr(errno, eb, sizeof eb));
+      return HPL_ECONN;
+    }
   }
   if (!r->rbuf && !(r->rbuf = malloc(r->rcap))) return HPL_ENOMEM;
   struct iovec iov = {.iov_base = r->rbuf, .iov_len = r->rcap};
@@ -236,7 +260,7 @@ static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
   } cbuf;
   struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
                       .msg_controllen = sizeof cbuf.buf};
-  ssize_t n = recvmsg(r->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  ssize_t n = recvmsg(r->fd, &mh, (block ? 0 : MSG_DONTWAIT) | MSG_CMSG_CLOEXEC);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
   if (n < 0) {
     snprintf(why, wlen, "cannot read: %s", errstr(errno, eb, sizeof eb));
@@ -279,7 +303,7 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
  * (the handle is broken) with nothing registered. */
 static int enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
   for (size_t i = 0; i < n; i++)
-    if (!(ps[i] = calloc(1, sizeof *ps[i]))) {
+    if (!(ps[i] = hpl__zalloc(sizeof *ps[i]))) {
       while (i--) free(ps[i]);
       return HPL_ENOMEM;
     }
@@ -338,6 +362,12 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
   }
   memset(r, 0, sizeof *r);
   r->fd = fd;
+  /* reads may block (bounded by SO_RCVTIMEO, read_some); writes never do
+   * (MSG_DONTWAIT, crpc_send.c) */
+  struct timeval cap = {.tv_sec = 0, .tv_usec = CRPC_RECV_CAP_MS * 1000};
+  int fl = fcntl(fd, F_GETFL);
+  r->block_recv = fl >= 0 && (!(fl & O_NONBLOCK) || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0) &&
+                  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &cap, sizeof cap) == 0;
   if (o->send_key && o->recv_key) {
     r->tagged = 1;
     hpl__fmac_init(&r->tx, o->send_key);

@@ -57,7 +57,9 @@ typedef struct hpl__crpc_msg {
   uint8_t *buf;
   size_t msg_off; /* protobuf message: buf[msg_off .. msg_off + msg_len) */
   uint32_t msg_len;
-  size_t payload_off; /* payload: buf[payload_off .. payload_off + payload_len) */
+  size_t payload_off; /* payload: buf[payload_off .. payload_off + payload_len);
+                         64-byte aligned unless the frame took over a read
+                         buffer whole (payloads over 4 KiB) */
   uint64_t payload_len;
 } hpl__crpc_msg;
 

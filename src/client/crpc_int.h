@@ -32,6 +32,7 @@ struct hpl__crpc {
   pthread_mutex_t lock;  /* the fields up to the reader state */
   pthread_cond_t cv;     /* a reply arrived, the reader role fell free, or the handle broke */
   int reading;           /* a caller holds the reader role */
+  int block_recv;        /* the socket reads blocking, capped by SO_RCVTIMEO (read_some) */
   int broken;
   char why[192];         /* with broken: the reason, never changed again */
   pending *pending;

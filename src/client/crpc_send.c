@@ -58,6 +58,9 @@ static int write_iov(int fd, struct iovec *iov, size_t niov, uint64_t deadline, 
 /* Frames for reqs[0..n), packed for one write: headers and messages in
  * `packed`, payloads where the caller has them, iov[0..niov) in stream
  * order; frame i ends at byte ends[i] of the stream. */
+#define OUT_FEW 4          /* frames of a batch packed without allocating, */
+#define OUT_FEW_BYTES 1024 /* when their headers, messages and tags fit here */
+
 typedef struct outgoing {
   uint8_t *packed;
   struct iovec *iov;
@@ -65,9 +68,18 @@ typedef struct outgoing {
   size_t *ends;
   hpl__frame_hdr *hdrs; /* with a session: each frame's header, */
   uint8_t **tags;       /* and where its tag goes (after its message) */
+  int few;              /* the arrays are the ones below (nothing to free) */
+  struct {
+    uint8_t packed[OUT_FEW_BYTES];
+    struct iovec iov[2 * OUT_FEW];
+    size_t ends[OUT_FEW];
+    hpl__frame_hdr hdrs[OUT_FEW];
+    uint8_t *tags[OUT_FEW];
+  } in;
 } outgoing;
 
 static void outgoing_free(outgoing *o) {
+  if (o->few) return;
   free(o->packed);
   free(o->iov);
   free(o->ends);
@@ -95,11 +107,19 @@ static int outgoing_pack(outgoing *o, const hpl__crpc_req *reqs, size_t n, pendi
     total += HPL__FRAME_HDR_LEN + tlen +
              (reqs[i].m ? protobuf_c_message_get_packed_size(reqs[i].m) : 0);
   }
-  *o = (outgoing){.packed = malloc(total), .iov = malloc(2 * n * sizeof *o->iov),
-                  .ends = malloc(n * sizeof *o->ends)};
-  if (tagged) {
-    o->hdrs = malloc(n * sizeof *o->hdrs);
-    o->tags = malloc(n * sizeof *o->tags);
+  o->niov = 0;
+  if ((o->few = n <= OUT_FEW && total <= OUT_FEW_BYTES)) {
+    o->packed = o->in.packed;
+    o->iov = o->in.iov;
+    o->ends = o->in.ends;
+    o->hdrs = o->in.hdrs;
+    o->tags = o->in.tags;
+  } else {
+    o->packed = malloc(total);
+    o->iov = malloc(2 * n * sizeof *o->iov);
+    o->ends = malloc(n * sizeof *o->ends);
+    o->hdrs = tagged ? malloc(n * sizeof *o->hdrs) : NULL;
+    o->tags = tagged ? malloc(n * sizeof *o->tags) : NULL;
   }
   if (!o->packed || !o->iov || !o->ends || (tagged && (!o->hdrs || !o->tags))) {
     outgoing_free(o);

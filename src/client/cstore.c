@@ -25,6 +25,7 @@
  * long to wait for a chunk the store says it sent. */
 #define CHUNKS_MAX 128
 #define CHUNK_WAIT_MS 10000
+#define CHUNK_POLL_MS 10 /* hpl__cstore_poll reads the channel at most this often */
 
 /* The pool's chunks as this client maps them. */
 typedef struct hpl__cchunks {
@@ -33,6 +34,7 @@ typedef struct hpl__cchunks {
   uint64_t chunk;     /* bytes per chunk */
   size_t n;
   uint32_t gen[CHUNKS_MAX]; /* the generation mapped (0: none) */
+  uint64_t polled_ms;       /* when hpl__cstore_poll last read the channel (atomic) */
 } hpl__cchunks;
 
 /* What the store may send a client: small control replies, no payloads. */
@@ -191,7 +193,13 @@ static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
 void hpl__cstore_poll(hpl__cstore *s) {
   hpl__cchunks *k = s->chunks;
   char why[200];
-  if (!k || pthread_mutex_trylock(&k->mu) != 0) return; /* another thread reads it */
+  if (!k) return;
+  /* at most every CHUNK_POLL_MS: a syscall per get and release is a tenth
+   * of a small get's CPU, and pages given back can wait that long */
+  uint64_t now = hpl__now_ms();
+  if (now - __atomic_load_n(&k->polled_ms, __ATOMIC_RELAXED) < CHUNK_POLL_MS) return;
+  if (pthread_mutex_trylock(&k->mu) != 0) return; /* another thread reads it */
+  __atomic_store_n(&k->polled_ms, now, __ATOMIC_RELAXED);
   while (chunks_read(s, 0, why, sizeof why) == 0) continue;
   pthread_mutex_unlock(&k->mu);
 }

@@ -13,6 +13,12 @@
 #include <sys/random.h>
 #include <time.h>
 
+void *hpl__zalloc(size_t size) {
+  void *p = malloc(size ? size : 1);
+  if (p) memset(p, 0, size);
+  return p;
+}
+
 uint64_t hpl__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
