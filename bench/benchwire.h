@@ -110,8 +110,8 @@ static inline int hpl__bench_wire_handshake(hpl__bench_wire *w, const char *secr
       hpl__bench_send_all(w->fd, proof, sizeof proof) == 0) {
     hpl__auth_keys k;
     hpl__auth_session(&hs, rk, 1, &k);
-    hpl__fmac_init(&w->tx, k.send);
-    hpl__fmac_init(&w->rx, k.recv);
+    hpl__fmac_init_as(&w->tx, k.send, k.gmac);
+    hpl__fmac_init_as(&w->rx, k.recv, k.gmac);
     sodium_memzero(&k, sizeof k);
     w->tagged = 1;
   } else {

@@ -88,8 +88,10 @@ static void session_set(int fd, const hpl__auth_keys *k) {
   if (!slot) slot = &th_sessions[next++ % TH_SESSIONS];
   slot->fd = fd;
   slot->ino = ino;
-  hpl__fmac_init(&slot->tx, k->send);
-  hpl__fmac_init(&slot->rx, k->recv);
+  hpl__fmac_wipe(&slot->tx); /* a slot taken over: its old session goes */
+  hpl__fmac_wipe(&slot->rx);
+  hpl__fmac_init_as(&slot->tx, k->send, k->gmac);
+  hpl__fmac_init_as(&slot->rx, k->recv, k->gmac);
   pthread_mutex_unlock(&th_sessions_mu);
 }
 

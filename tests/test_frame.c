@@ -7,6 +7,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <sodium.h>
+
+#include "auth.h"
 #include "frame.h"
 #include "hoplite.h"
 #include "proto.h"
@@ -295,6 +298,7 @@ static void test_ids_and_errors(void **state) {
 /* ---- session MACs (frame.h: HPL__FRAME_F_TAG, hpl__fmac) */
 
 static const uint8_t skey[HPL__FRAME_KEY_LEN] = {7, 7, 7, 7, 1, 2, 3, 4};
+static int use_gmac; /* the tests below with GMAC tags (test_gmac_*) */
 
 /* Append one tagged frame to out (at *len): header, message, tag, payload;
  * `cover`: the tag covers the payload (HPL__FRAME_F_TAG_PAYLOAD). */
@@ -323,7 +327,7 @@ static int open_frames(const uint8_t *bytes, size_t len, size_t step, int *bad) 
   hpl__framer f;
   hpl__framer_init(&f, &tl);
   hpl__fmac m;
-  hpl__fmac_init(&m, skey);
+  hpl__fmac_init_as(&m, skey, use_gmac);
   int ok = 0;
   *bad = 0;
   size_t off = 0;
@@ -364,7 +368,7 @@ static int open_frames(const uint8_t *bytes, size_t len, size_t step, int *bad) 
 /* Three frames (with and without payloads), each alone in `out[i]`. */
 static void three_frames(uint8_t out[3][512], size_t lens[3]) {
   hpl__fmac m;
-  hpl__fmac_init(&m, skey);
+  hpl__fmac_init_as(&m, skey, use_gmac);
   Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
   g.id = "an/object";
   uint8_t pay[100];
@@ -373,6 +377,7 @@ static void three_frames(uint8_t out[3][512], size_t lens[3]) {
   seal(&m, HPL__MSG_GET, 1, &g.base, NULL, 0, 1, out[0], &lens[0]);
   seal(&m, HPL__MSG_PUT, 2, &g.base, pay, sizeof pay, 1, out[1], &lens[1]);
   seal(&m, HPL__MSG_GET, 3, NULL, NULL, 0, 1, out[2], &lens[2]);
+  hpl__fmac_wipe(&m);
 }
 
 static size_t cat(uint8_t *dst, uint8_t src[3][512], const size_t lens[3], const int *order,
@@ -442,9 +447,10 @@ static void test_tagged_replay_reorder_drop(void **state) {
   /* another key (another connection's, or another direction's) */
   hpl__fmac other;
   uint8_t k2[HPL__FRAME_KEY_LEN] = {8};
-  hpl__fmac_init(&other, k2);
+  hpl__fmac_init_as(&other, k2, use_gmac);
   len = 0;
   seal(&other, HPL__MSG_GET, 1, NULL, NULL, 0, 1, all, &len);
+  hpl__fmac_wipe(&other);
   assert_int_equal(open_frames(all, len, 4096, &bad), 0);
   assert_int_equal(bad, 1);
 }
@@ -468,6 +474,70 @@ static void test_tagged_mismatch(void **state) {
   assert_int_equal(hpl__frame_decode_hdr(fr[0], lens[0], &lim, &h, &why), HPL_EPROTO);
 }
 
+/* The same with GMAC tags (both ends with AES in hardware). */
+static void test_gmac_round_trip(void **state) {
+  use_gmac = 1;
+  test_tagged_round_trip(state);
+  use_gmac = 0;
+}
+static void test_gmac_bit_flips(void **state) {
+  use_gmac = 1;
+  test_tagged_bit_flips(state);
+  use_gmac = 0;
+}
+static void test_gmac_replay_reorder_drop(void **state) {
+  use_gmac = 1;
+  test_tagged_replay_reorder_drop(state);
+  use_gmac = 0;
+}
+
+/* A GMAC tag is AES-256-GCM's (libsodium's, one call) over no plaintext
+ * with the frame as associated data, whatever pieces it is fed in; and a
+ * session uses GMAC only when both ends' flags say AES. */
+static void test_gmac_is_aes_gcm(void **state) {
+  (void)state;
+  if (sodium_init() < 0 || !crypto_aead_aes256gcm_is_available()) skip();
+  uint8_t out[512];
+  size_t len = 0;
+  uint8_t pay[300];
+  for (size_t i = 0; i < sizeof pay; i++) pay[i] = (uint8_t)(i * 7);
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+  g.id = "an/object";
+  hpl__fmac m;
+  hpl__fmac_init_as(&m, skey, 1);
+  m.seq = 0x0102030405060708ull;
+  seal(&m, HPL__MSG_PUT, 9, &g.base, pay, sizeof pay, 1, out, &len);
+  hpl__fmac_wipe(&m);
+  hpl__frame_hdr h;
+  const char *why = NULL;
+  hpl__frame_limits tl = lim;
+  tl.tagged = 1;
+  assert_int_equal(hpl__frame_decode_hdr(out, len, &tl, &h, &why), 0);
+  uint8_t ad[8 + 512], nonce[12], want[16];
+  for (int i = 0; i < 8; i++) ad[i] = (uint8_t)(0x0102030405060708ull >> (8 * i));
+  memcpy(ad + 8, out, HPL__FRAME_HDR_LEN + h.msg_len);
+  memcpy(ad + 8 + HPL__FRAME_HDR_LEN + h.msg_len, pay, sizeof pay);
+  memcpy(nonce, ad, 8);
+  memset(nonce + 8, 0xff, 4);
+  unsigned long long tlen = 0;
+  uint8_t none[1];
+  crypto_aead_aes256gcm_encrypt_detached(none, want, &tlen, NULL, 0, ad,
+                                         8 + HPL__FRAME_HDR_LEN + h.msg_len + sizeof pay, NULL,
+                                         nonce, skey);
+  assert_memory_equal(out + HPL__FRAME_HDR_LEN + h.msg_len, want, HPL__FRAME_TAG_LEN);
+  /* negotiation: both AES -> GMAC; either without -> BLAKE2b */
+  hpl__auth_hs hs = {.fo = HPL__AUTH_F_AES, .fa = HPL__AUTH_F_AES};
+  hpl__auth_keys k;
+  hpl__auth_session(&hs, skey, 1, &k);
+  assert_int_equal(k.gmac, 1);
+  hs.fa = 0;
+  hpl__auth_session(&hs, skey, 1, &k);
+  assert_int_equal(k.gmac, 0);
+  hs.fa = HPL__AUTH_F_AES | HPL__AUTH_F_ENCRYPT, hs.fo = HPL__AUTH_F_ENCRYPT;
+  hpl__auth_session(&hs, skey, 0, &k);
+  assert_int_equal(k.gmac, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_round_trip),
@@ -486,6 +556,10 @@ int main(void) {
       cmocka_unit_test(test_tagged_bit_flips),
       cmocka_unit_test(test_tagged_replay_reorder_drop),
       cmocka_unit_test(test_tagged_mismatch),
+      cmocka_unit_test(test_gmac_round_trip),
+      cmocka_unit_test(test_gmac_bit_flips),
+      cmocka_unit_test(test_gmac_replay_reorder_drop),
+      cmocka_unit_test(test_gmac_is_aes_gcm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

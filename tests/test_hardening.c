@@ -217,8 +217,10 @@ static void *fake_dir_main(void *arg) {
   hpl__auth_keys k;
   hpl__auth_key(&d->auth, HPL__ROLE_NODE, hs.name, rk); /* the name the store proved */
   hpl__auth_session(&hs, rk, 0, &k);
-  hpl__fmac_init(&tx, k.send);
-  hpl__fmac_init(&rx, k.recv);
+  hpl__fmac_wipe(&tx); /* the previous run's session, if any */
+  hpl__fmac_wipe(&rx);
+  hpl__fmac_init_as(&tx, k.send, k.gmac);
+  hpl__fmac_init_as(&rx, k.recv, k.gmac);
   hpl__frame_limits lim = {.max_msg = 1u << 20, .max_payload = 1u << 20,
                            .max_type = HPL__MSG_MAX_, .tagged = 1};
   while (!d->stop) {
@@ -253,6 +255,8 @@ static void *fake_dir_main(void *arg) {
       reply_frame(fd, &tx, HPL__MSG_REPLY, h.req_id, &r.base);
     }
   }
+  hpl__fmac_wipe(&tx);
+  hpl__fmac_wipe(&rx);
   close(fd);
   return NULL;
 }

@@ -168,6 +168,7 @@ int hpl__cdial(const hpl__cdial_addr *addr, const hpl__cdial_as *as, const hpl__
     }
     ro.send_key = keys.send; /* every frame tagged from here on (frame.h) */
     ro.recv_key = keys.recv;
+    ro.gmac = keys.gmac;
   }
   rc = hpl__crpc_new(fd, &ro, out); /* takes fd, closed on failure */
   if (as->key) sodium_memzero(&keys, sizeof keys);

@@ -370,8 +370,8 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
                   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &cap, sizeof cap) == 0;
   if (o->send_key && o->recv_key) {
     r->tagged = 1;
-    hpl__fmac_init(&r->tx, o->send_key);
-    hpl__fmac_init(&r->rx, o->recv_key);
+    hpl__fmac_init_as(&r->tx, o->send_key, o->gmac);
+    hpl__fmac_init_as(&r->rx, o->recv_key, o->gmac);
   }
   r->rcap = o->rbuf_size ? o->rbuf_size : CRPC_RBUF_DEFAULT;
   hpl__framer_init(&r->fr, &o->lim);

@@ -78,6 +78,7 @@ typedef struct hpl__crpc_opts {
    * the handle ("... fails its MAC check") before anything of it is
    * handed to a caller. */
   const uint8_t *send_key, *recv_key;
+  int gmac; /* with the keys: GMAC tags (hpl__auth_keys.gmac, frame.h) */
 } hpl__crpc_opts;
 
 /* Most descriptors kept from SCM_RIGHTS messages until taken; more are

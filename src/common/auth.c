@@ -394,6 +394,7 @@ void hpl__auth_session(const hpl__auth_hs *hs, const uint8_t rk[HPL__AUTH_KEY_LE
   hkdf_expand1(prk, "hoplite v2 acceptor->opener", opener ? out->recv : out->send);
   hkdf_expand1(prk, "hoplite v3 aead opener->acceptor", opener ? out->seal_send : out->seal_recv);
   hkdf_expand1(prk, "hoplite v3 aead acceptor->opener", opener ? out->seal_recv : out->seal_send);
+  out->gmac = (hs->fo & hs->fa & HPL__AUTH_F_AES) != 0;
   sodium_memzero(&st, sizeof st);
   sodium_memzero(prk, sizeof prk);
 }

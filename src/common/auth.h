@@ -54,7 +54,9 @@
  *   E_oa = HMAC-SHA256(PRK, "hoplite v3 aead opener->acceptor" | 0x01)
  *   E_ao = HMAC-SHA256(PRK, "hoplite v3 aead acceptor->opener" | 0x01)
  * K_oa keys the MAC of every frame the opener sends, K_ao of every frame the
- * acceptor sends (frame.h: HPL__FRAME_F_TAG, hpl__fmac). Fresh nonces make
+ * acceptor sends (frame.h: HPL__FRAME_F_TAG, hpl__fmac): GMAC (AES-256-GCM
+ * with no plaintext) when both ends' flags say they have AES in hardware,
+ * else keyed BLAKE2b (hpl__auth_keys.gmac). Fresh nonces make
  * the keys fresh per connection, so frames recorded on one connection mean
  * nothing on another, and the two directions never share a key (a frame
  * cannot be reflected back to its sender). Version 2 means "frames after
@@ -85,6 +87,8 @@ typedef struct hpl__auth_keys {
   uint8_t recv[HPL__AUTH_KEY_LEN]; /* ... and of the frames it receives */
   uint8_t seal_send[HPL__AUTH_KEY_LEN]; /* AEAD key of what this end sends (sealed) */
   uint8_t seal_recv[HPL__AUTH_KEY_LEN]; /* ... and of what it receives */
+  int gmac; /* both ends have AES in hardware (HPL__AUTH_F_AES): frames carry GMAC
+               tags instead of BLAKE2b (frame.h, hpl__fmac_init_as) */
 } hpl__auth_keys;
 
 /* Handshake flags (HELLO byte 6, CHALLENGE byte 5). */

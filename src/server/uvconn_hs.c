@@ -64,8 +64,8 @@ static void conn_hs_done(hpl__conn *c) {
   int opener = c->o.auth_role != 0;
   (void)hpl__auth_key(c->o.auth, c->ahs.role, c->ahs.name, rk); /* checked in the handshake */
   hpl__auth_session(&c->ahs, rk, opener, &k);
-  hpl__fmac_init(&c->tx, k.send);
-  hpl__fmac_init(&c->rx, k.recv);
+  hpl__fmac_init_as(&c->tx, k.send, k.gmac);
+  hpl__fmac_init_as(&c->rx, k.recv, k.gmac);
   int seal = hpl__auth_seal(&c->ahs);
   if (seal) { /* --encrypt at either end: every frame sealed (frame.h) */
     hpl__fseal_init(&c->tx, seal, k.seal_send);

@@ -78,7 +78,7 @@ static void maker_open(void) {
       send(fd, proof, sizeof proof, MSG_NOSIGNAL) != (ssize_t)sizeof proof)
     abort();
   hpl__auth_session(&hs, rk, 1, &k);
-  hpl__fmac_init(&maker_tx, k.send);
+  hpl__fmac_init_as(&maker_tx, k.send, k.gmac);
   Hplpb__RegisterReq r = HPLPB__REGISTER_REQ__INIT;
   r.node_id = MAKER_ID;
   r.addr = "fuzz"; /* the host fuzz connections come from: its readers may publish */

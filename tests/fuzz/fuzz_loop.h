@@ -143,7 +143,7 @@ static inline void fuzz_feed_authed(uv_loop_t *loop, int fd, const hpl__auth *a,
   }
   hpl__auth_keys k;
   hpl__auth_session(&hs, rk, 1, &k);
-  hpl__fmac_init(&tx, k.send);
+  hpl__fmac_init_as(&tx, k.send, k.gmac);
   size_t n = 0;
   uint8_t *framed = fuzz_tag_frames(&tx, data, size, &n);
   if (!framed) abort();
