@@ -31,6 +31,7 @@ static void count_copies(const hpl__dir_obj *o, uint32_t *copies, uint32_t *comp
 void hpl__dir_admin_on_stat(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__IdReq *m = (Hplpb__IdReq *)f->msg;
   Hplpb__StatRep r = HPLPB__STAT_REP__INIT;
+  if (hpl__conn_role(f->dc->c) == HPL__ROLE_READER) s->ctr.direct_stats++;
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, m->id);
   char detail[320] = "";
   if (!o || o->state == HPL__OBJ_PENDING) {

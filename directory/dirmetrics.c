@@ -38,6 +38,8 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
         "Direct client reads that waited for their object"),
       C("dir_peeks_granted", c->peeks_granted, "peeks_granted_total",
         "Direct client reads of large objects answered by naming a sender to the client's store"),
+      C("dir_direct_stats", c->direct_stats, "direct_stats_total",
+        "STATs clients sent straight to the directory (objects their node does not hold)"),
       C("dir_publishes", c->publishes, "publishes_total",
         "Small objects clients published to the directory ahead of their store's put"),
       C("dir_publishes_ignored", c->publishes_ignored, "publishes_ignored_total",

@@ -116,8 +116,8 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   if (hpl__conn_role(c) == HPL__ROLE_READER && h->type != HPL__MSG_PEEK &&
-      h->type != HPL__MSG_PUBLISH) {
-    hpl__conn_fail(c, "a reader's connection may only PEEK and PUBLISH");
+      h->type != HPL__MSG_PUBLISH && h->type != HPL__MSG_STAT) {
+    hpl__conn_fail(c, "a reader's connection may only PEEK, STAT and PUBLISH");
     return;
   }
   if (dc->node) hpl__dir_node_heard(dc->srv, dc->node);

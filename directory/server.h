@@ -93,7 +93,8 @@ void hpl__dir_config_defaults(hpl__dir_config *c);
 
 /* What COUNTERS reports (admin.c); each module bumps its own. */
 typedef struct hpl__dir_counters {
-  uint64_t acquires, inline_served, peeks_served, peek_waits, peeks_granted, senders_assigned,
+  uint64_t acquires, inline_served, peeks_served, peek_waits, peeks_granted, direct_stats,
+      senders_assigned,
       ring_assigned, waits,
       lost_replies, nodes_dead,
       corrupt_reports, /* receivers' reports of a unit that failed its digest */ reduce_resets, auth_failures, conns_refused,

@@ -372,7 +372,7 @@ static void test_no_secret_no_access(void **state) {
   th_wire_send(fd, HPL__MSG_DELETE, 2, &del.base);
   assert_true(th_wire_closed(fd, th_ms(3000)));
   close(fd);
-  /* 3. a reader (the key stores hand their clients) may only PEEK */
+  /* 3. a reader (the key stores hand their clients) may only PEEK, STAT, PUBLISH */
   hpl__auth good;
   assert_int_equal(hpl__auth_load(hpl__lc_secret(lc), &good, err, sizeof err), 0);
   uint8_t rk[HPL__AUTH_KEY_LEN];

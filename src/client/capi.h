@@ -167,6 +167,13 @@ int hpl__ccall(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t 
 int hpl__ccall_with(hpl_client *c, unsigned type, const ProtobufCMessage *m, const void *payload,
                     uint64_t plen, int64_t timeout_ms, ProtobufCMessage **out);
 
+/* What the reply frame `rep` (taken: freed here) to a request of `type`
+ * says, as hpl__ccall reports it: 0 and, when out is not NULL, the
+ * unpacked reply of type's reply type (owned by the caller); else the
+ * status the reply carries (or HPL_EPROTO), with the detail set. For
+ * replies that came another way than the store (cdirect.h). */
+int hpl__creply(hpl_client *c, unsigned type, hpl__crpc_msg *rep, ProtobufCMessage **out);
+
 /* The same for a request that names one object (IdReq). */
 int hpl__cid_call(hpl_client *c, unsigned type, const char *id, int64_t timeout_ms,
                   ProtobufCMessage **out);

@@ -92,7 +92,7 @@ void hpl__cslots_free(hpl__cslot *s, size_t k) {
  * owned by the caller; else the code, with the detail set. Every reply
  * message starts with status and detail, so a generic Reply decodes the
  * outcome of any of them. */
-static int reply_of(hpl_client *c, unsigned type, hpl__crpc_msg *rep, ProtobufCMessage **out) {
+int hpl__creply(hpl_client *c, unsigned type, hpl__crpc_msg *rep, ProtobufCMessage **out) {
   unsigned rtype = hpl__msg_reply_type(type);
   int rc = 0;
   Hplpb__Reply *st = (Hplpb__Reply *)hpl__crpc_msg_unpack(rep, HPL__MSG_REPLY);
@@ -140,7 +140,7 @@ void hpl__ccalls(hpl_client *c, hpl__cslot *s, size_t n, int64_t timeout_ms, hpl
     if (rc)
       rc = rpc_failed(c, rc, type, wait_ms);
     else
-      rc = reply_of(c, type, &rep, hpl__msg_reply_type(type) == HPL__MSG_REPLY ? NULL : &s[j].out);
+      rc = hpl__creply(c, type, &rep, hpl__msg_reply_type(type) == HPL__MSG_REPLY ? NULL : &s[j].out);
     hpl__cbatch_set(b, s[j].item, rc);
   }
   if (reqs != &one_req) free(reqs);

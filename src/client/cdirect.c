@@ -250,6 +250,32 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
   return got;
 }
 
+int hpl__cdirect_call(hpl__cdirect *d, const char *id, unsigned type, const ProtobufCMessage *m,
+                      uint64_t deadline, hpl__crpc_msg *out) {
+  if (!d || hpl__now_ms() < __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED)) return -1;
+  /* this node may hold it: its store's answer follows what the store told
+   * the directory (a note of its own put may still be on the way) */
+  if (__atomic_load_n(&d->filter[hpl__filter_slot(id, d->filter_slots)], __ATOMIC_ACQUIRE))
+    return -1;
+  uint64_t dl = hpl__deadline_ms(DIRECT_WAIT_MS);
+  if (deadline < dl) dl = deadline;
+  if (__atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) || hpl__turn_take(&d->turn, dl) != 0)
+    return -1; /* a get waits at the directory, or another exchange takes long */
+  int rc = hpl__now_ms() < d->retry_ms  ? 1
+           : !d->rpc && !same_netns(d)  ? 1
+           : dir_connect(d, dl) == 0    ? (hpl__crpc_call(d->rpc, type, m, dl, out) == 0 ? 0 : -2)
+                                        : 1;
+  if (rc == -2) {
+    hpl__crpc_free(d->rpc);
+    d->rpc = NULL;
+    direct_failed(d);
+  } else if (rc == 0) {
+    d->backoff_ms = 0;
+  }
+  hpl__turn_give(&d->turn);
+  return rc == 0 ? 0 : -1;
+}
+
 /* The PUBLISHes of the items hpl__cdirect_publish may send (the turn held,
  * connected); published[] becomes what went out. 0, or -1 if the
  * connection failed (the caller drops it). */

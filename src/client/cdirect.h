@@ -69,6 +69,18 @@ enum {
 size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
                              hpl__cdirect_obj *out, int *found);
 
+/* One request `m` of `type` (STAT) about object `id` straight to the
+ * directory, when this node's store certainly does not hold the object
+ * (its presence filter slot is 0; else its own notes to the directory
+ * might still be on the way, and the store's answer is the ordered one).
+ * 0 and the reply frame in *out (owned by the caller, hpl__crpc_msg_free;
+ * its status is the directory's), or -1: ask the store (nothing to free;
+ * d == NULL, backing off, another exchange under way, or the connection
+ * failed, which is then closed and backed off from as for gets). Waits at
+ * most until `deadline` and DIRECT_WAIT_MS. Thread-safe. */
+int hpl__cdirect_call(hpl__cdirect *d, const char *id, unsigned type, const ProtobufCMessage *m,
+                      uint64_t deadline, hpl__crpc_msg *out);
+
 /* Publish small objects to the directory with one-way PUBLISHes, sent in
  * as few writes as the socket takes, just before the caller's PUTs of the
  * same bytes go to the store, so gets waiting at the directory have them

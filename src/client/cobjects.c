@@ -31,7 +31,16 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
              uint32_t *copies, uint32_t *complete, int *is_inline) {
   HPL__CHECK_ID(c, id);
   Hplpb__StatRep *rep = NULL;
-  int rc = hpl__cid_call(c, HPL__MSG_STAT, id, timeout_ms, (ProtobufCMessage **)&rep);
+  Hplpb__IdReq r = HPLPB__ID_REQ__INIT;
+  r.id = (char *)id;
+  r.timeout_ms = timeout_ms;
+  hpl__crpc_msg m;
+  /* an object this node does not hold: asked of the directory directly,
+   * one hop instead of two (cdirect.h) */
+  int rc = timeout_ms != 0 && hpl__cdirect_call(c->direct, id, HPL__MSG_STAT, &r.base,
+                                                hpl__deadline_ms(timeout_ms), &m) == 0
+               ? hpl__creply(c, HPL__MSG_STAT, &m, (ProtobufCMessage **)&rep)
+               : hpl__cid_call(c, HPL__MSG_STAT, id, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
   if (size) *size = rep->size;
   if (copies) *copies = rep->copies;
