@@ -10,8 +10,9 @@
  *    clients', the stores' and the directory's) at each --procs level,
  *    one request at a time ("single"), and with --batch B requests in
  *    flight per connection ("batch", if the library has hpl_*_many);
- *    gets run on B, which holds no copy: small objects come from the
- *    directory;
+ *    gets and stats run on B, which holds no copy: small objects come from
+ *    the directory, and stats go to it directly (since issue 42; before,
+ *    stats ran on A);
  *  - listing everything (paged with hpl_list_page when the library has it,
  *    else hpl_list) while a prober process times stats every millisecond,
  *    and how many stores the directory declared dead meanwhile;
@@ -197,7 +198,8 @@ static void rates(unsigned ops, uint64_t *del_base) {
           r = hpl__bd_run(op, n, 0, batch, ++run, *del_base, slice, 1, &h, &cpu);
           *del_base += slice;
         } else {
-          r = hpl__bd_run(op, n, op == HPL__BD_GET ? 1 : 0, batch, ++run, 0, 0, 1, &h, &cpu);
+          r = hpl__bd_run(op, n, op == HPL__BD_GET || op == HPL__BD_STAT ? 1 : 0, batch, ++run, 0, 0, 1,
+                          &h, &cpu);
         }
         snprintf(m, sizeof m, "%s %s/s, %d procs%s", hpl__bd_op_name[op], "ops", n,
                  mode ? " (batch)" : "");

@@ -494,37 +494,14 @@ static void test_gmac_replay_reorder_drop(void **state) {
 /* A GMAC tag is AES-256-GCM's (libsodium's, one call) over no plaintext
  * with the frame as associated data, whatever pieces it is fed in; and a
  * session uses GMAC only when both ends' flags say AES. */
+static void gmac_matches(size_t plen);
+
 static void test_gmac_is_aes_gcm(void **state) {
   (void)state;
   if (sodium_init() < 0 || !crypto_aead_aes256gcm_is_available()) skip();
-  uint8_t out[512];
-  size_t len = 0;
-  uint8_t pay[300];
-  for (size_t i = 0; i < sizeof pay; i++) pay[i] = (uint8_t)(i * 7);
-  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
-  g.id = "an/object";
-  hpl__fmac m;
-  hpl__fmac_init_as(&m, skey, 1);
-  m.seq = 0x0102030405060708ull;
-  seal(&m, HPL__MSG_PUT, 9, &g.base, pay, sizeof pay, 1, out, &len);
-  hpl__fmac_wipe(&m);
-  hpl__frame_hdr h;
-  const char *why = NULL;
-  hpl__frame_limits tl = lim;
-  tl.tagged = 1;
-  assert_int_equal(hpl__frame_decode_hdr(out, len, &tl, &h, &why), 0);
-  uint8_t ad[8 + 512], nonce[12], want[16];
-  for (int i = 0; i < 8; i++) ad[i] = (uint8_t)(0x0102030405060708ull >> (8 * i));
-  memcpy(ad + 8, out, HPL__FRAME_HDR_LEN + h.msg_len);
-  memcpy(ad + 8 + HPL__FRAME_HDR_LEN + h.msg_len, pay, sizeof pay);
-  memcpy(nonce, ad, 8);
-  memset(nonce + 8, 0xff, 4);
-  unsigned long long tlen = 0;
-  uint8_t none[1];
-  crypto_aead_aes256gcm_encrypt_detached(none, want, &tlen, NULL, 0, ad,
-                                         8 + HPL__FRAME_HDR_LEN + h.msg_len + sizeof pay, NULL,
-                                         nonce, skey);
-  assert_memory_equal(out + HPL__FRAME_HDR_LEN + h.msg_len, want, HPL__FRAME_TAG_LEN);
+  gmac_matches(300);  /* one call (frame.c: HPL__FMAC_SMALL) */
+  gmac_matches(3000); /* streamed through OpenSSL */
+  gmac_matches(HPL__FMAC_SMALL - 8 - HPL__FRAME_HDR_LEN - 11); /* exactly what fits */
   /* negotiation: both AES -> GMAC; either without -> BLAKE2b */
   hpl__auth_hs hs = {.fo = HPL__AUTH_F_AES, .fa = HPL__AUTH_F_AES};
   hpl__auth_keys k;
@@ -536,6 +513,40 @@ static void test_gmac_is_aes_gcm(void **state) {
   hs.fa = HPL__AUTH_F_AES | HPL__AUTH_F_ENCRYPT, hs.fo = HPL__AUTH_F_ENCRYPT;
   hpl__auth_session(&hs, skey, 0, &k);
   assert_int_equal(k.gmac, 0);
+}
+
+/* A frame with a plen-byte covered payload, tagged by hpl__fmac (GMAC)
+ * with the payload fed in pieces, against one libsodium call. */
+static void gmac_matches(size_t plen) {
+  static uint8_t out[8192], pay[4096], ad[8 + 8192];
+  for (size_t i = 0; i < plen; i++) pay[i] = (uint8_t)(i * 7);
+  Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+  g.id = "an/object"; /* an 11-byte message */
+  hpl__fmac m;
+  hpl__fmac_init_as(&m, skey, 1);
+  for (int rep = 0; rep < 2; rep++) { /* the second frame: seq + 1, state reused */
+    size_t mlen = protobuf_c_message_pack(&g.base, out + HPL__FRAME_HDR_LEN);
+    hpl__frame_hdr h = {.type = HPL__MSG_PUT, .msg_len = (uint32_t)mlen, .req_id = 9,
+                        .payload_len = plen, .flags = HPL__FRAME_F_TAG | HPL__FRAME_F_TAG_PAYLOAD};
+    hpl__frame_encode_hdr(&h, out);
+    uint64_t seq = m.seq;
+    hpl__fmac_begin(&m, &h, out + HPL__FRAME_HDR_LEN, mlen);
+    for (size_t off = 0; off < plen; off += 700) /* in pieces */
+      hpl__fmac_add(&m, pay + off, plen - off < 700 ? plen - off : 700);
+    uint8_t tag[HPL__FRAME_TAG_LEN], want[16], nonce[12], none[1];
+    hpl__fmac_end(&m, tag);
+    for (int i = 0; i < 8; i++) ad[i] = (uint8_t)(seq >> (8 * i));
+    memcpy(ad + 8, out, HPL__FRAME_HDR_LEN + mlen);
+    memcpy(ad + 8 + HPL__FRAME_HDR_LEN + mlen, pay, plen);
+    memcpy(nonce, ad, 8);
+    memset(nonce + 8, 0xff, 4);
+    unsigned long long tlen = 0;
+    crypto_aead_aes256gcm_encrypt_detached(none, want, &tlen, NULL, 0, ad,
+                                           8 + HPL__FRAME_HDR_LEN + mlen + plen, NULL, nonce,
+                                           skey);
+    assert_memory_equal(tag, want, HPL__FRAME_TAG_LEN);
+  }
+  hpl__fmac_wipe(&m);
 }
 
 int main(void) {

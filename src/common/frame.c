@@ -185,36 +185,51 @@ void hpl__fmac_init(hpl__fmac *m, const uint8_t key[HPL__FRAME_KEY_LEN]) {
   m->on = 1;
 }
 
+/* A GMAC session's small-frame state: libsodium's precomputed AES-GCM key
+ * (one call per frame) and the frame so far, while it fits. */
+typedef struct gsmall {
+  crypto_aead_aes256gcm_state st; /* first: its 16-byte alignment */
+  uint8_t buf[HPL__FMAC_SMALL];
+} gsmall;
+
 void hpl__fmac_init_as(hpl__fmac *m, const uint8_t key[HPL__FRAME_KEY_LEN], int gmac) {
   hpl__fmac_init(m, key);
   if (!gmac) return;
-  /* the key schedule once per connection; each frame only sets its nonce */
+  /* the key schedules once per connection; each frame only sets its nonce */
   EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
-  if (x && EVP_EncryptInit_ex(x, EVP_aes_256_gcm(), NULL, key, NULL) == 1) {
+  gsmall *g = aligned_alloc(_Alignof(gsmall), sizeof(gsmall));
+  if (x && g && EVP_EncryptInit_ex(x, EVP_aes_256_gcm(), NULL, key, NULL) == 1 &&
+      crypto_aead_aes256gcm_beforenm(&g->st, key) == 0) {
     m->gcm = x;
+    m->small = g;
     return;
   }
   EVP_CIPHER_CTX_free(x);
+  free(g);
   m->failed = 1; /* no memory: every frame fails its MAC, the connection ends */
 }
 
 void hpl__fmac_wipe(hpl__fmac *m) {
   EVP_CIPHER_CTX_free(m->gcm); /* OpenSSL clears the key schedule */
+  if (m->small) {
+    sodium_memzero(m->small, sizeof(gsmall));
+    free(m->small);
+  }
   sodium_memzero(m, sizeof *m);
 }
 
 /* GMAC of a frame: AES-256-GCM with no plaintext, the frame as associated
  * data, the nonce the 8-byte little-endian sequence number and 4 bytes of
- * 0xff (a nonce no sealed frame uses, and the key is not the sealing key
- * anyway). */
-static void gmac_begin(hpl__fmac *m) {
-  uint8_t nonce[12];
+ * 0xff (the key is not the sealing key anyway). A frame that fits
+ * HPL__FMAC_SMALL is gathered and tagged with one libsodium call; a larger
+ * one spills into OpenSSL's context, which takes the bytes as they come.
+ * Both compute the same standard GCM tag. */
+static void gmac_nonce(const hpl__fmac *m, uint8_t nonce[12]) {
   put64(nonce, m->seq);
   memset(nonce + 8, 0xff, 4);
-  if (EVP_EncryptInit_ex(m->gcm, NULL, NULL, NULL, nonce) != 1) m->failed = 1;
 }
 
-static void gmac_add(hpl__fmac *m, const void *p, size_t n) {
+static void gmac_stream(hpl__fmac *m, const void *p, size_t n) {
   while (n && !m->failed) { /* EVP takes int lengths */
     int step = n > (1u << 30) ? 1 << 30 : (int)n, out = 0;
     if (EVP_EncryptUpdate(m->gcm, NULL, &out, p, step) != 1) m->failed = 1;
@@ -223,9 +238,34 @@ static void gmac_add(hpl__fmac *m, const void *p, size_t n) {
   }
 }
 
+static void gmac_add(hpl__fmac *m, const void *p, size_t n) {
+  gsmall *g = m->small;
+  if (!m->spilled && m->glen + n <= HPL__FMAC_SMALL) {
+    if (n) memcpy(g->buf + m->glen, p, n);
+    m->glen += n;
+    return;
+  }
+  if (!m->spilled) { /* too large for one call: on with OpenSSL */
+    uint8_t nonce[12];
+    gmac_nonce(m, nonce);
+    m->spilled = 1;
+    if (EVP_EncryptInit_ex(m->gcm, NULL, NULL, NULL, nonce) != 1) m->failed = 1;
+    gmac_stream(m, g->buf, m->glen);
+  }
+  gmac_stream(m, p, n);
+}
+
 static void gmac_final(hpl__fmac *m, uint8_t tag[HPL__FRAME_TAG_LEN]) {
   uint8_t none[16];
   int out = 0;
+  if (!m->failed && !m->spilled) {
+    uint8_t nonce[12];
+    unsigned long long tlen = 0;
+    gmac_nonce(m, nonce);
+    crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &tlen, NULL, 0, m->small->buf,
+                                                   m->glen, NULL, nonce, &m->small->st);
+    return;
+  }
   if (m->failed || EVP_EncryptFinal_ex(m->gcm, none, &out) != 1 ||
       EVP_CIPHER_CTX_ctrl(m->gcm, EVP_CTRL_GCM_GET_TAG, HPL__FRAME_TAG_LEN, tag) != 1) {
     m->failed = 1;
@@ -238,7 +278,8 @@ void hpl__fmac_begin(hpl__fmac *m, const hpl__frame_hdr *h, const uint8_t *msg, 
   put64(head, m->seq);
   hpl__frame_encode_hdr(h, head + 8);
   if (m->gcm) {
-    gmac_begin(m);
+    m->glen = 0;
+    m->spilled = 0;
     gmac_add(m, head, sizeof head);
     gmac_add(m, msg, mlen);
     return;

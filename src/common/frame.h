@@ -73,6 +73,9 @@
 #define HPL__FRAME_REC_HDR 4            /* a sealed record's length */
 #define HPL__FRAME_REC_MAX 65536u       /* largest plaintext of a sealed record */
 #define HPL__FRAME_KEY_LEN 32
+/* Bytes of a frame (sequence number, header, message, covered payload) a
+ * GMAC session tags with one call; larger frames stream through OpenSSL. */
+#define HPL__FMAC_SMALL 1280 /* a 1 KiB object with its header and message */
 
 typedef struct hpl__frame_hdr {
   uint32_t magic;
@@ -162,6 +165,9 @@ void hpl__framer_payload_skip(hpl__framer *f, uint64_t n);
 typedef struct hpl__fmac {
   crypto_generichash_state run; /* the frame under way (BLAKE2b) */
   void *gcm;  /* EVP_CIPHER_CTX keyed for GMAC tags (hpl__fmac_init_as), or NULL */
+  struct gsmall *small; /* GMAC: one-call state and the frame while it fits (frame.c) */
+  size_t glen;          /* GMAC: bytes of the frame under way gathered there */
+  int spilled;          /* GMAC: the frame outgrew it; OpenSSL's context has it */
   int failed; /* GMAC: OpenSSL failed (no memory): every check fails */
   uint8_t key[HPL__FRAME_KEY_LEN];
   uint64_t seq;
