@@ -18,6 +18,7 @@ typedef struct bsh_node {
   uint8_t *part[HPL__BSH_MAXN]; /* part[j]: the bytes for node j (NULL for j == idx) */
   hpl_buf *got[HPL__BSH_MAXN];  /* got[j]: node j's partition for this node */
   uint8_t *want;                /* hpl__bsh_check's scratch: the expected bytes */
+  uint64_t t0, t_put, t_got;    /* hpl__bsh_run: entered, puts done, gets done (ns) */
 } bsh_node;
 
 static bsh_node nodes[HPL__BSH_MAXN];
@@ -56,6 +57,22 @@ int hpl__bsh_prepare(int idx, int hosts, int rep, uint64_t size) {
   return 0;
 }
 
+/* HPL_BENCH_SHUFFLE_GETS=pairwise (a diagnostic): one hpl_get at a time,
+ * from node idx+1, idx+2, ... (mod hosts), as MPI's pairwise all-to-all
+ * exchanges, so each node receives from one peer at a time. bufs[k] is
+ * the partition of the k-th peer in node order (as hpl_get_many). */
+static int get_pairwise(hpl_client *c, int idx, const bsh_node *n, const char *const *gids,
+                        int64_t timeout_ms, hpl_buf **bufs, int *rcs) {
+  int first = 0;
+  for (int k = 0; k < n->hosts - 1; k++) rcs[k] = HPL_EINVAL;
+  for (int s = 1; s < n->hosts; s++) {
+    int j = (idx + s) % n->hosts, k = j < idx ? j : j - 1;
+    rcs[k] = hpl_get(c, gids[k], timeout_ms, &bufs[k]);
+    if (rcs[k] && !first) first = rcs[k];
+  }
+  return first;
+}
+
 int hpl__bsh_run(hpl_client *c, int idx, int64_t timeout_ms) {
   if (idx < 0 || idx >= HPL__BSH_MAXN || !nodes[idx].hosts) return HPL_EINVAL;
   bsh_node *n = &nodes[idx];
@@ -74,10 +91,17 @@ int hpl__bsh_run(hpl_client *c, int idx, int64_t timeout_ms) {
     sizes[k] = n->size;
     k++;
   }
+  n->t0 = hpl__now_ns();
   int rc = hpl_put_many(c, pids, data, sizes, (size_t)k, timeout_ms, rcs);
+  n->t_put = hpl__now_ns();
   if (rc) return rc;
   hpl_buf *bufs[HPL__BSH_MAXN];
-  rc = hpl_get_many(c, gids, (size_t)k, timeout_ms, bufs, rcs);
+  const char *order = getenv("HPL_BENCH_SHUFFLE_GETS");
+  if (order && !strcmp(order, "pairwise"))
+    rc = get_pairwise(c, idx, n, gids, timeout_ms, bufs, rcs);
+  else
+    rc = hpl_get_many(c, gids, (size_t)k, timeout_ms, bufs, rcs);
+  n->t_got = hpl__now_ns();
   /* got[j] for j != idx, in peer order */
   for (int j = 0, m = 0; j < n->hosts; j++) {
     if (j == idx) continue;
@@ -97,6 +121,9 @@ int hpl__bsh_check(hpl_client *c, int idx) {
   if (idx < 0 || idx >= HPL__BSH_MAXN) return 1;
   bsh_node *n = &nodes[idx];
   int bad = 0;
+  if (getenv("HPL_BENCH_TRACE")) /* read only now: the timed part is over */
+    fprintf(stderr, "bench_shuffle: rep %d node %d: puts %.2f ms, then gets %.2f ms\n", n->rep,
+            idx, (double)(n->t_put - n->t0) / 1e6, (double)(n->t_got - n->t_put) / 1e6);
   if (!n->want && !(n->want = malloc(n->cap ? n->cap : 1))) {
     fprintf(stderr, "bench_shuffle: node %d: no memory to check its partitions\n", idx);
     bad = 1;

@@ -41,7 +41,8 @@ int hpl__bsh_run(hpl_client *c, int idx, int64_t timeout_ms);
 /* Untimed, once every participant is done: compare every byte of node
  * idx's got partitions with what their makers put, then release them.
  * Returns the number of wrong partitions (wrong size or bytes); each is
- * named on stderr. */
+ * named on stderr. With HPL_BENCH_TRACE set it also prints how long the
+ * timed part's puts and then its gets took. */
 int hpl__bsh_check(hpl_client *c, int idx);
 
 /* Untimed, after the checks: delete node idx's partitions of repetition
