@@ -52,8 +52,14 @@ int hpl__bsh_prepare(int idx, int hosts, int rep, uint64_t size) {
   n->hosts = hosts;
   n->rep = rep;
   n->size = size;
-  for (int j = 0; j < hosts; j++)
-    if (j != idx) hpl__fill_pattern(n->part[j], size, seed_of(rep, idx, j, size));
+  /* HPL_BENCH_SHUFFLE_MIXUP=1 (for the test that the check catches it):
+   * node 0 gives each peer the bytes meant for the next one */
+  int mix = idx == 0 && getenv("HPL_BENCH_SHUFFLE_MIXUP");
+  for (int j = 0; j < hosts; j++) {
+    if (j == idx) continue;
+    int to = mix ? (j + 1) % hosts : j;
+    hpl__fill_pattern(n->part[j], size, seed_of(rep, idx, to, size));
+  }
   return 0;
 }
 

@@ -28,7 +28,9 @@ void hpl__bsh_id(char *out, size_t cap, int rep, int from, int to);
 /* Untimed: fill node idx's hosts-1 partitions of repetition rep (`size`
  * bytes each) in memory of this module's own, kept until the next prepare
  * of that node or hpl__bsh_free. Returns 0, HPL_EINVAL (idx or hosts out of
- * range) or HPL_ENOMEM. */
+ * range) or HPL_ENOMEM. With HPL_BENCH_SHUFFLE_MIXUP set, node 0 fills
+ * each peer's partition with the bytes meant for the next peer (a mix-up
+ * hpl__bsh_check must catch; tests/CMakeLists.txt checks that it does). */
 int hpl__bsh_prepare(int idx, int hosts, int rep, uint64_t size);
 
 /* The timed part of node idx (after hpl__bsh_prepare): put its partitions
