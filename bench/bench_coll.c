@@ -1,7 +1,8 @@
 /* bench_coll.c - hoplite collectives on a cluster of real processes, on
  * loopback or on the emulated hosts of bench/cluster.sh.
  *
- *   bench_coll --op bcast|reduce|allreduce|allreduce-rs|shuffle [--sizes 1K,1M,64M] [--hosts N] [--reps R]
+ *   bench_coll --op bcast|reduce|allreduce|allreduce-rs|shuffle
+ *              [--sizes 1K,1M,64M] [--hosts N] [--reps R]
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
