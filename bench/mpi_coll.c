@@ -249,7 +249,8 @@ int main(int argc, char **argv)
                 memset(buf, rep & 1 ? 0x5a : 0xa5, sz);
         } else if (op == MC_SHUFFLE) {
             for (int to = 0; to < world; to++)
-                mc_fill_pattern(sbuf + (size_t)to * sz, 0, sz, mc_shuffle_tag(rank, to, rep, world));
+                mc_fill_pattern(sbuf + (size_t)to * sz, 0, sz,
+                                mc_shuffle_tag(rank, to, rep, world));
             memset(buf, rep & 1 ? 0x5a : 0xa5, bufsz);
         } else {
             mc_fill_red(in, nflt, rank, rep);
