@@ -3,7 +3,7 @@
 # with a forced segmented pipeline, Gloo) on the emulated cluster and print
 # one TSV row per configuration.
 #
-#   baselines.sh [--up N RATE] [--ops bcast,reduce,allreduce] [--sizes 1K,1M,64M]
+#   baselines.sh [--up N RATE] [--ops bcast,reduce,allreduce,shuffle] [--sizes 1K,1M,64M]
 #                [--hosts 4,8] [--reps 3] [--impls mpich,openmpi,openmpi-pipe,gloo]
 #                [--launches L] [--out FILE] [--timeout SEC] [--lead-ms MS] [--no-header]
 #
@@ -20,13 +20,17 @@
 # a header, then rows
 #   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
 # ratio_to_bound = median_s / (size / B), B = the cluster rate in bytes/s (NA
-# when unshaped); cpu_pct = % of all cores busy (/proc/stat) over the whole
+# when unshaped; for shuffle, MPI_Alltoall with size bytes per peer, the
+# bound is (hosts-1) * size / B, what each rank receives); cpu_pct = % of all cores busy (/proc/stat) over the whole
 # launch (start-up, warm-up, REPS timed repetitions, verification).  A failed
 # configuration prints FAIL in the time columns; its log stays in
 # HPL_BENCH_BUILD/logs.  Each launch gets `timeout`, is retried once if it
 # fails without a data mismatch, and processes it left in the cluster's
 # namespaces are ended by pid.  A launch counts as done when rank 0 printed
 # its median line and no mismatches, whatever the launcher's exit status.
+#
+# shuffle runs on mpich and openmpi only (gloo_coll has no all-to-all, and
+# openmpi-pipe has no pipelined variant of it): others are skipped with a note.
 #
 # Binaries are built into HPL_BENCH_BUILD (default
 # build/bench-baselines (under the checkout)): mpi_coll.mpich, mpi_coll.openmpi,
@@ -163,7 +167,7 @@ reap_new() {
     kill -KILL $new 2>/dev/null
 }
 
-launch_timeout() { # size hosts -> seconds
+launch_timeout() { # bytes each rank receives, hosts -> seconds
     [ -n "$TIMEOUT" ] && { echo "$TIMEOUT"; return; }
     local b=$BPS
     [ "$b" -gt 0 ] || b=10000000000
@@ -250,22 +254,29 @@ if [ $HEADER = 1 ]; then
 fi
 status=0
 for op in ${OPS//,/ }; do
-    case "$op" in bcast|reduce|allreduce) ;; *) die "unknown op '$op'" ;; esac
+    case "$op" in bcast|reduce|allreduce|shuffle) ;; *) die "unknown op '$op'" ;; esac
     for s in ${SIZES//,/ }; do
         size=$(size_bytes "$s") || die "bad size '$s'"
-        if [ "$op" != bcast ] && [ $((size % 4)) -ne 0 ]; then
+        if [ "$op" != bcast ] && [ "$op" != shuffle ] && [ $((size % 4)) -ne 0 ]; then
             note "skipping $op of $size bytes: not a multiple of 4"
             continue
         fi
         for k in ${HOSTS//,/ }; do
             [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -ge 2 ] && [ "$k" -le "$N" ] ||
                 die "hosts '$k' must be 2..$N (cluster size)"
+            # what each rank receives: the bound and the timeout's scale
+            recv=$size
+            [ "$op" = shuffle ] && recv=$((size * (k - 1)))
             for impl in ${IMPLS//,/ }; do
+                if [ "$op" = shuffle ] && [ "$impl" != mpich ] && [ "$impl" != openmpi ]; then
+                    note "skipping $impl for shuffle: only mpich and openmpi have it (MPI_Alltoall)"
+                    continue
+                fi
                 log="$BUILD/logs/$op-$size-$k-$impl.log"
                 out="$TMP/out"
                 : >"$log"
                 : >"$TMP/samples"
-                t=$(launch_timeout "$size" "$k")
+                t=$(launch_timeout "$recv" "$k")
                 why=
                 c0=$(cpu_sample)
                 for ((l = 1; l <= LAUNCHES; l++)); do
@@ -308,7 +319,7 @@ for op in ${OPS//,/ }; do
                         END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
                               printf "%.9f %.9f %.9f\n", m, v[1], v[NR] }')
                     if [ "$BPS" -gt 0 ]; then
-                        ratio=$(awk -v m="$med" -v s="$size" -v b="$BPS" 'BEGIN{printf "%.3f", m/(s*8/b)}')
+                        ratio=$(awk -v m="$med" -v s="$recv" -v b="$BPS" 'BEGIN{printf "%.3f", m/(s*8/b)}')
                     else
                         ratio=NA
                     fi

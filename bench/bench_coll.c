@@ -1,7 +1,8 @@
 /* bench_coll.c - hoplite collectives on a cluster of real processes, on
  * loopback or on the emulated hosts of bench/cluster.sh.
  *
- *   bench_coll --op bcast [--sizes 1K,1M,64M] [--hosts N] [--reps R]
+ *   bench_coll --op bcast|reduce|allreduce|allreduce-rs|shuffle
+ *              [--sizes 1K,1M,64M] [--hosts N] [--reps R]
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
@@ -52,6 +53,13 @@
  * part covers all of that, the copy included.
  * Sources stay across repetitions; targets are deleted between them.
  *
+ * shuffle (issue 42; the participant's part is bench_shuffle.c): every node
+ * puts one partition of SIZE bytes for every other node (hpl_put_many) and
+ * gets the hosts-1 partitions addressed to it (hpl_get_many; gets wait for
+ * partitions not put yet). Filling the partitions' bytes is an untimed job
+ * before each repetition; the makers delete them after it. The ratio's
+ * bound is (hosts-1) * SIZE / B, what each node receives.
+ *
  * Output (stdout, and appended to --out): TSV rows
  *   op size hosts impl median_s min_s max_s ratio_to_bound cpu_pct
  * (cpu_pct: the machine's busy share while the timed parts ran, "-" when
@@ -80,6 +88,7 @@
 #include "localcluster.h"
 #include "util.h"
 #include "benchstat.h"
+#include "bench_shuffle.h"
 
 #define MAXN 64
 
@@ -150,12 +159,14 @@ static void emit(cfg *g, const char *line) {
  * process (its command and results go through pipes as fixed-size structs;
  * the worker is this program, so both ends agree on the layout). */
 
-enum { JOB_QUIT = 0, JOB_GET = 1, JOB_REDUCE = 2, JOB_ALLREDUCE = 3, JOB_ALLREDUCE_RS = 4 };
+enum { JOB_QUIT = 0, JOB_GET = 1, JOB_REDUCE = 2, JOB_ALLREDUCE = 3, JOB_ALLREDUCE_RS = 4,
+       JOB_SHUFFLE_PREP = 5, JOB_SHUFFLE = 6 }; /* shuffle: bench_shuffle.h */
 
 typedef struct job {
   int kind;
   int idx;           /* node */
   int hosts;         /* reduce: sources are bench/OP/src/SIZE/0..hosts-1 */
+  int rep;           /* shuffle: the repetition */
   char id[64];       /* JOB_GET: the object; reduce: the target */
   char op[16];
   uint64_t size;
@@ -223,8 +234,15 @@ static int allreduce_rs(hpl_client *c, const job *j, const char *const *srcs, hp
 /* The timed part: *b holds the result on success. */
 static int job_timed(hpl_client *c, const job *j, hpl_buf **b, uint64_t *end_ns) {
   int rc;
+  if (j->kind == JOB_SHUFFLE_PREP) { /* untimed: start_ns is 0 */
+    rc = hpl__bsh_prepare(j->idx, j->hosts, j->rep, j->size);
+    *end_ns = hpl__now_ns();
+    return rc;
+  }
   hpl__sleep_until_ns(j->start_ns);
-  if (j->kind == JOB_GET) {
+  if (j->kind == JOB_SHUFFLE) {
+    rc = hpl__bsh_run(c, j->idx, 300000);
+  } else if (j->kind == JOB_GET) {
     rc = hpl_get(c, j->id, 300000, b);
   } else {
     char ids[MAXN][64];
@@ -252,7 +270,9 @@ static int job_timed(hpl_client *c, const job *j, hpl_buf **b, uint64_t *end_ns)
 static float reduce_elem(int i, size_t k) { return (float)(i + (int)(k % 7)); }
 
 /* 1 if the result of a job's timed part is wrong. */
-static int job_bad(const job *j, hpl_buf *b) {
+static int job_bad(hpl_client *c, const job *j, hpl_buf *b) {
+  if (j->kind == JOB_SHUFFLE_PREP) return 0;
+  if (j->kind == JOB_SHUFFLE) return hpl__bsh_check(c, j->idx) != 0;
   if (hpl_buf_size(b) != j->size) return 1;
   if (j->kind == JOB_GET) return hpl__checksum(hpl_buf_data(b), j->size) != j->sum;
   const float *v = hpl_buf_data(b);
@@ -295,7 +315,7 @@ static void *part_thread(void *arg) {
     snprintf(p->r.err, sizeof p->r.err, "%s", hpl_errdetail(p->c));
     return NULL;
   }
-  p->r.bad = job_bad(&p->j, b);
+  p->r.bad = job_bad(p->c, &p->j, b);
   hpl_release(p->c, b);
   return NULL;
 }
@@ -418,11 +438,12 @@ static int worker_main(int idx, const char *sock) {
     if (full_read(0, &go, 1)) break;
     int bad = 0;
     if (r.rc == 0) {
-      bad = job_bad(&j, b);
+      bad = job_bad(c, &j, b);
       hpl_release(c, b);
     }
     if (full_write(1, &bad, sizeof bad)) break;
   }
+  hpl__bsh_free(idx);
   hpl_close(c);
   return 0;
 }
@@ -667,6 +688,46 @@ static double bcast_once(cfg *g, hpl_client **cs, uint64_t size, int rep, uint64
   return last ? (double)(last - start) / 1e9 : -1;
 }
 
+/* One shuffle of partitions of `size` bytes (bench_shuffle.h): every node
+ * first fills its partitions (untimed, a job of its own), then at the start
+ * puts them and gets its own. The makers delete them afterwards. Returns
+ * the sample in seconds, <0 on error. */
+static double shuffle_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
+  part ps[MAXN];
+  gate done;
+  int n = g->hosts;
+  for (int i = 0; i < n; i++)
+    ps[i] = (part){.c = cs[i], .j = {.kind = JOB_SHUFFLE_PREP, .idx = i, .hosts = n,
+                                     .rep = rep, .size = size}};
+  /* the fill is not timed: its CPU is not counted either */
+  uint64_t busy = g->cpu_busy, total = g->cpu_total;
+  launch(g, ps, n, &done);
+  int ok = collect(g, ps, n, &done, 0, 0, 0, 0) != 0;
+  g->cpu_busy = busy;
+  g->cpu_total = total;
+  if (!ok) return -1;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull, b0, t0;
+  for (int i = 0; i < n; i++) {
+    ps[i].j.kind = JOB_SHUFFLE;
+    ps[i].j.start_ns = start;
+    ps[i].r = (jres){0};
+  }
+  uint64_t scpu0 = stores_cpu_us(g, cs);
+  launch(g, ps, n, &done);
+  cpu_sample(&b0, &t0);
+  uint64_t pre = hpl__now_ns();
+  /* this thread has no part: it sleeps through the start */
+  uint64_t last = collect(g, ps, n, &done, start, pre, b0, t0);
+  g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
+  trace_ends(rep, ps, n, start);
+  for (int i = 0; i < n; i++) { /* every receiver has released its copies */
+    int rc = hpl__bsh_drop(cs[i], i, n, rep);
+    if (rc) fprintf(stderr, "bench_coll: delete node %d's partitions: %s (%s)\n", i,
+                    hpl_strerror(rc), hpl_errdetail(cs[i]));
+  }
+  return last ? (double)(last - start) / 1e9 : -1;
+}
+
 /* --server-nice: every thread of process `pid` gets nice value `nice`
  * (setpriority(PRIO_PROCESS) moves one thread on Linux, and the servers
  * start their threads before we get here). 0 or -1. */
@@ -729,7 +790,7 @@ static int run(cfg *g) {
   int status = 0;
   for (int k = 0; k < g->nsizes; k++) {
     uint64_t size = g->sizes[k];
-    int is_bcast = !strcmp(g->op, "bcast");
+    int is_bcast = !strcmp(g->op, "bcast"), is_shuffle = !strcmp(g->op, "shuffle");
     uint8_t *data = NULL;
     uint64_t sum = 0;
     if (is_bcast) {
@@ -737,15 +798,16 @@ static int run(cfg *g) {
       if (!data) die("out of memory");
       hpl__fill_pattern(data, size, size ^ 0x5eed);
       sum = hpl__checksum(data, size);
-    } else {
+    } else if (!is_shuffle) {
       reduce_sources(g, cs, size);
     }
     double v[256];
     uint64_t srcb = 0, srcb_total = 0;
     int n = 0, bad = 0;
     for (int r = -1; r < g->reps && r < 256; r++) {
-      double s = is_bcast ? bcast_once(g, cs, size, r, &srcb, data, sum)
-                          : reduce_once(g, cs, size, r);
+      double s = is_bcast     ? bcast_once(g, cs, size, r, &srcb, data, sum)
+                 : is_shuffle ? shuffle_once(g, cs, size, r)
+                              : reduce_once(g, cs, size, r);
       if (s < 0) {
         bad = 1;
         break;
@@ -758,7 +820,7 @@ static int run(cfg *g) {
       }
     }
     free(data);
-    if (!is_bcast) drop_sources(g, cs, size);
+    if (!is_bcast && !is_shuffle) drop_sources(g, cs, size);
     /* CPU over the timed parts only (puts before the start, checks and
      * deletes after it are not counted); per GiB that reached a receiver */
     double cpu = g->cpu_total ? 100.0 * (double)g->cpu_busy / (double)g->cpu_total : 0;
@@ -770,8 +832,10 @@ static int run(cfg *g) {
     uint64_t store_us = g->store_cpu_us;
     g->store_cpu_us = 0;
     /* bytes that crossed a link per repetition: each receiver's copy (bcast),
-     * each non-sink source once (reduce), twice for allreduce */
-    double moved = (double)size * (g->hosts - 1) * (!strncmp(g->op, "allreduce", 9) ? 2 : 1) * n;
+     * each non-sink source once (reduce), twice for allreduce, every node's
+     * partition for every other node (shuffle) */
+    double moved = (double)size * (g->hosts - 1) *
+                   (!strncmp(g->op, "allreduce", 9) ? 2 : is_shuffle ? g->hosts : 1) * n;
     g->cpu_busy = g->cpu_total = 0;
     if (bad || n == 0) {
       snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\tFAIL\tFAIL\tFAIL\tNA\t%s\n", g->op,
@@ -783,16 +847,19 @@ static int run(cfg *g) {
     qsort(v, (size_t)n, sizeof *v, hpl__bench_cmp_double);
     double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     char ratio[32] = "NA";
-    if (B > 0 && size > 0) snprintf(ratio, sizeof ratio, "%.3f", med / ((double)size / B));
+    /* the bound: S/B, for a shuffle the (hosts-1) partitions each node receives */
+    double bound = (double)size * (is_shuffle ? g->hosts - 1 : 1) / B;
+    if (B > 0 && size > 0) snprintf(ratio, sizeof ratio, "%.3f", med / bound);
     snprintf(line, sizeof line, "%s\t%llu\t%d\t%s\t%.6f\t%.6f\t%.6f\t%s\t%s\n", g->op,
              (unsigned long long)size, g->hosts, g->impl, med, v[0], v[n - 1], ratio, cpu_txt);
     emit(g, line);
     double copies = size ? (double)srcb_total / n / (double)size : 0;
     fprintf(stderr,
-            "bench_coll: %s %llu B to %d receivers: median %.6f s, node 0 sent %.2f copies, "
+            "bench_coll: %s %llu B to %d receivers%s: median %.6f s, node 0 sent %.2f copies, "
             "CPU %.3f s per GiB moved (%s%% of the machine while timed; the stores' own: "
             "%.3f s per GiB)\n",
-            g->op, (unsigned long long)size, g->hosts - 1, med, copies,
+            g->op, (unsigned long long)size, g->hosts - 1, is_shuffle ? " from every node" : "",
+            med, copies,
             moved > 0 ? cpu_s / (moved / (1 << 30)) : 0, cpu_txt,
             moved > 0 ? (double)store_us / 1e6 / (moved / (1 << 30)) : 0);
     if (g->extra && is_bcast) {
@@ -812,7 +879,10 @@ static int run(cfg *g) {
             (unsigned long long)paced, (unsigned long long)failed);
     if (!paced || failed) status = 1;
   }
-  for (int i = 0; i < g->hosts; i++) hpl_close(cs[i]);
+  for (int i = 0; i < g->hosts; i++) {
+    hpl__bsh_free(i); /* a shuffle's partitions made by threads */
+    hpl_close(cs[i]);
+  }
   if (hpl__lc_check(lc, err, sizeof err)) {
     fprintf(stderr, "bench_coll: %s\n", err);
     status = 1;
@@ -875,8 +945,8 @@ int main(int argc, char **argv) {
   }
   if (g.put_timed && strcmp(g.op, "bcast")) die("--put-timed is for --op bcast");
   if (strcmp(g.op, "bcast") && strcmp(g.op, "reduce") && strcmp(g.op, "allreduce") &&
-      strcmp(g.op, "allreduce-rs"))
-    die("--op must be bcast, reduce, allreduce or allreduce-rs");
+      strcmp(g.op, "allreduce-rs") && strcmp(g.op, "shuffle"))
+    die("--op must be bcast, reduce, allreduce, allreduce-rs or shuffle");
   if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");
   char store_args[512];
   if (g.pace) {
@@ -897,9 +967,13 @@ int main(int argc, char **argv) {
     if (g.sizes[k] > maxs) maxs = g.sizes[k];
   /* bcast: a copy and a spare; reduce: source, stream, target (and a
    * forwarded copy for allreduce); allreduce-rs: source, slice streams,
-   * the slices, the assembled copy and room to spare */
+   * the slices, the assembled copy and room to spare; shuffle: the node's
+   * hosts-1 partitions, the hosts-1 it gets, and two spare */
   if (!g.memory)
-    g.memory = (!strcmp(g.op, "bcast") ? 3 : !strcmp(g.op, "allreduce-rs") ? 6 : 4) * maxs +
+    g.memory = (!strcmp(g.op, "bcast")          ? 3
+                : !strcmp(g.op, "allreduce-rs") ? 6
+                : !strcmp(g.op, "shuffle")      ? 2 * (uint64_t)g.hosts
+                                                : 4) * maxs +
                (128ull << 20);
   if (g.netns) {
     if (!addrs) die("--netns needs --addrs");

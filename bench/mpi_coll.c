@@ -4,7 +4,9 @@
  *
  *   mpi_coll OP SIZE REPS [--lead-ms L]
  *     OP    bcast | reduce | allreduce   (root rank 0; f32 sum for reductions)
- *     SIZE  bytes (a multiple of 4 for reduce/allreduce)
+ *           | shuffle (MPI_Alltoall; "alltoall" is the same)
+ *     SIZE  bytes (a multiple of 4 for reduce/allreduce; for shuffle the
+ *           partition: each rank sends SIZE bytes to every rank)
  *     REPS  timed repetitions, after one untimed warm-up
  *
  * Built twice from this one file: with mpicc.mpich and with mpicc.openmpi.
@@ -27,7 +29,9 @@
  *
  * Every repetition is verified: bcast receivers compare all bytes against
  * the pattern of that repetition; reduce (root) and allreduce (every rank)
- * compare every element with the exact sum of small integers.
+ * compare every element with the exact sum of small integers; shuffle:
+ * every rank compares each received block with the pattern of (sender,
+ * receiver, repetition), so a block from the wrong rank is caught too.
  *
  * stdout of rank 0:  "sample <rep> <seconds>" per timed repetition, then
  * "median <s> min <s> max <s>".  Exit status 0, or 1 on any mismatch or error.
@@ -51,7 +55,7 @@
 #define MC_QUIET_MIN 0.030  /* s: the shortest quiet window after the start */
 #define MC_QUIET_FIRST 0.5  /* s: the warm-up's window (no sample yet) */
 
-enum mc_op { MC_BCAST, MC_REDUCE, MC_ALLREDUCE };
+enum mc_op { MC_BCAST, MC_REDUCE, MC_ALLREDUCE, MC_SHUFFLE };
 
 static volatile sig_atomic_t mc_exit_status;
 
@@ -156,6 +160,13 @@ static size_t mc_check_red(const float *y, size_t n, int world, int rep)
     return bad;
 }
 
+/* Shuffle: the pattern "repetition" of the block rank `from` sends rank
+ * `to`, distinct for every (from, to, rep) of up to 4096 ranks. */
+static int mc_shuffle_tag(int from, int to, int rep, int world)
+{
+    return (rep * world + from) * world + to;
+}
+
 static int mc_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -164,7 +175,7 @@ static int mc_cmp_double(const void *a, const void *b)
 
 static void mc_usage(void)
 {
-    fprintf(stderr, "usage: mpi_coll bcast|reduce|allreduce SIZE REPS [--lead-ms L]\n");
+    fprintf(stderr, "usage: mpi_coll bcast|reduce|allreduce|shuffle SIZE REPS [--lead-ms L]\n");
 }
 
 int main(int argc, char **argv)
@@ -186,6 +197,8 @@ int main(int argc, char **argv)
             op = MC_REDUCE;
         else if (strcmp(argv[1], "allreduce") == 0)
             op = MC_ALLREDUCE;
+        else if (strcmp(argv[1], "shuffle") == 0 || strcmp(argv[1], "alltoall") == 0)
+            op = MC_SHUFFLE;
         else
             ok = 0;
         size = atoll(argv[2]);
@@ -196,7 +209,11 @@ int main(int argc, char **argv)
             else
                 ok = 0;
         }
-        if (size <= 0 || size > INT_MAX || reps <= 0 || (op != MC_BCAST && size % 4 != 0))
+        if (size <= 0 || size > INT_MAX || reps <= 0 ||
+            (op != MC_BCAST && op != MC_SHUFFLE && size % 4 != 0))
+            ok = 0;
+        /* the shuffle's buffers hold world blocks of SIZE */
+        if (op == MC_SHUFFLE && size > (long long)(SIZE_MAX / 2) / world)
             ok = 0;
     }
     if (!ok) {
@@ -207,11 +224,15 @@ int main(int argc, char **argv)
     }
 
     size_t sz = (size_t)size, nflt = sz / 4;
-    unsigned char *buf = malloc(sz);
-    float *in = op == MC_BCAST ? NULL : malloc(sz);
+    /* shuffle: buf receives world blocks of sz; sbuf sends as many */
+    size_t bufsz = op == MC_SHUFFLE ? sz * (size_t)world : sz;
+    unsigned char *buf = malloc(bufsz);
+    unsigned char *sbuf = op == MC_SHUFFLE ? malloc(bufsz) : NULL;
+    float *in = op == MC_BCAST || op == MC_SHUFFLE ? NULL : malloc(sz);
     double *samples = malloc(sizeof(double) * (size_t)reps);
     double *finishes = malloc(sizeof(double) * (size_t)world);
-    if (buf == NULL || (op != MC_BCAST && in == NULL) || samples == NULL || finishes == NULL) {
+    if (buf == NULL || (op != MC_BCAST && op != MC_SHUFFLE && in == NULL) ||
+        (op == MC_SHUFFLE && sbuf == NULL) || samples == NULL || finishes == NULL) {
         fprintf(stderr, "mpi_coll: rank %d: out of memory for %zu bytes\n", rank, sz);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -226,6 +247,11 @@ int main(int argc, char **argv)
                 mc_fill_pattern(buf, 0, sz, rep);
             else
                 memset(buf, rep & 1 ? 0x5a : 0xa5, sz);
+        } else if (op == MC_SHUFFLE) {
+            for (int to = 0; to < world; to++)
+                mc_fill_pattern(sbuf + (size_t)to * sz, 0, sz,
+                                mc_shuffle_tag(rank, to, rep, world));
+            memset(buf, rep & 1 ? 0x5a : 0xa5, bufsz);
         } else {
             mc_fill_red(in, nflt, rank, rep);
             memset(buf, 0xff, sz); /* NaN: never equal to an expected sum */
@@ -256,6 +282,9 @@ int main(int argc, char **argv)
         case MC_ALLREDUCE:
             MPI_Allreduce(in, buf, (int)nflt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             break;
+        case MC_SHUFFLE:
+            MPI_Alltoall(sbuf, (int)sz, MPI_BYTE, buf, (int)sz, MPI_BYTE, MPI_COMM_WORLD);
+            break;
         }
         double finish = mc_now();
         if (mc_sleep_until(when[1]) && rep > 0) /* quiet: nothing until every rank is done */
@@ -267,9 +296,13 @@ int main(int argc, char **argv)
             b = mc_check_pattern(buf, sz, rep);
         else if (op == MC_ALLREDUCE || (op == MC_REDUCE && rank == 0))
             b = mc_check_red((const float *)buf, nflt, world, rep);
+        else if (op == MC_SHUFFLE)
+            for (int from = 0; from < world; from++)
+                b += mc_check_pattern(buf + (size_t)from * sz, sz,
+                                      mc_shuffle_tag(from, rank, rep, world));
         if (b != 0)
             fprintf(stderr, "mpi_coll: rank %d rep %d: %zu wrong %s\n", rank, rep, b,
-                    op == MC_BCAST ? "bytes" : "elements");
+                    op == MC_BCAST || op == MC_SHUFFLE ? "bytes" : "elements");
         bad += b;
 
         if (rank == 0) {
@@ -324,6 +357,7 @@ int main(int argc, char **argv)
     alarm((unsigned)fin_s);
     MPI_Finalize();
     free(buf);
+    free(sbuf);
     free(in);
     free(samples);
     free(finishes);

@@ -16,7 +16,8 @@ Output: one PNG per (op, hosts, rate): OUTDIR/<op>-<hosts>h-<rate>.png
 per implementation (median, with a band from min to max), the bound S/B as a
 dashed line and 1.046 x S/B as a dotted line: with MTU 1500 TCP carries at
 most 1448 payload bytes per 1514 bytes on the wire, so no TCP transfer of S
-bytes can beat 1.046 x S/B.  If the same (impl, size) appears more than once
+bytes can beat 1.046 x S/B.  For op "shuffle" the bound is (hosts-1) x S/B,
+the partitions each node receives.  If the same (impl, size) appears more than once
 in a group, the last row read wins.
 """
 import argparse
@@ -68,6 +69,11 @@ def size_label(n):
     return "%d B" % n
 
 
+def per_node(op, hosts):
+    """Sizes each node receives: a shuffle's bound is (hosts - 1) * S / B."""
+    return hosts - 1 if op == "shuffle" else 1
+
+
 def read_rows(paths, forced_rate):
     """Yield dicts with op, size, hosts, impl, med, lo, hi, bps, ratelabel."""
     for path in paths:
@@ -98,7 +104,7 @@ def read_rows(paths, forced_rate):
                 bps = rate_bps(rate) if rate else None
                 if bps is None and rate != "none":
                     try:  # recover the rate from the ratio column
-                        bps = size * 8.0 / (med / float(ratio))
+                        bps = size * per_node(op, hosts) * 8.0 / (med / float(ratio))
                         bps = float("%.3g" % bps)
                     except (ValueError, ZeroDivisionError):
                         bps = None
@@ -128,10 +134,12 @@ def plot_group(key, rows, outdir):
     if bps and sizes:
         lo_s, hi_s = sizes[0], sizes[-1]
         xs = [lo_s * (hi_s / lo_s) ** (i / 50.0) for i in range(51)] if hi_s > lo_s else [lo_s]
-        bound = [x * 8.0 / bps for x in xs]
-        ax.plot(xs, bound, "k--", linewidth=1, label="S/B (link bound, B = %s)" % ratelabel)
+        per = per_node(op, hosts)
+        bound = [x * per * 8.0 / bps for x in xs]
+        ax.plot(xs, bound, "k--", linewidth=1, label="%sS/B (link bound, B = %s)" % (
+            "%d x " % per if per > 1 else "", ratelabel))
         ax.plot(xs, [b * TCP_OVERHEAD for b in bound], "k:", linewidth=1.2,
-                label="1.046 x S/B (TCP goodput bound, MTU 1500)")
+                label="1.046 x that (TCP goodput bound, MTU 1500)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(sizes)

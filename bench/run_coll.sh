@@ -2,7 +2,7 @@
 # run_coll.sh - one collective benchmark, hoplite side by side with MPICH,
 # Open MPI (default and pipelined) and Gloo, in the same emulated cluster.
 #
-#   bench/run_coll.sh [--op bcast] [--hosts "4 8"] [--rate 1gbit]
+#   bench/run_coll.sh [--op bcast|reduce|allreduce|shuffle] [--hosts "4 8"] [--rate 1gbit]
 #                     [--sizes 1K,64K,1M,16M,64M,256M] [--reps 5] [--launches 2]
 #                     [--impls mpich,openmpi,openmpi-pipe,gloo] [--out-dir bench/results]
 #                     [--extra-mode "ARGS"]...
@@ -12,8 +12,9 @@
 # (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for allreduce
 # --procs with the directory's --no-rings, and when shaped --procs --pace: the stores
 # told the links' rate, so their streams leave paced), for bcast the request/reply latency floor of
-# small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines,
-# then down. Every --extra-mode adds one more hoplite run with those bench_coll
+# small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines
+# (for shuffle: MPI_Alltoall in MPICH and Open MPI; baselines.sh skips the
+# others), then down. Every --extra-mode adds one more hoplite run with those bench_coll
 # arguments, for an A/B in the same cluster, e.g.
 #   --extra-mode "--procs --put-timed --impl hoplite-nofanout --dir-args --no-fanout"
 # Needs root and a build (scripts/bootstrap.sh); installs the
@@ -51,7 +52,7 @@ while [ $# -gt 0 ]; do
         --impls) IMPLS=$2; shift 2 ;;
         --out-dir) OUTDIR=$2; shift 2 ;;
         --extra-mode) EXTRA_MODES+=("$2"); shift 2 ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "run_coll.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done

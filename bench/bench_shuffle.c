@@ -1,0 +1,186 @@
+/*
+ * bench_shuffle.c - one participant's part of bench_coll's shuffle: make a
+ * node's partitions, put them and get its own, check them, delete them
+ * (see bench_shuffle.h; bench_coll.c does the timing).
+ */
+#include "bench_shuffle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* One node's participant between the calls. */
+typedef struct bsh_node {
+  int hosts, rep;
+  uint64_t size, cap; /* partition size; bytes allocated per partition */
+  uint8_t *part[HPL__BSH_MAXN]; /* part[j]: the bytes for node j (NULL for j == idx) */
+  hpl_buf *got[HPL__BSH_MAXN];  /* got[j]: node j's partition for this node */
+  uint8_t *want;                /* hpl__bsh_check's scratch: the expected bytes */
+  uint64_t t0, t_put, t_got;    /* hpl__bsh_run: entered, puts done, gets done (ns) */
+} bsh_node;
+
+static bsh_node nodes[HPL__BSH_MAXN];
+
+void hpl__bsh_id(char *out, size_t cap, int rep, int from, int to) {
+  snprintf(out, cap, "shuf/%d/%d/%d", rep, from, to);
+}
+
+/* The pattern seed of partition (from -> to) of repetition rep: distinct
+ * for every (from, to, rep, size) of a run. */
+static uint64_t seed_of(int rep, int from, int to, uint64_t size) {
+  return ((uint64_t)(rep + 2) << 48) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 16) ^
+         (size * 0x9e3779b97f4a7c15ull);
+}
+
+int hpl__bsh_prepare(int idx, int hosts, int rep, uint64_t size) {
+  if (idx < 0 || idx >= HPL__BSH_MAXN || hosts < 2 || hosts > HPL__BSH_MAXN || idx >= hosts)
+    return HPL_EINVAL;
+  bsh_node *n = &nodes[idx];
+  if (n->cap < size || n->hosts != hosts) {
+    hpl__bsh_free(idx);
+    for (int j = 0; j < hosts; j++) {
+      if (j == idx) continue;
+      if (!(n->part[j] = malloc(size ? size : 1))) {
+        hpl__bsh_free(idx);
+        return HPL_ENOMEM;
+      }
+    }
+    n->cap = size;
+  }
+  n->hosts = hosts;
+  n->rep = rep;
+  n->size = size;
+  /* HPL_BENCH_SHUFFLE_MIXUP=1 (for the test that the check catches it):
+   * node 0 gives each peer the bytes meant for the next one */
+  int mix = idx == 0 && getenv("HPL_BENCH_SHUFFLE_MIXUP");
+  for (int j = 0; j < hosts; j++) {
+    if (j == idx) continue;
+    int to = mix ? (j + 1) % hosts : j;
+    hpl__fill_pattern(n->part[j], size, seed_of(rep, idx, to, size));
+  }
+  return 0;
+}
+
+/* HPL_BENCH_SHUFFLE_GETS=pairwise (a diagnostic): one hpl_get at a time,
+ * from node idx+1, idx+2, ... (mod hosts), as MPI's pairwise all-to-all
+ * exchanges, so each node receives from one peer at a time. bufs[k] is
+ * the partition of the k-th peer in node order (as hpl_get_many). */
+static int get_pairwise(hpl_client *c, int idx, const bsh_node *n, const char *const *gids,
+                        int64_t timeout_ms, hpl_buf **bufs, int *rcs) {
+  int first = 0;
+  for (int k = 0; k < n->hosts - 1; k++) rcs[k] = HPL_EINVAL;
+  for (int s = 1; s < n->hosts; s++) {
+    int j = (idx + s) % n->hosts, k = j < idx ? j : j - 1;
+    rcs[k] = hpl_get(c, gids[k], timeout_ms, &bufs[k]);
+    if (rcs[k] && !first) first = rcs[k];
+  }
+  return first;
+}
+
+int hpl__bsh_run(hpl_client *c, int idx, int64_t timeout_ms) {
+  if (idx < 0 || idx >= HPL__BSH_MAXN || !nodes[idx].hosts) return HPL_EINVAL;
+  bsh_node *n = &nodes[idx];
+  char pid[HPL__BSH_MAXN][48], gid[HPL__BSH_MAXN][48];
+  const char *pids[HPL__BSH_MAXN], *gids[HPL__BSH_MAXN];
+  const void *data[HPL__BSH_MAXN];
+  uint64_t sizes[HPL__BSH_MAXN];
+  int rcs[HPL__BSH_MAXN], k = 0;
+  for (int j = 0; j < n->hosts; j++) {
+    if (j == idx) continue;
+    hpl__bsh_id(pid[k], sizeof pid[k], n->rep, idx, j);
+    hpl__bsh_id(gid[k], sizeof gid[k], n->rep, j, idx);
+    pids[k] = pid[k];
+    gids[k] = gid[k];
+    data[k] = n->part[j];
+    sizes[k] = n->size;
+    k++;
+  }
+  n->t0 = hpl__now_ns();
+  int rc = hpl_put_many(c, pids, data, sizes, (size_t)k, timeout_ms, rcs);
+  n->t_put = hpl__now_ns();
+  if (rc) return rc;
+  hpl_buf *bufs[HPL__BSH_MAXN];
+  const char *order = getenv("HPL_BENCH_SHUFFLE_GETS");
+  if (order && !strcmp(order, "pairwise"))
+    rc = get_pairwise(c, idx, n, gids, timeout_ms, bufs, rcs);
+  else
+    rc = hpl_get_many(c, gids, (size_t)k, timeout_ms, bufs, rcs);
+  n->t_got = hpl__now_ns();
+  /* got[j] for j != idx, in peer order */
+  for (int j = 0, m = 0; j < n->hosts; j++) {
+    if (j == idx) continue;
+    n->got[j] = rcs[m] == 0 ? bufs[m] : NULL;
+    m++;
+  }
+  if (rc) {
+    for (int j = 0; j < n->hosts; j++) {
+      hpl_release(c, n->got[j]);
+      n->got[j] = NULL;
+    }
+  }
+  return rc;
+}
+
+int hpl__bsh_check(hpl_client *c, int idx) {
+  if (idx < 0 || idx >= HPL__BSH_MAXN) return 1;
+  bsh_node *n = &nodes[idx];
+  int bad = 0;
+  if (getenv("HPL_BENCH_TRACE")) /* read only now: the timed part is over */
+    fprintf(stderr, "bench_shuffle: rep %d node %d: puts %.2f ms, then gets %.2f ms\n", n->rep,
+            idx, (double)(n->t_put - n->t0) / 1e6, (double)(n->t_got - n->t_put) / 1e6);
+  if (!n->want && !(n->want = malloc(n->cap ? n->cap : 1))) {
+    fprintf(stderr, "bench_shuffle: node %d: no memory to check its partitions\n", idx);
+    bad = 1;
+  }
+  for (int j = 0; j < n->hosts; j++) {
+    if (j == idx) continue;
+    hpl_buf *b = n->got[j];
+    char id[48];
+    hpl__bsh_id(id, sizeof id, n->rep, j, idx);
+    if (!b) {
+      fprintf(stderr, "bench_shuffle: node %d: partition %s was not got\n", idx, id);
+      bad++;
+      continue;
+    }
+    if (n->want) {
+      hpl__fill_pattern(n->want, n->size, seed_of(n->rep, j, idx, n->size));
+      if (hpl_buf_size(b) != n->size || memcmp(hpl_buf_data(b), n->want, n->size) != 0) {
+        fprintf(stderr, "bench_shuffle: node %d: partition %s has the wrong %s\n", idx, id,
+                hpl_buf_size(b) != n->size ? "size" : "bytes");
+        bad++;
+      }
+    }
+    hpl_release(c, b);
+    n->got[j] = NULL;
+  }
+  return bad;
+}
+
+int hpl__bsh_drop(hpl_client *c, int idx, int hosts, int rep) {
+  char id[HPL__BSH_MAXN][48];
+  const char *ids[HPL__BSH_MAXN];
+  int rcs[HPL__BSH_MAXN], k = 0;
+  if (hosts < 2 || hosts > HPL__BSH_MAXN) return HPL_EINVAL;
+  for (int j = 0; j < hosts; j++) {
+    if (j == idx) continue;
+    hpl__bsh_id(id[k], sizeof id[k], rep, idx, j);
+    ids[k] = id[k];
+    k++;
+  }
+  return hpl_delete_many(c, ids, (size_t)k, 30000, rcs);
+}
+
+void hpl__bsh_free(int idx) {
+  if (idx < 0 || idx >= HPL__BSH_MAXN) return;
+  bsh_node *n = &nodes[idx];
+  for (int j = 0; j < HPL__BSH_MAXN; j++) {
+    free(n->part[j]);
+    n->part[j] = NULL;
+  }
+  free(n->want);
+  n->want = NULL;
+  n->cap = 0;
+  n->hosts = 0;
+}
