@@ -100,6 +100,11 @@ static const hpl__opt opts[] = {
      "a pull that delivers nothing this long goes to another\nsender, keeping its bytes (default "
      "10000; 0: off)",
      HPL__OPT_U32, OFF(stall_timeout_ms), 0, 0, 0, NULL},
+    {"inbound-pulls", "N",
+     "copies of large objects (256 KiB or more left to come)\npulled at once; more wait their "
+     "turn, picked at random, so\nsenders converging on this node's link do not overflow "
+     "its\nqueue (default 2; 0: no limit)",
+     HPL__OPT_U32, OFF(inbound_pulls), 0, 0, 1024, NULL},
     {"straggler-ratio", "R",
      "a complete sender delivering below R x this node's usual\nrate for --straggler-ms is "
      "replaced the same way (default 0.2;\nratio 0: off); a partial sender that crawls so is "

@@ -18,6 +18,9 @@
 #include "pullint.h"
 #include "util.h"
 
+static void admit_next(hpl__store *s);
+static void on_connect(uv_connect_t *req, int status);
+
 /* The puller is freed once its timer and (if it was still connecting) its
  * socket have closed: libuv may run the connect callback while closing. */
 static void puller_release(hpl__puller *p) {
@@ -34,7 +37,14 @@ static void puller_handle_closed(uv_handle_t *h) {
 void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report) {
   if (p->finished) return;
   p->finished = 1;
-  DL_DELETE(p->s->pullers->list, p);
+  hpl__pullers *ps = p->s->pullers;
+  DL_DELETE(ps->list, p);
+  if (p->queued) {
+    DL_DELETE2(ps->queued, p, qprev, qnext);
+    ps->nqueued--;
+  } else if (p->big) {
+    ps->big_running--;
+  }
   p->closes = 1;
   if (p->c) { /* its on_close releases one count */
     p->closes++;
@@ -48,6 +58,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   }
   uv_timer_stop(&p->monitor);
   uv_close((uv_handle_t *)&p->monitor, puller_handle_closed);
+  if (p->big && !p->queued) admit_next(p->s);
   if (report) p->ops.done(p->arg, status, detail);
 }
 
@@ -230,13 +241,53 @@ static void on_connect(uv_connect_t *req, int status) {
   hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
+/* A copy's pull with at least this much left to come takes an inbound
+ * slot (cfg.inbound_pulls): smaller ones are over before a queue builds. */
+#define PULL_BIG (256u << 10)
+
+/* Connect and ask (the pull holds its slot, if it needs one). A failure
+ * ends the pull, reported to its owner if `report` (a queued pull's owner
+ * has it already; one starting now hears through pull_start's NULL). */
+static void pull_begin(hpl__puller *p, int report) {
+  hpl__store *s = p->s;
+  p->queued = 0;
+  p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
+  if (p->ops.monitor) hpl__puller_monitor_start(p);
+  HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) (%s)", p->internal ? "stream " : "", p->key,
+                 (unsigned long long)p->start, (unsigned long long)p->size, p->label);
+  p->tcp = malloc(sizeof *p->tcp);
+  if (!p->tcp) {
+    hpl__puller_end(p, HPL_ENOMEM, "out of memory", report);
+    return;
+  }
+  uv_tcp_init(s->loop, p->tcp);
+  p->creq.data = p;
+  if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&p->sa, on_connect) != 0)
+    hpl__puller_end(p, HPL_ECONN, "cannot connect to the sender", report);
+}
+
+/* A slot fell free: a queued large copy, picked at random (senders that
+ * many receivers ask in the same order are spread out), takes it. */
+static void admit_next(hpl__store *s) {
+  hpl__pullers *ps = s->pullers;
+  unsigned cap = s->cfg.inbound_pulls;
+  while (ps->queued && (cap == 0 || ps->big_running < cap)) {
+    unsigned k = (unsigned)(hpl__random_u64() % ps->nqueued);
+    hpl__puller *p = ps->queued;
+    while (k--) p = p->qnext;
+    DL_DELETE2(ps->queued, p, qprev, qnext);
+    ps->nqueued--;
+    ps->big_running++;
+    pull_begin(p, 1);
+  }
+}
+
 static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const char *key,
                                int internal, uint64_t offset, uint64_t size,
                                const hpl__puller_ops *ops, void *arg, hpl__obj *into,
                                int into_progress) {
   hpl__puller *p = calloc(1, sizeof *p);
-  struct sockaddr_in sa;
-  if (!p || uv_ip4_addr(addr, port, &sa) != 0 || strlen(key) >= sizeof p->key) {
+  if (!p || uv_ip4_addr(addr, port, &p->sa) != 0 || strlen(key) >= sizeof p->key) {
     free(p);
     return NULL;
   }
@@ -254,22 +305,23 @@ static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const 
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
-  if (ops->monitor) hpl__puller_monitor_start(p);
   s->ctr.pulls_made++;
-  HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) from %s:%d", internal ? "stream " : "", key,
-                 (unsigned long long)offset, (unsigned long long)size, addr, port);
-  p->tcp = malloc(sizeof *p->tcp);
-  if (!p->tcp) {
-    hpl__puller_end(p, HPL_ENOMEM, "out of memory", 0);
-    return NULL;
+  /* a copy of a large object: one of a few at once (reduce and ring
+   * streams are parts of schedules others wait on: never held back) */
+  p->big = into && into_progress && !internal && size > offset && size - offset >= PULL_BIG;
+  hpl__pullers *ps = s->pullers;
+  if (p->big && s->cfg.inbound_pulls && ps->big_running >= s->cfg.inbound_pulls) {
+    p->queued = 1;
+    DL_APPEND2(ps->queued, p, qprev, qnext);
+    ps->nqueued++;
+    s->ctr.pulls_queued++;
+    HPL__LOG_DEBUG("pull of '%s' from %s:%d queued (%u large pulls running)", key, addr, port,
+                   ps->big_running);
+    return p;
   }
-  uv_tcp_init(s->loop, p->tcp);
-  p->creq.data = p;
-  if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&sa, on_connect) != 0) {
-    hpl__puller_end(p, HPL_ECONN, NULL, 0);
-    return NULL;
-  }
-  return p;
+  if (p->big) ps->big_running++;
+  pull_begin(p, 0);
+  return p->finished ? NULL : p; /* (freed once its handles closed, not before) */
 }
 
 hpl__puller *hpl__puller_start(hpl__store *s, const char *addr, int port, const char *key,

@@ -6,6 +6,7 @@
 #ifndef HPL_STORE_PULLINT_H
 #define HPL_STORE_PULLINT_H
 
+#include <netinet/in.h>
 #include <stdint.h>
 
 #include "puller.h"
@@ -20,10 +21,17 @@ typedef struct hpl__pullers {
                                 healthy rate: our own link may be the slow one, so
                                 each one widens the window */
   int (*quiet)(hpl__store *s, uint64_t peer); /* hpl__puller_on_quiet's (may be NULL) */
+  hpl__puller *queued;   /* large copies waiting for an inbound slot (utlist, via qprev/qnext) */
+  unsigned nqueued;
+  unsigned big_running;  /* large copies streaming (cfg.inbound_pulls at most) */
 } hpl__pullers;
 
 struct hpl__puller {
   struct hpl__puller *prev, *next; /* s->pullers->list (utlist) */
+  struct hpl__puller *qprev, *qnext; /* s->pullers->queued while waiting (utlist) */
+  int big;       /* a large copy: takes an inbound slot (puller.c) */
+  int queued;    /* waiting for one: not connected, not monitored yet */
+  struct sockaddr_in sa; /* the sender's data port */
   hpl__store *s;
   hpl__puller_ops ops;
   void *arg;

@@ -32,6 +32,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   c->max_conns = HPL__DEFAULT_MAX_CONNS;
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;
+  c->inbound_pulls = 2;
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;

@@ -47,6 +47,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Object bytes received from other stores"),
       C("pulls_served", c->pulls_served, "pulls_served_total",
         "Streams (whole copies or ranges) served to other stores to their end"),
+      C("pulls_queued", c->pulls_queued, "pulls_queued_total",
+        "Copies of large objects that waited for an inbound slot (--inbound-pulls)"),
       C("pulls_made", c->pulls_made, "pulls_total",
         "Pulls (streams from other stores) started"),
       C("pull_failures", c->pull_failures, "pull_failures_total",

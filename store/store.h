@@ -44,6 +44,8 @@ typedef struct hpl__store_config {
   uint64_t link_rate;        /* --link-rate: this host's link, bits/s (0: not given;
                                 streams leave unpaced) */
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
+  uint32_t inbound_pulls;    /* --inbound-pulls: large copies pulled at once, the rest
+                                queue (puller.c; 0: no limit) */
   double straggler_ratio;    /* a complete sender delivering below this fraction of */
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
   uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
@@ -70,7 +72,7 @@ typedef struct hpl__store_config {
 } hpl__store_config;
 
 typedef struct hpl__store_counters {
-  uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pull_failures,
+  uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pulls_queued, pull_failures,
       corrupt_units, /* received units that failed their digests (objdig.c, puller.c) */
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       creates_memfd, /* CREATEs whose bytes were copied from the client's memfd (put.c) */
