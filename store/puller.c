@@ -42,7 +42,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   if (p->queued) {
     DL_DELETE2(ps->queued, p, qprev, qnext);
     ps->nqueued--;
-  } else if (p->big) {
+  } else if (p->big && !p->lent) {
     ps->big_running--;
   }
   p->closes = 1;
@@ -58,7 +58,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   }
   uv_timer_stop(&p->monitor);
   uv_close((uv_handle_t *)&p->monitor, puller_handle_closed);
-  if (p->big && !p->queued) admit_next(p->s);
+  if (p->big && !p->queued && !p->lent) admit_next(p->s);
   if (report) p->ops.done(p->arg, status, detail);
 }
 
@@ -266,20 +266,40 @@ static void pull_begin(hpl__puller *p, int report) {
     hpl__puller_end(p, HPL_ECONN, "cannot connect to the sender", report);
 }
 
-/* A slot fell free: a queued large copy, picked at random (senders that
- * many receivers ask in the same order are spread out), takes it. */
+/* A slot fell free: the queued large copy whose sender's node id follows
+ * ours most closely (ids taken as a ring) takes it. Every receiver going
+ * round the ring from itself is what pairwise exchange does: when many
+ * nodes fetch from each other at once, each sender has about as many
+ * receivers as slots, instead of the ones everybody asks first being
+ * swamped. A sender of unknown id comes last. */
 static void admit_next(hpl__store *s) {
   hpl__pullers *ps = s->pullers;
   unsigned cap = s->cfg.inbound_pulls;
   while (ps->queued && (cap == 0 || ps->big_running < cap)) {
-    unsigned k = (unsigned)(hpl__random_u64() % ps->nqueued);
-    hpl__puller *p = ps->queued;
-    while (k--) p = p->qnext;
+    hpl__puller *p = NULL, *q;
+    uint64_t best = UINT64_MAX;
+    for (q = ps->queued; q; q = q->qnext) {
+      uint64_t dist = q->ops.peer ? q->ops.peer - s->node_id : UINT64_MAX;
+      if (!p || dist < best) {
+        p = q;
+        best = dist;
+      }
+    }
     DL_DELETE2(ps->queued, p, qprev, qnext);
     ps->nqueued--;
     ps->big_running++;
     pull_begin(p, 1);
   }
+}
+
+#define SLOT_QUIET_MS 40 /* a large copy quiet this long lends its slot */
+
+void hpl__puller_slot_check(hpl__puller *p, uint64_t now) {
+  if (!p->big || p->queued || p->lent || now - p->last_move_ms < SLOT_QUIET_MS) return;
+  p->lent = 1;
+  p->s->pullers->big_running--;
+  p->s->ctr.pull_slots_lent++;
+  admit_next(p->s);
 }
 
 static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const char *key,

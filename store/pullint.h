@@ -30,6 +30,7 @@ struct hpl__puller {
   struct hpl__puller *prev, *next; /* s->pullers->list (utlist) */
   struct hpl__puller *qprev, *qnext; /* s->pullers->queued while waiting (utlist) */
   int big;       /* a large copy: takes an inbound slot (puller.c) */
+  int lent;      /* ... and gave it up, quiet (a lost tail waiting out its timeout) */
   int queued;    /* waiting for one: not connected, not monitored yet */
   struct sockaddr_in sa; /* the sender's data port */
   hpl__store *s;
@@ -68,6 +69,12 @@ struct hpl__puller {
 /* puller.c: the stream is over (done, failed or cancelled): release
  * everything and, if `report`, tell the owner (done()). */
 void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report);
+
+/* puller.c, from the monitor's tick: a large copy that has received
+ * nothing for a while (its stream waits out a retransmission timeout, or
+ * its sender is slow) lets a queued one have its slot, so the link is not
+ * left idle; it goes on without one. */
+void hpl__puller_slot_check(hpl__puller *p, uint64_t now);
 
 /* pullmon.c: start the monitor's timer (ops.monitor set); the pull
  * completed: a full-speed sample for this node's usual rate. */

@@ -219,6 +219,7 @@ static void on_tick(uv_timer_t *t) {
   }
   check_quiet(p, now);
   if (p->finished) return;
+  hpl__puller_slot_check(p, now);
   if (p->ticks++ % SAMPLE_TICKS == 0) take_sample(p, now);
   check_straggler(p, now);
 }

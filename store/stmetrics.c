@@ -49,6 +49,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Streams (whole copies or ranges) served to other stores to their end"),
       C("pulls_queued", c->pulls_queued, "pulls_queued_total",
         "Copies of large objects that waited for an inbound slot (--inbound-pulls)"),
+      C("pull_slots_lent", c->pull_slots_lent, "pull_slots_lent_total",
+        "Inbound slots given up by large copies quiet for 40 ms (a queued one took them)"),
       C("pulls_made", c->pulls_made, "pulls_total",
         "Pulls (streams from other stores) started"),
       C("pull_failures", c->pull_failures, "pull_failures_total",

@@ -72,7 +72,7 @@ typedef struct hpl__store_config {
 } hpl__store_config;
 
 typedef struct hpl__store_counters {
-  uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pulls_queued, pull_failures,
+  uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pulls_queued, pull_slots_lent, pull_failures,
       corrupt_units, /* received units that failed their digests (objdig.c, puller.c) */
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       creates_memfd, /* CREATEs whose bytes were copied from the client's memfd (put.c) */
