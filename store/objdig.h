@@ -62,9 +62,10 @@ void hpl__objdig_on_made(hpl__obj *o, void (*made)(hpl__store *s, hpl__obj *o));
 void hpl__objdig_written(hpl__store *s, hpl__obj *o, uint64_t bytes);
 
 /* Origin: all bytes are written. Returns 1 if the digests are complete
- * now (or o has none), else 0 and ready(s, o, arg) is called once they
- * are (from a thread-pool completion on the loop). hpl__objdig_forget
- * takes the callback back. */
+ * now (or o has none; or no job is running and at most 64 KiB were left to
+ * hash, which are hashed here, on the loop: every small put), else 0 and
+ * ready(s, o, arg) is called once they are (from a thread-pool completion
+ * on the loop). hpl__objdig_forget takes the callback back. */
 int hpl__objdig_seal(hpl__store *s, hpl__obj *o,
                      void (*ready)(hpl__store *s, hpl__obj *o, void *arg), void *arg);
 void hpl__objdig_forget(hpl__obj *o);
