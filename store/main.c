@@ -101,9 +101,9 @@ static const hpl__opt opts[] = {
      "10000; 0: off)",
      HPL__OPT_U32, OFF(stall_timeout_ms), 0, 0, 0, NULL},
     {"inbound-pulls", "N",
-     "copies of large objects (256 KiB or more left to come)\npulled at once; more wait their "
-     "turn, picked at random, so\nsenders converging on this node's link do not overflow "
-     "its\nqueue (default 2; 0: no limit)",
+     "copies with 256 KiB to 4 MiB left to come pulled at once;\nmore wait their turn, so "
+     "senders converging on this\nnode's link do not overflow its queue (default 2; 0: no\n"
+     "limit)",
      HPL__OPT_U32, OFF(inbound_pulls), 0, 0, 1024, NULL},
     {"straggler-ratio", "R",
      "a complete sender delivering below R x this node's usual\nrate for --straggler-ms is "
