@@ -202,6 +202,20 @@ static int same_netns(const hpl__cdirect *d) {
   return d->netns && stat("/proc/thread-self/ns/net", &st) == 0 && (uint64_t)st.st_ino == d->netns;
 }
 
+/* An exchange (the turn held) is over: rc < 0 the connection failed (it
+ * is dropped and the path backs off), 0 it went well (no more backoff),
+ * > 0 nothing was tried. The turn is given back. */
+static void exchange_done(hpl__cdirect *d, int rc) {
+  if (rc < 0) {
+    hpl__crpc_free(d->rpc);
+    d->rpc = NULL;
+    direct_failed(d);
+  } else if (rc == 0) {
+    d->backoff_ms = 0;
+  }
+  hpl__turn_give(&d->turn);
+}
+
 size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, uint64_t deadline,
                              hpl__cdirect_obj *out, int *found) {
   memset(found, 0, n * sizeof *found);
@@ -236,14 +250,7 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
            : dir_connect(d, dl) == 0      ? peek_many(d, ids, want, k, wait_ms, dl, out, found)
                                           : 1;
   __atomic_store_n(&d->waiting, 0, __ATOMIC_RELEASE);
-  if (rc < 0) {
-    hpl__crpc_free(d->rpc);
-    d->rpc = NULL;
-    direct_failed(d);
-  } else if (rc == 0) {
-    d->backoff_ms = 0;
-  }
-  hpl__turn_give(&d->turn);
+  exchange_done(d, rc);
   if (want != want_s) free(want);
   size_t got = 0;
   for (size_t i = 0; i < n; i++) got += found[i] == HPL__DIRECT_FOUND;
@@ -263,16 +270,9 @@ int hpl__cdirect_call(hpl__cdirect *d, const char *id, unsigned type, const Prot
     return -1; /* a get waits at the directory, or another exchange takes long */
   int rc = hpl__now_ms() < d->retry_ms  ? 1
            : !d->rpc && !same_netns(d)  ? 1
-           : dir_connect(d, dl) == 0    ? (hpl__crpc_call(d->rpc, type, m, dl, out) == 0 ? 0 : -2)
+           : dir_connect(d, dl) == 0    ? (hpl__crpc_call(d->rpc, type, m, dl, out) == 0 ? 0 : -1)
                                         : 1;
-  if (rc == -2) {
-    hpl__crpc_free(d->rpc);
-    d->rpc = NULL;
-    direct_failed(d);
-  } else if (rc == 0) {
-    d->backoff_ms = 0;
-  }
-  hpl__turn_give(&d->turn);
+  exchange_done(d, rc);
   return rc == 0 ? 0 : -1;
 }
 
