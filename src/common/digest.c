@@ -11,11 +11,20 @@
  * EVP_sha256() to every digest call makes OpenSSL 3 look the algorithm up
  * again each time (a locked table lookup that cost more than hashing a
  * small object's 100 bytes: ~0.3 us of ~0.5 per call, measured). Kept
- * until the process ends; any thread may use it. */
+ * until the process ends; any thread may use it. With it, the key of each
+ * thread's digest context (freed when its thread ends: the client library
+ * runs on its callers' threads, which come and go). */
 static EVP_MD *sha256_md;
+static pthread_key_t ctx_key;
+static int ctx_key_ok;
 static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
 
-static void sha256_fetch(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
+static void ctx_free(void *ctx) { EVP_MD_CTX_free(ctx); }
+
+static void sha256_fetch(void) {
+  sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+  ctx_key_ok = pthread_key_create(&ctx_key, ctx_free) == 0;
+}
 
 /* The fetched SHA-256, or EVP_sha256() if the fetch failed (it works as
  * before, only slower). */
@@ -25,22 +34,28 @@ static const EVP_MD *sha256(void) {
 }
 
 /* The calling thread's digest context, made at its first digest and kept
- * for the thread's life (a new one per call was a third of a small
- * object's hashing), or NULL without memory. */
-static EVP_MD_CTX *thread_ctx(void) {
-  static __thread EVP_MD_CTX *ctx;
-  if (!ctx) ctx = EVP_MD_CTX_new();
+ * until the thread ends (a new one per call was a third of a small
+ * object's hashing), or NULL without memory; *owned: the caller frees it
+ * (no thread key could be made). */
+static EVP_MD_CTX *thread_ctx(int *owned) {
+  pthread_once(&sha256_once, sha256_fetch);
+  *owned = !ctx_key_ok;
+  if (!ctx_key_ok) return EVP_MD_CTX_new();
+  EVP_MD_CTX *ctx = pthread_getspecific(ctx_key);
+  if (!ctx && (ctx = EVP_MD_CTX_new()) && pthread_setspecific(ctx_key, ctx) != 0) *owned = 1;
   return ctx;
 }
 
 /* SHA-256 of pieces pc[0..n) into out (zeroes, which match nothing real,
  * if libcrypto fails). */
 static void sha256_pieces(const hpl__digest_piece *pc, unsigned n, uint8_t out[HPL__DIGEST_LEN]) {
-  EVP_MD_CTX *ctx = thread_ctx();
+  int owned = 0;
+  EVP_MD_CTX *ctx = thread_ctx(&owned);
   unsigned int len = 0;
   int ok = ctx && EVP_DigestInit_ex(ctx, sha256(), NULL) == 1;
   for (unsigned i = 0; ok && i < n; i++) ok = EVP_DigestUpdate(ctx, pc[i].p, pc[i].n) == 1;
   if (!ok || EVP_DigestFinal_ex(ctx, out, &len) != 1) memset(out, 0, HPL__DIGEST_LEN);
+  if (owned) EVP_MD_CTX_free(ctx);
 }
 
 static const char *const names[HPL__DIGEST_NALGOS] = {"off", "sha256", "fast"};
