@@ -604,13 +604,28 @@ static void trace_ends(int rep, const part *ps, int n, uint64_t start) {
   fprintf(stderr, "\n");
 }
 
+/* The timed part of a repetition in which this thread has no part: the
+ * participants ps[0..n) run from `start` on (this thread does not wake
+ * then: it would take a CPU from them), the stores' CPU is counted. The
+ * latest finish (0: one failed). */
+static uint64_t run_timed(cfg *g, hpl_client **cs, part *ps, int n, uint64_t start, int rep) {
+  gate done;
+  uint64_t b0, t0, scpu0 = stores_cpu_us(g, cs);
+  launch(g, ps, n, &done);
+  cpu_sample(&b0, &t0);
+  uint64_t pre = hpl__now_ns();
+  uint64_t last = collect(g, ps, n, &done, start, pre, b0, t0);
+  g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
+  trace_ends(rep, ps, n, start);
+  return last;
+}
+
 static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   int rs = !strcmp(g->op, "allreduce-rs");
   int all = rs || !strcmp(g->op, "allreduce");
   int np = all ? g->hosts : 1;
   part ps[MAXN];
-  gate done;
-  uint64_t start = hpl__now_ns() + 20 * 1000000ull, b0, t0;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   for (int i = 0; i < np; i++) {
     ps[i] = (part){.c = cs[i],
                    .j = {.kind = rs ? JOB_ALLREDUCE_RS : all ? JOB_ALLREDUCE : JOB_REDUCE,
@@ -619,15 +634,7 @@ static double reduce_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
     snprintf(ps[i].j.id, sizeof ps[i].j.id, "bench/%s/t/%llu/%d", g->op, (unsigned long long)size, rep);
     snprintf(ps[i].j.op, sizeof ps[i].j.op, "%s", g->op);
   }
-  uint64_t scpu0 = stores_cpu_us(g, cs);
-  launch(g, ps, np, &done);
-  cpu_sample(&b0, &t0);
-  uint64_t pre = hpl__now_ns();
-  /* no sleep to the start: this thread has no part, and waking it then
-   * would take a CPU from the participants */
-  uint64_t last = collect(g, ps, np, &done, start, pre, b0, t0);
-  g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
-  trace_ends(rep, ps, np, start);
+  uint64_t last = run_timed(g, cs, ps, np, start, rep);
   int rc = 0;
   if (rs) { /* the slices and every node's assembled copy */
     for (int i = 0; i < np; i++) {
@@ -706,20 +713,13 @@ static double shuffle_once(cfg *g, hpl_client **cs, uint64_t size, int rep) {
   g->cpu_busy = busy;
   g->cpu_total = total;
   if (!ok) return -1;
-  uint64_t start = hpl__now_ns() + 20 * 1000000ull, b0, t0;
+  uint64_t start = hpl__now_ns() + 20 * 1000000ull;
   for (int i = 0; i < n; i++) {
     ps[i].j.kind = JOB_SHUFFLE;
     ps[i].j.start_ns = start;
     ps[i].r = (jres){0};
   }
-  uint64_t scpu0 = stores_cpu_us(g, cs);
-  launch(g, ps, n, &done);
-  cpu_sample(&b0, &t0);
-  uint64_t pre = hpl__now_ns();
-  /* this thread has no part: it sleeps through the start */
-  uint64_t last = collect(g, ps, n, &done, start, pre, b0, t0);
-  g->store_cpu_us += stores_cpu_us(g, cs) - scpu0;
-  trace_ends(rep, ps, n, start);
+  uint64_t last = run_timed(g, cs, ps, n, start, rep);
   for (int i = 0; i < n; i++) { /* every receiver has released its copies */
     int rc = hpl__bsh_drop(cs[i], i, n, rep);
     if (rc) fprintf(stderr, "bench_coll: delete node %d's partitions: %s (%s)\n", i,

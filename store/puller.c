@@ -21,6 +21,14 @@
 static void admit_next(hpl__store *s);
 static void on_connect(uv_connect_t *req, int status);
 
+/* The pull's one change of inbound slot state, logged. */
+static void slot_set(hpl__puller *p, hpl__pull_slot to) {
+  static const char *const name[] = {"none", "waiting", "held", "lent"};
+  if (p->slot == to) return;
+  HPL__LOG_DEBUG("%s '%s': inbound slot %s -> %s", p->label, p->key, name[p->slot], name[to]);
+  p->slot = to;
+}
+
 /* The puller is freed once its timer and (if it was still connecting) its
  * socket have closed: libuv may run the connect callback while closing. */
 static void puller_release(hpl__puller *p) {
@@ -39,12 +47,10 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   p->finished = 1;
   hpl__pullers *ps = p->s->pullers;
   DL_DELETE(ps->list, p);
-  if (p->queued) {
-    DL_DELETE2(ps->queued, p, qprev, qnext);
-    ps->nqueued--;
-  } else if (p->big && !p->lent) {
-    ps->big_running--;
-  }
+  int freed = p->slot == HPL__SLOT_HELD;
+  if (p->slot == HPL__SLOT_WAITING) DL_DELETE2(ps->queued, p, qprev, qnext);
+  if (freed) ps->slots_held--;
+  slot_set(p, HPL__SLOT_NONE);
   p->closes = 1;
   if (p->c) { /* its on_close releases one count */
     p->closes++;
@@ -58,7 +64,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   }
   uv_timer_stop(&p->monitor);
   uv_close((uv_handle_t *)&p->monitor, puller_handle_closed);
-  if (p->big && !p->queued && !p->lent) admit_next(p->s);
+  if (freed) admit_next(p->s);
   if (report) p->ops.done(p->arg, status, detail);
 }
 
@@ -256,7 +262,6 @@ static void on_connect(uv_connect_t *req, int status) {
  * has it already; one starting now hears through pull_start's NULL). */
 static void pull_begin(hpl__puller *p, int report) {
   hpl__store *s = p->s;
-  p->queued = 0;
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
   if (p->ops.monitor) hpl__puller_monitor_start(p);
   HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) (%s)", p->internal ? "stream " : "", p->key,
@@ -281,7 +286,7 @@ static void pull_begin(hpl__puller *p, int report) {
 static void admit_next(hpl__store *s) {
   hpl__pullers *ps = s->pullers;
   unsigned cap = s->cfg.inbound_pulls;
-  while (ps->queued && (cap == 0 || ps->big_running < cap)) {
+  while (ps->queued && (cap == 0 || ps->slots_held < cap)) {
     hpl__puller *p = NULL, *q;
     uint64_t best = UINT64_MAX;
     for (q = ps->queued; q; q = q->qnext) {
@@ -292,8 +297,8 @@ static void admit_next(hpl__store *s) {
       }
     }
     DL_DELETE2(ps->queued, p, qprev, qnext);
-    ps->nqueued--;
-    ps->big_running++;
+    slot_set(p, HPL__SLOT_HELD);
+    ps->slots_held++;
     pull_begin(p, 1);
   }
 }
@@ -301,9 +306,9 @@ static void admit_next(hpl__store *s) {
 #define SLOT_QUIET_MS 40 /* a large copy quiet this long lends its slot */
 
 void hpl__puller_slot_check(hpl__puller *p, uint64_t now) {
-  if (!p->big || p->queued || p->lent || now - p->last_move_ms < SLOT_QUIET_MS) return;
-  p->lent = 1;
-  p->s->pullers->big_running--;
+  if (p->slot != HPL__SLOT_HELD || now - p->last_move_ms < SLOT_QUIET_MS) return;
+  slot_set(p, HPL__SLOT_LENT);
+  p->s->pullers->slots_held--;
   p->s->ctr.pull_slots_lent++;
   admit_next(p->s);
 }
@@ -330,23 +335,23 @@ static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const 
   DL_APPEND(s->pullers->list, p);
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
-  p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
   s->ctr.pulls_made++;
-  /* a copy of a large object: one of a few at once (reduce and ring
+  /* a copy of 256 KiB to 4 MiB: one of a few at once (reduce and ring
    * streams are parts of schedules others wait on: never held back) */
-  p->big = into && into_progress && !internal && size > offset && size - offset >= PULL_BIG &&
-           size - offset < PULL_LONG;
+  int needs = into && into_progress && !internal && size > offset &&
+              size - offset >= PULL_BIG && size - offset < PULL_LONG;
   hpl__pullers *ps = s->pullers;
-  if (p->big && s->cfg.inbound_pulls && ps->big_running >= s->cfg.inbound_pulls) {
-    p->queued = 1;
+  unsigned cap = s->cfg.inbound_pulls;
+  if (needs && cap && ps->slots_held >= cap) {
+    slot_set(p, HPL__SLOT_WAITING);
     DL_APPEND2(ps->queued, p, qprev, qnext);
-    ps->nqueued++;
     s->ctr.pulls_queued++;
-    HPL__LOG_DEBUG("pull of '%s' from %s:%d queued (%u large pulls running)", key, addr, port,
-                   ps->big_running);
     return p;
   }
-  if (p->big) ps->big_running++;
+  if (needs) {
+    slot_set(p, HPL__SLOT_HELD);
+    ps->slots_held++;
+  }
   pull_begin(p, 0);
   return p->finished ? NULL : p; /* (freed once its handles closed, not before) */
 }

@@ -12,6 +12,15 @@
 #include "puller.h"
 #include "uvconn.h"
 
+/* A pull's inbound slot (puller.c: copies with 256 KiB to 4 MiB to come
+ * take one, --inbound-pulls of them at once). */
+typedef enum hpl__pull_slot {
+  HPL__SLOT_NONE,    /* needs none (small, long, or a reduce or ring stream) */
+  HPL__SLOT_WAITING, /* queued for one: not connected, not monitored yet */
+  HPL__SLOT_HELD,    /* streaming in one */
+  HPL__SLOT_LENT,    /* gave it up, quiet (a lost tail waiting out its timeout); streams on */
+} hpl__pull_slot;
+
 /* The module's context (s->pullers). */
 typedef struct hpl__pullers {
   hpl__puller *list;     /* every pull running (utlist) */
@@ -21,17 +30,14 @@ typedef struct hpl__pullers {
                                 healthy rate: our own link may be the slow one, so
                                 each one widens the window */
   int (*quiet)(hpl__store *s, uint64_t peer); /* hpl__puller_on_quiet's (may be NULL) */
-  hpl__puller *queued;   /* large copies waiting for an inbound slot (utlist, via qprev/qnext) */
-  unsigned nqueued;
-  unsigned big_running;  /* large copies streaming (cfg.inbound_pulls at most) */
+  hpl__puller *queued;   /* copies waiting for an inbound slot (utlist, via qprev/qnext) */
+  unsigned slots_held;   /* copies holding one (cfg.inbound_pulls at most) */
 } hpl__pullers;
 
 struct hpl__puller {
   struct hpl__puller *prev, *next; /* s->pullers->list (utlist) */
   struct hpl__puller *qprev, *qnext; /* s->pullers->queued while waiting (utlist) */
-  int big;       /* a large copy: takes an inbound slot (puller.c) */
-  int lent;      /* ... and gave it up, quiet (a lost tail waiting out its timeout) */
-  int queued;    /* waiting for one: not connected, not monitored yet */
+  hpl__pull_slot slot;   /* its inbound slot (puller.c) */
   struct sockaddr_in sa; /* the sender's data port */
   hpl__store *s;
   hpl__puller_ops ops;

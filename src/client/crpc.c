@@ -120,21 +120,20 @@ static void frame_end(hpl__crpc *r) {
  * read to its end, then its caller fails with HPL_ENOMEM. */
 static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *msg) {
   hpl__crpc_msg *m = &r->cur;
-  *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .msg_off = 0, .msg_len = h->msg_len,
-                       .payload_off = h->msg_len, .payload_len = h->payload_len};
   r->cur_got = 0;
-  /* the message goes right before a payload that starts aligned, so a
-   * small object's bytes can stay where they are (cdirect.c) */
+  /* The message goes right before a payload that starts aligned, so a
+   * small object's bytes can stay where they are (cdirect.c): malloc (its
+   * per-thread cache; aligned_alloc has none) with room to slide the
+   * message along until the payload's address is aligned. */
   size_t size = (size_t)h->msg_len + (size_t)h->payload_len;
-  /* malloc (its per-thread cache; aligned_alloc has none) with room to
-   * slide the message along until the payload's address is aligned */
-  m->buf = malloc(size + (h->payload_len ? CRPC_PAYLOAD_ALIGN - 1 : 0) + 1);
-  size_t pad = m->buf && h->payload_len
-                   ? (CRPC_PAYLOAD_ALIGN - ((uintptr_t)m->buf + h->msg_len) % CRPC_PAYLOAD_ALIGN) %
+  uint8_t *buf = malloc(size + (h->payload_len ? CRPC_PAYLOAD_ALIGN - 1 : 0) + 1);
+  size_t pad = buf && h->payload_len
+                   ? (CRPC_PAYLOAD_ALIGN - ((uintptr_t)buf + h->msg_len) % CRPC_PAYLOAD_ALIGN) %
                          CRPC_PAYLOAD_ALIGN
                    : 0;
-  m->msg_off = pad;
-  m->payload_off = pad + h->msg_len;
+  *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .buf = buf, .msg_off = pad,
+                       .msg_len = h->msg_len, .payload_off = pad + h->msg_len,
+                       .payload_len = h->payload_len};
   if (m->buf && h->msg_len) memcpy(m->buf + pad, msg, h->msg_len); /* msg is NULL when empty */
   if (h->payload_len == 0) frame_end(r);
 }
