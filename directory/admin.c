@@ -213,8 +213,15 @@ void hpl__dir_admin_on_delete(hpl__dir_server *s, const hpl__dir_frame *f) {
   d->req = f->req;
   Hplpb__DropNote note = HPLPB__DROP_NOTE__INIT;
   note.id = o->id;
-  for (hpl__dir_loc *l = o->locs; l; l = l->next)
+  /* a store asking with drops_here drops its own copy on our answer */
+  uint64_t asker = m->drops_here && f->dc->node ? f->dc->node->id : 0;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
+    if (asker && l->node == asker) {
+      s->ctr.deletes_dropped_by_asker++;
+      continue;
+    }
     if (hpl__dir_node_send(s, l->node, HPL__MSG_DROP, d->op, &note.base) == 0) d->pending++;
+  }
   hpl__dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
   hpl__dir_tombs_add(s, o->id); /* a copy on a node away now is dropped when it comes back */
   target_deleted(s, o->id);

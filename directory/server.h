@@ -130,7 +130,8 @@ typedef struct hpl__dir_counters {
       publishes_retracted, /* ...their store's put failed: forgotten again */
       publishes_orphaned,  /* ...their client left and no store put them in 10 s */
       takeovers_refused,   /* REGISTERs as a live node's id (or name) from another process */
-      deletes_refused;     /* DELETEs of objects another live node made (admin.c) */
+      deletes_refused,     /* DELETEs of objects another live node made (admin.c) */
+      deletes_dropped_by_asker; /* copies a DELETE's own store dropped on the answer (no DROP) */
 } hpl__dir_counters;
 
 /* One accepted connection: a store's control link (once it REGISTERs,

@@ -23,6 +23,7 @@
 
 #include "clientadm.h"
 #include "dirlink.h"
+#include "fetch.h"
 #include "get.h"
 #include "hoplite.h"
 #include "lifetime.h"
@@ -104,6 +105,39 @@ static void proxy(hpl__store *s, hpl__stclient *cl, const hpl__frame_hdr *h, Pro
   }
 }
 
+/* A client's DELETE: forwarded with drops_here, so the directory sends
+ * this node no DROP for its own copy; that copy goes here once the answer
+ * says the object was deleted, before the client hears it (a get here
+ * after the answer finds nothing, as after a DROP). */
+typedef struct del_req {
+  hpl__creq x;
+  char id[HPL_ID_MAX + 1];
+} del_req;
+
+static void delete_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
+  del_req *d = arg;
+  if (rep->status == 0 && hpl__fetch_deleted(s, d->id)) s->ctr.deletes_dropped_here++;
+  proxy_reply(s, rep, &d->x); /* frees d (x comes first) */
+}
+
+static void on_delete(hpl__store *s, hpl__stclient *cl, const hpl__frame_hdr *h,
+                      Hplpb__IdReq *m) {
+  del_req *d = calloc(1, sizeof *d);
+  if (!d) {
+    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
+    return;
+  }
+  hpl__session_creq_init(&d->x, cl, h->req_id);
+  d->x.rtype = hpl__msg_reply_type(h->type);
+  snprintf(d->id, sizeof d->id, "%s", m->id); /* (checked valid by the caller) */
+  m->drops_here = 1;
+  if (hpl__dirlink_request(s, h->type, &m->base, NULL, 0, m->timeout_ms, delete_reply, d) != 0) {
+    hpl__session_creq_done(&d->x);
+    free(d);
+    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
+  }
+}
+
 /* ------------------------------------------------------------------ connection */
 
 static const char *req_id_of(unsigned type, ProtobufCMessage *m) {
@@ -145,8 +179,8 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
     }
     case HPL__MSG_RELEASE: hpl__session_release(cl, ((Hplpb__HandleReq *)m)->handle); break;
     case HPL__MSG_CONTAINS: on_contains(s, cl, h->req_id, (Hplpb__IdReq *)m); break;
-    case HPL__MSG_STAT:
-    case HPL__MSG_DELETE: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
+    case HPL__MSG_STAT: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
+    case HPL__MSG_DELETE: on_delete(s, cl, h, (Hplpb__IdReq *)m); break;
     case HPL__MSG_LIST: proxy(s, cl, h, m, ((Hplpb__ListReq *)m)->timeout_ms); break;
     case HPL__MSG_TRANSFERS: proxy(s, cl, h, m, ((Hplpb__TransfersReq *)m)->timeout_ms); break;
     case HPL__MSG_STATUS: proxy(s, cl, h, m, ((Hplpb__StatusReq *)m)->timeout_ms); break;

@@ -340,6 +340,16 @@ void hpl__fetch_dropped(hpl__store *s, hpl__obj *o) {
                   &(hpl__fetch_ctx){.status = HPL_ENOTFOUND, .detail = detail});
 }
 
+int hpl__fetch_deleted(hpl__store *s, const char *id) {
+  hpl__obj *o = hpl__id_valid(id) ? hpl__obj_find(s, id) : NULL;
+  if (!o) return 0;
+  HPL__LOG_DEBUG("dropping '%s' (deleted)", id);
+  o->advertised = 0;
+  if (o->fetch) hpl__fetch_dropped(s, o);
+  hpl__obj_detach(s, o);
+  return 1;
+}
+
 size_t hpl__fetch_incoming(hpl__store *s, hpl__dl_incoming *out, size_t max) {
   size_t n = 0, walked = 0;
   hpl__fetch *f;

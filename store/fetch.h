@@ -57,6 +57,12 @@ void hpl__fetch_upstream_gone(hpl__store *s, const char *id, uint64_t peer, int 
 /* `o` was deleted: fail its waiters (HPL_ENOTFOUND), stop, forget it. */
 void hpl__fetch_dropped(hpl__store *s, hpl__obj *o);
 
+/* The directory deleted `id` (a DROP, or the answer to a DELETE this store
+ * sent with drops_here): our copy, if any, goes; clients holding it keep
+ * reading it until they release; a fetch of it ends (hpl__fetch_dropped).
+ * Returns 1 if there was a copy, else 0. */
+int hpl__fetch_deleted(hpl__store *s, const char *id);
+
 /* The fetches with a pull running, the first `max` of them into out[]
  * (ids valid until the loop runs again). Returns how many there are among
  * the first HPL__FETCH_INCOMING_WALK fetches (pulling or not). For heartbeats

@@ -47,13 +47,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
 /* DROP: the object was deleted; our copy goes (clients holding it keep
  * reading it until they release). */
 static void on_drop(hpl__store *s, ProtobufCMessage *m) {
-  const char *id = ((Hplpb__DropNote *)m)->id;
-  hpl__obj *o = hpl__id_valid(id) ? hpl__obj_find(s, id) : NULL;
-  if (!o) return;
-  HPL__LOG_DEBUG("dropping '%s' (deleted)", id);
-  o->advertised = 0;
-  if (o->fetch) hpl__fetch_dropped(s, o);
-  hpl__obj_detach(s, o);
+  hpl__fetch_deleted(s, ((Hplpb__DropNote *)m)->id);
 }
 
 static void on_upstream_gone(hpl__store *s, ProtobufCMessage *m) {

@@ -157,6 +157,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Objects deleted because the client owning them left"),
       C("ttl_deletes", c->ttl_deletes, "ttl_deletes_total",
         "Objects deleted because their TTL ran out"),
+      C("deletes_dropped_here", c->deletes_dropped_here, "deletes_dropped_here_total",
+        "Copies dropped on the answer to this node's own DELETE (no DROP round trip)"),
       C("spilled", c->spilled, "spills_total", "Objects written to spill files"),
       C("spilled_bytes", c->spilled_bytes, "spilled_bytes_total",
         "Bytes written to spill files"),

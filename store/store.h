@@ -90,6 +90,7 @@ typedef struct hpl__store_counters {
       clients_refused, conns_refused,
       owned_deletes,      /* objects deleted because the client owning them left */
       ttl_deletes,        /* objects deleted because their TTL ran out */
+      deletes_dropped_here, /* DELETEs whose answer dropped our own copy (no DROP came) */
       pool_trims,         /* walks that gave free pool pages back to the kernel */
       pool_trimmed_bytes, /*   ...and the bytes they punched (holes again included) */
       evictions,          /* idle secondary copies let go to make room */

@@ -4,7 +4,10 @@
  * same answers (size, copies, complete, inline; errors with their detail)
  * as through its store; an object its own node holds is asked of its store,
  * whose notes to the directory are ordered before the STAT; a directory
- * that cannot be reached directly leaves stats working through the store. */
+ * that cannot be reached directly leaves stats working through the store.
+ * A delete's own store drops its copy on the directory's answer (no DROP
+ * round trip to it); other nodes' copies still go by DROP before the
+ * answer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -105,10 +108,49 @@ static void test_stat_through_store_when_sealed(void **state) {
   th_stop(sl, 0);
 }
 
+/* A delete from the node holding the only copy: no DROP goes to it, its
+ * store drops the copy on the answer, before the client hears it; a copy
+ * another node fetched still goes by DROP before the answer. Both nodes
+ * then find nothing, through their stores as directly. */
+static void test_delete_drops_here(void **state) {
+  (void)state;
+  for (int shared = 0; shared < 2; shared++) {
+    const char *id = shared ? "sp/del/shared" : "sp/del/own";
+    th_put_pattern(A, id, shared ? 300 << 10 : 100, 7); /* large: B holds a copy */
+    if (shared) {
+      hpl_buf *b = NULL;
+      assert_int_equal(hpl_get(B, id, th_ms(5000), &b), 0);
+      hpl_release(B, b);
+    }
+    uint64_t here0 = th_counter(A, "deletes_dropped_here");
+    uint64_t asker0 = th_dir_counter(lc, "dir_deletes_dropped_by_asker");
+    int local = -1;
+    assert_int_equal(hpl_contains(A, id, th_ms(5000), &local), 0);
+    assert_int_equal(local, 1);
+    assert_int_equal(hpl_delete(A, id, th_ms(5000)), 0);
+    assert_int_equal(th_counter(A, "deletes_dropped_here"), here0 + 1);
+    assert_int_equal(th_dir_counter(lc, "dir_deletes_dropped_by_asker"), asker0 + 1);
+    /* gone at once, at the deleting node and (DROP before the answer) at the other */
+    assert_int_equal(hpl_contains(A, id, th_ms(5000), &local), 0);
+    assert_int_equal(local, 0);
+    assert_int_equal(hpl_contains(B, id, th_ms(5000), &local), 0);
+    assert_int_equal(local, 0);
+    hpl_buf *b = NULL; /* a get of an id that does not exist waits for a put */
+    assert_int_equal(hpl_get(A, id, 0, &b), HPL_ETIMEDOUT);
+    assert_int_equal(hpl_get(B, id, 0, &b), HPL_ETIMEDOUT);
+    assert_int_equal(hpl_stat(B, id, th_ms(5000), NULL, NULL, NULL, NULL), HPL_ENOTFOUND);
+  }
+  /* a delete of what does not exist drops nothing and says so */
+  uint64_t here0 = th_counter(A, "deletes_dropped_here");
+  assert_int_equal(hpl_delete(A, "sp/del/none", th_ms(5000)), HPL_ENOTFOUND);
+  assert_int_equal(th_counter(A, "deletes_dropped_here"), here0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stat_direct),
       cmocka_unit_test(test_stat_after_own_put),
+      cmocka_unit_test(test_delete_drops_here),
       cmocka_unit_test(test_stat_through_store_when_sealed),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

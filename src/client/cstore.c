@@ -35,6 +35,8 @@ typedef struct hpl__cchunks {
   size_t n;
   uint32_t gen[CHUNKS_MAX]; /* the generation mapped (0: none) */
   uint64_t polled_ms;       /* when hpl__cstore_poll last read the channel (atomic) */
+  int mapped;               /* some chunk was ever mapped (atomic): before that,
+                               there is nothing the channel could renew */
 } hpl__cchunks;
 
 /* What the store may send a client: small control replies, no payloads. */
@@ -183,6 +185,7 @@ static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
         rc = HPL_EPROTO;
       } else {
         k->gen[c] = msg[2 + 2 * i];
+        __atomic_store_n(&k->mapped, 1, __ATOMIC_RELAXED);
       }
     }
     close(fds[i]);
@@ -193,7 +196,9 @@ static int chunks_read(hpl__cstore *s, int wait, char *why, size_t wlen) {
 void hpl__cstore_poll(hpl__cstore *s) {
   hpl__cchunks *k = s->chunks;
   char why[200];
-  if (!k) return;
+  /* a client that never mapped a chunk (its gets all came from the
+   * directory whole) has nothing to renew: no syscall */
+  if (!k || !__atomic_load_n(&k->mapped, __ATOMIC_RELAXED)) return;
   /* at most every CHUNK_POLL_MS: a syscall per get and release is a tenth
    * of a small get's CPU, and pages given back can wait that long */
   uint64_t now = hpl__now_ms();
