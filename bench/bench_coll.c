@@ -6,7 +6,7 @@
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
- *              [--procs] [--put-timed] [--pace] [--server-nice N]
+ *              [--procs] [--put-timed] [--pace] [--server-nice N] [--store-arg WORD]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -32,6 +32,10 @@
  * a separate process pays. The put (node 0) stays in this process, itself
  * a separate process from every receiver, whose main thread joins host 0's
  * namespace once the cluster and the workers are started.
+ *
+ * --store-arg WORD (repeatable) appends WORD to the stores' arguments, so a
+ * mode given as one string of words (run_coll.sh --extra-mode) can add one,
+ * e.g. --store-arg --integrity=fast.
  *
  * --pace tells every store its link's rate (--link-rate, the --rate given
  * here), so its streams leave paced (store/dataport.c); the impl name
@@ -901,8 +905,11 @@ int main(int argc, char **argv) {
       {"dir-args", 1, 0, 'D'},   {"impl", 1, 0, 'i'},      {"no-header", 0, 0, 'H'},
       {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
-      {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {0, 0, 0, 0}};
+      {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {"store-arg", 1, 0, 'A'},
+      {0, 0, 0, 0}};
   int worker = -1;
+  char more[512] = ""; /* --store-arg: appended to --store-args, one word each */
+  size_t nmore = 0;
   const char *sock = NULL;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -918,6 +925,12 @@ int main(int argc, char **argv) {
         if (hpl__parse_size(optarg, &g.memory)) die("bad --memory");
         break;
       case 'S': g.store_args = optarg; break;
+      case 'A': {
+        int w = snprintf(more + nmore, sizeof more - nmore, " %s", optarg);
+        if (w < 0 || (size_t)w >= sizeof more - nmore) die("--store-arg: too many");
+        nmore += (size_t)w;
+        break;
+      }
       case 'D': g.dir_args = optarg; break;
       case 'i': g.impl = optarg; break;
       case 'H': g.header = 0; break;
@@ -948,15 +961,15 @@ int main(int argc, char **argv) {
       strcmp(g.op, "allreduce-rs") && strcmp(g.op, "shuffle"))
     die("--op must be bcast, reduce, allreduce, allreduce-rs or shuffle");
   if (g.hosts < 2 || g.hosts > MAXN) die("--hosts must be 2..64");
-  char store_args[512];
-  if (g.pace) {
+  char store_args[1100];
+  if (g.pace || nmore) {
     uint64_t bps;
-    if (hpl__parse_rate(g.rate, &bps)) die("--pace needs a --rate (the links' rate)");
-    if (snprintf(store_args, sizeof store_args, "%s%s--link-rate %s",
-                 g.store_args ? g.store_args : "", g.store_args ? " " : "",
-                 g.rate) >= (int)sizeof store_args)
-      die("--store-args too long for --pace");
-    g.store_args = store_args;
+    if (g.pace && hpl__parse_rate(g.rate, &bps)) die("--pace needs a --rate (the links' rate)");
+    if (snprintf(store_args, sizeof store_args, "%s%s%s%s", g.store_args ? g.store_args : "",
+                 more, g.pace ? " --link-rate " : "", g.pace ? g.rate : "") >=
+        (int)sizeof store_args)
+      die("--store-args too long");
+    g.store_args = store_args + (store_args[0] == ' '); /* (no --store-args: no leading blank) */
   }
   if (g.reps < 1) g.reps = 1;
   char *sz = strdup(sizes);

@@ -357,7 +357,8 @@ static void put_while_waiting(hpl_client *putter, hpl_client *getter, const char
  * putting node's copy is listed. A put of an id that exists is not taken
  * (dir_publishes_ignored) and fails as before. A put that fails at its
  * store after publishing - here an object of that id is being created on
- * the same node - is taken back: nobody finds it afterwards. */
+ * the same node - is taken back: nobody finds it afterwards. Of a batch,
+ * objects over 2 KiB are not published. */
 static void test_publish(void **state) {
   (void)state;
   uint64_t p0 = th_dir_counter(lc, "dir_publishes");
@@ -394,6 +395,25 @@ static void test_publish(void **state) {
   assert_int_equal(hpl_seal(A, w, th_ms(5000)), 0);
   get_and_check(B, "pub/y", 1000, 10);
   hpl_close(a2);
+  /* of a batch, an inline object over 2 KiB is not published (its bytes
+   * would cross the directory's link twice): the store's INLINE_PUT alone
+   * brings it; one of 2 KiB is; a single put of 4 KiB is too */
+  uint64_t p1 = th_dir_counter(lc, "dir_publishes");
+  uint64_t puts1 = th_counter(A, "inline_puts");
+  static uint8_t big[4096], small[2048];
+  hpl__fill_pattern(big, sizeof big, 12);
+  hpl__fill_pattern(small, sizeof small, 13);
+  const char *ids[] = {"pub/many-4k", "pub/many-2k"};
+  const void *data[] = {big, small};
+  uint64_t sizes[] = {sizeof big, sizeof small};
+  int rcs[2];
+  assert_int_equal(hpl_put_many(A, ids, data, sizes, 2, th_ms(5000), rcs), 0);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes"), p1 + 1);
+  assert_int_equal(th_counter(A, "inline_puts"), puts1 + 2);
+  get_and_check(B, "pub/many-4k", 4096, 12);
+  get_and_check(B, "pub/many-2k", 2048, 13);
+  th_put_pattern(A, "pub/one-4k", 4096, 14);
+  assert_int_equal(th_dir_counter(lc, "dir_publishes"), p1 + 2);
 }
 
 /* A put whose bytes node 0's store already holds, fetched from what was

@@ -11,6 +11,14 @@
 #include "capi.h"
 #include "trace.h"
 
+/* Of a batch of puts, objects up to this size are published: a published
+ * object's bytes reach the directory twice (the PUBLISH, then the store's
+ * INLINE_PUT). For one put that is cheap next to the hop it saves a get
+ * already waiting; for a batch of many objects of a few KiB (a shuffle's
+ * partitions) it doubles what the directory's link must take in at once:
+ * the 8-host shuffle of 4 KiB partitions was bound by exactly that. */
+#define PUBLISH_MANY_MAX 2048
+
 /* How long hpl_abort waits for the store and directory to forget. */
 #define CLIENT_ABORT_MS 5000
 /* Alignment of what a created buffer of size 0 points at. */
@@ -206,12 +214,14 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   uint64_t ttl_ms;
   lifetime_of(c, &owned, &ttl_ms); /* one lifetime for the whole batch */
   hpl__cslot *s = hpl__cbatch_slots(c, &b, &k);
-  /* the small ones with bytes are published first, in one go (hpl_put) */
+  /* the small ones with bytes are published first, in one go (hpl_put);
+   * of a batch, only the smallest (PUBLISH_MANY_MAX) */
   int *published = s && !owned && !ttl_ms ? calloc(n, sizeof *published) : NULL;
   if (published) {
     for (size_t j = 0; j < k; j++) {
       size_t i = s[j].item;
-      published[i] = put_whole(c, sizes[i]) && (!sizes[i] || data[i]);
+      published[i] = put_whole(c, sizes[i]) && (!sizes[i] || data[i]) &&
+                     (n == 1 || sizes[i] <= PUBLISH_MANY_MAX);
     }
     hpl__cdirect_publish(c->direct, ids, data, sizes, n, published);
   }
