@@ -105,6 +105,12 @@ static const hpl__opt opts[] = {
      "senders converging on this\nnode's link do not overflow its queue (default 2; 0: no\n"
      "limit)",
      HPL__OPT_U32, OFF(inbound_pulls), 0, 0, 1024, NULL},
+    {"inline-inflight", "BYTES",
+     "small puts' bytes on their way to the directory's inline\ncache at once; a put past it "
+     "is registered as a copy\nhere instead, so a burst of puts (a shuffle's partitions)\nis "
+     "fetched from the nodes that made it, not all through\nthe directory's link (default 128K; "
+     "0: no limit)",
+     HPL__OPT_SIZE, OFF(inline_inflight), 0, 0, 0, NULL},
     {"straggler-ratio", "R",
      "a complete sender delivering below R x this node's usual\nrate for --straggler-ms is "
      "replaced the same way (default 0.2;\nratio 0: off); a partial sender that crawls so is "

@@ -46,6 +46,7 @@ typedef struct hpl__put {
   uint8_t *payload;   /* PUT_ROOM of a PUT: its bytes, until there is room for them */
   int published;      /* the client PUBLISHed the bytes (PutReq.published): retracted
                          at the directory if the put fails */
+  uint64_t inline_out; /* PUT_INLINING: its bytes counted in s->inline_out */
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */
@@ -165,6 +166,8 @@ static void dir_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   hpl__obj *o = p->o;
   int status = rep->status;
   p->asking = 0;
+  s->inline_out -= p->inline_out;
+  p->inline_out = 0;
   const char *detail = *rep->detail ? rep->detail : hpl_strerror(status);
   /* A client that left takes its unsealed object with it; a PUT carried
    * the whole object, so it is carried out all the same (like any request
@@ -423,7 +426,18 @@ static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms) {
     return;
   }
   int rc;
-  if (o->size <= hpl__dirlink_caps(s)->inline_max) {
+  /* small: to the directory's inline cache, unless that link has enough
+   * on its way already (a burst: these are fetched from here, in parallel);
+   * a published one must confirm its bytes there */
+  uint64_t cap = s->cfg.inline_inflight;
+  int small = o->size <= hpl__dirlink_caps(s)->inline_max;
+  if (small && !p->published && cap && s->inline_out + o->size > cap && s->inline_out) {
+    small = 0;
+    s->ctr.inline_deferred++;
+  }
+  if (small) {
+    p->inline_out = o->size;
+    s->inline_out += o->size;
     Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
     ip.id = o->id;
     ip.size = o->size;
@@ -431,11 +445,13 @@ static void put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms) {
     put_set_state(p, PUT_INLINING);
     hpl__trace("s.inline", o->id);
     rc = put_ask(p, HPL__MSG_INLINE_PUT, &ip.base, o->data, o->size, timeout_ms);
-  } else { /* a PUT sized for an inline limit the directory has lowered since */
+  } else { /* too much inline on its way, or an inline limit lowered since */
     put_set_state(p, PUT_REGISTERING);
     rc = put_announce(p, 1, timeout_ms);
   }
   if (rc == 0) return;
+  s->inline_out -= p->inline_out; /* (no answer will come) */
+  p->inline_out = 0;
   hpl__session_reply(p->cl, req, HPL_ENOMEM, "out of memory");
   if (p->whole) { /* nobody holds a handle to abort it with */
     put_undo(p, HPL_ENOMEM, "out of memory");
