@@ -4,6 +4,7 @@
  *             [--procs 1,4,16] [--batch B] [--out FILE] [--label NAME]
  *
  * Starts a cluster of two stores (A, B), loads N inline objects of 100 B
+ * (--small-size: up to 64 KiB)
  * and M objects of --large-size on A, and measures, with client
  * processes (one connection each, as task workers are):
  *  - put / get / stat / delete rates, latencies and CPU per request (the
@@ -49,7 +50,8 @@
 
 /* ---- options and output */
 
-hpl__bd_opts hpl__bd = {.ninline = 1000000, .nlarge = 20000, .large_size = 70 << 10, .secs = 3,
+hpl__bd_opts hpl__bd = {.ninline = 1000000, .nlarge = 20000, .large_size = 70 << 10,
+                        .small_size = 100, .secs = 3,
                         .batch = 64, .label = "hoplite"};
 FILE *hpl__bd_tsv;
 hpl__lc *hpl__bd_lc;
@@ -452,7 +454,8 @@ int main(int argc, char **argv) {
                                  {"large-size", 1, 0, 's'}, {"secs", 1, 0, 't'},
                                  {"procs", 1, 0, 'p'}, {"batch", 1, 0, 'b'},
                                  {"out", 1, 0, 'o'}, {"label", 1, 0, 'L'},
-                                 {"no-auth", 0, 0, 'n'}, {0, 0, 0, 0}};
+                                 {"no-auth", 0, 0, 'n'}, {"small-size", 1, 0, 'S'},
+                                 {0, 0, 0, 0}};
   int ch;
   uint64_t v;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -471,11 +474,15 @@ int main(int argc, char **argv) {
       case 'o': hpl__bd.out = optarg; break;
       case 'L': hpl__bd.label = optarg; break;
       case 'n': hpl__bd.no_auth = 1; break;
+      case 'S':
+        if (hpl__parse_size(optarg, &v) || v < 1 || v > HPL__BD_SMALL_MAX) goto usage;
+        hpl__bd.small_size = v;
+        break;
       default:
       usage:
         fprintf(stderr, "usage: bench_dir [--inline N] [--large M] [--large-size BYTES] "
                         "[--secs S] [--procs 1,4,16] [--batch B] [--out FILE] [--label NAME] "
-                        "[--no-auth]\n");
+                        "[--no-auth] [--small-size BYTES]\n");
         return 2;
     }
   }
@@ -486,7 +493,7 @@ int main(int argc, char **argv) {
     perror(hpl__bd.out);
     return 1;
   }
-  uint64_t mem = (256ull << 20) + hpl__bd.ninline * 256 + hpl__bd.nlarge * (hpl__bd.large_size + 8192) * 5 / 4;
+  uint64_t mem = (256ull << 20) + hpl__bd.ninline * (hpl__bd.small_size + 156) + hpl__bd.nlarge * (hpl__bd.large_size + 8192) * 5 / 4;
   /* --delete-any: the delete phases remove what clients of both stores put */
   hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = hpl__bd.no_auth, .timeout_ms = 60000,
                    .dir_args = "--delete-any"};
@@ -495,9 +502,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_dir: %s\n", err);
     return 1;
   }
-  printf("bench_dir %s: %llu inline objects (100 B), %llu of %llu B; library functions: "
+  printf("bench_dir %s: %llu inline objects (%llu B), %llu of %llu B; library functions: "
          "hpl__bd_list_page %s, *_many %s\n",
-         hpl__bd.label, (unsigned long long)hpl__bd.ninline, (unsigned long long)hpl__bd.nlarge,
+         hpl__bd.label, (unsigned long long)hpl__bd.ninline,
+         (unsigned long long)hpl__bd.small_size, (unsigned long long)hpl__bd.nlarge,
          (unsigned long long)hpl__bd.large_size, hpl__bd_list_page ? "yes" : "no", hpl__bd_get_many ? "yes" : "no");
   hpl_client *a = hpl__bd_connect(0), *b = hpl__bd_connect(1);
   memory("before loading", a, b, 0);

@@ -17,11 +17,14 @@
 
 typedef struct hpl__bd_opts {
   uint64_t ninline, nlarge, large_size;
+  uint64_t small_size; /* --small-size: the inline objects' bytes (100, at most 64K) */
   int secs, batch, no_auth;
   int notfound_ok; /* deletes: "not found" is not an error */
   int procs[8], nprocs;
   const char *out, *label;
 } hpl__bd_opts;
+
+#define HPL__BD_SMALL_MAX (64u << 10)
 
 extern hpl__bd_opts hpl__bd;
 extern FILE *hpl__bd_tsv;   /* --out, or NULL */

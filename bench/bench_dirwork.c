@@ -86,8 +86,9 @@ static void worker(int op, int w, int n, int node, int batch, int run, uint64_t 
                    uint64_t limit, int timed, worker_out *res) {
   hpl_client *c = hpl__bd_connect(node);
   uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w + 1) + (uint64_t)run;
-  uint8_t payload[100];
-  memset(payload, w, sizeof payload);
+  static uint8_t payload[HPL__BD_SMALL_MAX]; /* (one worker per process) */
+  uint64_t psize = hpl__bd.small_size;
+  memset(payload, w, psize);
   char ids[256][32];
   const char *idp[256];
   const void *datap[256];
@@ -114,7 +115,7 @@ static void worker(int op, int w, int n, int node, int batch, int run, uint64_t 
       }
       idp[j] = ids[j];
       datap[j] = payload;
-      sizes[j] = sizeof payload;
+      sizes[j] = psize;
     }
     uint64_t t0 = hpl__now_ns();
     int rc = 0;
@@ -136,7 +137,7 @@ static void worker(int op, int w, int n, int node, int batch, int run, uint64_t 
     } else {
       hpl_buf *b;
       switch (op) {
-        case HPL__BD_PUT: rc = hpl_put(c, idp[0], payload, sizeof payload, 30000); break;
+        case HPL__BD_PUT: rc = hpl_put(c, idp[0], payload, psize, 30000); break;
         case HPL__BD_GET:
           rc = hpl_get(c, idp[0], 30000, &b);
           if (!rc) hpl_release(c, b);
