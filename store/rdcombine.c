@@ -7,7 +7,8 @@
  * The first child's bytes land straight in the output buffer and are
  * combined in place; further children go through rings of bounded size,
  * whose streams pause while the ring is full. Large combine steps run on
- * libuv's thread pool. The task's life (start, waits, end) is rdtask.c's.
+ * libuv's thread pool. The task's life (start, waits) is rdtask.c's, its
+ * end rdend.c's.
  */
 #include <stddef.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
- * rdtaskint.h - what rdtask.c (a slot's life) and rdcombine.c (its
- * children's streams and combine steps) share: a task's record, its
- * states, the module's context. Nothing outside these two files includes
- * it.
+ * rdtaskint.h - what rdtask.c (a slot's life), rdcombine.c (its
+ * children's streams and combine steps) and rdend.c (its end) share: a
+ * task's record, its states, the module's context. Nothing outside these
+ * three files includes it.
  *
  * A task's life (hpl__rd_state, changed by hpl__rdtask_set_state only, which logs
  * each change at debug level):

@@ -51,9 +51,11 @@
  *   putcopy.c    copying a client's bytes from its own memory into an object
  *   putcheck.c   a whole PUT's checks before a put begins (sizes, lifetime, bytes
  *                held already from the client's own PUBLISH)
- *   put.c        a client's put: create, write, seal or abort
+ *   put.c        a client's put: create, write, seal or abort (putseal.c:
+ *                sealing, the directory's answers)
  *   rdtask.c     this node's slots of reduce trees (rdcombine.c: their
- *                inputs and combine steps) -> root released (rdsink.c)
+ *                inputs and combine steps; rdend.c: their end, orphans)
+ *                -> root released (rdsink.c)
  *   rdsink.c     the reduce target at the node that asked for it
  *   ring.c       this node's part in ring allreduces (ringin.c: its
  *                incoming stream, checked against its maker's digests)
