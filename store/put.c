@@ -199,14 +199,28 @@ void hpl__put_create(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Crea
  * count as arrived at once (receivers already pull them); a failure is
  * told to a SEAL waiting for it, and the put taken back; without one, the
  * SEAL that comes hears it. Once all are in, a waiting SEAL goes on. */
+/* A copy of the client's bytes failed: the put is taken back, then `req`
+ * (the SEAL) hears why. In that order: the directory forgets the copy
+ * (LOC_REMOVE) before the client can ask it anything, so a stat right
+ * after the answer finds nothing. */
+static void copy_failed(hpl__put *p, uint64_t req) {
+  hpl__stclient *cl = p->cl;
+  int rc = p->cp.rc;
+  char why[sizeof p->cp.why];
+  memcpy(why, p->cp.why, sizeof why);
+  hpl__session_ref(cl); /* p's reference may go with p */
+  hpl__put_drop(p, NULL);
+  hpl__session_reply(cl, req, rc, why);
+  hpl__session_unref(cl);
+}
+
 static void put_copy_more(hpl__put *p) {
   p->cp.dst = p->o->data; /* allocated by now (HPL__PUT_WRITING or later) */
   hpl__pcopier_run(&p->cp);
   hpl__objdig_written(p->s, p->o, p->cp.copied);
   hpl__obj_progress(p->s, p->o, p->cp.copied);
   if (p->cp.rc && p->state == HPL__PUT_COPYING) {
-    hpl__session_reply(p->cl, p->seal_req, p->cp.rc, p->cp.why);
-    hpl__put_drop(p, NULL);
+    copy_failed(p, p->seal_req);
   } else if (!p->cp.out && p->state == HPL__PUT_COPYING && p->cp.copied == p->o->size) {
     hpl__put_set_state(p, HPL__PUT_WRITING);
     hpl__put_seal_now(p, p->seal_req, p->seal_timeout_ms);
@@ -243,8 +257,7 @@ void hpl__put_seal(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handle
     return;
   }
   if (p->cp.rc) {
-    hpl__session_reply(cl, req, p->cp.rc, p->cp.why);
-    hpl__put_drop(p, NULL);
+    copy_failed(p, req);
     return;
   }
   p->seal_req = req;
