@@ -105,6 +105,11 @@ static const hpl__opt opts[] = {
      "senders converging on this\nnode's link do not overflow its queue (default 2; 0: no\n"
      "limit)",
      HPL__OPT_U32, OFF(inbound_pulls), 0, 0, 1024, NULL},
+    {"data-idle-ms", "MS",
+     "a connection to another store's data port whose pull\nended whole is kept this long for "
+     "the next pull from\nthat store (at most 2 per store, 64 in all; default\n3000; 0: every "
+     "pull connects anew)",
+     HPL__OPT_U32, OFF(data_idle_ms), 0, 0, 3600000, NULL},
     {"straggler-ratio", "R",
      "a complete sender delivering below R x this node's usual\nrate for --straggler-ms is "
      "replaced the same way (default 0.2;\nratio 0: off); a partial sender that crawls so is "

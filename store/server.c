@@ -33,6 +33,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;
   c->inbound_pulls = 2;
+  c->data_idle_ms = 3000;
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;

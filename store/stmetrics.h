@@ -24,7 +24,7 @@
 #include "store.h"
 
 /* Room for the list hpl__stmetrics_collect writes. */
-#define HPL__STORE_METRICS_MAX 80
+#define HPL__STORE_METRICS_MAX 96
 
 /* Every counter and gauge of the store, now, into out[HPL__STORE_METRICS_MAX].
  * Returns how many. */
