@@ -124,7 +124,7 @@ static const hpl__opt opts[] = {
     {"faults", "SPEC",
      "fault points for tests (also $HOPLITE_FAULTS):\n"
      "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\nslow_after=N,"
-     "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,corrupt_send=N,\nprefix=ID_PREFIX,to_node=HEX_ID",
+     "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,corrupt_send=N,\ncut_reused=N,prefix=ID_PREFIX,to_node=HEX_ID",
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"integrity", "ALGO",
      "digests of the objects put here, checked by every node\nthat receives them: sha256 "
