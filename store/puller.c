@@ -271,15 +271,17 @@ static void on_connect(uv_connect_t *req, int status) {
   send_pull(p);
 }
 
-/* Ask on an idle connection to the sender if there is one (not when
- * asking again after one closed), else connect. */
+/* Ask on an idle connection to the sender if the owner allows it
+ * (ops.reuse) and there is one (not when asking again after one closed),
+ * else connect. */
 static void pull_connect(hpl__puller *p, int report) {
-  hpl__conn *c = p->retried ? NULL : hpl__dconns_take(p->s, &p->sa);
+  hpl__conn *c = p->retried || !p->ops.reuse ? NULL : hpl__dconns_take(p->s, &p->sa);
   p->reused = c != NULL;
   if (c) {
     hpl__conn_rebind(c, on_frame, on_close, p);
     p->c = c;
     p->s->ctr.data_conns_reused++;
+    HPL__LOG_DEBUG("%s '%s': on an idle connection", p->label, p->key);
     send_pull(p);
     return;
   }
