@@ -2,11 +2,12 @@
  * sender's data port (store/dconns.c, store/puller.c). On real processes:
  * one store gets several objects one after another from another store;
  * after the first, every pull takes the idle connection the last one left
- * (data_conns_reused grows, the sender sees one connection), idle ones go
- * after --data-idle-ms; with reuse off every pull connects anew; and a
- * sender that closes a connection as it is taken again (the fault point
- * cut_reused: what its idle timeout, connection limit or restart does in
- * the worst moment) costs no get: the pull asks once more on a new one. */
+ * (data_conns_reused grows, the sender sees one connection); a large copy
+ * connects anew; idle ones go after --data-idle-ms; with reuse off every
+ * pull connects anew; and a sender that closes a connection as it is
+ * taken again (the fault point cut_reused: what a restart or any drop of
+ * the connection does at the worst moment) costs no get: the pull asks
+ * once more on a new one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,9 +21,11 @@
 
 #define NOBJ 8
 
-/* Node 1 puts NOBJ objects (200 KiB and 1 MiB in turn: pulls with and
- * without an inbound slot); node 0 gets them one after another, each
- * checked. Returns the cluster; c[0], c[1] its clients. */
+#define SIZE(k) ((k) % 2 ? 100u << 10 : 200u << 10)
+
+/* Node 1 puts NOBJ objects (below 256 KiB: store/fetch.c's REUSE_MAX);
+ * node 0 gets them one after another, each checked. Returns the cluster;
+ * c[0], c[1] its clients. */
 static hpl__lc *get_in_turn(const char *store_args, hpl_client **c) {
   hpl__lc *lc = th_cluster(2, 64ull << 20, NULL, store_args);
   c[0] = th_connect(lc, 0);
@@ -30,13 +33,13 @@ static hpl__lc *get_in_turn(const char *store_args, hpl_client **c) {
   for (int k = 0; k < NOBJ; k++) {
     char id[32];
     snprintf(id, sizeof id, "cr/%d", k);
-    th_put_pattern(c[1], id, k % 2 ? 1u << 20 : 200u << 10, (uint64_t)k + 1);
+    th_put_pattern(c[1], id, SIZE(k), (uint64_t)k + 1);
   }
   for (int k = 0; k < NOBJ; k++) {
     char id[32];
     snprintf(id, sizeof id, "cr/%d", k);
     hpl_buf *b = NULL;
-    uint64_t size = k % 2 ? 1u << 20 : 200u << 10;
+    uint64_t size = SIZE(k);
     assert_int_equal(hpl_get(c[0], id, th_ms(20000), &b), 0);
     assert_int_equal(hpl_buf_size(b), size);
     assert_true(th_check_pattern(hpl_buf_data(b), size, (uint64_t)k + 1));
@@ -68,7 +71,16 @@ static void test_pulls_reuse_the_connection(void **state) {
   assert_int_equal(th_counter(c[0], "data_conns_retried"), 0);
   assert_int_equal(th_counter(c[0], "data_conns_idle"), 1);
   assert_int_equal(th_counter(c[1], "data_conns"), 1);
-  /* its idle time over, the connection goes, on both sides */
+  /* a large copy connects anew (fetch.c), and its connection is kept too */
+  th_put_pattern(c[1], "cr/big", 1u << 20, 77);
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_get(c[0], "cr/big", th_ms(20000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 1u << 20, 77));
+  hpl_release(c[0], b);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), 2);
+  assert_int_equal(th_counter(c[0], "data_conns_reused"), NOBJ - 1);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 2);
+  /* their idle time over, the connections go, on both sides */
   int64_t until = th_ms(5000);
   for (int64_t t = 0; t < until; t += 50) {
     if (th_counter(c[0], "data_conns_idle") == 0 && th_counter(c[1], "data_conns") == 0) break;
@@ -77,12 +89,11 @@ static void test_pulls_reuse_the_connection(void **state) {
   assert_int_equal(th_counter(c[0], "data_conns_idle"), 0);
   assert_int_equal(th_counter(c[1], "data_conns"), 0);
   /* and the next pull connects anew */
-  th_put_pattern(c[1], "cr/late", 300u << 10, 99);
-  hpl_buf *b = NULL;
+  th_put_pattern(c[1], "cr/late", 150u << 10, 99);
   assert_int_equal(hpl_get(c[0], "cr/late", th_ms(20000), &b), 0);
-  assert_true(th_check_pattern(hpl_buf_data(b), 300u << 10, 99));
+  assert_true(th_check_pattern(hpl_buf_data(b), 150u << 10, 99));
   hpl_release(c[0], b);
-  assert_int_equal(th_counter(c[0], "data_conns_opened"), 2);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), 3);
   assert_int_equal(th_counter(c[0], "data_conns_reused"), NOBJ - 1);
   stop(lc, c);
 }
