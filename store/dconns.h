@@ -15,7 +15,8 @@
  * connection of a store is opened with the same credentials (cfg.auth,
  * role DATA), so any of them may carry any of its pulls.
  *
- * Callers: puller.c (park, take; init, close_all, free from its own).
+ * Callers: puller.c (park, take; init, close_all and free from its own),
+ * stmetrics.c (the gauge).
  */
 #ifndef HPL_STORE_DCONNS_H
 #define HPL_STORE_DCONNS_H

@@ -3,8 +3,8 @@
  * Connect (or take an idle connection to the sender, dconns.c), send PULL
  * from the offset wanted, check the reply's size, then receive the payload
  * straight into the object or the owner's memory (no intermediate copy); a
- * stream that ended whole leaves its connection to dconns.c. The monitor that watches the stream (stalls,
- * silence, stragglers) is pullmon.c's.
+ * stream that ended whole leaves its connection to dconns.c. The monitor
+ * that watches the stream (stalls, silence, stragglers) is pullmon.c's.
  */
 #include "puller.h"
 
@@ -211,8 +211,8 @@ static void on_close(hpl__conn *c, int status) {
   }
   if (p->all_in) return; /* every byte is here: only digests are awaited */
   if (p->reused && !p->replied && !p->retried) {
-    /* the sender let the idle connection go as we took it (its idle time,
-     * its connection limit, a restart): ask once more, on a new one */
+    /* the sender let the idle connection go as we took it (it stopped,
+     * restarted or dropped it): ask once more, on a new one */
     HPL__LOG_DEBUG("%s '%s': idle connection closed before the reply (%s): connecting anew",
                    p->label, p->key, hpl_strerror(status ? status : HPL_ECONN));
     p->retried = 1;
@@ -307,9 +307,9 @@ static void pull_connect(hpl__puller *p, int report) {
 #define PULL_LONG (4u << 20)
 
 /* Connect, or take an idle connection, and ask (the pull holds its slot,
- * if it needs one). A failure
- * ends the pull, reported to its owner if `report` (a queued pull's owner
- * has it already; one starting now hears through pull_start's NULL). */
+ * if it needs one). A failure ends the pull, reported to its owner if
+ * `report` (a queued pull's owner has it already; one starting now hears
+ * through pull_start's NULL). */
 static void pull_begin(hpl__puller *p, int report) {
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
   if (p->ops.monitor) hpl__puller_monitor_start(p);
