@@ -4,11 +4,13 @@
  * after the first, every pull takes the idle connection the last one left
  * (data_conns_reused grows, the sender sees one connection); a large copy
  * connects anew; idle ones go after --data-idle-ms; with reuse off every
- * pull connects anew; and a sender that closes a connection as it is
- * taken again (the fault point cut_reused: what a restart or any drop of
- * the connection does at the worst moment) costs no get: the pull asks
- * once more on a new one. */
+ * pull connects anew; a sender that closes a connection as it is taken
+ * again (the fault point cut_reused: what a restart or any drop of the
+ * connection does at the worst moment) costs no get: the pull asks once
+ * more on a new one; and a sender killed and started again on the same
+ * port leaves no idle connection behind. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -126,11 +128,44 @@ static void test_closed_as_taken_retries(void **state) {
   stop(lc, c);
 }
 
+/* The sender is killed and started again on the same data port: the
+ * receiver's idle connection to it is gone (the cache heard the close),
+ * and the next get from the new store connects anew and succeeds. */
+static void test_sender_restarted(void **state) {
+  (void)state;
+  hpl_client *c[2];
+  hpl__lc *lc = get_in_turn(NULL, c);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 1);
+  int port = th_data_port(lc, 1);
+  assert_true(port > 0);
+  hpl_close(c[1]);
+  assert_int_equal(hpl__lc_signal(lc, 1, SIGKILL), 0);
+  char args[64], err[256];
+  snprintf(args, sizeof args, "--data-listen 127.0.0.1:%d", port);
+  assert_int_equal(hpl__lc_set_store_args(lc, 1, args), 0);
+  if (hpl__lc_restart(lc, 1, err, sizeof err)) fail_msg("restart: %s", err);
+  assert_int_equal(th_data_port(lc, 1), port);
+  int64_t until = th_ms(5000);
+  for (int64_t t = 0; t < until && th_counter(c[0], "data_conns_idle") != 0; t += 20)
+    th_sleep_ms(20);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 0);
+  c[1] = th_connect(lc, 1);
+  th_put_pattern(c[1], "cr/after", 120u << 10, 42);
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_get(c[0], "cr/after", th_ms(20000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 120u << 10, 42));
+  hpl_release(c[0], b);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), 2);
+  assert_int_equal(th_counter(c[0], "pull_failures"), 0);
+  stop(lc, c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_pulls_reuse_the_connection, th_teardown),
       cmocka_unit_test_teardown(test_reuse_off, th_teardown),
       cmocka_unit_test_teardown(test_closed_as_taken_retries, th_teardown),
+      cmocka_unit_test_teardown(test_sender_restarted, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
