@@ -366,6 +366,10 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   Hplpb__PullReq *p = (Hplpb__PullReq *)m;
+  if (hpl__faults_cut_reused(&sd->s->cfg.faults, p->id, p->receiver, sd->pulls++)) {
+    hpl__conn_close(c, HPL_ECONN);
+    return;
+  }
   sd->req_id = h->req_id;
   sd->peer = p->receiver;
   sd->gen = p->gen;

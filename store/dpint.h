@@ -32,6 +32,7 @@ typedef struct hpl__sender {
   uv_timer_t *timer;       /* parked: its bound; fault point slow_send: the next send */
   struct hpl__fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
   int digests;             /* the PULL asks for digests (rddig.c), not bytes */
+  uint64_t pulls;          /* PULLs this connection carried (the fault point cut_reused) */
 } hpl__sender;
 
 /* dataport.c: the stream of sd is over (served, or refused): let go of

@@ -60,11 +60,13 @@ int hpl__faults_parse(hpl__store_faults *f, const char *spec, char *err, size_t 
       f->grant_delay_ms = n;
     } else if (!strcmp(k, "corrupt_send")) {
       f->corrupt_send = n;
+    } else if (!strcmp(k, "cut_reused")) {
+      f->cut_reused = n;
     } else {
       snprintf(err, errlen,
                "unknown fault '%s' (crash_after, drop_after, stall_after, "
                "slow_send, slow_after, hb_pause, combine_delay_ms, held_delay_ms, grant_delay_ms, "
-               "corrupt_send, "
+               "corrupt_send, cut_reused, "
                "prefix, to_node)",
                k);
       return -1;
@@ -163,4 +165,14 @@ uint64_t hpl__faults_silent_ms(const hpl__store_faults *f, uint64_t elapsed_ms) 
   if (!f->hb_pause_ms) return 0;
   if (elapsed_ms < f->hb_pause_at_ms || elapsed_ms >= f->hb_pause_at_ms + f->hb_pause_ms) return 0;
   return f->hb_pause_at_ms + f->hb_pause_ms - elapsed_ms;
+}
+
+int hpl__faults_cut_reused(hpl__store_faults *f, const char *id, uint64_t peer, uint64_t before) {
+  if (!f->enabled || !before || f->cut_reused_done >= f->cut_reused ||
+      !hpl__faults_apply(f, id, peer))
+    return 0;
+  f->cut_reused_done++;
+  HPL__LOG_INFO("fault: PULL of '%s' on a connection that carried %llu before: closed unanswered",
+                id, (unsigned long long)before);
+  return 1;
 }

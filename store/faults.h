@@ -36,8 +36,13 @@ typedef struct hpl__store_faults {
   uint64_t grant_delay_ms;   /* handle each GRANT from the directory this long late */
   uint64_t corrupt_send;     /* flip a byte in the middle of each of the first N chunks
                                 each faulty stream sends (dataport.c; the copy is unchanged) */
+  uint64_t cut_reused;       /* the first N PULLs of faulty streams that arrive on a
+                                connection that carried one before close it unanswered
+                                (dataport.c: an idle connection let go as its peer
+                                takes it again) */
   /* state */
   uint64_t sent;
+  uint64_t cut_reused_done;
   int dropped, stalled;
 } hpl__store_faults;
 
@@ -67,6 +72,11 @@ uint64_t hpl__faults_budget(hpl__store_faults *f, const char *id, uint64_t sent,
  * has flipped *done chunks so far is to be sent with a byte flipped (then
  * *done is counted up), else 0. */
 int hpl__faults_corrupt_next(const hpl__store_faults *f, uint64_t *done);
+
+/* Fault point cut_reused: a PULL of `id` from `peer` arrived on a
+ * connection that has carried `before` PULLs. 1: close the connection
+ * unanswered (counted), else 0. */
+int hpl__faults_cut_reused(hpl__store_faults *f, const char *id, uint64_t peer, uint64_t before);
 
 /* `n` more bytes went out on a faulty stream. */
 void hpl__faults_sent(hpl__store_faults *f, uint64_t n);

@@ -111,6 +111,11 @@ static const hpl__opt opts[] = {
      "fetched from the nodes that made it, not all through\nthe directory's link (default 128K; "
      "0: no limit)",
      HPL__OPT_SIZE, OFF(inline_inflight), 0, 0, 0, NULL},
+    {"data-idle-ms", "MS",
+     "a connection to another store's data port whose pull\nended whole is kept this long for "
+     "the next pull from\nthat store (at most 2 per store, 64 in all; default\n3000; 0: every "
+     "pull connects anew)",
+     HPL__OPT_U32, OFF(data_idle_ms), 0, 0, 3600000, NULL},
     {"straggler-ratio", "R",
      "a complete sender delivering below R x this node's usual\nrate for --straggler-ms is "
      "replaced the same way (default 0.2;\nratio 0: off); a partial sender that crawls so is "
@@ -125,7 +130,7 @@ static const hpl__opt opts[] = {
     {"faults", "SPEC",
      "fault points for tests (also $HOPLITE_FAULTS):\n"
      "crash_after=N,drop_after=N,stall_after=N,slow_send=BPS,\nslow_after=N,"
-     "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,corrupt_send=N,\nprefix=ID_PREFIX,to_node=HEX_ID",
+     "hb_pause=AT_MS:LEN_MS,combine_delay_ms=MS,corrupt_send=N,\ncut_reused=N,prefix=ID_PREFIX,to_node=HEX_ID",
      HPL__OPT_FN, 0, 0, 0, 0, set_faults},
     {"integrity", "ALGO",
      "digests of the objects put here, checked by every node\nthat receives them: sha256 "

@@ -1,9 +1,10 @@
 /* puller.c - one byte stream pulled from a peer's data port (see puller.h).
  *
- * Connect, send PULL from the offset wanted, check the reply's size, then
- * receive the payload straight into the object or the owner's memory (no
- * intermediate copy). The monitor that watches the stream (stalls,
- * silence, stragglers) is pullmon.c's.
+ * Connect (or take an idle connection to the sender, dconns.c), send PULL
+ * from the offset wanted, check the reply's size, then receive the payload
+ * straight into the object or the owner's memory (no intermediate copy); a
+ * stream that ended whole leaves its connection to dconns.c. The monitor
+ * that watches the stream (stalls, silence, stragglers) is pullmon.c's.
  */
 #include "puller.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <utlist.h>
 
+#include "dconns.h"
 #include "hoplite.h"
 #include "log.h"
 #include "objdig.h"
@@ -19,7 +21,7 @@
 #include "util.h"
 
 static void admit_next(hpl__store *s);
-static void on_connect(uv_connect_t *req, int status);
+static void pull_connect(hpl__puller *p, int report);
 
 /* The pull's one change of inbound slot state, logged. */
 static void slot_set(hpl__puller *p, hpl__pull_slot to) {
@@ -52,7 +54,10 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   if (freed) ps->slots_held--;
   slot_set(p, HPL__SLOT_NONE);
   p->closes = 1;
-  if (p->c) { /* its on_close releases one count */
+  if (p->c && status == 0 && p->replied) { /* whole: kept for the next pull from the sender */
+    hpl__dconns_park(p->s, &p->sa, p->c); /* takes it: our on_close is not called */
+    p->c = NULL;
+  } else if (p->c) { /* its on_close releases one count */
     p->closes++;
     hpl__conn_close(p->c, 0);
   }
@@ -166,10 +171,11 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
   hpl__puller *p = hpl__conn_data(c);
   if (p->finished) return;
   char detail[400];
-  if (h->type != HPL__MSG_PULL_REP) {
+  if (h->type != HPL__MSG_PULL_REP || p->replied) {
     hpl__conn_fail(c, "unexpected message on a pull");
     return;
   }
+  p->replied = 1;
   Hplpb__PullRep *r = (Hplpb__PullRep *)m;
   if (r->status != 0) {
     snprintf(detail, sizeof detail, "sender refused: %s", r->detail);
@@ -204,10 +210,33 @@ static void on_close(hpl__conn *c, int status) {
     return;
   }
   if (p->all_in) return; /* every byte is here: only digests are awaited */
+  if (p->reused && !p->replied && !p->retried) {
+    /* the sender let the idle connection go as we took it (it stopped,
+     * restarted or dropped it): ask once more, on a new one */
+    HPL__LOG_DEBUG("%s '%s': idle connection closed before the reply (%s): connecting anew",
+                   p->label, p->key, hpl_strerror(status ? status : HPL_ECONN));
+    p->retried = 1;
+    p->s->ctr.data_conns_retried++;
+    pull_connect(p, 1);
+    return;
+  }
   char detail[128];
   snprintf(detail, sizeof detail, "stream from the sender broke (%s) after %llu bytes",
            hpl_strerror(status ? status : HPL_ECONN), (unsigned long long)p->got);
   hpl__puller_end(p, status ? status : HPL_ECONN, detail, 1);
+}
+
+/* The PULL, on p->c (new, or an idle one taken: the sender's close of that
+ * one before the reply is the retry's, on_close). */
+static void send_pull(hpl__puller *p) {
+  Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
+  r.id = p->key;
+  r.offset = p->start;
+  r.receiver = p->s->node_id;
+  r.internal = p->internal;
+  r.gen = p->ops.gen;
+  int rc = hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
+  if (rc != 0 && !hpl__conn_closing(p->c)) hpl__conn_close(p->c, rc);
 }
 
 static void on_connect(uv_connect_t *req, int status) {
@@ -223,6 +252,7 @@ static void on_connect(uv_connect_t *req, int status) {
     return;
   }
   uv_tcp_nodelay(t, 1);
+  p->s->ctr.data_conns_opened++;
   hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 1ull << 56,
                               .max_type = HPL__MSG_MAX_},
                       .stream_payloads = 1,
@@ -238,13 +268,32 @@ static void on_connect(uv_connect_t *req, int status) {
     hpl__puller_end(p, HPL_ENOMEM, "out of memory", 1);
     return;
   }
-  Hplpb__PullReq r = HPLPB__PULL_REQ__INIT;
-  r.id = p->key;
-  r.offset = p->start;
-  r.receiver = p->s->node_id;
-  r.internal = p->internal;
-  r.gen = p->ops.gen;
-  hpl__conn_send(p->c, HPL__MSG_PULL, 1, &r.base, NULL, 0, 0, NULL, NULL);
+  send_pull(p);
+}
+
+/* Ask on an idle connection to the sender if the owner allows it
+ * (ops.reuse) and there is one (not when asking again after one closed),
+ * else connect. */
+static void pull_connect(hpl__puller *p, int report) {
+  hpl__conn *c = p->retried || !p->ops.reuse ? NULL : hpl__dconns_take(p->s, &p->sa);
+  p->reused = c != NULL;
+  if (c) {
+    hpl__conn_rebind(c, on_frame, on_close, p);
+    p->c = c;
+    p->s->ctr.data_conns_reused++;
+    HPL__LOG_DEBUG("%s '%s': on an idle connection", p->label, p->key);
+    send_pull(p);
+    return;
+  }
+  p->tcp = malloc(sizeof *p->tcp);
+  if (!p->tcp) {
+    hpl__puller_end(p, HPL_ENOMEM, "out of memory", report);
+    return;
+  }
+  uv_tcp_init(p->s->loop, p->tcp);
+  p->creq.data = p;
+  if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&p->sa, on_connect) != 0)
+    hpl__puller_end(p, HPL_ECONN, "cannot connect to the sender", report);
 }
 
 /* A copy's pull with between these much left to come takes an inbound
@@ -257,24 +306,16 @@ static void on_connect(uv_connect_t *req, int status) {
 #define PULL_BIG (256u << 10)
 #define PULL_LONG (4u << 20)
 
-/* Connect and ask (the pull holds its slot, if it needs one). A failure
- * ends the pull, reported to its owner if `report` (a queued pull's owner
- * has it already; one starting now hears through pull_start's NULL). */
+/* Connect, or take an idle connection, and ask (the pull holds its slot,
+ * if it needs one). A failure ends the pull, reported to its owner if
+ * `report` (a queued pull's owner has it already; one starting now hears
+ * through pull_start's NULL). */
 static void pull_begin(hpl__puller *p, int report) {
-  hpl__store *s = p->s;
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
   if (p->ops.monitor) hpl__puller_monitor_start(p);
   HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) (%s)", p->internal ? "stream " : "", p->key,
                  (unsigned long long)p->start, (unsigned long long)p->size, p->label);
-  p->tcp = malloc(sizeof *p->tcp);
-  if (!p->tcp) {
-    hpl__puller_end(p, HPL_ENOMEM, "out of memory", report);
-    return;
-  }
-  uv_tcp_init(s->loop, p->tcp);
-  p->creq.data = p;
-  if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&p->sa, on_connect) != 0)
-    hpl__puller_end(p, HPL_ECONN, "cannot connect to the sender", report);
+  pull_connect(p, report);
 }
 
 /* A slot fell free: the queued large copy whose sender's node id follows
@@ -384,7 +425,7 @@ void hpl__puller_paused(hpl__puller *p) {
 
 int hpl__puller_init(hpl__store *s) {
   s->pullers = calloc(1, sizeof *s->pullers);
-  return s->pullers ? 0 : HPL_ENOMEM;
+  return s->pullers ? hpl__dconns_init(s) : HPL_ENOMEM;
 }
 
 void hpl__puller_on_quiet(hpl__store *s, int (*fn)(hpl__store *s, uint64_t peer)) {
@@ -392,10 +433,12 @@ void hpl__puller_on_quiet(hpl__store *s, int (*fn)(hpl__store *s, uint64_t peer)
 }
 
 void hpl__puller_free(hpl__store *s) {
+  hpl__dconns_free(s);
   free(s->pullers);
   s->pullers = NULL;
 }
 
 void hpl__puller_stop_all(hpl__store *s) {
   while (s->pullers && s->pullers->list) hpl__puller_end(s->pullers->list, HPL_ECANCELED, NULL, 0);
+  hpl__dconns_close_all(s);
 }

@@ -60,6 +60,11 @@ typedef struct hpl__puller_ops {
    * with HPL_ETIMEDOUT): this node's own link may be the slow one (may be
    * NULL) */
   void (*straggled)(void *arg);
+  /* 1: the pull may go on an idle connection to its sender that an earlier
+   * pull left (dconns.c) instead of a new one (fetch.c decides when).
+   * Whatever this says, a pull that ends whole leaves its connection
+   * there for later ones. */
+  int reuse;
 } hpl__puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)

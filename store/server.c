@@ -34,6 +34,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   c->stall_timeout_ms = 10000;
   c->inbound_pulls = 2;
   c->inline_inflight = 128u << 10;
+  c->data_idle_ms = 3000;
   c->straggler_ratio = 0.2;
   c->straggler_ms = 1000;
   c->grace_ms = 5000;

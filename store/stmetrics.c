@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include "dataport.h"
+#include "dconns.h"
 #include "hoplite.h"
 #include "log.h"
 #include "metricsrv.h"
@@ -55,6 +56,14 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Inbound slots given up by large copies quiet for 40 ms (a queued one took them)"),
       C("pulls_made", c->pulls_made, "pulls_total",
         "Pulls (streams from other stores) started"),
+      C("data_conns_opened", c->data_conns_opened, "data_connections_opened_total",
+        "Connections this store opened to other stores' data ports for pulls"),
+      C("data_conns_reused", c->data_conns_reused, "data_connections_reused_total",
+        "Pulls that took an idle connection to their sender instead of opening one"),
+      C("data_conns_retried", c->data_conns_retried, "data_connections_retried_total",
+        "Pulls whose idle connection closed before the reply: pulled again on a new one"),
+      G("data_conns_idle", hpl__dconns_idle(s), "data_connections_idle",
+        "Idle connections to other stores' data ports kept for the next pull"),
       C("pull_failures", c->pull_failures, "pull_failures_total",
         "Pulls that failed (another sender was asked for)"),
       C("corrupt_units", c->corrupt_units, "corrupt_units_total",

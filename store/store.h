@@ -48,6 +48,9 @@ typedef struct hpl__store_config {
                                 queue (puller.c; 0: no limit) */
   uint64_t inline_inflight;  /* --inline-inflight: bytes of INLINE_PUTs out at once; a
                                 small put past it is served from here (put.c; 0: no limit) */
+  uint32_t data_idle_ms;     /* --data-idle-ms: a data connection whose pull ended whole is
+                                kept this long for the next pull from its sender
+                                (dconns.c; 0: every pull connects anew) */
   double straggler_ratio;    /* a complete sender delivering below this fraction of */
   uint32_t straggler_ms;     /*   our usual rate for this long is replaced (0: off) */
   uint32_t grace_ms;         /* SIGTERM: time to finish serving before leaving */
@@ -75,6 +78,9 @@ typedef struct hpl__store_config {
 
 typedef struct hpl__store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pulls_queued, pull_slots_lent, pull_failures,
+      data_conns_opened,  /* data connections a pull opened (puller.c) */
+      data_conns_reused,  /* pulls that took an idle one instead (dconns.c) */
+      data_conns_retried, /* ...whose idle one closed before the reply: pulled anew */
       corrupt_units, /* received units that failed their digests (objdig.c, puller.c) */
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,
       creates_memfd, /* CREATEs whose bytes were copied from the client's memfd (put.c) */
@@ -141,6 +147,7 @@ struct hpl__store {
   hpl__pool *pool;                /* pool.c */
   struct hpl__spill *spill;       /* spill.c: cfg.spill_dir's files (NULL: off; room.c opens) */
   struct hpl__objects *objects;   /* objects.c */
+  struct hpl__dconns *dconns;     /* dconns.c */
   struct hpl__pullers *pullers;   /* puller.c */
   struct hpl__dataport *dataport; /* dataport.c */
   struct hpl__dirlink *dl;        /* dirlink.c */

@@ -13,6 +13,17 @@
 
 void *hpl__conn_data(const hpl__conn *c) { return c->o.data; }
 void hpl__conn_set_data(hpl__conn *c, void *data) { c->o.data = data; }
+void hpl__conn_rebind(hpl__conn *c, hpl__conn_frame_cb on_frame, hpl__conn_close_cb on_close,
+                      void *data) {
+  c->o.on_frame = on_frame;
+  c->o.on_close = on_close;
+  c->o.data = data;
+}
+int hpl__conn_between_frames(const hpl__conn *c) {
+  return !c->closing && c->hs == HPL__HS_OPEN && !c->held_by_owner && c->fr.state == 0 &&
+         c->fr.hhave == 0 && c->srx_left == 0 && c->sout >= c->slen &&
+         (!c->cur_msg || c->pgot == c->cur.payload_len);
+}
 const char *hpl__conn_label(const hpl__conn *c) { return c->label; }
 uv_stream_t *hpl__conn_stream(hpl__conn *c) { return c->s; }
 int hpl__conn_closing(const hpl__conn *c) { return c->closing; }

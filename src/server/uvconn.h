@@ -224,6 +224,22 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o);
 
 void *hpl__conn_data(const hpl__conn *c);
 void hpl__conn_set_data(hpl__conn *c, void *data);
+
+/* Hand c to a new owner, for a connection kept open between uses (the
+ * store's idle data connections, store/dconns.c): from the next event on
+ * its frames go to on_frame, its close to on_close (neither NULL), and
+ * hpl__conn_data answers `data`. May be called from inside c's own
+ * callbacks (a sink's last got() included); what was read or written so far
+ * is not touched. */
+void hpl__conn_rebind(hpl__conn *c, hpl__conn_frame_cb on_frame, hpl__conn_close_cb on_close,
+                      void *data);
+
+/* 1 when c may carry another request: open, authenticated (or without a
+ * handshake), its reading not held, and every frame it has received so
+ * far whole, the last one's payload included (it may be asked from inside
+ * the sink's got() of that payload's last bytes); else 0. Bytes already
+ * read beyond that frame are a new frame, handed to on_frame as usual. */
+int hpl__conn_between_frames(const hpl__conn *c);
 const char *hpl__conn_label(const hpl__conn *c);
 uv_stream_t *hpl__conn_stream(hpl__conn *c);
 int hpl__conn_closing(const hpl__conn *c);

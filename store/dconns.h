@@ -1,0 +1,58 @@
+/*
+ * dconns.h - idle data connections to other stores' data ports, kept
+ * between pulls: a pull that ended whole leaves its connection here
+ * (authenticated, between frames), and the next pull from the same sender
+ * takes it instead of connecting and doing the handshake again.
+ *
+ * Bounded: at most HPL__DCONNS_PER_PEER idle connections per sender and
+ * HPL__DCONNS_MAX in all (the least recently parked goes first), each for
+ * cfg.data_idle_ms at most (one timer for all of them). An idle connection
+ * the sender closes, or on which any frame arrives, is closed and
+ * forgotten. The sender may still close one just as it is taken: the
+ * taker must be ready for that (puller.c pulls again once on a new one).
+ *
+ * A connection is keyed by the sender's address and port only: every data
+ * connection of a store is opened with the same credentials (cfg.auth,
+ * role DATA), so any of them may carry any of its pulls.
+ *
+ * Callers: puller.c (park, take; init, close_all and free from its own),
+ * stmetrics.c (the gauge).
+ */
+#ifndef HPL_STORE_DCONNS_H
+#define HPL_STORE_DCONNS_H
+
+#include <netinet/in.h>
+
+#include "store.h"
+#include "uvconn.h"
+
+#define HPL__DCONNS_PER_PEER 2
+#define HPL__DCONNS_MAX 64
+
+/* Make the module's context: 0 or HPL_ENOMEM. */
+int hpl__dconns_init(hpl__store *s);
+
+/* Keep c, an open data connection to `sa` whose last stream ended whole,
+ * for a later pull. Takes c: it is rebound to this module (its frames and
+ * close are ours from now on) and closed at once if it is not between
+ * frames (hpl__conn_between_frames), the store is stopping, reuse is off
+ * (cfg.data_idle_ms 0), or the cache is not up. Returns 1 if c was kept,
+ * 0 if it is being closed (the caller's on_close is not called either
+ * way). */
+int hpl__dconns_park(hpl__store *s, const struct sockaddr_in *sa, hpl__conn *c);
+
+/* The most recently parked idle connection to `sa` that is still open,
+ * taken out of the cache (its callbacks are still this module's: the
+ * caller rebinds it, hpl__conn_rebind, before it returns to the loop), or
+ * NULL if there is none. */
+hpl__conn *hpl__dconns_take(hpl__store *s, const struct sockaddr_in *sa);
+
+/* Idle connections kept now (the data_conns_idle gauge). */
+unsigned hpl__dconns_idle(const hpl__store *s);
+
+/* Close every idle connection and the timer (store stopping; nothing is
+ * kept after); free the context once the loop has ended. */
+void hpl__dconns_close_all(hpl__store *s);
+void hpl__dconns_free(hpl__store *s);
+
+#endif

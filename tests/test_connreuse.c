@@ -1,0 +1,171 @@
+/* test_connreuse.c - a store's pulls reuse idle connections to the
+ * sender's data port (store/dconns.c, store/puller.c). On real processes:
+ * one store gets several objects one after another from another store;
+ * after the first, every pull takes the idle connection the last one left
+ * (data_conns_reused grows, the sender sees one connection); a large copy
+ * connects anew; idle ones go after --data-idle-ms; with reuse off every
+ * pull connects anew; a sender that closes a connection as it is taken
+ * again (the fault point cut_reused: what a restart or any drop of the
+ * connection does at the worst moment) costs no get: the pull asks once
+ * more on a new one; and a sender killed and started again on the same
+ * port leaves no idle connection behind. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "harness.h"
+#include "hoplite.h"
+
+#define NOBJ 8
+
+#define SIZE(k) ((k) % 2 ? 100u << 10 : 200u << 10)
+
+/* Node 1 puts NOBJ objects (below 256 KiB: store/fetch.c's REUSE_MAX);
+ * node 0 gets them one after another, each checked. Returns the cluster;
+ * c[0], c[1] its clients. */
+static hpl__lc *get_in_turn(const char *store_args, hpl_client **c) {
+  hpl__lc *lc = th_cluster(2, 64ull << 20, NULL, store_args);
+  c[0] = th_connect(lc, 0);
+  c[1] = th_connect(lc, 1);
+  for (int k = 0; k < NOBJ; k++) {
+    char id[32];
+    snprintf(id, sizeof id, "cr/%d", k);
+    th_put_pattern(c[1], id, SIZE(k), (uint64_t)k + 1);
+  }
+  for (int k = 0; k < NOBJ; k++) {
+    char id[32];
+    snprintf(id, sizeof id, "cr/%d", k);
+    hpl_buf *b = NULL;
+    uint64_t size = SIZE(k);
+    assert_int_equal(hpl_get(c[0], id, th_ms(20000), &b), 0);
+    assert_int_equal(hpl_buf_size(b), size);
+    assert_true(th_check_pattern(hpl_buf_data(b), size, (uint64_t)k + 1));
+    hpl_release(c[0], b);
+    /* the sender holds one connection at most: the one being reused */
+    assert_true(th_counter(c[1], "data_conns") <= 1);
+  }
+  assert_int_equal(th_counter(c[0], "pulls_made"), NOBJ);
+  assert_int_equal(th_counter(c[0], "pull_failures"), 0);
+  return lc;
+}
+
+static void stop(hpl__lc *lc, hpl_client **c) {
+  hpl_close(c[0]);
+  hpl_close(c[1]);
+  th_stop(lc, 0);
+}
+
+static void test_pulls_reuse_the_connection(void **state) {
+  (void)state;
+  hpl_client *c[2];
+  hpl__lc *lc = get_in_turn("--data-idle-ms 400", c);
+  uint64_t opened = th_counter(c[0], "data_conns_opened");
+  uint64_t reused = th_counter(c[0], "data_conns_reused");
+  fprintf(stderr, "%d pulls: %llu connections opened, %llu reused\n", NOBJ,
+          (unsigned long long)opened, (unsigned long long)reused);
+  assert_int_equal(opened, 1);
+  assert_int_equal(reused, NOBJ - 1);
+  assert_int_equal(th_counter(c[0], "data_conns_retried"), 0);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 1);
+  assert_int_equal(th_counter(c[1], "data_conns"), 1);
+  /* a large copy connects anew (fetch.c), and its connection is kept too */
+  th_put_pattern(c[1], "cr/big", 1u << 20, 77);
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_get(c[0], "cr/big", th_ms(20000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 1u << 20, 77));
+  hpl_release(c[0], b);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), 2);
+  assert_int_equal(th_counter(c[0], "data_conns_reused"), NOBJ - 1);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 2);
+  /* their idle time over, the connections go, on both sides */
+  int64_t until = th_ms(5000);
+  for (int64_t t = 0; t < until; t += 50) {
+    if (th_counter(c[0], "data_conns_idle") == 0 && th_counter(c[1], "data_conns") == 0) break;
+    th_sleep_ms(50);
+  }
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 0);
+  assert_int_equal(th_counter(c[1], "data_conns"), 0);
+  /* and the next pull connects anew */
+  th_put_pattern(c[1], "cr/late", 150u << 10, 99);
+  assert_int_equal(hpl_get(c[0], "cr/late", th_ms(20000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 150u << 10, 99));
+  hpl_release(c[0], b);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), 3);
+  assert_int_equal(th_counter(c[0], "data_conns_reused"), NOBJ - 1);
+  stop(lc, c);
+}
+
+static void test_reuse_off(void **state) {
+  (void)state;
+  hpl_client *c[2];
+  hpl__lc *lc = get_in_turn("--data-idle-ms 0", c);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), NOBJ);
+  assert_int_equal(th_counter(c[0], "data_conns_reused"), 0);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 0);
+  stop(lc, c);
+}
+
+/* The sender closes the first three connections taken again, unanswered:
+ * each of those pulls asks again on a new connection (which the next one
+ * reuses), and every get succeeds. */
+static void test_closed_as_taken_retries(void **state) {
+  (void)state;
+  hpl_client *c[2];
+  hpl__lc *lc = get_in_turn("--faults cut_reused=3", c);
+  uint64_t opened = th_counter(c[0], "data_conns_opened");
+  uint64_t reused = th_counter(c[0], "data_conns_reused");
+  uint64_t retried = th_counter(c[0], "data_conns_retried");
+  fprintf(stderr, "%d pulls: %llu connections opened, %llu reused, %llu retried\n", NOBJ,
+          (unsigned long long)opened, (unsigned long long)reused, (unsigned long long)retried);
+  assert_int_equal(retried, 3);
+  assert_int_equal(reused, NOBJ - 1);
+  assert_int_equal(opened, 1 + 3);
+  stop(lc, c);
+}
+
+/* The sender is killed and started again on the same data port: the
+ * receiver's idle connection to it is gone (the cache heard the close),
+ * and the next get from the new store connects anew and succeeds. */
+static void test_sender_restarted(void **state) {
+  (void)state;
+  hpl_client *c[2];
+  hpl__lc *lc = get_in_turn(NULL, c);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 1);
+  int port = th_data_port(lc, 1);
+  assert_true(port > 0);
+  hpl_close(c[1]);
+  assert_int_equal(hpl__lc_signal(lc, 1, SIGKILL), 0);
+  char args[64], err[256];
+  snprintf(args, sizeof args, "--data-listen 127.0.0.1:%d", port);
+  assert_int_equal(hpl__lc_set_store_args(lc, 1, args), 0);
+  if (hpl__lc_restart(lc, 1, err, sizeof err)) fail_msg("restart: %s", err);
+  assert_int_equal(th_data_port(lc, 1), port);
+  int64_t until = th_ms(5000);
+  for (int64_t t = 0; t < until && th_counter(c[0], "data_conns_idle") != 0; t += 20)
+    th_sleep_ms(20);
+  assert_int_equal(th_counter(c[0], "data_conns_idle"), 0);
+  c[1] = th_connect(lc, 1);
+  th_put_pattern(c[1], "cr/after", 120u << 10, 42);
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_get(c[0], "cr/after", th_ms(20000), &b), 0);
+  assert_true(th_check_pattern(hpl_buf_data(b), 120u << 10, 42));
+  hpl_release(c[0], b);
+  assert_int_equal(th_counter(c[0], "data_conns_opened"), 2);
+  assert_int_equal(th_counter(c[0], "pull_failures"), 0);
+  stop(lc, c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_pulls_reuse_the_connection, th_teardown),
+      cmocka_unit_test_teardown(test_reuse_off, th_teardown),
+      cmocka_unit_test_teardown(test_closed_as_taken_retries, th_teardown),
+      cmocka_unit_test_teardown(test_sender_restarted, th_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
