@@ -85,7 +85,6 @@ static void check_idle(hpl__store *s) {
   if (s->dataport->idle && s->dataport->serving == 0) s->dataport->idle(s);
 }
 
-static void sender_pump(hpl__sender *sd);
 
 static void sender_finish(hpl__sender *sd) {
   hpl__obj *o = sd->obj;
@@ -101,24 +100,21 @@ void hpl__dataport_stream_end(hpl__sender *sd) {
   check_idle(sd->s);
 }
 
-static void sender_write_done(hpl__conn *c, int status, void *arg) {
+void hpl__dataport_write_done(hpl__conn *c, int status, void *arg) {
   (void)c;
   hpl__sender *sd = arg;
   sd->inflight--;
   if (status) return; /* the connection is closing; on_close cleans up */
-  sender_pump(sd);
+  hpl__dataport_pump(sd);
 }
 
 static hpl__sender *sender_of(hpl__watch *w) {
   return (hpl__sender *)((char *)w - offsetof(hpl__sender, watch));
 }
 
-static void sender_watch_fn(hpl__watch *w) { sender_pump(sender_of(w)); }
+static void sender_watch_fn(hpl__watch *w) { hpl__dataport_pump(sender_of(w)); }
 
-static void pace_fired(uv_timer_t *t) { sender_pump(t->data); }
-
-/* The sender's timer (allocated on first use). NULL on no memory. */
-static uv_timer_t *sender_timer(hpl__sender *sd) {
+uv_timer_t *hpl__dataport_timer(hpl__sender *sd) {
   if (!sd->timer && (sd->timer = malloc(sizeof *sd->timer))) {
     uv_timer_init(sd->s->loop, sd->timer);
     sd->timer->data = sd;
@@ -126,53 +122,8 @@ static uv_timer_t *sender_timer(hpl__sender *sd) {
   return sd->timer;
 }
 
-/* A faulty stream: how many of `want` bytes may go now (faults.c decides). */
-static uint64_t sender_fault_budget(hpl__sender *sd, uint64_t want) {
-  hpl__store *s = sd->s;
-  int action;
-  uint64_t n = hpl__faults_budget(&s->cfg.faults, sd->obj->id, sd->pos - sd->offset,
-                                  hpl__now_ms() - sd->started_ms, sd->inflight, &sd->stalled,
-                                  &sd->slow_from_ms, want, &action);
-  if (action == HPL__FAULT_CUT) {
-    hpl__conn_close(sd->c, HPL_ECONN);
-  } else if (action == HPL__FAULT_PACE && sender_timer(sd)) {
-    uv_timer_start(sd->timer, pace_fired, 10, 0);
-  }
-  return n;
-}
-
-/* Fault point corrupt_send: a chunk written from a copy with its middle
- * byte flipped (the object's own bytes stay as they are). */
-typedef struct bad_chunk {
-  hpl__sender *sd;
-  uint8_t bytes[];
-} bad_chunk;
-
-static void bad_chunk_done(hpl__conn *c, int status, void *arg) {
-  bad_chunk *b = arg;
-  hpl__sender *sd = b->sd;
-  free(b);
-  sender_write_done(c, status, sd);
-}
-
-/* 0 if written (or queued), -1 if not (no memory, or the connection closes). */
-static int write_corrupted(hpl__sender *sd, const uint8_t *src, size_t n) {
-  bad_chunk *b = malloc(sizeof *b + n);
-  if (!b) return -1;
-  b->sd = sd;
-  memcpy(b->bytes, src, n);
-  b->bytes[n / 2] ^= 0x5a;
-  HPL__LOG_WARN("fault corrupt_send: '%s' byte %llu flipped on its way to %016llx", sd->obj->id,
-                (unsigned long long)(sd->pos + n / 2), (unsigned long long)sd->peer);
-  if (hpl__conn_write(sd->c, b->bytes, n, bad_chunk_done, b) != 0) {
-    free(b);
-    return -1;
-  }
-  return 0;
-}
-
 /* Send as much of the object as has arrived, within the in-flight budget. */
-static void sender_pump(hpl__sender *sd) {
+void hpl__dataport_pump(hpl__sender *sd) {
   hpl__obj *o = sd->obj;
   if (!o || sd->fs || hpl__conn_closing(sd->c)) return;
   hpl__store *s = sd->s;
@@ -183,7 +134,7 @@ static void sender_pump(hpl__sender *sd) {
   while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
-    if (sd->faulty && (n = sender_fault_budget(sd, n)) == 0) return;
+    if (sd->faulty && (n = hpl__dataport_fault_budget(sd, n)) == 0) return;
     /* a stream's source may keep its bytes elsewhere (pieces of a ring's
      * target and source) */
     const uint8_t *src = o->source && o->source->bytes_at
@@ -205,12 +156,12 @@ static void sender_pump(hpl__sender *sd) {
                                        &avail)
                      : -1;
     if (pfd >= 0 && n > avail) n = avail;
-    int rc = pfd >= 0 ? hpl__conn_sendfile(sd->c, pfd, foff, (size_t)n, sender_write_done, sd) : 1;
+    int rc = pfd >= 0 ? hpl__conn_sendfile(sd->c, pfd, foff, (size_t)n, hpl__dataport_write_done, sd) : 1;
     if (rc < 0) return;
     if (rc == 1 && bad) {
-      if (write_corrupted(sd, src, (size_t)n) != 0) return;
+      if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;
     } else if (rc == 1 &&
-               hpl__conn_write(sd->c, src, (size_t)n, sender_write_done, sd) != 0) {
+               hpl__conn_write(sd->c, src, (size_t)n, hpl__dataport_write_done, sd) != 0) {
       return;
     }
     sd->pos += n;
@@ -297,7 +248,7 @@ static void sender_start(hpl__sender *sd) {
     hpl__dataport_file_pump(sd);
     return;
   }
-  sender_pump(sd);
+  hpl__dataport_pump(sd);
 }
 
 static void sender_parked_fn(hpl__watch *w) { sender_start(sender_of(w)); }
@@ -391,7 +342,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
   if (!o && p->internal) {
     /* the directory told our peer about this stream before it told us:
      * wait until the stream exists (or its reduce ends) */
-    if (!(sd->parked = strdup(p->id)) || !sender_timer(sd)) {
+    if (!(sd->parked = strdup(p->id)) || !hpl__dataport_timer(sd)) {
       hpl__conn_close(c, HPL_ENOMEM);
       return;
     }

@@ -1,7 +1,8 @@
 /*
- * dpint.h - what dataport.c (connections, PULLs, streams from memory) and
- * dpfile.c (streams of spilled copies, from their files) share: a
- * connection's record. Nothing outside these two files includes it.
+ * dpint.h - what dataport.c (connections, PULLs, streams from memory),
+ * dpfile.c (streams of spilled copies, from their files) and dpfault.c
+ * (fault points on streams) share: a connection's record. Nothing outside
+ * these three files includes it.
  */
 #ifndef HPL_STORE_DPINT_H
 #define HPL_STORE_DPINT_H
@@ -38,6 +39,21 @@ typedef struct hpl__sender {
 /* dataport.c: the stream of sd is over (served, or refused): let go of
  * its object; tell the idle function if no stream is left. */
 void hpl__dataport_stream_end(hpl__sender *sd);
+
+/* dataport.c: send what sd's stream may send now (within its in-flight
+ * budget); a write of it is done (the hpl__conn write callback, arg sd);
+ * sd's timer, made on first use (NULL on no memory; closed with sd). */
+void hpl__dataport_pump(hpl__sender *sd);
+void hpl__dataport_write_done(hpl__conn *c, int status, void *arg);
+uv_timer_t *hpl__dataport_timer(hpl__sender *sd);
+
+/* dpfault.c, for a stream with fault points (sd->faulty). How many of
+ * `want` bytes may go now (0: none; the stream may have been cut, or a
+ * pace timer started that pumps it again). Write n bytes from src with
+ * one byte flipped (the object's own bytes untouched): 0 if written or
+ * queued, -1 if not (no memory, or the connection closes). */
+uint64_t hpl__dataport_fault_budget(hpl__sender *sd, uint64_t want);
+int hpl__dataport_write_corrupted(hpl__sender *sd, const uint8_t *src, size_t n);
 
 /* dataport.c: tell the corrupt handler (hpl__dataport_on_corrupt) that
  * o's spill file failed its digest at `unit`. */

@@ -35,7 +35,8 @@
  *                the stream's maker over the data port, units checked
  *   dataport.c   serving streams on the data port, also of partial copies
  *                and through a stream's source (dpfile.c: spilled copies
- *                from their files) -> idle (server.c)
+ *                from their files; dpfault.c: fault points on streams)
+ *                -> idle (server.c)
  *
  *   the control plane
  *   dirlink.c    the connection to the directory: requests, notes, the
