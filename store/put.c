@@ -278,6 +278,7 @@ void hpl__put_whole(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__PutRe
     return;
   }
   p->published = m->published;
+  p->batch = m->batch;
   p->owned = m->owned;
   p->ttl_ms = m->ttl_ms;
   if (p->state != HPL__PUT_ROOM) {

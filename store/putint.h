@@ -47,6 +47,7 @@ typedef struct hpl__put {
   int published;      /* the client PUBLISHed the bytes (PutReq.published): retracted
                          at the directory if the put fails */
   uint64_t inline_out; /* HPL__PUT_INLINING: its bytes counted in s->inline_out */
+  int batch;          /* one of several objects of a client's call (PutReq.batch) */
   int owned;          /* the request's lifetime (lifetime.c, once sealed) */
   uint64_t ttl_ms;
   uint64_t t0;        /* uv_hrtime() when the CREATE or PUT arrived (put_hist) */

@@ -1,7 +1,7 @@
 /* putseal.c - sealing a put (see putint.h): the last digests made, then
  * complete at once if announced, else to the directory's inline cache
- * (within the --inline-inflight budget) or registered as a copy at this
- * node; the directory's answers; a put undone. */
+ * (within the --inline-inflight budget, and not a batch's larger objects)
+ * or registered as a copy at this node; the directory's answers; a put undone. */
 #include "dirlink.h"
 #include "hoplite.h"
 #include "lifetime.h"
@@ -10,6 +10,15 @@
 #include "putint.h"
 #include "room.h"
 #include "trace.h"
+
+/* Of a batch (PutReq.batch), objects larger than this are registered as
+ * copies here, not sent inline: a batch's objects (a shuffle's partitions)
+ * are mostly read once each, and from their makers all nodes can serve at
+ * once, while inline they all cross the directory's one link. Smaller ones
+ * still go inline, where one answer from the directory is cheaper than a
+ * pull. The 8-host shuffle of 64 KiB partitions: 18.8 ms with the
+ * --inline-inflight budget alone, 13.4 ms with none of them inline. */
+#define BATCH_INLINE_MAX (16u << 10)
 
 /* The put is over without an object: tell waiters, take it out. */
 void hpl__put_undo(hpl__put *p, int status, const char *detail) {
@@ -162,12 +171,15 @@ void hpl__put_seal_now(hpl__put *p, uint64_t req, int64_t timeout_ms) {
     return;
   }
   int rc;
-  /* small: to the directory's inline cache, unless that link has enough
-   * on its way already (a burst: these are fetched from here, in parallel);
-   * a published one must confirm its bytes there */
+  /* small: to the directory's inline cache, unless it is one of a batch's
+   * larger objects or that link has enough on its way already (a burst:
+   * these are fetched from here, in parallel); a published one must
+   * confirm its bytes there */
   uint64_t cap = s->cfg.inline_inflight;
   int small = o->size <= hpl__dirlink_caps(s)->inline_max;
-  if (small && !p->published && cap && s->inline_out + o->size > cap && s->inline_out) {
+  if (small && !p->published &&
+      ((p->batch && o->size > BATCH_INLINE_MAX) ||
+       (cap && s->inline_out + o->size > cap && s->inline_out))) {
     small = 0;
     s->ctr.inline_deferred++;
   }

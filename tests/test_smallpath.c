@@ -149,17 +149,18 @@ static void test_delete_drops_here(void **state) {
   assert_int_equal(th_counter(A, "deletes_dropped_here"), here0);
 }
 
-/* Six puts of 60 KiB in one batch with --inline-inflight 100K: the first
- * goes inline, the others wait for no answer and are registered as copies
- * (inline_deferred); every one reads back intact from the other node, the
- * deferred ones from node 0's store. Without a cap all six go inline. */
+/* Six puts of 12 KiB in one batch with --inline-inflight 30K: the first
+ * ones go inline, the others wait for no answer and are registered as
+ * copies (inline_deferred); every one reads back intact from the other
+ * node, the deferred ones from node 0's store. Without a cap all six go
+ * inline (a batch's objects of at most 16 KiB may). */
 static void test_inline_inflight(void **state) {
   (void)state;
   for (int capped = 1; capped >= 0; capped--) {
     hpl__lc *cl = th_cluster(2, 64ull << 20, NULL,
-                             capped ? "--inline-inflight 100K" : "--inline-inflight 0");
+                             capped ? "--inline-inflight 30K" : "--inline-inflight 0");
     hpl_client *a = th_connect(cl, 0), *b = th_connect(cl, 1);
-    enum { N = 6, SZ = 60 << 10 };
+    enum { N = 6, SZ = 12 << 10 };
     static uint8_t data[N][SZ];
     char ids[N][32];
     const char *p[N];
@@ -201,12 +202,47 @@ static void test_inline_inflight(void **state) {
   }
 }
 
+/* A batch's objects over 16 KiB are registered as copies at their node,
+ * not sent inline (a shuffle's partitions: each read once, from their
+ * makers in parallel); the same object put alone goes inline, and so do a
+ * batch's objects of 16 KiB or less. All read back intact elsewhere. */
+static void test_batch_keeps_larger(void **state) {
+  (void)state;
+  static uint8_t data[4][20 << 10];
+  const char *ids[] = {"sp/bk/20k-a", "sp/bk/20k-b", "sp/bk/16k", "sp/bk/4k"};
+  uint64_t sizes[] = {20 << 10, 20 << 10, 16 << 10, 4 << 10};
+  const void *d[4];
+  int rcs[4];
+  for (int i = 0; i < 4; i++) {
+    hpl__fill_pattern(data[i], sizes[i], (uint64_t)(60 + i));
+    d[i] = data[i];
+  }
+  uint64_t def0 = th_counter(A, "inline_deferred");
+  uint64_t inl0 = th_counter(A, "inline_puts");
+  assert_int_equal(hpl_put_many(A, ids, d, sizes, 4, th_ms(10000), rcs), 0);
+  assert_int_equal(th_counter(A, "inline_deferred"), def0 + 2);
+  assert_int_equal(th_counter(A, "inline_puts"), inl0 + 2);
+  th_put_pattern(A, "sp/bk/alone", 20 << 10, 64); /* alone: inline */
+  assert_int_equal(th_counter(A, "inline_puts"), inl0 + 3);
+  for (int i = 0; i < 4; i++) {
+    int is_inl = -1;
+    assert_int_equal(hpl_stat(B, ids[i], th_ms(5000), NULL, NULL, NULL, &is_inl), 0);
+    assert_int_equal(is_inl, i >= 2);
+    hpl_buf *buf = NULL;
+    assert_int_equal(hpl_get(B, ids[i], th_ms(10000), &buf), 0);
+    assert_int_equal(hpl_buf_size(buf), sizes[i]);
+    assert_true(th_check_pattern(hpl_buf_data(buf), sizes[i], (uint64_t)(60 + i)));
+    hpl_release(B, buf);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stat_direct),
       cmocka_unit_test(test_stat_after_own_put),
       cmocka_unit_test(test_delete_drops_here),
       cmocka_unit_test(test_inline_inflight),
+      cmocka_unit_test(test_batch_keeps_larger),
       cmocka_unit_test(test_stat_through_store_when_sealed),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -243,6 +243,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
       q->m.put.owned = owned;
       q->m.put.ttl_ms = ttl_ms;
       q->m.put.published = published && published[i];
+      q->m.put.batch = n > 1; /* (the store keeps a batch's larger objects: BATCH_INLINE_MAX) */
       q->req = (hpl__crpc_req){
           .type = HPL__MSG_PUT, .m = &q->m.put.base, .payload = data[i], .plen = sizes[i]};
     } else {
