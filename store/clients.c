@@ -88,21 +88,26 @@ static void proxy_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   free(x);
 }
 
+/* Forward m to the directory; `done` answers the client and frees x (a
+ * calloc'd record that starts with its hpl__creq; NULL: no memory, and
+ * the client hears so). */
+static void proxy_as(hpl__store *s, hpl__stclient *cl, const hpl__frame_hdr *h,
+                     ProtobufCMessage *m, int64_t timeout_ms, hpl__creq *x,
+                     hpl__dl_reply_cb done) {
+  if (x) {
+    hpl__session_creq_init(x, cl, h->req_id);
+    x->rtype = hpl__msg_reply_type(h->type);
+    if (hpl__dirlink_request(s, h->type, m, NULL, 0, timeout_ms, done, x) == 0) return;
+    hpl__session_creq_done(x);
+    free(x);
+  }
+  hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
+}
+
 /* A request the directory answers: forwarded as it is, its answer too. */
 static void proxy(hpl__store *s, hpl__stclient *cl, const hpl__frame_hdr *h, ProtobufCMessage *m,
                   int64_t timeout_ms) {
-  hpl__creq *x = calloc(1, sizeof *x);
-  if (!x) {
-    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
-    return;
-  }
-  hpl__session_creq_init(x, cl, h->req_id);
-  x->rtype = hpl__msg_reply_type(h->type);
-  if (hpl__dirlink_request(s, h->type, m, NULL, 0, timeout_ms, proxy_reply, x) != 0) {
-    hpl__session_creq_done(x);
-    free(x);
-    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
-  }
+  proxy_as(s, cl, h, m, timeout_ms, calloc(1, sizeof(hpl__creq)), proxy_reply);
 }
 
 /* A client's DELETE: forwarded with drops_here, so the directory sends
@@ -123,19 +128,9 @@ static void delete_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
 static void on_delete(hpl__store *s, hpl__stclient *cl, const hpl__frame_hdr *h,
                       Hplpb__IdReq *m) {
   del_req *d = calloc(1, sizeof *d);
-  if (!d) {
-    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
-    return;
-  }
-  hpl__session_creq_init(&d->x, cl, h->req_id);
-  d->x.rtype = hpl__msg_reply_type(h->type);
-  snprintf(d->id, sizeof d->id, "%s", m->id); /* (checked valid by the caller) */
+  if (d) snprintf(d->id, sizeof d->id, "%s", m->id); /* (checked valid by the caller) */
   m->drops_here = 1;
-  if (hpl__dirlink_request(s, h->type, &m->base, NULL, 0, m->timeout_ms, delete_reply, d) != 0) {
-    hpl__session_creq_done(&d->x);
-    free(d);
-    hpl__session_reply(cl, h->req_id, HPL_ENOMEM, "out of memory");
-  }
+  proxy_as(s, cl, h, &m->base, m->timeout_ms, d ? &d->x : NULL, delete_reply);
 }
 
 /* ------------------------------------------------------------------ connection */

@@ -156,7 +156,9 @@ void hpl__dataport_pump(hpl__sender *sd) {
                                        &avail)
                      : -1;
     if (pfd >= 0 && n > avail) n = avail;
-    int rc = pfd >= 0 ? hpl__conn_sendfile(sd->c, pfd, foff, (size_t)n, hpl__dataport_write_done, sd) : 1;
+    int rc = pfd >= 0 ? hpl__conn_sendfile(sd->c, pfd, foff, (size_t)n,
+                                           hpl__dataport_write_done, sd)
+                      : 1;
     if (rc < 0) return;
     if (rc == 1 && bad) {
       if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;

@@ -357,7 +357,7 @@ int hpl__fetch_deleted(hpl__store *s, const char *id) {
   if (!o) return 0;
   HPL__LOG_DEBUG("dropping '%s' (deleted)", id);
   o->advertised = 0;
-  if (o->fetch) hpl__fetch_dropped(s, o);
+  hpl__fetch_dropped(s, o); /* (a fetch of it, if any, ends) */
   hpl__obj_detach(s, o);
   return 1;
 }

@@ -21,7 +21,7 @@
 #include "util.h"
 
 static void admit_next(hpl__store *s);
-static void pull_connect(hpl__puller *p, int report);
+static void pull_connect(hpl__puller *p, int may_reuse, int report);
 
 /* The pull's one change of inbound slot state, logged. */
 static void slot_set(hpl__puller *p, hpl__pull_slot to) {
@@ -210,14 +210,13 @@ static void on_close(hpl__conn *c, int status) {
     return;
   }
   if (p->all_in) return; /* every byte is here: only digests are awaited */
-  if (p->reused && !p->replied && !p->retried) {
+  if (p->reused && !p->replied) { /* (the new one asked on is not reused: once only) */
     /* the sender let the idle connection go as we took it (it stopped,
      * restarted or dropped it): ask once more, on a new one */
     HPL__LOG_DEBUG("%s '%s': idle connection closed before the reply (%s): connecting anew",
                    p->label, p->key, hpl_strerror(status ? status : HPL_ECONN));
-    p->retried = 1;
     p->s->ctr.data_conns_retried++;
-    pull_connect(p, 1);
+    pull_connect(p, 0, 1);
     return;
   }
   char detail[128];
@@ -271,11 +270,11 @@ static void on_connect(uv_connect_t *req, int status) {
   send_pull(p);
 }
 
-/* Ask on an idle connection to the sender if the owner allows it
- * (ops.reuse) and there is one (not when asking again after one closed),
- * else connect. */
-static void pull_connect(hpl__puller *p, int report) {
-  hpl__conn *c = p->retried || !p->ops.reuse ? NULL : hpl__dconns_take(p->s, &p->sa);
+/* Ask on an idle connection to the sender if `may_reuse` (not when asking
+ * again after one closed), the owner allows it (ops.reuse) and there is
+ * one; else connect. */
+static void pull_connect(hpl__puller *p, int may_reuse, int report) {
+  hpl__conn *c = may_reuse && p->ops.reuse ? hpl__dconns_take(p->s, &p->sa) : NULL;
   p->reused = c != NULL;
   if (c) {
     hpl__conn_rebind(c, on_frame, on_close, p);
@@ -315,7 +314,7 @@ static void pull_begin(hpl__puller *p, int report) {
   if (p->ops.monitor) hpl__puller_monitor_start(p);
   HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) (%s)", p->internal ? "stream " : "", p->key,
                  (unsigned long long)p->start, (unsigned long long)p->size, p->label);
-  pull_connect(p, report);
+  pull_connect(p, 1, report);
 }
 
 /* A slot fell free: the queued large copy whose sender's node id follows

@@ -51,7 +51,6 @@ struct hpl__puller {
   hpl__conn *c;
   int reused;    /* c was an idle connection to the sender (dconns.c) */
   int replied;   /* its PULL_REP arrived */
-  int retried;   /* the idle one closed before the reply: asked again on a new one */
   uint64_t start; /* stream offset requested */
   uint64_t size;  /* whole stream size */
   uint64_t got;   /* bytes received after start */

@@ -49,7 +49,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
       C("pulls_served", c->pulls_served, "pulls_served_total",
         "Streams (whole copies or ranges) served to other stores to their end"),
       C("inline_deferred", c->inline_deferred, "inline_deferred_total",
-        "Small puts registered as a copy here: --inline-inflight bytes were on their way"),
+        "Small puts registered as a copy here, not inline (a batch's larger object, or "
+        "past --inline-inflight)"),
       C("pulls_queued", c->pulls_queued, "pulls_queued_total",
         "Copies of large objects that waited for an inbound slot (--inbound-pulls)"),
       C("pull_slots_lent", c->pull_slots_lent, "pull_slots_lent_total",

@@ -47,7 +47,7 @@ typedef struct hpl__store_config {
   uint32_t inbound_pulls;    /* --inbound-pulls: large copies pulled at once, the rest
                                 queue (puller.c; 0: no limit) */
   uint64_t inline_inflight;  /* --inline-inflight: bytes of INLINE_PUTs out at once; a
-                                small put past it is served from here (put.c; 0: no limit) */
+                                small put past it is served from here (putseal.c; 0: no limit) */
   uint32_t data_idle_ms;     /* --data-idle-ms: a data connection whose pull ended whole is
                                 kept this long for the next pull from its sender
                                 (dconns.c; 0: every pull connects anew) */
@@ -86,7 +86,7 @@ typedef struct hpl__store_counters {
       creates_memfd, /* CREATEs whose bytes were copied from the client's memfd (put.c) */
       grants_taken,   /* GRANTs pulled on: a client's get needed no ACQUIRE (fetch.c) */
       grants_ignored, /* GRANTs for an object held or asked for already */
-      inline_deferred, /* small puts served from here: too much inline was in flight (put.c) */
+      inline_deferred, /* small puts registered here, not inline (putseal.c) */
       grant_waits_expired, /* granted GETs whose GRANT did not come in time: asked */
       pull_resumes, bytes_kept_on_resume, stalls, stragglers, restarts, auth_failures,
       stragglers_early,  /* crawls judged early: half (a reduce stream's: a quarter) of
@@ -139,7 +139,7 @@ struct hpl__store {
   hpl__store_counters ctr;
   hpl__hist get_hist; /* client GETs: arrival to answer (get.c) */
   hpl__hist put_hist; /* puts: CREATE or PUT to the seal's answer (put.c) */
-  uint64_t inline_out; /* put.c's: bytes of its INLINE_PUTs not answered yet */
+  uint64_t inline_out; /* putseal.c's: bytes of its INLINE_PUTs not answered yet */
   /* server.c: leaving */
   uv_timer_t grace;
   uv_signal_t sigint, sigterm;
