@@ -16,10 +16,12 @@
 #define UNITS_PER_JOB 64u
 #define JOBS_PER_OBJECT 4u /* (the size of hpl__objdig.job_u0) */
 /* At seal, what is left to hash is hashed on the loop when it is at most
- * this (~30 us with SHA-NI at 64 KiB, ~0.1 us at a small put's 100 B): a
- * trip through the thread pool costs a thread's wake-up and the loop's
- * (an eventfd write, a wake, a read: ~20-30 us of CPU), more than the
- * hash of a small object itself. */
+ * this: a trip through the thread pool costs a thread's wake-up and the
+ * loop's (an eventfd write, a wake, a read: ~20-30 us of CPU), more than
+ * the hash of a small object itself (~0.1 us at 100 B). At the limit the
+ * loop hashes for ~65 us (SHA-256 with SHA-NI runs at ~1 GB/s on the 2-core
+ * VM of the benchmarks): about two trips' CPU, short enough to keep the
+ * loop responsive; anything longer goes to the pool. */
 #define SEAL_ON_LOOP_MAX (64u << 10)
 
 typedef struct dig_job {

@@ -202,6 +202,15 @@ static int same_netns(const hpl__cdirect *d) {
   return d->netns && stat("/proc/thread-self/ns/net", &st) == 0 && (uint64_t)st.st_ino == d->netns;
 }
 
+/* With the turn held: 0 if the connection to the directory is up (made now
+ * if need be), 1 if this exchange cannot use it (the path backs off, this
+ * thread is in another network namespace, connecting failed): the store. */
+static int exchange_ready(hpl__cdirect *d, uint64_t deadline) {
+  if (hpl__now_ms() < d->retry_ms) return 1;
+  if (!d->rpc && !same_netns(d)) return 1; /* this thread cannot connect */
+  return dir_connect(d, deadline) == 0 ? 0 : 1;
+}
+
 /* An exchange (the turn held) is over: rc < 0 the connection failed (it
  * is dropped and the path backs off), 0 it went well (no more backoff),
  * > 0 nothing was tried. The turn is given back. */
@@ -245,10 +254,7 @@ size_t hpl__cdirect_get_many(hpl__cdirect *d, const char *const *ids, size_t n, 
     return 0;
   }
   __atomic_store_n(&d->waiting, wait_ms > 0, __ATOMIC_RELEASE);
-  int rc = hpl__now_ms() < d->retry_ms    ? 1
-           : !d->rpc && !same_netns(d)    ? 1 /* this thread cannot connect: the store */
-           : dir_connect(d, dl) == 0      ? peek_many(d, ids, want, k, wait_ms, dl, out, found)
-                                          : 1;
+  int rc = exchange_ready(d, dl) ? 1 : peek_many(d, ids, want, k, wait_ms, dl, out, found);
   __atomic_store_n(&d->waiting, 0, __ATOMIC_RELEASE);
   exchange_done(d, rc);
   if (want != want_s) free(want);
@@ -268,10 +274,9 @@ int hpl__cdirect_call(hpl__cdirect *d, const char *id, unsigned type, const Prot
   if (deadline < dl) dl = deadline;
   if (__atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) || hpl__turn_take(&d->turn, dl) != 0)
     return -1; /* a get waits at the directory, or another exchange takes long */
-  int rc = hpl__now_ms() < d->retry_ms  ? 1
-           : !d->rpc && !same_netns(d)  ? 1
-           : dir_connect(d, dl) == 0    ? (hpl__crpc_call(d->rpc, type, m, dl, out) == 0 ? 0 : -1)
-                                        : 1;
+  int rc = exchange_ready(d, dl)                          ? 1
+           : hpl__crpc_call(d->rpc, type, m, dl, out) == 0 ? 0
+                                                           : -1;
   exchange_done(d, rc);
   return rc == 0 ? 0 : -1;
 }
@@ -314,15 +319,11 @@ size_t hpl__cdirect_publish(hpl__cdirect *d, const char *const *ids, const void 
   int took = d && d->publish && n &&
              hpl__now_ms() >= __atomic_load_n(&d->retry_ms, __ATOMIC_RELAXED) &&
              !__atomic_load_n(&d->waiting, __ATOMIC_ACQUIRE) && hpl__turn_take(&d->turn, 0) == 0;
-  int tried = took && (d->rpc || same_netns(d)) &&
-              dir_connect(d, hpl__deadline_ms(DIRECT_WAIT_MS)) == 0;
-  if (tried && publish_send(d, ids, data, sizes, n, published) != 0) {
-    hpl__crpc_free(d->rpc);
-    d->rpc = NULL;
-    direct_failed(d);
-  }
-  if (took) hpl__turn_give(&d->turn);
-  if (!tried && n) memset(published, 0, n * sizeof *published);
+  int rc = !took                                                  ? 1
+           : exchange_ready(d, hpl__deadline_ms(DIRECT_WAIT_MS)) ? 1
+           : publish_send(d, ids, data, sizes, n, published);
+  if (took) exchange_done(d, rc);
+  if (rc > 0 && n) memset(published, 0, n * sizeof *published);
   size_t got = 0;
   for (size_t i = 0; i < n; i++) got += published[i];
   return got;
