@@ -16,7 +16,10 @@ per sample, in the order the medians fall.
 The events:
 
   client library : get, peek.send, peek.got, get.done, put, put.done
-  store          : s.put (a PUT arrived), s.inline (INLINE_PUT sent)
+  store          : s.put (a PUT arrived), s.inline (INLINE_PUT sent),
+                   s.pullq / s.pullgo / s.pullrep / s.pulled (a copy's pull
+                   queued for a slot, started, answered, ended), s.serve (a
+                   PULL arrived at the sender)
   directory      : d.peek (a PEEK arrived), d.inline (an INLINE_PUT arrived),
                    d.peekrep (a PEEK answered, at once or when its object landed)
   any server     : flush (corked frames written to one connection); a turn

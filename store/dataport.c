@@ -21,6 +21,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "rddig.h"
+#include "trace.h"
 #include "util.h"
 #include "uvconn.h"
 
@@ -319,6 +320,7 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
     return;
   }
   Hplpb__PullReq *p = (Hplpb__PullReq *)m;
+  hpl__trace("s.serve", p->id);
   if (hpl__faults_cut_reused(&sd->s->cfg.faults, p->id, p->receiver, sd->pulls++)) {
     hpl__conn_close(c, HPL_ECONN);
     return;

@@ -32,12 +32,15 @@ typedef struct hpl__pullers {
   int (*quiet)(hpl__store *s, uint64_t peer); /* hpl__puller_on_quiet's (may be NULL) */
   hpl__puller *queued;   /* copies waiting for an inbound slot (utlist, via qprev/qnext) */
   unsigned slots_held;   /* copies holding one (cfg.inbound_pulls at most) */
+  uv_check_t admit;      /* admits queued copies once this loop turn's answers are in */
+  int admit_open;        /*   ...initialised and not closed */
 } hpl__pullers;
 
 struct hpl__puller {
   struct hpl__puller *prev, *next; /* s->pullers->list (utlist) */
   struct hpl__puller *qprev, *qnext; /* s->pullers->queued while waiting (utlist) */
   hpl__pull_slot slot;   /* its inbound slot (puller.c) */
+  int waited;            /* was passed over for a slot (counted in pulls_queued) */
   struct sockaddr_in sa; /* the sender's data port */
   hpl__store *s;
   hpl__puller_ops ops;

@@ -13,7 +13,9 @@
  *
  * Callers: the client library's puts and gets (src/client/cput.c, cget.c,
  * cdirect.c), the servers' corked writes (src/server/uvconn_write.c,
- * uvconn_fd.c), store/put.c, directory/acquire.c and locs.c.
+ * uvconn_fd.c), store/put.c, puller.c (a copy's pull: queued, started,
+ * answered, ended), dataport.c (a PULL arriving), directory/acquire.c and
+ * locs.c.
  */
 #ifndef HPL_TRACE_H
 #define HPL_TRACE_H
