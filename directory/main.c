@@ -2,7 +2,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ha.h"
+#include "hoplite.h"
 #include "server.h"
 #include "log.h"
 #include "srvmain.h"
@@ -34,6 +37,15 @@ static int set_latency(void *cfg, const char *arg) {
 static int set_bandwidth(void *cfg, const char *arg) {
   hpl__dir_config *c = cfg;
   return parse_auto(arg, &c->bandwidth_auto, &c->reduce_bandwidth, 1, 1);
+}
+
+static int set_advertise(void *cfg, const char *arg) {
+  hpl__dir_config *c = cfg;
+  char host[256];
+  int port;
+  if (hpl__parse_hostport(arg, "", host, sizeof host, &port) || !host[0] || !port) return -1;
+  snprintf(c->advertise, sizeof c->advertise, "%s:%d", host, port);
+  return 0;
 }
 
 #define OFF(f) offsetof(hpl__dir_config, f)
@@ -95,19 +107,76 @@ static const hpl__opt opts[] = {
      "helper thread when the machine has more than one CPU (for\n"
      "comparisons)",
      HPL__OPT_FLAG, OFF(no_fanout), 0, 0, 0, NULL},
+    {"etcd", "URL[,URL...]",
+     "standby directories: lead only while holding a lease in this\n"
+     "etcd (its client URLs); stand by, not listening, until then",
+     HPL__OPT_PTR, OFF(etcd), 0, 0, 0, NULL},
+    {"ha-prefix", "KEY", "with --etcd: the keys' prefix, one per cluster (default\n"
+     "/hoplite/default)", HPL__OPT_PTR, OFF(ha_prefix), 0, 0, 0, NULL},
+    {"lease-ms", "MS", "with --etcd: the leader lease (default 3000, at least 1000);\n"
+     "a leader that cannot renew it stops within it",
+     HPL__OPT_U32, OFF(lease_ms), 0, 1000, 600000, NULL},
+    {"advertise", "HOST:PORT", "with --etcd: where stores reach this directory (default the\n"
+     "--listen address, which then needs a port)", HPL__OPT_FN, 0, 0, 0, 0, set_advertise},
     {"reduce-bandwidth", "BYTES|auto",
      "reduce cost model: link bandwidth per second\n(default 125M; auto: the rate of recent pulls)",
      HPL__OPT_FN, 0, 0, 0, 0, set_bandwidth},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL},
 };
 
+static char **self_argv; /* for the re-execution of a leader that lost its lease */
+
+/* The lease is no longer certainly ours: stop serving now, by executing
+ * this program again (every socket closes with the exec: they are opened
+ * close-on-exec), which stands by like any standby. */
+static void fence(void *arg) {
+  (void)arg;
+  HPL__LOG_ERROR("closing every connection and standing by again");
+  execv("/proc/self/exe", self_argv);
+  HPL__LOG_ERROR("cannot execute myself again: exiting");
+  _exit(3);
+}
+
 static int start(void *srv, uv_loop_t *loop) {
   hpl__dir_server *s = srv;
   hpl__dir_config cfg = s->cfg; /* hpl__dir_server_start clears *s first */
-  return hpl__dir_server_start(s, loop, &cfg);
+  int rc = hpl__dir_server_start(s, loop, &cfg);
+  if (rc == 0 && cfg.ha && (rc = hpl__ha_keep(cfg.ha, loop, fence, s)))
+    HPL__LOG_ERROR("cannot start the lease thread");
+  return rc;
 }
 
-static void finish(void *srv) { hpl__dir_server_free(srv); }
+static void finish(void *srv) {
+  hpl__dir_server *s = srv;
+  hpl__ha_stop(s->cfg.ha);
+  uv_run(s->loop, UV_RUN_NOWAIT); /* (the check timer's close) */
+  hpl__ha_resign(s->cfg.ha, 1);   /* a standby leads at once */
+  s->cfg.ha = NULL;
+  hpl__dir_server_free(s);
+}
+
+/* With --etcd: stand by until this directory leads (blocks; no loop runs
+ * yet). Returns -1 to go on, else the exit status. */
+static int campaign(hpl__dir_config *cfg, int log_level) {
+  if (!cfg->etcd) return -1;
+  if (!cfg->advertise[0]) {
+    if (!cfg->listen_port) {
+      fprintf(stderr, "hoplite-directory: --etcd needs a --listen port (or --advertise): "
+                      "stores must know every directory's address beforehand\n");
+      return 2;
+    }
+    snprintf(cfg->advertise, sizeof cfg->advertise, "%s:%d", cfg->listen_host, cfg->listen_port);
+  }
+  hpl__log_setup("directory", log_level);
+  hpl__ha_cfg hc = {.endpoints = cfg->etcd, .prefix = cfg->ha_prefix, .lease_ms = cfg->lease_ms};
+  snprintf(hc.advertise, sizeof hc.advertise, "%s", cfg->advertise);
+  int rc = hpl__ha_campaign(&hc, &cfg->ha, &cfg->term);
+  if (rc) {
+    fprintf(stderr, "hoplite-directory: cannot stand by for the lead: %s\n", hpl_strerror(rc));
+    return 2;
+  }
+  return -1;
+}
 
 int main(int argc, char **argv) {
   static hpl__dir_server s;
@@ -135,5 +204,7 @@ int main(int argc, char **argv) {
             "hoplite-directory: --heartbeat-timeout-ms must be at least twice --heartbeat-ms\n");
     return 2;
   }
+  self_argv = argv;
+  if ((rc = campaign(&s.cfg, common.log_level)) >= 0) return rc;
   return hpl__srv_run("directory", common.log_level, start, finish, &s);
 }

@@ -392,6 +392,7 @@ void hpl__dir_nodes_on_register(hpl__dir_server *s, const hpl__dir_frame *f) {
   r.heartbeat_ms = s->cfg.heartbeat_ms;
   r.max_senders = s->cfg.max_senders;
   r.instance = s->instance;
+  r.term = s->cfg.term;
   r.quiet_notes = 1;
   r.rings = !s->cfg.no_rings;
   r.publish = !s->cfg.no_publish;

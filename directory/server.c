@@ -33,6 +33,8 @@ void hpl__dir_config_defaults(hpl__dir_config *c) {
   memset(c, 0, sizeof *c);
   snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
   c->listen_port = 7700;
+  c->ha_prefix = "/hoplite/default";
+  c->lease_ms = 3000;
   c->inline_max = HPL__DEFAULT_INLINE_MAX;
   c->inline_memory = 1ull << 30;
   c->max_senders = 1;

@@ -86,6 +86,13 @@ typedef struct hpl__dir_config {
   uint32_t out_stall_ms;            /* ... for how long a peer may stay past it (0: default) */
   uint64_t out_total;               /* all connections' output at most (0: default) */
   hpl__metrics_cfg metrics;         /* --metrics-listen (off unless given) */
+  /* standby directories (ha.h; main.c fills these once this one leads) */
+  const char *etcd;                 /* --etcd (NULL: one directory, no lease) */
+  const char *ha_prefix;            /* --ha-prefix */
+  uint32_t lease_ms;                /* --lease-ms */
+  char advertise[280];              /* --advertise HOST:PORT ("": the listen address) */
+  uint64_t term;                    /* this leader's term (0: no lease) */
+  struct hpl__ha *ha;               /* its lease, for status and metrics (NULL: none) */
 } hpl__dir_config;
 
 /* Fill *c with the defaults (the command line's documented values). */

@@ -58,12 +58,25 @@ static void note_peer(hpl__dirlink *dl, uv_tcp_t *t) {
 
 /* ------------------------------------------------------------------ connection */
 
+/* With several directories (standbys), the next one in the list is tried:
+ * only the leader listens, so a refused connection says "not this one". */
+static void next_directory(hpl__dirlink *dl) {
+  hpl__store_config *c = &dl->s->cfg;
+  if (c->ndirs < 2) return;
+  dl->dir_idx = (dl->dir_idx + 1) % c->ndirs;
+  memcpy(c->dir_host, c->dir_hosts[dl->dir_idx], sizeof c->dir_host);
+  c->dir_port = c->dir_ports[dl->dir_idx];
+}
+
 static void schedule_reconnect(hpl__dirlink *dl) {
   if (dl->stopping) return;
   set_state(dl, HPL__DL_DOWN);
+  next_directory(dl);
   /* a restarted directory is found within half a second; the jitter
-   * (+-25 %) spreads a whole cluster's reconnects */
+   * (+-25 %) spreads a whole cluster's reconnects. With standbys a round
+   * of the list takes as long as one try of a single directory. */
   uint64_t d = dl->backoff_ms * 3 / 4 + hpl__random_u64() % (dl->backoff_ms / 2 + 1);
+  if (dl->s->cfg.ndirs > 1) d /= (uint64_t)dl->s->cfg.ndirs;
   uint64_t cap = dl->tampered ? RECONNECT_TAMPERED_MAX_MS : RECONNECT_MAX_MS;
   dl->backoff_ms = dl->backoff_ms * 2 > cap ? cap : dl->backoff_ms * 2;
   HPL__LOG_DEBUG("reconnecting to the directory in %llu ms", (unsigned long long)d);
@@ -88,6 +101,16 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
     hpl__conn_close(dl->c, HPL_EPROTO);
     return;
   }
+  if (r->term && r->term < dl->term) {
+    HPL__LOG_WARN("the directory %s:%d leads with term %llu, older than term %llu this store "
+                  "registered with: a deposed leader; trying the next directory",
+                  s->cfg.dir_host, s->cfg.dir_port, (unsigned long long)r->term,
+                  (unsigned long long)dl->term);
+    s->ctr.dir_terms_refused++;
+    hpl__conn_close(dl->c, HPL_ESTATE);
+    return;
+  }
+  if (r->term) dl->term = r->term;
   dl->caps = (hpl__dl_caps){.inline_max = r->inline_max,
                             .max_senders = r->max_senders,
                             .quiet_notes = r->quiet_notes,
@@ -101,8 +124,10 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
   uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);
   int restarted = dl->registered_once && r->instance != dl->instance;
   int adopt = !dl->registered_once || restarted;
-  HPL__LOG_INFO("registered with the directory %s:%d%s", s->cfg.dir_host, s->cfg.dir_port,
-                restarted ? " (it restarted)" : dl->registered_once ? " (again)" : "");
+  char term[40] = "";
+  if (r->term) snprintf(term, sizeof term, ", leader term %llu", (unsigned long long)r->term);
+  HPL__LOG_INFO("registered with the directory %s:%d%s%s", s->cfg.dir_host, s->cfg.dir_port,
+                term, restarted ? " (a new instance)" : dl->registered_once ? " (again)" : "");
   if (!dl->registered_once) write_ready_file(s);
   dl->registered_once = 1;
   dl->instance = r->instance;

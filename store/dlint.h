@@ -58,6 +58,8 @@ typedef struct hpl__dirlink {
   uint64_t last_heard_ms;
   int registered_once;
   uint64_t instance; /* the directory's, from the last registration */
+  uint64_t term;     /* the highest leader term registered with (0: none, no standbys) */
+  int dir_idx;       /* which of cfg.dir_hosts is tried now */
   uint64_t hb_sent_ns;  /* when the last heartbeat went out */
   uint32_t rtt_us;      /* its round trip, reported with the next one */
   char peer_addr[64];   /* the directory's numeric address, for clients */

@@ -16,12 +16,30 @@
 #include "objects.h"
 #include "util.h"
 
+/* HOST:PORT[,HOST:PORT...]: the directory, or every standby directory
+ * (the store registers with the one that leads). */
 static int set_directory(void *cfg, const char *arg) {
   hpl__store_config *c = cfg;
-  return hpl__parse_hostport(arg, "127.0.0.1", c->dir_host, sizeof c->dir_host, &c->dir_port) ||
-                 c->dir_port == 0
-             ? -1
-             : 0;
+  c->ndirs = 0;
+  while (*arg) {
+    size_t l = strcspn(arg, ",");
+    char one[300];
+    if (l == 0 || l >= sizeof one || c->ndirs == HPL__STORE_MAX_DIRS) return -1;
+    memcpy(one, arg, l);
+    one[l] = 0;
+    int i = c->ndirs;
+    if (hpl__parse_hostport(one, "127.0.0.1", c->dir_hosts[i], sizeof c->dir_hosts[i],
+                            &c->dir_ports[i]) ||
+        c->dir_ports[i] == 0)
+      return -1;
+    c->ndirs++;
+    arg += l;
+    if (*arg == ',') arg++;
+  }
+  if (!c->ndirs) return -1;
+  snprintf(c->dir_host, sizeof c->dir_host, "%s", c->dir_hosts[0]);
+  c->dir_port = c->dir_ports[0];
+  return 0;
 }
 
 static int set_data_listen(void *cfg, const char *arg) {
@@ -71,8 +89,11 @@ static int set_integrity(void *cfg, const char *arg) {
 
 #define OFF(f) offsetof(hpl__store_config, f)
 static const hpl__opt opts[] = {
-    {"directory", "HOST:PORT", "the cluster's hoplite-directory (required)", HPL__OPT_FN, 0, 0, 0,
-     0, set_directory},
+    {"directory", "HOST:PORT[,...]",
+     "the cluster's hoplite-directory (required); with standby\n"
+     "directories every one's address: the store registers with the\n"
+     "one that leads, and moves to the next leader when it goes",
+     HPL__OPT_FN, 0, 0, 0, 0, set_directory},
     {"socket", "PATH",
      "Unix socket for local clients\n(default $HOPLITE_SOCKET or /tmp/hoplite-UID/store.sock)",
      HPL__OPT_STR, OFF(socket_path), sizeof(((hpl__store_config *)0)->socket_path), 0, 0, NULL},

@@ -94,6 +94,9 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Copies whose bytes were voided because the object was restarted"),
       C("dir_registrations", c->dir_registrations, "directory_registrations_total",
         "Times this store registered with the directory"),
+      C("dir_terms_refused", c->dir_terms_refused, "directory_terms_refused_total",
+        "Directories refused for a leader term older than one this store registered with "
+        "(a deposed leader)"),
       C("auth_failures", c->auth_failures, "auth_failures_total",
         "Connections that failed the cluster secret handshake"),
       C("clients_refused", c->clients_refused, "clients_refused_total",

@@ -27,9 +27,14 @@ struct hpl__obj;
 /* hpl__store_config.trim_ms: not set (hpl__store_start picks 10 s, or never with prefault) */
 #define HPL__STORE_TRIM_DEFAULT UINT32_MAX
 
+#define HPL__STORE_MAX_DIRS 8 /* --directory addresses (standby directories) */
+
 typedef struct hpl__store_config {
-  char dir_host[256];
+  char dir_host[256];        /* the directory tried now: one of dirs (dlconn.c rotates) */
   int dir_port;
+  char dir_hosts[HPL__STORE_MAX_DIRS][256]; /* every --directory address, in order */
+  int dir_ports[HPL__STORE_MAX_DIRS];
+  int ndirs;
   char socket_path[108];
   uint64_t memory;           /* pool capacity */
   char data_host[64];        /* data port bind address ("": by the directory's) */
@@ -93,6 +98,7 @@ typedef struct hpl__store_counters {
                             --straggler-ms (puller.c) */
       reduce_crawl_reports, /* reduce streams reported crawling to the directory */
       dir_registrations, /* times this store registered with the directory */
+      dir_terms_refused, /* directories refused for a term older than one seen (deposed) */
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
       quiet_notes,       /* ...for half of it: the directory told to probe the sender */
       suspect_moves,     /*   ...that moved to another sender on the directory's word */

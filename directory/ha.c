@@ -1,0 +1,253 @@
+/* ha.c - the directory's leader lease in etcd: standing by, the lease
+ * thread that renews it, the loop's check that fences a leader whose lease
+ * is no longer certain (see ha.h). */
+#include "ha.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "etcd.h"
+#include "hoplite.h"
+#include "log.h"
+#include "util.h"
+
+struct hpl__ha {
+  hpl__ha_cfg cfg;
+  char endpoints[1024];
+  char leader_key[HPL__ETCD_MAX_KEY + 1], member_key[HPL__ETCD_MAX_KEY + 1];
+  char members_prefix[HPL__ETCD_MAX_KEY + 1];
+  hpl__etcd *e; /* the campaign's thread's, then the lease thread's only */
+  int64_t lease;
+  uint64_t term;
+  pthread_t th;
+  int th_started;
+  pthread_mutex_t mu; /* guards what follows */
+  pthread_cond_t cv;
+  int stop;
+  uint64_t valid_until_ms; /* the lease is certainly ours until then (0: lost) */
+  hpl__ha_info info;
+  /* the loop's side */
+  uv_timer_t check;
+  int check_open, lost;
+  void (*on_lost)(void *arg);
+  void *arg;
+};
+
+/* Fenced this long before the lease could expire at etcd. */
+static uint32_t margin_ms(const hpl__ha *ha) { return ha->cfg.lease_ms / 4; }
+
+static void sleep_ms(uint64_t ms) {
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static void free_ha(hpl__ha *ha) {
+  hpl__etcd_free(ha->e);
+  pthread_mutex_destroy(&ha->mu);
+  pthread_cond_destroy(&ha->cv);
+  free(ha);
+}
+
+static void add_member(void *arg, const char *key, const char *value) {
+  (void)key;
+  hpl__ha_info *in = arg;
+  if (in->nmembers < HPL__HA_MAX_MEMBERS)
+    snprintf(in->members[in->nmembers++], sizeof in->members[0], "%s", value);
+}
+
+/* Refresh the list of directories (lease thread, or the campaign). */
+static void list_members(hpl__ha *ha) {
+  hpl__ha_info tmp = {0};
+  if (hpl__etcd_list(ha->e, ha->members_prefix, add_member, &tmp)) return;
+  pthread_mutex_lock(&ha->mu);
+  ha->info.nmembers = tmp.nmembers;
+  memcpy(ha->info.members, tmp.members, sizeof tmp.members);
+  pthread_mutex_unlock(&ha->mu);
+}
+
+int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
+  *out = NULL;
+  if (!cfg->endpoints || !cfg->prefix || cfg->lease_ms < 1000 || !cfg->advertise[0] ||
+      strlen(cfg->prefix) > 200 || strlen(cfg->endpoints) >= sizeof ((hpl__ha *)0)->endpoints)
+    return HPL_EINVAL;
+  hpl__ha *ha = calloc(1, sizeof *ha);
+  if (!ha) return HPL_ENOMEM;
+  pthread_mutex_init(&ha->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&ha->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  ha->cfg = *cfg;
+  snprintf(ha->endpoints, sizeof ha->endpoints, "%s", cfg->endpoints);
+  ha->cfg.endpoints = ha->endpoints;
+  snprintf(ha->leader_key, sizeof ha->leader_key, "%s/leader", cfg->prefix);
+  snprintf(ha->members_prefix, sizeof ha->members_prefix, "%s/members/", cfg->prefix);
+  snprintf(ha->member_key, sizeof ha->member_key, "%s%016llx", ha->members_prefix,
+           (unsigned long long)hpl__random_u64());
+  int rc = hpl__etcd_new(cfg->endpoints, cfg->lease_ms / 4, &ha->e);
+  if (rc) {
+    free_ha(ha);
+    return rc;
+  }
+  int64_t ttl_s = (cfg->lease_ms + 999) / 1000;
+  uint32_t poll_ms = cfg->lease_ms / 6;
+  uint64_t renewed_ms = 0, warned_ms = 0;
+  int64_t seen_rev = -1;
+  for (;;) {
+    uint64_t t = hpl__now_ms();
+    int64_t granted = 0, left = 0;
+    if (!ha->lease) {
+      rc = hpl__etcd_lease_grant(ha->e, ttl_s, &ha->lease, &granted);
+      if (rc == 0 && (rc = hpl__etcd_put(ha->e, ha->member_key, cfg->advertise, ha->lease)))
+        ha->lease = 0;
+      if (rc == 0) renewed_ms = t;
+    } else if ((rc = hpl__etcd_lease_keepalive(ha->e, ha->lease, &left)) == 0) {
+      renewed_ms = t;
+    } else if (rc == HPL_ENOTFOUND) {
+      ha->lease = 0; /* expired while we could not reach etcd: a new one */
+      continue;
+    }
+    int created = 0;
+    int64_t rev = 0;
+    char cur[HPL__ETCD_MAX_VAL + 1] = "";
+    if (rc == 0)
+      rc = hpl__etcd_create(ha->e, ha->leader_key, cfg->advertise, ha->lease, &created, &rev,
+                            cur, sizeof cur);
+    if (rc == 0 && created) {
+      ha->term = (uint64_t)rev;
+      ha->valid_until_ms = renewed_ms + cfg->lease_ms;
+      ha->info.term = ha->term;
+      snprintf(ha->info.endpoint, sizeof ha->info.endpoint, "%s", hpl__etcd_endpoint(ha->e));
+      list_members(ha);
+      HPL__LOG_INFO("leading, term %llu (etcd %s, key %s, lease %u ms)",
+                    (unsigned long long)ha->term, hpl__etcd_endpoint(ha->e), ha->leader_key,
+                    cfg->lease_ms);
+      *term = ha->term;
+      *out = ha;
+      return 0;
+    }
+    if (rc == 0 && rev != seen_rev) {
+      HPL__LOG_INFO("standing by: %s leads (term %lld)", cur, (long long)rev);
+      seen_rev = rev;
+    } else if (rc && t - warned_ms >= cfg->lease_ms) {
+      HPL__LOG_WARN("standing by: etcd (%s) not usable: %s", cfg->endpoints, hpl_strerror(rc));
+      warned_ms = t;
+    }
+    sleep_ms(poll_ms);
+  }
+}
+
+/* ------------------------------------------------------------------ the lease thread */
+
+static void *lease_thread(void *arg) {
+  hpl__ha *ha = arg;
+  uint32_t every = ha->cfg.lease_ms / 3, retry = ha->cfg.lease_ms / 10;
+  uint64_t next = hpl__now_ms() + every;
+  unsigned rounds = 0;
+  pthread_mutex_lock(&ha->mu);
+  while (!ha->stop) {
+    uint64_t now = hpl__now_ms();
+    if (now < next) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      uint64_t ns = (uint64_t)ts.tv_nsec + (next - now) * 1000000ull;
+      ts.tv_sec += (time_t)(ns / 1000000000ull);
+      ts.tv_nsec = (long)(ns % 1000000000ull);
+      pthread_cond_timedwait(&ha->cv, &ha->mu, &ts);
+      continue;
+    }
+    pthread_mutex_unlock(&ha->mu);
+    uint64_t t0 = hpl__now_ns();
+    int64_t left = 0;
+    int rc = hpl__etcd_lease_keepalive(ha->e, ha->lease, &left);
+    uint64_t us = (hpl__now_ns() - t0) / 1000;
+    if (rc == 0 && ++rounds % 3 == 1) list_members(ha);
+    pthread_mutex_lock(&ha->mu);
+    if (rc == 0) {
+      if (ha->valid_until_ms) ha->valid_until_ms = t0 / 1000000 + ha->cfg.lease_ms;
+      ha->info.renewals++;
+      ha->info.renew_last_us = us;
+      if (us > ha->info.renew_max_us) ha->info.renew_max_us = us;
+      snprintf(ha->info.endpoint, sizeof ha->info.endpoint, "%s", hpl__etcd_endpoint(ha->e));
+      next = t0 / 1000000 + every;
+    } else {
+      ha->info.renew_failures++;
+      if (rc == HPL_ENOTFOUND) ha->valid_until_ms = 0; /* gone: the loop's check fences */
+      next = hpl__now_ms() + retry;
+    }
+    if (rc) {
+      pthread_mutex_unlock(&ha->mu);
+      HPL__LOG_WARN("renewing the leader lease failed: %s%s", hpl_strerror(rc),
+                    rc == HPL_ENOTFOUND ? " (it expired)" : "; retrying");
+      pthread_mutex_lock(&ha->mu);
+    }
+  }
+  pthread_mutex_unlock(&ha->mu);
+  return NULL;
+}
+
+static void check_cb(uv_timer_t *t) {
+  hpl__ha *ha = t->data;
+  pthread_mutex_lock(&ha->mu);
+  uint64_t until = ha->valid_until_ms, now = hpl__now_ms();
+  pthread_mutex_unlock(&ha->mu);
+  if (ha->lost || now + margin_ms(ha) < until) return;
+  ha->lost = 1;
+  HPL__LOG_ERROR("the leader lease is no longer certain (%s): no longer leading",
+                 until ? "not renewed in time" : "it expired at etcd");
+  uv_timer_stop(t);
+  ha->on_lost(ha->arg);
+}
+
+int hpl__ha_keep(hpl__ha *ha, uv_loop_t *loop, void (*on_lost)(void *arg), void *arg) {
+  ha->on_lost = on_lost;
+  ha->arg = arg;
+  if (pthread_create(&ha->th, NULL, lease_thread, ha) != 0) return HPL_ESYS;
+  ha->th_started = 1;
+  uv_timer_init(loop, &ha->check);
+  ha->check.data = ha;
+  ha->check_open = 1;
+  uint32_t every = ha->cfg.lease_ms / 20;
+  uv_timer_start(&ha->check, check_cb, every, every);
+  uv_unref((uv_handle_t *)&ha->check); /* it does not keep a stopping loop alive */
+  return 0;
+}
+
+void hpl__ha_info_get(hpl__ha *ha, hpl__ha_info *out) {
+  pthread_mutex_lock(&ha->mu);
+  *out = ha->info;
+  uint64_t now = hpl__now_ms(), until = ha->valid_until_ms;
+  pthread_mutex_unlock(&ha->mu);
+  out->lease_left_ms = until > now + margin_ms(ha) ? until - now - margin_ms(ha) : 0;
+}
+
+void hpl__ha_stop(hpl__ha *ha) {
+  if (!ha || !ha->check_open) return;
+  ha->check_open = 0;
+  uv_close((uv_handle_t *)&ha->check, NULL);
+}
+
+void hpl__ha_resign(hpl__ha *ha, int step_down) {
+  if (!ha) return;
+  if (ha->th_started) {
+    pthread_mutex_lock(&ha->mu);
+    ha->stop = 1;
+    pthread_cond_signal(&ha->cv);
+    pthread_mutex_unlock(&ha->mu);
+    pthread_join(ha->th, NULL);
+  }
+  if (step_down && ha->lease) {
+    int rc = hpl__etcd_lease_revoke(ha->e, ha->lease);
+    if (rc)
+      HPL__LOG_WARN("could not revoke the leader lease (%s): a standby leads once it expires",
+                    hpl_strerror(rc));
+    else
+      HPL__LOG_INFO("stepped down: the leader lease is revoked");
+  }
+  free_ha(ha);
+}
