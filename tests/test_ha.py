@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""test_ha.py BUILD_DIR - standby directories under a leader lease in etcd
+(directory/ha.h), on loopback with real processes and a real etcd of three
+members (Debian's etcd-server), all started here and killed by pid.
+
+  1. Two directories (--lease-ms 1000), three stores given both addresses.
+     Small and large objects are put; the leader is killed with SIGKILL; every
+     object must be got intact on another store within 3 s of the kill, and
+     new puts and gets work. The new leader's term is larger.
+  2. Step-down: the killed directory comes back as a standby; the leader gets
+     SIGTERM and revokes its lease, so the standby leads well within a lease.
+  3. Fencing: the leader's etcd is paused (SIGSTOP on every member): the
+     leader must stop listening within its lease. Once etcd runs again, one
+     directory leads and gets work again.
+  4. Losing one of the three etcd members does not change who leads.
+  5. A store refuses a directory whose term is older than one it registered
+     with (a deposed leader): it counts it in dir_terms_refused and never
+     registers with it.
+Skips (exit 77) without /usr/bin/etcd.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import base64
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+DIR_BIN = os.path.join(BUILD, "hoplite-directory")
+STORE_BIN = os.path.join(BUILD, "hoplite-store")
+CLI = os.path.join(BUILD, "hoplite")
+ETCD = "/usr/bin/etcd"
+LEASE_MS = 1000
+procs = []  # every process started here, killed at the end by pid
+
+
+def fail(msg):
+    print("test_ha: FAIL: " + msg, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start(argv, log):
+    p = subprocess.Popen(argv, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
+    procs.append(p)
+    return p
+
+
+def listening(port):
+    s = socket.socket()
+    s.settimeout(0.2)
+    try:
+        s.connect(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class Etcd:
+    """Three members on loopback, quick elections."""
+
+    def __init__(self, top):
+        self.top = top
+        self.names = ["e0", "e1", "e2"]
+        self.cport = [free_port() for _ in self.names]
+        self.pport = [free_port() for _ in self.names]
+        self.procs = [None] * 3
+        self.cluster = ",".join("%s=http://127.0.0.1:%d" % (n, p)
+                                for n, p in zip(self.names, self.pport))
+
+    def endpoints(self):
+        return ",".join("http://127.0.0.1:%d" % p for p in self.cport)
+
+    def start(self, i):
+        d = os.path.join(self.top, self.names[i])
+        self.procs[i] = start([
+            ETCD, "--name", self.names[i], "--data-dir", d,
+            "--listen-client-urls", "http://127.0.0.1:%d" % self.cport[i],
+            "--advertise-client-urls", "http://127.0.0.1:%d" % self.cport[i],
+            "--listen-peer-urls", "http://127.0.0.1:%d" % self.pport[i],
+            "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.pport[i],
+            "--initial-cluster", self.cluster, "--initial-cluster-state", "new",
+            "--election-timeout", "200", "--heartbeat-interval", "20"],
+            os.path.join(self.top, self.names[i] + ".log"))
+
+    def call(self, path, body, port=None):
+        for p in ([port] if port else self.cport):
+            try:
+                req = urllib.request.Request("http://127.0.0.1:%d%s" % (p, path),
+                                             data=json.dumps(body).encode())
+                with urllib.request.urlopen(req, timeout=1) as r:
+                    return json.loads(r.read())
+            except OSError:
+                continue
+        return None
+
+    def wait_ready(self):
+        t = time.time()
+        while time.time() - t < 20:
+            if self.call("/v3/kv/range", {"key": "eA=="}) is not None:
+                return
+            time.sleep(0.1)
+        fail("etcd did not come up")
+
+    def leader(self, prefix):
+        """(address, term) of PREFIX/leader, or (None, 0)."""
+        key = base64.b64encode((prefix + "/leader").encode()).decode()
+        r = self.call("/v3/kv/range", {"key": key})
+        kvs = (r or {}).get("kvs") or []
+        if not kvs:
+            return None, 0
+        return base64.b64decode(kvs[0]["value"]).decode(), int(kvs[0]["create_revision"])
+
+
+def cli(*args, check=True, timeout=20):
+    r = subprocess.run([CLI] + list(args), capture_output=True, timeout=timeout)
+    if check and r.returncode != 0:
+        fail("hoplite %s: %s" % (" ".join(args), r.stderr.decode(errors="replace")))
+    return r
+
+
+def main():
+    if not os.path.exists(ETCD):
+        print("test_ha: skipped: no %s (package etcd-server)" % ETCD)
+        return 77
+    top = tempfile.mkdtemp(prefix="hpl-ha-")
+    try:
+        return run(top)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                    p.kill()
+                except OSError:
+                    pass
+                p.wait()
+        if os.environ.get("HPL_TEST_KEEP"):
+            print("test_ha: logs in " + top)
+        else:
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def run(top):
+    etcd = Etcd(top)
+    for i in range(3):
+        etcd.start(i)
+    etcd.wait_ready()
+    prefix = "/hoplite/test-%d" % os.getpid()
+    dports = [free_port(), free_port()]
+    dirs = {}
+
+    def start_dir(i, lease=LEASE_MS, pfx=prefix, port=None):
+        port = port or dports[i]
+        dirs[port] = start([DIR_BIN, "--listen", "127.0.0.1:%d" % port, "--etcd", etcd.endpoints(),
+                            "--lease-ms", str(lease), "--ha-prefix", pfx],
+                           os.path.join(top, "dir-%d.log" % port))
+        return dirs[port]
+
+    def wait_leader(old_term=0, limit=10):
+        t = time.time()
+        while time.time() - t < limit:
+            addr, term = etcd.leader(prefix)
+            if addr and term > old_term and listening(int(addr.rsplit(":", 1)[1])):
+                return int(addr.rsplit(":", 1)[1]), term
+            time.sleep(0.05)
+        fail("no directory leads after %d s" % limit)
+
+    start_dir(0)
+    time.sleep(0.3)
+    start_dir(1)
+    lead, term = wait_leader()
+    print("test_ha: 127.0.0.1:%d leads, term %d" % (lead, term))
+    dir_list = ",".join("127.0.0.1:%d" % p for p in dports)
+    socks = []
+    for i in range(3):
+        d = os.path.join(top, "s%d" % i)
+        os.mkdir(d, 0o700)
+        socks.append(os.path.join(d, "s.sock"))
+        start([STORE_BIN, "--directory", dir_list, "--socket", socks[i], "--memory", "96M",
+               "--name", "n%d" % i], os.path.join(top, "store-%d.log" % i))
+    files = {}
+    for k, size in enumerate([100, 1000, 20000, 3 << 20, 9 << 20]):
+        f = os.path.join(top, "obj%d" % k)
+        with open(f, "wb") as fh:
+            fh.write(os.urandom(size))
+        files["ha/%d" % k] = f
+    t = time.time()
+    while cli("put", "-s", socks[0], "ha/probe", files["ha/0"], check=False).returncode:
+        if time.time() - t > 10:
+            fail("store 0 did not come up")
+        time.sleep(0.1)
+    for oid, f in files.items():
+        cli("put", "-s", socks[0] if oid != "ha/2" else socks[1], oid, f)
+
+    # 1. the leader killed: every object on another store within 3 s
+    dirs[lead].kill()
+    t_kill = time.time()
+    for oid, f in files.items():
+        out = os.path.join(top, "got")
+        cli("get", "-t", "3000", "-s", socks[2], oid, out)
+        if open(out, "rb").read() != open(f, "rb").read():
+            fail("%s came back with other bytes" % oid)
+    took = time.time() - t_kill
+    print("test_ha: every object got on another store %.2f s after the leader's kill" % took)
+    if took > 3.0:
+        fail("the gets took %.2f s after the kill (want <= 3 s)" % took)
+    lead2, term2 = wait_leader(term)
+    if lead2 == lead or term2 <= term:
+        fail("leader %d term %d after the kill (was %d, term %d)" % (lead2, term2, lead, term))
+    cli("put", "-s", socks[1], "ha/new", files["ha/1"])
+    cli("get", "-t", "3000", "-s", socks[2], "ha/new", os.path.join(top, "got"))
+
+    # 2. step down: the killed one stands by, the leader gets SIGTERM
+    start_dir(dports.index(lead))
+    time.sleep(0.5)
+    dirs[lead2].send_signal(signal.SIGTERM)
+    t_term = time.time()
+    lead3, term3 = wait_leader(term2)
+    took = time.time() - t_term
+    print("test_ha: after SIGTERM, 127.0.0.1:%d leads (term %d) in %.2f s" % (lead3, term3, took))
+    if took > LEASE_MS / 1000.0:
+        fail("the standby took %.2f s to lead after a step-down (the lease is %d ms)"
+             % (took, LEASE_MS))
+    cli("get", "-t", "3000", "-s", socks[1], "ha/4", os.path.join(top, "got"))
+    start_dir(dports.index(lead2))  # a standby again
+
+    # 3. fencing: etcd paused, the leader stops listening within its lease
+    for p in etcd.procs:
+        p.send_signal(signal.SIGSTOP)
+    t_stop = time.time()
+    while listening(lead3):
+        if time.time() - t_stop > 2.0:
+            fail("the leader still listens %.2f s after etcd stopped" % (time.time() - t_stop))
+        time.sleep(0.02)
+    took = time.time() - t_stop
+    print("test_ha: etcd paused: the leader stopped listening after %.2f s" % took)
+    if took > LEASE_MS / 1000.0:
+        fail("the leader stopped listening %.2f s after etcd stopped (lease %d ms)"
+             % (took, LEASE_MS))
+    for p in etcd.procs:
+        p.send_signal(signal.SIGCONT)
+    lead4, term4 = wait_leader(term3, limit=15)
+    cli("get", "-t", "5000", "-s", socks[0], "ha/3", os.path.join(top, "got"))
+    print("test_ha: etcd back: 127.0.0.1:%d leads, term %d" % (lead4, term4))
+
+    # 4. one etcd member lost: the same leader goes on
+    victim = 0
+    etcd.procs[victim].kill()
+    time.sleep(3 * LEASE_MS / 1000.0)
+    addr, term5 = etcd.leader(prefix)
+    if term5 != term4 or not listening(lead4):
+        fail("losing one etcd member changed the leader (term %d -> %d)" % (term4, term5))
+    cli("get", "-t", "3000", "-s", socks[2], "ha/2", os.path.join(top, "got"))
+    print("test_ha: one etcd member lost: term %d still leads" % term5)
+
+    # 5. a deposed leader's older term is refused: a directory leading
+    # another prefix since before (older term) is named after a newer one
+    old_port = free_port()
+    start_dir(0, pfx=prefix + "-old", port=old_port)
+    t = time.time()
+    while not listening(old_port):
+        if time.time() - t > 10:
+            fail("the second prefix's directory does not lead")
+        time.sleep(0.05)
+    new_port = free_port()
+    start_dir(0, pfx=prefix + "-new", port=new_port)
+    t = time.time()
+    while not listening(new_port):
+        if time.time() - t > 10:
+            fail("the third prefix's directory does not lead")
+        time.sleep(0.05)
+    d = os.path.join(top, "s9")
+    os.mkdir(d, 0o700)
+    sock9 = os.path.join(d, "s.sock")
+    start([STORE_BIN, "--directory", "127.0.0.1:%d,127.0.0.1:%d" % (new_port, old_port),
+           "--socket", sock9, "--memory", "32M", "--name", "n9"], os.path.join(top, "store-9.log"))
+    t = time.time()
+    while cli("put", "-s", sock9, "ha9/x", files["ha/0"], check=False).returncode:
+        if time.time() - t > 10:
+            fail("store 9 did not register with the newer directory")
+        time.sleep(0.1)
+    dirs[new_port].kill()
+    time.sleep(1.5)
+    r = cli("counters", "-s", sock9)
+    refused = [l for l in r.stdout.decode().splitlines() if "dir_terms_refused" in l]
+    n = int(refused[0].split()[-1]) if refused else 0
+    print("test_ha: the deposed (older term) directory was refused %d times" % n)
+    if n < 1:
+        fail("the store did not refuse the directory with the older term")
+    log = open(os.path.join(top, "store-9.log")).read()
+    if "registered with the directory 127.0.0.1:%d" % old_port in log:
+        fail("the store registered with the directory of the older term")
+    print("test_ha: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
