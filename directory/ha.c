@@ -27,7 +27,7 @@ struct hpl__ha {
   pthread_mutex_t mu; /* guards what follows */
   pthread_cond_t cv;
   int stop;
-  uint64_t valid_until_ms; /* the lease is certainly ours until then (0: lost) */
+  uint64_t valid_until_ms; /* the lease is ours until then (0: lost); atomic, not under mu */
   hpl__ha_info info;
   /* the loop's side */
   uv_timer_t check;
@@ -38,6 +38,14 @@ struct hpl__ha {
 
 /* Fenced this long before the lease could expire at etcd. */
 static uint32_t margin_ms(const hpl__ha *ha) { return ha->cfg.lease_ms / 4; }
+
+static uint64_t valid_until(hpl__ha *ha) {
+  return __atomic_load_n(&ha->valid_until_ms, __ATOMIC_ACQUIRE);
+}
+
+static void set_valid_until(hpl__ha *ha, uint64_t ms) {
+  __atomic_store_n(&ha->valid_until_ms, ms, __ATOMIC_RELEASE);
+}
 
 static void sleep_ms(uint64_t ms) {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -120,7 +128,7 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
                             cur, sizeof cur);
     if (rc == 0 && created) {
       ha->term = (uint64_t)rev;
-      ha->valid_until_ms = renewed_ms + cfg->lease_ms;
+      set_valid_until(ha, renewed_ms + cfg->lease_ms);
       ha->info.term = ha->term;
       snprintf(ha->info.endpoint, sizeof ha->info.endpoint, "%s", hpl__etcd_endpoint(ha->e));
       list_members(ha);
@@ -169,7 +177,7 @@ static void *lease_thread(void *arg) {
     if (rc == 0 && ++rounds % 3 == 1) list_members(ha);
     pthread_mutex_lock(&ha->mu);
     if (rc == 0) {
-      if (ha->valid_until_ms) ha->valid_until_ms = t0 / 1000000 + ha->cfg.lease_ms;
+      if (valid_until(ha)) set_valid_until(ha, t0 / 1000000 + ha->cfg.lease_ms);
       ha->info.renewals++;
       ha->info.renew_last_us = us;
       if (us > ha->info.renew_max_us) ha->info.renew_max_us = us;
@@ -177,7 +185,7 @@ static void *lease_thread(void *arg) {
       next = t0 / 1000000 + every;
     } else {
       ha->info.renew_failures++;
-      if (rc == HPL_ENOTFOUND) ha->valid_until_ms = 0; /* gone: the loop's check fences */
+      if (rc == HPL_ENOTFOUND) set_valid_until(ha, 0); /* gone: the loop's check fences */
       next = hpl__now_ms() + retry;
     }
     if (rc) {
@@ -191,17 +199,23 @@ static void *lease_thread(void *arg) {
   return NULL;
 }
 
+int hpl__ha_certain(hpl__ha *ha) { return hpl__now_ms() + margin_ms(ha) < valid_until(ha); }
+
+void hpl__ha_fence(hpl__ha *ha) {
+  if (ha->lost) return;
+  ha->lost = 1;
+  uint64_t until = valid_until(ha), now = hpl__now_ms();
+  HPL__LOG_ERROR("the leader lease is no longer certain (%s): no longer leading",
+                 !until ? "it expired at etcd"
+                 : now >= until ? "not renewed in time, and past it"
+                                : "not renewed in time");
+  if (ha->check_open) uv_timer_stop(&ha->check);
+  ha->on_lost(ha->arg);
+}
+
 static void check_cb(uv_timer_t *t) {
   hpl__ha *ha = t->data;
-  pthread_mutex_lock(&ha->mu);
-  uint64_t until = ha->valid_until_ms, now = hpl__now_ms();
-  pthread_mutex_unlock(&ha->mu);
-  if (ha->lost || now + margin_ms(ha) < until) return;
-  ha->lost = 1;
-  HPL__LOG_ERROR("the leader lease is no longer certain (%s): no longer leading",
-                 until ? "not renewed in time" : "it expired at etcd");
-  uv_timer_stop(t);
-  ha->on_lost(ha->arg);
+  if (!hpl__ha_certain(ha)) hpl__ha_fence(ha);
 }
 
 int hpl__ha_keep(hpl__ha *ha, uv_loop_t *loop, void (*on_lost)(void *arg), void *arg) {
@@ -221,8 +235,8 @@ int hpl__ha_keep(hpl__ha *ha, uv_loop_t *loop, void (*on_lost)(void *arg), void 
 void hpl__ha_info_get(hpl__ha *ha, hpl__ha_info *out) {
   pthread_mutex_lock(&ha->mu);
   *out = ha->info;
-  uint64_t now = hpl__now_ms(), until = ha->valid_until_ms;
   pthread_mutex_unlock(&ha->mu);
+  uint64_t now = hpl__now_ms(), until = valid_until(ha);
   out->lease_left_ms = until > now + margin_ms(ha) ? until - now - margin_ms(ha) : 0;
 }
 

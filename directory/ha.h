@@ -64,6 +64,15 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term);
  * (no thread). */
 int hpl__ha_keep(hpl__ha *ha, uv_loop_t *loop, void (*on_lost)(void *arg), void *arg);
 
+/* Whether the lease is still certainly this directory's (any thread;
+ * cheap: an atomic load and the clock). The server asks before every
+ * request, so a leader that resumes from a pause past its lease answers
+ * nothing before it fences. */
+int hpl__ha_certain(hpl__ha *ha);
+
+/* Fence now (on the loop): on_lost as the periodic check would, once. */
+void hpl__ha_fence(hpl__ha *ha);
+
 /* A consistent snapshot of the lease's state (any thread). */
 void hpl__ha_info_get(hpl__ha *ha, hpl__ha_info *out);
 

@@ -17,6 +17,7 @@
 #include "digests.h"
 #include "dirmetrics.h"
 #include "fanout.h"
+#include "ha.h"
 #include "hoplite.h"
 #include "locs.h"
 #include "publish.h"
@@ -103,6 +104,10 @@ static const char *msg_id(const ProtobufCMessage *m) {
 static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
                      const uint8_t *payload, uint64_t plen) {
   hpl__dir_conn *dc = hpl__conn_data(c);
+  if (dc->srv->cfg.ha && !hpl__ha_certain(dc->srv->cfg.ha)) { /* a leader no longer */
+    hpl__ha_fence(dc->srv->cfg.ha); /* (does not return: main.c's fence executes anew) */
+    return;
+  }
   const dir_route *rt = h->type <= HPL__MSG_MAX_ && routes[h->type].fn ? &routes[h->type] : NULL;
   unsigned rules = rt ? rt->rules : 0;
   if ((rules & DIR_ID) && !hpl__id_valid(msg_id(m))) {

@@ -7,6 +7,8 @@
  * listed after it; a lower module tells the ones above it through
  * callbacks they installed in its own state (server.c wires them at
  * start). Each header says what the module owns and who calls it.
+ *   ha.c           the leader lease in etcd (--etcd): standing by, renewing
+ *                  (its own thread), fencing (no knowledge of the others)
  *   objtab.c       the object table's storage: records, the id hash, the
  *                  ordered index, the per-node index (no I/O)
  *   objects.c      locations and sender choice over it; an object change is
@@ -42,7 +44,8 @@
  *                  start/free, and the wiring of the subscriptions
  *   main.c         the command line
  *
- * Every function of every module runs on the loop thread.
+ * Every function of every module runs on the loop thread, but for ha.c's
+ * lease thread (it shares only its own record, under its lock).
  */
 #ifndef HPL_DIR_SERVER_H
 #define HPL_DIR_SERVER_H

@@ -11,7 +11,9 @@ members (Debian's etcd-server), all started here and killed by pid.
      SIGTERM and revokes its lease, so the standby leads well within a lease.
   3. Fencing: the leader's etcd is paused (SIGSTOP on every member): the
      leader must stop listening within its lease. Once etcd runs again, one
-     directory leads and gets work again.
+     directory leads and gets work again. Then the leader itself is paused
+     past its lease: the standby leads, and the old one, resumed, fences
+     before serving and stands by.
   4. Losing one of the three etcd members does not change who leads.
   5. A store refuses a directory whose term is older than one it registered
      with (a deposed leader): it counts it in dir_terms_refused and never
@@ -257,6 +259,22 @@ def run(top):
     lead4, term4 = wait_leader(term3, limit=15)
     cli("get", "-t", "5000", "-s", socks[0], "ha/3", os.path.join(top, "got"))
     print("test_ha: etcd back: 127.0.0.1:%d leads, term %d" % (lead4, term4))
+
+    # 3b. the leader paused past its lease (a stuck host): the standby leads;
+    # resumed, the old one answers nothing and stands by
+    dirs[lead4].send_signal(signal.SIGSTOP)
+    lead5, term5 = wait_leader(term4, limit=10)
+    dirs[lead4].send_signal(signal.SIGCONT)
+    t = time.time()
+    while listening(lead4) or "no longer leading" not in open(
+            os.path.join(top, "dir-%d.log" % lead4)).read():
+        if time.time() - t > 2.0:
+            fail("the paused leader still serves 2 s after it resumed")
+        time.sleep(0.02)
+    print("test_ha: leader paused: 127.0.0.1:%d took over (term %d); the old one fenced on "
+          "resuming" % (lead5, term5))
+    cli("get", "-t", "3000", "-s", socks[2], "ha/1", os.path.join(top, "got"))
+    lead4, term4 = lead5, term5
 
     # 4. one etcd member lost: the same leader goes on
     victim = 0
