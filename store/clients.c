@@ -69,6 +69,22 @@ static void on_counters(hpl__store *s, hpl__stclient *cl, uint64_t req) {
   free(r);
 }
 
+/* DIR_WHERE: the directory as this store reaches it now (a client whose
+ * direct reads failed follows a new leader); empty while there is none. */
+static void on_dir_where(hpl__store *s, hpl__stclient *cl, uint64_t req) {
+  Hplpb__Hello hm = HPLPB__HELLO__INIT;
+  char dir_addr[64] = "";
+  int dir_port = 0;
+  if (s->netns && hpl__dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
+    hm.dir_addr = dir_addr;
+    hm.dir_port = (uint32_t)dir_port;
+    hm.netns = s->netns;
+    hm.dir_publish = hpl__dirlink_caps(s)->publish;
+    hm.dir_term = hpl__dirlink_term(s);
+  }
+  hpl__session_send(cl, HPL__MSG_DIR_WHERE_REP, req, &hm.base);
+}
+
 /* ------------------------------------------------------------------ proxied requests */
 
 /* The directory's answer goes back as it came; an error (the directory's
@@ -187,6 +203,7 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
       break;
     case HPL__MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
     case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
+    case HPL__MSG_DIR_WHERE: on_dir_where(s, cl, h->req_id); break;
     default: {
       char why[64];
       snprintf(why, sizeof why, "unexpected %s message from a client", hpl__msg_name(h->type));
@@ -228,6 +245,7 @@ static int send_hello(hpl__store *s, hpl__stclient *cl, int fd) {
     hm.netns = s->netns;
     hm.dir_publish = hpl__dirlink_caps(s)->publish;
   }
+  hm.dir_term = hpl__dirlink_term(s);
   uint8_t rk[HPL__AUTH_KEY_LEN];
   if (s->cfg.auth.on) { /* local clients may read small objects from the directory */
     hpl__auth_role_key(&s->cfg.auth, HPL__ROLE_READER, rk);

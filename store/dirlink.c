@@ -39,6 +39,8 @@ int hpl__dirlink_peer(hpl__store *s, char *addr, size_t alen, int *port) {
   return 0;
 }
 
+uint64_t hpl__dirlink_term(const hpl__store *s) { return s->dl ? s->dl->term : 0; }
+
 static void req_free(hpl__dl_req *r) {
   free(r->frame);
   r->frame = NULL;

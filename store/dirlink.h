@@ -149,5 +149,8 @@ void hpl__dirlink_loc_add_made(hpl__store *s, hpl__obj *o);
 /* The directory's numeric address and port as this store's link reaches
  * it. Returns 0, or -1 while not registered or if it does not fit. */
 int hpl__dirlink_peer(hpl__store *s, char *addr, size_t alen, int *port);
+/* The leader term of the directory registered with (0: none, or no
+ * standby directories). */
+uint64_t hpl__dirlink_term(const hpl__store *s);
 
 #endif

@@ -6,7 +6,9 @@ members (Debian's etcd-server), all started here and killed by pid.
   1. Two directories (--lease-ms 1000), three stores given both addresses.
      Small and large objects are put; the leader is killed with SIGKILL; every
      object must be got intact on another store within 3 s of the kill, and
-     new puts and gets work. The new leader's term is larger.
+     new puts and gets work. The new leader's term is larger. A client that
+     reads a small object all along reads it straight from the directory
+     again after the failover (its store tells it where the leader moved).
   2. Step-down: the killed directory comes back as a standby; the leader gets
      SIGTERM and revokes its lease, so the standby leads well within a lease.
   3. Fencing: the leader's etcd is paused (SIGSTOP on every member): the
@@ -128,6 +130,23 @@ class Etcd:
         return base64.b64decode(kvs[0]["value"]).decode(), int(kvs[0]["create_revision"])
 
 
+# A client process: with "put", puts 2000 small objects ha/r/N; else gets
+# them one after another, every 10 ms, for ARGV[2] seconds; exit 1 if a get
+# fails (each may wait 3 s: the failover is shorter).
+READER = """
+import sys, time, hoplite
+c = hoplite.Client(socket=sys.argv[1], timeout=10)
+if sys.argv[3] == "put":
+    c.put_many([("ha/r/%d" % i, b"x" * 100) for i in range(2000)])
+    sys.exit(0)
+end, i = time.time() + float(sys.argv[2]), 0
+while time.time() < end:
+    c.get("ha/r/%d" % i, timeout=3)  # each once: its store never holds it
+    i += 1
+    time.sleep(0.01)
+"""
+
+
 def cli(*args, check=True, timeout=20):
     r = subprocess.run([CLI] + list(args), capture_output=True, timeout=timeout)
     if check and r.returncode != 0:
@@ -209,9 +228,22 @@ def run(top):
     for oid, f in files.items():
         cli("put", "-s", socks[0] if oid != "ha/2" else socks[1], oid, f)
 
+    # a long-lived client on store 2 reading a small object over and over:
+    # its direct reads (traced) must follow the new leader
+    trace = os.path.join(top, "reader.trace")
+    env = dict(os.environ, HOPLITE_TRACE=trace, HOPLITE_BUILD_DIR=os.path.abspath(BUILD),
+               PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    if subprocess.run(["/usr/bin/python3", "-c", READER, socks[0], "0", "put"],
+                      env=dict(env, HOPLITE_TRACE="")).returncode:
+        fail("putting the reader's objects failed")
+    reader = subprocess.Popen(["/usr/bin/python3", "-c", READER, socks[2], "8", "get"], env=env)
+    procs.append(reader)
+    time.sleep(1.0)
+
     # 1. the leader killed: every object on another store within 3 s
     dirs[lead].kill()
     t_kill = time.time()
+    t_kill_mono = time.monotonic()
     for oid, f in files.items():
         out = os.path.join(top, "got")
         cli("get", "-t", "3000", "-s", socks[2], oid, out)
@@ -226,6 +258,20 @@ def run(top):
         fail("leader %d term %d after the kill (was %d, term %d)" % (lead2, term2, lead, term))
     cli("put", "-s", socks[1], "ha/new", files["ha/1"])
     cli("get", "-t", "3000", "-s", socks[2], "ha/new", os.path.join(top, "got"))
+    if reader.wait(timeout=30) != 0:
+        fail("the long-lived reader's gets failed")
+    before = after = 0
+    for line in open(trace):
+        w = line.split()
+        if len(w) == 4 and w[2] == "peek.got":
+            if int(w[0]) / 1e9 < t_kill_mono:
+                before += 1
+            elif int(w[0]) / 1e9 > t_kill_mono + 3.0:
+                after += 1
+    print("test_ha: a client's direct reads: %d before the kill, %d from 3 s after it"
+          % (before, after))
+    if before == 0 or after == 0:
+        fail("the client's direct reads did not follow the new leader")
 
     # 2. step down: the killed one stands by, the leader gets SIGTERM
     start_dir(dports.index(lead))

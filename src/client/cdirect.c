@@ -43,6 +43,8 @@ struct hpl__cdirect {
   uint8_t key[HPL__AUTH_KEY_LEN]; /* the handshake, as a reader, with this key */
   char name[HPL__AUTH_NAME_MAX + 1]; /* ... for this node (its store's name) */
   int sealed;                     /* the directory seals (--encrypt): no direct reads */
+  uint64_t term;                  /* the leader's term (standby directories; 0: none) */
+  int lost;                       /* a connection failed since hpl__cdirect_lost asked (atomic) */
 };
 
 hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
@@ -58,6 +60,7 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
   d->netns = s->netns;
   d->node = s->node_id;
   d->publish = s->dir_publish;
+  d->term = s->dir_term;
   d->inline_max = s->inline_max;
   if ((d->auth = s->have_reader_key)) memcpy(d->key, s->reader_key, sizeof d->key);
   snprintf(d->name, sizeof d->name, "%s", s->node_name);
@@ -82,10 +85,32 @@ void hpl__cdirect_free(hpl__cdirect *d) {
  * not ours): gets go to the store for a while, twice as long each time
  * failures go on, so a sick directory does not cost every get its wait. */
 static void direct_failed(hpl__cdirect *d) {
+  if (d->term) __atomic_store_n(&d->lost, 1, __ATOMIC_RELAXED); /* the leader may have moved */
   d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : DIRECT_BACKOFF_MS;
   if (d->backoff_ms > DIRECT_BACKOFF_MAX) d->backoff_ms = DIRECT_BACKOFF_MAX;
   __atomic_store_n(&d->retry_ms, d->sealed ? UINT64_MAX : hpl__now_ms() + d->backoff_ms,
                    __ATOMIC_RELAXED);
+}
+
+int hpl__cdirect_lost(hpl__cdirect *d) {
+  return d && __atomic_exchange_n(&d->lost, 0, __ATOMIC_RELAXED);
+}
+
+void hpl__cdirect_moved(hpl__cdirect *d, const char *addr, int port, int publish, uint64_t term) {
+  hpl__cdial_addr a;
+  if (!d || !addr || !*addr || port <= 0 || port > 65535 || hpl__cdial_numeric(addr, port, &a))
+    return;
+  if (hpl__turn_take(&d->turn, hpl__now_ms() + DIRECT_WAIT_MS + DIRECT_PEEK_WAIT_MS)) return;
+  if (term >= d->term && memcmp(&a, &d->addr, sizeof a) != 0) {
+    hpl__crpc_free(d->rpc); /* the old leader's */
+    d->rpc = NULL;
+    d->addr = a;
+    d->term = term;
+    d->publish = publish;
+    d->backoff_ms = 0;
+    __atomic_store_n(&d->retry_ms, d->sealed ? UINT64_MAX : 0, __ATOMIC_RELAXED);
+  }
+  hpl__turn_give(&d->turn);
 }
 
 /* Connect to the directory unless connected (the turn held), and

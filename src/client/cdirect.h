@@ -46,6 +46,20 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s);
  * may be running. */
 void hpl__cdirect_free(hpl__cdirect *d);
 
+/* With standby directories (the store's Hello gave a leader term): 1 once
+ * a connection to the directory has failed since the last call, so the
+ * caller asks its store where the directory is now (DIR_WHERE) and tells
+ * hpl__cdirect_moved; 0 otherwise (and always without standbys). Any
+ * thread; NULL: 0. */
+int hpl__cdirect_lost(hpl__cdirect *d);
+
+/* The store says the directory is at addr:port (numeric), leading in
+ * `term`, taking PUBLISH if `publish`. A different address with a term not
+ * older than the one known becomes the one direct reads use, at once (no
+ * backoff); an older term is ignored (a deposed leader). Any thread (it
+ * waits for the exchange under way). NULL d or addr: no-op. */
+void hpl__cdirect_moved(hpl__cdirect *d, const char *addr, int port, int publish, uint64_t term);
+
 /* Try to read objects ids[0..n) from the directory, their PEEKs pipelined
  * on one connection, giving up at `deadline` or after DIRECT_WAIT_MS
  * (cdirect.c), whichever is first; an object that does not exist yet is

@@ -105,6 +105,7 @@ static int from_hello(hpl__cstore *s, const Hplpb__Hello *h, int chan, int ffd) 
     s->dir_port = (int)h->dir_port;
     s->netns = h->netns;
     s->dir_publish = h->dir_publish;
+    s->dir_term = h->dir_term;
   }
   if (h->node_name && strlen(h->node_name) < sizeof s->node_name)
     strcpy(s->node_name, h->node_name);

@@ -32,6 +32,7 @@ typedef struct hpl__cstore {
   int dir_port;          /* it; 0 if the store did not say */
   uint64_t netns;        /* the store's network namespace (inode), 0 if unknown */
   int dir_publish;       /* the directory takes PUBLISH of small objects (cdirect.h) */
+  uint64_t dir_term;     /* its leader term (standby directories; 0: none) */
   int have_reader_key;   /* the cluster has a secret: direct reads authenticate */
   uint8_t reader_key[32]; /* with this key (role READER, auth.h) */
   char node_name[64];     /* ... as this node (the store's name, Hello.node_name) */

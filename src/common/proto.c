@@ -141,6 +141,7 @@ unsigned hpl__msg_reply_type(unsigned type) {
     case HPL__MSG_EVICT: return HPL__MSG_EVICT_REP;
     case HPL__MSG_STATUS: return HPL__MSG_STATUS_REP;
     case HPL__MSG_RING: return HPL__MSG_RING_REP;
+    case HPL__MSG_DIR_WHERE: return HPL__MSG_DIR_WHERE_REP;
     case HPL__MSG_PUT:
     case HPL__MSG_SEAL:
     case HPL__MSG_ABORT:

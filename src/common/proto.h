@@ -107,13 +107,17 @@
   /* directory -> store, one-way: more digests of an object whose copy \
    * the store is pulling (LocNote: digest_first, digests; the root once \
    * all are known), as the origin makes them (digests.c) */ \
-  X(DIGESTS, 77, hplpb__loc_note)
+  X(DIGESTS, 77, hplpb__loc_note)               \
+  /* client -> store: where the directory is now (DirWhereReq); the reply \
+   * is a Hello with the directory's fields only */ \
+  X(DIR_WHERE, 78, hplpb__dir_where_req)         \
+  X(DIR_WHERE_REP, 79, hplpb__hello)
 
 enum hpl__msg_type {
 #define HPL__MSG_ENUM_(name, num, pfx) HPL__MSG_##name = (num),
   HPL__MSG_MAP(HPL__MSG_ENUM_)
 #undef HPL__MSG_ENUM_
-      HPL__MSG_MAX_ = 77
+      HPL__MSG_MAX_ = 79
 };
 
 /* Transfer record kinds: a receiver was given a sender; its copy completed
