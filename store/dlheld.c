@@ -96,9 +96,12 @@ static void held_next(hpl__dirlink *dl) {
   }
   free(held);
   free(ptrs);
-  if (end && dl->held_sent)
+  if (end && dl->held_sent) {
+    s->ctr.held_report_objects = dl->held_sent;
+    s->ctr.held_report_ms = hpl__now_ms() - dl->held_t0_ms;
     HPL__LOG_INFO("re-reported %zu objects to the directory in %llu ms", dl->held_sent,
-                  (unsigned long long)(hpl__now_ms() - dl->held_t0_ms));
+                  (unsigned long long)s->ctr.held_report_ms);
+  }
 }
 
 /* Walk what we hold from the start, sending the first piece. */

@@ -94,6 +94,10 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Copies whose bytes were voided because the object was restarted"),
       C("dir_registrations", c->dir_registrations, "directory_registrations_total",
         "Times this store registered with the directory"),
+      G("held_report_objects", c->held_report_objects, "reregistration_objects",
+        "Objects the last complete re-report to a new or restarted directory listed"),
+      G("held_report_ms", c->held_report_ms, "reregistration_milliseconds",
+        "How long that re-report took, from registering to its last piece answered"),
       C("dir_terms_refused", c->dir_terms_refused, "directory_terms_refused_total",
         "Directories refused for a leader term older than one this store registered with "
         "(a deposed leader)"),
