@@ -31,6 +31,14 @@ manifests) against the servers this tree builds.
   mapped into a scratch directory (a Secret laid out with the kubelet's
   symlinks, the downward API and $(VAR) expansion emulated); nothing the
   store container mounts holds the secret.
+- Standby directories (issue 43): the directory unit run twice with
+  HOPLITE_HA_ARGS, and deploy/k8s-ha (rendered with `kubectl kustomize`):
+  replicas, headless Services, the directories' --etcd naming every etcd
+  member, --advertise each replica's stable name, every store listing every
+  replica, etcd's own options in `etcd --help`; then real runs against an
+  etcd this test starts: two directories and two stores, the leader killed
+  (SIGKILL), the standby leads and a new object's put and get and the old
+  one's get succeed.
 """
 import ctypes
 import os
@@ -38,6 +46,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -339,6 +348,91 @@ def sandbox_violations(path, writable, families):
         if name in ("mprotect", "pkey_mprotect") and "PROT_EXEC" in args:
             bad.append("mprotect PROT_EXEC")
     return bad
+
+
+def free_port():
+    """A TCP port free on loopback now (the servers bind it soon after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+def etcd_options():
+    """Long options `etcd --help` lists."""
+    if "etcd" not in _help_cache:
+        out = run([ETCD, "--help"]).stdout
+        _help_cache["etcd"] = set(re.findall(r"^\s+--([a-z][a-z0-9-]*)", out, re.M))
+        assert _help_cache["etcd"], "etcd --help lists no options:\n" + out
+    return _help_cache["etcd"]
+
+
+def etcd_argv(tmp, given=()):
+    """A one-member etcd on free loopback ports, its data in tmp: the
+    options in `given` (a manifest's, as a flat list) kept, its URLs, name,
+    data directory and member list replaced by loopback ones. Returns
+    (argv, client URL)."""
+    client, peer = "http://127.0.0.1:%d" % free_port(), "http://127.0.0.1:%d" % free_port()
+    mine = {"--name": "hpl-test", "--data-dir": os.path.join(tmp, "etcd-data"),
+            "--listen-client-urls": client, "--advertise-client-urls": client,
+            "--listen-peer-urls": peer, "--initial-advertise-peer-urls": peer,
+            "--initial-cluster": "hpl-test=" + peer, "--initial-cluster-state": "new"}
+    argv, given = [ETCD], [str(x) for x in given]
+    for i in range(0, len(given) - 1, 2):
+        if given[i] not in mine:
+            argv += given[i:i + 2]
+    for k, v in mine.items():
+        argv += [k, v]
+    return argv, client
+
+
+def failover_run(test, procs, logs, tmp, dirs, stores):
+    """Standby directories at work: dirs are [(argv, port file)] (the
+    first is started alone and leads, the second stands by), stores are
+    [(argv, ready file, socket)] listing both directories. A put on the
+    first store, a get on the second; the leader killed (SIGKILL, as when
+    its host dies); the standby must then listen, and a new object's put
+    and get and the old object's get must succeed. Returns the seconds
+    from the kill to that new object's get."""
+    (a0, pf0), (a1, pf1) = dirs
+    logs.append(os.path.join(tmp, "directory0.log"))
+    leader = procs.start(a0, logs[-1])
+    wait_file(pf0, leader, 20)
+    logs.append(os.path.join(tmp, "directory1.log"))
+    standby = procs.start(a1, logs[-1])
+    for i, (argv, ready, _) in enumerate(stores):
+        logs.append(os.path.join(tmp, "store%d.log" % i))
+        wait_file(ready, procs.start(argv, logs[-1]), 20)
+    test.assertFalse(os.path.exists(pf1), "the standby listens while the other leads")
+    test.assertIsNone(standby.poll())
+    (_, _, s0), (_, _, s1) = stores[0], stores[1]
+    data = [os.urandom(300 << 10), os.urandom(300 << 10)]  # not inline: stores hold them
+    paths = [os.path.join(tmp, "obj%d.bin" % i) for i in range(2)]
+    for p, d in zip(paths, data):
+        with open(p, "wb") as f:
+            f.write(d)
+    out = os.path.join(tmp, "got.bin")
+    cli("-s", s0, "put", "before-failover", paths[0])
+    cli("-s", s1, "get", "before-failover", out)
+    with open(out, "rb") as f:
+        test.assertEqual(f.read(), data[0])
+    leader.kill()
+    killed = time.monotonic()
+    leader.wait()
+    wait_file(pf1, standby, 20)  # it leads: it listens
+    cli("-s", s0, "put", "after-failover", paths[1])
+    cli("-s", s1, "get", "after-failover", out)
+    took = time.monotonic() - killed
+    with open(out, "rb") as f:
+        test.assertEqual(f.read(), data[1])
+    cli("-s", s1, "get", "before-failover", out)
+    with open(out, "rb") as f:
+        test.assertEqual(f.read(), data[0])
+    print("standby directories: kill -9 of the leader to a new object's get: %.2f s" % took,
+          file=sys.stderr)
+    return took
 
 
 class Procs:
@@ -680,6 +774,90 @@ class TestSystemd(unittest.TestCase):
             else:
                 print("note: strace unusable here (or a sanitizer build); SystemCallFilter= "
                       "not checked against the calls made", file=sys.stderr)
+        except BaseException:
+            for log in logs:
+                sys.stderr.write("--- %s\n%s" % (log, tail(log)))
+            raise
+        finally:
+            procs.stop()
+
+
+    def test_standby_real_run(self):
+        """The same directory unit on two "hosts" as standby directories:
+        HOPLITE_HA_ARGS set as directory.env's comment shows (the test's
+        etcd, each directory's own --advertise), both stores'
+        HOPLITE_DIRECTORY listing both; the leader killed, the standby takes
+        over (failover_run)."""
+        tmp = self.tmp
+        denv = parse_env_file(os.path.join(UNITS, "directory.env"))
+        self.assertIn("HOPLITE_HA_ARGS", denv)
+        self.assertEqual(denv["HOPLITE_HA_ARGS"], "")  # one directory unless set
+        with open(os.path.join(UNITS, "directory.env")) as f:
+            example = [ln.split("=", 1)[1].strip() for ln in f
+                       if ln.startswith("# e.g. HOPLITE_HA_ARGS=")]
+        self.assertEqual(len(example), 1, "directory.env: no HOPLITE_HA_ARGS example")
+        ha = shlex.split(example[0])
+        for opt in ("--etcd", "--ha-prefix", "--lease-ms", "--advertise"):
+            self.assertIn(opt, ha)
+        with open(os.path.join(UNITS, "store.env")) as f:
+            self.assertRegex(f.read(), r"(?m)^#.*\w:7700,\w")  # a list, shown
+        secret_dir = os.path.join(tmp, "secret")
+        os.mkdir(secret_dir, 0o700)
+        cli("secret", os.path.join(secret_dir, "cluster.secret"))
+        creds = os.path.join(tmp, "credentials-directory")
+        load_credentials(self.units[DIR_UNIT], {}, secret_dir, creds)
+        procs = Procs()
+        logs = []
+        try:
+            etcd, url = etcd_argv(tmp)
+            logs.append(os.path.join(tmp, "etcd.log"))
+            procs.start(etcd, logs[-1])
+            ports = [free_port(), free_port()]
+            dirs = []
+            for i, port in enumerate(ports):
+                env = dict(denv)
+                args = list(ha)
+                args[args.index("--etcd") + 1] = url
+                args[args.index("--advertise") + 1] = "127.0.0.1:%d" % port
+                args[args.index("--ha-prefix") + 1] = "/hoplite/test-%d" % os.getpid()
+                pf = os.path.join(tmp, "directory%d.port" % i)
+                env.update(HOPLITE_LISTEN="127.0.0.1:%d" % port, HOPLITE_HA_ARGS=" ".join(args),
+                           HOPLITE_DIRECTORY_ARGS=(denv["HOPLITE_DIRECTORY_ARGS"] +
+                                                   " --port-file " + pf).strip())
+                argv = expand_exec(unit_value(self.units[DIR_UNIT], "ExecStart"), env,
+                                   {"d": creds, "%": "%"})
+                argv[0] = os.path.join(BUILD, "hoplite-directory")
+                dirs.append((argv, pf))
+            stores = []
+            unit = self.units[STORE_UNIT]
+            for node in ("node1", "node2"):
+                make = store_credential_command()
+                cred_file = os.path.join(secret_dir, make[-1].replace("NAME", node))
+                argv = [os.path.join(BUILD, "hoplite")] + [w.replace("NAME", node) for w in make[1:-1]]
+                argv[argv.index("--secret") + 1] = os.path.join(secret_dir, "cluster.secret")
+                r = run(argv + [cred_file])
+                self.assertEqual(r.returncode, 0, r.stdout)
+                env = parse_env_file(os.path.join(UNITS, "store.env"))
+                ready = os.path.join(tmp, node + ".ready")
+                env.update(HOPLITE_DIRECTORY=",".join("127.0.0.1:%d" % p for p in ports),
+                           HOPLITE_MEMORY="64M", HOPLITE_DATA_LISTEN="127.0.0.1:0",
+                           HOPLITE_STORE_ARGS=(env["HOPLITE_STORE_ARGS"] + " --ready-file " +
+                                               ready).strip())
+                spec = {"i": node, "d": os.path.join(tmp, "credentials-" + node),
+                        "t": os.path.join(tmp, "run"), "C": os.path.join(tmp, "cache"), "%": "%"}
+                for key, base in (("RuntimeDirectory", spec["t"]), ("CacheDirectory", spec["C"])):
+                    os.makedirs(os.path.join(base, unit_value(unit, key).replace("%i", node)),
+                                0o700)
+                load_credentials(unit, spec, secret_dir, spec["d"])
+                argv = expand_exec(unit_value(unit, "ExecStart"), env, spec)
+                argv[0] = os.path.join(BUILD, "hoplite-store")
+                stores.append((argv, ready, argv[argv.index("--socket") + 1]))
+            failover_run(self, procs, logs, tmp, dirs, stores)
+            procs.stop()
+            for p in procs.procs[1:]:  # the directories and stores; SIGTERM: a clean exit
+                if p.args[0].endswith("hoplite-directory") and p.returncode == -signal.SIGKILL:
+                    continue  # the leader failover_run killed
+                self.assertEqual(p.returncode, 0, "%s: %s" % (p.args[0], p.returncode))
         except BaseException:
             for log in logs:
                 sys.stderr.write("--- %s\n%s" % (log, tail(log)))
