@@ -901,8 +901,20 @@ def arg_of(c, opt):
     return str(args[args.index(opt) + 1])
 
 
+def container_var(c, word):
+    """word with each $(VAR) of the container's env given by value
+    replaced (as the kubelet does)."""
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+
+    def sub(m):
+        assert env.get(m.group(1)) is not None, "%s: $(%s) has no value" % (c["name"], m.group(1))
+        return str(env[m.group(1)])
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, word)
+
+
 # the downward API's values in the real runs (one node, loopback)
-DOWNWARD = {"spec.nodeName": "k8s-node-a", "status.podIP": "127.0.0.1"}
+DOWNWARD = {"spec.nodeName": "k8s-node-a", "status.podIP": "127.0.0.1",
+            "metadata.name": "k8s-pod-0"}
 
 
 def server_containers(manifests):
@@ -916,6 +928,50 @@ def server_containers(manifests):
                     if cmd and cmd[0] in ("hoplite-directory", "hoplite-store"):
                         out.append((d, c, cmd[0]))
     return out
+
+
+def check_workloads(self, manifests):
+    """Selectors, volumes, env references, paths and images hold together
+    (self: the TestCase; manifests: {file: [documents]})."""
+    for name, docs in manifests.items():
+        for d in docs:
+            if d["kind"] not in ("Deployment", "DaemonSet", "Job", "StatefulSet"):
+                continue
+            where = "%s %s" % (name, d["metadata"]["name"])
+            labels = d["spec"]["template"].get("metadata", {}).get("labels", {})
+            sel = d["spec"].get("selector", {}).get("matchLabels", {})
+            self.assertTrue(set(sel.items()) <= set(labels.items()), where)
+            vols = {v["name"]: v for v in pod_spec(d).get("volumes", [])}
+            for kind, c in containers(d):
+                w = "%s/%s" % (where, c["name"])
+                self.assertIn("image", c, w)
+                mounts = c.get("volumeMounts", [])
+                for vm in mounts:
+                    self.assertIn(vm["name"], vols, w)
+                envs = {e["name"] for e in c.get("env", [])}
+                words = [str(x) for x in c.get("command", []) + c.get("args", [])]
+                for ref in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", " ".join(words)):
+                    self.assertIn(ref, envs, "%s: $(%s) is not defined" % (w, ref))
+                sc = c.get("securityContext", {})
+                self.assertFalse(sc.get("allowPrivilegeEscalation", True), w)
+                self.assertTrue(sc.get("readOnlyRootFilesystem"), w)
+                if kind == "main":
+                    self.assertTrue(sc.get("runAsNonRoot"), w)
+                # with a read-only root, every absolute path an argument
+                # names lies on a mount
+                if c.get("command", [""])[0].startswith("hoplite-"):
+                    for a in c.get("args", []):
+                        a = str(a)
+                        if a.startswith("/"):
+                            self.assertTrue(any(a == vm["mountPath"] or
+                                                a.startswith(vm["mountPath"] + "/")
+                                                for vm in mounts), "%s: %s" % (w, a))
+                for probe in ("readinessProbe", "livenessProbe"):
+                    if probe in c and c.get("command", [""])[0].startswith("hoplite"):
+                        self.assertIn("exec", c[probe], w)  # see directory.yaml
+            for v in vols.values():
+                if "emptyDir" in v and v["emptyDir"].get("medium") == "Memory":
+                    self.assertIn("sizeLimit", v["emptyDir"], where)
 
 
 class TestKubernetes(unittest.TestCase):
@@ -946,45 +1002,7 @@ class TestKubernetes(unittest.TestCase):
 
     def test_workloads(self):
         """Selectors, volumes, env references, paths and images hold together."""
-        for name, docs in self.m.items():
-            for d in docs:
-                if d["kind"] not in ("Deployment", "DaemonSet", "Job"):
-                    continue
-                where = "%s %s" % (name, d["metadata"]["name"])
-                labels = d["spec"]["template"].get("metadata", {}).get("labels", {})
-                sel = d["spec"].get("selector", {}).get("matchLabels", {})
-                self.assertTrue(set(sel.items()) <= set(labels.items()), where)
-                vols = {v["name"]: v for v in pod_spec(d).get("volumes", [])}
-                for kind, c in containers(d):
-                    w = "%s/%s" % (where, c["name"])
-                    self.assertIn("image", c, w)
-                    mounts = c.get("volumeMounts", [])
-                    for vm in mounts:
-                        self.assertIn(vm["name"], vols, w)
-                    envs = {e["name"] for e in c.get("env", [])}
-                    words = [str(x) for x in c.get("command", []) + c.get("args", [])]
-                    for ref in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", " ".join(words)):
-                        self.assertIn(ref, envs, "%s: $(%s) is not defined" % (w, ref))
-                    sc = c.get("securityContext", {})
-                    self.assertFalse(sc.get("allowPrivilegeEscalation", True), w)
-                    self.assertTrue(sc.get("readOnlyRootFilesystem"), w)
-                    if kind == "main":
-                        self.assertTrue(sc.get("runAsNonRoot"), w)
-                    # with a read-only root, every absolute path an argument
-                    # names lies on a mount
-                    if c.get("command", [""])[0].startswith("hoplite-"):
-                        for a in c.get("args", []):
-                            a = str(a)
-                            if a.startswith("/"):
-                                self.assertTrue(any(a == vm["mountPath"] or
-                                                    a.startswith(vm["mountPath"] + "/")
-                                                    for vm in mounts), "%s: %s" % (w, a))
-                    for probe in ("readinessProbe", "livenessProbe"):
-                        if probe in c:
-                            self.assertIn("exec", c[probe], w)  # see directory.yaml
-                for v in vols.values():
-                    if "emptyDir" in v and v["emptyDir"].get("medium") == "Memory":
-                        self.assertIn("sizeLimit", v["emptyDir"], where)
+        check_workloads(self, self.m)
 
     def test_options(self):
         """Every --option in the manifests (arguments and comments) exists
@@ -1022,8 +1040,9 @@ class TestKubernetes(unittest.TestCase):
         sport = svc["spec"]["ports"][0]
         cport = [p for p in dirc["ports"] if p["name"] == sport["targetPort"]][0]
         self.assertEqual(int(arg_of(dirc, "--listen").rsplit(":", 1)[1]), cport["containerPort"])
-        # stores -> the Service
-        self.assertEqual(arg_of(stc, "--directory"),
+        # stores -> the Service (through $(HOPLITE_DIRECTORY), which
+        # deploy/k8s-ha sets to every directory replica instead)
+        self.assertEqual(container_var(stc, arg_of(stc, "--directory")),
                          "%s:%d" % (svc["metadata"]["name"], sport["port"]))
         # the node name and pod IP from the downward API
         env = {e["name"]: e for e in stc["env"]}
