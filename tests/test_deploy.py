@@ -63,6 +63,7 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DEPLOY = os.path.join(SRC, "deploy")
 UNITS = os.path.join(DEPLOY, "systemd")
 K8S = os.path.join(DEPLOY, "k8s")
+K8S_HA = os.path.join(DEPLOY, "k8s-ha")  # standby directories: an overlay of K8S
 BIN_PREFIX = "/usr/local/bin/"  # where the units expect the programs
 SCALE = float(os.environ.get("HPL_TEST_TIMEOUT_SCALE", "1"))
 OPT_RE = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
@@ -942,6 +943,8 @@ def check_workloads(self, manifests):
             sel = d["spec"].get("selector", {}).get("matchLabels", {})
             self.assertTrue(set(sel.items()) <= set(labels.items()), where)
             vols = {v["name"]: v for v in pod_spec(d).get("volumes", [])}
+            vols.update({t["metadata"]["name"]: {"persistentVolumeClaim": t["spec"]}
+                         for t in d["spec"].get("volumeClaimTemplates", [])})
             for kind, c in containers(d):
                 w = "%s/%s" % (where, c["name"])
                 self.assertIn("image", c, w)
@@ -960,8 +963,10 @@ def check_workloads(self, manifests):
                 # with a read-only root, every absolute path an argument
                 # names lies on a mount
                 if c.get("command", [""])[0].startswith("hoplite-"):
-                    for a in c.get("args", []):
-                        a = str(a)
+                    args = [str(a) for a in c.get("args", [])]
+                    for i, a in enumerate(args):
+                        if i and args[i - 1] == "--ha-prefix":
+                            continue  # an etcd key, not a file
                         if a.startswith("/"):
                             self.assertTrue(any(a == vm["mountPath"] or
                                                 a.startswith(vm["mountPath"] + "/")
@@ -1314,6 +1319,232 @@ class TestKubernetes(unittest.TestCase):
                 self.assertIn(f.read().strip(), r.stdout)
             procs.stop()
             for p in procs.procs:
+                self.assertEqual(p.returncode, 0, "%s: %s" % (p.args[0], p.returncode))
+        except BaseException:
+            for log in logs:
+                sys.stderr.write("--- %s\n%s" % (log, tail(log)))
+            raise
+        finally:
+            procs.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def kustomize(path):
+    """The documents `kubectl kustomize path` renders (None without kubectl)."""
+    if not shutil.which("kubectl"):
+        return None
+    r = subprocess.run(["kubectl", "kustomize", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=60 * SCALE)
+    assert r.returncode == 0, "kubectl kustomize %s: %s" % (path, r.stderr[-3000:])
+    return [d for d in yaml.safe_load_all(r.stdout) if d is not None]
+
+
+def env_source(c, name):
+    e = [x for x in c.get("env", []) if x["name"] == name]
+    assert len(e) == 1, "%s: env %s defined %d times" % (c["name"], name, len(e))
+    return e[0]
+
+
+class TestKubernetesHA(unittest.TestCase):
+    """deploy/k8s-ha: standby directories and their etcd, as `kubectl
+    apply -k deploy/k8s-ha` would create them."""
+
+    def setUp(self):
+        self.docs = kustomize(K8S_HA)
+        if self.docs is None:
+            self.skipTest("no kubectl here to render the overlay (kubectl kustomize)")
+        self.m = {"k8s-ha (rendered)": self.docs}
+        self.dirs = find(self.m, "StatefulSet", "hoplite-directory")[0]
+        self.dirc = [c for k, c in containers(self.dirs) if k == "main"][0]
+        self.ds = find(self.m, "DaemonSet", "hoplite-store")[0]
+        self.stc = [c for k, c in containers(self.ds) if k == "main"][0]
+        self.etcd = find(self.m, "StatefulSet", "hoplite-etcd")[0]
+        self.etcdc = [c for k, c in containers(self.etcd) if k == "main"][0]
+
+    def headless(self, sts):
+        """The headless Service a StatefulSet names, checked to select its pods."""
+        svc = find(self.m, "Service", sts["spec"]["serviceName"])[0]
+        self.assertEqual(svc["spec"].get("clusterIP"), "None", svc["metadata"]["name"])
+        # names resolve before Ready: a standby is never gated on it, and
+        # etcd's members must find each other to become Ready at all
+        self.assertTrue(svc["spec"].get("publishNotReadyAddresses"), svc["metadata"]["name"])
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(set(svc["spec"]["selector"].items()) <= set(labels.items()))
+        return svc
+
+    def test_overlay(self):
+        """The base's single directory is gone, everything else of it stays,
+        and the new objects are well formed."""
+        kinds = {(d["kind"], d["metadata"]["name"]) for d in self.docs}
+        self.assertNotIn(("Deployment", "hoplite-directory"), kinds)
+        self.assertNotIn(("Service", "hoplite-directory"), kinds)
+        base = kustomize(K8S)
+        kept = {(d["kind"], d["metadata"]["name"]) for d in base} - {
+            ("Deployment", "hoplite-directory"), ("Service", "hoplite-directory")}
+        self.assertEqual(kept - kinds, set())
+        for d in self.docs:
+            self.assertTrue(d["metadata"].get("name"))
+            if d["kind"] != "Namespace":
+                self.assertEqual(d["metadata"].get("namespace"), "hoplite", d["metadata"]["name"])
+        check_workloads(self, self.m)
+        # the base's store is the same but for the directory list
+        bstc = [c for k, c in containers(find({"b": base}, "DaemonSet", "hoplite-store")[0])
+                if k == "main"][0]
+        self.assertEqual(bstc["args"], self.stc["args"])
+        # budgets select the pods they are named after, one down at a time
+        for pdb in find(self.m, "PodDisruptionBudget"):
+            sts = find(self.m, "StatefulSet", pdb["metadata"]["name"])[0]
+            labels = sts["spec"]["template"]["metadata"]["labels"]
+            self.assertTrue(set(pdb["spec"]["selector"]["matchLabels"].items()) <=
+                            set(labels.items()))
+            self.assertEqual(pdb["spec"]["maxUnavailable"], 1)
+
+    def test_directories(self):
+        """Two or three replicas with stable names, each advertising its
+        own, started together, never Ready-gated, options that exist."""
+        n = self.dirs["spec"]["replicas"]
+        self.assertIn(n, (2, 3))
+        self.assertEqual(self.dirs["spec"]["podManagementPolicy"], "Parallel")
+        self.assertEqual(self.dirs["spec"]["updateStrategy"]["type"], "RollingUpdate")
+        self.assertNotIn("strategy", self.dirs["spec"])  # no Recreate here
+        # a probe only the leader passes would stall the rolling update
+        self.assertNotIn("readinessProbe", self.dirc)
+        svc = self.headless(self.dirs)
+        check_options(" ".join(str(a) for a in self.dirc["args"]), "hoplite-directory",
+                      "k8s-ha directory")
+        for f in ("directory.yaml", "kustomization.yaml", "store-directories.yaml"):
+            with open(os.path.join(K8S_HA, f)) as fh:
+                check_options(fh.read(), "hoplite-store" if f.startswith("store") else
+                              "hoplite-directory", f)
+        port = int(arg_of(self.dirc, "--listen").rsplit(":", 1)[1])
+        sport = svc["spec"]["ports"][0]
+        self.assertEqual(sport["port"], port)
+        self.assertIn(port, [p["containerPort"] for p in self.dirc["ports"]
+                             if p["name"] == sport["targetPort"]])
+        adv = arg_of(self.dirc, "--advertise")
+        m = re.match(r"^\$\((\w+)\)\.([a-z0-9-]+):(\d+)$", adv)
+        self.assertIsNotNone(m, adv)
+        self.assertEqual(env_source(self.dirc, m.group(1))["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.name")
+        self.assertEqual((m.group(2), int(m.group(3))), (svc["metadata"]["name"], port))
+        self.assertEqual(arg_of(self.dirc, "--lease-ms"), "3000")
+        self.assertRegex(arg_of(self.dirc, "--ha-prefix"), r"^/hoplite/[\w-]+$")
+        # each replica's name, as the stores must list them
+        self.want_dirs = ["%s-%d.%s:%d" % (self.dirs["metadata"]["name"], i,
+                                           svc["metadata"]["name"], port) for i in range(n)]
+        got = container_var(self.stc, arg_of(self.stc, "--directory")).split(",")
+        self.assertEqual(got, self.want_dirs)
+        # the same secret arrangement as the base's directory
+        self.assertTrue(arg_of(self.dirc, "--auth-file").endswith("/cluster.secret"))
+        vols = [v for v in pod_spec(self.dirs)["volumes"] if "secret" in v]
+        self.assertEqual([v["secret"]["secretName"] for v in vols], ["hoplite-cluster-secret"])
+        # spread over nodes
+        aff = pod_spec(self.dirs)["affinity"]["podAntiAffinity"]
+        terms = aff.get("requiredDuringSchedulingIgnoredDuringExecution", []) + [
+            t["podAffinityTerm"] for t in
+            aff.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+        self.assertIn("kubernetes.io/hostname", [t["topologyKey"] for t in terms])
+
+    def test_etcd(self):
+        """The directories' --etcd names every member of the etcd
+        StatefulSet through its headless Service; etcd's options exist in
+        `etcd --help` and its member list is the StatefulSet's pods."""
+        n = self.etcd["spec"]["replicas"]
+        self.assertIn(n, (1, 3, 5))
+        svc = self.headless(self.etcd)
+        ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        cports = {p["name"]: p["containerPort"] for p in self.etcdc["ports"]}
+        for name in ("client", "peer"):
+            self.assertEqual(ports[name]["port"], cports[ports[name]["targetPort"]])
+        name = self.etcd["metadata"]["name"]
+        host = lambda i: "%s-%d.%s" % (name, i, svc["metadata"]["name"])
+        want = ["http://%s:%d" % (host(i), ports["client"]["port"]) for i in range(n)]
+        self.assertEqual(arg_of(self.dirc, "--etcd").split(","), want)
+        # etcd's own arguments
+        args = [str(a) for a in self.etcdc["args"]]
+        bad = sorted(set(OPT_RE.findall(" ".join(args))) - etcd_options())
+        self.assertEqual(bad, [], "etcd has no option(s) %s" % bad)
+        pod = "$(%s)" % re.match(r"^\$\((\w+)\)$", arg_of(self.etcdc, "--name")).group(1)
+        self.assertEqual(env_source(self.etcdc, pod[2:-1])["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.name")
+        sub = lambda s: s.replace(pod, "%s-0" % name)
+        self.assertEqual(sub(arg_of(self.etcdc, "--advertise-client-urls")), want[0])
+        self.assertEqual(sub(arg_of(self.etcdc, "--initial-advertise-peer-urls")),
+                         "http://%s:%d" % (host(0), ports["peer"]["port"]))
+        self.assertEqual(arg_of(self.etcdc, "--initial-cluster").split(","), [
+            "%s-%d=http://%s:%d" % (name, i, host(i), ports["peer"]["port"]) for i in range(n)])
+        for opt, port in (("--listen-client-urls", "client"), ("--listen-peer-urls", "peer")):
+            self.assertEqual(int(arg_of(self.etcdc, opt).rsplit(":", 1)[1]), cports[port])
+        # its data on the member's own volume
+        vm = self.etcdc["volumeMounts"][0]
+        self.assertTrue(arg_of(self.etcdc, "--data-dir").startswith(vm["mountPath"] + "/"))
+        self.assertEqual([t["metadata"]["name"] for t in self.etcd["spec"]["volumeClaimTemplates"]],
+                         [vm["name"]])
+        # only the directories and the members reach it
+        pol = find(self.m, "NetworkPolicy", name)[0]
+        peers = [r["from"][0]["podSelector"]["matchLabels"] for r in pol["spec"]["ingress"]]
+        dlabels = self.dirs["spec"]["template"]["metadata"]["labels"]
+        elabels = self.etcd["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(sorted(peers, key=str), sorted([
+            {k: dlabels[k] for k in peers[0]}, {k: elabels[k] for k in peers[1]}], key=str))
+
+    def test_real_run(self):
+        """The overlay's containers, run here: an etcd with the manifest's
+        options (its URLs and member list made loopback ones), two directory
+        replicas with their arguments (--etcd the test's, --listen and
+        --advertise loopback ports, the secret's init script run), two
+        stores listing both; failover_run kills the leader."""
+        tmp = tempfile.mkdtemp(prefix="hpl-k8s-ha-")
+        procs = Procs()
+        logs = []
+        try:
+            secret = os.path.join(tmp, "cluster.secret")
+            cli("secret", secret)
+            etcd, url = etcd_argv(tmp, self.etcdc["args"])
+            logs.append(os.path.join(tmp, "etcd.log"))
+            procs.start(etcd, logs[-1])
+            ports = [free_port(), free_port()]
+            denv = {"POD_NAME": None}
+            dirs = []
+            for i, port in enumerate(ports):
+                args = [str(a) for a in self.dirc["args"]]
+                values = {"--etcd": url, "--listen": "127.0.0.1:%d" % port,
+                          "--advertise": "127.0.0.1:%d" % port, "--auth-file": secret}
+                for j in range(len(args) - 1):
+                    if args[j] in values:
+                        args[j + 1] = values[args[j]]
+                denv["POD_NAME"] = "hoplite-directory-%d" % i
+                args = [re.sub(r"\$\((\w+)\)", lambda m: denv[m.group(1)], a) for a in args]
+                pf = os.path.join(tmp, "directory%d.port" % i)
+                dirs.append(([os.path.join(BUILD, "hoplite-directory")] + args +
+                             ["--port-file", pf], pf))
+            stores = []
+            for node in ("k8s-node-a", "k8s-node-b"):
+                cred = os.path.join(tmp, node + ".cred")
+                cli("secret", "--node", node, "--secret", secret, cred)
+                args = [str(a) for a in self.stc["args"]]
+                sock = os.path.join(tmp, node + ".sock")
+                ready = os.path.join(tmp, node + ".ready")
+                values = {"--data-listen": "127.0.0.1:0", "--memory": "64M", "--socket": sock,
+                          "--auth-file": cred, "--ready-file": ready,
+                          "--spill-dir": os.path.join(tmp, node + "-spill")}
+                os.mkdir(values["--spill-dir"], 0o700)
+                for j in range(len(args) - 1):
+                    if args[j] in values:
+                        args[j + 1] = values[args[j]]
+                # the list the manifest gives, each replica's name made the
+                # loopback address it has here
+                env = {"NODE_NAME": node, "POD_IP": "127.0.0.1", "HOPLITE_DIRECTORY": ",".join(
+                    "127.0.0.1:%d" % p for p in ports)}
+                self.assertEqual(len(container_var(self.stc, "$(HOPLITE_DIRECTORY)").split(",")),
+                                 self.dirs["spec"]["replicas"])
+                args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in args]
+                stores.append(([os.path.join(BUILD, "hoplite-store")] + args, ready, sock))
+            failover_run(self, procs, logs, tmp, dirs, stores)
+            procs.stop()
+            for p in procs.procs[1:]:
+                if p.args[0].endswith("hoplite-directory") and p.returncode == -signal.SIGKILL:
+                    continue  # the leader failover_run killed
                 self.assertEqual(p.returncode, 0, "%s: %s" % (p.args[0], p.returncode))
         except BaseException:
             for log in logs:
