@@ -31,6 +31,14 @@ manifests) against the servers this tree builds.
   mapped into a scratch directory (a Secret laid out with the kubelet's
   symlinks, the downward API and $(VAR) expansion emulated); nothing the
   store container mounts holds the secret.
+- Standby directories (issue 43): the directory unit run twice with
+  HOPLITE_HA_ARGS, and deploy/k8s-ha (rendered with `kubectl kustomize`):
+  replicas, headless Services, the directories' --etcd naming every etcd
+  member, --advertise each replica's stable name, every store listing every
+  replica, etcd's own options in `etcd --help`; then real runs against an
+  etcd this test starts: two directories and two stores, the leader killed
+  (SIGKILL), the standby leads and a new object's put and get and the old
+  one's get succeed.
 """
 import ctypes
 import os
@@ -38,6 +46,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +63,7 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DEPLOY = os.path.join(SRC, "deploy")
 UNITS = os.path.join(DEPLOY, "systemd")
 K8S = os.path.join(DEPLOY, "k8s")
+K8S_HA = os.path.join(DEPLOY, "k8s-ha")  # standby directories: an overlay of K8S
 BIN_PREFIX = "/usr/local/bin/"  # where the units expect the programs
 SCALE = float(os.environ.get("HPL_TEST_TIMEOUT_SCALE", "1"))
 OPT_RE = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
@@ -339,6 +349,91 @@ def sandbox_violations(path, writable, families):
         if name in ("mprotect", "pkey_mprotect") and "PROT_EXEC" in args:
             bad.append("mprotect PROT_EXEC")
     return bad
+
+
+def free_port():
+    """A TCP port free on loopback now (the servers bind it soon after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+def etcd_options():
+    """Long options `etcd --help` lists."""
+    if "etcd" not in _help_cache:
+        out = run([ETCD, "--help"]).stdout
+        _help_cache["etcd"] = set(re.findall(r"^\s+--([a-z][a-z0-9-]*)", out, re.M))
+        assert _help_cache["etcd"], "etcd --help lists no options:\n" + out
+    return _help_cache["etcd"]
+
+
+def etcd_argv(tmp, given=()):
+    """A one-member etcd on free loopback ports, its data in tmp: the
+    options in `given` (a manifest's, as a flat list) kept, its URLs, name,
+    data directory and member list replaced by loopback ones. Returns
+    (argv, client URL)."""
+    client, peer = "http://127.0.0.1:%d" % free_port(), "http://127.0.0.1:%d" % free_port()
+    mine = {"--name": "hpl-test", "--data-dir": os.path.join(tmp, "etcd-data"),
+            "--listen-client-urls": client, "--advertise-client-urls": client,
+            "--listen-peer-urls": peer, "--initial-advertise-peer-urls": peer,
+            "--initial-cluster": "hpl-test=" + peer, "--initial-cluster-state": "new"}
+    argv, given = [ETCD], [str(x) for x in given]
+    for i in range(0, len(given) - 1, 2):
+        if given[i] not in mine:
+            argv += given[i:i + 2]
+    for k, v in mine.items():
+        argv += [k, v]
+    return argv, client
+
+
+def failover_run(test, procs, logs, tmp, dirs, stores):
+    """Standby directories at work: dirs are [(argv, port file)] (the
+    first is started alone and leads, the second stands by), stores are
+    [(argv, ready file, socket)] listing both directories. A put on the
+    first store, a get on the second; the leader killed (SIGKILL, as when
+    its host dies); the standby must then listen, and a new object's put
+    and get and the old object's get must succeed. Returns the seconds
+    from the kill to that new object's get."""
+    (a0, pf0), (a1, pf1) = dirs
+    logs.append(os.path.join(tmp, "directory0.log"))
+    leader = procs.start(a0, logs[-1])
+    wait_file(pf0, leader, 20)
+    logs.append(os.path.join(tmp, "directory1.log"))
+    standby = procs.start(a1, logs[-1])
+    for i, (argv, ready, _) in enumerate(stores):
+        logs.append(os.path.join(tmp, "store%d.log" % i))
+        wait_file(ready, procs.start(argv, logs[-1]), 20)
+    test.assertFalse(os.path.exists(pf1), "the standby listens while the other leads")
+    test.assertIsNone(standby.poll())
+    (_, _, s0), (_, _, s1) = stores[0], stores[1]
+    data = [os.urandom(300 << 10), os.urandom(300 << 10)]  # not inline: stores hold them
+    paths = [os.path.join(tmp, "obj%d.bin" % i) for i in range(2)]
+    for p, d in zip(paths, data):
+        with open(p, "wb") as f:
+            f.write(d)
+    out = os.path.join(tmp, "got.bin")
+    cli("-s", s0, "put", "before-failover", paths[0])
+    cli("-s", s1, "get", "before-failover", out)
+    with open(out, "rb") as f:
+        test.assertEqual(f.read(), data[0])
+    leader.kill()
+    killed = time.monotonic()
+    leader.wait()
+    wait_file(pf1, standby, 20)  # it leads: it listens
+    cli("-s", s0, "put", "after-failover", paths[1])
+    cli("-s", s1, "get", "after-failover", out)
+    took = time.monotonic() - killed
+    with open(out, "rb") as f:
+        test.assertEqual(f.read(), data[1])
+    cli("-s", s1, "get", "before-failover", out)
+    with open(out, "rb") as f:
+        test.assertEqual(f.read(), data[0])
+    print("standby directories: kill -9 of the leader to a new object's get: %.2f s" % took,
+          file=sys.stderr)
+    return took
 
 
 class Procs:
@@ -688,6 +783,90 @@ class TestSystemd(unittest.TestCase):
             procs.stop()
 
 
+    def test_standby_real_run(self):
+        """The same directory unit on two "hosts" as standby directories:
+        HOPLITE_HA_ARGS set as directory.env's comment shows (the test's
+        etcd, each directory's own --advertise), both stores'
+        HOPLITE_DIRECTORY listing both; the leader killed, the standby takes
+        over (failover_run)."""
+        tmp = self.tmp
+        denv = parse_env_file(os.path.join(UNITS, "directory.env"))
+        self.assertIn("HOPLITE_HA_ARGS", denv)
+        self.assertEqual(denv["HOPLITE_HA_ARGS"], "")  # one directory unless set
+        with open(os.path.join(UNITS, "directory.env")) as f:
+            example = [ln.split("=", 1)[1].strip() for ln in f
+                       if ln.startswith("# e.g. HOPLITE_HA_ARGS=")]
+        self.assertEqual(len(example), 1, "directory.env: no HOPLITE_HA_ARGS example")
+        ha = shlex.split(example[0])
+        for opt in ("--etcd", "--ha-prefix", "--lease-ms", "--advertise"):
+            self.assertIn(opt, ha)
+        with open(os.path.join(UNITS, "store.env")) as f:
+            self.assertRegex(f.read(), r"(?m)^#.*\w:7700,\w")  # a list, shown
+        secret_dir = os.path.join(tmp, "secret")
+        os.mkdir(secret_dir, 0o700)
+        cli("secret", os.path.join(secret_dir, "cluster.secret"))
+        creds = os.path.join(tmp, "credentials-directory")
+        load_credentials(self.units[DIR_UNIT], {}, secret_dir, creds)
+        procs = Procs()
+        logs = []
+        try:
+            etcd, url = etcd_argv(tmp)
+            logs.append(os.path.join(tmp, "etcd.log"))
+            procs.start(etcd, logs[-1])
+            ports = [free_port(), free_port()]
+            dirs = []
+            for i, port in enumerate(ports):
+                env = dict(denv)
+                args = list(ha)
+                args[args.index("--etcd") + 1] = url
+                args[args.index("--advertise") + 1] = "127.0.0.1:%d" % port
+                args[args.index("--ha-prefix") + 1] = "/hoplite/test-%d" % os.getpid()
+                pf = os.path.join(tmp, "directory%d.port" % i)
+                env.update(HOPLITE_LISTEN="127.0.0.1:%d" % port, HOPLITE_HA_ARGS=" ".join(args),
+                           HOPLITE_DIRECTORY_ARGS=(denv["HOPLITE_DIRECTORY_ARGS"] +
+                                                   " --port-file " + pf).strip())
+                argv = expand_exec(unit_value(self.units[DIR_UNIT], "ExecStart"), env,
+                                   {"d": creds, "%": "%"})
+                argv[0] = os.path.join(BUILD, "hoplite-directory")
+                dirs.append((argv, pf))
+            stores = []
+            unit = self.units[STORE_UNIT]
+            for node in ("node1", "node2"):
+                make = store_credential_command()
+                cred_file = os.path.join(secret_dir, make[-1].replace("NAME", node))
+                argv = [os.path.join(BUILD, "hoplite")] + [w.replace("NAME", node) for w in make[1:-1]]
+                argv[argv.index("--secret") + 1] = os.path.join(secret_dir, "cluster.secret")
+                r = run(argv + [cred_file])
+                self.assertEqual(r.returncode, 0, r.stdout)
+                env = parse_env_file(os.path.join(UNITS, "store.env"))
+                ready = os.path.join(tmp, node + ".ready")
+                env.update(HOPLITE_DIRECTORY=",".join("127.0.0.1:%d" % p for p in ports),
+                           HOPLITE_MEMORY="64M", HOPLITE_DATA_LISTEN="127.0.0.1:0",
+                           HOPLITE_STORE_ARGS=(env["HOPLITE_STORE_ARGS"] + " --ready-file " +
+                                               ready).strip())
+                spec = {"i": node, "d": os.path.join(tmp, "credentials-" + node),
+                        "t": os.path.join(tmp, "run"), "C": os.path.join(tmp, "cache"), "%": "%"}
+                for key, base in (("RuntimeDirectory", spec["t"]), ("CacheDirectory", spec["C"])):
+                    os.makedirs(os.path.join(base, unit_value(unit, key).replace("%i", node)),
+                                0o700)
+                load_credentials(unit, spec, secret_dir, spec["d"])
+                argv = expand_exec(unit_value(unit, "ExecStart"), env, spec)
+                argv[0] = os.path.join(BUILD, "hoplite-store")
+                stores.append((argv, ready, argv[argv.index("--socket") + 1]))
+            failover_run(self, procs, logs, tmp, dirs, stores)
+            procs.stop()
+            for p in procs.procs[1:]:  # the directories and stores; SIGTERM: a clean exit
+                if p.args[0].endswith("hoplite-directory") and p.returncode == -signal.SIGKILL:
+                    continue  # the leader failover_run killed
+                self.assertEqual(p.returncode, 0, "%s: %s" % (p.args[0], p.returncode))
+        except BaseException:
+            for log in logs:
+                sys.stderr.write("--- %s\n%s" % (log, tail(log)))
+            raise
+        finally:
+            procs.stop()
+
+
 # ---------------------------------------------------------------- Kubernetes
 
 def load_manifests():
@@ -723,8 +902,20 @@ def arg_of(c, opt):
     return str(args[args.index(opt) + 1])
 
 
+def container_var(c, word):
+    """word with each $(VAR) of the container's env given by value
+    replaced (as the kubelet does)."""
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+
+    def sub(m):
+        assert env.get(m.group(1)) is not None, "%s: $(%s) has no value" % (c["name"], m.group(1))
+        return str(env[m.group(1)])
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, word)
+
+
 # the downward API's values in the real runs (one node, loopback)
-DOWNWARD = {"spec.nodeName": "k8s-node-a", "status.podIP": "127.0.0.1"}
+DOWNWARD = {"spec.nodeName": "k8s-node-a", "status.podIP": "127.0.0.1",
+            "metadata.name": "k8s-pod-0"}
 
 
 def server_containers(manifests):
@@ -738,6 +929,54 @@ def server_containers(manifests):
                     if cmd and cmd[0] in ("hoplite-directory", "hoplite-store"):
                         out.append((d, c, cmd[0]))
     return out
+
+
+def check_workloads(self, manifests):
+    """Selectors, volumes, env references, paths and images hold together
+    (self: the TestCase; manifests: {file: [documents]})."""
+    for name, docs in manifests.items():
+        for d in docs:
+            if d["kind"] not in ("Deployment", "DaemonSet", "Job", "StatefulSet"):
+                continue
+            where = "%s %s" % (name, d["metadata"]["name"])
+            labels = d["spec"]["template"].get("metadata", {}).get("labels", {})
+            sel = d["spec"].get("selector", {}).get("matchLabels", {})
+            self.assertTrue(set(sel.items()) <= set(labels.items()), where)
+            vols = {v["name"]: v for v in pod_spec(d).get("volumes", [])}
+            vols.update({t["metadata"]["name"]: {"persistentVolumeClaim": t["spec"]}
+                         for t in d["spec"].get("volumeClaimTemplates", [])})
+            for kind, c in containers(d):
+                w = "%s/%s" % (where, c["name"])
+                self.assertIn("image", c, w)
+                mounts = c.get("volumeMounts", [])
+                for vm in mounts:
+                    self.assertIn(vm["name"], vols, w)
+                envs = {e["name"] for e in c.get("env", [])}
+                words = [str(x) for x in c.get("command", []) + c.get("args", [])]
+                for ref in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", " ".join(words)):
+                    self.assertIn(ref, envs, "%s: $(%s) is not defined" % (w, ref))
+                sc = c.get("securityContext", {})
+                self.assertFalse(sc.get("allowPrivilegeEscalation", True), w)
+                self.assertTrue(sc.get("readOnlyRootFilesystem"), w)
+                if kind == "main":
+                    self.assertTrue(sc.get("runAsNonRoot"), w)
+                # with a read-only root, every absolute path an argument
+                # names lies on a mount
+                if c.get("command", [""])[0].startswith("hoplite-"):
+                    args = [str(a) for a in c.get("args", [])]
+                    for i, a in enumerate(args):
+                        if i and args[i - 1] == "--ha-prefix":
+                            continue  # an etcd key, not a file
+                        if a.startswith("/"):
+                            self.assertTrue(any(a == vm["mountPath"] or
+                                                a.startswith(vm["mountPath"] + "/")
+                                                for vm in mounts), "%s: %s" % (w, a))
+                for probe in ("readinessProbe", "livenessProbe"):
+                    if probe in c and c.get("command", [""])[0].startswith("hoplite"):
+                        self.assertIn("exec", c[probe], w)  # see directory.yaml
+            for v in vols.values():
+                if "emptyDir" in v and v["emptyDir"].get("medium") == "Memory":
+                    self.assertIn("sizeLimit", v["emptyDir"], where)
 
 
 class TestKubernetes(unittest.TestCase):
@@ -768,45 +1007,7 @@ class TestKubernetes(unittest.TestCase):
 
     def test_workloads(self):
         """Selectors, volumes, env references, paths and images hold together."""
-        for name, docs in self.m.items():
-            for d in docs:
-                if d["kind"] not in ("Deployment", "DaemonSet", "Job"):
-                    continue
-                where = "%s %s" % (name, d["metadata"]["name"])
-                labels = d["spec"]["template"].get("metadata", {}).get("labels", {})
-                sel = d["spec"].get("selector", {}).get("matchLabels", {})
-                self.assertTrue(set(sel.items()) <= set(labels.items()), where)
-                vols = {v["name"]: v for v in pod_spec(d).get("volumes", [])}
-                for kind, c in containers(d):
-                    w = "%s/%s" % (where, c["name"])
-                    self.assertIn("image", c, w)
-                    mounts = c.get("volumeMounts", [])
-                    for vm in mounts:
-                        self.assertIn(vm["name"], vols, w)
-                    envs = {e["name"] for e in c.get("env", [])}
-                    words = [str(x) for x in c.get("command", []) + c.get("args", [])]
-                    for ref in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", " ".join(words)):
-                        self.assertIn(ref, envs, "%s: $(%s) is not defined" % (w, ref))
-                    sc = c.get("securityContext", {})
-                    self.assertFalse(sc.get("allowPrivilegeEscalation", True), w)
-                    self.assertTrue(sc.get("readOnlyRootFilesystem"), w)
-                    if kind == "main":
-                        self.assertTrue(sc.get("runAsNonRoot"), w)
-                    # with a read-only root, every absolute path an argument
-                    # names lies on a mount
-                    if c.get("command", [""])[0].startswith("hoplite-"):
-                        for a in c.get("args", []):
-                            a = str(a)
-                            if a.startswith("/"):
-                                self.assertTrue(any(a == vm["mountPath"] or
-                                                    a.startswith(vm["mountPath"] + "/")
-                                                    for vm in mounts), "%s: %s" % (w, a))
-                    for probe in ("readinessProbe", "livenessProbe"):
-                        if probe in c:
-                            self.assertIn("exec", c[probe], w)  # see directory.yaml
-                for v in vols.values():
-                    if "emptyDir" in v and v["emptyDir"].get("medium") == "Memory":
-                        self.assertIn("sizeLimit", v["emptyDir"], where)
+        check_workloads(self, self.m)
 
     def test_options(self):
         """Every --option in the manifests (arguments and comments) exists
@@ -844,8 +1045,9 @@ class TestKubernetes(unittest.TestCase):
         sport = svc["spec"]["ports"][0]
         cport = [p for p in dirc["ports"] if p["name"] == sport["targetPort"]][0]
         self.assertEqual(int(arg_of(dirc, "--listen").rsplit(":", 1)[1]), cport["containerPort"])
-        # stores -> the Service
-        self.assertEqual(arg_of(stc, "--directory"),
+        # stores -> the Service (through $(HOPLITE_DIRECTORY), which
+        # deploy/k8s-ha sets to every directory replica instead)
+        self.assertEqual(container_var(stc, arg_of(stc, "--directory")),
                          "%s:%d" % (svc["metadata"]["name"], sport["port"]))
         # the node name and pod IP from the downward API
         env = {e["name"]: e for e in stc["env"]}
@@ -1117,6 +1319,232 @@ class TestKubernetes(unittest.TestCase):
                 self.assertIn(f.read().strip(), r.stdout)
             procs.stop()
             for p in procs.procs:
+                self.assertEqual(p.returncode, 0, "%s: %s" % (p.args[0], p.returncode))
+        except BaseException:
+            for log in logs:
+                sys.stderr.write("--- %s\n%s" % (log, tail(log)))
+            raise
+        finally:
+            procs.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def kustomize(path):
+    """The documents `kubectl kustomize path` renders (None without kubectl)."""
+    if not shutil.which("kubectl"):
+        return None
+    r = subprocess.run(["kubectl", "kustomize", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=60 * SCALE)
+    assert r.returncode == 0, "kubectl kustomize %s: %s" % (path, r.stderr[-3000:])
+    return [d for d in yaml.safe_load_all(r.stdout) if d is not None]
+
+
+def env_source(c, name):
+    e = [x for x in c.get("env", []) if x["name"] == name]
+    assert len(e) == 1, "%s: env %s defined %d times" % (c["name"], name, len(e))
+    return e[0]
+
+
+class TestKubernetesHA(unittest.TestCase):
+    """deploy/k8s-ha: standby directories and their etcd, as `kubectl
+    apply -k deploy/k8s-ha` would create them."""
+
+    def setUp(self):
+        self.docs = kustomize(K8S_HA)
+        if self.docs is None:
+            self.skipTest("no kubectl here to render the overlay (kubectl kustomize)")
+        self.m = {"k8s-ha (rendered)": self.docs}
+        self.dirs = find(self.m, "StatefulSet", "hoplite-directory")[0]
+        self.dirc = [c for k, c in containers(self.dirs) if k == "main"][0]
+        self.ds = find(self.m, "DaemonSet", "hoplite-store")[0]
+        self.stc = [c for k, c in containers(self.ds) if k == "main"][0]
+        self.etcd = find(self.m, "StatefulSet", "hoplite-etcd")[0]
+        self.etcdc = [c for k, c in containers(self.etcd) if k == "main"][0]
+
+    def headless(self, sts):
+        """The headless Service a StatefulSet names, checked to select its pods."""
+        svc = find(self.m, "Service", sts["spec"]["serviceName"])[0]
+        self.assertEqual(svc["spec"].get("clusterIP"), "None", svc["metadata"]["name"])
+        # names resolve before Ready: a standby is never gated on it, and
+        # etcd's members must find each other to become Ready at all
+        self.assertTrue(svc["spec"].get("publishNotReadyAddresses"), svc["metadata"]["name"])
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(set(svc["spec"]["selector"].items()) <= set(labels.items()))
+        return svc
+
+    def test_overlay(self):
+        """The base's single directory is gone, everything else of it stays,
+        and the new objects are well formed."""
+        kinds = {(d["kind"], d["metadata"]["name"]) for d in self.docs}
+        self.assertNotIn(("Deployment", "hoplite-directory"), kinds)
+        self.assertNotIn(("Service", "hoplite-directory"), kinds)
+        base = kustomize(K8S)
+        kept = {(d["kind"], d["metadata"]["name"]) for d in base} - {
+            ("Deployment", "hoplite-directory"), ("Service", "hoplite-directory")}
+        self.assertEqual(kept - kinds, set())
+        for d in self.docs:
+            self.assertTrue(d["metadata"].get("name"))
+            if d["kind"] != "Namespace":
+                self.assertEqual(d["metadata"].get("namespace"), "hoplite", d["metadata"]["name"])
+        check_workloads(self, self.m)
+        # the base's store is the same but for the directory list
+        bstc = [c for k, c in containers(find({"b": base}, "DaemonSet", "hoplite-store")[0])
+                if k == "main"][0]
+        self.assertEqual(bstc["args"], self.stc["args"])
+        # budgets select the pods they are named after, one down at a time
+        for pdb in find(self.m, "PodDisruptionBudget"):
+            sts = find(self.m, "StatefulSet", pdb["metadata"]["name"])[0]
+            labels = sts["spec"]["template"]["metadata"]["labels"]
+            self.assertTrue(set(pdb["spec"]["selector"]["matchLabels"].items()) <=
+                            set(labels.items()))
+            self.assertEqual(pdb["spec"]["maxUnavailable"], 1)
+
+    def test_directories(self):
+        """Two or three replicas with stable names, each advertising its
+        own, started together, never Ready-gated, options that exist."""
+        n = self.dirs["spec"]["replicas"]
+        self.assertIn(n, (2, 3))
+        self.assertEqual(self.dirs["spec"]["podManagementPolicy"], "Parallel")
+        self.assertEqual(self.dirs["spec"]["updateStrategy"]["type"], "RollingUpdate")
+        self.assertNotIn("strategy", self.dirs["spec"])  # no Recreate here
+        # a probe only the leader passes would stall the rolling update
+        self.assertNotIn("readinessProbe", self.dirc)
+        svc = self.headless(self.dirs)
+        check_options(" ".join(str(a) for a in self.dirc["args"]), "hoplite-directory",
+                      "k8s-ha directory")
+        for f in ("directory.yaml", "kustomization.yaml", "store-directories.yaml"):
+            with open(os.path.join(K8S_HA, f)) as fh:
+                check_options(fh.read(), "hoplite-store" if f.startswith("store") else
+                              "hoplite-directory", f)
+        port = int(arg_of(self.dirc, "--listen").rsplit(":", 1)[1])
+        sport = svc["spec"]["ports"][0]
+        self.assertEqual(sport["port"], port)
+        self.assertIn(port, [p["containerPort"] for p in self.dirc["ports"]
+                             if p["name"] == sport["targetPort"]])
+        adv = arg_of(self.dirc, "--advertise")
+        m = re.match(r"^\$\((\w+)\)\.([a-z0-9-]+):(\d+)$", adv)
+        self.assertIsNotNone(m, adv)
+        self.assertEqual(env_source(self.dirc, m.group(1))["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.name")
+        self.assertEqual((m.group(2), int(m.group(3))), (svc["metadata"]["name"], port))
+        self.assertEqual(arg_of(self.dirc, "--lease-ms"), "3000")
+        self.assertRegex(arg_of(self.dirc, "--ha-prefix"), r"^/hoplite/[\w-]+$")
+        # each replica's name, as the stores must list them
+        self.want_dirs = ["%s-%d.%s:%d" % (self.dirs["metadata"]["name"], i,
+                                           svc["metadata"]["name"], port) for i in range(n)]
+        got = container_var(self.stc, arg_of(self.stc, "--directory")).split(",")
+        self.assertEqual(got, self.want_dirs)
+        # the same secret arrangement as the base's directory
+        self.assertTrue(arg_of(self.dirc, "--auth-file").endswith("/cluster.secret"))
+        vols = [v for v in pod_spec(self.dirs)["volumes"] if "secret" in v]
+        self.assertEqual([v["secret"]["secretName"] for v in vols], ["hoplite-cluster-secret"])
+        # spread over nodes
+        aff = pod_spec(self.dirs)["affinity"]["podAntiAffinity"]
+        terms = aff.get("requiredDuringSchedulingIgnoredDuringExecution", []) + [
+            t["podAffinityTerm"] for t in
+            aff.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+        self.assertIn("kubernetes.io/hostname", [t["topologyKey"] for t in terms])
+
+    def test_etcd(self):
+        """The directories' --etcd names every member of the etcd
+        StatefulSet through its headless Service; etcd's options exist in
+        `etcd --help` and its member list is the StatefulSet's pods."""
+        n = self.etcd["spec"]["replicas"]
+        self.assertIn(n, (1, 3, 5))
+        svc = self.headless(self.etcd)
+        ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        cports = {p["name"]: p["containerPort"] for p in self.etcdc["ports"]}
+        for name in ("client", "peer"):
+            self.assertEqual(ports[name]["port"], cports[ports[name]["targetPort"]])
+        name = self.etcd["metadata"]["name"]
+        host = lambda i: "%s-%d.%s" % (name, i, svc["metadata"]["name"])
+        want = ["http://%s:%d" % (host(i), ports["client"]["port"]) for i in range(n)]
+        self.assertEqual(arg_of(self.dirc, "--etcd").split(","), want)
+        # etcd's own arguments
+        args = [str(a) for a in self.etcdc["args"]]
+        bad = sorted(set(OPT_RE.findall(" ".join(args))) - etcd_options())
+        self.assertEqual(bad, [], "etcd has no option(s) %s" % bad)
+        pod = "$(%s)" % re.match(r"^\$\((\w+)\)$", arg_of(self.etcdc, "--name")).group(1)
+        self.assertEqual(env_source(self.etcdc, pod[2:-1])["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.name")
+        sub = lambda s: s.replace(pod, "%s-0" % name)
+        self.assertEqual(sub(arg_of(self.etcdc, "--advertise-client-urls")), want[0])
+        self.assertEqual(sub(arg_of(self.etcdc, "--initial-advertise-peer-urls")),
+                         "http://%s:%d" % (host(0), ports["peer"]["port"]))
+        self.assertEqual(arg_of(self.etcdc, "--initial-cluster").split(","), [
+            "%s-%d=http://%s:%d" % (name, i, host(i), ports["peer"]["port"]) for i in range(n)])
+        for opt, port in (("--listen-client-urls", "client"), ("--listen-peer-urls", "peer")):
+            self.assertEqual(int(arg_of(self.etcdc, opt).rsplit(":", 1)[1]), cports[port])
+        # its data on the member's own volume
+        vm = self.etcdc["volumeMounts"][0]
+        self.assertTrue(arg_of(self.etcdc, "--data-dir").startswith(vm["mountPath"] + "/"))
+        self.assertEqual([t["metadata"]["name"] for t in self.etcd["spec"]["volumeClaimTemplates"]],
+                         [vm["name"]])
+        # only the directories and the members reach it
+        pol = find(self.m, "NetworkPolicy", name)[0]
+        peers = [r["from"][0]["podSelector"]["matchLabels"] for r in pol["spec"]["ingress"]]
+        dlabels = self.dirs["spec"]["template"]["metadata"]["labels"]
+        elabels = self.etcd["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(sorted(peers, key=str), sorted([
+            {k: dlabels[k] for k in peers[0]}, {k: elabels[k] for k in peers[1]}], key=str))
+
+    def test_real_run(self):
+        """The overlay's containers, run here: an etcd with the manifest's
+        options (its URLs and member list made loopback ones), two directory
+        replicas with their arguments (--etcd the test's, --listen and
+        --advertise loopback ports, the secret's init script run), two
+        stores listing both; failover_run kills the leader."""
+        tmp = tempfile.mkdtemp(prefix="hpl-k8s-ha-")
+        procs = Procs()
+        logs = []
+        try:
+            secret = os.path.join(tmp, "cluster.secret")
+            cli("secret", secret)
+            etcd, url = etcd_argv(tmp, self.etcdc["args"])
+            logs.append(os.path.join(tmp, "etcd.log"))
+            procs.start(etcd, logs[-1])
+            ports = [free_port(), free_port()]
+            denv = {"POD_NAME": None}
+            dirs = []
+            for i, port in enumerate(ports):
+                args = [str(a) for a in self.dirc["args"]]
+                values = {"--etcd": url, "--listen": "127.0.0.1:%d" % port,
+                          "--advertise": "127.0.0.1:%d" % port, "--auth-file": secret}
+                for j in range(len(args) - 1):
+                    if args[j] in values:
+                        args[j + 1] = values[args[j]]
+                denv["POD_NAME"] = "hoplite-directory-%d" % i
+                args = [re.sub(r"\$\((\w+)\)", lambda m: denv[m.group(1)], a) for a in args]
+                pf = os.path.join(tmp, "directory%d.port" % i)
+                dirs.append(([os.path.join(BUILD, "hoplite-directory")] + args +
+                             ["--port-file", pf], pf))
+            stores = []
+            for node in ("k8s-node-a", "k8s-node-b"):
+                cred = os.path.join(tmp, node + ".cred")
+                cli("secret", "--node", node, "--secret", secret, cred)
+                args = [str(a) for a in self.stc["args"]]
+                sock = os.path.join(tmp, node + ".sock")
+                ready = os.path.join(tmp, node + ".ready")
+                values = {"--data-listen": "127.0.0.1:0", "--memory": "64M", "--socket": sock,
+                          "--auth-file": cred, "--ready-file": ready,
+                          "--spill-dir": os.path.join(tmp, node + "-spill")}
+                os.mkdir(values["--spill-dir"], 0o700)
+                for j in range(len(args) - 1):
+                    if args[j] in values:
+                        args[j + 1] = values[args[j]]
+                # the list the manifest gives, each replica's name made the
+                # loopback address it has here
+                env = {"NODE_NAME": node, "POD_IP": "127.0.0.1", "HOPLITE_DIRECTORY": ",".join(
+                    "127.0.0.1:%d" % p for p in ports)}
+                self.assertEqual(len(container_var(self.stc, "$(HOPLITE_DIRECTORY)").split(",")),
+                                 self.dirs["spec"]["replicas"])
+                args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in args]
+                stores.append(([os.path.join(BUILD, "hoplite-store")] + args, ready, sock))
+            failover_run(self, procs, logs, tmp, dirs, stores)
+            procs.stop()
+            for p in procs.procs[1:]:
+                if p.args[0].endswith("hoplite-directory") and p.returncode == -signal.SIGKILL:
+                    continue  # the leader failover_run killed
                 self.assertEqual(p.returncode, 0, "%s: %s" % (p.args[0], p.returncode))
         except BaseException:
             for log in logs:
