@@ -30,6 +30,8 @@
  *   acquire_pick.c the answer to one ACQUIRE now, a PEEK's grant
  *   acquire_move.c receivers reporting a silent or crawling sender
  *   acquire.c      ACQUIRE and PEEK, their waiters, the events they hear
+ *   ha.c           the leader lease in etcd: standing by, its renewing
+ *                  thread, the fence (ha.h; only main.c starts it)
  *   status.c       the cluster at a glance (STATUS: nodes, transfers, reduces)
  *   dirmetrics.c   the one list of counters (COUNTERS, /metrics), the
  *                  request histograms, the /metrics endpoint
