@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fanout.h"
+#include "ha.h"
 #include "metricsrv.h"
 #include "nodes.h"
 #include "uvconn.h"
@@ -20,6 +21,8 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
   hpl__fanout_stats(&fo_batches, &fo_items, &fo_helper, &fo_partial);
   hpl__conn_stats cs;
   hpl__conn_stats_get(&cs);
+  hpl__ha_info ha = {0}; /* all 0 without --etcd */
+  if (s->cfg.ha) hpl__ha_info_get(s->cfg.ha, &ha);
   const hpl__metric v[] = {
       G("dir_nodes", hpl__dir_nodes_count(s), "nodes", "Stores registered"),
       G("dir_objects", s->tab.nobjs, "objects", "Objects in the directory's table"),
@@ -132,6 +135,18 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
         "Ring allreduces completed at every member"),
       C("dir_rings_abandoned", c->rings_abandoned, "rings_abandoned_total",
         "Ring allreduces ended by a member's failure or loss (their clients reduced as usual)"),
+      G("dir_term", s->cfg.term, "term",
+        "This leader's term, the etcd revision that made it lead (0: no --etcd)"),
+      C("dir_lease_renewals", ha.renewals, "lease_renewals_total",
+        "Renewals of the leader lease etcd confirmed"),
+      C("dir_lease_renew_failures", ha.renew_failures, "lease_renew_failures_total",
+        "Renewals of the leader lease that failed (retried; the fence acts if they go on)"),
+      G("dir_lease_renew_last_us", ha.renew_last_us, "lease_renew_last_microseconds",
+        "Round trip of the last confirmed lease renewal"),
+      G("dir_lease_renew_max_us", ha.renew_max_us, "lease_renew_max_microseconds",
+        "Longest round trip of a confirmed lease renewal since leading"),
+      G("dir_lease_left_ms", ha.lease_left_ms, "lease_left_milliseconds",
+        "How long the lease is certainly this directory's (it stops serving at 0)"),
   };
   size_t n = sizeof v / sizeof v[0];
   _Static_assert(sizeof v / sizeof v[0] <= HPL__DIR_METRICS_MAX, "HPL__DIR_METRICS_MAX");

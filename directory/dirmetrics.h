@@ -15,6 +15,9 @@
  * the millisecond clock's resolution; then metricsrv.c's loop-lag and
  * scrape metrics.
  *
+ * With --etcd, the leader lease's state (ha.h: hpl__ha_info) is among the
+ * gauges and counters (dir_term, dir_lease_*); without it they are 0.
+ *
  * Callers: admin.c (COUNTERS), server.c (start, stop, request timing),
  * acquire.c (waits: hpl__dir_server.acquire_wait_hist).
  */
@@ -27,7 +30,7 @@
 #include "server.h"
 
 /* Room for the list hpl__dir_metrics_collect writes. */
-#define HPL__DIR_METRICS_MAX 64
+#define HPL__DIR_METRICS_MAX 80
 
 /* Every counter and gauge of the directory, now, into
  * out[HPL__DIR_METRICS_MAX]. Returns how many. */

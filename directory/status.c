@@ -1,11 +1,13 @@
 /* status.c - the cluster at a glance: heartbeat stats, the nodes gone
- * lately, the STATUS snapshot (see status.h). */
+ * lately, the STATUS snapshot (with the leader lease's state under --etcd)
+ * (see status.h). */
 #include "status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ha.h"
 #include "hoplite.h"
 #include "reduce.h"
 #include "util.h"
@@ -124,6 +126,25 @@ static void snap_free(snap *p) {
   free(p->rs), free(p->prs), free(p->rv);
 }
 
+/* With --etcd: the lease's state into r (pointing into *ha and sb[]). The
+ * standbys are the directories listed in etcd but this one. */
+static void ha_status(hpl__dir_server *s, Hplpb__StatusRep *r, hpl__ha_info *ha,
+                      char *sb[HPL__HA_MAX_MEMBERS]) {
+  hpl__ha_info_get(s->cfg.ha, ha);
+  r->term = s->cfg.term;
+  r->leader = s->cfg.advertise;
+  r->etcd_endpoint = ha->endpoint;
+  r->lease_left_ms = ha->lease_left_ms;
+  r->renew_last_us = ha->renew_last_us;
+  size_t k = 0;
+  for (int i = 0; i < ha->nmembers && i < HPL__HA_MAX_MEMBERS; i++) {
+    ha->members[i][sizeof ha->members[i] - 1] = 0;
+    if (strcmp(ha->members[i], s->cfg.advertise) != 0) sb[k++] = ha->members[i];
+  }
+  r->n_standbys = k;
+  r->standbys = sb;
+}
+
 void hpl__dir_status_on_status(hpl__dir_server *s, const hpl__dir_frame *f) {
   uint64_t now = hpl__now_ms();
   size_t live = hpl__dir_nodes_count(s), dead = 0, xfers = 0;
@@ -238,6 +259,9 @@ void hpl__dir_status_on_status(hpl__dir_server *s, const hpl__dir_frame *f) {
   r.transfers_total = xtotal > UINT32_MAX ? UINT32_MAX : (uint32_t)xtotal;
   r.reduces_total = (uint32_t)rtotal;
   if (nn < live + dead || nx < xtotal || nr < rtotal) r.detail = "lists cut at their limits";
+  hpl__ha_info ha;
+  char *standbys[HPL__HA_MAX_MEMBERS];
+  if (s->cfg.ha) ha_status(s, &r, &ha, standbys);
   hpl__conn_send(f->dc->c, HPL__MSG_STATUS_REP, f->req, &r.base, NULL, 0, 0, NULL, NULL);
   snap_free(&p);
 }

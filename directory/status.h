@@ -2,7 +2,8 @@
  * status.h - the cluster at a glance (`hoplite status`, hpl_status): what
  * each node's latest heartbeat said (pool use, objects, bytes moved, the
  * copies it is pulling with their progress and rate), the nodes that died
- * lately, and the reduces running, answered to STATUS.
+ * lately, and the reduces running, answered to STATUS; with --etcd also
+ * this leader's term, its lease (ha.h) and the standby directories.
  *
  * Owns hpl__dir_node.stats and its state (hpl__dir_server.gone: the latest
  * HPL__STATUS_MAX_DEAD nodes declared dead). Callers: server.c (dispatch of

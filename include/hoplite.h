@@ -371,12 +371,19 @@ HPL_API int hpl_held_bytes(hpl_client *c, const char *id, int64_t timeout_ms, ui
  *    "transfers": [{"id", "from": HEX, "to": HEX, "held", "size",
  *                   "rate" (bytes/s), "age_ms" (of the report)}],
  *    "reduces": [{"target", "sink": HEX, "joined" (sources in the tree so far),
- *                 "needed", "sources", "elapsed_ms", "size" (0: unknown)}]}
+ *                 "needed", "sources", "elapsed_ms", "size" (0: unknown)}],
+ *    "directory": {"leader" (its host:port), "term", "lease_left_ms",
+ *                  "renew_last_us", "etcd" (the endpoint that answered last),
+ *                  "standbys": ["host:port", ...]}
+ *      (only from a directory leading under a lease, --etcd)}
  *   Node ids are 16 hex digits in strings; ids and names are escaped as the
  *   CLI's --json does (bytes that are not UTF-8 as \udcXX).
  * HPL_STATUS_TEXT: one line per item, fields separated by one space, the
  * last field (which may contain spaces) running to the end of the line:
  *   "cluster INSTANCE UPTIME_MS HEARTBEAT_MS OBJECTS INLINE_BYTES NODES TRANSFERS REDUCES"
+ *   "directory TERM LEASE_LEFT_MS RENEW_LAST_US LEADER ETCD STANDBY[,STANDBY...]"
+ *     (second, only from a directory leading under a lease, --etcd; the
+ *     standbys "-" when none is listed; LEADER and each STANDBY host:port)
  *   "node ID STATE AGE_MS POOL_USED POOL_CAPACITY OBJECTS SENT RECEIVED CLIENTS ADDR:PORT NAME"
  *     (the six stats "-" when unknown, NAME "-" when empty)
  *   "transfer RECEIVER SENDER HELD SIZE RATE AGE_MS ID"

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -16,8 +17,9 @@ static void usage(FILE *f) {
           "usage: hoplite COMMAND [options]\n"
           "\n"
           "Local cluster (directory + stores on 127.0.0.1):\n"
-          "  cluster up [--nodes N] [--memory BYTES] [--dir PATH] [--verbose]\n"
-          "             start it and keep it running until Ctrl-C (cleans up after itself)\n"
+          "  cluster up [--nodes N] [--memory BYTES] [--dir PATH] [--verbose] [--ha]\n"
+          "             start it and keep it running until Ctrl-C (cleans up after itself);\n"
+          "             --ha: a local etcd and two directories, one leading, one standing by\n"
           "  demo [--nodes N] [--size BYTES]\n"
           "             start a cluster, broadcast an object and print what happened\n"
           "  secret FILE\n"
@@ -76,10 +78,22 @@ void hpl__cli_cluster_dir(char *out, size_t len) {
 static hpl_client *open_admin(const hpl__cli_opts *o) {
   const char *dir = o->directory ? o->directory : getenv(HPL_DIRECTORY_ENV);
   const char *secret = o->auth_file;
-  char local[64], lsecret[256], work[200], pfile[256];
+  char local[64], lsecret[256], work[200], pfile[256], p[256];
   if (!dir || !*dir) {
     hpl__cli_cluster_dir(work, sizeof work);
+    /* with --ha, the directory that leads wrote its port file last */
     snprintf(pfile, sizeof pfile, "%s/directory.port", work);
+    struct stat st, best;
+    int have = stat(pfile, &best) == 0;
+    for (int k = 1; k < 4; k++) {
+      snprintf(p, sizeof p, "%s/directory-%d.port", work, k);
+      if (stat(p, &st) == 0 && (!have || st.st_mtim.tv_sec > best.st_mtim.tv_sec ||
+                                (st.st_mtim.tv_sec == best.st_mtim.tv_sec &&
+                                 st.st_mtim.tv_nsec > best.st_mtim.tv_nsec))) {
+        have = 1, best = st;
+        snprintf(pfile, sizeof pfile, "%s", p);
+      }
+    }
     FILE *f = fopen(pfile, "r");
     int port = 0;
     if (!f || fscanf(f, "%d", &port) != 1 || port <= 0 || port > 65535)

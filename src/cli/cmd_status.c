@@ -1,5 +1,6 @@
 /* cmd_status.c - `hoplite status [--watch [SECONDS]] [--json]`: the
- * cluster's nodes, transfers in flight and reduces running (hpl_status),
+ * cluster's nodes, transfers in flight and reduces running, and under a
+ * leader lease the directories (hpl_status),
  * as tables or JSON lines, once or every SECONDS (cli.h). */
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +33,24 @@ static void fmt_ms(unsigned long long ms, char *buf, size_t len) {
   else hpl__cli_fmt_secs((double)ms / 1000, buf, len);
 }
 
+/* The "directory TERM LEASE_LEFT_MS RENEW_LAST_US LEADER ETCD STANDBYS"
+ * line (after its first word) as "directory: leader ADDR, term T, lease
+ * 2.2 s left (renewed in 1.1 ms); standbys: ADDR, ...; etcd URL". */
+static void lease_render(const char *line) {
+  unsigned long long term, left, us;
+  char leader[288], etcd[208], sb[2400];
+  if (sscanf(line, "%llu %llu %llu %287s %207s %2399s", &term, &left, &us, leader, etcd, sb) != 6)
+    return;
+  printf("directory: leader %s, term %llu, lease %.1f s left (renewed in %.1f ms); standbys: ",
+         leader, term, (double)left / 1000, (double)us / 1000);
+  if (!strcmp(sb, "-")) printf("none");
+  for (char *p = sb, *c; strcmp(sb, "-") && p; p = c ? c + 1 : NULL) {
+    if ((c = strchr(p, ','))) *c = 0;
+    printf("%s%s", p == sb ? "" : ", ", p);
+  }
+  printf("; etcd %s\n", etcd);
+}
+
 /* Render an hpl_status text snapshot as tables on stdout. */
 static void status_render(char *text) {
   size_t nn = 0, cap = 16;
@@ -41,6 +60,7 @@ static void status_render(char *text) {
   unsigned long long up = 0, hb = 0, objs = 0, inl = 0;
   unsigned tn = 0, tx = 0, tr = 0;
   char inst[17] = "?";
+  char *dirline = NULL; /* the "directory" line: a leader under a lease */
   if (!v) hpl__cli_die("out of memory");
   for (char *line = text, *end; *line; line = end + 1) {
     if (!(end = strchr(line, '\n'))) break;
@@ -49,6 +69,8 @@ static void status_render(char *text) {
     if (!strncmp(line, "cluster ", 8)) {
       sscanf(line + 8, "%16s %llu %llu %llu %llu %u %u %u", inst, &up, &hb, &objs, &inl, &tn,
              &tx, &tr);
+    } else if (!strncmp(line, "directory ", 10)) {
+      dirline = line + 10;
     } else if (!strncmp(line, "node ", 5)) {
       if (nn == cap && !(v = realloc(v, (cap *= 2) * sizeof *v))) hpl__cli_die("out of memory");
       st_node *n = &v[nn];
@@ -74,6 +96,7 @@ static void status_render(char *text) {
   fmt_ms(up, b1, sizeof b1);
   printf("hoplite cluster  instance %s  up %s  %u node%s  %llu objects (%s inline)\n\n", inst, b1,
          tn, tn == 1 ? "" : "s", objs, hpl__fmt_bytes(inl, b2, sizeof b2));
+  if (dirline) lease_render(dirline);
   printf("%-16s %-9s %9s  %-28s %8s %10s %10s  %s\n", "NODE", "STATE", "HEARTBEAT", "POOL USED",
          "OBJECTS", "SENT", "RECEIVED", "ADDRESS");
   for (size_t i = 0; i < nn; i++) {

@@ -2,31 +2,29 @@
  * this machine (see localcluster.h). */
 #include "localcluster.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "hoplite.h"
+#include "lcproc.h"
 #include "util.h"
 
 #define LC_MAX_NODES 256
 #define LC_MAX_ARGS 64 /* leave 4 slots for "ip netns exec NS" */
+#define LC_MAX_DIRS 4
+#define LC_ETCD_DEFAULT "/usr/bin/etcd"
 
 typedef struct lc_proc {
   pid_t pid;
@@ -44,8 +42,14 @@ struct hpl__lc {
   char level[16];
   char dir_args[512], store_args[512];
   char secret[PATH_MAX]; /* "" without one */
-  int dir_port;
-  lc_proc dir;
+  int ndirs;                  /* directories (1, or o.ha_dirs) */
+  int dir_port[LC_MAX_DIRS];
+  lc_proc dir[LC_MAX_DIRS];
+  char dir_list[LC_MAX_DIRS * 72]; /* what stores get: "HOST:PORT[,HOST:PORT...]" */
+  /* with ha_dirs: the local etcd */
+  lc_proc etcd;
+  char etcd_url[96];
+  char ha_args[384]; /* the directories' --etcd ... arguments */
   int n;
   lc_proc st[LC_MAX_NODES];
   char sock[LC_MAX_NODES][108];
@@ -53,13 +57,20 @@ struct hpl__lc {
 
 int hpl__lc_nodes(const hpl__lc *lc) { return lc->n; }
 const char *hpl__lc_socket(const hpl__lc *lc, int i) { return lc->sock[i]; }
-int hpl__lc_dir_port(const hpl__lc *lc) { return lc->dir_port; }
+int hpl__lc_dir_port(const hpl__lc *lc) { return lc->dir_port[0]; }
 const char *hpl__lc_work_dir(const hpl__lc *lc) { return lc->work; }
 const char *hpl__lc_secret(const hpl__lc *lc) { return lc->secret; }
-pid_t hpl__lc_dir_pid(const hpl__lc *lc) { return lc->dir.pid; }
+pid_t hpl__lc_dir_pid(const hpl__lc *lc) { return lc->dir[0].pid; }
 pid_t hpl__lc_store_pid(const hpl__lc *lc, int i) { return lc->st[i].pid; }
 const char *hpl__lc_store_log(const hpl__lc *lc, int i) { return lc->st[i].log; }
-const char *hpl__lc_dir_log(const hpl__lc *lc) { return lc->dir.log; }
+const char *hpl__lc_dir_log(const hpl__lc *lc) { return lc->dir[0].log; }
+int hpl__lc_dirs(const hpl__lc *lc) { return lc->ndirs; }
+int hpl__lc_dir_port_at(const hpl__lc *lc, int k) { return lc->dir_port[k]; }
+pid_t hpl__lc_dir_pid_at(const hpl__lc *lc, int k) { return lc->dir[k].pid; }
+const char *hpl__lc_dir_log_at(const hpl__lc *lc, int k) { return lc->dir[k].log; }
+const char *hpl__lc_dir_addrs(const hpl__lc *lc) { return lc->dir_list; }
+const char *hpl__lc_etcd_url(const hpl__lc *lc) { return lc->etcd_url; }
+pid_t hpl__lc_etcd_pid(const hpl__lc *lc) { return lc->etcd.pid; }
 
 static int errf(char *err, size_t len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -82,63 +93,10 @@ static int add_args(char **argv, int argc, char *buf, size_t blen, const char *e
   return argc;
 }
 
-static pid_t spawn(char **argv, const char *log) {
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  /* child: die with the process that started us (a killed test or CLI
-   * must not leave servers behind) */
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() == 1) _exit(1);
-  if (log && *log) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-    }
-  }
-  /* do not inherit the parent's blocked signals (the CLI blocks SIGINT) */
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  execvp(argv[0], argv);
-  fprintf(stderr, "cannot exec %s: %s\n", argv[0], strerror(errno));
-  _exit(127);
-}
-
-static int pidfd_of(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-
-/* Wait until `path` exists (written by rename) or the process dies or the
- * timeout passes. Returns 0, HPL_ETIMEDOUT or HPL_ECONN (process died). */
+/* Wait for one file, as hpl__lcp_wait_files: 0 or a negative HPL_E*. */
 static int wait_file(const char *dir, const char *path, pid_t pid, int timeout_ms) {
-  int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (in >= 0) inotify_add_watch(in, dir, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE);
-  int pfd = pidfd_of(pid);
-  uint64_t deadline = hpl__deadline_ms(timeout_ms);
-  int rc = HPL_ETIMEDOUT;
-  for (;;) {
-    if (access(path, F_OK) == 0) {
-      rc = 0;
-      break;
-    }
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      rc = HPL_ECONN;
-      break;
-    }
-    int64_t left = hpl__ms_left(deadline);
-    if (left == 0) break;
-    /* wake when the directory changes or the process exits */
-    struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
-    int r = poll(p, 2, (int)left);
-    if (r > 0 && (p[0].revents & POLLIN)) {
-      char buf[4096];
-      while (read(in, buf, sizeof buf) > 0) {
-      }
-    }
-  }
-  if (in >= 0) close(in);
-  if (pfd >= 0) close(pfd);
-  return rc;
+  int rc = hpl__lcp_wait_files(dir, &path, 1, pid, timeout_ms);
+  return rc > 0 ? 0 : rc;
 }
 
 static int read_int_file(const char *path) {
@@ -177,11 +135,20 @@ static void in_netns(hpl__lc *lc, int i, char **argv, int *argc, char *ns, size_
   *argc += 4;
 }
 
-static int start_directory(hpl__lc *lc, int port, char *err, size_t errlen) {
-  char exe[PATH_MAX], listen[128], pfile[PATH_MAX], buf[512];
+/* Directory k's port file (written once it listens: with --etcd, once it
+ * leads): "directory.port", then "directory-1.port", ... */
+static void port_file(const hpl__lc *lc, int k, char *out) {
+  if (k == 0) snprintf(out, PATH_MAX, "%s/directory.port", lc->work);
+  else snprintf(out, PATH_MAX, "%s/directory-%d.port", lc->work, k);
+}
+
+/* Start directory k on its port (0 the first time without ha_dirs: the
+ * kernel's pick). `wait`: until it listens (a standby never does). */
+static int start_directory(hpl__lc *lc, int k, int wait, char *err, size_t errlen) {
+  char exe[PATH_MAX], listen[128], pfile[PATH_MAX], buf[512], buf2[512], name[32];
   snprintf(exe, sizeof exe, "%s/hoplite-directory", lc->bin_dir);
-  snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), port);
-  snprintf(pfile, sizeof pfile, "%s/directory.port", lc->work);
+  snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), lc->dir_port[k]);
+  port_file(lc, k, pfile);
   unlink(pfile);
   char *argv[LC_MAX_ARGS] = {exe,   "--listen",    listen,   "--port-file",
                              pfile, "--log-level", lc->level};
@@ -191,29 +158,82 @@ static int start_directory(hpl__lc *lc, int port, char *err, size_t errlen) {
     argv[argc++] = lc->secret;
   }
   argc = add_args(argv, argc, buf, sizeof buf, lc->dir_args);
+  argc = add_args(argv, argc, buf2, sizeof buf2, lc->ha_args);
   argv[argc] = NULL;
   char ns[64];
   in_netns(lc, 0, argv, &argc, ns, sizeof ns);
-  log_path(lc, lc->dir.log, "directory");
-  lc->dir.pid = spawn(argv, lc->dir.log);
-  if (lc->dir.pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
-  int rc = wait_file(lc->work, pfile, lc->dir.pid, lc->o.timeout_ms);
+  if (k == 0) snprintf(name, sizeof name, "directory");
+  else snprintf(name, sizeof name, "directory-%d", k);
+  lc_proc *d = &lc->dir[k];
+  log_path(lc, d->log, name);
+  d->pid = hpl__lcp_spawn(argv, d->log);
+  if (d->pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  if (!wait) return 0;
+  int rc = wait_file(lc->work, pfile, d->pid, lc->o.timeout_ms);
   if (rc) {
-    if (rc == HPL_ECONN) lc->dir.pid = 0;
+    if (rc == HPL_ECONN) d->pid = 0;
+    if (rc == HPL_ETIMEDOUT && lc->etcd.pid > 0 && hpl__lcp_reap(lc->etcd.pid, 0, NULL)) {
+      lc->etcd.pid = 0;
+      return errf(err, errlen, HPL_ECONN, "etcd exited, so no directory leads; log: %s",
+                  lc->etcd.log[0] ? lc->etcd.log : "stderr");
+    }
     return errf(err, errlen, rc, "hoplite-directory did not come up (%s); log: %s",
-                rc == HPL_ECONN ? "it exited" : "timeout",
-                lc->dir.log[0] ? lc->dir.log : "stderr");
+                rc == HPL_ECONN ? "it exited" : "timeout", d->log[0] ? d->log : "stderr");
   }
-  lc->dir_port = read_int_file(pfile);
-  if (lc->dir_port <= 0) return errf(err, errlen, HPL_EPROTO, "bad port file %s", pfile);
+  int port = read_int_file(pfile);
+  if (port <= 0) return errf(err, errlen, HPL_EPROTO, "bad port file %s", pfile);
+  lc->dir_port[k] = port;
+  return 0;
+}
+
+/* With ha_dirs: a local etcd in work/etcd on two free ports, fast to
+ * elect (it has one member), and the directories' ports chosen now (a
+ * standby does not listen, so the stores must be told every address
+ * before any of them leads). */
+static int start_etcd(hpl__lc *lc, char *err, size_t errlen) {
+  const char *bin = getenv("HOPLITE_ETCD");
+  if (!bin || !*bin) bin = LC_ETCD_DEFAULT;
+  if (access(bin, X_OK) != 0)
+    return errf(err, errlen, HPL_EINVAL,
+                "standby directories need etcd, and %s is not there: install Debian's "
+                "etcd-server package (apt-get install etcd-server), or set $HOPLITE_ETCD to an "
+                "etcd binary",
+                bin);
+  int ports[2 + LC_MAX_DIRS];
+  if (hpl__lcp_free_ports(lc->host, 2 + lc->ndirs, ports))
+    return errf(err, errlen, HPL_ESYS, "no free ports on %s: %s", lc->host, strerror(errno));
+  char data[PATH_MAX], curl[96], purl[96], cluster[128], exe[PATH_MAX];
+  snprintf(exe, sizeof exe, "%s", bin);
+  snprintf(data, sizeof data, "%s/etcd", lc->work);
+  snprintf(curl, sizeof curl, "http://%s:%d", lc->host, ports[0]);
+  snprintf(purl, sizeof purl, "http://%s:%d", lc->host, ports[1]);
+  snprintf(cluster, sizeof cluster, "hoplite=%s", purl);
+  snprintf(lc->etcd_url, sizeof lc->etcd_url, "%s", curl);
+  char *argv[] = {exe, "--name", "hoplite", "--data-dir", data, "--listen-client-urls", curl,
+                  "--advertise-client-urls", curl, "--listen-peer-urls", purl,
+                  "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+                  "--election-timeout", "100", "--heartbeat-interval", "20", "--log-level",
+                  "warn", NULL};
+  log_path(lc, lc->etcd.log, "etcd");
+  lc->etcd.pid = hpl__lcp_spawn(argv, lc->etcd.log);
+  if (lc->etcd.pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  size_t off = 0;
+  for (int k = 0; k < lc->ndirs; k++) {
+    lc->dir_port[k] = ports[2 + k];
+    off += (size_t)snprintf(lc->dir_list + off, sizeof lc->dir_list - off, "%s%s:%d",
+                            k ? "," : "", lc->host, ports[2 + k]);
+  }
+  snprintf(lc->ha_args, sizeof lc->ha_args, "--etcd %s --ha-prefix /hoplite/lc-%d-%016llx "
+           "--lease-ms %u", curl, (int)getpid(), (unsigned long long)hpl__random_u64(),
+           lc->o.lease_ms ? lc->o.lease_ms : 1000);
   return 0;
 }
 
 static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
-  char exe[PATH_MAX], dir[128], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
+  char exe[PATH_MAX], dir[sizeof lc->dir_list], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
       buf2[512];
   snprintf(exe, sizeof exe, "%s/hoplite-store", lc->bin_dir);
-  snprintf(dir, sizeof dir, "%s:%d", node_host(lc, 0), lc->dir_port);
+  snprintf(dir, sizeof dir, "%s", lc->dir_list);
   snprintf(rfile, sizeof rfile, "%s/node-%d.ready", lc->work, i);
   snprintf(mem, sizeof mem, "%llu", (unsigned long long)lc->o.memory);
   snprintf(name, sizeof name, "node-%d", i);
@@ -241,7 +261,7 @@ static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
   char ns[64];
   in_netns(lc, i, argv, &argc, ns, sizeof ns);
   log_path(lc, lc->st[i].log, name);
-  lc->st[i].pid = spawn(argv, lc->st[i].log);
+  lc->st[i].pid = hpl__lcp_spawn(argv, lc->st[i].log);
   if (lc->st[i].pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   int rc = wait_file(lc->work, rfile, lc->st[i].pid, lc->o.timeout_ms);
   if (rc) {
@@ -315,7 +335,15 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     if (access(lc->secret, F_OK) != 0 && hpl__auth_create(lc->secret, aerr, sizeof aerr) != 0)
       rc = errf(err, errlen, HPL_ESYS, "%s", aerr);
   }
-  if (rc == 0) rc = start_directory(lc, 0, err, errlen);
+  lc->ndirs = o->ha_dirs ? o->ha_dirs : 1;
+  if (rc == 0 && o->ha_dirs && (o->ha_dirs < 2 || o->ha_dirs > LC_MAX_DIRS || o->netns_prefix))
+    rc = errf(err, errlen, HPL_EINVAL, "standby directories: 2 to %d, and no emulated hosts",
+              LC_MAX_DIRS);
+  if (rc == 0 && o->ha_dirs) rc = start_etcd(lc, err, errlen);
+  /* the first directory leads (the others stand by behind it) */
+  for (int k = 0; rc == 0 && k < lc->ndirs; k++) rc = start_directory(lc, k, k == 0, err, errlen);
+  if (rc == 0 && !o->ha_dirs)
+    snprintf(lc->dir_list, sizeof lc->dir_list, "%s:%d", node_host(lc, 0), lc->dir_port[0]);
   for (int i = 0; rc == 0 && i < o->nodes; i++) {
     lc->n = i + 1;
     rc = start_store(lc, i, err, errlen);
@@ -328,59 +356,7 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
   return 0;
 }
 
-/* Reap pid, waiting at most timeout_ms (poll on a pidfd: no polling loop).
- * Returns 1 if it exited. */
-static int reap_status(pid_t pid, int timeout_ms, int *st) {
-  int status = -1;
-  pid_t r = waitpid(pid, &status, WNOHANG);
-  if (r == pid || (r < 0 && errno == ECHILD)) {
-    if (st) *st = r == pid ? status : -1;
-    return 1;
-  }
-  int fd = pidfd_of(pid);
-  if (fd >= 0) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR) {
-    }
-    close(fd);
-  }
-  r = waitpid(pid, &status, WNOHANG);
-  if (st) *st = r == pid ? status : -1;
-  return r == pid || (r < 0 && errno == ECHILD);
-}
-
-static int reap(pid_t pid, int timeout_ms) { return reap_status(pid, timeout_ms, NULL); }
-
-static void stop_proc(lc_proc *p, int sig) {
-  if (p->pid <= 0) return;
-  kill(p->pid, sig);
-  if (!reap(p->pid, 5000)) {
-    kill(p->pid, SIGKILL);
-    reap(p->pid, 5000);
-  }
-  p->pid = 0;
-}
-
-/* Remove the work directory: it only holds flat files the cluster made. */
-/* Remove dir and what it holds, `depth` levels of subdirectories deep
- * (the work directory holds the stores' spill directories, which hold
- * one each per store). Symbolic links are removed, never followed. */
-static void rm_tree(const char *dir, int depth) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    char path[PATH_MAX];
-    while ((e = readdir(d))) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      if (unlink(path) != 0 && errno == EISDIR && depth > 0) rm_tree(path, depth - 1);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
-static void rm_rf(const char *dir) { rm_tree(dir, 3); }
+static void stop_proc(lc_proc *p, int sig) { hpl__lcp_stop(&p->pid, sig); }
 
 void hpl__lc_stop(hpl__lc *lc) {
   if (!lc) return;
@@ -388,35 +364,99 @@ void hpl__lc_stop(hpl__lc *lc) {
   for (int i = 0; i < lc->n; i++)
     if (lc->st[i].pid > 0) kill(lc->st[i].pid, SIGTERM);
   for (int i = 0; i < lc->n; i++) stop_proc(&lc->st[i], SIGTERM);
-  stop_proc(&lc->dir, SIGTERM);
-  if (lc->own_work || lc->o.remove_work_dir) rm_rf(lc->work);
+  /* every directory at once: a standby does not lead for a moment */
+  for (int k = 0; k < lc->ndirs; k++)
+    if (lc->dir[k].pid > 0) kill(lc->dir[k].pid, SIGTERM);
+  for (int k = 0; k < lc->ndirs; k++) stop_proc(&lc->dir[k], SIGTERM);
+  stop_proc(&lc->etcd, SIGTERM);
+  /* (depth 3: the stores' spill directories, etcd's member/snap) */
+  if (lc->own_work || lc->o.remove_work_dir) hpl__lcp_rm_tree(lc->work, 3);
   free(lc);
 }
 
+/* Store i, or directory -1-i; NULL for neither. */
+static lc_proc *proc_of(const hpl__lc *lc, int i) {
+  if (i >= 0) return i < lc->n ? (lc_proc *)&lc->st[i] : NULL;
+  return -1 - i < lc->ndirs ? (lc_proc *)&lc->dir[-1 - i] : NULL;
+}
+
 int hpl__lc_signal(hpl__lc *lc, int i, int sig) {
-  lc_proc *p = i < 0 ? &lc->dir : (i < lc->n ? &lc->st[i] : NULL);
+  lc_proc *p = proc_of(lc, i);
   if (!p || p->pid <= 0) return HPL_EINVAL;
   if (kill(p->pid, sig) != 0) return HPL_ESYS;
   if (sig == SIGKILL || sig == SIGTERM) {
-    if (!reap_status(p->pid, 10000, &p->status)) return HPL_ETIMEDOUT;
+    if (!hpl__lcp_reap(p->pid, 10000, &p->status)) return HPL_ETIMEDOUT;
+    if (i < 0 && lc->ndirs > 1) { /* its port file no longer says who leads */
+      char f[PATH_MAX];
+      port_file(lc, -1 - i, f);
+      unlink(f);
+    }
     p->pid = 0;
   }
   return 0;
 }
 
 int hpl__lc_exit_status(const hpl__lc *lc, int i) {
-  const lc_proc *p = i < 0 ? &lc->dir : (i < lc->n ? &lc->st[i] : NULL);
+  const lc_proc *p = proc_of(lc, i);
   return p ? p->status : -1;
 }
 
 int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen) {
   if (i < 0) {
-    if (lc->dir.pid > 0) return errf(err, errlen, HPL_EINVAL, "directory still running");
-    return start_directory(lc, lc->dir_port, err, errlen);
+    lc_proc *d = proc_of(lc, i);
+    if (!d || d->pid > 0) return errf(err, errlen, HPL_EINVAL, "directory running or unknown");
+    /* under a lease it stands by, unless no other directory runs */
+    int others = 0;
+    for (int k = 0; k < lc->ndirs; k++) others += k != -1 - i && lc->dir[k].pid > 0;
+    return start_directory(lc, -1 - i, !others, err, errlen);
   }
   if (i >= lc->n || lc->st[i].pid > 0)
     return errf(err, errlen, HPL_EINVAL, "store %d is running or unknown", i);
   return start_store(lc, i, err, errlen);
+}
+
+int hpl__lc_leader(hpl__lc *lc, int timeout_ms) {
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  for (;;) {
+    char files[LC_MAX_DIRS][PATH_MAX];
+    const char *live[LC_MAX_DIRS];
+    int nlive = 0, best = -1;
+    struct timespec newest = {0, 0};
+    for (int k = 0; k < lc->ndirs; k++) {
+      struct stat st;
+      if (lc->dir[k].pid <= 0) continue;
+      port_file(lc, k, files[k]);
+      live[nlive++] = files[k];
+      if (stat(files[k], &st) != 0) continue;
+      if (best < 0 || st.st_mtim.tv_sec > newest.tv_sec ||
+          (st.st_mtim.tv_sec == newest.tv_sec && st.st_mtim.tv_nsec > newest.tv_nsec))
+        best = k, newest = st.st_mtim;
+    }
+    int64_t left = hpl__ms_left(deadline);
+    if (best >= 0 || !nlive || left == 0) return best;
+    if (hpl__lcp_wait_files(lc->work, live, nlive, 0, (int)left) == HPL_ETIMEDOUT) return -1;
+  }
+}
+
+int hpl__lc_reaped(hpl__lc *lc, pid_t pid, int status) {
+  if (pid <= 0) return HPL__LC_UNKNOWN;
+  if (lc->etcd.pid == pid) {
+    lc->etcd.pid = 0, lc->etcd.status = status;
+    return HPL__LC_ETCD;
+  }
+  for (int i = -lc->ndirs; i < lc->n; i++) {
+    lc_proc *p = proc_of(lc, i);
+    if (p && p->pid == pid) {
+      p->pid = 0, p->status = status;
+      if (i < 0) { /* a dead directory's port file no longer says who leads */
+        char f[PATH_MAX];
+        port_file(lc, -1 - i, f);
+        unlink(f);
+      }
+      return i;
+    }
+  }
+  return HPL__LC_UNKNOWN;
 }
 
 int hpl__lc_set_store_args(hpl__lc *lc, int i, const char *extra_args) {
@@ -446,7 +486,13 @@ static int check_proc(lc_proc *p, const char *name, char *err, size_t errlen) {
 }
 
 int hpl__lc_check(hpl__lc *lc, char *err, size_t errlen) {
-  int rc = check_proc(&lc->dir, "hoplite-directory", err, errlen);
+  int rc = check_proc(&lc->etcd, "etcd", err, errlen);
+  for (int k = 0; rc == 0 && k < lc->ndirs; k++) {
+    char name[32];
+    if (k) snprintf(name, sizeof name, "hoplite-directory %d", k);
+    else snprintf(name, sizeof name, "hoplite-directory");
+    rc = check_proc(&lc->dir[k], name, err, errlen);
+  }
   for (int i = 0; rc == 0 && i < lc->n; i++) {
     char name[32];
     snprintf(name, sizeof name, "hoplite-store node-%d", i);

@@ -2,7 +2,9 @@
  * localcluster.h - start and stop a hoplite cluster of real processes on
  * this machine: one hoplite-directory and N hoplite-store processes on
  * loopback, each on a port the kernel picks. Used by the `hoplite` CLI,
- * the integration tests and the benchmarks.
+ * the integration tests and the benchmarks. With standby directories
+ * (ha_dirs), also a local etcd and two or more directories under a leader
+ * lease in it, on free ports picked up front (directory/ha.h).
  *
  * Not thread-safe. Waiting for a server to come up is event-driven
  * (inotify on the work directory), bounded by a timeout.
@@ -41,6 +43,13 @@ typedef struct hpl__lc_opts {
    * --auth-file. no_auth: none (servers older than the secret, or tests of
    * an unauthenticated loopback cluster). */
   int no_auth;
+  /* Standby directories (`hoplite cluster up --ha`): ha_dirs (2..4)
+   * directories with --etcd, one leading (the first, at start), the others
+   * standing by; a local etcd ($HOPLITE_ETCD, else /usr/bin/etcd: Debian's
+   * etcd-server) in work_dir/etcd on free ports; stores get every
+   * directory's address. 0: one directory, no etcd. Not with netns_prefix. */
+  int ha_dirs;
+  uint32_t lease_ms; /* the directories' --lease-ms with ha_dirs (0: 1000) */
 } hpl__lc_opts;
 
 /* Start a cluster. On success *out is owned by the caller (hpl__lc_stop).
@@ -53,6 +62,7 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
 void hpl__lc_stop(hpl__lc *lc);
 
 int hpl__lc_nodes(const hpl__lc *lc);
+/* Directory 0's port and pid (the one that led at start) and log path. */
 const char *hpl__lc_socket(const hpl__lc *lc, int i); /* store i's Unix socket */
 int hpl__lc_dir_port(const hpl__lc *lc);
 const char *hpl__lc_work_dir(const hpl__lc *lc);
@@ -64,17 +74,43 @@ pid_t hpl__lc_store_pid(const hpl__lc *lc, int i);
 const char *hpl__lc_store_log(const hpl__lc *lc, int i);
 const char *hpl__lc_dir_log(const hpl__lc *lc);
 
-/* Send `sig` to store i (or the directory with i = -1) and, for SIGKILL and
- * SIGTERM, reap it (waiting at most 10 s). Returns 0 or HPL_EINVAL. */
+/* Directories (1, or ha_dirs), and directory k's port, pid (0: not
+ * running) and log path ("" when logging to stderr). */
+int hpl__lc_dirs(const hpl__lc *lc);
+int hpl__lc_dir_port_at(const hpl__lc *lc, int k);
+pid_t hpl__lc_dir_pid_at(const hpl__lc *lc, int k);
+const char *hpl__lc_dir_log_at(const hpl__lc *lc, int k);
+/* What the stores are given: "HOST:PORT[,HOST:PORT...]" (owned by lc). */
+const char *hpl__lc_dir_addrs(const hpl__lc *lc);
+/* The local etcd's client URL ("" without ha_dirs) and pid (0: none). */
+const char *hpl__lc_etcd_url(const hpl__lc *lc);
+pid_t hpl__lc_etcd_pid(const hpl__lc *lc);
+
+/* Which directory leads: the running one that wrote its port file last
+ * (a directory under a lease writes it once it leads), waiting at most
+ * timeout_ms for one to. Returns k, or -1 (none leads yet). */
+int hpl__lc_leader(hpl__lc *lc, int timeout_ms);
+
+/* The caller reaped `pid` itself (waitpid; `status` as it returned it):
+ * the cluster forgets it. Returns store i (>= 0), directory k as -1-k,
+ * HPL__LC_ETCD, or HPL__LC_UNKNOWN (not one of the cluster's). */
+#define HPL__LC_ETCD (-1000)
+#define HPL__LC_UNKNOWN (-1001)
+int hpl__lc_reaped(hpl__lc *lc, pid_t pid, int status);
+
+/* Send `sig` to store i (or directory k with i = -1-k: -1 is directory 0)
+ * and, for SIGKILL and SIGTERM, reap it (waiting at most 10 s). Returns 0
+ * or HPL_EINVAL. */
 int hpl__lc_signal(hpl__lc *lc, int i, int sig);
 
-/* Exit status (as from waitpid) of store i (or the directory, i = -1) after
- * hpl__lc_signal reaped it; -1 if unknown. */
+/* Exit status (as from waitpid) of store i (or directory k, i = -1-k)
+ * after hpl__lc_signal reaped it; -1 if unknown. */
 int hpl__lc_exit_status(const hpl__lc *lc, int i);
 
 /* Start store i again (after it was killed) with the same socket; or, with
- * i = -1, restart the directory on the same port. Returns 0 or an error
- * (err as for hpl__lc_start). */
+ * i = -1-k, restart directory k on the same port (with ha_dirs it stands
+ * by, not waited for, unless no other directory runs). Returns 0 or an
+ * error (err as for hpl__lc_start). */
 int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen);
 
 /* Check that every process the cluster still counts as running is alive.

@@ -299,6 +299,20 @@ static cJSON *status_reduce(const Hplpb__ReduceStatus *x) {
 /* Add item to array a; 0 when item is NULL (no memory). */
 static int add_to(cJSON *a, cJSON *item) { return item && cJSON_AddItemToArray(a, item); }
 
+/* The leader lease of a directory under --etcd (r->term != 0). */
+static cJSON *status_directory(const Hplpb__StatusRep *r) {
+  cJSON *o = cJSON_CreateObject(), *sb = NULL;
+  int ok = o && hpl__json_add_bytes(o, "leader", r->leader, BYTES) &&
+           hpl__json_add_u64(o, "term", r->term) &&
+           hpl__json_add_u64(o, "lease_left_ms", r->lease_left_ms) &&
+           hpl__json_add_u64(o, "renew_last_us", r->renew_last_us) &&
+           hpl__json_add_bytes(o, "etcd", r->etcd_endpoint, BYTES) &&
+           (sb = cJSON_AddArrayToObject(o, "standbys"));
+  for (size_t i = 0; ok && i < r->n_standbys; i++)
+    ok = add_to(sb, cJSON_CreateString(r->standbys[i] ? r->standbys[i] : ""));
+  return built(o, ok);
+}
+
 /* The status as one JSON object on one line (malloc'd), or NULL without
  * memory. */
 static char *status_json(const Hplpb__StatusRep *r) {
@@ -319,6 +333,11 @@ static char *status_json(const Hplpb__StatusRep *r) {
     ok = add_to(xfers, status_transfer(r->transfers[i]));
   for (size_t i = 0; ok && i < r->n_reduces; i++)
     ok = add_to(reduces, status_reduce(r->reduces[i]));
+  if (ok && r->term) {
+    cJSON *d = status_directory(r);
+    ok = d && cJSON_AddItemToObject(o, "directory", d);
+    if (!ok) cJSON_Delete(d);
+  }
   char *line = ok ? hpl__json_line(o) : NULL;
   cJSON_Delete(o);
   return line;
@@ -333,12 +352,30 @@ static int last_word(text *t, const char *v) {
   return text_addf(t, "\n");
 }
 
+/* An address or URL as one word of a line: "-" when empty or when it
+ * holds a space, a comma or a control character (never in the addresses
+ * and URLs a directory is configured with). */
+static const char *word(const char *v) {
+  if (!v || !*v) return "-";
+  for (const char *p = v; *p; p++)
+    if ((unsigned char)*p <= ' ' || *p == ',' || *p == 0x7f) return "-";
+  return v;
+}
+
 static int status_lines(text *t, const Hplpb__StatusRep *r) {
   int rc = text_addf(t, "cluster %016llx %llu %u %llu %llu %u %u %u\n",
                      (unsigned long long)r->instance, (unsigned long long)r->uptime_ms,
                      r->heartbeat_ms, (unsigned long long)r->objects,
                      (unsigned long long)r->inline_bytes, r->nodes_total, r->transfers_total,
                      r->reduces_total);
+  if (rc == 0 && r->term) { /* a leader under a lease (--etcd) */
+    rc = text_addf(t, "directory %llu %llu %llu %s %s ", (unsigned long long)r->term,
+                   (unsigned long long)r->lease_left_ms, (unsigned long long)r->renew_last_us,
+                   word(r->leader), word(r->etcd_endpoint));
+    for (size_t i = 0; rc == 0 && i < r->n_standbys; i++)
+      rc = text_addf(t, "%s%s", i ? "," : "", word(r->standbys[i]));
+    if (rc == 0) rc = text_addf(t, "%s\n", r->n_standbys ? "" : "-");
+  }
   for (size_t i = 0; rc == 0 && i < r->n_nodes; i++) {
     const Hplpb__NodeStatus *n = r->nodes[i];
     char st[160] = "- - - - - -";
