@@ -22,6 +22,8 @@
  *  - memory: the directory's and the stores' RSS (heap: RssAnon) and the
  *    pool in use, before loading, after loading, after deleting everything.
  *
+ * --ha: standby directories (a local etcd, two directories under a leader
+ * lease; the first leads), for the cost of the lease when nothing fails.
  * Old servers (another tree's build): HOPLITE_BIN_DIR=/old/build and
  * --no-auth; the old client library with LD_LIBRARY_PATH=/old/build (the
  * functions it lacks are looked up at run time and skipped).
@@ -454,7 +456,7 @@ int main(int argc, char **argv) {
                                  {"large-size", 1, 0, 's'}, {"secs", 1, 0, 't'},
                                  {"procs", 1, 0, 'p'}, {"batch", 1, 0, 'b'},
                                  {"out", 1, 0, 'o'}, {"label", 1, 0, 'L'},
-                                 {"no-auth", 0, 0, 'n'}, {"small-size", 1, 0, 'S'},
+                                 {"no-auth", 0, 0, 'n'}, {"small-size", 1, 0, 'S'}, {"ha", 0, 0, 'H'},
                                  {0, 0, 0, 0}};
   int ch;
   uint64_t v;
@@ -474,6 +476,7 @@ int main(int argc, char **argv) {
       case 'o': hpl__bd.out = optarg; break;
       case 'L': hpl__bd.label = optarg; break;
       case 'n': hpl__bd.no_auth = 1; break;
+      case 'H': hpl__bd.ha = 1; break;
       case 'S':
         if (hpl__parse_size(optarg, &v) || v < 1 || v > HPL__BD_SMALL_MAX) goto usage;
         hpl__bd.small_size = v;
@@ -482,7 +485,7 @@ int main(int argc, char **argv) {
       usage:
         fprintf(stderr, "usage: bench_dir [--inline N] [--large M] [--large-size BYTES] "
                         "[--secs S] [--procs 1,4,16] [--batch B] [--out FILE] [--label NAME] "
-                        "[--no-auth] [--small-size BYTES]\n");
+                        "[--no-auth] [--small-size BYTES] [--ha]\n");
         return 2;
     }
   }
@@ -496,7 +499,7 @@ int main(int argc, char **argv) {
   uint64_t mem = (256ull << 20) + hpl__bd.ninline * (hpl__bd.small_size + 156) + hpl__bd.nlarge * (hpl__bd.large_size + 8192) * 5 / 4;
   /* --delete-any: the delete phases remove what clients of both stores put */
   hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = hpl__bd.no_auth, .timeout_ms = 60000,
-                   .dir_args = "--delete-any"};
+                   .dir_args = "--delete-any", .ha_dirs = hpl__bd.ha ? 2 : 0};
   char err[512];
   if (hpl__lc_start(&o, &hpl__bd_lc, err, sizeof err)) {
     fprintf(stderr, "bench_dir: %s\n", err);

@@ -19,6 +19,7 @@ typedef struct hpl__bd_opts {
   uint64_t ninline, nlarge, large_size;
   uint64_t small_size; /* --small-size: the inline objects' bytes (100, at most 64K) */
   int secs, batch, no_auth;
+  int ha; /* --ha: standby directories under a lease */
   int notfound_ok; /* deletes: "not found" is not an error */
   int procs[8], nprocs;
   const char *out, *label;
