@@ -11,7 +11,8 @@ processes and a real etcd (Debian's etcd-server, started by the command).
   status's term) and dir_lease_renewals > 0, and the other dir_lease_*.
 - SIGKILL of the leading directory: the command names the other one as
   leading, `hoplite status` shows a higher term within 5 s of the kill,
-  and a put on one store and a get on the other work.
+  the killed one is started again and listed as the standby, and a put on
+  one store and a get on the other work.
 - Ctrl-C (SIGINT) stops everything it started: etcd and the directories
   are gone and the work directory is removed.
 - Without --ha the status has no "directory" member (nothing changes),
@@ -178,6 +179,18 @@ def test_ha(tmp):
         check(took <= 5 * SCALE, "status showed the new leader %.2f s after the kill" % took)
         print("failover: new leader (term %d -> %d) in status %.2f s after the kill"
               % (term0, d["term"], took))
+
+        # the killed directory is started again and stands by
+        c.line_with("directory-0 restarted: it stands by", 5)
+        old_addr = d["leader"]
+        deadline = time.monotonic() + 5 * SCALE
+        while True:
+            d = c.status(node=1).get("directory") or {}
+            if d.get("standbys") or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        check(len(d.get("standbys", [])) == 1 and d["standbys"][0] != old_addr,
+              "standbys after the restart: %r" % d)
 
         # puts and gets through the stores
         c.cli("put", "after", src, node=0)

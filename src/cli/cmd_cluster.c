@@ -20,7 +20,8 @@
 
 /* The running cluster's child `pid` exited with `status`. A directory
  * under a lease may go while another runs (the test of a failover): say
- * which one leads next. Returns 1 to go on, 0 to stop the cluster. */
+ * which one leads next, and start the one that went again as a standby.
+ * Returns 1 to go on, 0 to stop the cluster. */
 static int child_exited(hpl__lc *lc, pid_t pid, int status) {
   int who = hpl__lc_reaped(lc, pid, status), live = 0;
   const char *how = WIFSIGNALED(status) ? "signal" : "status";
@@ -41,6 +42,12 @@ static int child_exited(hpl__lc *lc, pid_t pid, int status) {
     printf("directory-%d (127.0.0.1:%d) leads\n", lead, hpl__lc_dir_port_at(lc, lead));
   else
     printf("no directory leads after 10 s (see their logs in the cluster's directory)\n");
+  /* as a supervisor would (systemd's Restart=, a StatefulSet): back as a standby */
+  char err[256];
+  if (hpl__lc_restart(lc, who, err, sizeof err) == 0)
+    printf("directory-%d restarted: it stands by\n", k);
+  else
+    printf("directory-%d could not be restarted: %s\n", k, err);
   fflush(stdout);
   return 1;
 }
