@@ -210,10 +210,13 @@ static int start_directory(hpl__lc *lc, int port, char *err, size_t errlen) {
 }
 
 static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
-  char exe[PATH_MAX], dir[128], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
+  char exe[PATH_MAX], dir[300], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
       buf2[512];
   snprintf(exe, sizeof exe, "%s/hoplite-store", lc->bin_dir);
-  snprintf(dir, sizeof dir, "%s:%d", node_host(lc, 0), lc->dir_port);
+  if (lc->o.dir_list)
+    snprintf(dir, sizeof dir, "%s", lc->o.dir_list);
+  else
+    snprintf(dir, sizeof dir, "%s:%d", node_host(lc, 0), lc->dir_port);
   snprintf(rfile, sizeof rfile, "%s/node-%d.ready", lc->work, i);
   snprintf(mem, sizeof mem, "%llu", (unsigned long long)lc->o.memory);
   snprintf(name, sizeof name, "node-%d", i);
@@ -315,7 +318,7 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     if (access(lc->secret, F_OK) != 0 && hpl__auth_create(lc->secret, aerr, sizeof aerr) != 0)
       rc = errf(err, errlen, HPL_ESYS, "%s", aerr);
   }
-  if (rc == 0) rc = start_directory(lc, 0, err, errlen);
+  if (rc == 0 && !o->dir_list) rc = start_directory(lc, 0, err, errlen);
   for (int i = 0; rc == 0 && i < o->nodes; i++) {
     lc->n = i + 1;
     rc = start_store(lc, i, err, errlen);
@@ -411,6 +414,7 @@ int hpl__lc_exit_status(const hpl__lc *lc, int i) {
 
 int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen) {
   if (i < 0) {
+    if (lc->o.dir_list) return errf(err, errlen, HPL_EINVAL, "the directories are not ours");
     if (lc->dir.pid > 0) return errf(err, errlen, HPL_EINVAL, "directory still running");
     return start_directory(lc, lc->dir_port, err, errlen);
   }

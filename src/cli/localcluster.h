@@ -41,6 +41,11 @@ typedef struct hpl__lc_opts {
    * --auth-file. no_auth: none (servers older than the secret, or tests of
    * an unauthenticated loopback cluster). */
   int no_auth;
+  /* Standby directories started elsewhere (hadirs.h): every store gets
+   * `--directory dir_list` and no directory is started here (dir_port is
+   * then 0 and hpl__lc_restart(-1) / hpl__lc_signal(-1) refuse). NULL: one
+   * directory, started here. Not copied: it must outlive the cluster. */
+  const char *dir_list;
 } hpl__lc_opts;
 
 /* Start a cluster. On success *out is owned by the caller (hpl__lc_stop).
