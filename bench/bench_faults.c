@@ -4,7 +4,7 @@
  *
  *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
  *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
- *                [--faults kill,cut,slow,pause,dirkill,srckill,corrupt]
+ *                [--faults kill,cut,slow,pause,dirkill,srckill,corrupt,dirhost]
  *                [--slow-factor 10] [--pause-s 1,8] [--dir-down 1.0]
  *                [--work-dir DIR (kept: the servers' logs; default a
  *                 temporary one, removed at the end)]
@@ -48,7 +48,21 @@
  *         must detect it, re-pull (elsewhere, or a spare takes the slot),
  *         and end with exact bytes. Its own get (it is alive) must finish
  *         correctly.
- * cut and slow need the emulated cluster (--netns, --cluster-sh).
+ *   dirhost the cluster runs with standby directories (src/cli/hadirs.h):
+ *         etcd in the switch namespace (on BASE.254, so a cut host loses
+ *         it too), two directories on the last two hosts (--lease-ms 1000,
+ *         port 7400; neither the source nor the receivers' only host), the
+ *         stores given both. The leading directory's host (asked of etcd
+ *         before the run; its store is the victim) is cut off at the
+ *         moment and stays cut until the survivors are done and a
+ *         directory on another host leads (the old one has fenced itself
+ *         and stands by); then the cut heals and the victim's own get
+ *         must finish correctly too. Afterwards the run's object (a
+ *         reduce's target) must be stat-able with a complete copy. With
+ *         dirhost among --faults every kind runs against the standbys
+ *         (dirkill kills the leading one and restarts it 1 s later, as a
+ *         standby).
+ * cut, slow and dirhost need the emulated cluster (--netns, --cluster-sh).
  * Broadcast: node 0 holds the object (killed only by srckill), every other
  * node gets it. Reduce: every node holds a source (f32, sums exact in any
  * order), node 0 reduces the first N-1 (N-2 with two kills) of them into a
