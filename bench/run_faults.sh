@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
         --out-dir) OUTDIR=$2; shift 2 ;;
         --faults) FAULTS=$2; shift 2 ;;
         --no-scenarios) SCENARIOS=0; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "run_faults.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
