@@ -1033,6 +1033,7 @@ int main(int argc, char **argv) {
   }
   if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_faults: %s\n", err);
+    hpl__hd_stop(hd);
     return 1;
   }
   for (int i = 0; i < g.hosts; i++) {

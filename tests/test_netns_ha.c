@@ -101,9 +101,15 @@ typedef struct ha_cluster {
   hpl_client *c[HOSTS];
 } ha_cluster;
 
+/* The running test's cluster, for ha_teardown after a failure. */
+static hpl__hd *live_hd;
+static hpl__lc *live_lc;
+static char live_work[128];
+
 static void ha_up(ha_cluster *h, const char *dir_args) {
   snprintf(h->work, sizeof h->work, "/tmp/hplha-test-XXXXXX");
   assert_non_null(mkdtemp(h->work));
+  snprintf(live_work, sizeof live_work, "%s", h->work);
   char secret[200], err[512];
   snprintf(secret, sizeof secret, "%s/cluster.secret", h->work);
   assert_int_equal(hpl__auth_create(secret, err, sizeof err), 0);
@@ -121,6 +127,7 @@ static void ha_up(ha_cluster *h, const char *dir_args) {
                      .dir_args = dir_args,
                      .timeout_ms = (int)th_ms(20000)};
   if (hpl__hd_start(&ho, &h->hd, err, sizeof err)) fail_msg("standby directories: %s", err);
+  live_hd = h->hd;
   hpl__lc_opts o = {.nodes = HOSTS,
                     .memory = 768 * MB,
                     .bin_dir = HPL_BIN_DIR,
@@ -132,6 +139,7 @@ static void ha_up(ha_cluster *h, const char *dir_args) {
                     .dir_list = hpl__hd_dir_list(h->hd),
                     .timeout_ms = (int)th_ms(20000)};
   if (hpl__lc_start(&o, &h->lc, err, sizeof err)) fail_msg("stores: %s", err);
+  live_lc = h->lc;
   for (int i = 0; i < HOSTS; i++) h->c[i] = th_connect(h->lc, i);
 }
 
@@ -139,6 +147,40 @@ static void ha_down(ha_cluster *h) {
   for (int i = 0; i < HOSTS; i++) hpl_close(h->c[i]);
   th_stop(h->lc, 0);
   hpl__hd_stop(h->hd);
+  live_hd = NULL;
+  live_lc = NULL;
+  live_work[0] = 0;
+}
+
+/* After a test that left early: every server's log, then the stores
+ * stopped, then etcd and the directories (etcd's data directory goes with
+ * them), and the work directory removed. */
+static int ha_teardown(void **state) {
+  (void)state;
+  if (live_hd) {
+    for (int i = 0; i < 2; i++) {
+      char cmd[400];
+      fprintf(stderr, "---- directory %d (host %d):\n", i, hpl__hd_host(live_hd, i));
+      snprintf(cmd, sizeof cmd, "tail -n 40 %s >&2", hpl__hd_log(live_hd, i));
+      if (system(cmd)) {
+      }
+    }
+  }
+  if (live_lc) {
+    th_dump_logs(live_lc);
+    hpl__lc_stop(live_lc);
+  }
+  hpl__hd_stop(live_hd);
+  if (live_work[0] && !getenv("HPL_TEST_KEEP")) {
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", live_work);
+    if (system(cmd)) {
+    }
+  }
+  live_hd = NULL;
+  live_lc = NULL;
+  live_work[0] = 0;
+  return 0;
 }
 
 /* The host of the leading directory (fails the test if none leads). */
@@ -502,8 +544,9 @@ int main(void) {
     fprintf(stderr, "test_netns_ha: this machine refuses 'ip netns add'; skipped\n");
     return 77;
   }
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_leader_host_cut_mid_broadcast),
-                                     cmocka_unit_test(test_leader_host_cut_mid_reduce),
-                                     cmocka_unit_test(test_leader_fenced_from_etcd)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_leader_host_cut_mid_broadcast, ha_teardown),
+      cmocka_unit_test_teardown(test_leader_host_cut_mid_reduce, ha_teardown),
+      cmocka_unit_test_teardown(test_leader_fenced_from_etcd, ha_teardown)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
