@@ -4,7 +4,7 @@
  *
  *   bench_faults [--runs 50] [--hosts 8] [--sizes 1M,16M,64M,256M]
  *                [--ops bcast,reduce] [--two-kill 0.3] [--seed S]
- *                [--faults kill,cut,slow,pause,dirkill,srckill,corrupt]
+ *                [--faults kill,cut,slow,pause,dirkill,srckill,corrupt,dirhost]
  *                [--slow-factor 10] [--pause-s 1,8] [--dir-down 1.0]
  *                [--work-dir DIR (kept: the servers' logs; default a
  *                 temporary one, removed at the end)]
@@ -48,7 +48,21 @@
  *         must detect it, re-pull (elsewhere, or a spare takes the slot),
  *         and end with exact bytes. Its own get (it is alive) must finish
  *         correctly.
- * cut and slow need the emulated cluster (--netns, --cluster-sh).
+ *   dirhost the cluster runs with standby directories (src/cli/hadirs.h):
+ *         etcd in the switch namespace (on BASE.254, so a cut host loses
+ *         it too), two directories on the last two hosts (--lease-ms 1000,
+ *         port 7400; neither the source nor the receivers' only host), the
+ *         stores given both. The leading directory's host (asked of etcd
+ *         before the run; its store is the victim) is cut off at the
+ *         moment and stays cut until the survivors are done and a
+ *         directory on another host leads (the old one has fenced itself
+ *         and stands by); then the cut heals and the victim's own get
+ *         must finish correctly too. Afterwards the run's object (a
+ *         reduce's target) must be stat-able with a complete copy. With
+ *         dirhost among --faults every kind runs against the standbys
+ *         (dirkill kills the leading one and restarts it 1 s later, as a
+ *         standby).
+ * cut, slow and dirhost need the emulated cluster (--netns, --cluster-sh).
  * Broadcast: node 0 holds the object (killed only by srckill), every other
  * node gets it. Reduce: every node holds a source (f32, sums exact in any
  * order), node 0 reduces the first N-1 (N-2 with two kills) of them into a
@@ -101,11 +115,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hoplite.h"
+#include "auth.h"
+#include "hadirs.h"
 #include "localcluster.h"
 #include "util.h"
 #include "benchstat.h"
@@ -134,11 +151,12 @@ enum {
   FK_PAUSE = 8,
   FK_DIRKILL = 16,
   FK_SRCKILL = 32,
-  FK_CORRUPT = 64
+  FK_CORRUPT = 64,
+  FK_DIRHOST = 128
 };
-#define NFK 7
-static const char *const fk_names[NFK] = {"kill",    "cut",     "slow",   "pause",
-                                          "dirkill", "srckill", "corrupt"};
+#define NFK 8
+static const char *const fk_names[NFK] = {"kill",    "cut",     "slow",    "pause",
+                                          "dirkill", "srckill", "corrupt", "dirhost"};
 /* corrupt: every store is started with a fault point that flips a byte in
  * the first CORRUPT_CHUNKS chunks of each stream it sends of an object
  * whose id starts with "r:fc/<its index>/", or of a reduce stream into a
@@ -155,6 +173,11 @@ static int fk_index(int kind) {
 }
 
 static hpl__lc *lc;
+/* --faults dirhost: etcd and two standby directories (hadirs.h); every
+ * kind then runs against them (dirkill kills the leading one) */
+static hpl__hd *hd;
+#define HA_ETCD_PORT 23790 /* in the switch namespace, on BASE.254 */
+#define HA_DIR_PORT 7400   /* every directory's, on its host's address */
 static hpl_client *cs[MAXN];
 static int alive[MAXN];
 
@@ -277,6 +300,12 @@ typedef struct outcome {
   int holder;         /* srckill: the receiver seen holding the first complete copy */
   int completed, hangs, wrong, lost, lost_excused, other;
   int unlisted; /* reduces whose sources the (restarted) directory did not know */
+  /* standby directories (dirkill, dirhost): who leads after the run, its
+   * term; dirhost: when the cut host was healed (its survivors done) */
+  int new_leader_host;
+  uint64_t new_term;
+  double heal_secs;
+  int unstated; /* objects without a complete copy afterwards (hpl_stat) */
 } outcome;
 
 static void put_pattern(int node, const char *id, uint64_t size, uint64_t seed) {
@@ -455,6 +484,59 @@ static int cluster_cmd(const cfg *g, const char *verb, int host, const char *arg
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/* dirhost, once the survivors are done: wait (up to 10 s) until a
+ * directory on another host leads - the cut one has lost its lease by then
+ * and stands by, so the loss was for good - and heal the cut. A run
+ * without a failover counts as an error. */
+static void heal_dirhost(cfg *g, int host, outcome *oc, uint64_t start) {
+  uint64_t end = hpl__now_ns() + 10000000000ull;
+  int l;
+  uint64_t term = 0;
+  while ((l = hpl__hd_leader(hd, 1000, &term)) < 0 || hpl__hd_host(hd, l) == host) {
+    if (hpl__now_ns() >= end) break;
+    hpl__sleep_until_ns(hpl__now_ns() + 50000000ull);
+  }
+  if (l < 0 || hpl__hd_host(hd, l) == host) {
+    fprintf(stderr, "bench_faults: no directory on another host leads 10 s after host %d's cut\n",
+            host);
+    oc->other++;
+  }
+  oc->heal_secs = (double)(hpl__now_ns() - start) / 1e9;
+  if (cluster_cmd(g, "uncut", host, NULL)) die("cluster.sh uncut failed");
+}
+
+/* After a fault of the leading standby directory (its host cut off, or
+ * the process killed): note who leads now, restart a directory whose
+ * process is gone (a cut one fenced itself and stands by again), and check
+ * that the run's object (a broadcast's; a reduce's target) is known with a
+ * complete copy. */
+static void ha_after(cfg *g, outcome *oc, int op, const char *id) {
+  int l = hpl__hd_leader(hd, 10000, &oc->new_term);
+  oc->new_leader_host = l < 0 ? -1 : hpl__hd_host(hd, l);
+  if (l < 0) {
+    fprintf(stderr, "bench_faults: no directory leads 10 s after the run\n");
+    oc->other++;
+  }
+  for (int d = 0; d < 2; d++)
+    if (!hpl__hd_alive(hd, d)) {
+      char err[512];
+      fprintf(stderr, "bench_faults: directory %d (host %d) had exited; restarted (log %s)\n", d,
+              hpl__hd_host(hd, d), hpl__hd_log(hd, d));
+      if (hpl__hd_restart(hd, d, err, sizeof err)) die(err);
+    }
+  hpl_client *c = any_live(g);
+  uint64_t size = 0;
+  uint32_t copies = 0, complete = 0;
+  int inl = 0;
+  (void)op;
+  int rc = c ? hpl_stat(c, id, 10000, &size, &copies, &complete, &inl) : HPL_ECONN;
+  if (rc || (!complete && !inl)) {
+    fprintf(stderr, "bench_faults: after the failover %s: %s, %u complete copies of %u\n", id,
+            rc ? hpl_strerror(rc) : "known", complete, copies);
+    oc->unstated++;
+  }
+}
+
 /* Pick a node in the middle of the current tree/chain of `id` from the
  * directory's record: one that both receives and sends. */
 static int middle_node(int op, const char *id, int fallback) {
@@ -536,6 +618,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     timeout += (int64_t)(cut_s * 1000) + 15000;
   if (nofault > 0 && kind == FK_SLOW) timeout += (int64_t)(nofault * g->slow_factor * 1000);
   if (nofault > 0 && kind == FK_DIRKILL) timeout += (int64_t)(cut_s * 1000) + 15000;
+  if (nofault > 0 && kind == FK_DIRHOST) timeout += 15000;
   if (nofault > 0 && kind == FK_SRCKILL) timeout += 15000;
   oc.kill_secs = -1;
   oc.holder = -1;
@@ -572,7 +655,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     pthread_create(&wth, NULL, watch_main, &w);
   }
   uint64_t regs[MAXN];
-  if (kind == FK_DIRKILL && nofault >= 0) registrations(g, regs);
+  if ((kind == FK_DIRKILL || kind == FK_DIRHOST) && nofault >= 0) registrations(g, regs);
   if (nkill > 0 && nofault >= 0 && !watching) {
     hpl__sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
     oc.fault_at = (double)(hpl__now_ns() - start) / 1e9;
@@ -597,6 +680,19 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
       oc.fault_done = (double)(hpl__now_ns() - start) / 1e9;
       hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
       if (hpl__lc_signal(lc, victims[0], SIGCONT)) die("SIGCONT failed");
+    } else if (kind == FK_DIRHOST) { /* for good: healed once the survivors are done */
+      if (cluster_cmd(g, "cut", victims[0], NULL)) die("cluster.sh cut failed");
+      oc.fault_done = (double)(hpl__now_ns() - start) / 1e9;
+    } else if (kind == FK_DIRKILL && hd) { /* the leading one of the standby directories */
+      int l = hpl__hd_leader(hd, 5000, NULL);
+      if (l < 0 || hpl__hd_signal(hd, l, SIGKILL)) die("killing the leading directory failed");
+      oc.fault_done = (double)(hpl__now_ns() - start) / 1e9;
+      hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+      char err[512];
+      if (hpl__hd_restart(hd, l, err, sizeof err)) {
+        fprintf(stderr, "bench_faults: restart directory %d: %s\n", l, err);
+        exit(1);
+      }
     } else if (kind == FK_DIRKILL) {
       if (hpl__lc_signal(lc, -1, SIGKILL)) die("killing the directory failed");
       oc.fault_done = (double)(hpl__now_ns() - start) / 1e9;
@@ -617,11 +713,26 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     }
   }
   uint64_t last = start;
-  for (int i = 0; i < np; i++) {
-    pthread_join(th[i], NULL);
+  /* survivors first: dirhost heals the cut host only once they are done
+   * (then the cut host's own get must finish too) */
+  int order[MAXN], no = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < np; i++) {
+      int victim = 0;
+      for (int v = 0; v < nkill; v++) victim |= ps[i].node == victims[v];
+      if (victim == pass) order[no++] = i;
+    }
+  int healed = kind != FK_DIRHOST || nkill == 0 || nofault < 0;
+  for (int oi = 0; oi < np; oi++) {
+    int i = order[oi];
     int victim = 0; /* dirkill and srckill: every participant is a survivor */
     for (int v = 0; v < nkill && kind != FK_DIRKILL && kind != FK_SRCKILL; v++)
       victim |= ps[i].node == victims[v];
+    if (victim && !healed) {
+      heal_dirhost(g, victims[0], &oc, start);
+      healed = 1;
+    }
+    pthread_join(th[i], NULL);
     if (victim && kind == FK_KILL) continue; /* its own get died with it */
     if (ps[i].rc == HPL_ETIMEDOUT) {
       oc.hangs++;
@@ -643,6 +754,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     else if (ps[i].end_ns > last) last = ps[i].end_ns;
   }
   oc.secs = (double)(last - start) / 1e9;
+  if (!healed) heal_dirhost(g, victims[0], &oc, start); /* a reduce: no participant there */
   if (kind == FK_SLOW && nkill > 0 && nofault >= 0 &&
       cluster_cmd(g, "ratelimit", victims[0], g->rate))
     die("cluster.sh ratelimit (restore) failed");
@@ -657,7 +769,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
     hpl_close(cs[0]);
     cs[0] = NULL;
   }
-  if (kind == FK_DIRKILL && nofault >= 0) {
+  if ((kind == FK_DIRKILL || kind == FK_DIRHOST) && nofault >= 0) {
     int missing = wait_registered(g, regs, 30000);
     if (missing) {
       fprintf(stderr, "bench_faults: run %d: %d store(s) not registered again 30 s after the"
@@ -665,6 +777,7 @@ static outcome run_one(cfg *g, int op, uint64_t size, int run, int kind, int nki
       oc.other++;
     }
   }
+  if ((kind == FK_DIRKILL || kind == FK_DIRHOST) && nofault >= 0 && hd) ha_after(g, &oc, op, id);
   /* clean up for the next run (node 0's store may be dead: srckill) */
   hpl_client *dc = any_live(g);
   hpl_delete(dc, id, 30000);
@@ -764,12 +877,57 @@ typedef struct runrec {
  * no-fault. 0 where that does not apply (broadcasts; dirkill and srckill
  * lose no source). */
 static double reduce_floor(const runrec *r) {
-  if (r->op != 1 || !((1 << r->kf) & (FK_KILL | FK_CUT | FK_PAUSE | FK_SLOW))) return 0;
+  if (r->op != 1 || !((1 << r->kf) & (FK_KILL | FK_CUT | FK_PAUSE | FK_SLOW | FK_DIRHOST)))
+    return 0;
   return (1 + r->acted) * r->nf;
 }
 
 /* The target: survivors' time <= 1.3 x no-fault + 0.5 s. */
 static double target_limit(double nofault) { return 1.3 * nofault + 0.5; }
+
+/* --faults dirhost: etcd in the switch namespace (on BASE.254, so a cut
+ * host loses it with everything else), and two standby directories, on
+ * the last two hosts (neither the broadcast's source, node 0, nor the
+ * receivers' only host), with the cluster's secret; the stores get both
+ * addresses (o->dir_list). The work directory is made here when none is
+ * given (the directories' logs go there too), and o points at it. */
+static int ha_start(cfg *g, hpl__lc_opts *o, char *work, size_t wlen) {
+  char err[512], secret[300], etcd_ip[64];
+  if (g->work_dir) {
+    snprintf(work, wlen, "%s", g->work_dir);
+    mkdir(work, 0700);
+  } else {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(work, wlen, "%s/hoplite-faults-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(work)) die("mkdtemp failed");
+    o->remove_work_dir = 1;
+  }
+  o->work_dir = work;
+  snprintf(secret, sizeof secret, "%s/cluster.secret", work);
+  if (access(secret, F_OK) != 0 && hpl__auth_create(secret, err, sizeof err)) die(err);
+  snprintf(etcd_ip, sizeof etcd_ip, "%s", g->addrs[0]);
+  char *dot = strrchr(etcd_ip, '.');
+  if (!dot) die("--addrs: not IPv4 addresses");
+  snprintf(dot + 1, sizeof etcd_ip - (size_t)(dot + 1 - etcd_ip), "254");
+  hpl__hd_opts h = {.ndirs = 2,
+                    .work_dir = work,
+                    .secret = secret,
+                    .netns_prefix = g->netns,
+                    .host = {g->hosts - 1, g->hosts - 2},
+                    .host_addr = {g->addrs[g->hosts - 1], g->addrs[g->hosts - 2]},
+                    .etcd_ip = etcd_ip,
+                    .etcd_port = HA_ETCD_PORT,
+                    .dir_port = HA_DIR_PORT,
+                    .lease_ms = 1000,
+                    .dir_args = o->dir_args,
+                    .log_level = o->log_level};
+  if (hpl__hd_start(&h, &hd, err, sizeof err)) {
+    fprintf(stderr, "bench_faults: standby directories: %s\n", err);
+    return 1;
+  }
+  o->dir_list = hpl__hd_dir_list(hd);
+  return 0;
+}
 
 int main(int argc, char **argv) {
   cfg g = {.hosts = 8, .runs = 50, .two_kill = 0.3, .rate = "none", .seed = 0,
@@ -822,13 +980,16 @@ int main(int argc, char **argv) {
   for (char *t = strtok(fl, ","); t; t = strtok(NULL, ",")) {
     int k = 0;
     while (k < NFK && strcmp(t, fk_names[k])) k++;
-    if (k == NFK) die("--faults takes kill, cut, slow, pause, dirkill and srckill, comma-separated");
+    if (k == NFK)
+      die("--faults takes kill, cut, slow, pause, dirkill, srckill, corrupt and dirhost, "
+          "comma-separated");
     g.faults |= 1 << k;
   }
   free(fl);
   if (!g.faults) die("--faults names no fault kind");
-  if ((g.faults & (FK_CUT | FK_SLOW)) && (!g.netns || !g.cluster_sh))
-    die("--faults cut and slow need the emulated cluster: --netns, --addrs and --cluster-sh");
+  if ((g.faults & (FK_CUT | FK_SLOW | FK_DIRHOST)) && (!g.netns || !g.cluster_sh))
+    die("--faults cut, slow and dirhost need the emulated cluster: --netns, --addrs and "
+        "--cluster-sh");
   uint64_t bps;
   if ((g.faults & FK_SLOW) && (hpl__parse_rate(g.rate, &bps) || g.slow_factor < 1.5))
     die("--faults slow needs --rate (like 1gbit) and --slow-factor of at least 1.5");
@@ -864,8 +1025,15 @@ int main(int argc, char **argv) {
                    .work_dir = g.work_dir,
                    .timeout_ms = 20000};
   char err[512];
+  char ha_work[256] = "";
+  if (g.faults & FK_DIRHOST) {
+    if (ha_start(&g, &o, ha_work, sizeof ha_work)) return 1;
+    printf("standby directories: etcd %s, directories %s (leader key %s)\n",
+           hpl__hd_etcd_url(hd), hpl__hd_dir_list(hd), hpl__hd_leader_key(hd));
+  }
   if (hpl__lc_start(&o, &lc, err, sizeof err)) {
     fprintf(stderr, "bench_faults: %s\n", err);
+    hpl__hd_stop(hd);
     return 1;
   }
   for (int i = 0; i < g.hosts; i++) {
@@ -947,6 +1115,12 @@ int main(int argc, char **argv) {
       while (victims[1] == victims[0]);
       double frac = 0.1 + 0.8 * (double)(rnd(&g.seed) % 1000) / 1000.0;
       if (kind == FK_DIRKILL) victims[0] = -1;
+      uint64_t old_term = 0;
+      if (kind == FK_DIRHOST) { /* the leading directory's host */
+        int l = hpl__hd_leader(hd, 10000, &old_term);
+        if (l < 0) die("no directory leads before a dirhost run");
+        victims[0] = hpl__hd_host(hd, l);
+      }
       if (kind == FK_SRCKILL) {
         op = 0; /* broadcast only */
         victims[0] = 0;
@@ -962,6 +1136,7 @@ int main(int argc, char **argv) {
       rec[run] = (runrec){.kf = kf, .k = k, .op = op, .secs = oc.secs, .nf = nf[op][k],
                           .ratio = ratio[run], .frac = frac,
                           .acted = oc.fault_done / nf[op][k]};
+      oc.lost += oc.unstated; /* an object no longer known with a complete copy */
       int ok = oc.hangs == 0 && oc.wrong == 0 && oc.lost == 0 && oc.other == 0;
       runs_ok += ok;
       tot_runs++;
@@ -1000,8 +1175,19 @@ int main(int argc, char **argv) {
                  cut_s, oc.victim_secs);
       else if (kind == FK_PAUSE)
         snprintf(extra, sizeof extra, " (stopped %.1f s)", cut_s);
+      else if (kind == FK_DIRKILL && hd)
+        snprintf(extra, sizeof extra, " (leading directory down %.1f s; host %d leads, term %llu)",
+                 cut_s, oc.new_leader_host, (unsigned long long)oc.new_term);
       else if (kind == FK_DIRKILL)
         snprintf(extra, sizeof extra, " (directory down %.1f s)", cut_s);
+      else if (kind == FK_DIRHOST)
+        snprintf(extra, sizeof extra,
+                 " (leader's host %d cut by %.3f s, term %llu; host %d leads after, term %llu%s;"
+                 " healed at %.3f s, host %d itself done at %.3f s)",
+                 victims[0], oc.fault_done, (unsigned long long)old_term, oc.new_leader_host,
+                 (unsigned long long)oc.new_term,
+                 oc.new_term > old_term && oc.new_leader_host != victims[0] ? "" : ": no failover",
+                 oc.heal_secs, victims[0], op == 0 ? oc.victim_secs : 0.0);
       else if (kind == FK_SRCKILL && oc.kill_secs >= 0)
         snprintf(extra, sizeof extra,
                  " (node 0 killed at %.3f s, when node %d held the first complete copy)",
@@ -1094,5 +1280,7 @@ int main(int argc, char **argv) {
     status = 1;
   }
   hpl__lc_stop(lc);
+  hpl__hd_stop(hd);
+  if (ha_work[0]) rmdir(ha_work); /* (lc removed what it held) */
   return status;
 }

@@ -233,7 +233,8 @@ static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
   char exe[PATH_MAX], dir[sizeof lc->dir_list], rfile[PATH_MAX], mem[32], name[32], dlisten[96], buf[512],
       buf2[512];
   snprintf(exe, sizeof exe, "%s/hoplite-store", lc->bin_dir);
-  snprintf(dir, sizeof dir, "%s", lc->dir_list);
+  /* the directories started here, or (dir_list) started elsewhere */
+  snprintf(dir, sizeof dir, "%s", lc->o.dir_list ? lc->o.dir_list : lc->dir_list);
   snprintf(rfile, sizeof rfile, "%s/node-%d.ready", lc->work, i);
   snprintf(mem, sizeof mem, "%llu", (unsigned long long)lc->o.memory);
   snprintf(name, sizeof name, "node-%d", i);
@@ -335,14 +336,16 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     if (access(lc->secret, F_OK) != 0 && hpl__auth_create(lc->secret, aerr, sizeof aerr) != 0)
       rc = errf(err, errlen, HPL_ESYS, "%s", aerr);
   }
-  lc->ndirs = o->ha_dirs ? o->ha_dirs : 1;
-  if (rc == 0 && o->ha_dirs && (o->ha_dirs < 2 || o->ha_dirs > LC_MAX_DIRS || o->netns_prefix))
-    rc = errf(err, errlen, HPL_EINVAL, "standby directories: 2 to %d, and no emulated hosts",
+  lc->ndirs = o->dir_list ? 0 : o->ha_dirs ? o->ha_dirs : 1;
+  if (rc == 0 && o->ha_dirs && (o->ha_dirs < 2 || o->ha_dirs > LC_MAX_DIRS || o->netns_prefix ||
+                                o->dir_list))
+    rc = errf(err, errlen, HPL_EINVAL,
+              "standby directories: 2 to %d, no emulated hosts, no directories of others",
               LC_MAX_DIRS);
   if (rc == 0 && o->ha_dirs) rc = start_etcd(lc, err, errlen);
   /* the first directory leads (the others stand by behind it) */
   for (int k = 0; rc == 0 && k < lc->ndirs; k++) rc = start_directory(lc, k, k == 0, err, errlen);
-  if (rc == 0 && !o->ha_dirs)
+  if (rc == 0 && !o->ha_dirs && !o->dir_list)
     snprintf(lc->dir_list, sizeof lc->dir_list, "%s:%d", node_host(lc, 0), lc->dir_port[0]);
   for (int i = 0; rc == 0 && i < o->nodes; i++) {
     lc->n = i + 1;
@@ -403,6 +406,7 @@ int hpl__lc_exit_status(const hpl__lc *lc, int i) {
 
 int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen) {
   if (i < 0) {
+    if (lc->o.dir_list) return errf(err, errlen, HPL_EINVAL, "the directories are not ours");
     lc_proc *d = proc_of(lc, i);
     if (!d || d->pid > 0) return errf(err, errlen, HPL_EINVAL, "directory running or unknown");
     /* under a lease it stands by, unless no other directory runs */

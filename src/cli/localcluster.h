@@ -50,6 +50,11 @@ typedef struct hpl__lc_opts {
    * directory's address. 0: one directory, no etcd. Not with netns_prefix. */
   int ha_dirs;
   uint32_t lease_ms; /* the directories' --lease-ms with ha_dirs (0: 1000) */
+  /* Standby directories started elsewhere (hadirs.h): every store gets
+   * `--directory dir_list` and no directory is started here (dir_port is
+   * then 0 and hpl__lc_restart(-1) / hpl__lc_signal(-1) refuse). NULL: one
+   * directory, started here. Not copied: it must outlive the cluster. */
+  const char *dir_list;
 } hpl__lc_opts;
 
 /* Start a cluster. On success *out is owned by the caller (hpl__lc_stop).

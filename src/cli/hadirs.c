@@ -1,0 +1,372 @@
+/* hadirs.c - etcd and standby directories for a local or emulated cluster
+ * (see hadirs.h). */
+#include "hadirs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd.h"
+#include "hoplite.h"
+#include "util.h"
+
+typedef struct hd_proc {
+  pid_t pid;
+  char log[PATH_MAX];
+} hd_proc;
+
+struct hpl__hd {
+  hpl__hd_opts o;
+  char bin_dir[PATH_MAX];
+  char work[PATH_MAX], secret[PATH_MAX], level[16], dir_args[512];
+  char prefix[128], leader_key[160];
+  char etcd_ip[64], etcd_url[128], data[PATH_MAX];
+  char addr[HPL__HD_MAX_DIRS][64]; /* each directory's HOST:PORT */
+  char list[HPL__HD_MAX_DIRS * 64];
+  hd_proc etcd, dir[HPL__HD_MAX_DIRS];
+};
+
+const char *hpl__hd_dir_list(const hpl__hd *hd) { return hd->list; }
+const char *hpl__hd_etcd_url(const hpl__hd *hd) { return hd->etcd_url; }
+const char *hpl__hd_leader_key(const hpl__hd *hd) { return hd->leader_key; }
+int hpl__hd_host(const hpl__hd *hd, int i) { return hd->o.host[i]; }
+pid_t hpl__hd_pid(const hpl__hd *hd, int i) { return hd->dir[i].pid; }
+const char *hpl__hd_log(const hpl__hd *hd, int i) { return hd->dir[i].log; }
+pid_t hpl__hd_etcd_pid(const hpl__hd *hd) { return hd->etcd.pid; }
+
+static int errf(char *err, size_t len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int errf(char *err, size_t len, int code, const char *fmt, ...) {
+  if (err && len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* fork + exec argv with stdout/stderr into `log`; the child dies with us. */
+static pid_t spawn(char **argv, const char *log) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() == 1) _exit(1);
+  int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execvp(argv[0], argv);
+  fprintf(stderr, "cannot exec %s: %s\n", argv[0], strerror(errno));
+  _exit(127);
+}
+
+/* Reap pid within timeout_ms (a pidfd; no polling loop). 1 if it exited. */
+static int reap(pid_t pid, int timeout_ms) {
+  if (waitpid(pid, NULL, WNOHANG) == pid) return 1;
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR) {
+    }
+    close(fd);
+  }
+  pid_t r = waitpid(pid, NULL, WNOHANG);
+  return r == pid || (r < 0 && errno == ECHILD);
+}
+
+static void stop_proc(hd_proc *p, int sig) {
+  if (p->pid <= 0) return;
+  kill(p->pid, sig);
+  if (!reap(p->pid, 5000)) {
+    kill(p->pid, SIGKILL);
+    reap(p->pid, 5000);
+  }
+  p->pid = 0;
+}
+
+/* With emulated hosts, prefix argv with "ip netns exec NS" (argv has room). */
+static int in_netns(char **argv, int argc, const char *ns) {
+  if (!ns) return argc;
+  memmove(argv + 4, argv, (size_t)(argc + 1) * sizeof *argv);
+  argv[0] = "ip";
+  argv[1] = "netns";
+  argv[2] = "exec";
+  argv[3] = (char *)ns;
+  return argc + 4;
+}
+
+/* ------------------------------------------------------------------ asking etcd */
+
+/* An etcd question from a thread of its own inside the switch namespace
+ * (emulated hosts: etcd's address is reachable only there), or here. */
+typedef struct ask {
+  hpl__hd *hd;
+  char val[HPL__ETCD_MAX_VAL + 1];
+  int64_t rev;
+  int rc;
+} ask;
+
+static void *ask_main(void *arg) {
+  ask *a = arg;
+  if (a->hd->o.netns_prefix) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "/run/netns/%s-sw", a->hd->o.netns_prefix);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+      if (fd >= 0) close(fd);
+      a->rc = HPL_ESYS;
+      return NULL;
+    }
+    close(fd);
+  }
+  hpl__etcd *e;
+  if ((a->rc = hpl__etcd_new(a->hd->etcd_url, 500, &e)) != 0) return NULL;
+  a->rc = hpl__etcd_get(e, a->hd->leader_key, a->val, sizeof a->val, &a->rev);
+  hpl__etcd_free(e);
+  return NULL;
+}
+
+/* The leader key: 0 (value, revision), HPL_ENOTFOUND (no leader), or the
+ * error that kept etcd from answering. */
+static int ask_leader(hpl__hd *hd, ask *a) {
+  *a = (ask){.hd = hd};
+  pthread_t t;
+  if (pthread_create(&t, NULL, ask_main, a) != 0) return HPL_ESYS;
+  pthread_join(t, NULL);
+  return a->rc;
+}
+
+int hpl__hd_leader(hpl__hd *hd, int timeout_ms, uint64_t *term) {
+  uint64_t deadline = hpl__deadline_ms(timeout_ms);
+  for (;;) {
+    ask a;
+    if (ask_leader(hd, &a) == 0)
+      for (int i = 0; i < hd->o.ndirs; i++)
+        if (!strcmp(a.val, hd->addr[i])) {
+          if (term) *term = (uint64_t)a.rev;
+          return i;
+        }
+    if (hpl__ms_left(deadline) == 0) return -1;
+    sleep_ms(50); /* etcd tells no one when a key appears; a lease expires in steps */
+  }
+}
+
+/* ------------------------------------------------------------------ processes */
+
+/* Emulated hosts: give the bridge in the switch namespace etcd's address
+ * (`ip -n NS addr replace IP/24 dev br0`: idempotent). */
+static int bridge_addr(hpl__hd *hd, char *err, size_t errlen) {
+  char ns[64], ip[80];
+  snprintf(ns, sizeof ns, "%s-sw", hd->o.netns_prefix);
+  snprintf(ip, sizeof ip, "%s/24", hd->etcd_ip);
+  char *argv[] = {"ip", "-n", ns, "addr", "replace", ip, "dev", "br0", NULL};
+  char log[PATH_MAX];
+  snprintf(log, sizeof log, "%s/etcd.log", hd->work);
+  pid_t pid = spawn(argv, log);
+  int st = -1;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+    return errf(err, errlen, HPL_ESYS, "cannot give the bridge in %s the address %s (log %s)", ns,
+                ip, log);
+  return 0;
+}
+
+static int start_etcd(hpl__hd *hd, char *err, size_t errlen) {
+  if (hd->o.netns_prefix && bridge_addr(hd, err, errlen)) return HPL_ESYS;
+  char name[32], curls[160], purl[96], cluster[128], hb[8] = "50", el[8] = "500";
+  snprintf(name, sizeof name, "hd%d", (int)getpid());
+  snprintf(curls, sizeof curls, "%s,http://127.0.0.1:%d", hd->etcd_url, hd->o.etcd_port);
+  snprintf(purl, sizeof purl, "http://127.0.0.1:%d", hd->o.etcd_port + 1);
+  snprintf(cluster, sizeof cluster, "%s=%s", name, purl);
+  /* Short heartbeat and election times: etcd's smallest lease TTL is 1.5
+   * election timeouts rounded up to seconds, so with its defaults (100 /
+   * 1000 ms) a 1 s lease lasts 2 s at etcd and a failover takes that long. */
+  char *argv[40] = {"etcd", "--name", name, "--data-dir", hd->data,
+                    "--listen-client-urls", curls, "--advertise-client-urls", hd->etcd_url,
+                    "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+                    "--initial-cluster", cluster, "--heartbeat-interval", hb,
+                    "--election-timeout", el, "--logger", "zap", "--log-level", "warn"};
+  int argc = 0;
+  while (argv[argc]) argc++;
+  char ns[64];
+  snprintf(ns, sizeof ns, "%s-sw", hd->o.netns_prefix ? hd->o.netns_prefix : "");
+  argc = in_netns(argv, argc, hd->o.netns_prefix ? ns : NULL);
+  snprintf(hd->etcd.log, sizeof hd->etcd.log, "%s/etcd.log", hd->work);
+  hd->etcd.pid = spawn(argv, hd->etcd.log);
+  if (hd->etcd.pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  uint64_t deadline = hpl__deadline_ms(hd->o.timeout_ms);
+  for (;;) {
+    ask a;
+    int rc = ask_leader(hd, &a);
+    if (rc == 0 || rc == HPL_ENOTFOUND) return 0;
+    if (waitpid(hd->etcd.pid, NULL, WNOHANG) == hd->etcd.pid) {
+      hd->etcd.pid = 0;
+      return errf(err, errlen, HPL_ESYS, "etcd exited; log: %s", hd->etcd.log);
+    }
+    if (hpl__ms_left(deadline) == 0)
+      return errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
+                  hd->etcd_url, hd->etcd.log);
+    sleep_ms(50);
+  }
+}
+
+static int start_dir(hpl__hd *hd, int i, char *err, size_t errlen) {
+  char exe[PATH_MAX], lease[16], buf[512], ns[64];
+  snprintf(exe, sizeof exe, "%s/hoplite-directory", hd->bin_dir);
+  snprintf(lease, sizeof lease, "%u", hd->o.lease_ms);
+  char *argv[64] = {exe, "--listen", hd->addr[i], "--etcd", hd->etcd_url, "--ha-prefix",
+                    hd->prefix, "--lease-ms", lease, "--log-level", hd->level};
+  int argc = 11;
+  if (hd->secret[0]) {
+    argv[argc++] = "--auth-file";
+    argv[argc++] = hd->secret;
+  }
+  snprintf(buf, sizeof buf, "%s", hd->dir_args);
+  for (char *t = strtok(buf, " "); t && argc < 56; t = strtok(NULL, " ")) argv[argc++] = t;
+  argv[argc] = NULL;
+  snprintf(ns, sizeof ns, "%s-h%d", hd->o.netns_prefix ? hd->o.netns_prefix : "", hd->o.host[i]);
+  argc = in_netns(argv, argc, hd->o.netns_prefix ? ns : NULL);
+  snprintf(hd->dir[i].log, sizeof hd->dir[i].log, "%s/directory-%d.log", hd->work, i);
+  hd->dir[i].pid = spawn(argv, hd->dir[i].log);
+  if (hd->dir[i].pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  return 0;
+}
+
+static int find_bin_dir(hpl__hd *hd) {
+  const char *env = getenv("HOPLITE_BIN_DIR");
+  if (hd->o.bin_dir || (env && *env)) {
+    snprintf(hd->bin_dir, sizeof hd->bin_dir, "%s", hd->o.bin_dir ? hd->o.bin_dir : env);
+    return 0;
+  }
+  ssize_t n = readlink("/proc/self/exe", hd->bin_dir, sizeof hd->bin_dir - 1);
+  if (n <= 0) return HPL_ESYS;
+  hd->bin_dir[n] = 0;
+  char *slash = strrchr(hd->bin_dir, '/');
+  if (slash) *slash = 0;
+  char probe[PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/hoplite-directory", hd->bin_dir);
+  if (access(probe, X_OK) != 0 && (slash = strrchr(hd->bin_dir, '/'))) *slash = 0;
+  return 0;
+}
+
+int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen) {
+  if (!o || !out || o->ndirs < 1 || o->ndirs > HPL__HD_MAX_DIRS || !o->work_dir ||
+      o->etcd_port <= 0 || o->etcd_port > 65534 || o->dir_port <= 0 ||
+      (o->netns_prefix && !o->etcd_ip))
+    return errf(err, errlen, HPL_EINVAL, "bad standby-directory options");
+  hpl__hd *hd = calloc(1, sizeof *hd);
+  if (!hd) return errf(err, errlen, HPL_ENOMEM, "out of memory");
+  hd->o = *o;
+  if (!hd->o.lease_ms) hd->o.lease_ms = 1000;
+  if (!hd->o.timeout_ms) hd->o.timeout_ms = 20000;
+  snprintf(hd->work, sizeof hd->work, "%s", o->work_dir);
+  snprintf(hd->secret, sizeof hd->secret, "%s", o->secret ? o->secret : "");
+  snprintf(hd->level, sizeof hd->level, "%s", o->log_level ? o->log_level : "info");
+  snprintf(hd->dir_args, sizeof hd->dir_args, "%s", o->dir_args ? o->dir_args : "");
+  uint64_t r = hpl__random_u64();
+  if (o->ha_prefix)
+    snprintf(hd->prefix, sizeof hd->prefix, "%s", o->ha_prefix);
+  else
+    snprintf(hd->prefix, sizeof hd->prefix, "/hoplite/hd-%d-%08llx", (int)getpid(),
+             (unsigned long long)(r & 0xffffffffu));
+  snprintf(hd->leader_key, sizeof hd->leader_key, "%s/leader", hd->prefix);
+  snprintf(hd->etcd_ip, sizeof hd->etcd_ip, "%s", o->netns_prefix ? o->etcd_ip : "127.0.0.1");
+  snprintf(hd->etcd_url, sizeof hd->etcd_url, "http://%s:%d", hd->etcd_ip, o->etcd_port);
+  /* etcd syncs its log on every write: in memory, so a renewal never waits for the disk */
+  snprintf(hd->data, sizeof hd->data, "/dev/shm/hoplite-etcd-%d-%08llx", (int)getpid(),
+           (unsigned long long)(r >> 32));
+  size_t used = 0;
+  for (int i = 0; i < o->ndirs; i++) {
+    const char *a = o->netns_prefix ? o->host_addr[i] : "127.0.0.1";
+    if (!a) {
+      free(hd);
+      return errf(err, errlen, HPL_EINVAL, "no address for directory %d", i);
+    }
+    snprintf(hd->addr[i], sizeof hd->addr[i], "%s:%d", a, o->dir_port);
+    used += (size_t)snprintf(hd->list + used, sizeof hd->list - used, "%s%s", i ? "," : "",
+                             hd->addr[i]);
+  }
+  if (find_bin_dir(hd)) {
+    free(hd);
+    return errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
+  }
+  int rc = start_etcd(hd, err, errlen);
+  for (int i = 0; rc == 0 && i < o->ndirs; i++) rc = start_dir(hd, i, err, errlen);
+  if (rc == 0 && hpl__hd_leader(hd, hd->o.timeout_ms, NULL) < 0)
+    rc = errf(err, errlen, HPL_ETIMEDOUT, "no directory leads after %d ms; logs in %s",
+              hd->o.timeout_ms, hd->work);
+  if (rc) {
+    hpl__hd_stop(hd);
+    return rc;
+  }
+  *out = hd;
+  return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+  (void)st;
+  (void)f;
+  if (flag == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+void hpl__hd_stop(hpl__hd *hd) {
+  if (!hd) return;
+  for (int i = 0; i < hd->o.ndirs; i++)
+    if (hd->dir[i].pid > 0) kill(hd->dir[i].pid, SIGTERM);
+  for (int i = 0; i < hd->o.ndirs; i++) stop_proc(&hd->dir[i], SIGTERM);
+  stop_proc(&hd->etcd, SIGTERM);
+  nftw(hd->data, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  free(hd);
+}
+
+int hpl__hd_signal(hpl__hd *hd, int i, int sig) {
+  if (i < 0 || i >= hd->o.ndirs || hd->dir[i].pid <= 0) return HPL_EINVAL;
+  if (kill(hd->dir[i].pid, sig) != 0) return HPL_ESYS;
+  if (sig == SIGKILL || sig == SIGTERM) {
+    if (!reap(hd->dir[i].pid, 10000)) return HPL_ETIMEDOUT;
+    hd->dir[i].pid = 0;
+  }
+  return 0;
+}
+
+int hpl__hd_restart(hpl__hd *hd, int i, char *err, size_t errlen) {
+  if (i < 0 || i >= hd->o.ndirs || hd->dir[i].pid > 0)
+    return errf(err, errlen, HPL_EINVAL, "directory %d is running or unknown", i);
+  return start_dir(hd, i, err, errlen);
+}
+
+int hpl__hd_alive(hpl__hd *hd, int i) {
+  if (i < 0 || i >= hd->o.ndirs || hd->dir[i].pid <= 0) return 0;
+  if (waitpid(hd->dir[i].pid, NULL, WNOHANG) == hd->dir[i].pid) {
+    hd->dir[i].pid = 0;
+    return 0;
+  }
+  return 1;
+}
