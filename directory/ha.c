@@ -97,7 +97,10 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
   snprintf(ha->members_prefix, sizeof ha->members_prefix, "%s/members/", cfg->prefix);
   snprintf(ha->member_key, sizeof ha->member_key, "%s%016llx", ha->members_prefix,
            (unsigned long long)hpl__random_u64());
-  int rc = hpl__etcd_new(cfg->endpoints, cfg->lease_ms / 4, &ha->e);
+  /* a request to one endpoint waits an eighth of a lease at most: a
+   * renewal that meets a dead endpoint, or etcd electing its leader, has
+   * time for several tries before the lease is no longer certain */
+  int rc = hpl__etcd_new(cfg->endpoints, cfg->lease_ms / 8, &ha->e);
   if (rc) {
     free_ha(ha);
     return rc;
@@ -106,11 +109,16 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
   uint32_t poll_ms = cfg->lease_ms / 6;
   uint64_t renewed_ms = 0, warned_ms = 0;
   int64_t seen_rev = -1;
+  int warned_ttl = 0;
   for (;;) {
     uint64_t t = hpl__now_ms();
     int64_t granted = 0, left = 0;
     if (!ha->lease) {
       rc = hpl__etcd_lease_grant(ha->e, ttl_s, &ha->lease, &granted);
+      if (rc == 0 && granted > ttl_s && !warned_ttl++)
+        HPL__LOG_WARN("etcd granted a lease of %lld s for --lease-ms %u (its shortest is 1.5 "
+                      "election timeouts, rounded up): a failover takes that long",
+                      (long long)granted, cfg->lease_ms);
       if (rc == 0 && (rc = hpl__etcd_put(ha->e, ha->member_key, cfg->advertise, ha->lease)))
         ha->lease = 0;
       if (rc == 0) renewed_ms = t;
@@ -154,7 +162,7 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
 
 static void *lease_thread(void *arg) {
   hpl__ha *ha = arg;
-  uint32_t every = ha->cfg.lease_ms / 3, retry = ha->cfg.lease_ms / 10;
+  uint32_t every = ha->cfg.lease_ms / 4, retry = ha->cfg.lease_ms / 20;
   uint64_t next = hpl__now_ms() + every;
   unsigned rounds = 0;
   pthread_mutex_lock(&ha->mu);

@@ -9,7 +9,7 @@
  * that created the key: every new leader's is larger, and stores refuse a
  * directory whose term is older than one they have registered with.
  *
- * Fencing: the leader renews its lease every third of the lease from a
+ * Fencing: the leader renews its lease every quarter of the lease from a
  * thread of its own. Its loop checks, by a timer, that the last renewal
  * etcd confirmed was sent less than a lease minus a quarter ago: etcd
  * expires the lease no sooner than a lease after that renewal arrived, so
