@@ -153,6 +153,7 @@ static void hb_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
 static void dl_hb_cb(uv_timer_t *t) {
   hpl__dirlink *dl = t->data;
   if (dl->state != HPL__DL_READY) return;
+  hpl__dirlink_probe_tick(dl, uv_timer_get_repeat(t));
   if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
   hpl__store *s = dl->s;
   Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
@@ -223,6 +224,7 @@ static void dl_on_close(hpl__conn *c, int status) {
   hpl__dirlink *dl = hpl__conn_data(c);
   dl->c = NULL;
   uv_timer_stop(&dl->hb);
+  hpl__dirlink_probe_stop(dl);
   if (dl->stopping) return;
   /* HPL_EAUTH after the handshake: a frame failed its session MAC (the
    * secret was right); during it: the secret */
@@ -373,6 +375,7 @@ void hpl__dirlink_stop(hpl__store *s) {
   hpl__dirlink *dl = s->dl;
   if (!dl || dl->stopping) return;
   dl->stopping = 1;
+  hpl__dirlink_probe_stop(dl);
   hpl__dirlink_held_stop(dl);
   hpl__dirlink_requests_cancel(dl);
   if (dl->c) hpl__conn_close(dl->c, 0);

@@ -1,7 +1,8 @@
 /*
  * dlint.h - what the directory link's files share (dirlink.c: requests,
  * notes, the directory's messages; dlconn.c: the connection's life;
- * dlheld.c: re-reporting what we hold): the link's record. Nothing outside
+ * dlheld.c: re-reporting what we hold; dlprobe.c: another directory
+ * leading while ours is silent): the link's record. Nothing outside
  * the module includes it.
  */
 #ifndef HPL_STORE_DLINT_H
@@ -22,6 +23,8 @@ enum {
   HPL__DL_REGISTERING,
   HPL__DL_READY
 };
+
+typedef struct hpl__dlprobe hpl__dlprobe; /* dlprobe.c */
 
 typedef struct hpl__dl_req {
   UT_hash_handle hh;
@@ -60,6 +63,8 @@ typedef struct hpl__dirlink {
   uint64_t instance; /* the directory's, from the last registration */
   uint64_t term;     /* the highest leader term registered with (0: none, no standbys) */
   int dir_idx;       /* which of cfg.dir_hosts is tried now */
+  hpl__dlprobe *probe; /* dlprobe.c: is another directory leading? (NULL: not asking) */
+  int probe_next;      /*   ...the address asked last */
   uint64_t hb_sent_ns;  /* when the last heartbeat went out */
   uint32_t rtt_us;      /* its round trip, reported with the next one */
   char peer_addr[64];   /* the directory's numeric address, for clients */
@@ -103,5 +108,13 @@ void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg)
  * are ignored. */
 void hpl__dirlink_held_start(hpl__dirlink *dl, int adopt, int with_inline);
 void hpl__dirlink_held_stop(hpl__dirlink *dl);
+
+/* dlprobe.c. With several directories, called every heartbeat interval:
+ * once the directory has been silent for an interval and a half, try one
+ * other address (in turn) for a connection; one that accepts leads (only
+ * a leader listens), so the link closes and registers there at once.
+ * Stop: cancel the probe under way (closing, stopping). */
+void hpl__dirlink_probe_tick(hpl__dirlink *dl, uint64_t interval_ms);
+void hpl__dirlink_probe_stop(hpl__dirlink *dl);
 
 #endif

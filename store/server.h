@@ -41,7 +41,8 @@
  *   the control plane
  *   dirlink.c    the connection to the directory: requests, notes, the
  *                directory's messages (dlconn.c: connecting, registering,
- *                heartbeats; dlheld.c: re-reporting what we hold)
+ *                heartbeats; dlheld.c: re-reporting what we hold; dlprobe.c:
+ *                a silent directory's successor found by its listening)
  *                -> handlers (server.c installs fetch's, rdtask's,
  *                rdsink's, ring's)
  *   room.c       waiting for room in the pool; letting idle copies go,

@@ -98,6 +98,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Objects the last complete re-report to a new or restarted directory listed"),
       G("held_report_ms", c->held_report_ms, "reregistration_milliseconds",
         "How long that re-report took, from registering to its last piece answered"),
+      C("dir_probe_moves", c->dir_probe_moves, "directory_probe_moves_total",
+        "Moves to another directory found listening (leading) while ours was silent"),
       C("dir_terms_refused", c->dir_terms_refused, "directory_terms_refused_total",
         "Directories refused for a leader term older than one this store registered with "
         "(a deposed leader)"),

@@ -99,6 +99,7 @@ typedef struct hpl__store_counters {
       reduce_crawl_reports, /* reduce streams reported crawling to the directory */
       dir_registrations, /* times this store registered with the directory */
       dir_terms_refused, /* directories refused for a term older than one seen (deposed) */
+      dir_probe_moves,   /* moves to another directory found leading while ours was silent */
       held_report_objects, held_report_ms, /* the last full re-report (dlheld.c): a gauge */
       pull_suspects,     /* streams silent for their quiet window (sender suspected) */
       quiet_notes,       /* ...for half of it: the directory told to probe the sender */

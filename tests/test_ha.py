@@ -319,8 +319,15 @@ def run(top):
 
     # 3b. the leader paused past its lease (a stuck host): the standby leads;
     # resumed, the old one answers nothing and stands by
+    for sk in socks:  # every store registered with it first (a stat asks the directory)
+        t = time.time()
+        while cli("stat", "-s", sk, "ha/1", check=False).returncode:
+            if time.time() - t > 10:
+                fail("a store did not register with the leader of term %d" % term4)
+            time.sleep(0.1)
     dirs[lead4].send_signal(signal.SIGSTOP)
     lead5, term5 = wait_leader(term4, limit=10)
+    time.sleep(1.0)  # still paused: the stores find the new leader meanwhile
     dirs[lead4].send_signal(signal.SIGCONT)
     t = time.time()
     while listening(lead4) or "no longer leading" not in open(
@@ -331,6 +338,13 @@ def run(top):
     print("test_ha: leader paused: 127.0.0.1:%d took over (term %d); the old one fenced on "
           "resuming" % (lead5, term5))
     cli("get", "-t", "3000", "-s", socks[2], "ha/1", os.path.join(top, "got"))
+    moves = 0
+    for sk in socks:
+        for l in cli("counters", "-s", sk).stdout.decode().splitlines():
+            if l.startswith("dir_probe_moves"):
+                moves += int(l.split()[-1])
+    print("test_ha: stores that found the new leader by probing while the old one was "
+          "silent: %d of %d" % (moves, len(socks)))
     lead4, term4 = lead5, term5
 
     # 5. a deposed leader's older term is refused: a directory leading
