@@ -22,6 +22,7 @@ struct hpl__ha {
   hpl__etcd *e; /* the campaign's thread's, then the lease thread's only */
   int64_t lease;
   uint64_t term;
+  int64_t mod; /* the leader key's revision as this leader last wrote it */
   pthread_t th;
   int th_started;
   pthread_mutex_t mu; /* guards what follows */
@@ -79,7 +80,7 @@ static void list_members(hpl__ha *ha) {
 
 int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
   *out = NULL;
-  if (!cfg->endpoints || !cfg->prefix || cfg->lease_ms < 1000 || !cfg->advertise[0] ||
+  if (!cfg->endpoints || !cfg->prefix || cfg->lease_ms < 300 || !cfg->advertise[0] ||
       strlen(cfg->prefix) > 200 || strlen(cfg->endpoints) >= sizeof ((hpl__ha *)0)->endpoints)
     return HPL_EINVAL;
   hpl__ha *ha = calloc(1, sizeof *ha);
@@ -105,10 +106,10 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
     free_ha(ha);
     return rc;
   }
-  int64_t ttl_s = (cfg->lease_ms + 999) / 1000;
-  uint32_t poll_ms = cfg->lease_ms / 6;
-  uint64_t renewed_ms = 0, warned_ms = 0;
-  int64_t seen_rev = -1;
+  int64_t ttl_s = (cfg->lease_ms + 999) / 1000; /* etcd counts whole seconds */
+  uint32_t poll_ms = cfg->lease_ms / 10;
+  uint64_t renewed_ms = 0, warned_ms = 0, seen_at = 0;
+  int64_t seen_rev = -1, seen_mod = -1;
   int warned_ttl = 0;
   for (;;) {
     uint64_t t = hpl__now_ms();
@@ -122,6 +123,8 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
       if (rc == 0 && (rc = hpl__etcd_put(ha->e, ha->member_key, cfg->advertise, ha->lease)))
         ha->lease = 0;
       if (rc == 0) renewed_ms = t;
+    } else if (t - renewed_ms < cfg->lease_ms / 4) {
+      rc = 0; /* renewed recently enough */
     } else if ((rc = hpl__etcd_lease_keepalive(ha->e, ha->lease, &left)) == 0) {
       renewed_ms = t;
     } else if (rc == HPL_ENOTFOUND) {
@@ -129,12 +132,13 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
       continue;
     }
     int created = 0;
-    int64_t rev = 0;
+    int64_t rev = 0, mod = 0;
     char cur[HPL__ETCD_MAX_VAL + 1] = "";
     if (rc == 0)
       rc = hpl__etcd_create(ha->e, ha->leader_key, cfg->advertise, ha->lease, &created, &rev,
-                            cur, sizeof cur);
+                            &mod, cur, sizeof cur);
     if (rc == 0 && created) {
+      ha->mod = rev;
       ha->term = (uint64_t)rev;
       set_valid_until(ha, renewed_ms + cfg->lease_ms);
       ha->info.term = ha->term;
@@ -150,6 +154,19 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
     if (rc == 0 && rev != seen_rev) {
       HPL__LOG_INFO("standing by: %s leads (term %lld)", cur, (long long)rev);
       seen_rev = rev;
+    }
+    if (rc == 0 && mod != seen_mod) { /* renewed: seen now (after the answer, see ha.h) */
+      seen_mod = mod;
+      seen_at = hpl__now_ms();
+    } else if (rc == 0 && hpl__now_ms() - seen_at > cfg->lease_ms) {
+      /* not renewed for a lease: its leader has fenced itself; the key
+       * goes unless it is renewed this very moment, and we campaign */
+      int done = 0;
+      if (hpl__etcd_swap(ha->e, ha->leader_key, seen_mod, NULL, 0, &done, NULL) == 0 && done) {
+        HPL__LOG_WARN("the leader %s (term %lld) did not renew its key for %u ms: removed it",
+                      cur, (long long)rev, cfg->lease_ms);
+        continue;
+      }
     } else if (rc && t - warned_ms >= cfg->lease_ms) {
       HPL__LOG_WARN("standing by: etcd (%s) not usable: %s", cfg->endpoints, hpl_strerror(rc));
       warned_ms = t;
@@ -162,7 +179,7 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
 
 static void *lease_thread(void *arg) {
   hpl__ha *ha = arg;
-  uint32_t every = ha->cfg.lease_ms / 4, retry = ha->cfg.lease_ms / 20;
+  uint32_t every = ha->cfg.lease_ms / 5, retry = ha->cfg.lease_ms / 20;
   uint64_t next = hpl__now_ms() + every;
   unsigned rounds = 0;
   pthread_mutex_lock(&ha->mu);
@@ -179,8 +196,17 @@ static void *lease_thread(void *arg) {
     }
     pthread_mutex_unlock(&ha->mu);
     uint64_t t0 = hpl__now_ns();
-    int64_t left = 0;
+    int64_t left = 0, rev = 0;
+    int done = 0;
+    /* the etcd lease (the keys vanish if we die), then the leader key
+     * rewritten only if it is still as we last wrote it: a standby that
+     * sees it unchanged for a lease takes it (see ha.h) */
     int rc = hpl__etcd_lease_keepalive(ha->e, ha->lease, &left);
+    if (rc == 0 && (rc = hpl__etcd_swap(ha->e, ha->leader_key, ha->mod, ha->cfg.advertise,
+                                        ha->lease, &done, &rev)) == 0) {
+      if (done) ha->mod = rev;
+      else rc = HPL_ENOTFOUND; /* taken, or gone: deposed */
+    }
     uint64_t us = (hpl__now_ns() - t0) / 1000;
     if (rc == 0 && ++rounds % 3 == 1) list_members(ha);
     pthread_mutex_lock(&ha->mu);
@@ -199,7 +225,8 @@ static void *lease_thread(void *arg) {
     if (rc) {
       pthread_mutex_unlock(&ha->mu);
       HPL__LOG_WARN("renewing the leader lease failed: %s%s", hpl_strerror(rc),
-                    rc == HPL_ENOTFOUND ? " (it expired)" : "; retrying");
+                    rc == HPL_ENOTFOUND ? " (it expired, or another directory took the key)"
+                                        : "; retrying");
       pthread_mutex_lock(&ha->mu);
     }
   }
@@ -214,7 +241,7 @@ void hpl__ha_fence(hpl__ha *ha) {
   ha->lost = 1;
   uint64_t until = valid_until(ha), now = hpl__now_ms();
   HPL__LOG_ERROR("the leader lease is no longer certain (%s): no longer leading",
-                 !until ? "it expired at etcd"
+                 !until ? "it expired at etcd, or the key was taken"
                  : now >= until ? "not renewed in time, and past it"
                                 : "not renewed in time");
   if (ha->check_open) uv_timer_stop(&ha->check);

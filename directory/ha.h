@@ -9,13 +9,25 @@
  * that created the key: every new leader's is larger, and stores refuse a
  * directory whose term is older than one they have registered with.
  *
- * Fencing: the leader renews its lease every quarter of the lease from a
- * thread of its own. Its loop checks, by a timer, that the last renewal
- * etcd confirmed was sent less than a lease minus a quarter ago: etcd
- * expires the lease no sooner than a lease after that renewal arrived, so
- * the old leader has stopped serving before anyone else can create the
- * key. A leader that loses its lease therefore re-executes itself and
- * stands by again (its sockets close with the exec).
+ * The lease (--lease-ms, below a second too) is hoplite's own, kept in
+ * etcd's linearizable store: every fifth of a lease the leader rewrites
+ * PREFIX/leader, in a transaction that succeeds only if the key is still
+ * as it last wrote it (etcd's mod revision), and renews an etcd lease the
+ * key is attached to (of whole seconds, at least the lease: the keys
+ * vanish when a leader dies). A standby reads the key every tenth of a
+ * lease; one that has seen it unchanged for a whole lease, counted from
+ * the answer that first showed that revision, deletes it in a transaction
+ * that succeeds only if it is still unchanged, and campaigns.
+ *
+ * Fencing: the leader's loop checks, by a timer and before every request,
+ * that its last confirmed rewrite was *sent* less than three quarters of
+ * a lease ago. Any standby saw that revision after it was written, so it
+ * cannot take the key before a whole lease after the send: the old leader
+ * has stopped serving first. (Each request to etcd waits an eighth of a
+ * lease at most, so a standby's answer is never older than that.) A
+ * leader whose rewrite fails because the key changed has been deposed,
+ * and fences at once. A leader that loses its lease re-executes itself
+ * and stands by again (its sockets close with the exec).
  *
  * Nothing here runs an etcd call on the loop's thread: standing by happens
  * before the loop starts, renewals on the lease thread.
@@ -29,7 +41,7 @@
 typedef struct hpl__ha_cfg {
   const char *endpoints; /* --etcd: etcd's client URLs, comma-separated (NULL: no HA) */
   const char *prefix;    /* --ha-prefix: the keys' prefix (default /hoplite/default) */
-  uint32_t lease_ms;     /* --lease-ms: the lease (default 3000, at least 1000) */
+  uint32_t lease_ms;     /* --lease-ms: the lease (default 3000, at least 300) */
   char advertise[280];   /* host:port stores reach this directory at (the leader key's value) */
 } hpl__ha_cfg;
 

@@ -113,9 +113,9 @@ static const hpl__opt opts[] = {
      HPL__OPT_PTR, OFF(etcd), 0, 0, 0, NULL},
     {"ha-prefix", "KEY", "with --etcd: the keys' prefix, one per cluster (default\n"
      "/hoplite/default)", HPL__OPT_PTR, OFF(ha_prefix), 0, 0, 0, NULL},
-    {"lease-ms", "MS", "with --etcd: the leader lease (default 3000, at least 1000);\n"
+    {"lease-ms", "MS", "with --etcd: the leader lease (default 3000, at least 300);\n"
      "a leader that cannot renew it stops within it",
-     HPL__OPT_U32, OFF(lease_ms), 0, 1000, 600000, NULL},
+     HPL__OPT_U32, OFF(lease_ms), 0, 300, 600000, NULL},
     {"advertise", "HOST:PORT", "with --etcd: where stores reach this directory (default the\n"
      "--listen address, which then needs a port)", HPL__OPT_FN, 0, 0, 0, 0, set_advertise},
     {"reduce-bandwidth", "BYTES|auto",

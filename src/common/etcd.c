@@ -261,7 +261,7 @@ static int check_key(const char *key, const char *value) {
 }
 
 int hpl__etcd_create(hpl__etcd *e, const char *key, const char *value, int64_t lease,
-                     int *created, int64_t *rev, char *cur, size_t cap) {
+                     int *created, int64_t *rev, int64_t *mod, char *cur, size_t cap) {
   if (check_key(key, value)) return HPL_EINVAL;
   /* compare: the key's create revision is 0 (absent); then put, else range */
   cJSON *req = cJSON_CreateObject();
@@ -297,12 +297,43 @@ int hpl__etcd_create(hpl__etcd *e, const char *key, const char *value, int64_t l
     const cJSON *kv = cJSON_IsArray(kvs) ? cJSON_GetArrayItem(kvs, 0) : NULL;
     /* gone between the compare and the range cannot happen in one txn;
      * an answer without it is not etcd's */
-    if (!kv || get_b64(kv, "value", cur, cap)) rc = HPL_EPROTO;
-    else *rev = get_i64(kv, "create_revision");
+    if (!kv || get_b64(kv, "value", cur, cap)) {
+      rc = HPL_EPROTO;
+    } else {
+      *rev = get_i64(kv, "create_revision");
+      if (mod) *mod = get_i64(kv, "mod_revision");
+    }
   }
   if (rc == 0 && *rev <= 0) rc = HPL_EPROTO;
   cJSON_Delete(ans);
   return rc;
+}
+
+int hpl__etcd_swap(hpl__etcd *e, const char *key, int64_t mod, const char *value, int64_t lease,
+                   int *done, int64_t *rev) {
+  if (check_key(key, value) || mod <= 0) return HPL_EINVAL;
+  cJSON *req = cJSON_CreateObject();
+  if (!req) return HPL_ENOMEM;
+  cJSON *cmp = attach(cJSON_AddArrayToObject(req, "compare"), cJSON_CreateObject());
+  cJSON *ok = attach(cJSON_AddArrayToObject(req, "success"), cJSON_CreateObject());
+  cJSON *op = value ? put_req(key, value, lease) : cJSON_CreateObject();
+  if (ok && op) cJSON_AddItemToObject(ok, value ? "request_put" : "request_delete_range", op);
+  else cJSON_Delete(op);
+  if (!cmp || !ok || !op || add_b64(cmp, "key", key, strlen(key)) ||
+      !cJSON_AddStringToObject(cmp, "target", "MOD") ||
+      !cJSON_AddStringToObject(cmp, "result", "EQUAL") || !add_i64(cmp, "mod_revision", mod) ||
+      (!value && add_b64(op, "key", key, strlen(key)))) {
+    cJSON_Delete(req);
+    return HPL_ENOMEM;
+  }
+  cJSON *ans;
+  int rc = call(e, "/v3/kv/txn", req, &ans);
+  if (rc) return rc;
+  *done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "succeeded"));
+  const cJSON *hdr = cJSON_GetObjectItemCaseSensitive(ans, "header");
+  if (rev) *rev = hdr ? get_i64(hdr, "revision") : 0;
+  cJSON_Delete(ans);
+  return 0;
 }
 
 int hpl__etcd_put(hpl__etcd *e, const char *key, const char *value, int64_t lease) {

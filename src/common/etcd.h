@@ -55,10 +55,17 @@ int hpl__etcd_lease_revoke(hpl__etcd *e, int64_t lease);
 /* Create `key` = `value` attached to `lease` (0: none), only if the key
  * does not exist, in one transaction. *created 1: created, at revision
  * *rev. *created 0: it existed; its value is copied into cur (cap bytes,
- * cut and always terminated; may be NULL) and its create revision is in
- * *rev. */
+ * cut and always terminated; may be NULL), its create revision is in *rev
+ * and its last modification's in *mod (may be NULL). */
 int hpl__etcd_create(hpl__etcd *e, const char *key, const char *value, int64_t lease,
-                     int *created, int64_t *rev, char *cur, size_t cap);
+                     int *created, int64_t *rev, int64_t *mod, char *cur, size_t cap);
+
+/* Only if `key` was last modified at revision `mod`: set it to `value`
+ * attached to `lease` (put) or, with value NULL, delete it, in one
+ * transaction. *done 1: done, and *rev (may be NULL) is the revision of
+ * the change; 0: the key changed meanwhile (or is gone), nothing done. */
+int hpl__etcd_swap(hpl__etcd *e, const char *key, int64_t mod, const char *value, int64_t lease,
+                   int *done, int64_t *rev);
 
 /* Set `key` = `value`, attached to `lease` (0: none). */
 int hpl__etcd_put(hpl__etcd *e, const char *key, const char *value, int64_t lease);
