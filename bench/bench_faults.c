@@ -50,7 +50,8 @@
  *         correctly.
  *   dirhost the cluster runs with standby directories (src/cli/hadirs.h):
  *         etcd in the switch namespace (on BASE.254, so a cut host loses
- *         it too), two directories on the last two hosts (--lease-ms 1000,
+ *         it too), two directories on the last two hosts (--lease-ms 1000, or
+ *         bench_faults' own --lease-ms MS,
  *         port 7400; neither the source nor the receivers' only host), the
  *         stores given both. The leading directory's host (asked of etcd
  *         before the run; its store is the victim) is cut off at the
@@ -134,6 +135,7 @@ typedef struct cfg {
   double two_kill, slow_factor;
   double pause_min, pause_max; /* --pause-s */
   double dir_down;             /* --dir-down */
+  unsigned lease_ms;           /* --lease-ms: the standby directories' (dirhost; default 1000) */
   int faults; /* FK_* bits */
   int src_copies; /* --src-copies */
   uint64_t sizes[16];
@@ -918,7 +920,7 @@ static int ha_start(cfg *g, hpl__lc_opts *o, char *work, size_t wlen) {
                     .etcd_ip = etcd_ip,
                     .etcd_port = HA_ETCD_PORT,
                     .dir_port = HA_DIR_PORT,
-                    .lease_ms = 1000,
+                    .lease_ms = g->lease_ms ? g->lease_ms : 1000,
                     .dir_args = o->dir_args,
                     .log_level = o->log_level};
   if (hpl__hd_start(&h, &hd, err, sizeof err)) {
@@ -941,7 +943,8 @@ int main(int argc, char **argv) {
       {"rate", 1, 0, 'R'},      {"store-args", 1, 0, 'A'}, {"out", 1, 0, 'O'},
       {"scenario", 1, 0, 'c'},  {"faults", 1, 0, 'f'},    {"slow-factor", 1, 0, 'F'},
       {"cluster-sh", 1, 0, 'C'}, {"pause-s", 1, 0, 'P'},     {"dir-down", 1, 0, 'D'},
-      {"work-dir", 1, 0, 'W'},      {"src-copies", 0, 0, 'K'}, {0, 0, 0, 0}};
+      {"work-dir", 1, 0, 'W'},      {"src-copies", 0, 0, 'K'}, {"lease-ms", 1, 0, 'L'},
+      {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -967,6 +970,7 @@ int main(int argc, char **argv) {
         break;
       case 'W': g.work_dir = optarg; break;
       case 'K': g.src_copies = 1; break;
+      case 'L': g.lease_ms = (unsigned)atoi(optarg); break;
       case 'D':
         g.dir_down = atof(optarg);
         if (g.dir_down < 0) die("--dir-down takes seconds, at least 0");

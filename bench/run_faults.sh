@@ -4,7 +4,7 @@
 #   bench/run_faults.sh [--hosts 8] [--rate 1gbit] [--runs 200] [--sizes 16M,64M,256M]
 #                       [--seed S] [--out-dir bench/results]
 #                       [--faults kill,cut,slow,pause,dirkill,srckill,corrupt,dirhost]
-#                       [--no-scenarios]
+#                       [--no-scenarios] [--lease-ms MS (dirhost's standby directories; 1000)]
 #
 # Brings up HOSTS emulated hosts (bench/cluster.sh, prefix hplf), then runs
 #   1. bench_faults: RUNS randomized broadcasts and reduces, each with one
@@ -36,7 +36,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
 BUILD=${HPL_BUILD_DIR:-$TOP/build}
 export HPL_NS_PREFIX=${HPL_NS_PREFIX:-hplf}
-HOSTS=8 RATE=1gbit RUNS=200 SIZES=16M,64M,256M SEED= OUTDIR=$TOP/bench/results
+HOSTS=8 RATE=1gbit RUNS=200 SIZES=16M,64M,256M SEED= LEASE_MS= OUTDIR=$TOP/bench/results
 FAULTS=kill,cut,slow,pause,dirkill,srckill,corrupt,dirhost SCENARIOS=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,6 +47,7 @@ while [ $# -gt 0 ]; do
         --seed) SEED=$2; shift 2 ;;
         --out-dir) OUTDIR=$2; shift 2 ;;
         --faults) FAULTS=$2; shift 2 ;;
+        --lease-ms) LEASE_MS=$2; shift 2 ;;
         --no-scenarios) SCENARIOS=0; shift ;;
         -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "run_faults.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -80,7 +81,8 @@ status=0
     fi
     if [ "$ha_runs" -gt 0 ]; then
         "$BUILD/bench/bench_faults" "${common[@]}" --runs "$ha_runs" --sizes "$SIZES" \
-            --faults dirhost --cluster-sh "$HERE/cluster.sh" ${SEED:+--seed "$SEED"} || status=1
+            --faults dirhost --cluster-sh "$HERE/cluster.sh" ${SEED:+--seed "$SEED"} \
+            ${LEASE_MS:+--lease-ms "$LEASE_MS"} || status=1
     fi
     if [ "$SCENARIOS" = 1 ]; then
         "$BUILD/bench/bench_faults" "${common[@]}" --scenario bcast-midchain --size 256M || status=1

@@ -60,9 +60,10 @@ typedef struct hpl__ha_info {
   char members[HPL__HA_MAX_MEMBERS][280];
 } hpl__ha_info;
 
-/* Stand by until this directory leads: grant a lease, list this
- * directory under PREFIX/members/, and try to create PREFIX/leader every
- * sixth of a lease (logging who leads meanwhile) until it succeeds.
+/* Stand by until this directory leads: grant an etcd lease, list this
+ * directory under PREFIX/members/, and every tenth of a lease try to
+ * create PREFIX/leader, deleting it first once it has stayed unchanged for
+ * a lease (logging who leads meanwhile), until it succeeds.
  * Blocks: call it before the event loop runs. *out (the caller's, see
  * hpl__ha_resign) holds the lease; *term is this leader's term.
  * Errors: HPL_EINVAL (bad endpoints or settings), HPL_ENOMEM. etcd being
