@@ -23,6 +23,7 @@
 
 #include "etcd.h"
 #include "hoplite.h"
+#include "lcproc.h"
 #include "util.h"
 
 typedef struct hd_proc {
@@ -49,17 +50,6 @@ pid_t hpl__hd_pid(const hpl__hd *hd, int i) { return hd->dir[i].pid; }
 const char *hpl__hd_log(const hpl__hd *hd, int i) { return hd->dir[i].log; }
 pid_t hpl__hd_etcd_pid(const hpl__hd *hd) { return hd->etcd.pid; }
 
-static int errf(char *err, size_t len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t len, int code, const char *fmt, ...) {
-  if (err && len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
 
 static void sleep_ms(unsigned ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -67,48 +57,8 @@ static void sleep_ms(unsigned ms) {
   }
 }
 
-/* fork + exec argv with stdout/stderr into `log`; the child dies with us. */
-static pid_t spawn(char **argv, const char *log) {
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() == 1) _exit(1);
-  int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  execvp(argv[0], argv);
-  fprintf(stderr, "cannot exec %s: %s\n", argv[0], strerror(errno));
-  _exit(127);
-}
 
-/* Reap pid within timeout_ms (a pidfd; no polling loop). 1 if it exited. */
-static int reap(pid_t pid, int timeout_ms) {
-  if (waitpid(pid, NULL, WNOHANG) == pid) return 1;
-  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR) {
-    }
-    close(fd);
-  }
-  pid_t r = waitpid(pid, NULL, WNOHANG);
-  return r == pid || (r < 0 && errno == ECHILD);
-}
-
-static void stop_proc(hd_proc *p, int sig) {
-  if (p->pid <= 0) return;
-  kill(p->pid, sig);
-  if (!reap(p->pid, 5000)) {
-    kill(p->pid, SIGKILL);
-    reap(p->pid, 5000);
-  }
-  p->pid = 0;
-}
+static void stop_proc(hd_proc *p, int sig) { hpl__lcp_stop(&p->pid, sig); }
 
 /* With emulated hosts, prefix argv with "ip netns exec NS" (argv has room). */
 static int in_netns(char **argv, int argc, const char *ns) {
@@ -188,11 +138,11 @@ static int bridge_addr(hpl__hd *hd, char *err, size_t errlen) {
   char *argv[] = {"ip", "-n", ns, "addr", "replace", ip, "dev", "br0", NULL};
   char log[PATH_MAX];
   snprintf(log, sizeof log, "%s/etcd.log", hd->work);
-  pid_t pid = spawn(argv, log);
+  pid_t pid = hpl__lcp_spawn(argv, log);
   int st = -1;
   if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
-    return errf(err, errlen, HPL_ESYS, "cannot give the bridge in %s the address %s (log %s)", ns,
-                ip, log);
+    return hpl__lcp_errf(err, errlen, HPL_ESYS,
+                         "cannot give the bridge in %s the address %s (log %s)", ns, ip, log);
   return 0;
 }
 
@@ -217,8 +167,8 @@ static int start_etcd(hpl__hd *hd, char *err, size_t errlen) {
   snprintf(ns, sizeof ns, "%s-sw", hd->o.netns_prefix ? hd->o.netns_prefix : "");
   argc = in_netns(argv, argc, hd->o.netns_prefix ? ns : NULL);
   snprintf(hd->etcd.log, sizeof hd->etcd.log, "%s/etcd.log", hd->work);
-  hd->etcd.pid = spawn(argv, hd->etcd.log);
-  if (hd->etcd.pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  hd->etcd.pid = hpl__lcp_spawn(argv, hd->etcd.log);
+  if (hd->etcd.pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   uint64_t deadline = hpl__deadline_ms(hd->o.timeout_ms);
   for (;;) {
     ask a;
@@ -226,10 +176,10 @@ static int start_etcd(hpl__hd *hd, char *err, size_t errlen) {
     if (rc == 0 || rc == HPL_ENOTFOUND) return 0;
     if (waitpid(hd->etcd.pid, NULL, WNOHANG) == hd->etcd.pid) {
       hd->etcd.pid = 0;
-      return errf(err, errlen, HPL_ESYS, "etcd exited; log: %s", hd->etcd.log);
+      return hpl__lcp_errf(err, errlen, HPL_ESYS, "etcd exited; log: %s", hd->etcd.log);
     }
     if (hpl__ms_left(deadline) == 0)
-      return errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
+      return hpl__lcp_errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
                   hd->etcd_url, hd->etcd.log);
     sleep_ms(50);
   }
@@ -252,8 +202,8 @@ static int start_dir(hpl__hd *hd, int i, char *err, size_t errlen) {
   snprintf(ns, sizeof ns, "%s-h%d", hd->o.netns_prefix ? hd->o.netns_prefix : "", hd->o.host[i]);
   argc = in_netns(argv, argc, hd->o.netns_prefix ? ns : NULL);
   snprintf(hd->dir[i].log, sizeof hd->dir[i].log, "%s/directory-%d.log", hd->work, i);
-  hd->dir[i].pid = spawn(argv, hd->dir[i].log);
-  if (hd->dir[i].pid < 0) return errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  hd->dir[i].pid = hpl__lcp_spawn(argv, hd->dir[i].log);
+  if (hd->dir[i].pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   return 0;
 }
 
@@ -278,9 +228,9 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
   if (!o || !out || o->ndirs < 1 || o->ndirs > HPL__HD_MAX_DIRS || !o->work_dir ||
       o->etcd_port <= 0 || o->etcd_port > 65534 || o->dir_port <= 0 ||
       (o->netns_prefix && !o->etcd_ip))
-    return errf(err, errlen, HPL_EINVAL, "bad standby-directory options");
+    return hpl__lcp_errf(err, errlen, HPL_EINVAL, "bad standby-directory options");
   hpl__hd *hd = calloc(1, sizeof *hd);
-  if (!hd) return errf(err, errlen, HPL_ENOMEM, "out of memory");
+  if (!hd) return hpl__lcp_errf(err, errlen, HPL_ENOMEM, "out of memory");
   hd->o = *o;
   if (!hd->o.lease_ms) hd->o.lease_ms = 1000;
   if (!hd->o.timeout_ms) hd->o.timeout_ms = 20000;
@@ -305,7 +255,7 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
     const char *a = o->netns_prefix ? o->host_addr[i] : "127.0.0.1";
     if (!a) {
       free(hd);
-      return errf(err, errlen, HPL_EINVAL, "no address for directory %d", i);
+      return hpl__lcp_errf(err, errlen, HPL_EINVAL, "no address for directory %d", i);
     }
     snprintf(hd->addr[i], sizeof hd->addr[i], "%s:%d", a, o->dir_port);
     used += (size_t)snprintf(hd->list + used, sizeof hd->list - used, "%s%s", i ? "," : "",
@@ -313,12 +263,12 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
   }
   if (find_bin_dir(hd)) {
     free(hd);
-    return errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
+    return hpl__lcp_errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
   }
   int rc = start_etcd(hd, err, errlen);
   for (int i = 0; rc == 0 && i < o->ndirs; i++) rc = start_dir(hd, i, err, errlen);
   if (rc == 0 && hpl__hd_leader(hd, hd->o.timeout_ms, NULL) < 0)
-    rc = errf(err, errlen, HPL_ETIMEDOUT, "no directory leads after %d ms; logs in %s",
+    rc = hpl__lcp_errf(err, errlen, HPL_ETIMEDOUT, "no directory leads after %d ms; logs in %s",
               hd->o.timeout_ms, hd->work);
   if (rc) {
     hpl__hd_stop(hd);
@@ -328,21 +278,13 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
   return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
-  (void)st;
-  (void)f;
-  if (flag == FTW_DP) rmdir(path);
-  else unlink(path);
-  return 0;
-}
-
 void hpl__hd_stop(hpl__hd *hd) {
   if (!hd) return;
   for (int i = 0; i < hd->o.ndirs; i++)
     if (hd->dir[i].pid > 0) kill(hd->dir[i].pid, SIGTERM);
   for (int i = 0; i < hd->o.ndirs; i++) stop_proc(&hd->dir[i], SIGTERM);
   stop_proc(&hd->etcd, SIGTERM);
-  nftw(hd->data, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  hpl__lcp_rm_tree(hd->data, 16);
   free(hd);
 }
 
@@ -350,7 +292,7 @@ int hpl__hd_signal(hpl__hd *hd, int i, int sig) {
   if (i < 0 || i >= hd->o.ndirs || hd->dir[i].pid <= 0) return HPL_EINVAL;
   if (kill(hd->dir[i].pid, sig) != 0) return HPL_ESYS;
   if (sig == SIGKILL || sig == SIGTERM) {
-    if (!reap(hd->dir[i].pid, 10000)) return HPL_ETIMEDOUT;
+    if (!hpl__lcp_reap(hd->dir[i].pid, 10000, NULL)) return HPL_ETIMEDOUT;
     hd->dir[i].pid = 0;
   }
   return 0;
@@ -358,7 +300,7 @@ int hpl__hd_signal(hpl__hd *hd, int i, int sig) {
 
 int hpl__hd_restart(hpl__hd *hd, int i, char *err, size_t errlen) {
   if (i < 0 || i >= hd->o.ndirs || hd->dir[i].pid > 0)
-    return errf(err, errlen, HPL_EINVAL, "directory %d is running or unknown", i);
+    return hpl__lcp_errf(err, errlen, HPL_EINVAL, "directory %d is running or unknown", i);
   return start_dir(hd, i, err, errlen);
 }
 

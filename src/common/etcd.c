@@ -355,7 +355,8 @@ static int range(hpl__etcd *e, const char *key, int prefix, cJSON **ans) {
     memcpy(end, key, n);
     while (n && (unsigned char)end[n - 1] == 0xff) n--;
     if (n) end[n - 1]++;
-    bad = n ? add_b64(req, "range_end", end, n) : !cJSON_AddStringToObject(req, "range_end", "AA==");
+    bad =
+        n ? add_b64(req, "range_end", end, n) : !cJSON_AddStringToObject(req, "range_end", "AA==");
     bad = bad || !add_i64(req, "limit", 1000);
   }
   if (bad) {
