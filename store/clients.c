@@ -69,19 +69,25 @@ static void on_counters(hpl__store *s, hpl__stclient *cl, uint64_t req) {
   free(r);
 }
 
-/* DIR_WHERE: the directory as this store reaches it now (a client whose
- * direct reads failed follows a new leader); empty while there is none. */
+/* Where clients may read small objects directly (see hpl_get): the
+ * directory as this store reaches it now, into hm (addr: its buffer, 64
+ * bytes); nothing while there is none. */
+static void hello_directory(hpl__store *s, Hplpb__Hello *hm, char *addr) {
+  int port = 0;
+  if (!s->netns || hpl__dirlink_peer(s, addr, 64, &port) != 0) return;
+  hm->dir_addr = addr;
+  hm->dir_port = (uint32_t)port;
+  hm->netns = s->netns;
+  hm->dir_publish = hpl__dirlink_caps(s)->publish;
+  hm->dir_term = hpl__dirlink_term(s);
+}
+
+/* DIR_WHERE: the directory now (a client whose direct reads failed
+ * follows a new leader). */
 static void on_dir_where(hpl__store *s, hpl__stclient *cl, uint64_t req) {
   Hplpb__Hello hm = HPLPB__HELLO__INIT;
   char dir_addr[64] = "";
-  int dir_port = 0;
-  if (s->netns && hpl__dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
-    hm.dir_addr = dir_addr;
-    hm.dir_port = (uint32_t)dir_port;
-    hm.netns = s->netns;
-    hm.dir_publish = hpl__dirlink_caps(s)->publish;
-    hm.dir_term = hpl__dirlink_term(s);
-  }
+  hello_directory(s, &hm, dir_addr);
   hpl__session_send(cl, HPL__MSG_DIR_WHERE_REP, req, &hm.base);
 }
 
@@ -236,16 +242,8 @@ static int send_hello(hpl__store *s, hpl__stclient *cl, int fd) {
   hm.node_id = s->node_id;
   hm.inline_max = hpl__dirlink_caps(s)->inline_max;
   hm.node_name = s->cfg.name;
-  /* where clients may read small objects directly (see hpl_get) */
   char dir_addr[64] = "";
-  int dir_port = 0;
-  if (s->netns && hpl__dirlink_peer(s, dir_addr, sizeof dir_addr, &dir_port) == 0) {
-    hm.dir_addr = dir_addr;
-    hm.dir_port = (uint32_t)dir_port;
-    hm.netns = s->netns;
-    hm.dir_publish = hpl__dirlink_caps(s)->publish;
-  }
-  hm.dir_term = hpl__dirlink_term(s);
+  hello_directory(s, &hm, dir_addr);
   uint8_t rk[HPL__AUTH_KEY_LEN];
   if (s->cfg.auth.on) { /* local clients may read small objects from the directory */
     hpl__auth_role_key(&s->cfg.auth, HPL__ROLE_READER, rk);
