@@ -158,6 +158,22 @@ while time.time() < end:
 """
 
 
+def asan_env():
+    """A sanitizer build's libhoplite needs libasan first in a python that
+    loads it through ctypes (as python/tests/conftest.py does)."""
+    lib = os.path.join(BUILD, "libhoplite.so")
+    try:
+        with open(lib, "rb") as f:
+            if b"libasan.so" not in f.read():
+                return {}
+    except OSError:
+        return {}
+    import ctypes.util
+    asan = ctypes.util.find_library("asan") or "libasan.so"
+    return {"LD_PRELOAD": (asan + " " + os.environ.get("LD_PRELOAD", "")).strip(),
+            "ASAN_OPTIONS": (os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")}
+
+
 def cli(*args, check=True, timeout=20):
     r = subprocess.run([CLI] + list(args), capture_output=True, timeout=timeout)
     if check and r.returncode != 0:
@@ -244,6 +260,7 @@ def run(top):
     trace = os.path.join(top, "reader.trace")
     env = dict(os.environ, HOPLITE_TRACE=trace, HOPLITE_BUILD_DIR=os.path.abspath(BUILD),
                PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    env.update(asan_env())
     if subprocess.run(["/usr/bin/python3", "-c", READER, socks[0], "0", "put"],
                       env=dict(env, HOPLITE_TRACE="")).returncode:
         fail("putting the reader's objects failed")
