@@ -399,3 +399,21 @@ void th_put_sum(hpl_client *c, const char *id, uint64_t size, uint32_t seed, uin
   if (rc) fail_msg("put %s: %s", id, hpl_strerror(rc));
   free(b);
 }
+
+int th_sh(const char *fmt, ...) {
+  char cmd[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return system(cmd);
+}
+
+int th_cluster_sh(const char *prefix, const char *fmt, ...) {
+  char args[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  return th_sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh %s", prefix, HPL_SRC_DIR, args);
+}

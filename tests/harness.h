@@ -195,3 +195,10 @@ uint64_t th_dir_counter(hpl__lc *lc, const char *name);
 uint64_t th_dir_counter_try(hpl__lc *lc, const char *name);
 /* Store `node`'s data port. */
 int th_data_port(hpl__lc *lc, int node);
+
+/* Run the shell command fmt makes (system(3)); its status. */
+int th_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* bench/cluster.sh with HPL_NS_PREFIX=prefix, quietly, and the arguments
+ * fmt makes ("up 3 1gbit", "cut 2"); system()'s status. */
+int th_cluster_sh(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

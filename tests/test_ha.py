@@ -366,20 +366,18 @@ def run(top):
 
     # 5. a deposed leader's older term is refused: a directory leading
     # another prefix since before (older term) is named after a newer one
-    old_port = free_port()
-    start_dir(0, pfx=prefix + "-old", port=old_port)
-    t = time.time()
-    while not listening(old_port):
-        if time.time() - t > 10:
-            fail("the second prefix's directory does not lead")
-        time.sleep(0.05)
-    new_port = free_port()
-    start_dir(0, pfx=prefix + "-new", port=new_port)
-    t = time.time()
-    while not listening(new_port):
-        if time.time() - t > 10:
-            fail("the third prefix's directory does not lead")
-        time.sleep(0.05)
+    def lead_alone(pfx):  # a directory alone under prefix pfx: it leads
+        port = free_port()
+        start_dir(0, pfx=pfx, port=port)
+        t = time.time()
+        while not listening(port):
+            if time.time() - t > 10:
+                fail("the directory of prefix %s does not lead" % pfx)
+            time.sleep(0.05)
+        return port
+
+    old_port = lead_alone(prefix + "-old")
+    new_port = lead_alone(prefix + "-new")
     d = os.path.join(top, "s9")
     os.mkdir(d, 0o700)
     sock9 = os.path.join(d, "s.sock")

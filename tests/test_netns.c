@@ -31,26 +31,14 @@ static char prefix[16];
 static char addrs_buf[HOSTS][32];
 static const char *addrs[HOSTS];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  return system(cmd);
-}
-
 static void cluster_down(void) {
-  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh down --kill >/dev/null 2>&1", prefix,
-     HPL_SRC_DIR);
+  th_cluster_sh(prefix, "down --kill >/dev/null 2>&1");
 }
 
 static int setup(void **state) {
   (void)state;
   snprintf(prefix, sizeof prefix, "hplt%d", (int)(getpid() % 100000));
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh up %d 200mbit", prefix,
-         HPL_SRC_DIR, HOSTS) != 0) {
+  if (th_cluster_sh(prefix, "up %d 200mbit", HOSTS) != 0) {
     cluster_down();
     fail_msg("cannot bring up the emulated cluster");
   }
@@ -180,7 +168,7 @@ static void test_broadcast_across_hosts(void **state) {
  * link comes back, host 1's store reconnects and its get completes too,
  * with the right bytes. */
 static void cut_and_heal(const char *verb) {
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh %s 1", prefix, HPL_SRC_DIR, verb))
+  if (th_cluster_sh(prefix, "%s 1", verb))
     fail_msg("cluster.sh %s 1 failed", verb);
 }
 
@@ -297,15 +285,13 @@ static void test_reduce_straggler(void **state) {
     assert_int_equal(hpl_put(c[i], ids[i], v, nf * sizeof *v, th_ms(20000)), 0);
   }
   free(v);
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 20mbit", prefix,
-         HPL_SRC_DIR))
+  if (th_cluster_sh(prefix, "ratelimit 1 20mbit"))
     fail_msg("cluster.sh ratelimit failed");
   uint64_t t0 = hpl__now_ms();
   int rc = hpl_reduce(c[0], "rs/t", srcs, HOSTS, 2, HPL_OP_SUM, HPL_DT_F32, th_ms(60000));
   if (!rc) rc = hpl_get(c[0], "rs/t", th_ms(60000), &b);
   uint64_t took = hpl__now_ms() - t0;
-  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 200mbit", prefix,
-     HPL_SRC_DIR);
+  th_cluster_sh(prefix, "ratelimit 1 200mbit");
   if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[0]));
   fprintf(stderr, "reduce with a straggler: %llu ms\n", (unsigned long long)took);
   const float *r = hpl_buf_data(b);
@@ -345,15 +331,13 @@ static void test_reduce_slow_sink(void **state) {
     assert_int_equal(hpl_put(c[i], ids[i], v, nf * sizeof *v, th_ms(20000)), 0);
   }
   free(v);
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 20mbit", prefix,
-         HPL_SRC_DIR))
+  if (th_cluster_sh(prefix, "ratelimit 1 20mbit"))
     fail_msg("cluster.sh ratelimit failed");
   uint64_t t0 = hpl__now_ms();
   int rc = hpl_reduce(c[1], "sk/t", srcs, HOSTS, 2, HPL_OP_SUM, HPL_DT_F32, th_ms(60000));
   if (!rc) rc = hpl_get(c[1], "sk/t", th_ms(60000), &b);
   uint64_t took = hpl__now_ms() - t0;
-  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 200mbit", prefix,
-     HPL_SRC_DIR);
+  th_cluster_sh(prefix, "ratelimit 1 200mbit");
   if (rc) fail_msg("reduce: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[1]));
   fprintf(stderr, "reduce into a slow sink: %llu ms\n", (unsigned long long)took);
   char *text = NULL;
@@ -467,14 +451,12 @@ static void test_slow_receiver_keeps_senders(void **state) {
   assert_int_equal(hpl_get(c[2], "sr/x", th_ms(20000), &b), 0); /* a second complete copy */
   hpl_release(c[2], b);
   uint64_t st0 = th_counter(c[1], "stragglers");
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 20mbit", prefix,
-         HPL_SRC_DIR))
+  if (th_cluster_sh(prefix, "ratelimit 1 20mbit"))
     fail_msg("cluster.sh ratelimit failed");
   uint64_t t0 = hpl__now_ms();
   int rc = hpl_get(c[1], "sr/x", th_ms(60000), &b);
   uint64_t took = hpl__now_ms() - t0;
-  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh ratelimit 1 200mbit", prefix,
-     HPL_SRC_DIR);
+  th_cluster_sh(prefix, "ratelimit 1 200mbit");
   if (rc) fail_msg("get: %s (%s)", hpl_strerror(rc), hpl_errdetail(c[1]));
   assert_true(th_check_pattern(hpl_buf_data(b), size, 8));
   hpl_release(c[1], b);

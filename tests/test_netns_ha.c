@@ -40,23 +40,12 @@ static char prefix[16], etcd_ip[32];
 static char addrs_buf[HOSTS][32];
 static const char *addrs[HOSTS];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  return system(cmd);
-}
-
 static void cluster_down(void) {
-  sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh down --kill >/dev/null 2>&1", prefix,
-     HPL_SRC_DIR);
+  th_cluster_sh(prefix, "down --kill >/dev/null 2>&1");
 }
 
 static void cluster_cmd(const char *verb, int host) {
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh %s %d", prefix, HPL_SRC_DIR, verb,
+  if (th_cluster_sh(prefix, "%s %d", verb,
          host))
     fail_msg("cluster.sh %s %d failed", verb, host);
 }
@@ -64,7 +53,7 @@ static void cluster_cmd(const char *verb, int host) {
 static int setup(void **state) {
   (void)state;
   snprintf(prefix, sizeof prefix, "hplha%d", (int)(getpid() % 100000));
-  if (sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh up %d 1gbit", prefix, HPL_SRC_DIR,
+  if (th_cluster_sh(prefix, "up %d 1gbit",
          HOSTS) != 0) {
     cluster_down();
     fail_msg("cannot bring up the emulated cluster");
@@ -484,7 +473,7 @@ static void test_leader_fenced_from_etcd(void **state) {
   assert_int_equal(pthread_create(&pt, NULL, poll_main, &p), 0);
   th_sleep_ms(500);
   uint64_t t_part_us = hpl__now_ns() / 1000;
-  if (sh("ip -n %s-h%d route add blackhole %s/32", prefix, lh, etcd_ip))
+  if (th_sh("ip -n %s-h%d route add blackhole %s/32", prefix, lh, etcd_ip))
     fail_msg("cannot add the blackhole route in host %d", lh);
   pthread_join(pt, NULL);
   assert_int_equal(p.err, 0);
@@ -502,7 +491,7 @@ static void test_leader_fenced_from_etcd(void **state) {
       nnew++;
     }
   free(x);
-  sh("ip -n %s-h%d route del blackhole %s/32", prefix, lh, etcd_ip);
+  th_sh("ip -n %s-h%d route del blackhole %s/32", prefix, lh, etcd_ip);
   fprintf(stderr, "fenced: the old leader (host %d) stopped serving %lld ms after the partition "
           "(lease %d ms); it assigned %llu times (last at %+lld ms), the new leader (host %d, term "
           "%llu -> %llu) %llu times from %+lld ms; load: %d rounds done, %d failed\n", lh,
