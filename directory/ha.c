@@ -21,7 +21,6 @@ struct hpl__ha {
   char members_prefix[HPL__ETCD_MAX_KEY + 1];
   hpl__etcd *e; /* the campaign's thread's, then the lease thread's only */
   int64_t lease;
-  uint64_t term;
   int64_t mod; /* the leader key's revision as this leader last wrote it */
   pthread_t th;
   int th_started;
@@ -46,12 +45,6 @@ static uint64_t valid_until(hpl__ha *ha) {
 
 static void set_valid_until(hpl__ha *ha, uint64_t ms) {
   __atomic_store_n(&ha->valid_until_ms, ms, __ATOMIC_RELEASE);
-}
-
-static void sleep_ms(uint64_t ms) {
-  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
 }
 
 static void free_ha(hpl__ha *ha) {
@@ -110,16 +103,13 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
   uint32_t poll_ms = cfg->lease_ms / 10;
   uint64_t renewed_ms = 0, warned_ms = 0, seen_at = 0;
   int64_t seen_rev = -1, seen_mod = -1;
-  int warned_ttl = 0;
   for (;;) {
     uint64_t t = hpl__now_ms();
-    int64_t granted = 0, left = 0;
+    int64_t left = 0;
     if (!ha->lease) {
-      rc = hpl__etcd_lease_grant(ha->e, ttl_s, &ha->lease, &granted);
-      if (rc == 0 && granted > ttl_s && !warned_ttl++)
-        HPL__LOG_WARN("etcd granted a lease of %lld s for --lease-ms %u (its shortest is 1.5 "
-                      "election timeouts, rounded up): a failover takes that long",
-                      (long long)granted, cfg->lease_ms);
+      /* (etcd may grant more than asked: that only keeps a dead
+       * directory's keys longer; the lease that counts is ours) */
+      rc = hpl__etcd_lease_grant(ha->e, ttl_s, &ha->lease, NULL);
       if (rc == 0 && (rc = hpl__etcd_put(ha->e, ha->member_key, cfg->advertise, ha->lease)))
         ha->lease = 0;
       if (rc == 0) renewed_ms = t;
@@ -139,15 +129,14 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
                             &mod, cur, sizeof cur);
     if (rc == 0 && created) {
       ha->mod = rev;
-      ha->term = (uint64_t)rev;
       set_valid_until(ha, renewed_ms + cfg->lease_ms);
-      ha->info.term = ha->term;
+      ha->info.term = (uint64_t)rev;
       snprintf(ha->info.endpoint, sizeof ha->info.endpoint, "%s", hpl__etcd_endpoint(ha->e));
       list_members(ha);
       HPL__LOG_INFO("leading, term %llu (etcd %s, key %s, lease %u ms)",
-                    (unsigned long long)ha->term, hpl__etcd_endpoint(ha->e), ha->leader_key,
+                    (unsigned long long)ha->info.term, hpl__etcd_endpoint(ha->e), ha->leader_key,
                     cfg->lease_ms);
-      *term = ha->term;
+      *term = ha->info.term;
       *out = ha;
       return 0;
     }
@@ -171,7 +160,7 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
       HPL__LOG_WARN("standing by: etcd (%s) not usable: %s", cfg->endpoints, hpl_strerror(rc));
       warned_ms = t;
     }
-    sleep_ms(poll_ms);
+    hpl__sleep_until_ns(hpl__now_ns() + poll_ms * 1000000ull);
   }
 }
 

@@ -51,11 +51,6 @@ const char *hpl__hd_log(const hpl__hd *hd, int i) { return hd->dir[i].log; }
 pid_t hpl__hd_etcd_pid(const hpl__hd *hd) { return hd->etcd.pid; }
 
 
-static void sleep_ms(unsigned ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 
 static void stop_proc(hd_proc *p, int sig) { hpl__lcp_stop(&p->pid, sig); }
@@ -123,7 +118,7 @@ int hpl__hd_leader(hpl__hd *hd, int timeout_ms, uint64_t *term) {
           return i;
         }
     if (hpl__ms_left(deadline) == 0) return -1;
-    sleep_ms(50); /* etcd tells no one when a key appears; a lease expires in steps */
+    hpl__sleep_until_ns(hpl__now_ns() + 50000000ull); /* etcd tells no one when a key appears; a lease expires in steps */
   }
 }
 
@@ -153,9 +148,8 @@ static int start_etcd(hpl__hd *hd, char *err, size_t errlen) {
   snprintf(curls, sizeof curls, "%s,http://127.0.0.1:%d", hd->etcd_url, hd->o.etcd_port);
   snprintf(purl, sizeof purl, "http://127.0.0.1:%d", hd->o.etcd_port + 1);
   snprintf(cluster, sizeof cluster, "%s=%s", name, purl);
-  /* Short heartbeat and election times: etcd's smallest lease TTL is 1.5
-   * election timeouts rounded up to seconds, so with its defaults (100 /
-   * 1000 ms) a 1 s lease lasts 2 s at etcd and a failover takes that long. */
+  /* Short heartbeat and election times: an election among etcd's members
+   * stalls the leader's renewals about that long, short against a lease. */
   char *argv[40] = {"etcd", "--name", name, "--data-dir", hd->data,
                     "--listen-client-urls", curls, "--advertise-client-urls", hd->etcd_url,
                     "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
@@ -181,7 +175,7 @@ static int start_etcd(hpl__hd *hd, char *err, size_t errlen) {
     if (hpl__ms_left(deadline) == 0)
       return hpl__lcp_errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
                   hd->etcd_url, hd->etcd.log);
-    sleep_ms(50);
+    hpl__sleep_until_ns(hpl__now_ns() + 50000000ull);
   }
 }
 

@@ -162,6 +162,14 @@ void hpl__cbuf_free(hpl_client *c, hpl_buf *b);
 int hpl__ccall(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t timeout_ms,
                ProtobufCMessage **out);
 
+/* Before a call that may go straight to the directory (get, stat,
+ * publish): if a direct exchange has failed since the last call and there
+ * are standby directories (cdirect.h: hpl__cdirect_lost), ask the store
+ * where the leader is now (DIR_WHERE, one short call per failure) and move
+ * the direct path there. A store without a leader answers with no
+ * address; nothing changes then. Never fails the caller. */
+void hpl__cfollow_directory(hpl_client *c);
+
 /* The same with a payload of plen bytes (NULL, 0: none), only read during
  * the call. */
 int hpl__ccall_with(hpl_client *c, unsigned type, const ProtobufCMessage *m, const void *payload,

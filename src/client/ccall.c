@@ -164,6 +164,15 @@ int hpl__ccall(hpl_client *c, unsigned type, const ProtobufCMessage *m, int64_t 
   return hpl__ccall_with(c, type, m, NULL, 0, timeout_ms, out);
 }
 
+void hpl__cfollow_directory(hpl_client *c) {
+  if (!hpl__cdirect_lost(c->direct)) return;
+  Hplpb__DirWhereReq r = HPLPB__DIR_WHERE_REQ__INIT;
+  Hplpb__Hello *h = NULL;
+  if (hpl__ccall(c, HPL__MSG_DIR_WHERE, &r.base, 1000, (ProtobufCMessage **)&h) == 0 && h)
+    hpl__cdirect_moved(c->direct, h->dir_addr, (int)h->dir_port, h->dir_publish, h->dir_term);
+  if (h) protobuf_c_message_free_unpacked(&h->base, NULL);
+}
+
 int hpl__cid_call(hpl_client *c, unsigned type, const char *id, int64_t timeout_ms,
                    ProtobufCMessage **out) {
   Hplpb__IdReq r = HPLPB__ID_REQ__INIT;

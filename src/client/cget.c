@@ -31,23 +31,11 @@ int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeou
   return rc;
 }
 
-/* Direct reads could not reach the directory and there are standby
- * directories: ask the store where the leader is now (one short call per
- * failure; a store without a leader answers with no address). */
-static void follow_directory(hpl_client *c) {
-  if (!hpl__cdirect_lost(c->direct)) return;
-  Hplpb__DirWhereReq r = HPLPB__DIR_WHERE_REQ__INIT;
-  Hplpb__Hello *h = NULL;
-  if (hpl__ccall(c, HPL__MSG_DIR_WHERE, &r.base, 1000, (ProtobufCMessage **)&h) == 0 && h)
-    hpl__cdirect_moved(c->direct, h->dir_addr, (int)h->dir_port, h->dir_publish, h->dir_term);
-  if (h) protobuf_c_message_free_unpacked(&h->base, NULL);
-}
-
 /* hpl_get_many, untraced. */
 static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
                     hpl_buf **bufs, int *rcs) {
   hpl__cstore_poll(&c->st); /* chunks given back meanwhile */
-  follow_directory(c);
+  hpl__cfollow_directory(c);
   hpl__cbatch b;
   int rc = hpl__cbatch_open(c, &b, ids, n, rcs, bufs);
   if (rc) return rc;

@@ -35,6 +35,7 @@ int hpl_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t *size,
   r.id = (char *)id;
   r.timeout_ms = timeout_ms;
   hpl__crpc_msg m;
+  hpl__cfollow_directory(c);
   /* an object this node does not hold: asked of the directory directly,
    * one hop instead of two (cdirect.h) */
   int rc = timeout_ms != 0 && hpl__cdirect_call(c->direct, id, HPL__MSG_STAT, &r.base,

@@ -182,6 +182,7 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
     /* gets waiting at the directory have it one hop sooner; an object
      * with a lifetime is only ever made visible by its store */
     int published = !r.owned && !r.ttl_ms; /* in: publish it; out: published */
+    if (published) hpl__cfollow_directory(c);
     hpl__cdirect_publish(c->direct, &id, &data, &size, 1, &published);
     r.published = published;
     return hpl__ccall_with(c, HPL__MSG_PUT, &r.base, data, size, timeout_ms, NULL);
@@ -218,6 +219,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
    * of a batch, only the smallest (PUBLISH_MANY_MAX) */
   int *published = s && !owned && !ttl_ms ? calloc(n, sizeof *published) : NULL;
   if (published) {
+    hpl__cfollow_directory(c);
     for (size_t j = 0; j < k; j++) {
       size_t i = s[j].item;
       published[i] = put_whole(c, sizes[i]) && (!sizes[i] || data[i]) &&
