@@ -54,9 +54,14 @@ static void free_ha(hpl__ha *ha) {
   free(ha);
 }
 
+/* One entry per address: a directory restarted on its address (or
+ * re-executed by its fence) may meet its former key still under the old
+ * etcd lease, and both name the same directory. */
 static void add_member(void *arg, const char *key, const char *value) {
   (void)key;
   hpl__ha_info *in = arg;
+  for (int i = 0; i < in->nmembers; i++)
+    if (strcmp(in->members[i], value) == 0) return;
   if (in->nmembers < HPL__HA_MAX_MEMBERS)
     snprintf(in->members[in->nmembers++], sizeof in->members[0], "%s", value);
 }
@@ -89,8 +94,9 @@ int hpl__ha_campaign(const hpl__ha_cfg *cfg, hpl__ha **out, uint64_t *term) {
   ha->cfg.endpoints = ha->endpoints;
   snprintf(ha->leader_key, sizeof ha->leader_key, "%s/leader", cfg->prefix);
   snprintf(ha->members_prefix, sizeof ha->members_prefix, "%s/members/", cfg->prefix);
-  snprintf(ha->member_key, sizeof ha->member_key, "%s%016llx", ha->members_prefix,
-           (unsigned long long)hpl__random_u64());
+  /* keyed by address: a directory started again on its address takes its
+   * key over from the lease of its former life */
+  snprintf(ha->member_key, sizeof ha->member_key, "%s%s", ha->members_prefix, cfg->advertise);
   /* a request to one endpoint waits an eighth of a lease at most: a
    * renewal that meets a dead endpoint, or etcd electing its leader, has
    * time for several tries before the lease is no longer certain */
