@@ -19,43 +19,17 @@
 #include "util.h"
 
 
-/* REDUCE_DONE notes kept for nodes that register later: how many, and for
- * how long (stores re-register within a few seconds of a restart; a store
- * later than that ends its orphans by their own timer) */
-#define DR_AWAY_ENDS 32
-#define DR_AWAY_END_MS 30000
-
-/* A REDUCE_DONE note: reduce `rid` into `target` ended while no directory
- * knew it. */
-typedef struct hpl__dir_away_end {
-  uint64_t rid, at_ms; /* at_ms 0: an unused entry */
-  char *target;        /* owned */
-} hpl__dir_away_end;
-
 void hpl__dir_reduce_on_done(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__ReduceEnd *m = (Hplpb__ReduceEnd *)f->msg;
   if (!m->rid || !hpl__id_valid(m->target)) return;
   hpl__dir_reduce *r = hpl__dir_reduce_find(s, m->target);
   if (r && r->rid == m->rid) return; /* adopted here: its own end goes out */
-  struct hpl__dir_reduces *st = s->reduces;
-  if (!st->away_ends && !(st->away_ends = calloc(DR_AWAY_ENDS, sizeof *st->away_ends))) return;
-  hpl__dir_away_end *e = &st->away_ends[0];
-  for (int i = 0; i < DR_AWAY_ENDS; i++) {
-    hpl__dir_away_end *x = &st->away_ends[i];
-    if (x->at_ms && x->rid == m->rid) return; /* said already */
-    if (x->at_ms < e->at_ms) e = x;            /* the oldest (or an unused) entry */
-  }
-  char *target = strdup(m->target);
-  if (!target) return;
-  free(e->target);
-  *e = (hpl__dir_away_end){.rid = m->rid, .at_ms = hpl__now_ms(), .target = target};
+  if (hpl__dir_reduce_end_everywhere(s, m->rid, m->target, f->dc->node->id) != 1) return;
   s->ctr.reduce_done_notes++;
   HPL__LOG_INFO(
       "reduce '%s' (instance %016llx) finished at its sink %016llx while no directory knew "
       "it; its tasks end",
       m->target, (unsigned long long)m->rid, (unsigned long long)f->dc->node->id);
-  /* every node's tasks of that instance end (other reduces' tasks stay) */
-  hpl__dir_reduce_send_all_but(s, HPL__MSG_REDUCE_END, e->rid, e->target, f->dc->node->id);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -243,7 +217,7 @@ void hpl__dir_reduce_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
      * bytes start over in a generation the sink has not seen */
     HPL__LOG_INFO("reduce '%s': the previous directory's tree is not adopted (%zu of %u sources "
                   "known); starting over", r->target, m->n_adopt_sources, r->k);
-    hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, m->adopt_rid);
+    hpl__dir_reduce_end_everywhere(s, m->adopt_rid, r->target, 0);
     r->tgen = m->adopt_gen + 1;
   }
   reduce_reply(f, 0, NULL, 0, r->sink);
@@ -252,19 +226,14 @@ void hpl__dir_reduce_on_request(hpl__dir_server *s, const hpl__dir_frame *f) {
 
 /* Node n registered: it learns which running reduces a restarted
  * directory adopted (REDUCE_ADOPTED), so their tasks there go on, and
- * which ones finished while no directory knew (REDUCE_END for each
- * REDUCE_DONE note: its tasks of those end). */
+ * which old instances ended while it was away (REDUCE_END: its tasks of
+ * those end; reduce_msg.c keeps them). */
 static void node_registered(hpl__dir_server *s, hpl__dir_node *n) {
   hpl__dir_reduce *r, *tmp;
   HASH_ITER(hh, s->reduces->by_target, r, tmp)
     if (r->life == HPL__DR_ADOPTED)
       hpl__dir_reduce_send_end_to(n, HPL__MSG_REDUCE_ADOPTED, r->rid, r->target);
-  uint64_t now = hpl__now_ms();
-  for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++) {
-    const hpl__dir_away_end *e = &s->reduces->away_ends[i];
-    if (e->at_ms && now - e->at_ms < DR_AWAY_END_MS)
-      hpl__dir_reduce_send_end_to(n, HPL__MSG_REDUCE_END, e->rid, e->target);
-  }
+  hpl__dir_reduce_tell_ends(s, n);
 }
 
 /* ------------------------------------------------------------------ object changes */
@@ -420,8 +389,6 @@ void hpl__dir_reduce_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, v
 
 void hpl__dir_reduce_free_all(hpl__dir_server *s) {
   if (!s->reduces) return;
-  for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++)
-    free(s->reduces->away_ends[i].target);
-  free(s->reduces->away_ends);
+  hpl__dir_reduce_free_ends(s);
   hpl__dir_reduce_free_recs(s);
 }

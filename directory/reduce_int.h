@@ -123,7 +123,7 @@ struct hpl__dir_reduces {
   hpl__dir_reduce *by_target;  /* every reduce, by target (uthash) */
   hpl__dir_reduce *done;       /* the finished ones, oldest first (utlist DL) */
   size_t ndone;
-  struct hpl__dir_away_end *away_ends; /* REDUCE_DONE notes lately, a ring (reduce.c) */
+  struct hpl__dir_away_end *away_ends; /* instances ended lately, a ring (reduce_msg.c) */
   uv_timer_t crawl_timer;              /* crawls judged again after measurements (reduce_crawl.c) */
   /* asked before a plain reduce starts (hpl__dir_reduce_before_start) */
   int (*before_start)(hpl__dir_server *s, const char *target, void *arg);
@@ -174,6 +174,20 @@ void hpl__dir_reduce_send_all_but(hpl__dir_server *s, unsigned type, uint64_t ri
 
 /* The same for r's target to every registered node. */
 void hpl__dir_reduce_send_all(hpl__dir_reduce *r, unsigned type, uint64_t rid);
+
+/* Instance `rid` of the reduce into `target` (copied) ended: REDUCE_END
+ * to every registered node but `skip` (0: none), and kept a while for the
+ * nodes that register later (a failover's or a restart's latecomers, whose
+ * tasks of it would run on for nothing). Returns 1, 0 (told already) or -1
+ * (out of memory: nothing sent). */
+int hpl__dir_reduce_end_everywhere(hpl__dir_server *s, uint64_t rid, const char *target,
+                                   uint64_t skip);
+
+/* Node n registered: REDUCE_END for every instance kept above. */
+void hpl__dir_reduce_tell_ends(hpl__dir_server *s, hpl__dir_node *n);
+
+/* Free what the two above keep (the module's end). */
+void hpl__dir_reduce_free_ends(hpl__dir_server *s);
 
 /* Tell every node running a slot, and the sink, that the reduce ended
  * (REDUCE_END with r->status / r->detail); every node when the tree was

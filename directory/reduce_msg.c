@@ -2,13 +2,17 @@
  * reduce_int.h): a slot's task with its children (REDUCE_TASK), where the
  * sink gets the result from (REDUCE_SINK), and the end of a reduce or of
  * one node's part in it, or its adoption by a restarted directory
- * (REDUCE_END, REDUCE_ADOPTED). The decisions are
- * reduce_tree.c's; this file only turns a record into messages. */
+ * (REDUCE_END, REDUCE_ADOPTED), and the ends kept for nodes that register
+ * later. The decisions are reduce_tree.c's; this file only turns a record
+ * into messages. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "hoplite.h"
 #include "nodes.h"
 #include "reduce_int.h"
+#include "util.h"
 
 /* What a parent pulls to get slot `c`'s output. */
 static void child_info(hpl__dir_reduce *r, int c, Hplpb__ReduceChild *out, char *key, size_t klen) {
@@ -156,4 +160,54 @@ void hpl__dir_reduce_end_task_at(hpl__dir_reduce *r, uint64_t node) {
   Hplpb__ReduceEnd e;
   end_msg(&e, r->rid, r->target);
   hpl__dir_node_send(r->srv, node, HPL__MSG_REDUCE_END, 0, &e.base);
+}
+
+/* ------------------------------------------------------------------ ends kept for latecomers */
+
+/* Instances ended everywhere are kept this long, this many, for nodes that
+ * register later (stores re-register within a few seconds of a directory's
+ * restart or a failover; a store later than that ends its orphans by their
+ * own timer). */
+#define DR_AWAY_ENDS 32
+#define DR_AWAY_END_MS 30000
+
+/* An instance that ended: reduce `rid` into `target`. */
+typedef struct hpl__dir_away_end {
+  uint64_t rid, at_ms; /* at_ms 0: an unused entry */
+  char *target;        /* owned */
+} hpl__dir_away_end;
+
+int hpl__dir_reduce_end_everywhere(hpl__dir_server *s, uint64_t rid, const char *target,
+                                   uint64_t skip) {
+  struct hpl__dir_reduces *st = s->reduces;
+  if (!st->away_ends && !(st->away_ends = calloc(DR_AWAY_ENDS, sizeof *st->away_ends))) return -1;
+  hpl__dir_away_end *e = &st->away_ends[0];
+  for (int i = 0; i < DR_AWAY_ENDS; i++) {
+    hpl__dir_away_end *x = &st->away_ends[i];
+    if (x->at_ms && x->rid == rid) return 0; /* said already */
+    if (x->at_ms < e->at_ms) e = x;          /* the oldest (or an unused) entry */
+  }
+  char *t = strdup(target);
+  if (!t) return -1;
+  free(e->target);
+  *e = (hpl__dir_away_end){.rid = rid, .at_ms = hpl__now_ms(), .target = t};
+  /* every node's tasks of that instance end (other instances' tasks stay) */
+  hpl__dir_reduce_send_all_but(s, HPL__MSG_REDUCE_END, e->rid, e->target, skip);
+  return 1;
+}
+
+void hpl__dir_reduce_tell_ends(hpl__dir_server *s, hpl__dir_node *n) {
+  uint64_t now = hpl__now_ms();
+  for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++) {
+    const hpl__dir_away_end *e = &s->reduces->away_ends[i];
+    if (e->at_ms && now - e->at_ms < DR_AWAY_END_MS)
+      hpl__dir_reduce_send_end_to(n, HPL__MSG_REDUCE_END, e->rid, e->target);
+  }
+}
+
+void hpl__dir_reduce_free_ends(hpl__dir_server *s) {
+  for (int i = 0; s->reduces->away_ends && i < DR_AWAY_ENDS; i++)
+    free(s->reduces->away_ends[i].target);
+  free(s->reduces->away_ends);
+  s->reduces->away_ends = NULL;
 }

@@ -445,7 +445,8 @@ void hpl__dir_reduce_unadopt(hpl__dir_reduce *r, const char *why) {
   hpl__dir_server *s = r->srv;
   HPL__LOG_WARN("reduce '%s': the adopted tree failed (%s); starting over", r->target, why);
   s->ctr.reduce_resets++;
-  hpl__dir_reduce_send_all(r, HPL__MSG_REDUCE_END, r->rid);
+  /* (kept for the nodes still to register: their tasks of it end too) */
+  hpl__dir_reduce_end_everywhere(s, r->rid, r->target, 0);
   hpl__dir_reduce_set_life(r, HPL__DR_OPEN);
   r->rid = hpl__random_u64();
   r->tgen++;

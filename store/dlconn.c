@@ -122,6 +122,7 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
   uint32_t hb = r->heartbeat_ms ? r->heartbeat_ms : 500;
   uv_timer_stop(&dl->hb);
   uv_timer_start(&dl->hb, dl_hb_cb, hb, hb);
+  hpl__dirlink_probe_arm(dl, hb);
   int restarted = dl->registered_once && r->instance != dl->instance;
   int adopt = !dl->registered_once || restarted;
   char term[40] = "";
@@ -153,7 +154,6 @@ static void hb_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
 static void dl_hb_cb(uv_timer_t *t) {
   hpl__dirlink *dl = t->data;
   if (dl->state != HPL__DL_READY) return;
-  hpl__dirlink_probe_tick(dl, uv_timer_get_repeat(t));
   if (hb_pause_left(dl)) return; /* fault point: a node that goes silent for a while */
   hpl__store *s = dl->s;
   Hplpb__Heartbeat hbm = HPLPB__HEARTBEAT__INIT;
@@ -366,6 +366,7 @@ int hpl__dirlink_start(hpl__store *s) {
   uv_timer_init(s->loop, &dl->retry);
   uv_timer_init(s->loop, &dl->hb);
   uv_timer_init(s->loop, &dl->held_delay);
+  hpl__dirlink_probe_init(dl);
   dl->retry.data = dl->hb.data = dl->held_delay.data = dl;
   dl_connect(dl);
   return 0;
@@ -385,5 +386,6 @@ void hpl__dirlink_stop(hpl__store *s) {
   uv_close((uv_handle_t *)&dl->retry, NULL);
   uv_close((uv_handle_t *)&dl->hb, NULL);
   uv_close((uv_handle_t *)&dl->held_delay, NULL);
+  hpl__dirlink_probe_close(dl);
 }
 

@@ -65,6 +65,8 @@ typedef struct hpl__dirlink {
   int dir_idx;       /* which of cfg.dir_hosts is tried now */
   hpl__dlprobe *probe; /* dlprobe.c: is another directory leading? (NULL: not asking) */
   int probe_next;      /*   ...the address asked last */
+  uv_timer_t probe_t;  /*   ...its tick (dlprobe.c's) */
+  uint64_t probe_hb_ms; /*  ...the heartbeat interval it measures silence by */
   uint64_t hb_sent_ns;  /* when the last heartbeat went out */
   uint32_t rtt_us;      /* its round trip, reported with the next one */
   char peer_addr[64];   /* the directory's numeric address, for clients */
@@ -109,12 +111,18 @@ void hpl__dirlink_ignore_reply(hpl__store *s, const hpl__dl_reply *r, void *arg)
 void hpl__dirlink_held_start(hpl__dirlink *dl, int adopt, int with_inline);
 void hpl__dirlink_held_stop(hpl__dirlink *dl);
 
-/* dlprobe.c. With several directories, called every heartbeat interval:
- * once the directory has been silent for an interval and a half, try one
- * other address (in turn) for a connection; one that accepts leads (only
- * a leader listens), so the link closes and registers there at once.
- * Stop: cancel the probe under way (closing, stopping). */
-void hpl__dirlink_probe_tick(hpl__dirlink *dl, uint64_t interval_ms);
+/* dlprobe.c. With several directories: once the directory has been
+ * silent for an interval and a fifth (a heartbeat went unanswered), try
+ * one other address (in turn) every fifth of an interval for a
+ * connection; one that accepts leads (only a leader listens), so the link
+ * closes and registers there at once.
+ * Init: the tick's timer (with the link). Arm: the link is ready and
+ * heartbeats every interval_ms (nothing with one directory). Stop: the
+ * tick stops and the probe under way is cancelled (closing, stopping).
+ * Close: the timer's handle closes (hpl__dirlink_stop). */
+void hpl__dirlink_probe_init(hpl__dirlink *dl);
+void hpl__dirlink_probe_arm(hpl__dirlink *dl, uint64_t interval_ms);
 void hpl__dirlink_probe_stop(hpl__dirlink *dl);
+void hpl__dirlink_probe_close(hpl__dirlink *dl);
 
 #endif

@@ -2,7 +2,8 @@
  * may have lost its lease (its host cut off): is another one leading
  * already? Only a leader listens, so a connection another address accepts
  * says so, long before the silent one's heartbeat times out (three
- * intervals). The link then moves there at once (see dlint.h). */
+ * intervals). The link then moves there at once (see dlint.h). A probe
+ * that meets a standby costs one refused connection. */
 #include <stdlib.h>
 
 #include "dlint.h"
@@ -68,10 +69,19 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   if (rc) probe_end(p);
 }
 
-void hpl__dirlink_probe_tick(hpl__dirlink *dl, uint64_t interval_ms) {
+static void probe_tick(uv_timer_t *t) {
+  hpl__dirlink *dl = t->data;
   hpl__store_config *c = &dl->s->cfg;
+  uint64_t hb = dl->probe_hb_ms, now_ns = hpl__now_ns(), now = now_ns / 1000000;
+  /* silent: a heartbeat unanswered for a fifth of an interval (a directory
+   * answers in well under a millisecond), or nothing heard for an interval
+   * and a fifth. Asking too early costs a refused connection: only a
+   * leader listens, and there is another leader only once this one lost
+   * its lease. */
+  int unanswered = dl->hb_sent_ns >= (dl->last_heard_ms + 1) * 1000000 && /* (ms steps) */
+                   now_ns - dl->hb_sent_ns > hb / 5 * 1000000;
   if (c->ndirs < 2 || dl->stopping || dl->probe || dl->state != HPL__DL_READY ||
-      hpl__now_ms() - dl->last_heard_ms <= interval_ms * 3 / 2)
+      (!unanswered && now - dl->last_heard_ms <= hb + hb / 5))
     return;
   hpl__dlprobe *p = calloc(1, sizeof *p);
   if (!p) return;
@@ -90,7 +100,24 @@ void hpl__dirlink_probe_tick(hpl__dirlink *dl, uint64_t interval_ms) {
     probe_end(p);
 }
 
+void hpl__dirlink_probe_init(hpl__dirlink *dl) {
+  uv_timer_init(dl->s->loop, &dl->probe_t);
+  dl->probe_t.data = dl;
+}
+
+void hpl__dirlink_probe_arm(hpl__dirlink *dl, uint64_t interval_ms) {
+  if (dl->s->cfg.ndirs < 2 || dl->stopping) return;
+  dl->probe_hb_ms = interval_ms;
+  uint64_t every = interval_ms / 5 ? interval_ms / 5 : 1;
+  uv_timer_start(&dl->probe_t, probe_tick, every, every);
+}
+
+void hpl__dirlink_probe_close(hpl__dirlink *dl) {
+  uv_close((uv_handle_t *)&dl->probe_t, NULL);
+}
+
 void hpl__dirlink_probe_stop(hpl__dirlink *dl) {
+  if (!uv_is_closing((uv_handle_t *)&dl->probe_t)) uv_timer_stop(&dl->probe_t);
   hpl__dlprobe *p = dl->probe;
   if (!p) return;
   dl->probe = NULL;
