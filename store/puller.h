@@ -108,6 +108,11 @@ void hpl__puller_resume(hpl__puller *p);
  * still silent `retry_ms` from now (0: a quiet window from now). */
 void hpl__puller_suspect_done(hpl__puller *p, uint64_t retry_ms);
 
+/* A new directory instance registered this store (a restart, a failover):
+ * reports of quiet streams made to the old one are lost, so every stream
+ * waiting out its retry is judged again at the next check. */
+void hpl__puller_suspect_anew(hpl__store *s);
+
 /* How long the stream may deliver nothing before `suspect` is called:
  * 100 ms plus the time 12 MiB take at `rate` bytes/s (about 210 ms at
  * 1 Gbit/s), 1 s while no rate is known, at most `cap_ms` (0: no cap). */

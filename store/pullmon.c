@@ -11,6 +11,7 @@
 
 #include "hoplite.h"
 #include "pullint.h"
+#include "utlist.h"
 #include "util.h"
 
 #define MONITOR_TICK_MS 50
@@ -85,6 +86,13 @@ void hpl__puller_suspect_done(hpl__puller *p, uint64_t retry_ms) {
   if (!retry_ms) retry_ms = hpl__puller_quiet_window_ms(stream_rate(p), p->s->cfg.stall_timeout_ms);
   p->suspecting = 0;
   p->suspect_after = hpl__now_ms() + retry_ms;
+}
+
+void hpl__puller_suspect_anew(hpl__store *s) {
+  uint64_t now = hpl__now_ms();
+  hpl__puller *p;
+  DL_FOREACH(s->pullers->list, p)
+    if (!p->suspecting && p->suspect_after > now) p->suspect_after = now;
 }
 
 /* A rate sample (every SAMPLE_TICKS): the ring for the straggler check and

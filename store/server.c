@@ -62,7 +62,10 @@ static void on_upstream_gone(hpl__store *s, ProtobufCMessage *m) {
 
 static void on_registered(hpl__store *s, int restarted) {
   hpl__ring_directory_lost(s);
-  if (restarted) hpl__rdsink_directory_restarted(s);
+  if (restarted) {
+    hpl__rdsink_directory_restarted(s);
+    hpl__puller_suspect_anew(s);
+  }
   /* registered again with the same directory: it has voided the reduce
    * slots this node held on the old connection (others took them over) */
   else if (s->ctr.dir_registrations > 1) hpl__rdtask_end(s, NULL, 0);
