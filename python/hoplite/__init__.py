@@ -14,8 +14,9 @@ from .errors import (HopliteError, LibraryNotFound, InvalidArgument, OutOfMemory
                      NotFound, AlreadyExists, ObjectLost, ConnectionFailed, ProtocolError,
                      SystemCallError, TooBig, Mismatch, Canceled, Unavailable, InvalidState,
                      AuthFailed, Corrupt, TooManyClients, NotAllowed, BatchError)
-from .client import (Client, Creation, Stat, ObjectInfo, Transfer, connect, connect_admin,
-                     encode_id, dtype_code, op_code)
+from .client import Client, connect, connect_admin
+from .creation import Creation
+from ._native import Stat, ObjectInfo, Transfer, encode_id, dtype_code, op_code
 from ._lib import library_path, build_dir, HPL_ID_MAX
 
 __all__ = [

@@ -95,7 +95,7 @@ def put_array(client, obj_id, array, timeout):
         a = a.view(np.ndarray)
     hdr = encode_header(a.dtype, a.shape)
     total = len(hdr) + a.nbytes
-    from .client import DEFAULT, _INLINE_MAX
+    from ._native import DEFAULT, _INLINE_MAX
     if timeout is DEFAULT:
         timeout = client.default_timeout
     c = client.create(obj_id, total, timeout=timeout)
