@@ -19,7 +19,7 @@
 
 #include "server.h"
 
-#define HPL__DIR_TOMB_MS 60000
+#define HPL__DIR_TOMB_MS HPL__TOMB_MS
 #define HPL__DIR_TOMB_MAX 65536
 
 /* The module's state, allocated here: 0 or HPL_ENOMEM. */
