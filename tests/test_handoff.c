@@ -23,15 +23,6 @@
 #define MB (1024 * 1024)
 enum { LARGE = 100000 };
 
-static void wait_counter(hpl_client *c, const char *name, uint64_t want, const char *what) {
-  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
-  uint64_t v;
-  while ((v = th_counter(c, name)) != want && hpl__ms_left(deadline) > 0) th_sleep_ms(100);
-  if (v != want)
-    fail_msg("%s: counter %s is %llu, not %llu", what, name, (unsigned long long)v,
-             (unsigned long long)want);
-}
-
 /* Restart the killed directory; wait until `live` stores registered with it. */
 static void restart_directory(hpl__lc *lc, int live) {
   char err[256];
@@ -67,7 +58,7 @@ static void test_delete_survives_new_directory(void **state) {
     th_sleep_ms(100);
   assert_true(th_dir_counter(lc, "dir_nodes_dead") > dead0);
   assert_int_equal(hpl_delete(C, "ho/x", th_ms(5000)), 0);
-  wait_counter(A, "objects", 0, "store A after the delete");
+  th_wait_counter(A, "objects", 0, "store A after the delete");
   assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
   restart_directory(lc, 2); /* A and C; B is still stopped */
   assert_int_equal(hpl__lc_signal(lc, 1, SIGCONT), 0);
@@ -75,7 +66,7 @@ static void test_delete_survives_new_directory(void **state) {
   while (th_dir_counter(lc, "dir_nodes") != 3 && hpl__ms_left(deadline) > 0) th_sleep_ms(20);
   assert_int_equal(th_dir_counter(lc, "dir_nodes"), 3);
   /* B's copy of x goes; its copy of nothing else was there */
-  wait_counter(B, "objects", 0, "store B after re-registering");
+  th_wait_counter(B, "objects", 0, "store B after re-registering");
   uint64_t size;
   uint32_t copies, complete;
   int is_inline;
