@@ -87,6 +87,10 @@ size_t hpl__dir_metrics_collect(hpl__dir_server *s, hpl__metric *out) {
       C("dir_tombstones", c->tombstones, "tombstones_total",
         "Deletes remembered for a minute, so a copy re-reported later (after a directory "
         "restart, or by a store back from the dead) is dropped, not revived"),
+      C("dir_tombs_learned", c->tombs_learned, "tombs_learned_total",
+        "Deletes the stores re-reported at registration (learned from a former directory)"),
+      C("dir_reduces_learned", c->reduces_learned, "reduces_learned_total",
+        "Finished reduces whose sources their sinks re-reported at registration"),
       C("dir_takeovers_refused", c->takeovers_refused, "takeovers_refused_total",
         "Registrations as a live node's id or name from another store process, refused"),
       C("dir_deletes_refused", c->deletes_refused, "deletes_refused_total",

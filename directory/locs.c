@@ -12,8 +12,10 @@
 #include "log.h"
 #include "nodes.h"
 #include "publish.h"
+#include "reduce.h"
 #include "tombs.h"
 #include "trace.h"
+#include "util.h"
 #include "xlog.h"
 
 /* Tell `node` to drop its copy of `id` (one-way: nobody waits for it). */
@@ -23,14 +25,82 @@ static void send_drop(hpl__dir_server *s, uint64_t node, const char *id) {
   hpl__dir_node_send(s, node, HPL__MSG_DROP, 0, &d.base);
 }
 
-/* A re-reported copy of an id that was deleted lately (tombs.h) and is
- * unknown or only waited for since (pending: no bytes anywhere): `node` is
- * told to drop it. Returns 1 if it was. */
-static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id) {
+/* A re-reported copy of an id that was deleted lately (tombs.h): `node`
+ * is told to drop it if the id is unknown or only waited for since
+ * (pending: no bytes anywhere), or if the copy is older than the delete
+ * (held_ms: how long its store has held it; a delete another store
+ * re-reported to a new directory may come after copies of it were taken).
+ * A copy made after the delete is of a new put: kept. Returns 1 if it was
+ * dropped. */
+static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id, uint64_t held_ms) {
+  uint64_t at = hpl__dir_tombs_at(s, id);
+  if (!at) return 0;
+  uint64_t now = hpl__now_ms();
+  if (held_ms && held_ms < now - at) return 0; /* complete there after the delete */
   hpl__dir_obj *o = hpl__dtab_find(&s->tab, id);
-  if ((o && o->state != HPL__OBJ_PENDING) || !hpl__dir_tombs_has(s, id)) return 0;
+  if (o && o->state != HPL__OBJ_PENDING && !held_ms) return 0;
+  hpl__dir_loc *l = o ? hpl__dtab_loc(o, node) : NULL;
+  if (l) { /* taken before the delete was known here */
+    hpl__dir_xlog(s, HPL__XFER_REMOVE, id, node, l->upstream);
+    hpl__dtab_loc_remove(&s->tab, o, node);
+    if (!o->locs) hpl__dtab_forget(&s->tab, o);
+    else hpl__dtab_changed(&s->tab, o);
+  }
   send_drop(s, node, id);
   return 1;
+}
+
+/* A delete a store re-reported (HeldNote.tombs) of an object already
+ * known here (taken from re-reports before the delete came): the copies
+ * complete before it are dropped; the object is forgotten if none is left. */
+static void late_delete(hpl__dir_server *s, hpl__dir_obj *o, uint64_t at) {
+  hpl__dir_loc *l = o->locs, *next;
+  size_t dropped = 0;
+  for (; l; l = next) {
+    next = l->next;
+    if (!l->made_ms || l->made_ms >= at) continue; /* made since: a new put */
+    uint64_t node = l->node;
+    hpl__dir_xlog(s, HPL__XFER_REMOVE, o->id, node, l->upstream);
+    hpl__dtab_loc_remove(&s->tab, o, node);
+    send_drop(s, node, o->id);
+    dropped++;
+  }
+  if (!dropped) return;
+  s->ctr.held_dropped += dropped;
+  HPL__LOG_INFO("'%s' was deleted before this directory led: %zu copies dropped", o->id, dropped);
+  if (!o->locs) {
+    hpl__dir_xlog(s, HPL__XFER_DELETE, o->id, 0, 0);
+    hpl__dtab_forget(&s->tab, o);
+  } else {
+    hpl__dtab_changed(&s->tab, o);
+  }
+}
+
+/* The deletes and reduces a store re-reports first (store/handoff.h), in
+ * bounds: 0, or HPL_EINVAL with *why set. */
+static int held_handoff(hpl__dir_server *s, const Hplpb__HeldNote *m, uint64_t node,
+                        const char **why) {
+  if (m->n_tombs > HPL__DIR_HELD_TOMBS_MAX || m->n_reduces > HPL__DIR_HELD_REDUCES_MAX) {
+    *why = "too many deletes or reduces in one HELD";
+    return HPL_EINVAL;
+  }
+  for (size_t i = 0; i < m->n_tombs; i++) {
+    const Hplpb__HeldTomb *t = m->tombs[i];
+    if (!hpl__id_valid(t->id) || t->age_ms >= HPL__DIR_TOMB_MS) continue;
+    hpl__dir_tombs_add_aged(s, t->id, t->age_ms);
+    s->ctr.tombs_learned++;
+    hpl__dir_obj *o = hpl__dtab_find(&s->tab, t->id);
+    uint64_t at = hpl__dir_tombs_at(s, t->id);
+    if (o && o->state != HPL__OBJ_PENDING && at) late_delete(s, o, at);
+  }
+  for (size_t i = 0; i < m->n_reduces; i++) {
+    const Hplpb__HeldReduce *r = m->reduces[i];
+    if (!r->req || !hpl__id_valid(r->req->target) || hpl__dir_tombs_has(s, r->req->target))
+      continue;
+    if (hpl__dir_reduce_remember(s, r->req, r->used, r->n_used, node) == 0)
+      s->ctr.reduces_learned++;
+  }
+  return 0;
 }
 
 /* node's complete copy of o, re-reported (HELD, REGISTER): recorded,
@@ -39,6 +109,9 @@ static int drop_if_deleted(hpl__dir_server *s, uint64_t node, const char *id) {
 static int held_copy(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node,
                      const Hplpb__HeldObject *h) {
   hpl__dtab_loc_complete(&s->tab, o, node, h->size);
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
+  uint64_t now = hpl__now_ms();
+  if (l && h->held_ms) l->made_ms = h->held_ms < now ? now - h->held_ms : 1;
   if (h->origin) o->maker = node; /* made there (who may delete it: admin.c) */
   if (h->unlisted) {
     hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
@@ -53,7 +126,7 @@ void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
   for (size_t i = 0; i < e->nheld; i++) {
     Hplpb__HeldObject *h = e->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
-    if (drop_if_deleted(s, node, h->id)) {
+    if (drop_if_deleted(s, node, h->id, h->held_ms)) {
       s->ctr.held_dropped++;
       continue;
     }
@@ -68,10 +141,15 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__HeldNote *m = (Hplpb__HeldNote *)f->msg;
   uint64_t node = f->dc->node->id;
   size_t taken = 0, dropped = 0;
+  const char *why = NULL;
+  if (held_handoff(s, m, node, &why) != 0) {
+    if (f->req) hpl__conn_reply(f->dc->c, f->req, HPL_EINVAL, why);
+    return;
+  }
   for (size_t i = 0; i < m->n_held; i++) {
     Hplpb__HeldObject *h = m->held[i];
     if (!h->complete || !hpl__id_valid(h->id)) continue;
-    if (drop_if_deleted(s, node, h->id)) { /* deleted before it came back */
+    if (drop_if_deleted(s, node, h->id, h->held_ms)) { /* deleted before it came back */
       dropped++;
       continue;
     }

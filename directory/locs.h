@@ -40,7 +40,16 @@ void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, voi
  * complete copy of that node; an object it does not know is taken when the
  * note says `adopt`, else the node is told to DROP it (it was deleted while
  * the node was away), as is a copy whose size no longer matches. Answered
- * with a Reply. */
+ * with a Reply.
+ * First the note's deletes and reduces (store/handoff.h: what a new
+ * directory learns from the stores): each delete becomes a tombstone with
+ * its age, and copies of it taken already that were complete before it
+ * are dropped; each finished reduce becomes a finished reduce record
+ * (hpl__dir_reduce_remember) unless one exists. At most
+ * HPL__DIR_HELD_TOMBS_MAX deletes and HPL__DIR_HELD_REDUCES_MAX reduces a
+ * note (more: HPL_EINVAL, nothing taken). */
+#define HPL__DIR_HELD_TOMBS_MAX 4096
+#define HPL__DIR_HELD_REDUCES_MAX 64
 void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f);
 
 /* EVICT: may the node's copies of these objects go? Each is let go (the

@@ -24,6 +24,8 @@ typedef struct hpl__dir_loc {
   struct hpl__dir_loc *next;
   uint64_t node;
   uint64_t upstream; /* node this copy pulls from, 0 if none */
+  uint64_t made_ms;  /* re-reported (HeldObject.held_ms): when it was complete there, on
+                        our clock; 0: made while this directory ran (locs.c) */
   uint32_t serving;  /* receivers pulling from this copy now */
   uint32_t nidx;     /* its object's place in the node's index (objtab.c) */
   uint8_t complete;

@@ -99,6 +99,18 @@ size_t hpl__dir_reduce_running(hpl__dir_server *s, hpl__dir_reduce_view *out, si
 /* Free every reduce and the module's state (at the end, after the loop). */
 void hpl__dir_reduce_free_all(hpl__dir_server *s);
 
+/* A reduce a sink re-reported as finished (HeldNote.reduces: it ended
+ * under a former directory): kept as a finished reduce (REDUCE_INFO
+ * answers its sources, an allreduce participant joins it), as `req` asked
+ * it with the sources used[0..nused) (indices into req->sources, in slot
+ * order) at `sink`. Returns 0; HPL_EEXIST if a reduce into the target is
+ * known already (nothing changes); HPL_EINVAL if the request or the
+ * indices are not a valid reduce (a bad target or source id, more than
+ * 65536 sources, nused not its num_objects, an index out of range or
+ * twice, an unknown op or dtype); HPL_ENOMEM. Copies what it keeps. */
+int hpl__dir_reduce_remember(hpl__dir_server *s, const Hplpb__ReduceReq *req,
+                             const uint32_t *used, size_t nused, uint64_t sink);
+
 /* Whether a reduce into `target` is known (running, or finished and kept). */
 int hpl__dir_reduce_known(hpl__dir_server *s, const char *target);
 

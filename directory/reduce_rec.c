@@ -1,7 +1,8 @@
 /* reduce_rec.c - the reduce records (see reduce_int.h): the module's table
  * by target, a reduce's life, the watches on its sources, its end
  * (finishing, the finished reduces kept for a while, a deleted target),
- * REDUCE_INFO waiters and the view `hoplite status` shows. */
+ * REDUCE_INFO waiters, the view `hoplite status` shows, and finished
+ * reduces a sink re-reports to a new directory. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,4 +328,53 @@ void hpl__dir_reduce_free_recs(hpl__dir_server *s) {
   HASH_ITER(hh, st->by_target, r, tmp) reduce_free(r);
   free(st);
   s->reduces = NULL;
+}
+
+/* ------------------------------------------------------------------ learned from a sink */
+
+/* Whether used[0..nused) are distinct indices into n sources. */
+static int used_valid(const uint32_t *used, size_t nused, size_t n) {
+  uint8_t *seen = calloc(n, 1);
+  int ok = seen != NULL;
+  for (size_t j = 0; ok && j < nused; j++) {
+    ok = used[j] < n && !seen[used[j]];
+    if (ok) seen[used[j]] = 1;
+  }
+  free(seen);
+  return ok;
+}
+
+int hpl__dir_reduce_remember(hpl__dir_server *s, const Hplpb__ReduceReq *req,
+                             const uint32_t *used, size_t nused, uint64_t sink) {
+  size_t n = req->n_sources;
+  uint32_t k = req->num_objects ? req->num_objects : (uint32_t)n;
+  if (!hpl__id_valid(req->target) || n == 0 || n > 65536 || k > n || nused != k ||
+      req->op > 3 || !hpl_dtype_size((int)req->dtype))
+    return HPL_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (!hpl__id_valid(req->sources[i]) || !strcmp(req->sources[i], req->target))
+      return HPL_EINVAL;
+  if (!used_valid(used, nused, n)) return HPL_EINVAL;
+  if (hpl__dir_reduce_find(s, req->target)) return HPL_EEXIST;
+  hpl__dir_reduce_trim(s);
+  hpl__dir_reduce *r = hpl__dir_reduce_new(s, (Hplpb__ReduceReq *)req, k, sink);
+  if (!r) return HPL_ENOMEM;
+  if (!(r->slots = calloc(k, sizeof *r->slots))) {
+    reduce_free(r);
+    return HPL_ENOMEM;
+  }
+  for (uint32_t j = 0; j < k; j++) {
+    r->slots[j] = (hpl__dr_slot){.filled = 1, .src = (int)used[j]};
+    hpl__dir_reduce_set_src(r, used[j], HPL__DR_IN_TREE);
+  }
+  r->nfilled = k;
+  /* finished as the sink saw it: no tree runs, nothing is watched */
+  hpl__dir_reduce_set_life(r, HPL__DR_DONE);
+  r->status = 0;
+  DL_APPEND2(s->reduces->done, r, fin_prev, fin_next);
+  s->reduces->ndone++;
+  unwatch_sources(r);
+  HPL__LOG_INFO("reduce '%s' finished under a former directory: its %u sources learned from "
+                "node %016llx", r->target, k, (unsigned long long)sink);
+  return 0;
 }

@@ -113,6 +113,8 @@ typedef struct hpl__dir_counters {
       digest_conflicts, /* HELD digests that disagreed with those kept (digests.c) */
       held_dropped, /* HELD entries answered with DROP (deleted while away) */
       tombstones,   /* deletes remembered (tombs.h: late re-reports are dropped) */
+      tombs_learned,   /* ...of them re-reported by stores (HeldNote.tombs) */
+      reduces_learned, /* finished reduces re-reported by their sinks (HeldNote.reduces) */
       reconnects,   /* a live node's store came back on a new connection */
       sweep_stalls, /* liveness sweeps that ran late because the loop was busy */
       stall_ms,     /* how late, in all */

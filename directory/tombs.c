@@ -43,32 +43,50 @@ static void tomb_expire(struct hpl__dir_tombs *st, uint64_t now) {
     tomb_free(st, st->fifo);
 }
 
-void hpl__dir_tombs_add(hpl__dir_server *s, const char *id) {
+/* Remember `id` as deleted at `at` (<= now). */
+static void tomb_add_at(hpl__dir_server *s, const char *id, uint64_t now, uint64_t at) {
   struct hpl__dir_tombs *st = s->tombs;
-  uint64_t now = hpl__now_ms();
   tomb_expire(st, now);
   dir_tomb *t;
   size_t n = strlen(id);
   HASH_FIND(hh, st->by_id, id, n, t);
-  if (t) return;
+  if (t) {
+    if (at > t->at_ms) t->at_ms = at;
+    return;
+  }
   if (st->n >= HPL__DIR_TOMB_MAX) tomb_free(st, st->fifo);
   if (!(t = malloc(sizeof *t + n + 1))) return; /* no memory: not remembered */
   memcpy(t->id, id, n + 1);
-  t->at_ms = now;
+  t->at_ms = at;
   HASH_ADD_KEYPTR(hh, st->by_id, t->id, n, t);
   DL_APPEND(st->fifo, t);
   st->n++;
   s->ctr.tombstones++;
 }
 
-int hpl__dir_tombs_has(hpl__dir_server *s, const char *id) {
+void hpl__dir_tombs_add(hpl__dir_server *s, const char *id) {
+  uint64_t now = hpl__now_ms();
+  tomb_add_at(s, id, now, now);
+}
+
+void hpl__dir_tombs_add_aged(hpl__dir_server *s, const char *id, uint64_t age_ms) {
+  uint64_t now = hpl__now_ms();
+  if (age_ms >= HPL__DIR_TOMB_MS || age_ms >= now) return;
+  tomb_add_at(s, id, now, now - age_ms);
+}
+
+uint64_t hpl__dir_tombs_at(hpl__dir_server *s, const char *id) {
   struct hpl__dir_tombs *st = s->tombs;
   if (!st->by_id) return 0;
   uint64_t now = hpl__now_ms();
   tomb_expire(st, now);
   dir_tomb *t;
   HASH_FIND(hh, st->by_id, id, strlen(id), t);
-  return t && now - t->at_ms < HPL__DIR_TOMB_MS;
+  return t && now - t->at_ms < HPL__DIR_TOMB_MS ? t->at_ms : 0;
+}
+
+int hpl__dir_tombs_has(hpl__dir_server *s, const char *id) {
+  return hpl__dir_tombs_at(s, id) != 0;
 }
 
 void hpl__dir_tombs_remove(hpl__dir_server *s, const char *id) {

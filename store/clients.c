@@ -25,6 +25,7 @@
 #include "dirlink.h"
 #include "fetch.h"
 #include "get.h"
+#include "handoff.h"
 #include "hoplite.h"
 #include "lifetime.h"
 #include "log.h"
@@ -143,6 +144,8 @@ typedef struct del_req {
 
 static void delete_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   del_req *d = arg;
+  if (rep->status == 0 || rep->status == HPL_ENOTFOUND)
+    hpl__handoff_deleted(s, d->id); /* for a new directory (handoff.h) */
   if (rep->status == 0 && hpl__fetch_deleted(s, d->id)) s->ctr.deletes_dropped_here++;
   proxy_reply(s, rep, &d->x); /* frees d (x comes first) */
 }

@@ -1,10 +1,13 @@
 /* dlheld.c - re-reporting what this store holds to the directory after it
- * registered (HELD pieces with each copy's digests, and after a directory
- * restart the small objects' bytes), a slice at a time (see dirlink.h). */
+ * registered (HELD pieces: first the deletes and reduces a new directory
+ * learns from us, handoff.h; then each copy with its digests, and after a
+ * directory restart the small objects' bytes), a slice at a time (see
+ * dirlink.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlint.h"
+#include "handoff.h"
 #include "hoplite.h"
 #include "log.h"
 #include "objdig.h"
@@ -15,6 +18,9 @@
 #define HELD_PIECE 2048
 #define HELD_PIECE_BYTES (256u * 1024)
 #define HELD_SCAN (4 * HELD_PIECE)
+/* ...and deletes and reduces (directory/locs.c takes at most as many) */
+#define HELD_TOMBS 4096
+#define HELD_REDUCES 64
 static void held_next(hpl__dirlink *dl);
 
 static void held_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
@@ -23,10 +29,62 @@ static void held_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
   if (r->status != 0) {
     HPL__LOG_WARN("the directory did not take what we hold: %s (%s)", hpl_strerror(r->status),
                   r->detail);
+    dl->held_pre = 0;
     hpl__obj_walk_end(s, &dl->held_walk);
     return;
   }
   held_next(dl);
+}
+
+/* A complete copy of `id` is here (a reduce's target is re-reported only then). */
+static int held_here(hpl__store *s, const char *id) {
+  hpl__obj *o = hpl__obj_find(s, id);
+  return o && (o->state == HPL__OBJ_SEALED || o->state == HPL__OBJ_SPILLED);
+}
+
+/* Before the copies: a piece of the deletes we learned lately and of the
+ * reduces made here (handoff.h), so the directory records the deletes
+ * before it takes a copy of them (from us or from a store after us) and
+ * knows the reduces' sources. Returns 1 if a piece went, 0 when none is
+ * left (the copies follow). */
+static int held_pre_next(hpl__dirlink *dl) {
+  hpl__store *s = dl->s;
+  Hplpb__HeldTomb *tombs = malloc(HELD_TOMBS * sizeof *tombs);
+  Hplpb__HeldTomb **tp = malloc(HELD_TOMBS * sizeof *tp);
+  Hplpb__HeldReduce rds[HELD_REDUCES], *rp[HELD_REDUCES];
+  size_t nt = 0, nr = 0;
+  int sent = 0;
+  if (tombs && tp) {
+    nt = hpl__handoff_tombs(s, &dl->held_tomb_cur, tombs, HELD_TOMBS);
+    if (nt < HELD_TOMBS) /* the deletes first: reduces once they are all out */
+      nr = hpl__handoff_reduces(s, &dl->held_rd_cur, rds, HELD_REDUCES, HELD_PIECE_BYTES,
+                                held_here);
+  }
+  if (nt || nr) {
+    for (size_t i = 0; i < nt; i++) tp[i] = &tombs[i];
+    for (size_t i = 0; i < nr; i++) rp[i] = &rds[i];
+    Hplpb__HeldNote n = HPLPB__HELD_NOTE__INIT;
+    n.n_tombs = nt;
+    n.tombs = tp;
+    n.n_reduces = nr;
+    n.reduces = rp;
+    n.adopt = dl->held_adopt;
+    if (hpl__dirlink_request(s, HPL__MSG_HELD, &n.base, NULL, 0, -1, held_reply,
+                             (void *)(uintptr_t)dl->held_gen) == 0) {
+      s->ctr.handoff_tombs_sent += nt;
+      s->ctr.handoff_reduces_sent += nr;
+      sent = 1;
+    } else {
+      HPL__LOG_WARN("out of memory re-reporting deletes and reduces; going on with the copies");
+    }
+  } else if (!tombs || !tp) {
+    HPL__LOG_WARN("out of memory re-reporting deletes and reduces; going on with the copies");
+  }
+  hpl__handoff_reduces_done(rds, nr);
+  free(tombs);
+  free(tp);
+  if (!sent) dl->held_pre = 0;
+  return sent;
 }
 
 /* Send the next piece of what we hold: complete copies the directory knew
@@ -38,6 +96,7 @@ static void held_reply(hpl__store *s, const hpl__dl_reply *r, void *arg) {
  * millions of objects in slices between its other work. */
 static void held_next(hpl__dirlink *dl) {
   hpl__store *s = dl->s;
+  if (dl->held_pre && held_pre_next(dl)) return;
   if (!dl->held_walk.open) return; /* the last piece was answered */
   Hplpb__HeldObject *held = malloc(HELD_PIECE * sizeof *held);
   Hplpb__HeldObject **ptrs = malloc(HELD_PIECE * sizeof *ptrs);
@@ -74,6 +133,8 @@ static void held_next(hpl__dirlink *dl) {
     held[k].inline_ = o->inline_obj;
     held[k].unlisted = o->unlisted;
     held[k].origin = o->primary;
+    if (o->sealed_ms) /* (at least 1: 0 says unknown) */
+      held[k].held_ms = hpl__now_ms() - o->sealed_ms + 1;
     /* its digests (at most 8 MiB for the largest object that has them) */
     hpl__objdig_to_wire(o, 0, &held[k].digest_algo, &held[k].digests, &held[k].digest_root);
     ptrs[k] = &held[k];
@@ -106,8 +167,9 @@ static void held_next(hpl__dirlink *dl) {
 
 /* Walk what we hold from the start, sending the first piece. */
 static void held_begin(hpl__dirlink *dl) {
-  if (hpl__obj_count(dl->s) == 0) return;
-  hpl__obj_walk_begin(dl->s, &dl->held_walk);
+  dl->held_pre = 1;
+  dl->held_tomb_cur = dl->held_rd_cur = 0;
+  if (hpl__obj_count(dl->s) > 0) hpl__obj_walk_begin(dl->s, &dl->held_walk);
   held_next(dl);
 }
 
@@ -119,6 +181,7 @@ static void held_delayed_cb(uv_timer_t *t) {
 void hpl__dirlink_held_start(hpl__dirlink *dl, int adopt, int with_inline) {
   hpl__store *s = dl->s;
   hpl__obj_walk_end(s, &dl->held_walk);
+  dl->held_pre = 0;
   uv_timer_stop(&dl->held_delay);
   dl->held_gen++;
   dl->held_adopt = adopt;
@@ -132,6 +195,7 @@ void hpl__dirlink_held_start(hpl__dirlink *dl, int adopt, int with_inline) {
 }
 
 void hpl__dirlink_held_stop(hpl__dirlink *dl) {
+  dl->held_pre = 0;
   hpl__obj_walk_end(dl->s, &dl->held_walk);
   dl->held_gen++;
 }

@@ -85,6 +85,9 @@ typedef struct hpl__dirlink {
   int held_inline;      /* it restarted: it lost the small objects' bytes too */
   size_t held_sent;
   uint64_t held_t0_ms;
+  int held_pre;           /* deletes and reduces first (handoff.h), then copies */
+  uint64_t held_tomb_cur; /*   ...how far they were sent (handoff.c's cursors) */
+  uint64_t held_rd_cur;
 } hpl__dirlink;
 
 /* dirlink.c. A frame from the directory that is neither the answer to

@@ -509,6 +509,7 @@ static void tell_waiters(hpl__obj *o, int status, const char *detail) {
 void hpl__obj_sealed(hpl__store *s, hpl__obj *o) {
   o->state = HPL__OBJ_SEALED;
   o->progress = o->size;
+  if (!o->sealed_ms) o->sealed_ms = hpl__now_ms();
   tell_waiters(o, 0, NULL);
   obj_notify(o);
   idle_add(s, o);

@@ -82,6 +82,7 @@ struct hpl__obj {
   uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
   uint64_t progress;      /* bytes [0, progress) are final */
+  uint64_t sealed_ms;     /* when it was first complete here (0: not yet; HeldObject.held_ms) */
   uint8_t *data;          /* in the pool; NULL until allocated */
   hpl__waiter *waiters;
   hpl__watch *watchers;

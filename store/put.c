@@ -9,6 +9,7 @@
 #include <utlist.h>
 
 #include "dirlink.h"
+#include "handoff.h"
 #include "hoplite.h"
 #include "lifetime.h"
 #include "log.h"
@@ -85,6 +86,7 @@ static hpl__put *put_begin(hpl__store *s, hpl__stclient *cl, uint64_t req, const
   }
   hpl__put *p = calloc(1, sizeof *p);
   hpl__obj *o = p ? hpl__obj_new(s, id, HPL__OBJ_CREATING) : NULL;
+  if (o) hpl__handoff_put(s, id); /* put again after a delete */
   if (!o) {
     free(p);
     put_refuse(cl, req, whole, HPL_ENOMEM, "out of memory");

@@ -10,6 +10,7 @@
 #include "digest.h"
 #include "dirlink.h"
 #include "fetch.h"
+#include "handoff.h"
 #include "hoplite.h"
 #include "log.h"
 #include "objdig.h"
@@ -93,6 +94,7 @@ static void sink_fail(hpl__rd_sink *k, int status, const char *detail) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
+  hpl__handoff_reduce_forget(s, o->id);
   sink_end(k);
   hpl__obj_fail(s, o, status, detail);
   hpl__obj_detach(s, o);
@@ -119,6 +121,7 @@ static void sink_fetch_instead(hpl__rd_sink *k) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
+  hpl__handoff_reduce_forget(s, o->id);
   sink_end(k);
   o->state = HPL__OBJ_FETCHING;
   if (o->waiters)
@@ -275,6 +278,8 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
       for (size_t i = 0; i < m->n_sources; i++)
         if ((k->srcs[k->nsrcs] = strdup(m->sources[i]))) k->nsrcs++;
     }
+    /* every source named: kept for a new directory (handoff.h) */
+    hpl__handoff_reduce_sources(s, o->id, k->req, k->req_len, k->srcs, k->nsrcs);
   }
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
     sink_stop_pull(k);

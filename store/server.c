@@ -12,6 +12,7 @@
 #include "digest.h"
 #include "dirlink.h"
 #include "fetch.h"
+#include "handoff.h"
 #include "hoplite.h"
 #include "lifetime.h"
 #include "log.h"
@@ -49,7 +50,9 @@ void hpl__store_config_defaults(hpl__store_config *c) {
 /* DROP: the object was deleted; our copy goes (clients holding it keep
  * reading it until they release). */
 static void on_drop(hpl__store *s, ProtobufCMessage *m) {
-  hpl__fetch_deleted(s, ((Hplpb__DropNote *)m)->id);
+  const char *id = ((Hplpb__DropNote *)m)->id;
+  hpl__handoff_deleted(s, id); /* for a new directory (handoff.h) */
+  hpl__fetch_deleted(s, id);
 }
 
 static void on_upstream_gone(hpl__store *s, ProtobufCMessage *m) {
@@ -154,7 +157,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
    * rdsink.c to rdtask.c) */
   if ((rc = hpl__objects_init(s)) || (rc = hpl__puller_init(s)) || (rc = hpl__room_init(s)) ||
       (rc = hpl__lifetime_init(s)) || (rc = hpl__fetch_init(s)) || (rc = hpl__rdtask_init(s)) ||
-      (rc = hpl__rdsink_init(s)) || (rc = hpl__ring_init(s)) || (rc = hpl__stmetrics_start(s, hpl__clients_count)))
+      (rc = hpl__rdsink_init(s)) || (rc = hpl__handoff_init(s)) || (rc = hpl__ring_init(s)) || (rc = hpl__stmetrics_start(s, hpl__clients_count)))
     return rc;
   struct stat ns;
   s->netns = stat("/proc/self/ns/net", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
@@ -218,6 +221,7 @@ void hpl__store_free(hpl__store *s) {
   hpl__clients_free(s);
   hpl__ring_free(s);
   hpl__rdsink_free(s);
+  hpl__handoff_free(s);
   hpl__rdtask_free(s);
   hpl__fetch_free(s);
   hpl__lifetime_free(s);

@@ -39,6 +39,8 @@
  *                -> idle (server.c)
  *
  *   the control plane
+ *   handoff.c    what a new directory learns from us besides our copies:
+ *                deletes learned lately, the sources of reduces made here
  *   dirlink.c    the connection to the directory: requests, notes, the
  *                directory's messages (dlconn.c: connecting, registering,
  *                heartbeats; dlheld.c: re-reporting what we hold; dlprobe.c:

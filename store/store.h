@@ -108,6 +108,10 @@ typedef struct hpl__store_counters {
       owned_deletes,      /* objects deleted because the client owning them left */
       ttl_deletes,        /* objects deleted because their TTL ran out */
       deletes_dropped_here, /* DELETEs whose answer dropped our own copy (no DROP came) */
+      handoff_tombs_dropped,   /* deletes forgotten before their time (handoff.c: full) */
+      handoff_reduces_dropped, /* reduces made here forgotten (handoff.c: full) */
+      handoff_tombs_sent,      /* deletes re-reported at registrations (dlheld.c) */
+      handoff_reduces_sent,    /* reduces made here re-reported at registrations */
       pool_trims,         /* walks that gave free pool pages back to the kernel */
       pool_trimmed_bytes, /*   ...and the bytes they punched (holes again included) */
       evictions,          /* idle secondary copies let go to make room */
@@ -164,6 +168,7 @@ struct hpl__store {
   struct hpl__fetches *fetches;   /* fetch.c */
   struct hpl__rd_tasks *tasks;    /* rdtask.c */
   struct hpl__rd_sinks *sinks;    /* rdsink.c */
+  struct hpl__handoff *handoff;   /* handoff.c */
   struct hpl__rings *rings;       /* ring.c */
   struct hpl__stmetrics *metrics; /* stmetrics.c */
   struct hpl__clients *clients;   /* clients.c */

@@ -135,6 +135,15 @@ uint64_t th_counter(hpl_client *c, const char *name) {
   return v;
 }
 
+void th_wait_counter(hpl_client *c, const char *name, uint64_t want, const char *what) {
+  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
+  uint64_t v;
+  while ((v = th_counter(c, name)) != want && hpl__ms_left(deadline) > 0) th_sleep_ms(100);
+  if (v != want)
+    fail_msg("%s: counter %s is %llu, not %llu", what, name, (unsigned long long)v,
+             (unsigned long long)want);
+}
+
 void th_put_pattern(hpl_client *c, const char *id, uint64_t size, uint64_t seed) {
   void *d = malloc(size ? size : 1);
   assert_non_null(d);

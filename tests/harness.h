@@ -44,6 +44,9 @@ void th_dump_logs(hpl__lc *lc);
 
 hpl_client *th_connect(hpl__lc *lc, int node);
 uint64_t th_counter(hpl_client *c, const char *name);
+/* Wait (up to 20 s, scaled) until the store's counter `name` is `want`;
+ * else fail the test, naming `what`. */
+void th_wait_counter(hpl_client *c, const char *name, uint64_t want, const char *what);
 
 /* Put `size` bytes of the pattern for `seed` as `id`; fails the test on error. */
 void th_put_pattern(hpl_client *c, const char *id, uint64_t size, uint64_t seed);

@@ -45,15 +45,6 @@ static void wait_listed(hpl_client *c, const char *id) {
   }
 }
 
-static void wait_counter(hpl_client *c, const char *name, uint64_t want, const char *what) {
-  uint64_t deadline = hpl__deadline_ms(th_ms(20000));
-  uint64_t v;
-  while ((v = th_counter(c, name)) != want && hpl__ms_left(deadline) > 0) th_sleep_ms(100);
-  if (v != want)
-    fail_msg("%s: counter %s is %llu, not %llu", what, name, (unsigned long long)v,
-             (unsigned long long)want);
-}
-
 /* `id` is known nowhere in the cluster. */
 static void assert_gone(hpl_client *c, const char *id) {
   uint64_t size;
@@ -132,10 +123,10 @@ static void test_directory_pause_then_delete(void **state) {
     id_large(i, id, sizeof id);
     assert_int_equal(hpl_delete(A, id, th_ms(5000)), 0);
   }
-  wait_counter(A, "objects", 0, "store A after deleting everything");
-  wait_counter(B, "objects", 0, "store B after deleting everything");
+  th_wait_counter(A, "objects", 0, "store A after deleting everything");
+  th_wait_counter(B, "objects", 0, "store B after deleting everything");
   /* no object's bytes are left (jemalloc may keep a free slab's extent) */
-  wait_counter(A, "pool_allocated", 0, "store A's pool after deleting everything");
+  th_wait_counter(A, "pool_allocated", 0, "store A's pool after deleting everything");
   assert_true(th_counter(A, "pool_used") <= 4 * MB);
   assert_int_equal(th_dir_counter(lc, "dir_objects"), 0);
   hpl_close(A);
@@ -164,7 +155,7 @@ static void test_deleted_while_away(void **state) {
   /* the kept one is listed again; the deleted ones are gone everywhere */
   wait_listed(B, "away/kept");
   get_check(B, "away/kept", LARGE, 3);
-  wait_counter(A, "objects", 1, "store A after coming back");
+  th_wait_counter(A, "objects", 1, "store A after coming back");
   assert_gone(B, "away/large");
   assert_gone(B, "away/small");
   hpl_buf *b;
@@ -199,7 +190,7 @@ static void test_deleted_while_away_get_waits(void **state) {
   while (th_counter(A, "dir_registrations") == reg0 && hpl__ms_left(deadline) > 0)
     th_sleep_ms(50);
   assert_true(th_counter(A, "dir_registrations") > reg0);
-  wait_counter(A, "objects", 0, "store A after coming back");
+  th_wait_counter(A, "objects", 0, "store A after coming back");
   th_get_join(&g);
   if (g.rc == 0) fail_msg("the get of the deleted id returned %s bytes", g.ok ? "its old" : "some");
   assert_int_equal(g.rc, HPL_ETIMEDOUT);
@@ -235,7 +226,7 @@ static void test_delete_before_rereport(void **state) {
   /* the re-report arrives: rr/kept listed again, rr/x dropped */
   wait_listed(B, "rr/kept");
   get_check(B, "rr/kept", LARGE, 5);
-  wait_counter(A, "objects", 1, "store A after its re-report");
+  th_wait_counter(A, "objects", 1, "store A after its re-report");
   assert_gone(B, "rr/x");
   assert_int_equal(th_dir_counter(lc, "dir_tombstones"), 1);
   assert_true(th_dir_counter(lc, "dir_held_dropped") >= 1);
@@ -373,7 +364,7 @@ static void delete_all_check_pools(rd_cluster *rc) {
   for (int i = 0; i < rc->n; i++) /* by their makers (directory/admin.c) */
     assert_int_equal(hpl_delete(rc->cs[i], rc->ids[i], th_ms(10000)), 0);
   for (int i = 0; i < rc->n; i++)
-    wait_counter(rc->cs[i], "pool_allocated", 0, "after deleting everything");
+    th_wait_counter(rc->cs[i], "pool_allocated", 0, "after deleting everything");
 }
 
 /* Every stream is paced to 8 MB/s, so a reduce of 4 x 24 MiB takes about

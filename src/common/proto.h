@@ -176,6 +176,9 @@ int hpl__id_valid(const char *id);
 
 /* Limits shared by the processes. */
 #define HPL__MAX_MSG_CTRL (16u << 20) /* list replies and reduce requests can be big */
+/* How long a delete is remembered, by the directory (directory/tombs.h) and
+ * by the stores that learned of it (store/handoff.h), in ms. */
+#define HPL__TOMB_MS 60000
 #define HPL__DEFAULT_INLINE_MAX (64u << 10)
 /* Requests one peer may have waiting at a server at once (a store's
  * ACQUIREs at the directory, a client's GETs at its store, ...); more are
