@@ -3,26 +3,18 @@
 #include "hadirs.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "etcd.h"
 #include "hoplite.h"
+#include "lcdir.h"
+#include "lcetcd.h"
 #include "lcproc.h"
 #include "util.h"
 
@@ -37,6 +29,7 @@ struct hpl__hd {
   char work[PATH_MAX], secret[PATH_MAX], level[16], dir_args[512];
   char prefix[128], leader_key[160];
   char etcd_ip[64], etcd_url[128], data[PATH_MAX];
+  char sw_ns[80]; /* emulated: the switch namespace, where etcd runs */
   char addr[HPL__HD_MAX_DIRS][64]; /* each directory's HOST:PORT */
   char list[HPL__HD_MAX_DIRS * 64];
   hd_proc etcd, dir[HPL__HD_MAX_DIRS];
@@ -55,66 +48,18 @@ pid_t hpl__hd_etcd_pid(const hpl__hd *hd) { return hd->etcd.pid; }
 
 static void stop_proc(hd_proc *p, int sig) { hpl__lcp_stop(&p->pid, sig); }
 
-/* With emulated hosts, prefix argv with "ip netns exec NS" (argv has room). */
-static int in_netns(char **argv, int argc, const char *ns) {
-  if (!ns) return argc;
-  memmove(argv + 4, argv, (size_t)(argc + 1) * sizeof *argv);
-  argv[0] = "ip";
-  argv[1] = "netns";
-  argv[2] = "exec";
-  argv[3] = (char *)ns;
-  return argc + 4;
-}
-
 /* ------------------------------------------------------------------ asking etcd */
-
-/* An etcd question from a thread of its own inside the switch namespace
- * (emulated hosts: etcd's address is reachable only there), or here. */
-typedef struct ask {
-  hpl__hd *hd;
-  char val[HPL__ETCD_MAX_VAL + 1];
-  int64_t rev;
-  int rc;
-} ask;
-
-static void *ask_main(void *arg) {
-  ask *a = arg;
-  if (a->hd->o.netns_prefix) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "/run/netns/%s-sw", a->hd->o.netns_prefix);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-      if (fd >= 0) close(fd);
-      a->rc = HPL_ESYS;
-      return NULL;
-    }
-    close(fd);
-  }
-  hpl__etcd *e;
-  if ((a->rc = hpl__etcd_new(a->hd->etcd_url, 500, &e)) != 0) return NULL;
-  a->rc = hpl__etcd_get(e, a->hd->leader_key, a->val, sizeof a->val, &a->rev);
-  hpl__etcd_free(e);
-  return NULL;
-}
-
-/* The leader key: 0 (value, revision), HPL_ENOTFOUND (no leader), or the
- * error that kept etcd from answering. */
-static int ask_leader(hpl__hd *hd, ask *a) {
-  *a = (ask){.hd = hd};
-  pthread_t t;
-  if (pthread_create(&t, NULL, ask_main, a) != 0) return HPL_ESYS;
-  pthread_join(t, NULL);
-  return a->rc;
-}
 
 int hpl__hd_leader(hpl__hd *hd, int timeout_ms, uint64_t *term) {
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
   for (;;) {
-    ask a;
-    if (ask_leader(hd, &a) == 0)
+    char val[HPL__ETCD_MAX_VAL + 1];
+    int64_t rev = 0;
+    if (hpl__lce_get(hd->etcd_url, hd->o.netns_prefix ? hd->sw_ns : NULL, hd->leader_key, val,
+                     sizeof val, &rev) == 0)
       for (int i = 0; i < hd->o.ndirs; i++)
-        if (!strcmp(a.val, hd->addr[i])) {
-          if (term) *term = (uint64_t)a.rev;
+        if (!strcmp(val, hd->addr[i])) {
+          if (term) *term = (uint64_t)rev;
           return i;
         }
     if (hpl__ms_left(deadline) == 0) return -1;
@@ -143,78 +88,42 @@ static int bridge_addr(hpl__hd *hd, char *err, size_t errlen) {
 
 static int start_etcd(hpl__hd *hd, char *err, size_t errlen) {
   if (hd->o.netns_prefix && bridge_addr(hd, err, errlen)) return HPL_ESYS;
-  char name[32], curls[160], purl[96], cluster[128], hb[8] = "50", el[8] = "500";
+  char name[32], curls[160], purl[96];
   snprintf(name, sizeof name, "hd%d", (int)getpid());
   snprintf(curls, sizeof curls, "%s,http://127.0.0.1:%d", hd->etcd_url, hd->o.etcd_port);
   snprintf(purl, sizeof purl, "http://127.0.0.1:%d", hd->o.etcd_port + 1);
-  snprintf(cluster, sizeof cluster, "%s=%s", name, purl);
+  snprintf(hd->etcd.log, sizeof hd->etcd.log, "%s/etcd.log", hd->work);
   /* Short heartbeat and election times: an election among etcd's members
    * stalls the leader's renewals about that long, short against a lease. */
-  char *argv[40] = {"etcd", "--name", name, "--data-dir", hd->data,
-                    "--listen-client-urls", curls, "--advertise-client-urls", hd->etcd_url,
-                    "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                    "--initial-cluster", cluster, "--heartbeat-interval", hb,
-                    "--election-timeout", el, "--logger", "zap", "--log-level", "warn"};
-  int argc = 0;
-  while (argv[argc]) argc++;
-  char ns[64];
-  snprintf(ns, sizeof ns, "%s-sw", hd->o.netns_prefix ? hd->o.netns_prefix : "");
-  argc = in_netns(argv, argc, hd->o.netns_prefix ? ns : NULL);
-  snprintf(hd->etcd.log, sizeof hd->etcd.log, "%s/etcd.log", hd->work);
-  hd->etcd.pid = hpl__lcp_spawn(argv, hd->etcd.log);
-  if (hd->etcd.pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
-  uint64_t deadline = hpl__deadline_ms(hd->o.timeout_ms);
-  for (;;) {
-    ask a;
-    int rc = ask_leader(hd, &a);
-    if (rc == 0 || rc == HPL_ENOTFOUND) return 0;
-    if (waitpid(hd->etcd.pid, NULL, WNOHANG) == hd->etcd.pid) {
-      hd->etcd.pid = 0;
-      return hpl__lcp_errf(err, errlen, HPL_ESYS, "etcd exited; log: %s", hd->etcd.log);
-    }
-    if (hpl__ms_left(deadline) == 0)
-      return hpl__lcp_errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
-                  hd->etcd_url, hd->etcd.log);
-    hpl__sleep_until_ns(hpl__now_ns() + 50000000ull);
-  }
+  hpl__lce_opts e = {.name = name,
+                     .data_dir = hd->data,
+                     .client_urls = curls,
+                     .url = hd->etcd_url,
+                     .peer_url = purl,
+                     .heartbeat_ms = 50,
+                     .election_ms = 500,
+                     .netns = hd->o.netns_prefix ? hd->sw_ns : NULL,
+                     .log = hd->etcd.log,
+                     .timeout_ms = hd->o.timeout_ms};
+  return hpl__lce_start(&e, &hd->etcd.pid, err, errlen);
 }
 
 static int start_dir(hpl__hd *hd, int i, char *err, size_t errlen) {
-  char exe[PATH_MAX], lease[16], buf[512], ns[64];
-  snprintf(exe, sizeof exe, "%s/hoplite-directory", hd->bin_dir);
-  snprintf(lease, sizeof lease, "%u", hd->o.lease_ms);
-  char *argv[64] = {exe, "--listen", hd->addr[i], "--etcd", hd->etcd_url, "--ha-prefix",
-                    hd->prefix, "--lease-ms", lease, "--log-level", hd->level};
-  int argc = 11;
-  if (hd->secret[0]) {
-    argv[argc++] = "--auth-file";
-    argv[argc++] = hd->secret;
-  }
-  snprintf(buf, sizeof buf, "%s", hd->dir_args);
-  for (char *t = strtok(buf, " "); t && argc < 56; t = strtok(NULL, " ")) argv[argc++] = t;
-  argv[argc] = NULL;
+  char ns[80];
   snprintf(ns, sizeof ns, "%s-h%d", hd->o.netns_prefix ? hd->o.netns_prefix : "", hd->o.host[i]);
-  argc = in_netns(argv, argc, hd->o.netns_prefix ? ns : NULL);
   snprintf(hd->dir[i].log, sizeof hd->dir[i].log, "%s/directory-%d.log", hd->work, i);
-  hd->dir[i].pid = hpl__lcp_spawn(argv, hd->dir[i].log);
+  hpl__lcd_opts d = {.bin_dir = hd->bin_dir,
+                     .listen = hd->addr[i],
+                     .log_level = hd->level,
+                     .secret = hd->secret,
+                     .dir_args = hd->dir_args,
+                     .etcd_url = hd->etcd_url,
+                     .ha_prefix = hd->prefix,
+                     .lease_ms = hd->o.lease_ms,
+                     .netns = hd->o.netns_prefix ? ns : NULL,
+                     .log = hd->dir[i].log};
+  hd->dir[i].pid = hpl__lcd_spawn(&d);
   if (hd->dir[i].pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
-  return 0;
-}
-
-static int find_bin_dir(hpl__hd *hd) {
-  const char *env = getenv("HOPLITE_BIN_DIR");
-  if (hd->o.bin_dir || (env && *env)) {
-    snprintf(hd->bin_dir, sizeof hd->bin_dir, "%s", hd->o.bin_dir ? hd->o.bin_dir : env);
-    return 0;
-  }
-  ssize_t n = readlink("/proc/self/exe", hd->bin_dir, sizeof hd->bin_dir - 1);
-  if (n <= 0) return HPL_ESYS;
-  hd->bin_dir[n] = 0;
-  char *slash = strrchr(hd->bin_dir, '/');
-  if (slash) *slash = 0;
-  char probe[PATH_MAX + 32];
-  snprintf(probe, sizeof probe, "%s/hoplite-directory", hd->bin_dir);
-  if (access(probe, X_OK) != 0 && (slash = strrchr(hd->bin_dir, '/'))) *slash = 0;
   return 0;
 }
 
@@ -239,6 +148,7 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
     snprintf(hd->prefix, sizeof hd->prefix, "/hoplite/hd-%d-%08llx", (int)getpid(),
              (unsigned long long)(r & 0xffffffffu));
   snprintf(hd->leader_key, sizeof hd->leader_key, "%s/leader", hd->prefix);
+  snprintf(hd->sw_ns, sizeof hd->sw_ns, "%s-sw", o->netns_prefix ? o->netns_prefix : "");
   snprintf(hd->etcd_ip, sizeof hd->etcd_ip, "%s", o->netns_prefix ? o->etcd_ip : "127.0.0.1");
   snprintf(hd->etcd_url, sizeof hd->etcd_url, "http://%s:%d", hd->etcd_ip, o->etcd_port);
   /* etcd syncs its log on every write: in memory, so a renewal never waits for the disk */
@@ -255,7 +165,7 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
     used += (size_t)snprintf(hd->list + used, sizeof hd->list - used, "%s%s", i ? "," : "",
                              hd->addr[i]);
   }
-  if (find_bin_dir(hd)) {
+  if (hpl__lcp_bin_dir(o->bin_dir, "hoplite-directory", hd->bin_dir, sizeof hd->bin_dir)) {
     free(hd);
     return hpl__lcp_errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
   }

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
@@ -155,4 +156,40 @@ void hpl__lcp_rm_tree(const char *dir, int depth) {
     closedir(d);
   }
   rmdir(dir);
+}
+
+int hpl__lcp_split_args(char **argv, int argc, int max, char *buf, size_t blen,
+                        const char *words) {
+  if (!words || !*words) return argc;
+  snprintf(buf, blen, "%s", words);
+  for (char *tok = strtok(buf, " "); tok && argc < max - 1; tok = strtok(NULL, " "))
+    argv[argc++] = tok;
+  return argc;
+}
+
+int hpl__lcp_in_netns(char **argv, int argc, const char *ns) {
+  if (!ns) return argc;
+  memmove(argv + 4, argv, (size_t)(argc + 1) * sizeof *argv);
+  argv[0] = "ip";
+  argv[1] = "netns";
+  argv[2] = "exec";
+  argv[3] = (char *)ns;
+  return argc + 4;
+}
+
+int hpl__lcp_bin_dir(const char *given, const char *probe, char *out, size_t len) {
+  const char *env = getenv("HOPLITE_BIN_DIR");
+  if (given || (env && *env)) {
+    snprintf(out, len, "%s", given ? given : env);
+    return 0;
+  }
+  ssize_t n = readlink("/proc/self/exe", out, len - 1);
+  if (n <= 0) return HPL_ESYS;
+  out[n] = 0;
+  char *slash = strrchr(out, '/');
+  if (slash) *slash = 0;
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/%s", out, probe);
+  if (access(path, X_OK) != 0 && (slash = strrchr(out, '/'))) *slash = 0;
+  return 0;
 }

@@ -5,7 +5,8 @@
  * directory. Nothing here knows what the processes are.
  *
  * Waiting is event-driven (inotify on the directory, a pidfd for the
- * process), bounded by a timeout. Caller: localcluster.c only.
+ * process), bounded by a timeout. Callers: localcluster.c and the
+ * modules it and hadirs.c share (lcdir.c, lcetcd.c), hadirs.c.
  */
 #ifndef HPL_LCPROC_H
 #define HPL_LCPROC_H
@@ -44,6 +45,24 @@ void hpl__lcp_stop(pid_t *pid, int sig);
  * be taken by someone else before it is used: callers that fail to bind
  * try again. Returns 0, or HPL_EINVAL / HPL_ESYS (errno set). */
 int hpl__lcp_free_ports(const char *host, int n, int *ports);
+
+/* Append the space-separated words of `words` (NULL or "": none) to
+ * argv[0..argc), at most up to argv[max - 1], splitting a copy in buf
+ * (blen bytes; the words point into it). Returns the new argc. */
+int hpl__lcp_split_args(char **argv, int argc, int max, char *buf, size_t blen,
+                        const char *words);
+
+/* With ns (a network namespace's name; NULL: nothing), run argv inside it:
+ * shift argv[0..argc] (NULL-terminated, with room for 4 more) right by
+ * four and put "ip netns exec NS" in front. Returns the new argc. */
+int hpl__lcp_in_netns(char **argv, int argc, const char *ns);
+
+/* Where hoplite-directory and hoplite-store are, into out (len bytes):
+ * `given` if not NULL, else $HOPLITE_BIN_DIR if set, else this program's
+ * directory, or its parent when `probe` (a program's name) is not in it
+ * (programs in a build subdirectory, tests/ or bench/). 0, or HPL_ESYS
+ * (this program's path is unknown). */
+int hpl__lcp_bin_dir(const char *given, const char *probe, char *out, size_t len);
 
 /* Remove dir and what it holds, `depth` levels of subdirectories deep;
  * symbolic links are removed, never followed. */

@@ -3,7 +3,6 @@
 #include "localcluster.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -18,13 +17,14 @@
 
 #include "auth.h"
 #include "hoplite.h"
+#include "lcdir.h"
+#include "lcetcd.h"
 #include "lcproc.h"
 #include "util.h"
 
 #define LC_MAX_NODES 256
 #define LC_MAX_ARGS 64 /* leave 4 slots for "ip netns exec NS" */
 #define LC_MAX_DIRS 4
-#define LC_ETCD_DEFAULT "/usr/bin/etcd"
 
 typedef struct lc_proc {
   pid_t pid;
@@ -49,7 +49,7 @@ struct hpl__lc {
   /* with ha_dirs: the local etcd */
   lc_proc etcd;
   char etcd_url[96];
-  char ha_args[384]; /* the directories' --etcd ... arguments */
+  char ha_prefix[64]; /* the directories' --ha-prefix */
   int n;
   lc_proc st[LC_MAX_NODES];
   char sock[LC_MAX_NODES][108];
@@ -73,13 +73,9 @@ const char *hpl__lc_etcd_url(const hpl__lc *lc) { return lc->etcd_url; }
 pid_t hpl__lc_etcd_pid(const hpl__lc *lc) { return lc->etcd.pid; }
 
 
-/* Split `extra` on spaces into argv (in place in a copy). */
+/* Append the words of `extra` (space-separated) to argv. */
 static int add_args(char **argv, int argc, char *buf, size_t blen, const char *extra) {
-  if (!extra || !*extra) return argc;
-  snprintf(buf, blen, "%s", extra);
-  for (char *tok = strtok(buf, " "); tok && argc < LC_MAX_ARGS - 6; tok = strtok(NULL, " "))
-    argv[argc++] = tok;
-  return argc;
+  return hpl__lcp_split_args(argv, argc, LC_MAX_ARGS - 5, buf, blen, extra);
 }
 
 /* Wait for one file, as hpl__lcp_wait_files: 0 or a negative HPL_E*. */
@@ -111,17 +107,11 @@ static const char *node_host(hpl__lc *lc, int i) {
   return lc->host;
 }
 
-/* With emulated hosts, run argv inside host i's namespace: shift it right
- * by four and put "ip netns exec NS" in front. */
+/* With emulated hosts, run argv inside host i's namespace (ns: its name). */
 static void in_netns(hpl__lc *lc, int i, char **argv, int *argc, char *ns, size_t nslen) {
   if (!lc->o.netns_prefix) return;
   snprintf(ns, nslen, "%s-h%d", lc->o.netns_prefix, i);
-  memmove(argv + 4, argv, (size_t)(*argc + 1) * sizeof *argv);
-  argv[0] = "ip";
-  argv[1] = "netns";
-  argv[2] = "exec";
-  argv[3] = ns;
-  *argc += 4;
+  *argc = hpl__lcp_in_netns(argv, *argc, ns);
 }
 
 /* Directory k's port file (written once it listens: with --etcd, once it
@@ -134,28 +124,27 @@ static void port_file(const hpl__lc *lc, int k, char *out) {
 /* Start directory k on its port (0 the first time without ha_dirs: the
  * kernel's pick). `wait`: until it listens (a standby never does). */
 static int start_directory(hpl__lc *lc, int k, int wait, char *err, size_t errlen) {
-  char exe[PATH_MAX], listen[128], pfile[PATH_MAX], buf[512], buf2[512], name[32];
-  snprintf(exe, sizeof exe, "%s/hoplite-directory", lc->bin_dir);
+  char listen[128], pfile[PATH_MAX], name[32], ns[64];
   snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), lc->dir_port[k]);
   port_file(lc, k, pfile);
   unlink(pfile);
-  char *argv[LC_MAX_ARGS] = {exe,   "--listen",    listen,   "--port-file",
-                             pfile, "--log-level", lc->level};
-  int argc = 7;
-  if (lc->secret[0]) {
-    argv[argc++] = "--auth-file";
-    argv[argc++] = lc->secret;
-  }
-  argc = add_args(argv, argc, buf, sizeof buf, lc->dir_args);
-  argc = add_args(argv, argc, buf2, sizeof buf2, lc->ha_args);
-  argv[argc] = NULL;
-  char ns[64];
-  in_netns(lc, 0, argv, &argc, ns, sizeof ns);
+  if (lc->o.netns_prefix) snprintf(ns, sizeof ns, "%s-h0", lc->o.netns_prefix);
   if (k == 0) snprintf(name, sizeof name, "directory");
   else snprintf(name, sizeof name, "directory-%d", k);
   lc_proc *d = &lc->dir[k];
   log_path(lc, d->log, name);
-  d->pid = hpl__lcp_spawn(argv, d->log);
+  hpl__lcd_opts o = {.bin_dir = lc->bin_dir,
+                     .listen = listen,
+                     .port_file = pfile,
+                     .log_level = lc->level,
+                     .secret = lc->secret,
+                     .dir_args = lc->dir_args,
+                     .etcd_url = lc->o.ha_dirs ? lc->etcd_url : NULL,
+                     .ha_prefix = lc->ha_prefix,
+                     .lease_ms = lc->o.lease_ms ? lc->o.lease_ms : 1000,
+                     .netns = lc->o.netns_prefix ? ns : NULL,
+                     .log = d->log};
+  d->pid = hpl__lcd_spawn(&o);
   if (d->pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   if (!wait) return 0;
   int rc = wait_file(lc->work, pfile, d->pid, lc->o.timeout_ms);
@@ -180,42 +169,36 @@ static int start_directory(hpl__lc *lc, int k, int wait, char *err, size_t errle
  * standby does not listen, so the stores must be told every address
  * before any of them leads). */
 static int start_etcd(hpl__lc *lc, char *err, size_t errlen) {
-  const char *bin = getenv("HOPLITE_ETCD");
-  if (!bin || !*bin) bin = LC_ETCD_DEFAULT;
-  if (access(bin, X_OK) != 0)
-    return hpl__lcp_errf(err, errlen, HPL_EINVAL,
-                "standby directories need etcd, and %s is not there: install Debian's "
-                "etcd-server package (apt-get install etcd-server), or set $HOPLITE_ETCD to an "
-                "etcd binary",
-                bin);
+  const char *bin;
+  int rc = hpl__lce_binary(&bin, err, errlen);
+  if (rc) return rc;
   int ports[2 + LC_MAX_DIRS];
   if (hpl__lcp_free_ports(lc->host, 2 + lc->ndirs, ports))
     return hpl__lcp_errf(err, errlen, HPL_ESYS, "no free ports on %s: %s", lc->host,
                          strerror(errno));
-  char data[PATH_MAX], curl[96], purl[96], cluster[128], exe[PATH_MAX];
-  snprintf(exe, sizeof exe, "%s", bin);
+  char data[PATH_MAX], purl[96];
   snprintf(data, sizeof data, "%s/etcd", lc->work);
-  snprintf(curl, sizeof curl, "http://%s:%d", lc->host, ports[0]);
+  snprintf(lc->etcd_url, sizeof lc->etcd_url, "http://%s:%d", lc->host, ports[0]);
   snprintf(purl, sizeof purl, "http://%s:%d", lc->host, ports[1]);
-  snprintf(cluster, sizeof cluster, "hoplite=%s", purl);
-  snprintf(lc->etcd_url, sizeof lc->etcd_url, "%s", curl);
-  char *argv[] = {exe, "--name", "hoplite", "--data-dir", data, "--listen-client-urls", curl,
-                  "--advertise-client-urls", curl, "--listen-peer-urls", purl,
-                  "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
-                  "--election-timeout", "100", "--heartbeat-interval", "20", "--log-level",
-                  "warn", NULL};
   log_path(lc, lc->etcd.log, "etcd");
-  lc->etcd.pid = hpl__lcp_spawn(argv, lc->etcd.log);
-  if (lc->etcd.pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  hpl__lce_opts e = {.name = "hoplite",
+                     .data_dir = data,
+                     .client_urls = lc->etcd_url,
+                     .url = lc->etcd_url,
+                     .peer_url = purl,
+                     .heartbeat_ms = 20,
+                     .election_ms = 100,
+                     .log = lc->etcd.log,
+                     .timeout_ms = lc->o.timeout_ms};
+  if ((rc = hpl__lce_start(&e, &lc->etcd.pid, err, errlen))) return rc;
   size_t off = 0;
   for (int k = 0; k < lc->ndirs; k++) {
     lc->dir_port[k] = ports[2 + k];
     off += (size_t)snprintf(lc->dir_list + off, sizeof lc->dir_list - off, "%s%s:%d",
                             k ? "," : "", lc->host, ports[2 + k]);
   }
-  snprintf(lc->ha_args, sizeof lc->ha_args, "--etcd %s --ha-prefix /hoplite/lc-%d-%016llx "
-           "--lease-ms %u", curl, (int)getpid(), (unsigned long long)hpl__random_u64(),
-           lc->o.lease_ms ? lc->o.lease_ms : 1000);
+  snprintf(lc->ha_prefix, sizeof lc->ha_prefix, "/hoplite/lc-%d-%016llx", (int)getpid(),
+           (unsigned long long)hpl__random_u64());
   return 0;
 }
 
@@ -278,27 +261,9 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
   snprintf(lc->store_args, sizeof lc->store_args, "%s", o->store_args ? o->store_args : "");
   lc->o.dir_args = lc->dir_args;
   lc->o.store_args = lc->store_args;
-  if (o->bin_dir) {
-    snprintf(lc->bin_dir, sizeof lc->bin_dir, "%s", o->bin_dir);
-  } else {
-    ssize_t n = readlink("/proc/self/exe", lc->bin_dir, sizeof lc->bin_dir - 1);
-    if (n <= 0) {
-      free(lc);
-      return hpl__lcp_errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
-    }
-    lc->bin_dir[n] = 0;
-    char *slash = strrchr(lc->bin_dir, '/');
-    if (slash) *slash = 0;
-    /* programs in a build subdirectory (tests/, bench/) find the servers
-     * one level up; $HOPLITE_BIN_DIR overrides both */
-    char probe[PATH_MAX + 32];
-    snprintf(probe, sizeof probe, "%s/hoplite-store", lc->bin_dir);
-    const char *env = getenv("HOPLITE_BIN_DIR");
-    if (env && *env) {
-      snprintf(lc->bin_dir, sizeof lc->bin_dir, "%s", env);
-    } else if (access(probe, X_OK) != 0 && (slash = strrchr(lc->bin_dir, '/'))) {
-      *slash = 0;
-    }
+  if (hpl__lcp_bin_dir(o->bin_dir, "hoplite-store", lc->bin_dir, sizeof lc->bin_dir)) {
+    free(lc);
+    return hpl__lcp_errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
   }
   if (o->work_dir) {
     snprintf(lc->work, sizeof lc->work, "%s", o->work_dir);

@@ -1,0 +1,210 @@
+/* bench_faults_inject.c - bench_faults' fault kinds and how each is
+ * injected: kill -9 a store, cut a host off or slow it (cluster.sh on the
+ * emulated cluster), stop a store, kill the directory (or the leading
+ * standby one), kill the source once a receiver holds a copy (srckill's
+ * watcher), and the corrupting stores' fault point. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hoplite.h"
+#include "util.h"
+#include "bench_faults.h"
+
+/* corrupt: every store is started with a fault point that flips a byte in
+ * the first CORRUPT_CHUNKS chunks of each stream it sends of an object
+ * whose id starts with "r:fc/<its index>/", or of a reduce stream into a
+ * target whose id starts with "fc/<its index>/" (the prefix rule of
+ * store/faults.c); a corrupt run names its broadcast object (or its reduce
+ * target) after its victim, so that node alone lies, from the start of the
+ * run, in every stream it serves. */
+#define CORRUPT_CHUNKS 2
+
+const char *const hpl__bf_fk_names[HPL__BF_NFK] = {"kill",    "cut",     "slow",    "pause",
+                                                   "dirkill", "srckill", "corrupt", "dirhost"};
+
+int hpl__bf_fk_index(int kind) {
+  int i = 0;
+  while (i < HPL__BF_NFK - 1 && kind != 1 << i) i++;
+  return i;
+}
+
+/* Received units that failed their digests, summed over the live stores
+ * (their corrupt_units counters). */
+uint64_t hpl__bf_corrupt_caught(const hpl__bf_cfg *g) {
+  uint64_t sum = 0, v;
+  for (int i = 0; i < g->hosts; i++)
+    if (hpl__bf_alive[i] && hpl__bf_cs[i] && hpl_counter(hpl__bf_cs[i], "corrupt_units", 5000, &v) == 0) sum += v;
+  return sum;
+}
+
+/* Restart every store with its corrupt fault point (HPL__FK_CORRUPT). */
+void hpl__bf_corrupt_setup(hpl__bf_cfg *g) {
+  for (int i = 0; i < g->hosts; i++) {
+    char a[96], err[512];
+    snprintf(a, sizeof a, "--faults prefix=r:fc/%d/,corrupt_send=%d", i, CORRUPT_CHUNKS);
+    hpl_close(hpl__bf_cs[i]);
+    hpl__bf_cs[i] = NULL;
+    if (hpl__lc_signal(hpl__bf_lc, i, SIGTERM) || hpl__lc_set_store_args(hpl__bf_lc, i, a) ||
+        hpl__lc_restart(hpl__bf_lc, i, err, sizeof err)) {
+      fprintf(stderr, "bench_faults: restart node %d with '%s' failed\n", i, a);
+      exit(1);
+    }
+    if (hpl_connect(hpl__lc_socket(hpl__bf_lc, i), 10000, &hpl__bf_cs[i])) hpl__bf_die("reconnect");
+  }
+}
+
+static void kill_node(int i) {
+  hpl__bf_alive[i] = 0;
+  hpl__lc_signal(hpl__bf_lc, i, SIGKILL);
+  /* the handle's connection is dead; its get returned or will return */
+}
+
+/* The srckill watcher: polls the receivers (hpl_contains on their handles,
+ * which may be shared between threads) every millisecond, and kills node 0
+ * as soon as one of them holds a complete copy. Gives up when every
+ * receiver's get has returned without a complete copy anywhere, or at the
+ * deadline. The main thread joins it before touching the cluster again
+ * (the localcluster API is not thread-safe). */
+void *hpl__bf_watch_main(void *arg) {
+  hpl__bf_watcher *w = arg;
+  hpl__sleep_until_ns(w->start_ns);
+  while (hpl__now_ns() < w->deadline_ns) {
+    int done = 1;
+    for (int i = 0; i < w->np; i++) {
+      int local = 0;
+      if (hpl_contains(hpl__bf_cs[w->ps[i].node], w->id, 1000, &local) == 0 && local) {
+        hpl__bf_alive[0] = 0;
+        w->kill_ns = hpl__now_ns(); /* the signal; reaping the store takes longer */
+        hpl__lc_signal(hpl__bf_lc, 0, SIGKILL);
+        w->holder = w->ps[i].node;
+        return NULL;
+      }
+      done &= __atomic_load_n(&w->ps[i].finished, __ATOMIC_ACQUIRE);
+    }
+    if (done) return NULL;
+    hpl__sleep_until_ns(hpl__now_ns() + 1000000ull);
+  }
+  return NULL;
+}
+
+/* Run `cluster.sh VERB HOST [ARG]` for the emulated cluster; nonzero on
+ * failure. Blocking, from the bench's main thread (no event loop here).
+ * The command runs at nice -20: it plays the network failing, not a
+ * process of the system under test, and at normal priority its dozen
+ * forks queued behind the busy stores for 0.3 s and more (faults26). */
+int hpl__bf_cluster_cmd(const hpl__bf_cfg *g, const char *verb, int host, const char *arg) {
+  char hs[16];
+  snprintf(hs, sizeof hs, "%d", host);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setenv("HPL_NS_PREFIX", g->netns, 1);
+    setenv("HPL_NS_QUIET", "1", 1);
+    (void)setpriority(PRIO_PROCESS, 0, -20); /* best effort: root only */
+    execl(g->cluster_sh, g->cluster_sh, verb, hs, arg, (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Pick a node in the middle of the current tree/chain of `id` from the
+ * directory's record: one that both receives and sends. */
+static int middle_node(int op, const char *id, int fallback) {
+  char *text;
+  if (hpl_transfers(hpl__bf_cs[0], 0, 5000, &text, NULL)) return fallback;
+  uint64_t ids[HPL__BF_MAXN];
+  for (int i = 0; i < HPL__BF_MAXN; i++) ids[i] = 0;
+  int best = fallback, nup[HPL__BF_MAXN] = {0}, ndown[HPL__BF_MAXN] = {0};
+  (void)op;
+  for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+    char kind[16], oid[300];
+    unsigned long long seq, t, r, s;
+    if (sscanf(l, "%llu %llu %15s %llx %llx %299s", &seq, &t, kind, &r, &s, oid) != 6) continue;
+    if (strcmp(kind, "assign") || strcmp(oid, id)) continue;
+    for (int i = 0; i < HPL__BF_MAXN; i++) {
+      if (!hpl__bf_cs[i]) continue;
+      if (!ids[i]) hpl_counter(hpl__bf_cs[i], "node_id", 2000, &ids[i]);
+      if (ids[i] == r) nup[i]++;
+      if (ids[i] == s) ndown[i]++;
+    }
+  }
+  hpl_free(text);
+  for (int i = 1; i < HPL__BF_MAXN; i++)
+    if (nup[i] && ndown[i]) {
+      best = i;
+      break;
+    }
+  return best;
+}
+
+/* At `kill_frac` of `nofault` seconds after `start` (the participants'
+ * start), apply fault `kind` to victims[0..nkill) (victims[v] = -2: the
+ * middle of the chain, written back): kill them, cut victims[0] off (or
+ * stop its store) for `cut_s` seconds, or slow it; or kill the directory
+ * for `cut_s` seconds. The srckill watcher injects its own. */
+void hpl__bf_inject(hpl__bf_cfg *g, int op, const char *id, int kind, int nkill, int *victims,
+                    double kill_frac, double nofault, uint64_t start, double cut_s,
+                    hpl__bf_outcome *oc) {
+  char slow_rate[32] = "";
+  if (kind == HPL__FK_SLOW) {
+    uint64_t bps = 0;
+    hpl__parse_rate(g->rate, &bps);
+    snprintf(slow_rate, sizeof slow_rate, "%llubit",
+             (unsigned long long)((double)bps / g->slow_factor));
+  }
+  hpl__sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
+  oc->fault_at = (double)(hpl__now_ns() - start) / 1e9;
+  for (int v = 0; v < nkill; v++) {
+    int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2)
+                                  : victims[v];
+    if (op == 1 && victims[v] == -2) victim = 1 + (g->hosts - 1) / 2;
+    victims[v] = victim;
+    if (kind == HPL__FK_KILL) kill_node(victim);
+  }
+  oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+  if (kind == HPL__FK_CUT) {
+    if (hpl__bf_cluster_cmd(g, "cut", victims[0], NULL)) hpl__bf_die("cluster.sh cut failed");
+    oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+    hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+    if (hpl__bf_cluster_cmd(g, "uncut", victims[0], NULL)) hpl__bf_die("cluster.sh uncut failed");
+  } else if (kind == HPL__FK_SLOW) {
+    if (hpl__bf_cluster_cmd(g, "ratelimit", victims[0], slow_rate)) hpl__bf_die("cluster.sh ratelimit failed");
+    oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+  } else if (kind == HPL__FK_PAUSE) {
+    if (hpl__lc_signal(hpl__bf_lc, victims[0], SIGSTOP)) hpl__bf_die("SIGSTOP failed");
+    oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+    hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+    if (hpl__lc_signal(hpl__bf_lc, victims[0], SIGCONT)) hpl__bf_die("SIGCONT failed");
+  } else if (kind == HPL__FK_DIRHOST) { /* for good: healed once the survivors are done */
+    if (hpl__bf_cluster_cmd(g, "cut", victims[0], NULL)) hpl__bf_die("cluster.sh cut failed");
+    oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+  } else if (kind == HPL__FK_DIRKILL && hpl__bf_hd) { /* the leading one of the standby directories */
+    int l = hpl__hd_leader(hpl__bf_hd, 5000, NULL);
+    if (l < 0 || hpl__hd_signal(hpl__bf_hd, l, SIGKILL)) hpl__bf_die("killing the leading directory failed");
+    oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+    hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+    char err[512];
+    if (hpl__hd_restart(hpl__bf_hd, l, err, sizeof err)) {
+      fprintf(stderr, "bench_faults: restart directory %d: %s\n", l, err);
+      exit(1);
+    }
+  } else if (kind == HPL__FK_DIRKILL) {
+    if (hpl__lc_signal(hpl__bf_lc, -1, SIGKILL)) hpl__bf_die("killing the directory failed");
+    oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+    hpl__sleep_until_ns(hpl__now_ns() + (uint64_t)(cut_s * 1e9));
+    char err[512];
+    if (hpl__lc_restart(hpl__bf_lc, -1, err, sizeof err)) {
+      fprintf(stderr, "bench_faults: restart the directory: %s\n", err);
+      exit(1);
+    }
+  }
+}
