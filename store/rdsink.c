@@ -116,15 +116,19 @@ static void sink_give_up(hpl__rd_sink *k, uint64_t rid, int status, const char *
   sink_fail(k, status, detail);
 }
 
-/* The target is made elsewhere after all: get it like any object. */
-static void sink_fetch_instead(hpl__rd_sink *k) {
+/* The target is made elsewhere after all: get it like any object.
+ * at_directory: the directory reduced it (a small one) and holds the only
+ * copy, so it is fetched now, waiters or not: the sink keeps a copy a new
+ * directory learns of (with the sources, all named then). Else another
+ * node makes it, and its sources are not known here. */
+static void sink_fetch_instead(hpl__rd_sink *k, int at_directory) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
-  hpl__handoff_reduce_forget(s, o->id);
+  if (!at_directory) hpl__handoff_reduce_forget(s, o->id);
   sink_end(k);
   o->state = HPL__OBJ_FETCHING;
-  if (o->waiters)
+  if (o->waiters || at_directory)
     hpl__fetch_start(s, o);
   else
     hpl__obj_detach(s, o);
@@ -264,14 +268,6 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
     return;
   }
   char detail[600];
-  if (m->fetch) { /* reduced at the directory: an ordinary (inline) object now */
-    sink_fetch_instead(k);
-    return;
-  }
-  if (k->room.queued) { /* still waiting for room: act on the latest word then */
-    sink_keep_msg(k, m);
-    return;
-  }
   if (m->n_sources > 0 && m->n_sources <= 65536) {
     sink_srcs_free(k);
     if ((k->srcs = calloc(m->n_sources, sizeof *k->srcs))) {
@@ -280,6 +276,15 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
     }
     /* every source named: kept for a new directory (handoff.h) */
     hpl__handoff_reduce_sources(s, o->id, k->req, k->req_len, k->srcs, k->nsrcs);
+  }
+  if (m->fetch) { /* reduced at the directory: an ordinary (inline) object now, whose
+                     sources were all named above */
+    sink_fetch_instead(k, 1);
+    return;
+  }
+  if (k->room.queued) { /* still waiting for room: act on the latest word then */
+    sink_keep_msg(k, m);
+    return;
   }
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
     sink_stop_pull(k);
@@ -393,7 +398,7 @@ static void reduce_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   if (k && status != 0)
     sink_fail(k, status, out.detail); /* refused */
   else if (k && out.sink_node != s->node_id)
-    sink_fetch_instead(k); /* another node produces the target */
+    sink_fetch_instead(k, 0); /* another node produces the target */
   if (o) hpl__obj_unref(s, o);
   hpl__session_send(x->q.cl, HPL__MSG_REDUCE_REP, x->q.req, &out.base);
   hpl__session_creq_done(&x->q);

@@ -90,13 +90,15 @@ static void test_delete_survives_new_directory(void **state) {
  * killed once the tree is in place (streams paced to 8 MB/s: the reduce
  * finishes while it is down); else once the reduce returned. Either way
  * the restarted directory answers hpl_reduce_sources with both sources,
- * learned from the sink. Before: "no reduce into '<prefix>/t'". */
-static void reduce_sources_after_restart(const char *prefix, int down) {
+ * learned from the sink. Before: "no reduce into '<prefix>/t'". nf small
+ * enough (1 KiB): the directory reduces it itself and the sink fetches the
+ * result, yet learns the sources from the directory's REDUCE_SINK and
+ * keeps a copy (before: the only copy was the directory's, lost with it). */
+static void reduce_sources_after_restart(const char *prefix, int down, size_t nf) {
   hpl__lc *lc = th_cluster(2, 64ull * MB, NULL, down ? "--faults slow_send=8M" : NULL);
   hpl_client *cs[2];
   char ids[2][32], target[32];
   const char *srcs[2];
-  size_t nf = 1u * MB;
   float *d = malloc(nf * sizeof *d);
   assert_non_null(d);
   snprintf(target, sizeof target, "%s/t", prefix);
@@ -127,7 +129,15 @@ static void reduce_sources_after_restart(const char *prefix, int down) {
     assert_int_equal(((const float *)hpl_buf_data(b))[0], 3.0f);
     hpl_release(cs[0], b);
   }
+  /* the sink holds the target (a small one too: the directory's copy
+   * dies with it), and gets it again from a new directory */
+  int local = 0;
+  assert_int_equal(hpl_contains(cs[0], target, th_ms(5000), &local), 0);
+  assert_int_equal(local, 1);
   restart_directory(lc, 2);
+  assert_int_equal(hpl_get(cs[1], target, th_ms(10000), &b), 0);
+  assert_int_equal(((const float *)hpl_buf_data(b))[0], 3.0f);
+  hpl_release(cs[1], b);
   char *text = NULL;
   int r = hpl_reduce_sources(cs[1], target, th_ms(5000), &text);
   if (r) fail_msg("hpl_reduce_sources: %s (%s)", hpl_strerror(r), hpl_errdetail(cs[1]));
@@ -146,12 +156,17 @@ static void reduce_sources_after_restart(const char *prefix, int down) {
 
 static void test_reduce_sources_done_while_down(void **state) {
   (void)state;
-  reduce_sources_after_restart("hd", 1);
+  reduce_sources_after_restart("hd", 1, MB);
 }
 
 static void test_reduce_sources_done_before(void **state) {
   (void)state;
-  reduce_sources_after_restart("hb", 0);
+  reduce_sources_after_restart("hb", 0, MB);
+}
+
+static void test_small_reduce_sources_done_before(void **state) {
+  (void)state;
+  reduce_sources_after_restart("hs", 0, 256);
 }
 
 int main(void) {
@@ -161,6 +176,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_delete_survives_new_directory, th_teardown),
       cmocka_unit_test_teardown(test_reduce_sources_done_while_down, th_teardown),
       cmocka_unit_test_teardown(test_reduce_sources_done_before, th_teardown),
+      cmocka_unit_test_teardown(test_small_reduce_sources_done_before, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
