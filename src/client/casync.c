@@ -21,7 +21,7 @@
 #define FLUSH_BYTES (16u << 10)   /* ... and at most about this many bytes of them */
 #define FLUSH_SEND_MS 1000        /* a write once POLLOUT said there is room */
 #define PUMP_READS 16             /* reads per hpl_async_poll */
-#define REPLIES_PER_POLL 128      /* replies turned into completions per poll (a loop stays responsive) */
+#define REPLIES_PER_POLL 64       /* replies turned into completions per poll (a loop stays responsive) */
 #define FLUSH_PER_POLL 512        /* requests sent per flush */
 
 /* ------------------------------------------------------------------ state */
