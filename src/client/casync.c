@@ -98,6 +98,13 @@ void hpl__afail(hpl__casync *a, hpl__areq *q, int rc, const char *fmt, ...) {
   DL_APPEND(a->done, q);
 }
 
+void hpl__awake(hpl__casync *a) {
+  uint64_t one = 1;
+  if (write(a->evfd, &one, sizeof one) < 0) {
+    /* EAGAIN only when the counter is near 2^64: it is readable then anyway */
+  }
+}
+
 void hpl__aqueue(hpl__casync *a, hpl__areq *q) {
   q->t = NULL;
   DL_APPEND(a->queue, q);
@@ -266,11 +273,7 @@ static void expire(hpl_client *c, hpl__casync *a) {
 static void rearm(hpl_client *c, hpl__casync *a) {
   uint64_t v;
   if (read(a->evfd, &v, sizeof v) < 0 && errno != EAGAIN) return;
-  int more = a->done != NULL || hpl__crpc_ready_waiting(c->st.rpc);
-  uint64_t one = 1;
-  if (more && write(a->evfd, &one, sizeof one) < 0) {
-    /* cannot overflow */
-  }
+  if (a->done != NULL || hpl__crpc_ready_waiting(c->st.rpc)) hpl__awake(a);
 }
 
 static void fill(hpl_completion *o, hpl__areq *q) {
@@ -321,7 +324,10 @@ int64_t hpl_async_timeout_ms(hpl_client *c) {
   if (!c || !c->async) return -1;
   hpl__casync *a = c->async;
   pthread_mutex_lock(&a->lock);
-  int64_t ms = a->queue || a->done ? 0 : a->nheap ? hpl__ms_left(a->heap[0]->deadline) : -1;
+  /* queued requests waiting for room in the socket (EPOLLOUT armed) need
+   * no poll before the descriptor says so */
+  int now = a->done || (a->queue && !a->out_armed);
+  int64_t ms = now ? 0 : a->nheap ? hpl__ms_left(a->heap[0]->deadline) : -1;
   pthread_mutex_unlock(&a->lock);
   return ms;
 }
@@ -341,10 +347,7 @@ int hpl_async_cancel(hpl_client *c, uint64_t tag) {
     hpl__aop_give_up(a, q, HPL_ECANCELED);
   }
   if (a) {
-    uint64_t one = 1;
-    if (rc == 0 && write(a->evfd, &one, sizeof one) < 0) {
-      /* cannot overflow */
-    }
+    if (rc == 0) hpl__awake(a);
     pthread_mutex_unlock(&a->lock);
   }
   return rc ? hpl__cfail(c, rc, "no pending async request has tag %llu", (unsigned long long)tag)

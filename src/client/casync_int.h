@@ -90,6 +90,10 @@ void hpl__aset_state(hpl__casync *a, hpl__areq *q, hpl__astate s);
 void hpl__afail(hpl__casync *a, hpl__areq *q, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Make the descriptor poll readable (the eventfd) until the next
+ * hpl_async_poll looks. */
+void hpl__awake(hpl__casync *a);
+
 /* Queue q (new, or with its next phase) to be sent. */
 void hpl__aqueue(hpl__casync *a, hpl__areq *q);
 

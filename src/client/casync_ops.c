@@ -82,10 +82,7 @@ static int submit_id(hpl_client *c, int op, hpl__aphase ph, const char *id, cons
       q->phase = HPL__AP_CREATE; /* the store copies straight from data */
     int wake = !a->queue && !a->done; /* the loop may be asleep: hpl_async_timeout_ms is 0 now */
     hpl__aqueue(a, q);
-    uint64_t one = 1;
-    if (wake && write(a->evfd, &one, sizeof one) < 0) {
-      /* cannot overflow */
-    }
+    if (wake) hpl__awake(a);
   }
   pthread_mutex_unlock(&a->lock);
   return rc;
@@ -132,10 +129,7 @@ static int submit_reduce(hpl_client *c, int op, const char *target, const char *
     q->dtype = (int)dtype;
     q->phase = op == HPL_AOP_ALLREDUCE ? HPL__AP_RING : HPL__AP_REDUCE;
     hpl__aqueue(a, q);
-    uint64_t one = 1;
-    if (write(a->evfd, &one, sizeof one) < 0) {
-      /* cannot overflow */
-    }
+    hpl__awake(a);
   }
   pthread_mutex_unlock(&a->lock);
   return rc;
