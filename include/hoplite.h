@@ -501,9 +501,10 @@ HPL_API int hpl_allreduce(hpl_client *c, const char *target, const char *const *
  * event loop (epoll, poll, libuv's uv_poll, libevent, asyncio's
  * add_reader). See docs/async.md.
  *
- * Each hpl_async_* submission returns at once (it never waits for the
- * store's answer; it may wait for room in the socket at most a few ms, and
- * never while the store cannot read). A submission that returned 0 yields
+ * Each hpl_async_* submission returns at once: it only queues the request
+ * (and wakes the descriptor); hpl_async_poll sends queued requests while
+ * poll(2) says the socket has room (it does not wait for room: the rest
+ * goes on a later poll). A submission that returned 0 yields
  * exactly one completion (hpl_completion) later, whatever happens: the
  * answer, its own deadline passing (HPL_ETIMEDOUT, also when the store
  * never answers), hpl_async_cancel (HPL_ECANCELED), or the connection
