@@ -71,7 +71,8 @@ extern "C" {
   X(EAUTH, -15, "authentication failed: wrong or missing cluster secret")      \
   X(ECORRUPT, -16, "corrupt: no copy with the right bytes")                   \
   X(ETOOMANY, -17, "too many clients: the store's limit for this user or in all is reached") \
-  X(EPERM, -18, "not allowed: only the node that made the object (or an admin) may")
+  X(EPERM, -18, "not allowed: only the node that made the object (or an admin) may") \
+  X(EAGAIN, -19, "too many requests in flight on this handle: take completions first")
 
 typedef enum hpl_errno {
 #define HPL_ERR_ENUM_(name, value, msg) HPL_##name = (value),
@@ -494,6 +495,146 @@ HPL_API int hpl_reduce_sources(hpl_client *c, const char *target, int64_t timeou
 HPL_API int hpl_allreduce(hpl_client *c, const char *target, const char *const *sources,
                           size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                           int64_t timeout_ms, hpl_buf **out);
+
+/* ------------------------------------------------------------------------
+ * Asynchronous requests: submit now, take the completion later, from an
+ * event loop (epoll, poll, libuv's uv_poll, libevent, asyncio's
+ * add_reader). See docs/async.md.
+ *
+ * Each hpl_async_* submission returns at once: it only queues the request
+ * (and wakes the descriptor); hpl_async_poll sends queued requests while
+ * poll(2) says the socket has room (it does not wait for room: the rest
+ * goes on a later poll). A submission that returned 0 yields
+ * exactly one completion (hpl_completion) later, whatever happens: the
+ * answer, its own deadline passing (HPL_ETIMEDOUT, also when the store
+ * never answers), hpl_async_cancel (HPL_ECANCELED), or the connection
+ * breaking (HPL_ECONN, for every request pending then). A submission that
+ * failed yields none.
+ *
+ * Driving it: get the handle's descriptor once (hpl_async_fd), watch it
+ * for readability, and whenever it is readable, or when the time that
+ * hpl_async_timeout_ms gave has passed, call hpl_async_poll until it
+ * returns fewer completions than asked for. That is all a loop has to do.
+ *
+ * The async calls are thread-safe (a lock per handle), but meant for one
+ * thread driving one handle. Blocking calls may be made on the same handle
+ * meanwhile, from that thread or others: they and the async requests share
+ * the store connection without disturbing each other (a blocking call that
+ * reads the socket hands async replies over to the completion queue). Gets
+ * and puts submitted here always go through the store (no direct reads
+ * from the directory).
+ * ---------------------------------------------------------------------- */
+
+/* Most requests a handle holds at once: pending, plus completed and not
+ * yet taken by hpl_async_poll. A submission beyond it fails with
+ * HPL_EAGAIN. Each holds about 400 bytes (its state and its ticket on the
+ * connection) plus its ids (a reduce: its sources): 26 MB for 65 536 gets
+ * of short ids. */
+#define HPL_ASYNC_MAX 65536
+
+/* What an async request does. */
+typedef enum hpl_async_op {
+  HPL_AOP_GET = 1,
+  HPL_AOP_PUT = 2,
+  HPL_AOP_STAT = 3,
+  HPL_AOP_DELETE = 4,
+  HPL_AOP_REDUCE = 5,
+  HPL_AOP_ALLREDUCE = 6,
+} hpl_async_op;
+
+/* Size of a completion's detail, its NUL included. */
+#define HPL_ASYNC_DETAIL_MAX 256
+
+/* The outcome of one async request (plain data: ctypes-friendly). */
+typedef struct hpl_completion {
+  uint64_t tag;   /* the caller's tag, as submitted */
+  int32_t op;     /* hpl_async_op */
+  int32_t status; /* 0, or an HPL_E* code; detail says what failed */
+  /* get, allreduce with status 0: the object, held as hpl_get returns it;
+   * owned by the caller from hpl_async_poll on (hpl_release it). NULL
+   * otherwise. */
+  hpl_buf *buf;
+  uint64_t size;     /* get, allreduce: the object's size; stat: its size */
+  uint32_t copies;   /* stat: as hpl_stat */
+  uint32_t complete; /* stat: as hpl_stat */
+  int32_t is_inline; /* stat: as hpl_stat */
+  int32_t reserved;
+  char detail[HPL_ASYNC_DETAIL_MAX]; /* "" on success */
+} hpl_completion;
+
+/* The handle's descriptor for an event loop, owned by the handle (closed
+ * by hpl_close; never read or write it). It is an epoll descriptor: it
+ * polls readable when completions are waiting, when the store sent
+ * something, or when queued submissions can go out; then call
+ * hpl_async_poll. It may also be readable with nothing to take (spurious
+ * wake-ups are harmless). The first call sets the handle's async state up.
+ * Errors: HPL_EINVAL (c NULL), HPL_ESTATE (an admin handle), HPL_ESYS
+ * (epoll or eventfd failed), HPL_ENOMEM. */
+HPL_API int hpl_async_fd(hpl_client *c, int *fd);
+
+/* Submit a get of `id` (as hpl_get, through the store), completing within
+ * timeout_ms (< 0: no deadline; the store then waits without limit for an
+ * object that does not exist yet). The completion's buf is the object.
+ * `id` is copied; `tag` is any value of the caller's, unique among the
+ * handle's pending requests.
+ * Errors (nothing submitted, no completion): HPL_EINVAL (c NULL, a bad
+ * id, a tag already pending), HPL_ESTATE (an admin handle), HPL_EAGAIN
+ * (HPL_ASYNC_MAX reached), HPL_ENOMEM, HPL_ECONN (the connection is
+ * already broken), HPL_ESYS (as hpl_async_fd, on first use). */
+HPL_API int hpl_async_get(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t tag);
+
+/* Submit a put of `size` bytes at `data` as object `id` (as hpl_put).
+ * `data` stays the caller's, but must stay valid and unchanged until the
+ * completion is taken: objects up to the store's inline size are copied
+ * into the socket, larger ones are copied by the store straight from
+ * `data`. A put that times out or is cancelled after the store began
+ * copying is aborted first (the completion waits for that, up to 5 s).
+ * A cancelled or timed-out put may still have happened if the store had
+ * finished it. Errors: as hpl_async_get, and HPL_EINVAL for data NULL
+ * with size > 0. */
+HPL_API int hpl_async_put(hpl_client *c, const char *id, const void *data, uint64_t size,
+                          int64_t timeout_ms, uint64_t tag);
+
+/* Submit a stat of `id`: the completion's size, copies, complete and
+ * is_inline as hpl_stat gives them. Errors: as hpl_async_get. */
+HPL_API int hpl_async_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t tag);
+
+/* Submit a delete of `id` (as hpl_delete). Errors: as hpl_async_get. */
+HPL_API int hpl_async_delete(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t tag);
+
+/* Submit hpl_reduce (completing once the directory accepted the reduce)
+ * or hpl_allreduce (completing with the result in buf). `target`,
+ * `sources` and their strings are copied. Errors: as hpl_async_get, and
+ * the argument checks of hpl_reduce (HPL_EINVAL). */
+HPL_API int hpl_async_reduce(hpl_client *c, const char *target, const char *const *sources,
+                             size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                             int64_t timeout_ms, uint64_t tag);
+HPL_API int hpl_async_allreduce(hpl_client *c, const char *target, const char *const *sources,
+                                size_t nsources, size_t num_objects, hpl_op op,
+                                hpl_dtype dtype, int64_t timeout_ms, uint64_t tag);
+
+/* Make progress without waiting (send what is queued, read what the store
+ * sent, fire passed deadlines) and move up to `max` completions into
+ * out[0..max), oldest first. Returns how many (0: none now), or
+ * HPL_EINVAL (c or out NULL, max < 0). Never blocks. A broken connection
+ * is no error here: it completes every pending request with HPL_ECONN. */
+HPL_API int hpl_async_poll(hpl_client *c, hpl_completion *out, int max);
+
+/* Milliseconds until the earliest deadline of a pending request (0: one
+ * has passed, call hpl_async_poll now), or -1 when none has a deadline.
+ * For the loop's next wake-up: wait on hpl_async_fd at most this long. */
+HPL_API int64_t hpl_async_timeout_ms(hpl_client *c);
+
+/* Cancel the pending request with `tag`: it completes (at the next
+ * hpl_async_poll) with HPL_ECANCELED, unless its completion is already
+ * queued (then that one stands). A reply that still comes is dropped (a
+ * held object released). 0, HPL_ENOTFOUND (no pending request has that
+ * tag), HPL_EINVAL (c NULL). */
+HPL_API int hpl_async_cancel(hpl_client *c, uint64_t tag);
+
+/* How many requests the handle holds: pending plus completions not yet
+ * taken. 0 for a handle that never went async or c NULL. */
+HPL_API size_t hpl_async_count(hpl_client *c);
 
 #ifdef __cplusplus
 }

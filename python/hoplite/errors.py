@@ -126,6 +126,12 @@ class NotAllowed(HopliteError, PermissionError):
     code, name = -18, "HPL_EPERM"
 
 
+class TooManyInFlight(HopliteError):
+    """HPL_EAGAIN: a handle holds HPL_ASYNC_MAX async requests (pending, or
+    completed and not taken yet); take completions first."""
+    code, name = -19, "HPL_EAGAIN"
+
+
 class BatchError(HopliteError):
     """Some requests of a batch call (put_many, get_many, stat_many,
     delete_many) failed.

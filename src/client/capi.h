@@ -4,7 +4,7 @@
  * per-thread error detail (client.c), and requests to the store, one or a
  * pipelined batch (ccall.c), what an admin handle may do (cadmin.c).
  * Callers: client.c, ccall.c, cput.c, cget.c, cobjects.c, creduce.c,
- * ctext.c, cadmin.c.
+ * ctext.c, cadmin.c, casync.c, casync_ops.c.
  */
 #ifndef HPL_CAPI_H
 #define HPL_CAPI_H
@@ -60,7 +60,31 @@ struct hpl_client {
    * its pages need not be faulted in again: PROT_NONE meanwhile (a write
    * through an old pointer faults); NULL: none (guarded by lock) */
   hpl__cstage spare;
+  struct hpl__casync *async; /* NULL until an hpl_async_* call (casync.c; set under lock) */
 };
+
+/* ------------------------------------------------------------ async state (casync.c) */
+
+/* Free c's async state (its descriptors and requests; the tickets go with
+ * the connection, the buffers of completions not taken with c's list).
+ * From hpl_close only, before the connection closes. */
+void hpl__casync_free(hpl_client *c);
+
+/* ------------------------------------------------------------ shared by calls */
+
+/* The lifetime a put made now asks for (hpl_set_lifetime; cput.c). */
+void hpl__clifetime(hpl_client *c, int *owned, uint64_t *ttl_ms);
+
+/* The buffer of a GET_REP `g` (read only) for object `id`: its chunks
+ * mapped, listed on c (cget.c). 0 with *out set (owned by the caller), or
+ * the failure with its detail, the store's hold released. */
+int hpl__cget_buf(hpl_client *c, const char *id, const Hplpb__GetRep *g, hpl_buf **out);
+
+/* The client's checks of a reduce's arguments (creduce.c): 0, or
+ * HPL_EINVAL with the detail set. */
+int hpl__creduce_check(hpl_client *c, const char *target, const char *const *sources,
+                       size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                       uint64_t offset, uint64_t length);
 
 /* ------------------------------------------------------------ errors (client.c) */
 

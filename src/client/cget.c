@@ -89,24 +89,28 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
   }
   hpl__ccalls(c, s, k, timeout_ms, &b);
   for (size_t j = 0; j < k; j++) {
-    Hplpb__GetRep *g = (Hplpb__GetRep *)s[j].out;
-    if (!g) continue;
+    if (!s[j].out) continue;
     size_t i = s[j].item;
-    /* the chunks it lies in, mapped read-only (their memfds came first) */
-    char why[200];
-    int mrc = hpl__cstore_map(&c->st, g->offset, g->size, g->chunk_gen, g->n_chunk_gen, why,
-                              sizeof why);
-    hpl_buf *buf = mrc ? NULL : hpl__cbuf_new(c, ids[i], g->offset, g->size, g->handle, 0);
-    if (buf)
-      bufs[i] = buf;
-    else {
-      hpl__crelease(c, g->handle);
-      hpl__cbatch_set(&b, i, mrc ? hpl__cfail(c, mrc, "%s", why)
-                                 : hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool"));
-    }
+    int grc = hpl__cget_buf(c, ids[i], (const Hplpb__GetRep *)s[j].out, &bufs[i]);
+    if (grc) hpl__cbatch_set(&b, i, grc);
   }
   hpl__cslots_free(s, k);
   return hpl__cbatch_end(c, &b);
+}
+
+int hpl__cget_buf(hpl_client *c, const char *id, const Hplpb__GetRep *g, hpl_buf **out) {
+  /* the chunks it lies in, mapped read-only (their memfds came first) */
+  char why[200];
+  int mrc = hpl__cstore_map(&c->st, g->offset, g->size, g->chunk_gen, g->n_chunk_gen, why,
+                            sizeof why);
+  hpl_buf *buf = mrc ? NULL : hpl__cbuf_new(c, id, g->offset, g->size, g->handle, 0);
+  if (buf) {
+    *out = buf;
+    return 0;
+  }
+  hpl__crelease(c, g->handle);
+  return mrc ? hpl__cfail(c, mrc, "%s", why)
+             : hpl__cfail(c, HPL_EPROTO, "store returned a region outside the pool");
 }
 
 void hpl_release(hpl_client *c, hpl_buf *b) {

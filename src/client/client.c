@@ -76,6 +76,7 @@ void hpl_close(hpl_client *c) {
     free(b);
   }
   if (c->spare.len) hpl__cstage_drop(c->spare);
+  hpl__casync_free(c);
   hpl__cdirect_free(c->direct);
   hpl__cstore_close(&c->st); /* the store releases what the buffers held */
   pthread_mutex_destroy(&c->lock);

@@ -38,8 +38,7 @@ int hpl_set_lifetime(hpl_client *c, int owned, int64_t ttl_ms) {
   return 0;
 }
 
-/* The lifetime a put made now asks for. */
-static void lifetime_of(hpl_client *c, int *owned, uint64_t *ttl_ms) {
+void hpl__clifetime(hpl_client *c, int *owned, uint64_t *ttl_ms) {
   pthread_mutex_lock(&c->lock);
   *owned = c->owned;
   *ttl_ms = c->ttl_ms;
@@ -63,7 +62,7 @@ static int create_call(hpl_client *c, const char *id, uint64_t size, const void 
     r.src_fd = (uint32_t)src_fd;
     r.src_off = 0;
   }
-  lifetime_of(c, &r.owned, &r.ttl_ms);
+  hpl__clifetime(c, &r.owned, &r.ttl_ms);
   Hplpb__CreateRep *rep = NULL;
   int rc = hpl__ccall(c, HPL__MSG_CREATE, &r.base, timeout_ms, (ProtobufCMessage **)&rep);
   if (rc) return rc;
@@ -178,7 +177,7 @@ static int put_one(hpl_client *c, const char *id, const void *data, uint64_t siz
     r.id = (char *)id;
     r.size = size;
     r.timeout_ms = timeout_ms;
-    lifetime_of(c, &r.owned, &r.ttl_ms);
+    hpl__clifetime(c, &r.owned, &r.ttl_ms);
     /* gets waiting at the directory have it one hop sooner; an object
      * with a lifetime is only ever made visible by its store */
     int published = !r.owned && !r.ttl_ms; /* in: publish it; out: published */
@@ -213,7 +212,7 @@ int hpl_put_many(hpl_client *c, const char *const *ids, const void *const *data,
   size_t k, m = 0;
   int owned;
   uint64_t ttl_ms;
-  lifetime_of(c, &owned, &ttl_ms); /* one lifetime for the whole batch */
+  hpl__clifetime(c, &owned, &ttl_ms); /* one lifetime for the whole batch */
   hpl__cslot *s = hpl__cbatch_slots(c, &b, &k);
   /* the small ones with bytes are published first, in one go (hpl_put);
    * of a batch, only the smallest (PUBLISH_MANY_MAX) */

@@ -10,21 +10,9 @@
 static int reduce_call(hpl_client *c, const char *target, const char *const *sources,
                        size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
                        uint64_t offset, uint64_t length, int64_t timeout_ms, int *ran) {
-  HPL__CHECK_ID(c, target);
-  if (!sources || nsources == 0) return hpl__cfail(c, HPL_EINVAL, "no sources");
-  if (num_objects > nsources)
-    return hpl__cfail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",
-                num_objects, nsources);
-  if ((unsigned)op > HPL_OP_PROD) return hpl__cfail(c, HPL_EINVAL, "unknown op %d", (int)op);
-  size_t es = hpl_dtype_size((int)dtype);
-  if (!es) return hpl__cfail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
-  if (offset % es || length % es)
-    return hpl__cfail(c, HPL_EINVAL, "offset %llu and length %llu must be multiples of the "
-                      "dtype's size (%zu bytes)", (unsigned long long)offset,
-                      (unsigned long long)length, es);
-  for (size_t i = 0; i < nsources; i++)
-    if (!hpl__id_valid(sources[i]))
-      return hpl__cfail(c, HPL_EINVAL, "source %zu has an invalid id", i);
+  int crc = hpl__creduce_check(c, target, sources, nsources, num_objects, op, dtype, offset,
+                               length);
+  if (crc) return crc;
   Hplpb__ReduceReq r = HPLPB__REDUCE_REQ__INIT;
   r.target = (char *)target;
   r.n_sources = nsources;
@@ -47,6 +35,27 @@ static int reduce_call(hpl_client *c, const char *target, const char *const *sou
   if (rc == 0 && rep && rep->no_ring) rc = HPL_EUNAVAIL; /* reduce the usual way */
   if (s.out) protobuf_c_message_free_unpacked(s.out, NULL);
   return rc;
+}
+
+int hpl__creduce_check(hpl_client *c, const char *target, const char *const *sources,
+                       size_t nsources, size_t num_objects, hpl_op op, hpl_dtype dtype,
+                       uint64_t offset, uint64_t length) {
+  HPL__CHECK_ID(c, target);
+  if (!sources || nsources == 0) return hpl__cfail(c, HPL_EINVAL, "no sources");
+  if (num_objects > nsources)
+    return hpl__cfail(c, HPL_EINVAL, "num_objects (%zu) exceeds the number of sources (%zu)",
+                num_objects, nsources);
+  if ((unsigned)op > HPL_OP_PROD) return hpl__cfail(c, HPL_EINVAL, "unknown op %d", (int)op);
+  size_t es = hpl_dtype_size((int)dtype);
+  if (!es) return hpl__cfail(c, HPL_EINVAL, "unknown dtype %d", (int)dtype);
+  if (offset % es || length % es)
+    return hpl__cfail(c, HPL_EINVAL, "offset %llu and length %llu must be multiples of the "
+                      "dtype's size (%zu bytes)", (unsigned long long)offset,
+                      (unsigned long long)length, es);
+  for (size_t i = 0; i < nsources; i++)
+    if (!hpl__id_valid(sources[i]))
+      return hpl__cfail(c, HPL_EINVAL, "source %zu has an invalid id", i);
+  return 0;
 }
 
 int hpl_reduce(hpl_client *c, const char *target, const char *const *sources, size_t nsources,

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <uthash.h>
+#include <utlist.h>
 
 #include "cwait.h"
 #include "record.h"
@@ -44,8 +45,25 @@ void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) {
     va_end(ap);
     r->broken = 1;
     shutdown(r->fd, SHUT_RDWR);
+    hpl__crpc_notify_locked(r);
   }
   pthread_cond_broadcast(&r->cv);
+}
+
+void hpl__crpc_notify_locked(hpl__crpc *r) {
+  uint64_t one = 1;
+  if (r->notify_fd >= 0 && write(r->notify_fd, &one, sizeof one) < 0) {
+    /* full (never with a counter this small) or closed: nothing to do */
+  }
+}
+
+/* An async ticket that is done joins the ready list (r->lock held). */
+static void ready_locked(hpl__crpc *r, pending *p) {
+  if (!p->async || p->in_ready) return;
+  p->in_ready = 1;
+  int first = r->ready == NULL; /* the eventfd says "look", once per batch */
+  DL_APPEND2(r->ready, p, rprev, rnext);
+  if (first) hpl__crpc_notify_locked(r);
 }
 
 
@@ -67,7 +85,7 @@ static pending *find_locked(hpl__crpc *r, uint64_t id) {
 /* A reply nobody waits for any more (its caller gave up, or none asked).
  * A GET_REP that granted a hold gets a RELEASE, or the store would keep the
  * object pinned for as long as the connection lives. */
-static void drop_orphan(hpl__crpc *r, hpl__crpc_msg *m) {
+void hpl__crpc_drop_orphan(hpl__crpc *r, hpl__crpc_msg *m) {
   if (m->type == HPL__MSG_GET_REP) {
     Hplpb__GetRep *g = (Hplpb__GetRep *)hpl__crpc_msg_unpack(m, HPL__MSG_GET_REP);
     if (g && g->status == 0) {
@@ -88,10 +106,11 @@ static void deliver(hpl__crpc *r, hpl__crpc_msg *m) {
     p->msg = *m;
     p->done = 1;
     m->buf = NULL;
+    ready_locked(r, p);
     pthread_cond_broadcast(&r->cv);
   }
   pthread_mutex_unlock(&r->lock);
-  if (m->buf) drop_orphan(r, m);
+  if (m->buf) hpl__crpc_drop_orphan(r, m);
 }
 
 /* A frame for `id` was skipped for want of memory: its caller fails. */
@@ -101,6 +120,7 @@ static void deliver_error(hpl__crpc *r, uint64_t id, int status) {
   if (p) {
     p->status = status;
     p->done = 1;
+    ready_locked(r, p);
     pthread_cond_broadcast(&r->cv);
   }
   pthread_mutex_unlock(&r->lock);
@@ -233,7 +253,7 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
  * the deadline, read once, and deliver what that completes. Returns 0 (go
  * on), HPL_ETIMEDOUT, HPL_ENOMEM (no read buffer), or HPL_ECONN with the
  * reason in why[]. */
-static int read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
+int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
   char eb[96];
   int64_t left = hpl__ms_left(deadline);
   if (left == 0) return HPL_ETIMEDOUT;
@@ -283,7 +303,7 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
       r->reading = 1;
       pthread_mutex_unlock(&r->lock);
       char why[sizeof r->why] = "";
-      int rc = read_some(r, deadline, why, sizeof why);
+      int rc = hpl__crpc_read_some(r, deadline, why, sizeof why);
       pthread_mutex_lock(&r->lock);
       r->reading = 0;
       if (rc == HPL_ECONN) hpl__crpc_break_locked(r, "%s", why);
@@ -300,7 +320,7 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
 /* Register waiters ps[0..n): under fresh request ids, or (fresh == 0, n
  * == 1) for id 0, the frame nobody asked for. 0, or HPL_ENOMEM or HPL_ECONN
  * (the handle is broken) with nothing registered. */
-static int enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
+int hpl__crpc_enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
   for (size_t i = 0; i < n; i++)
     if (!(ps[i] = hpl__zalloc(sizeof *ps[i]))) {
       while (i--) free(ps[i]);
@@ -323,7 +343,7 @@ static int enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
 
 /* Unregister and free waiters whose requests never went out (a reply
  * cannot have come for them). */
-static void unlist(hpl__crpc *r, pending **ps, size_t n) {
+void hpl__crpc_unlist(hpl__crpc *r, pending **ps, size_t n) {
   pthread_mutex_lock(&r->lock);
   for (size_t i = 0; i < n; i++) HASH_DEL(r->pending, ps[i]);
   pthread_mutex_unlock(&r->lock);
@@ -341,6 +361,7 @@ static int finish(hpl__crpc *r, pending *p, uint64_t deadline, hpl__crpc_msg *ou
   if (p->done) rc = p->status; /* a reply that made it beats a timeout */
   else if (rc == 0) rc = HPL_ECONN;
   HASH_DEL(r->pending, p);
+  if (p->in_ready) DL_DELETE2(r->ready, p, rprev, rnext);
   pthread_mutex_unlock(&r->lock);
   if (rc == 0) *out = p->msg;
   else hpl__crpc_msg_free(&p->msg);
@@ -361,6 +382,7 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
   }
   memset(r, 0, sizeof *r);
   r->fd = fd;
+  r->notify_fd = -1;
   /* reads may block (bounded by SO_RCVTIMEO, read_some); writes never do
    * (MSG_DONTWAIT, crpc_send.c) */
   struct timeval cap = {.tv_sec = 0, .tv_usec = CRPC_RECV_CAP_MS * 1000};
@@ -412,10 +434,10 @@ int hpl__crpc_start(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t 
   if (n > HPL__CRPC_MAX_BATCH) return HPL_EINVAL;
   /* registered before anything is sent: another thread reading the socket
    * may see the replies before this call returns */
-  int rc = enlist(r, tickets, n, 1);
+  int rc = hpl__crpc_enlist(r, tickets, n, 1);
   if (rc) return rc;
   rc = hpl__crpc_send_frames(r, reqs, n, tickets, deadline, started);
-  if (*started < n) unlist(r, tickets + *started, n - *started);
+  if (*started < n) hpl__crpc_unlist(r, tickets + *started, n - *started);
   return rc;
 }
 
@@ -445,7 +467,7 @@ int hpl__crpc_send_reqs(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint6
 
 int hpl__crpc_greeting(hpl__crpc *r, uint64_t deadline, hpl__crpc_msg *out) {
   pending *p;
-  int rc = enlist(r, &p, 1, 0);
+  int rc = hpl__crpc_enlist(r, &p, 1, 0);
   return rc ? rc : finish(r, p, deadline, out);
 }
 

@@ -153,6 +153,43 @@ int hpl__crpc_send(hpl__crpc *r, unsigned type, const ProtobufCMessage *m, uint6
 int hpl__crpc_send_reqs(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
                         size_t *sent);
 
+/* ---- tickets nobody waits on (crpc_async.c), for an event loop
+ * (casync.c). Their replies are read by hpl__crpc_pump (or by any caller
+ * waiting in the layer meanwhile, on any thread) and put on the handle's
+ * ready list, and the eventfd of hpl__crpc_set_notify is written. */
+
+/* hpl__crpc_start, but each ticket i carries users[i] and joins the ready
+ * list once answered or failed (HPL_ENOMEM). Each started ticket must end
+ * with hpl__crpc_finish (once ready, or once the handle is broken: it then
+ * returns at once) or hpl__crpc_forget. */
+int hpl__crpc_start_async(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
+                          void *const *users, hpl__crpc_ticket **tickets, size_t *started);
+
+/* Take up to max tickets off the ready list, oldest first: their users in
+ * users[]. Returns how many. The tickets stay the caller's (finish them). */
+size_t hpl__crpc_ready(hpl__crpc *r, void **users, size_t max);
+
+/* 1 if tickets wait on the ready list, else 0. */
+int hpl__crpc_ready_waiting(hpl__crpc *r);
+
+/* Give up on a started ticket: unregistered and freed; its reply, if it
+ * came or comes, is dropped (a granted hold is released). */
+void hpl__crpc_forget(hpl__crpc *r, hpl__crpc_ticket *t);
+
+/* Read whatever the socket holds now, without waiting, at most max_reads
+ * reads, delivering what completes. Does nothing while another thread
+ * holds the reader role (it delivers). 0, or HPL_ECONN: the handle is or
+ * became broken. */
+int hpl__crpc_pump(hpl__crpc *r, int max_reads);
+
+/* The eventfd (-1: none) written whenever an async ticket becomes ready or
+ * the handle breaks. The caller keeps owning it. */
+void hpl__crpc_set_notify(hpl__crpc *r, int fd);
+
+/* The socket, for a caller's poll set (never read or written but by this
+ * layer). */
+int hpl__crpc_fd(const hpl__crpc *r);
+
 /* Wait for the frame the peer sends unasked when a connection opens (a
  * store's HELLO: request id 0). Call it before any hpl__crpc_call, from one
  * thread. Descriptors that came with it are kept for hpl__crpc_take_fds.

@@ -3,7 +3,9 @@
  * two files and nothing else:
  *   crpc.c       the handle, reading, reply matching, leader/follower;
  *   crpc_send.c  writing frames: packing a batch, tagging it (a session's
- *                MACs, frame.h), one writer at a time.
+ *                MACs, frame.h), one writer at a time;
+ *   crpc_async.c tickets nobody waits on (hpl__crpc_start_async): the ready
+ *                list, reading without waiting (hpl__crpc_pump).
  */
 #ifndef HPL_CRPC_INT_H
 #define HPL_CRPC_INT_H
@@ -24,6 +26,11 @@ typedef struct hpl__crpc_ticket {
   int done;
   int status; /* with done: 0, or HPL_ENOMEM if the reply could not be kept */
   hpl__crpc_msg msg;
+  /* started by hpl__crpc_start_async: once done it joins the handle's
+   * ready list (rprev/rnext, utlist DL) until hpl__crpc_ready takes it */
+  int async, in_ready;
+  void *user;
+  struct hpl__crpc_ticket *rprev, *rnext;
 } pending;
 
 struct hpl__crpc {
@@ -36,6 +43,8 @@ struct hpl__crpc {
   int broken;
   char why[192];         /* with broken: the reason, never changed again */
   pending *pending;
+  pending *ready;  /* async tickets answered (or failed), oldest first */
+  int notify_fd;   /* an eventfd written when one joins `ready` or the handle breaks; -1 */
   uint64_t next_id;
   int fds[HPL__CRPC_MAX_FDS];
   int nfds;
@@ -57,6 +66,27 @@ struct hpl__crpc {
  * is shut down, which wakes a reader blocked in poll and tells the peer;
  * every waiter wakes. */
 void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Write the handle's eventfd (hpl__crpc_set_notify; r->lock held). */
+void hpl__crpc_notify_locked(hpl__crpc *r);
+
+/* A reply nobody waits for any more (taken: freed here). A GET_REP that
+ * granted a hold is answered with a RELEASE. r->lock not held. */
+void hpl__crpc_drop_orphan(hpl__crpc *r, hpl__crpc_msg *m);
+
+/* The reader's turn (reader role held, r->lock not): wait for bytes until
+ * the deadline, read once, and deliver what that completes. 0 (go on),
+ * HPL_ETIMEDOUT, HPL_ENOMEM (no read buffer), or HPL_ECONN with the reason
+ * in why[] (the caller breaks the handle). */
+int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen);
+
+/* Register waiters ps[0..n) (allocated here): under fresh request ids, or
+ * (fresh == 0, n == 1) for id 0. 0, or HPL_ENOMEM or HPL_ECONN with
+ * nothing registered. */
+int hpl__crpc_enlist(hpl__crpc *r, pending **ps, size_t n, int fresh);
+
+/* Unregister and free waiters whose requests never went out. */
+void hpl__crpc_unlist(hpl__crpc *r, pending **ps, size_t n);
 
 /* Send the frames of reqs[0..n) (request ids from ps[], NULL: one-way)
  * whole, in order, before the deadline; *done is how many went out whole.

@@ -1,7 +1,8 @@
 /* fuzz_client.c - libFuzzer target: the client library's reading of what a
  * store (or the directory) sends back: the RPC layer's framing and reply
  * matching (src/client/crpc.c) and the unpacking of every reply type the library
- * asks for. The input is the whole byte stream from the peer, which reads
+ * asks for, and the tickets nobody waits on (crpc_async.c: the ready list,
+ * reading without waiting, forgetting). The input is the whole byte stream from the peer, which reads
  * and drops whatever the library sends it (its requests, and the RELEASE of
  * an orphaned hold), as a store does. */
 #include <pthread.h>
@@ -78,6 +79,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       protobuf_c_message_free_unpacked(rep, NULL);
     }
     hpl__crpc_msg_free(&m);
+  }
+  /* async tickets (ids after the calls'): read without waiting until the
+   * stream ends or the deadline; odd ones taken as they become ready, even
+   * ones forgotten first (their replies dropped as orphans) */
+  enum { NA = 6 };
+  hpl__crpc_req reqs[NA];
+  void *users[NA];
+  hpl__crpc_ticket *ts[NA];
+  for (size_t i = 0; i < NA; i++) {
+    reqs[i] = (hpl__crpc_req){.type = calls[i]};
+    users[i] = (void *)(uintptr_t)(i + 1);
+  }
+  size_t started = 0, left = 0;
+  hpl__crpc_start_async(r, reqs, NA, deadline, users, ts, &started);
+  for (size_t i = 0; i < started; i++) {
+    if (i % 2 == 0) hpl__crpc_forget(r, ts[i]), ts[i] = NULL;
+    else left++;
+  }
+  while (left && hpl__ms_left(deadline) != 0) {
+    int broken = hpl__crpc_pump(r, 4) != 0;
+    void *u[NA];
+    size_t k = hpl__crpc_ready(r, u, NA);
+    for (size_t j = 0; j < k; j++) {
+      size_t i = (uintptr_t)u[j] - 1;
+      if (i >= started || !ts[i]) abort();
+      if (hpl__crpc_finish(r, ts[i], 0, &m) == 0) hpl__crpc_msg_free(&m);
+      ts[i] = NULL;
+      left--;
+    }
+    if (broken) break;
+  }
+  for (size_t i = 0; i < started; i++) { /* broken: finishing returns at once */
+    if (!ts[i]) continue;
+    if (!hpl__crpc_broken(r)) hpl__crpc_forget(r, ts[i]);
+    else if (hpl__crpc_finish(r, ts[i], 0, &m) == 0) hpl__crpc_msg_free(&m);
   }
   hpl__crpc_free(r); /* closes sv[0]: the reader sees the end */
   pthread_join(reader, NULL);
