@@ -43,9 +43,9 @@ typedef struct hpl__dir_crawl_rep {
  * off) or, for a partial copy, the sender's own upstream: a probe tells
  * them apart. A sender that does not answer is replaced by a copy that does
  * not depend on it; one that answers keeps its receiver (its own receiver
- * side reports its upstream), unless its copy is complete (then the path
- * between the two is at fault) or the asker has reported the same stall
- * twice already. */
+ * side reports its upstream), unless its copy is known complete (then the
+ * path between the two is at fault) or the asker has reported the same
+ * stall twice already. */
 void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker, uint64_t req,
                                        hpl__dir_obj *o, const Hplpb__AcquireReq *m) {
   uint64_t peer = m->failed_peer, wait = 0, sender = 0;
@@ -62,8 +62,12 @@ void hpl__dir_acquire_on_silent_sender(hpl__dir_server *s, hpl__dir_node *asker,
     return;
   }
   if (verdict == HPL__DIR_ALIVE) {
+    /* a partial copy, or one not known here: a directory that has just
+     * taken over (a failover, a restart) learns of the streams in flight
+     * only with the stores' next heartbeats, and a sender starved by its
+     * own upstream must not lose its receiver to the source meanwhile */
     hpl__dir_loc *pl = hpl__dtab_loc(o, peer);
-    if (pl && !pl->complete && m->insist < 2) {
+    if ((!pl || !pl->complete) && m->insist < 2) {
       hpl__dir_acquire_reply_stay(asker, req, 0);
       return;
     }

@@ -117,7 +117,19 @@ static int held_copy(hpl__dir_server *s, hpl__dir_obj *o, uint64_t node,
     hpl__dtab_loc_unlist(&s->tab, o, node, NULL, NULL);
     hpl__dtab_check_lost(&s->tab, o);
   }
+  if (l) hpl__dtab_recount_serving(o, l); /* receivers re-reported before it */
   return hpl__dir_digests_held(s, o, node, h->digest_algo, &h->digests, &h->digest_root);
+}
+
+/* node's copy of h->id streaming in from h->upstream (a directory new to
+ * the store): recorded so the chains in flight are known here. Returns 1
+ * if taken. */
+static int held_partial(hpl__dir_server *s, uint64_t node, const Hplpb__HeldObject *h,
+                        int adopt) {
+  if (!h->upstream || !h->size || hpl__dir_tombs_at(s, h->id)) return 0;
+  hpl__dir_obj *o = hpl__dtab_find(&s->tab, h->id);
+  if (!o && (!adopt || !(o = hpl__dtab_get(&s->tab, h->id)))) return 0;
+  return hpl__dtab_loc_partial(&s->tab, o, node, h->size, h->upstream) == 0;
 }
 
 void hpl__dir_locs_on_node(hpl__dir_server *s, const hpl__dir_node_event *e, void *arg) {
@@ -148,7 +160,11 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
   }
   for (size_t i = 0; i < m->n_held; i++) {
     Hplpb__HeldObject *h = m->held[i];
-    if (!h->complete || !hpl__id_valid(h->id)) continue;
+    if (!hpl__id_valid(h->id)) continue;
+    if (!h->complete) {
+      taken += (size_t)held_partial(s, node, h, m->adopt);
+      continue;
+    }
     if (drop_if_deleted(s, node, h->id, h->held_ms)) { /* deleted before it came back */
       dropped++;
       continue;

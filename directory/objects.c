@@ -103,6 +103,29 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
   return first;
 }
 
+int hpl__dtab_loc_partial(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size,
+                          uint64_t upstream) {
+  if (o->has_size && o->size != size) return HPL_EMISMATCH;
+  if (upstream == node) return HPL_EINVAL;
+  hpl__dir_loc *l = hpl__dtab_loc(o, node);
+  if (!l && !(l = hpl__dtab_loc_new(t, o, node))) return HPL_ENOMEM;
+  o->size = size;
+  o->has_size = 1;
+  if (l->complete) return 0;
+  loc_release_upstream(o, l);
+  l->upstream = upstream;
+  hpl__dir_loc *up = hpl__dtab_loc(o, upstream);
+  if (up) up->serving++;
+  hpl__dtab_recount_serving(o, l);
+  return 0;
+}
+
+void hpl__dtab_recount_serving(hpl__dir_obj *o, hpl__dir_loc *l) {
+  uint32_t n = 0;
+  for (const hpl__dir_loc *d = o->locs; d; d = d->next) n += d->upstream == l->node;
+  l->serving = n;
+}
+
 int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
   /* the walk that finds the location keeps the link to it, which unlinks
    * it (LL_DELETE would walk the list again for it) */

@@ -198,6 +198,19 @@ int hpl__dtab_set_inline(hpl__dtab *t, hpl__dir_obj *o, uint8_t *data, uint64_t 
  * Returns 1 if the object just became complete for the first time. */
 int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size);
 
+/* node's copy of o is streaming in from `upstream` (re-reported to a
+ * directory that just took over, HeldObject.upstream): recorded as a
+ * partial location pulling from it (a complete one is left alone), the
+ * upstream's copy, if known, counted as serving it. Returns 0,
+ * HPL_EMISMATCH (another size), HPL_EINVAL (its own upstream) or
+ * HPL_ENOMEM. */
+int hpl__dtab_loc_partial(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t size,
+                          uint64_t upstream);
+
+/* l->serving counted again from the copies that name l's node as their
+ * upstream (a copy re-reported after the receivers that pull from it). */
+void hpl__dtab_recount_serving(hpl__dir_obj *o, hpl__dir_loc *l);
+
 /* Drop node's copy (and free its upstream's slot). Returns 1 if removed. */
 int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node);
 

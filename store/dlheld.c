@@ -165,8 +165,45 @@ static void held_next(hpl__dirlink *dl) {
   }
 }
 
+/* Copies streaming in, re-reported to a directory new to us (at most this
+ * many: the rest it learns of as they complete). */
+#define HELD_PARTIALS 1024
+
+/* To a new directory: the copies streaming in now, with the node each is
+ * pulled from, so it knows the chains in flight: a receiver whose sender
+ * was lost is then given that sender's own upstream (idle now) rather
+ * than a copy already serving someone. One piece, answered by nobody. */
+static void held_partials(hpl__dirlink *dl) {
+  hpl__store *s = dl->s;
+  if (!dl->held_adopt || !dl->incoming) return;
+  hpl__dl_incoming *in = malloc(HELD_PARTIALS * sizeof *in);
+  Hplpb__HeldObject *held = malloc(HELD_PARTIALS * sizeof *held);
+  Hplpb__HeldObject **ptrs = malloc(HELD_PARTIALS * sizeof *ptrs);
+  size_t n = in && held && ptrs ? dl->incoming(s, in, HELD_PARTIALS) : 0, k = 0;
+  for (size_t i = 0; i < n && i < HELD_PARTIALS; i++) {
+    if (!in[i].sender || !in[i].size) continue;
+    hplpb__held_object__init(&held[k]);
+    held[k].id = (char *)in[i].id;
+    held[k].size = in[i].size;
+    held[k].upstream = in[i].sender;
+    ptrs[k] = &held[k];
+    k++;
+  }
+  if (k) {
+    Hplpb__HeldNote m = HPLPB__HELD_NOTE__INIT;
+    m.held = ptrs;
+    m.n_held = k;
+    m.adopt = 1;
+    hpl__dirlink_request(s, HPL__MSG_HELD, &m.base, NULL, 0, -1, hpl__dirlink_ignore_reply, NULL);
+  }
+  free(in);
+  free(held);
+  free(ptrs);
+}
+
 /* Walk what we hold from the start, sending the first piece. */
 static void held_begin(hpl__dirlink *dl) {
+  held_partials(dl);
   dl->held_pre = 1;
   dl->held_tomb_cur = dl->held_rd_cur = 0;
   if (hpl__obj_count(dl->s) > 0) hpl__obj_walk_begin(dl->s, &dl->held_walk);

@@ -2,8 +2,9 @@
  * their copies (store/handoff.h), with real processes: a restarted
  * directory starts as empty as a standby that takes over, so no etcd is
  * needed. A delete made before the directory died is not undone by a
- * store that missed its DROP, and a reduce that finished before (or
- * while) the directory was down still answers hpl_reduce_sources. */
+ * store that missed its DROP, a reduce that finished before (or while)
+ * the directory was down still answers hpl_reduce_sources, and the copies
+ * streaming in are known with their upstreams. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -169,6 +170,53 @@ static void test_small_reduce_sources_done_before(void **state) {
   reduce_sources_after_restart("hs", 0, 256);
 }
 
+/* A 32 MiB object at store 0, got by stores 1 and 2 with sends paced to
+ * 16 MB/s (a chain 0 -> 1 -> 2, or both from 0); the directory killed
+ * while the copies stream in and restarted. The new directory learns the
+ * two copies in flight with their upstreams (HeldObject.upstream), not
+ * only store 0's complete one (before: 1 taken), and both gets finish. */
+static void test_copies_in_flight_known(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(3, 256ull * MB, NULL, "--faults slow_send=16M");
+  hpl_client *cs[3];
+  for (int i = 0; i < 3; i++) cs[i] = th_connect(lc, i);
+  size_t n = 32u * MB;
+  uint8_t *d = malloc(n);
+  assert_non_null(d);
+  for (size_t j = 0; j < n; j++) d[j] = (uint8_t)(j * 7 + 1);
+  assert_int_equal(hpl_put(cs[0], "hc/x", d, n, th_ms(10000)), 0);
+  hpl_completion done;
+  for (int i = 1; i < 3; i++) {
+    assert_int_equal(hpl_async_get(cs[i], "hc/x", th_ms(60000), (uint64_t)i), 0);
+    assert_int_equal(hpl_async_poll(cs[i], &done, 1), 0); /* (sends the request) */
+  }
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while ((th_counter(cs[1], "data_bytes_received") == 0 ||
+          th_counter(cs[2], "data_bytes_received") == 0) && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(10);
+  assert_int_equal(hpl__lc_signal(lc, -1, SIGKILL), 0);
+  restart_directory(lc, 3);
+  deadline = hpl__deadline_ms(th_ms(5000));
+  while (th_dir_counter(lc, "dir_held_taken") < 3 && hpl__ms_left(deadline) > 0) th_sleep_ms(10);
+  assert_true(th_dir_counter(lc, "dir_held_taken") >= 3);
+  for (int i = 1; i < 3; i++) {
+    deadline = hpl__deadline_ms(th_ms(60000));
+    int got = 0;
+    while (!got && hpl__ms_left(deadline) > 0) {
+      got = hpl_async_poll(cs[i], &done, 1);
+      if (!got) th_sleep_ms(20);
+    }
+    assert_int_equal(got, 1);
+    if (done.status) fail_msg("get at store %d: %s (%s)", i, hpl_strerror(done.status), done.detail);
+    assert_int_equal(hpl_buf_size(done.buf), n);
+    assert_memory_equal(hpl_buf_data(done.buf), d, n);
+    hpl_release(cs[i], done.buf);
+  }
+  free(d);
+  for (int i = 0; i < 3; i++) hpl_close(cs[i]);
+  th_stop(lc, 0);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
@@ -177,6 +225,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reduce_sources_done_while_down, th_teardown),
       cmocka_unit_test_teardown(test_reduce_sources_done_before, th_teardown),
       cmocka_unit_test_teardown(test_small_reduce_sources_done_before, th_teardown),
+      cmocka_unit_test_teardown(test_copies_in_flight_known, th_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
