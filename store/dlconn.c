@@ -25,6 +25,16 @@
 #define RECONNECT_MAX_MS 500
 #define RECONNECT_TAMPERED_MAX_MS 5000
 #define RECONNECT_STABLE_MS 1000
+/* A connection the directory's host does not answer (SYNs lost: the host
+ * cut off) is given up after this long, and the next address tried; the
+ * kernel would wait a minute or more. Shorter with standbys, where another
+ * address may lead. */
+#define CONNECT_TIMEOUT_MS 3000
+#define CONNECT_TIMEOUT_HA_MS 1000
+
+static uint64_t connect_timeout_ms(const hpl__dirlink *dl) {
+  return dl->s->cfg.ndirs > 1 ? CONNECT_TIMEOUT_HA_MS : CONNECT_TIMEOUT_MS;
+}
 
 /* The link's one state change, logged. */
 static void set_state(hpl__dirlink *dl, int to) {
@@ -263,10 +273,28 @@ static void send_register(hpl__dirlink *dl, const char *local_ip) {
   hpl__conn_send(dl->c, HPL__MSG_REGISTER, dl->register_req, &r.base, NULL, 0, 0, NULL, NULL);
 }
 
+/* The connection under way takes too long: its handle closes (the connect
+ * then ends with UV_ECANCELED, and on_connected tries the next address). */
+static void connect_timeout_cb(uv_timer_t *tm) {
+  hpl__dirlink *dl = tm->data;
+  if (dl->state != HPL__DL_CONNECTING || !dl->tcp) return;
+  HPL__LOG_WARN("the directory %s:%d does not answer a connection within %llu ms",
+                dl->s->cfg.dir_host, dl->s->cfg.dir_port,
+                (unsigned long long)connect_timeout_ms(dl));
+  uv_tcp_t *t = dl->tcp;
+  dl->tcp = NULL;
+  uv_close((uv_handle_t *)t, (uv_close_cb)free);
+}
+
 static void on_connected(uv_connect_t *req, int status) {
   hpl__dirlink *dl = req->data;
   uv_tcp_t *t = dl->tcp;
   if (dl->stopping) return; /* hpl__dirlink_stop closed the handle */
+  uv_timer_stop(&dl->retry); /* (the connect timeout) */
+  if (!t) { /* timed out: its handle is closing already */
+    schedule_reconnect(dl);
+    return;
+  }
   dl->tcp = NULL;
   if (status < 0) {
     HPL__LOG_WARN("cannot connect to the directory %s:%d: %s", dl->s->cfg.dir_host,
@@ -328,7 +356,9 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
     uv_close((uv_handle_t *)dl->tcp, (uv_close_cb)free);
     dl->tcp = NULL;
     schedule_reconnect(dl);
+    return;
   }
+  uv_timer_start(&dl->retry, connect_timeout_cb, connect_timeout_ms(dl), 0);
 }
 
 /* Fault point hb_pause: ms left in the silent window (0: not in it). */

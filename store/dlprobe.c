@@ -19,6 +19,7 @@ struct hpl__dlprobe {
   uv_tcp_t tcp;
   int tcp_open; /* initialised; its close frees the probe */
   int closing;  /* uv_close called: only probe_closed frees */
+  uint64_t started_ms;
 };
 
 static void probe_closed(uv_handle_t *h) { free(h->data); }
@@ -69,10 +70,25 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   if (rc) probe_end(p);
 }
 
+/* Cancel the probe under way (a connect to a host that does not answer
+ * would take the kernel a minute or more). */
+static void probe_cancel(hpl__dirlink *dl) {
+  hpl__dlprobe *p = dl->probe;
+  if (!p) return;
+  dl->probe = NULL;
+  p->dl = NULL;
+  if (!p->tcp_open) { /* resolving: its callback frees it (UV_ECANCELED, or the result) */
+    uv_cancel((uv_req_t *)&p->gai);
+    return;
+  }
+  probe_end(p); /* a connect under way ends with UV_ECANCELED, then the close frees */
+}
+
 static void probe_tick(uv_timer_t *t) {
   hpl__dirlink *dl = t->data;
   hpl__store_config *c = &dl->s->cfg;
   uint64_t hb = dl->probe_hb_ms, now_ns = hpl__now_ns(), now = now_ns / 1000000;
+  if (dl->probe && now - dl->probe->started_ms > hb) probe_cancel(dl); /* unanswered */
   /* silent: a heartbeat unanswered for a fifth of an interval (a directory
    * answers in well under a millisecond), or nothing heard for an interval
    * and a fifth. Asking too early costs a refused connection: only a
@@ -88,6 +104,7 @@ static void probe_tick(uv_timer_t *t) {
   dl->probe_next = (dl->probe_next + 1) % c->ndirs;
   if (dl->probe_next == dl->dir_idx) dl->probe_next = (dl->probe_next + 1) % c->ndirs;
   p->dl = dl;
+  p->started_ms = now;
   p->idx = dl->probe_next;
   p->gai.data = p;
   dl->probe = p;
@@ -118,13 +135,5 @@ void hpl__dirlink_probe_close(hpl__dirlink *dl) {
 
 void hpl__dirlink_probe_stop(hpl__dirlink *dl) {
   if (!uv_is_closing((uv_handle_t *)&dl->probe_t)) uv_timer_stop(&dl->probe_t);
-  hpl__dlprobe *p = dl->probe;
-  if (!p) return;
-  dl->probe = NULL;
-  p->dl = NULL;
-  if (!p->tcp_open) { /* resolving: its callback frees it (UV_ECANCELED, or the result) */
-    uv_cancel((uv_req_t *)&p->gai);
-    return;
-  }
-  probe_end(p); /* a connect under way ends with UV_ECANCELED, then the close frees */
+  probe_cancel(dl);
 }
