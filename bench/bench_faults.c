@@ -90,7 +90,8 @@
  * and size the median and p90 and the issue's target check: survivors'
  * time <= 1.3 x no-fault + 0.5 s, + 1 s for dirhost (runs over it, and the
  * worst time minus that limit; for reduces that lose a source so late that
- * even (1 + the moment the fault acted) x no-fault is over the limit - the
+ * even (1 + the moment the fault acted) x no-fault (+ the lease for
+ * dirhost) is over the limit - the
  * sink has to receive again what it had, so no exact reduce can do better -
  * how many are also over that floor + the same slack); and a LEAK line for each store that still has
  * pool memory allocated once every object is deleted. HPL_BENCH_LOG_LEVEL
