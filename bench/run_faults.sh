@@ -4,7 +4,8 @@
 #   bench/run_faults.sh [--hosts 8] [--rate 1gbit] [--runs 200] [--sizes 16M,64M,256M]
 #                       [--seed S] [--out-dir bench/results]
 #                       [--faults kill,cut,slow,pause,dirkill,srckill,corrupt,dirhost]
-#                       [--no-scenarios] [--lease-ms MS (dirhost's standby directories; 1000)]
+#                       [--no-scenarios] [--lease-ms MS (dirhost's standby directories; 500:
+#                       their etcd elects in 500 ms, so a half-second lease is safe there)]
 #
 # Brings up HOSTS emulated hosts (bench/cluster.sh, prefix hplf), then runs
 #   1. bench_faults: RUNS randomized broadcasts and reduces, each with one
@@ -36,7 +37,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
 BUILD=${HPL_BUILD_DIR:-$TOP/build}
 export HPL_NS_PREFIX=${HPL_NS_PREFIX:-hplf}
-HOSTS=8 RATE=1gbit RUNS=200 SIZES=16M,64M,256M SEED= LEASE_MS= OUTDIR=$TOP/bench/results
+HOSTS=8 RATE=1gbit RUNS=200 SIZES=16M,64M,256M SEED= LEASE_MS=500 OUTDIR=$TOP/bench/results
 FAULTS=kill,cut,slow,pause,dirkill,srckill,corrupt,dirhost SCENARIOS=1
 while [ $# -gt 0 ]; do
     case "$1" in
