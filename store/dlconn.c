@@ -142,8 +142,11 @@ static void on_registered(hpl__dirlink *dl, Hplpb__RegisterRep *r) {
   if (!dl->registered_once) write_ready_file(s);
   dl->registered_once = 1;
   dl->instance = r->instance;
-  hpl__dirlink_flush(dl);
+  /* what we hold (its first piece: the deletes and reduces a new directory
+   * does not know) before the requests queued meanwhile, which may ask of
+   * them (hpl_reduce_sources just after a failover) */
   hpl__dirlink_held_start(dl, adopt, restarted);
+  hpl__dirlink_flush(dl);
   if (dl->registered) dl->registered(s, restarted);
 }
 
