@@ -10,7 +10,7 @@ client.scatter returns); tasks that take it receive the array itself, so
 task functions (`def f(a): return a.sum()`) stay as they are. The array is
 put into this host's store once; every chosen worker gets it through its
 own store (with broadcast=True every worker at once: a pipelined hoplite
-broadcast) in a thread of its own, and is registered with the scheduler as
+broadcast) with get_async on its event loop, and is registered with the scheduler as
 holding the key, so Dask has nothing to copy. Should Dask move the key
 between workers anyway (a worker the scatter did not place it on, the
 Active Memory Manager dropping replicas and re-creating them, a gather to

@@ -281,7 +281,8 @@ def scatter(client, data, workers=None, broadcast=False, direct=None, hash=True,
     numpy arrays of at least `min_bytes` bytes (plain ndarrays of numeric or
     bytes dtypes) go through hoplite: put once into this process's store
     (hoplite.dask.client()), read by each chosen worker from its own store
-    in a worker thread, then registered with the scheduler as held there.
+    (get_async on the worker's event loop), then registered with the
+    scheduler as held there.
     broadcast=True chooses every running worker (of `workers` if given), an
     int n that many; otherwise each array goes to one worker, round robin.
     The workers must be connected to hoplite (register() or HOPLITE_SOCKET),
