@@ -13,7 +13,8 @@ exceptions, the Dask integration, the benchmark and the examples.
 from .errors import (HopliteError, LibraryNotFound, InvalidArgument, OutOfMemory, Timeout,
                      NotFound, AlreadyExists, ObjectLost, ConnectionFailed, ProtocolError,
                      SystemCallError, TooBig, Mismatch, Canceled, Unavailable, InvalidState,
-                     AuthFailed, Corrupt, TooManyClients, NotAllowed, BatchError)
+                     AuthFailed, Corrupt, TooManyClients, NotAllowed, TooManyInFlight,
+                     BatchError)
 from .client import Client, connect, connect_admin
 from .creation import Creation
 from ._native import Stat, ObjectInfo, Transfer, encode_id, dtype_code, op_code
@@ -26,6 +27,6 @@ __all__ = [
     "HopliteError", "LibraryNotFound", "InvalidArgument", "OutOfMemory", "Timeout", "NotFound",
     "AlreadyExists", "ObjectLost", "ConnectionFailed", "ProtocolError", "SystemCallError",
     "TooBig", "Mismatch", "Canceled", "Unavailable", "InvalidState", "AuthFailed", "Corrupt",
-    "TooManyClients", "NotAllowed", "BatchError",
+    "TooManyClients", "NotAllowed", "TooManyInFlight", "BatchError",
 ]
 __version__ = "0.1.0"  # the C project's version (CMakeLists.txt, pyproject.toml)

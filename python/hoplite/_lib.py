@@ -46,6 +46,10 @@ _SONAME = "libhoplite.so.0"
 HPL_ID_MAX = 255
 TTL_MAX_MS = 30 * 24 * 3600 * 1000  # HPL_TTL_MAX_MS: the longest TTL a put may ask for
 BATCH_MAX = 4096  # requests per hpl_*_many call
+ASYNC_MAX = 65536  # HPL_ASYNC_MAX: async requests a handle holds at most
+ASYNC_DETAIL_MAX = 256  # HPL_ASYNC_DETAIL_MAX: a completion's detail, NUL included
+# hpl_async_op
+AOP_GET, AOP_PUT, AOP_STAT, AOP_DELETE, AOP_REDUCE, AOP_ALLREDUCE = 1, 2, 3, 4, 5, 6
 
 OP_SUM, OP_MIN, OP_MAX, OP_PROD = 0, 1, 2, 3
 DT_U8, DT_I32, DT_I64, DT_F32, DT_F64, DT_U32, DT_U64, DT_I8 = 0, 1, 2, 3, 4, 5, 6, 7
@@ -61,6 +65,23 @@ class _HplBuf(ctypes.Structure):
 
 ClientP = ctypes.POINTER(_HplClient)
 BufP = ctypes.POINTER(_HplBuf)
+
+
+class Completion(ctypes.Structure):
+    """struct hpl_completion, field for field (plain data; an array of them
+    is filled by hpl_async_poll)."""
+    _fields_ = [
+        ("tag", ctypes.c_uint64),
+        ("op", ctypes.c_int32),
+        ("status", ctypes.c_int32),
+        ("buf", BufP),
+        ("size", ctypes.c_uint64),
+        ("copies", ctypes.c_uint32),
+        ("complete", ctypes.c_uint32),
+        ("is_inline", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("detail", ctypes.c_char * ASYNC_DETAIL_MAX),
+    ]
 
 _c_int = ctypes.c_int
 _i64 = ctypes.c_int64
@@ -115,6 +136,20 @@ _PROTOTYPES = {
     "hpl_reduce_sources": (_c_int, [ClientP, _cstr, _i64, _P(_vp)]),
     "hpl_allreduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64,
                                _P(BufP)]),
+    # asynchronous requests (aio.py): submit with a tag, take completions
+    "hpl_async_fd": (_c_int, [ClientP, _P(_c_int)]),
+    "hpl_async_get": (_c_int, [ClientP, _cstr, _i64, _u64]),
+    "hpl_async_put": (_c_int, [ClientP, _cstr, _vp, _u64, _i64, _u64]),
+    "hpl_async_stat": (_c_int, [ClientP, _cstr, _i64, _u64]),
+    "hpl_async_delete": (_c_int, [ClientP, _cstr, _i64, _u64]),
+    "hpl_async_reduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int, _i64,
+                                  _u64]),
+    "hpl_async_allreduce": (_c_int, [ClientP, _cstr, _P(_cstr), _size, _size, _c_int, _c_int,
+                                     _i64, _u64]),
+    "hpl_async_poll": (_c_int, [ClientP, _P(Completion), _c_int]),
+    "hpl_async_timeout_ms": (_i64, [ClientP]),
+    "hpl_async_cancel": (_c_int, [ClientP, _u64]),
+    "hpl_async_count": (_size, [ClientP]),
 }
 
 _lock = threading.Lock()

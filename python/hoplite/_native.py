@@ -142,6 +142,10 @@ class _Native:
         self.carriers = 0
         self.closing = False
         self.closed = False
+        # called (under cv) when close is requested: the async requests
+        # in flight are completed with an error (aio.py)
+        self.on_close = []
+        self.aio = None  # the async requests' driver (aio._Driver), made on first use
 
     def enter(self):
         with self.cv:
@@ -166,7 +170,10 @@ class _Native:
 
     def request_close(self):
         with self.cv:
-            self.closing = True
+            if not self.closing:
+                self.closing = True
+                for hook in self.on_close:
+                    hook()
             self._maybe_close()
 
     def _maybe_close(self):
@@ -178,11 +185,16 @@ class _Native:
     def error(self, rc):
         """The exception for a failed call; must run in the calling thread
         right after the call (hpl_errdetail is per thread)."""
-        lib = self.lib
-        detail = (lib.hpl_errdetail(self.h) or b"").decode("utf-8", "replace")
-        base = (lib.hpl_strerror(rc) or b"").decode("utf-8", "replace")
-        msg = base if not detail or detail == base else "%s: %s" % (base, detail)
-        return error_for(rc, msg, detail)
+        return error_of(self.lib, rc, self.lib.hpl_errdetail(self.h))
+
+
+def error_of(lib, rc, detail):
+    """The exception for code rc with the library's detail (bytes or None):
+    the message is hpl_strerror(rc), then the detail if it says more."""
+    detail = (detail or b"").decode("utf-8", "replace")
+    base = (lib.hpl_strerror(rc) or b"").decode("utf-8", "replace")
+    msg = base if not detail or detail == base else "%s: %s" % (base, detail)
+    return error_for(rc, msg, detail)
 
 
 class _use:

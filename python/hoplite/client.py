@@ -24,13 +24,14 @@ from . import _lib
 from .errors import InvalidArgument, error_for
 from .creation import Creation
 from .manyops import _ManyOps
+from .aio import _AsyncOps
 from ._native import (DEFAULT, Stat, Transfer, _FILL_CHUNK, _GetHold, _INLINE_MAX, _Native,
                       _buffer_address, _encode_prefix, _numpy, _numpy_if_loaded, _parse_objects,
                       _put_error, _take_text, _use, _view, decode_id, encode_id, timeout_ms)
 
 # ------------------------------------------------------------------ client
 
-class Client(_ManyOps):
+class Client(_ManyOps, _AsyncOps):
     """A connection to the hoplite store on this node.
 
     Client(socket=None, timeout=30.0, connect_timeout=10.0)

@@ -154,7 +154,7 @@ class BatchError(HopliteError):
 BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, OutOfMemory, Timeout, NotFound, AlreadyExists, ObjectLost,
     ConnectionFailed, ProtocolError, SystemCallError, TooBig, Mismatch, Canceled,
-    Unavailable, InvalidState, AuthFailed, Corrupt, TooManyClients, NotAllowed)}
+    Unavailable, InvalidState, AuthFailed, Corrupt, TooManyClients, NotAllowed, TooManyInFlight)}
 
 
 def error_for(code, message, detail=""):

@@ -266,11 +266,11 @@ def test_failures_are_clear_and_leave_nothing(cluster, dc, monkeypatch):
         hd.register(dc, socket=cluster.workdir + "/missing.sock")
     # the driver without a store
     drv = hd.client()
-    monkeypatch.setattr(hd, "_client", None)
+    monkeypatch.setattr(hd.conn, "_client", None)  # the process client (hoplite/dask/conn.py)
     monkeypatch.delenv("HOPLITE_SOCKET", raising=False)
     with pytest.raises(hd.NotConnected, match="this process has no hoplite store"):
         hd.scatter(dc, x)
-    monkeypatch.setattr(hd, "_client", drv)
+    monkeypatch.setattr(hd.conn, "_client", drv)
     # back to a working plugin
     assert sorted(hd.register(dc, sockets=sockets_by_name(cluster)).values()) == \
         cluster.sockets[1:]
