@@ -540,6 +540,8 @@ typedef enum hpl_async_op {
   HPL_AOP_DELETE = 4,
   HPL_AOP_REDUCE = 5,
   HPL_AOP_ALLREDUCE = 6,
+  HPL_AOP_CREATE = 7,
+  HPL_AOP_SEAL = 8,
 } hpl_async_op;
 
 /* Size of a completion's detail, its NUL included. */
@@ -612,6 +614,26 @@ HPL_API int hpl_async_reduce(hpl_client *c, const char *target, const char *cons
 HPL_API int hpl_async_allreduce(hpl_client *c, const char *target, const char *const *sources,
                                 size_t nsources, size_t num_objects, hpl_op op,
                                 hpl_dtype dtype, int64_t timeout_ms, uint64_t tag);
+
+/* Submit a create of object `id` of `size` bytes (as hpl_create): the
+ * completion's buf is the object being created, owned by the caller from
+ * hpl_async_poll on: write its bytes at hpl_buf_data (hpl_buf_progress
+ * may say which are final), then seal it with hpl_async_seal (or hpl_seal)
+ * or give it up with hpl_abort. A create cancelled or timed out after the
+ * store began it leaves that creation to the store's own timeout (or the
+ * connection's end). Errors: as hpl_async_get. */
+HPL_API int hpl_async_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
+                             uint64_t tag);
+
+/* Submit the seal of `b`, a buffer from hpl_create or an hpl_async_create
+ * completion (as hpl_seal): the completion's status says whether the
+ * object is sealed. Takes ownership of b (never use it again): it is
+ * freed when the completion is taken, or at once, aborted (hpl_abort), if
+ * the submission fails after its argument checks. A seal that times out or
+ * is cancelled may still complete at the store (with the bytes written;
+ * the buffer's memory is never reused). Errors: HPL_EINVAL for b NULL or
+ * not being created (b stays the caller's); otherwise as hpl_async_get. */
+HPL_API int hpl_async_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms, uint64_t tag);
 
 /* Make progress without waiting (send what is queued, read what the store
  * sent, fire passed deadlines) and move up to `max` completions into

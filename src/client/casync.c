@@ -154,6 +154,7 @@ void hpl__casync_free(hpl_client *c) {
   hpl__areq *q, *tmp;
   HASH_ITER(hh, a->by_tag, q, tmp) { /* tickets go with the connection (crpc) */
     HASH_DEL(a->by_tag, q);
+    hpl__aop_free(c, q, 1);
     free(q->detail);
     free(q); /* a done get's buffer is on c's list: hpl_close frees it */
   }
@@ -312,6 +313,7 @@ int hpl_async_poll(hpl_client *c, hpl_completion *out, int max) {
     HASH_DEL(a->by_tag, q);
     a->count--;
     fill(&out[n++], q);
+    hpl__aop_free(c, q, 0);
     free(q->detail);
     free(q);
   }

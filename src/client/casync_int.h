@@ -36,6 +36,8 @@ typedef enum hpl__aphase {
   HPL__AP_DELETE,
   HPL__AP_REDUCE, /* REDUCE (an allreduce then GETs the target) */
   HPL__AP_RING,   /* an allreduce's ring REDUCE; no ring: REDUCE, then GET */
+  HPL__AP_CREATE_BUF, /* hpl_async_create: CREATE of our staging memory, then the buffer */
+  HPL__AP_SEAL_BUF,   /* hpl_async_seal: SEAL of a created buffer */
 } hpl__aphase;
 
 typedef struct hpl__areq {
@@ -54,6 +56,9 @@ typedef struct hpl__areq {
   const void *data;   /* put: the caller's bytes */
   uint64_t dsize;
   uint64_t handle;    /* put: the store's handle after CREATE */
+  hpl__cstage stage;  /* create: the memory the bytes are written in (len 0: none, or
+                         the buffer has it) */
+  hpl_buf *sealing;   /* seal: the buffer, freed with the request (hpl__aop_free) */
   char **sources;
   size_t nsources, num_objects;
   int rop, dtype, ran;
@@ -121,6 +126,10 @@ void hpl__aop_build(hpl_client *c, hpl__areq *q, hpl__amsg *m, hpl__crpc_req *re
 /* The reply (rc 0: rep, taken) or the RPC layer's failure (rc) to q's
  * current phase: complete q, or queue its next phase. */
 void hpl__aop_reply(hpl_client *c, hpl__casync *a, hpl__areq *q, int rc, hpl__crpc_msg *rep);
+
+/* What q still owns goes as it is freed (its completion taken, or the
+ * handle closing: then `closing`, and a sealing buffer is hpl_close's). */
+void hpl__aop_free(hpl_client *c, hpl__areq *q, int closing);
 
 /* q's deadline passed (or it was cancelled: rc HPL_ECANCELED) while
  * SENT or QUEUED: its ticket is forgotten already. Complete it, or (a put

@@ -105,6 +105,73 @@ int hpl_async_delete(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t
   return submit_id(c, HPL_AOP_DELETE, HPL__AP_DELETE, id, NULL, 0, timeout_ms, tag);
 }
 
+int hpl_async_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
+                     uint64_t tag) {
+  HPL__NOT_ADMIN(c);
+  HPL__CHECK_ID(c, id);
+  hpl__casync *a;
+  int rc = hpl__casync_get(c, &a);
+  if (rc) return rc;
+  /* the bytes are written in this process's own memory, as hpl_create's */
+  hpl__cstage st = {.fd = -1};
+  if (hpl__cstage_take(c, size ? size : 1, &st) != 0) /* (an empty object: a page still) */
+    return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
+                      (unsigned long long)size, id);
+  pthread_mutex_lock(&a->lock);
+  hpl__areq *q;
+  rc = areq_new(c, a, HPL_AOP_CREATE, tag, timeout_ms, strlen(id) + 1, &q);
+  if (rc == 0) {
+    char *at = (char *)(q + 1);
+    q->id = put_str(&at, id);
+    q->dsize = size;
+    q->stage = st;
+    q->phase = HPL__AP_CREATE_BUF;
+    hpl__aqueue(a, q);
+    hpl__awake(a);
+  }
+  pthread_mutex_unlock(&a->lock);
+  if (rc && st.len) hpl__cstage_give(c, st);
+  return rc;
+}
+
+int hpl_async_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms, uint64_t tag) {
+  if (!c || !b) return c ? hpl__cfail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
+  if (!b->created) return hpl__cfail(c, HPL_EINVAL, "buffer is not being created");
+  hpl__casync *a;
+  int rc = c->admin ? hpl__cfail(c, HPL_ESTATE, "an admin handle creates nothing")
+                    : hpl__casync_get(c, &a);
+  if (rc == 0) {
+    pthread_mutex_lock(&a->lock);
+    hpl__areq *q;
+    rc = areq_new(c, a, HPL_AOP_SEAL, tag, timeout_ms, strlen(b->id) + 1, &q);
+    if (rc == 0) {
+      char *at = (char *)(q + 1);
+      q->id = put_str(&at, b->id);
+      q->sealing = b;
+      q->handle = b->handle;
+      q->phase = HPL__AP_SEAL_BUF;
+      hpl__aqueue(a, q);
+      hpl__awake(a);
+    }
+    pthread_mutex_unlock(&a->lock);
+  }
+  if (rc) hpl_abort(c, b); /* owned from the call on: not left half made */
+  return rc;
+}
+
+void hpl__aop_free(hpl_client *c, hpl__areq *q, int closing) {
+  if (q->stage.len) hpl__cstage_drop(q->stage); /* never reused: the store may read it */
+  q->stage.len = 0;
+  hpl_buf *b = q->sealing;
+  q->sealing = NULL;
+  if (!b || closing) return;
+  if (q->status && b->stage.len) { /* the store may still copy from it */
+    hpl__cstage_drop(b->stage);
+    b->stage.len = 0;
+  }
+  hpl__cbuf_free(c, b);
+}
+
 static int submit_reduce(hpl_client *c, int op, const char *target, const char *const *sources,
                          size_t nsources, size_t num_objects, hpl_op rop, hpl_dtype dtype,
                          int64_t timeout_ms, uint64_t tag) {
@@ -179,12 +246,26 @@ void hpl__aop_build(hpl_client *c, hpl__areq *q, hpl__amsg *m, hpl__crpc_req *re
     hpl__clifetime(c, &m->create.owned, &m->create.ttl_ms);
     *req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &m->create.base};
     return;
+  case HPL__AP_CREATE_BUF:
+    hplpb__create_req__init(&m->create);
+    m->create.id = (char *)q->id;
+    m->create.size = q->dsize;
+    m->create.timeout_ms = tmo;
+    m->create.src_addr = (uint64_t)(uintptr_t)q->stage.mem;
+    if (q->stage.fd >= 0 && q->dsize >= HPL__CREATE_MEMFD_MIN) { /* as hpl_create */
+      m->create.src_memfd = 1;
+      m->create.src_fd = (uint32_t)q->stage.fd;
+    }
+    hpl__clifetime(c, &m->create.owned, &m->create.ttl_ms);
+    *req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &m->create.base};
+    return;
   case HPL__AP_SEAL:
+  case HPL__AP_SEAL_BUF:
   case HPL__AP_ABORT:
     hplpb__handle_req__init(&m->handle);
     m->handle.handle = q->handle;
     m->handle.timeout_ms = tmo;
-    *req = (hpl__crpc_req){.type = q->phase == HPL__AP_SEAL ? HPL__MSG_SEAL : HPL__MSG_ABORT,
+    *req = (hpl__crpc_req){.type = q->phase == HPL__AP_ABORT ? HPL__MSG_ABORT : HPL__MSG_SEAL,
                            .m = &m->handle.base};
     return;
   case HPL__AP_STAT:
@@ -217,7 +298,8 @@ static unsigned phase_type(hpl__aphase ph) {
       [HPL__AP_CREATE] = HPL__MSG_CREATE, [HPL__AP_SEAL] = HPL__MSG_SEAL,
       [HPL__AP_ABORT] = HPL__MSG_ABORT,   [HPL__AP_STAT] = HPL__MSG_STAT,
       [HPL__AP_DELETE] = HPL__MSG_DELETE, [HPL__AP_REDUCE] = HPL__MSG_REDUCE,
-      [HPL__AP_RING] = HPL__MSG_REDUCE};
+      [HPL__AP_RING] = HPL__MSG_REDUCE,   [HPL__AP_CREATE_BUF] = HPL__MSG_CREATE,
+      [HPL__AP_SEAL_BUF] = HPL__MSG_SEAL};
   return types[ph];
 }
 
@@ -265,6 +347,14 @@ void hpl__aop_reply(hpl_client *c, hpl__casync *a, hpl__areq *q, int rc, hpl__cr
       q->handle = ((const Hplpb__CreateRep *)out)->handle;
       next_phase(a, q, HPL__AP_SEAL);
       break;
+    case HPL__AP_CREATE_BUF: {
+      uint64_t h = ((const Hplpb__CreateRep *)out)->handle;
+      q->buf = hpl__cbuf_created(c, q->id, q->stage.mem, q->dsize, h, &q->stage);
+      if (q->buf) q->stage = (hpl__cstage){.fd = -1}; /* the buffer's now */
+      q->size = q->dsize;
+      hpl__afail(a, q, q->buf ? 0 : HPL_ENOMEM, "out of memory");
+      break;
+    }
     case HPL__AP_STAT: {
       const Hplpb__StatRep *s = (const Hplpb__StatRep *)out;
       q->size = s->size;
