@@ -81,7 +81,7 @@ static int bridge_addr(hpl__hd *hd, char *err, size_t errlen) {
   pid_t pid = hpl__lcp_spawn(argv, log);
   int st = -1;
   if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
-    return hpl__lcp_errf(err, errlen, HPL_ESYS,
+    return hpl__errf(err, errlen, HPL_ESYS,
                          "cannot give the bridge in %s the address %s (log %s)", ns, ip, log);
   return 0;
 }
@@ -123,7 +123,7 @@ static int start_dir(hpl__hd *hd, int i, char *err, size_t errlen) {
                      .netns = hd->o.netns_prefix ? ns : NULL,
                      .log = hd->dir[i].log};
   hd->dir[i].pid = hpl__lcd_spawn(&d);
-  if (hd->dir[i].pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  if (hd->dir[i].pid < 0) return hpl__errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   return 0;
 }
 
@@ -131,9 +131,9 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
   if (!o || !out || o->ndirs < 1 || o->ndirs > HPL__HD_MAX_DIRS || !o->work_dir ||
       o->etcd_port <= 0 || o->etcd_port > 65534 || o->dir_port <= 0 ||
       (o->netns_prefix && !o->etcd_ip))
-    return hpl__lcp_errf(err, errlen, HPL_EINVAL, "bad standby-directory options");
+    return hpl__errf(err, errlen, HPL_EINVAL, "bad standby-directory options");
   hpl__hd *hd = calloc(1, sizeof *hd);
-  if (!hd) return hpl__lcp_errf(err, errlen, HPL_ENOMEM, "out of memory");
+  if (!hd) return hpl__errf(err, errlen, HPL_ENOMEM, "out of memory");
   hd->o = *o;
   if (!hd->o.lease_ms) hd->o.lease_ms = 1000;
   if (!hd->o.timeout_ms) hd->o.timeout_ms = 20000;
@@ -159,7 +159,7 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
     const char *a = o->netns_prefix ? o->host_addr[i] : "127.0.0.1";
     if (!a) {
       free(hd);
-      return hpl__lcp_errf(err, errlen, HPL_EINVAL, "no address for directory %d", i);
+      return hpl__errf(err, errlen, HPL_EINVAL, "no address for directory %d", i);
     }
     snprintf(hd->addr[i], sizeof hd->addr[i], "%s:%d", a, o->dir_port);
     used += (size_t)snprintf(hd->list + used, sizeof hd->list - used, "%s%s", i ? "," : "",
@@ -167,12 +167,12 @@ int hpl__hd_start(const hpl__hd_opts *o, hpl__hd **out, char *err, size_t errlen
   }
   if (hpl__lcp_bin_dir(o->bin_dir, "hoplite-directory", hd->bin_dir, sizeof hd->bin_dir)) {
     free(hd);
-    return hpl__lcp_errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
+    return hpl__errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
   }
   int rc = start_etcd(hd, err, errlen);
   for (int i = 0; rc == 0 && i < o->ndirs; i++) rc = start_dir(hd, i, err, errlen);
   if (rc == 0 && hpl__hd_leader(hd, hd->o.timeout_ms, NULL) < 0)
-    rc = hpl__lcp_errf(err, errlen, HPL_ETIMEDOUT, "no directory leads after %d ms; logs in %s",
+    rc = hpl__errf(err, errlen, HPL_ETIMEDOUT, "no directory leads after %d ms; logs in %s",
               hd->o.timeout_ms, hd->work);
   if (rc) {
     hpl__hd_stop(hd);
@@ -204,7 +204,7 @@ int hpl__hd_signal(hpl__hd *hd, int i, int sig) {
 
 int hpl__hd_restart(hpl__hd *hd, int i, char *err, size_t errlen) {
   if (i < 0 || i >= hd->o.ndirs || hd->dir[i].pid > 0)
-    return hpl__lcp_errf(err, errlen, HPL_EINVAL, "directory %d is running or unknown", i);
+    return hpl__errf(err, errlen, HPL_EINVAL, "directory %d is running or unknown", i);
   return start_dir(hd, i, err, errlen);
 }
 

@@ -25,7 +25,7 @@ int hpl__lce_binary(const char **bin, char *err, size_t errlen) {
   if (!b || !*b) b = LCE_DEFAULT_BIN;
   *bin = b;
   if (access(b, X_OK) != 0)
-    return hpl__lcp_errf(err, errlen, HPL_EINVAL,
+    return hpl__errf(err, errlen, HPL_EINVAL,
                          "standby directories need etcd, and %s is not there: install Debian's "
                          "etcd-server package (apt-get install etcd-server), or set $HOPLITE_ETCD "
                          "to an etcd binary",
@@ -99,7 +99,7 @@ int hpl__lce_start(const hpl__lce_opts *o, pid_t *pid, char *err, size_t errlen)
   *pid = hpl__lcp_spawn(argv, o->log);
   if (*pid < 0) {
     *pid = 0;
-    return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+    return hpl__errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   }
   const char *log = o->log && *o->log ? o->log : "stderr";
   uint64_t deadline = hpl__deadline_ms(o->timeout_ms);
@@ -109,10 +109,10 @@ int hpl__lce_start(const hpl__lce_opts *o, pid_t *pid, char *err, size_t errlen)
     if (rc == 0 || rc == HPL_ENOTFOUND) return 0;
     if (waitpid(*pid, NULL, WNOHANG) == *pid) {
       *pid = 0;
-      return hpl__lcp_errf(err, errlen, HPL_ESYS, "etcd exited; log: %s", log);
+      return hpl__errf(err, errlen, HPL_ESYS, "etcd exited; log: %s", log);
     }
     if (hpl__ms_left(deadline) == 0)
-      return hpl__lcp_errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
+      return hpl__errf(err, errlen, HPL_ETIMEDOUT, "etcd did not answer at %s; log: %s",
                            o->url, log);
     hpl__sleep_until_ns(hpl__now_ns() + 50000000ull); /* etcd says nothing when it is up */
   }

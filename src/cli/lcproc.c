@@ -10,7 +10,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,16 +81,6 @@ int hpl__lcp_wait_files(const char *dir, const char *const *paths, int n, pid_t 
 }
 
 /* Wait with a pidfd (no polling loop). */
-int hpl__lcp_errf(char *err, size_t len, int code, const char *fmt, ...) {
-  if (err && len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 int hpl__lcp_reap(pid_t pid, int timeout_ms, int *st) {
   int status = -1;
   pid_t r = waitpid(pid, &status, WNOHANG);

@@ -14,11 +14,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Format fmt into err (len bytes; err NULL or len 0: nothing) and return
- * code: the error reports of hpl__lc_* and hpl__hd_*. */
-int hpl__lcp_errf(char *err, size_t len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* fork and exec argv[0] (searched in $PATH) with argv; its stdout and
  * stderr go to the file `log` (appended; NULL or "": ours). The child gets
  * SIGTERM when the caller's thread dies and no blocked signals. Returns

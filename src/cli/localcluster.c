@@ -145,21 +145,21 @@ static int start_directory(hpl__lc *lc, int k, int wait, char *err, size_t errle
                      .netns = lc->o.netns_prefix ? ns : NULL,
                      .log = d->log};
   d->pid = hpl__lcd_spawn(&o);
-  if (d->pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  if (d->pid < 0) return hpl__errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   if (!wait) return 0;
   int rc = wait_file(lc->work, pfile, d->pid, lc->o.timeout_ms);
   if (rc) {
     if (rc == HPL_ECONN) d->pid = 0;
     if (rc == HPL_ETIMEDOUT && lc->etcd.pid > 0 && hpl__lcp_reap(lc->etcd.pid, 0, NULL)) {
       lc->etcd.pid = 0;
-      return hpl__lcp_errf(err, errlen, HPL_ECONN, "etcd exited, so no directory leads; log: %s",
+      return hpl__errf(err, errlen, HPL_ECONN, "etcd exited, so no directory leads; log: %s",
                   lc->etcd.log[0] ? lc->etcd.log : "stderr");
     }
-    return hpl__lcp_errf(err, errlen, rc, "hoplite-directory did not come up (%s); log: %s",
+    return hpl__errf(err, errlen, rc, "hoplite-directory did not come up (%s); log: %s",
                 rc == HPL_ECONN ? "it exited" : "timeout", d->log[0] ? d->log : "stderr");
   }
   int port = read_int_file(pfile);
-  if (port <= 0) return hpl__lcp_errf(err, errlen, HPL_EPROTO, "bad port file %s", pfile);
+  if (port <= 0) return hpl__errf(err, errlen, HPL_EPROTO, "bad port file %s", pfile);
   lc->dir_port[k] = port;
   return 0;
 }
@@ -174,7 +174,7 @@ static int start_etcd(hpl__lc *lc, char *err, size_t errlen) {
   if (rc) return rc;
   int ports[2 + LC_MAX_DIRS];
   if (hpl__lcp_free_ports(lc->host, 2 + lc->ndirs, ports))
-    return hpl__lcp_errf(err, errlen, HPL_ESYS, "no free ports on %s: %s", lc->host,
+    return hpl__errf(err, errlen, HPL_ESYS, "no free ports on %s: %s", lc->host,
                          strerror(errno));
   char data[PATH_MAX], purl[96];
   snprintf(data, sizeof data, "%s/etcd", lc->work);
@@ -236,11 +236,11 @@ static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
   in_netns(lc, i, argv, &argc, ns, sizeof ns);
   log_path(lc, lc->st[i].log, name);
   lc->st[i].pid = hpl__lcp_spawn(argv, lc->st[i].log);
-  if (lc->st[i].pid < 0) return hpl__lcp_errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
+  if (lc->st[i].pid < 0) return hpl__errf(err, errlen, HPL_ESYS, "fork: %s", strerror(errno));
   int rc = wait_file(lc->work, rfile, lc->st[i].pid, lc->o.timeout_ms);
   if (rc) {
     if (rc == HPL_ECONN) lc->st[i].pid = 0;
-    return hpl__lcp_errf(err, errlen, rc, "hoplite-store %s did not come up (%s); log: %s", name,
+    return hpl__errf(err, errlen, rc, "hoplite-store %s did not come up (%s); log: %s", name,
                 rc == HPL_ECONN ? "it exited" : "timeout",
                 lc->st[i].log[0] ? lc->st[i].log : "stderr");
   }
@@ -249,9 +249,9 @@ static int start_store(hpl__lc *lc, int i, char *err, size_t errlen) {
 
 int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen) {
   if (!o || !out || o->nodes < 0 || o->nodes > LC_MAX_NODES)
-    return hpl__lcp_errf(err, errlen, HPL_EINVAL, "bad cluster options");
+    return hpl__errf(err, errlen, HPL_EINVAL, "bad cluster options");
   hpl__lc *lc = calloc(1, sizeof *lc);
-  if (!lc) return hpl__lcp_errf(err, errlen, HPL_ENOMEM, "out of memory");
+  if (!lc) return hpl__errf(err, errlen, HPL_ENOMEM, "out of memory");
   lc->o = *o;
   if (!lc->o.memory) lc->o.memory = 512ull << 20;
   if (!lc->o.timeout_ms) lc->o.timeout_ms = 10000;
@@ -263,7 +263,7 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
   lc->o.store_args = lc->store_args;
   if (hpl__lcp_bin_dir(o->bin_dir, "hoplite-store", lc->bin_dir, sizeof lc->bin_dir)) {
     free(lc);
-    return hpl__lcp_errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
+    return hpl__errf(err, errlen, HPL_ESYS, "cannot find this program's directory");
   }
   if (o->work_dir) {
     snprintf(lc->work, sizeof lc->work, "%s", o->work_dir);
@@ -273,12 +273,12 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     snprintf(lc->work, sizeof lc->work, "%s/hoplite-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(lc->work)) {
       free(lc);
-      return hpl__lcp_errf(err, errlen, HPL_ESYS, "mkdtemp: %s", strerror(errno));
+      return hpl__errf(err, errlen, HPL_ESYS, "mkdtemp: %s", strerror(errno));
     }
     lc->own_work = 1;
   }
   if (strlen(lc->work) + 24 >= sizeof lc->sock[0]) {
-    int code = hpl__lcp_errf(err, errlen, HPL_EINVAL,
+    int code = hpl__errf(err, errlen, HPL_EINVAL,
                              "work directory path too long for Unix sockets: %s", lc->work);
     if (lc->own_work) rmdir(lc->work);
     free(lc);
@@ -289,12 +289,12 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     snprintf(lc->secret, sizeof lc->secret, "%s/cluster.secret", lc->work);
     char aerr[256];
     if (access(lc->secret, F_OK) != 0 && hpl__auth_create(lc->secret, aerr, sizeof aerr) != 0)
-      rc = hpl__lcp_errf(err, errlen, HPL_ESYS, "%s", aerr);
+      rc = hpl__errf(err, errlen, HPL_ESYS, "%s", aerr);
   }
   lc->ndirs = o->dir_list ? 0 : o->ha_dirs ? o->ha_dirs : 1;
   if (rc == 0 && o->ha_dirs && (o->ha_dirs < 2 || o->ha_dirs > LC_MAX_DIRS || o->netns_prefix ||
                                 o->dir_list))
-    rc = hpl__lcp_errf(err, errlen, HPL_EINVAL,
+    rc = hpl__errf(err, errlen, HPL_EINVAL,
               "standby directories: 2 to %d, no emulated hosts, no directories of others",
               LC_MAX_DIRS);
   if (rc == 0 && o->ha_dirs) rc = start_etcd(lc, err, errlen);
@@ -362,17 +362,17 @@ int hpl__lc_exit_status(const hpl__lc *lc, int i) {
 int hpl__lc_restart(hpl__lc *lc, int i, char *err, size_t errlen) {
   if (i < 0) {
     if (lc->o.dir_list)
-      return hpl__lcp_errf(err, errlen, HPL_EINVAL, "the directories are not ours");
+      return hpl__errf(err, errlen, HPL_EINVAL, "the directories are not ours");
     lc_proc *d = proc_of(lc, i);
     if (!d || d->pid > 0)
-      return hpl__lcp_errf(err, errlen, HPL_EINVAL, "directory running or unknown");
+      return hpl__errf(err, errlen, HPL_EINVAL, "directory running or unknown");
     /* under a lease it stands by, unless no other directory runs */
     int others = 0;
     for (int k = 0; k < lc->ndirs; k++) others += k != -1 - i && lc->dir[k].pid > 0;
     return start_directory(lc, -1 - i, !others, err, errlen);
   }
   if (i >= lc->n || lc->st[i].pid > 0)
-    return hpl__lcp_errf(err, errlen, HPL_EINVAL, "store %d is running or unknown", i);
+    return hpl__errf(err, errlen, HPL_EINVAL, "store %d is running or unknown", i);
   return start_store(lc, i, err, errlen);
 }
 
@@ -428,7 +428,7 @@ int hpl__lc_set_store_args(hpl__lc *lc, int i, const char *extra_args) {
 }
 
 int hpl__lc_add_store(hpl__lc *lc, const char *extra_args, char *err, size_t errlen) {
-  if (lc->n >= LC_MAX_NODES) return hpl__lcp_errf(err, errlen, HPL_EINVAL, "too many stores");
+  if (lc->n >= LC_MAX_NODES) return hpl__errf(err, errlen, HPL_EINVAL, "too many stores");
   int i = lc->n++;
   snprintf(lc->st[i].extra, sizeof lc->st[i].extra, "%s", extra_args ? extra_args : "");
   int rc = start_store(lc, i, err, errlen);
@@ -440,7 +440,7 @@ static int check_proc(lc_proc *p, const char *name, char *err, size_t errlen) {
   int status;
   if (waitpid(p->pid, &status, WNOHANG) != p->pid) return 0;
   p->pid = 0;
-  return hpl__lcp_errf(err, errlen, HPL_ECONN, "%s exited unexpectedly (%s %d); log: %s", name,
+  return hpl__errf(err, errlen, HPL_ECONN, "%s exited unexpectedly (%s %d); log: %s", name,
               WIFSIGNALED(status) ? "signal" : "status",
               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
               p->log[0] ? p->log : "stderr");

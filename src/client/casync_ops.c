@@ -60,12 +60,19 @@ static char *put_str(char **at, const char *s) {
   return p;
 }
 
-/* Submit a request naming one object (get, put, stat, delete). */
-static int submit_id(hpl_client *c, int op, hpl__aphase ph, const char *id, const void *data,
-                     uint64_t size, int64_t timeout_ms, uint64_t tag) {
-  HPL__NOT_ADMIN(c);
-  HPL__CHECK_ID(c, id);
-  if (size && !data) return hpl__cfail(c, HPL_EINVAL, "data is NULL");
+/* What a request naming one object brings besides its id: put's bytes,
+ * create's staging memory, seal's buffer (and its handle). */
+typedef struct asub {
+  const void *data;
+  uint64_t size;
+  hpl__cstage stage;
+  hpl_buf *sealing;
+} asub;
+
+/* Submit a request naming one object (get, put, create, seal, stat,
+ * delete), with what `w` brings. The caller has checked its arguments. */
+static int submit_id(hpl_client *c, int op, hpl__aphase ph, const char *id, const asub *w,
+                     int64_t timeout_ms, uint64_t tag) {
   hpl__casync *a;
   int rc = hpl__casync_get(c, &a);
   if (rc) return rc;
@@ -75,10 +82,13 @@ static int submit_id(hpl_client *c, int op, hpl__aphase ph, const char *id, cons
   if (rc == 0) {
     char *at = (char *)(q + 1);
     q->id = put_str(&at, id);
-    q->data = data;
-    q->dsize = size;
+    q->data = w->data;
+    q->dsize = w->size;
+    q->stage = w->stage;
+    q->sealing = w->sealing;
+    q->handle = w->sealing ? w->sealing->handle : 0;
     q->phase = ph;
-    if (op == HPL_AOP_PUT && !(c->st.inline_max && size <= c->st.inline_max))
+    if (op == HPL_AOP_PUT && !(c->st.inline_max && w->size <= c->st.inline_max))
       q->phase = HPL__AP_CREATE; /* the store copies straight from data */
     int wake = !a->queue && !a->done; /* the loop may be asleep: hpl_async_timeout_ms is 0 now */
     hpl__aqueue(a, q);
@@ -88,73 +98,56 @@ static int submit_id(hpl_client *c, int op, hpl__aphase ph, const char *id, cons
   return rc;
 }
 
+/* get, stat, delete: the id only */
+static int submit_plain(hpl_client *c, int op, hpl__aphase ph, const char *id,
+                        int64_t timeout_ms, uint64_t tag) {
+  HPL__NOT_ADMIN(c);
+  HPL__CHECK_ID(c, id);
+  return submit_id(c, op, ph, id, &(asub){.stage = {.fd = -1}}, timeout_ms, tag);
+}
+
 int hpl_async_get(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t tag) {
-  return submit_id(c, HPL_AOP_GET, HPL__AP_GET, id, NULL, 0, timeout_ms, tag);
+  return submit_plain(c, HPL_AOP_GET, HPL__AP_GET, id, timeout_ms, tag);
 }
 
 int hpl_async_put(hpl_client *c, const char *id, const void *data, uint64_t size,
                   int64_t timeout_ms, uint64_t tag) {
-  return submit_id(c, HPL_AOP_PUT, HPL__AP_PUT, id, data, size, timeout_ms, tag);
+  HPL__NOT_ADMIN(c);
+  HPL__CHECK_ID(c, id);
+  if (size && !data) return hpl__cfail(c, HPL_EINVAL, "data is NULL");
+  return submit_id(c, HPL_AOP_PUT, HPL__AP_PUT, id,
+                   &(asub){.data = data, .size = size, .stage = {.fd = -1}}, timeout_ms, tag);
 }
 
 int hpl_async_stat(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t tag) {
-  return submit_id(c, HPL_AOP_STAT, HPL__AP_STAT, id, NULL, 0, timeout_ms, tag);
+  return submit_plain(c, HPL_AOP_STAT, HPL__AP_STAT, id, timeout_ms, tag);
 }
 
 int hpl_async_delete(hpl_client *c, const char *id, int64_t timeout_ms, uint64_t tag) {
-  return submit_id(c, HPL_AOP_DELETE, HPL__AP_DELETE, id, NULL, 0, timeout_ms, tag);
+  return submit_plain(c, HPL_AOP_DELETE, HPL__AP_DELETE, id, timeout_ms, tag);
 }
 
 int hpl_async_create(hpl_client *c, const char *id, uint64_t size, int64_t timeout_ms,
                      uint64_t tag) {
   HPL__NOT_ADMIN(c);
   HPL__CHECK_ID(c, id);
-  hpl__casync *a;
-  int rc = hpl__casync_get(c, &a);
-  if (rc) return rc;
   /* the bytes are written in this process's own memory, as hpl_create's */
-  hpl__cstage st = {.fd = -1};
-  if (hpl__cstage_take(c, size ? size : 1, &st) != 0) /* (an empty object: a page still) */
+  asub w = {.size = size, .stage = {.fd = -1}};
+  if (hpl__cstage_take(c, size ? size : 1, &w.stage) != 0) /* (an empty object: a page still) */
     return hpl__cfail(c, HPL_ENOMEM, "cannot map %llu bytes to create '%s' in",
                       (unsigned long long)size, id);
-  pthread_mutex_lock(&a->lock);
-  hpl__areq *q;
-  rc = areq_new(c, a, HPL_AOP_CREATE, tag, timeout_ms, strlen(id) + 1, &q);
-  if (rc == 0) {
-    char *at = (char *)(q + 1);
-    q->id = put_str(&at, id);
-    q->dsize = size;
-    q->stage = st;
-    q->phase = HPL__AP_CREATE_BUF;
-    hpl__aqueue(a, q);
-    hpl__awake(a);
-  }
-  pthread_mutex_unlock(&a->lock);
-  if (rc && st.len) hpl__cstage_give(c, st);
+  int rc = submit_id(c, HPL_AOP_CREATE, HPL__AP_CREATE_BUF, id, &w, timeout_ms, tag);
+  if (rc) hpl__cstage_give(c, w.stage);
   return rc;
 }
 
 int hpl_async_seal(hpl_client *c, hpl_buf *b, int64_t timeout_ms, uint64_t tag) {
-  if (!c || !b) return c ? hpl__cfail(c, HPL_EINVAL, "NULL buffer") : HPL_EINVAL;
+  if (!c) return HPL_EINVAL;
+  HPL__NOT_ADMIN(c);
+  if (!b) return hpl__cfail(c, HPL_EINVAL, "NULL buffer");
   if (!b->created) return hpl__cfail(c, HPL_EINVAL, "buffer is not being created");
-  hpl__casync *a;
-  int rc = c->admin ? hpl__cfail(c, HPL_ESTATE, "an admin handle creates nothing")
-                    : hpl__casync_get(c, &a);
-  if (rc == 0) {
-    pthread_mutex_lock(&a->lock);
-    hpl__areq *q;
-    rc = areq_new(c, a, HPL_AOP_SEAL, tag, timeout_ms, strlen(b->id) + 1, &q);
-    if (rc == 0) {
-      char *at = (char *)(q + 1);
-      q->id = put_str(&at, b->id);
-      q->sealing = b;
-      q->handle = b->handle;
-      q->phase = HPL__AP_SEAL_BUF;
-      hpl__aqueue(a, q);
-      hpl__awake(a);
-    }
-    pthread_mutex_unlock(&a->lock);
-  }
+  int rc = submit_id(c, HPL_AOP_SEAL, HPL__AP_SEAL_BUF, b->id,
+                     &(asub){.sealing = b, .stage = {.fd = -1}}, timeout_ms, tag);
   if (rc) hpl_abort(c, b); /* owned from the call on: not left half made */
   return rc;
 }

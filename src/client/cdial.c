@@ -9,7 +9,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +18,6 @@
 #include "cwait.h"
 #include "hoplite.h"
 #include "util.h"
-
-/* Set why[wlen] (if why is not NULL) and return code. */
-static int dial_fail(char *why, size_t wlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int dial_fail(char *why, size_t wlen, int code, const char *fmt, ...) {
-  if (why && wlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, wlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
 
 int hpl__cdial_numeric(const char *addr, int port, hpl__cdial_addr *out) {
   struct sockaddr_in *a4 = (struct sockaddr_in *)&out->sa;
@@ -65,7 +51,7 @@ int hpl__cdial_resolve(const char *hostport, hpl__cdial_addr *out, char *why, si
   long port = colon ? strtol(colon + 1, &end, 10) : -1;
   if (!colon || hlen == 0 || hlen >= sizeof host || !colon[1] || *end || port < 1 ||
       port > 65535)
-    return dial_fail(why, wlen, HPL_EINVAL, "'%s' is not HOST:PORT (a port of 1-65535)",
+    return hpl__errf(why, wlen, HPL_EINVAL, "'%s' is not HOST:PORT (a port of 1-65535)",
                      hostport ? hostport : "(null)");
   memcpy(host, h, hlen);
   host[hlen] = 0;
@@ -75,7 +61,7 @@ int hpl__cdial_resolve(const char *hostport, hpl__cdial_addr *out, char *why, si
   int rc = getaddrinfo(host, colon + 1, &hints, &res);
   if (rc != 0 || !res || res->ai_addrlen > sizeof out->sa) {
     if (res) freeaddrinfo(res);
-    return dial_fail(why, wlen, HPL_EINVAL, "cannot resolve '%s': %s", host,
+    return hpl__errf(why, wlen, HPL_EINVAL, "cannot resolve '%s': %s", host,
                      rc ? gai_strerror(rc) : "no address");
   }
   memset(&out->sa, 0, sizeof out->sa);
@@ -111,12 +97,12 @@ static int connect_until(int fd, const hpl__cdial_addr *a, uint64_t deadline, ch
                          size_t wlen) {
   if (connect(fd, (const struct sockaddr *)&a->sa, a->len) == 0) return 0;
   if (errno != EINPROGRESS)
-    return dial_fail(why, wlen, HPL_ECONN, "cannot connect: %s", strerror(errno));
+    return hpl__errf(why, wlen, HPL_ECONN, "cannot connect: %s", strerror(errno));
   int err = 0, n = hpl__cwait_poll(fd, POLLOUT, deadline);
   socklen_t el = sizeof err;
-  if (n == 0) return dial_fail(why, wlen, HPL_ETIMEDOUT, "no connection before the deadline");
+  if (n == 0) return hpl__errf(why, wlen, HPL_ETIMEDOUT, "no connection before the deadline");
   if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
-    return dial_fail(why, wlen, HPL_ECONN, "cannot connect: %s", strerror(err ? err : errno));
+    return hpl__errf(why, wlen, HPL_ECONN, "cannot connect: %s", strerror(err ? err : errno));
   return 0;
 }
 
@@ -132,17 +118,17 @@ static int handshake(int fd, const hpl__cdial_as *as, uint64_t deadline, hpl__au
   int rc = io_full(fd, hello, sizeof hello, 1, deadline);
   if (rc == 0) rc = io_full(fd, chal, sizeof chal, 0, deadline);
   if (rc == HPL_ETIMEDOUT)
-    return dial_fail(why, wlen, rc, "no handshake answer before the deadline");
+    return hpl__errf(why, wlen, rc, "no handshake answer before the deadline");
   if (rc)
-    return dial_fail(why, wlen, rc, "the connection closed during the handshake (no hoplite "
+    return hpl__errf(why, wlen, rc, "the connection closed during the handshake (no hoplite "
                      "directory with a cluster secret there, or one that refuses this role)");
   if (hpl__auth_answer(&hs, as->key, chal, proof) != 0)
-    return dial_fail(why, wlen, HPL_EAUTH, "the directory's handshake fails its MAC: it holds "
+    return hpl__errf(why, wlen, HPL_EAUTH, "the directory's handshake fails its MAC: it holds "
                      "another cluster secret");
   if ((rc = io_full(fd, proof, sizeof proof, 1, deadline)) != 0)
-    return dial_fail(why, wlen, rc, "the handshake's proof did not go out");
+    return hpl__errf(why, wlen, rc, "the handshake's proof did not go out");
   if (hpl__auth_seal(&hs) != HPL__SEAL_NONE)
-    return dial_fail(why, wlen, HPL_EUNAVAIL, "the directory seals its connections "
+    return hpl__errf(why, wlen, HPL_EUNAVAIL, "the directory seals its connections "
                      "(--encrypt), which the client library cannot do: reach it through a store");
   hpl__auth_session(&hs, as->key, 1, keys);
   return 0;
@@ -151,7 +137,7 @@ static int handshake(int fd, const hpl__cdial_as *as, uint64_t deadline, hpl__au
 int hpl__cdial(const hpl__cdial_addr *addr, const hpl__cdial_as *as, const hpl__crpc_opts *o,
                uint64_t deadline, hpl__crpc **out, char *why, size_t wlen) {
   int fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return dial_fail(why, wlen, HPL_ESYS, "socket: %s", strerror(errno));
+  if (fd < 0) return hpl__errf(why, wlen, HPL_ESYS, "socket: %s", strerror(errno));
   int rc = connect_until(fd, addr, deadline, why, wlen);
   if (rc) {
     close(fd);
@@ -172,5 +158,5 @@ int hpl__cdial(const hpl__cdial_addr *addr, const hpl__cdial_as *as, const hpl__
   }
   rc = hpl__crpc_new(fd, &ro, out); /* takes fd, closed on failure */
   if (as->key) sodium_memzero(&keys, sizeof keys);
-  return rc ? dial_fail(why, wlen, rc, "out of memory") : 0;
+  return rc ? hpl__errf(why, wlen, rc, "out of memory") : 0;
 }

@@ -51,6 +51,11 @@ uint64_t hpl__deadline_ms(int64_t timeout_ms);
 /* Milliseconds left until a deadline (0 if past); -1 for no deadline. */
 int64_t hpl__ms_left(uint64_t deadline_ms);
 
+/* Format fmt into buf (len bytes; buf NULL or len 0: nothing) and return
+ * code: for functions that report an error code with its detail. */
+int hpl__errf(char *buf, size_t len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* A fast 64-bit checksum of a buffer (not cryptographic), for verifying
  * transferred bytes in tests, benchmarks and the demo. */
 uint64_t hpl__checksum(const void *p, size_t len);
