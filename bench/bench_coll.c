@@ -6,7 +6,7 @@
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
- *              [--procs] [--put-timed] [--pace] [--server-nice N] [--store-arg WORD]
+ *              [--procs] [--put-timed] [--pace] [--overlap] [--server-nice N] [--store-arg WORD]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -40,6 +40,10 @@
  * --pace tells every store its link's rate (--link-rate, the --rate given
  * here), so its streams leave paced (store/dataport.c); the impl name
  * gets "+paced".
+ *
+ * --overlap (shuffle): every node submits its gets asynchronously before
+ * its puts (bench_shuffle.c), as a task runtime with the async API would;
+ * the impl name gets "+overlap".
  *
  * --server-nice N sets the nice value of every thread of the directory and
  * the stores once they are up (as a unit's Nice= would; below 0 needs
@@ -152,8 +156,8 @@ static int run(hpl__bc_cfg *g) {
    * directly like any worker's there */
   hpl__bc_join_host(0);
   char impl[96];
-  snprintf(impl, sizeof impl, "%s%s%s%s", g->impl, g->procs ? "+procs" : "",
-           g->put_timed ? "+put" : "", g->pace ? "+paced" : "");
+  snprintf(impl, sizeof impl, "%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
+           g->put_timed ? "+put" : "", g->pace ? "+paced" : "", g->overlap ? "+overlap" : "");
   g->impl = impl;
   double B = hpl__bc_parse_rate(g->rate);
   if (g->header) hpl__bc_emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
@@ -227,7 +231,7 @@ int main(int argc, char **argv) {
       {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
       {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {"store-arg", 1, 0, 'A'},
-      {0, 0, 0, 0}};
+      {"overlap", 0, 0, 'L'},    {0, 0, 0, 0}};
   int worker = -1;
   char more[512] = ""; /* --store-arg: appended to --store-args, one word each */
   size_t nmore = 0;
@@ -258,6 +262,7 @@ int main(int argc, char **argv) {
       case 'P': g.procs = 1; break;
       case 'T': g.put_timed = 1; break;
       case 'p': g.pace = 1; break;
+      case 'L': g.overlap = 1; break;
       case 'W': worker = atoi(optarg); break;
       case 'k': sock = optarg; break;
       case 'V':
@@ -278,6 +283,9 @@ int main(int argc, char **argv) {
     return hpl__bc_worker_main(worker, sock);
   }
   if (g.put_timed && strcmp(g.op, "bcast")) hpl__bc_die("--put-timed is for --op bcast");
+  if (g.overlap && strcmp(g.op, "shuffle")) hpl__bc_die("--overlap is for --op shuffle");
+  /* the workers (threads, or processes started after this) read it */
+  if (g.overlap && setenv("HPL_BENCH_SHUFFLE_GETS", "overlap", 1)) hpl__bc_die("setenv failed");
   if (strcmp(g.op, "bcast") && strcmp(g.op, "reduce") && strcmp(g.op, "allreduce") &&
       strcmp(g.op, "allreduce-rs") && strcmp(g.op, "shuffle"))
     hpl__bc_die("--op must be bcast, reduce, allreduce, allreduce-rs or shuffle");

@@ -5,6 +5,7 @@
  */
 #include "bench_shuffle.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,51 @@ static int get_pairwise(hpl_client *c, int idx, const bsh_node *n, const char *c
   return first;
 }
 
+/* HPL_BENCH_SHUFFLE_GETS=overlap (bench_coll --overlap): the gets are
+ * submitted asynchronously before the puts (hpl_async_get), so a partition
+ * moves as soon as its maker has sealed it, while this node still puts its
+ * own; then this node waits for its gets. The puts are the same
+ * hpl_put_many as in the default mode. */
+static int submit_gets(hpl_client *c, const char *const *gids, int k, int64_t timeout_ms) {
+  for (int m = 0; m < k; m++) {
+    int rc = hpl_async_get(c, gids[m], timeout_ms, (uint64_t)m);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Wait for the k gets submit_gets sent; bufs[m], rcs[m] as hpl_get_many's. */
+static int reap_gets(hpl_client *c, int k, int64_t timeout_ms, hpl_buf **bufs, int *rcs) {
+  int fd, left = k, first = 0;
+  for (int m = 0; m < k; m++) {
+    bufs[m] = NULL;
+    rcs[m] = HPL_ETIMEDOUT;
+  }
+  if (hpl_async_fd(c, &fd)) return HPL_ESYS;
+  uint64_t end = hpl__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  hpl_completion done[HPL__BSH_MAXN];
+  while (left > 0) {
+    int n = hpl_async_poll(c, done, HPL__BSH_MAXN);
+    if (n < 0) return n;
+    for (int i = 0; i < n; i++) {
+      uint64_t m = done[i].tag;
+      if (m >= (uint64_t)k) continue;
+      rcs[m] = done[i].status;
+      bufs[m] = done[i].buf;
+      if (done[i].status && !first) first = done[i].status;
+      left--;
+    }
+    if (!left || n) continue;
+    uint64_t now = hpl__now_ns();
+    if (now >= end) return HPL_ETIMEDOUT;
+    int64_t wait = hpl_async_timeout_ms(c);
+    int ms = (int)((end - now) / 1000000ull) + 1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    (void)poll(&p, 1, wait >= 0 && wait < ms ? (int)wait : ms);
+  }
+  return first;
+}
+
 int hpl__bsh_run(hpl_client *c, int idx, int64_t timeout_ms) {
   if (idx < 0 || idx >= HPL__BSH_MAXN || !nodes[idx].hosts) return HPL_EINVAL;
   bsh_node *n = &nodes[idx];
@@ -97,13 +143,17 @@ int hpl__bsh_run(hpl_client *c, int idx, int64_t timeout_ms) {
     sizes[k] = n->size;
     k++;
   }
-  n->t0 = hpl__now_ns();
-  int rc = hpl_put_many(c, pids, data, sizes, (size_t)k, timeout_ms, rcs);
-  n->t_put = hpl__now_ns();
-  if (rc) return rc;
-  hpl_buf *bufs[HPL__BSH_MAXN];
   const char *order = getenv("HPL_BENCH_SHUFFLE_GETS");
-  if (order && !strcmp(order, "pairwise"))
+  int overlap = order && !strcmp(order, "overlap");
+  hpl_buf *bufs[HPL__BSH_MAXN];
+  n->t0 = hpl__now_ns();
+  int rc = overlap ? submit_gets(c, gids, k, timeout_ms) : 0;
+  if (!rc) rc = hpl_put_many(c, pids, data, sizes, (size_t)k, timeout_ms, rcs);
+  n->t_put = hpl__now_ns();
+  if (rc) return rc; /* (overlap: the handle's pending gets end with it) */
+  if (overlap)
+    rc = reap_gets(c, k, timeout_ms, bufs, rcs);
+  else if (order && !strcmp(order, "pairwise"))
     rc = get_pairwise(c, idx, n, gids, timeout_ms, bufs, rcs);
   else
     rc = hpl_get_many(c, gids, (size_t)k, timeout_ms, bufs, rcs);
