@@ -57,10 +57,12 @@ static void on_contains(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__I
   hpl__session_send(cl, HPL__MSG_CONTAINS_REP, req, &r.base);
 }
 
-/* COUNTERS: the list /metrics shows too (stmetrics.c). */
-static void on_counters(hpl__store *s, hpl__stclient *cl, uint64_t req) {
+/* COUNTERS: the list /metrics shows too (stmetrics.c), or the one counter
+ * the request names. */
+static void on_counters(hpl__store *s, hpl__stclient *cl, uint64_t req,
+                        const Hplpb__CountersReq *m) {
   hpl__metric vals[HPL__STORE_METRICS_MAX];
-  size_t n = hpl__stmetrics_collect(s, vals);
+  size_t n = hpl__stmetrics_collect(s, vals, m->name && m->name[0] ? m->name : NULL);
   Hplpb__CountersRep *r = hpl__metrics_counters_rep(vals, n);
   if (!r) {
     hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
@@ -211,7 +213,7 @@ static void client_on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMess
         hpl__rdsink_request(s, cl, h->req_id, (Hplpb__ReduceReq *)m);
       break;
     case HPL__MSG_REDUCE_INFO: proxy(s, cl, h, m, ((Hplpb__IdReq *)m)->timeout_ms); break;
-    case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id); break;
+    case HPL__MSG_COUNTERS: on_counters(s, cl, h->req_id, (Hplpb__CountersReq *)m); break;
     case HPL__MSG_DIR_WHERE: on_dir_where(s, cl, h->req_id); break;
     default: {
       char why[64];

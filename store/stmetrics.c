@@ -33,8 +33,9 @@ static uint64_t cpu_us(void) {
          (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
-size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
+size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out, const char *only) {
   const hpl__store_counters *c = &s->ctr;
+  uint64_t resident = !only || !strcmp(only, "pool_resident") ? hpl__pool_resident(s->pool) : 0;
   uint64_t allocated = hpl__pool_allocated(s->pool), idle = hpl__obj_idle_bytes(s);
   uint64_t clients = s->metrics && s->metrics->clients ? s->metrics->clients(s) : 0;
   hpl__conn_stats cs;
@@ -139,7 +140,7 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
         "Pool bytes objects hold (sizes rounded to size classes)"),
       G("pool_high_water", hpl__pool_high_water(s->pool), "pool_high_water_bytes",
         "Most pool bytes objects ever held at once"),
-      G("pool_resident", hpl__pool_resident(s->pool), "pool_resident_bytes",
+      G("pool_resident", resident, "pool_resident_bytes",
         "Pool pages backed by memory"),
       C("pool_trims", c->pool_trims, "pool_trims_total",
         "Walks that gave free pool pages back to the kernel"),
@@ -213,8 +214,16 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out) {
   };
   size_t n = sizeof v / sizeof v[0];
   _Static_assert(sizeof v / sizeof v[0] <= HPL__STORE_METRICS_MAX, "HPL__STORE_METRICS_MAX");
-  memcpy(out, v, sizeof v);
-  return n;
+  if (!only) {
+    memcpy(out, v, sizeof v);
+    return n;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(v[i].name, only)) {
+      out[0] = v[i];
+      return 1;
+    }
+  return 0;
 }
 
 /* ------------------------------------------------------------------ /metrics */
@@ -230,7 +239,7 @@ static void render(void *arg, hpl__mbuf *b) {
   hpl__m_family(b, "hoplite_store_info", "gauge", "This store (1): its node name and node id");
   hpl__m_sample(b, "hoplite_store_info", info, 1, 0);
   hpl__metric v[HPL__STORE_METRICS_MAX];
-  size_t n = hpl__stmetrics_collect(s, v);
+  size_t n = hpl__stmetrics_collect(s, v, NULL);
   hpl__m_list(b, "hoplite_store_", labels, v, n);
   hpl__m_family(b, "hoplite_store_get_seconds", "histogram",
                 "Client GETs from arrival to answer (errors and timeouts included)");

@@ -26,9 +26,11 @@
 /* Room for the list hpl__stmetrics_collect writes. */
 #define HPL__STORE_METRICS_MAX 96
 
-/* Every counter and gauge of the store, now, into out[HPL__STORE_METRICS_MAX].
- * Returns how many. */
-size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out);
+/* Every counter and gauge of the store, now, into out[HPL__STORE_METRICS_MAX]
+ * (only: NULL), or just the one named `only` (none if there is no such
+ * name). Returns how many. The pool's resident bytes cost an fstat per pool
+ * chunk: they are read only when the whole list or that gauge is asked. */
+size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out, const char *only);
 
 /* Make the module's context and start the /metrics endpoint if cfg.metrics
  * asks for one. `clients` (may be NULL: 0) counts the local clients

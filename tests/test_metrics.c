@@ -491,6 +491,13 @@ static void test_scrape(void **state) {
   if (rx < (double)big) fail_msg("node-1 received %.0f bytes, less than the object", rx);
   /* the same list as COUNTERS */
   assert_true(rx == (double)th_counter(c1, "data_bytes_received"));
+  /* a counter asked by name comes alone, the costly pool gauge too (read
+   * only when asked: nothing moved since the scrape, so the same pages) */
+  double resident = value(&e, "hoplite_store_pool_resident_bytes", "node", "node-1");
+  assert_true(resident > 0 && resident == (double)th_counter(c1, "pool_resident"));
+  uint64_t v = 7;
+  assert_int_equal(hpl_counter(c1, "no_such_counter", th_ms(5000), &v), HPL_ENOTFOUND);
+  assert_int_equal(v, 7);
   assert_true(value(&e, "hoplite_store_pulls_total", "node", "node-1") >= 1);
   assert_string_equal(family_of(&e, "hoplite_store_pool_used_bytes")->type, "gauge");
   assert_string_equal(family_of(&e, "hoplite_store_objects")->type, "gauge");

@@ -187,9 +187,13 @@ int hpl_list(hpl_client *c, const char *prefix, int64_t timeout_ms, char **out) 
   return 0;
 }
 
-static int counters_call(hpl_client *c, int64_t timeout_ms, Hplpb__CountersRep **rep) {
+/* COUNTERS: all of them (name NULL), or the one named (the reply may still
+ * hold them all, from a server that does not know the field). */
+static int counters_call(hpl_client *c, const char *name, int64_t timeout_ms,
+                         Hplpb__CountersRep **rep) {
   Hplpb__CountersReq r = HPLPB__COUNTERS_REQ__INIT;
   r.timeout_ms = timeout_ms;
+  r.name = (char *)(name ? name : "");
   return hpl__ccall(c, HPL__MSG_COUNTERS, &r.base, timeout_ms,
               (ProtobufCMessage **)rep);
 }
@@ -198,14 +202,14 @@ int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out) {
   if (!c) return HPL_EINVAL;
   if (!out) return hpl__cfail(c, HPL_EINVAL, "out must not be NULL");
   Hplpb__CountersRep *rep = NULL;
-  int rc = counters_call(c, timeout_ms, &rep);
+  int rc = counters_call(c, NULL, timeout_ms, &rep);
   return rc ? rc : text_result(c, &rep->base, rep->n_counters, counter_line, out);
 }
 
 int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value) {
   if (!c || !name) return c ? hpl__cfail(c, HPL_EINVAL, "name is NULL") : HPL_EINVAL;
   Hplpb__CountersRep *rep = NULL;
-  int rc = counters_call(c, timeout_ms, &rep);
+  int rc = counters_call(c, name, timeout_ms, &rep);
   if (rc) return rc;
   rc = hpl__cfail(c, HPL_ENOTFOUND, "no counter '%s'", name);
   for (size_t i = 0; i < rep->n_counters; i++)
