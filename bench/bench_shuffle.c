@@ -90,7 +90,10 @@ static int submit_gets(hpl_client *c, const char *const *gids, int k, int64_t ti
     int rc = hpl_async_get(c, gids[m], timeout_ms, (uint64_t)m);
     if (rc) return rc;
   }
-  return 0;
+  /* a submission is only queued: this sends them (nothing completes yet) */
+  hpl_completion none[1];
+  int n = hpl_async_poll(c, none, 0);
+  return n < 0 ? n : 0;
 }
 
 /* Wait for the k gets submit_gets sent; bufs[m], rcs[m] as hpl_get_many's. */
