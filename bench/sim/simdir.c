@@ -73,6 +73,7 @@ struct hpl__sim_dir {
   double *probe_out;    /* when a probe went out (0: none) */
   hpl__sim_timer *probe_tm;
   hpl__sim_dirstats st;
+  double cpu0; /* the process's CPU when the run began (the wall limit) */
 };
 
 static double thread_cpu(void) {
@@ -235,7 +236,7 @@ static void serve_next(hpl__sim_dir *d) {
   } else {
     run_request(d, m);
   }
-  if (d->w->p.wall_limit > 0 && (double)clock() / CLOCKS_PER_SEC > d->w->p.wall_limit)
+  if (d->w->p.wall_limit > 0 && (double)clock() / CLOCKS_PER_SEC - d->cpu0 > d->w->p.wall_limit)
     d->w->clk.stop = 1;
   d->st.busy += d->cost;
   hpl__sim_at(&d->w->clk, &d->cpu, d->w->clk.now + d->cost);
@@ -273,6 +274,7 @@ hpl__sim_dir *hpl__sim_dir_new(hpl__sim_world *w) {
   uint32_t n = w->p.nodes;
   if (!d) abort();
   d->w = w;
+  d->cpu0 = (double)clock() / CLOCKS_PER_SEC;
   d->waiters = calloc(n, sizeof *d->waiters);
   d->suspected = calloc(n, 1);
   d->probe_out = calloc(n, sizeof *d->probe_out);
