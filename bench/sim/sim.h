@@ -1,0 +1,204 @@
+/*
+ * sim.h - hpsim, the discrete-event simulator of issue 45: what its files
+ * share. ONE concern: the simulator's types and the calls between its files.
+ * Callers: the .c files of bench/sim/ only (hpsim is a bench tool, not part of a server).
+ *
+ * The files, bottom-up (each calls only the ones before it):
+ *   simcore.c  the virtual clock and the event heap (an indexed binary heap:
+ *              one entry per timer at most, so memory is bounded by the
+ *              number of timers, never by the number of reschedules)
+ *   simnet.c   hosts (uplink, downlink, latency), streams between them as
+ *              fluid flows, max-min sharing of each link, chunk-level
+ *              pipelining behind a partial copy
+ *   simdir.c   the directory: ONE server queue charging CPU per request,
+ *              around the directory's REAL object table and sender choice
+ *              (directory/objtab.c and directory/objects.c, linked as is)
+ *   simstore.c the stores: a get's steps (ACQUIRE, connect, PULL, stream,
+ *              LOC_COMPLETE), silence detection and the move on a verdict
+ *   simmain.c  scenarios, the validation table, the scale runs, the CLI
+ *
+ * Time is in seconds (double) everywhere in the simulator; byte counts are
+ * doubles in the fluid model (exact to 2^53 bytes).
+ */
+#ifndef HPL_SIM_H
+#define HPL_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "objects.h"
+
+/* ------------------------------------------------------------------ simcore.c */
+
+/* A timer: an event owner's one slot in the heap (idx 0: not scheduled). */
+typedef struct hpl__sim_timer {
+  double at;
+  uint32_t idx;
+  void (*fn)(struct hpl__sim_timer *t);
+} hpl__sim_timer;
+
+typedef struct hpl__sim_clock {
+  double now;
+  hpl__sim_timer **heap; /* 1-based */
+  uint32_t n, cap;
+  uint64_t events;
+  int stop;          /* set to end hpl__sim_run early (a wall-time limit) */
+} hpl__sim_clock;
+
+/* Start/stop a clock at time 0 (free releases the heap only; timers are the
+ * owners'). hpl__sim_at (re)schedules t at absolute time `at` (never before
+ * now); hpl__sim_cancel unschedules it (no-op if it is not). hpl__sim_run
+ * fires timers in time order until none is left, c->stop is set, or now
+ * would pass `until` (then now = until). Errors: an allocation failure aborts (a bench tool). */
+void hpl__sim_clock_init(hpl__sim_clock *c);
+void hpl__sim_clock_free(hpl__sim_clock *c);
+void hpl__sim_at(hpl__sim_clock *c, hpl__sim_timer *t, double at);
+void hpl__sim_cancel(hpl__sim_clock *c, hpl__sim_timer *t);
+void hpl__sim_run(hpl__sim_clock *c, double until);
+
+/* ------------------------------------------------------------------ simnet.c */
+
+struct hpl__sim_flow;
+
+typedef struct hpl__sim_host {
+  double up, down;            /* link goodput, bytes/s */
+  struct hpl__sim_flow *outs; /* streams this host sends (its uplink's flows) */
+  uint32_t nout;
+  struct hpl__sim_flow *in;   /* the one stream into this host's copy (or NULL) */
+  /* the host's copy of the object being simulated */
+  double got;      /* bytes arrived, as of got_at */
+  double got_at;
+  double rate_in;  /* d(got)/dt now */
+  int complete;    /* all bytes held (and servable) */
+  int stopped;     /* killed or paused: sends and receives nothing */
+} hpl__sim_host;
+
+typedef struct hpl__sim_flow {
+  struct hpl__sim_flow *snext, *sprev; /* the sender's list */
+  hpl__sim_host *src, *dst;
+  uint32_t src_i, dst_i;
+  double rate;
+  int tracking;      /* caught up with a partial sender: bound to its rate */
+  hpl__sim_timer tm; /* catch-up or end of its bytes */
+  void *owner;       /* the store model's pull (simstore.c) */
+} hpl__sim_flow;
+
+typedef struct hpl__sim_net {
+  hpl__sim_clock *clk;
+  hpl__sim_host *hosts;
+  uint32_t nhosts;
+  double size;    /* the object's bytes */
+  double unit;    /* the pipelining unit: a partial copy serves whole verified units */
+  double lat;     /* one-way latency, s */
+  /* the stream's bytes are all in (the store model adds the latency) */
+  void (*arrived)(hpl__sim_flow *f);
+  uint64_t recomputes, rate_changes;
+  uint32_t max_fanout; /* most streams one host sent at once */
+  double src_bytes; /* bytes host 0 (the source) sent */
+  double bytes;     /* bytes every host sent */
+} hpl__sim_net;
+
+/* Hosts 0..n-1, all with the same rates (bits/s scaled by eff, the share of
+ * the line rate TCP's goodput reaches). Host 0 holds the object. */
+void hpl__sim_net_init(hpl__sim_net *n, hpl__sim_clock *c, uint32_t nhosts, double bits,
+                       double eff, double lat, double size, double unit);
+void hpl__sim_net_free(hpl__sim_net *n);
+/* Bytes held at dst now / servable to a receiver now. */
+double hpl__sim_got(const hpl__sim_net *n, const hpl__sim_host *h);
+double hpl__sim_servable(const hpl__sim_net *n, const hpl__sim_host *h);
+/* A stream of the object from src to dst, starting from the bytes dst
+ * holds. Returns it (owned by the net until hpl__sim_flow_end). */
+hpl__sim_flow *hpl__sim_flow_start(hpl__sim_net *n, uint32_t src, uint32_t dst, void *owner);
+/* End a stream (its bytes so far stay at dst) and free it. */
+void hpl__sim_flow_end(hpl__sim_net *n, hpl__sim_flow *f);
+/* A host stops or resumes (kill, SIGSTOP/SIGCONT): its streams in and out
+ * carry nothing meanwhile. */
+void hpl__sim_host_stop(hpl__sim_net *n, uint32_t h, int stopped);
+/* dst's copy is complete (its last bytes landed): servable in full. */
+void hpl__sim_host_complete(hpl__sim_net *n, uint32_t h);
+
+/* ------------------------------------------------------------------ simdir.c */
+
+typedef struct hpl__sim_params {
+  uint32_t nodes;       /* hosts, the source included */
+  double bits;          /* line rate, bits/s */
+  double eff;           /* TCP goodput share of the line rate */
+  double lat;           /* one-way latency, s */
+  double size;          /* object bytes */
+  double unit;          /* pipelining unit (bytes) */
+  double arrive_over;   /* receivers ask spread evenly over this many s (0: at once) */
+  double dir_cpu;       /* fixed directory CPU per request, s */
+  int dir_measured;     /* also charge the measured CPU of the real decision code */
+  uint32_t max_senders; /* the directory's --max-senders */
+  double fail_frac;     /* share of receivers killed/paused mid-broadcast */
+  int fail_pause;       /* 0: killed, 1: paused for pause_s */
+  double fail_at;       /* when (s after the start) */
+  double pause_s;
+  double dead_after;    /* the directory declares a silent node dead after this */
+  double probe_s;       /* the probe timeout (directory/nodestat.c) */
+  double wall_limit;    /* stop a run after this much wall time (0: none) */
+  uint64_t seed;
+  int verbose;
+} hpl__sim_params;
+
+typedef struct hpl__sim_dir hpl__sim_dir;
+struct hpl__sim_world;
+
+/* A request to the directory (its bytes arrive after the latency; it
+ * waits in the directory's queue, costs CPU, then runs `fn`). */
+typedef enum {
+  HPL__SIM_REQ_ACQUIRE,  /* a get asks for a sender */
+  HPL__SIM_REQ_SILENT,   /* a receiver reports its sender silent (AcquireReq.suspect) */
+  HPL__SIM_REQ_COMPLETE, /* LOC_COMPLETE */
+} hpl__sim_req_kind;
+
+hpl__sim_dir *hpl__sim_dir_new(struct hpl__sim_world *w);
+void hpl__sim_dir_free(hpl__sim_dir *d);
+/* Queue a request from `node` (it reaches the directory one latency later). */
+void hpl__sim_dir_send(hpl__sim_dir *d, hpl__sim_req_kind k, uint32_t node, uint32_t peer);
+/* The directory's probe of `node` went unanswered / the node is declared
+ * dead (its copies removed, hpl__dtab_node_gone). */
+void hpl__sim_dir_suspect(hpl__sim_dir *d, uint32_t node);
+void hpl__sim_dir_node_dead(hpl__sim_dir *d, uint32_t node);
+
+typedef struct hpl__sim_dirstats {
+  uint64_t requests, decisions, waits, moves;
+  double busy;        /* CPU charged, s */
+  double real_cpu;    /* CPU the real decision code took (measured), s */
+  double max_pick;    /* the dearest single call, s */
+  double max_queue;   /* longest time a request waited in the queue, s */
+} hpl__sim_dirstats;
+const hpl__sim_dirstats *hpl__sim_dir_stats(const hpl__sim_dir *d);
+/* A paused node is heard again (nodes.c hpl__dir_node_heard): no longer suspected. */
+void hpl__sim_dir_back(hpl__sim_dir *d, uint32_t node);
+
+/* ------------------------------------------------------------------ simstore.c */
+
+typedef struct hpl__sim_world {
+  hpl__sim_params p;
+  hpl__sim_clock clk;
+  hpl__sim_net net;
+  hpl__sim_dir *dir;
+  struct hpl__sim_store *stores;
+  uint32_t done, failed; /* receivers complete / stopped for good */
+  double last_done;
+  double slowest;        /* the longest get, from its start to its copy complete */
+  uint64_t moves;        /* receivers that changed sender */
+  uint32_t *copies;      /* streams each receiver started (copies sent to it) */
+  int aborted;           /* the wall limit was hit */
+} hpl__sim_world;
+
+/* The directory's answer to `node`'s request: pull from `sender` (from the
+ * bytes it holds), wait, stay with the sender it has, or fail. */
+void hpl__sim_store_answer(hpl__sim_world *w, uint32_t node, uint32_t sender);
+void hpl__sim_store_stay(hpl__sim_world *w, uint32_t node, double retry);
+/* Set the world up, run it to the end, free it. Returns 0, or -1 when
+ * receivers were left unfinished (stuck) or the wall limit was hit. */
+int hpl__sim_world_run(hpl__sim_world *w);
+void hpl__sim_world_free(hpl__sim_world *w);
+/* How many copies of the object left the source (bytes sent / size). */
+double hpl__sim_source_copies(const hpl__sim_world *w);
+/* Hops from the source of node's copy, as last assigned. */
+uint32_t hpl__sim_depth(const hpl__sim_world *w, uint32_t node);
+
+#endif

@@ -1,0 +1,326 @@
+/* simmain.c - hpsim's command line (see sim.h): one run, the validation
+ * table against the 8-host emulated measurements, the scale table, and the
+ * small self-check ctest runs (sim_small).
+ *
+ *   hpsim [run] [--nodes N] [--gbit R] [--size BYTES[KMG]] [--lat-us U]
+ *         [--unit BYTES[KMG]] [--eff E] [--arrive S] [--dir-cpu-us U]
+ *         [--measured] [--max-senders K] [--kill F | --pause F]
+ *         [--fail-at S] [--pause-s S] [--wall S] [-v]
+ *   hpsim validate     simulated against measured (bench/results)
+ *   hpsim scale        1 GiB to 100/1 000/10 000 nodes, failures
+ *   hpsim check        64 nodes, asserts (exit 1 on a failed check)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+
+#define CONNECT_RTTS 3 /* as simstore.c */
+
+static hpl__sim_params defaults(void) {
+  hpl__sim_params p = {0};
+  p.nodes = 8;
+  p.bits = 1e9;
+  p.eff = 0.956; /* TCP goodput at MTU 1500 (bench/results/README.md: 1.046 x S/B) */
+  p.lat = 50e-6;
+  p.size = 64.0 * (1 << 20);
+  p.unit = 128 * 1024; /* HPL__DIGEST_UNIT: --integrity sha256 (the default) */
+  p.dir_cpu = 10e-6;
+  p.max_senders = 1; /* directory/server.c: max_senders = 1 */
+  p.fail_at = 0.3;
+  p.pause_s = 2.0;
+  p.dead_after = 1.5;  /* nodestat.c: 3 x heartbeat_ms (500 ms) for a steady node */
+  p.probe_s = 0.1 + 4 * 50e-6; /* nodestat.c: probe_ms 100 + 2 x RTT */
+  return p;
+}
+
+typedef struct result {
+  double t, last, sbg, bound, src_copies, dps, dcpu, real_cpu, max_pick, max_queue, cmean, wall;
+  uint32_t dmax, cmax, fanout, failed;
+  double dmean;
+  uint64_t decisions, moves, events;
+  int rc;
+} result;
+
+static double wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static result run(const hpl__sim_params *p) {
+  hpl__sim_world w;
+  memset(&w, 0, sizeof w);
+  w.p = *p;
+  w.p.probe_s = 0.1 + 4 * p->lat;
+  double w0 = wall();
+  result r = {0};
+  r.rc = hpl__sim_world_run(&w);
+  r.wall = wall() - w0;
+  double B = p->bits * p->eff / 8;
+  r.t = w.slowest; /* at once: the last receiver's time; arriving: the slowest get */
+  r.last = w.last_done;
+  r.sbg = p->size / B;
+  uint64_t dsum = 0, csum = 0, nrec = 0;
+  for (uint32_t i = 1; i < p->nodes; i++) {
+    uint32_t d = hpl__sim_depth(&w, i);
+    if (d > r.dmax) r.dmax = d;
+    dsum += d;
+    csum += w.copies[i];
+    nrec++;
+    if (w.copies[i] > r.cmax) r.cmax = w.copies[i];
+  }
+  r.dmean = nrec ? (double)dsum / nrec : 0;
+  r.cmean = nrec ? (double)csum / nrec : 0;
+  /* the bound: the first answer and connection, S/B, and the fill of the
+   * chain actually formed: each hop one unit and one latency behind */
+  double start = 2 * p->lat + p->dir_cpu + CONNECT_RTTS * 2 * p->lat;
+  r.bound = start + r.sbg + r.dmax * (p->unit / B + p->lat) + p->lat;
+  r.src_copies = hpl__sim_source_copies(&w);
+  const hpl__sim_dirstats *ds = hpl__sim_dir_stats(w.dir);
+  r.decisions = ds->decisions;
+  r.dps = r.t > 0 ? ds->decisions / r.t : 0;
+  r.dcpu = r.t > 0 ? ds->busy / r.t : 0;
+  r.real_cpu = ds->real_cpu;
+  r.max_pick = ds->max_pick;
+  r.max_queue = ds->max_queue;
+  r.fanout = w.net.max_fanout;
+  r.moves = w.moves;
+  r.failed = w.failed;
+  r.events = w.clk.events;
+  hpl__sim_world_free(&w);
+  return r;
+}
+
+static void header(void) {
+  printf("%-7s %5s %6s %6s %-8s %9s %9s %6s %5s %6s %4s %7s %9s %7s %9s %8s %6s %5s %7s\n", "nodes",
+         "gbit", "size", "arrive", "fail", "time_s", "bound_s", "x_bnd", "depth", "d_mean",
+         "fan", "src_cp", "dec/s", "dir_cpu", "max_pick", "max_q_s", "cp/rcv", "moves", "wall_s");
+}
+
+static void row(const hpl__sim_params *p, const result *r, const char *fail) {
+  char sz[16];
+  if (p->size >= (1 << 30)) snprintf(sz, sizeof sz, "%gG", p->size / (1 << 30));
+  else if (p->size >= (1 << 20)) snprintf(sz, sizeof sz, "%gM", p->size / (1 << 20));
+  else snprintf(sz, sizeof sz, "%gK", p->size / 1024);
+  printf("%-7u %5g %6s %6g %-8s %9.4f %9.4f %6.3f %5u %6.1f %4u %7.3f %9.0f %6.1f%% %8.2fms "
+         "%8.4f %6.2f %5llu %7.2f%s\n",
+         p->nodes, p->bits / 1e9, sz, p->arrive_over, fail, r->t, r->bound, r->t / r->bound,
+         r->dmax, r->dmean, r->fanout, r->src_copies, r->dps, 100 * r->dcpu, 1e3 * r->max_pick,
+         r->max_queue, r->cmean, (unsigned long long)r->moves, r->wall,
+         r->rc ? "  UNFINISHED" : "");
+  fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ validate */
+
+typedef struct vcase {
+  const char *what;
+  double size, unit, measured;
+  const char *source;
+} vcase;
+
+static int validate(void) {
+  /* 8 emulated hosts at 1 Gbit/s (bench/cluster.sh), object present at the
+   * source, 7 receivers get it at once; medians of the runs named. */
+  static const vcase v[] = {
+      {"bcast 1 MiB, integrity off", 1 << 20, 64 * 1024, 0.010481,
+       "bcast-1gbit.tsv 2026-11-22 (median of 3 runs' medians: 0.010481 0.010653 0.010160)"},
+      {"bcast 64 MiB, integrity off", 64.0 * (1 << 20), 64 * 1024, 0.564893,
+       "integrity-final-bcast-1gbit.tsv off+procs 0.565662 0.564123"},
+      {"bcast 256 MiB, integrity off", 256.0 * (1 << 20), 64 * 1024, 2.250874,
+       "integrity-final-bcast-1gbit.tsv off+procs 2.251449 2.250299"},
+      {"bcast 64 MiB, sha256 (default)", 64.0 * (1 << 20), 128 * 1024, 0.569655,
+       "integrity-final-bcast-1gbit.tsv sha256+procs 0.572557 0.566753"},
+      {"bcast 256 MiB, sha256 (default)", 256.0 * (1 << 20), 128 * 1024, 2.265230,
+       "integrity-final-bcast-1gbit.tsv sha256+procs 2.267189 2.263270"},
+      {"bcast 64 MiB (before integrity)", 64.0 * (1 << 20), 64 * 1024, 0.567913,
+       "bcast-1gbit.tsv hoplite, median of 9 runs 2026-11-22..27"},
+      {"bcast 256 MiB (before integrity)", 256.0 * (1 << 20), 64 * 1024, 2.260946,
+       "bcast-1gbit.tsv hoplite, median of 9 runs 2026-11-22..27"},
+  };
+  printf("| case (8 hosts, 1 Gbit/s) | measured s | simulated s | error | source copies (sim; measured 1.000) | measured in |\n");
+  printf("|---|---|---|---|---|---|\n");
+  double worst = 0;
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    hpl__sim_params p = defaults();
+    p.size = v[i].size;
+    p.unit = v[i].unit;
+    result r = run(&p);
+    double err = 100 * (r.t - v[i].measured) / v[i].measured;
+    if (fabs(err) > worst) worst = fabs(err);
+    printf("| %s | %.4f | %.4f | %+.1f %% | %.3f | %s |\n", v[i].what, v[i].measured, r.t, err,
+           r.src_copies, v[i].source);
+  }
+  /* bench/bcast_many.sh: 128 stores on loopback, 8 MiB (no rate limit there:
+   * the copy count is the figure, not the time) */
+  hpl__sim_params p = defaults();
+  p.nodes = 128;
+  p.size = 8 << 20;
+  p.bits = 10e9;
+  result r = run(&p);
+  printf("\n128 stores, 8 MiB (bench/bcast_many.sh's case): the source sent %.3f copies, "
+         "chain depth %u, max fan-out %u, copies per receiver %.2f (max %u)\n",
+         r.src_copies, r.dmax, r.fanout, r.cmean, r.cmax);
+  printf("worst error %.1f %%\n", worst);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ scale */
+
+static void scale_one(hpl__sim_params p, const char *fail) {
+  result r = run(&p);
+  row(&p, &r, fail);
+}
+
+static int scale(int argc, char **argv) {
+  double wall_limit = argc > 0 ? atof(argv[0]) : 120;
+  int measured = argc > 1 ? atoi(argv[1]) : 1;
+  header();
+  uint32_t ns[] = {100, 1000, 10000};
+  double gb[] = {10e9, 25e9};
+  for (int a = 0; a < 2; a++)
+    for (size_t g = 0; g < 2; g++)
+      for (size_t k = 0; k < 3; k++) {
+        hpl__sim_params p = defaults();
+        p.nodes = ns[k];
+        p.bits = gb[g];
+        p.size = 1024.0 * (1 << 20);
+        p.lat = 25e-6;
+        p.arrive_over = a ? 10 : 0;
+        p.dir_measured = measured;
+        p.wall_limit = wall_limit;
+        scale_one(p, "-");
+      }
+  for (int pause = 0; pause < 2; pause++)
+    for (int f = 0; f < 2; f++) {
+      hpl__sim_params p = defaults();
+      p.nodes = 1000;
+      p.bits = 10e9;
+      p.size = 1024.0 * (1 << 20);
+      p.lat = 25e-6;
+      p.dir_measured = measured;
+      p.wall_limit = wall_limit;
+      p.fail_frac = f ? 0.05 : 0.01;
+      p.fail_pause = pause;
+      p.fail_at = 0.4;
+      p.arrive_over = 10;
+      char what[32];
+      snprintf(what, sizeof what, "%s%d%%", pause ? "pause" : "kill", f ? 5 : 1);
+      scale_one(p, what);
+    }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ check (ctest) */
+
+static int failed;
+#define CHECK(c, ...)                         \
+  do {                                        \
+    if (!(c)) {                               \
+      printf("FAIL: " __VA_ARGS__);           \
+      printf("\n");                           \
+      failed = 1;                             \
+    }                                         \
+  } while (0)
+
+static int check(void) {
+  /* 64 nodes at 10 Gbit/s, 256 MiB, fixed directory cost (deterministic) */
+  hpl__sim_params p = defaults();
+  p.nodes = 64;
+  p.bits = 10e9;
+  p.size = 256.0 * (1 << 20);
+  p.lat = 25e-6;
+  header();
+  result r = run(&p);
+  row(&p, &r, "-");
+  CHECK(r.rc == 0, "all-at-once: not every receiver finished");
+  CHECK(r.t >= r.sbg, "all-at-once: faster than S/B (%.4f < %.4f)", r.t, r.sbg);
+  CHECK(r.t <= 1.05 * r.bound, "all-at-once: %.4f s over 1.05 x the bound %.4f", r.t, r.bound);
+  CHECK(fabs(r.src_copies - 1.0) < 0.01, "all-at-once: the source sent %.3f copies, not 1",
+        r.src_copies);
+  CHECK(r.cmax == 1, "all-at-once: a receiver got %u streams, not 1", r.cmax);
+  CHECK(r.dmax == 63, "all-at-once: chain depth %u, the real pick makes one chain of 63", r.dmax);
+  CHECK(r.decisions == 63, "all-at-once: %llu decisions for 63 receivers",
+        (unsigned long long)r.decisions);
+  /* arriving over 2 s: copies complete meanwhile and serve */
+  p.arrive_over = 2;
+  r = run(&p);
+  row(&p, &r, "-");
+  CHECK(r.rc == 0, "arriving: not every receiver finished");
+  CHECK(r.dmax < 63, "arriving: depth %u, complete copies should shorten the chain", r.dmax);
+  /* 5 % killed, 5 % paused mid-broadcast: every live receiver finishes */
+  p.arrive_over = 0;
+  p.fail_frac = 0.05;
+  p.fail_at = 0.1;
+  for (int pause = 0; pause < 2; pause++) {
+    p.fail_pause = pause;
+    r = run(&p);
+    row(&p, &r, pause ? "pause5%" : "kill5%");
+    CHECK(r.rc == 0, "%s: a receiver never finished", pause ? "pause" : "kill");
+    CHECK(r.moves > 0, "%s: nobody moved off a failed sender", pause ? "pause" : "kill");
+    CHECK(r.failed == (pause ? 0u : 3u), "%s: %u receivers lost", pause ? "pause" : "kill",
+          r.failed);
+    CHECK(r.t < r.bound + (pause ? p.pause_s : 0) + 2.0, "%s: %.3f s, too slow", pause ? "pause" : "kill",
+          r.t);
+  }
+  printf(failed ? "sim_small: FAILED\n" : "sim_small: ok\n");
+  return failed;
+}
+
+/* ------------------------------------------------------------------ run */
+
+static double size_arg(const char *s) {
+  char *e;
+  double v = strtod(s, &e);
+  if (*e == 'K' || *e == 'k') v *= 1024;
+  else if (*e == 'M' || *e == 'm') v *= 1 << 20;
+  else if (*e == 'G' || *e == 'g') v *= 1 << 30;
+  return v;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "validate") == 0) return validate();
+  if (argc > 1 && strcmp(argv[1], "scale") == 0) return scale(argc - 2, argv + 2);
+  if (argc > 1 && strcmp(argv[1], "check") == 0) return check();
+  hpl__sim_params p = defaults();
+  const char *fail = "-";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
+    if (strcmp(a, "run") == 0) continue;
+    if (strcmp(a, "-v") == 0) { p.verbose++; continue; }
+    if (strcmp(a, "--measured") == 0) { p.dir_measured = 1; continue; }
+    i++;
+    if (strcmp(a, "--nodes") == 0) p.nodes = (uint32_t)atoi(v);
+    else if (strcmp(a, "--gbit") == 0) p.bits = atof(v) * 1e9;
+    else if (strcmp(a, "--size") == 0) p.size = size_arg(v);
+    else if (strcmp(a, "--unit") == 0) p.unit = size_arg(v);
+    else if (strcmp(a, "--lat-us") == 0) p.lat = atof(v) * 1e-6;
+    else if (strcmp(a, "--eff") == 0) p.eff = atof(v);
+    else if (strcmp(a, "--arrive") == 0) p.arrive_over = atof(v);
+    else if (strcmp(a, "--dir-cpu-us") == 0) p.dir_cpu = atof(v) * 1e-6;
+    else if (strcmp(a, "--max-senders") == 0) p.max_senders = (uint32_t)atoi(v);
+    else if (strcmp(a, "--kill") == 0) p.fail_frac = atof(v), fail = "kill";
+    else if (strcmp(a, "--pause") == 0) p.fail_frac = atof(v), p.fail_pause = 1, fail = "pause";
+    else if (strcmp(a, "--fail-at") == 0) p.fail_at = atof(v);
+    else if (strcmp(a, "--pause-s") == 0) p.pause_s = atof(v);
+    else if (strcmp(a, "--wall") == 0) p.wall_limit = atof(v);
+    else {
+      fprintf(stderr, "hpsim: unknown option '%s' (see bench/sim/simmain.c)\n", a);
+      return 2;
+    }
+  }
+  if (p.nodes < 2) {
+    fprintf(stderr, "hpsim: --nodes must be at least 2\n");
+    return 2;
+  }
+  header();
+  result r = run(&p);
+  row(&p, &r, fail);
+  printf("events %llu, directory decisions %llu, real decision CPU %.3f s, wall %.2f s\n",
+         (unsigned long long)r.events, (unsigned long long)r.decisions, r.real_cpu, r.wall);
+  return r.rc ? 1 : 0;
+}
