@@ -208,6 +208,86 @@ static int loc_last_resort(const hpl__dtab *t, hpl__dir_obj *o, const hpl__dir_l
   return 0;
 }
 
+/* One location's standing in a pick (pick_marks). */
+typedef struct pick_mark {
+  hpl__dir_loc *l;
+  int32_t up;    /* the upstream's location (index), -1 if none listed */
+  uint8_t state; /* 0 not seen, 1 being resolved, 2 resolved */
+  uint8_t dep;   /* pulls (transitively) from the asker */
+  uint8_t last;  /* a last-resort copy (loc_last_resort) */
+} pick_mark;
+
+static int bad_node(const hpl__dtab *t, uint64_t node, uint64_t avoid) {
+  return node == avoid || (t->suspected && t->suspected(node, t->usable_arg));
+}
+
+/* Every location of o in list order, with what hpl__dtab_depends_on(o,
+ * l->node, asker) and loc_last_resort(t, o, l, avoid) say of it, found in
+ * one pass: each upstream is looked up once, in a table of o's locations
+ * by node, and each chain is resolved once for all the locations on it.
+ * Walking every chain from every location cost O(locations x depth) list
+ * scans of O(locations) each per pick: a broadcast's chain of N receivers
+ * took O(N^3) per decision (1 000 receivers asking at once: minutes of
+ * the directory's CPU). A cycle (which sender choice never makes) counts
+ * as ending where it closes. Returns the count, or -1 without memory;
+ * *out is the caller's to free. */
+static int pick_marks(const hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
+                      pick_mark **out) {
+  int n = 0;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) n++;
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n) cap *= 2;
+  pick_mark *m = calloc((size_t)n + 1, sizeof *m);
+  int32_t *slot = malloc(cap * sizeof *slot), *stack = malloc(((size_t)n + 1) * sizeof *stack);
+  if (!m || !slot || !stack) {
+    free(m);
+    free(slot);
+    free(stack);
+    return -1;
+  }
+  memset(slot, 0xff, cap * sizeof *slot);
+  int i = 0;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next, i++) {
+    m[i].l = l;
+    size_t h = (size_t)((l->node * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+    while (slot[h] >= 0) h = (h + 1) & (cap - 1);
+    slot[h] = i;
+  }
+  for (i = 0; i < n; i++) {
+    uint64_t up = m[i].l->upstream;
+    m[i].up = -1;
+    if (!up) continue;
+    size_t h = (size_t)((up * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+    for (; slot[h] >= 0; h = (h + 1) & (cap - 1))
+      if (m[slot[h]].l->node == up) {
+        m[i].up = slot[h];
+        break;
+      }
+  }
+  for (i = 0; i < n; i++) {
+    /* down the chain to a resolved location (or its end), then back up */
+    int top = 0, cur = i;
+    while (cur >= 0 && m[cur].state == 0) {
+      m[cur].state = 1;
+      stack[top++] = cur;
+      cur = m[cur].up;
+    }
+    while (top > 0) {
+      pick_mark *k = &m[stack[--top]];
+      uint64_t up = k->l->upstream;
+      const pick_mark *u = k->up >= 0 && m[k->up].state == 2 ? &m[k->up] : NULL;
+      k->dep = k->l->node == asker || (up && (up == asker || (u && u->dep)));
+      k->last = bad_node(t, k->l->node, avoid) ||
+                (up && (k->up >= 0 ? u && u->last : bad_node(t, up, avoid)));
+      k->state = 2;
+    }
+  }
+  free(slot);
+  free(stack);
+  *out = m;
+  return n;
+}
+
 /* hpl__dtab_pick_sender's choice; with `strict`, never a last-resort copy, and
  * 1 rather than a wait when no other copy is idle. */
 static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, int strict,
@@ -215,13 +295,17 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
   if (o->state == HPL__OBJ_FAILED) return o->fail_status;
   if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == HPL__OBJ_PENDING) return 1;
+  pick_mark *marks = NULL;
+  int nm = pick_marks(t, o, asker, avoid, &marks);
+  if (nm < 0) return HPL_ENOMEM;
   hpl__dir_loc *best = NULL, *fallback = NULL, *spare = NULL;
   int viable = 0, others = 0; /* a copy that could serve later, once idle; one not last-resort */
-  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
+  for (int i = 0; i < nm; i++) {
+    hpl__dir_loc *l = marks[i].l;
     if (l->node == asker || l->unlisted) continue;
-    if (hpl__dtab_depends_on(o, l->node, asker)) continue;
+    if (marks[i].dep) continue;
     viable = 1;
-    int last = loc_last_resort(t, o, l, avoid);
+    int last = marks[i].last;
     others |= !last;
     if (!loc_idle(t, l)) continue;
     if (last) {
@@ -235,6 +319,7 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
     if (!best || (l->complete && !best->complete)) best = l;
     if (best->complete) break;
   }
+  free(marks);
   if (!best && !strict) best = spare; /* rather than wait */
   if (strict && !best) return 1;
   /* a last-resort copy only if nothing else could ever serve */

@@ -10,6 +10,7 @@
 
 #include "hoplite.h"
 #include "objects.h"
+#include "util.h"
 
 #define MB (1ull << 20)
 
@@ -139,6 +140,47 @@ static void test_resume_elsewhere(void **state) {
   assert_int_equal(hpl__dtab_pick_sender(&t, o, 4, 0, &s), 0);
   assert_true(s != 4 && s != first);
   assert_false(hpl__dtab_depends_on(o, s, 4));
+  hpl__dtab_clear(&t);
+}
+
+/* Node 40 is suspected (tab.suspected): in the chain 1 -> 2 -> ... -> 80,
+ * the copies at and behind it are last resorts, so a new receiver is not
+ * put behind the chain's idle end while 1 can serve it again. */
+static int suspect_40(uint64_t node, void *arg) {
+  (void)arg;
+  return node == 40;
+}
+
+/* 4 000 receivers asking one after another form one chain, each behind the
+ * last; every pick looks at every copy's chain (does it pull from the
+ * asker? from a suspected node?). Walking each chain from each copy made a
+ * pick O(copies^3): this took hours; resolving every chain once per pick
+ * (objects.c pick_marks) makes it O(copies). The same choices either way. */
+static void test_long_chain_picks(void **state) {
+  (void)state;
+  hpl__dtab t;
+  hpl__dir_obj *o = with_one_copy(&t, "big", 1024 * MB);
+  uint64_t s, t0 = hpl__now_ms();
+  for (uint64_t n = 2; n <= 4000; n++) {
+    assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
+    assert_int_equal(s, n - 1);
+  }
+  uint64_t took = hpl__now_ms() - t0;
+  const char *sc = getenv("HPL_TEST_TIMEOUT_SCALE");
+  uint64_t bound = 20000 * (uint64_t)(sc && atoi(sc) > 0 ? atoi(sc) : 1);
+  if (took > bound) fail_msg("4 000 picks along one chain took %llu ms", (unsigned long long)took);
+  /* a receiver of the chain asking again (its sender failed) is not put
+   * behind itself: 4000's copy pulls from it, so the chain's end is out */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 3999, 3998, &s), 1); /* waits */
+  hpl__dtab_clear(&t);
+  /* a suspected node in a chain: what pulls from it is a last resort */
+  o = with_one_copy(&t, "s", 64 * MB);
+  for (uint64_t n = 2; n <= 80; n++) assert_int_equal(hpl__dtab_pick_sender(&t, o, n, 0, &s), 0);
+  t.suspected = suspect_40;
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 100, 0, &s), 1); /* 80 only, behind 40: wait */
+  assert_int_equal(hpl__dtab_loc_complete(&t, o, 2, 64 * MB), 0); /* 1 serves nobody now */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 100, 0, &s), 0);
+  assert_int_equal(s, 1);
   hpl__dtab_clear(&t);
 }
 
@@ -484,7 +526,7 @@ int main(void) {
       cmocka_unit_test(test_put_and_exists),   cmocka_unit_test(test_inline),
       cmocka_unit_test(test_receivers_form_chain), cmocka_unit_test(test_more_senders),
       cmocka_unit_test(test_no_cycle_and_lost), cmocka_unit_test(test_resume_elsewhere),
-      cmocka_unit_test(test_bypass_reforms_chain),
+      cmocka_unit_test(test_bypass_reforms_chain), cmocka_unit_test(test_long_chain_picks),
       cmocka_unit_test(test_bypass_avoids_crawling),
       cmocka_unit_test(test_wait_when_all_busy), cmocka_unit_test(test_gc),
       cmocka_unit_test(test_avoid), cmocka_unit_test(test_unlisted_copy),
