@@ -33,6 +33,7 @@ typedef struct dsnode {
   int registered, closed, want_out;
   uint64_t hb_sent_ns, hb_req_seq; /* the heartbeat out (0: none) */
   uint32_t rtt_us;
+  uint32_t receiving, held; /* fetches receiving now; copies complete */
 } dsnode;
 
 /* the timer heap */
@@ -190,11 +191,11 @@ static void send_heartbeat(hpl__ds_run *r, int i) {
   /* the copies arriving here, as a store lists them */
   Hplpb__Incoming im[HPL__STATUS_MAX_INCOMING], *ip[HPL__STATUS_MAX_INCOMING];
   size_t k = 0, total = 0;
-  for (int o = 0; o < r->nobjs && r->fidx; o++) {
+  hb.objects = nd->held;
+  for (int o = 0; o < r->nobjs && r->fidx && nd->receiving; o++) {
     int32_t fi = r->fidx[(size_t)o * (size_t)r->n + (size_t)i];
     if (fi < 0) continue;
     const hpl__ds_fetch *f = &r->f[fi];
-    if (f->state == HPL__DSF_COMPLETE) hb.objects++;
     if (f->state != HPL__DSF_RECEIVING) continue;
     total++;
     if (k == HPL__STATUS_MAX_INCOMING) continue;
@@ -229,6 +230,7 @@ static void send_acquire(hpl__ds_run *r, int32_t fi, uint64_t failed_peer) {
   a.id = id;
   a.timeout_ms = (int64_t)hpl__ds.phase_timeout_s * 1000;
   a.failed_peer = failed_peer;
+  if (f->state == HPL__DSF_RECEIVING) r->nodes[f->node].receiving--;
   f->state = HPL__DSF_ASKED;
   f->gen++;
   f->asks++;
@@ -239,6 +241,8 @@ static void send_acquire(hpl__ds_run *r, int32_t fi, uint64_t failed_peer) {
 static void fetch_finish(hpl__ds_run *r, int32_t fi, int state) {
   hpl__ds_fetch *f = &r->f[fi];
   if (f->state == HPL__DSF_COMPLETE || f->state == HPL__DSF_FAILED) return;
+  if (f->state == HPL__DSF_RECEIVING) r->nodes[f->node].receiving--;
+  if (state == HPL__DSF_COMPLETE) r->nodes[f->node].held++;
   f->state = (uint8_t)state;
   if (f->ask_at_ns) r->left--;
 }
@@ -315,6 +319,7 @@ static void on_acquire_rep(hpl__ds_run *r, int32_t fi, const ProtobufCMessage *m
   f->answered_ns = now;
   f->sender = a->sender_node;
   f->state = HPL__DSF_RECEIVING;
+  r->nodes[f->node].receiving++;
   heap_push(r, now + (uint64_t)(hpl__ds.xfer_ms * 1e6), EV_DONE, (uint32_t)fi, f->gen);
 }
 
@@ -573,6 +578,7 @@ int hpl__ds_objects(hpl__ds_run *r, const char *prefix, int nobjs, const int *sr
   if (!r->fidx) return -1;
   memset(r->fidx, 0xff, (size_t)nobjs * (size_t)r->n * sizeof *r->fidx);
   r->nf = r->nw = r->left = 0;
+  for (int i = 0; i < r->n; i++) r->nodes[i].receiving = 0; /* the set before is forgotten */
   r->nobjs = nobjs;
   r->size = size;
   snprintf(r->prefix, sizeof r->prefix, "%s", prefix);
@@ -584,6 +590,7 @@ int hpl__ds_objects(hpl__ds_run *r, const char *prefix, int nobjs, const int *sr
     hpl__ds_want(r, src[o], o, 0);
     hpl__ds_fetch *f = &r->f[r->nf - 1];
     f->state = HPL__DSF_COMPLETE;
+    r->nodes[src[o]].held++;
     f->done_ns = hpl__now_ns();
     snprintf(id, sizeof id, "%s%d", prefix, o);
     Hplpb__LocAddReq a = HPLPB__LOC_ADD_REQ__INIT;
