@@ -487,6 +487,7 @@ int main(int argc, char **argv) {
   }
   if (hpl__ds.objects < 1 || hpl__ds.per_node < 1 || hpl__ds.xfer_ms <= 0) goto usage;
   signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, NULL, _IOLBF, 0);
   /* every node is a descriptor here and at the directory, which inherits
    * this limit: raise it to the hard limit */
   struct rlimit rl;

@@ -480,8 +480,8 @@ static void fire(hpl__ds_run *r, tev e) {
 }
 
 /* One turn: timers due, then sockets (waiting at most until the next
- * timer or `max_ms`). */
-static void turn(hpl__ds_run *r, int max_ms) {
+ * timer or `max_ms`). Returns the number of sockets that were ready. */
+static int turn(hpl__ds_run *r, int max_ms) {
   uint64_t now = hpl__now_ns();
   while (r->nheap && r->heap[0].at_ns <= now) fire(r, heap_pop(r));
   int wait = max_ms;
@@ -496,6 +496,15 @@ static void turn(hpl__ds_run *r, int max_ms) {
     int i = (int)evs[j].data.u32;
     if (evs[j].events & EPOLLOUT) flush(r, i);
     if (evs[j].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) node_read(r, i);
+  }
+  return k;
+}
+
+/* Turns without waiting until no socket is ready: between the blocking
+ * handshakes of new nodes, the registered ones' heartbeats and answers
+ * keep up (else a registration of 10 000 starves the first ones). */
+static void drain(hpl__ds_run *r) {
+  while (turn(r, 0) > 0) {
   }
 }
 
@@ -547,7 +556,7 @@ hpl__ds_run *hpl__ds_start(int port, const char *secret, int n) {
     reg.incarnation = r->salt ^ (uint64_t)i;
     reg.grants = 1;
     node_send(r, i, HPL__MSG_REGISTER, RQ(RQ_REGISTER, (uint64_t)i), &reg.base);
-    if (i % 64 == 63) turn(r, 0); /* read what came meanwhile */
+    if (i % 16 == 15) drain(r); /* what came meanwhile, and heartbeats due */
   }
   return r;
 }
@@ -599,7 +608,7 @@ int hpl__ds_objects(hpl__ds_run *r, const char *prefix, int nobjs, const int *sr
     a.complete = 1;
     a.origin = 1;
     node_send(r, src[o], HPL__MSG_LOC_ADD, RQ(RQ_LOCADD, (uint64_t)o), &a.base);
-    if (o % 256 == 255) turn(r, 0);
+    if (o % 256 == 255) drain(r);
   }
   uint64_t end = hpl__now_ms() + 30000;
   while (r->locadds_left > 0 && hpl__now_ms() < end) turn(r, 50);
