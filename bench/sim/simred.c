@@ -58,20 +58,32 @@ static double thread_cpu(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* One measurement of each: CPU s per byte. */
+static void measure(const float *a0, float *a, const float *b, size_t n, double *h, double *c) {
+  uint8_t d[HPL__DIGEST_LEN];
+  int reps = 200;
+  double t0 = thread_cpu();
+  for (int i = 0; i < reps; i++) hpl__digest_bytes(HPL__DIGEST_SHA256, a0, n, d);
+  double t1 = thread_cpu();
+  for (int i = 0; i < reps * 4; i++) hpl__reduce_apply(HPL_OP_SUM, HPL_DT_F32, a, b, n);
+  double t2 = thread_cpu();
+  *h = (t1 - t0) / ((double)reps * (double)n);
+  *c = (t2 - t1) / ((double)reps * 4 * (double)n);
+}
+
 void hpl__simred_calibrate(double *c_hash, double *c_comb) {
   size_t n = HPL__DIGEST_UNIT;
   float *a = calloc(n / 4, 4), *b = calloc(n / 4, 4);
   if (!a || !b) abort();
   for (size_t i = 0; i < n / 4; i++) a[i] = (float)i, b[i] = 1.0f;
-  uint8_t d[HPL__DIGEST_LEN];
-  int reps = 400;
-  double t0 = thread_cpu();
-  for (int i = 0; i < reps; i++) hpl__digest_bytes(HPL__DIGEST_SHA256, a, n, d);
-  double t1 = thread_cpu();
-  for (int i = 0; i < reps * 4; i++) hpl__reduce_apply(HPL_OP_SUM, HPL_DT_F32, a, b, n);
-  double t2 = thread_cpu();
-  *c_hash = (t1 - t0) / ((double)reps * (double)n);
-  *c_comb = (t2 - t1) / ((double)reps * 4 * (double)n);
+  /* the least of 7 (the machine is shared: others' work only adds) */
+  *c_hash = *c_comb = 1;
+  for (int i = 0; i < 7; i++) {
+    double h, c;
+    measure(a, a, b, n, &h, &c);
+    if (h < *c_hash) *c_hash = h;
+    if (c < *c_comb) *c_comb = c;
+  }
   free(a);
   free(b);
 }
