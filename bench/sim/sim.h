@@ -229,6 +229,7 @@ typedef struct hpl__simred_params {
   double cpu_share;  /* the cores each host's store gets (8 emulated hosts on 2 cores: 0.25) */
   double dir_cpu;    /* the directory's CPU per arrival (s), besides the measured fill */
   double start;      /* s before the first byte moves (REDUCE, answers, connections) */
+  int degree;        /* 0: the planner's choice; else this degree (what-if runs) */
 } hpl__simred_params;
 
 typedef struct hpl__simred_result {

@@ -167,7 +167,10 @@ static int tally_once(const tally *t, uint32_t k) {
 static int run_tree(const hpl__simred_params *p, hpl__simred_result *r, int bcast) {
   uint32_t k = p->k;
   hpl__plan pl;
-  if (hpl__plan_make((int)k, p->size, p->plan_lat, p->plan_bw, &pl) != 0) return -1;
+  if (p->degree ? hpl__plan_build((int)k, p->degree, &pl) != 0
+                : hpl__plan_make((int)k, p->size, p->plan_lat, p->plan_bw, &pl) != 0)
+    return -1;
+  if (p->degree) pl.cost = hpl__plan_cost(pl.degree, (int)k, p->size, p->plan_lat, p->plan_bw);
   if (bcast && pl.degree != 1) bcast = 2; /* not a chain: broadcast after, in host order */
   uint32_t *host = calloc(k, sizeof *host);
   node *nd = calloc(k, sizeof *nd);

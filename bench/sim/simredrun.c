@@ -4,7 +4,7 @@
  *
  *   hpsim reduce|allreduce|allreduce-noring [--k N] [--gbit R] [--size B[KMG]]
  *         [--lat-us U] [--unit B[KMG]] [--integrity off|sha256] [--cpu-share C]
- *         [--auto]
+ *         [--auto] [--degree D]
  *   hpsim reduce validate    simulated against measured (bench/results)
  *   hpsim reduce scale       1 000 sources, 256 MiB, 10 and 25 Gbit/s
  *   hpsim reduce check       64 sources, asserts (exit 1 on a failed check)
@@ -183,6 +183,25 @@ static int scale(void) {
                  var[v].sha ? "" : ",off");
         row(&p, &r, plan, wall() - w0);
       }
+  /* what-if: the same reduce with a tree of degree 2, 3 and 4 forced
+   * (hpl__plan_build), sha256 on 4 cores */
+  for (size_t g = 0; g < 2; g++)
+    for (int d = 2; d <= 4; d++) {
+      hpl__simred_params p = defaults();
+      p.k = 1000;
+      p.size = 256 * MIB;
+      p.rate = gb[g] * 1e9 * EFF / 8;
+      p.lat = 25e-6;
+      p.start = 2 * p.lat + p.dir_cpu + 3 * 2 * p.lat;
+      p.cpu_share = 4;
+      p.degree = d;
+      hpl__simred_result r;
+      double w0 = wall();
+      if (hpl__simred_run(&p, &r)) return 1;
+      char plan[16];
+      snprintf(plan, sizeof plan, "forced%d", d);
+      row(&p, &r, plan, wall() - w0);
+    }
   return 0;
 }
 
@@ -276,6 +295,7 @@ int hpl__simred_main(int argc, char **argv) {
     else if (strcmp(a, "--unit") == 0) p.unit = size_arg(v);
     else if (strcmp(a, "--lat-us") == 0) p.lat = atof(v) * 1e-6;
     else if (strcmp(a, "--cpu-share") == 0) p.cpu_share = atof(v);
+    else if (strcmp(a, "--degree") == 0) p.degree = atoi(v);
     else if (strcmp(a, "--integrity") == 0) integrity(&p, strcmp(v, "off") != 0);
     else {
       fprintf(stderr, "hpsim %s: unknown option '%s' (see bench/sim/simredrun.c)\n", argv[0], a);
