@@ -201,4 +201,61 @@ double hpl__sim_source_copies(const hpl__sim_world *w);
 /* Hops from the source of node's copy, as last assigned. */
 uint32_t hpl__sim_depth(const hpl__sim_world *w, uint32_t node);
 
+/* ------------------------------------------------------------------ simred.c, simredrun.c
+ * Reduce and allreduce (the reduce helper's part of hpsim). simred.c: the
+ * data path of a static tree, chain or ring as per-unit pipelines (each
+ * stream a pipe at its max-min share, each node's CPU a server); the plan
+ * is the REAL hpl__plan_make (src/common/planner.c). simredrun.c: the
+ * reduce/allreduce commands, the validation table, the scale runs, the
+ * sim_reduce_small checks. */
+
+typedef enum {
+  HPL__SIMRED_REDUCE,       /* a reduce tree into the sink (host 0) */
+  HPL__SIMRED_ALLREDUCE,    /* a ring (directory/ring.c, store/ring.c) */
+  HPL__SIMRED_ALLREDUCE_NR, /* --no-rings: the reduce, then its target along the chain */
+} hpl__simred_kind;
+
+typedef struct hpl__simred_params {
+  hpl__simred_kind kind;
+  uint32_t k;        /* sources, one per host; host 0 is the sink and holds source 0 */
+  double size;       /* bytes of each source (and of the result) */
+  double unit;       /* the forwarding/verifying unit (HPL__DIGEST_UNIT) */
+  double rate;       /* each link's goodput, bytes/s (up and down) */
+  double lat;        /* one-way latency, s */
+  double plan_lat, plan_bw; /* the directory's cost model (its defaults, or "auto") */
+  double c_hash;     /* CPU s per byte hashed (0: integrity off) */
+  double c_comb;     /* CPU s per byte combined (hpl__reduce_apply) */
+  double c_base;     /* CPU s per byte a store receives (copies, the kernel's TCP) */
+  double cpu_share;  /* the cores each host's store gets (8 emulated hosts on 2 cores: 0.25) */
+  double dir_cpu;    /* the directory's CPU per arrival (s), besides the measured fill */
+  double start;      /* s before the first byte moves (REDUCE, answers, connections) */
+  int degree;        /* 0: the planner's choice; else this degree (what-if runs) */
+} hpl__simred_params;
+
+typedef struct hpl__simred_result {
+  double t;          /* the last participant's result complete, s */
+  double bound;      /* bytes per busiest link / rate + the fill along the deepest path */
+  int degree, depth; /* the plan's: fan-in and the longest path from a leaf to the sink */
+  double plan_cost;  /* the planner's T(d) */
+  uint64_t decisions; /* directory decisions (arrivals into slots, ring placements) */
+  double dir_busy;   /* directory CPU charged (fixed + the fill rule's measured), s */
+  double cpu_max;    /* the busiest host's CPU time, s */
+  double link_bytes; /* bytes on the busiest link */
+  double counted;    /* sources counted into the result (k if every one counted once) */
+  uint32_t once_ok;  /* 1 if every source was counted exactly once at every participant */
+} hpl__simred_result;
+
+/* Simulate one reduce or allreduce. Returns 0, -1 on a bad parameter (k < 2,
+ * size < unit, a ring outside directory/ring.c's limits asked with kind
+ * ALLREDUCE falls back to ALLREDUCE_NR as the directory declines it).
+ * Allocation failures abort (a bench tool). */
+int hpl__simred_run(const hpl__simred_params *p, hpl__simred_result *r);
+
+/* CPU s per byte of sha256 digests and of a float32 sum, measured now
+ * with the real code (hpl__digest_bytes, hpl__reduce_apply). */
+void hpl__simred_calibrate(double *c_hash, double *c_comb);
+
+/* hpsim reduce|allreduce ... (simmain.c dispatches argv from the command on). */
+int hpl__simred_main(int argc, char **argv);
+
 #endif

@@ -9,6 +9,7 @@
  *   hpsim validate     simulated against measured (bench/results)
  *   hpsim scale        1 GiB to 100/1 000/10 000 nodes, failures
  *   hpsim check        64 nodes, asserts (exit 1 on a failed check)
+ *   hpsim reduce|allreduce|allreduce-noring ...   see simredrun.c
  */
 #include <math.h>
 #include <stdio.h>
@@ -286,6 +287,9 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "validate") == 0) return validate();
   if (argc > 1 && strcmp(argv[1], "scale") == 0) return scale(argc - 2, argv + 2);
   if (argc > 1 && strcmp(argv[1], "check") == 0) return check();
+  if (argc > 1 && (strcmp(argv[1], "reduce") == 0 || strcmp(argv[1], "allreduce") == 0 ||
+                   strcmp(argv[1], "allreduce-noring") == 0))
+    return hpl__simred_main(argc - 1, argv + 1); /* simredrun.c */
   hpl__sim_params p = defaults();
   const char *fail = "-";
   for (int i = 1; i < argc; i++) {
