@@ -192,6 +192,7 @@ hpl__dir_obj *hpl__dtab_get(hpl__dtab *t, const char *id) {
   o->levels = (uint8_t)lv;
   o->hash = h;
   o->state = HPL__OBJ_PENDING;
+  o->cgen = 1; /* a new location's summary (pgen 0) is stale */
   memcpy(o->id, id, len + 1);
   hash_add(t, o);
   index_add(t, o);
@@ -202,9 +203,11 @@ hpl__dir_obj *hpl__dtab_get(hpl__dtab *t, const char *id) {
 static void obj_free(hpl__dtab *t, hpl__dir_obj *o) {
   hpl__dir_loc *l;
   while ((l = o->locs)) {
-    LL_DELETE(o->locs, l);
+    DL_DELETE(o->locs, l);
     hpl__dtab_loc_free(t, o, l);
   }
+  free(o->lh);
+  free(o->idle);
   free(o->inl);
   free(o->fail_detail);
   free(o->dig);
@@ -260,9 +263,135 @@ void hpl__dtab_clear(hpl__dtab *t) {
   t->crawling = keep.crawling;
   t->distrusted = keep.distrusted;
   t->usable_arg = keep.usable_arg;
+  t->suspect_gen = keep.suspect_gen + 1;
   memcpy(t->on_change, keep.on_change, sizeof t->on_change);
   t->nsubs = keep.nsubs;
 }
+
+/* ------------------------------------------------------------------ a large object's indexes */
+
+static size_t node_slot(uint64_t node, uint32_t mask) {
+  return (size_t)((node * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/* (Re)build o's node hash at twice its size (64 buckets the first time);
+ * without memory the old one stays (longer chains) or there is none (list
+ * walks). */
+static int lh_grow(hpl__dir_obj *o) {
+  uint32_t cap = o->lh ? (o->lh_mask + 1) * 2 : 64;
+  hpl__dir_loc **nt = cap ? calloc(cap, sizeof *nt) : NULL;
+  if (!nt) return -1;
+  free(o->lh);
+  o->lh = nt;
+  o->lh_mask = cap - 1;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
+    size_t h = node_slot(l->node, o->lh_mask);
+    l->hn = o->lh[h];
+    o->lh[h] = l;
+  }
+  return 0;
+}
+
+hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node) {
+  if (o->lh) {
+    for (hpl__dir_loc *l = o->lh[node_slot(node, o->lh_mask)]; l; l = l->hn)
+      if (l->node == node) return l;
+    return NULL;
+  }
+  for (hpl__dir_loc *l = o->locs; l; l = l->next)
+    if (l->node == node) return l;
+  return NULL;
+}
+
+/* The idle index's order: complete copies first, then the list's order. */
+static int idle_before(const hpl__dir_loc *a, const hpl__dir_loc *b) {
+  if (a->complete != b->complete) return a->complete;
+  return a->seq < b->seq;
+}
+
+static void idle_set(hpl__dir_obj *o, uint32_t i, hpl__dir_loc *l) {
+  o->idle[i] = l;
+  l->ipos = i + 1;
+}
+
+static void idle_fix(hpl__dir_obj *o, uint32_t i) {
+  hpl__dir_loc *l = o->idle[i];
+  while (i > 0 && idle_before(l, o->idle[(i - 1) / 2])) { /* up */
+    idle_set(o, i, o->idle[(i - 1) / 2]);
+    i = (i - 1) / 2;
+  }
+  for (;;) { /* down */
+    uint32_t c = 2 * i + 1;
+    if (c >= o->nidle) break;
+    if (c + 1 < o->nidle && idle_before(o->idle[c + 1], o->idle[c])) c++;
+    if (!idle_before(o->idle[c], l)) break;
+    idle_set(o, i, o->idle[c]);
+    i = c;
+  }
+  idle_set(o, i, l);
+}
+
+static void idle_del(hpl__dir_obj *o, hpl__dir_loc *l) {
+  uint32_t i = l->ipos - 1;
+  l->ipos = 0;
+  hpl__dir_loc *last = o->idle[--o->nidle];
+  if (i == o->nidle) return;
+  idle_set(o, i, last);
+  idle_fix(o, i);
+}
+
+static void idle_drop(hpl__dir_obj *o) {
+  for (uint32_t i = 0; i < o->nidle; i++) o->idle[i]->ipos = 0;
+  free(o->idle);
+  o->idle = NULL;
+  o->nidle = o->idle_cap = o->idle_max = 0;
+}
+
+void hpl__dtab_idle_note(hpl__dir_obj *o, hpl__dir_loc *l) {
+  if (!o->idle_max) return;
+  if (l->ipos) {
+    idle_fix(o, l->ipos - 1);
+    return;
+  }
+  if (l->serving >= o->idle_max) return;
+  if (o->nidle == o->idle_cap) {
+    uint32_t cap = o->idle_cap ? o->idle_cap * 2 : 64;
+    hpl__dir_loc **v = realloc(o->idle, cap * sizeof *v);
+    if (!v) {
+      idle_drop(o);
+      return;
+    }
+    o->idle = v;
+    o->idle_cap = cap;
+  }
+  idle_set(o, o->nidle++, l);
+  idle_fix(o, o->nidle - 1);
+}
+
+int hpl__dtab_idle_ready(hpl__dtab *t, hpl__dir_obj *o) {
+  if (o->nlocs < HPL__DTAB_LOC_INDEX_MIN) return 0;
+  if (o->idle_max == t->max_senders) return 1;
+  idle_drop(o);
+  o->idle_max = t->max_senders;
+  for (hpl__dir_loc *l = o->locs; l && o->idle_max; l = l->next) hpl__dtab_idle_note(o, l);
+  return o->idle_max != 0;
+}
+
+hpl__dir_loc *hpl__dtab_idle_take(hpl__dir_obj *o) {
+  if (!o->idle_max || o->nidle == 0) return NULL;
+  hpl__dir_loc *l = o->idle[0];
+  idle_del(o, l);
+  return l;
+}
+
+void hpl__dtab_links_changed(hpl__dir_obj *o) {
+  if (++o->cgen != 0) return;
+  /* wrapped: no summary may look current */
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) l->pgen = 0;
+  o->cgen = 1;
+}
+
+void hpl__dtab_suspicion_changed(hpl__dtab *t) { t->suspect_gen++; }
 
 /* ------------------------------------------------------------------ the per-node index */
 
@@ -308,8 +437,27 @@ hpl__dir_loc *hpl__dtab_loc_new(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
   l->node = node;
   l->nidx = (uint32_t)n->n;
   n->objs[n->n++] = o;
-  LL_APPEND(o->locs, l);
+  DL_APPEND(o->locs, l);
   o->nlocs++;
+  if ((l->seq = o->loc_seq++) == UINT32_MAX) { /* renumber in list order */
+    uint32_t k = 0;
+    for (hpl__dir_loc *x = o->locs; x; x = x->next) x->seq = k++;
+    o->loc_seq = k;
+    idle_drop(o);
+  }
+  /* the node hash: grown (l included) from HPL__DTAB_LOC_INDEX_MIN copies
+   * and at one per bucket, else l goes in the one there is */
+  int grown = o->nlocs >= HPL__DTAB_LOC_INDEX_MIN && (!o->lh || o->nlocs > o->lh_mask + 1) &&
+              lh_grow(o) == 0;
+  if (o->lh && !grown) {
+    size_t h = node_slot(node, o->lh_mask);
+    l->hn = o->lh[h];
+    o->lh[h] = l;
+  }
+  hpl__dtab_idle_note(o, l);
+  /* a copy said to pull from this node (while it held none) now pulls
+   * from this location: chains through it changed */
+  if (o->dangle_seen) hpl__dtab_links_changed(o);
   return l;
 }
 
@@ -320,9 +468,8 @@ void hpl__dtab_loc_free(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
     hpl__dir_obj *last = n->objs[--n->n];
     if (last != o || l->nidx != n->n) {
       n->objs[l->nidx] = last;
-      hpl__dir_loc *x;
-      LL_FOREACH(last->locs, x)
-        if (x->node == l->node) x->nidx = l->nidx;
+      hpl__dir_loc *x = hpl__dtab_loc(last, l->node);
+      if (x) x->nidx = l->nidx;
     }
     if (n->n == 0) {
       HASH_DEL(t->nodes, n);
@@ -336,6 +483,13 @@ void hpl__dtab_loc_free(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
       }
     }
   }
+  if (l->ipos) idle_del(o, l);
+  if (o->lh) {
+    hpl__dir_loc **pp = &o->lh[node_slot(l->node, o->lh_mask)];
+    while (*pp && *pp != l) pp = &(*pp)->hn;
+    if (*pp) *pp = l->hn;
+  }
+  hpl__dtab_links_changed(o);
   o->nlocs--;
   if (l == &o->loc0)
     o->loc0_used = 0;
