@@ -18,6 +18,7 @@ static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
     up->serving--;
     hpl__dtab_idle_note(o, up);
   }
+  if (!up && o->ndangle) o->ndangle--;
   l->upstream = 0;
   hpl__dtab_links_changed(o);
 }
@@ -52,6 +53,7 @@ int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t siz
         DL_DELETE(o->locs, n);
         hpl__dtab_loc_free(t, o, n);
       }
+      o->ndangle = 0;
       l = NULL;
     }
   }
@@ -122,7 +124,7 @@ int hpl__dtab_loc_partial(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t
   if (up)
     up->serving++;
   else
-    o->dangle_seen = 1;
+    o->ndangle++;
   hpl__dtab_recount_serving(o, l);
   return 0;
 }

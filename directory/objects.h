@@ -106,8 +106,8 @@ typedef struct hpl__dir_obj {
   uint8_t dig_none;   /* no digests by its maker's word (digests.c) */
   uint8_t levels;     /* links in the ordered index */
   uint8_t loc0_used;
-  uint8_t dangle_seen; /* some copy was once said to pull from a node holding no
-                          location of it (hpl__dtab_loc_partial) */
+  uint32_t ndangle;   /* copies said to pull from a node holding no location of it
+                         (hpl__dtab_loc_partial; objects.c keeps the count) */
   uint32_t cgen;      /* bumped when an upstream link changes (chain summaries) */
   uint32_t loc_seq;   /* the next location's seq */
   /* a large object's indexes (objtab.c; NULL / 0 below HPL__DTAB_LOC_INDEX_MIN

@@ -455,9 +455,14 @@ hpl__dir_loc *hpl__dtab_loc_new(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
     o->lh[h] = l;
   }
   hpl__dtab_idle_note(o, l);
-  /* a copy said to pull from this node (while it held none) now pulls
-   * from this location: chains through it changed */
-  if (o->dangle_seen) hpl__dtab_links_changed(o);
+  /* copies said to pull from this node (while it held none) now pull from
+   * this location: chains through it changed */
+  if (o->ndangle) {
+    uint32_t k = 0;
+    for (hpl__dir_loc *x = o->locs; x; x = x->next) k += x->upstream == node;
+    o->ndangle -= k < o->ndangle ? k : o->ndangle;
+    if (k) hpl__dtab_links_changed(o);
+  }
   return l;
 }
 
