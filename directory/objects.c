@@ -18,7 +18,7 @@ static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
     up->serving--;
     hpl__dtab_idle_note(o, up);
   }
-  if (!up && o->ndangle) o->ndangle--;
+  if (!up && o->ix && o->ix->ndangle) o->ix->ndangle--;
   l->upstream = 0;
   hpl__dtab_links_changed(o);
 }
@@ -53,7 +53,6 @@ int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t siz
         DL_DELETE(o->locs, n);
         hpl__dtab_loc_free(t, o, n);
       }
-      o->ndangle = 0;
       l = NULL;
     }
   }
@@ -123,8 +122,8 @@ int hpl__dtab_loc_partial(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t
   hpl__dir_loc *up = hpl__dtab_loc(o, upstream);
   if (up)
     up->serving++;
-  else
-    o->ndangle++;
+  else if (o->ix)
+    o->ix->ndangle++;
   hpl__dtab_recount_serving(o, l);
   return 0;
 }
@@ -306,10 +305,12 @@ static int node_clean(const hpl__dtab *t, uint64_t node) {
 /* A summary that holds: current links, no node suspected since, and clean
  * (a chain found with a suspected node may be clean again: no call tells). */
 static int summary_holds(const hpl__dtab *t, const hpl__dir_obj *o, const hpl__dir_loc *l) {
-  return l->pgen == o->cgen && l->psusp == (uint32_t)t->suspect_gen && l->pclean;
+  const hpl__dir_locx *x = l->x;
+  return x->pgen == o->ix->cgen && x->psusp == (uint32_t)t->suspect_gen && x->pclean;
 }
 
-/* l's chain summary (hpl__dir_loc.pend, pclean) brought up to date: up
+/* l's chain summary (hpl__dir_locx.pend, pclean; o has its indexes) brought
+ * up to date: up
  * the chain to a location whose summary holds (or the end), then down again,
  * each summary made from its upstream's. A broadcast's chain grows at its
  * end, so this is O(1) per pick but after a link changed (O(depth) once).
@@ -333,10 +334,11 @@ static int path_summary(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
   }
   while (n > 0) {
     hpl__dir_loc *x = stk[--n], *u = x->upstream ? hpl__dtab_loc(o, x->upstream) : NULL;
-    x->pend = u ? u->pend : x->upstream;
-    x->pclean = node_clean(t, x->node) && (u ? u->pclean : !x->upstream || node_clean(t, x->upstream));
-    x->pgen = o->cgen;
-    x->psusp = (uint32_t)t->suspect_gen;
+    x->x->pend = u ? u->x->pend : x->upstream;
+    x->x->pclean = node_clean(t, x->node) &&
+                   (u ? u->x->pclean : !x->upstream || node_clean(t, x->upstream));
+    x->x->pgen = o->ix->cgen;
+    x->x->psusp = (uint32_t)t->suspect_gen;
   }
   if (stk != local) free(stk);
   return 0;
@@ -372,8 +374,8 @@ static hpl__dir_loc *pick_fast(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, ui
     seen[n++] = l;
     if (l->unlisted || (t->usable && !t->usable(l->node, t->usable_arg))) continue;
     if (path_summary(t, o, l) != 0) break;
-    if (l->pend == asker) continue; /* pulls (transitively) from the asker */
-    if (!l->pclean) break;          /* a last resort: the scan weighs those */
+    if (l->x->pend == asker) continue; /* pulls (transitively) from the asker */
+    if (!l->x->pclean) break;          /* a last resort: the scan weighs those */
     if (t->distrusted && t->distrusted(l->node, t->usable_arg)) continue;
     best = l;
   }

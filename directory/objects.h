@@ -20,6 +20,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a location of a large object (HPL__DTAB_LOC_INDEX_MIN copies) also
+ * keeps, for the object's indexes (objtab.c) and its pick (objects.c): the
+ * next location in its bucket of the object's node hash, its place in the
+ * list (creation order), and its chain's summary, valid while pgen == the
+ * object's cgen and psusp == the table's suspect_gen: the node named at
+ * the chain's end that holds no location (0: none), and whether no node on
+ * the chain (this one, its upstreams, that end) is suspected. */
+typedef struct hpl__dir_locx {
+  struct hpl__dir_loc *hn;
+  uint64_t pend;
+  uint32_t seq;
+  uint32_t pgen, psusp;
+  uint8_t pclean;
+} hpl__dir_locx;
+
 typedef struct hpl__dir_loc {
   struct hpl__dir_loc *next;
   struct hpl__dir_loc *prev; /* utlist DL: the first's is the last (O(1) append) */
@@ -36,21 +51,26 @@ typedef struct hpl__dir_loc {
   uint8_t unlisted;  /* another node found it sending bytes that fail their digests
                         (hpl__dtab_loc_unlist): never named as a sender nor counted
                         as a copy, but kept so that a delete reaches its node */
-  /* A large object's indexes (objtab.c, from HPL__DTAB_LOC_INDEX_MIN copies):
-   * the next location in its bucket of the object's node hash, its place in
-   * the list (creation order), its place + 1 in the idle index (0: not in it) */
-  struct hpl__dir_loc *hn;
-  uint32_t seq;
-  uint32_t ipos;
-  /* Its chain's summary for a pick (objects.c path_summary), valid while
-   * pgen == its object's cgen and psusp == the table's suspect_gen: the
-   * node named at the chain's end that holds no location (0: none), and
-   * whether no node on the chain (this one, its upstreams, that end) is
-   * suspected. */
-  uint32_t pgen, psusp;
-  uint64_t pend;
-  uint8_t pclean;
+  uint32_t ipos;     /* its place + 1 in its object's idle index (0: not in it) */
+  hpl__dir_locx *x;  /* a large object's (NULL below HPL__DTAB_LOC_INDEX_MIN copies) */
 } hpl__dir_loc;
+
+/* A large object's indexes (objtab.c; built from HPL__DTAB_LOC_INDEX_MIN
+ * copies, dropped when it has none or without memory): its locations by
+ * node (lh, chained through hpl__dir_locx.hn), and the idle index, a heap of
+ * locations ordered complete first, then by seq, holding every location
+ * serving fewer than idle_max receivers (and maybe some serving more,
+ * dropped when found; idle_max 0: not built yet). */
+typedef struct hpl__dir_objix {
+  hpl__dir_loc **lh;
+  uint32_t lh_mask;
+  uint32_t cgen;     /* bumped when an upstream link changes (chain summaries) */
+  uint32_t loc_seq;  /* the next location's seq */
+  uint32_t ndangle;  /* copies said to pull from a node holding no location of
+                        the object (hpl__dtab_loc_partial; objects.c counts) */
+  hpl__dir_loc **idle;
+  uint32_t nidle, idle_cap, idle_max;
+} hpl__dir_objix;
 
 enum {
   HPL__OBJ_PENDING = 0, /* known only because someone waits for it */
@@ -106,19 +126,7 @@ typedef struct hpl__dir_obj {
   uint8_t dig_none;   /* no digests by its maker's word (digests.c) */
   uint8_t levels;     /* links in the ordered index */
   uint8_t loc0_used;
-  uint32_t ndangle;   /* copies said to pull from a node holding no location of it
-                         (hpl__dtab_loc_partial; objects.c keeps the count) */
-  uint32_t cgen;      /* bumped when an upstream link changes (chain summaries) */
-  uint32_t loc_seq;   /* the next location's seq */
-  /* a large object's indexes (objtab.c; NULL / 0 below HPL__DTAB_LOC_INDEX_MIN
-   * copies): its locations by node (chained through hn), and the idle index,
-   * a heap of locations ordered complete first, then by seq; it holds every
-   * location serving fewer than idle_max receivers (and maybe some serving
-   * more, dropped when found). idle_max 0: not built. */
-  hpl__dir_loc **lh;
-  uint32_t lh_mask;
-  uint32_t nidle, idle_cap, idle_max;
-  hpl__dir_loc **idle;
+  hpl__dir_objix *ix;  /* a large object's indexes (NULL: none) */
   hpl__dir_loc loc0;
   char id[];
 } hpl__dir_obj;
@@ -223,7 +231,7 @@ hpl__dir_obj **hpl__dtab_node_objects(hpl__dtab *t, uint64_t node, uint64_t *n);
  * (the object's node hash), a list walk below. */
 hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node);
 
-/* For objects.c only, the idle index (see hpl__dir_obj.idle):
+/* For objects.c only, the idle index (see hpl__dir_objix):
  * hpl__dtab_idle_ready: builds it if o has HPL__DTAB_LOC_INDEX_MIN copies and
  * it is missing or was built for another t->max_senders; 1 if usable, 0 if
  * not (a small object, or no memory: the caller scans the list).

@@ -340,6 +340,24 @@ static void test_stale_chains(void **state) {
   hpl__dtab_clear(&t);
 }
 
+/* Copies named a node holding no copy before the object had its indexes
+ * (fewer than HPL__DTAB_LOC_INDEX_MIN copies): that node getting one later
+ * changes their chains all the same. */
+static void test_named_before_index(void **state) {
+  (void)state;
+  hpl__dtab t;
+  hpl__dir_obj *o = fresh(&t);
+  for (uint64_t a = 2; a <= 10; a++) compare_pick(&t, o, a, 0, 0, 0, (int)a);
+  hpl__dtab_loc_partial(&t, o, 5, 1000, 77); /* 6..10 end at 77 */
+  hpl__dtab_loc_partial(&t, o, 12, 1000, 99); /* 12 pulls from 99 (no copy) */
+  draining[4] = 1;
+  for (uint64_t a = 13; a <= 40; a++) compare_pick(&t, o, a, 0, 0, 0, (int)a); /* two chains */
+  assert_true(o->nlocs >= HPL__DTAB_LOC_INDEX_MIN);
+  compare_pick(&t, o, 99, 0, 0, 0, 99); /* behind the chain ending at 77 */
+  compare_pick(&t, o, 77, 0, 0, 0, 77); /* 12's chain ends at 77 now, through 99 */
+  hpl__dtab_clear(&t);
+}
+
 /* A node found silent (hpl__dtab_node_unresponsive, no other call): chains
  * through it are last resorts from then on, even where no link changed. */
 static void test_silent_node_seen(void **state) {
@@ -362,6 +380,7 @@ int main(void) {
       cmocka_unit_test(test_chain_cases_match),
       cmocka_unit_test(test_stale_chains),
       cmocka_unit_test(test_silent_node_seen),
+      cmocka_unit_test(test_named_before_index),
       cmocka_unit_test(test_pick_matches_reference),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
