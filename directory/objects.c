@@ -8,9 +8,8 @@
 
 #include "hoplite.h"
 
-/* Every change of a location's upstream, serving count or complete flag
- * below tells the object's indexes (objtab.c): hpl__dtab_links_changed,
- * hpl__dtab_idle_note. */
+/* Every change below of a location's upstream, serving count or complete
+ * flag is told to the object's indexes (objtab.c). */
 static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
   if (!l->upstream) return;
   hpl__dir_loc *up = hpl__dtab_loc(o, l->upstream);
@@ -297,7 +296,6 @@ static int pick_marks(const hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint6
 }
 
 /* ------------------------------------------------------------------ the O(1) pick */
-
 static int node_clean(const hpl__dtab *t, uint64_t node) {
   return node && !(t->suspected && t->suspected(node, t->usable_arg));
 }
@@ -309,13 +307,11 @@ static int summary_holds(const hpl__dtab *t, const hpl__dir_obj *o, const hpl__d
   return x->pgen == o->ix->cgen && x->psusp == (uint32_t)t->suspect_gen && x->pclean;
 }
 
-/* l's chain summary (hpl__dir_locx.pend, pclean; o has its indexes) brought
- * up to date: up
- * the chain to a location whose summary holds (or the end), then down again,
- * each summary made from its upstream's. A broadcast's chain grows at its
- * end, so this is O(1) per pick but after a link changed (O(depth) once).
- * -1 on a chain longer than the location list (a cycle, which sender choice
- * never makes) or without memory: the caller scans the list. */
+/* l's chain summary (hpl__dir_locx.pend, pclean; o has its indexes) made
+ * current: up the chain to a location whose summary holds (or the end), then
+ * down, each made from its upstream's. A chain grows at its end: O(1) per
+ * pick, O(depth) once after a link changed. -1 on a chain longer than the
+ * list (a cycle, which sender choice never makes) or without memory. */
 static int path_summary(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
   hpl__dir_loc *local[64], **stk = local;
   uint32_t n = 0, cap = 64;
@@ -349,15 +345,13 @@ fail:
 
 #define PICK_FAST_LOOK 16 /* idle copies a fast pick looks at before it scans */
 
-/* The copy pick's scan would choose as `best`, found from the idle index
- * for the common case: a new asker (no location of o, so a copy depends on
- * it only if its chain ends naming it), no avoided sender, a large object.
- * The index yields idle copies complete first, then in list order, which is
- * the scan's preference; each is judged as the scan would (listed, usable,
- * not behind the asker, no suspected node on its chain, not distrusted).
- * NULL when it cannot tell (another case, a suspected node on a chain
- * looked at, nothing good among the first PICK_FAST_LOOK idle copies): the
- * caller scans, which decides the same in O(copies). */
+/* The copy pick's scan would choose as `best`, from the idle index, for a
+ * new asker (no location of o: a copy depends on it only if its chain ends
+ * naming it), no avoided sender, a large object. The index yields idle
+ * copies in the scan's preference (complete first, then list order), each
+ * judged as the scan would. NULL when it cannot tell (another case, a
+ * suspected node on a chain, nothing good among the first PICK_FAST_LOOK
+ * idle copies): the caller scans, deciding the same in O(copies). */
 static hpl__dir_loc *pick_fast(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid) {
   if (avoid || !asker || !hpl__dtab_idle_ready(t, o) || hpl__dtab_loc(o, asker)) return NULL;
   if (t->suspected != t->suspect_seen || t->usable_arg != t->suspect_seen_arg) {

@@ -1,8 +1,9 @@
 /* objtab.c - the directory's object table storage (see objects.h): compact
  * records (links, record and id in one allocation, the first location
  * inside), the id hash (chained, grown incrementally), the ordered index (a
- * skip list by id) and the per-node index (each node's objects in a vector,
+ * skip list by id), the per-node index (each node's objects in a vector,
  * a location remembering its place, so a node's loss costs what it held),
+ * a large object's indexes (its locations by node, its idle ones in a heap)
  * and the object change event's subscribers. objects.c builds locations
  * and sender choice on top. */
 #include "objects.h"
@@ -278,8 +279,7 @@ static void lh_put(hpl__dir_objix *ix, hpl__dir_loc *l) {
   ix->lh[h] = l;
 }
 
-/* The node hash at twice its size, every location in again; without memory
- * the old one stays (longer chains). */
+/* The node hash at twice its size (without memory: the old one stays). */
 static int lh_grow(hpl__dir_obj *o) {
   hpl__dir_objix *ix = o->ix;
   uint32_t cap = (ix->lh_mask + 1) * 2;
@@ -312,9 +312,8 @@ static void ix_drop(hpl__dir_obj *o) {
   o->ix = NULL;
 }
 
-/* Build o's indexes (it reached HPL__DTAB_LOC_INDEX_MIN copies): seqs in
- * list order, the node hash, the count of copies naming a node that holds
- * none. Without memory there are none (tried again at the next copy). */
+/* Build o's indexes (HPL__DTAB_LOC_INDEX_MIN copies): seqs in list order, the
+ * node hash, ndangle. Without memory, none (tried again at the next copy). */
 static void ix_build(hpl__dir_obj *o) {
   uint32_t cap = 64;
   while (cap < o->nlocs) cap *= 2;
@@ -432,8 +431,8 @@ void hpl__dtab_links_changed(hpl__dir_obj *o) {
 
 void hpl__dtab_suspicion_changed(hpl__dtab *t) { t->suspect_gen++; }
 
-/* l joins o's indexes (or they are built, at HPL__DTAB_LOC_INDEX_MIN copies;
- * dropped if l's record cannot be had). */
+/* l joins o's indexes (built at HPL__DTAB_LOC_INDEX_MIN copies; dropped if
+ * l's record cannot be had). */
 static void ix_add(hpl__dir_obj *o, hpl__dir_loc *l) {
   if (!o->ix) {
     if (o->nlocs >= HPL__DTAB_LOC_INDEX_MIN) ix_build(o);
