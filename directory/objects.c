@@ -8,17 +8,18 @@
 
 #include "hoplite.h"
 
-hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node) {
-  for (hpl__dir_loc *l = o->locs; l; l = l->next)
-    if (l->node == node) return l;
-  return NULL;
-}
-
+/* Every change below of a location's upstream, serving count or complete
+ * flag is told to the object's indexes (objtab.c). */
 static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
   if (!l->upstream) return;
   hpl__dir_loc *up = hpl__dtab_loc(o, l->upstream);
-  if (up && up->serving > 0) up->serving--;
+  if (up && up->serving > 0) {
+    up->serving--;
+    hpl__dtab_idle_note(o, up);
+  }
+  if (!up && o->ix && o->ix->ndangle) o->ix->ndangle--;
   l->upstream = 0;
+  hpl__dtab_links_changed(o);
 }
 
 
@@ -48,7 +49,7 @@ int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t siz
       /* a new put revives a lost id: forget the stale partial copies */
       hpl__dir_loc *n;
       while ((n = o->locs)) {
-        LL_DELETE(o->locs, n);
+        DL_DELETE(o->locs, n);
         hpl__dtab_loc_free(t, o, n);
       }
       l = NULL;
@@ -63,6 +64,7 @@ int hpl__dtab_add_loc(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t siz
   o->has_size = 1;
   if (complete && !l->complete) {
     l->complete = 1;
+    hpl__dtab_idle_note(o, l);
     loc_release_upstream(o, l);
     if (!o->ready_seq) o->ready_seq = ++t->seq;
   }
@@ -96,6 +98,7 @@ int hpl__dtab_loc_complete(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_
   }
   if (l->complete) return 0;
   l->complete = 1;
+  hpl__dtab_idle_note(o, l);
   loc_release_upstream(o, l);
   if (l->unlisted) return 0; /* its node's own get is done; it serves nobody */
   o->state = HPL__OBJ_READY;
@@ -114,8 +117,12 @@ int hpl__dtab_loc_partial(hpl__dtab *t, hpl__dir_obj *o, uint64_t node, uint64_t
   if (l->complete) return 0;
   loc_release_upstream(o, l);
   l->upstream = upstream;
+  hpl__dtab_links_changed(o);
   hpl__dir_loc *up = hpl__dtab_loc(o, upstream);
-  if (up) up->serving++;
+  if (up)
+    up->serving++;
+  else if (o->ix)
+    o->ix->ndangle++;
   hpl__dtab_recount_serving(o, l);
   return 0;
 }
@@ -124,20 +131,18 @@ void hpl__dtab_recount_serving(hpl__dir_obj *o, hpl__dir_loc *l) {
   uint32_t n = 0;
   for (const hpl__dir_loc *d = o->locs; d; d = d->next) n += d->upstream == l->node;
   l->serving = n;
+  hpl__dtab_idle_note(o, l);
 }
 
 int hpl__dtab_loc_remove(hpl__dtab *t, hpl__dir_obj *o, uint64_t node) {
-  /* the walk that finds the location keeps the link to it, which unlinks
-   * it (LL_DELETE would walk the list again for it) */
-  hpl__dir_loc **pp = &o->locs, *d;
-  while (*pp && (*pp)->node != node) pp = &(*pp)->next;
-  hpl__dir_loc *l = *pp;
+  hpl__dir_loc *d, *l = hpl__dtab_loc(o, node);
   if (!l) return 0;
   loc_release_upstream(o, l);
   /* copies pulling from this one lose their upstream */
   LL_FOREACH(o->locs, d)
     if (d->upstream == node) d->upstream = 0;
-  *pp = l->next;
+  hpl__dtab_links_changed(o);
+  DL_DELETE(o->locs, l);
   hpl__dtab_loc_free(t, o, l);
   return 1;
 }
@@ -156,7 +161,9 @@ uint64_t hpl__dtab_loc_unlist(hpl__dtab *t, hpl__dir_obj *o, uint64_t node,
     d->upstream = 0;
     if (gone) gone(o, d->node, arg);
   }
+  hpl__dtab_links_changed(o);
   l->serving = 0;
+  hpl__dtab_idle_note(o, l);
   return up;
 }
 
@@ -288,6 +295,88 @@ static int pick_marks(const hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint6
   return n;
 }
 
+/* ------------------------------------------------------------------ the O(1) pick */
+static int node_clean(const hpl__dtab *t, uint64_t node) {
+  return node && !(t->suspected && t->suspected(node, t->usable_arg));
+}
+
+/* A summary that holds: current links, no node suspected since, and clean
+ * (a chain found with a suspected node may be clean again: no call tells). */
+static int summary_holds(const hpl__dtab *t, const hpl__dir_obj *o, const hpl__dir_loc *l) {
+  const hpl__dir_locx *x = l->x;
+  return x->pgen == o->ix->cgen && x->psusp == (uint32_t)t->suspect_gen && x->pclean;
+}
+
+/* l's chain summary (hpl__dir_locx.pend, pclean; o has its indexes) made
+ * current: up the chain to a location whose summary holds (or the end), then
+ * down, each made from its upstream's. A chain grows at its end: O(1) per
+ * pick, O(depth) once after a link changed. -1 on a chain longer than the
+ * list (a cycle, which sender choice never makes) or without memory. */
+static int path_summary(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l) {
+  hpl__dir_loc *local[64], **stk = local;
+  uint32_t n = 0, cap = 64;
+  for (hpl__dir_loc *x = l; x && !summary_holds(t, o, x);) {
+    if (n == o->nlocs) goto fail;
+    if (n == cap) {
+      hpl__dir_loc **v = malloc(2 * (size_t)cap * sizeof *v);
+      if (!v) goto fail;
+      memcpy(v, stk, cap * sizeof *v);
+      if (stk != local) free(stk);
+      stk = v;
+      cap *= 2;
+    }
+    stk[n++] = x;
+    x = x->upstream ? hpl__dtab_loc(o, x->upstream) : NULL;
+  }
+  while (n > 0) {
+    hpl__dir_loc *x = stk[--n], *u = x->upstream ? hpl__dtab_loc(o, x->upstream) : NULL;
+    x->x->pend = u ? u->x->pend : x->upstream;
+    x->x->pclean = node_clean(t, x->node) &&
+                   (u ? u->x->pclean : !x->upstream || node_clean(t, x->upstream));
+    x->x->pgen = o->ix->cgen;
+    x->x->psusp = (uint32_t)t->suspect_gen;
+  }
+  if (stk != local) free(stk);
+  return 0;
+fail:
+  if (stk != local) free(stk);
+  return -1;
+}
+
+#define PICK_FAST_LOOK 16 /* idle copies a fast pick looks at before it scans */
+
+/* The copy pick's scan would choose as `best`, from the idle index, for a
+ * new asker (no location of o: a copy depends on it only if its chain ends
+ * naming it), no avoided sender, a large object. The index yields idle
+ * copies in the scan's preference (complete first, then list order), each
+ * judged as the scan would. NULL when it cannot tell (another case, a
+ * suspected node on a chain, nothing good among the first PICK_FAST_LOOK
+ * idle copies): the caller scans, deciding the same in O(copies). */
+static hpl__dir_loc *pick_fast(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid) {
+  if (avoid || !asker || !hpl__dtab_idle_ready(t, o) || hpl__dtab_loc(o, asker)) return NULL;
+  if (t->suspected != t->suspect_seen || t->usable_arg != t->suspect_seen_arg) {
+    t->suspect_seen = t->suspected; /* a filter installed or replaced */
+    t->suspect_seen_arg = t->usable_arg;
+    hpl__dtab_suspicion_changed(t);
+  }
+  hpl__dir_loc *seen[PICK_FAST_LOOK], *best = NULL;
+  int n = 0;
+  while (!best && n < PICK_FAST_LOOK) {
+    hpl__dir_loc *l = hpl__dtab_idle_take(o);
+    if (!l) break;
+    if (l->serving >= t->max_senders) continue; /* busy now: leaves the index */
+    seen[n++] = l;
+    if (l->unlisted || (t->usable && !t->usable(l->node, t->usable_arg))) continue;
+    if (path_summary(t, o, l) != 0) break;
+    if (l->x->pend == asker) continue; /* pulls (transitively) from the asker */
+    if (!l->x->pclean) break;          /* a last resort: the scan weighs those */
+    if (t->distrusted && t->distrusted(l->node, t->usable_arg)) continue;
+    best = l;
+  }
+  while (n > 0) hpl__dtab_idle_note(o, seen[--n]); /* back in: their room is there */
+  return best;
+}
+
 /* hpl__dtab_pick_sender's choice; with `strict`, never a last-resort copy, and
  * 1 rather than a wait when no other copy is idle. */
 static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, int strict,
@@ -295,6 +384,11 @@ static int pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid, i
   if (o->state == HPL__OBJ_FAILED) return o->fail_status;
   if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == HPL__OBJ_PENDING) return 1;
+  hpl__dir_loc *fast = pick_fast(t, o, asker, avoid);
+  if (fast) {
+    *sender = fast->node;
+    return hpl__dtab_assign(t, o, asker, fast);
+  }
   pick_mark *marks = NULL;
   int nm = pick_marks(t, o, asker, avoid, &marks);
   if (nm < 0) return HPL_ENOMEM;
@@ -384,6 +478,7 @@ void hpl__dtab_node_unresponsive(hpl__dtab *t, uint64_t node,
                                  void (*down)(hpl__dir_obj *o, uint64_t receiver, void *arg),
                                  void *arg) {
   uint64_t n;
+  hpl__dtab_suspicion_changed(t);
   hpl__dir_obj **v = hpl__dtab_node_objects(t, node, &n);
   for (uint64_t i = 0; v && i < n; i++) {
     hpl__dir_obj *o = v[i];
@@ -401,8 +496,10 @@ int hpl__dtab_assign(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, hpl__dir_loc
     if (!me) return HPL_ENOMEM;
   } else {
     loc_release_upstream(o, me);
+    hpl__dtab_links_changed(o); /* copies may pull from it */
   }
   me->complete = 0;
+  hpl__dtab_idle_note(o, me);
   me->upstream = from->node;
   from->serving++;
   return 0;

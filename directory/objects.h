@@ -20,8 +20,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a location of a large object (HPL__DTAB_LOC_INDEX_MIN copies) also
+ * keeps, for the object's indexes (objtab.c) and its pick (objects.c): the
+ * next location in its bucket of the object's node hash, its place in the
+ * list (creation order), and its chain's summary, valid while pgen == the
+ * object's cgen and psusp == the table's suspect_gen: the node named at
+ * the chain's end that holds no location (0: none), and whether no node on
+ * the chain (this one, its upstreams, that end) is suspected. */
+typedef struct hpl__dir_locx {
+  struct hpl__dir_loc *hn;
+  uint64_t pend;
+  uint32_t seq;
+  uint32_t pgen, psusp;
+  uint8_t pclean;
+} hpl__dir_locx;
+
 typedef struct hpl__dir_loc {
   struct hpl__dir_loc *next;
+  struct hpl__dir_loc *prev; /* utlist DL: the first's is the last (O(1) append) */
   uint64_t node;
   uint64_t upstream; /* node this copy pulls from, 0 if none */
   uint64_t made_ms;  /* re-reported (HeldObject.held_ms): when it was complete there, on
@@ -35,7 +51,26 @@ typedef struct hpl__dir_loc {
   uint8_t unlisted;  /* another node found it sending bytes that fail their digests
                         (hpl__dtab_loc_unlist): never named as a sender nor counted
                         as a copy, but kept so that a delete reaches its node */
+  uint32_t ipos;     /* its place + 1 in its object's idle index (0: not in it) */
+  hpl__dir_locx *x;  /* a large object's (NULL below HPL__DTAB_LOC_INDEX_MIN copies) */
 } hpl__dir_loc;
+
+/* A large object's indexes (objtab.c; built from HPL__DTAB_LOC_INDEX_MIN
+ * copies, dropped when it has none or without memory): its locations by
+ * node (lh, chained through hpl__dir_locx.hn), and the idle index, a heap of
+ * locations ordered complete first, then by seq, holding every location
+ * serving fewer than idle_max receivers (and maybe some serving more,
+ * dropped when found; idle_max 0: not built yet). */
+typedef struct hpl__dir_objix {
+  hpl__dir_loc **lh;
+  uint32_t lh_mask;
+  uint32_t cgen;     /* bumped when an upstream link changes (chain summaries) */
+  uint32_t loc_seq;  /* the next location's seq */
+  uint32_t ndangle;  /* copies said to pull from a node holding no location of
+                        the object (hpl__dtab_loc_partial; objects.c counts) */
+  hpl__dir_loc **idle;
+  uint32_t nidle, idle_cap, idle_max;
+} hpl__dir_objix;
 
 enum {
   HPL__OBJ_PENDING = 0, /* known only because someone waits for it */
@@ -91,6 +126,7 @@ typedef struct hpl__dir_obj {
   uint8_t dig_none;   /* no digests by its maker's word (digests.c) */
   uint8_t levels;     /* links in the ordered index */
   uint8_t loc0_used;
+  hpl__dir_objix *ix;  /* a large object's indexes (NULL: none) */
   hpl__dir_loc loc0;
   char id[];
 } hpl__dir_obj;
@@ -126,6 +162,13 @@ typedef struct hpl__dtab {
    * first bad one, while a wait costs a whole transfer. */
   int (*distrusted)(uint64_t node, void *arg);
   void *usable_arg; /* for all four */
+  /* bumped when a node may have become suspected: hpl__dtab_node_unresponsive
+   * and hpl__dtab_suspicion_changed. A pick trusts a chain it found free of
+   * suspected nodes until then (lifting suspicion needs no call). Also bumped
+   * when a pick finds `suspected` or usable_arg replaced. */
+  uint64_t suspect_gen;
+  int (*suspect_seen)(uint64_t node, void *arg);
+  void *suspect_seen_arg;
   /* who hears of a changed object (hpl__dtab_on_change), in subscription order */
   struct {
     void (*fn)(struct hpl__dir_obj *o, void *arg);
@@ -169,6 +212,10 @@ void hpl__dtab_changed(hpl__dtab *t, hpl__dir_obj *o);
 hpl__dir_obj *hpl__dtab_first(hpl__dtab *t, const char *key, int after);
 hpl__dir_obj *hpl__dtab_next(const hpl__dir_obj *o);
 
+/* Copies from which an object keeps its locations hashed by node and its
+ * idle copies in an index (objtab.c), so a pick costs O(1) amortized. */
+#define HPL__DTAB_LOC_INDEX_MIN 32
+
 /* How many objects node `node` has a copy of (its index's length). */
 uint64_t hpl__dtab_node_count(hpl__dtab *t, uint64_t node);
 
@@ -180,7 +227,32 @@ void hpl__dtab_loc_free(hpl__dtab *t, hpl__dir_obj *o, hpl__dir_loc *l);
  * caller must not keep across changes), *n its length. */
 hpl__dir_obj **hpl__dtab_node_objects(hpl__dtab *t, uint64_t node, uint64_t *n);
 
+/* node's location of o, or NULL: O(1) from HPL__DTAB_LOC_INDEX_MIN copies
+ * (the object's node hash), a list walk below. */
 hpl__dir_loc *hpl__dtab_loc(hpl__dir_obj *o, uint64_t node);
+
+/* For objects.c only, the idle index (see hpl__dir_objix):
+ * hpl__dtab_idle_ready: builds it if o has HPL__DTAB_LOC_INDEX_MIN copies and
+ * it is missing or was built for another t->max_senders; 1 if usable, 0 if
+ * not (a small object, or no memory: the caller scans the list).
+ * hpl__dtab_idle_note: l's serving count dropped or its complete flag
+ * changed: put it in (or in its place in) a built index. Never fails: an
+ * index it cannot grow is dropped (rebuilt at the next pick).
+ * hpl__dtab_idle_take: takes the first location out (NULL: empty); put it
+ * back with hpl__dtab_idle_note (no allocation: its room is still there). */
+int hpl__dtab_idle_ready(hpl__dtab *t, hpl__dir_obj *o);
+void hpl__dtab_idle_note(hpl__dir_obj *o, hpl__dir_loc *l);
+hpl__dir_loc *hpl__dtab_idle_take(hpl__dir_obj *o);
+
+/* For objects.c only: an upstream link of o changed (chain summaries are
+ * stale). */
+void hpl__dtab_links_changed(hpl__dir_obj *o);
+
+/* A node may have become suspected other than through
+ * hpl__dtab_node_unresponsive (which counts as this call): picks look at
+ * every chain's nodes again. A `suspected` filter whose answer for a node
+ * turns from 0 to 1 without either call makes picks miss it. */
+void hpl__dtab_suspicion_changed(hpl__dtab *t);
 
 /* Record a copy at `node`. For an origin (a put) the id must be free:
  * HPL_EEXIST if the object is ready with another origin or complete copies,
