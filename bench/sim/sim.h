@@ -141,6 +141,7 @@ typedef struct hpl__sim_params {
   double restart_at;    /* the directory restarts then (0: never), all its state lost */
   double lease_s;       /* ...and answers again this much later (lease + election) */
   double reconnect_s;   /* a store finds the new directory within this (dlprobe.c tick) */
+  int no_held_upstream; /* stores re-report complete copies only (no held_partials) */
   double wall_limit;    /* stop a run after this much wall time (0: none) */
   uint64_t seed;
   int verbose;

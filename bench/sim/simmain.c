@@ -6,7 +6,7 @@
  *         [--unit BYTES[KMG]] [--eff E] [--arrive S] [--dir-cpu-us U]
  *         [--measured] [--max-senders K] [--kill F | --pause F]
  *         [--fail-at S] [--pause-s S] [--dead-after S]
- *         [--restart-at S] [--lease-s S] [--wall S] [-v]
+ *         [--restart-at S] [--lease-s S] [--no-held-upstream 1] [--wall S] [-v]
  *   hpsim validate     simulated against measured (bench/results)
  *   hpsim scale        1 GiB to 100/1 000/10 000 nodes, failures
  *   hpsim check        64 nodes, asserts (exit 1 on a failed check)
@@ -226,6 +226,23 @@ static int scale(int argc, char **argv) {
         snprintf(what, sizeof what, "%s%d%%:%u", pause ? "pause" : "kill", f ? 5 : 1, r.drawn);
         row(&p, &r, what);
       }
+  /* the directory restarted at 0.4 s (a new one answers lease_s later),
+   * the stores re-reporting their copies with their senders (HeldObject.
+   * upstream), and without (complete copies only: what an older store does) */
+  for (int a = 0; a < 2; a++)
+    for (int old = 0; old < 2; old++) {
+      hpl__sim_params p = defaults();
+      p.nodes = 1000;
+      p.bits = 10e9;
+      p.size = 1024.0 * (1 << 20);
+      p.lat = 25e-6;
+      p.dir_measured = measured;
+      p.wall_limit = wall_limit;
+      p.restart_at = 0.4;
+      p.no_held_upstream = old;
+      p.arrive_over = a ? 10 : 0;
+      scale_one(p, old ? "dirrst-noup" : "dirrestart");
+    }
   return 0;
 }
 
@@ -292,6 +309,26 @@ static int check(void) {
             "pause: the paused stores' own gets (%.3f s) and re-registrations (%u, past "
             "dead_after: 3)", r.tfailed, r.rereports);
   }
+  /* the directory restarted mid-broadcast: the streams go on, every store
+   * registers again and re-reports its copy, gets asked meanwhile wait for
+   * the new directory (lease_s) and are answered from the re-formed table */
+  p.fail_frac = 0;
+  p.fail_pause = 0;
+  p.restart_at = 0.1;
+  r = run(&p);
+  row(&p, &r, "dirrestart");
+  CHECK(r.rc == 0 && r.rereports == 64, "restart: %u of 64 stores re-registered", r.rereports);
+  CHECK(r.t <= 1.01 * r.bound && r.moves == 0 && fabs(r.src_copies - 1.0) < 0.01,
+        "restart at once: %.4f s (bound %.4f), %llu moves, %.3f source copies", r.t, r.bound,
+        (unsigned long long)r.moves, r.src_copies);
+  p.arrive_over = 2;
+  p.restart_at = 0.5;
+  r = run(&p);
+  row(&p, &r, "dirrestart");
+  CHECK(r.rc == 0, "restart, arriving: a receiver never finished");
+  CHECK(r.t > p.lease_s && r.t < r.bound + p.lease_s + p.reconnect_s + 0.1,
+        "restart, arriving: the slowest get took %.3f s (bound %.3f + lease %.1f)", r.t, r.bound,
+        p.lease_s);
   printf(failed ? "sim_small: FAILED\n" : "sim_small: ok\n");
   return failed;
 }
@@ -335,6 +372,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--wall") == 0) p.wall_limit = atof(v);
     else if (strcmp(a, "--restart-at") == 0) p.restart_at = atof(v), fail = "dirrestart";
     else if (strcmp(a, "--lease-s") == 0) p.lease_s = atof(v);
+    else if (strcmp(a, "--no-held-upstream") == 0) p.no_held_upstream = atoi(v);
     else if (strcmp(a, "--dead-after") == 0) p.dead_after = atof(v);
     else {
       fprintf(stderr, "hpsim: unknown option '%s' (see bench/sim/simmain.c)\n", a);

@@ -285,7 +285,7 @@ void hpl__sim_store_reconnect(hpl__sim_world *w, uint32_t node) {
   w->rereports++;
   if (st->state == ST_DONE)
     hpl__sim_dir_send(w->dir, HPL__SIM_REQ_HELD, node, UINT32_MAX);
-  else if (st->state == ST_PULLING || st->state == ST_LANDING)
+  else if ((st->state == ST_PULLING || st->state == ST_LANDING) && !w->p.no_held_upstream)
     hpl__sim_dir_send(w->dir, HPL__SIM_REQ_HELD, node, st->sender);
   else if (st->state == ST_ASKING)
     hpl__sim_dir_send(w->dir, HPL__SIM_REQ_ACQUIRE, node, st->failed_peer);
