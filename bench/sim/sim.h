@@ -135,6 +135,7 @@ typedef struct hpl__sim_params {
   double fail_frac;     /* share of receivers killed/paused mid-broadcast */
   int fail_pause;       /* 0: killed, 1: paused for pause_s */
   double fail_at;       /* when (s after the start) */
+  uint32_t fail_depth;  /* >0: fail the one receiver streaming at this chain depth instead */
   double pause_s;
   double dead_after;    /* the directory declares a silent node dead after this */
   double probe_s;       /* the probe timeout (directory/nodestat.c) */

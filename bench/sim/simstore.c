@@ -311,8 +311,10 @@ static void draw_event(hpl__sim_timer *t) {
   uint32_t n = w->p.nodes, k = 0, *c = malloc(n * sizeof *c);
   if (!c) abort();
   for (uint32_t i = 1; i < n; i++)
-    if (w->stores[i].state == ST_PULLING && !w->net.hosts[i].complete) c[k++] = i;
-  uint32_t want = (uint32_t)llround(w->p.fail_frac * (n - 1));
+    if (w->stores[i].state == ST_PULLING && !w->net.hosts[i].complete &&
+        (!w->p.fail_depth || w->stores[i].depth == w->p.fail_depth))
+      c[k++] = i;
+  uint32_t want = w->p.fail_depth ? 1 : (uint32_t)llround(w->p.fail_frac * (n - 1));
   if (want > k) want = k;
   for (uint32_t j = 0; j < want; j++) { /* a partial Fisher-Yates draw */
     uint32_t x = j + (uint32_t)(rnd(&seed) % (k - j)), v = c[x];
@@ -381,7 +383,7 @@ int hpl__sim_world_run(hpl__sim_world *w) {
   draw_tm.fn = draw_event;
   restart_tm.fn = restart_event;
   up_tm.fn = up_event;
-  if (p->fail_frac > 0) hpl__sim_at(&w->clk, &draw_tm, p->fail_at);
+  if (p->fail_frac > 0 || p->fail_depth) hpl__sim_at(&w->clk, &draw_tm, p->fail_at);
   if (p->restart_at > 0) hpl__sim_at(&w->clk, &restart_tm, p->restart_at);
   hpl__sim_run(&w->clk, INFINITY);
   w->aborted = w->clk.stop;
