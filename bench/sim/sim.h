@@ -73,6 +73,17 @@ typedef struct hpl__sim_host {
   double rate_in;  /* d(got)/dt now */
   int complete;    /* all bytes held (and servable) */
   int stopped;     /* killed or paused: sends and receives nothing */
+  /* The group: this host's streams that run at one shared rate (from a
+   * complete copy to a running receiver whose downlink is the group's
+   * demand). Their bytes are kept as a virtual service V(t) = the bytes
+   * each got since the group began (V + share x (now - V_at)), so a change
+   * of the share costs O(1) instead of a settle and reschedule per stream,
+   * and their ends are a heap by the V at which each completes. */
+  double V, V_at, share, gdemand;
+  struct hpl__sim_flow **gheap; /* 1-based; by vjoin - base (smallest ends first) */
+  uint32_t gn, gcap;
+  uint32_t gfwd;               /* group receivers that forward (their streams follow the share) */
+  hpl__sim_timer gtm;          /* the group's next end */
 } hpl__sim_host;
 
 typedef struct hpl__sim_flow {
@@ -81,6 +92,9 @@ typedef struct hpl__sim_flow {
   uint32_t src_i, dst_i;
   double rate;
   int tracking;      /* caught up with a partial sender: bound to its rate */
+  int grouped;       /* in its sender's group: rate = src->share, bytes from src->V */
+  uint32_t gidx;     /* its place in the sender's group heap */
+  double vjoin, base; /* the sender's V and dst's bytes when it joined */
   hpl__sim_timer tm; /* catch-up or end of its bytes */
   void *owner;       /* the store model's pull (simstore.c) */
 } hpl__sim_flow;

@@ -44,7 +44,7 @@ typedef struct result {
   double t, tfailed, last, sbg, bound, src_copies, dps, dcpu, real_cpu, max_pick, max_queue, cmean, wall;
   uint32_t dmax, cmax, fanout, failed, drawn, rereports;
   double dmean;
-  uint64_t decisions, waits, moves, events;
+  uint64_t decisions, waits, moves, events, rate_changes;
   int rc;
 } result;
 
@@ -101,6 +101,7 @@ static result run(const hpl__sim_params *p) {
   r.drawn = w.drawn;
   r.rereports = w.rereports;
   r.events = w.clk.events;
+  r.rate_changes = w.net.rate_changes;
   hpl__sim_world_free(&w);
   return r;
 }
@@ -412,6 +413,23 @@ static int check(void) {
       CHECK(r.tfailed > p.pause_s && r.rereports == 3,
             "pause: the paused stores' own gets (%.3f s) and re-registrations (%u, past "
             "dead_after: 3)", r.tfailed, r.rereports);
+  }
+  /* a star (--max-senders above the nodes): 399 streams share the source's
+   * uplink; a new stream changes the group's one share, not 398 rates */
+  {
+    hpl__sim_params q = defaults();
+    q.nodes = 400;
+    q.bits = 10e9;
+    q.size = 16.0 * (1 << 20);
+    q.lat = 25e-6;
+    q.max_senders = 100000;
+    result s = run(&q);
+    row(&q, &s, "star");
+    double t = 399 * s.sbg;
+    CHECK(s.rc == 0 && s.fanout == 399, "star: fan-out %u, not 399", s.fanout);
+    CHECK(s.t > t && s.t < 1.01 * t, "star: %.3f s, not 399 x S/B = %.3f s", s.t, t);
+    CHECK(s.rate_changes < 4 * 400, "star: %llu rate changes (one per stream at each start: "
+          "n^2/2 = 80 000)", (unsigned long long)s.rate_changes);
   }
   /* the directory restarted mid-broadcast: the streams go on, every store
    * registers again and re-reports its copy, gets asked meanwhile wait for
