@@ -194,6 +194,7 @@ typedef struct hpl__sim_dirstats {
   double real_cpu;    /* CPU the real decision code took (measured), s */
   double max_pick;    /* the dearest single call, s */
   double max_queue;   /* longest time a request waited in the queue, s */
+  double last_end;    /* when the last request's CPU ended */
 } hpl__sim_dirstats;
 const hpl__sim_dirstats *hpl__sim_dir_stats(const hpl__sim_dir *d);
 /* A paused node is heard again (nodes.c hpl__dir_node_heard): no longer suspected. */

@@ -295,6 +295,7 @@ static void serve_next(hpl__sim_dir *d) {
   if (d->w->p.wall_limit > 0 && (double)clock() / CLOCKS_PER_SEC - d->cpu0 > d->w->p.wall_limit)
     d->w->clk.stop = 1;
   d->st.busy += d->cost;
+  d->st.last_end = d->w->clk.now + d->cost;
   hpl__sim_at(&d->w->clk, &d->cpu, d->w->clk.now + d->cost);
 }
 
