@@ -33,6 +33,7 @@
 /* A timer: an event owner's one slot in the heap (idx 0: not scheduled). */
 typedef struct hpl__sim_timer {
   double at;
+  uint64_t seq; /* when it was (re)scheduled: equal times fire in that order */
   uint32_t idx;
   void (*fn)(struct hpl__sim_timer *t);
 } hpl__sim_timer;
@@ -42,6 +43,7 @@ typedef struct hpl__sim_clock {
   hpl__sim_timer **heap; /* 1-based */
   uint32_t n, cap;
   uint64_t events;
+  uint64_t seq;
   int stop;          /* set to end hpl__sim_run early (a wall-time limit) */
 } hpl__sim_clock;
 
@@ -71,6 +73,17 @@ typedef struct hpl__sim_host {
   double rate_in;  /* d(got)/dt now */
   int complete;    /* all bytes held (and servable) */
   int stopped;     /* killed or paused: sends and receives nothing */
+  /* The group: this host's streams that run at one shared rate (from a
+   * complete copy to a running receiver whose downlink is the group's
+   * demand). Their bytes are kept as a virtual service V(t) = the bytes
+   * each got since the group began (V + share x (now - V_at)), so a change
+   * of the share costs O(1) instead of a settle and reschedule per stream,
+   * and their ends are a heap by the V at which each completes. */
+  double V, V_at, share, gdemand;
+  struct hpl__sim_flow **gheap; /* 1-based; by vjoin - base (smallest ends first) */
+  uint32_t gn, gcap;
+  uint32_t gfwd;               /* group receivers that forward (their streams follow the share) */
+  hpl__sim_timer gtm;          /* the group's next end */
 } hpl__sim_host;
 
 typedef struct hpl__sim_flow {
@@ -79,6 +92,9 @@ typedef struct hpl__sim_flow {
   uint32_t src_i, dst_i;
   double rate;
   int tracking;      /* caught up with a partial sender: bound to its rate */
+  int grouped;       /* in its sender's group: rate = src->share, bytes from src->V */
+  uint32_t gidx;     /* its place in the sender's group heap */
+  double vjoin, base; /* the sender's V and dst's bytes when it joined */
   hpl__sim_timer tm; /* catch-up or end of its bytes */
   void *owner;       /* the store model's pull (simstore.c) */
 } hpl__sim_flow;
@@ -133,9 +149,14 @@ typedef struct hpl__sim_params {
   double fail_frac;     /* share of receivers killed/paused mid-broadcast */
   int fail_pause;       /* 0: killed, 1: paused for pause_s */
   double fail_at;       /* when (s after the start) */
+  uint32_t fail_depth;  /* >0: fail the one receiver streaming at this chain depth instead */
   double pause_s;
   double dead_after;    /* the directory declares a silent node dead after this */
   double probe_s;       /* the probe timeout (directory/nodestat.c) */
+  double restart_at;    /* the directory restarts then (0: never), all its state lost */
+  double lease_s;       /* ...and answers again this much later (lease + election) */
+  double reconnect_s;   /* a store finds the new directory within this (dlprobe.c tick) */
+  int no_held_upstream; /* stores re-report complete copies only (no held_partials) */
   double wall_limit;    /* stop a run after this much wall time (0: none) */
   uint64_t seed;
   int verbose;
@@ -150,6 +171,12 @@ typedef enum {
   HPL__SIM_REQ_ACQUIRE,  /* a get asks for a sender */
   HPL__SIM_REQ_SILENT,   /* a receiver reports its sender silent (AcquireReq.suspect) */
   HPL__SIM_REQ_COMPLETE, /* LOC_COMPLETE */
+  HPL__SIM_REQ_SUSPECT,  /* a stream quiet for its whole window: AcquireReq.suspect
+                            naming the sender (peer); answered "move" or "stay" */
+  HPL__SIM_REQ_GONE,     /* the node's connection closed (a kill) or its heartbeats
+                            timed out: it is dead (nodes.c node_gone) */
+  HPL__SIM_REQ_HELD,     /* after (re)registering: the node re-reports its copy
+                            (store/dlheld.c); peer = its upstream, UINT32_MAX: complete */
 } hpl__sim_req_kind;
 
 hpl__sim_dir *hpl__sim_dir_new(struct hpl__sim_world *w);
@@ -167,10 +194,16 @@ typedef struct hpl__sim_dirstats {
   double real_cpu;    /* CPU the real decision code took (measured), s */
   double max_pick;    /* the dearest single call, s */
   double max_queue;   /* longest time a request waited in the queue, s */
+  double last_end;    /* when the last request's CPU ended */
 } hpl__sim_dirstats;
 const hpl__sim_dirstats *hpl__sim_dir_stats(const hpl__sim_dir *d);
 /* A paused node is heard again (nodes.c hpl__dir_node_heard): no longer suspected. */
 void hpl__sim_dir_back(hpl__sim_dir *d, uint32_t node);
+/* The directory process dies now: its table, queue, waiters and probes are
+ * lost, and requests reaching it are dropped until `up` (a new one leads). */
+void hpl__sim_dir_restart(hpl__sim_dir *d, double up);
+/* Whether the directory is down now. */
+int hpl__sim_dir_down(const hpl__sim_dir *d);
 
 /* ------------------------------------------------------------------ simstore.c */
 
@@ -181,8 +214,11 @@ typedef struct hpl__sim_world {
   hpl__sim_dir *dir;
   struct hpl__sim_store *stores;
   uint32_t done, failed; /* receivers complete / stopped for good */
+  uint32_t drawn;        /* receivers failed (drawn among those streaming at fail_at) */
+  uint32_t rereports;    /* stores that registered again and re-reported their copy */
   double last_done;
-  double slowest;        /* the longest get, from its start to its copy complete */
+  double slowest;        /* the longest get of a receiver that did not fail (survivors) */
+  double slowest_failed; /* ...and of one that was paused (its own get) */
   uint64_t moves;        /* receivers that changed sender */
   uint32_t *copies;      /* streams each receiver started (copies sent to it) */
   int aborted;           /* the wall limit was hit */
@@ -192,6 +228,12 @@ typedef struct hpl__sim_world {
  * bytes it holds), wait, stay with the sender it has, or fail. */
 void hpl__sim_store_answer(hpl__sim_world *w, uint32_t node, uint32_t sender);
 void hpl__sim_store_stay(hpl__sim_world *w, uint32_t node, double retry);
+/* A suspect report's answer: move off the silent sender to `sender`. */
+void hpl__sim_store_move(hpl__sim_world *w, uint32_t node, uint32_t sender);
+/* The directory is back (a restart) or declared `node` dead (a pause past
+ * dead_after): the store registers again, re-reports its copy (with its
+ * upstream if it is streaming in) and re-sends a pending ACQUIRE. */
+void hpl__sim_store_reconnect(hpl__sim_world *w, uint32_t node);
 /* Set the world up, run it to the end, free it. Returns 0, or -1 when
  * receivers were left unfinished (stuck) or the wall limit was hit. */
 int hpl__sim_world_run(hpl__sim_world *w);

@@ -1,5 +1,8 @@
 /* simcore.c - the simulator's virtual clock and event heap (see sim.h): an
- * indexed binary min-heap of timers by time, each timer in it at most once. */
+ * indexed binary min-heap of timers by time, each timer in it at most once.
+ * Timers due at the same time fire in the order they were scheduled, so
+ * two messages sent one after the other over the same latency arrive in
+ * that order (a killed store's last ACQUIRE before its connection's close). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,6 +13,7 @@ void hpl__sim_clock_init(hpl__sim_clock *c) {
   c->n = 0;
   c->cap = 1024;
   c->events = 0;
+  c->seq = 0;
   c->stop = 0;
   c->heap = malloc((c->cap + 1) * sizeof *c->heap);
   if (!c->heap) abort();
@@ -21,6 +25,10 @@ void hpl__sim_clock_free(hpl__sim_clock *c) {
   c->n = c->cap = 0;
 }
 
+static int before(const hpl__sim_timer *a, const hpl__sim_timer *b) {
+  return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
 static void put(hpl__sim_clock *c, uint32_t i, hpl__sim_timer *t) {
   c->heap[i] = t;
   t->idx = i;
@@ -28,7 +36,7 @@ static void put(hpl__sim_clock *c, uint32_t i, hpl__sim_timer *t) {
 
 static void up(hpl__sim_clock *c, uint32_t i) {
   hpl__sim_timer *t = c->heap[i];
-  while (i > 1 && c->heap[i / 2]->at > t->at) {
+  while (i > 1 && before(t, c->heap[i / 2])) {
     put(c, i, c->heap[i / 2]);
     i /= 2;
   }
@@ -40,8 +48,8 @@ static void down(hpl__sim_clock *c, uint32_t i) {
   for (;;) {
     uint32_t k = 2 * i;
     if (k > c->n) break;
-    if (k < c->n && c->heap[k + 1]->at < c->heap[k]->at) k++;
-    if (c->heap[k]->at >= t->at) break;
+    if (k < c->n && before(c->heap[k + 1], c->heap[k])) k++;
+    if (!before(c->heap[k], t)) break;
     put(c, i, c->heap[k]);
     i = k;
   }
@@ -61,6 +69,7 @@ void hpl__sim_cancel(hpl__sim_clock *c, hpl__sim_timer *t) {
 
 void hpl__sim_at(hpl__sim_clock *c, hpl__sim_timer *t, double at) {
   if (at < c->now) at = c->now;
+  t->seq = ++c->seq;
   if (t->idx) {
     t->at = at;
     up(c, t->idx);

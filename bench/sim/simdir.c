@@ -25,9 +25,23 @@
  *    the RTT) and is marked unresponsive (nodes.c mark_unresponsive:
  *    hpl__dtab_node_unresponsive, whose callback sends UPSTREAM_GONE to
  *    every receiver pulling from it); a live one answers after an RTT.
- *  - A node silent for dead_after (nodestat.c hpl__dir_node_timeout_ms:
- *    3 x heartbeat_ms = 1.5 s for a steady node, at most
- *    heartbeat_timeout_ms = 3 s) is dead: hpl__dtab_node_gone.
+ *  - A killed store's connection closes (its kernel closes its sockets),
+ *    so the directory drops it one latency later (nodes.c
+ *    hpl__dir_nodes_conn_closed -> node_gone -> hpl__dtab_node_gone, its
+ *    receivers told UPSTREAM_GONE, the object's waiters served again).
+ *    A stopped (paused) store's connection stays open: it is dead only
+ *    when its heartbeats have been missing for dead_after (nodestat.c
+ *    hpl__dir_node_timeout_ms: 3 x heartbeat_ms = 1.5 s for a steady node,
+ *    at most heartbeat_timeout_ms = 3 s; nodes.c sweep closes it).
+ *  - A restart (the directory process killed, a new leader after the
+ *    lease and election): everything the directory held is lost (a fresh
+ *    hpl__dtab), requests reaching it meanwhile are dropped, and each store
+ *    registers again and re-reports its copy (simstore.c): a complete one
+ *    as locs.c held_copy does (hpl__dtab_loc_complete, then
+ *    hpl__dtab_recount_serving for receivers re-reported before it), one
+ *    streaming in with its sender as locs.c held_partial does
+ *    (hpl__dtab_loc_partial with HeldObject.upstream, store/dlheld.c
+ *    held_partials).
  *  - The directory's CPU: every request costs dir_cpu (bench_dir's measured
  *    cost of a request, ~10 us: bench/results/dir-issue42b-2026-11-29.tsv,
  *    "get CPU us/op, 16 procs directory" 10.3) and, with dir_measured, the
@@ -45,7 +59,7 @@
 #define ID(i) ((uint64_t)(i) + 1)
 
 typedef enum { M_TO_DIR, M_TO_STORE } msg_dir;
-typedef enum { A_SENDER, A_STAY, A_GONE } ans_kind;
+typedef enum { A_SENDER, A_STAY, A_GONE, A_MOVE } ans_kind;
 
 typedef struct msg {
   hpl__sim_timer tm;
@@ -73,6 +87,7 @@ struct hpl__sim_dir {
   double *probe_out;    /* when a probe went out (0: none) */
   hpl__sim_timer *probe_tm;
   hpl__sim_dirstats st;
+  double up_at; /* down (restarting) until then */
   double cpu0; /* the process's CPU when the run began (the wall limit) */
 };
 
@@ -174,6 +189,12 @@ static void flush_outbox(hpl__sim_dir *d) {
   d->outbox = NULL;
 }
 
+/* nodes.c object_changed_cb: the object's waiters hear. */
+static void changed_cb(hpl__dir_obj *o, void *arg) {
+  hpl__sim_dir *d = arg;
+  hpl__dtab_changed(&d->tab, o);
+}
+
 /* ------------------------------------------------------------------ probes */
 
 /* The probe of `node` is judged (nodes.c probe_judge): unanswered if the
@@ -204,6 +225,41 @@ static void run_request(hpl__sim_dir *d, msg *m) {
   case HPL__SIM_REQ_COMPLETE:
     REAL(d, hpl__dtab_loc_complete(&d->tab, d->o, ID(m->node), (uint64_t)p->size));
     REAL(d, hpl__dtab_changed(&d->tab, d->o)); /* (measured without the waiters' picks too) */
+    break;
+  case HPL__SIM_REQ_SUSPECT: {
+    hpl__dir_loc *me = hpl__dtab_loc(d->o, ID(m->node));
+    if (!me || me->complete || me->upstream != ID(m->peer)) break; /* stale: stay */
+    if (d->suspected[m->peer]) {
+      uint64_t sender = 0;
+      int rc;
+      d->st.decisions++;
+      REAL(d, rc = hpl__dtab_pick_instead(&d->tab, d->o, ID(m->node), ID(m->peer), &sender));
+      if (rc == 0) {
+        d->st.moves++;
+        answer(d, m->node, A_MOVE, (uint32_t)(sender - 1));
+      }
+    } else if (d->probe_out[m->peer] == 0) {
+      d->probe_out[m->peer] = d->w->clk.now;
+      hpl__sim_at(&d->w->clk, &d->probe_tm[m->peer], d->w->clk.now + p->probe_s);
+    }
+    break;
+  }
+  case HPL__SIM_REQ_GONE:
+    d->suspected[m->node] = 0;
+    REAL(d, hpl__dtab_node_gone(&d->tab, ID(m->node), gone_cb, changed_cb, d));
+    break;
+  case HPL__SIM_REQ_HELD:
+    d->suspected[m->node] = 0;
+    if (m->peer == UINT32_MAX) { /* locs.c held_copy */
+      REAL(d, {
+        hpl__dtab_loc_complete(&d->tab, d->o, ID(m->node), (uint64_t)p->size);
+        hpl__dir_loc *l = hpl__dtab_loc(d->o, ID(m->node));
+        if (l) hpl__dtab_recount_serving(d->o, l);
+        hpl__dtab_changed(&d->tab, d->o);
+      });
+    } else { /* locs.c held_partial */
+      REAL(d, hpl__dtab_loc_partial(&d->tab, d->o, ID(m->node), (uint64_t)p->size, ID(m->peer)));
+    }
     break;
   case HPL__SIM_REQ_SILENT: /* a quiet note: probe the sender (once at a time) */
     if (!d->suspected[m->peer] && d->probe_out[m->peer] == 0) {
@@ -239,6 +295,7 @@ static void serve_next(hpl__sim_dir *d) {
   if (d->w->p.wall_limit > 0 && (double)clock() / CLOCKS_PER_SEC - d->cpu0 > d->w->p.wall_limit)
     d->w->clk.stop = 1;
   d->st.busy += d->cost;
+  d->st.last_end = d->w->clk.now + d->cost;
   hpl__sim_at(&d->w->clk, &d->cpu, d->w->clk.now + d->cost);
 }
 
@@ -255,6 +312,10 @@ static void msg_fire(hpl__sim_timer *t) {
   msg *m = (msg *)t;
   hpl__sim_dir *d = m->d;
   if (m->where == M_TO_DIR) {
+    if (hpl__sim_dir_down(d)) { /* no directory listens: lost (the store re-sends) */
+      free(m);
+      return;
+    }
     enqueue(d, m);
     return;
   }
@@ -263,6 +324,7 @@ static void msg_fire(hpl__sim_timer *t) {
   case A_SENDER: hpl__sim_store_answer(w, m->node, m->sender); break;
   case A_STAY: hpl__sim_store_stay(w, m->node, 0); break;
   case A_GONE: hpl__sim_store_stay(w, m->node, -1); break;
+  case A_MOVE: hpl__sim_store_move(w, m->node, m->sender); break;
   }
   free(m);
 }
@@ -328,11 +390,33 @@ void hpl__sim_dir_send(hpl__sim_dir *d, hpl__sim_req_kind k, uint32_t node, uint
 void hpl__sim_dir_suspect(hpl__sim_dir *d, uint32_t node) { d->suspected[node] = 1; }
 
 void hpl__sim_dir_node_dead(hpl__sim_dir *d, uint32_t node) {
-  /* directory work like any other: charged, answers at its end */
-  d->cost = d->w->p.dir_cpu;
-  REAL(d, hpl__dtab_node_gone(&d->tab, ID(node), gone_cb, NULL, d));
-  d->st.busy += d->cost;
-  flush_outbox(d);
+  /* the directory's own verdict (its sweep): queued as directory work */
+  if (hpl__sim_dir_down(d)) return;
+  msg *m = msg_new(d, M_TO_DIR, node);
+  m->kind = HPL__SIM_REQ_GONE;
+  enqueue(d, m);
+}
+
+int hpl__sim_dir_down(const hpl__sim_dir *d) { return d->w->clk.now < d->up_at; }
+
+void hpl__sim_dir_restart(hpl__sim_dir *d, double up) {
+  hpl__sim_clock *c = &d->w->clk;
+  hpl__sim_cancel(c, &d->cpu); /* the request being served dies with it */
+  free(d->cur);
+  d->cur = NULL;
+  for (msg *m = d->qhead, *nx; m; m = nx) nx = m->next, free(m);
+  for (msg *m = d->outbox, *nx; m; m = nx) nx = m->next, free(m);
+  d->qhead = d->qtail = d->outbox = NULL;
+  for (uint32_t i = 0; i < d->w->p.nodes; i++) {
+    hpl__sim_cancel(c, &d->probe_tm[i]);
+    d->probe_out[i] = 0;
+    d->suspected[i] = 0;
+  }
+  d->nwait = 0;
+  hpl__dtab_clear(&d->tab); /* an empty table, same settings and subscribers */
+  d->o = hpl__dtab_get(&d->tab, "x");
+  if (!d->o) abort();
+  d->up_at = up;
 }
 
 void hpl__sim_dir_back(hpl__sim_dir *d, uint32_t node) { d->suspected[node] = 0; }
