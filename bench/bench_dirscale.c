@@ -228,6 +228,34 @@ static void fill_lat(hpl__ds_run *r, row *w) {
   w->closed = st->closed;
 }
 
+/* A phase's decisions: answers, refusals and the unfinished into w; the
+ * answers' window (from t0 to the last answer, else t_ans), their rate, the
+ * directory's CPU share over it and its CPU per decision less what
+ * heartbeats cost meanwhile (idle_cpu_per_s), the latencies. Returns when
+ * the last fetch that was asked for completed (0: none). */
+static uint64_t answers_window(hpl__ds_run *r, const hpl__ds_stats *st, row *w, int left,
+                               uint64_t t0, uint64_t t_ans, uint64_t c0, uint64_t c_ans) {
+  int nf;
+  const hpl__ds_fetch *f = hpl__ds_fetches(r, &nf);
+  uint64_t last_done = 0, last_ans = 0;
+  for (int k = 0; k < nf; k++) {
+    if (f[k].done_ns > last_done && f[k].ask_at_ns) last_done = f[k].done_ns;
+    if (f[k].answered_ns > last_ans) last_ans = f[k].answered_ns;
+  }
+  w->decisions = st->answers;
+  w->refused = st->refusals;
+  w->unfinished = (uint64_t)left;
+  double win = (double)((last_ans ? last_ans : t_ans) - t0) / 1e9;
+  w->secs = win;
+  w->rate = win > 0 ? (double)st->answers / win : 0;
+  double span = (double)(t_ans - t0 + 20000000ull) / 1e9; /* t0 was 20 ms ahead */
+  double cpu = (double)(c_ans - c0) - idle_cpu_per_s * span;
+  w->cpu_pct = (double)(c_ans - c0) / span / 1e4;
+  w->us_per_dec = st->answers ? (cpu > 0 ? cpu : 0) / (double)st->answers : 0;
+  fill_lat(r, w);
+  return last_done;
+}
+
 static void phase_idle(hpl__ds_run *r, pid_t dir, int n, row *w) {
   hpl__ds_stats_reset(r);
   uint64_t c0 = proc_cpu_us(dir), t0 = hpl__now_ns() / 1000;
@@ -276,25 +304,9 @@ static void phase_bcast(hpl__ds_run *r, pid_t dir, int n, int spread_s, row *w) 
   t_ans = hpl__now_ns();
   int left = hpl__ds_wait_fetches(r, (int64_t)(end > hpl__now_ms() ? end - hpl__now_ms() : 0));
   uint64_t c1 = proc_cpu_us(dir);
-  int nf;
-  const hpl__ds_fetch *f = hpl__ds_fetches(r, &nf);
-  uint64_t last_done = 0, last_ans = 0;
-  for (int k = 0; k < nf; k++) {
-    if (f[k].done_ns > last_done && f[k].ask_at_ns) last_done = f[k].done_ns;
-    if (f[k].answered_ns > last_ans) last_ans = f[k].answered_ns;
-  }
-  w->decisions = st->answers;
-  w->refused = st->refusals;
-  w->unfinished = (uint64_t)left;
-  double win = (double)((last_ans ? last_ans : t_ans) - t0) / 1e9;
-  w->secs = win;
-  w->rate = win > 0 ? (double)st->answers / win : 0;
-  /* CPU over the answers' window, less what heartbeats cost meanwhile */
-  double cpu = (double)(c_ans - c0) - idle_cpu_per_s * (double)(t_ans - t0 + 20000000ull) / 1e9;
-  w->cpu_pct = (double)(c_ans - c0) / ((double)(t_ans - t0 + 20000000ull) / 1e9) / 1e4;
-  w->us_per_dec = st->answers ? (cpu > 0 ? cpu : 0) / (double)st->answers : 0;
+  uint64_t last_done = answers_window(r, st, w, left, t0, t_ans, c0, c_ans);
+  double win = w->secs;
   w->bcast_s = last_done > t0 ? (double)(last_done - t0) / 1e9 : 0;
-  fill_lat(r, w);
   tree(r, n, 0, 0, w);
   printf("  %s: %llu answers in %.2f s (%.0f/s), %llu refused, %d unfinished; directory %.1f s "
          "CPU for the answers, %.1f s with the completions; tree depth %d (mean %.1f), fan-out "
@@ -338,21 +350,8 @@ static void phase_many(hpl__ds_run *r, pid_t dir, int n, row *w) {
   while (hpl__now_ms() < end && st->answers + st->refusals < wanted) hpl__ds_run_for(r, 5);
   uint64_t c_ans = proc_cpu_us(dir), t_ans = hpl__now_ns();
   int left = hpl__ds_wait_fetches(r, (int64_t)(end > hpl__now_ms() ? end - hpl__now_ms() : 0));
-  int nf;
-  const hpl__ds_fetch *f = hpl__ds_fetches(r, &nf);
-  uint64_t last_ans = 0;
-  for (int q = 0; q < nf; q++)
-    if (f[q].answered_ns > last_ans) last_ans = f[q].answered_ns;
-  w->decisions = st->answers;
-  w->refused = st->refusals;
-  w->unfinished = (uint64_t)left;
-  double win = (double)((last_ans ? last_ans : t_ans) - t0) / 1e9;
-  w->secs = win;
-  w->rate = win > 0 ? (double)st->answers / win : 0;
-  double cpu = (double)(c_ans - c0) - idle_cpu_per_s * (double)(t_ans - t0 + 20000000ull) / 1e9;
-  w->cpu_pct = (double)(c_ans - c0) / ((double)(t_ans - t0 + 20000000ull) / 1e9) / 1e4;
-  w->us_per_dec = st->answers ? (cpu > 0 ? cpu : 0) / (double)st->answers : 0;
-  fill_lat(r, w);
+  (void)answers_window(r, st, w, left, t0, t_ans, c0, c_ans);
+  double win = w->secs;
   printf("  many: %d objects, %llu fetches: %llu answers in %.2f s (%.0f/s), %llu refused, %d "
          "unfinished\n", m, (unsigned long long)wanted, (unsigned long long)st->answers, win,
          w->rate, (unsigned long long)st->refusals, left);

@@ -28,6 +28,17 @@
 
 #include "objects.h"
 
+/* One assertion of a `check` command (a ctest): when `c` is false, print
+ * "FAIL: " and the message, and set `flag` (the command's exit status). */
+#define HPL__SIM_CHECK(flag, c, ...)  \
+  do {                                \
+    if (!(c)) {                       \
+      printf("FAIL: " __VA_ARGS__);   \
+      printf("\n");                   \
+      (flag) = 1;                     \
+    }                                 \
+  } while (0)
+
 /* ------------------------------------------------------------------ simcore.c */
 
 /* A timer: an event owner's one slot in the heap (idx 0: not scheduled). */

@@ -295,6 +295,18 @@ static void scale_one(hpl__sim_params p, const char *fail) {
   row(&p, &r, fail);
 }
 
+/* A scale run's parameters: 1 GiB, 25 µs latency, `nodes` at `bits`/s. */
+static hpl__sim_params scale_params(uint32_t nodes, double bits, int measured, double wall) {
+  hpl__sim_params p = defaults();
+  p.nodes = nodes;
+  p.bits = bits;
+  p.size = 1024.0 * (1 << 20);
+  p.lat = 25e-6;
+  p.dir_measured = measured;
+  p.wall_limit = wall;
+  return p;
+}
+
 static int scale(int argc, char **argv) {
   double wall_limit = argc > 0 ? atof(argv[0]) : 120;
   int measured = argc > 1 ? atoi(argv[1]) : 1;
@@ -304,14 +316,8 @@ static int scale(int argc, char **argv) {
   for (int a = 0; a < 2; a++)
     for (size_t g = 0; g < 2; g++)
       for (size_t k = 0; k < 3; k++) {
-        hpl__sim_params p = defaults();
-        p.nodes = ns[k];
-        p.bits = gb[g];
-        p.size = 1024.0 * (1 << 20);
-        p.lat = 25e-6;
+        hpl__sim_params p = scale_params(ns[k], gb[g], measured, wall_limit);
         p.arrive_over = a ? 10 : 0;
-        p.dir_measured = measured;
-        p.wall_limit = wall_limit;
         scale_one(p, "-");
       }
   /* failures at 1 000 nodes, drawn among the receivers streaming at 0.4 s
@@ -319,13 +325,7 @@ static int scale(int argc, char **argv) {
   for (int a = 0; a < 2; a++)
     for (int pause = 0; pause < 2; pause++)
       for (int f = 0; f < 2; f++) {
-        hpl__sim_params p = defaults();
-        p.nodes = 1000;
-        p.bits = 10e9;
-        p.size = 1024.0 * (1 << 20);
-        p.lat = 25e-6;
-        p.dir_measured = measured;
-        p.wall_limit = wall_limit;
+        hpl__sim_params p = scale_params(1000, 10e9, measured, wall_limit);
         p.fail_frac = f ? 0.05 : 0.01;
         p.fail_pause = pause;
         p.fail_at = 0.4;
@@ -340,13 +340,7 @@ static int scale(int argc, char **argv) {
    * upstream), and without (complete copies only: what an older store does) */
   for (int a = 0; a < 2; a++)
     for (int old = 0; old < 2; old++) {
-      hpl__sim_params p = defaults();
-      p.nodes = 1000;
-      p.bits = 10e9;
-      p.size = 1024.0 * (1 << 20);
-      p.lat = 25e-6;
-      p.dir_measured = measured;
-      p.wall_limit = wall_limit;
+      hpl__sim_params p = scale_params(1000, 10e9, measured, wall_limit);
       p.restart_at = 0.4;
       p.no_held_upstream = old;
       p.arrive_over = a ? 10 : 0;
@@ -358,14 +352,7 @@ static int scale(int argc, char **argv) {
 /* ------------------------------------------------------------------ check (ctest) */
 
 static int failed;
-#define CHECK(c, ...)                         \
-  do {                                        \
-    if (!(c)) {                               \
-      printf("FAIL: " __VA_ARGS__);           \
-      printf("\n");                           \
-      failed = 1;                             \
-    }                                         \
-  } while (0)
+#define CHECK(c, ...) HPL__SIM_CHECK(failed, c, __VA_ARGS__)
 
 static int check(void) {
   /* 64 nodes at 10 Gbit/s, 256 MiB, fixed directory cost (deterministic) */

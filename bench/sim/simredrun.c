@@ -208,14 +208,7 @@ static int scale(void) {
 /* ------------------------------------------------------------------ check (ctest) */
 
 static int failed;
-#define CHECK(c, ...)                 \
-  do {                                \
-    if (!(c)) {                       \
-      printf("FAIL: " __VA_ARGS__);   \
-      printf("\n");                   \
-      failed = 1;                     \
-    }                                 \
-  } while (0)
+#define CHECK(c, ...) HPL__SIM_CHECK(failed, c, __VA_ARGS__)
 
 static int check(void) {
   /* fixed CPU costs (deterministic): sha256 0.5 ns/B, sum 0.1, base 0.5 */
