@@ -324,8 +324,10 @@ HPL_API int hpl_list_page(hpl_client *c, const char *prefix, const char *after, 
  * *out as for hpl_list(). */
 HPL_API int hpl_counters(hpl_client *c, int64_t timeout_ms, char **out);
 
-/* One counter of the local store by name. Errors: HPL_ENOTFOUND (no such
- * counter) and those of hpl_counters(). */
+/* One counter of the local store by name (the store is asked for that one
+ * only, so a cheap counter costs no more than itself: reading `cpu_us` does
+ * not make the store measure its pool's resident pages). Errors:
+ * HPL_ENOTFOUND (no such counter) and those of hpl_counters(). */
 HPL_API int hpl_counter(hpl_client *c, const char *name, int64_t timeout_ms, uint64_t *value);
 
 /* The directory's record of transfers from sequence number `since` on
