@@ -235,8 +235,9 @@ static int bad_node(const hpl__dtab *t, uint64_t node, uint64_t avoid) {
  * Walking every chain from every location cost O(locations x depth) list
  * scans of O(locations) each per pick: a broadcast's chain of N receivers
  * took O(N^3) per decision (1 000 receivers asking at once: minutes of
- * the directory's CPU). A cycle (which sender choice never makes) counts
- * as ending where it closes. Returns the count, or -1 without memory;
+ * the directory's CPU). A cycle (sender choice never makes one; a
+ * re-report can) is judged as a walk goes round it. Returns the count, or
+ * -1 without memory;
  * *out is the caller's to free. */
 static int pick_marks(const hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
                       pick_mark **out) {
@@ -279,13 +280,31 @@ static int pick_marks(const hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint6
       stack[top++] = cur;
       cur = m[cur].up;
     }
+    if (cur >= 0 && m[cur].state == 1) {
+      /* a cycle (only re-reports can make one), from cur to the top: every
+       * member's chain goes round all of them, as hpl__dtab_depends_on and
+       * loc_last_resort walk it */
+      int first = top;
+      uint8_t dep = 0, last = 0;
+      do {
+        pick_mark *k = &m[stack[--first]];
+        dep |= k->l->node == asker;
+        last |= bad_node(t, k->l->node, avoid);
+      } while (stack[first] != cur);
+      for (int j = first; j < top; j++) {
+        m[stack[j]].dep = dep;
+        m[stack[j]].last = last;
+        m[stack[j]].state = 2;
+      }
+      top = first;
+    }
     while (top > 0) {
       pick_mark *k = &m[stack[--top]];
       uint64_t up = k->l->upstream;
-      const pick_mark *u = k->up >= 0 && m[k->up].state == 2 ? &m[k->up] : NULL;
+      const pick_mark *u = k->up >= 0 ? &m[k->up] : NULL; /* resolved by now */
       k->dep = k->l->node == asker || (up && (up == asker || (u && u->dep)));
       k->last = bad_node(t, k->l->node, avoid) ||
-                (up && (k->up >= 0 ? u && u->last : bad_node(t, up, avoid)));
+                (up && (u ? u->last : bad_node(t, up, avoid)));
       k->state = 2;
     }
   }

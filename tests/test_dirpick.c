@@ -1,8 +1,9 @@
 /* test_dirpick.c - the directory's sender choice (directory/objects.c) against
  * the scan it replaced: random sequences of table changes, each pick asked
- * of the real hpl__dtab_pick_sender / _pick_instead and of the O(copies)
- * scan kept below as the reference (objects.c before its idle index and
- * chain summaries, 2026-11-30), which must answer the same. */
+ * of the real hpl__dtab_pick_sender / _pick_instead and of the reference
+ * below, which must answer the same: the pick's rule written as the
+ * directory first had it, a scan of the copies that walks each one's
+ * chain (hpl__dtab_depends_on, and ref_last), slow and plain. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,53 +27,17 @@ static int ref_bad(const hpl__dtab *t, uint64_t node, uint64_t avoid) {
   return node == avoid || (t->suspected && t->suspected(node, t->usable_arg));
 }
 
-typedef struct ref_mark {
-  hpl__dir_loc *l;
-  int32_t up;
-  uint8_t state, dep, last;
-} ref_mark;
-
-/* objects.c's pick_marks as it was: every location's dependence on the
- * asker and last-resort standing, each chain resolved once (list lookups
- * here: the reference need not be fast). */
-static int ref_marks(const hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoid,
-                     ref_mark **out) {
-  int n = 0;
-  for (hpl__dir_loc *l = o->locs; l; l = l->next) n++;
-  ref_mark *m = calloc((size_t)n + 1, sizeof *m);
-  int32_t *stack = malloc(((size_t)n + 1) * sizeof *stack);
-  assert_non_null(m);
-  assert_non_null(stack);
-  int i = 0;
-  for (hpl__dir_loc *l = o->locs; l; l = l->next, i++) m[i].l = l;
-  for (i = 0; i < n; i++) {
-    m[i].up = -1;
-    for (int j = 0; m[i].l->upstream && j < n; j++)
-      if (m[j].l->node == m[i].l->upstream) {
-        m[i].up = j;
-        break;
-      }
+/* A last-resort copy by definition: the avoided sender or a suspected node
+ * is on its chain (itself, its upstreams, the node its chain ends naming);
+ * a walk of at most one lap of the list, as a cycle is walked around. */
+static int ref_last(const hpl__dtab *t, hpl__dir_obj *o, const hpl__dir_loc *l, uint64_t avoid) {
+  uint64_t cur = l->node;
+  for (uint32_t hops = 0; cur && hops <= o->nlocs; hops++) {
+    if (ref_bad(t, cur, avoid)) return 1;
+    const hpl__dir_loc *u = hpl__dtab_loc(o, cur);
+    cur = u ? u->upstream : 0;
   }
-  for (i = 0; i < n; i++) {
-    int top = 0, cur = i;
-    while (cur >= 0 && m[cur].state == 0) {
-      m[cur].state = 1;
-      stack[top++] = cur;
-      cur = m[cur].up;
-    }
-    while (top > 0) {
-      ref_mark *k = &m[stack[--top]];
-      uint64_t up = k->l->upstream;
-      const ref_mark *u = k->up >= 0 && m[k->up].state == 2 ? &m[k->up] : NULL;
-      k->dep = k->l->node == asker || (up && (up == asker || (u && u->dep)));
-      k->last = ref_bad(t, k->l->node, avoid) ||
-                (up && (k->up >= 0 ? u && u->last : ref_bad(t, up, avoid)));
-      k->state = 2;
-    }
-  }
-  free(stack);
-  *out = m;
-  return n;
+  return 0;
 }
 
 /* The old pick's decision, without assigning: 0 with *sender, or its code. */
@@ -81,16 +46,13 @@ static int ref_pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoi
   if (o->state == HPL__OBJ_FAILED) return o->fail_status;
   if (o->state == HPL__OBJ_LOST || hpl__dtab_check_lost(t, o)) return HPL_ELOST;
   if (o->state == HPL__OBJ_PENDING) return 1;
-  ref_mark *marks = NULL;
-  int nm = ref_marks(t, o, asker, avoid, &marks);
   hpl__dir_loc *best = NULL, *fallback = NULL, *spare = NULL;
   int viable = 0, others = 0;
-  for (int i = 0; i < nm; i++) {
-    hpl__dir_loc *l = marks[i].l;
+  for (hpl__dir_loc *l = o->locs; l; l = l->next) {
     if (l->node == asker || l->unlisted) continue;
-    if (marks[i].dep) continue;
+    if (hpl__dtab_depends_on(o, l->node, asker)) continue;
     viable = 1;
-    int last = marks[i].last;
+    int last = ref_last(t, o, l, avoid);
     others |= !last;
     if (!ref_idle(t, l)) continue;
     if (last) {
@@ -104,7 +66,6 @@ static int ref_pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t avoi
     if (!best || (l->complete && !best->complete)) best = l;
     if (best->complete) break;
   }
-  free(marks);
   if (!best && !strict) best = spare;
   if (strict && !best) return 1;
   if (!best && fallback && !others) best = fallback;
@@ -375,9 +336,41 @@ static void test_silent_node_seen(void **state) {
   hpl__dtab_clear(&t);
 }
 
+/* Copies re-reported round a cycle (2 pulls from 3, 3 from 4, 4 from 2):
+ * each depends on all three, so a member asking again is given none of
+ * them, whichever the scan meets first; the only other copy (the origin)
+ * is draining, so the answer is a wait. */
+static void test_cycle_members_depend(void **state) {
+  (void)state;
+  memset(suspect, 0, sizeof suspect);
+  memset(draining, 0, sizeof draining);
+  memset(distrust, 0, sizeof distrust);
+  hpl__dtab t;
+  hpl__dtab_init(&t, 2);
+  t.suspected = f_suspected;
+  t.usable = f_usable;
+  t.distrusted = f_distrusted;
+  hpl__dir_obj *o = hpl__dtab_get(&t, "cyc");
+  assert_int_equal(hpl__dtab_add_loc(&t, o, 1, 1000, 1, 1), 0);
+  draining[1] = 1;
+  assert_int_equal(hpl__dtab_loc_partial(&t, o, 2, 1000, 3), 0);
+  assert_int_equal(hpl__dtab_loc_partial(&t, o, 3, 1000, 4), 0);
+  assert_int_equal(hpl__dtab_loc_partial(&t, o, 4, 1000, 2), 0);
+  assert_true(hpl__dtab_depends_on(o, 4, 3));
+  uint64_t s = 0, rs = 0;
+  assert_int_equal(ref_pick(&t, o, 3, 0, 0, &rs), 1);
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 3, 0, &s), 1); /* not 4: it pulls from 3 */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 2, 0, &s), 1);
+  /* a newcomer may take any member that is idle: the cycle's copies are its chain's */
+  assert_int_equal(hpl__dtab_pick_sender(&t, o, 9, 0, &s), 0);
+  assert_true(s >= 2 && s <= 4);
+  hpl__dtab_clear(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_cases_match),
+      cmocka_unit_test(test_cycle_members_depend),
       cmocka_unit_test(test_stale_chains),
       cmocka_unit_test(test_silent_node_seen),
       cmocka_unit_test(test_named_before_index),
