@@ -1,4 +1,4 @@
-/* bench_dirpick.c - the directory's sender choice alone (directory/objects.c
+/* bench_dirpick.c - the directory's sender choice alone (directory/objpick.c
  * hpl__dtab_pick_sender), timed at a given number of copies in one chain:
  * the broadcast's case, receivers asking one after another, each put behind
  * the chain's idle end. Prints µs per pick for the next `picks` askers once

@@ -11,8 +11,10 @@
  *                  (its own thread), fencing (no knowledge of the others)
  *   objtab.c       the object table's storage: records, the id hash, the
  *                  ordered index, the per-node index (no I/O)
- *   objects.c      locations and sender choice over it; an object change is
+ *   objects.c      locations over it; an object change is
  *                  its event (hpl__dtab_on_change) (no I/O)
+ *   objpick.c      sender choice over the locations: the scan, and the
+ *                  O(1) pick for a new asker of a large object (no I/O)
  *   xlog.c         the transfer record (TRANSFERS)
  *   cost.c         the reduce cost model's parameters (configured/measured)
  *   tombs.c        deleted ids remembered for a while

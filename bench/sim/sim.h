@@ -12,7 +12,7 @@
  *              pipelining behind a partial copy
  *   simdir.c   the directory: ONE server queue charging CPU per request,
  *              around the directory's REAL object table and sender choice
- *              (directory/objtab.c and directory/objects.c, linked as is)
+ *              (directory/objtab.c, objects.c, objpick.c, linked as is)
  *   simstore.c the stores: a get's steps (ACQUIRE, connect, PULL, stream,
  *              LOC_COMPLETE), silence detection and the move on a verdict
  *   simmain.c  scenarios, the validation table, the scale runs, the CLI

@@ -1,7 +1,7 @@
 /* simdir.c - the directory in the simulator (see sim.h): one server queue
  * whose requests run the directory's REAL object table and sender choice.
  *
- * Linked, not rewritten: directory/objtab.c and directory/objects.c (the
+ * Linked, not rewritten: directory/objtab.c, objects.c and objpick.c (the
  * table, hpl__dtab_pick_sender, hpl__dtab_pick_instead, hpl__dtab_assign,
  * hpl__dtab_loc_complete, hpl__dtab_release_upstream,
  * hpl__dtab_node_unresponsive, hpl__dtab_node_gone, hpl__dtab_changed and
