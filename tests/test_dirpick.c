@@ -105,6 +105,22 @@ static int f_distrusted(uint64_t node, void *arg) {
   return node <= NODES && distrust[node];
 }
 
+/* A table with every node alive, usable and trusted, its filters those
+ * above, at most max_senders receivers per copy; o: object `id` with its
+ * origin on node 1. */
+static hpl__dir_obj *table_with_origin(hpl__dtab *t, uint32_t max_senders, const char *id) {
+  memset(suspect, 0, sizeof suspect);
+  memset(draining, 0, sizeof draining);
+  memset(distrust, 0, sizeof distrust);
+  hpl__dtab_init(t, max_senders);
+  t->suspected = f_suspected;
+  t->usable = f_usable;
+  t->distrusted = f_distrusted;
+  hpl__dir_obj *o = hpl__dtab_get(t, id);
+  assert_int_equal(hpl__dtab_add_loc(t, o, 1, 1000, 1, 1), 0);
+  return o;
+}
+
 /* A node holding a location of o, or any node (1..NODES) if none. */
 static uint64_t some_holder(hpl__dir_obj *o) {
   if (!o->nlocs || rnd(8) == 0) return 1 + rnd(NODES);
@@ -144,16 +160,8 @@ static void compare_pick(hpl__dtab *t, hpl__dir_obj *o, uint64_t asker, uint64_t
 
 static void one_sequence(unsigned seed, int steps) {
   rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed * 0x100000001b3ull);
-  memset(suspect, 0, sizeof suspect);
-  memset(draining, 0, sizeof draining);
-  memset(distrust, 0, sizeof distrust);
-  hpl__dtab t;
-  hpl__dtab_init(&t, 1 + (rnd(4) == 0)); /* mostly one receiver per copy, as the server */
-  t.suspected = f_suspected;
-  t.usable = f_usable;
-  t.distrusted = f_distrusted;
-  hpl__dir_obj *o = hpl__dtab_get(&t, "obj");
-  hpl__dtab_add_loc(&t, o, 1, 1000, 1, 1);
+  hpl__dtab t; /* mostly one receiver per copy, as the server */
+  hpl__dir_obj *o = table_with_origin(&t, 1 + (rnd(4) == 0), "obj");
   for (int step = 0; step < steps; step++) {
     if (o->state == HPL__OBJ_LOST) hpl__dtab_add_loc(&t, o, 1 + rnd(NODES), 1000, 1, 1);
     uint32_t op = rnd(100);
@@ -213,16 +221,8 @@ static void test_pick_matches_reference(void **state) {
  * node that holds no copy yet. */
 static void test_chain_cases_match(void **state) {
   (void)state;
-  memset(suspect, 0, sizeof suspect);
-  memset(draining, 0, sizeof draining);
-  memset(distrust, 0, sizeof distrust);
   hpl__dtab t;
-  hpl__dtab_init(&t, 1);
-  t.suspected = f_suspected;
-  t.usable = f_usable;
-  t.distrusted = f_distrusted;
-  hpl__dir_obj *o = hpl__dtab_get(&t, "c");
-  hpl__dtab_add_loc(&t, o, 1, 1000, 1, 1);
+  hpl__dir_obj *o = table_with_origin(&t, 1, "c");
   for (uint64_t a = 2; a <= 60; a++) compare_pick(&t, o, a, 0, 0, 0, (int)a);
   suspect[30] = 1;
   hpl__dtab_suspicion_changed(&t);
@@ -237,18 +237,7 @@ static void test_chain_cases_match(void **state) {
   hpl__dtab_clear(&t);
 }
 
-static hpl__dir_obj *fresh(hpl__dtab *t) {
-  memset(suspect, 0, sizeof suspect);
-  memset(draining, 0, sizeof draining);
-  memset(distrust, 0, sizeof distrust);
-  hpl__dtab_init(t, 1);
-  t->suspected = f_suspected;
-  t->usable = f_usable;
-  t->distrusted = f_distrusted;
-  hpl__dir_obj *o = hpl__dtab_get(t, "c");
-  hpl__dtab_add_loc(t, o, 1, 1000, 1, 1);
-  return o;
-}
+static hpl__dir_obj *fresh(hpl__dtab *t) { return table_with_origin(t, 1, "c"); }
 
 /* A chain's summary goes stale where a link changes: a node named as an
  * upstream while holding no copy gets one (the chain through it grows past
@@ -342,16 +331,8 @@ static void test_silent_node_seen(void **state) {
  * is draining, so the answer is a wait. */
 static void test_cycle_members_depend(void **state) {
   (void)state;
-  memset(suspect, 0, sizeof suspect);
-  memset(draining, 0, sizeof draining);
-  memset(distrust, 0, sizeof distrust);
   hpl__dtab t;
-  hpl__dtab_init(&t, 2);
-  t.suspected = f_suspected;
-  t.usable = f_usable;
-  t.distrusted = f_distrusted;
-  hpl__dir_obj *o = hpl__dtab_get(&t, "cyc");
-  assert_int_equal(hpl__dtab_add_loc(&t, o, 1, 1000, 1, 1), 0);
+  hpl__dir_obj *o = table_with_origin(&t, 2, "cyc");
   draining[1] = 1;
   assert_int_equal(hpl__dtab_loc_partial(&t, o, 2, 1000, 3), 0);
   assert_int_equal(hpl__dtab_loc_partial(&t, o, 3, 1000, 4), 0);
