@@ -230,21 +230,14 @@ void hpl__aop_build(hpl_client *c, hpl__areq *q, hpl__amsg *m, hpl__crpc_req *re
     *req = (hpl__crpc_req){.type = HPL__MSG_PUT, .m = &m->put.base, .payload = q->data,
                            .plen = q->dsize};
     return;
-  case HPL__AP_CREATE:
+  case HPL__AP_CREATE:     /* a put's: the store copies from the caller's bytes */
+  case HPL__AP_CREATE_BUF: /* hpl_async_create's: from its staging memory */
     hplpb__create_req__init(&m->create);
     m->create.id = (char *)q->id;
     m->create.size = q->dsize;
     m->create.timeout_ms = tmo;
-    m->create.src_addr = (uint64_t)(uintptr_t)q->data;
-    hpl__clifetime(c, &m->create.owned, &m->create.ttl_ms);
-    *req = (hpl__crpc_req){.type = HPL__MSG_CREATE, .m = &m->create.base};
-    return;
-  case HPL__AP_CREATE_BUF:
-    hplpb__create_req__init(&m->create);
-    m->create.id = (char *)q->id;
-    m->create.size = q->dsize;
-    m->create.timeout_ms = tmo;
-    m->create.src_addr = (uint64_t)(uintptr_t)q->stage.mem;
+    m->create.src_addr =
+        (uint64_t)(uintptr_t)(q->phase == HPL__AP_CREATE_BUF ? q->stage.mem : q->data);
     if (q->stage.fd >= 0 && q->dsize >= HPL__CREATE_MEMFD_MIN) { /* as hpl_create */
       m->create.src_memfd = 1;
       m->create.src_fd = (uint32_t)q->stage.fd;
