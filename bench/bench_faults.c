@@ -11,7 +11,7 @@
  *                [--netns PREFIX --addrs A0,A1,... --cluster-sh PATH]
  *                [--rate 1gbit] [--store-args "..."] [--out FILE]
  *                [--src-copies]
- *   bench_faults --scenario bcast-midchain|reduce-subset --size 256M [...]
+ *   bench_faults --scenario bcast-midchain|bcast-midchain-pause|reduce-subset --size 256M [...]
  *
  * Random runs: first the no-fault time of each size and op (median of 3);
  * then each run picks an op, a size, a fault kind among --faults, a victim
@@ -81,7 +81,9 @@
  * Scenarios (the issue's targets): bcast-midchain kills the receiver in the
  * middle of the chain at 50% of the no-fault time of a broadcast to N-1;
  * reduce-subset kills a source node in the middle of the tree of a reduce
- * of N-1 of N sources at 40%. Both print survivors' time over no-fault.
+ * of N-1 of N sources at 40%; bcast-midchain-pause stops (SIGSTOP) the
+ * broadcast's mid-chain receiver at 50% for the least --pause-s seconds,
+ * then lets it go on. Each prints survivors' time over no-fault.
  *
  * Output: one line per run and a summary: runs, completed, hangs (must be
  * 0), wrong bytes (must be 0), lost-object errors (with whether every copy
@@ -108,7 +110,7 @@
  *   summary RUNS RUNS_OK HANGS WRONG LOST OTHER MEDIAN P90 MAX
  *   leaks STORES (stores with pool memory still allocated at the end)
  * and for a scenario: NAME SIZE HOSTS SECS NOFAULT RATIO DONE WRONG LOST
- * HANG. */
+ * HANG ACTED DEPTH (DEPTH: the victim's hops from node 0, 0 unknown). */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>

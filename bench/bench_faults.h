@@ -133,6 +133,8 @@ typedef struct hpl__bf_outcome {
    * cluster.sh command that cuts or slows): the fault has acted by fault_done */
   double fault_at, fault_done;
   int holder;         /* srckill: the receiver seen holding the first complete copy */
+  int victim_depth;   /* a mid-chain victim (victims[0] = -2): its hops from node 0
+                         in the directory's record when it was picked (0: unknown) */
   int completed, hangs, wrong, lost, lost_excused, other;
   int unlisted; /* reduces whose sources the (restarted) directory did not know */
   /* standby directories (dirkill, dirhost): who leads after the run, its

@@ -117,25 +117,31 @@ int hpl__bf_cluster_cmd(const hpl__bf_cfg *g, const char *verb, int host, const 
 }
 
 /* Pick a node in the middle of the current tree/chain of `id` from the
- * directory's record: one that both receives and sends. */
-static int middle_node(int op, const char *id, int fallback) {
+ * directory's record: one that both receives and sends. *depth: its hops
+ * from node 0 along the record's latest assignments (0: unknown). */
+static int middle_node(int op, const char *id, int fallback, int *depth) {
   char *text;
+  *depth = 0;
   if (hpl_transfers(hpl__bf_cs[0], 0, 5000, &text, NULL)) return fallback;
   uint64_t ids[HPL__BF_MAXN];
   for (int i = 0; i < HPL__BF_MAXN; i++) ids[i] = 0;
   int best = fallback, nup[HPL__BF_MAXN] = {0}, ndown[HPL__BF_MAXN] = {0};
+  int parent[HPL__BF_MAXN];
+  for (int i = 0; i < HPL__BF_MAXN; i++) parent[i] = -1;
   (void)op;
   for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
     char kind[16], oid[300];
     unsigned long long seq, t, r, s;
     if (sscanf(l, "%llu %llu %15s %llx %llx %299s", &seq, &t, kind, &r, &s, oid) != 6) continue;
     if (strcmp(kind, "assign") || strcmp(oid, id)) continue;
+    int ri = -1, si = -1;
     for (int i = 0; i < HPL__BF_MAXN; i++) {
       if (!hpl__bf_cs[i]) continue;
       if (!ids[i]) hpl_counter(hpl__bf_cs[i], "node_id", 2000, &ids[i]);
-      if (ids[i] == r) nup[i]++;
-      if (ids[i] == s) ndown[i]++;
+      if (ids[i] == r) nup[i]++, ri = i;
+      if (ids[i] == s) ndown[i]++, si = i;
     }
+    if (ri >= 0) parent[ri] = si;
   }
   hpl_free(text);
   for (int i = 1; i < HPL__BF_MAXN; i++)
@@ -143,6 +149,9 @@ static int middle_node(int op, const char *id, int fallback) {
       best = i;
       break;
     }
+  int d = 0;
+  for (int i = best; i > 0 && parent[i] >= 0 && d < HPL__BF_MAXN; i = parent[i]) d++;
+  if (d < HPL__BF_MAXN) *depth = d;
   return best;
 }
 
@@ -164,7 +173,8 @@ void hpl__bf_inject(hpl__bf_cfg *g, int op, const char *id, int kind, int nkill,
   hpl__sleep_until_ns(start + (uint64_t)(kill_frac * nofault * 1e9));
   oc->fault_at = (double)(hpl__now_ns() - start) / 1e9;
   for (int v = 0; v < nkill; v++) {
-    int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2)
+    int victim = victims[v] == -2 ? middle_node(op, op ? "" : id, 1 + (g->hosts - 1) / 2,
+                                                &oc->victim_depth)
                                   : victims[v];
     if (op == 1 && victims[v] == -2) victim = 1 + (g->hosts - 1) / 2;
     victims[v] = victim;

@@ -20,7 +20,8 @@ static uint64_t rnd(uint64_t *s) {
 
 int hpl__bf_scenario(hpl__bf_cfg *g) {
   int op = !strcmp(g->scenario, "reduce-subset");
-  if (!op && strcmp(g->scenario, "bcast-midchain")) hpl__bf_die("unknown --scenario");
+  int pause = !strcmp(g->scenario, "bcast-midchain-pause");
+  if (!op && !pause && strcmp(g->scenario, "bcast-midchain")) hpl__bf_die("unknown --scenario");
   uint64_t size = g->sizes[0];
   double nf = hpl__bf_median3(g, op, size, g->hosts - 1);
   double frac = op ? 0.4 : 0.5;
@@ -29,17 +30,19 @@ int hpl__bf_scenario(hpl__bf_cfg *g) {
   for (int r = 0; r < 3; r++) {
     int victims[1] = {-2};
     if (hpl__bf_restarted) hpl__bf_warm_up(g, op, size, g->hosts - 1, 1);
-    hpl__bf_outcome oc = hpl__bf_run_one(g, op, size, r, HPL__FK_KILL, 1, victims, frac, nf, g->hosts - 1, 0);
+    hpl__bf_outcome oc = hpl__bf_run_one(g, op, size, r, pause ? HPL__FK_PAUSE : HPL__FK_KILL, 1,
+                                         victims, frac, nf, g->hosts - 1, pause ? g->pause_min : 0);
     ratios[r] = oc.secs / nf;
-    printf("%s %llu B: killed node %d at %.0f%%: %.3f s vs %.3f s no-fault = %.2fx; "
-           "completed %d, wrong %d, lost %d, hangs %d\n",
-           g->scenario, (unsigned long long)size, victims[0], frac * 100, oc.secs, nf, ratios[r],
-           oc.completed, oc.wrong, oc.lost, oc.hangs);
+    printf("%s %llu B: %s node %d (depth %d) at %.0f%% (done at %.4f s): %.3f s vs %.3f s "
+           "no-fault = %.2fx; completed %d, wrong %d, lost %d, hangs %d\n",
+           g->scenario, (unsigned long long)size, pause ? "paused" : "killed", victims[0],
+           oc.victim_depth, frac * 100, oc.fault_done, oc.secs, nf, ratios[r], oc.completed, oc.wrong, oc.lost,
+           oc.hangs);
     bad |= oc.wrong || oc.hangs || oc.lost || oc.other;
     if (g->out)
-      fprintf(g->out, "%s\t%llu\t%d\t%.4f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\n", g->scenario,
+      fprintf(g->out, "%s\t%llu\t%d\t%.4f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\t%.4f\t%d\n", g->scenario,
               (unsigned long long)size, g->hosts, oc.secs, nf, ratios[r], oc.completed, oc.wrong,
-              oc.lost, oc.hangs);
+              oc.lost, oc.hangs, oc.fault_done, oc.victim_depth);
   }
   qsort(ratios, 3, sizeof *ratios, hpl__bench_cmp_double);
   printf("%s: median time over no-fault %.2fx (runs: %.2f %.2f %.2f)\n", g->scenario, ratios[1],

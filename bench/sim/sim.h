@@ -15,7 +15,10 @@
  *              (directory/objtab.c, objects.c, objpick.c, linked as is)
  *   simstore.c the stores: a get's steps (ACQUIRE, connect, PULL, stream,
  *              LOC_COMPLETE), silence detection and the move on a verdict
- *   simmain.c  scenarios, the validation table, the scale runs, the CLI
+ *   simrun.c   one broadcast run to its end, its figures and table row
+ *   simvalid.c `validate`: simulated next to the measured 8-host runs
+ *   simmain.c  the scale runs, the sim_small checks, the CLI
+ *   simred.c, simredrun.c  reduce and allreduce (their own section below)
  *
  * Time is in seconds (double) everywhere in the simulator; byte counts are
  * doubles in the fluid model (exact to 2^53 bytes).
@@ -162,6 +165,8 @@ typedef struct hpl__sim_params {
   double fail_at;       /* when (s after the start) */
   uint32_t fail_depth;  /* >0: fail the one receiver streaming at this chain depth instead */
   double pause_s;
+  double kill_close;    /* a killed store's sockets close this long after the kill
+                           (the kernel tears its pool's mappings down first) */
   double dead_after;    /* the directory declares a silent node dead after this */
   double probe_s;       /* the probe timeout (directory/nodestat.c) */
   double restart_at;    /* the directory restarts then (0: never), all its state lost */
@@ -253,6 +258,39 @@ void hpl__sim_world_free(hpl__sim_world *w);
 double hpl__sim_source_copies(const hpl__sim_world *w);
 /* Hops from the source of node's copy, as last assigned. */
 uint32_t hpl__sim_depth(const hpl__sim_world *w, uint32_t node);
+
+/* ------------------------------------------------------------------ simrun.c, simvalid.c */
+
+/* How long a killed store's sockets stay open (kill -9 to EOF at a peer),
+ * measured on its own (bench/results/sim-killclose-2026-11-30.txt): a
+ * store with bench_faults' pool (4 x 256 MiB + 128 MiB, --prefault),
+ * nothing else running: 44-45 ms; while an 8-host 256 MiB broadcast ran
+ * on the same VM, as in the fault runs: 58-258 ms, median 164 ms (17
+ * kills). The exiting process unmaps its pool before it closes its files. */
+#define KILL_CLOSE_QUIET 0.045
+#define KILL_CLOSE_LOADED 0.164
+#define KILL_CLOSE_MIN 0.058
+#define KILL_CLOSE_MAX 0.258
+
+/* What one simulated broadcast gives (simrun.c). */
+typedef struct hpl__sim_result {
+  double t, tfailed, last, sbg, bound, src_copies, dps, dcpu, real_cpu, max_pick, max_queue, cmean, wall;
+  uint32_t dmax, cmax, fanout, failed, drawn, rereports;
+  double dmean;
+  uint64_t decisions, waits, moves, events, rate_changes;
+  int rc;
+} hpl__sim_result;
+
+/* The defaults of a run: 8 hosts at 1 Gbit/s, 64 MiB, as the emulated
+ * cluster (bench/cluster.sh) measured. */
+hpl__sim_params hpl__sim_defaults(void);
+/* Simulate p to its end and collect the figures (the world is freed). */
+hpl__sim_result hpl__sim_run_one(const hpl__sim_params *p);
+/* The scale table's header and one row of it (stdout). */
+void hpl__sim_row_header(void);
+void hpl__sim_row(const hpl__sim_params *p, const hpl__sim_result *r, const char *fail);
+/* hpsim validate: the tables against bench/results; returns the exit status. */
+int hpl__sim_validate(void);
 
 /* ------------------------------------------------------------------ simred.c, simredrun.c
  * Reduce and allreduce (the reduce helper's part of hpsim). simred.c: the

@@ -60,7 +60,8 @@ typedef struct hpl__sim_store {
   uint32_t depth;         /* hops from the source when last assigned */
   hpl__sim_flow *flow;
   double last_got, last_move, started, noted, reported;
-  int fail_kind;          /* 0 none, 1 kill, 2 pause */
+  int fail_kind;          /* 0 none, 1 killed (its sockets closed), 2 pause,
+                             3 killed, its sockets not closed yet (kill_close) */
   double arrived_at;      /* when its get began */
   int deferred;           /* a step due while paused: taken when it resumes */
   uint32_t pend;          /* an answer that came while paused: sender + 1 */
@@ -223,10 +224,31 @@ void hpl__sim_store_stay(hpl__sim_world *w, uint32_t node, double retry) {
 
 /* ------------------------------------------------------------------ failures */
 
+/* A killed store's sockets close (the kernel has torn down its memory):
+ * its sender's stream to it ends, its receivers ask again, and the
+ * directory drops it (its connection closed). */
+static void kill_closed(hpl__sim_store *st) {
+  hpl__sim_world *w = st->w;
+  hpl__sim_host *h = &w->net.hosts[st->id];
+  st->fail_kind = 1;
+  drop_stream(st);
+  for (hpl__sim_flow *f = h->outs, *nx; f; f = nx) {
+    nx = f->snext;
+    hpl__sim_store *r = f->owner;
+    w->moves++;
+    move_off(r, st->id);
+  }
+  hpl__sim_dir_send(w->dir, HPL__SIM_REQ_GONE, st->id, 0);
+}
+
 static void fail_event(hpl__sim_timer *t) {
   hpl__sim_store *st = OF(t, fail);
   hpl__sim_world *w = st->w;
   hpl__sim_host *h = &w->net.hosts[st->id];
+  if (st->fail_kind == 3) {
+    kill_closed(st);
+    return;
+  }
   if (h->stopped) { /* a pause ends (SIGCONT): heard again, its pull goes on */
     hpl__sim_cancel(&w->clk, &st->dead);
     hpl__sim_host_stop(&w->net, st->id, 0);
@@ -257,18 +279,18 @@ static void fail_event(hpl__sim_timer *t) {
     hpl__sim_at(&w->clk, &st->dead, w->clk.now + w->p.dead_after);
     return;
   }
-  /* killed: its sockets close, so its sender stops, its receivers ask
-   * again, and the directory drops it (its connection closed) */
-  drop_stream(st);
+  /* killed: it runs nothing more. Its sockets close when the kernel has
+   * torn its memory down (exit_mm runs before exit_files): kill_close
+   * later, meanwhile its streams carry nothing and a peer connecting to it
+   * gets no answer, as from a paused one */
   set_state(st, ST_DEAD);
   w->failed++;
-  for (hpl__sim_flow *f = h->outs, *nx; f; f = nx) {
-    nx = f->snext;
-    hpl__sim_store *r = f->owner;
-    w->moves++;
-    move_off(r, st->id);
+  if (w->p.kill_close > 0) {
+    st->fail_kind = 3;
+    hpl__sim_at(&w->clk, &st->fail, w->clk.now + w->p.kill_close);
+    return;
   }
-  hpl__sim_dir_send(w->dir, HPL__SIM_REQ_GONE, st->id, 0);
+  kill_closed(st);
 }
 
 /* A paused store's heartbeats are missing for dead_after: the directory's
