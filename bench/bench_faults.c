@@ -110,7 +110,9 @@
  *   summary RUNS RUNS_OK HANGS WRONG LOST OTHER MEDIAN P90 MAX
  *   leaks STORES (stores with pool memory still allocated at the end)
  * and for a scenario: NAME SIZE HOSTS SECS NOFAULT RATIO DONE WRONG LOST
- * HANG ACTED DEPTH (DEPTH: the victim's hops from node 0, 0 unknown). */
+ * HANG ACTED DEPTH CLOSE (DEPTH: the victim's hops from node 0, 0 unknown;
+ * CLOSE: a kill's, s from the SIGKILL until the victim's connections
+ * closed, -1 not measured, 0 for a pause). */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>

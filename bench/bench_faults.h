@@ -132,6 +132,8 @@ typedef struct hpl__bf_outcome {
   /* start to the fault command's start and to its end (kill -9, SIGSTOP, the
    * cluster.sh command that cuts or slows): the fault has acted by fault_done */
   double fault_at, fault_done;
+  double kill_close_s; /* kill: the first victim's connections closed this long after
+                          its SIGKILL (-1: not measured) */
   int holder;         /* srckill: the receiver seen holding the first complete copy */
   int victim_depth;   /* a mid-chain victim (victims[0] = -2): its hops from node 0
                          in the directory's record when it was picked (0: unknown) */

@@ -4,11 +4,14 @@
  * standby one), kill the source once a receiver holds a copy (srckill's
  * watcher), and the corrupting stores' fault point. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,9 +62,39 @@ void hpl__bf_corrupt_setup(hpl__bf_cfg *g) {
   }
 }
 
-static void kill_node(int i) {
+/* Kill store i with SIGKILL and reap it. *close_s: how long after the
+ * signal its connections closed (-1 if not measured), read as the EOF of
+ * a connection to its Unix socket opened just before: a dying process's
+ * files close only once its memory (the store's pool) is unmapped, and
+ * that is when its peers and the directory hear of the kill. */
+static void kill_node(int i, double *close_s) {
   hpl__bf_alive[i] = 0;
-  hpl__lc_signal(hpl__bf_lc, i, SIGKILL);
+  *close_s = -1;
+  pid_t pid = hpl__lc_store_pid(hpl__bf_lc, i);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  const char *path = hpl__lc_socket(hpl__bf_lc, i);
+  if (fd >= 0 && pid > 0 && strlen(path) < sizeof sa.sun_path) {
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+      uint64_t t0 = hpl__now_ns();
+      if (kill(pid, SIGKILL) == 0) {
+        char buf[256];
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        for (;;) { /* until EOF or an error; whatever the store sent first is read past */
+          int n = poll(&pf, 1, 10000);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) break;
+          ssize_t r = read(fd, buf, sizeof buf);
+          if (r > 0 || (r < 0 && errno == EINTR)) continue;
+          *close_s = (double)(hpl__now_ns() - t0) / 1e9;
+          break;
+        }
+      }
+    }
+  }
+  if (fd >= 0) close(fd);
+  hpl__lc_signal(hpl__bf_lc, i, SIGKILL); /* (again, if sent) and reaped */
   /* the handle's connection is dead; its get returned or will return */
 }
 
@@ -117,8 +150,9 @@ int hpl__bf_cluster_cmd(const hpl__bf_cfg *g, const char *verb, int host, const 
 }
 
 /* Pick a node in the middle of the current tree/chain of `id` from the
- * directory's record: one that both receives and sends. *depth: its hops
- * from node 0 along the record's latest assignments (0: unknown). */
+ * directory's record: one that both receives and sends, at the depth
+ * nearest half the deepest. *depth: its hops from node 0 along the
+ * record's latest assignments (0: unknown). */
 static int middle_node(int op, const char *id, int fallback, int *depth) {
   char *text;
   *depth = 0;
@@ -144,14 +178,24 @@ static int middle_node(int op, const char *id, int fallback, int *depth) {
     if (ri >= 0) parent[ri] = si;
   }
   hpl_free(text);
-  for (int i = 1; i < HPL__BF_MAXN; i++)
-    if (nup[i] && ndown[i]) {
-      best = i;
-      break;
-    }
-  int d = 0;
-  for (int i = best; i > 0 && parent[i] >= 0 && d < HPL__BF_MAXN; i = parent[i]) d++;
-  if (d < HPL__BF_MAXN) *depth = d;
+  /* each node's hops from node 0 along the latest assignments (0: none
+   * known; a walk longer than the nodes is a cycle in the record) */
+  int dep[HPL__BF_MAXN], dmax = 0;
+  for (int i = 0; i < HPL__BF_MAXN; i++) {
+    int d = 0, j = i;
+    while (j > 0 && parent[j] >= 0 && d <= HPL__BF_MAXN) j = parent[j], d++;
+    dep[i] = j == 0 && d <= HPL__BF_MAXN ? d : 0;
+    if (dep[i] > dmax) dmax = dep[i];
+  }
+  /* the relay (receives and sends) nearest the chain's middle depth; the
+   * lowest-numbered relay when no depth is known */
+  int bestd = -1;
+  for (int i = 1; i < HPL__BF_MAXN; i++) {
+    if (!nup[i] || !ndown[i]) continue;
+    int off = dep[i] ? abs(2 * dep[i] - (dmax + 1)) : 1 << 20;
+    if (bestd < 0 || off < bestd) bestd = off, best = i;
+  }
+  *depth = dep[best];
   return best;
 }
 
@@ -178,9 +222,15 @@ void hpl__bf_inject(hpl__bf_cfg *g, int op, const char *id, int kind, int nkill,
                                   : victims[v];
     if (op == 1 && victims[v] == -2) victim = 1 + (g->hosts - 1) / 2;
     victims[v] = victim;
-    if (kind == HPL__FK_KILL) kill_node(victim);
+    if (kind == HPL__FK_KILL) {
+      /* the signal went out at fault_done (the reap after it is not the fault) */
+      uint64_t k0 = hpl__now_ns();
+      double cs;
+      kill_node(victim, &cs);
+      if (v == 0) oc->kill_close_s = cs, oc->fault_done = (double)(k0 - start) / 1e9;
+    }
   }
-  oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
+  if (kind != HPL__FK_KILL) oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;
   if (kind == HPL__FK_CUT) {
     if (hpl__bf_cluster_cmd(g, "cut", victims[0], NULL)) hpl__bf_die("cluster.sh cut failed");
     oc->fault_done = (double)(hpl__now_ns() - start) / 1e9;

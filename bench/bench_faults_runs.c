@@ -33,16 +33,19 @@ int hpl__bf_scenario(hpl__bf_cfg *g) {
     hpl__bf_outcome oc = hpl__bf_run_one(g, op, size, r, pause ? HPL__FK_PAUSE : HPL__FK_KILL, 1,
                                          victims, frac, nf, g->hosts - 1, pause ? g->pause_min : 0);
     ratios[r] = oc.secs / nf;
-    printf("%s %llu B: %s node %d (depth %d) at %.0f%% (done at %.4f s): %.3f s vs %.3f s "
+    char closed[48] = "";
+    if (!pause) snprintf(closed, sizeof closed, ", its sockets closed %.1f ms later", 1e3 * oc.kill_close_s);
+    printf("%s %llu B: %s node %d (depth %d) at %.0f%% (done at %.4f s%s): %.3f s vs %.3f s "
            "no-fault = %.2fx; completed %d, wrong %d, lost %d, hangs %d\n",
            g->scenario, (unsigned long long)size, pause ? "paused" : "killed", victims[0],
-           oc.victim_depth, frac * 100, oc.fault_done, oc.secs, nf, ratios[r], oc.completed, oc.wrong, oc.lost,
+           oc.victim_depth, frac * 100, oc.fault_done, closed, oc.secs, nf, ratios[r], oc.completed, oc.wrong, oc.lost,
            oc.hangs);
     bad |= oc.wrong || oc.hangs || oc.lost || oc.other;
     if (g->out)
-      fprintf(g->out, "%s\t%llu\t%d\t%.4f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\t%.4f\t%d\n", g->scenario,
-              (unsigned long long)size, g->hosts, oc.secs, nf, ratios[r], oc.completed, oc.wrong,
-              oc.lost, oc.hangs, oc.fault_done, oc.victim_depth);
+      fprintf(g->out, "%s\t%llu\t%d\t%.4f\t%.4f\t%.3f\t%d\t%d\t%d\t%d\t%.4f\t%d\t%.4f\n",
+              g->scenario, (unsigned long long)size, g->hosts, oc.secs, nf, ratios[r], oc.completed,
+              oc.wrong, oc.lost, oc.hangs, oc.fault_done, oc.victim_depth,
+              pause ? 0.0 : oc.kill_close_s);
   }
   qsort(ratios, 3, sizeof *ratios, hpl__bench_cmp_double);
   printf("%s: median time over no-fault %.2fx (runs: %.2f %.2f %.2f)\n", g->scenario, ratios[1],
