@@ -19,6 +19,7 @@
  *   simvalid.c `validate`: simulated next to the measured 8-host runs
  *   simmain.c  the scale runs, the sim_small checks, the CLI
  *   simred.c, simredrun.c  reduce and allreduce (their own section below)
+ *   simcompare.c `compare`: simulated next to one session's measured rows
  *
  * Time is in seconds (double) everywhere in the simulator; byte counts are
  * doubles in the fluid model (exact to 2^53 bytes).
@@ -291,6 +292,18 @@ void hpl__sim_row_header(void);
 void hpl__sim_row(const hpl__sim_params *p, const hpl__sim_result *r, const char *fail);
 /* hpsim validate: the tables against bench/results; returns the exit status. */
 int hpl__sim_validate(void);
+/* The fault scenario's survivors' time: an 8-host broadcast (p's rate and
+ * size) with the receiver at chain depth `depth` killed (its sockets
+ * closing `kill_close` s later) or paused for pause_s, at `at` (simvalid.c). */
+double hpl__sim_fault_run(double size, int pause, double at, double pause_s, uint32_t depth,
+                          double bits, double kill_close);
+
+/* ------------------------------------------------------------------ simcompare.c */
+
+/* hpsim compare FILE...: every same-session row of FILE (written by
+ * bench/sim/validate_session.sh) beside its simulation; returns 0 when
+ * every row is within 5 %, 1 when one is not, 2 on a bad file. */
+int hpl__sim_compare(int argc, char **argv);
 
 /* ------------------------------------------------------------------ simred.c, simredrun.c
  * Reduce and allreduce (the reduce helper's part of hpsim). simred.c: the
@@ -345,6 +358,12 @@ int hpl__simred_run(const hpl__simred_params *p, hpl__simred_result *r);
 /* CPU s per byte of sha256 digests and of a float32 sum, measured now
  * with the real code (hpl__digest_bytes, hpl__reduce_apply). */
 void hpl__simred_calibrate(double *c_hash, double *c_comb);
+
+/* The parameters of the 8 emulated hosts on 2 cores at 1 Gbit/s, 64 MiB,
+ * sha256, with the CPU costs measured now (once per process), and a
+ * switch of the integrity (the unit and the digests' cost) (simredrun.c). */
+hpl__simred_params hpl__simred_defaults(void);
+void hpl__simred_integrity(hpl__simred_params *p, int on);
 
 /* hpsim reduce|allreduce ... (simmain.c dispatches argv from the command on). */
 int hpl__simred_main(int argc, char **argv);

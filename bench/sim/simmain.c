@@ -8,6 +8,8 @@
  *         [--fail-at S] [--pause-s S] [--dead-after S] [--kill-close S]
  *         [--restart-at S] [--lease-s S] [--no-held-upstream 1] [--wall S] [-v]
  *   hpsim validate     simulated against measured (bench/results)
+ *   hpsim compare FILE...  against one session's rows (simcompare.c,
+ *                      bench/sim/validate_session.sh)
  *   hpsim scale        1 GiB to 100/1 000/10 000 nodes, failures
  *   hpsim check        64 nodes, asserts (exit 1 on a failed check)
  *   hpsim reduce|allreduce|allreduce-noring ...   see simredrun.c
@@ -198,6 +200,7 @@ static double size_arg(const char *s) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "validate") == 0) return hpl__sim_validate();
+  if (argc > 1 && strcmp(argv[1], "compare") == 0) return hpl__sim_compare(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "scale") == 0) return scale(argc - 2, argv + 2);
   if (argc > 1 && strcmp(argv[1], "check") == 0) return check();
   if (argc > 1 && (strcmp(argv[1], "reduce") == 0 || strcmp(argv[1], "allreduce") == 0 ||

@@ -35,7 +35,8 @@ static double c_base(void) {
   return b > 0 ? b : 0;
 }
 
-static hpl__simred_params defaults(void) {
+hpl__simred_params hpl__simred_defaults(void) {
+  if (!c_hash_m) hpl__simred_calibrate(&c_hash_m, &c_comb_m);
   hpl__simred_params p = {0};
   p.kind = HPL__SIMRED_REDUCE;
   p.k = 8;
@@ -56,7 +57,7 @@ static hpl__simred_params defaults(void) {
   return p;
 }
 
-static void integrity(hpl__simred_params *p, int on) {
+void hpl__simred_integrity(hpl__simred_params *p, int on) {
   p->c_hash = on ? c_hash_m : 0;
   p->unit = on ? 128 * 1024 : 64 * 1024; /* off: libuv's 64 KiB reads, as simmain.c */
 }
@@ -109,11 +110,11 @@ static int validate(void) {
          "measured in |\n|---|---|---|---|---|---|---|---|\n");
   double worst = 0;
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-    hpl__simred_params p = defaults();
+    hpl__simred_params p = hpl__simred_defaults();
     p.kind = v[i].kind;
     p.size = v[i].mib * MIB;
     p.rate = v[i].gbit * 1e9 * EFF / 8;
-    integrity(&p, v[i].sha);
+    hpl__simred_integrity(&p, v[i].sha);
     hpl__simred_result r;
     if (hpl__simred_run(&p, &r)) return 1;
     double err = 100 * (r.t - v[i].measured) / v[i].measured;
@@ -165,7 +166,7 @@ static int scale(void) {
     for (size_t k = 0; k < 3; k++)
       for (size_t v = 0; v < sizeof var / sizeof var[0]; v++) {
         if (kinds[k] == HPL__SIMRED_ALLREDUCE && var[v].aut) continue; /* a ring has no plan */
-        hpl__simred_params p = defaults();
+        hpl__simred_params p = hpl__simred_defaults();
         p.kind = kinds[k];
         p.k = 1000;
         p.size = 256 * MIB;
@@ -173,7 +174,7 @@ static int scale(void) {
         p.lat = 25e-6;
         p.start = 2 * p.lat + p.dir_cpu + 3 * 2 * p.lat;
         p.cpu_share = var[v].share;
-        integrity(&p, var[v].sha);
+        hpl__simred_integrity(&p, var[v].sha);
         if (var[v].aut) p.plan_lat = p.lat, p.plan_bw = p.rate;
         hpl__simred_result r;
         double w0 = wall();
@@ -187,7 +188,7 @@ static int scale(void) {
    * (hpl__plan_build), sha256 on 4 cores */
   for (size_t g = 0; g < 2; g++)
     for (int d = 2; d <= 4; d++) {
-      hpl__simred_params p = defaults();
+      hpl__simred_params p = hpl__simred_defaults();
       p.k = 1000;
       p.size = 256 * MIB;
       p.rate = gb[g] * 1e9 * EFF / 8;
@@ -215,7 +216,7 @@ static int check(void) {
   row_head();
   hpl__simred_kind kinds[] = {HPL__SIMRED_REDUCE, HPL__SIMRED_ALLREDUCE, HPL__SIMRED_ALLREDUCE_NR};
   for (int i = 0; i < 3; i++) {
-    hpl__simred_params p = defaults();
+    hpl__simred_params p = hpl__simred_defaults();
     p.kind = kinds[i];
     p.k = 64;
     p.size = 64 * MIB;
@@ -240,7 +241,7 @@ static int check(void) {
     }
   }
   /* a small object: the planner picks a tree, a parent's downlink is shared */
-  hpl__simred_params p = defaults();
+  hpl__simred_params p = hpl__simred_defaults();
   p.k = 64;
   p.size = 256 * 1024;
   p.rate = 10e9 * EFF / 8;
@@ -269,11 +270,11 @@ static double size_arg(const char *s) {
 }
 
 int hpl__simred_main(int argc, char **argv) {
-  hpl__simred_calibrate(&c_hash_m, &c_comb_m);
+  if (!c_hash_m) hpl__simred_calibrate(&c_hash_m, &c_comb_m);
   if (argc > 1 && strcmp(argv[1], "validate") == 0) return validate();
   if (argc > 1 && strcmp(argv[1], "scale") == 0) return scale();
   if (argc > 1 && strcmp(argv[1], "check") == 0) return check();
-  hpl__simred_params p = defaults();
+  hpl__simred_params p = hpl__simred_defaults();
   p.kind = strcmp(argv[0], "reduce") == 0           ? HPL__SIMRED_REDUCE
            : strcmp(argv[0], "allreduce") == 0      ? HPL__SIMRED_ALLREDUCE
                                                     : HPL__SIMRED_ALLREDUCE_NR;
@@ -291,7 +292,7 @@ int hpl__simred_main(int argc, char **argv) {
     else if (strcmp(a, "--base-cpu") == 0) /* s per GiB moved, an integrity-off run's */
       p.c_base = atof(v) / (1024.0 * MIB) - c_comb_m > 0 ? atof(v) / (1024.0 * MIB) - c_comb_m : 0;
     else if (strcmp(a, "--degree") == 0) p.degree = atoi(v);
-    else if (strcmp(a, "--integrity") == 0) integrity(&p, strcmp(v, "off") != 0);
+    else if (strcmp(a, "--integrity") == 0) hpl__simred_integrity(&p, strcmp(v, "off") != 0);
     else {
       fprintf(stderr, "hpsim %s: unknown option '%s' (see bench/sim/simredrun.c)\n", argv[0], a);
       return 2;

@@ -29,7 +29,7 @@ typedef struct fcase {
 
 /* The simulated survivors' time of an 8-host broadcast with the receiver at
  * chain depth `depth` failed at `at`. */
-static double fault_run(double size, int pause, double at, double pause_s, uint32_t depth,
+double hpl__sim_fault_run(double size, int pause, double at, double pause_s, uint32_t depth,
                         double bits, double kill_close) {
   hpl__sim_params p = hpl__sim_defaults();
   p.kill_close = kill_close;
@@ -61,11 +61,11 @@ static void validate_faults(void) {
   p.size = 256.0 * (1 << 20);
   hpl__sim_result r0 = hpl__sim_run_one(&p);
   double at = 0.5 * r0.t; /* 50 % of the simulated no-fault time, as measured */
-  double t = fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_LOADED);
-  double t0 = fault_run(p.size, 0, at, 0, 4, p.bits, 0);
-  double tq = fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_QUIET);
-  double tlo = fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_MIN);
-  double thi = fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_MAX);
+  double t = hpl__sim_fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_LOADED);
+  double t0 = hpl__sim_fault_run(p.size, 0, at, 0, 4, p.bits, 0);
+  double tq = hpl__sim_fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_QUIET);
+  double tlo = hpl__sim_fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_MIN);
+  double thi = hpl__sim_fault_run(p.size, 0, at, 0, 4, p.bits, KILL_CLOSE_MAX);
   printf("\n| kill, 8 hosts, 1 Gbit/s | measured s | simulated s (sockets close %.0f ms after the kill) | error | "
          "simulated, close %.0f-%.0f ms | close at once | close %.0f ms (quiet VM) | measured / no-fault | "
          "simulated / no-fault | measured in |\n|---|---|---|---|---|---|---|---|---|---|\n",
@@ -105,7 +105,7 @@ static void validate_faults(void) {
     hpl__sim_params q = hpl__sim_defaults();
     q.size = sc[i].size;
     double nfs = hpl__sim_run_one(&q).t;
-    double x = fault_run(sc[i].size, sc[i].pause, sc[i].acted * nfs / sc[i].nofault, 2.0,
+    double x = hpl__sim_fault_run(sc[i].size, sc[i].pause, sc[i].acted * nfs / sc[i].nofault, 2.0,
                          sc[i].depth, 1e9, sc[i].pause ? 0 : sc[i].close);
     double m = sc[i].measured, mr = m / sc[i].nofault, er = (x / nfs - mr) / mr;
     if (fabs(er) > worst_r) worst_r = fabs(er);
@@ -167,12 +167,12 @@ static void validate_faults(void) {
     /* a kill: its sockets closing anywhere in the measured spread */
     for (uint32_t d = 1; d <= 6; d++)
       for (int c = 0; c < (f[i].pause ? 1 : 2); c++) {
-        double x = fault_run(f[i].size, f[i].pause, fat, f[i].pause_s, d, 1e9,
+        double x = hpl__sim_fault_run(f[i].size, f[i].pause, fat, f[i].pause_s, d, 1e9,
                              c ? KILL_CLOSE_MAX : KILL_CLOSE_MIN);
         if (x < lo) lo = x;
         if (x > hi) hi = x;
       }
-    double tail = fault_run(f[i].size, f[i].pause, fat, f[i].pause_s, 7, 1e9, KILL_CLOSE_MIN);
+    double tail = hpl__sim_fault_run(f[i].size, f[i].pause, fat, f[i].pause_s, 7, 1e9, KILL_CLOSE_MIN);
     double mlo = tail < lo ? tail : lo, mhi = tail > hi ? tail : hi, m = f[i].measured;
     double err = m < mlo ? (mlo - m) / m : m > mhi ? (mhi - m) / m : 0;
     n++;

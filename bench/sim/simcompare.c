@@ -1,0 +1,195 @@
+/* simcompare.c - hpsim compare FILE... (see sim.h): the simulator judged
+ * against measurements of the same session. bench/sim/validate_session.sh
+ * measures the 8-host rows and writes them here as tab-separated lines
+ * ('#' starts a comment):
+ *
+ *   coll  OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB
+ *   fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S
+ *
+ * OP is bcast, reduce or allreduce; INTEGRITY sha256 or off; CPU_S_PER_GIB
+ * the machine's CPU per GiB moved (bench_coll's stderr, "-" if unknown);
+ * KIND kill or pause, ACTED_S when the fault acted, DEPTH the victim's
+ * hops from the source, CLOSE_S a kill's measured socket close.
+ *
+ * What is taken from the session, and from where:
+ *  - a reduce's or allreduce's store CPU per byte (simred's c_base) from
+ *    the integrity-off row of the same op, size and rate, as the machine's
+ *    CPU per GiB moved less the combine (the digests' cost is measured by
+ *    hpsim itself when it starts); without that row, simredrun.c's figure
+ *    of 2026-11-29;
+ *  - a fault's moment, the victim's depth and a kill's close, per run.
+ * Every other parameter is the simulator's default (none fitted). A coll
+ * row is judged by its time; a fault row by its time over the no-fault
+ * time of the same scenario, so the day's speed of the no-fault run is not
+ * counted twice (its time is printed too).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+#include "util.h"
+
+#define MAXROWS 256
+#define LIMIT 0.05 /* the bar: within 5 % */
+
+typedef struct crow {
+  int fault;
+  char op[16], integ[16], rate_s[16];
+  double size, bits, median, min, max, cpu_gib;
+  /* fault rows */
+  int pause;
+  double measured, nofault, acted, close, pause_s;
+  uint32_t depth;
+} crow;
+
+static int parse_line(char *l, crow *r) {
+  char *f[12];
+  int n = 0;
+  for (char *t = strtok(l, "\t\n"); t && n < 12; t = strtok(NULL, "\t\n")) f[n++] = t;
+  if (n == 0) return 0;
+  memset(r, 0, sizeof *r);
+  uint64_t bits = 0;
+  if (!strcmp(f[0], "coll") && n == 9) {
+    snprintf(r->op, sizeof r->op, "%s", f[1]);
+    r->size = atof(f[2]);
+    snprintf(r->rate_s, sizeof r->rate_s, "%s", f[3]);
+    snprintf(r->integ, sizeof r->integ, "%s", f[4]);
+    r->median = atof(f[5]);
+    r->min = atof(f[6]);
+    r->max = atof(f[7]);
+    r->cpu_gib = strcmp(f[8], "-") ? atof(f[8]) : 0;
+  } else if (!strcmp(f[0], "fault") && n == 10) {
+    r->fault = 1;
+    r->pause = !strcmp(f[1], "pause");
+    snprintf(r->op, sizeof r->op, "%s", f[1]);
+    r->size = atof(f[2]);
+    snprintf(r->rate_s, sizeof r->rate_s, "%s", f[3]);
+    r->measured = atof(f[4]);
+    r->nofault = atof(f[5]);
+    r->acted = atof(f[6]);
+    r->depth = (uint32_t)atoi(f[7]);
+    r->close = atof(f[8]);
+    r->pause_s = atof(f[9]);
+  } else {
+    return -1;
+  }
+  if (hpl__parse_rate(r->rate_s, &bits) != 0 || bits == 0 || r->size <= 0) return -1;
+  r->bits = (double)bits;
+  return 1;
+}
+
+/* The integrity-off row measured with r (same op, size, rate), or NULL. */
+static const crow *off_twin(const crow *rows, int n, const crow *r) {
+  for (int i = 0; i < n; i++)
+    if (!rows[i].fault && !strcmp(rows[i].integ, "off") && !strcmp(rows[i].op, r->op) &&
+        rows[i].size == r->size && rows[i].bits == r->bits && rows[i].cpu_gib > 0)
+      return &rows[i];
+  return NULL;
+}
+
+static double sim_coll(const crow *rows, int n, const crow *r, char *from, size_t fromlen) {
+  int sha = strcmp(r->integ, "off") != 0;
+  snprintf(from, fromlen, "-");
+  if (!strcmp(r->op, "bcast")) {
+    hpl__sim_params p = hpl__sim_defaults();
+    p.size = r->size;
+    p.bits = r->bits;
+    p.unit = sha ? 128 * 1024 : 64 * 1024; /* as simvalid.c */
+    return hpl__sim_run_one(&p).t;
+  }
+  hpl__simred_params p = hpl__simred_defaults();
+  p.kind = !strcmp(r->op, "reduce") ? HPL__SIMRED_REDUCE : HPL__SIMRED_ALLREDUCE;
+  p.size = r->size;
+  p.rate = r->bits * 0.956 / 8; /* TCP goodput, as simredrun.c */
+  hpl__simred_integrity(&p, sha);
+  const crow *off = off_twin(rows, n, r);
+  if (off) {
+    double b = off->cpu_gib / (1024.0 * 1024 * 1024) - p.c_comb;
+    p.c_base = b > 0 ? b : 0;
+    snprintf(from, fromlen, "off row: %.3f s/GiB", off->cpu_gib);
+  }
+  hpl__simred_result res;
+  if (hpl__simred_run(&p, &res) != 0) return NAN;
+  return res.t;
+}
+
+static int compare_rows(const crow *rows, int n) {
+  int over = 0, colls = 0, faults = 0;
+  double worst = 0;
+  printf("| measured row (8 hosts) | measured s (min-max) | simulated s | error | store CPU from |\n"
+         "|---|---|---|---|---|\n");
+  for (int i = 0; i < n; i++) {
+    const crow *r = &rows[i];
+    if (r->fault) continue;
+    char from[64];
+    double t = sim_coll(rows, n, r, from, sizeof from), e = (t - r->median) / r->median;
+    colls++;
+    over += !(fabs(e) <= LIMIT);
+    if (fabs(e) > worst) worst = fabs(e);
+    printf("| %s %.0f MiB, %s, %s | %.4f (%.4f-%.4f) | %.4f | %+.1f %% | %s |\n", r->op,
+           r->size / (1 << 20), r->rate_s, r->integ, r->median, r->min, r->max, t, 100 * e, from);
+  }
+  printf("\n| fault run (8 hosts) | measured s | no-fault s | measured / no-fault | simulated s | "
+         "simulated no-fault s | simulated / no-fault | error of the ratio | error of the time |\n"
+         "|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < n; i++) {
+    const crow *r = &rows[i];
+    if (!r->fault) continue;
+    hpl__sim_params q = hpl__sim_defaults();
+    q.size = r->size;
+    q.bits = r->bits;
+    double nfs = hpl__sim_run_one(&q).t;
+    double x = hpl__sim_fault_run(r->size, r->pause, r->acted * nfs / r->nofault, r->pause_s,
+                                  r->depth ? r->depth : 1, r->bits, r->pause ? 0 : r->close);
+    double mr = r->measured / r->nofault, er = (x / nfs - mr) / mr;
+    faults++;
+    over += !(fabs(er) <= LIMIT);
+    if (fabs(er) > worst) worst = fabs(er);
+    printf("| %s %.0f MiB, %s, depth %u, at %.3f s%s | %.4f | %.4f | %.3f | %.4f | %.4f | %.3f | "
+           "%+.1f %% | %+.1f %% |\n",
+           r->op, r->size / (1 << 20), r->rate_s, r->depth, r->acted,
+           r->pause ? "" : " (closed after its measured close)", r->measured, r->nofault, mr, x,
+           nfs, x / nfs, 100 * er, 100 * (x - r->measured) / r->measured);
+  }
+  printf("\n%d rows and %d fault runs; %d outside %.0f %%; worst %.1f %%\n", colls, faults, over,
+         100 * LIMIT, 100 * worst);
+  return over ? 1 : 0;
+}
+
+int hpl__sim_compare(int argc, char **argv) {
+  static crow rows[MAXROWS];
+  int n = 0;
+  if (argc < 2) {
+    fprintf(stderr, "usage: hpsim compare FILE... (bench/sim/validate_session.sh writes them)\n");
+    return 2;
+  }
+  for (int a = 1; a < argc; a++) {
+    FILE *fp = fopen(argv[a], "r");
+    if (!fp) {
+      fprintf(stderr, "hpsim compare: cannot open %s\n", argv[a]);
+      return 2;
+    }
+    char line[512];
+    int ln = 0;
+    while (fgets(line, sizeof line, fp)) {
+      ln++;
+      if (line[0] == '#' || line[0] == '\n') continue;
+      if (n == MAXROWS) {
+        fprintf(stderr, "hpsim compare: more than %d rows\n", MAXROWS);
+        fclose(fp);
+        return 2;
+      }
+      int rc = parse_line(line, &rows[n]);
+      if (rc < 0) {
+        fprintf(stderr, "hpsim compare: %s:%d: not a coll or fault row\n", argv[a], ln);
+        fclose(fp);
+        return 2;
+      }
+      n += rc;
+    }
+    fclose(fp);
+  }
+  return compare_rows(rows, n);
+}

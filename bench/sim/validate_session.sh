@@ -1,0 +1,106 @@
+#!/bin/bash
+# validate_session.sh - measure the 8-host rows hpsim is validated against,
+# then compare the simulator with them at once (hpsim compare): one
+# session, one machine state. The VM's speed moves these rows by more than
+# 5 % from one day to the next (bench/results/sim-validation-2026-11-30b.md),
+# so the simulator is only judged against rows measured with it.
+#
+#   bench/sim/validate_session.sh [--reps N] [--out FILE] [--no-200mbit] [--no-faults]
+#
+# Needs root (network namespaces) and a build (scripts/bootstrap.sh). Brings
+# up its own emulated cluster (prefix hplv, bench/cluster.sh) and takes it
+# down at the end. Measures, one process per host (--procs), stores
+# --prefault:
+#   1 Gbit/s, sha256 and integrity off: bcast 1M/64M/256M, reduce and
+#     allreduce 64M/256M (N repetitions, default 5);
+#   1 Gbit/s: bench_faults --scenario bcast-midchain and
+#     bcast-midchain-pause (2 s) at 64M and 256M (3 runs each);
+#   200 Mbit/s, sha256: the same collectives (3 repetitions).
+# Writes the rows (hpsim compare's format, simcompare.c) to FILE (default
+# bench/results/sim-session-DATE.tsv) and prints the comparison. Takes
+# about 15 minutes. Exit status: hpsim compare's (0: every row within 5 %).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+TOP=$(cd "$HERE/.." && pwd)
+BUILD=${HPL_BUILD_DIR:-$TOP/build}
+REPS=5
+OUT=""
+DO200=1
+DOFAULTS=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) REPS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --no-200mbit) DO200=0; shift ;;
+    --no-faults) DOFAULTS=0; shift ;;
+    *) echo "validate_session.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$OUT" ] || OUT="$TOP/bench/results/sim-session-$(date -u +%Y-%m-%dT%H%M).tsv"
+for b in bench/bench_coll bench/bench_faults bench/sim/hpsim; do
+  [ -x "$BUILD/$b" ] || { echo "validate_session.sh: build first ($BUILD/$b missing)" >&2; exit 1; }
+done
+export HPL_NS_PREFIX=hplv
+CL="$HERE/cluster.sh"
+cleanup() { "$CL" down --kill >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+work=$(mktemp -d)
+
+# coll RATE INTEGRITY OP SIZES REPS: one bench_coll, its rows appended to OUT
+coll() {
+  local rate=$1 integ=$2 op=$3 sizes=$4 reps=$5 addrs extra=()
+  addrs=$("$CL" addrs)
+  [ "$integ" = off ] && extra=(--store-arg --integrity=off)
+  "$BUILD/bench/bench_coll" --op "$op" --sizes "$sizes" --hosts 8 --reps "$reps" --netns hplv \
+      --addrs "$addrs" --rate "$rate" --procs --store-args --prefault "${extra[@]}" --no-header \
+      >"$work/rows" 2>"$work/err"
+  # stderr: "bench_coll: OP SIZE B to ...: median ..., CPU X s per GiB moved ..."
+  awk -v rate="$rate" -v integ="$integ" '
+    FNR == NR { if ($0 ~ /s per GiB moved/) { for (i = 1; i <= NF; i++) if ($i == "CPU") cpu[$3] = $(i + 1) }; next }
+    { c = ($2 in cpu) ? cpu[$2] : "-"; printf "coll\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", $1, $2, rate, integ, $5, $6, $7, c }
+  ' "$work/err" "$work/rows" >>"$OUT"
+}
+
+# faults SCENARIO SIZE: bench_faults' scenario rows appended to OUT
+faults() {
+  local sc=$1 size=$2 addrs
+  addrs=$("$CL" addrs)
+  : >"$work/f.tsv"
+  "$BUILD/bench/bench_faults" --hosts 8 --netns hplv --addrs "$addrs" --rate 1gbit --cluster-sh "$CL" \
+      --store-args --prefault --pause-s 2,2 --scenario "$sc" --size "$size" --out "$work/f.tsv" \
+      >"$work/fout" 2>&1 || { cat "$work/fout" >&2; return 1; }
+  # NAME SIZE HOSTS SECS NOFAULT RATIO DONE WRONG LOST HANG ACTED DEPTH CLOSE
+  awk -v kind="$( [ "$sc" = bcast-midchain-pause ] && echo pause || echo kill )" '
+    { printf "fault\t%s\t%s\t1gbit\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, $2, $4, $5, $11, $12, $13, (kind == "pause" ? 2 : 0) }
+  ' "$work/f.tsv" >>"$OUT"
+}
+
+{
+  echo "# bench/sim/validate_session.sh, $(date -u +%FT%TZ), $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S"
+} >"$OUT"
+"$CL" up 8 1gbit >/dev/null
+for integ in sha256 off; do
+  coll 1gbit "$integ" bcast 1M,64M,256M "$REPS"
+  coll 1gbit "$integ" reduce 64M,256M "$REPS"
+  coll 1gbit "$integ" allreduce 64M,256M "$REPS"
+done
+if [ "$DOFAULTS" = 1 ]; then
+  for sc in bcast-midchain bcast-midchain-pause; do
+    faults "$sc" 64M
+    faults "$sc" 256M
+  done
+fi
+if [ "$DO200" = 1 ]; then
+  "$CL" down --kill >/dev/null
+  "$CL" up 8 200mbit >/dev/null
+  coll 200mbit sha256 bcast 1M,64M,256M 3
+  coll 200mbit sha256 reduce 64M,256M 3
+  coll 200mbit sha256 allreduce 64M,256M 3
+fi
+echo "# done $(date -u +%FT%TZ)" >>"$OUT"
+rm -rf "$work"
+echo "rows: $OUT"
+"$BUILD/bench/sim/hpsim" compare "$OUT"
