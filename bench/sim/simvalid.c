@@ -43,15 +43,6 @@ double hpl__sim_fault_run(double size, int pause, double at, double pause_s, uin
   return r.t;
 }
 
-/* A measured scenario run: a kill or a 2 s pause of the receiver at
- * `depth`, acted at `acted` s, a kill's connections closed `close` s
- * after it; the survivors' time and the no-fault median. */
-typedef struct scase {
-  int pause;
-  double size, acted, close, measured, nofault;
-  uint32_t depth;
-} scase;
-
 static void validate_faults(void) {
   /* bench/results/faults29-1gbit.tsv, --scenario bcast-midchain: the
    * receiver in the middle of the chain (depth 4 of 7) killed at 50 % of
@@ -75,48 +66,9 @@ static void validate_faults(void) {
          "bcast-midchain, median of 3 (no-fault %.4f) |\n",
          at, meas, t, 100 * (t - meas) / meas, tlo, thi, t0, 100 * (t0 - meas) / meas, tq,
          100 * (tq - meas) / meas, meas / nf, t / r0.t, nf);
-  /* sim-faults-scenarios-2026-11-30.tsv, the runs after bench_faults
-   * learned the victim's depth and the time its sockets took to close
-   * (bench_faults --scenario bcast-midchain|bcast-midchain-pause
-   * --pause-s 2,2, 05:10-05:20 UTC, nothing else running): every run, with
-   * when its fault acted, the victim's depth, a kill's measured close, and
-   * that scenario's no-fault median. The simulated fault acts at the same
-   * share of the simulated no-fault time, at the same depth, with the same
-   * close. */
-  static const scase sc[] = {
-      {0, 67108864, 0.3486, 0.0529, 0.6733, 0.6193, 4},
-      {0, 67108864, 0.3372, 0.0453, 0.6596, 0.6193, 4},
-      {0, 67108864, 0.3236, 0.0308, 0.6467, 0.6193, 4},
-      {0, 268435456, 1.2381, 0.0948, 2.5177, 2.4301, 4},
-      {0, 268435456, 1.2316, 0.1004, 2.5529, 2.4301, 4},
-      {0, 268435456, 1.2296, 0.0687, 2.5592, 2.4301, 4},
-      {1, 67108864, 0.3137, 0, 0.8837, 0.6117, 4},
-      {1, 67108864, 0.3130, 0, 0.8753, 0.6117, 4},
-      {1, 67108864, 0.3135, 0, 0.8925, 0.6117, 4},
-      {1, 268435456, 1.3569, 0, 2.9321, 2.4627, 4},
-      {1, 268435456, 1.3149, 0, 2.8854, 2.4627, 4},
-      {1, 268435456, 1.2678, 0, 2.7709, 2.4627, 4},
-  };
-  printf("\n| scenario run, 8 hosts, 1 Gbit/s | measured s | no-fault s | measured / no-fault | "
-         "simulated s | simulated no-fault s | simulated / no-fault | error of the ratio | "
-         "error of the time |\n|---|---|---|---|---|---|---|---|---|\n");
-  double worst_r = 0;
-  for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
-    hpl__sim_params q = hpl__sim_defaults();
-    q.size = sc[i].size;
-    double nfs = hpl__sim_run_one(&q).t;
-    double x = hpl__sim_fault_run(sc[i].size, sc[i].pause, sc[i].acted * nfs / sc[i].nofault, 2.0,
-                         sc[i].depth, 1e9, sc[i].pause ? 0 : sc[i].close);
-    double m = sc[i].measured, mr = m / sc[i].nofault, er = (x / nfs - mr) / mr;
-    if (fabs(er) > worst_r) worst_r = fabs(er);
-    char what[64];
-    if (sc[i].pause) snprintf(what, sizeof what, "pause 2 s");
-    else snprintf(what, sizeof what, "kill (closed after %.0f ms)", 1e3 * sc[i].close);
-    printf("| %s, %.0f MiB, depth %u, at %.3f s | %.4f | %.4f | %.3f | %.4f | %.4f | %.3f | %+.1f %% | "
-           "%+.1f %% |\n", what, sc[i].size / (1 << 20), sc[i].depth, sc[i].acted, m, sc[i].nofault, mr,
-           x, nfs, x / nfs, 100 * er, 100 * (x - m) / m);
-  }
-  printf("\nworst error of a scenario run's time over no-fault: %.1f %%\n", 100 * worst_r);
+  /* The scenario runs of this session (each with its victim's depth and a
+   * kill's measured close) are compared by `hpsim compare
+   * bench/results/sim-faults-scenarios-2026-11-30b.tsv` (simcompare.c). */
   /* faults28-1gbit.tsv (200 runs, 2026-11-27): every broadcast with one
    * store killed or paused. The victim's place in the chain is not
    * recorded, so each is simulated at every depth 1..7 (7: the tail). */
