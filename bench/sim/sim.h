@@ -174,6 +174,8 @@ typedef struct hpl__sim_params {
   double lease_s;       /* ...and answers again this much later (lease + election) */
   double reconnect_s;   /* a store finds the new directory within this (dlprobe.c tick) */
   int no_held_upstream; /* stores re-report complete copies only (no held_partials) */
+  double cpu_cap;       /* bytes/s a store's CPU can take in: its share of the
+                           cores over its CPU per byte (0: no limit; compare) */
   double wall_limit;    /* stop a run after this much wall time (0: none) */
   uint64_t seed;
   int verbose;

@@ -381,6 +381,9 @@ int hpl__sim_world_run(hpl__sim_world *w) {
   uint32_t n = p->nodes;
   hpl__sim_clock_init(&w->clk);
   hpl__sim_net_init(&w->net, &w->clk, n, p->bits, p->eff, p->lat, p->size, p->unit);
+  if (p->cpu_cap > 0) /* a store's CPU takes in no more than this (hpsim compare) */
+    for (uint32_t i = 0; i < n; i++)
+      if (w->net.hosts[i].down > p->cpu_cap) w->net.hosts[i].down = p->cpu_cap;
   w->net.arrived = arrived;
   w->stores = calloc(n, sizeof *w->stores);
   w->copies = calloc(n, sizeof *w->copies);
