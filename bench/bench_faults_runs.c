@@ -34,7 +34,10 @@ int hpl__bf_scenario(hpl__bf_cfg *g) {
                                          victims, frac, nf, g->hosts - 1, pause ? g->pause_min : 0);
     ratios[r] = oc.secs / nf;
     char closed[48] = "";
-    if (!pause) snprintf(closed, sizeof closed, ", its sockets closed %.1f ms later", 1e3 * oc.kill_close_s);
+    if (!pause && oc.kill_close_s >= 0)
+      snprintf(closed, sizeof closed, ", its sockets closed %.1f ms later", 1e3 * oc.kill_close_s);
+    else if (!pause)
+      snprintf(closed, sizeof closed, ", its close not measured");
     printf("%s %llu B: %s node %d (depth %d) at %.0f%% (done at %.4f s%s): %.3f s vs %.3f s "
            "no-fault = %.2fx; completed %d, wrong %d, lost %d, hangs %d\n",
            g->scenario, (unsigned long long)size, pause ? "paused" : "killed", victims[0],

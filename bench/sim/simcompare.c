@@ -41,7 +41,6 @@
 
 #define MAXROWS 256
 #define LIMIT 0.05 /* the bar: within 5 % */
-#define SHARE 0.25 /* cores per store: 8 emulated hosts on the VM's 2 */
 #define GIB (1024.0 * 1024 * 1024)
 
 typedef struct crow {
@@ -112,13 +111,14 @@ static double sim_coll(const crow *rows, int n, const crow *r, int own_cpu, char
     p.size = r->size;
     p.bits = r->bits;
     p.unit = sha ? 128 * 1024 : 64 * 1024; /* as simvalid.c */
-    if (own_cpu) p.cpu_cap = SHARE / (r->cpu_gib / GIB);
+    /* a store's share of the cores, as the reduce model gives it */
+    if (own_cpu) p.cpu_cap = hpl__simred_defaults().cpu_share / (r->cpu_gib / GIB);
     return hpl__sim_run_one(&p).t;
   }
   hpl__simred_params p = hpl__simred_defaults();
   p.kind = !strcmp(r->op, "reduce") ? HPL__SIMRED_REDUCE : HPL__SIMRED_ALLREDUCE;
   p.size = r->size;
-  p.rate = r->bits * 0.956 / 8; /* TCP goodput, as simredrun.c */
+  p.rate = r->bits * hpl__sim_defaults().eff / 8; /* TCP goodput, as the broadcasts */
   hpl__simred_integrity(&p, sha);
   const crow *off = off_twin(rows, n, r);
   if (own_cpu) { /* every byte received costs the row's CPU per GiB moved */

@@ -290,7 +290,7 @@ int hpl__simred_main(int argc, char **argv) {
     else if (strcmp(a, "--lat-us") == 0) p.lat = atof(v) * 1e-6;
     else if (strcmp(a, "--cpu-share") == 0) p.cpu_share = atof(v);
     else if (strcmp(a, "--base-cpu") == 0) /* s per GiB moved, an integrity-off run's */
-      p.c_base = atof(v) / (1024.0 * MIB) - c_comb_m > 0 ? atof(v) / (1024.0 * MIB) - c_comb_m : 0;
+      p.c_base = fmax(0, atof(v) / (1024.0 * MIB) - c_comb_m);
     else if (strcmp(a, "--degree") == 0) p.degree = atoi(v);
     else if (strcmp(a, "--integrity") == 0) hpl__simred_integrity(&p, strcmp(v, "off") != 0);
     else {

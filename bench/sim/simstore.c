@@ -42,6 +42,10 @@
 #define STALL_TIMEOUT 10.0 /* store/server.c stall_timeout_ms */
 #define CONNECT_RTTS 3     /* TCP, hoplite's handshake, PULL -> PULL_REP */
 
+/* A store's failure: none, killed and gone (its sockets closed), killed
+ * and dying (its sockets close kill_close later), or paused (SIGSTOP). */
+typedef enum { FAIL_NONE, FAIL_KILLED, FAIL_DYING, FAIL_PAUSED } fail_kind;
+
 typedef enum { ST_IDLE, ST_ASKING, ST_CONNECTING, ST_PULLING, ST_LANDING, ST_DONE, ST_DEAD } st_state;
 static const char *st_names[] = {"idle", "asking", "connecting", "pulling", "landing", "done", "dead"};
 
@@ -60,8 +64,7 @@ typedef struct hpl__sim_store {
   uint32_t depth;         /* hops from the source when last assigned */
   hpl__sim_flow *flow;
   double last_got, last_move, started, noted, reported;
-  int fail_kind;          /* 0 none, 1 killed (its sockets closed), 2 pause,
-                             3 killed, its sockets not closed yet (kill_close) */
+  fail_kind failed_as;    /* what befell it */
   double arrived_at;      /* when its get began */
   int deferred;           /* a step due while paused: taken when it resumes */
   uint32_t pend;          /* an answer that came while paused: sender + 1 */
@@ -149,7 +152,7 @@ static void monitor(hpl__sim_timer *t) {
 
 static void connected(hpl__sim_store *st) {
   hpl__sim_world *w = st->w;
-  if (w->net.hosts[st->sender].stopped && w->stores[st->sender].fail_kind == 1) {
+  if (w->net.hosts[st->sender].stopped && w->stores[st->sender].failed_as == FAIL_KILLED) {
     ask(st, st->sender); /* refused: the sender is gone */
     return;
   }
@@ -177,7 +180,7 @@ static void step(hpl__sim_timer *t) {
     w->done++;
     w->last_done = w->clk.now;
     double took = w->clk.now - st->arrived_at;
-    double *slow = st->fail_kind ? &w->slowest_failed : &w->slowest;
+    double *slow = st->failed_as != FAIL_NONE ? &w->slowest_failed : &w->slowest;
     if (took > *slow) *slow = took;
     hpl__sim_dir_send(w->dir, HPL__SIM_REQ_COMPLETE, st->id, 0);
     break;
@@ -230,7 +233,7 @@ void hpl__sim_store_stay(hpl__sim_world *w, uint32_t node, double retry) {
 static void kill_closed(hpl__sim_store *st) {
   hpl__sim_world *w = st->w;
   hpl__sim_host *h = &w->net.hosts[st->id];
-  st->fail_kind = 1;
+  st->failed_as = FAIL_KILLED;
   drop_stream(st);
   for (hpl__sim_flow *f = h->outs, *nx; f; f = nx) {
     nx = f->snext;
@@ -245,7 +248,7 @@ static void fail_event(hpl__sim_timer *t) {
   hpl__sim_store *st = OF(t, fail);
   hpl__sim_world *w = st->w;
   hpl__sim_host *h = &w->net.hosts[st->id];
-  if (st->fail_kind == 3) {
+  if (st->failed_as == FAIL_DYING) {
     kill_closed(st);
     return;
   }
@@ -272,9 +275,9 @@ static void fail_event(hpl__sim_timer *t) {
   }
   if (st->state == ST_DONE) return; /* finished before its failure */
   if (w->p.verbose > 1)
-    fprintf(stderr, "%.6f node %u: %s\n", w->clk.now, st->id, st->fail_kind == 2 ? "paused" : "killed");
+    fprintf(stderr, "%.6f node %u: %s\n", w->clk.now, st->id, st->failed_as == FAIL_PAUSED ? "paused" : "killed");
   hpl__sim_host_stop(&w->net, st->id, 1);
-  if (st->fail_kind == 2) {
+  if (st->failed_as == FAIL_PAUSED) {
     hpl__sim_at(&w->clk, &st->fail, w->clk.now + w->p.pause_s);
     hpl__sim_at(&w->clk, &st->dead, w->clk.now + w->p.dead_after);
     return;
@@ -286,7 +289,7 @@ static void fail_event(hpl__sim_timer *t) {
   set_state(st, ST_DEAD);
   w->failed++;
   if (w->p.kill_close > 0) {
-    st->fail_kind = 3;
+    st->failed_as = FAIL_DYING;
     hpl__sim_at(&w->clk, &st->fail, w->clk.now + w->p.kill_close);
     return;
   }
@@ -350,7 +353,7 @@ static void draw_event(hpl__sim_timer *t) {
     c[x] = c[j];
     c[j] = v;
     hpl__sim_store *st = &w->stores[v];
-    st->fail_kind = w->p.fail_pause ? 2 : 1;
+    st->failed_as = w->p.fail_pause ? FAIL_PAUSED : FAIL_KILLED;
     hpl__sim_at(&w->clk, &st->fail, w->clk.now);
   }
   w->drawn = want;
