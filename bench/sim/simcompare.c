@@ -5,11 +5,18 @@
  *
  *   coll  OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB
  *   fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S
+ *   chain SIZE RATE MEDIAN_S MIN_S MAX_S
  *
  * OP is bcast, reduce or allreduce; INTEGRITY sha256 or off; CPU_S_PER_GIB
  * the machine's CPU per GiB moved (bench_coll's stderr, "-" if unknown);
  * KIND kill or pause, ACTED_S when the fault acted, DEPTH the victim's
- * hops from the source, CLOSE_S a kill's measured socket close.
+ * hops from the source, CLOSE_S a kill's measured socket close. A chain
+ * row is the emulated network alone: a plain TCP chain through the 8 hosts
+ * (bench/p2p_check.sh, every host forwarding bytes as they arrive, no
+ * hoplite code), simulated as a broadcast whose copies forward every byte
+ * at once (a unit of 1 byte). It judges the network model (rates, goodput,
+ * sharing, fill) apart from the stores; it is printed in a table of its
+ * own and not counted with the hoplite rows.
  *
  * What is taken from the session, and from where:
  *  - a reduce's or allreduce's store CPU per byte (simred's c_base) from
@@ -43,8 +50,10 @@
 #define LIMIT 0.05 /* the bar: within 5 % */
 #define GIB (1024.0 * 1024 * 1024)
 
+typedef enum { ROW_COLL, ROW_FAULT, ROW_CHAIN } row_kind;
+
 typedef struct crow {
-  int fault;
+  row_kind kind;
   char op[16], integ[16], rate_s[16];
   double size, bits, median, min, max, cpu_gib;
   /* fault rows */
@@ -60,7 +69,16 @@ static int parse_line(char *l, crow *r) {
   if (n == 0) return 0;
   memset(r, 0, sizeof *r);
   uint64_t bits = 0;
-  if (!strcmp(f[0], "coll") && n == 9) {
+  if (!strcmp(f[0], "chain") && n == 6) {
+    r->kind = ROW_CHAIN;
+    snprintf(r->op, sizeof r->op, "chain");
+    r->size = atof(f[1]);
+    snprintf(r->rate_s, sizeof r->rate_s, "%s", f[2]);
+    r->median = atof(f[3]);
+    r->min = atof(f[4]);
+    r->max = atof(f[5]);
+  } else if (!strcmp(f[0], "coll") && n == 9) {
+    r->kind = ROW_COLL;
     snprintf(r->op, sizeof r->op, "%s", f[1]);
     r->size = atof(f[2]);
     snprintf(r->rate_s, sizeof r->rate_s, "%s", f[3]);
@@ -70,7 +88,7 @@ static int parse_line(char *l, crow *r) {
     r->max = atof(f[7]);
     r->cpu_gib = strcmp(f[8], "-") ? atof(f[8]) : 0;
   } else if (!strcmp(f[0], "fault") && n == 10) {
-    r->fault = 1;
+    r->kind = ROW_FAULT;
     r->pause = !strcmp(f[1], "pause");
     snprintf(r->op, sizeof r->op, "%s", f[1]);
     r->size = atof(f[2]);
@@ -92,7 +110,7 @@ static int parse_line(char *l, crow *r) {
 /* The integrity-off row measured with r (same op, size, rate), or NULL. */
 static const crow *off_twin(const crow *rows, int n, const crow *r) {
   for (int i = 0; i < n; i++)
-    if (!rows[i].fault && !strcmp(rows[i].integ, "off") && !strcmp(rows[i].op, r->op) &&
+    if (rows[i].kind == ROW_COLL && !strcmp(rows[i].integ, "off") && !strcmp(rows[i].op, r->op) &&
         rows[i].size == r->size && rows[i].bits == r->bits && rows[i].cpu_gib > 0)
       return &rows[i];
   return NULL;
@@ -134,6 +152,31 @@ static double sim_coll(const crow *rows, int n, const crow *r, int own_cpu, char
   return res.t;
 }
 
+/* The chain rows: the emulated network alone against the network model. */
+static void compare_chains(const crow *rows, int n) {
+  int chains = 0, over = 0;
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    const crow *r = &rows[i];
+    if (r->kind != ROW_CHAIN) continue;
+    if (!chains++)
+      printf("\n| the network alone: plain TCP chain (8 hosts) | measured s (min-max) | "
+             "simulated s | error |\n|---|---|---|---|\n");
+    hpl__sim_params p = hpl__sim_defaults();
+    p.size = r->size;
+    p.bits = r->bits;
+    p.unit = 1; /* a forwarder writes on every byte that arrives */
+    double t = hpl__sim_run_one(&p).t, e = (t - r->median) / r->median;
+    over += !(fabs(e) <= LIMIT);
+    if (fabs(e) > worst) worst = fabs(e);
+    printf("| chain %.0f MiB, %s | %.4f (%.4f-%.4f) | %.4f | %+.1f %% |\n", r->size / (1 << 20),
+           r->rate_s, r->median, r->min, r->max, t, 100 * e);
+  }
+  if (chains)
+    printf("\nthe network alone: %d of %d chains outside %.0f %%; worst %.1f %% (not counted "
+           "above)\n", over, chains, 100 * LIMIT, 100 * worst);
+}
+
 static int compare_rows(const crow *rows, int n) {
   int over = 0, colls = 0, faults = 0, over_own = 0;
   double worst = 0, worst_own = 0;
@@ -141,7 +184,7 @@ static int compare_rows(const crow *rows, int n) {
          "simulated, the row's own CPU | error |\n|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     const crow *r = &rows[i];
-    if (r->fault) continue;
+    if (r->kind != ROW_COLL) continue;
     char from[64], unused[64];
     double t = sim_coll(rows, n, r, 0, from, sizeof from), e = (t - r->median) / r->median;
     double t2 = sim_coll(rows, n, r, 1, unused, sizeof unused), e2 = (t2 - r->median) / r->median;
@@ -159,7 +202,7 @@ static int compare_rows(const crow *rows, int n) {
          "|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     const crow *r = &rows[i];
-    if (!r->fault) continue;
+    if (r->kind != ROW_FAULT) continue;
     hpl__sim_params q = hpl__sim_defaults();
     q.size = r->size;
     q.bits = r->bits;
@@ -180,6 +223,7 @@ static int compare_rows(const crow *rows, int n) {
          100 * LIMIT, 100 * worst);
   printf("with each row's own CPU (trace-driven; the fault runs as above): %d of the %d rows "
          "outside %.0f %%; worst %.1f %%\n", over_own, colls, 100 * LIMIT, 100 * worst_own);
+  compare_chains(rows, n);
   return over ? 1 : 0;
 }
 
@@ -208,7 +252,7 @@ int hpl__sim_compare(int argc, char **argv) {
       }
       int rc = parse_line(line, &rows[n]);
       if (rc < 0) {
-        fprintf(stderr, "hpsim compare: %s:%d: not a coll or fault row\n", argv[a], ln);
+        fprintf(stderr, "hpsim compare: %s:%d: not a coll, fault or chain row\n", argv[a], ln);
         fclose(fp);
         return 2;
       }

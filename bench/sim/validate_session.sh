@@ -15,10 +15,14 @@
 #     allreduce 64M/256M (N repetitions, default 5);
 #   1 Gbit/s: bench_faults --scenario bcast-midchain and
 #     bcast-midchain-pause (2 s) at 64M and 256M (3 runs each);
-#   200 Mbit/s, sha256: the same collectives (3 repetitions).
+#   200 Mbit/s, sha256: the same collectives (3 repetitions);
+#   at both rates, the emulated network alone: a plain TCP chain through
+#     the 8 hosts (bench/p2p_check.sh --chain-only, no hoplite code) of
+#     1M/64M/256M, 3 times each, so the network model is judged apart from
+#     the stores.
 # Writes the rows (hpsim compare's format, simcompare.c) to FILE (default
 # bench/results/sim-session-DATE.tsv) and prints the comparison. Takes
-# about 15 minutes. Exit status: hpsim compare's (0: every row within 5 %).
+# about 17 minutes. Exit status: hpsim compare's (0: every row within 5 %).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +67,24 @@ coll() {
   ' "$work/err" "$work/rows" >>"$OUT"
 }
 
+# chains RATE SIZES REPS: plain TCP chains (p2p_check.sh), one row per size
+# with the median, least and most of REPS transfers, appended to OUT
+chains() {
+  local rate=$1 sizes=$2 reps=$3 size i
+  for size in ${sizes//,/ }; do
+    : >"$work/chain"
+    for ((i = 0; i < reps; i++)); do
+      "$HERE/p2p_check.sh" --chain-only --bytes "$size" 2>>"$work/chain.err" |
+        awk '$1 == "p2p" && $2 == "chain" { print $5, $6 }' >>"$work/chain"
+    done
+    [ "$(wc -l <"$work/chain")" -eq "$reps" ] || { cat "$work/chain.err" >&2; return 1; }
+    sort -n -k2 "$work/chain" | awk -v rate="$rate" '
+      { b = $1; t[NR] = $2 }
+      END { printf "chain\t%s\t%s\t%s\t%s\t%s\n", b, rate, t[int((NR + 1) / 2)], t[1], t[NR] }
+    ' >>"$OUT"
+  done
+}
+
 # faults SCENARIO SIZE: bench_faults' scenario rows appended to OUT
 faults() {
   local sc=$1 size=$2 addrs
@@ -79,9 +101,10 @@ faults() {
 
 {
   echo "# bench/sim/validate_session.sh, $(date -u +%FT%TZ), $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S"
+  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S"
 } >"$OUT"
 "$CL" up 8 1gbit >/dev/null
+chains 1gbit 1M,64M,256M 3
 for integ in sha256 off; do
   coll 1gbit "$integ" bcast 1M,64M,256M "$REPS"
   coll 1gbit "$integ" reduce 64M,256M "$REPS"
@@ -96,6 +119,7 @@ fi
 if [ "$DO200" = 1 ]; then
   "$CL" down --kill >/dev/null
   "$CL" up 8 200mbit >/dev/null
+  chains 200mbit 1M,64M,256M 3
   coll 200mbit sha256 bcast 1M,64M,256M 3
   coll 200mbit sha256 reduce 64M,256M 3
   coll 200mbit sha256 allreduce 64M,256M 3
