@@ -8,6 +8,11 @@
  * either fires, and hands each completion to the caller's callback on the
  * loop's thread. Submissions (hpl_async_get, ...) are made as usual, from
  * the loop's thread; they wake the descriptor themselves.
+ *
+ * A wake-up (the descriptor readable, or a deadline due) hands over at most
+ * HPL_UV_BATCH completions; the rest wait for the next loop turn (the
+ * descriptor stays readable), so the loop's other handles (timers,
+ * sockets) keep their turns while thousands complete.
  */
 #ifndef HOPLITE_UV_H
 #define HOPLITE_UV_H
@@ -21,6 +26,9 @@ extern "C" {
 #endif
 
 typedef struct hpl_uv hpl_uv;
+
+/* Completions handed to the callback per wake-up, at most. */
+#define HPL_UV_BATCH 64
 
 /* Called once per completion. `comp` is valid during the call only; its
  * buf (a get's or allreduce's object) belongs to the callback from then

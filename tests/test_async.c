@@ -328,6 +328,7 @@ static void test_other_ops(void **state) {
 typedef struct uvrun {
   uv_loop_t loop;
   uv_timer_t tick;
+  uv_check_t turn; /* after each loop turn's I/O: its completions counted */
   hpl_uv *u;
   hpl_client *c;
   expect *ex;
@@ -335,6 +336,7 @@ typedef struct uvrun {
   uint64_t last_us, max_gap_us;
   uint64_t last_cpu_us, max_cpu_us; /* this thread's CPU time between two ticks */
   int ticks;
+  size_t in_turn, max_turn, turns; /* completions in this loop turn, the most in one */
 } uvrun;
 
 static uint64_t now_us(void) {
@@ -353,8 +355,16 @@ static void uv_done(hpl_client *c, const hpl_completion *p, void *arg) {
   uvrun *r = arg;
   expect *e = &r->ex[p->tag];
   e->seen++;
+  r->in_turn++;
   if (p->status == 0 && th_check_pattern(hpl_buf_data(p->buf), e->size, e->seed)) r->done++;
   if (p->buf) hpl_release(c, p->buf);
+}
+
+static void on_turn(uv_check_t *k) {
+  uvrun *r = k->data;
+  if (r->in_turn > r->max_turn) r->max_turn = r->in_turn;
+  if (r->in_turn) r->turns++;
+  r->in_turn = 0;
 }
 
 static void on_tick(uv_timer_t *t) {
@@ -373,12 +383,16 @@ static void on_tick(uv_timer_t *t) {
     uv_timer_stop(t);
     hpl_async_uv_stop(r->u);
     uv_close((uv_handle_t *)t, NULL);
+    uv_close((uv_handle_t *)&r->turn, NULL);
   }
 }
 
-/* Under the libuv adapter a 1 ms repeating timer stays on time while
- * 1 000 gets complete: the loop's thread runs at most 2 ms between ticks
- * (the wall-clock max gap is printed; it is 2 ms on an idle machine). */
+/* Under the libuv adapter a 1 ms repeating timer keeps its turns while
+ * 1 000 gets complete: no loop turn hands over more than HPL_UV_BATCH
+ * completions (the gets' deadlines are far off: only the descriptor wakes
+ * the adapter). The thread's CPU and the wall-clock gap between two ticks
+ * are printed (on an idle machine about 2 ms each, 2 ms under ASan) and
+ * only bounded loosely: both grow with what else the machine runs. */
 static void test_uv_timer(void **state) {
   (void)state;
   const size_t N = 1000;
@@ -395,20 +409,26 @@ static void test_uv_timer(void **state) {
   uv_timer_init(&r.loop, &r.tick);
   r.tick.data = &r;
   uv_timer_start(&r.tick, on_tick, 1, 1);
+  uv_check_init(&r.loop, &r.turn);
+  r.turn.data = &r;
+  uv_check_start(&r.turn, on_turn);
   uv_run(&r.loop, UV_RUN_DEFAULT);
   uv_loop_close(&r.loop);
   for (size_t i = 0; i < N; i++) assert_int_equal(r.ex[i].seen, 1);
   assert_int_equal(r.done, N);
-  print_message("libuv: %zu gets over %d ticks of a 1 ms timer, max gap %.3f ms (of which "
-                "this thread ran at most %.3f ms)\n", N, r.ticks, r.max_gap_us / 1000.0,
+  print_message("libuv: %zu gets over %d ticks of a 1 ms timer and %zu loop turns with "
+                "completions (at most %zu in one), max gap %.3f ms (of which this thread ran "
+                "at most %.3f ms)\n", N, r.ticks, r.turns, r.max_turn, r.max_gap_us / 1000.0,
                 r.max_cpu_us / 1000.0);
-  /* What the adapter controls: the loop's thread never works more than
-   * 2 ms between two ticks. The wall-clock gap adds whatever the kernel
-   * gives other processes meanwhile (on a shared 2-core machine, several
-   * ms at times): it is printed, and only bounded loosely (no wait for the
-   * store ever blocks the loop). */
-  assert_true(r.max_cpu_us <= (uint64_t)th_ms(2) * 1000);
-  assert_true(r.max_gap_us <= (uint64_t)th_ms(20) * 1000);
+  /* What the adapter controls: a batch per turn, so the timer's turn comes
+   * after at most one batch. The CPU that batch takes depends on the
+   * machine (under ASan beside a compiler, 9.6 ms once), so it and the
+   * wall-clock gap are bounded loosely (no wait for the store ever blocks
+   * the loop). */
+  assert_true(r.max_turn <= HPL_UV_BATCH);
+  assert_true(r.turns >= N / HPL_UV_BATCH);
+  assert_true(r.max_cpu_us <= (uint64_t)th_ms(20) * 1000);
+  assert_true(r.max_gap_us <= (uint64_t)th_ms(40) * 1000);
   free(r.ex);
 }
 

@@ -6,7 +6,7 @@
 
 #include "hoplite_uv.h"
 
-#define UV_BATCH 64  /* completions per hpl_async_poll */
+#define UV_BATCH HPL_UV_BATCH /* completions per hpl_async_poll */
 #define UV_ROUNDS 1  /* polls per wake-up; the rest waits for the next loop turn
                         (the descriptor stays readable), so timers keep time */
 
