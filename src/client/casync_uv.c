@@ -6,7 +6,6 @@
 
 #include "hoplite_uv.h"
 
-#define UV_BATCH HPL_UV_BATCH /* completions per hpl_async_poll */
 #define UV_ROUNDS 1  /* polls per wake-up; the rest waits for the next loop turn
                         (the descriptor stays readable), so timers keep time */
 
@@ -29,11 +28,11 @@ static void arm_timer(hpl_uv *u) {
 }
 
 static void drive(hpl_uv *u) {
-  hpl_completion comps[UV_BATCH];
+  hpl_completion comps[HPL_UV_BATCH];
   for (int round = 0; round < UV_ROUNDS; round++) {
-    int n = hpl_async_poll(u->c, comps, UV_BATCH);
+    int n = hpl_async_poll(u->c, comps, HPL_UV_BATCH);
     for (int i = 0; i < n; i++) u->cb(u->c, &comps[i], u->arg);
-    if (n < UV_BATCH) break;
+    if (n < HPL_UV_BATCH) break;
   }
   arm_timer(u);
 }
