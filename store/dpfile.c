@@ -123,7 +123,7 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
     return;
   }
   const hpl__objdig *d = fs->obj->dig;
-  if (d && d->known > k->off / HPL__DIGEST_UNIT) { /* checked before it is sent */
+  if (d && d->known > k->off / hpl__digest_unit(fs->obj->size)) { /* checked before it is sent */
     k->state = FS_CHECKING;
     k->check.data = k;
     if (uv_queue_work(sd->s->loop, &k->check, check_run, check_done) == 0) return;
@@ -163,9 +163,8 @@ static void fs_pump(hpl__fstream *fs) {
     /* whole units (the last one may end at the object's end), so each can
      * be checked before any of it is sent */
     uint64_t size = fs->obj->size;
-    uint64_t want = sd->end % HPL__DIGEST_UNIT
-                        ? sd->end + (HPL__DIGEST_UNIT - sd->end % HPL__DIGEST_UNIT)
-                        : sd->end;
+    uint64_t unit = hpl__digest_unit(size);
+    uint64_t want = sd->end % unit ? sd->end + (unit - sd->end % unit) : sd->end;
     if (want > size) want = size;
     k->off = fs->next;
     k->len = want - k->off < fs->cap ? want - k->off : fs->cap;
@@ -225,6 +224,6 @@ int hpl__dataport_file_start(hpl__sender *sd, hpl__obj *o) {
 }
 
 void hpl__dataport_file_pump(hpl__sender *sd) {
-  sd->fs->next = sd->pos - sd->pos % HPL__DIGEST_UNIT; /* from its unit's start */
+  sd->fs->next = sd->pos - sd->pos % hpl__digest_unit(sd->fs->obj->size); /* from its unit's start */
   fs_pump(sd->fs);
 }

@@ -127,7 +127,7 @@ void hpl__objdig_on_made(hpl__obj *o, void (*made)(hpl__store *s, hpl__obj *o)) 
 void hpl__objdig_written(hpl__store *s, hpl__obj *o, uint64_t bytes) {
   hpl__objdig *d = o->dig;
   if (!d || d->sealed) return;
-  uint64_t full = bytes / HPL__DIGEST_UNIT;
+  uint64_t full = bytes / hpl__digest_unit(o->size);
   if (bytes >= o->size) full = d->nunits;
   if (full > d->written) d->written = full;
   kick(s, o);
@@ -143,7 +143,7 @@ int hpl__objdig_seal(hpl__store *s, hpl__obj *o,
     finish(s, o);
     return 1;
   }
-  uint64_t from = d->next * HPL__DIGEST_UNIT; /* units below `next` are hashed or queued */
+  uint64_t from = d->next * hpl__digest_unit(o->size); /* units below `next` are hashed or queued */
   if (d->inflight == 0 && from <= o->size && o->size - from <= SEAL_ON_LOOP_MAX) {
     hpl__digest_units_make(d->algo, o->data, o->size, d->next, d->nunits, d->list);
     d->done += d->nunits - d->next;
@@ -290,8 +290,9 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
   *bad = 0;
   if (!d) return have;
   if (have > d->have) d->have = have;
-  uint64_t u = o->progress / HPL__DIGEST_UNIT; /* progress is a unit boundary (or size) */
-  uint64_t upto = have >= o->size ? d->nunits : have / HPL__DIGEST_UNIT;
+  uint64_t unit = hpl__digest_unit(o->size);
+  uint64_t u = o->progress / unit; /* progress is a unit boundary (or size) */
+  uint64_t upto = have >= o->size ? d->nunits : have / unit;
   if (upto > d->known) upto = d->known;
   uint64_t ok = o->progress;
   for (; u < upto; u++) {
@@ -311,7 +312,7 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
 int hpl__objdig_check_span(const hpl__objdig *d, uint64_t size, const uint8_t *buf, uint64_t off,
                            uint64_t len, uint64_t *bad_unit) {
   if (!d || len == 0) return 1;
-  uint64_t u = off / HPL__DIGEST_UNIT;
+  uint64_t u = off / hpl__digest_unit(size);
   uint64_t end = off + len;
   for (; u < d->known; u++) {
     uint64_t uo, ul;

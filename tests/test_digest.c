@@ -57,12 +57,25 @@ static void test_units(void **state) {
   (void)state;
   assert_int_equal(hpl__digest_units(0), 1);
   assert_int_equal(hpl__digest_units(1), 1);
-  assert_int_equal(hpl__digest_units(HPL__DIGEST_UNIT), 1);
-  assert_int_equal(hpl__digest_units(HPL__DIGEST_UNIT + 1), 2);
+  /* the unit grows with the size: 32 KiB up to 4 MiB, 64 KiB up to 8 MiB */
+  assert_int_equal(hpl__digest_unit(0), HPL__DIGEST_UNIT_MIN);
+  assert_int_equal(hpl__digest_unit(4ull << 20), 32u << 10);
+  assert_int_equal(hpl__digest_unit((4ull << 20) + 1), 64u << 10);
+  assert_int_equal(hpl__digest_unit(8ull << 20), 64u << 10);
+  assert_int_equal(hpl__digest_unit((8ull << 20) + 1), HPL__DIGEST_UNIT);
+  assert_int_equal(HPL__DIGEST_UNIT % (64u << 10), 0); /* every unit divides the largest */
+  assert_int_equal(hpl__digest_units(HPL__DIGEST_UNIT_MIN), 1);
+  assert_int_equal(hpl__digest_units(HPL__DIGEST_UNIT_MIN + 1), 2);
+  assert_int_equal(hpl__digest_units(4ull << 20), 128);
+  assert_int_equal(hpl__digest_units(8ull << 20), 128);
+  assert_int_equal(hpl__digest_units((8ull << 20) + 1), 65);
   assert_int_equal(hpl__digest_units(256ull << 20), 2048);
   uint64_t off, len;
-  hpl__digest_unit_span(HPL__DIGEST_UNIT + 10, 1, &off, &len);
-  assert_int_equal(off, HPL__DIGEST_UNIT);
+  hpl__digest_unit_span(HPL__DIGEST_UNIT_MIN + 10, 1, &off, &len);
+  assert_int_equal(off, HPL__DIGEST_UNIT_MIN);
+  assert_int_equal(len, 10);
+  hpl__digest_unit_span((16ull << 20) + 10, 128, &off, &len);
+  assert_int_equal(off, 16ull << 20);
   assert_int_equal(len, 10);
   hpl__digest_unit_span(0, 0, &off, &len);
   assert_int_equal(len, 0);
@@ -70,7 +83,7 @@ static void test_units(void **state) {
 
 static void test_flip_caught(void **state) {
   (void)state;
-  uint64_t size = 5 * HPL__DIGEST_UNIT + 777;
+  uint64_t size = 5 * hpl__digest_unit(1u << 20) + 777, unit = hpl__digest_unit(size);
   uint8_t *b = malloc(size);
   assert_non_null(b);
   for (uint64_t i = 0; i < size; i++) b[i] = (uint8_t)(i * 131 + 7);
@@ -82,10 +95,10 @@ static void test_flip_caught(void **state) {
     hpl__digest_units_make(algo, b, size, 2, n, list);
     hpl__digest_root(algo, list, n, root);
     for (uint64_t u = 0; u < n; u++) assert_true(hpl__digest_check_unit(algo, b, size, u, list));
-    b[3 * HPL__DIGEST_UNIT + 5] ^= 0x10;
+    b[3 * unit + 5] ^= 0x10;
     for (uint64_t u = 0; u < n; u++)
       assert_int_equal(hpl__digest_check_unit(algo, b, size, u, list), u != 3);
-    b[3 * HPL__DIGEST_UNIT + 5] ^= 0x10;
+    b[3 * unit + 5] ^= 0x10;
     b[size - 1] ^= 1; /* the short last unit */
     assert_false(hpl__digest_check_unit(algo, b, size, n - 1, list));
     b[size - 1] ^= 1;

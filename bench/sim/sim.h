@@ -156,7 +156,7 @@ typedef struct hpl__sim_params {
   double eff;           /* TCP goodput share of the line rate */
   double lat;           /* one-way latency, s */
   double size;          /* object bytes */
-  double unit;          /* pipelining unit (bytes) */
+  double unit;          /* pipelining unit (bytes); 0: the store's for this size (hpl__digest_unit) */
   double arrive_over;   /* receivers ask spread evenly over this many s (0: at once) */
   double dir_cpu;       /* fixed directory CPU per request, s */
   int dir_measured;     /* also charge the measured CPU of the real decision code */
@@ -325,7 +325,7 @@ typedef struct hpl__simred_params {
   hpl__simred_kind kind;
   uint32_t k;        /* sources, one per host; host 0 is the sink and holds source 0 */
   double size;       /* bytes of each source (and of the result) */
-  double unit;       /* the forwarding/verifying unit (HPL__DIGEST_UNIT) */
+  double unit;       /* the forwarding/verifying unit; 0: the store's for this size (hpl__digest_unit) */
   double rate;       /* each link's goodput, bytes/s (up and down) */
   double lat;        /* one-way latency, s */
   double plan_lat, plan_bw; /* the directory's cost model (its defaults, or "auto") */

@@ -128,7 +128,7 @@ static double sim_coll(const crow *rows, int n, const crow *r, int own_cpu, char
     hpl__sim_params p = hpl__sim_defaults();
     p.size = r->size;
     p.bits = r->bits;
-    p.unit = sha ? 128 * 1024 : 64 * 1024; /* as simvalid.c */
+    p.unit = sha ? 0 : 64 * 1024; /* sha: the store's unit for the size */
     /* a store's share of the cores, as the reduce model gives it */
     if (own_cpu) p.cpu_cap = hpl__simred_defaults().cpu_share / (r->cpu_gib / GIB);
     return hpl__sim_run_one(&p).t;

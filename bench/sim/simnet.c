@@ -9,9 +9,10 @@
  *    cfg.chunk = 4 MiB, at most SENDER_MAX_INFLIGHT = 2 in flight, and
  *    waits on the object's watchers when it has caught up).
  *  - A receiver's bytes count, and so become servable to the copies behind
- *    it, only as far as whole 128 KiB digest units are verified
+ *    it, only as far as whole digest units are verified (32 KiB up to
+ *    4 MiB, 64 KiB up to 8 MiB, 128 KiB above: hpl__digest_unit)
  *    (store/puller.c into_verify -> hpl__objdig_verify -> hpl__obj_progress,
- *    HPL__DIGEST_UNIT in src/common/digest.h; --integrity defaults to
+ *    src/common/digest.h; --integrity defaults to
  *    sha256, store/server.c). So a partial copy serves its bytes but the
  *    last unit: a receiver caught up with it runs one unit behind, and each
  *    hop of a chain adds unit/rate (plus the latency) to the fill. The

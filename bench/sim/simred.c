@@ -23,7 +23,7 @@
  *    the streams of these runs never change, so the shares are computed
  *    once (equal shares of a link among its streams: a parent's downlink
  *    among its children, a chain link among the reduce and the broadcast);
- *  - a stream sends whole units (HPL__DIGEST_UNIT) as its maker publishes
+ *  - a stream sends whole units (hpl__digest_unit) as its maker publishes
  *    them: unit u leaves when it is ready and unit u-1 has left, takes
  *    unit/rate on the wire and lands one latency later;
  *  - a node's unit u is published once unit u of every child landed and
@@ -403,8 +403,10 @@ static int run_ring(const hpl__simred_params *p, hpl__simred_result *r) {
   return 0;
 }
 
-int hpl__simred_run(const hpl__simred_params *p, hpl__simred_result *r) {
+int hpl__simred_run(const hpl__simred_params *given, hpl__simred_result *r) {
   memset(r, 0, sizeof *r);
+  hpl__simred_params q = *given, *p = &q;
+  if (!(q.unit > 0)) q.unit = (double)hpl__digest_unit((uint64_t)q.size);
   if (p->k < 2 || p->size < p->unit || p->rate <= 0 || p->cpu_share <= 0) return -1;
   if (p->kind == HPL__SIMRED_REDUCE) return run_tree(p, r, 0);
   /* directory/ring.c request_unfit / ring_new: 3 to 1024 sources, each

@@ -41,7 +41,7 @@ hpl__simred_params hpl__simred_defaults(void) {
   p.kind = HPL__SIMRED_REDUCE;
   p.k = 8;
   p.size = 64 * MIB;
-  p.unit = 128 * 1024; /* HPL__DIGEST_UNIT */
+  p.unit = 0; /* hpl__digest_unit(size) */
   p.rate = 1e9 * EFF / 8;
   p.lat = 50e-6;
   p.plan_lat = 200e-6; /* directory/server.c: --reduce-latency 200 us */
@@ -59,7 +59,7 @@ hpl__simred_params hpl__simred_defaults(void) {
 
 void hpl__simred_integrity(hpl__simred_params *p, int on) {
   p->c_hash = on ? c_hash_m : 0;
-  p->unit = on ? 128 * 1024 : 64 * 1024; /* off: libuv's 64 KiB reads, as simmain.c */
+  p->unit = on ? 0 : 64 * 1024; /* on: the store's unit for the size; off: libuv's 64 KiB reads */
 }
 
 static const char *kind_name(hpl__simred_kind k) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "digest.h"
 #include "sim.h"
 
 #define CONNECT_RTTS 3 /* as simstore.c */
@@ -20,7 +21,7 @@ hpl__sim_params hpl__sim_defaults(void) {
   p.eff = 0.956; /* TCP goodput at MTU 1500 (bench/results/README.md: 1.046 x S/B) */
   p.lat = 50e-6;
   p.size = 64.0 * (1 << 20);
-  p.unit = 128 * 1024; /* HPL__DIGEST_UNIT: --integrity sha256 (the default) */
+  p.unit = 0; /* hpl__digest_unit(size): --integrity sha256 (the default) */
   p.dir_cpu = 10e-6;
   p.max_senders = 1; /* directory/server.c: max_senders = 1 */
   p.fail_at = 0.3;
@@ -43,7 +44,9 @@ hpl__sim_result hpl__sim_run_one(const hpl__sim_params *p) {
   hpl__sim_world w;
   memset(&w, 0, sizeof w);
   w.p = *p;
+  if (!(w.p.unit > 0)) w.p.unit = (double)hpl__digest_unit((uint64_t)p->size);
   w.p.probe_s = 0.1 + 4 * p->lat;
+  p = &w.p;
   double w0 = wall();
   hpl__sim_result r = {0};
   r.rc = hpl__sim_world_run(&w);

@@ -78,14 +78,22 @@ int hpl__digest_algo_on(int algo) {
   return algo == HPL__DIGEST_SHA256 || algo == HPL__DIGEST_FAST;
 }
 
+uint64_t hpl__digest_unit(uint64_t size) {
+  if (size <= (4ull << 20)) return HPL__DIGEST_UNIT_MIN;
+  if (size <= (8ull << 20)) return 2 * HPL__DIGEST_UNIT_MIN;
+  return HPL__DIGEST_UNIT;
+}
+
 uint64_t hpl__digest_units(uint64_t size) {
-  return size == 0 ? 1 : (size + HPL__DIGEST_UNIT - 1) / HPL__DIGEST_UNIT;
+  uint64_t unit = hpl__digest_unit(size);
+  return size == 0 ? 1 : (size + unit - 1) / unit;
 }
 
 void hpl__digest_unit_span(uint64_t size, uint64_t u, uint64_t *off, uint64_t *len) {
-  uint64_t a = u * HPL__DIGEST_UNIT;
+  uint64_t unit = hpl__digest_unit(size);
+  uint64_t a = u * unit;
   if (a > size) a = size;
-  uint64_t b = a + HPL__DIGEST_UNIT > size ? size : a + HPL__DIGEST_UNIT;
+  uint64_t b = a + unit > size ? size : a + unit;
   *off = a;
   *len = b - a;
 }

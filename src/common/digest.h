@@ -5,8 +5,8 @@
  * OpenSSL libcrypto, XXH3-128 from libxxhash.
  *
  * An object of `size` bytes has hpl__digest_units(size) units of
- * HPL__DIGEST_UNIT bytes (the last one may be short; an empty object has
- * one empty unit). Every digest is HPL__DIGEST_LEN (32) bytes: a SHA-256,
+ * hpl__digest_unit(size) bytes (the last one may be short; an empty object
+ * has one empty unit). Every digest is HPL__DIGEST_LEN (32) bytes: a SHA-256,
  * or an XXH3-128 (its canonical big-endian 16 bytes) followed by 16 zero
  * bytes. The root is the same algorithm over the concatenated unit digests.
  *
@@ -21,14 +21,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The verification unit: 128 KiB. At 1 Gbit/s one unit is ~1 ms on the
- * wire, so a chain of 8 hops that forwards only verified units adds ~8 ms;
- * a 256 MiB object has 2048 digests (64 KiB). */
+/* The largest verification unit, 128 KiB: the unit of every object over
+ * 8 MiB. A relay forwards only verified units, so each hop of a chain adds
+ * about one unit's time on the wire (~1 ms at 1 Gbit/s, ~5 ms at
+ * 200 Mbit/s); a 256 MiB object has 2048 digests (64 KiB). Smaller objects
+ * have smaller units (hpl__digest_unit), so their hops add less. */
 #define HPL__DIGEST_UNIT (128u * 1024u)
+/* The smallest unit, that of every object up to 4 MiB (at most 128 units). */
+#define HPL__DIGEST_UNIT_MIN (32u * 1024u)
 #define HPL__DIGEST_LEN 32
 /* Most units one object's list may have (8 MiB of digests: objects up to
  * 32 GiB; larger objects travel without digests, see docs/design.md). */
 #define HPL__DIGEST_MAX_UNITS (256u * 1024u)
+
+/* The unit of an object (or a stream) of `size` bytes: 32 KiB up to 4 MiB,
+ * 64 KiB up to 8 MiB, 128 KiB (HPL__DIGEST_UNIT) above. Every unit size
+ * divides HPL__DIGEST_UNIT, so a boundary of the largest unit is one of
+ * every size's. Part of the wire format: the maker, the directory and every
+ * receiver of an object derive its units from its size alone. */
+uint64_t hpl__digest_unit(uint64_t size);
 
 /* Algorithms: numbers are part of the wire format (digest_algo fields). */
 typedef enum hpl__digest_algo {
