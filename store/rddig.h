@@ -1,6 +1,6 @@
 /*
  * rddig.h - a reduce stream's digests at the node that makes it: each
- * 128 KiB unit of a task's output stream is hashed (libuv's thread pool)
+ * digest unit of a task's output stream is hashed (libuv's thread pool)
  * as the combined bytes become final, and the data port answers a
  * receiver's digest request (PullReq.digests) from them. Unit boundaries
  * are the stream's byte offsets from the start of the output. The digests

@@ -4,7 +4,8 @@
  * port (PULL with PullReq.digests, answered as units are hashed: rddig.c),
  * each reply in a MAC'd frame message, so a relay can change neither the
  * digests nor, unnoticed, the bytes; and the check of a received unit
- * against them. Memory: 32 bytes per 128 KiB unit of the stream.
+ * against them. Memory: 32 bytes per digest unit of the stream (at most
+ * 128 units up to 8 MiB, one per 128 KiB above: hpl__digest_unit).
  *
  * Callers: rdcombine.c (a task's children's streams, checked here),
  * ring.c (a ring member's incoming stream: hpl__rdver_check_job, on the

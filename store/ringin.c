@@ -1,6 +1,6 @@
 /* ringin.c - a ring member's incoming stream (see ring.h and ringint.h):
  * pulled from the predecessor straight into the target at each slice's
- * place, each 128 KiB unit checked against the digest the predecessor
+ * place, each digest unit checked against the digest the predecessor
  * made of it (fetched with rdver.c, hashed here on libuv's thread pool)
  * before it is combined, passed on in our own stream, or completes the
  * target. A unit that does not match fails this member's part (the ring
