@@ -123,7 +123,7 @@ static void fs_read_done(void *arg, int status, int err, const char *detail) {
     return;
   }
   const hpl__objdig *d = fs->obj->dig;
-  if (d && d->known > k->off / hpl__digest_unit(fs->obj->size)) { /* checked before it is sent */
+  if (d && d->known > hpl__digest_unit_of(fs->obj->size, k->off)) { /* checked before it is sent */
     k->state = FS_CHECKING;
     k->check.data = k;
     if (uv_queue_work(sd->s->loop, &k->check, check_run, check_done) == 0) return;
@@ -224,6 +224,8 @@ int hpl__dataport_file_start(hpl__sender *sd, hpl__obj *o) {
 }
 
 void hpl__dataport_file_pump(hpl__sender *sd) {
-  sd->fs->next = sd->pos - sd->pos % hpl__digest_unit(sd->fs->obj->size); /* from its unit's start */
+  uint64_t len; /* from the start of the unit it stopped in */
+  hpl__obj *o = sd->fs->obj;
+  hpl__digest_unit_span(o->size, hpl__digest_unit_of(o->size, sd->pos), &sd->fs->next, &len);
   fs_pump(sd->fs);
 }

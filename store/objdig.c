@@ -106,10 +106,11 @@ static void job_done(uv_work_t *req, int status) {
 static void kick(hpl__store *s, hpl__obj *o) {
   hpl__objdig *d = o->dig;
   uint64_t limit = d->sealed ? d->nunits : d->written;
+  if (d->next >= limit || d->inflight >= JOBS_PER_OBJECT) return;
   uint64_t unit = hpl__digest_unit(o->size);
   /* what waits, split between the jobs that may start now */
-  uint64_t free_jobs = JOBS_PER_OBJECT - (d->inflight < JOBS_PER_OBJECT ? d->inflight : 0);
-  uint64_t per_job = d->next < limit && free_jobs ? (limit - d->next + free_jobs - 1) / free_jobs : 1;
+  uint64_t free_jobs = JOBS_PER_OBJECT - d->inflight;
+  uint64_t per_job = (limit - d->next + free_jobs - 1) / free_jobs;
   if (per_job * unit < JOB_MIN) per_job = (JOB_MIN + unit - 1) / unit;
   if (per_job * unit > JOB_MAX) per_job = JOB_MAX / unit;
   while (d->next < limit && d->inflight < JOBS_PER_OBJECT) {
@@ -140,7 +141,7 @@ void hpl__objdig_on_made(hpl__obj *o, void (*made)(hpl__store *s, hpl__obj *o)) 
 void hpl__objdig_written(hpl__store *s, hpl__obj *o, uint64_t bytes) {
   hpl__objdig *d = o->dig;
   if (!d || d->sealed) return;
-  uint64_t full = bytes / hpl__digest_unit(o->size);
+  uint64_t full = hpl__digest_unit_of(o->size, bytes);
   if (bytes >= o->size) full = d->nunits;
   if (full > d->written) d->written = full;
   kick(s, o);
@@ -303,9 +304,8 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
   *bad = 0;
   if (!d) return have;
   if (have > d->have) d->have = have;
-  uint64_t unit = hpl__digest_unit(o->size);
-  uint64_t u = o->progress / unit; /* progress is a unit boundary (or size) */
-  uint64_t upto = have >= o->size ? d->nunits : have / unit;
+  uint64_t u = hpl__digest_unit_of(o->size, o->progress); /* a unit boundary (or size) */
+  uint64_t upto = have >= o->size ? d->nunits : hpl__digest_unit_of(o->size, have);
   if (upto > d->known) upto = d->known;
   uint64_t ok = o->progress;
   for (; u < upto; u++) {
@@ -325,7 +325,7 @@ uint64_t hpl__objdig_verify(hpl__obj *o, uint64_t have, int *bad, uint64_t *bad_
 int hpl__objdig_check_span(const hpl__objdig *d, uint64_t size, const uint8_t *buf, uint64_t off,
                            uint64_t len, uint64_t *bad_unit) {
   if (!d || len == 0) return 1;
-  uint64_t u = off / hpl__digest_unit(size);
+  uint64_t u = hpl__digest_unit_of(size, off);
   uint64_t end = off + len;
   for (; u < d->known; u++) {
     uint64_t uo, ul;

@@ -102,8 +102,9 @@ static int into_verify(hpl__puller *p, uint64_t have) {
   hpl__obj_progress(p->s, o, upto);
   if (!bad) return 0;
   char detail[400];
-  uint64_t usize = hpl__digest_unit(o->size);
-  if (unit * usize < p->start) { /* its first bytes came from an earlier sender */
+  uint64_t uoff, ulen;
+  hpl__digest_unit_span(o->size, unit, &uoff, &ulen);
+  if (uoff < p->start) { /* its first bytes came from an earlier sender */
     snprintf(detail, sizeof detail,
              "unit %llu of '%s', begun by an earlier sender, does not match its digest: pulled "
              "again", (unsigned long long)unit, o->id);
@@ -114,8 +115,8 @@ static int into_verify(hpl__puller *p, uint64_t have) {
   p->s->ctr.corrupt_units++;
   snprintf(detail, sizeof detail,
            "unit %llu of '%s' (bytes %llu..%llu) from node %016llx does not match its digest",
-           (unsigned long long)unit, o->id, (unsigned long long)(unit * usize),
-           (unsigned long long)((unit + 1) * usize), (unsigned long long)p->ops.peer);
+           (unsigned long long)unit, o->id, (unsigned long long)uoff,
+           (unsigned long long)(uoff + ulen), (unsigned long long)p->ops.peer);
   HPL__LOG_WARN("%s", detail);
   p->corrupt_unit = unit;
   hpl__puller_end(p, HPL_ECORRUPT, detail, 1);

@@ -248,13 +248,14 @@ static void child_corrupt(hpl__rd_child *c, uint64_t u) {
   hpl__rd_task *t = c->t;
   hpl__store *s = t->s;
   char detail[600];
+  uint64_t uoff, ulen;
+  hpl__digest_unit_span(t->size, u, &uoff, &ulen);
   s->ctr.corrupt_units++;
   snprintf(detail, sizeof detail,
            "unit %llu (bytes %llu..%llu) of reduce stream '%s' from node %016llx does not match "
            "the digest its maker sent",
-           (unsigned long long)u, (unsigned long long)(u * hpl__digest_unit(t->size)),
-           (unsigned long long)((u + 1) * hpl__digest_unit(t->size)), c->key,
-           (unsigned long long)c->node);
+           (unsigned long long)u, (unsigned long long)uoff, (unsigned long long)(uoff + ulen),
+           c->key, (unsigned long long)c->node);
   HPL__LOG_WARN("reduce '%s' slot %u: %s; pulling it again from byte %llu", t->target, t->slot,
                 detail, (unsigned long long)c->recv);
   if (c->pull) hpl__puller_cancel(c->pull);
@@ -275,7 +276,7 @@ static void child_check(hpl__rd_child *c) {
     c->recv = c->raw;
   } else {
     while (c->ver && c->recv < c->raw) {
-      uint64_t u = c->recv / hpl__digest_unit(t->size), off, len;
+      uint64_t u = hpl__digest_unit_of(t->size, c->recv), off, len;
       hpl__digest_unit_span(t->size, u, &off, &len);
       if (c->raw < off + len || off != c->recv) break; /* (off != recv: never, bases are units) */
       const uint8_t *b = c->ring ? c->ring + (size_t)(off % c->ring_size) : t->out->data + off;
@@ -349,14 +350,14 @@ void hpl__rdtask_child_start(hpl__rd_task *t, hpl__rd_child *c) {
   if (c->recv < t->base) c->recv = t->base; /* a resumed task: only bytes from there */
   c->raw = c->recv;
   c->corrupt_wait = 0;
-  if (c->ver && hpl__rdver_first(c->ver) > c->recv / hpl__digest_unit(t->size)) {
+  if (c->ver && hpl__rdver_first(c->ver) > hpl__digest_unit_of(t->size, c->recv)) {
     hpl__rdver_cancel(c->ver); /* (a rebase below where its digests start) */
     c->ver = NULL;
   }
   if (!c->ver && hpl__digest_algo_on(t->s->cfg.integrity) && c->recv < t->size) {
     hpl__rdver_ops vops = {.more = child_digests, .failed = child_digests_failed};
     c->ver = hpl__rdver_start(t->s, c->addr, c->port, c->key, c->internal, t->size,
-                              c->recv / hpl__digest_unit(t->size), &vops, c);
+                              hpl__digest_unit_of(t->size, c->recv), &vops, c);
     if (!c->ver) {
       HPL__LOG_WARN("reduce '%s' slot %u: cannot fetch the digests of child %s from %s:%d",
                     t->target, t->slot, c->key, c->addr, c->port);

@@ -62,8 +62,8 @@ int hpl__rddig_reset(hpl__store *s, hpl__obj *o, uint64_t base) {
     d->first = UINT64_MAX;
   else if (base >= o->size && o->size)
     d->first = n; /* nothing left to make */
-  else /* units wholly made here */
-    d->first = (base + hpl__digest_unit(o->size) - 1) / hpl__digest_unit(o->size);
+  else /* units wholly made here: from the first boundary at or past base */
+    d->first = hpl__digest_unit_of(o->size, base + hpl__digest_unit(o->size) - 1);
   d->next = d->known = d->written = d->first == UINT64_MAX ? 0 : d->first;
   return 0;
 }
@@ -167,7 +167,7 @@ static void kick(hpl__store *s, hpl__obj *o) {
 void hpl__rddig_made(hpl__store *s, hpl__obj *o, uint64_t to) {
   hpl__objdig *d = o->dig;
   if (!d || d->first == UINT64_MAX) return;
-  uint64_t w = to >= o->size ? d->nunits : to / hpl__digest_unit(o->size);
+  uint64_t w = to >= o->size ? d->nunits : hpl__digest_unit_of(o->size, to);
   if (w > d->written) d->written = w;
   kick(s, o);
 }

@@ -312,7 +312,7 @@ int hpl__rdver_into(hpl__store *s, hpl__obj *o, const char *addr, int port, cons
                     void (*failed)(void *arg, int status, const char *detail), void *arg,
                     hpl__rdver **out) {
   *out = NULL;
-  uint64_t first = o->progress / hpl__digest_unit(o->size);
+  uint64_t first = hpl__digest_unit_of(o->size, o->progress);
   if (!hpl__digest_algo_on(s->cfg.integrity) || o->progress >= o->size ||
       hpl__digest_units(o->size) > HPL__DIGEST_MAX_UNITS)
     return 0;
@@ -325,7 +325,8 @@ int hpl__rdver_into(hpl__store *s, hpl__obj *o, const char *addr, int port, cons
   }
   o->dig->known = first; /* digests from the new sender on */
   o->dig->complete = 0;
-  o->dig->have = first * hpl__digest_unit(o->size);
+  uint64_t len;
+  hpl__digest_unit_span(o->size, first, &o->dig->have, &len); /* (its start) */
   hpl__rdver_ops ops = {.more = into_more, .failed = into_failed};
   hpl__rdver *v = hpl__rdver_start(s, addr, port, key, internal, o->size, first, &ops, NULL);
   if (!v) return HPL_ENOMEM;

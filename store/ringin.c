@@ -83,18 +83,21 @@ static void checked(void *arg, uint64_t bad) {
   g->job = NULL;
   if (bad != UINT64_MAX) {
     char detail[600];
+    uint64_t uoff, ulen;
+    hpl__digest_unit_span(in_len(g), bad, &uoff, &ulen);
     g->s->ctr.corrupt_units++;
     snprintf(detail, sizeof detail,
              "unit %llu (bytes %llu..%llu) of ring stream '%s' from node %016llx does not match "
              "the digest its maker sent",
-             (unsigned long long)bad, (unsigned long long)(bad * hpl__digest_unit(in_len(g))),
-             (unsigned long long)((bad + 1) * hpl__digest_unit(in_len(g))), hpl__rdver_key(g->ver),
+             (unsigned long long)bad, (unsigned long long)uoff, (unsigned long long)(uoff + ulen),
+             hpl__rdver_key(g->ver),
              (unsigned long long)g->pred_node);
     hpl__ring_fail(g, HPL_ECORRUPT, detail, bad); /* frees g */
     return;
   }
-  uint64_t total = in_len(g), end = g->job_u1 * hpl__digest_unit(total);
-  g->in_ok = end < total ? end : total;
+  uint64_t total = in_len(g), end, len;
+  hpl__digest_unit_span(total, g->job_u1, &end, &len); /* (the start of the next unit) */
+  g->in_ok = end;
   combine(g); /* (what is checked moves on while the next units are) */
   if (g->state == HPL__RG_RUNNING) check(g);
 }
@@ -114,9 +117,8 @@ static void check(hpl__rg_task *g) {
     return;
   }
   /* units wholly landed (the last one may be short), whose digest is here */
-  uint64_t unit = hpl__digest_unit(total);
-  uint64_t u0 = g->in_ok / unit;
-  uint64_t u1 = g->in_raw >= total ? hpl__digest_units(total) : g->in_raw / unit;
+  uint64_t u0 = hpl__digest_unit_of(total, g->in_ok);
+  uint64_t u1 = g->in_raw >= total ? hpl__digest_units(total) : hpl__digest_unit_of(total, g->in_raw);
   if (u1 > hpl__rdver_known(g->ver)) u1 = hpl__rdver_known(g->ver);
   if (u1 > u0 + CHECK_UNITS) u1 = u0 + CHECK_UNITS;
   if (u1 <= u0) {

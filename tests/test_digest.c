@@ -74,6 +74,8 @@ static void test_units(void **state) {
   hpl__digest_unit_span(HPL__DIGEST_UNIT_MIN + 10, 1, &off, &len);
   assert_int_equal(off, HPL__DIGEST_UNIT_MIN);
   assert_int_equal(len, 10);
+  assert_int_equal(hpl__digest_unit_of(1u << 20, HPL__DIGEST_UNIT_MIN), 1);
+  assert_int_equal(hpl__digest_unit_of((16ull << 20) + 10, (16ull << 20) + 9), 128);
   hpl__digest_unit_span((16ull << 20) + 10, 128, &off, &len);
   assert_int_equal(off, 16ull << 20);
   assert_int_equal(len, 10);

@@ -6,9 +6,6 @@
 
 #include "hoplite_uv.h"
 
-#define UV_ROUNDS 1  /* polls per wake-up; the rest waits for the next loop turn
-                        (the descriptor stays readable), so timers keep time */
-
 struct hpl_uv {
   uv_poll_t poll;
   uv_timer_t timer;
@@ -27,13 +24,12 @@ static void arm_timer(hpl_uv *u) {
   else uv_timer_start(&u->timer, on_timer, (uint64_t)ms, 0);
 }
 
+/* One poll per wake-up: the rest waits for the next loop turn (the
+ * descriptor stays readable), so the loop's timers keep time. */
 static void drive(hpl_uv *u) {
   hpl_completion comps[HPL_UV_BATCH];
-  for (int round = 0; round < UV_ROUNDS; round++) {
-    int n = hpl_async_poll(u->c, comps, HPL_UV_BATCH);
-    for (int i = 0; i < n; i++) u->cb(u->c, &comps[i], u->arg);
-    if (n < HPL_UV_BATCH) break;
-  }
+  int n = hpl_async_poll(u->c, comps, HPL_UV_BATCH);
+  for (int i = 0; i < n; i++) u->cb(u->c, &comps[i], u->arg);
   arm_timer(u);
 }
 

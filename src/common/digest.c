@@ -89,6 +89,8 @@ uint64_t hpl__digest_units(uint64_t size) {
   return size == 0 ? 1 : (size + unit - 1) / unit;
 }
 
+uint64_t hpl__digest_unit_of(uint64_t size, uint64_t off) { return off / hpl__digest_unit(size); }
+
 void hpl__digest_unit_span(uint64_t size, uint64_t u, uint64_t *off, uint64_t *len) {
   uint64_t unit = hpl__digest_unit(size);
   uint64_t a = u * unit;

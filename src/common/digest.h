@@ -60,6 +60,9 @@ int hpl__digest_algo_on(int algo);
 uint64_t hpl__digest_units(uint64_t size);
 /* Bytes [*off, *off + *len) of unit `u` of an object of `size` bytes. */
 void hpl__digest_unit_span(uint64_t size, uint64_t u, uint64_t *off, uint64_t *len);
+/* The unit of an object of `size` bytes that byte `off` lies in (units
+ * wholly below `off`, when off is a unit boundary). */
+uint64_t hpl__digest_unit_of(uint64_t size, uint64_t off);
 
 /* The digest of `n` bytes at `p` with `algo` (SHA256 or FAST) into out. */
 void hpl__digest_bytes(int algo, const void *p, size_t n, uint8_t out[HPL__DIGEST_LEN]);
