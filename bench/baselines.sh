@@ -46,6 +46,10 @@ BUILD=${HPL_BENCH_BUILD:-$(cd "$HERE/.." && pwd)/build/bench-baselines}
 PREFIX=${HPL_NS_PREFIX:-hpl}
 STATE_DIR=${HPL_NS_STATE_DIR:-/run/hoplite-ns}
 RETRIES=${HPL_BENCH_RETRIES:-1}
+# HPL_BENCH_PIN=1: every rank binds itself to CPU (rank mod the CPUs)
+# (mpi_coll.c, gloo_coll.cc); the rows' implementation gets "+pin"
+PINNED=
+[ "${HPL_BENCH_PIN:-0}" = 1 ] && PINNED=+pin
 export HPL_NS_PREFIX=$PREFIX
 
 die() { echo "baselines.sh: $*" >&2; exit 1; }
@@ -186,7 +190,7 @@ launch() {
                 -launcher ssh -launcher-exec "$AGENT" -iface eth0 -hosts "$hostlist" -n "$k" \
                 -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 \
                 -genv LD_PRELOAD "$BUILD/yield_preload.so" \
-                -genv HPL_MPI_FINALIZE_TIMEOUT 0 \
+                -genv HPL_MPI_FINALIZE_TIMEOUT 0 -genv HPL_BENCH_PIN "${HPL_BENCH_PIN:-0}" \
                 "$BUILD/mpi_coll.mpich" "$op" "$size" "$REPS" --lead-ms "$LEAD" \
                 >"$out" 2>>"$log"
             ;;
@@ -203,6 +207,7 @@ launch() {
                     allreduce) extra+=(--mca coll_tuned_allreduce_algorithm 4) ;;
                 esac
             fi
+            extra+=(-x "HPL_BENCH_PIN=${HPL_BENCH_PIN:-0}")
             # Optional: the same yield shim MPICH gets (HPL_OMPI_PRELOAD=1).
             if [ "${HPL_OMPI_PRELOAD:-0}" = 1 ]; then
                 extra+=(-x "LD_PRELOAD=$BUILD/yield_preload.so")
@@ -324,13 +329,13 @@ for op in ${OPS//,/ }; do
                         ratio=NA
                     fi
                     emit "$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s' \
-                        "$op" "$size" "$k" "$impl" "$med" "$mn" "$mx" "$ratio" "$cpu")"
+                        "$op" "$size" "$k" "$impl$PINNED" "$med" "$mn" "$mx" "$ratio" "$cpu")"
                 else
                     status=1
                     note "$op $size x$k $impl FAILED (${why:-no samples}); log: $log"
                     tail -n 5 "$log" | sed 's/^/    /' >&2
                     emit "$(printf '%s\t%s\t%s\t%s\tFAIL\tFAIL\tFAIL\tNA\t%s' \
-                        "$op" "$size" "$k" "$impl" "$cpu")"
+                        "$op" "$size" "$k" "$impl$PINNED" "$cpu")"
                 fi
             done
         done

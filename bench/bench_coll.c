@@ -6,7 +6,7 @@
  *              [--netns PREFIX --addrs A0,A1,...] [--rate 1gbit|none]
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
- *              [--procs] [--put-timed] [--pace] [--overlap] [--server-nice N] [--store-arg WORD]
+ *              [--procs] [--put-timed] [--pace] [--overlap] [--pin] [--server-nice N] [--store-arg WORD]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -40,6 +40,13 @@
  * --pace tells every store its link's rate (--link-rate, the --rate given
  * here), so its streams leave paced (store/dataport.c); the impl name
  * gets "+paced".
+ *
+ * --pin (with --procs; or HPL_BENCH_PIN=1, which mpi_coll and gloo_coll
+ * read too) runs worker i, and node 0's put, on CPU i mod the CPUs, as a
+ * launcher binds one rank per core; the impl name gets "+pin". The hosts
+ * are namespaces of one machine: unpinned, the workers woken at the start
+ * time all land on the CPU whose timer woke them (bench/results/
+ * small-objects-issue42h-2026-11-30.md).
  *
  * --overlap (shuffle): every node submits its gets asynchronously before
  * its puts (bench_shuffle.c), as a task runtime with the async API would;
@@ -78,12 +85,12 @@
  * (bytes that left node 0's data port per repetition, in object copies).
  * With HPL_BENCH_TRACE set, every op prints every node's finish time
  * per repetition to stderr. */
-#include <errno.h>
 /* This file: the options, main and the driver (the cluster, the sizes,
  * the repetitions); the rest of the program is in bench_coll_*.c
  * (bench_coll.h lists them). */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -155,9 +162,16 @@ static int run(hpl__bc_cfg *g) {
    * root of an MPI broadcast does, so its library reaches the directory
    * directly like any worker's there */
   hpl__bc_join_host(0);
+  if (g->pin && g->procs) { /* node 0's put runs here: CPU 0, as worker 0 */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    if (sched_setaffinity(0, sizeof set, &set)) fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
+  }
   char impl[96];
-  snprintf(impl, sizeof impl, "%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
-           g->put_timed ? "+put" : "", g->pace ? "+paced" : "", g->overlap ? "+overlap" : "");
+  snprintf(impl, sizeof impl, "%s%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
+           g->put_timed ? "+put" : "", g->pace ? "+paced" : "", g->overlap ? "+overlap" : "",
+           g->pin && g->procs ? "+pin" : "");
   g->impl = impl;
   double B = hpl__bc_parse_rate(g->rate);
   if (g->header) hpl__bc_emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
@@ -231,8 +245,10 @@ int main(int argc, char **argv) {
       {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
       {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {"store-arg", 1, 0, 'A'},
-      {"overlap", 0, 0, 'L'},    {0, 0, 0, 0}};
+      {"overlap", 0, 0, 'L'},    {"pin", 0, 0, 'I'},        {0, 0, 0, 0}};
   int worker = -1;
+  const char *pin_env = getenv("HPL_BENCH_PIN"); /* as mpi_coll and gloo_coll */
+  if (pin_env && !strcmp(pin_env, "1")) g.pin = 1;
   char more[512] = ""; /* --store-arg: appended to --store-args, one word each */
   size_t nmore = 0;
   const char *sock = NULL;
@@ -263,6 +279,7 @@ int main(int argc, char **argv) {
       case 'T': g.put_timed = 1; break;
       case 'p': g.pace = 1; break;
       case 'L': g.overlap = 1; break;
+      case 'I': g.pin = 1; break;
       case 'W': worker = atoi(optarg); break;
       case 'k': sock = optarg; break;
       case 'V':

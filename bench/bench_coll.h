@@ -34,6 +34,7 @@ typedef struct hpl__bc_cfg {
   int procs, put_timed; /* --procs, --put-timed */
   int nice, set_nice;   /* --server-nice: the servers' nice value */
   int pace;             /* --pace: the stores get --link-rate <rate> */
+  int pin;              /* --pin: worker i runs on CPU i mod the CPUs (with --procs) */
   int overlap;          /* --overlap: shuffle gets submitted before the puts */
   uint64_t memory;
   FILE *out, *extra;

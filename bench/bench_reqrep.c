@@ -24,6 +24,12 @@
  * then "tcp-reqrep+procs". The rounds are driven through a process-shared
  * barrier (futex: every waiter sleeps) in shared memory.
  *
+ * With $HOPLITE_TRACE set, the clients and the server record the same
+ * events as hoplite's small get (get, peek.send, d.peek, d.peekrep,
+ * peek.got, get.done; src/common/trace.h) under the id
+ * "bench/reqrep/SIZE/ROUND", so bench/hops.py lays the floor's hops beside
+ * a traced bench_coll's.
+ *
  * Needs root (setns) and the namespaces of bench/cluster.sh; every client
  * joins its host's network namespace before it opens a socket, so traffic
  * stays in them. */
@@ -33,6 +39,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +53,7 @@
 #include <unistd.h>
 
 #include "localcluster.h"
+#include "trace.h"
 #include "util.h"
 #include "benchstat.h"
 
@@ -58,6 +66,7 @@ static const char *prefix;
 static char addrs[MAXN][64];
 static int hosts, reps = 30, procs;
 static uint16_t port;
+static int tracing; /* $HOPLITE_TRACE is set: the ids below are made only then */
 
 /* What the driver and the clients share: in shared memory with --procs (the
  * clients are forked), so the barrier is process-shared either way. */
@@ -66,6 +75,7 @@ typedef struct shared {
   uint64_t start_ns[MAXREPS];
   uint64_t end_ns[MAXN][MAXREPS];
   uint32_t cur_size;
+  int round; /* the round under way (the server's trace ids) */
   int failed;
 } shared;
 static shared *sh;
@@ -133,8 +143,16 @@ static void *server(void *arg) {
         continue;
       }
       uint32_t want;
-      if (read_full(fd, &want, sizeof want) != 0 || want > MAXSIZE ||
-          write_full(fd, reply, want) != 0) {
+      char id[64] = "";
+      int bad = read_full(fd, &want, sizeof want) != 0 || want > MAXSIZE;
+      if (!bad) {
+        if (tracing)
+          snprintf(id, sizeof id, "bench/reqrep/%u/%d", want, __atomic_load_n(&sh->round, __ATOMIC_RELAXED));
+        hpl__trace("d.peek", id);
+        bad = write_full(fd, reply, want) != 0;
+        hpl__trace("d.peekrep", id);
+      }
+      if (bad) {
         epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
         close(fd);
         open_conns--;
@@ -146,9 +164,22 @@ static void *server(void *arg) {
   return NULL;
 }
 
+/* HPL_BENCH_PIN=1 (as bench_coll --pin, mpi_coll, gloo_coll): a client
+ * process on CPU idx mod the CPUs. */
+static void pin_client(int idx) {
+  const char *e = getenv("HPL_BENCH_PIN");
+  if (!procs || !e || strcmp(e, "1") != 0) return;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET((int)(idx % (n > 0 ? n : 1)), &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) perror("bench_reqrep: HPL_BENCH_PIN");
+}
+
 static void *client(void *arg) {
   int idx = (int)(intptr_t)arg;
   enter_host(idx);
+  pin_client(idx);
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
   if (fd < 0 || inet_pton(AF_INET, addrs[0], &sa.sin_addr) != 1) die("client socket");
@@ -160,9 +191,16 @@ static void *client(void *arg) {
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
     pthread_barrier_wait(&sh->bar);
     uint32_t size = sh->cur_size;
+    char id[64] = "";
+    if (tracing) snprintf(id, sizeof id, "bench/reqrep/%u/%d", size, r);
     hpl__sleep_until_ns(sh->start_ns[r]);
-    int bad = write_full(fd, &size, sizeof size) != 0 || read_full(fd, buf, size) != 0;
+    hpl__trace("get", id);
+    int bad = write_full(fd, &size, sizeof size) != 0;
+    hpl__trace("peek.send", id);
+    bad = bad || read_full(fd, buf, size) != 0;
+    hpl__trace("peek.got", id);
     sh->end_ns[idx][r] = hpl__now_ns();
+    hpl__trace("get.done", id);
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
     if (bad) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
     pthread_barrier_wait(&sh->bar);
@@ -216,6 +254,7 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
   double samples[MAXREPS];
   for (int r = 0; r <= reps; r++) {
     sh->start_ns[r] = hpl__now_ns() + 20 * 1000000ull;
+    __atomic_store_n(&sh->round, r, __ATOMIC_RELAXED); /* (the server's trace ids) */
     pthread_barrier_wait(&sh->bar); /* clients read start_ns[r] after this */
     pthread_barrier_wait(&sh->bar); /* ... and are done */
     uint64_t last = sh->start_ns[r];
@@ -243,8 +282,10 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
   qsort(samples, (size_t)reps, sizeof *samples, hpl__bench_cmp_double);
   double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size / rate_Bps : 0;
   char line[256];
-  snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size,
-           hosts, procs ? "+procs" : "", med, samples[0], samples[reps - 1],
+  const char *pe = getenv("HPL_BENCH_PIN");
+  int pinned = procs && pe && !strcmp(pe, "1");
+  snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep%s%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size,
+           hosts, procs ? "+procs" : "", pinned ? "+pin" : "", med, samples[0], samples[reps - 1],
            bound > 0 ? med / bound : 0);
   fputs(line, stdout);
   if (out) fputs(line, out);
@@ -265,6 +306,7 @@ static void *size_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
+  tracing = getenv("HOPLITE_TRACE") != NULL;
   const char *addr_list = NULL, *sizes = "1K,64K", *outp = NULL, *rate = "1gbit";
   static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
                                      {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},

@@ -9,6 +9,11 @@
  *           partition: each rank sends SIZE bytes to every rank)
  *     REPS  timed repetitions, after one untimed warm-up
  *
+ * With HPL_BENCH_PIN=1 in its environment, rank r runs on CPU r mod the
+ * CPUs (what bench_coll --pin does to hoplite's workers): the emulated
+ * hosts are namespaces of one machine, so a launcher's own binding would
+ * put every host's first rank on CPU 0.
+ *
  * Built twice from this one file: with mpicc.mpich and with mpicc.openmpi.
  *
  * Per repetition: every rank prepares its buffers; after a barrier rank 0 reads
@@ -41,6 +46,7 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -178,12 +184,27 @@ static void mc_usage(void)
     fprintf(stderr, "usage: mpi_coll bcast|reduce|allreduce|shuffle SIZE REPS [--lead-ms L]\n");
 }
 
+/* HPL_BENCH_PIN=1: this rank on CPU rank mod the CPUs (see the top). */
+static void mc_pin(int rank)
+{
+    const char *e = getenv("HPL_BENCH_PIN");
+    if (!e || strcmp(e, "1") != 0)
+        return;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)(rank % (n > 0 ? n : 1)), &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        perror("mpi_coll: HPL_BENCH_PIN");
+}
+
 int main(int argc, char **argv)
 {
     int rank, world;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    mc_pin(rank);
 
     enum mc_op op = MC_BCAST;
     long long size = -1;

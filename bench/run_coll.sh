@@ -5,7 +5,7 @@
 #   bench/run_coll.sh [--op bcast|reduce|allreduce|shuffle] [--hosts "4 8"] [--rate 1gbit]
 #                     [--sizes 1K,64K,1M,16M,64M,256M] [--reps 5] [--launches 2]
 #                     [--impls mpich,openmpi,openmpi-pipe,gloo] [--out-dir bench/results]
-#                     [--extra-mode "ARGS"]...
+#                     [--extra-mode "ARGS"]... [--pin]
 #
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
@@ -17,6 +17,10 @@
 # others), then down. Every --extra-mode adds one more hoplite run with those bench_coll
 # arguments, for an A/B in the same cluster, e.g.
 #   --extra-mode "--procs --put-timed --impl hoplite-nofanout --dir-args --no-fanout"
+# --pin binds every rank of every implementation to one CPU, rank i (and
+# hoplite's worker i) on CPU i mod the CPUs, as launchers bind ranks on real
+# hosts (HPL_BENCH_PIN=1: bench_coll, bench_reqrep, mpi_coll, gloo_coll);
+# rows get "+pin". hoplite's stores and directory are not bound.
 # Needs root and a build (scripts/bootstrap.sh); installs the
 # MPI/Gloo packages if missing.
 #
@@ -52,7 +56,8 @@ while [ $# -gt 0 ]; do
         --impls) IMPLS=$2; shift 2 ;;
         --out-dir) OUTDIR=$2; shift 2 ;;
         --extra-mode) EXTRA_MODES+=("$2"); shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        --pin) export HPL_BENCH_PIN=1; shift ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "run_coll.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
