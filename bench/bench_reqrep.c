@@ -188,11 +188,14 @@ static void *client(void *arg) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   uint8_t *buf = malloc(MAXSIZE);
   if (!buf) die("malloc");
+  uint64_t cpu_ns = 0; /* the timed parts' CPU (HPL_BENCH_TRACE, --procs) */
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
     pthread_barrier_wait(&sh->bar);
     uint32_t size = sh->cur_size;
     char id[64] = "";
     if (tracing) snprintf(id, sizeof id, "bench/reqrep/%u/%d", size, r);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     hpl__sleep_until_ns(sh->start_ns[r]);
     hpl__trace("get", id);
     int bad = write_full(fd, &size, sizeof size) != 0;
@@ -201,10 +204,15 @@ static void *client(void *arg) {
     hpl__trace("peek.got", id);
     sh->end_ns[idx][r] = hpl__now_ns();
     hpl__trace("get.done", id);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    cpu_ns += (uint64_t)(c1.tv_sec - c0.tv_sec) * 1000000000ull + (uint64_t)c1.tv_nsec - (uint64_t)c0.tv_nsec;
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
     if (bad) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
     pthread_barrier_wait(&sh->bar);
   }
+  if (procs && getenv("HPL_BENCH_TRACE"))
+    fprintf(stderr, "bench_reqrep: client %d: %d requests, %.1f us of CPU each from its sleep to its end\n", idx,
+            reps + 1, (double)cpu_ns / 1e3 / (reps + 1));
   free(buf);
   close(fd);
   return NULL;
