@@ -6,6 +6,7 @@
  *   coll  OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB
  *   fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S
  *   chain SIZE RATE MEDIAN_S MIN_S MAX_S
+ *   machine FLOOR_US
  *
  * OP is bcast, reduce or allreduce; INTEGRITY sha256 or off; CPU_S_PER_GIB
  * the machine's CPU per GiB moved (bench_coll's stderr, "-" if unknown);
@@ -16,7 +17,11 @@
  * hoplite code), simulated as a broadcast whose copies forward every byte
  * at once (a unit of 1 byte). It judges the network model (rates, goodput,
  * sharing, fill) apart from the stores; it is printed in a table of its
- * own and not counted with the hoplite rows.
+ * own and not counted with the hoplite rows. A machine row is the VM's state
+ * when the session began: bench_peek's bare request/reply floor on
+ * loopback, in µs summed over both sides, printed above the tables. The
+ * CPU-loaded rows move with it, the code held fixed
+ * (bench/results/sim-vm-day-2026-11-30.md).
  *
  * What is taken from the session, and from where:
  *  - a reduce's or allreduce's store CPU per byte (simred's c_base) from
@@ -50,7 +55,7 @@
 #define LIMIT 0.05 /* the bar: within 5 % */
 #define GIB (1024.0 * 1024 * 1024)
 
-typedef enum { ROW_COLL, ROW_FAULT, ROW_CHAIN } row_kind;
+typedef enum { ROW_COLL, ROW_FAULT, ROW_CHAIN, ROW_MACHINE } row_kind;
 
 typedef struct crow {
   row_kind kind;
@@ -69,6 +74,11 @@ static int parse_line(char *l, crow *r) {
   if (n == 0) return 0;
   memset(r, 0, sizeof *r);
   uint64_t bits = 0;
+  if (!strcmp(f[0], "machine") && n == 2) {
+    r->kind = ROW_MACHINE;
+    r->median = atof(f[1]);
+    return r->median > 0 ? 1 : -1;
+  }
   if (!strcmp(f[0], "chain") && n == 6) {
     r->kind = ROW_CHAIN;
     snprintf(r->op, sizeof r->op, "chain");
@@ -180,6 +190,12 @@ static void compare_chains(const crow *rows, int n) {
 static int compare_rows(const crow *rows, int n) {
   int over = 0, colls = 0, faults = 0, over_own = 0;
   double worst = 0, worst_own = 0;
+  for (int i = 0; i < n; i++)
+    if (rows[i].kind == ROW_MACHINE)
+      printf("the machine when the session began: a bare request/reply floor of %.1f us summed "
+             "(bench_peek; the quiet days' 9.6-13.8 us). On a slower VM the CPU-loaded rows run "
+             "4-20 %% slower with the code held fixed (bench/results/sim-vm-day-2026-11-30.md).\n\n",
+             rows[i].median);
   printf("| measured row (8 hosts) | measured s (min-max) | simulated s | error | store CPU from | "
          "simulated, the row's own CPU | error |\n|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
@@ -252,7 +268,7 @@ int hpl__sim_compare(int argc, char **argv) {
       }
       int rc = parse_line(line, &rows[n]);
       if (rc < 0) {
-        fprintf(stderr, "hpsim compare: %s:%d: not a coll, fault or chain row\n", argv[a], ln);
+        fprintf(stderr, "hpsim compare: %s:%d: not a coll, fault, chain or machine row\n", argv[a], ln);
         fclose(fp);
         return 2;
       }

@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$OUT" ] || OUT="$TOP/bench/results/sim-session-$(date -u +%Y-%m-%dT%H%M).tsv"
-for b in bench/bench_coll bench/bench_faults bench/sim/hpsim; do
+for b in bench/bench_coll bench/bench_faults bench/bench_peek bench/sim/hpsim; do
   [ -x "$BUILD/$b" ] || { echo "validate_session.sh: build first ($BUILD/$b missing)" >&2; exit 1; }
 done
 export HPL_NS_PREFIX=hplv
@@ -101,8 +101,11 @@ faults() {
 
 {
   echo "# bench/sim/validate_session.sh, $(date -u +%FT%TZ), $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S"
+  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S | machine FLOOR_US"
 } >"$OUT"
+# the VM's state: bench_peek's bare request/reply floor (µs summed), a
+# "machine" row (hpsim compare prints it above the tables)
+"$BUILD/bench/bench_peek" 20000 1 2>/dev/null | awk '$1 == "floor" { printf "machine\t%s\n", $6 }' >>"$OUT"
 "$CL" up 8 1gbit >/dev/null
 chains 1gbit 1M,64M,256M 3
 for integ in sha256 off; do
