@@ -90,7 +90,10 @@ void hpl_free(void *p) { free(p); }
 
 hpl_buf *hpl__cbuf_link(hpl_client *c, hpl_buf *b, const char *id) {
   b->c = c;
-  snprintf(b->id, sizeof b->id, "%s", id);
+  /* a plain copy: printf's machinery is a cold path to pull in for every get */
+  size_t n = strnlen(id, sizeof b->id - 1);
+  memcpy(b->id, id, n);
+  b->id[n] = '\0';
   pthread_mutex_lock(&c->lock);
   DL_PREPEND(c->bufs, b);
   pthread_mutex_unlock(&c->lock);
