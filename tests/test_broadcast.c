@@ -69,30 +69,46 @@ static void broadcast_during_put(int max_senders) {
   /* each receiver's first assignment came before it; on a loaded machine
    * a receiver may be moved once more later (a sender judged quiet), which
    * is not what this counts */
-  int early = 0, nseen = 0;
+  int early = 0, nseen = 0, moves = 0;
   uint64_t seen[NODES];
   for (size_t i = 0; i < n; i++) {
     if (strcmp(x[i].kind, "assign") || strcmp(x[i].id, id)) continue;
     int known = 0;
     for (int k = 0; k < nseen; k++) known |= seen[k] == x[i].receiver;
-    if (known) continue;
+    if (known) {
+      moves++;
+      continue;
+    }
     assert_true(nseen < NODES - 1);
     seen[nseen++] = x[i].receiver;
     early += x[i].t_us < origin_done;
   }
   assert_int_equal(nseen, NODES - 1);
   assert_int_equal(early, NODES - 1);
+  /* A receiver moved off a sender judged quiet is handed that sender's
+   * upstream, which then serves it beside the quiet one until one of them
+   * ends: one receiver (and one copy's bytes) beyond the limit per move.
+   * Without a move the limit is exact. */
+  if (moves) print_message("  %d receiver(s) moved off a quiet sender: the limit is %d + %d\n", moves,
+                           max_senders, moves);
+  int allowed = max_senders + moves;
   char why[256];
   int peak = 0;
-  int bad = th_check_tree(x, n, id, max_senders, &peak, why, sizeof why);
-  if (bad) fail_msg("%s", why);
-  assert_true(peak >= 1 && peak <= max_senders);
+  int bad = th_check_tree(x, n, id, allowed, &peak, why, sizeof why);
+  if (bad) {
+    for (size_t i = 0; i < n; i++) /* the record, to tell what happened */
+      print_message("  seq %llu +%llu us %s %016llx <- %016llx %s\n", (unsigned long long)x[i].seq,
+                    (unsigned long long)x[i].t_us, x[i].kind, (unsigned long long)x[i].receiver,
+                    (unsigned long long)x[i].sender, x[i].id);
+    fail_msg("%s", why);
+  }
+  assert_true(peak >= 1 && peak <= allowed);
   uint64_t sent = th_counter(c[0], "data_bytes_sent") - sent0;
-  if (max_senders == 1) {
+  if (max_senders == 1 && !moves) {
     /* a chain: the origin sends exactly one copy */
     assert_int_equal(sent, size);
   } else {
-    assert_true(sent >= size && sent <= (uint64_t)max_senders * size);
+    assert_true(sent >= size && sent <= (uint64_t)allowed * size);
   }
   free(x);
   free(data);
