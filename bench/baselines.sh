@@ -99,17 +99,18 @@ done
 
 # ---- build -------------------------------------------------------------
 mkdir -p "$BUILD/logs" || die "cannot create $BUILD"
-stale() { [ ! -e "$1" ] || [ "$2" -nt "$1" ]; }
+# BIN is stale if missing or older than any of the sources after it
+stale() { local b=$1 f; shift; [ -e "$b" ] || return 0; for f; do [ "$f" -nt "$b" ] && return 0; done; return 1; }
 build() {
-    if stale "$BUILD/mpi_coll.mpich" "$HERE/mpi_coll.c"; then
+    if stale "$BUILD/mpi_coll.mpich" "$HERE/mpi_coll.c" "$HERE/benchpin.h"; then
         mpicc.mpich -O2 -Wall -o "$BUILD/mpi_coll.mpich" "$HERE/mpi_coll.c" ||
             note "building mpi_coll.mpich failed"
     fi
-    if stale "$BUILD/mpi_coll.openmpi" "$HERE/mpi_coll.c"; then
+    if stale "$BUILD/mpi_coll.openmpi" "$HERE/mpi_coll.c" "$HERE/benchpin.h"; then
         mpicc.openmpi -O2 -Wall -o "$BUILD/mpi_coll.openmpi" "$HERE/mpi_coll.c" ||
             note "building mpi_coll.openmpi failed"
     fi
-    if stale "$BUILD/gloo_coll" "$HERE/gloo_coll.cc"; then
+    if stale "$BUILD/gloo_coll" "$HERE/gloo_coll.cc" "$HERE/benchpin.h"; then
         g++ -O2 -std=c++17 -Wall -o "$BUILD/gloo_coll" "$HERE/gloo_coll.cc" -lgloo -pthread ||
             note "building gloo_coll failed"
     fi

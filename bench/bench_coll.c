@@ -91,7 +91,6 @@
  * (bench_coll.h lists them). */
 #include <errno.h>
 #include <getopt.h>
-#include <sched.h>
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -100,6 +99,7 @@
 #include <string.h>
 
 #include "hoplite.h"
+#include "benchpin.h"
 #include "localcluster.h"
 #include "util.h"
 #include "bench_shuffle.h"
@@ -163,12 +163,8 @@ static int run(hpl__bc_cfg *g) {
    * root of an MPI broadcast does, so its library reaches the directory
    * directly like any worker's there */
   hpl__bc_join_host(0);
-  if (g->pin && g->procs) { /* node 0's put runs here: CPU 0, as worker 0 */
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(0, &set);
-    if (sched_setaffinity(0, sizeof set, &set)) fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
-  }
+  /* node 0's put runs here: CPU 0, as worker 0 */
+  if (g->pin && g->procs && hpl__bench_pin(0, 0)) fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
   char impl[96];
   snprintf(impl, sizeof impl, "%s%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
            g->put_timed ? "+put" : "", g->pace ? "+paced" : "", g->overlap ? "+overlap" : "",
@@ -248,8 +244,7 @@ int main(int argc, char **argv) {
       {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {"store-arg", 1, 0, 'A'},
       {"overlap", 0, 0, 'L'},    {"pin", 0, 0, 'I'},        {0, 0, 0, 0}};
   int worker = -1;
-  const char *pin_env = getenv("HPL_BENCH_PIN"); /* as mpi_coll and gloo_coll */
-  if (pin_env && !strcmp(pin_env, "1")) g.pin = 1;
+  if (hpl__bench_pin_wanted()) g.pin = 1; /* as mpi_coll and gloo_coll */
   char more[512] = ""; /* --store-arg: appended to --store-args, one word each */
   size_t nmore = 0;
   const char *sock = NULL;

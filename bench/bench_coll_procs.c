@@ -4,7 +4,6 @@
  * shared gate); starting a repetition's jobs and collecting their results
  * and the CPU the machine spent meanwhile. */
 #include <errno.h>
-#include <sched.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include "util.h"
 #include "bench_shuffle.h"
 #include "bench_coll.h"
+#include "benchpin.h"
 
 /* This process's CPU time, ns (a system call: read outside timed parts). */
 static uint64_t hpl__cpu_ns(void) {
@@ -166,14 +166,8 @@ void hpl__bc_start_workers(hpl__bc_cfg *g, hpl__lc *lc) {
     if (posix_spawn(&g->w[i].pid, "/proc/self/exe", &fa, NULL, argv, environ))
       hpl__bc_die("cannot start a worker process");
     posix_spawn_file_actions_destroy(&fa);
-    if (g->pin) { /* as a launcher binds ranks: one CPU each, round robin */
-      long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET((int)(i % (ncpu > 0 ? ncpu : 1)), &set);
-      if (sched_setaffinity(g->w[i].pid, sizeof set, &set))
-        fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
-    }
+    if (g->pin && hpl__bench_pin(g->w[i].pid, i)) /* as a launcher binds ranks */
+      fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
     close(in[0]);
     close(out[1]);
     g->w[i].wfd = in[1];

@@ -39,7 +39,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +54,7 @@
 #include "localcluster.h"
 #include "trace.h"
 #include "util.h"
+#include "benchpin.h"
 #include "benchstat.h"
 
 #define MAXN 64
@@ -164,22 +164,11 @@ static void *server(void *arg) {
   return NULL;
 }
 
-/* HPL_BENCH_PIN=1 (as bench_coll --pin, mpi_coll, gloo_coll): a client
- * process on CPU idx mod the CPUs. */
-static void pin_client(int idx) {
-  const char *e = getenv("HPL_BENCH_PIN");
-  if (!procs || !e || strcmp(e, "1") != 0) return;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET((int)(idx % (n > 0 ? n : 1)), &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) perror("bench_reqrep: HPL_BENCH_PIN");
-}
-
 static void *client(void *arg) {
   int idx = (int)(intptr_t)arg;
   enter_host(idx);
-  pin_client(idx);
+  /* HPL_BENCH_PIN=1: a client process on CPU idx mod the CPUs (benchpin.h) */
+  if (procs && hpl__bench_pin_wanted() && hpl__bench_pin(0, idx) != 0) perror("bench_reqrep: HPL_BENCH_PIN");
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
   if (fd < 0 || inet_pton(AF_INET, addrs[0], &sa.sin_addr) != 1) die("client socket");
@@ -290,8 +279,7 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
   qsort(samples, (size_t)reps, sizeof *samples, hpl__bench_cmp_double);
   double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size / rate_Bps : 0;
   char line[256];
-  const char *pe = getenv("HPL_BENCH_PIN");
-  int pinned = procs && pe && !strcmp(pe, "1");
+  int pinned = procs && hpl__bench_pin_wanted();
   snprintf(line, sizeof line, "bcast\t%u\t%d\ttcp-reqrep%s%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n", size,
            hosts, procs ? "+procs" : "", pinned ? "+pin" : "", med, samples[0], samples[reps - 1],
            bound > 0 ? med / bound : 0);

@@ -42,10 +42,11 @@
 #include <exception>
 #include <memory>
 #include <string>
-#include <sched.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "benchpin.h"
 #include <vector>
 
 namespace {
@@ -212,24 +213,10 @@ bool parseArgs(int argc, char** argv, Args& a)
            (a.op == kBcast || a.size % 4 == 0);
 }
 
-// HPL_BENCH_PIN=1: this rank on CPU rank mod the CPUs, as mpi_coll and
-// bench_coll --pin do (the hosts are namespaces of one machine).
-void pinSelf(int rank)
-{
-    const char* e = getenv("HPL_BENCH_PIN");
-    if (!e || strcmp(e, "1") != 0)
-        return;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET((int)(rank % (n > 0 ? n : 1)), &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        perror("gloo_coll: HPL_BENCH_PIN");
-}
-
 int run(const Args& a)
 {
-    pinSelf(a.rank);
+    if (hpl__bench_pin_wanted() && hpl__bench_pin(0, a.rank) != 0)
+        perror("gloo_coll: HPL_BENCH_PIN");
     gloo::transport::tcp::attr attr;
     attr.hostname = a.addr;
     attr.ai_family = AF_INET;

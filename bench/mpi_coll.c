@@ -46,7 +46,6 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <mpi.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +53,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "benchpin.h"
 
 #define MC_CHECK_CHUNK (64 * 1024)
 #define MC_FINALIZE_TIMEOUT_S 10
@@ -184,27 +185,14 @@ static void mc_usage(void)
     fprintf(stderr, "usage: mpi_coll bcast|reduce|allreduce|shuffle SIZE REPS [--lead-ms L]\n");
 }
 
-/* HPL_BENCH_PIN=1: this rank on CPU rank mod the CPUs (see the top). */
-static void mc_pin(int rank)
-{
-    const char *e = getenv("HPL_BENCH_PIN");
-    if (!e || strcmp(e, "1") != 0)
-        return;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET((int)(rank % (n > 0 ? n : 1)), &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        perror("mpi_coll: HPL_BENCH_PIN");
-}
-
 int main(int argc, char **argv)
 {
     int rank, world;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    mc_pin(rank);
+    if (hpl__bench_pin_wanted() && hpl__bench_pin(0, rank) != 0)
+        perror("mpi_coll: HPL_BENCH_PIN");
 
     enum mc_op op = MC_BCAST;
     long long size = -1;
