@@ -20,13 +20,7 @@
 #include "bench_shuffle.h"
 #include "bench_coll.h"
 #include "benchpin.h"
-
-/* This process's CPU time, ns (a system call: read outside timed parts). */
-static uint64_t hpl__cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "benchstat.h"
 
 static void pgate_lock(struct hpl__bc_pgate *pg) {
   if (pthread_mutex_lock(&pg->mu) == EOWNERDEAD) pthread_mutex_consistent(&pg->mu);
@@ -120,9 +114,9 @@ int hpl__bc_worker_main(int idx, const char *sock) {
   while (full_read(0, &j, sizeof j) == 0 && j.kind != HPL__BC_JOB_QUIT) {
     hpl__bc_jres r = {0};
     hpl_buf *b = NULL;
-    uint64_t c0 = hpl__cpu_ns();
+    uint64_t c0 = hpl__bench_cpu_ns();
     r.rc = hpl__bc_job_timed(c, &j, &b, &r.end_ns);
-    cpu_ns += hpl__cpu_ns() - c0; /* after the end was read: not timed */
+    cpu_ns += hpl__bench_cpu_ns() - c0; /* after the end was read: not timed */
     jobs++;
     if (r.rc) snprintf(r.err, sizeof r.err, "%s", hpl_errdetail(c));
     char go;

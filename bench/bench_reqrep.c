@@ -183,8 +183,7 @@ static void *client(void *arg) {
     uint32_t size = sh->cur_size;
     char id[64] = "";
     if (tracing) snprintf(id, sizeof id, "bench/reqrep/%u/%d", size, r);
-    struct timespec c0, c1;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    uint64_t c0 = hpl__bench_cpu_ns();
     hpl__sleep_until_ns(sh->start_ns[r]);
     hpl__trace("get", id);
     int bad = write_full(fd, &size, sizeof size) != 0;
@@ -193,8 +192,7 @@ static void *client(void *arg) {
     hpl__trace("peek.got", id);
     sh->end_ns[idx][r] = hpl__now_ns();
     hpl__trace("get.done", id);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-    cpu_ns += (uint64_t)(c1.tv_sec - c0.tv_sec) * 1000000000ull + (uint64_t)c1.tv_nsec - (uint64_t)c0.tv_nsec;
+    cpu_ns += hpl__bench_cpu_ns() - c0;
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
     if (bad) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
     pthread_barrier_wait(&sh->bar);

@@ -224,8 +224,7 @@ int hpl__dataport_file_start(hpl__sender *sd, hpl__obj *o) {
 }
 
 void hpl__dataport_file_pump(hpl__sender *sd) {
-  uint64_t len; /* from the start of the unit it stopped in */
-  hpl__obj *o = sd->fs->obj;
-  hpl__digest_unit_span(o->size, hpl__digest_unit_of(o->size, sd->pos), &sd->fs->next, &len);
+  hpl__obj *o = sd->fs->obj; /* from the start of the unit it stopped in */
+  hpl__digest_unit_span(o->size, hpl__digest_unit_of(o->size, sd->pos), &sd->fs->next, NULL);
   fs_pump(sd->fs);
 }

@@ -325,8 +325,7 @@ int hpl__rdver_into(hpl__store *s, hpl__obj *o, const char *addr, int port, cons
   }
   o->dig->known = first; /* digests from the new sender on */
   o->dig->complete = 0;
-  uint64_t len;
-  hpl__digest_unit_span(o->size, first, &o->dig->have, &len); /* (its start) */
+  hpl__digest_unit_span(o->size, first, &o->dig->have, NULL); /* (its start) */
   hpl__rdver_ops ops = {.more = into_more, .failed = into_failed};
   hpl__rdver *v = hpl__rdver_start(s, addr, port, key, internal, o->size, first, &ops, NULL);
   if (!v) return HPL_ENOMEM;

@@ -81,6 +81,8 @@ static void test_units(void **state) {
   assert_int_equal(len, 10);
   hpl__digest_unit_span(0, 0, &off, &len);
   assert_int_equal(len, 0);
+  hpl__digest_unit_span(1u << 20, 3, &off, NULL); /* the start alone */
+  assert_int_equal(off, 3 * HPL__DIGEST_UNIT_MIN);
 }
 
 static void test_flip_caught(void **state) {

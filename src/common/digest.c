@@ -97,7 +97,7 @@ void hpl__digest_unit_span(uint64_t size, uint64_t u, uint64_t *off, uint64_t *l
   if (a > size) a = size;
   uint64_t b = a + unit > size ? size : a + unit;
   *off = a;
-  *len = b - a;
+  if (len) *len = b - a;
 }
 
 void hpl__digest_bytes(int algo, const void *p, size_t n, uint8_t out[HPL__DIGEST_LEN]) {

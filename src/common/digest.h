@@ -58,7 +58,8 @@ int hpl__digest_algo_on(int algo);
 
 /* Units of an object of `size` bytes: ceil(size / unit), at least 1. */
 uint64_t hpl__digest_units(uint64_t size);
-/* Bytes [*off, *off + *len) of unit `u` of an object of `size` bytes. */
+/* Bytes [*off, *off + *len) of unit `u` of an object of `size` bytes
+ * (len may be NULL: the unit's start only). */
 void hpl__digest_unit_span(uint64_t size, uint64_t u, uint64_t *off, uint64_t *len);
 /* The unit of an object of `size` bytes that byte `off` lies in (units
  * wholly below `off`, when off is a unit boundary). */
