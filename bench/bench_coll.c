@@ -83,8 +83,9 @@
  * where impl gets "+procs" and "+put" appended for those modes.
  * and, to --extra-out, per size: op size hosts impl source_bytes_sent copies
  * (bytes that left node 0's data port per repetition, in object copies).
- * With HPL_BENCH_TRACE set, each --procs worker prints at its exit the CPU
- * it used per job from its sleep to its end, and every op prints every node's finish time
+ * With HPL_BENCH_TRACE set, each --procs worker prints at its exit what a
+ * job cost it on average from its sleep to its end (CPU, the part in user
+ * space, minor faults, context switches), and every op prints every node's finish time
  * per repetition to stderr. */
 /* This file: the options, main and the driver (the cluster, the sizes,
  * the repetitions); the rest of the program is in bench_coll_*.c

@@ -110,13 +110,14 @@ int hpl__bc_worker_main(int idx, const char *sock) {
     return 1;
   }
   hpl__bc_job j;
-  uint64_t cpu_ns = 0, jobs = 0; /* the timed parts' CPU (HPL_BENCH_TRACE) */
+  hpl__bench_usage use = {0}; /* the timed parts' (HPL_BENCH_TRACE) */
+  uint64_t jobs = 0;
   while (full_read(0, &j, sizeof j) == 0 && j.kind != HPL__BC_JOB_QUIT) {
     hpl__bc_jres r = {0};
     hpl_buf *b = NULL;
-    uint64_t c0 = hpl__bench_cpu_ns();
+    hpl__bench_usage u0 = hpl__bench_usage_now();
     r.rc = hpl__bc_job_timed(c, &j, &b, &r.end_ns);
-    cpu_ns += hpl__bench_cpu_ns() - c0; /* after the end was read: not timed */
+    hpl__bench_usage_add(&use, u0, hpl__bench_usage_now()); /* after the end was read: not timed */
     jobs++;
     if (r.rc) snprintf(r.err, sizeof r.err, "%s", hpl_errdetail(c));
     char go;
@@ -131,8 +132,13 @@ int hpl__bc_worker_main(int idx, const char *sock) {
     if (full_write(1, &bad, sizeof bad)) break;
   }
   if (getenv("HPL_BENCH_TRACE") && jobs)
-    fprintf(stderr, "bench_coll: worker %d: %llu jobs, %.1f us of CPU each from its sleep to its end\n", idx,
-            (unsigned long long)jobs, (double)cpu_ns / 1e3 / (double)jobs);
+    fprintf(stderr,
+            "bench_coll: worker %d: %llu jobs, each from its sleep to its end: %.1f us of CPU "
+            "(%.1f in user space), %.2f minor faults, %.2f + %.2f context switches (given up + "
+            "taken)\n",
+            idx, (unsigned long long)jobs, (double)use.cpu_ns / 1e3 / (double)jobs,
+            (double)use.user_us / (double)jobs, (double)use.minflt / (double)jobs,
+            (double)use.nvcsw / (double)jobs, (double)use.nivcsw / (double)jobs);
   hpl__bsh_free(idx);
   hpl_close(c);
   return 0;

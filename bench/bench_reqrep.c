@@ -177,13 +177,13 @@ static void *client(void *arg) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   uint8_t *buf = malloc(MAXSIZE);
   if (!buf) die("malloc");
-  uint64_t cpu_ns = 0; /* the timed parts' CPU (HPL_BENCH_TRACE, --procs) */
+  hpl__bench_usage use = {0}; /* the timed parts' (HPL_BENCH_TRACE, --procs) */
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
     pthread_barrier_wait(&sh->bar);
     uint32_t size = sh->cur_size;
     char id[64] = "";
     if (tracing) snprintf(id, sizeof id, "bench/reqrep/%u/%d", size, r);
-    uint64_t c0 = hpl__bench_cpu_ns();
+    hpl__bench_usage u0 = hpl__bench_usage_now();
     hpl__sleep_until_ns(sh->start_ns[r]);
     hpl__trace("get", id);
     int bad = write_full(fd, &size, sizeof size) != 0;
@@ -192,14 +192,19 @@ static void *client(void *arg) {
     hpl__trace("peek.got", id);
     sh->end_ns[idx][r] = hpl__now_ns();
     hpl__trace("get.done", id);
-    cpu_ns += hpl__bench_cpu_ns() - c0;
+    hpl__bench_usage_add(&use, u0, hpl__bench_usage_now());
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
     if (bad) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
     pthread_barrier_wait(&sh->bar);
   }
   if (procs && getenv("HPL_BENCH_TRACE"))
-    fprintf(stderr, "bench_reqrep: client %d: %d requests, %.1f us of CPU each from its sleep to its end\n", idx,
-            reps + 1, (double)cpu_ns / 1e3 / (reps + 1));
+    fprintf(stderr,
+            "bench_reqrep: client %d: %d requests, each from its sleep to its end: %.1f us of CPU "
+            "(%.1f in user space), %.2f minor faults, %.2f + %.2f context switches (given up + "
+            "taken)\n",
+            idx, reps + 1, (double)use.cpu_ns / 1e3 / (reps + 1), (double)use.user_us / (reps + 1),
+            (double)use.minflt / (reps + 1), (double)use.nvcsw / (reps + 1),
+            (double)use.nivcsw / (reps + 1));
   free(buf);
   close(fd);
   return NULL;

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* qsort comparator: ascending doubles. */
@@ -30,6 +31,35 @@ static inline uint64_t hpl__bench_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What a timed part costs its process beyond time: CPU (user_us: the part
+ * of it in user space, as the kernel's ticks apportion it), minor page faults
+ * and context switches given up and taken (HPL_BENCH_TRACE). */
+typedef struct {
+  uint64_t cpu_ns, user_us, minflt, nvcsw, nivcsw;
+} hpl__bench_usage;
+
+/* This process's usage so far (system calls: read it outside a timed part). */
+static inline hpl__bench_usage hpl__bench_usage_now(void) {
+  struct rusage ru = {0};
+  getrusage(RUSAGE_SELF, &ru);
+  return (hpl__bench_usage){.cpu_ns = hpl__bench_cpu_ns(),
+                            .user_us = (uint64_t)ru.ru_utime.tv_sec * 1000000u +
+                                       (uint64_t)ru.ru_utime.tv_usec,
+                            .minflt = (uint64_t)ru.ru_minflt,
+                            .nvcsw = (uint64_t)ru.ru_nvcsw,
+                            .nivcsw = (uint64_t)ru.ru_nivcsw};
+}
+
+/* acc += (now - since), field by field. */
+static inline void hpl__bench_usage_add(hpl__bench_usage *acc, hpl__bench_usage since,
+                                        hpl__bench_usage now) {
+  acc->cpu_ns += now.cpu_ns - since.cpu_ns;
+  acc->user_us += now.user_us - since.user_us;
+  acc->minflt += now.minflt - since.minflt;
+  acc->nvcsw += now.nvcsw - since.nvcsw;
+  acc->nivcsw += now.nivcsw - since.nivcsw;
 }
 
 #endif
