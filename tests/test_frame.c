@@ -549,6 +549,49 @@ static void gmac_matches(size_t plen) {
   hpl__fmac_wipe(&m);
 }
 
+/* hpl__fmac_check_span, the receiver's in-place check over a frame kept
+ * whole after room for the MAC's head, accepts exactly the tags that
+ * begin/add/end make (GMAC in one call and streamed, BLAKE2b) and refuses
+ * a frame with one byte changed; either way the sequence moves on. */
+static void test_fmac_check_span(void **state) {
+  (void)state;
+  int gmac_ok = sodium_init() >= 0 && crypto_aead_aes256gcm_is_available();
+  static uint8_t buf[HPL__FMAC_HEAD_LEN + 64 + 8192], pay[8192];
+  for (int gmac = 0; gmac <= gmac_ok; gmac++) {
+    const size_t sizes[] = {0, 300, HPL__FMAC_SMALL - HPL__FMAC_HEAD_LEN - 11, 3000, 8000};
+    hpl__fmac tx, rx;
+    hpl__fmac_init_as(&tx, skey, gmac);
+    hpl__fmac_init_as(&rx, skey, gmac);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+      size_t plen = sizes[k];
+      for (size_t i = 0; i < plen; i++) pay[i] = (uint8_t)(i * 13 + k);
+      Hplpb__GetReq g = HPLPB__GET_REQ__INIT;
+      g.id = "an/object"; /* an 11-byte message */
+      uint8_t *msg = buf + HPL__FMAC_HEAD_LEN;
+      size_t mlen = protobuf_c_message_pack(&g.base, msg);
+      hpl__frame_hdr h = {.type = HPL__MSG_PEEK_REP, .msg_len = (uint32_t)mlen, .req_id = 3,
+                          .payload_len = plen,
+                          .flags = HPL__FRAME_F_TAG | (plen ? HPL__FRAME_F_TAG_PAYLOAD : 0)};
+      memcpy(msg + mlen, pay, plen);
+      uint8_t tag[HPL__FRAME_TAG_LEN];
+      for (int bad = 0; bad <= 1; bad++) { /* a good frame, then one changed on the way */
+        hpl__fmac_begin(&tx, &h, msg, mlen);
+        hpl__fmac_add(&tx, pay, plen);
+        hpl__fmac_end(&tx, tag);
+        uint64_t seq = rx.seq;
+        hpl__fmac_head(&rx, &h, buf);
+        if (bad) msg[(mlen + plen) / 2] ^= 0x01;
+        int rc = hpl__fmac_check_span(&rx, buf, HPL__FMAC_HEAD_LEN + mlen + plen, tag);
+        if (bad) msg[(mlen + plen) / 2] ^= 0x01;
+        assert_int_equal(rc, bad ? HPL_EAUTH : 0);
+        assert_int_equal(rx.seq, seq + 1);
+      }
+    }
+    hpl__fmac_wipe(&tx);
+    hpl__fmac_wipe(&rx);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_header_round_trip),
@@ -571,6 +614,7 @@ int main(void) {
       cmocka_unit_test(test_gmac_bit_flips),
       cmocka_unit_test(test_gmac_replay_reorder_drop),
       cmocka_unit_test(test_gmac_is_aes_gcm),
+      cmocka_unit_test(test_fmac_check_span),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,7 @@ void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->why, sizeof r->why, fmt, ap);
     va_end(ap);
-    r->broken = 1;
+    __atomic_store_n(&r->broken, 1, __ATOMIC_RELEASE); /* also read without the lock */
     shutdown(r->fd, SHUT_RDWR);
     hpl__crpc_notify_locked(r);
   }
@@ -136,8 +136,11 @@ static void frame_end(hpl__crpc *r) {
 /* Header and message of a frame are in (both checked against the limits
  * by the framer): copy them into a buffer of their own with room for the
  * payload, which frame_payload() fills; the payload starts 64-byte
- * aligned in it. Without memory the frame is still
- * read to its end, then its caller fails with HPL_ENOMEM. */
+ * aligned in it. Under a session the buffer starts with room for the MAC's
+ * head too (hpl__fmac_head), so the frame's tag is checked over the buffer
+ * in place once the payload is in (r->cur_span), not over a copy made as
+ * it arrives. Without memory the frame is still read to its end, its tag
+ * computed as it comes, then its caller fails with HPL_ENOMEM. */
 static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *msg) {
   hpl__crpc_msg *m = &r->cur;
   r->cur_got = 0;
@@ -145,23 +148,35 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
    * small object's bytes can stay where they are (cdirect.c): malloc (its
    * per-thread cache; aligned_alloc has none) with room to slide the
    * message along until the payload's address is aligned. */
-  size_t size = (size_t)h->msg_len + (size_t)h->payload_len;
-  uint8_t *buf = malloc(size + (h->payload_len ? CRPC_PAYLOAD_ALIGN - 1 : 0) + 1);
-  size_t pad = buf && h->payload_len
-                   ? (CRPC_PAYLOAD_ALIGN - ((uintptr_t)buf + h->msg_len) % CRPC_PAYLOAD_ALIGN) %
+  int span = r->tagged && h->payload_len; /* a frame without one was checked already */
+  size_t head = span ? HPL__FMAC_HEAD_LEN : 0;
+  size_t size = head + (size_t)h->msg_len + (size_t)h->payload_len;
+  uint8_t *buf = malloc(size + CRPC_PAYLOAD_ALIGN - 1 + 1);
+  size_t pad = buf ? (CRPC_PAYLOAD_ALIGN - ((uintptr_t)buf + head + h->msg_len) % CRPC_PAYLOAD_ALIGN) %
                          CRPC_PAYLOAD_ALIGN
                    : 0;
-  *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .buf = buf, .msg_off = pad,
-                       .msg_len = h->msg_len, .payload_off = pad + h->msg_len,
+  *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .buf = buf, .msg_off = pad + head,
+                       .msg_len = h->msg_len, .payload_off = pad + head + h->msg_len,
                        .payload_len = h->payload_len};
-  if (m->buf && h->msg_len) memcpy(m->buf + pad, msg, h->msg_len); /* msg is NULL when empty */
-  if (h->payload_len == 0) frame_end(r);
+  if (m->buf && h->msg_len) memcpy(m->buf + m->msg_off, msg, h->msg_len); /* msg is NULL when empty */
+  r->cur_span = span && buf;
+  if (r->cur_span) hpl__fmac_head(&r->rx, h, buf + pad);
+  else if (span) hpl__fmac_begin(&r->rx, h, msg, h->msg_len);
 }
 
 /* The tag of the frame under way (with a session), once whole. 0 or
  * HPL_ECONN with the reason in why[]. */
 static int frame_check(hpl__crpc *r, const hpl__frame_hdr *h, char *why, size_t wlen) {
-  if (!r->tagged || hpl__fmac_check(&r->rx, r->fr.tag) == 0) return 0;
+  if (!r->tagged) return 0;
+  int rc;
+  if (r->cur_span) { /* the head, the message and the payload, in cur.buf */
+    size_t head = r->cur.msg_off - HPL__FMAC_HEAD_LEN;
+    rc = hpl__fmac_check_span(&r->rx, r->cur.buf + head,
+                              HPL__FMAC_HEAD_LEN + r->cur.msg_len + r->cur.payload_len, r->fr.tag);
+  } else {
+    rc = hpl__fmac_check(&r->rx, r->fr.tag);
+  }
+  if (rc == 0) return 0;
   snprintf(why, wlen, "a %s frame from the peer (request %llu) fails its MAC check: changed, "
            "replayed or reordered on the way", hpl__msg_name(h->type),
            (unsigned long long)h->req_id);
@@ -170,11 +185,12 @@ static int frame_check(hpl__crpc *r, const hpl__frame_hdr *h, char *why, size_t 
 
 static int frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len, char *why, size_t wlen) {
   if (r->cur.buf) memcpy(r->cur.buf + r->cur.payload_off + r->cur_got, chunk, len);
-  if (r->tagged) hpl__fmac_add(&r->rx, chunk, len);
+  if (r->tagged && !r->cur_span) hpl__fmac_add(&r->rx, chunk, len);
   r->cur_got += len;
   if (hpl__framer_payload_left(&r->fr) != 0) return 0;
   hpl__frame_hdr h = {.type = (uint16_t)r->cur.type, .req_id = r->cur.req_id};
   if (frame_check(r, &h, why, wlen) != 0) return HPL_ECONN;
+  r->cur_span = 0;
   frame_end(r);
   return 0;
 }
@@ -184,6 +200,7 @@ static int frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len, char *w
 /* Keep the descriptors an SCM_RIGHTS message brought, up to the limit;
  * close the rest. */
 static void keep_fds(hpl__crpc *r, struct msghdr *mh) {
+  if (!CMSG_FIRSTHDR(mh)) return; /* most reads bring none */
   pthread_mutex_lock(&r->lock);
   for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
@@ -217,19 +234,20 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
     if (ev == HPL__FR_MSG) {
       const hpl__frame_hdr *h = &r->fr.hdr;
       size_t tlen = r->tagged ? HPL__FRAME_TAG_LEN : 0;
-      if (r->tagged) {
-        if (!(h->flags & HPL__FRAME_F_TAG_PAYLOAD) != !h->payload_len) {
-          snprintf(why, wlen, "bad frame from the peer: a payload not covered by its MAC");
-          return HPL_ECONN;
-        }
+      if (r->tagged && !(h->flags & HPL__FRAME_F_TAG_PAYLOAD) != !h->payload_len) {
+        snprintf(why, wlen, "bad frame from the peer: a payload not covered by its MAC");
+        return HPL_ECONN;
+      }
+      if (r->tagged && h->payload_len == 0) {
         hpl__fmac_begin(&r->rx, h, r->fr.msg, h->msg_len);
-        if (h->payload_len == 0 && frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
+        if (frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
       }
       if (h->payload_len > CRPC_HANDOVER_MIN && at == 0 &&
           (size_t)k == HPL__FRAME_HDR_LEN + h->msg_len + tlen && h->payload_len == n - used) {
         /* The whole frame, and nothing else, is this read: the read buffer
          * becomes the frame's (once its tag matched). */
         if (r->tagged) {
+          hpl__fmac_begin(&r->rx, h, r->fr.msg, h->msg_len);
           hpl__fmac_add(&r->rx, r->rbuf + used, h->payload_len);
           if (frame_check(r, h, why, wlen) != 0) return HPL_ECONN;
         }
@@ -242,6 +260,7 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
         return 0;
       }
       frame_begin(r, h, r->fr.msg);
+      if (h->payload_len == 0) frame_end(r);
     } else if (ev == HPL__FR_PAYLOAD) {
       if (frame_payload(r, chunk, clen, why, wlen) != 0) return HPL_ECONN;
     }

@@ -40,7 +40,7 @@ struct hpl__crpc {
   pthread_cond_t cv;     /* a reply arrived, the reader role fell free, or the handle broke */
   int reading;           /* a caller holds the reader role */
   int block_recv;        /* the socket reads blocking, capped by SO_RCVTIMEO (read_some) */
-  int broken;
+  int broken;            /* set once (atomic store); writers read it without the lock */
   char why[192];         /* with broken: the reason, never changed again */
   pending *pending;
   pending *ready;  /* async tickets answered (or failed), oldest first */
@@ -56,6 +56,7 @@ struct hpl__crpc {
   size_t rcap;
   hpl__crpc_msg cur; /* the frame whose payload is arriving */
   uint64_t cur_got;
+  int cur_span; /* its tag is checked over cur.buf once whole (crpc.c, frame_begin) */
   /* the session (opts send_key/recv_key): tx under the writer turn, rx
    * with the reader state */
   int tagged;

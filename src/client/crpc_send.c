@@ -166,9 +166,7 @@ int hpl__crpc_send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pen
     outgoing_free(&o);
     return HPL_ETIMEDOUT; /* another writer held the socket until our deadline */
   }
-  pthread_mutex_lock(&r->lock);
-  rc = r->broken ? HPL_ECONN : 0;
-  pthread_mutex_unlock(&r->lock);
+  rc = __atomic_load_n(&r->broken, __ATOMIC_ACQUIRE) ? HPL_ECONN : 0;
   size_t sent = 0;
   int err = 0;
   uint64_t seq0 = r->tx.seq;
@@ -177,16 +175,18 @@ int hpl__crpc_send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pen
   while (*done < n && o.ends[*done] <= sent) ++*done;
   r->tx.seq = seq0 + *done; /* frames that did not go are made again, with these numbers */
   size_t whole = *done ? o.ends[*done - 1] : 0;
-  pthread_mutex_lock(&r->lock);
   if (rc == HPL_ECONN && err) {
     char eb[96];
+    pthread_mutex_lock(&r->lock);
     hpl__crpc_break_locked(r, "cannot send %s: %s", hpl__msg_name(reqs[*done].type),
                  errstr(err, eb, sizeof eb));
+    pthread_mutex_unlock(&r->lock);
   } else if (rc == HPL_ETIMEDOUT && sent > whole) {
+    pthread_mutex_lock(&r->lock);
     hpl__crpc_break_locked(r, "sending %s timed out after %zu of its %zu bytes",
                  hpl__msg_name(reqs[*done].type), sent - whole, o.ends[*done] - whole);
+    pthread_mutex_unlock(&r->lock);
   }
-  pthread_mutex_unlock(&r->lock);
   hpl__turn_give(&r->writer);
   outgoing_free(&o);
   return rc;

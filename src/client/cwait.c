@@ -48,6 +48,7 @@ void hpl__turn_init(hpl__turn *t) {
   pthread_mutex_init(&t->m, NULL);
   hpl__cwait_cond_init(&t->cv);
   t->busy = 0;
+  t->waiters = 0;
 }
 
 void hpl__turn_destroy(hpl__turn *t) {
@@ -55,20 +56,37 @@ void hpl__turn_destroy(hpl__turn *t) {
   pthread_cond_destroy(&t->cv);
 }
 
+/* 1 if the turn was free and is now the caller's. Sequentially consistent,
+ * as the waiter count's accesses: a giver that reads no waiters stored
+ * `busy = 0` before any waiter's count, so that waiter's next try takes it. */
+static int turn_try(hpl__turn *t) {
+  int free_ = 0;
+  return __atomic_compare_exchange_n(&t->busy, &free_, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 int hpl__turn_take(hpl__turn *t, uint64_t deadline) {
+  if (turn_try(t)) return 0;
   pthread_mutex_lock(&t->m);
-  int rc = 0;
+  __atomic_add_fetch(&t->waiters, 1, __ATOMIC_SEQ_CST);
+  int rc = 0, late = 0;
   /* a wake-up that comes with the timeout still takes a free turn */
-  while (t->busy && rc == 0)
-    if (hpl__cwait_cond(&t->cv, &t->m, deadline) == ETIMEDOUT && t->busy) rc = HPL_ETIMEDOUT;
-  if (rc == 0) t->busy = 1;
+  while (!turn_try(t)) {
+    if (late) {
+      rc = HPL_ETIMEDOUT;
+      break;
+    }
+    late = hpl__cwait_cond(&t->cv, &t->m, deadline) == ETIMEDOUT;
+  }
+  __atomic_sub_fetch(&t->waiters, 1, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&t->m);
   return rc;
 }
 
 void hpl__turn_give(hpl__turn *t) {
+  __atomic_store_n(&t->busy, 0, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(&t->waiters, __ATOMIC_SEQ_CST)) return;
+  /* under the mutex: a waiter between its count and its wait holds it */
   pthread_mutex_lock(&t->m);
-  t->busy = 0;
   pthread_cond_signal(&t->cv);
   pthread_mutex_unlock(&t->m);
 }

@@ -35,10 +35,14 @@ void hpl__cwait_cond_init(pthread_cond_t *cv);
 /* Wait on cv (m held) until signalled or the deadline. 0, or ETIMEDOUT. */
 int hpl__cwait_cond(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t deadline);
 
+/* A turn: one holder at a time. Taking a free turn and giving one back
+ * that nobody waits for are one atomic operation each; the mutex and the
+ * condition variable are for waiters only. */
 typedef struct hpl__turn {
   pthread_mutex_t m;
   pthread_cond_t cv;
-  int busy;
+  int busy;    /* atomic: held */
+  int waiters; /* atomic, changed under m: threads waiting to take it */
 } hpl__turn;
 
 void hpl__turn_init(hpl__turn *t);

@@ -176,6 +176,10 @@ typedef struct hpl__fmac {
   uint8_t skey[HPL__FRAME_KEY_LEN];
 } hpl__fmac;
 
+/* What a frame's MAC covers ahead of its message: the sequence number
+ * (8 bytes, little-endian) and the encoded header. */
+#define HPL__FMAC_HEAD_LEN (8 + HPL__FRAME_HDR_LEN)
+
 /* Key the MAC (copied; the caller wipes its copy), seq 0: BLAKE2b tags. */
 void hpl__fmac_init(hpl__fmac *m, const uint8_t key[HPL__FRAME_KEY_LEN]);
 /* As hpl__fmac_init, with GMAC tags instead when `gmac` (both ends of the
@@ -198,6 +202,17 @@ void hpl__fmac_end(hpl__fmac *m, uint8_t tag[HPL__FRAME_TAG_LEN]);
 /* Receiver: 0 if `tag` (from the wire) is the frame's, compared in
  * constant time, else HPL_EAUTH; seq moves on either way. */
 int hpl__fmac_check(hpl__fmac *m, const uint8_t tag[HPL__FRAME_TAG_LEN]);
+/* The receiver's other way, for a frame it keeps whole in one buffer
+ * anyway: hpl__fmac_head writes head[] (the next frame's sequence number
+ * and h), the caller puts the message and the payload right after it, and
+ * hpl__fmac_check_span checks the tag over p[0..n) (head included) and
+ * moves seq on, as hpl__fmac_check. The same tag as _begin/_add/_check,
+ * without their copy of the frame (GMAC gathers a small frame to tag it
+ * in one call). 0 or HPL_EAUTH. */
+void hpl__fmac_head(const hpl__fmac *m, const hpl__frame_hdr *h,
+                    uint8_t head[HPL__FMAC_HEAD_LEN]);
+int hpl__fmac_check_span(hpl__fmac *m, const uint8_t *p, size_t n,
+                         const uint8_t tag[HPL__FRAME_TAG_LEN]);
 
 /* Sealed connections (see above). After hpl__fmac_init: frames of this
  * direction are sealed with `kind` (HPL__SEAL_CHACHA or HPL__SEAL_AES, the
