@@ -70,6 +70,7 @@ hpl__cdirect *hpl__cdirect_new(const hpl__cstore *s) {
       .max_msg = PEEK_MAX_MSG, .max_payload = s->inline_max, .max_type = HPL__MSG_MAX_};
   d->rpc_opts.rbuf_size =
       HPL__FRAME_HDR_LEN + PEEK_MAX_MSG + HPL__FRAME_TAG_LEN + (size_t)s->inline_max;
+  d->rpc_opts.solo = 1; /* only the holder of d->turn uses d->rpc */
   hpl__turn_init(&d->turn);
   return d;
 }

@@ -47,7 +47,7 @@ void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) {
     shutdown(r->fd, SHUT_RDWR);
     hpl__crpc_notify_locked(r);
   }
-  pthread_cond_broadcast(&r->cv);
+  crpc_wake(r);
 }
 
 void hpl__crpc_notify_locked(hpl__crpc *r) {
@@ -100,30 +100,30 @@ void hpl__crpc_drop_orphan(hpl__crpc *r, hpl__crpc_msg *m) {
 
 /* Hand a complete frame to its caller; the frame is taken either way. */
 static void deliver(hpl__crpc *r, hpl__crpc_msg *m) {
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   pending *p = find_locked(r, m->req_id);
   if (p) {
     p->msg = *m;
     p->done = 1;
     m->buf = NULL;
     ready_locked(r, p);
-    pthread_cond_broadcast(&r->cv);
+    crpc_wake(r);
   }
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
   if (m->buf) hpl__crpc_drop_orphan(r, m);
 }
 
 /* A frame for `id` was skipped for want of memory: its caller fails. */
 static void deliver_error(hpl__crpc *r, uint64_t id, int status) {
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   pending *p = find_locked(r, id);
   if (p) {
     p->status = status;
     p->done = 1;
     ready_locked(r, p);
-    pthread_cond_broadcast(&r->cv);
+    crpc_wake(r);
   }
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
 }
 
 static void frame_end(hpl__crpc *r) {
@@ -201,7 +201,7 @@ static int frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len, char *w
  * close the rest. */
 static void keep_fds(hpl__crpc *r, struct msghdr *mh) {
   if (!CMSG_FIRSTHDR(mh)) return; /* most reads bring none */
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
     size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -212,7 +212,7 @@ static void keep_fds(hpl__crpc *r, struct msghdr *mh) {
       else close(fd);
     }
   }
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
 }
 
 /* Feed rbuf[0..n) to the framer and deliver every frame it completes.
@@ -320,14 +320,14 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
   while (!p->done && !r->broken) {
     if (!r->reading) {
       r->reading = 1;
-      pthread_mutex_unlock(&r->lock);
+      crpc_unlock(r);
       char why[sizeof r->why] = "";
       int rc = hpl__crpc_read_some(r, deadline, why, sizeof why);
-      pthread_mutex_lock(&r->lock);
+      crpc_lock(r);
       r->reading = 0;
       if (rc == HPL_ECONN) hpl__crpc_break_locked(r, "%s", why);
       /* another waiter may take the reader role over, or has its reply */
-      pthread_cond_broadcast(&r->cv);
+      crpc_wake(r);
       if (rc == HPL_ETIMEDOUT || rc == HPL_ENOMEM) return rc;
       continue;
     }
@@ -339,13 +339,28 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
 /* Register waiters ps[0..n): under fresh request ids, or (fresh == 0, n
  * == 1) for id 0, the frame nobody asked for. 0, or HPL_ENOMEM or HPL_ECONN
  * (the handle is broken) with nothing registered. */
+/* A fresh ticket: a solo handle's spare, or a new one (NULL without memory). */
+static pending *ticket_new(hpl__crpc *r) {
+  pending *p = r->spare;
+  if (!p) return hpl__zalloc(sizeof *p);
+  r->spare = NULL;
+  memset(p, 0, sizeof *p);
+  return p;
+}
+
+/* A ticket done with (its message taken or freed): a solo handle keeps one. */
+static void ticket_free(hpl__crpc *r, pending *p) {
+  if (r->solo && !r->spare) r->spare = p;
+  else free(p);
+}
+
 int hpl__crpc_enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
   for (size_t i = 0; i < n; i++)
-    if (!(ps[i] = hpl__zalloc(sizeof *ps[i]))) {
-      while (i--) free(ps[i]);
+    if (!(ps[i] = ticket_new(r))) {
+      while (i--) ticket_free(r, ps[i]);
       return HPL_ENOMEM;
     }
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   int rc = r->broken ? HPL_ECONN : 0;
   for (size_t i = 0; i < n && rc == 0; i++) {
     if (fresh) {
@@ -354,37 +369,37 @@ int hpl__crpc_enlist(hpl__crpc *r, pending **ps, size_t n, int fresh) {
     }
     HASH_ADD(hh, r->pending, id, sizeof ps[i]->id, ps[i]);
   }
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
   if (rc)
-    for (size_t i = 0; i < n; i++) free(ps[i]);
+    for (size_t i = 0; i < n; i++) ticket_free(r, ps[i]);
   return rc;
 }
 
 /* Unregister and free waiters whose requests never went out (a reply
  * cannot have come for them). */
 void hpl__crpc_unlist(hpl__crpc *r, pending **ps, size_t n) {
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   for (size_t i = 0; i < n; i++) HASH_DEL(r->pending, ps[i]);
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
   for (size_t i = 0; i < n; i++) {
     hpl__crpc_msg_free(&ps[i]->msg);
-    free(ps[i]);
+    ticket_free(r, ps[i]);
   }
 }
 
 /* Wait for p's reply (its request went out); then unregister and free p
  * and pass the reply (or the error) on. */
 static int finish(hpl__crpc *r, pending *p, uint64_t deadline, hpl__crpc_msg *out) {
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   int rc = await_locked(r, p, deadline);
   if (p->done) rc = p->status; /* a reply that made it beats a timeout */
   else if (rc == 0) rc = HPL_ECONN;
   HASH_DEL(r->pending, p);
   if (p->in_ready) DL_DELETE2(r->ready, p, rprev, rnext);
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
   if (rc == 0) *out = p->msg;
   else hpl__crpc_msg_free(&p->msg);
-  free(p);
+  ticket_free(r, p);
   return rc;
 }
 
@@ -413,6 +428,7 @@ int hpl__crpc_new(int fd, const hpl__crpc_opts *o, hpl__crpc **out) {
     hpl__fmac_init_as(&r->tx, o->send_key, o->gmac);
     hpl__fmac_init_as(&r->rx, o->recv_key, o->gmac);
   }
+  r->solo = o->solo;
   r->rcap = o->rbuf_size ? o->rbuf_size : CRPC_RBUF_DEFAULT;
   hpl__framer_init(&r->fr, &o->lim);
   if (r->tagged) hpl__framer_tagged(&r->fr);
@@ -440,6 +456,7 @@ void hpl__crpc_free(hpl__crpc *r) {
   hpl__fmac_wipe(&r->tx);
   hpl__fmac_wipe(&r->rx);
   free(r->rbuf);
+  free(r->spare);
   pthread_mutex_destroy(&r->lock);
   hpl__turn_destroy(&r->writer);
   pthread_cond_destroy(&r->cv);
@@ -491,19 +508,19 @@ int hpl__crpc_greeting(hpl__crpc *r, uint64_t deadline, hpl__crpc_msg *out) {
 }
 
 int hpl__crpc_take_fds(hpl__crpc *r, int *fds, int max) {
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   int n = r->nfds < max ? r->nfds : max;
   memcpy(fds, r->fds, (size_t)n * sizeof *fds);
   memmove(r->fds, r->fds + n, (size_t)(r->nfds - n) * sizeof *fds);
   r->nfds -= n;
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
   return n;
 }
 
 const char *hpl__crpc_broken(hpl__crpc *r) {
-  pthread_mutex_lock(&r->lock);
+  crpc_lock(r);
   const char *why = r->broken ? r->why : NULL;
-  pthread_mutex_unlock(&r->lock);
+  crpc_unlock(r);
   return why;
 }
 

@@ -79,6 +79,13 @@ typedef struct hpl__crpc_opts {
    * handed to a caller. */
   const uint8_t *send_key, *recv_key;
   int gmac; /* with the keys: GMAC tags (hpl__auth_keys.gmac, frame.h) */
+  /* The caller lets one thread at a time use the handle (cdirect.c holds
+   * its own turn around every use): the handle then takes no locks, wakes
+   * nobody and keeps a finished ticket for the next request instead of
+   * freeing it, which a woken process pays for in cache misses
+   * (bench/footprint.py). Such a handle has no async tickets
+   * (hpl__crpc_start_async fails with HPL_EINVAL). */
+  int solo;
 } hpl__crpc_opts;
 
 /* Most descriptors kept from SCM_RIGHTS messages until taken; more are

@@ -19,7 +19,7 @@ int hpl__crpc_start_async(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uin
                           void *const *users, hpl__crpc_ticket **tickets, size_t *started) {
   *started = 0;
   if (n == 0) return 0;
-  if (n > HPL__CRPC_MAX_BATCH) return HPL_EINVAL;
+  if (n > HPL__CRPC_MAX_BATCH || r->solo) return HPL_EINVAL;
   int rc = hpl__crpc_enlist(r, tickets, n, 1);
   if (rc) return rc;
   /* marked before anything is sent: another thread may read the reply

@@ -49,6 +49,8 @@ struct hpl__crpc {
   int fds[HPL__CRPC_MAX_FDS];
   int nfds;
   hpl__record rec; /* $HPL_RECORD_DIR: what the peer sent, for fuzz corpora */
+  int solo;        /* hpl__crpc_opts.solo: no locks, no wake-ups (crpc_lock) */
+  pending *spare;  /* solo: a finished ticket kept for the next request */
   /* Reader state: only the thread holding the reader role touches it, so
    * it carries over from one reader to the next. */
   hpl__framer fr;
@@ -62,6 +64,18 @@ struct hpl__crpc {
   int tagged;
   hpl__fmac tx, rx;
 };
+
+/* r->lock, and waking its waiters, unless the handle is solo (one thread
+ * at a time: hpl__crpc_opts.solo), which needs neither. */
+static inline void crpc_lock(hpl__crpc *r) {
+  if (!r->solo) pthread_mutex_lock(&r->lock);
+}
+static inline void crpc_unlock(hpl__crpc *r) {
+  if (!r->solo) pthread_mutex_unlock(&r->lock);
+}
+static inline void crpc_wake(hpl__crpc *r) {
+  if (!r->solo) pthread_cond_broadcast(&r->cv);
+}
 
 /* Mark the handle broken (r->lock held). The first reason stays. The socket
  * is shut down, which wakes a reader blocked in poll and tells the peer;

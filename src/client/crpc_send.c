@@ -177,15 +177,15 @@ int hpl__crpc_send_frames(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, pen
   size_t whole = *done ? o.ends[*done - 1] : 0;
   if (rc == HPL_ECONN && err) {
     char eb[96];
-    pthread_mutex_lock(&r->lock);
+    crpc_lock(r);
     hpl__crpc_break_locked(r, "cannot send %s: %s", hpl__msg_name(reqs[*done].type),
                  errstr(err, eb, sizeof eb));
-    pthread_mutex_unlock(&r->lock);
+    crpc_unlock(r);
   } else if (rc == HPL_ETIMEDOUT && sent > whole) {
-    pthread_mutex_lock(&r->lock);
+    crpc_lock(r);
     hpl__crpc_break_locked(r, "sending %s timed out after %zu of its %zu bytes",
                  hpl__msg_name(reqs[*done].type), sent - whole, o.ends[*done] - whole);
-    pthread_mutex_unlock(&r->lock);
+    crpc_unlock(r);
   }
   hpl__turn_give(&r->writer);
   outgoing_free(&o);
