@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include <sodium.h>
 
 #include "crpc.h"
+#include "cwait.h"
 #include "hoplite.h"
 #include "proto.h"
 #include "util.h"
@@ -878,6 +880,48 @@ static void test_session_replay(void **state) {
   close(sv[1]);
 }
 
+/* ---- hpl__turn (cwait.h): one holder at a time, waiters woken, a deadline kept */
+
+typedef struct turn_run {
+  hpl__turn t;
+  long count; /* changed only by the turn's holder */
+} turn_run;
+
+static void *turn_worker(void *arg) {
+  turn_run *tr = arg;
+  for (int i = 0; i < 20000; i++) {
+    if (hpl__turn_take(&tr->t, UINT64_MAX) != 0) abort();
+    long v = tr->count; /* a read-modify-write that a second holder would break */
+    if ((i & 255) == 0) sched_yield();
+    tr->count = v + 1;
+    hpl__turn_give(&tr->t);
+  }
+  return NULL;
+}
+
+/* Four threads taking and giving one turn 20 000 times each: every change
+ * of the count survives, so two never held it at once, and nobody hangs
+ * (a giver that missed a waiter would leave it asleep). A held turn makes a
+ * taker with a deadline fail after it, not before; given back, it is free. */
+static void test_turn(void **state) {
+  (void)state;
+  static turn_run tr;
+  hpl__turn_init(&tr.t);
+  tr.count = 0;
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, turn_worker, &tr), 0);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  assert_int_equal(tr.count, 4 * 20000);
+  assert_int_equal(hpl__turn_take(&tr.t, UINT64_MAX), 0);
+  uint64_t t0 = hpl__now_ms();
+  assert_int_equal(hpl__turn_take(&tr.t, t0 + 50), HPL_ETIMEDOUT);
+  assert_true(hpl__now_ms() >= t0 + 50);
+  hpl__turn_give(&tr.t);
+  assert_int_equal(hpl__turn_take(&tr.t, 0), 0); /* free: taken at once, even with no time */
+  hpl__turn_give(&tr.t);
+  hpl__turn_destroy(&tr.t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_out_of_order_replies),
@@ -895,6 +939,7 @@ int main(void) {
       cmocka_unit_test(test_batch_cut_off),
       cmocka_unit_test(test_session_tags),
       cmocka_unit_test(test_session_tags_gmac),
+      cmocka_unit_test(test_turn),
       cmocka_unit_test(test_session_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -151,14 +151,14 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
   int span = r->tagged && h->payload_len; /* a frame without one was checked already */
   size_t head = span ? HPL__FMAC_HEAD_LEN : 0;
   size_t size = head + (size_t)h->msg_len + (size_t)h->payload_len;
-  uint8_t *buf = malloc(size + CRPC_PAYLOAD_ALIGN - 1 + 1);
-  size_t pad = buf ? (CRPC_PAYLOAD_ALIGN - ((uintptr_t)buf + head + h->msg_len) % CRPC_PAYLOAD_ALIGN) %
-                         CRPC_PAYLOAD_ALIGN
-                   : 0;
+  uint8_t *buf = malloc(size + (h->payload_len ? CRPC_PAYLOAD_ALIGN - 1 : 0) + 1);
+  size_t at = buf && h->payload_len ? ((uintptr_t)buf + head + h->msg_len) % CRPC_PAYLOAD_ALIGN : 0;
+  size_t pad = (CRPC_PAYLOAD_ALIGN - at) % CRPC_PAYLOAD_ALIGN;
   *m = (hpl__crpc_msg){.type = h->type, .req_id = h->req_id, .buf = buf, .msg_off = pad + head,
                        .msg_len = h->msg_len, .payload_off = pad + head + h->msg_len,
                        .payload_len = h->payload_len};
-  if (m->buf && h->msg_len) memcpy(m->buf + m->msg_off, msg, h->msg_len); /* msg is NULL when empty */
+  if (m->buf && h->msg_len) /* msg is NULL when empty */
+    memcpy(m->buf + m->msg_off, msg, h->msg_len);
   r->cur_span = span && buf;
   if (r->cur_span) hpl__fmac_head(&r->rx, h, buf + pad);
   else if (span) hpl__fmac_begin(&r->rx, h, msg, h->msg_len);
