@@ -1,9 +1,12 @@
 /*
  * crpc_int.h - the inside of the client's RPC layer (crpc.h), shared by its
- * two files and nothing else:
- *   crpc.c       the handle, reading, reply matching, leader/follower;
+ * files and nothing else:
+ *   crpc.c       the handle, tickets, leader/follower waiting;
+ *   crpc_read.c  reading: framing replies, checking their tags, handing
+ *                each to its ticket;
  *   crpc_send.c  writing frames: packing a batch, tagging it (a session's
- *                MACs, frame.h), one writer at a time;
+ *                MACs, frame.h), one writer at a time; breaking the handle
+ *                and its eventfd note (the others call down to it);
  *   crpc_async.c tickets nobody waits on (hpl__crpc_start_async): the ready
  *                list, reading without waiting (hpl__crpc_pump).
  */
@@ -18,6 +21,9 @@
 #include "crpc.h"
 #include "cwait.h"
 #include "record.h"
+
+#define CRPC_RECV_CAP_MS 100 /* a blocking read gives up after this (SO_RCVTIMEO), and is
+                                used only while the deadline is further away than that */
 
 /* A caller waiting for the reply with request id `id` (a ticket). */
 typedef struct hpl__crpc_ticket {
@@ -88,6 +94,14 @@ void hpl__crpc_notify_locked(hpl__crpc *r);
 /* A reply nobody waits for any more (taken: freed here). A GET_REP that
  * granted a hold is answered with a RELEASE. r->lock not held. */
 void hpl__crpc_drop_orphan(hpl__crpc *r, hpl__crpc_msg *m);
+
+/* Hand a complete frame to its ticket (crpc_read.c); the frame is taken either
+ * way: nobody waiting for it, it is dropped as an orphan. r->lock not held. */
+void hpl__crpc_deliver(hpl__crpc *r, hpl__crpc_msg *m);
+
+/* A frame for `id` was skipped for want of memory: its caller fails with
+ * `status`. r->lock not held. */
+void hpl__crpc_deliver_error(hpl__crpc *r, uint64_t id, int status);
 
 /* The reader's turn (reader role held, r->lock not): wait for bytes until
  * the deadline, read once, and deliver what that completes. 0 (go on),

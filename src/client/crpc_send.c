@@ -1,20 +1,45 @@
 /* crpc_send.c - the client's RPC layer, writing (crpc_int.h): a batch of
  * requests packed into frames, tagged under a session, written whole by
- * one writer at a time. */
+ * one writer at a time; and the two marks on the handle that writers and
+ * readers both make: broken, and the eventfd note. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "crpc_int.h"
 #include "hoplite.h"
 #include "util.h"
 
 static const char *errstr(int err, char *buf, size_t len) { return strerror_r(err, buf, len); }
+
+/* ------------------------------------------------------------------ the handle's state */
+
+void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) {
+  if (!r->broken) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+    __atomic_store_n(&r->broken, 1, __ATOMIC_RELEASE); /* also read without the lock */
+    shutdown(r->fd, SHUT_RDWR);
+    hpl__crpc_notify_locked(r);
+  }
+  crpc_wake(r);
+}
+
+void hpl__crpc_notify_locked(hpl__crpc *r) {
+  uint64_t one = 1;
+  if (r->notify_fd >= 0 && write(r->notify_fd, &one, sizeof one) < 0) {
+    /* full (never with a counter this small) or closed: nothing to do */
+  }
+}
 
 /* ------------------------------------------------------------------ writing */
 
