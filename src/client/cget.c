@@ -11,7 +11,7 @@
 #define GET_FEW 8 /* objects of a call whose direct-read state stays on the stack */
 
 static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
-                    hpl_buf **bufs, int *rcs, int tried);
+                    hpl_buf **bufs, int *rcs, const int *direct);
 
 /* The buffer of an object read from the directory (its bytes taken over),
  * linked to the client; NULL without memory (the bytes are freed). */
@@ -36,9 +36,9 @@ int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
    * comes straight from the directory: that path first, without the
    * batch's bookkeeping (a woken worker pays for every line of code it
    * runs: bench/footprint.py); what it does not find goes on below. */
-  int found = 0, one;
+  int found = 0, one, asked = c->direct && timeout_ms != 0;
   uint64_t deadline = hpl__deadline_ms(timeout_ms);
-  if (c->direct && timeout_ms != 0) {
+  if (asked) {
     hpl__cfollow_directory(c);
     hpl__cdirect_obj o;
     hpl__cdirect_get_many(c->direct, &id, 1, deadline, &o, &found);
@@ -48,7 +48,7 @@ int hpl_get(hpl_client *c, const char *id, int64_t timeout_ms, hpl_buf **out) {
     }
   }
   if (timeout_ms > 0) timeout_ms = hpl__ms_left(deadline);
-  int rc = get_many(c, &id, 1, timeout_ms, out, &one, c->direct && timeout_ms != 0 ? 1 + found : 0);
+  int rc = get_many(c, &id, 1, timeout_ms, out, &one, asked ? &found : NULL);
   hpl__trace("get.done", id);
   return rc;
 }
@@ -58,18 +58,18 @@ int hpl_get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeou
   HPL__NOT_ADMIN(c);
   const char *first = ids && n ? ids[0] : NULL;
   hpl__trace("get", first);
-  int rc = get_many(c, ids, n, timeout_ms, bufs, rcs, 0);
+  int rc = get_many(c, ids, n, timeout_ms, bufs, rcs, NULL);
   hpl__trace("get.done", first);
   return rc;
 }
 
-/* hpl_get_many, untraced. tried: 0, or 1 + what hpl_get's direct read of
- * the one object found (HPL__DIRECT_*, cdirect.h), which is not tried
+/* hpl_get_many, untraced. direct: NULL, or what hpl_get's direct read of
+ * its one object found (HPL__DIRECT_*, cdirect.h), which is not asked
  * again; a grant it saw goes with the store's GET. */
 static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t timeout_ms,
-                    hpl_buf **bufs, int *rcs, int tried) {
+                    hpl_buf **bufs, int *rcs, const int *direct) {
   hpl__cstore_poll(&c->st); /* chunks given back meanwhile */
-  if (!tried) hpl__cfollow_directory(c);
+  if (!direct) hpl__cfollow_directory(c);
   hpl__cbatch b;
   int rc = hpl__cbatch_open(c, &b, ids, n, rcs, bufs);
   if (rc) return rc;
@@ -83,8 +83,8 @@ static int get_many(hpl_client *c, const char *const *ids, size_t n, int64_t tim
   hpl__cdirect_obj objs_s[GET_FEW];
   int found_s[GET_FEW];
   int few = k <= GET_FEW; /* most gets ask for one object: no allocation */
-  if (tried && k) s[0].granted = tried - 1 == HPL__DIRECT_GRANTED;
-  const char **dids = !k || !c->direct || timeout_ms == 0 || tried ? NULL
+  if (direct && k) s[0].granted = *direct == HPL__DIRECT_GRANTED;
+  const char **dids = !k || !c->direct || timeout_ms == 0 || direct ? NULL
                       : few                               ? dids_s
                                                           : malloc(k * sizeof *dids);
   hpl__cdirect_obj *objs = !dids ? NULL : few ? objs_s : malloc(k * sizeof *objs);

@@ -64,7 +64,6 @@ struct hpl__crpc {
   size_t rcap;
   hpl__crpc_msg cur; /* the frame whose payload is arriving */
   uint64_t cur_got;
-  int cur_span; /* its tag is checked over cur.buf once whole (crpc.c, frame_begin) */
   /* the session (opts send_key/recv_key): tx under the writer turn, rx
    * with the reader state */
   int tagged;

@@ -95,6 +95,13 @@ void hpl__crpc_deliver_error(hpl__crpc *r, uint64_t id, int status) {
 
 /* ------------------------------------------------------------------ frames */
 
+/* The frame under way has its tag checked over cur.buf once whole: a
+ * covered payload, with a buffer that kept room for the MAC's head
+ * (frame_begin). Without memory the tag is computed as the bytes come. */
+static int cur_in_place(const hpl__crpc *r) {
+  return r->tagged && r->cur.buf && r->cur.payload_len;
+}
+
 static void frame_end(hpl__crpc *r) {
   hpl__crpc_msg m = r->cur;
   memset(&r->cur, 0, sizeof r->cur);
@@ -107,7 +114,7 @@ static void frame_end(hpl__crpc *r) {
  * payload, which frame_payload() fills; the payload starts 64-byte
  * aligned in it. Under a session the buffer starts with room for the MAC's
  * head too (hpl__fmac_head), so the frame's tag is checked over the buffer
- * in place once the payload is in (r->cur_span), not over a copy made as
+ * in place once the payload is in (cur_in_place), not over a copy made as
  * it arrives. Without memory the frame is still read to its end, its tag
  * computed as it comes, then its caller fails with HPL_ENOMEM. */
 static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *msg) {
@@ -128,8 +135,7 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
                        .payload_len = h->payload_len};
   if (m->buf && h->msg_len) /* msg is NULL when empty */
     memcpy(m->buf + m->msg_off, msg, h->msg_len);
-  r->cur_span = span && buf;
-  if (r->cur_span) hpl__fmac_head(&r->rx, h, buf + pad);
+  if (span && buf) hpl__fmac_head(&r->rx, h, buf + pad);
   else if (span) hpl__fmac_begin(&r->rx, h, msg, h->msg_len);
 }
 
@@ -138,7 +144,7 @@ static void frame_begin(hpl__crpc *r, const hpl__frame_hdr *h, const uint8_t *ms
 static int frame_check(hpl__crpc *r, const hpl__frame_hdr *h, char *why, size_t wlen) {
   if (!r->tagged) return 0;
   int rc;
-  if (r->cur_span) { /* the head, the message and the payload, in cur.buf */
+  if (cur_in_place(r)) { /* the head, the message and the payload, in cur.buf */
     size_t head = r->cur.msg_off - HPL__FMAC_HEAD_LEN;
     rc = hpl__fmac_check_span(&r->rx, r->cur.buf + head,
                               HPL__FMAC_HEAD_LEN + r->cur.msg_len + r->cur.payload_len, r->fr.tag);
@@ -154,12 +160,11 @@ static int frame_check(hpl__crpc *r, const hpl__frame_hdr *h, char *why, size_t 
 
 static int frame_payload(hpl__crpc *r, const uint8_t *chunk, size_t len, char *why, size_t wlen) {
   if (r->cur.buf) memcpy(r->cur.buf + r->cur.payload_off + r->cur_got, chunk, len);
-  if (r->tagged && !r->cur_span) hpl__fmac_add(&r->rx, chunk, len);
+  if (r->tagged && !cur_in_place(r)) hpl__fmac_add(&r->rx, chunk, len);
   r->cur_got += len;
   if (hpl__framer_payload_left(&r->fr) != 0) return 0;
   hpl__frame_hdr h = {.type = (uint16_t)r->cur.type, .req_id = r->cur.req_id};
   if (frame_check(r, &h, why, wlen) != 0) return HPL_ECONN;
-  r->cur_span = 0;
   frame_end(r);
   return 0;
 }

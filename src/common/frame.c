@@ -265,15 +265,21 @@ static void gmac_add(hpl__fmac *m, const void *p, size_t n) {
   gmac_stream(m, p, n);
 }
 
+/* The tag of ad[0..n) (at most HPL__FMAC_SMALL bytes) in one libsodium call. */
+static void gmac_one(const hpl__fmac *m, const uint8_t *ad, size_t n,
+                     uint8_t tag[HPL__FRAME_TAG_LEN]) {
+  uint8_t nonce[12], none[16];
+  unsigned long long tlen = 0;
+  gmac_nonce(m, nonce);
+  crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &tlen, NULL, 0, ad, n, NULL, nonce,
+                                                 &m->small->st);
+}
+
 static void gmac_final(hpl__fmac *m, uint8_t tag[HPL__FRAME_TAG_LEN]) {
   uint8_t none[16];
   int out = 0;
   if (!m->failed && !m->spilled) {
-    uint8_t nonce[12];
-    unsigned long long tlen = 0;
-    gmac_nonce(m, nonce);
-    crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &tlen, NULL, 0, m->small->buf,
-                                                   m->glen, NULL, nonce, &m->small->st);
+    gmac_one(m, m->small->buf, m->glen, tag);
     return;
   }
   if (m->failed || EVP_EncryptFinal_ex(m->gcm, none, &out) != 1 ||
@@ -289,24 +295,27 @@ void hpl__fmac_head(const hpl__fmac *m, const hpl__frame_hdr *h,
   hpl__frame_encode_hdr(h, head + 8);
 }
 
-void hpl__fmac_begin(hpl__fmac *m, const hpl__frame_hdr *h, const uint8_t *msg, size_t mlen) {
-  uint8_t head[HPL__FMAC_HEAD_LEN];
-  hpl__fmac_head(m, h, head);
+/* A new frame's MAC, nothing fed yet. */
+static void fmac_start(hpl__fmac *m) {
   if (m->gcm) {
     m->glen = 0;
     m->spilled = 0;
-    gmac_add(m, head, sizeof head);
-    gmac_add(m, msg, mlen);
-    return;
+  } else {
+    crypto_generichash_init(&m->run, m->key, HPL__FRAME_KEY_LEN, HPL__FRAME_TAG_LEN);
   }
-  crypto_generichash_init(&m->run, m->key, HPL__FRAME_KEY_LEN, HPL__FRAME_TAG_LEN);
-  crypto_generichash_update(&m->run, head, sizeof head);
-  if (mlen) crypto_generichash_update(&m->run, msg, mlen);
 }
 
 void hpl__fmac_add(hpl__fmac *m, const void *p, size_t n) {
   if (m->gcm) gmac_add(m, p, n);
   else if (n) crypto_generichash_update(&m->run, p, n);
+}
+
+void hpl__fmac_begin(hpl__fmac *m, const hpl__frame_hdr *h, const uint8_t *msg, size_t mlen) {
+  uint8_t head[HPL__FMAC_HEAD_LEN];
+  hpl__fmac_head(m, h, head);
+  fmac_start(m);
+  hpl__fmac_add(m, head, sizeof head);
+  hpl__fmac_add(m, msg, mlen);
 }
 
 static void fmac_final(hpl__fmac *m, uint8_t tag[HPL__FRAME_TAG_LEN]) {
@@ -337,26 +346,12 @@ int hpl__fmac_check_span(hpl__fmac *m, const uint8_t *p, size_t n,
                          const uint8_t tag[HPL__FRAME_TAG_LEN]) {
   uint8_t want[HPL__FRAME_TAG_LEN];
   if (m->gcm && n <= HPL__FMAC_SMALL && !m->failed) {
-    /* in place: the one libsodium call gmac_final makes on its gathered copy */
-    uint8_t nonce[12], none[16];
-    unsigned long long tlen = 0;
-    gmac_nonce(m, nonce);
-    crypto_aead_aes256gcm_encrypt_detached_afternm(none, want, &tlen, NULL, 0, p, n, NULL, nonce,
-                                                   &m->small->st);
-    return fmac_compare(m, want, tag);
-  }
-  if (m->gcm) { /* larger: streamed through OpenSSL, as a spilled frame */
-    uint8_t nonce[12];
-    gmac_nonce(m, nonce);
-    m->glen = 0;
-    m->spilled = 1;
-    if (EVP_EncryptInit_ex(m->gcm, NULL, NULL, NULL, nonce) != 1) m->failed = 1;
-    gmac_stream(m, p, n);
+    gmac_one(m, p, n, want); /* in place, not over a gathered copy */
   } else {
-    crypto_generichash_init(&m->run, m->key, HPL__FRAME_KEY_LEN, HPL__FRAME_TAG_LEN);
-    crypto_generichash_update(&m->run, p, n);
+    fmac_start(m);
+    hpl__fmac_add(m, p, n); /* a larger GMAC frame streams through OpenSSL */
+    fmac_final(m, want);
   }
-  fmac_final(m, want);
   return fmac_compare(m, want, tag);
 }
 
