@@ -7,6 +7,7 @@
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
  *              [--procs] [--put-timed] [--pace] [--overlap] [--pin] [--server-nice N] [--store-arg WORD]
+ *              [--no-control-prio]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -47,6 +48,11 @@
  * are namespaces of one machine: unpinned, the workers woken at the start
  * time all land on the CPU whose timer woke them (bench/results/
  * small-objects-issue42h-2026-11-30.md).
+ *
+ * --no-control-prio leaves every socket of the run unmarked
+ * (HOPLITE_CONTROL_PRIO=0, docs/operations.md): control packets wait in the
+ * hosts' queues behind bulk bytes, as before 2026-11-30; the impl name gets
+ * "+noprio".
  *
  * --overlap (shuffle): every node submits its gets asynchronously before
  * its puts (bench_shuffle.c), as a task runtime with the async API would;
@@ -167,9 +173,9 @@ static int run(hpl__bc_cfg *g) {
   /* node 0's put runs here: CPU 0, as worker 0 */
   if (g->pin && g->procs && hpl__bench_pin(0, 0)) fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
   char impl[96];
-  snprintf(impl, sizeof impl, "%s%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
+  snprintf(impl, sizeof impl, "%s%s%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
            g->put_timed ? "+put" : "", g->pace ? "+paced" : "", g->overlap ? "+overlap" : "",
-           g->pin && g->procs ? "+pin" : "");
+           g->pin && g->procs ? "+pin" : "", g->noprio ? "+noprio" : "");
   g->impl = impl;
   double B = hpl__bc_parse_rate(g->rate);
   if (g->header) hpl__bc_emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
@@ -245,7 +251,8 @@ int main(int argc, char **argv) {
       {"out", 1, 0, 'O'},        {"extra-out", 1, 0, 'E'}, {"procs", 0, 0, 'P'},
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
       {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {"store-arg", 1, 0, 'A'},
-      {"overlap", 0, 0, 'L'},    {"pin", 0, 0, 'I'},        {0, 0, 0, 0}};
+      {"overlap", 0, 0, 'L'},    {"pin", 0, 0, 'I'},        {"no-control-prio", 0, 0, 'C'},
+      {0, 0, 0, 0}};
   int worker = -1;
   if (hpl__bench_pin_wanted()) g.pin = 1; /* as mpi_coll and gloo_coll */
   char more[512] = ""; /* --store-arg: appended to --store-args, one word each */
@@ -279,6 +286,10 @@ int main(int argc, char **argv) {
       case 'p': g.pace = 1; break;
       case 'L': g.overlap = 1; break;
       case 'I': g.pin = 1; break;
+      case 'C': /* read by the library and the servers, all started after this */
+        if (setenv("HOPLITE_CONTROL_PRIO", "0", 1)) hpl__bc_die("setenv failed");
+        g.noprio = 1;
+        break;
       case 'W': worker = atoi(optarg); break;
       case 'k': sock = optarg; break;
       case 'V':

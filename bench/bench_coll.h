@@ -36,6 +36,7 @@ typedef struct hpl__bc_cfg {
   int pace;             /* --pace: the stores get --link-rate <rate> */
   int pin;              /* --pin: worker i runs on CPU i mod the CPUs (with --procs) */
   int overlap;          /* --overlap: shuffle gets submitted before the puts */
+  int noprio;           /* --no-control-prio: HOPLITE_CONTROL_PRIO=0 for the run */
   uint64_t memory;
   FILE *out, *extra;
   struct hpl__bc_worker *w;     /* --procs: one per node */

@@ -14,6 +14,8 @@
 #   cluster.sh ratelimit HOST RATE   change one host's rate (both directions)
 #   cluster.sh cut HOST | uncut HOST take the host's switch port down / up
 #
+# Each host's egress: htb at RATE over a pfifo_fast queue (HPL_NS_LEAF=pfifo
+# for a single FIFO), its ingress a tbf on the switch port.
 # Names derive from HPL_NS_PREFIX (default "hpl"):
 #   ${PREFIX}-sw      switch namespace, bridge "br0", ports "p0".."p{N-1}"
 #   ${PREFIX}-h<i>    host i, interface "eth0", address ${SUBNET}.(i+1)/24
@@ -30,6 +32,11 @@ STATE_DIR=${HPL_NS_STATE_DIR:-/run/hoplite-ns}
 STATE="$STATE_DIR/$PREFIX.state"
 LOCK="$STATE_DIR/$PREFIX.lock"
 SW="$PREFIX-sw"
+# The queue behind each host's shaper: pfifo_fast, the kernel's default
+# qdisc (three bands by the packet's priority, so sockets marked interactive
+# go first; one FIFO for everything else), or pfifo, one FIFO for all.
+LEAF=${HPL_NS_LEAF:-pfifo_fast}
+case "$LEAF" in pfifo_fast|pfifo) ;; *) echo "cluster.sh: HPL_NS_LEAF='$LEAF': pfifo_fast or pfifo" >&2; exit 1 ;; esac
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { [ -n "${HPL_NS_QUIET:-}" ] || echo "cluster.sh: $*" >&2; }
@@ -148,6 +155,7 @@ apply_rate() {
     tc -n "$ns" qdisc add dev eth0 root handle 1: htb default 10 &&
     tc -n "$ns" class add dev eth0 parent 1: classid 1:10 htb \
         rate "${bps}bit" ceil "${bps}bit" burst "$b" cburst "$b" quantum 65536 &&
+    tc -n "$ns" qdisc add dev eth0 parent 1:10 handle 10: "$LEAF" &&
     tc -n "$SW" qdisc add dev "p$h" root handle 1: tbf \
         rate "${bps}bit" burst "$b" limit "$q"
 }

@@ -164,6 +164,7 @@ static void on_accept(uv_stream_t *server, int status) {
   }
   char host[64];
   uv_stream_t *t = hpl__conn_accept(server, host, sizeof host);
+  if (t && t->type == UV_TCP) hpl__conn_mark_control((uv_tcp_t *)t); /* all of it is control */
   if (t) hpl__dir_server_serve(s, t, host);
 }
 

@@ -307,6 +307,7 @@ static void on_connected(uv_connect_t *req, int status) {
     return;
   }
   uv_tcp_nodelay(t, 1);
+  hpl__conn_mark_control(t);
   note_peer(dl, t);
   char local[64] = "127.0.0.1";
   struct sockaddr_storage ss;

@@ -257,6 +257,7 @@ static void on_connect(uv_connect_t *req, int status) {
     return;
   }
   uv_tcp_nodelay(t, 1);
+  hpl__conn_mark_control(t);
   p->s->ctr.data_conns_opened++;
   hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 1ull << 56,
                               .max_type = HPL__MSG_MAX_},

@@ -176,6 +176,7 @@ static void on_connect(uv_connect_t *req, int status) {
     return;
   }
   uv_tcp_nodelay(t, 1);
+  hpl__conn_mark_control(t);
   hpl__conn_opts o = {.lim = {.max_msg = 4096, .max_payload = 0, .max_type = HPL__MSG_MAX_},
                       .on_frame = on_frame,
                       .on_close = on_close,

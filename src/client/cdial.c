@@ -145,6 +145,7 @@ int hpl__cdial(const hpl__cdial_addr *addr, const hpl__cdial_as *as, const hpl__
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  (void)hpl__sock_control(fd); /* ahead of bulk bytes at this host (util.h) */
   hpl__auth_keys keys;
   hpl__crpc_opts ro = *o;
   if (as->key) {

@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 void *hpl__zalloc(size_t size) {
@@ -179,4 +181,17 @@ int hpl__errf(char *buf, size_t len, int code, const char *fmt, ...) {
     va_end(ap);
   }
   return code;
+}
+
+int hpl__sock_control(int fd) {
+  static _Atomic int on = -1; /* racing first readers store the same value */
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("HOPLITE_CONTROL_PRIO");
+    v = !(e && strcmp(e, "0") == 0);
+    atomic_store_explicit(&on, v, memory_order_relaxed);
+  }
+  if (!v) return 0;
+  int prio = 6; /* TC_PRIO_INTERACTIVE: pfifo_fast's band 0 */
+  return setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof prio);
 }

@@ -63,4 +63,14 @@ uint64_t hpl__checksum(const void *p, size_t len);
 /* Fill buf with a deterministic pseudo-random pattern derived from seed. */
 void hpl__fill_pattern(void *buf, size_t len, uint64_t seed);
 
+/* Mark a connected TCP socket as carrying control traffic (requests, their
+ * replies, a puller's acknowledgements): SO_PRIORITY 6, TC_PRIO_INTERACTIVE.
+ * The kernel's default queueing discipline (pfifo_fast, three bands) then
+ * sends its packets ahead of bulk data already queued at the host's link;
+ * other disciplines may ignore the mark. Nothing changes on the wire. The
+ * sockets that stream object bytes stay unmarked. Off when the environment
+ * has HOPLITE_CONTROL_PRIO=0 (read once). Returns 0, or -1 with errno from
+ * setsockopt (the socket works either way; callers may ignore it). */
+int hpl__sock_control(int fd);
+
 #endif

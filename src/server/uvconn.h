@@ -195,6 +195,12 @@ void hpl__conn_unlisten(uv_stream_t *server);
  * its callback runs again next turn). `peer` (may be NULL) gets a TCP
  * peer's numeric address ("?" if unknown, "" for a Unix socket). */
 uv_stream_t *hpl__conn_accept(uv_stream_t *server, char *peer, size_t plen);
+/* Mark a connected TCP handle as carrying control traffic (requests and
+ * replies, or a puller's side of a data connection): hpl__sock_control
+ * (util.h) on its descriptor. A connection that streams object bytes out is
+ * left unmarked, so the host's default queue sends control packets ahead
+ * of those bytes. A handle without a descriptor is ignored. */
+void hpl__conn_mark_control(uv_tcp_t *t);
 
 /* A server's connection limit, checked for each new connection `t` (from
  * hpl__conn_accept, or made by a test) before it is served. Returns 0

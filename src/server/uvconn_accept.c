@@ -6,6 +6,7 @@
 #include <utlist.h>
 
 #include "log.h"
+#include "util.h"
 #include "uvconn_int.h"
 
 /* ------------------------------------------------------------------ pacing */
@@ -137,4 +138,9 @@ void *hpl__conn_admit(uv_stream_t *t, unsigned open, unsigned max, uint64_t *ref
   void *state = calloc(1, size);
   if (!state) uv_close((uv_handle_t *)t, (uv_close_cb)free);
   return state;
+}
+
+void hpl__conn_mark_control(uv_tcp_t *t) {
+  uv_os_fd_t fd;
+  if (uv_fileno((const uv_handle_t *)t, &fd) == 0) (void)hpl__sock_control(fd);
 }
