@@ -364,15 +364,21 @@ static void conn_process(hpl__conn *c) {
       }
       continue;
     }
-    /* A paused payload chunk is re-fed through the sink only. */
+    /* A streamed payload's bytes after its message in rbuf (or a paused
+     * chunk) go through the sink only. The framer moves past them first,
+     * so that a sink asking from its got() of the last bytes finds the
+     * frame over (hpl__conn_between_frames: a puller parks its connection
+     * there); what the sink leaves is given back. */
     if (c->fr.state == 2 && c->cur_msg && c->o.stream_payloads) {
       uint64_t left = hpl__framer_payload_left(&c->fr);
       size_t avail = c->rlen - c->rpos;
       size_t want = avail < left ? avail : (size_t)left;
+      hpl__framer_payload_skip(&c->fr, want);
       size_t used = conn_on_payload(c, c->rbuf + c->rpos, want);
-      hpl__framer_payload_skip(&c->fr, used);
       c->rpos += used;
       if (used < want) {
+        c->fr.pleft += want - used;
+        c->fr.state = 2;
         c->paused = 1;
         return;
       }
