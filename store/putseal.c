@@ -16,9 +16,14 @@
  * are mostly read once each, and from their makers all nodes can serve at
  * once, while inline they all cross the directory's one link. Smaller ones
  * still go inline, where one answer from the directory is cheaper than a
- * pull. The 8-host shuffle of 64 KiB partitions: 18.8 ms with the
- * --inline-inflight budget alone, 13.4 ms with none of them inline. */
-#define BATCH_INLINE_MAX (16u << 10)
+ * pull while the CPU, not that link, is short. The 8-host shuffle of 64 KiB
+ * partitions: 18.8 ms with the --inline-inflight budget alone, 13.4 ms with
+ * none of them inline. Of 16 KiB (2026-11-30, small pulls reusing their
+ * connections): inline 14.5-15.6 ms against 9.5-10.0 ms as copies at
+ * 1 Gbit/s, 51.7-55.5 against 9.1-11.0 ms at 200 Mbit/s; of 8 KiB 7.2-7.3
+ * against 9.6 ms at 1 Gbit/s but 23.9-24.8 against 7.3-9.9 ms at
+ * 200 Mbit/s (bench/results/small-objects-issue42j-2026-11-30.md). */
+#define BATCH_INLINE_MAX (8u << 10)
 
 /* The put is over without an object: tell waiters, take it out. */
 void hpl__put_undo(hpl__put *p, int status, const char *detail) {

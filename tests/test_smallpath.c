@@ -149,18 +149,18 @@ static void test_delete_drops_here(void **state) {
   assert_int_equal(th_counter(A, "deletes_dropped_here"), here0);
 }
 
-/* Six puts of 12 KiB in one batch with --inline-inflight 30K: the first
+/* Six puts of 6 KiB in one batch with --inline-inflight 15K: the first
  * ones go inline, the others wait for no answer and are registered as
  * copies (inline_deferred); every one reads back intact from the other
  * node, the deferred ones from node 0's store. Without a cap all six go
- * inline (a batch's objects of at most 16 KiB may). */
+ * inline (a batch's objects of at most 8 KiB may). */
 static void test_inline_inflight(void **state) {
   (void)state;
   for (int capped = 1; capped >= 0; capped--) {
     hpl__lc *cl = th_cluster(2, 64ull << 20, NULL,
-                             capped ? "--inline-inflight 30K" : "--inline-inflight 0");
+                             capped ? "--inline-inflight 15K" : "--inline-inflight 0");
     hpl_client *a = th_connect(cl, 0), *b = th_connect(cl, 1);
-    enum { N = 6, SZ = 12 << 10 };
+    enum { N = 6, SZ = 6 << 10 };
     static uint8_t data[N][SZ];
     char ids[N][32];
     const char *p[N];
@@ -202,15 +202,15 @@ static void test_inline_inflight(void **state) {
   }
 }
 
-/* A batch's objects over 16 KiB are registered as copies at their node,
+/* A batch's objects over 8 KiB are registered as copies at their node,
  * not sent inline (a shuffle's partitions: each read once, from their
  * makers in parallel); the same object put alone goes inline, and so do a
- * batch's objects of 16 KiB or less. All read back intact elsewhere. */
+ * batch's objects of 8 KiB or less. All read back intact elsewhere. */
 static void test_batch_keeps_larger(void **state) {
   (void)state;
   static uint8_t data[4][20 << 10];
-  const char *ids[] = {"sp/bk/20k-a", "sp/bk/20k-b", "sp/bk/16k", "sp/bk/4k"};
-  uint64_t sizes[] = {20 << 10, 20 << 10, 16 << 10, 4 << 10};
+  const char *ids[] = {"sp/bk/20k", "sp/bk/9k", "sp/bk/8k", "sp/bk/4k"};
+  uint64_t sizes[] = {20 << 10, 9 << 10, 8 << 10, 4 << 10};
   const void *d[4];
   int rcs[4];
   for (int i = 0; i < 4; i++) {
