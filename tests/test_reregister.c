@@ -498,6 +498,11 @@ static void reduce_adopted_then_node_dies(const char *prefix, uint64_t off, uint
   assert_int_equal(hpl__lc_signal(rc.lc, -1, SIGKILL), 0);
   th_sleep_ms(300);
   directory_restart(&rc);
+  /* the sink names its tree once it has registered again: wait for that
+   * (asked at once, under ASan the count could still be 0) */
+  uint64_t deadline = hpl__deadline_ms(th_ms(10000));
+  while (th_dir_counter(rc.lc, "dir_reduces_adopted") == 0 && hpl__ms_left(deadline) > 0)
+    th_sleep_ms(10);
   assert_int_equal(th_dir_counter(rc.lc, "dir_reduces_adopted"), 1);
   assert_int_equal(hpl__lc_signal(rc.lc, 1, SIGKILL), 0); /* source 2, in the tree */
   rd_check(&rc, 8.0f);
