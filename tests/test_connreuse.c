@@ -24,28 +24,28 @@
 
 #define NOBJ 8
 
-/* 100 and 200 KiB; with `small`, 3 and 6 KiB (copies only when the
- * directory's inline limit is below them) */
-static int small;
-#define SIZE(k) ((small ? 3u << 10 : 100u << 10) * ((k) % 2 ? 1u : 2u))
+/* Object k's size: `base` or twice it (100 KiB: 100 and 200 KiB; 3 KiB
+ * objects are copies only while the directory's inline limit is below them). */
+#define SIZE(base, k) ((base) * ((k) % 2 ? 1u : 2u))
 
 /* Node 1 puts NOBJ objects (below 256 KiB: store/fetch.c's REUSE_MAX);
  * node 0 gets them one after another, each checked. Returns the cluster;
  * c[0], c[1] its clients. */
-static hpl__lc *get_in_turn_at(const char *dir_args, const char *store_args, hpl_client **c) {
+static hpl__lc *get_in_turn_at(const char *dir_args, const char *store_args, uint32_t base,
+                               hpl_client **c) {
   hpl__lc *lc = th_cluster(2, 64ull << 20, dir_args, store_args);
   c[0] = th_connect(lc, 0);
   c[1] = th_connect(lc, 1);
   for (int k = 0; k < NOBJ; k++) {
     char id[32];
     snprintf(id, sizeof id, "cr/%d", k);
-    th_put_pattern(c[1], id, SIZE(k), (uint64_t)k + 1);
+    th_put_pattern(c[1], id, SIZE(base, k), (uint64_t)k + 1);
   }
   for (int k = 0; k < NOBJ; k++) {
     char id[32];
     snprintf(id, sizeof id, "cr/%d", k);
     hpl_buf *b = NULL;
-    uint64_t size = SIZE(k);
+    uint64_t size = SIZE(base, k);
     assert_int_equal(hpl_get(c[0], id, th_ms(20000), &b), 0);
     assert_int_equal(hpl_buf_size(b), size);
     assert_true(th_check_pattern(hpl_buf_data(b), size, (uint64_t)k + 1));
@@ -59,7 +59,7 @@ static hpl__lc *get_in_turn_at(const char *dir_args, const char *store_args, hpl
 }
 
 static hpl__lc *get_in_turn(const char *store_args, hpl_client **c) {
-  return get_in_turn_at(NULL, store_args, c);
+  return get_in_turn_at(NULL, store_args, 100u << 10, c);
 }
 
 static void stop(hpl__lc *lc, hpl_client **c) {
@@ -117,9 +117,7 @@ static void test_pulls_reuse_the_connection(void **state) {
 static void test_small_pulls_reuse(void **state) {
   (void)state;
   hpl_client *c[2];
-  small = 1;
-  hpl__lc *lc = get_in_turn_at("--inline-max 1K", "--data-idle-ms 5000", c);
-  small = 0;
+  hpl__lc *lc = get_in_turn_at("--inline-max 1K", "--data-idle-ms 5000", 3u << 10, c);
   assert_int_equal(th_counter(c[0], "data_conns_opened"), 1);
   assert_int_equal(th_counter(c[0], "data_conns_reused"), NOBJ - 1);
   assert_int_equal(th_counter(c[0], "data_conns_retried"), 0);

@@ -119,6 +119,12 @@ void hpl__framer_payload_skip(hpl__framer *f, uint64_t n) {
   if (f->pleft == 0) f->state = 0;
 }
 
+void hpl__framer_payload_unskip(hpl__framer *f, uint64_t n) {
+  if (!n) return;
+  f->pleft += n;
+  f->state = 2;
+}
+
 long hpl__framer_feed(hpl__framer *f, const uint8_t *data, size_t len, int *ev,
                      const uint8_t **chunk, size_t *chunk_len) {
   size_t used = 0;

@@ -155,6 +155,11 @@ uint64_t hpl__framer_payload_left(const hpl__framer *f);
  * not exceed hpl__framer_payload_left(). */
 void hpl__framer_payload_skip(hpl__framer *f, uint64_t n);
 
+/* Give back the last n payload bytes skipped or fed that the caller could
+ * not take after all (its sink was full): they are payload still to come,
+ * as if never consumed (a frame that ended with them is under way again). */
+void hpl__framer_payload_unskip(hpl__framer *f, uint64_t n);
+
 /* One direction of a session's MACs (see the layout above): the key and
  * the sequence number of the next frame, and the MAC of the frame under
  * way. No allocation; lives in its connection (64-byte aligned: the

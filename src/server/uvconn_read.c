@@ -377,8 +377,7 @@ static void conn_process(hpl__conn *c) {
       size_t used = conn_on_payload(c, c->rbuf + c->rpos, want);
       c->rpos += used;
       if (used < want) {
-        c->fr.pleft += want - used;
-        c->fr.state = 2;
+        hpl__framer_payload_unskip(&c->fr, want - used);
         c->paused = 1;
         return;
       }
@@ -404,8 +403,7 @@ static void conn_process(hpl__conn *c) {
         /* un-consume the rest: give it back to the framer and rbuf */
         size_t back = clen - used;
         c->rpos -= back;
-        c->fr.pleft += back;
-        c->fr.state = 2;
+        hpl__framer_payload_unskip(&c->fr, back);
         c->paused = 1;
         return;
       }
