@@ -145,15 +145,17 @@ static void pull_silent(void *arg, uint64_t quiet_ms) {
 }
 
 /* A pull with less than this to come goes on an idle connection to its
- * sender (ops.reuse, dconns.c): for a small copy a new connection and its
+ * sender (ops.reuse, dconns.c). For a small copy a new connection and its
  * handshake are most of the pull (8 hosts' shuffle of 64 KiB partitions:
- * 0.5-0.6x the time). A larger one connects anew: on 8 emulated hosts,
- * 1 MiB broadcasts measured slower with their pulls on reused connections
- * (put timed: 21 ms against 17.5 ms with every pull reused; object
- * present: 18.7 against 16.6 ms with only the pulls from complete copies
- * reused, the first link of each chain), and the 1 MiB shuffle gained too
- * little to tell from noise. Why is not known. */
-#define REUSE_MAX (256u << 10)
+ * 0.5-0.6x the time). For a copy of 256 KiB to 4 MiB, which waits for an
+ * inbound slot (puller.c), a new connection costs its slot three crossings
+ * of queues full of other streams (SYN, handshake, PULL) while the slot
+ * idles: the 8-host 1 MiB shuffle took 0.38-0.43 s reused against
+ * 0.46-0.50 s connecting anew at 200 Mbit/s, 0.125-0.131 against
+ * 0.155-0.162 s at 1 Gbit/s (1 MiB broadcasts: no difference). Longer
+ * streams connect anew: the handshake is nothing next to them, and a fresh
+ * connection carries no congestion state from an earlier stream. */
+#define REUSE_MAX (4u << 20)
 
 /* Pull the rest of the object from the sender an answer named, straight
  * into its buffer (its progress grows as bytes arrive). An action. */
