@@ -7,7 +7,7 @@
  *              [--memory BYTES] [--store-args "..."] [--dir-args "..."]
  *              [--impl NAME] [--no-header] [--out FILE] [--extra-out FILE]
  *              [--procs] [--put-timed] [--pace] [--overlap] [--pin] [--server-nice N] [--store-arg WORD]
- *              [--no-control-prio]
+ *              [--no-control-prio] [--dir-host K]
  *
  * Timing, as bench/README-bench.md: the driver picks a start time a few ms
  * ahead on CLOCK_MONOTONIC (one clock for every namespace), every
@@ -53,6 +53,11 @@
  * (HOPLITE_CONTROL_PRIO=0, docs/operations.md): control packets wait in the
  * hosts' queues behind bulk bytes, as before 2026-11-30; the impl name gets
  * "+noprio".
+ *
+ * --dir-host K (with --netns) runs the directory on emulated host K
+ * instead of host 0. K from --hosts on is a host with no store and no
+ * worker, so the directory's link carries no object bytes (bring the
+ * cluster up with one host more); the impl name then gets "+dirhost".
  *
  * --overlap (shuffle): every node submits its gets asynchronously before
  * its puts (bench_shuffle.c), as a task runtime with the async API would;
@@ -140,6 +145,7 @@ static int run(hpl__bc_cfg *g) {
                    .memory = g->memory,
                    .netns_prefix = g->netns,
                    .host_addrs = g->netns ? g->addrs : NULL,
+                   .dir_host = g->dir_host,
                    .store_args = g->store_args,
                    .dir_args = g->dir_args,
                    .log_level = getenv("HPL_BENCH_LOG_LEVEL") ? getenv("HPL_BENCH_LOG_LEVEL")
@@ -173,9 +179,10 @@ static int run(hpl__bc_cfg *g) {
   /* node 0's put runs here: CPU 0, as worker 0 */
   if (g->pin && g->procs && hpl__bench_pin(0, 0)) fprintf(stderr, "bench_coll: --pin: %s\n", strerror(errno));
   char impl[96];
-  snprintf(impl, sizeof impl, "%s%s%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
+  snprintf(impl, sizeof impl, "%s%s%s%s%s%s%s%s", g->impl, g->procs ? "+procs" : "",
            g->put_timed ? "+put" : "", g->pace ? "+paced" : "", g->overlap ? "+overlap" : "",
-           g->pin && g->procs ? "+pin" : "", g->noprio ? "+noprio" : "");
+           g->pin && g->procs ? "+pin" : "", g->noprio ? "+noprio" : "",
+           g->dir_host >= g->hosts ? "+dirhost" : "");
   g->impl = impl;
   double B = hpl__bc_parse_rate(g->rate);
   if (g->header) hpl__bc_emit(g, "op\tsize\thosts\timpl\tmedian_s\tmin_s\tmax_s\tratio_to_bound\tcpu_pct\n");
@@ -252,7 +259,7 @@ int main(int argc, char **argv) {
       {"put-timed", 0, 0, 'T'},  {"worker", 1, 0, 'W'},    {"socket", 1, 0, 'k'},
       {"server-nice", 1, 0, 'V'}, {"pace", 0, 0, 'p'},   {"store-arg", 1, 0, 'A'},
       {"overlap", 0, 0, 'L'},    {"pin", 0, 0, 'I'},        {"no-control-prio", 0, 0, 'C'},
-      {0, 0, 0, 0}};
+      {"dir-host", 1, 0, 'd'},   {0, 0, 0, 0}};
   int worker = -1;
   if (hpl__bench_pin_wanted()) g.pin = 1; /* as mpi_coll and gloo_coll */
   char more[512] = ""; /* --store-arg: appended to --store-args, one word each */
@@ -290,6 +297,7 @@ int main(int argc, char **argv) {
         if (setenv("HOPLITE_CONTROL_PRIO", "0", 1)) hpl__bc_die("setenv failed");
         g.noprio = 1;
         break;
+      case 'd': g.dir_host = atoi(optarg); break;
       case 'W': worker = atoi(optarg); break;
       case 'k': sock = optarg; break;
       case 'V':
@@ -350,6 +358,9 @@ int main(int argc, char **argv) {
     int n = 0;
     for (char *t = strtok(a, ","); t && n < HPL__BC_MAXN; t = strtok(NULL, ",")) g.addrs[n++] = t;
     if (n < g.hosts) hpl__bc_die("--addrs lists fewer hosts than --hosts");
+    if (g.dir_host < 0 || g.dir_host >= n) hpl__bc_die("--dir-host: not a host --addrs lists");
+  } else if (g.dir_host) {
+    hpl__bc_die("--dir-host needs --netns");
   }
   return run(&g);
 }

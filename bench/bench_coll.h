@@ -37,6 +37,8 @@ typedef struct hpl__bc_cfg {
   int pin;              /* --pin: worker i runs on CPU i mod the CPUs (with --procs) */
   int overlap;          /* --overlap: shuffle gets submitted before the puts */
   int noprio;           /* --no-control-prio: HOPLITE_CONTROL_PRIO=0 for the run */
+  int dir_host;         /* --dir-host: the emulated host the directory runs on (0; from
+                           --hosts on: a host with no store, impl "+dirhost") */
   uint64_t memory;
   FILE *out, *extra;
   struct hpl__bc_worker *w;     /* --procs: one per node */

@@ -125,10 +125,10 @@ static void port_file(const hpl__lc *lc, int k, char *out) {
  * kernel's pick). `wait`: until it listens (a standby never does). */
 static int start_directory(hpl__lc *lc, int k, int wait, char *err, size_t errlen) {
   char listen[128], pfile[PATH_MAX], name[32], ns[64];
-  snprintf(listen, sizeof listen, "%s:%d", node_host(lc, 0), lc->dir_port[k]);
+  snprintf(listen, sizeof listen, "%s:%d", node_host(lc, lc->o.dir_host), lc->dir_port[k]);
   port_file(lc, k, pfile);
   unlink(pfile);
-  if (lc->o.netns_prefix) snprintf(ns, sizeof ns, "%s-h0", lc->o.netns_prefix);
+  if (lc->o.netns_prefix) snprintf(ns, sizeof ns, "%s-h%d", lc->o.netns_prefix, lc->o.dir_host);
   if (k == 0) snprintf(name, sizeof name, "directory");
   else snprintf(name, sizeof name, "directory-%d", k);
   lc_proc *d = &lc->dir[k];
@@ -297,11 +297,17 @@ int hpl__lc_start(const hpl__lc_opts *o, hpl__lc **out, char *err, size_t errlen
     rc = hpl__errf(err, errlen, HPL_EINVAL,
               "standby directories: 2 to %d, no emulated hosts, no directories of others",
               LC_MAX_DIRS);
+  if (rc == 0 && (o->dir_host < 0 || (o->dir_host && (!o->netns_prefix || !o->host_addrs ||
+                                                      !o->host_addrs[o->dir_host]))))
+    rc = hpl__errf(err, errlen, HPL_EINVAL,
+                   "the directory on host %d: only with emulated hosts whose addresses list it",
+                   o->dir_host);
   if (rc == 0 && o->ha_dirs) rc = start_etcd(lc, err, errlen);
   /* the first directory leads (the others stand by behind it) */
   for (int k = 0; rc == 0 && k < lc->ndirs; k++) rc = start_directory(lc, k, k == 0, err, errlen);
   if (rc == 0 && !o->ha_dirs && !o->dir_list)
-    snprintf(lc->dir_list, sizeof lc->dir_list, "%s:%d", node_host(lc, 0), lc->dir_port[0]);
+    snprintf(lc->dir_list, sizeof lc->dir_list, "%s:%d", node_host(lc, lc->o.dir_host),
+             lc->dir_port[0]);
   for (int i = 0; rc == 0 && i < o->nodes; i++) {
     lc->n = i + 1;
     rc = start_store(lc, i, err, errlen);

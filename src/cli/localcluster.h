@@ -33,11 +33,14 @@ typedef struct hpl__lc_opts {
   int timeout_ms;          /* how long a server may take to come up (0: 10000) */
   int remove_work_dir;     /* remove work_dir (and everything in it) at stop, even if given */
   /* Emulated hosts: if netns_prefix is set, the directory runs in namespace
-   * "<prefix>-h0" and store i in "<prefix>-h<i>" (through `ip netns exec`),
-   * binding and advertising host_addrs[i]; the directory listens on
-   * host_addrs[0]. The namespaces must exist (bench/cluster.sh up). */
+   * "<prefix>-h<dir_host>" and store i in "<prefix>-h<i>" (through `ip netns
+   * exec`), binding and advertising host_addrs[i]; the directory listens on
+   * host_addrs[dir_host]. The namespaces must exist (bench/cluster.sh up).
+   * dir_host (0 by default) may be a host without a store (>= nodes): the
+   * directory then has a link of its own; host_addrs must list it. */
   const char *netns_prefix;
   const char *const *host_addrs;
+  int dir_host;
   /* The cluster secret: every cluster gets one (work_dir/cluster.secret,
    * mode 0600, made unless it exists) and every server is started with
    * --auth-file. no_auth: none (servers older than the secret, or tests of
