@@ -434,3 +434,34 @@ int th_cluster_sh(const char *prefix, const char *fmt, ...) {
   va_end(ap);
   return th_sh("HPL_NS_PREFIX=%s HPL_NS_QUIET=1 %s/bench/cluster.sh %s", prefix, HPL_SRC_DIR, args);
 }
+
+const char *th_netns_unusable(void) {
+  if (getuid() != 0) return "needs root for network namespaces";
+  char probe[32];
+  snprintf(probe, sizeof probe, "hplprobe%d", (int)(getpid() % 100000));
+  if (th_sh("ip netns add %s 2>/dev/null && ip netns del %s", probe, probe) != 0)
+    return "this machine refuses 'ip netns add' (no network namespaces)";
+  return NULL;
+}
+
+void th_cluster_up(const char *prefix, int hosts, const char *rate, char (*addrs_buf)[TH_ADDR_LEN],
+                   const char **addrs) {
+  if (th_cluster_sh(prefix, "up %d %s", hosts, rate) != 0) {
+    th_cluster_sh(prefix, "down --kill >/dev/null 2>&1");
+    fail_msg("cannot bring up the emulated cluster");
+  }
+  for (int i = 0; i < hosts; i++) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "HPL_NS_PREFIX=%s %s/bench/cluster.sh addr %d", prefix, HPL_SRC_DIR,
+             i);
+    FILE *p = popen(cmd, "r");
+    int ok = p && fgets(addrs_buf[i], TH_ADDR_LEN, p);
+    if (p) pclose(p);
+    if (!ok) {
+      th_cluster_sh(prefix, "down --kill >/dev/null 2>&1");
+      fail_msg("no address for host %d", i);
+    }
+    addrs_buf[i][strcspn(addrs_buf[i], "\n")] = 0;
+    addrs[i] = addrs_buf[i];
+  }
+}

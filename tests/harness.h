@@ -208,3 +208,16 @@ int th_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* bench/cluster.sh with HPL_NS_PREFIX=prefix, quietly, and the arguments
  * fmt makes ("up 3 1gbit", "cut 2"); system()'s status. */
 int th_cluster_sh(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Why emulated hosts cannot run here ("needs root for network namespaces",
+ * "this machine refuses 'ip netns add'"), or NULL if they can: a test that
+ * gets a reason prints it and exits 77 (skipped). */
+const char *th_netns_unusable(void);
+
+/* Bring up `hosts` emulated hosts at `rate` (bench/cluster.sh up) under
+ * `prefix` and write host i's address into addrs_buf[i], pointed at by
+ * addrs[i]. Fails the test (after taking down whatever came up) if the
+ * cluster or an address cannot be had. */
+#define TH_ADDR_LEN 32
+void th_cluster_up(const char *prefix, int hosts, const char *rate, char (*addrs_buf)[TH_ADDR_LEN],
+                   const char **addrs);

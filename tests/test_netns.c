@@ -28,7 +28,7 @@
 #define MB (1ull << 20)
 
 static char prefix[16];
-static char addrs_buf[HOSTS][32];
+static char addrs_buf[HOSTS][TH_ADDR_LEN];
 static const char *addrs[HOSTS];
 
 static void cluster_down(void) {
@@ -38,20 +38,7 @@ static void cluster_down(void) {
 static int setup(void **state) {
   (void)state;
   snprintf(prefix, sizeof prefix, "hplt%d", (int)(getpid() % 100000));
-  if (th_cluster_sh(prefix, "up %d 200mbit", HOSTS) != 0) {
-    cluster_down();
-    fail_msg("cannot bring up the emulated cluster");
-  }
-  for (int i = 0; i < HOSTS; i++) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "HPL_NS_PREFIX=%s %s/bench/cluster.sh addr %d", prefix, HPL_SRC_DIR,
-             i);
-    FILE *p = popen(cmd, "r");
-    if (!p || !fgets(addrs_buf[i], sizeof addrs_buf[i], p)) fail_msg("no address for host %d", i);
-    pclose(p);
-    addrs_buf[i][strcspn(addrs_buf[i], "\n")] = 0;
-    addrs[i] = addrs_buf[i];
-  }
+  th_cluster_up(prefix, HOSTS, "200mbit", addrs_buf, addrs);
   return 0;
 }
 
@@ -470,18 +457,9 @@ static void test_slow_receiver_keeps_senders(void **state) {
 
 int main(void) {
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
-  if (getuid() != 0) {
-    fprintf(stderr, "test_netns: needs root for network namespaces; skipped\n");
-    return 77;
-  }
-  /* a machine that refuses network namespaces altogether cannot run this */
-  char probe[64];
-  snprintf(probe, sizeof probe, "hplp%d", (int)(getpid() % 100000));
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "ip netns add %s 2>/dev/null && ip netns del %s", probe, probe);
-  if (system(cmd) != 0) {
-    fprintf(stderr, "test_netns: this machine refuses 'ip netns add' (no network namespaces); "
-                    "skipped\n");
+  const char *why = th_netns_unusable();
+  if (why) {
+    fprintf(stderr, "test_netns: %s; skipped\n", why);
     return 77;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_broadcast_across_hosts),

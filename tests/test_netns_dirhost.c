@@ -23,26 +23,13 @@
 #define STORES 2
 
 static char prefix[16];
-static char addrs_buf[HOSTS][32];
+static char addrs_buf[HOSTS][TH_ADDR_LEN];
 static const char *addrs[HOSTS];
 
 static int setup(void **state) {
   (void)state;
   snprintf(prefix, sizeof prefix, "hpld%d", (int)(getpid() % 100000));
-  if (th_cluster_sh(prefix, "up %d 200mbit", HOSTS) != 0) {
-    th_cluster_sh(prefix, "down --kill >/dev/null 2>&1");
-    fail_msg("cannot bring up the emulated cluster");
-  }
-  for (int i = 0; i < HOSTS; i++) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "HPL_NS_PREFIX=%s %s/bench/cluster.sh addr %d", prefix, HPL_SRC_DIR,
-             i);
-    FILE *p = popen(cmd, "r");
-    if (!p || !fgets(addrs_buf[i], sizeof addrs_buf[i], p)) fail_msg("no address for host %d", i);
-    pclose(p);
-    addrs_buf[i][strcspn(addrs_buf[i], "\n")] = 0;
-    addrs[i] = addrs_buf[i];
-  }
+  th_cluster_up(prefix, HOSTS, "200mbit", addrs_buf, addrs);
   return 0;
 }
 
@@ -116,15 +103,9 @@ static void test_directory_on_its_own_host(void **state) {
 }
 
 int main(void) {
-  if (getuid() != 0) {
-    fprintf(stderr, "test_netns_dirhost: needs root for network namespaces; skipped\n");
-    return 77;
-  }
-  char probe[64], cmd[160];
-  snprintf(probe, sizeof probe, "hpldp%d", (int)(getpid() % 100000));
-  snprintf(cmd, sizeof cmd, "ip netns add %s 2>/dev/null && ip netns del %s", probe, probe);
-  if (system(cmd) != 0) {
-    fprintf(stderr, "test_netns_dirhost: no network namespaces here; skipped\n");
+  const char *why = th_netns_unusable();
+  if (why) {
+    fprintf(stderr, "test_netns_dirhost: %s; skipped\n", why);
     return 77;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_refused_without_hosts),

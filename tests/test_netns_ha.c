@@ -37,7 +37,7 @@
 #define DIR_PORT 7400
 
 static char prefix[16], etcd_ip[32];
-static char addrs_buf[HOSTS][32];
+static char addrs_buf[HOSTS][TH_ADDR_LEN];
 static const char *addrs[HOSTS];
 
 static void cluster_down(void) {
@@ -53,21 +53,7 @@ static void cluster_cmd(const char *verb, int host) {
 static int setup(void **state) {
   (void)state;
   snprintf(prefix, sizeof prefix, "hplha%d", (int)(getpid() % 100000));
-  if (th_cluster_sh(prefix, "up %d 1gbit",
-         HOSTS) != 0) {
-    cluster_down();
-    fail_msg("cannot bring up the emulated cluster");
-  }
-  for (int i = 0; i < HOSTS; i++) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "HPL_NS_PREFIX=%s %s/bench/cluster.sh addr %d", prefix, HPL_SRC_DIR,
-             i);
-    FILE *p = popen(cmd, "r");
-    if (!p || !fgets(addrs_buf[i], sizeof addrs_buf[i], p)) fail_msg("no address for host %d", i);
-    pclose(p);
-    addrs_buf[i][strcspn(addrs_buf[i], "\n")] = 0;
-    addrs[i] = addrs_buf[i];
-  }
+  th_cluster_up(prefix, HOSTS, "1gbit", addrs_buf, addrs);
   snprintf(etcd_ip, sizeof etcd_ip, "%s", addrs[0]);
   snprintf(strrchr(etcd_ip, '.') + 1, 4, "254");
   return 0;
@@ -509,19 +495,11 @@ static void test_leader_fenced_from_etcd(void **state) {
 
 int main(void) {
   if (getenv("HPL_TEST_FILTER")) cmocka_set_test_filter(getenv("HPL_TEST_FILTER"));
-  if (getuid() != 0) {
-    fprintf(stderr, "test_netns_ha: needs root for network namespaces; skipped\n");
-    return 77;
-  }
-  if (system("command -v etcd >/dev/null 2>&1") != 0) {
-    fprintf(stderr, "test_netns_ha: no etcd (Debian's etcd-server); skipped\n");
-    return 77;
-  }
-  char probe[64], cmd[160];
-  snprintf(probe, sizeof probe, "hplq%d", (int)(getpid() % 100000));
-  snprintf(cmd, sizeof cmd, "ip netns add %s 2>/dev/null && ip netns del %s", probe, probe);
-  if (system(cmd) != 0) {
-    fprintf(stderr, "test_netns_ha: this machine refuses 'ip netns add'; skipped\n");
+  const char *why = th_netns_unusable();
+  if (!why && system("command -v etcd >/dev/null 2>&1") != 0)
+    why = "no etcd (Debian's etcd-server)";
+  if (why) {
+    fprintf(stderr, "test_netns_ha: %s; skipped\n", why);
     return 77;
   }
   const struct CMUnitTest tests[] = {
