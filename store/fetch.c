@@ -147,7 +147,7 @@ static void pull_silent(void *arg, uint64_t quiet_ms) {
 /* A pull with less than this to come goes on an idle connection to its
  * sender (ops.reuse, dconns.c). For a small copy a new connection and its
  * handshake are most of the pull (8 hosts' shuffle of 64 KiB partitions:
- * 0.5-0.6x the time). For a copy of 256 KiB to 4 MiB, which waits for an
+ * 0.5-0.6x the time). For a copy of 32 KiB to 4 MiB, which waits for an
  * inbound slot (puller.c), a new connection costs its slot three crossings
  * of queues full of other streams (SYN, handshake, PULL) while the slot
  * idles: the 8-host 1 MiB shuffle took 0.38-0.43 s reused against

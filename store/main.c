@@ -122,7 +122,7 @@ static const hpl__opt opts[] = {
      "10000; 0: off)",
      HPL__OPT_U32, OFF(stall_timeout_ms), 0, 0, 0, NULL},
     {"inbound-pulls", "N",
-     "copies with 256 KiB to 4 MiB left to come pulled at once;\nmore wait their turn, so "
+     "copies with 32 KiB to 4 MiB left to come pulled at once;\nmore wait their turn, so "
      "senders converging on this\nnode's link do not overflow its queue (default 2; 0: no\n"
      "limit)",
      HPL__OPT_U32, OFF(inbound_pulls), 0, 0, 1024, NULL},

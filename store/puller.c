@@ -303,13 +303,17 @@ static void pull_connect(hpl__puller *p, int may_reuse, int report) {
 }
 
 /* A copy's pull with between these much left to come takes an inbound
- * slot (cfg.inbound_pulls). Smaller ones are over before a queue builds.
- * Larger ones never wait: their streams are long enough for fast
- * retransmit to repair what a crowded queue drops, and while one of them
- * waits out a timeout the others keep the link busy (measured on the
- * 8-host shuffle: at 16 MiB, 2 slots made it 1.4x slower than no limit; at
- * 1 MiB they made it 1.7x faster). */
-#define PULL_BIG (256u << 10)
+ * slot (cfg.inbound_pulls). Smaller ones are about one initial TCP window.
+ * Copies of 32 KiB up there are not: seven 64 KiB partitions at once kept
+ * a receiver's inbound queue full for the whole shuffle, and every PULL
+ * other hosts sent it waited behind them (8-host 64 KiB shuffle at 200
+ * Mbit/s: 27.0-32.8 ms with slots, 36.5-38.9 without). Larger ones never
+ * wait: their streams are long enough for fast retransmit to repair what
+ * a crowded queue drops, and while one of them waits out a timeout the
+ * others keep the link busy (measured on the 8-host shuffle: at 16 MiB, 2
+ * slots made it 1.4x slower than no limit; at 1 MiB they made it 1.7x
+ * faster). */
+#define PULL_BIG (32u << 10)
 #define PULL_LONG (4u << 20)
 
 /* Connect, or take an idle connection, and ask (the pull holds its slot,
@@ -402,7 +406,7 @@ static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const 
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
   s->ctr.pulls_made++;
-  /* a copy of 256 KiB to 4 MiB: one of a few at once (reduce and ring
+  /* a copy of 32 KiB to 4 MiB: one of a few at once (reduce and ring
    * streams are parts of schedules others wait on: never held back) */
   int needs = into && into_progress && !internal && size > offset &&
               size - offset >= PULL_BIG && size - offset < PULL_LONG;

@@ -12,7 +12,7 @@
 #include "puller.h"
 #include "uvconn.h"
 
-/* A pull's inbound slot (puller.c: copies with 256 KiB to 4 MiB to come
+/* A pull's inbound slot (puller.c: copies with 32 KiB to 4 MiB to come
  * take one, --inbound-pulls of them at once). */
 typedef enum hpl__pull_slot {
   HPL__SLOT_NONE,    /* needs none (small, long, or a reduce or ring stream) */

@@ -3,7 +3,8 @@
  * on one node's link would overflow its queue. On real processes: one node
  * gets many 2 MiB objects from three others at once; all arrive intact,
  * the ones over the limit waited their turn (pulls_queued); without a
- * limit none waits, nor do copies of 4 MiB or more. The copies go in ring
+ * limit none waits, nor do copies of 4 MiB or more; 100 KiB copies take
+ * turns too, 16 KiB ones do not. The copies go in ring
  * order of their senders' node ids from the receiver's own, the first
  * ones too, whatever order they were asked in. */
 #include <setjmp.h>
@@ -23,8 +24,8 @@
 
 /* Nodes 1..3 put NOBJ objects of `size` bytes between them; node 0 gets
  * them all with one call. Returns node 0's pulls_queued after. */
-static uint64_t get_all(uint64_t size, const char *store_args) {
-  hpl__lc *lc = th_cluster(4, 128ull << 20, NULL, store_args);
+static uint64_t get_all_at(uint64_t size, const char *dir_args, const char *store_args) {
+  hpl__lc *lc = th_cluster(4, 128ull << 20, dir_args, store_args);
   hpl_client *c[4];
   for (int i = 0; i < 4; i++) c[i] = th_connect(lc, i);
   char ids[NOBJ][32];
@@ -50,6 +51,10 @@ static uint64_t get_all(uint64_t size, const char *store_args) {
   return queued;
 }
 
+static uint64_t get_all(uint64_t size, const char *store_args) {
+  return get_all_at(size, NULL, store_args);
+}
+
 static void test_large_pulls_take_turns(void **state) {
   (void)state;
   uint64_t q = get_all(2ull << 20, "--inbound-pulls 2");
@@ -61,6 +66,17 @@ static void test_large_pulls_take_turns(void **state) {
 static void test_no_limit(void **state) {
   (void)state;
   assert_int_equal(get_all(2ull << 20, "--inbound-pulls 0"), 0);
+}
+
+/* Partitions of 64 KiB take turns as well (puller.c: PULL_BIG is 32 KiB),
+ * so that seven of them do not fill the receiver's inbound queue; 16 KiB
+ * copies (the inline limit lowered so they are pulled) never wait. */
+static void test_partitions_take_turns(void **state) {
+  (void)state;
+  uint64_t q = get_all_at(100u << 10, "--inline-max 8K", "--inbound-pulls 2");
+  assert_true(q >= 1);
+  assert_true(q <= NOBJ - 2);
+  assert_int_equal(get_all_at(16u << 10, "--inline-max 8K", "--inbound-pulls 1"), 0);
 }
 
 /* Copies of 4 MiB or more never wait (puller.c: PULL_LONG). */
@@ -135,6 +151,7 @@ static void test_ring_order_from_the_first(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_large_pulls_take_turns),
+      cmocka_unit_test(test_partitions_take_turns),
       cmocka_unit_test(test_no_limit),
       cmocka_unit_test(test_long_copies_never_wait),
       cmocka_unit_test(test_ring_order_from_the_first),
