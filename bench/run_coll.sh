@@ -9,7 +9,8 @@
 #
 # For each host count: bench/cluster.sh up N RATE, a plain TCP point-to-point
 # and chain check (is the machine able to carry N hosts at RATE?), hoplite
-# (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for allreduce
+# (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for shuffle
+# --procs --overlap, for allreduce
 # --procs with the directory's --no-rings, and when shaped --procs --pace: the stores
 # told the links' rate, so their streams leave paced), for bcast the request/reply latency floor of
 # small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines
@@ -87,6 +88,8 @@ for N in $HOSTS; do
     # put inside the timed region (receivers already waiting)
     modes=("" "--procs")
     [ "$OP" = bcast ] && modes+=("--procs --put-timed")
+    # shuffle with the gets sent before the puts (the async API)
+    [ "$OP" = shuffle ] && modes+=("--procs --overlap")
     # allreduce without rings (reduce, then broadcast), for the comparison
     [ "$OP" = allreduce ] && modes+=("--procs --impl hoplite-noring --dir-args --no-rings")
     # the stores told their link's rate (--link-rate): streams leave paced
