@@ -304,10 +304,11 @@ static void pull_connect(hpl__puller *p, int may_reuse, int report) {
 
 /* A copy's pull with between these much left to come takes an inbound
  * slot (cfg.inbound_pulls). Smaller ones are about one initial TCP window.
- * Copies of 32 KiB up there are not: seven 64 KiB partitions at once kept
- * a receiver's inbound queue full for the whole shuffle, and every PULL
- * other hosts sent it waited behind them (8-host 64 KiB shuffle at 200
- * Mbit/s: 27.0-32.8 ms with slots, 36.5-38.9 without). Larger ones never
+ * Copies of 64 KiB did not take one at first (the limit began at 256 KiB),
+ * but seven of them at once kept a receiver's inbound queue full for the
+ * whole shuffle, and every PULL other hosts sent it waited behind them
+ * (8-host 64 KiB shuffle at 200 Mbit/s: 27.0-32.8 ms with slots,
+ * 36.5-38.9 without). Larger ones never
  * wait: their streams are long enough for fast retransmit to repair what
  * a crowded queue drops, and while one of them waits out a timeout the
  * others keep the link busy (measured on the 8-host shuffle: at 16 MiB, 2
