@@ -308,12 +308,11 @@ static void pull_connect(hpl__puller *p, int may_reuse, int report) {
  * but seven of them at once kept a receiver's inbound queue full for the
  * whole shuffle, and every PULL other hosts sent it waited behind them
  * (8-host 64 KiB shuffle at 200 Mbit/s: 27.0-32.8 ms with slots,
- * 36.5-38.9 without). Larger ones never
- * wait: their streams are long enough for fast retransmit to repair what
- * a crowded queue drops, and while one of them waits out a timeout the
- * others keep the link busy (measured on the 8-host shuffle: at 16 MiB, 2
- * slots made it 1.4x slower than no limit; at 1 MiB they made it 1.7x
- * faster). */
+ * 36.5-38.9 without). Larger ones never wait: their streams are long
+ * enough for fast retransmit to repair what a crowded queue drops, and
+ * while one of them waits out a timeout the others keep the link busy
+ * (measured on the 8-host shuffle: at 16 MiB, 2 slots made it 1.4x slower
+ * than no limit; at 1 MiB they made it 1.7x faster). */
 #define PULL_BIG (32u << 10)
 #define PULL_LONG (4u << 20)
 

@@ -42,7 +42,8 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* The network namespace inode of process pid, or of a named namespace. */
+/* The inode of the namespace file at `path` (/proc/PID/ns/net, or a named
+ * namespace under /run/netns), 0 if it cannot be read. */
 static ino_t ns_inode(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 ? st.st_ino : 0;
