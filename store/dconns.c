@@ -1,4 +1,5 @@
-/* dconns.c - idle data connections kept between pulls (see dconns.h).
+/* dconns.c - data connections for pulls: their receive window, and idle
+ * ones kept between pulls (see dconns.h).
  *
  * One list, least recently parked first: the oldest is the one the timer
  * waits for, and the one the caps let go. It holds HPL__DCONNS_MAX entries
@@ -6,7 +7,10 @@
  */
 #include "dconns.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <utlist.h>
 
 #include "hoplite.h"
@@ -30,6 +34,7 @@ typedef struct hpl__dconns {
   uv_timer_t timer; /* the oldest one's idle time (made on the first park) */
   int timer_open;
   int closed;       /* close_all ran: nothing is kept any more */
+  int warned;       /* a receive buffer the kernel refused was logged */
 } hpl__dconns;
 
 static int same_peer(const struct sockaddr_in *a, const struct sockaddr_in *b) {
@@ -89,6 +94,31 @@ static void expire(uv_timer_t *t) {
   uint64_t now = uv_now(s->loop);
   while (d->list && now - d->list->since >= s->cfg.data_idle_ms) let_go(d->list);
   arm(s);
+}
+
+uint64_t hpl__dconns_window_for(uint64_t link_rate) {
+  if (!link_rate) return 0;
+  uint64_t w = link_rate / 8 * 5 / 4000; /* 1.25 ms */
+  return w < (32u << 10) ? 32u << 10 : w;
+}
+
+int hpl__dconns_open(hpl__store *s, uv_tcp_t *t, uint64_t window) {
+  int rc = uv_tcp_init_ex(s->loop, t, AF_INET); /* (data ports are IPv4: struct sockaddr_in) */
+  if (rc || !window) return rc;
+  int want = window > INT32_MAX / 2 ? INT32_MAX / 2 : (int)window, got = 0;
+  socklen_t len = sizeof got;
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)t, &fd) == 0 &&
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 && got >= want) {
+    s->ctr.data_conns_windowed++; /* (the kernel doubles it for its bookkeeping) */
+  } else if (s->dconns && !s->dconns->warned) {
+    s->dconns->warned = 1;
+    HPL__LOG_WARN("data connections: receive buffer of %d bytes not taken (%d; %s): the "
+                  "kernel sizes it",
+                  want, got, strerror(errno));
+  }
+  return 0;
 }
 
 int hpl__dconns_init(hpl__store *s) {

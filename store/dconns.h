@@ -1,8 +1,25 @@
 /*
- * dconns.h - idle data connections to other stores' data ports, kept
+ * dconns.h - data connections to other stores' data ports: opened with a
+ * bounded receive buffer for copies (cfg.pull_window), and kept idle
  * between pulls: a pull that ended whole leaves its connection here
  * (authenticated, between frames), and the next pull from the same sender
  * takes it instead of connecting and doing the handshake again.
+ *
+ * The receive window. Copies from several senders converge on a node's
+ * link; left to the kernel, each connection's window grows to megabytes,
+ * and the switch port in front of the node fills to its limit. Every
+ * control message to this node (a PULL other nodes send for its own
+ * copies, the directory's answers) and the first bytes of each new copy
+ * then wait behind that queue. With the window bounded to about
+ * 1.25 ms of the link, each copy keeps at most that much in flight, the
+ * queue stays short, and a single copy still fills the link where the
+ * round trip is shorter than that (8 emulated hosts' shuffle at
+ * 200 Mbit/s: 1 MiB partitions 0.38-0.41 -> 0.35-0.38 s; docs/design.md,
+ * "The receive window of copies"). Where the link is faster than the path
+ * between the processes (loopback) a bound only slows copies down, so it
+ * applies only when the link rate is known (--link-rate) or set
+ * (--pull-window). Reduce and ring streams keep the kernel's sizing: a
+ * paced allreduce was 7 % slower with the bound.
  *
  * Bounded: at most HPL__DCONNS_PER_PEER idle connections per sender and
  * HPL__DCONNS_MAX in all (the least recently parked goes first), each for
@@ -15,19 +32,33 @@
  * connection of a store is opened with the same credentials (cfg.auth,
  * role DATA), so any of them may carry any of its pulls.
  *
- * Callers: puller.c (park, take; init, close_all and free from its own),
- * stmetrics.c (the gauge).
+ * Callers: puller.c (open, park, take; init, close_all and free from its
+ * own), server.c (window_for), stmetrics.c (the gauge).
  */
 #ifndef HPL_STORE_DCONNS_H
 #define HPL_STORE_DCONNS_H
 
 #include <netinet/in.h>
+#include <stdint.h>
 
 #include "store.h"
 #include "uvconn.h"
 
 #define HPL__DCONNS_PER_PEER 2
 #define HPL__DCONNS_MAX 64
+
+/* The receive buffer for copies' connections on a link of `link_rate`
+ * bits/s: 1.25 ms of it, at least 32 KiB; 0 (the kernel sizes it) if the
+ * rate is not known (0). */
+uint64_t hpl__dconns_window_for(uint64_t link_rate);
+
+/* Initialize `t` for a connection to another store's data port, its socket
+ * made now so that a `window` (bytes; 0: the kernel's sizing) can be its
+ * receive buffer before it connects (the window scale is agreed in the
+ * handshake). Counted in data_conns_windowed when the kernel took it; a
+ * buffer it refuses is logged once and the connection goes on unbounded.
+ * Returns 0, or a libuv error (the handle is then not initialized). */
+int hpl__dconns_open(hpl__store *s, uv_tcp_t *t, uint64_t window);
 
 /* Make the module's context: 0 or HPL_ENOMEM. */
 int hpl__dconns_init(hpl__store *s);

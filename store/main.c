@@ -132,6 +132,11 @@ static const hpl__opt opts[] = {
      "fetched from the nodes that made it, not all through\nthe directory's link (default 128K; "
      "0: no limit)",
      HPL__OPT_SIZE, OFF(inline_inflight), 0, 0, 0, NULL},
+    {"pull-window", "BYTES",
+     "receive buffer of the connections copies come in on,\nso copies converging on this node keep "
+     "its switch queue\nshort and messages to it do not wait behind them (default:\n1.25 ms of "
+     "--link-rate, at least 32K; without it, or 0:\nthe kernel sizes it; see docs/operations.md)",
+     HPL__OPT_SIZE, OFF(pull_window), 0, 0, 1u << 30, NULL},
     {"data-idle-ms", "MS",
      "a connection to another store's data port whose pull\nended whole is kept this long for "
      "the next pull from\nthat store (at most 2 per store, 64 in all; default\n3000; 0: every "

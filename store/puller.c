@@ -57,7 +57,8 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   if (freed) ps->slots_held--;
   slot_set(p, HPL__SLOT_NONE);
   p->closes = 1;
-  if (p->c && status == 0 && p->replied) { /* whole: kept for the next pull from the sender */
+  if (p->c && status == 0 && p->replied && p->window == p->s->cfg.pull_window) {
+    /* whole, and sized as every idle one: kept for the next pull from the sender */
     hpl__dconns_park(p->s, &p->sa, p->c); /* takes it: our on_close is not called */
     p->c = NULL;
   } else if (p->c) { /* its on_close releases one count */
@@ -283,6 +284,7 @@ static void on_connect(uv_connect_t *req, int status) {
 static void pull_connect(hpl__puller *p, int may_reuse, int report) {
   hpl__conn *c = may_reuse && p->ops.reuse ? hpl__dconns_take(p->s, &p->sa) : NULL;
   p->reused = c != NULL;
+  p->window = c ? p->s->cfg.pull_window : p->ops.window;
   if (c) {
     hpl__conn_rebind(c, on_frame, on_close, p);
     p->c = c;
@@ -296,7 +298,12 @@ static void pull_connect(hpl__puller *p, int may_reuse, int report) {
     hpl__puller_end(p, HPL_ENOMEM, "out of memory", report);
     return;
   }
-  uv_tcp_init(p->s->loop, p->tcp);
+  if (hpl__dconns_open(p->s, p->tcp, p->window) != 0) {
+    free(p->tcp);
+    p->tcp = NULL;
+    hpl__puller_end(p, HPL_ESYS, "cannot make a socket", report);
+    return;
+  }
   p->creq.data = p;
   if (uv_tcp_connect(&p->creq, p->tcp, (struct sockaddr *)&p->sa, on_connect) != 0)
     hpl__puller_end(p, HPL_ECONN, "cannot connect to the sender", report);

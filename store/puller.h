@@ -63,8 +63,13 @@ typedef struct hpl__puller_ops {
   /* 1: the pull may go on an idle connection to its sender that an earlier
    * pull left (dconns.c) instead of a new one (fetch.c decides when).
    * Whatever this says, a pull that ends whole leaves its connection
-   * there for later ones. */
+   * there for later ones (if it was opened with the store's copy window,
+   * the one every idle connection has). */
   int reuse;
+  /* Receive buffer of a new connection (bytes; 0: the kernel sizes it):
+   * cfg.pull_window for copies (dconns.h says why), 0 for reduce and ring
+   * streams. */
+  uint64_t window;
 } hpl__puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)

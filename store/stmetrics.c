@@ -62,6 +62,8 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out, const char *only)
         "Connections this store opened to other stores' data ports for pulls"),
       C("data_conns_reused", c->data_conns_reused, "data_connections_reused_total",
         "Pulls that took an idle connection to their sender instead of opening one"),
+      C("data_conns_windowed", c->data_conns_windowed, "data_connections_windowed_total",
+        "Of those, connections opened with --pull-window as their receive buffer"),
       C("data_conns_retried", c->data_conns_retried, "data_connections_retried_total",
         "Pulls whose idle connection closed before the reply: pulled again on a new one"),
       G("data_conns_idle", hpl__dconns_idle(s), "data_connections_idle",

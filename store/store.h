@@ -26,6 +26,7 @@ struct hpl__obj;
 
 /* hpl__store_config.trim_ms: not set (hpl__store_start picks 10 s, or never with prefault) */
 #define HPL__STORE_TRIM_DEFAULT UINT32_MAX
+#define HPL__PULL_WINDOW_DEFAULT UINT64_MAX /* hpl__store_start: from link_rate */
 
 #define HPL__STORE_MAX_DIRS 8 /* --directory addresses (standby directories) */
 
@@ -53,6 +54,9 @@ typedef struct hpl__store_config {
                                 queue (puller.c; 0: no limit) */
   uint64_t inline_inflight;  /* --inline-inflight: bytes of INLINE_PUTs out at once; a
                                 small put past it is served from here (putseal.c; 0: no limit) */
+  uint64_t pull_window;      /* --pull-window: receive buffer of the connections copies are
+                                pulled on (dconns.c; 0: the kernel sizes it;
+                                HPL__PULL_WINDOW_DEFAULT: from link_rate) */
   uint32_t data_idle_ms;     /* --data-idle-ms: a data connection whose pull ended whole is
                                 kept this long for the next pull from its sender
                                 (dconns.c; 0: every pull connects anew) */
@@ -85,6 +89,7 @@ typedef struct hpl__store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pulls_queued, pull_slots_lent, pull_failures,
       data_conns_opened,  /* data connections a pull opened (puller.c) */
       data_conns_reused,  /* pulls that took an idle one instead (dconns.c) */
+      data_conns_windowed, /* ...opened with cfg.pull_window as their receive buffer */
       data_conns_retried, /* ...whose idle one closed before the reply: pulled anew */
       corrupt_units, /* received units that failed their digests (objdig.c, puller.c) */
       inline_gets, inline_puts, local_gets, remote_gets, puts, deletes, bytes_resent,

@@ -9,7 +9,11 @@
  * connection does at the worst moment) costs no get: the pull asks once
  * more on a new one; and a sender killed and started again on the same
  * port leaves no idle connection behind. Small copies (a few KiB, whose
- * reply comes in one read) are reused as well. */
+ * reply comes in one read) are reused as well. With --link-rate or
+ * --pull-window, copies' connections are opened with a bounded receive
+ * buffer (data_conns_windowed; without either, none is), and a reduce
+ * stream's connection, which keeps the kernel's sizing, is not kept for
+ * copies. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -131,6 +135,60 @@ static void test_small_pulls_reuse(void **state) {
   assert_int_equal(th_counter(c[1], "data_conns"), 1);
   stop(lc, c);
 }
+/* A store told its link rate opens copies' connections with a bounded
+ * receive buffer (1.25 ms of the link, at least 32 KiB: store/dconns.c),
+ * and reuses them as before; --pull-window sets it outright, and 0 or no
+ * rate leaves it to the kernel. */
+static void test_copy_windows(void **state) {
+  (void)state;
+  const char *args[] = {"--data-idle-ms 5000 --link-rate 200mbit",
+                        "--data-idle-ms 5000 --pull-window 96K", "--data-idle-ms 5000",
+                        "--data-idle-ms 5000 --link-rate 1gbit --pull-window 0"};
+  for (int i = 0; i < 4; i++) {
+    hpl_client *c[2];
+    hpl__lc *lc = get_in_turn(args[i], c);
+    uint64_t windowed = th_counter(c[0], "data_conns_windowed");
+    fprintf(stderr, "%s: %llu windowed\n", args[i], (unsigned long long)windowed);
+    assert_int_equal(th_counter(c[0], "data_conns_opened"), 1);
+    assert_int_equal(th_counter(c[0], "data_conns_reused"), NOBJ - 1);
+    assert_int_equal(windowed, i < 2 ? 1 : 0);
+    stop(lc, c);
+  }
+}
+
+/* A reduce stream's connection keeps the kernel's sizing: when it ends it
+ * is closed, not kept for copies (whose connections all have the store's
+ * window). */
+static void test_reduce_streams_not_windowed(void **state) {
+  (void)state;
+  hpl_client *c[2];
+  hpl__lc *lc = get_in_turn("--data-idle-ms 5000 --pull-window 64K", c);
+  uint64_t opened = th_counter(c[0], "data_conns_opened") + th_counter(c[1], "data_conns_opened");
+  uint64_t windowed =
+      th_counter(c[0], "data_conns_windowed") + th_counter(c[1], "data_conns_windowed");
+  uint64_t idle = th_counter(c[0], "data_conns_idle") + th_counter(c[1], "data_conns_idle");
+  assert_int_equal(windowed, 1);
+  th_put_pattern(c[0], "rd/a", 1u << 20, 5);
+  th_put_pattern(c[1], "rd/b", 1u << 20, 6);
+  const char *src[2] = {"rd/a", "rd/b"};
+  assert_int_equal(hpl_reduce(c[0], "rd/sum", src, 2, 2, HPL_OP_SUM, HPL_DT_U8, th_ms(10000)), 0);
+  hpl_buf *b = NULL;
+  assert_int_equal(hpl_get(c[0], "rd/sum", th_ms(20000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), 1u << 20);
+  hpl_release(c[0], b);
+  uint64_t opened2 = th_counter(c[0], "data_conns_opened") + th_counter(c[1], "data_conns_opened");
+  uint64_t windowed2 =
+      th_counter(c[0], "data_conns_windowed") + th_counter(c[1], "data_conns_windowed");
+  uint64_t idle2 = th_counter(c[0], "data_conns_idle") + th_counter(c[1], "data_conns_idle");
+  fprintf(stderr, "reduce: opened %llu -> %llu, windowed %llu -> %llu, idle %llu -> %llu\n",
+          (unsigned long long)opened, (unsigned long long)opened2, (unsigned long long)windowed,
+          (unsigned long long)windowed2, (unsigned long long)idle, (unsigned long long)idle2);
+  assert_true(opened2 > opened); /* the reduce's stream came on a new connection */
+  assert_int_equal(windowed2, windowed);
+  assert_int_equal(idle2, idle);
+  stop(lc, c);
+}
+
 static void test_reuse_off(void **state) {
   (void)state;
   hpl_client *c[2];
@@ -195,6 +253,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_pulls_reuse_the_connection, th_teardown),
       cmocka_unit_test_teardown(test_small_pulls_reuse, th_teardown),
+      cmocka_unit_test_teardown(test_copy_windows, th_teardown),
+      cmocka_unit_test_teardown(test_reduce_streams_not_windowed, th_teardown),
       cmocka_unit_test_teardown(test_reuse_off, th_teardown),
       cmocka_unit_test_teardown(test_closed_as_taken_retries, th_teardown),
       cmocka_unit_test_teardown(test_sender_restarted, th_teardown),
