@@ -12,7 +12,8 @@
 # (build/bench/bench_coll: threads, --procs, for bcast --procs --put-timed, for shuffle
 # --procs --overlap, for allreduce
 # --procs with the directory's --no-rings, and when shaped --procs --pace: the stores
-# told the links' rate, so their streams leave paced), for bcast the request/reply latency floor of
+# told the links' rate, so their streams leave paced and copies come in with bounded
+# receive windows; for shuffle also --procs --pace --overlap), for bcast the request/reply latency floor of
 # small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines
 # (for shuffle: MPI_Alltoall in MPICH and Open MPI; baselines.sh skips the
 # others), then down. Every --extra-mode adds one more hoplite run with those bench_coll
@@ -94,6 +95,9 @@ for N in $HOSTS; do
     [ "$OP" = allreduce ] && modes+=("--procs --impl hoplite-noring --dir-args --no-rings")
     # the stores told their link's rate (--link-rate): streams leave paced
     [ "$RATE" != none ] && modes+=("--procs --pace")
+    # ... which also bounds copies' receive windows (--pull-window): for the
+    # shuffle with the gets sent first too
+    [ "$RATE" != none ] && [ "$OP" = shuffle ] && modes+=("--procs --pace --overlap")
     modes+=("${EXTRA_MODES[@]}")
     for mode in "${modes[@]}"; do
         # shellcheck disable=SC2086
