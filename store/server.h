@@ -24,7 +24,8 @@
  *                taken from the directory, checked unit by unit
  *   rddig.c      a reduce stream's digests where it is made: hashed as
  *                its bytes become final, answered to its receivers
- *   dconns.c     idle data connections to other stores' data ports, kept
+ *   dconns.c     data connections to other stores' data ports: copies'
+ *                receive window (--pull-window), and idle ones kept
  *                between pulls (bounded per sender and in all, timed out)
  *   puller.c     one byte stream from a peer's data port, into an object
  *                (hpl__puller_start_into: where received bytes become its
