@@ -8,6 +8,7 @@
 #include "dconns.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -96,10 +97,22 @@ static void expire(uv_timer_t *t) {
   arm(s);
 }
 
-uint64_t hpl__dconns_window_for(uint64_t link_rate) {
-  if (!link_rate) return 0;
-  uint64_t w = link_rate / 8 * 5 / 4000; /* 1.25 ms */
-  return w < (32u << 10) ? 32u << 10 : w;
+uint64_t hpl__dconns_window(uint64_t asked, uint64_t link_rate) {
+  uint64_t w = asked;
+  if (w == HPL__PULL_WINDOW_DEFAULT) {
+    w = link_rate / 8 * 5 / 4000; /* 1.25 ms */
+    if (link_rate && w < (32u << 10)) w = 32u << 10;
+  }
+  unsigned long long max = 0;
+  FILE *f = w ? fopen("/proc/sys/net/core/rmem_max", "r") : NULL;
+  if (f && fscanf(f, "%llu", &max) == 1 && w > max) {
+    HPL__LOG_WARN("--pull-window: %llu bytes is above net.core.rmem_max (%llu), which the "
+                  "kernel would cap it to: copies' windows are left to the kernel",
+                  (unsigned long long)w, max);
+    w = 0;
+  }
+  if (f) fclose(f);
+  return w;
 }
 
 int hpl__dconns_open(hpl__store *s, uv_tcp_t *t, uint64_t window) {

@@ -33,7 +33,7 @@
  * role DATA), so any of them may carry any of its pulls.
  *
  * Callers: puller.c (open, park, take; init, close_all and free from its
- * own), server.c (window_for), stmetrics.c (the gauge).
+ * own), server.c (window), stmetrics.c (the gauge).
  */
 #ifndef HPL_STORE_DCONNS_H
 #define HPL_STORE_DCONNS_H
@@ -47,10 +47,15 @@
 #define HPL__DCONNS_PER_PEER 2
 #define HPL__DCONNS_MAX 64
 
-/* The receive buffer for copies' connections on a link of `link_rate`
- * bits/s: 1.25 ms of it, at least 32 KiB; 0 (the kernel sizes it) if the
- * rate is not known (0). */
-uint64_t hpl__dconns_window_for(uint64_t link_rate);
+/* The receive buffer for copies' connections (cfg.pull_window, at the
+ * store's start): `asked` (--pull-window) if given, else, on a link of
+ * `link_rate` bits/s, 1.25 ms of it and at least 32 KiB, and 0 (the
+ * kernel sizes it) if the rate is not known (0). A buffer above what the
+ * kernel lets a process set (net.core.rmem_max) is logged and 0 too: the
+ * kernel would cap it there, and a set buffer is never grown again,
+ * where its own sizing would have gone further. Reads that limit from
+ * /proc once (at start, off the loop). */
+uint64_t hpl__dconns_window(uint64_t asked, uint64_t link_rate);
 
 /* Initialize `t` for a connection to another store's data port, its socket
  * made now so that a `window` (bytes; 0: the kernel's sizing) can be its

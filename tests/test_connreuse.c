@@ -137,14 +137,16 @@ static void test_small_pulls_reuse(void **state) {
 }
 /* A store told its link rate opens copies' connections with a bounded
  * receive buffer (1.25 ms of the link, at least 32 KiB: store/dconns.c),
- * and reuses them as before; --pull-window sets it outright, and 0 or no
- * rate leaves it to the kernel. */
+ * and reuses them as before; --pull-window sets it outright, and 0, no
+ * rate, or a window above net.core.rmem_max (which the kernel would cap
+ * it to, never to grow it again) leaves it to the kernel. */
 static void test_copy_windows(void **state) {
   (void)state;
   const char *args[] = {"--data-idle-ms 5000 --link-rate 200mbit",
                         "--data-idle-ms 5000 --pull-window 96K", "--data-idle-ms 5000",
-                        "--data-idle-ms 5000 --link-rate 1gbit --pull-window 0"};
-  for (int i = 0; i < 4; i++) {
+                        "--data-idle-ms 5000 --link-rate 1gbit --pull-window 0",
+                        "--data-idle-ms 5000 --pull-window 1G"};
+  for (int i = 0; i < 5; i++) {
     hpl_client *c[2];
     hpl__lc *lc = get_in_turn(args[i], c);
     uint64_t windowed = th_counter(c[0], "data_conns_windowed");
