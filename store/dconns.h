@@ -60,8 +60,8 @@ uint64_t hpl__dconns_window(uint64_t asked, uint64_t link_rate);
 /* Initialize `t` for a connection to another store's data port, its socket
  * made now so that a `window` (bytes; 0: the kernel's sizing) can be its
  * receive buffer before it connects (the window scale is agreed in the
- * handshake). Counted in data_conns_windowed when the kernel took it; a
- * buffer it refuses is logged once and the connection goes on unbounded.
+ * handshake). Counted in data_conns_windowed; a buffer the kernel refuses
+ * is logged once and the connection goes on unbounded.
  * Returns 0, or a libuv error (the handle is then not initialized). */
 int hpl__dconns_open(hpl__store *s, uv_tcp_t *t, uint64_t window);
 

@@ -186,7 +186,7 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
                          .resumable = 1,
                          .straggled = pull_straggled,
                          .reuse = o->size - from < REUSE_MAX,
-                         .window = s->cfg.pull_window};
+                         .windowed = 1};
   f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port,
                                    o->id, 0, o, from, 1, &ops, f);
   if (!f->pull) {

@@ -46,6 +46,12 @@ static void puller_handle_closed(uv_handle_t *h) {
   puller_release(p);
 }
 
+/* p's connection has the receive buffer every idle one has (dconns.h):
+ * taken from them, or opened for a copy, or no copy window is set. */
+static int sized_as_idle(const hpl__puller *p) {
+  return p->reused || p->ops.windowed || !p->s->cfg.pull_window;
+}
+
 void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report) {
   if (p->finished) return;
   p->finished = 1;
@@ -57,7 +63,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   if (freed) ps->slots_held--;
   slot_set(p, HPL__SLOT_NONE);
   p->closes = 1;
-  if (p->c && status == 0 && p->replied && p->window == p->s->cfg.pull_window) {
+  if (p->c && status == 0 && p->replied && sized_as_idle(p)) {
     /* whole, and sized as every idle one: kept for the next pull from the sender */
     hpl__dconns_park(p->s, &p->sa, p->c); /* takes it: our on_close is not called */
     p->c = NULL;
@@ -284,7 +290,6 @@ static void on_connect(uv_connect_t *req, int status) {
 static void pull_connect(hpl__puller *p, int may_reuse, int report) {
   hpl__conn *c = may_reuse && p->ops.reuse ? hpl__dconns_take(p->s, &p->sa) : NULL;
   p->reused = c != NULL;
-  p->window = c ? p->s->cfg.pull_window : p->ops.window;
   if (c) {
     hpl__conn_rebind(c, on_frame, on_close, p);
     p->c = c;
@@ -298,7 +303,7 @@ static void pull_connect(hpl__puller *p, int may_reuse, int report) {
     hpl__puller_end(p, HPL_ENOMEM, "out of memory", report);
     return;
   }
-  if (hpl__dconns_open(p->s, p->tcp, p->window) != 0) {
+  if (hpl__dconns_open(p->s, p->tcp, p->ops.windowed ? p->s->cfg.pull_window : 0) != 0) {
     free(p->tcp);
     p->tcp = NULL;
     hpl__puller_end(p, HPL_ESYS, "cannot make a socket", report);

@@ -66,10 +66,10 @@ typedef struct hpl__puller_ops {
    * there for later ones (if it was opened with the store's copy window,
    * the one every idle connection has). */
   int reuse;
-  /* Receive buffer of a new connection (bytes; 0: the kernel sizes it):
-   * cfg.pull_window for copies (dconns.h says why), 0 for reduce and ring
-   * streams. */
-  uint64_t window;
+  /* 1: a copy's pull: a new connection gets cfg.pull_window as its
+   * receive buffer (dconns.h says why); 0: a reduce or ring stream's, which
+   * the kernel sizes. */
+  int windowed;
 } hpl__puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)

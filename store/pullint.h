@@ -53,7 +53,6 @@ struct hpl__puller {
   uv_connect_t creq;
   hpl__conn *c;
   int reused;    /* c was an idle connection to the sender (dconns.c) */
-  uint64_t window; /* c's receive buffer as opened (ops.window; cfg.pull_window if reused) */
   int replied;   /* its PULL_REP arrived */
   uint64_t start; /* stream offset requested */
   uint64_t size;  /* whole stream size */
