@@ -186,7 +186,8 @@ static void start_pull(hpl__fetch *f, const Hplpb__AcquireRep *r) {
                          .resumable = 1,
                          .straggled = pull_straggled,
                          .reuse = o->size - from < REUSE_MAX,
-                         .windowed = 1};
+                         .windowed = 1,
+                         .round = f->round};
   f->pull = hpl__puller_start_into(s, r->sender_addr, (int)r->sender_port,
                                    o->id, 0, o, from, 1, &ops, f);
   if (!f->pull) {
@@ -213,11 +214,39 @@ static void fetch_free_maybe(hpl__fetch *f) {
   hpl__otimer_free(&f->grant_timer, f);
 }
 
+/* Fetches that begin asking within this long of a round's first are in
+ * that round (the gets of one request, or of a burst of them). */
+#define ROUND_MS 2
+
+/* f enters or leaves HPL__FETCH_ASK: the current ask round's count of
+ * fetches waiting for their first answer, told to the puller (its first
+ * fill waits for them; puller.h). */
+static void count_asking(hpl__fetch *f, int enters) {
+  hpl__fetches *fs = f->s->fetches;
+  if (enters) {
+    uint64_t now = hpl__now_ms();
+    if (!fs->round || now - fs->round_ms > ROUND_MS) {
+      fs->round++;
+      fs->round_ms = now;
+      fs->round_asking = 0;
+    }
+    f->round = fs->round;
+    fs->round_asking++;
+  } else if (f->round == fs->round && fs->round_asking) {
+    fs->round_asking--;
+  } else {
+    return; /* an older round's: no longer counted */
+  }
+  hpl__puller_asking(f->s, fs->round, fs->round_asking);
+}
+
 /* The fetch's one state change, logged. */
 static void set_state(hpl__fetch *f, hpl__fetch_state to, hpl__fetch_event ev) {
   HPL__LOG_DEBUG("fetch '%s': %s --%s--> %s", f->o->id,
                  hpl__fetch_state_name(f->state), hpl__fetch_event_name(ev),
                  hpl__fetch_state_name(to));
+  if ((to == HPL__FETCH_ASK) != (f->state == HPL__FETCH_ASK))
+    count_asking(f, to == HPL__FETCH_ASK);
   f->state = to;
 }
 
@@ -405,6 +434,8 @@ void hpl__fetch_stop(hpl__store *s) {
     hpl__fetch_held_free(f);
     f->asks = 0;
     f->busy = 0;
+    if (f->state == HPL__FETCH_ASK && f->round == s->fetches->round && s->fetches->round_asking)
+      s->fetches->round_asking--; /* (the pulls are stopped: nobody is told) */
     f->state = HPL__FETCH_END;
     fetch_free_maybe(f);
   }

@@ -18,6 +18,9 @@
 typedef struct hpl__fetches {
   struct hpl__fetch *list;      /* every fetch (utlist) */
   struct hpl__late_grant *late; /* GRANTs held back by the fault point (fetchgrant.c; utlist) */
+  uint64_t round;         /* the newest ask round (hpl__puller_asking; 0: none yet) */
+  uint64_t round_ms;      /*   ...when its first fetch began asking */
+  unsigned round_asking;  /*   ...its fetches in HPL__FETCH_ASK */
 } hpl__fetches;
 
 typedef struct hpl__fetch {
@@ -28,6 +31,7 @@ typedef struct hpl__fetch {
   int asks;               /* directory requests whose answer is due */
   int busy;               /* hpl__fetch_fire calls under way (nested): do not free */
   hpl__puller *pull;
+  uint64_t round;     /* the ask round it began asking in (0: never asked) */
   uint64_t sender;    /* node we pull (or pulled) from */
   uint64_t avoid;     /* sender to name as failed in the next ACQUIRE */
   int avoid_crawled;  /* ... because its stream crawled (a straggler) */

@@ -21,17 +21,7 @@
 #include "pullint.h"
 #include "util.h"
 
-static void admit_next(hpl__store *s);
-static void admit_soon(uv_check_t *h);
 static void pull_connect(hpl__puller *p, int may_reuse, int report);
-
-/* The pull's one change of inbound slot state, logged. */
-static void slot_set(hpl__puller *p, hpl__pull_slot to) {
-  static const char *const name[] = {"none", "waiting", "held", "lent"};
-  if (p->slot == to) return;
-  HPL__LOG_DEBUG("%s '%s': inbound slot %s -> %s", p->label, p->key, name[p->slot], name[to]);
-  p->slot = to;
-}
 
 /* The puller is freed once its timer and (if it was still connecting) its
  * socket have closed: libuv may run the connect callback while closing. */
@@ -58,10 +48,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   hpl__trace("s.pulled", p->key);
   hpl__pullers *ps = p->s->pullers;
   DL_DELETE(ps->list, p);
-  int freed = p->slot == HPL__SLOT_HELD;
-  if (p->slot == HPL__SLOT_WAITING) DL_DELETE2(ps->queued, p, qprev, qnext);
-  if (freed) ps->slots_held--;
-  slot_set(p, HPL__SLOT_NONE);
+  int freed = hpl__pullslot_leave(p);
   p->closes = 1;
   if (p->c && status == 0 && p->replied && sized_as_idle(p)) {
     /* whole, and sized as every idle one: kept for the next pull from the sender */
@@ -79,7 +66,7 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
   }
   uv_timer_stop(&p->monitor);
   uv_close((uv_handle_t *)&p->monitor, puller_handle_closed);
-  if (freed) admit_next(p->s);
+  if (freed) hpl__pullslot_admit(p->s);
   if (report) p->ops.done(p->arg, status, detail);
 }
 
@@ -314,85 +301,17 @@ static void pull_connect(hpl__puller *p, int may_reuse, int report) {
     hpl__puller_end(p, HPL_ECONN, "cannot connect to the sender", report);
 }
 
-/* A copy's pull with between these much left to come takes an inbound
- * slot (cfg.inbound_pulls). Smaller ones are about one initial TCP window.
- * Copies of 64 KiB did not take one at first (the limit began at 256 KiB),
- * but seven of them at once kept a receiver's inbound queue full for the
- * whole shuffle, and every PULL other hosts sent it waited behind them
- * (8-host 64 KiB shuffle at 200 Mbit/s: 27.0-32.8 ms with slots,
- * 36.5-38.9 without). Larger ones never wait: their streams are long
- * enough for fast retransmit to repair what a crowded queue drops, and
- * while one of them waits out a timeout the others keep the link busy
- * (measured on the 8-host shuffle: at 16 MiB, 2 slots made it 1.4x slower
- * than no limit; at 1 MiB they made it 1.7x faster). */
-#define PULL_BIG (32u << 10)
-#define PULL_LONG (4u << 20)
-
 /* Connect, or take an idle connection, and ask (the pull holds its slot,
  * if it needs one). A failure ends the pull, reported to its owner if
  * `report` (a queued pull's owner has it already; one starting now hears
  * through pull_start's NULL). */
-static void pull_begin(hpl__puller *p, int report) {
+void hpl__puller_begin(hpl__puller *p, int report) {
   hpl__trace("s.pullgo", p->key);
   p->started_ms = p->last_move_ms = p->last_tick_ms = hpl__now_ms();
   if (p->ops.monitor) hpl__puller_monitor_start(p);
   HPL__LOG_DEBUG("pulling %s'%s' [%llu, %llu) (%s)", p->internal ? "stream " : "", p->key,
                  (unsigned long long)p->start, (unsigned long long)p->size, p->label);
   pull_connect(p, 1, report);
-}
-
-/* A slot fell free: the queued large copy whose sender's node id follows
- * ours most closely (ids taken as a ring) takes it. Every receiver going
- * round the ring from itself is what pairwise exchange does: when many
- * nodes fetch from each other at once, each sender has about as many
- * receivers as slots, instead of the ones everybody asks first being
- * swamped. A sender of unknown id comes last. */
-static void admit_next(hpl__store *s) {
-  hpl__pullers *ps = s->pullers;
-  unsigned cap = s->cfg.inbound_pulls;
-  while (ps->queued && (cap == 0 || ps->slots_held < cap)) {
-    hpl__puller *p = NULL, *q;
-    uint64_t best = UINT64_MAX;
-    for (q = ps->queued; q; q = q->qnext) {
-      uint64_t dist = q->ops.peer ? q->ops.peer - s->node_id : UINT64_MAX;
-      if (!p || dist < best) {
-        p = q;
-        best = dist;
-      }
-    }
-    DL_DELETE2(ps->queued, p, qprev, qnext);
-    slot_set(p, HPL__SLOT_HELD);
-    ps->slots_held++;
-    pull_begin(p, 1);
-  }
-  for (hpl__puller *q = ps->queued; q; q = q->qnext)
-    if (!q->waited) { /* passed over: it waits its turn */
-      q->waited = 1;
-      s->ctr.pulls_queued++;
-    }
-}
-
-/* Free slots are filled once the loop turn that made the copies is over
- * (a check handle runs after the turn's I/O callbacks): a get of many
- * objects has all its directory answers in by then, so the first copies
- * to go are the ring's nearest too, not the first answered (which for
- * every receiver alike would be the lowest node ids: measured on the
- * 8-host 1 MiB shuffle, nodes 0 and 1 served all seven receivers for
- * ~55 ms while the other six links idled). */
-static void admit_soon(uv_check_t *h) {
-  hpl__store *s = h->data;
-  uv_check_stop(h);
-  admit_next(s);
-}
-
-#define SLOT_QUIET_MS 40 /* a large copy quiet this long lends its slot */
-
-void hpl__puller_slot_check(hpl__puller *p, uint64_t now) {
-  if (p->slot != HPL__SLOT_HELD || now - p->last_move_ms < SLOT_QUIET_MS) return;
-  slot_set(p, HPL__SLOT_LENT);
-  p->s->pullers->slots_held--;
-  p->s->ctr.pull_slots_lent++;
-  admit_next(p->s);
 }
 
 static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const char *key,
@@ -418,25 +337,8 @@ static hpl__puller *pull_start(hpl__store *s, const char *addr, int port, const 
   uv_timer_init(s->loop, &p->monitor);
   p->monitor.data = p;
   s->ctr.pulls_made++;
-  /* a copy of 32 KiB to 4 MiB: one of a few at once (reduce and ring
-   * streams are parts of schedules others wait on: never held back) */
-  int needs = into && into_progress && !internal && size > offset &&
-              size - offset >= PULL_BIG && size - offset < PULL_LONG;
-  hpl__pullers *ps = s->pullers;
-  unsigned cap = s->cfg.inbound_pulls;
-  if (needs && cap) { /* queued even if a slot is free: see admit_soon */
-    slot_set(p, HPL__SLOT_WAITING);
-    DL_APPEND2(ps->queued, p, qprev, qnext);
-    hpl__trace("s.pullq", p->key);
-    if (ps->slots_held < cap && ps->admit_open && !uv_is_active((uv_handle_t *)&ps->admit))
-      uv_check_start(&ps->admit, admit_soon);
-    return p;
-  }
-  if (needs) {
-    slot_set(p, HPL__SLOT_HELD);
-    ps->slots_held++;
-  }
-  pull_begin(p, 0);
+  if (hpl__pullslot_enter(p)) return p; /* queued: begins when a slot is free */
+  hpl__puller_begin(p, 0);
   return p->finished ? NULL : p; /* (freed once its handles closed, not before) */
 }
 
@@ -469,9 +371,7 @@ void hpl__puller_paused(hpl__puller *p) {
 int hpl__puller_init(hpl__store *s) {
   s->pullers = calloc(1, sizeof *s->pullers);
   if (!s->pullers) return HPL_ENOMEM;
-  uv_check_init(s->loop, &s->pullers->admit);
-  s->pullers->admit.data = s;
-  s->pullers->admit_open = 1;
+  hpl__pullslot_init(s);
   return hpl__dconns_init(s);
 }
 
@@ -487,10 +387,7 @@ void hpl__puller_free(hpl__store *s) {
 
 void hpl__puller_stop_all(hpl__store *s) {
   hpl__pullers *ps = s->pullers;
-  if (ps && ps->admit_open) { /* (first: the ends below admit nothing more) */
-    ps->admit_open = 0;
-    uv_close((uv_handle_t *)&ps->admit, NULL);
-  }
+  if (ps) hpl__pullslot_stop(s); /* (first: the ends below admit nothing more) */
   while (ps && ps->list) hpl__puller_end(ps->list, HPL_ECANCELED, NULL, 0);
   hpl__dconns_close_all(s);
 }

@@ -70,6 +70,10 @@ typedef struct hpl__puller_ops {
    * receive buffer (dconns.h says why); 0: a reduce or ring stream's, which
    * the kernel sizes. */
   int windowed;
+  /* a copy's pull: the ask round of its fetch (hpl__puller_asking; 0:
+   * none). While no inbound slot is held, a copy whose round still has
+   * fetches waiting for their first answer waits a little for them. */
+  uint64_t round;
 } hpl__puller_ops;
 
 /* Start pulling `key` (an object id, or with internal a reduce stream key)
@@ -100,6 +104,15 @@ void hpl__puller_digests_more(hpl__puller *p);
 /* In done() of a pull into an object that ended HPL_ECORRUPT (a received
  * unit did not match its digest; its bytes were not counted): that unit. */
 uint64_t hpl__puller_corrupt_unit(const hpl__puller *p);
+
+/* fetch.c: fetches that began asking the directory within a few ms of
+ * each other (the gets of one request, or of one burst) are an ask round;
+ * `round` is the newest (numbered from 1) and `asking` how many of its
+ * fetches still wait for their first answer. While no inbound slot is
+ * held, the first copies wait up to cfg.fill_hold_ms for those answers,
+ * so the slots go in ring order over all the round's senders rather than
+ * to whichever answered first (pullslot.c). */
+void hpl__puller_asking(hpl__store *s, uint64_t round, unsigned asking);
 
 /* Abandon a pull: done() is not called. NULL is a no-op. */
 void hpl__puller_cancel(hpl__puller *p);

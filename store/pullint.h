@@ -12,7 +12,7 @@
 #include "puller.h"
 #include "uvconn.h"
 
-/* A pull's inbound slot (puller.c: copies with 32 KiB to 4 MiB to come
+/* A pull's inbound slot (pullslot.c: copies with 32 KiB to 4 MiB to come
  * take one, --inbound-pulls of them at once). */
 typedef enum hpl__pull_slot {
   HPL__SLOT_NONE,    /* needs none (small, long, or a reduce or ring stream) */
@@ -20,6 +20,14 @@ typedef enum hpl__pull_slot {
   HPL__SLOT_HELD,    /* streaming in one */
   HPL__SLOT_LENT,    /* gave it up, quiet (a lost tail waiting out its timeout); streams on */
 } hpl__pull_slot;
+
+/* The first fill's hold (pullslot.c): while no slot is held, queued copies
+ * wait a little for the answers still due to the fetches asked with theirs. */
+typedef enum hpl__fill_hold {
+  HPL__HOLD_NONE, /* slots are filled as they fall free */
+  HPL__HOLD_ON,   /* holding (at most cfg.fill_hold_ms; hold_timer runs) */
+  HPL__HOLD_CUT,  /* the round's answers are in: fill at the end of this loop turn */
+} hpl__fill_hold;
 
 /* The module's context (s->pullers). */
 typedef struct hpl__pullers {
@@ -33,7 +41,11 @@ typedef struct hpl__pullers {
   hpl__puller *queued;   /* copies waiting for an inbound slot (utlist, via qprev/qnext) */
   unsigned slots_held;   /* copies holding one (cfg.inbound_pulls at most) */
   uv_check_t admit;      /* admits queued copies once this loop turn's answers are in */
-  int admit_open;        /*   ...initialised and not closed */
+  int admit_open;        /*   ...initialised and not closed (with hold_timer) */
+  hpl__fill_hold hold;   /* the first fill's hold */
+  uv_timer_t hold_timer; /*   ...its limit */
+  uint64_t round;        /* the fetches' current ask round (hpl__puller_asking) */
+  unsigned round_asking; /*   ...its fetches still waiting for their first answer */
 } hpl__pullers;
 
 struct hpl__puller {
@@ -86,6 +98,26 @@ void hpl__puller_end(hpl__puller *p, int status, const char *detail, int report)
  * its sender is slow) lets a queued one have its slot, so the link is not
  * left idle; it goes on without one. */
 void hpl__puller_slot_check(hpl__puller *p, uint64_t now);
+
+/* puller.c: connect (or take an idle connection) and send PULL; the pull
+ * holds its slot if it needs one. A failure ends it, reported to its owner
+ * if `report`. */
+void hpl__puller_begin(hpl__puller *p, int report);
+
+/* pullslot.c: a new pull. A copy of 32 KiB to 4 MiB needs an inbound slot:
+ * returns 1 if it was queued for one (hpl__puller_begin runs when it gets
+ * it), 0 if it is to begin now (holding a slot if it needs one). */
+int hpl__pullslot_enter(hpl__puller *p);
+/* pullslot.c, as p ends: out of the queue, its slot given back; 1 if a
+ * slot fell free (call hpl__pullslot_admit once p is done with). */
+int hpl__pullslot_leave(hpl__puller *p);
+/* pullslot.c: free slots go to queued copies, nearest sender first. */
+void hpl__pullslot_admit(hpl__store *s);
+/* pullslot.c: set up (from hpl__puller_init); close the handles
+ * (from hpl__puller_stop_all, before the pulls end: nothing more is
+ * admitted). */
+void hpl__pullslot_init(hpl__store *s);
+void hpl__pullslot_stop(hpl__store *s);
 
 /* pullmon.c: start the monitor's timer (ops.monitor set); the pull
  * completed: a full-speed sample for this node's usual rate. */

@@ -29,7 +29,8 @@
  *                between pulls (bounded per sender and in all, timed out)
  *   puller.c     one byte stream from a peer's data port, into an object
  *                (hpl__puller_start_into: where received bytes become its
- *                progress) or an owner's buffer (pullmon.c: watching it);
+ *                progress) or an owner's buffer (pullmon.c: watching it;
+ *                pullslot.c: inbound slots, a few large copies at once);
  *                reports crawling, silence, failure to its owner (hpl__puller_ops)
  *                -> quiet senders (server.c installs dirlink.c's)
  *   rdver.c      a reduce stream's digests at its receiver: fetched from

@@ -54,6 +54,9 @@ size_t hpl__stmetrics_collect(hpl__store *s, hpl__metric *out, const char *only)
         "past --inline-inflight)"),
       C("pulls_queued", c->pulls_queued, "pulls_queued_total",
         "Copies of large objects that waited for an inbound slot (--inbound-pulls)"),
+      C("pull_fill_holds", c->pull_fill_holds, "pull_fill_holds_total",
+        "First fills of free inbound slots that waited for the answers of their ask round "
+        "(--fill-hold-ms)"),
       C("pull_slots_lent", c->pull_slots_lent, "pull_slots_lent_total",
         "Inbound slots given up by large copies quiet for 40 ms (a queued one took them)"),
       C("pulls_made", c->pulls_made, "pulls_total",

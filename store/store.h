@@ -51,7 +51,10 @@ typedef struct hpl__store_config {
                                 streams leave unpaced) */
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */
   uint32_t inbound_pulls;    /* --inbound-pulls: large copies pulled at once, the rest
-                                queue (puller.c; 0: no limit) */
+                                queue (pullslot.c; 0: no limit) */
+  uint32_t fill_hold_ms;     /* --fill-hold-ms: while no slot is held, the first copies wait
+                                this long at most for their ask round's answers
+                                (pullslot.c; 0: never) */
   uint64_t inline_inflight;  /* --inline-inflight: bytes of INLINE_PUTs out at once; a
                                 small put past it is served from here (putseal.c; 0: no limit) */
   uint64_t pull_window;      /* --pull-window: receive buffer of the connections copies are
@@ -87,6 +90,7 @@ typedef struct hpl__store_config {
 
 typedef struct hpl__store_counters {
   uint64_t data_bytes_sent, data_bytes_received, pulls_served, pulls_made, pulls_queued, pull_slots_lent, pull_failures,
+      pull_fill_holds, /* first fills that waited for their ask round (pullslot.c) */
       data_conns_opened,  /* data connections a pull opened (puller.c) */
       data_conns_reused,  /* pulls that took an idle one instead (dconns.c) */
       data_conns_windowed, /* ...opened with cfg.pull_window as their receive buffer */
