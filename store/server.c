@@ -35,7 +35,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   c->chunk = 4u << 20;
   c->stall_timeout_ms = 10000;
   c->inbound_pulls = 2;
-  c->fill_hold_ms = 5;
+  c->fill_hold_ms = 10;
   c->inline_inflight = 128u << 10;
   c->data_idle_ms = 3000;
   c->pull_window = HPL__PULL_WINDOW_DEFAULT; /* hpl__store_start: from link_rate */
