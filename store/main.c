@@ -134,8 +134,8 @@ static const hpl__opt opts[] = {
     {"inline-inflight", "BYTES",
      "small puts' bytes on their way to the directory's inline\ncache at once; a put past it "
      "is registered as a copy\nhere instead, so a burst of puts (a shuffle's partitions)\nis "
-     "fetched from the nodes that made it, not all through\nthe directory's link (default 128K; "
-     "0: no limit)",
+     "fetched from the nodes that made it, not all through\nthe directory's link (default: 0.5 ms "
+     "of --link-rate,\nat most 128K; 128K without it; 0: no limit)",
      HPL__OPT_SIZE, OFF(inline_inflight), 0, 0, 0, NULL},
     {"pull-window", "BYTES",
      "receive buffer of the connections copies come in on,\nso copies converging on this node keep "

@@ -41,4 +41,11 @@ void hpl__put_abort(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__Handl
 /* The client left: every put it had not sealed is aborted. */
 void hpl__put_client_gone(hpl__store *s, hpl__stclient *cl);
 
+/* The bytes of small puts that may be on their way to the directory's
+ * inline cache at once (cfg.inline_inflight, at the store's start):
+ * `asked` (--inline-inflight) if given; else, on a link of `link_rate`
+ * bits/s, 0.5 ms of it, at most 128 KiB; 128 KiB if the rate is not
+ * known (0). putseal.c says why. */
+uint64_t hpl__put_inline_budget(uint64_t asked, uint64_t link_rate);
+
 #endif

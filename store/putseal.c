@@ -25,6 +25,23 @@
  * 200 Mbit/s (bench/results/small-objects-issue42j-2026-11-30.md). */
 #define BATCH_INLINE_MAX (8u << 10)
 
+/* The inline budget by default: every inline byte crosses the directory's
+ * link twice, in and out, and a burst of small puts from every node (a
+ * shuffle's partitions) meets there. 128 KiB per store suits a fast link
+ * (8 hosts' shuffle of 4 KiB partitions at 1 Gbit/s: 3.4-3.6 ms all
+ * inline, 5.4-6.3 ms all as copies), but at 200 Mbit/s the directory's
+ * host took 7.7-8.0 ms to pass them all; half a millisecond of the link
+ * (12.5 KB there, 62.5 KB at 1 Gbit/s) gave 5.2-5.8 ms at 200 Mbit/s and
+ * kept 1 Gbit/s all inline. A put with nothing else out, and a published
+ * one, go inline whatever the budget. */
+#define INLINE_BUDGET_MAX (128u << 10)
+
+uint64_t hpl__put_inline_budget(uint64_t asked, uint64_t link_rate) {
+  if (asked != HPL__INLINE_INFLIGHT_DEFAULT) return asked;
+  uint64_t b = link_rate / 8 / 2000; /* 0.5 ms */
+  return !link_rate || b > INLINE_BUDGET_MAX ? INLINE_BUDGET_MAX : b ? b : 1;
+}
+
 /* The put is over without an object: tell waiters, take it out. */
 void hpl__put_undo(hpl__put *p, int status, const char *detail) {
   hpl__store *s = p->s;

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "objects.h"
 #include "puller.h"
+#include "put.h"
 #include "rdsink.h"
 #include "ring.h"
 #include "rdtask.h"
@@ -36,7 +37,7 @@ void hpl__store_config_defaults(hpl__store_config *c) {
   c->stall_timeout_ms = 10000;
   c->inbound_pulls = 2;
   c->fill_hold_ms = 10;
-  c->inline_inflight = 128u << 10;
+  c->inline_inflight = HPL__INLINE_INFLIGHT_DEFAULT; /* hpl__store_start: from link_rate */
   c->data_idle_ms = 3000;
   c->pull_window = HPL__PULL_WINDOW_DEFAULT; /* hpl__store_start: from link_rate */
   c->straggler_ratio = 0.2;
@@ -148,6 +149,7 @@ int hpl__store_start(hpl__store *s, uv_loop_t *loop, const hpl__store_config *cf
    * hosts when the pools had been trimmed since the last one) */
   if (s->cfg.trim_ms == HPL__STORE_TRIM_DEFAULT) s->cfg.trim_ms = cfg->prefault ? 0 : 10000;
   s->cfg.pull_window = hpl__dconns_window(s->cfg.pull_window, cfg->link_rate);
+  s->cfg.inline_inflight = hpl__put_inline_budget(s->cfg.inline_inflight, cfg->link_rate);
   int rc = hpl__pool_create(cfg->memory, s->cfg.name, cfg->prefault, &s->pool);
   if (rc) {
     HPL__LOG_ERROR("cannot create a pool of %llu bytes: %s%s", (unsigned long long)cfg->memory,

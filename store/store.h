@@ -27,6 +27,7 @@ struct hpl__obj;
 /* hpl__store_config.trim_ms: not set (hpl__store_start picks 10 s, or never with prefault) */
 #define HPL__STORE_TRIM_DEFAULT UINT32_MAX
 #define HPL__PULL_WINDOW_DEFAULT UINT64_MAX /* hpl__store_start: from link_rate */
+#define HPL__INLINE_INFLIGHT_DEFAULT UINT64_MAX /* hpl__store_start: from link_rate */
 
 #define HPL__STORE_MAX_DIRS 8 /* --directory addresses (standby directories) */
 
@@ -56,7 +57,8 @@ typedef struct hpl__store_config {
                                 this long at most for their ask round's answers
                                 (pullslot.c; 0: never) */
   uint64_t inline_inflight;  /* --inline-inflight: bytes of INLINE_PUTs out at once; a
-                                small put past it is served from here (putseal.c; 0: no limit) */
+                                small put past it is served from here (putseal.c; 0: no limit;
+                                HPL__INLINE_INFLIGHT_DEFAULT: from link_rate) */
   uint64_t pull_window;      /* --pull-window: receive buffer of the connections copies are
                                 pulled on (dconns.c; 0: the kernel sizes it;
                                 HPL__PULL_WINDOW_DEFAULT: from link_rate) */
