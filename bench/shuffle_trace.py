@@ -12,12 +12,17 @@ of any partition. Two tables, in milliseconds after that zero:
   - for each kind of event, the min, median and max over the repetition's
     partitions of the first time it occurred (one table per repetition);
   - with --rep, for each receiver, its partitions in the order their pulls
-    started: when the receiver's store asked the directory (d.peek), queued
-    the pull for an inbound slot (s.pullq), started it (s.pullgo), when the
-    PULL reached the sender (s.serve), the reply came (s.pullrep) and the
-    last byte arrived (s.pulled).
+    started: when the maker's store registered the partition (s.announce)
+    and the directory had it (d.locadd), when the receiver's store asked
+    the directory (s.ask), the ACQUIRE arrived there (d.acquire) and the
+    answer came back (s.answer), when it queued the pull for an inbound
+    slot (s.pullq), started it (s.pullgo), when the PULL reached the sender
+    (s.serve), the reply came (s.pullrep) and the last byte arrived
+    (s.pulled).
 
-A gap between s.pullgo and s.serve is the time the PULL (and, on a new
+A gap between s.announce and d.locadd (or s.ask and d.acquire) is a message
+to the directory waiting in a queue or for the directory's CPU; between
+s.pullgo and s.serve, the time the PULL (and, on a new
 connection, the handshake) spent crossing queues; between s.serve and
 s.pullrep, the reply waiting behind the sender's other streams.
 """
@@ -25,9 +30,11 @@ import argparse
 import statistics
 import sys
 
-STAGES = ["s.put", "get", "peek.send", "d.peek", "d.peekrep", "peek.got", "s.pullq",
-          "s.pullgo", "s.serve", "s.pullrep", "s.pulled", "get.done"]
-ROW = ["d.peek", "s.pullq", "s.pullgo", "s.serve", "s.pullrep", "s.pulled"]
+STAGES = ["s.put", "s.announce", "d.locadd", "get", "peek.send", "d.peek", "d.peekrep",
+          "peek.got", "s.ask", "d.acquire", "s.answer", "s.pullq", "s.pullgo", "s.serve",
+          "s.pullrep", "s.pulled", "get.done"]
+ROW = ["s.announce", "d.locadd", "s.ask", "d.acquire", "s.answer", "s.pullq", "s.pullgo",
+       "s.serve", "s.pullrep", "s.pulled"]
 
 
 def load(path):
@@ -85,14 +92,14 @@ def main():
         sys.exit("shuffle_trace.py: no repetition %d in %s" % (a.rep, a.trace))
     want = {int(x) for x in a.receivers.split(",") if x != ""}
     print("\nrepetition %d per receiver (ms)" % a.rep)
-    print("  %-4s %-4s" % ("to", "from") + "".join("%10s" % e for e in ROW))
+    print("  %-4s %-4s" % ("to", "from") + "".join("%11s" % e for e in ROW))
     for to in sorted({k[2] for k in parts if k[0] == a.rep}):
         if want and to not in want:
             continue
         keys = [k for k in parts if k[0] == a.rep and k[2] == to]
         keys.sort(key=lambda k: parts[k].get("s.pullgo", parts[k].get("s.pullq", 0)))
         for k in keys:
-            cells = "".join("%10.1f" % ms(k, e) if e in parts[k] else "%10s" % "-" for e in ROW)
+            cells = "".join("%11.1f" % ms(k, e) if e in parts[k] else "%11s" % "-" for e in ROW)
             print("  %-4d %-4d%s" % (to, k[1], cells))
 
 

@@ -209,6 +209,7 @@ void hpl__dir_acquire_on_acquire(hpl__dir_server *s, const hpl__dir_frame *f) {
   hpl__dir_node *asker = f->dc->node;
   uint64_t req = f->req;
   s->ctr.acquires++;
+  hpl__trace("d.acquire", m->id);
   hpl__dir_obj *o = hpl__dtab_get(&s->tab, m->id);
   if (!o) {
     hpl__dir_acquire_reply_err(asker, req, HPL_ENOMEM, "out of memory");

@@ -195,6 +195,7 @@ void hpl__dir_locs_on_held(hpl__dir_server *s, const hpl__dir_frame *f) {
 
 void hpl__dir_locs_on_add(hpl__dir_server *s, const hpl__dir_frame *f) {
   Hplpb__LocAddReq *m = (Hplpb__LocAddReq *)f->msg;
+  hpl__trace("d.locadd", m->id);
   hpl__dir_obj *o = hpl__dtab_get(&s->tab, m->id);
   if (!o) {
     hpl__conn_reply(f->dc->c, f->req, HPL_ENOMEM, "out of memory");

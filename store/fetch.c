@@ -14,6 +14,7 @@
 #include "hoplite.h"
 #include "log.h"
 #include "objdig.h"
+#include "trace.h"
 #include "util.h"
 
 enum { ASK_PLAIN, ASK_CRAWL, ASK_SUSPECT };
@@ -60,6 +61,7 @@ static void send_ask(hpl__fetch *f, int kind) {
                 : r.timeout_ms + 2000; /* the directory enforces the wait */
   }
   f->asks++;
+  hpl__trace("s.ask", f->o->id);
   if (hpl__dirlink_request(f->s, HPL__MSG_ACQUIRE, &r.base, NULL, 0, local,
                            only_complete ? move_reply : ask_reply, f) != 0) {
     f->asks--;
@@ -74,6 +76,7 @@ static void ask_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
   hpl__fetch *f = arg;
   char detail[400];
   hpl__fetch_ctx x;
+  hpl__trace("s.answer", f->o->id);
   f->asks--;
   hpl__fetch_event ev = hpl__fetch_answer(f, rep, &x, detail, sizeof detail);
   hpl__fetch_fire(f, ev, &x);

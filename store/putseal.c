@@ -101,6 +101,7 @@ int hpl__put_announce(hpl__put *p, int complete, int64_t timeout_ms) {
   a.origin = 1;
   /* at create only the algorithm (the digests follow with LOC_COMPLETE) */
   hpl__objdig_to_wire(p->o, !complete, &a.digest_algo, &a.digests, &a.digest_root);
+  hpl__trace("s.announce", a.id);
   return put_ask(p, HPL__MSG_LOC_ADD, &a.base, NULL, 0, timeout_ms);
 }
 
