@@ -130,7 +130,7 @@ static const hpl__opt opts[] = {
      "while no inbound slot is held, the first copies of a\nget's objects wait this long at most for "
      "the directory's\nanswers about the others, so the slots go to the\nnearest senders, not "
      "the first answered (default 10;\n0: never)",
-     HPL__OPT_U32, OFF(fill_hold_ms), 0, 0, 1000, NULL},
+     HPL__OPT_U32, OFF(fill_hold_ms), 0, 0, 60000, NULL},
     {"inline-inflight", "BYTES",
      "small puts' bytes on their way to the directory's inline\ncache at once; a put past it "
      "is registered as a copy\nhere instead, so a burst of puts (a shuffle's partitions)\nis "
