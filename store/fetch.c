@@ -437,8 +437,6 @@ void hpl__fetch_stop(hpl__store *s) {
     hpl__fetch_held_free(f);
     f->asks = 0;
     f->busy = 0;
-    if (f->state == HPL__FETCH_ASK && f->round == s->fetches->round && s->fetches->round_asking)
-      s->fetches->round_asking--; /* (the pulls are stopped: nobody is told) */
     f->state = HPL__FETCH_END;
     fetch_free_maybe(f);
   }

@@ -21,14 +21,6 @@ typedef enum hpl__pull_slot {
   HPL__SLOT_LENT,    /* gave it up, quiet (a lost tail waiting out its timeout); streams on */
 } hpl__pull_slot;
 
-/* The first fill's hold (pullslot.c): while no slot is held, queued copies
- * wait a little for the answers still due to the fetches asked with theirs. */
-typedef enum hpl__fill_hold {
-  HPL__HOLD_NONE, /* slots are filled as they fall free */
-  HPL__HOLD_ON,   /* holding (at most cfg.fill_hold_ms; hold_timer runs) */
-  HPL__HOLD_CUT,  /* the round's answers are in: fill at the end of this loop turn */
-} hpl__fill_hold;
-
 /* The module's context (s->pullers). */
 typedef struct hpl__pullers {
   hpl__puller *list;     /* every pull running (utlist) */
@@ -42,8 +34,9 @@ typedef struct hpl__pullers {
   unsigned slots_held;   /* copies holding one (cfg.inbound_pulls at most) */
   uv_check_t admit;      /* admits queued copies once this loop turn's answers are in */
   int admit_open;        /*   ...initialised and not closed (with hold_timer) */
-  hpl__fill_hold hold;   /* the first fill's hold */
-  uv_timer_t hold_timer; /*   ...its limit */
+  uv_timer_t hold_timer; /* runs while the first fill is held (pullslot.c: while no slot
+                            is held, queued copies wait at most cfg.fill_hold_ms for the
+                            answers still due to their ask round) */
   uint64_t round;        /* the fetches' current ask round (hpl__puller_asking) */
   unsigned round_asking; /*   ...its fetches still waiting for their first answer */
 } hpl__pullers;

@@ -109,9 +109,13 @@ void hpl__pullslot_admit(hpl__store *s) {
     }
 }
 
+/* The first fill is held while the hold's timer runs. */
+static int holding(hpl__pullers *ps) {
+  return uv_is_active((uv_handle_t *)&ps->hold_timer);
+}
+
 static void hold_over(uv_timer_t *t) {
   hpl__store *s = t->data;
-  s->pullers->hold = HPL__HOLD_NONE;
   hpl__trace("s.pullhold_end", "timer");
   hpl__pullslot_admit(s);
 }
@@ -128,11 +132,9 @@ static void hold_over(uv_timer_t *t) {
 static int hold_first_fill(hpl__store *s) {
   hpl__pullers *ps = s->pullers;
   if (!s->cfg.fill_hold_ms || ps->slots_held || !ps->round_asking) return 0;
-  hpl__puller *q;
-  for (q = ps->queued; q && q->ops.round != ps->round; q = q->qnext) {
-  }
+  hpl__puller *q = ps->queued;
+  while (q && q->ops.round != ps->round) q = q->qnext;
   if (!q) return 0;
-  ps->hold = HPL__HOLD_ON;
   s->ctr.pull_fill_holds++;
   hpl__trace("s.pullhold", q->key);
   uv_timer_start(&ps->hold_timer, hold_over, s->cfg.fill_hold_ms, 0);
@@ -148,13 +150,10 @@ static int hold_first_fill(hpl__store *s) {
  * ~55 ms while the other six links idled). */
 static void admit_soon(uv_check_t *h) {
   hpl__store *s = h->data;
-  hpl__pullers *ps = s->pullers;
   uv_check_stop(h);
-  if (ps->hold == HPL__HOLD_ON) return; /* its end fills them */
-  if (ps->hold == HPL__HOLD_CUT)
-    ps->hold = HPL__HOLD_NONE; /* (not held again at once) */
-  else if (hold_first_fill(s))
-    return;
+  /* held: its end fills them. A hold that was cut is not taken again:
+   * its round has no fetch asking, or a newer round has no copy queued */
+  if (holding(s->pullers) || hold_first_fill(s)) return;
   hpl__pullslot_admit(s);
 }
 
@@ -164,11 +163,10 @@ void hpl__puller_asking(hpl__store *s, uint64_t round, unsigned asking) {
   int other = round != ps->round;
   ps->round = round;
   ps->round_asking = asking;
-  if (ps->hold != HPL__HOLD_ON || (asking && !other)) return;
+  if (!holding(ps) || (asking && !other)) return;
   /* the held round's answers are in (or a new round began: the held one's
    * are no longer counted): fill once this turn's copies are queued */
   uv_timer_stop(&ps->hold_timer);
-  ps->hold = HPL__HOLD_CUT;
   hpl__trace("s.pullhold_end", "answered");
   admit_at_turn_end(ps);
 }
@@ -194,7 +192,6 @@ void hpl__pullslot_stop(hpl__store *s) {
   hpl__pullers *ps = s->pullers;
   if (!ps->admit_open) return;
   ps->admit_open = 0;
-  ps->hold = HPL__HOLD_NONE;
   uv_close((uv_handle_t *)&ps->admit, NULL);
   uv_close((uv_handle_t *)&ps->hold_timer, NULL);
 }

@@ -39,7 +39,8 @@
 uint64_t hpl__put_inline_budget(uint64_t asked, uint64_t link_rate) {
   if (asked != HPL__INLINE_INFLIGHT_DEFAULT) return asked;
   uint64_t b = link_rate / 8 / 2000; /* 0.5 ms */
-  return !link_rate || b > INLINE_BUDGET_MAX ? INLINE_BUDGET_MAX : b ? b : 1;
+  if (!link_rate || b > INLINE_BUDGET_MAX) return INLINE_BUDGET_MAX;
+  return b ? b : 1; /* (a link under 16 kbit/s: every burst's put after the first as a copy) */
 }
 
 /* The put is over without an object: tell waiters, take it out. */
