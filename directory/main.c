@@ -101,12 +101,15 @@ static const hpl__opt opts[] = {
      "`hoplite --admin` with the cluster secret)",
      HPL__OPT_FLAG, OFF(delete_any), 0, 0, 0, NULL},
     {"no-fanout", NULL,
-     "write every reply from the event loop's thread: without it, a\n"
-     "loop turn that answers 4 or more connections (the gets waiting\n"
-     "for an object that just landed) shares those writes with a\n"
-     "helper thread when the machine has more than one CPU (for\n"
-     "comparisons)",
+     "write every reply with a system call of its own: without it, a\n"
+     "loop turn that answers 2 or more connections hands those writes\n"
+     "to the kernel in one io_uring submission (for comparisons)",
      HPL__OPT_FLAG, OFF(no_fanout), 0, 0, 0, NULL},
+    {"fanout-thread", NULL,
+     "instead of io_uring, share a loop turn's writes to 4 or more\n"
+     "connections with a helper thread (on a machine with more than\n"
+     "one CPU; also the fallback where the kernel refuses io_uring)",
+     HPL__OPT_FLAG, OFF(fanout_thread), 0, 0, 0, NULL},
     {"etcd", "URL[,URL...]",
      "standby directories: lead only while holding a lease in this\n"
      "etcd (its client URLs); stand by, not listening, until then",

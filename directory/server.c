@@ -277,6 +277,19 @@ static int write_port_file(const hpl__dir_config *cfg, int port) {
   return 0;
 }
 
+/* The fan-out of a loop turn's replies (fanout.h): io_uring, or where the
+ * kernel refuses it (or with --fanout-thread) a helper thread when there is
+ * a second CPU for it. */
+static void start_fanout(int thread) {
+  if (!thread && hpl__fanout_start(HPL__FANOUT_RING) == 0) {
+    HPL__LOG_INFO("replies of one loop turn go to the kernel in one io_uring submission");
+    return;
+  }
+  if (!thread) HPL__LOG_WARN("io_uring refused: replies of one loop turn are written one by one");
+  if (sysconf(_SC_NPROCESSORS_ONLN) > 1 && hpl__fanout_start(HPL__FANOUT_THREAD) == 0)
+    HPL__LOG_INFO("replies to many waiting clients are shared with a helper thread");
+}
+
 int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_config *cfg) {
   memset(s, 0, sizeof *s);
   s->loop = loop;
@@ -326,12 +339,7 @@ int hpl__dir_server_start(hpl__dir_server *s, uv_loop_t *loop, const hpl__dir_co
   hpl__dir_liveness_start(s);
   hpl__dir_reduce_start(s);
   hpl__dir_acquire_crawl_start(s);
-  if (!cfg->no_fanout && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
-    if (hpl__fanout_start() == 0)
-      HPL__LOG_INFO("replies to many waiting clients are shared with a helper thread");
-    else
-      HPL__LOG_WARN("no fan-out thread: every reply is written by the loop thread");
-  }
+  if (!cfg->no_fanout) start_fanout(cfg->fanout_thread);
   return 0;
 }
 

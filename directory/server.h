@@ -79,7 +79,8 @@ typedef struct hpl__dir_config {
   int no_publish;             /* --no-publish: clients' PUBLISH is ignored (publish.c) */
   int delete_any;             /* --delete-any: any node may delete any object (admin.c) */
   uint64_t publish_quota;     /* bytes published per node and not confirmed (0: default) */
-  int no_fanout;              /* --no-fanout: no helper thread writes replies (fanout.h) */
+  int no_fanout;              /* --no-fanout: every reply its own write (fanout.h) */
+  int fanout_thread;          /* --fanout-thread: a helper thread, not io_uring */
   uint32_t probe_ms;          /* a node reported silent that does not answer a
                                  probe within this long is suspected */
   double reduce_latency_s;          /* cost model L (reduce planner) */

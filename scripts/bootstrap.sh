@@ -20,7 +20,7 @@ done
 
 # Build and test dependencies (Debian 12 package names).
 pkgs="gcc make cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libjemalloc-dev
-      libuv1-dev uthash-dev libcmocka-dev libsodium-dev libssl-dev libxxhash-dev python3 python3-numpy python3-pytest
+      libuv1-dev uthash-dev libcmocka-dev libsodium-dev libssl-dev libxxhash-dev liburing-dev python3 python3-numpy python3-pytest
       python3-distributed python3-pip python3-setuptools python3-wheel python3-venv
       python3-yaml libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev etcd-server systemd
       iproute2 procps $extra"

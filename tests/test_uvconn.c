@@ -681,15 +681,18 @@ static uint64_t pump_frame(int peer, uint8_t *payload, size_t cap, uint64_t *ple
 #define FO_CONNS 6
 #define FO_BIG 100000
 
-/* With the fan-out running, the connections corked in one loop turn are
- * written in one batch. Every frame still arrives, in order on each
- * connection: also where the socket took nothing (its buffer was already
- * full) or only part (a small send buffer), the rest going as the peer
- * reads. */
+/* With the fan-out running (each engine: the state names it), the
+ * connections corked in one loop turn are written in one batch. Every frame
+ * still arrives, in order on each connection: also where the socket took
+ * nothing (its buffer was already full) or only part (a small send buffer),
+ * the rest going as the peer reads. */
+static const hpl__fanout_kind fanout_ring = HPL__FANOUT_RING, fanout_thread = HPL__FANOUT_THREAD;
+
 static void test_corked_fanout(void **state) {
-  (void)state;
-  assert_int_equal(hpl__fanout_start(), 0);
+  hpl__fanout_kind kind = *(const hpl__fanout_kind *)*state;
+  assert_int_equal(hpl__fanout_start(kind), 0);
   assert_true(hpl__fanout_on());
+  assert_int_equal(hpl__fanout_min(), kind == HPL__FANOUT_RING ? 2 : 4);
   rec r[FO_CONNS];
   int peer[FO_CONNS];
   memset(r, 0, sizeof r);
@@ -774,7 +777,8 @@ int main(void) {
       cmocka_unit_test(test_close_with_writes_pending),
       cmocka_unit_test(test_corked_writes),
       cmocka_unit_test(test_corks_per_loop),
-      cmocka_unit_test(test_corked_fanout),
+      cmocka_unit_test_prestate(test_corked_fanout, (void *)&fanout_ring),
+      cmocka_unit_test_prestate(test_corked_fanout, (void *)&fanout_thread),
       cmocka_unit_test(test_full),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,7 +1,9 @@
-/* fanout.c - write to many sockets at once with a helper thread (see fanout.h). */
+/* fanout.c - write to many sockets at once: in one io_uring submission, or
+ * with a helper thread (see fanout.h). */
 #include "fanout.h"
 
 #include <errno.h>
+#include <liburing.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -19,6 +21,9 @@ static struct {
   pthread_cond_t work, done;
   pthread_t thread;
   int running, stopping;
+  hpl__fanout_kind kind; /* while running */
+  struct io_uring ring;  /* the ring's engine */
+  int ring_broken;       /* the kernel refused a submission: not used again */
   int open;          /* a batch may be joined */
   int helper_in;     /* the helper is claiming items of the open batch */
   uint64_t gen;      /* batches opened */
@@ -29,6 +34,12 @@ static struct {
 } fo = {.mu = PTHREAD_MUTEX_INITIALIZER,
         .work = PTHREAD_COND_INITIALIZER,
         .done = PTHREAD_COND_INITIALIZER};
+
+static void note_partial(const hpl__fanout_item *x) {
+  size_t want = 0;
+  for (unsigned i = 0; i < x->iovcnt; i++) want += x->iov[i].iov_len;
+  if (x->result >= 0 && (size_t)x->result < want) atomic_fetch_add(&fo.partial, 1);
+}
 
 static void write_one(hpl__fanout_item *x) {
   struct msghdr mh;
@@ -41,10 +52,76 @@ static void write_one(hpl__fanout_item *x) {
   } while (k < 0 && errno == EINTR);
   if (k >= 0) x->result = k;
   else x->result = errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-  size_t want = 0;
-  for (unsigned i = 0; i < x->iovcnt; i++) want += x->iov[i].iov_len;
-  if (x->result >= 0 && (size_t)x->result < want) atomic_fetch_add(&fo.partial, 1);
+  note_partial(x);
 }
+
+/* ------------------------------------------------------------------ the ring */
+
+#define RING_ENTRIES 256
+
+/* Up to RING_ENTRIES items as one submission, waiting for every one
+ * submitted: MSG_DONTWAIT makes each send complete at once with what the
+ * socket took, or -EAGAIN, instead of waiting for room (the kernel does not
+ * retry a send that asked not to wait), so the wait is one nonblocking send
+ * per item. Items the kernel did not take are written one by one, and the
+ * ring is not used again (what it left queued is never submitted); one
+ * whose completion cannot be read fails with -EIO, so its connection
+ * closes instead of sending twice. */
+static void ring_batch(hpl__fanout_item *it, size_t m) {
+  static struct msghdr mh[RING_ENTRIES];
+  for (size_t i = 0; i < m; i++) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&fo.ring); /* empty: m fit */
+    memset(&mh[i], 0, sizeof mh[i]);
+    mh[i].msg_iov = (struct iovec *)it[i].iov;
+    mh[i].msg_iovlen = it[i].iovcnt;
+    io_uring_prep_sendmsg(sqe, it[i].fd, &mh[i], MSG_DONTWAIT | MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, i);
+    it[i].result = INT64_MIN; /* not yet */
+  }
+  int rc;
+  do {
+    rc = io_uring_submit_and_wait(&fo.ring, (unsigned)m);
+  } while (rc == -EINTR);
+  size_t sub = rc > 0 ? (size_t)rc : 0;
+  if (sub < m) fo.ring_broken = 1;
+  for (size_t seen = 0; seen < sub; seen++) {
+    struct io_uring_cqe *cqe;
+    int w;
+    do {
+      w = io_uring_wait_cqe(&fo.ring, &cqe);
+    } while (w == -EINTR);
+    if (w != 0) {
+      fo.ring_broken = 1;
+      break;
+    }
+    hpl__fanout_item *x = &it[io_uring_cqe_get_data64(cqe)];
+    x->result = cqe->res >= 0 ? cqe->res : cqe->res == -EAGAIN ? 0 : cqe->res;
+    io_uring_cqe_seen(&fo.ring, cqe);
+    note_partial(x);
+  }
+  for (size_t i = 0; i < m; i++) {
+    if (it[i].result != INT64_MIN) continue;
+    if (i < sub) it[i].result = -EIO;
+    else write_one(&it[i]);
+  }
+}
+
+static int ring_start(void) {
+  struct io_uring_params p;
+  memset(&p, 0, sizeof p);
+  /* the loop's thread alone submits, and completions are only read while
+   * it waits for them: no task work interrupts it elsewhere */
+  p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  if (io_uring_queue_init_params(RING_ENTRIES, &fo.ring, &p) != 0) {
+    memset(&p, 0, sizeof p); /* a kernel before 6.1 */
+    p.flags = IORING_SETUP_SUBMIT_ALL;
+    if (io_uring_queue_init_params(RING_ENTRIES, &fo.ring, &p) != 0) return HPL_ESYS;
+  }
+  fo.ring_broken = 0;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ the helper thread */
 
 /* Claim and write items until none is left; returns how many. */
 static size_t claim_all(hpl__fanout_item *it, size_t n) {
@@ -79,8 +156,15 @@ static void *helper_main(void *arg) {
   return NULL;
 }
 
-int hpl__fanout_start(void) {
+int hpl__fanout_start(hpl__fanout_kind kind) {
   if (fo.running) return 0;
+  if (kind == HPL__FANOUT_RING) {
+    int rc = ring_start();
+    if (rc) return rc;
+    fo.kind = kind;
+    fo.running = 1;
+    return 0;
+  }
   fo.stopping = 0;
   /* the helper takes no signals: they stay with the loop's thread */
   sigset_t all, old;
@@ -89,12 +173,18 @@ int hpl__fanout_start(void) {
   int rc = pthread_create(&fo.thread, NULL, helper_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) return HPL_ENOMEM;
+  fo.kind = kind;
   fo.running = 1;
   return 0;
 }
 
 void hpl__fanout_stop(void) {
   if (!fo.running) return;
+  if (fo.kind == HPL__FANOUT_RING) {
+    io_uring_queue_exit(&fo.ring);
+    fo.running = 0;
+    return;
+  }
   pthread_mutex_lock(&fo.mu);
   fo.stopping = 1;
   pthread_cond_signal(&fo.work);
@@ -105,12 +195,21 @@ void hpl__fanout_stop(void) {
 
 int hpl__fanout_on(void) { return fo.running; }
 
+size_t hpl__fanout_min(void) {
+  return !fo.running ? 0 : fo.kind == HPL__FANOUT_RING ? 2 : 4;
+}
+
 void hpl__fanout_write(hpl__fanout_item *it, size_t n) {
   if (!n) return;
   atomic_fetch_add(&fo.batches, 1);
   atomic_fetch_add(&fo.items, n);
   atomic_store(&fo.next, 0);
-  if (!fo.running || n < HPL__FANOUT_MIN) {
+  if (fo.running && fo.kind == HPL__FANOUT_RING && !fo.ring_broken) {
+    for (size_t base = 0; base < n; base += RING_ENTRIES)
+      ring_batch(it + base, n - base < RING_ENTRIES ? n - base : RING_ENTRIES);
+    return;
+  }
+  if (!fo.running || fo.kind == HPL__FANOUT_RING || n < hpl__fanout_min()) {
     claim_all(it, n);
     return;
   }

@@ -28,7 +28,8 @@ static int fanout_fd(hpl__conn *c, uv_os_fd_t *fd) {
  * answering many waiting clients in one turn); the others stay listed.
  * Their order across connections is not kept: only servers that do not
  * need it start the fan-out. The loop waits for the batch, which is one
- * nonblocking send per connection; the helper's part of it runs meanwhile.
+ * nonblocking send per connection (in one io_uring submission, or shared
+ * with the helper thread: fanout.h).
  * The batch's arrays are static: the fan-out is one per process, used from
  * one loop's thread (fanout.h). */
 #define FANOUT_MAX 256
@@ -37,11 +38,11 @@ void hpl__conn_flush_fanout(hpl__conn_corks *k) {
   static hpl__conn *cs[FANOUT_MAX];
   static hpl__conn_wreq *lists[FANOUT_MAX];
   static struct iovec iov[FANOUT_MAX][HPL__CORK_MAX_FRAMES];
-  size_t n = 0, eligible = 0;
+  size_t n = 0, eligible = 0, min = hpl__fanout_min();
   uv_os_fd_t fd;
-  for (hpl__conn *c = k->list; c && eligible < HPL__FANOUT_MIN; c = c->cork_next)
+  for (hpl__conn *c = k->list; c && eligible < min; c = c->cork_next)
     eligible += fanout_fd(c, &fd);
-  if (eligible < HPL__FANOUT_MIN) return;
+  if (eligible < min) return;
   for (hpl__conn *c = k->list, *next; c && n < FANOUT_MAX; c = next) {
     next = c->cork_next;
     if (!fanout_fd(c, &fd)) continue;
