@@ -498,12 +498,14 @@ int main(int argc, char **argv) {
   }
   uint64_t mem = (256ull << 20) + hpl__bd.ninline * (hpl__bd.small_size + 156) + hpl__bd.nlarge * (hpl__bd.large_size + 8192) * 5 / 4;
   /* --delete-any: the delete phases remove what clients of both stores put;
-   * BENCH_DIR_DIR_ARGS adds the directory's options of an A/B */
+   * BENCH_DIR_DIR_ARGS and BENCH_DIR_STORE_ARGS add the directory's and the
+   * stores' options of an A/B */
   char dir_args[512];
   const char *extra = getenv("BENCH_DIR_DIR_ARGS");
   snprintf(dir_args, sizeof dir_args, "--delete-any%s%s", extra ? " " : "", extra ? extra : "");
   hpl__lc_opts o = {.nodes = 2, .memory = mem, .no_auth = hpl__bd.no_auth, .timeout_ms = 60000,
-                   .dir_args = dir_args, .ha_dirs = hpl__bd.ha ? 2 : 0};
+                   .dir_args = dir_args, .store_args = getenv("BENCH_DIR_STORE_ARGS"),
+                   .ha_dirs = hpl__bd.ha ? 2 : 0};
   char err[512];
   if (hpl__lc_start(&o, &hpl__bd_lc, err, sizeof err)) {
     fprintf(stderr, "bench_dir: %s\n", err);

@@ -171,6 +171,11 @@ static const hpl__opt opts[] = {
     {"prefault", NULL,
      "populate the pool's pages at start and keep them (no\n--trim-ms unless given)", HPL__OPT_FLAG,
      OFF(prefault), 0, 0, 0, NULL},
+    {"no-fanout", NULL,
+     "write each connection's frames of a loop turn with a system\ncall of its own (default: "
+     "the turn's writes to 2 or more\nconnections go to the kernel in one io_uring submission;\n"
+     "for comparisons)",
+     HPL__OPT_FLAG, OFF(no_fanout), 0, 0, 0, NULL},
     {"sendfile", NULL,
      "send streams from the pool with sendfile(2), without a\nuser-space copy (default: "
      "write(2); on veth links sendfile\nmeasured no cheaper, see bench/README-bench.md)",

@@ -48,6 +48,7 @@ typedef struct hpl__store_config {
   uint64_t chunk;            /* largest write of a data stream */
   int prefault;
   int sendfile;              /* --sendfile: streams leave the pool with sendfile(2) */
+  int no_fanout;             /* --no-fanout: every corked write its own system call */
   uint64_t link_rate;        /* --link-rate: this host's link, bits/s (0: not given;
                                 streams leave unpaced) */
   uint32_t stall_timeout_ms; /* pull with no bytes this long is abandoned (0: never) */

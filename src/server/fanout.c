@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "hoplite.h"
+#include "log.h"
 
 /* The batch being written. The loop thread opens it under `mu`, both
  * threads claim items with `next`, and the loop thread closes it under `mu`
@@ -58,6 +59,14 @@ static void write_one(hpl__fanout_item *x) {
 /* ------------------------------------------------------------------ the ring */
 
 #define RING_ENTRIES 256
+#define NOT_YET INT64_MIN /* an item's result before its completion */
+
+static void ring_stopped(const char *why, int err) {
+  if (!fo.ring_broken)
+    HPL__LOG_WARN("io_uring %s (%s): replies are written one by one from now on", why,
+                  strerror(-err));
+  fo.ring_broken = 1;
+}
 
 /* Up to RING_ENTRIES items as one submission, waiting for every one
  * submitted: MSG_DONTWAIT makes each send complete at once with what the
@@ -76,14 +85,14 @@ static void ring_batch(hpl__fanout_item *it, size_t m) {
     mh[i].msg_iovlen = it[i].iovcnt;
     io_uring_prep_sendmsg(sqe, it[i].fd, &mh[i], MSG_DONTWAIT | MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, i);
-    it[i].result = INT64_MIN; /* not yet */
+    it[i].result = NOT_YET;
   }
   int rc;
   do {
     rc = io_uring_submit_and_wait(&fo.ring, (unsigned)m);
   } while (rc == -EINTR);
   size_t sub = rc > 0 ? (size_t)rc : 0;
-  if (sub < m) fo.ring_broken = 1;
+  if (sub < m) ring_stopped("took only part of a batch", rc < 0 ? rc : -EAGAIN);
   for (size_t seen = 0; seen < sub; seen++) {
     struct io_uring_cqe *cqe;
     int w;
@@ -91,7 +100,7 @@ static void ring_batch(hpl__fanout_item *it, size_t m) {
       w = io_uring_wait_cqe(&fo.ring, &cqe);
     } while (w == -EINTR);
     if (w != 0) {
-      fo.ring_broken = 1;
+      ring_stopped("lost a completion", w);
       break;
     }
     hpl__fanout_item *x = &it[io_uring_cqe_get_data64(cqe)];
@@ -100,7 +109,7 @@ static void ring_batch(hpl__fanout_item *it, size_t m) {
     note_partial(x);
   }
   for (size_t i = 0; i < m; i++) {
-    if (it[i].result != INT64_MIN) continue;
+    if (it[i].result != NOT_YET) continue;
     if (i < sub) it[i].result = -EIO;
     else write_one(&it[i]);
   }
