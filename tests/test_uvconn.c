@@ -690,7 +690,14 @@ static const hpl__fanout_kind fanout_ring = HPL__FANOUT_RING, fanout_thread = HP
 
 static void test_corked_fanout(void **state) {
   hpl__fanout_kind kind = *(const hpl__fanout_kind *)*state;
-  assert_int_equal(hpl__fanout_start(kind), 0);
+  int rc = hpl__fanout_start(kind);
+  if (rc == HPL_ESYS && kind == HPL__FANOUT_RING) {
+    /* a sandbox refusing io_uring (seccomp, kernel.io_uring_disabled): the
+     * servers then fall back, and so does this test */
+    fprintf(stderr, "test_corked_fanout: io_uring refused here, the ring is not tested\n");
+    skip();
+  }
+  assert_int_equal(rc, 0);
   assert_true(hpl__fanout_on());
   assert_int_equal(hpl__fanout_min(), kind == HPL__FANOUT_RING ? 2 : 4);
   rec r[FO_CONNS];

@@ -44,7 +44,9 @@
  *    held_partials).
  *  - The directory's CPU: every request costs dir_cpu (bench_dir's measured
  *    cost of a request, ~10 us: bench/results/dir-issue42b-2026-11-29.tsv,
- *    "get CPU us/op, 16 procs directory" 10.3) and, with dir_measured, the
+ *    "get CPU us/op, 16 procs directory" 10.3 on a quiet day; 8.7-12.8 on a
+ *    slow one once replies were batched in io_uring,
+ *    bench/results/dirfloor-2026-12-02.md) and, with dir_measured, the
  *    CPU the real table calls took in this process (CLOCK_THREAD_CPUTIME_ID),
  *    one request at a time: a saturated directory shows as queueing.
  */

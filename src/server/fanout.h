@@ -19,8 +19,10 @@
  * not take is left to the caller.
  *
  * One fan-out per process, used from one thread (the event loop's).
- * Callers: the connection layer's corked writes (uvconn_fd.c), started by
- * the directory (directory/server.c), counted in its /metrics. */
+ * The ring's sends run one after another in the batch's order; the
+ * thread's do not. Callers: the connection layer's corked writes
+ * (uvconn_fd.c), started by the directory (directory/server.c, counted in
+ * its /metrics) and by the store (store/server.c, the ring only). */
 #ifndef HPL_FANOUT_H
 #define HPL_FANOUT_H
 

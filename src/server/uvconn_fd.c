@@ -26,8 +26,9 @@ static int fanout_fd(hpl__conn *c, uv_os_fd_t *fd) {
 /* The corked connections with nothing queued before their frames, up to
  * FANOUT_MAX of them, written at once by hpl__fanout_write (a server
  * answering many waiting clients in one turn); the others stay listed.
- * Their order across connections is not kept: only servers that do not
- * need it start the fan-out. The loop waits for the batch, which is one
+ * The ring writes them in the cork list's order; the helper thread does
+ * not keep the order across connections, so only the directory, which
+ * needs none, starts that one. The loop waits for the batch, which is one
  * nonblocking send per connection (in one io_uring submission, or shared
  * with the helper thread: fanout.h).
  * The batch's arrays are static: the fan-out is one per process, used from
