@@ -91,7 +91,11 @@ typedef struct hpl__bd_cpu {
  * one request at a time or `batch` per call, for --secs (timed) and/or
  * over the inline ids [base, base + limit) split between them (limit >
  * 0); `run` numbers the puts' ids. Returns requests per second; fills *h
- * with every request's latency and, if cpu is not NULL, *cpu. */
+ * with every request's latency and, if cpu is not NULL, *cpu. Time and CPU
+ * run from the moment every worker is connected to the moment every one
+ * has made its last request: forking, connecting and closing are not in
+ * them (a session's setup is tens of times a request's cost, which would
+ * weigh on short phases such as the deletes). */
 double hpl__bd_run(int op, int n, int node, int batch, int run, uint64_t base, uint64_t limit,
                    int timed, hpl__bd_hist *h, hpl__bd_cpu *cpu);
 

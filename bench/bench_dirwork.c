@@ -1,6 +1,9 @@
 /* bench_dirwork.c - bench_dir's client worker processes, their latency
  * histograms and the CPU each request costs every process (bench_dir.h). */
 #include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +66,39 @@ double hpl__bd_h_pct(const hpl__bd_hist *h, double p) {
 typedef struct worker_out {
   hpl__bd_hist h;
   uint64_t ops, errors;
+  uint64_t cpu_us; /* the worker's own CPU from "go" to "done" */
   int first_rc;
 } worker_out;
+
+/* The gates between the parent and its workers, so that the figures cover
+ * the requests alone, not forking, connecting (a session's handshake and
+ * the pool's mapping, on the client and on the servers) or closing: every
+ * worker connects and says "ready", waits for "go", makes its requests,
+ * says "done", and waits for "close". Pipes: each side sleeps in read. */
+typedef struct gates {
+  int ready[2], go[2], done[2], fin[2];
+} gates;
+
+static void gate_say(int fd) {
+  char b = 1;
+  while (write(fd, &b, 1) < 0 && errno == EINTR) {
+  }
+}
+
+static void gate_wait(int fd) {
+  char b;
+  ssize_t r;
+  while ((r = read(fd, &b, 1)) < 0 && errno == EINTR) {
+  }
+  if (r != 1) _exit(1); /* the parent is gone */
+}
+
+static uint64_t self_cpu_us(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
+         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 hpl_client *hpl__bd_connect(int node) {
   hpl_client *c;
@@ -83,8 +117,11 @@ void hpl__bd_inline_id(char *out, size_t len, uint64_t i) { snprintf(out, len, "
  * share; puts otherwise make p<run>/<w>/<k>; gets and stats pick loaded
  * inline ids at random. */
 static void worker(int op, int w, int n, int node, int batch, int run, uint64_t base,
-                   uint64_t limit, int timed, worker_out *res) {
+                   uint64_t limit, int timed, worker_out *res, const gates *g) {
   hpl_client *c = hpl__bd_connect(node);
+  gate_say(g->ready[1]);
+  gate_wait(g->go[0]);
+  uint64_t cpu0 = self_cpu_us();
   uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w + 1) + (uint64_t)run;
   static uint8_t payload[HPL__BD_SMALL_MAX]; /* (one worker per process) */
   uint64_t psize = hpl__bd.small_size;
@@ -155,6 +192,9 @@ static void worker(int op, int w, int n, int node, int batch, int run, uint64_t 
     res->ops += (uint64_t)m;
     k += (uint64_t)m;
   }
+  res->cpu_us = self_cpu_us() - cpu0;
+  gate_say(g->done[1]);
+  gate_wait(g->fin[0]);
   hpl_close(c);
 }
 
@@ -181,40 +221,91 @@ static void servers_cpu(uint64_t *store, uint64_t *dir) {
   *dir = proc_cpu_us(hpl__lc_dir_pid(hpl__bd_lc));
 }
 
-static uint64_t children_cpu_us(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_CHILDREN, &ru);
-  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
-         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+/* Read one byte per worker from fd; a worker that exits first (a failed
+ * connect, a crash) ends the benchmark: the others are killed. */
+static void gate_collect(int fd, int n, pid_t *pids) {
+  for (int got = 0; got < n;) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 1000) > 0) {
+      char b[64];
+      ssize_t r = read(fd, b, (size_t)(n - got) < sizeof b ? (size_t)(n - got) : sizeof b);
+      if (r > 0) got += (int)r;
+      continue;
+    }
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      for (int w = 0; w < n; w++)
+        if (pids[w] != p) kill(pids[w], SIGKILL);
+      fprintf(stderr, "bench_dir: worker %d ended before its part was done\n", (int)p);
+      exit(1);
+    }
+  }
+}
+
+static void gate_open(gates *g) {
+  if (pipe(g->ready) || pipe(g->go) || pipe(g->done) || pipe(g->fin))
+    hpl__bd_die("pipe", NULL, HPL_ESYS);
+}
+
+/* In a worker: only the ends it uses stay open, so that a parent gone
+ * leaves no writer of "go" or "close" (the worker's read then ends). */
+static void gate_child(gates *g) {
+  close(g->ready[0]);
+  close(g->go[1]);
+  close(g->done[0]);
+  close(g->fin[1]);
+}
+
+static void gate_release(int fd, int n) {
+  for (int w = 0; w < n; w++) gate_say(fd);
+}
+
+static void gate_close(gates *g) {
+  int *all[] = {g->ready, g->go, g->done, g->fin};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    close(all[i][0]);
+    close(all[i][1]);
+  }
 }
 
 double hpl__bd_run(int op, int n, int node, int batch, int run, uint64_t base, uint64_t limit,
                    int timed, hpl__bd_hist *h, hpl__bd_cpu *cpu) {
-  uint64_t st0, dir0, cl0 = children_cpu_us();
-  servers_cpu(&st0, &dir0);
   worker_out *outs = mmap(NULL, sizeof *outs * (size_t)n, PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (outs == MAP_FAILED) hpl__bd_die("mmap", NULL, HPL_ESYS);
   memset(outs, 0, sizeof *outs * (size_t)n);
-  uint64_t t0 = hpl__now_ns();
+  gates g;
+  gate_open(&g);
   pid_t *pids = calloc((size_t)n, sizeof *pids);
   for (int w = 0; w < n; w++) {
     pids[w] = fork();
     if (pids[w] == 0) {
-      worker(op, w, n, node, batch, run, base, limit, timed, &outs[w]);
+      gate_child(&g);
+      worker(op, w, n, node, batch, run, base, limit, timed, &outs[w], &g);
       _exit(0);
     }
   }
-  for (int w = 0; w < n; w++) waitpid(pids[w], NULL, 0);
+  /* every worker connected: from here to "done" is what is measured */
+  gate_collect(g.ready[0], n, pids);
+  uint64_t st0, dir0;
+  servers_cpu(&st0, &dir0);
+  uint64_t t0 = hpl__now_ns();
+  gate_release(g.go[1], n);
+  gate_collect(g.done[0], n, pids);
   double secs = (double)(hpl__now_ns() - t0) / 1e9;
-  uint64_t st1, dir1, cl1 = children_cpu_us();
+  uint64_t st1, dir1;
   servers_cpu(&st1, &dir1);
-  uint64_t ops = 0, errors = 0;
+  gate_release(g.fin[1], n);
+  for (int w = 0; w < n; w++) waitpid(pids[w], NULL, 0);
+  gate_close(&g);
+  uint64_t ops = 0, errors = 0, cl = 0;
   int first = 0;
   memset(h, 0, sizeof *h);
   for (int w = 0; w < n; w++) {
     ops += outs[w].ops;
     errors += outs[w].errors;
+    cl += outs[w].cpu_us;
     if (!first) first = outs[w].first_rc;
     hpl__bd_h_merge(h, &outs[w].h);
   }
@@ -225,10 +316,9 @@ double hpl__bd_run(int op, int n, int node, int batch, int run, uint64_t base, u
   free(pids);
   if (cpu) {
     double k = ops ? 1.0 / (double)ops : 0;
-    *cpu = (hpl__bd_cpu){.client_us = (double)(cl1 - cl0) * k,
+    *cpu = (hpl__bd_cpu){.client_us = (double)cl * k,
                          .store_us = (double)(st1 - st0) * k,
                          .dir_us = (double)(dir1 - dir0) * k};
   }
   return (double)ops / secs;
 }
-
