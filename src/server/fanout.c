@@ -121,10 +121,13 @@ static int ring_start(void) {
   /* the loop's thread alone submits, and completions are only read while
    * it waits for them: no task work interrupts it elsewhere */
   p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-  if (io_uring_queue_init_params(RING_ENTRIES, &fo.ring, &p) != 0) {
-    memset(&p, 0, sizeof p); /* a kernel before 6.1 */
-    p.flags = IORING_SETUP_SUBMIT_ALL;
-    if (io_uring_queue_init_params(RING_ENTRIES, &fo.ring, &p) != 0) return HPL_ESYS;
+  /* then what older kernels have: 5.18 (SUBMIT_ALL), and none (a send the
+   * kernel refuses at submission then ends the ring: ring_batch) */
+  static const unsigned older[] = {IORING_SETUP_SUBMIT_ALL, 0};
+  for (size_t i = 0; io_uring_queue_init_params(RING_ENTRIES, &fo.ring, &p) != 0; i++) {
+    if (i == sizeof older / sizeof older[0]) return HPL_ESYS;
+    memset(&p, 0, sizeof p);
+    p.flags = older[i];
   }
   fo.ring_broken = 0;
   return 0;
