@@ -70,36 +70,6 @@ static void accept_all(int ls, int *fds, int n) {
   close(ls);
 }
 
-/* The epoll server: a read and a write per ready connection. Returns when
- * every client has closed; the count of requests answered in *served. */
-static void serve_epoll(int ls, int n, uint64_t *served) {
-  int fds[MAX_CLIENTS], ep = epoll_create1(0), open_n = n;
-  if (ep < 0) _exit(1);
-  accept_all(ls, fds, n);
-  for (int i = 0; i < n; i++) {
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e)) _exit(1);
-  }
-  char buf[4096], rep[REP_BYTES];
-  memset(rep, 'r', sizeof rep);
-  struct epoll_event ev[64];
-  while (open_n > 0) {
-    int k = epoll_wait(ep, ev, 64, -1);
-    for (int j = 0; j < k; j++) {
-      int fd = fds[ev[j].data.u32];
-      ssize_t r = read(fd, buf, sizeof buf);
-      if (r <= 0) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-        close(fd);
-        open_n--;
-        continue;
-      }
-      if (write(fd, rep, sizeof rep) != (ssize_t)sizeof rep) _exit(1);
-      (*served)++;
-    }
-  }
-}
-
 /* A ring for the servers; exits the process on failure. */
 static void ring_init(struct io_uring *ring) {
   struct io_uring_params p = {.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
@@ -109,10 +79,12 @@ static void ring_init(struct io_uring *ring) {
   }
 }
 
-/* The epoll server with its replies batched: a read per ready connection,
- * then the loop turn's sends in one io_uring_enter (MSG_DONTWAIT: each
- * completes or fails at once, none is left pending). */
-static void serve_epoll_sends(int ls, int n, uint64_t *served) {
+/* The epoll servers: a read per ready connection, and its reply written at
+ * once (epoll) or, with `batched` (esends), the loop turn's replies handed
+ * to the kernel together in one io_uring_enter (MSG_DONTWAIT: each
+ * completes or fails at once, none is left pending). Returns when every
+ * client has closed; the count of requests answered in *served. */
+static void serve_epoll_any(int ls, int n, uint64_t *served, int batched) {
   int fds[MAX_CLIENTS], ep = epoll_create1(0), open_n = n;
   if (ep < 0) _exit(1);
   accept_all(ls, fds, n);
@@ -121,12 +93,13 @@ static void serve_epoll_sends(int ls, int n, uint64_t *served) {
     if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e)) _exit(1);
   }
   struct io_uring ring;
-  ring_init(&ring);
+  if (batched) ring_init(&ring);
   char buf[4096], rep[REP_BYTES];
   memset(rep, 'r', sizeof rep);
   struct epoll_event ev[64];
   while (open_n > 0) {
-    int k = epoll_wait(ep, ev, 64, -1), sends = 0;
+    int k = epoll_wait(ep, ev, 64, -1);
+    unsigned sends = 0;
     for (int j = 0; j < k; j++) {
       int fd = fds[ev[j].data.u32];
       ssize_t r = read(fd, buf, sizeof buf);
@@ -134,14 +107,17 @@ static void serve_epoll_sends(int ls, int n, uint64_t *served) {
         epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
         close(fd);
         open_n--;
-        continue;
+      } else if (batched) {
+        io_uring_prep_send(io_uring_get_sqe(&ring), fd, rep, sizeof rep,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+        sends++;
+      } else {
+        if (write(fd, rep, sizeof rep) != (ssize_t)sizeof rep) _exit(1);
+        (*served)++;
       }
-      struct io_uring_sqe *s = io_uring_get_sqe(&ring);
-      io_uring_prep_send(s, fd, rep, sizeof rep, MSG_NOSIGNAL | MSG_DONTWAIT);
-      sends++;
     }
     if (!sends) continue;
-    if (io_uring_submit_and_wait(&ring, (unsigned)sends) < 0) _exit(1);
+    if (io_uring_submit_and_wait(&ring, sends) < 0) _exit(1);
     struct io_uring_cqe *cqe;
     unsigned head, seen = 0;
     io_uring_for_each_cqe(&ring, head, cqe) {
@@ -151,7 +127,13 @@ static void serve_epoll_sends(int ls, int n, uint64_t *served) {
     io_uring_cq_advance(&ring, seen);
     *served += seen;
   }
-  io_uring_queue_exit(&ring);
+  if (batched) io_uring_queue_exit(&ring);
+}
+
+static void serve_epoll(int ls, int n, uint64_t *served) { serve_epoll_any(ls, n, served, 0); }
+
+static void serve_epoll_sends(int ls, int n, uint64_t *served) {
+  serve_epoll_any(ls, n, served, 1);
 }
 
 /* The io_uring server: completions of a loop turn queue their sends and

@@ -13,6 +13,11 @@
 #include "hoplite.h"
 #include "log.h"
 
+/* What runs: nothing, the ring, the ring after the kernel stopped taking
+ * it (closed at stop; the loop writes each connection itself meanwhile),
+ * or the helper thread. */
+typedef enum { FO_OFF, FO_RING, FO_RING_STOPPED, FO_THREAD } fo_mode;
+
 /* The batch being written. The loop thread opens it under `mu`, both
  * threads claim items with `next`, and the loop thread closes it under `mu`
  * and then waits only while the helper is inside it (`helper_in`): a helper
@@ -21,10 +26,9 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t work, done;
   pthread_t thread;
-  int running, stopping;
-  hpl__fanout_kind kind; /* while running */
-  struct io_uring ring;  /* the ring's engine */
-  int ring_broken;       /* the kernel refused a submission: not used again */
+  int stopping;
+  fo_mode mode;
+  struct io_uring ring; /* FO_RING's and FO_RING_STOPPED's */
   int open;          /* a batch may be joined */
   int helper_in;     /* the helper is claiming items of the open batch */
   uint64_t gen;      /* batches opened */
@@ -62,10 +66,10 @@ static void write_one(hpl__fanout_item *x) {
 #define NOT_YET INT64_MIN /* an item's result before its completion */
 
 static void ring_stopped(const char *why, int err) {
-  if (!fo.ring_broken)
+  if (fo.mode == FO_RING)
     HPL__LOG_WARN("io_uring %s (%s): replies are written one by one from now on", why,
                   strerror(-err));
-  fo.ring_broken = 1;
+  fo.mode = FO_RING_STOPPED;
 }
 
 /* Up to RING_ENTRIES items as one submission, waiting for every one
@@ -129,7 +133,6 @@ static int ring_start(void) {
     memset(&p, 0, sizeof p);
     p.flags = older[i];
   }
-  fo.ring_broken = 0;
   return 0;
 }
 
@@ -169,13 +172,11 @@ static void *helper_main(void *arg) {
 }
 
 int hpl__fanout_start(hpl__fanout_kind kind) {
-  if (fo.running) return 0;
+  if (fo.mode != FO_OFF) return 0;
   if (kind == HPL__FANOUT_RING) {
     int rc = ring_start();
-    if (rc) return rc;
-    fo.kind = kind;
-    fo.running = 1;
-    return 0;
+    if (rc == 0) fo.mode = FO_RING;
+    return rc;
   }
   fo.stopping = 0;
   /* the helper takes no signals: they stay with the loop's thread */
@@ -185,16 +186,15 @@ int hpl__fanout_start(hpl__fanout_kind kind) {
   int rc = pthread_create(&fo.thread, NULL, helper_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) return HPL_ENOMEM;
-  fo.kind = kind;
-  fo.running = 1;
+  fo.mode = FO_THREAD;
   return 0;
 }
 
 void hpl__fanout_stop(void) {
-  if (!fo.running) return;
-  if (fo.kind == HPL__FANOUT_RING) {
+  if (fo.mode == FO_OFF) return;
+  if (fo.mode != FO_THREAD) {
     io_uring_queue_exit(&fo.ring);
-    fo.running = 0;
+    fo.mode = FO_OFF;
     return;
   }
   pthread_mutex_lock(&fo.mu);
@@ -202,27 +202,27 @@ void hpl__fanout_stop(void) {
   pthread_cond_signal(&fo.work);
   pthread_mutex_unlock(&fo.mu);
   pthread_join(fo.thread, NULL);
-  fo.running = 0;
+  fo.mode = FO_OFF;
 }
 
-int hpl__fanout_on(void) { return fo.running; }
+int hpl__fanout_on(void) { return fo.mode == FO_RING || fo.mode == FO_THREAD; }
 
-size_t hpl__fanout_min(void) {
-  return !fo.running ? 0 : fo.kind == HPL__FANOUT_RING ? 2 : 4;
-}
+size_t hpl__fanout_min(void) { return fo.mode == FO_RING ? 2 : fo.mode == FO_THREAD ? 4 : 0; }
 
 void hpl__fanout_write(hpl__fanout_item *it, size_t n) {
   if (!n) return;
   atomic_fetch_add(&fo.batches, 1);
   atomic_fetch_add(&fo.items, n);
   atomic_store(&fo.next, 0);
-  if (fo.running && fo.kind == HPL__FANOUT_RING && !fo.ring_broken) {
-    for (size_t base = 0; base < n; base += RING_ENTRIES)
-      ring_batch(it + base, n - base < RING_ENTRIES ? n - base : RING_ENTRIES);
-    return;
+  size_t base = 0;
+  for (size_t m; base < n && fo.mode == FO_RING; base += m) {
+    m = n - base < RING_ENTRIES ? n - base : RING_ENTRIES;
+    ring_batch(it + base, m);
   }
-  if (!fo.running || fo.kind == HPL__FANOUT_RING || n < hpl__fanout_min()) {
-    claim_all(it, n);
+  /* what is left, one by one: no fan-out, a ring the kernel stopped
+   * taking, or a batch too small to wake the helper for */
+  if (fo.mode != FO_THREAD || n < hpl__fanout_min()) {
+    claim_all(it + base, n - base);
     return;
   }
   pthread_mutex_lock(&fo.mu);
