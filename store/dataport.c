@@ -161,17 +161,19 @@ void hpl__dataport_pump(hpl__sender *sd) {
                                            hpl__dataport_write_done, sd)
                       : 1;
     if (rc < 0) return;
+    int went = 0; /* every byte went now: no callback comes */
     if (rc == 1 && bad) {
       if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;
-    } else if (rc == 1 &&
-               hpl__conn_write(sd->c, src, (size_t)n, hpl__dataport_write_done, sd) != 0) {
-      return;
+    } else if (rc == 1) {
+      int wr = hpl__conn_write_now(sd->c, src, (size_t)n, hpl__dataport_write_done, sd);
+      if (wr < 0) return;
+      went = wr == 2;
     }
     sd->pos += n;
     s->ctr.data_bytes_sent += n;
     if (rc == 2) s->ctr.sendfile_bytes += n;
     if (sd->faulty) hpl__faults_sent(&s->cfg.faults, n);
-    if (rc == 2) continue; /* all went now */
+    if (rc == 2 || went) continue; /* all went now */
     sd->inflight++;
     if (rc == 0) {
       s->ctr.sendfile_bytes += n;

@@ -481,6 +481,105 @@ static void test_writes(void **state) {
   rec_free(&r);
 }
 
+/* hpl__conn_write_now: a write the socket takes whole ends at once (2, no
+ * callback); behind a queued write it waits its turn (0, callback). */
+static void test_write_now(void **state) {
+  (void)state;
+  rec r = {0};
+  int peer;
+  hpl__conn *c = open_conn(&r, 0, &peer);
+  const size_t big = 4u << 20; /* more than the socketpair holds */
+  uint8_t *pl = malloc(big), *got = malloc(big);
+  pattern(pl, big, 5);
+  Hplpb__GetRep g = HPLPB__GET_REP__INIT;
+  hpl__frame_hdr h;
+
+  /* nothing queued: it goes now */
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_GET_REP, 1, &g.base, NULL, 3000, 0, NULL, NULL), 0);
+  assert_int_equal(hpl__conn_write_now(c, pl, 3000, on_write, &r), 2);
+  assert_int_equal(hpl__conn_write_queue(c), 0);
+  run_now();
+  assert_int_equal(r.write_cbs, 0); /* never called */
+  ProtobufCMessage *m = peer_frame(peer, &h, got, 3000);
+  assert_int_equal(h.req_id, 1);
+  assert_memory_equal(got, pl, 3000);
+  protobuf_c_message_free_unpacked(m, NULL);
+
+  /* behind a write the socket could not take: queued, in order, told */
+  assert_int_equal(hpl__conn_send(c, HPL__MSG_GET_REP, 2, &g.base, NULL, big + 3000, 0, NULL, NULL),
+                   0);
+  assert_int_equal(hpl__conn_write(c, pl, big, on_write, &r), 0);
+  assert_true(hpl__conn_write_queue(c) > 0);
+  assert_int_equal(hpl__conn_write_now(c, pl + 100, 3000, on_write, &r), 0);
+  uint8_t hb[HPL__FRAME_HDR_LEN], msg[64];
+  read_all(peer, hb, sizeof hb);
+  static const hpl__frame_limits any = {.max_msg = 1 << 20, .max_payload = 1 << 30,
+                                        .max_type = HPL__MSG_MAX_};
+  assert_int_equal(hpl__frame_decode_hdr(hb, sizeof hb, &any, &h, NULL), 0);
+  assert_true(h.msg_len <= sizeof msg);
+  read_all(peer, msg, h.msg_len);
+  size_t have = 0;
+  for (int i = 0; i < 100000 && have < big + 3000; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ssize_t k = recv(peer, got + (have < big ? have : 0), have < big ? big - have : 3000,
+                     MSG_DONTWAIT);
+    if (k > 0 && have < big) {
+      have += (size_t)k;
+    } else if (k > 0) {
+      assert_int_equal(k, 3000); /* the small write, after all of the big one */
+      assert_memory_equal(got, pl + 100, 3000);
+      have += 3000;
+    }
+  }
+  assert_int_equal(have, big + 3000);
+  run_until(&r.write_cbs);
+  for (int i = 0; i < 10 && r.write_cbs < 2; i++) run_now();
+  assert_int_equal(r.write_cbs, 2);
+  assert_int_equal(r.write_status, 0);
+  close_all(&r, peer, 0);
+  rec_free(&r);
+  free(pl);
+  free(got);
+}
+
+/* A streamed payload's last bytes (at most HPL__CONN_DIRECT_MIN) arriving
+ * with the next frame come through the read buffer: all of them reach the
+ * sink, in order, before the next frame is delivered. */
+static void test_small_rest_with_next_frame(void **state) {
+  (void)state;
+  const uint64_t n = 70000;
+  uint8_t *payload = malloc(n), *buf = malloc(n + 1024);
+  pattern(payload, n, 11);
+  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+  ip.id = "rest";
+  ip.size = n;
+  size_t len = 0;
+  add_frame(buf, &len, HPL__MSG_INLINE_PUT, 1, &ip.base, payload, n);
+  size_t end1 = len;
+  add_frame(buf, &len, HPL__MSG_HEARTBEAT, 2, NULL, NULL, 0);
+  rec r = {0};
+  r.take_payload = 1;
+  r.sink = calloc(1, BIG);
+  r.allow = BIG;
+  int peer;
+  open_conn(&r, 1, &peer);
+  write_all(peer, buf, end1 - 3000); /* all but the payload's last 3000 bytes */
+  for (int i = 0; i < 1000 && r.got < n - 3000; i++) uv_run(&loop, UV_RUN_NOWAIT);
+  assert_int_equal(r.got, n - 3000);
+  assert_int_equal(r.frames, 1);
+  write_all(peer, buf + end1 - 3000, len - (end1 - 3000)); /* the rest and the HEARTBEAT */
+  for (int i = 0; i < 1000 && r.frames < 2; i++) uv_run(&loop, UV_RUN_NOWAIT);
+  assert_int_equal(r.got, n);
+  assert_false(r.got_gap);
+  assert_memory_equal(r.sink, payload, n);
+  assert_int_equal(r.frames, 2);
+  assert_int_equal(r.types[1], HPL__MSG_HEARTBEAT);
+  close_all(&r, peer, 0);
+  rec_free(&r);
+  free(payload);
+  free(buf);
+}
+
 /* Bytes the peer end can read now, without waiting. */
 static size_t readable(int fd) {
   uint8_t b[65536];
@@ -781,6 +880,8 @@ int main(void) {
       cmocka_unit_test(test_streamed_payload_pause_resume),
       cmocka_unit_test(test_bad_frames_close_with_eproto),
       cmocka_unit_test(test_writes),
+      cmocka_unit_test(test_write_now),
+      cmocka_unit_test(test_small_rest_with_next_frame),
       cmocka_unit_test(test_close_with_writes_pending),
       cmocka_unit_test(test_corked_writes),
       cmocka_unit_test(test_corks_per_loop),

@@ -276,6 +276,14 @@ int hpl__conn_send_packed(hpl__conn *c, const uint8_t *frame, size_t len);
  * called). */
 int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg);
 
+/* As hpl__conn_write, but a write the socket takes whole at once ends
+ * there: returns 2 (every byte went; cb is not called and `p` is free
+ * again), 0 (queued; cb tells as for hpl__conn_write), or a negative code
+ * (cb not called). Saves a finished write request's callback and the
+ * poll-set change libuv makes for it on the next loop turn. */
+int hpl__conn_write_now(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb,
+                        void *arg);
+
 /* As hpl__conn_write, but bytes [off, off + len) of the file `fd` (the
  * store's pool memfd) go to a TCP socket with sendfile(2): the kernel takes
  * the pages as they are, without a copy through user space. Only when

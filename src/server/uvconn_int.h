@@ -30,6 +30,7 @@
 
 #define HPL__CONN_RBUF 65536
 #define HPL__CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
+#define HPL__CONN_DIRECT_MIN 4096u      /* a payload's rest up to this goes through rbuf */
 #define HPL__CONN_SREC (HPL__FRAME_REC_HDR + HPL__FRAME_REC_MAX + HPL__FRAME_TAG_LEN)
 /* A loop turn flushes at most this much per connection at once. */
 #define HPL__CORK_MAX_FRAMES 64
@@ -66,6 +67,7 @@ typedef struct hpl__conn_wreq {
   const uint8_t *tag_payload; /* covered payload (NULL: none) */
   uv_buf_t bufs[2];
   unsigned nbufs;
+  int now_ok; /* its owner takes "every byte went now" (2, cb not called) */
 } hpl__conn_wreq;
 
 /* The connections of one loop with corked writes, in the order of their
@@ -204,7 +206,8 @@ void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms);
 
 /* Queue or write w (bufs[0..nbufs), w->owned, w->cb set), keeping the
  * order of every write: held during the handshake or a sendfile, corked
- * when c corks and nobody waits for it, else written. Takes w. 0, or
+ * when c corks and nobody waits for it, else written. Takes w. 0, 2 (only
+ * for a w with now_ok: every byte went at once, w->cb not called), or
  * HPL_ECONN (c is closing then, or the write failed and closed it). */
 int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 

@@ -417,8 +417,11 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   c->direct = 0;
   c->sink_full = 0;
-  if (c->o.stream_payloads && c->have_sink && hpl__framer_payload_left(&c->fr) > 0 &&
-      c->rpos == c->rlen) {
+  /* A payload's rest of at most HPL__CONN_DIRECT_MIN bytes comes through
+   * rbuf instead (a small copy: a read that fills its buffer exactly makes
+   * libuv read once more, to find nothing) */
+  if (c->o.stream_payloads && c->have_sink &&
+      hpl__framer_payload_left(&c->fr) > HPL__CONN_DIRECT_MIN && c->rpos == c->rlen) {
     size_t room = 0;
     uint8_t *dst = c->sink.buf(c, c->sink.arg, c->pgot, &room);
     uint64_t left = hpl__framer_payload_left(&c->fr);

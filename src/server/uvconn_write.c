@@ -215,14 +215,17 @@ static int conn_send_now(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsign
       return HPL_ECONN;
     }
   }
-  if (c->wq_bytes == 0 && !w->cb) {
-    /* nothing queued and nobody to tell: write now, and queue only what
-     * the socket did not take (a control reply usually goes whole, with
-     * no write request and no poll-set change) */
+  if (c->wq_bytes == 0 && (!w->cb || w->now_ok)) {
+    /* nothing queued, and nobody to tell or an owner who takes "it went
+     * now": write now, and queue only what the socket did not take (a
+     * control reply or a small copy usually goes whole, with no write
+     * request, no callback and no poll-set change: a finished write request
+     * costs libuv an epoll_ctl on the next turn) */
     int n = uv_try_write(c->s, bufs, nbufs);
     if (n == (int)w->bytes) {
+      int told = w->cb != NULL;
       hpl__conn_wreq_free(c, w);
-      return 0;
+      return told ? 2 : 0;
     }
     for (unsigned i = 0; n > 0 && i < nbufs; i++) {
       size_t k = (size_t)n < bufs[i].len ? (size_t)n : bufs[i].len;
@@ -305,6 +308,7 @@ int hpl__conn_submit(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned n
   if (c->hs != HPL__HS_OPEN || c->sf_left) { /* after the handshake (or sendfile), in order */
     for (unsigned i = 0; i < nbufs; i++) w->bufs[i] = bufs[i];
     w->nbufs = nbufs;
+    w->now_ok = 0; /* its owner was told "queued": the cb must come */
     DL_APPEND(c->held, w);
     c->wq_bytes += w->bytes;
     return 0;
@@ -425,7 +429,10 @@ static uint8_t *conn_seal_records(hpl__conn *c, const uint8_t *p, size_t len, si
   return buf;
 }
 
-int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {
+/* hpl__conn_write and hpl__conn_write_now: now_ok lets a write the socket
+ * takes whole end at once (2, cb not called). */
+static int conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg,
+                      int now_ok) {
   if (c->closing) return HPL_ECONN;
   /* on a connection that may be sealed the stream's frame must have gone
    * first (a sealed stream is encrypted record by record as it is written) */
@@ -438,6 +445,7 @@ int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb 
   if (!w) return HPL_ENOMEM;
   w->cb = cb;
   w->arg = arg;
+  w->now_ok = now_ok;
   uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
   if (len && c->tx.seal) {
     size_t total = 0;
@@ -449,6 +457,15 @@ int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb 
     b = uv_buf_init((char *)w->owned, (unsigned)total);
   }
   return hpl__conn_submit(c, w, &b, 1);
+}
+
+int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb, void *arg) {
+  return conn_write(c, p, len, cb, arg, 0);
+}
+
+int hpl__conn_write_now(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb,
+                        void *arg) {
+  return conn_write(c, p, len, cb, arg, 1);
 }
 
 int hpl__conn_reply(hpl__conn *c, uint64_t req_id, int status, const char *detail) {
