@@ -20,6 +20,8 @@
  *   simmain.c  the scale runs, the sim_small checks, the CLI
  *   simred.c, simredrun.c  reduce and allreduce (their own section below)
  *   simcompare.c `compare`: simulated next to one session's measured rows
+ *   simcpu.c   the emulation machine's CPU under a plain TCP chain (compare's
+ *              chain rows) and `touchcost`
  *
  * Time is in seconds (double) everywhere in the simulator; byte counts are
  * doubles in the fluid model (exact to 2^53 bytes).
@@ -121,6 +123,10 @@ typedef struct hpl__sim_net {
   double size;    /* the object's bytes */
   double unit;    /* the pipelining unit: a partial copy serves whole verified units */
   double lat;     /* one-way latency, s */
+  /* A receiving process's first `touch` bytes also fault its read buffer
+   * in (fresh pages, a first-touch cost per byte): until it holds them its
+   * intake is at most touch_down bytes/s (0: no such phase; simcpu.c) */
+  double touch, touch_down;
   /* the stream's bytes are all in (the store model adds the latency) */
   void (*arrived)(hpl__sim_flow *f);
   uint64_t recomputes, rate_changes;
@@ -176,6 +182,8 @@ typedef struct hpl__sim_params {
   int no_held_upstream; /* stores re-report complete copies only (no held_partials) */
   double cpu_cap;       /* bytes/s a store's CPU can take in: its share of the
                            cores over its CPU per byte (0: no limit; compare) */
+  double touch_bytes;   /* a receiver's first bytes that fault its buffer in (0: none) */
+  double touch_cap;     /* ...and what its CPU takes in meanwhile, bytes/s (simcpu.c) */
   double wall_limit;    /* stop a run after this much wall time (0: none) */
   uint64_t seed;
   int verbose;
@@ -299,6 +307,15 @@ int hpl__sim_validate(void);
  * closing `kill_close` s later) or paused for pause_s, at `at` (simvalid.c). */
 double hpl__sim_fault_run(double size, int pause, double at, double pause_s, uint32_t depth,
                           double bits, double kill_close);
+
+/* ------------------------------------------------------------------ simcpu.c */
+
+/* The CPU of bench/p2p.c's relays on the emulation machine, at `share` of
+ * the cores each: p's cpu_cap (plain TCP per byte) and its first-touch
+ * phase (touch_bytes, touch_cap). hpl__sim_touchcost: `hpsim touchcost`,
+ * the first-touch cost measured now (returns the exit status). */
+void hpl__sim_chain_cpu(hpl__sim_params *p, double share);
+int hpl__sim_touchcost(void);
 
 /* ------------------------------------------------------------------ simcompare.c */
 

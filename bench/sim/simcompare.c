@@ -15,9 +15,11 @@
  * row is the emulated network alone: a plain TCP chain through the 8 hosts
  * (bench/p2p_check.sh, every host forwarding bytes as they arrive, no
  * hoplite code), simulated as a broadcast whose copies forward every byte
- * at once (a unit of 1 byte). It judges the network model (rates, goodput,
- * sharing, fill) apart from the stores; it is printed in a table of its
- * own and not counted with the hoplite rows. A machine row is the VM's state
+ * at once (a unit of 1 byte), each relay process on a quarter of the
+ * machine's cores with the plain TCP path's CPU per byte and the first
+ * touch of its read buffer (simcpu.c). It judges the network model (rates,
+ * goodput, sharing, fill) apart from the stores; it is printed in a table
+ * of its own and not counted with the hoplite rows. A machine row is the VM's state
  * when the session began: bench_peek's bare request/reply floor on
  * loopback, in µs summed over both sides, printed above the tables. The
  * CPU-loaded rows move with it, the code held fixed
@@ -176,6 +178,8 @@ static void compare_chains(const crow *rows, int n) {
     p.size = r->size;
     p.bits = r->bits;
     p.unit = 1; /* a forwarder writes on every byte that arrives */
+    /* ...on the machine's 2 cores, a quarter each (simcpu.c) */
+    hpl__sim_chain_cpu(&p, hpl__simred_defaults().cpu_share);
     double t = hpl__sim_run_one(&p).t, e = (t - r->median) / r->median;
     over += !(fabs(e) <= LIMIT);
     if (fabs(e) > worst) worst = fabs(e);

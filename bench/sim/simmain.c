@@ -12,6 +12,7 @@
  *                      bench/sim/validate_session.sh)
  *   hpsim scale        1 GiB to 100/1 000/10 000 nodes, failures
  *   hpsim check        64 nodes, asserts (exit 1 on a failed check)
+ *   hpsim touchcost    a read into fresh pages, as a p2p relay's (simcpu.c)
  *   hpsim reduce|allreduce|allreduce-noring ...   see simredrun.c
  */
 #include <math.h>
@@ -203,6 +204,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "compare") == 0) return hpl__sim_compare(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "scale") == 0) return scale(argc - 2, argv + 2);
   if (argc > 1 && strcmp(argv[1], "check") == 0) return check();
+  if (argc > 1 && strcmp(argv[1], "touchcost") == 0) return hpl__sim_touchcost();
   if (argc > 1 && (strcmp(argv[1], "reduce") == 0 || strcmp(argv[1], "allreduce") == 0 ||
                    strcmp(argv[1], "allreduce-noring") == 0))
     return hpl__simred_main(argc - 1, argv + 1); /* simredrun.c */

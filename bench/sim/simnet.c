@@ -23,6 +23,8 @@
  *    the rest; a receiver ahead of its new sender waits for it.
  * A stream is a flow with a rate: the max-min share of the sender's uplink
  * among its streams, given each stream's demand (the receiver's downlink,
+ * lower while a receiving process still faults its read buffer in: the
+ * plain TCP chain's relays, n->touch, simcpu.c;
  * and, for a stream caught up with a partial sender, the rate at which that
  * sender's own bytes arrive). Each receiving copy has ONE stream in (one
  * pull per object), so its downlink is not shared in these runs. Rates are
@@ -74,6 +76,14 @@ double hpl__sim_servable(const hpl__sim_net *n, const hpl__sim_host *h) {
   return g > 0 ? g : 0;
 }
 
+/* What h's downlink takes in now: its rate, or less while its first reads
+ * still fault its buffer in (n->touch, simcpu.c). */
+static double down_now(const hpl__sim_net *n, const hpl__sim_host *h) {
+  if (n->touch > 0 && h->down > n->touch_down && hpl__sim_got(n, h) < n->touch - 2 * EPS)
+    return n->touch_down; /* (schedule's event lands at touch - EPS: past this) */
+  return h->down;
+}
+
 /* Bring dst's bytes up to now at the stream's current rate. */
 static void settle(hpl__sim_net *n, hpl__sim_flow *f) {
   hpl__sim_host *d = f->dst;
@@ -117,6 +127,8 @@ static void schedule(hpl__sim_net *n, hpl__sim_flow *f) {
   } else if (!f->tracking && f->rate > rin(s)) {
     at = now(n) + (hpl__sim_got(n, s) - n->unit - dg) / (f->rate - rin(s));
   }
+  if (f->rate > 0 && down_now(n, d) < d->down) /* when d's buffer is in: faster */
+    at = fmin(at, now(n) + (n->touch - EPS - dg) / f->rate);
   if (isinf(at))
     hpl__sim_cancel(n->clk, &f->tm);
   else
@@ -243,9 +255,11 @@ static void group_leave(hpl__sim_net *n, hpl__sim_flow *f) {
 }
 
 /* A stream may run in its sender's group: from a complete copy, to a
- * running receiver whose downlink is the group's demand. */
-static int groupable(const hpl__sim_host *s, const hpl__sim_flow *f) {
-  return s->complete && !f->dst->stopped && (!s->gn || f->dst->down == s->gdemand);
+ * running receiver whose downlink (past its first-touch phase) is the
+ * group's demand. */
+static int groupable(const hpl__sim_net *n, const hpl__sim_host *s, const hpl__sim_flow *f) {
+  return s->complete && !f->dst->stopped && down_now(n, f->dst) == f->dst->down &&
+         (!s->gn || f->dst->down == s->gdemand);
 }
 
 /* Max-min shares of sender s's uplink among its streams (water-filling over
@@ -259,7 +273,7 @@ static uint32_t cap;
 static void recompute(hpl__sim_net *n, hpl__sim_host *s) {
   for (hpl__sim_flow *f = s->outs, *nx; f; f = nx) {
     nx = f->snext;
-    if (groupable(s, f)) group_join(n, f);
+    if (groupable(n, s, f)) group_join(n, f);
   }
   if (s->nout > cap) {
     cap = s->nout * 2;
@@ -275,7 +289,7 @@ static void recompute(hpl__sim_net *n, hpl__sim_host *s) {
   for (hpl__sim_flow *f = s->outs; f; f = f->snext, k++) {
     fl[k] = f;
     hpl__sim_host *d = f->dst;
-    double dg = hpl__sim_got(n, d), want = d->down;
+    double dg = hpl__sim_got(n, d), want = down_now(n, d);
     f->tracking = 0;
     if (!s->complete) {
       if (dg > sv + EPS) f->tracking = 2;

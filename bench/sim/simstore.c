@@ -387,6 +387,8 @@ int hpl__sim_world_run(hpl__sim_world *w) {
   if (p->cpu_cap > 0) /* a store's CPU takes in no more than this (hpsim compare) */
     for (uint32_t i = 0; i < n; i++)
       if (w->net.hosts[i].down > p->cpu_cap) w->net.hosts[i].down = p->cpu_cap;
+  w->net.touch = p->touch_bytes; /* a receiver's first-touch phase (simcpu.c) */
+  w->net.touch_down = p->touch_cap;
   w->net.arrived = arrived;
   w->stores = calloc(n, sizeof *w->stores);
   w->copies = calloc(n, sizeof *w->copies);
