@@ -161,11 +161,15 @@ void hpl__dataport_pump(hpl__sender *sd) {
                                            hpl__dataport_write_done, sd)
                       : 1;
     if (rc < 0) return;
+    /* the stream's last chunk may end at once (a small copy is one chunk):
+     * nothing follows it, so the turn is not held by more writes */
     int went = 0; /* every byte went now: no callback comes */
     if (rc == 1 && bad) {
       if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;
     } else if (rc == 1) {
-      int wr = hpl__conn_write_now(sd->c, src, (size_t)n, hpl__dataport_write_done, sd);
+      int wr = sd->pos + n >= sd->end
+                   ? hpl__conn_write_now(sd->c, src, (size_t)n, hpl__dataport_write_done, sd)
+                   : hpl__conn_write(sd->c, src, (size_t)n, hpl__dataport_write_done, sd);
       if (wr < 0) return;
       went = wr == 2;
     }
