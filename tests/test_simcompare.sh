@@ -2,7 +2,9 @@
 # test_simcompare.sh HPSIM - `hpsim compare` (bench/sim/simcompare.c) on a
 # small session file: the machine row's floor is printed above the tables,
 # a coll row and a chain row are each judged in their own table, and a
-# machine row without a positive floor is refused as a bad row.
+# machine row without a positive floor is refused as a bad row, and a calib
+# row's digest and combine costs are the ones used (a reduce row gives the
+# same figures twice, and other figures with other costs).
 set -eu
 HPSIM=$1
 T=$(mktemp -d)
@@ -22,5 +24,20 @@ printf 'machine\t-1\n' > "$T/bad.tsv"
 rc=0
 "$HPSIM" compare "$T/bad.tsv" > "$T/out" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "a machine row without a floor gave exit $rc, want 2"
-grep -q "not a coll, fault, chain or machine row" "$T/out" || fail "no reason for the bad row"
+grep -q "not a coll, fault, chain, machine or calib row" "$T/out" || fail "no reason for the bad row"
+
+red='coll\treduce\t67108864\t1gbit\tsha256\t0.88\t0.87\t0.89\t3.2\ncoll\treduce\t67108864\t1gbit\toff\t0.58\t0.57\t0.59\t1.7\n'
+printf "calib\t6.0e-10\t2.0e-11\n$red" > "$T/c1.tsv"
+printf "calib\t3.0e-09\t2.0e-11\n$red" > "$T/c2.tsv"
+"$HPSIM" compare "$T/c1.tsv" > "$T/o1" 2>&1 || [ $? -le 1 ] || fail "exit on a calib file"
+"$HPSIM" compare "$T/c1.tsv" > "$T/o1b" 2>&1 || true
+"$HPSIM" compare "$T/c2.tsv" > "$T/o2" 2>&1 || true
+grep -q "digests 0.600 ns/B and combine 0.020 ns/B, as recorded" "$T/o1" || { cat "$T/o1" >&2; fail "the calib row's costs are not the ones used"; }
+cmp -s "$T/o1" "$T/o1b" || fail "the same calib file compared twice gave different figures"
+a=$(grep "^| reduce 64 MiB, 1gbit, sha256" "$T/o1"); b=$(grep "^| reduce 64 MiB, 1gbit, sha256" "$T/o2")
+[ -n "$a" ] && [ "$a" != "$b" ] || fail "a five times dearer digest did not change the sha256 reduce row"
+printf 'calib\t0\t1\n' > "$T/bad2.tsv"
+rc=0
+"$HPSIM" compare "$T/bad2.tsv" > "$T/out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "a calib row with no cost gave exit $rc, want 2"
 echo "test_simcompare: ok"

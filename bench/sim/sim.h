@@ -379,10 +379,19 @@ int hpl__simred_run(const hpl__simred_params *p, hpl__simred_result *r);
 void hpl__simred_calibrate(double *c_hash, double *c_comb);
 
 /* The parameters of the 8 emulated hosts on 2 cores at 1 Gbit/s, 64 MiB,
- * sha256, with the CPU costs measured now (once per process), and a
- * switch of the integrity (the unit and the digests' cost) (simredrun.c). */
+ * sha256, with the CPU costs measured now (once per process) or as set by
+ * hpl__simred_set_costs, and a switch of the integrity (the unit and the
+ * digests' cost) (simredrun.c). */
 hpl__simred_params hpl__simred_defaults(void);
 void hpl__simred_integrity(hpl__simred_params *p, int on);
+
+/* Use these CPU costs (s per byte of sha256 digests and of a float32 sum)
+ * instead of measuring them: a session's own, recorded when its rows were
+ * measured (`hpsim calib`, compare's calib row), so that comparing the same
+ * rows twice gives the same figures. Before the first hpl__simred_defaults. */
+void hpl__simred_set_costs(double c_hash, double c_comb);
+/* Whether the costs in use were set (1) or measured in this process (0). */
+int hpl__simred_costs(double *c_hash, double *c_comb);
 
 /* hpsim reduce|allreduce ... (simmain.c dispatches argv from the command on). */
 int hpl__simred_main(int argc, char **argv);

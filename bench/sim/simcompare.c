@@ -7,7 +7,12 @@
  *   fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S
  *   chain SIZE RATE MEDIAN_S MIN_S MAX_S
  *   machine FLOOR_US
+ *   calib HASH_S_PER_B COMB_S_PER_B
  *
+ * A calib row (`hpsim calib`, written when the rows were measured) fixes
+ * the digest and combine costs the reduce model charges; without one they
+ * are measured when compare runs, and move with the VM's speed from one
+ * run of compare to the next.
  * OP is bcast, reduce or allreduce; INTEGRITY sha256 or off; CPU_S_PER_GIB
  * the machine's CPU per GiB moved (bench_coll's stderr, "-" if unknown);
  * KIND kill or pause, ACTED_S when the fault acted, DEPTH the victim's
@@ -57,7 +62,7 @@
 #define LIMIT 0.05 /* the bar: within 5 % */
 #define GIB (1024.0 * 1024 * 1024)
 
-typedef enum { ROW_COLL, ROW_FAULT, ROW_CHAIN, ROW_MACHINE } row_kind;
+typedef enum { ROW_COLL, ROW_FAULT, ROW_CHAIN, ROW_MACHINE, ROW_CALIB } row_kind;
 
 typedef struct crow {
   row_kind kind;
@@ -76,6 +81,12 @@ static int parse_line(char *l, crow *r) {
   if (n == 0) return 0;
   memset(r, 0, sizeof *r);
   uint64_t bits = 0;
+  if (!strcmp(f[0], "calib") && n == 3) {
+    r->kind = ROW_CALIB;
+    r->min = atof(f[1]); /* s per byte: the digests */
+    r->max = atof(f[2]); /* ...and the combine */
+    return r->min > 0 && r->min < 1e-6 && r->max > 0 && r->max < 1e-6 ? 1 : -1;
+  }
   if (!strcmp(f[0], "machine") && n == 2) {
     r->kind = ROW_MACHINE;
     r->median = atof(f[1]);
@@ -200,6 +211,11 @@ static int compare_rows(const crow *rows, int n) {
              "(bench_peek; the quiet days' 9.6-13.8 us). On a slower VM the CPU-loaded rows run "
              "4-20 %% slower with the code held fixed (bench/results/sim-vm-day-2026-11-30.md).\n\n",
              rows[i].median);
+  double ch, cc;
+  int set = hpl__simred_costs(&ch, &cc);
+  printf("digests %.3f ns/B and combine %.3f ns/B, %s\n\n", ch * 1e9, cc * 1e9,
+         set ? "as recorded with the rows (calib)"
+             : "measured now (no calib row: they move with the VM's speed)");
   printf("| measured row (8 hosts) | measured s (min-max) | simulated s | error | store CPU from | "
          "simulated, the row's own CPU | error |\n|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
@@ -272,7 +288,8 @@ int hpl__sim_compare(int argc, char **argv) {
       }
       int rc = parse_line(line, &rows[n]);
       if (rc < 0) {
-        fprintf(stderr, "hpsim compare: %s:%d: not a coll, fault, chain or machine row\n", argv[a], ln);
+        fprintf(stderr, "hpsim compare: %s:%d: not a coll, fault, chain, machine or calib row\n",
+                argv[a], ln);
         fclose(fp);
         return 2;
       }
@@ -280,5 +297,10 @@ int hpl__sim_compare(int argc, char **argv) {
     }
     fclose(fp);
   }
+  for (int i = 0; i < n; i++) /* the session's own costs: the first calib row */
+    if (rows[i].kind == ROW_CALIB) {
+      hpl__simred_set_costs(rows[i].min, rows[i].max);
+      break;
+    }
   return compare_rows(rows, n);
 }

@@ -13,6 +13,7 @@
  *   hpsim scale        1 GiB to 100/1 000/10 000 nodes, failures
  *   hpsim check        64 nodes, asserts (exit 1 on a failed check)
  *   hpsim touchcost    a read into fresh pages, as a p2p relay's (simcpu.c)
+ *   hpsim calib        the digest and combine costs now, as compare's calib row
  *   hpsim reduce|allreduce|allreduce-noring ...   see simredrun.c
  */
 #include <math.h>
@@ -205,6 +206,12 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "scale") == 0) return scale(argc - 2, argv + 2);
   if (argc > 1 && strcmp(argv[1], "check") == 0) return check();
   if (argc > 1 && strcmp(argv[1], "touchcost") == 0) return hpl__sim_touchcost();
+  if (argc > 1 && strcmp(argv[1], "calib") == 0) { /* compare's calib row, measured now */
+    double h, c;
+    hpl__simred_calibrate(&h, &c);
+    printf("calib\t%.6e\t%.6e\n", h, c);
+    return 0;
+  }
   if (argc > 1 && (strcmp(argv[1], "reduce") == 0 || strcmp(argv[1], "allreduce") == 0 ||
                    strcmp(argv[1], "allreduce-noring") == 0))
     return hpl__simred_main(argc - 1, argv + 1); /* simredrun.c */

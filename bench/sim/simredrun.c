@@ -20,7 +20,21 @@
 #define EFF 0.956 /* TCP goodput share of the line rate, as simmain.c */
 #define MIB (1024.0 * 1024.0)
 
-static double c_hash_m, c_comb_m; /* measured at start (hpl__simred_calibrate) */
+static double c_hash_m, c_comb_m; /* measured at start (hpl__simred_calibrate) or set */
+static int costs_set;
+
+void hpl__simred_set_costs(double c_hash, double c_comb) {
+  c_hash_m = c_hash;
+  c_comb_m = c_comb;
+  costs_set = 1;
+}
+
+int hpl__simred_costs(double *c_hash, double *c_comb) {
+  if (!c_hash_m) hpl__simred_calibrate(&c_hash_m, &c_comb_m);
+  *c_hash = c_hash_m;
+  *c_comb = c_comb_m;
+  return costs_set;
+}
 
 /* The store's own CPU per byte it receives, besides digests and combines:
  * from the integrity-off 8-host reduce of 256 MiB

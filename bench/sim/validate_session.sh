@@ -101,11 +101,13 @@ faults() {
 
 {
   echo "# bench/sim/validate_session.sh, $(date -u +%FT%TZ), $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S | machine FLOOR_US"
+  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S | machine FLOOR_US | calib HASH_S_PER_B COMB_S_PER_B"
 } >"$OUT"
 # the VM's state: bench_peek's bare request/reply floor (µs summed), a
 # "machine" row (hpsim compare prints it above the tables)
 "$BUILD/bench/bench_peek" 20000 1 2>/dev/null | awk '$1 == "floor" { printf "machine\t%s\n", $6 }' >>"$OUT"
+# "calib" row: the digest and combine costs now, which compare then uses
+"$BUILD/bench/sim/hpsim" calib >>"$OUT"
 "$CL" up 8 1gbit >/dev/null
 chains 1gbit 1M,64M,256M 3
 for integ in sha256 off; do
