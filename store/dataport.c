@@ -1,9 +1,9 @@
 /* dataport.c - serving streams on the data port (see dataport.h).
  *
- * A connection carries one PULL at a time. Its sender writes at most
- * SENDER_MAX_INFLIGHT chunks of up to cfg.chunk bytes straight from the
- * pool and, when it has caught up with a partial copy, waits on the
- * object's watchers (no polling) until more bytes land. A PULL for a
+ * A connection carries one PULL at a time. Its sender writes chunks
+ * straight from the pool (dpsend.c) and, when it has caught up with a
+ * partial copy, waits on the object's watchers (no polling) until more
+ * bytes land. A PULL for a
  * reduce stream that does not exist yet is parked until it does (the
  * directory may tell the puller before it tells us).
  */
@@ -25,7 +25,6 @@
 #include "util.h"
 #include "uvconn.h"
 
-#define SENDER_MAX_INFLIGHT 2
 /* With --link-rate, streams leave at most this many times the link's rate.
  * TCP's goodput is 95.6 % of the rate at MTU 1500, so pacing above the
  * rate never holds a stream below what the link carries; what it bounds
@@ -101,110 +100,11 @@ void hpl__dataport_stream_end(hpl__sender *sd) {
   check_idle(sd->s);
 }
 
-void hpl__dataport_write_done(hpl__conn *c, int status, void *arg) {
-  (void)c;
-  hpl__sender *sd = arg;
-  sd->inflight--;
-  if (status) return; /* the connection is closing; on_close cleans up */
-  hpl__dataport_pump(sd);
-}
-
 static hpl__sender *sender_of(hpl__watch *w) {
   return (hpl__sender *)((char *)w - offsetof(hpl__sender, watch));
 }
 
 static void sender_watch_fn(hpl__watch *w) { hpl__dataport_pump(sender_of(w)); }
-
-uv_timer_t *hpl__dataport_timer(hpl__sender *sd) {
-  if (!sd->timer && (sd->timer = malloc(sizeof *sd->timer))) {
-    uv_timer_init(sd->s->loop, sd->timer);
-    sd->timer->data = sd;
-  }
-  return sd->timer;
-}
-
-/* Send as much of the object as has arrived, within the in-flight budget. */
-void hpl__dataport_pump(hpl__sender *sd) {
-  hpl__obj *o = sd->obj;
-  if (!o || sd->fs || hpl__conn_closing(sd->c)) return;
-  hpl__store *s = sd->s;
-  if (o->gen != sd->gen) { /* the bytes restarted: this stream is void */
-    hpl__conn_close(sd->c, HPL_ECANCELED);
-    return;
-  }
-  while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
-    uint64_t n = o->progress - sd->pos;
-    if (n > s->cfg.chunk) n = s->cfg.chunk;
-    if (sd->faulty && (n = hpl__dataport_fault_budget(sd, n)) == 0) return;
-    /* a stream's source may keep its bytes elsewhere (pieces of a ring's
-     * target and source) */
-    const uint8_t *src = o->source && o->source->bytes_at
-                             ? o->source->bytes_at(o->source, o, sd->pos, &n)
-                             : o->data + sd->pos;
-    if (!src) {
-      hpl__conn_close(sd->c, HPL_ECANCELED);
-      return;
-    }
-    /* from the pool's memfd without a copy when the socket allows. One
-     * request at a time then: a sendfile waits until nothing else is
-     * queued, and one that waits for room keeps the socket full anyway */
-    int bad = sd->faulty && n > 0 && s->cfg.faults.corrupt_send &&
-              hpl__faults_corrupt_next(&s->cfg.faults, &sd->corrupted);
-    int use_sf = s->cfg.sendfile && o->size && !bad;
-    if (use_sf && sd->inflight > 0) break;
-    uint64_t foff = 0, avail = 0; /* the pool is a row of memfds: one at a time */
-    int pfd = use_sf ? hpl__pool_fd_at(s->pool, (uint64_t)(src - hpl__pool_base(s->pool)), &foff,
-                                       &avail)
-                     : -1;
-    if (pfd >= 0 && n > avail) n = avail;
-    int rc = pfd >= 0 ? hpl__conn_sendfile(sd->c, pfd, foff, (size_t)n,
-                                           hpl__dataport_write_done, sd)
-                      : 1;
-    if (rc < 0) return;
-    /* the stream's last chunk may end at once (a small copy is one chunk):
-     * nothing follows it, so the turn is not held by more writes */
-    int went = 0; /* every byte went now: no callback comes */
-    if (rc == 1 && bad) {
-      if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;
-    } else if (rc == 1) {
-      int wr = sd->pos + n >= sd->end
-                   ? hpl__conn_write_now(sd->c, src, (size_t)n, hpl__dataport_write_done, sd)
-                   : hpl__conn_write(sd->c, src, (size_t)n, hpl__dataport_write_done, sd);
-      if (wr < 0) return;
-      went = wr == 2;
-    }
-    sd->pos += n;
-    s->ctr.data_bytes_sent += n;
-    if (rc == 2) s->ctr.sendfile_bytes += n;
-    if (sd->faulty) hpl__faults_sent(&s->cfg.faults, n);
-    if (rc == 2 || went) continue; /* all went now */
-    sd->inflight++;
-    if (rc == 0) {
-      s->ctr.sendfile_bytes += n;
-      break; /* the socket is full: more when it has room */
-    }
-  }
-  if (sd->pos < sd->end) {
-    if (sd->pos >= o->progress) { /* (past it: a pull beyond a resumed stream's start) */
-      if (!o->in_table && o->state != HPL__OBJ_SEALED) {
-        /* our partial copy was abandoned: the receiver must go elsewhere */
-        HPL__LOG_INFO("stopping the stream of '%s' at %llu bytes: copy abandoned", o->id,
-                      (unsigned long long)sd->pos);
-        hpl__conn_close(sd->c, HPL_ECANCELED);
-        return;
-      }
-      hpl__obj_watch(o, &sd->watch);
-    }
-    return;
-  }
-  if (sd->inflight == 0) {
-    s->ctr.pulls_served++;
-    HPL__LOG_DEBUG("served '%s' [%llu, %llu) to %016llx", o->id, (unsigned long long)sd->offset,
-                   (unsigned long long)sd->end, (unsigned long long)sd->peer);
-    sender_finish(sd);
-    check_idle(s);
-  }
-}
 
 static void pull_reply_err(hpl__sender *sd, int status, const char *detail) {
   Hplpb__PullRep r = HPLPB__PULL_REP__INIT;

@@ -1,8 +1,9 @@
 /*
  * dpint.h - what dataport.c (connections, PULLs, streams from memory),
- * dpfile.c (streams of spilled copies, from their files) and dpfault.c
- * (fault points on streams) share: a connection's record. Nothing outside
- * these three files includes it.
+ * dpsend.c (a stream's bytes to its socket), dpfile.c (streams of spilled
+ * copies, from their files) and dpfault.c (fault points on streams)
+ * share: a connection's record. Nothing outside these four files
+ * includes it.
  */
 #ifndef HPL_STORE_DPINT_H
 #define HPL_STORE_DPINT_H
@@ -40,7 +41,7 @@ typedef struct hpl__sender {
  * its object; tell the idle function if no stream is left. */
 void hpl__dataport_stream_end(hpl__sender *sd);
 
-/* dataport.c: send what sd's stream may send now (within its in-flight
+/* dpsend.c: send what sd's stream may send now (within its in-flight
  * budget); a write of it is done (the hpl__conn write callback, arg sd);
  * sd's timer, made on first use (NULL on no memory; closed with sd). */
 void hpl__dataport_pump(hpl__sender *sd);

@@ -36,8 +36,9 @@
  *   rdver.c      a reduce stream's digests at its receiver: fetched from
  *                the stream's maker over the data port, units checked
  *   dataport.c   serving streams on the data port, also of partial copies
- *                and through a stream's source (dpfile.c: spilled copies
- *                from their files; dpfault.c: fault points on streams)
+ *                and through a stream's source (dpsend.c: a stream's bytes
+ *                to its socket; dpfile.c: spilled copies from their files;
+ *                dpfault.c: fault points on streams)
  *                -> idle (server.c)
  *
  *   the control plane
