@@ -3,8 +3,8 @@
  * the files of the connection layer and by nothing else:
  *   uvconn.c        a connection's life: opening, closing, its handles;
  *   uvconn_hs.c     the handshake and its keys (auth.h);
- *   uvconn_read.c   reading and framing, with the limits (a frame's time,
- *                   frames per loop turn);
+ *   uvconn_read.c   reading and framing, with frames per loop turn;
+ *   uvconn_timer.c  the time limits: the handshake's, a frame's;
  *   uvconn_write.c  writing: the write queue, writes held for the
  *                   handshake or a sendfile, corked writes and the list of
  *                   corked connections of each loop;
@@ -198,9 +198,15 @@ void hpl__conn_mac_failed(hpl__conn *c, const hpl__frame_hdr *h, const char *why
 /* Start reading (a no-op while reading or closing); a failure closes c. */
 void hpl__conn_read_start(hpl__conn *c);
 
+/* ------------------------------------------------------------ uvconn_timer.c */
+
 /* (Re)arm c's timer to fire in `ms` (the handshake's or a frame's time);
  * its first use makes it. */
 void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms);
+
+/* After a read: a frame begun and not ended starts c's frame timer (one
+ * that ended, or a streamed payload, stops counting). */
+void hpl__conn_track_frame(hpl__conn *c);
 
 /* ------------------------------------------------------------ uvconn_write.c */
 

@@ -1,10 +1,9 @@
 /* uvconn_read.c - a framed connection's reading (uvconn.h): bytes read
  * into the connection's buffer (or, for a streamed payload, straight into
  * its sink) go through the framer, each frame's message is unpacked and
- * handed to on_frame, its payload buffered or streamed. With the limits:
- * a frame must arrive within HPL__CONN_FRAME_TIMEOUT_MS (the handshake
- * within HPL__AUTH_TIMEOUT_MS), and a connection handles at most
- * HPL__CONN_FRAME_BUDGET frames per loop turn before it yields. */
+ * handed to on_frame, its payload buffered or streamed. A connection
+ * handles at most HPL__CONN_FRAME_BUDGET frames per loop turn before it
+ * yields; a frame's time limit is uvconn_timer.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,51 +15,7 @@
 
 static void conn_process(hpl__conn *c);
 
-/* ------------------------------------------------------------------ limits */
-
-static void conn_timer_fired(uv_timer_t *t) {
-  hpl__conn *c = t->data;
-  if (c->closing) return;
-  uint64_t now = hpl__now_ms();
-  if (c->hs != HPL__HS_OPEN) {
-    char why[64];
-    snprintf(why, sizeof why, "no handshake within %d ms", HPL__AUTH_TIMEOUT_MS);
-    hpl__conn_hs_failed(c, why);
-    hpl__conn_close(c, HPL_ETIMEDOUT);
-    return;
-  }
-  if (!c->frame_since_ms) return;
-  if (now - c->frame_since_ms >= HPL__CONN_FRAME_TIMEOUT_MS) {
-    HPL__LOG_WARN("%s: a frame has been arriving for %llu ms: closing (peer too slow)", c->label,
-                  (unsigned long long)(now - c->frame_since_ms));
-    hpl__conn_close(c, HPL_ETIMEDOUT);
-    return;
-  }
-  uv_timer_start(t, conn_timer_fired, c->frame_since_ms + HPL__CONN_FRAME_TIMEOUT_MS - now, 0);
-}
-
-void hpl__conn_timer_arm(hpl__conn *c, uint64_t ms) {
-  if (!c->timer) {
-    if (!(c->timer = malloc(sizeof *c->timer))) return;
-    uv_timer_init(c->s->loop, c->timer);
-    c->timer->data = c;
-    c->handles++;
-  }
-  uv_timer_start(c->timer, conn_timer_fired, ms, 0);
-}
-
-/* After reading: a frame that has begun and not ended must end within
- * HPL__CONN_FRAME_TIMEOUT_MS (a streamed payload is its owner's to watch). */
-static void conn_track_frame(hpl__conn *c) {
-  int mid = c->fr.state != 0 || c->fr.hhave > 0;
-  if (!mid || (c->o.stream_payloads && c->have_sink)) {
-    c->frame_since_ms = 0;
-    return;
-  }
-  if (c->frame_since_ms) return;
-  c->frame_since_ms = hpl__now_ms();
-  hpl__conn_timer_arm(c, HPL__CONN_FRAME_TIMEOUT_MS);
-}
+/* ------------------------------------------------------------------ turns */
 
 static void conn_idle_turn(uv_idle_t *h) {
   hpl__conn *c = h->data;
@@ -68,7 +23,7 @@ static void conn_idle_turn(uv_idle_t *h) {
   if (c->closing) return;
   conn_process(c);
   if (c->closing) return;
-  conn_track_frame(c);
+  hpl__conn_track_frame(c);
   if (!c->paused && !uv_is_active((uv_handle_t *)h)) hpl__conn_read_start(c);
 }
 
@@ -490,7 +445,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     uv_read_stop(s);
     c->reading = 0;
   }
-  conn_track_frame(c);
+  hpl__conn_track_frame(c);
 }
 
 void hpl__conn_read_start(hpl__conn *c) {
