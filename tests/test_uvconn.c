@@ -299,21 +299,40 @@ static void stream_until(rec *r, int peer, const uint8_t *buf, size_t len, size_
   assert_int_equal(r->got, want);
 }
 
+/* An INLINE_PUT `id` carrying n pattern bytes (seed; *payload gets them,
+ * the caller frees it), then a HEARTBEAT, into a new buffer (the caller
+ * frees it): its length in *len, where the first frame ends in *end1. */
+static uint8_t *put_then_heartbeat(const char *id, uint64_t n, unsigned seed, uint8_t **payload,
+                                   size_t *len, size_t *end1) {
+  uint8_t *buf = malloc(n + 1024);
+  *payload = malloc(n);
+  assert_true(buf && *payload);
+  pattern(*payload, n, seed);
+  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
+  ip.id = (char *)id;
+  ip.size = n;
+  *len = 0;
+  add_frame(buf, len, HPL__MSG_INLINE_PUT, 1, &ip.base, *payload, n);
+  *end1 = *len;
+  add_frame(buf, len, HPL__MSG_HEARTBEAT, 2, NULL, NULL, 0);
+  return buf;
+}
+
+/* A connection that takes payloads into r's sink (BIG bytes). */
+static void open_stream(rec *r, int *peer) {
+  r->take_payload = 1;
+  r->sink = calloc(1, BIG);
+  open_conn(r, 1, peer);
+}
+
 static void test_streamed_payload_pause_resume(void **state) {
   (void)state;
-  uint8_t *payload = malloc(BIG), *buf = malloc(BIG + 1024);
-  pattern(payload, BIG, 3);
-  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
-  ip.id = "big";
-  ip.size = BIG;
-  size_t len = 0;
-  add_frame(buf, &len, HPL__MSG_INLINE_PUT, 1, &ip.base, payload, BIG);
-  add_frame(buf, &len, HPL__MSG_HEARTBEAT, 2, NULL, NULL, 0);
+  uint8_t *payload;
+  size_t len, end1;
+  uint8_t *buf = put_then_heartbeat("big", BIG, 3, &payload, &len, &end1);
   rec r = {0};
-  r.take_payload = 1;
-  r.sink = calloc(1, BIG);
   int peer;
-  open_conn(&r, 1, &peer);
+  open_stream(&r, &peer);
   size_t off = 0;
   /* Room for 50000 bytes: the first read (64 KiB) holds more, so the
    * connection pauses with bytes left in its buffer. */
@@ -548,21 +567,13 @@ static void test_write_now(void **state) {
 static void test_small_rest_with_next_frame(void **state) {
   (void)state;
   const uint64_t n = 70000;
-  uint8_t *payload = malloc(n), *buf = malloc(n + 1024);
-  pattern(payload, n, 11);
-  Hplpb__InlinePutReq ip = HPLPB__INLINE_PUT_REQ__INIT;
-  ip.id = "rest";
-  ip.size = n;
-  size_t len = 0;
-  add_frame(buf, &len, HPL__MSG_INLINE_PUT, 1, &ip.base, payload, n);
-  size_t end1 = len;
-  add_frame(buf, &len, HPL__MSG_HEARTBEAT, 2, NULL, NULL, 0);
+  uint8_t *payload;
+  size_t len, end1;
+  uint8_t *buf = put_then_heartbeat("rest", n, 11, &payload, &len, &end1);
   rec r = {0};
-  r.take_payload = 1;
-  r.sink = calloc(1, BIG);
   r.allow = BIG;
   int peer;
-  open_conn(&r, 1, &peer);
+  open_stream(&r, &peer);
   write_all(peer, buf, end1 - 3000); /* all but the payload's last 3000 bytes */
   for (int i = 0; i < 1000 && r.got < n - 3000; i++) uv_run(&loop, UV_RUN_NOWAIT);
   assert_int_equal(r.got, n - 3000);

@@ -68,6 +68,7 @@ typedef struct crow {
   row_kind kind;
   char op[16], integ[16], rate_s[16];
   double size, bits, median, min, max, cpu_gib;
+  double c_hash, c_comb; /* calib rows: s per byte of digests and of the combine */
   /* fault rows */
   int pause;
   double measured, nofault, acted, close, pause_s;
@@ -83,9 +84,9 @@ static int parse_line(char *l, crow *r) {
   uint64_t bits = 0;
   if (!strcmp(f[0], "calib") && n == 3) {
     r->kind = ROW_CALIB;
-    r->min = atof(f[1]); /* s per byte: the digests */
-    r->max = atof(f[2]); /* ...and the combine */
-    return r->min > 0 && r->min < 1e-6 && r->max > 0 && r->max < 1e-6 ? 1 : -1;
+    r->c_hash = atof(f[1]);
+    r->c_comb = atof(f[2]);
+    return r->c_hash > 0 && r->c_hash < 1e-6 && r->c_comb > 0 && r->c_comb < 1e-6 ? 1 : -1;
   }
   if (!strcmp(f[0], "machine") && n == 2) {
     r->kind = ROW_MACHINE;
@@ -299,7 +300,7 @@ int hpl__sim_compare(int argc, char **argv) {
   }
   for (int i = 0; i < n; i++) /* the session's own costs: the first calib row */
     if (rows[i].kind == ROW_CALIB) {
-      hpl__simred_set_costs(rows[i].min, rows[i].max);
+      hpl__simred_set_costs(rows[i].c_hash, rows[i].c_comb);
       break;
     }
   return compare_rows(rows, n);
