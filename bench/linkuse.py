@@ -3,6 +3,7 @@
 
     ip netns exec PREFIX-sw bench/linkuse.py record OUT [--period-ms 5] [--watch PID]
     bench/linkuse.py report OUT --rate 200mbit [--bin-ms 100] [--gap-ms 300]
+    bench/linkuse.py plot LABEL=OUT... --rate 200mbit --out F.png [--burst K]
 
 record runs in the switch's namespace (bench/cluster.sh) and appends, every
 period, one line "<CLOCK_MONOTONIC ns> <cpu busy> <cpu total> <watched> <rx0>
@@ -21,6 +22,12 @@ including Ethernet headers, over rate times the burst's length), the time
 from the burst's start to its uplink's last byte, and with --bins a line per
 bin of uplink use in percent, then the machine's CPUs' busy share and the
 watched process's share of one CPU. The rate is the one cluster.sh shaped with.
+Bursts whose busiest uplink sent less than --min-mb MB are left out and not
+numbered.
+
+plot draws burst K (numbered as report numbers them) of each record, the
+hosts' mean uplink use per bin above and the machine's CPU below, one line
+per LABEL=RECORD, into a PNG.
 """
 import argparse
 import os
@@ -106,22 +113,57 @@ def bursts(rows, gap_ns, floor):
     return out
 
 
-def report(path, rate, bin_ms, gap_ms, show_bins, min_mb):
-    rows, cpu = [], []  # rows: [t, rx0, tx0, ...]; cpu: (busy, total) jiffies
+def load(path):
+    """The record's rows [t, rx0, tx0, ...] and CPU columns (busy, total, watched)."""
+    rows, cpu = [], []
     with open(path) as f:
         for line in f:
             v = [int(x) for x in line.split()]
             rows.append([v[0]] + v[4:])
             cpu.append((v[1], v[2], v[3]))
     if len(rows) < 2:
-        sys.exit("linkuse.py: record too short")
+        sys.exit(f"linkuse.py: {path}: record too short")
+    return rows, cpu
+
+
+def bins(rows, cpu, a, b, rate, bin_ms):
+    """Bins of bin_ms over rows a..b: (ms from the start, each host's uplink
+    use in %, the machine's busy %, the watched process's % of one CPU)."""
     n = (len(rows[0]) - 1) // 2
-    for bi, (a, b) in enumerate(bursts(rows, gap_ms * 1_000_000, 0.05 * rate)):
+    ncpu = os.cpu_count() or 1
+    out, k, edge, t0, t1 = [], a, rows[a][0], rows[a][0], rows[b][0]
+    while edge < t1:
+        nxt = edge + bin_ms * 1_000_000
+        j = k
+        while j < b and rows[j + 1][0] <= nxt:
+            j += 1
+        dt = (rows[j][0] - rows[k][0]) / 1e9
+        if dt > 0:
+            use = [100 * (rows[j][1 + 2 * h] - rows[k][1 + 2 * h]) / (rate * dt) for h in range(n)]
+            jt = cpu[j][1] - cpu[k][1]
+            busy = 100 * (cpu[j][0] - cpu[k][0]) / jt if jt else 0
+            wat = 100 * ncpu * (cpu[j][2] - cpu[k][2]) / jt if jt else 0
+            out.append(((rows[k][0] - t0) / 1e6, use, busy, wat))
+        k, edge = j, nxt
+        if j >= b:
+            break
+    return out
+
+
+def kept_bursts(rows, rate, gap_ms, min_mb):
+    """bursts() without those whose busiest uplink sent less than min_mb MB."""
+    n = (len(rows[0]) - 1) // 2
+    return [(a, b) for a, b in bursts(rows, gap_ms * 1_000_000, 0.05 * rate)
+            if max(rows[b][1 + 2 * h] - rows[a][1 + 2 * h] for h in range(n)) >= min_mb * 1e6]
+
+
+def report(path, rate, bin_ms, gap_ms, show_bins, min_mb):
+    rows, cpu = load(path)
+    n = (len(rows[0]) - 1) // 2
+    for bi, (a, b) in enumerate(kept_bursts(rows, rate, gap_ms, min_mb)):
         t0, t1 = rows[a][0], rows[b][0]
         dur = (t1 - t0) / 1e9
         up = [rows[b][1 + 2 * h] - rows[a][1 + 2 * h] for h in range(n)]
-        if max(up) < min_mb * 1e6:
-            continue
         down = [rows[b][2 + 2 * h] - rows[a][2 + 2 * h] for h in range(n)]
         print(f"burst {bi}: {dur * 1000:.1f} ms, {sum(up) / 1e6:.1f} MB sent in all")
         print("host  up_busy%  down_busy%  up_MB  up_last_ms")
@@ -134,26 +176,44 @@ def report(path, rate, bin_ms, gap_ms, show_bins, min_mb):
                   f"  {up[h] / 1e6:5.1f}  {(rows[last][0] - t0) / 1e6:10.1f}")
         if show_bins:
             print("uplink use per bin, % (rows: bins of", bin_ms, "ms; columns: hosts)")
-            k = a
-            edge = t0
-            while edge < t1:
-                nxt = edge + bin_ms * 1_000_000
-                j = k
-                while j < b and rows[j + 1][0] <= nxt:
-                    j += 1
-                dt = (rows[j][0] - rows[k][0]) / 1e9
-                if dt > 0:
-                    use = [100 * (rows[j][1 + 2 * h] - rows[k][1 + 2 * h]) / (rate * dt) for h in range(n)]
-                    jt = cpu[j][1] - cpu[k][1]
-                    busy = 100 * (cpu[j][0] - cpu[k][0]) / jt if jt else 0
-                    # the watched pid's share of one CPU (jiffies over elapsed jiffies per CPU)
-                    ncpu = os.cpu_count() or 1
-                    wat = 100 * ncpu * (cpu[j][2] - cpu[k][2]) / jt if jt else 0
-                    print(f"{(rows[k][0] - t0) / 1e6:7.0f} " + " ".join(f"{u:4.0f}" for u in use) +
-                          f"  cpu {busy:3.0f}" + (f"  watched {wat:3.0f}" if cpu[-1][2] else ""))
-                k, edge = j, nxt
-                if j >= b:
-                    break
+            for t, use, busy, wat in bins(rows, cpu, a, b, rate, bin_ms):
+                print(f"{t:7.0f} " + " ".join(f"{u:4.0f}" for u in use) +
+                      f"  cpu {busy:3.0f}" + (f"  watched {wat:3.0f}" if cpu[-1][2] else ""))
+
+
+def plot(specs, rate, bin_ms, gap_ms, min_mb, burst, out):
+    """One line per LABEL=RECORD: the hosts' mean uplink use in burst
+    number `burst` (counted as report numbers them), and below it the
+    machine's CPU, against time from the burst's start."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(9, 6),
+                                   gridspec_kw={"height_ratios": [2, 1]})
+    for spec in specs:
+        label, _, path = spec.partition("=")
+        if not path:
+            sys.exit(f"linkuse.py: plot takes LABEL=RECORD, not '{spec}'")
+        rows, cpu = load(path)
+        kept = kept_bursts(rows, rate, gap_ms, min_mb)
+        if burst >= len(kept):
+            sys.exit(f"linkuse.py: {path} has {len(kept)} bursts, no burst {burst}")
+        a, b = kept[burst]
+        bs = bins(rows, cpu, a, b, rate, bin_ms)
+        t = [x[0] / 1000 for x in bs]
+        ax1.step(t, [sum(x[1]) / len(x[1]) for x in bs], where="post",
+                 label=f"{label} ({(rows[b][0] - rows[a][0]) / 1e9:.2f} s)")
+        ax2.step(t, [x[2] for x in bs], where="post", label=label)
+    ax1.set_ylabel("uplink use, mean of hosts (%)")
+    ax1.set_ylim(0, 105)
+    ax1.legend(loc="lower center")
+    ax1.grid(alpha=0.3)
+    ax2.set_ylabel("machine CPU busy (%)")
+    ax2.set_ylim(0, 105)
+    ax2.set_xlabel(f"seconds from the burst's first byte ({bin_ms:.0f} ms bins)")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def main():
@@ -170,11 +230,21 @@ def main():
     p.add_argument("--gap-ms", type=float, default=300)
     p.add_argument("--bins", action="store_true")
     p.add_argument("--min-mb", type=float, default=1, help="skip bursts whose busiest uplink sent less")
+    q = sub.add_parser("plot")
+    q.add_argument("specs", nargs="+", metavar="LABEL=RECORD")
+    q.add_argument("--rate", required=True)
+    q.add_argument("--out", required=True)
+    q.add_argument("--burst", type=int, default=0)
+    q.add_argument("--bin-ms", type=float, default=100)
+    q.add_argument("--gap-ms", type=float, default=300)
+    q.add_argument("--min-mb", type=float, default=1)
     a = ap.parse_args()
     if a.cmd == "record":
         record(a.out, a.period_ms, a.watch)
-    else:
+    elif a.cmd == "report":
         report(a.record, parse_rate(a.rate), a.bin_ms, a.gap_ms, a.bins, a.min_mb)
+    else:
+        plot(a.specs, parse_rate(a.rate), a.bin_ms, a.gap_ms, a.min_mb, a.burst, a.out)
 
 
 if __name__ == "__main__":
