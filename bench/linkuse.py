@@ -93,15 +93,25 @@ def record(path, period_ms, watch):
             time.sleep(period_ms / 1000)
 
 
+def nhosts(rows):
+    """Hosts (switch ports) in a record's rows [t, rx0, tx0, ...]."""
+    return (len(rows[0]) - 1) // 2
+
+
+def carried(rows, k, col, floor):
+    """Whether column col (a port's counter) grew by more than floor bytes
+    per second from row k - 1 to row k (heartbeats and other trickles stay
+    below a floor of 5 % of the rate)."""
+    dt = (rows[k][0] - rows[k - 1][0]) / 1e9
+    return dt > 0 and rows[k][col] - rows[k - 1][col] > floor * dt
+
+
 def bursts(rows, gap_ns, floor):
-    """Index ranges [a, b] of rows where some uplink carried more than floor
-    bytes per second (heartbeats and other trickles stay below), split by
-    silences of at least gap_ns."""
+    """Index ranges [a, b] of rows where some uplink carried more than floor,
+    split by silences of at least gap_ns."""
     out, start, last_move = [], None, None
     for k in range(1, len(rows)):
-        dt = (rows[k][0] - rows[k - 1][0]) / 1e9
-        moved = dt > 0 and any(rows[k][i] - rows[k - 1][i] > floor * dt for i in range(1, len(rows[k]), 2))
-        if moved:
+        if any(carried(rows, k, 1 + 2 * h, floor) for h in range(nhosts(rows))):
             if start is None:
                 start = k - 1
             last_move = k
@@ -129,7 +139,7 @@ def load(path):
 def bins(rows, cpu, a, b, rate, bin_ms):
     """Bins of bin_ms over rows a..b: (ms from the start, each host's uplink
     use in %, the machine's busy %, the watched process's % of one CPU)."""
-    n = (len(rows[0]) - 1) // 2
+    n = nhosts(rows)
     ncpu = os.cpu_count() or 1
     out, k, edge, t0, t1 = [], a, rows[a][0], rows[a][0], rows[b][0]
     while edge < t1:
@@ -152,14 +162,14 @@ def bins(rows, cpu, a, b, rate, bin_ms):
 
 def kept_bursts(rows, rate, gap_ms, min_mb):
     """bursts() without those whose busiest uplink sent less than min_mb MB."""
-    n = (len(rows[0]) - 1) // 2
+    n = nhosts(rows)
     return [(a, b) for a, b in bursts(rows, gap_ms * 1_000_000, 0.05 * rate)
             if max(rows[b][1 + 2 * h] - rows[a][1 + 2 * h] for h in range(n)) >= min_mb * 1e6]
 
 
 def report(path, rate, bin_ms, gap_ms, show_bins, min_mb):
     rows, cpu = load(path)
-    n = (len(rows[0]) - 1) // 2
+    n = nhosts(rows)
     for bi, (a, b) in enumerate(kept_bursts(rows, rate, gap_ms, min_mb)):
         t0, t1 = rows[a][0], rows[b][0]
         dur = (t1 - t0) / 1e9
@@ -168,10 +178,8 @@ def report(path, rate, bin_ms, gap_ms, show_bins, min_mb):
         print(f"burst {bi}: {dur * 1000:.1f} ms, {sum(up) / 1e6:.1f} MB sent in all")
         print("host  up_busy%  down_busy%  up_MB  up_last_ms")
         for h in range(n):
-            last = a
-            for k in range(a + 1, b + 1):
-                if rows[k][1 + 2 * h] != rows[k - 1][1 + 2 * h]:
-                    last = k
+            # its uplink's last sample above the trickle floor, as bursts() counts
+            last = next((k for k in range(b, a, -1) if carried(rows, k, 1 + 2 * h, 0.05 * rate)), a)
             print(f"{h:4d}  {100 * up[h] / (rate * dur):8.1f}  {100 * down[h] / (rate * dur):10.1f}"
                   f"  {up[h] / 1e6:5.1f}  {(rows[last][0] - t0) / 1e6:10.1f}")
         if show_bins:
