@@ -1,8 +1,9 @@
 /*
- * bench_dir.h - what the two files of the bench_dir program share:
- * bench_dir.c (options, output, the servers' facts, the phases, main) and
- * bench_dirwork.c (the client worker processes, latency histograms and
- * the CPU each request costs every process). Not a library.
+ * bench_dir.h - what the three files of the bench_dir program share:
+ * bench_dir.c (options, output, the servers' facts, the phases, main),
+ * bench_dirprobe.c (the phases timed by a prober) and bench_dirwork.c (the
+ * client worker processes, latency histograms and the CPU each request
+ * costs every process). Not a library.
  */
 #ifndef HPL_BENCH_DIR_H
 #define HPL_BENCH_DIR_H
@@ -35,6 +36,19 @@ extern hpl__lc *hpl__bd_lc; /* the cluster of two stores */
 void hpl__bd_report(const char *metric, double v, const char *unit);
 /* Print what failed and exit(1). */
 void hpl__bd_die(const char *what, hpl_client *c, int rc) __attribute__((noreturn));
+
+/* ---- the phases timed by a prober, a process that stats every
+ * millisecond meanwhile (bench_dirprobe.c); each prints its results */
+
+/* Listing everything through `a` (paged when the library can), and how
+ * many stores the directory declared dead meanwhile. */
+void hpl__bd_listing(hpl_client *a);
+/* Node loss (a store that holds nothing is killed) and client disconnects
+ * at A: the worst stat latency right after each. */
+void hpl__bd_losses(void);
+/* The directory stopped for 5 s: how long until `a`'s store is listed
+ * again, and the stat latency meanwhile. */
+void hpl__bd_reconnect(hpl_client *a);
 
 /* ---- the library's optional functions (bench_dirwork.c): NULL in
  * libraries older than them (HOPLITE_BIN_DIR and LD_LIBRARY_PATH of

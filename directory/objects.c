@@ -10,7 +10,7 @@
 #include "hoplite.h"
 
 /* Every change below of a location's upstream, serving count or complete
- * flag is told to the object's indexes (objtab.c). */
+ * flag is told to the object's indexes (objtab_ix.c). */
 static void loc_release_upstream(hpl__dir_obj *o, hpl__dir_loc *l) {
   if (!l->upstream) return;
   hpl__dir_loc *up = hpl__dtab_loc(o, l->upstream);

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 /* What a location of a large object (HPL__DTAB_LOC_INDEX_MIN copies) also
- * keeps, for the object's indexes (objtab.c) and its pick (objects.c): the
+ * keeps, for the object's indexes (objtab_ix.c) and its pick (objects.c): the
  * next location in its bucket of the object's node hash, its place in the
  * list (creation order), and its chain's summary, valid while pgen == the
  * object's cgen and psusp == the table's suspect_gen: the node named at
@@ -43,7 +43,7 @@ typedef struct hpl__dir_loc {
   uint64_t made_ms;  /* re-reported (HeldObject.held_ms): when it was complete there, on
                         our clock; 0: made while this directory ran (locs.c) */
   uint32_t serving;  /* receivers pulling from this copy now */
-  uint32_t nidx;     /* its object's place in the node's index (objtab.c) */
+  uint32_t nidx;     /* its object's place in the node's index (objtab_ix.c) */
   uint8_t complete;
   uint8_t origin;    /* the node the object was put on (partial while writing) */
   uint8_t granted;   /* upstream was named in a GRANT its store has not answered
@@ -55,7 +55,7 @@ typedef struct hpl__dir_loc {
   hpl__dir_locx *x;  /* a large object's (NULL below HPL__DTAB_LOC_INDEX_MIN copies) */
 } hpl__dir_loc;
 
-/* A large object's indexes (objtab.c; built from HPL__DTAB_LOC_INDEX_MIN
+/* A large object's indexes (objtab_ix.c; built from HPL__DTAB_LOC_INDEX_MIN
  * copies, dropped when it has none or without memory): its locations by
  * node (lh, chained through hpl__dir_locx.hn), and the idle index, a heap of
  * locations ordered complete first, then by seq, holding every location
@@ -213,7 +213,7 @@ hpl__dir_obj *hpl__dtab_first(hpl__dtab *t, const char *key, int after);
 hpl__dir_obj *hpl__dtab_next(const hpl__dir_obj *o);
 
 /* Copies from which an object keeps its locations hashed by node and its
- * idle copies in an index (objtab.c), so a pick costs O(1) amortized. */
+ * idle copies in an index (objtab_ix.c), so a pick costs O(1) amortized. */
 #define HPL__DTAB_LOC_INDEX_MIN 32
 
 /* How many objects node `node` has a copy of (its index's length). */

@@ -2,7 +2,7 @@
  * hpl__dtab_pick_sender, _pick_instead, _pick_bypass, _idle_sender,
  * _idle_complete): the rule as a scan of the copies, each chain resolved
  * once per pick, and the O(1) amortized pick for a new asker of a large
- * object, from its idle index and chain summaries (objtab.c). A choice is
+ * object, from its idle index and chain summaries (objtab_ix.c). A choice is
  * recorded with hpl__dtab_assign (objects.c). */
 #include "objects.h"
 

@@ -10,7 +10,8 @@
  *   ha.c           the leader lease in etcd (--etcd): standing by, renewing
  *                  (its own thread), fencing (no knowledge of the others)
  *   objtab.c       the object table's storage: records, the id hash, the
- *                  ordered index, the per-node index (no I/O)
+ *                  ordered index (objtab_ix.c: the per-node index, a large
+ *                  object's indexes) (no I/O)
  *   objects.c      locations over it; an object change is
  *                  its event (hpl__dtab_on_change) (no I/O)
  *   objpick.c      sender choice over the locations: the scan, and the

@@ -1,4 +1,7 @@
-/* rdsink.c - the reduce target at the sink (see rdsink.h). */
+/* rdsink.c - the reduce target at the sink (see rdsink.h): its record and
+ * end, REDUCE_SINK (the target's buffer, the pull of the root's stream) and
+ * REDUCE_END. The client's request and asking again after a directory
+ * restart are rdsinkask.c's. */
 #include "rdsink.h"
 
 #include <stdio.h>
@@ -16,44 +19,11 @@
 #include "objdig.h"
 #include "objects.h"
 #include "puller.h"
+#include "rdsinkint.h"
 #include "rdver.h"
 #include "rdtask.h"
 #include "room.h"
 #include "util.h"
-
-/* The module's context (s->sinks). */
-typedef struct hpl__rd_sinks {
-  struct hpl__rd_sink *list; /* every sink (utlist) */
-} hpl__rd_sinks;
-
-typedef struct hpl__rd_sink {
-  struct hpl__rd_sink *prev, *next; /* s->sinks->list (utlist) */
-  hpl__store *s;
-  hpl__obj *o;        /* the target, referenced */
-  hpl__puller *pull;  /* the root's stream, when the root runs elsewhere */
-  hpl__rdver *ver;    /* its digests (NULL: not checked, --integrity off here) */
-  uint64_t rid;       /* the reduce instance being pulled */
-  uint32_t slot, gen; /* the root's slot and generation being pulled */
-  uint64_t root_node; /* where that root runs */
-  uint8_t *req;       /* the packed ReduceReq, to ask again after a */
-  size_t req_len;     /*   directory restart */
-  int local;          /* the root's task runs here and writes the target */
-  char **srcs;        /* the sources in the tree (REDUCE_SINK), to name to */
-  size_t nsrcs;       /*   a restarted directory, which may adopt the tree */
-  uint64_t adopting;  /* the instance offered to a restarted directory */
-  /* The root moved away while the old local root's combine step still
-   * wrote the target: the root's stream to pull once it is done */
-  char *pend_key;     /* NULL: none */
-  char pend_addr[64];
-  int pend_port, pend_internal;
-  /* The target's buffer waits for room: the last REDUCE_SINK (packed) is
-   * acted on once it has it */
-  hpl__room room;
-  uint8_t *wait_msg;
-  size_t wait_len;
-  uint64_t wait_rid;
-  int64_t timeout_ms; /* the client's, for the room wait (<= 0: the store's longest) */
-} hpl__rd_sink;
 
 static void root_released(hpl__store *s, const char *target);
 
@@ -65,7 +35,7 @@ static void sink_srcs_free(hpl__rd_sink *k) {
 }
 
 /* The root's stream and its digests are no longer pulled. */
-static void sink_stop_pull(hpl__rd_sink *k) {
+void hpl__rdsink_stop_pull(hpl__rd_sink *k) {
   if (k->pull) hpl__puller_cancel(k->pull);
   k->pull = NULL;
   hpl__rdver_cancel(k->ver);
@@ -73,14 +43,14 @@ static void sink_stop_pull(hpl__rd_sink *k) {
 }
 
 /* The reduce is over for this node (or was never ours): let go of it. */
-static void sink_end(hpl__rd_sink *k) {
+void hpl__rdsink_end(hpl__rd_sink *k) {
   hpl__store *s = k->s;
   hpl__room_cancel(s, &k->room);
   free(k->wait_msg);
   k->wait_msg = NULL;
   free(k->pend_key);
   k->pend_key = NULL;
-  sink_stop_pull(k);
+  hpl__rdsink_stop_pull(k);
   if (k->o->sink == k) k->o->sink = NULL;
   DL_DELETE(s->sinks->list, k);
   hpl__obj_unref(s, k->o);
@@ -90,12 +60,12 @@ static void sink_end(hpl__rd_sink *k) {
 }
 
 /* The target will not be made here: its waiters fail, it is forgotten. */
-static void sink_fail(hpl__rd_sink *k, int status, const char *detail) {
+void hpl__rdsink_fail(hpl__rd_sink *k, int status, const char *detail) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
   hpl__handoff_reduce_forget(s, o->id);
-  sink_end(k);
+  hpl__rdsink_end(k);
   hpl__obj_fail(s, o, status, detail);
   hpl__obj_detach(s, o);
   hpl__obj_unref(s, o);
@@ -103,7 +73,7 @@ static void sink_fail(hpl__rd_sink *k, int status, const char *detail) {
 
 /* The target cannot be made here after all (no room for it): the
  * directory ends the reduce with `status`, so no get anywhere waits for it;
- * then as sink_fail. */
+ * then as hpl__rdsink_fail. */
 static void sink_give_up(hpl__rd_sink *k, uint64_t rid, int status, const char *detail) {
   Hplpb__ReduceFailNote n = HPLPB__REDUCE_FAIL_NOTE__INIT;
   n.target = k->o->id;
@@ -113,7 +83,7 @@ static void sink_give_up(hpl__rd_sink *k, uint64_t rid, int status, const char *
   n.status = status;
   hpl__dirlink_note(k->s, HPL__MSG_REDUCE_FAIL, &n.base);
   HPL__LOG_WARN("reduce '%s' fails: %s", k->o->id, detail);
-  sink_fail(k, status, detail);
+  hpl__rdsink_fail(k, status, detail);
 }
 
 /* The target is made elsewhere after all: get it like any object.
@@ -121,12 +91,12 @@ static void sink_give_up(hpl__rd_sink *k, uint64_t rid, int status, const char *
  * copy, so it is fetched now, waiters or not: the sink keeps a copy a new
  * directory learns of (with the sources, all named then). Else another
  * node makes it, and its sources are not known here. */
-static void sink_fetch_instead(hpl__rd_sink *k, int at_directory) {
+void hpl__rdsink_fetch_instead(hpl__rd_sink *k, int at_directory) {
   hpl__store *s = k->s;
   hpl__obj *o = k->o;
   hpl__obj_ref(s, o);
   if (!at_directory) hpl__handoff_reduce_forget(s, o->id);
-  sink_end(k);
+  hpl__rdsink_end(k);
   o->state = HPL__OBJ_FETCHING;
   if (o->waiters || at_directory)
     hpl__fetch_start(s, o);
@@ -169,7 +139,7 @@ static void sink_done(void *arg, int status, const char *detail) {
    * them), or made here of its bytes when it sent none (a root's node with
    * --integrity off): copies elsewhere are checked */
   hpl__obj_ref(s, o);
-  sink_end(k);
+  hpl__rdsink_end(k);
   if (!hpl__digest_algo_on(s->cfg.integrity) ||
       hpl__objdig_make_all(s, o, s->cfg.integrity, hpl__dirlink_target_made, NULL))
     hpl__dirlink_target_made(s, o, NULL);
@@ -182,13 +152,13 @@ static void sink_digests_failed(void *arg, int status, const char *detail) {
   (void)status;
   hpl__rd_sink *k = arg;
   hpl__obj *o = k->o;
-  sink_stop_pull(k);
+  hpl__rdsink_stop_pull(k);
   if (o->in_table && o->state == HPL__OBJ_REDUCING)
     hpl__rdtask_report_fail(k->s, o->id, k->rid, k->slot, k->gen, detail);
 }
 
 /* The target's copy in progress is advertised (again) to the directory. */
-static void sink_advertise(hpl__store *s, hpl__obj *o) {
+void hpl__rdsink_advertise(hpl__store *s, hpl__obj *o) {
   int algo = s->cfg.integrity;
   if (!hpl__digest_algo_on(algo) || hpl__digest_units(o->size) > HPL__DIGEST_MAX_UNITS) algo = 0;
   hpl__dirlink_loc_made(s, o, algo); /* with the digests known (a restarted directory) */
@@ -279,7 +249,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   }
   if (m->fetch) { /* reduced at the directory: an ordinary (inline) object now, whose
                      sources were all named above */
-    sink_fetch_instead(k, 1);
+    hpl__rdsink_fetch_instead(k, 1);
     return;
   }
   if (k->room.queued) { /* still waiting for room: act on the latest word then */
@@ -287,7 +257,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
     return;
   }
   if (o->data && o->gen != m->gen) { /* a tree node failed: the result starts over */
-    sink_stop_pull(k);
+    hpl__rdsink_stop_pull(k);
     hpl__dataport_restart(s, o, m->gen);
     hpl__objdig_drop(o); /* digests of the old bytes */
   }
@@ -311,13 +281,13 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   /* advertise the copy in progress: gets elsewhere pull behind it, and
    * the directory (a restarted one too) learns where the result is, so
    * its LOC_NOTE complete finishes the reduce there */
-  if (!o->advertised) sink_advertise(s, o);
+  if (!o->advertised) hpl__rdsink_advertise(s, o);
   k->rid = m->rid;
   k->local = m->local;
   if (k->pull && !m->local && m->root && (m->root->slot != k->slot || m->root->gen != k->gen)) {
     /* the root resumed on another node: the bytes we have stay */
     HPL__LOG_INFO("reduce '%s': the root moved to %s:%u", o->id, m->root->addr, m->root->port);
-    sink_stop_pull(k);
+    hpl__rdsink_stop_pull(k);
   }
   if (m->local || !m->root || k->pull) return; /* a local task writes the target, or no root yet */
   k->slot = m->root->slot;
@@ -329,7 +299,7 @@ void hpl__rdsink_on_sink(hpl__store *s, ProtobufCMessage *msg) {
   k->pend_key = NULL;
   if (hpl__rdtask_end_root(s, o->id)) {
     if (!(k->pend_key = strdup(m->root->key))) {
-      sink_fail(k, HPL_ENOMEM, "out of memory");
+      hpl__rdsink_fail(k, HPL_ENOMEM, "out of memory");
       return;
     }
     snprintf(k->pend_addr, sizeof k->pend_addr, "%s", m->root->addr);
@@ -361,188 +331,28 @@ void hpl__rdsink_on_end(hpl__store *s, ProtobufCMessage *msg) {
   if (m->status == 0 && o->state == HPL__OBJ_REDUCING && m->rid && k->rid == m->rid) {
     /* an old instance ended (a restarted directory starts over): its
      * stream is no use any more; the new one's REDUCE_SINK follows */
-    sink_stop_pull(k);
+    hpl__rdsink_stop_pull(k);
     k->pull = NULL;
     return;
   }
   if (m->status != 0 && o->state == HPL__OBJ_REDUCING)
-    sink_fail(k, m->status, m->detail);
+    hpl__rdsink_fail(k, m->status, m->detail);
   else if (o->state != HPL__OBJ_REDUCING)
-    sink_end(k);
+    hpl__rdsink_end(k);
 }
 
-/* ------------------------------------------------------------------ the client's request */
-
-typedef struct rd_req {
-  hpl__creq q;
-  hpl__obj *o; /* the target being produced here (referenced), or NULL */
-} rd_req;
-
-static void reduce_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
-  rd_req *x = arg;
-  const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
-  Hplpb__ReduceRep out = HPLPB__REDUCE_REP__INIT;
-  int status = rep->status;
-  if (r) {
-    out.joined = r->joined;
-    out.sink_node = r->sink_node;
-  }
-  out.detail = (char *)(*rep->detail                 ? rep->detail
-                        : status == HPL_ETIMEDOUT    ? "the directory did not answer in time"
-                        : status == HPL_ECANCELED    ? "the store is stopping"
-                        : status                     ? hpl_strerror(status)
-                                                     : "");
-  out.status = status;
-  hpl__obj *o = x->o;
-  hpl__rd_sink *k = o && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
-  if (k && status != 0)
-    sink_fail(k, status, out.detail); /* refused */
-  else if (k && out.sink_node != s->node_id)
-    sink_fetch_instead(k, 0); /* another node produces the target */
-  if (o) hpl__obj_unref(s, o);
-  hpl__session_send(x->q.cl, HPL__MSG_REDUCE_REP, x->q.req, &out.base);
-  hpl__session_creq_done(&x->q);
-  free(x);
-}
-
-void hpl__rdsink_request(hpl__store *s, hpl__stclient *cl, uint64_t req, Hplpb__ReduceReq *m) {
-  if (!hpl__id_valid(m->target)) {
-    hpl__session_reply(cl, req, HPL_EINVAL, "invalid target id");
-    return;
-  }
-  rd_req *x = calloc(1, sizeof *x);
-  if (!x) {
-    hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
-    return;
-  }
-  m->sink_node = s->node_id;
-  hpl__obj *o = hpl__obj_find(s, m->target);
-  if (!o) {
-    hpl__rd_sink *k = calloc(1, sizeof *k);
-    o = k ? hpl__obj_new(s, m->target, HPL__OBJ_REDUCING) : NULL;
-    if (!o) {
-      free(k);
-      free(x);
-      hpl__session_reply(cl, req, HPL_ENOMEM, "out of memory");
-      return;
-    }
-    k->s = s;
-    k->o = o;
-    k->timeout_ms = m->timeout_ms;
-    o->primary = 1; /* made here: the cluster's first copy */
-    hpl__obj_ref(s, o);
-    o->sink = k;
-    DL_APPEND(s->sinks->list, k);
-    /* kept to ask again if the directory restarts (sized after every
-     * field is set: packing more than was measured overruns the buffer) */
-    size_t len = protobuf_c_message_get_packed_size(&m->base);
-    if ((k->req = malloc(len ? len : 1))) {
-      protobuf_c_message_pack(&m->base, k->req);
-      k->req_len = len;
-    }
-    x->o = o;
-  } else if (o->state == HPL__OBJ_REDUCING) {
-    x->o = o; /* a second local caller of the same reduce */
-  } /* else the target exists here already: the directory decides whether
-     * that is a finished reduce being joined or a clash */
-  if (x->o) hpl__obj_ref(s, x->o);
-  hpl__session_creq_init(&x->q, cl, req);
-  int64_t to = m->timeout_ms;
-  if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, to < 0 ? -1 : to + 1000,
-                           reduce_reply, x) != 0) {
-    reduce_reply(s, &(hpl__dl_reply){.status = HPL_ENOMEM, .detail = "out of memory"}, x);
-  }
-}
-
-/* ------------------------------------------------------------------ directory restart */
-
-static void resubmit_reply(hpl__store *s, const hpl__dl_reply *rep, void *arg) {
-  hpl__obj *o = arg;
-  int status = rep->status;
-  hpl__rd_sink *k = o->in_table && o->state == HPL__OBJ_REDUCING ? o->sink : NULL;
-  const Hplpb__ReduceRep *r = (const Hplpb__ReduceRep *)rep->m;
-  if (status && k) {
-    const char *why = *rep->detail ? rep->detail : hpl_strerror(status);
-    HPL__LOG_WARN("reduce '%s' could not be restarted: %s", o->id, why);
-    sink_fail(k, status, why);
-  } else if (k && k->adopting) {
-    if (r && r->adopted) {
-      HPL__LOG_INFO("reduce '%s': the restarted directory adopted the running tree", o->id);
-    } else if (k->rid == k->adopting) { /* no new tree's REDUCE_SINK yet */
-      HPL__LOG_INFO("reduce '%s': the restarted directory starts it over", o->id);
-      sink_stop_pull(k);
-      k->pull = NULL;
-    }
-    k->adopting = 0;
-  }
-  hpl__obj_unref(s, o);
-}
-
-void hpl__rdsink_directory_restarted(hpl__store *s) {
-  hpl__rdtask_directory_restarted(s);
-  hpl__rd_sink *k, *tmp;
-  DL_FOREACH_SAFE(s->sinks->list, k, tmp) {
-    hpl__obj *o = k->o;
-    if (o->state != HPL__OBJ_REDUCING) { /* finished while the directory was down: */
-      if (k->rid) {                 /* its REDUCE_END will never come, so */
-        /* its tasks here and on every other node end now (they would wait
-         * HPL__RDTASK_ORPHAN_MS, holding their outputs, and then free them in
-         * the middle of whatever runs next) */
-        Hplpb__ReduceEnd m = HPLPB__REDUCE_END__INIT;
-        m.rid = k->rid;
-        m.target = o->id;
-        m.detail = "";
-        hpl__dirlink_note(s, HPL__MSG_REDUCE_DONE, &m.base);
-        hpl__rdtask_reduce_ended(s, o->id, k->rid);
-      }
-      sink_end(k);
-      continue;
-    }
-    if (!k->req) continue;
-    Hplpb__ReduceReq *m =
-        (Hplpb__ReduceReq *)hpl__msg_unpack(HPL__MSG_REDUCE, k->req, k->req_len);
-    if (!m) continue;
-    /* the old tree goes on if the new directory adopts it: that needs
-     * every source in it known here and its result still flowing in */
-    uint32_t want = m->num_objects ? m->num_objects : (uint32_t)m->n_sources;
-    int adoptable = k->rid && o->data && k->nsrcs == want && (k->local || k->pull);
-    m->adopt_rid = k->rid;
-    m->adopt_gen = o->gen;
-    if (adoptable) {
-      m->n_adopt_sources = k->nsrcs;
-      m->adopt_sources = k->srcs;
-      k->adopting = k->rid;
-    } else {
-      sink_stop_pull(k);
-      k->pull = NULL;
-      if (o->data) hpl__dataport_restart(s, o, o->gen);
-    }
-    o->advertised = 0;
-    HPL__LOG_INFO("asking the restarted directory again for the reduce into '%s'%s", o->id,
-                  adoptable ? " (its tree still runs)" : "");
-    m->sink_node = s->node_id;
-    hpl__obj_ref(s, o);
-    if (hpl__dirlink_request(s, HPL__MSG_REDUCE, &m->base, NULL, 0, -1, resubmit_reply, o) != 0)
-      hpl__obj_unref(s, o);
-    /* where the result is being made, for the new directory's gets (and
-     * its LOC_NOTE complete then finishes the adopted reduce) */
-    if (adoptable) sink_advertise(s, o);
-    m->n_adopt_sources = 0; /* k->srcs stays k's */
-    m->adopt_sources = NULL;
-    protobuf_c_message_free_unpacked(&m->base, NULL);
-  }
-}
+/* ------------------------------------------------------------------ drain, stop, the context */
 
 void hpl__rdsink_drain(hpl__store *s) {
   hpl__rd_sink *k;
   DL_FOREACH(s->sinks->list, k) {
-    sink_stop_pull(k);
+    hpl__rdsink_stop_pull(k);
     k->pull = NULL;
   }
 }
 
 void hpl__rdsink_stop(hpl__store *s) {
-  while (s->sinks && s->sinks->list) sink_end(s->sinks->list);
+  while (s->sinks && s->sinks->list) hpl__rdsink_end(s->sinks->list);
 }
 
 int hpl__rdsink_init(hpl__store *s) {

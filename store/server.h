@@ -14,7 +14,8 @@
  *                chunk memfds under it, which only the store can write)
  *   faults.c     deterministic fault points for failure-injection tests
  *   spill.c      spill files: buffers written to files and read back
- *                (spilljob.c: the I/O jobs; spilldir.c: the spill area)
+ *                (spillapi.c: the calls; spilljob.c: the I/O jobs;
+ *                spilldir.c: the spill area)
  *   objects.c    the object table: records, references, progress,
  *                watchers and waiters, the idle list, walks, the presence
  *                filter (objidx.c: the indexes). Listeners: watchers and
@@ -66,6 +67,8 @@
  *                inputs and combine steps; rdend.c: their end, orphans)
  *                -> root released (rdsink.c)
  *   rdsink.c     the reduce target at the node that asked for it
+ *                (rdsinkask.c: the client's request, asking again after a
+ *                directory restart)
  *   ring.c       this node's part in ring allreduces (ringin.c: its
  *                incoming stream, checked against its maker's digests)
  *   stmetrics.c  the one list of counters and gauges (COUNTERS, /metrics),

@@ -1,6 +1,6 @@
 /* spill.c - spill files (see spill.h): the loop's side - requests, the
- * queue of jobs, callbacks - and the calls. The jobs are spilljob.c's
- * (I/O) and spilldir.c's (the spill area).
+ * queue of jobs, callbacks. The calls are spillapi.c's, the jobs
+ * spilljob.c's (I/O) and spilldir.c's (the spill area).
  *
  * Requests. A write or read is a request (hpl__sp_req) in one of four stages:
  *   QUEUED   in the ready queue, waiting for one of the HPL__SPILL_JOBS
@@ -28,7 +28,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +39,13 @@
 #include "spillint.h"
 #include "util.h"
 
-static void spill_pump(hpl__spill *sp);
 static void req_finish(hpl__sp_req *r, int status, int err);
-
-static int spill_fail(hpl__spill *sp, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int spill_fail(hpl__spill *sp, int rc, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(sp->errdetail, sizeof sp->errdetail, fmt, ap);
-  va_end(ap);
-  return rc;
-}
 
 /* ------------------------------------------------------------------------
  * Loop side
  * ---------------------------------------------------------------------- */
 
-static void busy_begin(hpl__sp_req *r) {
+void hpl__spill_busy_begin(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
   r->busy = 1;
   if (r->write) {
@@ -95,7 +83,7 @@ static void file_unlink_done(uv_work_t *w, int status) {
 }
 
 /* A removed, written file: unlink it once no read holds it. */
-static void file_maybe_unlink(hpl__sp_file *f) {
+void hpl__spill_file_maybe_unlink(hpl__sp_file *f) {
   hpl__spill *sp = f->sp;
   if (f->in_table || f->writer || f->nreads || f->unlinking) return;
   if (!f->on_disk) {
@@ -116,7 +104,7 @@ static void file_maybe_unlink(hpl__sp_file *f) {
 
 static void spill_drain(uv_idle_t *h);
 
-static void req_to_done(hpl__sp_req *r) {
+void hpl__spill_req_to_done(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
   r->state = HPL__R_DONE;
   busy_end(r);
@@ -124,7 +112,7 @@ static void req_to_done(hpl__sp_req *r) {
     hpl__sp_file *f = r->f;
     r->f = NULL;
     f->nreads--;
-    file_maybe_unlink(f);
+    hpl__spill_file_maybe_unlink(f);
   }
   DL_APPEND(sp->done, r);
   if (!sp->idle_on) {
@@ -144,7 +132,7 @@ static void req_unlink_done(uv_work_t *w, int status) {
   sp->c.bytes_live -= f->disk;
   r->f = NULL;
   file_free(f);
-  req_to_done(r);
+  hpl__spill_req_to_done(r);
   hpl__spill_maybe_final(sp);
 }
 
@@ -156,7 +144,7 @@ static void req_finish(hpl__sp_req *r, int status, int err) {
   r->status = status;
   r->err = err;
   if (!r->write || status == 0) {
-    req_to_done(r);
+    hpl__spill_req_to_done(r);
     return;
   }
   hpl__sp_file *f = r->f;
@@ -167,7 +155,7 @@ static void req_finish(hpl__sp_req *r, int status, int err) {
   if (!f->on_disk) {
     r->f = NULL;
     file_free(f);
-    req_to_done(r);
+    hpl__spill_req_to_done(r);
     return;
   }
   r->state = HPL__R_UNLINK;
@@ -182,7 +170,7 @@ static void req_finish(hpl__sp_req *r, int status, int err) {
   sp->c.bytes_live -= f->disk;
   r->f = NULL;
   file_free(f);
-  req_to_done(r);
+  hpl__spill_req_to_done(r);
 }
 
 static void io_done(uv_work_t *w, int status) {
@@ -224,12 +212,12 @@ static void io_done(uv_work_t *w, int status) {
     r->state = HPL__R_QUEUED;
     DL_APPEND(sp->ready, r);
   }
-  spill_pump(sp);
+  hpl__spill_pump(sp);
   hpl__spill_maybe_final(sp);
 }
 
 /* Give free job slots to the requests at the head of the ready queue. */
-static void spill_pump(hpl__spill *sp) {
+void hpl__spill_pump(hpl__spill *sp) {
   while (sp->io_jobs < HPL__SPILL_JOBS && sp->ready) {
     hpl__sp_req *r = sp->ready;
     DL_DELETE(sp->ready, r);
@@ -254,7 +242,7 @@ static void spill_pump(hpl__spill *sp) {
   }
 }
 
-static void req_cancel(hpl__sp_req *r) {
+void hpl__spill_req_cancel(hpl__sp_req *r) {
   hpl__spill *sp = r->sp;
   if (r->cancelled) return;
   r->cancelled = 1;
@@ -379,169 +367,4 @@ void hpl__spill_maybe_final(hpl__spill *sp) {
     return;
   }
   uv_close((uv_handle_t *)&sp->idle, spill_free_cb); /* files stay behind */
-}
-
-/* ------------------------------------------------------------------------
- * API (hpl__spill_open: spilldir.c)
- * ---------------------------------------------------------------------- */
-
-void hpl__spill_close(hpl__spill *sp) {
-  if (!sp || sp->closing) return;
-  sp->closing = 1;
-  hpl__sp_req *r, *tmp;
-  HASH_ITER(hh, sp->reqs, r, tmp) {
-    if (!r->cancelled) r->closing = 1;
-    req_cancel(r);
-  }
-  hpl__spill_maybe_final(sp);
-}
-
-/* A new request (not yet queued). */
-static hpl__sp_req *req_new(hpl__spill *sp, hpl__sp_file *f, int write, void *buf, uint64_t off,
-                            uint64_t len, hpl__spill_cb cb, void *arg) {
-  hpl__sp_req *r = calloc(1, sizeof *r);
-  if (!r) return NULL;
-  r->path = strdup(f->path);
-  if (!r->path) {
-    free(r);
-    return NULL;
-  }
-  r->id = ++sp->next_req;
-  r->sp = sp;
-  r->f = f;
-  r->file = f->id;
-  r->write = write;
-  r->buf = buf;
-  r->off = off;
-  r->len = len;
-  r->cb = cb;
-  r->arg = arg;
-  return r;
-}
-
-int hpl__spill_write(hpl__spill *sp, const void *buf, uint64_t len, hpl__spill_cb cb, void *arg,
-                     uint64_t *file, uint64_t *req) {
-  if (!sp) return HPL_EINVAL;
-  if (sp->closing) return spill_fail(sp, HPL_ESTATE, "spill write: the spill is closing");
-  if (!cb || !file || (!buf && len > 0))
-    return spill_fail(sp, HPL_EINVAL, "spill write: callback, file and buffer are required");
-  if (len > HPL__SPILL_MAX_SIZE)
-    return spill_fail(sp, HPL_EINVAL, "spill write of %llu bytes: larger than 2^62",
-                      (unsigned long long)len);
-  size_t plen = strlen(sp->subdir) + 18;
-  hpl__sp_file *f = calloc(1, sizeof *f + plen);
-  if (!f) return spill_fail(sp, HPL_ENOMEM, "spill write: out of memory");
-  f->id = ++sp->next_file;
-  f->sp = sp;
-  f->size = len;
-  f->state = HPL__F_WRITING;
-  snprintf(f->path, plen, "%s/%016llx", sp->subdir, (unsigned long long)f->id);
-  hpl__sp_req *r = req_new(sp, f, 1, (void *)buf, 0, len, cb, arg);
-  if (!r) {
-    free(f);
-    return spill_fail(sp, HPL_ENOMEM, "spill write: out of memory");
-  }
-  f->writer = r;
-  f->in_table = 1;
-  HASH_ADD(hh, sp->files, id, sizeof f->id, f);
-  HASH_ADD(hh, sp->reqs, id, sizeof r->id, r);
-  busy_begin(r);
-  r->state = HPL__R_QUEUED;
-  DL_APPEND(sp->ready, r);
-  spill_pump(sp);
-  *file = f->id;
-  if (req) *req = r->id;
-  return HPL_OK;
-}
-
-int hpl__spill_read(hpl__spill *sp, uint64_t file, uint64_t off, void *buf, uint64_t len,
-                    hpl__spill_cb cb, void *arg, uint64_t *req) {
-  if (!sp) return HPL_EINVAL;
-  if (sp->closing) return spill_fail(sp, HPL_ESTATE, "spill read: the spill is closing");
-  if (!cb || (!buf && len > 0))
-    return spill_fail(sp, HPL_EINVAL, "spill read: callback and buffer are required");
-  hpl__sp_file *f;
-  HASH_FIND(hh, sp->files, &file, sizeof file, f);
-  if (!f)
-    return spill_fail(sp, HPL_ENOTFOUND, "spill read: no spill file %016llx",
-                      (unsigned long long)file);
-  if (f->state != HPL__F_READY)
-    return spill_fail(sp, HPL_ESTATE, "spill read: %s is still being written", f->path);
-  if (off > f->size || len > f->size - off)
-    return spill_fail(sp, HPL_EINVAL, "spill read of [%llu, +%llu) from %s: beyond its %llu bytes",
-                      (unsigned long long)off, (unsigned long long)len, f->path,
-                      (unsigned long long)f->size);
-  hpl__sp_req *r = req_new(sp, f, 0, buf, off, len, cb, arg);
-  if (!r) return spill_fail(sp, HPL_ENOMEM, "spill read: out of memory");
-  f->nreads++;
-  HASH_ADD(hh, sp->reqs, id, sizeof r->id, r);
-  busy_begin(r);
-  if (len == 0) {
-    req_to_done(r);
-  } else {
-    r->state = HPL__R_QUEUED;
-    DL_APPEND(sp->ready, r);
-    spill_pump(sp);
-  }
-  if (req) *req = r->id;
-  return HPL_OK;
-}
-
-int hpl__spill_cancel(hpl__spill *sp, uint64_t req) {
-  if (!sp) return HPL_EINVAL;
-  hpl__sp_req *r;
-  HASH_FIND(hh, sp->reqs, &req, sizeof req, r);
-  if (!r)
-    return spill_fail(sp, HPL_ENOTFOUND, "spill cancel: no pending request %llu",
-                      (unsigned long long)req);
-  req_cancel(r);
-  return HPL_OK;
-}
-
-int hpl__spill_remove(hpl__spill *sp, uint64_t file) {
-  if (!sp) return HPL_EINVAL;
-  hpl__sp_file *f;
-  HASH_FIND(hh, sp->files, &file, sizeof file, f);
-  if (!f)
-    return spill_fail(sp, HPL_ENOTFOUND, "spill remove: no spill file %016llx",
-                      (unsigned long long)file);
-  HASH_DEL(sp->files, f);
-  f->in_table = 0;
-  hpl__sp_req *r, *tmp;
-  HASH_ITER(hh, sp->reqs, r, tmp) {
-    if (r->file == file) req_cancel(r);
-  }
-  file_maybe_unlink(f);
-  return HPL_OK;
-}
-
-int hpl__spill_file_size(const hpl__spill *sp, uint64_t file, uint64_t *size) {
-  hpl__sp_file *f;
-  if (!sp || !size) return HPL_EINVAL;
-  HASH_FIND(hh, sp->files, &file, sizeof file, f);
-  if (!f) return HPL_ENOTFOUND;
-  *size = f->size;
-  return HPL_OK;
-}
-
-int hpl__spill_file_path(const hpl__spill *sp, uint64_t file, char *buf, size_t len) {
-  hpl__sp_file *f;
-  if (!sp || !buf) return HPL_EINVAL;
-  HASH_FIND(hh, sp->files, &file, sizeof file, f);
-  if (!f) return HPL_ENOTFOUND;
-  if ((size_t)snprintf(buf, len, "%s", f->path) >= len) return HPL_EINVAL;
-  return HPL_OK;
-}
-
-const char *hpl__spill_dir(const hpl__spill *sp) { return sp->subdir; }
-
-int hpl__spill_direct(const hpl__spill *sp) { return sp->direct; }
-
-const char *hpl__spill_errdetail(const hpl__spill *sp) { return sp ? sp->errdetail : ""; }
-
-void hpl__spill_counters_get(const hpl__spill *sp, hpl__spill_counters *out) {
-  *out = sp->c;
-  uint64_t now = uv_hrtime();
-  if (sp->wr_pending) out->write_busy_ns += now - sp->wr_since;
-  if (sp->rd_pending) out->read_busy_ns += now - sp->rd_since;
 }

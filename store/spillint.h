@@ -1,7 +1,8 @@
 /*
  * spillint.h - what the spill module's files share (spill.c: the loop's
- * side; spilljob.c: the I/O jobs; spilldir.c: the spill area): its records
- * and the jobs they queue. Nothing outside the module includes it.
+ * side; spillapi.c: the calls; spilljob.c: the I/O jobs; spilldir.c: the
+ * spill area): its records and the jobs they queue. Nothing outside the
+ * module includes it.
  */
 #ifndef HPL_STORE_SPILLINT_H
 #define HPL_STORE_SPILLINT_H
@@ -113,5 +114,16 @@ void hpl__spill_final_run(uv_work_t *w);
  * remove our files and directory, then free. */
 void hpl__spill_clean_done(uv_work_t *w, int status);
 void hpl__spill_maybe_final(hpl__spill *sp);
+
+/* spill.c (loop), for spillapi.c's calls: a new request starts counting in
+ * the busy time; a request is done (its callback runs from the done list);
+ * free job slots go to the requests at the head of the ready queue; a
+ * request is cancelled (its callback says so); a removed, written file is
+ * unlinked once no read holds it. */
+void hpl__spill_busy_begin(hpl__sp_req *r);
+void hpl__spill_req_to_done(hpl__sp_req *r);
+void hpl__spill_pump(hpl__spill *sp);
+void hpl__spill_req_cancel(hpl__sp_req *r);
+void hpl__spill_file_maybe_unlink(hpl__sp_file *f);
 
 #endif
