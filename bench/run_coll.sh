@@ -14,7 +14,8 @@
 # --procs with the directory's --no-rings, and when shaped --procs --pace: the stores
 # told the links' rate, so their streams leave paced and copies come in with bounded
 # receive windows; for shuffle also --procs --pace --overlap), for bcast the request/reply latency floor of
-# small objects (build/bench/bench_reqrep), then the MPI/Gloo baselines
+# small objects (build/bench/bench_reqrep), for shuffle the floor of a pulled shuffle
+# through a directory (build/bench/bench_pullfloor), then the MPI/Gloo baselines
 # (for shuffle: MPI_Alltoall in MPICH and Open MPI; baselines.sh skips the
 # others), then down. Every --extra-mode adds one more hoplite run with those bench_coll
 # arguments, for an A/B in the same cluster, e.g.
@@ -115,6 +116,12 @@ for N in $HOSTS; do
                 --sizes "$SIZES" --reps 30 --rate "$RATE" --out "$TSV" $rr >/dev/null ||
                 echo "run_coll.sh: request/reply floor ($rr) failed" >&2
         done
+    fi
+    if [ "$OP" = shuffle ]; then
+        # the floor of a receiver-driven shuffle through a directory (plain sockets)
+        "$BUILD/bench/bench_pullfloor" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
+            --sizes "$SIZES" --reps "$REPS" --rate "$RATE" --out "$TSV" >/dev/null ||
+            echo "run_coll.sh: pull floor failed" >&2
     fi
     "$HERE/baselines.sh" --ops "$OP" --sizes "$SIZES" --reps "$REPS" --launches "$LAUNCHES" \
         --impls "$IMPLS" --no-header --out "$TSV" >/dev/null || echo "run_coll.sh: baselines failed" >&2

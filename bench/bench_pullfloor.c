@@ -1,0 +1,496 @@
+/* bench_pullfloor.c - the floor of a receiver-driven shuffle with a
+ * directory on the emulated hosts: every host puts one partition per peer
+ * and pulls its own partition from every peer, finding each through a
+ * directory, with plain sockets and no hoplite code.
+ *
+ *   bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N
+ *                   [--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE]
+ *                   [--window BYTES]
+ *
+ * It is what any design in which receivers pull objects whose location a
+ * directory keeps must do at least, with nothing else: no digests, no
+ * shared memory, no store process beside the worker, connections opened
+ * before the timing, one process per host (the worker and its server in
+ * one loop), and a directory process on host 0 (where bench_coll puts
+ * hoplite's):
+ *  - a host's "put": one message telling the directory that its
+ *    partitions for rep r are there (LOC);
+ *  - its gets: one message asking for the places of its partitions (LOOK);
+ *    the directory answers each source as soon as its LOC is in, and the
+ *    host then sends a PULL to that source, which writes the partition
+ *    back on the same connection (nonblocking, the rest when the socket
+ *    takes it).
+ * Control connections (the directory's, and the pulls' requests) are
+ * marked as hoplite marks its own (hpl__sock_control), and the pulls'
+ * connections get the receive buffer hoplite's stores give theirs when
+ * told the link's rate (--window; default 1.25 ms of --rate, at least
+ * 32 KiB, as store/dconns.c; 0: the kernel sizes it), so partitions
+ * converging on a host do not overflow its switch queue. So hoplite's shuffle
+ * against this row is what hoplite adds to its design's hops; this row
+ * against MPI_Alltoall (one eager send per partition) is what asking and
+ * pulling cost in themselves.
+ *
+ * Timing as bench_coll's rule: a start time 20 ms ahead on
+ * CLOCK_MONOTONIC, every host sleeps until it (clock_nanosleep, absolute);
+ * a host's part ends when its last partition is in; it then only serves
+ * its peers' pulls, as a store would, until every host is done. A sample
+ * is the latest end minus the start. Bytes are checked after every round,
+ * outside the timing. Output: TSV rows as bench_coll's (op "shuffle",
+ * implementation "tcp-pullfloor"), to stdout and appended to --out; on
+ * stderr the CPU of all its processes per GiB moved.
+ *
+ * Needs root (setns) and the namespaces of bench/cluster.sh; every process
+ * joins its host's network namespace before it opens a socket. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "benchstat.h"
+#include "localcluster.h"
+#include "util.h"
+
+#define MAXN 16
+#define MAXREPS 200
+#define MAXSIZE (64u << 20)
+
+enum { MSG_LOC = 1, MSG_LOOK = 2 };
+typedef struct msg { uint32_t kind, rep, host; } msg; /* host -> directory */
+typedef struct where { uint32_t rep, from; } where;  /* directory -> host */
+typedef struct pull { uint32_t rep, to; } pull;      /* host -> host */
+
+typedef struct shared {
+  pthread_barrier_t bar; /* the hosts and the driver */
+  uint16_t dir_port, data_port[MAXN];
+  uint64_t start_ns[MAXREPS + 1];
+  uint64_t end_ns[MAXN][MAXREPS + 1];
+  uint64_t cpu_ns[MAXN + 1]; /* each process's CPU over the timed rounds (MAXN: the directory) */
+  int failed;
+} shared;
+
+static const char *prefix;
+static char addrs[MAXN][64];
+static int hosts, reps = 10;
+static long window = -1; /* the pulls' receive buffer (bytes; 0: the kernel's) */
+static shared *sh;
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_pullfloor: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static void enter_host(int i) {
+  if (hpl__lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
+}
+
+/* Blocking I/O for the small control messages: a full read or write of n bytes. */
+static int io_full(int fd, void *p, size_t n, int wr) {
+  for (size_t done = 0; done < n;) {
+    ssize_t k = wr ? write(fd, (char *)p + done, n - done) : read(fd, (char *)p + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    done += (size_t)k;
+  }
+  return 0;
+}
+
+static int listen_on(const char *addr, uint16_t *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1) die("socket");
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, MAXN * 2) != 0) die("bind");
+  socklen_t sl = sizeof sa;
+  getsockname(fd, (struct sockaddr *)&sa, &sl);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+static int dial(const char *addr, uint16_t port, int control, int rcvbuf) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1) die("socket");
+  if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0)
+    die("SO_RCVBUF");
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) die("connect");
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (control) hpl__sock_control(fd);
+  return fd;
+}
+
+/* The directory (host 0): which hosts' partitions of the current rep are
+ * in, and where each host's LOOK is waiting. Messages are 12 bytes; a
+ * connection's partial message waits in its buffer. */
+static void directory(int lfd) {
+  int ep = epoll_create1(EPOLL_CLOEXEC), conns = 0, seen = 0;
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) != 0) die("epoll");
+  static struct { uint8_t buf[sizeof(msg) * 8]; size_t fill; } cb[1024];
+  uint32_t rep = UINT32_MAX;
+  uint8_t in[MAXN] = {0}, told[MAXN][MAXN] = {{0}};
+  int look_fd[MAXN];
+  uint64_t cpu0 = 0;
+  for (;;) {
+    if (seen && conns == 0) break;
+    struct epoll_event evs[MAXN * 2];
+    int n = epoll_wait(ep, evs, MAXN * 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) die("epoll_wait");
+    for (int e = 0; e < n; e++) {
+      int fd = evs[e].data.fd;
+      if (fd == lfd) {
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0 || c >= 1024) die("accept");
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        hpl__sock_control(c);
+        struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
+        epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+        conns++, seen = 1, cb[c].fill = 0;
+        continue;
+      }
+      ssize_t k = read(fd, cb[fd].buf + cb[fd].fill, sizeof cb[fd].buf - cb[fd].fill);
+      if (k <= 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        conns--;
+        continue;
+      }
+      cb[fd].fill += (size_t)k;
+      size_t off = 0;
+      for (; cb[fd].fill - off >= sizeof(msg); off += sizeof(msg)) {
+        msg m;
+        memcpy(&m, cb[fd].buf + off, sizeof m);
+        if (m.host >= (uint32_t)hosts) die("directory: bad host");
+        if (m.rep != rep) { /* a new round: nothing of the last one is kept */
+          if (m.rep == 1) cpu0 = hpl__bench_cpu_ns(); /* round 0 warms up */
+          rep = m.rep;
+          memset(in, 0, sizeof in);
+          memset(told, 0, sizeof told);
+          for (int i = 0; i < MAXN; i++) look_fd[i] = -1;
+        }
+        where w[MAXN];
+        int nw = 0;
+        if (m.kind == MSG_LOC) {
+          in[m.host] = 1;
+          for (int to = 0; to < hosts; to++) /* every LOOK already waiting learns of it */
+            if (look_fd[to] >= 0 && to != (int)m.host && !told[to][m.host]) {
+              told[to][m.host] = 1;
+              w[0] = (where){rep, m.host};
+              if (io_full(look_fd[to], &w[0], sizeof w[0], 1) != 0) die("directory: write");
+            }
+        } else if (m.kind == MSG_LOOK) {
+          look_fd[m.host] = fd;
+          for (int from = 0; from < hosts; from++)
+            if (in[from] && from != (int)m.host && !told[m.host][from]) {
+              told[m.host][from] = 1;
+              w[nw++] = (where){rep, (uint32_t)from};
+            }
+          if (nw && io_full(fd, w, sizeof w[0] * (size_t)nw, 1) != 0) die("directory: write");
+        }
+      }
+      memmove(cb[fd].buf, cb[fd].buf + off, cb[fd].fill - off);
+      cb[fd].fill -= off;
+    }
+  }
+  sh->cpu_ns[MAXN] = hpl__bench_cpu_ns() - cpu0;
+  close(ep);
+}
+
+/* The pattern of partition (from -> to) of a repetition. */
+static uint64_t seed_of(int rep, int from, int to, uint64_t size) {
+  return ((uint64_t)(rep + 7) << 40) ^ ((uint64_t)from << 24) ^ ((uint64_t)to << 8) ^ size;
+}
+
+/* epoll tags: what a ready descriptor is */
+enum { T_DIR = 1, T_PULL = 2, T_SERVE = 3 };
+#define TAG(t, i) (((uint64_t)(t) << 32) | (uint32_t)(i))
+
+/* Host idx: its server and its worker in one loop. */
+static void host(int idx, uint64_t size) {
+  enter_host(idx);
+  int lfd = listen_on(addrs[idx], &sh->data_port[idx]);
+  uint8_t *part[MAXN] = {0}, *got[MAXN] = {0}, *want = malloc(size);
+  for (int j = 0; j < hosts; j++)
+    if (j != idx && (!(part[j] = malloc(size)) || !(got[j] = malloc(size)))) die("malloc");
+  if (!want) die("malloc");
+  pthread_barrier_wait(&sh->bar); /* every port is published */
+  int dfd = dial(addrs[0], sh->dir_port, 1, 0), pfd[MAXN], sfd[MAXN];
+  for (int j = 0; j < hosts; j++)
+    pfd[j] = j == idx ? -1 : dial(addrs[j], sh->data_port[j], 1, (int)window);
+  for (int k = 0; k < hosts - 1; k++) {
+    if ((sfd[k] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) die("accept");
+    int one = 1;
+    setsockopt(sfd[k], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(sfd[k], F_SETFL, O_NONBLOCK);
+  }
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(T_DIR, 0)};
+  epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &ev);
+  for (int j = 0; j < hosts; j++) {
+    if (j == idx) continue;
+    ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG(T_PULL, j)};
+    epoll_ctl(ep, EPOLL_CTL_ADD, pfd[j], &ev);
+  }
+  for (int k = 0; k < hosts - 1; k++) {
+    ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG(T_SERVE, k)};
+    epoll_ctl(ep, EPOLL_CTL_ADD, sfd[k], &ev);
+  }
+  uint64_t cpu = 0;
+  for (int r = 0; r <= reps; r++) { /* round 0 warms up */
+    for (int j = 0; j < hosts; j++)
+      if (j != idx) hpl__fill_pattern(part[j], size, seed_of(r, idx, j, size));
+    pthread_barrier_wait(&sh->bar); /* ready */
+    pthread_barrier_wait(&sh->bar); /* start_ns[r] is set */
+    uint64_t c0 = hpl__bench_cpu_ns();
+    hpl__sleep_until_ns(sh->start_ns[r]);
+    msg m[2] = {{MSG_LOC, (uint32_t)r, (uint32_t)idx}, {MSG_LOOK, (uint32_t)r, (uint32_t)idx}};
+    if (io_full(dfd, m, sizeof m, 1) != 0) die("write to the directory");
+    uint64_t recv_off[MAXN] = {0}, send_off[MAXN] = {0};
+    int send_to[MAXN], nrecv = 0, nserved = 0;
+    uint8_t waits_out[MAXN] = {0}; /* EPOLLOUT is asked for (a partition's rest) */
+    uint8_t wbuf[sizeof(where) * MAXN];
+    size_t wfill = 0;
+    for (int k = 0; k < hosts - 1; k++) send_to[k] = -1;
+    while (nrecv < hosts - 1 || nserved < hosts - 1) {
+      struct epoll_event evs[MAXN * 2 + 1];
+      int n = epoll_wait(ep, evs, MAXN * 2 + 1, 10000);
+      if (n == 0) die("no progress for 10 s");
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) die("epoll_wait");
+      for (int e = 0; e < n; e++) {
+        int t = (int)(evs[e].data.u64 >> 32), i = (int)(uint32_t)evs[e].data.u64;
+        if (t == T_DIR) { /* places of partitions: pull each */
+          ssize_t k = read(dfd, wbuf + wfill, sizeof wbuf - wfill);
+          if (k <= 0) die("directory closed");
+          wfill += (size_t)k;
+          size_t off = 0;
+          for (; wfill - off >= sizeof(where); off += sizeof(where)) {
+            where w;
+            memcpy(&w, wbuf + off, sizeof w);
+            if (w.rep != (uint32_t)r || w.from >= (uint32_t)hosts || w.from == (uint32_t)idx)
+              die("directory: bad answer");
+            pull p = {(uint32_t)r, (uint32_t)idx};
+            if (io_full(pfd[w.from], &p, sizeof p, 1) != 0) die("write a pull");
+          }
+          memmove(wbuf, wbuf + off, wfill - off);
+          wfill -= off;
+        } else if (t == T_PULL) { /* a partition's bytes */
+          ssize_t k = read(pfd[i], got[i] + recv_off[i], size - recv_off[i]);
+          if (k <= 0) die("peer closed");
+          recv_off[i] += (uint64_t)k;
+          if (recv_off[i] == size && ++nrecv == hosts - 1) sh->end_ns[idx][r] = hpl__now_ns();
+        } else { /* a peer's pull, or room to write the rest of its partition */
+          if (send_to[i] < 0) {
+            pull p;
+            ssize_t k = read(sfd[i], &p, sizeof p); /* 8 bytes: one segment */
+            if (k == 0) die("peer closed");
+            if (k < 0 && errno == EAGAIN) continue;
+            if (k != (ssize_t)sizeof p || p.rep != (uint32_t)r || p.to >= (uint32_t)hosts ||
+                p.to == (uint32_t)idx)
+              die("bad pull");
+            send_to[i] = (int)p.to;
+          }
+          int to = send_to[i];
+          while (send_off[i] < size) {
+            ssize_t k = write(sfd[i], part[to] + send_off[i], size - send_off[i]);
+            if (k < 0 && errno == EAGAIN) break;
+            if (k <= 0) die("write a partition");
+            send_off[i] += (uint64_t)k;
+          }
+          int out = send_off[i] < size;
+          if (!out) nserved++, send_to[i] = -2; /* done for this round */
+          if (out != waits_out[i]) { /* the poll set changes only when it must */
+            ev = (struct epoll_event){.events = out ? EPOLLOUT : EPOLLIN,
+                                      .data.u64 = TAG(T_SERVE, i)};
+            epoll_ctl(ep, EPOLL_CTL_MOD, sfd[i], &ev);
+            waits_out[i] = (uint8_t)out;
+          }
+        }
+      }
+    }
+    cpu += r > 0 ? hpl__bench_cpu_ns() - c0 : 0;
+    pthread_barrier_wait(&sh->bar); /* every host is done */
+    for (int j = 0; j < hosts; j++) {
+      if (j == idx) continue;
+      hpl__fill_pattern(want, size, seed_of(r, j, idx, size));
+      if (memcmp(want, got[j], size) != 0) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
+    }
+  }
+  sh->cpu_ns[idx] = cpu;
+  close(ep), close(dfd), close(lfd);
+  for (int j = 0; j < hosts; j++)
+    if (j != idx) close(pfd[j]), free(part[j]), free(got[j]);
+  for (int k = 0; k < hosts - 1; k++) close(sfd[k]);
+  free(want);
+}
+
+/* One size: a directory process, a process per host, reps + 1 rounds. */
+static int run_size(uint64_t size, double rate_Bps, FILE *out) {
+  enter_host(0); /* this thread: the directory's listening socket lives on host 0 */
+  int lfd = listen_on(addrs[0], &sh->dir_port);
+  memset(sh->cpu_ns, 0, sizeof sh->cpu_ns);
+  sh->failed = 0;
+  pthread_barrierattr_t ba;
+  pthread_barrierattr_init(&ba);
+  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+  pthread_barrier_init(&sh->bar, &ba, (unsigned)hosts + 1);
+  pthread_barrierattr_destroy(&ba);
+  fflush(NULL);
+  alarm(120 + (unsigned)reps * 10); /* a process that dies leaves the barrier short */
+  pid_t pid[MAXN + 1];
+  for (int i = 0; i <= hosts; i++) {
+    if ((pid[i] = fork()) < 0) die("fork");
+    if (pid[i] == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (i == hosts) directory(lfd);
+      else close(lfd), host(i, size);
+      _exit(0);
+    }
+  }
+  close(lfd);
+  pthread_barrier_wait(&sh->bar); /* ports published */
+  double samples[MAXREPS];
+  for (int r = 0; r <= reps; r++) {
+    pthread_barrier_wait(&sh->bar); /* the hosts are ready */
+    sh->start_ns[r] = hpl__now_ns() + 20 * 1000000ull;
+    pthread_barrier_wait(&sh->bar); /* ... and read the start */
+    pthread_barrier_wait(&sh->bar); /* ... and are done */
+    uint64_t last = sh->start_ns[r];
+    for (int i = 0; i < hosts; i++)
+      if (sh->end_ns[i][r] > last) last = sh->end_ns[i][r];
+    if (r > 0) samples[r - 1] = (double)(last - sh->start_ns[r]) / 1e9;
+  }
+  int bad = 0;
+  for (int i = 0; i <= hosts; i++) {
+    int st = 0;
+    if (waitpid(pid[i], &st, 0) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
+  }
+  alarm(0);
+  pthread_barrier_destroy(&sh->bar);
+  if (bad || sh->failed) {
+    fprintf(stderr, "bench_pullfloor: %s\n", bad ? "a process failed" : "wrong bytes");
+    return -1;
+  }
+  qsort(samples, (size_t)reps, sizeof *samples, hpl__bench_cmp_double);
+  double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size * (hosts - 1) / rate_Bps : 0;
+  uint64_t cpu = 0;
+  for (int i = 0; i <= MAXN; i++) cpu += sh->cpu_ns[i];
+  double gib = (double)size * hosts * (hosts - 1) * reps / (1024.0 * 1024 * 1024);
+  char line[256];
+  snprintf(line, sizeof line, "shuffle\t%llu\t%d\ttcp-pullfloor\t%.6f\t%.6f\t%.6f\t%.3f\t-\n",
+           (unsigned long long)size, hosts, med, samples[0], samples[reps - 1],
+           bound > 0 ? med / bound : 0);
+  fputs(line, stdout);
+  if (out) fputs(line, out);
+  fprintf(stderr, "bench_pullfloor: %llu B: CPU of all processes %.3f s per GiB moved (directory %.3f)\n",
+          (unsigned long long)size, (double)cpu / 1e9 / gib, (double)sh->cpu_ns[MAXN] / 1e9 / gib);
+  return 0;
+}
+
+typedef struct size_job {
+  uint64_t size;
+  double rate;
+  FILE *out;
+  int rc;
+} size_job;
+
+static void *size_main(void *arg) {
+  size_job *j = arg;
+  j->rc = run_size(j->size, j->rate, j->out);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *addr_list = NULL, *sizes = "64K,1M", *outp = NULL, *rate = "1gbit";
+  static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
+                                     {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
+                                     {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
+                                     {"rate", 1, 0, 't'},  {"window", 1, 0, 'w'},
+                                     {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    switch (ch) {
+      case 'n': prefix = optarg; break;
+      case 'a': addr_list = optarg; break;
+      case 'h': hosts = atoi(optarg); break;
+      case 's': sizes = optarg; break;
+      case 'r': reps = atoi(optarg); break;
+      case 'o': outp = optarg; break;
+      case 't': rate = optarg; break;
+      case 'w': window = atol(optarg); break;
+      default:
+        fprintf(stderr, "usage: bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N "
+                        "[--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE] "
+                        "[--window BYTES]\n");
+        return 2;
+    }
+  }
+  if (!prefix || !addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps > MAXREPS) {
+    fprintf(stderr, "bench_pullfloor: need --netns, --addrs, 2..%d --hosts, 1..%d --reps\n", MAXN,
+            MAXREPS);
+    return 2;
+  }
+  int na = 0;
+  for (const char *p = addr_list; *p && na < MAXN;) {
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= sizeof addrs[0]) break;
+    memcpy(addrs[na], p, len);
+    addrs[na++][len] = 0;
+    p += len + (p[len] == ',');
+  }
+  if (na < hosts) {
+    fprintf(stderr, "bench_pullfloor: --addrs lists fewer hosts than --hosts\n");
+    return 2;
+  }
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) die("mmap");
+  uint64_t bps = 0;
+  double rate_Bps = hpl__parse_rate(rate, &bps) ? 0 : (double)bps / 8;
+  if (window < 0) { /* store/dconns.c's default */
+    window = (long)(rate_Bps * 1.25e-3);
+    if (rate_Bps > 0 && window < (32 << 10)) window = 32 << 10;
+  }
+  if (window > (1 << 30)) window = 1 << 30;
+  fprintf(stderr, "bench_pullfloor: the pulls' receive buffer: %ld bytes%s\n", window,
+          window ? "" : " (the kernel's)");
+  FILE *out = outp ? fopen(outp, "a") : NULL;
+  if (outp && !out) die(outp);
+  int rc = 0;
+  for (const char *p = sizes; *p && rc == 0;) {
+    char tok[32];
+    size_t len = strcspn(p, ",");
+    uint64_t sz = 0;
+    if (len == 0 || len >= sizeof tok) break;
+    memcpy(tok, p, len);
+    tok[len] = 0;
+    p += len + (p[len] == ',');
+    if (hpl__parse_size(tok, &sz) || sz == 0 || sz > MAXSIZE) {
+      fprintf(stderr, "bench_pullfloor: bad size '%s' (1 B to 64 MiB)\n", tok);
+      return 2;
+    }
+    /* each size from a fresh thread: run_size enters host 0's namespace,
+     * which must not stick to the main thread */
+    size_job j = {sz, rate_Bps, out, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, size_main, &j) != 0) die("pthread_create");
+    pthread_join(t, NULL);
+    rc = j.rc;
+  }
+  if (out) fclose(out);
+  return rc;
+}
