@@ -1,9 +1,11 @@
 /*
  * bench_dirscale.h - what the files of the bench_dirscale program share:
- * bench_dirscale.c (options, the phases, the tree the answers form, the
- * table, main) and bench_dirscale_node.c (the emulated store nodes: one
- * authenticated connection each to a real hoplite-directory, their
- * registration, heartbeats and fetches, on one epoll loop). Not a library.
+ * bench_dirscale.c (options, the directory's facts, the table, one N,
+ * main), bench_dirscale_phase.c (the phases, the tree the answers form)
+ * and bench_dirscale_node.c with bench_dirscale_fetch.c (the emulated
+ * store nodes: one authenticated connection each to a real
+ * hoplite-directory, their registration, heartbeats and fetches, on one
+ * epoll loop; bench_dirscale_int.h). Not a library.
  *
  * The nodes move no data: a fetch's bytes "arrive" by a model (a copy is
  * complete xfer_ms after its answer, and never earlier than hop_ms after
@@ -13,6 +15,7 @@
 #define HPL_BENCH_DIRSCALE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "frame.h"
 
@@ -34,6 +37,33 @@ typedef struct hpl__ds_opts {
 } hpl__ds_opts;
 
 extern hpl__ds_opts hpl__ds;
+
+/* ---- the table (bench_dirscale.c), filled by the phases */
+
+/* One row: a phase at one N. */
+typedef struct hpl__ds_row {
+  int n;
+  char phase[16];
+  double load, secs;
+  uint64_t decisions, refused, unfinished;
+  double rate, cpu_pct, us_per_dec, us_per_hb;
+  double acq_p50, acq_p99, hb_p50, hb_p99;
+  int depth_max, fan_max, senders;
+  double depth_mean;
+  uint64_t unreached;
+  double bcast_s;
+  uint64_t hb_late, closed, dead;
+} hpl__ds_row;
+
+/* A new row for `phase` at n nodes (zeroed, the load average now). */
+hpl__ds_row *hpl__ds_new_row(int n, const char *phase);
+/* Unless ok: one more failure, and "CHECK FAILED (n nodes, phase): "
+ * with fmt printed with v. */
+void hpl__ds_check(int ok, const char *fmt, int n, const char *phase, unsigned long long v);
+/* Checks that failed, and runs that could not start (main's exit status). */
+extern int hpl__ds_failures;
+/* The CPU time of every thread of process pid so far (us). */
+uint64_t hpl__ds_proc_cpu_us(pid_t pid);
 
 /* ---- latency histogram (bench_dirscale_node.c): 10 us buckets up to
  * 100 ms, then 10 ms up to 100 s */
@@ -113,5 +143,11 @@ hpl__ds_stats *hpl__ds_stats_of(hpl__ds_run *r);
 void hpl__ds_stats_reset(hpl__ds_run *r);
 /* A directory counter (COUNTERS on node 0's connection), or UINT64_MAX. */
 uint64_t hpl__ds_dir_counter(hpl__ds_run *r, const char *name);
+
+/* ---- the phases (bench_dirscale_phase.c) */
+
+/* The phases --phases names, in order, against the directory `dir` that
+ * the n nodes of r registered with: a row each. */
+void hpl__ds_phases(hpl__ds_run *r, pid_t dir, int n);
 
 #endif

@@ -12,10 +12,12 @@
  * copies dropped, copies pulling from it told with UPSTREAM_GONE) is done
  * here, through objects.h, whose own change events reach the waiters.
  *
- * Files: nodes.c (registry, REGISTER / HEARTBEAT / DRAIN / QUIET, liveness,
- * a node's end, the events), nodestat.c (heartbeat statistics and link
- * delays: arithmetic only). Callers: server.c (dispatch, connection close,
- * start/stop/free, the subscriptions); every module that looks a node up
+ * Files: nodes.c (registry, REGISTER / HEARTBEAT / DRAIN / QUIET, a
+ * node's end, the events), nodelive.c (liveness: the sweep, probes and
+ * their verdicts), nodes_int.h (what those two share), nodestat.c
+ * (heartbeat statistics and link delays: arithmetic only). Callers:
+ * server.c (dispatch, connection close, start/stop/free, the
+ * subscriptions); every module that looks a node up
  * or sends to one (acquire*.c, admin.c, locs.c, reduce*.c, ring.c,
  * status.c, dirmetrics.c).
  */
@@ -27,7 +29,7 @@
 #include "server.h"
 
 /* A node's liveness as the heartbeat sweep sees it (one machine, set in
- * nodes.c only, each transition logged at debug level). A node declared
+ * nodelive.c only, each transition logged at debug level). A node declared
  * dead, or whose connection closed, has no state here: it is forgotten
  * (freed after HPL__DIR_NODE_DEAD; the "gone" warning logs its end). */
 typedef enum hpl__dir_node_live {
@@ -36,9 +38,9 @@ typedef enum hpl__dir_node_live {
                             the loop polled its sockets once more */
 } hpl__dir_node_live;
 
-/* A node's answer to probes (one machine, set in nodes.c only). A
- * receiver that reports its sender silent gets a verdict from it
- * (hpl__dir_node_verdict). */
+/* A node's answer to probes (one machine, set through nodelive.c's
+ * hpl__dir_node_probe_set only). A receiver that reports its sender silent
+ * gets a verdict from it (hpl__dir_node_verdict). */
 typedef enum hpl__dir_node_probe {
   HPL__DIR_PROBE_NONE,       /* no probe out: none sent, or heard since the last */
   HPL__DIR_PROBE_OUT,        /* a probe went out (probe_ms) and nothing was heard since */

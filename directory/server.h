@@ -21,8 +21,9 @@
  *   tombs.c        deleted ids remembered for a while
  *   nodestat.c     a node's heartbeat statistics and link delays (no I/O)
  *   nodes.c        the node registry and liveness (REGISTER, HEARTBEAT,
- *                  DRAIN, QUIET, the sweep, probes and verdicts, a node's
- *                  end); a node's life is its events (hpl__dir_nodes_subscribe)
+ *                  DRAIN, QUIET, a node's end; nodelive.c: the sweep,
+ *                  probes and verdicts); a node's life is its events
+ *                  (hpl__dir_nodes_subscribe)
  *   digests.c      object digests kept from the origin, handed out with
  *                  senders; receivers' corrupt reports
  *   reduce_msg.c   what the stores are told about a reduce

@@ -16,7 +16,7 @@
 /* A GET waiting for its object: on the object's waiter list and on the
  * client's list. */
 typedef struct hpl__get_waiter {
-  hpl__waiter w;                         /* first: objects.c hands this back */
+  hpl__waiter w;                         /* first: objlife.c hands this back */
   struct hpl__get_waiter *cprev, *cnext; /* the client's list (utlist) */
   hpl__stclient *cl;
   uint64_t req;
@@ -79,7 +79,7 @@ static void waiter_end(hpl__get_waiter *g) {
   hpl__otimer_free(&g->timer, g);
 }
 
-/* objects.c: the object is here (status 0) or will not come. */
+/* objlife.c: the object is here (status 0) or will not come. */
 static void waiter_done(hpl__waiter *w, int status, const char *detail) {
   hpl__get_waiter *g = (hpl__get_waiter *)w;
   if (status == 0)

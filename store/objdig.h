@@ -4,7 +4,7 @@
  * cover them and the rest at seal), taken from the directory's answer for a
  * copy got from elsewhere, and checked unit by unit before received bytes
  * count (puller.c). The digests live in
- * o->dig, one flat allocation that objects.c frees with the object.
+ * o->dig, one flat allocation that objlife.c frees with the object.
  *
  * Callers: put.c (origin), dirlink.c (sending them), fetch.c and
  * fetchgrant.c (a copy's digests from AcquireRep / DIGESTS), puller.c
@@ -21,7 +21,7 @@
 #include "objects.h"
 #include "store.h"
 
-/* o->dig: owned by the object (objects.c frees it with free()). */
+/* o->dig: owned by the object (objlife.c frees it with free()). */
 typedef struct hpl__objdig {
   uint8_t algo;      /* HPL__DIGEST_SHA256 or _FAST */
   uint8_t complete;  /* every unit's digest and the root are known */

@@ -77,7 +77,7 @@ typedef struct hpl__waiter {
 struct hpl__obj {
   hpl__obj *prev, *next;    /* the objects in the order added (walks; utlist); only
                                while in the table and not internal (objects.c) */
-  hpl__obj *lru_prev, *lru_next; /* the idle list (objects.c, utlist; see
+  hpl__obj *lru_prev, *lru_next; /* the idle list (objlife.c, utlist; see
                                     hpl__obj_idle_oldest) */
   uint64_t inst;          /* instance handle, unique within this store, never 0 */
   uint64_t size;
@@ -104,7 +104,7 @@ struct hpl__obj {
   uint8_t inline_obj : 1;    /* small object: the directory serves it */
   uint8_t primary : 1;       /* put here (or a reduce target made here), not a copy got
                                 from elsewhere: never evicted, only spilled */
-  uint8_t on_idle : 1;    /* on the idle list (objects.c) */
+  uint8_t on_idle : 1;    /* on the idle list (objlife.c) */
   uint8_t evicting : 1;   /* room.c asked the directory to let this copy go */
   uint8_t on_disk : 1;    /* a spill file holds its bytes (hpl__obj_file) */
   uint8_t moving : 1;     /* room.c: being written to or read from its spill file */

@@ -2,7 +2,7 @@
  * pool.h - the store's shared-memory pool.
  *
  * `capacity` bytes mapped once at one base, carved by a dedicated jemalloc
- * arena whose extent hooks hand out ranges of that mapping (a real free list:
+ * arena whose extent hooks (poolext.c) hand out ranges of that mapping (a real free list:
  * freed ranges are reused, split and merged). The memory is a row of chunk
  * memfds that only the store can write: each is sealed F_SEAL_FUTURE_WRITE
  * once the store has mapped it, so clients can map it read-only and nothing

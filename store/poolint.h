@@ -1,14 +1,15 @@
 /*
  * poolint.h - what the pool module's files share (pool.c: the jemalloc
- * arena and the free list; poolseg.c: the memory under it, chunk memfds
- * that only the store can write): the pool's record. Nothing outside the
- * module includes it.
+ * arena and the calls; poolext.c: the free list and the arena's extent
+ * hooks; poolseg.c: the memory under it, chunk memfds that only the store
+ * can write): the pool's record. Nothing outside the module includes it.
  */
 #ifndef HPL_STORE_POOLINT_H
 #define HPL_STORE_POOLINT_H
 
 #include <jemalloc/jemalloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,14 @@ struct hpl__pool {
   uint64_t trim_kept;          /* free bytes this walk has left warm so far */
 };
 
+/* poolext.c. The arena's extent hooks go into p->hooks (before
+ * arenas.create). */
+void hpl__pool_hooks_init(hpl__pool *p);
+/* Index of the first free range that starts after `off` (nranges if
+ * none); the caller holds p->mu. */
+size_t hpl__pool_range_upper(const hpl__pool *p, uint64_t off);
+/* True when [addr, addr+size) lies inside the mapping; sets *off. */
+bool hpl__pool_contains(const hpl__pool *p, const void *addr, uint64_t size, uint64_t *off);
 
 /* poolseg.c. Reserve the address range and map every chunk: 0, or -1
  * (errno kept; what was made stays for hpl__pool_seg_free). */

@@ -17,7 +17,7 @@
  * Callers: put.c (a client's create or put), fetch.c (an incoming copy),
  * rdtask.c, rdsink.c and ring.c (reduce outputs and targets), get.c
  * (reading a spilled object back), server.c (init, stop).
- * Depends on objects.c (the idle list; it tells us, through the listener
+ * Depends on objects.c (objlife.c: the idle list; it tells us, through the listener
  * registered here, when memory is freed, an object goes idle, or a
  * spilled object is wanted), dirlink.c and spill.c.
  */

@@ -10,17 +10,19 @@
  * arrows), never by name.
  *
  *   the data plane (knows nothing above it)
- *   pool.c       the shared-memory pool (jemalloc arena; poolseg.c: the
+ *   pool.c       the shared-memory pool (jemalloc arena; poolext.c: the
+ *                free list and the arena's extent hooks; poolseg.c: the
  *                chunk memfds under it, which only the store can write)
  *   faults.c     deterministic fault points for failure-injection tests
  *   spill.c      spill files: buffers written to files and read back
  *                (spillapi.c: the calls; spilljob.c: the I/O jobs;
  *                spilldir.c: the spill area)
- *   objects.c    the object table: records, references, progress,
- *                watchers and waiters, the idle list, walks, the presence
- *                filter (objidx.c: the indexes). Listeners: watchers and
- *                waiters; room.c's (room changed, spilled bytes wanted);
- *                a stream's source (hpl__source: ring.c, rdtask.c)
+ *   objects.c    the object table: records, walks, the presence filter
+ *                (objlife.c: references, progress, watchers and waiters,
+ *                the idle list, the buffer and its spill file; objidx.c:
+ *                the indexes). Listeners: watchers and waiters; room.c's
+ *                (room changed, spilled bytes wanted); a stream's source
+ *                (hpl__source: ring.c, rdtask.c)
  *   objdig.c     an object's digests: made at the origin (thread pool),
  *                taken from the directory, checked unit by unit
  *   rddig.c      a reduce stream's digests where it is made: hashed as

@@ -48,7 +48,7 @@
  * "spill write of 64.0 MiB to /var/tmp/hpl-spill-12-ab/0000000000000003
  * failed at offset 48.0 MiB: No space left on device".
  *
- * Callers: room.c (spilling idle copies, reading them back), objects.c
+ * Callers: room.c (spilling idle copies, reading them back), objlife.c
  * (a spilled object's file goes with it), dpfile.c (streaming a spilled
  * copy to a peer), tests/test_spill.c, bench/bench_spill.c.
  */

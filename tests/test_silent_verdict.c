@@ -1,5 +1,5 @@
 /* test_silent_verdict.c - how soon the directory judges a node that has
- * stopped talking (directory/nodes.c).
+ * stopped talking (directory/nodelive.c).
  *
  * 1. An outage is not heartbeat jitter (note_heartbeat).
  * The directory derives a node's probe timeout (and its heartbeat timeout)

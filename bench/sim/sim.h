@@ -201,7 +201,7 @@ typedef enum {
   HPL__SIM_REQ_SUSPECT,  /* a stream quiet for its whole window: AcquireReq.suspect
                             naming the sender (peer); answered "move" or "stay" */
   HPL__SIM_REQ_GONE,     /* the node's connection closed (a kill) or its heartbeats
-                            timed out: it is dead (nodes.c node_gone) */
+                            timed out: it is dead (nodes.c hpl__dir_node_gone) */
   HPL__SIM_REQ_HELD,     /* after (re)registering: the node re-reports its copy
                             (store/dlheld.c); peer = its upstream, UINT32_MAX: complete */
 } hpl__sim_req_kind;
@@ -224,7 +224,7 @@ typedef struct hpl__sim_dirstats {
   double last_end;    /* when the last request's CPU ended */
 } hpl__sim_dirstats;
 const hpl__sim_dirstats *hpl__sim_dir_stats(const hpl__sim_dir *d);
-/* A paused node is heard again (nodes.c hpl__dir_node_heard): no longer suspected. */
+/* A paused node is heard again (nodelive.c hpl__dir_node_heard): no longer suspected. */
 void hpl__sim_dir_back(hpl__sim_dir *d, uint32_t node);
 /* The directory process dies now: its table, queue, waiters and probes are
  * lost, and requests reaching it are dropped until `up` (a new one leads). */

@@ -8,7 +8,7 @@
  * its subscribers). Node n of the simulation is node id n + 1 there.
  *
  * Modelled here, because the code around those calls is tangled with
- * connections and libuv timers (directory/acquire*.c, nodes.c): the smallest
+ * connections and libuv timers (directory/acquire*.c, nodes*.c): the smallest
  * adapter that calls the table as they do -
  *  - ACQUIRE (acquire.c hpl__dir_acquire_on_acquire -> acquire_pick.c
  *    hpl__dir_acquire_try): a large object has no inline bytes, digests
@@ -19,20 +19,21 @@
  *    (acquire.c serve_waiters, subscribed with hpl__dtab_on_change).
  *  - LOC_COMPLETE (locs.c): hpl__dtab_loc_complete then hpl__dtab_changed.
  *  - A quiet stream's note (store/pullmon.c check_quiet at half the quiet
- *    window -> the directory's probe, nodes.c hpl__dir_node_verdict): a
+ *    window -> the directory's probe, nodelive.c hpl__dir_node_verdict): a
  *    probe goes out; a stopped node does not answer within probe_s
  *    (nodestat.c hpl__dir_node_probe_timeout: probe_ms = 100 ms plus twice
- *    the RTT) and is marked unresponsive (nodes.c mark_unresponsive:
+ *    the RTT) and is marked unresponsive (nodelive.c mark_unresponsive:
  *    hpl__dtab_node_unresponsive, whose callback sends UPSTREAM_GONE to
  *    every receiver pulling from it); a live one answers after an RTT.
  *  - A killed store's connection closes (its kernel closes its sockets),
  *    so the directory drops it one latency later (nodes.c
- *    hpl__dir_nodes_conn_closed -> node_gone -> hpl__dtab_node_gone, its
- *    receivers told UPSTREAM_GONE, the object's waiters served again).
+ *    hpl__dir_nodes_conn_closed -> hpl__dir_node_gone ->
+ *    hpl__dtab_node_gone, its receivers told UPSTREAM_GONE, the object's
+ *    waiters served again).
  *    A stopped (paused) store's connection stays open: it is dead only
  *    when its heartbeats have been missing for dead_after (nodestat.c
  *    hpl__dir_node_timeout_ms: 3 x heartbeat_ms = 1.5 s for a steady node,
- *    at most heartbeat_timeout_ms = 3 s; nodes.c sweep closes it).
+ *    at most heartbeat_timeout_ms = 3 s; nodelive.c sweep closes it).
  *  - A restart (the directory process killed, a new leader after the
  *    lease and election): everything the directory held is lost (a fresh
  *    hpl__dtab), requests reaching it meanwhile are dropped, and each store
@@ -176,7 +177,7 @@ static void on_change(hpl__dir_obj *o, void *arg) {
   free(v);
 }
 
-/* nodes.c move_off_cb / upstream_gone_cb: receivers of the node move on. */
+/* nodelive.c move_off_cb / nodes.c upstream_gone_cb: receivers of the node move on. */
 static void gone_cb(hpl__dir_obj *o, uint64_t receiver, void *arg) {
   (void)o;
   hpl__sim_dir *d = arg;
@@ -199,7 +200,7 @@ static void changed_cb(hpl__dir_obj *o, void *arg) {
 
 /* ------------------------------------------------------------------ probes */
 
-/* The probe of `node` is judged (nodes.c probe_judge): unanswered if the
+/* The probe of `node` is judged (nodelive.c probe_judge): unanswered if the
  * node was stopped all along. Runs as directory work (it is). */
 static void judge_probe(hpl__sim_dir *d, uint32_t node) {
   d->probe_out[node] = 0;

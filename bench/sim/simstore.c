@@ -297,7 +297,7 @@ static void fail_event(hpl__sim_timer *t) {
 }
 
 /* A paused store's heartbeats are missing for dead_after: the directory's
- * sweep declares it dead (nodes.c), closing its connection. */
+ * sweep declares it dead (nodelive.c), closing its connection. */
 static void dead_event(hpl__sim_timer *t) {
   hpl__sim_store *st = OF(t, dead);
   if (!st->w->net.hosts[st->id].stopped) return;
