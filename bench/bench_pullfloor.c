@@ -5,7 +5,7 @@
  *
  *   bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N
  *                   [--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE]
- *                   [--window BYTES]
+ *                   [--window BYTES] [--inflight K]
  *
  * It is what any design in which receivers pull objects whose location a
  * directory keeps must do at least, with nothing else: no digests, no
@@ -19,7 +19,10 @@
  *    the directory answers each source as soon as its LOC is in, and the
  *    host then sends a PULL to that source, which writes the partition
  *    back on the same connection (nonblocking, the rest when the socket
- *    takes it).
+ *    takes it). With --inflight K at most K pulls of a host are under way
+ *    at once, the next one in pairwise order (peer idx+1, idx+2, ...) as
+ *    one ends, so partitions converging on a host can be limited as
+ *    MPI's pairwise exchange limits them (default: all at once).
  * Control connections (the directory's, and the pulls' requests) are
  * marked as hoplite marks its own (hpl__sock_control), and the pulls'
  * connections get the receive buffer hoplite's stores give theirs when
@@ -60,6 +63,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "benchfloor.h"
 #include "benchstat.h"
 #include "localcluster.h"
 #include "util.h"
@@ -86,6 +90,7 @@ static const char *prefix;
 static char addrs[MAXN][64];
 static int hosts, reps = 10;
 static long window = -1; /* the pulls' receive buffer (bytes; 0: the kernel's) */
+static int max_inflight = MAXN; /* pulls under way at once per host */
 static shared *sh;
 
 static void die(const char *what) {
@@ -95,17 +100,6 @@ static void die(const char *what) {
 
 static void enter_host(int i) {
   if (hpl__lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
-}
-
-/* Blocking I/O for the small control messages: a full read or write of n bytes. */
-static int io_full(int fd, void *p, size_t n, int wr) {
-  for (size_t done = 0; done < n;) {
-    ssize_t k = wr ? write(fd, (char *)p + done, n - done) : read(fd, (char *)p + done, n - done);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    done += (size_t)k;
-  }
-  return 0;
 }
 
 static int listen_on(const char *addr, uint16_t *port) {
@@ -191,7 +185,7 @@ static void directory(int lfd) {
             if (look_fd[to] >= 0 && to != (int)m.host && !told[to][m.host]) {
               told[to][m.host] = 1;
               w[0] = (where){rep, m.host};
-              if (io_full(look_fd[to], &w[0], sizeof w[0], 1) != 0) die("directory: write");
+              if (hpl__floor_io(look_fd[to], &w[0], sizeof w[0], 1) != 0) die("directory: write");
             }
         } else if (m.kind == MSG_LOOK) {
           look_fd[m.host] = fd;
@@ -200,7 +194,7 @@ static void directory(int lfd) {
               told[m.host][from] = 1;
               w[nw++] = (where){rep, (uint32_t)from};
             }
-          if (nw && io_full(fd, w, sizeof w[0] * (size_t)nw, 1) != 0) die("directory: write");
+          if (nw && hpl__floor_io(fd, w, sizeof w[0] * (size_t)nw, 1) != 0) die("directory: write");
         }
       }
       memmove(cb[fd].buf, cb[fd].buf + off, cb[fd].fill - off);
@@ -219,6 +213,19 @@ static uint64_t seed_of(int rep, int from, int to, uint64_t size) {
 /* epoll tags: what a ready descriptor is */
 enum { T_DIR = 1, T_PULL = 2, T_SERVE = 3 };
 #define TAG(t, i) (((uint64_t)(t) << 32) | (uint32_t)(i))
+
+/* Pull what the directory has named, peers in pairwise order (idx+1,
+ * idx+2, ...), while fewer than --inflight pulls are under way. */
+static void pull_next(int idx, int r, const int *pfd, uint8_t *known, int *inflight) {
+  for (int s = 1; s < hosts && *inflight < max_inflight; s++) {
+    int j = (idx + s) % hosts;
+    if (known[j] != 1) continue;
+    pull p = {(uint32_t)r, (uint32_t)idx};
+    if (hpl__floor_io(pfd[j], &p, sizeof p, 1) != 0) die("write a pull");
+    known[j] = 2;
+    (*inflight)++;
+  }
+}
 
 /* Host idx: its server and its worker in one loop. */
 static void host(int idx, uint64_t size) {
@@ -259,10 +266,12 @@ static void host(int idx, uint64_t size) {
     uint64_t c0 = hpl__bench_cpu_ns();
     hpl__sleep_until_ns(sh->start_ns[r]);
     msg m[2] = {{MSG_LOC, (uint32_t)r, (uint32_t)idx}, {MSG_LOOK, (uint32_t)r, (uint32_t)idx}};
-    if (io_full(dfd, m, sizeof m, 1) != 0) die("write to the directory");
+    if (hpl__floor_io(dfd, m, sizeof m, 1) != 0) die("write to the directory");
     uint64_t recv_off[MAXN] = {0}, send_off[MAXN] = {0};
     int send_to[MAXN], nrecv = 0, nserved = 0;
     uint8_t waits_out[MAXN] = {0}; /* EPOLLOUT is asked for (a partition's rest) */
+    uint8_t known[MAXN] = {0}; /* 1: the directory named it, 2: pulled */
+    int inflight = 0;
     uint8_t wbuf[sizeof(where) * MAXN];
     size_t wfill = 0;
     for (int k = 0; k < hosts - 1; k++) send_to[k] = -1;
@@ -284,16 +293,19 @@ static void host(int idx, uint64_t size) {
             memcpy(&w, wbuf + off, sizeof w);
             if (w.rep != (uint32_t)r || w.from >= (uint32_t)hosts || w.from == (uint32_t)idx)
               die("directory: bad answer");
-            pull p = {(uint32_t)r, (uint32_t)idx};
-            if (io_full(pfd[w.from], &p, sizeof p, 1) != 0) die("write a pull");
+            known[w.from] = 1;
           }
           memmove(wbuf, wbuf + off, wfill - off);
           wfill -= off;
+          pull_next(idx, r, pfd, known, &inflight);
         } else if (t == T_PULL) { /* a partition's bytes */
           ssize_t k = read(pfd[i], got[i] + recv_off[i], size - recv_off[i]);
           if (k <= 0) die("peer closed");
           recv_off[i] += (uint64_t)k;
-          if (recv_off[i] == size && ++nrecv == hosts - 1) sh->end_ns[idx][r] = hpl__now_ns();
+          if (recv_off[i] < size) continue;
+          if (++nrecv == hosts - 1) sh->end_ns[idx][r] = hpl__now_ns();
+          inflight--;
+          pull_next(idx, r, pfd, known, &inflight);
         } else { /* a peer's pull, or room to write the rest of its partition */
           if (send_to[i] < 0) {
             pull p;
@@ -339,8 +351,21 @@ static void host(int idx, uint64_t size) {
   free(want);
 }
 
+/* What every size's run is given. */
+typedef struct run_args {
+  double rate_Bps;
+  FILE *out;
+} run_args;
+
 /* One size: a directory process, a process per host, reps + 1 rounds. */
-static int run_size(uint64_t size, double rate_Bps, FILE *out) {
+static int run_size(uint64_t size, void *arg) {
+  const run_args *a = arg;
+  double rate_Bps = a->rate_Bps;
+  FILE *out = a->out;
+  if (size == 0 || size > MAXSIZE) {
+    fprintf(stderr, "bench_pullfloor: a size of 1 B to 64 MiB, not %llu\n", (unsigned long long)size);
+    return 2;
+  }
   enter_host(0); /* this thread: the directory's listening socket lives on host 0 */
   int lfd = listen_on(addrs[0], &sh->dir_port);
   memset(sh->cpu_ns, 0, sizeof sh->cpu_ns);
@@ -392,8 +417,10 @@ static int run_size(uint64_t size, double rate_Bps, FILE *out) {
   for (int i = 0; i <= MAXN; i++) cpu += sh->cpu_ns[i];
   double gib = (double)size * hosts * (hosts - 1) * reps / (1024.0 * 1024 * 1024);
   char line[256];
-  snprintf(line, sizeof line, "shuffle\t%llu\t%d\ttcp-pullfloor\t%.6f\t%.6f\t%.6f\t%.3f\t-\n",
-           (unsigned long long)size, hosts, med, samples[0], samples[reps - 1],
+  char impl[48] = "tcp-pullfloor";
+  if (max_inflight < hosts - 1) snprintf(impl, sizeof impl, "tcp-pullfloor+inflight%d", max_inflight);
+  snprintf(line, sizeof line, "shuffle\t%llu\t%d\t%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n",
+           (unsigned long long)size, hosts, impl, med, samples[0], samples[reps - 1],
            bound > 0 ? med / bound : 0);
   fputs(line, stdout);
   if (out) fputs(line, out);
@@ -402,26 +429,13 @@ static int run_size(uint64_t size, double rate_Bps, FILE *out) {
   return 0;
 }
 
-typedef struct size_job {
-  uint64_t size;
-  double rate;
-  FILE *out;
-  int rc;
-} size_job;
-
-static void *size_main(void *arg) {
-  size_job *j = arg;
-  j->rc = run_size(j->size, j->rate, j->out);
-  return NULL;
-}
-
 int main(int argc, char **argv) {
   const char *addr_list = NULL, *sizes = "64K,1M", *outp = NULL, *rate = "1gbit";
   static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
                                      {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
                                      {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
                                      {"rate", 1, 0, 't'},  {"window", 1, 0, 'w'},
-                                     {0, 0, 0, 0}};
+                                     {"inflight", 1, 0, 'i'}, {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (ch) {
@@ -433,26 +447,21 @@ int main(int argc, char **argv) {
       case 'o': outp = optarg; break;
       case 't': rate = optarg; break;
       case 'w': window = atol(optarg); break;
+      case 'i': max_inflight = atoi(optarg); break;
       default:
         fprintf(stderr, "usage: bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N "
                         "[--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE] "
-                        "[--window BYTES]\n");
+                        "[--window BYTES] [--inflight K]\n");
         return 2;
     }
   }
-  if (!prefix || !addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps > MAXREPS) {
+  if (!prefix || !addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps > MAXREPS ||
+      max_inflight < 1) {
     fprintf(stderr, "bench_pullfloor: need --netns, --addrs, 2..%d --hosts, 1..%d --reps\n", MAXN,
             MAXREPS);
     return 2;
   }
-  int na = 0;
-  for (const char *p = addr_list; *p && na < MAXN;) {
-    size_t len = strcspn(p, ",");
-    if (len == 0 || len >= sizeof addrs[0]) break;
-    memcpy(addrs[na], p, len);
-    addrs[na++][len] = 0;
-    p += len + (p[len] == ',');
-  }
+  int na = hpl__floor_addrs(addr_list, addrs, MAXN);
   if (na < hosts) {
     fprintf(stderr, "bench_pullfloor: --addrs lists fewer hosts than --hosts\n");
     return 2;
@@ -470,27 +479,8 @@ int main(int argc, char **argv) {
           window ? "" : " (the kernel's)");
   FILE *out = outp ? fopen(outp, "a") : NULL;
   if (outp && !out) die(outp);
-  int rc = 0;
-  for (const char *p = sizes; *p && rc == 0;) {
-    char tok[32];
-    size_t len = strcspn(p, ",");
-    uint64_t sz = 0;
-    if (len == 0 || len >= sizeof tok) break;
-    memcpy(tok, p, len);
-    tok[len] = 0;
-    p += len + (p[len] == ',');
-    if (hpl__parse_size(tok, &sz) || sz == 0 || sz > MAXSIZE) {
-      fprintf(stderr, "bench_pullfloor: bad size '%s' (1 B to 64 MiB)\n", tok);
-      return 2;
-    }
-    /* each size from a fresh thread: run_size enters host 0's namespace,
-     * which must not stick to the main thread */
-    size_job j = {sz, rate_Bps, out, 0};
-    pthread_t t;
-    if (pthread_create(&t, NULL, size_main, &j) != 0) die("pthread_create");
-    pthread_join(t, NULL);
-    rc = j.rc;
-  }
+  run_args a = {rate_Bps, out};
+  int rc = hpl__floor_sizes("bench_pullfloor", sizes, run_size, &a);
   if (out) fclose(out);
   return rc;
 }

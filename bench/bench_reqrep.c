@@ -54,6 +54,7 @@
 #include "localcluster.h"
 #include "trace.h"
 #include "util.h"
+#include "benchfloor.h"
 #include "benchpin.h"
 #include "benchstat.h"
 
@@ -89,28 +90,6 @@ static void enter_host(int i) {
   if (hpl__lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
 }
 
-static int read_full(int fd, void *p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = read(fd, (char *)p + got, n - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    got += (size_t)k;
-  }
-  return 0;
-}
-
-static int write_full(int fd, const void *p, size_t n) {
-  size_t put = 0;
-  while (put < n) {
-    ssize_t k = write(fd, (const char *)p + put, n - put);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    put += (size_t)k;
-  }
-  return 0;
-}
-
 /* Host 0: answer each 4-byte request (a size) with that many bytes of 0x5a.
  * Requests are tiny and come one per client per round, so a blocking
  * reply on a readable socket is what a directory's loop does too. */
@@ -144,12 +123,12 @@ static void *server(void *arg) {
       }
       uint32_t want;
       char id[64] = "";
-      int bad = read_full(fd, &want, sizeof want) != 0 || want > MAXSIZE;
+      int bad = hpl__floor_io(fd, &want, sizeof want, 0) != 0 || want > MAXSIZE;
       if (!bad) {
         if (tracing)
           snprintf(id, sizeof id, "bench/reqrep/%u/%d", want, __atomic_load_n(&sh->round, __ATOMIC_RELAXED));
         hpl__trace("d.peek", id);
-        bad = write_full(fd, reply, want) != 0;
+        bad = hpl__floor_io(fd, reply, want, 1) != 0;
         hpl__trace("d.peekrep", id);
       }
       if (bad) {
@@ -186,9 +165,9 @@ static void *client(void *arg) {
     hpl__bench_usage u0 = hpl__bench_usage_now();
     hpl__sleep_until_ns(sh->start_ns[r]);
     hpl__trace("get", id);
-    int bad = write_full(fd, &size, sizeof size) != 0;
+    int bad = hpl__floor_io(fd, &size, sizeof size, 1) != 0;
     hpl__trace("peek.send", id);
-    bad = bad || read_full(fd, buf, size) != 0;
+    bad = bad || hpl__floor_io(fd, buf, size, 0) != 0;
     hpl__trace("peek.got", id);
     sh->end_ns[idx][r] = hpl__now_ns();
     hpl__trace("get.done", id);
@@ -210,9 +189,20 @@ static void *client(void *arg) {
   return NULL;
 }
 
+/* What every size's run is given. */
+typedef struct run_args {
+  double rate_Bps;
+  FILE *out;
+} run_args;
+
 /* One size: a server thread, hosts-1 clients (threads, or processes with
  * --procs), reps rounds. */
-static int run_size(uint32_t size, double rate_Bps, FILE *out) {
+static int run_size(uint64_t size64, void *arg) {
+  const run_args *a = arg;
+  double rate_Bps = a->rate_Bps;
+  FILE *out = a->out;
+  if (size64 > SMALL_MAX) return 0; /* a latency floor: small objects only */
+  uint32_t size = (uint32_t)size64;
   pthread_t srv, cl[MAXN];
   pid_t pid[MAXN] = {0};
   int lfd;
@@ -291,19 +281,6 @@ static int run_size(uint32_t size, double rate_Bps, FILE *out) {
   return 0;
 }
 
-typedef struct size_job {
-  uint32_t size;
-  double rate;
-  FILE *out;
-  int rc;
-} size_job;
-
-static void *size_main(void *arg) {
-  size_job *j = arg;
-  j->rc = run_size(j->size, j->rate, j->out);
-  return NULL;
-}
-
 int main(int argc, char **argv) {
   tracing = getenv("HOPLITE_TRACE") != NULL;
   const char *addr_list = NULL, *sizes = "1K,64K", *outp = NULL, *rate = "1gbit";
@@ -334,14 +311,7 @@ int main(int argc, char **argv) {
             MAXREPS - 1);
     return 2;
   }
-  int na = 0;
-  for (const char *p = addr_list; *p && na < MAXN;) {
-    size_t len = strcspn(p, ",");
-    if (len == 0 || len >= sizeof addrs[0]) break;
-    memcpy(addrs[na], p, len);
-    addrs[na++][len] = 0;
-    p += len + (p[len] == ',');
-  }
+  int na = hpl__floor_addrs(addr_list, addrs, MAXN);
   if (na < hosts) {
     fprintf(stderr, "bench_reqrep: --addrs lists fewer hosts than --hosts\n");
     return 2;
@@ -352,28 +322,8 @@ int main(int argc, char **argv) {
   double rate_Bps = hpl__parse_rate(rate, &bps) ? 0 : (double)bps / 8;
   FILE *out = outp ? fopen(outp, "a") : NULL;
   if (outp && !out) die(outp);
-  int rc = 0;
-  for (const char *p = sizes; *p && rc == 0;) {
-    char tok[32];
-    size_t len = strcspn(p, ",");
-    uint64_t sz = 0;
-    if (len == 0 || len >= sizeof tok) break;
-    memcpy(tok, p, len);
-    tok[len] = 0;
-    p += len + (p[len] == ',');
-    if (hpl__parse_size(tok, &sz)) {
-      fprintf(stderr, "bench_reqrep: bad size '%s'\n", tok);
-      return 2;
-    }
-    if (sz > SMALL_MAX) continue; /* a latency floor: small objects only */
-    /* each size from a fresh thread: run_size enters host 0's namespace,
-     * which must not stick to the main thread */
-    size_job j = {(uint32_t)sz, rate_Bps, out, 0};
-    pthread_t t;
-    if (pthread_create(&t, NULL, size_main, &j) != 0) die("pthread_create");
-    pthread_join(t, NULL);
-    rc = j.rc;
-  }
+  run_args a = {rate_Bps, out};
+  int rc = hpl__floor_sizes("bench_reqrep", sizes, run_size, &a);
   if (out) fclose(out);
   return rc;
 }

@@ -1,0 +1,83 @@
+/* benchfloor.h - what the floor programs on the emulated hosts share
+ * (bench_reqrep.c, bench_pullfloor.c): blocking I/O of a whole message,
+ * the --addrs list, and running each size of --sizes from a thread of its
+ * own (a size's run enters host 0's network namespace, which must not stick
+ * to the main thread). Header-only. */
+#ifndef HPL_BENCHFLOOR_H
+#define HPL_BENCHFLOOR_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Read (wr == 0) or write all n bytes of p on a blocking descriptor,
+ * retrying after signals. Returns 0, or -1 on an error or end of file. */
+static inline int hpl__floor_io(int fd, void *p, size_t n, int wr) {
+  for (size_t done = 0; done < n;) {
+    ssize_t k = wr ? write(fd, (char *)p + done, n - done) : read(fd, (char *)p + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    done += (size_t)k;
+  }
+  return 0;
+}
+
+/* Split a comma-separated list into out[0..max) (each shorter than 64
+ * bytes; a longer or empty item ends the list). Returns the count. */
+static inline int hpl__floor_addrs(const char *list, char (*out)[64], int max) {
+  int n = 0;
+  for (const char *p = list; *p && n < max;) {
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= 64) break;
+    memcpy(out[n], p, len);
+    out[n++][len] = 0;
+    p += len + (p[len] == ',');
+  }
+  return n;
+}
+
+typedef struct hpl__floor_job {
+  int (*fn)(uint64_t size, void *arg);
+  void *arg;
+  uint64_t size;
+  int rc;
+} hpl__floor_job;
+
+static inline void *hpl__floor_job_main(void *a) {
+  hpl__floor_job *j = a;
+  j->rc = j->fn(j->size, j->arg);
+  return NULL;
+}
+
+/* fn(size, arg) for each size in the comma-separated list, in order, each
+ * on a fresh thread, until one returns nonzero. Returns that value, 0, or
+ * 2 (with a message naming prog) for a size that does not parse, -1 if a
+ * thread cannot start. */
+static inline int hpl__floor_sizes(const char *prog, const char *sizes,
+                                   int (*fn)(uint64_t size, void *arg), void *arg) {
+  for (const char *p = sizes; *p;) {
+    char tok[32];
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= sizeof tok) break;
+    memcpy(tok, p, len);
+    tok[len] = 0;
+    p += len + (p[len] == ',');
+    hpl__floor_job j = {fn, arg, 0, 0};
+    if (hpl__parse_size(tok, &j.size)) {
+      fprintf(stderr, "%s: bad size '%s'\n", prog, tok);
+      return 2;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, hpl__floor_job_main, &j) != 0) return -1;
+    pthread_join(t, NULL);
+    if (j.rc) return j.rc;
+  }
+  return 0;
+}
+
+#endif
