@@ -430,7 +430,7 @@ static int run_size(uint64_t size, void *arg) {
 }
 
 int main(int argc, char **argv) {
-  const char *addr_list = NULL, *sizes = "64K,1M", *outp = NULL, *rate = "1gbit";
+  hpl__floor_opts o = {.sizes = "64K,1M", .rate = "1gbit", .reps = reps};
   static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
                                      {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
                                      {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
@@ -438,49 +438,39 @@ int main(int argc, char **argv) {
                                      {"inflight", 1, 0, 'i'}, {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-    switch (ch) {
-      case 'n': prefix = optarg; break;
-      case 'a': addr_list = optarg; break;
-      case 'h': hosts = atoi(optarg); break;
-      case 's': sizes = optarg; break;
-      case 'r': reps = atoi(optarg); break;
-      case 'o': outp = optarg; break;
-      case 't': rate = optarg; break;
-      case 'w': window = atol(optarg); break;
-      case 'i': max_inflight = atoi(optarg); break;
-      default:
-        fprintf(stderr, "usage: bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N "
-                        "[--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE] "
-                        "[--window BYTES] [--inflight K]\n");
-        return 2;
+    if (hpl__floor_opt(&o, ch, optarg)) continue;
+    if (ch == 'w') {
+      window = atol(optarg);
+      continue;
     }
+    if (ch == 'i') {
+      max_inflight = atoi(optarg);
+      continue;
+    }
+    fprintf(stderr, "usage: bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N "
+                    "[--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE] "
+                    "[--window BYTES] [--inflight K]\n");
+    return 2;
   }
-  if (!prefix || !addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps > MAXREPS ||
+  prefix = o.prefix, hosts = o.hosts, reps = o.reps;
+  if (!prefix || !o.addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps > MAXREPS ||
       max_inflight < 1) {
     fprintf(stderr, "bench_pullfloor: need --netns, --addrs, 2..%d --hosts, 1..%d --reps\n", MAXN,
             MAXREPS);
     return 2;
   }
-  int na = hpl__floor_addrs(addr_list, addrs, MAXN);
-  if (na < hosts) {
-    fprintf(stderr, "bench_pullfloor: --addrs lists fewer hosts than --hosts\n");
-    return 2;
-  }
-  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (sh == MAP_FAILED) die("mmap");
-  uint64_t bps = 0;
-  double rate_Bps = hpl__parse_rate(rate, &bps) ? 0 : (double)bps / 8;
+  run_args a;
+  if (hpl__floor_setup("bench_pullfloor", &o, addrs, MAXN, &a.rate_Bps, &a.out)) return 2;
   if (window < 0) { /* store/dconns.c's default */
-    window = (long)(rate_Bps * 1.25e-3);
-    if (rate_Bps > 0 && window < (32 << 10)) window = 32 << 10;
+    window = (long)(a.rate_Bps * 1.25e-3);
+    if (a.rate_Bps > 0 && window < (32 << 10)) window = 32 << 10;
   }
   if (window > (1 << 30)) window = 1 << 30;
   fprintf(stderr, "bench_pullfloor: the pulls' receive buffer: %ld bytes%s\n", window,
           window ? "" : " (the kernel's)");
-  FILE *out = outp ? fopen(outp, "a") : NULL;
-  if (outp && !out) die(outp);
-  run_args a = {rate_Bps, out};
-  int rc = hpl__floor_sizes("bench_pullfloor", sizes, run_size, &a);
-  if (out) fclose(out);
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) die("mmap");
+  int rc = hpl__floor_sizes("bench_pullfloor", o.sizes, run_size, &a);
+  if (a.out) fclose(a.out);
   return rc;
 }

@@ -283,7 +283,7 @@ static int run_size(uint64_t size64, void *arg) {
 
 int main(int argc, char **argv) {
   tracing = getenv("HOPLITE_TRACE") != NULL;
-  const char *addr_list = NULL, *sizes = "1K,64K", *outp = NULL, *rate = "1gbit";
+  hpl__floor_opts o = {.sizes = "1K,64K", .rate = "1gbit", .reps = reps};
   static const struct option lo[] = {{"netns", 1, 0, 'n'}, {"addrs", 1, 0, 'a'},
                                      {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
                                      {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
@@ -291,39 +291,26 @@ int main(int argc, char **argv) {
                                      {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-    switch (ch) {
-      case 'n': prefix = optarg; break;
-      case 'a': addr_list = optarg; break;
-      case 'h': hosts = atoi(optarg); break;
-      case 's': sizes = optarg; break;
-      case 'r': reps = atoi(optarg); break;
-      case 'o': outp = optarg; break;
-      case 't': rate = optarg; break;
-      case 'p': procs = 1; break;
-      default:
-        fprintf(stderr, "usage: bench_reqrep --netns PREFIX --addrs A0,A1,... --hosts N "
-                        "[--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE] [--procs]\n");
-        return 2;
+    if (hpl__floor_opt(&o, ch, optarg)) continue;
+    if (ch == 'p') {
+      procs = 1;
+      continue;
     }
+    fprintf(stderr, "usage: bench_reqrep --netns PREFIX --addrs A0,A1,... --hosts N "
+                    "[--sizes 1K,64K] [--reps R] [--rate 1gbit] [--out FILE] [--procs]\n");
+    return 2;
   }
-  if (!prefix || !addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps >= MAXREPS) {
+  prefix = o.prefix, hosts = o.hosts, reps = o.reps;
+  if (!prefix || !o.addr_list || hosts < 2 || hosts > MAXN || reps < 1 || reps >= MAXREPS) {
     fprintf(stderr, "bench_reqrep: need --netns, --addrs and 2..%d --hosts, 1..%d --reps\n", MAXN,
             MAXREPS - 1);
     return 2;
   }
-  int na = hpl__floor_addrs(addr_list, addrs, MAXN);
-  if (na < hosts) {
-    fprintf(stderr, "bench_reqrep: --addrs lists fewer hosts than --hosts\n");
-    return 2;
-  }
+  run_args a;
+  if (hpl__floor_setup("bench_reqrep", &o, addrs, MAXN, &a.rate_Bps, &a.out)) return 2;
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) die("mmap");
-  uint64_t bps = 0;
-  double rate_Bps = hpl__parse_rate(rate, &bps) ? 0 : (double)bps / 8;
-  FILE *out = outp ? fopen(outp, "a") : NULL;
-  if (outp && !out) die(outp);
-  run_args a = {rate_Bps, out};
-  int rc = hpl__floor_sizes("bench_reqrep", sizes, run_size, &a);
-  if (out) fclose(out);
+  int rc = hpl__floor_sizes("bench_reqrep", o.sizes, run_size, &a);
+  if (a.out) fclose(a.out);
   return rc;
 }

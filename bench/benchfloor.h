@@ -1,8 +1,8 @@
 /* benchfloor.h - what the floor programs on the emulated hosts share
  * (bench_reqrep.c, bench_pullfloor.c): blocking I/O of a whole message,
- * the --addrs list, and running each size of --sizes from a thread of its
- * own (a size's run enters host 0's network namespace, which must not stick
- * to the main thread). Header-only. */
+ * their common options and --addrs list, and running each size of --sizes
+ * from a thread of its own (a size's run enters host 0's network
+ * namespace, which must not stick to the main thread). Header-only. */
 #ifndef HPL_BENCHFLOOR_H
 #define HPL_BENCHFLOOR_H
 
@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,6 +40,48 @@ static inline int hpl__floor_addrs(const char *list, char (*out)[64], int max) {
     p += len + (p[len] == ',');
   }
   return n;
+}
+
+/* The options both programs take (their usage lines list them). */
+typedef struct hpl__floor_opts {
+  const char *prefix, *addr_list, *sizes, *outp, *rate;
+  int hosts, reps;
+} hpl__floor_opts;
+
+/* Take getopt's option ch (with its argument) if it is a common one:
+ * --netns n, --addrs a, --hosts h, --sizes s, --reps r, --out o, --rate t.
+ * Returns 1 if taken, 0 if the caller must handle it. */
+static inline int hpl__floor_opt(hpl__floor_opts *o, int ch, const char *arg) {
+  switch (ch) {
+    case 'n': o->prefix = arg; return 1;
+    case 'a': o->addr_list = arg; return 1;
+    case 'h': o->hosts = atoi(arg); return 1;
+    case 's': o->sizes = arg; return 1;
+    case 'r': o->reps = atoi(arg); return 1;
+    case 'o': o->outp = arg; return 1;
+    case 't': o->rate = arg; return 1;
+    default: return 0;
+  }
+}
+
+/* After the options: --addrs split into addrs[0..max) (at least o->hosts
+ * of them), the rate in bytes per second (0 if none or unparsable) and
+ * --out opened for appending (NULL without it; the caller closes it).
+ * Returns 0, or 2 with a message naming prog. */
+static inline int hpl__floor_setup(const char *prog, const hpl__floor_opts *o, char (*addrs)[64],
+                                   int max, double *rate_Bps, FILE **out) {
+  if (hpl__floor_addrs(o->addr_list, addrs, max) < o->hosts) {
+    fprintf(stderr, "%s: --addrs lists fewer hosts than --hosts\n", prog);
+    return 2;
+  }
+  uint64_t bps = 0;
+  *rate_Bps = hpl__parse_rate(o->rate, &bps) ? 0 : (double)bps / 8;
+  *out = NULL;
+  if (o->outp && !(*out = fopen(o->outp, "a"))) {
+    fprintf(stderr, "%s: %s: %s\n", prog, o->outp, strerror(errno));
+    return 2;
+  }
+  return 0;
 }
 
 typedef struct hpl__floor_job {
