@@ -83,7 +83,7 @@ typedef struct shared {
   uint64_t start_ns[MAXREPS + 1];
   uint64_t end_ns[MAXN][MAXREPS + 1];
   uint64_t cpu_ns[MAXN + 1]; /* each process's CPU over the timed rounds (MAXN: the directory) */
-  int failed;
+  int failed, bad_to, bad_from; /* wrong bytes: the first receiver and source found */
 } shared;
 
 static const char *prefix;
@@ -258,9 +258,12 @@ static void host(int idx, uint64_t size) {
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd[k], &ev);
   }
   uint64_t cpu = 0;
+  /* HPL_PULLFLOOR_MIXUP=1 (for the test that the check catches it): host 0
+   * gives each peer the bytes meant for the next one */
+  int mixup = idx == 0 && getenv("HPL_PULLFLOOR_MIXUP");
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
     for (int j = 0; j < hosts; j++)
-      if (j != idx) hpl__fill_pattern(part[j], size, seed_of(r, idx, j, size));
+      if (j != idx) hpl__fill_pattern(part[j], size, seed_of(r, idx, mixup ? (j + 1) % hosts : j, size));
     pthread_barrier_wait(&sh->bar); /* ready */
     pthread_barrier_wait(&sh->bar); /* start_ns[r] is set */
     uint64_t c0 = hpl__bench_cpu_ns();
@@ -340,7 +343,10 @@ static void host(int idx, uint64_t size) {
     for (int j = 0; j < hosts; j++) {
       if (j == idx) continue;
       hpl__fill_pattern(want, size, seed_of(r, j, idx, size));
-      if (memcmp(want, got[j], size) != 0) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
+      int zero = 0;
+      if (memcmp(want, got[j], size) != 0 &&
+          __atomic_compare_exchange_n(&sh->failed, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        sh->bad_to = idx, sh->bad_from = j; /* the first one found */
     }
   }
   sh->cpu_ns[idx] = cpu;
@@ -408,7 +414,11 @@ static int run_size(uint64_t size, void *arg) {
   alarm(0);
   pthread_barrier_destroy(&sh->bar);
   if (bad || sh->failed) {
-    fprintf(stderr, "bench_pullfloor: %s\n", bad ? "a process failed" : "wrong bytes");
+    if (bad)
+      fprintf(stderr, "bench_pullfloor: a process failed\n");
+    else
+      fprintf(stderr, "bench_pullfloor: host %d got wrong bytes from host %d\n", sh->bad_to,
+              sh->bad_from);
     return -1;
   }
   qsort(samples, (size_t)reps, sizeof *samples, hpl__bench_cmp_double);

@@ -1,0 +1,34 @@
+#!/bin/sh
+# test_pullfloor.sh - bench_pullfloor (the shuffle's floor, bench/) on 3
+# emulated hosts: a run at every pull limit gives one row per size and
+# exits 0; with HPL_PULLFLOOR_MIXUP set host 0 hands each peer the next
+# peer's bytes, and the run must fail naming a receiver of host 0's.
+# Usage: test_pullfloor.sh BENCH_PULLFLOOR CLUSTER_SH. Needs root and ip
+# netns (exit 77: skipped otherwise). The namespaces it makes are removed
+# on exit.
+bin=$1
+cl=$2
+[ "$(id -u)" = 0 ] && ip netns list >/dev/null 2>&1 || { echo "skipped: needs root and ip netns"; exit 77; }
+export HPL_NS_PREFIX=hplpf
+trap '"$cl" down --kill >/dev/null 2>&1' EXIT
+"$cl" up 3 1gbit >/dev/null 2>&1 || { echo "skipped: cannot make emulated hosts"; exit 77; }
+addrs=$("$cl" addrs)
+for k in 1 7; do
+    out=$("$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K,256K --reps 2 --inflight $k 2>&1)
+    st=$?
+    echo "$out"
+    [ "$st" -eq 0 ] || { echo "FAIL: exit status $st with --inflight $k"; exit 1; }
+    impl=tcp-pullfloor
+    [ "$k" -lt 2 ] && impl=tcp-pullfloor+inflight$k
+    for size in 4096 262144; do
+        echo "$out" | grep -q "^shuffle	$size	3	$impl	" ||
+            { echo "FAIL: no $impl row for $size"; exit 1; }
+    done
+done
+out=$(HPL_PULLFLOOR_MIXUP=1 "$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K --reps 1 2>&1)
+st=$?
+echo "$out"
+[ "$st" -ne 0 ] || { echo "FAIL: exit 0 with mixed-up partitions"; exit 1; }
+echo "$out" | grep -q "host [12] got wrong bytes from host 0" ||
+    { echo "FAIL: the wrong source is not named"; exit 1; }
+echo "ok"
