@@ -128,7 +128,9 @@ static int dial(const char *addr, uint16_t port, int control, int rcvbuf) {
 
 /* The directory (host 0): which hosts' partitions of the current rep are
  * in, and where each host's LOOK is waiting. Messages are 12 bytes; a
- * connection's partial message waits in its buffer. */
+ * connection's partial message waits in its buffer. Answers (8 bytes each,
+ * at most hosts - 1 per host and round) are written blocking: they always
+ * fit the socket's buffer, as a directory's small replies do. */
 static void directory(int lfd) {
   int ep = epoll_create1(EPOLL_CLOEXEC), conns = 0, seen = 0;
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
@@ -271,7 +273,7 @@ static void host(int idx, uint64_t size) {
     msg m[2] = {{MSG_LOC, (uint32_t)r, (uint32_t)idx}, {MSG_LOOK, (uint32_t)r, (uint32_t)idx}};
     if (hpl__floor_io(dfd, m, sizeof m, 1) != 0) die("write to the directory");
     uint64_t recv_off[MAXN] = {0}, send_off[MAXN] = {0};
-    int send_to[MAXN], nrecv = 0, nserved = 0;
+    int send_to[MAXN], nrecv = 0, nserved = 0; /* send_to: the pull being served, or -1 */
     uint8_t waits_out[MAXN] = {0}; /* EPOLLOUT is asked for (a partition's rest) */
     uint8_t known[MAXN] = {0}; /* 1: the directory named it, 2: pulled */
     int inflight = 0;
@@ -328,7 +330,7 @@ static void host(int idx, uint64_t size) {
             send_off[i] += (uint64_t)k;
           }
           int out = send_off[i] < size;
-          if (!out) nserved++, send_to[i] = -2; /* done for this round */
+          if (!out) nserved++, send_to[i] = -1;
           if (out != waits_out[i]) { /* the poll set changes only when it must */
             ev = (struct epoll_event){.events = out ? EPOLLOUT : EPOLLIN,
                                       .data.u64 = TAG(T_SERVE, i)};
@@ -357,15 +359,9 @@ static void host(int idx, uint64_t size) {
   free(want);
 }
 
-/* What every size's run is given. */
-typedef struct run_args {
-  double rate_Bps;
-  FILE *out;
-} run_args;
-
 /* One size: a directory process, a process per host, reps + 1 rounds. */
 static int run_size(uint64_t size, void *arg) {
-  const run_args *a = arg;
+  const hpl__floor_run *a = arg;
   double rate_Bps = a->rate_Bps;
   FILE *out = a->out;
   if (size == 0 || size > MAXSIZE) {
@@ -376,11 +372,7 @@ static int run_size(uint64_t size, void *arg) {
   int lfd = listen_on(addrs[0], &sh->dir_port);
   memset(sh->cpu_ns, 0, sizeof sh->cpu_ns);
   sh->failed = 0;
-  pthread_barrierattr_t ba;
-  pthread_barrierattr_init(&ba);
-  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-  pthread_barrier_init(&sh->bar, &ba, (unsigned)hosts + 1);
-  pthread_barrierattr_destroy(&ba);
+  if (hpl__floor_barrier(&sh->bar, (unsigned)hosts + 1) != 0) die("pthread_barrier_init");
   fflush(NULL);
   alarm(120 + (unsigned)reps * 10); /* a process that dies leaves the barrier short */
   pid_t pid[MAXN + 1];
@@ -469,8 +461,8 @@ int main(int argc, char **argv) {
             MAXREPS);
     return 2;
   }
-  run_args a;
-  if (hpl__floor_setup("bench_pullfloor", &o, addrs, MAXN, &a.rate_Bps, &a.out)) return 2;
+  hpl__floor_run a;
+  if (hpl__floor_setup("bench_pullfloor", &o, addrs, MAXN, &a)) return 2;
   if (window < 0) { /* store/dconns.c's default */
     window = (long)(a.rate_Bps * 1.25e-3);
     if (a.rate_Bps > 0 && window < (32 << 10)) window = 32 << 10;

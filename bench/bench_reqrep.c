@@ -189,16 +189,10 @@ static void *client(void *arg) {
   return NULL;
 }
 
-/* What every size's run is given. */
-typedef struct run_args {
-  double rate_Bps;
-  FILE *out;
-} run_args;
-
 /* One size: a server thread, hosts-1 clients (threads, or processes with
  * --procs), reps rounds. */
 static int run_size(uint64_t size64, void *arg) {
-  const run_args *a = arg;
+  const hpl__floor_run *a = arg;
   double rate_Bps = a->rate_Bps;
   FILE *out = a->out;
   if (size64 > SMALL_MAX) return 0; /* a latency floor: small objects only */
@@ -218,11 +212,8 @@ static int run_size(uint64_t size64, void *arg) {
   }
   sh->cur_size = size;
   sh->failed = 0;
-  pthread_barrierattr_t ba;
-  pthread_barrierattr_init(&ba);
-  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-  pthread_barrier_init(&sh->bar, &ba, (unsigned)hosts); /* clients + this thread */
-  pthread_barrierattr_destroy(&ba);
+  /* the clients and this thread */
+  if (hpl__floor_barrier(&sh->bar, (unsigned)hosts) != 0) die("pthread_barrier_init");
   /* processes first: a fork copies only the calling thread. Nothing buffered
    * may be written twice; a client dies with this process; a client that
    * dies leaves the barrier short, so the whole size has a deadline. */
@@ -306,8 +297,8 @@ int main(int argc, char **argv) {
             MAXREPS - 1);
     return 2;
   }
-  run_args a;
-  if (hpl__floor_setup("bench_reqrep", &o, addrs, MAXN, &a.rate_Bps, &a.out)) return 2;
+  hpl__floor_run a;
+  if (hpl__floor_setup("bench_reqrep", &o, addrs, MAXN, &a)) return 2;
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) die("mmap");
   int rc = hpl__floor_sizes("bench_reqrep", o.sizes, run_size, &a);

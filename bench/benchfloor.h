@@ -1,6 +1,6 @@
 /* benchfloor.h - what the floor programs on the emulated hosts share
  * (bench_reqrep.c, bench_pullfloor.c): blocking I/O of a whole message,
- * their common options and --addrs list, and running each size of --sizes
+ * their common options and --addrs list, a process-shared barrier, and running each size of --sizes
  * from a thread of its own (a size's run enters host 0's network
  * namespace, which must not stick to the main thread). Header-only. */
 #ifndef HPL_BENCHFLOOR_H
@@ -64,24 +64,40 @@ static inline int hpl__floor_opt(hpl__floor_opts *o, int ch, const char *arg) {
   }
 }
 
+/* What each size's run is given: the link's rate and the --out file. */
+typedef struct hpl__floor_run {
+  double rate_Bps; /* bytes per second; 0 if none or unparsable */
+  FILE *out;       /* appended to; NULL without --out */
+} hpl__floor_run;
+
 /* After the options: --addrs split into addrs[0..max) (at least o->hosts
- * of them), the rate in bytes per second (0 if none or unparsable) and
- * --out opened for appending (NULL without it; the caller closes it).
- * Returns 0, or 2 with a message naming prog. */
+ * of them), r->rate_Bps from --rate and r->out opened from --out (the
+ * caller closes it). Returns 0, or 2 with a message naming prog. */
 static inline int hpl__floor_setup(const char *prog, const hpl__floor_opts *o, char (*addrs)[64],
-                                   int max, double *rate_Bps, FILE **out) {
+                                   int max, hpl__floor_run *r) {
   if (hpl__floor_addrs(o->addr_list, addrs, max) < o->hosts) {
     fprintf(stderr, "%s: --addrs lists fewer hosts than --hosts\n", prog);
     return 2;
   }
   uint64_t bps = 0;
-  *rate_Bps = hpl__parse_rate(o->rate, &bps) ? 0 : (double)bps / 8;
-  *out = NULL;
-  if (o->outp && !(*out = fopen(o->outp, "a"))) {
+  r->rate_Bps = hpl__parse_rate(o->rate, &bps) ? 0 : (double)bps / 8;
+  r->out = NULL;
+  if (o->outp && !(r->out = fopen(o->outp, "a"))) {
     fprintf(stderr, "%s: %s: %s\n", prog, o->outp, strerror(errno));
     return 2;
   }
   return 0;
+}
+
+/* Initialize *bar for n waiters, shared between processes (it lives in
+ * shared memory the forked processes inherit). Returns pthread's code. */
+static inline int hpl__floor_barrier(pthread_barrier_t *bar, unsigned n) {
+  pthread_barrierattr_t ba;
+  pthread_barrierattr_init(&ba);
+  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+  int rc = pthread_barrier_init(bar, &ba, n);
+  pthread_barrierattr_destroy(&ba);
+  return rc;
 }
 
 typedef struct hpl__floor_job {
