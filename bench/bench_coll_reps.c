@@ -47,10 +47,12 @@ static uint64_t stores_cpu_us(const hpl__bc_cfg *g, hpl_client **cs) {
   return sum;
 }
 
-/* With HPL_BENCH_TRACE set: every participant's finish (ms after the start). */
+/* With HPL_BENCH_TRACE set: the start (CLOCK_MONOTONIC, to line up with
+ * perf record -k CLOCK_MONOTONIC) and every participant's finish (ms after it). */
 static void trace_ends(int rep, const hpl__bc_part *ps, int n, uint64_t start) {
   if (!getenv("HPL_BENCH_TRACE")) return;
-  fprintf(stderr, "bench_coll: rep %d ends (ms):", rep);
+  fprintf(stderr, "bench_coll: rep %d from %llu ns (monotonic) ends (ms):", rep,
+          (unsigned long long)start);
   for (int i = 0; i < n; i++)
     fprintf(stderr, " %d:%.2f", ps[i].j.idx, (double)(ps[i].r.end_ns - start) / 1e6);
   fprintf(stderr, "\n");

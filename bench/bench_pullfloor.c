@@ -5,7 +5,7 @@
  *
  *   bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N
  *                   [--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE]
- *                   [--window BYTES] [--inflight K]
+ *                   [--window BYTES] [--inflight K] [--worker-proc] [--sha256]
  *
  * It is what any design in which receivers pull objects whose location a
  * directory keeps must do at least, with nothing else: no digests, no
@@ -32,6 +32,14 @@
  * against this row is what hoplite adds to its design's hops; this row
  * against MPI_Alltoall (one eager send per partition) is what asking and
  * pulling cost in themselves.
+ *
+ * Two options add what hoplite's design adds on purpose: --worker-proc
+ * makes each host's worker a process of its own (bench_pullfloor_roles.c)
+ * that copies its partitions into memory shared with the server, then asks
+ * it to put them and to get its own, one datagram each way per call, as a
+ * task runtime's worker asks its node's store; --sha256 hashes every
+ * partition at its origin before the directory hears of it and again
+ * where it lands, before it counts, as hoplite's default digests do.
  *
  * Timing as bench_coll's rule: a start time 20 ms ahead on
  * CLOCK_MONOTONIC, every host sleeps until it (clock_nanosleep, absolute);
@@ -63,50 +71,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
+#include "bench_pullfloor.h"
 #include "benchfloor.h"
 #include "benchstat.h"
 #include "localcluster.h"
 #include "util.h"
-
-#define MAXN 16
-#define MAXREPS 200
-#define MAXSIZE (64u << 20)
-
-enum { MSG_LOC = 1, MSG_LOOK = 2 };
-typedef struct msg { uint32_t kind, rep, host; } msg; /* host -> directory */
-typedef struct where { uint32_t rep, from; } where;  /* directory -> host */
-typedef struct pull { uint32_t rep, to; } pull;      /* host -> host */
-
-typedef struct shared {
-  pthread_barrier_t bar; /* the hosts and the driver */
-  uint16_t dir_port, data_port[MAXN];
-  uint64_t start_ns[MAXREPS + 1];
-  uint64_t end_ns[MAXN][MAXREPS + 1];
-  uint64_t cpu_ns[MAXN + 1]; /* each process's CPU over the timed rounds (MAXN: the directory) */
-  int failed, bad_to, bad_from; /* wrong bytes: the first receiver and source found */
-} shared;
 
 static const char *prefix;
 static char addrs[MAXN][64];
 static int hosts, reps = 10;
 static long window = -1; /* the pulls' receive buffer (bytes; 0: the kernel's) */
 static int max_inflight = MAXN; /* pulls under way at once per host */
+static int worker_proc; /* --worker-proc: each host's worker is a process of its own */
+static int sha256;      /* --sha256: partitions hashed at the put, checked where they land */
 static shared *sh;
 
-static void die(const char *what) {
-  fprintf(stderr, "bench_pullfloor: %s: %s\n", what, strerror(errno));
-  exit(1);
-}
-
 static void enter_host(int i) {
-  if (hpl__lc_enter_host(prefix, i) != 0) die("cannot enter the host's network namespace");
+  if (hpl__lc_enter_host(prefix, i) != 0) hpl__pf_die("cannot enter the host's network namespace");
 }
 
 static int listen_on(const char *addr, uint16_t *port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET};
-  if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1) die("socket");
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, MAXN * 2) != 0) die("bind");
+  if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1) hpl__pf_die("socket");
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, MAXN * 2) != 0) hpl__pf_die("bind");
   socklen_t sl = sizeof sa;
   getsockname(fd, (struct sockaddr *)&sa, &sl);
   *port = ntohs(sa.sin_port);
@@ -116,104 +106,18 @@ static int listen_on(const char *addr, uint16_t *port) {
 static int dial(const char *addr, uint16_t port, int control, int rcvbuf) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-  if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1) die("socket");
+  if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1) hpl__pf_die("socket");
   if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0)
-    die("SO_RCVBUF");
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) die("connect");
+    hpl__pf_die("SO_RCVBUF");
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) hpl__pf_die("connect");
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (control) hpl__sock_control(fd);
   return fd;
 }
 
-/* The directory (host 0): which hosts' partitions of the current rep are
- * in, and where each host's LOOK is waiting. Messages are 12 bytes; a
- * connection's partial message waits in its buffer. Answers (8 bytes each,
- * at most hosts - 1 per host and round) are written blocking: they always
- * fit the socket's buffer, as a directory's small replies do. */
-static void directory(int lfd) {
-  int ep = epoll_create1(EPOLL_CLOEXEC), conns = 0, seen = 0;
-  struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
-  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) != 0) die("epoll");
-  static struct { uint8_t buf[sizeof(msg) * 8]; size_t fill; } cb[1024];
-  uint32_t rep = UINT32_MAX;
-  uint8_t in[MAXN] = {0}, told[MAXN][MAXN] = {{0}};
-  int look_fd[MAXN];
-  uint64_t cpu0 = 0;
-  for (;;) {
-    if (seen && conns == 0) break;
-    struct epoll_event evs[MAXN * 2];
-    int n = epoll_wait(ep, evs, MAXN * 2, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) die("epoll_wait");
-    for (int e = 0; e < n; e++) {
-      int fd = evs[e].data.fd;
-      if (fd == lfd) {
-        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0 || c >= 1024) die("accept");
-        int one = 1;
-        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        hpl__sock_control(c);
-        struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
-        epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
-        conns++, seen = 1, cb[c].fill = 0;
-        continue;
-      }
-      ssize_t k = read(fd, cb[fd].buf + cb[fd].fill, sizeof cb[fd].buf - cb[fd].fill);
-      if (k <= 0) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-        close(fd);
-        conns--;
-        continue;
-      }
-      cb[fd].fill += (size_t)k;
-      size_t off = 0;
-      for (; cb[fd].fill - off >= sizeof(msg); off += sizeof(msg)) {
-        msg m;
-        memcpy(&m, cb[fd].buf + off, sizeof m);
-        if (m.host >= (uint32_t)hosts) die("directory: bad host");
-        if (m.rep != rep) { /* a new round: nothing of the last one is kept */
-          if (m.rep == 1) cpu0 = hpl__bench_cpu_ns(); /* round 0 warms up */
-          rep = m.rep;
-          memset(in, 0, sizeof in);
-          memset(told, 0, sizeof told);
-          for (int i = 0; i < MAXN; i++) look_fd[i] = -1;
-        }
-        where w[MAXN];
-        int nw = 0;
-        if (m.kind == MSG_LOC) {
-          in[m.host] = 1;
-          for (int to = 0; to < hosts; to++) /* every LOOK already waiting learns of it */
-            if (look_fd[to] >= 0 && to != (int)m.host && !told[to][m.host]) {
-              told[to][m.host] = 1;
-              w[0] = (where){rep, m.host};
-              if (hpl__floor_io(look_fd[to], &w[0], sizeof w[0], 1) != 0) die("directory: write");
-            }
-        } else if (m.kind == MSG_LOOK) {
-          look_fd[m.host] = fd;
-          for (int from = 0; from < hosts; from++)
-            if (in[from] && from != (int)m.host && !told[m.host][from]) {
-              told[m.host][from] = 1;
-              w[nw++] = (where){rep, (uint32_t)from};
-            }
-          if (nw && hpl__floor_io(fd, w, sizeof w[0] * (size_t)nw, 1) != 0) die("directory: write");
-        }
-      }
-      memmove(cb[fd].buf, cb[fd].buf + off, cb[fd].fill - off);
-      cb[fd].fill -= off;
-    }
-  }
-  sh->cpu_ns[MAXN] = hpl__bench_cpu_ns() - cpu0;
-  close(ep);
-}
-
-/* The pattern of partition (from -> to) of a repetition. */
-static uint64_t seed_of(int rep, int from, int to, uint64_t size) {
-  return ((uint64_t)(rep + 7) << 40) ^ ((uint64_t)from << 24) ^ ((uint64_t)to << 8) ^ size;
-}
-
 /* epoll tags: what a ready descriptor is */
-enum { T_DIR = 1, T_PULL = 2, T_SERVE = 3 };
+enum { T_DIR = 1, T_PULL = 2, T_SERVE = 3, T_WORKER = 4 };
 #define TAG(t, i) (((uint64_t)(t) << 32) | (uint32_t)(i))
 
 /* Pull what the directory has named, peers in pairwise order (idx+1,
@@ -223,10 +127,31 @@ static void pull_next(int idx, int r, const int *pfd, uint8_t *known, int *infli
     int j = (idx + s) % hosts;
     if (known[j] != 1) continue;
     pull p = {(uint32_t)r, (uint32_t)idx};
-    if (hpl__floor_io(pfd[j], &p, sizeof p, 1) != 0) die("write a pull");
+    if (hpl__floor_io(pfd[j], &p, sizeof p, 1) != 0) hpl__pf_die("write a pull");
     known[j] = 2;
     (*inflight)++;
   }
+}
+
+/* The put of host idx's partitions as far as the directory goes: with
+ * --sha256 their digests first (the receivers' reference), then LOC (and
+ * with it the LOOK, look != 0). */
+static void put_loc(int idx, uint8_t *const *part, uint64_t size, int dfd, const msg *m, int look) {
+  for (int j = 0; sha256 && j < hosts; j++)
+    if (j != idx) SHA256(part[j], size, sh->digest[idx][j]);
+  if (hpl__floor_io(dfd, (void *)m, sizeof *m * (look ? 2 : 1), 1) != 0)
+    hpl__pf_die("write to the directory");
+}
+
+/* With --sha256: whether host idx's partition from host i hashes to what
+ * its origin made of it (wrong bytes are counted as the check after the
+ * round counts them). */
+static void check_digest(int idx, int i, const uint8_t *got, uint64_t size) {
+  uint8_t d[32];
+  if (!sha256 || memcmp(SHA256(got, size, d), sh->digest[i][idx], sizeof d) == 0) return;
+  int zero = 0;
+  if (__atomic_compare_exchange_n(&sh->failed, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    sh->bad_to = idx, sh->bad_from = i;
 }
 
 /* Host idx: its server and its worker in one loop. */
@@ -234,15 +159,37 @@ static void host(int idx, uint64_t size) {
   enter_host(idx);
   int lfd = listen_on(addrs[idx], &sh->data_port[idx]);
   uint8_t *part[MAXN] = {0}, *got[MAXN] = {0}, *want = malloc(size);
-  for (int j = 0; j < hosts; j++)
-    if (j != idx && (!(part[j] = malloc(size)) || !(got[j] = malloc(size)))) die("malloc");
-  if (!want) die("malloc");
+  for (int j = 0; j < hosts; j++) {
+    if (j == idx) continue;
+    /* --worker-proc: the worker writes the partitions where this process sends them from */
+    part[j] = worker_proc ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+                          : malloc(size);
+    if (!part[j] || part[j] == MAP_FAILED || !(got[j] = malloc(size))) hpl__pf_die("memory");
+  }
+  if (!want) hpl__pf_die("malloc");
+  /* HPL_PULLFLOOR_MIXUP=1 (for the test that the check catches it): host 0
+   * gives each peer the bytes meant for the next one */
+  int mixup = idx == 0 && getenv("HPL_PULLFLOOR_MIXUP");
+  int wsv[2] = {-1, -1};
+  pid_t wpid = -1;
+  if (worker_proc) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, wsv) != 0) hpl__pf_die("socketpair");
+    if ((wpid = fork()) < 0) hpl__pf_die("fork");
+    if (wpid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      close(wsv[0]), close(lfd);
+      pthread_barrier_wait(&sh->bar); /* every port is published */
+      hpl__pf_worker(sh, idx, hosts, reps, wsv[1], part, size, mixup);
+      _exit(0);
+    }
+    close(wsv[1]);
+  }
   pthread_barrier_wait(&sh->bar); /* every port is published */
   int dfd = dial(addrs[0], sh->dir_port, 1, 0), pfd[MAXN], sfd[MAXN];
   for (int j = 0; j < hosts; j++)
     pfd[j] = j == idx ? -1 : dial(addrs[j], sh->data_port[j], 1, (int)window);
   for (int k = 0; k < hosts - 1; k++) {
-    if ((sfd[k] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) die("accept");
+    if ((sfd[k] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) hpl__pf_die("accept");
     int one = 1;
     setsockopt(sfd[k], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     fcntl(sfd[k], F_SETFL, O_NONBLOCK);
@@ -259,19 +206,23 @@ static void host(int idx, uint64_t size) {
     ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG(T_SERVE, k)};
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd[k], &ev);
   }
+  if (worker_proc) {
+    ev = (struct epoll_event){.events = EPOLLIN, .data.u64 = TAG(T_WORKER, 0)};
+    epoll_ctl(ep, EPOLL_CTL_ADD, wsv[0], &ev);
+  }
   uint64_t cpu = 0;
-  /* HPL_PULLFLOOR_MIXUP=1 (for the test that the check catches it): host 0
-   * gives each peer the bytes meant for the next one */
-  int mixup = idx == 0 && getenv("HPL_PULLFLOOR_MIXUP");
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
-    for (int j = 0; j < hosts; j++)
-      if (j != idx) hpl__fill_pattern(part[j], size, seed_of(r, idx, mixup ? (j + 1) % hosts : j, size));
+    for (int j = 0; !worker_proc && j < hosts; j++)
+      if (j != idx) hpl__fill_pattern(part[j], size, hpl__pf_seed(r, idx, mixup ? (j + 1) % hosts : j, size));
     pthread_barrier_wait(&sh->bar); /* ready */
     pthread_barrier_wait(&sh->bar); /* start_ns[r] is set */
     uint64_t c0 = hpl__bench_cpu_ns();
-    hpl__sleep_until_ns(sh->start_ns[r]);
     msg m[2] = {{MSG_LOC, (uint32_t)r, (uint32_t)idx}, {MSG_LOOK, (uint32_t)r, (uint32_t)idx}};
-    if (hpl__floor_io(dfd, m, sizeof m, 1) != 0) die("write to the directory");
+    if (!worker_proc) { /* the host's own worker: put and get at once */
+      hpl__sleep_until_ns(sh->start_ns[r]);
+      put_loc(idx, part, size, dfd, m, 1);
+    }
+    int told = !worker_proc; /* the worker heard its get is done */
     uint64_t recv_off[MAXN] = {0}, send_off[MAXN] = {0};
     int send_to[MAXN], nrecv = 0, nserved = 0; /* send_to: the pull being served, or -1 */
     uint8_t waits_out[MAXN] = {0}; /* EPOLLOUT is asked for (a partition's rest) */
@@ -280,24 +231,34 @@ static void host(int idx, uint64_t size) {
     uint8_t wbuf[sizeof(where) * MAXN];
     size_t wfill = 0;
     for (int k = 0; k < hosts - 1; k++) send_to[k] = -1;
-    while (nrecv < hosts - 1 || nserved < hosts - 1) {
+    while (nrecv < hosts - 1 || nserved < hosts - 1 || !told) {
       struct epoll_event evs[MAXN * 2 + 1];
       int n = epoll_wait(ep, evs, MAXN * 2 + 1, 10000);
-      if (n == 0) die("no progress for 10 s");
+      if (n == 0) hpl__pf_die("no progress for 10 s");
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) die("epoll_wait");
+      if (n < 0) hpl__pf_die("epoll_wait");
       for (int e = 0; e < n; e++) {
         int t = (int)(evs[e].data.u64 >> 32), i = (int)(uint32_t)evs[e].data.u64;
-        if (t == T_DIR) { /* places of partitions: pull each */
+        if (t == T_WORKER) { /* its put, then its get: each a message to the directory */
+          wmsg w;
+          if (recv(wsv[0], &w, sizeof w, 0) != (ssize_t)sizeof w || w.rep != (uint32_t)r ||
+              (w.kind != WM_PUT && w.kind != WM_GET))
+            hpl__pf_die("bad message from the worker");
+          if (w.kind == WM_PUT) put_loc(idx, part, size, dfd, &m[0], 0);
+          else if (hpl__floor_io(dfd, &m[1], sizeof m[1], 1) != 0) hpl__pf_die("write to the directory");
+          wmsg ok = {WM_OK, (uint32_t)r};
+          if (w.kind == WM_PUT && send(wsv[0], &ok, sizeof ok, 0) != (ssize_t)sizeof ok)
+            hpl__pf_die("answer the worker");
+        } else if (t == T_DIR) { /* places of partitions: pull each */
           ssize_t k = read(dfd, wbuf + wfill, sizeof wbuf - wfill);
-          if (k <= 0) die("directory closed");
+          if (k <= 0) hpl__pf_die("directory closed");
           wfill += (size_t)k;
           size_t off = 0;
           for (; wfill - off >= sizeof(where); off += sizeof(where)) {
             where w;
             memcpy(&w, wbuf + off, sizeof w);
             if (w.rep != (uint32_t)r || w.from >= (uint32_t)hosts || w.from == (uint32_t)idx)
-              die("directory: bad answer");
+              hpl__pf_die("directory: bad answer");
             known[w.from] = 1;
           }
           memmove(wbuf, wbuf + off, wfill - off);
@@ -305,28 +266,35 @@ static void host(int idx, uint64_t size) {
           pull_next(idx, r, pfd, known, &inflight);
         } else if (t == T_PULL) { /* a partition's bytes */
           ssize_t k = read(pfd[i], got[i] + recv_off[i], size - recv_off[i]);
-          if (k <= 0) die("peer closed");
+          if (k <= 0) hpl__pf_die("peer closed");
           recv_off[i] += (uint64_t)k;
           if (recv_off[i] < size) continue;
-          if (++nrecv == hosts - 1) sh->end_ns[idx][r] = hpl__now_ns();
+          check_digest(idx, i, got[i], size);
+          if (++nrecv == hosts - 1 && worker_proc) {
+            wmsg done = {WM_DONE, (uint32_t)r};
+            if (send(wsv[0], &done, sizeof done, 0) != (ssize_t)sizeof done) hpl__pf_die("tell the worker");
+            told = 1;
+          } else if (nrecv == hosts - 1) {
+            sh->end_ns[idx][r] = hpl__now_ns();
+          }
           inflight--;
           pull_next(idx, r, pfd, known, &inflight);
         } else { /* a peer's pull, or room to write the rest of its partition */
           if (send_to[i] < 0) {
             pull p;
             ssize_t k = read(sfd[i], &p, sizeof p); /* 8 bytes: one segment */
-            if (k == 0) die("peer closed");
+            if (k == 0) hpl__pf_die("peer closed");
             if (k < 0 && errno == EAGAIN) continue;
             if (k != (ssize_t)sizeof p || p.rep != (uint32_t)r || p.to >= (uint32_t)hosts ||
                 p.to == (uint32_t)idx)
-              die("bad pull");
+              hpl__pf_die("bad pull");
             send_to[i] = (int)p.to;
           }
           int to = send_to[i];
           while (send_off[i] < size) {
             ssize_t k = write(sfd[i], part[to] + send_off[i], size - send_off[i]);
             if (k < 0 && errno == EAGAIN) break;
-            if (k <= 0) die("write a partition");
+            if (k <= 0) hpl__pf_die("write a partition");
             send_off[i] += (uint64_t)k;
           }
           int out = send_off[i] < size;
@@ -344,7 +312,7 @@ static void host(int idx, uint64_t size) {
     pthread_barrier_wait(&sh->bar); /* every host is done */
     for (int j = 0; j < hosts; j++) {
       if (j == idx) continue;
-      hpl__fill_pattern(want, size, seed_of(r, j, idx, size));
+      hpl__fill_pattern(want, size, hpl__pf_seed(r, j, idx, size));
       int zero = 0;
       if (memcmp(want, got[j], size) != 0 &&
           __atomic_compare_exchange_n(&sh->failed, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
@@ -353,8 +321,15 @@ static void host(int idx, uint64_t size) {
   }
   sh->cpu_ns[idx] = cpu;
   close(ep), close(dfd), close(lfd);
-  for (int j = 0; j < hosts; j++)
-    if (j != idx) close(pfd[j]), free(part[j]), free(got[j]);
+  int wst = 0;
+  if (wpid > 0 && (waitpid(wpid, &wst, 0) != wpid || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0))
+    hpl__pf_die("the worker failed");
+  for (int j = 0; j < hosts; j++) {
+    if (j == idx) continue;
+    close(pfd[j]), free(got[j]);
+    if (worker_proc) munmap(part[j], size);
+    else free(part[j]);
+  }
   for (int k = 0; k < hosts - 1; k++) close(sfd[k]);
   free(want);
 }
@@ -371,16 +346,17 @@ static int run_size(uint64_t size, void *arg) {
   enter_host(0); /* this thread: the directory's listening socket lives on host 0 */
   int lfd = listen_on(addrs[0], &sh->dir_port);
   memset(sh->cpu_ns, 0, sizeof sh->cpu_ns);
+  memset(sh->wcpu_ns, 0, sizeof sh->wcpu_ns);
   sh->failed = 0;
-  if (hpl__floor_barrier(&sh->bar, (unsigned)hosts + 1) != 0) die("pthread_barrier_init");
+  if (hpl__floor_barrier(&sh->bar, (unsigned)hosts * (worker_proc ? 2 : 1) + 1) != 0) hpl__pf_die("pthread_barrier_init");
   fflush(NULL);
   alarm(120 + (unsigned)reps * 10); /* a process that dies leaves the barrier short */
   pid_t pid[MAXN + 1];
   for (int i = 0; i <= hosts; i++) {
-    if ((pid[i] = fork()) < 0) die("fork");
+    if ((pid[i] = fork()) < 0) hpl__pf_die("fork");
     if (pid[i] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (i == hosts) directory(lfd);
+      if (i == hosts) hpl__pf_directory(sh, hosts, lfd);
       else close(lfd), host(i, size);
       _exit(0);
     }
@@ -397,6 +373,9 @@ static int run_size(uint64_t size, void *arg) {
     for (int i = 0; i < hosts; i++)
       if (sh->end_ns[i][r] > last) last = sh->end_ns[i][r];
     if (r > 0) samples[r - 1] = (double)(last - sh->start_ns[r]) / 1e9;
+    if (getenv("HPL_BENCH_TRACE")) /* bench_coll's line: windows for perf -k CLOCK_MONOTONIC */
+      fprintf(stderr, "bench_pullfloor: rep %d from %llu ns (monotonic) ends (ms): 0:%.3f\n", r,
+              (unsigned long long)sh->start_ns[r], (double)(last - sh->start_ns[r]) / 1e6);
   }
   int bad = 0;
   for (int i = 0; i <= hosts; i++) {
@@ -416,11 +395,13 @@ static int run_size(uint64_t size, void *arg) {
   qsort(samples, (size_t)reps, sizeof *samples, hpl__bench_cmp_double);
   double med = samples[reps / 2], bound = rate_Bps > 0 ? (double)size * (hosts - 1) / rate_Bps : 0;
   uint64_t cpu = 0;
-  for (int i = 0; i <= MAXN; i++) cpu += sh->cpu_ns[i];
+  for (int i = 0; i <= MAXN; i++) cpu += sh->cpu_ns[i] + (i < MAXN ? sh->wcpu_ns[i] : 0);
   double gib = (double)size * hosts * (hosts - 1) * reps / (1024.0 * 1024 * 1024);
   char line[256];
-  char impl[48] = "tcp-pullfloor";
-  if (max_inflight < hosts - 1) snprintf(impl, sizeof impl, "tcp-pullfloor+inflight%d", max_inflight);
+  char impl[48] = "tcp-pullfloor", lim[24] = "";
+  if (max_inflight < hosts - 1) snprintf(lim, sizeof lim, "+inflight%d", max_inflight);
+  snprintf(impl, sizeof impl, "tcp-pullfloor%s%s%s", worker_proc ? "+worker" : "",
+           sha256 ? "+sha256" : "", lim);
   snprintf(line, sizeof line, "shuffle\t%llu\t%d\t%s\t%.6f\t%.6f\t%.6f\t%.3f\t-\n",
            (unsigned long long)size, hosts, impl, med, samples[0], samples[reps - 1],
            bound > 0 ? med / bound : 0);
@@ -437,7 +418,8 @@ int main(int argc, char **argv) {
                                      {"hosts", 1, 0, 'h'}, {"sizes", 1, 0, 's'},
                                      {"reps", 1, 0, 'r'},  {"out", 1, 0, 'o'},
                                      {"rate", 1, 0, 't'},  {"window", 1, 0, 'w'},
-                                     {"inflight", 1, 0, 'i'}, {0, 0, 0, 0}};
+                                     {"inflight", 1, 0, 'i'}, {"worker-proc", 0, 0, 'W'}, {"sha256", 0, 0, 'S'},
+                                     {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     if (hpl__floor_opt(&o, ch, optarg)) continue;
@@ -449,9 +431,13 @@ int main(int argc, char **argv) {
       max_inflight = atoi(optarg);
       continue;
     }
+    if (ch == 'W' || ch == 'S') {
+      *(ch == 'W' ? &worker_proc : &sha256) = 1;
+      continue;
+    }
     fprintf(stderr, "usage: bench_pullfloor --netns PREFIX --addrs A0,A1,... --hosts N "
                     "[--sizes 64K,1M] [--reps R] [--rate 1gbit] [--out FILE] "
-                    "[--window BYTES] [--inflight K]\n");
+                    "[--window BYTES] [--inflight K] [--worker-proc] [--sha256]\n");
     return 2;
   }
   prefix = o.prefix, hosts = o.hosts, reps = o.reps;
@@ -471,7 +457,7 @@ int main(int argc, char **argv) {
   fprintf(stderr, "bench_pullfloor: the pulls' receive buffer: %ld bytes%s\n", window,
           window ? "" : " (the kernel's)");
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (sh == MAP_FAILED) die("mmap");
+  if (sh == MAP_FAILED) hpl__pf_die("mmap");
   int rc = hpl__floor_sizes("bench_pullfloor", o.sizes, run_size, &a);
   if (a.out) fclose(a.out);
   return rc;

@@ -118,10 +118,15 @@ for N in $HOSTS; do
         done
     fi
     if [ "$OP" = shuffle ]; then
-        # the floor of a receiver-driven shuffle through a directory (plain sockets)
-        "$BUILD/bench/bench_pullfloor" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
-            --sizes "$SIZES" --reps "$REPS" --rate "$RATE" --out "$TSV" >/dev/null ||
-            echo "run_coll.sh: pull floor failed" >&2
+        # the floor of a receiver-driven shuffle through a directory (plain
+        # sockets), then with a worker process beside each server, then with
+        # that and SHA-256 at both ends (what hoplite's design adds)
+        for pf in "" --worker-proc "--worker-proc --sha256"; do
+            # shellcheck disable=SC2086
+            "$BUILD/bench/bench_pullfloor" --netns "$HPL_NS_PREFIX" --addrs "$addrs" --hosts "$N" \
+                --sizes "$SIZES" --reps "$REPS" --rate "$RATE" --out "$TSV" $pf >/dev/null ||
+                echo "run_coll.sh: pull floor ($pf) failed" >&2
+        done
     fi
     "$HERE/baselines.sh" --ops "$OP" --sizes "$SIZES" --reps "$REPS" --launches "$LAUNCHES" \
         --impls "$IMPLS" --no-header --out "$TSV" >/dev/null || echo "run_coll.sh: baselines failed" >&2

@@ -1,8 +1,9 @@
 #!/bin/sh
 # test_pullfloor.sh - bench_pullfloor (the shuffle's floor, bench/) on 3
-# emulated hosts: a run at every pull limit gives one row per size and
-# exits 0; with HPL_PULLFLOOR_MIXUP set host 0 hands each peer the next
-# peer's bytes, and the run must fail naming a receiver of host 0's.
+# emulated hosts: a run at every pull limit, and with a worker process per
+# host (with and without SHA-256), gives one row per size and exits 0; with
+# HPL_PULLFLOOR_MIXUP set host 0 hands each peer the next peer's bytes, and
+# the run must fail naming a receiver of host 0's (with digests too).
 # Usage: test_pullfloor.sh BENCH_PULLFLOOR CLUSTER_SH. Needs root and ip
 # netns (exit 77: skipped otherwise). The namespaces it makes are removed
 # on exit.
@@ -25,10 +26,28 @@ for k in 1 7; do
             { echo "FAIL: no $impl row for $size"; exit 1; }
     done
 done
-out=$(HPL_PULLFLOOR_MIXUP=1 "$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K --reps 1 2>&1)
-st=$?
-echo "$out"
-[ "$st" -ne 0 ] || { echo "FAIL: exit 0 with mixed-up partitions"; exit 1; }
-echo "$out" | grep -q "host [12] got wrong bytes from host 0" ||
-    { echo "FAIL: the wrong source is not named"; exit 1; }
+# a worker process beside each server, with and without digests
+for opts in "--worker-proc" "--worker-proc --sha256"; do
+    # shellcheck disable=SC2086
+    out=$("$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K,256K --reps 2 $opts 2>&1)
+    st=$?
+    echo "$out"
+    [ "$st" -eq 0 ] || { echo "FAIL: exit status $st with $opts"; exit 1; }
+    impl=tcp-pullfloor+worker
+    [ "$opts" = "--worker-proc" ] || impl=tcp-pullfloor+worker+sha256
+    for size in 4096 262144; do
+        echo "$out" | grep -q "^shuffle	$size	3	$impl	" ||
+            { echo "FAIL: no $impl row for $size"; exit 1; }
+    done
+done
+# mixed-up bytes: caught after the round, and by the digests within it
+for opts in "" "--worker-proc --sha256"; do
+    # shellcheck disable=SC2086
+    out=$(HPL_PULLFLOOR_MIXUP=1 "$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K --reps 1 $opts 2>&1)
+    st=$?
+    echo "$out"
+    [ "$st" -ne 0 ] || { echo "FAIL: exit 0 with mixed-up partitions ($opts)"; exit 1; }
+    echo "$out" | grep -q "host [12] got wrong bytes from host 0" ||
+        { echo "FAIL: the wrong source is not named ($opts)"; exit 1; }
+done
 echo "ok"
