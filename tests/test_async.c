@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -394,6 +395,51 @@ static void on_tick(uv_timer_t *t) {
  * are printed (idle: about 1 ms of CPU in a 2 ms gap; under ASan about
  * 2 ms each) and only bounded loosely: both grow with what else the
  * machine runs. */
+/* B's puts for test_notify_sync_reader: nt/x after 100 ms, nt/y (larger
+ * than the directory keeps inline: A's get of it waits on its store) 400 ms
+ * later. */
+static void *late_puts(void *arg) {
+  (void)arg;
+  static const uint8_t x[1000] = {1}, y[70000] = {2};
+  th_sleep_ms(100);
+  assert_int_equal(hpl_put(B, "nt/x", x, sizeof x, th_ms(5000)), 0);
+  th_sleep_ms(400);
+  assert_int_equal(hpl_put(B, "nt/y", y, sizeof y, th_ms(5000)), 0);
+  return NULL;
+}
+
+/* An async get's reply read by a plain call's wait on the same handle (not
+ * by hpl_async_poll) still makes the descriptor readable, and once the
+ * completion is taken the descriptor is quiet again. */
+static void test_notify_sync_reader(void **state) {
+  (void)state;
+  int fd;
+  assert_int_equal(hpl_async_fd(A, &fd), 0);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN}, out;
+  assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  hpl_completion c[4];
+  assert_int_equal(hpl_async_get(A, "nt/x", th_ms(10000), 7), 0);
+  assert_int_equal(hpl_async_poll(A, c, 4), 0); /* sent */
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, late_puts, NULL), 0);
+  hpl_buf *y = NULL; /* through the store: nt/x's reply comes while this waits */
+  assert_int_equal(hpl_get(A, "nt/y", th_ms(10000), &y), 0);
+  assert_int_equal(hpl_buf_size(y), 70000);
+  hpl_release(A, y);
+  pthread_join(t, NULL);
+  assert_int_equal(epoll_wait(ep, &out, 1, 0), 1);
+  int n = hpl_async_poll(A, c, 4);
+  assert_int_equal(n, 1);
+  assert_int_equal(c[0].tag, 7);
+  assert_int_equal(c[0].status, 0);
+  assert_int_equal(hpl_buf_size(c[0].buf), 1000);
+  hpl_release(A, c[0].buf);
+  assert_int_equal(hpl_async_poll(A, c, 4), 0);
+  assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
+  close(ep);
+}
+
 static void test_uv_timer(void **state) {
   (void)state;
   const size_t N = 1000;
@@ -483,6 +529,7 @@ int main(void) {
       cmocka_unit_test(test_cancel),
       cmocka_unit_test(test_cap),
       cmocka_unit_test(test_other_ops),
+      cmocka_unit_test(test_notify_sync_reader),
       cmocka_unit_test(test_uv_timer),
       cmocka_unit_test_teardown(test_store_killed, th_teardown),
   };

@@ -103,6 +103,7 @@ void hpl__awake(hpl__casync *a) {
   if (write(a->evfd, &one, sizeof one) < 0) {
     /* EAGAIN only when the counter is near 2^64: it is readable then anyway */
   }
+  __atomic_store_n(&a->ev_written, 1, __ATOMIC_RELEASE); /* after the write: see rearm */
 }
 
 void hpl__aqueue(hpl__casync *a, hpl__areq *q) {
@@ -136,7 +137,7 @@ int hpl__casync_get(hpl_client *c, hpl__casync **out) {
       pthread_mutex_init(&a->lock, NULL);
       a->sock_in = !hpl__crpc_broken(c->st.rpc);
       if (a->sock_in) epoll_sock(c, a, EPOLL_CTL_ADD, 0);
-      hpl__crpc_set_notify(c->st.rpc, a->evfd);
+      hpl__crpc_set_notify(c->st.rpc, a->evfd, &a->ev_written);
       c->async = a;
     }
   } else if (!a) {
@@ -150,7 +151,7 @@ int hpl__casync_get(hpl_client *c, hpl__casync **out) {
 void hpl__casync_free(hpl_client *c) {
   hpl__casync *a = c->async;
   if (!a) return;
-  hpl__crpc_set_notify(c->st.rpc, -1);
+  hpl__crpc_set_notify(c->st.rpc, -1, NULL);
   hpl__areq *q, *tmp;
   HASH_ITER(hh, a->by_tag, q, tmp) { /* tickets go with the connection (crpc) */
     HASH_DEL(a->by_tag, q);
@@ -270,10 +271,16 @@ static void expire(hpl_client *c, hpl__casync *a) {
   }
 }
 
-/* The eventfd says "poll again" exactly while completions or replies wait. */
+/* The eventfd says "poll again" exactly while completions or replies wait.
+ * It is read only if written since the last look: every writer sets
+ * ev_written after its write, so a write this misses leaves the flag set
+ * and the descriptor readable, and the next poll reads it (one poll more,
+ * never a wake-up lost, never a descriptor left readable for nothing). */
 static void rearm(hpl_client *c, hpl__casync *a) {
   uint64_t v;
-  if (read(a->evfd, &v, sizeof v) < 0 && errno != EAGAIN) return;
+  if (__atomic_exchange_n(&a->ev_written, 0, __ATOMIC_ACQ_REL) &&
+      read(a->evfd, &v, sizeof v) < 0 && errno != EAGAIN)
+    return;
   if (a->done != NULL || hpl__crpc_ready_waiting(c->st.rpc)) hpl__awake(a);
 }
 

@@ -74,6 +74,7 @@ typedef struct hpl__areq {
 typedef struct hpl__casync {
   pthread_mutex_t lock; /* everything below */
   int epfd, evfd;       /* the caller's descriptor; the eventfd in it */
+  int ev_written;       /* atomic: evfd was written since hpl_async_poll last read it */
   int out_armed;        /* the socket is in epfd for EPOLLOUT as well */
   int sock_in;          /* the socket is in epfd at all (until it broke) */
   hpl__areq *by_tag;

@@ -190,8 +190,10 @@ void hpl__crpc_forget(hpl__crpc *r, hpl__crpc_ticket *t);
 int hpl__crpc_pump(hpl__crpc *r, int max_reads);
 
 /* The eventfd (-1: none) written whenever an async ticket becomes ready or
- * the handle breaks. The caller keeps owning it. */
-void hpl__crpc_set_notify(hpl__crpc *r, int fd);
+ * the handle breaks, except for tickets hpl__crpc_pump itself made ready
+ * (its caller looks at the ready list next). After each write *written
+ * (NULL: none) is set to 1 (atomic). The caller keeps owning both. */
+void hpl__crpc_set_notify(hpl__crpc *r, int fd, int *written);
 
 /* The socket, for a caller's poll set (never read or written but by this
  * layer). */

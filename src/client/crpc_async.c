@@ -67,7 +67,7 @@ void hpl__crpc_forget(hpl__crpc *r, hpl__crpc_ticket *t) {
 int hpl__crpc_pump(hpl__crpc *r, int max_reads) {
   pthread_mutex_lock(&r->lock);
   int busy = r->broken ? HPL_ECONN : r->reading;
-  if (!busy) r->reading = 1;
+  if (!busy) r->reading = r->pumping = 1;
   pthread_mutex_unlock(&r->lock);
   if (busy) return busy == HPL_ECONN ? HPL_ECONN : 0;
   char why[sizeof r->why] = "";
@@ -82,10 +82,12 @@ int hpl__crpc_pump(hpl__crpc *r, int max_reads) {
       rc = HPL_ECONN;
       break;
     }
+    r->read_short = 0;
     rc = hpl__crpc_read_some(r, hpl__deadline_ms(PUMP_READ_MS), why, sizeof why);
+    if (r->read_short) break; /* drained: no poll to learn it again */
   }
   pthread_mutex_lock(&r->lock);
-  r->reading = 0;
+  r->reading = r->pumping = 0;
   if (rc == HPL_ECONN) hpl__crpc_break_locked(r, "%s", why);
   pthread_cond_broadcast(&r->cv); /* a blocked caller may take the reader role */
   rc = r->broken ? HPL_ECONN : 0;
@@ -93,9 +95,10 @@ int hpl__crpc_pump(hpl__crpc *r, int max_reads) {
   return rc;
 }
 
-void hpl__crpc_set_notify(hpl__crpc *r, int fd) {
+void hpl__crpc_set_notify(hpl__crpc *r, int fd, int *written) {
   pthread_mutex_lock(&r->lock);
   r->notify_fd = fd;
+  r->notify_written = written;
   pthread_mutex_unlock(&r->lock);
 }
 

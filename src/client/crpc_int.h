@@ -51,6 +51,8 @@ struct hpl__crpc {
   pending *pending;
   pending *ready;  /* async tickets answered (or failed), oldest first */
   int notify_fd;   /* an eventfd written when one joins `ready` or the handle breaks; -1 */
+  int *notify_written; /* set to 1 after each such write (hpl__crpc_set_notify) */
+  int pumping;     /* the reader role is hpl__crpc_pump's: what it delivers is not notified */
   uint64_t next_id;
   int fds[HPL__CRPC_MAX_FDS];
   int nfds;
@@ -62,6 +64,7 @@ struct hpl__crpc {
   hpl__framer fr;
   uint8_t *rbuf; /* NULL after it was handed over with a frame */
   size_t rcap;
+  int read_short;    /* the last read took less than rcap: the socket was empty then */
   hpl__crpc_msg cur; /* the frame whose payload is arriving */
   uint64_t cur_got;
   /* the session (opts send_key/recv_key): tx under the writer turn, rx

@@ -35,7 +35,8 @@ static const char *errstr(int err, char *buf, size_t len) { return strerror_r(er
 static void ready_locked(hpl__crpc *r, pending *p) {
   if (!p->async || p->in_ready) return;
   p->in_ready = 1;
-  int first = r->ready == NULL; /* the eventfd says "look", once per batch */
+  /* the eventfd says "look", once per batch; the pump's caller looks anyway */
+  int first = r->ready == NULL && !r->pumping;
   DL_APPEND2(r->ready, p, rprev, rnext);
   if (first) hpl__crpc_notify_locked(r);
 }
@@ -279,6 +280,7 @@ int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen)
     return HPL_ECONN;
   }
   keep_fds(r, &mh);
+  r->read_short = (size_t)n < r->rcap;
   if (n == 0) {
     snprintf(why, wlen, "the peer closed the connection");
     return HPL_ECONN;

@@ -36,9 +36,11 @@ void hpl__crpc_break_locked(hpl__crpc *r, const char *fmt, ...) {
 
 void hpl__crpc_notify_locked(hpl__crpc *r) {
   uint64_t one = 1;
-  if (r->notify_fd >= 0 && write(r->notify_fd, &one, sizeof one) < 0) {
+  if (r->notify_fd < 0) return;
+  if (write(r->notify_fd, &one, sizeof one) < 0) {
     /* full (never with a counter this small) or closed: nothing to do */
   }
+  if (r->notify_written) __atomic_store_n(r->notify_written, 1, __ATOMIC_RELEASE);
 }
 
 /* ------------------------------------------------------------------ writing */
