@@ -26,6 +26,12 @@
 #define CHUNKS_MAX 128
 #define CHUNK_WAIT_MS 10000
 #define CHUNK_POLL_MS 10 /* hpl__cstore_poll reads the channel at most this often */
+/* The send buffer asked for on the store connection: hpl_put_many's
+ * 7 x 64 KiB (a shuffle's partitions, sent whole) fit at once, where the
+ * default 208 KiB took three rounds of writing and waking. 8-host 64 KiB
+ * shuffle at 1 Gbit/s, 2 cores, alternating rounds of 2026-12-03: 3.5-8.5 %
+ * faster with SHA-256 (4 rounds), 6-15 % with digests off (6 rounds). */
+#define CLIENT_STORE_SNDBUF (2 << 20)
 
 /* The pool's chunks as this client maps them. */
 typedef struct hpl__cchunks {
@@ -244,6 +250,11 @@ int hpl__cstore_open(const char *path, uint64_t deadline, hpl__cstore *out) {
   strcpy(a.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return HPL_ESYS;
+  /* a batch of whole PUTs goes out in one write rather than a socket
+   * buffer at a time, each a wake-up of the store and then of this
+   * process (the kernel caps it at net.core.wmem_max, and doubles it) */
+  int sndbuf = CLIENT_STORE_SNDBUF;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
   int rc = connect_until(fd, &a, deadline);
   if (rc) {
     close(fd);
