@@ -50,15 +50,21 @@ typedef struct expect {
   uint64_t at_ms;  /* when it completed */
 } expect;
 
-/* Poll c through its descriptor with epoll (as a caller's loop would)
- * until `want` completions came or timeout_ms passed; check each against
- * ex[tag] (and release its buffer). Returns how many came. */
-static size_t drive(hpl_client *c, expect *ex, size_t nex, size_t want, int64_t timeout_ms) {
+/* An epoll set holding c's async descriptor (closed by the caller). */
+static int epoll_of(hpl_client *c) {
   int fd;
   assert_int_equal(hpl_async_fd(c, &fd), 0);
   int ep = epoll_create1(EPOLL_CLOEXEC);
   struct epoll_event ev = {.events = EPOLLIN};
   assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  return ep;
+}
+
+/* Poll c through its descriptor with epoll (as a caller's loop would)
+ * until `want` completions came or timeout_ms passed; check each against
+ * ex[tag] (and release its buffer). Returns how many came. */
+static size_t drive(hpl_client *c, expect *ex, size_t nex, size_t want, int64_t timeout_ms) {
+  int ep = epoll_of(c);
   uint64_t end = hpl__deadline_ms(timeout_ms);
   size_t got = 0;
   hpl_completion comps[64];
@@ -413,11 +419,8 @@ static void *late_puts(void *arg) {
  * completion is taken the descriptor is quiet again. */
 static void test_notify_sync_reader(void **state) {
   (void)state;
-  int fd;
-  assert_int_equal(hpl_async_fd(A, &fd), 0);
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  struct epoll_event ev = {.events = EPOLLIN}, out;
-  assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  int ep = epoll_of(A);
+  struct epoll_event out;
   hpl_completion c[4];
   assert_int_equal(hpl_async_get(A, "nt/x", th_ms(10000), 7), 0);
   assert_int_equal(hpl_async_poll(A, c, 4), 0); /* sent */
@@ -507,11 +510,8 @@ static void test_store_killed(void **state) {
   for (size_t i = 0; i < N; i++) assert_true(ex[i].seen);
   assert_int_equal(hpl_async_count(c), 0);
   assert_int_equal(hpl_async_get(c, "kill/late", -1, 1), HPL_ECONN);
-  int fd;
-  assert_int_equal(hpl_async_fd(c, &fd), 0);
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  struct epoll_event ev = {.events = EPOLLIN}, out;
-  assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  int ep = epoll_of(c);
+  struct epoll_event out;
   hpl_completion none[4];
   hpl_async_poll(c, none, 4);
   assert_int_equal(epoll_wait(ep, &out, 1, 100), 0); /* no busy loop for a dead store */

@@ -14,27 +14,17 @@ export HPL_NS_PREFIX=hplpf
 trap '"$cl" down --kill >/dev/null 2>&1' EXIT
 "$cl" up 3 1gbit >/dev/null 2>&1 || { echo "skipped: cannot make emulated hosts"; exit 77; }
 addrs=$("$cl" addrs)
-for k in 1 7; do
-    out=$("$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K,256K --reps 2 --inflight $k 2>&1)
-    st=$?
-    echo "$out"
-    [ "$st" -eq 0 ] || { echo "FAIL: exit status $st with --inflight $k"; exit 1; }
-    impl=tcp-pullfloor
-    [ "$k" -lt 2 ] && impl=tcp-pullfloor+inflight$k
-    for size in 4096 262144; do
-        echo "$out" | grep -q "^shuffle	$size	3	$impl	" ||
-            { echo "FAIL: no $impl row for $size"; exit 1; }
-    done
-done
-# a worker process beside each server, with and without digests
-for opts in "--worker-proc" "--worker-proc --sha256"; do
+# each pull limit, then a worker process beside each server (with and
+# without digests): OPTIONS=IMPL (the row's name) per run
+for run in "--inflight 1=tcp-pullfloor+inflight1" "--inflight 7=tcp-pullfloor" \
+    "--worker-proc=tcp-pullfloor+worker" "--worker-proc --sha256=tcp-pullfloor+worker+sha256"; do
+    opts=${run%%=*}
+    impl=${run#*=}
     # shellcheck disable=SC2086
     out=$("$bin" --netns hplpf --addrs "$addrs" --hosts 3 --sizes 4K,256K --reps 2 $opts 2>&1)
     st=$?
     echo "$out"
     [ "$st" -eq 0 ] || { echo "FAIL: exit status $st with $opts"; exit 1; }
-    impl=tcp-pullfloor+worker
-    [ "$opts" = "--worker-proc" ] || impl=tcp-pullfloor+worker+sha256
     for size in 4096 262144; do
         echo "$out" | grep -q "^shuffle	$size	3	$impl	" ||
             { echo "FAIL: no $impl row for $size"; exit 1; }
