@@ -143,15 +143,19 @@ static void put_loc(int idx, uint8_t *const *part, uint64_t size, int dfd, const
     hpl__pf_die("write to the directory");
 }
 
-/* With --sha256: whether host idx's partition from host i hashes to what
- * its origin made of it (wrong bytes are counted as the check after the
- * round counts them). */
-static void check_digest(int idx, int i, const uint8_t *got, uint64_t size) {
-  uint8_t d[32];
-  if (!sha256 || memcmp(SHA256(got, size, d), sh->digest[i][idx], sizeof d) == 0) return;
+/* Host `to` got wrong bytes from host `from`: the run fails, naming the
+ * first such pair found. */
+static void note_bad(int to, int from) {
   int zero = 0;
   if (__atomic_compare_exchange_n(&sh->failed, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-    sh->bad_to = idx, sh->bad_from = i;
+    sh->bad_to = to, sh->bad_from = from;
+}
+
+/* With --sha256: host idx's partition from host i must hash to what its
+ * origin made of it. */
+static void check_digest(int idx, int i, const uint8_t *got, uint64_t size) {
+  uint8_t d[32];
+  if (sha256 && memcmp(SHA256(got, size, d), sh->digest[i][idx], sizeof d) != 0) note_bad(idx, i);
 }
 
 /* Host idx: its server and its worker in one loop. */
@@ -222,7 +226,6 @@ static void host(int idx, uint64_t size) {
       hpl__sleep_until_ns(sh->start_ns[r]);
       put_loc(idx, part, size, dfd, m, 1);
     }
-    int told = !worker_proc; /* the worker heard its get is done */
     uint64_t recv_off[MAXN] = {0}, send_off[MAXN] = {0};
     int send_to[MAXN], nrecv = 0, nserved = 0; /* send_to: the pull being served, or -1 */
     uint8_t waits_out[MAXN] = {0}; /* EPOLLOUT is asked for (a partition's rest) */
@@ -231,7 +234,7 @@ static void host(int idx, uint64_t size) {
     uint8_t wbuf[sizeof(where) * MAXN];
     size_t wfill = 0;
     for (int k = 0; k < hosts - 1; k++) send_to[k] = -1;
-    while (nrecv < hosts - 1 || nserved < hosts - 1 || !told) {
+    while (nrecv < hosts - 1 || nserved < hosts - 1) {
       struct epoll_event evs[MAXN * 2 + 1];
       int n = epoll_wait(ep, evs, MAXN * 2 + 1, 10000);
       if (n == 0) hpl__pf_die("no progress for 10 s");
@@ -270,13 +273,10 @@ static void host(int idx, uint64_t size) {
           recv_off[i] += (uint64_t)k;
           if (recv_off[i] < size) continue;
           check_digest(idx, i, got[i], size);
-          if (++nrecv == hosts - 1 && worker_proc) {
-            wmsg done = {WM_DONE, (uint32_t)r};
-            if (send(wsv[0], &done, sizeof done, 0) != (ssize_t)sizeof done) hpl__pf_die("tell the worker");
-            told = 1;
-          } else if (nrecv == hosts - 1) {
-            sh->end_ns[idx][r] = hpl__now_ns();
-          }
+          wmsg done = {WM_DONE, (uint32_t)r}; /* --worker-proc: it takes the end time */
+          if (++nrecv == hosts - 1 && !worker_proc) sh->end_ns[idx][r] = hpl__now_ns();
+          else if (nrecv == hosts - 1 && send(wsv[0], &done, sizeof done, 0) != (ssize_t)sizeof done)
+            hpl__pf_die("tell the worker");
           inflight--;
           pull_next(idx, r, pfd, known, &inflight);
         } else { /* a peer's pull, or room to write the rest of its partition */
@@ -313,10 +313,7 @@ static void host(int idx, uint64_t size) {
     for (int j = 0; j < hosts; j++) {
       if (j == idx) continue;
       hpl__fill_pattern(want, size, hpl__pf_seed(r, j, idx, size));
-      int zero = 0;
-      if (memcmp(want, got[j], size) != 0 &&
-          __atomic_compare_exchange_n(&sh->failed, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        sh->bad_to = idx, sh->bad_from = j; /* the first one found */
+      if (memcmp(want, got[j], size) != 0) note_bad(idx, j);
     }
   }
   sh->cpu_ns[idx] = cpu;

@@ -45,7 +45,7 @@ static int await_locked(hpl__crpc *r, pending *p, uint64_t deadline) {
       r->reading = 1;
       crpc_unlock(r);
       char why[sizeof r->why] = "";
-      int rc = hpl__crpc_read_some(r, deadline, why, sizeof why);
+      int rc = hpl__crpc_read_some(r, deadline, NULL, why, sizeof why);
       crpc_lock(r);
       r->reading = 0;
       if (rc == HPL_ECONN) hpl__crpc_break_locked(r, "%s", why);

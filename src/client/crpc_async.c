@@ -82,9 +82,9 @@ int hpl__crpc_pump(hpl__crpc *r, int max_reads) {
       rc = HPL_ECONN;
       break;
     }
-    r->read_short = 0;
-    rc = hpl__crpc_read_some(r, hpl__deadline_ms(PUMP_READ_MS), why, sizeof why);
-    if (r->read_short) break; /* drained: no poll to learn it again */
+    int drained = 0;
+    rc = hpl__crpc_read_some(r, hpl__deadline_ms(PUMP_READ_MS), &drained, why, sizeof why);
+    if (drained) break; /* no poll to learn it again */
   }
   pthread_mutex_lock(&r->lock);
   r->reading = r->pumping = 0;

@@ -64,7 +64,6 @@ struct hpl__crpc {
   hpl__framer fr;
   uint8_t *rbuf; /* NULL after it was handed over with a frame */
   size_t rcap;
-  int read_short;    /* the last read took less than rcap: the socket was empty then */
   hpl__crpc_msg cur; /* the frame whose payload is arriving */
   uint64_t cur_got;
   /* the session (opts send_key/recv_key): tx under the writer turn, rx
@@ -106,10 +105,12 @@ void hpl__crpc_deliver(hpl__crpc *r, hpl__crpc_msg *m);
 void hpl__crpc_deliver_error(hpl__crpc *r, uint64_t id, int status);
 
 /* The reader's turn (reader role held, r->lock not): wait for bytes until
- * the deadline, read once, and deliver what that completes. 0 (go on),
- * HPL_ETIMEDOUT, HPL_ENOMEM (no read buffer), or HPL_ECONN with the reason
- * in why[] (the caller breaks the handle). */
-int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen);
+ * the deadline, read once, and deliver what that completes. *drained (NULL:
+ * not wanted) is set to 1 when the read took less than the buffer holds
+ * (the socket was empty then), else 0. 0 (go on), HPL_ETIMEDOUT, HPL_ENOMEM
+ * (no read buffer), or HPL_ECONN with the reason in why[] (the caller
+ * breaks the handle). */
+int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, int *drained, char *why, size_t wlen);
 
 /* Register waiters ps[0..n) (allocated here): under fresh request ids, or
  * (fresh == 0, n == 1) for id 0. 0, or HPL_ENOMEM or HPL_ECONN with

@@ -247,7 +247,7 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
  * the deadline, read once, and deliver what that completes. Returns 0 (go
  * on), HPL_ETIMEDOUT, HPL_ENOMEM (no read buffer), or HPL_ECONN with the
  * reason in why[]. */
-int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen) {
+int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, int *drained, char *why, size_t wlen) {
   char eb[96];
   int64_t left = hpl__ms_left(deadline);
   if (left == 0) return HPL_ETIMEDOUT;
@@ -280,7 +280,7 @@ int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, char *why, size_t wlen)
     return HPL_ECONN;
   }
   keep_fds(r, &mh);
-  r->read_short = (size_t)n < r->rcap;
+  if (drained) *drained = (size_t)n < r->rcap;
   if (n == 0) {
     snprintf(why, wlen, "the peer closed the connection");
     return HPL_ECONN;
