@@ -149,11 +149,9 @@ static void sender_start(hpl__sender *sd) {
   sd->end = o->size;
   sd->started_ms = hpl__now_ms();
   sd->faulty = hpl__faults_apply(&sd->s->cfg.faults, o->id, sd->peer);
-  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
-  r.size = o->size;
-  hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0, NULL,
-                 NULL);
+  sd->head_due = 1; /* with the first chunk when it can go now (dpsend.c) */
   if (sd->fs) {
+    hpl__dataport_send_head(sd);
     hpl__dataport_file_pump(sd);
     return;
   }

@@ -35,6 +35,7 @@ typedef struct hpl__sender {
   struct hpl__fstream *fs; /* streaming a spilled copy from its file (NULL: from memory) */
   int digests;             /* the PULL asks for digests (rddig.c), not bytes */
   uint64_t pulls;          /* PULLs this connection carried (the fault point cut_reused) */
+  int head_due;            /* the PULL_REP has not gone: it goes with the first chunk */
 } hpl__sender;
 
 /* dataport.c: the stream of sd is over (served, or refused): let go of
@@ -45,6 +46,9 @@ void hpl__dataport_stream_end(hpl__sender *sd);
  * budget); a write of it is done (the hpl__conn write callback, arg sd);
  * sd's timer, made on first use (NULL on no memory; closed with sd). */
 void hpl__dataport_pump(hpl__sender *sd);
+/* dpsend.c: the stream's PULL_REP, if it has not gone yet (sd->head_due),
+ * on its own. 0, or a negative code (the connection is closing). */
+int hpl__dataport_send_head(hpl__sender *sd);
 void hpl__dataport_write_done(hpl__conn *c, int status, void *arg);
 uv_timer_t *hpl__dataport_timer(hpl__sender *sd);
 

@@ -30,6 +30,25 @@ uv_timer_t *hpl__dataport_timer(hpl__sender *sd) {
   return sd->timer;
 }
 
+int hpl__dataport_send_head(hpl__sender *sd) {
+  if (!sd->head_due) return 0;
+  sd->head_due = 0;
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
+  r.size = sd->obj->size;
+  return hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0,
+                        NULL, NULL);
+}
+
+/* The stream's first chunk src[0, n) with its PULL_REP in one write
+ * (hpl__conn_send_lead); returns as hpl__conn_write_now. */
+static int send_lead(hpl__sender *sd, const uint8_t *src, uint64_t n) {
+  sd->head_due = 0;
+  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
+  r.size = sd->obj->size;
+  return hpl__conn_send_lead(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, sd->end - sd->pos,
+                             src, (size_t)n, hpl__dataport_write_done, sd);
+}
+
 /* Send as much of the object as has arrived, within the in-flight budget. */
 void hpl__dataport_pump(hpl__sender *sd) {
   hpl__obj *o = sd->obj;
@@ -39,6 +58,11 @@ void hpl__dataport_pump(hpl__sender *sd) {
     hpl__conn_close(sd->c, HPL_ECANCELED);
     return;
   }
+  /* the reply goes at once unless a plain write of the first chunk can
+   * carry it now */
+  if (sd->head_due && (sd->pos >= o->progress || sd->faulty || s->cfg.sendfile) &&
+      hpl__dataport_send_head(sd) != 0)
+    return;
   while (sd->inflight < SENDER_MAX_INFLIGHT && sd->pos < o->progress) {
     uint64_t n = o->progress - sd->pos;
     if (n > s->cfg.chunk) n = s->cfg.chunk;
@@ -74,7 +98,8 @@ void hpl__dataport_pump(hpl__sender *sd) {
     if (rc == 1 && bad) {
       if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;
     } else if (rc == 1) {
-      int wr = sd->pos + n >= sd->end
+      int wr = sd->head_due ? send_lead(sd, src, n)
+               : sd->pos + n >= sd->end
                    ? hpl__conn_write_now(sd->c, src, (size_t)n, hpl__dataport_write_done, sd)
                    : hpl__conn_write(sd->c, src, (size_t)n, hpl__dataport_write_done, sd);
       if (wr < 0) return;

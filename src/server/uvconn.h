@@ -284,6 +284,20 @@ int hpl__conn_write(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb 
 int hpl__conn_write_now(hpl__conn *c, const void *p, size_t len, hpl__conn_write_cb cb,
                         void *arg);
 
+/* A frame announcing a payload of plen bytes that streams after it (as
+ * hpl__conn_send with payload NULL), and the stream's first len bytes
+ * `lead` (0 < len <= plen), in one write when the socket takes them:
+ * one system call and one segment instead of two. The lead is as
+ * hpl__conn_write_now's bytes: returns 2 (everything went; cb is not
+ * called), 0 (queued; the caller keeps `lead` alive until cb),
+ * HPL_EINVAL (len is 0, above plen or above 4 GiB; nothing sent), or
+ * another negative code (cb not called). A sealed connection, or one still in
+ * its handshake, gets the frame and then hpl__conn_write_now's write of
+ * the lead; a negative code may then come after the frame went. */
+int hpl__conn_send_lead(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                        uint64_t plen, const void *lead, size_t len, hpl__conn_write_cb cb,
+                        void *arg);
+
 /* As hpl__conn_write, but bytes [off, off + len) of the file `fd` (the
  * store's pool memfd) go to a TCP socket with sendfile(2): the kernel takes
  * the pages as they are, without a copy through user space. Only when

@@ -345,8 +345,11 @@ void hpl__conn_drop_writes(hpl__conn *c) {
   }
 }
 
-int hpl__conn_submit_frame(hpl__conn *c, hpl__conn_wreq *w, uint8_t *buf, hpl__frame_hdr *h,
-                           const void *payload, uint64_t plen, int copy) {
+/* hpl__conn_submit_frame, and with `lead` the first len bytes of a payload
+ * streamed later (payload NULL) in the same write request. */
+static int frame_submit(hpl__conn *c, hpl__conn_wreq *w, uint8_t *buf, hpl__frame_hdr *h,
+                        const void *payload, uint64_t plen, int copy, const void *lead,
+                        size_t len) {
   size_t mlen = h->msg_len, tlen = c->tagged ? HPL__FRAME_TAG_LEN : 0;
   size_t extra = copy && payload ? (size_t)plen : 0;
   uint8_t *tag_at = buf + HPL__FRAME_HDR_LEN + mlen;
@@ -365,28 +368,64 @@ int hpl__conn_submit_frame(hpl__conn *c, hpl__conn_wreq *w, uint8_t *buf, hpl__f
   unsigned n = 1;
   bufs[0] = uv_buf_init((char *)buf, (unsigned)(HPL__FRAME_HDR_LEN + mlen + tlen + extra));
   if (!copy && plen && payload) bufs[n++] = uv_buf_init((char *)payload, (unsigned)plen);
+  if (lead) bufs[n++] = uv_buf_init((char *)lead, (unsigned)len);
   return hpl__conn_submit(c, w, bufs, n);
+}
+
+int hpl__conn_submit_frame(hpl__conn *c, hpl__conn_wreq *w, uint8_t *buf, hpl__frame_hdr *h,
+                           const void *payload, uint64_t plen, int copy) {
+  return frame_submit(c, w, buf, h, payload, plen, copy, NULL, 0);
+}
+
+/* A write request for a frame of message m, its buffer with room for the
+ * header, the message, a tag and `extra` payload bytes, the message packed
+ * into it; NULL (nothing allocated) without memory. */
+static hpl__conn_wreq *frame_new(unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                                 uint64_t plen, size_t extra, uint8_t **buf, hpl__frame_hdr *h) {
+  size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
+  hpl__conn_wreq *w = calloc(1, sizeof *w);
+  *buf = malloc(HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + extra + 1);
+  if (!w || !*buf) {
+    free(w);
+    free(*buf);
+    return NULL;
+  }
+  *h = (hpl__frame_hdr){.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req_id,
+                        .payload_len = plen};
+  if (mlen) protobuf_c_message_pack(m, *buf + HPL__FRAME_HDR_LEN);
+  return w;
 }
 
 int hpl__conn_send(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
                   const void *payload, uint64_t plen, int copy, hpl__conn_write_cb cb, void *arg) {
   if (c->closing) return HPL_ECONN;
   if ((copy || payload) && plen > UINT32_MAX) return HPL_ETOOBIG;
-  size_t mlen = m ? protobuf_c_message_get_packed_size(m) : 0;
-  size_t extra = copy && payload ? (size_t)plen : 0;
-  hpl__conn_wreq *w = calloc(1, sizeof *w);
-  uint8_t *buf = malloc(HPL__FRAME_HDR_LEN + mlen + HPL__FRAME_TAG_LEN + extra + 1);
-  if (!w || !buf) {
-    free(w);
-    free(buf);
-    return HPL_ENOMEM;
-  }
-  hpl__frame_hdr h = {.type = (uint16_t)type, .msg_len = (uint32_t)mlen, .req_id = req_id,
-                     .payload_len = plen};
-  if (mlen) protobuf_c_message_pack(m, buf + HPL__FRAME_HDR_LEN);
+  uint8_t *buf;
+  hpl__frame_hdr h;
+  hpl__conn_wreq *w = frame_new(type, req_id, m, plen, copy && payload ? (size_t)plen : 0, &buf, &h);
+  if (!w) return HPL_ENOMEM;
   w->cb = cb;
   w->arg = arg;
   return hpl__conn_submit_frame(c, w, buf, &h, payload, plen, copy);
+}
+
+int hpl__conn_send_lead(hpl__conn *c, unsigned type, uint64_t req_id, const ProtobufCMessage *m,
+                        uint64_t plen, const void *lead, size_t len, hpl__conn_write_cb cb,
+                        void *arg) {
+  if (c->closing) return HPL_ECONN;
+  if (!len || len > plen || len > UINT32_MAX) return HPL_EINVAL;
+  if (c->hs != HPL__HS_OPEN || c->tx.seal) { /* two writes, as before */
+    int rc = hpl__conn_send(c, type, req_id, m, NULL, plen, 0, NULL, NULL);
+    return rc ? rc : hpl__conn_write_now(c, lead, len, cb, arg);
+  }
+  uint8_t *buf;
+  hpl__frame_hdr h;
+  hpl__conn_wreq *w = frame_new(type, req_id, m, plen, 0, &buf, &h);
+  if (!w) return HPL_ENOMEM;
+  w->cb = cb;
+  w->arg = arg;
+  w->now_ok = 1;
+  return frame_submit(c, w, buf, &h, NULL, plen, 0, lead, len);
 }
 
 int hpl__conn_send_packed(hpl__conn *c, const uint8_t *frame, size_t len) {
