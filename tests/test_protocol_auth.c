@@ -282,6 +282,47 @@ static void test_reader_publishes_for_own_node(void **state) {
   close(fd);
 }
 
+/* A PUBLISH whose payload was changed after its tag was made (the frame
+ * arrives whole in one read, so the directory checks it in its read
+ * buffer): the connection is closed as an auth failure and nothing is
+ * published; the same frame unchanged is published. */
+static void test_changed_payload_refused(void **state) {
+  (void)state;
+  uint8_t pl[3000];
+  for (size_t i = 0; i < sizeof pl; i++) pl[i] = (uint8_t)(i * 13 + 1);
+  Hplpb__InlinePutReq m = HPLPB__INLINE_PUT_REQ__INIT;
+  m.id = "auth/changed";
+  m.size = sizeof pl;
+  m.node = th_node_id(A);
+  uint64_t failed0 = th_dir_counter(lc, "dir_auth_failures");
+  int fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
+  assert_int_equal(th_wire_handshake_as(fd, hpl__lc_secret(lc), HPL__ROLE_READER, "node-0"), 0);
+  size_t len;
+  uint8_t *f = th_wire_frame(fd, HPL__MSG_PUBLISH, 1, &m.base, pl, sizeof pl, &len);
+  assert_non_null(f);
+  f[len - 100] ^= 0x20; /* a payload byte */
+  assert_int_equal(send(fd, f, len, MSG_NOSIGNAL), (ssize_t)len);
+  free(f);
+  assert_true(th_wire_closed(fd, th_ms(3000)));
+  close(fd);
+  assert_int_equal(th_dir_counter(lc, "dir_auth_failures"), failed0 + 1);
+  uint64_t sz;
+  assert_int_equal(hpl_stat(B, "auth/changed", th_ms(2000), &sz, NULL, NULL, NULL), HPL_ENOTFOUND);
+  /* unchanged, on a new connection */
+  fd = th_wire_connect(hpl__lc_dir_port(lc), NULL, 0);
+  assert_int_equal(th_wire_handshake_as(fd, hpl__lc_secret(lc), HPL__ROLE_READER, "node-0"), 0);
+  th_wire_send_payload(fd, HPL__MSG_PUBLISH, 2, &m.base, pl, sizeof pl);
+  Hplpb__Reply *r = (Hplpb__Reply *)th_wire_wait(fd, HPL__MSG_REPLY, 2);
+  assert_int_equal(r->status, 0);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  close(fd);
+  hpl_buf *b;
+  assert_int_equal(hpl_get(B, "auth/changed", th_ms(10000), &b), 0);
+  assert_int_equal(hpl_buf_size(b), sizeof pl);
+  assert_memory_equal(hpl_buf_data(b), pl, sizeof pl);
+  hpl_release(B, b);
+}
+
 /* DELETE over fd: its status. */
 static int delete_over(int fd, uint64_t req, const char *id) {
   Hplpb__IdReq q = HPLPB__ID_REQ__INIT;
@@ -377,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_credential_own_name_only),
       cmocka_unit_test(test_register_bound_to_name),
       cmocka_unit_test(test_reader_publishes_for_own_node),
+      cmocka_unit_test(test_changed_payload_refused),
       cmocka_unit_test(test_delete_by_maker),
       cmocka_unit_test_teardown(test_local_refusal_read_raw, th_teardown),
   };

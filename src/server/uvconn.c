@@ -62,7 +62,8 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
                 _Alignof(hpl__conn);
   hpl__conn *c = aligned_alloc(_Alignof(hpl__conn), size);
   if (c) memset(c, 0, sizeof *c);
-  uint8_t *rbuf = malloc(HPL__CONN_RBUF);
+  size_t rcap = o->rbuf ? o->rbuf : HPL__CONN_RBUF;
+  uint8_t *rbuf = malloc(rcap);
   if (!c || !rbuf) {
     free(c);
     free(rbuf);
@@ -76,6 +77,7 @@ hpl__conn *hpl__conn_new(uv_stream_t *s, const hpl__conn_opts *o) {
   if (cork_off < 0) cork_off = getenv("HOPLITE_NO_CORK") != NULL;
   if (cork_off) c->o.cork = 0;
   c->rbuf = rbuf;
+  c->rcap = rcap;
   snprintf(c->label, sizeof c->label, "%s", o->label ? o->label : "conn");
   hpl__framer_init(&c->fr, &o->lim);
   s->data = c;

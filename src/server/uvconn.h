@@ -106,7 +106,17 @@ typedef struct hpl__conn_opts {
   unsigned out_max_frames;
   unsigned out_stall_ms;
   uint64_t *out_cut;
+  /* Bytes one read of the peer may take (0: HPL__CONN_RBUF): more for a
+   * peer that sends many payload-carrying frames at once (a store's local
+   * clients), so that they take fewer reads and are handed up from the
+   * read buffer without a copy (on_frame). */
+  size_t rbuf;
 } hpl__conn_opts;
+
+/* Default read buffer of a connection (hpl__conn_opts.rbuf): 64 KiB of
+ * payload with the frame around it in one read (a 64 KiB object's PUT, or
+ * the reply that streams it). */
+#define HPL__CONN_RBUF (68u * 1024)
 
 /* Default output bound of a connection (hpl__conn_opts.out_max...). */
 #define HPL__CONN_OUT_MAX (16u << 20)

@@ -28,7 +28,6 @@
 #include "record.h"
 #include "uvconn.h"
 
-#define HPL__CONN_RBUF 65536
 #define HPL__CONN_MAX_DIRECT (8u << 20) /* largest single read into a sink */
 #define HPL__CONN_DIRECT_MIN 4096u      /* a payload's rest up to this goes through rbuf */
 #define HPL__CONN_SREC (HPL__FRAME_REC_HDR + HPL__FRAME_REC_MAX + HPL__FRAME_TAG_LEN)
@@ -92,6 +91,7 @@ struct hpl__conn {
   char label[64];
   hpl__framer fr;
   uint8_t *rbuf;
+  size_t rcap;        /* rbuf's size (hpl__conn_opts.rbuf) */
   size_t rpos, rlen;  /* unprocessed bytes in rbuf (kept while a sink is paused) */
   int direct;         /* the current read goes straight into the sink */
   int sink_full;      /* the last alloc found the sink without room */

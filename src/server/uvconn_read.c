@@ -204,6 +204,25 @@ static size_t conn_sealed_in(hpl__conn *c, const uint8_t *p, size_t len) {
   return used;
 }
 
+/* A buffered frame whose payload is in rbuf already, whole (not sealed):
+ * its tag checked, handed up from rbuf without a copy, and done. */
+static void conn_in_place(hpl__conn *c) {
+  const uint8_t *p = c->rbuf + c->rpos;
+  size_t n = (size_t)c->cur.payload_len;
+  hpl__framer_payload_skip(&c->fr, n);
+  c->rpos += n;
+  if (c->rx.on) {
+    hpl__fmac_add(&c->rx, p, n);
+    if (hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
+      hpl__conn_mac_failed(c, &c->cur, "fails its MAC check");
+      return;
+    }
+  }
+  if (conn_unpack(c) != 0) return;
+  c->o.on_frame(c, &c->cur, c->cur_msg, p, n);
+  conn_frame_done(c);
+}
+
 /* Header, message and tag complete: check what the tag can check now,
  * unpack and dispatch (or start buffering). A buffered payload is unpacked
  * and handed up only once it is whole and its tag matched. */
@@ -238,6 +257,10 @@ static void conn_on_msg(hpl__conn *c) {
     c->have_sink = 0;
     c->o.on_frame(c, &c->cur, c->cur_msg, NULL, c->cur.payload_len);
     if (!c->closing && !c->have_sink) hpl__conn_fail(c, "unexpected payload");
+    return;
+  }
+  if (!c->rx.seal && c->cur.payload_len <= c->rlen - c->rpos) {
+    conn_in_place(c);
     return;
   }
   c->poff = c->rx.seal ? c->cur.msg_len : 0;
@@ -395,13 +418,13 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   if (c->rpos == c->rlen) {
     c->rpos = c->rlen = 0;
-  } else if (c->rpos > 0 && c->rlen == HPL__CONN_RBUF) { /* make room behind what is left */
+  } else if (c->rpos > 0 && c->rlen == c->rcap) { /* make room behind what is left */
     memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
     c->rlen -= c->rpos;
     c->rpos = 0;
   }
   buf->base = (char *)c->rbuf + c->rlen;
-  buf->len = HPL__CONN_RBUF - c->rlen;
+  buf->len = c->rcap - c->rlen;
   if (buf->len == 0) buf->base = NULL; /* -> UV_ENOBUFS: the backlog first */
 }
 
