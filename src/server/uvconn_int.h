@@ -237,13 +237,20 @@ void hpl__conn_release_held(hpl__conn *c);
  * HPL_ECONN (the write failed: c is closed). */
 int hpl__conn_queue_write(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t *bufs, unsigned nbufs);
 
-/* What is corked on c goes now: everything corked on c's loop (in order),
- * or, from inside a flush, c's own frames at once. */
-void hpl__conn_flush_for(hpl__conn *c);
-
 /* Closing c: its writes held or left corked are dropped (held ones'
  * owners are told HPL_ECONN). */
 void hpl__conn_drop_writes(hpl__conn *c);
+
+/* ------------------------------------------------------------ uvconn_cork.c */
+
+/* Cork w (a single owned buffer, nobody to tell): it goes with the loop
+ * turn's other corked frames. 0, or -1 without memory for the handles (w
+ * is then written the usual way). */
+int hpl__conn_cork(hpl__conn *c, hpl__conn_wreq *w, uv_buf_t buf);
+
+/* What is corked on c goes now: everything corked on c's loop (in order),
+ * or, from inside a flush, c's own frames at once. */
+void hpl__conn_flush_for(hpl__conn *c);
 
 /* c is being freed: it lets go of its loop's cork list. */
 void hpl__conn_corks_leave(hpl__conn *c);
