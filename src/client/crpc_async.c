@@ -1,8 +1,6 @@
 /* crpc_async.c - the client's RPC layer for an event loop (crpc.h,
  * crpc_int.h): tickets nobody waits on, the ready list their replies join,
  * and reading what the socket holds without waiting. */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <utlist.h>
@@ -10,10 +8,6 @@
 #include "crpc_int.h"
 #include "hoplite.h"
 #include "util.h"
-
-/* How long one read may block once poll said bytes are there (never in
- * practice: recvmsg returns what is queued). */
-#define PUMP_READ_MS 1000
 
 int hpl__crpc_start_async(hpl__crpc *r, const hpl__crpc_req *reqs, size_t n, uint64_t deadline,
                           void *const *users, hpl__crpc_ticket **tickets, size_t *started) {
@@ -72,19 +66,12 @@ int hpl__crpc_pump(hpl__crpc *r, int max_reads) {
   if (busy) return busy == HPL_ECONN ? HPL_ECONN : 0;
   char why[sizeof r->why] = "";
   int rc = 0;
+  /* reads that do not wait, no poll before them: a read that finds
+   * nothing, or less than its buffer holds, ends the pump */
   for (int i = 0; i < max_reads && rc == 0; i++) {
-    struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
-    int pr = poll(&pfd, 1, 0);
-    if (pr == 0) break;
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr < 0) {
-      snprintf(why, sizeof why, "cannot wait for replies: errno %d", errno);
-      rc = HPL_ECONN;
-      break;
-    }
-    int drained = 0;
-    rc = hpl__crpc_read_some(r, hpl__deadline_ms(PUMP_READ_MS), &drained, why, sizeof why);
-    if (drained) break; /* no poll to learn it again */
+    int drained = 1;
+    rc = hpl__crpc_read_now(r, &drained, why, sizeof why);
+    if (drained) break;
   }
   pthread_mutex_lock(&r->lock);
   r->reading = r->pumping = 0;

@@ -112,6 +112,11 @@ void hpl__crpc_deliver_error(hpl__crpc *r, uint64_t id, int status);
  * breaks the handle). */
 int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, int *drained, char *why, size_t wlen);
 
+/* As hpl__crpc_read_some, but only what the socket holds now: one read
+ * that does not wait. *drained is 1 unless the read filled the buffer
+ * (nothing there counts as drained). 0, HPL_ENOMEM or HPL_ECONN. */
+int hpl__crpc_read_now(hpl__crpc *r, int *drained, char *why, size_t wlen);
+
 /* Register waiters ps[0..n) (allocated here): under fresh request ids, or
  * (fresh == 0, n == 1) for id 0. 0, or HPL_ENOMEM or HPL_ECONN with
  * nothing registered. */

@@ -243,6 +243,36 @@ static int parse(hpl__crpc *r, size_t n, char *why, size_t wlen) {
   return 0;
 }
 
+/* One recvmsg (flags: 0 or MSG_DONTWAIT) into the read buffer, and deliver
+ * what it completes. Nothing there (or a signal) is 0 with *drained
+ * untouched; a read sets *drained (may be NULL) to whether it was short.
+ * 0, HPL_ENOMEM or HPL_ECONN (why[]). */
+static int read_once(hpl__crpc *r, int flags, int *drained, char *why, size_t wlen) {
+  char eb[96];
+  if (!r->rbuf && !(r->rbuf = malloc(r->rcap))) return HPL_ENOMEM;
+  struct iovec iov = {.iov_base = r->rbuf, .iov_len = r->rcap};
+  union {
+    char buf[CMSG_SPACE(CRPC_CMSG_FDS * sizeof(int))];
+    struct cmsghdr align;
+  } cbuf;
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+                      .msg_controllen = sizeof cbuf.buf};
+  ssize_t n = recvmsg(r->fd, &mh, flags | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+  if (n < 0) {
+    snprintf(why, wlen, "cannot read: %s", errstr(errno, eb, sizeof eb));
+    return HPL_ECONN;
+  }
+  keep_fds(r, &mh);
+  if (drained) *drained = (size_t)n < r->rcap;
+  if (n == 0) {
+    snprintf(why, wlen, "the peer closed the connection");
+    return HPL_ECONN;
+  }
+  hpl__record_add(&r->rec, r->rbuf, (size_t)n);
+  return parse(r, (size_t)n, why, wlen);
+}
+
 /* The reader's turn (reader role held, r->lock not): wait for bytes until
  * the deadline, read once, and deliver what that completes. Returns 0 (go
  * on), HPL_ETIMEDOUT, HPL_ENOMEM (no read buffer), or HPL_ECONN with the
@@ -265,28 +295,12 @@ int hpl__crpc_read_some(hpl__crpc *r, uint64_t deadline, int *drained, char *why
       return HPL_ECONN;
     }
   }
-  if (!r->rbuf && !(r->rbuf = malloc(r->rcap))) return HPL_ENOMEM;
-  struct iovec iov = {.iov_base = r->rbuf, .iov_len = r->rcap};
-  union {
-    char buf[CMSG_SPACE(CRPC_CMSG_FDS * sizeof(int))];
-    struct cmsghdr align;
-  } cbuf;
-  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
-                      .msg_controllen = sizeof cbuf.buf};
-  ssize_t n = recvmsg(r->fd, &mh, (block ? 0 : MSG_DONTWAIT) | MSG_CMSG_CLOEXEC);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-  if (n < 0) {
-    snprintf(why, wlen, "cannot read: %s", errstr(errno, eb, sizeof eb));
-    return HPL_ECONN;
-  }
-  keep_fds(r, &mh);
-  if (drained) *drained = (size_t)n < r->rcap;
-  if (n == 0) {
-    snprintf(why, wlen, "the peer closed the connection");
-    return HPL_ECONN;
-  }
-  hpl__record_add(&r->rec, r->rbuf, (size_t)n);
-  return parse(r, (size_t)n, why, wlen);
+  return read_once(r, block ? 0 : MSG_DONTWAIT, drained, why, wlen);
+}
+
+int hpl__crpc_read_now(hpl__crpc *r, int *drained, char *why, size_t wlen) {
+  *drained = 1; /* unless a read fills the buffer */
+  return read_once(r, MSG_DONTWAIT, drained, why, wlen);
 }
 
 /* ------------------------------------------------------------------ messages */
