@@ -156,13 +156,14 @@ static void *client(void *arg) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   uint8_t *buf = malloc(MAXSIZE);
   if (!buf) die("malloc");
-  hpl__bench_usage use = {0}; /* the timed parts' (HPL_BENCH_TRACE, --procs) */
+  int usage = procs && getenv("HPL_BENCH_TRACE");
+  hpl__bench_usage use = {0}, u0 = {0}; /* the timed parts' (HPL_BENCH_TRACE, --procs) */
   for (int r = 0; r <= reps; r++) { /* round 0 warms up */
     pthread_barrier_wait(&sh->bar);
     uint32_t size = sh->cur_size;
     char id[64] = "";
     if (tracing) snprintf(id, sizeof id, "bench/reqrep/%u/%d", size, r);
-    hpl__bench_usage u0 = hpl__bench_usage_now();
+    if (usage) u0 = hpl__bench_usage_now();
     hpl__sleep_until_ns(sh->start_ns[r]);
     hpl__trace("get", id);
     int bad = hpl__floor_io(fd, &size, sizeof size, 1) != 0;
@@ -171,12 +172,14 @@ static void *client(void *arg) {
     hpl__trace("peek.got", id);
     sh->end_ns[idx][r] = hpl__now_ns();
     hpl__trace("get.done", id);
-    hpl__bench_usage_add(&use, u0, hpl__bench_usage_now());
+    /* the fair rule: nothing but the wait until every client is done */
+    pthread_barrier_wait(&sh->bar);
+    if (usage) /* the wait blocks, costing ~nothing */
+      hpl__bench_usage_add(&use, u0, hpl__bench_usage_now());
     for (uint32_t i = 0; !bad && i < size; i++) bad = buf[i] != 0x5a;
     if (bad) __atomic_store_n(&sh->failed, 1, __ATOMIC_RELAXED);
-    pthread_barrier_wait(&sh->bar);
   }
-  if (procs && getenv("HPL_BENCH_TRACE"))
+  if (usage)
     fprintf(stderr,
             "bench_reqrep: client %d: %d requests, each from its sleep to its end: %.1f us of CPU "
             "(%.1f in user space), %.2f minor faults, %.2f + %.2f context switches (given up + "
@@ -233,6 +236,7 @@ static int run_size(uint64_t size64, void *arg) {
   for (int i = 1; i < hosts && !procs; i++)
     pthread_create(&cl[i], NULL, client, (void *)(intptr_t)i);
   double samples[MAXREPS];
+  int trace_reps = getenv("HPL_BENCH_TRACE") != NULL;
   for (int r = 0; r <= reps; r++) {
     sh->start_ns[r] = hpl__now_ns() + 20 * 1000000ull;
     __atomic_store_n(&sh->round, r, __ATOMIC_RELAXED); /* (the server's trace ids) */
@@ -242,6 +246,13 @@ static int run_size(uint64_t size64, void *arg) {
     for (int i = 1; i < hosts; i++)
       if (sh->end_ns[i][r] > last) last = sh->end_ns[i][r];
     if (r > 0) samples[r - 1] = (double)(last - sh->start_ns[r]) / 1e9;
+    if (trace_reps) { /* as bench_coll's: where each round's timed part lies */
+      fprintf(stderr, "bench_reqrep: rep %d from %llu ns (monotonic) ends (ms):", r - 1,
+              (unsigned long long)sh->start_ns[r]);
+      for (int i = 1; i < hosts; i++)
+        fprintf(stderr, " %d:%.3f", i, (double)(sh->end_ns[i][r] - sh->start_ns[r]) / 1e6);
+      fputc('\n', stderr);
+    }
   }
   for (int i = 1; i < hosts; i++) {
     int st = 0;
