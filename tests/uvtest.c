@@ -192,6 +192,13 @@ void open_stream(rec *r, int *peer) {
   open_conn(r, 1, peer);
 }
 
+void expect_sink_then_heartbeat(const rec *r, const uint8_t *payload, uint64_t n) {
+  assert_false(r->got_gap);
+  assert_memory_equal(r->sink, payload, n);
+  assert_int_equal(r->frames, 2);
+  assert_int_equal(r->types[1], HPL__MSG_HEARTBEAT);
+}
+
 void on_write(hpl__conn *c, int status, void *arg) {
   rec *r = arg;
   r->write_cbs++;

@@ -74,6 +74,10 @@ uint8_t *put_then_heartbeat(const char *id, uint64_t n, unsigned seed, uint8_t *
 /* open_conn for a connection that takes payloads into r's sink (BIG
  * bytes, freed by rec_free). */
 void open_stream(rec *r, int *peer);
+/* put_then_heartbeat's frames arrived on a stream connection: the sink
+ * holds the n payload bytes, reported in order, and the HEARTBEAT came
+ * after. */
+void expect_sink_then_heartbeat(const rec *r, const uint8_t *payload, uint64_t n);
 /* A write callback (arg: the rec) that counts and keeps the status. */
 void on_write(hpl__conn *c, int status, void *arg);
 /* Read one frame from the peer end: header into *h, payload (<= cap)
