@@ -42,6 +42,10 @@ int hpl__dataport_send_head(hpl__sender *sd) {
 /* The stream's first chunk src[0, n) with its PULL_REP in one write
  * (hpl__conn_send_lead); returns as hpl__conn_write_now. */
 static int send_lead(hpl__sender *sd, const uint8_t *src, uint64_t n) {
+  if (n == 0) { /* (a source with nothing contiguous here): the reply alone, as before */
+    int rc = hpl__dataport_send_head(sd);
+    return rc ? rc : hpl__conn_write_now(sd->c, src, 0, hpl__dataport_write_done, sd);
+  }
   sd->head_due = 0;
   Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.size = sd->obj->size;
