@@ -246,6 +246,14 @@ static void on_frame(hpl__conn *c, const hpl__frame_hdr *h, ProtobufCMessage *m,
   }
   sd->offset = p->offset;
   sd->digests = p->digests;
+  if (sd->digests) {
+    /* a digest stream's few bytes go ahead of this host's bulk bytes, as
+     * control traffic does: a reduce's parent combines a unit only once its
+     * digest is in, and queued behind the units that follow it the digest
+     * comes late by the depth of the host's queue, at every hop */
+    uv_stream_t *st = hpl__conn_stream(c);
+    if (st->type == UV_TCP) hpl__conn_mark_control((uv_tcp_t *)st);
+  }
   hpl__obj *o = p->internal ? hpl__obj_find_internal(sd->s, p->id) : hpl__obj_find(sd->s, p->id);
   if (!o && p->internal) {
     /* the directory told our peer about this stream before it told us:

@@ -4,7 +4,7 @@
  * client's direct connection to the directory have SO_PRIORITY 6, so a
  * host's default queue sends their requests and acknowledgements ahead of
  * bulk bytes; the connection a store streams object bytes out of keeps
- * priority 0. Another process's sockets are looked at through
+ * priority 0, and one it serves a reduce's digests on is marked. Another process's sockets are looked at through
  * pidfd_getfd(2). HOPLITE_CONTROL_PRIO=0 turns the mark off. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,6 +136,46 @@ static void test_marks(void **state) {
   th_stop(lc, 0);
 }
 
+/* A reduce of three sources on three nodes with digests: one node is
+ * another's child in the tree, and the parent pulls the child's digests
+ * on a connection of their own; the child's end of it carries the control
+ * mark, while the connections it streams bytes out of do not. */
+static void test_digest_stream_marked(void **state) {
+  (void)state;
+  hpl__lc *lc = th_cluster(3, 64ull << 20, NULL, "--data-idle-ms 60000 --integrity sha256");
+  hpl_client *c[3];
+  char ids[3][32];
+  const char *srcs[3];
+  float *v = malloc((4u << 20) * sizeof *v);
+  assert_non_null(v);
+  for (size_t k = 0; k < (4u << 20); k++) v[k] = (float)(k % 7);
+  for (int i = 0; i < 3; i++) {
+    c[i] = th_connect(lc, i);
+    snprintf(ids[i], sizeof ids[i], "prio/src%d", i);
+    srcs[i] = ids[i];
+    assert_int_equal(hpl_put(c[i], ids[i], v, (4u << 20) * sizeof *v, th_ms(10000)), 0);
+  }
+  free(v);
+  assert_int_equal(
+      hpl_reduce(c[0], "prio/sum", srcs, 3, 0, HPL_OP_SUM, HPL_DT_F32, th_ms(30000)), 0);
+  int dport = hpl__lc_dir_port(lc), marked = 0, bulk = 0;
+  sock_seen s[256];
+  for (int node = 0; node < 3; node++) {
+    int n = sockets_of(hpl__lc_store_pid(lc, node), s, 256);
+    for (int i = 0; i < n; i++) {
+      if (s[i].rport == dport || s[i].lport != th_data_port(lc, node)) continue;
+      if (s[i].prio == 6)
+        marked++; /* a digest stream served */
+      else
+        bulk++;
+    }
+  }
+  assert_true(marked >= 1);
+  assert_true(bulk >= 1);
+  for (int i = 0; i < 3; i++) hpl_close(c[i]);
+  th_stop(lc, 0);
+}
+
 /* The priority hpl__sock_control leaves on a new socket, in a child whose
  * environment has HOPLITE_CONTROL_PRIO=value (NULL: unset). */
 static int prio_with_env(const char *value) {
@@ -174,6 +214,7 @@ static void test_switch(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_marks, th_teardown),
+      cmocka_unit_test_teardown(test_digest_stream_marked, th_teardown),
       cmocka_unit_test(test_switch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
