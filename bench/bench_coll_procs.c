@@ -138,7 +138,7 @@ int hpl__bc_worker_main(int idx, const char *sock) {
     }
     if (full_write(1, &bad, sizeof bad)) break;
   }
-  if (getenv("HPL_BENCH_TRACE") && jobs)
+  if (trace && jobs)
     fprintf(stderr,
             "bench_coll: worker %d: %llu jobs, each from its sleep to the word after its end: %.1f us of CPU "
             "(%.1f in user space), %.2f minor faults, %.2f + %.2f context switches (given up + "

@@ -30,28 +30,20 @@ uv_timer_t *hpl__dataport_timer(hpl__sender *sd) {
   return sd->timer;
 }
 
-int hpl__dataport_send_head(hpl__sender *sd) {
-  if (!sd->head_due) return 0;
+/* The stream's PULL_REP: alone (n == 0), or with the first chunk src[0, n)
+ * in one write (hpl__conn_send_lead; returns as hpl__conn_write_now). */
+static int send_reply(hpl__sender *sd, const uint8_t *src, uint64_t n) {
   sd->head_due = 0;
   Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
   r.size = sd->obj->size;
-  return hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, sd->end - sd->pos, 0,
-                        NULL, NULL);
+  uint64_t plen = sd->end - sd->pos;
+  return n ? hpl__conn_send_lead(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, plen, src,
+                                 (size_t)n, hpl__dataport_write_done, sd)
+           : hpl__conn_send(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, NULL, plen, 0, NULL,
+                            NULL);
 }
 
-/* The stream's first chunk src[0, n) with its PULL_REP in one write
- * (hpl__conn_send_lead); returns as hpl__conn_write_now. */
-static int send_lead(hpl__sender *sd, const uint8_t *src, uint64_t n) {
-  if (n == 0) { /* (a source with nothing contiguous here): the reply alone, as before */
-    int rc = hpl__dataport_send_head(sd);
-    return rc ? rc : hpl__conn_write_now(sd->c, src, 0, hpl__dataport_write_done, sd);
-  }
-  sd->head_due = 0;
-  Hplpb__PullRep r = HPLPB__PULL_REP__INIT;
-  r.size = sd->obj->size;
-  return hpl__conn_send_lead(sd->c, HPL__MSG_PULL_REP, sd->req_id, &r.base, sd->end - sd->pos,
-                             src, (size_t)n, hpl__dataport_write_done, sd);
-}
+int hpl__dataport_send_head(hpl__sender *sd) { return sd->head_due ? send_reply(sd, NULL, 0) : 0; }
 
 /* Send as much of the object as has arrived, within the in-flight budget. */
 void hpl__dataport_pump(hpl__sender *sd) {
@@ -102,7 +94,9 @@ void hpl__dataport_pump(hpl__sender *sd) {
     if (rc == 1 && bad) {
       if (hpl__dataport_write_corrupted(sd, src, (size_t)n) != 0) return;
     } else if (rc == 1) {
-      int wr = sd->head_due ? send_lead(sd, src, n)
+      /* (a source with nothing contiguous here has no chunk to carry it) */
+      if (!n && hpl__dataport_send_head(sd) != 0) return;
+      int wr = sd->head_due ? send_reply(sd, src, n)
                : sd->pos + n >= sd->end
                    ? hpl__conn_write_now(sd->c, src, (size_t)n, hpl__dataport_write_done, sd)
                    : hpl__conn_write(sd->c, src, (size_t)n, hpl__dataport_write_done, sd);

@@ -204,23 +204,29 @@ static size_t conn_sealed_in(hpl__conn *c, const uint8_t *p, size_t len) {
   return used;
 }
 
+/* A buffered payload is whole, the n bytes at p (in pbuf, or in rbuf when
+ * it arrived whole there): its tag (a sealed frame's: opened in pbuf with
+ * its message), then the message, then on_frame. */
+static void conn_buffered_done(hpl__conn *c, const uint8_t *p, size_t n) {
+  if (c->rx.seal ? hpl__fseal_open(&c->rx, &c->cur, c->pbuf, c->poff + c->pgot, c->fr.tag, NULL)
+                 : c->rx.on && hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
+    hpl__conn_mac_failed(c, &c->cur, c->rx.seal ? "fails to open" : "fails its MAC check");
+    return;
+  }
+  if (conn_unpack(c) != 0) return;
+  c->o.on_frame(c, &c->cur, c->cur_msg, p, n);
+  conn_frame_done(c);
+}
+
 /* A buffered frame whose payload is in rbuf already, whole (not sealed):
- * its tag checked, handed up from rbuf without a copy, and done. */
+ * handed up from rbuf without a copy. */
 static void conn_in_place(hpl__conn *c) {
   const uint8_t *p = c->rbuf + c->rpos;
   size_t n = (size_t)c->cur.payload_len;
   hpl__framer_payload_skip(&c->fr, n);
   c->rpos += n;
-  if (c->rx.on) {
-    hpl__fmac_add(&c->rx, p, n);
-    if (hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
-      hpl__conn_mac_failed(c, &c->cur, "fails its MAC check");
-      return;
-    }
-  }
-  if (conn_unpack(c) != 0) return;
-  c->o.on_frame(c, &c->cur, c->cur_msg, p, n);
-  conn_frame_done(c);
+  if (c->rx.on) hpl__fmac_add(&c->rx, p, n);
+  conn_buffered_done(c, p, n);
 }
 
 /* Header, message and tag complete: check what the tag can check now,
@@ -275,18 +281,6 @@ static void conn_on_msg(hpl__conn *c) {
   c->pgot = 0;
 }
 
-/* A buffered payload is whole: its tag, then the message, then on_frame. */
-static void conn_buffered_done(hpl__conn *c) {
-  if (c->rx.seal ? hpl__fseal_open(&c->rx, &c->cur, c->pbuf, c->poff + c->pgot, c->fr.tag, NULL)
-                 : c->rx.on && hpl__fmac_check(&c->rx, c->fr.tag) != 0) {
-    hpl__conn_mac_failed(c, &c->cur, c->rx.seal ? "fails to open" : "fails its MAC check");
-    return;
-  }
-  if (conn_unpack(c) != 0) return;
-  c->o.on_frame(c, &c->cur, c->cur_msg, c->pbuf + c->poff, c->pgot);
-  conn_frame_done(c);
-}
-
 /* Payload bytes that arrived in rbuf (not direct). Returns bytes consumed,
  * which is less than len only when the sink has no room. */
 static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
@@ -294,7 +288,7 @@ static size_t conn_on_payload(hpl__conn *c, const uint8_t *p, size_t len) {
     memcpy(c->pbuf + c->poff + c->pgot, p, len);
     if (c->rx.on) hpl__fmac_add(&c->rx, p, len);
     c->pgot += len;
-    if (c->pgot == c->cur.payload_len) conn_buffered_done(c);
+    if (c->pgot == c->cur.payload_len) conn_buffered_done(c, c->pbuf + c->poff, c->pgot);
     return len;
   }
   return conn_stream_put(c, p, len);

@@ -3,15 +3,12 @@
  * made during the handshake or behind a sendfile are held until it ends.
  * A corking connection's small frames wait for the loop turn's end
  * (uvconn_cork.c). */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utlist.h>
 
-#include "fanout.h"
 #include "hoplite.h"
 #include "log.h"
-#include "trace.h"
 #include "uvconn_int.h"
 
 /* ------------------------------------------------------------------ the write queue */
