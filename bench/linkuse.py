@@ -25,11 +25,18 @@ watched process's share of one CPU. The rate is the one cluster.sh shaped with.
 Bursts whose busiest uplink sent less than --min-mb MB are left out and not
 numbered.
 
+watched prints the CPU the watched process (record --watch) used within
+each timed repetition of a bench_coll run (its HPL_BENCH_TRACE=1 stderr,
+"rep N from T ns (monotonic) ends (ms): ..."), warm-up (rep -1) left out,
+one line per repetition, then the median in ms. bench/sim/
+validate_session.sh watches the VM's memory monitor (kdamond) this way.
+
 plot draws burst K (numbered as report numbers them) of each record, the
 hosts' mean uplink use per bin above and the machine's CPU below, one line
 per LABEL=RECORD, into a PNG.
 """
 import argparse
+import bisect
 import os
 import re
 import signal
@@ -63,6 +70,9 @@ def cpu_ticks():
         v = [int(x) for x in f.readline().split()[1:]]
     idle = v[3] + v[4]  # idle, iowait
     return sum(v) - idle, sum(v)
+
+
+TICKS = os.sysconf("SC_CLK_TCK")  # /proc/PID/stat counts in these
 
 
 def pid_ticks(pid):
@@ -224,6 +234,34 @@ def plot(specs, rate, bin_ms, gap_ms, min_mb, burst, out):
     fig.savefig(out, dpi=110)
 
 
+def watched(path, trace):
+    """Per timed repetition of trace: the watched pid's CPU ms in its window."""
+    ts, w = [], []
+    with open(path) as f:
+        for line in f:
+            v = line.split()
+            ts.append(int(v[0]))
+            w.append(int(v[3]))
+    got = []
+    with open(trace) as f:
+        for line in f:
+            m = re.search(r"rep (\d+) from (\d+) ns \(monotonic\) ends \(ms\):(.*)", line)
+            if not m:
+                continue
+            start = int(m.group(2))
+            end = start + int(max(float(x.split(":")[1]) for x in m.group(3).split()) * 1e6)
+            i, j = bisect.bisect_left(ts, start), bisect.bisect_left(ts, end)
+            if j >= len(ts) or i == j:
+                continue  # the record does not cover it
+            ms = (w[j] - w[i]) * 1000 / TICKS
+            got.append(ms)
+            print(f"rep {m.group(1)} {ms:.0f} ms")
+    if not got:
+        sys.exit("linkuse.py: no repetition of the trace lies within the record")
+    got.sort()
+    print(f"median {got[len(got) // 2]:.0f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -238,6 +276,9 @@ def main():
     p.add_argument("--gap-ms", type=float, default=300)
     p.add_argument("--bins", action="store_true")
     p.add_argument("--min-mb", type=float, default=1, help="skip bursts whose busiest uplink sent less")
+    w = sub.add_parser("watched")
+    w.add_argument("record")
+    w.add_argument("--trace", required=True, help="bench_coll's stderr with HPL_BENCH_TRACE=1")
     q = sub.add_parser("plot")
     q.add_argument("specs", nargs="+", metavar="LABEL=RECORD")
     q.add_argument("--rate", required=True)
@@ -251,6 +292,8 @@ def main():
         record(a.out, a.period_ms, a.watch)
     elif a.cmd == "report":
         report(a.record, parse_rate(a.rate), a.bin_ms, a.gap_ms, a.bins, a.min_mb)
+    elif a.cmd == "watched":
+        watched(a.record, a.trace)
     else:
         plot(a.specs, parse_rate(a.rate), a.bin_ms, a.gap_ms, a.min_mb, a.burst, a.out)
 

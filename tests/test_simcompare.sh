@@ -4,7 +4,9 @@
 # a coll row and a chain row are each judged in their own table, and a
 # machine row without a positive floor is refused as a bad row, and a calib
 # row's digest and combine costs are the ones used (a reduce row gives the
-# same figures twice, and other figures with other costs).
+# same figures twice, and other figures with other costs), and a coll row's
+# optional tenth field (the VM's kdamond CPU per repetition) is printed
+# beside it, "-" when unknown.
 set -eu
 HPSIM=$1
 T=$(mktemp -d)
@@ -40,4 +42,8 @@ printf 'calib\t0\t1\n' > "$T/bad2.tsv"
 rc=0
 "$HPSIM" compare "$T/bad2.tsv" > "$T/out" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "a calib row with no cost gave exit $rc, want 2"
+printf 'coll\tbcast\t67108864\t1gbit\toff\t0.57\t0.56\t0.58\t0.9\t140\ncoll\tbcast\t1048576\t1gbit\toff\t0.0147\t0.0142\t0.0158\t2.6\t-\n' > "$T/bg.tsv"
+"$HPSIM" compare "$T/bg.tsv" > "$T/out" 2>&1 || [ $? -le 1 ] || fail "exit on a file with kdamond fields"
+grep -q "^| bcast 64 MiB, 1gbit, off | 0.5700 .* | 140 |\$" "$T/out" || fail "the kdamond figure is not beside its row"
+grep -q "^| bcast 1 MiB, 1gbit, off | 0.0147 .* | - |\$" "$T/out" || fail "an unknown kdamond figure is not -"
 echo "test_simcompare: ok"

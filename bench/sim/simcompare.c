@@ -3,7 +3,7 @@
  * measures the 8-host rows and writes them here as tab-separated lines
  * ('#' starts a comment):
  *
- *   coll  OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB
+ *   coll  OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB [BG_MS]
  *   fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S
  *   chain SIZE RATE MEDIAN_S MIN_S MAX_S
  *   machine FLOOR_US
@@ -15,6 +15,11 @@
  * run of compare to the next.
  * OP is bcast, reduce or allreduce; INTEGRITY sha256 or off; CPU_S_PER_GIB
  * the machine's CPU per GiB moved (bench_coll's stderr, "-" if unknown);
+ * BG_MS (optional, "-" if unknown) the CPU of the VM's memory monitor
+ * (the kernel thread kdamond.0) within a timed repetition, median in ms:
+ * it runs in bursts every ~0.55 s, and a reduce's links nearly stop while
+ * it does (bench/results/sim-kdamond-2026-12-03.md). It is printed beside
+ * the row, not simulated;
  * KIND kill or pause, ACTED_S when the fault acted, DEPTH the victim's
  * hops from the source, CLOSE_S a kill's measured socket close. A chain
  * row is the emulated network alone: a plain TCP chain through the 8 hosts
@@ -68,6 +73,7 @@ typedef struct crow {
   row_kind kind;
   char op[16], integ[16], rate_s[16];
   double size, bits, median, min, max, cpu_gib;
+  double bg_ms; /* coll rows: the VM's memory monitor per repetition (< 0: unknown) */
   double c_hash, c_comb; /* calib rows: s per byte of digests and of the combine */
   /* fault rows */
   int pause;
@@ -101,7 +107,7 @@ static int parse_line(char *l, crow *r) {
     r->median = atof(f[3]);
     r->min = atof(f[4]);
     r->max = atof(f[5]);
-  } else if (!strcmp(f[0], "coll") && n == 9) {
+  } else if (!strcmp(f[0], "coll") && (n == 9 || n == 10)) {
     r->kind = ROW_COLL;
     snprintf(r->op, sizeof r->op, "%s", f[1]);
     r->size = atof(f[2]);
@@ -111,6 +117,7 @@ static int parse_line(char *l, crow *r) {
     r->min = atof(f[6]);
     r->max = atof(f[7]);
     r->cpu_gib = strcmp(f[8], "-") ? atof(f[8]) : 0;
+    r->bg_ms = n == 10 && strcmp(f[9], "-") ? atof(f[9]) : -1;
   } else if (!strcmp(f[0], "fault") && n == 10) {
     r->kind = ROW_FAULT;
     r->pause = !strcmp(f[1], "pause");
@@ -218,7 +225,8 @@ static int compare_rows(const crow *rows, int n) {
          set ? "as recorded with the rows (calib)"
              : "measured now (no calib row: they move with the VM's speed)");
   printf("| measured row (8 hosts) | measured s (min-max) | simulated s | error | store CPU from | "
-         "simulated, the row's own CPU | error |\n|---|---|---|---|---|---|---|\n");
+         "simulated, the row's own CPU | error | kdamond ms per rep |\n"
+         "|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     const crow *r = &rows[i];
     if (r->kind != ROW_COLL) continue;
@@ -230,9 +238,11 @@ static int compare_rows(const crow *rows, int n) {
     if (fabs(e) > worst) worst = fabs(e);
     over_own += !(fabs(e2) <= LIMIT);
     if (fabs(e2) > worst_own) worst_own = fabs(e2);
+    char bg[32] = "-";
+    if (r->bg_ms >= 0) snprintf(bg, sizeof bg, "%.0f", r->bg_ms);
     printf("| %s %.0f MiB, %s, %s | %.4f (%.4f-%.4f) | %.4f | %+.1f %% | %s | %.4f (%.3f s/GiB) | "
-           "%+.1f %% |\n", r->op, r->size / (1 << 20), r->rate_s, r->integ, r->median, r->min,
-           r->max, t, 100 * e, from, t2, r->cpu_gib, 100 * e2);
+           "%+.1f %% | %s |\n", r->op, r->size / (1 << 20), r->rate_s, r->integ, r->median, r->min,
+           r->max, t, 100 * e, from, t2, r->cpu_gib, 100 * e2, bg);
   }
   printf("\n| fault run (8 hosts) | measured s | no-fault s | measured / no-fault | simulated s | "
          "simulated no-fault s | simulated / no-fault | error of the ratio | error of the time |\n"

@@ -6,6 +6,7 @@
 # so the simulator is only judged against rows measured with it.
 #
 #   bench/sim/validate_session.sh [--reps N] [--out FILE] [--no-200mbit] [--no-faults]
+#                                 [--kdamond-off]
 #
 # Needs root (network namespaces) and a build (scripts/bootstrap.sh). Brings
 # up its own emulated cluster (prefix hplv, bench/cluster.sh) and takes it
@@ -20,6 +21,10 @@
 #     the 8 hosts (bench/p2p_check.sh --chain-only, no hoplite code) of
 #     1M/64M/256M, 3 times each, so the network model is judged apart from
 #     the stores.
+# --kdamond-off switches the kernel's DAMON threads off for the session and
+# back on at its end (this VM's platform runs one, a memory monitor with a
+# pageout scheme, whose bursts stall a reduce's links: bench/results/
+# sim-kdamond-2026-12-03.md); a "# kdamond off" comment line says so.
 # Writes the rows (hpsim compare's format, simcompare.c) to FILE (default
 # bench/results/sim-session-DATE.tsv) and prints the comparison. Takes
 # about 17 minutes. Exit status: hpsim compare's (0: every row within 5 %).
@@ -32,12 +37,14 @@ REPS=5
 OUT=""
 DO200=1
 DOFAULTS=1
+KDOFF=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) REPS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-200mbit) DO200=0; shift ;;
     --no-faults) DOFAULTS=0; shift ;;
+    --kdamond-off) KDOFF=1; shift ;;
     *) echo "validate_session.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -47,24 +54,57 @@ for b in bench/bench_coll bench/bench_faults bench/bench_peek bench/sim/hpsim; d
 done
 export HPL_NS_PREFIX=hplv
 CL="$HERE/cluster.sh"
-cleanup() { "$CL" down --kill >/dev/null 2>&1 || true; }
+KD_STATES=()
+cleanup() {
+  "$CL" down --kill >/dev/null 2>&1 || true
+  local f
+  for f in "${KD_STATES[@]}"; do echo on >"$f" 2>/dev/null || echo "validate_session.sh: could not switch $f back on" >&2; done
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 work=$(mktemp -d)
 
-# coll RATE INTEGRITY OP SIZES REPS: one bench_coll, its rows appended to OUT
+# coll RATE INTEGRITY OP SIZES REPS: one bench_coll, its rows appended to
+# OUT. Where the kernel runs a DAMON thread (kdamond.0: this VM's memory
+# monitor), bench/linkuse.py watches its CPU in the switch's namespace and
+# each row gets its median ms within a timed repetition (else "-").
 coll() {
-  local rate=$1 integ=$2 op=$3 sizes=$4 reps=$5 addrs extra=()
+  local rate=$1 integ=$2 op=$3 sizes=$4 reps=$5 addrs extra=() kd lu="" bg
   addrs=$("$CL" addrs)
   [ "$integ" = off ] && extra=(--store-arg --integrity=off)
-  "$BUILD/bench/bench_coll" --op "$op" --sizes "$sizes" --hosts 8 --reps "$reps" --netns hplv \
+  kd=$(pgrep -x kdamond.0 | head -1 || true)
+  if [ -n "$kd" ]; then
+    : >"$work/lu"
+    "$CL" exec sw /usr/bin/python3 "$HERE/linkuse.py" record "$work/lu" --period-ms 20 --watch "$kd" &
+    lu=$!
+  fi
+  HPL_BENCH_TRACE=1 "$BUILD/bench/bench_coll" --op "$op" --sizes "$sizes" --hosts 8 --reps "$reps" --netns hplv \
       --addrs "$addrs" --rate "$rate" --procs --store-args --prefault "${extra[@]}" --no-header \
       >"$work/rows" 2>"$work/err"
+  [ -z "$lu" ] || { kill "$lu"; wait "$lu" 2>/dev/null || true; }
   # stderr: "bench_coll: OP SIZE B to ...: median ..., CPU X s per GiB moved ..."
-  awk -v rate="$rate" -v integ="$integ" '
+  # and (trace) one "rep N from T ns ..." line per repetition, sizes in order
+  awk -v rate="$rate" -v integ="$integ" -v lu="$lu" -v luf="$work/lu" -v py="$HERE/linkuse.py" -v err="$work/err" '
     FNR == NR { if ($0 ~ /s per GiB moved/) { for (i = 1; i <= NF; i++) if ($i == "CPU") cpu[$3] = $(i + 1) }; next }
     { c = ($2 in cpu) ? cpu[$2] : "-"; printf "coll\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", $1, $2, rate, integ, $5, $6, $7, c }
-  ' "$work/err" "$work/rows" >>"$OUT"
+  ' "$work/err" "$work/rows" >"$work/coll"
+  if [ -n "$lu" ]; then
+    # one trace file per size: the rep lines between its size's summary lines
+    awk -v d="$work" '
+      /^bench_coll: rep / { print >> (d "/trace." n); next }
+      /s per GiB moved/ { close(d "/trace." n); n++ }
+    ' n=0 "$work/err"
+    local k=0
+    while IFS= read -r row; do
+      bg=$(/usr/bin/python3 "$HERE/linkuse.py" watched "$work/lu" --trace "$work/trace.$k" 2>/dev/null |
+           awk '$1 == "median" { print $2 }')
+      printf '%s\t%s\n' "$row" "${bg:--}" >>"$OUT"
+      rm -f "$work/trace.$k"
+      k=$((k + 1))
+    done <"$work/coll"
+  else
+    awk '{ print $0 "\t-" }' "$work/coll" >>"$OUT"
+  fi
 }
 
 # chains RATE SIZES REPS: plain TCP chains (p2p_check.sh), one row per size
@@ -101,10 +141,17 @@ faults() {
 
 {
   echo "# bench/sim/validate_session.sh, $(date -u +%FT%TZ), $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S | machine FLOOR_US | calib HASH_S_PER_B COMB_S_PER_B"
+  echo "# coll OP SIZE RATE INTEGRITY MEDIAN_S MIN_S MAX_S CPU_S_PER_GIB BG_MS | fault KIND SIZE RATE MEASURED_S NOFAULT_S ACTED_S DEPTH CLOSE_S PAUSE_S | chain SIZE RATE MEDIAN_S MIN_S MAX_S | machine FLOOR_US | calib HASH_S_PER_B COMB_S_PER_B"
 } >"$OUT"
 # the VM's state: bench_peek's bare request/reply floor (µs summed), a
 # "machine" row (hpsim compare prints it above the tables)
+if [ "$KDOFF" = 1 ]; then
+  for f in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
+    [ -f "$f" ] && [ "$(cat "$f")" = on ] || continue
+    echo off >"$f" && KD_STATES+=("$f")
+  done
+  echo "# kdamond off: ${#KD_STATES[@]} DAMON thread(s) switched off for the session" >>"$OUT"
+fi
 "$BUILD/bench/bench_peek" 20000 1 2>/dev/null | awk '$1 == "floor" { printf "machine\t%s\n", $6 }' >>"$OUT"
 # "calib" row: the digest and combine costs now, which compare then uses
 "$BUILD/bench/sim/hpsim" calib >>"$OUT"
