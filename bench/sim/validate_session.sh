@@ -69,7 +69,7 @@ work=$(mktemp -d)
 # monitor), bench/linkuse.py watches its CPU in the switch's namespace and
 # each row gets its median ms within a timed repetition (else "-").
 coll() {
-  local rate=$1 integ=$2 op=$3 sizes=$4 reps=$5 addrs extra=() kd lu="" bg
+  local rate=$1 integ=$2 op=$3 sizes=$4 reps=$5 addrs extra=() kd lu="" bg rc=0
   addrs=$("$CL" addrs)
   [ "$integ" = off ] && extra=(--store-arg --integrity=off)
   kd=$(pgrep -x kdamond.0 | head -1 || true)
@@ -80,11 +80,12 @@ coll() {
   fi
   HPL_BENCH_TRACE=1 "$BUILD/bench/bench_coll" --op "$op" --sizes "$sizes" --hosts 8 --reps "$reps" --netns hplv \
       --addrs "$addrs" --rate "$rate" --procs --store-args --prefault "${extra[@]}" --no-header \
-      >"$work/rows" 2>"$work/err"
+      >"$work/rows" 2>"$work/err" || rc=$?
   [ -z "$lu" ] || { kill "$lu"; wait "$lu" 2>/dev/null || true; }
+  [ "$rc" -eq 0 ] || { tail -20 "$work/err" >&2; return "$rc"; }
   # stderr: "bench_coll: OP SIZE B to ...: median ..., CPU X s per GiB moved ..."
   # and (trace) one "rep N from T ns ..." line per repetition, sizes in order
-  awk -v rate="$rate" -v integ="$integ" -v lu="$lu" -v luf="$work/lu" -v py="$HERE/linkuse.py" -v err="$work/err" '
+  awk -v rate="$rate" -v integ="$integ" '
     FNR == NR { if ($0 ~ /s per GiB moved/) { for (i = 1; i <= NF; i++) if ($i == "CPU") cpu[$3] = $(i + 1) }; next }
     { c = ($2 in cpu) ? cpu[$2] : "-"; printf "coll\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", $1, $2, rate, integ, $5, $6, $7, c }
   ' "$work/err" "$work/rows" >"$work/coll"
