@@ -97,7 +97,8 @@ coll() {
     ' n=0 "$work/err"
     local k=0
     while IFS= read -r row; do
-      bg=$(/usr/bin/python3 "$HERE/linkuse.py" watched "$work/lu" --trace "$work/trace.$k" 2>/dev/null |
+      # (no figure, "-", when no repetition spans two of the record's samples)
+      bg=$({ /usr/bin/python3 "$HERE/linkuse.py" watched "$work/lu" --trace "$work/trace.$k" 2>/dev/null || true; } |
            awk '$1 == "median" { print $2 }')
       printf '%s\t%s\n' "$row" "${bg:--}" >>"$OUT"
       rm -f "$work/trace.$k"
