@@ -28,6 +28,12 @@ The events:
                    which is not counted here
 
 Only ids that start with --id-prefix count (e.g. one size of a bench run).
+
+--spacing EVENT prints instead how far apart the occurrences of EVENT fall
+within each sample: sorted by time, the gap from the first to the second
+and the later gaps, as medians over all samples (ms). With s.pulled in a
+broadcast of copies, the first is the receiver that pulled from the
+source, and each later gap what one more hop of the chain added at its end.
 """
 import argparse
 import bisect
@@ -78,16 +84,42 @@ def samples(by_id, flushes, gap_ns):
     return out
 
 
+def spacing(ss, event):
+    """Medians (ms) of the first and the later gaps between occurrences of event."""
+    first, later = [], []
+    for s in ss:
+        ts = sorted(t for t, ev in s if ev == event)
+        gaps = [(b - a) / 1e6 for a, b in zip(ts, ts[1:])]
+        if gaps:
+            first.append(gaps[0])
+            later += gaps[1:]
+    if not first:
+        sys.exit("hops.py: no sample has %s twice" % event)
+    print("%d samples with %s twice or more" % (len(first), event))
+    print("first gap (ms): median %.3f, least %.3f, most %.3f" %
+          (statistics.median(first), min(first), max(first)))
+    if len(later) >= 2:
+        q = statistics.quantiles(later, n=4)
+        print("later gaps (ms): median %.3f, quartiles %.3f-%.3f, %d gaps" %
+              (statistics.median(later), q[0], q[2], len(later)))
+    elif later:
+        print("later gaps (ms): median %.3f, 1 gap" % later[0])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("trace")
     ap.add_argument("--gap-ms", type=float, default=12.0)
     ap.add_argument("--id-prefix", default="")
+    ap.add_argument("--spacing", metavar="EVENT", help="gaps between the occurrences of EVENT")
     a = ap.parse_args()
     by_id, flushes = load(a.trace, a.id_prefix)
     ss = samples(by_id, flushes, int(a.gap_ms * 1e6))
     if not ss:
         sys.exit("hops.py: no sample with a get or a put in %s" % a.trace)
+    if a.spacing:
+        spacing(ss, a.spacing)
+        return
     first, last, count = {}, {}, {}
     for s in ss:
         puts = [t for t, ev in s if ev == "put"]
