@@ -236,12 +236,8 @@ def plot(specs, rate, bin_ms, gap_ms, min_mb, burst, out):
 
 def watched(path, trace):
     """Per timed repetition of trace: the watched pid's CPU ms in its window."""
-    ts, w = [], []
-    with open(path) as f:
-        for line in f:
-            v = line.split()
-            ts.append(int(v[0]))
-            w.append(int(v[3]))
+    rows, cpu = load(path)
+    ts = [r[0] for r in rows]
     got = []
     with open(trace) as f:
         for line in f:
@@ -253,7 +249,7 @@ def watched(path, trace):
             i, j = bisect.bisect_left(ts, start), bisect.bisect_left(ts, end)
             if j >= len(ts) or i == j:
                 continue  # the record does not cover it
-            ms = (w[j] - w[i]) * 1000 / TICKS
+            ms = (cpu[j][2] - cpu[i][2]) * 1000 / TICKS
             got.append(ms)
             print(f"rep {m.group(1)} {ms:.0f} ms")
     if not got:

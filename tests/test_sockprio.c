@@ -4,8 +4,9 @@
  * client's direct connection to the directory have SO_PRIORITY 6, so a
  * host's default queue sends their requests and acknowledgements ahead of
  * bulk bytes; the connection a store streams object bytes out of keeps
- * priority 0, and one it serves a reduce's digests on is marked. Another process's sockets are looked at through
- * pidfd_getfd(2). HOPLITE_CONTROL_PRIO=0 turns the mark off. */
+ * priority 0, and one it serves a reduce's digests on is marked. Another
+ * process's sockets are looked at through pidfd_getfd(2).
+ * HOPLITE_CONTROL_PRIO=0 turns the mark off. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,6 +138,16 @@ static void test_marks(void **state) {
   th_stop(lc, 0);
 }
 
+/* SO_PRIORITY of the store-side end of this test's connection from local
+ * port `port` (-1: not found). */
+static int store_end_prio(hpl__lc *lc, int port) {
+  sock_seen s[256];
+  int n = sockets_of(hpl__lc_store_pid(lc, 0), s, 256);
+  for (int i = 0; i < n; i++)
+    if (s[i].rport == port) return s[i].prio;
+  return -1;
+}
+
 /* A PULL that asks for digests (as a reduce's parent asks its child):
  * the store marks the connection it arrived on, which the data port
  * otherwise leaves unmarked. Looked at while the connection is held
@@ -153,11 +164,8 @@ static void test_digest_stream_marked(void **state) {
   struct sockaddr_in me;
   socklen_t ml = sizeof me;
   assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &ml), 0);
-  int port = ntohs(me.sin_port), prio = -1;
-  sock_seen s[256];
-  int n = sockets_of(hpl__lc_store_pid(lc, 0), s, 256);
-  for (int i = 0; i < n; i++)
-    if (s[i].rport == port) prio = s[i].prio;
+  int port = ntohs(me.sin_port);
+  int prio = store_end_prio(lc, port);
   assert_int_equal(prio, 0); /* a data connection, unmarked until it asks */
   Hplpb__PullReq pull = HPLPB__PULL_REQ__INIT;
   pull.id = "prio/dig";
@@ -165,9 +173,7 @@ static void test_digest_stream_marked(void **state) {
   th_wire_send(fd, HPL__MSG_PULL, 1, &pull.base);
   for (int t = 0; t < 500 && prio != 6; t++) {
     th_sleep_ms(10);
-    n = sockets_of(hpl__lc_store_pid(lc, 0), s, 256);
-    for (int i = 0; i < n; i++)
-      if (s[i].rport == port) prio = s[i].prio;
+    prio = store_end_prio(lc, port);
   }
   assert_int_equal(prio, 6);
   close(fd);
